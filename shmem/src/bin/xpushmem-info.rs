@@ -1,0 +1,86 @@
+//! `xpushmem-info`: version, build features, every `XPUSHMEM_*` variable with its value and default, and what this
+//! platform offers.
+
+use xpushmem::config::{Config, VARS};
+
+fn yes(b: bool) -> &'static str {
+    if b {
+        "yes"
+    } else {
+        "no"
+    }
+}
+
+fn main() {
+    println!("xpushmem {}", xpushmem::VERSION);
+    let features: Vec<&str> = [("mpi", cfg!(feature = "mpi"))]
+        .iter()
+        .filter(|f| f.1)
+        .map(|f| f.0)
+        .collect();
+    println!(
+        "build features: {}",
+        if features.is_empty() {
+            "(none)".into()
+        } else {
+            features.join(", ")
+        }
+    );
+    println!();
+    println!("environment (XPUSHMEM_*):");
+    let w = VARS.iter().map(|v| v.name.len()).max().unwrap_or(0);
+    for (name, value, default, doc) in Config::table() {
+        let shown = match &value {
+            Some(v) => format!("{v} (set)"),
+            None if default.is_empty() => "(unset)".into(),
+            None => format!("{default} (default)"),
+        };
+        println!("  {name:<w$}  {shown:<22} {doc}");
+    }
+    match Config::from_env() {
+        Ok(_) => {}
+        Err(e) => println!("  !! {e}"),
+    }
+    println!();
+    println!("platform:");
+    println!(
+        "  cores online: {}",
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    );
+    let memfd = rustix::fs::memfd_create("xpushmem-probe", rustix::fs::MemfdFlags::CLOEXEC).is_ok();
+    println!("  memfd (host heaps): {}", yes(memfd));
+    let pidfd = rustix::process::pidfd_open(
+        rustix::process::getpid(),
+        rustix::process::PidfdFlags::empty(),
+    )
+    .is_ok();
+    println!("  pidfd (peer-loss detection): {}", yes(pidfd));
+    let mut dirs: Vec<std::path::PathBuf> = std::env::var("LD_LIBRARY_PATH")
+        .unwrap_or_default()
+        .split(':')
+        .filter(|d| !d.is_empty())
+        .map(Into::into)
+        .collect();
+    dirs.extend(
+        [
+            "/usr/lib/x86_64-linux-gnu",
+            "/usr/lib64",
+            "/usr/lib",
+            "/usr/local/lib",
+        ]
+        .map(Into::into),
+    );
+    let ze = dirs
+        .iter()
+        .map(|d| d.join("libze_loader.so.1"))
+        .find(|p| p.exists())
+        .map(|p| p.display().to_string());
+    println!(
+        "  Level Zero loader: {}",
+        ze.as_deref()
+            .unwrap_or("not found (device heaps unavailable; host heaps work)")
+    );
+    println!("  transports: shm (same node)");
+}

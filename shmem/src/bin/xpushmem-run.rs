@@ -1,0 +1,84 @@
+//! `xpushmem-run -n N [--timeout S] [--no-prefix] PROG [ARGS...]`: run N PEs of PROG on this machine.
+//!
+//! Exits with 0 when every PE does, with the first failing PE's status otherwise (128+signal for a signal), and
+//! with 124 when the time limit ends the job. When one PE fails the others are terminated.
+
+use std::time::Duration;
+
+const USAGE: &str = "usage: xpushmem-run -n N [--timeout SECONDS] [--no-prefix] PROGRAM [ARGS...]";
+
+fn parse(args: &[String]) -> Result<xpushmem::launch::Job, String> {
+    let mut n = None;
+    let mut timeout = None;
+    let mut prefix = true;
+    let mut i = 0;
+    while i < args.len() {
+        let a = args[i].as_str();
+        let value = |i: usize| {
+            args.get(i + 1)
+                .cloned()
+                .ok_or_else(|| format!("{a} needs a value\n{USAGE}"))
+        };
+        match a {
+            "-n" | "-np" | "--npes" => {
+                let v = value(i)?;
+                n = Some(
+                    v.parse::<usize>()
+                        .ok()
+                        .filter(|&n| n > 0)
+                        .ok_or_else(|| format!("-n {v}: expected a positive integer"))?,
+                );
+                i += 2;
+            }
+            "--timeout" | "-t" => {
+                let v = value(i)?;
+                let s: f64 = v
+                    .parse()
+                    .ok()
+                    .filter(|s: &f64| *s > 0.0)
+                    .ok_or_else(|| format!("--timeout {v}: expected positive seconds"))?;
+                timeout = Some(Duration::from_secs_f64(s));
+                i += 2;
+            }
+            "--no-prefix" => {
+                prefix = false;
+                i += 1;
+            }
+            "-h" | "--help" => return Err(USAGE.to_string()),
+            _ if a.starts_with('-') => return Err(format!("unknown option {a}\n{USAGE}")),
+            _ => break,
+        }
+    }
+    let n = n.ok_or_else(|| format!("missing -n N\n{USAGE}"))?;
+    let program = args
+        .get(i)
+        .ok_or_else(|| format!("missing PROGRAM\n{USAGE}"))?;
+    let mut job = xpushmem::launch::Job::new(n, program);
+    job.args = args[i + 1..].to_vec();
+    job.timeout = timeout;
+    job.prefix_output = prefix;
+    Ok(job)
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let job = match parse(&args) {
+        Ok(j) => j,
+        Err(m) => {
+            eprintln!("xpushmem-run: {m}");
+            std::process::exit(2);
+        }
+    };
+    match job.run() {
+        Ok(out) => {
+            if let Some((pe, how)) = &out.first_failure {
+                eprintln!("xpushmem-run: PE {pe} failed ({how:?}); the job was stopped");
+            }
+            std::process::exit(out.exit_code());
+        }
+        Err(e) => {
+            eprintln!("xpushmem-run: {e}");
+            std::process::exit(1);
+        }
+    }
+}

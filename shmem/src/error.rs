@@ -1,0 +1,190 @@
+//! The one error type of the runtime.
+//!
+//! Every fallible call returns [`Result<T>`]. Messages name the argument, its value and the limit it broke, so
+//! the text can be shown to a user unchanged (the C ABI and the Python package pass it through verbatim).
+
+use std::time::Duration;
+
+/// Result alias used across the crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in xpushmem.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A PE number outside `0..n_pes` (or outside a team).
+    #[error("invalid PE {pe}: must be in [0, {n_pes}) ({context})")]
+    InvalidPe {
+        /// The PE that was passed (as given, so negative values survive the C ABI).
+        pe: i64,
+        /// Number of PEs in the world or team.
+        n_pes: usize,
+        /// The call or team the PE was given to.
+        context: String,
+    },
+    /// An address that does not lie inside the symmetric heap.
+    #[error("address {addr:#x} is not symmetric: the symmetric heap of this PE spans [{base:#x}, {end:#x}) ({context})")]
+    NotSymmetric {
+        /// The offending address.
+        addr: usize,
+        /// Start of the local symmetric heap.
+        base: usize,
+        /// One past the end of the local symmetric heap.
+        end: usize,
+        /// The call that received the address.
+        context: String,
+    },
+    /// A range that starts inside an object or heap but runs past its end.
+    #[error("out of bounds: {what} [{start}, {start}+{len}) runs past the limit {limit} ({context})")]
+    OutOfBounds {
+        /// What the range indexes ("heap offset", "element", ...).
+        what: &'static str,
+        /// Start of the range.
+        start: usize,
+        /// Length of the range.
+        len: usize,
+        /// The bound it must stay within.
+        limit: usize,
+        /// The call that received the range.
+        context: String,
+    },
+    /// An argument with a value the call cannot accept (sizes, alignments, strides, names).
+    #[error("invalid argument {name} = {value}: {reason}")]
+    InvalidArgument {
+        /// Name of the argument.
+        name: &'static str,
+        /// Its value, rendered.
+        value: String,
+        /// What the value must satisfy.
+        reason: String,
+    },
+    /// The symmetric heap cannot satisfy an allocation.
+    #[error("symmetric heap exhausted: {call} of {requested} bytes (align {align}) does not fit; heap size {heap_size} bytes (XPUSHMEM_SYMMETRIC_SIZE), {in_use} in use, largest free block {largest_free}")]
+    HeapExhausted {
+        /// The allocating call.
+        call: &'static str,
+        /// Bytes requested.
+        requested: usize,
+        /// Alignment requested.
+        align: usize,
+        /// Total heap size.
+        heap_size: usize,
+        /// Bytes currently allocated.
+        in_use: usize,
+        /// Largest contiguous free block.
+        largest_free: usize,
+    },
+    /// PEs disagree on the arguments of a collective call.
+    #[error("collective mismatch in {call}: PE {pe} passed {theirs}, but PE {reference_pe} passed {ours}")]
+    Mismatch {
+        /// The collective call.
+        call: &'static str,
+        /// The first PE whose arguments differ from the reference PE's.
+        pe: usize,
+        /// What that PE passed.
+        theirs: String,
+        /// The reference PE (the lowest-numbered participant).
+        reference_pe: usize,
+        /// What the reference PE passed.
+        ours: String,
+    },
+    /// A blocking call waited longer than its limit.
+    #[error("timeout: {op} waited {waited:?} (limit {limit:?}, XPUSHMEM_TIMEOUT_MS){detail}")]
+    Timeout {
+        /// The waiting call.
+        op: String,
+        /// How long it waited.
+        waited: Duration,
+        /// The limit in force.
+        limit: Duration,
+        /// Extra context (what was awaited), starting with "; " when present.
+        detail: String,
+    },
+    /// A peer PE died (exited or was killed without finalize) while this PE depended on it.
+    #[error("PE {pe} was lost (it exited without finalize) while PE {me} was in {op}")]
+    PeerLost {
+        /// The lost PE.
+        pe: usize,
+        /// This PE.
+        me: usize,
+        /// The call that noticed.
+        op: String,
+    },
+    /// The bootstrap (rendezvous between PEs) failed.
+    #[error("bootstrap ({method}): {message}")]
+    Bootstrap {
+        /// Which bootstrap was in use.
+        method: &'static str,
+        /// What went wrong.
+        message: String,
+    },
+    /// A transport (shared memory, fabric, copy engine) failed.
+    #[error("transport {transport}: {message}")]
+    Transport {
+        /// Which transport.
+        transport: &'static str,
+        /// What went wrong.
+        message: String,
+    },
+    /// The Level Zero device layer failed.
+    #[error("device: {0}")]
+    Device(String),
+    /// The runtime is not initialised, or was already initialised / finalised.
+    #[error("state: {0}")]
+    State(String),
+    /// A configuration variable has a value that cannot be used.
+    #[error("configuration: {var}={value}: {reason}")]
+    Config {
+        /// The environment variable.
+        var: &'static str,
+        /// Its value.
+        value: String,
+        /// Why it was rejected.
+        reason: String,
+    },
+    /// An operating-system call failed.
+    #[error("{call}: {message}")]
+    Os {
+        /// The system call or library function.
+        call: &'static str,
+        /// The OS error text.
+        message: String,
+    },
+}
+
+impl Error {
+    /// A short stable name of the variant, used as the error kind in the C ABI and in Python.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Error::InvalidPe { .. } => "InvalidPe",
+            Error::NotSymmetric { .. } => "NotSymmetric",
+            Error::OutOfBounds { .. } => "OutOfBounds",
+            Error::InvalidArgument { .. } => "InvalidArgument",
+            Error::HeapExhausted { .. } => "HeapExhausted",
+            Error::Mismatch { .. } => "Mismatch",
+            Error::Timeout { .. } => "Timeout",
+            Error::PeerLost { .. } => "PeerLost",
+            Error::Bootstrap { .. } => "Bootstrap",
+            Error::Transport { .. } => "Transport",
+            Error::Device(_) => "Device",
+            Error::State(_) => "State",
+            Error::Config { .. } => "Config",
+            Error::Os { .. } => "Os",
+        }
+    }
+
+    pub(crate) fn os(call: &'static str, err: impl std::fmt::Display) -> Error {
+        Error::Os {
+            call,
+            message: err.to_string(),
+        }
+    }
+
+    pub(crate) fn invalid(name: &'static str, value: impl std::fmt::Display, reason: impl Into<String>) -> Error {
+        Error::InvalidArgument {
+            name,
+            value: value.to_string(),
+            reason: reason.into(),
+        }
+    }
+}

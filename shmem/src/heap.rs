@@ -1,0 +1,179 @@
+//! The deterministic symmetric-heap allocator.
+//!
+//! Every PE runs the same allocator over the same offset space and sees the same sequence of collective calls, so
+//! every PE computes the same offset: `remote = base[pe] + offset`. First fit over an ordered free list, with
+//! coalescing on free. No memory is touched here: the allocator deals in offsets only.
+
+use std::collections::BTreeMap;
+
+/// Smallest alignment and size granule of every allocation (a cache line).
+pub const MIN_ALIGN: usize = 64;
+
+/// Offsets allocator over `[0, size)`.
+#[derive(Debug, Clone)]
+pub struct Allocator {
+    size: usize,
+    /// offset -> length of each free block; blocks never touch (they are coalesced).
+    free: BTreeMap<usize, usize>,
+    /// offset -> length of each allocated block.
+    used: BTreeMap<usize, usize>,
+    in_use: usize,
+}
+
+impl Allocator {
+    /// An allocator over `size` bytes (rounded down to the granule).
+    pub fn new(size: usize) -> Allocator {
+        let size = size / MIN_ALIGN * MIN_ALIGN;
+        let mut free = BTreeMap::new();
+        if size > 0 {
+            free.insert(0, size);
+        }
+        Allocator {
+            size,
+            free,
+            used: BTreeMap::new(),
+            in_use: 0,
+        }
+    }
+
+    /// Managed size in bytes.
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
+    /// Bytes allocated (rounded to the granule).
+    pub fn in_use(&self) -> usize {
+        self.in_use
+    }
+
+    /// The largest free block.
+    pub fn largest_free(&self) -> usize {
+        self.free.values().copied().max().unwrap_or(0)
+    }
+
+    /// Allocate `bytes` (> 0) at a multiple of `align` (a power of two). `None` when nothing fits.
+    pub fn alloc(&mut self, bytes: usize, align: usize) -> Option<usize> {
+        debug_assert!(bytes > 0 && align.is_power_of_two());
+        let align = align.max(MIN_ALIGN);
+        let len = bytes.checked_next_multiple_of(MIN_ALIGN)?;
+        let (start, block, off) = self.free.iter().find_map(|(&start, &block)| {
+            let off = start.checked_next_multiple_of(align)?;
+            (off.checked_add(len)? <= start + block).then_some((start, block, off))
+        })?;
+        self.free.remove(&start);
+        if off > start {
+            self.free.insert(start, off - start);
+        }
+        let tail = start + block - (off + len);
+        if tail > 0 {
+            self.free.insert(off + len, tail);
+        }
+        self.used.insert(off, len);
+        self.in_use += len;
+        Some(off)
+    }
+
+    /// Size of the allocation starting at `off`, if there is one.
+    pub fn allocation_at(&self, off: usize) -> Option<usize> {
+        self.used.get(&off).copied()
+    }
+
+    /// The allocation containing `off`: (start, length).
+    pub fn allocation_containing(&self, off: usize) -> Option<(usize, usize)> {
+        let (&start, &len) = self.used.range(..=off).next_back()?;
+        (off < start + len).then_some((start, len))
+    }
+
+    /// Free the allocation starting at `off`; its length, or `None` when `off` starts no allocation.
+    pub fn free(&mut self, off: usize) -> Option<usize> {
+        let len = self.used.remove(&off)?;
+        self.in_use -= len;
+        let mut start = off;
+        let mut end = off + len;
+        if let Some((&ps, &pl)) = self.free.range(..off).next_back() {
+            if ps + pl == off {
+                self.free.remove(&ps);
+                start = ps;
+            }
+        }
+        if let Some(&nl) = self.free.get(&end) {
+            self.free.remove(&end);
+            end += nl;
+        }
+        self.free.insert(start, end - start);
+        Some(len)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn first_fit_and_coalescing() {
+        let mut a = Allocator::new(1024);
+        let x = a.alloc(100, 1).unwrap();
+        let y = a.alloc(64, 1).unwrap();
+        assert_eq!((x, y), (0, 128));
+        assert_eq!(a.alloc(4096, 1), None);
+        assert_eq!(a.free(x), Some(128));
+        assert_eq!(a.free(x), None);
+        assert_eq!(a.alloc(64, 1), Some(0));
+        assert_eq!(a.alloc(256, 256), Some(256));
+        assert_eq!(a.in_use(), 64 + 64 + 256);
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Alloc(usize, u32),
+        Free(usize),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            (1usize..5000, 0u32..12).prop_map(|(n, a)| Op::Alloc(n, a)),
+            (0usize..64).prop_map(Op::Free),
+        ]
+    }
+
+    proptest! {
+        /// Allocations never overlap, stay in bounds and aligned; freeing everything restores one free block;
+        /// two allocators fed the same calls agree (determinism).
+        #[test]
+        fn allocations_are_disjoint_aligned_and_deterministic(ops in prop::collection::vec(op(), 1..200)) {
+            let mut a = Allocator::new(1 << 16);
+            let mut b = Allocator::new(1 << 16);
+            let mut live: Vec<(usize, usize)> = Vec::new();
+            for o in ops {
+                match o {
+                    Op::Alloc(n, al) => {
+                        let align = 1usize << al;
+                        let r = a.alloc(n, align);
+                        prop_assert_eq!(r, b.alloc(n, align));
+                        if let Some(off) = r {
+                            prop_assert_eq!(off % align.max(MIN_ALIGN), 0);
+                            prop_assert!(off + n <= a.size());
+                            for &(s, l) in &live {
+                                prop_assert!(off + n <= s || s + l <= off, "overlap");
+                            }
+                            live.push((off, n));
+                        }
+                    }
+                    Op::Free(i) if !live.is_empty() => {
+                        let (off, _) = live.remove(i % live.len());
+                        prop_assert!(a.free(off).is_some());
+                        prop_assert!(b.free(off).is_some());
+                    }
+                    Op::Free(_) => {}
+                }
+                let total: usize = live.iter().map(|&(_, n)| n.next_multiple_of(MIN_ALIGN)).sum();
+                prop_assert_eq!(a.in_use(), total);
+            }
+            for (off, _) in live {
+                a.free(off);
+            }
+            prop_assert_eq!(a.largest_free(), a.size());
+        }
+    }
+}

@@ -1,0 +1,47 @@
+//! # xpushmem
+//!
+//! A SHMEM/PGAS runtime for CPUs and Intel GPUs: every PE (process) owns a symmetric heap; collective allocation
+//! gives the same offset on every PE; one-sided puts, gets, atomics and signals reach any PE's copy.
+//!
+//! ```
+//! use xpushmem::{Cmp, SignalOp};
+//! # fn main() -> xpushmem::Result<()> {
+//! let sh = xpushmem::init_single()?; // xpushmem::init() under xpushmem-run or mpirun
+//! let (me, n) = (sh.my_pe(), sh.n_pes());
+//! let data = sh.calloc::<u64>(4)?;
+//! let flag = sh.calloc::<u64>(1)?.at(0)?;
+//! let right = (me + 1) % n;
+//! sh.put_signal(data, &[me as u64; 4], flag, 1, SignalOp::Set, right)?;
+//! sh.signal_wait_until(flag, Cmp::Eq, 1)?;
+//! let mut got = [0u64; 4];
+//! sh.get(&mut got, data, me)?;
+//! assert_eq!(got, [((me + n - 1) % n) as u64; 4]);
+//! sh.finalize()?;
+//! # Ok(()) }
+//! ```
+//!
+//! Every fallible call returns [`Result`]; bad PEs, addresses, sizes, exhausted heaps, timeouts and lost peers are
+//! [`Error`]s naming the value and the limit. Configuration: [`config::VARS`] (`xpushmem-info` prints it).
+#![warn(missing_docs)]
+
+pub mod amo;
+pub mod bootstrap;
+pub mod config;
+pub mod error;
+pub mod heap;
+pub mod launch;
+pub mod memory;
+pub mod rma;
+pub mod runtime;
+pub mod sync;
+pub mod transport;
+pub mod types;
+
+pub use bootstrap::UniqueId;
+pub use error::{Error, Result};
+pub use rma::Pending;
+pub use runtime::{get_unique_id, init, init_attr, init_single, init_thread, BootstrapSpec, InitAttr, Nodes, Shmem};
+pub use types::{AtomicInt, AtomicWord, Cmp, SignalOp, SymRef, SymSlice, Symmetric, ThreadLevel};
+
+/// The crate version.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -1,0 +1,184 @@
+//! Remote memory access: `put`, `get`, `p`, `g`, their non-blocking and strided forms, `fence` and `quiet`.
+//!
+//! Same-node targets are reached through the peer's mapped heap, so a put is complete (visible to the target and
+//! to later operations) when it returns; the non-blocking forms therefore complete at once, and their handles
+//! exist so that code written against them stays correct on transports that do defer (fabric, copy engines).
+
+use crate::error::{Error, Result};
+use crate::runtime::Shmem;
+use crate::transport::shm::{bytes_of, bytes_of_mut};
+use crate::types::{SymRef, SymSlice, Symmetric};
+use std::marker::PhantomData;
+use std::sync::atomic::{fence, Ordering};
+
+/// A non-blocking operation in flight. It borrows the local buffer until it completes: call [`Pending::wait`]
+/// (or [`Shmem::quiet`], after which dropping it is fine).
+#[must_use = "a non-blocking operation must be completed with wait() or quiet()"]
+#[derive(Debug)]
+pub struct Pending<'a> {
+    _buf: PhantomData<&'a mut [u8]>,
+}
+
+impl Pending<'_> {
+    fn done() -> Self {
+        Pending { _buf: PhantomData }
+    }
+
+    /// Wait until the operation is complete: a put has been delivered, a get's buffer is filled.
+    pub fn wait(self) -> Result<()> {
+        fence(Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// Whether the operation has completed (never blocks).
+    pub fn test(&self) -> bool {
+        true
+    }
+}
+
+impl Shmem {
+    /// Validate a transfer of `count` elements at `s` (whose length must cover them) on `pe`; the byte offset.
+    fn rma_target<T: Symmetric>(&self, s: SymSlice<T>, count: usize, pe: usize, call: &str) -> Result<usize> {
+        self.check_pe(pe, call)?;
+        if count > s.len {
+            return Err(Error::OutOfBounds {
+                what: "element count",
+                start: 0,
+                len: count,
+                limit: s.len,
+                context: format!("{call} into {s:?}"),
+            });
+        }
+        self.check_range(s.off, count * std::mem::size_of::<T>(), call)?;
+        Ok(s.off)
+    }
+
+    /// Copy `src` to `dst` on `pe` (`src.len()` elements from the start of `dst`). Returns when `src` may be reused.
+    ///
+    /// ```
+    /// # let sh = xpushmem::init_single().unwrap();
+    /// let buf = sh.calloc::<i32>(4).unwrap();
+    /// sh.put(buf.slice(1..3).unwrap(), &[7, 8], 0).unwrap();
+    /// let mut back = [0; 4];
+    /// sh.get(&mut back, buf, 0).unwrap();
+    /// assert_eq!(back, [0, 7, 8, 0]);
+    /// # sh.free(buf).unwrap();
+    /// ```
+    pub fn put<T: Symmetric>(&self, dst: SymSlice<T>, src: &[T], pe: usize) -> Result<()> {
+        let off = self.rma_target(dst, src.len(), pe, "put")?;
+        self.map_of(pe, "put")?.write(off, bytes_of(src))
+    }
+
+    /// Copy `dst.len()` elements from `src` on `pe` into `dst`.
+    pub fn get<T: Symmetric>(&self, dst: &mut [T], src: SymSlice<T>, pe: usize) -> Result<()> {
+        let off = self.rma_target(src, dst.len(), pe, "get")?;
+        self.map_of(pe, "get")?.read(off, bytes_of_mut(dst))
+    }
+
+    /// Store one element on `pe`.
+    pub fn p<T: Symmetric>(&self, dst: SymRef<T>, value: T, pe: usize) -> Result<()> {
+        self.put(dst.as_slice(), &[value], pe)
+    }
+
+    /// Load one element from `pe`.
+    pub fn g<T: Symmetric>(&self, src: SymRef<T>, pe: usize) -> Result<T> {
+        let mut v = [T::default()];
+        self.get(&mut v, src.as_slice(), pe)?;
+        Ok(v[0])
+    }
+
+    /// Start a put; `src` stays borrowed until the returned handle completes.
+    pub fn put_nbi<'a, T: Symmetric>(&self, dst: SymSlice<T>, src: &'a [T], pe: usize) -> Result<Pending<'a>> {
+        self.put(dst, src, pe)?;
+        Ok(Pending::done())
+    }
+
+    /// Start a get; `dst` stays borrowed until the returned handle completes.
+    pub fn get_nbi<'a, T: Symmetric>(&self, dst: &'a mut [T], src: SymSlice<T>, pe: usize) -> Result<Pending<'a>> {
+        self.get(dst, src, pe)?;
+        Ok(Pending::done())
+    }
+
+    /// Strided put: element `i` of the transfer goes from `src[i * src_stride]` to `dst[i * dst_stride]` on `pe`,
+    /// for `i < nelems`. Strides are in elements and at least 1.
+    pub fn iput<T: Symmetric>(
+        &self,
+        dst: SymSlice<T>,
+        src: &[T],
+        dst_stride: usize,
+        src_stride: usize,
+        nelems: usize,
+        pe: usize,
+    ) -> Result<()> {
+        let (dspan, sspan) = strided_spans(dst_stride, src_stride, nelems)?;
+        check_local_span(sspan, src.len(), "iput source")?;
+        let off = self.rma_target(dst, dspan, pe, "iput")?;
+        let e = std::mem::size_of::<T>();
+        self.map_of(pe, "iput")?
+            .write_strided(off, dst_stride, bytes_of(src), src_stride, e, nelems)
+    }
+
+    /// Strided get: element `i` of the transfer goes from `src[i * src_stride]` on `pe` to
+    /// `dst[i * dst_stride]`, for `i < nelems`.
+    pub fn iget<T: Symmetric>(
+        &self,
+        dst: &mut [T],
+        src: SymSlice<T>,
+        dst_stride: usize,
+        src_stride: usize,
+        nelems: usize,
+        pe: usize,
+    ) -> Result<()> {
+        let (dspan, sspan) = strided_spans(dst_stride, src_stride, nelems)?;
+        check_local_span(dspan, dst.len(), "iget destination")?;
+        let off = self.rma_target(src, sspan, pe, "iget")?;
+        let e = std::mem::size_of::<T>();
+        self.map_of(pe, "iget")?
+            .read_strided(off, src_stride, bytes_of_mut(dst), dst_stride, e, nelems)
+    }
+
+    /// Order: puts, AMOs and signals issued before the fence to any one PE are delivered before those issued after
+    /// it to that PE.
+    pub fn fence(&self) -> Result<()> {
+        fence(Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// Complete every put, AMO and signal this PE has issued (and every non-blocking operation).
+    pub fn quiet(&self) -> Result<()> {
+        fence(Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+fn strided_spans(dst_stride: usize, src_stride: usize, nelems: usize) -> Result<(usize, usize)> {
+    if dst_stride == 0 {
+        return Err(Error::invalid("dst_stride", 0, "strides are in elements and must be at least 1"));
+    }
+    if src_stride == 0 {
+        return Err(Error::invalid("src_stride", 0, "strides are in elements and must be at least 1"));
+    }
+    if nelems == 0 {
+        return Ok((0, 0));
+    }
+    let span = |stride: usize| {
+        (nelems - 1)
+            .checked_mul(stride)
+            .and_then(|x| x.checked_add(1))
+            .ok_or_else(|| Error::invalid("nelems", nelems, "strided span overflows"))
+    };
+    Ok((span(dst_stride)?, span(src_stride)?))
+}
+
+fn check_local_span(need: usize, have: usize, what: &str) -> Result<()> {
+    if need > have {
+        return Err(Error::OutOfBounds {
+            what: "element count",
+            start: 0,
+            len: need,
+            limit: have,
+            context: what.to_string(),
+        });
+    }
+    Ok(())
+}

@@ -1,0 +1,679 @@
+//! The runtime handle [`Shmem`]: start-up, the PE and node layout, validation of every argument, waits with
+//! back-off and failure detection, and shutdown.
+
+use crate::bootstrap::{self, Bootstrap, Dec, Enc, UniqueId};
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::heap::Allocator;
+use crate::transport::shm::{self, Arena, FdListener, Mapping, PeerWatch};
+use crate::transport::AmoOp;
+use crate::types::{Symmetric, SymSlice, ThreadLevel};
+use once_cell::sync::OnceCell;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+static ACTIVE: AtomicBool = AtomicBool::new(false);
+static PENDING_SERVER: Mutex<Option<bootstrap::uid::Server>> = Mutex::new(None);
+static LOGGING: OnceCell<()> = OnceCell::new();
+
+/// Values of the per-PE state word.
+const STATE_RUNNING: u64 = 1;
+const STATE_FINALIZED: u64 = 2;
+/// Rounds of a dissemination barrier: enough for 2^64 PEs.
+pub(crate) const BARRIER_ROUNDS: usize = 64;
+/// Words of the collective-argument check slot.
+pub(crate) const CHECK_WORDS: usize = 6;
+
+/// How a runtime should find its peers.
+#[derive(Debug, Clone, Default)]
+pub enum BootstrapSpec {
+    /// From the environment (`XPUSHMEM_BOOTSTRAP` and friends).
+    #[default]
+    Env,
+    /// Join the rendezvous `uid` as `rank` of `size` PEs.
+    Uid {
+        /// The unique ID (from [`get_unique_id`] on one process).
+        uid: UniqueId,
+        /// This PE's number.
+        rank: usize,
+        /// Number of PEs.
+        size: usize,
+    },
+    /// A one-PE job.
+    Single,
+    /// The MPI world communicator (feature `mpi`).
+    #[cfg(feature = "mpi")]
+    Mpi,
+}
+
+/// Arguments of [`init_attr`].
+#[derive(Debug, Clone)]
+pub struct InitAttr {
+    /// How to find the peers.
+    pub bootstrap: BootstrapSpec,
+    /// Requested thread level.
+    pub thread_level: ThreadLevel,
+}
+
+impl Default for InitAttr {
+    fn default() -> Self {
+        InitAttr {
+            bootstrap: BootstrapSpec::Env,
+            thread_level: ThreadLevel::Multiple,
+        }
+    }
+}
+
+/// Create the unique ID of a new job and serve its rendezvous from this process (NVSHMEM's
+/// `nvshmemx_get_uniqueid`). Pass it to every PE (e.g. through a framework's store), then call [`init_attr`] with
+/// [`BootstrapSpec::Uid`] on each, this process included.
+pub fn get_unique_id() -> Result<UniqueId> {
+    let cfg = Config::from_env()?;
+    let ip = crate::config::env_value("XPUSHMEM_BOOTSTRAP_ADDR").unwrap_or_else(|| "127.0.0.1".into());
+    let ip = ip.parse().map_err(|_| Error::Config {
+        var: "XPUSHMEM_BOOTSTRAP_ADDR",
+        value: ip.clone(),
+        reason: "expected an IPv4 or IPv6 address".into(),
+    })?;
+    let server = bootstrap::uid::Server::start(ip, cfg.timeout)?;
+    let id = server.id();
+    *PENDING_SERVER.lock().unwrap_or_else(|p| p.into_inner()) = Some(server);
+    Ok(id)
+}
+
+/// Start the runtime with the bootstrap named by the environment, at thread level MULTIPLE.
+pub fn init() -> Result<Shmem> {
+    init_attr(InitAttr::default())
+}
+
+/// Start the runtime at a requested thread level. Every level is supported, so the provided level is the
+/// requested one ([`Shmem::query_thread`]).
+pub fn init_thread(level: ThreadLevel) -> Result<Shmem> {
+    init_attr(InitAttr {
+        thread_level: level,
+        ..InitAttr::default()
+    })
+}
+
+/// Start a one-PE runtime regardless of the environment (handy for documentation and unit tests).
+pub fn init_single() -> Result<Shmem> {
+    init_attr(InitAttr {
+        bootstrap: BootstrapSpec::Single,
+        ..InitAttr::default()
+    })
+}
+
+fn init_logging(level: &str) {
+    LOGGING.get_or_init(|| {
+        let lvl = match level {
+            "off" => None,
+            "error" => Some(tracing::Level::ERROR),
+            "warn" => Some(tracing::Level::WARN),
+            "info" => Some(tracing::Level::INFO),
+            "debug" => Some(tracing::Level::DEBUG),
+            _ => Some(tracing::Level::TRACE),
+        };
+        if let Some(lvl) = lvl {
+            let _ = tracing_subscriber::fmt()
+                .with_max_level(lvl)
+                .with_writer(std::io::stderr)
+                .with_target(false)
+                .try_init();
+        }
+    });
+}
+
+fn host_key() -> String {
+    let host = rustix::system::uname().nodename().to_string_lossy().into_owned();
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
+    format!("{host}/{}", boot.trim())
+}
+
+fn env_usize(var: &'static str) -> Result<usize> {
+    let v = crate::config::env_value(var).ok_or_else(|| Error::Config {
+        var,
+        value: String::new(),
+        reason: "required by the uid bootstrap (set by xpushmem-run)".into(),
+    })?;
+    v.trim().parse().map_err(|_| Error::Config {
+        var,
+        value: v.clone(),
+        reason: "expected a non-negative integer".into(),
+    })
+}
+
+fn make_bootstrap(spec: &BootstrapSpec, cfg: &Config) -> Result<Box<dyn Bootstrap>> {
+    let take_server = |id: &UniqueId| {
+        let mut g = PENDING_SERVER.lock().unwrap_or_else(|p| p.into_inner());
+        if g.as_ref().is_some_and(|s| s.id() == *id) {
+            g.take()
+        } else {
+            None
+        }
+    };
+    match spec {
+        BootstrapSpec::Single => Ok(Box::new(bootstrap::single::Single)),
+        BootstrapSpec::Uid { uid, rank, size } => Ok(Box::new(bootstrap::uid::UidBootstrap::connect(
+            *uid,
+            *rank,
+            *size,
+            cfg.timeout,
+            take_server(uid),
+        )?)),
+        #[cfg(feature = "mpi")]
+        BootstrapSpec::Mpi => Ok(Box::new(bootstrap::mpi::MpiBootstrap::new()?)),
+        BootstrapSpec::Env => {
+            let uid_text = crate::config::env_value("XPUSHMEM_BOOTSTRAP_UID");
+            let method = match cfg.bootstrap.as_str() {
+                "auto" if uid_text.is_some() => "uid",
+                "auto" if cfg!(feature = "mpi") && under_mpi_launcher() => "mpi",
+                "auto" => "single",
+                m => m,
+            };
+            match method {
+                "uid" => {
+                    let text = uid_text.ok_or_else(|| Error::Config {
+                        var: "XPUSHMEM_BOOTSTRAP_UID",
+                        value: String::new(),
+                        reason: "XPUSHMEM_BOOTSTRAP=uid needs the unique ID (xpushmem-run sets it)".into(),
+                    })?;
+                    let uid: UniqueId = text.parse()?;
+                    let spec = BootstrapSpec::Uid {
+                        uid,
+                        rank: env_usize("XPUSHMEM_BOOTSTRAP_RANK")?,
+                        size: env_usize("XPUSHMEM_BOOTSTRAP_NRANKS")?,
+                    };
+                    make_bootstrap(&spec, cfg)
+                }
+                #[cfg(feature = "mpi")]
+                "mpi" => make_bootstrap(&BootstrapSpec::Mpi, cfg),
+                #[cfg(not(feature = "mpi"))]
+                "mpi" => Err(Error::Config {
+                    var: "XPUSHMEM_BOOTSTRAP",
+                    value: "mpi".into(),
+                    reason: "this build has no MPI bootstrap (cargo feature `mpi`)".into(),
+                }),
+                _ => make_bootstrap(&BootstrapSpec::Single, cfg),
+            }
+        }
+    }
+}
+
+fn under_mpi_launcher() -> bool {
+    ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS"]
+        .iter()
+        .any(|v| std::env::var_os(v).is_some())
+}
+
+/// Start the runtime with explicit attributes (NVSHMEM's `nvshmemx_init_attr`). Collective over all PEs of the job.
+pub fn init_attr(attr: InitAttr) -> Result<Shmem> {
+    if ACTIVE.swap(true, Ordering::SeqCst) {
+        return Err(Error::State(
+            "xpushmem is already initialised in this process (finalize the running instance first)".into(),
+        ));
+    }
+    let r = Shmem::start(attr);
+    if r.is_err() {
+        ACTIVE.store(false, Ordering::SeqCst);
+    }
+    r
+}
+
+/// Offsets of the runtime's own words inside every heap (allocated first, so equal on every PE).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SyncLayout {
+    /// The PE's state word (running / finalized).
+    pub state: usize,
+    /// Counters of the world barrier, one per dissemination round.
+    pub barrier: usize,
+    /// Collective-argument check slot.
+    pub check: usize,
+}
+
+/// The layout of PEs over nodes.
+#[derive(Debug, Clone)]
+pub struct Nodes {
+    node_of: Vec<usize>,
+    hosts: Vec<String>,
+}
+
+impl Nodes {
+    /// Node index of each PE.
+    pub fn node_of(&self, pe: usize) -> usize {
+        self.node_of[pe]
+    }
+    /// Number of nodes.
+    pub fn count(&self) -> usize {
+        self.hosts.len()
+    }
+    /// PEs on node `node`, ascending.
+    pub fn pes_on(&self, node: usize) -> Vec<usize> {
+        (0..self.node_of.len()).filter(|&p| self.node_of[p] == node).collect()
+    }
+    /// Host name of node `node`.
+    pub fn host(&self, node: usize) -> &str {
+        self.hosts[node].split('/').next().unwrap_or("")
+    }
+}
+
+/// A running PE: the handle through which every xpushmem call is made.
+///
+/// `Shmem` is `Send + Sync`: with thread level MULTIPLE any thread may call it. Collective calls must be made by
+/// every PE in the same order. Dropping it finalizes (errors are logged); [`Shmem::finalize`] reports them.
+#[derive(Debug)]
+pub struct Shmem {
+    pub(crate) me: usize,
+    pub(crate) n: usize,
+    pub(crate) cfg: Config,
+    pub(crate) boot: Box<dyn Bootstrap>,
+    pub(crate) maps: Vec<Option<Mapping>>,
+    pub(crate) nodes: Nodes,
+    pub(crate) heap: Mutex<Allocator>,
+    pub(crate) heap_size: usize,
+    pub(crate) sync: SyncLayout,
+    pub(crate) barrier_epoch: AtomicU64,
+    watch: PeerWatch,
+    thread_level: ThreadLevel,
+    finalized: AtomicBool,
+    /// Set once a wait failed (timeout, lost peer): finalize then skips its barrier instead of waiting again.
+    broken: AtomicBool,
+    _arena: Arena,
+}
+
+impl Shmem {
+    fn start(attr: InitAttr) -> Result<Shmem> {
+        let cfg = Config::from_env()?;
+        init_logging(&cfg.log);
+        crate::launch::tie_to_launcher();
+        let boot = make_bootstrap(&attr.bootstrap, &cfg)?;
+        let (me, n) = (boot.rank(), boot.size());
+        tracing::debug!(pe = me, n_pes = n, bootstrap = boot.name(), "bootstrap up");
+
+        // Who is where, with which heap size; PE 0's cookie names the job.
+        let cookie = {
+            let mut b = [0u8; 8];
+            let _ = rustix::rand::getrandom(&mut b, rustix::rand::GetRandomFlags::empty());
+            u64::from_le_bytes(b) ^ std::process::id() as u64
+        };
+        let info = Enc::default()
+            .bytes(host_key().as_bytes())
+            .u64(std::process::id() as u64)
+            .u64(cfg.symmetric_size as u64)
+            .u64(cookie)
+            .0;
+        let all = boot.allgather(&info)?;
+        let mut hosts: Vec<String> = Vec::new();
+        let mut node_of = Vec::with_capacity(n);
+        let mut pids = Vec::with_capacity(n);
+        let mut job_cookie = 0;
+        for (pe, rec) in all.iter().enumerate() {
+            let mut d = Dec(rec);
+            let bad = || Error::Bootstrap {
+                method: boot.name(),
+                message: format!("malformed setup record from PE {pe}"),
+            };
+            let host = String::from_utf8_lossy(d.bytes().ok_or_else(bad)?).into_owned();
+            let pid = d.u64().ok_or_else(bad)?;
+            let size = d.u64().ok_or_else(bad)? as usize;
+            let ck = d.u64().ok_or_else(bad)?;
+            if pe == 0 {
+                job_cookie = ck;
+            }
+            if size != cfg.symmetric_size {
+                return Err(Error::Mismatch {
+                    call: "init (XPUSHMEM_SYMMETRIC_SIZE)",
+                    pe,
+                    theirs: format!("{size} bytes"),
+                    reference_pe: me,
+                    ours: format!("{} bytes", cfg.symmetric_size),
+                });
+            }
+            let node = hosts.iter().position(|h| *h == host).unwrap_or_else(|| {
+                hosts.push(host);
+                hosts.len() - 1
+            });
+            node_of.push(node);
+            pids.push(pid as u32);
+        }
+        let nodes = Nodes { node_of, hosts };
+        if nodes.count() > 1 {
+            return Err(Error::Transport {
+                transport: "route",
+                message: format!(
+                    "the job spans {} nodes ({}); this build reaches peers on the same node only (no fabric transport)",
+                    nodes.count(),
+                    (0..nodes.count()).map(|i| nodes.host(i)).collect::<Vec<_>>().join(", ")
+                ),
+            });
+        }
+
+        // The heap: a memfd per PE, fds exchanged within the node, every node peer mapped.
+        let arena = Arena::create(cfg.symmetric_size)?;
+        let local = nodes.pes_on(nodes.node_of(me));
+        let listener = if local[0] == me && local.len() > 1 {
+            Some(FdListener::bind(job_cookie, me)?)
+        } else {
+            None
+        };
+        boot.barrier()?;
+        let mut maps: Vec<Option<Mapping>> = (0..n).map(|_| None).collect();
+        if local.len() > 1 {
+            let fds = shm::exchange_fds(job_cookie, &local, me, arena.fd(), listener, cfg.timeout)?;
+            for (&pe, fd) in local.iter().zip(fds) {
+                let a = if pe == me { None } else { Some(Arena::from_fd(fd)?) };
+                maps[pe] = Some(Mapping::map(a.as_ref().unwrap_or(&arena))?);
+            }
+        } else {
+            maps[me] = Some(Mapping::map(&arena)?);
+        }
+        tracing::debug!(
+            pe = me,
+            heap_bytes = cfg.symmetric_size,
+            mapped_peers = local.len(),
+            "symmetric heap mapped (memfd, MAP_SHARED)"
+        );
+        let peers: Vec<(usize, u32)> = local.iter().filter(|&&p| p != me).map(|&p| (p, pids[p])).collect();
+        let (watch, _unwatchable) = PeerWatch::new(&peers);
+
+        let mut heap = Allocator::new(cfg.symmetric_size);
+        let mut internal = |bytes: usize| {
+            heap.alloc(bytes, crate::heap::MIN_ALIGN).ok_or_else(|| Error::Config {
+                var: "XPUSHMEM_SYMMETRIC_SIZE",
+                value: cfg.symmetric_size.to_string(),
+                reason: "too small for the runtime's own synchronisation words".into(),
+            })
+        };
+        let sync = SyncLayout {
+            state: internal(8)?,
+            barrier: internal(8 * BARRIER_ROUNDS)?,
+            check: internal(8 * CHECK_WORDS)?,
+        };
+        let sh = Shmem {
+            me,
+            n,
+            heap_size: cfg.symmetric_size,
+            cfg,
+            boot,
+            maps,
+            nodes,
+            heap: Mutex::new(heap),
+            sync,
+            barrier_epoch: AtomicU64::new(0),
+            watch,
+            thread_level: attr.thread_level,
+            finalized: AtomicBool::new(false),
+            broken: AtomicBool::new(false),
+            _arena: arena,
+        };
+        sh.local_map().amo(sh.sync.state, 8, AmoOp::Set, STATE_RUNNING)?;
+        for (pe, route) in (0..n).map(|pe| (pe, sh.route_name(pe))) {
+            tracing::debug!(pe = me, peer = pe, route, "route");
+        }
+        sh.boot.barrier()?;
+        tracing::info!(pe = me, n_pes = n, "xpushmem initialised");
+        Ok(sh)
+    }
+
+    /// This PE's number.
+    pub fn my_pe(&self) -> usize {
+        self.me
+    }
+
+    /// Number of PEs.
+    pub fn n_pes(&self) -> usize {
+        self.n
+    }
+
+    /// The thread level in force (the requested one: every level is supported).
+    pub fn query_thread(&self) -> ThreadLevel {
+        self.thread_level
+    }
+
+    /// Which PEs share which node.
+    pub fn nodes(&self) -> &Nodes {
+        &self.nodes
+    }
+
+    /// PEs on this PE's node, ascending.
+    pub fn node_pes(&self) -> Vec<usize> {
+        self.nodes.pes_on(self.nodes.node_of(self.me))
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    /// Bytes of symmetric heap per PE.
+    pub fn heap_size(&self) -> usize {
+        self.heap_size
+    }
+
+    /// Name of the bootstrap in use.
+    pub fn bootstrap_name(&self) -> &'static str {
+        self.boot.name()
+    }
+
+    /// Start address of this PE's heap.
+    pub fn heap_base(&self) -> *mut u8 {
+        self.local_map().base()
+    }
+
+    fn route_name(&self, pe: usize) -> &'static str {
+        if pe == self.me {
+            "local"
+        } else if self.maps[pe].is_some() {
+            "mapped"
+        } else {
+            "unreachable"
+        }
+    }
+
+    /// The mapping of this PE's own heap.
+    pub(crate) fn local_map(&self) -> &Mapping {
+        match &self.maps[self.me] {
+            Some(m) => m,
+            None => unreachable!("own heap is always mapped"),
+        }
+    }
+
+    /// Validate `pe` for `call`.
+    pub(crate) fn check_pe(&self, pe: usize, call: &str) -> Result<()> {
+        if pe >= self.n {
+            return Err(Error::InvalidPe {
+                pe: pe as i64,
+                n_pes: self.n,
+                context: call.to_string(),
+            });
+        }
+        Ok(())
+    }
+
+    /// The mapping through which `pe` is reached, after validating `pe`.
+    pub(crate) fn map_of(&self, pe: usize, call: &str) -> Result<&Mapping> {
+        self.check_pe(pe, call)?;
+        self.maps[pe].as_ref().ok_or_else(|| Error::Transport {
+            transport: "route",
+            message: format!("{call}: PE {pe} is on another node and no fabric transport is available"),
+        })
+    }
+
+    /// Validate that `[off, off + bytes)` lies in the heap.
+    pub(crate) fn check_range(&self, off: usize, bytes: usize, call: &str) -> Result<()> {
+        if off.checked_add(bytes).is_none_or(|e| e > self.heap_size) {
+            return Err(Error::OutOfBounds {
+                what: "heap range",
+                start: off,
+                len: bytes,
+                limit: self.heap_size,
+                context: call.to_string(),
+            });
+        }
+        Ok(())
+    }
+
+    /// A typed symmetric slice from a local address inside the heap (what `malloc` returned, or a pointer into it):
+    /// an error when the address is outside the heap, misaligned for `T`, or the range runs past the heap's end.
+    pub fn sym_slice_from_addr<T: Symmetric>(&self, addr: usize, len: usize) -> Result<SymSlice<T>> {
+        let base = self.heap_base() as usize;
+        let end = base + self.heap_size;
+        if addr < base || addr >= end {
+            return Err(Error::NotSymmetric {
+                addr,
+                base,
+                end,
+                context: format!("sym_slice_from_addr::<{}>", T::NAME),
+            });
+        }
+        let align = std::mem::align_of::<T>();
+        if addr % align != 0 {
+            return Err(Error::invalid("addr", format!("{addr:#x}"), format!("must be aligned to {align} bytes for {}", T::NAME)));
+        }
+        let bytes = len.checked_mul(std::mem::size_of::<T>()).unwrap_or(usize::MAX);
+        self.check_range(addr - base, bytes, &format!("sym_slice_from_addr::<{}>", T::NAME))?;
+        Ok(SymSlice::new(addr - base, len))
+    }
+
+    /// The address at which `pe`'s copy of `s` can be loaded from and stored to directly by this process
+    /// (OpenSHMEM's `shmem_ptr`); `None` when `pe` is not on this node.
+    pub fn ptr<T: Symmetric>(&self, s: SymSlice<T>, pe: usize) -> Result<Option<*mut T>> {
+        self.check_pe(pe, "ptr")?;
+        self.check_range(s.off, s.size_bytes(), "ptr")?;
+        Ok(self.maps[pe].as_ref().map(|m| m.base().wrapping_add(s.off).cast()))
+    }
+
+    /// Is `pe`'s heap directly reachable with loads and stores from this process?
+    pub fn is_mapped(&self, pe: usize) -> bool {
+        pe < self.n && self.maps[pe].is_some()
+    }
+
+    /// Spin, then yield, then sleep until `ready()` holds; fails on timeout or when a peer is lost.
+    pub(crate) fn wait_for(&self, op: &str, detail: &dyn Fn() -> String, mut ready: impl FnMut() -> Result<bool>) -> Result<()> {
+        let start = Instant::now();
+        let spins = self.cfg.spin_count as u64;
+        let yields = spins + self.cfg.yield_count as u64;
+        let mut sleep = Duration::from_micros(1);
+        let mut i: u64 = 0;
+        let r = (|| loop {
+            if ready()? {
+                return Ok(());
+            }
+            i += 1;
+            if i < spins {
+                std::hint::spin_loop();
+                continue;
+            }
+            if i < yields {
+                std::thread::yield_now();
+                if i % 32 != 0 {
+                    continue;
+                }
+            } else {
+                std::thread::sleep(sleep);
+                sleep = (sleep * 2).min(self.cfg.sleep_max);
+            }
+            self.check_peers(op)?;
+            if let Some(limit) = self.cfg.timeout {
+                let waited = start.elapsed();
+                if waited > limit {
+                    let d = detail();
+                    return Err(Error::Timeout {
+                        op: op.to_string(),
+                        waited,
+                        limit,
+                        detail: if d.is_empty() { d } else { format!("; {d}") },
+                    });
+                }
+            }
+        })();
+        if r.is_err() {
+            self.broken.store(true, Ordering::SeqCst);
+        }
+        r
+    }
+
+    /// An error when a peer died without finalizing.
+    pub(crate) fn check_peers(&self, op: &str) -> Result<()> {
+        if let Some(pe) = self.watch.exited() {
+            let finalized = self.maps[pe]
+                .as_ref()
+                .and_then(|m| m.amo(self.sync.state, 8, AmoOp::Fetch, 0).ok())
+                == Some(STATE_FINALIZED);
+            if !finalized {
+                return Err(Error::PeerLost {
+                    pe,
+                    me: self.me,
+                    op: op.to_string(),
+                });
+            }
+        }
+        self.boot.check_alive()
+    }
+
+    /// A dissemination barrier over `members` (global PE numbers; this PE is `members[my_idx]`), using the 64
+    /// counters at heap offset `flags` on every member; `epoch` counts this barrier instance, starting at 1.
+    /// Counters only grow, so no reset and no sense reversal is needed, and back-to-back barriers cannot mix.
+    pub(crate) fn dissemination_barrier(&self, members: &[usize], my_idx: usize, flags: usize, epoch: u64, op: &str) -> Result<()> {
+        let n = members.len();
+        let mut dist = 1usize;
+        let mut round = 0usize;
+        while dist < n {
+            let partner = members[(my_idx + dist) % n];
+            let slot = flags + 8 * round;
+            self.map_of(partner, op)?.amo(slot, 8, AmoOp::FetchAdd, 1)?;
+            let own = self.local_map().atomic64(slot)?;
+            let from = members[(my_idx + n - dist) % n];
+            self.wait_for(op, &|| format!("round {round}: waiting for PE {from}"), || {
+                Ok(own.load(Ordering::Acquire) >= epoch)
+            })?;
+            dist <<= 1;
+            round += 1;
+        }
+        Ok(())
+    }
+
+    /// Barrier over all PEs without completing outstanding puts (OpenSHMEM `sync_all`).
+    pub fn sync_all(&self) -> Result<()> {
+        let epoch = self.barrier_epoch.fetch_add(1, Ordering::SeqCst) + 1;
+        let members: Vec<usize> = (0..self.n).collect();
+        self.dissemination_barrier(&members, self.me, self.sync.barrier, epoch, "sync_all")
+    }
+
+    /// Complete every outstanding put, then barrier over all PEs (OpenSHMEM `barrier_all`).
+    pub fn barrier_all(&self) -> Result<()> {
+        self.quiet()?;
+        let epoch = self.barrier_epoch.fetch_add(1, Ordering::SeqCst) + 1;
+        let members: Vec<usize> = (0..self.n).collect();
+        self.dissemination_barrier(&members, self.me, self.sync.barrier, epoch, "barrier_all")
+    }
+
+    /// Finalize: a last barrier, then leave. Collective. Returns the first error met; resources are released either way.
+    pub fn finalize(self) -> Result<()> {
+        self.shutdown()
+    }
+
+    fn shutdown(&self) -> Result<()> {
+        if self.finalized.swap(true, Ordering::SeqCst) {
+            return Ok(());
+        }
+        let r = if self.broken.load(Ordering::SeqCst) {
+            Ok(())
+        } else {
+            self.barrier_all()
+        };
+        let _ = self.local_map().amo(self.sync.state, 8, AmoOp::Set, STATE_FINALIZED);
+        let r2 = if r.is_ok() { self.boot.finalize() } else { Ok(()) };
+        ACTIVE.store(false, Ordering::SeqCst);
+        tracing::debug!(pe = self.me, ok = r.is_ok(), "finalized");
+        r.and(r2)
+    }
+}
+
+impl Drop for Shmem {
+    fn drop(&mut self) {
+        if let Err(e) = self.shutdown() {
+            tracing::error!(pe = self.me, "finalize on drop failed: {e}");
+        }
+    }
+}

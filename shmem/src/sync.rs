@@ -1,0 +1,233 @@
+//! Signals and point-to-point synchronisation: `put_signal`, `signal_fetch`, `signal_wait_until`, `wait_until`,
+//! `test` and their `_all`/`_any`/`_some` and vector forms.
+//!
+//! A put-with-signal writes the data, then (release) updates the signal word: whoever sees the signal sees the data.
+//! Waits read the local word atomically (acquire), with the runtime's back-off, timeout and lost-peer detection.
+
+use crate::error::{Error, Result};
+use crate::rma::Pending;
+use crate::runtime::Shmem;
+use crate::transport::AmoOp;
+use crate::types::{AtomicInt, Cmp, SignalOp, SymRef, SymSlice, Symmetric};
+use std::sync::atomic::{fence, Ordering};
+
+/// What each element of a wait set is compared with.
+#[derive(Debug, Clone, Copy)]
+enum Against<'a, T> {
+    One(T),
+    Each(&'a [T]),
+}
+
+impl Shmem {
+    /// Put `src` into `dst` on `pe`, then update the signal word `sig` on `pe` with `value` (SET or ADD). The
+    /// data is visible on `pe` before the signal is.
+    pub fn put_signal<T: Symmetric>(
+        &self,
+        dst: SymSlice<T>,
+        src: &[T],
+        sig: SymRef<u64>,
+        value: u64,
+        op: SignalOp,
+        pe: usize,
+    ) -> Result<()> {
+        self.check_range(sig.off, 8, "put_signal (signal)")?;
+        self.put(dst, src, pe)?;
+        fence(Ordering::Release);
+        let amo = match op {
+            SignalOp::Set => AmoOp::Set,
+            SignalOp::Add => AmoOp::FetchAdd,
+        };
+        self.map_of(pe, "put_signal")?.amo(sig.off, 8, amo, value)?;
+        Ok(())
+    }
+
+    /// Non-blocking [`Shmem::put_signal`]: `src` stays borrowed until the handle completes.
+    pub fn put_signal_nbi<'a, T: Symmetric>(
+        &self,
+        dst: SymSlice<T>,
+        src: &'a [T],
+        sig: SymRef<u64>,
+        value: u64,
+        op: SignalOp,
+        pe: usize,
+    ) -> Result<Pending<'a>> {
+        self.put_signal(dst, src, sig, value, op, pe)?;
+        self.put_nbi(dst.slice(0..0)?, &src[..0], pe)
+    }
+
+    /// Atomically read this PE's signal word `sig`.
+    pub fn signal_fetch(&self, sig: SymRef<u64>) -> Result<u64> {
+        self.check_range(sig.off, 8, "signal_fetch")?;
+        self.local_map().amo(sig.off, 8, AmoOp::Fetch, 0)
+    }
+
+    /// Wait until this PE's signal word satisfies `sig <cmp> value`; the value that satisfied it.
+    pub fn signal_wait_until(&self, sig: SymRef<u64>, cmp: Cmp, value: u64) -> Result<u64> {
+        self.check_range(sig.off, 8, "signal_wait_until")?;
+        let word = self.local_map().atomic64(sig.off)?;
+        let mut seen = 0;
+        self.wait_for(
+            "signal_wait_until",
+            &|| format!("signal at heap+{:#x} is {}, waiting for {cmp:?} {value}", sig.off, word.load(Ordering::Relaxed)),
+            || {
+                seen = word.load(Ordering::Acquire);
+                Ok(cmp.holds(seen, value))
+            },
+        )?;
+        Ok(seen)
+    }
+
+    fn load_local<T: AtomicInt>(&self, r: SymRef<T>) -> Result<T> {
+        self.local_map().amo(r.off, T::WIDTH, AmoOp::Fetch, 0).map(T::from_bits)
+    }
+
+    /// Indices of `ivars` (not skipped) that satisfy their comparison now.
+    fn satisfied<T: AtomicInt>(
+        &self,
+        ivars: SymSlice<T>,
+        skip: Option<&[bool]>,
+        cmp: Cmp,
+        against: Against<'_, T>,
+    ) -> Result<Vec<usize>> {
+        let mut hits = Vec::new();
+        for (i, r) in ivars.iter().enumerate() {
+            if skip.is_some_and(|s| s[i]) {
+                continue;
+            }
+            let v = match against {
+                Against::One(v) => v,
+                Against::Each(vs) => vs[i],
+            };
+            if cmp.holds(self.load_local(r)?, v) {
+                hits.push(i);
+            }
+        }
+        Ok(hits)
+    }
+
+    fn check_set<T: AtomicInt>(&self, ivars: SymSlice<T>, skip: Option<&[bool]>, against: Against<'_, T>, call: &str) -> Result<usize> {
+        self.check_range(ivars.off, ivars.size_bytes(), call)?;
+        if ivars.off % T::WIDTH != 0 {
+            return Err(Error::invalid("ivars", format!("{ivars:?}"), "must be aligned to the element size"));
+        }
+        if let Some(s) = skip {
+            if s.len() != ivars.len() {
+                return Err(Error::invalid("skip", s.len(), format!("must have one flag per variable ({})", ivars.len())));
+            }
+        }
+        if let Against::Each(vs) = against {
+            if vs.len() != ivars.len() {
+                return Err(Error::invalid("values", vs.len(), format!("must have one value per variable ({})", ivars.len())));
+            }
+        }
+        Ok(skip.map_or(ivars.len(), |s| s.iter().filter(|x| !**x).count()))
+    }
+
+    fn wait_set<T: AtomicInt>(
+        &self,
+        ivars: SymSlice<T>,
+        skip: Option<&[bool]>,
+        cmp: Cmp,
+        against: Against<'_, T>,
+        need: Need,
+        call: &'static str,
+    ) -> Result<Vec<usize>> {
+        let active = self.check_set(ivars, skip, against, call)?;
+        let mut hits = Vec::new();
+        if active == 0 {
+            return Ok(hits);
+        }
+        self.wait_for(call, &|| format!("{active} variables at {ivars:?}, condition {cmp:?}"), || {
+            hits = self.satisfied(ivars, skip, cmp, against)?;
+            Ok(match need {
+                Need::All => hits.len() == active,
+                Need::Any => !hits.is_empty(),
+            })
+        })?;
+        Ok(hits)
+    }
+
+    /// Wait until this PE's `ivar <cmp> value`.
+    pub fn wait_until<T: AtomicInt>(&self, ivar: SymRef<T>, cmp: Cmp, value: T) -> Result<()> {
+        self.wait_set(ivar.as_slice(), None, cmp, Against::One(value), Need::All, "wait_until").map(|_| ())
+    }
+
+    /// Whether this PE's `ivar <cmp> value` holds now.
+    pub fn test<T: AtomicInt>(&self, ivar: SymRef<T>, cmp: Cmp, value: T) -> Result<bool> {
+        self.test_all(ivar.as_slice(), None, cmp, value)
+    }
+
+    /// Wait until every variable of `ivars` not marked in `skip` satisfies `<cmp> value`.
+    pub fn wait_until_all<T: AtomicInt>(&self, ivars: SymSlice<T>, skip: Option<&[bool]>, cmp: Cmp, value: T) -> Result<()> {
+        self.wait_set(ivars, skip, cmp, Against::One(value), Need::All, "wait_until_all").map(|_| ())
+    }
+
+    /// Wait until some variable not marked in `skip` satisfies `<cmp> value`; its index (the lowest), or `None`
+    /// when every variable is skipped.
+    pub fn wait_until_any<T: AtomicInt>(&self, ivars: SymSlice<T>, skip: Option<&[bool]>, cmp: Cmp, value: T) -> Result<Option<usize>> {
+        Ok(self.wait_set(ivars, skip, cmp, Against::One(value), Need::Any, "wait_until_any")?.first().copied())
+    }
+
+    /// Wait until at least one variable not marked in `skip` satisfies `<cmp> value`; the indices of all that do.
+    pub fn wait_until_some<T: AtomicInt>(&self, ivars: SymSlice<T>, skip: Option<&[bool]>, cmp: Cmp, value: T) -> Result<Vec<usize>> {
+        self.wait_set(ivars, skip, cmp, Against::One(value), Need::Any, "wait_until_some")
+    }
+
+    /// [`Shmem::wait_until_all`] with one comparison value per variable.
+    pub fn wait_until_all_vector<T: AtomicInt>(&self, ivars: SymSlice<T>, skip: Option<&[bool]>, cmp: Cmp, values: &[T]) -> Result<()> {
+        self.wait_set(ivars, skip, cmp, Against::Each(values), Need::All, "wait_until_all_vector").map(|_| ())
+    }
+
+    /// [`Shmem::wait_until_any`] with one comparison value per variable.
+    pub fn wait_until_any_vector<T: AtomicInt>(&self, ivars: SymSlice<T>, skip: Option<&[bool]>, cmp: Cmp, values: &[T]) -> Result<Option<usize>> {
+        Ok(self.wait_set(ivars, skip, cmp, Against::Each(values), Need::Any, "wait_until_any_vector")?.first().copied())
+    }
+
+    /// [`Shmem::wait_until_some`] with one comparison value per variable.
+    pub fn wait_until_some_vector<T: AtomicInt>(&self, ivars: SymSlice<T>, skip: Option<&[bool]>, cmp: Cmp, values: &[T]) -> Result<Vec<usize>> {
+        self.wait_set(ivars, skip, cmp, Against::Each(values), Need::Any, "wait_until_some_vector")
+    }
+
+    fn test_set<T: AtomicInt>(&self, ivars: SymSlice<T>, skip: Option<&[bool]>, cmp: Cmp, against: Against<'_, T>, call: &str) -> Result<(usize, Vec<usize>)> {
+        let active = self.check_set(ivars, skip, against, call)?;
+        Ok((active, self.satisfied(ivars, skip, cmp, against)?))
+    }
+
+    /// Whether every variable not marked in `skip` satisfies `<cmp> value` now.
+    pub fn test_all<T: AtomicInt>(&self, ivars: SymSlice<T>, skip: Option<&[bool]>, cmp: Cmp, value: T) -> Result<bool> {
+        let (active, hits) = self.test_set(ivars, skip, cmp, Against::One(value), "test_all")?;
+        Ok(hits.len() == active)
+    }
+
+    /// The lowest index of a variable (not marked in `skip`) satisfying `<cmp> value` now.
+    pub fn test_any<T: AtomicInt>(&self, ivars: SymSlice<T>, skip: Option<&[bool]>, cmp: Cmp, value: T) -> Result<Option<usize>> {
+        Ok(self.test_set(ivars, skip, cmp, Against::One(value), "test_any")?.1.first().copied())
+    }
+
+    /// The indices of the variables (not marked in `skip`) satisfying `<cmp> value` now.
+    pub fn test_some<T: AtomicInt>(&self, ivars: SymSlice<T>, skip: Option<&[bool]>, cmp: Cmp, value: T) -> Result<Vec<usize>> {
+        Ok(self.test_set(ivars, skip, cmp, Against::One(value), "test_some")?.1)
+    }
+
+    /// [`Shmem::test_all`] with one comparison value per variable.
+    pub fn test_all_vector<T: AtomicInt>(&self, ivars: SymSlice<T>, skip: Option<&[bool]>, cmp: Cmp, values: &[T]) -> Result<bool> {
+        let (active, hits) = self.test_set(ivars, skip, cmp, Against::Each(values), "test_all_vector")?;
+        Ok(hits.len() == active)
+    }
+
+    /// [`Shmem::test_any`] with one comparison value per variable.
+    pub fn test_any_vector<T: AtomicInt>(&self, ivars: SymSlice<T>, skip: Option<&[bool]>, cmp: Cmp, values: &[T]) -> Result<Option<usize>> {
+        Ok(self.test_set(ivars, skip, cmp, Against::Each(values), "test_any_vector")?.1.first().copied())
+    }
+
+    /// [`Shmem::test_some`] with one comparison value per variable.
+    pub fn test_some_vector<T: AtomicInt>(&self, ivars: SymSlice<T>, skip: Option<&[bool]>, cmp: Cmp, values: &[T]) -> Result<Vec<usize>> {
+        Ok(self.test_set(ivars, skip, cmp, Against::Each(values), "test_some_vector")?.1)
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Need {
+    All,
+    Any,
+}

@@ -1,0 +1,285 @@
+//! Element types and typed handles to symmetric objects.
+//!
+//! A [`SymSlice<T>`] names `len` elements of type `T` at the same heap offset on every PE; a [`SymRef<T>`] names one
+//! element. Both are plain values (`Copy`): the memory they name belongs to the heap, which the runtime owns, and every
+//! access goes through a bounds-checked runtime call.
+
+use crate::error::{Error, Result};
+use std::fmt;
+use std::marker::PhantomData;
+use std::ops::{Bound, RangeBounds};
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// Plain-data element types that may live in the symmetric heap and travel by RMA: every bit pattern is a valid
+/// value and there are no pointers inside. Sealed: implemented for the standard OpenSHMEM element types only.
+pub trait Symmetric: sealed::Sealed + Copy + Default + Send + Sync + PartialEq + fmt::Debug + 'static {
+    /// Name of the type in the C and OpenSHMEM APIs' terms (`int32`, `float`, ...).
+    const NAME: &'static str;
+}
+
+/// Types on which the extended atomics work (`fetch`, `set`, `swap`, `compare_swap`): 4- and 8-byte integers and
+/// floating-point numbers.
+pub trait AtomicWord: Symmetric {
+    /// Width in bytes (4 or 8).
+    const WIDTH: usize;
+    /// The value's bits, zero-extended to 64.
+    fn to_bits(self) -> u64;
+    /// The value from its bits (the low `WIDTH` bytes).
+    fn from_bits(bits: u64) -> Self;
+}
+
+/// Integer types on which every atomic, `wait_until` and `test` work.
+pub trait AtomicInt: AtomicWord + PartialOrd + Ord {
+    /// The value 1 (for `inc`).
+    const ONE: Self;
+}
+
+macro_rules! symmetric {
+    ($($t:ty => $name:literal),* $(,)?) => {$(
+        impl sealed::Sealed for $t {}
+        impl Symmetric for $t { const NAME: &'static str = $name; }
+    )*};
+}
+symmetric!(
+    i8 => "int8", i16 => "int16", i32 => "int32", i64 => "int64", isize => "ptrdiff",
+    u8 => "uint8", u16 => "uint16", u32 => "uint32", u64 => "uint64", usize => "size",
+    f32 => "float", f64 => "double",
+);
+
+macro_rules! atomic_word {
+    ($($t:ty, $w:literal, $to:expr, $from:expr);* $(;)?) => {$(
+        impl AtomicWord for $t {
+            const WIDTH: usize = $w;
+            #[inline]
+            fn to_bits(self) -> u64 { ($to)(self) }
+            #[inline]
+            fn from_bits(bits: u64) -> Self { ($from)(bits) }
+        }
+    )*};
+}
+atomic_word!(
+    i32, 4, |v: i32| v as u32 as u64, |b: u64| b as u32 as i32;
+    u32, 4, |v: u32| v as u64, |b: u64| b as u32;
+    i64, 8, |v: i64| v as u64, |b: u64| b as i64;
+    u64, 8, |v: u64| v, |b: u64| b;
+    isize, 8, |v: isize| v as i64 as u64, |b: u64| b as i64 as isize;
+    usize, 8, |v: usize| v as u64, |b: u64| b as usize;
+    f32, 4, |v: f32| v.to_bits() as u64, |b: u64| f32::from_bits(b as u32);
+    f64, 8, |v: f64| v.to_bits(), f64::from_bits;
+);
+
+const _: () = assert!(std::mem::size_of::<usize>() == 8, "xpushmem supports 64-bit targets only");
+
+macro_rules! atomic_int {
+    ($($t:ty),*) => {$( impl AtomicInt for $t { const ONE: Self = 1; } )*};
+}
+atomic_int!(i32, u32, i64, u64, isize, usize);
+
+/// `len` elements of `T` at one offset of every PE's symmetric heap.
+pub struct SymSlice<T> {
+    pub(crate) off: usize,
+    pub(crate) len: usize,
+    _t: PhantomData<fn() -> T>,
+}
+
+/// One element of `T` at one offset of every PE's symmetric heap.
+pub struct SymRef<T> {
+    pub(crate) off: usize,
+    _t: PhantomData<fn() -> T>,
+}
+
+impl<T> Clone for SymSlice<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for SymSlice<T> {}
+impl<T> Clone for SymRef<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for SymRef<T> {}
+impl<T> PartialEq for SymSlice<T> {
+    fn eq(&self, o: &Self) -> bool {
+        self.off == o.off && self.len == o.len
+    }
+}
+impl<T> Eq for SymSlice<T> {}
+impl<T> PartialEq for SymRef<T> {
+    fn eq(&self, o: &Self) -> bool {
+        self.off == o.off
+    }
+}
+impl<T> Eq for SymRef<T> {}
+
+impl<T: Symmetric> fmt::Debug for SymSlice<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "SymSlice<{}>[{}] @ heap+{:#x}", T::NAME, self.len, self.off)
+    }
+}
+impl<T: Symmetric> fmt::Debug for SymRef<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "SymRef<{}> @ heap+{:#x}", T::NAME, self.off)
+    }
+}
+
+impl<T: Symmetric> SymSlice<T> {
+    pub(crate) fn new(off: usize, len: usize) -> Self {
+        SymSlice {
+            off,
+            len,
+            _t: PhantomData,
+        }
+    }
+
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the slice has no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Size in bytes.
+    pub fn size_bytes(&self) -> usize {
+        self.len * std::mem::size_of::<T>()
+    }
+
+    /// Offset of the first element from the start of the symmetric heap (the same on every PE).
+    pub fn heap_offset(&self) -> usize {
+        self.off
+    }
+
+    /// A sub-slice; an error when the range does not lie inside this slice.
+    ///
+    /// ```
+    /// # let sh = xpushmem::init_single().unwrap();
+    /// let buf = sh.malloc::<u32>(10).unwrap();
+    /// let tail = buf.slice(4..).unwrap();
+    /// assert_eq!(tail.len(), 6);
+    /// assert!(buf.slice(8..12).is_err());
+    /// # sh.free(buf).unwrap();
+    /// ```
+    pub fn slice(&self, range: impl RangeBounds<usize>) -> Result<SymSlice<T>> {
+        let start = match range.start_bound() {
+            Bound::Included(&s) => s,
+            Bound::Excluded(&s) => s.saturating_add(1),
+            Bound::Unbounded => 0,
+        };
+        let end = match range.end_bound() {
+            Bound::Included(&e) => e.saturating_add(1),
+            Bound::Excluded(&e) => e,
+            Bound::Unbounded => self.len,
+        };
+        if start > end || end > self.len {
+            return Err(Error::OutOfBounds {
+                what: "element range",
+                start,
+                len: end.saturating_sub(start),
+                limit: self.len,
+                context: format!("SymSlice::slice of {self:?}"),
+            });
+        }
+        Ok(SymSlice::new(self.off + start * std::mem::size_of::<T>(), end - start))
+    }
+
+    /// Element `i`; an error when `i >= len`.
+    pub fn at(&self, i: usize) -> Result<SymRef<T>> {
+        if i >= self.len {
+            return Err(Error::OutOfBounds {
+                what: "element index",
+                start: i,
+                len: 1,
+                limit: self.len,
+                context: format!("SymSlice::at of {self:?}"),
+            });
+        }
+        Ok(SymRef::new(self.off + i * std::mem::size_of::<T>()))
+    }
+
+    /// Iterate over the elements as [`SymRef`]s.
+    pub fn iter(&self) -> impl Iterator<Item = SymRef<T>> + '_ {
+        (0..self.len).map(move |i| SymRef::new(self.off + i * std::mem::size_of::<T>()))
+    }
+}
+
+impl<T: Symmetric> SymRef<T> {
+    pub(crate) fn new(off: usize) -> Self {
+        SymRef {
+            off,
+            _t: PhantomData,
+        }
+    }
+
+    /// Offset from the start of the symmetric heap (the same on every PE).
+    pub fn heap_offset(&self) -> usize {
+        self.off
+    }
+
+    /// This element as a one-element slice.
+    pub fn as_slice(&self) -> SymSlice<T> {
+        SymSlice::new(self.off, 1)
+    }
+}
+
+/// Comparison operators of `wait_until`, `test` and `signal_wait_until`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Cmp {
+    /// Equal.
+    Eq,
+    /// Not equal.
+    Ne,
+    /// Greater than.
+    Gt,
+    /// Greater than or equal.
+    Ge,
+    /// Less than.
+    Lt,
+    /// Less than or equal.
+    Le,
+}
+
+impl Cmp {
+    /// Whether `lhs <cmp> rhs` holds.
+    pub fn holds<T: PartialOrd>(self, lhs: T, rhs: T) -> bool {
+        match self {
+            Cmp::Eq => lhs == rhs,
+            Cmp::Ne => lhs != rhs,
+            Cmp::Gt => lhs > rhs,
+            Cmp::Ge => lhs >= rhs,
+            Cmp::Lt => lhs < rhs,
+            Cmp::Le => lhs <= rhs,
+        }
+    }
+
+    /// All comparators, in OpenSHMEM's order of constants.
+    pub const ALL: [Cmp; 6] = [Cmp::Eq, Cmp::Ne, Cmp::Gt, Cmp::Ge, Cmp::Lt, Cmp::Le];
+}
+
+/// How `put_signal` updates the signal word.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SignalOp {
+    /// Store the value.
+    Set,
+    /// Add the value atomically.
+    Add,
+}
+
+/// Thread-safety levels of `init_thread`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ThreadLevel {
+    /// One thread in the process.
+    Single,
+    /// Several threads, only the main thread calls xpushmem.
+    Funneled,
+    /// Several threads call xpushmem, one at a time.
+    Serialized,
+    /// Any thread calls xpushmem at any time.
+    Multiple,
+}
