@@ -1,0 +1,167 @@
+//! The multi-PE test harness.
+//!
+//! A multi-PE test is an ordinary `#[test]` that re-executes its own test binary as N PEs through the launcher
+//! ([`xpushmem::launch::Job`]), each child running only that test (`--exact`), with a hard time limit. In the child
+//! the same test function sees `XPUSHMEM_TEST_CASE` naming it, initialises the runtime and runs the body; the
+//! parent asserts that every PE exited with 0 and shows each PE's output otherwise.
+//!
+//! ```ignore
+//! xpushmem_tests::pe_test!(ring, [_1pe = 1, _2pe = 2, _4pe = 4], |sh| {
+//!     let x = sh.calloc::<u64>(1)?.at(0)?;
+//!     sh.p(x, 7, (sh.my_pe() + 1) % sh.n_pes())?;
+//!     sh.barrier_all()?;
+//!     assert_eq!(sh.g(x, sh.my_pe())?, 7);
+//!     Ok(())
+//! });
+//! ```
+
+use std::time::Duration;
+pub use xpushmem;
+use xpushmem::launch::{Job, Outcome};
+
+/// Environment variable naming the test a PE process must run.
+pub const CASE_VAR: &str = "XPUSHMEM_TEST_CASE";
+
+/// Hard limit of one multi-PE test (override with `XPUSHMEM_TEST_TIMEOUT` seconds).
+pub fn job_timeout() -> Duration {
+    let s = std::env::var("XPUSHMEM_TEST_TIMEOUT").ok().and_then(|v| v.parse().ok()).unwrap_or(120);
+    Duration::from_secs(s)
+}
+
+/// Limit of every wait inside a test PE: well below the job limit, so a hang shows as the runtime's own error.
+pub const PE_WAIT_TIMEOUT_MS: &str = "60000";
+
+/// The name libtest knows a test by, from its `module_path!()` and function name.
+pub fn test_name(module_path: &str, func: &str) -> String {
+    let path = module_path.split_once("::").map(|(_, rest)| rest).unwrap_or("");
+    if path.is_empty() {
+        func.to_string()
+    } else {
+        format!("{path}::{func}")
+    }
+}
+
+/// Whether this process is a PE of the test `name`.
+pub fn is_pe_of(name: &str) -> bool {
+    std::env::var(CASE_VAR).is_ok_and(|v| v == name)
+}
+
+/// Launch `n` PEs of test `name` (this test binary, `--exact name`) with extra environment; the outcome.
+pub fn spawn_pes_with(name: &str, n: usize, env: &[(&str, &str)]) -> Outcome {
+    let exe = std::env::current_exe().expect("test binary path");
+    let mut job = Job::new(n, exe);
+    job.args = vec![name.into(), "--exact".into(), "--nocapture".into(), "--test-threads=1".into()];
+    job.env = vec![
+        (CASE_VAR.into(), name.into()),
+        ("XPUSHMEM_TIMEOUT_MS".into(), PE_WAIT_TIMEOUT_MS.into()),
+        ("RUST_BACKTRACE".into(), "0".into()),
+    ];
+    job.env.extend(env.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    job.timeout = Some(job_timeout());
+    job.capture = true;
+    job.run().expect("launch PEs")
+}
+
+/// Launch `n` PEs of test `name` and panic (with every PE's output) unless all exit with 0.
+pub fn spawn_pes(name: &str, n: usize) {
+    let out = spawn_pes_with(name, n, &[]);
+    assert_success(name, n, &out);
+}
+
+/// Panic with every PE's output unless the job succeeded.
+pub fn assert_success(name: &str, n: usize, out: &Outcome) {
+    if !out.success() {
+        let mut msg = format!(
+            "{name} at {n} PEs failed: first failure {:?}, timed out: {}, after {:?}\n",
+            out.first_failure, out.timed_out, out.elapsed
+        );
+        for pe in 0..n {
+            msg.push_str(&format!("---- PE {pe} ({:?}) ----\n{}", out.exits[pe], out.output_of(pe)));
+        }
+        panic!("{msg}");
+    }
+}
+
+/// Body of a PE: initialise, run, finalize; exits the process (0 on success, 1 with the error on stderr).
+pub fn run_pe(body: impl FnOnce(&xpushmem::Shmem) -> xpushmem::Result<()>) -> ! {
+    let sh = match xpushmem::init() {
+        Ok(sh) => sh,
+        Err(e) => {
+            eprintln!("init failed: {e}");
+            std::process::exit(1);
+        }
+    };
+    let r = body(&sh).and_then(|()| sh.finalize());
+    match r {
+        Ok(()) => std::process::exit(0),
+        Err(e) => {
+            eprintln!("error: {e}");
+            std::process::exit(1);
+        }
+    }
+}
+
+/// Define a multi-PE test: a module `$name` with one `#[test]` per PE count. The body is a closure-like block
+/// taking `&Shmem` and returning `xpushmem::Result<()>`; use `assert!` for checks.
+#[macro_export]
+macro_rules! pe_test {
+    ($name:ident, [$($f:ident = $n:expr),+ $(,)?], |$sh:ident| $body:block) => {
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+            #[allow(unused_variables, clippy::needless_return)]
+            fn body($sh: &$crate::xpushmem::Shmem) -> $crate::xpushmem::Result<()> $body
+            $(
+                #[test]
+                fn $f() {
+                    let name = $crate::test_name(module_path!(), stringify!($f));
+                    if $crate::is_pe_of(&name) {
+                        $crate::run_pe(body);
+                    }
+                    $crate::spawn_pes(&name, $n);
+                }
+            )+
+        }
+    };
+    ($name:ident, |$sh:ident| $body:block) => {
+        $crate::pe_test!($name, [_1pe = 1, _2pe = 2, _4pe = 4, _8pe = 8], |$sh| $body);
+    };
+}
+
+/// A deterministic value for element `i` of a buffer written by PE `pe` in test step `salt`: an independent
+/// reference both sides compute (splitmix64 of the triple).
+pub fn reference(pe: usize, i: usize, salt: u64) -> u64 {
+    let mut z = (pe as u64)
+        .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        .wrapping_add((i as u64).wrapping_mul(0xBF58_476D_1CE4_E5B9))
+        .wrapping_add(salt.wrapping_mul(0x94D0_49BB_1331_11EB));
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// Conversion of reference bits into each element type (floats stay finite, so equality is meaningful).
+pub trait FromRef: xpushmem::Symmetric {
+    /// The element for reference bits `bits`.
+    fn from_ref(bits: u64) -> Self;
+}
+
+macro_rules! from_ref_int {
+    ($($t:ty),*) => {$( impl FromRef for $t { fn from_ref(b: u64) -> Self { b as $t } } )*};
+}
+from_ref_int!(i8, i16, i32, i64, isize, u8, u16, u32, u64, usize);
+impl FromRef for f32 {
+    fn from_ref(b: u64) -> Self {
+        (b % 1_000_000) as f32 * 0.5 - 1000.0
+    }
+}
+impl FromRef for f64 {
+    fn from_ref(b: u64) -> Self {
+        (b % 1_000_000_000) as f64 * 0.25 - 7.0
+    }
+}
+
+/// `len` reference elements of PE `pe` for step `salt`.
+pub fn ref_vec<T: FromRef>(pe: usize, len: usize, salt: u64) -> Vec<T> {
+    (0..len).map(|i| T::from_ref(reference(pe, i, salt))).collect()
+}
