@@ -205,7 +205,9 @@ impl ZeApi {
         let path = path.as_ref();
         match Self::open(path) {
             Ok(lib) => Self::resolve(lib, path.to_path_buf()),
-            Err(e) => Err(LoadError::NotFound { tried: vec![(path.display().to_string(), e.to_string())] }),
+            Err(e) => Err(LoadError::NotFound {
+                tried: vec![(path.display().to_string(), e.to_string())],
+            }),
         }
     }
 
@@ -226,7 +228,10 @@ impl std::fmt::Debug for ZeApi {
         f.debug_struct("ZeApi")
             .field("path", &self.path)
             .field("zeMemPutIpcHandle", &self.zeMemPutIpcHandle.is_some())
-            .field("zeCommandListHostSynchronize", &self.zeCommandListHostSynchronize.is_some())
+            .field(
+                "zeCommandListHostSynchronize",
+                &self.zeCommandListHostSynchronize.is_some(),
+            )
             .finish_non_exhaustive()
     }
 }

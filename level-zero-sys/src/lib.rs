@@ -25,7 +25,7 @@ pub mod api;
 pub mod ddi;
 pub mod types;
 
+pub use api::*;
 pub use api::{LoadError, ZeApi};
 pub use ddi::*;
 pub use types::*;
-pub use api::*;

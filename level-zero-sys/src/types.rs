@@ -358,60 +358,60 @@ macro_rules! ze_flags {
 }
 
 ze_flags! { /// `zeInit` flags.
-    ze_init_flags_t { ZE_INIT_FLAG_GPU_ONLY = 0, ZE_INIT_FLAG_VPU_ONLY = 1 } }
+ze_init_flags_t { ZE_INIT_FLAG_GPU_ONLY = 0, ZE_INIT_FLAG_VPU_ONLY = 1 } }
 ze_flags! { /// Driver IPC capabilities.
-    ze_ipc_property_flags_t { ZE_IPC_PROPERTY_FLAG_MEMORY = 0, ZE_IPC_PROPERTY_FLAG_EVENT_POOL = 1 } }
+ze_ipc_property_flags_t { ZE_IPC_PROPERTY_FLAG_MEMORY = 0, ZE_IPC_PROPERTY_FLAG_EVENT_POOL = 1 } }
 ze_flags! { /// Device property flags.
-    ze_device_property_flags_t {
-        ZE_DEVICE_PROPERTY_FLAG_INTEGRATED = 0, ZE_DEVICE_PROPERTY_FLAG_SUBDEVICE = 1,
-        ZE_DEVICE_PROPERTY_FLAG_ECC = 2, ZE_DEVICE_PROPERTY_FLAG_ONDEMANDPAGING = 3 } }
+ze_device_property_flags_t {
+    ZE_DEVICE_PROPERTY_FLAG_INTEGRATED = 0, ZE_DEVICE_PROPERTY_FLAG_SUBDEVICE = 1,
+    ZE_DEVICE_PROPERTY_FLAG_ECC = 2, ZE_DEVICE_PROPERTY_FLAG_ONDEMANDPAGING = 3 } }
 ze_flags! { /// Device memory property flags.
-    ze_device_memory_property_flags_t { ZE_DEVICE_MEMORY_PROPERTY_FLAG_TBD = 0 } }
+ze_device_memory_property_flags_t { ZE_DEVICE_MEMORY_PROPERTY_FLAG_TBD = 0 } }
 ze_flags! { /// Peer-to-peer property flags.
-    ze_device_p2p_property_flags_t { ZE_DEVICE_P2P_PROPERTY_FLAG_ACCESS = 0, ZE_DEVICE_P2P_PROPERTY_FLAG_ATOMICS = 1 } }
+ze_device_p2p_property_flags_t { ZE_DEVICE_P2P_PROPERTY_FLAG_ACCESS = 0, ZE_DEVICE_P2P_PROPERTY_FLAG_ATOMICS = 1 } }
 ze_flags! { /// Command queue group capabilities.
-    ze_command_queue_group_property_flags_t {
-        ZE_COMMAND_QUEUE_GROUP_PROPERTY_FLAG_COMPUTE = 0, ZE_COMMAND_QUEUE_GROUP_PROPERTY_FLAG_COPY = 1,
-        ZE_COMMAND_QUEUE_GROUP_PROPERTY_FLAG_COOPERATIVE_KERNELS = 2, ZE_COMMAND_QUEUE_GROUP_PROPERTY_FLAG_METRICS = 3 } }
+ze_command_queue_group_property_flags_t {
+    ZE_COMMAND_QUEUE_GROUP_PROPERTY_FLAG_COMPUTE = 0, ZE_COMMAND_QUEUE_GROUP_PROPERTY_FLAG_COPY = 1,
+    ZE_COMMAND_QUEUE_GROUP_PROPERTY_FLAG_COOPERATIVE_KERNELS = 2, ZE_COMMAND_QUEUE_GROUP_PROPERTY_FLAG_METRICS = 3 } }
 ze_flags! { /// Context creation flags.
-    ze_context_flags_t { ZE_CONTEXT_FLAG_TBD = 0 } }
+ze_context_flags_t { ZE_CONTEXT_FLAG_TBD = 0 } }
 ze_flags! { /// Device allocation flags.
-    ze_device_mem_alloc_flags_t {
-        ZE_DEVICE_MEM_ALLOC_FLAG_BIAS_CACHED = 0, ZE_DEVICE_MEM_ALLOC_FLAG_BIAS_UNCACHED = 1,
-        ZE_DEVICE_MEM_ALLOC_FLAG_BIAS_INITIAL_PLACEMENT = 2 } }
+ze_device_mem_alloc_flags_t {
+    ZE_DEVICE_MEM_ALLOC_FLAG_BIAS_CACHED = 0, ZE_DEVICE_MEM_ALLOC_FLAG_BIAS_UNCACHED = 1,
+    ZE_DEVICE_MEM_ALLOC_FLAG_BIAS_INITIAL_PLACEMENT = 2 } }
 ze_flags! { /// Host allocation flags.
-    ze_host_mem_alloc_flags_t {
-        ZE_HOST_MEM_ALLOC_FLAG_BIAS_CACHED = 0, ZE_HOST_MEM_ALLOC_FLAG_BIAS_UNCACHED = 1,
-        ZE_HOST_MEM_ALLOC_FLAG_BIAS_WRITE_COMBINED = 2, ZE_HOST_MEM_ALLOC_FLAG_BIAS_INITIAL_PLACEMENT = 3 } }
+ze_host_mem_alloc_flags_t {
+    ZE_HOST_MEM_ALLOC_FLAG_BIAS_CACHED = 0, ZE_HOST_MEM_ALLOC_FLAG_BIAS_UNCACHED = 1,
+    ZE_HOST_MEM_ALLOC_FLAG_BIAS_WRITE_COMBINED = 2, ZE_HOST_MEM_ALLOC_FLAG_BIAS_INITIAL_PLACEMENT = 3 } }
 ze_flags! { /// IPC memory open flags.
-    ze_ipc_memory_flags_t { ZE_IPC_MEMORY_FLAG_BIAS_CACHED = 0, ZE_IPC_MEMORY_FLAG_BIAS_UNCACHED = 1 } }
+ze_ipc_memory_flags_t { ZE_IPC_MEMORY_FLAG_BIAS_CACHED = 0, ZE_IPC_MEMORY_FLAG_BIAS_UNCACHED = 1 } }
 ze_flags! { /// Command queue flags (`IN_ORDER` is API 1.9; drivers of older versions reject it).
-    ze_command_queue_flags_t { ZE_COMMAND_QUEUE_FLAG_EXPLICIT_ONLY = 0, ZE_COMMAND_QUEUE_FLAG_IN_ORDER = 1 } }
+ze_command_queue_flags_t { ZE_COMMAND_QUEUE_FLAG_EXPLICIT_ONLY = 0, ZE_COMMAND_QUEUE_FLAG_IN_ORDER = 1 } }
 ze_flags! { /// Command list flags (`IN_ORDER` is API 1.9; drivers of older versions reject it).
-    ze_command_list_flags_t {
-        ZE_COMMAND_LIST_FLAG_RELAXED_ORDERING = 0, ZE_COMMAND_LIST_FLAG_MAXIMIZE_THROUGHPUT = 1,
-        ZE_COMMAND_LIST_FLAG_EXPLICIT_ONLY = 2, ZE_COMMAND_LIST_FLAG_IN_ORDER = 3 } }
+ze_command_list_flags_t {
+    ZE_COMMAND_LIST_FLAG_RELAXED_ORDERING = 0, ZE_COMMAND_LIST_FLAG_MAXIMIZE_THROUGHPUT = 1,
+    ZE_COMMAND_LIST_FLAG_EXPLICIT_ONLY = 2, ZE_COMMAND_LIST_FLAG_IN_ORDER = 3 } }
 ze_flags! { /// Event pool flags.
-    ze_event_pool_flags_t {
-        ZE_EVENT_POOL_FLAG_HOST_VISIBLE = 0, ZE_EVENT_POOL_FLAG_IPC = 1, ZE_EVENT_POOL_FLAG_KERNEL_TIMESTAMP = 2 } }
+ze_event_pool_flags_t {
+    ZE_EVENT_POOL_FLAG_HOST_VISIBLE = 0, ZE_EVENT_POOL_FLAG_IPC = 1, ZE_EVENT_POOL_FLAG_KERNEL_TIMESTAMP = 2 } }
 ze_flags! { /// Event signal/wait scope flags.
-    ze_event_scope_flags_t {
-        ZE_EVENT_SCOPE_FLAG_SUBDEVICE = 0, ZE_EVENT_SCOPE_FLAG_DEVICE = 1, ZE_EVENT_SCOPE_FLAG_HOST = 2 } }
+ze_event_scope_flags_t {
+    ZE_EVENT_SCOPE_FLAG_SUBDEVICE = 0, ZE_EVENT_SCOPE_FLAG_DEVICE = 1, ZE_EVENT_SCOPE_FLAG_HOST = 2 } }
 ze_flags! { /// Fence flags.
-    ze_fence_flags_t { ZE_FENCE_FLAG_SIGNALED = 0 } }
+ze_fence_flags_t { ZE_FENCE_FLAG_SIGNALED = 0 } }
 ze_flags! { /// Kernel creation flags.
-    ze_kernel_flags_t { ZE_KERNEL_FLAG_FORCE_RESIDENCY = 0, ZE_KERNEL_FLAG_EXPLICIT_RESIDENCY = 1 } }
+ze_kernel_flags_t { ZE_KERNEL_FLAG_FORCE_RESIDENCY = 0, ZE_KERNEL_FLAG_EXPLICIT_RESIDENCY = 1 } }
 ze_flags! { /// Device module capabilities.
-    ze_device_module_flags_t {
-        ZE_DEVICE_MODULE_FLAG_FP16 = 0, ZE_DEVICE_MODULE_FLAG_FP64 = 1,
-        ZE_DEVICE_MODULE_FLAG_INT64_ATOMICS = 2, ZE_DEVICE_MODULE_FLAG_DP4A = 3 } }
+ze_device_module_flags_t {
+    ZE_DEVICE_MODULE_FLAG_FP16 = 0, ZE_DEVICE_MODULE_FLAG_FP64 = 1,
+    ZE_DEVICE_MODULE_FLAG_INT64_ATOMICS = 2, ZE_DEVICE_MODULE_FLAG_DP4A = 3 } }
 ze_flags! { /// Floating-point capabilities.
-    ze_device_fp_flags_t {
-        ZE_DEVICE_FP_FLAG_DENORM = 0, ZE_DEVICE_FP_FLAG_INF_NAN = 1, ZE_DEVICE_FP_FLAG_ROUND_TO_NEAREST = 2,
-        ZE_DEVICE_FP_FLAG_ROUND_TO_ZERO = 3, ZE_DEVICE_FP_FLAG_ROUND_TO_INF = 4, ZE_DEVICE_FP_FLAG_FMA = 5,
-        ZE_DEVICE_FP_FLAG_ROUNDED_DIVIDE_SQRT = 6, ZE_DEVICE_FP_FLAG_SOFT_FLOAT = 7 } }
+ze_device_fp_flags_t {
+    ZE_DEVICE_FP_FLAG_DENORM = 0, ZE_DEVICE_FP_FLAG_INF_NAN = 1, ZE_DEVICE_FP_FLAG_ROUND_TO_NEAREST = 2,
+    ZE_DEVICE_FP_FLAG_ROUND_TO_ZERO = 3, ZE_DEVICE_FP_FLAG_ROUND_TO_INF = 4, ZE_DEVICE_FP_FLAG_FMA = 5,
+    ZE_DEVICE_FP_FLAG_ROUNDED_DIVIDE_SQRT = 6, ZE_DEVICE_FP_FLAG_SOFT_FLOAT = 7 } }
 ze_flags! { /// Relaxed allocation limits (experimental extension, in the 1.4 headers).
-    ze_relaxed_allocation_limits_exp_flags_t { ZE_RELAXED_ALLOCATION_LIMITS_EXP_FLAG_MAX_SIZE = 0 } }
+ze_relaxed_allocation_limits_exp_flags_t { ZE_RELAXED_ALLOCATION_LIMITS_EXP_FLAG_MAX_SIZE = 0 } }
 
 /// Size of `ze_ipc_mem_handle_t` / `ze_ipc_event_pool_handle_t`.
 pub const ZE_MAX_IPC_HANDLE_SIZE: usize = 64;
@@ -435,7 +435,9 @@ pub struct ze_ipc_mem_handle_t {
 }
 impl Default for ze_ipc_mem_handle_t {
     fn default() -> Self {
-        Self { data: [0; ZE_MAX_IPC_HANDLE_SIZE] }
+        Self {
+            data: [0; ZE_MAX_IPC_HANDLE_SIZE],
+        }
     }
 }
 impl fmt::Debug for ze_ipc_mem_handle_t {
@@ -549,7 +551,12 @@ pub struct ze_name_t(pub [c_char; ZE_MAX_DEVICE_NAME]);
 impl ze_name_t {
     /// The name up to the first NUL, lossily decoded.
     pub fn to_string_lossy(&self) -> String {
-        let bytes: Vec<u8> = self.0.iter().take_while(|c| **c != 0).map(|c| *c as u8).collect();
+        let bytes: Vec<u8> = self
+            .0
+            .iter()
+            .take_while(|c| **c != 0)
+            .map(|c| *c as u8)
+            .collect();
         String::from_utf8_lossy(&bytes).into_owned()
     }
 }
@@ -833,7 +840,10 @@ mod tests {
 
     #[test]
     fn result_display_names() {
-        assert_eq!(ZE_RESULT_ERROR_UNINITIALIZED.to_string(), "ZE_RESULT_ERROR_UNINITIALIZED");
+        assert_eq!(
+            ZE_RESULT_ERROR_UNINITIALIZED.to_string(),
+            "ZE_RESULT_ERROR_UNINITIALIZED"
+        );
         assert_eq!(ze_result_t(0x1234).to_string(), "0x1234");
         assert_eq!(ZE_API_VERSION_1_4.to_string(), "1.4");
     }

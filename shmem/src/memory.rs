@@ -9,7 +9,7 @@ use crate::runtime::{Shmem, CHECK_WORDS};
 use crate::types::{SymSlice, Symmetric};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Call {
+pub(crate) enum Call {
     Malloc = 1,
     Calloc = 2,
     Align = 3,
@@ -79,7 +79,7 @@ impl Shmem {
         Ok(())
     }
 
-    fn alloc_collective<T: Symmetric>(&self, call: Call, len: usize, align: usize) -> Result<SymSlice<T>> {
+    pub(crate) fn alloc_collective<T: Symmetric>(&self, call: Call, len: usize, align: usize) -> Result<SymSlice<T>> {
         let elem = std::mem::size_of::<T>();
         let bytes = len.checked_mul(elem).filter(|&b| b <= self.heap_size).ok_or_else(|| {
             Error::invalid(
