@@ -10,7 +10,14 @@ use crate::transport::AmoOp;
 use crate::types::{AtomicInt, AtomicWord, SymRef};
 
 impl Shmem {
-    fn amo<T: AtomicWord>(&self, r: SymRef<T>, pe: usize, op: AmoOp, operand: u64, call: &str) -> Result<T> {
+    fn amo<T: AtomicWord>(
+        &self,
+        r: SymRef<T>,
+        pe: usize,
+        op: AmoOp,
+        operand: u64,
+        call: &str,
+    ) -> Result<T> {
         self.check_range(r.off, T::WIDTH, call)?;
         let old = self.map_of(pe, call)?.amo(r.off, T::WIDTH, op, operand)?;
         Ok(T::from_bits(old))
@@ -23,7 +30,8 @@ impl Shmem {
 
     /// Atomically write `value` to `r` on `pe`.
     pub fn atomic_set<T: AtomicWord>(&self, r: SymRef<T>, value: T, pe: usize) -> Result<()> {
-        self.amo(r, pe, AmoOp::Set, value.to_bits(), "atomic_set").map(|_| ())
+        self.amo(r, pe, AmoOp::Set, value.to_bits(), "atomic_set")
+            .map(|_| ())
     }
 
     /// Atomically write `value` to `r` on `pe`; the previous value.
@@ -32,8 +40,16 @@ impl Shmem {
     }
 
     /// Atomically write `value` to `r` on `pe` if it holds `cond` (bitwise comparison); the previous value.
-    pub fn atomic_compare_swap<T: AtomicWord>(&self, r: SymRef<T>, cond: T, value: T, pe: usize) -> Result<T> {
-        let op = AmoOp::CompareSwap { cond: cond.to_bits() };
+    pub fn atomic_compare_swap<T: AtomicWord>(
+        &self,
+        r: SymRef<T>,
+        cond: T,
+        value: T,
+        pe: usize,
+    ) -> Result<T> {
+        let op = AmoOp::CompareSwap {
+            cond: cond.to_bits(),
+        };
         self.amo(r, pe, op, value.to_bits(), "atomic_compare_swap")
     }
 
@@ -44,7 +60,8 @@ impl Shmem {
 
     /// Atomically add 1 to `r` on `pe`.
     pub fn atomic_inc<T: AtomicInt>(&self, r: SymRef<T>, pe: usize) -> Result<()> {
-        self.amo(r, pe, AmoOp::FetchAdd, T::ONE.to_bits(), "atomic_inc").map(|_| ())
+        self.amo(r, pe, AmoOp::FetchAdd, T::ONE.to_bits(), "atomic_inc")
+            .map(|_| ())
     }
 
     /// Atomically add `value` (wrapping) to `r` on `pe`; the previous value.
@@ -54,7 +71,8 @@ impl Shmem {
 
     /// Atomically add `value` (wrapping) to `r` on `pe`.
     pub fn atomic_add<T: AtomicInt>(&self, r: SymRef<T>, value: T, pe: usize) -> Result<()> {
-        self.amo(r, pe, AmoOp::FetchAdd, value.to_bits(), "atomic_add").map(|_| ())
+        self.amo(r, pe, AmoOp::FetchAdd, value.to_bits(), "atomic_add")
+            .map(|_| ())
     }
 
     /// Atomically `r &= value` on `pe`; the previous value.
@@ -64,7 +82,8 @@ impl Shmem {
 
     /// Atomically `r &= value` on `pe`.
     pub fn atomic_and<T: AtomicInt>(&self, r: SymRef<T>, value: T, pe: usize) -> Result<()> {
-        self.amo(r, pe, AmoOp::FetchAnd, value.to_bits(), "atomic_and").map(|_| ())
+        self.amo(r, pe, AmoOp::FetchAnd, value.to_bits(), "atomic_and")
+            .map(|_| ())
     }
 
     /// Atomically `r |= value` on `pe`; the previous value.
@@ -74,7 +93,8 @@ impl Shmem {
 
     /// Atomically `r |= value` on `pe`.
     pub fn atomic_or<T: AtomicInt>(&self, r: SymRef<T>, value: T, pe: usize) -> Result<()> {
-        self.amo(r, pe, AmoOp::FetchOr, value.to_bits(), "atomic_or").map(|_| ())
+        self.amo(r, pe, AmoOp::FetchOr, value.to_bits(), "atomic_or")
+            .map(|_| ())
     }
 
     /// Atomically `r ^= value` on `pe`; the previous value.
@@ -84,6 +104,7 @@ impl Shmem {
 
     /// Atomically `r ^= value` on `pe`.
     pub fn atomic_xor<T: AtomicInt>(&self, r: SymRef<T>, value: T, pe: usize) -> Result<()> {
-        self.amo(r, pe, AmoOp::FetchXor, value.to_bits(), "atomic_xor").map(|_| ())
+        self.amo(r, pe, AmoOp::FetchXor, value.to_bits(), "atomic_xor")
+            .map(|_| ())
     }
 }

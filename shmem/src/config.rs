@@ -182,7 +182,11 @@ fn parse_choice(var: &'static str, allowed: &[&str]) -> Result<String> {
     if allowed.contains(&v.as_str()) {
         Ok(v)
     } else {
-        Err(bad(var, &v, format!("expected one of {}", allowed.join(", "))))
+        Err(bad(
+            var,
+            &v,
+            format!("expected one of {}", allowed.join(", ")),
+        ))
     }
 }
 
@@ -260,6 +264,8 @@ mod tests {
         names.sort();
         names.dedup();
         assert_eq!(names.len(), VARS.len());
-        assert!(VARS.iter().all(|v| v.name.starts_with("XPUSHMEM_") && !v.doc.is_empty()));
+        assert!(VARS
+            .iter()
+            .all(|v| v.name.starts_with("XPUSHMEM_") && !v.doc.is_empty()));
     }
 }

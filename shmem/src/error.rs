@@ -35,7 +35,9 @@ pub enum Error {
         context: String,
     },
     /// A range that starts inside an object or heap but runs past its end.
-    #[error("out of bounds: {what} [{start}, {start}+{len}) runs past the limit {limit} ({context})")]
+    #[error(
+        "out of bounds: {what} [{start}, {start}+{len}) runs past the limit {limit} ({context})"
+    )]
     OutOfBounds {
         /// What the range indexes ("heap offset", "element", ...).
         what: &'static str,
@@ -180,7 +182,11 @@ impl Error {
         }
     }
 
-    pub(crate) fn invalid(name: &'static str, value: impl std::fmt::Display, reason: impl Into<String>) -> Error {
+    pub(crate) fn invalid(
+        name: &'static str,
+        value: impl std::fmt::Display,
+        reason: impl Into<String>,
+    ) -> Error {
         Error::InvalidArgument {
             name,
             value: value.to_string(),

@@ -102,16 +102,34 @@ fn signal_group(child: &Child, sig: rustix::process::Signal) {
 
 type Lines = std::sync::Arc<std::sync::Mutex<Vec<(usize, bool, String)>>>;
 
-fn pump(pe: usize, is_err: bool, src: impl std::io::Read + Send + 'static, prefix: bool, capture: Option<Lines>) -> std::thread::JoinHandle<()> {
+fn pump(
+    pe: usize,
+    is_err: bool,
+    src: impl std::io::Read + Send + 'static,
+    prefix: bool,
+    capture: Option<Lines>,
+) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
         let mut r = BufReader::new(src);
         let mut line = Vec::new();
-        while r.read_until(b'\n', &mut line).map(|n| n > 0).unwrap_or(false) {
-            let text = String::from_utf8_lossy(&line).trim_end_matches('\n').to_string();
+        while r
+            .read_until(b'\n', &mut line)
+            .map(|n| n > 0)
+            .unwrap_or(false)
+        {
+            let text = String::from_utf8_lossy(&line)
+                .trim_end_matches('\n')
+                .to_string();
             if let Some(c) = &capture {
-                c.lock().unwrap_or_else(|p| p.into_inner()).push((pe, is_err, text));
+                c.lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push((pe, is_err, text));
             } else {
-                let out = if prefix { format!("[pe {pe}] {text}\n") } else { format!("{text}\n") };
+                let out = if prefix {
+                    format!("[pe {pe}] {text}\n")
+                } else {
+                    format!("{text}\n")
+                };
                 if is_err {
                     let _ = std::io::stderr().lock().write_all(out.as_bytes());
                 } else {
@@ -143,7 +161,12 @@ impl Job {
             return Err(Error::invalid("n_pes", 0, "a job needs at least one PE"));
         }
         let start = Instant::now();
-        let server = Server::start("127.0.0.1".parse().map_err(|_| Error::State("bad loopback".into()))?, self.timeout)?;
+        let server = Server::start(
+            "127.0.0.1"
+                .parse()
+                .map_err(|_| Error::State("bad loopback".into()))?,
+            self.timeout,
+        )?;
         let uid = server.id().to_string();
         let captured: Lines = Default::default();
         let mut children: Vec<Option<Child>> = Vec::with_capacity(self.n_pes);
@@ -168,7 +191,10 @@ impl Job {
                         signal_group(c, rustix::process::Signal::KILL);
                         let _ = c.wait();
                     }
-                    return Err(Error::os("spawn", format!("{}: {e}", self.program.display())));
+                    return Err(Error::os(
+                        "spawn",
+                        format!("{}: {e}", self.program.display()),
+                    ));
                 }
             };
             let cap = self.capture.then(|| captured.clone());
@@ -187,9 +213,13 @@ impl Job {
         let grace = Duration::from_secs(2);
         while exits.iter().any(|e| e.is_none()) {
             for pe in 0..self.n_pes {
-                let Some(c) = children[pe].as_mut() else { continue };
+                let Some(c) = children[pe].as_mut() else {
+                    continue;
+                };
                 if let Ok(Some(st)) = c.try_wait() {
-                    let ex = if kill_at.is_some() && first_failure.as_ref().is_some_and(|(p, _)| *p != pe) {
+                    let ex = if kill_at.is_some()
+                        && first_failure.as_ref().is_some_and(|(p, _)| *p != pe)
+                    {
                         match exit_of(st) {
                             PeExit::Code(0) => PeExit::Code(0),
                             PeExit::Signal(_) => PeExit::Killed,
@@ -233,7 +263,10 @@ impl Job {
         drop(server);
         let output = std::mem::take(&mut *captured.lock().unwrap_or_else(|p| p.into_inner()));
         Ok(Outcome {
-            exits: exits.into_iter().map(|e| e.unwrap_or(PeExit::Killed)).collect(),
+            exits: exits
+                .into_iter()
+                .map(|e| e.unwrap_or(PeExit::Killed))
+                .collect(),
             first_failure,
             timed_out,
             elapsed: start.elapsed(),
@@ -244,9 +277,12 @@ impl Job {
 
 /// Called by the runtime at start-up: when launched by `xpushmem-run`, die with it.
 pub(crate) fn tie_to_launcher() {
-    let Some(pid) = crate::config::env_value("XPUSHMEM_LAUNCHER_PID") else { return };
+    let Some(pid) = crate::config::env_value("XPUSHMEM_LAUNCHER_PID") else {
+        return;
+    };
     let parent = rustix::process::getppid().map(|p| p.as_raw_nonzero().get().to_string());
     if parent.as_deref() == Some(pid.trim()) {
-        let _ = rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL));
+        let _ =
+            rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL));
     }
 }

@@ -40,7 +40,9 @@ pub mod types;
 pub use bootstrap::UniqueId;
 pub use error::{Error, Result};
 pub use rma::Pending;
-pub use runtime::{get_unique_id, init, init_attr, init_single, init_thread, BootstrapSpec, InitAttr, Nodes, Shmem};
+pub use runtime::{
+    get_unique_id, init, init_attr, init_single, init_thread, BootstrapSpec, InitAttr, Nodes, Shmem,
+};
 pub use types::{AtomicInt, AtomicWord, Cmp, SignalOp, SymRef, SymSlice, Symmetric, ThreadLevel};
 
 /// The crate version.

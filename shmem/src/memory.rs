@@ -36,9 +36,15 @@ fn describe(w: &[u64; CHECK_WORDS]) -> String {
         _ => "?",
     };
     if w[0] == Call::Free as u64 {
-        format!("free(heap offset {:#x}, {} elements of {} bytes)", w[3], w[1], w[4])
+        format!(
+            "free(heap offset {:#x}, {} elements of {} bytes)",
+            w[3], w[1], w[4]
+        )
     } else {
-        format!("{call}({} elements of {} bytes, align {})", w[1], w[4], w[2])
+        format!(
+            "{call}({} elements of {} bytes, align {})",
+            w[1], w[4], w[2]
+        )
     }
 }
 
@@ -79,7 +85,12 @@ impl Shmem {
         Ok(())
     }
 
-    pub(crate) fn alloc_collective<T: Symmetric>(&self, call: Call, len: usize, align: usize) -> Result<SymSlice<T>> {
+    pub(crate) fn alloc_collective<T: Symmetric>(
+        &self,
+        call: Call,
+        len: usize,
+        align: usize,
+    ) -> Result<SymSlice<T>> {
         let elem = std::mem::size_of::<T>();
         let bytes = len.checked_mul(elem).filter(|&b| b <= self.heap_size).ok_or_else(|| {
             Error::invalid(
@@ -100,19 +111,26 @@ impl Shmem {
             0
         } else {
             let mut heap = self.heap.lock().unwrap_or_else(|p| p.into_inner());
-            heap.alloc(bytes, align).ok_or_else(|| Error::HeapExhausted {
-                call: call.name(),
-                requested: bytes,
-                align,
-                heap_size: self.heap_size,
-                in_use: heap.in_use(),
-                largest_free: heap.largest_free(),
-            })?
+            heap.alloc(bytes, align)
+                .ok_or_else(|| Error::HeapExhausted {
+                    call: call.name(),
+                    requested: bytes,
+                    align,
+                    heap_size: self.heap_size,
+                    in_use: heap.in_use(),
+                    largest_free: heap.largest_free(),
+                })?
         };
         if call == Call::Calloc && bytes > 0 {
             self.local_map().fill(off, bytes, 0)?;
         }
-        tracing::trace!(pe = self.me, call = call.name(), bytes, off, "symmetric allocation");
+        tracing::trace!(
+            pe = self.me,
+            call = call.name(),
+            bytes,
+            off,
+            "symmetric allocation"
+        );
         self.barrier_all()?;
         Ok(SymSlice::new(off, len))
     }
@@ -143,7 +161,14 @@ impl Shmem {
     /// Free an allocation (collective; starts with a barrier so no PE still accesses it).
     pub fn free<T: Symmetric>(&self, s: SymSlice<T>) -> Result<()> {
         self.barrier_all()?;
-        let words = [Call::Free as u64, s.len as u64, 0, s.off as u64, std::mem::size_of::<T>() as u64, 0];
+        let words = [
+            Call::Free as u64,
+            s.len as u64,
+            0,
+            s.off as u64,
+            std::mem::size_of::<T>() as u64,
+            0,
+        ];
         self.check_collective(words, Call::Free)?;
         if s.len == 0 {
             return Ok(());

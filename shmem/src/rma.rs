@@ -38,7 +38,13 @@ impl Pending<'_> {
 
 impl Shmem {
     /// Validate a transfer of `count` elements at `s` (whose length must cover them) on `pe`; the byte offset.
-    fn rma_target<T: Symmetric>(&self, s: SymSlice<T>, count: usize, pe: usize, call: &str) -> Result<usize> {
+    fn rma_target<T: Symmetric>(
+        &self,
+        s: SymSlice<T>,
+        count: usize,
+        pe: usize,
+        call: &str,
+    ) -> Result<usize> {
         self.check_pe(pe, call)?;
         if count > s.len {
             return Err(Error::OutOfBounds {
@@ -88,13 +94,23 @@ impl Shmem {
     }
 
     /// Start a put; `src` stays borrowed until the returned handle completes.
-    pub fn put_nbi<'a, T: Symmetric>(&self, dst: SymSlice<T>, src: &'a [T], pe: usize) -> Result<Pending<'a>> {
+    pub fn put_nbi<'a, T: Symmetric>(
+        &self,
+        dst: SymSlice<T>,
+        src: &'a [T],
+        pe: usize,
+    ) -> Result<Pending<'a>> {
         self.put(dst, src, pe)?;
         Ok(Pending::done())
     }
 
     /// Start a get; `dst` stays borrowed until the returned handle completes.
-    pub fn get_nbi<'a, T: Symmetric>(&self, dst: &'a mut [T], src: SymSlice<T>, pe: usize) -> Result<Pending<'a>> {
+    pub fn get_nbi<'a, T: Symmetric>(
+        &self,
+        dst: &'a mut [T],
+        src: SymSlice<T>,
+        pe: usize,
+    ) -> Result<Pending<'a>> {
         self.get(dst, src, pe)?;
         Ok(Pending::done())
     }
@@ -114,8 +130,14 @@ impl Shmem {
         check_local_span(sspan, src.len(), "iput source")?;
         let off = self.rma_target(dst, dspan, pe, "iput")?;
         let e = std::mem::size_of::<T>();
-        self.map_of(pe, "iput")?
-            .write_strided(off, dst_stride, bytes_of(src), src_stride, e, nelems)
+        self.map_of(pe, "iput")?.write_strided(
+            off,
+            dst_stride,
+            bytes_of(src),
+            src_stride,
+            e,
+            nelems,
+        )
     }
 
     /// Strided get: element `i` of the transfer goes from `src[i * src_stride]` on `pe` to
@@ -133,8 +155,14 @@ impl Shmem {
         check_local_span(dspan, dst.len(), "iget destination")?;
         let off = self.rma_target(src, sspan, pe, "iget")?;
         let e = std::mem::size_of::<T>();
-        self.map_of(pe, "iget")?
-            .read_strided(off, src_stride, bytes_of_mut(dst), dst_stride, e, nelems)
+        self.map_of(pe, "iget")?.read_strided(
+            off,
+            src_stride,
+            bytes_of_mut(dst),
+            dst_stride,
+            e,
+            nelems,
+        )
     }
 
     /// Order: puts, AMOs and signals issued before the fence to any one PE are delivered before those issued after
@@ -153,10 +181,18 @@ impl Shmem {
 
 fn strided_spans(dst_stride: usize, src_stride: usize, nelems: usize) -> Result<(usize, usize)> {
     if dst_stride == 0 {
-        return Err(Error::invalid("dst_stride", 0, "strides are in elements and must be at least 1"));
+        return Err(Error::invalid(
+            "dst_stride",
+            0,
+            "strides are in elements and must be at least 1",
+        ));
     }
     if src_stride == 0 {
-        return Err(Error::invalid("src_stride", 0, "strides are in elements and must be at least 1"));
+        return Err(Error::invalid(
+            "src_stride",
+            0,
+            "strides are in elements and must be at least 1",
+        ));
     }
     if nelems == 0 {
         return Ok((0, 0));

@@ -7,7 +7,7 @@ use crate::error::{Error, Result};
 use crate::heap::Allocator;
 use crate::transport::shm::{self, Arena, FdListener, Mapping, PeerWatch};
 use crate::transport::AmoOp;
-use crate::types::{Symmetric, SymSlice, ThreadLevel};
+use crate::types::{SymSlice, Symmetric, ThreadLevel};
 use once_cell::sync::OnceCell;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -70,7 +70,8 @@ impl Default for InitAttr {
 /// [`BootstrapSpec::Uid`] on each, this process included.
 pub fn get_unique_id() -> Result<UniqueId> {
     let cfg = Config::from_env()?;
-    let ip = crate::config::env_value("XPUSHMEM_BOOTSTRAP_ADDR").unwrap_or_else(|| "127.0.0.1".into());
+    let ip =
+        crate::config::env_value("XPUSHMEM_BOOTSTRAP_ADDR").unwrap_or_else(|| "127.0.0.1".into());
     let ip = ip.parse().map_err(|_| Error::Config {
         var: "XPUSHMEM_BOOTSTRAP_ADDR",
         value: ip.clone(),
@@ -125,7 +126,10 @@ fn init_logging(level: &str) {
 }
 
 fn host_key() -> String {
-    let host = rustix::system::uname().nodename().to_string_lossy().into_owned();
+    let host = rustix::system::uname()
+        .nodename()
+        .to_string_lossy()
+        .into_owned();
     let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
     format!("{host}/{}", boot.trim())
 }
@@ -154,13 +158,15 @@ fn make_bootstrap(spec: &BootstrapSpec, cfg: &Config) -> Result<Box<dyn Bootstra
     };
     match spec {
         BootstrapSpec::Single => Ok(Box::new(bootstrap::single::Single)),
-        BootstrapSpec::Uid { uid, rank, size } => Ok(Box::new(bootstrap::uid::UidBootstrap::connect(
-            *uid,
-            *rank,
-            *size,
-            cfg.timeout,
-            take_server(uid),
-        )?)),
+        BootstrapSpec::Uid { uid, rank, size } => {
+            Ok(Box::new(bootstrap::uid::UidBootstrap::connect(
+                *uid,
+                *rank,
+                *size,
+                cfg.timeout,
+                take_server(uid),
+            )?))
+        }
         #[cfg(feature = "mpi")]
         BootstrapSpec::Mpi => Ok(Box::new(bootstrap::mpi::MpiBootstrap::new()?)),
         BootstrapSpec::Env => {
@@ -176,7 +182,8 @@ fn make_bootstrap(spec: &BootstrapSpec, cfg: &Config) -> Result<Box<dyn Bootstra
                     let text = uid_text.ok_or_else(|| Error::Config {
                         var: "XPUSHMEM_BOOTSTRAP_UID",
                         value: String::new(),
-                        reason: "XPUSHMEM_BOOTSTRAP=uid needs the unique ID (xpushmem-run sets it)".into(),
+                        reason: "XPUSHMEM_BOOTSTRAP=uid needs the unique ID (xpushmem-run sets it)"
+                            .into(),
                     })?;
                     let uid: UniqueId = text.parse()?;
                     let spec = BootstrapSpec::Uid {
@@ -201,16 +208,22 @@ fn make_bootstrap(spec: &BootstrapSpec, cfg: &Config) -> Result<Box<dyn Bootstra
 }
 
 fn under_mpi_launcher() -> bool {
-    ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS"]
-        .iter()
-        .any(|v| std::env::var_os(v).is_some())
+    [
+        "OMPI_COMM_WORLD_SIZE",
+        "PMI_SIZE",
+        "PMIX_RANK",
+        "MPI_LOCALNRANKS",
+    ]
+    .iter()
+    .any(|v| std::env::var_os(v).is_some())
 }
 
 /// Start the runtime with explicit attributes (NVSHMEM's `nvshmemx_init_attr`). Collective over all PEs of the job.
 pub fn init_attr(attr: InitAttr) -> Result<Shmem> {
     if ACTIVE.swap(true, Ordering::SeqCst) {
         return Err(Error::State(
-            "xpushmem is already initialised in this process (finalize the running instance first)".into(),
+            "xpushmem is already initialised in this process (finalize the running instance first)"
+                .into(),
         ));
     }
     let r = Shmem::start(attr);
@@ -249,7 +262,9 @@ impl Nodes {
     }
     /// PEs on node `node`, ascending.
     pub fn pes_on(&self, node: usize) -> Vec<usize> {
-        (0..self.node_of.len()).filter(|&p| self.node_of[p] == node).collect()
+        (0..self.node_of.len())
+            .filter(|&p| self.node_of[p] == node)
+            .collect()
     }
     /// Host name of node `node`.
     pub fn host(&self, node: usize) -> &str {
@@ -361,7 +376,11 @@ impl Shmem {
         if local.len() > 1 {
             let fds = shm::exchange_fds(job_cookie, &local, me, arena.fd(), listener, cfg.timeout)?;
             for (&pe, fd) in local.iter().zip(fds) {
-                let a = if pe == me { None } else { Some(Arena::from_fd(fd)?) };
+                let a = if pe == me {
+                    None
+                } else {
+                    Some(Arena::from_fd(fd)?)
+                };
                 maps[pe] = Some(Mapping::map(a.as_ref().unwrap_or(&arena))?);
             }
         } else {
@@ -373,16 +392,21 @@ impl Shmem {
             mapped_peers = local.len(),
             "symmetric heap mapped (memfd, MAP_SHARED)"
         );
-        let peers: Vec<(usize, u32)> = local.iter().filter(|&&p| p != me).map(|&p| (p, pids[p])).collect();
+        let peers: Vec<(usize, u32)> = local
+            .iter()
+            .filter(|&&p| p != me)
+            .map(|&p| (p, pids[p]))
+            .collect();
         let (watch, _unwatchable) = PeerWatch::new(&peers);
 
         let mut heap = Allocator::new(cfg.symmetric_size);
         let mut internal = |bytes: usize| {
-            heap.alloc(bytes, crate::heap::MIN_ALIGN).ok_or_else(|| Error::Config {
-                var: "XPUSHMEM_SYMMETRIC_SIZE",
-                value: cfg.symmetric_size.to_string(),
-                reason: "too small for the runtime's own synchronisation words".into(),
-            })
+            heap.alloc(bytes, crate::heap::MIN_ALIGN)
+                .ok_or_else(|| Error::Config {
+                    var: "XPUSHMEM_SYMMETRIC_SIZE",
+                    value: cfg.symmetric_size.to_string(),
+                    reason: "too small for the runtime's own synchronisation words".into(),
+                })
         };
         let sync = SyncLayout {
             state: internal(8)?,
@@ -406,7 +430,8 @@ impl Shmem {
             broken: AtomicBool::new(false),
             _arena: arena,
         };
-        sh.local_map().amo(sh.sync.state, 8, AmoOp::Set, STATE_RUNNING)?;
+        sh.local_map()
+            .amo(sh.sync.state, 8, AmoOp::Set, STATE_RUNNING)?;
         for (pe, route) in (0..n).map(|pe| (pe, sh.route_name(pe))) {
             tracing::debug!(pe = me, peer = pe, route, "route");
         }
@@ -495,7 +520,9 @@ impl Shmem {
         self.check_pe(pe, call)?;
         self.maps[pe].as_ref().ok_or_else(|| Error::Transport {
             transport: "route",
-            message: format!("{call}: PE {pe} is on another node and no fabric transport is available"),
+            message: format!(
+                "{call}: PE {pe} is on another node and no fabric transport is available"
+            ),
         })
     }
 
@@ -515,7 +542,11 @@ impl Shmem {
 
     /// A typed symmetric slice from a local address inside the heap (what `malloc` returned, or a pointer into it):
     /// an error when the address is outside the heap, misaligned for `T`, or the range runs past the heap's end.
-    pub fn sym_slice_from_addr<T: Symmetric>(&self, addr: usize, len: usize) -> Result<SymSlice<T>> {
+    pub fn sym_slice_from_addr<T: Symmetric>(
+        &self,
+        addr: usize,
+        len: usize,
+    ) -> Result<SymSlice<T>> {
         let base = self.heap_base() as usize;
         let end = base + self.heap_size;
         if addr < base || addr >= end {
@@ -528,10 +559,20 @@ impl Shmem {
         }
         let align = std::mem::align_of::<T>();
         if addr % align != 0 {
-            return Err(Error::invalid("addr", format!("{addr:#x}"), format!("must be aligned to {align} bytes for {}", T::NAME)));
+            return Err(Error::invalid(
+                "addr",
+                format!("{addr:#x}"),
+                format!("must be aligned to {align} bytes for {}", T::NAME),
+            ));
         }
-        let bytes = len.checked_mul(std::mem::size_of::<T>()).unwrap_or(usize::MAX);
-        self.check_range(addr - base, bytes, &format!("sym_slice_from_addr::<{}>", T::NAME))?;
+        let bytes = len
+            .checked_mul(std::mem::size_of::<T>())
+            .unwrap_or(usize::MAX);
+        self.check_range(
+            addr - base,
+            bytes,
+            &format!("sym_slice_from_addr::<{}>", T::NAME),
+        )?;
         Ok(SymSlice::new(addr - base, len))
     }
 
@@ -540,7 +581,9 @@ impl Shmem {
     pub fn ptr<T: Symmetric>(&self, s: SymSlice<T>, pe: usize) -> Result<Option<*mut T>> {
         self.check_pe(pe, "ptr")?;
         self.check_range(s.off, s.size_bytes(), "ptr")?;
-        Ok(self.maps[pe].as_ref().map(|m| m.base().wrapping_add(s.off).cast()))
+        Ok(self.maps[pe]
+            .as_ref()
+            .map(|m| m.base().wrapping_add(s.off).cast()))
     }
 
     /// Is `pe`'s heap directly reachable with loads and stores from this process?
@@ -549,7 +592,12 @@ impl Shmem {
     }
 
     /// Spin, then yield, then sleep until `ready()` holds; fails on timeout or when a peer is lost.
-    pub(crate) fn wait_for(&self, op: &str, detail: &dyn Fn() -> String, mut ready: impl FnMut() -> Result<bool>) -> Result<()> {
+    pub(crate) fn wait_for(
+        &self,
+        op: &str,
+        detail: &dyn Fn() -> String,
+        mut ready: impl FnMut() -> Result<bool>,
+    ) -> Result<()> {
         let start = Instant::now();
         let spins = self.cfg.spin_count as u64;
         let yields = spins + self.cfg.yield_count as u64;
@@ -614,7 +662,14 @@ impl Shmem {
     /// A dissemination barrier over `members` (global PE numbers; this PE is `members[my_idx]`), using the 64
     /// counters at heap offset `flags` on every member; `epoch` counts this barrier instance, starting at 1.
     /// Counters only grow, so no reset and no sense reversal is needed, and back-to-back barriers cannot mix.
-    pub(crate) fn dissemination_barrier(&self, members: &[usize], my_idx: usize, flags: usize, epoch: u64, op: &str) -> Result<()> {
+    pub(crate) fn dissemination_barrier(
+        &self,
+        members: &[usize],
+        my_idx: usize,
+        flags: usize,
+        epoch: u64,
+        op: &str,
+    ) -> Result<()> {
         let n = members.len();
         let mut dist = 1usize;
         let mut round = 0usize;
@@ -624,9 +679,11 @@ impl Shmem {
             self.map_of(partner, op)?.amo(slot, 8, AmoOp::FetchAdd, 1)?;
             let own = self.local_map().atomic64(slot)?;
             let from = members[(my_idx + n - dist) % n];
-            self.wait_for(op, &|| format!("round {round}: waiting for PE {from}"), || {
-                Ok(own.load(Ordering::Acquire) >= epoch)
-            })?;
+            self.wait_for(
+                op,
+                &|| format!("round {round}: waiting for PE {from}"),
+                || Ok(own.load(Ordering::Acquire) >= epoch),
+            )?;
             dist <<= 1;
             round += 1;
         }
@@ -662,8 +719,14 @@ impl Shmem {
         } else {
             self.barrier_all()
         };
-        let _ = self.local_map().amo(self.sync.state, 8, AmoOp::Set, STATE_FINALIZED);
-        let r2 = if r.is_ok() { self.boot.finalize() } else { Ok(()) };
+        let _ = self
+            .local_map()
+            .amo(self.sync.state, 8, AmoOp::Set, STATE_FINALIZED);
+        let r2 = if r.is_ok() {
+            self.boot.finalize()
+        } else {
+            Ok(())
+        };
         ACTIVE.store(false, Ordering::SeqCst);
         tracing::debug!(pe = self.me, ok = r.is_ok(), "finalized");
         r.and(r2)

@@ -68,7 +68,13 @@ impl Shmem {
         let mut seen = 0;
         self.wait_for(
             "signal_wait_until",
-            &|| format!("signal at heap+{:#x} is {}, waiting for {cmp:?} {value}", sig.off, word.load(Ordering::Relaxed)),
+            &|| {
+                format!(
+                    "signal at heap+{:#x} is {}, waiting for {cmp:?} {value}",
+                    sig.off,
+                    word.load(Ordering::Relaxed)
+                )
+            },
             || {
                 seen = word.load(Ordering::Acquire);
                 Ok(cmp.holds(seen, value))
@@ -78,7 +84,9 @@ impl Shmem {
     }
 
     fn load_local<T: AtomicInt>(&self, r: SymRef<T>) -> Result<T> {
-        self.local_map().amo(r.off, T::WIDTH, AmoOp::Fetch, 0).map(T::from_bits)
+        self.local_map()
+            .amo(r.off, T::WIDTH, AmoOp::Fetch, 0)
+            .map(T::from_bits)
     }
 
     /// Indices of `ivars` (not skipped) that satisfy their comparison now.
@@ -105,19 +113,37 @@ impl Shmem {
         Ok(hits)
     }
 
-    fn check_set<T: AtomicInt>(&self, ivars: SymSlice<T>, skip: Option<&[bool]>, against: Against<'_, T>, call: &str) -> Result<usize> {
+    fn check_set<T: AtomicInt>(
+        &self,
+        ivars: SymSlice<T>,
+        skip: Option<&[bool]>,
+        against: Against<'_, T>,
+        call: &str,
+    ) -> Result<usize> {
         self.check_range(ivars.off, ivars.size_bytes(), call)?;
         if ivars.off % T::WIDTH != 0 {
-            return Err(Error::invalid("ivars", format!("{ivars:?}"), "must be aligned to the element size"));
+            return Err(Error::invalid(
+                "ivars",
+                format!("{ivars:?}"),
+                "must be aligned to the element size",
+            ));
         }
         if let Some(s) = skip {
             if s.len() != ivars.len() {
-                return Err(Error::invalid("skip", s.len(), format!("must have one flag per variable ({})", ivars.len())));
+                return Err(Error::invalid(
+                    "skip",
+                    s.len(),
+                    format!("must have one flag per variable ({})", ivars.len()),
+                ));
             }
         }
         if let Against::Each(vs) = against {
             if vs.len() != ivars.len() {
-                return Err(Error::invalid("values", vs.len(), format!("must have one value per variable ({})", ivars.len())));
+                return Err(Error::invalid(
+                    "values",
+                    vs.len(),
+                    format!("must have one value per variable ({})", ivars.len()),
+                ));
             }
         }
         Ok(skip.map_or(ivars.len(), |s| s.iter().filter(|x| !**x).count()))
@@ -137,19 +163,31 @@ impl Shmem {
         if active == 0 {
             return Ok(hits);
         }
-        self.wait_for(call, &|| format!("{active} variables at {ivars:?}, condition {cmp:?}"), || {
-            hits = self.satisfied(ivars, skip, cmp, against)?;
-            Ok(match need {
-                Need::All => hits.len() == active,
-                Need::Any => !hits.is_empty(),
-            })
-        })?;
+        self.wait_for(
+            call,
+            &|| format!("{active} variables at {ivars:?}, condition {cmp:?}"),
+            || {
+                hits = self.satisfied(ivars, skip, cmp, against)?;
+                Ok(match need {
+                    Need::All => hits.len() == active,
+                    Need::Any => !hits.is_empty(),
+                })
+            },
+        )?;
         Ok(hits)
     }
 
     /// Wait until this PE's `ivar <cmp> value`.
     pub fn wait_until<T: AtomicInt>(&self, ivar: SymRef<T>, cmp: Cmp, value: T) -> Result<()> {
-        self.wait_set(ivar.as_slice(), None, cmp, Against::One(value), Need::All, "wait_until").map(|_| ())
+        self.wait_set(
+            ivar.as_slice(),
+            None,
+            cmp,
+            Against::One(value),
+            Need::All,
+            "wait_until",
+        )
+        .map(|_| ())
     }
 
     /// Whether this PE's `ivar <cmp> value` holds now.
@@ -158,71 +196,213 @@ impl Shmem {
     }
 
     /// Wait until every variable of `ivars` not marked in `skip` satisfies `<cmp> value`.
-    pub fn wait_until_all<T: AtomicInt>(&self, ivars: SymSlice<T>, skip: Option<&[bool]>, cmp: Cmp, value: T) -> Result<()> {
-        self.wait_set(ivars, skip, cmp, Against::One(value), Need::All, "wait_until_all").map(|_| ())
+    pub fn wait_until_all<T: AtomicInt>(
+        &self,
+        ivars: SymSlice<T>,
+        skip: Option<&[bool]>,
+        cmp: Cmp,
+        value: T,
+    ) -> Result<()> {
+        self.wait_set(
+            ivars,
+            skip,
+            cmp,
+            Against::One(value),
+            Need::All,
+            "wait_until_all",
+        )
+        .map(|_| ())
     }
 
     /// Wait until some variable not marked in `skip` satisfies `<cmp> value`; its index (the lowest), or `None`
     /// when every variable is skipped.
-    pub fn wait_until_any<T: AtomicInt>(&self, ivars: SymSlice<T>, skip: Option<&[bool]>, cmp: Cmp, value: T) -> Result<Option<usize>> {
-        Ok(self.wait_set(ivars, skip, cmp, Against::One(value), Need::Any, "wait_until_any")?.first().copied())
+    pub fn wait_until_any<T: AtomicInt>(
+        &self,
+        ivars: SymSlice<T>,
+        skip: Option<&[bool]>,
+        cmp: Cmp,
+        value: T,
+    ) -> Result<Option<usize>> {
+        Ok(self
+            .wait_set(
+                ivars,
+                skip,
+                cmp,
+                Against::One(value),
+                Need::Any,
+                "wait_until_any",
+            )?
+            .first()
+            .copied())
     }
 
     /// Wait until at least one variable not marked in `skip` satisfies `<cmp> value`; the indices of all that do.
-    pub fn wait_until_some<T: AtomicInt>(&self, ivars: SymSlice<T>, skip: Option<&[bool]>, cmp: Cmp, value: T) -> Result<Vec<usize>> {
-        self.wait_set(ivars, skip, cmp, Against::One(value), Need::Any, "wait_until_some")
+    pub fn wait_until_some<T: AtomicInt>(
+        &self,
+        ivars: SymSlice<T>,
+        skip: Option<&[bool]>,
+        cmp: Cmp,
+        value: T,
+    ) -> Result<Vec<usize>> {
+        self.wait_set(
+            ivars,
+            skip,
+            cmp,
+            Against::One(value),
+            Need::Any,
+            "wait_until_some",
+        )
     }
 
     /// [`Shmem::wait_until_all`] with one comparison value per variable.
-    pub fn wait_until_all_vector<T: AtomicInt>(&self, ivars: SymSlice<T>, skip: Option<&[bool]>, cmp: Cmp, values: &[T]) -> Result<()> {
-        self.wait_set(ivars, skip, cmp, Against::Each(values), Need::All, "wait_until_all_vector").map(|_| ())
+    pub fn wait_until_all_vector<T: AtomicInt>(
+        &self,
+        ivars: SymSlice<T>,
+        skip: Option<&[bool]>,
+        cmp: Cmp,
+        values: &[T],
+    ) -> Result<()> {
+        self.wait_set(
+            ivars,
+            skip,
+            cmp,
+            Against::Each(values),
+            Need::All,
+            "wait_until_all_vector",
+        )
+        .map(|_| ())
     }
 
     /// [`Shmem::wait_until_any`] with one comparison value per variable.
-    pub fn wait_until_any_vector<T: AtomicInt>(&self, ivars: SymSlice<T>, skip: Option<&[bool]>, cmp: Cmp, values: &[T]) -> Result<Option<usize>> {
-        Ok(self.wait_set(ivars, skip, cmp, Against::Each(values), Need::Any, "wait_until_any_vector")?.first().copied())
+    pub fn wait_until_any_vector<T: AtomicInt>(
+        &self,
+        ivars: SymSlice<T>,
+        skip: Option<&[bool]>,
+        cmp: Cmp,
+        values: &[T],
+    ) -> Result<Option<usize>> {
+        Ok(self
+            .wait_set(
+                ivars,
+                skip,
+                cmp,
+                Against::Each(values),
+                Need::Any,
+                "wait_until_any_vector",
+            )?
+            .first()
+            .copied())
     }
 
     /// [`Shmem::wait_until_some`] with one comparison value per variable.
-    pub fn wait_until_some_vector<T: AtomicInt>(&self, ivars: SymSlice<T>, skip: Option<&[bool]>, cmp: Cmp, values: &[T]) -> Result<Vec<usize>> {
-        self.wait_set(ivars, skip, cmp, Against::Each(values), Need::Any, "wait_until_some_vector")
+    pub fn wait_until_some_vector<T: AtomicInt>(
+        &self,
+        ivars: SymSlice<T>,
+        skip: Option<&[bool]>,
+        cmp: Cmp,
+        values: &[T],
+    ) -> Result<Vec<usize>> {
+        self.wait_set(
+            ivars,
+            skip,
+            cmp,
+            Against::Each(values),
+            Need::Any,
+            "wait_until_some_vector",
+        )
     }
 
-    fn test_set<T: AtomicInt>(&self, ivars: SymSlice<T>, skip: Option<&[bool]>, cmp: Cmp, against: Against<'_, T>, call: &str) -> Result<(usize, Vec<usize>)> {
+    fn test_set<T: AtomicInt>(
+        &self,
+        ivars: SymSlice<T>,
+        skip: Option<&[bool]>,
+        cmp: Cmp,
+        against: Against<'_, T>,
+        call: &str,
+    ) -> Result<(usize, Vec<usize>)> {
         let active = self.check_set(ivars, skip, against, call)?;
         Ok((active, self.satisfied(ivars, skip, cmp, against)?))
     }
 
     /// Whether every variable not marked in `skip` satisfies `<cmp> value` now.
-    pub fn test_all<T: AtomicInt>(&self, ivars: SymSlice<T>, skip: Option<&[bool]>, cmp: Cmp, value: T) -> Result<bool> {
+    pub fn test_all<T: AtomicInt>(
+        &self,
+        ivars: SymSlice<T>,
+        skip: Option<&[bool]>,
+        cmp: Cmp,
+        value: T,
+    ) -> Result<bool> {
         let (active, hits) = self.test_set(ivars, skip, cmp, Against::One(value), "test_all")?;
         Ok(hits.len() == active)
     }
 
     /// The lowest index of a variable (not marked in `skip`) satisfying `<cmp> value` now.
-    pub fn test_any<T: AtomicInt>(&self, ivars: SymSlice<T>, skip: Option<&[bool]>, cmp: Cmp, value: T) -> Result<Option<usize>> {
-        Ok(self.test_set(ivars, skip, cmp, Against::One(value), "test_any")?.1.first().copied())
+    pub fn test_any<T: AtomicInt>(
+        &self,
+        ivars: SymSlice<T>,
+        skip: Option<&[bool]>,
+        cmp: Cmp,
+        value: T,
+    ) -> Result<Option<usize>> {
+        Ok(self
+            .test_set(ivars, skip, cmp, Against::One(value), "test_any")?
+            .1
+            .first()
+            .copied())
     }
 
     /// The indices of the variables (not marked in `skip`) satisfying `<cmp> value` now.
-    pub fn test_some<T: AtomicInt>(&self, ivars: SymSlice<T>, skip: Option<&[bool]>, cmp: Cmp, value: T) -> Result<Vec<usize>> {
-        Ok(self.test_set(ivars, skip, cmp, Against::One(value), "test_some")?.1)
+    pub fn test_some<T: AtomicInt>(
+        &self,
+        ivars: SymSlice<T>,
+        skip: Option<&[bool]>,
+        cmp: Cmp,
+        value: T,
+    ) -> Result<Vec<usize>> {
+        Ok(self
+            .test_set(ivars, skip, cmp, Against::One(value), "test_some")?
+            .1)
     }
 
     /// [`Shmem::test_all`] with one comparison value per variable.
-    pub fn test_all_vector<T: AtomicInt>(&self, ivars: SymSlice<T>, skip: Option<&[bool]>, cmp: Cmp, values: &[T]) -> Result<bool> {
-        let (active, hits) = self.test_set(ivars, skip, cmp, Against::Each(values), "test_all_vector")?;
+    pub fn test_all_vector<T: AtomicInt>(
+        &self,
+        ivars: SymSlice<T>,
+        skip: Option<&[bool]>,
+        cmp: Cmp,
+        values: &[T],
+    ) -> Result<bool> {
+        let (active, hits) =
+            self.test_set(ivars, skip, cmp, Against::Each(values), "test_all_vector")?;
         Ok(hits.len() == active)
     }
 
     /// [`Shmem::test_any`] with one comparison value per variable.
-    pub fn test_any_vector<T: AtomicInt>(&self, ivars: SymSlice<T>, skip: Option<&[bool]>, cmp: Cmp, values: &[T]) -> Result<Option<usize>> {
-        Ok(self.test_set(ivars, skip, cmp, Against::Each(values), "test_any_vector")?.1.first().copied())
+    pub fn test_any_vector<T: AtomicInt>(
+        &self,
+        ivars: SymSlice<T>,
+        skip: Option<&[bool]>,
+        cmp: Cmp,
+        values: &[T],
+    ) -> Result<Option<usize>> {
+        Ok(self
+            .test_set(ivars, skip, cmp, Against::Each(values), "test_any_vector")?
+            .1
+            .first()
+            .copied())
     }
 
     /// [`Shmem::test_some`] with one comparison value per variable.
-    pub fn test_some_vector<T: AtomicInt>(&self, ivars: SymSlice<T>, skip: Option<&[bool]>, cmp: Cmp, values: &[T]) -> Result<Vec<usize>> {
-        Ok(self.test_set(ivars, skip, cmp, Against::Each(values), "test_some_vector")?.1)
+    pub fn test_some_vector<T: AtomicInt>(
+        &self,
+        ivars: SymSlice<T>,
+        skip: Option<&[bool]>,
+        cmp: Cmp,
+        values: &[T],
+    ) -> Result<Vec<usize>> {
+        Ok(self
+            .test_set(ivars, skip, cmp, Against::Each(values), "test_some_vector")?
+            .1)
     }
 }
 

@@ -15,7 +15,9 @@ mod sealed {
 
 /// Plain-data element types that may live in the symmetric heap and travel by RMA: every bit pattern is a valid
 /// value and there are no pointers inside. Sealed: implemented for the standard OpenSHMEM element types only.
-pub trait Symmetric: sealed::Sealed + Copy + Default + Send + Sync + PartialEq + fmt::Debug + 'static {
+pub trait Symmetric:
+    sealed::Sealed + Copy + Default + Send + Sync + PartialEq + fmt::Debug + 'static
+{
     /// Name of the type in the C and OpenSHMEM APIs' terms (`int32`, `float`, ...).
     const NAME: &'static str;
 }
@@ -71,7 +73,10 @@ atomic_word!(
     f64, 8, |v: f64| v.to_bits(), f64::from_bits;
 );
 
-const _: () = assert!(std::mem::size_of::<usize>() == 8, "xpushmem supports 64-bit targets only");
+const _: () = assert!(
+    std::mem::size_of::<usize>() == 8,
+    "xpushmem supports 64-bit targets only"
+);
 
 macro_rules! atomic_int {
     ($($t:ty),*) => {$( impl AtomicInt for $t { const ONE: Self = 1; } )*};
@@ -118,7 +123,13 @@ impl<T> Eq for SymRef<T> {}
 
 impl<T: Symmetric> fmt::Debug for SymSlice<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "SymSlice<{}>[{}] @ heap+{:#x}", T::NAME, self.len, self.off)
+        write!(
+            f,
+            "SymSlice<{}>[{}] @ heap+{:#x}",
+            T::NAME,
+            self.len,
+            self.off
+        )
     }
 }
 impl<T: Symmetric> fmt::Debug for SymRef<T> {
@@ -186,7 +197,10 @@ impl<T: Symmetric> SymSlice<T> {
                 context: format!("SymSlice::slice of {self:?}"),
             });
         }
-        Ok(SymSlice::new(self.off + start * std::mem::size_of::<T>(), end - start))
+        Ok(SymSlice::new(
+            self.off + start * std::mem::size_of::<T>(),
+            end - start,
+        ))
     }
 
     /// Element `i`; an error when `i >= len`.

@@ -9,10 +9,10 @@
 
 use crate::error::Result;
 
-pub mod single;
-pub mod uid;
 #[cfg(feature = "mpi")]
 pub mod mpi;
+pub mod single;
+pub mod uid;
 
 pub use uid::UniqueId;
 

@@ -52,8 +52,18 @@ impl std::fmt::Display for UniqueId {
 impl std::str::FromStr for UniqueId {
     type Err = Error;
     fn from_str(s: &str) -> Result<Self> {
-        let bad = || Error::invalid("unique id", s, format!("expected {PREFIX}:<16 hex digits>@<ip:port>"));
-        let rest = s.trim().strip_prefix(PREFIX).and_then(|r| r.strip_prefix(':')).ok_or_else(bad)?;
+        let bad = || {
+            Error::invalid(
+                "unique id",
+                s,
+                format!("expected {PREFIX}:<16 hex digits>@<ip:port>"),
+            )
+        };
+        let rest = s
+            .trim()
+            .strip_prefix(PREFIX)
+            .and_then(|r| r.strip_prefix(':'))
+            .ok_or_else(bad)?;
         let (cookie, addr) = rest.split_once('@').ok_or_else(bad)?;
         Ok(UniqueId {
             cookie: u64::from_str_radix(cookie, 16).map_err(|_| bad())?,
@@ -75,7 +85,13 @@ impl UniqueId {
     pub fn from_bytes(b: &[u8]) -> Result<UniqueId> {
         let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
         std::str::from_utf8(&b[..end])
-            .map_err(|_| Error::invalid("unique id", "<binary>", "not a unique ID made by get_unique_id"))?
+            .map_err(|_| {
+                Error::invalid(
+                    "unique id",
+                    "<binary>",
+                    "not a unique ID made by get_unique_id",
+                )
+            })?
             .parse()
     }
 }
@@ -102,7 +118,10 @@ fn read_frame(s: &mut TcpStream) -> std::io::Result<(u8, Vec<u8>)> {
     s.read_exact(&mut len)?;
     let len = u32::from_le_bytes(len) as usize;
     if len == 0 || len > MAX_FRAME {
-        return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, "bad frame length"));
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "bad frame length",
+        ));
     }
     let mut buf = vec![0u8; len];
     s.read_exact(&mut buf)?;
@@ -142,7 +161,8 @@ impl Server {
     /// Listen on `ip` (port chosen by the kernel) and serve one job on a background thread. `timeout` bounds the
     /// wait for all PEs to connect.
     pub fn start(ip: IpAddr, timeout: Option<Duration>) -> Result<Server> {
-        let listener = TcpListener::bind(SocketAddr::new(ip, 0)).map_err(|e| berr(format!("bind {ip}:0: {e}")))?;
+        let listener = TcpListener::bind(SocketAddr::new(ip, 0))
+            .map_err(|e| berr(format!("bind {ip}:0: {e}")))?;
         let addr = listener.local_addr().map_err(|e| berr(e.to_string()))?;
         let id = UniqueId {
             addr,
@@ -175,7 +195,11 @@ impl Server {
     }
 }
 
-fn serve(listener: TcpListener, cookie: u64, timeout: Option<Duration>) -> std::result::Result<(), String> {
+fn serve(
+    listener: TcpListener,
+    cookie: u64,
+    timeout: Option<Duration>,
+) -> std::result::Result<(), String> {
     let start = Instant::now();
     listener.set_nonblocking(true).map_err(|e| e.to_string())?;
     let mut conns: Vec<Option<TcpStream>> = Vec::new();
@@ -188,9 +212,17 @@ fn serve(listener: TcpListener, cookie: u64, timeout: Option<Duration>) -> std::
                 let _ = s.set_nonblocking(false);
                 let _ = s.set_nodelay(true);
                 let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
-                let Ok((HELLO, p)) = read_frame(&mut s) else { continue };
-                if p.len() != 24 || u64::from_le_bytes(p[0..8].try_into().unwrap_or_default()) != cookie {
-                    let _ = write_frame(&mut s, FAIL, b"wrong cookie: this unique ID belongs to another job");
+                let Ok((HELLO, p)) = read_frame(&mut s) else {
+                    continue;
+                };
+                if p.len() != 24
+                    || u64::from_le_bytes(p[0..8].try_into().unwrap_or_default()) != cookie
+                {
+                    let _ = write_frame(
+                        &mut s,
+                        FAIL,
+                        b"wrong cookie: this unique ID belongs to another job",
+                    );
                     continue;
                 }
                 let rank = u64::from_le_bytes(p[8..16].try_into().unwrap_or_default()) as usize;
@@ -200,7 +232,9 @@ fn serve(listener: TcpListener, cookie: u64, timeout: Option<Duration>) -> std::
                     conns.resize_with(n, || None);
                 }
                 let msg = if n != expect {
-                    Some(format!("PE {rank} says the job has {n} PEs, others say {expect}"))
+                    Some(format!(
+                        "PE {rank} says the job has {n} PEs, others say {expect}"
+                    ))
                 } else if rank >= n {
                     Some(format!("rank {rank} out of range [0, {n})"))
                 } else if conns[rank].is_some() {
@@ -218,8 +252,12 @@ fn serve(listener: TcpListener, cookie: u64, timeout: Option<Duration>) -> std::
             }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                 if timeout.is_some_and(|t| start.elapsed() > t) {
-                    let missing: Vec<usize> = (0..conns.len()).filter(|&r| conns[r].is_none()).collect();
-                    let m = format!("timed out after {:?} waiting for PEs {missing:?} to join", start.elapsed());
+                    let missing: Vec<usize> =
+                        (0..conns.len()).filter(|&r| conns[r].is_none()).collect();
+                    let m = format!(
+                        "timed out after {:?} waiting for PEs {missing:?} to join",
+                        start.elapsed()
+                    );
                     for s in conns.iter_mut().flatten() {
                         let _ = write_frame(s, FAIL, m.as_bytes());
                     }
@@ -250,7 +288,9 @@ fn serve(listener: TcpListener, cookie: u64, timeout: Option<Duration>) -> std::
             Ok(_) | Err(rustix::io::Errno::INTR) => {}
             Err(e) => return Err(format!("poll: {e}")),
         }
-        let ready: Vec<usize> = (0..n).filter(|&r| !gone[r] && !fds[r].revents().is_empty()).collect();
+        let ready: Vec<usize> = (0..n)
+            .filter(|&r| !gone[r] && !fds[r].revents().is_empty())
+            .collect();
         drop(fds);
         for r in ready {
             match read_frame(&mut conns[r]) {
@@ -281,7 +321,10 @@ fn serve(listener: TcpListener, cookie: u64, timeout: Option<Duration>) -> std::
                 }
                 return Err(m);
             }
-            let all: Vec<Vec<u8>> = pending.iter_mut().map(|p| p.take().unwrap_or_default()).collect();
+            let all: Vec<Vec<u8>> = pending
+                .iter_mut()
+                .map(|p| p.take().unwrap_or_default())
+                .collect();
             let msg = encode_all(&all);
             for s in &mut conns {
                 let _ = write_frame(s, RESULT, &msg);
@@ -303,7 +346,13 @@ pub struct UidBootstrap {
 
 impl UidBootstrap {
     /// Join the rendezvous `id` as `rank` of `size`. Blocks until all `size` PEs have joined (or `timeout`).
-    pub fn connect(id: UniqueId, rank: usize, size: usize, timeout: Option<Duration>, server: Option<Server>) -> Result<Self> {
+    pub fn connect(
+        id: UniqueId,
+        rank: usize,
+        size: usize,
+        timeout: Option<Duration>,
+        server: Option<Server>,
+    ) -> Result<Self> {
         if size == 0 || rank >= size {
             return Err(Error::InvalidPe {
                 pe: rank as i64,
@@ -315,14 +364,18 @@ impl UidBootstrap {
         let mut s = loop {
             match TcpStream::connect_timeout(&id.addr, Duration::from_secs(5)) {
                 Ok(s) => break s,
-                Err(e) if timeout.is_none_or(|t| start.elapsed() < t) && e.kind() == std::io::ErrorKind::ConnectionRefused => {
+                Err(e)
+                    if timeout.is_none_or(|t| start.elapsed() < t)
+                        && e.kind() == std::io::ErrorKind::ConnectionRefused =>
+                {
                     std::thread::sleep(Duration::from_millis(10))
                 }
                 Err(e) => return Err(berr(format!("connect to rendezvous {}: {e}", id.addr))),
             }
         };
         let _ = s.set_nodelay(true);
-        s.set_read_timeout(timeout).map_err(|e| berr(e.to_string()))?;
+        s.set_read_timeout(timeout)
+            .map_err(|e| berr(e.to_string()))?;
         let mut hello = id.cookie.to_le_bytes().to_vec();
         hello.extend_from_slice(&(rank as u64).to_le_bytes());
         hello.extend_from_slice(&(size as u64).to_le_bytes());
@@ -351,13 +404,22 @@ impl UidBootstrap {
         match read_frame(conn) {
             Ok((k, p)) if k == kind => Ok(p),
             Ok((LOST, p)) => Err(Error::PeerLost {
-                pe: u64::from_le_bytes(p.get(..8).and_then(|b| b.try_into().ok()).unwrap_or_default()) as usize,
+                pe: u64::from_le_bytes(
+                    p.get(..8)
+                        .and_then(|b| b.try_into().ok())
+                        .unwrap_or_default(),
+                ) as usize,
                 me: self.rank,
                 op: format!("bootstrap {op}"),
             }),
             Ok((FAIL, p)) => Err(berr(String::from_utf8_lossy(&p).into_owned())),
             Ok((k, _)) => Err(berr(format!("unexpected frame kind {k} during {op}"))),
-            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
                 Err(Error::Timeout {
                     op: format!("bootstrap {op}"),
                     waited: start.elapsed(),
@@ -365,7 +427,9 @@ impl UidBootstrap {
                     detail: "; waiting for every PE to reach the same point".into(),
                 })
             }
-            Err(e) => Err(berr(format!("rendezvous connection lost during {op}: {e} (the serving process exited?)"))),
+            Err(e) => Err(berr(format!(
+                "rendezvous connection lost during {op}: {e} (the serving process exited?)"
+            ))),
         }
     }
 }
@@ -388,10 +452,18 @@ impl Bootstrap for UidBootstrap {
     }
     fn check_alive(&self) -> Result<()> {
         // Skip when another thread is inside a collective: it will see the news itself.
-        let Ok(mut conn) = self.conn.try_lock() else { return Ok(()) };
+        let Ok(mut conn) = self.conn.try_lock() else {
+            return Ok(());
+        };
         let mut head = [0u8; 5];
-        match rustix::net::recv(conn.as_fd(), &mut head, rustix::net::RecvFlags::PEEK | rustix::net::RecvFlags::DONTWAIT) {
-            Ok((0, _)) => Err(berr("rendezvous connection closed (the serving process exited)")),
+        match rustix::net::recv(
+            conn.as_fd(),
+            &mut head,
+            rustix::net::RecvFlags::PEEK | rustix::net::RecvFlags::DONTWAIT,
+        ) {
+            Ok((0, _)) => Err(berr(
+                "rendezvous connection closed (the serving process exited)",
+            )),
             Ok((_, _)) => match head[4] {
                 LOST | FAIL => self.expect(&mut conn, RESULT, "wait").map(|_| ()),
                 _ => Ok(()),
@@ -434,13 +506,15 @@ mod tests {
 
     #[test]
     fn threads_rendezvous_and_allgather() {
-        let server = Server::start("127.0.0.1".parse().unwrap(), Some(Duration::from_secs(10))).unwrap();
+        let server =
+            Server::start("127.0.0.1".parse().unwrap(), Some(Duration::from_secs(10))).unwrap();
         let id = server.id();
         let n = 3;
         let handles: Vec<_> = (0..n)
             .map(|r| {
                 std::thread::spawn(move || {
-                    let b = UidBootstrap::connect(id, r, n, Some(Duration::from_secs(10)), None).unwrap();
+                    let b = UidBootstrap::connect(id, r, n, Some(Duration::from_secs(10)), None)
+                        .unwrap();
                     let all = b.allgather(&[r as u8; 3][..r]).unwrap();
                     b.barrier().unwrap();
                     b.finalize().unwrap();
@@ -458,7 +532,8 @@ mod tests {
 
     #[test]
     fn a_lost_pe_is_reported_to_the_others() {
-        let server = Server::start("127.0.0.1".parse().unwrap(), Some(Duration::from_secs(10))).unwrap();
+        let server =
+            Server::start("127.0.0.1".parse().unwrap(), Some(Duration::from_secs(10))).unwrap();
         let id = server.id();
         let t = std::thread::spawn(move || {
             let b = UidBootstrap::connect(id, 1, 2, Some(Duration::from_secs(10)), None).unwrap();
@@ -473,7 +548,8 @@ mod tests {
 
     #[test]
     fn a_wrong_cookie_is_refused() {
-        let server = Server::start("127.0.0.1".parse().unwrap(), Some(Duration::from_secs(2))).unwrap();
+        let server =
+            Server::start("127.0.0.1".parse().unwrap(), Some(Duration::from_secs(2))).unwrap();
         let mut id = server.id();
         id.cookie ^= 1;
         let err = UidBootstrap::connect(id, 0, 1, Some(Duration::from_secs(2)), None).unwrap_err();

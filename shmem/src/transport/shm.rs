@@ -39,7 +39,10 @@ impl Arena {
         .map_err(|e| os("memfd_create", e))?;
         rustix::fs::ftruncate(&fd, size as u64).map_err(|e| os("ftruncate(memfd)", e))?;
         // Growing or shrinking a mapped heap would fault peers; seal the size.
-        let _ = rustix::fs::fcntl_add_seals(&fd, rustix::fs::SealFlags::GROW | rustix::fs::SealFlags::SHRINK);
+        let _ = rustix::fs::fcntl_add_seals(
+            &fd,
+            rustix::fs::SealFlags::GROW | rustix::fs::SealFlags::SHRINK,
+        );
         Ok(Arena { fd, size })
     }
 
@@ -189,7 +192,13 @@ impl Mapping {
         for i in 0..count {
             let d = &mut dst[i * dst_stride * elem..][..elem];
             // SAFETY: element i of the source lies inside [off, off+span), checked above.
-            unsafe { std::ptr::copy(self.base.add(off + i * src_stride * elem), d.as_mut_ptr(), elem) };
+            unsafe {
+                std::ptr::copy(
+                    self.base.add(off + i * src_stride * elem),
+                    d.as_mut_ptr(),
+                    elem,
+                )
+            };
         }
         Ok(())
     }
@@ -292,8 +301,12 @@ fn socket_name(cookie: u64, leader: usize) -> Vec<u8> {
 }
 
 fn set_timeout(fd: BorrowedFd<'_>, timeout: Option<Duration>) -> Result<()> {
-    for dir in [rustix::net::sockopt::Timeout::Recv, rustix::net::sockopt::Timeout::Send] {
-        rustix::net::sockopt::set_socket_timeout(fd, dir, timeout).map_err(|e| os("setsockopt(timeout)", e))?;
+    for dir in [
+        rustix::net::sockopt::Timeout::Recv,
+        rustix::net::sockopt::Timeout::Send,
+    ] {
+        rustix::net::sockopt::set_socket_timeout(fd, dir, timeout)
+            .map_err(|e| os("setsockopt(timeout)", e))?;
     }
     Ok(())
 }
@@ -314,7 +327,8 @@ impl FdListener {
             None,
         )
         .map_err(|e| os("socket(AF_UNIX)", e))?;
-        let addr = SocketAddrUnix::new_abstract_name(&socket_name(cookie, leader)).map_err(|e| os("sockaddr_un", e))?;
+        let addr = SocketAddrUnix::new_abstract_name(&socket_name(cookie, leader))
+            .map_err(|e| os("sockaddr_un", e))?;
         rustix::net::bind(&sock, &addr).map_err(|e| os("bind(fd exchange)", e))?;
         rustix::net::listen(&sock, 128).map_err(|e| os("listen(fd exchange)", e))?;
         Ok(FdListener { sock })
@@ -324,7 +338,10 @@ impl FdListener {
 const MAX_FDS_PER_MSG: usize = 200; // below the kernel's SCM_MAX_FD (253)
 
 fn send_fds(sock: BorrowedFd<'_>, ranks: &[usize], fds: &[BorrowedFd<'_>]) -> Result<()> {
-    let header: Vec<u8> = ranks.iter().flat_map(|r| (*r as u64).to_le_bytes()).collect();
+    let header: Vec<u8> = ranks
+        .iter()
+        .flat_map(|r| (*r as u64).to_le_bytes())
+        .collect();
     let mut space = vec![MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(MAX_FDS_PER_MSG))];
     let mut anc = SendAncillaryBuffer::new(&mut space);
     if !anc.push(SendAncillaryMessage::ScmRights(fds)) {
@@ -333,8 +350,13 @@ fn send_fds(sock: BorrowedFd<'_>, ranks: &[usize], fds: &[BorrowedFd<'_>]) -> Re
             message: "too many fds for one message".into(),
         });
     }
-    rustix::net::sendmsg(sock, &[IoSlice::new(&header)], &mut anc, SendFlags::NOSIGNAL)
-        .map_err(|e| os("sendmsg(SCM_RIGHTS)", e))?;
+    rustix::net::sendmsg(
+        sock,
+        &[IoSlice::new(&header)],
+        &mut anc,
+        SendFlags::NOSIGNAL,
+    )
+    .map_err(|e| os("sendmsg(SCM_RIGHTS)", e))?;
     Ok(())
 }
 
@@ -374,7 +396,11 @@ fn recv_fds(sock: BorrowedFd<'_>, out: &mut Vec<(usize, OwnedFd)>) -> Result<usi
     if fds.len() != ranks.len() {
         return Err(Error::Transport {
             transport: "shm",
-            message: format!("fd exchange message names {} PEs but carries {} fds", ranks.len(), fds.len()),
+            message: format!(
+                "fd exchange message names {} PEs but carries {} fds",
+                ranks.len(),
+                fds.len()
+            ),
         });
     }
     let n = fds.len();
@@ -396,7 +422,8 @@ pub fn exchange_fds(
     let leader = local[0];
     let mut got: Vec<(usize, OwnedFd)> = Vec::with_capacity(local.len());
     if me == leader {
-        let listener = listener.ok_or_else(|| Error::State("node leader has no fd listener".into()))?;
+        let listener =
+            listener.ok_or_else(|| Error::State("node leader has no fd listener".into()))?;
         set_timeout(listener.sock.as_fd(), timeout)?;
         got.push((me, rustix::io::dup(mine).map_err(|e| os("dup", e))?));
         let mut conns = Vec::new();
@@ -443,12 +470,16 @@ pub fn exchange_fds(
         )
         .map_err(|e| os("socket(AF_UNIX)", e))?;
         set_timeout(sock.as_fd(), timeout)?;
-        let addr = SocketAddrUnix::new_abstract_name(&socket_name(cookie, leader)).map_err(|e| os("sockaddr_un", e))?;
+        let addr = SocketAddrUnix::new_abstract_name(&socket_name(cookie, leader))
+            .map_err(|e| os("sockaddr_un", e))?;
         let start = Instant::now();
         loop {
             match rustix::net::connect(&sock, &addr) {
                 Ok(()) => break,
-                Err(e) if timeout.is_none_or(|t| start.elapsed() < t) && e == rustix::io::Errno::CONNREFUSED => {
+                Err(e)
+                    if timeout.is_none_or(|t| start.elapsed() < t)
+                        && e == rustix::io::Errno::CONNREFUSED =>
+                {
                     std::thread::sleep(Duration::from_millis(1))
                 }
                 Err(e) => return Err(os("connect(fd exchange)", e)),
@@ -501,7 +532,10 @@ impl PeerWatch {
             .iter()
             .map(|(_, fd)| rustix::event::PollFd::new(fd, rustix::event::PollFlags::IN))
             .collect();
-        let zero = rustix::time::Timespec { tv_sec: 0, tv_nsec: 0 };
+        let zero = rustix::time::Timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
         match rustix::event::poll(&mut fds, Some(&zero)) {
             Ok(0) | Err(_) => None,
             Ok(_) => fds
