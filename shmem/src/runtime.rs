@@ -621,7 +621,10 @@ impl Shmem {
                 std::thread::sleep(sleep);
                 sleep = (sleep * 2).min(self.cfg.sleep_max);
             }
-            self.check_peers(op)?;
+            if let Err(e) = self.check_peers(op) {
+                // The peer may have done its part before it left: the condition decides.
+                return if ready()? { Ok(()) } else { Err(e) };
+            }
             if let Some(limit) = self.cfg.timeout {
                 let waited = start.elapsed();
                 if waited > limit {
@@ -643,20 +646,31 @@ impl Shmem {
 
     /// An error when a peer died without finalizing.
     pub(crate) fn check_peers(&self, op: &str) -> Result<()> {
-        if let Some(pe) = self.watch.exited() {
-            let finalized = self.maps[pe]
-                .as_ref()
-                .and_then(|m| m.amo(self.sync.state, 8, AmoOp::Fetch, 0).ok())
-                == Some(STATE_FINALIZED);
-            if !finalized {
-                return Err(Error::PeerLost {
-                    pe,
-                    me: self.me,
-                    op: op.to_string(),
-                });
+        let lost = |pe: usize| Error::PeerLost {
+            pe,
+            me: self.me,
+            op: op.to_string(),
+        };
+        let dead = || {
+            self.watch.exited().into_iter().find(|&pe| {
+                self.maps[pe]
+                    .as_ref()
+                    .and_then(|m| m.amo(self.sync.state, 8, AmoOp::Fetch, 0).ok())
+                    != Some(STATE_FINALIZED)
+            })
+        };
+        if let Some(pe) = dead() {
+            return Err(lost(pe));
+        }
+        match self.boot.check_alive() {
+            Ok(()) => Ok(()),
+            Err(Error::PeerLost { pe, .. }) => Err(lost(pe)),
+            // The rendezvous went away: a dead peer on this node explains it best, once its exit is visible.
+            Err(e) => {
+                std::thread::sleep(Duration::from_millis(5));
+                Err(dead().map_or(e, lost))
             }
         }
-        self.boot.check_alive()
     }
 
     /// A dissemination barrier over `members` (global PE numbers; this PE is `members[my_idx]`), using the 64

@@ -24,7 +24,10 @@ pub const CASE_VAR: &str = "XPUSHMEM_TEST_CASE";
 
 /// Hard limit of one multi-PE test (override with `XPUSHMEM_TEST_TIMEOUT` seconds).
 pub fn job_timeout() -> Duration {
-    let s = std::env::var("XPUSHMEM_TEST_TIMEOUT").ok().and_then(|v| v.parse().ok()).unwrap_or(120);
+    let s = std::env::var("XPUSHMEM_TEST_TIMEOUT")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(120);
     Duration::from_secs(s)
 }
 
@@ -33,7 +36,10 @@ pub const PE_WAIT_TIMEOUT_MS: &str = "60000";
 
 /// The name libtest knows a test by, from its `module_path!()` and function name.
 pub fn test_name(module_path: &str, func: &str) -> String {
-    let path = module_path.split_once("::").map(|(_, rest)| rest).unwrap_or("");
+    let path = module_path
+        .split_once("::")
+        .map(|(_, rest)| rest)
+        .unwrap_or("");
     if path.is_empty() {
         func.to_string()
     } else {
@@ -50,13 +56,19 @@ pub fn is_pe_of(name: &str) -> bool {
 pub fn spawn_pes_with(name: &str, n: usize, env: &[(&str, &str)]) -> Outcome {
     let exe = std::env::current_exe().expect("test binary path");
     let mut job = Job::new(n, exe);
-    job.args = vec![name.into(), "--exact".into(), "--nocapture".into(), "--test-threads=1".into()];
+    job.args = vec![
+        name.into(),
+        "--exact".into(),
+        "--nocapture".into(),
+        "--test-threads=1".into(),
+    ];
     job.env = vec![
         (CASE_VAR.into(), name.into()),
         ("XPUSHMEM_TIMEOUT_MS".into(), PE_WAIT_TIMEOUT_MS.into()),
         ("RUST_BACKTRACE".into(), "0".into()),
     ];
-    job.env.extend(env.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    job.env
+        .extend(env.iter().map(|(k, v)| (k.to_string(), v.to_string())));
     job.timeout = Some(job_timeout());
     job.capture = true;
     job.run().expect("launch PEs")
@@ -76,7 +88,11 @@ pub fn assert_success(name: &str, n: usize, out: &Outcome) {
             out.first_failure, out.timed_out, out.elapsed
         );
         for pe in 0..n {
-            msg.push_str(&format!("---- PE {pe} ({:?}) ----\n{}", out.exits[pe], out.output_of(pe)));
+            msg.push_str(&format!(
+                "---- PE {pe} ({:?}) ----\n{}",
+                out.exits[pe],
+                out.output_of(pe)
+            ));
         }
         panic!("{msg}");
     }
@@ -163,5 +179,7 @@ impl FromRef for f64 {
 
 /// `len` reference elements of PE `pe` for step `salt`.
 pub fn ref_vec<T: FromRef>(pe: usize, len: usize, salt: u64) -> Vec<T> {
-    (0..len).map(|i| T::from_ref(reference(pe, i, salt))).collect()
+    (0..len)
+        .map(|i| T::from_ref(reference(pe, i, salt)))
+        .collect()
 }

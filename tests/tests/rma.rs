@@ -19,7 +19,12 @@ fn ring_put_get<T: FromRef>(sh: &Shmem, salt: u64) -> Result<()> {
         sh.barrier_all()?;
         let mut got = vec![T::default(); len];
         sh.get(&mut got, buf, me)?;
-        assert_eq!(got, ref_vec::<T>(left, len, salt + k as u64), "{} len {len}: local copy", T::NAME);
+        assert_eq!(
+            got,
+            ref_vec::<T>(left, len, salt + k as u64),
+            "{} len {len}: local copy",
+            T::NAME
+        );
         // A remote get of what I wrote into my right neighbour.
         let mut back = vec![T::default(); len];
         sh.get(&mut back, buf, right)?;
@@ -44,36 +49,48 @@ pe_test!(put_get_every_type, |sh| {
     ring_put_get::<f64>(sh, 12)
 });
 
-pe_test!(put_unaligned_offsets_into_byte_buffer, [_2pe = 2, _4pe = 4], |sh| {
-    let (me, n) = (sh.my_pe(), sh.n_pes());
-    let buf = sh.calloc::<u8>(4096 + 64)?;
-    // Every PE writes a distinct, oddly placed window of PE 0's buffer.
-    let (start, len) = (1 + 13 * me, 1000 + me);
-    let data: Vec<u8> = ref_vec(me, len, 77);
-    sh.put(buf.slice(start * 3..start * 3 + len)?, &data, 0)?;
-    sh.barrier_all()?;
-    if me == 0 {
-        let mut all = vec![0u8; buf.len()];
-        sh.get(&mut all, buf, 0)?;
-        // Later PEs overwrite earlier ones where windows overlap; rebuild the expected picture in PE order is not
-        // valid (writes race), so check only bytes written by exactly one PE, and that untouched bytes are zero.
-        let mut owner = vec![Vec::new(); all.len()];
-        for pe in 0..n {
-            let (s, l) = ((1 + 13 * pe) * 3, 1000 + pe);
-            for (i, o) in owner[s..s + l].iter_mut().enumerate() {
-                o.push((pe, i));
+pe_test!(
+    put_unaligned_offsets_into_byte_buffer,
+    [_2pe = 2, _4pe = 4],
+    |sh| {
+        let (me, n) = (sh.my_pe(), sh.n_pes());
+        let buf = sh.calloc::<u8>(4096 + 64)?;
+        // Every PE writes a distinct, oddly placed window of PE 0's buffer.
+        let (start, len) = (1 + 13 * me, 1000 + me);
+        let data: Vec<u8> = ref_vec(me, len, 77);
+        sh.put(buf.slice(start * 3..start * 3 + len)?, &data, 0)?;
+        sh.barrier_all()?;
+        if me == 0 {
+            let mut all = vec![0u8; buf.len()];
+            sh.get(&mut all, buf, 0)?;
+            // Later PEs overwrite earlier ones where windows overlap; rebuild the expected picture in PE order is not
+            // valid (writes race), so check only bytes written by exactly one PE, and that untouched bytes are zero.
+            let mut owner = vec![Vec::new(); all.len()];
+            for pe in 0..n {
+                let (s, l) = ((1 + 13 * pe) * 3, 1000 + pe);
+                for (i, o) in owner[s..s + l].iter_mut().enumerate() {
+                    o.push((pe, i));
+                }
+            }
+            for (b, (got, who)) in all.iter().zip(&owner).enumerate() {
+                match who.as_slice() {
+                    [] => assert_eq!(*got, 0, "byte {b} untouched"),
+                    [(pe, i)] => assert_eq!(
+                        *got,
+                        ref_vec::<u8>(*pe, i + 1, 77)[*i],
+                        "byte {b} from PE {pe}"
+                    ),
+                    many => assert!(
+                        many.iter()
+                            .any(|(pe, i)| ref_vec::<u8>(*pe, i + 1, 77)[*i] == *got),
+                        "byte {b}"
+                    ),
+                }
             }
         }
-        for (b, (got, who)) in all.iter().zip(&owner).enumerate() {
-            match who.as_slice() {
-                [] => assert_eq!(*got, 0, "byte {b} untouched"),
-                [(pe, i)] => assert_eq!(*got, ref_vec::<u8>(*pe, i + 1, 77)[*i], "byte {b} from PE {pe}"),
-                many => assert!(many.iter().any(|(pe, i)| ref_vec::<u8>(*pe, i + 1, 77)[*i] == *got), "byte {b}"),
-            }
-        }
+        sh.free(buf)
     }
-    sh.free(buf)
-});
+);
 
 pe_test!(large_put_get_64mib, [_2pe = 2], |sh| {
     let me = sh.my_pe();
@@ -85,7 +102,12 @@ pe_test!(large_put_get_64mib, [_2pe = 2], |sh| {
     let mut got = vec![0u64; len];
     sh.get(&mut got, buf, me)?;
     let other = (1 - me) as u64;
-    assert!(got.iter().enumerate().all(|(i, &v)| v == (i as u64) ^ (other << 40)), "64 MiB payload");
+    assert!(
+        got.iter()
+            .enumerate()
+            .all(|(i, &v)| v == (i as u64) ^ (other << 40)),
+        "64 MiB payload"
+    );
     sh.free(buf)
 });
 
@@ -125,7 +147,11 @@ pe_test!(nbi_put_get_complete_after_wait_and_quiet, |sh| {
     sh.quiet()?;
     drop(h);
     for pe in 0..n {
-        assert_eq!(&got[256 * pe..256 * (pe + 1)], &ref_vec::<u32>(pe, 256, 5)[..], "block of PE {pe}");
+        assert_eq!(
+            &got[256 * pe..256 * (pe + 1)],
+            &ref_vec::<u32>(pe, 256, 5)[..],
+            "block of PE {pe}"
+        );
     }
     sh.free(buf)
 });
@@ -142,7 +168,11 @@ pe_test!(strided_iput_iget, |sh| {
     sh.get(&mut local, buf, me)?;
     let left_src: Vec<i32> = ref_vec((me + n - 1) % n, 60, 9);
     for (j, v) in local.iter().enumerate() {
-        let expect = if j % 5 == 0 && j / 5 < 20 { left_src[3 * (j / 5)] } else { 0 };
+        let expect = if j % 5 == 0 && j / 5 < 20 {
+            left_src[3 * (j / 5)]
+        } else {
+            0
+        };
         assert_eq!(*v, expect, "slot {j}");
     }
     // iget back every 5th element of the right neighbour into every 2nd slot.
@@ -153,23 +183,33 @@ pe_test!(strided_iput_iget, |sh| {
         assert_eq!(*v, expect, "iget slot {j}");
     }
     assert!(sh.iput(buf, &src, 0, 1, 2, right).is_err(), "zero stride");
-    assert!(sh.iput(buf, &src, 6, 1, 20, right).is_err(), "destination span past the object");
-    assert!(sh.iput(buf, &src, 1, 4, 20, right).is_err(), "source span past the slice");
+    assert!(
+        sh.iput(buf, &src, 6, 1, 20, right).is_err(),
+        "destination span past the object"
+    );
+    assert!(
+        sh.iput(buf, &src, 1, 4, 20, right).is_err(),
+        "source span past the slice"
+    );
     sh.barrier_all()?;
     sh.free(buf)
 });
 
-pe_test!(ptr_gives_direct_access_on_the_node, [_1pe = 1, _2pe = 2, _4pe = 4], |sh| {
-    let (me, n) = (sh.my_pe(), sh.n_pes());
-    let buf = sh.calloc::<u64>(4)?;
-    for pe in 0..n {
-        let p = sh.ptr(buf, pe)?.expect("same-node peer is mapped");
-        assert_eq!(p as usize % 8, 0);
-        if pe == me {
-            assert_eq!(p as usize, sh.heap_base() as usize + buf.heap_offset());
+pe_test!(
+    ptr_gives_direct_access_on_the_node,
+    [_1pe = 1, _2pe = 2, _4pe = 4],
+    |sh| {
+        let (me, n) = (sh.my_pe(), sh.n_pes());
+        let buf = sh.calloc::<u64>(4)?;
+        for pe in 0..n {
+            let p = sh.ptr(buf, pe)?.expect("same-node peer is mapped");
+            assert_eq!(p as usize % 8, 0);
+            if pe == me {
+                assert_eq!(p as usize, sh.heap_base() as usize + buf.heap_offset());
+            }
         }
+        assert!(sh.ptr(buf, n).is_err());
+        sh.barrier_all()?;
+        sh.free(buf)
     }
-    assert!(sh.ptr(buf, n).is_err());
-    sh.barrier_all()?;
-    sh.free(buf)
-});
+);

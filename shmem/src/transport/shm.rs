@@ -522,10 +522,10 @@ impl PeerWatch {
         (w, gone)
     }
 
-    /// The first watched PE whose process has exited, if any. Never blocks.
-    pub fn exited(&self) -> Option<usize> {
+    /// The watched PEs whose processes have exited, ascending. Never blocks.
+    pub fn exited(&self) -> Vec<usize> {
         if self.peers.is_empty() {
-            return None;
+            return Vec::new();
         }
         let mut fds: Vec<rustix::event::PollFd<'_>> = self
             .peers
@@ -537,12 +537,13 @@ impl PeerWatch {
             tv_nsec: 0,
         };
         match rustix::event::poll(&mut fds, Some(&zero)) {
-            Ok(0) | Err(_) => None,
+            Ok(0) | Err(_) => Vec::new(),
             Ok(_) => fds
                 .iter()
                 .zip(&self.peers)
-                .find(|(p, _)| !p.revents().is_empty())
-                .map(|(_, (pe, _))| *pe),
+                .filter(|(p, _)| !p.revents().is_empty())
+                .map(|(_, (pe, _))| *pe)
+                .collect(),
         }
     }
 }

@@ -1,0 +1,366 @@
+//! Bad input and faults are typed errors with clear messages, never an abort, a panic or a hang: invalid PEs,
+//! addresses outside the heap, ranges past its end, mismatched collective allocations, an exhausted heap (still
+//! usable after), wait timeouts, a peer that dies in a barrier, a failing PE taking the job down, bad config.
+
+use std::time::Duration;
+use xpushmem::{Cmp, Error};
+use xpushmem_tests::{assert_success, is_pe_of, pe_test, run_pe, spawn_pes_with, test_name};
+
+pe_test!(
+    invalid_pe_is_an_error_naming_the_pe_and_the_range,
+    [_1pe = 1, _4pe = 4],
+    |sh| {
+        let n = sh.n_pes();
+        let x = sh.calloc::<u64>(4)?;
+        for bad in [n, usize::MAX, n + 1000] {
+            let e = sh.put(x, &[1], bad).unwrap_err();
+            assert!(matches!(e, Error::InvalidPe { .. }), "{e}");
+            let shown = if bad == usize::MAX {
+                "-1".to_string()
+            } else {
+                bad.to_string()
+            };
+            assert_eq!(
+                e.to_string(),
+                format!("invalid PE {shown}: must be in [0, {n}) (put)")
+            );
+            assert!(sh.g(x.at(0)?, bad).is_err());
+            assert!(sh.atomic_fetch_add(x.at(0)?, 1, bad).is_err());
+            assert!(sh
+                .put_signal(x, &[1], x.at(3)?, 1, xpushmem::SignalOp::Set, bad)
+                .is_err());
+            assert!(sh.ptr(x, bad).is_err());
+        }
+        sh.barrier_all()?;
+        sh.free(x)
+    }
+);
+
+pe_test!(
+    addresses_outside_the_heap_and_ranges_past_its_end,
+    [_1pe = 1, _2pe = 2],
+    |sh| {
+        let local = [0u64; 4];
+        let addr = local.as_ptr() as usize;
+        let e = sh.sym_slice_from_addr::<u64>(addr, 4).unwrap_err();
+        assert!(matches!(e, Error::NotSymmetric { .. }), "{e}");
+        let base = sh.heap_base() as usize;
+        assert!(
+            e.to_string()
+                .contains(&format!("address {addr:#x} is not symmetric")),
+            "{e}"
+        );
+        assert!(
+            e.to_string()
+                .contains(&format!("[{base:#x}, {:#x})", base + sh.heap_size())),
+            "{e}"
+        );
+        // Starts inside, runs past the end.
+        let near_end = base + sh.heap_size() - 64;
+        let e = sh.sym_slice_from_addr::<u64>(near_end, 100).unwrap_err();
+        assert!(matches!(e, Error::OutOfBounds { .. }), "{e}");
+        assert!(
+            e.to_string()
+                .contains(&format!("runs past the limit {}", sh.heap_size())),
+            "{e}"
+        );
+        // In range is fine; misaligned is an error.
+        assert!(sh.sym_slice_from_addr::<u64>(near_end, 8).is_ok());
+        assert!(sh.sym_slice_from_addr::<u64>(near_end + 1, 1).is_err());
+        // A put longer than its destination object.
+        let x = sh.malloc::<u32>(8)?;
+        let e = sh.put(x, &[0u32; 9], sh.my_pe()).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("element count [0, 0+9) runs past the limit 8"),
+            "{e}"
+        );
+        let mut big = [0u32; 9];
+        assert!(sh.get(&mut big, x, sh.my_pe()).is_err());
+        sh.barrier_all()?;
+        sh.free(x)
+    }
+);
+
+pe_test!(
+    mismatched_collective_malloc_fails_on_every_pe,
+    [_2pe = 2, _4pe = 4],
+    |sh| {
+        let me = sh.my_pe();
+        let e = sh.malloc::<u64>(1 + (me == 1) as usize).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                Error::Mismatch {
+                    pe: 1,
+                    reference_pe: 0,
+                    ..
+                }
+            ),
+            "PE {me}: {e}"
+        );
+        assert_eq!(
+            e.to_string(),
+            "collective mismatch in malloc: PE 1 passed malloc(2 elements of 8 bytes, align 1), \
+         but PE 0 passed malloc(1 elements of 8 bytes, align 1)"
+        );
+        // The heap is unchanged and still usable.
+        let ok = sh.malloc::<u64>(4)?;
+        sh.put(ok, &[me as u64; 4], me)?;
+        // A mismatched free is caught too.
+        let other = sh.malloc::<u64>(4)?;
+        let e = sh.free(if me == 0 { ok } else { other }).unwrap_err();
+        assert!(matches!(e, Error::Mismatch { call: "free", .. }), "{e}");
+        sh.free(other)?;
+        sh.free(ok)
+    }
+);
+
+pe_test!(
+    heap_exhaustion_is_an_error_and_the_heap_stays_usable,
+    [_1pe = 1, _2pe = 2, _4pe = 4],
+    |sh| {
+        let size = sh.heap_size();
+        let e = sh.malloc::<u8>(size - 64).unwrap_err();
+        assert!(matches!(e, Error::HeapExhausted { .. }), "{e}");
+        let msg = e.to_string();
+        assert!(
+            msg.starts_with(&format!(
+                "symmetric heap exhausted: malloc of {} bytes",
+                size - 64
+            )),
+            "{msg}"
+        );
+        assert!(
+            msg.contains(&format!("heap size {size} bytes (XPUSHMEM_SYMMETRIC_SIZE)")),
+            "{msg}"
+        );
+        // More than the heap at all is an argument error.
+        assert!(matches!(
+            sh.malloc::<u64>(size).unwrap_err(),
+            Error::InvalidArgument { .. }
+        ));
+        // Fill the heap with 64 KiB blocks until it is full, then free one and allocate again.
+        let mut blocks = Vec::new();
+        let err = loop {
+            match sh.malloc::<u8>(64 << 10) {
+                Ok(b) => blocks.push(b),
+                Err(e) => break e,
+            }
+        };
+        assert!(matches!(err, Error::HeapExhausted { .. }), "{err}");
+        assert!(blocks.len() >= size / (64 << 10) - 2);
+        let last = blocks.pop().expect("at least one block");
+        sh.free(last)?;
+        let again = sh.malloc::<u8>(64 << 10)?;
+        sh.put(again, &[7u8; 64 << 10], (sh.my_pe() + 1) % sh.n_pes())?;
+        sh.barrier_all()?;
+        for b in blocks.into_iter().rev() {
+            sh.free(b)?;
+        }
+        sh.free(again)
+    }
+);
+
+#[test]
+fn heap_exhaustion_under_a_small_configured_heap_2pe() {
+    let name = test_name(
+        module_path!(),
+        "heap_exhaustion_under_a_small_configured_heap_2pe",
+    );
+    if is_pe_of(&name) {
+        run_pe(|sh| {
+            assert_eq!(sh.heap_size(), 1 << 20);
+            let e = sh.malloc::<u8>(2 << 20).unwrap_err();
+            assert!(matches!(e, Error::InvalidArgument { .. }), "{e}");
+            let e = sh.malloc::<u8>((1 << 20) - 128).unwrap_err();
+            assert!(matches!(e, Error::HeapExhausted { .. }), "{e}");
+            let b = sh.malloc::<u8>(512 << 10)?;
+            sh.free(b)
+        });
+    }
+    let out = spawn_pes_with(&name, 2, &[("XPUSHMEM_SYMMETRIC_SIZE", "1M")]);
+    assert_success(&name, 2, &out);
+}
+
+#[test]
+fn wait_until_times_out_with_a_clear_error_2pe() {
+    let name = test_name(
+        module_path!(),
+        "wait_until_times_out_with_a_clear_error_2pe",
+    );
+    if is_pe_of(&name) {
+        run_pe(|sh| {
+            let flag = sh.calloc::<u64>(1)?.at(0)?;
+            let start = std::time::Instant::now();
+            let e = sh.wait_until(flag, Cmp::Eq, 1).unwrap_err();
+            assert!(matches!(e, Error::Timeout { .. }), "{e}");
+            assert!(start.elapsed() >= Duration::from_millis(300));
+            let msg = e.to_string();
+            assert!(msg.starts_with("timeout: wait_until waited"), "{msg}");
+            assert!(msg.contains("(limit 300ms, XPUSHMEM_TIMEOUT_MS)"), "{msg}");
+            let e = sh.signal_wait_until(flag, Cmp::Gt, 5).unwrap_err();
+            assert!(e.to_string().contains("signal at heap+"), "{e}");
+            Ok(())
+        });
+    }
+    let out = spawn_pes_with(&name, 2, &[("XPUSHMEM_TIMEOUT_MS", "300")]);
+    assert_success(&name, 2, &out);
+}
+
+/// Processes whose environment names this test case (orphans would still carry it).
+fn processes_of(name: &str) -> Vec<u32> {
+    let needle = format!("{}={name}", xpushmem_tests::CASE_VAR);
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/environ"))
+                .map(|env| env.split(|b| *b == 0).any(|kv| kv == needle.as_bytes()))
+                .unwrap_or(false)
+        })
+        .collect()
+}
+
+fn dev_shm() -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir("/dev/shm")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+fn peer_lost_case(n: usize, func: &str) {
+    let name = test_name(module_path!(), func);
+    if is_pe_of(&name) {
+        run_pe(|sh| {
+            let (me, n) = (sh.my_pe(), sh.n_pes());
+            let x = sh.calloc::<u64>(1)?;
+            sh.barrier_all()?;
+            if me == n - 1 {
+                // Die without finalize (exit status 0, so the launcher does not stop the job for us).
+                std::process::exit(0);
+            }
+            let start = std::time::Instant::now();
+            let e = sh.barrier_all().unwrap_err();
+            assert!(matches!(e, Error::PeerLost { .. }), "PE {me}: {e}");
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "detected within the timeout"
+            );
+            let msg = e.to_string();
+            assert!(msg.contains("exited without finalize"), "{msg}");
+            assert!(
+                msg.contains(&format!("while PE {me} was in barrier_all")),
+                "{msg}"
+            );
+            // Later calls that need the dead PE fail fast too; local ones still work.
+            sh.put(x, &[1], me)?;
+            Ok(())
+        });
+    }
+    let shm_before = dev_shm();
+    let out = spawn_pes_with(&name, n, &[]);
+    assert_success(&name, n, &out);
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(
+        processes_of(&name).is_empty(),
+        "orphan PE processes: {:?}",
+        processes_of(&name)
+    );
+    assert_eq!(dev_shm(), shm_before, "nothing left in /dev/shm");
+}
+
+#[test]
+fn peer_lost_in_barrier_is_reported_2pe() {
+    peer_lost_case(2, "peer_lost_in_barrier_is_reported_2pe");
+}
+
+#[test]
+fn peer_lost_in_barrier_is_reported_4pe() {
+    peer_lost_case(4, "peer_lost_in_barrier_is_reported_4pe");
+}
+
+#[test]
+fn a_failing_pe_stops_the_job_with_its_status_4pe() {
+    let name = test_name(
+        module_path!(),
+        "a_failing_pe_stops_the_job_with_its_status_4pe",
+    );
+    if is_pe_of(&name) {
+        run_pe(|sh| {
+            if sh.my_pe() == 2 {
+                std::process::exit(3);
+            }
+            // The others would wait for PE 2 in vain; the launcher must end them.
+            std::thread::sleep(Duration::from_secs(600));
+            Ok(())
+        });
+    }
+    let out = spawn_pes_with(&name, 4, &[]);
+    assert_eq!(
+        out.first_failure,
+        Some((2, xpushmem::launch::PeExit::Code(3))),
+        "{out:?}"
+    );
+    assert_eq!(out.exit_code(), 3);
+    assert!(
+        out.elapsed < Duration::from_secs(30),
+        "the group was killed promptly: {:?}",
+        out.elapsed
+    );
+    assert!(processes_of(&name).is_empty(), "no orphans");
+}
+
+#[test]
+fn the_launcher_time_limit_ends_a_hung_job_2pe() {
+    let name = test_name(
+        module_path!(),
+        "the_launcher_time_limit_ends_a_hung_job_2pe",
+    );
+    if is_pe_of(&name) {
+        std::thread::sleep(Duration::from_secs(600));
+        return;
+    }
+    let exe = std::env::current_exe().expect("test binary");
+    let mut job = xpushmem::launch::Job::new(2, exe);
+    job.args = vec![name.clone(), "--exact".into(), "--nocapture".into()];
+    job.env = vec![(xpushmem_tests::CASE_VAR.into(), name.clone())];
+    job.timeout = Some(Duration::from_secs(1));
+    job.capture = true;
+    let out = job.run().expect("launch");
+    assert!(out.timed_out);
+    assert_eq!(out.exit_code(), 124);
+    assert!(out.elapsed < Duration::from_secs(10));
+    assert!(processes_of(&name).is_empty(), "no orphans");
+}
+
+#[test]
+fn bad_configuration_is_an_error_naming_the_variable_1pe() {
+    let name = test_name(
+        module_path!(),
+        "bad_configuration_is_an_error_naming_the_variable_1pe",
+    );
+    if is_pe_of(&name) {
+        let e = xpushmem::init().unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "configuration: XPUSHMEM_SYMMETRIC_SIZE=lots: expected bytes or a number with K/M/G/T suffix, e.g. 512M or 2G"
+        );
+        std::process::exit(0);
+    }
+    let out = spawn_pes_with(&name, 1, &[("XPUSHMEM_SYMMETRIC_SIZE", "lots")]);
+    assert_success(&name, 1, &out);
+}
+
+pe_test!(init_twice_is_a_state_error, [_1pe = 1, _2pe = 2], |sh| {
+    let e = xpushmem::init().unwrap_err();
+    assert!(matches!(e, Error::State(_)), "{e}");
+    assert!(e.to_string().contains("already initialised"));
+    Ok(())
+});
