@@ -1,0 +1,432 @@
+//! Driver, devices and contexts.
+
+use crate::memory::Allocation;
+use crate::registry::Registry;
+use crate::util::*;
+use level_zero_sys::*;
+use once_cell::sync::{Lazy, OnceCell};
+use std::collections::BTreeMap;
+use std::ffi::{c_char, c_void};
+use std::sync::{Arc, Mutex};
+
+/// Environment variable giving the number of emulated devices (default 1).
+pub const DEVICES_ENV: &str = "XPUSHMEM_EMU_DEVICES";
+/// Upper bound on emulated devices.
+pub const MAX_DEVICES: usize = 64;
+/// Largest single allocation reported (without the relaxed-limits extension).
+pub const MAX_ALLOC: u64 = 4 << 30;
+/// Device memory size reported.
+pub const MEMORY_SIZE: u64 = 16 << 30;
+/// Group limits reported and enforced.
+pub const MAX_GROUP_SIZE: u32 = 1024;
+/// Command queue groups: (flags, max fill pattern size, number of queues).
+pub const QUEUE_GROUPS: [(u32, usize, u32); 2] = [
+    (ZE_COMMAND_QUEUE_GROUP_PROPERTY_FLAG_COMPUTE | ZE_COMMAND_QUEUE_GROUP_PROPERTY_FLAG_COPY, 128, 4),
+    (ZE_COMMAND_QUEUE_GROUP_PROPERTY_FLAG_COPY, 4, 1),
+];
+
+/// The driver singleton (its address is the driver handle).
+pub struct Driver {
+    /// Devices, created by `zeInit`.
+    pub devices: OnceCell<Vec<Arc<Device>>>,
+}
+
+/// One emulated device.
+pub struct Device {
+    /// Index (0-based).
+    pub index: u32,
+}
+
+/// A context: owns the allocations made through it.
+pub struct Context {
+    /// Allocations (and IPC mappings) by base address.
+    pub allocs: Mutex<BTreeMap<usize, Allocation>>,
+}
+
+/// The driver.
+pub static DRIVER: Driver = Driver { devices: OnceCell::new() };
+/// Live devices.
+pub static DEVICES: Lazy<Registry<Device>> = Lazy::new(Registry::default);
+/// Live contexts.
+pub static CONTEXTS: Lazy<Registry<Context>> = Lazy::new(Registry::default);
+
+fn driver_handle() -> ze_driver_handle_t {
+    ze_driver_handle_t(&DRIVER as *const Driver as *mut c_void)
+}
+
+/// Checks a driver handle.
+pub fn check_driver(h: ze_driver_handle_t) -> ZeResult<&'static [Arc<Device>]> {
+    if h.is_null() {
+        return Err(ZE_RESULT_ERROR_INVALID_NULL_HANDLE);
+    }
+    if h != driver_handle() {
+        return Err(ZE_RESULT_ERROR_INVALID_ARGUMENT);
+    }
+    DRIVER.devices.get().map(|v| v.as_slice()).ok_or(ZE_RESULT_ERROR_UNINITIALIZED)
+}
+
+/// Resolves a device handle.
+pub fn device(h: ze_device_handle_t) -> ZeResult<Arc<Device>> {
+    DEVICES.get(h.0)
+}
+
+/// Resolves a context handle.
+pub fn context(h: ze_context_handle_t) -> ZeResult<Arc<Context>> {
+    CONTEXTS.get(h.0)
+}
+
+/// Handle of a device object.
+pub fn device_handle(d: &Arc<Device>) -> ze_device_handle_t {
+    ze_device_handle_t(Arc::as_ptr(d) as *mut c_void)
+}
+
+fn device_count() -> ZeResult<usize> {
+    match std::env::var(DEVICES_ENV) {
+        Err(_) => Ok(1),
+        Ok(s) => match s.trim().parse::<usize>() {
+            Ok(n) if (1..=MAX_DEVICES).contains(&n) => Ok(n),
+            _ => Err(fail(
+                ZE_RESULT_ERROR_INVALID_ARGUMENT,
+                format_args!("{DEVICES_ENV}={s:?} is not a device count in 1..={MAX_DEVICES}"),
+            )),
+        },
+    }
+}
+
+/// Writes a counted array per the Level Zero "pCount" protocol.
+///
+/// # Safety
+/// `p_count` must be valid for read/write; `out` null or valid for `*p_count` elements.
+pub unsafe fn counted<T: Copy>(p_count: *mut u32, out: *mut T, items: &[T]) -> ZeResult {
+    let p_count = nn_mut(p_count)?;
+    // SAFETY: caller guarantee; non-null.
+    let want = unsafe { *p_count } as usize;
+    if want == 0 || out.is_null() {
+        // SAFETY: as above.
+        unsafe { *p_count = items.len() as u32 };
+        return Ok(());
+    }
+    let n = want.min(items.len());
+    for (i, item) in items.iter().take(n).enumerate() {
+        // SAFETY: caller guarantee: `out` has room for `want >= n` elements.
+        unsafe { out.add(i).write(*item) };
+    }
+    // SAFETY: as above.
+    unsafe { *p_count = n as u32 };
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------- global
+
+pub(crate) unsafe extern "C" fn ze_init(flags: ze_init_flags_t) -> ze_result_t {
+    entry(|| {
+        check_flags(flags, ZE_INIT_FLAG_GPU_ONLY | ZE_INIT_FLAG_VPU_ONLY, "zeInit flags")?;
+        if flags == ZE_INIT_FLAG_VPU_ONLY {
+            return Err(ZE_RESULT_ERROR_UNINITIALIZED); // only GPU devices here
+        }
+        let n = device_count()?;
+        DRIVER.devices.get_or_init(|| {
+            (0..n)
+                .map(|i| {
+                    let d = Arc::new(Device { index: i as u32 });
+                    DEVICES.insert(d.clone());
+                    d
+                })
+                .collect()
+        });
+        Ok(())
+    })
+}
+
+// ---------------------------------------------------------------------------------------------- driver
+
+pub(crate) unsafe extern "C" fn driver_get(p_count: *mut u32, ph: *mut ze_driver_handle_t) -> ze_result_t {
+    entry(|| {
+        if DRIVER.devices.get().is_none() {
+            return Err(ZE_RESULT_ERROR_UNINITIALIZED);
+        }
+        // SAFETY: loader passes the caller's pointers; checked inside.
+        unsafe { counted(p_count, ph, &[driver_handle()]) }
+    })
+}
+
+pub(crate) unsafe extern "C" fn driver_get_api_version(h: ze_driver_handle_t, v: *mut ze_api_version_t) -> ze_result_t {
+    entry(|| {
+        check_driver(h)?;
+        // SAFETY: caller's output pointer, null-checked inside.
+        unsafe { out(v, ZE_API_VERSION_1_4) }
+    })
+}
+
+/// Driver UUID (stable, "ze-emu" + version).
+pub const DRIVER_UUID: [u8; 16] = *b"ze-emu.xpushmem1";
+
+pub(crate) unsafe extern "C" fn driver_get_properties(h: ze_driver_handle_t, p: *mut ze_driver_properties_t) -> ze_result_t {
+    entry(|| {
+        check_driver(h)?;
+        // SAFETY: caller's output structure, checked inside.
+        let p = unsafe { check_props(p, &[])? };
+        // SAFETY: checked non-null and stype above.
+        unsafe {
+            (*p).uuid = ze_driver_uuid_t { id: DRIVER_UUID };
+            (*p).driverVersion = ze_make_version(0, 1);
+        }
+        Ok(())
+    })
+}
+
+pub(crate) unsafe extern "C" fn driver_get_ipc_properties(
+    h: ze_driver_handle_t,
+    p: *mut ze_driver_ipc_properties_t,
+) -> ze_result_t {
+    entry(|| {
+        check_driver(h)?;
+        // SAFETY: caller's output structure, checked inside.
+        let p = unsafe { check_props(p, &[])? };
+        // SAFETY: checked.
+        unsafe { (*p).flags = ZE_IPC_PROPERTY_FLAG_MEMORY };
+        Ok(())
+    })
+}
+
+pub(crate) unsafe extern "C" fn driver_get_extension_function_address(
+    h: ze_driver_handle_t,
+    name: *const c_char,
+    pp: *mut *mut c_void,
+) -> ze_result_t {
+    entry(|| {
+        check_driver(h)?;
+        nn(name)?;
+        nn_mut(pp)?;
+        Err(ZE_RESULT_ERROR_INVALID_ARGUMENT) // no extension functions
+    })
+}
+
+// ---------------------------------------------------------------------------------------------- device
+
+pub(crate) unsafe extern "C" fn device_get(h: ze_driver_handle_t, p_count: *mut u32, ph: *mut ze_device_handle_t) -> ze_result_t {
+    entry(|| {
+        let devs = check_driver(h)?;
+        let handles: Vec<ze_device_handle_t> = devs.iter().map(device_handle).collect();
+        // SAFETY: caller's pointers, checked inside.
+        unsafe { counted(p_count, ph, &handles) }
+    })
+}
+
+pub(crate) unsafe extern "C" fn device_get_sub_devices(h: ze_device_handle_t, p_count: *mut u32, ph: *mut ze_device_handle_t) -> ze_result_t {
+    entry(|| {
+        device(h)?;
+        // SAFETY: caller's pointers, checked inside.
+        unsafe { counted(p_count, ph, &[]) }
+    })
+}
+
+/// Device name as reported.
+pub fn device_name(d: &Device) -> String {
+    format!("ze-emu device {} (memfd memory, OpenCL CPU kernels)", d.index)
+}
+
+pub(crate) unsafe extern "C" fn device_get_properties(h: ze_device_handle_t, p: *mut ze_device_properties_t) -> ze_result_t {
+    entry(|| {
+        let d = device(h)?;
+        // SAFETY: caller's output structure, checked inside.
+        let p = unsafe { check_props(p, &[])? };
+        // SAFETY: checked non-null / stype; we keep stype and pNext.
+        let props = unsafe { &mut *p };
+        props.type_ = ZE_DEVICE_TYPE_GPU;
+        props.vendorId = 0x8086;
+        props.deviceId = 0x0e11; // not a real product id
+        props.flags = 0;
+        props.subdeviceId = 0;
+        props.coreClockRate = 1000;
+        props.maxMemAllocSize = MAX_ALLOC;
+        props.maxHardwareContexts = 64;
+        props.maxCommandQueuePriority = 2;
+        props.numThreadsPerEU = 8;
+        props.physicalEUSimdWidth = 8;
+        props.numEUsPerSubslice = 8;
+        props.numSubslicesPerSlice = 1;
+        props.numSlices = 1;
+        props.timerResolution = 1;
+        props.timestampValidBits = 64;
+        props.kernelTimestampValidBits = 64;
+        let mut uuid = [0u8; 16];
+        uuid[..6].copy_from_slice(b"ze-emu");
+        uuid[12..].copy_from_slice(&d.index.to_le_bytes());
+        props.uuid = ze_device_uuid_t { id: uuid };
+        copy_name(&mut props.name.0, &device_name(&d));
+        Ok(())
+    })
+}
+
+pub(crate) unsafe extern "C" fn device_get_compute_properties(
+    h: ze_device_handle_t,
+    p: *mut ze_device_compute_properties_t,
+) -> ze_result_t {
+    entry(|| {
+        device(h)?;
+        // SAFETY: caller's output structure, checked inside.
+        let p = unsafe { check_props(p, &[])? };
+        // SAFETY: checked.
+        let c = unsafe { &mut *p };
+        c.maxTotalGroupSize = MAX_GROUP_SIZE;
+        c.maxGroupSizeX = MAX_GROUP_SIZE;
+        c.maxGroupSizeY = MAX_GROUP_SIZE;
+        c.maxGroupSizeZ = MAX_GROUP_SIZE;
+        c.maxGroupCountX = u32::MAX;
+        c.maxGroupCountY = u32::MAX;
+        c.maxGroupCountZ = u32::MAX;
+        c.maxSharedLocalMemory = 64 * 1024;
+        c.numSubGroupSizes = 3;
+        c.subGroupSizes = [4, 8, 16, 0, 0, 0, 0, 0];
+        Ok(())
+    })
+}
+
+pub(crate) unsafe extern "C" fn device_get_module_properties(
+    h: ze_device_handle_t,
+    p: *mut ze_device_module_properties_t,
+) -> ze_result_t {
+    entry(|| {
+        device(h)?;
+        // SAFETY: caller's output structure, checked inside.
+        let p = unsafe { check_props(p, &[])? };
+        // SAFETY: checked.
+        let m = unsafe { &mut *p };
+        m.spirvVersionSupported = ze_make_version(1, 4);
+        m.flags = ZE_DEVICE_MODULE_FLAG_INT64_ATOMICS | ZE_DEVICE_MODULE_FLAG_FP64;
+        let fp = ZE_DEVICE_FP_FLAG_DENORM
+            | ZE_DEVICE_FP_FLAG_INF_NAN
+            | ZE_DEVICE_FP_FLAG_ROUND_TO_NEAREST
+            | ZE_DEVICE_FP_FLAG_ROUND_TO_ZERO
+            | ZE_DEVICE_FP_FLAG_ROUND_TO_INF
+            | ZE_DEVICE_FP_FLAG_FMA;
+        m.fp16flags = 0;
+        m.fp32flags = fp;
+        m.fp64flags = fp;
+        m.maxArgumentsSize = 4096;
+        m.printfBufferSize = 4 << 20;
+        m.nativeKernelSupported = ze_native_kernel_uuid_t::default();
+        Ok(())
+    })
+}
+
+pub(crate) unsafe extern "C" fn device_get_command_queue_group_properties(
+    h: ze_device_handle_t,
+    p_count: *mut u32,
+    p: *mut ze_command_queue_group_properties_t,
+) -> ze_result_t {
+    entry(|| {
+        device(h)?;
+        let p_count = nn_mut(p_count)?;
+        // SAFETY: caller's count pointer, non-null.
+        let want = unsafe { *p_count } as usize;
+        if want == 0 || p.is_null() {
+            // SAFETY: as above.
+            unsafe { *p_count = QUEUE_GROUPS.len() as u32 };
+            return Ok(());
+        }
+        let n = want.min(QUEUE_GROUPS.len());
+        for (i, (flags, fill, queues)) in QUEUE_GROUPS.iter().take(n).enumerate() {
+            // SAFETY: the caller provides `want >= n` structures.
+            let e = unsafe { check_props(p.add(i), &[])? };
+            // SAFETY: checked.
+            unsafe {
+                (*e).flags = *flags;
+                (*e).maxMemoryFillPatternSize = *fill;
+                (*e).numQueues = *queues;
+            }
+        }
+        // SAFETY: as above.
+        unsafe { *p_count = n as u32 };
+        Ok(())
+    })
+}
+
+pub(crate) unsafe extern "C" fn device_get_memory_properties(
+    h: ze_device_handle_t,
+    p_count: *mut u32,
+    p: *mut ze_device_memory_properties_t,
+) -> ze_result_t {
+    entry(|| {
+        device(h)?;
+        let p_count = nn_mut(p_count)?;
+        // SAFETY: caller's count pointer, non-null.
+        let want = unsafe { *p_count };
+        if want == 0 || p.is_null() {
+            // SAFETY: as above.
+            unsafe { *p_count = 1 };
+            return Ok(());
+        }
+        // SAFETY: the caller provides at least one structure.
+        let e = unsafe { check_props(p, &[])? };
+        // SAFETY: checked.
+        let m = unsafe { &mut *e };
+        m.flags = 0;
+        m.maxClockRate = 1000;
+        m.maxBusWidth = 64;
+        m.totalSize = MEMORY_SIZE;
+        copy_name(&mut m.name.0, "ze-emu memfd");
+        // SAFETY: as above.
+        unsafe { *p_count = 1 };
+        Ok(())
+    })
+}
+
+pub(crate) unsafe extern "C" fn device_get_p2p_properties(
+    h: ze_device_handle_t,
+    peer: ze_device_handle_t,
+    p: *mut ze_device_p2p_properties_t,
+) -> ze_result_t {
+    entry(|| {
+        device(h)?;
+        device(peer)?;
+        // SAFETY: caller's output structure, checked inside.
+        let p = unsafe { check_props(p, &[])? };
+        // SAFETY: checked.
+        unsafe { (*p).flags = ZE_DEVICE_P2P_PROPERTY_FLAG_ACCESS | ZE_DEVICE_P2P_PROPERTY_FLAG_ATOMICS };
+        Ok(())
+    })
+}
+
+pub(crate) unsafe extern "C" fn device_can_access_peer(h: ze_device_handle_t, peer: ze_device_handle_t, v: *mut ze_bool_t) -> ze_result_t {
+    entry(|| {
+        device(h)?;
+        device(peer)?;
+        // SAFETY: caller's output pointer, checked inside.
+        unsafe { out(v, 1) }
+    })
+}
+
+pub(crate) unsafe extern "C" fn device_get_status(h: ze_device_handle_t) -> ze_result_t {
+    entry(|| device(h).map(|_| ()))
+}
+
+// ---------------------------------------------------------------------------------------------- context
+
+pub(crate) unsafe extern "C" fn context_create(h: ze_driver_handle_t, desc: *const ze_context_desc_t, ph: *mut ze_context_handle_t) -> ze_result_t {
+    entry(|| {
+        check_driver(h)?;
+        // SAFETY: caller's descriptor, checked inside.
+        let d = unsafe { read_desc(desc, &[])? };
+        check_flags(d.flags, ZE_CONTEXT_FLAG_TBD, "ze_context_desc_t.flags")?;
+        nn_mut(ph)?;
+        let c = Arc::new(Context { allocs: Mutex::new(BTreeMap::new()) });
+        let handle = CONTEXTS.insert(c);
+        // SAFETY: checked non-null.
+        unsafe { out(ph, ze_context_handle_t(handle)) }
+    })
+}
+
+pub(crate) unsafe extern "C" fn context_destroy(h: ze_context_handle_t) -> ze_result_t {
+    entry(|| {
+        let c = CONTEXTS.remove_if(h.0, |_| Ok(()))?;
+        // Allocations still alive are released with the context (their mappings go away).
+        std::mem::take(&mut *lock(&c.allocs));
+        Ok(())
+    })
+}
+
+pub(crate) unsafe extern "C" fn context_get_status(h: ze_context_handle_t) -> ze_result_t {
+    entry(|| context(h).map(|_| ()))
+}
