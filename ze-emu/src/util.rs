@@ -61,7 +61,7 @@ pub unsafe fn read_desc<T: ZeStruct + Copy>(
     if base.stype != T::STYPE {
         return Err(fail(
             ZE_RESULT_ERROR_INVALID_ARGUMENT,
-            format_args!("{}: stype is {}, expected {}", std::any::type_name::<T>(), base.stype, T::STYPE),
+            format_args!("{}: stype is {}, expected {}", short_name::<T>(), base.stype, T::STYPE),
         ));
     }
     // SAFETY: forwarded caller guarantee on the chain.
@@ -80,7 +80,7 @@ pub unsafe fn check_props<T: ZeStruct>(p: *mut T, allowed_ext: &[ze_structure_ty
     if base.stype != T::STYPE {
         return Err(fail(
             ZE_RESULT_ERROR_INVALID_ARGUMENT,
-            format_args!("{}: stype is {}, expected {}", std::any::type_name::<T>(), base.stype, T::STYPE),
+            format_args!("{}: stype is {}, expected {}", short_name::<T>(), base.stype, T::STYPE),
         ));
     }
     // SAFETY: forwarded caller guarantee on the chain.
@@ -191,4 +191,9 @@ impl Flag {
         }
         true
     }
+}
+
+fn short_name<T>() -> &'static str {
+    let n = std::any::type_name::<T>();
+    n.rsplit("::").next().unwrap_or(n)
 }
