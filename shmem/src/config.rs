@@ -204,7 +204,7 @@ impl Config {
                 "expected bytes or a number with K/M/G/T suffix, e.g. 512M or 2G",
             )
         })?;
-        if symmetric_size < 4096 || symmetric_size > MAX_SYMMETRIC_SIZE {
+        if !(4096..=MAX_SYMMETRIC_SIZE).contains(&symmetric_size) {
             return Err(bad(
                 "XPUSHMEM_SYMMETRIC_SIZE",
                 &size_text,
@@ -267,5 +267,19 @@ mod tests {
         assert!(VARS
             .iter()
             .all(|v| v.name.starts_with("XPUSHMEM_") && !v.doc.is_empty()));
+    }
+
+    #[test]
+    fn docs_env_md_lists_every_variable_with_its_default() {
+        let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/ENV.md"))
+            .expect("docs/ENV.md");
+        for v in VARS {
+            let row = format!("| `{}` | `{}` |", v.name, v.default);
+            assert!(
+                doc.contains(&row),
+                "docs/ENV.md lacks the row for {} (expected to contain {row:?})",
+                v.name
+            );
+        }
     }
 }

@@ -565,9 +565,7 @@ impl Shmem {
                 format!("must be aligned to {align} bytes for {}", T::NAME),
             ));
         }
-        let bytes = len
-            .checked_mul(std::mem::size_of::<T>())
-            .unwrap_or(usize::MAX);
+        let bytes = len.saturating_mul(std::mem::size_of::<T>());
         self.check_range(
             addr - base,
             bytes,

@@ -46,9 +46,7 @@ pe_test!(allocations_agree_and_reuse, |sh| {
     sh.put(empty, &[], (me + 1) % n)?;
     sh.free(empty)?;
     let before = sh.heap_in_use();
-    for x in [z] {
-        sh.free(x)?;
-    }
+    sh.free(z)?;
     sh.free(offs)?;
     sh.free(c)?;
     sh.free(b)?;

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs everything the build and the tests need on a fresh Debian 12 machine, idempotently:
+#   base   — pkg-config, gcc, libclang-dev (rsmpi's bindgen), Open MPI (MPI bootstrap tests, peers)
+#   device — Level Zero loader, SPIR-V toolchain, Intel's OpenCL CPU runtime (scripts/setup-device.sh)
+# Usage: scripts/setup.sh [base|all]   (default: all). Safe to run again: installs only what is missing.
+set -euo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+what="${1:-all}"
+log() { echo "setup: $*"; }
+
+apt_install() {
+    local missing=()
+    for p in "$@"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+    done
+    ((${#missing[@]})) || return 0
+    log "installing ${missing[*]}"
+    local sudo_cmd=()
+    [[ $(id -u) -eq 0 ]] || sudo_cmd=(sudo)
+    export DEBIAN_FRONTEND=noninteractive
+    "${sudo_cmd[@]}" apt-get -o DPkg::Lock::Timeout=600 update -q >/dev/null
+    "${sudo_cmd[@]}" apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+command -v cargo >/dev/null || { echo "setup: cargo not found (install Rust with rustup first)" >&2; exit 1; }
+apt_install pkg-config gcc libc6-dev libclang-dev libopenmpi-dev openmpi-bin
+for c in rustfmt clippy; do
+    if ! cargo "${c/rustfmt/fmt}" --version >/dev/null 2>&1; then
+        log "adding rust component $c"
+        rustup component add "$c"
+    fi
+done
+if [[ "$what" == all ]]; then
+    bash "$repo/scripts/setup-device.sh"
+fi
+log "done"

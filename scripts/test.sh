@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Sets up and runs every check and test: formatting, clippy (warnings are errors), the whole workspace's tests
+# (multi-PE suites, MPI bootstrap under mpirun, Level Zero over ze-emu, C ABI, examples).
+set -euo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo"
+bash scripts/setup.sh all
+# shellcheck source=/dev/null
+source scripts/device-env.sh
+export CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-2}"
+export CARGO_TERM_COLOR=never
+start=$(date +%s)
+echo "== cargo fmt --check"
+cargo fmt --all -- --check
+echo "== cargo clippy (all targets, -D warnings)"
+cargo clippy -q --workspace --all-targets --features xpushmem-tests/mpi -- -D warnings
+echo "== cargo test"
+cargo test --workspace --features xpushmem-tests/mpi 2>&1 | tee target/test.log
+summary=$(grep -E '^test result:' target/test.log | awk '{p+=$4; f+=$6; i+=$8} END {print p" passed, "f" failed, "i" skipped"}')
+echo "== $(( $(date +%s) - start ))s"
+echo "tests: $summary"
