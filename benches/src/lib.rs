@@ -1,0 +1,1 @@
+//! xpushmem-perf: the performance suite of xpushmem.

@@ -1,0 +1,2 @@
+//! `xpushmem-perf`: run the benchmarks (under `xpushmem-run -n N`).
+fn main() {}
