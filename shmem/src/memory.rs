@@ -5,7 +5,7 @@
 //! is an error on every PE, naming the PE, what it passed and what PE 0 passed. The check costs one extra barrier.
 
 use crate::error::{Error, Result};
-use crate::runtime::{Shmem, CHECK_WORDS};
+use crate::runtime::{Shmem, CHECK_WORDS, SYNC};
 use crate::types::{SymSlice, Symmetric};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,17 +54,17 @@ impl Shmem {
         if !self.cfg.check_symmetry || self.n == 1 {
             return Ok(());
         }
-        let check = self.sync.check;
+        let check = SYNC.check;
         let mut bytes = [0u8; 8 * CHECK_WORDS];
         for (c, w) in bytes.chunks_exact_mut(8).zip(words) {
             c.copy_from_slice(&w.to_le_bytes());
         }
-        self.local_map().write(check, &bytes)?;
+        self.sys_local().write(check, &bytes)?;
         self.sync_all()?;
         let mut all = Vec::with_capacity(self.n);
         for pe in 0..self.n {
             let mut b = [0u8; 8 * CHECK_WORDS];
-            self.map_of(pe, call.name())?.read(check, &mut b)?;
+            self.sys_of(pe, call.name())?.read(check, &mut b)?;
             let mut w = [0u64; CHECK_WORDS];
             for (x, c) in w.iter_mut().zip(b.chunks_exact(8)) {
                 *x = u64::from_le_bytes(c.try_into().unwrap_or_default());

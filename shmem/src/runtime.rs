@@ -6,7 +6,7 @@ use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::heap::Allocator;
 use crate::transport::shm::{self, Arena, FdListener, Mapping, PeerWatch};
-use crate::transport::AmoOp;
+use crate::transport::{AmoOp, Window};
 use crate::types::{SymSlice, Symmetric, ThreadLevel};
 use once_cell::sync::OnceCell;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -24,6 +24,14 @@ const STATE_FINALIZED: u64 = 2;
 pub(crate) const BARRIER_ROUNDS: usize = 64;
 /// Words of the collective-argument check slot.
 pub(crate) const CHECK_WORDS: usize = 6;
+/// Bytes of the runtime's own region at the start of every PE's host arena (page aligned); the user heap follows.
+pub(crate) const SYS_BYTES: usize = 64 << 10;
+/// Where the runtime's words live in the system region (the same on every PE).
+pub(crate) const SYNC: SyncLayout = SyncLayout {
+    state: 0,
+    barrier: 64,
+    check: 64 + 8 * BARRIER_ROUNDS,
+};
 
 /// How a runtime should find its peers.
 #[derive(Debug, Clone, Default)]
@@ -233,7 +241,7 @@ pub fn init_attr(attr: InitAttr) -> Result<Shmem> {
     r
 }
 
-/// Offsets of the runtime's own words inside every heap (allocated first, so equal on every PE).
+/// Offsets of the runtime's own words in every PE's system region.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct SyncLayout {
     /// The PE's state word (running / finalized).
@@ -282,11 +290,13 @@ pub struct Shmem {
     pub(crate) n: usize,
     pub(crate) cfg: Config,
     pub(crate) boot: Box<dyn Bootstrap>,
-    pub(crate) maps: Vec<Option<Mapping>>,
+    /// The system region (runtime words) of every PE on this node.
+    pub(crate) sys: Vec<Option<Mapping>>,
+    /// The user heap of every reachable PE.
+    pub(crate) maps: Vec<Option<Box<dyn Window>>>,
     pub(crate) nodes: Nodes,
     pub(crate) heap: Mutex<Allocator>,
     pub(crate) heap_size: usize,
-    pub(crate) sync: SyncLayout,
     pub(crate) barrier_epoch: AtomicU64,
     watch: PeerWatch,
     thread_level: ThreadLevel,
@@ -363,8 +373,8 @@ impl Shmem {
             });
         }
 
-        // The heap: a memfd per PE, fds exchanged within the node, every node peer mapped.
-        let arena = Arena::create(cfg.symmetric_size)?;
+        // The heap: a memfd per PE (system region + user heap), fds exchanged within the node, every node peer mapped.
+        let arena = Arena::create(SYS_BYTES + cfg.symmetric_size)?;
         let local = nodes.pes_on(nodes.node_of(me));
         let listener = if local[0] == me && local.len() > 1 {
             Some(FdListener::bind(job_cookie, me)?)
@@ -372,19 +382,22 @@ impl Shmem {
             None
         };
         boot.barrier()?;
-        let mut maps: Vec<Option<Mapping>> = (0..n).map(|_| None).collect();
-        if local.len() > 1 {
-            let fds = shm::exchange_fds(job_cookie, &local, me, arena.fd(), listener, cfg.timeout)?;
-            for (&pe, fd) in local.iter().zip(fds) {
-                let a = if pe == me {
-                    None
-                } else {
-                    Some(Arena::from_fd(fd)?)
-                };
-                maps[pe] = Some(Mapping::map(a.as_ref().unwrap_or(&arena))?);
-            }
+        let mut sys: Vec<Option<Mapping>> = (0..n).map(|_| None).collect();
+        let mut maps: Vec<Option<Box<dyn Window>>> = (0..n).map(|_| None).collect();
+        let fds = if local.len() > 1 {
+            shm::exchange_fds(job_cookie, &local, me, arena.fd(), listener, cfg.timeout)?
         } else {
-            maps[me] = Some(Mapping::map(&arena)?);
+            Vec::new()
+        };
+        let peer_arenas: Vec<Arena> = fds.into_iter().map(Arena::from_fd).collect::<Result<_>>()?;
+        for (i, &pe) in local.iter().enumerate() {
+            let a = if pe == me || peer_arenas.is_empty() {
+                &arena
+            } else {
+                &peer_arenas[i]
+            };
+            sys[pe] = Some(Mapping::map(a, 0, SYS_BYTES)?);
+            maps[pe] = Some(Box::new(Mapping::map(a, SYS_BYTES, cfg.symmetric_size)?));
         }
         tracing::debug!(
             pe = me,
@@ -399,30 +412,17 @@ impl Shmem {
             .collect();
         let (watch, _unwatchable) = PeerWatch::new(&peers);
 
-        let mut heap = Allocator::new(cfg.symmetric_size);
-        let mut internal = |bytes: usize| {
-            heap.alloc(bytes, crate::heap::MIN_ALIGN)
-                .ok_or_else(|| Error::Config {
-                    var: "XPUSHMEM_SYMMETRIC_SIZE",
-                    value: cfg.symmetric_size.to_string(),
-                    reason: "too small for the runtime's own synchronisation words".into(),
-                })
-        };
-        let sync = SyncLayout {
-            state: internal(8)?,
-            barrier: internal(8 * BARRIER_ROUNDS)?,
-            check: internal(8 * CHECK_WORDS)?,
-        };
+        let heap = Allocator::new(cfg.symmetric_size);
         let sh = Shmem {
             me,
             n,
             heap_size: cfg.symmetric_size,
             cfg,
             boot,
+            sys,
             maps,
             nodes,
             heap: Mutex::new(heap),
-            sync,
             barrier_epoch: AtomicU64::new(0),
             watch,
             thread_level: attr.thread_level,
@@ -430,8 +430,8 @@ impl Shmem {
             broken: AtomicBool::new(false),
             _arena: arena,
         };
-        sh.local_map()
-            .amo(sh.sync.state, 8, AmoOp::Set, STATE_RUNNING)?;
+        sh.sys_local()
+            .amo(SYNC.state, 8, AmoOp::Set, STATE_RUNNING)?;
         for (pe, route) in (0..n).map(|pe| (pe, sh.route_name(pe))) {
             tracing::debug!(pe = me, peer = pe, route, "route");
         }
@@ -495,12 +495,31 @@ impl Shmem {
         }
     }
 
-    /// The mapping of this PE's own heap.
-    pub(crate) fn local_map(&self) -> &Mapping {
+    /// This PE's own user heap.
+    pub(crate) fn local_map(&self) -> &dyn Window {
         match &self.maps[self.me] {
-            Some(m) => m,
+            Some(m) => m.as_ref(),
             None => unreachable!("own heap is always mapped"),
         }
+    }
+
+    /// This PE's own system region.
+    pub(crate) fn sys_local(&self) -> &Mapping {
+        match &self.sys[self.me] {
+            Some(m) => m,
+            None => unreachable!("own system region is always mapped"),
+        }
+    }
+
+    /// The system region of `pe` (runtime words: barrier counters, state, argument checks).
+    pub(crate) fn sys_of(&self, pe: usize, call: &str) -> Result<&Mapping> {
+        self.check_pe(pe, call)?;
+        self.sys[pe].as_ref().ok_or_else(|| Error::Transport {
+            transport: "route",
+            message: format!(
+                "{call}: PE {pe} is on another node and no fabric transport is available"
+            ),
+        })
     }
 
     /// Validate `pe` for `call`.
@@ -515,10 +534,10 @@ impl Shmem {
         Ok(())
     }
 
-    /// The mapping through which `pe` is reached, after validating `pe`.
-    pub(crate) fn map_of(&self, pe: usize, call: &str) -> Result<&Mapping> {
+    /// The window through which `pe`'s user heap is reached, after validating `pe`.
+    pub(crate) fn map_of(&self, pe: usize, call: &str) -> Result<&dyn Window> {
         self.check_pe(pe, call)?;
-        self.maps[pe].as_ref().ok_or_else(|| Error::Transport {
+        self.maps[pe].as_deref().ok_or_else(|| Error::Transport {
             transport: "route",
             message: format!(
                 "{call}: PE {pe} is on another node and no fabric transport is available"
@@ -651,9 +670,9 @@ impl Shmem {
         };
         let dead = || {
             self.watch.exited().into_iter().find(|&pe| {
-                self.maps[pe]
+                self.sys[pe]
                     .as_ref()
-                    .and_then(|m| m.amo(self.sync.state, 8, AmoOp::Fetch, 0).ok())
+                    .and_then(|m| m.amo(SYNC.state, 8, AmoOp::Fetch, 0).ok())
                     != Some(STATE_FINALIZED)
             })
         };
@@ -688,8 +707,8 @@ impl Shmem {
         while dist < n {
             let partner = members[(my_idx + dist) % n];
             let slot = flags + 8 * round;
-            self.map_of(partner, op)?.amo(slot, 8, AmoOp::FetchAdd, 1)?;
-            let own = self.local_map().atomic64(slot)?;
+            self.sys_of(partner, op)?.amo(slot, 8, AmoOp::FetchAdd, 1)?;
+            let own = self.sys_local().atomic64(slot)?;
             let from = members[(my_idx + n - dist) % n];
             self.wait_for(
                 op,
@@ -706,7 +725,7 @@ impl Shmem {
     pub fn sync_all(&self) -> Result<()> {
         let epoch = self.barrier_epoch.fetch_add(1, Ordering::SeqCst) + 1;
         let members: Vec<usize> = (0..self.n).collect();
-        self.dissemination_barrier(&members, self.me, self.sync.barrier, epoch, "sync_all")
+        self.dissemination_barrier(&members, self.me, SYNC.barrier, epoch, "sync_all")
     }
 
     /// Complete every outstanding put, then barrier over all PEs (OpenSHMEM `barrier_all`).
@@ -714,7 +733,7 @@ impl Shmem {
         self.quiet()?;
         let epoch = self.barrier_epoch.fetch_add(1, Ordering::SeqCst) + 1;
         let members: Vec<usize> = (0..self.n).collect();
-        self.dissemination_barrier(&members, self.me, self.sync.barrier, epoch, "barrier_all")
+        self.dissemination_barrier(&members, self.me, SYNC.barrier, epoch, "barrier_all")
     }
 
     /// Finalize: a last barrier, then leave. Collective. Returns the first error met; resources are released either way.
@@ -732,8 +751,8 @@ impl Shmem {
             self.barrier_all()
         };
         let _ = self
-            .local_map()
-            .amo(self.sync.state, 8, AmoOp::Set, STATE_FINALIZED);
+            .sys_local()
+            .amo(SYNC.state, 8, AmoOp::Set, STATE_FINALIZED);
         let r2 = if r.is_ok() {
             self.boot.finalize()
         } else {

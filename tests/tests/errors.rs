@@ -121,13 +121,14 @@ pe_test!(
     [_1pe = 1, _2pe = 2, _4pe = 4],
     |sh| {
         let size = sh.heap_size();
-        let e = sh.malloc::<u8>(size - 64).unwrap_err();
+        let small = sh.malloc::<u8>(1)?;
+        let e = sh.malloc::<u8>(size - 32).unwrap_err();
         assert!(matches!(e, Error::HeapExhausted { .. }), "{e}");
         let msg = e.to_string();
         assert!(
             msg.starts_with(&format!(
                 "symmetric heap exhausted: malloc of {} bytes",
-                size - 64
+                size - 32
             )),
             "{msg}"
         );
@@ -150,6 +151,7 @@ pe_test!(
         };
         assert!(matches!(err, Error::HeapExhausted { .. }), "{err}");
         assert!(blocks.len() >= size / (64 << 10) - 2);
+        sh.free(small)?;
         let last = blocks.pop().expect("at least one block");
         sh.free(last)?;
         let again = sh.malloc::<u8>(64 << 10)?;
@@ -173,9 +175,16 @@ fn heap_exhaustion_under_a_small_configured_heap_2pe() {
             assert_eq!(sh.heap_size(), 1 << 20);
             let e = sh.malloc::<u8>(2 << 20).unwrap_err();
             assert!(matches!(e, Error::InvalidArgument { .. }), "{e}");
-            let e = sh.malloc::<u8>((1 << 20) - 128).unwrap_err();
-            assert!(matches!(e, Error::HeapExhausted { .. }), "{e}");
             let b = sh.malloc::<u8>(512 << 10)?;
+            let e = sh.malloc::<u8>(600 << 10).unwrap_err();
+            assert!(matches!(e, Error::HeapExhausted { .. }), "{e}");
+            assert!(
+                e.to_string()
+                    .contains("524288 in use, largest free block 524288"),
+                "{e}"
+            );
+            let c = sh.malloc::<u8>(512 << 10)?;
+            sh.free(c)?;
             sh.free(b)
         });
     }

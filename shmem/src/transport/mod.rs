@@ -6,6 +6,46 @@
 
 pub mod shm;
 
+use crate::error::Result;
+
+/// A window onto one PE's symmetric heap, as seen from this process: the operations every transport provides.
+/// Offsets are bytes from the start of the heap; every method checks its range against the window.
+pub trait Window: Send + Sync + std::fmt::Debug {
+    /// Copy `src` to `off`. Complete (visible to the owner) on return.
+    fn write(&self, off: usize, src: &[u8]) -> Result<()>;
+    /// Copy from `off` into `dst`.
+    fn read(&self, off: usize, dst: &mut [u8]) -> Result<()>;
+    /// Strided write of `count` elements of `elem` bytes (strides in elements).
+    fn write_strided(
+        &self,
+        off: usize,
+        dst_stride: usize,
+        src: &[u8],
+        src_stride: usize,
+        elem: usize,
+        count: usize,
+    ) -> Result<()>;
+    /// Strided read of `count` elements of `elem` bytes (strides in elements).
+    fn read_strided(
+        &self,
+        off: usize,
+        src_stride: usize,
+        dst: &mut [u8],
+        dst_stride: usize,
+        elem: usize,
+        count: usize,
+    ) -> Result<()>;
+    /// Set `len` bytes at `off` to `byte`.
+    fn fill(&self, off: usize, len: usize, byte: u8) -> Result<()>;
+    /// Atomic operation on the `width`-byte (4 or 8) word at `off`; the previous value.
+    fn amo(&self, off: usize, width: usize, op: AmoOp, operand: u64) -> Result<u64>;
+    /// Address of the window's first byte in this process (a CPU address for host heaps, a device address for
+    /// device heaps).
+    fn base(&self) -> *mut u8;
+    /// Whether the CPU of this process may load and store through [`Window::base`].
+    fn host_accessible(&self) -> bool;
+}
+
 /// Operations of the atomic memory interface, applied by a transport to one 4- or 8-byte word.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AmoOp {

@@ -80,24 +80,31 @@ unsafe impl Send for Mapping {}
 unsafe impl Sync for Mapping {}
 
 impl Mapping {
-    /// Map the whole arena shared and read-write.
-    pub fn map(arena: &Arena) -> Result<Mapping> {
-        // SAFETY: a fresh mapping chosen by the kernel (null hint) aliases no Rust object; the fd is a memfd of
-        // exactly `size` bytes with its size sealed, so every byte of the mapping is backed.
+    /// Map `len` bytes of the arena from byte `offset` (a multiple of the page size), shared and read-write.
+    pub fn map(arena: &Arena, offset: usize, len: usize) -> Result<Mapping> {
+        if offset % 4096 != 0 || offset.checked_add(len).is_none_or(|e| e > arena.size) || len == 0
+        {
+            return Err(Error::Transport {
+                transport: "shm",
+                message: format!("mapping [{offset}, +{len}) of a {}-byte heap", arena.size),
+            });
+        }
+        // SAFETY: a fresh mapping chosen by the kernel (null hint) aliases no Rust object; the fd is a memfd whose
+        // size is sealed and covers [offset, offset + len) (checked), so every byte of the mapping is backed.
         let base = unsafe {
             rustix::mm::mmap(
                 std::ptr::null_mut(),
-                arena.size,
+                len,
                 ProtFlags::READ | ProtFlags::WRITE,
                 MapFlags::SHARED | MapFlags::NORESERVE,
                 arena.fd(),
-                0,
+                offset as u64,
             )
         }
         .map_err(|e| os("mmap(heap)", e))?;
         Ok(Mapping {
             base: base.cast(),
-            len: arena.size,
+            len,
         })
     }
 
@@ -285,6 +292,49 @@ fn check_span(have: usize, need: usize) -> Result<()> {
         });
     }
     Ok(())
+}
+
+impl super::Window for Mapping {
+    fn write(&self, off: usize, src: &[u8]) -> Result<()> {
+        Mapping::write(self, off, src)
+    }
+    fn read(&self, off: usize, dst: &mut [u8]) -> Result<()> {
+        Mapping::read(self, off, dst)
+    }
+    fn write_strided(
+        &self,
+        off: usize,
+        dst_stride: usize,
+        src: &[u8],
+        src_stride: usize,
+        elem: usize,
+        count: usize,
+    ) -> Result<()> {
+        Mapping::write_strided(self, off, dst_stride, src, src_stride, elem, count)
+    }
+    fn read_strided(
+        &self,
+        off: usize,
+        src_stride: usize,
+        dst: &mut [u8],
+        dst_stride: usize,
+        elem: usize,
+        count: usize,
+    ) -> Result<()> {
+        Mapping::read_strided(self, off, src_stride, dst, dst_stride, elem, count)
+    }
+    fn fill(&self, off: usize, len: usize, byte: u8) -> Result<()> {
+        Mapping::fill(self, off, len, byte)
+    }
+    fn amo(&self, off: usize, width: usize, op: AmoOp, operand: u64) -> Result<u64> {
+        Mapping::amo(self, off, width, op, operand)
+    }
+    fn base(&self) -> *mut u8 {
+        self.base
+    }
+    fn host_accessible(&self) -> bool {
+        true
+    }
 }
 
 impl Drop for Mapping {
