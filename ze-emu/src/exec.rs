@@ -158,8 +158,25 @@ impl Executor {
         Ok(())
     }
 
+    /// Whether all submitted work has finished, allowing a short grace period: work whose last event was
+    /// already signalled may still be retiring (as on a GPU), and destroying right after the host saw that
+    /// event is legal.
     fn idle(&self) -> bool {
-        *lock(&self.shared.done) >= *lock(&self.submitted)
+        let target = *lock(&self.submitted);
+        !matches!(self.wait_done(target, 200_000_000), Err(ZE_RESULT_NOT_READY))
+    }
+
+    fn wait_done(&self, target: u64, timeout_ns: u64) -> ZeResult {
+        let mut done = lock(&self.shared.done);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_nanos(timeout_ns);
+        while *done < target {
+            let now = std::time::Instant::now();
+            if now >= deadline {
+                return Err(ZE_RESULT_NOT_READY);
+            }
+            done = self.shared.cv.wait_timeout(done, deadline - now).unwrap_or_else(|e| e.into_inner()).0;
+        }
+        Ok(())
     }
 }
 
@@ -344,7 +361,14 @@ pub struct CommandList {
 
 impl CommandList {
     fn busy(&self) -> bool {
-        self.inflight.load(Ordering::SeqCst) != 0 || self.immediate.as_ref().is_some_and(|i| !i.exec.idle())
+        let deadline = std::time::Instant::now() + std::time::Duration::from_millis(200);
+        while self.inflight.load(Ordering::SeqCst) != 0 {
+            if std::time::Instant::now() >= deadline {
+                return true;
+            }
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
+        self.immediate.as_ref().is_some_and(|i| !i.exec.idle())
     }
 
     /// Appends commands (regular list) or runs them (immediate list).
@@ -365,6 +389,13 @@ impl CommandList {
                 }
                 Ok(())
             }
+        }
+    }
+
+    fn progress(&self) -> String {
+        match &self.immediate {
+            Some(i) => format!("{} of {} submissions done", lock(&i.exec.shared.done), lock(&i.exec.submitted)),
+            None => format!("{} executions in flight", self.inflight.load(Ordering::SeqCst)),
         }
     }
 
@@ -437,7 +468,7 @@ pub(crate) unsafe extern "C" fn list_destroy(h: ze_command_list_handle_t) -> ze_
         LISTS
             .remove_if(h.0, |l| {
                 if l.busy() {
-                    Err(fail(ZE_RESULT_ERROR_HANDLE_OBJECT_IN_USE, "zeCommandListDestroy: the list is still executing"))
+                    Err(fail(ZE_RESULT_ERROR_HANDLE_OBJECT_IN_USE, format_args!("zeCommandListDestroy: the list is still executing ({})", l.progress())))
                 } else {
                     Ok(())
                 }

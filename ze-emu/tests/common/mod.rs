@@ -34,30 +34,42 @@ pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("repo root").to_path_buf()
 }
 
-/// Path of the ze-emu cdylib next to this test binary (`<target>/<profile>/libze_emu.so`); builds it with
-/// `cargo build -p ze-emu` if it is missing.
+const LIB_ENV: &str = "ZE_EMU_TEST_LIB";
+
+/// Path of the ze-emu cdylib, freshly built.
+///
+/// `cargo test` builds only the rlib of ze-emu for its tests, so the first call in a test process runs
+/// `cargo build -p ze-emu` into `<target>/ze-emu-cdylib` (its own target dir: the outer cargo holds the lock
+/// on `<target>`); a no-op when up to date. Children get the path through the environment.
 pub fn emu_lib() -> PathBuf {
-    let exe = std::env::current_exe().expect("current_exe");
-    // <target>/<profile>/deps/<test>
-    let profile_dir = exe.parent().and_then(Path::parent).expect("profile dir").to_path_buf();
-    let lib = profile_dir.join("libze_emu.so");
-    if lib.exists() {
-        return lib;
-    }
-    let target_dir = profile_dir.parent().expect("target dir");
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let mut cmd = Command::new(cargo);
-    cmd.args(["build", "-p", "ze-emu", "--manifest-path"])
-        .arg(repo_root().join("ze-emu/Cargo.toml"))
-        .arg("--target-dir")
-        .arg(target_dir);
-    if profile_dir.file_name().is_some_and(|n| n == "release") {
-        cmd.arg("--release");
-    }
-    let st = cmd.status().expect("run cargo build -p ze-emu");
-    assert!(st.success(), "cargo build -p ze-emu failed");
-    assert!(lib.exists(), "{} still missing after cargo build", lib.display());
-    lib
+    static LIB: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    LIB.get_or_init(|| {
+        if let Some(p) = std::env::var_os(LIB_ENV) {
+            return PathBuf::from(p);
+        }
+        let exe = std::env::current_exe().expect("current_exe");
+        // <target>/<profile>/deps/<test>
+        let profile_dir = exe.parent().and_then(Path::parent).expect("profile dir").to_path_buf();
+        let release = profile_dir.file_name().is_some_and(|n| n == "release");
+        let target_dir = profile_dir.parent().expect("target dir").join("ze-emu-cdylib");
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let mut cmd = Command::new(cargo);
+        cmd.args(["build", "--quiet", "-p", "ze-emu", "--lib", "--manifest-path"])
+            .arg(repo_root().join("ze-emu/Cargo.toml"))
+            .arg("--target-dir")
+            .arg(&target_dir)
+            .env_remove("CARGO_TARGET_DIR")
+            .env_remove("CARGO_BUILD_TARGET_DIR");
+        if release {
+            cmd.arg("--release");
+        }
+        let st = cmd.status().expect("run cargo build -p ze-emu");
+        assert!(st.success(), "cargo build -p ze-emu failed");
+        let lib = target_dir.join(if release { "release" } else { "debug" }).join("libze_emu.so");
+        assert!(lib.exists(), "{} missing after cargo build", lib.display());
+        lib
+    })
+    .clone()
 }
 
 /// Intel OpenCL CPU runtime environment (from scripts/setup-device.sh's cache), if installed.
@@ -124,6 +136,7 @@ pub fn child_command(name: &str, opts: &Opts) -> Command {
     }
     cmd.env(CASE_ENV, name)
         .env("ZE_ENABLE_ALT_DRIVERS", emu_lib())
+        .env(LIB_ENV, emu_lib())
         .env("ZE_ENABLE_VALIDATION_LAYER", "1")
         .env("ZE_ENABLE_PARAMETER_VALIDATION", "1")
         .env("RUST_BACKTRACE", "1");
