@@ -21,7 +21,11 @@ pub const MEMORY_SIZE: u64 = 16 << 30;
 pub const MAX_GROUP_SIZE: u32 = 1024;
 /// Command queue groups: (flags, max fill pattern size, number of queues).
 pub const QUEUE_GROUPS: [(u32, usize, u32); 2] = [
-    (ZE_COMMAND_QUEUE_GROUP_PROPERTY_FLAG_COMPUTE | ZE_COMMAND_QUEUE_GROUP_PROPERTY_FLAG_COPY, 128, 4),
+    (
+        ZE_COMMAND_QUEUE_GROUP_PROPERTY_FLAG_COMPUTE | ZE_COMMAND_QUEUE_GROUP_PROPERTY_FLAG_COPY,
+        128,
+        4,
+    ),
     (ZE_COMMAND_QUEUE_GROUP_PROPERTY_FLAG_COPY, 4, 1),
 ];
 
@@ -44,7 +48,9 @@ pub struct Context {
 }
 
 /// The driver.
-pub static DRIVER: Driver = Driver { devices: OnceCell::new() };
+pub static DRIVER: Driver = Driver {
+    devices: OnceCell::new(),
+};
 /// Live devices.
 pub static DEVICES: Lazy<Registry<Device>> = Lazy::new(Registry::default);
 /// Live contexts.
@@ -62,7 +68,11 @@ pub fn check_driver(h: ze_driver_handle_t) -> ZeResult<&'static [Arc<Device>]> {
     if h != driver_handle() {
         return Err(ZE_RESULT_ERROR_INVALID_ARGUMENT);
     }
-    DRIVER.devices.get().map(|v| v.as_slice()).ok_or(ZE_RESULT_ERROR_UNINITIALIZED)
+    DRIVER
+        .devices
+        .get()
+        .map(|v| v.as_slice())
+        .ok_or(ZE_RESULT_ERROR_UNINITIALIZED)
 }
 
 /// Resolves a device handle.
@@ -120,7 +130,11 @@ pub unsafe fn counted<T: Copy>(p_count: *mut u32, out: *mut T, items: &[T]) -> Z
 
 pub(crate) unsafe extern "C" fn ze_init(flags: ze_init_flags_t) -> ze_result_t {
     entry(|| {
-        check_flags(flags, ZE_INIT_FLAG_GPU_ONLY | ZE_INIT_FLAG_VPU_ONLY, "zeInit flags")?;
+        check_flags(
+            flags,
+            ZE_INIT_FLAG_GPU_ONLY | ZE_INIT_FLAG_VPU_ONLY,
+            "zeInit flags",
+        )?;
         if flags == ZE_INIT_FLAG_VPU_ONLY {
             return Err(ZE_RESULT_ERROR_UNINITIALIZED); // only GPU devices here
         }
@@ -140,7 +154,10 @@ pub(crate) unsafe extern "C" fn ze_init(flags: ze_init_flags_t) -> ze_result_t {
 
 // ---------------------------------------------------------------------------------------------- driver
 
-pub(crate) unsafe extern "C" fn driver_get(p_count: *mut u32, ph: *mut ze_driver_handle_t) -> ze_result_t {
+pub(crate) unsafe extern "C" fn driver_get(
+    p_count: *mut u32,
+    ph: *mut ze_driver_handle_t,
+) -> ze_result_t {
     entry(|| {
         if DRIVER.devices.get().is_none() {
             return Err(ZE_RESULT_ERROR_UNINITIALIZED);
@@ -150,7 +167,10 @@ pub(crate) unsafe extern "C" fn driver_get(p_count: *mut u32, ph: *mut ze_driver
     })
 }
 
-pub(crate) unsafe extern "C" fn driver_get_api_version(h: ze_driver_handle_t, v: *mut ze_api_version_t) -> ze_result_t {
+pub(crate) unsafe extern "C" fn driver_get_api_version(
+    h: ze_driver_handle_t,
+    v: *mut ze_api_version_t,
+) -> ze_result_t {
     entry(|| {
         check_driver(h)?;
         // SAFETY: caller's output pointer, null-checked inside.
@@ -161,7 +181,10 @@ pub(crate) unsafe extern "C" fn driver_get_api_version(h: ze_driver_handle_t, v:
 /// Driver UUID (stable, "ze-emu" + version).
 pub const DRIVER_UUID: [u8; 16] = *b"ze-emu.xpushmem1";
 
-pub(crate) unsafe extern "C" fn driver_get_properties(h: ze_driver_handle_t, p: *mut ze_driver_properties_t) -> ze_result_t {
+pub(crate) unsafe extern "C" fn driver_get_properties(
+    h: ze_driver_handle_t,
+    p: *mut ze_driver_properties_t,
+) -> ze_result_t {
     entry(|| {
         check_driver(h)?;
         // SAFETY: caller's output structure, checked inside.
@@ -204,7 +227,11 @@ pub(crate) unsafe extern "C" fn driver_get_extension_function_address(
 
 // ---------------------------------------------------------------------------------------------- device
 
-pub(crate) unsafe extern "C" fn device_get(h: ze_driver_handle_t, p_count: *mut u32, ph: *mut ze_device_handle_t) -> ze_result_t {
+pub(crate) unsafe extern "C" fn device_get(
+    h: ze_driver_handle_t,
+    p_count: *mut u32,
+    ph: *mut ze_device_handle_t,
+) -> ze_result_t {
     entry(|| {
         let devs = check_driver(h)?;
         let handles: Vec<ze_device_handle_t> = devs.iter().map(device_handle).collect();
@@ -213,7 +240,11 @@ pub(crate) unsafe extern "C" fn device_get(h: ze_driver_handle_t, p_count: *mut 
     })
 }
 
-pub(crate) unsafe extern "C" fn device_get_sub_devices(h: ze_device_handle_t, p_count: *mut u32, ph: *mut ze_device_handle_t) -> ze_result_t {
+pub(crate) unsafe extern "C" fn device_get_sub_devices(
+    h: ze_device_handle_t,
+    p_count: *mut u32,
+    ph: *mut ze_device_handle_t,
+) -> ze_result_t {
     entry(|| {
         device(h)?;
         // SAFETY: caller's pointers, checked inside.
@@ -223,10 +254,16 @@ pub(crate) unsafe extern "C" fn device_get_sub_devices(h: ze_device_handle_t, p_
 
 /// Device name as reported.
 pub fn device_name(d: &Device) -> String {
-    format!("ze-emu device {} (memfd memory, OpenCL CPU kernels)", d.index)
+    format!(
+        "ze-emu device {} (memfd memory, OpenCL CPU kernels)",
+        d.index
+    )
 }
 
-pub(crate) unsafe extern "C" fn device_get_properties(h: ze_device_handle_t, p: *mut ze_device_properties_t) -> ze_result_t {
+pub(crate) unsafe extern "C" fn device_get_properties(
+    h: ze_device_handle_t,
+    p: *mut ze_device_properties_t,
+) -> ze_result_t {
     entry(|| {
         let d = device(h)?;
         // SAFETY: caller's output structure, checked inside.
@@ -384,12 +421,18 @@ pub(crate) unsafe extern "C" fn device_get_p2p_properties(
         // SAFETY: caller's output structure, checked inside.
         let p = unsafe { check_props(p, &[])? };
         // SAFETY: checked.
-        unsafe { (*p).flags = ZE_DEVICE_P2P_PROPERTY_FLAG_ACCESS | ZE_DEVICE_P2P_PROPERTY_FLAG_ATOMICS };
+        unsafe {
+            (*p).flags = ZE_DEVICE_P2P_PROPERTY_FLAG_ACCESS | ZE_DEVICE_P2P_PROPERTY_FLAG_ATOMICS
+        };
         Ok(())
     })
 }
 
-pub(crate) unsafe extern "C" fn device_can_access_peer(h: ze_device_handle_t, peer: ze_device_handle_t, v: *mut ze_bool_t) -> ze_result_t {
+pub(crate) unsafe extern "C" fn device_can_access_peer(
+    h: ze_device_handle_t,
+    peer: ze_device_handle_t,
+    v: *mut ze_bool_t,
+) -> ze_result_t {
     entry(|| {
         device(h)?;
         device(peer)?;
@@ -404,14 +447,20 @@ pub(crate) unsafe extern "C" fn device_get_status(h: ze_device_handle_t) -> ze_r
 
 // ---------------------------------------------------------------------------------------------- context
 
-pub(crate) unsafe extern "C" fn context_create(h: ze_driver_handle_t, desc: *const ze_context_desc_t, ph: *mut ze_context_handle_t) -> ze_result_t {
+pub(crate) unsafe extern "C" fn context_create(
+    h: ze_driver_handle_t,
+    desc: *const ze_context_desc_t,
+    ph: *mut ze_context_handle_t,
+) -> ze_result_t {
     entry(|| {
         check_driver(h)?;
         // SAFETY: caller's descriptor, checked inside.
         let d = unsafe { read_desc(desc, &[])? };
         check_flags(d.flags, ZE_CONTEXT_FLAG_TBD, "ze_context_desc_t.flags")?;
         nn_mut(ph)?;
-        let c = Arc::new(Context { allocs: Mutex::new(BTreeMap::new()) });
+        let c = Arc::new(Context {
+            allocs: Mutex::new(BTreeMap::new()),
+        });
         let handle = CONTEXTS.insert(c);
         // SAFETY: checked non-null.
         unsafe { out(ph, ze_context_handle_t(handle)) }

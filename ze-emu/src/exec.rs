@@ -35,7 +35,11 @@ pub enum Command {
     /// memcpy.
     Copy { dst: usize, src: usize, n: usize },
     /// Pattern fill.
-    Fill { dst: usize, pattern: Vec<u8>, size: usize },
+    Fill {
+        dst: usize,
+        pattern: Vec<u8>,
+        size: usize,
+    },
     /// Signal an event.
     Signal(Arc<Event>),
     /// Wait until all events are signalled.
@@ -107,7 +111,11 @@ pub struct Executor {
 impl Executor {
     fn new(name: &str) -> ZeResult<Self> {
         let (tx, rx) = mpsc::channel::<Job>();
-        let shared = Arc::new(ExecShared { done: Mutex::new(0), cv: Condvar::new(), error: Mutex::new(None) });
+        let shared = Arc::new(ExecShared {
+            done: Mutex::new(0),
+            cv: Condvar::new(),
+            error: Mutex::new(None),
+        });
         let s2 = shared.clone();
         std::thread::Builder::new()
             .name(name.into())
@@ -122,13 +130,24 @@ impl Executor {
                     s2.cv.notify_all();
                 }
             })
-            .map_err(|e| fail(ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY, format_args!("spawn worker: {e}")))?;
-        Ok(Self { tx: Mutex::new(tx), submitted: Mutex::new(0), shared })
+            .map_err(|e| {
+                fail(
+                    ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY,
+                    format_args!("spawn worker: {e}"),
+                )
+            })?;
+        Ok(Self {
+            tx: Mutex::new(tx),
+            submitted: Mutex::new(0),
+            shared,
+        })
     }
 
     fn submit(&self, job: Job) -> ZeResult<u64> {
         let mut sub = lock(&self.submitted);
-        lock(&self.tx).send(job).map_err(|_| ZE_RESULT_ERROR_DEVICE_LOST)?;
+        lock(&self.tx)
+            .send(job)
+            .map_err(|_| ZE_RESULT_ERROR_DEVICE_LOST)?;
         *sub += 1;
         Ok(*sub)
     }
@@ -147,13 +166,21 @@ impl Executor {
                     if now >= d {
                         return Err(ZE_RESULT_NOT_READY);
                     }
-                    done = self.shared.cv.wait_timeout(done, d - now).unwrap_or_else(|e| e.into_inner()).0;
+                    done = self
+                        .shared
+                        .cv
+                        .wait_timeout(done, d - now)
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0;
                 }
             }
         }
         drop(done);
         if let Some(e) = lock(&self.shared.error).as_ref() {
-            return Err(fail(ZE_RESULT_ERROR_DEVICE_LOST, format_args!("earlier work failed: {e}")));
+            return Err(fail(
+                ZE_RESULT_ERROR_DEVICE_LOST,
+                format_args!("earlier work failed: {e}"),
+            ));
         }
         Ok(())
     }
@@ -163,7 +190,10 @@ impl Executor {
     /// event is legal.
     fn idle(&self) -> bool {
         let target = *lock(&self.submitted);
-        !matches!(self.wait_done(target, 200_000_000), Err(ZE_RESULT_NOT_READY))
+        !matches!(
+            self.wait_done(target, 200_000_000),
+            Err(ZE_RESULT_NOT_READY)
+        )
     }
 
     fn wait_done(&self, target: u64, timeout_ns: u64) -> ZeResult {
@@ -174,7 +204,12 @@ impl Executor {
             if now >= deadline {
                 return Err(ZE_RESULT_NOT_READY);
             }
-            done = self.shared.cv.wait_timeout(done, deadline - now).unwrap_or_else(|e| e.into_inner()).0;
+            done = self
+                .shared
+                .cv
+                .wait_timeout(done, deadline - now)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
         }
         Ok(())
     }
@@ -202,17 +237,40 @@ unsafe fn queue_desc(desc: *const ze_command_queue_desc_t) -> ZeResult<(u32, boo
     // SAFETY: caller guarantee.
     let d = unsafe { read_desc(desc, &[])? };
     let group = QUEUE_GROUPS.get(d.ordinal as usize).ok_or_else(|| {
-        fail(ZE_RESULT_ERROR_INVALID_ARGUMENT, format_args!("command queue group ordinal {} (have {})", d.ordinal, QUEUE_GROUPS.len()))
+        fail(
+            ZE_RESULT_ERROR_INVALID_ARGUMENT,
+            format_args!(
+                "command queue group ordinal {} (have {})",
+                d.ordinal,
+                QUEUE_GROUPS.len()
+            ),
+        )
     })?;
     if d.index >= group.2 {
-        return Err(fail(ZE_RESULT_ERROR_INVALID_ARGUMENT, format_args!("queue index {} (group {} has {})", d.index, d.ordinal, group.2)));
+        return Err(fail(
+            ZE_RESULT_ERROR_INVALID_ARGUMENT,
+            format_args!(
+                "queue index {} (group {} has {})",
+                d.index, d.ordinal, group.2
+            ),
+        ));
     }
-    check_flags(d.flags, ZE_COMMAND_QUEUE_FLAG_EXPLICIT_ONLY | ZE_COMMAND_QUEUE_FLAG_IN_ORDER, "ze_command_queue_desc_t.flags")?;
+    check_flags(
+        d.flags,
+        ZE_COMMAND_QUEUE_FLAG_EXPLICIT_ONLY | ZE_COMMAND_QUEUE_FLAG_IN_ORDER,
+        "ze_command_queue_desc_t.flags",
+    )?;
     if d.mode.0 > ZE_COMMAND_QUEUE_MODE_ASYNCHRONOUS.0 {
-        return Err(fail(ZE_RESULT_ERROR_INVALID_ENUMERATION, format_args!("queue mode {}", d.mode.0)));
+        return Err(fail(
+            ZE_RESULT_ERROR_INVALID_ENUMERATION,
+            format_args!("queue mode {}", d.mode.0),
+        ));
     }
     if d.priority.0 > ZE_COMMAND_QUEUE_PRIORITY_PRIORITY_HIGH.0 {
-        return Err(fail(ZE_RESULT_ERROR_INVALID_ENUMERATION, format_args!("queue priority {}", d.priority.0)));
+        return Err(fail(
+            ZE_RESULT_ERROR_INVALID_ENUMERATION,
+            format_args!("queue priority {}", d.priority.0),
+        ));
     }
     Ok((d.ordinal, d.mode == ZE_COMMAND_QUEUE_MODE_SYNCHRONOUS))
 }
@@ -229,7 +287,13 @@ pub(crate) unsafe extern "C" fn queue_create(
         // SAFETY: caller's descriptor.
         let (ordinal, sync) = unsafe { queue_desc(desc)? };
         nn_mut(ph)?;
-        let q = Arc::new(CommandQueue { ctx, device: dev, ordinal, sync, exec: Executor::new("ze-emu-queue")? });
+        let q = Arc::new(CommandQueue {
+            ctx,
+            device: dev,
+            ordinal,
+            sync,
+            exec: Executor::new("ze-emu-queue")?,
+        });
         let h = QUEUES.insert(q);
         // SAFETY: checked non-null.
         unsafe { out(ph, ze_command_queue_handle_t(h)) }
@@ -243,7 +307,10 @@ pub(crate) unsafe extern "C" fn queue_destroy(h: ze_command_queue_handle_t) -> z
                 if q.exec.idle() {
                     Ok(())
                 } else {
-                    Err(fail(ZE_RESULT_ERROR_HANDLE_OBJECT_IN_USE, "zeCommandQueueDestroy: the queue still has work in flight"))
+                    Err(fail(
+                        ZE_RESULT_ERROR_HANDLE_OBJECT_IN_USE,
+                        "zeCommandQueueDestroy: the queue still has work in flight",
+                    ))
                 }
             })
             .map(|_| ())
@@ -265,7 +332,10 @@ pub(crate) unsafe extern "C" fn queue_execute(
         let fence = FENCES.get_opt(hfence.0)?;
         if let Some(f) = &fence {
             if f.queue != h.0 as usize {
-                return Err(fail(ZE_RESULT_ERROR_INVALID_SYNCHRONIZATION_OBJECT, "fence was created on another queue"));
+                return Err(fail(
+                    ZE_RESULT_ERROR_INVALID_SYNCHRONIZATION_OBJECT,
+                    "fence was created on another queue",
+                ));
             }
         }
         let mut batches = Vec::with_capacity(n as usize);
@@ -275,23 +345,38 @@ pub(crate) unsafe extern "C" fn queue_execute(
             let lh = unsafe { *ph.add(i) };
             let l = LISTS.get(lh.0)?;
             if l.immediate.is_some() {
-                return Err(fail(ZE_RESULT_ERROR_INVALID_COMMAND_LIST_TYPE, "immediate command lists cannot be executed on a queue"));
+                return Err(fail(
+                    ZE_RESULT_ERROR_INVALID_COMMAND_LIST_TYPE,
+                    "immediate command lists cannot be executed on a queue",
+                ));
             }
             if l.ordinal != q.ordinal {
                 return Err(fail(
                     ZE_RESULT_ERROR_INVALID_COMMAND_LIST_TYPE,
-                    format_args!("list of group {} executed on a queue of group {}", l.ordinal, q.ordinal),
+                    format_args!(
+                        "list of group {} executed on a queue of group {}",
+                        l.ordinal, q.ordinal
+                    ),
                 ));
             }
             if !Arc::ptr_eq(&l.ctx, &q.ctx) {
-                return Err(fail(ZE_RESULT_ERROR_INVALID_ARGUMENT, "command list and queue belong to different contexts"));
+                return Err(fail(
+                    ZE_RESULT_ERROR_INVALID_ARGUMENT,
+                    "command list and queue belong to different contexts",
+                ));
             }
             if !Arc::ptr_eq(&l.device, &q.device) {
-                return Err(fail(ZE_RESULT_ERROR_INVALID_ARGUMENT, "command list and queue belong to different devices"));
+                return Err(fail(
+                    ZE_RESULT_ERROR_INVALID_ARGUMENT,
+                    "command list and queue belong to different devices",
+                ));
             }
             let st = lock(&l.state);
             let cmds = st.frozen.clone().ok_or_else(|| {
-                fail(ZE_RESULT_ERROR_INVALID_ARGUMENT, "zeCommandQueueExecuteCommandLists: command list is not closed")
+                fail(
+                    ZE_RESULT_ERROR_INVALID_ARGUMENT,
+                    "zeCommandQueueExecuteCommandLists: command list is not closed",
+                )
             })?;
             drop(st);
             batches.push(cmds);
@@ -326,7 +411,10 @@ pub(crate) unsafe extern "C" fn queue_execute(
     })
 }
 
-pub(crate) unsafe extern "C" fn queue_synchronize(h: ze_command_queue_handle_t, timeout: u64) -> ze_result_t {
+pub(crate) unsafe extern "C" fn queue_synchronize(
+    h: ze_command_queue_handle_t,
+    timeout: u64,
+) -> ze_result_t {
     entry(|| {
         let q = QUEUES.get(h.0)?;
         q.exec.wait(None, timeout)
@@ -377,7 +465,10 @@ impl CommandList {
             None => {
                 let mut st = lock(&self.state);
                 if st.frozen.is_some() {
-                    return Err(fail(ZE_RESULT_ERROR_INVALID_ARGUMENT, "append to a closed command list (zeCommandListReset first)"));
+                    return Err(fail(
+                        ZE_RESULT_ERROR_INVALID_ARGUMENT,
+                        "append to a closed command list (zeCommandListReset first)",
+                    ));
                 }
                 st.cmds.extend(cmds);
                 Ok(())
@@ -394,8 +485,15 @@ impl CommandList {
 
     fn progress(&self) -> String {
         match &self.immediate {
-            Some(i) => format!("{} of {} submissions done", lock(&i.exec.shared.done), lock(&i.exec.submitted)),
-            None => format!("{} executions in flight", self.inflight.load(Ordering::SeqCst)),
+            Some(i) => format!(
+                "{} of {} submissions done",
+                lock(&i.exec.shared.done),
+                lock(&i.exec.submitted)
+            ),
+            None => format!(
+                "{} executions in flight",
+                self.inflight.load(Ordering::SeqCst)
+            ),
         }
     }
 
@@ -421,7 +519,10 @@ pub(crate) unsafe extern "C" fn list_create(
         // SAFETY: caller's descriptor.
         let d = unsafe { read_desc(desc, &[])? };
         if d.commandQueueGroupOrdinal as usize >= QUEUE_GROUPS.len() {
-            return Err(fail(ZE_RESULT_ERROR_INVALID_ARGUMENT, format_args!("command queue group ordinal {}", d.commandQueueGroupOrdinal)));
+            return Err(fail(
+                ZE_RESULT_ERROR_INVALID_ARGUMENT,
+                format_args!("command queue group ordinal {}", d.commandQueueGroupOrdinal),
+            ));
         }
         check_flags(d.flags, 0xf, "ze_command_list_desc_t.flags")?;
         nn_mut(ph)?;
@@ -430,7 +531,10 @@ pub(crate) unsafe extern "C" fn list_create(
             device: dev,
             ordinal: d.commandQueueGroupOrdinal,
             immediate: None,
-            state: Mutex::new(ListState { cmds: Vec::new(), frozen: None }),
+            state: Mutex::new(ListState {
+                cmds: Vec::new(),
+                frozen: None,
+            }),
             inflight: Arc::new(AtomicUsize::new(0)),
         });
         // SAFETY: checked non-null.
@@ -454,8 +558,14 @@ pub(crate) unsafe extern "C" fn list_create_immediate(
             ctx,
             device: dev,
             ordinal,
-            immediate: Some(Immediate { exec: Executor::new("ze-emu-immediate")?, sync }),
-            state: Mutex::new(ListState { cmds: Vec::new(), frozen: None }),
+            immediate: Some(Immediate {
+                exec: Executor::new("ze-emu-immediate")?,
+                sync,
+            }),
+            state: Mutex::new(ListState {
+                cmds: Vec::new(),
+                frozen: None,
+            }),
             inflight: Arc::new(AtomicUsize::new(0)),
         });
         // SAFETY: checked non-null.
@@ -468,7 +578,13 @@ pub(crate) unsafe extern "C" fn list_destroy(h: ze_command_list_handle_t) -> ze_
         LISTS
             .remove_if(h.0, |l| {
                 if l.busy() {
-                    Err(fail(ZE_RESULT_ERROR_HANDLE_OBJECT_IN_USE, format_args!("zeCommandListDestroy: the list is still executing ({})", l.progress())))
+                    Err(fail(
+                        ZE_RESULT_ERROR_HANDLE_OBJECT_IN_USE,
+                        format_args!(
+                            "zeCommandListDestroy: the list is still executing ({})",
+                            l.progress()
+                        ),
+                    ))
                 } else {
                     Ok(())
                 }
@@ -481,11 +597,17 @@ pub(crate) unsafe extern "C" fn list_close(h: ze_command_list_handle_t) -> ze_re
     entry(|| {
         let l = list(h)?;
         if l.immediate.is_some() {
-            return Err(fail(ZE_RESULT_ERROR_INVALID_ARGUMENT, "zeCommandListClose on an immediate command list"));
+            return Err(fail(
+                ZE_RESULT_ERROR_INVALID_ARGUMENT,
+                "zeCommandListClose on an immediate command list",
+            ));
         }
         let mut st = lock(&l.state);
         if st.frozen.is_some() {
-            return Err(fail(ZE_RESULT_ERROR_INVALID_ARGUMENT, "zeCommandListClose: list already closed"));
+            return Err(fail(
+                ZE_RESULT_ERROR_INVALID_ARGUMENT,
+                "zeCommandListClose: list already closed",
+            ));
         }
         let cmds = std::mem::take(&mut st.cmds);
         st.frozen = Some(Arc::new(cmds));
@@ -497,7 +619,10 @@ pub(crate) unsafe extern "C" fn list_reset(h: ze_command_list_handle_t) -> ze_re
     entry(|| {
         let l = list(h)?;
         if l.busy() {
-            return Err(fail(ZE_RESULT_ERROR_HANDLE_OBJECT_IN_USE, "zeCommandListReset: the list is still executing"));
+            return Err(fail(
+                ZE_RESULT_ERROR_HANDLE_OBJECT_IN_USE,
+                "zeCommandListReset: the list is still executing",
+            ));
         }
         let mut st = lock(&l.state);
         st.cmds.clear();
@@ -510,7 +635,10 @@ fn same_context(l: &CommandList, e: &Event) -> ZeResult {
     if Arc::ptr_eq(&l.ctx, &e.pool.ctx) {
         Ok(())
     } else {
-        Err(fail(ZE_RESULT_ERROR_INVALID_ARGUMENT, "event belongs to another context than the command list"))
+        Err(fail(
+            ZE_RESULT_ERROR_INVALID_ARGUMENT,
+            "event belongs to another context than the command list",
+        ))
     }
 }
 
@@ -518,7 +646,13 @@ fn same_context(l: &CommandList, e: &Event) -> ZeResult {
 ///
 /// # Safety
 /// `ph` null or valid for `n` handles.
-unsafe fn around(l: &CommandList, core: Vec<Command>, hsignal: ze_event_handle_t, n: u32, ph: *mut ze_event_handle_t) -> ZeResult<Vec<Command>> {
+unsafe fn around(
+    l: &CommandList,
+    core: Vec<Command>,
+    hsignal: ze_event_handle_t,
+    n: u32,
+    ph: *mut ze_event_handle_t,
+) -> ZeResult<Vec<Command>> {
     let mut v = Vec::with_capacity(core.len() + 2);
     if n > 0 {
         if ph.is_null() {
@@ -579,7 +713,19 @@ pub(crate) unsafe extern "C" fn list_append_memory_copy(
             return Err(ZE_RESULT_ERROR_OVERLAPPING_REGIONS);
         }
         // SAFETY: caller's wait list.
-        let cmds = unsafe { around(&l, vec![Command::Copy { dst: d, src: s, n: size }], hsignal, n, ph)? };
+        let cmds = unsafe {
+            around(
+                &l,
+                vec![Command::Copy {
+                    dst: d,
+                    src: s,
+                    n: size,
+                }],
+                hsignal,
+                n,
+                ph,
+            )?
+        };
         l.append(cmds)
     })
 }
@@ -603,21 +749,40 @@ pub(crate) unsafe extern "C" fn list_append_memory_fill(
         if pattern_size == 0 || !pattern_size.is_power_of_two() || pattern_size > max {
             return Err(fail(
                 ZE_RESULT_ERROR_INVALID_SIZE,
-                format_args!("fill pattern size {pattern_size} (power of two up to {max} on group {})", l.ordinal),
+                format_args!(
+                    "fill pattern size {pattern_size} (power of two up to {max} on group {})",
+                    l.ordinal
+                ),
             ));
         }
         if (ptr as usize).checked_add(size).is_none() {
             return Err(ZE_RESULT_ERROR_INVALID_SIZE);
         }
         // SAFETY: the caller provides `pattern_size` readable bytes.
-        let pat = unsafe { std::slice::from_raw_parts(pattern as *const u8, pattern_size) }.to_vec();
+        let pat =
+            unsafe { std::slice::from_raw_parts(pattern as *const u8, pattern_size) }.to_vec();
         // SAFETY: caller's wait list.
-        let cmds = unsafe { around(&l, vec![Command::Fill { dst: ptr as usize, pattern: pat, size }], hsignal, n, ph)? };
+        let cmds = unsafe {
+            around(
+                &l,
+                vec![Command::Fill {
+                    dst: ptr as usize,
+                    pattern: pat,
+                    size,
+                }],
+                hsignal,
+                n,
+                ph,
+            )?
+        };
         l.append(cmds)
     })
 }
 
-pub(crate) unsafe extern "C" fn list_append_signal_event(h: ze_command_list_handle_t, he: ze_event_handle_t) -> ze_result_t {
+pub(crate) unsafe extern "C" fn list_append_signal_event(
+    h: ze_command_list_handle_t,
+    he: ze_event_handle_t,
+) -> ze_result_t {
     entry(|| {
         let l = list(h)?;
         let e = EVENTS.get(he.0)?;
@@ -626,7 +791,11 @@ pub(crate) unsafe extern "C" fn list_append_signal_event(h: ze_command_list_hand
     })
 }
 
-pub(crate) unsafe extern "C" fn list_append_wait_on_events(h: ze_command_list_handle_t, n: u32, ph: *mut ze_event_handle_t) -> ze_result_t {
+pub(crate) unsafe extern "C" fn list_append_wait_on_events(
+    h: ze_command_list_handle_t,
+    n: u32,
+    ph: *mut ze_event_handle_t,
+) -> ze_result_t {
     entry(|| {
         let l = list(h)?;
         if n == 0 {
@@ -638,7 +807,10 @@ pub(crate) unsafe extern "C" fn list_append_wait_on_events(h: ze_command_list_ha
     })
 }
 
-pub(crate) unsafe extern "C" fn list_append_event_reset(h: ze_command_list_handle_t, he: ze_event_handle_t) -> ze_result_t {
+pub(crate) unsafe extern "C" fn list_append_event_reset(
+    h: ze_command_list_handle_t,
+    he: ze_event_handle_t,
+) -> ze_result_t {
     entry(|| {
         let l = list(h)?;
         let e = EVENTS.get(he.0)?;
@@ -660,12 +832,18 @@ pub(crate) unsafe extern "C" fn list_append_launch_kernel(
         let k = crate::module::kernel(hk)?;
         let gc = nn(args)?;
         if l.group().0 & ZE_COMMAND_QUEUE_GROUP_PROPERTY_FLAG_COMPUTE == 0 {
-            return Err(fail(ZE_RESULT_ERROR_INVALID_COMMAND_LIST_TYPE, format_args!("kernel launch on copy-only group {}", l.ordinal)));
+            return Err(fail(
+                ZE_RESULT_ERROR_INVALID_COMMAND_LIST_TYPE,
+                format_args!("kernel launch on copy-only group {}", l.ordinal),
+            ));
         }
         // SAFETY: non-null; the caller provides a readable group count.
         let gc = unsafe { *gc };
         if !Arc::ptr_eq(&k.module().ctx, &l.ctx) || !Arc::ptr_eq(&k.module().device, &l.device) {
-            return Err(fail(ZE_RESULT_ERROR_INVALID_ARGUMENT, "kernel's module was built for another context or device"));
+            return Err(fail(
+                ZE_RESULT_ERROR_INVALID_ARGUMENT,
+                "kernel's module was built for another context or device",
+            ));
         }
         let launch = crate::module::snapshot(&k, gc)?;
         // SAFETY: caller's wait list.
@@ -715,7 +893,10 @@ pub(crate) unsafe extern "C" fn pool_create(
             }
         }
         nn_mut(ph)?;
-        let p = Arc::new(EventPool { ctx, used: Mutex::new(vec![false; d.count as usize]) });
+        let p = Arc::new(EventPool {
+            ctx,
+            used: Mutex::new(vec![false; d.count as usize]),
+        });
         // SAFETY: checked non-null.
         unsafe { out(ph, ze_event_pool_handle_t(POOLS.insert(p))) }
     })
@@ -726,7 +907,10 @@ pub(crate) unsafe extern "C" fn pool_destroy(h: ze_event_pool_handle_t) -> ze_re
         POOLS
             .remove_if(h.0, |p| {
                 if lock(&p.used).iter().any(|u| *u) {
-                    Err(fail(ZE_RESULT_ERROR_HANDLE_OBJECT_IN_USE, "zeEventPoolDestroy: events of the pool are still alive"))
+                    Err(fail(
+                        ZE_RESULT_ERROR_HANDLE_OBJECT_IN_USE,
+                        "zeEventPoolDestroy: events of the pool are still alive",
+                    ))
                 } else {
                     Ok(())
                 }
@@ -735,7 +919,11 @@ pub(crate) unsafe extern "C" fn pool_destroy(h: ze_event_pool_handle_t) -> ze_re
     })
 }
 
-pub(crate) unsafe extern "C" fn event_create(h: ze_event_pool_handle_t, desc: *const ze_event_desc_t, ph: *mut ze_event_handle_t) -> ze_result_t {
+pub(crate) unsafe extern "C" fn event_create(
+    h: ze_event_pool_handle_t,
+    desc: *const ze_event_desc_t,
+    ph: *mut ze_event_handle_t,
+) -> ze_result_t {
     entry(|| {
         let pool = POOLS.get(h.0)?;
         // SAFETY: caller's descriptor.
@@ -747,14 +935,24 @@ pub(crate) unsafe extern "C" fn event_create(h: ze_event_pool_handle_t, desc: *c
             let mut used = lock(&pool.used);
             let n = used.len();
             let slot = used.get_mut(d.index as usize).ok_or_else(|| {
-                fail(ZE_RESULT_ERROR_INVALID_ARGUMENT, format_args!("event index {} (pool has {n})", d.index))
+                fail(
+                    ZE_RESULT_ERROR_INVALID_ARGUMENT,
+                    format_args!("event index {} (pool has {n})", d.index),
+                )
             })?;
             if *slot {
-                return Err(fail(ZE_RESULT_ERROR_INVALID_ARGUMENT, format_args!("event index {} is already in use", d.index)));
+                return Err(fail(
+                    ZE_RESULT_ERROR_INVALID_ARGUMENT,
+                    format_args!("event index {} is already in use", d.index),
+                ));
             }
             *slot = true;
         }
-        let e = Arc::new(Event { pool, index: d.index, flag: Flag::new(false) });
+        let e = Arc::new(Event {
+            pool,
+            index: d.index,
+            flag: Flag::new(false),
+        });
         // SAFETY: checked non-null.
         unsafe { out(ph, ze_event_handle_t(EVENTS.insert(e))) }
     })
@@ -777,7 +975,10 @@ pub(crate) unsafe extern "C" fn event_host_signal(h: ze_event_handle_t) -> ze_re
     })
 }
 
-pub(crate) unsafe extern "C" fn event_host_synchronize(h: ze_event_handle_t, timeout: u64) -> ze_result_t {
+pub(crate) unsafe extern "C" fn event_host_synchronize(
+    h: ze_event_handle_t,
+    timeout: u64,
+) -> ze_result_t {
     entry(|| {
         let e = EVENTS.get(h.0)?;
         if e.flag.wait(timeout) {
@@ -815,14 +1016,21 @@ pub struct Fence {
     flag: Flag,
 }
 
-pub(crate) unsafe extern "C" fn fence_create(hq: ze_command_queue_handle_t, desc: *const ze_fence_desc_t, ph: *mut ze_fence_handle_t) -> ze_result_t {
+pub(crate) unsafe extern "C" fn fence_create(
+    hq: ze_command_queue_handle_t,
+    desc: *const ze_fence_desc_t,
+    ph: *mut ze_fence_handle_t,
+) -> ze_result_t {
     entry(|| {
         QUEUES.get(hq.0)?;
         // SAFETY: caller's descriptor.
         let d = unsafe { read_desc(desc, &[])? };
         check_flags(d.flags, ZE_FENCE_FLAG_SIGNALED, "ze_fence_desc_t.flags")?;
         nn_mut(ph)?;
-        let f = Arc::new(Fence { queue: hq.0 as usize, flag: Flag::new(d.flags & ZE_FENCE_FLAG_SIGNALED != 0) });
+        let f = Arc::new(Fence {
+            queue: hq.0 as usize,
+            flag: Flag::new(d.flags & ZE_FENCE_FLAG_SIGNALED != 0),
+        });
         // SAFETY: checked non-null.
         unsafe { out(ph, ze_fence_handle_t(FENCES.insert(f))) }
     })
@@ -832,7 +1040,10 @@ pub(crate) unsafe extern "C" fn fence_destroy(h: ze_fence_handle_t) -> ze_result
     entry(|| FENCES.remove_if(h.0, |_| Ok(())).map(|_| ()))
 }
 
-pub(crate) unsafe extern "C" fn fence_host_synchronize(h: ze_fence_handle_t, timeout: u64) -> ze_result_t {
+pub(crate) unsafe extern "C" fn fence_host_synchronize(
+    h: ze_fence_handle_t,
+    timeout: u64,
+) -> ze_result_t {
     entry(|| {
         let f = FENCES.get(h.0)?;
         if f.flag.wait(timeout) {
@@ -844,7 +1055,13 @@ pub(crate) unsafe extern "C" fn fence_host_synchronize(h: ze_fence_handle_t, tim
 }
 
 pub(crate) unsafe extern "C" fn fence_query_status(h: ze_fence_handle_t) -> ze_result_t {
-    entry(|| if FENCES.get(h.0)?.flag.is_set() { Ok(()) } else { Err(ZE_RESULT_NOT_READY) })
+    entry(|| {
+        if FENCES.get(h.0)?.flag.is_set() {
+            Ok(())
+        } else {
+            Err(ZE_RESULT_NOT_READY)
+        }
+    })
 }
 
 pub(crate) unsafe extern "C" fn fence_reset(h: ze_fence_handle_t) -> ze_result_t {
@@ -853,4 +1070,3 @@ pub(crate) unsafe extern "C" fn fence_reset(h: ze_fence_handle_t) -> ze_result_t
         Ok(())
     })
 }
-

@@ -73,7 +73,7 @@ macro_rules! export_table {
 }
 
 export_table! { /// Global table.
-    zeGetGlobalProcAddrTable: ze_global_dditable_t = |t| { t.pfnInit = Some(driver::ze_init); } }
+zeGetGlobalProcAddrTable: ze_global_dditable_t = |t| { t.pfnInit = Some(driver::ze_init); } }
 export_table! { /// Driver table.
     zeGetDriverProcAddrTable: ze_driver_dditable_t = |t| {
     t.pfnGet = Some(driver::driver_get);
@@ -146,7 +146,7 @@ export_table! { /// Event table.
     t.pfnHostReset = Some(exec::event_host_reset);
 } }
 export_table! { /// Image table (not implemented: all entries null).
-    zeGetImageProcAddrTable: ze_image_dditable_t = |t| {} }
+zeGetImageProcAddrTable: ze_image_dditable_t = |t| {} }
 export_table! { /// Module table.
     zeGetModuleProcAddrTable: ze_module_dditable_t = |t| {
     t.pfnCreate = Some(module::module_create);
@@ -169,9 +169,9 @@ export_table! { /// Kernel table.
     t.pfnGetName = Some(module::kernel_get_name);
 } }
 export_table! { /// Sampler table (not implemented).
-    zeGetSamplerProcAddrTable: ze_sampler_dditable_t = |t| {} }
+zeGetSamplerProcAddrTable: ze_sampler_dditable_t = |t| {} }
 export_table! { /// Physical memory table (not implemented).
-    zeGetPhysicalMemProcAddrTable: ze_physical_mem_dditable_t = |t| {} }
+zeGetPhysicalMemProcAddrTable: ze_physical_mem_dditable_t = |t| {} }
 export_table! { /// Memory table.
     zeGetMemProcAddrTable: ze_mem_dditable_t = |t| {
     t.pfnAllocShared = Some(memory::mem_alloc_shared);
@@ -185,7 +185,7 @@ export_table! { /// Memory table.
     t.pfnCloseIpcHandle = Some(memory::mem_close_ipc_handle);
 } }
 export_table! { /// Virtual memory table (not implemented).
-    zeGetVirtualMemProcAddrTable: ze_virtual_mem_dditable_t = |t| {} }
+zeGetVirtualMemProcAddrTable: ze_virtual_mem_dditable_t = |t| {} }
 
 /// Exports table getters the loader requires but ze-emu does not implement: they accept the request and leave
 /// the loader's (zero-initialised) table untouched, so every entry stays null and calls through it fail with

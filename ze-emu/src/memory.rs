@@ -73,21 +73,45 @@ fn map_aligned(fd: BorrowedFd<'_>, len: usize, align: usize) -> ZeResult<usize> 
     let prot = ProtFlags::READ | ProtFlags::WRITE;
     if align <= page {
         // SAFETY: a fresh shared mapping at a kernel-chosen address; it aliases nothing of ours.
-        let p = unsafe { rustix::mm::mmap(std::ptr::null_mut(), len, prot, MapFlags::SHARED, fd, 0) }
-            .map_err(|e| fail(ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY, format_args!("mmap {len} bytes: {e}")))?;
+        let p =
+            unsafe { rustix::mm::mmap(std::ptr::null_mut(), len, prot, MapFlags::SHARED, fd, 0) }
+                .map_err(|e| {
+                fail(
+                    ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY,
+                    format_args!("mmap {len} bytes: {e}"),
+                )
+            })?;
         return Ok(p as usize);
     }
-    let span = len.checked_add(align).ok_or(ZE_RESULT_ERROR_UNSUPPORTED_SIZE)?;
+    let span = len
+        .checked_add(align)
+        .ok_or(ZE_RESULT_ERROR_UNSUPPORTED_SIZE)?;
     // SAFETY: reserving fresh address space (no access) to carve an aligned window out of.
     let res = unsafe {
-        rustix::mm::mmap_anonymous(std::ptr::null_mut(), span, ProtFlags::empty(), MapFlags::PRIVATE | MapFlags::NORESERVE)
+        rustix::mm::mmap_anonymous(
+            std::ptr::null_mut(),
+            span,
+            ProtFlags::empty(),
+            MapFlags::PRIVATE | MapFlags::NORESERVE,
+        )
     }
-    .map_err(|e| fail(ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY, format_args!("reserve {span} bytes: {e}")))?
-        as usize;
+    .map_err(|e| {
+        fail(
+            ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY,
+            format_args!("reserve {span} bytes: {e}"),
+        )
+    })? as usize;
     let aligned = (res + align - 1) & !(align - 1);
     // SAFETY: [aligned, aligned+len) lies inside our own reservation, which MAP_FIXED replaces.
     let r = unsafe {
-        rustix::mm::mmap(aligned as *mut c_void, len, prot, MapFlags::SHARED | MapFlags::FIXED, fd, 0)
+        rustix::mm::mmap(
+            aligned as *mut c_void,
+            len,
+            prot,
+            MapFlags::SHARED | MapFlags::FIXED,
+            fd,
+            0,
+        )
     };
     // SAFETY: the head and tail of our reservation outside the window are ours to release.
     unsafe {
@@ -104,12 +128,20 @@ fn map_aligned(fd: BorrowedFd<'_>, len: usize, align: usize) -> ZeResult<usize> 
         Err(e) => {
             // SAFETY: the window is still our reservation.
             let _ = unsafe { rustix::mm::munmap(aligned as *mut c_void, len) };
-            Err(fail(ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY, format_args!("mmap {len} bytes: {e}")))
+            Err(fail(
+                ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY,
+                format_args!("mmap {len} bytes: {e}"),
+            ))
         }
     }
 }
 
-fn allocate(size: usize, alignment: usize, kind: ze_memory_type_t, dev: Option<Arc<Device>>) -> ZeResult<Allocation> {
+fn allocate(
+    size: usize,
+    alignment: usize,
+    kind: ze_memory_type_t,
+    dev: Option<Arc<Device>>,
+) -> ZeResult<Allocation> {
     if size == 0 {
         return Err(ZE_RESULT_ERROR_UNSUPPORTED_SIZE);
     }
@@ -121,10 +153,19 @@ fn allocate(size: usize, alignment: usize, kind: ze_memory_type_t, dev: Option<A
         Some(d) => format!("ze-emu:{kind}:dev{}", d.index),
         None => format!("ze-emu:{kind}"),
     };
-    let fd = rustix::fs::memfd_create(name.as_str(), rustix::fs::MemfdFlags::CLOEXEC)
-        .map_err(|e| fail(ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY, format_args!("memfd_create: {e}")))?;
-    rustix::fs::ftruncate(&fd, map_len as u64)
-        .map_err(|e| fail(ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY, format_args!("ftruncate {map_len}: {e}")))?;
+    let fd =
+        rustix::fs::memfd_create(name.as_str(), rustix::fs::MemfdFlags::CLOEXEC).map_err(|e| {
+            fail(
+                ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY,
+                format_args!("memfd_create: {e}"),
+            )
+        })?;
+    rustix::fs::ftruncate(&fd, map_len as u64).map_err(|e| {
+        fail(
+            ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY,
+            format_args!("ftruncate {map_len}: {e}"),
+        )
+    })?;
     let base = map_aligned(fd.as_fd(), map_len, alignment.max(1))?;
     Ok(Allocation {
         base,
@@ -145,17 +186,31 @@ fn allocate(size: usize, alignment: usize, kind: ze_memory_type_t, dev: Option<A
 /// `desc` must be null or point to a readable descriptor with a valid chain.
 unsafe fn device_desc(desc: *const ze_device_mem_alloc_desc_t) -> ZeResult<bool> {
     // SAFETY: caller guarantee.
-    let d = unsafe { read_desc(desc, &[ZE_STRUCTURE_TYPE_RELAXED_ALLOCATION_LIMITS_EXP_DESC])? };
+    let d = unsafe {
+        read_desc(
+            desc,
+            &[ZE_STRUCTURE_TYPE_RELAXED_ALLOCATION_LIMITS_EXP_DESC],
+        )?
+    };
     check_flags(d.flags, 0x7, "ze_device_mem_alloc_desc_t.flags")?;
     if d.ordinal != 0 {
-        return Err(fail(ZE_RESULT_ERROR_INVALID_ARGUMENT, format_args!("memory ordinal {} (only 0 exists)", d.ordinal)));
+        return Err(fail(
+            ZE_RESULT_ERROR_INVALID_ARGUMENT,
+            format_args!("memory ordinal {} (only 0 exists)", d.ordinal),
+        ));
     }
     let mut relaxed = false;
     let mut next = d.pNext;
     while !next.is_null() {
         // SAFETY: chain elements were type-checked by read_desc; this one is the relaxed-limits descriptor.
-        let r = unsafe { std::ptr::read_unaligned(next as *const ze_relaxed_allocation_limits_exp_desc_t) };
-        check_flags(r.flags, ZE_RELAXED_ALLOCATION_LIMITS_EXP_FLAG_MAX_SIZE, "relaxed allocation limits flags")?;
+        let r = unsafe {
+            std::ptr::read_unaligned(next as *const ze_relaxed_allocation_limits_exp_desc_t)
+        };
+        check_flags(
+            r.flags,
+            ZE_RELAXED_ALLOCATION_LIMITS_EXP_FLAG_MAX_SIZE,
+            "relaxed allocation limits flags",
+        )?;
         relaxed |= r.flags & ZE_RELAXED_ALLOCATION_LIMITS_EXP_FLAG_MAX_SIZE != 0;
         next = r.pNext;
     }
@@ -236,7 +291,11 @@ pub(crate) unsafe extern "C" fn mem_alloc_shared(
 ) -> ze_result_t {
     entry(|| {
         let ctx = context(hctx)?;
-        let dev = if hdev.is_null() { None } else { Some(device(hdev)?) };
+        let dev = if hdev.is_null() {
+            None
+        } else {
+            Some(device(hdev)?)
+        };
         // SAFETY: caller's descriptors.
         let relaxed = unsafe { device_desc(ddesc)? };
         // SAFETY: as above.
@@ -248,7 +307,10 @@ pub(crate) unsafe extern "C" fn mem_alloc_shared(
     })
 }
 
-pub(crate) unsafe extern "C" fn mem_free(hctx: ze_context_handle_t, ptr: *mut c_void) -> ze_result_t {
+pub(crate) unsafe extern "C" fn mem_free(
+    hctx: ze_context_handle_t,
+    ptr: *mut c_void,
+) -> ze_result_t {
     entry(|| {
         let ctx = context(hctx)?;
         nn(ptr)?;
@@ -258,14 +320,23 @@ pub(crate) unsafe extern "C" fn mem_free(hctx: ze_context_handle_t, ptr: *mut c_
                 allocs.remove(&(ptr as usize));
                 Ok(())
             }
-            Some(_) => Err(fail(ZE_RESULT_ERROR_INVALID_ARGUMENT, format_args!("zeMemFree({ptr:p}): an IPC mapping; use zeMemCloseIpcHandle"))),
-            None => Err(fail(ZE_RESULT_ERROR_INVALID_ARGUMENT, format_args!("zeMemFree({ptr:p}): not an allocation base of this context"))),
+            Some(_) => Err(fail(
+                ZE_RESULT_ERROR_INVALID_ARGUMENT,
+                format_args!("zeMemFree({ptr:p}): an IPC mapping; use zeMemCloseIpcHandle"),
+            )),
+            None => Err(fail(
+                ZE_RESULT_ERROR_INVALID_ARGUMENT,
+                format_args!("zeMemFree({ptr:p}): not an allocation base of this context"),
+            )),
         }
     })
 }
 
-/// Finds the allocation containing `p`; returns (base, size, kind, device, id).
-fn lookup(ctx: &crate::driver::Context, p: usize) -> Option<(usize, usize, ze_memory_type_t, Option<Arc<Device>>, u64)> {
+/// What a pointer lookup returns: (base, size, kind, device, id).
+type Found = (usize, usize, ze_memory_type_t, Option<Arc<Device>>, u64);
+
+/// Finds the allocation containing `p`.
+fn lookup(ctx: &crate::driver::Context, p: usize) -> Option<Found> {
     let allocs = lock(&ctx.allocs);
     let (_, a) = allocs.range(..=p).next_back()?;
     (p < a.base + a.size).then(|| (a.base, a.size, a.kind, a.device.clone(), a.id))
@@ -300,7 +371,10 @@ pub(crate) unsafe extern "C" fn mem_get_alloc_properties(
             }
         };
         if !phdev.is_null() {
-            let h = dev.as_ref().map(crate::driver::device_handle).unwrap_or_default();
+            let h = dev
+                .as_ref()
+                .map(crate::driver::device_handle)
+                .unwrap_or_default();
             // SAFETY: caller's optional output pointer, non-null.
             unsafe { *phdev = h };
         }
@@ -317,8 +391,12 @@ pub(crate) unsafe extern "C" fn mem_get_address_range(
     entry(|| {
         let ctx = context(hctx)?;
         nn(ptr)?;
-        let (base, size, ..) = lookup(&ctx, ptr as usize)
-            .ok_or_else(|| fail(ZE_RESULT_ERROR_INVALID_ARGUMENT, format_args!("zeMemGetAddressRange({ptr:p}): unknown pointer")))?;
+        let (base, size, ..) = lookup(&ctx, ptr as usize).ok_or_else(|| {
+            fail(
+                ZE_RESULT_ERROR_INVALID_ARGUMENT,
+                format_args!("zeMemGetAddressRange({ptr:p}): unknown pointer"),
+            )
+        })?;
         if !pbase.is_null() {
             // SAFETY: caller's optional output pointer, non-null.
             unsafe { *pbase = base as *mut c_void };
@@ -331,7 +409,11 @@ pub(crate) unsafe extern "C" fn mem_get_address_range(
     })
 }
 
-pub(crate) unsafe extern "C" fn mem_get_ipc_handle(hctx: ze_context_handle_t, ptr: *const c_void, ph: *mut ze_ipc_mem_handle_t) -> ze_result_t {
+pub(crate) unsafe extern "C" fn mem_get_ipc_handle(
+    hctx: ze_context_handle_t,
+    ptr: *const c_void,
+    ph: *mut ze_ipc_mem_handle_t,
+) -> ze_result_t {
     entry(|| {
         let ctx = context(hctx)?;
         nn(ptr)?;
@@ -343,9 +425,19 @@ pub(crate) unsafe extern "C" fn mem_get_ipc_handle(hctx: ze_context_handle_t, pt
             .next_back()
             .map(|(_, a)| a)
             .filter(|a| p < a.base + a.size)
-            .ok_or_else(|| fail(ZE_RESULT_ERROR_INVALID_ARGUMENT, format_args!("zeMemGetIpcHandle({ptr:p}): not an allocation of this context")))?;
+            .ok_or_else(|| {
+                fail(
+                    ZE_RESULT_ERROR_INVALID_ARGUMENT,
+                    format_args!("zeMemGetIpcHandle({ptr:p}): not an allocation of this context"),
+                )
+            })?;
         let memfd = a.memfd.as_ref().ok_or_else(|| {
-            fail(ZE_RESULT_ERROR_INVALID_ARGUMENT, format_args!("zeMemGetIpcHandle({ptr:p}): an imported IPC mapping cannot be re-exported"))
+            fail(
+                ZE_RESULT_ERROR_INVALID_ARGUMENT,
+                format_args!(
+                    "zeMemGetIpcHandle({ptr:p}): an imported IPC mapping cannot be re-exported"
+                ),
+            )
         })?;
         if a.export_fd.is_none() {
             let dup = rustix::io::fcntl_dupfd_cloexec(memfd, 0)
@@ -355,10 +447,13 @@ pub(crate) unsafe extern "C" fn mem_get_ipc_handle(hctx: ze_context_handle_t, pt
         let fd = a.export_fd.as_ref().map(|f| f.as_raw_fd()).unwrap_or(-1);
         let mut bytes = [0u8; ZE_MAX_IPC_HANDLE_SIZE];
         bytes[ipc_layout::FD..ipc_layout::FD + 4].copy_from_slice(&fd.to_le_bytes());
-        bytes[ipc_layout::MAP_LEN..ipc_layout::MAP_LEN + 8].copy_from_slice(&(a.map_len as u64).to_le_bytes());
+        bytes[ipc_layout::MAP_LEN..ipc_layout::MAP_LEN + 8]
+            .copy_from_slice(&(a.map_len as u64).to_le_bytes());
         bytes[ipc_layout::MAGIC..ipc_layout::MAGIC + 8].copy_from_slice(ipc_layout::MAGIC_VALUE);
-        bytes[ipc_layout::SIZE..ipc_layout::SIZE + 8].copy_from_slice(&(a.size as u64).to_le_bytes());
-        bytes[ipc_layout::PID..ipc_layout::PID + 4].copy_from_slice(&std::process::id().to_le_bytes());
+        bytes[ipc_layout::SIZE..ipc_layout::SIZE + 8]
+            .copy_from_slice(&(a.size as u64).to_le_bytes());
+        bytes[ipc_layout::PID..ipc_layout::PID + 4]
+            .copy_from_slice(&std::process::id().to_le_bytes());
         bytes[ipc_layout::TYPE..ipc_layout::TYPE + 4].copy_from_slice(&a.kind.0.to_le_bytes());
         let mut h = ze_ipc_mem_handle_t::default();
         for (d, s) in h.data.iter_mut().zip(bytes) {
@@ -380,17 +475,27 @@ pub(crate) unsafe extern "C" fn mem_open_ipc_handle(
     entry(|| {
         let ctx = context(hctx)?;
         let dev = device(hdev)?;
-        check_flags(flags, ZE_IPC_MEMORY_FLAG_BIAS_CACHED | ZE_IPC_MEMORY_FLAG_BIAS_UNCACHED, "zeMemOpenIpcHandle flags")?;
+        check_flags(
+            flags,
+            ZE_IPC_MEMORY_FLAG_BIAS_CACHED | ZE_IPC_MEMORY_FLAG_BIAS_UNCACHED,
+            "zeMemOpenIpcHandle flags",
+        )?;
         nn_mut(pptr)?;
         let b: Vec<u8> = handle.data.iter().map(|c| *c as u8).collect();
         if &b[ipc_layout::MAGIC..ipc_layout::MAGIC + 8] != ipc_layout::MAGIC_VALUE {
-            return Err(fail(ZE_RESULT_ERROR_INVALID_ARGUMENT, "zeMemOpenIpcHandle: not a ze-emu IPC handle"));
+            return Err(fail(
+                ZE_RESULT_ERROR_INVALID_ARGUMENT,
+                "zeMemOpenIpcHandle: not a ze-emu IPC handle",
+            ));
         }
         let fd = i32::from_le_bytes(b[0..4].try_into().expect("4 bytes"));
         let map_len = u64::from_le_bytes(b[8..16].try_into().expect("8 bytes")) as usize;
         let size = u64::from_le_bytes(b[24..32].try_into().expect("8 bytes")) as usize;
         if fd < 0 || map_len == 0 || size > map_len {
-            return Err(fail(ZE_RESULT_ERROR_INVALID_ARGUMENT, format_args!("zeMemOpenIpcHandle: corrupt handle (fd {fd}, size {size})")));
+            return Err(fail(
+                ZE_RESULT_ERROR_INVALID_ARGUMENT,
+                format_args!("zeMemOpenIpcHandle: corrupt handle (fd {fd}, size {size})"),
+            ));
         }
         // SAFETY: the fd number comes from the caller's handle; it is only used for fstat/mmap during this call,
         // and a closed number makes those calls fail with EBADF.
@@ -399,7 +504,13 @@ pub(crate) unsafe extern "C" fn mem_open_ipc_handle(
             fail(ZE_RESULT_ERROR_INVALID_ARGUMENT, format_args!("zeMemOpenIpcHandle: fd {fd} in the handle is not open in this process ({e}); pass it with SCM_RIGHTS or pidfd_getfd and patch it in"))
         })?;
         if (st.st_size as u64) < map_len as u64 {
-            return Err(fail(ZE_RESULT_ERROR_INVALID_ARGUMENT, format_args!("zeMemOpenIpcHandle: fd {fd} has {} bytes, handle says {map_len}", st.st_size)));
+            return Err(fail(
+                ZE_RESULT_ERROR_INVALID_ARGUMENT,
+                format_args!(
+                    "zeMemOpenIpcHandle: fd {fd} has {} bytes, handle says {map_len}",
+                    st.st_size
+                ),
+            ));
         }
         let base = map_aligned(bfd, map_len, 1)?;
         let a = Allocation {
@@ -417,7 +528,10 @@ pub(crate) unsafe extern "C" fn mem_open_ipc_handle(
     })
 }
 
-pub(crate) unsafe extern "C" fn mem_close_ipc_handle(hctx: ze_context_handle_t, ptr: *const c_void) -> ze_result_t {
+pub(crate) unsafe extern "C" fn mem_close_ipc_handle(
+    hctx: ze_context_handle_t,
+    ptr: *const c_void,
+) -> ze_result_t {
     entry(|| {
         let ctx = context(hctx)?;
         nn(ptr)?;
@@ -427,7 +541,12 @@ pub(crate) unsafe extern "C" fn mem_close_ipc_handle(hctx: ze_context_handle_t, 
                 allocs.remove(&(ptr as usize));
                 Ok(())
             }
-            _ => Err(fail(ZE_RESULT_ERROR_INVALID_ARGUMENT, format_args!("zeMemCloseIpcHandle({ptr:p}): not a pointer returned by zeMemOpenIpcHandle"))),
+            _ => Err(fail(
+                ZE_RESULT_ERROR_INVALID_ARGUMENT,
+                format_args!(
+                    "zeMemCloseIpcHandle({ptr:p}): not a pointer returned by zeMemOpenIpcHandle"
+                ),
+            )),
         }
     })
 }

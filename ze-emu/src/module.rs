@@ -115,14 +115,27 @@ pub fn snapshot(k: &Arc<Kernel>, gc: ze_group_count_t) -> ZeResult<Launch> {
     let mut vals = Vec::with_capacity(args.len());
     for (i, a) in args.iter().enumerate() {
         vals.push(a.clone().ok_or_else(|| {
-            fail(ZE_RESULT_ERROR_INVALID_ARGUMENT, format_args!("kernel {}: argument {i} was never set", k.info.name))
+            fail(
+                ZE_RESULT_ERROR_INVALID_ARGUMENT,
+                format_args!("kernel {}: argument {i} was never set", k.info.name),
+            )
         })?);
     }
     let group = *lock(&k.group);
-    for (c, g) in [gc.groupCountX, gc.groupCountY, gc.groupCountZ].iter().zip(group) {
-        (*c as usize).checked_mul(g as usize).ok_or(ZE_RESULT_ERROR_INVALID_ARGUMENT)?;
+    for (c, g) in [gc.groupCountX, gc.groupCountY, gc.groupCountZ]
+        .iter()
+        .zip(group)
+    {
+        (*c as usize)
+            .checked_mul(g as usize)
+            .ok_or(ZE_RESULT_ERROR_INVALID_ARGUMENT)?;
     }
-    Ok(Launch { kernel: k.clone(), args: vals, group, count: [gc.groupCountX, gc.groupCountY, gc.groupCountZ] })
+    Ok(Launch {
+        kernel: k.clone(),
+        args: vals,
+        group,
+        count: [gc.groupCountX, gc.groupCountY, gc.groupCountZ],
+    })
 }
 
 /// Runs a launch on the worker's OpenCL queue and waits for it.
@@ -141,7 +154,9 @@ pub fn run_launch(l: &Launch, w: &mut Worker) -> Result<(), String> {
         w.queue = Some(SendQueue(q));
     }
     let q = w.queue.as_ref().map(|q| q.0).expect("created above");
-    let global: Vec<usize> = (0..3).map(|d| l.count[d] as usize * l.group[d] as usize).collect();
+    let global: Vec<usize> = (0..3)
+        .map(|d| l.count[d] as usize * l.group[d] as usize)
+        .collect();
     let local: Vec<usize> = l.group.iter().map(|g| *g as usize).collect();
     {
         let k = lock(&l.kernel.cl);
@@ -158,15 +173,31 @@ pub fn run_launch(l: &Launch, w: &mut Worker) -> Result<(), String> {
                 },
             };
             if r != CL_SUCCESS {
-                return Err(format!("kernel {}: setting argument {i} failed ({r})", l.kernel.info.name));
+                return Err(format!(
+                    "kernel {}: setting argument {i} failed ({r})",
+                    l.kernel.info.name
+                ));
             }
         }
         // SAFETY: valid queue and kernel, 3 dimensions with matching arrays.
         let r = unsafe {
-            (o.enqueue_nd_range)(q, *k, 3, std::ptr::null(), global.as_ptr(), local.as_ptr(), 0, std::ptr::null(), std::ptr::null_mut())
+            (o.enqueue_nd_range)(
+                q,
+                *k,
+                3,
+                std::ptr::null(),
+                global.as_ptr(),
+                local.as_ptr(),
+                0,
+                std::ptr::null(),
+                std::ptr::null_mut(),
+            )
         };
         if r != CL_SUCCESS {
-            return Err(format!("kernel {}: clEnqueueNDRangeKernel = {r} (global {global:?}, local {local:?})", l.kernel.info.name));
+            return Err(format!(
+                "kernel {}: clEnqueueNDRangeKernel = {r} (global {global:?}, local {local:?})",
+                l.kernel.info.name
+            ));
         }
     }
     // SAFETY: valid queue.
@@ -183,7 +214,9 @@ fn translate_flags(flags: &str) -> Result<String, String> {
     for f in flags.split_whitespace() {
         match f {
             "-ze-opt-disable" => out.push("-cl-opt-disable".to_string()),
-            "-ze-take-global-address" | "-ze-opt-greater-than-4GB-buffer-required" | "-ze-opt-large-register-file" => {}
+            "-ze-take-global-address"
+            | "-ze-opt-greater-than-4GB-buffer-required"
+            | "-ze-opt-large-register-file" => {}
             f if f.starts_with("-ze-opt-level=") => {}
             f if f.starts_with("-ze-") => return Err(format!("unsupported build flag {f}")),
             f => out.push(f.to_string()),
@@ -194,7 +227,9 @@ fn translate_flags(flags: &str) -> Result<String, String> {
 
 fn make_log(ph: *mut ze_module_build_log_handle_t, text: &str) {
     if !ph.is_null() {
-        let log = Arc::new(BuildLog { text: CString::new(text.replace('\0', " ")).expect("no NUL") });
+        let log = Arc::new(BuildLog {
+            text: CString::new(text.replace('\0', " ")).expect("no NUL"),
+        });
         // SAFETY: caller's optional output pointer, non-null.
         unsafe { *ph = ze_module_build_log_handle_t(BUILD_LOGS.insert(log)) };
     }
@@ -233,14 +268,19 @@ pub(crate) unsafe extern "C" fn module_create(
             // SAFETY: non-null caller structure.
             let c = unsafe { *d.pConstants };
             if c.numConstants > 0 {
-                return Err(fail(ZE_RESULT_ERROR_UNSUPPORTED_FEATURE, "specialization constants are not supported by ze-emu"));
+                return Err(fail(
+                    ZE_RESULT_ERROR_UNSUPPORTED_FEATURE,
+                    "specialization constants are not supported by ze-emu",
+                ));
             }
         }
         let flags = if d.pBuildFlags.is_null() {
             String::new()
         } else {
             // SAFETY: non-null NUL-terminated caller string.
-            unsafe { CStr::from_ptr(d.pBuildFlags) }.to_string_lossy().into_owned()
+            unsafe { CStr::from_ptr(d.pBuildFlags) }
+                .to_string_lossy()
+                .into_owned()
         };
         // SAFETY: the caller provides inputSize readable bytes.
         let il = unsafe { std::slice::from_raw_parts(d.pInputModule, d.inputSize) };
@@ -268,29 +308,72 @@ pub(crate) unsafe extern "C" fn module_create(
         };
         let mut err = 0;
         // SAFETY: valid context; IL buffer of the given size.
-        let prog = unsafe { (o.create_program_with_il)(o.context, il.as_ptr().cast(), il.len(), &mut err) };
+        let prog = unsafe {
+            (o.create_program_with_il)(o.context, il.as_ptr().cast(), il.len(), &mut err)
+        };
         if err != CL_SUCCESS || prog.is_null() {
             let msg = format!("clCreateProgramWithIL = {err}");
             make_log(phlog, &msg);
             return Err(fail(ZE_RESULT_ERROR_MODULE_BUILD_FAILURE, msg));
         }
         // SAFETY: valid program and device; NUL-terminated options; no callback.
-        let r = unsafe { (o.build_program)(prog, 1, &o.device, cl_flags.as_ptr(), std::ptr::null(), std::ptr::null_mut()) };
+        let r = unsafe {
+            (o.build_program)(
+                prog,
+                1,
+                &o.device,
+                cl_flags.as_ptr(),
+                std::ptr::null(),
+                std::ptr::null_mut(),
+            )
+        };
         let mut n = 0usize;
         // SAFETY: size query.
-        unsafe { (o.get_program_build_info)(prog, o.device, CL_PROGRAM_BUILD_LOG, 0, std::ptr::null_mut(), &mut n) };
+        unsafe {
+            (o.get_program_build_info)(
+                prog,
+                o.device,
+                CL_PROGRAM_BUILD_LOG,
+                0,
+                std::ptr::null_mut(),
+                &mut n,
+            )
+        };
         let mut buf = vec![0u8; n.max(1)];
         // SAFETY: buffer of the reported size.
-        unsafe { (o.get_program_build_info)(prog, o.device, CL_PROGRAM_BUILD_LOG, buf.len(), buf.as_mut_ptr().cast(), std::ptr::null_mut()) };
-        let log = String::from_utf8_lossy(&buf).trim_end_matches('\0').to_string();
+        unsafe {
+            (o.get_program_build_info)(
+                prog,
+                o.device,
+                CL_PROGRAM_BUILD_LOG,
+                buf.len(),
+                buf.as_mut_ptr().cast(),
+                std::ptr::null_mut(),
+            )
+        };
+        let log = String::from_utf8_lossy(&buf)
+            .trim_end_matches('\0')
+            .to_string();
         make_log(phlog, &log);
         if r != CL_SUCCESS {
             // SAFETY: created above, released once.
             unsafe { (o.release_program)(prog) };
-            return Err(fail(ZE_RESULT_ERROR_MODULE_BUILD_FAILURE, format_args!("clBuildProgram on {} = {r}: {log}", o.description)));
+            return Err(fail(
+                ZE_RESULT_ERROR_MODULE_BUILD_FAILURE,
+                format_args!("clBuildProgram on {} = {r}: {log}", o.description),
+            ));
         }
-        let names = kernels.iter().map(|k| CString::new(k.name.clone()).expect("no NUL")).collect();
-        let m = Arc::new(Module { ctx, device: dev, program: prog, kernels, names });
+        let names = kernels
+            .iter()
+            .map(|k| CString::new(k.name.clone()).expect("no NUL"))
+            .collect();
+        let m = Arc::new(Module {
+            ctx,
+            device: dev,
+            program: prog,
+            kernels,
+            names,
+        });
         // SAFETY: checked non-null.
         unsafe { out(ph, ze_module_handle_t(MODULES.insert(m))) }
     })
@@ -301,7 +384,10 @@ pub(crate) unsafe extern "C" fn module_destroy(h: ze_module_handle_t) -> ze_resu
         MODULES
             .remove_if(h.0, |m| {
                 if KERNELS.any(|k| Arc::ptr_eq(&k.module, m)) {
-                    Err(fail(ZE_RESULT_ERROR_HANDLE_OBJECT_IN_USE, "zeModuleDestroy: kernels of the module are still alive"))
+                    Err(fail(
+                        ZE_RESULT_ERROR_HANDLE_OBJECT_IN_USE,
+                        "zeModuleDestroy: kernels of the module are still alive",
+                    ))
                 } else {
                     Ok(())
                 }
@@ -329,7 +415,10 @@ pub(crate) unsafe extern "C" fn module_get_global_pointer(
         if r != CL_SUCCESS || ptr.is_null() {
             // SAFETY: non-null caller string.
             let n = unsafe { CStr::from_ptr(name) }.to_string_lossy();
-            return Err(fail(ZE_RESULT_ERROR_INVALID_GLOBAL_NAME, format_args!("global {n:?} not found ({r})")));
+            return Err(fail(
+                ZE_RESULT_ERROR_INVALID_GLOBAL_NAME,
+                format_args!("global {n:?} not found ({r})"),
+            ));
         }
         if !psize.is_null() {
             // SAFETY: optional output, non-null.
@@ -343,7 +432,11 @@ pub(crate) unsafe extern "C" fn module_get_global_pointer(
     })
 }
 
-pub(crate) unsafe extern "C" fn module_get_kernel_names(h: ze_module_handle_t, pcount: *mut u32, pnames: *mut *const c_char) -> ze_result_t {
+pub(crate) unsafe extern "C" fn module_get_kernel_names(
+    h: ze_module_handle_t,
+    pcount: *mut u32,
+    pnames: *mut *const c_char,
+) -> ze_result_t {
     entry(|| {
         let m = MODULES.get(h.0)?;
         let ptrs: Vec<*const c_char> = m.names.iter().map(|n| n.as_ptr()).collect();
@@ -383,7 +476,11 @@ pub(crate) unsafe extern "C" fn build_log_destroy(h: ze_module_build_log_handle_
     entry(|| BUILD_LOGS.remove_if(h.0, |_| Ok(())).map(|_| ()))
 }
 
-pub(crate) unsafe extern "C" fn build_log_get_string(h: ze_module_build_log_handle_t, psize: *mut usize, buf: *mut c_char) -> ze_result_t {
+pub(crate) unsafe extern "C" fn build_log_get_string(
+    h: ze_module_build_log_handle_t,
+    psize: *mut usize,
+    buf: *mut c_char,
+) -> ze_result_t {
     entry(|| {
         let l = BUILD_LOGS.get(h.0)?;
         // SAFETY: caller's pointers.
@@ -391,12 +488,20 @@ pub(crate) unsafe extern "C" fn build_log_get_string(h: ze_module_build_log_hand
     })
 }
 
-pub(crate) unsafe extern "C" fn kernel_create(hm: ze_module_handle_t, desc: *const ze_kernel_desc_t, ph: *mut ze_kernel_handle_t) -> ze_result_t {
+pub(crate) unsafe extern "C" fn kernel_create(
+    hm: ze_module_handle_t,
+    desc: *const ze_kernel_desc_t,
+    ph: *mut ze_kernel_handle_t,
+) -> ze_result_t {
     entry(|| {
         let m = MODULES.get(hm.0)?;
         // SAFETY: caller's descriptor.
         let d = unsafe { read_desc(desc, &[])? };
-        check_flags(d.flags, ZE_KERNEL_FLAG_FORCE_RESIDENCY | ZE_KERNEL_FLAG_EXPLICIT_RESIDENCY, "ze_kernel_desc_t.flags")?;
+        check_flags(
+            d.flags,
+            ZE_KERNEL_FLAG_FORCE_RESIDENCY | ZE_KERNEL_FLAG_EXPLICIT_RESIDENCY,
+            "ze_kernel_desc_t.flags",
+        )?;
         nn(d.pKernelName)?;
         nn_mut(ph)?;
         // SAFETY: non-null NUL-terminated caller string.
@@ -406,13 +511,21 @@ pub(crate) unsafe extern "C" fn kernel_create(hm: ze_module_handle_t, desc: *con
             .iter()
             .find(|k| k.name.as_bytes() == name.to_bytes())
             .cloned()
-            .ok_or_else(|| fail(ZE_RESULT_ERROR_INVALID_KERNEL_NAME, format_args!("no kernel {name:?} in module")))?;
+            .ok_or_else(|| {
+                fail(
+                    ZE_RESULT_ERROR_INVALID_KERNEL_NAME,
+                    format_args!("no kernel {name:?} in module"),
+                )
+            })?;
         let o = ocl::get().map_err(|e| fail(ZE_RESULT_ERROR_DEPENDENCY_UNAVAILABLE, e))?;
         let mut err = 0;
         // SAFETY: built program, NUL-terminated name.
         let k = unsafe { (o.create_kernel)(m.program, name.as_ptr(), &mut err) };
         if err != CL_SUCCESS || k.is_null() {
-            return Err(fail(ZE_RESULT_ERROR_INVALID_KERNEL_NAME, format_args!("clCreateKernel({name:?}) = {err}")));
+            return Err(fail(
+                ZE_RESULT_ERROR_INVALID_KERNEL_NAME,
+                format_args!("clCreateKernel({name:?}) = {err}"),
+            ));
         }
         let nargs = info.args.len();
         let kern = Arc::new(Kernel {
@@ -432,7 +545,12 @@ pub(crate) unsafe extern "C" fn kernel_destroy(h: ze_kernel_handle_t) -> ze_resu
     entry(|| KERNELS.remove_if(h.0, |_| Ok(())).map(|_| ()))
 }
 
-pub(crate) unsafe extern "C" fn kernel_set_group_size(h: ze_kernel_handle_t, x: u32, y: u32, z: u32) -> ze_result_t {
+pub(crate) unsafe extern "C" fn kernel_set_group_size(
+    h: ze_kernel_handle_t,
+    x: u32,
+    y: u32,
+    z: u32,
+) -> ze_result_t {
     entry(|| {
         let k = kernel(h)?;
         let total = x as u64 * y as u64 * z as u64;
@@ -448,7 +566,10 @@ pub(crate) unsafe extern "C" fn kernel_set_group_size(h: ze_kernel_handle_t, x: 
 }
 
 fn largest_divisor_at_most(n: u32, cap: u32) -> u32 {
-    (1..=cap.min(n).max(1)).rev().find(|d| n % d == 0).unwrap_or(1)
+    (1..=cap.min(n).max(1))
+        .rev()
+        .find(|d| n % d == 0)
+        .unwrap_or(1)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -483,14 +604,32 @@ pub(crate) unsafe extern "C" fn kernel_suggest_group_size(
     })
 }
 
-pub(crate) unsafe extern "C" fn kernel_set_argument_value(h: ze_kernel_handle_t, idx: u32, size: usize, pval: *const c_void) -> ze_result_t {
+pub(crate) unsafe extern "C" fn kernel_set_argument_value(
+    h: ze_kernel_handle_t,
+    idx: u32,
+    size: usize,
+    pval: *const c_void,
+) -> ze_result_t {
     entry(|| {
         let k = kernel(h)?;
         let kind = *k.info.args.get(idx as usize).ok_or_else(|| {
-            fail(ZE_RESULT_ERROR_INVALID_KERNEL_ARGUMENT_INDEX, format_args!("kernel {}: argument {idx} (has {})", k.info.name, k.info.args.len()))
+            fail(
+                ZE_RESULT_ERROR_INVALID_KERNEL_ARGUMENT_INDEX,
+                format_args!(
+                    "kernel {}: argument {idx} (has {})",
+                    k.info.name,
+                    k.info.args.len()
+                ),
+            )
         })?;
         let bad_size = |want: &dyn std::fmt::Display| {
-            fail(ZE_RESULT_ERROR_INVALID_KERNEL_ARGUMENT_SIZE, format_args!("kernel {} argument {idx}: size {size}, expected {want}", k.info.name))
+            fail(
+                ZE_RESULT_ERROR_INVALID_KERNEL_ARGUMENT_SIZE,
+                format_args!(
+                    "kernel {} argument {idx}: size {size}, expected {want}",
+                    k.info.name
+                ),
+            )
         };
         let v = match kind {
             ArgKind::Value(n) => {
@@ -499,7 +638,9 @@ pub(crate) unsafe extern "C" fn kernel_set_argument_value(h: ze_kernel_handle_t,
                 }
                 nn(pval)?;
                 // SAFETY: the caller provides `size` readable bytes.
-                ArgValue::Bytes(unsafe { std::slice::from_raw_parts(pval as *const u8, size) }.to_vec())
+                ArgValue::Bytes(
+                    unsafe { std::slice::from_raw_parts(pval as *const u8, size) }.to_vec(),
+                )
             }
             ArgKind::GlobalPtr => {
                 if size != 8 {
@@ -517,7 +658,13 @@ pub(crate) unsafe extern "C" fn kernel_set_argument_value(h: ze_kernel_handle_t,
                     return Err(bad_size(&"a non-zero local memory size"));
                 }
                 if !pval.is_null() {
-                    return Err(fail(ZE_RESULT_ERROR_INVALID_ARGUMENT, format_args!("kernel {} argument {idx} is local memory: pArgValue must be null", k.info.name)));
+                    return Err(fail(
+                        ZE_RESULT_ERROR_INVALID_ARGUMENT,
+                        format_args!(
+                            "kernel {} argument {idx} is local memory: pArgValue must be null",
+                            k.info.name
+                        ),
+                    ));
                 }
                 ArgValue::Local(size)
             }
@@ -527,7 +674,11 @@ pub(crate) unsafe extern "C" fn kernel_set_argument_value(h: ze_kernel_handle_t,
     })
 }
 
-pub(crate) unsafe extern "C" fn kernel_get_name(h: ze_kernel_handle_t, psize: *mut usize, buf: *mut c_char) -> ze_result_t {
+pub(crate) unsafe extern "C" fn kernel_get_name(
+    h: ze_kernel_handle_t,
+    psize: *mut usize,
+    buf: *mut c_char,
+) -> ze_result_t {
     entry(|| {
         let k = kernel(h)?;
         // SAFETY: caller's pointers.
@@ -541,8 +692,14 @@ mod tests {
 
     #[test]
     fn build_flags_translate() {
-        assert_eq!(translate_flags("-ze-opt-disable -DX=1").unwrap(), "-cl-opt-disable -DX=1");
-        assert_eq!(translate_flags("-ze-opt-level=2 -ze-take-global-address").unwrap(), "");
+        assert_eq!(
+            translate_flags("-ze-opt-disable -DX=1").unwrap(),
+            "-cl-opt-disable -DX=1"
+        );
+        assert_eq!(
+            translate_flags("-ze-opt-level=2 -ze-take-global-address").unwrap(),
+            ""
+        );
         assert!(translate_flags("-ze-bogus").is_err());
     }
 

@@ -23,7 +23,8 @@ pub const CL_DEVICE_NAME: cl_uint = 0x102B;
 pub const CL_DEVICE_IL_VERSION: cl_uint = 0x105B;
 pub const CL_PROGRAM_BUILD_LOG: cl_uint = 0x1183;
 
-type GetInfoFn = unsafe extern "C" fn(*mut c_void, cl_uint, usize, *mut c_void, *mut usize) -> cl_int;
+type GetInfoFn =
+    unsafe extern "C" fn(*mut c_void, cl_uint, usize, *mut c_void, *mut usize) -> cl_int;
 
 /// The OpenCL entry points ze-emu uses, plus the chosen platform/device/context.
 pub struct Ocl {
@@ -31,22 +32,56 @@ pub struct Ocl {
     pub device: cl_device_id,
     pub context: cl_context,
     pub description: String,
-    pub create_queue: unsafe extern "C" fn(cl_context, cl_device_id, *const u64, *mut cl_int) -> cl_command_queue,
-    pub create_program_with_il: unsafe extern "C" fn(cl_context, *const c_void, usize, *mut cl_int) -> cl_program,
-    pub build_program: unsafe extern "C" fn(cl_program, cl_uint, *const cl_device_id, *const c_char, *const c_void, *mut c_void) -> cl_int,
-    pub get_program_build_info: unsafe extern "C" fn(cl_program, cl_device_id, cl_uint, usize, *mut c_void, *mut usize) -> cl_int,
+    pub create_queue:
+        unsafe extern "C" fn(cl_context, cl_device_id, *const u64, *mut cl_int) -> cl_command_queue,
+    pub create_program_with_il:
+        unsafe extern "C" fn(cl_context, *const c_void, usize, *mut cl_int) -> cl_program,
+    pub build_program: unsafe extern "C" fn(
+        cl_program,
+        cl_uint,
+        *const cl_device_id,
+        *const c_char,
+        *const c_void,
+        *mut c_void,
+    ) -> cl_int,
+    pub get_program_build_info: unsafe extern "C" fn(
+        cl_program,
+        cl_device_id,
+        cl_uint,
+        usize,
+        *mut c_void,
+        *mut usize,
+    ) -> cl_int,
     pub create_kernel: unsafe extern "C" fn(cl_program, *const c_char, *mut cl_int) -> cl_kernel,
     pub set_kernel_arg: unsafe extern "C" fn(cl_kernel, cl_uint, usize, *const c_void) -> cl_int,
-    pub enqueue_nd_range: unsafe extern "C" fn(cl_command_queue, cl_kernel, cl_uint, *const usize, *const usize, *const usize, cl_uint, *const cl_event, *mut cl_event) -> cl_int,
+    pub enqueue_nd_range: unsafe extern "C" fn(
+        cl_command_queue,
+        cl_kernel,
+        cl_uint,
+        *const usize,
+        *const usize,
+        *const usize,
+        cl_uint,
+        *const cl_event,
+        *mut cl_event,
+    ) -> cl_int,
     pub finish: unsafe extern "C" fn(cl_command_queue) -> cl_int,
     pub release_kernel: unsafe extern "C" fn(cl_kernel) -> cl_int,
     pub release_program: unsafe extern "C" fn(cl_program) -> cl_int,
     pub release_queue: unsafe extern "C" fn(cl_command_queue) -> cl_int,
     /// `clSetKernelArgMemPointerINTEL` (cl_intel_unified_shared_memory).
-    pub set_kernel_arg_mem_pointer: Option<unsafe extern "C" fn(cl_kernel, cl_uint, *const c_void) -> cl_int>,
+    pub set_kernel_arg_mem_pointer:
+        Option<unsafe extern "C" fn(cl_kernel, cl_uint, *const c_void) -> cl_int>,
     /// `clGetDeviceGlobalVariablePointerINTEL` (cl_intel_global_variable_pointers).
-    pub get_global_variable_pointer:
-        Option<unsafe extern "C" fn(cl_device_id, cl_program, *const c_char, *mut usize, *mut *mut c_void) -> cl_int>,
+    pub get_global_variable_pointer: Option<
+        unsafe extern "C" fn(
+            cl_device_id,
+            cl_program,
+            *const c_char,
+            *mut usize,
+            *mut *mut c_void,
+        ) -> cl_int,
+    >,
 }
 
 // SAFETY: OpenCL objects and entry points are thread-safe per the OpenCL specification (all API calls except
@@ -73,7 +108,9 @@ fn info_string(f: GetInfoFn, obj: *mut c_void, what: cl_uint) -> String {
     if unsafe { f(obj, what, n, buf.as_mut_ptr().cast(), std::ptr::null_mut()) } != CL_SUCCESS {
         return String::new();
     }
-    String::from_utf8_lossy(&buf).trim_end_matches('\0').to_string()
+    String::from_utf8_lossy(&buf)
+        .trim_end_matches('\0')
+        .to_string()
 }
 
 fn load() -> Result<Ocl, String> {
@@ -98,13 +135,28 @@ fn load() -> Result<Ocl, String> {
             unsafe { *lib.get($name).map_err(|e| format!("libOpenCL lacks {}: {e}", String::from_utf8_lossy($name)))? }
         };
     }
-    let get_platform_ids: unsafe extern "C" fn(cl_uint, *mut cl_platform_id, *mut cl_uint) -> cl_int = sym!(b"clGetPlatformIDs\0");
-    let get_device_ids: unsafe extern "C" fn(cl_platform_id, u64, cl_uint, *mut cl_device_id, *mut cl_uint) -> cl_int =
-        sym!(b"clGetDeviceIDs\0");
+    let get_platform_ids: unsafe extern "C" fn(
+        cl_uint,
+        *mut cl_platform_id,
+        *mut cl_uint,
+    ) -> cl_int = sym!(b"clGetPlatformIDs\0");
+    let get_device_ids: unsafe extern "C" fn(
+        cl_platform_id,
+        u64,
+        cl_uint,
+        *mut cl_device_id,
+        *mut cl_uint,
+    ) -> cl_int = sym!(b"clGetDeviceIDs\0");
     let get_platform_info: GetInfoFn = sym!(b"clGetPlatformInfo\0");
     let get_device_info: GetInfoFn = sym!(b"clGetDeviceInfo\0");
-    let create_context: unsafe extern "C" fn(*const isize, cl_uint, *const cl_device_id, *const c_void, *mut c_void, *mut cl_int) -> cl_context =
-        sym!(b"clCreateContext\0");
+    let create_context: unsafe extern "C" fn(
+        *const isize,
+        cl_uint,
+        *const cl_device_id,
+        *const c_void,
+        *mut c_void,
+        *mut cl_int,
+    ) -> cl_context = sym!(b"clCreateContext\0");
     let get_ext: unsafe extern "C" fn(cl_platform_id, *const c_char) -> *mut c_void =
         sym!(b"clGetExtensionFunctionAddressForPlatform\0");
 
@@ -122,13 +174,24 @@ fn load() -> Result<Ocl, String> {
         let pname = info_string(get_platform_info, p, CL_PLATFORM_NAME);
         let mut nd: cl_uint = 0;
         // SAFETY: count query.
-        if unsafe { get_device_ids(p, CL_DEVICE_TYPE_ALL, 0, std::ptr::null_mut(), &mut nd) } != CL_SUCCESS || nd == 0 {
+        if unsafe { get_device_ids(p, CL_DEVICE_TYPE_ALL, 0, std::ptr::null_mut(), &mut nd) }
+            != CL_SUCCESS
+            || nd == 0
+        {
             seen.push(format!("{pname}: no devices"));
             continue;
         }
         let mut devs = vec![std::ptr::null_mut(); nd as usize];
         // SAFETY: buffer of nd entries.
-        unsafe { get_device_ids(p, CL_DEVICE_TYPE_ALL, nd, devs.as_mut_ptr(), std::ptr::null_mut()) };
+        unsafe {
+            get_device_ids(
+                p,
+                CL_DEVICE_TYPE_ALL,
+                nd,
+                devs.as_mut_ptr(),
+                std::ptr::null_mut(),
+            )
+        };
         for d in devs {
             let il = info_string(get_device_info, d, CL_DEVICE_IL_VERSION);
             let dname = info_string(get_device_info, d, CL_DEVICE_NAME);
@@ -138,7 +201,16 @@ fn load() -> Result<Ocl, String> {
             }
             let mut err = 0;
             // SAFETY: one valid device id, no callback.
-            let ctx = unsafe { create_context(std::ptr::null(), 1, &d, std::ptr::null(), std::ptr::null_mut(), &mut err) };
+            let ctx = unsafe {
+                create_context(
+                    std::ptr::null(),
+                    1,
+                    &d,
+                    std::ptr::null(),
+                    std::ptr::null_mut(),
+                    &mut err,
+                )
+            };
             if err != CL_SUCCESS || ctx.is_null() {
                 seen.push(format!("{pname} / {dname}: clCreateContext = {err}"));
                 continue;
@@ -167,12 +239,17 @@ fn load() -> Result<Ocl, String> {
                 release_queue: sym!(b"clReleaseCommandQueue\0"),
                 // SAFETY: non-null addresses returned for these names are the extension functions with these
                 // C signatures (cl_ext.h).
-                set_kernel_arg_mem_pointer: (!set_ptr.is_null()).then(|| unsafe { std::mem::transmute(set_ptr) }),
+                set_kernel_arg_mem_pointer: (!set_ptr.is_null())
+                    .then(|| unsafe { std::mem::transmute(set_ptr) }),
                 // SAFETY: as above.
-                get_global_variable_pointer: (!global_ptr.is_null()).then(|| unsafe { std::mem::transmute(global_ptr) }),
+                get_global_variable_pointer: (!global_ptr.is_null())
+                    .then(|| unsafe { std::mem::transmute(global_ptr) }),
                 _lib: lib,
             });
         }
     }
-    Err(format!("no OpenCL device with SPIR-V support ({})", seen.join("; ")))
+    Err(format!(
+        "no OpenCL device with SPIR-V support ({})",
+        seen.join("; ")
+    ))
 }

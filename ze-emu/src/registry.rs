@@ -14,7 +14,9 @@ pub struct Registry<T> {
 
 impl<T> Default for Registry<T> {
     fn default() -> Self {
-        Self { map: Mutex::new(HashMap::new()) }
+        Self {
+            map: Mutex::new(HashMap::new()),
+        }
     }
 }
 
@@ -22,7 +24,10 @@ impl<T> Registry<T> {
     /// Registers `obj`; returns its handle value.
     pub fn insert(&self, obj: Arc<T>) -> *mut c_void {
         let p = Arc::as_ptr(&obj) as *mut c_void;
-        self.map.lock().unwrap_or_else(|e| e.into_inner()).insert(p as usize, obj);
+        self.map
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(p as usize, obj);
         p
     }
 
@@ -59,13 +64,19 @@ impl<T> Registry<T> {
             return Err(ZE_RESULT_ERROR_INVALID_NULL_HANDLE);
         }
         let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
-        let obj = map.get(&(h as usize)).ok_or(ZE_RESULT_ERROR_INVALID_ARGUMENT)?;
+        let obj = map
+            .get(&(h as usize))
+            .ok_or(ZE_RESULT_ERROR_INVALID_ARGUMENT)?;
         check(obj)?;
         Ok(map.remove(&(h as usize)).expect("present"))
     }
 
     /// Whether any registered object satisfies `f`.
     pub fn any(&self, f: impl Fn(&T) -> bool) -> bool {
-        self.map.lock().unwrap_or_else(|e| e.into_inner()).values().any(|o| f(o))
+        self.map
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .any(|o| f(o))
     }
 }

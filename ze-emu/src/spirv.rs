@@ -55,7 +55,10 @@ pub fn parse(bytes: &[u8]) -> Result<Vec<KernelInfo>, String> {
     if bytes.len() < 20 || bytes.len() % 4 != 0 {
         return Err(format!("not a SPIR-V binary: {} bytes", bytes.len()));
     }
-    let mut words: Vec<u32> = bytes.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+    let mut words: Vec<u32> = bytes
+        .chunks_exact(4)
+        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect();
     if words[0] == 0x0302_2307 {
         for w in &mut words {
             *w = w.swap_bytes();
@@ -106,7 +109,11 @@ pub fn parse(bytes: &[u8]) -> Result<Vec<KernelInfo>, String> {
                 types.insert(a[0], Ty::Other);
             }
             43 if a.len() >= 3 => {
-                let v = if a.len() >= 4 { (a[2] as u64) | ((a[3] as u64) << 32) } else { a[2] as u64 };
+                let v = if a.len() >= 4 {
+                    (a[2] as u64) | ((a[3] as u64) << 32)
+                } else {
+                    a[2] as u64
+                };
                 constants.insert(a[1], v);
             }
             54 if a.len() >= 4 => {
@@ -116,7 +123,12 @@ pub fn parse(bytes: &[u8]) -> Result<Vec<KernelInfo>, String> {
         }
         i += wc;
     }
-    fn size_align(t: u32, types: &HashMap<u32, Ty>, consts: &HashMap<u32, u64>, depth: u32) -> Option<(usize, usize)> {
+    fn size_align(
+        t: u32,
+        types: &HashMap<u32, Ty>,
+        consts: &HashMap<u32, u64>,
+        depth: u32,
+    ) -> Option<(usize, usize)> {
         if depth > 32 {
             return None;
         }
@@ -150,7 +162,9 @@ pub fn parse(bytes: &[u8]) -> Result<Vec<KernelInfo>, String> {
     }
     let mut out = Vec::new();
     for (fid, name) in entries {
-        let ft = fn_types.get(&fid).ok_or_else(|| format!("entry point {name}: no OpFunction"))?;
+        let ft = fn_types
+            .get(&fid)
+            .ok_or_else(|| format!("entry point {name}: no OpFunction"))?;
         let params = match types.get(ft) {
             Some(Ty::Function(p)) => p.clone(),
             _ => return Err(format!("entry point {name}: bad function type")),
@@ -163,7 +177,9 @@ pub fn parse(bytes: &[u8]) -> Result<Vec<KernelInfo>, String> {
                 // Function storage class: a by-value aggregate (ByVal).
                 Some(Ty::Pointer(7, pointee)) => ArgKind::Value(
                     size_align(*pointee, &types, &constants, 0)
-                        .ok_or_else(|| format!("kernel {name} argument {k}: unsupported by-value type"))?
+                        .ok_or_else(|| {
+                            format!("kernel {name} argument {k}: unsupported by-value type")
+                        })?
                         .0,
                 ),
                 Some(Ty::Pointer(..)) => ArgKind::GlobalPtr,
@@ -193,7 +209,10 @@ mod tests {
 
     #[test]
     fn literal_strings_stop_at_nul() {
-        let w = [u32::from_le_bytes(*b"abcd"), u32::from_le_bytes([b'e', 0, 0, 0])];
+        let w = [
+            u32::from_le_bytes(*b"abcd"),
+            u32::from_le_bytes([b'e', 0, 0, 0]),
+        ];
         assert_eq!(literal_string(&w), ("abcde".to_string(), 2));
     }
 }

@@ -61,7 +61,12 @@ pub unsafe fn read_desc<T: ZeStruct + Copy>(
     if base.stype != T::STYPE {
         return Err(fail(
             ZE_RESULT_ERROR_INVALID_ARGUMENT,
-            format_args!("{}: stype is {}, expected {}", short_name::<T>(), base.stype, T::STYPE),
+            format_args!(
+                "{}: stype is {}, expected {}",
+                short_name::<T>(),
+                base.stype,
+                T::STYPE
+            ),
         ));
     }
     // SAFETY: forwarded caller guarantee on the chain.
@@ -73,14 +78,22 @@ pub unsafe fn read_desc<T: ZeStruct + Copy>(
 ///
 /// # Safety
 /// `p` must be null or point to a readable and writable `T`.
-pub unsafe fn check_props<T: ZeStruct>(p: *mut T, allowed_ext: &[ze_structure_type_t]) -> ZeResult<*mut T> {
+pub unsafe fn check_props<T: ZeStruct>(
+    p: *mut T,
+    allowed_ext: &[ze_structure_type_t],
+) -> ZeResult<*mut T> {
     let p = nn_mut(p)?;
     // SAFETY: as for read_desc.
     let base = unsafe { std::ptr::read_unaligned(p as *const ze_base_desc_t) };
     if base.stype != T::STYPE {
         return Err(fail(
             ZE_RESULT_ERROR_INVALID_ARGUMENT,
-            format_args!("{}: stype is {}, expected {}", short_name::<T>(), base.stype, T::STYPE),
+            format_args!(
+                "{}: stype is {}, expected {}",
+                short_name::<T>(),
+                base.stype,
+                T::STYPE
+            ),
         ));
     }
     // SAFETY: forwarded caller guarantee on the chain.
@@ -100,7 +113,10 @@ pub unsafe fn check_chain(mut next: *const c_void, allowed: &[ze_structure_type_
         if !allowed.contains(&b.stype) {
             return Err(fail(
                 ZE_RESULT_ERROR_UNSUPPORTED_FEATURE,
-                format_args!("extension structure {} in pNext is not supported by ze-emu", b.stype),
+                format_args!(
+                    "extension structure {} in pNext is not supported by ze-emu",
+                    b.stype
+                ),
             ));
         }
         next = b.pNext;
@@ -115,7 +131,10 @@ pub unsafe fn check_chain(mut next: *const c_void, allowed: &[ze_structure_type_
 /// Rejects bits outside `valid`.
 pub fn check_flags(flags: u32, valid: u32, what: &str) -> ZeResult {
     if flags & !valid != 0 {
-        Err(fail(ZE_RESULT_ERROR_INVALID_ENUMERATION, format_args!("{what}: unknown flag bits {:#x}", flags & !valid)))
+        Err(fail(
+            ZE_RESULT_ERROR_INVALID_ENUMERATION,
+            format_args!("{what}: unknown flag bits {:#x}", flags & !valid),
+        ))
     } else {
         Ok(())
     }
@@ -156,7 +175,10 @@ pub struct Flag {
 impl Flag {
     /// A flag in the given state.
     pub fn new(v: bool) -> Self {
-        Self { set: Mutex::new(v), cv: Condvar::new() }
+        Self {
+            set: Mutex::new(v),
+            cv: Condvar::new(),
+        }
     }
     /// Sets the flag and wakes waiters.
     pub fn set(&self) {
@@ -187,7 +209,11 @@ impl Flag {
             if now >= deadline {
                 return false;
             }
-            g = self.cv.wait_timeout(g, deadline - now).unwrap_or_else(|e| e.into_inner()).0;
+            g = self
+                .cv
+                .wait_timeout(g, deadline - now)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
         }
         true
     }

@@ -2,6 +2,8 @@
 //! llvm-spirv-14 | spirv-val) and run by Intel's OpenCL CPU runtime behind ze-emu. Skipped, with the reason
 //! printed, only when the toolchain or the runtime is not installed (scripts/setup-device.sh installs both).
 
+#![allow(clippy::macro_metavars_in_unsafe)] // the ze! macro passes (deliberately invalid) arguments to FFI calls
+
 mod common;
 use common::*;
 use std::ffi::{c_void, CStr};
@@ -36,14 +38,22 @@ fn built_spv() -> Option<PathBuf> {
             skip(String::from_utf8_lossy(&o.stderr).trim());
             None
         }
-        Ok(o) => panic!("{} failed: {}{}", script.display(), String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr)),
+        Ok(o) => panic!(
+            "{} failed: {}{}",
+            script.display(),
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        ),
         Err(e) => panic!("cannot run {}: {e}", script.display()),
     }
 }
 
 fn opts_with_spv() -> Option<Opts> {
     let spv = built_spv()?;
-    Some(Opts { env: vec![(SPV_ENV.into(), spv.display().to_string())], ..Default::default() })
+    Some(Opts {
+        env: vec![(SPV_ENV.into(), spv.display().to_string())],
+        ..Default::default()
+    })
 }
 
 fn build_module(env: &Env, il: &[u8], flags: &CStr) -> (ze_result_t, ze_module_handle_t, String) {
@@ -56,15 +66,23 @@ fn build_module(env: &Env, il: &[u8], flags: &CStr) -> (ze_result_t, ze_module_h
     };
     let mut m = ze_module_handle_t::null();
     let mut log = ze_module_build_log_handle_t::null();
-    let r = ze!(env, zeModuleCreate(env.ctx, env.dev(), &desc, &mut m, &mut log));
+    let r = ze!(
+        env,
+        zeModuleCreate(env.ctx, env.dev(), &desc, &mut m, &mut log)
+    );
     let mut text = String::new();
     if !log.is_null() {
         let mut n = 0usize;
         ze_ok!(env, zeModuleBuildLogGetString(log, &mut n, null_mut()));
         let mut buf = vec![0 as std::ffi::c_char; n];
-        ze_ok!(env, zeModuleBuildLogGetString(log, &mut n, buf.as_mut_ptr()));
+        ze_ok!(
+            env,
+            zeModuleBuildLogGetString(log, &mut n, buf.as_mut_ptr())
+        );
         // SAFETY: NUL-terminated by the driver.
-        text = unsafe { CStr::from_ptr(buf.as_ptr()) }.to_string_lossy().into_owned();
+        text = unsafe { CStr::from_ptr(buf.as_ptr()) }
+            .to_string_lossy()
+            .into_owned();
         ze_ok!(env, zeModuleBuildLogDestroy(log));
     }
     (r, m, text)
@@ -78,18 +96,31 @@ fn load_module(env: &Env) -> ze_module_handle_t {
 }
 
 fn kernel(env: &Env, m: ze_module_handle_t, name: &CStr) -> ze_kernel_handle_t {
-    let kd = ze_kernel_desc_t { pKernelName: name.as_ptr(), ..Default::default() };
+    let kd = ze_kernel_desc_t {
+        pKernelName: name.as_ptr(),
+        ..Default::default()
+    };
     let mut k = ze_kernel_handle_t::null();
     ze_ok!(env, zeKernelCreate(m, &kd, &mut k));
     k
 }
 
 fn arg<T>(env: &Env, k: ze_kernel_handle_t, i: u32, v: &T) {
-    ze_ok!(env, zeKernelSetArgumentValue(k, i, std::mem::size_of::<T>(), v as *const T as *const c_void));
+    ze_ok!(
+        env,
+        zeKernelSetArgumentValue(
+            k,
+            i,
+            std::mem::size_of::<T>(),
+            v as *const T as *const c_void
+        )
+    );
 }
 
 fn kernel_case(name: &str, body: fn(&Env)) {
-    let opts = if common::is_child(name) { Opts::default() } else {
+    let opts = if common::is_child(name) {
+        Opts::default()
+    } else {
         match opts_with_spv() {
             Some(o) => o,
             None => return,
@@ -107,7 +138,10 @@ fn module_names_and_put_signal() {
         let mut names = vec![std::ptr::null(); n as usize];
         ze_ok!(env, zeModuleGetKernelNames(m, &mut n, names.as_mut_ptr()));
         // SAFETY: names live as long as the module.
-        let mut names: Vec<String> = names.iter().map(|p| unsafe { CStr::from_ptr(*p) }.to_string_lossy().into_owned()).collect();
+        let mut names: Vec<String> = names
+            .iter()
+            .map(|p| unsafe { CStr::from_ptr(*p) }.to_string_lossy().into_owned())
+            .collect();
         names.sort();
         assert_eq!(names, ["count_ids", "put_signal", "read_global"]);
 
@@ -125,12 +159,22 @@ fn module_names_and_put_signal() {
         arg(env, k, 3, &sig);
         arg(env, k, 4, &5u64);
         let (mut gx, mut gy, mut gz) = (0, 0, 0);
-        ze_ok!(env, zeKernelSuggestGroupSize(k, 1024, 1, 1, &mut gx, &mut gy, &mut gz));
+        ze_ok!(
+            env,
+            zeKernelSuggestGroupSize(k, 1024, 1, 1, &mut gx, &mut gy, &mut gz)
+        );
         assert_eq!((gx, gy, gz), (256, 1, 1));
         ze_ok!(env, zeKernelSetGroupSize(k, gx, gy, gz));
         let imm = env.immediate(0, ZE_COMMAND_QUEUE_MODE_SYNCHRONOUS);
-        let gc = ze_group_count_t { groupCountX: 4, groupCountY: 1, groupCountZ: 1 };
-        ze_ok!(env, zeCommandListAppendLaunchKernel(imm, k, &gc, ze_event_handle_t::null(), 0, null_mut()));
+        let gc = ze_group_count_t {
+            groupCountX: 4,
+            groupCountY: 1,
+            groupCountZ: 1,
+        };
+        ze_ok!(
+            env,
+            zeCommandListAppendLaunchKernel(imm, k, &gc, ze_event_handle_t::null(), 0, null_mut())
+        );
         // SAFETY: allocations of N u32 and one u64.
         unsafe {
             assert!((0..N).all(|i| *dst.add(i) == 2 * i as u32), "put data");
@@ -139,15 +183,40 @@ fn module_names_and_put_signal() {
         // Arguments are captured at append time: a regular list launched twice adds twice.
         let (pool, ev) = env.events(1);
         let mut list = ze_command_list_handle_t::null();
-        ze_ok!(env, zeCommandListCreate(env.ctx, env.dev(), &ze_command_list_desc_t::default(), &mut list));
-        ze_ok!(env, zeCommandListAppendLaunchKernel(list, k, &gc, ev[0], 0, null_mut()));
+        ze_ok!(
+            env,
+            zeCommandListCreate(
+                env.ctx,
+                env.dev(),
+                &ze_command_list_desc_t::default(),
+                &mut list
+            )
+        );
+        ze_ok!(
+            env,
+            zeCommandListAppendLaunchKernel(list, k, &gc, ev[0], 0, null_mut())
+        );
         arg(env, k, 4, &100u64); // does not affect the recorded launch
         ze_ok!(env, zeCommandListClose(list));
         let mut q = ze_command_queue_handle_t::null();
-        ze_ok!(env, zeCommandQueueCreate(env.ctx, env.dev(), &ze_command_queue_desc_t::default(), &mut q));
+        ze_ok!(
+            env,
+            zeCommandQueueCreate(
+                env.ctx,
+                env.dev(),
+                &ze_command_queue_desc_t::default(),
+                &mut q
+            )
+        );
         let mut fence = ze_fence_handle_t::null();
-        ze_ok!(env, zeFenceCreate(q, &ze_fence_desc_t::default(), &mut fence));
-        ze_ok!(env, zeCommandQueueExecuteCommandLists(q, 1, &mut list, fence));
+        ze_ok!(
+            env,
+            zeFenceCreate(q, &ze_fence_desc_t::default(), &mut fence)
+        );
+        ze_ok!(
+            env,
+            zeCommandQueueExecuteCommandLists(q, 1, &mut list, fence)
+        );
         ze_ok!(env, zeFenceHostSynchronize(fence, u64::MAX));
         ze_ok!(env, zeEventHostSynchronize(ev[0], u64::MAX));
         // SAFETY: as above.
@@ -158,7 +227,10 @@ fn module_names_and_put_signal() {
         ze_ok!(env, zeEventDestroy(ev[0]));
         ze_ok!(env, zeEventPoolDestroy(pool));
         // A module with live kernels cannot be destroyed.
-        assert_eq!(ze!(env, zeModuleDestroy(m)), ZE_RESULT_ERROR_HANDLE_OBJECT_IN_USE);
+        assert_eq!(
+            ze!(env, zeModuleDestroy(m)),
+            ZE_RESULT_ERROR_HANDLE_OBJECT_IN_USE
+        );
         ze_ok!(env, zeKernelDestroy(k));
         ze_ok!(env, zeCommandListDestroy(imm));
         ze_ok!(env, zeModuleDestroy(m));
@@ -176,13 +248,26 @@ fn multi_dimensional_launch_with_local_memory() {
         arg(env, k, 1, &ids);
         // Local memory: size only, null value; a value is rejected.
         let one = 1u32;
-        assert_eq!(ze!(env, zeKernelSetArgumentValue(k, 2, 32, &one as *const u32 as *const c_void)), ZE_RESULT_ERROR_INVALID_ARGUMENT);
+        assert_eq!(
+            ze!(
+                env,
+                zeKernelSetArgumentValue(k, 2, 32, &one as *const u32 as *const c_void)
+            ),
+            ZE_RESULT_ERROR_INVALID_ARGUMENT
+        );
         ze_ok!(env, zeKernelSetArgumentValue(k, 2, 8 * 4, std::ptr::null()));
         ze_ok!(env, zeKernelSetGroupSize(k, 4, 2, 1));
         let imm = env.immediate(0, ZE_COMMAND_QUEUE_MODE_ASYNCHRONOUS);
         let (pool, ev) = env.events(1);
-        let gc = ze_group_count_t { groupCountX: 2, groupCountY: 3, groupCountZ: 1 };
-        ze_ok!(env, zeCommandListAppendLaunchKernel(imm, k, &gc, ev[0], 0, null_mut()));
+        let gc = ze_group_count_t {
+            groupCountX: 2,
+            groupCountY: 3,
+            groupCountZ: 1,
+        };
+        ze_ok!(
+            env,
+            zeCommandListAppendLaunchKernel(imm, k, &gc, ev[0], 0, null_mut())
+        );
         ze_ok!(env, zeEventHostSynchronize(ev[0], 60_000_000_000));
         // SAFETY: allocations of the sizes above.
         unsafe {
@@ -201,31 +286,95 @@ fn multi_dimensional_launch_with_local_memory() {
 fn kernel_errors() {
     kernel_case("kernel_errors", |env| {
         let m = load_module(env);
-        let kd = ze_kernel_desc_t { pKernelName: c"no_such_kernel".as_ptr(), ..Default::default() };
+        let kd = ze_kernel_desc_t {
+            pKernelName: c"no_such_kernel".as_ptr(),
+            ..Default::default()
+        };
         let mut k = ze_kernel_handle_t::null();
-        assert_eq!(ze!(env, zeKernelCreate(m, &kd, &mut k)), ZE_RESULT_ERROR_INVALID_KERNEL_NAME);
-        let bad = ze_kernel_desc_t { stype: ZE_STRUCTURE_TYPE_MODULE_DESC, pKernelName: c"put_signal".as_ptr(), ..Default::default() };
-        assert_eq!(ze!(env, zeKernelCreate(m, &bad, &mut k)), ZE_RESULT_ERROR_INVALID_ARGUMENT);
+        assert_eq!(
+            ze!(env, zeKernelCreate(m, &kd, &mut k)),
+            ZE_RESULT_ERROR_INVALID_KERNEL_NAME
+        );
+        let bad = ze_kernel_desc_t {
+            stype: ZE_STRUCTURE_TYPE_MODULE_DESC,
+            pKernelName: c"put_signal".as_ptr(),
+            ..Default::default()
+        };
+        assert_eq!(
+            ze!(env, zeKernelCreate(m, &bad, &mut k)),
+            ZE_RESULT_ERROR_INVALID_ARGUMENT
+        );
         let k = kernel(env, m, c"put_signal");
         let v = 0u64;
         let pv = &v as *const u64 as *const c_void;
-        assert_eq!(ze!(env, zeKernelSetArgumentValue(k, 5, 8, pv)), ZE_RESULT_ERROR_INVALID_KERNEL_ARGUMENT_INDEX);
-        assert_eq!(ze!(env, zeKernelSetArgumentValue(k, 2, 4, pv)), ZE_RESULT_ERROR_INVALID_KERNEL_ARGUMENT_SIZE);
-        assert_eq!(ze!(env, zeKernelSetArgumentValue(k, 0, 4, pv)), ZE_RESULT_ERROR_INVALID_KERNEL_ARGUMENT_SIZE);
-        assert_eq!(ze!(env, zeKernelSetGroupSize(k, 0, 1, 1)), ZE_RESULT_ERROR_INVALID_GROUP_SIZE_DIMENSION);
-        assert_eq!(ze!(env, zeKernelSetGroupSize(k, 2048, 1, 1)), ZE_RESULT_ERROR_INVALID_GROUP_SIZE_DIMENSION);
+        assert_eq!(
+            ze!(env, zeKernelSetArgumentValue(k, 5, 8, pv)),
+            ZE_RESULT_ERROR_INVALID_KERNEL_ARGUMENT_INDEX
+        );
+        assert_eq!(
+            ze!(env, zeKernelSetArgumentValue(k, 2, 4, pv)),
+            ZE_RESULT_ERROR_INVALID_KERNEL_ARGUMENT_SIZE
+        );
+        assert_eq!(
+            ze!(env, zeKernelSetArgumentValue(k, 0, 4, pv)),
+            ZE_RESULT_ERROR_INVALID_KERNEL_ARGUMENT_SIZE
+        );
+        assert_eq!(
+            ze!(env, zeKernelSetGroupSize(k, 0, 1, 1)),
+            ZE_RESULT_ERROR_INVALID_GROUP_SIZE_DIMENSION
+        );
+        assert_eq!(
+            ze!(env, zeKernelSetGroupSize(k, 2048, 1, 1)),
+            ZE_RESULT_ERROR_INVALID_GROUP_SIZE_DIMENSION
+        );
         let (mut a, mut b, mut c) = (0, 0, 0);
-        assert_eq!(ze!(env, zeKernelSuggestGroupSize(k, 0, 1, 1, &mut a, &mut b, &mut c)), ZE_RESULT_ERROR_INVALID_GLOBAL_WIDTH_DIMENSION);
+        assert_eq!(
+            ze!(
+                env,
+                zeKernelSuggestGroupSize(k, 0, 1, 1, &mut a, &mut b, &mut c)
+            ),
+            ZE_RESULT_ERROR_INVALID_GLOBAL_WIDTH_DIMENSION
+        );
         // Launch with unset arguments.
         let imm = env.immediate(0, ZE_COMMAND_QUEUE_MODE_SYNCHRONOUS);
-        let gc = ze_group_count_t { groupCountX: 1, groupCountY: 1, groupCountZ: 1 };
-        assert_eq!(ze!(env, zeCommandListAppendLaunchKernel(imm, k, &gc, ze_event_handle_t::null(), 0, null_mut())), ZE_RESULT_ERROR_INVALID_ARGUMENT);
+        let gc = ze_group_count_t {
+            groupCountX: 1,
+            groupCountY: 1,
+            groupCountZ: 1,
+        };
+        assert_eq!(
+            ze!(
+                env,
+                zeCommandListAppendLaunchKernel(
+                    imm,
+                    k,
+                    &gc,
+                    ze_event_handle_t::null(),
+                    0,
+                    null_mut()
+                )
+            ),
+            ZE_RESULT_ERROR_INVALID_ARGUMENT
+        );
         // Kernel launches need a compute group.
         let copy = env.immediate(1, ZE_COMMAND_QUEUE_MODE_SYNCHRONOUS);
         for i in 0..5 {
             ze_ok!(env, zeKernelSetArgumentValue(k, i, 8, pv));
         }
-        assert_eq!(ze!(env, zeCommandListAppendLaunchKernel(copy, k, &gc, ze_event_handle_t::null(), 0, null_mut())), ZE_RESULT_ERROR_INVALID_COMMAND_LIST_TYPE);
+        assert_eq!(
+            ze!(
+                env,
+                zeCommandListAppendLaunchKernel(
+                    copy,
+                    k,
+                    &gc,
+                    ze_event_handle_t::null(),
+                    0,
+                    null_mut()
+                )
+            ),
+            ZE_RESULT_ERROR_INVALID_COMMAND_LIST_TYPE
+        );
         // Invalid SPIR-V: build failure with a log; native binaries are not accepted.
         let (r, _, log) = build_module(env, &[0u8; 64], c"");
         assert_eq!(r, ZE_RESULT_ERROR_MODULE_BUILD_FAILURE);
@@ -234,19 +383,41 @@ fn kernel_errors() {
         let (r, _, log) = build_module(env, &il, c"-ze-no-such-option");
         assert_eq!(r, ZE_RESULT_ERROR_MODULE_BUILD_FAILURE);
         assert!(log.contains("-ze-no-such-option"), "{log}");
-        let desc = ze_module_desc_t { format: ZE_MODULE_FORMAT_NATIVE, inputSize: il.len(), pInputModule: il.as_ptr(), ..Default::default() };
+        let desc = ze_module_desc_t {
+            format: ZE_MODULE_FORMAT_NATIVE,
+            inputSize: il.len(),
+            pInputModule: il.as_ptr(),
+            ..Default::default()
+        };
         let mut m2 = ze_module_handle_t::null();
-        assert_eq!(ze!(env, zeModuleCreate(env.ctx, env.dev(), &desc, &mut m2, null_mut())), ZE_RESULT_ERROR_INVALID_NATIVE_BINARY);
+        assert_eq!(
+            ze!(
+                env,
+                zeModuleCreate(env.ctx, env.dev(), &desc, &mut m2, null_mut())
+            ),
+            ZE_RESULT_ERROR_INVALID_NATIVE_BINARY
+        );
         // Global pointer: supported by runtimes with clGetDeviceGlobalVariablePointerINTEL.
         let (mut size, mut ptr) = (0usize, null_mut());
-        match ze!(env, zeModuleGetGlobalPointer(m, c"xpushmem_test_counter".as_ptr(), &mut size, &mut ptr)) {
+        match ze!(
+            env,
+            zeModuleGetGlobalPointer(m, c"xpushmem_test_counter".as_ptr(), &mut size, &mut ptr)
+        ) {
             ZE_RESULT_SUCCESS => {
                 assert_eq!(size, 8);
                 // SAFETY: the runtime's pointer to the 8-byte global.
                 assert_eq!(unsafe { *(ptr as *const u64) }, 42);
-                assert_eq!(ze!(env, zeModuleGetGlobalPointer(m, c"nope".as_ptr(), &mut size, &mut ptr)), ZE_RESULT_ERROR_INVALID_GLOBAL_NAME);
+                assert_eq!(
+                    ze!(
+                        env,
+                        zeModuleGetGlobalPointer(m, c"nope".as_ptr(), &mut size, &mut ptr)
+                    ),
+                    ZE_RESULT_ERROR_INVALID_GLOBAL_NAME
+                );
             }
-            ZE_RESULT_ERROR_UNSUPPORTED_FEATURE => println!("zeModuleGetGlobalPointer unsupported by this OpenCL runtime"),
+            ZE_RESULT_ERROR_UNSUPPORTED_FEATURE => {
+                println!("zeModuleGetGlobalPointer unsupported by this OpenCL runtime")
+            }
             r => panic!("zeModuleGetGlobalPointer: {r}"),
         }
         ze_ok!(env, zeCommandListDestroy(copy));
@@ -259,9 +430,14 @@ fn kernel_errors() {
 #[test]
 fn no_opencl_means_dependency_unavailable() {
     let name = "no_opencl_means_dependency_unavailable";
-    let opts = if common::is_child(name) { Opts::default() } else {
+    let opts = if common::is_child(name) {
+        Opts::default()
+    } else {
         let Some(mut o) = opts_with_spv() else { return };
-        o.env.push(("OCL_ICD_FILENAMES".into(), "/nonexistent/libOpenCL-driver.so".into()));
+        o.env.push((
+            "OCL_ICD_FILENAMES".into(),
+            "/nonexistent/libOpenCL-driver.so".into(),
+        ));
         o
     };
     run(name, opts, || {

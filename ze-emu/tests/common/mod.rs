@@ -2,6 +2,8 @@
 //! environment set (`ZE_ENABLE_ALT_DRIVERS` = the built `libze_emu.so`, validation layer on), so the tests do
 //! not depend on the outer environment and each case gets a fresh loader.
 #![allow(dead_code)]
+// `ze!` deliberately passes caller expressions (often deliberately invalid arguments) into the FFI call.
+#![allow(clippy::macro_metavars_in_unsafe)]
 
 pub use level_zero_sys::*;
 use std::ffi::c_void;
@@ -31,7 +33,10 @@ const CASE_ENV: &str = "ZE_EMU_TEST_CASE";
 
 /// Repository root (the tests are built from the same checkout).
 pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("repo root").to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("repo root")
+        .to_path_buf()
 }
 
 const LIB_ENV: &str = "ZE_EMU_TEST_LIB";
@@ -49,23 +54,39 @@ pub fn emu_lib() -> PathBuf {
         }
         let exe = std::env::current_exe().expect("current_exe");
         // <target>/<profile>/deps/<test>
-        let profile_dir = exe.parent().and_then(Path::parent).expect("profile dir").to_path_buf();
+        let profile_dir = exe
+            .parent()
+            .and_then(Path::parent)
+            .expect("profile dir")
+            .to_path_buf();
         let release = profile_dir.file_name().is_some_and(|n| n == "release");
-        let target_dir = profile_dir.parent().expect("target dir").join("ze-emu-cdylib");
+        let target_dir = profile_dir
+            .parent()
+            .expect("target dir")
+            .join("ze-emu-cdylib");
         let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
         let mut cmd = Command::new(cargo);
-        cmd.args(["build", "--quiet", "-p", "ze-emu", "--lib", "--manifest-path"])
-            .arg(repo_root().join("ze-emu/Cargo.toml"))
-            .arg("--target-dir")
-            .arg(&target_dir)
-            .env_remove("CARGO_TARGET_DIR")
-            .env_remove("CARGO_BUILD_TARGET_DIR");
+        cmd.args([
+            "build",
+            "--quiet",
+            "-p",
+            "ze-emu",
+            "--lib",
+            "--manifest-path",
+        ])
+        .arg(repo_root().join("ze-emu/Cargo.toml"))
+        .arg("--target-dir")
+        .arg(&target_dir)
+        .env_remove("CARGO_TARGET_DIR")
+        .env_remove("CARGO_BUILD_TARGET_DIR");
         if release {
             cmd.arg("--release");
         }
         let st = cmd.status().expect("run cargo build -p ze-emu");
         assert!(st.success(), "cargo build -p ze-emu failed");
-        let lib = target_dir.join(if release { "release" } else { "debug" }).join("libze_emu.so");
+        let lib = target_dir
+            .join(if release { "release" } else { "debug" })
+            .join("libze_emu.so");
         assert!(lib.exists(), "{} missing after cargo build", lib.display());
         lib
     })
@@ -74,7 +95,9 @@ pub fn emu_lib() -> PathBuf {
 
 /// Intel OpenCL CPU runtime environment (from scripts/setup-device.sh's cache), if installed.
 pub fn opencl_env() -> Option<(PathBuf, String)> {
-    let cache = std::env::var_os("XPUSHMEM_CACHE").map(PathBuf::from).unwrap_or_else(|| repo_root().join(".cache"));
+    let cache = std::env::var_os("XPUSHMEM_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join(".cache"));
     let root = cache.join("oneapi-cpu");
     let find = |name: &str| -> Option<PathBuf> { find_file(&root, name, 8) };
     let ocl = find("libintelocl.so")?;
@@ -104,7 +127,9 @@ fn find_file(dir: &Path, name: &str, depth: u32) -> Option<PathBuf> {
         }
     }
     subdirs.sort();
-    subdirs.into_iter().find_map(|d| find_file(&d, name, depth - 1))
+    subdirs
+        .into_iter()
+        .find_map(|d| find_file(&d, name, depth - 1))
 }
 
 /// Options of a child run.
@@ -130,7 +155,11 @@ pub fn child_command(name: &str, opts: &Opts) -> Command {
     cmd.args([name, "--exact", "--nocapture", "--test-threads=1"]);
     for (k, _) in std::env::vars_os() {
         let k = k.to_string_lossy().to_string();
-        if k.starts_with("ZE_") || k.starts_with("ZET_") || k.starts_with("ZES_") || k == "XPUSHMEM_EMU_DEVICES" {
+        if k.starts_with("ZE_")
+            || k.starts_with("ZET_")
+            || k.starts_with("ZES_")
+            || k == "XPUSHMEM_EMU_DEVICES"
+        {
             cmd.env_remove(&k);
         }
     }
@@ -188,7 +217,12 @@ impl Env {
     /// Loads the loader, `zeInit`, picks the (only) driver, creates a context.
     pub fn new() -> Env {
         let ze = ZeApi::load().expect("Level Zero loader (run scripts/setup-device.sh)");
-        let mut env = Env { ze, driver: ze_driver_handle_t::null(), devices: Vec::new(), ctx: ze_context_handle_t::null() };
+        let mut env = Env {
+            ze,
+            driver: ze_driver_handle_t::null(),
+            devices: Vec::new(),
+            ctx: ze_context_handle_t::null(),
+        };
         ze_ok!(env, zeInit(ZE_INIT_FLAG_GPU_ONLY));
         let mut n = 0u32;
         ze_ok!(env, zeDriverGet(&mut n, std::ptr::null_mut()));
@@ -197,7 +231,10 @@ impl Env {
         let mut nd = 0u32;
         ze_ok!(env, zeDeviceGet(env.driver, &mut nd, std::ptr::null_mut()));
         env.devices = vec![ze_device_handle_t::null(); nd as usize];
-        ze_ok!(env, zeDeviceGet(env.driver, &mut nd, env.devices.as_mut_ptr()));
+        ze_ok!(
+            env,
+            zeDeviceGet(env.driver, &mut nd, env.devices.as_mut_ptr())
+        );
         let desc = ze_context_desc_t::default();
         ze_ok!(env, zeContextCreate(env.driver, &desc, &mut env.ctx));
         env
@@ -212,26 +249,52 @@ impl Env {
     pub fn alloc_device(&self, size: usize) -> *mut u8 {
         let desc = ze_device_mem_alloc_desc_t::default();
         let mut p: *mut c_void = std::ptr::null_mut();
-        ze_ok!(self, zeMemAllocDevice(self.ctx, &desc, size, 64, self.dev(), &mut p));
+        ze_ok!(
+            self,
+            zeMemAllocDevice(self.ctx, &desc, size, 64, self.dev(), &mut p)
+        );
         p.cast()
     }
 
     /// Immediate command list on group `ordinal`.
-    pub fn immediate(&self, ordinal: u32, mode: ze_command_queue_mode_t) -> ze_command_list_handle_t {
-        let desc = ze_command_queue_desc_t { ordinal, mode, ..Default::default() };
+    pub fn immediate(
+        &self,
+        ordinal: u32,
+        mode: ze_command_queue_mode_t,
+    ) -> ze_command_list_handle_t {
+        let desc = ze_command_queue_desc_t {
+            ordinal,
+            mode,
+            ..Default::default()
+        };
         let mut l = ze_command_list_handle_t::null();
-        ze_ok!(self, zeCommandListCreateImmediate(self.ctx, self.dev(), &desc, &mut l));
+        ze_ok!(
+            self,
+            zeCommandListCreateImmediate(self.ctx, self.dev(), &desc, &mut l)
+        );
         l
     }
 
     /// Host-visible event pool with `n` events, and the events.
     pub fn events(&self, n: u32) -> (ze_event_pool_handle_t, Vec<ze_event_handle_t>) {
-        let pd = ze_event_pool_desc_t { flags: ZE_EVENT_POOL_FLAG_HOST_VISIBLE, count: n, ..Default::default() };
+        let pd = ze_event_pool_desc_t {
+            flags: ZE_EVENT_POOL_FLAG_HOST_VISIBLE,
+            count: n,
+            ..Default::default()
+        };
         let mut pool = ze_event_pool_handle_t::null();
-        ze_ok!(self, zeEventPoolCreate(self.ctx, &pd, 0, std::ptr::null_mut(), &mut pool));
+        ze_ok!(
+            self,
+            zeEventPoolCreate(self.ctx, &pd, 0, std::ptr::null_mut(), &mut pool)
+        );
         let evs = (0..n)
             .map(|i| {
-                let ed = ze_event_desc_t { index: i, signal: ZE_EVENT_SCOPE_FLAG_HOST, wait: ZE_EVENT_SCOPE_FLAG_HOST, ..Default::default() };
+                let ed = ze_event_desc_t {
+                    index: i,
+                    signal: ZE_EVENT_SCOPE_FLAG_HOST,
+                    wait: ZE_EVENT_SCOPE_FLAG_HOST,
+                    ..Default::default()
+                };
                 let mut e = ze_event_handle_t::null();
                 ze_ok!(self, zeEventCreate(pool, &ed, &mut e));
                 e
