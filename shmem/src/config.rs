@@ -84,6 +84,51 @@ pub const VARS: &[VarSpec] = &[
         default: "return",
         doc: "C ABI only: return (error codes + xpushmem_last_error) or abort (print and abort, classic SHMEM)",
     },
+    VarSpec {
+        name: "XPUSHMEM_TEAMS_MAX",
+        default: "64",
+        doc: "team slots in the symmetric heap (2..4096; TEAM_WORLD and TEAM_SHARED take two); more live teams is an error",
+    },
+    VarSpec {
+        name: "XPUSHMEM_BARRIER_ALGORITHM",
+        default: "auto",
+        doc: "team barrier/sync algorithm: auto, linear, dissemination, tree",
+    },
+    VarSpec {
+        name: "XPUSHMEM_BROADCAST_ALGORITHM",
+        default: "auto",
+        doc: "broadcast algorithm: auto, linear, binomial, pipelined",
+    },
+    VarSpec {
+        name: "XPUSHMEM_COLLECT_ALGORITHM",
+        default: "auto",
+        doc: "fcollect/collect algorithm: auto, direct, ring",
+    },
+    VarSpec {
+        name: "XPUSHMEM_ALLTOALL_ALGORITHM",
+        default: "auto",
+        doc: "alltoall/alltoalls algorithm: auto, pairwise, direct",
+    },
+    VarSpec {
+        name: "XPUSHMEM_REDUCE_ALGORITHM",
+        default: "auto",
+        doc: "reduction algorithm: auto, linear, recursive-doubling, ring",
+    },
+    VarSpec {
+        name: "XPUSHMEM_REDUCE_SCATTER_ALGORITHM",
+        default: "auto",
+        doc: "reduce_scatter algorithm: auto, linear",
+    },
+    VarSpec {
+        name: "XPUSHMEM_SCAN_ALGORITHM",
+        default: "auto",
+        doc: "inscan/exscan algorithm: auto, linear, chain",
+    },
+    VarSpec {
+        name: "XPUSHMEM_COLL_CHUNK_SIZE",
+        default: "64K",
+        doc: "chunk of the pipelined broadcast; bytes or with a K/M/G suffix (at least 64)",
+    },
 ];
 
 /// Parsed configuration.

@@ -26,6 +26,7 @@
 
 pub mod amo;
 pub mod bootstrap;
+pub mod coll;
 pub mod config;
 pub mod error;
 pub mod heap;
@@ -34,10 +35,16 @@ pub mod memory;
 pub mod rma;
 pub mod runtime;
 pub mod sync;
+pub mod team;
 pub mod transport;
 pub mod types;
 
 pub use bootstrap::UniqueId;
+pub use coll::{
+    AlltoallAlgo, BarrierAlgo, BitwiseReducible, BroadcastAlgo, CollectAlgo, ReduceAlgo, ReduceOp, ReduceScatterAlgo, Reducible,
+    ScanAlgo,
+};
+pub use team::{Team, TeamConfig};
 pub use error::{Error, Result};
 pub use rma::Pending;
 pub use runtime::{

@@ -160,8 +160,6 @@ enum Kind {
 pub(crate) struct TeamState {
     /// Increments promised so far on each slot word.
     pub expected: Vec<u64>,
-    /// Dissemination barriers run so far.
-    pub diss: u64,
     /// Argument exchanges run so far (selects the check buffer).
     pub exchanges: u64,
 }
@@ -187,7 +185,6 @@ impl TeamInner {
             config,
             state: Mutex::new(TeamState {
                 expected: vec![0; layout::SLOT_WORDS],
-                diss: 0,
                 exchanges: 0,
             }),
             destroyed: AtomicBool::new(false),

@@ -1,0 +1,163 @@
+//! Broadcast: the root's `nelems` elements of `src` land in `dest` on every member (the root included).
+
+use super::{chunk_bytes, overlap, need_len, BroadcastAlgo, CallId, Ctx, COMMON, INFO};
+use crate::error::{Error, Result};
+use crate::runtime::Shmem;
+use crate::team::{layout, Team};
+use crate::types::{SymSlice, Symmetric};
+
+fn resolve(a: BroadcastAlgo, n: usize, bytes: usize) -> Result<BroadcastAlgo> {
+    Ok(match a.from_env()? {
+        BroadcastAlgo::Auto if n <= 2 => BroadcastAlgo::Linear,
+        BroadcastAlgo::Auto if bytes >= 256 << 10 => BroadcastAlgo::Pipelined,
+        BroadcastAlgo::Auto if n <= 4 => BroadcastAlgo::Linear,
+        BroadcastAlgo::Auto => BroadcastAlgo::Binomial,
+        x => x,
+    })
+}
+
+impl Shmem {
+    /// Copy `nelems` elements of `src` on member `root` of `team` into `dest` on every member, the root included
+    /// (OpenSHMEM `broadcast`). Collective over `team`; `src` matters on the root only; `dest` may equal `src`.
+    ///
+    /// ```
+    /// # let sh = xpushmem::init_single().unwrap();
+    /// let world = sh.team_world();
+    /// let (src, dst) = (sh.malloc::<i32>(3).unwrap(), sh.calloc::<i32>(3).unwrap());
+    /// sh.put(src, &[1, 2, 3], sh.my_pe()).unwrap();
+    /// sh.broadcast(&world, dst, src, 3, 0).unwrap();
+    /// let mut got = [0; 3];
+    /// sh.get(&mut got, dst, sh.my_pe()).unwrap();
+    /// assert_eq!(got, [1, 2, 3]);
+    /// ```
+    pub fn broadcast<T: Symmetric>(&self, team: &Team, dest: SymSlice<T>, src: SymSlice<T>, nelems: usize, root: usize) -> Result<()> {
+        self.broadcast_with(team, dest, src, nelems, root, BroadcastAlgo::Auto)
+    }
+
+    /// Broadcast of bytes (OpenSHMEM `broadcastmem`).
+    pub fn broadcastmem(&self, team: &Team, dest: SymSlice<u8>, src: SymSlice<u8>, nbytes: usize, root: usize) -> Result<()> {
+        self.broadcast_with(team, dest, src, nbytes, root, BroadcastAlgo::Auto)
+    }
+
+    /// [`Shmem::broadcast`] with a chosen algorithm.
+    pub fn broadcast_with<T: Symmetric>(
+        &self,
+        team: &Team,
+        dest: SymSlice<T>,
+        src: SymSlice<T>,
+        nelems: usize,
+        root: usize,
+        algo: BroadcastAlgo,
+    ) -> Result<()> {
+        const OP: &str = "broadcast";
+        let mut ctx = team.ctx(self, OP)?;
+        let (n, me) = (ctx.n(), ctx.idx());
+        let bytes = nelems.saturating_mul(std::mem::size_of::<T>());
+        let chunk = chunk_bytes();
+        let algo = resolve(algo, n, bytes);
+        let local = (|| {
+            if root >= n {
+                return Err(Error::InvalidPe {
+                    pe: root as i64,
+                    n_pes: n,
+                    context: format!("{OP}: root must be a member of {}", team.describe()),
+                });
+            }
+            need_len(dest, nelems, "dest", OP)?;
+            if me == root {
+                need_len(src, nelems, "source", OP)?;
+                let (d, s) = (dest.slice(..nelems)?, src.slice(..nelems)?);
+                if overlap(d, s) && d != s {
+                    return Err(Error::invalid("dest", format!("{dest:?}"), format!("overlaps the source {src:?} without being equal to it")));
+                }
+            }
+            chunk.clone()?;
+            algo.clone().map(|_| ())
+        })();
+        let code = algo.as_ref().map_or(0, |a| a.code());
+        let chunk = chunk.unwrap_or(super::DEFAULT_CHUNK_BYTES);
+        let common: [u64; COMMON] = [CallId::Broadcast as u64, code, super::type_code::<T>(), nelems as u64, root as u64, chunk as u64, 0, 0];
+        ctx.enter(common, [0; INFO], local, false, super::BarrierAlgo::Auto)?;
+        let algo = algo?;
+        if nelems == 0 {
+            return Ok(());
+        }
+        let (dest, src) = (dest.slice(..nelems)?, src.slice(..nelems)?);
+        match algo {
+            BroadcastAlgo::Pipelined => pipelined(&mut ctx, dest, src, root, chunk),
+            BroadcastAlgo::Binomial => binomial(&mut ctx, dest, src, root),
+            _ => linear(&mut ctx, dest, src, root),
+        }
+    }
+}
+
+fn linear<T: Symmetric>(ctx: &mut Ctx<'_>, dest: SymSlice<T>, src: SymSlice<T>, root: usize) -> Result<()> {
+    let (n, me) = (ctx.n(), ctx.idx());
+    if me == root {
+        for k in 1..n {
+            let i = (root + k) % n;
+            ctx.copy(dest, i, src, root)?;
+            ctx.signal(layout::SIG_DATA, i)?;
+        }
+        ctx.copy(dest, me, src, me)
+    } else {
+        let r = ctx.pe(root);
+        ctx.wait(layout::SIG_DATA, 1, &|| format!("broadcast (linear): waiting for the data from root PE {r}"))
+    }
+}
+
+fn binomial<T: Symmetric>(ctx: &mut Ctx<'_>, dest: SymSlice<T>, src: SymSlice<T>, root: usize) -> Result<()> {
+    let (n, me) = (ctx.n(), ctx.idx());
+    let v = (me + n - root) % n;
+    let abs = |w: usize| (w + root) % n;
+    // Children of v are v + m for every power of two m below v's lowest set bit (below n's power of two for the root).
+    let low = if v == 0 { n.next_power_of_two() } else { 1 << v.trailing_zeros() };
+    let from = if v == 0 {
+        src
+    } else {
+        let parent = ctx.pe(abs(v - low));
+        ctx.wait(layout::SIG_DATA, 1, &|| format!("broadcast (binomial): waiting for the data from PE {parent}"))?;
+        dest
+    };
+    let mut m = low >> 1;
+    while m > 0 {
+        if v + m < n {
+            let c = abs(v + m);
+            ctx.copy(dest, c, from, me)?;
+            ctx.signal(layout::SIG_DATA, c)?;
+        }
+        m >>= 1;
+    }
+    if v == 0 {
+        ctx.copy(dest, me, src, me)?;
+    }
+    Ok(())
+}
+
+fn pipelined<T: Symmetric>(ctx: &mut Ctx<'_>, dest: SymSlice<T>, src: SymSlice<T>, root: usize, chunk_bytes: usize) -> Result<()> {
+    let (n, me) = (ctx.n(), ctx.idx());
+    let len = dest.len();
+    let v = (me + n - root) % n;
+    let ce = (chunk_bytes / std::mem::size_of::<T>()).max(1);
+    let from = if v == 0 { src } else { dest };
+    let next = (v + 1 < n).then(|| (me + 1) % n);
+    let prev = ctx.pe((me + n - 1) % n);
+    let mut at = 0;
+    let mut c = 0usize;
+    while at < len {
+        let k = ce.min(len - at);
+        if v != 0 {
+            ctx.wait(layout::SIG_DATA, 1, &|| format!("broadcast (pipelined): waiting for chunk {c} from PE {prev}"))?;
+        }
+        if let Some(nx) = next {
+            ctx.copy(dest.slice(at..at + k)?, nx, from.slice(at..at + k)?, me)?;
+            ctx.signal(layout::SIG_DATA, nx)?;
+        }
+        at += k;
+        c += 1;
+    }
+    if v == 0 {
+        ctx.copy(dest, me, src, me)?;
+    }
+    Ok(())
+}

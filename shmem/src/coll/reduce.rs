@@ -1,0 +1,396 @@
+//! Reductions over teams: `reduce` (all-reduce: every member gets the result), the typed `and/or/xor/min/max/
+//! sum/prod_reduce` forms, and `reduce_scatter`.
+//!
+//! Integer sums and products wrap; float results are the same on every member (each combination is computed in
+//! one canonical order), though the order — and so the rounding — depends on the algorithm.
+
+use super::{block, need_len, overlap, type_code, BarrierAlgo, CallId, Ctx, ReduceAlgo, ReduceScatterAlgo, COMMON, INFO};
+use crate::error::{Error, Result};
+use crate::runtime::Shmem;
+use crate::team::{layout, Team};
+use crate::types::{SymSlice, Symmetric};
+
+/// Reduction operators.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ReduceOp {
+    /// Bitwise and (integers only).
+    And,
+    /// Bitwise or (integers only).
+    Or,
+    /// Bitwise exclusive or (integers only).
+    Xor,
+    /// Minimum.
+    Min,
+    /// Maximum.
+    Max,
+    /// Sum (wrapping for integers).
+    Sum,
+    /// Product (wrapping for integers).
+    Prod,
+}
+
+impl ReduceOp {
+    /// Every operator.
+    pub const ALL: [ReduceOp; 7] =
+        [ReduceOp::And, ReduceOp::Or, ReduceOp::Xor, ReduceOp::Min, ReduceOp::Max, ReduceOp::Sum, ReduceOp::Prod];
+
+    /// The operator's OpenSHMEM name (`and`, `or`, `xor`, `min`, `max`, `sum`, `prod`).
+    pub fn name(self) -> &'static str {
+        match self {
+            ReduceOp::And => "and",
+            ReduceOp::Or => "or",
+            ReduceOp::Xor => "xor",
+            ReduceOp::Min => "min",
+            ReduceOp::Max => "max",
+            ReduceOp::Sum => "sum",
+            ReduceOp::Prod => "prod",
+        }
+    }
+
+    /// Whether the operator is bitwise (and so defined for integers only).
+    pub fn is_bitwise(self) -> bool {
+        matches!(self, ReduceOp::And | ReduceOp::Or | ReduceOp::Xor)
+    }
+
+    pub(crate) fn code(self) -> u64 {
+        ReduceOp::ALL.iter().position(|o| *o == self).map_or(0, |p| p as u64 + 1)
+    }
+
+    pub(crate) fn from_code(c: u64) -> Option<ReduceOp> {
+        (c as usize).checked_sub(1).and_then(|i| ReduceOp::ALL.get(i)).copied()
+    }
+}
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// Element types the reductions work on: every [`Symmetric`] type. Sealed.
+pub trait Reducible: Symmetric + sealed::Sealed {
+    /// Whether the type is an integer (the bitwise operators apply).
+    const INTEGER: bool;
+    /// The identity element of `op` (what an exclusive scan gives member 0). Bitwise operators on floats give 0.
+    fn identity(op: ReduceOp) -> Self;
+    /// `a op b`. Bitwise operators on floats return `a` (they are rejected before any data moves).
+    fn combine(op: ReduceOp, a: Self, b: Self) -> Self;
+}
+
+/// Integer types: the bitwise reductions (`and`, `or`, `xor`) apply.
+pub trait BitwiseReducible: Reducible {}
+
+macro_rules! int_reducible {
+    ($($t:ty),*) => {$(
+        impl sealed::Sealed for $t {}
+        impl Reducible for $t {
+            const INTEGER: bool = true;
+            fn identity(op: ReduceOp) -> Self {
+                match op {
+                    ReduceOp::And => !0,
+                    ReduceOp::Or | ReduceOp::Xor | ReduceOp::Sum => 0,
+                    ReduceOp::Prod => 1,
+                    ReduceOp::Min => <$t>::MAX,
+                    ReduceOp::Max => <$t>::MIN,
+                }
+            }
+            #[inline]
+            fn combine(op: ReduceOp, a: Self, b: Self) -> Self {
+                match op {
+                    ReduceOp::And => a & b,
+                    ReduceOp::Or => a | b,
+                    ReduceOp::Xor => a ^ b,
+                    ReduceOp::Min => a.min(b),
+                    ReduceOp::Max => a.max(b),
+                    ReduceOp::Sum => a.wrapping_add(b),
+                    ReduceOp::Prod => a.wrapping_mul(b),
+                }
+            }
+        }
+        impl BitwiseReducible for $t {}
+    )*};
+}
+int_reducible!(i8, i16, i32, i64, isize, u8, u16, u32, u64, usize);
+
+macro_rules! float_reducible {
+    ($($t:ty),*) => {$(
+        impl sealed::Sealed for $t {}
+        impl Reducible for $t {
+            const INTEGER: bool = false;
+            fn identity(op: ReduceOp) -> Self {
+                match op {
+                    ReduceOp::Prod => 1.0,
+                    ReduceOp::Min => <$t>::INFINITY,
+                    ReduceOp::Max => <$t>::NEG_INFINITY,
+                    _ => 0.0,
+                }
+            }
+            #[inline]
+            fn combine(op: ReduceOp, a: Self, b: Self) -> Self {
+                match op {
+                    ReduceOp::Min => a.min(b),
+                    ReduceOp::Max => a.max(b),
+                    ReduceOp::Sum => a + b,
+                    ReduceOp::Prod => a * b,
+                    _ => a,
+                }
+            }
+        }
+    )*};
+}
+float_reducible!(f32, f64);
+
+/// `acc[i] = other[i] op acc[i]` when `other_first`, else `acc[i] op other[i]`.
+pub(crate) fn combine_into<T: Reducible>(op: ReduceOp, acc: &mut [T], other: &[T], other_first: bool) {
+    if other_first {
+        for (a, b) in acc.iter_mut().zip(other) {
+            *a = T::combine(op, *b, *a);
+        }
+    } else {
+        for (a, b) in acc.iter_mut().zip(other) {
+            *a = T::combine(op, *a, *b);
+        }
+    }
+}
+
+pub(crate) fn check_op<T: Reducible>(op: ReduceOp) -> Result<()> {
+    if op.is_bitwise() && !T::INTEGER {
+        return Err(Error::invalid(
+            "op",
+            op.name(),
+            format!("bitwise reductions apply to integer types only, not {}", T::NAME),
+        ));
+    }
+    Ok(())
+}
+
+/// `dest` and `src` must be equal or disjoint.
+pub(crate) fn same_or_disjoint<T: Symmetric>(dest: SymSlice<T>, src: SymSlice<T>) -> Result<()> {
+    if overlap(dest, src) && dest != src {
+        return Err(Error::invalid(
+            "dest",
+            format!("{dest:?}"),
+            format!("overlaps the source {src:?} without being equal to it (in place means dest == source)"),
+        ));
+    }
+    Ok(())
+}
+
+fn resolve(a: ReduceAlgo, n: usize, bytes: usize) -> Result<ReduceAlgo> {
+    Ok(match a.from_env()? {
+        ReduceAlgo::Auto if n <= 2 || bytes <= 4096 && n <= 4 => ReduceAlgo::Linear,
+        ReduceAlgo::Auto if bytes < 256 << 10 => ReduceAlgo::RecursiveDoubling,
+        ReduceAlgo::Auto => ReduceAlgo::Ring,
+        x => x,
+    })
+}
+
+macro_rules! typed_reduce {
+    ($($f:ident, $op:ident, $bound:ident, $doc:literal;)*) => {$(
+        #[doc = $doc]
+        pub fn $f<T: $bound>(&self, team: &Team, dest: SymSlice<T>, src: SymSlice<T>, nreduce: usize) -> Result<()> {
+            self.reduce(team, ReduceOp::$op, dest, src, nreduce)
+        }
+    )*};
+}
+
+impl Shmem {
+    /// Reduce element-wise over every member of `team`: `dest[i] = src_0[i] op src_1[i] op ...` on every member,
+    /// for `i < nreduce` (OpenSHMEM `<op>_reduce`). Collective; `dest` may equal `src` (in place).
+    ///
+    /// ```
+    /// # let sh = xpushmem::init_single().unwrap();
+    /// use xpushmem::coll::ReduceOp;
+    /// let world = sh.team_world();
+    /// let x = sh.malloc::<i64>(2).unwrap();
+    /// sh.put(x, &[3, -4], sh.my_pe()).unwrap();
+    /// sh.reduce(&world, ReduceOp::Sum, x, x, 2).unwrap();
+    /// assert_eq!(sh.g(x.at(1).unwrap(), sh.my_pe()).unwrap(), -4 * sh.n_pes() as i64);
+    /// ```
+    pub fn reduce<T: Reducible>(&self, team: &Team, op: ReduceOp, dest: SymSlice<T>, src: SymSlice<T>, nreduce: usize) -> Result<()> {
+        self.reduce_with(team, op, dest, src, nreduce, ReduceAlgo::Auto)
+    }
+
+    typed_reduce!(
+        and_reduce, And, BitwiseReducible, "Bitwise-and reduction (OpenSHMEM `and_reduce`); see [`Shmem::reduce`].";
+        or_reduce, Or, BitwiseReducible, "Bitwise-or reduction (OpenSHMEM `or_reduce`); see [`Shmem::reduce`].";
+        xor_reduce, Xor, BitwiseReducible, "Bitwise-xor reduction (OpenSHMEM `xor_reduce`); see [`Shmem::reduce`].";
+        min_reduce, Min, Reducible, "Minimum reduction (OpenSHMEM `min_reduce`); see [`Shmem::reduce`].";
+        max_reduce, Max, Reducible, "Maximum reduction (OpenSHMEM `max_reduce`); see [`Shmem::reduce`].";
+        sum_reduce, Sum, Reducible, "Sum reduction (OpenSHMEM `sum_reduce`); see [`Shmem::reduce`].";
+        prod_reduce, Prod, Reducible, "Product reduction (OpenSHMEM `prod_reduce`); see [`Shmem::reduce`].";
+    );
+
+    /// [`Shmem::reduce`] with a chosen algorithm.
+    pub fn reduce_with<T: Reducible>(
+        &self,
+        team: &Team,
+        op: ReduceOp,
+        dest: SymSlice<T>,
+        src: SymSlice<T>,
+        nreduce: usize,
+        algo: ReduceAlgo,
+    ) -> Result<()> {
+        const OP: &str = "reduce";
+        let mut ctx = team.ctx(self, OP)?;
+        let n = ctx.n();
+        let algo = resolve(algo, n, nreduce.saturating_mul(std::mem::size_of::<T>()));
+        let local = (|| {
+            check_op::<T>(op)?;
+            need_len(dest, nreduce, "dest", OP)?;
+            need_len(src, nreduce, "source", OP)?;
+            same_or_disjoint(dest.slice(..nreduce)?, src.slice(..nreduce)?)?;
+            algo.clone().map(|_| ())
+        })();
+        let code = algo.as_ref().map_or(0, |a| a.code());
+        let common: [u64; COMMON] = [CallId::Reduce as u64, code, type_code::<T>(), nreduce as u64, op.code(), 0, 0, 0];
+        ctx.enter(common, [0; INFO], local, false, BarrierAlgo::Auto)?;
+        let algo = algo?;
+        if nreduce == 0 {
+            return Ok(());
+        }
+        let (dest, src) = (dest.slice(..nreduce)?, src.slice(..nreduce)?);
+        if n == 1 {
+            return ctx.copy(dest, 0, src, 0);
+        }
+        match algo {
+            ReduceAlgo::RecursiveDoubling => recursive_doubling(&mut ctx, op, dest, src),
+            ReduceAlgo::Ring => ring(&mut ctx, op, dest, src),
+            _ => linear(&mut ctx, op, dest, src),
+        }
+    }
+
+    /// Reduce-scatter: member `i` of `team` gets `dest[k] = src_0[i * nelems + k] op src_1[i * nelems + k] op ...`
+    /// for `k < nelems` (NVSHMEM `reducescatter`). `src` holds `n_pes * nelems` elements on every member.
+    pub fn reduce_scatter<T: Reducible>(&self, team: &Team, op: ReduceOp, dest: SymSlice<T>, src: SymSlice<T>, nelems: usize) -> Result<()> {
+        self.reduce_scatter_with(team, op, dest, src, nelems, ReduceScatterAlgo::Auto)
+    }
+
+    /// [`Shmem::reduce_scatter`] with a chosen algorithm.
+    pub fn reduce_scatter_with<T: Reducible>(
+        &self,
+        team: &Team,
+        op: ReduceOp,
+        dest: SymSlice<T>,
+        src: SymSlice<T>,
+        nelems: usize,
+        algo: ReduceScatterAlgo,
+    ) -> Result<()> {
+        const OP: &str = "reduce_scatter";
+        let mut ctx = team.ctx(self, OP)?;
+        let (n, me) = (ctx.n(), ctx.idx());
+        let algo = algo.from_env().map(|a| match a {
+            ReduceScatterAlgo::Auto => ReduceScatterAlgo::Linear,
+            x => x,
+        });
+        let total = super::mul(n, nelems, "nelems");
+        let local = (|| {
+            check_op::<T>(op)?;
+            need_len(dest, nelems, "dest", OP)?;
+            need_len(src, total.clone()?, "source", OP)?;
+            algo.clone().map(|_| ())
+        })();
+        let code = algo.as_ref().map_or(0, |a| a.code());
+        let common: [u64; COMMON] = [CallId::ReduceScatter as u64, code, type_code::<T>(), nelems as u64, op.code(), 0, 0, 0];
+        ctx.enter(common, [0; INFO], local, false, BarrierAlgo::Auto)?;
+        if nelems == 0 {
+            return Ok(());
+        }
+        let mine = src.slice(me * nelems..(me + 1) * nelems)?;
+        let mut acc = ctx.fetch(mine, 0)?;
+        for i in 1..n {
+            combine_into(op, &mut acc, &ctx.fetch(mine, i)?, false);
+        }
+        // Nobody may overwrite a source (dest may overlap it) before everyone has read it.
+        ctx.barrier(BarrierAlgo::Auto)?;
+        self.put(dest.slice(..nelems)?, &acc, self.my_pe())
+    }
+}
+
+/// Every member reads every source and folds in member order; a barrier before writing keeps in-place safe.
+fn linear<T: Reducible>(ctx: &mut Ctx<'_>, op: ReduceOp, dest: SymSlice<T>, src: SymSlice<T>) -> Result<()> {
+    let n = ctx.n();
+    let mut acc = ctx.fetch(src, 0)?;
+    for i in 1..n {
+        combine_into(op, &mut acc, &ctx.fetch(src, i)?, false);
+    }
+    ctx.barrier(BarrierAlgo::Auto)?;
+    ctx.sh.put(dest, &acc, ctx.sh.my_pe())
+}
+
+/// Pairwise exchange in log2 rounds, pulling the partner's partial from its `dest` (which holds it between the
+/// "ready" signal and the "read" acknowledgement). Members beyond the largest power of two first hand their data
+/// to a neighbour and get the result pushed back at the end.
+fn recursive_doubling<T: Reducible>(ctx: &mut Ctx<'_>, op: ReduceOp, dest: SymSlice<T>, src: SymSlice<T>) -> Result<()> {
+    let (n, me) = (ctx.n(), ctx.idx());
+    let my_pe = ctx.sh.my_pe();
+    let p2 = 1usize << (usize::BITS - 1 - n.leading_zeros());
+    let rem = n - p2;
+    ctx.copy(dest, me, src, me)?;
+    let mut acc = ctx.fetch(src, me)?;
+    let nr = if me < 2 * rem {
+        if me % 2 == 0 {
+            ctx.signal(layout::SIG_PRE, me + 1)?;
+            let to = ctx.pe(me + 1);
+            return ctx.wait(layout::SIG_FIN, 1, &|| format!("reduce (recursive doubling): waiting for the result from PE {to}"));
+        }
+        let from = ctx.pe(me - 1);
+        ctx.wait(layout::SIG_PRE, 1, &|| format!("reduce (recursive doubling): waiting for the data of PE {from}"))?;
+        combine_into(op, &mut acc, &ctx.fetch(dest, me - 1)?, true);
+        ctx.sh.put(dest, &acc, my_pe)?;
+        me / 2
+    } else {
+        me - rem
+    };
+    let mut r = 0usize;
+    while (1usize << r) < p2 {
+        let pn = nr ^ (1 << r);
+        let partner = if pn < rem { 2 * pn + 1 } else { pn + rem };
+        let ppe = ctx.pe(partner);
+        ctx.signal(layout::RD_READY + r, partner)?;
+        ctx.wait(layout::RD_READY + r, 1, &|| format!("reduce (recursive doubling) round {r}: waiting for PE {ppe}'s partial"))?;
+        combine_into(op, &mut acc, &ctx.fetch(dest, partner)?, pn < nr);
+        ctx.signal(layout::RD_ACK + r, partner)?;
+        ctx.wait(layout::RD_ACK + r, 1, &|| format!("reduce (recursive doubling) round {r}: waiting for PE {ppe} to read"))?;
+        ctx.sh.put(dest, &acc, my_pe)?;
+        r += 1;
+    }
+    if me < 2 * rem {
+        ctx.sh.put(dest, &acc, ctx.pe(me - 1))?;
+        ctx.signal(layout::SIG_FIN, me - 1)?;
+    }
+    Ok(())
+}
+
+/// Reduce-scatter around the ring (each member ends with one block complete), then allgather around the ring,
+/// pulling from the left neighbour's `dest`.
+fn ring<T: Reducible>(ctx: &mut Ctx<'_>, op: ReduceOp, dest: SymSlice<T>, src: SymSlice<T>) -> Result<()> {
+    let (n, me) = (ctx.n(), ctx.idx());
+    let my_pe = ctx.sh.my_pe();
+    let len = dest.len();
+    let (left, right) = ((me + n - 1) % n, (me + 1) % n);
+    let lpe = ctx.pe(left);
+    let rpe = ctx.pe(right);
+    ctx.copy(dest, me, src, me)?;
+    ctx.signal(layout::SIG_RING, right)?;
+    for s in 0..n - 1 {
+        ctx.wait(layout::SIG_RING, 1, &|| format!("reduce (ring) step {s}: waiting for PE {lpe}"))?;
+        let b = dest.slice(block(len, n, (me + 2 * n - s - 1) % n))?;
+        let mut acc = ctx.fetch(b, left)?;
+        combine_into(op, &mut acc, &ctx.fetch(b, me)?, false);
+        ctx.sh.put(b, &acc, my_pe)?;
+        ctx.signal(layout::SIG_RING, right)?;
+    }
+    // My left neighbour may now overwrite what I read; wait until my right neighbour has read mine.
+    ctx.signal(layout::SIG_DONE, left)?;
+    ctx.wait(layout::SIG_DONE, 1, &|| format!("reduce (ring): waiting for PE {rpe} to finish its reduce-scatter"))?;
+    for s in 0..n - 1 {
+        ctx.wait(layout::SIG_RING, 1, &|| format!("reduce (ring) allgather step {s}: waiting for PE {lpe}"))?;
+        let b = dest.slice(block(len, n, (me + n - s) % n))?;
+        let v = ctx.fetch(b, left)?;
+        ctx.sh.put(b, &v, my_pe)?;
+        if s + 2 < n {
+            ctx.signal(layout::SIG_RING, right)?;
+        }
+    }
+    ctx.signal(layout::SIG_DONE, left)?;
+    ctx.wait(layout::SIG_DONE, 1, &|| format!("reduce (ring): waiting for PE {rpe} to finish reading"))
+}
