@@ -1,0 +1,634 @@
+//! The operations behind every exported function, on C arguments (raw pointers, `int` PEs and operators): they
+//! validate the arguments, naming the C call and the argument in every error, and call the runtime.
+//!
+//! RMA works on bytes (the runtime's `u8` slices), so every C type of any size is covered, `long double`
+//! included; atomics and waits use the runtime's typed calls on the Rust type of the same size and signedness.
+
+use crate::error::Failure;
+use crate::state;
+use std::ffi::{c_int, c_void};
+use xpushmem_rt::{AtomicInt, AtomicWord, Cmp, Error, Shmem, SignalOp, SymRef, SymSlice, ThreadLevel};
+
+/// Result of the helpers.
+pub type R<T> = Result<T, Failure>;
+
+/// `pe` as a PE number of the world: negative or `>= n_pes` is an InvalidPe error naming `call`.
+pub fn pe_arg(sh: &Shmem, pe: c_int, call: &str) -> Result<usize, Error> {
+    if pe < 0 || pe as usize >= sh.n_pes() {
+        return Err(Error::InvalidPe {
+            pe: pe as i64,
+            n_pes: sh.n_pes(),
+            context: call.to_string(),
+        });
+    }
+    Ok(pe as usize)
+}
+
+fn invalid(name: &'static str, value: impl std::fmt::Display, reason: impl Into<String>) -> Error {
+    Error::InvalidArgument {
+        name,
+        value: value.to_string(),
+        reason: reason.into(),
+    }
+}
+
+/// The symmetric byte range `[addr, addr + bytes)` of this PE's heap, `addr` aligned to `align`.
+pub fn sym_bytes(sh: &Shmem, addr: *const c_void, bytes: usize, align: usize, call: &str, arg: &str) -> Result<SymSlice<u8>, Error> {
+    let a = addr as usize;
+    let base = sh.heap_base() as usize;
+    let end = base + sh.heap_size();
+    if a < base || a >= end {
+        return Err(Error::NotSymmetric {
+            addr: a,
+            base,
+            end,
+            context: format!("{call}: argument {arg}"),
+        });
+    }
+    if align > 1 && a % align != 0 {
+        return Err(Error::InvalidArgument {
+            name: "address",
+            value: format!("{a:#x}"),
+            reason: format!("{call}: argument {arg} must be aligned to {align} bytes"),
+        });
+    }
+    if bytes > end - a {
+        return Err(Error::OutOfBounds {
+            what: "heap byte range",
+            start: a - base,
+            len: bytes,
+            limit: sh.heap_size(),
+            context: format!("{call}: argument {arg}"),
+        });
+    }
+    sh.sym_slice_from_addr::<u8>(a, bytes)
+}
+
+/// A symmetric element of `T` at `addr`.
+pub fn sym_ref<T: AtomicWord>(sh: &Shmem, addr: *const T, call: &str, arg: &str) -> Result<SymRef<T>, Error> {
+    sym_bytes(sh, addr.cast(), T::WIDTH, std::mem::align_of::<T>(), call, arg)?;
+    sh.sym_slice_from_addr::<T>(addr as usize, 1)?.at(0)
+}
+
+/// `nelems` symmetric elements of `T` at `addr`.
+pub fn sym_elems<T: AtomicWord>(sh: &Shmem, addr: *const T, nelems: usize, call: &str, arg: &str) -> Result<SymSlice<T>, Error> {
+    let bytes = nelems
+        .checked_mul(std::mem::size_of::<T>())
+        .ok_or_else(|| invalid("nelems", nelems, format!("{call}: the byte count overflows")))?;
+    sym_bytes(sh, addr.cast(), bytes, std::mem::align_of::<T>(), call, arg)?;
+    sh.sym_slice_from_addr::<T>(addr as usize, nelems)
+}
+
+fn byte_count(nelems: usize, elem: usize, call: &str) -> Result<usize, Error> {
+    nelems
+        .checked_mul(elem)
+        .filter(|&b| b <= isize::MAX as usize)
+        .ok_or_else(|| invalid("nelems", nelems, format!("{call}: nelems * {elem} bytes overflows")))
+}
+
+/// A local buffer of `bytes` bytes for reading.
+///
+/// # Safety
+/// `p` is NULL or valid for reads of `bytes` bytes for the returned lifetime.
+unsafe fn local<'a>(p: *const c_void, bytes: usize, call: &str, arg: &'static str) -> Result<&'a [u8], Error> {
+    if bytes == 0 {
+        return Ok(&[]);
+    }
+    if p.is_null() {
+        return Err(invalid(arg, "NULL", format!("{call}: must point to {bytes} readable bytes")));
+    }
+    // SAFETY: non-NULL; the caller guarantees `bytes` readable bytes at `p`; bytes <= isize::MAX (byte_count).
+    Ok(unsafe { std::slice::from_raw_parts(p.cast::<u8>(), bytes) })
+}
+
+/// A local buffer of `bytes` bytes for writing.
+///
+/// # Safety
+/// `p` is NULL or valid for writes of `bytes` bytes for the returned lifetime, and not otherwise referenced.
+unsafe fn local_mut<'a>(p: *mut c_void, bytes: usize, call: &str, arg: &'static str) -> Result<&'a mut [u8], Error> {
+    if bytes == 0 {
+        return Ok(&mut []);
+    }
+    if p.is_null() {
+        return Err(invalid(arg, "NULL", format!("{call}: must point to {bytes} writable bytes")));
+    }
+    // SAFETY: non-NULL; the caller guarantees `bytes` writable bytes at `p`, not aliased by a Rust reference.
+    Ok(unsafe { std::slice::from_raw_parts_mut(p.cast::<u8>(), bytes) })
+}
+
+/// Put `nelems` elements of `elem` bytes from local `src` to symmetric `dest` on `pe`.
+///
+/// # Safety
+/// `src` is valid for reads of `nelems * elem` bytes.
+pub unsafe fn put(call: &str, dest: *mut c_void, src: *const c_void, nelems: usize, elem: usize, align: usize, pe: c_int) -> R<()> {
+    state::with(|sh| {
+        let pe = pe_arg(sh, pe, call)?;
+        let bytes = byte_count(nelems, elem, call)?;
+        if bytes == 0 {
+            return Ok(());
+        }
+        let d = sym_bytes(sh, dest, bytes, align, call, "dest")?;
+        // SAFETY: forwarded caller contract on `src`.
+        let s = unsafe { local(src, bytes, call, "source") }?;
+        Ok(sh.put(d, s, pe)?)
+    })
+}
+
+/// Get `nelems` elements of `elem` bytes from symmetric `src` on `pe` into local `dest`.
+///
+/// # Safety
+/// `dest` is valid for writes of `nelems * elem` bytes.
+pub unsafe fn get(call: &str, dest: *mut c_void, src: *const c_void, nelems: usize, elem: usize, align: usize, pe: c_int) -> R<()> {
+    state::with(|sh| {
+        let pe = pe_arg(sh, pe, call)?;
+        let bytes = byte_count(nelems, elem, call)?;
+        if bytes == 0 {
+            return Ok(());
+        }
+        let s = sym_bytes(sh, src, bytes, align, call, "source")?;
+        // SAFETY: forwarded caller contract on `dest`.
+        let d = unsafe { local_mut(dest, bytes, call, "dest") }?;
+        Ok(sh.get(d, s, pe)?)
+    })
+}
+
+/// Store one value on `pe`.
+pub fn p<T: Copy>(call: &str, dest: *mut T, value: T, pe: c_int) -> R<()> {
+    // SAFETY: `value` is a live local of size_of::<T>() bytes.
+    unsafe {
+        put(
+            call,
+            dest.cast(),
+            (&value as *const T).cast(),
+            1,
+            std::mem::size_of::<T>(),
+            std::mem::align_of::<T>(),
+            pe,
+        )
+    }
+}
+
+/// Load one value from `pe`.
+pub fn g<T: Copy + Default>(call: &str, src: *const T, pe: c_int) -> R<T> {
+    let mut v = T::default();
+    // SAFETY: `v` is a live local of size_of::<T>() bytes, not otherwise referenced.
+    unsafe {
+        get(
+            call,
+            (&mut v as *mut T).cast(),
+            src.cast(),
+            1,
+            std::mem::size_of::<T>(),
+            std::mem::align_of::<T>(),
+            pe,
+        )
+    }?;
+    Ok(v)
+}
+
+fn stride_arg(name: &'static str, s: isize, call: &str) -> Result<usize, Error> {
+    if s < 1 {
+        return Err(invalid(name, s, format!("{call}: strides are in elements and must be at least 1")));
+    }
+    Ok(s as usize)
+}
+
+fn span(nelems: usize, stride: usize, call: &str) -> Result<usize, Error> {
+    if nelems == 0 {
+        return Ok(0);
+    }
+    (nelems - 1)
+        .checked_mul(stride)
+        .and_then(|x| x.checked_add(1))
+        .ok_or_else(|| invalid("nelems", nelems, format!("{call}: the strided span overflows")))
+}
+
+macro_rules! by_width {
+    ($elem:expr, $call:expr, |$t:ident| $body:expr) => {
+        match $elem {
+            1 => {
+                type $t = u8;
+                $body
+            }
+            2 => {
+                type $t = u16;
+                $body
+            }
+            4 => {
+                type $t = u32;
+                $body
+            }
+            8 => {
+                type $t = u64;
+                $body
+            }
+            w => Err(invalid("element size", w, format!("{}: must be 1, 2, 4, 8 or 16 bytes", $call)).into()),
+        }
+    };
+}
+
+/// Strided put of elements of `elem` bytes (1, 2, 4, 8 or 16); strides in elements, at least 1.
+///
+/// # Safety
+/// `src` is valid for reads of the `nelems` elements at stride `sst`.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn iput(call: &str, dest: *mut c_void, src: *const c_void, dst: isize, sst: isize, nelems: usize, elem: usize, pe: c_int) -> R<()> {
+    if elem == 16 {
+        // Two passes of 8-byte words at double strides: the low and the high halves.
+        let (d2, s2) = (dst.saturating_mul(2), sst.saturating_mul(2));
+        let (d, s) = (dest.cast::<u8>(), src.cast::<u8>());
+        // SAFETY: forwarded caller contract; the halves lie inside the caller's elements.
+        unsafe { iput(call, d.cast(), s.cast(), d2, s2, nelems, 8, pe) }?;
+        if nelems > 0 {
+            // SAFETY: as above; the +8 offsets stay inside the first element (validated by the first pass).
+            unsafe { iput(call, d.wrapping_add(8).cast(), s.wrapping_add(8).cast(), d2, s2, nelems, 8, pe) }?;
+        }
+        return Ok(());
+    }
+    state::with(|sh| {
+        let pe = pe_arg(sh, pe, call)?;
+        let (dst, sst) = (stride_arg("dst", dst, call)?, stride_arg("sst", sst, call)?);
+        let (dspan, sspan) = (span(nelems, dst, call)?, span(nelems, sst, call)?);
+        if nelems == 0 {
+            return Ok(());
+        }
+        by_width!(elem, call, |W| {
+            let d = sym_bytes(sh, dest, byte_count(dspan, elem, call)?, elem, call, "dest")?;
+            let d = sh.sym_slice_from_addr::<W>(d.heap_offset() + sh.heap_base() as usize, dspan)?;
+            if (src as usize) % elem != 0 {
+                return Err(invalid("source", format!("{src:p}"), format!("{call}: must be aligned to {elem} bytes")).into());
+            }
+            // SAFETY: forwarded caller contract on `src`; aligned (checked) for W.
+            let s = unsafe { local(src, byte_count(sspan, elem, call)?, call, "source") }?;
+            // SAFETY: `s` is aligned to size_of::<W>() (checked above) and holds sspan elements of W.
+            let s = unsafe { std::slice::from_raw_parts(s.as_ptr().cast::<W>(), sspan) };
+            Ok(sh.iput(d, s, dst, sst, nelems, pe)?)
+        })
+    })
+}
+
+/// Strided get of elements of `elem` bytes (1, 2, 4, 8 or 16).
+///
+/// # Safety
+/// `dest` is valid for writes of the `nelems` elements at stride `dst`.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn iget(call: &str, dest: *mut c_void, src: *const c_void, dst: isize, sst: isize, nelems: usize, elem: usize, pe: c_int) -> R<()> {
+    if elem == 16 {
+        let (d2, s2) = (dst.saturating_mul(2), sst.saturating_mul(2));
+        let (d, s) = (dest.cast::<u8>(), src.cast::<u8>());
+        // SAFETY: forwarded caller contract; the halves lie inside the caller's elements.
+        unsafe { iget(call, d.cast(), s.cast(), d2, s2, nelems, 8, pe) }?;
+        if nelems > 0 {
+            // SAFETY: as above.
+            unsafe { iget(call, d.wrapping_add(8).cast(), s.wrapping_add(8).cast(), d2, s2, nelems, 8, pe) }?;
+        }
+        return Ok(());
+    }
+    state::with(|sh| {
+        let pe = pe_arg(sh, pe, call)?;
+        let (dst, sst) = (stride_arg("dst", dst, call)?, stride_arg("sst", sst, call)?);
+        let (dspan, sspan) = (span(nelems, dst, call)?, span(nelems, sst, call)?);
+        if nelems == 0 {
+            return Ok(());
+        }
+        by_width!(elem, call, |W| {
+            let s = sym_bytes(sh, src, byte_count(sspan, elem, call)?, elem, call, "source")?;
+            let s = sh.sym_slice_from_addr::<W>(s.heap_offset() + sh.heap_base() as usize, sspan)?;
+            if (dest as usize) % elem != 0 {
+                return Err(invalid("dest", format!("{dest:p}"), format!("{call}: must be aligned to {elem} bytes")).into());
+            }
+            // SAFETY: forwarded caller contract on `dest`.
+            let d = unsafe { local_mut(dest, byte_count(dspan, elem, call)?, call, "dest") }?;
+            // SAFETY: `d` is aligned to size_of::<W>() (checked above) and holds dspan elements of W.
+            let d = unsafe { std::slice::from_raw_parts_mut(d.as_mut_ptr().cast::<W>(), dspan) };
+            Ok(sh.iget(d, s, dst, sst, nelems, pe)?)
+        })
+    })
+}
+
+/// The signal operator of a C `int` (`XPUSHMEM_SIGNAL_SET` = 0, `XPUSHMEM_SIGNAL_ADD` = 1).
+pub fn sig_op_arg(op: c_int, call: &str) -> Result<SignalOp, Error> {
+    match op {
+        0 => Ok(SignalOp::Set),
+        1 => Ok(SignalOp::Add),
+        _ => Err(invalid("sig_op", op, format!("{call}: must be SIGNAL_SET (0) or SIGNAL_ADD (1)"))),
+    }
+}
+
+/// The comparison operator of a C `int` (`EQ, NE, GT, GE, LT, LE` = 0..5).
+pub fn cmp_arg(cmp: c_int, call: &str) -> Result<Cmp, Error> {
+    usize::try_from(cmp)
+        .ok()
+        .and_then(|i| Cmp::ALL.get(i).copied())
+        .ok_or_else(|| invalid("cmp", cmp, format!("{call}: must be one of CMP_EQ, CMP_NE, CMP_GT, CMP_GE, CMP_LT, CMP_LE (0..5)")))
+}
+
+/// The thread level of a C `int` (`SINGLE, FUNNELED, SERIALIZED, MULTIPLE` = 0..3).
+pub fn thread_level_arg(level: c_int, call: &str) -> Result<ThreadLevel, Error> {
+    match level {
+        0 => Ok(ThreadLevel::Single),
+        1 => Ok(ThreadLevel::Funneled),
+        2 => Ok(ThreadLevel::Serialized),
+        3 => Ok(ThreadLevel::Multiple),
+        _ => Err(invalid("requested", level, format!("{call}: must be THREAD_SINGLE (0), THREAD_FUNNELED (1), THREAD_SERIALIZED (2) or THREAD_MULTIPLE (3)"))),
+    }
+}
+
+/// The C value of a thread level.
+pub fn thread_level_int(level: ThreadLevel) -> c_int {
+    match level {
+        ThreadLevel::Single => 0,
+        ThreadLevel::Funneled => 1,
+        ThreadLevel::Serialized => 2,
+        ThreadLevel::Multiple => 3,
+    }
+}
+
+/// Put with signal.
+///
+/// # Safety
+/// `src` is valid for reads of `nelems * elem` bytes.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn put_signal(
+    call: &str,
+    dest: *mut c_void,
+    src: *const c_void,
+    nelems: usize,
+    elem: usize,
+    align: usize,
+    sig: *mut u64,
+    value: u64,
+    op: c_int,
+    pe: c_int,
+) -> R<()> {
+    state::with(|sh| {
+        let pe = pe_arg(sh, pe, call)?;
+        let op = sig_op_arg(op, call)?;
+        let bytes = byte_count(nelems, elem, call)?;
+        let sig = sym_ref(sh, sig.cast_const(), call, "sig_addr")?;
+        let d = if bytes == 0 {
+            sh.sym_slice_from_addr::<u8>(sh.heap_base() as usize, 0)?
+        } else {
+            sym_bytes(sh, dest, bytes, align, call, "dest")?
+        };
+        // SAFETY: forwarded caller contract on `src`.
+        let s = unsafe { local(src, bytes, call, "source") }?;
+        Ok(sh.put_signal(d, s, sig, value, op, pe)?)
+    })
+}
+
+/// Read this PE's signal word.
+pub fn signal_fetch(call: &str, sig: *const u64) -> R<u64> {
+    state::with(|sh| Ok(sh.signal_fetch(sym_ref(sh, sig, call, "sig_addr")?)?))
+}
+
+/// Wait on this PE's signal word; the satisfying value.
+pub fn signal_wait_until(call: &str, sig: *mut u64, cmp: c_int, value: u64) -> R<u64> {
+    state::with(|sh| {
+        let cmp = cmp_arg(cmp, call)?;
+        Ok(sh.signal_wait_until(sym_ref(sh, sig.cast_const(), call, "sig_addr")?, cmp, value)?)
+    })
+}
+
+/// An atomic operation of the C API.
+#[derive(Debug, Clone, Copy)]
+pub enum Amo<T> {
+    /// Read.
+    Fetch,
+    /// Write.
+    Set(T),
+    /// Write, returning the old value.
+    Swap(T),
+    /// Write `value` if the word holds `cond`.
+    CompareSwap {
+        /// The expected value.
+        cond: T,
+        /// The new value.
+        value: T,
+    },
+}
+
+/// An atomic operation on integers.
+#[derive(Debug, Clone, Copy)]
+pub enum AmoInt<T> {
+    /// Add one.
+    Inc,
+    /// Add.
+    Add(T),
+    /// Bitwise and.
+    And(T),
+    /// Bitwise or.
+    Or(T),
+    /// Bitwise xor.
+    Xor(T),
+}
+
+/// Run an atomic on `dest` at `pe`; the previous value (the fetched value for `Fetch`, `T::default()` for Set).
+pub fn amo<T: AtomicWord>(call: &str, dest: *const T, op: Amo<T>, pe: c_int) -> R<T> {
+    state::with(|sh| {
+        let pe = pe_arg(sh, pe, call)?;
+        let r = sym_ref(sh, dest, call, "dest")?;
+        Ok(match op {
+            Amo::Fetch => sh.atomic_fetch(r, pe)?,
+            Amo::Set(v) => {
+                sh.atomic_set(r, v, pe)?;
+                T::default()
+            }
+            Amo::Swap(v) => sh.atomic_swap(r, v, pe)?,
+            Amo::CompareSwap { cond, value } => sh.atomic_compare_swap(r, cond, value, pe)?,
+        })
+    })
+}
+
+/// Run an integer atomic on `dest` at `pe`; the previous value.
+pub fn amo_int<T: AtomicInt>(call: &str, dest: *const T, op: AmoInt<T>, pe: c_int) -> R<T> {
+    state::with(|sh| {
+        let pe = pe_arg(sh, pe, call)?;
+        let r = sym_ref(sh, dest, call, "dest")?;
+        Ok(match op {
+            AmoInt::Inc => sh.atomic_fetch_inc(r, pe)?,
+            AmoInt::Add(v) => sh.atomic_fetch_add(r, v, pe)?,
+            AmoInt::And(v) => sh.atomic_fetch_and(r, v, pe)?,
+            AmoInt::Or(v) => sh.atomic_fetch_or(r, v, pe)?,
+            AmoInt::Xor(v) => sh.atomic_fetch_xor(r, v, pe)?,
+        })
+    })
+}
+
+/// Which of a set of variables a wait or test needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Need {
+    /// All (not skipped).
+    All,
+    /// Any one; the result is its index.
+    Any,
+    /// At least one; the result is the number of indices written.
+    Some,
+}
+
+/// Wait until (or test whether) `ivar <cmp> value` on this PE.
+pub fn wait_one<T: AtomicInt>(call: &str, ivar: *mut T, cmp: c_int, value: T, test: bool) -> R<bool> {
+    state::with(|sh| {
+        let cmp = cmp_arg(cmp, call)?;
+        let r = sym_ref(sh, ivar.cast_const(), call, "ivar")?;
+        if test {
+            Ok(sh.test(r, cmp, value)?)
+        } else {
+            sh.wait_until(r, cmp, value)?;
+            Ok(true)
+        }
+    })
+}
+
+/// Wait for (or test) a set of variables. `values` is one value (`nvalues` = 1, the scalar forms) or one per
+/// variable (the vector forms). Returns: `All` -> 1 if satisfied (tests) / 1 (waits); `Any` -> the index, or
+/// `usize::MAX` when none; `Some` -> the number of indices written to `indices`.
+///
+/// # Safety
+/// `status` is NULL or valid for reads of `nelems` ints; `values` is valid for reads of `nelems` values in the
+/// vector forms and of one otherwise; `indices` is valid for writes of `nelems` `size_t`s for `Some`.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn wait_set<T: AtomicInt>(
+    call: &str,
+    need: Need,
+    test: bool,
+    ivars: *mut T,
+    nelems: usize,
+    status: *const c_int,
+    indices: *mut usize,
+    cmp: c_int,
+    values: *const T,
+    vector: bool,
+) -> R<usize> {
+    state::with(|sh| {
+        let cmp = cmp_arg(cmp, call)?;
+        if nelems == 0 {
+            return Ok(match need {
+                Need::All => 1,
+                Need::Any => usize::MAX,
+                Need::Some => 0,
+            });
+        }
+        let set = sym_elems(sh, ivars.cast_const(), nelems, call, "ivars")?;
+        let skip: Option<Vec<bool>> = if status.is_null() {
+            None
+        } else {
+            // SAFETY: caller contract: `status` holds nelems ints.
+            let s = unsafe { std::slice::from_raw_parts(status, nelems) };
+            Some(s.iter().map(|&x| x != 0).collect())
+        };
+        let skip = skip.as_deref();
+        if values.is_null() {
+            return Err(invalid("cmp_value(s)", "NULL", format!("{call}: must point to the comparison value(s)")).into());
+        }
+        let vals: Vec<T> = if vector {
+            // SAFETY: caller contract: `values` holds nelems values of T (vector forms).
+            unsafe { std::slice::from_raw_parts(values, nelems) }.to_vec()
+        } else {
+            // SAFETY: caller contract: `values` points to one T (scalar forms; a local of the exported function).
+            vec![unsafe { values.read() }]
+        };
+        let write_indices = |hits: &[usize]| -> Result<usize, Failure> {
+            if indices.is_null() {
+                return Err(invalid("indices", "NULL", format!("{call}: must point to room for nelems ({nelems}) indices")).into());
+            }
+            for (i, &h) in hits.iter().enumerate() {
+                // SAFETY: caller contract: `indices` has room for nelems entries; hits.len() <= nelems.
+                unsafe { indices.add(i).write(h) };
+            }
+            Ok(hits.len())
+        };
+        let r = match (need, test, vector) {
+            (Need::All, false, false) => {
+                sh.wait_until_all(set, skip, cmp, vals[0])?;
+                1
+            }
+            (Need::All, false, true) => {
+                sh.wait_until_all_vector(set, skip, cmp, &vals)?;
+                1
+            }
+            (Need::All, true, false) => sh.test_all(set, skip, cmp, vals[0])? as usize,
+            (Need::All, true, true) => sh.test_all_vector(set, skip, cmp, &vals)? as usize,
+            (Need::Any, false, false) => sh.wait_until_any(set, skip, cmp, vals[0])?.unwrap_or(usize::MAX),
+            (Need::Any, false, true) => sh.wait_until_any_vector(set, skip, cmp, &vals)?.unwrap_or(usize::MAX),
+            (Need::Any, true, false) => sh.test_any(set, skip, cmp, vals[0])?.unwrap_or(usize::MAX),
+            (Need::Any, true, true) => sh.test_any_vector(set, skip, cmp, &vals)?.unwrap_or(usize::MAX),
+            (Need::Some, false, false) => write_indices(&sh.wait_until_some(set, skip, cmp, vals[0])?)?,
+            (Need::Some, false, true) => write_indices(&sh.wait_until_some_vector(set, skip, cmp, &vals)?)?,
+            (Need::Some, true, false) => write_indices(&sh.test_some(set, skip, cmp, vals[0])?)?,
+            (Need::Some, true, true) => write_indices(&sh.test_some_vector(set, skip, cmp, &vals)?)?,
+        };
+        Ok(r)
+    })
+}
+
+/// Collective allocation of `bytes` aligned to `align`, zeroed if `zero`; NULL for 0 bytes (still collective).
+pub fn alloc(call: &str, bytes: usize, align: usize, zero: bool) -> R<*mut c_void> {
+    state::with(|sh| {
+        let s = match (zero, align) {
+            (true, _) => sh.calloc::<u8>(bytes)?,
+            (false, 0 | 1) => sh.malloc::<u8>(bytes)?,
+            (false, a) => sh.align::<u8>(a, bytes).map_err(|e| match e {
+                Error::InvalidArgument { name: "align", value, reason } => Error::InvalidArgument {
+                    name: "alignment",
+                    value,
+                    reason: format!("{call}: {reason}"),
+                },
+                e => e,
+            })?,
+        };
+        if bytes == 0 {
+            return Ok(std::ptr::null_mut());
+        }
+        state::record_size(s.heap_offset(), bytes);
+        Ok(sh.heap_base().wrapping_add(s.heap_offset()).cast())
+    })
+}
+
+/// Collective free; NULL frees nothing (but is still collective).
+pub fn free(call: &str, ptr: *mut c_void) -> R<()> {
+    state::with(|sh| {
+        if ptr.is_null() {
+            return Ok(sh.free(sh.sym_slice_from_addr::<u8>(sh.heap_base() as usize, 0)?)?);
+        }
+        let s = sym_bytes(sh, ptr, 1, 1, call, "ptr")?;
+        sh.free(s).map_err(|e| match e {
+            Error::InvalidArgument { reason, .. } => Error::InvalidArgument {
+                name: "ptr",
+                value: format!("{ptr:p}"),
+                reason: format!("{call}: {reason}"),
+            },
+            e => e,
+        })?;
+        state::forget_size(s.heap_offset());
+        Ok(())
+    })
+}
+
+/// Collective reallocation: a new block, the old contents copied (up to the smaller size), the old block freed.
+pub fn realloc(call: &str, ptr: *mut c_void, bytes: usize) -> R<*mut c_void> {
+    if ptr.is_null() {
+        return alloc(call, bytes, 1, false);
+    }
+    let old = state::with(|sh| {
+        let s = sym_bytes(sh, ptr, 1, 1, call, "ptr")?;
+        Ok(state::size_at(s.heap_offset()))
+    })?
+    .ok_or_else(|| invalid("ptr", format!("{ptr:p}"), format!("{call}: does not start a live symmetric allocation")))?;
+    let new = alloc(call, bytes, 1, false)?;
+    if !new.is_null() {
+        // SAFETY: both blocks are live heap allocations of at least min(old, bytes) bytes and do not overlap.
+        unsafe { std::ptr::copy_nonoverlapping(ptr.cast::<u8>(), new.cast::<u8>(), old.min(bytes)) };
+    }
+    free(call, ptr)?;
+    Ok(new)
+}
+
+/// The local address of `pe`'s copy of `addr`, or NULL when `pe` is not reachable by loads and stores.
+pub fn ptr(call: &str, addr: *const c_void, pe: c_int) -> R<*mut c_void> {
+    state::with(|sh| {
+        let pe = pe_arg(sh, pe, call)?;
+        let s = sym_bytes(sh, addr, 1, 1, call, "dest")?;
+        Ok(sh.ptr(s, pe)?.map_or(std::ptr::null_mut(), |p| p.cast()))
+    })
+}

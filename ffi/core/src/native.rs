@@ -1,0 +1,619 @@
+//! The native C API (`xpushmem_*`, extensions `xpushmemx_*`), mirroring NVSHMEM's host API.
+//!
+//! Calls whose standard signature is `void` return an error code here (0 = success); calls that return a value
+//! keep that signature (with a documented fallback value on error) and have an `_ex` variant that returns an
+//! error code and passes the value through its first argument. The message of the last failure on the calling
+//! thread is `xpushmem_last_error()`.
+
+use crate::error::{self, code, value, write_out, Failure};
+use crate::imp;
+use crate::state;
+use std::ffi::{c_char, c_int, c_uint, c_void};
+use xpushmem_rt::{BootstrapSpec, InitAttr, ThreadLevel, UniqueId};
+
+/// Major version of the xpushmem C API.
+pub const XPUSHMEM_MAJOR_VERSION: c_int = 0;
+/// Minor version of the xpushmem C API.
+pub const XPUSHMEM_MINOR_VERSION: c_int = 1;
+/// Patch version of the xpushmem C API.
+pub const XPUSHMEM_PATCH_VERSION: c_int = 0;
+/// Major version of the OpenSHMEM specification the semantics follow.
+pub const XPUSHMEM_SPEC_MAJOR_VERSION: c_int = 1;
+/// Minor version of the OpenSHMEM specification the semantics follow.
+pub const XPUSHMEM_SPEC_MINOR_VERSION: c_int = 5;
+/// Room needed by `xpushmem_info_get_name` (bytes, NUL included).
+pub const XPUSHMEM_MAX_NAME_LEN: usize = 256;
+
+/// Thread level: one thread.
+pub const XPUSHMEM_THREAD_SINGLE: c_int = 0;
+/// Thread level: several threads, only the main one calls xpushmem.
+pub const XPUSHMEM_THREAD_FUNNELED: c_int = 1;
+/// Thread level: several threads call xpushmem, one at a time.
+pub const XPUSHMEM_THREAD_SERIALIZED: c_int = 2;
+/// Thread level: any thread calls xpushmem at any time.
+pub const XPUSHMEM_THREAD_MULTIPLE: c_int = 3;
+
+/// Comparison: equal.
+pub const XPUSHMEM_CMP_EQ: c_int = 0;
+/// Comparison: not equal.
+pub const XPUSHMEM_CMP_NE: c_int = 1;
+/// Comparison: greater than.
+pub const XPUSHMEM_CMP_GT: c_int = 2;
+/// Comparison: greater than or equal.
+pub const XPUSHMEM_CMP_GE: c_int = 3;
+/// Comparison: less than.
+pub const XPUSHMEM_CMP_LT: c_int = 4;
+/// Comparison: less than or equal.
+pub const XPUSHMEM_CMP_LE: c_int = 5;
+
+/// Signal operation: store the value.
+pub const XPUSHMEM_SIGNAL_SET: c_int = 0;
+/// Signal operation: add the value atomically.
+pub const XPUSHMEM_SIGNAL_ADD: c_int = 1;
+
+/// Size of `xpushmemx_uniqueid_t` in bytes.
+pub const XPUSHMEMX_UNIQUEID_BYTES: usize = 128;
+/// `xpushmemx_init_attr` flag: bootstrap with the unique ID in the attributes.
+pub const XPUSHMEMX_INIT_WITH_UNIQUEID: c_uint = 1;
+/// Version of `xpushmemx_init_attr_t` set by `xpushmemx_set_attr_uniqueid_args`.
+pub const XPUSHMEMX_INIT_ATTR_VERSION: c_int = 1;
+
+const _: () = assert!(XPUSHMEMX_UNIQUEID_BYTES == xpushmem_rt::bootstrap::uid::UNIQUE_ID_BYTES);
+
+/// The unique ID of a job (NVSHMEM's `nvshmemx_uniqueid_t`): made by `xpushmemx_get_uniqueid` on one process,
+/// passed to every PE by any means, and given to `xpushmemx_init_attr`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+#[allow(non_camel_case_types)]
+pub struct xpushmemx_uniqueid_t {
+    /// Opaque bytes.
+    pub internal: [c_char; XPUSHMEMX_UNIQUEID_BYTES],
+}
+
+/// Start-up attributes of `xpushmemx_init_attr`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+#[allow(non_camel_case_types)]
+pub struct xpushmemx_init_attr_t {
+    /// `XPUSHMEMX_INIT_ATTR_VERSION`.
+    pub version: c_int,
+    /// This PE's number in the job (with `XPUSHMEMX_INIT_WITH_UNIQUEID`).
+    pub rank: c_int,
+    /// Number of PEs in the job (with `XPUSHMEMX_INIT_WITH_UNIQUEID`).
+    pub nranks: c_int,
+    /// Requested thread level (`XPUSHMEM_THREAD_*`).
+    pub thread_level: c_int,
+    /// The job's unique ID (with `XPUSHMEMX_INIT_WITH_UNIQUEID`).
+    pub uid: xpushmemx_uniqueid_t,
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Setup, query, errors
+
+/// Start xpushmem with the bootstrap named by the environment (set by `xpushmem-run`, or a one-PE job).
+/// Collective. A second call while running does nothing. Returns an error code.
+#[no_mangle]
+pub extern "C" fn xpushmem_init() -> c_int {
+    code("xpushmem_init", || state::init(InitAttr::default(), false))
+}
+
+/// Start xpushmem at thread level `requested` (`XPUSHMEM_THREAD_*`); the level provided (every level is) goes to
+/// `*provided` (may be NULL). Returns an error code.
+///
+/// # Safety
+/// `provided` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn xpushmem_init_thread(requested: c_int, provided: *mut c_int) -> c_int {
+    code("xpushmem_init_thread", || {
+        let level = imp::thread_level_arg(requested, "xpushmem_init_thread")?;
+        state::init(
+            InitAttr {
+                thread_level: level,
+                ..InitAttr::default()
+            },
+            false,
+        )?;
+        let got = state::with(|sh| Ok(imp::thread_level_int(sh.query_thread())))?;
+        // SAFETY: the caller's contract on `provided`.
+        unsafe { write_out(provided, got) };
+        Ok(())
+    })
+}
+
+/// The thread level in force into `*provided`. Returns an error code.
+///
+/// # Safety
+/// `provided` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn xpushmem_query_thread(provided: *mut c_int) -> c_int {
+    code("xpushmem_query_thread", || {
+        let got = state::with(|sh| Ok(imp::thread_level_int(sh.query_thread())))?;
+        // SAFETY: the caller's contract on `provided`.
+        unsafe { write_out(provided, got) };
+        Ok(())
+    })
+}
+
+/// Create the unique ID of a new job into `*uid` and serve its rendezvous from this process (NVSHMEM's
+/// `nvshmemx_get_uniqueid`). Call on one process, give the ID to every PE (this one included), then each calls
+/// `xpushmemx_init_attr(XPUSHMEMX_INIT_WITH_UNIQUEID, &attr)`. Returns an error code.
+///
+/// # Safety
+/// `uid` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn xpushmemx_get_uniqueid(uid: *mut xpushmemx_uniqueid_t) -> c_int {
+    code("xpushmemx_get_uniqueid", || {
+        if uid.is_null() {
+            return Err(invalid("uid", "NULL", "must point to an xpushmemx_uniqueid_t"));
+        }
+        let id = xpushmem_rt::get_unique_id()?;
+        let mut out = xpushmemx_uniqueid_t {
+            internal: [0; XPUSHMEMX_UNIQUEID_BYTES],
+        };
+        for (o, b) in out.internal.iter_mut().zip(id.to_bytes()) {
+            *o = b as c_char;
+        }
+        // SAFETY: non-NULL (checked) and writable by the caller's contract.
+        unsafe { uid.write(out) };
+        Ok(())
+    })
+}
+
+/// Fill `*attr` for a unique-ID start: this PE is `rank` of `nranks`, the job is `*uid`; the thread level is set
+/// to `XPUSHMEM_THREAD_MULTIPLE`. Returns an error code.
+///
+/// # Safety
+/// `uid` is readable, `attr` writable.
+#[no_mangle]
+pub unsafe extern "C" fn xpushmemx_set_attr_uniqueid_args(
+    rank: c_int,
+    nranks: c_int,
+    uid: *const xpushmemx_uniqueid_t,
+    attr: *mut xpushmemx_init_attr_t,
+) -> c_int {
+    code("xpushmemx_set_attr_uniqueid_args", || {
+        if uid.is_null() {
+            return Err(invalid("uid", "NULL", "must point to the job's xpushmemx_uniqueid_t"));
+        }
+        if attr.is_null() {
+            return Err(invalid("attr", "NULL", "must point to an xpushmemx_init_attr_t"));
+        }
+        if nranks < 1 {
+            return Err(invalid("nranks", nranks, "must be at least 1"));
+        }
+        if rank < 0 || rank >= nranks {
+            return Err(invalid("rank", rank, format!("must be in [0, nranks = {nranks})")));
+        }
+        // SAFETY: non-NULL (checked), readable by the caller's contract.
+        let id = unsafe { uid.read() };
+        // SAFETY: non-NULL (checked), writable by the caller's contract.
+        unsafe {
+            attr.write(xpushmemx_init_attr_t {
+                version: XPUSHMEMX_INIT_ATTR_VERSION,
+                rank,
+                nranks,
+                thread_level: XPUSHMEM_THREAD_MULTIPLE,
+                uid: id,
+            })
+        };
+        Ok(())
+    })
+}
+
+/// Start xpushmem with attributes (NVSHMEM's `nvshmemx_init_attr`): `flags` = `XPUSHMEMX_INIT_WITH_UNIQUEID`
+/// (bootstrap from `attr->uid`, `attr->rank`, `attr->nranks`) or 0 (from the environment, thread level from
+/// `attr` if given). Collective. Returns an error code.
+///
+/// # Safety
+/// `attr` is NULL (flags 0 only) or readable.
+#[no_mangle]
+pub unsafe extern "C" fn xpushmemx_init_attr(flags: c_uint, attr: *const xpushmemx_init_attr_t) -> c_int {
+    let call = "xpushmemx_init_attr";
+    code(call, || {
+        let a = if attr.is_null() {
+            None
+        } else {
+            // SAFETY: non-NULL, readable by the caller's contract.
+            Some(unsafe { attr.read() })
+        };
+        if let Some(a) = &a {
+            if a.version != XPUSHMEMX_INIT_ATTR_VERSION {
+                return Err(invalid(
+                    "attr->version",
+                    a.version,
+                    "must be XPUSHMEMX_INIT_ATTR_VERSION (fill attr with xpushmemx_set_attr_uniqueid_args)",
+                ));
+            }
+        }
+        let thread_level = match &a {
+            Some(a) => imp::thread_level_arg(a.thread_level, call)?,
+            None => ThreadLevel::Multiple,
+        };
+        let bootstrap = match flags {
+            0 => BootstrapSpec::Env,
+            XPUSHMEMX_INIT_WITH_UNIQUEID => {
+                let a = a.ok_or_else(|| invalid("attr", "NULL", "XPUSHMEMX_INIT_WITH_UNIQUEID needs the attributes"))?;
+                if a.nranks < 1 || a.rank < 0 || a.rank >= a.nranks {
+                    return Err(invalid(
+                        "attr->rank",
+                        a.rank,
+                        format!("must be in [0, attr->nranks = {}) with nranks >= 1", a.nranks),
+                    ));
+                }
+                let bytes: Vec<u8> = a.uid.internal.iter().map(|&c| c as u8).collect();
+                BootstrapSpec::Uid {
+                    uid: UniqueId::from_bytes(&bytes)?,
+                    rank: a.rank as usize,
+                    size: a.nranks as usize,
+                }
+            }
+            f => return Err(invalid("flags", f, "must be 0 or XPUSHMEMX_INIT_WITH_UNIQUEID")),
+        };
+        state::init(
+            InitAttr {
+                bootstrap,
+                thread_level,
+                ..InitAttr::default()
+            },
+            false,
+        )
+    })
+}
+
+/// Finalize (collective): a last barrier, then every resource is released. A no-op when not running. Returns
+/// an error code.
+#[no_mangle]
+pub extern "C" fn xpushmem_finalize() -> c_int {
+    code("xpushmem_finalize", state::finalize)
+}
+
+/// Whether xpushmem is running (1) or not (0).
+#[no_mangle]
+pub extern "C" fn xpushmemx_initialized() -> c_int {
+    c_int::from(state::is_initialised())
+}
+
+/// This PE's number, or -1 when not initialised.
+#[no_mangle]
+pub extern "C" fn xpushmem_my_pe() -> c_int {
+    value("xpushmem_my_pe", -1, || state::with(|sh| Ok(sh.my_pe() as c_int)))
+}
+
+/// The number of PEs, or -1 when not initialised.
+#[no_mangle]
+pub extern "C" fn xpushmem_n_pes() -> c_int {
+    value("xpushmem_n_pes", -1, || state::with(|sh| Ok(sh.n_pes() as c_int)))
+}
+
+/// Leave the job now with `status` without finalizing. Peers waiting on this PE see it as lost (an error, not a
+/// hang); under `xpushmem-run` a non-zero status stops the job.
+#[no_mangle]
+pub extern "C" fn xpushmem_global_exit(status: c_int) {
+    let _ = std::io::Write::flush(&mut std::io::stdout());
+    std::process::exit(status)
+}
+
+/// The version of the xpushmem C API into `*major`, `*minor`.
+///
+/// # Safety
+/// `major`, `minor` are NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn xpushmem_info_get_version(major: *mut c_int, minor: *mut c_int) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        write_out(major, XPUSHMEM_MAJOR_VERSION);
+        write_out(minor, XPUSHMEM_MINOR_VERSION);
+    }
+}
+
+/// The library's name and version, NUL-terminated, into `name` (room for `XPUSHMEM_MAX_NAME_LEN` bytes).
+///
+/// # Safety
+/// `name` is NULL or writable for `XPUSHMEM_MAX_NAME_LEN` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn xpushmem_info_get_name(name: *mut c_char) {
+    // SAFETY: the caller's contract.
+    unsafe { copy_name(name, &format!("xpushmem {}", xpushmem_rt::VERSION)) }
+}
+
+/// Copy `s` as a NUL-terminated string of at most `XPUSHMEM_MAX_NAME_LEN` bytes.
+///
+/// # Safety
+/// `dst` is NULL or writable for `XPUSHMEM_MAX_NAME_LEN` bytes.
+pub unsafe fn copy_name(dst: *mut c_char, s: &str) {
+    if dst.is_null() {
+        return;
+    }
+    let b = s.as_bytes();
+    let n = b.len().min(XPUSHMEM_MAX_NAME_LEN - 1);
+    // SAFETY: `dst` has room for XPUSHMEM_MAX_NAME_LEN bytes (caller); n + 1 <= that.
+    unsafe {
+        std::ptr::copy_nonoverlapping(b.as_ptr().cast::<c_char>(), dst, n);
+        dst.add(n).write(0);
+    }
+}
+
+/// The message of the calling thread's last failed call (`""` if none): names the call, the argument, its value
+/// and the allowed range. Valid until the thread's next failing call.
+#[no_mangle]
+pub extern "C" fn xpushmem_last_error() -> *const c_char {
+    error::last_message_ptr()
+}
+
+/// The error code of the calling thread's last failed call (0 if none).
+#[no_mangle]
+pub extern "C" fn xpushmem_last_error_code() -> c_int {
+    error::last_code()
+}
+
+/// Forget the calling thread's last error.
+#[no_mangle]
+pub extern "C" fn xpushmemx_clear_error() {
+    error::clear()
+}
+
+/// The short name of an error code (`"InvalidPe"`, ...; a static string).
+#[no_mangle]
+pub extern "C" fn xpushmemx_error_name(code: c_int) -> *const c_char {
+    let s: &'static [u8] = match error::code_name(code) {
+        "Success" => b"Success\0",
+        "InvalidPe" => b"InvalidPe\0",
+        "NotSymmetric" => b"NotSymmetric\0",
+        "OutOfBounds" => b"OutOfBounds\0",
+        "InvalidArgument" => b"InvalidArgument\0",
+        "HeapExhausted" => b"HeapExhausted\0",
+        "Mismatch" => b"Mismatch\0",
+        "Timeout" => b"Timeout\0",
+        "PeerLost" => b"PeerLost\0",
+        "Bootstrap" => b"Bootstrap\0",
+        "Transport" => b"Transport\0",
+        "Device" => b"Device\0",
+        "State" => b"State\0",
+        "Config" => b"Config\0",
+        "Os" => b"Os\0",
+        "Internal" => b"Internal\0",
+        "Unsupported" => b"Unsupported\0",
+        _ => b"Unknown\0",
+    };
+    s.as_ptr().cast()
+}
+
+/// Set the error mode of the process: `XPUSHMEMX_ERROR_MODE_RETURN` or `XPUSHMEMX_ERROR_MODE_ABORT`. Returns an
+/// error code.
+#[no_mangle]
+pub extern "C" fn xpushmemx_set_error_mode(mode: c_int) -> c_int {
+    code("xpushmemx_set_error_mode", || match mode {
+        error::XPUSHMEMX_ERROR_MODE_RETURN => {
+            error::set_mode(false);
+            Ok(())
+        }
+        error::XPUSHMEMX_ERROR_MODE_ABORT => {
+            error::set_mode(true);
+            Ok(())
+        }
+        m => Err(invalid("mode", m, "must be XPUSHMEMX_ERROR_MODE_RETURN (0) or XPUSHMEMX_ERROR_MODE_ABORT (1)")),
+    })
+}
+
+/// The error mode in force (`XPUSHMEMX_ERROR_MODE_*`).
+#[no_mangle]
+pub extern "C" fn xpushmemx_get_error_mode() -> c_int {
+    if error::abort_mode() {
+        error::XPUSHMEMX_ERROR_MODE_ABORT
+    } else {
+        error::XPUSHMEMX_ERROR_MODE_RETURN
+    }
+}
+
+/// Self-test of the panic firewall: panics inside the library; the panic is caught at the boundary and this
+/// returns `XPUSHMEM_ERROR_INTERNAL` (the message is in `xpushmem_last_error()`). Never crashes the process
+/// (except in abort mode, which aborts as for any error).
+#[no_mangle]
+pub extern "C" fn xpushmemx_selftest_panic() -> c_int {
+    code("xpushmemx_selftest_panic", || {
+        if std::hint::black_box(true) {
+            panic!("deliberate panic of xpushmemx_selftest_panic");
+        }
+        Ok(())
+    })
+}
+
+/// Whether PE `pe` can be reached (1) or not (0, also for invalid PEs).
+#[no_mangle]
+pub extern "C" fn xpushmem_pe_accessible(pe: c_int) -> c_int {
+    value("xpushmem_pe_accessible", 0, || {
+        state::with(|sh| Ok(c_int::from(pe >= 0 && sh.is_mapped(pe as usize))))
+    })
+}
+
+/// Whether `addr` is a symmetric address reachable on PE `pe` (1) or not (0).
+#[no_mangle]
+pub extern "C" fn xpushmem_addr_accessible(addr: *const c_void, pe: c_int) -> c_int {
+    value("xpushmem_addr_accessible", 0, || {
+        state::with(|sh| {
+            let a = addr as usize;
+            let base = sh.heap_base() as usize;
+            let inside = a >= base && a < base + sh.heap_size();
+            Ok(c_int::from(inside && pe >= 0 && sh.is_mapped(pe as usize)))
+        })
+    })
+}
+
+/// Base address of this PE's symmetric heap (NULL when not initialised).
+#[no_mangle]
+pub extern "C" fn xpushmemx_heap_base() -> *mut c_void {
+    value("xpushmemx_heap_base", std::ptr::null_mut(), || state::with(|sh| Ok(sh.heap_base().cast())))
+}
+
+/// Size of every PE's symmetric heap in bytes (0 when not initialised).
+#[no_mangle]
+pub extern "C" fn xpushmemx_heap_size() -> usize {
+    value("xpushmemx_heap_size", 0, || state::with(|sh| Ok(sh.heap_size())))
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Memory management
+
+/// Allocate `size` bytes of symmetric memory on every PE (collective, same `size` everywhere; ends with a
+/// barrier). NULL for `size` 0 or on error.
+#[no_mangle]
+pub extern "C" fn xpushmem_malloc(size: usize) -> *mut c_void {
+    value("xpushmem_malloc", std::ptr::null_mut(), || imp::alloc("xpushmem_malloc", size, 1, false))
+}
+
+/// Allocate `count * size` zeroed bytes of symmetric memory (collective). NULL for 0 bytes or on error.
+#[no_mangle]
+pub extern "C" fn xpushmem_calloc(count: usize, size: usize) -> *mut c_void {
+    let call = "xpushmem_calloc";
+    value(call, std::ptr::null_mut(), || {
+        let bytes = count
+            .checked_mul(size)
+            .ok_or_else(|| invalid("count", count, format!("{call}: count * size ({count} * {size}) overflows")))?;
+        imp::alloc(call, bytes, 1, true)
+    })
+}
+
+/// Allocate `size` bytes aligned to `alignment` (a power of two) on every PE (collective). NULL on error.
+#[no_mangle]
+pub extern "C" fn xpushmem_align(alignment: usize, size: usize) -> *mut c_void {
+    value("xpushmem_align", std::ptr::null_mut(), || imp::alloc("xpushmem_align", size, alignment.max(1), false))
+}
+
+/// Resize a symmetric allocation (collective): a new block with the old contents (up to the smaller size); the
+/// old one is freed. NULL `ptr` allocates. NULL on error (the old block stays valid).
+#[no_mangle]
+pub extern "C" fn xpushmem_realloc(ptr: *mut c_void, size: usize) -> *mut c_void {
+    value("xpushmem_realloc", std::ptr::null_mut(), || imp::realloc("xpushmem_realloc", ptr, size))
+}
+
+/// Free a symmetric allocation (collective; starts with a barrier). NULL frees nothing. Returns an error code.
+#[no_mangle]
+pub extern "C" fn xpushmem_free(ptr: *mut c_void) -> c_int {
+    code("xpushmem_free", || imp::free("xpushmem_free", ptr))
+}
+
+/// The address at which PE `pe`'s copy of the symmetric `dest` can be loaded from and stored to directly, or
+/// NULL when `pe` is not reachable that way (or on error).
+#[no_mangle]
+pub extern "C" fn xpushmem_ptr(dest: *const c_void, pe: c_int) -> *mut c_void {
+    value("xpushmem_ptr", std::ptr::null_mut(), || imp::ptr("xpushmem_ptr", dest, pe))
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Ordering and barriers
+
+/// Order the puts, AMOs and signals issued before it to each PE before those issued after it. Returns an error
+/// code.
+#[no_mangle]
+pub extern "C" fn xpushmem_fence() -> c_int {
+    code("xpushmem_fence", || state::with(|sh| Ok(sh.fence()?)))
+}
+
+/// Complete every put, AMO and signal this PE has issued. Returns an error code.
+#[no_mangle]
+pub extern "C" fn xpushmem_quiet() -> c_int {
+    code("xpushmem_quiet", || state::with(|sh| Ok(sh.quiet()?)))
+}
+
+/// Complete outstanding operations, then synchronise all PEs (collective). Returns an error code.
+#[no_mangle]
+pub extern "C" fn xpushmem_barrier_all() -> c_int {
+    code("xpushmem_barrier_all", || state::with(|sh| Ok(sh.barrier_all()?)))
+}
+
+/// Synchronise all PEs without completing outstanding operations (collective). Returns an error code.
+#[no_mangle]
+pub extern "C" fn xpushmem_sync_all() -> c_int {
+    code("xpushmem_sync_all", || state::with(|sh| Ok(sh.sync_all()?)))
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Signals
+
+/// Atomically read this PE's signal word `sig_addr` (0 on error).
+///
+/// # Safety
+/// `sig_addr` is a symmetric address (checked).
+#[no_mangle]
+pub unsafe extern "C" fn xpushmem_signal_fetch(sig_addr: *const u64) -> u64 {
+    value("xpushmem_signal_fetch", 0, || imp::signal_fetch("xpushmem_signal_fetch", sig_addr))
+}
+
+/// `xpushmem_signal_fetch` with the value in `*value`. Returns an error code.
+///
+/// # Safety
+/// `value` writable (or NULL); `sig_addr` symmetric (checked).
+#[no_mangle]
+pub unsafe extern "C" fn xpushmem_signal_fetch_ex(value: *mut u64, sig_addr: *const u64) -> c_int {
+    code("xpushmem_signal_fetch_ex", || {
+        let v = imp::signal_fetch("xpushmem_signal_fetch_ex", sig_addr)?;
+        // SAFETY: the caller's contract on `value`.
+        unsafe { write_out(value, v) };
+        Ok(())
+    })
+}
+
+/// Wait until this PE's signal word satisfies `*sig_addr <cmp> cmp_value`; the value that satisfied it (0 on
+/// error).
+///
+/// # Safety
+/// `sig_addr` is a symmetric address (checked).
+#[no_mangle]
+pub unsafe extern "C" fn xpushmem_signal_wait_until(sig_addr: *mut u64, cmp: c_int, cmp_value: u64) -> u64 {
+    value("xpushmem_signal_wait_until", 0, || {
+        imp::signal_wait_until("xpushmem_signal_wait_until", sig_addr, cmp, cmp_value)
+    })
+}
+
+/// `xpushmem_signal_wait_until` with the satisfying value in `*value`. Returns an error code.
+///
+/// # Safety
+/// `value` writable (or NULL); `sig_addr` symmetric (checked).
+#[no_mangle]
+pub unsafe extern "C" fn xpushmem_signal_wait_until_ex(value: *mut u64, sig_addr: *mut u64, cmp: c_int, cmp_value: u64) -> c_int {
+    code("xpushmem_signal_wait_until_ex", || {
+        let v = imp::signal_wait_until("xpushmem_signal_wait_until_ex", sig_addr, cmp, cmp_value)?;
+        // SAFETY: the caller's contract on `value`.
+        unsafe { write_out(value, v) };
+        Ok(())
+    })
+}
+
+fn invalid(name: &'static str, value: impl std::fmt::Display, reason: impl Into<String>) -> Failure {
+    Failure::Error(xpushmem_rt::Error::InvalidArgument {
+        name,
+        value: value.to_string(),
+        reason: reason.into(),
+    })
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Typed and sized families (macro-generated; their C declarations are generated from the same type lists)
+
+crate::for_rma_types!(crate::rma_typed; xpushmem, c_int, crate::error::code);
+crate::for_longdouble!(crate::rma_typed; xpushmem, c_int, crate::error::code);
+crate::for_rma_types!(crate::rma_pg; xpushmem, c_int, crate::error::code);
+crate::for_rma_types!(crate::rma_g_ex; xpushmem);
+crate::for_longdouble!(crate::rma_g_ex; xpushmem);
+crate::for_sizes!(crate::rma_sized; xpushmem, c_int, crate::error::code);
+crate::rma_mem!(xpushmem, c_int, crate::error::code);
+
+crate::for_amo_std_types!(crate::amo_ext; xpushmem, c_int, crate::error::code, _ex, c_int, crate::error::code);
+crate::for_amo_float_types!(crate::amo_ext; xpushmem, c_int, crate::error::code, _ex, c_int, crate::error::code);
+crate::for_amo_std_types!(crate::amo_std; xpushmem, c_int, crate::error::code, _ex, c_int, crate::error::code);
+crate::for_amo_bitwise_types!(crate::amo_bitwise; xpushmem, c_int, crate::error::code, _ex, c_int, crate::error::code, and, And);
+crate::for_amo_bitwise_types!(crate::amo_bitwise; xpushmem, c_int, crate::error::code, _ex, c_int, crate::error::code, or, Or);
+crate::for_amo_bitwise_types!(crate::amo_bitwise; xpushmem, c_int, crate::error::code, _ex, c_int, crate::error::code, xor, Xor);
+
+crate::for_amo_std_types!(crate::sync_typed; xpushmem, c_int, crate::error::code);
+crate::for_amo_std_types!(crate::sync_ex; xpushmem);
+crate::for_amo_std_types!(crate::sync_ex; @set xpushmem, wait_until_any, Any, false, false, false);
+crate::for_amo_std_types!(crate::sync_ex; @set xpushmem, wait_until_any_vector, Any, false, true, false);
+crate::for_amo_std_types!(crate::sync_ex; @set xpushmem, wait_until_some, Some, false, false, true);
+crate::for_amo_std_types!(crate::sync_ex; @set xpushmem, wait_until_some_vector, Some, false, true, true);
+crate::for_amo_std_types!(crate::sync_ex; @set xpushmem, test_all, All, true, false, false);
+crate::for_amo_std_types!(crate::sync_ex; @set xpushmem, test_all_vector, All, true, true, false);
+crate::for_amo_std_types!(crate::sync_ex; @set xpushmem, test_any, Any, true, false, false);
+crate::for_amo_std_types!(crate::sync_ex; @set xpushmem, test_any_vector, Any, true, true, false);
+crate::for_amo_std_types!(crate::sync_ex; @set xpushmem, test_some, Some, true, false, true);
+crate::for_amo_std_types!(crate::sync_ex; @set xpushmem, test_some_vector, Some, true, true, true);

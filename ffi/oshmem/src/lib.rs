@@ -1,0 +1,2 @@
+//! shell
+pub use xpushmem_ffi_core;
