@@ -80,6 +80,21 @@ pub const VARS: &[VarSpec] = &[
         doc: "longest sleep between polls of a wait, in microseconds (sleeps grow from 1 us to this)",
     },
     VarSpec {
+        name: "XPUSHMEM_HEAP",
+        default: "host",
+        doc: "where the symmetric heap lives: host (memfd, CPU PEs) or device (Level Zero device memory, one device per PE)",
+    },
+    VarSpec {
+        name: "XPUSHMEM_DEVICE",
+        default: "auto",
+        doc: "Level Zero device of this PE for a device heap: auto (local rank modulo the device count) or a device number",
+    },
+    VarSpec {
+        name: "XPUSHMEM_IPC",
+        default: "auto",
+        doc: "how device-heap descriptors reach node peers: auto (pidfd_getfd, else SCM_RIGHTS), pidfd, socket",
+    },
+    VarSpec {
         name: "XPUSHMEM_ERROR_MODE",
         default: "return",
         doc: "C ABI only: return (error codes + xpushmem_last_error) or abort (print and abort, classic SHMEM)",

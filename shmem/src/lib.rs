@@ -28,6 +28,7 @@ pub mod amo;
 pub mod bootstrap;
 pub mod coll;
 pub mod config;
+pub mod device;
 pub mod error;
 pub mod heap;
 pub mod launch;
@@ -41,15 +42,16 @@ pub mod types;
 
 pub use bootstrap::UniqueId;
 pub use coll::{
-    AlltoallAlgo, BarrierAlgo, BitwiseReducible, BroadcastAlgo, CollectAlgo, ReduceAlgo, ReduceOp, ReduceScatterAlgo, Reducible,
-    ScanAlgo,
+    AlltoallAlgo, BarrierAlgo, BitwiseReducible, BroadcastAlgo, CollectAlgo, ReduceAlgo, ReduceOp,
+    ReduceScatterAlgo, Reducible, ScanAlgo,
 };
-pub use team::{Team, TeamConfig};
+pub use device::{Device, HeapKind, KernelArg};
 pub use error::{Error, Result};
 pub use rma::Pending;
 pub use runtime::{
     get_unique_id, init, init_attr, init_single, init_thread, BootstrapSpec, InitAttr, Nodes, Shmem,
 };
+pub use team::{Team, TeamConfig};
 pub use types::{AtomicInt, AtomicWord, Cmp, SignalOp, SymRef, SymSlice, Symmetric, ThreadLevel};
 
 /// The crate version.

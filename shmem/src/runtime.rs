@@ -3,13 +3,16 @@
 
 use crate::bootstrap::{self, Bootstrap, Dec, Enc, UniqueId};
 use crate::config::Config;
+use crate::device::{Device, HeapKind};
 use crate::error::{Error, Result};
 use crate::heap::Allocator;
 use crate::transport::shm::{self, Arena, FdListener, Mapping, PeerWatch};
+use crate::transport::ze::{ExternalHandles, ZeRuntime};
 use crate::transport::{AmoOp, Window};
 use crate::types::{SymSlice, Symmetric, ThreadLevel};
 use once_cell::sync::OnceCell;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -62,6 +65,10 @@ pub struct InitAttr {
     pub bootstrap: BootstrapSpec,
     /// Requested thread level.
     pub thread_level: ThreadLevel,
+    /// Where the symmetric heap lives; `None`: `XPUSHMEM_HEAP` (default host).
+    pub heap: Option<HeapKind>,
+    /// Level Zero handles to adopt for a device heap (from SYCL or PyTorch XPU) instead of opening a device.
+    pub device_handles: Option<ExternalHandles>,
 }
 
 impl Default for InitAttr {
@@ -69,6 +76,8 @@ impl Default for InitAttr {
         InitAttr {
             bootstrap: BootstrapSpec::Env,
             thread_level: ThreadLevel::Multiple,
+            heap: None,
+            device_handles: None,
         }
     }
 }
@@ -294,6 +303,10 @@ pub struct Shmem {
     pub(crate) sys: Vec<Option<Mapping>>,
     /// The user heap of every reachable PE.
     pub(crate) maps: Vec<Option<Box<dyn Window>>>,
+    /// Where the user heap lives.
+    heap_kind: HeapKind,
+    /// The Level Zero device of a device heap.
+    device: Option<Arc<ZeRuntime>>,
     pub(crate) nodes: Nodes,
     pub(crate) heap: Mutex<Allocator>,
     pub(crate) heap_size: usize,
@@ -374,7 +387,29 @@ impl Shmem {
         }
 
         // The heap: a memfd per PE (system region + user heap), fds exchanged within the node, every node peer mapped.
-        let arena = Arena::create(SYS_BYTES + cfg.symmetric_size)?;
+        let heap_kind = match attr.heap {
+            Some(k) => k,
+            None => match crate::config::env_value("XPUSHMEM_HEAP")
+                .as_deref()
+                .map(str::trim)
+            {
+                None | Some("host") => HeapKind::Host,
+                Some("device") => HeapKind::Device,
+                Some(v) => {
+                    return Err(Error::Config {
+                        var: "XPUSHMEM_HEAP",
+                        value: v.to_string(),
+                        reason: "expected host or device".into(),
+                    })
+                }
+            },
+        };
+        let host_user = if heap_kind == HeapKind::Host {
+            cfg.symmetric_size
+        } else {
+            0
+        };
+        let arena = Arena::create(SYS_BYTES + host_user)?;
         let local = nodes.pes_on(nodes.node_of(me));
         let listener = if local[0] == me && local.len() > 1 {
             Some(FdListener::bind(job_cookie, me)?)
@@ -397,8 +432,27 @@ impl Shmem {
                 &peer_arenas[i]
             };
             sys[pe] = Some(Mapping::map(a, 0, SYS_BYTES)?);
-            maps[pe] = Some(Box::new(Mapping::map(a, SYS_BYTES, cfg.symmetric_size)?));
+            if heap_kind == HeapKind::Host {
+                maps[pe] = Some(Box::new(Mapping::map(a, SYS_BYTES, cfg.symmetric_size)?));
+            }
         }
+        let device = if heap_kind == HeapKind::Device {
+            let (rt, dmaps) = crate::device::setup(crate::device::DeviceSetup {
+                boot: boot.as_ref(),
+                me,
+                n,
+                local: &local,
+                pids: &pids,
+                size: cfg.symmetric_size,
+                cookie: job_cookie,
+                timeout: cfg.timeout,
+                external: attr.device_handles,
+            })?;
+            maps = dmaps;
+            Some(rt)
+        } else {
+            None
+        };
         tracing::debug!(
             pe = me,
             heap_bytes = cfg.symmetric_size,
@@ -421,6 +475,8 @@ impl Shmem {
             boot,
             sys,
             maps,
+            heap_kind,
+            device,
             nodes,
             heap: Mutex::new(heap),
             barrier_epoch: AtomicU64::new(0),
@@ -473,6 +529,16 @@ impl Shmem {
     /// Bytes of symmetric heap per PE.
     pub fn heap_size(&self) -> usize {
         self.heap_size
+    }
+
+    /// Where the symmetric heap lives.
+    pub fn heap_kind(&self) -> HeapKind {
+        self.heap_kind
+    }
+
+    /// This PE's device (for a device heap): modules, kernels, launches on symmetric buffers.
+    pub fn device(&self) -> Option<Device<'_>> {
+        self.device.as_ref().map(|rt| Device::new(self, rt))
     }
 
     /// Name of the bootstrap in use.

@@ -117,11 +117,28 @@ pub fn run_pe(body: impl FnOnce(&xpushmem::Shmem) -> xpushmem::Result<()>) -> ! 
     }
 }
 
+/// The environment of a PE whose symmetric heap lives on a (ze-emu) Level Zero device: the loader's variables
+/// with the validation layer on, ze-emu's driver path (built on first use), and `XPUSHMEM_HEAP=device`.
+pub fn device_env() -> Vec<(String, String)> {
+    let mut env = ze_emu::testing::loader_env();
+    env.push(("XPUSHMEM_HEAP".into(), "device".into()));
+    env
+}
+
+/// Launch `n` PEs of test `name` with device heaps and panic (with every PE's output) unless all exit with 0.
+pub fn spawn_pes_on_device(name: &str, n: usize) {
+    let env = device_env();
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let out = spawn_pes_with(name, n, &env);
+    assert_success(name, n, &out);
+}
+
 /// Define a multi-PE test: a module `$name` with one `#[test]` per PE count. The body is a closure-like block
-/// taking `&Shmem` and returning `xpushmem::Result<()>`; use `assert!` for checks.
+/// taking `&Shmem` and returning `xpushmem::Result<()>`; use `assert!` for checks. An optional second list,
+/// `device [...]`, adds runs of the same body with the symmetric heap on a ze-emu Level Zero device.
 #[macro_export]
 macro_rules! pe_test {
-    ($name:ident, [$($f:ident = $n:expr),+ $(,)?], |$sh:ident| $body:block) => {
+    ($name:ident, [$($f:ident = $n:expr),* $(,)?], device [$($df:ident = $dn:expr),* $(,)?], |$sh:ident| $body:block) => {
         mod $name {
             #[allow(unused_imports)]
             use super::*;
@@ -136,8 +153,21 @@ macro_rules! pe_test {
                     }
                     $crate::spawn_pes(&name, $n);
                 }
-            )+
+            )*
+            $(
+                #[test]
+                fn $df() {
+                    let name = $crate::test_name(module_path!(), stringify!($df));
+                    if $crate::is_pe_of(&name) {
+                        $crate::run_pe(body);
+                    }
+                    $crate::spawn_pes_on_device(&name, $dn);
+                }
+            )*
         }
+    };
+    ($name:ident, [$($f:ident = $n:expr),+ $(,)?], |$sh:ident| $body:block) => {
+        $crate::pe_test!($name, [$($f = $n),+], device [], |$sh| $body);
     };
     ($name:ident, |$sh:ident| $body:block) => {
         $crate::pe_test!($name, [_1pe = 1, _2pe = 2, _4pe = 4, _8pe = 8], |$sh| $body);

@@ -107,7 +107,10 @@ fn contended<T: Small>(sh: &Shmem) -> Result<()> {
     sh.free(words)
 }
 
-pe_test!(contended_atomics_every_int_type, |sh| {
+pe_test!(
+    contended_atomics_every_int_type,
+    [_1pe = 1, _2pe = 2, _4pe = 4, _8pe = 8], device [dev_2pe = 2, dev_4pe = 4],
+    |sh| {
     contended::<i32>(sh)?;
     contended::<u32>(sh)?;
     contended::<i64>(sh)?;
@@ -116,7 +119,7 @@ pe_test!(contended_atomics_every_int_type, |sh| {
 
 pe_test!(
     signed_wraparound_and_float_extended_atomics,
-    [_1pe = 1, _2pe = 2, _4pe = 4],
+    [_1pe = 1, _2pe = 2, _4pe = 4], device [dev_2pe = 2, dev_4pe = 4],
     |sh| {
         let (me, n) = (sh.my_pe(), sh.n_pes());
         let i = sh.calloc::<i32>(1)?.at(0)?;

@@ -3,7 +3,10 @@
 
 use xpushmem_tests::pe_test;
 
-pe_test!(allocations_agree_and_reuse, |sh| {
+pe_test!(
+    allocations_agree_and_reuse,
+    [_1pe = 1, _2pe = 2, _4pe = 4, _8pe = 8], device [dev_2pe = 2, dev_4pe = 4],
+    |sh| {
     let (me, n) = (sh.my_pe(), sh.n_pes());
     let a = sh.malloc::<u8>(1000)?;
     let b = sh.align::<u64>(4096, 10)?;

@@ -34,7 +34,10 @@ fn ring_put_get<T: FromRef>(sh: &Shmem, salt: u64) -> Result<()> {
     Ok(())
 }
 
-pe_test!(put_get_every_type, |sh| {
+pe_test!(
+    put_get_every_type,
+    [_1pe = 1, _2pe = 2, _4pe = 4, _8pe = 8], device [dev_2pe = 2, dev_4pe = 4],
+    |sh| {
     ring_put_get::<i8>(sh, 1)?;
     ring_put_get::<i16>(sh, 2)?;
     ring_put_get::<i32>(sh, 3)?;
@@ -111,26 +114,34 @@ pe_test!(large_put_get_64mib, [_2pe = 2], |sh| {
     sh.free(buf)
 });
 
-pe_test!(p_and_g_scalars, |sh| {
-    let (me, n) = (sh.my_pe(), sh.n_pes());
-    let ints = sh.calloc::<i64>(n)?;
-    let floats = sh.calloc::<f32>(n)?;
-    for pe in 0..n {
-        sh.p(ints.at(me)?, -(me as i64) * 1000 - pe as i64, pe)?;
-        sh.p(floats.at(me)?, me as f32 + 0.25, pe)?;
-    }
-    sh.barrier_all()?;
-    for pe in 0..n {
-        for src in 0..n {
-            assert_eq!(sh.g(ints.at(src)?, pe)?, -(src as i64) * 1000 - pe as i64);
-            assert_eq!(sh.g(floats.at(src)?, pe)?, src as f32 + 0.25);
+pe_test!(
+    p_and_g_scalars,
+    [_1pe = 1, _2pe = 2, _4pe = 4, _8pe = 8],
+    device[dev_2pe = 2],
+    |sh| {
+        let (me, n) = (sh.my_pe(), sh.n_pes());
+        let ints = sh.calloc::<i64>(n)?;
+        let floats = sh.calloc::<f32>(n)?;
+        for pe in 0..n {
+            sh.p(ints.at(me)?, -(me as i64) * 1000 - pe as i64, pe)?;
+            sh.p(floats.at(me)?, me as f32 + 0.25, pe)?;
         }
+        sh.barrier_all()?;
+        for pe in 0..n {
+            for src in 0..n {
+                assert_eq!(sh.g(ints.at(src)?, pe)?, -(src as i64) * 1000 - pe as i64);
+                assert_eq!(sh.g(floats.at(src)?, pe)?, src as f32 + 0.25);
+            }
+        }
+        sh.free(floats)?;
+        sh.free(ints)
     }
-    sh.free(floats)?;
-    sh.free(ints)
-});
+);
 
-pe_test!(nbi_put_get_complete_after_wait_and_quiet, |sh| {
+pe_test!(
+    nbi_put_get_complete_after_wait_and_quiet,
+    [_1pe = 1, _2pe = 2, _4pe = 4, _8pe = 8], device [dev_2pe = 2, dev_4pe = 4],
+    |sh| {
     let (me, n) = (sh.my_pe(), sh.n_pes());
     let buf = sh.calloc::<u32>(256 * n)?;
     let data: Vec<u32> = ref_vec(me, 256, 5);
@@ -156,7 +167,10 @@ pe_test!(nbi_put_get_complete_after_wait_and_quiet, |sh| {
     sh.free(buf)
 });
 
-pe_test!(strided_iput_iget, |sh| {
+pe_test!(
+    strided_iput_iget,
+    [_1pe = 1, _2pe = 2, _4pe = 4, _8pe = 8], device [dev_2pe = 2, dev_4pe = 4],
+    |sh| {
     let (me, n) = (sh.my_pe(), sh.n_pes());
     let right = (me + 1) % n;
     let src: Vec<i32> = ref_vec(me, 60, 9);
@@ -197,7 +211,7 @@ pe_test!(strided_iput_iget, |sh| {
 
 pe_test!(
     ptr_gives_direct_access_on_the_node,
-    [_1pe = 1, _2pe = 2, _4pe = 4],
+    [_1pe = 1, _2pe = 2, _4pe = 4], device [dev_2pe = 2, dev_4pe = 4],
     |sh| {
         let (me, n) = (sh.my_pe(), sh.n_pes());
         let buf = sh.calloc::<u64>(4)?;

@@ -4,7 +4,10 @@
 use xpushmem::{Cmp, SignalOp};
 use xpushmem_tests::{pe_test, ref_vec};
 
-pe_test!(put_signal_pipeline_data_before_signal, |sh| {
+pe_test!(
+    put_signal_pipeline_data_before_signal,
+    [_1pe = 1, _2pe = 2, _4pe = 4, _8pe = 8], device [dev_2pe = 2, dev_4pe = 4],
+    |sh| {
     // Each PE streams ITER chunks to its right neighbour; the receiver waits on the signal (SET to the
     // iteration number) and must see the whole chunk of that iteration. A chunk is written only after the
     // receiver acknowledges the previous one.
@@ -41,7 +44,10 @@ pe_test!(put_signal_pipeline_data_before_signal, |sh| {
     Ok(())
 });
 
-pe_test!(put_signal_add_counts_every_sender, |sh| {
+pe_test!(
+    put_signal_add_counts_every_sender,
+    [_1pe = 1, _2pe = 2, _4pe = 4, _8pe = 8], device [dev_2pe = 2, dev_4pe = 4],
+    |sh| {
     let (me, n) = (sh.my_pe(), sh.n_pes());
     let slots = sh.calloc::<u32>(n * 8)?;
     let sig = sh.calloc::<u64>(1)?.at(0)?;
@@ -73,7 +79,7 @@ pe_test!(put_signal_add_counts_every_sender, |sh| {
 
 pe_test!(
     signal_wait_until_every_comparator,
-    [_1pe = 1, _2pe = 2, _4pe = 4],
+    [_1pe = 1, _2pe = 2, _4pe = 4], device [dev_2pe = 2, dev_4pe = 4],
     |sh| {
         let (me, n) = (sh.my_pe(), sh.n_pes());
         let sig = sh.calloc::<u64>(1)?.at(0)?;
@@ -111,7 +117,7 @@ pe_test!(
 
 pe_test!(
     wait_until_and_test_families,
-    [_2pe = 2, _4pe = 4, _8pe = 8],
+    [_2pe = 2, _4pe = 4, _8pe = 8], device [dev_2pe = 2, dev_4pe = 4],
     |sh| {
         let (me, n) = (sh.my_pe(), sh.n_pes());
         // Every PE owns n flags; PE p sets flag p of everyone to p + 1 (vector values) after a barrier.

@@ -3,7 +3,10 @@
 use xpushmem::Cmp;
 use xpushmem_tests::pe_test;
 
-pe_test!(barrier_all_separates_rounds, |sh| {
+pe_test!(
+    barrier_all_separates_rounds,
+    [_1pe = 1, _2pe = 2, _4pe = 4, _8pe = 8], device [dev_2pe = 2, dev_4pe = 4],
+    |sh| {
     // Round k: every PE adds 1 to a counter on every PE, then barriers; after the barrier each counter must be
     // exactly n * k (nobody is a round ahead, nobody behind).
     let (me, n) = (sh.my_pe(), sh.n_pes());
@@ -24,7 +27,10 @@ pe_test!(barrier_all_separates_rounds, |sh| {
     Ok(())
 });
 
-pe_test!(fence_orders_puts_to_one_pe, [_2pe = 2, _4pe = 4], |sh| {
+pe_test!(
+    fence_orders_puts_to_one_pe,
+    [_2pe = 2, _4pe = 4], device [dev_2pe = 2, dev_4pe = 4],
+    |sh| {
     // Writer puts data then (fence) a flag; the reader that sees the flag must see the data.
     let (me, n) = (sh.my_pe(), sh.n_pes());
     let data = sh.calloc::<u64>(512)?;

@@ -32,6 +32,7 @@ mod module;
 mod ocl;
 mod registry;
 mod spirv;
+pub mod testing;
 mod util;
 
 pub use driver::{DEVICES_ENV, MAX_DEVICES};

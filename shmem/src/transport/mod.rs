@@ -5,6 +5,7 @@
 //!   every PE maps every node peer's heap, so a put is a `memcpy` and an atomic is a CPU atomic on the peer's page.
 
 pub mod shm;
+pub mod ze;
 
 use crate::error::Result;
 

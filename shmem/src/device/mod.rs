@@ -1,0 +1,337 @@
+//! The device runtime: a PE's symmetric heap in Level Zero device memory, its peers' heaps opened through IPC,
+//! and a small safe API to load SPIR-V modules and launch kernels on symmetric buffers.
+//!
+//! Set-up (collective, at `init` with `XPUSHMEM_HEAP=device`):
+//! 1. each PE opens its device (`XPUSHMEM_DEVICE`, else its local rank modulo the device count) or adopts a host
+//!    framework's handles, and allocates its heap with `zeMemAllocDevice`;
+//! 2. it exports the heap's IPC handle, whose first bytes carry a file descriptor, and allows its node peers to
+//!    take that descriptor (`PR_SET_PTRACER_ANY`);
+//! 3. every PE takes each node peer's descriptor with `pidfd_getfd`; if that is refused anywhere (no ptrace
+//!    permission), every PE falls back to passing descriptors over a Unix socket (SCM_RIGHTS);
+//! 4. every PE opens each peer's handle (descriptor patched in) with `zeMemOpenIpcHandle`: `bases[pe]`.
+//!
+//! Host-initiated operations on a device heap go through [`crate::transport::ze::DeviceWindow`]: copies on a copy
+//! engine, fills, and one-work-item atomic kernels of the device library.
+
+use crate::bootstrap::{Bootstrap, Dec, Enc};
+use crate::error::{Error, Result};
+use crate::runtime::Shmem;
+use crate::transport::shm::{self, FdListener};
+use crate::transport::ze::{DeviceSelect, ExternalHandles, ZeRuntime};
+use crate::transport::Window;
+use crate::types::{SymRef, SymSlice, Symmetric};
+use rustix::fd::{AsFd, AsRawFd, OwnedFd};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Where the user heap lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HeapKind {
+    /// Host memory (memfd), CPU PEs.
+    Host,
+    /// Level Zero device memory, one device per PE.
+    Device,
+}
+
+/// How device-heap descriptors travel between processes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum IpcMode {
+    Auto,
+    Pidfd,
+    Socket,
+}
+
+impl IpcMode {
+    pub(crate) fn from_env() -> Result<IpcMode> {
+        match crate::config::env_value("XPUSHMEM_IPC")
+            .as_deref()
+            .map(str::trim)
+        {
+            None | Some("auto") => Ok(IpcMode::Auto),
+            Some("pidfd") => Ok(IpcMode::Pidfd),
+            Some("socket") => Ok(IpcMode::Socket),
+            Some(v) => Err(Error::Config {
+                var: "XPUSHMEM_IPC",
+                value: v.to_string(),
+                reason: "expected auto, pidfd or socket".into(),
+            }),
+        }
+    }
+}
+
+/// What `Shmem::start` needs to build device heaps.
+pub(crate) struct DeviceSetup<'a> {
+    pub boot: &'a dyn Bootstrap,
+    pub me: usize,
+    pub n: usize,
+    pub local: &'a [usize],
+    pub pids: &'a [u32],
+    pub size: usize,
+    pub cookie: u64,
+    pub timeout: Option<Duration>,
+    pub external: Option<ExternalHandles>,
+}
+
+fn pick_device(local_rank: usize) -> Result<usize> {
+    match crate::config::env_value("XPUSHMEM_DEVICE") {
+        Some(v) if v.trim() != "auto" => v.trim().parse().map_err(|_| Error::Config {
+            var: "XPUSHMEM_DEVICE",
+            value: v.clone(),
+            reason: "expected auto or a device number".into(),
+        }),
+        _ => {
+            let count = ZeRuntime::device_count()?;
+            if count == 0 {
+                return Err(Error::Device("Level Zero reports no device".into()));
+            }
+            Ok(local_rank % count)
+        }
+    }
+}
+
+/// Build this PE's device heap and open every node peer's. Collective over all PEs.
+pub(crate) fn setup(s: DeviceSetup<'_>) -> Result<(Arc<ZeRuntime>, Vec<Option<Box<dyn Window>>>)> {
+    let local_rank = s.local.iter().position(|&p| p == s.me).unwrap_or(0);
+    let select = match s.external {
+        Some(h) => DeviceSelect::External(h),
+        None => DeviceSelect::Index(pick_device(local_rank)?),
+    };
+    let mode = IpcMode::from_env()?;
+    let rt = ZeRuntime::open(select)?;
+    let own = rt.alloc_heap(s.size)?;
+    let (handle, fd) = rt.ipc_handle(&own)?;
+    if mode != IpcMode::Socket {
+        // Let node peers take the heap's descriptor with pidfd_getfd (Yama ptrace scope 1 needs this).
+        let _ = rustix::process::set_ptracer(rustix::process::PTracer::Any);
+    }
+    let rec = Enc::default().u64(fd as u32 as u64).bytes(&handle).0;
+    let all = s.boot.allgather(&rec)?;
+    let mut peers: Vec<(usize, i32, [u8; 64])> = Vec::new();
+    for (pe, r) in all.iter().enumerate() {
+        let mut d = Dec(r);
+        let bad = || Error::Device(format!("malformed device-heap record from PE {pe}"));
+        let pfd = d.u64().ok_or_else(bad)? as u32 as i32;
+        let h: [u8; 64] = d.bytes().and_then(|b| b.try_into().ok()).ok_or_else(bad)?;
+        peers.push((pe, pfd, h));
+    }
+    // Take every node peer's descriptor: pidfd_getfd first, SCM_RIGHTS when any PE could not.
+    let mut fds: Vec<Option<OwnedFd>> = (0..s.n).map(|_| None).collect();
+    let mut ok = mode != IpcMode::Socket;
+    if ok {
+        for &pe in s.local.iter().filter(|&&p| p != s.me) {
+            let got = rustix::process::Pid::from_raw(s.pids[pe] as i32)
+                .ok_or(rustix::io::Errno::SRCH)
+                .and_then(|pid| {
+                    rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty())
+                })
+                .and_then(|pidfd| {
+                    rustix::process::pidfd_getfd(
+                        &pidfd,
+                        peers[pe].1,
+                        rustix::process::PidfdGetfdFlags::empty(),
+                    )
+                });
+            match got {
+                Ok(f) => fds[pe] = Some(f),
+                Err(e) => {
+                    tracing::debug!(
+                        pe = s.me,
+                        peer = pe,
+                        "pidfd_getfd refused ({e}); will pass fds over a socket"
+                    );
+                    ok = false;
+                    break;
+                }
+            }
+        }
+    }
+    let verdicts = s.boot.allgather(&[ok as u8])?;
+    let all_ok = verdicts.iter().all(|v| v.first() == Some(&1));
+    if !all_ok {
+        if mode == IpcMode::Pidfd {
+            return Err(Error::Device(
+                "XPUSHMEM_IPC=pidfd, but pidfd_getfd was refused on some PE (ptrace permission)"
+                    .into(),
+            ));
+        }
+        fds.iter_mut().for_each(|f| *f = None);
+        let cookie = s.cookie ^ 0x6465_7669_6365_0000;
+        let listener = if s.local[0] == s.me && s.local.len() > 1 {
+            Some(FdListener::bind(cookie, s.me)?)
+        } else {
+            None
+        };
+        s.boot.barrier()?;
+        if s.local.len() > 1 {
+            // SAFETY-free: the raw fd number names our own live descriptor inside the driver's handle; borrow it.
+            let own_fd =
+                rustix::io::dup(borrow_fd(fd)?).map_err(|e| Error::os("dup(device heap fd)", e))?;
+            let got =
+                shm::exchange_fds(cookie, s.local, s.me, own_fd.as_fd(), listener, s.timeout)?;
+            for (&pe, f) in s.local.iter().zip(got) {
+                if pe != s.me {
+                    fds[pe] = Some(f);
+                }
+            }
+        }
+    }
+    let mut maps: Vec<Option<Box<dyn Window>>> = (0..s.n).map(|_| None).collect();
+    for &pe in s.local {
+        if pe == s.me {
+            continue;
+        }
+        let f = fds[pe]
+            .take()
+            .ok_or_else(|| Error::Device(format!("no heap descriptor from PE {pe}")))?;
+        let w = rt.open_ipc(&peers[pe].2, f.as_raw_fd(), s.size)?;
+        drop(f); // the driver holds its own reference now
+        maps[pe] = Some(Box::new(w));
+    }
+    maps[s.me] = Some(Box::new(own));
+    tracing::debug!(
+        pe = s.me,
+        device = rt.name(),
+        ipc = if all_ok { "pidfd_getfd" } else { "SCM_RIGHTS" },
+        "device heap mapped"
+    );
+    s.boot.barrier()?;
+    Ok((rt, maps))
+}
+
+/// Borrow a descriptor that lives in the driver's IPC handle (it stays open as long as the heap does).
+fn borrow_fd(fd: i32) -> Result<rustix::fd::BorrowedFd<'static>> {
+    crate::transport::shm::borrow_raw_fd(fd)
+}
+
+/// A kernel argument: a PE's symmetric buffer (resolved to the address this PE's device uses for it), or a
+/// scalar.
+#[derive(Debug, Clone, Copy)]
+pub enum KernelArg {
+    /// `bytes` bytes at heap offset `off` of `pe`'s heap.
+    Heap {
+        /// Heap offset.
+        off: usize,
+        /// Extent in bytes (validated against the heap).
+        bytes: usize,
+        /// Whose heap.
+        pe: usize,
+    },
+    /// A 32-bit scalar.
+    U32(u32),
+    /// A 64-bit scalar.
+    U64(u64),
+    /// A 32-bit float.
+    F32(f32),
+}
+
+impl KernelArg {
+    /// `pe`'s copy of a symmetric slice.
+    pub fn sym<T: Symmetric>(s: SymSlice<T>, pe: usize) -> KernelArg {
+        KernelArg::Heap {
+            off: s.heap_offset(),
+            bytes: s.size_bytes(),
+            pe,
+        }
+    }
+
+    /// `pe`'s copy of a symmetric element.
+    pub fn sym_ref<T: Symmetric>(r: SymRef<T>, pe: usize) -> KernelArg {
+        Self::sym(r.as_slice(), pe)
+    }
+}
+
+/// A SPIR-V module loaded on this PE's device.
+#[derive(Debug)]
+pub struct Module {
+    handle: level_zero_sys::ze_module_handle_t,
+}
+
+/// A kernel of a loaded module.
+#[derive(Debug)]
+pub struct Kernel {
+    handle: level_zero_sys::ze_kernel_handle_t,
+    name: String,
+}
+
+impl Kernel {
+    /// The kernel's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+/// This PE's device, as seen through the runtime: modules, kernels, launches on symmetric buffers.
+#[derive(Debug, Clone, Copy)]
+pub struct Device<'a> {
+    sh: &'a Shmem,
+    rt: &'a Arc<ZeRuntime>,
+}
+
+impl<'a> Device<'a> {
+    pub(crate) fn new(sh: &'a Shmem, rt: &'a Arc<ZeRuntime>) -> Self {
+        Device { sh, rt }
+    }
+
+    /// The device's name.
+    pub fn name(&self) -> &str {
+        self.rt.name()
+    }
+
+    /// Whether host-initiated copies run on a dedicated copy engine.
+    pub fn has_copy_engine(&self) -> bool {
+        self.rt.has_copy_engine()
+    }
+
+    /// The Level Zero handles in use (to share with a framework).
+    pub fn handles(&self) -> ExternalHandles {
+        self.rt.handles()
+    }
+
+    /// Build a module from SPIR-V (the build log is part of the error).
+    pub fn load_module(&self, spirv: &[u8]) -> Result<Module> {
+        Ok(Module {
+            handle: self.rt.build_module(spirv, "user module")?,
+        })
+    }
+
+    /// A kernel of `module` by name.
+    pub fn kernel(&self, module: &Module, name: &str) -> Result<Kernel> {
+        Ok(Kernel {
+            handle: self.rt.kernel(module.handle, name)?,
+            name: name.to_string(),
+        })
+    }
+
+    /// Run `kernel` with `groups` work-groups of `group_size` work-items; returns when it has finished. Heap
+    /// arguments are validated (PE, range) and resolved to this device's address of that PE's buffer.
+    pub fn launch(
+        &self,
+        kernel: &Kernel,
+        args: &[KernelArg],
+        groups: [u32; 3],
+        group_size: [u32; 3],
+    ) -> Result<()> {
+        let mut raw = Vec::with_capacity(args.len());
+        for a in args {
+            raw.push(match *a {
+                KernelArg::Heap { off, bytes, pe } => {
+                    let call = format!("launch {}", kernel.name);
+                    self.sh.check_range(off, bytes, &call)?;
+                    let w = self.sh.map_of(pe, &call)?;
+                    (w.base() as u64 + off as u64).to_ne_bytes().to_vec()
+                }
+                KernelArg::U32(v) => v.to_ne_bytes().to_vec(),
+                KernelArg::U64(v) => v.to_ne_bytes().to_vec(),
+                KernelArg::F32(v) => v.to_ne_bytes().to_vec(),
+            });
+        }
+        if groups.contains(&0) || group_size.contains(&0) {
+            return Err(Error::invalid(
+                "groups/group_size",
+                format!("{groups:?}/{group_size:?}"),
+                "every dimension must be at least 1",
+            ));
+        }
+        self.rt.launch(kernel.handle, &raw, groups, group_size)
+    }
+}

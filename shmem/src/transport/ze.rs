@@ -1,0 +1,689 @@
+//! Level Zero transport leaf: the safe layer the device runtime stands on.
+//!
+//! [`ZeRuntime`] owns (or adopts) a driver, device and context, two synchronous immediate command lists (one on a
+//! copy engine when the device has one, one on a compute engine) and, lazily, the runtime's own device-library
+//! module. [`DeviceWindow`] is a [`Window`] onto one PE's device heap (our own allocation, or a peer's opened
+//! through IPC): every access is bounds-checked here, then issued as a copy, a fill or a one-work-item atomic
+//! kernel. All `unsafe` Level Zero calls of the runtime live in this file.
+
+use super::{AmoOp, Window};
+use crate::error::{Error, Result};
+use level_zero_sys as ze;
+use std::ffi::{c_void, CString};
+use std::sync::{Arc, Mutex};
+
+/// The runtime's device library (see `shmem/device-lib/xpushmem_device.cl`), prebuilt to SPIR-V.
+pub const DEVICE_LIBRARY_SPIRV: &[u8] =
+    include_bytes!("../../device-lib/prebuilt/xpushmem_device.spv");
+
+fn check(call: &'static str, r: ze::ze_result_t) -> Result<()> {
+    r.ok()
+        .map_err(|r| Error::Device(format!("{call} failed: {r}")))
+}
+
+/// Handles a host framework (SYCL, PyTorch XPU) already owns and lends to xpushmem; they are not destroyed here.
+#[derive(Debug, Clone, Copy)]
+pub struct ExternalHandles {
+    /// `ze_driver_handle_t`.
+    pub driver: ze::ze_driver_handle_t,
+    /// `ze_device_handle_t`.
+    pub device: ze::ze_device_handle_t,
+    /// `ze_context_handle_t`.
+    pub context: ze::ze_context_handle_t,
+}
+
+/// Which device a PE uses.
+#[derive(Debug, Clone, Copy)]
+pub enum DeviceSelect {
+    /// Device number `n` of the first driver that has devices.
+    Index(usize),
+    /// Adopt handles from a host framework.
+    External(ExternalHandles),
+}
+
+#[derive(Debug)]
+struct Lists {
+    copy: ze::ze_command_list_handle_t,
+    compute: ze::ze_command_list_handle_t,
+}
+
+#[derive(Debug)]
+struct AmoKernels {
+    module: ze::ze_module_handle_t,
+    k32: ze::ze_kernel_handle_t,
+    k64: ze::ze_kernel_handle_t,
+    /// Host allocation (8 bytes) receiving the previous value.
+    result: *mut u64,
+}
+
+/// One PE's Level Zero device and context.
+pub struct ZeRuntime {
+    api: ze::ZeApi,
+    driver: ze::ze_driver_handle_t,
+    device: ze::ze_device_handle_t,
+    context: ze::ze_context_handle_t,
+    owns_context: bool,
+    name: String,
+    copy_engine: bool,
+    lists: Mutex<Lists>,
+    amo: Mutex<Option<AmoKernels>>,
+    modules: Mutex<Vec<ze::ze_module_handle_t>>,
+}
+
+// SAFETY: Level Zero handles may be used from any thread; the only state mutated through `&self` (command lists,
+// the lazily built kernels, module list) is behind mutexes, and `AmoKernels::result` is touched only under its lock.
+unsafe impl Send for ZeRuntime {}
+// SAFETY: as above.
+unsafe impl Sync for ZeRuntime {}
+
+impl std::fmt::Debug for ZeRuntime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ZeRuntime")
+            .field("device", &self.name)
+            .field("copy_engine", &self.copy_engine)
+            .field("library", &self.api.library_path())
+            .finish()
+    }
+}
+
+impl ZeRuntime {
+    /// Load the Level Zero loader, initialise it and open (or adopt) a device and a context.
+    pub fn open(select: DeviceSelect) -> Result<Arc<ZeRuntime>> {
+        let api = ze::ZeApi::load().map_err(|e| {
+            Error::Device(format!(
+                "Level Zero is not available: {e}; device heaps need the Level Zero loader (Debian: libze1) and a \
+                 driver (an Intel GPU driver, or ze-emu through ZE_ENABLE_ALT_DRIVERS); host heaps still work"
+            ))
+        })?;
+        // SAFETY: zeInit takes flags only; calling it more than once is allowed.
+        check("zeInit", unsafe { (api.zeInit)(0) })?;
+        let (driver, device, context, owns_context) = match select {
+            DeviceSelect::External(h) => {
+                if h.driver.is_null() || h.device.is_null() || h.context.is_null() {
+                    return Err(Error::invalid(
+                        "external handles",
+                        format!("{h:?}"),
+                        "driver, device and context must all be set",
+                    ));
+                }
+                (h.driver, h.device, h.context, false)
+            }
+            DeviceSelect::Index(index) => {
+                let drivers = Self::drivers(&api)?;
+                let mut found = None;
+                let mut total = 0;
+                for d in drivers {
+                    let devs = Self::devices(&api, d)?;
+                    if index < total + devs.len() {
+                        found = Some((d, devs[index - total]));
+                        break;
+                    }
+                    total += devs.len();
+                }
+                let (driver, device) = found.ok_or_else(|| {
+                    Error::Device(format!("device {index} requested (XPUSHMEM_DEVICE or local rank), but Level Zero exposes {total} device(s)"))
+                })?;
+                let desc = ze::ze_context_desc_t::default();
+                let mut context = ze::ze_context_handle_t::null();
+                // SAFETY: desc is a valid descriptor; context is a valid out-pointer.
+                check("zeContextCreate", unsafe {
+                    (api.zeContextCreate)(driver, &desc, &mut context)
+                })?;
+                (driver, device, context, true)
+            }
+        };
+        let mut props = ze::ze_device_properties_t::default();
+        // SAFETY: props is a properties struct with the right stype.
+        check("zeDeviceGetProperties", unsafe {
+            (api.zeDeviceGetProperties)(device, &mut props)
+        })?;
+        let name = props.name.to_string_lossy();
+        let (copy_ordinal, compute_ordinal) = Self::queue_groups(&api, device)?;
+        let mk_list = |ordinal: u32| -> Result<ze::ze_command_list_handle_t> {
+            let desc = ze::ze_command_queue_desc_t {
+                ordinal,
+                index: 0,
+                mode: ze::ZE_COMMAND_QUEUE_MODE_SYNCHRONOUS,
+                ..Default::default()
+            };
+            let mut list = ze::ze_command_list_handle_t::null();
+            // SAFETY: valid context/device handles, descriptor and out-pointer.
+            check("zeCommandListCreateImmediate", unsafe {
+                (api.zeCommandListCreateImmediate)(context, device, &desc, &mut list)
+            })?;
+            Ok(list)
+        };
+        let lists = Lists {
+            copy: mk_list(copy_ordinal.unwrap_or(compute_ordinal))?,
+            compute: mk_list(compute_ordinal)?,
+        };
+        tracing::debug!(device = %name, copy_engine = copy_ordinal.is_some(), "Level Zero device opened");
+        Ok(Arc::new(ZeRuntime {
+            api,
+            driver,
+            device,
+            context,
+            owns_context,
+            name,
+            copy_engine: copy_ordinal.is_some(),
+            lists: Mutex::new(lists),
+            amo: Mutex::new(None),
+            modules: Mutex::new(Vec::new()),
+        }))
+    }
+
+    fn drivers(api: &ze::ZeApi) -> Result<Vec<ze::ze_driver_handle_t>> {
+        let mut n = 0u32;
+        // SAFETY: count query with a null array.
+        check("zeDriverGet", unsafe {
+            (api.zeDriverGet)(&mut n, std::ptr::null_mut())
+        })?;
+        let mut v = vec![ze::ze_driver_handle_t::null(); n as usize];
+        // SAFETY: v has room for n handles.
+        check("zeDriverGet", unsafe {
+            (api.zeDriverGet)(&mut n, v.as_mut_ptr())
+        })?;
+        v.truncate(n as usize);
+        Ok(v)
+    }
+
+    fn devices(api: &ze::ZeApi, d: ze::ze_driver_handle_t) -> Result<Vec<ze::ze_device_handle_t>> {
+        let mut n = 0u32;
+        // SAFETY: count query with a null array.
+        check("zeDeviceGet", unsafe {
+            (api.zeDeviceGet)(d, &mut n, std::ptr::null_mut())
+        })?;
+        let mut v = vec![ze::ze_device_handle_t::null(); n as usize];
+        // SAFETY: v has room for n handles.
+        check("zeDeviceGet", unsafe {
+            (api.zeDeviceGet)(d, &mut n, v.as_mut_ptr())
+        })?;
+        v.truncate(n as usize);
+        Ok(v)
+    }
+
+    /// (copy-only group ordinal if any, compute group ordinal).
+    fn queue_groups(api: &ze::ZeApi, device: ze::ze_device_handle_t) -> Result<(Option<u32>, u32)> {
+        let mut n = 0u32;
+        // SAFETY: count query with a null array.
+        check("zeDeviceGetCommandQueueGroupProperties", unsafe {
+            (api.zeDeviceGetCommandQueueGroupProperties)(device, &mut n, std::ptr::null_mut())
+        })?;
+        let mut v = vec![ze::ze_command_queue_group_properties_t::default(); n as usize];
+        // SAFETY: v holds n properties structs with the right stype.
+        check("zeDeviceGetCommandQueueGroupProperties", unsafe {
+            (api.zeDeviceGetCommandQueueGroupProperties)(device, &mut n, v.as_mut_ptr())
+        })?;
+        let compute = v
+            .iter()
+            .position(|g| g.flags & ze::ZE_COMMAND_QUEUE_GROUP_PROPERTY_FLAG_COMPUTE != 0)
+            .ok_or_else(|| Error::Device("the device has no compute engine".into()))?;
+        let copy = v.iter().position(|g| {
+            g.flags & ze::ZE_COMMAND_QUEUE_GROUP_PROPERTY_FLAG_COPY != 0
+                && g.flags & ze::ZE_COMMAND_QUEUE_GROUP_PROPERTY_FLAG_COMPUTE == 0
+        });
+        Ok((copy.map(|c| c as u32), compute as u32))
+    }
+
+    /// Number of devices the loaded drivers expose (for picking one per local rank).
+    pub fn device_count() -> Result<usize> {
+        let api = ze::ZeApi::load()
+            .map_err(|e| Error::Device(format!("Level Zero is not available: {e}")))?;
+        // SAFETY: flags only.
+        check("zeInit", unsafe { (api.zeInit)(0) })?;
+        let mut total = 0;
+        for d in Self::drivers(&api)? {
+            total += Self::devices(&api, d)?.len();
+        }
+        Ok(total)
+    }
+
+    /// The device's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Whether host-initiated copies use a dedicated copy engine.
+    pub fn has_copy_engine(&self) -> bool {
+        self.copy_engine
+    }
+
+    /// The raw handles (driver, device, context), for frameworks that want to share them.
+    pub fn handles(&self) -> ExternalHandles {
+        ExternalHandles {
+            driver: self.driver,
+            device: self.device,
+            context: self.context,
+        }
+    }
+
+    /// Allocate `size` bytes of device memory as a window of this process.
+    pub fn alloc_heap(self: &Arc<Self>, size: usize) -> Result<DeviceWindow> {
+        let desc = ze::ze_device_mem_alloc_desc_t::default();
+        let mut p: *mut c_void = std::ptr::null_mut();
+        // SAFETY: valid handles, descriptor and out-pointer.
+        check("zeMemAllocDevice", unsafe {
+            (self.api.zeMemAllocDevice)(self.context, &desc, size, 64, self.device, &mut p)
+        })
+        .map_err(|e| {
+            Error::Device(format!(
+                "{e} (a {size}-byte symmetric heap; lower XPUSHMEM_SYMMETRIC_SIZE?)"
+            ))
+        })?;
+        Ok(DeviceWindow {
+            rt: self.clone(),
+            base: p.cast(),
+            len: size,
+            imported: false,
+        })
+    }
+
+    /// The IPC handle of a window we allocated, and the fd it carries (Intel's drivers put a dma-buf fd in the
+    /// first bytes).
+    pub fn ipc_handle(&self, w: &DeviceWindow) -> Result<([u8; ze::ZE_MAX_IPC_HANDLE_SIZE], i32)> {
+        let mut h = ze::ze_ipc_mem_handle_t::default();
+        // SAFETY: w.base is a live device allocation of this context; h is a valid out-pointer.
+        check("zeMemGetIpcHandle", unsafe {
+            (self.api.zeMemGetIpcHandle)(self.context, w.base.cast(), &mut h)
+        })?;
+        let bytes = h.data.map(|c| c as u8);
+        let fd = i32::from_ne_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
+        Ok((bytes, fd))
+    }
+
+    /// Open a peer's heap from its IPC handle bytes, with `fd` (a descriptor valid in this process) patched in.
+    pub fn open_ipc(
+        self: &Arc<Self>,
+        handle: &[u8; ze::ZE_MAX_IPC_HANDLE_SIZE],
+        fd: i32,
+        len: usize,
+    ) -> Result<DeviceWindow> {
+        let mut h = ze::ze_ipc_mem_handle_t::default();
+        for (d, s) in h.data.iter_mut().zip(handle) {
+            *d = *s as _;
+        }
+        for (d, s) in h.data.iter_mut().zip(fd.to_ne_bytes()) {
+            *d = s as _;
+        }
+        let mut p: *mut c_void = std::ptr::null_mut();
+        // SAFETY: valid context/device; h is passed by value; p is a valid out-pointer.
+        check("zeMemOpenIpcHandle", unsafe {
+            (self.api.zeMemOpenIpcHandle)(self.context, self.device, h, 0, &mut p)
+        })?;
+        Ok(DeviceWindow {
+            rt: self.clone(),
+            base: p.cast(),
+            len,
+            imported: true,
+        })
+    }
+
+    /// Copy `len` bytes; both ranges were validated by the caller against live allocations or Rust slices.
+    ///
+    /// # Safety
+    /// `dst` and `src` must each be valid for `len` bytes (device memory of this context, or host memory).
+    unsafe fn copy(&self, dst: *mut u8, src: *const u8, len: usize) -> Result<()> {
+        if len == 0 {
+            return Ok(());
+        }
+        let lists = self.lists.lock().unwrap_or_else(|p| p.into_inner());
+        // SAFETY: the caller guarantees both ranges; the list is synchronous, so the copy is complete on return.
+        check("zeCommandListAppendMemoryCopy", unsafe {
+            (self.api.zeCommandListAppendMemoryCopy)(
+                lists.copy,
+                dst.cast(),
+                src.cast(),
+                len,
+                ze::ze_event_handle_t::null(),
+                0,
+                std::ptr::null_mut(),
+            )
+        })
+    }
+
+    fn amo_kernels(&self) -> Result<std::sync::MutexGuard<'_, Option<AmoKernels>>> {
+        let mut g = self.amo.lock().unwrap_or_else(|p| p.into_inner());
+        if g.is_none() {
+            let module = self.build_module(DEVICE_LIBRARY_SPIRV, "xpushmem device library")?;
+            let k64 = self.kernel(module, "xpushmem_amo64")?;
+            let k32 = self.kernel(module, "xpushmem_amo32")?;
+            let desc = ze::ze_host_mem_alloc_desc_t::default();
+            let mut p: *mut c_void = std::ptr::null_mut();
+            // SAFETY: valid context, descriptor and out-pointer.
+            check("zeMemAllocHost", unsafe {
+                (self.api.zeMemAllocHost)(self.context, &desc, 8, 8, &mut p)
+            })?;
+            *g = Some(AmoKernels {
+                module,
+                k32,
+                k64,
+                result: p.cast(),
+            });
+        }
+        Ok(g)
+    }
+
+    /// Build a module from SPIR-V; the build log is part of the error.
+    pub fn build_module(&self, spirv: &[u8], what: &str) -> Result<ze::ze_module_handle_t> {
+        let desc = ze::ze_module_desc_t {
+            format: ze::ZE_MODULE_FORMAT_IL_SPIRV,
+            inputSize: spirv.len(),
+            pInputModule: spirv.as_ptr(),
+            ..Default::default()
+        };
+        let mut module = ze::ze_module_handle_t::null();
+        let mut log = ze::ze_module_build_log_handle_t::null();
+        // SAFETY: desc points at `spirv`, alive for the call; out-pointers are valid.
+        let r = unsafe {
+            (self.api.zeModuleCreate)(self.context, self.device, &desc, &mut module, &mut log)
+        };
+        let text = if log.is_null() {
+            String::new()
+        } else {
+            let mut n = 0usize;
+            // SAFETY: size query on a live build log.
+            let _ =
+                unsafe { (self.api.zeModuleBuildLogGetString)(log, &mut n, std::ptr::null_mut()) };
+            let mut buf = vec![0u8; n.max(1)];
+            // SAFETY: buf has n bytes.
+            let _ = unsafe {
+                (self.api.zeModuleBuildLogGetString)(log, &mut n, buf.as_mut_ptr().cast())
+            };
+            // SAFETY: the log is ours and no longer used.
+            let _ = unsafe { (self.api.zeModuleBuildLogDestroy)(log) };
+            String::from_utf8_lossy(&buf)
+                .trim_end_matches('\0')
+                .trim()
+                .to_string()
+        };
+        r.ok().map_err(|r| {
+            Error::Device(format!("building {what} failed: {r}; build log: {text}"))
+        })?;
+        self.modules
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(module);
+        Ok(module)
+    }
+
+    /// A kernel of a module by name.
+    pub fn kernel(
+        &self,
+        module: ze::ze_module_handle_t,
+        name: &str,
+    ) -> Result<ze::ze_kernel_handle_t> {
+        let cname = CString::new(name)
+            .map_err(|_| Error::invalid("kernel name", name, "must not contain NUL"))?;
+        let desc = ze::ze_kernel_desc_t {
+            pKernelName: cname.as_ptr(),
+            ..Default::default()
+        };
+        let mut k = ze::ze_kernel_handle_t::null();
+        // SAFETY: module is live; desc points at cname, alive for the call.
+        check("zeKernelCreate", unsafe {
+            (self.api.zeKernelCreate)(module, &desc, &mut k)
+        })
+        .map_err(|e| Error::Device(format!("{e} (kernel {name:?})")))?;
+        Ok(k)
+    }
+
+    /// Set the arguments of `kernel` (raw bytes of each value: pointers as 8-byte addresses) and run it with
+    /// `groups` work-groups of `group_size` work-items on the compute engine; returns when it has finished.
+    pub fn launch(
+        &self,
+        kernel: ze::ze_kernel_handle_t,
+        args: &[Vec<u8>],
+        groups: [u32; 3],
+        group_size: [u32; 3],
+    ) -> Result<()> {
+        for (i, a) in args.iter().enumerate() {
+            // SAFETY: the kernel is live; the value bytes are valid for the call.
+            check("zeKernelSetArgumentValue", unsafe {
+                (self.api.zeKernelSetArgumentValue)(kernel, i as u32, a.len(), a.as_ptr().cast())
+            })
+            .map_err(|e| Error::Device(format!("{e} (argument {i})")))?;
+        }
+        // SAFETY: the kernel is live.
+        check("zeKernelSetGroupSize", unsafe {
+            (self.api.zeKernelSetGroupSize)(kernel, group_size[0], group_size[1], group_size[2])
+        })?;
+        let count = ze::ze_group_count_t {
+            groupCountX: groups[0],
+            groupCountY: groups[1],
+            groupCountZ: groups[2],
+        };
+        let lists = self.lists.lock().unwrap_or_else(|p| p.into_inner());
+        // SAFETY: live list and kernel; the list is synchronous, so the kernel has finished on return.
+        check("zeCommandListAppendLaunchKernel", unsafe {
+            (self.api.zeCommandListAppendLaunchKernel)(
+                lists.compute,
+                kernel,
+                &count,
+                ze::ze_event_handle_t::null(),
+                0,
+                std::ptr::null_mut(),
+            )
+        })
+    }
+
+    fn amo(&self, target: *mut u8, width: usize, op: AmoOp, operand: u64) -> Result<u64> {
+        let (code, cond) = match op {
+            AmoOp::Fetch => (0u32, 0u64),
+            AmoOp::Set => (1, 0),
+            AmoOp::Swap => (2, 0),
+            AmoOp::CompareSwap { cond } => (3, cond),
+            AmoOp::FetchAdd => (4, 0),
+            AmoOp::FetchAnd => (5, 0),
+            AmoOp::FetchOr => (6, 0),
+            AmoOp::FetchXor => (7, 0),
+        };
+        let g = self.amo_kernels()?;
+        let k = g
+            .as_ref()
+            .ok_or_else(|| Error::Device("device atomics unavailable".into()))?;
+        let kernel = if width == 4 { k.k32 } else { k.k64 };
+        let args = vec![
+            (target as u64).to_ne_bytes().to_vec(),
+            code.to_ne_bytes().to_vec(),
+            operand.to_ne_bytes().to_vec(),
+            cond.to_ne_bytes().to_vec(),
+            (k.result as u64).to_ne_bytes().to_vec(),
+        ];
+        self.launch(kernel, &args, [1, 1, 1], [1, 1, 1])?;
+        // SAFETY: result is our 8-byte host allocation; the kernel has finished (synchronous list) and we hold
+        // the lock that serialises every use of it.
+        Ok(unsafe { std::ptr::read_volatile(k.result) })
+    }
+}
+
+impl Drop for ZeRuntime {
+    fn drop(&mut self) {
+        // SAFETY: every handle below was created by this runtime and is destroyed once; windows hold an Arc, so
+        // none is alive any more.
+        unsafe {
+            if let Some(k) = self.amo.get_mut().ok().and_then(|a| a.take()) {
+                let _ = (self.api.zeKernelDestroy)(k.k32);
+                let _ = (self.api.zeKernelDestroy)(k.k64);
+                let _ = (self.api.zeMemFree)(self.context, k.result.cast());
+                let _ = k.module;
+            }
+            for m in self
+                .modules
+                .get_mut()
+                .map(std::mem::take)
+                .unwrap_or_default()
+            {
+                let _ = (self.api.zeModuleDestroy)(m);
+            }
+            if let Ok(l) = self.lists.get_mut() {
+                let _ = (self.api.zeCommandListDestroy)(l.copy);
+                if l.compute != l.copy {
+                    let _ = (self.api.zeCommandListDestroy)(l.compute);
+                }
+            }
+            if self.owns_context {
+                let _ = (self.api.zeContextDestroy)(self.context);
+            }
+        }
+    }
+}
+
+/// A [`Window`] onto a device heap: our own allocation or a peer's, opened through IPC.
+#[derive(Debug)]
+pub struct DeviceWindow {
+    rt: Arc<ZeRuntime>,
+    base: *mut u8,
+    len: usize,
+    imported: bool,
+}
+
+// SAFETY: the window is an address range plus a reference to a thread-safe runtime; all device work goes through
+// the runtime's locked command lists.
+unsafe impl Send for DeviceWindow {}
+// SAFETY: as above.
+unsafe impl Sync for DeviceWindow {}
+
+impl DeviceWindow {
+    fn check(&self, off: usize, len: usize, align: usize) -> Result<()> {
+        if off.checked_add(len).is_none_or(|e| e > self.len) || off % align != 0 {
+            return Err(Error::Transport {
+                transport: "ze",
+                message: format!(
+                    "access [{off}, +{len}) with alignment {align} outside a {}-byte device heap",
+                    self.len
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the window is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl Window for DeviceWindow {
+    fn write(&self, off: usize, src: &[u8]) -> Result<()> {
+        self.check(off, src.len(), 1)?;
+        // SAFETY: [off, off+len) lies in the device allocation (checked); src is a live host slice.
+        unsafe { self.rt.copy(self.base.add(off), src.as_ptr(), src.len()) }
+    }
+    fn read(&self, off: usize, dst: &mut [u8]) -> Result<()> {
+        self.check(off, dst.len(), 1)?;
+        // SAFETY: [off, off+len) lies in the device allocation (checked); dst is a live, exclusive host slice.
+        unsafe {
+            self.rt
+                .copy(dst.as_mut_ptr(), self.base.add(off), dst.len())
+        }
+    }
+    fn write_strided(
+        &self,
+        off: usize,
+        dst_stride: usize,
+        src: &[u8],
+        src_stride: usize,
+        elem: usize,
+        count: usize,
+    ) -> Result<()> {
+        if count == 0 {
+            return Ok(());
+        }
+        self.check(off, (count - 1) * dst_stride * elem + elem, 1)?;
+        if (count - 1) * src_stride * elem + elem > src.len() {
+            return Err(Error::Transport {
+                transport: "ze",
+                message: "strided source shorter than its span".into(),
+            });
+        }
+        for i in 0..count {
+            self.write(
+                off + i * dst_stride * elem,
+                &src[i * src_stride * elem..][..elem],
+            )?;
+        }
+        Ok(())
+    }
+    fn read_strided(
+        &self,
+        off: usize,
+        src_stride: usize,
+        dst: &mut [u8],
+        dst_stride: usize,
+        elem: usize,
+        count: usize,
+    ) -> Result<()> {
+        if count == 0 {
+            return Ok(());
+        }
+        self.check(off, (count - 1) * src_stride * elem + elem, 1)?;
+        if (count - 1) * dst_stride * elem + elem > dst.len() {
+            return Err(Error::Transport {
+                transport: "ze",
+                message: "strided destination shorter than its span".into(),
+            });
+        }
+        for i in 0..count {
+            self.read(
+                off + i * src_stride * elem,
+                &mut dst[i * dst_stride * elem..][..elem],
+            )?;
+        }
+        Ok(())
+    }
+    fn fill(&self, off: usize, len: usize, byte: u8) -> Result<()> {
+        self.check(off, len, 1)?;
+        if len == 0 {
+            return Ok(());
+        }
+        let lists = self.rt.lists.lock().unwrap_or_else(|p| p.into_inner());
+        // SAFETY: [off, off+len) lies in the allocation (checked); the pattern is one live byte; synchronous list.
+        check("zeCommandListAppendMemoryFill", unsafe {
+            (self.rt.api.zeCommandListAppendMemoryFill)(
+                lists.copy,
+                self.base.add(off).cast(),
+                (&byte as *const u8).cast(),
+                1,
+                len,
+                ze::ze_event_handle_t::null(),
+                0,
+                std::ptr::null_mut(),
+            )
+        })
+    }
+    fn amo(&self, off: usize, width: usize, op: AmoOp, operand: u64) -> Result<u64> {
+        if width != 4 && width != 8 {
+            return Err(Error::Transport {
+                transport: "ze",
+                message: format!("atomic width {width} (must be 4 or 8)"),
+            });
+        }
+        self.check(off, width, width)?;
+        // The address is in bounds and aligned (checked); the kernel touches only that word.
+        self.rt.amo(self.base.wrapping_add(off), width, op, operand)
+    }
+    fn base(&self) -> *mut u8 {
+        self.base
+    }
+    fn host_accessible(&self) -> bool {
+        false
+    }
+}
+
+impl Drop for DeviceWindow {
+    fn drop(&mut self) {
+        // SAFETY: base is our allocation (or our opening of a peer's) and is released once, here.
+        unsafe {
+            if self.imported {
+                let _ = (self.rt.api.zeMemCloseIpcHandle)(self.rt.context, self.base.cast());
+            } else {
+                let _ = (self.rt.api.zeMemFree)(self.rt.context, self.base.cast());
+            }
+        }
+    }
+}

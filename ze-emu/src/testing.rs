@@ -1,0 +1,127 @@
+//! Helpers for test harnesses that run code over ze-emu (this crate's own tests and the runtime's device
+//! suites): build/locate the driver cdylib, find Intel's OpenCL CPU runtime, and the loader environment.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Repository root (the tests are built from the same checkout).
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("repo root")
+        .to_path_buf()
+}
+
+/// Environment variable through which parent test processes hand the built driver's path to children.
+pub const LIB_ENV: &str = "ZE_EMU_TEST_LIB";
+
+/// Path of the ze-emu cdylib, freshly built.
+///
+/// `cargo test` builds only the rlib of ze-emu for its tests, so the first call in a test process runs
+/// `cargo build -p ze-emu` into `<target>/ze-emu-cdylib` (its own target dir: the outer cargo holds the lock
+/// on `<target>`); a no-op when up to date. Children get the path through the environment.
+pub fn emu_lib() -> PathBuf {
+    static LIB: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    LIB.get_or_init(|| {
+        if let Some(p) = std::env::var_os(LIB_ENV) {
+            return PathBuf::from(p);
+        }
+        let exe = std::env::current_exe().expect("current_exe");
+        // <target>/<profile>/deps/<test>
+        let profile_dir = exe
+            .parent()
+            .and_then(Path::parent)
+            .expect("profile dir")
+            .to_path_buf();
+        let release = profile_dir.file_name().is_some_and(|n| n == "release");
+        let target_dir = profile_dir
+            .parent()
+            .expect("target dir")
+            .join("ze-emu-cdylib");
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let mut cmd = Command::new(cargo);
+        cmd.args([
+            "build",
+            "--quiet",
+            "-p",
+            "ze-emu",
+            "--lib",
+            "--manifest-path",
+        ])
+        .arg(repo_root().join("ze-emu/Cargo.toml"))
+        .arg("--target-dir")
+        .arg(&target_dir)
+        .env_remove("CARGO_TARGET_DIR")
+        .env_remove("CARGO_BUILD_TARGET_DIR");
+        if release {
+            cmd.arg("--release");
+        }
+        let st = cmd.status().expect("run cargo build -p ze-emu");
+        assert!(st.success(), "cargo build -p ze-emu failed");
+        let lib = target_dir
+            .join(if release { "release" } else { "debug" })
+            .join("libze_emu.so");
+        assert!(lib.exists(), "{} missing after cargo build", lib.display());
+        lib
+    })
+    .clone()
+}
+
+/// Intel OpenCL CPU runtime environment (from scripts/setup-device.sh's cache), if installed.
+pub fn opencl_env() -> Option<(PathBuf, String)> {
+    let cache = std::env::var_os("XPUSHMEM_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join(".cache"));
+    let root = cache.join("oneapi-cpu");
+    let find = |name: &str| -> Option<PathBuf> { find_file(&root, name, 8) };
+    let ocl = find("libintelocl.so")?;
+    let mut dirs = vec![ocl.parent()?.to_path_buf()];
+    for l in ["libsvml.so", "libtbb.so.12"] {
+        if let Some(p) = find(l) {
+            dirs.push(p.parent()?.to_path_buf());
+        }
+    }
+    let mut ld: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
+    if let Ok(old) = std::env::var("LD_LIBRARY_PATH") {
+        ld.push(old);
+    }
+    Some((ocl, ld.join(":")))
+}
+
+fn find_file(dir: &Path, name: &str, depth: u32) -> Option<PathBuf> {
+    let rd = std::fs::read_dir(dir).ok()?;
+    let mut subdirs = Vec::new();
+    for e in rd.flatten() {
+        let p = e.path();
+        if p.file_name().is_some_and(|n| n == name) {
+            return Some(p);
+        }
+        if depth > 0 && e.file_type().is_ok_and(|t| t.is_dir()) {
+            subdirs.push(p);
+        }
+    }
+    subdirs.sort();
+    subdirs
+        .into_iter()
+        .find_map(|d| find_file(&d, name, depth - 1))
+}
+
+/// The environment a process needs to run Level Zero over ze-emu through the real loader, with the validation
+/// layer on: `ZE_ENABLE_ALT_DRIVERS`, the validation variables, and (when installed) the OpenCL CPU runtime.
+pub fn loader_env() -> Vec<(String, String)> {
+    let lib = emu_lib().display().to_string();
+    let mut env = vec![
+        ("ZE_ENABLE_ALT_DRIVERS".to_string(), lib.clone()),
+        (LIB_ENV.to_string(), lib),
+        ("ZE_ENABLE_VALIDATION_LAYER".to_string(), "1".to_string()),
+        (
+            "ZE_ENABLE_PARAMETER_VALIDATION".to_string(),
+            "1".to_string(),
+        ),
+    ];
+    if let Some((ocl, ld)) = opencl_env() {
+        env.push(("OCL_ICD_FILENAMES".to_string(), ocl.display().to_string()));
+        env.push(("LD_LIBRARY_PATH".to_string(), ld));
+    }
+    env
+}
