@@ -85,7 +85,11 @@ pub struct TeamConfig {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Members {
     /// `start + i * stride` for `i < size`.
-    Strided { start: usize, stride: usize, size: usize },
+    Strided {
+        start: usize,
+        stride: usize,
+        size: usize,
+    },
     /// An explicit ascending list.
     List(Arc<[usize]>),
 }
@@ -94,12 +98,20 @@ impl Members {
     fn from_sorted(pes: Vec<usize>) -> Members {
         let size = pes.len();
         if size == 1 {
-            return Members::Strided { start: pes[0], stride: 1, size };
+            return Members::Strided {
+                start: pes[0],
+                stride: 1,
+                size,
+            };
         }
         if size >= 2 {
             let stride = pes[1].wrapping_sub(pes[0]);
             if stride > 0 && pes.windows(2).all(|w| w[1].wrapping_sub(w[0]) == stride) {
-                return Members::Strided { start: pes[0], stride, size };
+                return Members::Strided {
+                    start: pes[0],
+                    stride,
+                    size,
+                };
             }
         }
         Members::List(pes.into())
@@ -123,7 +135,11 @@ impl Members {
     /// Team index of global PE `pe`, if it is a member.
     pub(crate) fn index_of(&self, pe: usize) -> Option<usize> {
         match self {
-            Members::Strided { start, stride, size } => {
+            Members::Strided {
+                start,
+                stride,
+                size,
+            } => {
                 let d = pe.checked_sub(*start)?;
                 if *stride == 0 {
                     return (d == 0 && *size > 0).then_some(0);
@@ -138,12 +154,18 @@ impl Members {
     fn sub(&self, start: usize, stride: usize, size: usize) -> Members {
         let stride = if size == 1 { 1 } else { stride };
         match self {
-            Members::Strided { start: s0, stride: st0, .. } => Members::Strided {
+            Members::Strided {
+                start: s0,
+                stride: st0,
+                ..
+            } => Members::Strided {
                 start: s0 + start * st0,
                 stride: stride * st0,
                 size,
             },
-            Members::List(l) => Members::from_sorted((0..size).map(|k| l[start + k * stride]).collect()),
+            Members::List(l) => {
+                Members::from_sorted((0..size).map(|k| l[start + k * stride]).collect())
+            }
         }
     }
 }
@@ -215,7 +237,17 @@ struct Instance {
 impl Instance {
     fn new(sh: &Shmem) -> Instance {
         let (me, n) = (sh.my_pe(), sh.n_pes());
-        let world = TeamInner::new(Members::Strided { start: 0, stride: 1, size: n }, me, WORLD_SLOT, Kind::World, TeamConfig::default());
+        let world = TeamInner::new(
+            Members::Strided {
+                start: 0,
+                stride: 1,
+                size: n,
+            },
+            me,
+            WORLD_SLOT,
+            Kind::World,
+            TeamConfig::default(),
+        );
         let node = Members::from_sorted(sh.node_pes());
         let sidx = node.index_of(me).unwrap_or(0);
         let shared = TeamInner::new(node, sidx, SHARED_SLOT, Kind::Shared, TeamConfig::default());
@@ -232,7 +264,10 @@ impl Instance {
 
     /// Whether this bookkeeping belongs to the runtime `sh` (and not to an earlier, finalized one).
     fn is_of(&self, sh: &Shmem) -> bool {
-        if self.heap_base != sh.heap_base() as usize || self.me != sh.my_pe() || self.n != sh.n_pes() {
+        if self.heap_base != sh.heap_base() as usize
+            || self.me != sh.my_pe()
+            || self.n != sh.n_pes()
+        {
             return false;
         }
         match *lock(&self.pool) {
@@ -263,15 +298,26 @@ impl Instance {
         let s = sh.alloc_collective::<u64>(Call::Calloc, words, 64)?;
         let token = {
             use std::hash::BuildHasher;
-            std::collections::hash_map::RandomState::new().hash_one((std::time::Instant::now(), s.off)) | 1
+            std::collections::hash_map::RandomState::new()
+                .hash_one((std::time::Instant::now(), s.off))
+                | 1
         };
         sh.local_map().amo(s.off, 8, AmoOp::Set, token)?;
         let mut used = vec![0u64; slots.div_ceil(64)];
         used[0] |= (1 << WORLD_SLOT) | (1 << SHARED_SLOT);
         *lock(&self.used) = used;
-        let p = Pool { off: s.off, token, slots };
+        let p = Pool {
+            off: s.off,
+            token,
+            slots,
+        };
         *g = Some(p);
-        tracing::debug!(pe = self.me, slots, off = s.off, "team scratch pool allocated");
+        tracing::debug!(
+            pe = self.me,
+            slots,
+            off = s.off,
+            "team scratch pool allocated"
+        );
         Ok(p)
     }
 }
@@ -369,7 +415,11 @@ impl Team {
     pub fn describe(&self) -> String {
         let m = &self.inner.members;
         let who = match m {
-            Members::Strided { start, stride, size } => format!("PEs {start}+{stride}*[0,{size})"),
+            Members::Strided {
+                start,
+                stride,
+                size,
+            } => format!("PEs {start}+{stride}*[0,{size})"),
             Members::List(l) => format!("PEs {l:?}"),
         };
         let kind = match self.inner.kind {
@@ -389,10 +439,16 @@ impl Team {
             )));
         }
         if self.inner.destroyed.load(Ordering::SeqCst) {
-            return Err(Error::State(format!("{op}: {} was destroyed", self.describe())));
+            return Err(Error::State(format!(
+                "{op}: {} was destroyed",
+                self.describe()
+            )));
         }
         let pool = match self.inner.kind {
-            Kind::Split => self.inst.pool().ok_or_else(|| Error::State(format!("{op}: team scratch pool missing")))?,
+            Kind::Split => self
+                .inst
+                .pool()
+                .ok_or_else(|| Error::State(format!("{op}: team scratch pool missing")))?,
             k => self.inst.ensure_pool(sh, k, op)?,
         };
         let base = pool.off + POOL_HEADER + self.inner.slot * SLOT_BYTES;
@@ -403,8 +459,14 @@ impl Team {
 /// What a team creation asks for, per PE.
 #[derive(Debug, Clone, Copy)]
 enum Split {
-    Strided { start: usize, stride: usize, size: usize },
-    TwoD { xrange: usize },
+    Strided {
+        start: usize,
+        stride: usize,
+        size: usize,
+    },
+    TwoD {
+        xrange: usize,
+    },
 }
 
 impl Split {
@@ -417,7 +479,11 @@ impl Split {
 
     fn words(&self) -> [u64; 4] {
         match *self {
-            Split::Strided { start, stride, size } => [self.call() as u64, start as u64, stride as u64, size as u64],
+            Split::Strided {
+                start,
+                stride,
+                size,
+            } => [self.call() as u64, start as u64, stride as u64, size as u64],
             Split::TwoD { xrange } => [self.call() as u64, xrange as u64, 0, 0],
         }
     }
@@ -425,7 +491,10 @@ impl Split {
     fn describe(w: &[u64]) -> String {
         match w.first().copied() {
             Some(x) if x == CallId::SplitStrided as u64 => {
-                format!("team_split_strided(start {}, stride {}, size {})", w[1], w[2], w[3])
+                format!(
+                    "team_split_strided(start {}, stride {}, size {})",
+                    w[1], w[2], w[3]
+                )
             }
             Some(x) if x == CallId::Split2d as u64 => format!("team_split_2d(xrange {})", w[1]),
             _ => format!("{w:?}"),
@@ -435,7 +504,11 @@ impl Split {
     /// Validate against a parent of `pn` PEs.
     fn validate(&self, pn: usize) -> Result<()> {
         match *self {
-            Split::Strided { start, stride, size } => {
+            Split::Strided {
+                start,
+                stride,
+                size,
+            } => {
                 if size == 0 {
                     return Err(Error::invalid("size", 0, "a team has at least one PE"));
                 }
@@ -447,9 +520,15 @@ impl Split {
                     });
                 }
                 if stride == 0 && size > 1 {
-                    return Err(Error::invalid("stride", 0, format!("must be at least 1 for a team of {size} PEs")));
+                    return Err(Error::invalid(
+                        "stride",
+                        0,
+                        format!("must be at least 1 for a team of {size} PEs"),
+                    ));
                 }
-                let last = (size - 1).checked_mul(stride).and_then(|x| x.checked_add(start));
+                let last = (size - 1)
+                    .checked_mul(stride)
+                    .and_then(|x| x.checked_add(start));
                 if last.is_none_or(|l| l >= pn) {
                     return Err(Error::invalid(
                         "size",
@@ -474,7 +553,11 @@ impl Split {
     /// New teams made by this call: (slot rank among the call's slots, members over parent indices, my index).
     fn teams_of(&self, pn: usize, pidx: usize) -> Vec<Option<(usize, usize, usize)>> {
         match *self {
-            Split::Strided { start, stride, size } => {
+            Split::Strided {
+                start,
+                stride,
+                size,
+            } => {
                 let mine = if pidx < start {
                     None
                 } else if stride == 0 {
@@ -556,7 +639,16 @@ impl Shmem {
         config: Option<&TeamConfig>,
     ) -> Result<Option<Team>> {
         let cfg = config.copied().unwrap_or_default();
-        let mut t = self.split(parent, Split::Strided { start, stride, size }, [cfg, cfg], "team_split_strided")?;
+        let mut t = self.split(
+            parent,
+            Split::Strided {
+                start,
+                stride,
+                size,
+            },
+            [cfg, cfg],
+            "team_split_strided",
+        )?;
         Ok(t.pop().flatten())
     }
 
@@ -571,20 +663,36 @@ impl Shmem {
         xaxis_config: Option<&TeamConfig>,
         yaxis_config: Option<&TeamConfig>,
     ) -> Result<(Team, Team)> {
-        let cfgs = [xaxis_config.copied().unwrap_or_default(), yaxis_config.copied().unwrap_or_default()];
-        let mut t = self.split(parent, Split::TwoD { xrange }, cfgs, "team_split_2d")?.into_iter();
+        let cfgs = [
+            xaxis_config.copied().unwrap_or_default(),
+            yaxis_config.copied().unwrap_or_default(),
+        ];
+        let mut t = self
+            .split(parent, Split::TwoD { xrange }, cfgs, "team_split_2d")?
+            .into_iter();
         match (t.next().flatten(), t.next().flatten()) {
             (Some(x), Some(y)) => Ok((x, y)),
-            _ => Err(Error::State("team_split_2d: internal error, PE missing from its row or column".into())),
+            _ => Err(Error::State(
+                "team_split_2d: internal error, PE missing from its row or column".into(),
+            )),
         }
     }
 
-    fn split(&self, parent: &Team, how: Split, cfgs: [TeamConfig; 2], op: &'static str) -> Result<Vec<Option<Team>>> {
+    fn split(
+        &self,
+        parent: &Team,
+        how: Split,
+        cfgs: [TeamConfig; 2],
+        op: &'static str,
+    ) -> Result<Vec<Option<Team>>> {
         use layout::*;
         let mut ctx = parent.ctx(self, op)?;
         let (pn, pidx) = (ctx.n(), ctx.idx());
         let local = how.validate(pn);
-        let pool = parent.inst.pool().ok_or_else(|| Error::State(format!("{op}: team scratch pool missing")))?;
+        let pool = parent
+            .inst
+            .pool()
+            .ok_or_else(|| Error::State(format!("{op}: team scratch pool missing")))?;
         let mask_words = pool.slots.div_ceil(64);
         let need = match how {
             Split::Strided { .. } => 1,
@@ -596,7 +704,9 @@ impl Shmem {
         words[SPLIT_WORDS - 1] = if local.is_ok() { 1 } else { 2 };
         let free: Vec<u64> = {
             let used = lock(&parent.inst.used);
-            (0..mask_words).map(|i| !used.get(i).copied().unwrap_or(u64::MAX)).collect()
+            (0..mask_words)
+                .map(|i| !used.get(i).copied().unwrap_or(u64::MAX))
+                .collect()
         };
         ctx.write_words(SPLIT, &words)?;
         ctx.write_words(SPLIT_MASK, &free)?;
@@ -666,11 +776,15 @@ impl Shmem {
                 };
                 let members = parent.inner.members.sub(s, st, sz);
                 let me = self.my_pe();
-                let idx = members.index_of(me).ok_or_else(|| Error::State(format!("{op}: internal error, PE {me} not in its team")))?;
+                let idx = members.index_of(me).ok_or_else(|| {
+                    Error::State(format!("{op}: internal error, PE {me} not in its team"))
+                })?;
                 let slot = slots[k];
                 {
                     let mut used = lock(&parent.inst.used);
-                    let w = used.get_mut(slot / 64).ok_or_else(|| Error::State(format!("{op}: slot {slot} out of range")))?;
+                    let w = used
+                        .get_mut(slot / 64)
+                        .ok_or_else(|| Error::State(format!("{op}: slot {slot} out of range")))?;
                     if *w >> (slot % 64) & 1 == 1 {
                         return Err(Error::State(format!(
                             "{op}: team slot {slot} was taken concurrently by another thread of this PE; create teams \
@@ -682,7 +796,10 @@ impl Shmem {
                 let off = pool.off + POOL_HEADER + slot * SLOT_BYTES;
                 self.local_map().fill(off, SLOT_BYTES, 0)?;
                 let inner = TeamInner::new(members, idx, slot, Kind::Split, cfgs[k.min(1)]);
-                out.push(Some(Team { inst: parent.inst.clone(), inner: Arc::new(inner) }));
+                out.push(Some(Team {
+                    inst: parent.inst.clone(),
+                    inner: Arc::new(inner),
+                }));
             }
         }
         // Nobody signals into a new slot before its owner zeroed it; nobody rewrites the exchange words before
@@ -695,7 +812,11 @@ impl Shmem {
     /// the team's slot may be reused). `TEAM_WORLD` and `TEAM_SHARED` cannot be destroyed.
     pub fn team_destroy(&self, team: Team) -> Result<()> {
         if team.inner.kind != Kind::Split {
-            return Err(Error::invalid("team", team.describe(), "the predefined teams cannot be destroyed"));
+            return Err(Error::invalid(
+                "team",
+                team.describe(),
+                "the predefined teams cannot be destroyed",
+            ));
         }
         {
             let mut ctx = team.ctx(self, "team_destroy")?;

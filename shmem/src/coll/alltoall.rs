@@ -1,7 +1,9 @@
 //! All-to-all exchange: block `j` of every member's `src` goes to member `j`, where it lands in block `i` (the
 //! sender's number) of `dest`. `alltoalls` does the same with strided elements.
 
-use super::{mul, need_len, overlap, type_code, AlltoallAlgo, BarrierAlgo, CallId, Ctx, COMMON, INFO};
+use super::{
+    mul, need_len, overlap, type_code, AlltoallAlgo, BarrierAlgo, CallId, Ctx, COMMON, INFO,
+};
 use crate::error::{Error, Result};
 use crate::runtime::Shmem;
 use crate::team::{layout, Team};
@@ -29,29 +31,82 @@ fn span(count: usize, stride: usize) -> Result<usize> {
 impl Shmem {
     /// Member `i` sends `src[j * nelems .. (j + 1) * nelems]` to member `j`, which stores it at
     /// `dest[i * nelems ..]` (OpenSHMEM `alltoall`). Both hold `n_pes * nelems` elements. Collective.
-    pub fn alltoall<T: Symmetric>(&self, team: &Team, dest: SymSlice<T>, src: SymSlice<T>, nelems: usize) -> Result<()> {
-        self.alltoalls_impl(team, dest, src, 1, 1, nelems, AlltoallAlgo::Auto, CallId::Alltoall)
+    pub fn alltoall<T: Symmetric>(
+        &self,
+        team: &Team,
+        dest: SymSlice<T>,
+        src: SymSlice<T>,
+        nelems: usize,
+    ) -> Result<()> {
+        self.alltoalls_impl(
+            team,
+            dest,
+            src,
+            1,
+            1,
+            nelems,
+            AlltoallAlgo::Auto,
+            CallId::Alltoall,
+        )
     }
 
     /// [`Shmem::alltoall`] of bytes (OpenSHMEM `alltoallmem`).
-    pub fn alltoallmem(&self, team: &Team, dest: SymSlice<u8>, src: SymSlice<u8>, nbytes: usize) -> Result<()> {
+    pub fn alltoallmem(
+        &self,
+        team: &Team,
+        dest: SymSlice<u8>,
+        src: SymSlice<u8>,
+        nbytes: usize,
+    ) -> Result<()> {
         self.alltoall(team, dest, src, nbytes)
     }
 
     /// [`Shmem::alltoall`] with a chosen algorithm.
-    pub fn alltoall_with<T: Symmetric>(&self, team: &Team, dest: SymSlice<T>, src: SymSlice<T>, nelems: usize, algo: AlltoallAlgo) -> Result<()> {
+    pub fn alltoall_with<T: Symmetric>(
+        &self,
+        team: &Team,
+        dest: SymSlice<T>,
+        src: SymSlice<T>,
+        nelems: usize,
+        algo: AlltoallAlgo,
+    ) -> Result<()> {
         self.alltoalls_impl(team, dest, src, 1, 1, nelems, algo, CallId::Alltoall)
     }
 
     /// Strided all-to-all (OpenSHMEM `alltoalls`): element `k` of the block member `i` sends to member `j` is
     /// `src[(j * nelems + k) * sst]` on `i` and lands in `dest[(i * nelems + k) * dst]` on `j`. Strides are in
     /// elements, at least 1. Collective.
-    pub fn alltoalls<T: Symmetric>(&self, team: &Team, dest: SymSlice<T>, src: SymSlice<T>, dst: usize, sst: usize, nelems: usize) -> Result<()> {
-        self.alltoalls_impl(team, dest, src, dst, sst, nelems, AlltoallAlgo::Auto, CallId::Alltoalls)
+    pub fn alltoalls<T: Symmetric>(
+        &self,
+        team: &Team,
+        dest: SymSlice<T>,
+        src: SymSlice<T>,
+        dst: usize,
+        sst: usize,
+        nelems: usize,
+    ) -> Result<()> {
+        self.alltoalls_impl(
+            team,
+            dest,
+            src,
+            dst,
+            sst,
+            nelems,
+            AlltoallAlgo::Auto,
+            CallId::Alltoalls,
+        )
     }
 
     /// [`Shmem::alltoalls`] of bytes (OpenSHMEM `alltoallsmem`).
-    pub fn alltoallsmem(&self, team: &Team, dest: SymSlice<u8>, src: SymSlice<u8>, dst: usize, sst: usize, nbytes: usize) -> Result<()> {
+    pub fn alltoallsmem(
+        &self,
+        team: &Team,
+        dest: SymSlice<u8>,
+        src: SymSlice<u8>,
+        dst: usize,
+        sst: usize,
+        nbytes: usize,
+    ) -> Result<()> {
         self.alltoalls(team, dest, src, dst, sst, nbytes)
     }
 
@@ -86,25 +141,53 @@ impl Shmem {
         let mut ctx = team.ctx(self, op)?;
         let n = ctx.n();
         let total = mul(n, nelems, "nelems");
-        let algo = resolve(algo, n, total.clone().unwrap_or(usize::MAX).saturating_mul(std::mem::size_of::<T>()));
+        let algo = resolve(
+            algo,
+            n,
+            total
+                .clone()
+                .unwrap_or(usize::MAX)
+                .saturating_mul(std::mem::size_of::<T>()),
+        );
         let local = (|| {
             if dst == 0 {
-                return Err(Error::invalid("dst", 0, "strides are in elements and must be at least 1"));
+                return Err(Error::invalid(
+                    "dst",
+                    0,
+                    "strides are in elements and must be at least 1",
+                ));
             }
             if sst == 0 {
-                return Err(Error::invalid("sst", 0, "strides are in elements and must be at least 1"));
+                return Err(Error::invalid(
+                    "sst",
+                    0,
+                    "strides are in elements and must be at least 1",
+                ));
             }
             let total = total.clone()?;
             let (dspan, sspan) = (span(total, dst)?, span(total, sst)?);
             need_len(dest, dspan, "dest", op)?;
             need_len(src, sspan, "source", op)?;
             if total > 0 && overlap(dest.slice(..dspan)?, src.slice(..sspan)?) {
-                return Err(Error::invalid("dest", format!("{dest:?}"), format!("overlaps the source {src:?}; they must be disjoint")));
+                return Err(Error::invalid(
+                    "dest",
+                    format!("{dest:?}"),
+                    format!("overlaps the source {src:?}; they must be disjoint"),
+                ));
             }
             algo.clone().map(|_| ())
         })();
         let code = algo.as_ref().map_or(0, |a| a.code());
-        let common: [u64; COMMON] = [call as u64, code, type_code::<T>(), nelems as u64, dst as u64, sst as u64, 0, 0];
+        let common: [u64; COMMON] = [
+            call as u64,
+            code,
+            type_code::<T>(),
+            nelems as u64,
+            dst as u64,
+            sst as u64,
+            0,
+            0,
+        ];
         ctx.enter(common, [0; INFO], local, false, BarrierAlgo::Auto)?;
         let algo = algo?;
         if nelems == 0 {
@@ -133,12 +216,16 @@ impl Shmem {
             ctx.signal(layout::SIG_DATA, j)?;
             if algo == AlltoallAlgo::Pairwise {
                 let from = ctx.pe((me + n - s) % n);
-                ctx.wait(layout::SIG_DATA, 1, &|| format!("{op} (pairwise) step {s}: waiting for PE {from}"))?;
+                ctx.wait(layout::SIG_DATA, 1, &|| {
+                    format!("{op} (pairwise) step {s}: waiting for PE {from}")
+                })?;
             }
         }
         send(&mut ctx, me)?;
         if algo != AlltoallAlgo::Pairwise {
-            ctx.wait(layout::SIG_DATA, n as u64 - 1, &|| format!("{op} (direct): waiting for the blocks of {} members", n - 1))?;
+            ctx.wait(layout::SIG_DATA, n as u64 - 1, &|| {
+                format!("{op} (direct): waiting for the blocks of {} members", n - 1)
+            })?;
         }
         Ok(())
     }

@@ -29,7 +29,9 @@ impl Ctx<'_> {
         while dist < n {
             self.signal(layout::DISS + round, (me + dist) % n)?;
             let from = self.pe((me + n - dist) % n);
-            self.wait(layout::DISS + round, 1, &|| format!("dissemination round {round}: waiting for PE {from}"))?;
+            self.wait(layout::DISS + round, 1, &|| {
+                format!("dissemination round {round}: waiting for PE {from}")
+            })?;
             dist <<= 1;
             round += 1;
         }
@@ -39,30 +41,41 @@ impl Ctx<'_> {
     fn barrier_linear(&mut self) -> Result<()> {
         let n = self.n();
         if self.idx() == 0 {
-            self.wait(layout::ARRIVE, n as u64 - 1, &|| format!("linear barrier: member 0 waiting for {} arrivals", n - 1))?;
+            self.wait(layout::ARRIVE, n as u64 - 1, &|| {
+                format!("linear barrier: member 0 waiting for {} arrivals", n - 1)
+            })?;
             for i in 1..n {
                 self.signal(layout::RELEASE, i)?;
             }
         } else {
             self.signal(layout::ARRIVE, 0)?;
             let root = self.pe(0);
-            self.wait(layout::RELEASE, 1, &|| format!("linear barrier: waiting for the release from PE {root}"))?;
+            self.wait(layout::RELEASE, 1, &|| {
+                format!("linear barrier: waiting for the release from PE {root}")
+            })?;
         }
         Ok(())
     }
 
     fn barrier_tree(&mut self) -> Result<()> {
         let (n, me) = (self.n(), self.idx());
-        let children: Vec<usize> = [2 * me + 1, 2 * me + 2].into_iter().filter(|&c| c < n).collect();
+        let children: Vec<usize> = [2 * me + 1, 2 * me + 2]
+            .into_iter()
+            .filter(|&c| c < n)
+            .collect();
         let k = children.len() as u64;
         if k > 0 {
-            self.wait(layout::ARRIVE, k, &|| format!("tree barrier: waiting for {k} children"))?;
+            self.wait(layout::ARRIVE, k, &|| {
+                format!("tree barrier: waiting for {k} children")
+            })?;
         }
         if me > 0 {
             let parent = (me - 1) / 2;
             self.signal(layout::ARRIVE, parent)?;
             let p = self.pe(parent);
-            self.wait(layout::RELEASE, 1, &|| format!("tree barrier: waiting for the release from PE {p}"))?;
+            self.wait(layout::RELEASE, 1, &|| {
+                format!("tree barrier: waiting for the release from PE {p}")
+            })?;
         }
         for c in children {
             self.signal(layout::RELEASE, c)?;

@@ -1,6 +1,6 @@
 //! Broadcast: the root's `nelems` elements of `src` land in `dest` on every member (the root included).
 
-use super::{chunk_bytes, overlap, need_len, BroadcastAlgo, CallId, Ctx, COMMON, INFO};
+use super::{chunk_bytes, need_len, overlap, BroadcastAlgo, CallId, Ctx, COMMON, INFO};
 use crate::error::{Error, Result};
 use crate::runtime::Shmem;
 use crate::team::{layout, Team};
@@ -30,12 +30,26 @@ impl Shmem {
     /// sh.get(&mut got, dst, sh.my_pe()).unwrap();
     /// assert_eq!(got, [1, 2, 3]);
     /// ```
-    pub fn broadcast<T: Symmetric>(&self, team: &Team, dest: SymSlice<T>, src: SymSlice<T>, nelems: usize, root: usize) -> Result<()> {
+    pub fn broadcast<T: Symmetric>(
+        &self,
+        team: &Team,
+        dest: SymSlice<T>,
+        src: SymSlice<T>,
+        nelems: usize,
+        root: usize,
+    ) -> Result<()> {
         self.broadcast_with(team, dest, src, nelems, root, BroadcastAlgo::Auto)
     }
 
     /// Broadcast of bytes (OpenSHMEM `broadcastmem`).
-    pub fn broadcastmem(&self, team: &Team, dest: SymSlice<u8>, src: SymSlice<u8>, nbytes: usize, root: usize) -> Result<()> {
+    pub fn broadcastmem(
+        &self,
+        team: &Team,
+        dest: SymSlice<u8>,
+        src: SymSlice<u8>,
+        nbytes: usize,
+        root: usize,
+    ) -> Result<()> {
         self.broadcast_with(team, dest, src, nbytes, root, BroadcastAlgo::Auto)
     }
 
@@ -68,7 +82,11 @@ impl Shmem {
                 need_len(src, nelems, "source", OP)?;
                 let (d, s) = (dest.slice(..nelems)?, src.slice(..nelems)?);
                 if overlap(d, s) && d != s {
-                    return Err(Error::invalid("dest", format!("{dest:?}"), format!("overlaps the source {src:?} without being equal to it")));
+                    return Err(Error::invalid(
+                        "dest",
+                        format!("{dest:?}"),
+                        format!("overlaps the source {src:?} without being equal to it"),
+                    ));
                 }
             }
             chunk.clone()?;
@@ -76,7 +94,16 @@ impl Shmem {
         })();
         let code = algo.as_ref().map_or(0, |a| a.code());
         let chunk = chunk.unwrap_or(super::DEFAULT_CHUNK_BYTES);
-        let common: [u64; COMMON] = [CallId::Broadcast as u64, code, super::type_code::<T>(), nelems as u64, root as u64, chunk as u64, 0, 0];
+        let common: [u64; COMMON] = [
+            CallId::Broadcast as u64,
+            code,
+            super::type_code::<T>(),
+            nelems as u64,
+            root as u64,
+            chunk as u64,
+            0,
+            0,
+        ];
         ctx.enter(common, [0; INFO], local, false, super::BarrierAlgo::Auto)?;
         let algo = algo?;
         if nelems == 0 {
@@ -91,7 +118,12 @@ impl Shmem {
     }
 }
 
-fn linear<T: Symmetric>(ctx: &mut Ctx<'_>, dest: SymSlice<T>, src: SymSlice<T>, root: usize) -> Result<()> {
+fn linear<T: Symmetric>(
+    ctx: &mut Ctx<'_>,
+    dest: SymSlice<T>,
+    src: SymSlice<T>,
+    root: usize,
+) -> Result<()> {
     let (n, me) = (ctx.n(), ctx.idx());
     if me == root {
         for k in 1..n {
@@ -102,21 +134,34 @@ fn linear<T: Symmetric>(ctx: &mut Ctx<'_>, dest: SymSlice<T>, src: SymSlice<T>, 
         ctx.copy(dest, me, src, me)
     } else {
         let r = ctx.pe(root);
-        ctx.wait(layout::SIG_DATA, 1, &|| format!("broadcast (linear): waiting for the data from root PE {r}"))
+        ctx.wait(layout::SIG_DATA, 1, &|| {
+            format!("broadcast (linear): waiting for the data from root PE {r}")
+        })
     }
 }
 
-fn binomial<T: Symmetric>(ctx: &mut Ctx<'_>, dest: SymSlice<T>, src: SymSlice<T>, root: usize) -> Result<()> {
+fn binomial<T: Symmetric>(
+    ctx: &mut Ctx<'_>,
+    dest: SymSlice<T>,
+    src: SymSlice<T>,
+    root: usize,
+) -> Result<()> {
     let (n, me) = (ctx.n(), ctx.idx());
     let v = (me + n - root) % n;
     let abs = |w: usize| (w + root) % n;
     // Children of v are v + m for every power of two m below v's lowest set bit (below n's power of two for the root).
-    let low = if v == 0 { n.next_power_of_two() } else { 1 << v.trailing_zeros() };
+    let low = if v == 0 {
+        n.next_power_of_two()
+    } else {
+        1 << v.trailing_zeros()
+    };
     let from = if v == 0 {
         src
     } else {
         let parent = ctx.pe(abs(v - low));
-        ctx.wait(layout::SIG_DATA, 1, &|| format!("broadcast (binomial): waiting for the data from PE {parent}"))?;
+        ctx.wait(layout::SIG_DATA, 1, &|| {
+            format!("broadcast (binomial): waiting for the data from PE {parent}")
+        })?;
         dest
     };
     let mut m = low >> 1;
@@ -134,7 +179,13 @@ fn binomial<T: Symmetric>(ctx: &mut Ctx<'_>, dest: SymSlice<T>, src: SymSlice<T>
     Ok(())
 }
 
-fn pipelined<T: Symmetric>(ctx: &mut Ctx<'_>, dest: SymSlice<T>, src: SymSlice<T>, root: usize, chunk_bytes: usize) -> Result<()> {
+fn pipelined<T: Symmetric>(
+    ctx: &mut Ctx<'_>,
+    dest: SymSlice<T>,
+    src: SymSlice<T>,
+    root: usize,
+    chunk_bytes: usize,
+) -> Result<()> {
     let (n, me) = (ctx.n(), ctx.idx());
     let len = dest.len();
     let v = (me + n - root) % n;
@@ -147,7 +198,9 @@ fn pipelined<T: Symmetric>(ctx: &mut Ctx<'_>, dest: SymSlice<T>, src: SymSlice<T
     while at < len {
         let k = ce.min(len - at);
         if v != 0 {
-            ctx.wait(layout::SIG_DATA, 1, &|| format!("broadcast (pipelined): waiting for chunk {c} from PE {prev}"))?;
+            ctx.wait(layout::SIG_DATA, 1, &|| {
+                format!("broadcast (pipelined): waiting for chunk {c} from PE {prev}")
+            })?;
         }
         if let Some(nx) = next {
             ctx.copy(dest.slice(at..at + k)?, nx, from.slice(at..at + k)?, me)?;

@@ -1,6 +1,8 @@
 //! Concatenation: `fcollect` (every member contributes the same number of elements) and `collect` (each its own).
 
-use super::{mul, need_len, overlap, type_code, BarrierAlgo, CallId, CollectAlgo, Ctx, COMMON, INFO};
+use super::{
+    mul, need_len, overlap, type_code, BarrierAlgo, CallId, CollectAlgo, Ctx, COMMON, INFO,
+};
 use crate::error::{Error, Result};
 use crate::runtime::Shmem;
 use crate::team::{layout, Team};
@@ -16,7 +18,11 @@ fn resolve(a: CollectAlgo, n: usize, bytes: usize) -> Result<CollectAlgo> {
 
 fn disjoint<T: Symmetric>(dest: SymSlice<T>, src: SymSlice<T>) -> Result<()> {
     if overlap(dest, src) {
-        return Err(Error::invalid("dest", format!("{dest:?}"), format!("overlaps the source {src:?}; they must be disjoint")));
+        return Err(Error::invalid(
+            "dest",
+            format!("{dest:?}"),
+            format!("overlaps the source {src:?}; they must be disjoint"),
+        ));
     }
     Ok(())
 }
@@ -24,22 +30,48 @@ fn disjoint<T: Symmetric>(dest: SymSlice<T>, src: SymSlice<T>) -> Result<()> {
 impl Shmem {
     /// Concatenate `nelems` elements of `src` from every member, in member order, into `dest` on every member
     /// (OpenSHMEM `fcollect`; `dest` holds `n_pes * nelems` elements). Collective.
-    pub fn fcollect<T: Symmetric>(&self, team: &Team, dest: SymSlice<T>, src: SymSlice<T>, nelems: usize) -> Result<()> {
+    pub fn fcollect<T: Symmetric>(
+        &self,
+        team: &Team,
+        dest: SymSlice<T>,
+        src: SymSlice<T>,
+        nelems: usize,
+    ) -> Result<()> {
         self.fcollect_with(team, dest, src, nelems, CollectAlgo::Auto)
     }
 
     /// [`Shmem::fcollect`] of bytes (OpenSHMEM `fcollectmem`).
-    pub fn fcollectmem(&self, team: &Team, dest: SymSlice<u8>, src: SymSlice<u8>, nbytes: usize) -> Result<()> {
+    pub fn fcollectmem(
+        &self,
+        team: &Team,
+        dest: SymSlice<u8>,
+        src: SymSlice<u8>,
+        nbytes: usize,
+    ) -> Result<()> {
         self.fcollect_with(team, dest, src, nbytes, CollectAlgo::Auto)
     }
 
     /// [`Shmem::fcollect`] with a chosen algorithm.
-    pub fn fcollect_with<T: Symmetric>(&self, team: &Team, dest: SymSlice<T>, src: SymSlice<T>, nelems: usize, algo: CollectAlgo) -> Result<()> {
+    pub fn fcollect_with<T: Symmetric>(
+        &self,
+        team: &Team,
+        dest: SymSlice<T>,
+        src: SymSlice<T>,
+        nelems: usize,
+        algo: CollectAlgo,
+    ) -> Result<()> {
         const OP: &str = "fcollect";
         let mut ctx = team.ctx(self, OP)?;
         let n = ctx.n();
         let total = mul(n, nelems, "nelems");
-        let algo = resolve(algo, n, total.clone().unwrap_or(usize::MAX).saturating_mul(std::mem::size_of::<T>()));
+        let algo = resolve(
+            algo,
+            n,
+            total
+                .clone()
+                .unwrap_or(usize::MAX)
+                .saturating_mul(std::mem::size_of::<T>()),
+        );
         let local = (|| {
             let total = total.clone()?;
             need_len(dest, total, "dest", OP)?;
@@ -48,7 +80,16 @@ impl Shmem {
             algo.clone().map(|_| ())
         })();
         let code = algo.as_ref().map_or(0, |a| a.code());
-        let common: [u64; COMMON] = [CallId::Fcollect as u64, code, type_code::<T>(), nelems as u64, 0, 0, 0, 0];
+        let common: [u64; COMMON] = [
+            CallId::Fcollect as u64,
+            code,
+            type_code::<T>(),
+            nelems as u64,
+            0,
+            0,
+            0,
+            0,
+        ];
         ctx.enter(common, [0; INFO], local, false, BarrierAlgo::Auto)?;
         let algo = algo?;
         if nelems == 0 {
@@ -61,18 +102,37 @@ impl Shmem {
     /// Concatenate `nelems` elements of `src` from every member — `nelems` may differ between members — in member
     /// order into `dest` on every member (OpenSHMEM `collect`; `dest` must hold the total on every member).
     /// Collective.
-    pub fn collect<T: Symmetric>(&self, team: &Team, dest: SymSlice<T>, src: SymSlice<T>, nelems: usize) -> Result<()> {
+    pub fn collect<T: Symmetric>(
+        &self,
+        team: &Team,
+        dest: SymSlice<T>,
+        src: SymSlice<T>,
+        nelems: usize,
+    ) -> Result<()> {
         self.collect_with(team, dest, src, nelems, CollectAlgo::Auto)
     }
 
     /// [`Shmem::collect`] of bytes (OpenSHMEM `collectmem`).
-    pub fn collectmem(&self, team: &Team, dest: SymSlice<u8>, src: SymSlice<u8>, nbytes: usize) -> Result<()> {
+    pub fn collectmem(
+        &self,
+        team: &Team,
+        dest: SymSlice<u8>,
+        src: SymSlice<u8>,
+        nbytes: usize,
+    ) -> Result<()> {
         self.collect_with(team, dest, src, nbytes, CollectAlgo::Auto)
     }
 
     /// [`Shmem::collect`] with a chosen algorithm (`Auto` decides from the team size only, since the total is not
     /// known before the exchange).
-    pub fn collect_with<T: Symmetric>(&self, team: &Team, dest: SymSlice<T>, src: SymSlice<T>, nelems: usize, algo: CollectAlgo) -> Result<()> {
+    pub fn collect_with<T: Symmetric>(
+        &self,
+        team: &Team,
+        dest: SymSlice<T>,
+        src: SymSlice<T>,
+        nelems: usize,
+        algo: CollectAlgo,
+    ) -> Result<()> {
         const OP: &str = "collect";
         let mut ctx = team.ctx(self, OP)?;
         let n = ctx.n();
@@ -85,7 +145,16 @@ impl Shmem {
             algo.clone().map(|_| ())
         })();
         let code = algo.as_ref().map_or(0, |a| a.code());
-        let common: [u64; COMMON] = [CallId::Collect as u64, code, type_code::<T>(), 0, 0, 0, 0, 0];
+        let common: [u64; COMMON] = [
+            CallId::Collect as u64,
+            code,
+            type_code::<T>(),
+            0,
+            0,
+            0,
+            0,
+            0,
+        ];
         let mut info = [0u64; INFO];
         info[0] = nelems as u64;
         info[1] = dest.len() as u64;
@@ -98,16 +167,30 @@ impl Shmem {
             total = usize::try_from(inf[0])
                 .ok()
                 .and_then(|c| total.checked_add(c))
-                .ok_or_else(|| Error::invalid("nelems", inf[0], format!("{OP}: the total element count overflows")))?;
+                .ok_or_else(|| {
+                    Error::invalid(
+                        "nelems",
+                        inf[0],
+                        format!("{OP}: the total element count overflows"),
+                    )
+                })?;
             offs.push(total);
         }
-        if let Some((i, inf)) = infos.iter().enumerate().find(|(_, inf)| (inf[1] as usize) < total) {
+        if let Some((i, inf)) = infos
+            .iter()
+            .enumerate()
+            .find(|(_, inf)| (inf[1] as usize) < total)
+        {
             return Err(Error::OutOfBounds {
                 what: "dest",
                 start: 0,
                 len: total,
                 limit: inf[1] as usize,
-                context: format!("{OP}: the members contribute {total} elements but PE {}'s dest holds {}", ctx.pe(i), inf[1]),
+                context: format!(
+                    "{OP}: the members contribute {total} elements but PE {}'s dest holds {}",
+                    ctx.pe(i),
+                    inf[1]
+                ),
             });
         }
         if total == 0 {
@@ -118,7 +201,13 @@ impl Shmem {
 }
 
 /// Member `i`'s block goes to `dest[offs[i]..offs[i + 1]]` of every member.
-fn gather<T: Symmetric>(ctx: &mut Ctx<'_>, dest: SymSlice<T>, src: SymSlice<T>, offs: &[usize], algo: CollectAlgo) -> Result<()> {
+fn gather<T: Symmetric>(
+    ctx: &mut Ctx<'_>,
+    dest: SymSlice<T>,
+    src: SymSlice<T>,
+    offs: &[usize],
+    algo: CollectAlgo,
+) -> Result<()> {
     let (n, me) = (ctx.n(), ctx.idx());
     let blk = |i: usize| dest.slice(offs[i]..offs[i + 1]);
     let mine = blk(me)?;
@@ -128,7 +217,9 @@ fn gather<T: Symmetric>(ctx: &mut Ctx<'_>, dest: SymSlice<T>, src: SymSlice<T>, 
         for s in 0..n - 1 {
             let b = (me + n - s) % n;
             if s > 0 {
-                ctx.wait(layout::SIG_DATA, 1, &|| format!("collect (ring) step {s}: waiting for PE {lpe}"))?;
+                ctx.wait(layout::SIG_DATA, 1, &|| {
+                    format!("collect (ring) step {s}: waiting for PE {lpe}")
+                })?;
             }
             if s == 0 {
                 ctx.copy(blk(b)?, right, src, me)?;
@@ -137,14 +228,21 @@ fn gather<T: Symmetric>(ctx: &mut Ctx<'_>, dest: SymSlice<T>, src: SymSlice<T>, 
             }
             ctx.signal(layout::SIG_DATA, right)?;
         }
-        ctx.wait(layout::SIG_DATA, 1, &|| format!("collect (ring): waiting for the last block from PE {lpe}"))?;
+        ctx.wait(layout::SIG_DATA, 1, &|| {
+            format!("collect (ring): waiting for the last block from PE {lpe}")
+        })?;
     } else {
         for k in 1..n {
             let i = (me + k) % n;
             ctx.copy(mine, i, src, me)?;
             ctx.signal(layout::SIG_DATA, i)?;
         }
-        ctx.wait(layout::SIG_DATA, n as u64 - 1, &|| format!("collect (direct): waiting for the blocks of {} members", n - 1))?;
+        ctx.wait(layout::SIG_DATA, n as u64 - 1, &|| {
+            format!(
+                "collect (direct): waiting for the blocks of {} members",
+                n - 1
+            )
+        })?;
     }
     ctx.copy(mine, me, src, me)
 }

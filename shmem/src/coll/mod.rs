@@ -213,9 +213,21 @@ pub(crate) enum CallId {
 impl CallId {
     fn from_code(c: u64) -> Option<CallId> {
         use CallId::*;
-        [Broadcast, Fcollect, Collect, Alltoall, Alltoalls, Reduce, ReduceScatter, Inscan, Exscan, SplitStrided, Split2d]
-            .into_iter()
-            .find(|x| *x as u64 == c)
+        [
+            Broadcast,
+            Fcollect,
+            Collect,
+            Alltoall,
+            Alltoalls,
+            Reduce,
+            ReduceScatter,
+            Inscan,
+            Exscan,
+            SplitStrided,
+            Split2d,
+        ]
+        .into_iter()
+        .find(|x| *x as u64 == c)
     }
 
     fn name(self) -> &'static str {
@@ -240,18 +252,25 @@ impl CallId {
             CallId::Broadcast => &["nelems", "root", "chunk bytes"],
             CallId::Fcollect | CallId::Collect | CallId::Alltoall => &["nelems"],
             CallId::Alltoalls => &["nelems", "dst stride", "src stride"],
-            CallId::Reduce | CallId::ReduceScatter | CallId::Inscan | CallId::Exscan => &["nelems", "op"],
+            CallId::Reduce | CallId::ReduceScatter | CallId::Inscan | CallId::Exscan => {
+                &["nelems", "op"]
+            }
             CallId::SplitStrided => &["start", "stride", "size"],
             CallId::Split2d => &["xrange"],
         }
     }
 }
 
-const TYPE_NAMES: [&str; 12] =
-    ["int8", "int16", "int32", "int64", "ptrdiff", "uint8", "uint16", "uint32", "uint64", "size", "float", "double"];
+const TYPE_NAMES: [&str; 12] = [
+    "int8", "int16", "int32", "int64", "ptrdiff", "uint8", "uint16", "uint32", "uint64", "size",
+    "float", "double",
+];
 
 pub(crate) fn type_code<T: Symmetric>() -> u64 {
-    TYPE_NAMES.iter().position(|n| *n == T::NAME).map_or(99, |p| p as u64 + 1)
+    TYPE_NAMES
+        .iter()
+        .position(|n| *n == T::NAME)
+        .map_or(99, |p| p as u64 + 1)
 }
 
 /// Human-readable form of the common argument words of a collective.
@@ -269,7 +288,10 @@ fn describe(w: &[u64]) -> String {
     for (k, f) in call.fields().iter().enumerate() {
         let v = w.get(3 + k).copied().unwrap_or(0);
         if *f == "op" {
-            parts.push(format!("op {}", ReduceOp::from_code(v).map_or("?", |o| o.name())));
+            parts.push(format!(
+                "op {}",
+                ReduceOp::from_code(v).map_or("?", |o| o.name())
+            ));
         } else {
             parts.push(format!("{f} {v}"));
         }
@@ -293,8 +315,20 @@ pub(crate) struct Ctx<'a> {
 }
 
 impl<'a> Ctx<'a> {
-    pub(crate) fn new(sh: &'a Shmem, team: &'a TeamInner, base: usize, st: MutexGuard<'a, TeamState>, op: &'static str) -> Ctx<'a> {
-        Ctx { sh, team, base, st, op }
+    pub(crate) fn new(
+        sh: &'a Shmem,
+        team: &'a TeamInner,
+        base: usize,
+        st: MutexGuard<'a, TeamState>,
+        op: &'static str,
+    ) -> Ctx<'a> {
+        Ctx {
+            sh,
+            team,
+            base,
+            st,
+            op,
+        }
     }
 
     /// Team size.
@@ -318,7 +352,9 @@ impl<'a> Ctx<'a> {
 
     /// Add 1 to word `w` of member `i`.
     pub(crate) fn signal(&self, w: usize, i: usize) -> Result<()> {
-        self.sh.map_of(self.pe(i), self.op)?.amo(self.word(w), 8, AmoOp::FetchAdd, 1)?;
+        self.sh
+            .map_of(self.pe(i), self.op)?
+            .amo(self.word(w), 8, AmoOp::FetchAdd, 1)?;
         Ok(())
     }
 
@@ -331,7 +367,13 @@ impl<'a> Ctx<'a> {
         let op = self.op;
         self.sh.wait_for(
             op,
-            &|| format!("{} (counter {} of {target})", what(), load().unwrap_or_default()),
+            &|| {
+                format!(
+                    "{} (counter {} of {target})",
+                    what(),
+                    load().unwrap_or_default()
+                )
+            },
             || Ok(load()? >= target),
         )
     }
@@ -345,8 +387,12 @@ impl<'a> Ctx<'a> {
     /// Read `count` words of member `i`'s slot.
     pub(crate) fn read_words(&self, i: usize, w: usize, count: usize) -> Result<Vec<u64>> {
         let mut b = vec![0u8; 8 * count];
-        self.sh.map_of(self.pe(i), self.op)?.read(self.word(w), &mut b)?;
-        Ok(b.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap_or_default())).collect())
+        self.sh
+            .map_of(self.pe(i), self.op)?
+            .read(self.word(w), &mut b)?;
+        Ok(b.chunks_exact(8)
+            .map(|c| u64::from_le_bytes(c.try_into().unwrap_or_default()))
+            .collect())
     }
 
     /// Start a data collective: validate (the local verdict), exchange and compare the arguments, and barrier.
@@ -413,7 +459,13 @@ impl<'a> Ctx<'a> {
     }
 
     /// Copy `src` on member `si` into `dst` on member `di` through a bounded bounce buffer.
-    pub(crate) fn copy<T: Symmetric>(&self, dst: SymSlice<T>, di: usize, src: SymSlice<T>, si: usize) -> Result<()> {
+    pub(crate) fn copy<T: Symmetric>(
+        &self,
+        dst: SymSlice<T>,
+        di: usize,
+        src: SymSlice<T>,
+        si: usize,
+    ) -> Result<()> {
         let len = dst.len().min(src.len());
         if len == 0 || (di == si && dst.off == src.off) {
             return Ok(());
@@ -458,11 +510,17 @@ pub(crate) fn block(len: usize, n: usize, b: usize) -> Range<usize> {
 
 /// `a * b` or an error naming `what`.
 pub(crate) fn mul(a: usize, b: usize, what: &'static str) -> Result<usize> {
-    a.checked_mul(b).ok_or_else(|| Error::invalid(what, format!("{a} * {b}"), "overflows"))
+    a.checked_mul(b)
+        .ok_or_else(|| Error::invalid(what, format!("{a} * {b}"), "overflows"))
 }
 
 /// Check that `s` holds at least `need` elements.
-pub(crate) fn need_len<T: Symmetric>(s: SymSlice<T>, need: usize, what: &'static str, call: &str) -> Result<()> {
+pub(crate) fn need_len<T: Symmetric>(
+    s: SymSlice<T>,
+    need: usize,
+    what: &'static str,
+    call: &str,
+) -> Result<()> {
     if s.len() < need {
         return Err(Error::OutOfBounds {
             what,
@@ -487,10 +545,12 @@ pub(crate) fn chunk_bytes() -> Result<usize> {
     const VAR: &str = "XPUSHMEM_COLL_CHUNK_SIZE";
     match crate::config::env_value(VAR) {
         None => Ok(DEFAULT_CHUNK_BYTES),
-        Some(v) => crate::config::parse_size(&v).filter(|&b| b >= 64).ok_or_else(|| Error::Config {
-            var: VAR,
-            value: v.clone(),
-            reason: "expected a size of at least 64 bytes (e.g. 64K)".into(),
-        }),
+        Some(v) => crate::config::parse_size(&v)
+            .filter(|&b| b >= 64)
+            .ok_or_else(|| Error::Config {
+                var: VAR,
+                value: v.clone(),
+                reason: "expected a size of at least 64 bytes (e.g. 64K)".into(),
+            }),
     }
 }

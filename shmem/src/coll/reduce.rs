@@ -4,7 +4,10 @@
 //! Integer sums and products wrap; float results are the same on every member (each combination is computed in
 //! one canonical order), though the order — and so the rounding — depends on the algorithm.
 
-use super::{block, need_len, overlap, type_code, BarrierAlgo, CallId, Ctx, ReduceAlgo, ReduceScatterAlgo, COMMON, INFO};
+use super::{
+    block, need_len, overlap, type_code, BarrierAlgo, CallId, Ctx, ReduceAlgo, ReduceScatterAlgo,
+    COMMON, INFO,
+};
 use crate::error::{Error, Result};
 use crate::runtime::Shmem;
 use crate::team::{layout, Team};
@@ -31,8 +34,15 @@ pub enum ReduceOp {
 
 impl ReduceOp {
     /// Every operator.
-    pub const ALL: [ReduceOp; 7] =
-        [ReduceOp::And, ReduceOp::Or, ReduceOp::Xor, ReduceOp::Min, ReduceOp::Max, ReduceOp::Sum, ReduceOp::Prod];
+    pub const ALL: [ReduceOp; 7] = [
+        ReduceOp::And,
+        ReduceOp::Or,
+        ReduceOp::Xor,
+        ReduceOp::Min,
+        ReduceOp::Max,
+        ReduceOp::Sum,
+        ReduceOp::Prod,
+    ];
 
     /// The operator's OpenSHMEM name (`and`, `or`, `xor`, `min`, `max`, `sum`, `prod`).
     pub fn name(self) -> &'static str {
@@ -53,11 +63,17 @@ impl ReduceOp {
     }
 
     pub(crate) fn code(self) -> u64 {
-        ReduceOp::ALL.iter().position(|o| *o == self).map_or(0, |p| p as u64 + 1)
+        ReduceOp::ALL
+            .iter()
+            .position(|o| *o == self)
+            .map_or(0, |p| p as u64 + 1)
     }
 
     pub(crate) fn from_code(c: u64) -> Option<ReduceOp> {
-        (c as usize).checked_sub(1).and_then(|i| ReduceOp::ALL.get(i)).copied()
+        (c as usize)
+            .checked_sub(1)
+            .and_then(|i| ReduceOp::ALL.get(i))
+            .copied()
     }
 }
 
@@ -139,7 +155,12 @@ macro_rules! float_reducible {
 float_reducible!(f32, f64);
 
 /// `acc[i] = other[i] op acc[i]` when `other_first`, else `acc[i] op other[i]`.
-pub(crate) fn combine_into<T: Reducible>(op: ReduceOp, acc: &mut [T], other: &[T], other_first: bool) {
+pub(crate) fn combine_into<T: Reducible>(
+    op: ReduceOp,
+    acc: &mut [T],
+    other: &[T],
+    other_first: bool,
+) {
     if other_first {
         for (a, b) in acc.iter_mut().zip(other) {
             *a = T::combine(op, *b, *a);
@@ -156,7 +177,10 @@ pub(crate) fn check_op<T: Reducible>(op: ReduceOp) -> Result<()> {
         return Err(Error::invalid(
             "op",
             op.name(),
-            format!("bitwise reductions apply to integer types only, not {}", T::NAME),
+            format!(
+                "bitwise reductions apply to integer types only, not {}",
+                T::NAME
+            ),
         ));
     }
     Ok(())
@@ -205,7 +229,14 @@ impl Shmem {
     /// sh.reduce(&world, ReduceOp::Sum, x, x, 2).unwrap();
     /// assert_eq!(sh.g(x.at(1).unwrap(), sh.my_pe()).unwrap(), -4 * sh.n_pes() as i64);
     /// ```
-    pub fn reduce<T: Reducible>(&self, team: &Team, op: ReduceOp, dest: SymSlice<T>, src: SymSlice<T>, nreduce: usize) -> Result<()> {
+    pub fn reduce<T: Reducible>(
+        &self,
+        team: &Team,
+        op: ReduceOp,
+        dest: SymSlice<T>,
+        src: SymSlice<T>,
+        nreduce: usize,
+    ) -> Result<()> {
         self.reduce_with(team, op, dest, src, nreduce, ReduceAlgo::Auto)
     }
 
@@ -241,7 +272,16 @@ impl Shmem {
             algo.clone().map(|_| ())
         })();
         let code = algo.as_ref().map_or(0, |a| a.code());
-        let common: [u64; COMMON] = [CallId::Reduce as u64, code, type_code::<T>(), nreduce as u64, op.code(), 0, 0, 0];
+        let common: [u64; COMMON] = [
+            CallId::Reduce as u64,
+            code,
+            type_code::<T>(),
+            nreduce as u64,
+            op.code(),
+            0,
+            0,
+            0,
+        ];
         ctx.enter(common, [0; INFO], local, false, BarrierAlgo::Auto)?;
         let algo = algo?;
         if nreduce == 0 {
@@ -260,7 +300,14 @@ impl Shmem {
 
     /// Reduce-scatter: member `i` of `team` gets `dest[k] = src_0[i * nelems + k] op src_1[i * nelems + k] op ...`
     /// for `k < nelems` (NVSHMEM `reducescatter`). `src` holds `n_pes * nelems` elements on every member.
-    pub fn reduce_scatter<T: Reducible>(&self, team: &Team, op: ReduceOp, dest: SymSlice<T>, src: SymSlice<T>, nelems: usize) -> Result<()> {
+    pub fn reduce_scatter<T: Reducible>(
+        &self,
+        team: &Team,
+        op: ReduceOp,
+        dest: SymSlice<T>,
+        src: SymSlice<T>,
+        nelems: usize,
+    ) -> Result<()> {
         self.reduce_scatter_with(team, op, dest, src, nelems, ReduceScatterAlgo::Auto)
     }
 
@@ -289,7 +336,16 @@ impl Shmem {
             algo.clone().map(|_| ())
         })();
         let code = algo.as_ref().map_or(0, |a| a.code());
-        let common: [u64; COMMON] = [CallId::ReduceScatter as u64, code, type_code::<T>(), nelems as u64, op.code(), 0, 0, 0];
+        let common: [u64; COMMON] = [
+            CallId::ReduceScatter as u64,
+            code,
+            type_code::<T>(),
+            nelems as u64,
+            op.code(),
+            0,
+            0,
+            0,
+        ];
         ctx.enter(common, [0; INFO], local, false, BarrierAlgo::Auto)?;
         if nelems == 0 {
             return Ok(());
@@ -306,7 +362,12 @@ impl Shmem {
 }
 
 /// Every member reads every source and folds in member order; a barrier before writing keeps in-place safe.
-fn linear<T: Reducible>(ctx: &mut Ctx<'_>, op: ReduceOp, dest: SymSlice<T>, src: SymSlice<T>) -> Result<()> {
+fn linear<T: Reducible>(
+    ctx: &mut Ctx<'_>,
+    op: ReduceOp,
+    dest: SymSlice<T>,
+    src: SymSlice<T>,
+) -> Result<()> {
     let n = ctx.n();
     let mut acc = ctx.fetch(src, 0)?;
     for i in 1..n {
@@ -319,7 +380,12 @@ fn linear<T: Reducible>(ctx: &mut Ctx<'_>, op: ReduceOp, dest: SymSlice<T>, src:
 /// Pairwise exchange in log2 rounds, pulling the partner's partial from its `dest` (which holds it between the
 /// "ready" signal and the "read" acknowledgement). Members beyond the largest power of two first hand their data
 /// to a neighbour and get the result pushed back at the end.
-fn recursive_doubling<T: Reducible>(ctx: &mut Ctx<'_>, op: ReduceOp, dest: SymSlice<T>, src: SymSlice<T>) -> Result<()> {
+fn recursive_doubling<T: Reducible>(
+    ctx: &mut Ctx<'_>,
+    op: ReduceOp,
+    dest: SymSlice<T>,
+    src: SymSlice<T>,
+) -> Result<()> {
     let (n, me) = (ctx.n(), ctx.idx());
     let my_pe = ctx.sh.my_pe();
     let p2 = 1usize << (usize::BITS - 1 - n.leading_zeros());
@@ -330,10 +396,14 @@ fn recursive_doubling<T: Reducible>(ctx: &mut Ctx<'_>, op: ReduceOp, dest: SymSl
         if me % 2 == 0 {
             ctx.signal(layout::SIG_PRE, me + 1)?;
             let to = ctx.pe(me + 1);
-            return ctx.wait(layout::SIG_FIN, 1, &|| format!("reduce (recursive doubling): waiting for the result from PE {to}"));
+            return ctx.wait(layout::SIG_FIN, 1, &|| {
+                format!("reduce (recursive doubling): waiting for the result from PE {to}")
+            });
         }
         let from = ctx.pe(me - 1);
-        ctx.wait(layout::SIG_PRE, 1, &|| format!("reduce (recursive doubling): waiting for the data of PE {from}"))?;
+        ctx.wait(layout::SIG_PRE, 1, &|| {
+            format!("reduce (recursive doubling): waiting for the data of PE {from}")
+        })?;
         combine_into(op, &mut acc, &ctx.fetch(dest, me - 1)?, true);
         ctx.sh.put(dest, &acc, my_pe)?;
         me / 2
@@ -346,10 +416,14 @@ fn recursive_doubling<T: Reducible>(ctx: &mut Ctx<'_>, op: ReduceOp, dest: SymSl
         let partner = if pn < rem { 2 * pn + 1 } else { pn + rem };
         let ppe = ctx.pe(partner);
         ctx.signal(layout::RD_READY + r, partner)?;
-        ctx.wait(layout::RD_READY + r, 1, &|| format!("reduce (recursive doubling) round {r}: waiting for PE {ppe}'s partial"))?;
+        ctx.wait(layout::RD_READY + r, 1, &|| {
+            format!("reduce (recursive doubling) round {r}: waiting for PE {ppe}'s partial")
+        })?;
         combine_into(op, &mut acc, &ctx.fetch(dest, partner)?, pn < nr);
         ctx.signal(layout::RD_ACK + r, partner)?;
-        ctx.wait(layout::RD_ACK + r, 1, &|| format!("reduce (recursive doubling) round {r}: waiting for PE {ppe} to read"))?;
+        ctx.wait(layout::RD_ACK + r, 1, &|| {
+            format!("reduce (recursive doubling) round {r}: waiting for PE {ppe} to read")
+        })?;
         ctx.sh.put(dest, &acc, my_pe)?;
         r += 1;
     }
@@ -362,7 +436,12 @@ fn recursive_doubling<T: Reducible>(ctx: &mut Ctx<'_>, op: ReduceOp, dest: SymSl
 
 /// Reduce-scatter around the ring (each member ends with one block complete), then allgather around the ring,
 /// pulling from the left neighbour's `dest`.
-fn ring<T: Reducible>(ctx: &mut Ctx<'_>, op: ReduceOp, dest: SymSlice<T>, src: SymSlice<T>) -> Result<()> {
+fn ring<T: Reducible>(
+    ctx: &mut Ctx<'_>,
+    op: ReduceOp,
+    dest: SymSlice<T>,
+    src: SymSlice<T>,
+) -> Result<()> {
     let (n, me) = (ctx.n(), ctx.idx());
     let my_pe = ctx.sh.my_pe();
     let len = dest.len();
@@ -372,7 +451,9 @@ fn ring<T: Reducible>(ctx: &mut Ctx<'_>, op: ReduceOp, dest: SymSlice<T>, src: S
     ctx.copy(dest, me, src, me)?;
     ctx.signal(layout::SIG_RING, right)?;
     for s in 0..n - 1 {
-        ctx.wait(layout::SIG_RING, 1, &|| format!("reduce (ring) step {s}: waiting for PE {lpe}"))?;
+        ctx.wait(layout::SIG_RING, 1, &|| {
+            format!("reduce (ring) step {s}: waiting for PE {lpe}")
+        })?;
         let b = dest.slice(block(len, n, (me + 2 * n - s - 1) % n))?;
         let mut acc = ctx.fetch(b, left)?;
         combine_into(op, &mut acc, &ctx.fetch(b, me)?, false);
@@ -381,9 +462,13 @@ fn ring<T: Reducible>(ctx: &mut Ctx<'_>, op: ReduceOp, dest: SymSlice<T>, src: S
     }
     // My left neighbour may now overwrite what I read; wait until my right neighbour has read mine.
     ctx.signal(layout::SIG_DONE, left)?;
-    ctx.wait(layout::SIG_DONE, 1, &|| format!("reduce (ring): waiting for PE {rpe} to finish its reduce-scatter"))?;
+    ctx.wait(layout::SIG_DONE, 1, &|| {
+        format!("reduce (ring): waiting for PE {rpe} to finish its reduce-scatter")
+    })?;
     for s in 0..n - 1 {
-        ctx.wait(layout::SIG_RING, 1, &|| format!("reduce (ring) allgather step {s}: waiting for PE {lpe}"))?;
+        ctx.wait(layout::SIG_RING, 1, &|| {
+            format!("reduce (ring) allgather step {s}: waiting for PE {lpe}")
+        })?;
         let b = dest.slice(block(len, n, (me + n - s) % n))?;
         let v = ctx.fetch(b, left)?;
         ctx.sh.put(b, &v, my_pe)?;
@@ -392,5 +477,7 @@ fn ring<T: Reducible>(ctx: &mut Ctx<'_>, op: ReduceOp, dest: SymSlice<T>, src: S
         }
     }
     ctx.signal(layout::SIG_DONE, left)?;
-    ctx.wait(layout::SIG_DONE, 1, &|| format!("reduce (ring): waiting for PE {rpe} to finish reading"))
+    ctx.wait(layout::SIG_DONE, 1, &|| {
+        format!("reduce (ring): waiting for PE {rpe} to finish reading")
+    })
 }

@@ -20,23 +20,49 @@ fn resolve(a: ScanAlgo, n: usize) -> Result<ScanAlgo> {
 impl Shmem {
     /// Inclusive scan: `dest[k] = src_0[k] op ... op src_i[k]` on member `i`, for `k < nelems`. Collective;
     /// `dest` may equal `src`.
-    pub fn inscan<T: Reducible>(&self, team: &Team, op: ReduceOp, dest: SymSlice<T>, src: SymSlice<T>, nelems: usize) -> Result<()> {
+    pub fn inscan<T: Reducible>(
+        &self,
+        team: &Team,
+        op: ReduceOp,
+        dest: SymSlice<T>,
+        src: SymSlice<T>,
+        nelems: usize,
+    ) -> Result<()> {
         self.scan_with(team, op, dest, src, nelems, ScanAlgo::Auto, true)
     }
 
     /// Exclusive scan: `dest[k] = src_0[k] op ... op src_{i-1}[k]` on member `i > 0`; the identity of `op` on
     /// member 0. Collective; `dest` may equal `src`.
-    pub fn exscan<T: Reducible>(&self, team: &Team, op: ReduceOp, dest: SymSlice<T>, src: SymSlice<T>, nelems: usize) -> Result<()> {
+    pub fn exscan<T: Reducible>(
+        &self,
+        team: &Team,
+        op: ReduceOp,
+        dest: SymSlice<T>,
+        src: SymSlice<T>,
+        nelems: usize,
+    ) -> Result<()> {
         self.scan_with(team, op, dest, src, nelems, ScanAlgo::Auto, false)
     }
 
     /// Inclusive sum scan (OpenSHMEM `sum_inscan`).
-    pub fn sum_inscan<T: Reducible>(&self, team: &Team, dest: SymSlice<T>, src: SymSlice<T>, nelems: usize) -> Result<()> {
+    pub fn sum_inscan<T: Reducible>(
+        &self,
+        team: &Team,
+        dest: SymSlice<T>,
+        src: SymSlice<T>,
+        nelems: usize,
+    ) -> Result<()> {
         self.inscan(team, ReduceOp::Sum, dest, src, nelems)
     }
 
     /// Exclusive sum scan (OpenSHMEM `sum_exscan`).
-    pub fn sum_exscan<T: Reducible>(&self, team: &Team, dest: SymSlice<T>, src: SymSlice<T>, nelems: usize) -> Result<()> {
+    pub fn sum_exscan<T: Reducible>(
+        &self,
+        team: &Team,
+        dest: SymSlice<T>,
+        src: SymSlice<T>,
+        nelems: usize,
+    ) -> Result<()> {
         self.exscan(team, ReduceOp::Sum, dest, src, nelems)
     }
 
@@ -52,7 +78,11 @@ impl Shmem {
         algo: ScanAlgo,
         inclusive: bool,
     ) -> Result<()> {
-        let (call, name) = if inclusive { (CallId::Inscan, "inscan") } else { (CallId::Exscan, "exscan") };
+        let (call, name) = if inclusive {
+            (CallId::Inscan, "inscan")
+        } else {
+            (CallId::Exscan, "exscan")
+        };
         let mut ctx = team.ctx(self, name)?;
         let n = ctx.n();
         let algo = resolve(algo, n);
@@ -64,7 +94,16 @@ impl Shmem {
             algo.clone().map(|_| ())
         })();
         let code = algo.as_ref().map_or(0, |a| a.code());
-        let common: [u64; COMMON] = [call as u64, code, type_code::<T>(), nelems as u64, op.code(), 0, 0, 0];
+        let common: [u64; COMMON] = [
+            call as u64,
+            code,
+            type_code::<T>(),
+            nelems as u64,
+            op.code(),
+            0,
+            0,
+            0,
+        ];
         ctx.enter(common, [0; INFO], local, false, BarrierAlgo::Auto)?;
         let algo = algo?;
         if nelems == 0 {
@@ -78,10 +117,20 @@ impl Shmem {
     }
 }
 
-fn linear<T: Reducible>(ctx: &mut Ctx<'_>, op: ReduceOp, dest: SymSlice<T>, src: SymSlice<T>, inclusive: bool) -> Result<()> {
+fn linear<T: Reducible>(
+    ctx: &mut Ctx<'_>,
+    op: ReduceOp,
+    dest: SymSlice<T>,
+    src: SymSlice<T>,
+    inclusive: bool,
+) -> Result<()> {
     let me = ctx.idx();
     let upto = if inclusive { me + 1 } else { me };
-    let mut acc = if upto == 0 { vec![T::identity(op); src.len()] } else { ctx.fetch(src, 0)? };
+    let mut acc = if upto == 0 {
+        vec![T::identity(op); src.len()]
+    } else {
+        ctx.fetch(src, 0)?
+    };
     for i in 1..upto {
         combine_into(op, &mut acc, &ctx.fetch(src, i)?, false);
     }
@@ -91,7 +140,13 @@ fn linear<T: Reducible>(ctx: &mut Ctx<'_>, op: ReduceOp, dest: SymSlice<T>, src:
 
 /// Each member reads its own source, tells its left neighbour it may write its `dest`, waits for the prefix
 /// from the left (pushed into `dest`), and pushes its own inclusive prefix into the right neighbour's `dest`.
-fn chain<T: Reducible>(ctx: &mut Ctx<'_>, op: ReduceOp, dest: SymSlice<T>, src: SymSlice<T>, inclusive: bool) -> Result<()> {
+fn chain<T: Reducible>(
+    ctx: &mut Ctx<'_>,
+    op: ReduceOp,
+    dest: SymSlice<T>,
+    src: SymSlice<T>,
+    inclusive: bool,
+) -> Result<()> {
     let (n, me) = (ctx.n(), ctx.idx());
     let my_pe = ctx.sh.my_pe();
     let mine = ctx.fetch(src, me)?;
@@ -100,14 +155,17 @@ fn chain<T: Reducible>(ctx: &mut Ctx<'_>, op: ReduceOp, dest: SymSlice<T>, src: 
     }
     let incl = if me == 0 {
         if !inclusive {
-            ctx.sh.put(dest, &vec![T::identity(op); mine.len()], my_pe)?;
+            ctx.sh
+                .put(dest, &vec![T::identity(op); mine.len()], my_pe)?;
         } else {
             ctx.sh.put(dest, &mine, my_pe)?;
         }
         mine
     } else {
         let lpe = ctx.pe(me - 1);
-        ctx.wait(layout::SIG_RING, 1, &|| format!("scan (chain): waiting for the prefix from PE {lpe}"))?;
+        ctx.wait(layout::SIG_RING, 1, &|| {
+            format!("scan (chain): waiting for the prefix from PE {lpe}")
+        })?;
         let mut acc = ctx.fetch(dest, me)?;
         combine_into(op, &mut acc, &mine, false);
         if inclusive {
@@ -117,7 +175,9 @@ fn chain<T: Reducible>(ctx: &mut Ctx<'_>, op: ReduceOp, dest: SymSlice<T>, src: 
     };
     if me + 1 < n {
         let rpe = ctx.pe(me + 1);
-        ctx.wait(layout::SIG_DONE, 1, &|| format!("scan (chain): waiting for PE {rpe} to be ready"))?;
+        ctx.wait(layout::SIG_DONE, 1, &|| {
+            format!("scan (chain): waiting for PE {rpe} to be ready")
+        })?;
         ctx.sh.put(dest, &incl, rpe)?;
         ctx.signal(layout::SIG_RING, me + 1)?;
     }

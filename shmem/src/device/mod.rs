@@ -89,8 +89,11 @@ fn pick_device(local_rank: usize) -> Result<usize> {
     }
 }
 
+/// One window per PE (`None` for PEs this process cannot reach).
+pub(crate) type Windows = Vec<Option<Box<dyn Window>>>;
+
 /// Build this PE's device heap and open every node peer's. Collective over all PEs.
-pub(crate) fn setup(s: DeviceSetup<'_>) -> Result<(Arc<ZeRuntime>, Vec<Option<Box<dyn Window>>>)> {
+pub(crate) fn setup(s: DeviceSetup<'_>) -> Result<(Arc<ZeRuntime>, Windows)> {
     let local_rank = s.local.iter().position(|&p| p == s.me).unwrap_or(0);
     let select = match s.external {
         Some(h) => DeviceSelect::External(h),
@@ -163,7 +166,7 @@ pub(crate) fn setup(s: DeviceSetup<'_>) -> Result<(Arc<ZeRuntime>, Vec<Option<Bo
         };
         s.boot.barrier()?;
         if s.local.len() > 1 {
-            // SAFETY-free: the raw fd number names our own live descriptor inside the driver's handle; borrow it.
+            // The raw fd number names the driver's own live descriptor for our heap; borrow and duplicate it.
             let own_fd =
                 rustix::io::dup(borrow_fd(fd)?).map_err(|e| Error::os("dup(device heap fd)", e))?;
             let got =
@@ -175,7 +178,7 @@ pub(crate) fn setup(s: DeviceSetup<'_>) -> Result<(Arc<ZeRuntime>, Vec<Option<Bo
             }
         }
     }
-    let mut maps: Vec<Option<Box<dyn Window>>> = (0..s.n).map(|_| None).collect();
+    let mut maps: Windows = (0..s.n).map(|_| None).collect();
     for &pe in s.local {
         if pe == s.me {
             continue;
