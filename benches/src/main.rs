@@ -16,7 +16,12 @@ fn run(args: &[String]) -> Result<(), PerfError> {
     let benches = bench::select(&o.select)?;
     let sh = xpushmem::init()?;
     xpushmem_perf::bind(o.bind, sh.my_pe(), sh.n_pes());
-    bench::run(&sh, &o, &benches)?;
+    if let Err(e) = bench::run(&sh, &o, &benches) {
+        // Leave at once, without finalizing: peers blocked in a collective learn of the loss (or the launcher
+        // stops them) instead of matching this PE's finalize barrier against their next barrier.
+        eprintln!("xpushmem-perf: PE {}: {e}", sh.my_pe());
+        std::process::exit(1);
+    }
     sh.finalize()?;
     Ok(())
 }

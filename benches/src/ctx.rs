@@ -1,0 +1,294 @@
+//! The state every benchmark works in: symmetric buffers, local buffers, counters that every PE advances in the
+//! same way, data patterns and the validation helpers.
+
+use crate::error::{PerfError, Result};
+use crate::opts::Opts;
+use crate::stats::WINDOW_CAP_BYTES;
+use std::time::Instant;
+use xpushmem::{Shmem, SymRef, SymSlice};
+
+/// Index in [`Ctx::words`] of the ping-pong signal word.
+pub const W_SIGNAL: usize = 0;
+/// Index of the fetch-add counter.
+pub const W_FADD: usize = 1;
+/// Index of the compare-swap word.
+pub const W_CSWAP: usize = 2;
+/// Index of the `p`/`g` word.
+pub const W_PG: usize = 3;
+/// Index of the first of `n_pes` barrier-check slots.
+pub const W_BARRIER: usize = 8;
+
+/// The running benchmark's shared state.
+#[derive(Debug)]
+pub struct Ctx<'a> {
+    /// The runtime.
+    pub sh: &'a Shmem,
+    /// The options of the run.
+    pub opts: &'a Opts,
+    /// This PE.
+    pub me: usize,
+    /// Number of PEs.
+    pub n: usize,
+    /// Symmetric buffer A: the target of RMA, the destination of collectives (`end * n_pes` bytes).
+    pub a: SymSlice<u8>,
+    /// Symmetric buffer B: the source of collectives (`end * n_pes` bytes).
+    pub b: SymSlice<u8>,
+    /// Symmetric 64-bit words: signals, counters, barrier-check slots (see the `W_*` indices).
+    pub words: SymSlice<u64>,
+    times: SymSlice<f64>,
+    /// Local source buffer.
+    pub src: Vec<u8>,
+    /// Local destination buffer.
+    pub dst: Vec<u8>,
+    /// Local buffer for expected contents.
+    pub expect: Vec<u8>,
+    /// Salt of the next data pattern (advanced identically on every PE).
+    pub salt: u64,
+    /// Last signal value used by the ping-pong (advanced identically on every PE).
+    pub seq: u64,
+    /// Value of the fetch-add counter every PE expects.
+    pub fadd: u64,
+    /// Value of the compare-swap word every PE expects.
+    pub cswap: u64,
+    /// Name of the running benchmark (for messages).
+    pub bench: &'static str,
+    /// Message size of the running step (for messages).
+    pub size: usize,
+}
+
+/// The pattern word `i` of a buffer filled with `salt`.
+#[inline]
+pub fn pattern_word(i: usize, salt: u64) -> u64 {
+    (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ salt.rotate_left(29) ^ 0x5A5A_5A5A
+}
+
+/// Fill `buf` with the pattern of `salt` (little-endian pattern words; a short tail gets the low bytes).
+pub fn fill(buf: &mut [u8], salt: u64) {
+    for (i, ch) in buf.chunks_mut(8).enumerate() {
+        let w = pattern_word(i, salt).to_le_bytes();
+        ch.copy_from_slice(&w[..ch.len()]);
+    }
+}
+
+/// Write `seq` into the first 8 bytes of `buf` and, when it has 16 or more, into its last 8 bytes (shorter
+/// buffers get the low bytes): the cheap per-message check of the ping-pongs.
+pub fn stamp(buf: &mut [u8], seq: u64) {
+    let b = seq.to_le_bytes();
+    let k = buf.len().min(8);
+    buf[..k].copy_from_slice(&b[..k]);
+    if buf.len() >= 16 {
+        let l = buf.len();
+        buf[l - 8..].copy_from_slice(&b);
+    }
+}
+
+/// Whether `buf` carries the stamp of `seq`.
+pub fn stamped(buf: &[u8], seq: u64) -> bool {
+    let b = seq.to_le_bytes();
+    let k = buf.len().min(8);
+    buf[..k] == b[..k] && (buf.len() < 16 || buf[buf.len() - 8..] == b)
+}
+
+/// Seconds per operation since `t0`.
+pub fn secs_per(t0: Instant, ops: usize) -> f64 {
+    t0.elapsed().as_secs_f64() / ops.max(1) as f64
+}
+
+/// Compares data with what it should be, and reports mismatches as [`PerfError::Validation`]. With the
+/// `--inject-fault` test hook it corrupts the data first, so a run proves that its checks bite.
+#[derive(Debug, Clone, Copy)]
+pub struct Checker {
+    bench: &'static str,
+    size: usize,
+    fault: bool,
+}
+
+impl Checker {
+    /// The error for `detail`.
+    pub fn fail(&self, detail: String) -> PerfError {
+        PerfError::Validation {
+            bench: self.bench.to_string(),
+            size: self.size,
+            detail,
+        }
+    }
+
+    /// `got` must equal `want` byte for byte.
+    pub fn bytes(&self, what: &str, got: &mut [u8], want: &[u8]) -> Result<()> {
+        if self.fault && !got.is_empty() {
+            let m = got.len() / 2;
+            got[m] ^= 0x40;
+        }
+        if got.len() != want.len() {
+            return Err(self.fail(format!(
+                "{what}: {} bytes, expected {}",
+                got.len(),
+                want.len()
+            )));
+        }
+        if let Some(i) = got.iter().zip(want).position(|(g, w)| g != w) {
+            let bad = got.iter().zip(want).filter(|(g, w)| g != w).count();
+            return Err(self.fail(format!(
+                "{what}: byte {i} is {:#04x}, expected {:#04x} ({bad} of {} bytes wrong)",
+                got[i],
+                want[i],
+                got.len()
+            )));
+        }
+        Ok(())
+    }
+
+    /// `got` must equal `want`.
+    pub fn value(&self, what: &str, got: u64, want: u64) -> Result<()> {
+        let got = if self.fault { got ^ 1 } else { got };
+        if got != want {
+            return Err(self.fail(format!("{what}: got {got}, expected {want}")));
+        }
+        Ok(())
+    }
+
+    /// `buf` must carry the stamp of `seq`.
+    pub fn stamp(&self, what: &str, buf: &mut [u8], seq: u64) -> Result<()> {
+        if self.fault {
+            buf[0] ^= 0x40;
+        }
+        if !stamped(buf, seq) {
+            let mut first = [0u8; 8];
+            let k = buf.len().min(8);
+            first[..k].copy_from_slice(&buf[..k]);
+            return Err(self.fail(format!(
+                "{what}: message {seq} arrived with the signal, but its payload starts with {} (stale or torn data)",
+                u64::from_le_bytes(first)
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl<'a> Ctx<'a> {
+    /// Allocate the buffers for a run with `opts` (collective).
+    pub fn new(sh: &'a Shmem, opts: &'a Opts) -> Result<Ctx<'a>> {
+        let n = sh.n_pes();
+        let me = sh.my_pe();
+        let big = opts.end.saturating_mul(n.max(2));
+        let a = sh.align::<u8>(4096, big)?;
+        let b = sh.align::<u8>(4096, big)?;
+        let words = sh.calloc::<u64>(W_BARRIER + n)?;
+        let times = sh.calloc::<f64>(n * opts.reps)?;
+        let local = big.max(WINDOW_CAP_BYTES.min(opts.end.saturating_mul(opts.window)));
+        Ok(Ctx {
+            sh,
+            opts,
+            me,
+            n,
+            a,
+            b,
+            words,
+            times,
+            src: vec![0; local],
+            dst: vec![0; local],
+            expect: vec![0; local],
+            salt: 0x1234,
+            seq: 0,
+            fadd: 0,
+            cswap: 0,
+            bench: "",
+            size: 0,
+        })
+    }
+
+    /// A fresh pattern salt (the same on every PE, as every PE calls this equally often).
+    pub fn next_salt(&mut self) -> u64 {
+        self.salt = self.salt.wrapping_add(1);
+        self.salt
+    }
+
+    /// The checker of the running step.
+    pub fn checker(&self) -> Checker {
+        Checker {
+            bench: self.bench,
+            size: self.size,
+            fault: self.opts.inject_fault,
+        }
+    }
+
+    /// Symmetric word `i`.
+    pub fn word(&self, i: usize) -> Result<SymRef<u64>> {
+        Ok(self.words.at(i)?)
+    }
+
+    /// Check this PE's copy of `s` holds the pattern of `salt`, stamped with `seq` when given.
+    pub fn check_own(
+        &mut self,
+        what: &str,
+        s: SymSlice<u8>,
+        salt: u64,
+        seq: Option<u64>,
+    ) -> Result<()> {
+        let len = s.len();
+        self.sh.get(&mut self.dst[..len], s, self.me)?;
+        fill(&mut self.expect[..len], salt);
+        if let Some(q) = seq {
+            stamp(&mut self.expect[..len], q);
+        }
+        let chk = self.checker();
+        chk.bytes(what, &mut self.dst[..len], &self.expect[..len])
+    }
+
+    /// Publish this PE's per-repeat times; on PE 0, the per-repeat times of PE 0 (`max_over_pes` false) or the
+    /// maxima over all PEs. Collective.
+    pub fn gather(&mut self, mine: &[f64], max_over_pes: bool) -> Result<Vec<f64>> {
+        let r = mine.len();
+        self.sh
+            .put(self.times.slice(self.me * r..(self.me + 1) * r)?, mine, 0)?;
+        self.sh.barrier_all()?;
+        let mut out = mine.to_vec();
+        if self.me == 0 && max_over_pes {
+            let mut all = vec![0.0; self.n * r];
+            self.sh.get(&mut all, self.times.slice(..self.n * r)?, 0)?;
+            for (k, o) in out.iter_mut().enumerate() {
+                *o = (0..self.n).map(|pe| all[pe * r + k]).fold(0.0, f64::max);
+            }
+        }
+        self.sh.barrier_all()?;
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn patterns_and_stamps() {
+        let mut a = vec![0u8; 37];
+        let mut b = vec![0u8; 37];
+        fill(&mut a, 7);
+        fill(&mut b, 8);
+        assert_ne!(a, b);
+        stamp(&mut a, 99);
+        assert!(stamped(&a, 99));
+        assert!(!stamped(&a, 98));
+        let mut s = vec![0u8; 3];
+        stamp(&mut s, 0x010203);
+        assert_eq!(s, [3, 2, 1]);
+        assert!(stamped(&s, 0x010203));
+    }
+
+    #[test]
+    fn checker_reports_and_injects() {
+        let c = Checker {
+            bench: "t",
+            size: 4,
+            fault: false,
+        };
+        let mut g = vec![1, 2, 3, 4];
+        assert!(c.bytes("x", &mut g, &[1, 2, 3, 4]).is_ok());
+        let e = c.bytes("x", &mut g, &[1, 2, 9, 4]).unwrap_err().to_string();
+        assert!(e.contains("byte 2"), "{e}");
+        let f = Checker { fault: true, ..c };
+        assert!(f.bytes("x", &mut g, &[1, 2, 3, 4]).is_err());
+        assert!(f.value("v", 5, 5).is_err());
+        assert!(c.value("v", 5, 5).is_ok());
+    }
+}
