@@ -9,6 +9,8 @@ bash scripts/setup.sh all
 source scripts/device-env.sh
 export CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-2}"
 export CARGO_TERM_COLOR=never
+# The device suites must never skip in CI for want of the OpenCL CPU runtime.
+export XPUSHMEM_REQUIRE_OPENCL=1
 start=$(date +%s)
 echo "== cargo fmt --check"
 cargo fmt --all -- --check

@@ -119,8 +119,15 @@ pub fn run_pe(body: impl FnOnce(&xpushmem::Shmem) -> xpushmem::Result<()>) -> ! 
 
 /// The environment of a PE whose symmetric heap lives on a (ze-emu) Level Zero device: the loader's variables
 /// with the validation layer on, ze-emu's driver path (built on first use), and `XPUSHMEM_HEAP=device`.
+/// With `XPUSHMEM_HARDWARE=1` (the bring-up script on an Intel GPU machine) ze-emu is left out and the real driver
+/// is used.
 pub fn device_env() -> Vec<(String, String)> {
-    let mut env = ze_emu::testing::loader_env();
+    let hardware = std::env::var("XPUSHMEM_HARDWARE").is_ok_and(|v| v == "1");
+    let mut env = if hardware {
+        Vec::new()
+    } else {
+        ze_emu::testing::loader_env()
+    };
     env.push(("XPUSHMEM_HEAP".into(), "device".into()));
     env
 }

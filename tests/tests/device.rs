@@ -79,3 +79,97 @@ pe_test!(device_heap_copy_engine_put_signal, [_1pe = 1], device [dev_2pe = 2, de
     sh.barrier_all()?;
     Ok(())
 });
+
+#[test]
+fn prebuilt_device_library_matches_its_source() {
+    // The runtime embeds shmem/device-lib/prebuilt/xpushmem_device.spv; it must be what the source builds to.
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let out = std::env::temp_dir().join(format!("xpushmem-devlib-check-{}", std::process::id()));
+    let st = std::process::Command::new("bash")
+        .arg(root.join("shmem/device-lib/build.sh"))
+        .arg(&out)
+        .stdout(std::process::Stdio::null())
+        .status()
+        .expect("run build.sh");
+    assert!(
+        st.success(),
+        "build.sh failed (scripts/setup-device.sh installs clang-14, llvm-spirv-14, spirv-tools)"
+    );
+    let fresh = std::fs::read(out.join("xpushmem_device.spv")).expect("fresh build");
+    let committed = std::fs::read(root.join("shmem/device-lib/prebuilt/xpushmem_device.spv"))
+        .expect("prebuilt");
+    let _ = std::fs::remove_dir_all(&out);
+    assert!(
+        fresh == committed,
+        "shmem/device-lib/prebuilt/xpushmem_device.spv is stale: rebuild with shmem/device-lib/build.sh and copy it"
+    );
+}
+
+fn expect_init_error(func: &str, extra: &[(&str, &str)], needle: &str) {
+    let name = xpushmem_tests::test_name(module_path!(), func);
+    if xpushmem_tests::is_pe_of(&name) {
+        match xpushmem::init() {
+            Ok(_) => panic!("init succeeded, expected an error containing {needle:?}"),
+            Err(e) => {
+                assert!(
+                    e.to_string().contains(needle),
+                    "error {e:?} lacks {needle:?}"
+                );
+                std::process::exit(0);
+            }
+        }
+    }
+    let mut env = xpushmem_tests::device_env();
+    env.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let out = xpushmem_tests::spawn_pes_with(&name, 2, &env);
+    xpushmem_tests::assert_success(&name, 2, &out);
+}
+
+#[test]
+fn a_device_number_past_the_last_device_is_an_error_2pe() {
+    expect_init_error(
+        "a_device_number_past_the_last_device_is_an_error_2pe",
+        &[("XPUSHMEM_DEVICE", "5")],
+        "device 5 requested (XPUSHMEM_DEVICE or local rank), but Level Zero exposes 1 device(s)",
+    );
+}
+
+#[test]
+fn a_missing_level_zero_driver_is_an_error_not_a_crash_2pe() {
+    expect_init_error(
+        "a_missing_level_zero_driver_is_an_error_not_a_crash_2pe",
+        &[("ZE_ENABLE_ALT_DRIVERS", "/nonexistent/libze_nothing.so")],
+        "zeInit failed",
+    );
+}
+
+#[test]
+fn socket_fd_passing_and_one_device_per_pe_4pe() {
+    // Force the SCM_RIGHTS path and give every PE its own emulated device (local rank modulo 4).
+    let name = xpushmem_tests::test_name(
+        module_path!(),
+        "socket_fd_passing_and_one_device_per_pe_4pe",
+    );
+    if xpushmem_tests::is_pe_of(&name) {
+        xpushmem_tests::run_pe(|sh| {
+            assert_eq!(sh.heap_kind(), HeapKind::Device);
+            let (me, n) = (sh.my_pe(), sh.n_pes());
+            let x = sh.calloc::<u64>(n)?;
+            for pe in 0..n {
+                sh.atomic_add(x.at(me)?, me as u64 + 1, pe)?;
+            }
+            sh.barrier_all()?;
+            let mut got = vec![0u64; n];
+            sh.get(&mut got, x, me)?;
+            assert_eq!(got, (1..=n as u64).collect::<Vec<_>>());
+            Ok(())
+        });
+    }
+    let mut env = xpushmem_tests::device_env();
+    env.push(("XPUSHMEM_IPC".into(), "socket".into()));
+    env.push(("XPUSHMEM_EMU_DEVICES".into(), "4".into()));
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let out = xpushmem_tests::spawn_pes_with(&name, 4, &env);
+    xpushmem_tests::assert_success(&name, 4, &out);
+}
