@@ -1,0 +1,709 @@
+//! C ABI of the ops, for a C++ torch kernel (`TORCH_LIBRARY_IMPL(symm_mem, XPU, m)` shim): tensors are passed
+//! as [`XpushmemOpsTensor`] (data pointer, dtype, sizes, strides), groups as arrays of global PEs in group-rank
+//! order. Every function returns `0` or an error code (the numbering of `libxpushmem`'s `XPUSHMEM_ERROR_*`) and
+//! records a message for the calling thread, read back with [`xpushmem_ops_last_error`]. Panics never cross the
+//! boundary (they become `XPUSHMEM_OPS_ERROR_INTERNAL`).
+//!
+//! ```c
+//! typedef struct {
+//!     void *data;              /* address of element [0,...,0]; inside the symmetric heap */
+//!     int32_t dtype;           /* XPUSHMEM_OPS_DTYPE_*: 0 f32, 1 f16, 2 bf16, 3 f64, 4 i8, 5 u8, 6 i16, 7 i32, 8 i64 */
+//!     int32_t ndim;
+//!     const int64_t *sizes;    /* ndim entries */
+//!     const int64_t *strides;  /* ndim entries, in elements; NULL = contiguous */
+//! } xpushmem_ops_tensor;
+//! ```
+//!
+//! ## Runtime
+//! The functions run on the process's xpushmem runtime. Standalone, [`xpushmem_ops_init`] starts one (from the
+//! environment, like `xpushmem_init`) and [`xpushmem_ops_finalize`] ends it. Inside `libxpushmem`, the library
+//! installs an accessor to its own runtime with [`set_runtime_access`] and calls [`reset_groups`] at finalize.
+//!
+//! ## Groups
+//! A group's synchronisation space is allocated collectively by every PE of the world, like NVSHMEM's
+//! `nvshmem_team_split_strided` over the world team. [`xpushmem_ops_group_register`] does that explicitly (every
+//! PE calls it at the same point, each with the group it belongs to); an op given a group that is not yet
+//! registered registers it on the spot, which is only safe when every PE of the world calls an op (on its own
+//! group) at that point, as PyTorch's sub-group dispatch/combine does. `group_pes == NULL` means the world.
+#![allow(unsafe_code)]
+
+use crate::dtype::DType;
+use crate::group::Group;
+use crate::tensor::TensorView;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::{Arc, Mutex, RwLock};
+use xpushmem::{Error, Result, Shmem};
+
+/// Success.
+pub const XPUSHMEM_OPS_SUCCESS: c_int = 0;
+/// A PE or root outside its range.
+pub const XPUSHMEM_OPS_ERROR_INVALID_PE: c_int = 1;
+/// A data pointer outside the symmetric heap.
+pub const XPUSHMEM_OPS_ERROR_NOT_SYMMETRIC: c_int = 2;
+/// A range past the end of a tensor or the heap (splits overflowing a tensor).
+pub const XPUSHMEM_OPS_ERROR_OUT_OF_BOUNDS: c_int = 3;
+/// An argument the op cannot accept (shape, dtype, NULL pointer, reduce op, ...).
+pub const XPUSHMEM_OPS_ERROR_INVALID_ARGUMENT: c_int = 4;
+/// The symmetric heap cannot hold a group's synchronisation space.
+pub const XPUSHMEM_OPS_ERROR_HEAP_EXHAUSTED: c_int = 5;
+/// The ranks of a group passed different symmetric arguments.
+pub const XPUSHMEM_OPS_ERROR_MISMATCH: c_int = 6;
+/// A wait exceeded `XPUSHMEM_TIMEOUT_MS`.
+pub const XPUSHMEM_OPS_ERROR_TIMEOUT: c_int = 7;
+/// A peer PE exited without finalizing.
+pub const XPUSHMEM_OPS_ERROR_PEER_LOST: c_int = 8;
+/// The bootstrap failed.
+pub const XPUSHMEM_OPS_ERROR_BOOTSTRAP: c_int = 9;
+/// A transport failed.
+pub const XPUSHMEM_OPS_ERROR_TRANSPORT: c_int = 10;
+/// The device layer failed.
+pub const XPUSHMEM_OPS_ERROR_DEVICE: c_int = 11;
+/// Not initialised, or already finalized.
+pub const XPUSHMEM_OPS_ERROR_STATE: c_int = 12;
+/// A configuration variable is unusable.
+pub const XPUSHMEM_OPS_ERROR_CONFIG: c_int = 13;
+/// An OS call failed.
+pub const XPUSHMEM_OPS_ERROR_OS: c_int = 14;
+/// A Rust panic was caught at the boundary.
+pub const XPUSHMEM_OPS_ERROR_INTERNAL: c_int = 15;
+
+/// A tensor as the C ABI passes it (`xpushmem_ops_tensor`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct XpushmemOpsTensor {
+    /// Address of element `[0, ..., 0]`, inside the symmetric heap (may be NULL for an empty tensor).
+    pub data: *mut c_void,
+    /// Element type: an [`DType`] discriminant.
+    pub dtype: i32,
+    /// Number of dimensions.
+    pub ndim: i32,
+    /// `ndim` sizes.
+    pub sizes: *const i64,
+    /// `ndim` strides in elements, or NULL for contiguous.
+    pub strides: *const i64,
+}
+
+/// Calls its argument with the running runtime and returns true, or returns false when none is running.
+pub type RuntimeAccess = fn(&mut dyn FnMut(&Shmem)) -> bool;
+
+static ACCESS: RwLock<Option<RuntimeAccess>> = RwLock::new(None);
+static OWN: RwLock<Option<Shmem>> = RwLock::new(None);
+static GROUPS: Mutex<Option<HashMap<Vec<usize>, Arc<Group>>>> = Mutex::new(None);
+
+thread_local! {
+    static LAST: RefCell<(c_int, CString)> = RefCell::new((0, CString::default()));
+}
+
+/// Make the C functions use the runtime reached through `access` (e.g. `libxpushmem`'s instance) instead of
+/// their own; `None` goes back to the own runtime of [`xpushmem_ops_init`].
+pub fn set_runtime_access(access: Option<RuntimeAccess>) {
+    *ACCESS.write().unwrap_or_else(|p| p.into_inner()) = access;
+}
+
+/// Forget every registered group (call when the runtime they were made on is finalized).
+pub fn reset_groups() {
+    *GROUPS.lock().unwrap_or_else(|p| p.into_inner()) = None;
+}
+
+fn with_rt<R>(f: impl FnOnce(&Shmem) -> Result<R>) -> Result<R> {
+    let not_running = || {
+        Error::State(
+            "xpushmem is not initialised: call xpushmem_ops_init() (or xpushmem_init()) first"
+                .into(),
+        )
+    };
+    let access = *ACCESS.read().unwrap_or_else(|p| p.into_inner());
+    if let Some(access) = access {
+        let mut f = Some(f);
+        let mut out = None;
+        let ran = access(&mut |sh| {
+            if let Some(f) = f.take() {
+                out = Some(f(sh));
+            }
+        });
+        return match out {
+            Some(r) if ran => r,
+            _ => Err(not_running()),
+        };
+    }
+    let g = OWN.read().unwrap_or_else(|p| p.into_inner());
+    match g.as_ref() {
+        Some(sh) => f(sh),
+        None => Err(not_running()),
+    }
+}
+
+fn code_of(e: &Error) -> c_int {
+    match e.kind() {
+        "InvalidPe" => XPUSHMEM_OPS_ERROR_INVALID_PE,
+        "NotSymmetric" => XPUSHMEM_OPS_ERROR_NOT_SYMMETRIC,
+        "OutOfBounds" => XPUSHMEM_OPS_ERROR_OUT_OF_BOUNDS,
+        "InvalidArgument" => XPUSHMEM_OPS_ERROR_INVALID_ARGUMENT,
+        "HeapExhausted" => XPUSHMEM_OPS_ERROR_HEAP_EXHAUSTED,
+        "Mismatch" => XPUSHMEM_OPS_ERROR_MISMATCH,
+        "Timeout" => XPUSHMEM_OPS_ERROR_TIMEOUT,
+        "PeerLost" => XPUSHMEM_OPS_ERROR_PEER_LOST,
+        "Bootstrap" => XPUSHMEM_OPS_ERROR_BOOTSTRAP,
+        "Transport" => XPUSHMEM_OPS_ERROR_TRANSPORT,
+        "Device" => XPUSHMEM_OPS_ERROR_DEVICE,
+        "State" => XPUSHMEM_OPS_ERROR_STATE,
+        "Config" => XPUSHMEM_OPS_ERROR_CONFIG,
+        "Os" => XPUSHMEM_OPS_ERROR_OS,
+        _ => XPUSHMEM_OPS_ERROR_INTERNAL,
+    }
+}
+
+fn set_last(code: c_int, msg: String) {
+    let msg = CString::new(msg.replace('\0', " ")).unwrap_or_default();
+    LAST.with(|l| *l.borrow_mut() = (code, msg));
+}
+
+/// Run a C entry point's body: record and return its error code; panics become INTERNAL.
+fn entry(call: &str, f: impl FnOnce() -> Result<()>) -> c_int {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(Ok(())) => {
+            set_last(0, String::new());
+            0
+        }
+        Ok(Err(e)) => {
+            let code = code_of(&e);
+            set_last(code, format!("{call}: {e}"));
+            code
+        }
+        Err(p) => {
+            let what = p
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| p.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".into());
+            set_last(
+                XPUSHMEM_OPS_ERROR_INTERNAL,
+                format!("{call}: internal error (panic: {what})"),
+            );
+            XPUSHMEM_OPS_ERROR_INTERNAL
+        }
+    }
+}
+
+fn null_arg(name: &'static str, call: &str) -> Error {
+    Error::InvalidArgument {
+        name,
+        value: "NULL".into(),
+        reason: format!("{call}: must not be NULL"),
+    }
+}
+
+/// A C array as a slice; NULL is allowed only for `n == 0`.
+///
+/// # Safety
+/// `p` must be NULL or point to `n` readable, initialised `T`s that stay valid and unmodified for `'a`.
+unsafe fn array<'a, T>(p: *const T, n: i64, name: &'static str, call: &str) -> Result<&'a [T]> {
+    if n < 0 {
+        return Err(Error::InvalidArgument {
+            name,
+            value: n.to_string(),
+            reason: format!("{call}: a count must be non-negative"),
+        });
+    }
+    if n == 0 {
+        return Ok(&[]);
+    }
+    if p.is_null() {
+        return Err(null_arg(name, call));
+    }
+    // SAFETY: p is non-null and, by this function's contract, points to n valid, initialised elements that
+    // outlive 'a.
+    Ok(unsafe { std::slice::from_raw_parts(p, n as usize) })
+}
+
+/// Convert a C tensor descriptor into a view of the symmetric heap.
+///
+/// # Safety
+/// `t` must be NULL or point to a valid `XpushmemOpsTensor` whose `sizes` (and non-NULL `strides`) arrays hold
+/// `ndim` elements.
+unsafe fn view(
+    sh: &Shmem,
+    t: *const XpushmemOpsTensor,
+    name: &'static str,
+    call: &str,
+) -> Result<TensorView> {
+    if t.is_null() {
+        return Err(null_arg(name, call));
+    }
+    // SAFETY: t is non-null and points to a valid descriptor (contract above); it is Copy.
+    let t = unsafe { *t };
+    let dtype = DType::from_code(t.dtype)?;
+    // SAFETY: sizes holds ndim elements (contract above).
+    let sizes = unsafe { array(t.sizes, t.ndim as i64, name, call)? };
+    let bad = |what: &str, v: &[i64]| Error::InvalidArgument {
+        name,
+        value: format!("{v:?}"),
+        reason: format!("{call}: {what} must be non-negative"),
+    };
+    if sizes.iter().any(|&s| s < 0) {
+        return Err(bad("sizes", sizes));
+    }
+    let shape: Vec<usize> = sizes.iter().map(|&s| s as usize).collect();
+    let strides: Vec<usize> = if t.strides.is_null() {
+        crate::tensor::contiguous_strides(&shape)
+    } else {
+        // SAFETY: strides is non-null and holds ndim elements (contract above).
+        let s = unsafe { array(t.strides, t.ndim as i64, name, call)? };
+        if s.iter().any(|&x| x < 0) {
+            return Err(bad("strides", s));
+        }
+        s.iter().map(|&x| x as usize).collect()
+    };
+    let numel: usize = shape.iter().product();
+    let extent = if numel == 0 {
+        0
+    } else {
+        shape
+            .iter()
+            .zip(&strides)
+            .try_fold(0usize, |acc, (&n, &s)| {
+                (n - 1).checked_mul(s).and_then(|x| x.checked_add(acc))
+            })
+            .and_then(|last| last.checked_add(1))
+            .and_then(|e| e.checked_mul(dtype.size()))
+            .ok_or_else(|| Error::InvalidArgument {
+                name,
+                value: format!("sizes {shape:?} strides {strides:?}"),
+                reason: format!("{call}: the tensor's extent overflows"),
+            })?
+    };
+    let addr = if t.data.is_null() && numel == 0 {
+        sh.heap_base() as usize
+    } else {
+        t.data as usize
+    };
+    let buf = sh
+        .sym_slice_from_addr::<u8>(addr, extent)
+        .map_err(|e| match e {
+            Error::NotSymmetric {
+                addr, base, end, ..
+            } => Error::NotSymmetric {
+                addr,
+                base,
+                end,
+                context: format!("{call}: {name} is not in symmetric memory"),
+            },
+            e => e,
+        })?;
+    TensorView::new(buf, dtype, &shape, &strides, 0)
+}
+
+/// Look up (or register, collectively) the group of `pes` (NULL = the world).
+///
+/// # Safety
+/// `pes` must be NULL or point to `n` readable `i32`s.
+unsafe fn group(sh: &Shmem, pes: *const i32, n: i32, call: &str) -> Result<Arc<Group>> {
+    let list: Vec<usize> = if pes.is_null() {
+        if n != 0 {
+            return Err(null_arg("group_pes", call));
+        }
+        (0..sh.n_pes()).collect()
+    } else {
+        // SAFETY: pes is non-null and holds n elements (contract above).
+        let raw = unsafe { array(pes, n as i64, "group_pes", call)? };
+        let mut v = Vec::with_capacity(raw.len());
+        for (i, &p) in raw.iter().enumerate() {
+            if p < 0 || p as usize >= sh.n_pes() {
+                return Err(Error::InvalidPe {
+                    pe: p as i64,
+                    n_pes: sh.n_pes(),
+                    context: format!("{call}: group_pes[{i}]"),
+                });
+            }
+            v.push(p as usize);
+        }
+        v
+    };
+    let mut g = GROUPS.lock().unwrap_or_else(|p| p.into_inner());
+    let map = g.get_or_insert_with(HashMap::new);
+    if let Some(grp) = map.get(&list) {
+        return Ok(grp.clone());
+    }
+    let grp = Arc::new(Group::new(sh, &list)?);
+    map.insert(list, grp.clone());
+    Ok(grp)
+}
+
+/// The message of the calling thread's last failed call (`""` after a success). Valid until the thread's next
+/// call into this library.
+#[no_mangle]
+pub extern "C" fn xpushmem_ops_last_error() -> *const c_char {
+    LAST.with(|l| l.borrow().1.as_ptr())
+}
+
+/// The error code of the calling thread's last call (0 after a success).
+#[no_mangle]
+pub extern "C" fn xpushmem_ops_last_error_code() -> c_int {
+    LAST.with(|l| l.borrow().0)
+}
+
+/// Start this library's own runtime from the environment (collective, like `xpushmem_init`); a no-op when a
+/// runtime is already reachable.
+#[no_mangle]
+pub extern "C" fn xpushmem_ops_init() -> c_int {
+    entry("xpushmem_ops_init", || {
+        if ACCESS.read().unwrap_or_else(|p| p.into_inner()).is_some() {
+            return Ok(());
+        }
+        let mut g = OWN.write().unwrap_or_else(|p| p.into_inner());
+        if g.is_none() {
+            *g = Some(xpushmem::init()?);
+        }
+        Ok(())
+    })
+}
+
+/// Finalize this library's own runtime (collective) and forget the registered groups; a no-op without one.
+#[no_mangle]
+pub extern "C" fn xpushmem_ops_finalize() -> c_int {
+    entry("xpushmem_ops_finalize", || {
+        reset_groups();
+        let sh = OWN.write().unwrap_or_else(|p| p.into_inner()).take();
+        match sh {
+            Some(sh) => sh.finalize(),
+            None => Ok(()),
+        }
+    })
+}
+
+/// Register the group `pes[0..npes]` (global PEs in group-rank order; NULL = the world). Collective over the
+/// world: every PE calls it at the same point, each with the group it belongs to. Registering a group twice is a
+/// no-op on that PE (so all PEs must agree on whether it is new).
+///
+/// # Safety
+/// `pes` must be NULL or point to `npes` readable `int32_t`s.
+#[no_mangle]
+pub unsafe extern "C" fn xpushmem_ops_group_register(pes: *const i32, npes: i32) -> c_int {
+    const CALL: &str = "xpushmem_ops_group_register";
+    // SAFETY: forwarded caller contract on pes.
+    entry(CALL, || {
+        with_rt(|sh| unsafe { group(sh, pes, npes, CALL) }.map(|_| ()))
+    })
+}
+
+/// `symm_mem::all_to_all_vdev`.
+///
+/// # Safety
+/// Tensor pointers must point to valid descriptors; `group_pes` NULL or `group_size` readable `int32_t`s.
+#[no_mangle]
+pub unsafe extern "C" fn xpushmem_ops_all_to_all_vdev(
+    input: *const XpushmemOpsTensor,
+    out: *const XpushmemOpsTensor,
+    in_splits: *const XpushmemOpsTensor,
+    out_splits_offsets: *const XpushmemOpsTensor,
+    group_pes: *const i32,
+    group_size: i32,
+) -> c_int {
+    const CALL: &str = "xpushmem_ops_all_to_all_vdev";
+    entry(CALL, || {
+        with_rt(|sh| {
+            // SAFETY: forwarded caller contract on every pointer.
+            let (i, o, s, oso, g) = unsafe {
+                (
+                    view(sh, input, "input", CALL)?,
+                    view(sh, out, "out", CALL)?,
+                    view(sh, in_splits, "in_splits", CALL)?,
+                    view(sh, out_splits_offsets, "out_splits_offsets", CALL)?,
+                    group(sh, group_pes, group_size, CALL)?,
+                )
+            };
+            crate::all_to_all_vdev(sh, &g, &i, &o, &s, &oso)
+        })
+    })
+}
+
+/// `symm_mem::all_to_all_vdev_2d`; `major_align` NULL = PyTorch's default (1).
+///
+/// # Safety
+/// Tensor pointers must point to valid descriptors; `major_align` NULL or readable; `group_pes` NULL or
+/// `group_size` readable `int32_t`s.
+#[no_mangle]
+pub unsafe extern "C" fn xpushmem_ops_all_to_all_vdev_2d(
+    input: *const XpushmemOpsTensor,
+    out: *const XpushmemOpsTensor,
+    in_splits: *const XpushmemOpsTensor,
+    out_splits_offsets: *const XpushmemOpsTensor,
+    group_pes: *const i32,
+    group_size: i32,
+    major_align: *const i64,
+) -> c_int {
+    const CALL: &str = "xpushmem_ops_all_to_all_vdev_2d";
+    entry(CALL, || {
+        with_rt(|sh| {
+            // SAFETY: forwarded caller contract on every pointer; major_align is read only when non-null.
+            let (i, o, s, oso, g, a) = unsafe {
+                (
+                    view(sh, input, "input", CALL)?,
+                    view(sh, out, "out", CALL)?,
+                    view(sh, in_splits, "in_splits", CALL)?,
+                    view(sh, out_splits_offsets, "out_splits_offsets", CALL)?,
+                    group(sh, group_pes, group_size, CALL)?,
+                    (!major_align.is_null()).then(|| *major_align),
+                )
+            };
+            crate::all_to_all_vdev_2d(sh, &g, &i, &o, &s, &oso, a)
+        })
+    })
+}
+
+/// `symm_mem::all_to_all_vdev_2d_offset`.
+///
+/// # Safety
+/// Tensor pointers must point to valid descriptors; `group_pes` NULL or `group_size` readable `int32_t`s.
+#[no_mangle]
+pub unsafe extern "C" fn xpushmem_ops_all_to_all_vdev_2d_offset(
+    input: *const XpushmemOpsTensor,
+    out: *const XpushmemOpsTensor,
+    in_splits_offsets: *const XpushmemOpsTensor,
+    out_splits_offsets: *const XpushmemOpsTensor,
+    group_pes: *const i32,
+    group_size: i32,
+) -> c_int {
+    const CALL: &str = "xpushmem_ops_all_to_all_vdev_2d_offset";
+    entry(CALL, || {
+        with_rt(|sh| {
+            // SAFETY: forwarded caller contract on every pointer.
+            let (i, o, s, oso, g) = unsafe {
+                (
+                    view(sh, input, "input", CALL)?,
+                    view(sh, out, "out", CALL)?,
+                    view(sh, in_splits_offsets, "in_splits_offsets", CALL)?,
+                    view(sh, out_splits_offsets, "out_splits_offsets", CALL)?,
+                    group(sh, group_pes, group_size, CALL)?,
+                )
+            };
+            crate::all_to_all_vdev_2d_offset(sh, &g, &i, &o, &s, &oso)
+        })
+    })
+}
+
+/// `symm_mem::nvshmem_all_to_all` (equal split).
+///
+/// # Safety
+/// Tensor pointers must point to valid descriptors; `group_pes` NULL or `group_size` readable `int32_t`s.
+#[no_mangle]
+pub unsafe extern "C" fn xpushmem_ops_nvshmem_all_to_all(
+    input: *const XpushmemOpsTensor,
+    out: *const XpushmemOpsTensor,
+    group_pes: *const i32,
+    group_size: i32,
+) -> c_int {
+    const CALL: &str = "xpushmem_ops_nvshmem_all_to_all";
+    entry(CALL, || {
+        with_rt(|sh| {
+            // SAFETY: forwarded caller contract on every pointer.
+            let (i, o, g) = unsafe {
+                (
+                    view(sh, input, "input", CALL)?,
+                    view(sh, out, "out", CALL)?,
+                    group(sh, group_pes, group_size, CALL)?,
+                )
+            };
+            crate::nvshmem_all_to_all(sh, &g, &i, &o)
+        })
+    })
+}
+
+/// Read an optional reduce-op name (NULL = "sum").
+///
+/// # Safety
+/// `p` must be NULL or a NUL-terminated string.
+unsafe fn reduce_op_arg(p: *const c_char, call: &str) -> Result<String> {
+    if p.is_null() {
+        return Ok("sum".into());
+    }
+    // SAFETY: p is non-null and NUL-terminated (contract above).
+    let s = unsafe { CStr::from_ptr(p) };
+    s.to_str()
+        .map(str::to_string)
+        .map_err(|_| Error::InvalidArgument {
+            name: "reduce_op",
+            value: format!("{s:?}"),
+            reason: format!("{call}: must be UTF-8"),
+        })
+}
+
+/// `symm_mem::tile_reduce`; `reduce_op` NULL = "sum". `root` is group-relative.
+///
+/// # Safety
+/// Tensor pointers must point to valid descriptors; `reduce_op` NULL or NUL-terminated; `group_pes` NULL or
+/// `group_size` readable `int32_t`s.
+#[no_mangle]
+pub unsafe extern "C" fn xpushmem_ops_tile_reduce(
+    in_tile: *const XpushmemOpsTensor,
+    out_tile: *const XpushmemOpsTensor,
+    root: i64,
+    group_pes: *const i32,
+    group_size: i32,
+    reduce_op: *const c_char,
+) -> c_int {
+    const CALL: &str = "xpushmem_ops_tile_reduce";
+    entry(CALL, || {
+        with_rt(|sh| {
+            // SAFETY: forwarded caller contract on every pointer.
+            let (i, o, g, op) = unsafe {
+                (
+                    view(sh, in_tile, "in_tile", CALL)?,
+                    view(sh, out_tile, "out_tile", CALL)?,
+                    group(sh, group_pes, group_size, CALL)?,
+                    reduce_op_arg(reduce_op, CALL)?,
+                )
+            };
+            crate::tile_reduce(sh, &g, &i, &o, root, &op)
+        })
+    })
+}
+
+/// `symm_mem::multi_root_tile_reduce`: `in_tiles[0..n_tiles]`, `roots[0..n_roots]` (group-relative);
+/// `reduce_op` NULL = "sum".
+///
+/// # Safety
+/// `in_tiles` must be NULL or point to `n_tiles` valid descriptors, `roots` NULL or `n_roots` readable
+/// `int64_t`s; the other pointers as in [`xpushmem_ops_tile_reduce`].
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn xpushmem_ops_multi_root_tile_reduce(
+    in_tiles: *const XpushmemOpsTensor,
+    n_tiles: i32,
+    out_tile: *const XpushmemOpsTensor,
+    roots: *const i64,
+    n_roots: i32,
+    group_pes: *const i32,
+    group_size: i32,
+    reduce_op: *const c_char,
+) -> c_int {
+    const CALL: &str = "xpushmem_ops_multi_root_tile_reduce";
+    entry(CALL, || {
+        with_rt(|sh| {
+            // SAFETY: forwarded caller contract on every pointer and count.
+            let (tiles, o, r, g, op) = unsafe {
+                let descs = array(in_tiles, n_tiles as i64, "in_tiles", CALL)?;
+                let mut tiles = Vec::with_capacity(descs.len());
+                for d in descs {
+                    tiles.push(view(sh, d, "in_tiles", CALL)?);
+                }
+                (
+                    tiles,
+                    view(sh, out_tile, "out_tile", CALL)?,
+                    array(roots, n_roots as i64, "roots", CALL)?,
+                    group(sh, group_pes, group_size, CALL)?,
+                    reduce_op_arg(reduce_op, CALL)?,
+                )
+            };
+            crate::multi_root_tile_reduce(sh, &g, &tiles, &o, r, &op)
+        })
+    })
+}
+
+/// `symm_mem::nvshmem_broadcast` (in place; `root` group-relative).
+///
+/// # Safety
+/// `tensor` must point to a valid descriptor; `group_pes` NULL or `group_size` readable `int32_t`s.
+#[no_mangle]
+pub unsafe extern "C" fn xpushmem_ops_nvshmem_broadcast(
+    tensor: *const XpushmemOpsTensor,
+    root: i64,
+    group_pes: *const i32,
+    group_size: i32,
+) -> c_int {
+    const CALL: &str = "xpushmem_ops_nvshmem_broadcast";
+    entry(CALL, || {
+        with_rt(|sh| {
+            // SAFETY: forwarded caller contract on every pointer.
+            let (t, g) = unsafe {
+                (
+                    view(sh, tensor, "tensor", CALL)?,
+                    group(sh, group_pes, group_size, CALL)?,
+                )
+            };
+            crate::nvshmem_broadcast(sh, &g, &t, root)
+        })
+    })
+}
+
+/// `symm_mem::nvshmem_put` (`peer` is a global PE).
+///
+/// # Safety
+/// `tensor` must point to a valid descriptor.
+#[no_mangle]
+pub unsafe extern "C" fn xpushmem_ops_nvshmem_put(
+    tensor: *const XpushmemOpsTensor,
+    peer: i64,
+) -> c_int {
+    const CALL: &str = "xpushmem_ops_nvshmem_put";
+    entry(CALL, || {
+        // SAFETY: forwarded caller contract on tensor.
+        with_rt(|sh| crate::nvshmem_put(sh, &unsafe { view(sh, tensor, "tensor", CALL) }?, peer))
+    })
+}
+
+/// `symm_mem::nvshmem_get` (`peer` is a global PE).
+///
+/// # Safety
+/// `tensor` must point to a valid descriptor.
+#[no_mangle]
+pub unsafe extern "C" fn xpushmem_ops_nvshmem_get(
+    tensor: *const XpushmemOpsTensor,
+    peer: i64,
+) -> c_int {
+    const CALL: &str = "xpushmem_ops_nvshmem_get";
+    entry(CALL, || {
+        // SAFETY: forwarded caller contract on tensor.
+        with_rt(|sh| crate::nvshmem_get(sh, &unsafe { view(sh, tensor, "tensor", CALL) }?, peer))
+    })
+}
+
+/// `symm_mem::nvshmem_put_with_signal`: data, then a 64-bit SET of the peer's first `sigpad` word to `signal`.
+///
+/// # Safety
+/// `tensor` and `sigpad` must point to valid descriptors.
+#[no_mangle]
+pub unsafe extern "C" fn xpushmem_ops_nvshmem_put_with_signal(
+    tensor: *const XpushmemOpsTensor,
+    sigpad: *const XpushmemOpsTensor,
+    signal: i64,
+    peer: i64,
+) -> c_int {
+    const CALL: &str = "xpushmem_ops_nvshmem_put_with_signal";
+    entry(CALL, || {
+        with_rt(|sh| {
+            // SAFETY: forwarded caller contract on both pointers.
+            let (t, s) = unsafe {
+                (
+                    view(sh, tensor, "tensor", CALL)?,
+                    view(sh, sigpad, "sigpad", CALL)?,
+                )
+            };
+            crate::nvshmem_put_with_signal(sh, &t, &s, signal, peer)
+        })
+    })
+}
+
+/// `symm_mem::nvshmem_wait_for_signal`: wait until this PE's first `sigpad` word equals `signal` (`peer`
+/// ignored; times out after `XPUSHMEM_TIMEOUT_MS`).
+///
+/// # Safety
+/// `sigpad` must point to a valid descriptor.
+#[no_mangle]
+pub unsafe extern "C" fn xpushmem_ops_nvshmem_wait_for_signal(
+    sigpad: *const XpushmemOpsTensor,
+    signal: i64,
+    peer: i64,
+) -> c_int {
+    const CALL: &str = "xpushmem_ops_nvshmem_wait_for_signal";
+    entry(CALL, || {
+        with_rt(|sh| {
+            // SAFETY: forwarded caller contract on sigpad.
+            let s = unsafe { view(sh, sigpad, "sigpad", CALL)? };
+            crate::nvshmem_wait_for_signal(sh, &s, signal, peer)
+        })
+    })
+}
