@@ -1,0 +1,74 @@
+//! Barrier and sync over every team shape with every algorithm: after a barrier, every member sees the value its
+//! left neighbour put before it, round after round.
+
+mod coll_common;
+
+use coll_common::{destroy, shapes};
+use xpushmem::{BarrierAlgo, Error};
+
+coll_test!(barrier_orders_puts_every_algorithm_every_shape, |sh| {
+    let shapes = shapes(sh)?;
+    let slots = sh.calloc::<u64>(shapes.len())?;
+    for (k, s) in shapes.iter().enumerate() {
+        let Some(t) = &s.team else { continue };
+        let (me, n) = (t.my_pe(), t.n_pes());
+        let right = t.global_pe((me + 1) % n)?;
+        let slot = slots.at(k)?;
+        let mut round = 0u64;
+        for algo in std::iter::once(BarrierAlgo::Auto).chain(BarrierAlgo::ALL.iter().copied()) {
+            for _ in 0..4 {
+                round += 1;
+                let v = round << 32 | ((me + 1) % n) as u64;
+                sh.p(slot, v, right)?;
+                sh.team_barrier_with(t, algo)?;
+                assert_eq!(
+                    sh.g(slot, sh.my_pe())?,
+                    round << 32 | me as u64,
+                    "{}: {algo} round {round}",
+                    s.name
+                );
+                sh.team_sync_with(t, algo)?;
+            }
+        }
+    }
+    sh.barrier_all()?;
+    sh.free(slots)?;
+    destroy(sh, shapes)
+});
+
+coll_test!(
+    barrier_algorithm_from_env,
+    [_3pe = 3],
+    &[("XPUSHMEM_BARRIER_ALGORITHM", "tree")],
+    |sh| {
+        let w = sh.team_world();
+        for _ in 0..20 {
+            sh.team_sync(&w)?;
+        }
+        assert_eq!(
+            "dissemination".parse::<BarrierAlgo>()?,
+            BarrierAlgo::Dissemination
+        );
+        assert!("bogus".parse::<BarrierAlgo>().is_err());
+        Ok(())
+    }
+);
+
+coll_test!(
+    unknown_barrier_algorithm_is_an_error,
+    [_2pe = 2],
+    &[("XPUSHMEM_BARRIER_ALGORITHM", "bogus")],
+    |sh| {
+        let w = sh.team_world();
+        match sh.team_sync(&w) {
+            Err(Error::Config { var, value, reason }) => {
+                assert_eq!(var, "XPUSHMEM_BARRIER_ALGORITHM");
+                assert_eq!(value, "bogus");
+                assert!(reason.contains("dissemination"), "{reason}");
+            }
+            r => panic!("expected a configuration error, got {r:?}"),
+        }
+        // An explicit algorithm still works.
+        sh.team_sync_with(&w, BarrierAlgo::Linear)
+    }
+);
