@@ -10,7 +10,10 @@ use support::*;
 /// Compile `ffi/tests/c/NAME.c` against the shared library (once per test binary and program).
 fn program(name: &str) -> PathBuf {
     static LOCK: OnceLock<std::sync::Mutex<()>> = OnceLock::new();
-    let _g = LOCK.get_or_init(Default::default).lock().unwrap_or_else(|p| p.into_inner());
+    let _g = LOCK
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
     let lib_dir = profile_dir();
     built_lib("libxpushmem.so");
     let out_dir = profile_dir().join("c-tests").join("native");
@@ -38,7 +41,8 @@ fn run_ok(name: &str, n: usize) {
     assert_success(&o, &format!("{name} at {n} PEs"));
     for pe in 0..n {
         assert!(
-            o.output_of(pe).contains(&format!("{name} OK on PE {pe} of {n}")),
+            o.output_of(pe)
+                .contains(&format!("{name} OK on PE {pe} of {n}")),
             "PE {pe} of {name} did not report OK:\n{}",
             all_output(&o)
         );
@@ -73,4 +77,77 @@ fn sync_2pe() {
 #[test]
 fn sync_4pe() {
     run_ok("native_sync", 4);
+}
+
+#[test]
+fn errors_2pe() {
+    run_ok("native_errors", 2);
+}
+
+#[test]
+fn errors_4pe() {
+    run_ok("native_errors", 4);
+}
+
+/// `XPUSHMEM_ERROR_MODE=abort`: the first bad call prints its message and aborts (classic SHMEM behaviour).
+#[test]
+fn abort_mode_2pe() {
+    let prog = program("native_errors");
+    let o = run_job(
+        &prog,
+        2,
+        &["abort"],
+        &[("XPUSHMEM_ERROR_MODE", "abort")],
+        60,
+    );
+    assert!(
+        !o.success(),
+        "the job should have failed:\n{}",
+        all_output(&o)
+    );
+    let text = all_output(&o);
+    assert!(
+        matches!(
+            o.first_failure,
+            Some((_, xpushmem::launch::PeExit::Signal(6)))
+        ),
+        "expected SIGABRT, got {:?}\n{text}",
+        o.first_failure
+    );
+    assert!(
+        text.contains("invalid PE -1"),
+        "the abort message names the PE:\n{text}"
+    );
+    assert!(
+        text.contains("XPUSHMEM_ERROR_MODE=abort"),
+        "the abort message names the mode:\n{text}"
+    );
+    assert!(
+        !text.contains("still alive"),
+        "a bad call returned in abort mode:\n{text}"
+    );
+}
+
+/// Unique-ID start-up: the program starts its own PEs and bootstraps them with `xpushmemx_init_attr`.
+#[test]
+fn uid_init_2_and_4_ranks() {
+    let prog = program("native_uid");
+    for n in [2, 4] {
+        let arg = n.to_string();
+        let o = run_job(&prog, 1, &[arg.as_str()], &[], 120);
+        assert_success(&o, &format!("native_uid with {n} ranks"));
+        let text = o.output_of(0);
+        assert!(
+            text.contains(&format!("native_uid OK: {n} ranks")),
+            "{}",
+            all_output(&o)
+        );
+        for r in 0..n {
+            assert!(
+                text.contains(&format!("native_uid OK on rank {r} of {n}")),
+                "{}",
+                all_output(&o)
+            );
+        }
+    }
 }

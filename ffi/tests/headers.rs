@@ -71,7 +71,10 @@ fn check(generated: &str, committed: &std::path::Path) {
 
 #[test]
 fn native_header_is_generated() {
-    check(&generate_native(), &support::ffi_dir().join("include/xpushmem.h"));
+    check(
+        &generate_native(),
+        &support::ffi_dir().join("include/xpushmem.h"),
+    );
 }
 
 #[test]
@@ -81,13 +84,24 @@ fn native_header_declares_exactly_the_exported_functions() {
         .into_iter()
         .filter(|n| n.starts_with("xpushmem"))
         .collect();
-    let exported: BTreeSet<String> = support::exported_functions(&support::built_lib("libxpushmem.so"))
-        .into_iter()
-        .filter(|n| n.starts_with("xpushmem"))
-        .collect();
+    let exported: BTreeSet<String> =
+        support::exported_functions(&support::built_lib("libxpushmem.so"))
+            .into_iter()
+            .filter(|n| n.starts_with("xpushmem"))
+            .collect();
     let missing: Vec<_> = exported.difference(&declared).collect();
     let extra: Vec<_> = declared.difference(&exported).collect();
-    assert!(missing.is_empty(), "exported but not declared in xpushmem.h: {missing:?}");
-    assert!(extra.is_empty(), "declared in xpushmem.h but not exported: {extra:?}");
-    assert!(exported.len() > 500, "suspiciously few exports: {}", exported.len());
+    assert!(
+        missing.is_empty(),
+        "exported but not declared in xpushmem.h: {missing:?}"
+    );
+    assert!(
+        extra.is_empty(),
+        "declared in xpushmem.h but not exported: {extra:?}"
+    );
+    assert!(
+        exported.len() > 500,
+        "suspiciously few exports: {}",
+        exported.len()
+    );
 }

@@ -114,7 +114,12 @@ pub fn abort_mode() -> bool {
             let abort = xpushmem_rt::config::env_value("XPUSHMEM_ERROR_MODE")
                 .is_some_and(|v| v.trim().eq_ignore_ascii_case("abort"));
             // Only a cache: a later set_mode wins.
-            let _ = MODE.compare_exchange(0, if abort { 2 } else { 1 }, Ordering::Relaxed, Ordering::Relaxed);
+            let _ = MODE.compare_exchange(
+                0,
+                if abort { 2 } else { 1 },
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            );
             abort
         }
     }
@@ -166,11 +171,17 @@ pub fn fail(call: &str, f: Failure) -> c_int {
             XPUSHMEM_ERROR_INTERNAL,
             format!("{call}: internal error (a Rust panic was caught at the C boundary): {m}"),
         ),
-        Failure::Unsupported(m) => (XPUSHMEM_ERROR_UNSUPPORTED, format!("{call}: not supported: {m}")),
+        Failure::Unsupported(m) => (
+            XPUSHMEM_ERROR_UNSUPPORTED,
+            format!("{call}: not supported: {m}"),
+        ),
     };
     if abort_mode() {
         let pe = crate::state::my_pe_or_none().map_or_else(|| "?".to_string(), |p| p.to_string());
-        eprintln!("xpushmem: PE {pe}: fatal error ({}): {text}", code_name(code));
+        eprintln!(
+            "xpushmem: PE {pe}: fatal error ({}): {text}",
+            code_name(code)
+        );
         eprintln!("xpushmem: aborting (XPUSHMEM_ERROR_MODE=abort)");
         std::process::abort();
     }

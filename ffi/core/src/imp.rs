@@ -7,7 +7,9 @@
 use crate::error::Failure;
 use crate::state;
 use std::ffi::{c_int, c_void};
-use xpushmem_rt::{AtomicInt, AtomicWord, Cmp, Error, Shmem, SignalOp, SymRef, SymSlice, ThreadLevel};
+use xpushmem_rt::{
+    AtomicInt, AtomicWord, Cmp, Error, Shmem, SignalOp, SymRef, SymSlice, ThreadLevel,
+};
 
 /// Result of the helpers.
 pub type R<T> = Result<T, Failure>;
@@ -33,7 +35,14 @@ fn invalid(name: &'static str, value: impl std::fmt::Display, reason: impl Into<
 }
 
 /// The symmetric byte range `[addr, addr + bytes)` of this PE's heap, `addr` aligned to `align`.
-pub fn sym_bytes(sh: &Shmem, addr: *const c_void, bytes: usize, align: usize, call: &str, arg: &str) -> Result<SymSlice<u8>, Error> {
+pub fn sym_bytes(
+    sh: &Shmem,
+    addr: *const c_void,
+    bytes: usize,
+    align: usize,
+    call: &str,
+    arg: &str,
+) -> Result<SymSlice<u8>, Error> {
     let a = addr as usize;
     let base = sh.heap_base() as usize;
     let end = base + sh.heap_size();
@@ -65,16 +74,40 @@ pub fn sym_bytes(sh: &Shmem, addr: *const c_void, bytes: usize, align: usize, ca
 }
 
 /// A symmetric element of `T` at `addr`.
-pub fn sym_ref<T: AtomicWord>(sh: &Shmem, addr: *const T, call: &str, arg: &str) -> Result<SymRef<T>, Error> {
-    sym_bytes(sh, addr.cast(), T::WIDTH, std::mem::align_of::<T>(), call, arg)?;
+pub fn sym_ref<T: AtomicWord>(
+    sh: &Shmem,
+    addr: *const T,
+    call: &str,
+    arg: &str,
+) -> Result<SymRef<T>, Error> {
+    sym_bytes(
+        sh,
+        addr.cast(),
+        T::WIDTH,
+        std::mem::align_of::<T>(),
+        call,
+        arg,
+    )?;
     sh.sym_slice_from_addr::<T>(addr as usize, 1)?.at(0)
 }
 
 /// `nelems` symmetric elements of `T` at `addr`.
-pub fn sym_elems<T: AtomicWord>(sh: &Shmem, addr: *const T, nelems: usize, call: &str, arg: &str) -> Result<SymSlice<T>, Error> {
+pub fn sym_elems<T: AtomicWord>(
+    sh: &Shmem,
+    addr: *const T,
+    nelems: usize,
+    call: &str,
+    arg: &str,
+) -> Result<SymSlice<T>, Error> {
     let bytes = nelems
         .checked_mul(std::mem::size_of::<T>())
-        .ok_or_else(|| invalid("nelems", nelems, format!("{call}: the byte count overflows")))?;
+        .ok_or_else(|| {
+            invalid(
+                "nelems",
+                nelems,
+                format!("{call}: the byte count overflows"),
+            )
+        })?;
     sym_bytes(sh, addr.cast(), bytes, std::mem::align_of::<T>(), call, arg)?;
     sh.sym_slice_from_addr::<T>(addr as usize, nelems)
 }
@@ -83,19 +116,34 @@ fn byte_count(nelems: usize, elem: usize, call: &str) -> Result<usize, Error> {
     nelems
         .checked_mul(elem)
         .filter(|&b| b <= isize::MAX as usize)
-        .ok_or_else(|| invalid("nelems", nelems, format!("{call}: nelems * {elem} bytes overflows")))
+        .ok_or_else(|| {
+            invalid(
+                "nelems",
+                nelems,
+                format!("{call}: nelems * {elem} bytes overflows"),
+            )
+        })
 }
 
 /// A local buffer of `bytes` bytes for reading.
 ///
 /// # Safety
 /// `p` is NULL or valid for reads of `bytes` bytes for the returned lifetime.
-unsafe fn local<'a>(p: *const c_void, bytes: usize, call: &str, arg: &'static str) -> Result<&'a [u8], Error> {
+unsafe fn local<'a>(
+    p: *const c_void,
+    bytes: usize,
+    call: &str,
+    arg: &'static str,
+) -> Result<&'a [u8], Error> {
     if bytes == 0 {
         return Ok(&[]);
     }
     if p.is_null() {
-        return Err(invalid(arg, "NULL", format!("{call}: must point to {bytes} readable bytes")));
+        return Err(invalid(
+            arg,
+            "NULL",
+            format!("{call}: must point to {bytes} readable bytes"),
+        ));
     }
     // SAFETY: non-NULL; the caller guarantees `bytes` readable bytes at `p`; bytes <= isize::MAX (byte_count).
     Ok(unsafe { std::slice::from_raw_parts(p.cast::<u8>(), bytes) })
@@ -105,12 +153,21 @@ unsafe fn local<'a>(p: *const c_void, bytes: usize, call: &str, arg: &'static st
 ///
 /// # Safety
 /// `p` is NULL or valid for writes of `bytes` bytes for the returned lifetime, and not otherwise referenced.
-unsafe fn local_mut<'a>(p: *mut c_void, bytes: usize, call: &str, arg: &'static str) -> Result<&'a mut [u8], Error> {
+unsafe fn local_mut<'a>(
+    p: *mut c_void,
+    bytes: usize,
+    call: &str,
+    arg: &'static str,
+) -> Result<&'a mut [u8], Error> {
     if bytes == 0 {
         return Ok(&mut []);
     }
     if p.is_null() {
-        return Err(invalid(arg, "NULL", format!("{call}: must point to {bytes} writable bytes")));
+        return Err(invalid(
+            arg,
+            "NULL",
+            format!("{call}: must point to {bytes} writable bytes"),
+        ));
     }
     // SAFETY: non-NULL; the caller guarantees `bytes` writable bytes at `p`, not aliased by a Rust reference.
     Ok(unsafe { std::slice::from_raw_parts_mut(p.cast::<u8>(), bytes) })
@@ -120,7 +177,15 @@ unsafe fn local_mut<'a>(p: *mut c_void, bytes: usize, call: &str, arg: &'static 
 ///
 /// # Safety
 /// `src` is valid for reads of `nelems * elem` bytes.
-pub unsafe fn put(call: &str, dest: *mut c_void, src: *const c_void, nelems: usize, elem: usize, align: usize, pe: c_int) -> R<()> {
+pub unsafe fn put(
+    call: &str,
+    dest: *mut c_void,
+    src: *const c_void,
+    nelems: usize,
+    elem: usize,
+    align: usize,
+    pe: c_int,
+) -> R<()> {
     state::with(|sh| {
         let pe = pe_arg(sh, pe, call)?;
         let bytes = byte_count(nelems, elem, call)?;
@@ -138,7 +203,15 @@ pub unsafe fn put(call: &str, dest: *mut c_void, src: *const c_void, nelems: usi
 ///
 /// # Safety
 /// `dest` is valid for writes of `nelems * elem` bytes.
-pub unsafe fn get(call: &str, dest: *mut c_void, src: *const c_void, nelems: usize, elem: usize, align: usize, pe: c_int) -> R<()> {
+pub unsafe fn get(
+    call: &str,
+    dest: *mut c_void,
+    src: *const c_void,
+    nelems: usize,
+    elem: usize,
+    align: usize,
+    pe: c_int,
+) -> R<()> {
     state::with(|sh| {
         let pe = pe_arg(sh, pe, call)?;
         let bytes = byte_count(nelems, elem, call)?;
@@ -188,7 +261,11 @@ pub fn g<T: Copy + Default>(call: &str, src: *const T, pe: c_int) -> R<T> {
 
 fn stride_arg(name: &'static str, s: isize, call: &str) -> Result<usize, Error> {
     if s < 1 {
-        return Err(invalid(name, s, format!("{call}: strides are in elements and must be at least 1")));
+        return Err(invalid(
+            name,
+            s,
+            format!("{call}: strides are in elements and must be at least 1"),
+        ));
     }
     Ok(s as usize)
 }
@@ -200,7 +277,13 @@ fn span(nelems: usize, stride: usize, call: &str) -> Result<usize, Error> {
     (nelems - 1)
         .checked_mul(stride)
         .and_then(|x| x.checked_add(1))
-        .ok_or_else(|| invalid("nelems", nelems, format!("{call}: the strided span overflows")))
+        .ok_or_else(|| {
+            invalid(
+                "nelems",
+                nelems,
+                format!("{call}: the strided span overflows"),
+            )
+        })
 }
 
 macro_rules! by_width {
@@ -222,7 +305,12 @@ macro_rules! by_width {
                 type $t = u64;
                 $body
             }
-            w => Err(invalid("element size", w, format!("{}: must be 1, 2, 4, 8 or 16 bytes", $call)).into()),
+            w => Err(invalid(
+                "element size",
+                w,
+                format!("{}: must be 1, 2, 4, 8 or 16 bytes", $call),
+            )
+            .into()),
         }
     };
 }
@@ -232,7 +320,16 @@ macro_rules! by_width {
 /// # Safety
 /// `src` is valid for reads of the `nelems` elements at stride `sst`.
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn iput(call: &str, dest: *mut c_void, src: *const c_void, dst: isize, sst: isize, nelems: usize, elem: usize, pe: c_int) -> R<()> {
+pub unsafe fn iput(
+    call: &str,
+    dest: *mut c_void,
+    src: *const c_void,
+    dst: isize,
+    sst: isize,
+    nelems: usize,
+    elem: usize,
+    pe: c_int,
+) -> R<()> {
     if elem == 16 {
         // Two passes of 8-byte words at double strides: the low and the high halves.
         let (d2, s2) = (dst.saturating_mul(2), sst.saturating_mul(2));
@@ -241,7 +338,18 @@ pub unsafe fn iput(call: &str, dest: *mut c_void, src: *const c_void, dst: isize
         unsafe { iput(call, d.cast(), s.cast(), d2, s2, nelems, 8, pe) }?;
         if nelems > 0 {
             // SAFETY: as above; the +8 offsets stay inside the first element (validated by the first pass).
-            unsafe { iput(call, d.wrapping_add(8).cast(), s.wrapping_add(8).cast(), d2, s2, nelems, 8, pe) }?;
+            unsafe {
+                iput(
+                    call,
+                    d.wrapping_add(8).cast(),
+                    s.wrapping_add(8).cast(),
+                    d2,
+                    s2,
+                    nelems,
+                    8,
+                    pe,
+                )
+            }?;
         }
         return Ok(());
     }
@@ -254,9 +362,15 @@ pub unsafe fn iput(call: &str, dest: *mut c_void, src: *const c_void, dst: isize
         }
         by_width!(elem, call, |W| {
             let d = sym_bytes(sh, dest, byte_count(dspan, elem, call)?, elem, call, "dest")?;
-            let d = sh.sym_slice_from_addr::<W>(d.heap_offset() + sh.heap_base() as usize, dspan)?;
+            let d =
+                sh.sym_slice_from_addr::<W>(d.heap_offset() + sh.heap_base() as usize, dspan)?;
             if (src as usize) % elem != 0 {
-                return Err(invalid("source", format!("{src:p}"), format!("{call}: must be aligned to {elem} bytes")).into());
+                return Err(invalid(
+                    "source",
+                    format!("{src:p}"),
+                    format!("{call}: must be aligned to {elem} bytes"),
+                )
+                .into());
             }
             // SAFETY: forwarded caller contract on `src`; aligned (checked) for W.
             let s = unsafe { local(src, byte_count(sspan, elem, call)?, call, "source") }?;
@@ -272,7 +386,16 @@ pub unsafe fn iput(call: &str, dest: *mut c_void, src: *const c_void, dst: isize
 /// # Safety
 /// `dest` is valid for writes of the `nelems` elements at stride `dst`.
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn iget(call: &str, dest: *mut c_void, src: *const c_void, dst: isize, sst: isize, nelems: usize, elem: usize, pe: c_int) -> R<()> {
+pub unsafe fn iget(
+    call: &str,
+    dest: *mut c_void,
+    src: *const c_void,
+    dst: isize,
+    sst: isize,
+    nelems: usize,
+    elem: usize,
+    pe: c_int,
+) -> R<()> {
     if elem == 16 {
         let (d2, s2) = (dst.saturating_mul(2), sst.saturating_mul(2));
         let (d, s) = (dest.cast::<u8>(), src.cast::<u8>());
@@ -280,7 +403,18 @@ pub unsafe fn iget(call: &str, dest: *mut c_void, src: *const c_void, dst: isize
         unsafe { iget(call, d.cast(), s.cast(), d2, s2, nelems, 8, pe) }?;
         if nelems > 0 {
             // SAFETY: as above.
-            unsafe { iget(call, d.wrapping_add(8).cast(), s.wrapping_add(8).cast(), d2, s2, nelems, 8, pe) }?;
+            unsafe {
+                iget(
+                    call,
+                    d.wrapping_add(8).cast(),
+                    s.wrapping_add(8).cast(),
+                    d2,
+                    s2,
+                    nelems,
+                    8,
+                    pe,
+                )
+            }?;
         }
         return Ok(());
     }
@@ -292,10 +426,23 @@ pub unsafe fn iget(call: &str, dest: *mut c_void, src: *const c_void, dst: isize
             return Ok(());
         }
         by_width!(elem, call, |W| {
-            let s = sym_bytes(sh, src, byte_count(sspan, elem, call)?, elem, call, "source")?;
-            let s = sh.sym_slice_from_addr::<W>(s.heap_offset() + sh.heap_base() as usize, sspan)?;
+            let s = sym_bytes(
+                sh,
+                src,
+                byte_count(sspan, elem, call)?,
+                elem,
+                call,
+                "source",
+            )?;
+            let s =
+                sh.sym_slice_from_addr::<W>(s.heap_offset() + sh.heap_base() as usize, sspan)?;
             if (dest as usize) % elem != 0 {
-                return Err(invalid("dest", format!("{dest:p}"), format!("{call}: must be aligned to {elem} bytes")).into());
+                return Err(invalid(
+                    "dest",
+                    format!("{dest:p}"),
+                    format!("{call}: must be aligned to {elem} bytes"),
+                )
+                .into());
             }
             // SAFETY: forwarded caller contract on `dest`.
             let d = unsafe { local_mut(dest, byte_count(dspan, elem, call)?, call, "dest") }?;
@@ -311,7 +458,11 @@ pub fn sig_op_arg(op: c_int, call: &str) -> Result<SignalOp, Error> {
     match op {
         0 => Ok(SignalOp::Set),
         1 => Ok(SignalOp::Add),
-        _ => Err(invalid("sig_op", op, format!("{call}: must be SIGNAL_SET (0) or SIGNAL_ADD (1)"))),
+        _ => Err(invalid(
+            "sig_op",
+            op,
+            format!("{call}: must be SIGNAL_SET (0) or SIGNAL_ADD (1)"),
+        )),
     }
 }
 
@@ -320,7 +471,15 @@ pub fn cmp_arg(cmp: c_int, call: &str) -> Result<Cmp, Error> {
     usize::try_from(cmp)
         .ok()
         .and_then(|i| Cmp::ALL.get(i).copied())
-        .ok_or_else(|| invalid("cmp", cmp, format!("{call}: must be one of CMP_EQ, CMP_NE, CMP_GT, CMP_GE, CMP_LT, CMP_LE (0..5)")))
+        .ok_or_else(|| {
+            invalid(
+                "cmp",
+                cmp,
+                format!(
+                    "{call}: must be one of CMP_EQ, CMP_NE, CMP_GT, CMP_GE, CMP_LT, CMP_LE (0..5)"
+                ),
+            )
+        })
 }
 
 /// The thread level of a C `int` (`SINGLE, FUNNELED, SERIALIZED, MULTIPLE` = 0..3).
@@ -467,7 +626,13 @@ pub enum Need {
 }
 
 /// Wait until (or test whether) `ivar <cmp> value` on this PE.
-pub fn wait_one<T: AtomicInt>(call: &str, ivar: *mut T, cmp: c_int, value: T, test: bool) -> R<bool> {
+pub fn wait_one<T: AtomicInt>(
+    call: &str,
+    ivar: *mut T,
+    cmp: c_int,
+    value: T,
+    test: bool,
+) -> R<bool> {
     state::with(|sh| {
         let cmp = cmp_arg(cmp, call)?;
         let r = sym_ref(sh, ivar.cast_const(), call, "ivar")?;
@@ -519,7 +684,12 @@ pub unsafe fn wait_set<T: AtomicInt>(
         };
         let skip = skip.as_deref();
         if values.is_null() {
-            return Err(invalid("cmp_value(s)", "NULL", format!("{call}: must point to the comparison value(s)")).into());
+            return Err(invalid(
+                "cmp_value(s)",
+                "NULL",
+                format!("{call}: must point to the comparison value(s)"),
+            )
+            .into());
         }
         let vals: Vec<T> = if vector {
             // SAFETY: caller contract: `values` holds nelems values of T (vector forms).
@@ -530,7 +700,12 @@ pub unsafe fn wait_set<T: AtomicInt>(
         };
         let write_indices = |hits: &[usize]| -> Result<usize, Failure> {
             if indices.is_null() {
-                return Err(invalid("indices", "NULL", format!("{call}: must point to room for nelems ({nelems}) indices")).into());
+                return Err(invalid(
+                    "indices",
+                    "NULL",
+                    format!("{call}: must point to room for nelems ({nelems}) indices"),
+                )
+                .into());
             }
             for (i, &h) in hits.iter().enumerate() {
                 // SAFETY: caller contract: `indices` has room for nelems entries; hits.len() <= nelems.
@@ -549,14 +724,26 @@ pub unsafe fn wait_set<T: AtomicInt>(
             }
             (Need::All, true, false) => sh.test_all(set, skip, cmp, vals[0])? as usize,
             (Need::All, true, true) => sh.test_all_vector(set, skip, cmp, &vals)? as usize,
-            (Need::Any, false, false) => sh.wait_until_any(set, skip, cmp, vals[0])?.unwrap_or(usize::MAX),
-            (Need::Any, false, true) => sh.wait_until_any_vector(set, skip, cmp, &vals)?.unwrap_or(usize::MAX),
+            (Need::Any, false, false) => sh
+                .wait_until_any(set, skip, cmp, vals[0])?
+                .unwrap_or(usize::MAX),
+            (Need::Any, false, true) => sh
+                .wait_until_any_vector(set, skip, cmp, &vals)?
+                .unwrap_or(usize::MAX),
             (Need::Any, true, false) => sh.test_any(set, skip, cmp, vals[0])?.unwrap_or(usize::MAX),
-            (Need::Any, true, true) => sh.test_any_vector(set, skip, cmp, &vals)?.unwrap_or(usize::MAX),
-            (Need::Some, false, false) => write_indices(&sh.wait_until_some(set, skip, cmp, vals[0])?)?,
-            (Need::Some, false, true) => write_indices(&sh.wait_until_some_vector(set, skip, cmp, &vals)?)?,
+            (Need::Any, true, true) => sh
+                .test_any_vector(set, skip, cmp, &vals)?
+                .unwrap_or(usize::MAX),
+            (Need::Some, false, false) => {
+                write_indices(&sh.wait_until_some(set, skip, cmp, vals[0])?)?
+            }
+            (Need::Some, false, true) => {
+                write_indices(&sh.wait_until_some_vector(set, skip, cmp, &vals)?)?
+            }
             (Need::Some, true, false) => write_indices(&sh.test_some(set, skip, cmp, vals[0])?)?,
-            (Need::Some, true, true) => write_indices(&sh.test_some_vector(set, skip, cmp, &vals)?)?,
+            (Need::Some, true, true) => {
+                write_indices(&sh.test_some_vector(set, skip, cmp, &vals)?)?
+            }
         };
         Ok(r)
     })
@@ -569,7 +756,11 @@ pub fn alloc(call: &str, bytes: usize, align: usize, zero: bool) -> R<*mut c_voi
             (true, _) => sh.calloc::<u8>(bytes)?,
             (false, 0 | 1) => sh.malloc::<u8>(bytes)?,
             (false, a) => sh.align::<u8>(a, bytes).map_err(|e| match e {
-                Error::InvalidArgument { name: "align", value, reason } => Error::InvalidArgument {
+                Error::InvalidArgument {
+                    name: "align",
+                    value,
+                    reason,
+                } => Error::InvalidArgument {
                     name: "alignment",
                     value,
                     reason: format!("{call}: {reason}"),
@@ -614,11 +805,19 @@ pub fn realloc(call: &str, ptr: *mut c_void, bytes: usize) -> R<*mut c_void> {
         let s = sym_bytes(sh, ptr, 1, 1, call, "ptr")?;
         Ok(state::size_at(s.heap_offset()))
     })?
-    .ok_or_else(|| invalid("ptr", format!("{ptr:p}"), format!("{call}: does not start a live symmetric allocation")))?;
+    .ok_or_else(|| {
+        invalid(
+            "ptr",
+            format!("{ptr:p}"),
+            format!("{call}: does not start a live symmetric allocation"),
+        )
+    })?;
     let new = alloc(call, bytes, 1, false)?;
     if !new.is_null() {
         // SAFETY: both blocks are live heap allocations of at least min(old, bytes) bytes and do not overlap.
-        unsafe { std::ptr::copy_nonoverlapping(ptr.cast::<u8>(), new.cast::<u8>(), old.min(bytes)) };
+        unsafe {
+            std::ptr::copy_nonoverlapping(ptr.cast::<u8>(), new.cast::<u8>(), old.min(bytes))
+        };
     }
     free(call, ptr)?;
     Ok(new)

@@ -144,7 +144,11 @@ pub unsafe extern "C" fn xpushmem_query_thread(provided: *mut c_int) -> c_int {
 pub unsafe extern "C" fn xpushmemx_get_uniqueid(uid: *mut xpushmemx_uniqueid_t) -> c_int {
     code("xpushmemx_get_uniqueid", || {
         if uid.is_null() {
-            return Err(invalid("uid", "NULL", "must point to an xpushmemx_uniqueid_t"));
+            return Err(invalid(
+                "uid",
+                "NULL",
+                "must point to an xpushmemx_uniqueid_t",
+            ));
         }
         let id = xpushmem_rt::get_unique_id()?;
         let mut out = xpushmemx_uniqueid_t {
@@ -173,16 +177,28 @@ pub unsafe extern "C" fn xpushmemx_set_attr_uniqueid_args(
 ) -> c_int {
     code("xpushmemx_set_attr_uniqueid_args", || {
         if uid.is_null() {
-            return Err(invalid("uid", "NULL", "must point to the job's xpushmemx_uniqueid_t"));
+            return Err(invalid(
+                "uid",
+                "NULL",
+                "must point to the job's xpushmemx_uniqueid_t",
+            ));
         }
         if attr.is_null() {
-            return Err(invalid("attr", "NULL", "must point to an xpushmemx_init_attr_t"));
+            return Err(invalid(
+                "attr",
+                "NULL",
+                "must point to an xpushmemx_init_attr_t",
+            ));
         }
         if nranks < 1 {
             return Err(invalid("nranks", nranks, "must be at least 1"));
         }
         if rank < 0 || rank >= nranks {
-            return Err(invalid("rank", rank, format!("must be in [0, nranks = {nranks})")));
+            return Err(invalid(
+                "rank",
+                rank,
+                format!("must be in [0, nranks = {nranks})"),
+            ));
         }
         // SAFETY: non-NULL (checked), readable by the caller's contract.
         let id = unsafe { uid.read() };
@@ -207,7 +223,10 @@ pub unsafe extern "C" fn xpushmemx_set_attr_uniqueid_args(
 /// # Safety
 /// `attr` is NULL (flags 0 only) or readable.
 #[no_mangle]
-pub unsafe extern "C" fn xpushmemx_init_attr(flags: c_uint, attr: *const xpushmemx_init_attr_t) -> c_int {
+pub unsafe extern "C" fn xpushmemx_init_attr(
+    flags: c_uint,
+    attr: *const xpushmemx_init_attr_t,
+) -> c_int {
     let call = "xpushmemx_init_attr";
     code(call, || {
         let a = if attr.is_null() {
@@ -232,12 +251,21 @@ pub unsafe extern "C" fn xpushmemx_init_attr(flags: c_uint, attr: *const xpushme
         let bootstrap = match flags {
             0 => BootstrapSpec::Env,
             XPUSHMEMX_INIT_WITH_UNIQUEID => {
-                let a = a.ok_or_else(|| invalid("attr", "NULL", "XPUSHMEMX_INIT_WITH_UNIQUEID needs the attributes"))?;
+                let a = a.ok_or_else(|| {
+                    invalid(
+                        "attr",
+                        "NULL",
+                        "XPUSHMEMX_INIT_WITH_UNIQUEID needs the attributes",
+                    )
+                })?;
                 if a.nranks < 1 || a.rank < 0 || a.rank >= a.nranks {
                     return Err(invalid(
                         "attr->rank",
                         a.rank,
-                        format!("must be in [0, attr->nranks = {}) with nranks >= 1", a.nranks),
+                        format!(
+                            "must be in [0, attr->nranks = {}) with nranks >= 1",
+                            a.nranks
+                        ),
                     ));
                 }
                 let bytes: Vec<u8> = a.uid.internal.iter().map(|&c| c as u8).collect();
@@ -247,7 +275,13 @@ pub unsafe extern "C" fn xpushmemx_init_attr(flags: c_uint, attr: *const xpushme
                     size: a.nranks as usize,
                 }
             }
-            f => return Err(invalid("flags", f, "must be 0 or XPUSHMEMX_INIT_WITH_UNIQUEID")),
+            f => {
+                return Err(invalid(
+                    "flags",
+                    f,
+                    "must be 0 or XPUSHMEMX_INIT_WITH_UNIQUEID",
+                ))
+            }
         };
         state::init(
             InitAttr {
@@ -276,13 +310,17 @@ pub extern "C" fn xpushmemx_initialized() -> c_int {
 /// This PE's number, or -1 when not initialised.
 #[no_mangle]
 pub extern "C" fn xpushmem_my_pe() -> c_int {
-    value("xpushmem_my_pe", -1, || state::with(|sh| Ok(sh.my_pe() as c_int)))
+    value("xpushmem_my_pe", -1, || {
+        state::with(|sh| Ok(sh.my_pe() as c_int))
+    })
 }
 
 /// The number of PEs, or -1 when not initialised.
 #[no_mangle]
 pub extern "C" fn xpushmem_n_pes() -> c_int {
-    value("xpushmem_n_pes", -1, || state::with(|sh| Ok(sh.n_pes() as c_int)))
+    value("xpushmem_n_pes", -1, || {
+        state::with(|sh| Ok(sh.n_pes() as c_int))
+    })
 }
 
 /// Leave the job now with `status` without finalizing. Peers waiting on this PE see it as lost (an error, not a
@@ -391,7 +429,11 @@ pub extern "C" fn xpushmemx_set_error_mode(mode: c_int) -> c_int {
             error::set_mode(true);
             Ok(())
         }
-        m => Err(invalid("mode", m, "must be XPUSHMEMX_ERROR_MODE_RETURN (0) or XPUSHMEMX_ERROR_MODE_ABORT (1)")),
+        m => Err(invalid(
+            "mode",
+            m,
+            "must be XPUSHMEMX_ERROR_MODE_RETURN (0) or XPUSHMEMX_ERROR_MODE_ABORT (1)",
+        )),
     })
 }
 
@@ -442,13 +484,17 @@ pub extern "C" fn xpushmem_addr_accessible(addr: *const c_void, pe: c_int) -> c_
 /// Base address of this PE's symmetric heap (NULL when not initialised).
 #[no_mangle]
 pub extern "C" fn xpushmemx_heap_base() -> *mut c_void {
-    value("xpushmemx_heap_base", std::ptr::null_mut(), || state::with(|sh| Ok(sh.heap_base().cast())))
+    value("xpushmemx_heap_base", std::ptr::null_mut(), || {
+        state::with(|sh| Ok(sh.heap_base().cast()))
+    })
 }
 
 /// Size of every PE's symmetric heap in bytes (0 when not initialised).
 #[no_mangle]
 pub extern "C" fn xpushmemx_heap_size() -> usize {
-    value("xpushmemx_heap_size", 0, || state::with(|sh| Ok(sh.heap_size())))
+    value("xpushmemx_heap_size", 0, || {
+        state::with(|sh| Ok(sh.heap_size()))
+    })
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -458,7 +504,9 @@ pub extern "C" fn xpushmemx_heap_size() -> usize {
 /// barrier). NULL for `size` 0 or on error.
 #[no_mangle]
 pub extern "C" fn xpushmem_malloc(size: usize) -> *mut c_void {
-    value("xpushmem_malloc", std::ptr::null_mut(), || imp::alloc("xpushmem_malloc", size, 1, false))
+    value("xpushmem_malloc", std::ptr::null_mut(), || {
+        imp::alloc("xpushmem_malloc", size, 1, false)
+    })
 }
 
 /// Allocate `count * size` zeroed bytes of symmetric memory (collective). NULL for 0 bytes or on error.
@@ -466,9 +514,13 @@ pub extern "C" fn xpushmem_malloc(size: usize) -> *mut c_void {
 pub extern "C" fn xpushmem_calloc(count: usize, size: usize) -> *mut c_void {
     let call = "xpushmem_calloc";
     value(call, std::ptr::null_mut(), || {
-        let bytes = count
-            .checked_mul(size)
-            .ok_or_else(|| invalid("count", count, format!("{call}: count * size ({count} * {size}) overflows")))?;
+        let bytes = count.checked_mul(size).ok_or_else(|| {
+            invalid(
+                "count",
+                count,
+                format!("{call}: count * size ({count} * {size}) overflows"),
+            )
+        })?;
         imp::alloc(call, bytes, 1, true)
     })
 }
@@ -476,14 +528,18 @@ pub extern "C" fn xpushmem_calloc(count: usize, size: usize) -> *mut c_void {
 /// Allocate `size` bytes aligned to `alignment` (a power of two) on every PE (collective). NULL on error.
 #[no_mangle]
 pub extern "C" fn xpushmem_align(alignment: usize, size: usize) -> *mut c_void {
-    value("xpushmem_align", std::ptr::null_mut(), || imp::alloc("xpushmem_align", size, alignment.max(1), false))
+    value("xpushmem_align", std::ptr::null_mut(), || {
+        imp::alloc("xpushmem_align", size, alignment.max(1), false)
+    })
 }
 
 /// Resize a symmetric allocation (collective): a new block with the old contents (up to the smaller size); the
 /// old one is freed. NULL `ptr` allocates. NULL on error (the old block stays valid).
 #[no_mangle]
 pub extern "C" fn xpushmem_realloc(ptr: *mut c_void, size: usize) -> *mut c_void {
-    value("xpushmem_realloc", std::ptr::null_mut(), || imp::realloc("xpushmem_realloc", ptr, size))
+    value("xpushmem_realloc", std::ptr::null_mut(), || {
+        imp::realloc("xpushmem_realloc", ptr, size)
+    })
 }
 
 /// Free a symmetric allocation (collective; starts with a barrier). NULL frees nothing. Returns an error code.
@@ -496,7 +552,9 @@ pub extern "C" fn xpushmem_free(ptr: *mut c_void) -> c_int {
 /// NULL when `pe` is not reachable that way (or on error).
 #[no_mangle]
 pub extern "C" fn xpushmem_ptr(dest: *const c_void, pe: c_int) -> *mut c_void {
-    value("xpushmem_ptr", std::ptr::null_mut(), || imp::ptr("xpushmem_ptr", dest, pe))
+    value("xpushmem_ptr", std::ptr::null_mut(), || {
+        imp::ptr("xpushmem_ptr", dest, pe)
+    })
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -518,7 +576,9 @@ pub extern "C" fn xpushmem_quiet() -> c_int {
 /// Complete outstanding operations, then synchronise all PEs (collective). Returns an error code.
 #[no_mangle]
 pub extern "C" fn xpushmem_barrier_all() -> c_int {
-    code("xpushmem_barrier_all", || state::with(|sh| Ok(sh.barrier_all()?)))
+    code("xpushmem_barrier_all", || {
+        state::with(|sh| Ok(sh.barrier_all()?))
+    })
 }
 
 /// Synchronise all PEs without completing outstanding operations (collective). Returns an error code.
@@ -536,7 +596,9 @@ pub extern "C" fn xpushmem_sync_all() -> c_int {
 /// `sig_addr` is a symmetric address (checked).
 #[no_mangle]
 pub unsafe extern "C" fn xpushmem_signal_fetch(sig_addr: *const u64) -> u64 {
-    value("xpushmem_signal_fetch", 0, || imp::signal_fetch("xpushmem_signal_fetch", sig_addr))
+    value("xpushmem_signal_fetch", 0, || {
+        imp::signal_fetch("xpushmem_signal_fetch", sig_addr)
+    })
 }
 
 /// `xpushmem_signal_fetch` with the value in `*value`. Returns an error code.
@@ -559,7 +621,11 @@ pub unsafe extern "C" fn xpushmem_signal_fetch_ex(value: *mut u64, sig_addr: *co
 /// # Safety
 /// `sig_addr` is a symmetric address (checked).
 #[no_mangle]
-pub unsafe extern "C" fn xpushmem_signal_wait_until(sig_addr: *mut u64, cmp: c_int, cmp_value: u64) -> u64 {
+pub unsafe extern "C" fn xpushmem_signal_wait_until(
+    sig_addr: *mut u64,
+    cmp: c_int,
+    cmp_value: u64,
+) -> u64 {
     value("xpushmem_signal_wait_until", 0, || {
         imp::signal_wait_until("xpushmem_signal_wait_until", sig_addr, cmp, cmp_value)
     })
@@ -570,7 +636,12 @@ pub unsafe extern "C" fn xpushmem_signal_wait_until(sig_addr: *mut u64, cmp: c_i
 /// # Safety
 /// `value` writable (or NULL); `sig_addr` symmetric (checked).
 #[no_mangle]
-pub unsafe extern "C" fn xpushmem_signal_wait_until_ex(value: *mut u64, sig_addr: *mut u64, cmp: c_int, cmp_value: u64) -> c_int {
+pub unsafe extern "C" fn xpushmem_signal_wait_until_ex(
+    value: *mut u64,
+    sig_addr: *mut u64,
+    cmp: c_int,
+    cmp_value: u64,
+) -> c_int {
     code("xpushmem_signal_wait_until_ex", || {
         let v = imp::signal_wait_until("xpushmem_signal_wait_until_ex", sig_addr, cmp, cmp_value)?;
         // SAFETY: the caller's contract on `value`.
@@ -579,7 +650,11 @@ pub unsafe extern "C" fn xpushmem_signal_wait_until_ex(value: *mut u64, sig_addr
     })
 }
 
-fn invalid(name: &'static str, value: impl std::fmt::Display, reason: impl Into<String>) -> Failure {
+fn invalid(
+    name: &'static str,
+    value: impl std::fmt::Display,
+    reason: impl Into<String>,
+) -> Failure {
     Failure::Error(xpushmem_rt::Error::InvalidArgument {
         name,
         value: value.to_string(),

@@ -29,7 +29,9 @@ pub fn is_initialised() -> bool {
 
 /// This PE's number, if running (used in abort messages; never blocks behind a writer).
 pub fn my_pe_or_none() -> Option<usize> {
-    RT.try_read().ok().and_then(|g| g.as_ref().map(|s| s.my_pe()))
+    RT.try_read()
+        .ok()
+        .and_then(|g| g.as_ref().map(|s| s.my_pe()))
 }
 
 /// Start the runtime unless it is running (a second init is a no-op). `abort_default`: the error mode when
@@ -41,7 +43,11 @@ pub fn init(attr: InitAttr, abort_default: bool) -> Result<(), Failure> {
     }
     let explicit = xpushmem_rt::config::env_value("XPUSHMEM_ERROR_MODE").is_some();
     let sh = xpushmem_rt::init_attr(attr)?;
-    crate::error::set_mode(if explicit { sh.config().abort_on_error } else { abort_default });
+    crate::error::set_mode(if explicit {
+        sh.config().abort_on_error
+    } else {
+        abort_default
+    });
     *SIZES.lock().unwrap_or_else(|p| p.into_inner()) = Some(HashMap::new());
     *g = Some(sh);
     Ok(())
@@ -66,10 +72,18 @@ pub fn record_size(off: usize, bytes: usize) {
 
 /// Forget the allocation at `off`; its size if known.
 pub fn forget_size(off: usize) -> Option<usize> {
-    SIZES.lock().unwrap_or_else(|p| p.into_inner()).as_mut().and_then(|m| m.remove(&off))
+    SIZES
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .as_mut()
+        .and_then(|m| m.remove(&off))
 }
 
 /// The size of the allocation at `off`, if known.
 pub fn size_at(off: usize) -> Option<usize> {
-    SIZES.lock().unwrap_or_else(|p| p.into_inner()).as_ref().and_then(|m| m.get(&off).copied())
+    SIZES
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .as_ref()
+        .and_then(|m| m.get(&off).copied())
 }

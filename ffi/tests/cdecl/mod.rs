@@ -168,26 +168,84 @@ pub const SYNC_EX: &[&str] = &[
 
 /// The families common to both layers (RMA, AMO, point-to-point synchronisation).
 pub fn common(out: &mut String, l: &Layer) {
-    family(out, "RMA, typed: {P}_TYPENAME_{put,get}[_nbi], _iput, _iget, _put_signal[_nbi]", l, RMA, RMA_TYPED);
-    family(out, "RMA, long double (pointer forms)", l, LONGDOUBLE, RMA_TYPED);
-    family(out, "RMA, single elements: {P}_TYPENAME_p, {P}_TYPENAME_g", l, RMA, RMA_PG);
-    out.push_str("\n/* RMA, sized: {P}_put{8,16,32,64,128}, ... (nelems counts elements of that size) */\n".replace("{P}", l.p).as_str());
+    family(
+        out,
+        "RMA, typed: {P}_TYPENAME_{put,get}[_nbi], _iput, _iget, _put_signal[_nbi]",
+        l,
+        RMA,
+        RMA_TYPED,
+    );
+    family(
+        out,
+        "RMA, long double (pointer forms)",
+        l,
+        LONGDOUBLE,
+        RMA_TYPED,
+    );
+    family(
+        out,
+        "RMA, single elements: {P}_TYPENAME_p, {P}_TYPENAME_g",
+        l,
+        RMA,
+        RMA_PG,
+    );
+    out.push_str(
+        "\n/* RMA, sized: {P}_put{8,16,32,64,128}, ... (nelems counts elements of that size) */\n"
+            .replace("{P}", l.p)
+            .as_str(),
+    );
     for (bits, _) in SIZES {
         for t in RMA_SIZED {
             out.push_str(&fill(t, l, None).replace("{B}", &bits.to_string()));
             out.push('\n');
         }
     }
-    family(out, "RMA, bytes: {P}_putmem, ... (nelems counts bytes)", l, &[], &[]);
+    family(
+        out,
+        "RMA, bytes: {P}_putmem, ... (nelems counts bytes)",
+        l,
+        &[],
+        &[],
+    );
     for t in RMA_MEM {
         out.push_str(&fill(t, l, None));
         out.push('\n');
     }
-    family(out, "Atomics: fetch, set, swap (standard and extended AMO types)", l, AMO_STD, AMO_EXT);
-    family(out, "Atomics on float and double: fetch, set, swap", l, AMO_FLOAT, AMO_EXT);
-    family(out, "Atomics: compare_swap, fetch_inc, inc, fetch_add, add (standard AMO types)", l, AMO_STD, AMO_STD_T);
-    family(out, "Atomics, bitwise: and, or, xor", l, AMO_BITWISE, AMO_BITWISE_T);
-    family(out, "Point-to-point synchronisation (CMP_* operators; status: non-zero = skip, NULL = none)", l, AMO_STD, SYNC_T);
+    family(
+        out,
+        "Atomics: fetch, set, swap (standard and extended AMO types)",
+        l,
+        AMO_STD,
+        AMO_EXT,
+    );
+    family(
+        out,
+        "Atomics on float and double: fetch, set, swap",
+        l,
+        AMO_FLOAT,
+        AMO_EXT,
+    );
+    family(
+        out,
+        "Atomics: compare_swap, fetch_inc, inc, fetch_add, add (standard AMO types)",
+        l,
+        AMO_STD,
+        AMO_STD_T,
+    );
+    family(
+        out,
+        "Atomics, bitwise: and, or, xor",
+        l,
+        AMO_BITWISE,
+        AMO_BITWISE_T,
+    );
+    family(
+        out,
+        "Point-to-point synchronisation (CMP_* operators; status: non-zero = skip, NULL = none)",
+        l,
+        AMO_STD,
+        SYNC_T,
+    );
 }
 
 /// The trailer of `xpushmem.h`: every macro-generated native declaration.
@@ -197,7 +255,13 @@ pub fn native_trailer() -> String {
     out.push_str("\n/* ---- Typed and sized families (generated from the type lists of xpushmem-ffi-core) ---- */\n");
     out.push_str("#ifdef __cplusplus\nextern \"C\" {\n#endif\n");
     common(&mut out, &l);
-    family(&mut out, "Value-returning calls with an error code: {P}_TYPENAME_g_ex", &l, RMA, RMA_G_EX);
+    family(
+        &mut out,
+        "Value-returning calls with an error code: {P}_TYPENAME_g_ex",
+        &l,
+        RMA,
+        RMA_G_EX,
+    );
     family(&mut out, "{P}_longdouble_g_ex", &l, LONGDOUBLE, RMA_G_EX);
     family(&mut out, "Value-returning point-to-point calls with an error code (result through the first argument)", &l, AMO_STD, SYNC_EX);
     out.push_str(
@@ -211,7 +275,9 @@ static inline long double xpushmem_longdouble_g(const long double *source, int p
     return v;\n\
 }\n",
     );
-    out.push_str("\n#ifdef __cplusplus\n}  /* extern \"C\" */\n#endif\n\n#endif /* XPUSHMEM_H */\n");
+    out.push_str(
+        "\n#ifdef __cplusplus\n}  /* extern \"C\" */\n#endif\n\n#endif /* XPUSHMEM_H */\n",
+    );
     out
 }
 
@@ -220,12 +286,21 @@ pub fn declared_functions(header: &str) -> std::collections::BTreeSet<String> {
     let mut names = std::collections::BTreeSet::new();
     for line in header.lines() {
         let l = line.trim_start();
-        if l.starts_with("static inline") || l.starts_with('#') || l.starts_with("/*") || l.starts_with('*') || l.starts_with("//") {
+        if l.starts_with("static inline")
+            || l.starts_with('#')
+            || l.starts_with("/*")
+            || l.starts_with('*')
+            || l.starts_with("//")
+        {
             continue;
         }
         if let Some(open) = l.find('(') {
             let head = &l[..open];
-            if head.is_empty() || !head.chars().all(|c| c.is_alphanumeric() || c == '_' || c == ' ' || c == '*') {
+            if head.is_empty()
+                || !head
+                    .chars()
+                    .all(|c| c.is_alphanumeric() || c == '_' || c == ' ' || c == '*')
+            {
                 continue;
             }
             let name = head.rsplit([' ', '*']).next().unwrap_or("");

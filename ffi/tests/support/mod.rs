@@ -51,7 +51,8 @@ pub fn scratch(name: &str) -> PathBuf {
 /// Compile C sources with gcc -Wall -Wextra -Werror; panics with gcc's output on failure.
 pub fn gcc(out: &Path, sources: &[PathBuf], args: &[String]) {
     let mut cmd = Command::new(std::env::var("CC").unwrap_or_else(|_| "gcc".into()));
-    cmd.args(["-std=c11", "-O1", "-g", "-Wall", "-Wextra", "-Werror", "-o"]).arg(out);
+    cmd.args(["-std=c11", "-O1", "-g", "-Wall", "-Wextra", "-Werror", "-o"])
+        .arg(out);
     cmd.args(sources).args(args);
     let o = cmd.output().expect("gcc runs");
     assert!(
@@ -64,12 +65,22 @@ pub fn gcc(out: &Path, sources: &[PathBuf], args: &[String]) {
 }
 
 /// Run `prog` on `n` PEs with a hard timeout; the outcome with captured output.
-pub fn run_job(prog: &Path, n: usize, args: &[&str], env: &[(&str, &str)], timeout_s: u64) -> xpushmem::launch::Outcome {
+pub fn run_job(
+    prog: &Path,
+    n: usize,
+    args: &[&str],
+    env: &[(&str, &str)],
+    timeout_s: u64,
+) -> xpushmem::launch::Outcome {
     let mut job = xpushmem::launch::Job::new(n, prog);
     job.args = args.iter().map(|s| s.to_string()).collect();
-    job.env = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    job.env = env
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
     job.env.push(("XPUSHMEM_TIMEOUT_MS".into(), "20000".into()));
-    job.env.push(("XPUSHMEM_SYMMETRIC_SIZE".into(), "64M".into()));
+    job.env
+        .push(("XPUSHMEM_SYMMETRIC_SIZE".into(), "64M".into()));
     job.timeout = Some(Duration::from_secs(timeout_s));
     job.capture = true;
     job.run().expect("the job starts")
@@ -97,8 +108,16 @@ pub fn assert_success(o: &xpushmem::launch::Outcome, what: &str) {
 
 /// Names of the functions a shared library exports (`nm -D --defined-only`, text symbols).
 pub fn exported_functions(lib: &Path) -> Vec<String> {
-    let o = Command::new("nm").args(["-D", "--defined-only"]).arg(lib).output().expect("nm runs");
-    assert!(o.status.success(), "nm failed: {}", String::from_utf8_lossy(&o.stderr));
+    let o = Command::new("nm")
+        .args(["-D", "--defined-only"])
+        .arg(lib)
+        .output()
+        .expect("nm runs");
+    assert!(
+        o.status.success(),
+        "nm failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     String::from_utf8_lossy(&o.stdout)
         .lines()
         .filter_map(|l| {
