@@ -65,6 +65,14 @@ impl Shmem {
     }
 
     /// Atomically add `value` (wrapping) to `r` on `pe`; the previous value.
+    ///
+    /// ```
+    /// # let sh = xpushmem::init_single().unwrap();
+    /// let counter = sh.calloc::<u64>(1).unwrap().at(0).unwrap();
+    /// assert_eq!(sh.atomic_fetch_add(counter, 5, 0).unwrap(), 0);
+    /// assert_eq!(sh.atomic_compare_swap(counter, 5, 9, 0).unwrap(), 5);
+    /// assert_eq!(sh.atomic_fetch(counter, 0).unwrap(), 9);
+    /// ```
     pub fn atomic_fetch_add<T: AtomicInt>(&self, r: SymRef<T>, value: T, pe: usize) -> Result<T> {
         self.amo(r, pe, AmoOp::FetchAdd, value.to_bits(), "atomic_fetch_add")
     }

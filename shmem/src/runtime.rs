@@ -794,7 +794,16 @@ impl Shmem {
         self.dissemination_barrier(&members, self.me, SYNC.barrier, epoch, "sync_all")
     }
 
-    /// Complete every outstanding put, then barrier over all PEs (OpenSHMEM `barrier_all`).
+    /// Complete every outstanding put, then barrier over all PEs (OpenSHMEM `barrier_all`). Fails with
+    /// [`Error::Timeout`] after `XPUSHMEM_TIMEOUT_MS`, or [`Error::PeerLost`] as soon as a PE it waits for has died.
+    ///
+    /// ```
+    /// # let sh = xpushmem::init_single().unwrap();
+    /// let x = sh.calloc::<u64>(1).unwrap().at(0).unwrap();
+    /// sh.p(x, 42, (sh.my_pe() + 1) % sh.n_pes()).unwrap();
+    /// sh.barrier_all().unwrap(); // every PE's p() has landed
+    /// assert_eq!(sh.g(x, sh.my_pe()).unwrap(), 42);
+    /// ```
     pub fn barrier_all(&self) -> Result<()> {
         self.quiet()?;
         let epoch = self.barrier_epoch.fetch_add(1, Ordering::SeqCst) + 1;

@@ -21,6 +21,15 @@ enum Against<'a, T> {
 impl Shmem {
     /// Put `src` into `dst` on `pe`, then update the signal word `sig` on `pe` with `value` (SET or ADD). The
     /// data is visible on `pe` before the signal is.
+    ///
+    /// ```
+    /// use xpushmem::{Cmp, SignalOp};
+    /// # let sh = xpushmem::init_single().unwrap();
+    /// let data = sh.malloc::<f32>(256).unwrap();
+    /// let sig = sh.calloc::<u64>(1).unwrap().at(0).unwrap();
+    /// sh.put_signal(data, &[1.5; 256], sig, 1, SignalOp::Add, 0).unwrap();
+    /// assert_eq!(sh.signal_wait_until(sig, Cmp::Ge, 1).unwrap(), 1);
+    /// ```
     pub fn put_signal<T: Symmetric>(
         &self,
         dst: SymSlice<T>,
@@ -178,6 +187,15 @@ impl Shmem {
     }
 
     /// Wait until this PE's `ivar <cmp> value`.
+    ///
+    /// ```
+    /// use xpushmem::Cmp;
+    /// # let sh = xpushmem::init_single().unwrap();
+    /// let flag = sh.calloc::<i32>(1).unwrap().at(0).unwrap();
+    /// sh.atomic_set(flag, 3, sh.my_pe()).unwrap(); // normally another PE does this
+    /// sh.wait_until(flag, Cmp::Ge, 3).unwrap();
+    /// assert!(sh.test(flag, Cmp::Eq, 3).unwrap());
+    /// ```
     pub fn wait_until<T: AtomicInt>(&self, ivar: SymRef<T>, cmp: Cmp, value: T) -> Result<()> {
         self.wait_set(
             ivar.as_slice(),

@@ -82,5 +82,23 @@ fn main() {
         ze.as_deref()
             .unwrap_or("not found (device heaps unavailable; host heaps work)")
     );
-    println!("  transports: shm (same node)");
+    if ze.is_some() {
+        match xpushmem::transport::ze::ZeRuntime::device_count() {
+            Ok(n) => println!(
+                "  Level Zero devices: {n} (XPUSHMEM_HEAP=device puts the symmetric heap on them)"
+            ),
+            Err(e) => println!("  Level Zero devices: none usable ({e})"),
+        }
+    }
+    let ze_devices =
+        ze.is_some() && xpushmem::transport::ze::ZeRuntime::device_count().is_ok_and(|n| n > 0);
+    println!(
+        "  heaps: host (memfd, this node){}",
+        if ze_devices {
+            ", device (Level Zero)"
+        } else {
+            ""
+        }
+    );
+    println!("  transports: shm (same node), ze (device heaps: copy engines, IPC)");
 }
