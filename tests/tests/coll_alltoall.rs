@@ -1,0 +1,122 @@
+//! alltoall and alltoalls (strided) over every team shape and algorithm, sizes 0, 1, odd and 1 MiB in total,
+//! against every member's reference blocks; errors on every PE.
+
+mod coll_common;
+
+use coll_common::{destroy, shapes, Shape};
+use xpushmem::{AlltoallAlgo, Error, Result, Shmem};
+use xpushmem_tests::{ref_vec, FromRef};
+
+fn algos() -> impl Iterator<Item = AlltoallAlgo> {
+    std::iter::once(AlltoallAlgo::Auto).chain(AlltoallAlgo::ALL.iter().copied())
+}
+
+/// Run alltoalls with strides (dst, sst) — (1, 1) is plain alltoall — and check every received element and that
+/// the gaps between strided elements are untouched.
+fn run<T: FromRef>(
+    sh: &Shmem,
+    shapes: &[Shape],
+    sizes: &[usize],
+    strides: &[(usize, usize)],
+    which: impl Fn(usize) -> bool,
+    salt: u64,
+) -> Result<()> {
+    let n = sh.n_pes();
+    let me = sh.my_pe();
+    let maxs = strides.iter().map(|&(d, s)| d.max(s)).max().unwrap_or(1);
+    let max = n * sizes.iter().max().copied().unwrap_or(0) * maxs + 1;
+    let (src, dst) = (sh.malloc::<T>(max)?, sh.malloc::<T>(max)?);
+    for (k, s) in shapes.iter().enumerate() {
+        let Some(t) = &s.team else { continue };
+        if !which(k) {
+            continue;
+        }
+        let members = s.members();
+        let (tn, ti) = (t.n_pes(), t.my_pe());
+        for algo in algos() {
+            for &len in sizes {
+                for &(dst_s, src_s) in strides {
+                    let tag = salt ^ (len as u64) << 8 ^ (dst_s * 16 + src_s) as u64;
+                    sh.put(src, &ref_vec::<T>(me, max, tag), me)?;
+                    let background: Vec<T> = ref_vec(me, max, !tag);
+                    sh.put(dst, &background, me)?;
+                    if (dst_s, src_s) == (1, 1) {
+                        sh.alltoall_with(t, dst, src, len, algo)?;
+                    } else {
+                        sh.alltoalls_with(t, dst, src, dst_s, src_s, len, algo)?;
+                    }
+                    let mut got = vec![T::default(); max];
+                    sh.get(&mut got, dst, me)?;
+                    let mut want = background.clone();
+                    for (i, &p) in members.iter().enumerate() {
+                        let theirs = ref_vec::<T>(p, max, tag);
+                        for e in 0..len {
+                            want[(i * len + e) * dst_s] = theirs[(ti * len + e) * src_s];
+                        }
+                    }
+                    assert!(
+                        got == want,
+                        "{} {} {algo} len {len} strides ({dst_s}, {src_s}) of {tn}",
+                        s.name,
+                        T::NAME
+                    );
+                }
+            }
+        }
+    }
+    sh.barrier_all()?;
+    sh.free(dst)?;
+    sh.free(src)
+}
+
+coll_test!(alltoall_conformance, |sh| {
+    let shapes = shapes(sh)?;
+    let strides = [(1, 1), (2, 1), (1, 3), (3, 2)];
+    run::<i32>(sh, &shapes, &[0, 1, 7, 101], &strides, |_| true, 1)?;
+    run::<f64>(sh, &shapes, &[0, 1, 5], &[(1, 1), (2, 3)], |_| true, 2)?;
+    run::<u8>(sh, &shapes, &[3], &[(1, 1), (2, 2)], |k| k == 0, 3)?;
+    run::<i64>(sh, &shapes, &[3], &[(1, 1)], |k| k == 0, 4)?;
+    run::<f32>(sh, &shapes, &[3], &[(1, 1)], |k| k == 0, 5)?;
+    // 1 MiB of sources in total per member on the world.
+    let n = sh.n_pes();
+    run::<u8>(sh, &shapes, &[(1 << 20) / n], &[(1, 1)], |k| k == 0, 6)?;
+    destroy(sh, shapes)
+});
+
+coll_test!(
+    alltoall_errors_on_every_pe,
+    [_1pe = 1, _2pe = 2, _3pe = 3],
+    &[],
+    |sh| {
+        let (me, n) = (sh.my_pe(), sh.n_pes());
+        let w = sh.team_world();
+        let (src, dst) = (sh.malloc::<u64>(4 * n)?, sh.malloc::<u64>(4 * n)?);
+        let fail = |r: Result<()>, what: &str| match r {
+            Err(e) => eprintln!("PE {me}: {what}: {e}"),
+            Ok(()) => panic!("{what}: succeeded on PE {me}"),
+        };
+        fail(sh.alltoall(&w, dst, src, 5), "blocks beyond the buffers");
+        fail(sh.alltoall(&w, src, src, 1), "dest overlaps source");
+        fail(sh.alltoalls(&w, dst, src, 0, 1, 1), "zero stride");
+        fail(
+            sh.alltoalls(&w, dst, src, 2, 1, 4),
+            "strided span beyond dest",
+        );
+        if n > 1 {
+            let r = sh.alltoall(&w, dst, src, if me == 0 { 1 } else { 2 });
+            assert!(
+                matches!(r, Err(Error::Mismatch { .. })),
+                "size mismatch: {r:?}"
+            );
+            let r = sh.alltoalls(&w, dst, src, if me == 0 { 1 } else { 2 }, 1, 1);
+            assert!(
+                matches!(r, Err(Error::Mismatch { .. })),
+                "stride mismatch: {r:?}"
+            );
+        }
+        sh.alltoall(&w, dst, src, 4)?;
+        sh.barrier_all()?;
+        sh.free(dst)?;
+        sh.free(src)
+    }
+);
