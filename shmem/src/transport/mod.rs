@@ -16,7 +16,8 @@ pub trait Window: Send + Sync + std::fmt::Debug {
     fn write(&self, off: usize, src: &[u8]) -> Result<()>;
     /// Copy from `off` into `dst`.
     fn read(&self, off: usize, dst: &mut [u8]) -> Result<()>;
-    /// Strided write of `count` elements of `elem` bytes (strides in elements).
+    /// Strided write of `count` elements of `elem` bytes: element `i` goes from `src[i * src_stride]` to
+    /// `off + i * dst_stride` (strides in elements).
     fn write_strided(
         &self,
         off: usize,
@@ -25,8 +26,18 @@ pub trait Window: Send + Sync + std::fmt::Debug {
         src_stride: usize,
         elem: usize,
         count: usize,
-    ) -> Result<()>;
-    /// Strided read of `count` elements of `elem` bytes (strides in elements).
+    ) -> Result<()> {
+        check_local_span(src.len(), count, src_stride, elem)?;
+        for i in 0..count {
+            self.write(
+                off + i * dst_stride * elem,
+                &src[i * src_stride * elem..][..elem],
+            )?;
+        }
+        Ok(())
+    }
+    /// Strided read of `count` elements of `elem` bytes: element `i` goes from `off + i * src_stride` to
+    /// `dst[i * dst_stride]` (strides in elements).
     fn read_strided(
         &self,
         off: usize,
@@ -35,7 +46,16 @@ pub trait Window: Send + Sync + std::fmt::Debug {
         dst_stride: usize,
         elem: usize,
         count: usize,
-    ) -> Result<()>;
+    ) -> Result<()> {
+        check_local_span(dst.len(), count, dst_stride, elem)?;
+        for i in 0..count {
+            self.read(
+                off + i * src_stride * elem,
+                &mut dst[i * dst_stride * elem..][..elem],
+            )?;
+        }
+        Ok(())
+    }
     /// Set `len` bytes at `off` to `byte`.
     fn fill(&self, off: usize, len: usize, byte: u8) -> Result<()>;
     /// Atomic operation on the `width`-byte (4 or 8) word at `off`; the previous value.
@@ -69,4 +89,24 @@ pub enum AmoOp {
     FetchOr,
     /// Bitwise xor.
     FetchXor,
+}
+
+/// An error unless a local buffer of `have` bytes holds `count` elements of `elem` bytes every `stride` elements.
+fn check_local_span(have: usize, count: usize, stride: usize, elem: usize) -> Result<()> {
+    let need = match count {
+        0 => 0,
+        c => (c - 1)
+            .saturating_mul(stride)
+            .saturating_mul(elem)
+            .saturating_add(elem),
+    };
+    if need > have {
+        return Err(crate::error::Error::Transport {
+            transport: "strided",
+            message: format!(
+                "{count} elements every {stride} need {need} bytes of a {have}-byte local buffer"
+            ),
+        });
+    }
+    Ok(())
 }

@@ -154,62 +154,6 @@ impl Mapping {
         Ok(())
     }
 
-    /// Copy `count` elements of `elem` bytes from `src` (every `src_stride` elements) to the mapping at `off`
-    /// (every `dst_stride` elements).
-    pub fn write_strided(
-        &self,
-        off: usize,
-        dst_stride: usize,
-        src: &[u8],
-        src_stride: usize,
-        elem: usize,
-        count: usize,
-    ) -> Result<()> {
-        if count == 0 {
-            return Ok(());
-        }
-        let span = (count - 1) * dst_stride * elem + elem;
-        self.check(off, span, 1)?;
-        check_span(src.len(), (count - 1) * src_stride * elem + elem)?;
-        for i in 0..count {
-            let s = &src[i * src_stride * elem..][..elem];
-            // SAFETY: element i of the destination lies inside [off, off+span), checked above.
-            unsafe { std::ptr::copy(s.as_ptr(), self.base.add(off + i * dst_stride * elem), elem) };
-        }
-        Ok(())
-    }
-
-    /// Copy `count` elements of `elem` bytes from the mapping at `off` (every `src_stride` elements) into `dst`
-    /// (every `dst_stride` elements).
-    pub fn read_strided(
-        &self,
-        off: usize,
-        src_stride: usize,
-        dst: &mut [u8],
-        dst_stride: usize,
-        elem: usize,
-        count: usize,
-    ) -> Result<()> {
-        if count == 0 {
-            return Ok(());
-        }
-        let span = (count - 1) * src_stride * elem + elem;
-        self.check(off, span, 1)?;
-        check_span(dst.len(), (count - 1) * dst_stride * elem + elem)?;
-        for i in 0..count {
-            let d = &mut dst[i * dst_stride * elem..][..elem];
-            // SAFETY: element i of the source lies inside [off, off+span), checked above.
-            unsafe {
-                std::ptr::copy(
-                    self.base.add(off + i * src_stride * elem),
-                    d.as_mut_ptr(),
-                    elem,
-                )
-            };
-        }
-        Ok(())
-    }
-
     /// Fill `len` bytes at `off` with `byte`.
     pub fn fill(&self, off: usize, len: usize, byte: u8) -> Result<()> {
         self.check(off, len, 1)?;
@@ -284,44 +228,12 @@ impl Mapping {
     }
 }
 
-fn check_span(have: usize, need: usize) -> Result<()> {
-    if need > have {
-        return Err(Error::Transport {
-            transport: "shm",
-            message: format!("strided access needs {need} bytes of a {have}-byte buffer"),
-        });
-    }
-    Ok(())
-}
-
 impl super::Window for Mapping {
     fn write(&self, off: usize, src: &[u8]) -> Result<()> {
         Mapping::write(self, off, src)
     }
     fn read(&self, off: usize, dst: &mut [u8]) -> Result<()> {
         Mapping::read(self, off, dst)
-    }
-    fn write_strided(
-        &self,
-        off: usize,
-        dst_stride: usize,
-        src: &[u8],
-        src_stride: usize,
-        elem: usize,
-        count: usize,
-    ) -> Result<()> {
-        Mapping::write_strided(self, off, dst_stride, src, src_stride, elem, count)
-    }
-    fn read_strided(
-        &self,
-        off: usize,
-        src_stride: usize,
-        dst: &mut [u8],
-        dst_stride: usize,
-        elem: usize,
-        count: usize,
-    ) -> Result<()> {
-        Mapping::read_strided(self, off, src_stride, dst, dst_stride, elem, count)
     }
     fn fill(&self, off: usize, len: usize, byte: u8) -> Result<()> {
         Mapping::fill(self, off, len, byte)

@@ -582,60 +582,6 @@ impl Window for DeviceWindow {
                 .copy(dst.as_mut_ptr(), self.base.add(off), dst.len())
         }
     }
-    fn write_strided(
-        &self,
-        off: usize,
-        dst_stride: usize,
-        src: &[u8],
-        src_stride: usize,
-        elem: usize,
-        count: usize,
-    ) -> Result<()> {
-        if count == 0 {
-            return Ok(());
-        }
-        self.check(off, (count - 1) * dst_stride * elem + elem, 1)?;
-        if (count - 1) * src_stride * elem + elem > src.len() {
-            return Err(Error::Transport {
-                transport: "ze",
-                message: "strided source shorter than its span".into(),
-            });
-        }
-        for i in 0..count {
-            self.write(
-                off + i * dst_stride * elem,
-                &src[i * src_stride * elem..][..elem],
-            )?;
-        }
-        Ok(())
-    }
-    fn read_strided(
-        &self,
-        off: usize,
-        src_stride: usize,
-        dst: &mut [u8],
-        dst_stride: usize,
-        elem: usize,
-        count: usize,
-    ) -> Result<()> {
-        if count == 0 {
-            return Ok(());
-        }
-        self.check(off, (count - 1) * src_stride * elem + elem, 1)?;
-        if (count - 1) * dst_stride * elem + elem > dst.len() {
-            return Err(Error::Transport {
-                transport: "ze",
-                message: "strided destination shorter than its span".into(),
-            });
-        }
-        for i in 0..count {
-            self.read(
-                off + i * src_stride * elem,
-                &mut dst[i * dst_stride * elem..][..elem],
-            )?;
-        }
-        Ok(())
-    }
     fn fill(&self, off: usize, len: usize, byte: u8) -> Result<()> {
         self.check(off, len, 1)?;
         if len == 0 {
