@@ -10,17 +10,18 @@
 /// `put`, `get`, `put_nbi`, `get_nbi`, `iput`, `iget`, `put_signal`, `put_signal_nbi` for each type.
 #[macro_export]
 macro_rules! rma_typed {
-    ($p:ident, $ret:ty, $wrap:path ; $( ($n:ident, $t:ty, $c:literal) ),* $(,)?) => { $crate::paste::paste! { $(
+    ($p:ident $ctxspec:tt, $ret:ty, $wrap:path ; $( ($n:ident, $t:ty, $c:literal) ),* $(,)?) => { $( $crate::rma_typed!(@one $p $ctxspec, $ret, $wrap ; ($n, $t, $c)); )* };
+    (@one $p:ident [$($ctx:ident : $cty:ty)?], $ret:ty, $wrap:path ; ($n:ident, $t:ty, $c:literal)) => { $crate::paste::paste! {
         #[doc = concat!("Copy `nelems` elements of `", $c, "` from local `source` to the symmetric `dest` on PE `pe`.")]
         #[doc = ""]
         #[doc = "# Safety"]
         #[doc = "`source` must be readable for `nelems` elements; `dest` must be a symmetric address."]
         #[no_mangle]
         #[allow(clippy::unused_unit)]
-        pub unsafe extern "C" fn [<$p _ $n _put>](dest: *mut $t, source: *const $t, nelems: usize, pe: ::core::ffi::c_int) -> $ret {
+        pub unsafe extern "C" fn [<$p _ $n _put>]($($ctx: $cty, )?dest: *mut $t, source: *const $t, nelems: usize, pe: ::core::ffi::c_int) -> $ret {
             let call = concat!(stringify!($p), "_", stringify!($n), "_put");
             // SAFETY: the caller's contract on `source` is forwarded.
-            $wrap(call, || unsafe { $crate::imp::put(call, dest.cast(), source.cast(), nelems, ::core::mem::size_of::<$t>(), ::core::mem::align_of::<$t>(), pe) })
+            $wrap(call, || { $( $crate::imp::check_ctx($ctx, call)?; )? unsafe { $crate::imp::put(call, dest.cast(), source.cast(), nelems, ::core::mem::size_of::<$t>(), ::core::mem::align_of::<$t>(), pe) } })
         }
 
         #[doc = concat!("Copy `nelems` elements of `", $c, "` from the symmetric `source` on PE `pe` to local `dest`.")]
@@ -29,10 +30,10 @@ macro_rules! rma_typed {
         #[doc = "`dest` must be writable for `nelems` elements; `source` must be a symmetric address."]
         #[no_mangle]
         #[allow(clippy::unused_unit)]
-        pub unsafe extern "C" fn [<$p _ $n _get>](dest: *mut $t, source: *const $t, nelems: usize, pe: ::core::ffi::c_int) -> $ret {
+        pub unsafe extern "C" fn [<$p _ $n _get>]($($ctx: $cty, )?dest: *mut $t, source: *const $t, nelems: usize, pe: ::core::ffi::c_int) -> $ret {
             let call = concat!(stringify!($p), "_", stringify!($n), "_get");
             // SAFETY: the caller's contract on `dest` is forwarded.
-            $wrap(call, || unsafe { $crate::imp::get(call, dest.cast(), source.cast(), nelems, ::core::mem::size_of::<$t>(), ::core::mem::align_of::<$t>(), pe) })
+            $wrap(call, || { $( $crate::imp::check_ctx($ctx, call)?; )? unsafe { $crate::imp::get(call, dest.cast(), source.cast(), nelems, ::core::mem::size_of::<$t>(), ::core::mem::align_of::<$t>(), pe) } })
         }
 
         #[doc = concat!("Non-blocking put of `", $c, "` elements: complete after `quiet` (`source` may be reused then).")]
@@ -41,10 +42,10 @@ macro_rules! rma_typed {
         #[doc = "`source` must be readable for `nelems` elements until completion; `dest` must be symmetric."]
         #[no_mangle]
         #[allow(clippy::unused_unit)]
-        pub unsafe extern "C" fn [<$p _ $n _put_nbi>](dest: *mut $t, source: *const $t, nelems: usize, pe: ::core::ffi::c_int) -> $ret {
+        pub unsafe extern "C" fn [<$p _ $n _put_nbi>]($($ctx: $cty, )?dest: *mut $t, source: *const $t, nelems: usize, pe: ::core::ffi::c_int) -> $ret {
             let call = concat!(stringify!($p), "_", stringify!($n), "_put_nbi");
             // SAFETY: the caller's contract on `source` is forwarded.
-            $wrap(call, || unsafe { $crate::imp::put(call, dest.cast(), source.cast(), nelems, ::core::mem::size_of::<$t>(), ::core::mem::align_of::<$t>(), pe) })
+            $wrap(call, || { $( $crate::imp::check_ctx($ctx, call)?; )? unsafe { $crate::imp::put(call, dest.cast(), source.cast(), nelems, ::core::mem::size_of::<$t>(), ::core::mem::align_of::<$t>(), pe) } })
         }
 
         #[doc = concat!("Non-blocking get of `", $c, "` elements: `dest` is filled after `quiet`.")]
@@ -53,10 +54,10 @@ macro_rules! rma_typed {
         #[doc = "`dest` must be writable for `nelems` elements; `source` must be symmetric."]
         #[no_mangle]
         #[allow(clippy::unused_unit)]
-        pub unsafe extern "C" fn [<$p _ $n _get_nbi>](dest: *mut $t, source: *const $t, nelems: usize, pe: ::core::ffi::c_int) -> $ret {
+        pub unsafe extern "C" fn [<$p _ $n _get_nbi>]($($ctx: $cty, )?dest: *mut $t, source: *const $t, nelems: usize, pe: ::core::ffi::c_int) -> $ret {
             let call = concat!(stringify!($p), "_", stringify!($n), "_get_nbi");
             // SAFETY: the caller's contract on `dest` is forwarded.
-            $wrap(call, || unsafe { $crate::imp::get(call, dest.cast(), source.cast(), nelems, ::core::mem::size_of::<$t>(), ::core::mem::align_of::<$t>(), pe) })
+            $wrap(call, || { $( $crate::imp::check_ctx($ctx, call)?; )? unsafe { $crate::imp::get(call, dest.cast(), source.cast(), nelems, ::core::mem::size_of::<$t>(), ::core::mem::align_of::<$t>(), pe) } })
         }
 
         #[doc = concat!("Strided put of `", $c, "`: element `i` goes from `source[i*sst]` to `dest[i*dst]` on `pe`; strides >= 1.")]
@@ -65,10 +66,10 @@ macro_rules! rma_typed {
         #[doc = "`source` must be readable for the strided elements; `dest` must be symmetric."]
         #[no_mangle]
         #[allow(clippy::unused_unit)]
-        pub unsafe extern "C" fn [<$p _ $n _iput>](dest: *mut $t, source: *const $t, dst: isize, sst: isize, nelems: usize, pe: ::core::ffi::c_int) -> $ret {
+        pub unsafe extern "C" fn [<$p _ $n _iput>]($($ctx: $cty, )?dest: *mut $t, source: *const $t, dst: isize, sst: isize, nelems: usize, pe: ::core::ffi::c_int) -> $ret {
             let call = concat!(stringify!($p), "_", stringify!($n), "_iput");
             // SAFETY: the caller's contract on `source` is forwarded.
-            $wrap(call, || unsafe { $crate::imp::iput(call, dest.cast(), source.cast(), dst, sst, nelems, ::core::mem::size_of::<$t>(), pe) })
+            $wrap(call, || { $( $crate::imp::check_ctx($ctx, call)?; )? unsafe { $crate::imp::iput(call, dest.cast(), source.cast(), dst, sst, nelems, ::core::mem::size_of::<$t>(), pe) } })
         }
 
         #[doc = concat!("Strided get of `", $c, "`: element `i` goes from `source[i*sst]` on `pe` to `dest[i*dst]`; strides >= 1.")]
@@ -77,10 +78,10 @@ macro_rules! rma_typed {
         #[doc = "`dest` must be writable for the strided elements; `source` must be symmetric."]
         #[no_mangle]
         #[allow(clippy::unused_unit)]
-        pub unsafe extern "C" fn [<$p _ $n _iget>](dest: *mut $t, source: *const $t, dst: isize, sst: isize, nelems: usize, pe: ::core::ffi::c_int) -> $ret {
+        pub unsafe extern "C" fn [<$p _ $n _iget>]($($ctx: $cty, )?dest: *mut $t, source: *const $t, dst: isize, sst: isize, nelems: usize, pe: ::core::ffi::c_int) -> $ret {
             let call = concat!(stringify!($p), "_", stringify!($n), "_iget");
             // SAFETY: the caller's contract on `dest` is forwarded.
-            $wrap(call, || unsafe { $crate::imp::iget(call, dest.cast(), source.cast(), dst, sst, nelems, ::core::mem::size_of::<$t>(), pe) })
+            $wrap(call, || { $( $crate::imp::check_ctx($ctx, call)?; )? unsafe { $crate::imp::iget(call, dest.cast(), source.cast(), dst, sst, nelems, ::core::mem::size_of::<$t>(), pe) } })
         }
 
         #[doc = concat!("Put `nelems` `", $c, "` elements, then update the signal word `sig_addr` on `pe` (SET or ADD `signal`); the data is visible before the signal.")]
@@ -89,10 +90,10 @@ macro_rules! rma_typed {
         #[doc = "`source` must be readable for `nelems` elements; `dest` and `sig_addr` must be symmetric."]
         #[no_mangle]
         #[allow(clippy::unused_unit, clippy::too_many_arguments)]
-        pub unsafe extern "C" fn [<$p _ $n _put_signal>](dest: *mut $t, source: *const $t, nelems: usize, sig_addr: *mut u64, signal: u64, sig_op: ::core::ffi::c_int, pe: ::core::ffi::c_int) -> $ret {
+        pub unsafe extern "C" fn [<$p _ $n _put_signal>]($($ctx: $cty, )?dest: *mut $t, source: *const $t, nelems: usize, sig_addr: *mut u64, signal: u64, sig_op: ::core::ffi::c_int, pe: ::core::ffi::c_int) -> $ret {
             let call = concat!(stringify!($p), "_", stringify!($n), "_put_signal");
             // SAFETY: the caller's contract on `source` is forwarded.
-            $wrap(call, || unsafe { $crate::imp::put_signal(call, dest.cast(), source.cast(), nelems, ::core::mem::size_of::<$t>(), ::core::mem::align_of::<$t>(), sig_addr, signal, sig_op, pe) })
+            $wrap(call, || { $( $crate::imp::check_ctx($ctx, call)?; )? unsafe { $crate::imp::put_signal(call, dest.cast(), source.cast(), nelems, ::core::mem::size_of::<$t>(), ::core::mem::align_of::<$t>(), sig_addr, signal, sig_op, pe) } })
         }
 
         #[doc = concat!("Non-blocking put with signal of `", $c, "` elements.")]
@@ -101,27 +102,28 @@ macro_rules! rma_typed {
         #[doc = "`source` must be readable for `nelems` elements until completion; `dest` and `sig_addr` must be symmetric."]
         #[no_mangle]
         #[allow(clippy::unused_unit, clippy::too_many_arguments)]
-        pub unsafe extern "C" fn [<$p _ $n _put_signal_nbi>](dest: *mut $t, source: *const $t, nelems: usize, sig_addr: *mut u64, signal: u64, sig_op: ::core::ffi::c_int, pe: ::core::ffi::c_int) -> $ret {
+        pub unsafe extern "C" fn [<$p _ $n _put_signal_nbi>]($($ctx: $cty, )?dest: *mut $t, source: *const $t, nelems: usize, sig_addr: *mut u64, signal: u64, sig_op: ::core::ffi::c_int, pe: ::core::ffi::c_int) -> $ret {
             let call = concat!(stringify!($p), "_", stringify!($n), "_put_signal_nbi");
             // SAFETY: the caller's contract on `source` is forwarded.
-            $wrap(call, || unsafe { $crate::imp::put_signal(call, dest.cast(), source.cast(), nelems, ::core::mem::size_of::<$t>(), ::core::mem::align_of::<$t>(), sig_addr, signal, sig_op, pe) })
+            $wrap(call, || { $( $crate::imp::check_ctx($ctx, call)?; )? unsafe { $crate::imp::put_signal(call, dest.cast(), source.cast(), nelems, ::core::mem::size_of::<$t>(), ::core::mem::align_of::<$t>(), sig_addr, signal, sig_op, pe) } })
         }
-    )* } };
+    } };
 }
 
 /// `p` and `g` for each type.
 #[macro_export]
 macro_rules! rma_pg {
-    ($p:ident, $ret:ty, $wrap:path ; $( ($n:ident, $t:ty, $c:literal) ),* $(,)?) => { $crate::paste::paste! { $(
+    ($p:ident $ctxspec:tt, $ret:ty, $wrap:path ; $( ($n:ident, $t:ty, $c:literal) ),* $(,)?) => { $( $crate::rma_pg!(@one $p $ctxspec, $ret, $wrap ; ($n, $t, $c)); )* };
+    (@one $p:ident [$($ctx:ident : $cty:ty)?], $ret:ty, $wrap:path ; ($n:ident, $t:ty, $c:literal)) => { $crate::paste::paste! {
         #[doc = concat!("Store one `", $c, "` at the symmetric `dest` on PE `pe`.")]
         #[doc = ""]
         #[doc = "# Safety"]
         #[doc = "`dest` must be a symmetric address (it is checked; any value is safe)."]
         #[no_mangle]
         #[allow(clippy::unused_unit)]
-        pub unsafe extern "C" fn [<$p _ $n _p>](dest: *mut $t, value: $t, pe: ::core::ffi::c_int) -> $ret {
+        pub unsafe extern "C" fn [<$p _ $n _p>]($($ctx: $cty, )?dest: *mut $t, value: $t, pe: ::core::ffi::c_int) -> $ret {
             let call = concat!(stringify!($p), "_", stringify!($n), "_p");
-            $wrap(call, || $crate::imp::p(call, dest, value, pe))
+            $wrap(call, || { $( $crate::imp::check_ctx($ctx, call)?; )? $crate::imp::p(call, dest, value, pe) })
         }
 
         #[doc = concat!("Load one `", $c, "` from the symmetric `source` on PE `pe` (0 on error; see `xpushmem_last_error`).")]
@@ -129,11 +131,11 @@ macro_rules! rma_pg {
         #[doc = "# Safety"]
         #[doc = "`source` must be a symmetric address (it is checked; any value is safe)."]
         #[no_mangle]
-        pub unsafe extern "C" fn [<$p _ $n _g>](source: *const $t, pe: ::core::ffi::c_int) -> $t {
+        pub unsafe extern "C" fn [<$p _ $n _g>]($($ctx: $cty, )?source: *const $t, pe: ::core::ffi::c_int) -> $t {
             let call = concat!(stringify!($p), "_", stringify!($n), "_g");
-            $crate::error::value(call, <$t>::default(), || $crate::imp::g(call, source, pe))
+            $crate::error::value(call, <$t>::default(), || { $( $crate::imp::check_ctx($ctx, call)?; )? $crate::imp::g(call, source, pe) })
         }
-    )* } };
+    } };
 }
 
 /// `g_ex`: `g` with the value through an out-pointer and an error code as result (native API).
@@ -156,17 +158,18 @@ macro_rules! rma_g_ex {
 /// Sized families: `put<bits>`, `get<bits>`, their `_nbi`, `iput<bits>`, `iget<bits>`, `put<bits>_signal(_nbi)`.
 #[macro_export]
 macro_rules! rma_sized {
-    ($p:ident, $ret:ty, $wrap:path ; $( ($bits:literal, $bytes:literal) ),* $(,)?) => { $crate::paste::paste! { $(
+    ($p:ident $ctxspec:tt, $ret:ty, $wrap:path ; $( ($bits:literal, $bytes:literal) ),* $(,)?) => { $( $crate::rma_sized!(@one $p $ctxspec, $ret, $wrap ; ($bits, $bytes)); )* };
+    (@one $p:ident [$($ctx:ident : $cty:ty)?], $ret:ty, $wrap:path ; ($bits:literal, $bytes:literal)) => { $crate::paste::paste! {
         #[doc = concat!("Copy `nelems` ", stringify!($bits), "-bit elements from local `source` to the symmetric `dest` on `pe`.")]
         #[doc = ""]
         #[doc = "# Safety"]
         #[doc = "`source` must be readable for `nelems` elements; `dest` must be symmetric."]
         #[no_mangle]
         #[allow(clippy::unused_unit)]
-        pub unsafe extern "C" fn [<$p _put $bits>](dest: *mut ::core::ffi::c_void, source: *const ::core::ffi::c_void, nelems: usize, pe: ::core::ffi::c_int) -> $ret {
+        pub unsafe extern "C" fn [<$p _put $bits>]($($ctx: $cty, )?dest: *mut ::core::ffi::c_void, source: *const ::core::ffi::c_void, nelems: usize, pe: ::core::ffi::c_int) -> $ret {
             let call = concat!(stringify!($p), "_put", stringify!($bits));
             // SAFETY: the caller's contract on `source` is forwarded.
-            $wrap(call, || unsafe { $crate::imp::put(call, dest, source, nelems, $bytes, 1, pe) })
+            $wrap(call, || { $( $crate::imp::check_ctx($ctx, call)?; )? unsafe { $crate::imp::put(call, dest, source, nelems, $bytes, 1, pe) } })
         }
 
         #[doc = concat!("Copy `nelems` ", stringify!($bits), "-bit elements from the symmetric `source` on `pe` to local `dest`.")]
@@ -175,10 +178,10 @@ macro_rules! rma_sized {
         #[doc = "`dest` must be writable for `nelems` elements; `source` must be symmetric."]
         #[no_mangle]
         #[allow(clippy::unused_unit)]
-        pub unsafe extern "C" fn [<$p _get $bits>](dest: *mut ::core::ffi::c_void, source: *const ::core::ffi::c_void, nelems: usize, pe: ::core::ffi::c_int) -> $ret {
+        pub unsafe extern "C" fn [<$p _get $bits>]($($ctx: $cty, )?dest: *mut ::core::ffi::c_void, source: *const ::core::ffi::c_void, nelems: usize, pe: ::core::ffi::c_int) -> $ret {
             let call = concat!(stringify!($p), "_get", stringify!($bits));
             // SAFETY: the caller's contract on `dest` is forwarded.
-            $wrap(call, || unsafe { $crate::imp::get(call, dest, source, nelems, $bytes, 1, pe) })
+            $wrap(call, || { $( $crate::imp::check_ctx($ctx, call)?; )? unsafe { $crate::imp::get(call, dest, source, nelems, $bytes, 1, pe) } })
         }
 
         #[doc = concat!("Non-blocking `put", stringify!($bits), "`.")]
@@ -187,10 +190,10 @@ macro_rules! rma_sized {
         #[doc = "`source` must be readable for `nelems` elements until completion; `dest` must be symmetric."]
         #[no_mangle]
         #[allow(clippy::unused_unit)]
-        pub unsafe extern "C" fn [<$p _put $bits _nbi>](dest: *mut ::core::ffi::c_void, source: *const ::core::ffi::c_void, nelems: usize, pe: ::core::ffi::c_int) -> $ret {
+        pub unsafe extern "C" fn [<$p _put $bits _nbi>]($($ctx: $cty, )?dest: *mut ::core::ffi::c_void, source: *const ::core::ffi::c_void, nelems: usize, pe: ::core::ffi::c_int) -> $ret {
             let call = concat!(stringify!($p), "_put", stringify!($bits), "_nbi");
             // SAFETY: the caller's contract on `source` is forwarded.
-            $wrap(call, || unsafe { $crate::imp::put(call, dest, source, nelems, $bytes, 1, pe) })
+            $wrap(call, || { $( $crate::imp::check_ctx($ctx, call)?; )? unsafe { $crate::imp::put(call, dest, source, nelems, $bytes, 1, pe) } })
         }
 
         #[doc = concat!("Non-blocking `get", stringify!($bits), "`.")]
@@ -199,10 +202,10 @@ macro_rules! rma_sized {
         #[doc = "`dest` must be writable for `nelems` elements; `source` must be symmetric."]
         #[no_mangle]
         #[allow(clippy::unused_unit)]
-        pub unsafe extern "C" fn [<$p _get $bits _nbi>](dest: *mut ::core::ffi::c_void, source: *const ::core::ffi::c_void, nelems: usize, pe: ::core::ffi::c_int) -> $ret {
+        pub unsafe extern "C" fn [<$p _get $bits _nbi>]($($ctx: $cty, )?dest: *mut ::core::ffi::c_void, source: *const ::core::ffi::c_void, nelems: usize, pe: ::core::ffi::c_int) -> $ret {
             let call = concat!(stringify!($p), "_get", stringify!($bits), "_nbi");
             // SAFETY: the caller's contract on `dest` is forwarded.
-            $wrap(call, || unsafe { $crate::imp::get(call, dest, source, nelems, $bytes, 1, pe) })
+            $wrap(call, || { $( $crate::imp::check_ctx($ctx, call)?; )? unsafe { $crate::imp::get(call, dest, source, nelems, $bytes, 1, pe) } })
         }
 
         #[doc = concat!("Strided put of ", stringify!($bits), "-bit elements (strides in elements, >= 1).")]
@@ -211,10 +214,10 @@ macro_rules! rma_sized {
         #[doc = "`source` must be readable for the strided elements; `dest` must be symmetric."]
         #[no_mangle]
         #[allow(clippy::unused_unit)]
-        pub unsafe extern "C" fn [<$p _iput $bits>](dest: *mut ::core::ffi::c_void, source: *const ::core::ffi::c_void, dst: isize, sst: isize, nelems: usize, pe: ::core::ffi::c_int) -> $ret {
+        pub unsafe extern "C" fn [<$p _iput $bits>]($($ctx: $cty, )?dest: *mut ::core::ffi::c_void, source: *const ::core::ffi::c_void, dst: isize, sst: isize, nelems: usize, pe: ::core::ffi::c_int) -> $ret {
             let call = concat!(stringify!($p), "_iput", stringify!($bits));
             // SAFETY: the caller's contract on `source` is forwarded.
-            $wrap(call, || unsafe { $crate::imp::iput(call, dest, source, dst, sst, nelems, $bytes, pe) })
+            $wrap(call, || { $( $crate::imp::check_ctx($ctx, call)?; )? unsafe { $crate::imp::iput(call, dest, source, dst, sst, nelems, $bytes, pe) } })
         }
 
         #[doc = concat!("Strided get of ", stringify!($bits), "-bit elements (strides in elements, >= 1).")]
@@ -223,10 +226,10 @@ macro_rules! rma_sized {
         #[doc = "`dest` must be writable for the strided elements; `source` must be symmetric."]
         #[no_mangle]
         #[allow(clippy::unused_unit)]
-        pub unsafe extern "C" fn [<$p _iget $bits>](dest: *mut ::core::ffi::c_void, source: *const ::core::ffi::c_void, dst: isize, sst: isize, nelems: usize, pe: ::core::ffi::c_int) -> $ret {
+        pub unsafe extern "C" fn [<$p _iget $bits>]($($ctx: $cty, )?dest: *mut ::core::ffi::c_void, source: *const ::core::ffi::c_void, dst: isize, sst: isize, nelems: usize, pe: ::core::ffi::c_int) -> $ret {
             let call = concat!(stringify!($p), "_iget", stringify!($bits));
             // SAFETY: the caller's contract on `dest` is forwarded.
-            $wrap(call, || unsafe { $crate::imp::iget(call, dest, source, dst, sst, nelems, $bytes, pe) })
+            $wrap(call, || { $( $crate::imp::check_ctx($ctx, call)?; )? unsafe { $crate::imp::iget(call, dest, source, dst, sst, nelems, $bytes, pe) } })
         }
 
         #[doc = concat!("`put", stringify!($bits), "` followed by a signal update on `pe`.")]
@@ -235,10 +238,10 @@ macro_rules! rma_sized {
         #[doc = "`source` must be readable for `nelems` elements; `dest` and `sig_addr` must be symmetric."]
         #[no_mangle]
         #[allow(clippy::unused_unit, clippy::too_many_arguments)]
-        pub unsafe extern "C" fn [<$p _put $bits _signal>](dest: *mut ::core::ffi::c_void, source: *const ::core::ffi::c_void, nelems: usize, sig_addr: *mut u64, signal: u64, sig_op: ::core::ffi::c_int, pe: ::core::ffi::c_int) -> $ret {
+        pub unsafe extern "C" fn [<$p _put $bits _signal>]($($ctx: $cty, )?dest: *mut ::core::ffi::c_void, source: *const ::core::ffi::c_void, nelems: usize, sig_addr: *mut u64, signal: u64, sig_op: ::core::ffi::c_int, pe: ::core::ffi::c_int) -> $ret {
             let call = concat!(stringify!($p), "_put", stringify!($bits), "_signal");
             // SAFETY: the caller's contract on `source` is forwarded.
-            $wrap(call, || unsafe { $crate::imp::put_signal(call, dest, source, nelems, $bytes, 1, sig_addr, signal, sig_op, pe) })
+            $wrap(call, || { $( $crate::imp::check_ctx($ctx, call)?; )? unsafe { $crate::imp::put_signal(call, dest, source, nelems, $bytes, 1, sig_addr, signal, sig_op, pe) } })
         }
 
         #[doc = concat!("Non-blocking `put", stringify!($bits), "_signal`.")]
@@ -247,28 +250,28 @@ macro_rules! rma_sized {
         #[doc = "`source` must be readable for `nelems` elements until completion; `dest` and `sig_addr` must be symmetric."]
         #[no_mangle]
         #[allow(clippy::unused_unit, clippy::too_many_arguments)]
-        pub unsafe extern "C" fn [<$p _put $bits _signal_nbi>](dest: *mut ::core::ffi::c_void, source: *const ::core::ffi::c_void, nelems: usize, sig_addr: *mut u64, signal: u64, sig_op: ::core::ffi::c_int, pe: ::core::ffi::c_int) -> $ret {
+        pub unsafe extern "C" fn [<$p _put $bits _signal_nbi>]($($ctx: $cty, )?dest: *mut ::core::ffi::c_void, source: *const ::core::ffi::c_void, nelems: usize, sig_addr: *mut u64, signal: u64, sig_op: ::core::ffi::c_int, pe: ::core::ffi::c_int) -> $ret {
             let call = concat!(stringify!($p), "_put", stringify!($bits), "_signal_nbi");
             // SAFETY: the caller's contract on `source` is forwarded.
-            $wrap(call, || unsafe { $crate::imp::put_signal(call, dest, source, nelems, $bytes, 1, sig_addr, signal, sig_op, pe) })
+            $wrap(call, || { $( $crate::imp::check_ctx($ctx, call)?; )? unsafe { $crate::imp::put_signal(call, dest, source, nelems, $bytes, 1, sig_addr, signal, sig_op, pe) } })
         }
-    )* } };
+    } };
 }
 
 /// `putmem`, `getmem`, their `_nbi`, `putmem_signal(_nbi)`.
 #[macro_export]
 macro_rules! rma_mem {
-    ($p:ident, $ret:ty, $wrap:path) => { $crate::paste::paste! {
+    ($p:ident [$($ctx:ident : $cty:ty)?], $ret:ty, $wrap:path) => { $crate::paste::paste! {
         /// Copy `nelems` bytes from local `source` to the symmetric `dest` on PE `pe`.
         ///
         /// # Safety
         /// `source` must be readable for `nelems` bytes; `dest` must be symmetric.
         #[no_mangle]
         #[allow(clippy::unused_unit)]
-        pub unsafe extern "C" fn [<$p _putmem>](dest: *mut ::core::ffi::c_void, source: *const ::core::ffi::c_void, nelems: usize, pe: ::core::ffi::c_int) -> $ret {
+        pub unsafe extern "C" fn [<$p _putmem>]($($ctx: $cty, )?dest: *mut ::core::ffi::c_void, source: *const ::core::ffi::c_void, nelems: usize, pe: ::core::ffi::c_int) -> $ret {
             let call = concat!(stringify!($p), "_putmem");
             // SAFETY: the caller's contract on `source` is forwarded.
-            $wrap(call, || unsafe { $crate::imp::put(call, dest, source, nelems, 1, 1, pe) })
+            $wrap(call, || { $( $crate::imp::check_ctx($ctx, call)?; )? unsafe { $crate::imp::put(call, dest, source, nelems, 1, 1, pe) } })
         }
 
         /// Copy `nelems` bytes from the symmetric `source` on PE `pe` to local `dest`.
@@ -277,10 +280,10 @@ macro_rules! rma_mem {
         /// `dest` must be writable for `nelems` bytes; `source` must be symmetric.
         #[no_mangle]
         #[allow(clippy::unused_unit)]
-        pub unsafe extern "C" fn [<$p _getmem>](dest: *mut ::core::ffi::c_void, source: *const ::core::ffi::c_void, nelems: usize, pe: ::core::ffi::c_int) -> $ret {
+        pub unsafe extern "C" fn [<$p _getmem>]($($ctx: $cty, )?dest: *mut ::core::ffi::c_void, source: *const ::core::ffi::c_void, nelems: usize, pe: ::core::ffi::c_int) -> $ret {
             let call = concat!(stringify!($p), "_getmem");
             // SAFETY: the caller's contract on `dest` is forwarded.
-            $wrap(call, || unsafe { $crate::imp::get(call, dest, source, nelems, 1, 1, pe) })
+            $wrap(call, || { $( $crate::imp::check_ctx($ctx, call)?; )? unsafe { $crate::imp::get(call, dest, source, nelems, 1, 1, pe) } })
         }
 
         /// Non-blocking `putmem`.
@@ -289,10 +292,10 @@ macro_rules! rma_mem {
         /// `source` must be readable for `nelems` bytes until completion; `dest` must be symmetric.
         #[no_mangle]
         #[allow(clippy::unused_unit)]
-        pub unsafe extern "C" fn [<$p _putmem_nbi>](dest: *mut ::core::ffi::c_void, source: *const ::core::ffi::c_void, nelems: usize, pe: ::core::ffi::c_int) -> $ret {
+        pub unsafe extern "C" fn [<$p _putmem_nbi>]($($ctx: $cty, )?dest: *mut ::core::ffi::c_void, source: *const ::core::ffi::c_void, nelems: usize, pe: ::core::ffi::c_int) -> $ret {
             let call = concat!(stringify!($p), "_putmem_nbi");
             // SAFETY: the caller's contract on `source` is forwarded.
-            $wrap(call, || unsafe { $crate::imp::put(call, dest, source, nelems, 1, 1, pe) })
+            $wrap(call, || { $( $crate::imp::check_ctx($ctx, call)?; )? unsafe { $crate::imp::put(call, dest, source, nelems, 1, 1, pe) } })
         }
 
         /// Non-blocking `getmem`.
@@ -301,10 +304,10 @@ macro_rules! rma_mem {
         /// `dest` must be writable for `nelems` bytes; `source` must be symmetric.
         #[no_mangle]
         #[allow(clippy::unused_unit)]
-        pub unsafe extern "C" fn [<$p _getmem_nbi>](dest: *mut ::core::ffi::c_void, source: *const ::core::ffi::c_void, nelems: usize, pe: ::core::ffi::c_int) -> $ret {
+        pub unsafe extern "C" fn [<$p _getmem_nbi>]($($ctx: $cty, )?dest: *mut ::core::ffi::c_void, source: *const ::core::ffi::c_void, nelems: usize, pe: ::core::ffi::c_int) -> $ret {
             let call = concat!(stringify!($p), "_getmem_nbi");
             // SAFETY: the caller's contract on `dest` is forwarded.
-            $wrap(call, || unsafe { $crate::imp::get(call, dest, source, nelems, 1, 1, pe) })
+            $wrap(call, || { $( $crate::imp::check_ctx($ctx, call)?; )? unsafe { $crate::imp::get(call, dest, source, nelems, 1, 1, pe) } })
         }
 
         /// `putmem` followed by a signal update (SET or ADD) on `pe`.
@@ -313,10 +316,10 @@ macro_rules! rma_mem {
         /// `source` must be readable for `nelems` bytes; `dest` and `sig_addr` must be symmetric.
         #[no_mangle]
         #[allow(clippy::unused_unit, clippy::too_many_arguments)]
-        pub unsafe extern "C" fn [<$p _putmem_signal>](dest: *mut ::core::ffi::c_void, source: *const ::core::ffi::c_void, nelems: usize, sig_addr: *mut u64, signal: u64, sig_op: ::core::ffi::c_int, pe: ::core::ffi::c_int) -> $ret {
+        pub unsafe extern "C" fn [<$p _putmem_signal>]($($ctx: $cty, )?dest: *mut ::core::ffi::c_void, source: *const ::core::ffi::c_void, nelems: usize, sig_addr: *mut u64, signal: u64, sig_op: ::core::ffi::c_int, pe: ::core::ffi::c_int) -> $ret {
             let call = concat!(stringify!($p), "_putmem_signal");
             // SAFETY: the caller's contract on `source` is forwarded.
-            $wrap(call, || unsafe { $crate::imp::put_signal(call, dest, source, nelems, 1, 1, sig_addr, signal, sig_op, pe) })
+            $wrap(call, || { $( $crate::imp::check_ctx($ctx, call)?; )? unsafe { $crate::imp::put_signal(call, dest, source, nelems, 1, 1, sig_addr, signal, sig_op, pe) } })
         }
 
         /// Non-blocking `putmem_signal`.
@@ -325,10 +328,10 @@ macro_rules! rma_mem {
         /// `source` must be readable for `nelems` bytes until completion; `dest` and `sig_addr` must be symmetric.
         #[no_mangle]
         #[allow(clippy::unused_unit, clippy::too_many_arguments)]
-        pub unsafe extern "C" fn [<$p _putmem_signal_nbi>](dest: *mut ::core::ffi::c_void, source: *const ::core::ffi::c_void, nelems: usize, sig_addr: *mut u64, signal: u64, sig_op: ::core::ffi::c_int, pe: ::core::ffi::c_int) -> $ret {
+        pub unsafe extern "C" fn [<$p _putmem_signal_nbi>]($($ctx: $cty, )?dest: *mut ::core::ffi::c_void, source: *const ::core::ffi::c_void, nelems: usize, sig_addr: *mut u64, signal: u64, sig_op: ::core::ffi::c_int, pe: ::core::ffi::c_int) -> $ret {
             let call = concat!(stringify!($p), "_putmem_signal_nbi");
             // SAFETY: the caller's contract on `source` is forwarded.
-            $wrap(call, || unsafe { $crate::imp::put_signal(call, dest, source, nelems, 1, 1, sig_addr, signal, sig_op, pe) })
+            $wrap(call, || { $( $crate::imp::check_ctx($ctx, call)?; )? unsafe { $crate::imp::put_signal(call, dest, source, nelems, 1, 1, sig_addr, signal, sig_op, pe) } })
         }
     } };
 }
@@ -337,15 +340,16 @@ macro_rules! rma_mem {
 /// variants `atomic_fetch$ex`, `atomic_swap$ex`.
 #[macro_export]
 macro_rules! amo_ext {
-    ($p:ident, $ret:ty, $wrap:path, $ex:ident, $exret:ty, $exwrap:path ; $( ($n:ident, $t:ty, $c:literal) ),* $(,)?) => { $crate::paste::paste! { $(
+    ($p:ident $ctxspec:tt, $ret:ty, $wrap:path, $ex:ident, $exret:ty, $exwrap:path ; $( ($n:ident, $t:ty, $c:literal) ),* $(,)?) => { $( $crate::amo_ext!(@one $p $ctxspec, $ret, $wrap, $ex, $exret, $exwrap ; ($n, $t, $c)); )* };
+    (@one $p:ident [$($ctx:ident : $cty:ty)?], $ret:ty, $wrap:path, $ex:ident, $exret:ty, $exwrap:path ; ($n:ident, $t:ty, $c:literal)) => { $crate::paste::paste! {
         #[doc = concat!("Atomically read the `", $c, "` at the symmetric `source` on `pe` (0 on error).")]
         #[doc = ""]
         #[doc = "# Safety"]
         #[doc = "`source` must be a symmetric address (checked)."]
         #[no_mangle]
-        pub unsafe extern "C" fn [<$p _ $n _atomic_fetch>](source: *const $t, pe: ::core::ffi::c_int) -> $t {
+        pub unsafe extern "C" fn [<$p _ $n _atomic_fetch>]($($ctx: $cty, )?source: *const $t, pe: ::core::ffi::c_int) -> $t {
             let call = concat!(stringify!($p), "_", stringify!($n), "_atomic_fetch");
-            $crate::error::value(call, <$t>::default(), || $crate::imp::amo(call, source, $crate::imp::Amo::Fetch, pe))
+            $crate::error::value(call, <$t>::default(), || { $( $crate::imp::check_ctx($ctx, call)?; )? $crate::imp::amo(call, source, $crate::imp::Amo::Fetch, pe) })
         }
 
         #[doc = concat!("Atomically read the `", $c, "` at `source` on `pe` into `*fetch`.")]
@@ -354,9 +358,9 @@ macro_rules! amo_ext {
         #[doc = "`fetch` must be writable (or NULL); `source` must be symmetric."]
         #[no_mangle]
         #[allow(clippy::unused_unit)]
-        pub unsafe extern "C" fn [<$p _ $n _atomic_fetch $ex>](fetch: *mut $t, source: *const $t, pe: ::core::ffi::c_int) -> $exret {
+        pub unsafe extern "C" fn [<$p _ $n _atomic_fetch $ex>]($($ctx: $cty, )?fetch: *mut $t, source: *const $t, pe: ::core::ffi::c_int) -> $exret {
             let call = concat!(stringify!($p), "_", stringify!($n), "_atomic_fetch", stringify!($ex));
-            $exwrap(call, || {
+            $exwrap(call, || { $( $crate::imp::check_ctx($ctx, call)?; )?
                 let v = $crate::imp::amo(call, source, $crate::imp::Amo::Fetch, pe)?;
                 // SAFETY: the caller's contract on `fetch`.
                 unsafe { $crate::error::write_out(fetch, v) };
@@ -370,9 +374,9 @@ macro_rules! amo_ext {
         #[doc = "`dest` must be a symmetric address (checked)."]
         #[no_mangle]
         #[allow(clippy::unused_unit)]
-        pub unsafe extern "C" fn [<$p _ $n _atomic_set>](dest: *mut $t, value: $t, pe: ::core::ffi::c_int) -> $ret {
+        pub unsafe extern "C" fn [<$p _ $n _atomic_set>]($($ctx: $cty, )?dest: *mut $t, value: $t, pe: ::core::ffi::c_int) -> $ret {
             let call = concat!(stringify!($p), "_", stringify!($n), "_atomic_set");
-            $wrap(call, || $crate::imp::amo(call, dest.cast_const(), $crate::imp::Amo::Set(value), pe).map(|_| ()))
+            $wrap(call, || { $( $crate::imp::check_ctx($ctx, call)?; )? $crate::imp::amo(call, dest.cast_const(), $crate::imp::Amo::Set(value), pe).map(|_| ()) })
         }
 
         #[doc = concat!("Atomically write `value` to the `", $c, "` at `dest` on `pe`; the previous value (0 on error).")]
@@ -380,9 +384,9 @@ macro_rules! amo_ext {
         #[doc = "# Safety"]
         #[doc = "`dest` must be a symmetric address (checked)."]
         #[no_mangle]
-        pub unsafe extern "C" fn [<$p _ $n _atomic_swap>](dest: *mut $t, value: $t, pe: ::core::ffi::c_int) -> $t {
+        pub unsafe extern "C" fn [<$p _ $n _atomic_swap>]($($ctx: $cty, )?dest: *mut $t, value: $t, pe: ::core::ffi::c_int) -> $t {
             let call = concat!(stringify!($p), "_", stringify!($n), "_atomic_swap");
-            $crate::error::value(call, <$t>::default(), || $crate::imp::amo(call, dest.cast_const(), $crate::imp::Amo::Swap(value), pe))
+            $crate::error::value(call, <$t>::default(), || { $( $crate::imp::check_ctx($ctx, call)?; )? $crate::imp::amo(call, dest.cast_const(), $crate::imp::Amo::Swap(value), pe) })
         }
 
         #[doc = concat!("Atomic swap of the `", $c, "` at `dest` on `pe`, the previous value into `*fetch`.")]
@@ -391,31 +395,32 @@ macro_rules! amo_ext {
         #[doc = "`fetch` must be writable (or NULL); `dest` must be symmetric."]
         #[no_mangle]
         #[allow(clippy::unused_unit)]
-        pub unsafe extern "C" fn [<$p _ $n _atomic_swap $ex>](fetch: *mut $t, dest: *mut $t, value: $t, pe: ::core::ffi::c_int) -> $exret {
+        pub unsafe extern "C" fn [<$p _ $n _atomic_swap $ex>]($($ctx: $cty, )?fetch: *mut $t, dest: *mut $t, value: $t, pe: ::core::ffi::c_int) -> $exret {
             let call = concat!(stringify!($p), "_", stringify!($n), "_atomic_swap", stringify!($ex));
-            $exwrap(call, || {
+            $exwrap(call, || { $( $crate::imp::check_ctx($ctx, call)?; )?
                 let v = $crate::imp::amo(call, dest.cast_const(), $crate::imp::Amo::Swap(value), pe)?;
                 // SAFETY: the caller's contract on `fetch`.
                 unsafe { $crate::error::write_out(fetch, v) };
                 Ok(())
             })
         }
-    )* } };
+    } };
 }
 
 /// `atomic_compare_swap`, `atomic_fetch_inc`, `atomic_inc`, `atomic_fetch_add`, `atomic_add` (standard AMO
 /// types), with the out-parameter variants of the fetching ones.
 #[macro_export]
 macro_rules! amo_std {
-    ($p:ident, $ret:ty, $wrap:path, $ex:ident, $exret:ty, $exwrap:path ; $( ($n:ident, $t:ty, $c:literal) ),* $(,)?) => { $crate::paste::paste! { $(
+    ($p:ident $ctxspec:tt, $ret:ty, $wrap:path, $ex:ident, $exret:ty, $exwrap:path ; $( ($n:ident, $t:ty, $c:literal) ),* $(,)?) => { $( $crate::amo_std!(@one $p $ctxspec, $ret, $wrap, $ex, $exret, $exwrap ; ($n, $t, $c)); )* };
+    (@one $p:ident [$($ctx:ident : $cty:ty)?], $ret:ty, $wrap:path, $ex:ident, $exret:ty, $exwrap:path ; ($n:ident, $t:ty, $c:literal)) => { $crate::paste::paste! {
         #[doc = concat!("Atomically replace the `", $c, "` at `dest` on `pe` by `value` if it equals `cond`; the previous value (0 on error).")]
         #[doc = ""]
         #[doc = "# Safety"]
         #[doc = "`dest` must be a symmetric address (checked)."]
         #[no_mangle]
-        pub unsafe extern "C" fn [<$p _ $n _atomic_compare_swap>](dest: *mut $t, cond: $t, value: $t, pe: ::core::ffi::c_int) -> $t {
+        pub unsafe extern "C" fn [<$p _ $n _atomic_compare_swap>]($($ctx: $cty, )?dest: *mut $t, cond: $t, value: $t, pe: ::core::ffi::c_int) -> $t {
             let call = concat!(stringify!($p), "_", stringify!($n), "_atomic_compare_swap");
-            $crate::error::value(call, <$t>::default(), || $crate::imp::amo(call, dest.cast_const(), $crate::imp::Amo::CompareSwap { cond, value }, pe))
+            $crate::error::value(call, <$t>::default(), || { $( $crate::imp::check_ctx($ctx, call)?; )? $crate::imp::amo(call, dest.cast_const(), $crate::imp::Amo::CompareSwap { cond, value }, pe) })
         }
 
         #[doc = concat!("Atomic compare-and-swap of the `", $c, "` at `dest` on `pe`, the previous value into `*fetch`.")]
@@ -424,9 +429,9 @@ macro_rules! amo_std {
         #[doc = "`fetch` must be writable (or NULL); `dest` must be symmetric."]
         #[no_mangle]
         #[allow(clippy::unused_unit)]
-        pub unsafe extern "C" fn [<$p _ $n _atomic_compare_swap $ex>](fetch: *mut $t, dest: *mut $t, cond: $t, value: $t, pe: ::core::ffi::c_int) -> $exret {
+        pub unsafe extern "C" fn [<$p _ $n _atomic_compare_swap $ex>]($($ctx: $cty, )?fetch: *mut $t, dest: *mut $t, cond: $t, value: $t, pe: ::core::ffi::c_int) -> $exret {
             let call = concat!(stringify!($p), "_", stringify!($n), "_atomic_compare_swap", stringify!($ex));
-            $exwrap(call, || {
+            $exwrap(call, || { $( $crate::imp::check_ctx($ctx, call)?; )?
                 let v = $crate::imp::amo(call, dest.cast_const(), $crate::imp::Amo::CompareSwap { cond, value }, pe)?;
                 // SAFETY: the caller's contract on `fetch`.
                 unsafe { $crate::error::write_out(fetch, v) };
@@ -439,9 +444,9 @@ macro_rules! amo_std {
         #[doc = "# Safety"]
         #[doc = "`dest` must be a symmetric address (checked)."]
         #[no_mangle]
-        pub unsafe extern "C" fn [<$p _ $n _atomic_fetch_inc>](dest: *mut $t, pe: ::core::ffi::c_int) -> $t {
+        pub unsafe extern "C" fn [<$p _ $n _atomic_fetch_inc>]($($ctx: $cty, )?dest: *mut $t, pe: ::core::ffi::c_int) -> $t {
             let call = concat!(stringify!($p), "_", stringify!($n), "_atomic_fetch_inc");
-            $crate::error::value(call, <$t>::default(), || $crate::imp::amo_int(call, dest.cast_const(), $crate::imp::AmoInt::Inc, pe))
+            $crate::error::value(call, <$t>::default(), || { $( $crate::imp::check_ctx($ctx, call)?; )? $crate::imp::amo_int(call, dest.cast_const(), $crate::imp::AmoInt::Inc, pe) })
         }
 
         #[doc = concat!("Atomic increment of the `", $c, "` at `dest` on `pe`, the previous value into `*fetch`.")]
@@ -450,9 +455,9 @@ macro_rules! amo_std {
         #[doc = "`fetch` must be writable (or NULL); `dest` must be symmetric."]
         #[no_mangle]
         #[allow(clippy::unused_unit)]
-        pub unsafe extern "C" fn [<$p _ $n _atomic_fetch_inc $ex>](fetch: *mut $t, dest: *mut $t, pe: ::core::ffi::c_int) -> $exret {
+        pub unsafe extern "C" fn [<$p _ $n _atomic_fetch_inc $ex>]($($ctx: $cty, )?fetch: *mut $t, dest: *mut $t, pe: ::core::ffi::c_int) -> $exret {
             let call = concat!(stringify!($p), "_", stringify!($n), "_atomic_fetch_inc", stringify!($ex));
-            $exwrap(call, || {
+            $exwrap(call, || { $( $crate::imp::check_ctx($ctx, call)?; )?
                 let v = $crate::imp::amo_int(call, dest.cast_const(), $crate::imp::AmoInt::Inc, pe)?;
                 // SAFETY: the caller's contract on `fetch`.
                 unsafe { $crate::error::write_out(fetch, v) };
@@ -466,9 +471,9 @@ macro_rules! amo_std {
         #[doc = "`dest` must be a symmetric address (checked)."]
         #[no_mangle]
         #[allow(clippy::unused_unit)]
-        pub unsafe extern "C" fn [<$p _ $n _atomic_inc>](dest: *mut $t, pe: ::core::ffi::c_int) -> $ret {
+        pub unsafe extern "C" fn [<$p _ $n _atomic_inc>]($($ctx: $cty, )?dest: *mut $t, pe: ::core::ffi::c_int) -> $ret {
             let call = concat!(stringify!($p), "_", stringify!($n), "_atomic_inc");
-            $wrap(call, || $crate::imp::amo_int(call, dest.cast_const(), $crate::imp::AmoInt::Inc, pe).map(|_| ()))
+            $wrap(call, || { $( $crate::imp::check_ctx($ctx, call)?; )? $crate::imp::amo_int(call, dest.cast_const(), $crate::imp::AmoInt::Inc, pe).map(|_| ()) })
         }
 
         #[doc = concat!("Atomically add `value` to the `", $c, "` at `dest` on `pe`; the previous value (0 on error).")]
@@ -476,9 +481,9 @@ macro_rules! amo_std {
         #[doc = "# Safety"]
         #[doc = "`dest` must be a symmetric address (checked)."]
         #[no_mangle]
-        pub unsafe extern "C" fn [<$p _ $n _atomic_fetch_add>](dest: *mut $t, value: $t, pe: ::core::ffi::c_int) -> $t {
+        pub unsafe extern "C" fn [<$p _ $n _atomic_fetch_add>]($($ctx: $cty, )?dest: *mut $t, value: $t, pe: ::core::ffi::c_int) -> $t {
             let call = concat!(stringify!($p), "_", stringify!($n), "_atomic_fetch_add");
-            $crate::error::value(call, <$t>::default(), || $crate::imp::amo_int(call, dest.cast_const(), $crate::imp::AmoInt::Add(value), pe))
+            $crate::error::value(call, <$t>::default(), || { $( $crate::imp::check_ctx($ctx, call)?; )? $crate::imp::amo_int(call, dest.cast_const(), $crate::imp::AmoInt::Add(value), pe) })
         }
 
         #[doc = concat!("Atomic add to the `", $c, "` at `dest` on `pe`, the previous value into `*fetch`.")]
@@ -487,9 +492,9 @@ macro_rules! amo_std {
         #[doc = "`fetch` must be writable (or NULL); `dest` must be symmetric."]
         #[no_mangle]
         #[allow(clippy::unused_unit)]
-        pub unsafe extern "C" fn [<$p _ $n _atomic_fetch_add $ex>](fetch: *mut $t, dest: *mut $t, value: $t, pe: ::core::ffi::c_int) -> $exret {
+        pub unsafe extern "C" fn [<$p _ $n _atomic_fetch_add $ex>]($($ctx: $cty, )?fetch: *mut $t, dest: *mut $t, value: $t, pe: ::core::ffi::c_int) -> $exret {
             let call = concat!(stringify!($p), "_", stringify!($n), "_atomic_fetch_add", stringify!($ex));
-            $exwrap(call, || {
+            $exwrap(call, || { $( $crate::imp::check_ctx($ctx, call)?; )?
                 let v = $crate::imp::amo_int(call, dest.cast_const(), $crate::imp::AmoInt::Add(value), pe)?;
                 // SAFETY: the caller's contract on `fetch`.
                 unsafe { $crate::error::write_out(fetch, v) };
@@ -503,25 +508,26 @@ macro_rules! amo_std {
         #[doc = "`dest` must be a symmetric address (checked)."]
         #[no_mangle]
         #[allow(clippy::unused_unit)]
-        pub unsafe extern "C" fn [<$p _ $n _atomic_add>](dest: *mut $t, value: $t, pe: ::core::ffi::c_int) -> $ret {
+        pub unsafe extern "C" fn [<$p _ $n _atomic_add>]($($ctx: $cty, )?dest: *mut $t, value: $t, pe: ::core::ffi::c_int) -> $ret {
             let call = concat!(stringify!($p), "_", stringify!($n), "_atomic_add");
-            $wrap(call, || $crate::imp::amo_int(call, dest.cast_const(), $crate::imp::AmoInt::Add(value), pe).map(|_| ()))
+            $wrap(call, || { $( $crate::imp::check_ctx($ctx, call)?; )? $crate::imp::amo_int(call, dest.cast_const(), $crate::imp::AmoInt::Add(value), pe).map(|_| ()) })
         }
-    )* } };
+    } };
 }
 
 /// One bitwise AMO (`and`, `or`, `xor`) for each type: `atomic_fetch_OP`, its out-parameter variant, `atomic_OP`.
 #[macro_export]
 macro_rules! amo_bitwise {
-    ($p:ident, $ret:ty, $wrap:path, $ex:ident, $exret:ty, $exwrap:path, $op:ident, $variant:ident ; $( ($n:ident, $t:ty, $c:literal) ),* $(,)?) => { $crate::paste::paste! { $(
+    ($p:ident $ctxspec:tt, $ret:ty, $wrap:path, $ex:ident, $exret:ty, $exwrap:path, $op:ident, $variant:ident ; $( ($n:ident, $t:ty, $c:literal) ),* $(,)?) => { $( $crate::amo_bitwise!(@one $p $ctxspec, $ret, $wrap, $ex, $exret, $exwrap, $op, $variant ; ($n, $t, $c)); )* };
+    (@one $p:ident [$($ctx:ident : $cty:ty)?], $ret:ty, $wrap:path, $ex:ident, $exret:ty, $exwrap:path, $op:ident, $variant:ident ; ($n:ident, $t:ty, $c:literal)) => { $crate::paste::paste! {
         #[doc = concat!("Atomically `", stringify!($op), "` `value` into the `", $c, "` at `dest` on `pe`; the previous value (0 on error).")]
         #[doc = ""]
         #[doc = "# Safety"]
         #[doc = "`dest` must be a symmetric address (checked)."]
         #[no_mangle]
-        pub unsafe extern "C" fn [<$p _ $n _atomic_fetch_ $op>](dest: *mut $t, value: $t, pe: ::core::ffi::c_int) -> $t {
+        pub unsafe extern "C" fn [<$p _ $n _atomic_fetch_ $op>]($($ctx: $cty, )?dest: *mut $t, value: $t, pe: ::core::ffi::c_int) -> $t {
             let call = concat!(stringify!($p), "_", stringify!($n), "_atomic_fetch_", stringify!($op));
-            $crate::error::value(call, <$t>::default(), || $crate::imp::amo_int(call, dest.cast_const(), $crate::imp::AmoInt::$variant(value), pe))
+            $crate::error::value(call, <$t>::default(), || { $( $crate::imp::check_ctx($ctx, call)?; )? $crate::imp::amo_int(call, dest.cast_const(), $crate::imp::AmoInt::$variant(value), pe) })
         }
 
         #[doc = concat!("Atomic `", stringify!($op), "` into the `", $c, "` at `dest` on `pe`, the previous value into `*fetch`.")]
@@ -530,9 +536,9 @@ macro_rules! amo_bitwise {
         #[doc = "`fetch` must be writable (or NULL); `dest` must be symmetric."]
         #[no_mangle]
         #[allow(clippy::unused_unit)]
-        pub unsafe extern "C" fn [<$p _ $n _atomic_fetch_ $op $ex>](fetch: *mut $t, dest: *mut $t, value: $t, pe: ::core::ffi::c_int) -> $exret {
+        pub unsafe extern "C" fn [<$p _ $n _atomic_fetch_ $op $ex>]($($ctx: $cty, )?fetch: *mut $t, dest: *mut $t, value: $t, pe: ::core::ffi::c_int) -> $exret {
             let call = concat!(stringify!($p), "_", stringify!($n), "_atomic_fetch_", stringify!($op), stringify!($ex));
-            $exwrap(call, || {
+            $exwrap(call, || { $( $crate::imp::check_ctx($ctx, call)?; )?
                 let v = $crate::imp::amo_int(call, dest.cast_const(), $crate::imp::AmoInt::$variant(value), pe)?;
                 // SAFETY: the caller's contract on `fetch`.
                 unsafe { $crate::error::write_out(fetch, v) };
@@ -546,11 +552,11 @@ macro_rules! amo_bitwise {
         #[doc = "`dest` must be a symmetric address (checked)."]
         #[no_mangle]
         #[allow(clippy::unused_unit)]
-        pub unsafe extern "C" fn [<$p _ $n _atomic_ $op>](dest: *mut $t, value: $t, pe: ::core::ffi::c_int) -> $ret {
+        pub unsafe extern "C" fn [<$p _ $n _atomic_ $op>]($($ctx: $cty, )?dest: *mut $t, value: $t, pe: ::core::ffi::c_int) -> $ret {
             let call = concat!(stringify!($p), "_", stringify!($n), "_atomic_", stringify!($op));
-            $wrap(call, || $crate::imp::amo_int(call, dest.cast_const(), $crate::imp::AmoInt::$variant(value), pe).map(|_| ()))
+            $wrap(call, || { $( $crate::imp::check_ctx($ctx, call)?; )? $crate::imp::amo_int(call, dest.cast_const(), $crate::imp::AmoInt::$variant(value), pe).map(|_| ()) })
         }
-    )* } };
+    } };
 }
 
 /// Point-to-point synchronisation for each type: `wait_until`, `wait_until_{all,any,some}[_vector]`, `test`,

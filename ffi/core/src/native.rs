@@ -665,20 +665,20 @@ fn invalid(
 // ---------------------------------------------------------------------------------------------------------------
 // Typed and sized families (macro-generated; their C declarations are generated from the same type lists)
 
-crate::for_rma_types!(crate::rma_typed; xpushmem, c_int, crate::error::code);
-crate::for_longdouble!(crate::rma_typed; xpushmem, c_int, crate::error::code);
-crate::for_rma_types!(crate::rma_pg; xpushmem, c_int, crate::error::code);
+crate::for_rma_types!(crate::rma_typed; xpushmem [], c_int, crate::error::code);
+crate::for_longdouble!(crate::rma_typed; xpushmem [], c_int, crate::error::code);
+crate::for_rma_types!(crate::rma_pg; xpushmem [], c_int, crate::error::code);
 crate::for_rma_types!(crate::rma_g_ex; xpushmem);
 crate::for_longdouble!(crate::rma_g_ex; xpushmem);
-crate::for_sizes!(crate::rma_sized; xpushmem, c_int, crate::error::code);
-crate::rma_mem!(xpushmem, c_int, crate::error::code);
+crate::for_sizes!(crate::rma_sized; xpushmem [], c_int, crate::error::code);
+crate::rma_mem!(xpushmem [], c_int, crate::error::code);
 
-crate::for_amo_std_types!(crate::amo_ext; xpushmem, c_int, crate::error::code, _ex, c_int, crate::error::code);
-crate::for_amo_float_types!(crate::amo_ext; xpushmem, c_int, crate::error::code, _ex, c_int, crate::error::code);
-crate::for_amo_std_types!(crate::amo_std; xpushmem, c_int, crate::error::code, _ex, c_int, crate::error::code);
-crate::for_amo_bitwise_types!(crate::amo_bitwise; xpushmem, c_int, crate::error::code, _ex, c_int, crate::error::code, and, And);
-crate::for_amo_bitwise_types!(crate::amo_bitwise; xpushmem, c_int, crate::error::code, _ex, c_int, crate::error::code, or, Or);
-crate::for_amo_bitwise_types!(crate::amo_bitwise; xpushmem, c_int, crate::error::code, _ex, c_int, crate::error::code, xor, Xor);
+crate::for_amo_std_types!(crate::amo_ext; xpushmem [], c_int, crate::error::code, _ex, c_int, crate::error::code);
+crate::for_amo_float_types!(crate::amo_ext; xpushmem [], c_int, crate::error::code, _ex, c_int, crate::error::code);
+crate::for_amo_std_types!(crate::amo_std; xpushmem [], c_int, crate::error::code, _ex, c_int, crate::error::code);
+crate::for_amo_bitwise_types!(crate::amo_bitwise; xpushmem [], c_int, crate::error::code, _ex, c_int, crate::error::code, and, And);
+crate::for_amo_bitwise_types!(crate::amo_bitwise; xpushmem [], c_int, crate::error::code, _ex, c_int, crate::error::code, or, Or);
+crate::for_amo_bitwise_types!(crate::amo_bitwise; xpushmem [], c_int, crate::error::code, _ex, c_int, crate::error::code, xor, Xor);
 
 crate::for_amo_std_types!(crate::sync_typed; xpushmem, c_int, crate::error::code);
 crate::for_amo_std_types!(crate::sync_ex; xpushmem);
