@@ -38,7 +38,7 @@ fn generate_native() -> String {
         style: cbindgen::Style::Type,
         ..Default::default()
     };
-    cfg.export.exclude = vec!["LongDouble".into()];
+    cfg.export.exclude = vec!["LongDouble".into(), "CTX_DEFAULT".into()];
     let mut out = Vec::new();
     cbindgen::Builder::new()
         .with_config(cfg)
