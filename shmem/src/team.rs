@@ -767,45 +767,65 @@ impl Shmem {
             }),
             (Ok(()), Ok(())) => Ok(()),
         };
-        let mut out = Vec::new();
-        if result.is_ok() {
+        // Take the slots (a local failure here is reported after the closing barrier, never instead of it).
+        let made = result.and_then(|()| {
+            let mut out = Vec::new();
             for (k, t) in how.teams_of(pn, pidx).into_iter().enumerate() {
                 let Some((s, st, sz)) = t else {
                     out.push(None);
                     continue;
                 };
-                let members = parent.inner.members.sub(s, st, sz);
-                let me = self.my_pe();
-                let idx = members.index_of(me).ok_or_else(|| {
-                    Error::State(format!("{op}: internal error, PE {me} not in its team"))
-                })?;
-                let slot = slots[k];
-                {
-                    let mut used = lock(&parent.inst.used);
-                    let w = used
-                        .get_mut(slot / 64)
-                        .ok_or_else(|| Error::State(format!("{op}: slot {slot} out of range")))?;
-                    if *w >> (slot % 64) & 1 == 1 {
-                        return Err(Error::State(format!(
-                            "{op}: team slot {slot} was taken concurrently by another thread of this PE; create teams \
-                             from one thread at a time"
-                        )));
-                    }
-                    *w |= 1 << (slot % 64);
-                }
-                let off = pool.off + POOL_HEADER + slot * SLOT_BYTES;
-                self.local_map().fill(off, SLOT_BYTES, 0)?;
-                let inner = TeamInner::new(members, idx, slot, Kind::Split, cfgs[k.min(1)]);
-                out.push(Some(Team {
-                    inst: parent.inst.clone(),
-                    inner: Arc::new(inner),
-                }));
+                out.push(Some(self.take_slot(
+                    parent,
+                    &pool,
+                    slots[k],
+                    parent.inner.members.sub(s, st, sz),
+                    cfgs[k.min(1)],
+                    op,
+                )?));
             }
-        }
+            Ok(out)
+        });
         // Nobody signals into a new slot before its owner zeroed it; nobody rewrites the exchange words before
         // everyone has read them.
         ctx.barrier(BarrierAlgo::Auto)?;
-        result.map(|()| out)
+        made
+    }
+
+    /// Mark `slot` used on this PE, zero it, and make this PE's handle of the new team.
+    fn take_slot(
+        &self,
+        parent: &Team,
+        pool: &Pool,
+        slot: usize,
+        members: Members,
+        cfg: TeamConfig,
+        op: &str,
+    ) -> Result<Team> {
+        let me = self.my_pe();
+        let idx = members.index_of(me).ok_or_else(|| {
+            Error::State(format!("{op}: internal error, PE {me} not in its team"))
+        })?;
+        {
+            let mut used = lock(&parent.inst.used);
+            let w = used
+                .get_mut(slot / 64)
+                .ok_or_else(|| Error::State(format!("{op}: slot {slot} out of range")))?;
+            if *w >> (slot % 64) & 1 == 1 {
+                return Err(Error::State(format!(
+                    "{op}: team slot {slot} was taken concurrently by another thread of this PE; create teams from \
+                     one thread at a time"
+                )));
+            }
+            *w |= 1 << (slot % 64);
+        }
+        let off = pool.off + POOL_HEADER + slot * SLOT_BYTES;
+        self.local_map().fill(off, SLOT_BYTES, 0)?;
+        let inner = TeamInner::new(members, idx, slot, Kind::Split, cfg);
+        Ok(Team {
+            inst: parent.inst.clone(),
+            inner: Arc::new(inner),
+        })
     }
 
     /// Destroy a team made by a split (collective over the team: it ends with a barrier over the team, after which

@@ -10,7 +10,7 @@ use crate::team::{layout, Team};
 use crate::types::{SymSlice, Symmetric};
 
 fn resolve(a: AlltoallAlgo, n: usize, _bytes: usize) -> Result<AlltoallAlgo> {
-    Ok(match a.from_env()? {
+    Ok(match a.with_env()? {
         AlltoallAlgo::Auto if n > 16 => AlltoallAlgo::Pairwise,
         AlltoallAlgo::Auto => AlltoallAlgo::Direct,
         x => x,

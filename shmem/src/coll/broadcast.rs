@@ -7,7 +7,7 @@ use crate::team::{layout, Team};
 use crate::types::{SymSlice, Symmetric};
 
 fn resolve(a: BroadcastAlgo, n: usize, bytes: usize) -> Result<BroadcastAlgo> {
-    Ok(match a.from_env()? {
+    Ok(match a.with_env()? {
         BroadcastAlgo::Auto if n <= 2 => BroadcastAlgo::Linear,
         BroadcastAlgo::Auto if bytes >= 256 << 10 => BroadcastAlgo::Pipelined,
         BroadcastAlgo::Auto if n <= 4 => BroadcastAlgo::Linear,

@@ -9,7 +9,7 @@ use crate::team::{layout, Team};
 use crate::types::{SymSlice, Symmetric};
 
 fn resolve(a: CollectAlgo, n: usize, bytes: usize) -> Result<CollectAlgo> {
-    Ok(match a.from_env()? {
+    Ok(match a.with_env()? {
         CollectAlgo::Auto if n > 8 && bytes >= 64 << 10 => CollectAlgo::Ring,
         CollectAlgo::Auto => CollectAlgo::Direct,
         x => x,
@@ -139,7 +139,7 @@ impl Shmem {
         let algo = resolve(algo, n, 0);
         let local = (|| {
             need_len(src, nelems, "source", OP)?;
-            if dest.len() > 0 && nelems > 0 {
+            if !dest.is_empty() && nelems > 0 {
                 disjoint(dest, src.slice(..nelems)?)?;
             }
             algo.clone().map(|_| ())

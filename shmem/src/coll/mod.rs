@@ -82,7 +82,7 @@ macro_rules! algo_enum {
             }
 
             /// `Auto` resolved through the environment variable (still `Auto` when unset).
-            fn from_env(self) -> Result<$name> {
+            fn with_env(self) -> Result<$name> {
                 if self != $name::Auto {
                     return Ok(self);
                 }
@@ -494,7 +494,7 @@ impl<'a> Ctx<'a> {
 
 /// Resolve the barrier algorithm for a team of `n` PEs.
 pub(crate) fn resolve_barrier(a: BarrierAlgo, n: usize) -> Result<BarrierAlgo> {
-    Ok(match a.from_env()? {
+    Ok(match a.with_env()? {
         BarrierAlgo::Auto if n <= 32 => BarrierAlgo::Dissemination,
         BarrierAlgo::Auto => BarrierAlgo::Tree,
         x => x,

@@ -199,7 +199,7 @@ pub(crate) fn same_or_disjoint<T: Symmetric>(dest: SymSlice<T>, src: SymSlice<T>
 }
 
 fn resolve(a: ReduceAlgo, n: usize, bytes: usize) -> Result<ReduceAlgo> {
-    Ok(match a.from_env()? {
+    Ok(match a.with_env()? {
         ReduceAlgo::Auto if n <= 2 || bytes <= 4096 && n <= 4 => ReduceAlgo::Linear,
         ReduceAlgo::Auto if bytes < 256 << 10 => ReduceAlgo::RecursiveDoubling,
         ReduceAlgo::Auto => ReduceAlgo::Ring,
@@ -324,7 +324,7 @@ impl Shmem {
         const OP: &str = "reduce_scatter";
         let mut ctx = team.ctx(self, OP)?;
         let (n, me) = (ctx.n(), ctx.idx());
-        let algo = algo.from_env().map(|a| match a {
+        let algo = algo.with_env().map(|a| match a {
             ReduceScatterAlgo::Auto => ReduceScatterAlgo::Linear,
             x => x,
         });

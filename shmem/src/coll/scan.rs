@@ -10,7 +10,7 @@ use crate::team::{layout, Team};
 use crate::types::SymSlice;
 
 fn resolve(a: ScanAlgo, n: usize) -> Result<ScanAlgo> {
-    Ok(match a.from_env()? {
+    Ok(match a.with_env()? {
         ScanAlgo::Auto if n <= 16 => ScanAlgo::Linear,
         ScanAlgo::Auto => ScanAlgo::Chain,
         x => x,
