@@ -21,7 +21,7 @@
 
 use crate::plan::digest;
 use std::sync::atomic::{AtomicU64, Ordering};
-use xpushmem::{Cmp, Error, Result, Shmem, SignalOp, SymSlice};
+use xpushmem::{Cmp, Error, Result, Shmem, SignalOp, SymSlice, Team};
 
 const ROUNDS: usize = 64;
 const SLOT: usize = 8;
@@ -73,9 +73,15 @@ impl Group {
     /// same on every PE: a bad list anywhere (empty, a PE out of range or listed twice, members disagreeing)
     /// fails the call everywhere.
     pub fn new(sh: &Shmem, pes: &[usize]) -> Result<Group> {
+        let err = check_pes(pes, sh.n_pes());
+        Group::create(sh, pes, err)
+    }
+
+    /// The collective creation: `local_err` is this PE's verdict on its own arguments; an empty `pes` without
+    /// error takes part without joining a group.
+    fn create(sh: &Shmem, pes: &[usize], local_err: Option<Error>) -> Result<Group> {
         let n = sh.n_pes();
         let me = sh.my_pe();
-        let local_err = check_pes(pes, n);
         let scratch = sh.calloc::<u64>(SCRATCH_WORDS)?;
         let id = digest(&pes.iter().map(|&p| p as u64).collect::<Vec<_>>()) ^ pes.len() as u64;
         // Phase 1: publish the list's digest; members compare theirs with every other member's.
@@ -119,7 +125,7 @@ impl Group {
                 name: "pes",
                 value: format!("PE {p}"),
                 reason: format!(
-                    "Group::new is collective over the world and PE {p} passed an invalid or inconsistent PE list (see its error)"
+                    "group creation is collective over the world and PE {p} passed an invalid or inconsistent PE list (see its error)"
                 ),
             }));
         }
@@ -138,22 +144,33 @@ impl Group {
     pub fn split_contiguous(sh: &Shmem, size: usize) -> Result<Group> {
         let n = sh.n_pes();
         if size == 0 || n % size != 0 {
-            // Take part in the collective creation anyway, with an invalid list, so that every PE fails.
-            return Group::new(sh, &[]).and(Err(Error::InvalidArgument {
+            // Take part in the collective creation anyway, so that every PE fails with the same verdict.
+            let err = Error::InvalidArgument {
                 name: "size",
                 value: size.to_string(),
                 reason: format!("must be positive and divide the number of PEs ({n})"),
-            }));
+            };
+            return Group::create(sh, &[], Some(err));
         }
         let start = sh.my_pe() / size * size;
         let pes: Vec<usize> = (start..start + size).collect();
         Group::new(sh, &pes)
     }
 
-    /// The group of a team: its PEs in team rank order. Collective over the world, like [`Group::new`].
-    pub fn from_team_pes(sh: &Shmem, team_pes: impl IntoIterator<Item = usize>) -> Result<Group> {
-        let pes: Vec<usize> = team_pes.into_iter().collect();
-        Group::new(sh, &pes)
+    /// The group of a team: its PEs in team rank order, so group ranks are team ranks. Collective over the
+    /// world like [`Group::new`]: every PE calls it, passing `None` when it is not a member of the team it
+    /// creates a group for (what `team_split_strided` returned), and gets a handle it cannot run ops on.
+    pub fn from_team(sh: &Shmem, team: Option<&Team>) -> Result<Group> {
+        match team {
+            Some(t) => {
+                let pes: Result<Vec<usize>> = (0..t.n_pes()).map(|i| t.global_pe(i)).collect();
+                match pes {
+                    Ok(pes) => Group::new(sh, &pes),
+                    Err(e) => Group::create(sh, &[], Some(e)),
+                }
+            }
+            None => Group::create(sh, &[], None),
+        }
     }
 
     /// Release the group's synchronisation space. Collective over the world (every PE frees the groups it
@@ -231,7 +248,6 @@ impl Group {
             dist <<= 1;
             round += 1;
         }
-        let _ = op;
         Ok(Verdict {
             failed: (v[0] != 0).then_some(v[1] as usize),
             min: (v[2], v[3] as usize),
@@ -265,9 +281,7 @@ impl Group {
             });
         }
         if v.min.0 != v.max.0 {
-            let me = self.my_rank.unwrap_or(0);
             let other = if dig == v.min.0 { v.max.1 } else { v.min.1 };
-            let _ = me;
             return Err(Error::Mismatch {
                 call: op,
                 pe: self.pes[other],

@@ -1,0 +1,457 @@
+//! The all-to-all ops of xpushmem-ops against references every PE computes on its own: `all_to_all_vdev`,
+//! `all_to_all_vdev_2d` (every `major_align` rule, empty experts, heavy skew, 1..64 experts per rank),
+//! `all_to_all_vdev_2d_offset` (as the combine after a dispatch, and with gapped, shuffled input offsets) and
+//! `nvshmem_all_to_all`, on the world and on concurrent subgroups (contiguous, strided, permuted).
+//!
+//! Every case is drawn from the seed (`XPUSHMEM_OPS_SEED`, printed on failure); every PE regenerates every other
+//! rank's splits and data from it, so the reference needs no communication. Outputs are pre-filled with a
+//! sentinel, so rows the op must not write (padding, tails) are checked too.
+
+mod ops_common;
+
+use ops_common::*;
+use xpushmem::{Result, Shmem, SymSlice};
+use xpushmem_ops::{
+    all_to_all_vdev, all_to_all_vdev_2d, all_to_all_vdev_2d_offset, nvshmem_all_to_all, DType,
+    Group,
+};
+use xpushmem_tests::pe_test;
+
+const R_MAX: usize = 192;
+const COLS_MAX: usize = 3;
+const NE_MAX: usize = 64;
+const ALIGN_MAX: usize = 16;
+
+/// Symmetric buffers reused by every case (views of different shapes are laid over them).
+struct Bufs {
+    input: SymSlice<u8>,
+    out: SymSlice<u8>,
+    splits: SymSlice<u8>,
+    oso: SymSlice<u8>,
+    cout: SymSlice<u8>,
+    coso: SymSlice<u8>,
+}
+
+impl Bufs {
+    /// Collective over the world; sized for groups of up to `w` ranks.
+    fn new(sh: &Shmem, w: usize) -> Result<Bufs> {
+        let rowb = COLS_MAX * 8;
+        let out_rows = w * R_MAX + NE_MAX * ALIGN_MAX;
+        Ok(Bufs {
+            input: sh.malloc::<u8>(R_MAX * rowb)?,
+            out: sh.malloc::<u8>(out_rows * rowb)?,
+            splits: sh.malloc::<u8>(2 * w * NE_MAX * 8)?,
+            oso: sh.malloc::<u8>(2 * w * NE_MAX * 8)?,
+            cout: sh.malloc::<u8>(out_rows * rowb)?,
+            coso: sh.malloc::<u8>(2 * w * NE_MAX * 8)?,
+        })
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Mode {
+    Uniform,
+    Zeros,
+    Sparse,
+    Skew,
+    EmptyExperts,
+    ToRankZero,
+}
+
+#[derive(Debug, Clone)]
+struct Case {
+    seed: u64,
+    index: usize,
+    salt: u64,
+    w: usize,
+    ne: usize,
+    align: i64,
+    dtype: DType,
+    /// 0: 1-D data (one element per row); otherwise `[rows, cols]`.
+    cols: usize,
+    rows: usize,
+    mode: Mode,
+}
+
+impl Case {
+    fn new(seed: u64, tag: u64, index: usize, w: usize) -> Case {
+        let mut r = Rng::new(&[seed, tag, index as u64]);
+        let ne = match r.below(4) {
+            0 => 1,
+            1 => r.range(2, 8) as usize,
+            2 => r.range(9, 24) as usize,
+            _ => r.range(25, NE_MAX as u64) as usize,
+        };
+        Case {
+            seed,
+            index,
+            salt: r.next(),
+            w,
+            ne,
+            align: r.pick(&[1, 2, 16]),
+            dtype: r.pick(&DTYPES),
+            cols: r.below(COLS_MAX as u64 + 1) as usize,
+            rows: r.range(0, R_MAX as u64) as usize,
+            mode: r.pick(&[
+                Mode::Uniform,
+                Mode::Uniform,
+                Mode::Zeros,
+                Mode::Sparse,
+                Mode::Skew,
+                Mode::EmptyExperts,
+                Mode::ToRankZero,
+            ]),
+        }
+    }
+    fn row_bytes(&self) -> usize {
+        self.cols.max(1) * self.dtype.size()
+    }
+    fn shape(&self, rows: usize) -> Vec<usize> {
+        if self.cols == 0 {
+            vec![rows]
+        } else {
+            vec![rows, self.cols]
+        }
+    }
+    fn ctx(&self, me: usize) -> String {
+        format!(
+            "seed={} case={} W={} rank={me} ne={} align={} dtype={} cols={} rows={} mode={:?} (rerun with XPUSHMEM_OPS_SEED={})",
+            self.seed, self.index, self.w, self.ne, self.align, self.dtype, self.cols, self.rows, self.mode, self.seed
+        )
+    }
+
+    /// Rank `rank`'s split vector of `w * ne` entries (`ne = 1` for the 1-D op), summing to at most `rows`.
+    /// `expert_of(t)` names the expert of entry `t`; `rank_of(t)` its destination rank.
+    fn splits(&self, rank: usize, ne: usize, rank_major: bool) -> Vec<i64> {
+        let n = self.w * ne;
+        let mut r = Rng::new(&[self.salt, rank as u64, ne as u64, 1]);
+        let total = if self.mode == Mode::Zeros {
+            0
+        } else {
+            r.range(0, self.rows as u64) as usize
+        };
+        let expert_of = |t: usize| if rank_major { t % ne } else { t / self.w };
+        let rank_of = |t: usize| if rank_major { t / ne } else { t % self.w };
+        let allowed: Vec<usize> = match self.mode {
+            Mode::EmptyExperts => (0..n)
+                .filter(|&t| !Rng::new(&[self.salt, 7, expert_of(t) as u64]).chance(0.5))
+                .collect(),
+            Mode::ToRankZero => (0..n).filter(|&t| rank_of(t) == 0).collect(),
+            Mode::Sparse => {
+                let k = r.range(1, 3);
+                (0..k).map(|_| r.below(n as u64) as usize).collect()
+            }
+            _ => (0..n).collect(),
+        };
+        let mut s = vec![0i64; n];
+        if allowed.is_empty() || n == 0 {
+            return s;
+        }
+        let hot = r.pick(&allowed);
+        for _ in 0..total {
+            let t = if self.mode == Mode::Skew && r.chance(0.9) {
+                hot
+            } else {
+                r.pick(&allowed)
+            };
+            s[t] += 1;
+        }
+        s
+    }
+
+    fn sentinel(&self) -> u8 {
+        0xA5 ^ self.index as u8
+    }
+}
+
+fn fill(sh: &Shmem, buf: SymSlice<u8>, len: usize, byte: u8) -> Result<()> {
+    write(sh, buf, 0, &vec![byte; len])
+}
+
+/// `all_to_all_vdev` on one case.
+fn vdev_case(sh: &Shmem, g: &Group, b: &Bufs, c: &Case) -> Result<()> {
+    let (w, me) = (g.size(), g.my_rank().unwrap());
+    let rb = c.row_bytes();
+    write(sh, b.input, 0, &data_rows(c.salt, me, c.rows, rb))?;
+    let splits = c.splits(me, 1, true);
+    write(sh, b.splits, 0, &i64_bytes(&splits))?;
+    let out_rows = w * c.rows;
+    fill(sh, b.out, out_rows * rb, c.sentinel())?;
+    write(sh, b.oso, 0, &i64_bytes(&vec![-1; 2 * w]))?;
+    let input = view(b.input, c.dtype, &c.shape(c.rows));
+    let out = view(b.out, c.dtype, &c.shape(out_rows));
+    let in_splits = view(b.splits, DType::I64, &[w]);
+    let oso = view(b.oso, DType::I64, &[2, w]);
+    all_to_all_vdev(sh, g, &input, &out, &in_splits, &oso)?;
+
+    let all: Vec<Vec<i64>> = (0..w).map(|r| c.splits(r, 1, true)).collect();
+    let row0: Vec<i64> = (0..w).map(|s| all[s][me]).collect();
+    let row1 = excl(&row0);
+    let got = bytes_i64(&read(sh, b.oso, 0, 16 * w)?);
+    assert_eq!(got[..w], row0[..], "vdev row 0 (splits): {}", c.ctx(me));
+    assert_eq!(got[w..], row1[..], "vdev row 1 (offsets): {}", c.ctx(me));
+    let mut want = vec![c.sentinel(); out_rows * rb];
+    for s in 0..w {
+        let src = excl(&all[s])[me] as usize;
+        let data = data_rows(c.salt, s, c.rows, rb);
+        let (d, n) = (row1[s] as usize, row0[s] as usize);
+        want[d * rb..(d + n) * rb].copy_from_slice(&data[src * rb..(src + n) * rb]);
+    }
+    assert!(
+        read(sh, b.out, 0, out_rows * rb)? == want,
+        "vdev data: {}",
+        c.ctx(me)
+    );
+    assert_eq!(
+        bytes_i64(&read(sh, b.splits, 0, 8 * w)?),
+        splits,
+        "vdev in_splits unchanged: {}",
+        c.ctx(me)
+    );
+    Ok(())
+}
+
+/// `all_to_all_vdev_2d` (dispatch), then `all_to_all_vdev_2d_offset` back (combine), on one case.
+fn dispatch_combine_case(sh: &Shmem, g: &Group, b: &Bufs, c: &Case) -> Result<()> {
+    let (w, me, ne) = (g.size(), g.my_rank().unwrap(), c.ne);
+    let n = w * ne;
+    let rb = c.row_bytes();
+    let align = c.align as usize;
+    write(sh, b.input, 0, &data_rows(c.salt, me, c.rows, rb))?;
+    let splits = c.splits(me, ne, true);
+    write(sh, b.splits, 0, &i64_bytes(&splits))?;
+    let out_rows = w * c.rows + ne * align;
+    fill(sh, b.out, out_rows * rb, c.sentinel())?;
+    write(sh, b.oso, 0, &i64_bytes(&vec![-1; 2 * n]))?;
+    let input = view(b.input, c.dtype, &c.shape(c.rows));
+    let out = view(b.out, c.dtype, &c.shape(out_rows));
+    let in_splits = view(b.splits, DType::I64, &[n]);
+    let oso = view(b.oso, DType::I64, &[2, n]);
+    // align 1 sometimes goes as None: PyTorch's default.
+    let major_align = if c.align == 1 && c.index % 2 == 0 {
+        None
+    } else {
+        Some(c.align)
+    };
+    all_to_all_vdev_2d(sh, g, &input, &out, &in_splits, &oso, major_align)?;
+
+    // Reference: expert-major, each expert's block aligned, at least `align` rows.
+    let all: Vec<Vec<i64>> = (0..w).map(|r| c.splits(r, ne, true)).collect();
+    let mut row0 = vec![0i64; n];
+    let mut row1 = vec![0i64; n];
+    let mut want = vec![c.sentinel(); out_rows * rb];
+    let mut start = 0usize;
+    for e in 0..ne {
+        let mut at = start;
+        for s in 0..w {
+            let t = me * ne + e;
+            let cnt = all[s][t] as usize;
+            let src = all[s][..t].iter().sum::<i64>() as usize;
+            row0[e * w + s] = cnt as i64;
+            row1[e * w + s] = at as i64;
+            let data = data_rows(c.salt, s, c.rows, rb);
+            want[at * rb..(at + cnt) * rb].copy_from_slice(&data[src * rb..(src + cnt) * rb]);
+            at += cnt;
+        }
+        let total = at - start;
+        start += if total == 0 {
+            align
+        } else {
+            total.div_ceil(align) * align
+        };
+    }
+    let got = bytes_i64(&read(sh, b.oso, 0, 16 * n)?);
+    assert_eq!(got[..n], row0[..], "2d row 0: {}", c.ctx(me));
+    assert_eq!(
+        got[n..],
+        row1[..],
+        "2d row 1 (aligned offsets): {}",
+        c.ctx(me)
+    );
+    assert!(
+        read(sh, b.out, 0, out_rows * rb)? == want,
+        "2d data (padding untouched): {}",
+        c.ctx(me)
+    );
+    assert_eq!(
+        bytes_i64(&read(sh, b.splits, 0, 8 * n)?),
+        splits,
+        "2d in_splits unchanged: {}",
+        c.ctx(me)
+    );
+
+    // Combine back: the dispatch output and its splits/offsets are the input.
+    fill(sh, b.cout, c.rows * rb, c.sentinel() ^ 0xFF)?;
+    write(sh, b.coso, 0, &i64_bytes(&vec![-1; 2 * n]))?;
+    let cout = view(b.cout, c.dtype, &c.shape(c.rows));
+    let coso = view(b.coso, DType::I64, &[2, n]);
+    all_to_all_vdev_2d_offset(sh, g, &out, &cout, &oso, &coso)?;
+    let sent = splits.iter().sum::<i64>() as usize;
+    let mut want = data_rows(c.salt, me, c.rows, rb);
+    want[sent * rb..].fill(c.sentinel() ^ 0xFF);
+    assert!(
+        read(sh, b.cout, 0, c.rows * rb)? == want,
+        "combine round trip: {}",
+        c.ctx(me)
+    );
+    let got = bytes_i64(&read(sh, b.coso, 0, 16 * n)?);
+    assert_eq!(
+        got[..n],
+        splits[..],
+        "combine row 0 == dispatch in_splits: {}",
+        c.ctx(me)
+    );
+    assert_eq!(got[n..], excl(&splits)[..], "combine row 1: {}", c.ctx(me));
+    assert_eq!(
+        bytes_i64(&read(sh, b.oso, 0, 16 * n)?),
+        [row0, row1].concat(),
+        "combine input unchanged: {}",
+        c.ctx(me)
+    );
+    Ok(())
+}
+
+/// Rank `rank`'s `[2, ne * W]` in_splits_offsets of the stand-alone combine: chunks in a shuffled order with gaps.
+fn gapped(c: &Case, rank: usize) -> (Vec<i64>, Vec<i64>) {
+    let n = c.w * c.ne;
+    let counts = c.splits(rank, c.ne, false);
+    let mut r = Rng::new(&[c.salt, rank as u64, 2]);
+    let mut order: Vec<usize> = (0..n).collect();
+    for i in (1..n).rev() {
+        order.swap(i, r.below(i as u64 + 1) as usize);
+    }
+    let mut slack = c.rows - counts.iter().sum::<i64>() as usize;
+    let mut offs = vec![0i64; n];
+    let mut cursor = 0usize;
+    for &i in &order {
+        let gap = r.below(slack.min(3) as u64 + 1) as usize;
+        slack -= gap;
+        cursor += gap;
+        offs[i] = cursor as i64;
+        cursor += counts[i] as usize;
+    }
+    (counts, offs)
+}
+
+/// `all_to_all_vdev_2d_offset` alone, with gapped and shuffled input chunks.
+fn offset_case(sh: &Shmem, g: &Group, b: &Bufs, c: &Case) -> Result<()> {
+    let (w, me, ne) = (g.size(), g.my_rank().unwrap(), c.ne);
+    let n = w * ne;
+    let rb = c.row_bytes();
+    write(sh, b.input, 0, &data_rows(c.salt, me, c.rows, rb))?;
+    let (counts, offs) = gapped(c, me);
+    write(
+        sh,
+        b.splits,
+        0,
+        &i64_bytes(&[counts.clone(), offs.clone()].concat()),
+    )?;
+    let out_rows = w * c.rows;
+    fill(sh, b.out, out_rows * rb, c.sentinel())?;
+    write(sh, b.oso, 0, &i64_bytes(&vec![-1; 2 * n]))?;
+    let input = view(b.input, c.dtype, &c.shape(c.rows));
+    let out = view(b.out, c.dtype, &c.shape(out_rows));
+    let iso = view(b.splits, DType::I64, &[2, n]);
+    let oso = view(b.oso, DType::I64, &[2, n]);
+    all_to_all_vdev_2d_offset(sh, g, &input, &out, &iso, &oso)?;
+
+    let mut row0 = vec![0i64; n];
+    let mut want = Vec::new();
+    for s in 0..w {
+        let (cs, os) = gapped(c, s);
+        let data = data_rows(c.salt, s, c.rows, rb);
+        for e in 0..ne {
+            let (cnt, off) = (cs[e * w + me] as usize, os[e * w + me] as usize);
+            row0[s * ne + e] = cnt as i64;
+            want.extend_from_slice(&data[off * rb..(off + cnt) * rb]);
+        }
+    }
+    want.resize(out_rows * rb, c.sentinel());
+    let got = bytes_i64(&read(sh, b.oso, 0, 16 * n)?);
+    assert_eq!(got[..n], row0[..], "2d_offset row 0: {}", c.ctx(me));
+    assert_eq!(got[n..], excl(&row0)[..], "2d_offset row 1: {}", c.ctx(me));
+    assert!(
+        read(sh, b.out, 0, out_rows * rb)? == want,
+        "2d_offset data: {}",
+        c.ctx(me)
+    );
+    assert_eq!(
+        bytes_i64(&read(sh, b.splits, 0, 16 * n)?),
+        [counts, offs].concat(),
+        "2d_offset in_splits_offsets unchanged: {}",
+        c.ctx(me)
+    );
+    Ok(())
+}
+
+/// `nvshmem_all_to_all` on one case (`k` elements per rank).
+fn equal_case(sh: &Shmem, g: &Group, b: &Bufs, c: &Case) -> Result<()> {
+    let (w, me) = (g.size(), g.my_rank().unwrap());
+    let k = c.rows % 11;
+    let esz = c.dtype.size();
+    let chunk = k * esz;
+    write(sh, b.input, 0, &data_rows(c.salt, me, 1, w * chunk))?;
+    fill(sh, b.out, w * chunk + 64, c.sentinel())?;
+    let input = view(b.input, c.dtype, &[w * k]);
+    let out = view(b.out, c.dtype, &[w * k]);
+    nvshmem_all_to_all(sh, g, &input, &out)?;
+    let mut want = Vec::new();
+    for s in 0..w {
+        want.extend_from_slice(&data_rows(c.salt, s, 1, w * chunk)[me * chunk..(me + 1) * chunk]);
+    }
+    want.resize(w * chunk + 64, c.sentinel());
+    assert!(
+        read(sh, b.out, 0, w * chunk + 64)? == want,
+        "nvshmem_all_to_all: {}",
+        c.ctx(me)
+    );
+    Ok(())
+}
+
+fn cases_for(w: usize) -> usize {
+    match w {
+        1 | 2 => 160,
+        3 | 4 => 100,
+        _ => 60,
+    }
+}
+
+fn run_cases(sh: &Shmem, g: &Group, b: &Bufs, tag: u64, cases: usize) -> Result<()> {
+    let seed = seed();
+    for i in 0..cases {
+        let c = Case::new(seed, tag, i, g.size());
+        vdev_case(sh, g, b, &c)?;
+        dispatch_combine_case(sh, g, b, &c)?;
+        offset_case(sh, g, b, &c)?;
+        equal_case(sh, g, b, &c)?;
+    }
+    Ok(())
+}
+
+pe_test!(
+    a2a_random_world,
+    [_1pe = 1, _2pe = 2, _3pe = 3, _4pe = 4, _8pe = 8],
+    |sh| {
+        let g = Group::world(sh)?;
+        let b = Bufs::new(sh, sh.n_pes())?;
+        run_cases(sh, &g, &b, 0, cases_for(sh.n_pes()))
+    }
+);
+
+// Subgroups run concurrently on shared buffer offsets: contiguous halves (PyTorch's `"ep"` mesh dimension),
+// then PEs of equal parity in descending order (group rank != global PE), then a permuted world.
+pe_test!(a2a_concurrent_subgroups, [_4pe = 4, _8pe = 8], |sh| {
+    let (n, me) = (sh.n_pes(), sh.my_pe());
+    let b = Bufs::new(sh, n)?;
+    let halves = Group::split_contiguous(sh, n / 2)?;
+    assert_eq!(halves.my_rank(), Some(me % (n / 2)));
+    run_cases(sh, &halves, &b, 100 + (me / (n / 2)) as u64, 40)?;
+    let parity: Vec<usize> = (0..n).rev().filter(|p| p % 2 == me % 2).collect();
+    let strided = Group::new(sh, &parity)?;
+    assert_eq!(strided.global(strided.my_rank().unwrap())?, me);
+    run_cases(sh, &strided, &b, 200 + (me % 2) as u64, 40)?;
+    let perm: Vec<usize> = (0..n).map(|i| (i * 3 + 1) % n).collect();
+    let permuted = Group::new(sh, &perm)?;
+    run_cases(sh, &permuted, &b, 300, 20)?;
+    Ok(())
+});
