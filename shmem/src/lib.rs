@@ -45,7 +45,7 @@ pub use coll::{
     AlltoallAlgo, BarrierAlgo, BitwiseReducible, BroadcastAlgo, CollectAlgo, ReduceAlgo, ReduceOp,
     ReduceScatterAlgo, Reducible, ScanAlgo,
 };
-pub use device::{Device, HeapKind, KernelArg};
+pub use device::{Device, DeviceEvent, HeapKind, KernelArg};
 pub use error::{Error, Result};
 pub use rma::Pending;
 pub use runtime::{

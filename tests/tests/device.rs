@@ -54,6 +54,22 @@ pe_test!(device_heap_kernel_puts_into_peer_and_signals, [], device [dev_2pe = 2,
     sh.get(&mut got, dst, me)?;
     let left: Vec<u32> = ref_vec((me + n - 1) % n, N, 1);
     assert!(got.iter().zip(&left).all(|(g, l)| *g == l.wrapping_mul(2)), "kernel-written data from the left PE");
+    // The same kernel started asynchronously into this PE's own heap: the event completes, then the data is there.
+    let mine2: Vec<u32> = ref_vec(me, N, 2);
+    sh.put(src, &mine2, me)?;
+    let own_sig = sh.calloc::<u64>(1)?.at(0)?;
+    let args = [
+        KernelArg::sym(dst, me),
+        KernelArg::sym(src, me),
+        KernelArg::U64(N as u64),
+        KernelArg::sym_ref(own_sig, me),
+        KernelArg::U64(7),
+    ];
+    let ev = dev.launch_async(&kernel, &args, [2, 1, 1], [32, 1, 1])?;
+    ev.wait()?;
+    assert_eq!(sh.signal_fetch(own_sig)?, 7);
+    sh.get(&mut got, dst, me)?;
+    assert!(got.iter().zip(&mine2).all(|(g, l)| *g == l.wrapping_mul(2)), "async kernel's data");
     // Bad kernel arguments are errors, not crashes.
     assert!(dev.launch(&kernel, &[KernelArg::sym(dst, n)], [1, 1, 1], [1, 1, 1]).is_err(), "PE out of range");
     assert!(dev.kernel(&module, "no_such_kernel").is_err());

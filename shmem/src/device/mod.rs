@@ -17,7 +17,7 @@ use crate::bootstrap::{Bootstrap, Dec, Enc};
 use crate::error::{Error, Result};
 use crate::runtime::Shmem;
 use crate::transport::shm::{self, FdListener};
-use crate::transport::ze::{DeviceSelect, ExternalHandles, ZeRuntime};
+use crate::transport::ze::{DeviceSelect, ExternalHandles, ZeEvent, ZeRuntime};
 use crate::transport::Window;
 use crate::types::{SymRef, SymSlice, Symmetric};
 use rustix::fd::{AsFd, AsRawFd, OwnedFd};
@@ -305,6 +305,37 @@ impl<'a> Device<'a> {
         })
     }
 
+    fn raw_args(
+        &self,
+        kernel: &Kernel,
+        args: &[KernelArg],
+        groups: [u32; 3],
+        group_size: [u32; 3],
+    ) -> Result<Vec<Vec<u8>>> {
+        if groups.contains(&0) || group_size.contains(&0) {
+            return Err(Error::invalid(
+                "groups/group_size",
+                format!("{groups:?}/{group_size:?}"),
+                "every dimension must be at least 1",
+            ));
+        }
+        let call = format!("launch {}", kernel.name);
+        args.iter()
+            .map(|a| {
+                Ok(match *a {
+                    KernelArg::Heap { off, bytes, pe } => {
+                        self.sh.check_range(off, bytes, &call)?;
+                        let w = self.sh.map_of(pe, &call)?;
+                        (w.base() as u64 + off as u64).to_ne_bytes().to_vec()
+                    }
+                    KernelArg::U32(v) => v.to_ne_bytes().to_vec(),
+                    KernelArg::U64(v) => v.to_ne_bytes().to_vec(),
+                    KernelArg::F32(v) => v.to_ne_bytes().to_vec(),
+                })
+            })
+            .collect()
+    }
+
     /// Run `kernel` with `groups` work-groups of `group_size` work-items; returns when it has finished. Heap
     /// arguments are validated (PE, range) and resolved to this device's address of that PE's buffer.
     pub fn launch(
@@ -314,27 +345,49 @@ impl<'a> Device<'a> {
         groups: [u32; 3],
         group_size: [u32; 3],
     ) -> Result<()> {
-        let mut raw = Vec::with_capacity(args.len());
-        for a in args {
-            raw.push(match *a {
-                KernelArg::Heap { off, bytes, pe } => {
-                    let call = format!("launch {}", kernel.name);
-                    self.sh.check_range(off, bytes, &call)?;
-                    let w = self.sh.map_of(pe, &call)?;
-                    (w.base() as u64 + off as u64).to_ne_bytes().to_vec()
-                }
-                KernelArg::U32(v) => v.to_ne_bytes().to_vec(),
-                KernelArg::U64(v) => v.to_ne_bytes().to_vec(),
-                KernelArg::F32(v) => v.to_ne_bytes().to_vec(),
-            });
-        }
-        if groups.contains(&0) || group_size.contains(&0) {
-            return Err(Error::invalid(
-                "groups/group_size",
-                format!("{groups:?}/{group_size:?}"),
-                "every dimension must be at least 1",
-            ));
-        }
+        let raw = self.raw_args(kernel, args, groups, group_size)?;
         self.rt.launch(kernel.handle, &raw, groups, group_size)
+    }
+
+    /// Start `kernel` and return at once; the returned event completes when it has finished. Kernels started
+    /// this way run in order with each other.
+    pub fn launch_async(
+        &self,
+        kernel: &Kernel,
+        args: &[KernelArg],
+        groups: [u32; 3],
+        group_size: [u32; 3],
+    ) -> Result<DeviceEvent<'a>> {
+        let raw = self.raw_args(kernel, args, groups, group_size)?;
+        Ok(DeviceEvent {
+            sh: self.sh,
+            ev: self
+                .rt
+                .launch_async(kernel.handle, &raw, groups, group_size)?,
+        })
+    }
+}
+
+/// A device operation in flight (from [`Device::launch_async`]).
+#[must_use = "a device event should be waited for"]
+#[derive(Debug)]
+pub struct DeviceEvent<'a> {
+    sh: &'a Shmem,
+    ev: ZeEvent,
+}
+
+impl DeviceEvent<'_> {
+    /// Whether the operation has completed (never blocks).
+    pub fn is_complete(&self) -> Result<bool> {
+        self.ev.is_complete()
+    }
+
+    /// Wait for completion, with the runtime's back-off, timeout and lost-peer detection.
+    pub fn wait(self) -> Result<()> {
+        self.sh.wait_for(
+            "device event wait",
+            &|| "kernel still running".into(),
+            || self.ev.is_complete(),
+        )
     }
 }

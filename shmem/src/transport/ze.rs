@@ -45,6 +45,9 @@ pub enum DeviceSelect {
 struct Lists {
     copy: ze::ze_command_list_handle_t,
     compute: ze::ze_command_list_handle_t,
+    /// Asynchronous compute list for launches that return an event (created on first use).
+    compute_async: Option<ze::ze_command_list_handle_t>,
+    compute_ordinal: u32,
 }
 
 #[derive(Debug)]
@@ -156,6 +159,8 @@ impl ZeRuntime {
         let lists = Lists {
             copy: mk_list(copy_ordinal.unwrap_or(compute_ordinal))?,
             compute: mk_list(compute_ordinal)?,
+            compute_async: None,
+            compute_ordinal,
         };
         tracing::debug!(device = %name, copy_engine = copy_ordinal.is_some(), "Level Zero device opened");
         Ok(Arc::new(ZeRuntime {
@@ -436,6 +441,58 @@ impl ZeRuntime {
         groups: [u32; 3],
         group_size: [u32; 3],
     ) -> Result<()> {
+        self.append_launch(kernel, args, groups, group_size, None)
+    }
+
+    /// Like [`ZeRuntime::launch`], but returns at once with an event that is signalled when the kernel has
+    /// finished (kernels launched this way run in order with each other).
+    pub fn launch_async(
+        self: &Arc<Self>,
+        kernel: ze::ze_kernel_handle_t,
+        args: &[Vec<u8>],
+        groups: [u32; 3],
+        group_size: [u32; 3],
+    ) -> Result<ZeEvent> {
+        let pool_desc = ze::ze_event_pool_desc_t {
+            flags: ze::ZE_EVENT_POOL_FLAG_HOST_VISIBLE,
+            count: 1,
+            ..Default::default()
+        };
+        let mut pool = ze::ze_event_pool_handle_t::null();
+        let mut dev = self.device;
+        // SAFETY: valid context, descriptor, one device handle and out-pointer.
+        check("zeEventPoolCreate", unsafe {
+            (self.api.zeEventPoolCreate)(self.context, &pool_desc, 1, &mut dev, &mut pool)
+        })?;
+        let ev_desc = ze::ze_event_desc_t {
+            index: 0,
+            signal: ze::ZE_EVENT_SCOPE_FLAG_HOST,
+            wait: ze::ZE_EVENT_SCOPE_FLAG_HOST,
+            ..Default::default()
+        };
+        let mut event = ze::ze_event_handle_t::null();
+        // SAFETY: live pool, descriptor and out-pointer.
+        let r = check("zeEventCreate", unsafe {
+            (self.api.zeEventCreate)(pool, &ev_desc, &mut event)
+        });
+        let ev = ZeEvent {
+            rt: self.clone(),
+            pool,
+            event,
+        };
+        r?;
+        self.append_launch(kernel, args, groups, group_size, Some(event))?;
+        Ok(ev)
+    }
+
+    fn append_launch(
+        &self,
+        kernel: ze::ze_kernel_handle_t,
+        args: &[Vec<u8>],
+        groups: [u32; 3],
+        group_size: [u32; 3],
+        signal: Option<ze::ze_event_handle_t>,
+    ) -> Result<()> {
         for (i, a) in args.iter().enumerate() {
             // SAFETY: the kernel is live; the value bytes are valid for the call.
             check("zeKernelSetArgumentValue", unsafe {
@@ -452,14 +509,38 @@ impl ZeRuntime {
             groupCountY: groups[1],
             groupCountZ: groups[2],
         };
-        let lists = self.lists.lock().unwrap_or_else(|p| p.into_inner());
-        // SAFETY: live list and kernel; the list is synchronous, so the kernel has finished on return.
+        let mut lists = self.lists.lock().unwrap_or_else(|p| p.into_inner());
+        let list = match (signal, lists.compute_async) {
+            (None, _) => lists.compute,
+            (Some(_), Some(l)) => l,
+            (Some(_), None) => {
+                let desc = ze::ze_command_queue_desc_t {
+                    ordinal: lists.compute_ordinal,
+                    index: 0,
+                    mode: ze::ZE_COMMAND_QUEUE_MODE_ASYNCHRONOUS,
+                    ..Default::default()
+                };
+                let mut l = ze::ze_command_list_handle_t::null();
+                // SAFETY: valid context/device handles, descriptor and out-pointer.
+                check("zeCommandListCreateImmediate", unsafe {
+                    (self.api.zeCommandListCreateImmediate)(
+                        self.context,
+                        self.device,
+                        &desc,
+                        &mut l,
+                    )
+                })?;
+                lists.compute_async = Some(l);
+                l
+            }
+        };
+        // SAFETY: live list, kernel and (optional) event; a synchronous list has finished the kernel on return.
         check("zeCommandListAppendLaunchKernel", unsafe {
             (self.api.zeCommandListAppendLaunchKernel)(
-                lists.compute,
+                list,
                 kernel,
                 &count,
-                ze::ze_event_handle_t::null(),
+                signal.unwrap_or(ze::ze_event_handle_t::null()),
                 0,
                 std::ptr::null_mut(),
             )
@@ -516,6 +597,9 @@ impl Drop for ZeRuntime {
                 let _ = (self.api.zeModuleDestroy)(m);
             }
             if let Ok(l) = self.lists.get_mut() {
+                if let Some(a) = l.compute_async {
+                    let _ = (self.api.zeCommandListDestroy)(a);
+                }
                 let _ = (self.api.zeCommandListDestroy)(l.copy);
                 if l.compute != l.copy {
                     let _ = (self.api.zeCommandListDestroy)(l.compute);
@@ -527,6 +611,45 @@ impl Drop for ZeRuntime {
         }
     }
 }
+
+/// A device operation in flight; signalled when it has completed.
+#[derive(Debug)]
+pub struct ZeEvent {
+    rt: Arc<ZeRuntime>,
+    pool: ze::ze_event_pool_handle_t,
+    event: ze::ze_event_handle_t,
+}
+
+impl ZeEvent {
+    /// Whether the operation has completed (never blocks).
+    pub fn is_complete(&self) -> Result<bool> {
+        // SAFETY: the event is live (owned by self).
+        match unsafe { (self.rt.api.zeEventQueryStatus)(self.event) } {
+            ze::ZE_RESULT_SUCCESS => Ok(true),
+            ze::ZE_RESULT_NOT_READY => Ok(false),
+            r => Err(Error::Device(format!("zeEventQueryStatus failed: {r}"))),
+        }
+    }
+}
+
+impl Drop for ZeEvent {
+    fn drop(&mut self) {
+        // SAFETY: both handles are ours. An event still in flight is waited for (bounded) before it is destroyed,
+        // since the device may still signal it.
+        unsafe {
+            if !self.event.is_null() {
+                let _ = (self.rt.api.zeEventHostSynchronize)(self.event, 60_000_000_000);
+                let _ = (self.rt.api.zeEventDestroy)(self.event);
+            }
+            let _ = (self.rt.api.zeEventPoolDestroy)(self.pool);
+        }
+    }
+}
+
+// SAFETY: the handles are opaque identifiers usable from any thread; the runtime they belong to is thread-safe.
+unsafe impl Send for ZeEvent {}
+// SAFETY: as above; `is_complete` only queries.
+unsafe impl Sync for ZeEvent {}
 
 /// A [`Window`] onto a device heap: our own allocation or a peer's, opened through IPC.
 #[derive(Debug)]
