@@ -853,3 +853,99 @@ impl Shmem {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// A strided split of a strided (or listed) team names the same PEs as picking from the explicit list, and
+        /// `index_of` inverts `pe`.
+        #[test]
+        fn strided_of_strided_matches_the_list(start in 0usize..50, stride in 1usize..7, size in 1usize..40,
+                                               s in 0usize..40, st in 0usize..5, sz in 1usize..20) {
+            let parent = Members::Strided { start, stride, size };
+            let list: Vec<usize> = (0..size).map(|i| parent.pe(i)).collect();
+            let listed = Members::List(list.clone().into());
+            let s = s % size;
+            let sz = if st == 0 { 1 } else { 1 + sz % ((size - 1 - s) / st + 1) };
+            let a = parent.sub(s, st, sz);
+            let b = listed.sub(s, st, sz);
+            let want: Vec<usize> = (0..sz).map(|k| list[s + k * st]).collect();
+            for (k, &g) in want.iter().enumerate() {
+                prop_assert_eq!(a.pe(k), g);
+                prop_assert_eq!(b.pe(k), g);
+                prop_assert_eq!(a.index_of(g), Some(k));
+                prop_assert_eq!(b.index_of(g), Some(k));
+            }
+            prop_assert_eq!(a.len(), sz);
+            for g in 0..(start + stride * size + 3) {
+                if !want.contains(&g) {
+                    prop_assert_eq!(a.index_of(g), None);
+                    prop_assert_eq!(b.index_of(g), None);
+                }
+            }
+        }
+
+        /// 2-D splits put every parent PE in exactly one row and one column, numbered consistently.
+        #[test]
+        fn split_2d_partitions(pn in 1usize..40, xrange in 1usize..50) {
+            let how = Split::TwoD { xrange };
+            let mut rows = std::collections::BTreeMap::new();
+            for p in 0..pn {
+                let t = how.teams_of(pn, p);
+                let (Some(r), Some(c)) = (t[0], t[1]) else { panic!("PE {p} without a team") };
+                rows.entry(r).or_insert_with(Vec::new).push(p);
+                let rm: Vec<usize> = (0..r.2).map(|k| r.0 + k * r.1).collect();
+                let cm: Vec<usize> = (0..c.2).map(|k| c.0 + k * c.1).collect();
+                prop_assert!(rm.contains(&p) && cm.contains(&p));
+                prop_assert!(rm.iter().chain(&cm).all(|&q| q < pn));
+            }
+            let covered: usize = rows.values().map(Vec::len).sum();
+            prop_assert_eq!(covered, pn);
+        }
+    }
+
+    #[test]
+    fn split_validation_names_the_argument() {
+        let e = Split::Strided {
+            start: 0,
+            stride: 0,
+            size: 2,
+        }
+        .validate(4)
+        .unwrap_err();
+        assert!(e.to_string().contains("stride"), "{e}");
+        let e = Split::Strided {
+            start: 1,
+            stride: 2,
+            size: 3,
+        }
+        .validate(4)
+        .unwrap_err();
+        assert!(e.to_string().contains("runs past"), "{e}");
+        assert!(Split::Strided {
+            start: 3,
+            stride: 0,
+            size: 1
+        }
+        .validate(4)
+        .is_ok());
+        assert!(Split::Strided {
+            start: 4,
+            stride: 1,
+            size: 1
+        }
+        .validate(4)
+        .is_err());
+        assert!(Split::Strided {
+            start: 0,
+            stride: usize::MAX,
+            size: 3
+        }
+        .validate(4)
+        .is_err());
+        assert!(Split::TwoD { xrange: 0 }.validate(4).is_err());
+    }
+}

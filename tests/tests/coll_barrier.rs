@@ -72,3 +72,40 @@ coll_test!(
         sh.team_sync_with(&w, BarrierAlgo::Linear)
     }
 );
+
+coll_test!(
+    a_missing_member_times_out,
+    [_3pe = 3],
+    &[("XPUSHMEM_TIMEOUT_MS", "500")],
+    |sh| {
+        let w = sh.team_world();
+        // The first collective on the world allocates the team pool: everyone takes part.
+        sh.team_sync(&w)?;
+        if sh.my_pe() == 0 {
+            // Never joins the next one; leaves (without finalize) only after the others gave up.
+            std::thread::sleep(std::time::Duration::from_secs(3));
+            std::process::exit(0);
+        }
+        for algo in [BarrierAlgo::Dissemination, BarrierAlgo::Linear] {
+            match sh.team_sync_with(&w, algo) {
+                Err(Error::Timeout { op, .. }) => assert_eq!(op, "team_sync"),
+                r => panic!("expected a timeout, got {r:?}"),
+            }
+        }
+        Ok(())
+    }
+);
+
+coll_test!(a_lost_member_is_reported, [_3pe = 3], &[], |sh| {
+    let w = sh.team_world();
+    let v = sh.calloc::<u64>(4)?;
+    sh.team_sync(&w)?;
+    if sh.my_pe() == 2 {
+        std::process::exit(0);
+    }
+    match sh.sum_reduce(&w, v, v, 4) {
+        Err(Error::PeerLost { pe, .. }) => assert_eq!(pe, 2),
+        r => panic!("expected a lost peer, got {r:?}"),
+    }
+    Ok(())
+});

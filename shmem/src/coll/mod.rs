@@ -554,3 +554,56 @@ pub(crate) fn chunk_bytes() -> Result<usize> {
             }),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The blocks of a partition are contiguous, cover `0..len` in order and differ in size by at most one.
+        #[test]
+        fn blocks_partition(len in 0usize..10_000, n in 1usize..70) {
+            let mut at = 0;
+            let (mut lo, mut hi) = (usize::MAX, 0);
+            for b in 0..n {
+                let r = block(len, n, b);
+                prop_assert_eq!(r.start, at);
+                at = r.end;
+                lo = lo.min(r.len());
+                hi = hi.max(r.len());
+            }
+            prop_assert_eq!(at, len);
+            prop_assert!(hi - lo <= 1);
+        }
+    }
+
+    #[test]
+    fn algorithm_names_round_trip_and_unknown_names_fail() {
+        for a in ReduceAlgo::ALL {
+            assert_eq!(a.name().parse::<ReduceAlgo>().ok(), Some(*a));
+        }
+        for a in BroadcastAlgo::ALL {
+            assert_eq!(a.name().parse::<BroadcastAlgo>().ok(), Some(*a));
+        }
+        assert_eq!(
+            "RD".parse::<ReduceAlgo>().ok(),
+            Some(ReduceAlgo::RecursiveDoubling)
+        );
+        let e = "fastest".parse::<AlltoallAlgo>().unwrap_err();
+        assert!(e.to_string().contains("pairwise"), "{e}");
+        assert_eq!(
+            describe(&[
+                CallId::Reduce as u64,
+                2,
+                3,
+                10,
+                ReduceOp::Sum.code(),
+                0,
+                0,
+                0
+            ]),
+            "reduce(type int32, nelems 10, op sum, algorithm code 2)"
+        );
+    }
+}
