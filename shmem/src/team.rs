@@ -869,7 +869,7 @@ mod tests {
             let list: Vec<usize> = (0..size).map(|i| parent.pe(i)).collect();
             let listed = Members::List(list.clone().into());
             let s = s % size;
-            let sz = if st == 0 { 1 } else { 1 + sz % ((size - 1 - s) / st + 1) };
+            let sz = (size - 1 - s).checked_div(st).map_or(1, |q| 1 + sz % (q + 1));
             let a = parent.sub(s, st, sz);
             let b = listed.sub(s, st, sz);
             let want: Vec<usize> = (0..sz).map(|k| list[s + k * st]).collect();
