@@ -105,3 +105,59 @@ macro_rules! for_sizes {
         $m! { $($args)* ; (8, 1), (16, 2), (32, 4), (64, 8), (128, 16) }
     };
 }
+
+/// Types of the bitwise reductions (`and`, `or`, `xor`; OpenSHMEM 1.5 table 10).
+#[macro_export]
+macro_rules! for_reduce_bitwise_types {
+    ($m:path; $($args:tt)*) => {
+        $m! { $($args)* ;
+            (uchar, ::core::ffi::c_uchar, "unsigned char"),
+            (ushort, ::core::ffi::c_ushort, "unsigned short"),
+            (uint, ::core::ffi::c_uint, "unsigned int"),
+            (ulong, ::core::ffi::c_ulong, "unsigned long"),
+            (ulonglong, ::core::ffi::c_ulonglong, "unsigned long long"),
+            (int8, i8, "int8_t"),
+            (int16, i16, "int16_t"),
+            (int32, i32, "int32_t"),
+            (int64, i64, "int64_t"),
+            (uint8, u8, "uint8_t"),
+            (uint16, u16, "uint16_t"),
+            (uint32, u32, "uint32_t"),
+            (uint64, u64, "uint64_t"),
+            (size, usize, "size_t"),
+        }
+    };
+}
+
+/// Types of the arithmetic reductions (`min`, `max`, `sum`, `prod`; table 10 without `long double` and the
+/// complex types).
+#[macro_export]
+macro_rules! for_reduce_arith_types {
+    ($m:path; $($args:tt)*) => {
+        $m! { $($args)* ;
+            (char, ::core::ffi::c_char, "char"),
+            (schar, ::core::ffi::c_schar, "signed char"),
+            (short, ::core::ffi::c_short, "short"),
+            (int, ::core::ffi::c_int, "int"),
+            (long, ::core::ffi::c_long, "long"),
+            (longlong, ::core::ffi::c_longlong, "long long"),
+            (ptrdiff, isize, "ptrdiff_t"),
+            (uchar, ::core::ffi::c_uchar, "unsigned char"),
+            (ushort, ::core::ffi::c_ushort, "unsigned short"),
+            (uint, ::core::ffi::c_uint, "unsigned int"),
+            (ulong, ::core::ffi::c_ulong, "unsigned long"),
+            (ulonglong, ::core::ffi::c_ulonglong, "unsigned long long"),
+            (int8, i8, "int8_t"),
+            (int16, i16, "int16_t"),
+            (int32, i32, "int32_t"),
+            (int64, i64, "int64_t"),
+            (uint8, u8, "uint8_t"),
+            (uint16, u16, "uint16_t"),
+            (uint32, u32, "uint32_t"),
+            (uint64, u64, "uint64_t"),
+            (size, usize, "size_t"),
+            (float, f32, "float"),
+            (double, f64, "double"),
+        }
+    };
+}

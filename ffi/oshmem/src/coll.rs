@@ -1,0 +1,162 @@
+//! Collectives over teams (OpenSHMEM 1.5 section 9.9): broadcast, collect, fcollect, alltoall(s), reductions.
+//! Every call returns 0 on success and -1 on failure (message in `xpushmem_last_error()`; abort mode aborts).
+
+use crate::{shmem_team_t, status, teams};
+use std::ffi::{c_int, c_void};
+use xpushmem_ffi_core::imp;
+use xpushmem_ffi_core::rt::{Error, ReduceOp, Reducible, Shmem, SymSlice, Symmetric};
+use xpushmem_ffi_core::state;
+
+/// The elements of `T` from the symmetric `p` to the end of the heap (the runtime checks each call's exact
+/// extent against it).
+pub fn sym_to_end<T: Symmetric>(sh: &Shmem, p: *const c_void, call: &str, arg: &str) -> Result<SymSlice<T>, Error> {
+    let s = imp::sym_bytes(sh, p, 0, std::mem::align_of::<T>(), call, arg)?;
+    let room = sh.heap_size() - s.heap_offset();
+    sh.sym_slice_from_addr::<T>(p as usize, room / std::mem::size_of::<T>())
+}
+
+fn pe_of(v: c_int, n: usize, call: &str) -> Result<usize, Error> {
+    if v < 0 || v as usize >= n {
+        return Err(Error::InvalidPe {
+            pe: v as i64,
+            n_pes: n,
+            context: format!("{call}: PE_root (a team member number)"),
+        });
+    }
+    Ok(v as usize)
+}
+
+fn stride(v: isize, name: &'static str, call: &str) -> Result<usize, Error> {
+    usize::try_from(v).ok().filter(|&s| s >= 1).ok_or_else(|| Error::InvalidArgument {
+        name,
+        value: v.to_string(),
+        reason: format!("{call}: strides are in elements and must be at least 1"),
+    })
+}
+
+/// Which data-movement collective.
+#[derive(Debug, Clone, Copy)]
+pub enum Kind {
+    /// Broadcast from a root.
+    Broadcast(c_int),
+    /// Concatenation of varying sizes.
+    Collect,
+    /// Concatenation of equal sizes.
+    Fcollect,
+    /// All to all.
+    Alltoall,
+    /// All to all, strided.
+    Alltoalls(isize, isize),
+}
+
+/// Run a data-movement collective on elements of `T`.
+pub fn movement<T: Symmetric>(call: &str, team_h: shmem_team_t, kind: Kind, dest: *mut c_void, src: *const c_void, nelems: usize) -> c_int {
+    status(call, || {
+        state::with(|sh| {
+            let team = teams::team(sh, team_h, call)?;
+            let d = sym_to_end::<T>(sh, dest, call, "dest")?;
+            let s = sym_to_end::<T>(sh, src, call, "source")?;
+            match kind {
+                Kind::Broadcast(root) => sh.broadcast(&team, d, s, nelems, pe_of(root, team.n_pes(), call)?)?,
+                Kind::Collect => sh.collect(&team, d, s, nelems)?,
+                Kind::Fcollect => sh.fcollect(&team, d, s, nelems)?,
+                Kind::Alltoall => sh.alltoall(&team, d, s, nelems)?,
+                Kind::Alltoalls(dst, sst) => {
+                    sh.alltoalls(&team, d, s, stride(dst, "dst", call)?, stride(sst, "sst", call)?, nelems)?
+                }
+            }
+            Ok(())
+        })
+    })
+}
+
+/// Run a reduction on elements of `T`.
+pub fn reduce<T: Reducible>(call: &str, team_h: shmem_team_t, op: ReduceOp, dest: *mut c_void, src: *const c_void, nreduce: usize) -> c_int {
+    status(call, || {
+        state::with(|sh| {
+            let team = teams::team(sh, team_h, call)?;
+            let d = sym_to_end::<T>(sh, dest, call, "dest")?;
+            let s = sym_to_end::<T>(sh, src, call, "source")?;
+            Ok(sh.reduce(&team, op, d, s, nreduce)?)
+        })
+    })
+}
+
+macro_rules! typed_coll {
+    (; $( ($n:ident, $t:ty, $c:literal) ),* $(,)?) => { paste::paste! { $(
+        #[doc = concat!("Broadcast `nelems` `", $c, "` from member `PE_root` of `team` to every member's `dest`. 0 on success.")]
+        #[no_mangle]
+        pub extern "C" fn [<shmem_ $n _broadcast>](team: shmem_team_t, dest: *mut $t, source: *const $t, nelems: usize, pe_root: c_int) -> c_int {
+            movement::<$t>(concat!("shmem_", stringify!($n), "_broadcast"), team, Kind::Broadcast(pe_root), dest.cast(), source.cast(), nelems)
+        }
+        #[doc = concat!("Concatenate each member's `nelems` `", $c, "` (may differ per member) into every member's `dest`. 0 on success.")]
+        #[no_mangle]
+        pub extern "C" fn [<shmem_ $n _collect>](team: shmem_team_t, dest: *mut $t, source: *const $t, nelems: usize) -> c_int {
+            movement::<$t>(concat!("shmem_", stringify!($n), "_collect"), team, Kind::Collect, dest.cast(), source.cast(), nelems)
+        }
+        #[doc = concat!("Concatenate each member's `nelems` `", $c, "` (the same everywhere) into every member's `dest`. 0 on success.")]
+        #[no_mangle]
+        pub extern "C" fn [<shmem_ $n _fcollect>](team: shmem_team_t, dest: *mut $t, source: *const $t, nelems: usize) -> c_int {
+            movement::<$t>(concat!("shmem_", stringify!($n), "_fcollect"), team, Kind::Fcollect, dest.cast(), source.cast(), nelems)
+        }
+        #[doc = concat!("Exchange `nelems` `", $c, "` between every pair of members. 0 on success.")]
+        #[no_mangle]
+        pub extern "C" fn [<shmem_ $n _alltoall>](team: shmem_team_t, dest: *mut $t, source: *const $t, nelems: usize) -> c_int {
+            movement::<$t>(concat!("shmem_", stringify!($n), "_alltoall"), team, Kind::Alltoall, dest.cast(), source.cast(), nelems)
+        }
+        #[doc = concat!("Strided all-to-all of `", $c, "` (strides in elements). 0 on success.")]
+        #[no_mangle]
+        pub extern "C" fn [<shmem_ $n _alltoalls>](team: shmem_team_t, dest: *mut $t, source: *const $t, dst: isize, sst: isize, nelems: usize) -> c_int {
+            movement::<$t>(concat!("shmem_", stringify!($n), "_alltoalls"), team, Kind::Alltoalls(dst, sst), dest.cast(), source.cast(), nelems)
+        }
+    )* } };
+}
+
+macro_rules! typed_reduce {
+    ($op:ident, $variant:ident ; $( ($n:ident, $t:ty, $c:literal) ),* $(,)?) => { paste::paste! { $(
+        #[doc = concat!("`", stringify!($op), "` reduction of `nreduce` `", $c, "` over `team` into every member's `dest`. 0 on success.")]
+        #[no_mangle]
+        pub extern "C" fn [<shmem_ $n _ $op _reduce>](team: shmem_team_t, dest: *mut $t, source: *const $t, nreduce: usize) -> c_int {
+            reduce::<$t>(concat!("shmem_", stringify!($n), "_", stringify!($op), "_reduce"), team, ReduceOp::$variant, dest.cast(), source.cast(), nreduce)
+        }
+    )* } };
+}
+
+xpushmem_ffi_core::for_rma_types!(typed_coll;);
+xpushmem_ffi_core::for_reduce_bitwise_types!(typed_reduce; and, And);
+xpushmem_ffi_core::for_reduce_bitwise_types!(typed_reduce; or, Or);
+xpushmem_ffi_core::for_reduce_bitwise_types!(typed_reduce; xor, Xor);
+xpushmem_ffi_core::for_reduce_arith_types!(typed_reduce; min, Min);
+xpushmem_ffi_core::for_reduce_arith_types!(typed_reduce; max, Max);
+xpushmem_ffi_core::for_reduce_arith_types!(typed_reduce; sum, Sum);
+xpushmem_ffi_core::for_reduce_arith_types!(typed_reduce; prod, Prod);
+
+/// Broadcast `nelems` bytes from member `PE_root`. 0 on success.
+#[no_mangle]
+pub extern "C" fn shmem_broadcastmem(team: shmem_team_t, dest: *mut c_void, source: *const c_void, nelems: usize, pe_root: c_int) -> c_int {
+    movement::<u8>("shmem_broadcastmem", team, Kind::Broadcast(pe_root), dest, source, nelems)
+}
+
+/// Concatenate each member's `nelems` bytes (may differ). 0 on success.
+#[no_mangle]
+pub extern "C" fn shmem_collectmem(team: shmem_team_t, dest: *mut c_void, source: *const c_void, nelems: usize) -> c_int {
+    movement::<u8>("shmem_collectmem", team, Kind::Collect, dest, source, nelems)
+}
+
+/// Concatenate each member's `nelems` bytes (the same everywhere). 0 on success.
+#[no_mangle]
+pub extern "C" fn shmem_fcollectmem(team: shmem_team_t, dest: *mut c_void, source: *const c_void, nelems: usize) -> c_int {
+    movement::<u8>("shmem_fcollectmem", team, Kind::Fcollect, dest, source, nelems)
+}
+
+/// Exchange `nelems` bytes between every pair of members. 0 on success.
+#[no_mangle]
+pub extern "C" fn shmem_alltoallmem(team: shmem_team_t, dest: *mut c_void, source: *const c_void, nelems: usize) -> c_int {
+    movement::<u8>("shmem_alltoallmem", team, Kind::Alltoall, dest, source, nelems)
+}
+
+/// Strided all-to-all of bytes. 0 on success.
+#[no_mangle]
+pub extern "C" fn shmem_alltoallsmem(team: shmem_team_t, dest: *mut c_void, source: *const c_void, dst: isize, sst: isize, nelems: usize) -> c_int {
+    movement::<u8>("shmem_alltoallsmem", team, Kind::Alltoalls(dst, sst), dest, source, nelems)
+}
