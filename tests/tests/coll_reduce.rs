@@ -324,3 +324,32 @@ coll_test!(
         sh.free(x)
     }
 );
+
+coll_test!(
+    reduce_algorithm_from_env,
+    [_3pe = 3, _4pe = 4],
+    &[("XPUSHMEM_REDUCE_ALGORITHM", "ring")],
+    |sh| {
+        let shapes = shapes(sh)?;
+        run::<i64>(sh, &shapes, &[ReduceOp::Sum], &[0, 5, 33], |k| k == 0, 40)?;
+        destroy(sh, shapes)
+    }
+);
+
+coll_test!(
+    unknown_reduce_algorithm_fails_on_every_pe,
+    [_2pe = 2, _3pe = 3],
+    &[("XPUSHMEM_REDUCE_ALGORITHM", "fastest")],
+    |sh| {
+        let w = sh.team_world();
+        let x = sh.calloc::<u32>(4)?;
+        match sh.sum_reduce(&w, x, x, 4) {
+            Err(Error::Config { var, .. }) => assert_eq!(var, "XPUSHMEM_REDUCE_ALGORITHM"),
+            r => panic!("expected a configuration error, got {r:?}"),
+        }
+        // An explicit algorithm does not consult the variable.
+        sh.reduce_with(&w, ReduceOp::Sum, x, x, 4, ReduceAlgo::RecursiveDoubling)?;
+        sh.barrier_all()?;
+        sh.free(x)
+    }
+);

@@ -273,3 +273,42 @@ coll_test!(disjoint_teams_sync_concurrently, |sh| {
     sh.team_destroy(col)?;
     sh.barrier_all()
 });
+
+coll_test!(
+    two_threads_drive_collectives_on_different_teams,
+    [_2pe = 2, _4pe = 4, _8pe = 8],
+    &[],
+    |sh| {
+        let world = sh.team_world();
+        let (row, col) = sh.team_split_2d(&world, 2, None, None)?;
+        let n = sh.n_pes();
+        let (a, b) = (sh.calloc::<u64>(8)?, sh.calloc::<u64>(8)?);
+        let me = sh.my_pe() as u64;
+        let work = |t: &Team, buf: xpushmem::SymSlice<u64>| -> xpushmem::Result<()> {
+            let members: Vec<u64> = (0..t.n_pes())
+                .map(|i| t.global_pe(i).unwrap() as u64)
+                .collect();
+            for round in 0..30u64 {
+                sh.put(buf, &[me + round; 8], sh.my_pe())?;
+                sh.sum_reduce(t, buf, buf, 8)?;
+                let mut got = [0u64; 8];
+                sh.get(&mut got, buf, sh.my_pe())?;
+                let want: u64 = members.iter().map(|p| p + round).sum();
+                assert_eq!(got, [want; 8], "round {round} on {t:?}");
+                sh.team_sync(t)?;
+            }
+            Ok(())
+        };
+        std::thread::scope(|s| {
+            let h = s.spawn(|| work(&row, a));
+            let r2 = work(&col, b);
+            h.join().expect("row thread").and(r2)
+        })?;
+        let _ = n;
+        sh.team_destroy(row)?;
+        sh.team_destroy(col)?;
+        sh.barrier_all()?;
+        sh.free(b)?;
+        sh.free(a)
+    }
+);
