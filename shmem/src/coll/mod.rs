@@ -9,12 +9,29 @@
 //! accepted names. Every PE of a team must end up with the same algorithm (the argument check catches
 //! disagreement).
 //!
+//! What `Auto` picks when no variable is set (`n` = team size, `bytes` = message size):
+//!
+//! | collective | rule |
+//! |---|---|
+//! | barrier / sync | dissemination for n <= 32, else tree |
+//! | broadcast | linear for n <= 2; pipelined for bytes >= 256 KiB; linear for n <= 4; else binomial |
+//! | fcollect / collect | ring for n > 8 and bytes >= 64 KiB (fcollect), else direct |
+//! | alltoall(s) | pairwise for n > 16, else direct |
+//! | reduce | linear for n <= 2 or (bytes <= 4 KiB and n <= 4); recursive doubling below 256 KiB; else ring |
+//! | reduce_scatter | linear |
+//! | inscan / exscan | linear for n <= 16, else chain |
+//!
+//! The same rule runs on every PE with the same inputs, so every PE picks the same algorithm.
+//!
 //! ## How a collective runs
 //! 1. Each PE validates its own arguments, then (with `XPUSHMEM_CHECK_SYMMETRY=1`, the default) publishes them in
 //!    the team's scratch; a barrier over the team follows (it also guarantees that every PE has finished the
 //!    previous collective on the team, so destinations are free and rounds never mix); each PE then reads every
 //!    member's arguments. A bad argument on any PE, or different arguments on different PEs, is an error on every
 //!    PE, with the same verdict.
+//!    With `XPUSHMEM_CHECK_SYMMETRY=0` the exchange is skipped (except where the call needs the other PEs'
+//!    sizes, as `collect` does): a bad argument is then an error on the PE that passed it only, and the others
+//!    run into their timeout.
 //! 2. Data moves with puts into the destinations (which are symmetric) followed by signals, or with gets from
 //!    peers' symmetric buffers followed by acknowledgements, never through a fixed-size staging area: no limit on
 //!    team or message size comes from the scratch. Counters only grow; each PE tracks how many increments it has
