@@ -131,3 +131,14 @@ coll_test!(
         sh.free(src)
     }
 );
+
+coll_test!(
+    collect_without_argument_checks,
+    [_3pe = 3, _4pe = 4],
+    &[("XPUSHMEM_CHECK_SYMMETRY", "0")],
+    |sh| {
+        let shapes = shapes(sh)?;
+        run::<i32>(sh, &shapes, &[0, 1, 7], |_| true, 50)?;
+        destroy(sh, shapes)
+    }
+);

@@ -353,3 +353,21 @@ coll_test!(
         sh.free(x)
     }
 );
+
+coll_test!(
+    reduce_without_argument_checks,
+    [_3pe = 3, _4pe = 4],
+    &[("XPUSHMEM_CHECK_SYMMETRY", "0")],
+    |sh| {
+        let shapes = shapes(sh)?;
+        run::<f64>(
+            sh,
+            &shapes,
+            &[ReduceOp::Sum, ReduceOp::Max],
+            &[0, 1, 77],
+            |_| true,
+            50,
+        )?;
+        destroy(sh, shapes)
+    }
+);
