@@ -105,3 +105,13 @@ fn native_header_declares_exactly_the_exported_functions() {
         exported.len()
     );
 }
+
+#[test]
+fn oshmem_header_is_generated() {
+    let dir = support::ffi_dir().join("oshmem/include");
+    if std::env::var_os("XPUSHMEM_BLESS").is_some() {
+        std::fs::create_dir_all(&dir).expect("include dir");
+    }
+    check(&cdecl::oshmem_header(), &dir.join("shmem.h"));
+}
+
