@@ -114,4 +114,3 @@ fn oshmem_header_is_generated() {
     }
     check(&cdecl::oshmem_header(), &dir.join("shmem.h"));
 }
-

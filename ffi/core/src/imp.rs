@@ -835,13 +835,20 @@ pub fn ptr(call: &str, addr: *const c_void, pe: c_int) -> R<*mut c_void> {
 /// The handle of the default context (`SHMEM_CTX_DEFAULT`).
 pub const CTX_DEFAULT: usize = 1;
 
-static CONTEXTS: std::sync::Mutex<Option<std::collections::BTreeSet<usize>>> = std::sync::Mutex::new(None);
+static CONTEXTS: std::sync::Mutex<Option<std::collections::BTreeSet<usize>>> =
+    std::sync::Mutex::new(None);
 static NEXT_CTX: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0x100);
 
 /// Validate a context handle: the default one or one made by [`ctx_create`] and not destroyed.
 pub fn check_ctx(ctx: *mut c_void, call: &str) -> Result<(), Error> {
     let h = ctx as usize;
-    if h == CTX_DEFAULT || CONTEXTS.lock().unwrap_or_else(|p| p.into_inner()).as_ref().is_some_and(|s| s.contains(&h)) {
+    if h == CTX_DEFAULT
+        || CONTEXTS
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .is_some_and(|s| s.contains(&h))
+    {
         return Ok(());
     }
     Err(invalid(
@@ -855,14 +862,22 @@ pub fn check_ctx(ctx: *mut c_void, call: &str) -> Result<(), Error> {
 /// so a context is an ordering domain with nothing to hold: its fence and quiet are the global ones.
 pub fn ctx_create() -> usize {
     let h = NEXT_CTX.fetch_add(8, std::sync::atomic::Ordering::Relaxed);
-    CONTEXTS.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert_with(Default::default).insert(h);
+    CONTEXTS
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get_or_insert_with(Default::default)
+        .insert(h);
     h
 }
 
 /// Destroy a context made by [`ctx_create`] (after a quiet on it); the default context cannot be destroyed.
 pub fn ctx_destroy(ctx: *mut c_void, call: &str) -> Result<(), Error> {
     let h = ctx as usize;
-    let removed = CONTEXTS.lock().unwrap_or_else(|p| p.into_inner()).as_mut().is_some_and(|s| s.remove(&h));
+    let removed = CONTEXTS
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .as_mut()
+        .is_some_and(|s| s.remove(&h));
     if removed {
         return Ok(());
     }

@@ -9,7 +9,12 @@ use xpushmem_ffi_core::state;
 
 /// The elements of `T` from the symmetric `p` to the end of the heap (the runtime checks each call's exact
 /// extent against it).
-pub fn sym_to_end<T: Symmetric>(sh: &Shmem, p: *const c_void, call: &str, arg: &str) -> Result<SymSlice<T>, Error> {
+pub fn sym_to_end<T: Symmetric>(
+    sh: &Shmem,
+    p: *const c_void,
+    call: &str,
+    arg: &str,
+) -> Result<SymSlice<T>, Error> {
     let s = imp::sym_bytes(sh, p, 0, std::mem::align_of::<T>(), call, arg)?;
     let room = sh.heap_size() - s.heap_offset();
     sh.sym_slice_from_addr::<T>(p as usize, room / std::mem::size_of::<T>())
@@ -27,11 +32,14 @@ fn pe_of(v: c_int, n: usize, call: &str) -> Result<usize, Error> {
 }
 
 fn stride(v: isize, name: &'static str, call: &str) -> Result<usize, Error> {
-    usize::try_from(v).ok().filter(|&s| s >= 1).ok_or_else(|| Error::InvalidArgument {
-        name,
-        value: v.to_string(),
-        reason: format!("{call}: strides are in elements and must be at least 1"),
-    })
+    usize::try_from(v)
+        .ok()
+        .filter(|&s| s >= 1)
+        .ok_or_else(|| Error::InvalidArgument {
+            name,
+            value: v.to_string(),
+            reason: format!("{call}: strides are in elements and must be at least 1"),
+        })
 }
 
 /// Which data-movement collective.
@@ -50,20 +58,34 @@ pub enum Kind {
 }
 
 /// Run a data-movement collective on elements of `T`.
-pub fn movement<T: Symmetric>(call: &str, team_h: shmem_team_t, kind: Kind, dest: *mut c_void, src: *const c_void, nelems: usize) -> c_int {
+pub fn movement<T: Symmetric>(
+    call: &str,
+    team_h: shmem_team_t,
+    kind: Kind,
+    dest: *mut c_void,
+    src: *const c_void,
+    nelems: usize,
+) -> c_int {
     status(call, || {
         state::with(|sh| {
             let team = teams::team(sh, team_h, call)?;
             let d = sym_to_end::<T>(sh, dest, call, "dest")?;
             let s = sym_to_end::<T>(sh, src, call, "source")?;
             match kind {
-                Kind::Broadcast(root) => sh.broadcast(&team, d, s, nelems, pe_of(root, team.n_pes(), call)?)?,
+                Kind::Broadcast(root) => {
+                    sh.broadcast(&team, d, s, nelems, pe_of(root, team.n_pes(), call)?)?
+                }
                 Kind::Collect => sh.collect(&team, d, s, nelems)?,
                 Kind::Fcollect => sh.fcollect(&team, d, s, nelems)?,
                 Kind::Alltoall => sh.alltoall(&team, d, s, nelems)?,
-                Kind::Alltoalls(dst, sst) => {
-                    sh.alltoalls(&team, d, s, stride(dst, "dst", call)?, stride(sst, "sst", call)?, nelems)?
-                }
+                Kind::Alltoalls(dst, sst) => sh.alltoalls(
+                    &team,
+                    d,
+                    s,
+                    stride(dst, "dst", call)?,
+                    stride(sst, "sst", call)?,
+                    nelems,
+                )?,
             }
             Ok(())
         })
@@ -71,7 +93,14 @@ pub fn movement<T: Symmetric>(call: &str, team_h: shmem_team_t, kind: Kind, dest
 }
 
 /// Run a reduction on elements of `T`.
-pub fn reduce<T: Reducible>(call: &str, team_h: shmem_team_t, op: ReduceOp, dest: *mut c_void, src: *const c_void, nreduce: usize) -> c_int {
+pub fn reduce<T: Reducible>(
+    call: &str,
+    team_h: shmem_team_t,
+    op: ReduceOp,
+    dest: *mut c_void,
+    src: *const c_void,
+    nreduce: usize,
+) -> c_int {
     status(call, || {
         state::with(|sh| {
             let team = teams::team(sh, team_h, call)?;
@@ -133,30 +162,93 @@ xpushmem_ffi_core::for_reduce_arith_types!(typed_reduce; prod, Prod);
 
 /// Broadcast `nelems` bytes from member `PE_root`. 0 on success.
 #[no_mangle]
-pub extern "C" fn shmem_broadcastmem(team: shmem_team_t, dest: *mut c_void, source: *const c_void, nelems: usize, pe_root: c_int) -> c_int {
-    movement::<u8>("shmem_broadcastmem", team, Kind::Broadcast(pe_root), dest, source, nelems)
+pub extern "C" fn shmem_broadcastmem(
+    team: shmem_team_t,
+    dest: *mut c_void,
+    source: *const c_void,
+    nelems: usize,
+    pe_root: c_int,
+) -> c_int {
+    movement::<u8>(
+        "shmem_broadcastmem",
+        team,
+        Kind::Broadcast(pe_root),
+        dest,
+        source,
+        nelems,
+    )
 }
 
 /// Concatenate each member's `nelems` bytes (may differ). 0 on success.
 #[no_mangle]
-pub extern "C" fn shmem_collectmem(team: shmem_team_t, dest: *mut c_void, source: *const c_void, nelems: usize) -> c_int {
-    movement::<u8>("shmem_collectmem", team, Kind::Collect, dest, source, nelems)
+pub extern "C" fn shmem_collectmem(
+    team: shmem_team_t,
+    dest: *mut c_void,
+    source: *const c_void,
+    nelems: usize,
+) -> c_int {
+    movement::<u8>(
+        "shmem_collectmem",
+        team,
+        Kind::Collect,
+        dest,
+        source,
+        nelems,
+    )
 }
 
 /// Concatenate each member's `nelems` bytes (the same everywhere). 0 on success.
 #[no_mangle]
-pub extern "C" fn shmem_fcollectmem(team: shmem_team_t, dest: *mut c_void, source: *const c_void, nelems: usize) -> c_int {
-    movement::<u8>("shmem_fcollectmem", team, Kind::Fcollect, dest, source, nelems)
+pub extern "C" fn shmem_fcollectmem(
+    team: shmem_team_t,
+    dest: *mut c_void,
+    source: *const c_void,
+    nelems: usize,
+) -> c_int {
+    movement::<u8>(
+        "shmem_fcollectmem",
+        team,
+        Kind::Fcollect,
+        dest,
+        source,
+        nelems,
+    )
 }
 
 /// Exchange `nelems` bytes between every pair of members. 0 on success.
 #[no_mangle]
-pub extern "C" fn shmem_alltoallmem(team: shmem_team_t, dest: *mut c_void, source: *const c_void, nelems: usize) -> c_int {
-    movement::<u8>("shmem_alltoallmem", team, Kind::Alltoall, dest, source, nelems)
+pub extern "C" fn shmem_alltoallmem(
+    team: shmem_team_t,
+    dest: *mut c_void,
+    source: *const c_void,
+    nelems: usize,
+) -> c_int {
+    movement::<u8>(
+        "shmem_alltoallmem",
+        team,
+        Kind::Alltoall,
+        dest,
+        source,
+        nelems,
+    )
 }
 
 /// Strided all-to-all of bytes. 0 on success.
 #[no_mangle]
-pub extern "C" fn shmem_alltoallsmem(team: shmem_team_t, dest: *mut c_void, source: *const c_void, dst: isize, sst: isize, nelems: usize) -> c_int {
-    movement::<u8>("shmem_alltoallsmem", team, Kind::Alltoalls(dst, sst), dest, source, nelems)
+pub extern "C" fn shmem_alltoallsmem(
+    team: shmem_team_t,
+    dest: *mut c_void,
+    source: *const c_void,
+    dst: isize,
+    sst: isize,
+    nelems: usize,
+) -> c_int {
+    movement::<u8>(
+        "shmem_alltoallsmem",
+        team,
+        Kind::Alltoalls(dst, sst),
+        dest,
+        source,
+        nelems,
+    )
 }

@@ -99,13 +99,17 @@ pub extern "C" fn shmem_global_exit(status: c_int) {
 /// This PE's number (-1 before `shmem_init`).
 #[no_mangle]
 pub extern "C" fn shmem_my_pe() -> c_int {
-    value("shmem_my_pe", -1, || state::with(|sh| Ok(sh.my_pe() as c_int)))
+    value("shmem_my_pe", -1, || {
+        state::with(|sh| Ok(sh.my_pe() as c_int))
+    })
 }
 
 /// The number of PEs (-1 before `shmem_init`).
 #[no_mangle]
 pub extern "C" fn shmem_n_pes() -> c_int {
-    value("shmem_n_pes", -1, || state::with(|sh| Ok(sh.n_pes() as c_int)))
+    value("shmem_n_pes", -1, || {
+        state::with(|sh| Ok(sh.n_pes() as c_int))
+    })
 }
 
 /// Whether PE `pe` is reachable (1) or not (0).
@@ -123,7 +127,9 @@ pub extern "C" fn shmem_addr_accessible(addr: *const c_void, pe: c_int) -> c_int
 /// A local address through which PE `pe`'s copy of `dest` can be accessed with loads and stores, or NULL.
 #[no_mangle]
 pub extern "C" fn shmem_ptr(dest: *const c_void, pe: c_int) -> *mut c_void {
-    value("shmem_ptr", std::ptr::null_mut(), || imp::ptr("shmem_ptr", dest, pe))
+    value("shmem_ptr", std::ptr::null_mut(), || {
+        imp::ptr("shmem_ptr", dest, pe)
+    })
 }
 
 /// The OpenSHMEM specification version implemented (1.5).
@@ -146,7 +152,12 @@ pub unsafe extern "C" fn shmem_info_get_version(major: *mut c_int, minor: *mut c
 #[no_mangle]
 pub unsafe extern "C" fn shmem_info_get_name(name: *mut c_char) {
     // SAFETY: the caller's contract.
-    unsafe { native::copy_name(name, &format!("xpushmem {}", xpushmem_ffi_core::rt::VERSION)) }
+    unsafe {
+        native::copy_name(
+            name,
+            &format!("xpushmem {}", xpushmem_ffi_core::rt::VERSION),
+        )
+    }
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -155,7 +166,9 @@ pub unsafe extern "C" fn shmem_info_get_name(name: *mut c_char) {
 /// Allocate `size` symmetric bytes (collective). NULL for 0 bytes or on error.
 #[no_mangle]
 pub extern "C" fn shmem_malloc(size: usize) -> *mut c_void {
-    value("shmem_malloc", std::ptr::null_mut(), || imp::alloc("shmem_malloc", size, 1, false))
+    value("shmem_malloc", std::ptr::null_mut(), || {
+        imp::alloc("shmem_malloc", size, 1, false)
+    })
 }
 
 /// `shmem_malloc`; the hints are accepted and ignored (every allocation suits every use here).
@@ -194,7 +207,9 @@ pub extern "C" fn shmem_align(alignment: usize, size: usize) -> *mut c_void {
 /// Resize a symmetric allocation (collective).
 #[no_mangle]
 pub extern "C" fn shmem_realloc(ptr: *mut c_void, size: usize) -> *mut c_void {
-    value("shmem_realloc", std::ptr::null_mut(), || imp::realloc("shmem_realloc", ptr, size))
+    value("shmem_realloc", std::ptr::null_mut(), || {
+        imp::realloc("shmem_realloc", ptr, size)
+    })
 }
 
 /// Free a symmetric allocation (collective).
@@ -239,7 +254,9 @@ pub extern "C" fn shmem_ctx_quiet(ctx: shmem_ctx_t) {
 /// Complete outstanding operations and synchronise all PEs.
 #[no_mangle]
 pub extern "C" fn shmem_barrier_all() {
-    void("shmem_barrier_all", || state::with(|sh| Ok(sh.barrier_all()?)))
+    void("shmem_barrier_all", || {
+        state::with(|sh| Ok(sh.barrier_all()?))
+    })
 }
 
 /// Synchronise all PEs.
@@ -254,7 +271,9 @@ pub extern "C" fn shmem_sync_all() {
 /// `sig_addr` is a symmetric address (checked).
 #[no_mangle]
 pub unsafe extern "C" fn shmem_signal_fetch(sig_addr: *const u64) -> u64 {
-    value("shmem_signal_fetch", 0, || imp::signal_fetch("shmem_signal_fetch", sig_addr))
+    value("shmem_signal_fetch", 0, || {
+        imp::signal_fetch("shmem_signal_fetch", sig_addr)
+    })
 }
 
 /// Wait until this PE's signal word satisfies `<cmp> cmp_value`; the satisfying value.
@@ -262,7 +281,11 @@ pub unsafe extern "C" fn shmem_signal_fetch(sig_addr: *const u64) -> u64 {
 /// # Safety
 /// `sig_addr` is a symmetric address (checked).
 #[no_mangle]
-pub unsafe extern "C" fn shmem_signal_wait_until(sig_addr: *mut u64, cmp: c_int, cmp_value: u64) -> u64 {
+pub unsafe extern "C" fn shmem_signal_wait_until(
+    sig_addr: *mut u64,
+    cmp: c_int,
+    cmp_value: u64,
+) -> u64 {
     value("shmem_signal_wait_until", 0, || {
         imp::signal_wait_until("shmem_signal_wait_until", sig_addr, cmp, cmp_value)
     })
@@ -278,7 +301,14 @@ pub unsafe extern "C" fn shmem_signal_wait_until(sig_addr: *mut u64, cmp: c_int,
 #[no_mangle]
 pub unsafe extern "C" fn shmem_ctx_create(options: c_long, ctx: *mut shmem_ctx_t) -> c_int {
     // SAFETY: the caller's contract on `ctx`.
-    unsafe { teams::create_ctx("shmem_ctx_create", teams::WORLD as shmem_team_t, options, ctx) }
+    unsafe {
+        teams::create_ctx(
+            "shmem_ctx_create",
+            teams::WORLD as shmem_team_t,
+            options,
+            ctx,
+        )
+    }
 }
 
 /// Create a context on `team`. 0 on success.
@@ -286,7 +316,11 @@ pub unsafe extern "C" fn shmem_ctx_create(options: c_long, ctx: *mut shmem_ctx_t
 /// # Safety
 /// `ctx` is writable.
 #[no_mangle]
-pub unsafe extern "C" fn shmem_team_create_ctx(team: shmem_team_t, options: c_long, ctx: *mut shmem_ctx_t) -> c_int {
+pub unsafe extern "C" fn shmem_team_create_ctx(
+    team: shmem_team_t,
+    options: c_long,
+    ctx: *mut shmem_ctx_t,
+) -> c_int {
     // SAFETY: the caller's contract on `ctx`.
     unsafe { teams::create_ctx("shmem_team_create_ctx", team, options, ctx) }
 }

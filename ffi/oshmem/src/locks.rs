@@ -12,12 +12,23 @@ use xpushmem_ffi_core::state;
 fn try_take(call: &str, lock: *mut c_long) -> Result<bool, Error> {
     let me = state::with(|sh| Ok(sh.my_pe())).map_err(unwrap)?;
     let tag = me as c_long + 1;
-    let old = imp::amo(call, lock.cast_const(), Amo::CompareSwap { cond: 0, value: tag }, 0).map_err(unwrap)?;
+    let old = imp::amo(
+        call,
+        lock.cast_const(),
+        Amo::CompareSwap {
+            cond: 0,
+            value: tag,
+        },
+        0,
+    )
+    .map_err(unwrap)?;
     if old == tag {
         return Err(Error::InvalidArgument {
             name: "lock",
             value: format!("{lock:p}"),
-            reason: format!("{call}: this PE already holds the lock (OpenSHMEM locks are not recursive)"),
+            reason: format!(
+                "{call}: this PE already holds the lock (OpenSHMEM locks are not recursive)"
+            ),
         });
     }
     Ok(old == 0)
@@ -69,7 +80,8 @@ pub unsafe extern "C" fn shmem_set_lock(lock: *mut c_long) {
 }
 
 fn holder(lock: *mut c_long) -> String {
-    imp::amo("shmem_set_lock", lock.cast_const(), Amo::Fetch, 0).map_or_else(|_| "?".into(), |v| (v - 1).to_string())
+    imp::amo("shmem_set_lock", lock.cast_const(), Amo::Fetch, 0)
+        .map_or_else(|_| "?".into(), |v| (v - 1).to_string())
 }
 
 /// Try to acquire the lock once: 0 when acquired, 1 when another PE holds it (1 on error).
@@ -95,7 +107,15 @@ pub unsafe extern "C" fn shmem_clear_lock(lock: *mut c_long) {
             Ok(sh.my_pe())
         })?;
         let tag = me as c_long + 1;
-        let old = imp::amo(call, lock.cast_const(), Amo::CompareSwap { cond: tag, value: 0 }, 0)?;
+        let old = imp::amo(
+            call,
+            lock.cast_const(),
+            Amo::CompareSwap {
+                cond: tag,
+                value: 0,
+            },
+            0,
+        )?;
         if old != tag {
             return Err(Error::InvalidArgument {
                 name: "lock",

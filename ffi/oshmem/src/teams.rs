@@ -79,10 +79,20 @@ pub fn forget_all() {
 ///
 /// # Safety
 /// `ctx` is NULL or writable.
-pub unsafe fn create_ctx(call: &str, team_h: shmem_team_t, options: c_long, ctx: *mut shmem_ctx_t) -> c_int {
+pub unsafe fn create_ctx(
+    call: &str,
+    team_h: shmem_team_t,
+    options: c_long,
+    ctx: *mut shmem_ctx_t,
+) -> c_int {
     status(call, || {
         if ctx.is_null() {
-            return Err(invalid("ctx", "NULL", format!("{call}: must point to a shmem_ctx_t")).into());
+            return Err(invalid(
+                "ctx",
+                "NULL",
+                format!("{call}: must point to a shmem_ctx_t"),
+            )
+            .into());
         }
         if !(0..=7).contains(&options) {
             return Err(invalid("options", options, format!("{call}: must be a combination of SHMEM_CTX_PRIVATE, SHMEM_CTX_SERIALIZED, SHMEM_CTX_NOSTORE")).into());
@@ -117,17 +127,30 @@ pub fn team_of_ctx(ctx: shmem_ctx_t) -> shmem_team_t {
         .unwrap_or(WORLD) as shmem_team_t
 }
 
-fn config_of(config: *const shmem_team_config_t, mask: c_long, call: &str) -> Result<Option<TeamConfig>, Error> {
+fn config_of(
+    config: *const shmem_team_config_t,
+    mask: c_long,
+    call: &str,
+) -> Result<Option<TeamConfig>, Error> {
     if mask == 0 || config.is_null() {
         return Ok(None);
     }
     if mask & !SHMEM_TEAM_NUM_CONTEXTS != 0 {
-        return Err(invalid("config_mask", mask, format!("{call}: only SHMEM_TEAM_NUM_CONTEXTS is defined")));
+        return Err(invalid(
+            "config_mask",
+            mask,
+            format!("{call}: only SHMEM_TEAM_NUM_CONTEXTS is defined"),
+        ));
     }
     // SAFETY: non-NULL; the caller passes a readable shmem_team_config_t when the mask is set.
     let c = unsafe { config.read() };
-    let n = usize::try_from(c.num_contexts)
-        .map_err(|_| invalid("config->num_contexts", c.num_contexts, format!("{call}: must be >= 0")))?;
+    let n = usize::try_from(c.num_contexts).map_err(|_| {
+        invalid(
+            "config->num_contexts",
+            c.num_contexts,
+            format!("{call}: must be >= 0"),
+        )
+    })?;
     Ok(Some(TeamConfig { num_contexts: n }))
 }
 
@@ -137,7 +160,9 @@ pub extern "C" fn shmem_team_my_pe(team_h: shmem_team_t) -> c_int {
     if team_h.is_null() {
         return -1;
     }
-    value("shmem_team_my_pe", -1, || state::with(|sh| Ok(team(sh, team_h, "shmem_team_my_pe")?.my_pe() as c_int)))
+    value("shmem_team_my_pe", -1, || {
+        state::with(|sh| Ok(team(sh, team_h, "shmem_team_my_pe")?.my_pe() as c_int))
+    })
 }
 
 /// The number of PEs in `team` (-1 for an invalid team).
@@ -146,7 +171,9 @@ pub extern "C" fn shmem_team_n_pes(team_h: shmem_team_t) -> c_int {
     if team_h.is_null() {
         return -1;
     }
-    value("shmem_team_n_pes", -1, || state::with(|sh| Ok(team(sh, team_h, "shmem_team_n_pes")?.n_pes() as c_int)))
+    value("shmem_team_n_pes", -1, || {
+        state::with(|sh| Ok(team(sh, team_h, "shmem_team_n_pes")?.n_pes() as c_int))
+    })
 }
 
 /// The configuration of `team` into `*config` (fields selected by `config_mask`). 0 on success.
@@ -154,11 +181,20 @@ pub extern "C" fn shmem_team_n_pes(team_h: shmem_team_t) -> c_int {
 /// # Safety
 /// `config` is writable.
 #[no_mangle]
-pub unsafe extern "C" fn shmem_team_get_config(team_h: shmem_team_t, config_mask: c_long, config: *mut shmem_team_config_t) -> c_int {
+pub unsafe extern "C" fn shmem_team_get_config(
+    team_h: shmem_team_t,
+    config_mask: c_long,
+    config: *mut shmem_team_config_t,
+) -> c_int {
     let call = "shmem_team_get_config";
     status(call, || {
         if config.is_null() {
-            return Err(invalid("config", "NULL", format!("{call}: must point to a shmem_team_config_t")).into());
+            return Err(invalid(
+                "config",
+                "NULL",
+                format!("{call}: must point to a shmem_team_config_t"),
+            )
+            .into());
         }
         let c = state::with(|sh| Ok(team(sh, team_h, call)?.config()))?;
         if config_mask & SHMEM_TEAM_NUM_CONTEXTS != 0 {
@@ -171,7 +207,11 @@ pub unsafe extern "C" fn shmem_team_get_config(team_h: shmem_team_t, config_mask
 
 /// The number in `dest_team` of PE `src_pe` of `src_team`, or -1 when it is not a member (or on error).
 #[no_mangle]
-pub extern "C" fn shmem_team_translate_pe(src_team: shmem_team_t, src_pe: c_int, dest_team: shmem_team_t) -> c_int {
+pub extern "C" fn shmem_team_translate_pe(
+    src_team: shmem_team_t,
+    src_pe: c_int,
+    dest_team: shmem_team_t,
+) -> c_int {
     let call = "shmem_team_translate_pe";
     if src_team.is_null() || dest_team.is_null() || src_pe < 0 {
         return -1;
@@ -179,7 +219,9 @@ pub extern "C" fn shmem_team_translate_pe(src_team: shmem_team_t, src_pe: c_int,
     value(call, -1, || {
         state::with(|sh| {
             let (s, d) = (team(sh, src_team, call)?, team(sh, dest_team, call)?);
-            Ok(sh.team_translate_pe(&s, src_pe as usize, &d)?.map_or(-1, |p| p as c_int))
+            Ok(sh
+                .team_translate_pe(&s, src_pe as usize, &d)?
+                .map_or(-1, |p| p as c_int))
         })
     })
 }
@@ -206,7 +248,12 @@ pub unsafe extern "C" fn shmem_team_split_strided(
     let call = "shmem_team_split_strided";
     status(call, || {
         if new_team.is_null() {
-            return Err(invalid("new_team", "NULL", format!("{call}: must point to a shmem_team_t")).into());
+            return Err(invalid(
+                "new_team",
+                "NULL",
+                format!("{call}: must point to a shmem_team_t"),
+            )
+            .into());
         }
         // SAFETY: non-NULL (checked), writable: start from SHMEM_TEAM_INVALID so a failure leaves it invalid.
         unsafe { new_team.write(std::ptr::null_mut()) };
@@ -245,14 +292,22 @@ pub unsafe extern "C" fn shmem_team_split_2d(
     let call = "shmem_team_split_2d";
     status(call, || {
         if xaxis_team.is_null() || yaxis_team.is_null() {
-            return Err(invalid("xaxis_team/yaxis_team", "NULL", format!("{call}: must point to shmem_team_t")).into());
+            return Err(invalid(
+                "xaxis_team/yaxis_team",
+                "NULL",
+                format!("{call}: must point to shmem_team_t"),
+            )
+            .into());
         }
         // SAFETY: non-NULL (checked) and writable by the caller's contract.
         unsafe {
             xaxis_team.write(std::ptr::null_mut());
             yaxis_team.write(std::ptr::null_mut());
         }
-        let (xc, yc) = (config_of(xaxis_config, xaxis_mask, call)?, config_of(yaxis_config, yaxis_mask, call)?);
+        let (xc, yc) = (
+            config_of(xaxis_config, xaxis_mask, call)?,
+            config_of(yaxis_config, yaxis_mask, call)?,
+        );
         let (x, y) = state::with(|sh| {
             let p = team(sh, parent, call)?;
             let xr = nonneg("xrange", xrange, call)?;
@@ -274,7 +329,12 @@ pub extern "C" fn shmem_team_destroy(team_h: shmem_team_t) {
     void(call, || {
         let h = team_h as usize;
         if h == WORLD || h == SHARED {
-            return Err(invalid("team", format!("{team_h:p}"), format!("{call}: the predefined teams cannot be destroyed")).into());
+            return Err(invalid(
+                "team",
+                format!("{team_h:p}"),
+                format!("{call}: the predefined teams cannot be destroyed"),
+            )
+            .into());
         }
         let t = state::with(|sh| Ok(team(sh, team_h, call)?))?;
         if let Some(m) = TEAMS.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
@@ -287,12 +347,15 @@ pub extern "C" fn shmem_team_destroy(team_h: shmem_team_t) {
 /// Synchronise the members of `team` (collective). 0 on success.
 #[no_mangle]
 pub extern "C" fn shmem_team_sync(team_h: shmem_team_t) -> c_int {
-    status("shmem_team_sync", || state::with(|sh| Ok(sh.team_sync(&team(sh, team_h, "shmem_team_sync")?)?)))
+    status("shmem_team_sync", || {
+        state::with(|sh| Ok(sh.team_sync(&team(sh, team_h, "shmem_team_sync")?)?))
+    })
 }
 
 /// Synchronise the members of `team` (collective; the 1.5 name of `shmem_team_sync`). 0 on success.
 #[no_mangle]
 pub extern "C" fn shmem_sync(team_h: shmem_team_t) -> c_int {
-    status("shmem_sync", || state::with(|sh| Ok(sh.team_sync(&team(sh, team_h, "shmem_sync")?)?)))
+    status("shmem_sync", || {
+        state::with(|sh| Ok(sh.team_sync(&team(sh, team_h, "shmem_sync")?)?))
+    })
 }
-

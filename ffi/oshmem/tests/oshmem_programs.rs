@@ -20,12 +20,138 @@ fn oshmem_header_declares_exactly_the_exported_functions() {
         .into_iter()
         .filter(|n| n.starts_with("shmem_"))
         .collect();
-    let exported: BTreeSet<String> = support::exported_functions(&support::built_lib("libxpushmem_oshmem.so"))
-        .into_iter()
-        .filter(|n| n.starts_with("shmem_"))
-        .collect();
+    let exported: BTreeSet<String> =
+        support::exported_functions(&support::built_lib("libxpushmem_oshmem.so"))
+            .into_iter()
+            .filter(|n| n.starts_with("shmem_"))
+            .collect();
     let missing: Vec<_> = exported.difference(&declared).collect();
     let extra: Vec<_> = declared.difference(&exported).collect();
-    assert!(missing.is_empty(), "exported but not declared in shmem.h: {missing:?}");
-    assert!(extra.is_empty(), "declared in shmem.h but not exported: {extra:?}");
+    assert!(
+        missing.is_empty(),
+        "exported but not declared in shmem.h: {missing:?}"
+    );
+    assert!(
+        extra.is_empty(),
+        "declared in shmem.h but not exported: {extra:?}"
+    );
+}
+
+/// Install the libraries cargo built for this test into a scratch prefix with `ffi/install.sh` (once).
+fn prefix() -> PathBuf {
+    static P: OnceLock<PathBuf> = OnceLock::new();
+    P.get_or_init(|| {
+        built_lib("libxpushmem_oshmem.so");
+        let p = scratch("oshmem-prefix");
+        let o = Command::new("sh")
+            .arg(ffi_dir().join("install.sh"))
+            .env("PREFIX", &p)
+            .env("BUILD_DIR", profile_dir())
+            .env("XPUSHMEM_INSTALL_BINS", "if-present")
+            .output()
+            .expect("install.sh runs");
+        if !o.status.success() {
+            // libxpushmem.so is built by the xpushmem-ffi package; build it when this package is tested alone.
+            let b = Command::new(env!("CARGO"))
+                .args(["build", "-p", "xpushmem-ffi"])
+                .env(
+                    "CARGO_TARGET_DIR",
+                    profile_dir().parent().expect("target dir"),
+                )
+                .status()
+                .expect("cargo runs");
+            assert!(b.success(), "building xpushmem-ffi failed");
+            let o = Command::new("sh")
+                .arg(ffi_dir().join("install.sh"))
+                .env("PREFIX", &p)
+                .env("BUILD_DIR", profile_dir())
+                .env("XPUSHMEM_INSTALL_BINS", "if-present")
+                .output()
+                .expect("install.sh runs");
+            assert!(
+                o.status.success(),
+                "install.sh failed:\n{}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+        }
+        p
+    })
+    .clone()
+}
+
+fn pkg_config(prefix: &Path, args: &[&str]) -> Vec<String> {
+    let o = Command::new("pkg-config")
+        .args(args)
+        .env("PKG_CONFIG_PATH", prefix.join("lib/pkgconfig"))
+        .output()
+        .expect("pkg-config runs");
+    assert!(
+        o.status.success(),
+        "pkg-config {args:?} failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout)
+        .split_whitespace()
+        .map(String::from)
+        .collect()
+}
+
+/// Compile `tests/c/NAME.c` with `cc prog.c $(pkg-config --cflags --libs xpushmem-oshmem)`.
+fn program(name: &str) -> PathBuf {
+    static LOCK: OnceLock<std::sync::Mutex<()>> = OnceLock::new();
+    let _g = LOCK
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    let prefix = prefix();
+    let out_dir = profile_dir().join("c-tests").join("oshmem");
+    std::fs::create_dir_all(&out_dir).expect("out dir");
+    let out = out_dir.join(name);
+    let src = ffi_dir().join("oshmem/tests/c").join(format!("{name}.c"));
+    let mut args = pkg_config(&prefix, &["--cflags", "--libs", "xpushmem-oshmem"]);
+    args.push("-lm".into());
+    gcc(&out, &[src], &args);
+    out
+}
+
+fn run_ok(name: &str, n: usize) {
+    let prog = program(name);
+    let o = run_job(&prog, n, &[], &[], 120);
+    assert_success(&o, &format!("{name} at {n} PEs"));
+    for pe in 0..n {
+        assert!(
+            o.output_of(pe)
+                .contains(&format!("{name} OK on PE {pe} of {n}")),
+            "PE {pe} of {name} did not report OK:\n{}",
+            all_output(&o)
+        );
+    }
+}
+
+macro_rules! classic {
+    ($($name:ident),*) => { $(
+        mod $name {
+            #[test]
+            fn at_2pe() {
+                super::run_ok(stringify!($name), 2);
+            }
+            #[test]
+            fn at_4pe() {
+                super::run_ok(stringify!($name), 4);
+            }
+        }
+    )* };
+}
+
+classic!(hello, ring, counter, barrier, pipeline, broadcast, reduction, alltoall, stencil);
+
+#[test]
+fn pkg_config_files_describe_the_install() {
+    let p = prefix();
+    let cflags = pkg_config(&p, &["--cflags", "xpushmem-oshmem"]).join(" ");
+    assert!(cflags.contains("include/xpushmem"), "{cflags}");
+    let libs = pkg_config(&p, &["--libs", "xpushmem"]).join(" ");
+    assert!(libs.contains("-lxpushmem"), "{libs}");
+    assert!(p.join("include/xpushmem/shmem.h").exists() && p.join("include/xpushmem.h").exists());
+    assert!(p.join("lib/libxpushmem.a").exists() && p.join("lib/libxpushmem_oshmem.a").exists());
 }

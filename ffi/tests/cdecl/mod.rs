@@ -317,7 +317,8 @@ xpushmem_ffi_core::for_reduce_arith_types!(tylist; REDUCE_ARITH);
 
 /// `T *x, ...` -> the context form: `{P}_ctx_...(shmem_ctx_t ctx, ...)`.
 fn ctx_form(t: &str) -> String {
-    t.replacen("{P}_", "{P}_ctx_", 1).replacen('(', "(shmem_ctx_t ctx, ", 1)
+    t.replacen("{P}_", "{P}_ctx_", 1)
+        .replacen('(', "(shmem_ctx_t ctx, ", 1)
 }
 
 fn ctx_family(out: &mut String, doc: &str, l: &Layer, types: &[Ty], templates: &[&str]) {
@@ -397,7 +398,14 @@ const GEN_RED_ARITH: &[(&str, &str)] = &[
 
 /// A generic name `shmem_NAME`: `_Generic` on the pointed-to type of argument `sel` (1-based); with `ctx`, the
 /// same with a leading context argument, told apart by the number of arguments (`nargs` without the context).
-fn generic(out: &mut String, name: &str, sel: usize, nargs: usize, ctx: bool, types: &[(&str, &str)]) {
+fn generic(
+    out: &mut String,
+    name: &str,
+    sel: usize,
+    nargs: usize,
+    ctx: bool,
+    types: &[(&str, &str)],
+) {
     let assoc = |prefix: &str| {
         types
             .iter()
@@ -420,7 +428,9 @@ fn generic(out: &mut String, name: &str, sel: usize, nargs: usize, ctx: bool, ty
             nargs + 2
         ));
     } else {
-        out.push_str(&format!("#define shmem_{name}(...) shmemi_g_{name}(__VA_ARGS__)\n"));
+        out.push_str(&format!(
+            "#define shmem_{name}(...) shmemi_g_{name}(__VA_ARGS__)\n"
+        ));
     }
 }
 
@@ -579,7 +589,13 @@ pub fn oshmem_header() -> String {
     let mut out = String::from(OSHMEM_PROLOGUE);
     common(&mut out, &l);
     ctx_family(&mut out, "RMA on a context", &l, RMA, RMA_TYPED);
-    ctx_family(&mut out, "RMA on a context, long double", &l, LONGDOUBLE, RMA_TYPED);
+    ctx_family(
+        &mut out,
+        "RMA on a context, long double",
+        &l,
+        LONGDOUBLE,
+        RMA_TYPED,
+    );
     ctx_family(&mut out, "p and g on a context", &l, RMA, RMA_PG);
     out.push_str("\n/* Sized RMA on a context */\n");
     for (bits, _) in SIZES {
@@ -593,13 +609,49 @@ pub fn oshmem_header() -> String {
         out.push_str(&fill(&ctx_form(t), &l, None));
         out.push('\n');
     }
-    ctx_family(&mut out, "Atomics on a context: fetch, set, swap", &l, AMO_STD, AMO_EXT);
-    ctx_family(&mut out, "Atomics on a context: float and double", &l, AMO_FLOAT, AMO_EXT);
-    ctx_family(&mut out, "Atomics on a context: compare_swap, inc, add", &l, AMO_STD, AMO_STD_T);
-    ctx_family(&mut out, "Atomics on a context: bitwise", &l, AMO_BITWISE, AMO_BITWISE_T);
+    ctx_family(
+        &mut out,
+        "Atomics on a context: fetch, set, swap",
+        &l,
+        AMO_STD,
+        AMO_EXT,
+    );
+    ctx_family(
+        &mut out,
+        "Atomics on a context: float and double",
+        &l,
+        AMO_FLOAT,
+        AMO_EXT,
+    );
+    ctx_family(
+        &mut out,
+        "Atomics on a context: compare_swap, inc, add",
+        &l,
+        AMO_STD,
+        AMO_STD_T,
+    );
+    ctx_family(
+        &mut out,
+        "Atomics on a context: bitwise",
+        &l,
+        AMO_BITWISE,
+        AMO_BITWISE_T,
+    );
     family(&mut out, "Typed data-movement collectives", &l, RMA, COLL_T);
-    family(&mut out, "Bitwise reductions", &l, REDUCE_BITWISE, RED_BITWISE_T);
-    family(&mut out, "Arithmetic reductions", &l, REDUCE_ARITH, RED_ARITH_T);
+    family(
+        &mut out,
+        "Bitwise reductions",
+        &l,
+        REDUCE_BITWISE,
+        RED_BITWISE_T,
+    );
+    family(
+        &mut out,
+        "Arithmetic reductions",
+        &l,
+        REDUCE_ARITH,
+        RED_ARITH_T,
+    );
     out.push_str(
         r#"
 /* long double cannot cross the Rust ABI by value: its p and g are inline wrappers of put and get. */
@@ -638,7 +690,14 @@ static inline long double shmem_ctx_longdouble_g(shmem_ctx_t ctx, const long dou
 #define SHMEMI_A9(a1, a2, a3, a4, a5, a6, a7, a8, a9, ...) a9
 "#,
     );
-    for (name, nargs) in [("put", 4), ("get", 4), ("put_nbi", 4), ("get_nbi", 4), ("iput", 6), ("iget", 6)] {
+    for (name, nargs) in [
+        ("put", 4),
+        ("get", 4),
+        ("put_nbi", 4),
+        ("get_nbi", 4),
+        ("iput", 6),
+        ("iget", 6),
+    ] {
         generic(&mut out, name, 1, nargs, true, GEN_RMA);
     }
     generic(&mut out, "p", 1, 3, true, GEN_RMA);
@@ -664,9 +723,23 @@ static inline long double shmem_ctx_longdouble_g(shmem_ctx_t ctx, const long dou
         generic(&mut out, name, 1, nargs, true, GEN_AMO);
     }
     for op in ["and", "or", "xor"] {
-        generic(&mut out, &format!("atomic_fetch_{op}"), 1, 3, true, GEN_BITWISE);
+        generic(
+            &mut out,
+            &format!("atomic_fetch_{op}"),
+            1,
+            3,
+            true,
+            GEN_BITWISE,
+        );
         generic(&mut out, &format!("atomic_{op}"), 1, 3, true, GEN_BITWISE);
-        generic(&mut out, &format!("atomic_fetch_{op}_nbi"), 1, 4, true, GEN_BITWISE);
+        generic(
+            &mut out,
+            &format!("atomic_fetch_{op}_nbi"),
+            1,
+            4,
+            true,
+            GEN_BITWISE,
+        );
     }
     for name in [
         "wait_until",
@@ -686,15 +759,33 @@ static inline long double shmem_ctx_longdouble_g(shmem_ctx_t ctx, const long dou
     ] {
         generic(&mut out, name, 1, 0, false, GEN_AMO);
     }
-    let gen_coll: Vec<(&str, &str)> = GEN_RMA.iter().copied().filter(|(_, n)| *n != "longdouble").collect();
+    let gen_coll: Vec<(&str, &str)> = GEN_RMA
+        .iter()
+        .copied()
+        .filter(|(_, n)| *n != "longdouble")
+        .collect();
     for name in ["broadcast", "collect", "fcollect", "alltoall", "alltoalls"] {
         generic(&mut out, name, 2, 0, false, &gen_coll);
     }
     for op in ["and", "or", "xor"] {
-        generic(&mut out, &format!("{op}_reduce"), 2, 0, false, GEN_RED_BITWISE);
+        generic(
+            &mut out,
+            &format!("{op}_reduce"),
+            2,
+            0,
+            false,
+            GEN_RED_BITWISE,
+        );
     }
     for op in ["min", "max", "sum", "prod"] {
-        generic(&mut out, &format!("{op}_reduce"), 2, 0, false, GEN_RED_ARITH);
+        generic(
+            &mut out,
+            &format!("{op}_reduce"),
+            2,
+            0,
+            false,
+            GEN_RED_ARITH,
+        );
     }
     out.push_str("#endif /* C11 */\n\n#endif /* XPUSHMEM_SHMEM_H */\n");
     out
