@@ -151,3 +151,26 @@ fn uid_init_2_and_4_ranks() {
         }
     }
 }
+
+/// The static library: `native_rma.c` linked against `libxpushmem.a` and the system libraries Rust needs.
+#[test]
+fn static_library_2pe() {
+    let lib = built_lib("libxpushmem.a");
+    let out_dir = profile_dir().join("c-tests").join("native");
+    std::fs::create_dir_all(&out_dir).expect("out dir");
+    let out = out_dir.join("native_rma_static");
+    let mut args = vec![
+        format!("-I{}", ffi_dir().join("include").display()),
+        format!("-I{}", ffi_dir().join("tests/c").display()),
+        lib.display().to_string(),
+    ];
+    args.extend(["-lgcc_s", "-lutil", "-lrt", "-lpthread", "-lm", "-ldl"].map(String::from));
+    gcc(&out, &[ffi_dir().join("tests/c/native_rma.c")], &args);
+    let o = run_job(&out, 2, &[], &[], 120);
+    assert_success(&o, "native_rma (static) at 2 PEs");
+    assert!(
+        o.output_of(1).contains("native_rma OK on PE 1 of 2"),
+        "{}",
+        all_output(&o)
+    );
+}

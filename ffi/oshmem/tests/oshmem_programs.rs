@@ -143,7 +143,7 @@ macro_rules! classic {
     )* };
 }
 
-classic!(hello, ring, counter, barrier, pipeline, broadcast, reduction, alltoall, stencil);
+classic!(hello, ring, counter, barrier, pipeline, broadcast, reduction, alltoall, stencil, api);
 
 #[test]
 fn pkg_config_files_describe_the_install() {
