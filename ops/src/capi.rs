@@ -707,3 +707,353 @@ pub unsafe extern "C" fn xpushmem_ops_nvshmem_wait_for_signal(
         })
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::CStr;
+
+    fn msg() -> String {
+        // SAFETY: xpushmem_ops_last_error returns a valid NUL-terminated string owned by this thread.
+        unsafe { CStr::from_ptr(xpushmem_ops_last_error()) }
+            .to_string_lossy()
+            .into_owned()
+    }
+
+    struct T {
+        sizes: Vec<i64>,
+        strides: Option<Vec<i64>>,
+        data: usize,
+        dtype: i32,
+    }
+
+    impl T {
+        fn c(&self) -> XpushmemOpsTensor {
+            XpushmemOpsTensor {
+                data: self.data as *mut c_void,
+                dtype: self.dtype,
+                ndim: self.sizes.len() as i32,
+                sizes: self.sizes.as_ptr(),
+                strides: self
+                    .strides
+                    .as_ref()
+                    .map_or(std::ptr::null(), |s| s.as_ptr()),
+            }
+        }
+    }
+
+    /// Allocate `bytes` of symmetric memory filled with `fill`; its local address.
+    fn alloc(bytes: usize, fill: &[u8]) -> usize {
+        with_rt(|sh| {
+            let s = sh.malloc::<u8>(bytes)?;
+            let mut v = fill.to_vec();
+            v.resize(bytes, 0);
+            sh.put(s, &v, sh.my_pe())?;
+            Ok(sh.heap_base() as usize + s.heap_offset())
+        })
+        .unwrap()
+    }
+
+    fn read(addr: usize, bytes: usize) -> Vec<u8> {
+        with_rt(|sh| {
+            let s = sh.sym_slice_from_addr::<u8>(addr, bytes)?;
+            let mut v = vec![0u8; bytes];
+            sh.get(&mut v, s, sh.my_pe())?;
+            Ok(v)
+        })
+        .unwrap()
+    }
+
+    fn i64s(v: &[i64]) -> Vec<u8> {
+        v.iter().flat_map(|x| x.to_le_bytes()).collect()
+    }
+
+    #[test]
+    fn c_abi_on_one_pe() {
+        assert_eq!(xpushmem_ops_init(), 0, "{}", msg());
+        assert_eq!(xpushmem_ops_init(), 0, "a second init is a no-op");
+        let f32s: Vec<u8> = (0..16).flat_map(|i| (i as f32).to_le_bytes()).collect();
+        let input = T {
+            sizes: vec![8, 2],
+            strides: None,
+            data: alloc(64, &f32s),
+            dtype: 0,
+        };
+        let out = T {
+            sizes: vec![8, 2],
+            strides: None,
+            data: alloc(64, &[]),
+            dtype: 0,
+        };
+        let splits = T {
+            sizes: vec![1],
+            strides: None,
+            data: alloc(8, &i64s(&[5])),
+            dtype: 8,
+        };
+        let oso = T {
+            sizes: vec![2, 1],
+            strides: None,
+            data: alloc(16, &i64s(&[-1, -1])),
+            dtype: 8,
+        };
+        let world = [0i32];
+        let (i, o, s, so) = (input.c(), out.c(), splits.c(), oso.c());
+
+        // all_to_all_vdev on the world (NULL group) and on an explicit group.
+        // SAFETY: every descriptor points to live vectors and symmetric memory; NULL group with size 0.
+        let rc = unsafe { xpushmem_ops_all_to_all_vdev(&i, &o, &s, &so, std::ptr::null(), 0) };
+        assert_eq!(rc, 0, "{}", msg());
+        assert_eq!(xpushmem_ops_last_error_code(), 0);
+        assert_eq!(read(out.data, 40), f32s[..40]);
+        assert_eq!(read(oso.data, 16), i64s(&[5, 0]));
+        // SAFETY: as above, group_pes points to one int32.
+        let rc = unsafe { xpushmem_ops_group_register(world.as_ptr(), 1) };
+        assert_eq!(rc, 0, "{}", msg());
+
+        // 2d: NULL major_align is PyTorch's default; 0 is rejected with PyTorch's message.
+        let align = 0i64;
+        // SAFETY: as above; major_align points to a live i64.
+        let rc =
+            unsafe { xpushmem_ops_all_to_all_vdev_2d(&i, &o, &s, &so, world.as_ptr(), 1, &align) };
+        assert_eq!(rc, XPUSHMEM_OPS_ERROR_INVALID_ARGUMENT);
+        assert!(msg().contains("major_align must be positive"), "{}", msg());
+        assert_eq!(
+            xpushmem_ops_last_error_code(),
+            XPUSHMEM_OPS_ERROR_INVALID_ARGUMENT
+        );
+        // SAFETY: as above, NULL major_align.
+        let rc = unsafe {
+            xpushmem_ops_all_to_all_vdev_2d(&i, &o, &s, &so, world.as_ptr(), 1, std::ptr::null())
+        };
+        assert_eq!(rc, 0, "{}", msg());
+        // Combine back with the dispatch's splits/offsets.
+        let cout = T {
+            sizes: vec![8, 2],
+            strides: None,
+            data: alloc(64, &[]),
+            dtype: 0,
+        };
+        let coso = T {
+            sizes: vec![2, 1],
+            strides: None,
+            data: alloc(16, &[]),
+            dtype: 8,
+        };
+        // SAFETY: as above.
+        let rc = unsafe {
+            xpushmem_ops_all_to_all_vdev_2d_offset(&o, &cout.c(), &so, &coso.c(), world.as_ptr(), 1)
+        };
+        assert_eq!(rc, 0, "{}", msg());
+        assert_eq!(read(cout.data, 40), f32s[..40]);
+
+        // Errors: NULL tensor, a pointer outside the heap, a bad dtype, bad groups.
+        // SAFETY: NULL input is checked; the rest as above.
+        let rc = unsafe {
+            xpushmem_ops_all_to_all_vdev(std::ptr::null(), &o, &s, &so, std::ptr::null(), 0)
+        };
+        assert_eq!(rc, XPUSHMEM_OPS_ERROR_INVALID_ARGUMENT);
+        assert!(msg().contains("input = NULL"), "{}", msg());
+        let local = [0f32; 16];
+        let stack = T {
+            sizes: vec![8, 2],
+            strides: None,
+            data: local.as_ptr() as usize,
+            dtype: 0,
+        };
+        // SAFETY: the descriptor is valid; its data pointer is outside the heap, which is checked.
+        let rc =
+            unsafe { xpushmem_ops_all_to_all_vdev(&stack.c(), &o, &s, &so, std::ptr::null(), 0) };
+        assert_eq!(rc, XPUSHMEM_OPS_ERROR_NOT_SYMMETRIC);
+        assert!(
+            msg().contains("input is not in symmetric memory"),
+            "{}",
+            msg()
+        );
+        let bad = T {
+            sizes: vec![8, 2],
+            strides: None,
+            data: input.data,
+            dtype: 42,
+        };
+        // SAFETY: as above.
+        let rc =
+            unsafe { xpushmem_ops_all_to_all_vdev(&bad.c(), &o, &s, &so, std::ptr::null(), 0) };
+        assert_eq!(rc, XPUSHMEM_OPS_ERROR_INVALID_ARGUMENT);
+        assert!(msg().contains("dtype"), "{}", msg());
+        let neg = T {
+            sizes: vec![-1, 2],
+            strides: None,
+            data: input.data,
+            dtype: 0,
+        };
+        // SAFETY: as above.
+        let rc =
+            unsafe { xpushmem_ops_all_to_all_vdev(&neg.c(), &o, &s, &so, std::ptr::null(), 0) };
+        assert_eq!(rc, XPUSHMEM_OPS_ERROR_INVALID_ARGUMENT);
+        // SAFETY: NULL group with a non-zero size is checked.
+        let rc = unsafe { xpushmem_ops_all_to_all_vdev(&i, &o, &s, &so, std::ptr::null(), 3) };
+        assert_eq!(rc, XPUSHMEM_OPS_ERROR_INVALID_ARGUMENT);
+        let far = [5i32];
+        // SAFETY: group_pes points to one int32.
+        let rc = unsafe { xpushmem_ops_all_to_all_vdev(&i, &o, &s, &so, far.as_ptr(), 1) };
+        assert_eq!(rc, XPUSHMEM_OPS_ERROR_INVALID_PE);
+        assert!(msg().contains("group_pes[0]"), "{}", msg());
+
+        // tile_reduce over strided 2x2 tiles of 4x4 bf16 matrices; NULL reduce_op = "sum".
+        let bf: Vec<u8> = (0..16u16)
+            .flat_map(|i| crate::dtype::f32_to_bf16(i as f32).to_le_bytes())
+            .collect();
+        let tin = T {
+            sizes: vec![2, 2],
+            strides: Some(vec![4, 1]),
+            data: alloc(32, &bf) + 2 * 5,
+            dtype: 2,
+        };
+        let tout = T {
+            sizes: vec![2, 2],
+            strides: Some(vec![4, 1]),
+            data: alloc(32, &[]) + 2 * 5,
+            dtype: 2,
+        };
+        // SAFETY: valid descriptors with strides arrays of ndim entries; NULL reduce_op.
+        let rc = unsafe {
+            xpushmem_ops_tile_reduce(
+                &tin.c(),
+                &tout.c(),
+                0,
+                std::ptr::null(),
+                0,
+                std::ptr::null(),
+            )
+        };
+        assert_eq!(rc, 0, "{}", msg());
+        assert_eq!(read(tout.data, 4), bf[10..14]);
+        assert_eq!(read(tout.data + 8, 4), bf[18..22]);
+        let max = c"max";
+        // SAFETY: as above; reduce_op is a NUL-terminated literal.
+        let rc = unsafe {
+            xpushmem_ops_tile_reduce(&tin.c(), &tout.c(), 0, std::ptr::null(), 0, max.as_ptr())
+        };
+        assert_eq!(rc, XPUSHMEM_OPS_ERROR_INVALID_ARGUMENT);
+        assert!(msg().contains("only sum is supported"), "{}", msg());
+        // SAFETY: as above.
+        let rc = unsafe {
+            xpushmem_ops_tile_reduce(
+                &tin.c(),
+                &tout.c(),
+                1,
+                std::ptr::null(),
+                0,
+                std::ptr::null(),
+            )
+        };
+        assert_eq!(rc, XPUSHMEM_OPS_ERROR_INVALID_PE);
+
+        // multi_root_tile_reduce: two tiles, one root each would need two ranks; a duplicate root is an error.
+        let tiles = [tin.c(), tin.c()];
+        let roots = [0i64, 0];
+        // SAFETY: tiles and roots hold 2 entries each.
+        let rc = unsafe {
+            xpushmem_ops_multi_root_tile_reduce(
+                tiles.as_ptr(),
+                2,
+                &tout.c(),
+                roots.as_ptr(),
+                2,
+                std::ptr::null(),
+                0,
+                std::ptr::null(),
+            )
+        };
+        assert_eq!(rc, XPUSHMEM_OPS_ERROR_INVALID_ARGUMENT);
+        assert!(
+            msg().contains("Each rank can only be a root once"),
+            "{}",
+            msg()
+        );
+        // SAFETY: one tile, one root.
+        let rc = unsafe {
+            xpushmem_ops_multi_root_tile_reduce(
+                tiles.as_ptr(),
+                1,
+                &tout.c(),
+                roots.as_ptr(),
+                1,
+                std::ptr::null(),
+                0,
+                std::ptr::null(),
+            )
+        };
+        assert_eq!(rc, 0, "{}", msg());
+
+        // broadcast, all_to_all, put/get, signals.
+        // SAFETY: valid descriptors, NULL group.
+        unsafe {
+            assert_eq!(
+                xpushmem_ops_nvshmem_broadcast(&i, 0, std::ptr::null(), 0),
+                0,
+                "{}",
+                msg()
+            );
+            assert_eq!(
+                xpushmem_ops_nvshmem_broadcast(&i, 1, std::ptr::null(), 0),
+                XPUSHMEM_OPS_ERROR_INVALID_PE
+            );
+            assert_eq!(
+                xpushmem_ops_nvshmem_all_to_all(&i, &cout.c(), std::ptr::null(), 0),
+                0,
+                "{}",
+                msg()
+            );
+            assert_eq!(xpushmem_ops_nvshmem_put(&i, 0), 0, "{}", msg());
+            assert_eq!(xpushmem_ops_nvshmem_get(&i, 0), 0, "{}", msg());
+            assert_eq!(
+                xpushmem_ops_nvshmem_put(&i, -1),
+                XPUSHMEM_OPS_ERROR_INVALID_PE
+            );
+            assert!(msg().contains("invalid PE -1"), "{}", msg());
+            assert_eq!(
+                xpushmem_ops_nvshmem_get(&i, 1),
+                XPUSHMEM_OPS_ERROR_INVALID_PE
+            );
+        }
+        assert_eq!(read(cout.data, 64), f32s);
+        let pad = T {
+            sizes: vec![4],
+            strides: None,
+            data: alloc(16, &[]),
+            dtype: 7,
+        };
+        // SAFETY: valid descriptors.
+        unsafe {
+            assert_eq!(
+                xpushmem_ops_nvshmem_put_with_signal(&i, &pad.c(), 42, 0),
+                0,
+                "{}",
+                msg()
+            );
+            assert_eq!(
+                xpushmem_ops_nvshmem_wait_for_signal(&pad.c(), 42, 0),
+                0,
+                "{}",
+                msg()
+            );
+        }
+        assert_eq!(read(pad.data, 8), 42u64.to_le_bytes());
+        // Empty tensors may have a NULL data pointer.
+        let empty = T {
+            sizes: vec![0],
+            strides: None,
+            data: 0,
+            dtype: 0,
+        };
+        // SAFETY: valid descriptor (NULL data with zero elements).
+        assert_eq!(
+            unsafe { xpushmem_ops_nvshmem_put(&empty.c(), 0) },
+            0,
+            "{}",
+            msg()
+        );
+    }
+}
