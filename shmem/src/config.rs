@@ -97,7 +97,7 @@ pub const VARS: &[VarSpec] = &[
     VarSpec {
         name: "XPUSHMEM_ERROR_MODE",
         default: "return",
-        doc: "C ABI only: return (error codes + xpushmem_last_error) or abort (print and abort, classic SHMEM)",
+        doc: "C ABI only: return (error codes + xpushmem_last_error) or abort (print and abort, classic SHMEM); the native xpushmem_* API defaults to return, the OpenSHMEM shmem_* layer to abort unless this is set",
     },
     VarSpec {
         name: "XPUSHMEM_TEAMS_MAX",
