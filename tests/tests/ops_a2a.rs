@@ -410,9 +410,9 @@ fn equal_case(sh: &Shmem, g: &Group, b: &Bufs, c: &Case) -> Result<()> {
 
 fn cases_for(w: usize) -> usize {
     match w {
-        1 | 2 => 160,
-        3 | 4 => 100,
-        _ => 60,
+        1 | 2 => 400,
+        3 | 4 => 250,
+        _ => 150,
     }
 }
 
@@ -454,4 +454,24 @@ pe_test!(a2a_concurrent_subgroups, [_4pe = 4, _8pe = 8], |sh| {
     let permuted = Group::new(sh, &perm)?;
     run_cases(sh, &permuted, &b, 300, 20)?;
     Ok(())
+});
+
+/// Past NVSHMEM's limits: W = 33 > 32 (dispatch) > 16 (combine), experts per rank 17 > 16 and 33 > 32.
+fn beyond_caps(sh: &Shmem) -> Result<()> {
+    let g = Group::world(sh)?;
+    let b = Bufs::new(sh, sh.n_pes())?;
+    let seed = seed();
+    for i in 0..4 {
+        let mut c = Case::new(seed, 400, i, g.size());
+        c.ne = [17, 33, 1, 40][i];
+        c.rows = 64;
+        vdev_case(sh, &g, &b, &c)?;
+        dispatch_combine_case(sh, &g, &b, &c)?;
+        offset_case(sh, &g, &b, &c)?;
+    }
+    Ok(())
+}
+
+pe_test!(a2a_beyond_nvshmem_caps, [_33pe = 33], |sh| {
+    beyond_caps(sh)
 });

@@ -313,7 +313,7 @@ pe_test!(
             inp: sh.malloc::<u8>(N_MAX * N_MAX * 4)?,
             out: sh.malloc::<u8>(N_MAX * N_MAX * 4)?,
         };
-        let cases = if sh.n_pes() >= 8 { 25 } else { 50 };
+        let cases = if sh.n_pes() >= 8 { 80 } else { 150 };
         pytorch_tile_reduce(sh, &g, &b)?;
         tile_cases(sh, &g, &b, cases)?;
         multi_root_cases(sh, &g, &b, cases)?;
