@@ -453,6 +453,29 @@ pe_test!(a2a_concurrent_subgroups, [_4pe = 4, _8pe = 8], |sh| {
     let perm: Vec<usize> = (0..n).map(|i| (i * 3 + 1) % n).collect();
     let permuted = Group::new(sh, &perm)?;
     run_cases(sh, &permuted, &b, 300, 20)?;
+    // Groups from runtime teams: the rows of a 2-D split (the "ep" halves again), and the even PEs of a strided
+    // split (odd PEs take part in the creation without joining).
+    let (row, col) = sh.team_split_2d(&sh.team_world(), n / 2, None, None)?;
+    let from_row = Group::from_team(sh, Some(&row))?;
+    assert_eq!(from_row.pes(), halves.pes());
+    run_cases(sh, &from_row, &b, 500 + (me / (n / 2)) as u64, 10)?;
+    let evens = sh.team_split_strided(&sh.team_world(), 0, 2, n / 2, None)?;
+    let from_evens = Group::from_team(sh, evens.as_ref())?;
+    if me % 2 == 0 {
+        assert_eq!(from_evens.my_rank(), Some(me / 2));
+        run_cases(sh, &from_evens, &b, 600, 10)?;
+    } else {
+        assert_eq!(from_evens.my_rank(), None);
+    }
+    sh.barrier_all()?;
+    for g in [from_evens, from_row, permuted, strided, halves] {
+        g.free(sh)?;
+    }
+    if let Some(t) = evens {
+        sh.team_destroy(t)?;
+    }
+    sh.team_destroy(col)?;
+    sh.team_destroy(row)?;
     Ok(())
 });
 
