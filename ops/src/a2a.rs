@@ -373,23 +373,27 @@ fn run(
     )?;
     let p = prep?;
 
-    // Push: each receiver's entries of row 0 (counts) and row 1 (source rows).
+    // Push: each receiver's entries of row 0 (counts) and row 1 (source rows). A failure here (a runtime error)
+    // is reported through the barrier that follows, so no rank waits for one that gave up.
     let n = p.ex.nsplits();
-    for k in 1..=w {
-        let peer = (me + k) % w;
-        let e = p.ex.to_peer(me, peer);
-        if e.src.is_empty() {
-            continue;
+    let pushed = (|| {
+        for k in 1..=w {
+            let peer = (me + k) % w;
+            let e = p.ex.to_peer(me, peer);
+            if e.src.is_empty() {
+                continue;
+            }
+            let counts: Vec<i64> = e.src.iter().map(|&t| p.counts[t]).collect();
+            let rows: Vec<i64> = e.src.iter().map(|&t| p.src_rows[t]).collect();
+            let pe = group.global(peer)?;
+            for (row, vals) in [(0, &counts), (1, &rows)] {
+                let v = entries_view(oso, row, e.dst_start, e.dst_step, vals.len())?;
+                io::write_i64s(sh, &v, vals, pe)?;
+            }
         }
-        let counts: Vec<i64> = e.src.iter().map(|&t| p.counts[t]).collect();
-        let rows: Vec<i64> = e.src.iter().map(|&t| p.src_rows[t]).collect();
-        let pe = group.global(peer)?;
-        for (row, vals) in [(0, &counts), (1, &rows)] {
-            let v = entries_view(oso, row, e.dst_start, e.dst_step, vals.len())?;
-            io::write_i64s(sh, &v, vals, pe)?;
-        }
-    }
-    group.sync(sh, op, false, 0)?;
+        Ok(())
+    })();
+    group.agree(sh, op, pushed.err(), 0, &String::new)?;
 
     // Receive.
     let mine = sh.my_pe();
