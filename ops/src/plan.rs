@@ -488,7 +488,59 @@ mod tests {
         assert_eq!(chunks(0, 4).count(), 0);
     }
 
+    /// No cap on W or ne (NVSHMEM: W <= 32 / 16, ne <= 16 / 32): the schedule and layout are exact far past them.
+    #[test]
+    fn no_caps_on_world_or_experts() {
+        for (w, ne, row_in) in [(257usize, 65usize, true), (129, 33, false)] {
+            let ex = Exchange {
+                world: w,
+                ne,
+                rank_is_row_in: row_in,
+            };
+            let mut hits = vec![0u32; w * ex.nsplits()];
+            for me in 0..w {
+                for t in 0..ex.nsplits() {
+                    let (p, i) = ex.dest(me, t);
+                    hits[p * ex.nsplits() + i] += 1;
+                }
+            }
+            assert!(hits.iter().all(|&h| h == 1));
+            let (major, minor, _) = ex.recv_shape();
+            let counts: Vec<i64> = (0..ex.nsplits() as i64).map(|i| i % 3).collect();
+            let l = recv_layout(&counts, major, minor, 16).unwrap();
+            assert_eq!(l.block_starts.len(), major);
+            assert!(l.block_starts.iter().all(|s| s % 16 == 0));
+        }
+    }
+
     proptest! {
+        /// The runs of a strided view cover exactly its elements, in row-major order.
+        #[test]
+        fn runs_cover_the_elements(
+            shape in proptest::collection::vec(0usize..5, 0..4),
+            strides in proptest::collection::vec(0usize..30, 4),
+            offset in 0usize..10, esz in prop_oneof![Just(1usize), Just(2), Just(4), Just(8)],
+        ) {
+            let strides = &strides[..shape.len()];
+            let mut want = Vec::new();
+            let n: usize = shape.iter().product();
+            let mut idx = vec![0usize; shape.len()];
+            for _ in 0..n {
+                let e = offset + idx.iter().zip(strides).map(|(i, s)| i * s).sum::<usize>();
+                want.extend(e * esz..(e + 1) * esz);
+                for d in (0..shape.len()).rev() {
+                    idx[d] += 1;
+                    if idx[d] < shape[d] { break; }
+                    idx[d] = 0;
+                }
+            }
+            let got: Vec<usize> = strided_runs(&shape, strides, offset, esz)
+                .iter()
+                .flat_map(|r| r.start..r.start + r.len)
+                .collect();
+            prop_assert_eq!(got, want);
+        }
+
         /// Every receiver index is written by exactly one (sender, entry), for both directions.
         #[test]
         fn exchange_is_a_bijection(w in 1usize..12, ne in 1usize..20, row_in in any::<bool>()) {
