@@ -26,6 +26,7 @@
 //! registered registers it on the spot, which is only safe when every PE of the world calls an op (on its own
 //! group) at that point, as PyTorch's sub-group dispatch/combine does. `group_pes == NULL` means the world.
 #![allow(unsafe_code)]
+#![warn(clippy::undocumented_unsafe_blocks)]
 
 use crate::dtype::DType;
 use crate::group::Group;
@@ -383,9 +384,12 @@ pub extern "C" fn xpushmem_ops_finalize() -> c_int {
 #[no_mangle]
 pub unsafe extern "C" fn xpushmem_ops_group_register(pes: *const i32, npes: i32) -> c_int {
     const CALL: &str = "xpushmem_ops_group_register";
-    // SAFETY: forwarded caller contract on pes.
     entry(CALL, || {
-        with_rt(|sh| unsafe { group(sh, pes, npes, CALL) }.map(|_| ()))
+        with_rt(|sh| {
+            // SAFETY: forwarded caller contract on pes.
+            let g = unsafe { group(sh, pes, npes, CALL) };
+            g.map(|_| ())
+        })
     })
 }
 
@@ -1049,11 +1053,7 @@ mod tests {
             dtype: 0,
         };
         // SAFETY: valid descriptor (NULL data with zero elements).
-        assert_eq!(
-            unsafe { xpushmem_ops_nvshmem_put(&empty.c(), 0) },
-            0,
-            "{}",
-            msg()
-        );
+        let rc = unsafe { xpushmem_ops_nvshmem_put(&empty.c(), 0) };
+        assert_eq!(rc, 0, "{}", msg());
     }
 }
