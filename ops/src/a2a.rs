@@ -3,7 +3,7 @@
 //!
 //! Host path of the v-ops, for a group of `W` ranks (all steps on every rank):
 //! 1. validate locally (shapes, dtypes, contiguity, splits non-negative and within the input, no aliasing);
-//! 2. [`Group::agree`]: barrier + all-reduce of "anyone failed?" and of the digest of the symmetric arguments
+//! 2. `Group::agree`: barrier + all-reduce of "anyone failed?" and of the digest of the symmetric arguments
 //!    (input and `out_splits_offsets` must be the same views on every rank): every rank fails or none does;
 //! 3. push: write each receiver's entries of `out_splits_offsets` (row 0 = count, row 1 = the chunk's row in
 //!    the sender's input), at the indices [`Exchange`] gives;
@@ -11,7 +11,7 @@
 //! 5. receive: read row 0 and row 1, compute the layout ([`recv_layout`]; `major_align` for dispatch), check
 //!    that every chunk fits in `out`, pull every chunk from its sender's input, then overwrite row 1 with the
 //!    output offsets. Row 1 is read completely before it is overwritten, so there is no race on it;
-//! 6. [`Group::agree`] again: the exit barrier (peers' inputs are no longer read once it returns) and the
+//! 6. `Group::agree` again: the exit barrier (peers' inputs are no longer read once it returns) and the
 //!    verdict on the receive checks.
 
 use crate::dtype::DType;

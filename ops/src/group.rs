@@ -2,7 +2,7 @@
 //! symmetric synchronisation space, so that disjoint groups run ops concurrently without interfering.
 //!
 //! ## Synchronisation
-//! Every collective op synchronises its group with [`Group::sync`]: a dissemination exchange over
+//! Every collective op synchronises its group with `Group::sync`: a dissemination exchange over
 //! `ceil(log2 W)` rounds that is at the same time a barrier and an all-reduce of a small *verdict*: whether any
 //! rank rejected its arguments (and the lowest such rank), and the minimum and maximum digest of the symmetric
 //! arguments (so every rank learns whether all ranks passed the same buffers and layouts). All reductions are
@@ -49,7 +49,7 @@ pub struct Group {
     id: u64,
 }
 
-/// The all-reduced outcome of a [`Group::sync`].
+/// The all-reduced outcome of a `Group::sync`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Verdict {
     /// Lowest group rank that reported a failure, if any.
@@ -255,7 +255,7 @@ impl Group {
         })
     }
 
-    /// [`Group::sync`], then turn the verdict into this rank's result: its own error if it had one; an error
+    /// `Group::sync`, then turn the verdict into this rank's result: its own error if it had one; an error
     /// naming the first failed rank if another rank failed; a mismatch if the ranks' argument digests differ.
     /// `ours` describes this rank's symmetric arguments for the mismatch message.
     pub(crate) fn agree(
