@@ -254,10 +254,11 @@ int main(int argc, char **argv) {
   }
   words = (uint64_t *)(A + big);
   memset(words, 0, 64);
-  B = malloc(big);
-  src = malloc(local);
-  dst = malloc(local);
-  expect = malloc(local);
+  B = aligned_alloc(4096, (big + 4095) / 4096 * 4096);
+  local = (local + 4095) / 4096 * 4096; /* page-aligned local buffers, like OSU and xpushmem-perf */
+  src = aligned_alloc(4096, local);
+  dst = aligned_alloc(4096, local);
+  expect = aligned_alloc(4096, local);
   counts = malloc(sizeof(int) * np);
   displs = malloc(sizeof(int) * np);
   if (!B || !src || !dst || !expect || !counts || !displs) { fprintf(stderr, "mpi_bench: out of memory\n"); MPI_Abort(MPI_COMM_WORLD, 1); }

@@ -369,9 +369,10 @@ int main(int argc, char **argv) {
   pwrk_len = O.end / 8 / 2 + 1;
   if (pwrk_len < SHMEM_REDUCE_MIN_WRKDATA_SIZE) pwrk_len = SHMEM_REDUCE_MIN_WRKDATA_SIZE;
   pwrk = shmem_malloc(pwrk_len * sizeof(long));
-  src = malloc(local);
-  dst = malloc(local);
-  expect = malloc(local);
+  local = (local + 4095) / 4096 * 4096; /* page-aligned local buffers, like OSU and xpushmem-perf */
+  src = aligned_alloc(4096, local);
+  dst = aligned_alloc(4096, local);
+  expect = aligned_alloc(4096, local);
   if (!A || !B || !words || !times || !psync || !psync2 || !pwrk || !src || !dst || !expect) {
     fprintf(stderr, "oshmem_bench: out of memory (symmetric %zu x 2)\n", big);
     shmem_global_exit(1);

@@ -42,7 +42,8 @@ int main(int argc, char **argv) {
   ctl[0] = (ctl_t *)base;
   ctl[1] = (ctl_t *)(base + ctl_sz + region);
   unsigned char *data[2] = {base + ctl_sz, base + 2 * ctl_sz + region};
-  unsigned char *src = malloc(region), *expect = malloc(region), *chk = malloc(region);
+  size_t rr = (region + 4095) / 4096 * 4096; /* page-aligned local buffers */
+  unsigned char *src = aligned_alloc(4096, rr), *expect = aligned_alloc(4096, rr), *chk = aligned_alloc(4096, rr);
   FILE *csv = csv_open(o.csv);
   pid_t pid = fork();
   int me = pid == 0 ? 1 : 0, peer = 1 - me;

@@ -7,6 +7,38 @@ use crate::stats::WINDOW_CAP_BYTES;
 use std::time::Instant;
 use xpushmem::{Shmem, SymRef, SymSlice};
 
+/// A zeroed local byte buffer whose usable part starts on a page boundary, like the buffers of the OSU
+/// benchmarks (and of the C peers, which use `aligned_alloc(4096, ...)`), so that no implementation is measured
+/// with a misaligned source or destination.
+#[derive(Debug, Clone)]
+pub struct PageBuf {
+    v: Vec<u8>,
+    off: usize,
+    len: usize,
+}
+
+impl PageBuf {
+    /// `len` zero bytes, page aligned.
+    pub fn new(len: usize) -> PageBuf {
+        let v = vec![0u8; len + 4096];
+        let off = v.as_ptr().align_offset(4096).min(4096);
+        PageBuf { v, off, len }
+    }
+}
+
+impl std::ops::Deref for PageBuf {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.v[self.off..self.off + self.len]
+    }
+}
+
+impl std::ops::DerefMut for PageBuf {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        &mut self.v[self.off..self.off + self.len]
+    }
+}
+
 /// Index in [`Ctx::words`] of the ping-pong signal word.
 pub const W_SIGNAL: usize = 0;
 /// Index of the fetch-add counter.
@@ -36,12 +68,12 @@ pub struct Ctx<'a> {
     /// Symmetric 64-bit words: signals, counters, barrier-check slots (see the `W_*` indices).
     pub words: SymSlice<u64>,
     times: SymSlice<f64>,
-    /// Local source buffer.
-    pub src: Vec<u8>,
-    /// Local destination buffer.
-    pub dst: Vec<u8>,
+    /// Local source buffer (page aligned).
+    pub src: PageBuf,
+    /// Local destination buffer (page aligned).
+    pub dst: PageBuf,
     /// Local buffer for expected contents.
-    pub expect: Vec<u8>,
+    pub expect: PageBuf,
     /// Salt of the next data pattern (advanced identically on every PE).
     pub salt: u64,
     /// Last signal value used by the ping-pong (advanced identically on every PE).
@@ -185,9 +217,9 @@ impl<'a> Ctx<'a> {
             b,
             words,
             times,
-            src: vec![0; local],
-            dst: vec![0; local],
-            expect: vec![0; local],
+            src: PageBuf::new(local),
+            dst: PageBuf::new(local),
+            expect: PageBuf::new(local),
             salt: 0x1234,
             seq: 0,
             fadd: 0,
@@ -258,6 +290,15 @@ impl<'a> Ctx<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn page_buffers() {
+        let mut b = PageBuf::new(10000);
+        assert_eq!(b.len(), 10000);
+        assert_eq!(b.as_ptr() as usize % 4096, 0);
+        b[9999] = 1;
+        assert!(b[..9999].iter().all(|&x| x == 0));
+    }
 
     #[test]
     fn patterns_and_stamps() {

@@ -1,0 +1,946 @@
+//! `xpushmem-perf report`: turn the CSV results of one `scripts/bench.sh` run (xpushmem and every peer) into
+//! `docs/PERFORMANCE.md` (one table per operation: xpushmem, each peer, the ratio, the physical reference; the
+//! targets with met/missed) and PNG charts of latency and bandwidth versus size.
+
+use crate::csv::{self, Record};
+use crate::error::{PerfError, Result};
+use crate::plot::{Chart, Series};
+use crate::stats::{self, human_size};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+/// What a table leads with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Metric {
+    /// Time of one operation in µs (lower is better).
+    Lat,
+    /// GB/s (higher is better).
+    Bw,
+}
+
+/// One column source: an implementation's benchmark.
+#[derive(Debug, Clone, Copy)]
+pub struct Col {
+    /// Column label.
+    pub label: &'static str,
+    /// `impl` in the CSV.
+    pub imp: &'static str,
+    /// `bench` in the CSV.
+    pub bench: &'static str,
+}
+
+/// One operation's table (and chart).
+#[derive(Debug, Clone, Copy)]
+pub struct Spec {
+    /// Anchor and PNG file stem.
+    pub id: &'static str,
+    /// Heading.
+    pub title: &'static str,
+    /// What one operation is, for each implementation.
+    pub what: &'static str,
+    /// Lead metric.
+    pub metric: Metric,
+    /// The xpushmem benchmark.
+    pub xp: &'static str,
+    /// PE counts shown.
+    pub npes: &'static [usize],
+    /// Peers (same PE count).
+    pub peers: &'static [Col],
+    /// Physical references (matched by size at any PE count).
+    pub refs: &'static [Col],
+    /// Draw a chart per PE count.
+    pub plot: bool,
+}
+
+const fn col(label: &'static str, imp: &'static str, bench: &'static str) -> Col {
+    Col { label, imp, bench }
+}
+
+const OSH_PUT: Col = col("Open MPI SHMEM", "oshmem", "put_lat");
+const MEMCPY: Col = col("memcpy", "memcpy", "memcpy");
+
+/// Every table of the page, in order.
+pub const SPECS: &[Spec] = &[
+    Spec {
+        id: "put_lat",
+        title: "put latency (blocking put + quiet)",
+        what: "xpushmem `put` + `quiet`; Open MPI SHMEM `shmem_putmem` + `shmem_quiet`; MPI `MPI_Put` + `MPI_Win_flush` on a shared window (`MPI_Win_allocate_shared`, osc sm) and a regular one (`MPI_Win_allocate`). PE 0 writes PE 1's buffer (one reused target); this is the initiator's cost to complete a put, nobody waits on the other side. Reference: one `memcpy` of the same size in one process.",
+        metric: Metric::Lat,
+        xp: "put_lat",
+        npes: &[2],
+        peers: &[
+            OSH_PUT,
+            col("MPI shared win", "mpi-shared", "put_lat"),
+            col("MPI Win_allocate", "mpi-alloc", "put_lat"),
+        ],
+        refs: &[MEMCPY],
+        plot: true,
+    },
+    Spec {
+        id: "put_nbi_lat",
+        title: "put_nbi + quiet latency",
+        what: "xpushmem `put_nbi` + `quiet`; Open MPI SHMEM `shmem_putmem_nbi` + `shmem_quiet`.",
+        metric: Metric::Lat,
+        xp: "put_nbi_lat",
+        npes: &[2],
+        peers: &[col("Open MPI SHMEM", "oshmem", "put_nbi_lat")],
+        refs: &[MEMCPY],
+        plot: false,
+    },
+    Spec {
+        id: "get_lat",
+        title: "get latency (blocking get)",
+        what: "xpushmem `get`; Open MPI SHMEM `shmem_getmem`; MPI `MPI_Get` + `MPI_Win_flush` (shared / regular window). PE 0 reads PE 1's buffer.",
+        metric: Metric::Lat,
+        xp: "get_lat",
+        npes: &[2],
+        peers: &[
+            col("Open MPI SHMEM", "oshmem", "get_lat"),
+            col("MPI shared win", "mpi-shared", "get_lat"),
+            col("MPI Win_allocate", "mpi-alloc", "get_lat"),
+        ],
+        refs: &[MEMCPY],
+        plot: true,
+    },
+    Spec {
+        id: "get_nbi_lat",
+        title: "get_nbi + quiet latency",
+        what: "xpushmem `get_nbi` + `quiet`; Open MPI SHMEM `shmem_getmem_nbi` + `shmem_quiet`.",
+        metric: Metric::Lat,
+        xp: "get_nbi_lat",
+        npes: &[2],
+        peers: &[col("Open MPI SHMEM", "oshmem", "get_nbi_lat")],
+        refs: &[MEMCPY],
+        plot: false,
+    },
+    Spec {
+        id: "put_bw",
+        title: "put bandwidth (window of non-blocking puts, then quiet)",
+        what: "Windows of up to 64 non-blocking puts (fewer when a window would exceed 64 MiB) into one reused target on PE 1, then `quiet` (MPI: `MPI_Put`s then `MPI_Win_flush`), like OSU's `osu_oshm_put_bw`. Reference: `memcpy` bandwidth with hot buffers in one process.",
+        metric: Metric::Bw,
+        xp: "put_bw",
+        npes: &[2],
+        peers: &[
+            col("Open MPI SHMEM", "oshmem", "put_bw"),
+            col("MPI shared win", "mpi-shared", "put_bw"),
+            col("MPI Win_allocate", "mpi-alloc", "put_bw"),
+        ],
+        refs: &[MEMCPY],
+        plot: true,
+    },
+    Spec {
+        id: "get_bw",
+        title: "get bandwidth (window of non-blocking gets, then quiet)",
+        what: "Windows of non-blocking gets from one source on PE 1 into distinct local chunks, then `quiet` / `MPI_Win_flush`.",
+        metric: Metric::Bw,
+        xp: "get_bw",
+        npes: &[2],
+        peers: &[
+            col("Open MPI SHMEM", "oshmem", "get_bw"),
+            col("MPI shared win", "mpi-shared", "get_bw"),
+            col("MPI Win_allocate", "mpi-alloc", "get_bw"),
+        ],
+        refs: &[MEMCPY],
+        plot: true,
+    },
+    Spec {
+        id: "p_lat",
+        title: "p latency (one u64 + quiet)",
+        what: "xpushmem `p` + `quiet`; Open MPI SHMEM `shmem_long_p` + `shmem_quiet`.",
+        metric: Metric::Lat,
+        xp: "p_lat",
+        npes: &[2],
+        peers: &[col("Open MPI SHMEM", "oshmem", "p_lat")],
+        refs: &[],
+        plot: false,
+    },
+    Spec {
+        id: "g_lat",
+        title: "g latency (one u64)",
+        what: "xpushmem `g`; Open MPI SHMEM `shmem_long_g`.",
+        metric: Metric::Lat,
+        xp: "g_lat",
+        npes: &[2],
+        peers: &[col("Open MPI SHMEM", "oshmem", "g_lat")],
+        refs: &[],
+        plot: false,
+    },
+    Spec {
+        id: "put_signal_pp",
+        title: "put_signal ping-pong (one-way latency)",
+        what: "PE 0 and PE 1 bounce a message: payload, then a signal; the receiver waits for the signal, checks the sequence number stamped into the first and last 8 bytes, and answers. One-way = round trip / 2. xpushmem: `put_signal` (SET) + `signal_wait_until`. Open MPI SHMEM 4.1 implements OpenSHMEM 1.4, which has no `shmem_put_signal`: **emulated** as `shmem_putmem` + `shmem_fence` + `shmem_long_atomic_set`, waited for with `shmem_long_wait_until`. Reference: a hand-written ping-pong of two processes over one shared mapping (memcpy, release store of a flag, spin with acquire loads and `pause`), doing the same stamps and checks.",
+        metric: Metric::Lat,
+        xp: "put_signal_pp",
+        npes: &[2],
+        peers: &[col("Open MPI SHMEM (emulated)", "oshmem", "put_signal_pp")],
+        refs: &[col("shm flag ping-pong", "shm-raw", "put_signal_pp")],
+        plot: true,
+    },
+    Spec {
+        id: "fetch_add_lat",
+        title: "atomic fetch_add latency (u64)",
+        what: "xpushmem `atomic_fetch_add`; Open MPI SHMEM `shmem_long_atomic_fetch_add`; MPI `MPI_Fetch_and_op(MPI_SUM)` + `MPI_Win_flush`.",
+        metric: Metric::Lat,
+        xp: "fetch_add_lat",
+        npes: &[2],
+        peers: &[
+            col("Open MPI SHMEM", "oshmem", "fetch_add_lat"),
+            col("MPI shared win", "mpi-shared", "fetch_add_lat"),
+            col("MPI Win_allocate", "mpi-alloc", "fetch_add_lat"),
+        ],
+        refs: &[],
+        plot: false,
+    },
+    Spec {
+        id: "cswap_lat",
+        title: "atomic compare_swap latency (u64)",
+        what: "xpushmem `atomic_compare_swap`; Open MPI SHMEM `shmem_long_atomic_compare_swap`; MPI `MPI_Compare_and_swap` + `MPI_Win_flush` on the shared window (on `MPI_Win_allocate`, Debian's Open MPI 4.1.4 osc rdma crashes the target in `MPI_Compare_and_swap`, so that column is not measured).",
+        metric: Metric::Lat,
+        xp: "cswap_lat",
+        npes: &[2],
+        peers: &[
+            col("Open MPI SHMEM", "oshmem", "cswap_lat"),
+            col("MPI shared win", "mpi-shared", "cswap_lat"),
+        ],
+        refs: &[],
+        plot: false,
+    },
+    Spec {
+        id: "barrier_all",
+        title: "barrier_all latency",
+        what: "Back-to-back barriers, time per barrier of the slowest PE. xpushmem `barrier_all`; Open MPI SHMEM `shmem_barrier_all`; `MPI_Barrier`. 4 PEs run oversubscribed on the 2 cores.",
+        metric: Metric::Lat,
+        xp: "barrier_all",
+        npes: &[2, 4],
+        peers: &[
+            col("Open MPI SHMEM", "oshmem", "barrier_all"),
+            col("MPI_Barrier", "mpi", "barrier_all"),
+        ],
+        refs: &[],
+        plot: false,
+    },
+    Spec {
+        id: "sync_all",
+        title: "sync_all latency",
+        what: "xpushmem `sync_all`; Open MPI SHMEM `shmem_sync_all` (a barrier that does not complete outstanding puts).",
+        metric: Metric::Lat,
+        xp: "sync_all",
+        npes: &[2, 4],
+        peers: &[col("Open MPI SHMEM", "oshmem", "sync_all")],
+        refs: &[],
+        plot: false,
+    },
+    Spec {
+        id: "team_barrier",
+        title: "team barrier latency (team of all PEs)",
+        what: "xpushmem `team_sync`/barrier on a team of all PEs; Open MPI SHMEM 1.4 `shmem_barrier` over the active set of all PEs (no teams in 1.4); `MPI_Barrier` on a duplicate of `MPI_COMM_WORLD`.",
+        metric: Metric::Lat,
+        xp: "team_barrier",
+        npes: &[2, 4],
+        peers: &[
+            col("Open MPI SHMEM", "oshmem", "team_barrier"),
+            col("MPI_Barrier (dup comm)", "mpi", "team_barrier"),
+        ],
+        refs: &[],
+        plot: false,
+    },
+    Spec {
+        id: "bcast",
+        title: "broadcast latency (root PE 0)",
+        what: "OSU style: each call timed alone, a barrier between calls, slowest PE. xpushmem team `broadcast`; Open MPI SHMEM `shmem_broadcast64`; `MPI_Bcast`. Size = bytes broadcast.",
+        metric: Metric::Lat,
+        xp: "bcast",
+        npes: &[2, 4],
+        peers: &[
+            col("Open MPI SHMEM", "oshmem", "bcast"),
+            col("MPI_Bcast", "mpi", "bcast"),
+        ],
+        refs: &[],
+        plot: true,
+    },
+    Spec {
+        id: "alltoall",
+        title: "all-to-all latency",
+        what: "OSU style. xpushmem team `alltoall`; Open MPI SHMEM `shmem_alltoall64`; `MPI_Alltoall`. Size = bytes per destination PE.",
+        metric: Metric::Lat,
+        xp: "alltoall",
+        npes: &[2, 4],
+        peers: &[
+            col("Open MPI SHMEM", "oshmem", "alltoall"),
+            col("MPI_Alltoall", "mpi", "alltoall"),
+        ],
+        refs: &[],
+        plot: true,
+    },
+    Spec {
+        id: "fcollect",
+        title: "fcollect (allgather) latency",
+        what: "OSU style. xpushmem team `fcollect`; Open MPI SHMEM `shmem_fcollect64`; `MPI_Allgather`. Size = bytes contributed per PE.",
+        metric: Metric::Lat,
+        xp: "fcollect",
+        npes: &[2, 4],
+        peers: &[
+            col("Open MPI SHMEM", "oshmem", "fcollect"),
+            col("MPI_Allgather", "mpi", "fcollect"),
+        ],
+        refs: &[],
+        plot: true,
+    },
+    Spec {
+        id: "reduce_sum",
+        title: "sum reduction (to all) latency, int64",
+        what: "OSU style. xpushmem team `sum_reduce` on int64; Open MPI SHMEM `shmem_long_sum_to_all`; `MPI_Allreduce(MPI_SUM)` on `MPI_INT64_T`. Size = bytes per PE.",
+        metric: Metric::Lat,
+        xp: "reduce_sum",
+        npes: &[2, 4],
+        peers: &[
+            col("Open MPI SHMEM", "oshmem", "reduce_sum"),
+            col("MPI_Allreduce", "mpi", "reduce_sum"),
+        ],
+        refs: &[],
+        plot: true,
+    },
+    Spec {
+        id: "all_to_all_vdev",
+        title: "all_to_all_vdev throughput (xpushmem-ops)",
+        what: "xpushmem-ops `all_to_all_vdev` (PyTorch's NVSHMEM op: splits exchanged on the device, then the data); `MPI_Alltoallv` with the same (uniform) counts. Size = bytes per destination PE; GB/s = bytes sent per PE / time.",
+        metric: Metric::Bw,
+        xp: "all_to_all_vdev",
+        npes: &[2, 4],
+        peers: &[col("MPI_Alltoallv", "mpi", "alltoallv")],
+        refs: &[],
+        plot: true,
+    },
+    Spec {
+        id: "all_to_all_vdev_2d",
+        title: "all_to_all_vdev_2d throughput (xpushmem-ops)",
+        what: "xpushmem-ops `all_to_all_vdev_2d` (MoE token dispatch layout); `MPI_Alltoallv` with the same bytes per destination as the closest MPI equivalent.",
+        metric: Metric::Bw,
+        xp: "all_to_all_vdev_2d",
+        npes: &[2, 4],
+        peers: &[col("MPI_Alltoallv", "mpi", "alltoallv")],
+        refs: &[],
+        plot: true,
+    },
+];
+
+/// One aggregated cell: over several runs of the same cell, the median of the medians and the best of the bests.
+#[derive(Debug, Clone, Copy)]
+pub struct Cell {
+    /// µs.
+    pub med_us: f64,
+    /// µs.
+    pub min_us: f64,
+    /// GB/s.
+    pub med_gbps: f64,
+    /// GB/s.
+    pub best_gbps: f64,
+}
+
+impl Cell {
+    /// The lead value for `m`.
+    pub fn value(&self, m: Metric) -> f64 {
+        match m {
+            Metric::Lat => self.med_us,
+            Metric::Bw => self.med_gbps,
+        }
+    }
+}
+
+type Key = (String, String, usize, usize);
+
+/// All results of a run, aggregated per (impl, bench, npes, size).
+#[derive(Debug, Default)]
+pub struct Results {
+    cells: BTreeMap<Key, Cell>,
+}
+
+impl Results {
+    /// Aggregate records.
+    pub fn new(records: &[Record]) -> Results {
+        let mut groups: BTreeMap<Key, Vec<&Record>> = BTreeMap::new();
+        for r in records {
+            groups
+                .entry((r.imp.clone(), r.bench.clone(), r.npes, r.size))
+                .or_default()
+                .push(r);
+        }
+        let cells = groups
+            .into_iter()
+            .map(|(k, v)| {
+                let f = |g: fn(&Record) -> f64| v.iter().map(|r| g(r)).collect::<Vec<f64>>();
+                let c = Cell {
+                    med_us: stats::median(&f(|r| r.median_us)),
+                    min_us: stats::min(&f(|r| r.min_us)),
+                    med_gbps: stats::median(&f(|r| r.median_gbps)),
+                    best_gbps: f(|r| r.best_gbps).into_iter().fold(0.0, f64::max),
+                };
+                (k, c)
+            })
+            .collect();
+        Results { cells }
+    }
+
+    /// Read every `*.csv` under `dir`.
+    pub fn load(dir: &Path) -> Result<Results> {
+        let mut recs = Vec::new();
+        let rd = std::fs::read_dir(dir).map_err(|e| PerfError::io(dir, e))?;
+        let mut files: Vec<PathBuf> = rd
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "csv"))
+            .collect();
+        files.sort();
+        for f in files {
+            recs.extend(csv::read_file(&f)?);
+        }
+        Ok(Results::new(&recs))
+    }
+
+    /// A cell.
+    pub fn get(&self, imp: &str, bench: &str, npes: usize, size: usize) -> Option<Cell> {
+        self.cells
+            .get(&(imp.to_string(), bench.to_string(), npes, size))
+            .copied()
+    }
+
+    /// A reference cell: any PE count.
+    fn get_ref(&self, imp: &str, bench: &str, size: usize) -> Option<Cell> {
+        self.cells
+            .iter()
+            .find(|((i, b, _, s), _)| i == imp && b == bench && *s == size)
+            .map(|(_, c)| *c)
+    }
+
+    /// The sizes measured for (imp, bench, npes), ascending.
+    pub fn sizes(&self, imp: &str, bench: &str, npes: Option<usize>) -> Vec<usize> {
+        let mut v: Vec<usize> = self
+            .cells
+            .keys()
+            .filter(|(i, b, n, _)| i == imp && b == bench && npes.is_none_or(|x| x == *n))
+            .map(|k| k.3)
+            .collect();
+        v.sort();
+        v.dedup();
+        v
+    }
+
+    /// Whether anything exists for (imp, bench).
+    pub fn has(&self, imp: &str, bench: &str) -> bool {
+        self.cells.keys().any(|(i, b, _, _)| i == imp && b == bench)
+    }
+}
+
+/// "we are faster" ratio: peer time / our time for latency, our GB/s / peer GB/s for bandwidth.
+pub fn ratio(m: Metric, ours: f64, theirs: f64) -> f64 {
+    match m {
+        Metric::Lat => theirs / ours,
+        Metric::Bw => ours / theirs,
+    }
+}
+
+fn num(x: f64) -> String {
+    if !x.is_finite() {
+        "—".into()
+    } else if x == 0.0 {
+        "0".into()
+    } else if x.abs() >= 100.0 {
+        format!("{x:.0}")
+    } else if x.abs() >= 10.0 {
+        format!("{x:.1}")
+    } else if x.abs() >= 1.0 {
+        format!("{x:.2}")
+    } else {
+        let digits = ((-x.abs().log10()).floor() as usize + 3).min(6);
+        format!("{x:.digits$}")
+    }
+}
+
+fn opt(c: Option<Cell>, m: Metric) -> f64 {
+    c.map_or(f64::NAN, |c| c.value(m))
+}
+
+fn ratio_cell(m: Metric, ours: f64, theirs: f64) -> String {
+    let r = ratio(m, ours, theirs);
+    if r.is_finite() {
+        format!("{}x", num(r))
+    } else {
+        "—".into()
+    }
+}
+
+fn size_label(s: usize) -> String {
+    if s == 0 {
+        "—".into()
+    } else {
+        human_size(s)
+    }
+}
+
+fn rows_of(res: &Results, spec: &Spec) -> Vec<(usize, usize)> {
+    let mut rows = Vec::new();
+    for &n in spec.npes {
+        let mut sizes = res.sizes("xpushmem", spec.xp, Some(n));
+        for p in spec.peers {
+            sizes.extend(res.sizes(p.imp, p.bench, Some(n)));
+        }
+        sizes.sort();
+        sizes.dedup();
+        rows.extend(sizes.into_iter().map(|s| (n, s)));
+    }
+    rows
+}
+
+/// The markdown table of one spec (empty when there is no data at all).
+pub fn table(res: &Results, spec: &Spec) -> String {
+    let rows = rows_of(res, spec);
+    if rows.is_empty() {
+        return String::new();
+    }
+    let unit = match spec.metric {
+        Metric::Lat => "µs",
+        Metric::Bw => "GB/s",
+    };
+    let multi = spec.npes.len() > 1;
+    let mut h = vec!["size".to_string()];
+    if multi {
+        h.push("PEs".into());
+    }
+    h.push(format!("xpushmem {unit}"));
+    for p in spec.peers {
+        h.push(format!("{} {unit}", p.label));
+        h.push("ratio".into());
+    }
+    for r in spec.refs {
+        h.push(format!("{} {unit}", r.label));
+        h.push("vs ref".into());
+    }
+    let mut s = format!("| {} |\n|{}\n", h.join(" | "), "---|".repeat(h.len()));
+    for (n, size) in rows {
+        let m = spec.metric;
+        let ours = opt(res.get("xpushmem", spec.xp, n, size), m);
+        let mut c = vec![size_label(size)];
+        if multi {
+            c.push(n.to_string());
+        }
+        c.push(if ours.is_finite() {
+            format!("**{}**", num(ours))
+        } else {
+            "—".into()
+        });
+        for p in spec.peers {
+            let v = opt(res.get(p.imp, p.bench, n, size), m);
+            c.push(num(v));
+            c.push(ratio_cell(m, ours, v));
+        }
+        for r in spec.refs {
+            let v = opt(res.get_ref(r.imp, r.bench, size), m);
+            c.push(num(v));
+            c.push(ratio_cell(m, ours, v));
+        }
+        let _ = writeln!(s, "| {} |", c.join(" | "));
+    }
+    s
+}
+
+/// The chart of one spec at `npes`, or `None` without data.
+pub fn chart(res: &Results, spec: &Spec, npes: usize) -> Option<Chart> {
+    let m = spec.metric;
+    if res.sizes("xpushmem", spec.xp, Some(npes)).is_empty() {
+        return None;
+    }
+    let mut series = Vec::new();
+    let mut add = |label: String, imp: &str, bench: &str, npes: Option<usize>, reference: bool| {
+        let pts: Vec<(usize, f64)> = res
+            .sizes(imp, bench, npes)
+            .into_iter()
+            .filter(|&s| s > 0)
+            .filter_map(|s| {
+                let c = match npes {
+                    Some(n) => res.get(imp, bench, n, s),
+                    None => res.get_ref(imp, bench, s),
+                };
+                c.map(|c| (s, c.value(m)))
+            })
+            .collect();
+        if !pts.is_empty() {
+            series.push(Series {
+                label,
+                points: pts,
+                reference,
+            });
+        }
+    };
+    add("xpushmem".into(), "xpushmem", spec.xp, Some(npes), false);
+    for p in spec.peers {
+        add(p.label.into(), p.imp, p.bench, Some(npes), false);
+    }
+    for r in spec.refs {
+        add(
+            format!("{} (reference)", r.label),
+            r.imp,
+            r.bench,
+            None,
+            true,
+        );
+    }
+    Some(Chart {
+        title: format!("{} - {npes} PEs", spec.title),
+        y_label: match m {
+            Metric::Lat => "us per operation (lower is better)".into(),
+            Metric::Bw => "GB/s (higher is better)".into(),
+        },
+        series,
+    })
+}
+
+/// One target's verdict.
+#[derive(Debug, Clone)]
+pub struct Verdict {
+    /// What the target says.
+    pub target: String,
+    /// Worst measured ratio and where.
+    pub measured: String,
+    /// Met (Some(true)), missed (Some(false)), or not measurable (None).
+    pub met: Option<bool>,
+}
+
+/// What xpushmem is compared with in a target.
+#[derive(Debug, Clone, Copy)]
+enum Other<'a> {
+    /// A peer at the same PE count: (impl, bench).
+    Peer(&'a str, &'a str),
+    /// A reference at any PE count: (impl, bench).
+    Ref(&'a str, &'a str),
+}
+
+/// Worst ratio over sizes in `range` (inclusive) of xpushmem's `xp` vs `other`, with the sizes below `need`.
+fn worst(
+    res: &Results,
+    m: Metric,
+    xp: &str,
+    other: Other<'_>,
+    npes: usize,
+    range: (usize, usize),
+    need: f64,
+) -> Option<(f64, usize, Vec<usize>)> {
+    let (lo, hi) = range;
+    let mut worst: Option<(f64, usize)> = None;
+    let mut missed = Vec::new();
+    for s in res.sizes("xpushmem", xp, Some(npes)) {
+        if s < lo || s > hi {
+            continue;
+        }
+        let ours = opt(res.get("xpushmem", xp, npes, s), m);
+        let theirs = match other {
+            Other::Ref(i, b) => opt(res.get_ref(i, b, s), m),
+            Other::Peer(i, b) => opt(res.get(i, b, npes, s), m),
+        };
+        let r = ratio(m, ours, theirs);
+        if !r.is_finite() {
+            continue;
+        }
+        if r < need {
+            missed.push(s);
+        }
+        if worst.is_none_or(|w| r < w.0) {
+            worst = Some((r, s));
+        }
+    }
+    worst.map(|(r, s)| (r, s, missed))
+}
+
+fn verdict(target: &str, w: Option<(f64, usize, Vec<usize>)>, what: &str) -> Verdict {
+    match w {
+        None => Verdict {
+            target: target.into(),
+            measured: format!("not measured ({what} missing)"),
+            met: None,
+        },
+        Some((r, s, missed)) => Verdict {
+            target: target.into(),
+            measured: format!(
+                "worst {}x at {}{}",
+                num(r),
+                size_label(s),
+                if missed.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        "; below target at {}",
+                        missed
+                            .iter()
+                            .map(|&s| size_label(s))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )
+                }
+            ),
+            met: Some(missed.is_empty()),
+        },
+    }
+}
+
+/// The targets of issue 8, evaluated on `res`.
+pub fn targets(res: &Results) -> Vec<Verdict> {
+    let l = Metric::Lat;
+    let b = Metric::Bw;
+    let mut v = vec![
+        verdict(
+            "put_signal ping-pong 8 B - 1 KiB, 2 PEs: >= 3x faster than Open MPI SHMEM (emulated put-with-signal)",
+            worst(res, l, "put_signal_pp", Other::Peer("oshmem", "put_signal_pp"), 2, (8, 1024), 3.0),
+            "xpushmem or oshmem put_signal_pp",
+        ),
+        verdict(
+            "put_signal ping-pong 8 B - 1 KiB, 2 PEs: within 1.5x of the hand-written shm flag ping-pong (ratio >= 0.667)",
+            worst(res, l, "put_signal_pp", Other::Ref("shm-raw", "put_signal_pp"), 2, (8, 1024), 1.0 / 1.5),
+            "shm-raw",
+        ),
+        verdict(
+            "put bandwidth >= 64 KiB, 2 PEs: >= 1.0x Open MPI SHMEM",
+            worst(res, b, "put_bw", Other::Peer("oshmem", "put_bw"), 2, (65536, usize::MAX), 1.0),
+            "put_bw",
+        ),
+        verdict(
+            "put bandwidth >= 64 KiB, 2 PEs: >= 0.9x memcpy",
+            worst(res, b, "put_bw", Other::Ref("memcpy", "memcpy"), 2, (65536, usize::MAX), 0.9),
+            "memcpy",
+        ),
+    ];
+    for n in [2, 4] {
+        v.push(verdict(
+            &format!(
+                "barrier_all, {n} PEs{}: faster than shmem_barrier_all (ratio > 1)",
+                if n > 2 { " (oversubscribed)" } else { "" }
+            ),
+            worst(
+                res,
+                l,
+                "barrier_all",
+                Other::Peer("oshmem", "barrier_all"),
+                n,
+                (0, 0),
+                1.0 + 1e-9,
+            ),
+            "barrier_all",
+        ));
+    }
+    for n in [2, 4] {
+        v.push(verdict(
+            &format!("all_to_all_vdev, {n} PEs: >= 1.5x MPI_Alltoallv"),
+            worst(
+                res,
+                b,
+                "all_to_all_vdev",
+                Other::Peer("mpi", "alltoallv"),
+                n,
+                (0, usize::MAX),
+                1.5,
+            ),
+            "xpushmem-ops all_to_all_vdev",
+        ));
+    }
+    v
+}
+
+/// The inputs of [`write`].
+#[derive(Debug, Clone)]
+pub struct ReportArgs {
+    /// Directory with the CSV files (and `meta.txt`).
+    pub results: PathBuf,
+    /// The markdown file to write.
+    pub md: PathBuf,
+    /// Directory for the PNG charts.
+    pub png_dir: PathBuf,
+    /// Markdown appended as the analysis section (optional).
+    pub analysis: Option<PathBuf>,
+}
+
+fn rel_link(from_md: &Path, to: &Path) -> String {
+    let base = from_md.parent().unwrap_or(Path::new("."));
+    let abs = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+    let (b, t) = (abs(base), abs(to));
+    match t.strip_prefix(&b) {
+        Ok(r) => r.display().to_string(),
+        Err(_) => t.display().to_string(),
+    }
+}
+
+/// Write the page and its charts.
+pub fn write(a: &ReportArgs) -> Result<()> {
+    let res = Results::load(&a.results)?;
+    std::fs::create_dir_all(&a.png_dir).map_err(|e| PerfError::io(&a.png_dir, e))?;
+    let meta = std::fs::read_to_string(a.results.join("meta.txt")).unwrap_or_default();
+    let mut s = String::new();
+    s.push_str("# xpushmem performance\n\n");
+    s.push_str("Generated by `scripts/bench.sh` (do not edit by hand: rerun the script). xpushmem and its peers ran one after another on the same machine, with the same sizes, iteration counts and PE counts; every benchmark of every implementation validated the data it moved.\n\n");
+    s.push_str("## Machine and run\n\n");
+    s.push_str("| item | value |\n|---|---|\n");
+    let mut loads = Vec::new();
+    for l in meta.lines().filter(|l| !l.trim().is_empty()) {
+        if let Some(rest) = l.strip_prefix("load ") {
+            loads.push(rest.to_string());
+        } else if let Some((k, v)) = l.split_once(':') {
+            let _ = writeln!(s, "| {} | {} |", k.trim(), v.trim());
+        }
+    }
+    s.push('\n');
+    s.push_str("**Load caveat.** The machine (2 vCPUs) is shared with other engineers' builds and tests. Before each program the script waits (up to a limit) until the other tenants use less than 10% of the CPU and records what it saw; each cell is the median over 5 repeats inside one run (the CSVs also keep the minimum). Latencies of a few hundred nanoseconds move by 10-30% between quiet runs; treat ratios near a threshold accordingly.\n\n");
+    if !loads.is_empty() {
+        s.push_str(
+            "<details><summary>Other tenants' CPU use measured before each program</summary>\n\n",
+        );
+        for l in &loads {
+            let _ = writeln!(s, "- {l}");
+        }
+        s.push_str("\n</details>\n\n");
+    }
+    s.push_str("## How to read the tables\n\n");
+    s.push_str("- Values are medians over the repeats (lower µs / higher GB/s is better); **bold** is xpushmem.\n");
+    s.push_str("- **ratio** = how many times faster xpushmem is than that peer: peer time / xpushmem time for latencies, xpushmem GB/s / peer GB/s for bandwidths. **> 1 means xpushmem is faster.** *vs ref* is the same ratio against the physical reference (memcpy or the hand-written shared-memory ping-pong), which a library can approach but hardly beat.\n");
+    s.push_str("- Sizes sweep by powers of two; iterations per repeat are `min(10000, 256 MiB / bytes per operation)` (at least 2), after a warm-up; windows are 64 operations (capped at 64 MiB).\n");
+    s.push_str("- Processes are bound one per core when they fit (Open MPI's default; `xpushmem-perf --bind auto` and the C peers do the same); 4 PEs on 2 cores run unbound and oversubscribed.\n");
+    s.push_str("- GB = 1e9 bytes.\n\n");
+    s.push_str("## Targets\n\n| target | measured | verdict |\n|---|---|---|\n");
+    for v in targets(&res) {
+        let verdict = match v.met {
+            Some(true) => "**met**",
+            Some(false) => "**missed**",
+            None => "not measured",
+        };
+        let _ = writeln!(s, "| {} | {} | {} |", v.target, v.measured, verdict);
+    }
+    s.push('\n');
+    if let Some(p) = &a.analysis {
+        let text = std::fs::read_to_string(p).map_err(|e| PerfError::io(p, e))?;
+        s.push_str(text.trim_end());
+        s.push_str("\n\n");
+    }
+    let sections: [(&str, &[&str]); 4] = [
+        (
+            "Point to point (2 PEs)",
+            &[
+                "put_lat",
+                "put_nbi_lat",
+                "get_lat",
+                "get_nbi_lat",
+                "put_bw",
+                "get_bw",
+                "p_lat",
+                "g_lat",
+                "put_signal_pp",
+                "fetch_add_lat",
+                "cswap_lat",
+            ],
+        ),
+        ("Barriers", &["barrier_all", "sync_all", "team_barrier"]),
+        (
+            "Collectives",
+            &["bcast", "alltoall", "fcollect", "reduce_sum"],
+        ),
+        (
+            "xpushmem-ops (PyTorch op family)",
+            &["all_to_all_vdev", "all_to_all_vdev_2d"],
+        ),
+    ];
+    for (title, ids) in sections {
+        let _ = writeln!(s, "## {title}\n");
+        for id in ids {
+            let Some(spec) = SPECS.iter().find(|x| x.id == *id) else {
+                continue;
+            };
+            let _ = writeln!(s, "### {}\n\n{}\n", spec.title, spec.what);
+            if !res.has("xpushmem", spec.xp) {
+                s.push_str("*xpushmem: not benchmarked in this run (the API had not landed when it was generated).*\n\n");
+            }
+            let t = table(&res, spec);
+            if t.is_empty() {
+                s.push_str("*No data.*\n\n");
+                continue;
+            }
+            s.push_str(&t);
+            s.push('\n');
+            if spec.plot {
+                for &n in spec.npes {
+                    if let Some(c) = chart(&res, spec, n) {
+                        let file = a.png_dir.join(format!("{}_{n}pe.png", spec.id));
+                        std::fs::write(&file, c.render().to_png())
+                            .map_err(|e| PerfError::io(&file, e))?;
+                        let _ = writeln!(
+                            s,
+                            "![{} at {n} PEs]({})\n",
+                            spec.title,
+                            rel_link(&a.md, &file)
+                        );
+                    }
+                }
+            }
+        }
+    }
+    s.push_str("## Device path (Level Zero, ze-emu)\n\n");
+    s.push_str("*Not benchmarked yet.* Results on the emulated device (ze-emu) will appear here in a separate, clearly labelled section; emulated-device numbers say nothing about an Intel GPU's performance.\n\n");
+    s.push_str("## Reproduce\n\n```\nscripts/bench.sh                  # everything: builds, peers, runs, this page, docs/perf/*.png\nBENCH_ARGS='-e 1M' scripts/bench.sh   # a quicker sweep\nxpushmem-run -n 2 target-perf/release/xpushmem-perf put_bw -b 64K -e 16M --csv put.csv\n```\n");
+    std::fs::write(&a.md, s).map_err(|e| PerfError::io(&a.md, e))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(imp: &str, bench: &str, npes: usize, size: usize, us: f64) -> Record {
+        Record {
+            imp: imp.into(),
+            bench: bench.into(),
+            npes,
+            size,
+            iters: 10,
+            reps: 5,
+            median_us: us,
+            min_us: us * 0.9,
+            median_gbps: size as f64 / us / 1e3,
+            best_gbps: size as f64 / us / 0.9e3,
+        }
+    }
+
+    #[test]
+    fn tables_ratios_targets() {
+        let mut v = vec![];
+        for s in [8usize, 1024] {
+            v.push(rec("xpushmem", "put_signal_pp", 2, s, 0.25));
+            v.push(rec("oshmem", "put_signal_pp", 2, s, 1.0));
+            v.push(rec("shm-raw", "put_signal_pp", 2, s, 0.2));
+        }
+        v.push(rec("xpushmem", "put_signal_pp", 2, 8, 0.35)); // second run: median of 0.25, 0.35
+        v.push(rec("xpushmem", "barrier_all", 2, 0, 0.2));
+        v.push(rec("oshmem", "barrier_all", 2, 0, 0.5));
+        v.push(rec("xpushmem", "barrier_all", 4, 0, 9.0));
+        v.push(rec("oshmem", "barrier_all", 4, 0, 5.0));
+        let r = Results::new(&v);
+        assert!((r.get("xpushmem", "put_signal_pp", 2, 8).unwrap().med_us - 0.30).abs() < 1e-9);
+        let spec = SPECS.iter().find(|s| s.id == "put_signal_pp").unwrap();
+        let t = table(&r, spec);
+        assert!(
+            t.contains("| 8 B | **0.300** | 1.00 | 3.33x | 0.200 | 0.667x |"),
+            "{t}"
+        );
+        let tg = targets(&r);
+        assert_eq!(tg[0].met, Some(true), "{:?}", tg[0]);
+        assert_eq!(tg[1].met, Some(true), "{:?}", tg[1]);
+        assert_eq!(tg[2].met, None);
+        let b2 = tg
+            .iter()
+            .find(|v| v.target.starts_with("barrier_all, 2"))
+            .unwrap();
+        let b4 = tg
+            .iter()
+            .find(|v| v.target.starts_with("barrier_all, 4"))
+            .unwrap();
+        assert_eq!((b2.met, b4.met), (Some(true), Some(false)));
+        assert!(chart(&r, spec, 2).is_some());
+        assert!(chart(&r, spec, 4).is_none());
+        assert_eq!(ratio(Metric::Bw, 10.0, 5.0), 2.0);
+        assert_eq!(num(0.01234), "0.0123");
+        assert_eq!(num(123.4), "123");
+    }
+}

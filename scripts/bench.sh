@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# Performance suite, side by side with Open MPI's OpenSHMEM and MPI on this machine, in one run:
+#   1. installs Open MPI (openmpi-bin, libopenmpi-dev) if missing,
+#   2. builds xpushmem-perf (release) and the C peers of benches/peers/ (oshcc, mpicc, gcc),
+#   3. runs, one after another and with identical sizes, iteration plans and PE counts:
+#      memcpy probe, hand-written shared-memory ping-pong, then at 2 PEs xpushmem / Open MPI SHMEM / MPI
+#      (shared and regular windows), then at 4 PEs (oversubscribed) the barriers, collectives and ops,
+#   4. writes docs/PERFORMANCE.md and the charts in docs/perf/.
+# Environment: BENCH_ARGS (default "-b 8 -e 64M -f 2 -r 5"), BENCH_OUT (results dir), CARGO_TARGET_DIR (default
+# target-perf), BENCH_TIMEOUT (seconds per program, default 300), QUIET_WAIT (seconds to wait for a quiet
+# machine before each program, default 20), BENCH_DOC (default docs/PERFORMANCE.md), BENCH_PNG (default docs/perf).
+set -euo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo"
+start=$(date +%s)
+ARGS=(${BENCH_ARGS:--b 8 -e 64M -f 2 -r 5})
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$repo/target-perf}"
+OUT="${BENCH_OUT:-$CARGO_TARGET_DIR/bench-results}"
+DOC="${BENCH_DOC:-$repo/docs/PERFORMANCE.md}"
+PNG="${BENCH_PNG:-$repo/docs/perf}"
+T="${BENCH_TIMEOUT:-300}"
+QUIET_WAIT="${QUIET_WAIT:-20}"
+BIN="$OUT/bin"
+
+# ---- 1. Open MPI (and a C compiler) -------------------------------------------------------------------------
+pkgs=()
+command -v oshcc >/dev/null && command -v mpicc >/dev/null && command -v oshrun >/dev/null ||
+  pkgs+=(openmpi-bin libopenmpi-dev)
+command -v gcc >/dev/null || pkgs+=(gcc)
+if ((${#pkgs[@]})); then
+  echo "== installing ${pkgs[*]}"
+  sudo=""
+  [ "$(id -u)" = 0 ] || sudo="sudo"
+  $sudo apt-get -o DPkg::Lock::Timeout=600 update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get -o DPkg::Lock::Timeout=600 install -y -qq "${pkgs[@]}"
+fi
+
+# ---- 2. build ------------------------------------------------------------------------------------------------
+echo "== building xpushmem-perf (release) and the C peers"
+cargo build --release -q -p xpushmem-perf -p xpushmem --bins
+PERF="$CARGO_TARGET_DIR/release/xpushmem-perf"
+RUN="$CARGO_TARGET_DIR/release/xpushmem-run"
+rm -rf "$OUT"
+mkdir -p "$BIN"
+P=benches/peers
+gcc -O2 -Wall -o "$BIN/memcpy_probe" $P/memcpy_probe.c
+gcc -O2 -Wall -o "$BIN/shm_pingpong" $P/shm_pingpong.c
+oshcc -O2 -Wall -o "$BIN/oshmem_bench" $P/oshmem_bench.c
+mpicc -O2 -Wall -o "$BIN/mpi_bench" $P/mpi_bench.c
+
+# ---- 3. run --------------------------------------------------------------------------------------------------
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_btl="${OMPI_MCA_btl:-self,vader}"
+# Open MPI 4.1.4 (Debian) segfaults in shmem_finalize unless osc rdma is excluded (research/baseline_peers.md).
+OSH=(oshrun --mca osc ^rdma)
+MPI=(mpirun)
+OVER=(--oversubscribe)
+
+busy() { # % of CPU used by anything over one second
+  local a b c d e f g h t1 i1 t2 i2
+  read -r _ a b c d e f g h _ </proc/stat; t1=$((a + b + c + d + e + f + g + h)); i1=$((d + e))
+  sleep 1
+  read -r _ a b c d e f g h _ </proc/stat; t2=$((a + b + c + d + e + f + g + h)); i2=$((d + e))
+  echo $((100 * ((t2 - t1) - (i2 - i1)) / (t2 - t1)))
+}
+wait_quiet() { # wait up to QUIET_WAIT s for < 10% busy; print the last reading
+  local b k
+  b=$(busy)
+  for ((k = 1; k < QUIET_WAIT && b >= 10; k++)); do b=$(busy); done
+  echo "$b"
+}
+
+META="$OUT/meta.txt"
+{
+  echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')"
+  echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD -- shmem benches 2>/dev/null || echo ' (+ uncommitted changes)')"
+  echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) CPUs available"
+  echo "memory: $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo)"
+  echo "kernel: $(uname -r)"
+  echo "Open MPI: $(ompi_info --version 2>/dev/null | head -1 | sed 's/^Open MPI //') (oshmem: OpenSHMEM 1.4 API; Debian MCA defaults + btl ${OMPI_MCA_btl}; oshrun --mca osc ^rdma)"
+  echo "compilers: $(rustc --version | cut -d' ' -f1-2), $(gcc --version | head -1)"
+  echo "benchmark options: ${ARGS[*]} (every implementation)"
+} >"$META"
+
+fails=()
+run() { # label csv-name cmd...
+  local label=$1 name=$2 b
+  shift 2
+  b=$(wait_quiet)
+  echo "load $label: other tenants used ${b}% CPU before it started" >>"$META"
+  echo "== $label (machine ${b}% busy before start)"
+  if ! timeout "$T" "$@" --csv "$OUT/$name.csv" "${ARGS[@]}"; then
+    echo "!! $label FAILED" >&2
+    fails+=("$label")
+  fi
+}
+
+run "memcpy probe" memcpy "$BIN/memcpy_probe"
+run "shm flag ping-pong" shm-raw "$BIN/shm_pingpong"
+run "xpushmem, 2 PEs" xpushmem-2 "$RUN" -n 2 "$PERF" all --quiet
+run "Open MPI SHMEM, 2 PEs" oshmem-2 "${OSH[@]}" -np 2 "$BIN/oshmem_bench"
+run "MPI, 2 ranks (shared window, collectives)" mpi-2 "${MPI[@]}" -n 2 "$BIN/mpi_bench" --win shared
+# MPI_Compare_and_swap on MPI_Win_allocate (osc rdma) crashes the target in Open MPI 4.1.4: not run there.
+run "MPI, 2 ranks (MPI_Win_allocate)" mpi-alloc-2 "${MPI[@]}" -n 2 "$BIN/mpi_bench" --win alloc \
+  put_lat get_lat put_bw get_bw fetch_add_lat
+run "xpushmem, 4 PEs" xpushmem-4 "$RUN" -n 4 "$PERF" barrier_all sync_all coll ops --quiet
+run "Open MPI SHMEM, 4 PEs" oshmem-4 "${OSH[@]}" -np 4 "${OVER[@]}" "$BIN/oshmem_bench" barrier_all sync_all coll
+run "MPI, 4 ranks" mpi-4 "${MPI[@]}" -n 4 "${OVER[@]}" "$BIN/mpi_bench" barrier_all coll ops
+
+# ---- 4. report -----------------------------------------------------------------------------------------------
+echo "measurement time: $(($(date +%s) - start)) s including builds" >>"$META"
+mkdir -p "$PNG"
+rm -f "$PNG"/*.png
+analysis=()
+[ -f benches/report/analysis.md ] && analysis=(--analysis benches/report/analysis.md)
+"$PERF" report --results "$OUT" --md "$DOC" --png-dir "$PNG" "${analysis[@]}"
+echo "== wrote $DOC and $(ls "$PNG" | wc -l) charts in $PNG ($(($(date +%s) - start)) s)"
+if ((${#fails[@]})); then
+  echo "!! failed: ${fails[*]}" >&2
+  exit 1
+fi
