@@ -133,6 +133,12 @@
 // Version of `xpushmemx_init_attr_t` set by `xpushmemx_set_attr_uniqueid_args`.
 #define XPUSHMEMX_INIT_ATTR_VERSION 1
 
+// `config_mask` bit of the team calls: `num_contexts` is set.
+#define XPUSHMEM_TEAM_NUM_CONTEXTS 1
+
+// A team handle (NVSHMEM's `nvshmem_team_t`): an id local to this PE.
+typedef int32_t xpushmem_team_t;
+
 // The unique ID of a job (NVSHMEM's `nvshmemx_uniqueid_t`): made by `xpushmemx_get_uniqueid` on one process,
 // passed to every PE by any means, and given to `xpushmemx_init_attr`.
 typedef struct {
@@ -154,9 +160,79 @@ typedef struct {
   xpushmemx_uniqueid_t uid;
 } xpushmemx_init_attr_t;
 
+// Configuration of a team (NVSHMEM's `nvshmem_team_config_t`; OpenSHMEM's `shmem_team_config_t`).
+typedef struct {
+  // Expected number of contexts on the team (accepted and reported back; contexts hold nothing here).
+  int num_contexts;
+} xpushmem_team_config_t;
+
+// The handle of no team: what non-members get from a split, and what failed splits leave.
+#define XPUSHMEM_TEAM_INVALID -1
+
+// Every PE, numbered as by `xpushmem_my_pe()`.
+#define XPUSHMEM_TEAM_WORLD 0
+
+// The PEs of this node (whose memory this PE can load from and store to), in global order.
+#define XPUSHMEM_TEAM_SHARED 1
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
+
+// Choose the algorithm of `collective` for every later call of this process (both C layers): `collective` is
+// `barrier` (also `sync`), `broadcast`, `collect` (also `fcollect`), `alltoall` (also `alltoalls`), `reduce`,
+// `reducescatter`, or `scan` (`inscan`, `exscan`); `name` is one of the runtime's names for it (as accepted by
+// `XPUSHMEM_<COLL>_ALGORITHM`, e.g. `"ring"`, `"recursive-doubling"`, `"binomial"`, `"pairwise"`), or `"auto"`
+// (or NULL) to go back to the environment variable / size rule. Not collective, but every PE of a team must have
+// the same choice when it calls the collective (a disagreement is an error on every PE, `XPUSHMEM_ERROR_MISMATCH`,
+// except for barriers, which then time out). Returns an error code (`XPUSHMEM_ERROR_INVALID_ARGUMENT` for an
+// unknown collective or algorithm; the message lists the accepted names).
+//
+// # Safety
+// `collective` is a NUL-terminated string; `name` is NULL or one.
+int xpushmemx_set_algorithm(const char *collective,
+                            const char *name);
+
+// The name of the algorithm chosen for `collective` by `xpushmemx_set_algorithm` (`"auto"` when none is: the
+// environment variable or the size rule decides); NULL for an unknown collective (an error is recorded). The
+// string is static.
+//
+// # Safety
+// `collective` is a NUL-terminated string.
+const char *xpushmemx_get_algorithm(const char *collective);
+
+// Copy `nelems` bytes from `source` on member `PE_root` of `team` to `dest` on every member. Returns an error
+// code.
+int xpushmem_broadcastmem(xpushmem_team_t team,
+                          void *dest,
+                          const void *source,
+                          size_t nelems,
+                          int pe_root);
+
+// Concatenate each member's `nelems` bytes (the same on every member) into every member's `dest`. Returns an
+// error code.
+int xpushmem_fcollectmem(xpushmem_team_t team,
+                         void *dest,
+                         const void *source,
+                         size_t nelems);
+
+// Concatenate each member's `nelems` bytes (may differ per member) into every member's `dest`. Returns an error
+// code.
+int xpushmem_collectmem(xpushmem_team_t team,
+                        void *dest,
+                        const void *source,
+                        size_t nelems);
+
+// Exchange blocks of `nelems` bytes between every pair of members. Returns an error code.
+int xpushmem_alltoallmem(xpushmem_team_t team, void *dest, const void *source, size_t nelems);
+
+// Strided all-to-all of bytes (strides in bytes, at least 1). Returns an error code.
+int xpushmem_alltoallsmem(xpushmem_team_t team,
+                          void *dest,
+                          const void *source,
+                          ptrdiff_t dst,
+                          ptrdiff_t sst,
+                          size_t nelems);
 
 // Start xpushmem with the bootstrap named by the environment (set by `xpushmem-run`, or a one-PE job).
 // Collective. A second call while running does nothing. Returns an error code.
@@ -333,6 +409,98 @@ uint64_t xpushmem_signal_wait_until(uint64_t *sig_addr,
 // # Safety
 // `value` writable (or NULL); `sig_addr` symmetric (checked).
 int xpushmem_signal_wait_until_ex(uint64_t *value, uint64_t *sig_addr, int cmp, uint64_t cmp_value);
+
+// This PE's number in `team`; -1 for `XPUSHMEM_TEAM_INVALID` and on error (another bad handle records an
+// error).
+int xpushmem_team_my_pe(xpushmem_team_t team);
+
+// `xpushmem_team_my_pe` with the number in `*pe`. Returns an error code (`XPUSHMEM_TEAM_INVALID` is an error
+// here).
+//
+// # Safety
+// `pe` is NULL or writable.
+int xpushmem_team_my_pe_ex(int *pe,
+                           xpushmem_team_t team);
+
+// The number of PEs in `team`; -1 for `XPUSHMEM_TEAM_INVALID` and on error.
+int xpushmem_team_n_pes(xpushmem_team_t team);
+
+// `xpushmem_team_n_pes` with the number in `*n`. Returns an error code (`XPUSHMEM_TEAM_INVALID` is an error
+// here).
+//
+// # Safety
+// `n` is NULL or writable.
+int xpushmem_team_n_pes_ex(int *n,
+                           xpushmem_team_t team);
+
+// The configuration of `team` into `*config` (fields selected by `config_mask`: `XPUSHMEM_TEAM_NUM_CONTEXTS`).
+// Returns an error code.
+//
+// # Safety
+// `config` is writable.
+int xpushmem_team_get_config(xpushmem_team_t team,
+                             long config_mask,
+                             xpushmem_team_config_t *config);
+
+// The number in `dest_team` of member `src_pe` of `src_team`; -1 when that PE is not in `dest_team`, when
+// `src_pe` is not a member of `src_team`, for `XPUSHMEM_TEAM_INVALID`, and on error.
+int xpushmem_team_translate_pe(xpushmem_team_t src_team,
+                               int src_pe,
+                               xpushmem_team_t dest_team);
+
+// `xpushmem_team_translate_pe` with the number (or -1 for a non-member) in `*pe`. Returns an error code: bad
+// handles (`XPUSHMEM_TEAM_INVALID` included) and a `src_pe` outside `src_team` are errors here.
+//
+// # Safety
+// `pe` is NULL or writable.
+int xpushmem_team_translate_pe_ex(int *pe,
+                                  xpushmem_team_t src_team,
+                                  int src_pe,
+                                  xpushmem_team_t dest_team);
+
+// Make the team of `parent_team`'s members `PE_start + i * PE_stride`, `i < PE_size` (collective over the
+// parent; every parent PE passes the same arguments). Members get the new team in `*new_team`, the other PEs
+// `XPUSHMEM_TEAM_INVALID`. Returns an error code (bad or inconsistent arguments fail on every PE).
+//
+// # Safety
+// `config` is NULL or readable; `new_team` is writable.
+int xpushmem_team_split_strided(xpushmem_team_t parent_team,
+                                int pe_start,
+                                int pe_stride,
+                                int pe_size,
+                                const xpushmem_team_config_t *config,
+                                long config_mask,
+                                xpushmem_team_t *new_team);
+
+// Arrange `parent_team`'s members in rows of `xrange` (the last row may be short): this PE's row team (numbered
+// by column) in `*xaxis_team`, its column team (numbered by row) in `*yaxis_team` (collective over the parent).
+// Returns an error code.
+//
+// # Safety
+// The configs are NULL or readable; the team pointers are writable.
+int xpushmem_team_split_2d(xpushmem_team_t parent_team,
+                           int xrange,
+                           const xpushmem_team_config_t *xaxis_config,
+                           long xaxis_mask,
+                           xpushmem_team_t *xaxis_team,
+                           const xpushmem_team_config_t *yaxis_config,
+                           long yaxis_mask,
+                           xpushmem_team_t *yaxis_team);
+
+// Destroy a team made by a split (collective over its members; ends with a barrier over the team).
+// `XPUSHMEM_TEAM_INVALID` does nothing; the predefined teams cannot be destroyed. Returns an error code.
+int xpushmem_team_destroy(xpushmem_team_t team);
+
+// Synchronise the members of `team` without completing outstanding operations (collective). Returns an
+// error code.
+int xpushmem_team_sync(xpushmem_team_t team);
+
+// `xpushmem_team_sync` (the OpenSHMEM 1.5 name). Returns an error code.
+int xpushmem_sync(xpushmem_team_t team);
+
+// Complete this PE's outstanding puts, AMOs and signals, then synchronise the members of `team` (collective).
+// Returns an error code.
+int xpushmem_barrier(xpushmem_team_t team);
 
 #ifdef __cplusplus
 }  // extern "C"
@@ -1206,6 +1374,443 @@ int xpushmem_ptrdiff_test_any_ex(size_t *result, ptrdiff_t *ivars, size_t nelems
 int xpushmem_ptrdiff_test_any_vector_ex(size_t *result, ptrdiff_t *ivars, size_t nelems, const int *status, int cmp, ptrdiff_t *cmp_values);
 int xpushmem_ptrdiff_test_some_ex(size_t *result, ptrdiff_t *ivars, size_t nelems, size_t *indices, const int *status, int cmp, ptrdiff_t cmp_value);
 int xpushmem_ptrdiff_test_some_vector_ex(size_t *result, ptrdiff_t *ivars, size_t nelems, size_t *indices, const int *status, int cmp, ptrdiff_t *cmp_values);
+
+/* Collectives over teams (counts in elements; error code): broadcast, fcollect, collect, alltoall, alltoalls */
+int xpushmem_float_broadcast(xpushmem_team_t team, float *dest, const float *source, size_t nelems, int PE_root);
+int xpushmem_float_fcollect(xpushmem_team_t team, float *dest, const float *source, size_t nelems);
+int xpushmem_float_collect(xpushmem_team_t team, float *dest, const float *source, size_t nelems);
+int xpushmem_float_alltoall(xpushmem_team_t team, float *dest, const float *source, size_t nelems);
+int xpushmem_float_alltoalls(xpushmem_team_t team, float *dest, const float *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems);
+int xpushmem_double_broadcast(xpushmem_team_t team, double *dest, const double *source, size_t nelems, int PE_root);
+int xpushmem_double_fcollect(xpushmem_team_t team, double *dest, const double *source, size_t nelems);
+int xpushmem_double_collect(xpushmem_team_t team, double *dest, const double *source, size_t nelems);
+int xpushmem_double_alltoall(xpushmem_team_t team, double *dest, const double *source, size_t nelems);
+int xpushmem_double_alltoalls(xpushmem_team_t team, double *dest, const double *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems);
+int xpushmem_char_broadcast(xpushmem_team_t team, char *dest, const char *source, size_t nelems, int PE_root);
+int xpushmem_char_fcollect(xpushmem_team_t team, char *dest, const char *source, size_t nelems);
+int xpushmem_char_collect(xpushmem_team_t team, char *dest, const char *source, size_t nelems);
+int xpushmem_char_alltoall(xpushmem_team_t team, char *dest, const char *source, size_t nelems);
+int xpushmem_char_alltoalls(xpushmem_team_t team, char *dest, const char *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems);
+int xpushmem_schar_broadcast(xpushmem_team_t team, signed char *dest, const signed char *source, size_t nelems, int PE_root);
+int xpushmem_schar_fcollect(xpushmem_team_t team, signed char *dest, const signed char *source, size_t nelems);
+int xpushmem_schar_collect(xpushmem_team_t team, signed char *dest, const signed char *source, size_t nelems);
+int xpushmem_schar_alltoall(xpushmem_team_t team, signed char *dest, const signed char *source, size_t nelems);
+int xpushmem_schar_alltoalls(xpushmem_team_t team, signed char *dest, const signed char *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems);
+int xpushmem_short_broadcast(xpushmem_team_t team, short *dest, const short *source, size_t nelems, int PE_root);
+int xpushmem_short_fcollect(xpushmem_team_t team, short *dest, const short *source, size_t nelems);
+int xpushmem_short_collect(xpushmem_team_t team, short *dest, const short *source, size_t nelems);
+int xpushmem_short_alltoall(xpushmem_team_t team, short *dest, const short *source, size_t nelems);
+int xpushmem_short_alltoalls(xpushmem_team_t team, short *dest, const short *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems);
+int xpushmem_int_broadcast(xpushmem_team_t team, int *dest, const int *source, size_t nelems, int PE_root);
+int xpushmem_int_fcollect(xpushmem_team_t team, int *dest, const int *source, size_t nelems);
+int xpushmem_int_collect(xpushmem_team_t team, int *dest, const int *source, size_t nelems);
+int xpushmem_int_alltoall(xpushmem_team_t team, int *dest, const int *source, size_t nelems);
+int xpushmem_int_alltoalls(xpushmem_team_t team, int *dest, const int *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems);
+int xpushmem_long_broadcast(xpushmem_team_t team, long *dest, const long *source, size_t nelems, int PE_root);
+int xpushmem_long_fcollect(xpushmem_team_t team, long *dest, const long *source, size_t nelems);
+int xpushmem_long_collect(xpushmem_team_t team, long *dest, const long *source, size_t nelems);
+int xpushmem_long_alltoall(xpushmem_team_t team, long *dest, const long *source, size_t nelems);
+int xpushmem_long_alltoalls(xpushmem_team_t team, long *dest, const long *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems);
+int xpushmem_longlong_broadcast(xpushmem_team_t team, long long *dest, const long long *source, size_t nelems, int PE_root);
+int xpushmem_longlong_fcollect(xpushmem_team_t team, long long *dest, const long long *source, size_t nelems);
+int xpushmem_longlong_collect(xpushmem_team_t team, long long *dest, const long long *source, size_t nelems);
+int xpushmem_longlong_alltoall(xpushmem_team_t team, long long *dest, const long long *source, size_t nelems);
+int xpushmem_longlong_alltoalls(xpushmem_team_t team, long long *dest, const long long *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems);
+int xpushmem_uchar_broadcast(xpushmem_team_t team, unsigned char *dest, const unsigned char *source, size_t nelems, int PE_root);
+int xpushmem_uchar_fcollect(xpushmem_team_t team, unsigned char *dest, const unsigned char *source, size_t nelems);
+int xpushmem_uchar_collect(xpushmem_team_t team, unsigned char *dest, const unsigned char *source, size_t nelems);
+int xpushmem_uchar_alltoall(xpushmem_team_t team, unsigned char *dest, const unsigned char *source, size_t nelems);
+int xpushmem_uchar_alltoalls(xpushmem_team_t team, unsigned char *dest, const unsigned char *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems);
+int xpushmem_ushort_broadcast(xpushmem_team_t team, unsigned short *dest, const unsigned short *source, size_t nelems, int PE_root);
+int xpushmem_ushort_fcollect(xpushmem_team_t team, unsigned short *dest, const unsigned short *source, size_t nelems);
+int xpushmem_ushort_collect(xpushmem_team_t team, unsigned short *dest, const unsigned short *source, size_t nelems);
+int xpushmem_ushort_alltoall(xpushmem_team_t team, unsigned short *dest, const unsigned short *source, size_t nelems);
+int xpushmem_ushort_alltoalls(xpushmem_team_t team, unsigned short *dest, const unsigned short *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems);
+int xpushmem_uint_broadcast(xpushmem_team_t team, unsigned int *dest, const unsigned int *source, size_t nelems, int PE_root);
+int xpushmem_uint_fcollect(xpushmem_team_t team, unsigned int *dest, const unsigned int *source, size_t nelems);
+int xpushmem_uint_collect(xpushmem_team_t team, unsigned int *dest, const unsigned int *source, size_t nelems);
+int xpushmem_uint_alltoall(xpushmem_team_t team, unsigned int *dest, const unsigned int *source, size_t nelems);
+int xpushmem_uint_alltoalls(xpushmem_team_t team, unsigned int *dest, const unsigned int *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems);
+int xpushmem_ulong_broadcast(xpushmem_team_t team, unsigned long *dest, const unsigned long *source, size_t nelems, int PE_root);
+int xpushmem_ulong_fcollect(xpushmem_team_t team, unsigned long *dest, const unsigned long *source, size_t nelems);
+int xpushmem_ulong_collect(xpushmem_team_t team, unsigned long *dest, const unsigned long *source, size_t nelems);
+int xpushmem_ulong_alltoall(xpushmem_team_t team, unsigned long *dest, const unsigned long *source, size_t nelems);
+int xpushmem_ulong_alltoalls(xpushmem_team_t team, unsigned long *dest, const unsigned long *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems);
+int xpushmem_ulonglong_broadcast(xpushmem_team_t team, unsigned long long *dest, const unsigned long long *source, size_t nelems, int PE_root);
+int xpushmem_ulonglong_fcollect(xpushmem_team_t team, unsigned long long *dest, const unsigned long long *source, size_t nelems);
+int xpushmem_ulonglong_collect(xpushmem_team_t team, unsigned long long *dest, const unsigned long long *source, size_t nelems);
+int xpushmem_ulonglong_alltoall(xpushmem_team_t team, unsigned long long *dest, const unsigned long long *source, size_t nelems);
+int xpushmem_ulonglong_alltoalls(xpushmem_team_t team, unsigned long long *dest, const unsigned long long *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems);
+int xpushmem_int8_broadcast(xpushmem_team_t team, int8_t *dest, const int8_t *source, size_t nelems, int PE_root);
+int xpushmem_int8_fcollect(xpushmem_team_t team, int8_t *dest, const int8_t *source, size_t nelems);
+int xpushmem_int8_collect(xpushmem_team_t team, int8_t *dest, const int8_t *source, size_t nelems);
+int xpushmem_int8_alltoall(xpushmem_team_t team, int8_t *dest, const int8_t *source, size_t nelems);
+int xpushmem_int8_alltoalls(xpushmem_team_t team, int8_t *dest, const int8_t *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems);
+int xpushmem_int16_broadcast(xpushmem_team_t team, int16_t *dest, const int16_t *source, size_t nelems, int PE_root);
+int xpushmem_int16_fcollect(xpushmem_team_t team, int16_t *dest, const int16_t *source, size_t nelems);
+int xpushmem_int16_collect(xpushmem_team_t team, int16_t *dest, const int16_t *source, size_t nelems);
+int xpushmem_int16_alltoall(xpushmem_team_t team, int16_t *dest, const int16_t *source, size_t nelems);
+int xpushmem_int16_alltoalls(xpushmem_team_t team, int16_t *dest, const int16_t *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems);
+int xpushmem_int32_broadcast(xpushmem_team_t team, int32_t *dest, const int32_t *source, size_t nelems, int PE_root);
+int xpushmem_int32_fcollect(xpushmem_team_t team, int32_t *dest, const int32_t *source, size_t nelems);
+int xpushmem_int32_collect(xpushmem_team_t team, int32_t *dest, const int32_t *source, size_t nelems);
+int xpushmem_int32_alltoall(xpushmem_team_t team, int32_t *dest, const int32_t *source, size_t nelems);
+int xpushmem_int32_alltoalls(xpushmem_team_t team, int32_t *dest, const int32_t *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems);
+int xpushmem_int64_broadcast(xpushmem_team_t team, int64_t *dest, const int64_t *source, size_t nelems, int PE_root);
+int xpushmem_int64_fcollect(xpushmem_team_t team, int64_t *dest, const int64_t *source, size_t nelems);
+int xpushmem_int64_collect(xpushmem_team_t team, int64_t *dest, const int64_t *source, size_t nelems);
+int xpushmem_int64_alltoall(xpushmem_team_t team, int64_t *dest, const int64_t *source, size_t nelems);
+int xpushmem_int64_alltoalls(xpushmem_team_t team, int64_t *dest, const int64_t *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems);
+int xpushmem_uint8_broadcast(xpushmem_team_t team, uint8_t *dest, const uint8_t *source, size_t nelems, int PE_root);
+int xpushmem_uint8_fcollect(xpushmem_team_t team, uint8_t *dest, const uint8_t *source, size_t nelems);
+int xpushmem_uint8_collect(xpushmem_team_t team, uint8_t *dest, const uint8_t *source, size_t nelems);
+int xpushmem_uint8_alltoall(xpushmem_team_t team, uint8_t *dest, const uint8_t *source, size_t nelems);
+int xpushmem_uint8_alltoalls(xpushmem_team_t team, uint8_t *dest, const uint8_t *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems);
+int xpushmem_uint16_broadcast(xpushmem_team_t team, uint16_t *dest, const uint16_t *source, size_t nelems, int PE_root);
+int xpushmem_uint16_fcollect(xpushmem_team_t team, uint16_t *dest, const uint16_t *source, size_t nelems);
+int xpushmem_uint16_collect(xpushmem_team_t team, uint16_t *dest, const uint16_t *source, size_t nelems);
+int xpushmem_uint16_alltoall(xpushmem_team_t team, uint16_t *dest, const uint16_t *source, size_t nelems);
+int xpushmem_uint16_alltoalls(xpushmem_team_t team, uint16_t *dest, const uint16_t *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems);
+int xpushmem_uint32_broadcast(xpushmem_team_t team, uint32_t *dest, const uint32_t *source, size_t nelems, int PE_root);
+int xpushmem_uint32_fcollect(xpushmem_team_t team, uint32_t *dest, const uint32_t *source, size_t nelems);
+int xpushmem_uint32_collect(xpushmem_team_t team, uint32_t *dest, const uint32_t *source, size_t nelems);
+int xpushmem_uint32_alltoall(xpushmem_team_t team, uint32_t *dest, const uint32_t *source, size_t nelems);
+int xpushmem_uint32_alltoalls(xpushmem_team_t team, uint32_t *dest, const uint32_t *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems);
+int xpushmem_uint64_broadcast(xpushmem_team_t team, uint64_t *dest, const uint64_t *source, size_t nelems, int PE_root);
+int xpushmem_uint64_fcollect(xpushmem_team_t team, uint64_t *dest, const uint64_t *source, size_t nelems);
+int xpushmem_uint64_collect(xpushmem_team_t team, uint64_t *dest, const uint64_t *source, size_t nelems);
+int xpushmem_uint64_alltoall(xpushmem_team_t team, uint64_t *dest, const uint64_t *source, size_t nelems);
+int xpushmem_uint64_alltoalls(xpushmem_team_t team, uint64_t *dest, const uint64_t *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems);
+int xpushmem_size_broadcast(xpushmem_team_t team, size_t *dest, const size_t *source, size_t nelems, int PE_root);
+int xpushmem_size_fcollect(xpushmem_team_t team, size_t *dest, const size_t *source, size_t nelems);
+int xpushmem_size_collect(xpushmem_team_t team, size_t *dest, const size_t *source, size_t nelems);
+int xpushmem_size_alltoall(xpushmem_team_t team, size_t *dest, const size_t *source, size_t nelems);
+int xpushmem_size_alltoalls(xpushmem_team_t team, size_t *dest, const size_t *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems);
+int xpushmem_ptrdiff_broadcast(xpushmem_team_t team, ptrdiff_t *dest, const ptrdiff_t *source, size_t nelems, int PE_root);
+int xpushmem_ptrdiff_fcollect(xpushmem_team_t team, ptrdiff_t *dest, const ptrdiff_t *source, size_t nelems);
+int xpushmem_ptrdiff_collect(xpushmem_team_t team, ptrdiff_t *dest, const ptrdiff_t *source, size_t nelems);
+int xpushmem_ptrdiff_alltoall(xpushmem_team_t team, ptrdiff_t *dest, const ptrdiff_t *source, size_t nelems);
+int xpushmem_ptrdiff_alltoalls(xpushmem_team_t team, ptrdiff_t *dest, const ptrdiff_t *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems);
+
+/* Bitwise reductions and reduce-scatters (source of a reducescatter: n_pes * nelems elements) */
+int xpushmem_uchar_and_reduce(xpushmem_team_t team, unsigned char *dest, const unsigned char *source, size_t nreduce);
+int xpushmem_uchar_and_reducescatter(xpushmem_team_t team, unsigned char *dest, const unsigned char *source, size_t nelems);
+int xpushmem_uchar_or_reduce(xpushmem_team_t team, unsigned char *dest, const unsigned char *source, size_t nreduce);
+int xpushmem_uchar_or_reducescatter(xpushmem_team_t team, unsigned char *dest, const unsigned char *source, size_t nelems);
+int xpushmem_uchar_xor_reduce(xpushmem_team_t team, unsigned char *dest, const unsigned char *source, size_t nreduce);
+int xpushmem_uchar_xor_reducescatter(xpushmem_team_t team, unsigned char *dest, const unsigned char *source, size_t nelems);
+int xpushmem_ushort_and_reduce(xpushmem_team_t team, unsigned short *dest, const unsigned short *source, size_t nreduce);
+int xpushmem_ushort_and_reducescatter(xpushmem_team_t team, unsigned short *dest, const unsigned short *source, size_t nelems);
+int xpushmem_ushort_or_reduce(xpushmem_team_t team, unsigned short *dest, const unsigned short *source, size_t nreduce);
+int xpushmem_ushort_or_reducescatter(xpushmem_team_t team, unsigned short *dest, const unsigned short *source, size_t nelems);
+int xpushmem_ushort_xor_reduce(xpushmem_team_t team, unsigned short *dest, const unsigned short *source, size_t nreduce);
+int xpushmem_ushort_xor_reducescatter(xpushmem_team_t team, unsigned short *dest, const unsigned short *source, size_t nelems);
+int xpushmem_uint_and_reduce(xpushmem_team_t team, unsigned int *dest, const unsigned int *source, size_t nreduce);
+int xpushmem_uint_and_reducescatter(xpushmem_team_t team, unsigned int *dest, const unsigned int *source, size_t nelems);
+int xpushmem_uint_or_reduce(xpushmem_team_t team, unsigned int *dest, const unsigned int *source, size_t nreduce);
+int xpushmem_uint_or_reducescatter(xpushmem_team_t team, unsigned int *dest, const unsigned int *source, size_t nelems);
+int xpushmem_uint_xor_reduce(xpushmem_team_t team, unsigned int *dest, const unsigned int *source, size_t nreduce);
+int xpushmem_uint_xor_reducescatter(xpushmem_team_t team, unsigned int *dest, const unsigned int *source, size_t nelems);
+int xpushmem_ulong_and_reduce(xpushmem_team_t team, unsigned long *dest, const unsigned long *source, size_t nreduce);
+int xpushmem_ulong_and_reducescatter(xpushmem_team_t team, unsigned long *dest, const unsigned long *source, size_t nelems);
+int xpushmem_ulong_or_reduce(xpushmem_team_t team, unsigned long *dest, const unsigned long *source, size_t nreduce);
+int xpushmem_ulong_or_reducescatter(xpushmem_team_t team, unsigned long *dest, const unsigned long *source, size_t nelems);
+int xpushmem_ulong_xor_reduce(xpushmem_team_t team, unsigned long *dest, const unsigned long *source, size_t nreduce);
+int xpushmem_ulong_xor_reducescatter(xpushmem_team_t team, unsigned long *dest, const unsigned long *source, size_t nelems);
+int xpushmem_ulonglong_and_reduce(xpushmem_team_t team, unsigned long long *dest, const unsigned long long *source, size_t nreduce);
+int xpushmem_ulonglong_and_reducescatter(xpushmem_team_t team, unsigned long long *dest, const unsigned long long *source, size_t nelems);
+int xpushmem_ulonglong_or_reduce(xpushmem_team_t team, unsigned long long *dest, const unsigned long long *source, size_t nreduce);
+int xpushmem_ulonglong_or_reducescatter(xpushmem_team_t team, unsigned long long *dest, const unsigned long long *source, size_t nelems);
+int xpushmem_ulonglong_xor_reduce(xpushmem_team_t team, unsigned long long *dest, const unsigned long long *source, size_t nreduce);
+int xpushmem_ulonglong_xor_reducescatter(xpushmem_team_t team, unsigned long long *dest, const unsigned long long *source, size_t nelems);
+int xpushmem_int8_and_reduce(xpushmem_team_t team, int8_t *dest, const int8_t *source, size_t nreduce);
+int xpushmem_int8_and_reducescatter(xpushmem_team_t team, int8_t *dest, const int8_t *source, size_t nelems);
+int xpushmem_int8_or_reduce(xpushmem_team_t team, int8_t *dest, const int8_t *source, size_t nreduce);
+int xpushmem_int8_or_reducescatter(xpushmem_team_t team, int8_t *dest, const int8_t *source, size_t nelems);
+int xpushmem_int8_xor_reduce(xpushmem_team_t team, int8_t *dest, const int8_t *source, size_t nreduce);
+int xpushmem_int8_xor_reducescatter(xpushmem_team_t team, int8_t *dest, const int8_t *source, size_t nelems);
+int xpushmem_int16_and_reduce(xpushmem_team_t team, int16_t *dest, const int16_t *source, size_t nreduce);
+int xpushmem_int16_and_reducescatter(xpushmem_team_t team, int16_t *dest, const int16_t *source, size_t nelems);
+int xpushmem_int16_or_reduce(xpushmem_team_t team, int16_t *dest, const int16_t *source, size_t nreduce);
+int xpushmem_int16_or_reducescatter(xpushmem_team_t team, int16_t *dest, const int16_t *source, size_t nelems);
+int xpushmem_int16_xor_reduce(xpushmem_team_t team, int16_t *dest, const int16_t *source, size_t nreduce);
+int xpushmem_int16_xor_reducescatter(xpushmem_team_t team, int16_t *dest, const int16_t *source, size_t nelems);
+int xpushmem_int32_and_reduce(xpushmem_team_t team, int32_t *dest, const int32_t *source, size_t nreduce);
+int xpushmem_int32_and_reducescatter(xpushmem_team_t team, int32_t *dest, const int32_t *source, size_t nelems);
+int xpushmem_int32_or_reduce(xpushmem_team_t team, int32_t *dest, const int32_t *source, size_t nreduce);
+int xpushmem_int32_or_reducescatter(xpushmem_team_t team, int32_t *dest, const int32_t *source, size_t nelems);
+int xpushmem_int32_xor_reduce(xpushmem_team_t team, int32_t *dest, const int32_t *source, size_t nreduce);
+int xpushmem_int32_xor_reducescatter(xpushmem_team_t team, int32_t *dest, const int32_t *source, size_t nelems);
+int xpushmem_int64_and_reduce(xpushmem_team_t team, int64_t *dest, const int64_t *source, size_t nreduce);
+int xpushmem_int64_and_reducescatter(xpushmem_team_t team, int64_t *dest, const int64_t *source, size_t nelems);
+int xpushmem_int64_or_reduce(xpushmem_team_t team, int64_t *dest, const int64_t *source, size_t nreduce);
+int xpushmem_int64_or_reducescatter(xpushmem_team_t team, int64_t *dest, const int64_t *source, size_t nelems);
+int xpushmem_int64_xor_reduce(xpushmem_team_t team, int64_t *dest, const int64_t *source, size_t nreduce);
+int xpushmem_int64_xor_reducescatter(xpushmem_team_t team, int64_t *dest, const int64_t *source, size_t nelems);
+int xpushmem_uint8_and_reduce(xpushmem_team_t team, uint8_t *dest, const uint8_t *source, size_t nreduce);
+int xpushmem_uint8_and_reducescatter(xpushmem_team_t team, uint8_t *dest, const uint8_t *source, size_t nelems);
+int xpushmem_uint8_or_reduce(xpushmem_team_t team, uint8_t *dest, const uint8_t *source, size_t nreduce);
+int xpushmem_uint8_or_reducescatter(xpushmem_team_t team, uint8_t *dest, const uint8_t *source, size_t nelems);
+int xpushmem_uint8_xor_reduce(xpushmem_team_t team, uint8_t *dest, const uint8_t *source, size_t nreduce);
+int xpushmem_uint8_xor_reducescatter(xpushmem_team_t team, uint8_t *dest, const uint8_t *source, size_t nelems);
+int xpushmem_uint16_and_reduce(xpushmem_team_t team, uint16_t *dest, const uint16_t *source, size_t nreduce);
+int xpushmem_uint16_and_reducescatter(xpushmem_team_t team, uint16_t *dest, const uint16_t *source, size_t nelems);
+int xpushmem_uint16_or_reduce(xpushmem_team_t team, uint16_t *dest, const uint16_t *source, size_t nreduce);
+int xpushmem_uint16_or_reducescatter(xpushmem_team_t team, uint16_t *dest, const uint16_t *source, size_t nelems);
+int xpushmem_uint16_xor_reduce(xpushmem_team_t team, uint16_t *dest, const uint16_t *source, size_t nreduce);
+int xpushmem_uint16_xor_reducescatter(xpushmem_team_t team, uint16_t *dest, const uint16_t *source, size_t nelems);
+int xpushmem_uint32_and_reduce(xpushmem_team_t team, uint32_t *dest, const uint32_t *source, size_t nreduce);
+int xpushmem_uint32_and_reducescatter(xpushmem_team_t team, uint32_t *dest, const uint32_t *source, size_t nelems);
+int xpushmem_uint32_or_reduce(xpushmem_team_t team, uint32_t *dest, const uint32_t *source, size_t nreduce);
+int xpushmem_uint32_or_reducescatter(xpushmem_team_t team, uint32_t *dest, const uint32_t *source, size_t nelems);
+int xpushmem_uint32_xor_reduce(xpushmem_team_t team, uint32_t *dest, const uint32_t *source, size_t nreduce);
+int xpushmem_uint32_xor_reducescatter(xpushmem_team_t team, uint32_t *dest, const uint32_t *source, size_t nelems);
+int xpushmem_uint64_and_reduce(xpushmem_team_t team, uint64_t *dest, const uint64_t *source, size_t nreduce);
+int xpushmem_uint64_and_reducescatter(xpushmem_team_t team, uint64_t *dest, const uint64_t *source, size_t nelems);
+int xpushmem_uint64_or_reduce(xpushmem_team_t team, uint64_t *dest, const uint64_t *source, size_t nreduce);
+int xpushmem_uint64_or_reducescatter(xpushmem_team_t team, uint64_t *dest, const uint64_t *source, size_t nelems);
+int xpushmem_uint64_xor_reduce(xpushmem_team_t team, uint64_t *dest, const uint64_t *source, size_t nreduce);
+int xpushmem_uint64_xor_reducescatter(xpushmem_team_t team, uint64_t *dest, const uint64_t *source, size_t nelems);
+int xpushmem_size_and_reduce(xpushmem_team_t team, size_t *dest, const size_t *source, size_t nreduce);
+int xpushmem_size_and_reducescatter(xpushmem_team_t team, size_t *dest, const size_t *source, size_t nelems);
+int xpushmem_size_or_reduce(xpushmem_team_t team, size_t *dest, const size_t *source, size_t nreduce);
+int xpushmem_size_or_reducescatter(xpushmem_team_t team, size_t *dest, const size_t *source, size_t nelems);
+int xpushmem_size_xor_reduce(xpushmem_team_t team, size_t *dest, const size_t *source, size_t nreduce);
+int xpushmem_size_xor_reducescatter(xpushmem_team_t team, size_t *dest, const size_t *source, size_t nelems);
+
+/* Arithmetic reductions and reduce-scatters */
+int xpushmem_char_min_reduce(xpushmem_team_t team, char *dest, const char *source, size_t nreduce);
+int xpushmem_char_min_reducescatter(xpushmem_team_t team, char *dest, const char *source, size_t nelems);
+int xpushmem_char_max_reduce(xpushmem_team_t team, char *dest, const char *source, size_t nreduce);
+int xpushmem_char_max_reducescatter(xpushmem_team_t team, char *dest, const char *source, size_t nelems);
+int xpushmem_char_sum_reduce(xpushmem_team_t team, char *dest, const char *source, size_t nreduce);
+int xpushmem_char_sum_reducescatter(xpushmem_team_t team, char *dest, const char *source, size_t nelems);
+int xpushmem_char_prod_reduce(xpushmem_team_t team, char *dest, const char *source, size_t nreduce);
+int xpushmem_char_prod_reducescatter(xpushmem_team_t team, char *dest, const char *source, size_t nelems);
+int xpushmem_schar_min_reduce(xpushmem_team_t team, signed char *dest, const signed char *source, size_t nreduce);
+int xpushmem_schar_min_reducescatter(xpushmem_team_t team, signed char *dest, const signed char *source, size_t nelems);
+int xpushmem_schar_max_reduce(xpushmem_team_t team, signed char *dest, const signed char *source, size_t nreduce);
+int xpushmem_schar_max_reducescatter(xpushmem_team_t team, signed char *dest, const signed char *source, size_t nelems);
+int xpushmem_schar_sum_reduce(xpushmem_team_t team, signed char *dest, const signed char *source, size_t nreduce);
+int xpushmem_schar_sum_reducescatter(xpushmem_team_t team, signed char *dest, const signed char *source, size_t nelems);
+int xpushmem_schar_prod_reduce(xpushmem_team_t team, signed char *dest, const signed char *source, size_t nreduce);
+int xpushmem_schar_prod_reducescatter(xpushmem_team_t team, signed char *dest, const signed char *source, size_t nelems);
+int xpushmem_short_min_reduce(xpushmem_team_t team, short *dest, const short *source, size_t nreduce);
+int xpushmem_short_min_reducescatter(xpushmem_team_t team, short *dest, const short *source, size_t nelems);
+int xpushmem_short_max_reduce(xpushmem_team_t team, short *dest, const short *source, size_t nreduce);
+int xpushmem_short_max_reducescatter(xpushmem_team_t team, short *dest, const short *source, size_t nelems);
+int xpushmem_short_sum_reduce(xpushmem_team_t team, short *dest, const short *source, size_t nreduce);
+int xpushmem_short_sum_reducescatter(xpushmem_team_t team, short *dest, const short *source, size_t nelems);
+int xpushmem_short_prod_reduce(xpushmem_team_t team, short *dest, const short *source, size_t nreduce);
+int xpushmem_short_prod_reducescatter(xpushmem_team_t team, short *dest, const short *source, size_t nelems);
+int xpushmem_int_min_reduce(xpushmem_team_t team, int *dest, const int *source, size_t nreduce);
+int xpushmem_int_min_reducescatter(xpushmem_team_t team, int *dest, const int *source, size_t nelems);
+int xpushmem_int_max_reduce(xpushmem_team_t team, int *dest, const int *source, size_t nreduce);
+int xpushmem_int_max_reducescatter(xpushmem_team_t team, int *dest, const int *source, size_t nelems);
+int xpushmem_int_sum_reduce(xpushmem_team_t team, int *dest, const int *source, size_t nreduce);
+int xpushmem_int_sum_reducescatter(xpushmem_team_t team, int *dest, const int *source, size_t nelems);
+int xpushmem_int_prod_reduce(xpushmem_team_t team, int *dest, const int *source, size_t nreduce);
+int xpushmem_int_prod_reducescatter(xpushmem_team_t team, int *dest, const int *source, size_t nelems);
+int xpushmem_long_min_reduce(xpushmem_team_t team, long *dest, const long *source, size_t nreduce);
+int xpushmem_long_min_reducescatter(xpushmem_team_t team, long *dest, const long *source, size_t nelems);
+int xpushmem_long_max_reduce(xpushmem_team_t team, long *dest, const long *source, size_t nreduce);
+int xpushmem_long_max_reducescatter(xpushmem_team_t team, long *dest, const long *source, size_t nelems);
+int xpushmem_long_sum_reduce(xpushmem_team_t team, long *dest, const long *source, size_t nreduce);
+int xpushmem_long_sum_reducescatter(xpushmem_team_t team, long *dest, const long *source, size_t nelems);
+int xpushmem_long_prod_reduce(xpushmem_team_t team, long *dest, const long *source, size_t nreduce);
+int xpushmem_long_prod_reducescatter(xpushmem_team_t team, long *dest, const long *source, size_t nelems);
+int xpushmem_longlong_min_reduce(xpushmem_team_t team, long long *dest, const long long *source, size_t nreduce);
+int xpushmem_longlong_min_reducescatter(xpushmem_team_t team, long long *dest, const long long *source, size_t nelems);
+int xpushmem_longlong_max_reduce(xpushmem_team_t team, long long *dest, const long long *source, size_t nreduce);
+int xpushmem_longlong_max_reducescatter(xpushmem_team_t team, long long *dest, const long long *source, size_t nelems);
+int xpushmem_longlong_sum_reduce(xpushmem_team_t team, long long *dest, const long long *source, size_t nreduce);
+int xpushmem_longlong_sum_reducescatter(xpushmem_team_t team, long long *dest, const long long *source, size_t nelems);
+int xpushmem_longlong_prod_reduce(xpushmem_team_t team, long long *dest, const long long *source, size_t nreduce);
+int xpushmem_longlong_prod_reducescatter(xpushmem_team_t team, long long *dest, const long long *source, size_t nelems);
+int xpushmem_ptrdiff_min_reduce(xpushmem_team_t team, ptrdiff_t *dest, const ptrdiff_t *source, size_t nreduce);
+int xpushmem_ptrdiff_min_reducescatter(xpushmem_team_t team, ptrdiff_t *dest, const ptrdiff_t *source, size_t nelems);
+int xpushmem_ptrdiff_max_reduce(xpushmem_team_t team, ptrdiff_t *dest, const ptrdiff_t *source, size_t nreduce);
+int xpushmem_ptrdiff_max_reducescatter(xpushmem_team_t team, ptrdiff_t *dest, const ptrdiff_t *source, size_t nelems);
+int xpushmem_ptrdiff_sum_reduce(xpushmem_team_t team, ptrdiff_t *dest, const ptrdiff_t *source, size_t nreduce);
+int xpushmem_ptrdiff_sum_reducescatter(xpushmem_team_t team, ptrdiff_t *dest, const ptrdiff_t *source, size_t nelems);
+int xpushmem_ptrdiff_prod_reduce(xpushmem_team_t team, ptrdiff_t *dest, const ptrdiff_t *source, size_t nreduce);
+int xpushmem_ptrdiff_prod_reducescatter(xpushmem_team_t team, ptrdiff_t *dest, const ptrdiff_t *source, size_t nelems);
+int xpushmem_uchar_min_reduce(xpushmem_team_t team, unsigned char *dest, const unsigned char *source, size_t nreduce);
+int xpushmem_uchar_min_reducescatter(xpushmem_team_t team, unsigned char *dest, const unsigned char *source, size_t nelems);
+int xpushmem_uchar_max_reduce(xpushmem_team_t team, unsigned char *dest, const unsigned char *source, size_t nreduce);
+int xpushmem_uchar_max_reducescatter(xpushmem_team_t team, unsigned char *dest, const unsigned char *source, size_t nelems);
+int xpushmem_uchar_sum_reduce(xpushmem_team_t team, unsigned char *dest, const unsigned char *source, size_t nreduce);
+int xpushmem_uchar_sum_reducescatter(xpushmem_team_t team, unsigned char *dest, const unsigned char *source, size_t nelems);
+int xpushmem_uchar_prod_reduce(xpushmem_team_t team, unsigned char *dest, const unsigned char *source, size_t nreduce);
+int xpushmem_uchar_prod_reducescatter(xpushmem_team_t team, unsigned char *dest, const unsigned char *source, size_t nelems);
+int xpushmem_ushort_min_reduce(xpushmem_team_t team, unsigned short *dest, const unsigned short *source, size_t nreduce);
+int xpushmem_ushort_min_reducescatter(xpushmem_team_t team, unsigned short *dest, const unsigned short *source, size_t nelems);
+int xpushmem_ushort_max_reduce(xpushmem_team_t team, unsigned short *dest, const unsigned short *source, size_t nreduce);
+int xpushmem_ushort_max_reducescatter(xpushmem_team_t team, unsigned short *dest, const unsigned short *source, size_t nelems);
+int xpushmem_ushort_sum_reduce(xpushmem_team_t team, unsigned short *dest, const unsigned short *source, size_t nreduce);
+int xpushmem_ushort_sum_reducescatter(xpushmem_team_t team, unsigned short *dest, const unsigned short *source, size_t nelems);
+int xpushmem_ushort_prod_reduce(xpushmem_team_t team, unsigned short *dest, const unsigned short *source, size_t nreduce);
+int xpushmem_ushort_prod_reducescatter(xpushmem_team_t team, unsigned short *dest, const unsigned short *source, size_t nelems);
+int xpushmem_uint_min_reduce(xpushmem_team_t team, unsigned int *dest, const unsigned int *source, size_t nreduce);
+int xpushmem_uint_min_reducescatter(xpushmem_team_t team, unsigned int *dest, const unsigned int *source, size_t nelems);
+int xpushmem_uint_max_reduce(xpushmem_team_t team, unsigned int *dest, const unsigned int *source, size_t nreduce);
+int xpushmem_uint_max_reducescatter(xpushmem_team_t team, unsigned int *dest, const unsigned int *source, size_t nelems);
+int xpushmem_uint_sum_reduce(xpushmem_team_t team, unsigned int *dest, const unsigned int *source, size_t nreduce);
+int xpushmem_uint_sum_reducescatter(xpushmem_team_t team, unsigned int *dest, const unsigned int *source, size_t nelems);
+int xpushmem_uint_prod_reduce(xpushmem_team_t team, unsigned int *dest, const unsigned int *source, size_t nreduce);
+int xpushmem_uint_prod_reducescatter(xpushmem_team_t team, unsigned int *dest, const unsigned int *source, size_t nelems);
+int xpushmem_ulong_min_reduce(xpushmem_team_t team, unsigned long *dest, const unsigned long *source, size_t nreduce);
+int xpushmem_ulong_min_reducescatter(xpushmem_team_t team, unsigned long *dest, const unsigned long *source, size_t nelems);
+int xpushmem_ulong_max_reduce(xpushmem_team_t team, unsigned long *dest, const unsigned long *source, size_t nreduce);
+int xpushmem_ulong_max_reducescatter(xpushmem_team_t team, unsigned long *dest, const unsigned long *source, size_t nelems);
+int xpushmem_ulong_sum_reduce(xpushmem_team_t team, unsigned long *dest, const unsigned long *source, size_t nreduce);
+int xpushmem_ulong_sum_reducescatter(xpushmem_team_t team, unsigned long *dest, const unsigned long *source, size_t nelems);
+int xpushmem_ulong_prod_reduce(xpushmem_team_t team, unsigned long *dest, const unsigned long *source, size_t nreduce);
+int xpushmem_ulong_prod_reducescatter(xpushmem_team_t team, unsigned long *dest, const unsigned long *source, size_t nelems);
+int xpushmem_ulonglong_min_reduce(xpushmem_team_t team, unsigned long long *dest, const unsigned long long *source, size_t nreduce);
+int xpushmem_ulonglong_min_reducescatter(xpushmem_team_t team, unsigned long long *dest, const unsigned long long *source, size_t nelems);
+int xpushmem_ulonglong_max_reduce(xpushmem_team_t team, unsigned long long *dest, const unsigned long long *source, size_t nreduce);
+int xpushmem_ulonglong_max_reducescatter(xpushmem_team_t team, unsigned long long *dest, const unsigned long long *source, size_t nelems);
+int xpushmem_ulonglong_sum_reduce(xpushmem_team_t team, unsigned long long *dest, const unsigned long long *source, size_t nreduce);
+int xpushmem_ulonglong_sum_reducescatter(xpushmem_team_t team, unsigned long long *dest, const unsigned long long *source, size_t nelems);
+int xpushmem_ulonglong_prod_reduce(xpushmem_team_t team, unsigned long long *dest, const unsigned long long *source, size_t nreduce);
+int xpushmem_ulonglong_prod_reducescatter(xpushmem_team_t team, unsigned long long *dest, const unsigned long long *source, size_t nelems);
+int xpushmem_int8_min_reduce(xpushmem_team_t team, int8_t *dest, const int8_t *source, size_t nreduce);
+int xpushmem_int8_min_reducescatter(xpushmem_team_t team, int8_t *dest, const int8_t *source, size_t nelems);
+int xpushmem_int8_max_reduce(xpushmem_team_t team, int8_t *dest, const int8_t *source, size_t nreduce);
+int xpushmem_int8_max_reducescatter(xpushmem_team_t team, int8_t *dest, const int8_t *source, size_t nelems);
+int xpushmem_int8_sum_reduce(xpushmem_team_t team, int8_t *dest, const int8_t *source, size_t nreduce);
+int xpushmem_int8_sum_reducescatter(xpushmem_team_t team, int8_t *dest, const int8_t *source, size_t nelems);
+int xpushmem_int8_prod_reduce(xpushmem_team_t team, int8_t *dest, const int8_t *source, size_t nreduce);
+int xpushmem_int8_prod_reducescatter(xpushmem_team_t team, int8_t *dest, const int8_t *source, size_t nelems);
+int xpushmem_int16_min_reduce(xpushmem_team_t team, int16_t *dest, const int16_t *source, size_t nreduce);
+int xpushmem_int16_min_reducescatter(xpushmem_team_t team, int16_t *dest, const int16_t *source, size_t nelems);
+int xpushmem_int16_max_reduce(xpushmem_team_t team, int16_t *dest, const int16_t *source, size_t nreduce);
+int xpushmem_int16_max_reducescatter(xpushmem_team_t team, int16_t *dest, const int16_t *source, size_t nelems);
+int xpushmem_int16_sum_reduce(xpushmem_team_t team, int16_t *dest, const int16_t *source, size_t nreduce);
+int xpushmem_int16_sum_reducescatter(xpushmem_team_t team, int16_t *dest, const int16_t *source, size_t nelems);
+int xpushmem_int16_prod_reduce(xpushmem_team_t team, int16_t *dest, const int16_t *source, size_t nreduce);
+int xpushmem_int16_prod_reducescatter(xpushmem_team_t team, int16_t *dest, const int16_t *source, size_t nelems);
+int xpushmem_int32_min_reduce(xpushmem_team_t team, int32_t *dest, const int32_t *source, size_t nreduce);
+int xpushmem_int32_min_reducescatter(xpushmem_team_t team, int32_t *dest, const int32_t *source, size_t nelems);
+int xpushmem_int32_max_reduce(xpushmem_team_t team, int32_t *dest, const int32_t *source, size_t nreduce);
+int xpushmem_int32_max_reducescatter(xpushmem_team_t team, int32_t *dest, const int32_t *source, size_t nelems);
+int xpushmem_int32_sum_reduce(xpushmem_team_t team, int32_t *dest, const int32_t *source, size_t nreduce);
+int xpushmem_int32_sum_reducescatter(xpushmem_team_t team, int32_t *dest, const int32_t *source, size_t nelems);
+int xpushmem_int32_prod_reduce(xpushmem_team_t team, int32_t *dest, const int32_t *source, size_t nreduce);
+int xpushmem_int32_prod_reducescatter(xpushmem_team_t team, int32_t *dest, const int32_t *source, size_t nelems);
+int xpushmem_int64_min_reduce(xpushmem_team_t team, int64_t *dest, const int64_t *source, size_t nreduce);
+int xpushmem_int64_min_reducescatter(xpushmem_team_t team, int64_t *dest, const int64_t *source, size_t nelems);
+int xpushmem_int64_max_reduce(xpushmem_team_t team, int64_t *dest, const int64_t *source, size_t nreduce);
+int xpushmem_int64_max_reducescatter(xpushmem_team_t team, int64_t *dest, const int64_t *source, size_t nelems);
+int xpushmem_int64_sum_reduce(xpushmem_team_t team, int64_t *dest, const int64_t *source, size_t nreduce);
+int xpushmem_int64_sum_reducescatter(xpushmem_team_t team, int64_t *dest, const int64_t *source, size_t nelems);
+int xpushmem_int64_prod_reduce(xpushmem_team_t team, int64_t *dest, const int64_t *source, size_t nreduce);
+int xpushmem_int64_prod_reducescatter(xpushmem_team_t team, int64_t *dest, const int64_t *source, size_t nelems);
+int xpushmem_uint8_min_reduce(xpushmem_team_t team, uint8_t *dest, const uint8_t *source, size_t nreduce);
+int xpushmem_uint8_min_reducescatter(xpushmem_team_t team, uint8_t *dest, const uint8_t *source, size_t nelems);
+int xpushmem_uint8_max_reduce(xpushmem_team_t team, uint8_t *dest, const uint8_t *source, size_t nreduce);
+int xpushmem_uint8_max_reducescatter(xpushmem_team_t team, uint8_t *dest, const uint8_t *source, size_t nelems);
+int xpushmem_uint8_sum_reduce(xpushmem_team_t team, uint8_t *dest, const uint8_t *source, size_t nreduce);
+int xpushmem_uint8_sum_reducescatter(xpushmem_team_t team, uint8_t *dest, const uint8_t *source, size_t nelems);
+int xpushmem_uint8_prod_reduce(xpushmem_team_t team, uint8_t *dest, const uint8_t *source, size_t nreduce);
+int xpushmem_uint8_prod_reducescatter(xpushmem_team_t team, uint8_t *dest, const uint8_t *source, size_t nelems);
+int xpushmem_uint16_min_reduce(xpushmem_team_t team, uint16_t *dest, const uint16_t *source, size_t nreduce);
+int xpushmem_uint16_min_reducescatter(xpushmem_team_t team, uint16_t *dest, const uint16_t *source, size_t nelems);
+int xpushmem_uint16_max_reduce(xpushmem_team_t team, uint16_t *dest, const uint16_t *source, size_t nreduce);
+int xpushmem_uint16_max_reducescatter(xpushmem_team_t team, uint16_t *dest, const uint16_t *source, size_t nelems);
+int xpushmem_uint16_sum_reduce(xpushmem_team_t team, uint16_t *dest, const uint16_t *source, size_t nreduce);
+int xpushmem_uint16_sum_reducescatter(xpushmem_team_t team, uint16_t *dest, const uint16_t *source, size_t nelems);
+int xpushmem_uint16_prod_reduce(xpushmem_team_t team, uint16_t *dest, const uint16_t *source, size_t nreduce);
+int xpushmem_uint16_prod_reducescatter(xpushmem_team_t team, uint16_t *dest, const uint16_t *source, size_t nelems);
+int xpushmem_uint32_min_reduce(xpushmem_team_t team, uint32_t *dest, const uint32_t *source, size_t nreduce);
+int xpushmem_uint32_min_reducescatter(xpushmem_team_t team, uint32_t *dest, const uint32_t *source, size_t nelems);
+int xpushmem_uint32_max_reduce(xpushmem_team_t team, uint32_t *dest, const uint32_t *source, size_t nreduce);
+int xpushmem_uint32_max_reducescatter(xpushmem_team_t team, uint32_t *dest, const uint32_t *source, size_t nelems);
+int xpushmem_uint32_sum_reduce(xpushmem_team_t team, uint32_t *dest, const uint32_t *source, size_t nreduce);
+int xpushmem_uint32_sum_reducescatter(xpushmem_team_t team, uint32_t *dest, const uint32_t *source, size_t nelems);
+int xpushmem_uint32_prod_reduce(xpushmem_team_t team, uint32_t *dest, const uint32_t *source, size_t nreduce);
+int xpushmem_uint32_prod_reducescatter(xpushmem_team_t team, uint32_t *dest, const uint32_t *source, size_t nelems);
+int xpushmem_uint64_min_reduce(xpushmem_team_t team, uint64_t *dest, const uint64_t *source, size_t nreduce);
+int xpushmem_uint64_min_reducescatter(xpushmem_team_t team, uint64_t *dest, const uint64_t *source, size_t nelems);
+int xpushmem_uint64_max_reduce(xpushmem_team_t team, uint64_t *dest, const uint64_t *source, size_t nreduce);
+int xpushmem_uint64_max_reducescatter(xpushmem_team_t team, uint64_t *dest, const uint64_t *source, size_t nelems);
+int xpushmem_uint64_sum_reduce(xpushmem_team_t team, uint64_t *dest, const uint64_t *source, size_t nreduce);
+int xpushmem_uint64_sum_reducescatter(xpushmem_team_t team, uint64_t *dest, const uint64_t *source, size_t nelems);
+int xpushmem_uint64_prod_reduce(xpushmem_team_t team, uint64_t *dest, const uint64_t *source, size_t nreduce);
+int xpushmem_uint64_prod_reducescatter(xpushmem_team_t team, uint64_t *dest, const uint64_t *source, size_t nelems);
+int xpushmem_size_min_reduce(xpushmem_team_t team, size_t *dest, const size_t *source, size_t nreduce);
+int xpushmem_size_min_reducescatter(xpushmem_team_t team, size_t *dest, const size_t *source, size_t nelems);
+int xpushmem_size_max_reduce(xpushmem_team_t team, size_t *dest, const size_t *source, size_t nreduce);
+int xpushmem_size_max_reducescatter(xpushmem_team_t team, size_t *dest, const size_t *source, size_t nelems);
+int xpushmem_size_sum_reduce(xpushmem_team_t team, size_t *dest, const size_t *source, size_t nreduce);
+int xpushmem_size_sum_reducescatter(xpushmem_team_t team, size_t *dest, const size_t *source, size_t nelems);
+int xpushmem_size_prod_reduce(xpushmem_team_t team, size_t *dest, const size_t *source, size_t nreduce);
+int xpushmem_size_prod_reducescatter(xpushmem_team_t team, size_t *dest, const size_t *source, size_t nelems);
+int xpushmem_float_min_reduce(xpushmem_team_t team, float *dest, const float *source, size_t nreduce);
+int xpushmem_float_min_reducescatter(xpushmem_team_t team, float *dest, const float *source, size_t nelems);
+int xpushmem_float_max_reduce(xpushmem_team_t team, float *dest, const float *source, size_t nreduce);
+int xpushmem_float_max_reducescatter(xpushmem_team_t team, float *dest, const float *source, size_t nelems);
+int xpushmem_float_sum_reduce(xpushmem_team_t team, float *dest, const float *source, size_t nreduce);
+int xpushmem_float_sum_reducescatter(xpushmem_team_t team, float *dest, const float *source, size_t nelems);
+int xpushmem_float_prod_reduce(xpushmem_team_t team, float *dest, const float *source, size_t nreduce);
+int xpushmem_float_prod_reducescatter(xpushmem_team_t team, float *dest, const float *source, size_t nelems);
+int xpushmem_double_min_reduce(xpushmem_team_t team, double *dest, const double *source, size_t nreduce);
+int xpushmem_double_min_reducescatter(xpushmem_team_t team, double *dest, const double *source, size_t nelems);
+int xpushmem_double_max_reduce(xpushmem_team_t team, double *dest, const double *source, size_t nreduce);
+int xpushmem_double_max_reducescatter(xpushmem_team_t team, double *dest, const double *source, size_t nelems);
+int xpushmem_double_sum_reduce(xpushmem_team_t team, double *dest, const double *source, size_t nreduce);
+int xpushmem_double_sum_reducescatter(xpushmem_team_t team, double *dest, const double *source, size_t nelems);
+int xpushmem_double_prod_reduce(xpushmem_team_t team, double *dest, const double *source, size_t nreduce);
+int xpushmem_double_prod_reducescatter(xpushmem_team_t team, double *dest, const double *source, size_t nelems);
+
+/* Extensions: prefix sums (inclusive, exclusive) */
+int xpushmemx_char_sum_inscan(xpushmem_team_t team, char *dest, const char *source, size_t nelems);
+int xpushmemx_char_sum_exscan(xpushmem_team_t team, char *dest, const char *source, size_t nelems);
+int xpushmemx_schar_sum_inscan(xpushmem_team_t team, signed char *dest, const signed char *source, size_t nelems);
+int xpushmemx_schar_sum_exscan(xpushmem_team_t team, signed char *dest, const signed char *source, size_t nelems);
+int xpushmemx_short_sum_inscan(xpushmem_team_t team, short *dest, const short *source, size_t nelems);
+int xpushmemx_short_sum_exscan(xpushmem_team_t team, short *dest, const short *source, size_t nelems);
+int xpushmemx_int_sum_inscan(xpushmem_team_t team, int *dest, const int *source, size_t nelems);
+int xpushmemx_int_sum_exscan(xpushmem_team_t team, int *dest, const int *source, size_t nelems);
+int xpushmemx_long_sum_inscan(xpushmem_team_t team, long *dest, const long *source, size_t nelems);
+int xpushmemx_long_sum_exscan(xpushmem_team_t team, long *dest, const long *source, size_t nelems);
+int xpushmemx_longlong_sum_inscan(xpushmem_team_t team, long long *dest, const long long *source, size_t nelems);
+int xpushmemx_longlong_sum_exscan(xpushmem_team_t team, long long *dest, const long long *source, size_t nelems);
+int xpushmemx_ptrdiff_sum_inscan(xpushmem_team_t team, ptrdiff_t *dest, const ptrdiff_t *source, size_t nelems);
+int xpushmemx_ptrdiff_sum_exscan(xpushmem_team_t team, ptrdiff_t *dest, const ptrdiff_t *source, size_t nelems);
+int xpushmemx_uchar_sum_inscan(xpushmem_team_t team, unsigned char *dest, const unsigned char *source, size_t nelems);
+int xpushmemx_uchar_sum_exscan(xpushmem_team_t team, unsigned char *dest, const unsigned char *source, size_t nelems);
+int xpushmemx_ushort_sum_inscan(xpushmem_team_t team, unsigned short *dest, const unsigned short *source, size_t nelems);
+int xpushmemx_ushort_sum_exscan(xpushmem_team_t team, unsigned short *dest, const unsigned short *source, size_t nelems);
+int xpushmemx_uint_sum_inscan(xpushmem_team_t team, unsigned int *dest, const unsigned int *source, size_t nelems);
+int xpushmemx_uint_sum_exscan(xpushmem_team_t team, unsigned int *dest, const unsigned int *source, size_t nelems);
+int xpushmemx_ulong_sum_inscan(xpushmem_team_t team, unsigned long *dest, const unsigned long *source, size_t nelems);
+int xpushmemx_ulong_sum_exscan(xpushmem_team_t team, unsigned long *dest, const unsigned long *source, size_t nelems);
+int xpushmemx_ulonglong_sum_inscan(xpushmem_team_t team, unsigned long long *dest, const unsigned long long *source, size_t nelems);
+int xpushmemx_ulonglong_sum_exscan(xpushmem_team_t team, unsigned long long *dest, const unsigned long long *source, size_t nelems);
+int xpushmemx_int8_sum_inscan(xpushmem_team_t team, int8_t *dest, const int8_t *source, size_t nelems);
+int xpushmemx_int8_sum_exscan(xpushmem_team_t team, int8_t *dest, const int8_t *source, size_t nelems);
+int xpushmemx_int16_sum_inscan(xpushmem_team_t team, int16_t *dest, const int16_t *source, size_t nelems);
+int xpushmemx_int16_sum_exscan(xpushmem_team_t team, int16_t *dest, const int16_t *source, size_t nelems);
+int xpushmemx_int32_sum_inscan(xpushmem_team_t team, int32_t *dest, const int32_t *source, size_t nelems);
+int xpushmemx_int32_sum_exscan(xpushmem_team_t team, int32_t *dest, const int32_t *source, size_t nelems);
+int xpushmemx_int64_sum_inscan(xpushmem_team_t team, int64_t *dest, const int64_t *source, size_t nelems);
+int xpushmemx_int64_sum_exscan(xpushmem_team_t team, int64_t *dest, const int64_t *source, size_t nelems);
+int xpushmemx_uint8_sum_inscan(xpushmem_team_t team, uint8_t *dest, const uint8_t *source, size_t nelems);
+int xpushmemx_uint8_sum_exscan(xpushmem_team_t team, uint8_t *dest, const uint8_t *source, size_t nelems);
+int xpushmemx_uint16_sum_inscan(xpushmem_team_t team, uint16_t *dest, const uint16_t *source, size_t nelems);
+int xpushmemx_uint16_sum_exscan(xpushmem_team_t team, uint16_t *dest, const uint16_t *source, size_t nelems);
+int xpushmemx_uint32_sum_inscan(xpushmem_team_t team, uint32_t *dest, const uint32_t *source, size_t nelems);
+int xpushmemx_uint32_sum_exscan(xpushmem_team_t team, uint32_t *dest, const uint32_t *source, size_t nelems);
+int xpushmemx_uint64_sum_inscan(xpushmem_team_t team, uint64_t *dest, const uint64_t *source, size_t nelems);
+int xpushmemx_uint64_sum_exscan(xpushmem_team_t team, uint64_t *dest, const uint64_t *source, size_t nelems);
+int xpushmemx_size_sum_inscan(xpushmem_team_t team, size_t *dest, const size_t *source, size_t nelems);
+int xpushmemx_size_sum_exscan(xpushmem_team_t team, size_t *dest, const size_t *source, size_t nelems);
+int xpushmemx_float_sum_inscan(xpushmem_team_t team, float *dest, const float *source, size_t nelems);
+int xpushmemx_float_sum_exscan(xpushmem_team_t team, float *dest, const float *source, size_t nelems);
+int xpushmemx_double_sum_inscan(xpushmem_team_t team, double *dest, const double *source, size_t nelems);
+int xpushmemx_double_sum_exscan(xpushmem_team_t team, double *dest, const double *source, size_t nelems);
 
 /* long double cannot cross the Rust ABI by value: _p and _g are inline wrappers of _put/_get. */
 static inline int xpushmem_longdouble_p(long double *dest, long double value, int pe) {

@@ -8,11 +8,13 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
+pub mod coll;
 pub mod error;
 pub mod families;
 pub mod imp;
 pub mod native;
 pub mod state;
+pub mod teams;
 pub mod types;
 
 #[doc(hidden)]

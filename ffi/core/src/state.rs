@@ -55,6 +55,7 @@ pub fn init(attr: InitAttr, abort_default: bool) -> Result<(), Failure> {
 
 /// Finalize the running instance (collective). A no-op when none is running.
 pub fn finalize() -> Result<(), Failure> {
+    crate::teams::forget_all();
     let sh = RT.write().unwrap_or_else(|p| p.into_inner()).take();
     *SIZES.lock().unwrap_or_else(|p| p.into_inner()) = None;
     match sh {

@@ -1,64 +1,15 @@
 //! Collectives over teams (OpenSHMEM 1.5 section 9.9): broadcast, collect, fcollect, alltoall(s), reductions.
 //! Every call returns 0 on success and -1 on failure (message in `xpushmem_last_error()`; abort mode aborts).
 
-use crate::{shmem_team_t, status, teams};
+use crate::teams::id;
+use crate::{shmem_team_t, status};
 use std::ffi::{c_int, c_void};
-use xpushmem_ffi_core::imp;
-use xpushmem_ffi_core::rt::{Error, ReduceOp, Reducible, Shmem, SymSlice, Symmetric};
-use xpushmem_ffi_core::state;
-
-/// The elements of `T` from the symmetric `p` to the end of the heap (the runtime checks each call's exact
-/// extent against it).
-pub fn sym_to_end<T: Symmetric>(
-    sh: &Shmem,
-    p: *const c_void,
-    call: &str,
-    arg: &str,
-) -> Result<SymSlice<T>, Error> {
-    let s = imp::sym_bytes(sh, p, 0, std::mem::align_of::<T>(), call, arg)?;
-    let room = sh.heap_size() - s.heap_offset();
-    sh.sym_slice_from_addr::<T>(p as usize, room / std::mem::size_of::<T>())
-}
-
-fn pe_of(v: c_int, n: usize, call: &str) -> Result<usize, Error> {
-    if v < 0 || v as usize >= n {
-        return Err(Error::InvalidPe {
-            pe: v as i64,
-            n_pes: n,
-            context: format!("{call}: PE_root (a team member number)"),
-        });
-    }
-    Ok(v as usize)
-}
-
-fn stride(v: isize, name: &'static str, call: &str) -> Result<usize, Error> {
-    usize::try_from(v)
-        .ok()
-        .filter(|&s| s >= 1)
-        .ok_or_else(|| Error::InvalidArgument {
-            name,
-            value: v.to_string(),
-            reason: format!("{call}: strides are in elements and must be at least 1"),
-        })
-}
-
-/// Which data-movement collective.
-#[derive(Debug, Clone, Copy)]
-pub enum Kind {
-    /// Broadcast from a root.
-    Broadcast(c_int),
-    /// Concatenation of varying sizes.
-    Collect,
-    /// Concatenation of equal sizes.
-    Fcollect,
-    /// All to all.
-    Alltoall,
-    /// All to all, strided.
-    Alltoalls(isize, isize),
-}
+use xpushmem_ffi_core::coll::{self as core, Kind, RKind};
+use xpushmem_ffi_core::rt::{ReduceOp, Reducible, Symmetric};
+use xpushmem_ffi_core::teams::Api;
 
 /// Run a data-movement collective on elements of `T`.
-pub fn movement<T: Symmetric>(
+fn movement<T: Symmetric>(
     call: &str,
     team_h: shmem_team_t,
     kind: Kind,
@@ -67,33 +18,12 @@ pub fn movement<T: Symmetric>(
     nelems: usize,
 ) -> c_int {
     status(call, || {
-        state::with(|sh| {
-            let team = teams::team(sh, team_h, call)?;
-            let d = sym_to_end::<T>(sh, dest, call, "dest")?;
-            let s = sym_to_end::<T>(sh, src, call, "source")?;
-            match kind {
-                Kind::Broadcast(root) => {
-                    sh.broadcast(&team, d, s, nelems, pe_of(root, team.n_pes(), call)?)?
-                }
-                Kind::Collect => sh.collect(&team, d, s, nelems)?,
-                Kind::Fcollect => sh.fcollect(&team, d, s, nelems)?,
-                Kind::Alltoall => sh.alltoall(&team, d, s, nelems)?,
-                Kind::Alltoalls(dst, sst) => sh.alltoalls(
-                    &team,
-                    d,
-                    s,
-                    stride(dst, "dst", call)?,
-                    stride(sst, "sst", call)?,
-                    nelems,
-                )?,
-            }
-            Ok(())
-        })
+        core::movement::<T>(call, id(team_h), Api::Oshmem, kind, dest, src, nelems)
     })
 }
 
 /// Run a reduction on elements of `T`.
-pub fn reduce<T: Reducible>(
+fn reduce<T: Reducible>(
     call: &str,
     team_h: shmem_team_t,
     op: ReduceOp,
@@ -102,12 +32,16 @@ pub fn reduce<T: Reducible>(
     nreduce: usize,
 ) -> c_int {
     status(call, || {
-        state::with(|sh| {
-            let team = teams::team(sh, team_h, call)?;
-            let d = sym_to_end::<T>(sh, dest, call, "dest")?;
-            let s = sym_to_end::<T>(sh, src, call, "source")?;
-            Ok(sh.reduce(&team, op, d, s, nreduce)?)
-        })
+        core::reduction::<T>(
+            call,
+            id(team_h),
+            Api::Oshmem,
+            RKind::Reduce,
+            op,
+            dest,
+            src,
+            nreduce,
+        )
     })
 }
 

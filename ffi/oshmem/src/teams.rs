@@ -1,35 +1,36 @@
-//! Team handles (`shmem_team_t`) and the team calls. `SHMEM_TEAM_WORLD` and `SHMEM_TEAM_SHARED` are the handles 1
-//! and 2; split teams get registered handles; `SHMEM_TEAM_INVALID` is NULL.
+//! Team handles (`shmem_team_t`) and the team calls, over the team table of `xpushmem-ffi-core` (shared with the
+//! native API): a `shmem_team_t` is the native id plus one as a pointer, so `SHMEM_TEAM_WORLD` = 1,
+//! `SHMEM_TEAM_SHARED` = 2 and `SHMEM_TEAM_INVALID` = NULL.
 
 use crate::{shmem_ctx_t, shmem_team_t, status};
 use std::collections::HashMap;
 use std::ffi::{c_int, c_long};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use xpushmem_ffi_core::error::{value, void};
-use xpushmem_ffi_core::rt::{Error, Shmem, Team, TeamConfig};
+use xpushmem_ffi_core::rt::Error;
+use xpushmem_ffi_core::teams::{self as core, xpushmem_team_config_t, Api};
 use xpushmem_ffi_core::{imp, state};
+
+const O: Api = Api::Oshmem;
 
 /// Handle of `SHMEM_TEAM_WORLD`.
 pub const WORLD: usize = 1;
-/// Handle of `SHMEM_TEAM_SHARED`.
-pub const SHARED: usize = 2;
 
-static TEAMS: Mutex<Option<HashMap<usize, Team>>> = Mutex::new(None);
 static CTX_TEAM: Mutex<Option<HashMap<usize, usize>>> = Mutex::new(None);
-static NEXT: AtomicUsize = AtomicUsize::new(0x1000);
 
-/// `shmem_team_config_t`.
-#[repr(C)]
-#[derive(Debug, Clone, Copy)]
+/// `shmem_team_config_t` (the same layout as the native `xpushmem_team_config_t`).
 #[allow(non_camel_case_types)]
-pub struct shmem_team_config_t {
-    /// Expected number of contexts on the team.
-    pub num_contexts: c_int,
+pub type shmem_team_config_t = xpushmem_team_config_t;
+
+/// The native team id of a handle (NULL, `SHMEM_TEAM_INVALID`, is -1).
+pub fn id(h: shmem_team_t) -> i64 {
+    (h as usize).checked_sub(1).map_or(-1, |x| x as i64)
 }
 
-/// `config_mask` bit: `num_contexts` is set.
-pub const SHMEM_TEAM_NUM_CONTEXTS: c_long = 1;
+/// The handle of a native team id (-1 is NULL).
+fn handle(id: i32) -> shmem_team_t {
+    (id as isize + 1) as usize as shmem_team_t
+}
 
 fn invalid(name: &'static str, value: impl std::fmt::Display, reason: impl Into<String>) -> Error {
     Error::InvalidArgument {
@@ -39,39 +40,8 @@ fn invalid(name: &'static str, value: impl std::fmt::Display, reason: impl Into<
     }
 }
 
-/// The team behind a handle.
-pub fn team(sh: &Shmem, h: shmem_team_t, call: &str) -> Result<Team, Error> {
-    match h as usize {
-        WORLD => Ok(sh.team_world()),
-        SHARED => Ok(sh.team_shared()),
-        x => TEAMS
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .as_ref()
-            .and_then(|m| m.get(&x).cloned())
-            .ok_or_else(|| {
-                invalid(
-                    "team",
-                    format!("{h:p}"),
-                    format!("{call}: not a live team (SHMEM_TEAM_WORLD, SHMEM_TEAM_SHARED or one from a split; SHMEM_TEAM_INVALID is NULL)"),
-                )
-            }),
-    }
-}
-
-fn register(t: Team) -> shmem_team_t {
-    let h = NEXT.fetch_add(8, Ordering::Relaxed);
-    TEAMS
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .get_or_insert_with(HashMap::new)
-        .insert(h, t);
-    h as shmem_team_t
-}
-
-/// Drop every team handle (at finalize).
+/// Drop the context-to-team map (at finalize; the team table is dropped by the core's finalize).
 pub fn forget_all() {
-    *TEAMS.lock().unwrap_or_else(|p| p.into_inner()) = None;
     *CTX_TEAM.lock().unwrap_or_else(|p| p.into_inner()) = None;
 }
 
@@ -97,7 +67,7 @@ pub unsafe fn create_ctx(
         if !(0..=7).contains(&options) {
             return Err(invalid("options", options, format!("{call}: must be a combination of SHMEM_CTX_PRIVATE, SHMEM_CTX_SERIALIZED, SHMEM_CTX_NOSTORE")).into());
         }
-        state::with(|sh| Ok(team(sh, team_h, call).map(|_| ())?))?;
+        state::with(|sh| Ok(core::team(sh, id(team_h), O, call).map(|_| ())?))?;
         let h = imp::ctx_create();
         CTX_TEAM
             .lock()
@@ -127,53 +97,18 @@ pub fn team_of_ctx(ctx: shmem_ctx_t) -> shmem_team_t {
         .unwrap_or(WORLD) as shmem_team_t
 }
 
-fn config_of(
-    config: *const shmem_team_config_t,
-    mask: c_long,
-    call: &str,
-) -> Result<Option<TeamConfig>, Error> {
-    if mask == 0 || config.is_null() {
-        return Ok(None);
-    }
-    if mask & !SHMEM_TEAM_NUM_CONTEXTS != 0 {
-        return Err(invalid(
-            "config_mask",
-            mask,
-            format!("{call}: only SHMEM_TEAM_NUM_CONTEXTS is defined"),
-        ));
-    }
-    // SAFETY: non-NULL; the caller passes a readable shmem_team_config_t when the mask is set.
-    let c = unsafe { config.read() };
-    let n = usize::try_from(c.num_contexts).map_err(|_| {
-        invalid(
-            "config->num_contexts",
-            c.num_contexts,
-            format!("{call}: must be >= 0"),
-        )
-    })?;
-    Ok(Some(TeamConfig { num_contexts: n }))
-}
-
 /// This PE's number in `team` (-1 for an invalid team).
 #[no_mangle]
 pub extern "C" fn shmem_team_my_pe(team_h: shmem_team_t) -> c_int {
-    if team_h.is_null() {
-        return -1;
-    }
-    value("shmem_team_my_pe", -1, || {
-        state::with(|sh| Ok(team(sh, team_h, "shmem_team_my_pe")?.my_pe() as c_int))
-    })
+    let call = "shmem_team_my_pe";
+    value(call, -1, || core::my_pe(id(team_h), O, call))
 }
 
 /// The number of PEs in `team` (-1 for an invalid team).
 #[no_mangle]
 pub extern "C" fn shmem_team_n_pes(team_h: shmem_team_t) -> c_int {
-    if team_h.is_null() {
-        return -1;
-    }
-    value("shmem_team_n_pes", -1, || {
-        state::with(|sh| Ok(team(sh, team_h, "shmem_team_n_pes")?.n_pes() as c_int))
-    })
+    let call = "shmem_team_n_pes";
+    value(call, -1, || core::n_pes(id(team_h), O, call))
 }
 
 /// The configuration of `team` into `*config` (fields selected by `config_mask`). 0 on success.
@@ -187,21 +122,9 @@ pub unsafe extern "C" fn shmem_team_get_config(
     config: *mut shmem_team_config_t,
 ) -> c_int {
     let call = "shmem_team_get_config";
-    status(call, || {
-        if config.is_null() {
-            return Err(invalid(
-                "config",
-                "NULL",
-                format!("{call}: must point to a shmem_team_config_t"),
-            )
-            .into());
-        }
-        let c = state::with(|sh| Ok(team(sh, team_h, call)?.config()))?;
-        if config_mask & SHMEM_TEAM_NUM_CONTEXTS != 0 {
-            // SAFETY: non-NULL (checked), writable by the caller's contract.
-            unsafe { (*config).num_contexts = c.num_contexts.min(c_int::MAX as usize) as c_int };
-        }
-        Ok(())
+    // SAFETY: the caller's contract on `config`.
+    status(call, || unsafe {
+        core::get_config(id(team_h), config_mask, config, O, call)
     })
 }
 
@@ -213,21 +136,9 @@ pub extern "C" fn shmem_team_translate_pe(
     dest_team: shmem_team_t,
 ) -> c_int {
     let call = "shmem_team_translate_pe";
-    if src_team.is_null() || dest_team.is_null() || src_pe < 0 {
-        return -1;
-    }
     value(call, -1, || {
-        state::with(|sh| {
-            let (s, d) = (team(sh, src_team, call)?, team(sh, dest_team, call)?);
-            Ok(sh
-                .team_translate_pe(&s, src_pe as usize, &d)?
-                .map_or(-1, |p| p as c_int))
-        })
+        core::translate(id(src_team), src_pe, id(dest_team), O, call)
     })
-}
-
-fn nonneg(name: &'static str, v: c_int, call: &str) -> Result<usize, Error> {
-    usize::try_from(v).map_err(|_| invalid(name, v, format!("{call}: must be >= 0")))
 }
 
 /// Split `parent` into the team of members `start + i * stride` for `i < size` (collective over `parent`).
@@ -257,17 +168,21 @@ pub unsafe extern "C" fn shmem_team_split_strided(
         }
         // SAFETY: non-NULL (checked), writable: start from SHMEM_TEAM_INVALID so a failure leaves it invalid.
         unsafe { new_team.write(std::ptr::null_mut()) };
-        let cfg = config_of(config, config_mask, call)?;
-        let t = state::with(|sh| {
-            let p = team(sh, parent, call)?;
-            let (start, size) = (nonneg("start", start, call)?, nonneg("size", size, call)?);
-            let stride = nonneg("stride", stride, call)?;
-            Ok(sh.team_split_strided(&p, start, stride, size, cfg.as_ref())?)
-        })?;
-        if let Some(t) = t {
-            // SAFETY: as above.
-            unsafe { new_team.write(register(t)) };
-        }
+        // SAFETY: the caller's contract on `config`.
+        let t = unsafe {
+            core::split_strided(
+                id(parent),
+                start,
+                stride,
+                size,
+                config,
+                config_mask,
+                O,
+                call,
+            )
+        }?;
+        // SAFETY: as above.
+        unsafe { new_team.write(handle(t)) };
         Ok(())
     })
 }
@@ -304,58 +219,46 @@ pub unsafe extern "C" fn shmem_team_split_2d(
             xaxis_team.write(std::ptr::null_mut());
             yaxis_team.write(std::ptr::null_mut());
         }
-        let (xc, yc) = (
-            config_of(xaxis_config, xaxis_mask, call)?,
-            config_of(yaxis_config, yaxis_mask, call)?,
-        );
-        let (x, y) = state::with(|sh| {
-            let p = team(sh, parent, call)?;
-            let xr = nonneg("xrange", xrange, call)?;
-            Ok(sh.team_split_2d(&p, xr, xc.as_ref(), yc.as_ref())?)
-        })?;
+        // SAFETY: the caller's contract on the configs.
+        let (x, y) = unsafe {
+            core::split_2d(
+                id(parent),
+                xrange,
+                xaxis_config,
+                xaxis_mask,
+                yaxis_config,
+                yaxis_mask,
+                O,
+                call,
+            )
+        }?;
         // SAFETY: as above.
         unsafe {
-            xaxis_team.write(register(x));
-            yaxis_team.write(register(y));
+            xaxis_team.write(handle(x));
+            yaxis_team.write(handle(y));
         }
         Ok(())
     })
 }
 
-/// Destroy a split team (collective over its members). The predefined teams cannot be destroyed.
+/// Destroy a split team (collective over its members). `SHMEM_TEAM_INVALID` does nothing; the predefined teams
+/// cannot be destroyed.
 #[no_mangle]
 pub extern "C" fn shmem_team_destroy(team_h: shmem_team_t) {
     let call = "shmem_team_destroy";
-    void(call, || {
-        let h = team_h as usize;
-        if h == WORLD || h == SHARED {
-            return Err(invalid(
-                "team",
-                format!("{team_h:p}"),
-                format!("{call}: the predefined teams cannot be destroyed"),
-            )
-            .into());
-        }
-        let t = state::with(|sh| Ok(team(sh, team_h, call)?))?;
-        if let Some(m) = TEAMS.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
-            m.remove(&h);
-        }
-        state::with(|sh| Ok(sh.team_destroy(t)?))
-    })
+    void(call, || core::destroy(id(team_h), O, call))
 }
 
 /// Synchronise the members of `team` (collective). 0 on success.
 #[no_mangle]
 pub extern "C" fn shmem_team_sync(team_h: shmem_team_t) -> c_int {
-    status("shmem_team_sync", || {
-        state::with(|sh| Ok(sh.team_sync(&team(sh, team_h, "shmem_team_sync")?)?))
-    })
+    let call = "shmem_team_sync";
+    status(call, || core::sync(id(team_h), O, call))
 }
 
 /// Synchronise the members of `team` (collective; the 1.5 name of `shmem_team_sync`). 0 on success.
 #[no_mangle]
 pub extern "C" fn shmem_sync(team_h: shmem_team_t) -> c_int {
-    status("shmem_sync", || {
-        state::with(|sh| Ok(sh.team_sync(&team(sh, team_h, "shmem_sync")?)?))
-    })
+    let call = "shmem_sync";
+    status(call, || core::sync(id(team_h), O, call))
 }

@@ -264,6 +264,34 @@ pub fn native_trailer() -> String {
     );
     family(&mut out, "{P}_longdouble_g_ex", &l, LONGDOUBLE, RMA_G_EX);
     family(&mut out, "Value-returning point-to-point calls with an error code (result through the first argument)", &l, AMO_STD, SYNC_EX);
+    family(
+        &mut out,
+        "Collectives over teams (counts in elements; error code): broadcast, fcollect, collect, alltoall, alltoalls",
+        &l,
+        RMA,
+        NATIVE_COLL_T,
+    );
+    family(
+        &mut out,
+        "Bitwise reductions and reduce-scatters (source of a reducescatter: n_pes * nelems elements)",
+        &l,
+        REDUCE_BITWISE,
+        NATIVE_RED_BITWISE_T,
+    );
+    family(
+        &mut out,
+        "Arithmetic reductions and reduce-scatters",
+        &l,
+        REDUCE_ARITH,
+        NATIVE_RED_ARITH_T,
+    );
+    family(
+        &mut out,
+        "Extensions: prefix sums (inclusive, exclusive)",
+        &l,
+        REDUCE_ARITH,
+        NATIVE_SCAN_T,
+    );
     out.push_str(
         "\n/* long double cannot cross the Rust ABI by value: _p and _g are inline wrappers of _put/_get. */\n\
 static inline int xpushmem_longdouble_p(long double *dest, long double value, int pe) {\n\
@@ -581,6 +609,36 @@ pub const RED_ARITH_T: &[&str] = &[
     "int shmem_{N}_max_reduce(shmem_team_t team, {T} *dest, const {T} *source, size_t nreduce);",
     "int shmem_{N}_sum_reduce(shmem_team_t team, {T} *dest, const {T} *source, size_t nreduce);",
     "int shmem_{N}_prod_reduce(shmem_team_t team, {T} *dest, const {T} *source, size_t nreduce);",
+];
+
+pub const NATIVE_COLL_T: &[&str] = &[
+    "int xpushmem_{N}_broadcast(xpushmem_team_t team, {T} *dest, const {T} *source, size_t nelems, int PE_root);",
+    "int xpushmem_{N}_fcollect(xpushmem_team_t team, {T} *dest, const {T} *source, size_t nelems);",
+    "int xpushmem_{N}_collect(xpushmem_team_t team, {T} *dest, const {T} *source, size_t nelems);",
+    "int xpushmem_{N}_alltoall(xpushmem_team_t team, {T} *dest, const {T} *source, size_t nelems);",
+    "int xpushmem_{N}_alltoalls(xpushmem_team_t team, {T} *dest, const {T} *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems);",
+];
+pub const NATIVE_RED_BITWISE_T: &[&str] = &[
+    "int xpushmem_{N}_and_reduce(xpushmem_team_t team, {T} *dest, const {T} *source, size_t nreduce);",
+    "int xpushmem_{N}_and_reducescatter(xpushmem_team_t team, {T} *dest, const {T} *source, size_t nelems);",
+    "int xpushmem_{N}_or_reduce(xpushmem_team_t team, {T} *dest, const {T} *source, size_t nreduce);",
+    "int xpushmem_{N}_or_reducescatter(xpushmem_team_t team, {T} *dest, const {T} *source, size_t nelems);",
+    "int xpushmem_{N}_xor_reduce(xpushmem_team_t team, {T} *dest, const {T} *source, size_t nreduce);",
+    "int xpushmem_{N}_xor_reducescatter(xpushmem_team_t team, {T} *dest, const {T} *source, size_t nelems);",
+];
+pub const NATIVE_RED_ARITH_T: &[&str] = &[
+    "int xpushmem_{N}_min_reduce(xpushmem_team_t team, {T} *dest, const {T} *source, size_t nreduce);",
+    "int xpushmem_{N}_min_reducescatter(xpushmem_team_t team, {T} *dest, const {T} *source, size_t nelems);",
+    "int xpushmem_{N}_max_reduce(xpushmem_team_t team, {T} *dest, const {T} *source, size_t nreduce);",
+    "int xpushmem_{N}_max_reducescatter(xpushmem_team_t team, {T} *dest, const {T} *source, size_t nelems);",
+    "int xpushmem_{N}_sum_reduce(xpushmem_team_t team, {T} *dest, const {T} *source, size_t nreduce);",
+    "int xpushmem_{N}_sum_reducescatter(xpushmem_team_t team, {T} *dest, const {T} *source, size_t nelems);",
+    "int xpushmem_{N}_prod_reduce(xpushmem_team_t team, {T} *dest, const {T} *source, size_t nreduce);",
+    "int xpushmem_{N}_prod_reducescatter(xpushmem_team_t team, {T} *dest, const {T} *source, size_t nelems);",
+];
+pub const NATIVE_SCAN_T: &[&str] = &[
+    "int xpushmemx_{N}_sum_inscan(xpushmem_team_t team, {T} *dest, const {T} *source, size_t nelems);",
+    "int xpushmemx_{N}_sum_exscan(xpushmem_team_t team, {T} *dest, const {T} *source, size_t nelems);",
 ];
 
 /// The whole of `shmem.h`.
