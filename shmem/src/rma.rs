@@ -81,6 +81,34 @@ impl Shmem {
         self.map_of(pe, "get")?.read(off, bytes_of_mut(dst))
     }
 
+    /// Copy this PE's symmetric `src` into `dst` on `pe` (`src.len()` elements), without staging through a
+    /// private buffer: one `memcpy` between mapped heaps, or one copy-engine transfer on device heaps.
+    pub fn put_sym<T: Symmetric>(
+        &self,
+        dst: SymSlice<T>,
+        src: SymSlice<T>,
+        pe: usize,
+    ) -> Result<()> {
+        let off = self.rma_target(dst, src.len, pe, "put_sym")?;
+        self.check_range(src.off, src.size_bytes(), "put_sym (source)")?;
+        self.map_of(pe, "put_sym")?
+            .copy_from(off, self.local_map(), src.off, src.size_bytes())
+    }
+
+    /// Copy `src` on `pe` into this PE's symmetric `dst` (`dst.len()` elements), without staging.
+    pub fn get_sym<T: Symmetric>(
+        &self,
+        dst: SymSlice<T>,
+        src: SymSlice<T>,
+        pe: usize,
+    ) -> Result<()> {
+        let off = self.rma_target(src, dst.len, pe, "get_sym")?;
+        self.check_range(dst.off, dst.size_bytes(), "get_sym (destination)")?;
+        let from = self.map_of(pe, "get_sym")?;
+        self.local_map()
+            .copy_from(dst.off, from, off, dst.size_bytes())
+    }
+
     /// Store one element on `pe`.
     pub fn p<T: Symmetric>(&self, dst: SymRef<T>, value: T, pe: usize) -> Result<()> {
         self.put(dst.as_slice(), &[value], pe)

@@ -217,6 +217,28 @@ impl<T: Symmetric> SymSlice<T> {
         Ok(SymRef::new(self.off + i * std::mem::size_of::<T>()))
     }
 
+    /// The same memory as bytes.
+    pub fn as_bytes(&self) -> SymSlice<u8> {
+        SymSlice::new(self.off, self.size_bytes())
+    }
+
+    /// The same memory as elements of `U`: an error unless the offset is aligned for `U` and the size is a
+    /// multiple of `U`'s.
+    pub fn cast<U: Symmetric>(&self) -> Result<SymSlice<U>> {
+        let (bytes, usz) = (self.size_bytes(), std::mem::size_of::<U>());
+        if self.off % std::mem::align_of::<U>() != 0 || bytes % usz != 0 {
+            return Err(Error::invalid(
+                "slice",
+                format!("{self:?}"),
+                format!(
+                    "cannot be viewed as {} ({usz}-byte aligned elements)",
+                    U::NAME
+                ),
+            ));
+        }
+        Ok(SymSlice::new(self.off, bytes / usz))
+    }
+
     /// Iterate over the elements as [`SymRef`]s.
     pub fn iter(&self) -> impl Iterator<Item = SymRef<T>> + '_ {
         (0..self.len).map(move |i| SymRef::new(self.off + i * std::mem::size_of::<T>()))

@@ -227,3 +227,39 @@ pe_test!(
         sh.free(buf)
     }
 );
+
+pe_test!(
+    symmetric_to_symmetric_put_and_get_and_casts,
+    [_1pe = 1, _2pe = 2, _4pe = 4],
+    device [dev_2pe = 2, dev_4pe = 4],
+    |sh| {
+        let (me, n) = (sh.my_pe(), sh.n_pes());
+        let (right, left) = ((me + 1) % n, (me + n - 1) % n);
+        let src = sh.malloc::<u32>(1000)?;
+        let dst = sh.calloc::<u32>(1000)?;
+        let back = sh.calloc::<u32>(1000)?;
+        let mine: Vec<u32> = ref_vec(me, 1000, 31);
+        sh.put(src, &mine, me)?;
+        sh.barrier_all()?;
+        sh.put_sym(dst.slice(1..1000)?, src.slice(0..999)?, right)?;
+        sh.barrier_all()?;
+        let mut got = vec![0u32; 1000];
+        sh.get(&mut got, dst, me)?;
+        let theirs: Vec<u32> = ref_vec(left, 1000, 31);
+        assert_eq!(got[0], 0);
+        assert_eq!(&got[1..], &theirs[..999], "put_sym from the left PE");
+        sh.get_sym(back, src, right)?;
+        sh.get(&mut got, back, me)?;
+        assert_eq!(got, ref_vec::<u32>(right, 1000, 31), "get_sym from the right PE");
+        assert!(sh.put_sym(dst.slice(0..10)?, src, right).is_err(), "source longer than destination");
+        // Views: bytes and back, and a misaligned cast is an error.
+        let bytes = src.as_bytes();
+        assert_eq!(bytes.len(), 4000);
+        assert_eq!(bytes.cast::<u32>()?, src);
+        assert_eq!(bytes.cast::<u64>()?.len(), 500);
+        assert!(bytes.slice(1..9)?.cast::<u32>().is_err());
+        assert!(bytes.slice(0..6)?.cast::<u32>().is_err());
+        sh.barrier_all()?;
+        Ok(())
+    }
+);

@@ -56,6 +56,19 @@ pub trait Window: Send + Sync + std::fmt::Debug {
         }
         Ok(())
     }
+    /// Copy `len` bytes from `src_off` of another window of this process into `off` of this one. The default
+    /// stages through host memory; transports override it with a direct copy where both sides allow one.
+    fn copy_from(&self, off: usize, src: &dyn Window, src_off: usize, len: usize) -> Result<()> {
+        let mut buf = vec![0u8; len];
+        src.read(src_off, &mut buf)?;
+        self.write(off, &buf)
+    }
+    /// Size of the window in bytes.
+    fn len(&self) -> usize;
+    /// Whether the window has no bytes.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
     /// Set `len` bytes at `off` to `byte`.
     fn fill(&self, off: usize, len: usize, byte: u8) -> Result<()>;
     /// Atomic operation on the `width`-byte (4 or 8) word at `off`; the previous value.

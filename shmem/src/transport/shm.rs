@@ -238,6 +238,36 @@ impl super::Window for Mapping {
     fn fill(&self, off: usize, len: usize, byte: u8) -> Result<()> {
         Mapping::fill(self, off, len, byte)
     }
+    fn len(&self) -> usize {
+        self.len
+    }
+    fn copy_from(
+        &self,
+        off: usize,
+        src: &dyn super::Window,
+        src_off: usize,
+        len: usize,
+    ) -> Result<()> {
+        if !src.host_accessible() {
+            let mut buf = vec![0u8; len];
+            src.read(src_off, &mut buf)?;
+            return self.write(off, &buf);
+        }
+        self.check(off, len, 1)?;
+        if src_off.checked_add(len).is_none_or(|e| e > src.len()) {
+            return Err(Error::Transport {
+                transport: "shm",
+                message: format!(
+                    "source range [{src_off}, +{len}) outside a {}-byte window",
+                    src.len()
+                ),
+            });
+        }
+        // SAFETY: both ranges lie inside live host mappings of this process (checked against each window's
+        // length); `copy` tolerates overlap (a PE copying within its own heap).
+        unsafe { std::ptr::copy(src.base().add(src_off), self.base.add(off), len) };
+        Ok(())
+    }
     fn amo(&self, off: usize, width: usize, op: AmoOp, operand: u64) -> Result<u64> {
         Mapping::amo(self, off, width, op, operand)
     }

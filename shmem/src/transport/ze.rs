@@ -725,6 +725,27 @@ impl Window for DeviceWindow {
             )
         })
     }
+    fn len(&self) -> usize {
+        self.len
+    }
+    fn copy_from(&self, off: usize, src: &dyn Window, src_off: usize, len: usize) -> Result<()> {
+        self.check(off, len, 1)?;
+        if src_off.checked_add(len).is_none_or(|e| e > src.len()) {
+            return Err(Error::Transport {
+                transport: "ze",
+                message: format!(
+                    "source range [{src_off}, +{len}) outside a {}-byte window",
+                    src.len()
+                ),
+            });
+        }
+        // SAFETY: both ranges lie inside live allocations usable by this process's device (ours, a peer's heap
+        // opened through IPC in our context, or host memory), checked against each window's length.
+        unsafe {
+            self.rt
+                .copy(self.base.add(off), src.base().add(src_off), len)
+        }
+    }
     fn amo(&self, off: usize, width: usize, op: AmoOp, operand: u64) -> Result<u64> {
         if width != 4 && width != 8 {
             return Err(Error::Transport {
