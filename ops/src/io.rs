@@ -38,7 +38,8 @@ pub(crate) fn write_view(sh: &Shmem, v: &TensorView, data: &[u8], pe: usize) -> 
     Ok(())
 }
 
-/// Copy `src` on `src_pe` to `dst` on `dst_pe` (same length) through a bounded staging buffer.
+/// Copy `src` on `src_pe` to `dst` on `dst_pe` (same length): directly between the heaps when one side is this
+/// PE (one copy, no staging), else through a bounded staging buffer.
 pub(crate) fn copy(
     sh: &Shmem,
     src: SymSlice<u8>,
@@ -48,6 +49,12 @@ pub(crate) fn copy(
     staging: &mut Vec<u8>,
 ) -> Result<()> {
     debug_assert_eq!(src.len(), dst.len());
+    if dst_pe == sh.my_pe() {
+        return sh.get_sym(dst, src, src_pe);
+    }
+    if src_pe == sh.my_pe() {
+        return sh.put_sym(dst, src, dst_pe);
+    }
     let n = src.len().min(STAGE);
     if staging.len() < n {
         staging.resize(n, 0);
