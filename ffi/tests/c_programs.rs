@@ -1,5 +1,5 @@
 //! C programs against `libxpushmem` (compiled with gcc -Wall -Wextra -Werror against the generated header and the
-//! library cargo built for this test), run as jobs of 2 and 4 PEs with a hard timeout.
+//! library cargo built for this test), run as jobs of 2 and 4 PEs (and 3 for teams and collectives) with a hard timeout.
 
 mod support;
 
@@ -87,6 +87,21 @@ fn errors_2pe() {
 #[test]
 fn errors_4pe() {
     run_ok("native_errors", 4);
+}
+
+#[test]
+fn teams_collectives_2pe() {
+    run_ok("teams_collectives", 2);
+}
+
+#[test]
+fn teams_collectives_3pe() {
+    run_ok("teams_collectives", 3);
+}
+
+#[test]
+fn teams_collectives_4pe() {
+    run_ok("teams_collectives", 4);
 }
 
 /// `XPUSHMEM_ERROR_MODE=abort`: the first bad call prints its message and aborts (classic SHMEM behaviour).
