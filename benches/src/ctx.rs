@@ -82,6 +82,9 @@ pub struct Ctx<'a> {
     pub fadd: u64,
     /// Value of the compare-swap word every PE expects.
     pub cswap: u64,
+    /// The `xpushmem-ops` group of all PEs (created by the first op benchmark).
+    pub group: Option<xpushmem_ops::Group>,
+    splits: Option<(SymSlice<i64>, SymSlice<i64>)>,
     /// Name of the running benchmark (for messages).
     pub bench: &'static str,
     /// Message size of the running step (for messages).
@@ -224,6 +227,8 @@ impl<'a> Ctx<'a> {
             seq: 0,
             fadd: 0,
             cswap: 0,
+            group: None,
+            splits: None,
             bench: "",
             size: 0,
         })
@@ -242,6 +247,17 @@ impl<'a> Ctx<'a> {
             size: self.size,
             fault: self.opts.inject_fault,
         }
+    }
+
+    /// Symmetric split tensors for the ops benchmarks: `[len]` input splits and `[2, len]` output splits and
+    /// offsets (allocated collectively on first use, grown when a larger one is needed).
+    pub fn splits(&mut self, len: usize) -> Result<(SymSlice<i64>, SymSlice<i64>)> {
+        if let Some(s) = self.splits.filter(|s| s.0.len() >= len) {
+            return Ok((s.0.slice(..len)?, s.1.slice(..2 * len)?));
+        }
+        let s = (self.sh.calloc::<i64>(len)?, self.sh.calloc::<i64>(2 * len)?);
+        self.splits = Some(s);
+        Ok(s)
     }
 
     /// Symmetric word `i`.
