@@ -16,8 +16,10 @@ echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy (all targets, -D warnings)"
 cargo clippy -q --workspace --all-targets --features xpushmem-tests/mpi -- -D warnings
+echo "== cargo build (libraries the C, device and Python tests load: libxpushmem*.so, libze_emu.so)"
+cargo build -q --workspace --features xpushmem-tests/mpi
 echo "== cargo test"
-cargo test --workspace --features xpushmem-tests/mpi 2>&1 | tee target/test.log
+cargo test --no-fail-fast --workspace --features xpushmem-tests/mpi 2>&1 | tee target/test.log
 summary=$(grep -E '^test result:' target/test.log | awk '{p+=$4; f+=$6; i+=$8} END {print p" passed, "f" failed, "i" skipped"}')
 echo "== $(( $(date +%s) - start ))s"
 echo "tests: $summary"
