@@ -5,6 +5,12 @@
 #include <string.h>
 #include <shmem.h>
 
+/* Native team calls (libxpushmem_oshmem exports them; xpushmem.h is not on this program's include path). A
+ * shmem_team_t is the native team id plus one. */
+extern int xpushmem_team_n_pes(int32_t team);
+extern int xpushmem_team_my_pe(int32_t team);
+extern int xpushmem_int_sum_reduce(int32_t team, int *dest, const int *source, size_t nreduce);
+
 #define FAIL(...) do { printf(__VA_ARGS__); printf("\n"); return 1; } while (0)
 
 int main(void) {
@@ -58,6 +64,18 @@ int main(void) {
     if (shmem_long_sum_reduce(SHMEM_TEAM_INVALID, w, w, 1) == 0) FAIL("reduce on an invalid team");
     if (shmem_team_my_pe(SHMEM_TEAM_INVALID) != -1) FAIL("team_my_pe invalid");
     if (shmem_ptr(w, right) == NULL) FAIL("ptr");
+    /* one team table for both APIs: a team split here is usable with the native calls */
+    shmem_team_t last = SHMEM_TEAM_INVALID;
+    if (shmem_team_split_strided(SHMEM_TEAM_WORLD, 1, 1, npes - 1, NULL, 0, &last) != 0) FAIL("split");
+    if (me >= 1) {
+        int32_t nat = (int32_t)((uintptr_t)last - 1);
+        if (xpushmem_team_n_pes(nat) != npes - 1 || xpushmem_team_my_pe(nat) != me - 1) FAIL("native view of a team");
+        int *x = (int *)&w[6];
+        *x = me;
+        if (xpushmem_int_sum_reduce(nat, x, x, 1) != 0 || *x != npes * (npes - 1) / 2) FAIL("native reduce on a shmem team %d", *x);
+    } else if (last != SHMEM_TEAM_INVALID) FAIL("PE 0 got a team");
+    shmem_team_destroy(last); /* SHMEM_TEAM_INVALID on PE 0: no effect */
+    if (xpushmem_team_n_pes(0) != npes) FAIL("native world");
     shmem_barrier_all();
     shmem_free(d);
     shmem_free(w);
