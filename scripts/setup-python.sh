@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Python environment for the PyTorch drop-in tests (triton-bridge/): a venv with uv, the pinned torch from PyPI,
+# pytest and ninja (torch.utils.cpp_extension needs ninja on PATH). Idempotent: a venv that already imports the
+# pinned torch is reused (~1 s); a cold install takes about 45 s (uv, bytecode compiled once).
+#
+# Usage: scripts/setup-python.sh            # prints the venv's directory on the last line of stdout
+# Env:   XPUSHMEM_CACHE   where to keep the venv (default: <repo>/.venv); the venv goes to $XPUSHMEM_CACHE/venv-torch
+#        XPUSHMEM_TORCH_VERSION   the torch pin (default 2.15.0; the C++ shim's kernel signatures follow it)
+set -euo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+torch_version="${XPUSHMEM_TORCH_VERSION:-2.15.0}"
+if [[ -n "${XPUSHMEM_CACHE:-}" ]]; then
+    venv="$XPUSHMEM_CACHE/venv-torch"
+else
+    venv="$repo/.venv"
+fi
+log() { echo "setup-python: $*" >&2; }
+
+python_bin="${PYTHON:-python3}"
+command -v "$python_bin" >/dev/null || { log "python3 not found"; exit 1; }
+
+want() {
+    # The venv is usable when it imports the pinned torch (with gloo), pytest, and has ninja.
+    "$venv/bin/python" - "$torch_version" <<'EOF' 2>/dev/null
+import sys
+import torch, torch.distributed as dist, pytest  # noqa: F401
+assert torch.__version__.split("+")[0] == sys.argv[1], torch.__version__
+assert dist.is_available() and dist.is_gloo_available()
+EOF
+}
+
+if [[ -x "$venv/bin/python" ]] && [[ -x "$venv/bin/ninja" ]] && want; then
+    log "reusing $venv (torch $torch_version)"
+else
+    start=$(date +%s)
+    if [[ ! -x "$venv/bin/python" ]]; then
+        log "creating $venv"
+        mkdir -p "$(dirname "$venv")"
+        "$python_bin" -m venv "$venv"
+        echo '*' >"$venv/.gitignore"   # keep the venv out of git status
+    fi
+    if [[ ! -x "$venv/bin/uv" ]]; then
+        "$venv/bin/pip" install -q uv
+    fi
+    log "installing torch==$torch_version pytest ninja (uv)"
+    "$venv/bin/uv" pip install -q -p "$venv/bin/python" --compile-bytecode \
+        "torch==$torch_version" pytest ninja numpy
+    want || { log "the venv at $venv does not import torch $torch_version"; exit 1; }
+    log "ready in $(( $(date +%s) - start ))s"
+fi
+echo "$venv"

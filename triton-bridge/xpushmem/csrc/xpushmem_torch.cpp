@@ -1,0 +1,919 @@
+// xpushmem_torch.cpp: the PyTorch drop-in of xpushmem.
+//
+// Built at import time by `xpushmem.torch` against the *installed* torch (torch.utils.cpp_extension.load) and
+// linked to libxpushmem.so. It provides
+//   * a c10d SymmetricMemoryAllocator named "NVSHMEM" for DeviceType::XPU (device heap) and DeviceType::CPU
+//     (memfd host heap, mapped in every process of the node), with its SymmetricMemory handles;
+//   * the kernels of the symm_mem NVSHMEM op family for the XPU and CPU dispatch keys, calling the xpushmem-ops
+//     C ABI (xpushmem_ops_*, exported by libxpushmem.so).
+// Registrations happen in install() (called from Python), never in static initialisers, so that a failure
+// (e.g. a kernel signature that does not match the installed torch) becomes a Python exception, not an abort.
+//
+// Errors: every failure is a TORCH_CHECK(false, msg) with the library's message (xpushmem_last_error() or
+// xpushmem_ops_last_error()), which Python sees as RuntimeError.
+
+#include <torch/extension.h>
+#include <torch/library.h>
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
+#include <torch/csrc/distributed/c10d/GroupRegistry.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/symm_mem/SymmetricMemory.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "xpushmem.h"
+
+// ---------------------------------------------------------------------------------------------------------------
+// The xpushmem-ops C ABI (ops/src/capi.rs). libxpushmem.so exports it when the ops crate is linked into it; the
+// references are weak so that this shim still loads (and reports precisely what is missing) when it is not.
+extern "C" {
+typedef struct {
+  void* data;
+  int32_t dtype;
+  int32_t ndim;
+  const int64_t* sizes;
+  const int64_t* strides;
+} xpushmem_ops_tensor;
+
+#define XPUSHMEM_OPS_WEAK __attribute__((weak))
+XPUSHMEM_OPS_WEAK const char* xpushmem_ops_last_error(void);
+XPUSHMEM_OPS_WEAK int xpushmem_ops_all_to_all_vdev(const xpushmem_ops_tensor*, const xpushmem_ops_tensor*,
+                                                   const xpushmem_ops_tensor*, const xpushmem_ops_tensor*,
+                                                   const int32_t*, int32_t);
+XPUSHMEM_OPS_WEAK int xpushmem_ops_all_to_all_vdev_2d(const xpushmem_ops_tensor*, const xpushmem_ops_tensor*,
+                                                      const xpushmem_ops_tensor*, const xpushmem_ops_tensor*,
+                                                      const int32_t*, int32_t, const int64_t*);
+XPUSHMEM_OPS_WEAK int xpushmem_ops_all_to_all_vdev_2d_offset(const xpushmem_ops_tensor*, const xpushmem_ops_tensor*,
+                                                             const xpushmem_ops_tensor*, const xpushmem_ops_tensor*,
+                                                             const int32_t*, int32_t);
+XPUSHMEM_OPS_WEAK int xpushmem_ops_nvshmem_all_to_all(const xpushmem_ops_tensor*, const xpushmem_ops_tensor*,
+                                                      const int32_t*, int32_t);
+XPUSHMEM_OPS_WEAK int xpushmem_ops_tile_reduce(const xpushmem_ops_tensor*, const xpushmem_ops_tensor*, int64_t,
+                                               const int32_t*, int32_t, const char*);
+XPUSHMEM_OPS_WEAK int xpushmem_ops_multi_root_tile_reduce(const xpushmem_ops_tensor*, int32_t,
+                                                          const xpushmem_ops_tensor*, const int64_t*, int32_t,
+                                                          const int32_t*, int32_t, const char*);
+XPUSHMEM_OPS_WEAK int xpushmem_ops_nvshmem_broadcast(const xpushmem_ops_tensor*, int64_t, const int32_t*, int32_t);
+XPUSHMEM_OPS_WEAK int xpushmem_ops_nvshmem_put(const xpushmem_ops_tensor*, int64_t);
+XPUSHMEM_OPS_WEAK int xpushmem_ops_nvshmem_get(const xpushmem_ops_tensor*, int64_t);
+XPUSHMEM_OPS_WEAK int xpushmem_ops_nvshmem_put_with_signal(const xpushmem_ops_tensor*, const xpushmem_ops_tensor*,
+                                                           int64_t, int64_t);
+XPUSHMEM_OPS_WEAK int xpushmem_ops_nvshmem_wait_for_signal(const xpushmem_ops_tensor*, int64_t, int64_t);
+}
+
+namespace sm = c10d::symmetric_memory;
+
+namespace xpushmem_torch {
+namespace {
+
+constexpr const char* kBackendName = "NVSHMEM";
+constexpr size_t kAlign = 256;
+
+std::string last_error() {
+  const char* m = xpushmem_last_error();
+  return (m && *m) ? std::string(m) : std::string("(no message)");
+}
+
+void check_rc(int rc, const char* what) {
+  TORCH_CHECK(rc == XPUSHMEM_SUCCESS, "xpushmem: ", what, " failed (", xpushmemx_error_name(rc), "): ",
+              last_error());
+}
+
+size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
+
+// The limit of a wait whose caller passed timeout 0: XPUSHMEM_TIMEOUT_MS (default 300000; 0 = none).
+size_t default_timeout_ms() {
+  const char* v = std::getenv("XPUSHMEM_TIMEOUT_MS");
+  if (v == nullptr || *v == '\0') return 300000;
+  char* end = nullptr;
+  unsigned long long ms = std::strtoull(v, &end, 10);
+  return (end && *end == '\0') ? static_cast<size_t>(ms) : 300000;
+}
+
+// ------------------------------------------------------------------------------------------------ runtime ----
+// The runtime is started lazily, on the first symmetric allocation, from the default process group ("0"):
+// rank 0 makes a unique ID, publishes it in the group's store, every rank starts with it (NVSHMEM's
+// NVSHMEMX_INIT_WITH_UNIQUEID). One runtime serves one heap kind: host (CPU tensors) or device (XPU tensors).
+struct Runtime {
+  std::mutex mu;
+  bool up = false;
+  c10::DeviceType heap_device = c10::DeviceType::CPU;
+  int my_pe = -1;
+  int n_pes = 0;
+};
+
+Runtime& runtime() {
+  static Runtime* rt = new Runtime();  // leaked on purpose: tensors may be freed during interpreter teardown
+  return *rt;
+}
+
+c10::intrusive_ptr<c10d::ProcessGroup> resolve_group(const std::string& name) {
+  TORCH_CHECK(c10d::is_process_group_registered(name), "xpushmem: no process group is registered under the name '",
+              name, "' (call torch.distributed.init_process_group() first)");
+  return c10d::resolve_process_group(name);
+}
+
+void ensure_runtime(c10::DeviceType dev, int device_idx) {
+  Runtime& rt = runtime();
+  std::lock_guard<std::mutex> lk(rt.mu);
+  if (rt.up) {
+    TORCH_CHECK(rt.heap_device == dev, "xpushmem: the symmetric heap of this process holds ",
+                c10::DeviceTypeName(rt.heap_device), " memory (XPUSHMEM_HEAP=",
+                rt.heap_device == c10::DeviceType::CPU ? "host" : "device", "); it cannot also serve ",
+                c10::DeviceTypeName(dev), " tensors");
+    return;
+  }
+  if (!xpushmemx_initialized()) {
+    // The heap kind follows the first allocation's device unless the user chose it.
+    if (std::getenv("XPUSHMEM_HEAP") == nullptr) {
+      setenv("XPUSHMEM_HEAP", dev == c10::DeviceType::CPU ? "host" : "device", 0);
+    }
+    if (dev != c10::DeviceType::CPU && std::getenv("XPUSHMEM_DEVICE") == nullptr && device_idx >= 0) {
+      setenv("XPUSHMEM_DEVICE", std::to_string(device_idx).c_str(), 0);
+    }
+    auto pg = resolve_group("0");
+    auto store = pg->getStore();
+    TORCH_CHECK(store, "xpushmem: the default process group has no store to exchange the unique ID");
+    const int rank = pg->getRank();
+    const int size = pg->getSize();
+    xpushmemx_uniqueid_t uid;
+    std::memset(&uid, 0, sizeof(uid));
+    const std::string key = "xpushmem/torch/uniqueid";
+    if (rank == 0) {
+      check_rc(xpushmemx_get_uniqueid(&uid), "xpushmemx_get_uniqueid");
+      const auto* b = reinterpret_cast<const uint8_t*>(&uid);
+      store->set(key, std::vector<uint8_t>(b, b + sizeof(uid)));
+    } else {
+      std::vector<uint8_t> v = store->get(key);
+      TORCH_CHECK(v.size() == sizeof(uid), "xpushmem: the unique ID in the store has ", v.size(),
+                  " bytes, expected ", sizeof(uid));
+      std::memcpy(&uid, v.data(), sizeof(uid));
+    }
+    xpushmemx_init_attr_t attr;
+    std::memset(&attr, 0, sizeof(attr));
+    check_rc(xpushmemx_set_attr_uniqueid_args(rank, size, &uid, &attr), "xpushmemx_set_attr_uniqueid_args");
+    check_rc(xpushmemx_init_attr(XPUSHMEMX_INIT_WITH_UNIQUEID, &attr), "xpushmemx_init_attr");
+  }
+  // Errors must come back as codes (RuntimeError in Python), never abort the interpreter.
+  check_rc(xpushmemx_set_error_mode(XPUSHMEMX_ERROR_MODE_RETURN), "xpushmemx_set_error_mode");
+  rt.my_pe = xpushmem_my_pe();
+  rt.n_pes = xpushmem_n_pes();
+  rt.heap_device = dev;
+  rt.up = true;
+}
+
+int my_pe() {
+  Runtime& rt = runtime();
+  TORCH_CHECK(rt.up, "xpushmem: the runtime is not started (no symmetric allocation was made yet)");
+  return rt.my_pe;
+}
+
+// Synchronise the current stream of `device` (host-driven operations follow work already queued on it).
+void sync_device(const c10::Device& device) {
+  if (device.type() == c10::DeviceType::CPU) return;
+  c10::impl::VirtualGuardImpl impl(device.type());
+  impl.synchronizeStream(impl.getStream(device));
+}
+
+// ------------------------------------------------------------------------------------------ group ranks ----
+// group name -> global PEs in group-rank order, all-gathered once over the group's store.
+struct GroupRanks {
+  c10d::ProcessGroup* pg = nullptr;  // identity of the group the entry was made for
+  int rank = 0;
+  std::vector<int> global;
+};
+
+std::mutex g_groups_mu;
+std::unordered_map<std::string, std::shared_ptr<GroupRanks>>& groups() {
+  static auto* m = new std::unordered_map<std::string, std::shared_ptr<GroupRanks>>();
+  return *m;
+}
+
+std::shared_ptr<GroupRanks> group_ranks(const std::string& name) {
+  auto pg = resolve_group(name);
+  std::lock_guard<std::mutex> lk(g_groups_mu);
+  auto it = groups().find(name);
+  if (it != groups().end() && it->second->pg == pg.get()) return it->second;
+  auto g = std::make_shared<GroupRanks>();
+  g->pg = pg.get();
+  g->rank = pg->getRank();
+  const int size = pg->getSize();
+  const int me = my_pe();
+  if (name == "0") {
+    TORCH_CHECK(size == runtime().n_pes, "xpushmem: the default group has ", size, " ranks but the runtime has ",
+                runtime().n_pes, " PEs");
+    for (int r = 0; r < size; ++r) g->global.push_back(r);
+  } else {
+    auto store = pg->getStore();
+    TORCH_CHECK(store, "xpushmem: process group '", name, "' has no store to exchange its global ranks");
+    const std::string prefix = "xpushmem/torch/r2g/" + name + "/";
+    store->set(prefix + std::to_string(g->rank), std::vector<uint8_t>(reinterpret_cast<const uint8_t*>(&me),
+                                                                      reinterpret_cast<const uint8_t*>(&me) + 4));
+    std::vector<std::string> keys;
+    for (int r = 0; r < size; ++r) keys.push_back(prefix + std::to_string(r));
+    auto vals = store->multiGet(keys);
+    for (int r = 0; r < size; ++r) {
+      TORCH_CHECK(vals[r].size() == 4, "xpushmem: bad global-rank record of rank ", r, " of group ", name);
+      int v;
+      std::memcpy(&v, vals[r].data(), 4);
+      g->global.push_back(v);
+    }
+  }
+  TORCH_CHECK(g->global[g->rank] == me, "xpushmem: group ", name, ": rank ", g->rank, " maps to PE ",
+              g->global[g->rank], " but this process is PE ", me);
+  groups()[name] = g;
+  return g;
+}
+
+// ---------------------------------------------------------------------------------------- allocations ----
+struct Block {
+  void* base = nullptr;
+  size_t size = 0;       // what the caller asked for (the tensor's bytes)
+  size_t pad_off = 0;    // byte offset of the signal pad from base
+  size_t pad_size = 0;
+  c10::Device device{c10::DeviceType::CPU};
+};
+
+// The per-(allocation, group) peer tables shared by every handle on that allocation.
+struct PeerInfo {
+  std::shared_ptr<Block> block;
+  std::string group;
+  int rank = 0;
+  int world = 0;
+  std::vector<int> r2g;
+  std::vector<void*> buffers;
+  std::vector<void*> pads;
+  bool direct = true;
+  at::Tensor buffers_dev, pads_dev, r2g_dev;  // on the allocation's device
+};
+
+class XpSymmetricMemory;
+
+class XpAllocator : public sm::SymmetricMemoryAllocator {
+ public:
+  explicit XpAllocator(c10::DeviceType dev) : dev_(dev) {}
+
+  void* alloc(size_t size, int device_idx, const std::optional<std::string>& group_name) override;
+  void free(void* ptr) override;
+  size_t get_alloc_size(void* ptr) override;
+  c10::intrusive_ptr<sm::SymmetricMemory> rendezvous(void* ptr,
+                                                     const std::optional<std::string>& group_name) override;
+  bool has_multicast_support(int /*device_idx*/) override { return false; }
+  c10::DeviceType supported_device_type() override { return dev_; }
+  std::string name() override { return kBackendName; }
+  bool has_allocation(void* ptr) override {
+    std::lock_guard<std::mutex> lk(mu_);
+    return find_locked(ptr) != nullptr;
+  }
+
+  // Statistics for tests: live allocations, frees waiting for every rank, allocations released.
+  std::vector<int64_t> stats() {
+    std::lock_guard<std::mutex> lk(mu_);
+    return {static_cast<int64_t>(blocks_.size()), static_cast<int64_t>(pending_.size()), released_};
+  }
+
+ private:
+  std::shared_ptr<Block> find_locked(void* ptr) {
+    auto p = reinterpret_cast<uintptr_t>(ptr);
+    auto it = blocks_.upper_bound(p);
+    if (it == blocks_.begin()) return nullptr;
+    --it;
+    const auto& b = it->second;
+    const uintptr_t base = reinterpret_cast<uintptr_t>(b->base);
+    // A pointer inside [base, base + size) belongs to it; the base itself always does (size 0).
+    if (p == base || p < base + b->size) return b;
+    return nullptr;
+  }
+  void release_agreed_frees();
+
+  c10::DeviceType dev_;
+  std::mutex mu_;
+  std::map<uintptr_t, std::shared_ptr<Block>> blocks_;
+  std::set<uintptr_t> pending_;  // freed by torch here, not yet released everywhere
+  uint64_t alloc_seq_ = 0;
+  int64_t released_ = 0;
+  std::map<std::pair<uintptr_t, std::string>, std::shared_ptr<PeerInfo>> peers_;
+};
+
+class XpSymmetricMemory : public sm::SymmetricMemory {
+ public:
+  XpSymmetricMemory(std::shared_ptr<PeerInfo> info, size_t offset) : info_(std::move(info)), offset_(offset) {}
+
+  std::vector<void*> get_buffer_ptrs() override { return info_->buffers; }
+  std::vector<void*> get_signal_pad_ptrs() override { return info_->pads; }
+  void** get_buffer_ptrs_dev() override { return static_cast<void**>(info_->buffers_dev.data_ptr()); }
+  void** get_signal_pad_ptrs_dev() override { return static_cast<void**>(info_->pads_dev.data_ptr()); }
+  size_t get_buffer_size() override { return info_->block->size; }
+  size_t get_offset() override { return offset_; }
+  bool has_multicast_support() override { return false; }
+  void* get_multicast_ptr() override { return nullptr; }
+  int get_rank() override { return info_->rank; }
+  int get_world_size() override { return info_->world; }
+  c10::Device get_device() override { return info_->block->device; }
+  const std::vector<int>& get_rank_to_global_rank() override { return info_->r2g; }
+  int* get_rank_to_global_rank_dev() override { return static_cast<int*>(info_->r2g_dev.data_ptr()); }
+  bool world_within_direct_access() override { return info_->direct; }
+
+  void barrier(int channel, size_t timeout_ms) override {
+    check_channel(channel);
+    sync_device(get_device());
+    check_rc(xpushmem_quiet(), "xpushmem_quiet");
+    const auto deadline = deadline_of(timeout_ms);
+    for (int r = 0; r < info_->world; ++r) signal_peer(r, channel, timeout_ms, deadline, "barrier");
+    for (int r = 0; r < info_->world; ++r) await_peer(r, channel, timeout_ms, deadline, "barrier");
+  }
+
+  void put_signal(int dst_rank, int channel, size_t timeout_ms) override {
+    sm::check_rank(dst_rank, info_->world);
+    check_channel(channel);
+    sync_device(get_device());
+    check_rc(xpushmem_quiet(), "xpushmem_quiet");  // release: earlier puts complete before the signal
+    signal_peer(dst_rank, channel, timeout_ms, deadline_of(timeout_ms), "put_signal");
+  }
+
+  void wait_signal(int src_rank, int channel, size_t timeout_ms) override {
+    sm::check_rank(src_rank, info_->world);
+    check_channel(channel);
+    sync_device(get_device());
+    await_peer(src_rank, channel, timeout_ms, deadline_of(timeout_ms), "wait_signal");
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+
+  size_t limit_ms(size_t timeout_ms) const { return timeout_ms ? timeout_ms : default_timeout_ms(); }
+  std::optional<Clock::time_point> deadline_of(size_t timeout_ms) const {
+    const size_t ms = limit_ms(timeout_ms);
+    if (ms == 0) return std::nullopt;
+    return Clock::now() + std::chrono::milliseconds(ms);
+  }
+
+  void check_channel(int channel) const {
+    const size_t max_channel = info_->block->pad_size / sizeof(uint32_t) / static_cast<size_t>(info_->world);
+    TORCH_CHECK(channel >= 0 && static_cast<size_t>(channel) < max_channel, "channel ", channel,
+                " exceeds the maximum supported channel: channels must be in [0, ", max_channel,
+                ") for a signal pad of ", info_->block->pad_size, " bytes and world size ", info_->world);
+  }
+
+  // The address (on this PE) of the signal word `slot` of the pad; the runtime addresses the peer's copy.
+  uint32_t* slot_addr(size_t slot) const {
+    auto* pad = static_cast<char*>(info_->block->base) + info_->block->pad_off;
+    return reinterpret_cast<uint32_t*>(pad) + slot;
+  }
+
+  // Atomically move the word `slot` of PE `pe` from `from` to `to`, retrying until it holds `from`.
+  void cas_until(size_t slot, int pe, uint32_t from, uint32_t to, size_t timeout_ms,
+                 const std::optional<Clock::time_point>& deadline, const char* what, int peer_rank,
+                 int channel) {
+    uint32_t* addr = slot_addr(slot);
+    int spins = 0;
+    int sleep_us = 1;
+    for (;;) {
+      uint32_t fetched = 0;
+      check_rc(xpushmem_uint32_atomic_compare_swap_ex(&fetched, addr, from, to, pe),
+               "xpushmem_uint32_atomic_compare_swap");
+      if (fetched == from) {
+        std::atomic_thread_fence(std::memory_order_seq_cst);
+        return;
+      }
+      if (deadline && Clock::now() >= *deadline) {
+        TORCH_CHECK(false, "xpushmem: ", what, " timed out after ", limit_ms(timeout_ms), " ms (rank ",
+                    info_->rank, ", peer rank ", peer_rank, ", channel ", channel, ", group ", info_->group, ")");
+      }
+      if (++spins > 256) {
+        std::this_thread::sleep_for(std::chrono::microseconds(sleep_us));
+        sleep_us = std::min(sleep_us * 2, 200);
+      }
+    }
+  }
+
+  // Signal rank `r`: its word [channel * W + my rank] goes 0 -> 1 (waits while a previous signal is unconsumed).
+  void signal_peer(int r, int channel, size_t timeout_ms, const std::optional<Clock::time_point>& deadline,
+                   const char* what) {
+    const size_t slot = static_cast<size_t>(channel) * info_->world + info_->rank;
+    cas_until(slot, info_->r2g[r], 0, 1, timeout_ms, deadline, what, r, channel);
+  }
+
+  // Consume rank `r`'s signal: my word [channel * W + r] goes 1 -> 0.
+  void await_peer(int r, int channel, size_t timeout_ms, const std::optional<Clock::time_point>& deadline,
+                  const char* what) {
+    const size_t slot = static_cast<size_t>(channel) * info_->world + r;
+    cas_until(slot, info_->r2g[info_->rank], 1, 0, timeout_ms, deadline, what, r, channel);
+  }
+
+  std::shared_ptr<PeerInfo> info_;
+  size_t offset_;
+};
+
+void* XpAllocator::alloc(size_t size, int device_idx, const std::optional<std::string>& group_name) {
+  TORCH_CHECK(!group_name.has_value() || *group_name == "0", "xpushmem: symmetric allocations are made on the ",
+              "world (every rank of the default group); alloc() got group_name='", group_name.value_or(""), "'");
+  ensure_runtime(dev_, device_idx);
+  std::lock_guard<std::mutex> lk(mu_);
+  release_agreed_frees();
+  const size_t pad_size = sm::get_signal_pad_size();
+  const size_t pad_off = round_up(size, kAlign);
+  void* base = xpushmem_align(kAlign, pad_off + pad_size);
+  TORCH_CHECK(base != nullptr, "xpushmem: symmetric allocation of ", size, " bytes (+", pad_size,
+              " bytes of signal pad) failed: ", last_error());
+  // The signal pad starts zeroed (it may reuse memory of a freed allocation).
+  std::vector<uint8_t> zeros(pad_size, 0);
+  check_rc(xpushmem_putmem(static_cast<char*>(base) + pad_off, zeros.data(), pad_size, my_pe()),
+           "xpushmem_putmem (zeroing the signal pad)");
+  check_rc(xpushmem_quiet(), "xpushmem_quiet");
+  auto b = std::make_shared<Block>();
+  b->base = base;
+  b->size = size;
+  b->pad_off = pad_off;
+  b->pad_size = pad_size;
+  b->device = dev_ == c10::DeviceType::CPU ? c10::Device(dev_)
+                                           : c10::Device(dev_, static_cast<c10::DeviceIndex>(device_idx));
+  blocks_[reinterpret_cast<uintptr_t>(base)] = b;
+  ++alloc_seq_;
+  return base;
+}
+
+// torch frees a tensor whenever its last reference dies, at different moments on different ranks, while
+// xpushmem_free is collective. So free() only records the block; at the next (collective) alloc, the ranks agree
+// over the default group's store on the blocks every rank has freed and release exactly those, in address order.
+void XpAllocator::free(void* ptr) {
+  if (ptr == nullptr) return;
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = blocks_.find(reinterpret_cast<uintptr_t>(ptr));
+  if (it == blocks_.end()) return;
+  for (auto p = peers_.begin(); p != peers_.end();) {
+    p = (p->first.first == it->first) ? peers_.erase(p) : std::next(p);
+  }
+  pending_.insert(it->first);
+  blocks_.erase(it);
+}
+
+void XpAllocator::release_agreed_frees() {
+  auto pg = resolve_group("0");
+  auto store = pg->getStore();
+  const int rank = pg->getRank();
+  const int size = pg->getSize();
+  if (size == 1) {
+    for (auto p : pending_) check_rc(xpushmem_free(reinterpret_cast<void*>(p)), "xpushmem_free");
+    released_ += static_cast<int64_t>(pending_.size());
+    pending_.clear();
+    return;
+  }
+  const std::string prefix = "xpushmem/torch/free/" + std::string(c10::DeviceTypeName(dev_)) + "/" +
+                             std::to_string(alloc_seq_) + "/";
+  std::vector<uint8_t> mine(pending_.size() * sizeof(uint64_t));
+  size_t i = 0;
+  for (auto p : pending_) {
+    uint64_t off = p - reinterpret_cast<uintptr_t>(xpushmemx_heap_base());
+    std::memcpy(mine.data() + i++ * sizeof(uint64_t), &off, sizeof(uint64_t));
+  }
+  store->set(prefix + std::to_string(rank), mine);
+  std::vector<std::string> keys;
+  for (int r = 0; r < size; ++r) keys.push_back(prefix + std::to_string(r));
+  auto all = store->multiGet(keys);
+  std::set<uint64_t> agreed;
+  for (int r = 0; r < size; ++r) {
+    std::set<uint64_t> theirs;
+    for (size_t k = 0; k + sizeof(uint64_t) <= all[r].size(); k += sizeof(uint64_t)) {
+      uint64_t off;
+      std::memcpy(&off, all[r].data() + k, sizeof(uint64_t));
+      theirs.insert(off);
+    }
+    if (r == 0) {
+      agreed = std::move(theirs);
+    } else {
+      std::set<uint64_t> both;
+      std::set_intersection(agreed.begin(), agreed.end(), theirs.begin(), theirs.end(),
+                            std::inserter(both, both.begin()));
+      agreed = std::move(both);
+    }
+  }
+  const uintptr_t heap = reinterpret_cast<uintptr_t>(xpushmemx_heap_base());
+  for (uint64_t off : agreed) {
+    check_rc(xpushmem_free(reinterpret_cast<void*>(heap + off)), "xpushmem_free");
+    pending_.erase(heap + off);
+    ++released_;
+  }
+}
+
+size_t XpAllocator::get_alloc_size(void* ptr) {
+  std::lock_guard<std::mutex> lk(mu_);
+  auto b = find_locked(ptr);
+  TORCH_CHECK(b, "xpushmem: ", ptr, " is not a symmetric allocation of the ", kBackendName, " (xpushmem) ",
+              c10::DeviceTypeName(dev_), " allocator");
+  return b->size;
+}
+
+at::Tensor device_array(const std::vector<int64_t>& v, c10::ScalarType t, const c10::Device& d) {
+  auto host = at::tensor(v, at::TensorOptions().dtype(at::kLong)).to(t);
+  return d.type() == c10::DeviceType::CPU ? host : host.to(d);
+}
+
+c10::intrusive_ptr<sm::SymmetricMemory> XpAllocator::rendezvous(void* ptr,
+                                                                const std::optional<std::string>& group_name) {
+  const std::string group = group_name.value_or("0");
+  std::shared_ptr<Block> b;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    b = find_locked(ptr);
+    TORCH_CHECK(b, "xpushmem: rendezvous on ", ptr, ", which is not inside a symmetric allocation of the ",
+                kBackendName, " (xpushmem) ", c10::DeviceTypeName(dev_), " allocator");
+    auto it = peers_.find({reinterpret_cast<uintptr_t>(b->base), group});
+    if (it != peers_.end()) {
+      return c10::make_intrusive<XpSymmetricMemory>(it->second, static_cast<char*>(ptr) -
+                                                                     static_cast<char*>(b->base));
+    }
+  }
+  auto g = group_ranks(group);  // collective over the group the first time
+  auto info = std::make_shared<PeerInfo>();
+  info->block = b;
+  info->group = group;
+  info->rank = g->rank;
+  info->world = static_cast<int>(g->global.size());
+  info->r2g = g->global;
+  std::vector<int64_t> bufs, pads, r2g;
+  for (int r = 0; r < info->world; ++r) {
+    void* p = xpushmem_ptr(b->base, g->global[r]);
+    void* s = xpushmem_ptr(static_cast<char*>(b->base) + b->pad_off, g->global[r]);
+    info->direct = info->direct && p != nullptr && s != nullptr;
+    info->buffers.push_back(p);
+    info->pads.push_back(s);
+    bufs.push_back(reinterpret_cast<int64_t>(p));
+    pads.push_back(reinterpret_cast<int64_t>(s));
+    r2g.push_back(g->global[r]);
+  }
+  info->buffers_dev = device_array(bufs, at::kLong, b->device);
+  info->pads_dev = device_array(pads, at::kLong, b->device);
+  info->r2g_dev = device_array(r2g, at::kInt, b->device);
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    peers_[{reinterpret_cast<uintptr_t>(b->base), group}] = info;
+  }
+  return c10::make_intrusive<XpSymmetricMemory>(info, static_cast<char*>(ptr) - static_cast<char*>(b->base));
+}
+
+c10::intrusive_ptr<XpAllocator>& allocator_for(c10::DeviceType dev) {
+  static auto* cpu = new c10::intrusive_ptr<XpAllocator>(c10::make_intrusive<XpAllocator>(c10::DeviceType::CPU));
+  static auto* xpu = new c10::intrusive_ptr<XpAllocator>(c10::make_intrusive<XpAllocator>(c10::DeviceType::XPU));
+  return dev == c10::DeviceType::CPU ? *cpu : *xpu;
+}
+
+// -------------------------------------------------------------------------------------------- op kernels ----
+// Which xpushmem-ops symbols libxpushmem.so lacks (empty: all present).
+std::vector<std::string> missing_ops_symbols() {
+  std::vector<std::string> missing;
+#define XPUSHMEM_CHECK_SYM(s) \
+  if (&s == nullptr) missing.push_back(#s);
+  XPUSHMEM_CHECK_SYM(xpushmem_ops_last_error)
+  XPUSHMEM_CHECK_SYM(xpushmem_ops_all_to_all_vdev)
+  XPUSHMEM_CHECK_SYM(xpushmem_ops_all_to_all_vdev_2d)
+  XPUSHMEM_CHECK_SYM(xpushmem_ops_all_to_all_vdev_2d_offset)
+  XPUSHMEM_CHECK_SYM(xpushmem_ops_nvshmem_all_to_all)
+  XPUSHMEM_CHECK_SYM(xpushmem_ops_tile_reduce)
+  XPUSHMEM_CHECK_SYM(xpushmem_ops_multi_root_tile_reduce)
+  XPUSHMEM_CHECK_SYM(xpushmem_ops_nvshmem_broadcast)
+  XPUSHMEM_CHECK_SYM(xpushmem_ops_nvshmem_put)
+  XPUSHMEM_CHECK_SYM(xpushmem_ops_nvshmem_get)
+  XPUSHMEM_CHECK_SYM(xpushmem_ops_nvshmem_put_with_signal)
+  XPUSHMEM_CHECK_SYM(xpushmem_ops_nvshmem_wait_for_signal)
+#undef XPUSHMEM_CHECK_SYM
+  return missing;
+}
+
+template <typename F>
+F* require_op(F* fn, const char* name) {
+  TORCH_CHECK(fn != nullptr, "xpushmem: ", name, " is not exported by libxpushmem.so (the xpushmem-ops C ABI ",
+              "is not linked into it; check with `nm -D libxpushmem.so | grep xpushmem_ops_`)");
+  return fn;
+}
+#define XPUSHMEM_OP(name) require_op(&name, #name)
+
+void check_ops_rc(int rc, const char* what) {
+  if (rc == 0) return;
+  const char* m = xpushmem_ops_last_error ? xpushmem_ops_last_error() : nullptr;
+  TORCH_CHECK(false, (m && *m) ? std::string(m) : std::string(what) + " failed with code " + std::to_string(rc));
+}
+
+int32_t dtype_code(c10::ScalarType t, const char* arg) {
+  switch (t) {
+    case at::kFloat: return 0;
+    case at::kHalf: return 1;
+    case at::kBFloat16: return 2;
+    case at::kDouble: return 3;
+    case at::kChar: return 4;
+    case at::kByte: return 5;
+    case at::kShort: return 6;
+    case at::kInt: return 7;
+    case at::kLong: return 8;
+    case at::kBool: return 5;  // one byte, copied as bytes
+    default:
+      TORCH_CHECK(false, "xpushmem: ", arg, " has dtype ", t, ", which the xpushmem ops do not support");
+  }
+}
+
+// A tensor as the ops C ABI takes it; owns the size/stride arrays.
+struct OpsTensor {
+  std::vector<int64_t> sizes, strides;
+  xpushmem_ops_tensor t{};
+  OpsTensor(const at::Tensor& x, const char* arg) {
+    sizes = x.sizes().vec();
+    strides = x.strides().vec();
+    t.data = x.numel() ? x.data_ptr() : nullptr;
+    t.dtype = dtype_code(x.scalar_type(), arg);
+    t.ndim = static_cast<int32_t>(x.dim());
+    t.sizes = sizes.data();
+    t.strides = strides.data();
+  }
+  const xpushmem_ops_tensor* get() const { return &t; }
+};
+
+void check_device(const at::Tensor& t, const char* op, const char* arg) {
+  TORCH_CHECK(t.device().type() == c10::DeviceType::CPU || t.device().type() == c10::DeviceType::XPU, op, ": ",
+              arg, " is on ", t.device(), "; the xpushmem kernels serve CPU and XPU tensors");
+}
+
+// Group -> its global PEs (group-rank order).
+std::vector<int32_t> group_pes(const std::string& group_name) {
+  auto g = group_ranks(group_name);
+  return std::vector<int32_t>(g->global.begin(), g->global.end());
+}
+
+void prepare(const at::Tensor& t) {
+  ensure_runtime(t.device().type(), t.device().has_index() ? t.device().index() : 0);
+  sync_device(t.device());
+}
+
+void nvshmem_put(at::Tensor& tensor, const int64_t peer) {
+  check_device(tensor, "nvshmem_put", "tensor");
+  TORCH_CHECK(tensor.is_contiguous(), "put op currently supports contiguous tensors only");
+  prepare(tensor);
+  TORCH_CHECK(peer >= 0 && peer < runtime().n_pes, "peer must be smaller than world size (got peer ", peer,
+              ", world size ", runtime().n_pes, ")");
+  OpsTensor t(tensor, "tensor");
+  check_ops_rc(XPUSHMEM_OP(xpushmem_ops_nvshmem_put)(t.get(), peer), "xpushmem_ops_nvshmem_put");
+}
+
+void nvshmem_get(at::Tensor& tensor, const int64_t peer) {
+  check_device(tensor, "nvshmem_get", "tensor");
+  TORCH_CHECK(tensor.is_contiguous(), "get op currently supports contiguous tensors only");
+  prepare(tensor);
+  TORCH_CHECK(peer >= 0 && peer < runtime().n_pes, "peer must be smaller than world size (got peer ", peer,
+              ", world size ", runtime().n_pes, ")");
+  OpsTensor t(tensor, "tensor");
+  check_ops_rc(XPUSHMEM_OP(xpushmem_ops_nvshmem_get)(t.get(), peer), "xpushmem_ops_nvshmem_get");
+}
+
+// nvshmem_get_out(Tensor(a!) dst, SymmetricMemory hdl, int offset, int size, int peer): boxed, because the
+// TorchBind handle has no unboxed C++ signature to match. `peer` is group-relative.
+void nvshmem_get_out_boxed(const c10::OperatorHandle& /*op*/, torch::jit::Stack* stack) {
+  const int64_t peer = torch::jit::pop(*stack).toInt();
+  const int64_t size = torch::jit::pop(*stack).toInt();
+  const int64_t offset = torch::jit::pop(*stack).toInt();
+  auto hdl = torch::jit::pop(*stack).toCustomClass<sm::SymmetricMemory>();
+  at::Tensor dst = torch::jit::pop(*stack).toTensor();
+  check_device(dst, "symm_mem.get", "dst");
+  TORCH_CHECK(dst.device() == hdl->get_device(), "symm_mem.get: dst must be on the same device as hdl");
+  TORCH_CHECK(dst.is_contiguous(), "symm_mem.get: dst must be contiguous");
+  TORCH_CHECK(offset >= 0, "symm_mem.get: offset must be non-negative");
+  TORCH_CHECK(size >= 0, "symm_mem.get: size must be non-negative");
+  TORCH_CHECK(dst.numel() >= size, "symm_mem.get: dst has ", dst.numel(), " elements, fewer than size ", size);
+  const int world = hdl->get_world_size();
+  TORCH_CHECK(peer >= 0 && peer < world, "symm_mem.get: invalid peer ", peer, " (must be in [0, ", world, "))");
+  const size_t esz = dst.element_size();
+  const size_t hdl_off = hdl->get_offset();
+  const size_t buf = hdl->get_buffer_size();
+  TORCH_CHECK(hdl_off % esz == 0, "symm_mem.get: handle offset is not element-aligned");
+  TORCH_CHECK(static_cast<size_t>(offset) * esz <= buf, "symm_mem.get: offset ", offset, " exceeds the buffer");
+  const size_t start = hdl_off + static_cast<size_t>(offset) * esz;
+  const size_t nbytes = static_cast<size_t>(size) * esz;
+  TORCH_CHECK(start <= buf && nbytes <= buf - start, "symm_mem.get: requested range [", start, ", ",
+              start + nbytes, ") exceeds the symmetric allocation of ", buf, " bytes");
+  if (nbytes == 0) return;
+  prepare(dst);
+  const int global_peer = hdl->get_rank_to_global_rank().at(peer);
+  void* local_base = hdl->get_buffer_ptrs().at(hdl->get_rank());
+  TORCH_CHECK(local_base != nullptr, "symm_mem.get: the handle has no local buffer pointer");
+  const void* src = static_cast<const char*>(local_base) + start;
+  check_rc(xpushmem_getmem(dst.data_ptr(), src, nbytes, global_peer), "xpushmem_getmem");
+}
+
+at::Tensor nvshmem_broadcast(at::Tensor& input, const int64_t root, const std::string& group_name) {
+  check_device(input, "nvshmem_broadcast", "input");
+  prepare(input);
+  auto pes = group_pes(group_name);
+  TORCH_CHECK(root >= 0 && root < static_cast<int64_t>(pes.size()), "root must be smaller than group size (got ",
+              root, ", group size ", pes.size(), ")");
+  OpsTensor t(input, "input");
+  check_ops_rc(XPUSHMEM_OP(xpushmem_ops_nvshmem_broadcast)(t.get(), root, pes.data(), pes.size()),
+               "xpushmem_ops_nvshmem_broadcast");
+  return input;
+}
+
+void nvshmem_put_with_signal(at::Tensor& tensor, at::Tensor& sigpad, int64_t signal, int64_t peer) {
+  check_device(tensor, "nvshmem_put_with_signal", "tensor");
+  prepare(tensor);
+  OpsTensor t(tensor, "tensor"), s(sigpad, "sigpad");
+  check_ops_rc(XPUSHMEM_OP(xpushmem_ops_nvshmem_put_with_signal)(t.get(), s.get(), signal, peer),
+               "xpushmem_ops_nvshmem_put_with_signal");
+}
+
+void nvshmem_wait_for_signal(at::Tensor& sigpad, int64_t signal, int64_t peer) {
+  check_device(sigpad, "nvshmem_wait_for_signal", "sigpad");
+  prepare(sigpad);
+  OpsTensor s(sigpad, "sigpad");
+  check_ops_rc(XPUSHMEM_OP(xpushmem_ops_nvshmem_wait_for_signal)(s.get(), signal, peer),
+               "xpushmem_ops_nvshmem_wait_for_signal");
+}
+
+at::Tensor nvshmem_all_to_all(at::Tensor& input, at::Tensor& out, std::string group_name) {
+  check_device(input, "nvshmem_all_to_all", "input");
+  prepare(input);
+  auto pes = group_pes(group_name);
+  OpsTensor i(input, "input"), o(out, "out");
+  check_ops_rc(XPUSHMEM_OP(xpushmem_ops_nvshmem_all_to_all)(i.get(), o.get(), pes.data(), pes.size()),
+               "xpushmem_ops_nvshmem_all_to_all");
+  return out;
+}
+
+void all_to_all_vdev(at::Tensor& input, at::Tensor& out, at::Tensor& in_splits, at::Tensor& out_splits_offsets,
+                     std::string group_name) {
+  check_device(input, "all_to_all_vdev", "input");
+  TORCH_CHECK(input.device() == out.device(), "all_to_all_vdev: input and out must be on the same device");
+  prepare(input);
+  auto pes = group_pes(group_name);
+  OpsTensor i(input, "input"), o(out, "out"), s(in_splits, "in_splits"), so(out_splits_offsets, "out_splits_offsets");
+  check_ops_rc(XPUSHMEM_OP(xpushmem_ops_all_to_all_vdev)(i.get(), o.get(), s.get(), so.get(), pes.data(), pes.size()),
+               "xpushmem_ops_all_to_all_vdev");
+}
+
+void all_to_all_vdev_2d(at::Tensor& input, at::Tensor& out, at::Tensor& in_splits, at::Tensor& out_splits_offsets,
+                        std::string group_name, std::optional<int64_t> major_align) {
+  check_device(input, "all_to_all_vdev_2d", "input");
+  prepare(input);
+  auto pes = group_pes(group_name);
+  OpsTensor i(input, "input"), o(out, "out"), s(in_splits, "in_splits"), so(out_splits_offsets, "out_splits_offsets");
+  const int64_t align = major_align.value_or(1);
+  check_ops_rc(XPUSHMEM_OP(xpushmem_ops_all_to_all_vdev_2d)(i.get(), o.get(), s.get(), so.get(), pes.data(),
+                                                            pes.size(), major_align ? &align : nullptr),
+               "xpushmem_ops_all_to_all_vdev_2d");
+}
+
+void all_to_all_vdev_2d_offset(at::Tensor& input, at::Tensor& out, at::Tensor& in_splits_offsets,
+                               at::Tensor& out_splits_offsets, std::string group_name) {
+  check_device(input, "all_to_all_vdev_2d_offset", "input");
+  prepare(input);
+  auto pes = group_pes(group_name);
+  OpsTensor i(input, "input"), o(out, "out"), s(in_splits_offsets, "in_splits_offsets"),
+      so(out_splits_offsets, "out_splits_offsets");
+  check_ops_rc(XPUSHMEM_OP(xpushmem_ops_all_to_all_vdev_2d_offset)(i.get(), o.get(), s.get(), so.get(), pes.data(),
+                                                                   pes.size()),
+               "xpushmem_ops_all_to_all_vdev_2d_offset");
+}
+
+void tile_reduce(at::Tensor& in_tile, at::Tensor& out_tile, int64_t root, std::string group_name,
+                 std::string reduce_op) {
+  check_device(in_tile, "tile_reduce", "in_tile");
+  prepare(in_tile);
+  auto pes = group_pes(group_name);
+  OpsTensor i(in_tile, "in_tile"), o(out_tile, "out_tile");
+  check_ops_rc(XPUSHMEM_OP(xpushmem_ops_tile_reduce)(i.get(), o.get(), root, pes.data(), pes.size(),
+                                                     reduce_op.c_str()),
+               "xpushmem_ops_tile_reduce");
+}
+
+void multi_root_tile_reduce(c10::ArrayRef<at::Tensor> in_tiles, at::Tensor& out_tile, c10::ArrayRef<int64_t> roots,
+                            std::string group_name, std::string reduce_op) {
+  check_device(out_tile, "multi_root_tile_reduce", "out_tile");
+  prepare(out_tile);
+  auto pes = group_pes(group_name);
+  std::vector<OpsTensor> tiles;
+  tiles.reserve(in_tiles.size());
+  for (const auto& t : in_tiles) tiles.emplace_back(t, "in_tiles");
+  std::vector<xpushmem_ops_tensor> descs;
+  for (const auto& t : tiles) descs.push_back(t.t);
+  OpsTensor o(out_tile, "out_tile");
+  std::vector<int64_t> r(roots.begin(), roots.end());
+  check_ops_rc(XPUSHMEM_OP(xpushmem_ops_multi_root_tile_reduce)(descs.data(), descs.size(), o.get(), r.data(),
+                                                                r.size(), pes.data(), pes.size(), reduce_op.c_str()),
+               "xpushmem_ops_multi_root_tile_reduce");
+}
+
+// ------------------------------------------------------------------------------------------ registration ----
+std::mutex g_install_mu;
+std::vector<std::unique_ptr<torch::Library>>& libraries() {
+  static auto* v = new std::vector<std::unique_ptr<torch::Library>>();
+  return *v;
+}
+std::set<std::string>& installed_keys() {
+  static auto* s = new std::set<std::string>();
+  return *s;
+}
+
+bool has_op(const char* name) {
+  return c10::Dispatcher::singleton().findSchema({name, ""}).has_value();
+}
+
+void register_kernels(c10::DispatchKey key) {
+  auto lib = std::make_unique<torch::Library>(torch::Library::IMPL, "symm_mem", key, __FILE__, __LINE__);
+  lib->impl("nvshmem_put", TORCH_FN(nvshmem_put));
+  lib->impl("nvshmem_get", TORCH_FN(nvshmem_get));
+  lib->impl("nvshmem_get_out", torch::CppFunction::makeFromBoxedFunction<&nvshmem_get_out_boxed>());
+  lib->impl("nvshmem_broadcast", TORCH_FN(nvshmem_broadcast));
+  lib->impl("nvshmem_put_with_signal", TORCH_FN(nvshmem_put_with_signal));
+  lib->impl("nvshmem_wait_for_signal", TORCH_FN(nvshmem_wait_for_signal));
+  lib->impl("nvshmem_all_to_all", TORCH_FN(nvshmem_all_to_all));
+  lib->impl("all_to_all_vdev", TORCH_FN(all_to_all_vdev));
+  lib->impl("all_to_all_vdev_2d", TORCH_FN(all_to_all_vdev_2d));
+  lib->impl("all_to_all_vdev_2d_offset", TORCH_FN(all_to_all_vdev_2d_offset));
+  lib->impl("tile_reduce", TORCH_FN(tile_reduce));
+  lib->impl("multi_root_tile_reduce", TORCH_FN(multi_root_tile_reduce));
+  // The vendor-neutral aliases (pytorch PR #178514), when this torch defines them.
+  if (has_op("symm_mem::shmem_put")) lib->impl("shmem_put", TORCH_FN(nvshmem_put));
+  if (has_op("symm_mem::shmem_get")) lib->impl("shmem_get", TORCH_FN(nvshmem_get));
+  if (has_op("symm_mem::shmem_broadcast")) lib->impl("shmem_broadcast", TORCH_FN(nvshmem_broadcast));
+  if (has_op("symm_mem::shmem_put_with_signal")) lib->impl("shmem_put_with_signal", TORCH_FN(nvshmem_put_with_signal));
+  if (has_op("symm_mem::shmem_wait_for_signal")) {
+    lib->impl("shmem_wait_for_signal", TORCH_FN(nvshmem_wait_for_signal));
+  }
+  if (has_op("symm_mem::shmem_all_to_all")) lib->impl("shmem_all_to_all", TORCH_FN(nvshmem_all_to_all));
+  if (has_op("symm_mem::shmem_get_out")) {
+    lib->impl("shmem_get_out", torch::CppFunction::makeFromBoxedFunction<&nvshmem_get_out_boxed>());
+  }
+  libraries().push_back(std::move(lib));
+}
+
+// Register the allocators and kernels. CPU always; XPU when `xpu` (the torch build has XPU). Idempotent.
+// The "NVSHMEM" name is advertised for the XPU allocator when XPU is registered (so set_backend("NVSHMEM")
+// selects it there), else for the CPU one; the CPU allocator is in any case the CPU backend.
+void install(bool xpu) {
+  std::lock_guard<std::mutex> lk(g_install_mu);
+  if (!installed_keys().count("CPU")) {
+    sm::register_allocator(c10::DeviceType::CPU, allocator_for(c10::DeviceType::CPU));
+    register_kernels(c10::DispatchKey::CPU);
+    installed_keys().insert("CPU");
+  }
+  if (xpu && !installed_keys().count("XPU")) {
+    register_kernels(c10::DispatchKey::XPU);
+    // TORCH_SYMMMEM=NVSHMEM makes it the XPU default at once; otherwise symm_mem.set_backend("NVSHMEM").
+    const char* sel = std::getenv("TORCH_SYMMMEM");
+    if (sel != nullptr && std::string(sel) == kBackendName) {
+      sm::register_allocator(c10::DeviceType::XPU, allocator_for(c10::DeviceType::XPU));
+    }
+    installed_keys().insert("XPU");
+  }
+  sm::register_availability(kBackendName, xpu ? allocator_for(c10::DeviceType::XPU)
+                                              : allocator_for(c10::DeviceType::CPU));
+}
+
+// A tensor over `numel` elements of `base`'s allocation starting `byte_offset` bytes in, with its own storage
+// (so that its storage pointer lies inside the allocation, as with a MemPool sub-allocation). Test helper.
+at::Tensor tensor_inside(const at::Tensor& base, int64_t byte_offset, int64_t numel) {
+  TORCH_CHECK(byte_offset >= 0 && byte_offset % base.element_size() == 0, "byte_offset must be a non-negative ",
+              "multiple of the element size");
+  const c10::Storage& storage = base.storage();
+  TORCH_CHECK((byte_offset + numel * base.element_size()) <= static_cast<int64_t>(storage.nbytes()),
+              "the range exceeds the base tensor's storage");
+  void* p = static_cast<char*>(storage.mutable_data()) + byte_offset;
+  auto keep = std::make_shared<c10::Storage>(storage);  // the view keeps the allocation alive
+  return at::from_blob(p, {numel}, [keep](void*) {}, base.options());
+}
+
+}  // namespace
+}  // namespace xpushmem_torch
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  using namespace xpushmem_torch;
+  m.doc() = "xpushmem's PyTorch symmetric-memory backend and symm_mem kernels (CPU, XPU)";
+  m.def("install", &install, py::arg("xpu"),
+        "Register the NVSHMEM-named allocators and the symm_mem kernels (CPU; XPU when xpu=True).");
+  m.def("missing_ops_symbols", &missing_ops_symbols,
+        "xpushmem-ops C functions that libxpushmem.so does not export (empty when complete).");
+  m.def("runtime_started", []() { return runtime().up; });
+  m.def("my_pe", []() { return runtime().up ? runtime().my_pe : -1; });
+  m.def("n_pes", []() { return runtime().up ? runtime().n_pes : 0; });
+  m.def("allocator_stats", [](const std::string& device) {
+    return allocator_for(c10::Device(device).type())->stats();
+  }, py::arg("device"), "[live allocations, frees pending on some rank, allocations released]");
+  m.def("tensor_inside", &tensor_inside, py::arg("base"), py::arg("byte_offset"), py::arg("numel"));
+  m.def("library_version", []() {
+    char name[XPUSHMEM_MAX_NAME_LEN] = {0};
+    xpushmem_info_get_name(name);
+    return std::string(name);
+  });
+}

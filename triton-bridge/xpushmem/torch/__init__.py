@@ -1,0 +1,124 @@
+"""xpushmem as PyTorch's NVSHMEM symmetric-memory backend, for XPU and CPU tensors.
+
+Importing this module
+
+* builds (once, cached) and loads a small C++ shim against the installed torch and ``libxpushmem.so``;
+* registers a ``SymmetricMemoryAllocator`` named ``"NVSHMEM"``: for ``DeviceType.CPU`` always (host heap, peers'
+  buffers mapped, so ``get_buffer``/``get_remote_tensors`` work across the processes of one machine) and for
+  ``DeviceType.XPU`` when torch is built with XPU (device heap);
+* registers the ``symm_mem`` kernels (``nvshmem_put/get/get_out/broadcast/put_with_signal/wait_for_signal/
+  all_to_all``, ``all_to_all_vdev``, ``_2d``, ``_2d_offset``, ``tile_reduce``, ``multi_root_tile_reduce``) for the
+  CPU and XPU dispatch keys;
+* makes ``torch.distributed._symmetric_memory.is_nvshmem_available()`` answer for this backend.
+
+Then, as with NVSHMEM on CUDA::
+
+    import xpushmem.torch
+    import torch.distributed._symmetric_memory as symm_mem
+    symm_mem.set_backend("NVSHMEM")
+    t = symm_mem.empty(1024, device="cpu")      # or "xpu"
+    hdl = symm_mem.rendezvous(t, dist.group.WORLD)
+
+The runtime starts lazily at the first allocation, from the default process group's store (unique-ID start-up).
+Errors are ``RuntimeError`` with xpushmem's message.
+
+Environment: ``XPUSHMEM_LIB_DIR`` (where libxpushmem.so is), ``XPUSHMEM_TORCH_BUILD_DIR`` (where the shim is
+built; default ``~/.cache/xpushmem/torch-<torch version>``), ``XPUSHMEM_TORCH_VERBOSE=1`` (show the build).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from types import ModuleType
+
+import torch
+import torch.distributed  # noqa: F401  (loads c10d, whose types the shim uses)
+
+from .._lib import include_dir, lib_dir
+
+__all__ = [
+    "BACKEND_NAME",
+    "is_available",
+    "missing_ops",
+    "runtime_started",
+    "shim",
+]
+
+BACKEND_NAME = "NVSHMEM"
+_SOURCE = Path(__file__).resolve().parent.parent / "csrc" / "xpushmem_torch.cpp"
+
+
+def _xpu_built() -> bool:
+    """Whether this torch build has XPU support (the XPU registrations are made only then)."""
+    xpu = getattr(torch, "xpu", None)
+    return bool(xpu is not None and getattr(xpu, "_is_compiled", lambda: False)())
+
+
+def _build_dir(libdir: Path) -> Path:
+    env = os.environ.get("XPUSHMEM_TORCH_BUILD_DIR")
+    if env:
+        return Path(env)
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
+    # One build per torch version and library location (the shim is linked with an rpath to it).
+    tag = hashlib.sha1(str(libdir).encode()).hexdigest()[:10]
+    return cache / "xpushmem" / f"torch-{torch.__version__.replace('+', '-')}-{tag}"
+
+
+def _load() -> ModuleType:
+    from torch.utils import cpp_extension
+
+    libdir = lib_dir()
+    build = _build_dir(libdir)
+    build.mkdir(parents=True, exist_ok=True)
+    # cpp_extension runs ninja from PATH; a venv's ninja is next to its python.
+    venv_bin = str(Path(os.sys.executable).parent)
+    if venv_bin not in os.environ.get("PATH", "").split(os.pathsep):
+        os.environ["PATH"] = venv_bin + os.pathsep + os.environ.get("PATH", "")
+    return cpp_extension.load(
+        name="xpushmem_torch_shim",
+        sources=[str(_SOURCE)],
+        extra_include_paths=[str(include_dir())],
+        extra_cflags=["-O2", "-Wall", "-Wno-unused-function"],
+        extra_ldflags=[f"-L{libdir}", "-lxpushmem", f"-Wl,-rpath,{libdir}"],
+        build_directory=str(build),
+        with_cuda=False,
+        verbose=os.environ.get("XPUSHMEM_TORCH_VERBOSE") == "1",
+    )
+
+
+shim: ModuleType = _load()
+shim.install(xpu=_xpu_built())
+
+
+def missing_ops() -> list[str]:
+    """The xpushmem-ops C functions libxpushmem.so lacks (the symm_mem kernels that need them then raise)."""
+    return list(shim.missing_ops_symbols())
+
+
+def is_available() -> bool:
+    """Whether the backend is usable: the shim is loaded and libxpushmem.so exports every function it calls."""
+    return not missing_ops()
+
+
+def runtime_started() -> bool:
+    """Whether this process's xpushmem runtime is running (it starts at the first symmetric allocation)."""
+    return bool(shim.runtime_started())
+
+
+def _is_nvshmem_available() -> bool:
+    return is_available()
+
+
+def _register_python_ops_for_cpu() -> None:
+    """Ops that torch implements in Python for CUDA and XPU only, registered for CPU with the same function."""
+    import torch.distributed._symmetric_memory as symm_mem
+
+    torch.library.impl(symm_mem.lib, "get_remote_tensors", "CPU")(symm_mem._get_remote_tensors_default)
+
+
+_register_python_ops_for_cpu()
+
+# symm_mem.is_nvshmem_available() imports this name from torch._C._distributed_c10d at call time.
+torch._C._distributed_c10d._is_nvshmem_available = _is_nvshmem_available  # type: ignore[attr-defined]
