@@ -6,20 +6,23 @@
 #      memcpy probe, hand-written shared-memory ping-pong, then at 2 PEs xpushmem / Open MPI SHMEM / MPI
 #      (shared and regular windows), then at 4 PEs (oversubscribed) the barriers, collectives and ops,
 #   4. writes docs/PERFORMANCE.md and the charts in docs/perf/.
-# Environment: BENCH_ARGS (default "-b 8 -e 64M -f 2 -r 5"), BENCH_OUT (results dir), CARGO_TARGET_DIR (default
+# Environment: BENCH_ARGS (default "-b 8 -e 64M -f 2 -r 5"), BENCH_ARGS4 (the 4-PE runs, default
+# "-b 8 -e 16M -f 4 -i 200 -w 20 -r 5": oversubscribed runs are slow), BENCH_OUT (results dir), CARGO_TARGET_DIR (default
 # target-perf), BENCH_TIMEOUT (seconds per program, default 300), QUIET_WAIT (seconds to wait for a quiet
-# machine before each program, default 20), BENCH_DOC (default docs/PERFORMANCE.md), BENCH_PNG (default docs/perf).
+# machine before each program, default 5), BENCH_DOC (default docs/PERFORMANCE.md), BENCH_PNG (default docs/perf).
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
 start=$(date +%s)
-ARGS=(${BENCH_ARGS:--b 8 -e 64M -f 2 -r 5})
+ARGS2=(${BENCH_ARGS:--b 8 -e 64M -f 2 -r 5})
+ARGS4=(${BENCH_ARGS4:--b 8 -e 16M -f 4 -i 200 -w 20 -r 5})
+ARGS=("${ARGS2[@]}")
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$repo/target-perf}"
 OUT="${BENCH_OUT:-$CARGO_TARGET_DIR/bench-results}"
 DOC="${BENCH_DOC:-$repo/docs/PERFORMANCE.md}"
 PNG="${BENCH_PNG:-$repo/docs/perf}"
 T="${BENCH_TIMEOUT:-300}"
-QUIET_WAIT="${QUIET_WAIT:-20}"
+QUIET_WAIT="${QUIET_WAIT:-5}"
 BIN="$OUT/bin"
 
 # ---- 1. Open MPI (and a C compiler) -------------------------------------------------------------------------
@@ -51,6 +54,8 @@ mpicc -O2 -Wall -o "$BIN/mpi_bench" $P/mpi_bench.c
 # ---- 3. run --------------------------------------------------------------------------------------------------
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_btl="${OMPI_MCA_btl:-self,vader}"
+# OpenSHMEM's symmetric heap must hold the benchmark buffers (2 x 64 MiB x max(PEs, 2) and a reduction work array).
+export SHMEM_SYMMETRIC_SIZE="${SHMEM_SYMMETRIC_SIZE:-1536M}"
 # Open MPI 4.1.4 (Debian) segfaults in shmem_finalize unless osc rdma is excluded (research/baseline_peers.md).
 OSH=(oshrun --mca osc ^rdma)
 MPI=(mpirun)
@@ -79,20 +84,22 @@ META="$OUT/meta.txt"
   echo "kernel: $(uname -r)"
   echo "Open MPI: $(ompi_info --version 2>/dev/null | head -1 | sed 's/^Open MPI //') (oshmem: OpenSHMEM 1.4 API; Debian MCA defaults + btl ${OMPI_MCA_btl}; oshrun --mca osc ^rdma)"
   echo "compilers: $(rustc --version | cut -d' ' -f1-2), $(gcc --version | head -1)"
-  echo "benchmark options: ${ARGS[*]} (every implementation)"
+  echo "options, 1-2 processes: ${ARGS2[*]} (every implementation)"
+  echo "options, 4 processes: ${ARGS4[*]} (every implementation)"
 } >"$META"
 
 fails=()
 run() { # label csv-name cmd...
-  local label=$1 name=$2 b
+  local label=$1 name=$2 b t0
   shift 2
   b=$(wait_quiet)
-  echo "load $label: other tenants used ${b}% CPU before it started" >>"$META"
   echo "== $label (machine ${b}% busy before start)"
+  t0=$(date +%s)
   if ! timeout "$T" "$@" --csv "$OUT/$name.csv" "${ARGS[@]}"; then
     echo "!! $label FAILED" >&2
     fails+=("$label")
   fi
+  echo "load $label: ${b}% of the CPU busy before it started; ran $(($(date +%s) - t0)) s" >>"$META"
 }
 
 run "memcpy probe" memcpy "$BIN/memcpy_probe"
@@ -103,9 +110,15 @@ run "MPI, 2 ranks (shared window, collectives)" mpi-2 "${MPI[@]}" -n 2 "$BIN/mpi
 # MPI_Compare_and_swap on MPI_Win_allocate (osc rdma) crashes the target in Open MPI 4.1.4: not run there.
 run "MPI, 2 ranks (MPI_Win_allocate)" mpi-alloc-2 "${MPI[@]}" -n 2 "$BIN/mpi_bench" --win alloc \
   put_lat get_lat put_bw get_bw fetch_add_lat
+ARGS=("${ARGS4[@]}")
 run "xpushmem, 4 PEs" xpushmem-4 "$RUN" -n 4 "$PERF" barrier_all sync_all coll ops --quiet
 run "Open MPI SHMEM, 4 PEs" oshmem-4 "${OSH[@]}" -np 4 "${OVER[@]}" "$BIN/oshmem_bench" barrier_all sync_all coll
 run "MPI, 4 ranks" mpi-4 "${MPI[@]}" -n 4 "${OVER[@]}" "$BIN/mpi_bench" barrier_all coll ops
+# Diagnostic, not a target figure: the same 4-PE xpushmem run without the busy-poll phase of the runtime's waits
+# (XPUSHMEM_SPIN_COUNT=0), to show what the wait back-off costs when PEs outnumber cores.
+ARGS=(-b 8 -e 32K -f 4 -i 200 -w 20 -r 5)
+run "xpushmem, 4 PEs, XPUSHMEM_SPIN_COUNT=0 (diagnostic)" xpushmem-4-spin0 env XPUSHMEM_SPIN_COUNT=0 \
+  "$RUN" -n 4 "$PERF" barrier_all sync_all coll ops --quiet --label xpushmem-spin0
 
 # ---- 4. report -----------------------------------------------------------------------------------------------
 echo "measurement time: $(($(date +%s) - start)) s including builds" >>"$META"

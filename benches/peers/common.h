@@ -21,7 +21,7 @@
 
 typedef struct {
   size_t begin, end, budget;
-  long factor, iters, warmup, reps, window;
+  long factor, iters, coll_iters, warmup, reps, window;
   const char *csv;
   int bind; /* 0 none, 1 auto, 2 core */
   int fault;
@@ -32,7 +32,7 @@ typedef struct {
 
 static inline void usage_exit(const char *prog, const char *msg) {
   fprintf(stderr, "%s: %s\nusage: %s [BENCH|GROUP ...] [-b SIZE] [-e SIZE] [-f N] [-i N] [-w N] [-r N] [-W N] "
-                  "[--budget SIZE] [--csv FILE] [--bind auto|core|none] [--win shared|alloc]\n",
+                  "[--coll-iters N] [--budget SIZE] [--csv FILE] [--bind auto|core|none] [--win shared|alloc]\n",
           prog, msg, prog);
   exit(2);
 }
@@ -52,7 +52,7 @@ static inline size_t parse_size(const char *s, int *ok) {
 }
 
 static inline void parse_opts(int argc, char **argv, opts_t *o) {
-  *o = (opts_t){.begin = 8, .end = 64 << 20, .budget = 256 << 20, .factor = 2, .iters = 10000, .warmup = 100,
+  *o = (opts_t){.begin = 8, .end = 64 << 20, .budget = 128 << 20, .factor = 2, .iters = 10000, .coll_iters = 1000, .warmup = 100,
                 .reps = 5, .window = 64, .csv = NULL, .bind = 1};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
@@ -69,6 +69,7 @@ static inline void parse_opts(int argc, char **argv, opts_t *o) {
     else if (!strcmp(a, "--budget")) o->budget = parse_size(v, &ok);
     else if (!strcmp(a, "-f")) o->factor = atol(v);
     else if (!strcmp(a, "-i")) o->iters = atol(v);
+    else if (!strcmp(a, "--coll-iters")) o->coll_iters = atol(v);
     else if (!strcmp(a, "-w")) o->warmup = atol(v);
     else if (!strcmp(a, "-r")) o->reps = atol(v);
     else if (!strcmp(a, "-W")) o->window = atol(v);
@@ -81,6 +82,7 @@ static inline void parse_opts(int argc, char **argv, opts_t *o) {
   if (o->begin == 0 || o->begin > o->end) usage_exit(argv[0], "need 0 < begin <= end");
   if (o->factor < 2) o->factor = 2;
   if (o->iters < 1) o->iters = 1;
+  if (o->coll_iters < 1) o->coll_iters = 1;
   if (o->reps < 1) o->reps = 1;
   if (o->window < 1) o->window = 1;
   if (o->warmup < 0) o->warmup = 0;
@@ -95,11 +97,12 @@ static inline int selected(const opts_t *o, const char *name, const char *group)
 
 typedef struct { long iters, warmup, window; } plan_t;
 
-/* stats::plan */
-static inline plan_t make_plan(size_t bytes_per_op, size_t size, const opts_t *o, int windowed) {
+/* stats::plan; bench::plan_of caps collectives and ops (coll != 0) at --coll-iters */
+static inline plan_t make_plan_c(size_t bytes_per_op, size_t size, const opts_t *o, int windowed, int coll) {
   plan_t p;
   size_t by_budget = o->budget / (bytes_per_op ? bytes_per_op : 1);
-  long it = (long)(by_budget < (size_t)o->iters ? by_budget : (size_t)o->iters);
+  long max_it = coll && o->coll_iters < o->iters ? o->coll_iters : o->iters;
+  long it = (long)(by_budget < (size_t)max_it ? by_budget : (size_t)max_it);
   if (it < 2) it = 2;
   long w = 1;
   if (windowed) {
@@ -110,6 +113,9 @@ static inline plan_t make_plan(size_t bytes_per_op, size_t size, const opts_t *o
   p.window = w;
   p.warmup = o->warmup < p.iters ? o->warmup : p.iters;
   return p;
+}
+static inline plan_t make_plan(size_t bytes_per_op, size_t size, const opts_t *o, int windowed) {
+  return make_plan_c(bytes_per_op, size, o, windowed, 0);
 }
 
 static inline double now_s(void) {
@@ -246,7 +252,8 @@ static inline void run_benches(const runner_t *r, const bench_t *list, int nb) {
     if (!selected(o, b->name, b->group) || r->n < b->min_pes) continue;
     for (size_t size = b->fixed == SWEEP ? o->begin : b->fixed;; size *= (size_t)o->factor) {
       size_t bytes = b->bytes_times_n ? size * (size_t)r->n : size;
-      plan_t p = make_plan(bytes, size, o, b->windowed);
+      int coll = !strcmp(b->group, "coll") || !strcmp(b->group, "ops");
+      plan_t p = make_plan_c(bytes, size, o, b->windowed, coll);
       cur_bench = b->name;
       cur_size = size;
       r->barrier();

@@ -121,12 +121,17 @@ pub fn sizes_of(b: &Bench, opts: &Opts) -> Vec<usize> {
     }
 }
 
-/// The iteration plan of `b` at `size` with `n` PEs.
+/// The iteration plan of `b` at `size` with `n` PEs (collectives and ops: at most `--coll-iters` operations).
 pub fn plan_of(b: &Bench, opts: &Opts, size: usize, n: usize) -> Plan {
+    let max_iters = if b.group == "coll" || b.group == "ops" {
+        opts.iters.min(opts.coll_iters)
+    } else {
+        opts.iters
+    };
     stats::plan(
         (b.bytes)(size, n),
         size,
-        opts.iters,
+        max_iters,
         opts.warmup,
         opts.budget,
         opts.window,
@@ -203,7 +208,7 @@ pub fn run(sh: &Shmem, opts: &Opts, benches: &[Bench]) -> Result<Vec<Record>> {
                 let (med, min) = (stats::median(&per_rep), stats::min(&per_rep));
                 let bytes = (b.bytes)(size, n) as f64;
                 let r = Record {
-                    imp: "xpushmem".into(),
+                    imp: opts.label.clone(),
                     bench: b.name.into(),
                     npes: n,
                     size,

@@ -27,6 +27,8 @@ pub struct Opts {
     pub factor: usize,
     /// Timed operations per repeat at small sizes (`-i`); large sizes run fewer (see `budget`).
     pub iters: usize,
+    /// Cap of the timed operations per repeat of the collectives and ops (`--coll-iters`, like OSU's 1000).
+    pub coll_iters: usize,
     /// Warm-up operations before the repeats (`-w`).
     pub warmup: usize,
     /// Repeats per size (`-r`); the median and minimum over them are reported.
@@ -43,6 +45,8 @@ pub struct Opts {
     pub quiet: bool,
     /// Test hook: corrupt the data each benchmark validates, to prove that validation fails loudly.
     pub inject_fault: bool,
+    /// The `impl` column of the CSV (default `xpushmem`; e.g. a label for a run with non-default settings).
+    pub label: String,
 }
 
 impl Default for Opts {
@@ -53,14 +57,16 @@ impl Default for Opts {
             end: 64 << 20,
             factor: 2,
             iters: 10000,
+            coll_iters: 1000,
             warmup: 100,
             reps: 5,
             window: 64,
-            budget: 256 << 20,
+            budget: 128 << 20,
             csv: None,
             bind: Bind::Auto,
             quiet: false,
             inject_fault: false,
+            label: "xpushmem".into(),
         }
     }
 }
@@ -73,11 +79,13 @@ usage: xpushmem-run -n N xpushmem-perf [run] [BENCH|GROUP ...] [options]
   -e SIZE       largest message size (default 64M)
   -f N          size factor (default 2)
   -i N          timed operations per repeat at small sizes (default 10000)
+  --coll-iters N  at most this many timed calls per repeat for collectives and ops (default 1000)
   -w N          warm-up operations (default 100)
   -r N          repeats per size; median and min are reported (default 5)
   -W N          window of non-blocking operations in the bandwidth benchmarks (default 64)
-  --budget SIZE bytes one repeat moves at most; large sizes run budget/size operations (default 256M, min 2)
+  --budget SIZE bytes one repeat moves at most; large sizes run budget/size operations (default 128M, min 2)
   --csv FILE    also write the results as CSV (PE 0)
+  --label NAME  the impl column of the CSV (default xpushmem)
   --bind MODE   auto (default: one core per PE if PEs <= CPUs, like Open MPI), core, none
   --quiet       no table output
 other commands: xpushmem-perf list | report ... | plot ...   (xpushmem-perf help)";
@@ -112,11 +120,13 @@ impl Opts {
                 "-e" => o.end = size(i)?,
                 "-f" => o.factor = count(i, 2)?,
                 "-i" => o.iters = count(i, 1)?,
+                "--coll-iters" => o.coll_iters = count(i, 1)?,
                 "-w" => o.warmup = count(i, 0)?,
                 "-r" => o.reps = count(i, 1)?,
                 "-W" => o.window = count(i, 1)?,
                 "--budget" => o.budget = size(i)?,
                 "--csv" => o.csv = Some(val(i)?.into()),
+                "--label" => o.label = val(i)?,
                 "--bind" => {
                     let v = val(i)?;
                     o.bind = match v.as_str() {
