@@ -16,10 +16,12 @@ import os
 import tempfile
 import traceback
 import unittest
+from datetime import timedelta
 from multiprocessing.connection import Connection
 from typing import Any, Callable
 
 DEFAULT_TIMEOUT_S = float(os.environ.get("XPUSHMEM_TEST_TIMEOUT_S", "180"))
+PG_TIMEOUT_S = float(os.environ.get("XPUSHMEM_TEST_PG_TIMEOUT_S", "120"))
 STARTUP_TIMEOUT_S = float(os.environ.get("XPUSHMEM_TEST_STARTUP_TIMEOUT_S", "240"))
 
 
@@ -82,6 +84,7 @@ def _worker(rank: int, world_size: int, device_type: str, backend: str, store_pa
             store=dist.FileStore(store_path, world_size),
             rank=rank,
             world_size=world_size,
+            timeout=timedelta(seconds=PG_TIMEOUT_S),  # a collective fails before the harness kills the pool
         )
         import xpushmem.torch  # noqa: F401  (registers the backend before any test code runs)
 

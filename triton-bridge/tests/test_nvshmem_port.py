@@ -62,6 +62,8 @@ def _pool_tensors(ctx: RankContext, make):  # noqa: ANN001, ANN202
         made = make()
         tensors = made if isinstance(made, tuple) else (made,)
         out = tuple(symm_mem.empty(t.shape, dtype=t.dtype, device=ctx.device).copy_(t) for t in tensors)
+        # The copies are made after the (collective) allocation: no peer may touch them before they are done.
+        dist.barrier()
         return out if isinstance(made, tuple) else out[0]
     dm = torch.get_device_module(ctx.device_type)
     mempool = dm.MemPool(symm_mem.get_mempool_allocator(ctx.device))
@@ -621,9 +623,14 @@ def a2a_all_to_all_vdev_2d_offset(ctx: RankContext) -> None:
     ]
     send = [torch.cat(row) for row in zip(*per_expert)]
     recv_sizes = out_splits.reshape(w, ne).sum(1)
-    recv = [torch.empty(recv_sizes[r].item(), dtype=dtype, device=ctx.device) for r in range(w)]
-    dist.all_to_all(recv, send)
-    expected = torch.cat(recv)
+    if ctx.backend == "gloo":
+        # gloo's all_to_all needs equal sizes; the same exchange as one all_to_all_single with split sizes.
+        expected = torch.empty(int(recv_sizes.sum().item()), dtype=dtype, device=ctx.device)
+        dist.all_to_all_single(expected, torch.cat(send), recv_sizes.tolist(), [c.numel() for c in send])
+    else:
+        recv = [torch.empty(recv_sizes[r].item(), dtype=dtype, device=ctx.device) for r in range(w)]
+        dist.all_to_all(recv, send)
+        expected = torch.cat(recv)
     out_numel = out_splits.sum().item()
     ctx.assertEqual(expected.shape[0], out_numel)
     torch.testing.assert_close(expected, out[:out_numel])

@@ -241,6 +241,36 @@ std::shared_ptr<GroupRanks> group_ranks(const std::string& name) {
   return g;
 }
 
+// The first rendezvous of an allocation on a group is a synchronisation point of the group (as with NVSHMEM,
+// whose rendezvous all-gathers over the store): when it returns, every rank of the group has made the allocation
+// and entered the rendezvous, so peers' buffers and signal pads may be used. The ranks also check that they
+// agree on the group's global PEs.
+void rendezvous_sync(const std::string& name, const GroupRanks& g) {
+  static std::mutex mu;
+  static auto* seqs = new std::unordered_map<std::string, uint64_t>();
+  uint64_t seq;
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    seq = (*seqs)[name]++;
+  }
+  if (g.global.size() == 1) return;
+  auto pg = resolve_group(name);
+  auto store = pg->getStore();
+  TORCH_CHECK(store, "xpushmem: process group '", name, "' has no store for the rendezvous");
+  const std::string prefix = "xpushmem/torch/rdv/" + name + "/" + std::to_string(seq) + "/";
+  std::string mine;
+  for (int pe : g.global) mine += std::to_string(pe) + ",";
+  store->set(prefix + std::to_string(g.rank), std::vector<uint8_t>(mine.begin(), mine.end()));
+  std::vector<std::string> keys;
+  for (size_t r = 0; r < g.global.size(); ++r) keys.push_back(prefix + std::to_string(r));
+  auto all = store->multiGet(keys);
+  for (size_t r = 0; r < all.size(); ++r) {
+    TORCH_CHECK(std::string(all[r].begin(), all[r].end()) == mine, "xpushmem: rendezvous on group ", name,
+                ": rank ", r, " sees the group as PEs [", std::string(all[r].begin(), all[r].end()),
+                "], this rank as [", mine, "]");
+  }
+}
+
 // ---------------------------------------------------------------------------------------- allocations ----
 struct Block {
   void* base = nullptr;
@@ -432,11 +462,13 @@ void* XpAllocator::alloc(size_t size, int device_idx, const std::optional<std::s
   void* base = xpushmem_align(kAlign, pad_off + pad_size);
   TORCH_CHECK(base != nullptr, "xpushmem: symmetric allocation of ", size, " bytes (+", pad_size,
               " bytes of signal pad) failed: ", last_error());
-  // The signal pad starts zeroed (it may reuse memory of a freed allocation).
+  // The signal pad starts zeroed (it may reuse memory of a freed allocation), on every rank before any rank can
+  // signal into it: zero, then a barrier (a peer may rendezvous and signal as soon as its alloc returns).
   std::vector<uint8_t> zeros(pad_size, 0);
   check_rc(xpushmem_putmem(static_cast<char*>(base) + pad_off, zeros.data(), pad_size, my_pe()),
            "xpushmem_putmem (zeroing the signal pad)");
   check_rc(xpushmem_quiet(), "xpushmem_quiet");
+  check_rc(xpushmem_barrier_all(), "xpushmem_barrier_all");
   auto b = std::make_shared<Block>();
   b->base = base;
   b->size = size;
@@ -541,6 +573,7 @@ c10::intrusive_ptr<sm::SymmetricMemory> XpAllocator::rendezvous(void* ptr,
     }
   }
   auto g = group_ranks(group);  // collective over the group the first time
+  rendezvous_sync(group, *g);  // collective every time, like NVSHMEM's per-allocation exchange
   auto info = std::make_shared<PeerInfo>();
   info->block = b;
   info->group = group;
@@ -621,7 +654,11 @@ int32_t dtype_code(c10::ScalarType t, const char* arg) {
     case at::kShort: return 6;
     case at::kInt: return 7;
     case at::kLong: return 8;
-    case at::kBool: return 5;  // one byte, copied as bytes
+    // Unsigned and boolean types move like the signed type of their width (data movement, signal pads).
+    case at::kBool: return 5;
+    case at::kUInt16: return 6;
+    case at::kUInt32: return 7;
+    case at::kUInt64: return 8;
     default:
       TORCH_CHECK(false, "xpushmem: ", arg, " has dtype ", t, ", which the xpushmem ops do not support");
   }
