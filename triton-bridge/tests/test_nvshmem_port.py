@@ -329,7 +329,33 @@ def sm_get(ctx: RankContext) -> None:
     dist.barrier()
 
 
+def sm_errors_are_runtime_errors(ctx: RankContext) -> None:
+    """Beyond upstream: misuse raises RuntimeError with xpushmem's message, and the ranks stay usable."""
+    _init_device(ctx)
+    peer = (ctx.rank + 1) % ctx.world_size
+    plain = torch.ones(16, device=ctx.device)  # not symmetric memory
+    with ctx.assertRaisesRegex(RuntimeError, r"xpushmem_ops_nvshmem_put: .*is not symmetric"):
+        torch.ops.symm_mem.nvshmem_put(plain, peer)
+    with ctx.assertRaisesRegex(RuntimeError, "not inside a symmetric allocation"):
+        symm_mem.rendezvous(plain, group=_world())
+    t = symm_mem.empty(16, device=ctx.device).fill_(ctx.rank)
+    with ctx.assertRaisesRegex(RuntimeError, "peer must be smaller than world size"):
+        torch.ops.symm_mem.nvshmem_put(t, ctx.world_size)
+    with ctx.assertRaisesRegex(RuntimeError, "root must be smaller than group size"):
+        torch.ops.symm_mem.nvshmem_broadcast(t, ctx.world_size, _world())
+    with ctx.assertRaisesRegex(RuntimeError, "xpushmem_ops_tile_reduce: .*reduce_op"):
+        tile = symm_mem.empty(4, 4, device=ctx.device)
+        torch.ops.symm_mem.tile_reduce(tile, tile, 0, _world(), "max")
+    # Still usable: a collective op after the errors.
+    torch.ops.symm_mem.nvshmem_broadcast(t, 0, _world())
+    ctx.assertEqual(t, torch.zeros(16, device=ctx.device))
+    dist.barrier()
+
+
 class NVSHMEMSymmetricMemoryTest:
+    def test_errors_are_runtime_errors(self, pool: RankPool) -> None:
+        pool.run(sm_errors_are_runtime_errors)
+
     def test_alloc(self, pool: RankPool) -> None:
         pool.run(sm_alloc)
 

@@ -39,6 +39,13 @@
 
 #include "xpushmem.h"
 
+// XPU builds of torch: the MemPool allocator (torch.xpu.MemPool(symm_mem.get_mempool_allocator("xpu")) and the
+// implicit pool of symm_mem.empty) needs torch's XPUPluggableAllocator, which needs the SYCL headers. The Python
+// loader defines XPUSHMEM_TORCH_WITH_XPU when it finds them next to an XPU torch.
+#if defined(XPUSHMEM_TORCH_WITH_XPU)
+#include <torch/csrc/xpu/XPUPluggableAllocator.h>
+#endif
+
 // ---------------------------------------------------------------------------------------------------------------
 // The xpushmem-ops C ABI (ops/src/capi.rs). libxpushmem.so exports it when the ops crate is linked into it; the
 // references are weak so that this shim still loads (and reports precisely what is missing) when it is not.
@@ -895,6 +902,29 @@ void register_kernels(c10::DispatchKey key) {
   libraries().push_back(std::move(lib));
 }
 
+#if defined(XPUSHMEM_TORCH_WITH_XPU)
+// symm_mem's MemPool allocator for XPU: segments come from the xpushmem XPU allocator (so a MemPool's tensors
+// are symmetric; like any symmetric allocation, the pool must grow in the same order on every rank).
+void register_xpu_mempool_allocator() {
+  auto pluggable = torch::xpu::XPUPluggableAllocator::createCustomAllocator(
+      [](size_t size, int device, sycl::queue* /*queue*/) -> void* {
+        return allocator_for(c10::DeviceType::XPU)->alloc(size, device, std::nullopt);
+      },
+      [](void* ptr, size_t /*size*/, int /*device*/, sycl::queue* /*queue*/) {
+        allocator_for(c10::DeviceType::XPU)->free(ptr);
+      });
+  sm::register_mempool_allocator(c10::DeviceType::XPU, pluggable);
+}
+#endif
+
+bool xpu_mempool_supported() {
+#if defined(XPUSHMEM_TORCH_WITH_XPU)
+  return true;
+#else
+  return false;
+#endif
+}
+
 // Register the allocators and kernels. CPU always; XPU when `xpu` (the torch build has XPU). Idempotent.
 // The "NVSHMEM" name is advertised for the XPU allocator when XPU is registered (so set_backend("NVSHMEM")
 // selects it there), else for the CPU one; the CPU allocator is in any case the CPU backend.
@@ -912,6 +942,9 @@ void install(bool xpu) {
     if (sel != nullptr && std::string(sel) == kBackendName) {
       sm::register_allocator(c10::DeviceType::XPU, allocator_for(c10::DeviceType::XPU));
     }
+#if defined(XPUSHMEM_TORCH_WITH_XPU)
+    register_xpu_mempool_allocator();
+#endif
     installed_keys().insert("XPU");
   }
   sm::register_availability(kBackendName, xpu ? allocator_for(c10::DeviceType::XPU)
@@ -941,6 +974,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         "Register the NVSHMEM-named allocators and the symm_mem kernels (CPU; XPU when xpu=True).");
   m.def("missing_ops_symbols", &missing_ops_symbols,
         "xpushmem-ops C functions that libxpushmem.so does not export (empty when complete).");
+  m.def("xpu_mempool_supported", &xpu_mempool_supported,
+        "Whether this build registers the XPU MemPool allocator (needs the SYCL headers at build time).");
   m.def("runtime_started", []() { return runtime().up; });
   m.def("my_pe", []() { return runtime().up ? runtime().my_pe : -1; });
   m.def("n_pes", []() { return runtime().up ? runtime().n_pes : 0; });

@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sys
+import warnings
 from pathlib import Path
 from types import ModuleType
 
@@ -56,6 +58,14 @@ def _xpu_built() -> bool:
     return bool(xpu is not None and getattr(xpu, "_is_compiled", lambda: False)())
 
 
+def _sycl_include_dirs() -> list[str]:
+    """SYCL headers for the XPU MemPool allocator: $XPUSHMEM_SYCL_INCLUDE, else oneAPI's $CMPLR_ROOT/include."""
+    candidates = [os.environ.get("XPUSHMEM_SYCL_INCLUDE", "")]
+    if os.environ.get("CMPLR_ROOT"):
+        candidates.append(os.path.join(os.environ["CMPLR_ROOT"], "include"))
+    return [c for c in candidates if c and os.path.exists(os.path.join(c, "sycl", "sycl.hpp"))]
+
+
 def _build_dir(libdir: Path) -> Path:
     env = os.environ.get("XPUSHMEM_TORCH_BUILD_DIR")
     if env:
@@ -73,15 +83,31 @@ def _load() -> ModuleType:
     build = _build_dir(libdir)
     build.mkdir(parents=True, exist_ok=True)
     # cpp_extension runs ninja from PATH; a venv's ninja is next to its python.
-    venv_bin = str(Path(os.sys.executable).parent)
+    venv_bin = str(Path(sys.executable).parent)
     if venv_bin not in os.environ.get("PATH", "").split(os.pathsep):
         os.environ["PATH"] = venv_bin + os.pathsep + os.environ.get("PATH", "")
+    cflags = ["-O2", "-Wall", "-Wno-unused-function"]
+    includes = [str(include_dir())]
+    ldflags = [f"-L{libdir}", "-lxpushmem", f"-Wl,-rpath,{libdir}"]
+    name = "xpushmem_torch_shim"
+    sycl = _sycl_include_dirs() if _xpu_built() else []
+    if sycl:
+        cflags.append("-DXPUSHMEM_TORCH_WITH_XPU")
+        includes += sycl
+        ldflags.append("-ltorch_xpu")
+        name += "_xpu"
+    elif _xpu_built():
+        warnings.warn(
+            "xpushmem.torch: no SYCL headers found (set XPUSHMEM_SYCL_INCLUDE or source oneAPI's setvars.sh): the "
+            "XPU MemPool allocator is not registered; set TORCH_SYMMMEM_IMPLICIT_POOL=0 for symm_mem.empty on XPU",
+            stacklevel=2,
+        )
     return cpp_extension.load(
-        name="xpushmem_torch_shim",
+        name=name,
         sources=[str(_SOURCE)],
-        extra_include_paths=[str(include_dir())],
-        extra_cflags=["-O2", "-Wall", "-Wno-unused-function"],
-        extra_ldflags=[f"-L{libdir}", "-lxpushmem", f"-Wl,-rpath,{libdir}"],
+        extra_include_paths=includes,
+        extra_cflags=cflags,
+        extra_ldflags=ldflags,
         build_directory=str(build),
         with_cuda=False,
         verbose=os.environ.get("XPUSHMEM_TORCH_VERBOSE") == "1",
