@@ -177,6 +177,13 @@ void ensure_runtime(c10::DeviceType dev, int device_idx) {
     check_rc(xpushmemx_set_attr_uniqueid_args(rank, size, &uid, &attr), "xpushmemx_set_attr_uniqueid_args");
     check_rc(xpushmemx_init_attr(XPUSHMEMX_INIT_WITH_UNIQUEID, &attr), "xpushmemx_init_attr");
   }
+  // A heap chosen by the user (XPUSHMEM_HEAP, or a runtime started outside torch) must suit this device.
+  if (const char* heap = std::getenv("XPUSHMEM_HEAP")) {
+    const bool host = std::string(heap) == "host";
+    TORCH_CHECK(host == (dev == c10::DeviceType::CPU), "xpushmem: XPUSHMEM_HEAP=", heap, " cannot hold ",
+                c10::DeviceTypeName(dev), " tensors (", dev == c10::DeviceType::CPU ? "host" : "device",
+                " heap needed)");
+  }
   // Errors must come back as codes (RuntimeError in Python), never abort the interpreter.
   check_rc(xpushmemx_set_error_mode(XPUSHMEMX_ERROR_MODE_RETURN), "xpushmemx_set_error_mode");
   rt.my_pe = xpushmem_my_pe();
@@ -926,9 +933,10 @@ bool xpu_mempool_supported() {
 }
 
 // Register the allocators and kernels. CPU always; XPU when `xpu` (the torch build has XPU). Idempotent.
-// The "NVSHMEM" name is advertised for the XPU allocator when XPU is registered (so set_backend("NVSHMEM")
-// selects it there), else for the CPU one; the CPU allocator is in any case the CPU backend.
-void install(bool xpu) {
+// The "NVSHMEM" name (symm_mem.set_backend("NVSHMEM")) is advertised for the XPU allocator when XPU is
+// registered, else for the CPU one when `advertise_cpu` (false on a machine whose CUDA NVSHMEM backend owns the
+// name); the CPU allocator is in any case the CPU backend.
+void install(bool xpu, bool advertise_cpu) {
   std::lock_guard<std::mutex> lk(g_install_mu);
   if (!installed_keys().count("CPU")) {
     sm::register_allocator(c10::DeviceType::CPU, allocator_for(c10::DeviceType::CPU));
@@ -947,8 +955,11 @@ void install(bool xpu) {
 #endif
     installed_keys().insert("XPU");
   }
-  sm::register_availability(kBackendName, xpu ? allocator_for(c10::DeviceType::XPU)
-                                              : allocator_for(c10::DeviceType::CPU));
+  if (xpu) {
+    sm::register_availability(kBackendName, allocator_for(c10::DeviceType::XPU));
+  } else if (advertise_cpu) {
+    sm::register_availability(kBackendName, allocator_for(c10::DeviceType::CPU));
+  }
 }
 
 // A tensor over `numel` elements of `base`'s allocation starting `byte_offset` bytes in, with its own storage
@@ -970,7 +981,7 @@ at::Tensor tensor_inside(const at::Tensor& base, int64_t byte_offset, int64_t nu
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   using namespace xpushmem_torch;
   m.doc() = "xpushmem's PyTorch symmetric-memory backend and symm_mem kernels (CPU, XPU)";
-  m.def("install", &install, py::arg("xpu"),
+  m.def("install", &install, py::arg("xpu"), py::arg("advertise_cpu"),
         "Register the NVSHMEM-named allocators and the symm_mem kernels (CPU; XPU when xpu=True).");
   m.def("missing_ops_symbols", &missing_ops_symbols,
         "xpushmem-ops C functions that libxpushmem.so does not export (empty when complete).");

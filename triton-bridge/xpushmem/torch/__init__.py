@@ -115,7 +115,8 @@ def _load() -> ModuleType:
 
 
 shim: ModuleType = _load()
-shim.install(xpu=_xpu_built())
+# On a CUDA machine, torch's own NVSHMEM backend keeps the "NVSHMEM" name; the CPU backend is registered anyway.
+shim.install(xpu=_xpu_built(), advertise_cpu=not torch.cuda.is_available())
 
 
 def missing_ops() -> list[str]:
