@@ -5,7 +5,7 @@
 //! the same test function sees `XPUSHMEM_TEST_CASE` naming it, initialises the runtime and runs the body; the
 //! parent asserts that every PE exited with 0 and shows each PE's output otherwise.
 //!
-//! ```ignore
+//! ```no_run
 //! xpushmem_tests::pe_test!(ring, [_1pe = 1, _2pe = 2, _4pe = 4], |sh| {
 //!     let x = sh.calloc::<u64>(1)?.at(0)?;
 //!     sh.p(x, 7, (sh.my_pe() + 1) % sh.n_pes())?;
