@@ -8,3 +8,4 @@
 //! in the target directory. Rust code uses `xpushmem-ffi-core` (or the runtime) directly.
 
 pub use xpushmem_ffi_core;
+pub mod ops;
