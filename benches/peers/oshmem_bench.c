@@ -374,7 +374,7 @@ int main(int argc, char **argv) {
   dst = aligned_alloc(4096, local);
   expect = aligned_alloc(4096, local);
   if (!A || !B || !words || !times || !psync || !psync2 || !pwrk || !src || !dst || !expect) {
-    fprintf(stderr, "oshmem_bench: out of memory (symmetric %zu x 2)\n", big);
+    fprintf(stderr, "oshmem_bench: out of memory (symmetric %zu x 2; Open MPI's heap size is SHMEM_SYMMETRIC_HEAP_SIZE)\n", big);
     shmem_global_exit(1);
   }
   shmem_barrier_all();
