@@ -20,6 +20,8 @@ fn with_runtime(f: &mut dyn FnMut(&Shmem)) -> bool {
 
 extern "C" fn use_library_runtime() {
     xpushmem_ops::capi::set_runtime_access(Some(with_runtime));
+    // Groups are registered on a runtime; a finalize (and a later re-init) must not reuse them.
+    xpushmem_ffi_core::state::on_finalize(xpushmem_ops::capi::reset_groups);
 }
 
 // Runs when the library is loaded, before any xpushmem_ops_* call can be made.

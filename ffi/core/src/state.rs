@@ -53,9 +53,27 @@ pub fn init(attr: InitAttr, abort_default: bool) -> Result<(), Failure> {
     Ok(())
 }
 
+/// Functions to run at finalize, e.g. to drop caches built on the finalized runtime.
+static FINALIZE_HOOKS: Mutex<Vec<fn()>> = Mutex::new(Vec::new());
+
+/// Run `hook` at every finalize (once per registration).
+pub fn on_finalize(hook: fn()) {
+    FINALIZE_HOOKS
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .push(hook);
+}
+
 /// Finalize the running instance (collective). A no-op when none is running.
 pub fn finalize() -> Result<(), Failure> {
     crate::teams::forget_all();
+    for hook in FINALIZE_HOOKS
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter()
+    {
+        hook();
+    }
     let sh = RT.write().unwrap_or_else(|p| p.into_inner()).take();
     *SIZES.lock().unwrap_or_else(|p| p.into_inner()) = None;
     match sh {
