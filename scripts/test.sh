@@ -26,8 +26,19 @@ rc=${PIPESTATUS[0]}
 echo "== MPI bootstrap under mpirun (feature mpi)"
 cargo test --no-fail-fast -p xpushmem-tests --features mpi --test mpi_bootstrap 2>&1 | tee -a target/test.log
 rc_mpi=${PIPESTATUS[0]}
+echo "== Python: the PyTorch drop-in (ported test_nvshmem.py suites on CPU, gloo, 2 and 4 ranks)"
+XPUSHMEM_LIB_DIR="$repo/target/debug" bash scripts/test-python.sh 2>&1 | tee target/test-python.log
+rc_py=${PIPESTATUS[0]}
 set -e
-summary=$(grep -E '^test result:' target/test.log | awk '{p+=$4; f+=$6; i+=$8} END {print p" passed, "f" failed, "i" skipped"}')
+summary=$(
+    {
+        grep -E '^test result:' target/test.log | awk '{print $4, $6, $8}'
+        # pytest's closing line, e.g. "=== 118 passed, 1 skipped in 74.93s ==="
+        tail -n 5 target/test-python.log | grep -E '[0-9]+ (passed|failed)' | tail -n 1 |
+            awk '{p=0; f=0; s=0; for (i = 1; i < NF; i++) { if ($(i+1) ~ /^passed/) p=$i; if ($(i+1) ~ /^failed/) f=$i;
+                  if ($(i+1) ~ /^skipped/) s=$i }; print p, f, s}'
+    } | awk '{p+=$1; f+=$2; s+=$3} END {print p" passed, "f" failed, "s" skipped"}'
+)
 echo "== $(( $(date +%s) - start ))s"
 echo "tests: $summary"
-[[ $rc -eq 0 && $rc_mpi -eq 0 ]]
+[[ $rc -eq 0 && $rc_mpi -eq 0 && $rc_py -eq 0 ]]
