@@ -234,7 +234,7 @@ pub const SPECS: &[Spec] = &[
     Spec {
         id: "team_barrier",
         title: "team barrier latency (team of all PEs)",
-        what: "xpushmem `team_sync`/barrier on a team of all PEs; Open MPI SHMEM 1.4 `shmem_barrier` over the active set of all PEs (no teams in 1.4); `MPI_Barrier` on a duplicate of `MPI_COMM_WORLD`.",
+        what: "xpushmem `team_barrier` on `team_world()`; Open MPI SHMEM 1.4 `shmem_barrier` over the active set of all PEs (no teams in 1.4); `MPI_Barrier` on a duplicate of `MPI_COMM_WORLD`.",
         metric: Metric::Lat,
         xp: "team_barrier",
         npes: &[2, 4],
@@ -248,7 +248,7 @@ pub const SPECS: &[Spec] = &[
     Spec {
         id: "bcast",
         title: "broadcast latency (root PE 0)",
-        what: "OSU style: each call timed alone, a barrier between calls, slowest PE. xpushmem team `broadcast`; Open MPI SHMEM `shmem_broadcast64`; `MPI_Bcast`. Size = bytes broadcast.",
+        what: "OSU style: each call timed alone, a barrier between calls, slowest PE. xpushmem `broadcast` on `team_world()`; Open MPI SHMEM `shmem_broadcast64`; `MPI_Bcast`. Size = bytes broadcast.",
         metric: Metric::Lat,
         xp: "bcast",
         npes: &[2, 4],
@@ -262,7 +262,7 @@ pub const SPECS: &[Spec] = &[
     Spec {
         id: "alltoall",
         title: "all-to-all latency",
-        what: "OSU style. xpushmem team `alltoall`; Open MPI SHMEM `shmem_alltoall64`; `MPI_Alltoall`. Size = bytes per destination PE.",
+        what: "OSU style. xpushmem `alltoall` on `team_world()`; Open MPI SHMEM `shmem_alltoall64`; `MPI_Alltoall`. Size = bytes per destination PE.",
         metric: Metric::Lat,
         xp: "alltoall",
         npes: &[2, 4],
@@ -276,7 +276,7 @@ pub const SPECS: &[Spec] = &[
     Spec {
         id: "fcollect",
         title: "fcollect (allgather) latency",
-        what: "OSU style. xpushmem team `fcollect`; Open MPI SHMEM `shmem_fcollect64`; `MPI_Allgather`. Size = bytes contributed per PE.",
+        what: "OSU style. xpushmem `fcollect` on `team_world()`; Open MPI SHMEM `shmem_fcollect64`; `MPI_Allgather`. Size = bytes contributed per PE.",
         metric: Metric::Lat,
         xp: "fcollect",
         npes: &[2, 4],
@@ -290,7 +290,7 @@ pub const SPECS: &[Spec] = &[
     Spec {
         id: "reduce_sum",
         title: "sum reduction (to all) latency, int64",
-        what: "OSU style. xpushmem team `sum_reduce` on int64; Open MPI SHMEM `shmem_long_sum_to_all`; `MPI_Allreduce(MPI_SUM)` on `MPI_INT64_T`. Size = bytes per PE.",
+        what: "OSU style. xpushmem `reduce(ReduceOp::Sum)` on int64 over `team_world()`; Open MPI SHMEM `shmem_long_sum_to_all`; `MPI_Allreduce(MPI_SUM)` on `MPI_INT64_T`. Size = bytes per PE.",
         metric: Metric::Lat,
         xp: "reduce_sum",
         npes: &[2, 4],
