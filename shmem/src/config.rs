@@ -66,8 +66,8 @@ pub const VARS: &[VarSpec] = &[
     },
     VarSpec {
         name: "XPUSHMEM_SPIN_COUNT",
-        default: "4000",
-        doc: "busy-poll iterations of a wait before it starts yielding",
+        default: "auto",
+        doc: "busy-poll iterations of a wait before it starts yielding; auto: 4000 when every PE of the node has a CPU of its own, 0 when the node is oversubscribed (a spinning PE would hold the CPU its partner needs)",
     },
     VarSpec {
         name: "XPUSHMEM_YIELD_COUNT",
@@ -159,8 +159,8 @@ pub struct Config {
     pub log: String,
     /// Bootstrap method name.
     pub bootstrap: String,
-    /// Wait back-off: spins before yielding.
-    pub spin_count: u32,
+    /// Wait back-off: spins before yielding; `None` = auto (decided at init from the node's PE and CPU counts).
+    pub spin_count: Option<u32>,
     /// Wait back-off: yields before sleeping.
     pub yield_count: u32,
     /// Wait back-off: longest sleep.
@@ -286,7 +286,10 @@ impl Config {
                 &["off", "error", "warn", "info", "debug", "trace"],
             )?,
             bootstrap: parse_choice("XPUSHMEM_BOOTSTRAP", &["auto", "uid", "mpi", "single"])?,
-            spin_count: to_u32("XPUSHMEM_SPIN_COUNT")?,
+            spin_count: match raw("XPUSHMEM_SPIN_COUNT").trim() {
+                "auto" => None,
+                _ => Some(to_u32("XPUSHMEM_SPIN_COUNT")?),
+            },
             yield_count: to_u32("XPUSHMEM_YIELD_COUNT")?,
             sleep_max: Duration::from_micros(sleep_us),
             abort_on_error: parse_choice("XPUSHMEM_ERROR_MODE", &["return", "abort"])? == "abort",

@@ -316,6 +316,8 @@ pub struct Shmem {
     finalized: AtomicBool,
     /// Set once a wait failed (timeout, lost peer): finalize then skips its barrier instead of waiting again.
     broken: AtomicBool,
+    /// Busy-poll iterations of a wait before it yields (XPUSHMEM_SPIN_COUNT, or chosen from the node's load).
+    spin_count: u64,
     _arena: Arena,
 }
 
@@ -467,6 +469,19 @@ impl Shmem {
         let (watch, _unwatchable) = PeerWatch::new(&peers);
 
         let heap = Allocator::new(cfg.symmetric_size);
+        let cpus = std::thread::available_parallelism().map_or(1, |c| c.get());
+        let spin_count = match cfg.spin_count {
+            Some(n) => n as u64,
+            None if local.len() > cpus => 0,
+            None => 4000,
+        };
+        tracing::debug!(
+            pe = me,
+            node_pes = local.len(),
+            cpus,
+            spin_count,
+            "wait back-off"
+        );
         let sh = Shmem {
             me,
             n,
@@ -484,6 +499,7 @@ impl Shmem {
             thread_level: attr.thread_level,
             finalized: AtomicBool::new(false),
             broken: AtomicBool::new(false),
+            spin_count,
             _arena: arena,
         };
         sh.sys_local()
@@ -681,8 +697,9 @@ impl Shmem {
         detail: &dyn Fn() -> String,
         mut ready: impl FnMut() -> Result<bool>,
     ) -> Result<()> {
-        let start = Instant::now();
-        let spins = self.cfg.spin_count as u64;
+        // The clock is read only once the wait stops spinning: most waits end before that.
+        let mut start: Option<Instant> = None;
+        let spins = self.spin_count;
         let yields = spins + self.cfg.yield_count as u64;
         let mut sleep = Duration::from_micros(1);
         let mut i: u64 = 0;
@@ -709,7 +726,7 @@ impl Shmem {
                 return if ready()? { Ok(()) } else { Err(e) };
             }
             if let Some(limit) = self.cfg.timeout {
-                let waited = start.elapsed();
+                let waited = start.get_or_insert_with(Instant::now).elapsed();
                 if waited > limit {
                     let d = detail();
                     return Err(Error::Timeout {
@@ -725,6 +742,17 @@ impl Shmem {
             self.broken.store(true, Ordering::SeqCst);
         }
         r
+    }
+
+    /// A 64-bit word of this PE's heap to poll: a CPU atomic on host heaps (one load per poll), the window's
+    /// atomic fetch elsewhere.
+    pub(crate) fn local_word(&self, off: usize, call: &str) -> Result<LocalWord<'_>> {
+        self.check_range(off, 8, call)?;
+        let w = self.local_map();
+        Ok(match w.atomic64(off) {
+            Some(a) => LocalWord::Atomic(a),
+            None => LocalWord::Window(w, off),
+        })
     }
 
     /// An error when a peer died without finalizing.
@@ -843,6 +871,23 @@ impl Drop for Shmem {
     fn drop(&mut self) {
         if let Err(e) = self.shutdown() {
             tracing::error!(pe = self.me, "finalize on drop failed: {e}");
+        }
+    }
+}
+
+/// A word of this PE's heap being polled (see [`Shmem::local_word`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum LocalWord<'a> {
+    Atomic(&'a std::sync::atomic::AtomicU64),
+    Window(&'a dyn Window, usize),
+}
+
+impl LocalWord<'_> {
+    /// Load the word (acquire).
+    pub(crate) fn load(&self) -> Result<u64> {
+        match self {
+            LocalWord::Atomic(a) => Ok(a.load(Ordering::Acquire)),
+            LocalWord::Window(w, off) => w.amo(*off, 8, AmoOp::Fetch, 0),
         }
     }
 }

@@ -72,20 +72,19 @@ impl Shmem {
 
     /// Wait until this PE's signal word satisfies `sig <cmp> value`; the value that satisfied it.
     pub fn signal_wait_until(&self, sig: SymRef<u64>, cmp: Cmp, value: u64) -> Result<u64> {
-        self.check_range(sig.off, 8, "signal_wait_until")?;
-        let word = self.local_map();
+        let word = self.local_word(sig.off, "signal_wait_until")?;
         let mut seen = 0;
         self.wait_for(
             "signal_wait_until",
             &|| {
-                let now = word.amo(sig.off, 8, AmoOp::Fetch, 0).unwrap_or_default();
+                let now = word.load().unwrap_or_default();
                 format!(
                     "signal at heap+{:#x} is {now}, waiting for {cmp:?} {value}",
                     sig.off
                 )
             },
             || {
-                seen = word.amo(sig.off, 8, AmoOp::Fetch, 0)?;
+                seen = word.load()?;
                 Ok(cmp.holds(seen, value))
             },
         )?;

@@ -379,8 +379,8 @@ impl<'a> Ctx<'a> {
     pub(crate) fn wait(&mut self, w: usize, k: u64, what: &dyn Fn() -> String) -> Result<()> {
         self.st.expected[w] += k;
         let target = self.st.expected[w];
-        let (win, off) = (self.sh.local_map(), self.word(w));
-        let load = || win.amo(off, 8, AmoOp::Fetch, 0);
+        let word = self.sh.local_word(self.word(w), self.op)?;
+        let load = || word.load();
         let op = self.op;
         self.sh.wait_for(
             op,

@@ -63,6 +63,12 @@ pub trait Window: Send + Sync + std::fmt::Debug {
         src.read(src_off, &mut buf)?;
         self.write(off, &buf)
     }
+    /// The 8-byte word at `off` as a CPU atomic, when this process can address it directly (host heaps), for
+    /// polling without a call per load.
+    fn atomic64(&self, off: usize) -> Option<&std::sync::atomic::AtomicU64> {
+        let _ = off;
+        None
+    }
     /// Size of the window in bytes.
     fn len(&self) -> usize;
     /// Whether the window has no bytes.

@@ -241,6 +241,9 @@ impl super::Window for Mapping {
     fn len(&self) -> usize {
         self.len
     }
+    fn atomic64(&self, off: usize) -> Option<&AtomicU64> {
+        Mapping::atomic64(self, off).ok()
+    }
     fn copy_from(
         &self,
         off: usize,
