@@ -189,3 +189,53 @@ fn socket_fd_passing_and_one_device_per_pe_4pe() {
     let out = xpushmem_tests::spawn_pes_with(&name, 4, &env);
     xpushmem_tests::assert_success(&name, 4, &out);
 }
+
+#[test]
+fn adopted_framework_handles_back_the_device_heap_2pe() {
+    // A host framework (SYCL, PyTorch XPU) opened the driver, device and context; xpushmem adopts them instead of
+    // opening its own, and every device operation then runs in the framework's context.
+    let name = xpushmem_tests::test_name(
+        module_path!(),
+        "adopted_framework_handles_back_the_device_heap_2pe",
+    );
+    if xpushmem_tests::is_pe_of(&name) {
+        let (driver, device, context) =
+            ze_emu::testing::framework_handles().expect("framework handles");
+        let attr = xpushmem::InitAttr {
+            heap: Some(HeapKind::Device),
+            device_handles: Some(xpushmem::transport::ze::ExternalHandles {
+                driver,
+                device,
+                context,
+            }),
+            ..Default::default()
+        };
+        let sh = xpushmem::init_attr(attr).expect("init with adopted handles");
+        let body = || -> xpushmem::Result<()> {
+            let h = sh.device().expect("device").handles();
+            assert_eq!(
+                h.context, context,
+                "the runtime works in the framework's context"
+            );
+            assert_eq!(h.device, device);
+            let (me, n) = (sh.my_pe(), sh.n_pes());
+            let x = sh.calloc::<u64>(64)?;
+            sh.put(x, &[me as u64 + 1; 64], (me + 1) % n)?;
+            sh.barrier_all()?;
+            let mut got = [0u64; 64];
+            sh.get(&mut got, x, me)?;
+            assert_eq!(got, [((me + n - 1) % n) as u64 + 1; 64]);
+            Ok(())
+        };
+        let r = body().and_then(|()| sh.finalize());
+        if let Err(e) = r {
+            eprintln!("error: {e}");
+            std::process::exit(1);
+        }
+        std::process::exit(0);
+    }
+    let env = xpushmem_tests::device_env();
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let out = xpushmem_tests::spawn_pes_with(&name, 2, &env);
+    xpushmem_tests::assert_success(&name, 2, &out);
+}

@@ -125,3 +125,42 @@ pub fn loader_env() -> Vec<(String, String)> {
     }
     env
 }
+
+/// Level Zero handles created the way a host framework (SYCL, PyTorch XPU) would: the first driver, its first
+/// device and a new context, through the loader of this process. For tests of handle adoption. The context is
+/// deliberately never destroyed (the framework owns it; the test process ends).
+pub fn framework_handles() -> Result<
+    (
+        level_zero_sys::ze_driver_handle_t,
+        level_zero_sys::ze_device_handle_t,
+        level_zero_sys::ze_context_handle_t,
+    ),
+    String,
+> {
+    use level_zero_sys as ze;
+    let api = ze::ZeApi::load().map_err(|e| e.to_string())?;
+    let call = |what: &str, r: ze::ze_result_t| r.ok().map_err(|r| format!("{what}: {r}"));
+    // SAFETY: flags only.
+    call("zeInit", unsafe { (api.zeInit)(0) })?;
+    let mut n = 1u32;
+    let mut driver = ze::ze_driver_handle_t::null();
+    // SAFETY: room for one handle.
+    call("zeDriverGet", unsafe {
+        (api.zeDriverGet)(&mut n, &mut driver)
+    })?;
+    let mut device = ze::ze_device_handle_t::null();
+    let mut nd = 1u32;
+    // SAFETY: room for one handle.
+    call("zeDeviceGet", unsafe {
+        (api.zeDeviceGet)(driver, &mut nd, &mut device)
+    })?;
+    let desc = ze::ze_context_desc_t::default();
+    let mut context = ze::ze_context_handle_t::null();
+    // SAFETY: valid driver, descriptor and out-pointer.
+    call("zeContextCreate", unsafe {
+        (api.zeContextCreate)(driver, &desc, &mut context)
+    })?;
+    // Keep the loader loaded for the life of the process: the handles belong to it.
+    std::mem::forget(api);
+    Ok((driver, device, context))
+}
