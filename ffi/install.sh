@@ -5,6 +5,7 @@
 #   $PREFIX/lib/libxpushmem.{so,a}          native C API        (pkg-config: xpushmem)
 #   $PREFIX/lib/libxpushmem_oshmem.{so,a}   OpenSHMEM 1.5 names (pkg-config: xpushmem-oshmem)
 #   $PREFIX/include/xpushmem.h
+#   $PREFIX/include/xpushmem_ops.h          (PyTorch op family, xpushmem_ops_*)
 #   $PREFIX/include/xpushmem/shmem.h        (under xpushmem/, so it never shadows a system OpenSHMEM)
 #   $PREFIX/lib/pkgconfig/xpushmem.pc, xpushmem-oshmem.pc
 #   $PREFIX/bin/xpushmem-run, xpushmem-info
@@ -27,6 +28,7 @@ for f in libxpushmem.so libxpushmem.a libxpushmem_oshmem.so libxpushmem_oshmem.a
     cp "$BUILD_DIR/$f" "$PREFIX/lib/$f.tmp" && mv "$PREFIX/lib/$f.tmp" "$PREFIX/lib/$f"
 done
 cp "$ROOT/ffi/include/xpushmem.h" "$PREFIX/include/xpushmem.h"
+cp "$ROOT/ffi/include/xpushmem_ops.h" "$PREFIX/include/xpushmem_ops.h"
 cp "$ROOT/ffi/oshmem/include/shmem.h" "$PREFIX/include/xpushmem/shmem.h"
 for b in xpushmem-run xpushmem-info; do
     if [ -f "$BUILD_DIR/$b" ]; then
