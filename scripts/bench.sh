@@ -148,6 +148,18 @@ ARGS=(-b 8 -e 32K -f 4 -i 200 -w 20 -r 5)
 run "xpushmem, 4 PEs, XPUSHMEM_SPIN_COUNT=0 (diagnostic)" xpushmem-4-spin0 env XPUSHMEM_SPIN_COUNT=0 \
   "$RUN" -n 4 "$PERF" barrier_all sync_all coll ops --quiet --label xpushmem-spin0
 
+# The device path on ze-emu (device heaps in Level Zero device memory, IPC between the PEs, copy-engine RMA and
+# device-library atomics, kernels on Intel's OpenCL CPU runtime): shows that the path works end to end and what
+# the emulation costs; it says nothing about an Intel GPU.
+bash scripts/setup-device.sh >/dev/null
+cargo build --release -q -p ze-emu
+# shellcheck source=/dev/null
+source scripts/device-env.sh
+ARGS=(-b 8 -e 1M -f 8 -i 200 -w 20 -r 3)
+run "xpushmem on ze-emu, 2 PEs (device heaps)" xpushmem-ze-emu-2 env XPUSHMEM_HEAP=device \
+  ZE_ENABLE_ALT_DRIVERS="$CARGO_TARGET_DIR/release/libze_emu.so" \
+  "$RUN" -n 2 "$PERF" put_lat get_lat put_bw put_signal_pp fetch_add_lat barrier_all --quiet --label xpushmem-ze-emu
+
 # ---- 4. report -----------------------------------------------------------------------------------------------
 echo "measurement time: $(($(date +%s) - start)) s including builds" >>"$META"
 mkdir -p "$PNG"
