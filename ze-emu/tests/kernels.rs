@@ -21,8 +21,14 @@ fn skip(reason: &str) {
     println!("SKIPPED: {reason}");
 }
 
-/// Builds the kernels once per test process; None (with the reason printed) if tools are missing.
+/// Builds the kernels once per test process (tests run on parallel threads: one build, the others wait for it);
+/// None (with the reason printed) if tools are missing.
 fn built_spv() -> Option<PathBuf> {
+    static BUILT: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    BUILT.get_or_init(build_spv).clone()
+}
+
+fn build_spv() -> Option<PathBuf> {
     if let Ok(p) = std::env::var(SPV_ENV) {
         return Some(PathBuf::from(p));
     }
