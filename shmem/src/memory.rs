@@ -28,13 +28,10 @@ impl Call {
 }
 
 fn describe(w: &[u64; CHECK_WORDS]) -> String {
-    let call = match w[0] {
-        1 => "malloc",
-        2 => "calloc",
-        3 => "align",
-        4 => "free",
-        _ => "?",
-    };
+    let call = [Call::Malloc, Call::Calloc, Call::Align, Call::Free]
+        .into_iter()
+        .find(|c| *c as u64 == w[0])
+        .map_or("?", Call::name);
     if w[0] == Call::Free as u64 {
         format!(
             "free(heap offset {:#x}, {} elements of {} bytes)",

@@ -20,7 +20,7 @@ pub struct Pending<'a> {
 }
 
 impl Pending<'_> {
-    fn done() -> Self {
+    pub(crate) fn done() -> Self {
         Pending { _buf: PhantomData }
     }
 

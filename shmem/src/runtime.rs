@@ -331,11 +331,7 @@ impl Shmem {
         tracing::debug!(pe = me, n_pes = n, bootstrap = boot.name(), "bootstrap up");
 
         // Who is where, with which heap size; PE 0's cookie names the job.
-        let cookie = {
-            let mut b = [0u8; 8];
-            let _ = rustix::rand::getrandom(&mut b, rustix::rand::GetRandomFlags::empty());
-            u64::from_le_bytes(b) ^ std::process::id() as u64
-        };
+        let cookie = bootstrap::uid::random_cookie();
         let info = Enc::default()
             .bytes(host_key().as_bytes())
             .u64(std::process::id() as u64)

@@ -96,11 +96,14 @@ impl UniqueId {
     }
 }
 
-fn random_cookie() -> u64 {
+/// A random non-zero 64-bit value (job cookies); falls back to the clock and the pid without getrandom.
+pub(crate) fn random_cookie() -> u64 {
     let mut b = [0u8; 8];
     if rustix::rand::getrandom(&mut b, rustix::rand::GetRandomFlags::empty()).is_err() {
-        let t = Instant::now().elapsed().as_nanos() as u64 ^ std::process::id() as u64;
-        b = t.to_le_bytes();
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        b = (now ^ ((std::process::id() as u64) << 32)).to_le_bytes();
     }
     u64::from_le_bytes(b) | 1
 }

@@ -167,8 +167,8 @@ pub(crate) fn setup(s: DeviceSetup<'_>) -> Result<(Arc<ZeRuntime>, Windows)> {
         s.boot.barrier()?;
         if s.local.len() > 1 {
             // The raw fd number names the driver's own live descriptor for our heap; borrow and duplicate it.
-            let own_fd =
-                rustix::io::dup(borrow_fd(fd)?).map_err(|e| Error::os("dup(device heap fd)", e))?;
+            let own_fd = rustix::io::dup(shm::borrow_raw_fd(fd)?)
+                .map_err(|e| Error::os("dup(device heap fd)", e))?;
             let got =
                 shm::exchange_fds(cookie, s.local, s.me, own_fd.as_fd(), listener, s.timeout)?;
             for (&pe, f) in s.local.iter().zip(got) {
@@ -199,11 +199,6 @@ pub(crate) fn setup(s: DeviceSetup<'_>) -> Result<(Arc<ZeRuntime>, Windows)> {
     );
     s.boot.barrier()?;
     Ok((rt, maps))
-}
-
-/// Borrow a descriptor that lives in the driver's IPC handle (it stays open as long as the heap does).
-fn borrow_fd(fd: i32) -> Result<rustix::fd::BorrowedFd<'static>> {
-    crate::transport::shm::borrow_raw_fd(fd)
 }
 
 /// A kernel argument: a PE's symmetric buffer (resolved to the address this PE's device uses for it), or a
