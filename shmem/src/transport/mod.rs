@@ -129,3 +129,23 @@ fn check_local_span(have: usize, count: usize, stride: usize, elem: usize) -> Re
     }
     Ok(())
 }
+
+/// An error unless `[off, off + len)` lies inside a window of `size` bytes and `off` is a multiple of `align`.
+pub(crate) fn check_access(
+    transport: &'static str,
+    what: &str,
+    off: usize,
+    len: usize,
+    align: usize,
+    size: usize,
+) -> Result<()> {
+    if off.checked_add(len).is_none_or(|e| e > size) || off % align != 0 {
+        return Err(crate::error::Error::Transport {
+            transport,
+            message: format!(
+                "{what} [{off}, +{len}) with alignment {align} outside a {size}-byte window"
+            ),
+        });
+    }
+    Ok(())
+}

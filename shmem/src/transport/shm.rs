@@ -124,17 +124,7 @@ impl Mapping {
     }
 
     fn check(&self, off: usize, len: usize, align: usize) -> Result<()> {
-        let end = off.checked_add(len);
-        if end.is_none_or(|e| e > self.len) || off % align != 0 {
-            return Err(Error::Transport {
-                transport: "shm",
-                message: format!(
-                    "access [{off}, +{len}) with alignment {align} outside mapping of {} bytes",
-                    self.len
-                ),
-            });
-        }
-        Ok(())
+        super::check_access("shm", "access", off, len, align, self.len)
     }
 
     /// Copy `src` into the mapping at `off`.
@@ -257,15 +247,7 @@ impl super::Window for Mapping {
             return self.write(off, &buf);
         }
         self.check(off, len, 1)?;
-        if src_off.checked_add(len).is_none_or(|e| e > src.len()) {
-            return Err(Error::Transport {
-                transport: "shm",
-                message: format!(
-                    "source range [{src_off}, +{len}) outside a {}-byte window",
-                    src.len()
-                ),
-            });
-        }
+        super::check_access("shm", "source range", src_off, len, 1, src.len())?;
         // SAFETY: both ranges lie inside live host mappings of this process (checked against each window's
         // length); `copy` tolerates overlap (a PE copying within its own heap).
         unsafe { std::ptr::copy(src.base().add(src_off), self.base.add(off), len) };

@@ -668,16 +668,7 @@ unsafe impl Sync for DeviceWindow {}
 
 impl DeviceWindow {
     fn check(&self, off: usize, len: usize, align: usize) -> Result<()> {
-        if off.checked_add(len).is_none_or(|e| e > self.len) || off % align != 0 {
-            return Err(Error::Transport {
-                transport: "ze",
-                message: format!(
-                    "access [{off}, +{len}) with alignment {align} outside a {}-byte device heap",
-                    self.len
-                ),
-            });
-        }
-        Ok(())
+        super::check_access("ze", "access", off, len, align, self.len)
     }
 
     /// Length in bytes.
@@ -730,15 +721,7 @@ impl Window for DeviceWindow {
     }
     fn copy_from(&self, off: usize, src: &dyn Window, src_off: usize, len: usize) -> Result<()> {
         self.check(off, len, 1)?;
-        if src_off.checked_add(len).is_none_or(|e| e > src.len()) {
-            return Err(Error::Transport {
-                transport: "ze",
-                message: format!(
-                    "source range [{src_off}, +{len}) outside a {}-byte window",
-                    src.len()
-                ),
-            });
-        }
+        super::check_access("ze", "source range", src_off, len, 1, src.len())?;
         // SAFETY: both ranges lie inside live allocations usable by this process's device (ours, a peer's heap
         // opened through IPC in our context, or host memory), checked against each window's length.
         unsafe {
