@@ -2,12 +2,15 @@
 # Sets up and runs the Python tests of the PyTorch drop-in (triton-bridge/): the ported test_nvshmem.py suites on
 # CPU tensors over gloo at world sizes 2 and 4 (on an Intel GPU machine: on XPU, one rank per device).
 #   1. scripts/setup-python.sh: venv with the pinned torch, pytest, ninja (idempotent);
-#   2. cargo build --release -p xpushmem-ffi (libxpushmem.so), unless XPUSHMEM_LIB_DIR points at a built one;
-#   3. pip install ./triton-bridge into the venv;
-#   4. pytest triton-bridge/tests (extra arguments are passed to pytest).
-# Exits non-zero when pytest fails or collects nothing (pytest's exit code 5).
-# Env: XPUSHMEM_LIB_DIR (use this libxpushmem.so), CARGO_TARGET_DIR (cargo's target dir; the library is taken from
-#      $CARGO_TARGET_DIR/release), XPUSHMEM_CACHE (venv location, see setup-python.sh).
+#   2. pip wheel ./triton-bridge: cargo builds libxpushmem.so (setuptools-rust), the wheel carries it with the
+#      headers and the device bitcode;
+#   3. the wheel installed into a fresh venv outside the checkout (torch from uv's cache): import + a 2-rank CPU
+#      smoke test (tests/smoke_installed.py) that finds everything inside the installed package;
+#   4. the wheel installed into the test venv; pytest triton-bridge/tests (extra arguments are passed to pytest).
+# Exits non-zero when the smoke test fails, or pytest fails or collects nothing (pytest's exit code 5).
+# Env: XPUSHMEM_LIB_DIR (the pytest run uses this libxpushmem.so instead of the wheel's), CARGO_TARGET_DIR (cargo's
+#      target dir), SETUPTOOLS_RUST_CARGO_PROFILE (cargo profile of the wheel's library: release unless set, "dev"
+#      reuses a debug build), XPUSHMEM_CACHE (venv location, see setup-python.sh).
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
@@ -16,18 +19,33 @@ start=$(date +%s)
 venv="$(bash scripts/setup-python.sh | tail -n 1)"
 export PATH="$venv/bin:$PATH"   # torch.utils.cpp_extension needs ninja on PATH
 
-if [[ -z "${XPUSHMEM_LIB_DIR:-}" ]]; then
-    target="${CARGO_TARGET_DIR:-$repo/target}"
-    echo "== cargo build --release -p xpushmem-ffi (target dir $target)"
-    CARGO_TERM_COLOR=never cargo build -q --release -p xpushmem-ffi
-    export XPUSHMEM_LIB_DIR="$target/release"
-fi
-[[ -f "$XPUSHMEM_LIB_DIR/libxpushmem.so" ]] || { echo "test-python: no libxpushmem.so in $XPUSHMEM_LIB_DIR" >&2; exit 1; }
-echo "== libxpushmem.so: $XPUSHMEM_LIB_DIR"
-
-echo "== install triton-bridge"
-"$venv/bin/uv" pip install -q -p "$venv/bin/python" --reinstall-package xpushmem "$repo/triton-bridge"
+work="$(mktemp -d "${TMPDIR:-/tmp}/xpushmem-wheel.XXXXXX")"
+trap 'rm -rf "$work"' EXIT
+echo "== pip wheel ./triton-bridge (cargo profile ${SETUPTOOLS_RUST_CARGO_PROFILE:-release})"
+CARGO_TERM_COLOR=never "$venv/bin/python" -m pip wheel -q --no-deps -w "$work/dist" "$repo/triton-bridge"
 rm -rf "$repo/triton-bridge/build"   # setuptools' in-tree build output
+wheel="$(ls "$work"/dist/xpushmem-*.whl)"
+"$venv/bin/python" - "$wheel" <<'EOF'
+import sys, zipfile
+names = [n.split("/")[-1] for n in zipfile.ZipFile(sys.argv[1]).namelist() if n.startswith(("xpushmem/lib/", "xpushmem/include/"))]
+print(f"== {sys.argv[1].split('/')[-1]} holds: {' '.join(names)}")
+EOF
+
+echo "== the wheel in a fresh venv outside the checkout: import + 2-rank CPU smoke test"
+"$venv/bin/uv" venv -q -p "$venv/bin/python" "$work/venv"
+torch_version="$("$venv/bin/python" -c 'import torch; print(torch.__version__.split("+")[0])')"
+"$venv/bin/uv" pip install -q -p "$work/venv/bin/python" "torch==$torch_version" ninja numpy "$wheel"
+cp "$repo/triton-bridge/tests/smoke_installed.py" "$work/"
+(cd "$work" && env -u XPUSHMEM_LIB_DIR -u XPUSHMEM_INCLUDE_DIR -u XPUSHMEM_DEVICE_LIB_DIR -u CARGO_TARGET_DIR \
+    PATH="$work/venv/bin:$PATH" XPUSHMEM_TORCH_BUILD_DIR="$work/shim" XPUSHMEM_TIMEOUT_MS=120000 \
+    "$work/venv/bin/python" -P smoke_installed.py "$repo")
+
+echo "== install the wheel into $venv"
+"$venv/bin/uv" pip install -q -p "$venv/bin/python" --reinstall-package xpushmem "$wheel"
+if [[ -n "${XPUSHMEM_LIB_DIR:-}" ]]; then
+    [[ -f "$XPUSHMEM_LIB_DIR/libxpushmem.so" ]] || { echo "test-python: no libxpushmem.so in $XPUSHMEM_LIB_DIR" >&2; exit 1; }
+    echo "== libxpushmem.so: $XPUSHMEM_LIB_DIR (XPUSHMEM_LIB_DIR)"
+fi
 
 # Bounded waits everywhere: a runtime wait fails after 120 s, a test after XPUSHMEM_TEST_TIMEOUT_S (harness).
 export XPUSHMEM_TIMEOUT_MS="${XPUSHMEM_TIMEOUT_MS:-120000}"

@@ -27,7 +27,8 @@ echo "== MPI bootstrap under mpirun (feature mpi)"
 cargo test --no-fail-fast -p xpushmem-tests --features mpi --test mpi_bootstrap 2>&1 | tee -a target/test.log
 rc_mpi=${PIPESTATUS[0]}
 echo "== Python: the PyTorch drop-in (ported test_nvshmem.py suites on CPU, gloo, 2 and 4 ranks)"
-XPUSHMEM_LIB_DIR="$repo/target/debug" bash scripts/test-python.sh 2>&1 | tee target/test-python.log
+# The wheel's libxpushmem.so in the debug profile: the build above already made it.
+SETUPTOOLS_RUST_CARGO_PROFILE=dev bash scripts/test-python.sh 2>&1 | tee target/test-python.log
 rc_py=${PIPESTATUS[0]}
 set -e
 summary=$(

@@ -1,37 +1,35 @@
-"""Locating the native pieces: ``libxpushmem.so`` (built by cargo) and ``xpushmem.h`` (ffi/include).
+"""Locating the native pieces: ``libxpushmem.so``, the C headers and the device bitcode.
 
-Search order for the library directory:
-  1. ``$XPUSHMEM_LIB_DIR`` (must contain libxpushmem.so; an error otherwise, never a silent fallback);
-  2. ``$CARGO_TARGET_DIR/{release,debug}``;
-  3. ``<repo>/target/{release,debug}``, where <repo> is the checkout the package was installed from (recorded at
-     install time) or that contains this file (in-tree use).
-Among candidates of 2 and 3 the most recently built library wins.
-The header: ``$XPUSHMEM_INCLUDE_DIR``, else ``<repo>/ffi/include``.
+An installed wheel carries all three inside the package (``xpushmem/lib``, ``xpushmem/include``); environment
+variables override them for development:
+
+* library directory: ``$XPUSHMEM_LIB_DIR`` (must contain libxpushmem.so: an error otherwise, never a silent
+  fallback), else the package's ``lib/``; when running from the source tree (no bundled library),
+  ``$CARGO_TARGET_DIR/{release,debug}`` and ``<checkout>/target/{release,debug}``, the most recently built first;
+* headers: ``$XPUSHMEM_INCLUDE_DIR``, else the ``ffi/include`` of the checkout ``$XPUSHMEM_LIB_DIR`` lies in (so a
+  development library and its header match), else the package's ``include/``, else the source tree's;
+* device bitcode ``libxpushmem_device-*.bc``: ``$XPUSHMEM_DEVICE_LIB_DIR``, else the package's ``lib/``, else the
+  install prefix (``<sys.prefix>/lib``, ``/usr/local/lib``), else the source tree's ``shmem/device-lib/prebuilt``.
 """
 
 from __future__ import annotations
 
-import json
 import os
+import sys
 from functools import lru_cache
 from pathlib import Path
 
 LIB_NAME = "libxpushmem.so"
 HEADER_NAME = "xpushmem.h"
+DEVICE_LIB_GLOB = "libxpushmem_device-*.bc"
+
+_PKG = Path(__file__).resolve().parent
 
 
-def _repo_roots() -> list[Path]:
-    roots: list[Path] = []
-    info = Path(__file__).with_name("_build_info.json")
-    if info.exists():
-        recorded = json.loads(info.read_text()).get("repo_root")
-        if recorded:
-            roots.append(Path(recorded))
-    # In-tree: <repo>/triton-bridge/xpushmem/_lib.py
-    here = Path(__file__).resolve().parent.parent.parent
-    if (here / "ffi" / "include" / HEADER_NAME).exists() and here not in roots:
-        roots.append(here)
-    return roots
+def _source_tree() -> Path | None:
+    """The checkout this file lies in (in-tree use: <repo>/triton-bridge/xpushmem/_lib.py), if any."""
+    root = _PKG.parent.parent
+    return root if (root / "ffi" / "include" / HEADER_NAME).exists() else None
 
 
 @lru_cache(maxsize=None)
@@ -43,18 +41,21 @@ def lib_dir() -> Path:
         if not (d / LIB_NAME).exists():
             raise RuntimeError(f"XPUSHMEM_LIB_DIR={env} does not contain {LIB_NAME}")
         return d
+    if (_PKG / "lib" / LIB_NAME).exists():
+        return _PKG / "lib"
     candidates: list[Path] = []
     target = os.environ.get("CARGO_TARGET_DIR")
     if target:
         candidates += [Path(target) / "release", Path(target) / "debug"]
-    for root in _repo_roots():
+    root = _source_tree()
+    if root is not None:
         candidates += [root / "target" / "release", root / "target" / "debug"]
     found = [c.resolve() for c in candidates if (c / LIB_NAME).exists()]
     if not found:
-        searched = ", ".join(str(c) for c in candidates) or "(no candidate directories)"
+        searched = ", ".join(str(c) for c in [_PKG / "lib", *candidates])
         raise RuntimeError(
-            f"{LIB_NAME} not found; build it with `cargo build --release -p xpushmem-ffi` or set "
-            f"XPUSHMEM_LIB_DIR. Searched: {searched}"
+            f"{LIB_NAME} not found; install the wheel (pip install ./triton-bridge), or build it with "
+            f"`cargo build --release -p xpushmem-ffi` and set XPUSHMEM_LIB_DIR. Searched: {searched}"
         )
     return max(found, key=lambda d: (d / LIB_NAME).stat().st_mtime)
 
@@ -73,14 +74,45 @@ def include_dir() -> Path:
         if not (d / HEADER_NAME).exists():
             raise RuntimeError(f"XPUSHMEM_INCLUDE_DIR={env} does not contain {HEADER_NAME}")
         return d
-    candidates = [root / "ffi" / "include" for root in _repo_roots()]
-    # A library inside <repo>/target*/<profile>/ also names its checkout.
-    try:
+    candidates: list[Path] = []
+    if os.environ.get("XPUSHMEM_LIB_DIR"):
+        # <checkout>/<target dir>/<profile>/libxpushmem.so
         candidates.append(lib_dir().parent.parent / "ffi" / "include")
-    except RuntimeError:
-        pass
+    candidates.append(_PKG / "include")
+    root = _source_tree()
+    if root is not None:
+        candidates.append(root / "ffi" / "include")
     for c in candidates:
         if (c / HEADER_NAME).exists():
             return c.resolve()
-    searched = ", ".join(str(c) for c in candidates) or "(no candidate directories)"
+    searched = ", ".join(str(c) for c in candidates)
     raise RuntimeError(f"{HEADER_NAME} not found; set XPUSHMEM_INCLUDE_DIR. Searched: {searched}")
+
+
+def _newest_device_lib(d: Path) -> Path | None:
+    found = sorted(d.glob(DEVICE_LIB_GLOB), key=lambda p: p.stat().st_mtime)
+    return found[-1] if found else None
+
+
+def device_lib_path() -> Path:
+    """The device bitcode ``libxpushmem_device-<version>.bc`` linked into Triton kernels (not cached: a rebuilt
+    library gets a new versioned name, which is also what keeps Triton's kernel cache honest)."""
+    env = os.environ.get("XPUSHMEM_DEVICE_LIB_DIR")
+    if env:
+        found = _newest_device_lib(Path(env))
+        if found is None:
+            raise RuntimeError(f"XPUSHMEM_DEVICE_LIB_DIR={env} contains no {DEVICE_LIB_GLOB}")
+        return found.resolve()
+    candidates = [_PKG / "lib", Path(sys.prefix) / "lib", Path("/usr/local/lib")]
+    root = _source_tree()
+    if root is not None:
+        candidates.append(root / "shmem" / "device-lib" / "prebuilt")
+    for c in candidates:
+        found = _newest_device_lib(c) if c.is_dir() else None
+        if found is not None:
+            return found.resolve()
+    searched = ", ".join(str(c) for c in candidates)
+    raise RuntimeError(
+        f"the xpushmem device library ({DEVICE_LIB_GLOB}) was not found; set XPUSHMEM_DEVICE_LIB_DIR. "
+        f"Searched: {searched}"
+    )
