@@ -92,7 +92,7 @@ pub const VARS: &[VarSpec] = &[
     VarSpec {
         name: "XPUSHMEM_IPC",
         default: "auto",
-        doc: "how device-heap descriptors reach node peers: auto (pidfd_getfd, else SCM_RIGHTS), pidfd, socket",
+        doc: "how device-heap descriptors reach node peers: auto or socket (SCM_RIGHTS over the authenticated node socket), pidfd (pidfd_getfd; ptrace permission granted only while descriptors are taken)",
     },
     VarSpec {
         name: "XPUSHMEM_ERROR_MODE",

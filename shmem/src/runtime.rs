@@ -418,7 +418,15 @@ impl Shmem {
         let mut sys: Vec<Option<Mapping>> = (0..n).map(|_| None).collect();
         let mut maps: Vec<Option<Box<dyn Window>>> = (0..n).map(|_| None).collect();
         let fds = if local.len() > 1 {
-            shm::exchange_fds(job_cookie, &local, me, arena.fd(), listener, cfg.timeout)?
+            shm::exchange_fds(
+                job_cookie,
+                &local,
+                &pids,
+                me,
+                arena.fd(),
+                listener,
+                cfg.timeout,
+            )?
         } else {
             Vec::new()
         };

@@ -161,12 +161,11 @@ fn a_missing_level_zero_driver_is_an_error_not_a_crash_2pe() {
 }
 
 #[test]
-fn socket_fd_passing_and_one_device_per_pe_4pe() {
-    // Force the SCM_RIGHTS path and give every PE its own emulated device (local rank modulo 4).
-    let name = xpushmem_tests::test_name(
-        module_path!(),
-        "socket_fd_passing_and_one_device_per_pe_4pe",
-    );
+fn pidfd_fd_taking_and_one_device_per_pe_4pe() {
+    // Force the pidfd_getfd path (the default is SCM_RIGHTS over the authenticated node socket) and give every PE
+    // its own emulated device (local rank modulo 4).
+    let name =
+        xpushmem_tests::test_name(module_path!(), "pidfd_fd_taking_and_one_device_per_pe_4pe");
     if xpushmem_tests::is_pe_of(&name) {
         xpushmem_tests::run_pe(|sh| {
             assert_eq!(sh.heap_kind(), HeapKind::Device);
@@ -183,7 +182,7 @@ fn socket_fd_passing_and_one_device_per_pe_4pe() {
         });
     }
     let mut env = xpushmem_tests::device_env();
-    env.push(("XPUSHMEM_IPC".into(), "socket".into()));
+    env.push(("XPUSHMEM_IPC".into(), "pidfd".into()));
     env.push(("XPUSHMEM_EMU_DEVICES".into(), "4".into()));
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     let out = xpushmem_tests::spawn_pes_with(&name, 4, &env);

@@ -1,7 +1,10 @@
 //! Unique-ID bootstrap: a TCP rendezvous served by one process, joined by every PE.
 //!
-//! Wire format: frames of `u32 length (LE) | u8 kind | payload`. A PE says `HELLO(cookie, rank, size)`; once all
-//! `size` PEs have, the server answers `WELCOME` to each. Each collective is one `GATHER(bytes)` from every PE,
+//! Wire format: frames of `u32 length (LE) | u8 kind | payload`. The job's key (the unique ID's secret) never goes
+//! over the wire: the server opens every connection with `CHALLENGE(server nonce)`; a PE answers
+//! `HELLO(rank, size, client nonce, HMAC-SHA256(key, server nonce, rank, size, client nonce))`, and once all `size`
+//! PEs have, the server answers `WELCOME(HMAC-SHA256(key, client nonce, rank))` to each, so each side has proved it
+//! holds the key. A connection that fails the check is logged and dropped without disturbing the others. Each collective is one `GATHER(bytes)` from every PE,
 //! answered with `RESULT(all contributions)`. `BYE` leaves. A PE whose connection closes without `BYE` is lost: the
 //! server tells every other PE `LOST(rank)` at once, so nobody waits for a dead peer.
 
@@ -16,12 +19,21 @@ use std::time::{Duration, Instant};
 const HELLO: u8 = 1;
 const GATHER: u8 = 2;
 const BYE: u8 = 3;
+const CHALLENGE: u8 = 4;
 const WELCOME: u8 = 10;
 const RESULT: u8 = 11;
 const LOST: u8 = 12;
 const FAIL: u8 = 13;
 const MAX_FRAME: usize = 1 << 30;
-const PREFIX: &str = "xpushmem-uid1";
+const PREFIX: &str = "xpushmem-uid2";
+/// Bytes of a nonce and of a MAC.
+const NONCE: usize = 16;
+const MAC: usize = 32;
+/// Bytes of a `HELLO` payload: rank, size, client nonce, MAC.
+const HELLO_BYTES: usize = 16 + NONCE + MAC;
+/// How long an accepted connection may take to answer the challenge, and how many may be pending at once.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+const MAX_HANDSHAKES: usize = 256;
 
 fn berr(message: impl Into<String>) -> Error {
     Error::Bootstrap {
@@ -30,14 +42,24 @@ fn berr(message: impl Into<String>) -> Error {
     }
 }
 
-/// The identity of one rendezvous: where it listens and the job's secret cookie. Printable and parseable
-/// (`xpushmem-uid1:<cookie hex>@<ip:port>`), and convertible to the 128-byte blob of the C ABI.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// The identity of one rendezvous: where it listens and the job's secret key. Printable and parseable
+/// (`xpushmem-uid2:<key hex>@<ip:port>`), and convertible to the 128-byte blob of the C ABI. Whoever holds it can
+/// join the job: pass it to the PEs as privately as the job's data.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct UniqueId {
     /// Address the rendezvous listens on.
     pub addr: SocketAddr,
-    /// Random job cookie; connections without it are refused.
-    pub cookie: u64,
+    /// Random 128-bit job key: both sides prove they hold it (challenge-response); it is never sent.
+    pub cookie: u128,
+}
+
+impl std::fmt::Debug for UniqueId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The key stays out of logs.
+        f.debug_struct("UniqueId")
+            .field("addr", &self.addr)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Size of the C ABI's unique-ID blob (as NVSHMEM's).
@@ -45,7 +67,7 @@ pub const UNIQUE_ID_BYTES: usize = 128;
 
 impl std::fmt::Display for UniqueId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{PREFIX}:{:016x}@{}", self.cookie, self.addr)
+        write!(f, "{PREFIX}:{:032x}@{}", self.cookie, self.addr)
     }
 }
 
@@ -56,7 +78,7 @@ impl std::str::FromStr for UniqueId {
             Error::invalid(
                 "unique id",
                 s,
-                format!("expected {PREFIX}:<16 hex digits>@<ip:port>"),
+                format!("expected {PREFIX}:<32 hex digits>@<ip:port>"),
             )
         };
         let rest = s
@@ -66,7 +88,10 @@ impl std::str::FromStr for UniqueId {
             .ok_or_else(bad)?;
         let (cookie, addr) = rest.split_once('@').ok_or_else(bad)?;
         Ok(UniqueId {
-            cookie: u64::from_str_radix(cookie, 16).map_err(|_| bad())?,
+            cookie: (cookie.len() == 32)
+                .then(|| u128::from_str_radix(cookie, 16).ok())
+                .flatten()
+                .ok_or_else(bad)?,
             addr: addr.parse().map_err(|_| bad())?,
         })
     }
@@ -96,7 +121,51 @@ impl UniqueId {
     }
 }
 
-/// A random non-zero 64-bit value (job cookies); falls back to the clock and the pid without getrandom.
+/// Random bytes from the kernel; an error (never a weak fallback) where it has none: they are secrets.
+fn random_bytes<const N: usize>() -> Result<[u8; N]> {
+    let mut b = [0u8; N];
+    let mut filled = 0;
+    while filled < N {
+        match rustix::rand::getrandom(&mut b[filled..], rustix::rand::GetRandomFlags::empty()) {
+            Ok(k) => filled += k,
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(Error::os("getrandom", e)),
+        }
+    }
+    Ok(b)
+}
+
+/// A new random job key (the secret of a unique ID).
+pub(crate) fn random_key() -> Result<u128> {
+    Ok(u128::from_le_bytes(random_bytes()?))
+}
+
+type HmacSha256 = hmac::Hmac<sha2::Sha256>;
+
+/// HMAC-SHA256 of `parts` (concatenated) under the job key.
+fn mac(key: u128, parts: &[&[u8]]) -> [u8; MAC] {
+    use hmac::Mac;
+    let mut m = <HmacSha256 as Mac>::new_from_slice(&key.to_le_bytes())
+        .unwrap_or_else(|_| unreachable!("HMAC takes keys of any length"));
+    for p in parts {
+        m.update(p);
+    }
+    m.finalize().into_bytes().into()
+}
+
+/// Whether `tag` is the MAC of `parts` (constant time).
+fn mac_ok(key: u128, parts: &[&[u8]], tag: &[u8]) -> bool {
+    use hmac::Mac;
+    let mut m = <HmacSha256 as Mac>::new_from_slice(&key.to_le_bytes())
+        .unwrap_or_else(|_| unreachable!("HMAC takes keys of any length"));
+    for p in parts {
+        m.update(p);
+    }
+    m.verify_slice(tag).is_ok()
+}
+
+/// A random non-zero 64-bit value (names of node-local sockets: not a secret); falls back to the clock and the
+/// pid without getrandom.
 pub(crate) fn random_cookie() -> u64 {
     let mut b = [0u8; 8];
     if rustix::rand::getrandom(&mut b, rustix::rand::GetRandomFlags::empty()).is_err() {
@@ -169,13 +238,13 @@ impl Server {
         let addr = listener.local_addr().map_err(|e| berr(e.to_string()))?;
         let id = UniqueId {
             addr,
-            cookie: random_cookie(),
+            cookie: random_key()?,
         };
         let handle = std::thread::Builder::new()
             .name("xpushmem-rendezvous".into())
             .spawn(move || serve(listener, id.cookie, timeout))
             .map_err(|e| berr(format!("spawn rendezvous thread: {e}")))?;
-        tracing::debug!(%id, "uid rendezvous serving");
+        tracing::debug!(addr = %id.addr, "uid rendezvous serving");
         Ok(Server { id, handle })
     }
 
@@ -198,83 +267,154 @@ impl Server {
     }
 }
 
+/// A connection that proved it holds the key: who it says it is, and its nonce for the server's proof.
+struct Joined {
+    stream: TcpStream,
+    rank: usize,
+    size: usize,
+    nonce: [u8; NONCE],
+}
+
+/// Challenge one accepted connection and check its answer. `None` (logged) when it does not hold the key or does
+/// not answer in time; nothing is sent to it but the challenge and a refusal.
+fn handshake(mut s: TcpStream, peer: SocketAddr, key: u128) -> Option<Joined> {
+    let refuse = |s: &mut TcpStream, why: &str| {
+        tracing::warn!(%peer, why, "rendezvous: connection refused");
+        let _ = write_frame(
+            s,
+            FAIL,
+            format!("wrong cookie: {why} (this unique ID belongs to another job?)").as_bytes(),
+        );
+        None
+    };
+    let _ = s.set_nonblocking(false);
+    let _ = s.set_nodelay(true);
+    let _ = s.set_read_timeout(Some(HANDSHAKE_TIMEOUT));
+    let challenge: [u8; NONCE] = random_bytes().ok()?;
+    write_frame(&mut s, CHALLENGE, &challenge).ok()?;
+    let p = match read_frame(&mut s) {
+        Ok((HELLO, p)) if p.len() == HELLO_BYTES => p,
+        Ok(_) => return refuse(&mut s, "malformed hello"),
+        Err(e) => {
+            tracing::warn!(%peer, error = %e, "rendezvous: connection dropped before its hello");
+            return None;
+        }
+    };
+    let (fields, tag) = p.split_at(16 + NONCE);
+    if !mac_ok(key, &[b"xpushmem-hello", &challenge, fields], tag) {
+        return refuse(&mut s, "authentication failed");
+    }
+    let word = |i: usize| u64::from_le_bytes(fields[i..i + 8].try_into().unwrap_or_default());
+    let _ = s.set_read_timeout(None);
+    Some(Joined {
+        rank: word(0) as usize,
+        size: word(8) as usize,
+        nonce: fields[16..].try_into().unwrap_or_default(),
+        stream: s,
+    })
+}
+
 fn serve(
     listener: TcpListener,
-    cookie: u64,
+    key: u128,
     timeout: Option<Duration>,
 ) -> std::result::Result<(), String> {
     let start = Instant::now();
     listener.set_nonblocking(true).map_err(|e| e.to_string())?;
     let mut conns: Vec<Option<TcpStream>> = Vec::new();
+    let mut nonces: Vec<[u8; NONCE]> = Vec::new();
     let mut size: Option<usize> = None;
     let mut joined = 0usize;
-    // Phase 1: every PE says hello.
+    // Phase 1: every PE proves it holds the key and says who it is. Handshakes run on their own threads, so a
+    // connection that stalls or fails delays nobody.
+    let (tx, rx) = std::sync::mpsc::channel::<Option<Joined>>();
+    let mut handshaking = 0usize;
     while size.is_none_or(|n| joined < n) {
+        let mut progressed = false;
         match listener.accept() {
-            Ok((mut s, _)) => {
-                let _ = s.set_nonblocking(false);
-                let _ = s.set_nodelay(true);
-                let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
-                let Ok((HELLO, p)) = read_frame(&mut s) else {
-                    continue;
-                };
-                if p.len() != 24
-                    || u64::from_le_bytes(p[0..8].try_into().unwrap_or_default()) != cookie
-                {
-                    let _ = write_frame(
-                        &mut s,
-                        FAIL,
-                        b"wrong cookie: this unique ID belongs to another job",
-                    );
-                    continue;
+            Ok((s, peer)) if handshaking < MAX_HANDSHAKES => {
+                progressed = true;
+                handshaking += 1;
+                let tx = tx.clone();
+                let spawned = std::thread::Builder::new()
+                    .name("xpushmem-handshake".into())
+                    .spawn(move || {
+                        let _ = tx.send(handshake(s, peer, key));
+                    });
+                if spawned.is_err() {
+                    handshaking -= 1;
                 }
-                let rank = u64::from_le_bytes(p[8..16].try_into().unwrap_or_default()) as usize;
-                let n = u64::from_le_bytes(p[16..24].try_into().unwrap_or_default()) as usize;
-                let expect = *size.get_or_insert(n);
-                if conns.is_empty() {
-                    conns.resize_with(n, || None);
-                }
-                let msg = if n != expect {
-                    Some(format!(
-                        "PE {rank} says the job has {n} PEs, others say {expect}"
-                    ))
-                } else if rank >= n {
-                    Some(format!("rank {rank} out of range [0, {n})"))
-                } else if conns[rank].is_some() {
-                    Some(format!("rank {rank} joined twice"))
-                } else {
-                    None
-                };
-                if let Some(m) = msg {
-                    let _ = write_frame(&mut s, FAIL, m.as_bytes());
-                    continue;
-                }
-                let _ = s.set_read_timeout(None);
-                conns[rank] = Some(s);
-                joined += 1;
             }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                if timeout.is_some_and(|t| start.elapsed() > t) {
-                    let missing: Vec<usize> =
-                        (0..conns.len()).filter(|&r| conns[r].is_none()).collect();
-                    let m = format!(
-                        "timed out after {:?} waiting for PEs {missing:?} to join",
-                        start.elapsed()
-                    );
-                    for s in conns.iter_mut().flatten() {
-                        let _ = write_frame(s, FAIL, m.as_bytes());
-                    }
-                    return Err(m);
-                }
-                std::thread::sleep(Duration::from_millis(2));
+            Ok((_, peer)) => {
+                tracing::warn!(%peer, "rendezvous: too many pending handshakes; connection dropped")
             }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
             Err(e) => return Err(format!("accept: {e}")),
         }
+        while let Ok(done) = rx.try_recv() {
+            progressed = true;
+            handshaking -= 1;
+            let Some(Joined {
+                mut stream,
+                rank,
+                size: n,
+                nonce,
+            }) = done
+            else {
+                continue;
+            };
+            let expect = *size.get_or_insert(n);
+            if conns.is_empty() {
+                conns.resize_with(n, || None);
+                nonces.resize(n, [0; NONCE]);
+            }
+            let msg = if n != expect {
+                Some(format!(
+                    "PE {rank} says the job has {n} PEs, others say {expect}"
+                ))
+            } else if rank >= n {
+                Some(format!("rank {rank} out of range [0, {n})"))
+            } else if conns[rank].is_some() {
+                Some(format!("rank {rank} joined twice"))
+            } else {
+                None
+            };
+            if let Some(m) = msg {
+                let _ = write_frame(&mut stream, FAIL, m.as_bytes());
+                continue;
+            }
+            conns[rank] = Some(stream);
+            nonces[rank] = nonce;
+            joined += 1;
+        }
+        if progressed {
+            continue;
+        }
+        if timeout.is_some_and(|t| start.elapsed() > t) {
+            let missing: Vec<usize> = (0..conns.len()).filter(|&r| conns[r].is_none()).collect();
+            let m = format!(
+                "timed out after {:?} waiting for PEs {missing:?} to join",
+                start.elapsed()
+            );
+            for s in conns.iter_mut().flatten() {
+                let _ = write_frame(s, FAIL, m.as_bytes());
+            }
+            return Err(m);
+        }
+        std::thread::sleep(Duration::from_millis(2));
     }
     let n = conns.len();
     let mut conns: Vec<TcpStream> = conns.into_iter().flatten().collect();
-    for s in &mut conns {
-        let _ = write_frame(s, WELCOME, &[]);
+    for (rank, s) in conns.iter_mut().enumerate() {
+        let proof = mac(
+            key,
+            &[
+                b"xpushmem-welcome",
+                &nonces[rank],
+                &(rank as u64).to_le_bytes(),
+            ],
+        );
+        let _ = write_frame(s, WELCOME, &proof);
     }
     // Phase 2: rounds of gathers until everyone leaves or someone is lost.
     let mut pending: Vec<Option<Vec<u8>>> = vec![None; n];
@@ -364,7 +504,7 @@ impl UidBootstrap {
             });
         }
         let start = Instant::now();
-        let mut s = loop {
+        let s = loop {
             match TcpStream::connect_timeout(&id.addr, Duration::from_secs(5)) {
                 Ok(s) => break s,
                 Err(e)
@@ -379,10 +519,6 @@ impl UidBootstrap {
         let _ = s.set_nodelay(true);
         s.set_read_timeout(timeout)
             .map_err(|e| berr(e.to_string()))?;
-        let mut hello = id.cookie.to_le_bytes().to_vec();
-        hello.extend_from_slice(&(rank as u64).to_le_bytes());
-        hello.extend_from_slice(&(size as u64).to_le_bytes());
-        write_frame(&mut s, HELLO, &hello).map_err(|e| berr(format!("send hello: {e}")))?;
         let b = UidBootstrap {
             rank,
             size,
@@ -392,9 +528,33 @@ impl UidBootstrap {
         };
         {
             let mut conn = b.lock();
-            b.expect(&mut conn, WELCOME, "join")?;
+            let challenge = b.expect(&mut conn, CHALLENGE, "join")?;
+            if challenge.len() != NONCE {
+                return Err(berr(format!(
+                    "the rendezvous at {} sent a malformed challenge",
+                    id.addr
+                )));
+            }
+            let nonce: [u8; NONCE] = random_bytes()?;
+            let mut hello = (rank as u64).to_le_bytes().to_vec();
+            hello.extend_from_slice(&(size as u64).to_le_bytes());
+            hello.extend_from_slice(&nonce);
+            let tag = mac(id.cookie, &[b"xpushmem-hello", &challenge, &hello]);
+            hello.extend_from_slice(&tag);
+            write_frame(&mut conn, HELLO, &hello).map_err(|e| berr(format!("send hello: {e}")))?;
+            let proof = b.expect(&mut conn, WELCOME, "join")?;
+            if !mac_ok(
+                id.cookie,
+                &[b"xpushmem-welcome", &nonce, &(rank as u64).to_le_bytes()],
+                &proof,
+            ) {
+                return Err(berr(format!(
+                    "the rendezvous at {} does not hold this job's key (not the server that made the unique ID)",
+                    id.addr
+                )));
+            }
         }
-        tracing::debug!(rank, size, %id, "uid bootstrap joined");
+        tracing::debug!(rank, size, addr = %id.addr, "uid bootstrap joined");
         Ok(b)
     }
 
@@ -500,7 +660,7 @@ mod tests {
     fn unique_id_round_trips_through_text_and_bytes() {
         let id = UniqueId {
             addr: "127.0.0.1:4242".parse().unwrap(),
-            cookie: 0xdead_beef_0bad_f00d,
+            cookie: 0xdead_beef_0bad_f00d_0123_4567_89ab_cdef,
         };
         assert_eq!(id.to_string().parse::<UniqueId>().unwrap(), id);
         assert_eq!(UniqueId::from_bytes(&id.to_bytes()).unwrap(), id);
@@ -557,5 +717,86 @@ mod tests {
         id.cookie ^= 1;
         let err = UidBootstrap::connect(id, 0, 1, Some(Duration::from_secs(2)), None).unwrap_err();
         assert!(err.to_string().contains("wrong cookie"), "{err}");
+    }
+
+    /// Bytes a client sent to a listener that is not the job's rendezvous (it plays one: challenge, then a
+    /// welcome it cannot sign), and what the client made of it.
+    fn talk_to_impostor(id_key: u128) -> (Vec<u8>, Error) {
+        let fake = TcpListener::bind("127.0.0.1:0").unwrap();
+        let id = UniqueId {
+            addr: fake.local_addr().unwrap(),
+            cookie: id_key,
+        };
+        let t = std::thread::spawn(move || {
+            let (mut s, _) = fake.accept().unwrap();
+            write_frame(&mut s, CHALLENGE, &[7u8; NONCE]).unwrap();
+            let (kind, hello) = read_frame(&mut s).unwrap();
+            assert_eq!(kind, HELLO);
+            write_frame(&mut s, WELCOME, &[0u8; MAC]).unwrap();
+            let mut raw = Vec::new();
+            raw.extend_from_slice(&hello);
+            raw
+        });
+        let err = UidBootstrap::connect(id, 0, 1, Some(Duration::from_secs(5)), None).unwrap_err();
+        (t.join().unwrap(), err)
+    }
+
+    #[test]
+    fn the_key_never_goes_over_the_wire_and_an_impostor_server_is_refused() {
+        let key = random_key().unwrap();
+        let (sent, err) = talk_to_impostor(key);
+        let k = key.to_le_bytes();
+        assert!(
+            !sent.windows(k.len()).any(|w| w == k) && !sent.windows(8).any(|w| w == &k[..8]),
+            "the hello carries the key"
+        );
+        assert!(
+            matches!(&err, Error::Bootstrap { method: "uid", message } if message.contains("does not hold this job's key")),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn outsiders_are_refused_and_the_job_is_unaffected() {
+        let timeout = Some(Duration::from_secs(20));
+        let server = Server::start("127.0.0.1".parse().unwrap(), timeout).unwrap();
+        let id = server.id();
+        // A connection that never answers the challenge, one that answers with garbage, and one with the wrong key.
+        let mut silent = TcpStream::connect(id.addr).unwrap();
+        let mut garbage = TcpStream::connect(id.addr).unwrap();
+        write_frame(&mut garbage, HELLO, &[0u8; HELLO_BYTES]).unwrap();
+        let mut wrong = id;
+        wrong.cookie ^= 1 << 100;
+        let err = UidBootstrap::connect(wrong, 0, 2, timeout, None).unwrap_err();
+        assert!(err.to_string().contains("wrong cookie"), "{err}");
+        // The real PEs join while the silent connection is still open, and are welcomed.
+        let t = std::thread::spawn(move || {
+            let b = UidBootstrap::connect(id, 1, 2, timeout, None).unwrap();
+            let all = b.allgather(b"one").unwrap();
+            b.finalize().unwrap();
+            all
+        });
+        let b = UidBootstrap::connect(id, 0, 2, timeout, None).unwrap();
+        let all = b.allgather(b"zero").unwrap();
+        b.finalize().unwrap();
+        assert_eq!(all, vec![b"zero".to_vec(), b"one".to_vec()]);
+        assert_eq!(t.join().unwrap(), all);
+        server.join().unwrap();
+        // The outsiders were handed a challenge and a refusal, never a welcome or a result.
+        let _ = silent.set_read_timeout(Some(Duration::from_millis(100)));
+        assert_eq!(read_frame(&mut silent).unwrap().0, CHALLENGE);
+        let more = read_frame(&mut silent)
+            .map(|(k, _)| k)
+            .map_err(|e| e.kind());
+        assert!(
+            matches!(
+                more,
+                Err(std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut)
+            ),
+            "{more:?}"
+        );
+        let _ = garbage.set_read_timeout(Some(Duration::from_secs(5)));
+        assert_eq!(read_frame(&mut garbage).unwrap().0, CHALLENGE);
+        assert_eq!(read_frame(&mut garbage).unwrap().0, FAIL);
     }
 }

@@ -4,10 +4,13 @@
 //! Set-up (collective, at `init` with `XPUSHMEM_HEAP=device`):
 //! 1. each PE opens its device (`XPUSHMEM_DEVICE`, else its local rank modulo the device count) or adopts a host
 //!    framework's handles, and allocates its heap with `zeMemAllocDevice`;
-//! 2. it exports the heap's IPC handle, whose first bytes carry a file descriptor, and allows its node peers to
-//!    take that descriptor (`PR_SET_PTRACER_ANY`);
-//! 3. every PE takes each node peer's descriptor with `pidfd_getfd`; if that is refused anywhere (no ptrace
-//!    permission), every PE falls back to passing descriptors over a Unix socket (SCM_RIGHTS);
+//! 2. it exports the heap's IPC handle, whose first bytes carry a file descriptor;
+//! 3. by default (`XPUSHMEM_IPC=auto` or `socket`) the node's PEs pass those descriptors over the node's fd
+//!    exchange, a Unix socket whose every end is authenticated (`SO_PEERCRED`: this uid, a pid the bootstrap
+//!    reported for this job). With `XPUSHMEM_IPC=pidfd` every PE instead takes each node peer's descriptor with
+//!    `pidfd_getfd`, which needs ptrace permission: each PE allows any process to trace it
+//!    (`PR_SET_PTRACER_ANY`) only while descriptors are being taken, and withdraws that once every PE has its
+//!    peers' descriptors;
 //! 4. every PE opens each peer's handle (descriptor patched in) with `zeMemOpenIpcHandle`: `bases[pe]`.
 //!
 //! Host-initiated operations on a device heap go through [`crate::transport::ze::DeviceWindow`]: copies on a copy
@@ -103,8 +106,10 @@ pub(crate) fn setup(s: DeviceSetup<'_>) -> Result<(Arc<ZeRuntime>, Windows)> {
     let rt = ZeRuntime::open(select)?;
     let own = rt.alloc_heap(s.size)?;
     let (handle, fd) = rt.ipc_handle(&own)?;
-    if mode != IpcMode::Socket {
-        // Let node peers take the heap's descriptor with pidfd_getfd (Yama ptrace scope 1 needs this).
+    let pidfd = mode == IpcMode::Pidfd;
+    if pidfd {
+        // Let node peers take the heap's descriptor with pidfd_getfd (Yama ptrace scope 1 needs this); withdrawn
+        // below once every PE has taken its peers'.
         let _ = rustix::process::set_ptracer(rustix::process::PTracer::Any);
     }
     let rec = Enc::default().u64(fd as u32 as u64).bytes(&handle).0;
@@ -119,7 +124,7 @@ pub(crate) fn setup(s: DeviceSetup<'_>) -> Result<(Arc<ZeRuntime>, Windows)> {
     }
     // Take every node peer's descriptor: pidfd_getfd first, SCM_RIGHTS when any PE could not.
     let mut fds: Vec<Option<OwnedFd>> = (0..s.n).map(|_| None).collect();
-    let mut ok = mode != IpcMode::Socket;
+    let mut ok = pidfd;
     if ok {
         for &pe in s.local.iter().filter(|&&p| p != s.me) {
             let got = rustix::process::Pid::from_raw(s.pids[pe] as i32)
@@ -149,9 +154,13 @@ pub(crate) fn setup(s: DeviceSetup<'_>) -> Result<(Arc<ZeRuntime>, Windows)> {
         }
     }
     let verdicts = s.boot.allgather(&[ok as u8])?;
+    if pidfd {
+        // Every PE has taken what it could: nobody needs to trace this process any more.
+        let _ = rustix::process::set_ptracer(rustix::process::PTracer::None);
+    }
     let all_ok = verdicts.iter().all(|v| v.first() == Some(&1));
     if !all_ok {
-        if mode == IpcMode::Pidfd {
+        if pidfd {
             return Err(Error::Device(
                 "XPUSHMEM_IPC=pidfd, but pidfd_getfd was refused on some PE (ptrace permission)"
                     .into(),
@@ -169,8 +178,15 @@ pub(crate) fn setup(s: DeviceSetup<'_>) -> Result<(Arc<ZeRuntime>, Windows)> {
             // The raw fd number names the driver's own live descriptor for our heap; borrow and duplicate it.
             let own_fd = rustix::io::dup(shm::borrow_raw_fd(fd)?)
                 .map_err(|e| Error::os("dup(device heap fd)", e))?;
-            let got =
-                shm::exchange_fds(cookie, s.local, s.me, own_fd.as_fd(), listener, s.timeout)?;
+            let got = shm::exchange_fds(
+                cookie,
+                s.local,
+                s.pids,
+                s.me,
+                own_fd.as_fd(),
+                listener,
+                s.timeout,
+            )?;
             for (&pe, f) in s.local.iter().zip(got) {
                 if pe != s.me {
                     fds[pe] = Some(f);

@@ -4,6 +4,7 @@
 //! - [`shm`]: same node, CPU memory. Every PE's heap is a memfd; the fds travel over a Unix socket (SCM_RIGHTS) and
 //!   every PE maps every node peer's heap, so a put is a `memcpy` and an atomic is a CPU atomic on the peer's page.
 
+pub mod fdx;
 pub mod shm;
 pub mod ze;
 

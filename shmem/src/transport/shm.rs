@@ -2,21 +2,16 @@
 //!
 //! Life of a heap: [`Arena::create`] makes a sparse memfd of the heap size (pages are allocated on first touch, so
 //! a 1 GiB heap costs nothing until used); [`exchange_fds`] hands every PE of the node every peer's fd over an
-//! abstract Unix socket (no file in `/dev/shm` or anywhere else); [`Mapping::map`] maps each with `MAP_SHARED`.
+//! authenticated abstract Unix socket (no file in `/dev/shm` or anywhere else; see [`super::fdx`]);
+//! [`Mapping::map`] maps each with `MAP_SHARED`.
 //! Dropping a mapping unmaps it; when the last process unmaps a heap the kernel frees it, whatever way the job ends.
 
+pub use super::fdx::{exchange_fds, FdListener};
 use super::AmoOp;
 use crate::error::{Error, Result};
 use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
 use rustix::mm::{MapFlags, ProtFlags};
-use rustix::net::{
-    AddressFamily, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendAncillaryBuffer,
-    SendAncillaryMessage, SendFlags, SocketAddrUnix, SocketType,
-};
-use std::io::IoSlice;
-use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::time::{Duration, Instant};
 
 fn os(call: &'static str, e: rustix::io::Errno) -> Error {
     Error::os(call, std::io::Error::from(e))
@@ -270,211 +265,6 @@ impl Drop for Mapping {
         // every accessor borrows `self`.
         let _ = unsafe { rustix::mm::munmap(self.base.cast(), self.len) };
     }
-}
-
-/// Abstract-namespace socket name of a node's fd exchange: unique per job (cookie) and node (leader rank).
-fn socket_name(cookie: u64, leader: usize) -> Vec<u8> {
-    format!("xpushmem.{cookie:016x}.{leader}").into_bytes()
-}
-
-fn set_timeout(fd: BorrowedFd<'_>, timeout: Option<Duration>) -> Result<()> {
-    for dir in [
-        rustix::net::sockopt::Timeout::Recv,
-        rustix::net::sockopt::Timeout::Send,
-    ] {
-        rustix::net::sockopt::set_socket_timeout(fd, dir, timeout)
-            .map_err(|e| os("setsockopt(timeout)", e))?;
-    }
-    Ok(())
-}
-
-/// Listener half of the exchange, bound by the node leader before the others connect.
-#[derive(Debug)]
-pub struct FdListener {
-    sock: OwnedFd,
-}
-
-impl FdListener {
-    /// Bind the node's exchange socket (leader only). Call before the bootstrap barrier that lets peers connect.
-    pub fn bind(cookie: u64, leader: usize) -> Result<FdListener> {
-        let sock = rustix::net::socket_with(
-            AddressFamily::UNIX,
-            SocketType::SEQPACKET,
-            rustix::net::SocketFlags::CLOEXEC,
-            None,
-        )
-        .map_err(|e| os("socket(AF_UNIX)", e))?;
-        let addr = SocketAddrUnix::new_abstract_name(&socket_name(cookie, leader))
-            .map_err(|e| os("sockaddr_un", e))?;
-        rustix::net::bind(&sock, &addr).map_err(|e| os("bind(fd exchange)", e))?;
-        rustix::net::listen(&sock, 128).map_err(|e| os("listen(fd exchange)", e))?;
-        Ok(FdListener { sock })
-    }
-}
-
-const MAX_FDS_PER_MSG: usize = 200; // below the kernel's SCM_MAX_FD (253)
-
-fn send_fds(sock: BorrowedFd<'_>, ranks: &[usize], fds: &[BorrowedFd<'_>]) -> Result<()> {
-    let header: Vec<u8> = ranks
-        .iter()
-        .flat_map(|r| (*r as u64).to_le_bytes())
-        .collect();
-    let mut space = vec![MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(MAX_FDS_PER_MSG))];
-    let mut anc = SendAncillaryBuffer::new(&mut space);
-    if !anc.push(SendAncillaryMessage::ScmRights(fds)) {
-        return Err(Error::Transport {
-            transport: "shm",
-            message: "too many fds for one message".into(),
-        });
-    }
-    rustix::net::sendmsg(
-        sock,
-        &[IoSlice::new(&header)],
-        &mut anc,
-        SendFlags::NOSIGNAL,
-    )
-    .map_err(|e| os("sendmsg(SCM_RIGHTS)", e))?;
-    Ok(())
-}
-
-fn recv_fds(sock: BorrowedFd<'_>, out: &mut Vec<(usize, OwnedFd)>) -> Result<usize> {
-    let mut header = vec![0u8; 8 * MAX_FDS_PER_MSG];
-    let mut space = vec![MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(MAX_FDS_PER_MSG))];
-    let mut anc = RecvAncillaryBuffer::new(&mut space);
-    let msg = rustix::net::recvmsg(
-        sock,
-        &mut [std::io::IoSliceMut::new(&mut header)],
-        &mut anc,
-        RecvFlags::CMSG_CLOEXEC,
-    )
-    .map_err(|e| match e {
-        rustix::io::Errno::AGAIN => Error::Transport {
-            transport: "shm",
-            message: "timed out waiting for a node peer's heap fd (XPUSHMEM_TIMEOUT_MS)".into(),
-        },
-        e => os("recvmsg(SCM_RIGHTS)", e),
-    })?;
-    if msg.bytes == 0 {
-        return Err(Error::Transport {
-            transport: "shm",
-            message: "node peer closed the fd exchange before sending its heap".into(),
-        });
-    }
-    let ranks: Vec<usize> = header[..msg.bytes]
-        .chunks_exact(8)
-        .map(|c| u64::from_le_bytes(c.try_into().unwrap_or_default()) as usize)
-        .collect();
-    let mut fds = Vec::new();
-    for m in anc.drain() {
-        if let RecvAncillaryMessage::ScmRights(it) = m {
-            fds.extend(it);
-        }
-    }
-    if fds.len() != ranks.len() {
-        return Err(Error::Transport {
-            transport: "shm",
-            message: format!(
-                "fd exchange message names {} PEs but carries {} fds",
-                ranks.len(),
-                fds.len()
-            ),
-        });
-    }
-    let n = fds.len();
-    out.extend(ranks.into_iter().zip(fds));
-    Ok(n)
-}
-
-/// Exchange heap fds among the PEs of one node. `local` lists the node's PEs (ascending, `local[0]` is the leader,
-/// which must have bound `listener` before the others call this). Returns one fd per node PE, in `local` order
-/// (this PE's own slot holds a duplicate of `mine`).
-pub fn exchange_fds(
-    cookie: u64,
-    local: &[usize],
-    me: usize,
-    mine: BorrowedFd<'_>,
-    listener: Option<FdListener>,
-    timeout: Option<Duration>,
-) -> Result<Vec<OwnedFd>> {
-    let leader = local[0];
-    let mut got: Vec<(usize, OwnedFd)> = Vec::with_capacity(local.len());
-    if me == leader {
-        let listener =
-            listener.ok_or_else(|| Error::State("node leader has no fd listener".into()))?;
-        set_timeout(listener.sock.as_fd(), timeout)?;
-        got.push((me, rustix::io::dup(mine).map_err(|e| os("dup", e))?));
-        let mut conns = Vec::new();
-        for _ in 1..local.len() {
-            let c = rustix::net::accept_with(&listener.sock, rustix::net::SocketFlags::CLOEXEC).map_err(|e| {
-                if e == rustix::io::Errno::AGAIN {
-                    Error::Transport {
-                        transport: "shm",
-                        message: format!(
-                            "timed out waiting for node peers to connect for the heap exchange ({} of {} did)",
-                            conns.len(),
-                            local.len() - 1
-                        ),
-                    }
-                } else {
-                    os("accept(fd exchange)", e)
-                }
-            })?;
-            set_timeout(c.as_fd(), timeout)?;
-            recv_fds(c.as_fd(), &mut got)?;
-            conns.push(c);
-        }
-        got.sort_by_key(|(r, _)| *r);
-        let ranks: Vec<usize> = got.iter().map(|(r, _)| *r).collect();
-        if ranks != local {
-            return Err(Error::Transport {
-                transport: "shm",
-                message: format!("fd exchange got PEs {ranks:?}, expected {local:?}"),
-            });
-        }
-        for c in &conns {
-            for chunk in got.chunks(MAX_FDS_PER_MSG) {
-                let r: Vec<usize> = chunk.iter().map(|(r, _)| *r).collect();
-                let f: Vec<BorrowedFd<'_>> = chunk.iter().map(|(_, f)| f.as_fd()).collect();
-                send_fds(c.as_fd(), &r, &f)?;
-            }
-        }
-    } else {
-        let sock = rustix::net::socket_with(
-            AddressFamily::UNIX,
-            SocketType::SEQPACKET,
-            rustix::net::SocketFlags::CLOEXEC,
-            None,
-        )
-        .map_err(|e| os("socket(AF_UNIX)", e))?;
-        set_timeout(sock.as_fd(), timeout)?;
-        let addr = SocketAddrUnix::new_abstract_name(&socket_name(cookie, leader))
-            .map_err(|e| os("sockaddr_un", e))?;
-        let start = Instant::now();
-        loop {
-            match rustix::net::connect(&sock, &addr) {
-                Ok(()) => break,
-                Err(e)
-                    if timeout.is_none_or(|t| start.elapsed() < t)
-                        && e == rustix::io::Errno::CONNREFUSED =>
-                {
-                    std::thread::sleep(Duration::from_millis(1))
-                }
-                Err(e) => return Err(os("connect(fd exchange)", e)),
-            }
-        }
-        send_fds(sock.as_fd(), &[me], &[mine])?;
-        while got.len() < local.len() {
-            recv_fds(sock.as_fd(), &mut got)?;
-        }
-        let ranks: Vec<usize> = got.iter().map(|(r, _)| *r).collect();
-        if ranks != local {
-            return Err(Error::Transport {
-                transport: "shm",
-                message: format!("fd exchange got PEs {ranks:?}, expected {local:?}"),
-            });
-        }
-    }
-    Ok(got.into_iter().map(|(_, f)| f).collect())
 }
 
 /// Watches node peers' processes through pidfds: a peer that exits is seen at once, zombie or reaped.
