@@ -284,6 +284,15 @@ pub(crate) unsafe extern "C" fn module_create(
         };
         // SAFETY: the caller provides inputSize readable bytes.
         let il = unsafe { std::slice::from_raw_parts(d.pInputModule, d.inputSize) };
+        // What the GPU driver takes and the CPU runtime rejects (Triton's KernelAttributesINTEL) is removed.
+        let il = match spirv::for_cpu_runtime(il) {
+            Ok(il) => il,
+            Err(e) => {
+                make_log(phlog, &e);
+                return Err(fail(ZE_RESULT_ERROR_MODULE_BUILD_FAILURE, e));
+            }
+        };
+        let il = &*il;
         let kernels = match spirv::parse(il) {
             Ok(k) => k,
             Err(e) => {
