@@ -293,7 +293,7 @@ int xpushmem_my_pe(void);
 int xpushmem_n_pes(void);
 
 // Leave the job now with `status` without finalizing. Peers waiting on this PE see it as lost (an error, not a
-// hang); under `xpushmem-run` a non-zero status stops the job.
+// hang); under `xpushmem-run` the whole job ends with `status` and the launcher names this PE as its cause.
 void xpushmem_global_exit(int status);
 
 // The version of the xpushmem C API into `*major`, `*minor`.

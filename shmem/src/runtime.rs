@@ -325,7 +325,7 @@ impl Shmem {
     fn start(attr: InitAttr) -> Result<Shmem> {
         let cfg = Config::from_env()?;
         init_logging(&cfg.log);
-        crate::launch::tie_to_launcher();
+        crate::launch::tie_to_launcher()?;
         let boot = make_bootstrap(&attr.bootstrap, &cfg)?;
         let (me, n) = (boot.rank(), boot.size());
         tracing::debug!(pe = me, n_pes = n, bootstrap = boot.name(), "bootstrap up");
@@ -761,10 +761,13 @@ impl Shmem {
 
     /// An error when a peer died without finalizing.
     pub(crate) fn check_peers(&self, op: &str) -> Result<()> {
-        let lost = |pe: usize| Error::PeerLost {
-            pe,
-            me: self.me,
-            op: op.to_string(),
+        let lost = |pe: usize| {
+            crate::launch::report_peer_lost(pe);
+            Error::PeerLost {
+                pe,
+                me: self.me,
+                op: op.to_string(),
+            }
         };
         let dead = || {
             self.watch.exited().into_iter().find(|&pe| {

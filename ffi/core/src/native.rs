@@ -324,11 +324,11 @@ pub extern "C" fn xpushmem_n_pes() -> c_int {
 }
 
 /// Leave the job now with `status` without finalizing. Peers waiting on this PE see it as lost (an error, not a
-/// hang); under `xpushmem-run` a non-zero status stops the job.
+/// hang); under `xpushmem-run` the whole job ends with `status` and the launcher names this PE as its cause.
 #[no_mangle]
 pub extern "C" fn xpushmem_global_exit(status: c_int) {
     let _ = std::io::Write::flush(&mut std::io::stdout());
-    std::process::exit(status)
+    xpushmem_rt::launch::global_exit(status)
 }
 
 /// The version of the xpushmem C API into `*major`, `*minor`.

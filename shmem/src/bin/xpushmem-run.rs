@@ -1,7 +1,9 @@
 //! `xpushmem-run -n N [--timeout S] [--no-prefix] PROG [ARGS...]`: run N PEs of PROG on this machine.
 //!
-//! Exits with 0 when every PE does, with the first failing PE's status otherwise (128+signal for a signal), and
-//! with 124 when the time limit ends the job. When one PE fails the others are terminated.
+//! Exits with 0 when every PE does; otherwise with the status of the PE that failed first (the root cause: its
+//! `global_exit` status, its exit code, or 128+signal), and says which PE and why. Exits with 124 when the time
+//! limit ends the job, and with 128+signal when SIGINT, SIGTERM or SIGHUP stops it (every PE is stopped first,
+//! before or after their init). When one PE fails the others are terminated.
 
 use std::time::Duration;
 
@@ -57,6 +59,7 @@ fn parse(args: &[String]) -> Result<xpushmem::launch::Job, String> {
     job.args = args[i + 1..].to_vec();
     job.timeout = timeout;
     job.prefix_output = prefix;
+    job.stop_on_signals = true;
     Ok(job)
 }
 
@@ -71,8 +74,8 @@ fn main() {
     };
     match job.run() {
         Ok(out) => {
-            if let Some((pe, how)) = &out.first_failure {
-                eprintln!("xpushmem-run: PE {pe} failed ({how:?}); the job was stopped");
+            if let Some(why) = out.describe() {
+                eprintln!("xpushmem-run: {why}; exit status {}", out.exit_code());
             }
             std::process::exit(out.exit_code());
         }
