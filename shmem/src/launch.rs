@@ -362,6 +362,10 @@ fn root_cause(
         .filter(|(b, _, _)| stop_batch.is_none_or(|sb| *b <= sb))
         .collect();
     failures.sort();
+    if failures.is_empty() {
+        // Every PE exited with 0: a PE that others reported lost left early, but the job did not fail.
+        return None;
+    }
     let explained = |pe: usize| reports.lost.iter().any(|(r, _)| *r == pe);
     if let Some(&(_, _, pe)) = failures.iter().find(|(_, _, pe)| !explained(*pe)) {
         let e = seen[pe].as_ref()?.exit.clone();
@@ -503,12 +507,12 @@ impl Job {
                 }
             }
             reports.drain(&report_rd, self.n_pes);
-            let failed = self.stop_on_failure && !reports.global.is_empty()
-                || self.stop_on_failure
-                    && seen
+            let failed = self.stop_on_failure
+                && (!reports.global.is_empty()
+                    || seen
                         .iter()
                         .flatten()
-                        .any(|s| !matches!(s.exit, PeExit::Code(0) | PeExit::Killed));
+                        .any(|s| !matches!(s.exit, PeExit::Code(0) | PeExit::Killed)));
             let limit_hit = self.timeout.is_some_and(|t| start.elapsed() > t);
             let signal = stop.received();
             if kill_at.is_none() && (failed || limit_hit || signal.is_some()) {
@@ -689,4 +693,87 @@ pub(crate) fn tie_to_launcher() -> Result<()> {
             pid.trim()
         ),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn seen(v: &[(PeExit, usize)]) -> Vec<Option<Seen>> {
+        v.iter()
+            .map(|(exit, batch)| {
+                Some(Seen {
+                    exit: exit.clone(),
+                    batch: *batch,
+                })
+            })
+            .collect()
+    }
+
+    fn reports(global: &[(usize, i32)], lost: &[(usize, usize)]) -> Reports {
+        Reports {
+            buf: Vec::new(),
+            global: global.to_vec(),
+            lost: lost.to_vec(),
+        }
+    }
+
+    #[test]
+    fn global_exit_is_the_root_cause_whoever_was_reaped_first() {
+        let s = seen(&[
+            (PeExit::Code(1), 1),
+            (PeExit::Code(5), 2),
+            (PeExit::Killed, 3),
+        ]);
+        let r = root_cause(&s, &reports(&[(1, 5)], &[(0, 1)]), Some(1));
+        assert_eq!(r, Some((1, PeExit::Code(5), Cause::GlobalExit(5))));
+    }
+
+    #[test]
+    fn a_failure_explained_by_a_lost_peer_is_not_the_root_cause() {
+        // PE 0 failed because it lost PE 2, and was reaped in the same wake-up as PE 2's death.
+        let s = seen(&[
+            (PeExit::Code(1), 1),
+            (PeExit::Killed, 2),
+            (PeExit::Signal(9), 1),
+        ]);
+        let r = root_cause(&s, &reports(&[], &[(0, 2)]), Some(1));
+        assert_eq!(r, Some((2, PeExit::Signal(9), Cause::Signal(9))));
+        // Without reports, a signal death in the same wake-up still comes before an exit code.
+        let r = root_cause(&s, &reports(&[], &[]), Some(1));
+        assert_eq!(r, Some((2, PeExit::Signal(9), Cause::Signal(9))));
+    }
+
+    #[test]
+    fn failures_after_the_stop_do_not_count_and_success_is_none() {
+        let s = seen(&[(PeExit::Code(3), 1), (PeExit::Code(1), 2)]);
+        assert_eq!(
+            root_cause(&s, &reports(&[], &[]), Some(1)),
+            Some((0, PeExit::Code(3), Cause::Code(3)))
+        );
+        let ok = seen(&[(PeExit::Code(0), 1), (PeExit::Code(0), 1)]);
+        assert_eq!(root_cause(&ok, &reports(&[], &[(0, 1)]), None), None);
+    }
+
+    #[test]
+    fn a_pe_that_left_early_is_named_when_the_others_failed_for_it() {
+        let s = seen(&[(PeExit::Code(1), 2), (PeExit::Code(0), 1)]);
+        let r = root_cause(&s, &reports(&[], &[(0, 1)]), Some(2));
+        assert_eq!(r, Some((1, PeExit::Code(0), Cause::LeftEarly)));
+    }
+
+    #[test]
+    fn reports_are_parsed_by_line_and_checked() {
+        let (rd, wr) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::NONBLOCK).unwrap();
+        let mut r = Reports::default();
+        rustix::io::write(&wr, b"G 1 5\nL 0 1\nL 9 1\nX 0 0\nL 2 ").unwrap();
+        r.drain(&rd, 4);
+        assert_eq!(
+            (r.global.clone(), r.lost.clone()),
+            (vec![(1, 5)], vec![(0, 1)])
+        );
+        rustix::io::write(&wr, b"3\n").unwrap();
+        r.drain(&rd, 4);
+        assert_eq!(r.lost, vec![(0, 1), (2, 3)]);
+    }
 }
