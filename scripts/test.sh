@@ -30,16 +30,21 @@ echo "== Python: the PyTorch drop-in (ported test_nvshmem.py suites on CPU, gloo
 # The wheel's libxpushmem.so in the debug profile: the build above already made it.
 SETUPTOOLS_RUST_CARGO_PROFILE=dev bash scripts/test-python.sh 2>&1 | tee target/test-python.log
 rc_py=${PIPESTATUS[0]}
+echo "== Triton: upstream test_shmem_triton.py kernels compiled by triton-xpu against xpushmem._xpushmem_triton"
+bash scripts/test-triton.sh 2>&1 | tee target/test-triton.log
+rc_triton=${PIPESTATUS[0]}
 set -e
 summary=$(
     {
         grep -E '^test result:' target/test.log | awk '{print $4, $6, $8}'
         # pytest's closing line, e.g. "=== 118 passed, 1 skipped in 74.93s ==="
-        tail -n 5 target/test-python.log | grep -E '[0-9]+ (passed|failed)' | tail -n 1 |
+        for log in target/test-python.log target/test-triton.log; do
+            tail -n 5 "$log" | grep -E '[0-9]+ (passed|failed)' | tail -n 1
+        done |
             awk '{p=0; f=0; s=0; for (i = 1; i < NF; i++) { if ($(i+1) ~ /^passed/) p=$i; if ($(i+1) ~ /^failed/) f=$i;
                   if ($(i+1) ~ /^skipped/) s=$i }; print p, f, s}'
     } | awk '{p+=$1; f+=$2; s+=$3} END {print p" passed, "f" failed, "s" skipped"}'
 )
 echo "== $(( $(date +%s) - start ))s"
 echo "tests: $summary"
-[[ $rc -eq 0 && $rc_mpi -eq 0 && $rc_py -eq 0 ]]
+[[ $rc -eq 0 && $rc_mpi -eq 0 && $rc_py -eq 0 && $rc_triton -eq 0 ]]

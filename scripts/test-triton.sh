@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Runs the Triton tests of triton-bridge (tests/triton/): the kernels of PyTorch's test_shmem_triton.py, compiled by
+# Intel's Triton (triton-xpu) for an XPU target at sub-group sizes 16 and 32 against xpushmem._xpushmem_triton, and
+# requires_xpushmem's library search, extern_libs entry and chained kernel-load hook.
+#   1. scripts/setup-triton.sh: a venv of its own with triton-xpu and torch (idempotent);
+#   2. pytest triton-bridge/tests/triton with the source tree's package (extra arguments are passed to pytest).
+# Exits non-zero when pytest fails or collects nothing (pytest's exit code 5).
+# Env: XPUSHMEM_CACHE (venv location, see setup-triton.sh).
+set -euo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo"
+start=$(date +%s)
+venv="$(bash scripts/setup-triton.sh | tail -n 1)"
+echo "== pytest triton-bridge/tests/triton (triton-xpu)"
+set +e
+(cd "$repo/triton-bridge" && PYTHONPATH="$repo/triton-bridge" TRITON_CACHE_DIR="${TRITON_CACHE_DIR:-$repo/target/triton-cache}" \
+    "$venv/bin/python" -m pytest -p no:cacheprovider -rfEs "$@" tests/triton)
+rc=$?
+set -e
+echo "== test-triton: $(( $(date +%s) - start ))s, pytest exit code $rc"
+if [[ $rc -eq 5 ]]; then
+    echo "test-triton: pytest collected no tests" >&2
+fi
+exit "$rc"
