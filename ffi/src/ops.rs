@@ -1,30 +1,933 @@
-//! The xpushmem-ops C ABI (`xpushmem_ops_*`: PyTorch's NVSHMEM op family) inside `libxpushmem`, working on
-//! `libxpushmem`'s own runtime (the one `xpushmem_init` / `xpushmemx_init_attr` start), so that a C++ torch
-//! kernel can call the ops on the tensors it allocated with `xpushmem_malloc`.
+//! C ABI of the ops, for a C++ torch kernel (`TORCH_LIBRARY_IMPL(symm_mem, XPU, m)` shim): tensors are passed
+//! as [`XpushmemOpsTensor`] (data pointer, dtype, sizes, strides), groups as arrays of global PEs in group-rank
+//! order. Every function returns `0` or one of `libxpushmem`'s `XPUSHMEM_ERROR_*` codes and goes through the same
+//! C boundary as the rest of the library (`xpushmem_ffi_core::error`): one last error per thread
+//! (`xpushmem_last_error()`, also readable as [`xpushmem_ops_last_error`]), one error mode, one panic firewall
+//! (a panic becomes `XPUSHMEM_ERROR_INTERNAL`).
 //!
-//! The functions are defined (`#[no_mangle]`) in `xpushmem_ops::capi`; linking that crate exports them. At load
-//! time, a constructor points the ops at this library's runtime instead of their own.
+//! ```c
+//! typedef struct {
+//!     void *data;              /* address of element [0,...,0]; inside the symmetric heap */
+//!     int32_t dtype;           /* XPUSHMEM_OPS_DTYPE_*: 0 f32, 1 f16, 2 bf16, 3 f64, 4 i8, 5 u8, 6 i16, 7 i32, 8 i64 */
+//!     int32_t ndim;
+//!     const int64_t *sizes;    /* ndim entries */
+//!     const int64_t *strides;  /* ndim entries, in elements; NULL = contiguous */
+//! } xpushmem_ops_tensor;
+//! ```
+//!
+//! ## Runtime
+//! The functions run on the library's runtime, the one `xpushmem_init` starts; [`xpushmem_ops_init`] and
+//! [`xpushmem_ops_finalize`] are the same calls under the ops' names. The registered groups are forgotten at
+//! finalize.
+//!
+//! ## Groups
+//! A group's synchronisation space is allocated collectively by every PE of the world, like NVSHMEM's
+//! `nvshmem_team_split_strided` over the world team. [`xpushmem_ops_group_register`] does that explicitly (every
+//! PE calls it at the same point, each with the group it belongs to); an op given a group that is not yet
+//! registered registers it on the spot, which is only safe when every PE of the world calls an op (on its own
+//! group) at that point, as PyTorch's sub-group dispatch/combine does. `group_pes == NULL` means the world.
 
-pub use xpushmem_ops;
+use std::collections::HashMap;
+use std::ffi::{c_char, c_int, c_void, CStr};
+use std::sync::{Arc, Mutex, Once};
+use xpushmem_ffi_core::error::{self as boundary, Failure};
+use xpushmem_ffi_core::rt::{Error, InitAttr, Result, Shmem};
+use xpushmem_ffi_core::state;
+use xpushmem_ops::{DType, Group, TensorView};
 
-use xpushmem_ffi_core::rt::Shmem;
+/// A tensor as the C ABI passes it (`xpushmem_ops_tensor`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct XpushmemOpsTensor {
+    /// Address of element `[0, ..., 0]`, inside the symmetric heap (may be NULL for an empty tensor).
+    pub data: *mut c_void,
+    /// Element type: an [`DType`] discriminant.
+    pub dtype: i32,
+    /// Number of dimensions.
+    pub ndim: i32,
+    /// `ndim` sizes.
+    pub sizes: *const i64,
+    /// `ndim` strides in elements, or NULL for contiguous.
+    pub strides: *const i64,
+}
 
-/// Run `f` on the running runtime; false when xpushmem is not initialised.
-fn with_runtime(f: &mut dyn FnMut(&Shmem)) -> bool {
-    xpushmem_ffi_core::state::with(|sh| {
-        f(sh);
-        Ok(())
+static GROUPS: Mutex<Option<HashMap<Vec<usize>, Arc<Group>>>> = Mutex::new(None);
+static FORGET_GROUPS_AT_FINALIZE: Once = Once::new();
+
+/// Forget every registered group (they belong to the runtime being finalized).
+fn reset_groups() {
+    *GROUPS.lock().unwrap_or_else(|p| p.into_inner()) = None;
+}
+
+/// Run `f` on the library's runtime (a State error when it is not running).
+fn with_rt<R>(f: impl FnOnce(&Shmem) -> Result<R>) -> Result<R, Failure> {
+    state::with(|sh| f(sh).map_err(Failure::from))
+}
+
+/// Run a C entry point's body behind the library's one boundary: its error code (0 on success).
+fn entry(call: &str, f: impl FnOnce() -> Result<(), Failure>) -> c_int {
+    boundary::code(call, f)
+}
+
+fn null_arg(name: &'static str, call: &str) -> Error {
+    Error::InvalidArgument {
+        name,
+        value: "NULL".into(),
+        reason: format!("{call}: must not be NULL"),
+    }
+}
+
+/// A C array as a slice; NULL is allowed only for `n == 0`.
+///
+/// # Safety
+/// `p` must be NULL or point to `n` readable, initialised `T`s that stay valid and unmodified for `'a`.
+unsafe fn array<'a, T>(p: *const T, n: i64, name: &'static str, call: &str) -> Result<&'a [T]> {
+    if n < 0 {
+        return Err(Error::InvalidArgument {
+            name,
+            value: n.to_string(),
+            reason: format!("{call}: a count must be non-negative"),
+        });
+    }
+    if n == 0 {
+        return Ok(&[]);
+    }
+    if p.is_null() {
+        return Err(null_arg(name, call));
+    }
+    // SAFETY: p is non-null and, by this function's contract, points to n valid, initialised elements that
+    // outlive 'a.
+    Ok(unsafe { std::slice::from_raw_parts(p, n as usize) })
+}
+
+/// Convert a C tensor descriptor into a view of the symmetric heap.
+///
+/// # Safety
+/// `t` must be NULL or point to a valid `XpushmemOpsTensor` whose `sizes` (and non-NULL `strides`) arrays hold
+/// `ndim` elements.
+unsafe fn view(
+    sh: &Shmem,
+    t: *const XpushmemOpsTensor,
+    name: &'static str,
+    call: &str,
+) -> Result<TensorView> {
+    if t.is_null() {
+        return Err(null_arg(name, call));
+    }
+    // SAFETY: t is non-null and points to a valid descriptor (contract above); it is Copy.
+    let t = unsafe { *t };
+    let dtype = DType::from_code(t.dtype)?;
+    // SAFETY: sizes holds ndim elements (contract above).
+    let sizes = unsafe { array(t.sizes, t.ndim as i64, name, call)? };
+    let bad = |what: &str, v: &[i64]| Error::InvalidArgument {
+        name,
+        value: format!("{v:?}"),
+        reason: format!("{call}: {what} must be non-negative"),
+    };
+    if sizes.iter().any(|&s| s < 0) {
+        return Err(bad("sizes", sizes));
+    }
+    let shape: Vec<usize> = sizes.iter().map(|&s| s as usize).collect();
+    let strides: Vec<usize> = if t.strides.is_null() {
+        xpushmem_ops::tensor::contiguous_strides(&shape)
+    } else {
+        // SAFETY: strides is non-null and holds ndim elements (contract above).
+        let s = unsafe { array(t.strides, t.ndim as i64, name, call)? };
+        if s.iter().any(|&x| x < 0) {
+            return Err(bad("strides", s));
+        }
+        s.iter().map(|&x| x as usize).collect()
+    };
+    let numel: usize = shape.iter().product();
+    let extent = if numel == 0 {
+        0
+    } else {
+        shape
+            .iter()
+            .zip(&strides)
+            .try_fold(0usize, |acc, (&n, &s)| {
+                (n - 1).checked_mul(s).and_then(|x| x.checked_add(acc))
+            })
+            .and_then(|last| last.checked_add(1))
+            .and_then(|e| e.checked_mul(dtype.size()))
+            .ok_or_else(|| Error::InvalidArgument {
+                name,
+                value: format!("sizes {shape:?} strides {strides:?}"),
+                reason: format!("{call}: the tensor's extent overflows"),
+            })?
+    };
+    let addr = if t.data.is_null() && numel == 0 {
+        sh.heap_base() as usize
+    } else {
+        t.data as usize
+    };
+    let buf = sh
+        .sym_slice_from_addr::<u8>(addr, extent)
+        .map_err(|e| match e {
+            Error::NotSymmetric {
+                addr, base, end, ..
+            } => Error::NotSymmetric {
+                addr,
+                base,
+                end,
+                context: format!("{call}: {name} is not in symmetric memory"),
+            },
+            e => e,
+        })?;
+    TensorView::new(buf, dtype, &shape, &strides, 0)
+}
+
+/// Look up (or register, collectively) the group of `pes` (NULL = the world).
+///
+/// # Safety
+/// `pes` must be NULL or point to `n` readable `i32`s.
+unsafe fn group(sh: &Shmem, pes: *const i32, n: i32, call: &str) -> Result<Arc<Group>> {
+    let list: Vec<usize> = if pes.is_null() {
+        if n != 0 {
+            return Err(null_arg("group_pes", call));
+        }
+        (0..sh.n_pes()).collect()
+    } else {
+        // SAFETY: pes is non-null and holds n elements (contract above).
+        let raw = unsafe { array(pes, n as i64, "group_pes", call)? };
+        let mut v = Vec::with_capacity(raw.len());
+        for (i, &p) in raw.iter().enumerate() {
+            if p < 0 || p as usize >= sh.n_pes() {
+                return Err(Error::InvalidPe {
+                    pe: p as i64,
+                    n_pes: sh.n_pes(),
+                    context: format!("{call}: group_pes[{i}]"),
+                });
+            }
+            v.push(p as usize);
+        }
+        v
+    };
+    FORGET_GROUPS_AT_FINALIZE.call_once(|| state::on_finalize(reset_groups));
+    let mut g = GROUPS.lock().unwrap_or_else(|p| p.into_inner());
+    let map = g.get_or_insert_with(HashMap::new);
+    if let Some(grp) = map.get(&list) {
+        return Ok(grp.clone());
+    }
+    let grp = Arc::new(Group::new(sh, &list)?);
+    map.insert(list, grp.clone());
+    Ok(grp)
+}
+
+/// The message of the calling thread's last failed call (the same as `xpushmem_last_error()`). Valid until the
+/// thread's next failing call.
+#[no_mangle]
+pub extern "C" fn xpushmem_ops_last_error() -> *const c_char {
+    boundary::last_message_ptr()
+}
+
+/// The error code of the calling thread's last failed call (the same as `xpushmem_last_error_code()`).
+#[no_mangle]
+pub extern "C" fn xpushmem_ops_last_error_code() -> c_int {
+    boundary::last_code()
+}
+
+/// Start the library's runtime from the environment (collective; the same as `xpushmem_init`); a no-op when it
+/// is running.
+#[no_mangle]
+pub extern "C" fn xpushmem_ops_init() -> c_int {
+    entry("xpushmem_ops_init", || {
+        state::init(InitAttr::default(), false)
     })
-    .is_ok()
 }
 
-extern "C" fn use_library_runtime() {
-    xpushmem_ops::capi::set_runtime_access(Some(with_runtime));
-    // Groups are registered on a runtime; a finalize (and a later re-init) must not reuse them.
-    xpushmem_ffi_core::state::on_finalize(xpushmem_ops::capi::reset_groups);
+/// Finalize the library's runtime (collective; the same as `xpushmem_finalize`) and forget the registered
+/// groups; a no-op when none is running.
+#[no_mangle]
+pub extern "C" fn xpushmem_ops_finalize() -> c_int {
+    entry("xpushmem_ops_finalize", state::finalize)
 }
 
-// Runs when the library is loaded, before any xpushmem_ops_* call can be made.
-#[used]
-#[link_section = ".init_array"]
-static USE_LIBRARY_RUNTIME: extern "C" fn() = use_library_runtime;
+/// Register the group `pes[0..npes]` (global PEs in group-rank order; NULL = the world). Collective over the
+/// world: every PE calls it at the same point, each with the group it belongs to. Registering a group twice is a
+/// no-op on that PE (so all PEs must agree on whether it is new).
+///
+/// # Safety
+/// `pes` must be NULL or point to `npes` readable `int32_t`s.
+#[no_mangle]
+pub unsafe extern "C" fn xpushmem_ops_group_register(pes: *const i32, npes: i32) -> c_int {
+    const CALL: &str = "xpushmem_ops_group_register";
+    entry(CALL, || {
+        with_rt(|sh| {
+            // SAFETY: forwarded caller contract on pes.
+            let g = unsafe { group(sh, pes, npes, CALL) };
+            g.map(|_| ())
+        })
+    })
+}
+
+/// `symm_mem::all_to_all_vdev`.
+///
+/// # Safety
+/// Tensor pointers must point to valid descriptors; `group_pes` NULL or `group_size` readable `int32_t`s.
+#[no_mangle]
+pub unsafe extern "C" fn xpushmem_ops_all_to_all_vdev(
+    input: *const XpushmemOpsTensor,
+    out: *const XpushmemOpsTensor,
+    in_splits: *const XpushmemOpsTensor,
+    out_splits_offsets: *const XpushmemOpsTensor,
+    group_pes: *const i32,
+    group_size: i32,
+) -> c_int {
+    const CALL: &str = "xpushmem_ops_all_to_all_vdev";
+    entry(CALL, || {
+        with_rt(|sh| {
+            // SAFETY: forwarded caller contract on every pointer.
+            let (i, o, s, oso, g) = unsafe {
+                (
+                    view(sh, input, "input", CALL)?,
+                    view(sh, out, "out", CALL)?,
+                    view(sh, in_splits, "in_splits", CALL)?,
+                    view(sh, out_splits_offsets, "out_splits_offsets", CALL)?,
+                    group(sh, group_pes, group_size, CALL)?,
+                )
+            };
+            xpushmem_ops::all_to_all_vdev(sh, &g, &i, &o, &s, &oso)
+        })
+    })
+}
+
+/// `symm_mem::all_to_all_vdev_2d`; `major_align` NULL = PyTorch's default (1).
+///
+/// # Safety
+/// Tensor pointers must point to valid descriptors; `major_align` NULL or readable; `group_pes` NULL or
+/// `group_size` readable `int32_t`s.
+#[no_mangle]
+pub unsafe extern "C" fn xpushmem_ops_all_to_all_vdev_2d(
+    input: *const XpushmemOpsTensor,
+    out: *const XpushmemOpsTensor,
+    in_splits: *const XpushmemOpsTensor,
+    out_splits_offsets: *const XpushmemOpsTensor,
+    group_pes: *const i32,
+    group_size: i32,
+    major_align: *const i64,
+) -> c_int {
+    const CALL: &str = "xpushmem_ops_all_to_all_vdev_2d";
+    entry(CALL, || {
+        with_rt(|sh| {
+            // SAFETY: forwarded caller contract on every pointer; major_align is read only when non-null.
+            let (i, o, s, oso, g, a) = unsafe {
+                (
+                    view(sh, input, "input", CALL)?,
+                    view(sh, out, "out", CALL)?,
+                    view(sh, in_splits, "in_splits", CALL)?,
+                    view(sh, out_splits_offsets, "out_splits_offsets", CALL)?,
+                    group(sh, group_pes, group_size, CALL)?,
+                    (!major_align.is_null()).then(|| *major_align),
+                )
+            };
+            xpushmem_ops::all_to_all_vdev_2d(sh, &g, &i, &o, &s, &oso, a)
+        })
+    })
+}
+
+/// `symm_mem::all_to_all_vdev_2d_offset`.
+///
+/// # Safety
+/// Tensor pointers must point to valid descriptors; `group_pes` NULL or `group_size` readable `int32_t`s.
+#[no_mangle]
+pub unsafe extern "C" fn xpushmem_ops_all_to_all_vdev_2d_offset(
+    input: *const XpushmemOpsTensor,
+    out: *const XpushmemOpsTensor,
+    in_splits_offsets: *const XpushmemOpsTensor,
+    out_splits_offsets: *const XpushmemOpsTensor,
+    group_pes: *const i32,
+    group_size: i32,
+) -> c_int {
+    const CALL: &str = "xpushmem_ops_all_to_all_vdev_2d_offset";
+    entry(CALL, || {
+        with_rt(|sh| {
+            // SAFETY: forwarded caller contract on every pointer.
+            let (i, o, s, oso, g) = unsafe {
+                (
+                    view(sh, input, "input", CALL)?,
+                    view(sh, out, "out", CALL)?,
+                    view(sh, in_splits_offsets, "in_splits_offsets", CALL)?,
+                    view(sh, out_splits_offsets, "out_splits_offsets", CALL)?,
+                    group(sh, group_pes, group_size, CALL)?,
+                )
+            };
+            xpushmem_ops::all_to_all_vdev_2d_offset(sh, &g, &i, &o, &s, &oso)
+        })
+    })
+}
+
+/// `symm_mem::nvshmem_all_to_all` (equal split).
+///
+/// # Safety
+/// Tensor pointers must point to valid descriptors; `group_pes` NULL or `group_size` readable `int32_t`s.
+#[no_mangle]
+pub unsafe extern "C" fn xpushmem_ops_nvshmem_all_to_all(
+    input: *const XpushmemOpsTensor,
+    out: *const XpushmemOpsTensor,
+    group_pes: *const i32,
+    group_size: i32,
+) -> c_int {
+    const CALL: &str = "xpushmem_ops_nvshmem_all_to_all";
+    entry(CALL, || {
+        with_rt(|sh| {
+            // SAFETY: forwarded caller contract on every pointer.
+            let (i, o, g) = unsafe {
+                (
+                    view(sh, input, "input", CALL)?,
+                    view(sh, out, "out", CALL)?,
+                    group(sh, group_pes, group_size, CALL)?,
+                )
+            };
+            xpushmem_ops::nvshmem_all_to_all(sh, &g, &i, &o)
+        })
+    })
+}
+
+/// Read an optional reduce-op name (NULL = "sum").
+///
+/// # Safety
+/// `p` must be NULL or a NUL-terminated string.
+unsafe fn reduce_op_arg(p: *const c_char, call: &str) -> Result<String> {
+    if p.is_null() {
+        return Ok("sum".into());
+    }
+    // SAFETY: p is non-null and NUL-terminated (contract above).
+    let s = unsafe { CStr::from_ptr(p) };
+    s.to_str()
+        .map(str::to_string)
+        .map_err(|_| Error::InvalidArgument {
+            name: "reduce_op",
+            value: format!("{s:?}"),
+            reason: format!("{call}: must be UTF-8"),
+        })
+}
+
+/// `symm_mem::tile_reduce`; `reduce_op` NULL = "sum". `root` is group-relative.
+///
+/// # Safety
+/// Tensor pointers must point to valid descriptors; `reduce_op` NULL or NUL-terminated; `group_pes` NULL or
+/// `group_size` readable `int32_t`s.
+#[no_mangle]
+pub unsafe extern "C" fn xpushmem_ops_tile_reduce(
+    in_tile: *const XpushmemOpsTensor,
+    out_tile: *const XpushmemOpsTensor,
+    root: i64,
+    group_pes: *const i32,
+    group_size: i32,
+    reduce_op: *const c_char,
+) -> c_int {
+    const CALL: &str = "xpushmem_ops_tile_reduce";
+    entry(CALL, || {
+        with_rt(|sh| {
+            // SAFETY: forwarded caller contract on every pointer.
+            let (i, o, g, op) = unsafe {
+                (
+                    view(sh, in_tile, "in_tile", CALL)?,
+                    view(sh, out_tile, "out_tile", CALL)?,
+                    group(sh, group_pes, group_size, CALL)?,
+                    reduce_op_arg(reduce_op, CALL)?,
+                )
+            };
+            xpushmem_ops::tile_reduce(sh, &g, &i, &o, root, &op)
+        })
+    })
+}
+
+/// `symm_mem::multi_root_tile_reduce`: `in_tiles[0..n_tiles]`, `roots[0..n_roots]` (group-relative);
+/// `reduce_op` NULL = "sum".
+///
+/// # Safety
+/// `in_tiles` must be NULL or point to `n_tiles` valid descriptors, `roots` NULL or `n_roots` readable
+/// `int64_t`s; the other pointers as in [`xpushmem_ops_tile_reduce`].
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn xpushmem_ops_multi_root_tile_reduce(
+    in_tiles: *const XpushmemOpsTensor,
+    n_tiles: i32,
+    out_tile: *const XpushmemOpsTensor,
+    roots: *const i64,
+    n_roots: i32,
+    group_pes: *const i32,
+    group_size: i32,
+    reduce_op: *const c_char,
+) -> c_int {
+    const CALL: &str = "xpushmem_ops_multi_root_tile_reduce";
+    entry(CALL, || {
+        with_rt(|sh| {
+            // SAFETY: forwarded caller contract on every pointer and count.
+            let (tiles, o, r, g, op) = unsafe {
+                let descs = array(in_tiles, n_tiles as i64, "in_tiles", CALL)?;
+                let mut tiles = Vec::with_capacity(descs.len());
+                for d in descs {
+                    tiles.push(view(sh, d, "in_tiles", CALL)?);
+                }
+                (
+                    tiles,
+                    view(sh, out_tile, "out_tile", CALL)?,
+                    array(roots, n_roots as i64, "roots", CALL)?,
+                    group(sh, group_pes, group_size, CALL)?,
+                    reduce_op_arg(reduce_op, CALL)?,
+                )
+            };
+            xpushmem_ops::multi_root_tile_reduce(sh, &g, &tiles, &o, r, &op)
+        })
+    })
+}
+
+/// `symm_mem::nvshmem_broadcast` (in place; `root` group-relative).
+///
+/// # Safety
+/// `tensor` must point to a valid descriptor; `group_pes` NULL or `group_size` readable `int32_t`s.
+#[no_mangle]
+pub unsafe extern "C" fn xpushmem_ops_nvshmem_broadcast(
+    tensor: *const XpushmemOpsTensor,
+    root: i64,
+    group_pes: *const i32,
+    group_size: i32,
+) -> c_int {
+    const CALL: &str = "xpushmem_ops_nvshmem_broadcast";
+    entry(CALL, || {
+        with_rt(|sh| {
+            // SAFETY: forwarded caller contract on every pointer.
+            let (t, g) = unsafe {
+                (
+                    view(sh, tensor, "tensor", CALL)?,
+                    group(sh, group_pes, group_size, CALL)?,
+                )
+            };
+            xpushmem_ops::nvshmem_broadcast(sh, &g, &t, root)
+        })
+    })
+}
+
+/// `symm_mem::nvshmem_put` (`peer` is a global PE).
+///
+/// # Safety
+/// `tensor` must point to a valid descriptor.
+#[no_mangle]
+pub unsafe extern "C" fn xpushmem_ops_nvshmem_put(
+    tensor: *const XpushmemOpsTensor,
+    peer: i64,
+) -> c_int {
+    const CALL: &str = "xpushmem_ops_nvshmem_put";
+    entry(CALL, || {
+        with_rt(|sh| {
+            // SAFETY: forwarded caller contract on tensor.
+            let t = unsafe { view(sh, tensor, "tensor", CALL) }?;
+            xpushmem_ops::nvshmem_put(sh, &t, peer)
+        })
+    })
+}
+
+/// `symm_mem::nvshmem_get` (`peer` is a global PE).
+///
+/// # Safety
+/// `tensor` must point to a valid descriptor.
+#[no_mangle]
+pub unsafe extern "C" fn xpushmem_ops_nvshmem_get(
+    tensor: *const XpushmemOpsTensor,
+    peer: i64,
+) -> c_int {
+    const CALL: &str = "xpushmem_ops_nvshmem_get";
+    entry(CALL, || {
+        with_rt(|sh| {
+            // SAFETY: forwarded caller contract on tensor.
+            let t = unsafe { view(sh, tensor, "tensor", CALL) }?;
+            xpushmem_ops::nvshmem_get(sh, &t, peer)
+        })
+    })
+}
+
+/// `symm_mem::nvshmem_put_with_signal`: data, then a 64-bit SET of the peer's first `sigpad` word to `signal`.
+///
+/// # Safety
+/// `tensor` and `sigpad` must point to valid descriptors.
+#[no_mangle]
+pub unsafe extern "C" fn xpushmem_ops_nvshmem_put_with_signal(
+    tensor: *const XpushmemOpsTensor,
+    sigpad: *const XpushmemOpsTensor,
+    signal: i64,
+    peer: i64,
+) -> c_int {
+    const CALL: &str = "xpushmem_ops_nvshmem_put_with_signal";
+    entry(CALL, || {
+        with_rt(|sh| {
+            // SAFETY: forwarded caller contract on both pointers.
+            let (t, s) = unsafe {
+                (
+                    view(sh, tensor, "tensor", CALL)?,
+                    view(sh, sigpad, "sigpad", CALL)?,
+                )
+            };
+            xpushmem_ops::nvshmem_put_with_signal(sh, &t, &s, signal, peer)
+        })
+    })
+}
+
+/// `symm_mem::nvshmem_wait_for_signal`: wait until this PE's first `sigpad` word equals `signal` (`peer`
+/// ignored; times out after `XPUSHMEM_TIMEOUT_MS`).
+///
+/// # Safety
+/// `sigpad` must point to a valid descriptor.
+#[no_mangle]
+pub unsafe extern "C" fn xpushmem_ops_nvshmem_wait_for_signal(
+    sigpad: *const XpushmemOpsTensor,
+    signal: i64,
+    peer: i64,
+) -> c_int {
+    const CALL: &str = "xpushmem_ops_nvshmem_wait_for_signal";
+    entry(CALL, || {
+        with_rt(|sh| {
+            // SAFETY: forwarded caller contract on sigpad.
+            let s = unsafe { view(sh, sigpad, "sigpad", CALL)? };
+            xpushmem_ops::nvshmem_wait_for_signal(sh, &s, signal, peer)
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::CStr;
+
+    fn msg() -> String {
+        // SAFETY: xpushmem_ops_last_error returns a valid NUL-terminated string owned by this thread.
+        unsafe { CStr::from_ptr(xpushmem_ops_last_error()) }
+            .to_string_lossy()
+            .into_owned()
+    }
+
+    struct T {
+        sizes: Vec<i64>,
+        strides: Option<Vec<i64>>,
+        data: usize,
+        dtype: i32,
+    }
+
+    impl T {
+        fn c(&self) -> XpushmemOpsTensor {
+            XpushmemOpsTensor {
+                data: self.data as *mut c_void,
+                dtype: self.dtype,
+                ndim: self.sizes.len() as i32,
+                sizes: self.sizes.as_ptr(),
+                strides: self
+                    .strides
+                    .as_ref()
+                    .map_or(std::ptr::null(), |s| s.as_ptr()),
+            }
+        }
+    }
+
+    /// Allocate `bytes` of symmetric memory filled with `fill`; its local address.
+    fn alloc(bytes: usize, fill: &[u8]) -> usize {
+        with_rt(|sh| {
+            let s = sh.malloc::<u8>(bytes)?;
+            let mut v = fill.to_vec();
+            v.resize(bytes, 0);
+            sh.put(s, &v, sh.my_pe())?;
+            Ok(sh.heap_base() as usize + s.heap_offset())
+        })
+        .unwrap()
+    }
+
+    fn read(addr: usize, bytes: usize) -> Vec<u8> {
+        with_rt(|sh| {
+            let s = sh.sym_slice_from_addr::<u8>(addr, bytes)?;
+            let mut v = vec![0u8; bytes];
+            sh.get(&mut v, s, sh.my_pe())?;
+            Ok(v)
+        })
+        .unwrap()
+    }
+
+    fn i64s(v: &[i64]) -> Vec<u8> {
+        v.iter().flat_map(|x| x.to_le_bytes()).collect()
+    }
+
+    #[test]
+    fn c_abi_on_one_pe() {
+        assert_eq!(xpushmem_ops_init(), 0, "{}", msg());
+        assert_eq!(xpushmem_ops_init(), 0, "a second init is a no-op");
+        let f32s: Vec<u8> = (0..16).flat_map(|i| (i as f32).to_le_bytes()).collect();
+        let input = T {
+            sizes: vec![8, 2],
+            strides: None,
+            data: alloc(64, &f32s),
+            dtype: 0,
+        };
+        let out = T {
+            sizes: vec![8, 2],
+            strides: None,
+            data: alloc(64, &[]),
+            dtype: 0,
+        };
+        let splits = T {
+            sizes: vec![1],
+            strides: None,
+            data: alloc(8, &i64s(&[5])),
+            dtype: 8,
+        };
+        let oso = T {
+            sizes: vec![2, 1],
+            strides: None,
+            data: alloc(16, &i64s(&[-1, -1])),
+            dtype: 8,
+        };
+        let world = [0i32];
+        let (i, o, s, so) = (input.c(), out.c(), splits.c(), oso.c());
+
+        // all_to_all_vdev on the world (NULL group) and on an explicit group.
+        // SAFETY: every descriptor points to live vectors and symmetric memory; NULL group with size 0.
+        let rc = unsafe { xpushmem_ops_all_to_all_vdev(&i, &o, &s, &so, std::ptr::null(), 0) };
+        assert_eq!(rc, 0, "{}", msg());
+        assert_eq!(xpushmem_ops_last_error_code(), 0);
+        assert_eq!(read(out.data, 40), f32s[..40]);
+        assert_eq!(read(oso.data, 16), i64s(&[5, 0]));
+        // SAFETY: as above, group_pes points to one int32.
+        let rc = unsafe { xpushmem_ops_group_register(world.as_ptr(), 1) };
+        assert_eq!(rc, 0, "{}", msg());
+
+        // 2d: NULL major_align is PyTorch's default; 0 is rejected with PyTorch's message.
+        let align = 0i64;
+        // SAFETY: as above; major_align points to a live i64.
+        let rc =
+            unsafe { xpushmem_ops_all_to_all_vdev_2d(&i, &o, &s, &so, world.as_ptr(), 1, &align) };
+        assert_eq!(rc, boundary::XPUSHMEM_ERROR_INVALID_ARGUMENT);
+        assert!(msg().contains("major_align must be positive"), "{}", msg());
+        assert_eq!(
+            xpushmem_ops_last_error_code(),
+            boundary::XPUSHMEM_ERROR_INVALID_ARGUMENT
+        );
+        // SAFETY: as above, NULL major_align.
+        let rc = unsafe {
+            xpushmem_ops_all_to_all_vdev_2d(&i, &o, &s, &so, world.as_ptr(), 1, std::ptr::null())
+        };
+        assert_eq!(rc, 0, "{}", msg());
+        // Combine back with the dispatch's splits/offsets.
+        let cout = T {
+            sizes: vec![8, 2],
+            strides: None,
+            data: alloc(64, &[]),
+            dtype: 0,
+        };
+        let coso = T {
+            sizes: vec![2, 1],
+            strides: None,
+            data: alloc(16, &[]),
+            dtype: 8,
+        };
+        // SAFETY: as above.
+        let rc = unsafe {
+            xpushmem_ops_all_to_all_vdev_2d_offset(&o, &cout.c(), &so, &coso.c(), world.as_ptr(), 1)
+        };
+        assert_eq!(rc, 0, "{}", msg());
+        assert_eq!(read(cout.data, 40), f32s[..40]);
+
+        // Errors: NULL tensor, a pointer outside the heap, a bad dtype, bad groups.
+        // SAFETY: NULL input is checked; the rest as above.
+        let rc = unsafe {
+            xpushmem_ops_all_to_all_vdev(std::ptr::null(), &o, &s, &so, std::ptr::null(), 0)
+        };
+        assert_eq!(rc, boundary::XPUSHMEM_ERROR_INVALID_ARGUMENT);
+        assert!(msg().contains("input = NULL"), "{}", msg());
+        let local = [0f32; 16];
+        let stack = T {
+            sizes: vec![8, 2],
+            strides: None,
+            data: local.as_ptr() as usize,
+            dtype: 0,
+        };
+        // SAFETY: the descriptor is valid; its data pointer is outside the heap, which is checked.
+        let rc =
+            unsafe { xpushmem_ops_all_to_all_vdev(&stack.c(), &o, &s, &so, std::ptr::null(), 0) };
+        assert_eq!(rc, boundary::XPUSHMEM_ERROR_NOT_SYMMETRIC);
+        assert!(
+            msg().contains("input is not in symmetric memory"),
+            "{}",
+            msg()
+        );
+        let bad = T {
+            sizes: vec![8, 2],
+            strides: None,
+            data: input.data,
+            dtype: 42,
+        };
+        // SAFETY: as above.
+        let rc =
+            unsafe { xpushmem_ops_all_to_all_vdev(&bad.c(), &o, &s, &so, std::ptr::null(), 0) };
+        assert_eq!(rc, boundary::XPUSHMEM_ERROR_INVALID_ARGUMENT);
+        assert!(msg().contains("dtype"), "{}", msg());
+        let neg = T {
+            sizes: vec![-1, 2],
+            strides: None,
+            data: input.data,
+            dtype: 0,
+        };
+        // SAFETY: as above.
+        let rc =
+            unsafe { xpushmem_ops_all_to_all_vdev(&neg.c(), &o, &s, &so, std::ptr::null(), 0) };
+        assert_eq!(rc, boundary::XPUSHMEM_ERROR_INVALID_ARGUMENT);
+        // SAFETY: NULL group with a non-zero size is checked.
+        let rc = unsafe { xpushmem_ops_all_to_all_vdev(&i, &o, &s, &so, std::ptr::null(), 3) };
+        assert_eq!(rc, boundary::XPUSHMEM_ERROR_INVALID_ARGUMENT);
+        let far = [5i32];
+        // SAFETY: group_pes points to one int32.
+        let rc = unsafe { xpushmem_ops_all_to_all_vdev(&i, &o, &s, &so, far.as_ptr(), 1) };
+        assert_eq!(rc, boundary::XPUSHMEM_ERROR_INVALID_PE);
+        assert!(msg().contains("group_pes[0]"), "{}", msg());
+
+        // tile_reduce over strided 2x2 tiles of 4x4 bf16 matrices; NULL reduce_op = "sum".
+        let bf: Vec<u8> = (0..16u16)
+            .flat_map(|i| xpushmem_ops::dtype::f32_to_bf16(i as f32).to_le_bytes())
+            .collect();
+        let tin = T {
+            sizes: vec![2, 2],
+            strides: Some(vec![4, 1]),
+            data: alloc(32, &bf) + 2 * 5,
+            dtype: 2,
+        };
+        let tout = T {
+            sizes: vec![2, 2],
+            strides: Some(vec![4, 1]),
+            data: alloc(32, &[]) + 2 * 5,
+            dtype: 2,
+        };
+        // SAFETY: valid descriptors with strides arrays of ndim entries; NULL reduce_op.
+        let rc = unsafe {
+            xpushmem_ops_tile_reduce(
+                &tin.c(),
+                &tout.c(),
+                0,
+                std::ptr::null(),
+                0,
+                std::ptr::null(),
+            )
+        };
+        assert_eq!(rc, 0, "{}", msg());
+        assert_eq!(read(tout.data, 4), bf[10..14]);
+        assert_eq!(read(tout.data + 8, 4), bf[18..22]);
+        let max = c"max";
+        // SAFETY: as above; reduce_op is a NUL-terminated literal.
+        let rc = unsafe {
+            xpushmem_ops_tile_reduce(&tin.c(), &tout.c(), 0, std::ptr::null(), 0, max.as_ptr())
+        };
+        assert_eq!(rc, boundary::XPUSHMEM_ERROR_INVALID_ARGUMENT);
+        assert!(msg().contains("only sum is supported"), "{}", msg());
+        // SAFETY: as above.
+        let rc = unsafe {
+            xpushmem_ops_tile_reduce(
+                &tin.c(),
+                &tout.c(),
+                1,
+                std::ptr::null(),
+                0,
+                std::ptr::null(),
+            )
+        };
+        assert_eq!(rc, boundary::XPUSHMEM_ERROR_INVALID_PE);
+
+        // multi_root_tile_reduce: two tiles, one root each would need two ranks; a duplicate root is an error.
+        let tiles = [tin.c(), tin.c()];
+        let roots = [0i64, 0];
+        // SAFETY: tiles and roots hold 2 entries each.
+        let rc = unsafe {
+            xpushmem_ops_multi_root_tile_reduce(
+                tiles.as_ptr(),
+                2,
+                &tout.c(),
+                roots.as_ptr(),
+                2,
+                std::ptr::null(),
+                0,
+                std::ptr::null(),
+            )
+        };
+        assert_eq!(rc, boundary::XPUSHMEM_ERROR_INVALID_ARGUMENT);
+        assert!(
+            msg().contains("Each rank can only be a root once"),
+            "{}",
+            msg()
+        );
+        // SAFETY: one tile, one root.
+        let rc = unsafe {
+            xpushmem_ops_multi_root_tile_reduce(
+                tiles.as_ptr(),
+                1,
+                &tout.c(),
+                roots.as_ptr(),
+                1,
+                std::ptr::null(),
+                0,
+                std::ptr::null(),
+            )
+        };
+        assert_eq!(rc, 0, "{}", msg());
+
+        // broadcast, all_to_all, put/get, signals.
+        // SAFETY: valid descriptors, NULL group.
+        unsafe {
+            assert_eq!(
+                xpushmem_ops_nvshmem_broadcast(&i, 0, std::ptr::null(), 0),
+                0,
+                "{}",
+                msg()
+            );
+            assert_eq!(
+                xpushmem_ops_nvshmem_broadcast(&i, 1, std::ptr::null(), 0),
+                boundary::XPUSHMEM_ERROR_INVALID_PE
+            );
+            assert_eq!(
+                xpushmem_ops_nvshmem_all_to_all(&i, &cout.c(), std::ptr::null(), 0),
+                0,
+                "{}",
+                msg()
+            );
+            assert_eq!(xpushmem_ops_nvshmem_put(&i, 0), 0, "{}", msg());
+            assert_eq!(xpushmem_ops_nvshmem_get(&i, 0), 0, "{}", msg());
+            assert_eq!(
+                xpushmem_ops_nvshmem_put(&i, -1),
+                boundary::XPUSHMEM_ERROR_INVALID_PE
+            );
+            assert!(msg().contains("invalid PE -1"), "{}", msg());
+            assert_eq!(
+                xpushmem_ops_nvshmem_get(&i, 1),
+                boundary::XPUSHMEM_ERROR_INVALID_PE
+            );
+        }
+        assert_eq!(read(cout.data, 64), f32s);
+        let pad = T {
+            sizes: vec![4],
+            strides: None,
+            data: alloc(16, &[]),
+            dtype: 7,
+        };
+        // SAFETY: valid descriptors.
+        unsafe {
+            assert_eq!(
+                xpushmem_ops_nvshmem_put_with_signal(&i, &pad.c(), 42, 0),
+                0,
+                "{}",
+                msg()
+            );
+            assert_eq!(
+                xpushmem_ops_nvshmem_wait_for_signal(&pad.c(), 42, 0),
+                0,
+                "{}",
+                msg()
+            );
+        }
+        assert_eq!(read(pad.data, 8), 42u64.to_le_bytes());
+        // Empty tensors may have a NULL data pointer.
+        let empty = T {
+            sizes: vec![0],
+            strides: None,
+            data: 0,
+            dtype: 0,
+        };
+        // SAFETY: valid descriptor (NULL data with zero elements).
+        let rc = unsafe { xpushmem_ops_nvshmem_put(&empty.c(), 0) };
+        assert_eq!(rc, 0, "{}", msg());
+    }
+}

@@ -12,7 +12,7 @@
 //! Tensors are [`TensorView`]s (dtype, shape, strides, offset) over symmetric allocations; collective ops run
 //! on a [`Group`] (an ordered list of global PEs; group-relative ranks for roots and splits). The pure planning
 //! (split offsets, `major_align` layouts, exchange schedules, strided runs) lives in [`plan`], shared with the
-//! device kernels. The C ABI is in [`capi`]. `docs/OPS.md` documents every op and how it differs from NVSHMEM.
+//! device kernels. The C ABI is `libxpushmem`'s (`ffi/src/ops.rs`). `docs/OPS.md` documents every op and how it differs from NVSHMEM.
 //!
 //! ```
 //! use xpushmem_ops::{all_to_all_vdev, DType, Group, TensorView};
@@ -29,10 +29,9 @@
 //! # Ok(()) }
 //! ```
 #![warn(missing_docs)]
-#![deny(unsafe_code)]
+#![forbid(unsafe_code)]
 
 pub mod a2a;
-pub mod capi;
 pub mod dtype;
 pub mod group;
 mod io;

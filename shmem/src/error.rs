@@ -154,25 +154,124 @@ pub enum Error {
     },
 }
 
+/// The stable number of each kind of error: the C ABI's `XPUSHMEM_ERROR_*` codes (checked against this enum by
+/// `ffi/core`'s tests), the device library's error word, and the Python exception classes are all this one list.
+#[repr(i32)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorCode {
+    /// No error.
+    Success = 0,
+    /// [`Error::InvalidPe`].
+    InvalidPe = 1,
+    /// [`Error::NotSymmetric`].
+    NotSymmetric = 2,
+    /// [`Error::OutOfBounds`].
+    OutOfBounds = 3,
+    /// [`Error::InvalidArgument`].
+    InvalidArgument = 4,
+    /// [`Error::HeapExhausted`].
+    HeapExhausted = 5,
+    /// [`Error::Mismatch`].
+    Mismatch = 6,
+    /// [`Error::Timeout`].
+    Timeout = 7,
+    /// [`Error::PeerLost`].
+    PeerLost = 8,
+    /// [`Error::Bootstrap`].
+    Bootstrap = 9,
+    /// [`Error::Transport`].
+    Transport = 10,
+    /// [`Error::Device`].
+    Device = 11,
+    /// [`Error::State`].
+    State = 12,
+    /// [`Error::Config`].
+    Config = 13,
+    /// [`Error::Os`].
+    Os = 14,
+    /// A panic caught at a language boundary (a bug: please report it).
+    Internal = 15,
+    /// The call is not supported by this build or platform.
+    Unsupported = 16,
+}
+
+impl ErrorCode {
+    /// Every code, in numeric order.
+    pub const ALL: [ErrorCode; 17] = [
+        ErrorCode::Success,
+        ErrorCode::InvalidPe,
+        ErrorCode::NotSymmetric,
+        ErrorCode::OutOfBounds,
+        ErrorCode::InvalidArgument,
+        ErrorCode::HeapExhausted,
+        ErrorCode::Mismatch,
+        ErrorCode::Timeout,
+        ErrorCode::PeerLost,
+        ErrorCode::Bootstrap,
+        ErrorCode::Transport,
+        ErrorCode::Device,
+        ErrorCode::State,
+        ErrorCode::Config,
+        ErrorCode::Os,
+        ErrorCode::Internal,
+        ErrorCode::Unsupported,
+    ];
+
+    /// The code with this number, if any.
+    pub fn from_i32(n: i32) -> Option<ErrorCode> {
+        usize::try_from(n)
+            .ok()
+            .and_then(|i| Self::ALL.get(i).copied())
+    }
+
+    /// Its short stable name (`"InvalidPe"`, ...): the error kind in the C ABI and in Python.
+    pub fn name(self) -> &'static str {
+        match self {
+            ErrorCode::Success => "Success",
+            ErrorCode::InvalidPe => "InvalidPe",
+            ErrorCode::NotSymmetric => "NotSymmetric",
+            ErrorCode::OutOfBounds => "OutOfBounds",
+            ErrorCode::InvalidArgument => "InvalidArgument",
+            ErrorCode::HeapExhausted => "HeapExhausted",
+            ErrorCode::Mismatch => "Mismatch",
+            ErrorCode::Timeout => "Timeout",
+            ErrorCode::PeerLost => "PeerLost",
+            ErrorCode::Bootstrap => "Bootstrap",
+            ErrorCode::Transport => "Transport",
+            ErrorCode::Device => "Device",
+            ErrorCode::State => "State",
+            ErrorCode::Config => "Config",
+            ErrorCode::Os => "Os",
+            ErrorCode::Internal => "Internal",
+            ErrorCode::Unsupported => "Unsupported",
+        }
+    }
+}
+
 impl Error {
+    /// The stable code of this error's kind.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            Error::InvalidPe { .. } => ErrorCode::InvalidPe,
+            Error::NotSymmetric { .. } => ErrorCode::NotSymmetric,
+            Error::OutOfBounds { .. } => ErrorCode::OutOfBounds,
+            Error::InvalidArgument { .. } => ErrorCode::InvalidArgument,
+            Error::HeapExhausted { .. } => ErrorCode::HeapExhausted,
+            Error::Mismatch { .. } => ErrorCode::Mismatch,
+            Error::Timeout { .. } => ErrorCode::Timeout,
+            Error::PeerLost { .. } => ErrorCode::PeerLost,
+            Error::Bootstrap { .. } => ErrorCode::Bootstrap,
+            Error::Transport { .. } => ErrorCode::Transport,
+            Error::Device(_) => ErrorCode::Device,
+            Error::State(_) => ErrorCode::State,
+            Error::Config { .. } => ErrorCode::Config,
+            Error::Os { .. } => ErrorCode::Os,
+        }
+    }
+
     /// A short stable name of the variant, used as the error kind in the C ABI and in Python.
     pub fn kind(&self) -> &'static str {
-        match self {
-            Error::InvalidPe { .. } => "InvalidPe",
-            Error::NotSymmetric { .. } => "NotSymmetric",
-            Error::OutOfBounds { .. } => "OutOfBounds",
-            Error::InvalidArgument { .. } => "InvalidArgument",
-            Error::HeapExhausted { .. } => "HeapExhausted",
-            Error::Mismatch { .. } => "Mismatch",
-            Error::Timeout { .. } => "Timeout",
-            Error::PeerLost { .. } => "PeerLost",
-            Error::Bootstrap { .. } => "Bootstrap",
-            Error::Transport { .. } => "Transport",
-            Error::Device(_) => "Device",
-            Error::State(_) => "State",
-            Error::Config { .. } => "Config",
-            Error::Os { .. } => "Os",
-        }
+        self.code().name()
     }
 
     pub(crate) fn os(call: &'static str, err: impl std::fmt::Display) -> Error {

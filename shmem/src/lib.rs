@@ -46,7 +46,7 @@ pub use coll::{
     ReduceScatterAlgo, Reducible, ScanAlgo,
 };
 pub use device::{Device, DeviceEvent, HeapKind, KernelArg};
-pub use error::{Error, Result};
+pub use error::{Error, ErrorCode, Result};
 pub use rma::Pending;
 pub use runtime::{
     get_unique_id, init, init_attr, init_single, init_thread, BootstrapSpec, InitAttr, Nodes, Shmem,

@@ -10,7 +10,7 @@ use std::cell::RefCell;
 use std::ffi::{c_char, c_int, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU8, Ordering};
-use xpushmem_rt::Error;
+use xpushmem_rt::{Error, ErrorCode};
 
 /// Success.
 pub const XPUSHMEM_SUCCESS: c_int = 0;
@@ -59,49 +59,14 @@ thread_local! {
     static LAST: RefCell<(c_int, CString)> = RefCell::new((XPUSHMEM_SUCCESS, CString::default()));
 }
 
-/// The C error code of a runtime error.
+/// The C error code of a runtime error ([`Error::code`]: one numbering for Rust, C, the device and Python).
 pub fn code_of(e: &Error) -> c_int {
-    match e.kind() {
-        "InvalidPe" => XPUSHMEM_ERROR_INVALID_PE,
-        "NotSymmetric" => XPUSHMEM_ERROR_NOT_SYMMETRIC,
-        "OutOfBounds" => XPUSHMEM_ERROR_OUT_OF_BOUNDS,
-        "InvalidArgument" => XPUSHMEM_ERROR_INVALID_ARGUMENT,
-        "HeapExhausted" => XPUSHMEM_ERROR_HEAP_EXHAUSTED,
-        "Mismatch" => XPUSHMEM_ERROR_MISMATCH,
-        "Timeout" => XPUSHMEM_ERROR_TIMEOUT,
-        "PeerLost" => XPUSHMEM_ERROR_PEER_LOST,
-        "Bootstrap" => XPUSHMEM_ERROR_BOOTSTRAP,
-        "Transport" => XPUSHMEM_ERROR_TRANSPORT,
-        "Device" => XPUSHMEM_ERROR_DEVICE,
-        "State" => XPUSHMEM_ERROR_STATE,
-        "Config" => XPUSHMEM_ERROR_CONFIG,
-        "Os" => XPUSHMEM_ERROR_OS,
-        _ => XPUSHMEM_ERROR_INTERNAL,
-    }
+    e.code() as c_int
 }
 
 /// The short name of an error code (`"InvalidPe"`, ...), `"Success"` for 0, `"Unknown"` otherwise.
 pub fn code_name(code: c_int) -> &'static str {
-    match code {
-        XPUSHMEM_SUCCESS => "Success",
-        XPUSHMEM_ERROR_INVALID_PE => "InvalidPe",
-        XPUSHMEM_ERROR_NOT_SYMMETRIC => "NotSymmetric",
-        XPUSHMEM_ERROR_OUT_OF_BOUNDS => "OutOfBounds",
-        XPUSHMEM_ERROR_INVALID_ARGUMENT => "InvalidArgument",
-        XPUSHMEM_ERROR_HEAP_EXHAUSTED => "HeapExhausted",
-        XPUSHMEM_ERROR_MISMATCH => "Mismatch",
-        XPUSHMEM_ERROR_TIMEOUT => "Timeout",
-        XPUSHMEM_ERROR_PEER_LOST => "PeerLost",
-        XPUSHMEM_ERROR_BOOTSTRAP => "Bootstrap",
-        XPUSHMEM_ERROR_TRANSPORT => "Transport",
-        XPUSHMEM_ERROR_DEVICE => "Device",
-        XPUSHMEM_ERROR_STATE => "State",
-        XPUSHMEM_ERROR_CONFIG => "Config",
-        XPUSHMEM_ERROR_OS => "Os",
-        XPUSHMEM_ERROR_INTERNAL => "Internal",
-        XPUSHMEM_ERROR_UNSUPPORTED => "Unsupported",
-        _ => "Unknown",
-    }
+    ErrorCode::from_i32(code).map_or("Unknown", ErrorCode::name)
 }
 
 /// Whether failing calls abort. Decided by [`set_mode`] (at init, from `XPUSHMEM_ERROR_MODE`) or, before that,
@@ -235,5 +200,42 @@ pub unsafe fn write_out<T>(out: *mut T, v: T) {
     if !out.is_null() {
         // SAFETY: the caller guarantees `out` is NULL (excluded above) or valid for writes of T.
         unsafe { out.write(v) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_c_codes_are_the_runtime_codes() {
+        // The header's constants (generated from this file) against the runtime's one list.
+        let c = [
+            (XPUSHMEM_SUCCESS, ErrorCode::Success),
+            (XPUSHMEM_ERROR_INVALID_PE, ErrorCode::InvalidPe),
+            (XPUSHMEM_ERROR_NOT_SYMMETRIC, ErrorCode::NotSymmetric),
+            (XPUSHMEM_ERROR_OUT_OF_BOUNDS, ErrorCode::OutOfBounds),
+            (XPUSHMEM_ERROR_INVALID_ARGUMENT, ErrorCode::InvalidArgument),
+            (XPUSHMEM_ERROR_HEAP_EXHAUSTED, ErrorCode::HeapExhausted),
+            (XPUSHMEM_ERROR_MISMATCH, ErrorCode::Mismatch),
+            (XPUSHMEM_ERROR_TIMEOUT, ErrorCode::Timeout),
+            (XPUSHMEM_ERROR_PEER_LOST, ErrorCode::PeerLost),
+            (XPUSHMEM_ERROR_BOOTSTRAP, ErrorCode::Bootstrap),
+            (XPUSHMEM_ERROR_TRANSPORT, ErrorCode::Transport),
+            (XPUSHMEM_ERROR_DEVICE, ErrorCode::Device),
+            (XPUSHMEM_ERROR_STATE, ErrorCode::State),
+            (XPUSHMEM_ERROR_CONFIG, ErrorCode::Config),
+            (XPUSHMEM_ERROR_OS, ErrorCode::Os),
+            (XPUSHMEM_ERROR_INTERNAL, ErrorCode::Internal),
+            (XPUSHMEM_ERROR_UNSUPPORTED, ErrorCode::Unsupported),
+        ];
+        assert_eq!(c.len(), ErrorCode::ALL.len(), "a code without a C constant");
+        for (i, (constant, code)) in c.into_iter().enumerate() {
+            assert_eq!(constant, code as c_int, "{}", code.name());
+            assert_eq!(ErrorCode::ALL[i], code);
+            assert_eq!(code_name(constant), code.name());
+        }
+        assert_eq!(code_name(-1), "Unknown");
+        assert_eq!(code_name(ErrorCode::ALL.len() as c_int), "Unknown");
     }
 }
