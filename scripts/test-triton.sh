@@ -3,14 +3,21 @@
 # Intel's Triton (triton-xpu) for an XPU target at sub-group sizes 16 and 32 against xpushmem._xpushmem_triton, and
 # requires_xpushmem's library search, extern_libs entry and chained kernel-load hook.
 #   1. scripts/setup-triton.sh: a venv of its own with triton-xpu and torch (idempotent);
-#   2. pytest triton-bridge/tests/triton with the source tree's package (extra arguments are passed to pytest).
+#   2. libxpushmem.so (cargo build -p xpushmem-ffi, debug) unless XPUSHMEM_LIB_DIR names one;
+#   3. pytest triton-bridge/tests/triton with the source tree's package (extra arguments are passed to pytest).
 # Exits non-zero when pytest fails or collects nothing (pytest's exit code 5).
-# Env: XPUSHMEM_CACHE (venv location, see setup-triton.sh).
+# Env: XPUSHMEM_CACHE (venv location, see setup-triton.sh), XPUSHMEM_LIB_DIR, CARGO_TARGET_DIR.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
 start=$(date +%s)
 venv="$(bash scripts/setup-triton.sh | tail -n 1)"
+export PATH="$venv/bin:$PATH"   # torch.utils.cpp_extension (xpushmem.torch's shim) needs ninja on PATH
+if [[ -z "${XPUSHMEM_LIB_DIR:-}" ]]; then
+    echo "== cargo build -p xpushmem-ffi (libxpushmem.so for xpushmem.torch)"
+    CARGO_TERM_COLOR=never cargo build -q -p xpushmem-ffi
+    export XPUSHMEM_LIB_DIR="${CARGO_TARGET_DIR:-$repo/target}/debug"
+fi
 echo "== pytest triton-bridge/tests/triton (triton-xpu)"
 set +e
 (cd "$repo/triton-bridge" && PYTHONPATH="$repo/triton-bridge" TRITON_CACHE_DIR="${TRITON_CACHE_DIR:-$repo/target/triton-cache}" \

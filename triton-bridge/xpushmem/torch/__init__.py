@@ -9,7 +9,10 @@ Importing this module
 * registers the ``symm_mem`` kernels (``nvshmem_put/get/get_out/broadcast/put_with_signal/wait_for_signal/
   all_to_all``, ``all_to_all_vdev``, ``_2d``, ``_2d_offset``, ``tile_reduce``, ``multi_root_tile_reduce``) for the
   CPU and XPU dispatch keys;
-* makes ``torch.distributed._symmetric_memory.is_nvshmem_available()`` answer for this backend.
+* makes ``torch.distributed._symmetric_memory.is_nvshmem_available()`` answer for this backend;
+* gives ``torch.distributed._symmetric_memory._shmem_triton`` its XPU branch: ``get_shmem_backend_module()`` returns
+  ``xpushmem._xpushmem_triton`` and ``requires_shmem`` applies ``requires_xpushmem`` when torch is built with XPU or
+  the installed Triton is Intel's (and neither ROCm nor a CUDA device is in use); otherwise upstream's answer.
 
 Then, as with NVSHMEM on CUDA::
 
@@ -149,3 +152,49 @@ _register_python_ops_for_cpu()
 
 # symm_mem.is_nvshmem_available() imports this name from torch._C._distributed_c10d at call time.
 torch._C._distributed_c10d._is_nvshmem_available = _is_nvshmem_available  # type: ignore[attr-defined]
+
+
+def _xpu_shmem_triton() -> bool:
+    """Whether Triton kernels target XPU here: not ROCm, no CUDA device, and torch built with XPU or the installed
+    Triton being Intel's (``triton-xpu``)."""
+    if torch.version.hip is not None or torch.cuda.is_available():
+        return False
+    if _xpu_built():
+        return True
+    try:
+        import triton.backends
+    except ImportError:
+        return False
+    return "intel" in triton.backends.backends
+
+
+def _install_shmem_triton_branch() -> None:
+    """Wraps ``_shmem_triton.get_shmem_backend_module`` and ``requires_shmem`` with the XPU branch (once)."""
+    from torch.distributed._symmetric_memory import _shmem_triton
+
+    if getattr(_shmem_triton.get_shmem_backend_module, "_xpushmem_branch", False):
+        return
+    upstream_module, upstream_requires = _shmem_triton.get_shmem_backend_module, _shmem_triton.requires_shmem
+
+    def get_shmem_backend_module():  # noqa: ANN202 (upstream's signature)
+        if _xpu_shmem_triton():
+            from .. import _xpushmem_triton
+
+            return _xpushmem_triton
+        return upstream_module()
+
+    def requires_shmem(jit_func):  # noqa: ANN001, ANN202
+        if _xpu_shmem_triton():
+            from .. import _xpushmem_triton
+
+            return _xpushmem_triton.requires_xpushmem(jit_func)
+        return upstream_requires(jit_func)
+
+    get_shmem_backend_module.__doc__ = upstream_module.__doc__
+    requires_shmem.__doc__ = upstream_requires.__doc__
+    get_shmem_backend_module._xpushmem_branch = True  # type: ignore[attr-defined]
+    _shmem_triton.get_shmem_backend_module = get_shmem_backend_module
+    _shmem_triton.requires_shmem = requires_shmem
+
+
+_install_shmem_triton_branch()
