@@ -89,6 +89,30 @@ fn errors_4pe() {
     run_ok("native_errors", 4);
 }
 
+/// Mismatched collectives (a barrier meets an allocation, a reduction or a broadcast meets a barrier) fail on every
+/// PE with a mismatch naming both calls; the runtime stays usable and finalize succeeds (issue 14, item 1).
+#[test]
+fn mismatch_2pe() {
+    run_ok("native_mismatch", 2);
+}
+
+#[test]
+fn mismatch_3pe() {
+    run_ok("native_mismatch", 3);
+}
+
+/// Messages name the wrong argument with the value passed: strides of iput, nelems of alltoall and fcollect,
+/// overlapping extents of broadcast and alltoall (issue 14, item 5).
+#[test]
+fn messages_2pe() {
+    run_ok("native_messages", 2);
+}
+
+#[test]
+fn messages_3pe() {
+    run_ok("native_messages", 3);
+}
+
 #[test]
 fn teams_collectives_2pe() {
     run_ok("teams_collectives", 2);

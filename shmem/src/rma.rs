@@ -225,13 +225,23 @@ fn strided_spans(dst_stride: usize, src_stride: usize, nelems: usize) -> Result<
     if nelems == 0 {
         return Ok((0, 0));
     }
-    let span = |stride: usize| {
+    // An overflow names the stride that causes it, with its value (nelems alone never overflows here).
+    let span = |stride: usize, name: &'static str| {
         (nelems - 1)
             .checked_mul(stride)
             .and_then(|x| x.checked_add(1))
-            .ok_or_else(|| Error::invalid("nelems", nelems, "strided span overflows"))
+            .ok_or_else(|| {
+                Error::invalid(
+                    name,
+                    stride,
+                    format!("{nelems} elements every {stride} elements span more than the address space"),
+                )
+            })
     };
-    Ok((span(dst_stride)?, span(src_stride)?))
+    Ok((
+        span(dst_stride, "dst_stride")?,
+        span(src_stride, "src_stride")?,
+    ))
 }
 
 fn check_local_span(need: usize, have: usize, what: &str) -> Result<()> {

@@ -6,12 +6,13 @@ use crate::config::Config;
 use crate::device::{Device, HeapKind};
 use crate::error::{Error, Result};
 use crate::heap::Allocator;
+use crate::team::CallId;
 use crate::transport::shm::{self, Arena, FdListener, Mapping, PeerWatch};
 use crate::transport::ze::{ExternalHandles, ZeRuntime};
 use crate::transport::{AmoOp, Window};
 use crate::types::{SymSlice, Symmetric, ThreadLevel};
 use once_cell::sync::OnceCell;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -23,18 +24,10 @@ static LOGGING: OnceCell<()> = OnceCell::new();
 /// Values of the per-PE state word.
 const STATE_RUNNING: u64 = 1;
 const STATE_FINALIZED: u64 = 2;
-/// Rounds of a dissemination barrier: enough for 2^64 PEs.
-pub(crate) const BARRIER_ROUNDS: usize = 64;
-/// Words of the collective-argument check slot.
-pub(crate) const CHECK_WORDS: usize = 6;
 /// Bytes of the runtime's own region at the start of every PE's host arena (page aligned); the user heap follows.
 pub(crate) const SYS_BYTES: usize = 64 << 10;
 /// Where the runtime's words live in the system region (the same on every PE).
-pub(crate) const SYNC: SyncLayout = SyncLayout {
-    state: 0,
-    barrier: 64,
-    check: 64 + 8 * BARRIER_ROUNDS,
-};
+pub(crate) const SYNC: SyncLayout = SyncLayout { state: 0 };
 
 /// How a runtime should find its peers.
 #[derive(Debug, Clone, Default)]
@@ -253,12 +246,8 @@ pub fn init_attr(attr: InitAttr) -> Result<Shmem> {
 /// Offsets of the runtime's own words in every PE's system region.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct SyncLayout {
-    /// The PE's state word (running / finalized).
+    /// The PE's state word (running / finalized). The predefined teams' slots follow (`team/`).
     pub state: usize,
-    /// Counters of the world barrier, one per dissemination round.
-    pub barrier: usize,
-    /// Collective-argument check slot.
-    pub check: usize,
 }
 
 /// The layout of PEs over nodes.
@@ -310,7 +299,8 @@ pub struct Shmem {
     pub(crate) nodes: Nodes,
     pub(crate) heap: Mutex<Allocator>,
     pub(crate) heap_size: usize,
-    pub(crate) barrier_epoch: AtomicU64,
+    /// Teams and their synchronisation state (`barrier_all` is `TEAM_WORLD`'s barrier).
+    pub(crate) teams: crate::team::Teams,
     watch: PeerWatch,
     thread_level: ThreadLevel,
     finalized: AtomicBool,
@@ -486,6 +476,7 @@ impl Shmem {
             spin_count,
             "wait back-off"
         );
+        let teams = crate::team::Teams::new(me, n, nodes.pes_on(nodes.node_of(me)));
         let sh = Shmem {
             me,
             n,
@@ -498,7 +489,7 @@ impl Shmem {
             device,
             nodes,
             heap: Mutex::new(heap),
-            barrier_epoch: AtomicU64::new(0),
+            teams,
             watch,
             thread_level: attr.thread_level,
             finalized: AtomicBool::new(false),
@@ -791,46 +782,17 @@ impl Shmem {
         }
     }
 
-    /// A dissemination barrier over `members` (global PE numbers; this PE is `members[my_idx]`), using the 64
-    /// counters at heap offset `flags` on every member; `epoch` counts this barrier instance, starting at 1.
-    /// Counters only grow, so no reset and no sense reversal is needed, and back-to-back barriers cannot mix.
-    pub(crate) fn dissemination_barrier(
-        &self,
-        members: &[usize],
-        my_idx: usize,
-        flags: usize,
-        epoch: u64,
-        op: &str,
-    ) -> Result<()> {
-        let n = members.len();
-        let mut dist = 1usize;
-        let mut round = 0usize;
-        while dist < n {
-            let partner = members[(my_idx + dist) % n];
-            let slot = flags + 8 * round;
-            self.sys_of(partner, op)?.amo(slot, 8, AmoOp::FetchAdd, 1)?;
-            let own = self.sys_local().atomic64(slot)?;
-            let from = members[(my_idx + n - dist) % n];
-            self.wait_for(
-                op,
-                &|| format!("round {round}: waiting for PE {from}"),
-                || Ok(own.load(Ordering::Acquire) >= epoch),
-            )?;
-            dist <<= 1;
-            round += 1;
-        }
-        Ok(())
-    }
-
-    /// Barrier over all PEs without completing outstanding puts (OpenSHMEM `sync_all`).
+    /// Barrier over all PEs without completing outstanding puts (OpenSHMEM `sync_all`): `TEAM_WORLD`'s
+    /// agreement, so a PE in another collective makes it fail on every PE.
     pub fn sync_all(&self) -> Result<()> {
-        let epoch = self.barrier_epoch.fetch_add(1, Ordering::SeqCst) + 1;
-        let members: Vec<usize> = (0..self.n).collect();
-        self.dissemination_barrier(&members, self.me, SYNC.barrier, epoch, "sync_all")
+        self.teams
+            .world_ctx(self, "sync_all")
+            .sync_world(CallId::SyncAll)
     }
 
-    /// Complete every outstanding put, then barrier over all PEs (OpenSHMEM `barrier_all`). Fails with
-    /// [`Error::Timeout`] after `XPUSHMEM_TIMEOUT_MS`, or [`Error::PeerLost`] as soon as a PE it waits for has died.
+    /// Complete every outstanding put, then barrier over all PEs (OpenSHMEM `barrier_all`): `TEAM_WORLD`'s
+    /// barrier. Fails with [`Error::Timeout`] after `XPUSHMEM_TIMEOUT_MS`, [`Error::PeerLost`] as soon as a PE it
+    /// waits for has died, or [`Error::Mismatch`] (on every PE) when another PE is in a different collective.
     ///
     /// ```
     /// # let sh = xpushmem::init_single().unwrap();
@@ -840,10 +802,9 @@ impl Shmem {
     /// assert_eq!(sh.g(x, sh.my_pe()).unwrap(), 42);
     /// ```
     pub fn barrier_all(&self) -> Result<()> {
-        self.quiet()?;
-        let epoch = self.barrier_epoch.fetch_add(1, Ordering::SeqCst) + 1;
-        let members: Vec<usize> = (0..self.n).collect();
-        self.dissemination_barrier(&members, self.me, SYNC.barrier, epoch, "barrier_all")
+        self.teams
+            .world_ctx(self, "barrier_all")
+            .sync_world(CallId::BarrierAll)
     }
 
     /// Finalize: a last barrier, then leave. Collective. Returns the first error met; resources are released either way.
@@ -858,7 +819,9 @@ impl Shmem {
         let r = if self.broken.load(Ordering::SeqCst) {
             Ok(())
         } else {
-            self.barrier_all()
+            self.teams
+                .world_ctx(self, "finalize")
+                .sync_world(CallId::Finalize)
         };
         let _ = self
             .sys_local()

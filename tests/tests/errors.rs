@@ -373,3 +373,102 @@ pe_test!(init_twice_is_a_state_error, [_1pe = 1, _2pe = 2], |sh| {
     assert!(e.to_string().contains("already initialised"));
     Ok(())
 });
+
+/// Messages name the argument that is wrong, with the value passed (issue 14, item 5): a strided put whose stride
+/// makes the span overflow names the stride (not a computed element count); alltoall and fcollect with a huge
+/// nelems name nelems as passed; overlap errors of broadcast and alltoall show the `nelems` elements involved.
+pub mod messages_name_the_value_passed {
+    use super::*;
+
+    fn body(sh: &xpushmem::Shmem) -> xpushmem::Result<()> {
+        let (me, n) = (sh.my_pe(), sh.n_pes());
+        let w = sh.team_world();
+        let a = sh.calloc::<i64>(64)?;
+        let stride = usize::MAX / 2 + 1;
+        match sh.iput(a, &[1, 2, 3], stride, 1, 3, (me + 1) % n) {
+            Err(Error::InvalidArgument { name, value, .. }) => {
+                assert_eq!((name, value), ("dst_stride", stride.to_string()))
+            }
+            r => panic!("iput with dst_stride {stride}: {r:?}"),
+        }
+        match sh.iput(a, &[1, 2, 3], 1, stride, 3, (me + 1) % n) {
+            Err(Error::InvalidArgument { name, value, .. }) => {
+                assert_eq!((name, value), ("src_stride", stride.to_string()))
+            }
+            r => panic!("iput with src_stride {stride}: {r:?}"),
+        }
+        // alltoall / fcollect with a huge nelems: the error names nelems with the value passed (whether the
+        // team's total overflows or only runs past the buffer).
+        for huge in [usize::MAX / 3, usize::MAX / 2 + 1] {
+            let (d, s) = (a.slice(..32)?, a.slice(32..)?);
+            for (what, r) in [
+                ("alltoall", sh.alltoall(&w, d, s, huge)),
+                ("fcollect", sh.fcollect(&w, d, s, huge)),
+            ] {
+                let overflows = n.checked_mul(huge).is_none();
+                match r {
+                    Err(Error::InvalidArgument { name, value, .. }) if overflows => {
+                        assert_eq!((name, value), ("nelems", huge.to_string()), "{what}")
+                    }
+                    Err(Error::OutOfBounds {
+                        what: w, context, ..
+                    }) if !overflows => {
+                        assert_eq!(w, "dest", "{what}");
+                        assert!(
+                            context.contains(&format!("with nelems = {huge}:")),
+                            "{what}: {context}"
+                        );
+                    }
+                    r => panic!("{what} with nelems {huge} at {n} PEs: {r:?}"),
+                }
+            }
+        }
+        // Overlap errors show the nelems elements involved, not the rest of the buffer.
+        match sh.broadcast(&w, a.slice(1..)?, a, 4, 0) {
+            Err(Error::InvalidArgument {
+                name,
+                value,
+                reason,
+            }) if me == 0 => {
+                assert_eq!(name, "dest");
+                assert_eq!(value, format!("{:?}", a.slice(1..5)?));
+                assert!(reason.contains("(nelems = 4)"), "{reason}");
+            }
+            Err(Error::Mismatch { .. }) if me != 0 => {}
+            r => panic!("PE {me}: broadcast with overlapping dest: {r:?}"),
+        }
+        match sh.alltoall(&w, a.slice(1..)?, a, 2) {
+            Err(Error::InvalidArgument {
+                name,
+                value,
+                reason,
+            }) => {
+                assert_eq!(name, "dest");
+                assert_eq!(value, format!("{:?}", a.slice(1..1 + 2 * n)?));
+                assert!(reason.contains("(nelems = 2)"), "{reason}");
+            }
+            r => panic!("alltoall with overlapping dest: {r:?}"),
+        }
+        sh.free(a)
+    }
+
+    #[test]
+    fn _2pe() {
+        let name = test_name(module_path!(), "_2pe");
+        if is_pe_of(&name) {
+            run_pe(body);
+        }
+        let out = spawn_pes_with(&name, 2, &[]);
+        assert_success(&name, 2, &out);
+    }
+
+    #[test]
+    fn _3pe() {
+        let name = test_name(module_path!(), "_3pe");
+        if is_pe_of(&name) {
+            run_pe(body);
+        }
+        let out = spawn_pes_with(&name, 3, &[]);
+        assert_success(&name, 3, &out);
+    }
+}

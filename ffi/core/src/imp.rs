@@ -270,18 +270,42 @@ fn stride_arg(name: &'static str, s: isize, call: &str) -> Result<usize, Error> 
     Ok(s as usize)
 }
 
-fn span(nelems: usize, stride: usize, call: &str) -> Result<usize, Error> {
+/// Elements spanned by `nelems` elements every `stride` (the argument `name`) of `elem` bytes. An overflow (past
+/// `isize::MAX` bytes) names the argument that causes it, with the value passed: `nelems` when even a contiguous
+/// run of that many elements overflows, the stride otherwise.
+fn span(
+    nelems: usize,
+    stride: usize,
+    name: &'static str,
+    elem: usize,
+    call: &str,
+) -> Result<usize, Error> {
     if nelems == 0 {
         return Ok(0);
+    }
+    let fits = |e: usize| {
+        e.checked_mul(elem)
+            .is_some_and(|b| b <= isize::MAX as usize)
+    };
+    if !fits(nelems) {
+        return Err(invalid(
+            "nelems",
+            nelems,
+            format!("{call}: nelems * {elem} bytes overflows"),
+        ));
     }
     (nelems - 1)
         .checked_mul(stride)
         .and_then(|x| x.checked_add(1))
+        .filter(|&e| fits(e))
         .ok_or_else(|| {
             invalid(
-                "nelems",
-                nelems,
-                format!("{call}: the strided span overflows"),
+                name,
+                stride,
+                format!(
+                    "{call}: {nelems} elements of {elem} bytes every {name} = {stride} elements span more than \
+                     the address space"
+                ),
             )
         })
 }
@@ -331,6 +355,10 @@ pub unsafe fn iput(
     pe: c_int,
 ) -> R<()> {
     if elem == 16 {
+        // The strides as passed are checked before they are doubled for the halves.
+        let (du, su) = (stride_arg("dst", dst, call)?, stride_arg("sst", sst, call)?);
+        span(nelems, du, "dst", 16, call)?;
+        span(nelems, su, "sst", 16, call)?;
         // Two passes of 8-byte words at double strides: the low and the high halves.
         let (d2, s2) = (dst.saturating_mul(2), sst.saturating_mul(2));
         let (d, s) = (dest.cast::<u8>(), src.cast::<u8>());
@@ -356,7 +384,10 @@ pub unsafe fn iput(
     state::with(|sh| {
         let pe = pe_arg(sh, pe, call)?;
         let (dst, sst) = (stride_arg("dst", dst, call)?, stride_arg("sst", sst, call)?);
-        let (dspan, sspan) = (span(nelems, dst, call)?, span(nelems, sst, call)?);
+        let (dspan, sspan) = (
+            span(nelems, dst, "dst", elem, call)?,
+            span(nelems, sst, "sst", elem, call)?,
+        );
         if nelems == 0 {
             return Ok(());
         }
@@ -397,6 +428,10 @@ pub unsafe fn iget(
     pe: c_int,
 ) -> R<()> {
     if elem == 16 {
+        // The strides as passed are checked before they are doubled for the halves.
+        let (du, su) = (stride_arg("dst", dst, call)?, stride_arg("sst", sst, call)?);
+        span(nelems, du, "dst", 16, call)?;
+        span(nelems, su, "sst", 16, call)?;
         let (d2, s2) = (dst.saturating_mul(2), sst.saturating_mul(2));
         let (d, s) = (dest.cast::<u8>(), src.cast::<u8>());
         // SAFETY: forwarded caller contract; the halves lie inside the caller's elements.
@@ -421,7 +456,10 @@ pub unsafe fn iget(
     state::with(|sh| {
         let pe = pe_arg(sh, pe, call)?;
         let (dst, sst) = (stride_arg("dst", dst, call)?, stride_arg("sst", sst, call)?);
-        let (dspan, sspan) = (span(nelems, dst, call)?, span(nelems, sst, call)?);
+        let (dspan, sspan) = (
+            span(nelems, dst, "dst", elem, call)?,
+            span(nelems, sst, "sst", elem, call)?,
+        );
         if nelems == 0 {
             return Ok(());
         }

@@ -1,9 +1,7 @@
 //! All-to-all exchange: block `j` of every member's `src` goes to member `j`, where it lands in block `i` (the
 //! sender's number) of `dest`. `alltoalls` does the same with strided elements.
 
-use super::{
-    mul, need_len, overlap, type_code, AlltoallAlgo, BarrierAlgo, CallId, Ctx, COMMON, INFO,
-};
+use super::{mul, need_blocks, overlap, type_code, AlltoallAlgo, CallId, Ctx, COMMON, INFO};
 use crate::error::{Error, Result};
 use crate::runtime::Shmem;
 use crate::team::{layout, Team};
@@ -17,15 +15,22 @@ fn resolve(a: AlltoallAlgo, n: usize, _bytes: usize) -> Result<AlltoallAlgo> {
     })
 }
 
-/// Elements spanned by `count` elements `stride` apart.
-fn span(count: usize, stride: usize) -> Result<usize> {
+/// Elements spanned by `count` elements `stride` apart (`count` = the team's blocks of `nelems`); an overflow
+/// names the stride argument `name` with its value.
+fn span(count: usize, stride: usize, name: &'static str, nelems: usize) -> Result<usize> {
     if count == 0 {
         return Ok(0);
     }
     (count - 1)
         .checked_mul(stride)
         .and_then(|x| x.checked_add(1))
-        .ok_or_else(|| Error::invalid("nelems", count, "strided span overflows"))
+        .ok_or_else(|| {
+            Error::invalid(
+                name,
+                stride,
+                format!("{count} elements (nelems = {nelems} per PE) every {stride} span more than the address space"),
+            )
+        })
 }
 
 impl Shmem {
@@ -165,14 +170,18 @@ impl Shmem {
                 ));
             }
             let total = total.clone()?;
-            let (dspan, sspan) = (span(total, dst)?, span(total, sst)?);
-            need_len(dest, dspan, "dest", op)?;
-            need_len(src, sspan, "source", op)?;
-            if total > 0 && overlap(dest.slice(..dspan)?, src.slice(..sspan)?) {
+            let (dspan, sspan) = (
+                span(total, dst, "dst", nelems)?,
+                span(total, sst, "sst", nelems)?,
+            );
+            need_blocks(dest, dspan, nelems, "dest", op)?;
+            need_blocks(src, sspan, nelems, "source", op)?;
+            let (d, s) = (dest.slice(..dspan)?, src.slice(..sspan)?);
+            if total > 0 && overlap(d, s) {
                 return Err(Error::invalid(
                     "dest",
-                    format!("{dest:?}"),
-                    format!("overlaps the source {src:?}; they must be disjoint"),
+                    format!("{d:?}"),
+                    format!("overlaps the source {s:?} (nelems = {nelems}); they must be disjoint"),
                 ));
             }
             algo.clone().map(|_| ())
@@ -188,7 +197,7 @@ impl Shmem {
             0,
             0,
         ];
-        ctx.enter(common, [0; INFO], local, false, BarrierAlgo::Auto)?;
+        ctx.enter(common, [0; INFO], local, false)?;
         let algo = algo?;
         if nelems == 0 {
             return Ok(());

@@ -84,8 +84,10 @@ impl Shmem {
                 if overlap(d, s) && d != s {
                     return Err(Error::invalid(
                         "dest",
-                        format!("{dest:?}"),
-                        format!("overlaps the source {src:?} without being equal to it"),
+                        format!("{d:?}"),
+                        format!(
+                            "overlaps the source {s:?} (nelems = {nelems}) without being equal to it"
+                        ),
                     ));
                 }
             }
@@ -104,7 +106,7 @@ impl Shmem {
             0,
             0,
         ];
-        ctx.enter(common, [0; INFO], local, false, super::BarrierAlgo::Auto)?;
+        ctx.enter(common, [0; INFO], local, false)?;
         let algo = algo?;
         if nelems == 0 {
             return Ok(());

@@ -1,7 +1,7 @@
 //! Concatenation: `fcollect` (every member contributes the same number of elements) and `collect` (each its own).
 
 use super::{
-    mul, need_len, overlap, type_code, BarrierAlgo, CallId, CollectAlgo, Ctx, COMMON, INFO,
+    mul, need_blocks, need_len, overlap, type_code, CallId, CollectAlgo, Ctx, COMMON, INFO,
 };
 use crate::error::{Error, Result};
 use crate::runtime::Shmem;
@@ -74,8 +74,8 @@ impl Shmem {
         );
         let local = (|| {
             let total = total.clone()?;
-            need_len(dest, total, "dest", OP)?;
-            need_len(src, nelems, "source", OP)?;
+            need_blocks(dest, total, nelems, "dest", OP)?;
+            need_blocks(src, nelems, nelems, "source", OP)?;
             disjoint(dest.slice(..total)?, src.slice(..nelems)?)?;
             algo.clone().map(|_| ())
         })();
@@ -90,7 +90,7 @@ impl Shmem {
             0,
             0,
         ];
-        ctx.enter(common, [0; INFO], local, false, BarrierAlgo::Auto)?;
+        ctx.enter(common, [0; INFO], local, false)?;
         let algo = algo?;
         if nelems == 0 {
             return Ok(());
@@ -158,7 +158,7 @@ impl Shmem {
         let mut info = [0u64; INFO];
         info[0] = nelems as u64;
         info[1] = dest.len() as u64;
-        let infos = ctx.enter(common, info, local, true, BarrierAlgo::Auto)?;
+        let infos = ctx.enter(common, info, local, true)?;
         let algo = algo?;
         let mut offs = Vec::with_capacity(n + 1);
         let mut total: usize = 0;

@@ -282,7 +282,7 @@ impl Shmem {
             0,
             0,
         ];
-        ctx.enter(common, [0; INFO], local, false, BarrierAlgo::Auto)?;
+        ctx.enter(common, [0; INFO], local, false)?;
         let algo = algo?;
         if nreduce == 0 {
             return Ok(());
@@ -346,7 +346,7 @@ impl Shmem {
             0,
             0,
         ];
-        ctx.enter(common, [0; INFO], local, false, BarrierAlgo::Auto)?;
+        ctx.enter(common, [0; INFO], local, false)?;
         if nelems == 0 {
             return Ok(());
         }

@@ -104,7 +104,7 @@ impl Shmem {
             0,
             0,
         ];
-        ctx.enter(common, [0; INFO], local, false, BarrierAlgo::Auto)?;
+        ctx.enter(common, [0; INFO], local, false)?;
         let algo = algo?;
         if nelems == 0 {
             return Ok(());

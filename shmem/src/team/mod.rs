@@ -4,11 +4,17 @@
 //! node). New teams come from [`Shmem::team_split_strided`] and [`Shmem::team_split_2d`], both collective over
 //! the parent team; a PE that is not part of a new team gets `None` (OpenSHMEM's `SHMEM_TEAM_INVALID`).
 //!
+//! Every collective call on a team starts with the team's agreement ([`Ctx::enter`], in `ctx.rs`): the call's
+//! identity travels inside the synchronisation, so members in different collectives fail together with a
+//! mismatch naming both calls. `barrier_all`, `sync_all` and the collective allocations are calls on
+//! `TEAM_WORLD`; the collectives of `coll` run on top of this module.
+//!
 //! ## Scratch space
-//! Each team owns one *slot* of a pool in the symmetric heap: counters for barriers and for the signals of the
-//! collectives, and argument-exchange words (no user pSync arrays). The pool holds `XPUSHMEM_TEAMS_MAX` slots and
-//! is allocated collectively over all PEs by the first collective call on `TEAM_WORLD` or `TEAM_SHARED` (every
-//! team descends from one of them). Creating a team picks a slot that is free on every PE of the parent (the
+//! Each team owns one *slot*: counters for barriers and for the signals of the collectives, the agreement's rounds
+//! and identity words (no user pSync arrays). The slots of `TEAM_WORLD` and `TEAM_SHARED` live in the runtime's own
+//! region of every PE (they exist from start-up); split teams take slots of a pool in the symmetric heap, allocated
+//! collectively by the first team creation (the pool and the two predefined slots make `XPUSHMEM_TEAMS_MAX`).
+//! Creating a team picks a slot that is free on every PE of the parent (the
 //! parent exchanges its free-slot masks), so teams with disjoint PEs may share a slot index. Counters only grow
 //! and every PE remembers how many increments it has been promised on each, so back-to-back collectives never
 //! mix rounds and no slot ever needs resetting while in use; a slot is zeroed when a new team takes it.
@@ -18,60 +24,31 @@
 //! different values on different PEs, make the call fail on every PE with the same verdict. Running out of slots
 //! is an error naming `XPUSHMEM_TEAMS_MAX`.
 
-use crate::coll::{BarrierAlgo, CallId, Ctx};
+mod ctx;
+
+#[cfg(test)]
+pub(crate) use ctx::describe;
+pub use ctx::BarrierAlgo;
+pub(crate) use ctx::{algo_enum, layout, type_code, CallId, Ctx, Space, COMMON, INFO};
+
 use crate::error::{Error, Result};
-use crate::memory::Call;
 use crate::runtime::Shmem;
-use crate::transport::AmoOp;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-
-/// Word offsets (in 8-byte words) inside one team slot.
-pub(crate) mod layout {
-    /// Dissemination barrier counters, one per round (64 rounds cover any team).
-    pub const DISS: usize = 0;
-    /// Arrival counter of the linear and tree barriers.
-    pub const ARRIVE: usize = 64;
-    /// Release counter of the linear and tree barriers.
-    pub const RELEASE: usize = 65;
-    /// Data-ready signals of the data collectives.
-    pub const SIG_DATA: usize = 66;
-    /// Pre-step signal of the recursive-doubling reduction (folding the extra PEs in).
-    pub const SIG_PRE: usize = 67;
-    /// Final-result signal of the recursive-doubling reduction (to the folded PEs).
-    pub const SIG_FIN: usize = 68;
-    /// Step counter of ring algorithms (from the left neighbour).
-    pub const SIG_RING: usize = 69;
-    /// Done / acknowledgement counter of ring and chain algorithms (from the right neighbour).
-    pub const SIG_DONE: usize = 70;
-    /// Per-round "partial ready" counters of the recursive-doubling reduction.
-    pub const RD_READY: usize = 80;
-    /// Per-round "partial read" acknowledgements of the recursive-doubling reduction.
-    pub const RD_ACK: usize = 144;
-    /// Argument-check words of the collectives: two buffers of [`CHECK_WORDS`] (alternating by call).
-    pub const CHECK: usize = 208;
-    /// Words in one argument-check buffer.
-    pub const CHECK_WORDS: usize = 16;
-    /// Argument words of team creation (over the parent).
-    pub const SPLIT: usize = 240;
-    /// Words of team-creation arguments.
-    pub const SPLIT_WORDS: usize = 16;
-    /// Free-slot mask of team creation (up to 64 words: 4096 slots).
-    pub const SPLIT_MASK: usize = 256;
-    /// Words in one slot.
-    pub const SLOT_WORDS: usize = 320;
-}
 
 /// Largest accepted `XPUSHMEM_TEAMS_MAX` (the free-slot mask must fit its exchange words).
 pub const TEAMS_MAX_LIMIT: usize = 64 * 64;
 /// Default number of team slots.
 pub const TEAMS_MAX_DEFAULT: usize = 64;
-/// Bytes at the start of the pool before slot 0 (instance token).
-const POOL_HEADER: usize = 64;
 const SLOT_BYTES: usize = layout::SLOT_WORDS * 8;
 const WORLD_SLOT: usize = 0;
 const SHARED_SLOT: usize = 1;
+/// Slots outside the pool (the predefined teams').
+const PREDEFINED: usize = 2;
+/// Where the predefined teams' slots start in the runtime's own region.
+const SYS_SLOTS: usize = 4096;
+const _: () = assert!(SYS_SLOTS + PREDEFINED * SLOT_BYTES <= crate::runtime::SYS_BYTES);
 
 /// Options of a new team (OpenSHMEM's `shmem_team_config_t`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -182,8 +159,8 @@ enum Kind {
 pub(crate) struct TeamState {
     /// Increments promised so far on each slot word.
     pub expected: Vec<u64>,
-    /// Argument exchanges run so far (selects the check buffer).
-    pub exchanges: u64,
+    /// Collective calls run so far on the team (the sequence number of the agreement).
+    pub seq: u64,
 }
 
 #[derive(Debug)]
@@ -207,7 +184,7 @@ impl TeamInner {
             config,
             state: Mutex::new(TeamState {
                 expected: vec![0; layout::SLOT_WORDS],
-                exchanges: 0,
+                seq: 0,
             }),
             destroyed: AtomicBool::new(false),
         }
@@ -216,27 +193,29 @@ impl TeamInner {
 
 #[derive(Debug, Clone, Copy)]
 struct Pool {
+    /// Heap offset of the first pool slot (slot [`PREDEFINED`]).
     off: usize,
-    token: u64,
+    /// Slots in all, the predefined ones included.
     slots: usize,
 }
 
-/// Team bookkeeping of one runtime instance.
+/// Team bookkeeping of one runtime (a field of [`Shmem`]).
 #[derive(Debug)]
-struct Instance {
-    heap_base: usize,
-    me: usize,
-    n: usize,
+pub(crate) struct Teams {
+    /// Which runtime this is (team handles of an earlier one are refused).
+    id: u64,
+    /// The split teams' slots, made by the first team creation.
     pool: Mutex<Option<Pool>>,
-    /// Slots in use on this PE (bitmap), sized when the pool is made.
+    /// Slots in use on this PE (bitmap, the predefined slots included).
     used: Mutex<Vec<u64>>,
     world: Arc<TeamInner>,
     shared: Arc<TeamInner>,
 }
 
-impl Instance {
-    fn new(sh: &Shmem) -> Instance {
-        let (me, n) = (sh.my_pe(), sh.n_pes());
+impl Teams {
+    /// The predefined teams of PE `me` of `n`, whose node holds `node_pes`.
+    pub(crate) fn new(me: usize, n: usize, node_pes: Vec<usize>) -> Teams {
+        static RUNTIMES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let world = TeamInner::new(
             Members::Strided {
                 start: 0,
@@ -248,31 +227,15 @@ impl Instance {
             Kind::World,
             TeamConfig::default(),
         );
-        let node = Members::from_sorted(sh.node_pes());
+        let node = Members::from_sorted(node_pes);
         let sidx = node.index_of(me).unwrap_or(0);
         let shared = TeamInner::new(node, sidx, SHARED_SLOT, Kind::Shared, TeamConfig::default());
-        Instance {
-            heap_base: sh.heap_base() as usize,
-            me,
-            n,
+        Teams {
+            id: RUNTIMES.fetch_add(1, Ordering::SeqCst),
             pool: Mutex::new(None),
-            used: Mutex::new(Vec::new()),
+            used: Mutex::new(vec![(1 << WORLD_SLOT) | (1 << SHARED_SLOT)]),
             world: Arc::new(world),
             shared: Arc::new(shared),
-        }
-    }
-
-    /// Whether this bookkeeping belongs to the runtime `sh` (and not to an earlier, finalized one).
-    fn is_of(&self, sh: &Shmem) -> bool {
-        if self.heap_base != sh.heap_base() as usize
-            || self.me != sh.my_pe()
-            || self.n != sh.n_pes()
-        {
-            return false;
-        }
-        match *lock(&self.pool) {
-            None => true,
-            Some(p) => sh.local_map().amo(p.off, 8, AmoOp::Fetch, 0).ok() == Some(p.token),
         }
     }
 
@@ -280,64 +243,51 @@ impl Instance {
         *lock(&self.pool)
     }
 
-    /// The pool, allocating it (collectively over all PEs) on first use. `kind` is the team whose collective
-    /// triggers the allocation: it must span every PE.
-    fn ensure_pool(&self, sh: &Shmem, kind: Kind, op: &str) -> Result<Pool> {
+    /// The pool, allocating it (collectively over all PEs, as part of the team creation `call`) on first use.
+    /// `parent` is the team the creation runs over: it must span every PE.
+    fn ensure_pool(
+        &self,
+        sh: &Shmem,
+        parent: &TeamInner,
+        call: [u64; COMMON],
+        op: &'static str,
+    ) -> Result<Pool> {
         let mut g = lock(&self.pool);
         if let Some(p) = *g {
             return Ok(p);
         }
-        if kind == Kind::Shared && self.shared.members.len() != self.n {
+        if parent.members.len() != sh.n_pes() {
             return Err(Error::State(format!(
-                "{op} on TEAM_SHARED: the team scratch pool is created by the first collective on TEAM_WORLD when the \
-                 job spans several nodes; make one (e.g. team_sync(TEAM_WORLD)) first"
+                "{op}: the split teams' scratch pool is created by the first team creation over a team of every \
+                 PE; split TEAM_WORLD first"
             )));
         }
         let slots = teams_max()?;
-        let words = (POOL_HEADER + slots * SLOT_BYTES) / 8;
-        let s = sh.alloc_collective::<u64>(Call::Calloc, words, 64)?;
-        let token = {
-            use std::hash::BuildHasher;
-            std::collections::hash_map::RandomState::new()
-                .hash_one((std::time::Instant::now(), s.off))
-                | 1
-        };
-        sh.local_map().amo(s.off, 8, AmoOp::Set, token)?;
+        let words = (slots - PREDEFINED) * SLOT_BYTES / 8;
+        let s = sh.alloc_collective::<u64>(call, words, 64, true, op)?;
         let mut used = vec![0u64; slots.div_ceil(64)];
         used[0] |= (1 << WORLD_SLOT) | (1 << SHARED_SLOT);
         *lock(&self.used) = used;
-        let p = Pool {
-            off: s.off,
-            token,
-            slots,
-        };
+        let p = Pool { off: s.off, slots };
         *g = Some(p);
         tracing::debug!(
-            pe = self.me,
+            pe = sh.my_pe(),
             slots,
             off = s.off,
             "team scratch pool allocated"
         );
         Ok(p)
     }
+
+    /// A synchronisation context on `TEAM_WORLD` for `op` (the runtime's own collectives).
+    pub(crate) fn world_ctx<'a>(&'a self, sh: &'a Shmem, op: &'static str) -> Ctx<'a> {
+        let w = &self.world;
+        Ctx::new(sh, w, Space::Sys(SYS_SLOTS), lock(&w.state), op)
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-static REGISTRY: Mutex<Option<Arc<Instance>>> = Mutex::new(None);
-
-fn instance(sh: &Shmem) -> Arc<Instance> {
-    let mut g = lock(&REGISTRY);
-    if let Some(i) = g.as_ref() {
-        if i.is_of(sh) {
-            return i.clone();
-        }
-    }
-    let i = Arc::new(Instance::new(sh));
-    *g = Some(i.clone());
-    i
 }
 
 /// `XPUSHMEM_TEAMS_MAX`, validated.
@@ -363,7 +313,8 @@ fn teams_max() -> Result<usize> {
 /// two threads of a PE at the same time (different teams may).
 #[derive(Clone)]
 pub struct Team {
-    inst: Arc<Instance>,
+    /// The runtime the team belongs to ([`Teams::id`]).
+    runtime: u64,
     pub(crate) inner: Arc<TeamInner>,
 }
 
@@ -430,9 +381,10 @@ impl Team {
         format!("{kind} of {} ({who})", m.len())
     }
 
-    /// Check the handle is usable with `sh`, make sure the scratch exists, and lock the team for one collective.
+    /// Check the handle is usable with `sh` and lock the team for one collective.
     pub(crate) fn ctx<'a>(&'a self, sh: &'a Shmem, op: &'static str) -> Result<Ctx<'a>> {
-        if !self.inst.is_of(sh) {
+        let teams = sh.teams();
+        if self.runtime != teams.id {
             return Err(Error::State(format!(
                 "{op}: {} belongs to an earlier, finalized runtime instance",
                 self.describe()
@@ -444,15 +396,22 @@ impl Team {
                 self.describe()
             )));
         }
-        let pool = match self.inner.kind {
-            Kind::Split => self
-                .inst
-                .pool()
-                .ok_or_else(|| Error::State(format!("{op}: team scratch pool missing")))?,
-            k => self.inst.ensure_pool(sh, k, op)?,
+        let space = match self.inner.kind {
+            Kind::World | Kind::Shared => Space::Sys(SYS_SLOTS + self.inner.slot * SLOT_BYTES),
+            Kind::Split => {
+                let pool = teams
+                    .pool()
+                    .ok_or_else(|| Error::State(format!("{op}: team scratch pool missing")))?;
+                Space::Heap(pool.off + (self.inner.slot - PREDEFINED) * SLOT_BYTES)
+            }
         };
-        let base = pool.off + POOL_HEADER + self.inner.slot * SLOT_BYTES;
-        Ok(Ctx::new(sh, &self.inner, base, lock(&self.inner.state), op))
+        Ok(Ctx::new(
+            sh,
+            &self.inner,
+            space,
+            lock(&self.inner.state),
+            op,
+        ))
     }
 }
 
@@ -477,28 +436,22 @@ impl Split {
         }
     }
 
-    fn words(&self) -> [u64; 4] {
+    /// The call's identity words.
+    fn words(&self) -> [u64; COMMON] {
+        let mut w = self.call().words();
         match *self {
             Split::Strided {
                 start,
                 stride,
                 size,
-            } => [self.call() as u64, start as u64, stride as u64, size as u64],
-            Split::TwoD { xrange } => [self.call() as u64, xrange as u64, 0, 0],
-        }
-    }
-
-    fn describe(w: &[u64]) -> String {
-        match w.first().copied() {
-            Some(x) if x == CallId::SplitStrided as u64 => {
-                format!(
-                    "team_split_strided(start {}, stride {}, size {})",
-                    w[1], w[2], w[3]
-                )
+            } => {
+                w[3] = start as u64;
+                w[4] = stride as u64;
+                w[5] = size as u64;
             }
-            Some(x) if x == CallId::Split2d as u64 => format!("team_split_2d(xrange {})", w[1]),
-            _ => format!("{w:?}"),
+            Split::TwoD { xrange } => w[3] = xrange as u64,
         }
+        w
     }
 
     /// Validate against a parent of `pn` PEs.
@@ -582,19 +535,26 @@ impl Split {
 }
 
 impl Shmem {
+    /// The runtime's team bookkeeping.
+    pub(crate) fn teams(&self) -> &Teams {
+        &self.teams
+    }
+
     /// `TEAM_WORLD`: every PE, numbered as by [`Shmem::my_pe`]. Not collective; the team's scratch is made by its
     /// first collective.
     pub fn team_world(&self) -> Team {
-        let inst = instance(self);
-        let inner = inst.world.clone();
-        Team { inst, inner }
+        Team {
+            runtime: self.teams().id,
+            inner: self.teams().world.clone(),
+        }
     }
 
     /// `TEAM_SHARED`: the PEs of this node (those whose memory this PE can load from and store to), in global order.
     pub fn team_shared(&self) -> Team {
-        let inst = instance(self);
-        let inner = inst.shared.clone();
-        Team { inst, inner }
+        Team {
+            runtime: self.teams().id,
+            inner: self.teams().shared.clone(),
+        }
     }
 
     /// This PE's number in `team` (OpenSHMEM `team_my_pe`).
@@ -686,61 +646,34 @@ impl Shmem {
         op: &'static str,
     ) -> Result<Vec<Option<Team>>> {
         use layout::*;
-        let mut ctx = parent.ctx(self, op)?;
-        let (pn, pidx) = (ctx.n(), ctx.idx());
+        drop(parent.ctx(self, op)?);
+        let pn = parent.n_pes();
         let local = how.validate(pn);
-        let pool = parent
-            .inst
-            .pool()
-            .ok_or_else(|| Error::State(format!("{op}: team scratch pool missing")))?;
+        // The pool's allocation carries the call's kind; its arguments are compared by the agreement below.
+        let pool = self
+            .teams()
+            .ensure_pool(self, &parent.inner, how.call().words(), op)?;
+        let mut ctx = parent.ctx(self, op)?;
+        let pidx = ctx.idx();
         let mask_words = pool.slots.div_ceil(64);
         let need = match how {
             Split::Strided { .. } => 1,
             Split::TwoD { .. } => 2,
         };
-        // Publish: arguments, status, free-slot mask.
-        let mut words = [0u64; SPLIT_WORDS];
-        words[..4].copy_from_slice(&how.words());
-        words[SPLIT_WORDS - 1] = if local.is_ok() { 1 } else { 2 };
+        // Publish the free-slot mask, then agree on the call (a barrier); then read every member's mask.
         let free: Vec<u64> = {
-            let used = lock(&parent.inst.used);
+            let used = lock(&self.teams().used);
             (0..mask_words)
                 .map(|i| !used.get(i).copied().unwrap_or(u64::MAX))
                 .collect()
         };
-        ctx.write_words(SPLIT, &words)?;
         ctx.write_words(SPLIT_MASK, &free)?;
-        ctx.barrier(BarrierAlgo::Auto)?;
+        ctx.enter(how.words(), [0; INFO], local, false)?;
         let mut all_free = free.clone();
-        let mut verdict: Result<()> = Ok(());
-        let mut reference = [0u64; SPLIT_WORDS];
         for i in 0..pn {
-            let w = ctx.read_words(i, SPLIT, SPLIT_WORDS)?;
             let m = ctx.read_words(i, SPLIT_MASK, mask_words)?;
             for (a, b) in all_free.iter_mut().zip(&m) {
                 *a &= *b;
-            }
-            if i == 0 {
-                reference.copy_from_slice(&w);
-            }
-            if verdict.is_ok() {
-                if w[SPLIT_WORDS - 1] != 1 {
-                    verdict = Err(Error::Mismatch {
-                        call: op,
-                        pe: ctx.pe(i),
-                        theirs: "invalid arguments (its own error names them)".into(),
-                        reference_pe: self.my_pe(),
-                        ours: Split::describe(&words[..4]),
-                    });
-                } else if w[..SPLIT_WORDS - 1] != reference[..SPLIT_WORDS - 1] {
-                    verdict = Err(Error::Mismatch {
-                        call: op,
-                        pe: ctx.pe(i),
-                        theirs: Split::describe(&w[..4]),
-                        reference_pe: ctx.pe(0),
-                        ours: Split::describe(&reference[..4]),
-                    });
-                }
             }
         }
         // Pick the lowest slots free on every parent PE (the same on every PE).
@@ -753,10 +686,8 @@ impl Shmem {
                 slots.push(s);
             }
         }
-        let result = match (local, verdict) {
-            (Err(e), _) => Err(e),
-            (Ok(()), Err(e)) => Err(e),
-            (Ok(()), Ok(())) if slots.len() < need => Err(Error::Config {
+        let result = if slots.len() < need {
+            Err(Error::Config {
                 var: "XPUSHMEM_TEAMS_MAX",
                 value: pool.slots.to_string(),
                 reason: format!(
@@ -764,8 +695,9 @@ impl Shmem {
                      TEAM_SHARED); destroy unused teams or raise the limit",
                     pool.slots
                 ),
-            }),
-            (Ok(()), Ok(())) => Ok(()),
+            })
+        } else {
+            Ok(())
         };
         // Take the slots (a local failure here is reported after the closing barrier, never instead of it).
         let made = result.and_then(|()| {
@@ -786,8 +718,8 @@ impl Shmem {
             }
             Ok(out)
         });
-        // Nobody signals into a new slot before its owner zeroed it; nobody rewrites the exchange words before
-        // everyone has read them.
+        // Nobody signals into a new slot before its owner zeroed it; nobody rewrites the free-slot mask before
+        // everyone has read it.
         ctx.barrier(BarrierAlgo::Auto)?;
         made
     }
@@ -807,7 +739,7 @@ impl Shmem {
             Error::State(format!("{op}: internal error, PE {me} not in its team"))
         })?;
         {
-            let mut used = lock(&parent.inst.used);
+            let mut used = lock(&self.teams().used);
             let w = used
                 .get_mut(slot / 64)
                 .ok_or_else(|| Error::State(format!("{op}: slot {slot} out of range")))?;
@@ -819,11 +751,11 @@ impl Shmem {
             }
             *w |= 1 << (slot % 64);
         }
-        let off = pool.off + POOL_HEADER + slot * SLOT_BYTES;
+        let off = pool.off + (slot - PREDEFINED) * SLOT_BYTES;
         self.local_map().fill(off, SLOT_BYTES, 0)?;
         let inner = TeamInner::new(members, idx, slot, Kind::Split, cfg);
         Ok(Team {
-            inst: parent.inst.clone(),
+            runtime: parent.runtime,
             inner: Arc::new(inner),
         })
     }
@@ -840,14 +772,13 @@ impl Shmem {
         }
         {
             let mut ctx = team.ctx(self, "team_destroy")?;
-            self.quiet()?;
-            ctx.barrier(BarrierAlgo::Auto)?;
+            ctx.sync_as(CallId::TeamDestroy.words(), BarrierAlgo::Auto)?;
         }
         if team.inner.destroyed.swap(true, Ordering::SeqCst) {
             return Ok(());
         }
         let slot = team.inner.slot;
-        if let Some(w) = lock(&team.inst.used).get_mut(slot / 64) {
+        if let Some(w) = lock(&self.teams().used).get_mut(slot / 64) {
             *w &= !(1 << (slot % 64));
         }
         Ok(())

@@ -1,0 +1,763 @@
+//! One collective in progress on one team ([`Ctx`]), the identity every collective call carries ([`CallId`] and
+//! its argument words), the agreement step every collective starts with ([`Ctx::agree`]) and the team barriers.
+//!
+//! ## The agreement
+//! Every collective call (barriers and syncs, allocation and free, team creation and destruction, every data
+//! collective) starts with one agreement over its team: each PE writes its call's identity words (call kind,
+//! algorithm, element type, arguments, whether its own arguments were valid, the team's sequence number) into its
+//! own slot, then runs a dissemination all-reduce over `ceil(log2 n)` rounds. In round `k` each member puts its
+//! running verdict — "some PE rejected its arguments" (OR) and the lowest and highest digest of the identities (min,
+//! max) — into the slot of the member `2^k` ahead and raises that round's flag to the sequence number, then waits
+//! for its own flag and folds in what it got. OR, min and max are idempotent, which makes the dissemination pattern
+//! an exact all-reduce, and it is at the same time the barrier the collective needs: no extra round trip.
+//!
+//! When every digest is equal and nobody rejected its arguments the call goes on. Otherwise every member knows it
+//! (the verdict is the same everywhere), reads every member's identity words (the slow path only) and fails with the
+//! same [`Error::Mismatch`], naming the first member whose call differs from member 0's and both calls — so a
+//! barrier that meets an allocation, or a reduction that meets a barrier, fails on both sides, the team's counters
+//! stay consistent and the runtime stays usable.
+//!
+//! Identity words are double-buffered by sequence parity: to overwrite a buffer a PE must finish the agreement in
+//! between, which needs every member to have entered it, so every reader is done with the old contents.
+
+use crate::error::{Error, Result};
+use crate::runtime::{LocalWord, Shmem};
+use crate::team::TeamInner;
+use crate::transport::{AmoOp, Window};
+use std::str::FromStr;
+use std::sync::MutexGuard;
+
+/// Word offsets (in 8-byte words) inside one team slot.
+pub(crate) mod layout {
+    /// Rounds of the agreement: enough for 2^32 PEs.
+    pub const AGREE_ROUNDS: usize = 32;
+    /// Words per agreement round: flag (raised to the sequence number), failed (OR), lowest digest, highest digest.
+    pub const AGREE_ROUND_WORDS: usize = 4;
+    /// The agreement's rounds, two parities of [`AGREE_ROUNDS`] rounds.
+    pub const AGREE: usize = 0;
+    /// Arrival counter of the linear and tree barriers.
+    pub const ARRIVE: usize = AGREE + 2 * AGREE_ROUNDS * AGREE_ROUND_WORDS;
+    /// Release counter of the linear and tree barriers.
+    pub const RELEASE: usize = ARRIVE + 1;
+    /// Data-ready signals of the data collectives.
+    pub const SIG_DATA: usize = ARRIVE + 2;
+    /// Pre-step signal of the recursive-doubling reduction (folding the extra PEs in).
+    pub const SIG_PRE: usize = ARRIVE + 3;
+    /// Final-result signal of the recursive-doubling reduction (to the folded PEs).
+    pub const SIG_FIN: usize = ARRIVE + 4;
+    /// Step counter of ring algorithms (from the left neighbour).
+    pub const SIG_RING: usize = ARRIVE + 5;
+    /// Done / acknowledgement counter of ring and chain algorithms (from the right neighbour).
+    pub const SIG_DONE: usize = ARRIVE + 6;
+    /// Per-round "partial ready" counters of the recursive-doubling reduction.
+    pub const RD_READY: usize = ARRIVE + 8;
+    /// Per-round "partial read" acknowledgements of the recursive-doubling reduction.
+    pub const RD_ACK: usize = RD_READY + 64;
+    /// Identity words of the collectives: two buffers of [`CHECK_WORDS`] (by sequence parity).
+    pub const CHECK: usize = RD_ACK + 64;
+    /// Words in one identity buffer: [`super::COMMON`] compared words, [`super::INFO`] per-PE words, the PE's own
+    /// verdict on its arguments, the sequence number.
+    pub const CHECK_WORDS: usize = 18;
+    /// Free-slot mask of team creation (up to 64 words: 4096 slots).
+    pub const SPLIT_MASK: usize = CHECK + 2 * CHECK_WORDS;
+    /// Words in one slot.
+    pub const SLOT_WORDS: usize = SPLIT_MASK + 64;
+}
+
+/// Words of a call's identity compared across PEs: `[call, algorithm, type, args...]`.
+pub(crate) const COMMON: usize = 8;
+/// Per-PE words published alongside (not compared).
+pub(crate) const INFO: usize = 7;
+const STATUS: usize = COMMON + INFO;
+const SEQ: usize = STATUS + 1;
+const _: () = assert!(SEQ < layout::CHECK_WORDS);
+
+/// Status word values.
+const STATUS_OK: u64 = 1;
+const STATUS_BAD: u64 = 2;
+
+macro_rules! algo_enum {
+    ($(#[$m:meta])* $name:ident, $env:literal, { $($(#[$vm:meta])* $v:ident = $s:literal $(| $alias:literal)*),+ $(,)? }) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+        pub enum $name {
+            /// The environment variable's choice, else chosen by message and team size.
+            #[default]
+            Auto,
+            $($(#[$vm])* $v,)+
+        }
+
+        impl $name {
+            /// The environment variable that overrides `Auto`.
+            pub const ENV: &'static str = $env;
+            /// Every concrete algorithm (without `Auto`).
+            pub const ALL: &'static [$name] = &[$($name::$v),+];
+
+            /// The algorithm's name (as accepted by the environment variable).
+            pub fn name(self) -> &'static str {
+                match self {
+                    $name::Auto => "auto",
+                    $($name::$v => $s,)+
+                }
+            }
+
+            #[allow(dead_code)]
+            pub(crate) fn code(self) -> u64 {
+                $name::ALL.iter().position(|a| *a == self).map_or(0, |p| p as u64 + 1)
+            }
+
+            fn names() -> String {
+                let mut v = vec!["auto"];
+                v.extend($name::ALL.iter().map(|a| a.name()));
+                v.join(", ")
+            }
+
+            /// `Auto` resolved through the environment variable (still `Auto` when unset).
+            #[allow(dead_code)]
+            pub(crate) fn with_env(self) -> Result<$name> {
+                if self != $name::Auto {
+                    return Ok(self);
+                }
+                match crate::config::env_value($env) {
+                    None => Ok($name::Auto),
+                    Some(v) => v.parse().map_err(|_| Error::Config {
+                        var: $env,
+                        value: v.clone(),
+                        reason: format!("unknown algorithm; expected one of {}", $name::names()),
+                    }),
+                }
+            }
+        }
+
+        impl FromStr for $name {
+            type Err = Error;
+            fn from_str(s: &str) -> Result<$name> {
+                match s.trim().to_ascii_lowercase().as_str() {
+                    "auto" => Ok($name::Auto),
+                    $($s $(| $alias)* => Ok($name::$v),)+
+                    other => Err(Error::invalid(
+                        "algorithm",
+                        other,
+                        format!("unknown {} algorithm; expected one of {}", stringify!($name), $name::names()),
+                    )),
+                }
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.name())
+            }
+        }
+    };
+}
+pub(crate) use algo_enum;
+
+algo_enum!(
+    /// Barrier algorithms. `Auto` and `Dissemination` are the agreement itself (they carry the call's identity, so a
+    /// barrier that meets another collective fails on both sides); `Linear` and `Tree` only synchronise, and must be
+    /// chosen by every member alike.
+    BarrierAlgo, "XPUSHMEM_BARRIER_ALGORITHM", {
+        /// Everyone signals member 0, which then releases everyone: 2 steps, O(n) work at member 0.
+        Linear = "linear",
+        /// ceil(log2 n) rounds; in round k each member signals the one 2^k ahead.
+        Dissemination = "dissemination" | "dissem",
+        /// Binary tree: arrivals go up, the release comes down (2 log2 n steps, n signals in total).
+        Tree = "tree",
+    }
+);
+
+/// Identifiers of collective calls in identity words and error messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CallId {
+    Broadcast = 1,
+    Fcollect = 2,
+    Collect = 3,
+    Alltoall = 4,
+    Alltoalls = 5,
+    Reduce = 6,
+    ReduceScatter = 7,
+    Inscan = 8,
+    Exscan = 9,
+    SplitStrided = 10,
+    Split2d = 11,
+    Malloc = 12,
+    Calloc = 13,
+    Align = 14,
+    Free = 15,
+    BarrierAll = 16,
+    SyncAll = 17,
+    TeamSync = 18,
+    TeamBarrier = 19,
+    TeamDestroy = 20,
+    /// A synchronisation inside a collective (argument: the collective's code).
+    Step = 21,
+    Finalize = 22,
+    /// A collective of a layer above (argument: a digest of its name, then its own words).
+    External = 23,
+}
+
+impl CallId {
+    const ALL: [CallId; 23] = [
+        CallId::Broadcast,
+        CallId::Fcollect,
+        CallId::Collect,
+        CallId::Alltoall,
+        CallId::Alltoalls,
+        CallId::Reduce,
+        CallId::ReduceScatter,
+        CallId::Inscan,
+        CallId::Exscan,
+        CallId::SplitStrided,
+        CallId::Split2d,
+        CallId::Malloc,
+        CallId::Calloc,
+        CallId::Align,
+        CallId::Free,
+        CallId::BarrierAll,
+        CallId::SyncAll,
+        CallId::TeamSync,
+        CallId::TeamBarrier,
+        CallId::TeamDestroy,
+        CallId::Step,
+        CallId::Finalize,
+        CallId::External,
+    ];
+
+    fn from_code(c: u64) -> Option<CallId> {
+        CallId::ALL.into_iter().find(|x| *x as u64 == c)
+    }
+
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            CallId::Broadcast => "broadcast",
+            CallId::Fcollect => "fcollect",
+            CallId::Collect => "collect",
+            CallId::Alltoall => "alltoall",
+            CallId::Alltoalls => "alltoalls",
+            CallId::Reduce => "reduce",
+            CallId::ReduceScatter => "reduce_scatter",
+            CallId::Inscan => "inscan",
+            CallId::Exscan => "exscan",
+            CallId::SplitStrided => "team_split_strided",
+            CallId::Split2d => "team_split_2d",
+            CallId::Malloc => "malloc",
+            CallId::Calloc => "calloc",
+            CallId::Align => "align",
+            CallId::Free => "free",
+            CallId::BarrierAll => "barrier_all",
+            CallId::SyncAll => "sync_all",
+            CallId::TeamSync => "team_sync",
+            CallId::TeamBarrier => "team_barrier",
+            CallId::TeamDestroy => "team_destroy",
+            CallId::Step => "a step",
+            CallId::Finalize => "finalize",
+            CallId::External => "an external collective",
+        }
+    }
+
+    /// Names of the argument words 3.. of the call (data collectives and team creation).
+    fn fields(self) -> &'static [&'static str] {
+        match self {
+            CallId::Broadcast => &["nelems", "root", "chunk bytes"],
+            CallId::Fcollect | CallId::Collect | CallId::Alltoall => &["nelems"],
+            CallId::Alltoalls => &["nelems", "dst stride", "src stride"],
+            CallId::Reduce | CallId::ReduceScatter | CallId::Inscan | CallId::Exscan => {
+                &["nelems", "op"]
+            }
+            CallId::SplitStrided => &["start", "stride", "size"],
+            CallId::Split2d => &["xrange"],
+            _ => &[],
+        }
+    }
+
+    /// Identity words of a call without arguments.
+    pub(crate) fn words(self) -> [u64; COMMON] {
+        let mut w = [0; COMMON];
+        w[0] = self as u64;
+        w
+    }
+}
+
+const TYPE_NAMES: [&str; 12] = [
+    "int8", "int16", "int32", "int64", "ptrdiff", "uint8", "uint16", "uint32", "uint64", "size",
+    "float", "double",
+];
+
+pub(crate) fn type_code<T: crate::types::Symmetric>() -> u64 {
+    TYPE_NAMES
+        .iter()
+        .position(|n| *n == T::NAME)
+        .map_or(99, |p| p as u64 + 1)
+}
+
+/// Human-readable form of a call's identity words.
+pub(crate) fn describe(w: &[u64]) -> String {
+    let Some(call) = w.first().and_then(|&c| CallId::from_code(c)) else {
+        return format!("an unknown call {:?}", &w[..w.len().min(COMMON)]);
+    };
+    let at = |k: usize| w.get(k).copied().unwrap_or(0);
+    match call {
+        CallId::Malloc | CallId::Calloc | CallId::Align => {
+            return format!(
+                "{}({} elements of {} bytes, align {})",
+                call.name(),
+                at(3),
+                at(6),
+                at(4)
+            )
+        }
+        CallId::Free => {
+            return format!(
+                "free(heap offset {:#x}, {} elements of {} bytes)",
+                at(5),
+                at(3),
+                at(6)
+            )
+        }
+        CallId::SplitStrided => {
+            return format!(
+                "team_split_strided(start {}, stride {}, size {})",
+                at(3),
+                at(4),
+                at(5)
+            )
+        }
+        CallId::Split2d => return format!("team_split_2d(xrange {})", at(3)),
+        CallId::Step => {
+            let of = CallId::from_code(at(3)).map_or("?", CallId::name);
+            return format!("a synchronisation inside {of}");
+        }
+        CallId::External => return format!("an external collective (code {:#x})", at(3)),
+        CallId::BarrierAll
+        | CallId::SyncAll
+        | CallId::TeamSync
+        | CallId::TeamBarrier
+        | CallId::TeamDestroy
+        | CallId::Finalize => {
+            let algo = at(1);
+            return if algo == 0 {
+                format!("{}()", call.name())
+            } else {
+                format!("{}(algorithm code {algo})", call.name())
+            };
+        }
+        _ => {}
+    }
+    let ty = (at(2) as usize)
+        .checked_sub(1)
+        .and_then(|i| TYPE_NAMES.get(i))
+        .copied()
+        .unwrap_or("?");
+    let mut parts = vec![format!("type {ty}")];
+    for (k, f) in call.fields().iter().enumerate() {
+        let v = at(3 + k);
+        if *f == "op" {
+            parts.push(format!(
+                "op {}",
+                crate::coll::ReduceOp::from_code(v).map_or("?", |o| o.name())
+            ));
+        } else {
+            parts.push(format!("{f} {v}"));
+        }
+    }
+    parts.push(format!("algorithm code {}", at(1)));
+    format!("{}({})", call.name(), parts.join(", "))
+}
+
+/// A deterministic 64-bit digest of words (the same in every process).
+pub(crate) fn digest(words: &[u64]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &w in words {
+        h ^= w;
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        h ^= h >> 29;
+    }
+    h
+}
+
+/// Where a team's slot lives: in the runtime's own region (the predefined teams) or in the user heap (the pool of
+/// split teams).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Space {
+    /// Byte offset in every PE's system region.
+    Sys(usize),
+    /// Byte offset in every PE's symmetric heap.
+    Heap(usize),
+}
+
+/// One collective in progress on one team: the team is locked, its slot located.
+pub(crate) struct Ctx<'a> {
+    pub(crate) sh: &'a Shmem,
+    team: &'a TeamInner,
+    space: Space,
+    st: MutexGuard<'a, super::TeamState>,
+    pub(crate) op: &'static str,
+}
+
+impl<'a> Ctx<'a> {
+    pub(crate) fn new(
+        sh: &'a Shmem,
+        team: &'a TeamInner,
+        space: Space,
+        st: MutexGuard<'a, super::TeamState>,
+        op: &'static str,
+    ) -> Ctx<'a> {
+        Ctx {
+            sh,
+            team,
+            space,
+            st,
+            op,
+        }
+    }
+
+    /// Team size.
+    pub(crate) fn n(&self) -> usize {
+        self.team.members.len()
+    }
+
+    /// This PE's team index.
+    pub(crate) fn idx(&self) -> usize {
+        self.team.idx
+    }
+
+    /// Global PE of member `i`.
+    pub(crate) fn pe(&self, i: usize) -> usize {
+        self.team.members.pe(i)
+    }
+
+    fn word(&self, w: usize) -> usize {
+        match self.space {
+            Space::Sys(b) | Space::Heap(b) => b + 8 * w,
+        }
+    }
+
+    /// The window onto member `i`'s slot.
+    fn win(&self, i: usize) -> Result<&'a dyn Window> {
+        let pe = self.pe(i);
+        Ok(match self.space {
+            Space::Sys(_) => self.sh.sys_of(pe, self.op)?,
+            Space::Heap(_) => self.sh.map_of(pe, self.op)?,
+        })
+    }
+
+    /// The window onto this PE's own slot.
+    fn local_win(&self) -> &'a dyn Window {
+        match self.space {
+            Space::Sys(_) => self.sh.sys_local(),
+            Space::Heap(_) => self.sh.local_map(),
+        }
+    }
+
+    /// Word `w` of this PE's slot, for polling.
+    fn local_word(&self, w: usize) -> LocalWord<'a> {
+        let (win, off) = (self.local_win(), self.word(w));
+        match win.atomic64(off) {
+            Some(a) => LocalWord::Atomic(a),
+            None => LocalWord::Window(win, off),
+        }
+    }
+
+    /// Add 1 to word `w` of member `i`.
+    pub(crate) fn signal(&self, w: usize, i: usize) -> Result<()> {
+        self.win(i)?.amo(self.word(w), 8, AmoOp::FetchAdd, 1)?;
+        Ok(())
+    }
+
+    /// Wait until word `w` of this PE's slot reaches `target`.
+    fn wait_until(&self, w: usize, target: u64, what: &dyn Fn() -> String) -> Result<()> {
+        let word = self.local_word(w);
+        let load = || word.load();
+        self.sh.wait_for(
+            self.op,
+            &|| {
+                format!(
+                    "{} (counter {} of {target})",
+                    what(),
+                    load().unwrap_or_default()
+                )
+            },
+            || Ok(load()? >= target),
+        )
+    }
+
+    /// Expect `k` more increments on word `w` and wait until all have arrived.
+    pub(crate) fn wait(&mut self, w: usize, k: u64, what: &dyn Fn() -> String) -> Result<()> {
+        self.st.expected[w] += k;
+        let target = self.st.expected[w];
+        self.wait_until(w, target, what)
+    }
+
+    /// Write words into this PE's slot.
+    pub(crate) fn write_words(&self, w: usize, words: &[u64]) -> Result<()> {
+        let bytes: Vec<u8> = words.iter().flat_map(|x| x.to_le_bytes()).collect();
+        self.local_win().write(self.word(w), &bytes)
+    }
+
+    /// Read `count` words of member `i`'s slot.
+    pub(crate) fn read_words(&self, i: usize, w: usize, count: usize) -> Result<Vec<u64>> {
+        let mut b = vec![0u8; 8 * count];
+        self.win(i)?.read(self.word(w), &mut b)?;
+        Ok(b.chunks_exact(8)
+            .map(|c| u64::from_le_bytes(c.try_into().unwrap_or_default()))
+            .collect())
+    }
+
+    /// The agreement (see the module docs): publish this call's identity, all-reduce the verdict over the team
+    /// (which is also a barrier), and on disagreement fail with the same [`Error::Mismatch`] on every member.
+    /// `local` is this PE's verdict on its own arguments: its error is returned first. With `need_info`, returns
+    /// every member's info words. Completes this PE's outstanding puts first.
+    pub(crate) fn enter(
+        &mut self,
+        common: [u64; COMMON],
+        info: [u64; INFO],
+        local: Result<()>,
+        need_info: bool,
+    ) -> Result<Vec<[u64; INFO]>> {
+        self.sh.quiet()?;
+        let n = self.n();
+        self.st.seq += 1;
+        let seq = self.st.seq;
+        let at = layout::CHECK + (seq % 2) as usize * layout::CHECK_WORDS;
+        let mut words = [0u64; layout::CHECK_WORDS];
+        words[..COMMON].copy_from_slice(&common);
+        words[COMMON..STATUS].copy_from_slice(&info);
+        words[STATUS] = if local.is_ok() { STATUS_OK } else { STATUS_BAD };
+        words[SEQ] = seq;
+        if n == 1 {
+            local?;
+            return Ok(vec![info]);
+        }
+        self.write_words(at, &words)?;
+        // What is compared: the whole call with the argument check on, the call kind alone without it.
+        let checking = self.sh.cfg.check_symmetry;
+        let compared = if checking { &common[..] } else { &common[..1] };
+        let mut d = vec![self.team.slot as u64, seq];
+        d.extend_from_slice(compared);
+        let dig = digest(&d);
+        let (failed, lo, hi) = self.all_reduce(seq, local.is_err(), dig)?;
+        let clean = !failed && lo == hi;
+        if clean && !need_info {
+            local?;
+            return Ok(Vec::new());
+        }
+        // Slow path (or a call that needs the others' words): read every member's identity.
+        let mut all = Vec::with_capacity(n);
+        for i in 0..n {
+            all.push(self.read_words(i, at, layout::CHECK_WORDS)?);
+        }
+        local?;
+        if !clean {
+            return Err(self.verdict(&all, &words, checking));
+        }
+        Ok(all
+            .iter()
+            .map(|w| {
+                let mut inf = [0u64; INFO];
+                inf.copy_from_slice(&w[COMMON..STATUS]);
+                inf
+            })
+            .collect())
+    }
+
+    /// The shared verdict of a failed agreement, from every member's identity words (the same on every member).
+    fn verdict(&self, all: &[Vec<u64>], mine: &[u64], checking: bool) -> Error {
+        let seq = mine[SEQ];
+        let cmp = if checking { COMMON } else { 1 };
+        if let Some(i) = all.iter().position(|w| w[STATUS] != STATUS_OK) {
+            return Error::Mismatch {
+                call: self.op,
+                pe: self.pe(i),
+                theirs: "invalid arguments (its own error names them)".into(),
+                reference_pe: self.sh.my_pe(),
+                ours: describe(&mine[..COMMON]),
+            };
+        }
+        let theirs = |w: &[u64]| {
+            if w[SEQ] == seq {
+                describe(&w[..COMMON])
+            } else {
+                format!(
+                    "{} as its collective call number {} on this team (this is number {seq})",
+                    describe(&w[..COMMON]),
+                    w[SEQ]
+                )
+            }
+        };
+        let r = &all[0];
+        let i = (1..all.len())
+            .find(|&i| all[i][..cmp] != r[..cmp] || all[i][SEQ] != r[SEQ])
+            .unwrap_or(0);
+        Error::Mismatch {
+            call: self.op,
+            pe: self.pe(i),
+            theirs: theirs(&all[i]),
+            reference_pe: self.pe(0),
+            ours: theirs(r),
+        }
+    }
+
+    /// The dissemination all-reduce of (failed: OR, digest: min and max) over the team; also a barrier.
+    fn all_reduce(&mut self, seq: u64, failed: bool, dig: u64) -> Result<(bool, u64, u64)> {
+        use layout::*;
+        let (n, me) = (self.n(), self.idx());
+        let mut v = [failed as u64, dig, dig];
+        let base = AGREE + (seq % 2) as usize * AGREE_ROUNDS * AGREE_ROUND_WORDS;
+        let mut dist = 1usize;
+        let mut round = 0usize;
+        while dist < n {
+            if round >= AGREE_ROUNDS {
+                return Err(Error::State(format!(
+                    "{}: a team of {n} PEs needs more than {AGREE_ROUNDS} agreement rounds",
+                    self.op
+                )));
+            }
+            let flag = base + round * AGREE_ROUND_WORDS;
+            let partner = self.win((me + dist) % n)?;
+            let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+            partner.write(self.word(flag + 1), &bytes)?;
+            partner.amo(self.word(flag), 8, AmoOp::Set, seq)?;
+            let from = self.pe((me + n - dist) % n);
+            self.wait_until(flag, seq, &|| {
+                format!("agreement round {round}: waiting for PE {from}")
+            })?;
+            let got = self.read_words(me, flag + 1, 3)?;
+            v[0] |= got[0];
+            v[1] = v[1].min(got[1]);
+            v[2] = v[2].max(got[2]);
+            dist <<= 1;
+            round += 1;
+        }
+        Ok((v[0] != 0, v[1], v[2]))
+    }
+
+    /// A synchronisation of the team as call `call` (its identity words): the agreement with `Auto` or
+    /// `Dissemination`, the plain barrier algorithm otherwise. Completes this PE's outstanding puts first.
+    pub(crate) fn sync_as(&mut self, call: [u64; COMMON], algo: BarrierAlgo) -> Result<()> {
+        let n = self.n();
+        match resolve_barrier(algo, n)? {
+            BarrierAlgo::Linear if n > 1 => {
+                self.sh.quiet()?;
+                self.st.seq += 1;
+                self.barrier_linear()
+            }
+            BarrierAlgo::Tree if n > 1 => {
+                self.sh.quiet()?;
+                self.st.seq += 1;
+                self.barrier_tree()
+            }
+            _ => self.enter(call, [0; INFO], Ok(()), false).map(|_| ()),
+        }
+    }
+
+    /// A synchronisation of `TEAM_WORLD` that is the whole call `call` (`barrier_all`, `sync_all`, finalize):
+    /// always the agreement (`XPUSHMEM_BARRIER_ALGORITHM` is for the team barriers).
+    pub(crate) fn sync_world(mut self, call: CallId) -> Result<()> {
+        self.sync_as(call.words(), BarrierAlgo::Dissemination)
+    }
+
+    /// A synchronisation inside the collective in progress (every member is in it already).
+    pub(crate) fn barrier(&mut self, algo: BarrierAlgo) -> Result<()> {
+        let mut w = CallId::Step.words();
+        w[3] = CallId::ALL
+            .iter()
+            .find(|c| c.name() == self.op)
+            .map_or(0, |c| *c as u64);
+        self.sync_as(w, algo)
+    }
+
+    fn barrier_linear(&mut self) -> Result<()> {
+        let n = self.n();
+        if self.idx() == 0 {
+            self.wait(layout::ARRIVE, n as u64 - 1, &|| {
+                format!("linear barrier: member 0 waiting for {} arrivals", n - 1)
+            })?;
+            for i in 1..n {
+                self.signal(layout::RELEASE, i)?;
+            }
+        } else {
+            self.signal(layout::ARRIVE, 0)?;
+            let root = self.pe(0);
+            self.wait(layout::RELEASE, 1, &|| {
+                format!("linear barrier: waiting for the release from PE {root}")
+            })?;
+        }
+        Ok(())
+    }
+
+    fn barrier_tree(&mut self) -> Result<()> {
+        let (n, me) = (self.n(), self.idx());
+        let children: Vec<usize> = [2 * me + 1, 2 * me + 2]
+            .into_iter()
+            .filter(|&c| c < n)
+            .collect();
+        let k = children.len() as u64;
+        if k > 0 {
+            self.wait(layout::ARRIVE, k, &|| {
+                format!("tree barrier: waiting for {k} children")
+            })?;
+        }
+        if me > 0 {
+            let parent = (me - 1) / 2;
+            self.signal(layout::ARRIVE, parent)?;
+            let p = self.pe(parent);
+            self.wait(layout::RELEASE, 1, &|| {
+                format!("tree barrier: waiting for the release from PE {p}")
+            })?;
+        }
+        for c in children {
+            self.signal(layout::RELEASE, c)?;
+        }
+        Ok(())
+    }
+}
+
+/// Resolve the barrier algorithm for a team of `n` PEs: `Auto` is the agreement (dissemination) unless
+/// `XPUSHMEM_BARRIER_ALGORITHM` names another.
+pub(crate) fn resolve_barrier(a: BarrierAlgo, n: usize) -> Result<BarrierAlgo> {
+    let _ = n;
+    Ok(match a.with_env()? {
+        BarrierAlgo::Auto => BarrierAlgo::Dissemination,
+        x => x,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn calls_are_described_with_their_arguments() {
+        let mut m = CallId::Malloc.words();
+        m[3] = 2;
+        m[4] = 1;
+        m[6] = 8;
+        assert_eq!(describe(&m), "malloc(2 elements of 8 bytes, align 1)");
+        assert_eq!(describe(&CallId::BarrierAll.words()), "barrier_all()");
+        assert_eq!(
+            describe(&[
+                CallId::Reduce as u64,
+                2,
+                3,
+                10,
+                crate::coll::ReduceOp::Sum.code(),
+                0,
+                0,
+                0
+            ]),
+            "reduce(type int32, nelems 10, op sum, algorithm code 2)"
+        );
+        for c in CallId::ALL {
+            assert_eq!(CallId::from_code(c as u64), Some(c));
+        }
+    }
+
+    #[test]
+    fn digests_differ_by_kind_and_sequence() {
+        let a = digest(&[0, 1, CallId::BarrierAll as u64]);
+        assert_ne!(a, digest(&[0, 1, CallId::Malloc as u64]));
+        assert_ne!(a, digest(&[0, 2, CallId::BarrierAll as u64]));
+        assert_eq!(a, digest(&[0, 1, CallId::BarrierAll as u64]));
+    }
+}

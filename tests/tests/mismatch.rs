@@ -1,0 +1,195 @@
+//! Mismatched collectives fail everywhere (issue 14, item 1): when PEs are in different collective calls — a
+//! barrier meets an allocation, a reduction or a broadcast meets a barrier — every PE gets the same
+//! `Error::Mismatch` naming both calls, the runtime stays usable (a correct collective right after works and its
+//! result is checked), and finalize succeeds on every PE (the harness finalizes each PE and requires exit 0).
+
+use xpushmem::{Error, Shmem};
+use xpushmem_tests::{assert_success, is_pe_of, run_pe, spawn_pes_with, test_name};
+
+/// A short wait limit: the old behaviour (one side left waiting) must fail the test quickly, not hang it.
+const ENV: &[(&str, &str)] = &[("XPUSHMEM_TIMEOUT_MS", "20000")];
+
+macro_rules! mismatch_test {
+    ($name:ident, [$($f:ident = $n:expr),+], |$sh:ident| $body:block) => {
+        mod $name {
+            use super::*;
+            fn body($sh: &Shmem) -> xpushmem::Result<()> $body
+            $(
+                #[test]
+                fn $f() {
+                    let name = test_name(module_path!(), stringify!($f));
+                    if is_pe_of(&name) {
+                        run_pe(body);
+                    }
+                    let out = spawn_pes_with(&name, $n, ENV);
+                    assert_success(&name, $n, &out);
+                }
+            )+
+        }
+    };
+}
+
+/// The mismatch every PE must see: PE `pe` (the first that differs from PE 0) passed `theirs`, PE 0 `ours`.
+fn expect_mismatch(
+    sh: &Shmem,
+    r: xpushmem::Result<()>,
+    my_call: &str,
+    pe_want: usize,
+    theirs_want: &dyn Fn(&str) -> bool,
+    ours_want: &dyn Fn(&str) -> bool,
+) {
+    let me = sh.my_pe();
+    match r {
+        Err(Error::Mismatch {
+            call,
+            pe,
+            theirs,
+            reference_pe,
+            ours,
+        }) => {
+            assert_eq!(call, my_call, "PE {me}");
+            assert_eq!(pe, pe_want, "PE {me}: {theirs} / {ours}");
+            assert_eq!(reference_pe, 0, "PE {me}");
+            assert!(theirs_want(&theirs), "PE {me}: theirs = {theirs}");
+            assert!(ours_want(&ours), "PE {me}: ours = {ours}");
+        }
+        r => panic!("PE {me}: expected a mismatch, got {r:?}"),
+    }
+}
+
+/// After a mismatch: a correct allocation, a put to the right neighbour and a barrier work, with checked data.
+fn still_usable(sh: &Shmem) -> xpushmem::Result<()> {
+    let (me, n) = (sh.my_pe(), sh.n_pes());
+    let x = sh.calloc::<u64>(4)?;
+    sh.put(x, &[me as u64 + 100; 4], (me + 1) % n)?;
+    sh.barrier_all()?;
+    let mut got = [0u64; 4];
+    sh.get(&mut got, x, me)?;
+    assert_eq!(got, [((me + n - 1) % n) as u64 + 100; 4], "PE {me}");
+    sh.free(x)
+}
+
+mismatch_test!(barrier_meets_malloc, [_2pe = 2, _4pe = 4], |sh| {
+    let me = sh.my_pe();
+    let malloc_desc = "malloc(4096 elements of 1 bytes, align 1)";
+    // PE 1 allocates while everyone else is in a barrier.
+    let r = if me == 1 {
+        sh.malloc::<u8>(4096).map(|_| ())
+    } else {
+        sh.barrier_all()
+    };
+    expect_mismatch(
+        sh,
+        r,
+        if me == 1 { "malloc" } else { "barrier_all" },
+        1,
+        &|t| t == malloc_desc,
+        &|o| o == "barrier_all()",
+    );
+    // Nothing was allocated: the same allocation made by everyone now lands at the same offset.
+    let a = sh.malloc::<u8>(4096)?;
+    sh.free(a)?;
+    still_usable(sh)
+});
+
+mismatch_test!(sum_reduce_meets_barrier, [_2pe = 2, _3pe = 3], |sh| {
+    let (me, n) = (sh.my_pe(), sh.n_pes());
+    let w = sh.team_world();
+    let src = sh.calloc::<i64>(8)?;
+    let dst = sh.calloc::<i64>(8)?;
+    sh.put(src, &[me as i64 + 1; 8], me)?;
+    // PE 0 reduces while the others are in a barrier.
+    let r = if me == 0 {
+        sh.sum_reduce(&w, dst, src, 8)
+    } else {
+        sh.barrier_all()
+    };
+    expect_mismatch(
+        sh,
+        r,
+        if me == 0 { "reduce" } else { "barrier_all" },
+        1,
+        &|t| t == "barrier_all()",
+        &|o| o.starts_with("reduce(type int64, nelems 8, op sum"),
+    );
+    // The same reduction by everyone works: 1 + 2 + ... + n.
+    sh.sum_reduce(&w, dst, src, 8)?;
+    let mut got = [0i64; 8];
+    sh.get(&mut got, dst, me)?;
+    let want = (n * (n + 1) / 2) as i64;
+    assert_eq!(got, [want; 8], "PE {me}");
+    sh.free(dst)?;
+    sh.free(src)?;
+    still_usable(sh)
+});
+
+mismatch_test!(broadcast_meets_barrier, [_2pe = 2, _3pe = 3], |sh| {
+    let me = sh.my_pe();
+    let w = sh.team_world();
+    let src = sh.calloc::<u32>(16)?;
+    let dst = sh.calloc::<u32>(16)?;
+    sh.put(src, &[7 + me as u32; 16], me)?;
+    // PE 0 is in a barrier while the others broadcast.
+    let r = if me == 0 {
+        sh.barrier_all()
+    } else {
+        sh.broadcast(&w, dst, src, 16, 0)
+    };
+    expect_mismatch(
+        sh,
+        r,
+        if me == 0 { "barrier_all" } else { "broadcast" },
+        1,
+        &|t| t.starts_with("broadcast(type uint32, nelems 16, root 0"),
+        &|o| o == "barrier_all()",
+    );
+    sh.broadcast(&w, dst, src, 16, 0)?;
+    let mut got = [0u32; 16];
+    sh.get(&mut got, dst, me)?;
+    assert_eq!(got, [7; 16], "PE {me}");
+    sh.free(dst)?;
+    sh.free(src)?;
+    still_usable(sh)
+});
+
+mismatch_test!(team_sync_meets_free_then_split, [_2pe = 2], |sh| {
+    let me = sh.my_pe();
+    let w = sh.team_world();
+    let x = sh.malloc::<u64>(2)?;
+    let r = if me == 0 {
+        sh.team_sync(&w)
+    } else {
+        sh.free(x)
+    };
+    expect_mismatch(
+        sh,
+        r,
+        if me == 0 { "team_sync" } else { "free" },
+        1,
+        &|t| t.starts_with("free(heap offset"),
+        &|o| o == "team_sync()",
+    );
+    // A team creation that meets a barrier fails on both sides too.
+    let r = if me == 0 {
+        sh.team_split_strided(&w, 0, 1, 2, None).map(|_| ())
+    } else {
+        sh.barrier_all()
+    };
+    expect_mismatch(
+        sh,
+        r,
+        if me == 0 {
+            "team_split_strided"
+        } else {
+            "barrier_all"
+        },
+        1,
+        &|t| t == "barrier_all()",
+        &|o| o.starts_with("team_split_strided"),
+    );
+    let t = sh.team_split_strided(&w, 0, 1, 2, None)?.expect("member");
+    sh.team_sync(&t)?;
+    sh.team_destroy(t)?;
+    sh.free(x)?;
+    still_usable(sh)
+});
