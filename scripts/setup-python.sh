@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # Python environment for the PyTorch drop-in tests (triton-bridge/): a venv with uv, the pinned torch from PyPI,
-# pytest and ninja (torch.utils.cpp_extension needs ninja on PATH). Idempotent: a venv that already imports the
-# pinned torch is reused (~1 s); a cold install takes about 45 s (uv, bytecode compiled once).
+# pytest and ninja (torch.utils.cpp_extension needs ninja on PATH), and the SYCL headers of intel-sycl-rt.
+# Idempotent: a venv that already imports the pinned torch is reused (~1 s); a cold install takes about 45 s (uv,
+# bytecode compiled once).
 #
 # Usage: scripts/setup-python.sh            # prints the venv's directory on the last line of stdout
 # Env:   XPUSHMEM_CACHE   where to keep the venv (default: <repo>/.venv); the venv goes to $XPUSHMEM_CACHE/venv-torch
 #        XPUSHMEM_TORCH_VERSION   the torch pin (default 2.15.0; the C++ shim's kernel signatures follow it)
+#        XPUSHMEM_SYCL_RT_VERSION the intel-sycl-rt pin whose SYCL headers check the shim's XPU half (2025.0.5)
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 torch_version="${XPUSHMEM_TORCH_VERSION:-2.15.0}"
+sycl_version="${XPUSHMEM_SYCL_RT_VERSION:-2025.0.5}"
 if [[ -n "${XPUSHMEM_CACHE:-}" ]]; then
     venv="$XPUSHMEM_CACHE/venv-torch"
 else
@@ -47,5 +50,11 @@ else
         "torch==$torch_version" pytest ninja numpy
     want || { log "the venv at $venv does not import torch $torch_version"; exit 1; }
     log "ready in $(( $(date +%s) - start ))s"
+fi
+# SYCL headers for the syntax check of the shim's XPU half (scripts/check-shim-xpu.sh): the intel-sycl-rt wheel,
+# unpacked beside the venv's packages (not importable, nothing of it is loaded).
+if [[ ! -f "$venv/intel-sycl-rt/include/sycl/sycl.hpp" ]]; then
+    log "installing the SYCL headers of intel-sycl-rt==$sycl_version into $venv/intel-sycl-rt"
+    "$venv/bin/uv" pip install -q --no-deps --target "$venv/intel-sycl-rt" "intel-sycl-rt==$sycl_version"
 fi
 echo "$venv"

@@ -2,11 +2,12 @@
 # Sets up and runs the Python tests of the PyTorch drop-in (triton-bridge/): the ported test_nvshmem.py suites on
 # CPU tensors over gloo at world sizes 2 and 4 (on an Intel GPU machine: on XPU, one rank per device).
 #   1. scripts/setup-python.sh: venv with the pinned torch, pytest, ninja (idempotent);
-#   2. pip wheel ./triton-bridge: cargo builds libxpushmem.so (setuptools-rust), the wheel carries it with the
+#   2. scripts/check-shim-xpu.sh: the shim's XPU half compiled -fsyntax-only (no PyPI torch is built with XPU);
+#   3. pip wheel ./triton-bridge: cargo builds libxpushmem.so (setuptools-rust), the wheel carries it with the
 #      headers and the device bitcode;
-#   3. the wheel installed into a fresh venv outside the checkout (torch from uv's cache): import + a 2-rank CPU
+#   4. the wheel installed into a fresh venv outside the checkout (torch from uv's cache): import + a 2-rank CPU
 #      smoke test (tests/smoke_installed.py) that finds everything inside the installed package;
-#   4. the wheel installed into the test venv; pytest triton-bridge/tests (extra arguments are passed to pytest).
+#   5. the wheel installed into the test venv; pytest triton-bridge/tests (extra arguments are passed to pytest).
 # Exits non-zero when the smoke test fails, or pytest fails or collects nothing (pytest's exit code 5).
 # Env: XPUSHMEM_LIB_DIR (the pytest run uses this libxpushmem.so instead of the wheel's), CARGO_TARGET_DIR (cargo's
 #      target dir), SETUPTOOLS_RUST_CARGO_PROFILE (cargo profile of the wheel's library: release unless set, "dev"
@@ -18,6 +19,9 @@ start=$(date +%s)
 
 venv="$(bash scripts/setup-python.sh | tail -n 1)"
 export PATH="$venv/bin:$PATH"   # torch.utils.cpp_extension needs ninja on PATH
+
+echo "== the C++ shim's XPU half: -fsyntax-only against torch's XPU headers and intel-sycl-rt's SYCL headers"
+bash scripts/check-shim-xpu.sh "$venv"
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/xpushmem-wheel.XXXXXX")"
 trap 'rm -rf "$work"' EXIT

@@ -100,13 +100,24 @@ def _ze_module_init_fn() -> Callable[[int], int]:
 
 def ze_module_init(module: Any) -> None:
     """Puts xpushmem's device state (this PE, the PE count, the peers' heap bases, ...) into a Level Zero module:
-    ``xpushmemx_ze_module_init``. ``module`` is a ``ze_module_handle_t`` as an int, or an object with a
-    ``ze_module`` attribute holding one. Raises ``RuntimeError`` with xpushmem's message on failure."""
+    ``xpushmemx_ze_module_init``. ``module`` is a ``ze_module_handle_t`` as an int, an object with a ``ze_module``
+    attribute holding one, or the ``"kernel_bundle"`` capsule of Intel's Triton driver (through the XPU build of
+    ``xpushmem.torch``'s shim). Raises ``RuntimeError`` with xpushmem's message on failure."""
     handle = getattr(module, "ze_module", module)
+    if type(handle).__name__ == "PyCapsule":
+        # Intel's Triton driver: a capsule "kernel_bundle" over a SYCL kernel bundle of one Level Zero module.
+        from .torch import shim
+
+        if not hasattr(shim, "ze_module_of_kernel_bundle"):
+            raise TypeError(
+                "cannot get the Level Zero module of a SYCL kernel bundle: xpushmem.torch's shim was built without "
+                "XPU support (an XPU torch and the SYCL headers are needed; see XPUSHMEM_SYCL_INCLUDE)"
+            )
+        handle = shim.ze_module_of_kernel_bundle(handle)
     if not isinstance(handle, int):
         raise TypeError(
-            f"cannot get a Level Zero module from {type(module).__name__} (a SYCL kernel bundle needs the XPU "
-            "build of xpushmem.torch); pass a ze_module_handle_t"
+            f"cannot get a Level Zero module from {type(module).__name__}: pass a ze_module_handle_t (an int) or "
+            "the kernel bundle capsule of Intel's Triton driver"
         )
     fn = _ze_module_init_fn()
     if fn(handle) != 0:

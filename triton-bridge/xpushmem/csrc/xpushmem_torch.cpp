@@ -43,6 +43,7 @@
 // implicit pool of symm_mem.empty) needs torch's XPUPluggableAllocator, which needs the SYCL headers. The Python
 // loader defines XPUSHMEM_TORCH_WITH_XPU when it finds them next to an XPU torch.
 #if defined(XPUSHMEM_TORCH_WITH_XPU)
+#include <sycl/ext/oneapi/backend/level_zero.hpp>
 #include <torch/csrc/xpu/XPUPluggableAllocator.h>
 #endif
 
@@ -924,6 +925,23 @@ void register_xpu_mempool_allocator() {
 }
 #endif
 
+#if defined(XPUSHMEM_TORCH_WITH_XPU)
+// The Level Zero module behind a kernel compiled by Intel's Triton: its driver's `kernel.module` is a PyCapsule
+// "kernel_bundle" over a sycl::kernel_bundle<executable> made from one Level Zero module. For the Triton kernel-load
+// hook (xpushmem._xpushmem_triton), which hands the module to xpushmemx_ze_module_init.
+uint64_t ze_module_of_kernel_bundle(const py::capsule& bundle) {
+  const char* name = bundle.name();
+  TORCH_CHECK(name != nullptr && std::string(name) == "kernel_bundle",
+              "ze_module_of_kernel_bundle: expected a \"kernel_bundle\" capsule, got \"", name ? name : "", "\"");
+  auto* kb = bundle.get_pointer<sycl::kernel_bundle<sycl::bundle_state::executable>>();
+  TORCH_CHECK(kb != nullptr, "ze_module_of_kernel_bundle: the capsule holds no kernel bundle");
+  auto modules = sycl::get_native<sycl::backend::ext_oneapi_level_zero>(*kb);
+  TORCH_CHECK(modules.size() == 1, "ze_module_of_kernel_bundle: the kernel bundle holds ", modules.size(),
+              " Level Zero modules, expected 1");
+  return reinterpret_cast<uint64_t>(modules[0]);
+}
+#endif
+
 bool xpu_mempool_supported() {
 #if defined(XPUSHMEM_TORCH_WITH_XPU)
   return true;
@@ -987,6 +1005,10 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         "xpushmem-ops C functions that libxpushmem.so does not export (empty when complete).");
   m.def("xpu_mempool_supported", &xpu_mempool_supported,
         "Whether this build registers the XPU MemPool allocator (needs the SYCL headers at build time).");
+#if defined(XPUSHMEM_TORCH_WITH_XPU)
+  m.def("ze_module_of_kernel_bundle", &ze_module_of_kernel_bundle, py::arg("bundle"),
+        "The ze_module_handle_t (as an int) behind a kernel bundle capsule of Intel's Triton driver.");
+#endif
   m.def("runtime_started", []() { return runtime().up; });
   m.def("my_pe", []() { return runtime().up ? runtime().my_pe : -1; });
   m.def("n_pes", []() { return runtime().up ? runtime().n_pes : 0; });
