@@ -72,8 +72,7 @@ fn signal_word(sh: &Shmem, op: &str, sigpad: &TensorView) -> Result<SymRef<u64>>
             reason: format!("{op}: the signal word must be 8-byte aligned"),
         });
     }
-    sh.sym_slice_from_addr::<u64>(sh.heap_base() as usize + off, 1)?
-        .at(0)
+    sh.sym_slice_from_addr::<u64>(sh.sym_addr(off), 1)?.at(0)
 }
 
 /// `nvshmem_put_with_signal(tensor, sigpad, signal, peer)`: copy `tensor` into the same symmetric tensor on

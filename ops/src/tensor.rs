@@ -20,7 +20,7 @@ pub struct TensorView {
 
 /// The bytes of a typed symmetric slice as a `SymSlice<u8>` (same heap offset, `len * size_of::<T>()` bytes).
 pub fn sym_bytes<T: Symmetric>(sh: &Shmem, s: SymSlice<T>) -> Result<SymSlice<u8>> {
-    sh.sym_slice_from_addr::<u8>(sh.heap_base() as usize + s.heap_offset(), s.size_bytes())
+    sh.sym_slice_from_addr::<u8>(sh.sym_addr(s.heap_offset()), s.size_bytes())
 }
 
 /// Contiguous (row-major) strides of `shape`, in elements.

@@ -35,6 +35,7 @@ pub mod launch;
 pub mod memory;
 pub mod rma;
 pub mod runtime;
+pub mod symaddr;
 pub mod sync;
 pub mod team;
 pub mod transport;

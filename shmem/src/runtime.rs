@@ -7,10 +7,11 @@ use crate::device::{Device, HeapKind};
 use crate::error::{Error, Result};
 use crate::heap::Allocator;
 use crate::team::CallId;
+use crate::transport::dataseg::SymData;
 use crate::transport::shm::{self, Arena, FdListener, Mapping, PeerWatch};
 use crate::transport::ze::{ExternalHandles, ZeRuntime};
 use crate::transport::{AmoOp, Window};
-use crate::types::{SymSlice, Symmetric, ThreadLevel};
+use crate::types::ThreadLevel;
 use once_cell::sync::OnceCell;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -62,6 +63,9 @@ pub struct InitAttr {
     pub heap: Option<HeapKind>,
     /// Level Zero handles to adopt for a device heap (from SYCL or PyTorch XPU) instead of opening a device.
     pub device_handles: Option<ExternalHandles>,
+    /// Make the executable's writable data segment (global and static variables) symmetric, as OpenSHMEM requires
+    /// (host heaps only; see `transport::dataseg`). Off by default; the OpenSHMEM C layer turns it on.
+    pub symmetric_data: bool,
 }
 
 impl Default for InitAttr {
@@ -71,6 +75,7 @@ impl Default for InitAttr {
             thread_level: ThreadLevel::Multiple,
             heap: None,
             device_handles: None,
+            symmetric_data: false,
         }
     }
 }
@@ -301,6 +306,8 @@ pub struct Shmem {
     pub(crate) heap_size: usize,
     /// Teams and their synchronisation state (`barrier_all` is `TEAM_WORLD`'s barrier).
     pub(crate) teams: crate::team::Teams,
+    /// The executable's data segment, when symmetric.
+    pub(crate) data: SymData,
     watch: PeerWatch,
     thread_level: ThreadLevel,
     finalized: AtomicBool,
@@ -397,7 +404,12 @@ impl Shmem {
         } else {
             0
         };
-        let arena = Arena::create(SYS_BYTES + host_user)?;
+        let data = SymData::plan(
+            attr.symmetric_data && heap_kind == HeapKind::Host,
+            host_user,
+        )?;
+        let arena = Arena::create(SYS_BYTES + data.window_len(host_user))?;
+        data.adopt(&arena, SYS_BYTES)?;
         let local = nodes.pes_on(nodes.node_of(me));
         let listener = if local[0] == me && local.len() > 1 {
             Some(FdListener::bind(job_cookie, me)?)
@@ -427,9 +439,11 @@ impl Shmem {
             } else {
                 &peer_arenas[i]
             };
+            data.check_peer(me, pe, a.size(), arena.size())?;
             sys[pe] = Some(Mapping::map(a, 0, SYS_BYTES)?);
             if heap_kind == HeapKind::Host {
-                maps[pe] = Some(Box::new(Mapping::map(a, SYS_BYTES, cfg.symmetric_size)?));
+                let len = data.window_len(cfg.symmetric_size);
+                maps[pe] = Some(Box::new(Mapping::map(a, SYS_BYTES, len)?));
             }
         }
         let device = if heap_kind == HeapKind::Device {
@@ -481,6 +495,7 @@ impl Shmem {
             me,
             n,
             heap_size: cfg.symmetric_size,
+            data,
             cfg,
             boot,
             sys,
@@ -620,64 +635,6 @@ impl Shmem {
                 "{call}: PE {pe} is on another node and no fabric transport is available"
             ),
         })
-    }
-
-    /// Validate that `[off, off + bytes)` lies in the heap.
-    pub(crate) fn check_range(&self, off: usize, bytes: usize, call: &str) -> Result<()> {
-        if off.checked_add(bytes).is_none_or(|e| e > self.heap_size) {
-            return Err(Error::OutOfBounds {
-                what: "heap range",
-                start: off,
-                len: bytes,
-                limit: self.heap_size,
-                context: call.to_string(),
-            });
-        }
-        Ok(())
-    }
-
-    /// A typed symmetric slice from a local address inside the heap (what `malloc` returned, or a pointer into it):
-    /// an error when the address is outside the heap, misaligned for `T`, or the range runs past the heap's end.
-    pub fn sym_slice_from_addr<T: Symmetric>(
-        &self,
-        addr: usize,
-        len: usize,
-    ) -> Result<SymSlice<T>> {
-        let base = self.heap_base() as usize;
-        let end = base + self.heap_size;
-        if addr < base || addr >= end {
-            return Err(Error::NotSymmetric {
-                addr,
-                base,
-                end,
-                context: format!("sym_slice_from_addr::<{}>", T::NAME),
-            });
-        }
-        let align = std::mem::align_of::<T>();
-        if addr % align != 0 {
-            return Err(Error::invalid(
-                "addr",
-                format!("{addr:#x}"),
-                format!("must be aligned to {align} bytes for {}", T::NAME),
-            ));
-        }
-        let bytes = len.saturating_mul(std::mem::size_of::<T>());
-        self.check_range(
-            addr - base,
-            bytes,
-            &format!("sym_slice_from_addr::<{}>", T::NAME),
-        )?;
-        Ok(SymSlice::new(addr - base, len))
-    }
-
-    /// The address at which `pe`'s copy of `s` can be loaded from and stored to directly by this process
-    /// (OpenSHMEM's `shmem_ptr`); `None` when `pe` is not on this node.
-    pub fn ptr<T: Symmetric>(&self, s: SymSlice<T>, pe: usize) -> Result<Option<*mut T>> {
-        self.check_pe(pe, "ptr")?;
-        self.check_range(s.off, s.size_bytes(), "ptr")?;
-        Ok(self.maps[pe]
-            .as_ref()
-            .map(|m| m.base().wrapping_add(s.off).cast()))
     }
 
     /// Is `pe`'s heap directly reachable with loads and stores from this process?

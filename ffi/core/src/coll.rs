@@ -280,7 +280,7 @@ pub fn sym_to_end<T: Symmetric>(
         return sh.sym_slice_from_addr::<T>(sh.heap_base() as usize, 0);
     }
     let s = crate::imp::sym_bytes(sh, p, 0, std::mem::align_of::<T>(), call, arg)?;
-    let room = sh.heap_size() - s.heap_offset();
+    let room = sh.sym_room(s.heap_offset());
     sh.sym_slice_from_addr::<T>(p as usize, room / std::mem::size_of::<T>())
 }
 

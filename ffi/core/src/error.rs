@@ -9,7 +9,7 @@
 use std::cell::RefCell;
 use std::ffi::{c_char, c_int, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use xpushmem_rt::{Error, ErrorCode};
 
 /// Success.
@@ -69,15 +69,26 @@ pub fn code_name(code: c_int) -> &'static str {
     ErrorCode::from_i32(code).map_or("Unknown", ErrorCode::name)
 }
 
+/// The error mode before init when `XPUSHMEM_ERROR_MODE` is unset: abort in the OpenSHMEM library (set by its
+/// load-time constructor), return in the native one.
+static LAYER_ABORT: AtomicBool = AtomicBool::new(false);
+
+/// Set the error mode in force before init when `XPUSHMEM_ERROR_MODE` is unset (the library's default).
+pub fn set_layer_default(abort: bool) {
+    LAYER_ABORT.store(abort, Ordering::Relaxed);
+}
+
 /// Whether failing calls abort. Decided by [`set_mode`] (at init, from `XPUSHMEM_ERROR_MODE`) or, before that,
-/// by the environment.
+/// by the environment, else by the library's default ([`set_layer_default`]).
 pub fn abort_mode() -> bool {
     match MODE.load(Ordering::Relaxed) {
         1 => false,
         2 => true,
         _ => {
-            let abort = xpushmem_rt::config::env_value("XPUSHMEM_ERROR_MODE")
-                .is_some_and(|v| v.trim().eq_ignore_ascii_case("abort"));
+            let Some(v) = xpushmem_rt::config::env_value("XPUSHMEM_ERROR_MODE") else {
+                return LAYER_ABORT.load(Ordering::Relaxed);
+            };
+            let abort = v.trim().eq_ignore_ascii_case("abort");
             // Only a cache: a later set_mode wins.
             let _ = MODE.compare_exchange(
                 0,

@@ -34,7 +34,8 @@ fn invalid(name: &'static str, value: impl std::fmt::Display, reason: impl Into<
     }
 }
 
-/// The symmetric byte range `[addr, addr + bytes)` of this PE's heap, `addr` aligned to `align`.
+/// The symmetric byte range `[addr, addr + bytes)` of this PE (in its heap or, under the OpenSHMEM layer, its
+/// executable's data segment), `addr` aligned to `align`: the runtime's one address translation.
 pub fn sym_bytes(
     sh: &Shmem,
     addr: *const c_void,
@@ -43,34 +44,9 @@ pub fn sym_bytes(
     call: &str,
     arg: &str,
 ) -> Result<SymSlice<u8>, Error> {
-    let a = addr as usize;
-    let base = sh.heap_base() as usize;
-    let end = base + sh.heap_size();
-    if a < base || a >= end {
-        return Err(Error::NotSymmetric {
-            addr: a,
-            base,
-            end,
-            context: format!("{call}: argument {arg}"),
-        });
-    }
-    if align > 1 && a % align != 0 {
-        return Err(Error::InvalidArgument {
-            name: "address",
-            value: format!("{a:#x}"),
-            reason: format!("{call}: argument {arg} must be aligned to {align} bytes"),
-        });
-    }
-    if bytes > end - a {
-        return Err(Error::OutOfBounds {
-            what: "heap byte range",
-            start: a - base,
-            len: bytes,
-            limit: sh.heap_size(),
-            context: format!("{call}: argument {arg}"),
-        });
-    }
-    sh.sym_slice_from_addr::<u8>(a, bytes)
+    sh.sym_slice_in::<u8>(addr as usize, bytes, align, &|| {
+        format!("{call}: argument {arg}")
+    })
 }
 
 /// A symmetric element of `T` at `addr`.
@@ -392,9 +368,9 @@ pub unsafe fn iput(
             return Ok(());
         }
         by_width!(elem, call, |W| {
-            let d = sym_bytes(sh, dest, byte_count(dspan, elem, call)?, elem, call, "dest")?;
-            let d =
-                sh.sym_slice_from_addr::<W>(d.heap_offset() + sh.heap_base() as usize, dspan)?;
+            // Checked as bytes first: the errors name the argument.
+            sym_bytes(sh, dest, byte_count(dspan, elem, call)?, elem, call, "dest")?;
+            let d = sh.sym_slice_from_addr::<W>(dest as usize, dspan)?;
             if (src as usize) % elem != 0 {
                 return Err(invalid(
                     "source",
@@ -464,7 +440,8 @@ pub unsafe fn iget(
             return Ok(());
         }
         by_width!(elem, call, |W| {
-            let s = sym_bytes(
+            // Checked as bytes first: the errors name the argument.
+            sym_bytes(
                 sh,
                 src,
                 byte_count(sspan, elem, call)?,
@@ -472,8 +449,7 @@ pub unsafe fn iget(
                 call,
                 "source",
             )?;
-            let s =
-                sh.sym_slice_from_addr::<W>(s.heap_offset() + sh.heap_base() as usize, sspan)?;
+            let s = sh.sym_slice_from_addr::<W>(src as usize, sspan)?;
             if (dest as usize) % elem != 0 {
                 return Err(invalid(
                     "dest",
@@ -810,7 +786,7 @@ pub fn alloc(call: &str, bytes: usize, align: usize, zero: bool) -> R<*mut c_voi
             return Ok(std::ptr::null_mut());
         }
         state::record_size(s.heap_offset(), bytes);
-        Ok(sh.heap_base().wrapping_add(s.heap_offset()).cast())
+        Ok(sh.local_ptr(s).cast())
     })
 }
 

@@ -473,9 +473,7 @@ pub extern "C" fn xpushmem_pe_accessible(pe: c_int) -> c_int {
 pub extern "C" fn xpushmem_addr_accessible(addr: *const c_void, pe: c_int) -> c_int {
     value("xpushmem_addr_accessible", 0, || {
         state::with(|sh| {
-            let a = addr as usize;
-            let base = sh.heap_base() as usize;
-            let inside = a >= base && a < base + sh.heap_size();
+            let inside = sh.sym_slice_from_addr::<u8>(addr as usize, 1).is_ok();
             Ok(c_int::from(inside && pe >= 0 && sh.is_mapped(pe as usize)))
         })
     })

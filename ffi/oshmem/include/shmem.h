@@ -122,10 +122,14 @@ int shmem_fcollectmem(shmem_team_t team, void *dest, const void *source, size_t 
 int shmem_alltoallmem(shmem_team_t team, void *dest, const void *source, size_t nelems);
 int shmem_alltoallsmem(shmem_team_t team, void *dest, const void *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems);
 
-/* The extension calls of libxpushmem that the OpenSHMEM library exports too */
+/* The extension calls of libxpushmem that the OpenSHMEM library exports too. Error mode: abort by default, from
+ * the first call (before shmem_init included), unless XPUSHMEM_ERROR_MODE=return or xpushmemx_set_error_mode. */
+#define XPUSHMEMX_ERROR_MODE_RETURN 0
+#define XPUSHMEMX_ERROR_MODE_ABORT 1
 const char *xpushmem_last_error(void);
 int xpushmem_last_error_code(void);
 int xpushmemx_set_error_mode(int mode);
+int xpushmemx_get_error_mode(void);
 
 /* RMA, typed: shmem_TYPENAME_{put,get}[_nbi], _iput, _iget, _put_signal[_nbi] */
 void shmem_float_put(float *dest, const float *source, size_t nelems, int pe);

@@ -40,10 +40,30 @@ fn status(call: &str, f: impl FnOnce() -> Result<(), Failure>) -> c_int {
 // ---------------------------------------------------------------------------------------------------------------
 // Library setup, exit, and query
 
+/// Makes abort the error mode of this library before `shmem_init` (the OpenSHMEM default; `XPUSHMEM_ERROR_MODE`
+/// still decides when set). A load-time constructor, so it holds from the first call; `shmem_init` refers to it so
+/// a static link keeps it.
+#[used]
+#[link_section = ".init_array"]
+static SET_LAYER_DEFAULT: extern "C" fn() = set_layer_default;
+
+extern "C" fn set_layer_default() {
+    error::set_layer_default(true);
+}
+
 /// Start the library (collective). Aborts on failure unless `XPUSHMEM_ERROR_MODE=return`.
 #[no_mangle]
 pub extern "C" fn shmem_init() {
-    void("shmem_init", || state::init(InitAttr::default(), true))
+    std::hint::black_box(&SET_LAYER_DEFAULT);
+    void("shmem_init", || {
+        state::init(
+            InitAttr {
+                symmetric_data: true,
+                ..InitAttr::default()
+            },
+            true,
+        )
+    })
 }
 
 /// Start the library at thread level `requested`; the provided level in `*provided`. 0 on success.
@@ -57,6 +77,7 @@ pub unsafe extern "C" fn shmem_init_thread(requested: c_int, provided: *mut c_in
         state::init(
             InitAttr {
                 thread_level: level,
+                symmetric_data: true,
                 ..InitAttr::default()
             },
             true,

@@ -155,3 +155,99 @@ fn pkg_config_files_describe_the_install() {
     assert!(p.join("include/xpushmem/shmem.h").exists() && p.join("include/xpushmem.h").exists());
     assert!(p.join("lib/libxpushmem.a").exists() && p.join("lib/libxpushmem_oshmem.a").exists());
 }
+
+// ---------------------------------------------------------------------------------------------------------------
+// The conformance programs of `ffi/tests/oshmem/` (written from the OpenSHMEM specification, most of them on
+// global and static variables), each at 1, 2, 4 and 8 PEs.
+
+/// Compile `ffi/tests/oshmem/NAME.c` like a user would.
+fn conformance_program(name: &str) -> PathBuf {
+    static LOCK: OnceLock<std::sync::Mutex<()>> = OnceLock::new();
+    let _g = LOCK
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    let prefix = prefix();
+    let out_dir = profile_dir().join("c-tests").join("oshmem-conformance");
+    std::fs::create_dir_all(&out_dir).expect("out dir");
+    let out = out_dir.join(name);
+    let src = ffi_dir().join("tests/oshmem").join(format!("{name}.c"));
+    let mut args = vec!["-std=c11".to_string()];
+    args.extend(pkg_config(
+        &prefix,
+        &["--cflags", "--libs", "xpushmem-oshmem"],
+    ));
+    args.push("-lm".into());
+    args.push("-lpthread".into());
+    gcc(&out, &[src], &args);
+    out
+}
+
+fn conformance_ok(name: &str, n: usize) {
+    let prog = conformance_program(name);
+    let o = run_job(&prog, n, &[], &[], 120);
+    assert_success(&o, &format!("{name} at {n} PEs"));
+    for pe in 0..n {
+        assert!(
+            o.output_of(pe)
+                .contains(&format!("{name} OK on PE {pe} of {n}")),
+            "PE {pe} of {name} did not report OK:\n{}",
+            all_output(&o)
+        );
+    }
+}
+
+macro_rules! conformance {
+    ($($name:ident),*) => { $(
+        mod $name {
+            #[test]
+            fn at_1pe() {
+                super::conformance_ok(stringify!($name), 1);
+            }
+            #[test]
+            fn at_2pe() {
+                super::conformance_ok(stringify!($name), 2);
+            }
+            #[test]
+            fn at_4pe() {
+                super::conformance_ok(stringify!($name), 4);
+            }
+            #[test]
+            fn at_8pe() {
+                super::conformance_ok(stringify!($name), 8);
+            }
+        }
+    )* };
+}
+
+conformance!(globals);
+
+#[test]
+fn a_call_before_init_aborts_by_default_1pe() {
+    let prog = conformance_program("preinit");
+    let o = run_job(&prog, 1, &[], &[], 60);
+    assert!(
+        !o.success(),
+        "a call before shmem_init did not abort:\n{}",
+        all_output(&o)
+    );
+    let out = all_output(&o);
+    assert!(
+        out.contains("shmem_long_p")
+            && out.contains("not initialised")
+            && !out.contains("preinit OK"),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_call_before_init_returns_in_return_mode_1pe() {
+    let prog = conformance_program("preinit");
+    let o = run_job(&prog, 1, &[], &[("XPUSHMEM_ERROR_MODE", "return")], 60);
+    assert_success(&o, "preinit in return mode");
+    assert!(
+        o.output_of(0).contains("preinit OK on PE 0 of 1"),
+        "{}",
+        all_output(&o)
+    );
+}

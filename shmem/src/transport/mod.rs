@@ -3,7 +3,10 @@
 //!
 //! - [`shm`]: same node, CPU memory. Every PE's heap is a memfd; the fds travel over a Unix socket (SCM_RIGHTS) and
 //!   every PE maps every node peer's heap, so a put is a `memcpy` and an atomic is a CPU atomic on the peer's page.
+//! - [`dataseg`]: the executable's global and static variables moved onto the heap's memfd (OpenSHMEM's symmetric
+//!   data objects), reached through the same mappings.
 
+pub mod dataseg;
 pub mod fdx;
 pub mod shm;
 pub mod ze;
