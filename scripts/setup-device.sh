@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the device path needs on Debian 12 (as root), idempotently:
 #  - the Level Zero loader and headers (libze1, libze-dev),
-#  - the SPIR-V kernel toolchain (clang-14, llvm-spirv-14, spirv-tools),
+#  - the SPIR-V kernel toolchain (clang-14, llvm-14 for llvm-link, llvm-spirv-14, spirv-tools),
 #  - the OpenCL ICD loader + clinfo, and Intel's OpenCL CPU runtime from PyPI wheels (intel-opencl-rt,
 #    intel-cmplr-lib-rt, tbb) unpacked into ${XPUSHMEM_CACHE:-<repo>/.cache}/oneapi-cpu.
 # Afterwards `source scripts/device-env.sh` exports OCL_ICD_FILENAMES / LD_LIBRARY_PATH and ZE_EMU_LIB.
@@ -18,7 +18,7 @@ TBB_VERSION="${TBB_VERSION:-2023.2.0}"
 
 log() { echo "setup-device: $*"; }
 
-apt_pkgs=(libze1 libze-dev clang-14 llvm-spirv-14 spirv-tools ocl-icd-libopencl1 clinfo unzip)
+apt_pkgs=(libze1 libze-dev clang-14 llvm-14 llvm-spirv-14 spirv-tools ocl-icd-libopencl1 clinfo unzip)
 missing=()
 for p in "${apt_pkgs[@]}"; do
     if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

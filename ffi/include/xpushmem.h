@@ -345,6 +345,25 @@ void *xpushmemx_heap_base(void);
 // Size of every PE's symmetric heap in bytes (0 when not initialised).
 size_t xpushmemx_heap_size(void);
 
+// The Level Zero handles the runtime uses on this PE (`ze_driver_handle_t`, `ze_device_handle_t`,
+// `ze_context_handle_t`), for programs that create their own modules and command lists (in that context). Any
+// out-pointer may be NULL. Needs a device heap.
+//
+// # Safety
+// Each out-pointer is NULL or valid for writing a pointer.
+int xpushmemx_ze_get_handles(void **driver,
+                             void **device,
+                             void **context);
+
+// Fill the device-library state of a module (a `ze_module_handle_t` created in the runtime's context from SPIR-V
+// linked with `libxpushmem_device`), NVSHMEM's `nvshmemx_cumodule_init`: call it after creating the module and
+// before launching its kernels. Errors: no device heap, a module without the library (no
+// `xpushmem_device_state` global), a library of another ABI.
+//
+// # Safety
+// `module` must be a live module of the runtime's Level Zero context with none of its kernels running.
+int xpushmemx_ze_module_init(void *module);
+
 // Allocate `size` bytes of symmetric memory on every PE (collective, same `size` everywhere; ends with a
 // barrier). NULL for `size` 0 or on error.
 void *xpushmem_malloc(size_t size);

@@ -1,62 +1,711 @@
-/* xpushmem device library, runtime part: kernels the host runtime launches on a Device heap.
+/* The xpushmem device library: NVSHMEM's device API for kernels on Intel GPUs (OpenCL C, SYCL, Triton).
  *
- * Host-initiated atomics on device memory (a peer's heap mapped through IPC, or our own) cannot be done with
- * CPU atomics on a discrete GPU, so the runtime launches one work-item of these kernels: it applies the
- * operation with a device-scope atomic (CrossDevice scope, so peers' kernels and copy engines observe it)
- * and writes the previous value to `result` (host-visible memory).
+ * Built by build.sh to libxpushmem_device-<version>.bc (spir64 bitcode, for llvm-link and Triton's extern_libs)
+ * and libxpushmem_device-<version>.spv (SPIR-V exporting every function, for spirv-link). Declarations and the
+ * conventions are in include/xpushmem_device.h; layouts and codes in include/xpushmem_device_abi.h (generated from
+ * shmem/src/abi.rs).
  *
- * Built with build.sh (clang-14 -> spir64 bitcode -> llvm-spirv-14 -> SPIR-V 1.x); the runtime embeds
- * prebuilt/xpushmem_device.spv, and a test checks that the committed file matches a fresh build.
+ * Model. Every PE's symmetric heap is mapped into this device's address space (Level Zero IPC within a node), so
+ * RMA is loads and stores through the peer's base address, and atomics and signals are SPIR-V atomics at
+ * CrossDevice scope. A put is complete for its source when it returns; `fence`/`quiet` are CrossDevice SeqCst
+ * fences, which order/complete every earlier store of the work-item. A signal is written with a release atomic
+ * after a CrossDevice fence, so it is visible only after its data. Waits load with acquire at CrossDevice scope,
+ * back off, and give up after `timeout_polls` polls, recording a Timeout.
+ *
+ * State. `xpushmem_device_state` (XpushmemDeviceState) is a program-scope global that the host fills after it has
+ * created the module; each call checks its magic and records NotInitialized instead of reading garbage.
+ * Barriers use per-team counters in every PE's scratch region (right after its user heap): each member adds 1 to
+ * every member's `arrive[team]`, then waits until its own count reaches `epoch * size`; counters never reset.
+ *
  * SPIR-V builtins are called directly (OpenCL-C generic-pointer atomics fail to JIT on Intel's CPU runtime). */
-typedef unsigned long u64;
-typedef unsigned int u32;
-#define G __global
+#include "xpushmem_device.h"
 
 #define SCOPE_CROSS_DEVICE 0
+#define SCOPE_WORKGROUP 2
+#define SCOPE_SUBGROUP 3
+#define SEM_ACQUIRE 0x2
+#define SEM_RELEASE 0x4
 #define SEM_SEQ_CST 0x10
+#define SEM_WG_MEMORY 0x100
 #define SEM_CROSS_WG_MEMORY 0x200
 #define SEM (SEM_SEQ_CST | SEM_CROSS_WG_MEMORY)
 
-#define DECLARE_ATOMICS(T)                                                                                       \
-  T __attribute__((overloadable)) __spirv_AtomicLoad(G T *p, int scope, int sem);                                \
-  void __attribute__((overloadable)) __spirv_AtomicStore(G T *p, int scope, int sem, T v);                       \
-  T __attribute__((overloadable)) __spirv_AtomicExchange(G T *p, int scope, int sem, T v);                       \
-  T __attribute__((overloadable)) __spirv_AtomicCompareExchange(G T *p, int scope, int eq, int neq, T v, T cmp); \
-  T __attribute__((overloadable)) __spirv_AtomicIAdd(G T *p, int scope, int sem, T v);                           \
-  T __attribute__((overloadable)) __spirv_AtomicAnd(G T *p, int scope, int sem, T v);                            \
-  T __attribute__((overloadable)) __spirv_AtomicOr(G T *p, int scope, int sem, T v);                             \
-  T __attribute__((overloadable)) __spirv_AtomicXor(G T *p, int scope, int sem, T v);
-DECLARE_ATOMICS(u64)
-DECLARE_ATOMICS(u32)
+#define DECLARE_ATOMICS(T)                                                                                         \
+  T __attribute__((overloadable)) __spirv_AtomicLoad(__global T *p, int scope, int sem);                          \
+  void __attribute__((overloadable)) __spirv_AtomicStore(__global T *p, int scope, int sem, T v);                 \
+  T __attribute__((overloadable)) __spirv_AtomicExchange(__global T *p, int scope, int sem, T v);                 \
+  T __attribute__((overloadable))                                                                                  \
+      __spirv_AtomicCompareExchange(__global T *p, int scope, int eq, int neq, T v, T cmp);                        \
+  T __attribute__((overloadable)) __spirv_AtomicIAdd(__global T *p, int scope, int sem, T v);                     \
+  T __attribute__((overloadable)) __spirv_AtomicAnd(__global T *p, int scope, int sem, T v);                      \
+  T __attribute__((overloadable)) __spirv_AtomicOr(__global T *p, int scope, int sem, T v);                       \
+  T __attribute__((overloadable)) __spirv_AtomicXor(__global T *p, int scope, int sem, T v);
+DECLARE_ATOMICS(ulong)
+DECLARE_ATOMICS(uint)
+void __attribute__((overloadable)) __spirv_MemoryBarrier(int scope, int sem);
+void __attribute__((overloadable, convergent)) __spirv_ControlBarrier(int exec, int mem, int sem);
+ulong __attribute__((overloadable)) __spirv_BuiltInLocalInvocationId(int dim);
+ulong __attribute__((overloadable)) __spirv_BuiltInWorkgroupSize(int dim);
+uint __attribute__((overloadable)) __spirv_BuiltInSubgroupLocalInvocationId(void);
+uint __attribute__((overloadable)) __spirv_BuiltInSubgroupSize(void);
 
-/* Operation codes, shared with shmem/src/device (AmoCode). */
-#define OP_FETCH 0
-#define OP_SET 1
-#define OP_SWAP 2
-#define OP_COMPARE_SWAP 3
-#define OP_FETCH_ADD 4
-#define OP_FETCH_AND 5
-#define OP_FETCH_OR 6
-#define OP_FETCH_XOR 7
+/* The per-module state (XPUSHMEM_DEVICE_STATE_SYMBOL in shmem/src/abi.rs). */
+__global XpushmemDeviceState xpushmem_device_state;
+#define ST xpushmem_device_state
 
-#define AMO_BODY(T)                                                                          \
-  T old = 0;                                                                                 \
-  switch (op) {                                                                              \
-  case OP_FETCH: old = __spirv_AtomicLoad(target, SCOPE_CROSS_DEVICE, SEM); break;           \
-  case OP_SET: __spirv_AtomicStore(target, SCOPE_CROSS_DEVICE, SEM, (T)operand); break;      \
-  case OP_SWAP: old = __spirv_AtomicExchange(target, SCOPE_CROSS_DEVICE, SEM, (T)operand); break; \
-  case OP_COMPARE_SWAP:                                                                      \
-    old = __spirv_AtomicCompareExchange(target, SCOPE_CROSS_DEVICE, SEM, SEM, (T)operand, (T)cond); \
-    break;                                                                                   \
-  case OP_FETCH_ADD: old = __spirv_AtomicIAdd(target, SCOPE_CROSS_DEVICE, SEM, (T)operand); break; \
-  case OP_FETCH_AND: old = __spirv_AtomicAnd(target, SCOPE_CROSS_DEVICE, SEM, (T)operand); break; \
-  case OP_FETCH_OR: old = __spirv_AtomicOr(target, SCOPE_CROSS_DEVICE, SEM, (T)operand); break;   \
-  case OP_FETCH_XOR: old = __spirv_AtomicXor(target, SCOPE_CROSS_DEVICE, SEM, (T)operand); break; \
-  }                                                                                          \
-  *result = (u64)old;
+/* ---- helpers ------------------------------------------------------------------------------------------------ */
 
-/* One atomic on a 64-bit word; the previous value goes to *result. Launch with one work-item. */
-__kernel void xpushmem_amo64(G u64 *target, u32 op, u64 operand, u64 cond, G u64 *result) { AMO_BODY(u64) }
+static void fence_all(void) { __spirv_MemoryBarrier(SCOPE_CROSS_DEVICE, SEM); }
 
-/* One atomic on a 32-bit word; the previous value (zero-extended) goes to *result. One work-item. */
-__kernel void xpushmem_amo32(G u32 *target, u32 op, u64 operand, u64 cond, G u64 *result) { AMO_BODY(u32) }
+static void wg_sync(void) {
+  __spirv_ControlBarrier(SCOPE_WORKGROUP, SCOPE_WORKGROUP, SEM_SEQ_CST | SEM_CROSS_WG_MEMORY | SEM_WG_MEMORY);
+}
+
+static void sg_sync(void) {
+  __spirv_ControlBarrier(SCOPE_SUBGROUP, SCOPE_SUBGROUP, SEM_SEQ_CST | SEM_CROSS_WG_MEMORY | SEM_WG_MEMORY);
+}
+
+static ulong wg_id(void) {
+  return __spirv_BuiltInLocalInvocationId(0) +
+         __spirv_BuiltInWorkgroupSize(0) *
+             (__spirv_BuiltInLocalInvocationId(1) + __spirv_BuiltInWorkgroupSize(1) * __spirv_BuiltInLocalInvocationId(2));
+}
+
+static ulong wg_size(void) {
+  return __spirv_BuiltInWorkgroupSize(0) * __spirv_BuiltInWorkgroupSize(1) * __spirv_BuiltInWorkgroupSize(2);
+}
+
+/* Records the module's first error; returns the code. */
+static int record(uint code, uint call, long arg) {
+  uint prev = __spirv_AtomicCompareExchange((__global uint *)&ST.error, SCOPE_CROSS_DEVICE, SEM, SEM, code, 0u);
+  if (prev == 0) {
+    ST.error_call = call;
+    ST.error_arg = arg;
+    fence_all();
+  }
+  return (int)code;
+}
+
+static int ready(uint call) {
+  if (ST.magic != XPUSHMEM_DEVICE_STATE_MAGIC || ST.abi_version != XPUSHMEM_DEVICE_ABI_VERSION)
+    return record(XPUSHMEM_DEVICE_ERROR_NOT_INITIALIZED, call, 0);
+  return 0;
+}
+
+static ulong base_of(int pe) { return ((__global const ulong *)ST.bases)[pe]; }
+
+/* The address of `pe`'s copy of [addr, addr+len) of this PE's heap, in *out; 0 or an error code. */
+static int peer(ulong addr, ulong len, int pe, uint call, ulong *out) {
+  int e = ready(call);
+  if (e) return e;
+  if (pe < 0 || pe >= ST.n_pes) return record(XPUSHMEM_DEVICE_ERROR_BAD_PE, call, pe);
+  ulong off = addr - ST.my_base;
+  if (addr < ST.my_base || off > ST.heap_size || len > ST.heap_size - off)
+    return record(XPUSHMEM_DEVICE_ERROR_NOT_SYMMETRIC, call, (long)addr);
+  ulong b = base_of(pe);
+  if (b == 0) return record(XPUSHMEM_DEVICE_ERROR_BAD_PE, call, pe);
+  *out = b + off;
+  return 0;
+}
+
+/* One poll of a wait: gives up after the bound, else backs off (a spin that doubles up to a limit). */
+static int backoff(ulong *polls, uint *spin, uint call, ulong addr) {
+  if (++*polls > ST.timeout_polls) return record(XPUSHMEM_DEVICE_ERROR_TIMEOUT, call, (long)addr);
+  for (volatile uint i = 0; i < *spin; i++) {
+  }
+  if (*spin < XPUSHMEM_DEVICE_BACKOFF_SPINS) *spin <<= 1;
+  return 0;
+}
+
+/* Copies n bytes; work-item `id` of `count` takes its share (8-byte words when both ends are aligned). */
+static void copy_share(ulong dst, ulong src, ulong n, ulong id, ulong count) {
+  ulong head = 0;
+  if (((dst | src) & 7) == 0) {
+    ulong words = n >> 3;
+    __global ulong *d = (__global ulong *)dst;
+    const __global ulong *s = (const __global ulong *)src;
+    for (ulong i = id; i < words; i += count) d[i] = s[i];
+    head = words << 3;
+  }
+  __global uchar *d = (__global uchar *)dst;
+  const __global uchar *s = (const __global uchar *)src;
+  for (ulong i = head + id; i < n; i += count) d[i] = s[i];
+}
+
+static int check_cmp(int cmp, uint call) {
+  if (cmp < XPUSHMEM_DEVICE_CMP_EQ || cmp > XPUSHMEM_DEVICE_CMP_LE)
+    return record(XPUSHMEM_DEVICE_ERROR_BAD_ARGUMENT, call, cmp);
+  return 0;
+}
+
+#define CMP_FN(NAME, T)                                                                                            \
+  static int cmp_##NAME(T a, int cmp, T b) {                                                                       \
+    switch (cmp) {                                                                                                 \
+    case XPUSHMEM_DEVICE_CMP_EQ: return a == b;                                                                    \
+    case XPUSHMEM_DEVICE_CMP_NE: return a != b;                                                                    \
+    case XPUSHMEM_DEVICE_CMP_GT: return a > b;                                                                     \
+    case XPUSHMEM_DEVICE_CMP_GE: return a >= b;                                                                    \
+    case XPUSHMEM_DEVICE_CMP_LT: return a < b;                                                                     \
+    default: return a <= b;                                                                                        \
+    }                                                                                                              \
+  }
+CMP_FN(i32, int)
+CMP_FN(u32, uint)
+CMP_FN(i64, long)
+CMP_FN(u64, ulong)
+
+/* ---- queries ------------------------------------------------------------------------------------------------ */
+
+int xpushmem_my_pe(void) { return ready(XPUSHMEM_DEVICE_CALL_QUERY) ? -1 : ST.my_pe; }
+
+int xpushmem_n_pes(void) { return ready(XPUSHMEM_DEVICE_CALL_QUERY) ? -1 : ST.n_pes; }
+
+long xpushmem_ptr(long dest, int pe) {
+  ulong p = 0;
+  return peer((ulong)dest, 1, pe, XPUSHMEM_DEVICE_CALL_PTR, &p) ? 0 : (long)p;
+}
+
+static int team_ok(int team, uint call) {
+  int e = ready(call);
+  if (e) return e;
+  if (team < 0 || team >= ST.n_teams || team >= XPUSHMEM_DEVICE_MAX_TEAMS || ST.teams[team].size <= 0)
+    return record(XPUSHMEM_DEVICE_ERROR_BAD_TEAM, call, team);
+  return 0;
+}
+
+int xpushmem_team_my_pe(int team) {
+  return team_ok(team, XPUSHMEM_DEVICE_CALL_TEAM) ? -1 : ST.teams[team].my_pe;
+}
+
+int xpushmem_team_n_pes(int team) {
+  return team_ok(team, XPUSHMEM_DEVICE_CALL_TEAM) ? -1 : ST.teams[team].size;
+}
+
+int xpushmem_team_translate_pe(int src_team, int src_pe, int dest_team) {
+  if (team_ok(src_team, XPUSHMEM_DEVICE_CALL_TEAM) || team_ok(dest_team, XPUSHMEM_DEVICE_CALL_TEAM)) return -1;
+  XpushmemDeviceTeam s = ST.teams[src_team], d = ST.teams[dest_team];
+  if (src_pe < 0 || src_pe >= s.size) return -1;
+  int world = s.start + src_pe * s.stride;
+  int rel = world - d.start;
+  if (rel < 0 || d.stride <= 0) return -1;
+  int q = rel / d.stride;
+  if (q * d.stride != rel || q >= d.size) return -1;
+  return q;
+}
+
+/* ---- RMA ---------------------------------------------------------------------------------------------------- */
+
+static int put_share(ulong dest, ulong src, ulong n, int pe, ulong id, ulong count) {
+  ulong d = 0;
+  int e = peer(dest, n, pe, XPUSHMEM_DEVICE_CALL_PUT, &d);
+  if (e) return e;
+  copy_share(d, src, n, id, count);
+  return 0;
+}
+
+static int get_share(ulong dest, ulong src, ulong n, int pe, ulong id, ulong count) {
+  ulong s = 0;
+  int e = peer(src, n, pe, XPUSHMEM_DEVICE_CALL_GET, &s);
+  if (e) return e;
+  copy_share(dest, s, n, id, count);
+  return 0;
+}
+
+int xpushmem_putmem(long dest, long src, ulong nbytes, int pe) { return put_share(dest, src, nbytes, pe, 0, 1); }
+int xpushmem_getmem(long dest, long src, ulong nbytes, int pe) { return get_share(dest, src, nbytes, pe, 0, 1); }
+int xpushmem_putmem_nbi(long dest, long src, ulong nbytes, int pe) { return put_share(dest, src, nbytes, pe, 0, 1); }
+int xpushmem_getmem_nbi(long dest, long src, ulong nbytes, int pe) { return get_share(dest, src, nbytes, pe, 0, 1); }
+
+/* Work-group forms: every item copies its share, then the group synchronises (the copy is complete for every
+ * item's source on return). */
+#define WG_COPY(NAME, FN)                                                                                          \
+  int NAME(long dest, long src, ulong nbytes, int pe) {                                                            \
+    int e = FN(dest, src, nbytes, pe, wg_id(), wg_size());                                                         \
+    wg_sync();                                                                                                     \
+    return e;                                                                                                      \
+  }
+WG_COPY(xpushmemx_putmem_work_group, put_share)
+WG_COPY(xpushmemx_getmem_work_group, get_share)
+WG_COPY(xpushmemx_putmem_nbi_work_group, put_share)
+WG_COPY(xpushmemx_getmem_nbi_work_group, get_share)
+
+#define SG_COPY(NAME, FN)                                                                                          \
+  int NAME(long dest, long src, ulong nbytes, int pe) {                                                            \
+    int e = FN(dest, src, nbytes, pe, __spirv_BuiltInSubgroupLocalInvocationId(), __spirv_BuiltInSubgroupSize());  \
+    sg_sync();                                                                                                     \
+    return e;                                                                                                      \
+  }
+SG_COPY(xpushmemx_putmem_sub_group, put_share)
+SG_COPY(xpushmemx_getmem_sub_group, get_share)
+
+#define DEFINE_RMA(NAME, T)                                                                                        \
+  int xpushmem_##NAME##_put(long dest, long src, ulong nelems, int pe) {                                           \
+    return put_share(dest, src, nelems * sizeof(T), pe, 0, 1);                                                     \
+  }                                                                                                                \
+  int xpushmem_##NAME##_get(long dest, long src, ulong nelems, int pe) {                                           \
+    return get_share(dest, src, nelems * sizeof(T), pe, 0, 1);                                                     \
+  }                                                                                                                \
+  int xpushmem_##NAME##_put_nbi(long dest, long src, ulong nelems, int pe) {                                       \
+    return put_share(dest, src, nelems * sizeof(T), pe, 0, 1);                                                     \
+  }                                                                                                                \
+  int xpushmem_##NAME##_get_nbi(long dest, long src, ulong nelems, int pe) {                                       \
+    return get_share(dest, src, nelems * sizeof(T), pe, 0, 1);                                                     \
+  }                                                                                                                \
+  int xpushmem_##NAME##_p(long dest, T value, int pe) {                                                            \
+    ulong d = 0;                                                                                                   \
+    int e = peer(dest, sizeof(T), pe, XPUSHMEM_DEVICE_CALL_PUT, &d);                                               \
+    if (!e) *(__global T *)d = value;                                                                              \
+    return e;                                                                                                      \
+  }                                                                                                                \
+  T xpushmem_##NAME##_g(long src, int pe) {                                                                        \
+    ulong s = 0;                                                                                                   \
+    if (peer(src, sizeof(T), pe, XPUSHMEM_DEVICE_CALL_GET, &s)) return (T)0;                                       \
+    return *(const __global T *)s;                                                                                 \
+  }
+XPUSHMEM_RMA_TYPES(DEFINE_RMA)
+
+/* ---- signals ------------------------------------------------------------------------------------------------ */
+
+static int signal_at(ulong sig, ulong value, int op, int pe, uint call) {
+  if (op != XPUSHMEM_DEVICE_SIGNAL_OP_SET && op != XPUSHMEM_DEVICE_SIGNAL_OP_ADD)
+    return record(XPUSHMEM_DEVICE_ERROR_BAD_ARGUMENT, call, op);
+  ulong s = 0;
+  int e = peer(sig, 8, pe, call, &s);
+  if (e) return e;
+  fence_all(); /* everything this work-item wrote before is visible before the signal */
+  if (op == XPUSHMEM_DEVICE_SIGNAL_OP_SET)
+    __spirv_AtomicStore((__global ulong *)s, SCOPE_CROSS_DEVICE, SEM_RELEASE | SEM_CROSS_WG_MEMORY, value);
+  else
+    __spirv_AtomicIAdd((__global ulong *)s, SCOPE_CROSS_DEVICE, SEM_RELEASE | SEM_CROSS_WG_MEMORY, value);
+  return 0;
+}
+
+int xpushmemx_signal_op(long sig_addr, ulong signal, int sig_op, int pe) {
+  return signal_at(sig_addr, signal, sig_op, pe, XPUSHMEM_DEVICE_CALL_SIGNAL_OP);
+}
+
+int xpushmem_putmem_signal(long dest, long src, ulong nbytes, long sig_addr, ulong signal, int sig_op, int pe) {
+  int e = put_share(dest, src, nbytes, pe, 0, 1);
+  return e ? e : signal_at(sig_addr, signal, sig_op, pe, XPUSHMEM_DEVICE_CALL_PUT_SIGNAL);
+}
+
+int xpushmem_putmem_signal_nbi(long dest, long src, ulong nbytes, long sig_addr, ulong signal, int sig_op, int pe) {
+  return xpushmem_putmem_signal(dest, src, nbytes, sig_addr, signal, sig_op, pe);
+}
+
+/* Every item copies its share and fences; after the group barrier, item 0 signals. */
+int xpushmemx_putmem_signal_work_group(long dest, long src, ulong nbytes, long sig_addr, ulong signal, int sig_op,
+                                       int pe) {
+  ulong id = wg_id();
+  int e = put_share(dest, src, nbytes, pe, id, wg_size());
+  fence_all();
+  wg_sync();
+  if (!e && id == 0) e = signal_at(sig_addr, signal, sig_op, pe, XPUSHMEM_DEVICE_CALL_PUT_SIGNAL);
+  return e;
+}
+
+int xpushmemx_putmem_signal_nbi_work_group(long dest, long src, ulong nbytes, long sig_addr, ulong signal,
+                                           int sig_op, int pe) {
+  return xpushmemx_putmem_signal_work_group(dest, src, nbytes, sig_addr, signal, sig_op, pe);
+}
+
+int xpushmemx_putmem_signal_sub_group(long dest, long src, ulong nbytes, long sig_addr, ulong signal, int sig_op,
+                                      int pe) {
+  uint id = __spirv_BuiltInSubgroupLocalInvocationId();
+  int e = put_share(dest, src, nbytes, pe, id, __spirv_BuiltInSubgroupSize());
+  fence_all();
+  sg_sync();
+  if (!e && id == 0) e = signal_at(sig_addr, signal, sig_op, pe, XPUSHMEM_DEVICE_CALL_PUT_SIGNAL);
+  return e;
+}
+
+ulong xpushmem_signal_fetch(long sig_addr) {
+  return __spirv_AtomicLoad((__global ulong *)sig_addr, SCOPE_CROSS_DEVICE, SEM_ACQUIRE | SEM_CROSS_WG_MEMORY);
+}
+
+ulong xpushmem_signal_wait_until(long sig_addr, int cmp, ulong cmp_value) {
+  uint call = XPUSHMEM_DEVICE_CALL_SIGNAL_WAIT_UNTIL;
+  if (ready(call) || check_cmp(cmp, call)) return 0;
+  ulong polls = 0;
+  uint spin = 1;
+  for (;;) {
+    ulong v = __spirv_AtomicLoad((__global ulong *)sig_addr, SCOPE_CROSS_DEVICE, SEM_ACQUIRE | SEM_CROSS_WG_MEMORY);
+    if (cmp_u64(v, cmp, cmp_value)) return v;
+    if (backoff(&polls, &spin, call, sig_addr)) return 0;
+  }
+}
+
+/* ---- point-to-point synchronisation and atomics ------------------------------------------------------------ */
+
+#define CMP_OF_int cmp_i32
+#define CMP_OF_long cmp_i64
+#define CMP_OF_uint cmp_u32
+#define CMP_OF_ulong cmp_u64
+#define CMPF(T) CMP_OF_##T
+
+#define ALOAD(U, p) __spirv_AtomicLoad((__global U *)(p), SCOPE_CROSS_DEVICE, SEM_ACQUIRE | SEM_CROSS_WG_MEMORY)
+
+#define DEFINE_AMO(NAME, T, U)                                                                                     \
+  int xpushmem_##NAME##_test(long ivar, int cmp, T value) {                                                        \
+    if (check_cmp(cmp, XPUSHMEM_DEVICE_CALL_TEST)) return 0;                                                       \
+    return CMPF(T)((T)ALOAD(U, ivar), cmp, value);                                                                 \
+  }                                                                                                                \
+  int xpushmem_##NAME##_wait_until(long ivar, int cmp, T value) {                                                  \
+    uint call = XPUSHMEM_DEVICE_CALL_WAIT_UNTIL;                                                                   \
+    int e = ready(call);                                                                                           \
+    if (!e) e = check_cmp(cmp, call);                                                                              \
+    ulong polls = 0;                                                                                               \
+    uint spin = 1;                                                                                                 \
+    while (!e && !CMPF(T)((T)ALOAD(U, ivar), cmp, value)) e = backoff(&polls, &spin, call, ivar);                  \
+    return e;                                                                                                      \
+  }                                                                                                                \
+  /* status[i] != 0 excludes ivars[i] (status may be 0: none excluded). */                                         \
+  int xpushmem_##NAME##_wait_until_all(long ivars, ulong nelems, long status, int cmp, T value) {                  \
+    for (ulong i = 0; i < nelems; i++) {                                                                           \
+      if (status && ((const __global int *)status)[i]) continue;                                                   \
+      int e = xpushmem_##NAME##_wait_until(ivars + i * sizeof(T), cmp, value);                                     \
+      if (e) return e;                                                                                             \
+    }                                                                                                              \
+    return 0;                                                                                                      \
+  }                                                                                                                \
+  /* One pass over the eligible ivars: the satisfied indices go to out (if any), at most max of them; *eligible  \
+   * tells whether any ivar is eligible. A separate function keeps the polling loops simple for llvm-spirv. */    \
+  static __attribute__((noinline)) ulong scan_##NAME(long ivars, ulong nelems, long status, int cmp, T value,     \
+                                                     __global ulong *out, ulong max, int *eligible) {             \
+    ulong found = 0;                                                                                               \
+    for (ulong i = 0; i < nelems && found < max; i++) {                                                            \
+      if (status && ((const __global int *)status)[i]) continue;                                                   \
+      *eligible = 1;                                                                                               \
+      if (CMPF(T)((T)ALOAD(U, ivars + i * sizeof(T)), cmp, value)) {                                               \
+        if (out) out[found] = i;                                                                                   \
+        found++;                                                                                                   \
+      }                                                                                                            \
+    }                                                                                                              \
+    return found;                                                                                                  \
+  }                                                                                                                \
+  /* Waits until at least one eligible ivar is satisfied; writes the satisfied indices; returns their count. */    \
+  ulong xpushmem_##NAME##_wait_until_some(long ivars, ulong nelems, long indices, long status, int cmp, T value) { \
+    uint call = XPUSHMEM_DEVICE_CALL_WAIT_UNTIL;                                                                   \
+    if (ready(call) || check_cmp(cmp, call)) return 0;                                                             \
+    ulong polls = 0, found = 0;                                                                                    \
+    uint spin = 1;                                                                                                 \
+    int eligible = 0;                                                                                              \
+    while (!(found = scan_##NAME(ivars, nelems, status, cmp, value, (__global ulong *)indices, nelems, &eligible)) \
+           && eligible && !backoff(&polls, &spin, call, ivars)) {                                                  \
+    }                                                                                                              \
+    return found;                                                                                                  \
+  }                                                                                                                \
+  /* The index of one satisfied ivar, or ~0 when none is eligible or on error. */                                  \
+  ulong xpushmem_##NAME##_wait_until_any(long ivars, ulong nelems, long status, int cmp, T value) {                \
+    uint call = XPUSHMEM_DEVICE_CALL_WAIT_UNTIL;                                                                   \
+    if (ready(call) || check_cmp(cmp, call)) return ~0ul;                                                          \
+    ulong polls = 0, idx = 0;                                                                                      \
+    uint spin = 1;                                                                                                 \
+    int eligible = 0;                                                                                              \
+    while (!scan_##NAME(ivars, nelems, status, cmp, value, 0, 1, &eligible)) {                                     \
+      if (!eligible || backoff(&polls, &spin, call, ivars)) return ~0ul;                                           \
+    }                                                                                                              \
+    /* the first satisfied index */                                                                                \
+    while (idx < nelems && ((status && ((const __global int *)status)[idx]) ||                                     \
+                            !CMPF(T)((T)ALOAD(U, ivars + idx * sizeof(T)), cmp, value)))                           \
+      idx++;                                                                                                       \
+    return idx < nelems ? idx : ~0ul;                                                                              \
+  }                                                                                                                \
+  T xpushmem_##NAME##_atomic_fetch(long src, int pe) {                                                             \
+    ulong a = 0;                                                                                                   \
+    if (peer(src, sizeof(T), pe, XPUSHMEM_DEVICE_CALL_ATOMIC, &a)) return (T)0;                                    \
+    return (T)__spirv_AtomicLoad((__global U *)a, SCOPE_CROSS_DEVICE, SEM);                                        \
+  }                                                                                                                \
+  int xpushmem_##NAME##_atomic_set(long dest, T value, int pe) {                                                   \
+    ulong a = 0;                                                                                                   \
+    int e = peer(dest, sizeof(T), pe, XPUSHMEM_DEVICE_CALL_ATOMIC, &a);                                            \
+    if (!e) __spirv_AtomicStore((__global U *)a, SCOPE_CROSS_DEVICE, SEM, (U)value);                               \
+    return e;                                                                                                      \
+  }                                                                                                                \
+  T xpushmem_##NAME##_atomic_compare_swap(long dest, T cond, T value, int pe) {                                    \
+    ulong a = 0;                                                                                                   \
+    if (peer(dest, sizeof(T), pe, XPUSHMEM_DEVICE_CALL_ATOMIC, &a)) return (T)0;                                   \
+    return (T)__spirv_AtomicCompareExchange((__global U *)a, SCOPE_CROSS_DEVICE, SEM, SEM, (U)value, (U)cond);     \
+  }                                                                                                                \
+  T xpushmem_##NAME##_atomic_fetch_inc(long dest, int pe) {                                                        \
+    return xpushmem_##NAME##_atomic_fetch_add(dest, (T)1, pe);                                                     \
+  }                                                                                                                \
+  int xpushmem_##NAME##_atomic_inc(long dest, int pe) {                                                            \
+    return xpushmem_##NAME##_atomic_add(dest, (T)1, pe);                                                           \
+  }                                                                                                                \
+  DEFINE_RMW(NAME, T, U, swap, __spirv_AtomicExchange)                                                             \
+  DEFINE_RMW(NAME, T, U, fetch_add, __spirv_AtomicIAdd)                                                            \
+  DEFINE_RMW(NAME, T, U, fetch_and, __spirv_AtomicAnd)                                                             \
+  DEFINE_RMW(NAME, T, U, fetch_or, __spirv_AtomicOr)                                                               \
+  DEFINE_RMW(NAME, T, U, fetch_xor, __spirv_AtomicXor)                                                             \
+  DEFINE_NOFETCH(NAME, T, add)                                                                                     \
+  DEFINE_NOFETCH(NAME, T, and)                                                                                     \
+  DEFINE_NOFETCH(NAME, T, or)                                                                                      \
+  DEFINE_NOFETCH(NAME, T, xor)
+
+#define DEFINE_RMW(NAME, T, U, OP, FN)                                                                             \
+  T xpushmem_##NAME##_atomic_##OP(long dest, T value, int pe) {                                                    \
+    ulong a = 0;                                                                                                   \
+    if (peer(dest, sizeof(T), pe, XPUSHMEM_DEVICE_CALL_ATOMIC, &a)) return (T)0;                                   \
+    return (T)FN((__global U *)a, SCOPE_CROSS_DEVICE, SEM, (U)value);                                              \
+  }
+/* The non-fetching forms report errors; the value is dropped. */
+#define DEFINE_NOFETCH(NAME, T, OP)                                                                                \
+  int xpushmem_##NAME##_atomic_##OP(long dest, T value, int pe) {                                                  \
+    ulong a = 0;                                                                                                   \
+    int e = peer(dest, sizeof(T), pe, XPUSHMEM_DEVICE_CALL_ATOMIC, &a);                                            \
+    if (!e) (void)xpushmem_##NAME##_atomic_fetch_##OP(dest, value, pe);                                            \
+    return e;                                                                                                      \
+  }
+
+/* fetch_add must exist before fetch_inc uses it. */
+#define DECLARE_FETCH_ADD(NAME, T, U) T xpushmem_##NAME##_atomic_fetch_add(long dest, T value, int pe);
+XPUSHMEM_AMO_TYPES(DECLARE_FETCH_ADD)
+XPUSHMEM_AMO_TYPES(DEFINE_AMO)
+
+/* ---- ordering and barriers ---------------------------------------------------------------------------------- */
+
+int xpushmem_fence(void) {
+  fence_all();
+  return 0;
+}
+
+int xpushmem_quiet(void) {
+  fence_all();
+  return 0;
+}
+
+static int team_barrier(int team, uint call) {
+  int e = team_ok(team, call);
+  if (e) return e;
+  XpushmemDeviceTeam t = ST.teams[team];
+  if (t.my_pe < 0) return record(XPUSHMEM_DEVICE_ERROR_BAD_TEAM, call, team);
+  fence_all();
+  __global XpushmemDeviceScratch *mine = (__global XpushmemDeviceScratch *)(ST.my_base + ST.scratch_offset);
+  ulong epoch = mine->epoch[team] + 1;
+  mine->epoch[team] = epoch;
+  for (int i = 0; i < t.size; i++) {
+    int pe = t.start + i * t.stride;
+    ulong b = (pe >= 0 && pe < ST.n_pes) ? base_of(pe) : 0;
+    if (b == 0) return record(XPUSHMEM_DEVICE_ERROR_BAD_PE, call, pe);
+    __global XpushmemDeviceScratch *s = (__global XpushmemDeviceScratch *)(b + ST.scratch_offset);
+    __spirv_AtomicIAdd(&s->arrive[team], SCOPE_CROSS_DEVICE, SEM, 1ul);
+  }
+  ulong target = epoch * (ulong)t.size, polls = 0;
+  uint spin = 1;
+  while (__spirv_AtomicLoad(&mine->arrive[team], SCOPE_CROSS_DEVICE, SEM) < target) {
+    e = backoff(&polls, &spin, call, (long)&mine->arrive[team]);
+    if (e) return e;
+  }
+  fence_all();
+  return 0;
+}
+
+int xpushmem_barrier_all(void) { return team_barrier(XPUSHMEM_TEAM_WORLD, XPUSHMEM_DEVICE_CALL_BARRIER); }
+int xpushmem_sync_all(void) { return team_barrier(XPUSHMEM_TEAM_WORLD, XPUSHMEM_DEVICE_CALL_BARRIER); }
+int xpushmem_team_sync(int team) { return team_barrier(team, XPUSHMEM_DEVICE_CALL_BARRIER); }
+
+/* Every item fences and meets the group; item 0 runs the PE barrier; the group meets again. Returns the module's
+ * first recorded error (the same value in every item). */
+static int wg_team_barrier(int team, uint call) {
+  fence_all();
+  wg_sync();
+  if (wg_id() == 0) team_barrier(team, call);
+  wg_sync();
+  return (int)ST.error;
+}
+
+int xpushmemx_barrier_all_work_group(void) { return wg_team_barrier(XPUSHMEM_TEAM_WORLD, XPUSHMEM_DEVICE_CALL_BARRIER); }
+int xpushmemx_sync_all_work_group(void) { return wg_team_barrier(XPUSHMEM_TEAM_WORLD, XPUSHMEM_DEVICE_CALL_BARRIER); }
+int xpushmemx_team_sync_work_group(int team) { return wg_team_barrier(team, XPUSHMEM_DEVICE_CALL_BARRIER); }
+
+/* ---- work-group collectives --------------------------------------------------------------------------------- */
+
+static int member(XpushmemDeviceTeam t, int i) { return t.start + i * t.stride; }
+
+/* Checks the team (every item does, so every item returns the same verdict). */
+static int coll_team(int team, XpushmemDeviceTeam *t) {
+  int e = team_ok(team, XPUSHMEM_DEVICE_CALL_COLLECTIVE);
+  if (e) return e;
+  *t = ST.teams[team];
+  if (t->my_pe < 0) return record(XPUSHMEM_DEVICE_ERROR_BAD_TEAM, XPUSHMEM_DEVICE_CALL_COLLECTIVE, team);
+  return 0;
+}
+
+int xpushmemx_alltoallmem_work_group(int team, long dest, long src, ulong nbytes_per_pe) {
+  XpushmemDeviceTeam t;
+  int e = coll_team(team, &t);
+  if (e) return e;
+  if ((e = wg_team_barrier(team, XPUSHMEM_DEVICE_CALL_COLLECTIVE))) return e;
+  ulong id = wg_id(), count = wg_size();
+  for (int j = 0; j < t.size && !e; j++)
+    e = put_share(dest + (ulong)t.my_pe * nbytes_per_pe, src + (ulong)j * nbytes_per_pe, nbytes_per_pe,
+                  member(t, j), id, count);
+  return wg_team_barrier(team, XPUSHMEM_DEVICE_CALL_COLLECTIVE);
+}
+
+int xpushmemx_broadcastmem_work_group(int team, long dest, long src, ulong nbytes, int pe_root) {
+  XpushmemDeviceTeam t;
+  int e = coll_team(team, &t);
+  if (e) return e;
+  if (pe_root < 0 || pe_root >= t.size)
+    return record(XPUSHMEM_DEVICE_ERROR_BAD_PE, XPUSHMEM_DEVICE_CALL_COLLECTIVE, pe_root);
+  if ((e = wg_team_barrier(team, XPUSHMEM_DEVICE_CALL_COLLECTIVE))) return e;
+  get_share(dest, src, nbytes, member(t, pe_root), wg_id(), wg_size());
+  return wg_team_barrier(team, XPUSHMEM_DEVICE_CALL_COLLECTIVE);
+}
+
+int xpushmemx_fcollectmem_work_group(int team, long dest, long src, ulong nbytes) {
+  XpushmemDeviceTeam t;
+  int e = coll_team(team, &t);
+  if (e) return e;
+  if ((e = wg_team_barrier(team, XPUSHMEM_DEVICE_CALL_COLLECTIVE))) return e;
+  ulong id = wg_id(), count = wg_size();
+  for (int j = 0; j < t.size && !e; j++)
+    e = put_share(dest + (ulong)t.my_pe * nbytes, src, nbytes, member(t, j), id, count);
+  return wg_team_barrier(team, XPUSHMEM_DEVICE_CALL_COLLECTIVE);
+}
+
+/* Reductions: between two team barriers every item reduces its share of the elements, reading every member's
+ * source directly, in member order, and folding it into dest (half and bfloat16 values are combined in float
+ * and rounded back at every step). dest must not overlap src (the sources are read while results are written). */
+static float bf16_to_float(ushort b) { return as_float((uint)b << 16); }
+
+static ushort float_to_bf16(float f) { /* round to nearest even; NaN stays NaN */
+  uint x = as_uint(f);
+  if ((x & 0x7fffffff) > 0x7f800000) return (ushort)((x >> 16) | 0x40);
+  return (ushort)((x + 0x7fff + ((x >> 16) & 1)) >> 16);
+}
+
+#define LOAD_int8(p) (*(const __global char *)(p))
+#define LOAD_int16(p) (*(const __global short *)(p))
+#define LOAD_int32(p) (*(const __global int *)(p))
+#define LOAD_int64(p) (*(const __global long *)(p))
+#define LOAD_uint8(p) (*(const __global uchar *)(p))
+#define LOAD_uint16(p) (*(const __global ushort *)(p))
+#define LOAD_uint32(p) (*(const __global uint *)(p))
+#define LOAD_uint64(p) (*(const __global ulong *)(p))
+#define LOAD_half(p) vload_half(0, (const __global half *)(p))
+#define LOAD_bfloat16(p) bf16_to_float(*(const __global ushort *)(p))
+#define LOAD_float(p) (*(const __global float *)(p))
+#define LOAD_double(p) (*(const __global double *)(p))
+#define STORE_int8(p, v) (*(__global char *)(p) = (v))
+#define STORE_int16(p, v) (*(__global short *)(p) = (v))
+#define STORE_int32(p, v) (*(__global int *)(p) = (v))
+#define STORE_int64(p, v) (*(__global long *)(p) = (v))
+#define STORE_uint8(p, v) (*(__global uchar *)(p) = (v))
+#define STORE_uint16(p, v) (*(__global ushort *)(p) = (v))
+#define STORE_uint32(p, v) (*(__global uint *)(p) = (v))
+#define STORE_uint64(p, v) (*(__global ulong *)(p) = (v))
+#define STORE_half(p, v) vstore_half_rte((v), 0, (__global half *)(p))
+#define STORE_bfloat16(p, v) (*(__global ushort *)(p) = float_to_bf16(v))
+#define STORE_float(p, v) (*(__global float *)(p) = (v))
+#define STORE_double(p, v) (*(__global double *)(p) = (v))
+
+#define OP_sum(a, b) ((a) + (b))
+#define OP_prod(a, b) ((a) * (b))
+#define OP_min(a, b) ((b) < (a) ? (b) : (a))
+#define OP_max(a, b) ((b) > (a) ? (b) : (a))
+#define OP_and(a, b) ((a) & (b))
+#define OP_or(a, b) ((a) | (b))
+#define OP_xor(a, b) ((a) ^ (b))
+
+/* Operations of the generic reduction, in the order of the header's lists. */
+#define ROP_sum 0
+#define ROP_prod 1
+#define ROP_min 2
+#define ROP_max 3
+#define ROP_and 4
+#define ROP_or 5
+#define ROP_xor 6
+
+/* One fold per type (the operation is a runtime value, so the module holds 12 loops rather than 64): this item's
+ * share of member source s folded into dest. */
+#define FOLD_INT(NAME, T, ACC)                                                                                     \
+  static __attribute__((noinline)) void fold_##NAME(ulong dest, ulong s, int first, ulong n, ulong id,           \
+                                                    ulong count, int op) {                                         \
+    for (ulong i = id; i < n; i += count) {                                                                        \
+      ACC v = LOAD_##NAME(s + i * sizeof(T));                                                                      \
+      if (!first) {                                                                                                \
+        ACC a = LOAD_##NAME(dest + i * sizeof(T));                                                                 \
+        switch (op) {                                                                                              \
+        case ROP_sum: v = OP_sum(a, v); break;                                                                     \
+        case ROP_prod: v = OP_prod(a, v); break;                                                                   \
+        case ROP_min: v = OP_min(a, v); break;                                                                     \
+        case ROP_max: v = OP_max(a, v); break;                                                                     \
+        case ROP_and: v = OP_and(a, v); break;                                                                     \
+        case ROP_or: v = OP_or(a, v); break;                                                                       \
+        default: v = OP_xor(a, v); break;                                                                          \
+        }                                                                                                          \
+      }                                                                                                            \
+      STORE_##NAME(dest + i * sizeof(T), v);                                                                       \
+    }                                                                                                              \
+  }
+#define FOLD_FLOAT(NAME, T, ACC)                                                                                   \
+  static __attribute__((noinline)) void fold_##NAME(ulong dest, ulong s, int first, ulong n, ulong id,           \
+                                                    ulong count, int op) {                                         \
+    for (ulong i = id; i < n; i += count) {                                                                        \
+      ACC v = LOAD_##NAME(s + i * sizeof(T));                                                                      \
+      if (!first) {                                                                                                \
+        ACC a = LOAD_##NAME(dest + i * sizeof(T));                                                                 \
+        switch (op) {                                                                                              \
+        case ROP_sum: v = OP_sum(a, v); break;                                                                     \
+        case ROP_prod: v = OP_prod(a, v); break;                                                                   \
+        case ROP_min: v = OP_min(a, v); break;                                                                     \
+        default: v = OP_max(a, v); break;                                                                          \
+        }                                                                                                          \
+      }                                                                                                            \
+      STORE_##NAME(dest + i * sizeof(T), v);                                                                       \
+    }                                                                                                              \
+  }
+XPUSHMEM_REDUCE_INT_TYPES(FOLD_INT)
+XPUSHMEM_REDUCE_FLOAT_TYPES(FOLD_FLOAT)
+
+/* Type numbers of the generic reduction, in list order. */
+enum {
+#define TYPE_ENUM(NAME, T, ACC) RTYPE_##NAME,
+  XPUSHMEM_REDUCE_INT_TYPES(TYPE_ENUM) XPUSHMEM_REDUCE_FLOAT_TYPES(TYPE_ENUM)
+};
+
+static __attribute__((noinline)) int reduce_wg(int team, ulong dest, ulong src, ulong nreduce, ulong size,
+                                               int type, int op) {
+  uint call = XPUSHMEM_DEVICE_CALL_COLLECTIVE;
+  XpushmemDeviceTeam t;
+  int e = coll_team(team, &t);
+  if (e) return e;
+  ulong bytes = nreduce * size;
+  if (dest < src + bytes && src < dest + bytes) return record(XPUSHMEM_DEVICE_ERROR_BAD_ARGUMENT, call, dest);
+  if ((e = wg_team_barrier(team, call))) return e;
+  ulong id = wg_id(), count = wg_size();
+  for (int m = 0; m < t.size; m++) {
+    ulong s = 0;
+    if (peer(src, bytes, member(t, m), call, &s)) return wg_team_barrier(team, call);
+    switch (type) {
+#define FOLD_CASE(NAME, T, ACC)                                                                                    \
+  case RTYPE_##NAME: fold_##NAME(dest, s, m == 0, nreduce, id, count, op); break;
+      XPUSHMEM_REDUCE_INT_TYPES(FOLD_CASE)
+      XPUSHMEM_REDUCE_FLOAT_TYPES(FOLD_CASE)
+    }
+  }
+  return wg_team_barrier(team, call);
+}
+
+#define DEFINE_REDUCE(NAME, T, ACC, OP)                                                                            \
+  int xpushmemx_##NAME##_##OP##_reduce_work_group(int team, long dest, long src, ulong nreduce) {                  \
+    return reduce_wg(team, dest, src, nreduce, sizeof(T), RTYPE_##NAME, ROP_##OP);                                 \
+  }
+#define DEFINE_REDUCE_INT(NAME, T, ACC)                                                                            \
+  DEFINE_REDUCE(NAME, T, ACC, sum)                                                                                 \
+  DEFINE_REDUCE(NAME, T, ACC, prod)                                                                                \
+  DEFINE_REDUCE(NAME, T, ACC, min)                                                                                 \
+  DEFINE_REDUCE(NAME, T, ACC, max)                                                                                 \
+  DEFINE_REDUCE(NAME, T, ACC, and)                                                                                 \
+  DEFINE_REDUCE(NAME, T, ACC, or)                                                                                  \
+  DEFINE_REDUCE(NAME, T, ACC, xor)
+#define DEFINE_REDUCE_FLOAT(NAME, T, ACC)                                                                          \
+  DEFINE_REDUCE(NAME, T, ACC, sum)                                                                                 \
+  DEFINE_REDUCE(NAME, T, ACC, prod)                                                                                \
+  DEFINE_REDUCE(NAME, T, ACC, min)                                                                                 \
+  DEFINE_REDUCE(NAME, T, ACC, max)
+XPUSHMEM_REDUCE_INT_TYPES(DEFINE_REDUCE_INT)
+XPUSHMEM_REDUCE_FLOAT_TYPES(DEFINE_REDUCE_FLOAT)

@@ -24,6 +24,7 @@
 //! [`Error`]s naming the value and the limit. Configuration: [`config::VARS`] (`xpushmem-info` prints it).
 #![warn(missing_docs)]
 
+pub mod abi;
 pub mod amo;
 pub mod bootstrap;
 pub mod coll;

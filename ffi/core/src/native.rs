@@ -495,6 +495,67 @@ pub extern "C" fn xpushmemx_heap_size() -> usize {
     })
 }
 
+fn no_device(call: &str) -> Failure {
+    Failure::Error(xpushmem_rt::Error::State(format!(
+        "{call} needs a device heap (XPUSHMEM_HEAP=device)"
+    )))
+}
+
+/// The Level Zero handles the runtime uses on this PE (`ze_driver_handle_t`, `ze_device_handle_t`,
+/// `ze_context_handle_t`), for programs that create their own modules and command lists (in that context). Any
+/// out-pointer may be NULL. Needs a device heap.
+///
+/// # Safety
+/// Each out-pointer is NULL or valid for writing a pointer.
+#[no_mangle]
+pub unsafe extern "C" fn xpushmemx_ze_get_handles(
+    driver: *mut *mut c_void,
+    device: *mut *mut c_void,
+    context: *mut *mut c_void,
+) -> c_int {
+    let call = "xpushmemx_ze_get_handles";
+    code(call, || {
+        state::with(|sh| {
+            let h = sh.device().ok_or_else(|| no_device(call))?.handles();
+            // SAFETY: the caller guarantees each pointer is NULL or writable.
+            unsafe {
+                write_out(driver, h.driver.0);
+                write_out(device, h.device.0);
+                write_out(context, h.context.0);
+            }
+            Ok(())
+        })
+    })
+}
+
+/// Fill the device-library state of a module (a `ze_module_handle_t` created in the runtime's context from SPIR-V
+/// linked with `libxpushmem_device`), NVSHMEM's `nvshmemx_cumodule_init`: call it after creating the module and
+/// before launching its kernels. Errors: no device heap, a module without the library (no
+/// `xpushmem_device_state` global), a library of another ABI.
+///
+/// # Safety
+/// `module` must be a live module of the runtime's Level Zero context with none of its kernels running.
+#[no_mangle]
+pub unsafe extern "C" fn xpushmemx_ze_module_init(module: *mut c_void) -> c_int {
+    let call = "xpushmemx_ze_module_init";
+    code(call, || {
+        if module.is_null() {
+            return Err(xpushmem_rt::Error::InvalidArgument {
+                name: "module",
+                value: "NULL".into(),
+                reason: "must be a ze_module_handle_t".into(),
+            }
+            .into());
+        }
+        state::with(|sh| {
+            let dev = sh.device().ok_or_else(|| no_device(call))?;
+            // SAFETY: the caller's contract.
+            unsafe { dev.init_raw_module(module)? };
+            Ok(())
+        })
+    })
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // Memory management
 

@@ -7,14 +7,15 @@
 //! kernel. All `unsafe` Level Zero calls of the runtime live in this file.
 
 use super::{AmoOp, Window};
+use crate::abi::AmoCode;
 use crate::error::{Error, Result};
 use level_zero_sys as ze;
 use std::ffi::{c_void, CString};
 use std::sync::{Arc, Mutex};
 
-/// The runtime's device library (see `shmem/device-lib/xpushmem_device.cl`), prebuilt to SPIR-V.
-pub const DEVICE_LIBRARY_SPIRV: &[u8] =
-    include_bytes!("../../device-lib/prebuilt/xpushmem_device.spv");
+/// The runtime's own kernels (see `shmem/device-lib/runtime_kernels.cl`), prebuilt to SPIR-V.
+pub const RUNTIME_KERNELS_SPIRV: &[u8] =
+    include_bytes!("../../device-lib/prebuilt/xpushmem_runtime.spv");
 
 fn check(call: &'static str, r: ze::ze_result_t) -> Result<()> {
     r.ok()
@@ -264,11 +265,25 @@ impl ZeRuntime {
 
     /// Allocate `size` bytes of device memory as a window of this process.
     pub fn alloc_heap(self: &Arc<Self>, size: usize) -> Result<DeviceWindow> {
+        self.alloc_heap_with_tail(size, 0)
+    }
+
+    /// Allocate `size + tail` bytes of device memory; the window covers the first `size` bytes, and the `tail`
+    /// bytes after them (the device library's scratch) are reached only through [`ZeRuntime::write_raw`] and
+    /// [`ZeRuntime::fill_raw`] and by kernels. The tail travels with the allocation's IPC handle.
+    pub fn alloc_heap_with_tail(
+        self: &Arc<Self>,
+        size: usize,
+        tail: usize,
+    ) -> Result<DeviceWindow> {
         let desc = ze::ze_device_mem_alloc_desc_t::default();
         let mut p: *mut c_void = std::ptr::null_mut();
+        let total = size
+            .checked_add(tail)
+            .ok_or_else(|| Error::invalid("heap size", size, "too large"))?;
         // SAFETY: valid handles, descriptor and out-pointer.
         check("zeMemAllocDevice", unsafe {
-            (self.api.zeMemAllocDevice)(self.context, &desc, size, 64, self.device, &mut p)
+            (self.api.zeMemAllocDevice)(self.context, &desc, total, 64, self.device, &mut p)
         })
         .map_err(|e| {
             Error::Device(format!(
@@ -346,12 +361,83 @@ impl ZeRuntime {
         })
     }
 
+    /// Write `src` to device (or host) memory at `dst`.
+    ///
+    /// # Safety
+    /// `dst` must be valid for `src.len()` bytes: memory of this context (a heap's tail, a module global).
+    pub(crate) unsafe fn write_raw(&self, dst: *mut u8, src: &[u8]) -> Result<()> {
+        // SAFETY: the caller guarantees dst; src is a live host slice.
+        unsafe { self.copy(dst, src.as_ptr(), src.len()) }
+    }
+
+    /// Read `dst.len()` bytes of device (or host) memory at `src`.
+    ///
+    /// # Safety
+    /// `src` must be valid for `dst.len()` bytes: memory of this context.
+    pub(crate) unsafe fn read_raw(&self, dst: &mut [u8], src: *const u8) -> Result<()> {
+        // SAFETY: the caller guarantees src; dst is a live, exclusive host slice.
+        unsafe { self.copy(dst.as_mut_ptr(), src, dst.len()) }
+    }
+
+    /// Fill `len` bytes at `dst` with zeros.
+    ///
+    /// # Safety
+    /// `dst` must be valid for `len` bytes of device memory of this context.
+    pub(crate) unsafe fn zero_raw(&self, dst: *mut u8, len: usize) -> Result<()> {
+        if len == 0 {
+            return Ok(());
+        }
+        let lists = self.lists.lock().unwrap_or_else(|p| p.into_inner());
+        let byte = 0u8;
+        // SAFETY: the caller guarantees the range; the pattern is one live byte; synchronous list.
+        check("zeCommandListAppendMemoryFill", unsafe {
+            (self.api.zeCommandListAppendMemoryFill)(
+                lists.copy,
+                dst.cast(),
+                (&byte as *const u8).cast(),
+                1,
+                len,
+                ze::ze_event_handle_t::null(),
+                0,
+                std::ptr::null_mut(),
+            )
+        })
+    }
+
+    /// The device address and size of a module's global variable `name`, or `None` when the module has none.
+    ///
+    /// # Safety
+    /// `module` must be a live module of this runtime's context.
+    pub unsafe fn global_pointer(
+        &self,
+        module: ze::ze_module_handle_t,
+        name: &str,
+    ) -> Result<Option<(*mut u8, usize)>> {
+        let cname = CString::new(name)
+            .map_err(|_| Error::invalid("global name", name, "must not contain NUL"))?;
+        let (mut size, mut ptr) = (0usize, std::ptr::null_mut::<c_void>());
+        // SAFETY: the module handle comes from this runtime (or the caller's contract); name is NUL-terminated;
+        // out-pointers are valid.
+        let r = unsafe {
+            (self.api.zeModuleGetGlobalPointer)(module, cname.as_ptr(), &mut size, &mut ptr)
+        };
+        match r {
+            ze::ZE_RESULT_SUCCESS if !ptr.is_null() => Ok(Some((ptr.cast(), size))),
+            ze::ZE_RESULT_SUCCESS | ze::ZE_RESULT_ERROR_INVALID_GLOBAL_NAME => Ok(None),
+            r => Err(Error::Device(format!(
+                "zeModuleGetGlobalPointer({name:?}) failed: {r}"
+            ))),
+        }
+    }
+
     fn amo_kernels(&self) -> Result<std::sync::MutexGuard<'_, Option<AmoKernels>>> {
         let mut g = self.amo.lock().unwrap_or_else(|p| p.into_inner());
         if g.is_none() {
-            let module = self.build_module(DEVICE_LIBRARY_SPIRV, "xpushmem device library")?;
-            let k64 = self.kernel(module, "xpushmem_amo64")?;
-            let k32 = self.kernel(module, "xpushmem_amo32")?;
+            let module = self.build_module(RUNTIME_KERNELS_SPIRV, "xpushmem runtime kernels")?;
+            // SAFETY: the module was just built by this runtime.
+            let k64 = unsafe { self.kernel(module, "xpushmem_amo64")? };
+            // SAFETY: as above.
+            let k32 = unsafe { self.kernel(module, "xpushmem_amo32")? };
             let desc = ze::ze_host_mem_alloc_desc_t::default();
             let mut p: *mut c_void = std::ptr::null_mut();
             // SAFETY: valid context, descriptor and out-pointer.
@@ -412,7 +498,11 @@ impl ZeRuntime {
     }
 
     /// A kernel of a module by name.
-    pub fn kernel(
+    ///
+    /// # Safety
+    /// `module` must be a live module of this runtime's context (from [`ZeRuntime::build_module`] or the
+    /// caller's own `zeModuleCreate` in this context).
+    pub unsafe fn kernel(
         &self,
         module: ze::ze_module_handle_t,
         name: &str,
@@ -434,19 +524,29 @@ impl ZeRuntime {
 
     /// Set the arguments of `kernel` (raw bytes of each value: pointers as 8-byte addresses) and run it with
     /// `groups` work-groups of `group_size` work-items on the compute engine; returns when it has finished.
-    pub fn launch(
+    ///
+    /// # Safety
+    /// `kernel` must be a live kernel of this context, and running it with these arguments must be sound: every
+    /// address it dereferences must be valid for the accesses it makes while it runs (the device follows any
+    /// pointer it is given), and the argument sizes must match its parameters.
+    pub unsafe fn launch(
         &self,
         kernel: ze::ze_kernel_handle_t,
         args: &[Vec<u8>],
         groups: [u32; 3],
         group_size: [u32; 3],
     ) -> Result<()> {
-        self.append_launch(kernel, args, groups, group_size, None)
+        // SAFETY: the caller's contract.
+        unsafe { self.append_launch(kernel, args, groups, group_size, None) }
     }
 
     /// Like [`ZeRuntime::launch`], but returns at once with an event that is signalled when the kernel has
     /// finished (kernels launched this way run in order with each other).
-    pub fn launch_async(
+    ///
+    /// # Safety
+    /// As for [`ZeRuntime::launch`], and every address the kernel uses must stay valid until the event has
+    /// completed (dropping the event waits for it).
+    pub unsafe fn launch_async(
         self: &Arc<Self>,
         kernel: ze::ze_kernel_handle_t,
         args: &[Vec<u8>],
@@ -481,11 +581,14 @@ impl ZeRuntime {
             event,
         };
         r?;
-        self.append_launch(kernel, args, groups, group_size, Some(event))?;
+        // SAFETY: the caller's contract; the event is live (owned by `ev`).
+        unsafe { self.append_launch(kernel, args, groups, group_size, Some(event))? };
         Ok(ev)
     }
 
-    fn append_launch(
+    /// # Safety
+    /// As for [`ZeRuntime::launch`]; `signal` (if any) is a live event of this context.
+    unsafe fn append_launch(
         &self,
         kernel: ze::ze_kernel_handle_t,
         args: &[Vec<u8>],
@@ -493,6 +596,10 @@ impl ZeRuntime {
         group_size: [u32; 3],
         signal: Option<ze::ze_event_handle_t>,
     ) -> Result<()> {
+        // Arguments, group size and the launch are set under one lock: a kernel shared between threads cannot have
+        // its arguments changed between another thread's setting and launching them (Level Zero captures them at
+        // append time).
+        let mut lists = self.lists.lock().unwrap_or_else(|p| p.into_inner());
         for (i, a) in args.iter().enumerate() {
             // SAFETY: the kernel is live; the value bytes are valid for the call.
             check("zeKernelSetArgumentValue", unsafe {
@@ -509,7 +616,6 @@ impl ZeRuntime {
             groupCountY: groups[1],
             groupCountZ: groups[2],
         };
-        let mut lists = self.lists.lock().unwrap_or_else(|p| p.into_inner());
         let list = match (signal, lists.compute_async) {
             (None, _) => lists.compute,
             (Some(_), Some(l)) => l,
@@ -549,15 +655,16 @@ impl ZeRuntime {
 
     fn amo(&self, target: *mut u8, width: usize, op: AmoOp, operand: u64) -> Result<u64> {
         let (code, cond) = match op {
-            AmoOp::Fetch => (0u32, 0u64),
-            AmoOp::Set => (1, 0),
-            AmoOp::Swap => (2, 0),
-            AmoOp::CompareSwap { cond } => (3, cond),
-            AmoOp::FetchAdd => (4, 0),
-            AmoOp::FetchAnd => (5, 0),
-            AmoOp::FetchOr => (6, 0),
-            AmoOp::FetchXor => (7, 0),
+            AmoOp::Fetch => (AmoCode::Fetch, 0u64),
+            AmoOp::Set => (AmoCode::Set, 0),
+            AmoOp::Swap => (AmoCode::Swap, 0),
+            AmoOp::CompareSwap { cond } => (AmoCode::CompareSwap, cond),
+            AmoOp::FetchAdd => (AmoCode::FetchAdd, 0),
+            AmoOp::FetchAnd => (AmoCode::FetchAnd, 0),
+            AmoOp::FetchOr => (AmoCode::FetchOr, 0),
+            AmoOp::FetchXor => (AmoCode::FetchXor, 0),
         };
+        let code = code as u32;
         let g = self.amo_kernels()?;
         let k = g
             .as_ref()
@@ -570,7 +677,9 @@ impl ZeRuntime {
             cond.to_ne_bytes().to_vec(),
             (k.result as u64).to_ne_bytes().to_vec(),
         ];
-        self.launch(kernel, &args, [1, 1, 1], [1, 1, 1])?;
+        // SAFETY: the runtime's own atomic kernel: it touches only `target` (one aligned word inside a window,
+        // checked by the caller) and the 8-byte result allocation.
+        unsafe { self.launch(kernel, &args, [1, 1, 1], [1, 1, 1])? };
         // SAFETY: result is our 8-byte host allocation; the kernel has finished (synchronous list) and we hold
         // the lock that serialises every use of it.
         Ok(unsafe { std::ptr::read_volatile(k.result) })

@@ -1,0 +1,237 @@
+/* xpushmem_device_abi.h: layouts and codes shared by the xpushmem runtime (Rust) and its device library.
+ *
+ * GENERATED from shmem/src/abi.rs by cbindgen (ffi/tests/device_abi.rs; regenerate with ffi/gen-header.sh).
+ * Do not edit: a test fails when this file drifts, and another compiles offsetof checks against Rust's layout.
+ */
+#ifndef XPUSHMEM_DEVICE_ABI_H
+#define XPUSHMEM_DEVICE_ABI_H
+#ifdef __OPENCL_C_VERSION__
+typedef char int8_t;
+typedef short int16_t;
+typedef int int32_t;
+typedef long int64_t;
+typedef uchar uint8_t;
+typedef ushort uint16_t;
+typedef uint uint32_t;
+typedef ulong uint64_t;
+#else
+#include <stdint.h>
+#endif
+
+// Version of this ABI; the host refuses a module whose library was built against another one.
+#define XPUSHMEM_DEVICE_ABI_VERSION 1
+
+// `DeviceState::magic` of an initialised state ("XPUS").
+#define XPUSHMEM_DEVICE_STATE_MAGIC 1398100056
+
+// Teams the device state describes (index 0 is the world team).
+#define XPUSHMEM_DEVICE_MAX_TEAMS 8
+
+// Offset of the bases table (`u64 bases[n_pes]`) inside the scratch region, after [`DeviceScratch`].
+#define XPUSHMEM_DEVICE_BASES_OFFSET 1024
+
+// Team number of the world team.
+#define XPUSHMEM_TEAM_WORLD 0
+
+// Polls per millisecond of `XPUSHMEM_TIMEOUT_MS` (each poll after back-off waits ~1 µs of spinning).
+#define XPUSHMEM_DEVICE_POLLS_PER_MS 1000
+
+// Iterations of the spin loop that make up one back-off step at its longest.
+#define XPUSHMEM_DEVICE_BACKOFF_SPINS 256
+
+// Comparison operators of waits and tests (the same values as the host C API's `XPUSHMEM_CMP_*`).
+enum XpushmemDeviceCmp
+#if __STDC_VERSION__ >= 202311L
+  : uint32_t
+#endif // __STDC_VERSION__ >= 202311L
+ {
+  // Equal.
+  XPUSHMEM_DEVICE_CMP_EQ = 0,
+  // Not equal.
+  XPUSHMEM_DEVICE_CMP_NE = 1,
+  // Greater than.
+  XPUSHMEM_DEVICE_CMP_GT = 2,
+  // Greater than or equal.
+  XPUSHMEM_DEVICE_CMP_GE = 3,
+  // Less than.
+  XPUSHMEM_DEVICE_CMP_LT = 4,
+  // Less than or equal.
+  XPUSHMEM_DEVICE_CMP_LE = 5,
+};
+#if __STDC_VERSION__ >= 202311L
+typedef enum XpushmemDeviceCmp XpushmemDeviceCmp;
+#else
+typedef uint32_t XpushmemDeviceCmp;
+#endif // __STDC_VERSION__ >= 202311L
+
+// Signal operations (the same values as the host C API's `XPUSHMEM_SIGNAL_*`).
+enum XpushmemDeviceSignalOp
+#if __STDC_VERSION__ >= 202311L
+  : uint32_t
+#endif // __STDC_VERSION__ >= 202311L
+ {
+  // Store the value.
+  XPUSHMEM_DEVICE_SIGNAL_OP_SET = 0,
+  // Add the value atomically.
+  XPUSHMEM_DEVICE_SIGNAL_OP_ADD = 1,
+};
+#if __STDC_VERSION__ >= 202311L
+typedef enum XpushmemDeviceSignalOp XpushmemDeviceSignalOp;
+#else
+typedef uint32_t XpushmemDeviceSignalOp;
+#endif // __STDC_VERSION__ >= 202311L
+
+// Operation codes of the runtime's one-work-item atomic kernels (`xpushmem_amo32/64`).
+enum XpushmemAmoCode
+#if __STDC_VERSION__ >= 202311L
+  : uint32_t
+#endif // __STDC_VERSION__ >= 202311L
+ {
+  // Read the word.
+  XPUSHMEM_AMO_CODE_FETCH = 0,
+  // Write the operand.
+  XPUSHMEM_AMO_CODE_SET = 1,
+  // Exchange.
+  XPUSHMEM_AMO_CODE_SWAP = 2,
+  // Exchange if equal to the condition.
+  XPUSHMEM_AMO_CODE_COMPARE_SWAP = 3,
+  // Wrapping add.
+  XPUSHMEM_AMO_CODE_FETCH_ADD = 4,
+  // Bitwise and.
+  XPUSHMEM_AMO_CODE_FETCH_AND = 5,
+  // Bitwise or.
+  XPUSHMEM_AMO_CODE_FETCH_OR = 6,
+  // Bitwise xor.
+  XPUSHMEM_AMO_CODE_FETCH_XOR = 7,
+};
+#if __STDC_VERSION__ >= 202311L
+typedef enum XpushmemAmoCode XpushmemAmoCode;
+#else
+typedef uint32_t XpushmemAmoCode;
+#endif // __STDC_VERSION__ >= 202311L
+
+// What went wrong in a device call (`DeviceState::error`); the first error of a module wins.
+enum XpushmemDeviceError
+#if __STDC_VERSION__ >= 202311L
+  : uint32_t
+#endif // __STDC_VERSION__ >= 202311L
+ {
+  // No error.
+  XPUSHMEM_DEVICE_ERROR_NONE = 0,
+  // A call ran before the host initialised the module's state (or with another ABI version).
+  XPUSHMEM_DEVICE_ERROR_NOT_INITIALIZED = 1,
+  // A wait gave up after the bound from `XPUSHMEM_TIMEOUT_MS`.
+  XPUSHMEM_DEVICE_ERROR_TIMEOUT = 2,
+  // A PE number out of range or a PE this device cannot reach.
+  XPUSHMEM_DEVICE_ERROR_BAD_PE = 3,
+  // An address outside this PE's symmetric heap.
+  XPUSHMEM_DEVICE_ERROR_NOT_SYMMETRIC = 4,
+  // A team number out of range.
+  XPUSHMEM_DEVICE_ERROR_BAD_TEAM = 5,
+  // Another invalid argument (comparison or signal operator).
+  XPUSHMEM_DEVICE_ERROR_BAD_ARGUMENT = 6,
+};
+#if __STDC_VERSION__ >= 202311L
+typedef enum XpushmemDeviceError XpushmemDeviceError;
+#else
+typedef uint32_t XpushmemDeviceError;
+#endif // __STDC_VERSION__ >= 202311L
+
+// Which device call recorded an error (`DeviceState::error_call`).
+enum XpushmemDeviceCall
+#if __STDC_VERSION__ >= 202311L
+  : uint32_t
+#endif // __STDC_VERSION__ >= 202311L
+ {
+  // Unknown.
+  XPUSHMEM_DEVICE_CALL_UNKNOWN = 0,
+  // `xpushmem_ptr`.
+  XPUSHMEM_DEVICE_CALL_PTR = 1,
+  // `xpushmem_putmem` and the typed puts.
+  XPUSHMEM_DEVICE_CALL_PUT = 2,
+  // `xpushmem_getmem` and the typed gets.
+  XPUSHMEM_DEVICE_CALL_GET = 3,
+  // `xpushmem_putmem_signal`.
+  XPUSHMEM_DEVICE_CALL_PUT_SIGNAL = 4,
+  // `xpushmemx_signal_op`.
+  XPUSHMEM_DEVICE_CALL_SIGNAL_OP = 5,
+  // `xpushmem_signal_wait_until`.
+  XPUSHMEM_DEVICE_CALL_SIGNAL_WAIT_UNTIL = 6,
+  // `xpushmem_TYPE_wait_until` (and `_all/_any/_some`).
+  XPUSHMEM_DEVICE_CALL_WAIT_UNTIL = 7,
+  // `xpushmem_TYPE_test`.
+  XPUSHMEM_DEVICE_CALL_TEST = 8,
+  // Atomics.
+  XPUSHMEM_DEVICE_CALL_ATOMIC = 9,
+  // `xpushmem_barrier_all`, `xpushmem_sync_all`, `xpushmem_team_sync`.
+  XPUSHMEM_DEVICE_CALL_BARRIER = 10,
+  // Work-group collectives.
+  XPUSHMEM_DEVICE_CALL_COLLECTIVE = 11,
+  // Team queries.
+  XPUSHMEM_DEVICE_CALL_TEAM = 12,
+  // `xpushmem_my_pe`, `xpushmem_n_pes`.
+  XPUSHMEM_DEVICE_CALL_QUERY = 13,
+  // `xpushmem_fence`, `xpushmem_quiet`.
+  XPUSHMEM_DEVICE_CALL_ORDER = 14,
+};
+#if __STDC_VERSION__ >= 202311L
+typedef enum XpushmemDeviceCall XpushmemDeviceCall;
+#else
+typedef uint32_t XpushmemDeviceCall;
+#endif // __STDC_VERSION__ >= 202311L
+
+// One team as the device sees it: PEs `start + i * stride` for `i < size`.
+typedef struct {
+  // First world PE.
+  int32_t start;
+  // Distance between members.
+  int32_t stride;
+  // Number of members (0: unused slot).
+  int32_t size;
+  // This PE's number in the team, or -1.
+  int32_t my_pe;
+} XpushmemDeviceTeam;
+
+// Synchronisation words at the start of every PE's scratch region (zeroed at start-up).
+typedef struct {
+  // Per team: arrivals at this PE's barrier (every member adds 1 per barrier; never reset).
+  uint64_t arrive[XPUSHMEM_DEVICE_MAX_TEAMS];
+  // Per team: barriers this PE has completed.
+  uint64_t epoch[XPUSHMEM_DEVICE_MAX_TEAMS];
+} XpushmemDeviceScratch;
+
+// The per-module device state (the library's global [`XPUSHMEM_DEVICE_STATE_SYMBOL`]).
+typedef struct {
+  // [`XPUSHMEM_DEVICE_STATE_MAGIC`] once the host has initialised the state.
+  uint32_t magic;
+  // [`XPUSHMEM_DEVICE_ABI_VERSION`] of the host that wrote it.
+  uint32_t abi_version;
+  // This PE.
+  int32_t my_pe;
+  // Number of PEs.
+  int32_t n_pes;
+  // Bytes of every PE's user heap (the scratch region follows it).
+  uint64_t heap_size;
+  // Device address of `u64 bases[n_pes]`: every PE's heap base as this device sees it (0: not reachable).
+  uint64_t bases;
+  // Device address of this PE's heap base.
+  uint64_t my_base;
+  // Offset of [`DeviceScratch`] from every PE's heap base (= `heap_size`).
+  uint64_t scratch_offset;
+  // Polls (with back-off) before a wait gives up, from `XPUSHMEM_TIMEOUT_MS`.
+  uint64_t timeout_polls;
+  // Teams in `teams`.
+  int32_t n_teams;
+  // Padding.
+  int32_t reserved;
+  // The teams (index = team number; 0 is the world).
+  XpushmemDeviceTeam teams[XPUSHMEM_DEVICE_MAX_TEAMS];
+  // First error a device call recorded ([`DeviceError`]); 0 = none.
+  uint32_t error;
+  // The call that recorded it ([`DeviceCall`]).
+  uint32_t error_call;
+  // Detail (a PE, an address, a value) of the error.
+  int64_t error_arg;
+} XpushmemDeviceState;
+
+#endif /* XPUSHMEM_DEVICE_ABI_H */

@@ -1,0 +1,244 @@
+//! Layouts and codes shared between Rust and C (the device library, kernels): the one source of truth.
+//!
+//! This module has no dependencies on the rest of the crate. The C header the device library includes,
+//! `shmem/device-lib/include/xpushmem_device_abi.h`, is generated from this file with cbindgen (test
+//! `ffi/tests/device_abi.rs`, which also compiles `_Static_assert(offsetof(...))` checks with clang-14 for the
+//! spir64 target against the offsets Rust computes), so a drift between the two languages fails a test.
+//!
+//! The per-module device state ([`DeviceState`]) is a program-scope global of the device library named
+//! [`STATE_SYMBOL`]; the host fills it after the module is created (`Device::init_module`,
+//! `xpushmemx_ze_module_init`) and reads its error words after each launch.
+
+/// Version of this ABI; the host refuses a module whose library was built against another one.
+pub const XPUSHMEM_DEVICE_ABI_VERSION: u32 = 1;
+
+/// `DeviceState::magic` of an initialised state ("XPUS").
+pub const XPUSHMEM_DEVICE_STATE_MAGIC: u32 = 0x5355_5058;
+
+/// Name of the device library's state global (for `zeModuleGetGlobalPointer`).
+pub const XPUSHMEM_DEVICE_STATE_SYMBOL: &str = "xpushmem_device_state";
+
+/// Teams the device state describes (index 0 is the world team).
+pub const XPUSHMEM_DEVICE_MAX_TEAMS: usize = 8;
+
+/// Offset of the bases table (`u64 bases[n_pes]`) inside the scratch region, after [`DeviceScratch`].
+pub const XPUSHMEM_DEVICE_BASES_OFFSET: usize = 1024;
+
+/// Bytes reserved after every PE's user heap, in the same device allocation, for the device library:
+/// [`DeviceScratch`] at offset 0 and the table of heap bases at [`XPUSHMEM_DEVICE_BASES_OFFSET`]; page multiple.
+pub const fn scratch_bytes(n_pes: usize) -> usize {
+    (XPUSHMEM_DEVICE_BASES_OFFSET + 8 * n_pes).div_ceil(4096) * 4096
+}
+
+/// Team number of the world team.
+pub const XPUSHMEM_TEAM_WORLD: i32 = 0;
+
+/// Comparison operators of waits and tests (the same values as the host C API's `XPUSHMEM_CMP_*`).
+#[repr(u32)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeviceCmp {
+    /// Equal.
+    Eq = 0,
+    /// Not equal.
+    Ne = 1,
+    /// Greater than.
+    Gt = 2,
+    /// Greater than or equal.
+    Ge = 3,
+    /// Less than.
+    Lt = 4,
+    /// Less than or equal.
+    Le = 5,
+}
+
+/// Signal operations (the same values as the host C API's `XPUSHMEM_SIGNAL_*`).
+#[repr(u32)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeviceSignalOp {
+    /// Store the value.
+    Set = 0,
+    /// Add the value atomically.
+    Add = 1,
+}
+
+/// Operation codes of the runtime's one-work-item atomic kernels (`xpushmem_amo32/64`).
+#[repr(u32)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AmoCode {
+    /// Read the word.
+    Fetch = 0,
+    /// Write the operand.
+    Set = 1,
+    /// Exchange.
+    Swap = 2,
+    /// Exchange if equal to the condition.
+    CompareSwap = 3,
+    /// Wrapping add.
+    FetchAdd = 4,
+    /// Bitwise and.
+    FetchAnd = 5,
+    /// Bitwise or.
+    FetchOr = 6,
+    /// Bitwise xor.
+    FetchXor = 7,
+}
+
+/// What went wrong in a device call (`DeviceState::error`); the first error of a module wins.
+#[repr(u32)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeviceError {
+    /// No error.
+    None = 0,
+    /// A call ran before the host initialised the module's state (or with another ABI version).
+    NotInitialized = 1,
+    /// A wait gave up after the bound from `XPUSHMEM_TIMEOUT_MS`.
+    Timeout = 2,
+    /// A PE number out of range or a PE this device cannot reach.
+    BadPe = 3,
+    /// An address outside this PE's symmetric heap.
+    NotSymmetric = 4,
+    /// A team number out of range.
+    BadTeam = 5,
+    /// Another invalid argument (comparison or signal operator).
+    BadArgument = 6,
+}
+
+impl DeviceError {
+    /// The code for a raw value (unknown values map to `BadArgument`).
+    pub fn from_raw(v: u32) -> DeviceError {
+        match v {
+            0 => DeviceError::None,
+            1 => DeviceError::NotInitialized,
+            2 => DeviceError::Timeout,
+            3 => DeviceError::BadPe,
+            4 => DeviceError::NotSymmetric,
+            5 => DeviceError::BadTeam,
+            _ => DeviceError::BadArgument,
+        }
+    }
+}
+
+/// Which device call recorded an error (`DeviceState::error_call`).
+#[repr(u32)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeviceCall {
+    /// Unknown.
+    Unknown = 0,
+    /// `xpushmem_ptr`.
+    Ptr = 1,
+    /// `xpushmem_putmem` and the typed puts.
+    Put = 2,
+    /// `xpushmem_getmem` and the typed gets.
+    Get = 3,
+    /// `xpushmem_putmem_signal`.
+    PutSignal = 4,
+    /// `xpushmemx_signal_op`.
+    SignalOp = 5,
+    /// `xpushmem_signal_wait_until`.
+    SignalWaitUntil = 6,
+    /// `xpushmem_TYPE_wait_until` (and `_all/_any/_some`).
+    WaitUntil = 7,
+    /// `xpushmem_TYPE_test`.
+    Test = 8,
+    /// Atomics.
+    Atomic = 9,
+    /// `xpushmem_barrier_all`, `xpushmem_sync_all`, `xpushmem_team_sync`.
+    Barrier = 10,
+    /// Work-group collectives.
+    Collective = 11,
+    /// Team queries.
+    Team = 12,
+    /// `xpushmem_my_pe`, `xpushmem_n_pes`.
+    Query = 13,
+    /// `xpushmem_fence`, `xpushmem_quiet`.
+    Order = 14,
+}
+
+impl DeviceCall {
+    /// The call's name in error messages.
+    pub fn from_raw(v: u32) -> &'static str {
+        match v {
+            1 => "xpushmem_ptr",
+            2 => "xpushmem_putmem",
+            3 => "xpushmem_getmem",
+            4 => "xpushmem_putmem_signal",
+            5 => "xpushmemx_signal_op",
+            6 => "xpushmem_signal_wait_until",
+            7 => "xpushmem_wait_until",
+            8 => "xpushmem_test",
+            9 => "a device atomic",
+            10 => "xpushmem_barrier_all/sync_all",
+            11 => "a work-group collective",
+            12 => "a team query",
+            13 => "xpushmem_my_pe/n_pes",
+            14 => "xpushmem_fence/quiet",
+            _ => "an unknown device call",
+        }
+    }
+}
+
+/// One team as the device sees it: PEs `start + i * stride` for `i < size`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DeviceTeam {
+    /// First world PE.
+    pub start: i32,
+    /// Distance between members.
+    pub stride: i32,
+    /// Number of members (0: unused slot).
+    pub size: i32,
+    /// This PE's number in the team, or -1.
+    pub my_pe: i32,
+}
+
+/// Synchronisation words at the start of every PE's scratch region (zeroed at start-up).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DeviceScratch {
+    /// Per team: arrivals at this PE's barrier (every member adds 1 per barrier; never reset).
+    pub arrive: [u64; XPUSHMEM_DEVICE_MAX_TEAMS],
+    /// Per team: barriers this PE has completed.
+    pub epoch: [u64; XPUSHMEM_DEVICE_MAX_TEAMS],
+}
+
+/// The per-module device state (the library's global [`XPUSHMEM_DEVICE_STATE_SYMBOL`]).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct DeviceState {
+    /// [`XPUSHMEM_DEVICE_STATE_MAGIC`] once the host has initialised the state.
+    pub magic: u32,
+    /// [`XPUSHMEM_DEVICE_ABI_VERSION`] of the host that wrote it.
+    pub abi_version: u32,
+    /// This PE.
+    pub my_pe: i32,
+    /// Number of PEs.
+    pub n_pes: i32,
+    /// Bytes of every PE's user heap (the scratch region follows it).
+    pub heap_size: u64,
+    /// Device address of `u64 bases[n_pes]`: every PE's heap base as this device sees it (0: not reachable).
+    pub bases: u64,
+    /// Device address of this PE's heap base.
+    pub my_base: u64,
+    /// Offset of [`DeviceScratch`] from every PE's heap base (= `heap_size`).
+    pub scratch_offset: u64,
+    /// Polls (with back-off) before a wait gives up, from `XPUSHMEM_TIMEOUT_MS`.
+    pub timeout_polls: u64,
+    /// Teams in `teams`.
+    pub n_teams: i32,
+    /// Padding.
+    pub reserved: i32,
+    /// The teams (index = team number; 0 is the world).
+    pub teams: [DeviceTeam; XPUSHMEM_DEVICE_MAX_TEAMS],
+    /// First error a device call recorded ([`DeviceError`]); 0 = none.
+    pub error: u32,
+    /// The call that recorded it ([`DeviceCall`]).
+    pub error_call: u32,
+    /// Detail (a PE, an address, a value) of the error.
+    pub error_arg: i64,
+}
+
+/// Polls per millisecond of `XPUSHMEM_TIMEOUT_MS` (each poll after back-off waits ~1 µs of spinning).
+pub const XPUSHMEM_DEVICE_POLLS_PER_MS: u64 = 1000;
+
+/// Iterations of the spin loop that make up one back-off step at its longest.
+pub const XPUSHMEM_DEVICE_BACKOFF_SPINS: u32 = 256;

@@ -1,0 +1,828 @@
+//! The device library (shmem/device-lib) in kernels of several processes on ze-emu (real loader, validation
+//! layer on): OpenCL C kernels (device_kernels/device_lib.cl) linked with the committed bitcode
+//! `libxpushmem_device-<version>.bc` (llvm-link, then llvm-spirv), modules initialised with
+//! `Device::init_module`, every result checked against a host-side reference.
+
+use std::path::{Path, PathBuf};
+use xpushmem::{Device, Error, KernelArg, Shmem};
+
+const SPV_VAR: &str = "XPUSHMEM_TEST_DEVICE_LIB_SPV";
+/// Kernels of every family but the reductions.
+const K: &str = "device_lib.cl";
+/// The reduction kernel.
+const R: &str = "device_reduce.cl";
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn run_tool(cmd: &mut std::process::Command) {
+    let o = cmd.output().unwrap_or_else(|e| {
+        panic!("{cmd:?} not runnable ({e}); scripts/setup-device.sh installs it")
+    });
+    assert!(
+        o.status.success(),
+        "{cmd:?} failed:\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// Compile the test kernels of `source` (in device_kernels/) and link them with the committed device-library
+/// bitcode into `dir/linked.spv`.
+fn build_linked(dir: &Path, source: &str) -> PathBuf {
+    let root = root();
+    let lib = root.join(format!(
+        "shmem/device-lib/prebuilt/libxpushmem_device-{}.bc",
+        xpushmem::VERSION
+    ));
+    assert!(lib.exists(), "{} is missing", lib.display());
+    std::fs::create_dir_all(dir).expect("scratch dir");
+    let (k, linked, spv) = (
+        dir.join("k.bc"),
+        dir.join("linked.bc"),
+        dir.join("linked.spv"),
+    );
+    run_tool(
+        std::process::Command::new("clang-14")
+            .args(["-cc1", "-triple", "spir64-unknown-unknown", "-cl-std=CL2.0"])
+            .args([
+                "-finclude-default-header",
+                "-O2",
+                "-emit-llvm-bc",
+                "-x",
+                "cl",
+                "-I",
+            ])
+            .arg(root.join("shmem/device-lib/include"))
+            .arg(root.join("tests/tests/device_kernels").join(source))
+            .arg("-o")
+            .arg(&k),
+    );
+    run_tool(
+        std::process::Command::new("llvm-link-14")
+            .arg("--only-needed")
+            .arg(&k)
+            .arg(&lib)
+            .arg("-o")
+            .arg(&linked),
+    );
+    run_tool(
+        std::process::Command::new("llvm-spirv-14")
+            .arg(&linked)
+            .arg("-o")
+            .arg(&spv),
+    );
+    spv
+}
+
+/// Run `body` on `n` device-heap PEs; the parent builds the linked module once and passes its path.
+fn device_lib_test(
+    func: &str,
+    n: usize,
+    source: &str,
+    extra: &[(&str, &str)],
+    body: fn(&Shmem, &Lib) -> xpushmem::Result<()>,
+) {
+    let name = xpushmem_tests::test_name(module_path!(), func);
+    if xpushmem_tests::is_pe_of(&name) {
+        let spv =
+            std::fs::read(std::env::var(SPV_VAR).expect("module path")).expect("linked module");
+        xpushmem_tests::run_pe(|sh| {
+            let dev = sh.device().expect("a device heap");
+            let module = dev.load_module(&spv)?;
+            dev.init_module(&module)?;
+            body(sh, &Lib { dev, module })
+        });
+    }
+    let dir = std::env::temp_dir().join(format!("xpushmem-devlib-{}-{func}", std::process::id()));
+    let spv = build_linked(&dir, source);
+    let mut env = xpushmem_tests::device_env();
+    env.push((SPV_VAR.into(), spv.display().to_string()));
+    env.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let out = xpushmem_tests::spawn_pes_with(&name, n, &env);
+    let _ = std::fs::remove_dir_all(&dir);
+    xpushmem_tests::assert_success(&name, n, &out);
+}
+
+/// The linked, initialised module of a PE.
+struct Lib<'a> {
+    dev: Device<'a>,
+    module: xpushmem::device::Module,
+}
+
+impl Lib<'_> {
+    /// Launch `name` with `groups` work-groups of `size` items.
+    fn run(&self, name: &str, args: &[KernelArg], groups: u32, size: u32) -> xpushmem::Result<()> {
+        let k = self.dev.kernel(&self.module, name)?;
+        // SAFETY: the test kernels touch only the heap buffers passed as arguments (within their extents), the
+        // peers' copies of those buffers through the device library, and the library's scratch; work-groups
+        // that wait on each other are launched as one group.
+        unsafe { self.dev.launch(&k, args, [groups, 1, 1], [size, 1, 1]) }
+    }
+}
+
+fn sym<T: xpushmem::Symmetric>(s: xpushmem::SymSlice<T>, pe: usize) -> KernelArg {
+    KernelArg::sym(s, pe)
+}
+
+// ---- queries and the ring of putmem_signal ------------------------------------------------------------------
+
+fn queries_and_ring(sh: &Shmem, lib: &Lib) -> xpushmem::Result<()> {
+    let (me, n) = (sh.my_pe(), sh.n_pes());
+    let out = sh.calloc::<i64>(4 + n)?;
+    let probe = sh.calloc::<i64>(1)?;
+    lib.run("k_queries", &[sym(out, me), sym(probe, me)], 1, 1)?;
+    let mut got = vec![0i64; 4 + n];
+    sh.get(&mut got, out, me)?;
+    assert_eq!(got[0], me as i64, "xpushmem_my_pe");
+    assert_eq!(got[1], n as i64, "xpushmem_n_pes");
+    for pe in 0..n {
+        // The host's view of the same mapping (shmem_ptr on a device heap: the device address of PE pe's copy).
+        let want = sh.ptr(probe, pe)?.expect("node peers are mapped") as i64;
+        assert_eq!(got[2 + pe], want, "xpushmem_ptr(probe, {pe})");
+    }
+    assert_eq!(got[2 + n], me as i64, "team_my_pe(world)");
+    assert_eq!(got[3 + n], n as i64, "team_n_pes(world)");
+
+    // Ring: 3 rounds (SET, ADD, ADD) of 1 KiB + 3 bytes from every PE to its right neighbour.
+    const N: usize = 1027;
+    let dst = sh.calloc::<u8>(N)?;
+    let src = sh.calloc::<u8>(N)?;
+    let outb = sh.calloc::<u8>(N)?;
+    let sig = sh.calloc::<u64>(1)?;
+    let status = sh.calloc::<i32>(2)?;
+    let left = (me + n - 1) % n;
+    let mut expect = 0u64;
+    for (round, (op, value)) in [(0i32, 5u64), (1, 7), (1, 11)].into_iter().enumerate() {
+        let data: Vec<u8> = xpushmem_tests::ref_vec(me, N, round as u64);
+        sh.put(src, &data, me)?;
+        expect = if op == 0 { value } else { expect + value };
+        sh.barrier_all()?; // every PE's previous round is read before anyone overwrites dst
+        let args = [
+            sym(dst, me),
+            sym(src, me),
+            KernelArg::U64(N as u64),
+            sym(sig, me),
+            KernelArg::U64(value),
+            KernelArg::U32(op as u32),
+            KernelArg::U64(expect),
+            sym(outb, me),
+            sym(status, me),
+        ];
+        lib.run("k_ring", &args, 1, 64)?;
+        let mut st = [0i32; 2];
+        sh.get(&mut st, status, me)?;
+        assert_eq!(
+            st,
+            [0, 1],
+            "round {round}: put status and signal value {expect}"
+        );
+        let mut got = vec![0u8; N];
+        sh.get(&mut got, outb, me)?;
+        assert_eq!(
+            got,
+            xpushmem_tests::ref_vec::<u8>(left, N, round as u64),
+            "round {round}: data from PE {left}"
+        );
+        assert_eq!(
+            sh.signal_fetch(sig.at(0)?)?,
+            expect,
+            "round {round}: signal word"
+        );
+    }
+    sh.barrier_all()?;
+    Ok(())
+}
+
+#[test]
+fn putmem_signal_ring_2pe() {
+    device_lib_test("putmem_signal_ring_2pe", 2, K, &[], queries_and_ring);
+}
+
+#[test]
+fn putmem_signal_ring_3pe() {
+    device_lib_test("putmem_signal_ring_3pe", 3, K, &[], queries_and_ring);
+}
+
+#[test]
+fn putmem_signal_ring_4pe() {
+    device_lib_test("putmem_signal_ring_4pe", 4, K, &[], queries_and_ring);
+}
+
+// ---- atomics ------------------------------------------------------------------------------------------------
+
+/// Every PE's kernel does 100 x 100 fetch_adds of 1 on PE 0's word.
+fn fetch_add_total(sh: &Shmem, lib: &Lib) -> xpushmem::Result<()> {
+    let (me, n) = (sh.my_pe(), sh.n_pes());
+    const ITEMS: usize = 100;
+    const PER_ITEM: u32 = 100;
+    let word = sh.calloc::<u64>(1)?;
+    let maxold = sh.calloc::<u64>(ITEMS)?;
+    sh.barrier_all()?;
+    lib.run(
+        "k_fetch_add",
+        &[
+            sym(word, me),
+            KernelArg::U32(0),
+            KernelArg::U32(PER_ITEM),
+            sym(maxold, me),
+        ],
+        1,
+        ITEMS as u32,
+    )?;
+    sh.barrier_all()?;
+    let total = (ITEMS as u64) * u64::from(PER_ITEM) * n as u64;
+    let mut got = [0u64; 1];
+    sh.get(&mut got, word, 0)?;
+    assert_eq!(
+        got[0], total,
+        "PE 0's word after {n} x 10 000 device fetch_adds"
+    );
+    let mut olds = vec![0u64; ITEMS];
+    sh.get(&mut olds, maxold, me)?;
+    assert!(
+        olds.iter().all(|&o| o < total),
+        "fetch_add returned an old value >= the total: {olds:?}"
+    );
+    sh.barrier_all()?;
+    Ok(())
+}
+
+#[test]
+fn fetch_add_total_2pe() {
+    device_lib_test("fetch_add_total_2pe", 2, K, &[], fetch_add_total);
+}
+
+#[test]
+fn fetch_add_total_4pe() {
+    device_lib_test("fetch_add_total_4pe", 4, K, &[], fetch_add_total);
+}
+
+/// compare_swap(0 -> me+1) on PE 0's word: exactly one PE sees 0, and everyone then reads the winner.
+fn compare_swap_election(sh: &Shmem, lib: &Lib) -> xpushmem::Result<()> {
+    let (me, n) = (sh.my_pe(), sh.n_pes());
+    let word = sh.calloc::<i32>(1)?;
+    let out = sh.calloc::<i32>(2)?;
+    sh.barrier_all()?;
+    lib.run("k_elect", &[sym(word, me), sym(out, me)], 1, 1)?;
+    sh.barrier_all()?;
+    let mut all = vec![[0i32; 2]; n];
+    for (pe, o) in all.iter_mut().enumerate() {
+        sh.get(o, out, pe)?;
+    }
+    let winners: Vec<usize> = (0..n).filter(|&pe| all[pe][0] == 0).collect();
+    assert_eq!(winners.len(), 1, "exactly one PE wins: {all:?}");
+    let w = winners[0] as i32 + 1;
+    for (pe, o) in all.iter().enumerate() {
+        assert_eq!(o[1], w, "PE {pe} reads the winner");
+        if pe != winners[0] {
+            assert_eq!(o[0], w, "PE {pe}'s compare_swap saw the winner's value");
+        }
+    }
+    sh.barrier_all()?;
+    Ok(())
+}
+
+#[test]
+fn compare_swap_election_3pe() {
+    device_lib_test(
+        "compare_swap_election_3pe",
+        3,
+        K,
+        &[],
+        compare_swap_election,
+    );
+}
+
+#[test]
+fn compare_swap_election_4pe() {
+    device_lib_test(
+        "compare_swap_election_4pe",
+        4,
+        K,
+        &[],
+        compare_swap_election,
+    );
+}
+
+// ---- barriers and ordering ----------------------------------------------------------------------------------
+
+/// 200 rounds of device barrier_all (one work-item), then 50 of the work-group form: data written before each
+/// barrier is read after it.
+fn barrier_rounds(sh: &Shmem, lib: &Lib) -> xpushmem::Result<()> {
+    let (me, n) = (sh.my_pe(), sh.n_pes());
+    let slot = sh.calloc::<i64>(1)?;
+    let bad = sh.calloc::<i64>(2)?;
+    let left = ((me + n - 1) % n) as i64;
+    for (iters, wg, size) in [(200u32, 0u32, 1u32), (50, 1, 16)] {
+        sh.barrier_all()?;
+        lib.run(
+            "k_barrier",
+            &[
+                sym(slot, me),
+                KernelArg::U32(iters),
+                KernelArg::U32(wg),
+                sym(bad, me),
+            ],
+            1,
+            size,
+        )?;
+        let mut got = [0i64; 2];
+        sh.get(&mut got, bad, me)?;
+        assert_eq!(
+            got[0], 0,
+            "stale reads after {iters} device barriers (work-group form: {wg})"
+        );
+        assert_eq!(
+            got[1],
+            (iters as i64 - 1) * n as i64 + left,
+            "last value from PE {left}"
+        );
+    }
+    sh.barrier_all()?;
+    Ok(())
+}
+
+#[test]
+fn device_barrier_rounds_2pe() {
+    device_lib_test("device_barrier_rounds_2pe", 2, K, &[], barrier_rounds);
+}
+
+#[test]
+fn device_barrier_rounds_4pe() {
+    device_lib_test("device_barrier_rounds_4pe", 4, K, &[], barrier_rounds);
+}
+
+/// Even PEs write a = i; fence; b = i into the next PE; the reader never sees b ahead of a.
+fn fence_ordering(sh: &Shmem, lib: &Lib) -> xpushmem::Result<()> {
+    let (me, n) = (sh.my_pe(), sh.n_pes());
+    const N: i64 = 20_000;
+    let a = sh.calloc::<i64>(1)?;
+    let b = sh.calloc::<i64>(1)?;
+    let out = sh.calloc::<i64>(2)?;
+    sh.barrier_all()?;
+    if me % 2 == 0 && me + 1 < n {
+        lib.run(
+            "k_fence_writer",
+            &[
+                sym(a, me),
+                sym(b, me),
+                KernelArg::U64(N as u64),
+                KernelArg::U32(me as u32 + 1),
+            ],
+            1,
+            1,
+        )?;
+    } else if me % 2 == 1 {
+        lib.run(
+            "k_fence_reader",
+            &[
+                sym(a, me),
+                sym(b, me),
+                KernelArg::U64(N as u64),
+                sym(out, me),
+            ],
+            1,
+            1,
+        )?;
+        let mut got = [0i64; 2];
+        sh.get(&mut got, out, me)?;
+        assert_eq!(
+            got[0], 0,
+            "the reader saw the second put before the first ({} observations)",
+            got[1]
+        );
+        assert!(got[1] >= 1);
+        let mut ab = [0i64; 1];
+        sh.get(&mut ab, a, me)?;
+        assert_eq!(ab[0], N, "the last a");
+    }
+    sh.barrier_all()?;
+    Ok(())
+}
+
+#[test]
+fn fence_ordering_2pe() {
+    device_lib_test("fence_ordering_2pe", 2, K, &[], fence_ordering);
+}
+
+#[test]
+fn fence_ordering_4pe() {
+    device_lib_test("fence_ordering_4pe", 4, K, &[], fence_ordering);
+}
+
+// ---- work-group copies --------------------------------------------------------------------------------------
+
+/// putmem/getmem_work_group of 1 B .. 4 MiB and odd sizes (odd ones misaligned by a byte) at group sizes 1, 16,
+/// 64 and 256.
+fn work_group_copies(sh: &Shmem, lib: &Lib) -> xpushmem::Result<()> {
+    let (me, n) = (sh.my_pe(), sh.n_pes());
+    let (right, left) = ((me + 1) % n, (me + n - 1) % n);
+    const MAX: usize = 4 << 20;
+    let src = sh.malloc::<u8>(MAX + 1)?;
+    let dst = sh.malloc::<u8>(MAX + 1)?;
+    let status = sh.calloc::<i32>(1)?;
+    let data: Vec<u8> = xpushmem_tests::ref_vec(me, MAX + 1, 3);
+    let left_data: Vec<u8> = xpushmem_tests::ref_vec(left, MAX + 1, 3);
+    sh.put(src, &data, me)?;
+    let mut got = vec![0u8; MAX];
+    for group in [1u32, 16, 64, 256] {
+        for size in [1usize, 7, 64, 1000, 4093, 65539, 1 << 20, MAX] {
+            let skew = size % 2; // odd sizes start one byte in: the byte path
+            let s = src.slice(skew..skew + size)?;
+            let d = dst.slice(skew..skew + size)?;
+            for mode in [0u32, 1] {
+                sh.barrier_all()?;
+                // mode 0: put my src into the right neighbour's dst; mode 1: get the left neighbour's src into mine.
+                let pe = if mode == 0 { right } else { left };
+                lib.run(
+                    "k_wg_copy",
+                    &[
+                        sym(d, me),
+                        sym(s, me),
+                        KernelArg::U64(size as u64),
+                        KernelArg::U32(pe as u32),
+                        KernelArg::U32(mode),
+                        sym(status, me),
+                    ],
+                    1,
+                    group,
+                )?;
+                let mut st = [0i32];
+                sh.get(&mut st, status, me)?;
+                assert_eq!(st[0], 0, "status of mode {mode}, {size} B, group {group}");
+                sh.barrier_all()?;
+                sh.get(&mut got[..size], d, me)?;
+                assert!(
+                    got[..size] == left_data[skew..skew + size],
+                    "{} of {size} B at group size {group}: data from PE {left}",
+                    if mode == 0 {
+                        "putmem_work_group"
+                    } else {
+                        "getmem_work_group"
+                    }
+                );
+                sh.put(d, &vec![0u8; size], me)?;
+            }
+        }
+    }
+    sh.barrier_all()?;
+    Ok(())
+}
+
+#[test]
+fn work_group_copies_2pe() {
+    device_lib_test("work_group_copies_2pe", 2, K, &[], work_group_copies);
+}
+
+#[test]
+fn work_group_copies_3pe() {
+    device_lib_test("work_group_copies_3pe", 3, K, &[], work_group_copies);
+}
+
+// ---- work-group collectives ---------------------------------------------------------------------------------
+
+fn collectives(sh: &Shmem, lib: &Lib) -> xpushmem::Result<()> {
+    let (me, n) = (sh.my_pe(), sh.n_pes());
+    const B: usize = 1003;
+    let src = sh.calloc::<u8>(B * n)?;
+    let dst = sh.calloc::<u8>(B * n)?;
+    let status = sh.calloc::<i32>(1)?;
+    let mut got = vec![0u8; B * n];
+    let check_status = |what: &str| -> xpushmem::Result<()> {
+        let mut st = [0i32];
+        sh.get(&mut st, status, me)?;
+        assert_eq!(st[0], 0, "{what} status");
+        Ok(())
+    };
+    // alltoall: block j of my src goes to PE j's block me.
+    let data: Vec<u8> = xpushmem_tests::ref_vec(me, B * n, 10);
+    sh.put(src, &data, me)?;
+    sh.barrier_all()?;
+    lib.run(
+        "k_alltoall",
+        &[
+            sym(dst, me),
+            sym(src, me),
+            KernelArg::U64(B as u64),
+            sym(status, me),
+        ],
+        1,
+        32,
+    )?;
+    check_status("alltoallmem")?;
+    sh.get(&mut got, dst, me)?;
+    for j in 0..n {
+        let theirs: Vec<u8> = xpushmem_tests::ref_vec(j, B * n, 10);
+        assert_eq!(
+            &got[B * j..B * (j + 1)],
+            &theirs[B * me..B * (me + 1)],
+            "alltoall block from PE {j}"
+        );
+    }
+    // broadcast from the last PE: everyone (the root included) gets the root's B bytes.
+    let root = n - 1;
+    sh.barrier_all()?;
+    lib.run(
+        "k_broadcast",
+        &[
+            sym(dst, me),
+            sym(src, me),
+            KernelArg::U64(B as u64),
+            KernelArg::U32(root as u32),
+            sym(status, me),
+        ],
+        1,
+        16,
+    )?;
+    check_status("broadcastmem")?;
+    sh.get(&mut got[..B], dst, me)?;
+    assert_eq!(
+        &got[..B],
+        &xpushmem_tests::ref_vec::<u8>(root, B * n, 10)[..B],
+        "broadcast from PE {root}"
+    );
+    // fcollect: block j of dst is PE j's first B bytes.
+    sh.barrier_all()?;
+    lib.run(
+        "k_fcollect",
+        &[
+            sym(dst, me),
+            sym(src, me),
+            KernelArg::U64(B as u64),
+            sym(status, me),
+        ],
+        1,
+        64,
+    )?;
+    check_status("fcollectmem")?;
+    sh.get(&mut got, dst, me)?;
+    for j in 0..n {
+        assert_eq!(
+            &got[B * j..B * (j + 1)],
+            &xpushmem_tests::ref_vec::<u8>(j, B * n, 10)[..B],
+            "fcollect block {j}"
+        );
+    }
+    sh.barrier_all()?;
+    Ok(())
+}
+
+#[test]
+fn work_group_collectives_2pe() {
+    device_lib_test("work_group_collectives_2pe", 2, K, &[], collectives);
+}
+
+#[test]
+fn work_group_collectives_3pe() {
+    device_lib_test("work_group_collectives_3pe", 3, K, &[], collectives);
+}
+
+#[test]
+fn work_group_collectives_4pe() {
+    device_lib_test("work_group_collectives_4pe", 4, K, &[], collectives);
+}
+
+// ---- reductions ---------------------------------------------------------------------------------------------
+
+/// (name, bytes, signed, float) in the order of the header's XPUSHMEM_REDUCE_INT_TYPES then _FLOAT_TYPES.
+const RED_TYPES: [(&str, usize, bool, bool); 12] = [
+    ("int8", 1, true, false),
+    ("int16", 2, true, false),
+    ("int32", 4, true, false),
+    ("int64", 8, true, false),
+    ("uint8", 1, false, false),
+    ("uint16", 2, false, false),
+    ("uint32", 4, false, false),
+    ("uint64", 8, false, false),
+    ("half", 2, false, true),
+    ("bfloat16", 2, false, true),
+    ("float", 4, false, true),
+    ("double", 8, false, true),
+];
+const INT_OPS: [&str; 7] = ["sum", "prod", "min", "max", "and", "or", "xor"];
+const FLOAT_OPS: [&str; 4] = ["sum", "prod", "min", "max"];
+
+/// Element i of PE pe's source for a type: reference bits for integers; 1, 2 or 3 for floats (so that every
+/// result over 4 PEs is exact in half and bfloat16).
+fn red_input(pe: usize, i: usize) -> f64 {
+    (xpushmem_tests::reference(pe, i, 20) % 3 + 1) as f64
+}
+
+fn float_bits(name: &str, v: f64) -> u64 {
+    match name {
+        "double" => v.to_bits(),
+        "float" => u64::from((v as f32).to_bits()),
+        "bfloat16" => {
+            let b = (v as f32).to_bits();
+            assert_eq!(b & 0xffff, 0, "{v} is exact in bfloat16");
+            u64::from(b >> 16)
+        }
+        _ => {
+            // half: v is a positive integer below 2048, exact.
+            let x = v as u64;
+            assert!((1..2048).contains(&x) && x as f64 == v);
+            let e = 63 - x.leading_zeros() as u64;
+            ((e + 15) << 10) | ((x << (10 - e)) & 0x3ff)
+        }
+    }
+}
+
+fn int_op(op: &str, a: i128, b: i128, signed: bool, bits: u32) -> i128 {
+    let mask = if bits == 64 {
+        u64::MAX as i128
+    } else {
+        (1i128 << bits) - 1
+    };
+    let norm = |v: i128| -> i128 {
+        let u = v & mask;
+        if signed && u >> (bits - 1) == 1 {
+            u - (1i128 << bits)
+        } else {
+            u
+        }
+    };
+    norm(match op {
+        "sum" => a.wrapping_add(b),
+        "prod" => (a & mask).wrapping_mul(b & mask),
+        "min" => a.min(b),
+        "max" => a.max(b),
+        "and" => a & b,
+        "or" => a | b,
+        _ => a ^ b,
+    })
+}
+
+fn reductions(sh: &Shmem, lib: &Lib) -> xpushmem::Result<()> {
+    let (me, n) = (sh.my_pe(), sh.n_pes());
+    const NR: usize = 257;
+    let src = sh.calloc::<u8>(NR * 8)?;
+    let dst = sh.calloc::<u8>(NR * 8)?;
+    let status = sh.calloc::<i32>(1)?;
+    let mut which = 0u32;
+    for ty in RED_TYPES {
+        let (name, size, signed, float) = ty;
+        let bits = 8 * size as u32;
+        let ops: &[&str] = if float { &FLOAT_OPS } else { &INT_OPS };
+        // Element bits of PE pe's source.
+        let elem = |pe: usize, i: usize| -> u64 {
+            if float {
+                float_bits(name, red_input(pe, i))
+            } else {
+                xpushmem_tests::reference(pe, i, 21) & (u64::MAX >> (64 - bits))
+            }
+        };
+        let mut bytes = Vec::with_capacity(NR * size);
+        for i in 0..NR {
+            bytes.extend_from_slice(&elem(me, i).to_le_bytes()[..size]);
+        }
+        sh.put(src.slice(0..NR * size)?, &bytes, me)?;
+        for op in ops {
+            sh.barrier_all()?;
+            lib.run(
+                "k_reduce",
+                &[
+                    sym(dst, me),
+                    sym(src, me),
+                    KernelArg::U64(NR as u64),
+                    KernelArg::U32(which),
+                    sym(status, me),
+                ],
+                1,
+                32,
+            )?;
+            which += 1;
+            let mut st = [0i32];
+            sh.get(&mut st, status, me)?;
+            assert_eq!(st[0], 0, "{name} {op} status");
+            let mut got = vec![0u8; NR * size];
+            sh.get(&mut got, dst.slice(0..NR * size)?, me)?;
+            for i in 0..NR {
+                let mut b8 = [0u8; 8];
+                b8[..size].copy_from_slice(&got[i * size..(i + 1) * size]);
+                let have = u64::from_le_bytes(b8);
+                let want = if float {
+                    let mut acc = red_input(0, i);
+                    for pe in 1..n {
+                        let v = red_input(pe, i);
+                        acc = match *op {
+                            "sum" => acc + v,
+                            "prod" => acc * v,
+                            "min" => acc.min(v),
+                            _ => acc.max(v),
+                        };
+                    }
+                    float_bits(name, acc)
+                } else {
+                    let as_i = |u: u64| -> i128 {
+                        if signed && bits < 128 && (u >> (bits - 1)) & 1 == 1 {
+                            u as i128 - (1i128 << bits)
+                        } else {
+                            u as i128
+                        }
+                    };
+                    let mut acc = as_i(elem(0, i));
+                    for pe in 1..n {
+                        acc = int_op(op, acc, as_i(elem(pe, i)), signed, bits);
+                    }
+                    (acc as u64) & (u64::MAX >> (64 - bits))
+                };
+                assert_eq!(have, want, "{name} {op} element {i} over {n} PEs");
+            }
+        }
+    }
+    assert_eq!(which, 72, "every reduction was run");
+    sh.barrier_all()?;
+    Ok(())
+}
+
+#[test]
+fn work_group_reductions_2pe() {
+    device_lib_test("work_group_reductions_2pe", 2, R, &[], reductions);
+}
+
+#[test]
+fn work_group_reductions_4pe() {
+    device_lib_test("work_group_reductions_4pe", 4, R, &[], reductions);
+}
+
+// ---- errors -------------------------------------------------------------------------------------------------
+
+/// A wait nobody satisfies ends in the host's Timeout naming the call; the module then runs its next kernel.
+fn wait_timeout(sh: &Shmem, lib: &Lib) -> xpushmem::Result<()> {
+    let me = sh.my_pe();
+    let sig = sh.calloc::<u64>(1)?;
+    let out = sh.calloc::<u64>(1)?;
+    match lib.run("k_wait_forever", &[sym(sig, me), sym(out, me)], 1, 1) {
+        Err(Error::Timeout { op, .. }) => {
+            assert!(
+                op.contains("xpushmem_signal_wait_until") && op.contains("k_wait_forever"),
+                "{op}"
+            )
+        }
+        other => panic!("expected a Timeout, got {other:?}"),
+    }
+    let q = sh.calloc::<i64>(8)?;
+    let probe = sh.calloc::<i64>(1)?;
+    lib.run("k_queries", &[sym(q, me), sym(probe, me)], 1, 1)?;
+    let mut got = [0i64; 2];
+    sh.get(&mut got, q.slice(0..2)?, me)?;
+    assert_eq!(
+        got,
+        [me as i64, sh.n_pes() as i64],
+        "the next kernel runs normally"
+    );
+    // A module whose state was never set: its calls record NotInitialized, which the launch reports.
+    let spv = std::fs::read(std::env::var(SPV_VAR).expect("module path")).expect("linked module");
+    let raw = lib.dev.load_module(&spv)?;
+    let k = lib.dev.kernel(&raw, "k_queries")?;
+    // SAFETY: as in Lib::run.
+    let r = unsafe {
+        lib.dev
+            .launch(&k, &[sym(q, me), sym(probe, me)], [1, 1, 1], [1, 1, 1])
+    };
+    assert!(
+        matches!(&r, Err(Error::State(m)) if m.contains("before the module's device state was set")),
+        "{r:?}"
+    );
+    Ok(())
+}
+
+#[test]
+fn kernel_wait_timeout_is_a_host_timeout_1pe() {
+    device_lib_test(
+        "kernel_wait_timeout_is_a_host_timeout_1pe",
+        1,
+        K,
+        &[("XPUSHMEM_TIMEOUT_MS", "1000")],
+        wait_timeout,
+    );
+}
+
+#[test]
+fn prebuilt_device_library_matches_its_source() {
+    // The committed library (bitcode, SPIR-V) and runtime kernels must be what build.sh makes of the sources.
+    let root = root();
+    let out = std::env::temp_dir().join(format!("xpushmem-devlib-check-{}", std::process::id()));
+    run_tool(
+        std::process::Command::new("bash")
+            .arg(root.join("shmem/device-lib/build.sh"))
+            .arg(&out),
+    );
+    let v = xpushmem::VERSION;
+    for f in [
+        format!("libxpushmem_device-{v}.bc"),
+        format!("libxpushmem_device-{v}.spv"),
+        "xpushmem_runtime.spv".to_string(),
+    ] {
+        let fresh = std::fs::read(out.join(&f)).expect("fresh build");
+        let committed =
+            std::fs::read(root.join("shmem/device-lib/prebuilt").join(&f)).expect("prebuilt");
+        assert!(
+            fresh == committed,
+            "shmem/device-lib/prebuilt/{f} is stale: run shmem/device-lib/build.sh OUTDIR and copy it to prebuilt/"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&out);
+}
