@@ -1,7 +1,8 @@
 /* A seeded fuzz of the native C ABI: `fuzz_native SEED ITERATIONS`.
  *
  * Every iteration makes one random call. Invalid calls (bad PE, non-symmetric and NULL addresses, ranges past the
- * heap, bad and overflowing strides, huge sizes, bad team handles, bad roots, mismatched allocation lengths)
+ * heap, bad and overflowing strides, huge sizes, bad team handles, bad roots, allocation and collective lengths
+ * that differ between PEs)
  * must return the error code of their class, never crash and never succeed. Valid calls (put, p, get, g, iput,
  * iget, fetch-add, zero-length calls) are checked against a shadow copy: each PE owns one segment of the array on
  * every PE and is the only writer there. Every PE draws collectives (barrier, broadcast, sum reduction, alltoall,
@@ -100,7 +101,7 @@ int main(int argc, char **argv) {
     for (iter = 0; iter < iterations; iter++) {
         /* A collective, on every PE at the same iterations. */
         if (below(&common, 64) == 0) {
-            int kind = (int)below(&common, 8);
+            int kind = (int)below(&common, 9);
             int root = (int)below(&common, (uint64_t)npes);
             size_t n = 1 + below(&common, COLL);
             uint64_t salt = mix(&common);
@@ -167,6 +168,15 @@ int main(int argc, char **argv) {
                 BAD(xpushmem_long_sum_reduce(XPUSHMEM_TEAM_WORLD, (long *)(heap_end - 8), coll_src, 2),
                     XPUSHMEM_ERROR_OUT_OF_BOUNDS, XPUSHMEM_ERROR_NOT_SYMMETRIC);
                 break;
+            case 8: { /* collective lengths that differ between PEs: a Mismatch on every PE, then usable */
+                size_t mine = me == npes - 1 ? n + 1 : n;
+                if (npes > 1) {
+                    BAD(xpushmem_long_broadcast(XPUSHMEM_TEAM_WORLD, coll_dst, coll_src, mine, root), XPUSHMEM_ERROR_MISMATCH);
+                    BAD(xpushmem_long_sum_reduce(XPUSHMEM_TEAM_WORLD, coll_dst, coll_src, mine), XPUSHMEM_ERROR_MISMATCH);
+                }
+                GOOD(xpushmem_barrier_all());
+                break;
+            }
             case 7: { /* allocations: too big, and lengths that differ between PEs */
                 CHECK(xpushmem_malloc(heap_size * 2) == NULL &&
                           xpushmem_last_error_code() == XPUSHMEM_ERROR_INVALID_ARGUMENT,
