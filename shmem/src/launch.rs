@@ -12,9 +12,10 @@
 //!
 //! **No orphans.** All PEs form one process group from the moment they start; the launcher signals the whole
 //! group when the job ends, and, with [`Job::stop_on_signals`], when it receives SIGINT, SIGTERM or SIGHUP (before
-//! or after the PEs' init). After init each PE is also told to die with the launcher (`PR_SET_PDEATHSIG`, set by
-//! the runtime when `XPUSHMEM_LAUNCHER_PID` names its parent), and a PE whose launcher is gone fails its init at
-//! once instead of retrying a dead rendezvous.
+//! or after the PEs' init). With [`Job::pe_exec`] (as `xpushmem-run` does) each PE asks for the parent-death signal
+//! before its program starts, so that even a SIGKILL of the launcher ends it; otherwise the runtime asks for it in
+//! init (when `XPUSHMEM_LAUNCHER_PID` names its parent), and a PE whose launcher is gone fails its init at once
+//! instead of retrying a dead rendezvous.
 
 use crate::bootstrap::uid::Server;
 use crate::error::{Error, Result};
@@ -54,7 +55,14 @@ pub struct Job {
     /// Stop every PE as soon as one fails (the default); off, the job runs until every PE has ended or the time
     /// limit passes (for tests that watch how the other PEs meet a failure).
     pub stop_on_failure: bool,
+    /// Start each PE through this program as `PE_EXEC PE_EXEC_FLAG PROGRAM ARGS...` (`xpushmem-run` passes itself):
+    /// it ties itself to the launcher with the parent-death signal and then becomes the PE's program
+    /// ([`exec_pe`]), so that no PE outlives the launcher even before its init.
+    pub pe_exec: Option<std::path::PathBuf>,
 }
+
+/// The first argument that makes `xpushmem-run` act as the start of one PE (see [`Job::pe_exec`]).
+pub const PE_EXEC_FLAG: &str = "--xpushmem-pe-exec";
 
 /// How one PE ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -401,6 +409,7 @@ impl Job {
             capture: false,
             stop_on_signals: false,
             stop_on_failure: true,
+            pe_exec: None,
         }
     }
 
@@ -434,7 +443,14 @@ impl Job {
         let mut pgid: Option<rustix::process::Pid> = None;
         let mut pumps = Vec::new();
         for pe in 0..self.n_pes {
-            let mut cmd = Command::new(&self.program);
+            let mut cmd = match &self.pe_exec {
+                Some(t) => {
+                    let mut c = Command::new(t);
+                    c.arg(PE_EXEC_FLAG).arg(&self.program);
+                    c
+                }
+                None => Command::new(&self.program),
+            };
             cmd.args(&self.args)
                 .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
                 .env("XPUSHMEM_BOOTSTRAP", "uid")
@@ -657,6 +673,17 @@ pub(crate) fn report_peer_lost(lost: usize) {
     if !ONCE.swap(true, Ordering::SeqCst) {
         report('L', lost as i64);
     }
+}
+
+/// Become one PE's `program` (in the process the launcher forked for it): first ask for SIGKILL when the launcher
+/// dies (`PR_SET_PDEATHSIG`, which survives the exec), so that the PE is tied to the launcher from its first
+/// instruction on; a launcher already gone ends this PE here. Returns only on failure, with the error.
+pub fn exec_pe(program: &std::ffi::OsStr, args: &[std::ffi::OsString]) -> Error {
+    if let Err(e) = tie_to_launcher() {
+        return e;
+    }
+    let e = std::os::unix::process::CommandExt::exec(Command::new(program).args(args));
+    Error::os("exec", format!("{}: {e}", program.to_string_lossy()))
 }
 
 /// Called by the runtime at start-up: when launched by `xpushmem-run`, die with it; when that launcher is already

@@ -279,29 +279,49 @@ fn a_stop_signal_after_init_leaves_no_pe_4pe() {
 }
 
 #[test]
-fn a_pe_whose_launcher_died_fails_its_init_at_once_2pe() {
+fn a_sigkill_of_the_launcher_before_init_leaves_no_pe_2pe() {
     pe_role();
-    let t = tag("launcher_gone");
+    let t = tag("launcher_killed");
     let mut child = launcher(
-        "a_pe_whose_launcher_died_fails_its_init_at_once_2pe",
+        "a_sigkill_of_the_launcher_before_init_leaves_no_pe_2pe",
         2,
-        "late_init",
+        "sleep_before_init",
         &t,
     )
     .spawn()
     .expect("xpushmem-run");
     wait_for_lines(&mut child, "started", 2);
-    // SIGKILL cannot be caught: the PEs outlive the launcher until they reach init, which must then fail at once
-    // (not after XPUSHMEM_TIMEOUT_MS = 120 s of retrying the dead rendezvous).
+    // SIGKILL cannot be caught: the PEs' parent-death signal, asked for before their program started, ends them.
     child.kill().expect("SIGKILL the launcher");
     let _ = child.wait();
     let start = Instant::now();
     while !processes_tagged(&t).is_empty() {
         assert!(
-            start.elapsed() < Duration::from_secs(40),
-            "PEs still alive 40 s after their launcher died: {:?}",
+            start.elapsed() < Duration::from_secs(20),
+            "PEs still alive 20 s after their launcher died: {:?}",
             processes_tagged(&t)
         );
-        std::thread::sleep(Duration::from_millis(100));
+        std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+#[test]
+fn a_pe_whose_launcher_is_gone_does_not_start() {
+    // A pid that names no living process: a child that has exited and been reaped.
+    let mut gone = Command::new("true").spawn().expect("spawn true");
+    let pid = gone.id();
+    gone.wait().expect("wait");
+    let out = Command::new(env!("CARGO_BIN_EXE_xpushmem-run"))
+        .args([xpushmem::launch::PE_EXEC_FLAG, "true"])
+        .env("XPUSHMEM_LAUNCHER_PID", pid.to_string())
+        .output()
+        .expect("xpushmem-run");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(127), "{err}");
+    assert!(
+        err.contains(&format!(
+            "the launcher that started this PE (XPUSHMEM_LAUNCHER_PID={pid}) is gone"
+        )),
+        "{err}"
+    );
 }

@@ -3,7 +3,9 @@
 //! Exits with 0 when every PE does; otherwise with the status of the PE that failed first (the root cause: its
 //! `global_exit` status, its exit code, or 128+signal), and says which PE and why. Exits with 124 when the time
 //! limit ends the job, and with 128+signal when SIGINT, SIGTERM or SIGHUP stops it (every PE is stopped first,
-//! before or after their init). When one PE fails the others are terminated.
+//! before or after their init). When one PE fails the others are terminated. Every PE is tied to the launcher
+//! from its first instruction (it starts as `xpushmem-run --xpushmem-pe-exec PROG`, asks for the parent-death
+//! signal, then execs PROG), so that no PE outlives a launcher killed even with SIGKILL.
 
 use std::time::Duration;
 
@@ -60,10 +62,22 @@ fn parse(args: &[String]) -> Result<xpushmem::launch::Job, String> {
     job.timeout = timeout;
     job.prefix_output = prefix;
     job.stop_on_signals = true;
+    job.pe_exec = std::env::current_exe().ok();
     Ok(job)
 }
 
 fn main() {
+    // The start of one PE (see `Job::pe_exec`): tie it to this launcher, then become the PE's program.
+    let raw: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    if raw
+        .first()
+        .is_some_and(|a| a == xpushmem::launch::PE_EXEC_FLAG)
+    {
+        let program = raw.get(1).cloned().unwrap_or_default();
+        let e = xpushmem::launch::exec_pe(&program, &raw[2.min(raw.len())..]);
+        eprintln!("xpushmem-run: cannot start the PE: {e}");
+        std::process::exit(127);
+    }
     let args: Vec<String> = std::env::args().skip(1).collect();
     let job = match parse(&args) {
         Ok(j) => j,
