@@ -9,6 +9,22 @@ import pytest
 
 from _harness import RankPool
 
+
+def _has_triton_xpu() -> bool:
+    """Whether the installed Triton is Intel's (the venv of scripts/setup-triton.sh)."""
+    import importlib.util
+
+    if importlib.util.find_spec("triton") is None:
+        return False
+    import triton.backends
+
+    return "intel" in triton.backends.backends
+
+
+# triton/: the Triton tests, collected only where triton-xpu is installed (scripts/test-triton.sh). No conftest.py
+# there: the ranks of the distributed tests import this module by its name, `conftest`.
+collect_ignore_glob = [] if _has_triton_xpu() else ["triton/*"]
+
 # Where the ranks run: an Intel GPU when torch sees one (one rank per device, xccl), else CPU tensors over gloo.
 # XPUSHMEM_TEST_DEVICE=cpu|xpu overrides.
 
