@@ -9,6 +9,7 @@
 pub mod dataseg;
 pub mod fdx;
 pub mod shm;
+pub mod vmem;
 pub mod ze;
 
 use crate::error::Result;

@@ -10,7 +10,6 @@ pub use super::fdx::{exchange_fds, FdListener};
 use super::AmoOp;
 use crate::error::{Error, Result};
 use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
-use rustix::mm::{MapFlags, ProtFlags};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 fn os(call: &'static str, e: rustix::io::Errno) -> Error {
@@ -84,23 +83,10 @@ impl Mapping {
                 message: format!("mapping [{offset}, +{len}) of a {}-byte heap", arena.size),
             });
         }
-        // SAFETY: a fresh mapping chosen by the kernel (null hint) aliases no Rust object; the fd is a memfd whose
-        // size is sealed and covers [offset, offset + len) (checked), so every byte of the mapping is backed.
-        let base = unsafe {
-            rustix::mm::mmap(
-                std::ptr::null_mut(),
-                len,
-                ProtFlags::READ | ProtFlags::WRITE,
-                MapFlags::SHARED | MapFlags::NORESERVE,
-                arena.fd(),
-                offset as u64,
-            )
-        }
-        .map_err(|e| os("mmap(heap)", e))?;
-        Ok(Mapping {
-            base: base.cast(),
-            len,
-        })
+        // The arena covers [offset, offset + len) (checked above) and its size is sealed. The mapping is aligned to
+        // the next power of two of its length, so heap allocations are aligned on every PE.
+        let base = super::vmem::map_shared_aligned(arena.fd(), offset, len)?;
+        Ok(Mapping { base, len })
     }
 
     /// Start address of the mapping.
