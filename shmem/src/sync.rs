@@ -231,8 +231,9 @@ impl Shmem {
         .map(|_| ())
     }
 
-    /// Wait until some variable not marked in `skip` satisfies `<cmp> value`; its index (the lowest), or `None`
-    /// when every variable is skipped.
+    /// Wait until some variable not marked in `skip` satisfies `<cmp> value`; its index, or `None` when every
+    /// variable is skipped. When several do, successive calls start their search one index further on (see
+    /// [`fair_pick`]), so a program that polls until it has seen every index finishes.
     pub fn wait_until_any<T: AtomicInt>(
         &self,
         ivars: SymSlice<T>,
@@ -248,9 +249,8 @@ impl Shmem {
                 Against::One(value),
                 Need::Any,
                 "wait_until_any",
-            )?
-            .first()
-            .copied())
+            )
+            .map(|hits| fair_pick(&hits, ivars.len()))?)
     }
 
     /// Wait until at least one variable not marked in `skip` satisfies `<cmp> value`; the indices of all that do.
@@ -306,9 +306,8 @@ impl Shmem {
                 Against::Each(values),
                 Need::Any,
                 "wait_until_any_vector",
-            )?
-            .first()
-            .copied())
+            )
+            .map(|hits| fair_pick(&hits, ivars.len()))?)
     }
 
     /// [`Shmem::wait_until_some`] with one comparison value per variable.
@@ -353,7 +352,8 @@ impl Shmem {
         Ok(hits.len() == active)
     }
 
-    /// The lowest index of a variable (not marked in `skip`) satisfying `<cmp> value` now.
+    /// The index of a variable (not marked in `skip`) satisfying `<cmp> value` now, chosen as by
+    /// [`Shmem::wait_until_any`] (rotating start).
     pub fn test_any<T: AtomicInt>(
         &self,
         ivars: SymSlice<T>,
@@ -361,11 +361,8 @@ impl Shmem {
         cmp: Cmp,
         value: T,
     ) -> Result<Option<usize>> {
-        Ok(self
-            .test_set(ivars, skip, cmp, Against::One(value), "test_any")?
-            .1
-            .first()
-            .copied())
+        let (_, hits) = self.test_set(ivars, skip, cmp, Against::One(value), "test_any")?;
+        Ok(fair_pick(&hits, ivars.len()))
     }
 
     /// The indices of the variables (not marked in `skip`) satisfying `<cmp> value` now.
@@ -402,11 +399,9 @@ impl Shmem {
         cmp: Cmp,
         values: &[T],
     ) -> Result<Option<usize>> {
-        Ok(self
-            .test_set(ivars, skip, cmp, Against::Each(values), "test_any_vector")?
-            .1
-            .first()
-            .copied())
+        let (_, hits) =
+            self.test_set(ivars, skip, cmp, Against::Each(values), "test_any_vector")?;
+        Ok(fair_pick(&hits, ivars.len()))
     }
 
     /// [`Shmem::test_some`] with one comparison value per variable.
@@ -427,4 +422,23 @@ impl Shmem {
 enum Need {
     All,
     Any,
+}
+
+/// Where the next `_any` search starts (a process-wide rotation, advanced by every call that finds something).
+static ANY_START: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// One of the ascending indices `hits` (of `len` variables): the first at or after a start index that rotates by
+/// one per call, wrapping around. Lowest-first would report the same variable forever while it stays satisfied,
+/// starving the others (OpenSHMEM implementations rotate likewise).
+pub fn fair_pick(hits: &[usize], len: usize) -> Option<usize> {
+    if hits.is_empty() || len == 0 {
+        return None;
+    }
+    let start = ANY_START.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % len;
+    Some(
+        hits.iter()
+            .copied()
+            .find(|&i| i >= start)
+            .unwrap_or(hits[0]),
+    )
 }

@@ -141,7 +141,23 @@ impl From<Error> for Failure {
 
 /// Record a failure of `call` for this thread (and abort in abort mode); its error code.
 pub fn fail(call: &str, f: Failure) -> c_int {
-    let (code, text) = match &f {
+    let (code, text) = describe(call, &f);
+    if abort_mode() {
+        abort_with(code, &text);
+    }
+    remember(code, &text)
+}
+
+/// Record a failure of `call` for this thread and return its code, *without* aborting whatever the mode: for the
+/// cases where the OpenSHMEM specification defines a status return (an invalid team handle given to a split,
+/// a context that cannot be created, ...).
+pub fn record(call: &str, f: Failure) -> c_int {
+    let (code, text) = describe(call, &f);
+    remember(code, &text)
+}
+
+fn describe(call: &str, f: &Failure) -> (c_int, String) {
+    match f {
         Failure::Error(e) => (code_of(e), format!("{call}: {e}")),
         Failure::Panic(m) => (
             XPUSHMEM_ERROR_INTERNAL,
@@ -151,19 +167,33 @@ pub fn fail(call: &str, f: Failure) -> c_int {
             XPUSHMEM_ERROR_UNSUPPORTED,
             format!("{call}: not supported: {m}"),
         ),
-    };
-    if abort_mode() {
-        let pe = crate::state::my_pe_or_none().map_or_else(|| "?".to_string(), |p| p.to_string());
-        eprintln!(
-            "xpushmem: PE {pe}: fatal error ({}): {text}",
-            code_name(code)
-        );
-        eprintln!("xpushmem: aborting (XPUSHMEM_ERROR_MODE=abort)");
-        std::process::abort();
     }
+}
+
+/// [`run`] for the calls whose failures the OpenSHMEM specification defines as a status return: a failure is
+/// recorded ([`record`]) but never aborts.
+pub fn run_status<R>(call: &str, f: impl FnOnce() -> Result<R, Failure>) -> Result<R, c_int> {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(Ok(r)) => Ok(r),
+        Ok(Err(e)) => Err(record(call, e)),
+        Err(p) => Err(fail(call, Failure::Panic(panic_text(p)))),
+    }
+}
+
+fn remember(code: c_int, text: &str) -> c_int {
     let c = CString::new(text.replace('\0', " ")).unwrap_or_default();
     LAST.with(|l| *l.borrow_mut() = (code, c));
     code
+}
+
+fn abort_with(code: c_int, text: &str) -> ! {
+    let pe = crate::state::my_pe_or_none().map_or_else(|| "?".to_string(), |p| p.to_string());
+    eprintln!(
+        "xpushmem: PE {pe}: fatal error ({}): {text}",
+        code_name(code)
+    );
+    eprintln!("xpushmem: aborting (XPUSHMEM_ERROR_MODE=abort)");
+    std::process::abort();
 }
 
 fn panic_text(p: Box<dyn std::any::Any + Send>) -> String {

@@ -22,6 +22,9 @@ use xpushmem_ffi_core::error::{self, value, void, write_out, Failure};
 use xpushmem_ffi_core::rt::InitAttr;
 use xpushmem_ffi_core::{imp, native, state};
 
+/// `SHMEM_VENDOR_STRING` of `shmem.h`, what `shmem_info_get_name` returns (a C test compares the two).
+const VENDOR_STRING: &str = "xpushmem";
+
 /// A communication context handle (`shmem_ctx_t`).
 #[allow(non_camel_case_types)]
 pub type shmem_ctx_t = *mut c_void;
@@ -173,12 +176,7 @@ pub unsafe extern "C" fn shmem_info_get_version(major: *mut c_int, minor: *mut c
 #[no_mangle]
 pub unsafe extern "C" fn shmem_info_get_name(name: *mut c_char) {
     // SAFETY: the caller's contract.
-    unsafe {
-        native::copy_name(
-            name,
-            &format!("xpushmem {}", xpushmem_ffi_core::rt::VERSION),
-        )
-    }
+    unsafe { native::copy_name(name, VENDOR_STRING) }
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -363,9 +361,12 @@ pub extern "C" fn shmem_ctx_destroy(ctx: shmem_ctx_t) {
 /// `team` is writable.
 #[no_mangle]
 pub unsafe extern "C" fn shmem_ctx_get_team(ctx: shmem_ctx_t, team: *mut shmem_team_t) -> c_int {
-    status("shmem_ctx_get_team", || {
-        imp::check_ctx(ctx, "shmem_ctx_get_team")?;
+    // The specification: SHMEM_CTX_INVALID gives SHMEM_TEAM_INVALID and a nonzero return.
+    teams::spec_status("shmem_ctx_get_team", || {
         // SAFETY: the caller's contract on `team`.
+        unsafe { write_out(team, std::ptr::null_mut()) };
+        imp::check_ctx(ctx, "shmem_ctx_get_team")?;
+        // SAFETY: as above.
         unsafe { write_out(team, teams::team_of_ctx(ctx)) };
         Ok(())
     })

@@ -6,6 +6,7 @@ use crate::{shmem_ctx_t, shmem_team_t, status};
 use std::collections::HashMap;
 use std::ffi::{c_int, c_long};
 use std::sync::Mutex;
+use xpushmem_ffi_core::error::Failure;
 use xpushmem_ffi_core::error::{value, void};
 use xpushmem_ffi_core::rt::Error;
 use xpushmem_ffi_core::teams::{self as core, xpushmem_team_config_t, Api};
@@ -32,6 +33,25 @@ fn handle(id: i32) -> shmem_team_t {
     (id as isize + 1) as usize as shmem_team_t
 }
 
+/// Status of the calls whose failures the specification defines (invalid handles, teams or contexts that cannot
+/// be created): 0, or -1 with the error recorded; never aborts, whatever the error mode.
+pub fn spec_status(call: &str, f: impl FnOnce() -> Result<(), Failure>) -> c_int {
+    match xpushmem_ffi_core::error::run_status(call, f) {
+        Ok(()) => 0,
+        Err(_) => -1,
+    }
+}
+
+/// The error for `SHMEM_TEAM_INVALID` passed as `arg`.
+pub fn invalid_team(arg: &'static str, call: &str) -> Failure {
+    invalid(
+        arg,
+        "SHMEM_TEAM_INVALID",
+        format!("{call}: the team handle is invalid"),
+    )
+    .into()
+}
+
 fn invalid(name: &'static str, value: impl std::fmt::Display, reason: impl Into<String>) -> Error {
     Error::InvalidArgument {
         name,
@@ -55,7 +75,7 @@ pub unsafe fn create_ctx(
     options: c_long,
     ctx: *mut shmem_ctx_t,
 ) -> c_int {
-    status(call, || {
+    spec_status(call, || {
         if ctx.is_null() {
             return Err(invalid(
                 "ctx",
@@ -63,6 +83,11 @@ pub unsafe fn create_ctx(
                 format!("{call}: must point to a shmem_ctx_t"),
             )
             .into());
+        }
+        // SAFETY: non-NULL (checked), writable by the caller's contract: SHMEM_CTX_INVALID until created.
+        unsafe { ctx.write(std::ptr::null_mut()) };
+        if team_h.is_null() {
+            return Err(invalid_team("team", call));
         }
         if !(0..=7).contains(&options) {
             return Err(invalid("options", options, format!("{call}: must be a combination of SHMEM_CTX_PRIVATE, SHMEM_CTX_SERIALIZED, SHMEM_CTX_NOSTORE")).into());
@@ -122,6 +147,10 @@ pub unsafe extern "C" fn shmem_team_get_config(
     config: *mut shmem_team_config_t,
 ) -> c_int {
     let call = "shmem_team_get_config";
+    if team_h.is_null() {
+        // The specification: nonzero for SHMEM_TEAM_INVALID.
+        return spec_status(call, || Err(invalid_team("team", call)));
+    }
     // SAFETY: the caller's contract on `config`.
     status(call, || unsafe {
         core::get_config(id(team_h), config_mask, config, O, call)
@@ -157,7 +186,9 @@ pub unsafe extern "C" fn shmem_team_split_strided(
     new_team: *mut shmem_team_t,
 ) -> c_int {
     let call = "shmem_team_split_strided";
-    status(call, || {
+    // The specification: a team that cannot be created (invalid parent, invalid triplet) is a nonzero return with
+    // SHMEM_TEAM_INVALID, not an error to abort on.
+    spec_status(call, || {
         if new_team.is_null() {
             return Err(invalid(
                 "new_team",
@@ -168,6 +199,9 @@ pub unsafe extern "C" fn shmem_team_split_strided(
         }
         // SAFETY: non-NULL (checked), writable: start from SHMEM_TEAM_INVALID so a failure leaves it invalid.
         unsafe { new_team.write(std::ptr::null_mut()) };
+        if parent.is_null() {
+            return Err(invalid_team("parent_team", call));
+        }
         // SAFETY: the caller's contract on `config`.
         let t = unsafe {
             core::split_strided(
@@ -205,7 +239,8 @@ pub unsafe extern "C" fn shmem_team_split_2d(
     yaxis_team: *mut shmem_team_t,
 ) -> c_int {
     let call = "shmem_team_split_2d";
-    status(call, || {
+    // As for shmem_team_split_strided: a status the specification defines.
+    spec_status(call, || {
         if xaxis_team.is_null() || yaxis_team.is_null() {
             return Err(invalid(
                 "xaxis_team/yaxis_team",
@@ -218,6 +253,9 @@ pub unsafe extern "C" fn shmem_team_split_2d(
         unsafe {
             xaxis_team.write(std::ptr::null_mut());
             yaxis_team.write(std::ptr::null_mut());
+        }
+        if parent.is_null() {
+            return Err(invalid_team("parent_team", call));
         }
         // SAFETY: the caller's contract on the configs.
         let (x, y) = unsafe {

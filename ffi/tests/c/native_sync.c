@@ -35,19 +35,20 @@
         int status[8] = {0};                                                                      \
         status[0] = 1; /* skip slot 0 */                                                          \
         size_t any = xpushmem_##NAME##_wait_until_any(iv, (size_t)npes, status, XPUSHMEM_CMP_EQ, (T)1); \
-        CHECK(any == 1, #NAME ": wait_until_any %zu", any);                                       \
+        CHECK(any >= 1 && any < (size_t)npes, #NAME ": wait_until_any %zu", any); /* any unskipped */ \
         OK(xpushmem_##NAME##_wait_until_any_ex(&cnt, iv, (size_t)npes, NULL, XPUSHMEM_CMP_GE, (T)1)); \
-        CHECK(cnt == 0, #NAME ": wait_until_any_ex");                                             \
+        CHECK(cnt < (size_t)npes, #NAME ": wait_until_any_ex");                                   \
         size_t n = xpushmem_##NAME##_wait_until_some(iv, (size_t)npes, idx, status, XPUSHMEM_CMP_EQ, (T)1); \
         CHECK(n == (size_t)npes - 1 && idx[0] == 1, #NAME ": wait_until_some %zu", n);           \
         OK(xpushmem_##NAME##_wait_until_some_ex(&cnt, iv, (size_t)npes, idx, NULL, XPUSHMEM_CMP_EQ, (T)1)); \
         CHECK(cnt == (size_t)npes && idx[npes - 1] == (size_t)npes - 1, #NAME ": wait_until_some_ex"); \
-        CHECK(xpushmem_##NAME##_test_any(iv, (size_t)npes, status, XPUSHMEM_CMP_EQ, (T)1) == 1, #NAME ": test_any"); \
+        any = xpushmem_##NAME##_test_any(iv, (size_t)npes, status, XPUSHMEM_CMP_EQ, (T)1);     \
+        CHECK(any >= 1 && any < (size_t)npes, #NAME ": test_any %zu", any);                       \
         CHECK(xpushmem_##NAME##_test_some(iv, (size_t)npes, idx, NULL, XPUSHMEM_CMP_LT, (T)1) == 0, #NAME ": test_some LT"); \
         OK(xpushmem_##NAME##_test_all_ex(&cnt, iv, (size_t)npes, NULL, XPUSHMEM_CMP_EQ, (T)1));   \
         CHECK(cnt == 1, #NAME ": test_all_ex");                                                   \
         OK(xpushmem_##NAME##_test_any_ex(&cnt, iv, (size_t)npes, NULL, XPUSHMEM_CMP_EQ, (T)1));   \
-        CHECK(cnt == 0, #NAME ": test_any_ex");                                                   \
+        CHECK(cnt < (size_t)npes, #NAME ": test_any_ex");                                         \
         OK(xpushmem_##NAME##_test_some_ex(&cnt, iv, (size_t)npes, idx, NULL, XPUSHMEM_CMP_EQ, (T)1)); \
         CHECK(cnt == (size_t)npes, #NAME ": test_some_ex");                                       \
         /* vector forms: slot i compared with vals[i] */                                          \
@@ -56,12 +57,13 @@
         OK(xpushmem_##NAME##_wait_until_all_vector(iv, (size_t)npes, NULL, XPUSHMEM_CMP_EQ, vals)); \
         vals[0] = (T)2;                                                                           \
         CHECK(xpushmem_##NAME##_test_all_vector(iv, (size_t)npes, NULL, XPUSHMEM_CMP_EQ, vals) == 0, #NAME ": test_all_vector"); \
-        CHECK(xpushmem_##NAME##_test_any_vector(iv, (size_t)npes, NULL, XPUSHMEM_CMP_EQ, vals) == 1, #NAME ": test_any_vector"); \
+        any = xpushmem_##NAME##_test_any_vector(iv, (size_t)npes, NULL, XPUSHMEM_CMP_EQ, vals); \
+        CHECK(any >= 1 && any < (size_t)npes, #NAME ": test_any_vector %zu", any);                \
         CHECK(xpushmem_##NAME##_test_some_vector(iv, (size_t)npes, idx, NULL, XPUSHMEM_CMP_EQ, vals) == (size_t)npes - 1, #NAME ": test_some_vector"); \
         CHECK(xpushmem_##NAME##_wait_until_any_vector(iv, (size_t)npes, NULL, XPUSHMEM_CMP_LT, vals) == 0, #NAME ": wait_until_any_vector"); \
         CHECK(xpushmem_##NAME##_wait_until_some_vector(iv, (size_t)npes, idx, NULL, XPUSHMEM_CMP_EQ, vals) == (size_t)npes - 1, #NAME ": wait_until_some_vector"); \
         OK(xpushmem_##NAME##_wait_until_any_vector_ex(&cnt, iv, (size_t)npes, NULL, XPUSHMEM_CMP_EQ, vals)); \
-        CHECK(cnt == 1, #NAME ": wait_until_any_vector_ex");                                      \
+        CHECK(cnt >= 1 && cnt < (size_t)npes, #NAME ": wait_until_any_vector_ex");                \
         OK(xpushmem_##NAME##_wait_until_some_vector_ex(&cnt, iv, (size_t)npes, idx, NULL, XPUSHMEM_CMP_NE, vals)); \
         CHECK(cnt == 1 && idx[0] == 0, #NAME ": wait_until_some_vector_ex");                      \
         OK(xpushmem_##NAME##_test_all_vector_ex(&cnt, iv, (size_t)npes, status, XPUSHMEM_CMP_EQ, vals)); \

@@ -25,7 +25,9 @@ pub fn map_shared_aligned(fd: BorrowedFd<'_>, offset: usize, len: usize) -> Resu
     let align = alignment_for(len, page);
     let span = len.checked_add(align).ok_or_else(|| Error::Transport {
         transport: "shm",
-        message: format!("a {len}-byte mapping aligned to {align} bytes overflows the address space"),
+        message: format!(
+            "a {len}-byte mapping aligned to {align} bytes overflows the address space"
+        ),
     })?;
     // SAFETY: a fresh inaccessible reservation chosen by the kernel (null hint) aliases no Rust object.
     let res = unsafe {

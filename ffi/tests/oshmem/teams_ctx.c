@@ -1,0 +1,87 @@
+/* Spec-exact returns of the team and context calls (OpenSHMEM 1.5/1.6 define a nonzero return, with the output
+ * handle set to the INVALID value, for an invalid handle or a team that cannot be created: no abort even in the
+ * default abort mode), shmem_info_get_name, fair _any forms, and collect into a buffer below its source. */
+#include "check.h"
+#include <string.h>
+
+#define NV 8
+static int flags[NV];
+
+int main(void) {
+    shmem_init();
+    int me = shmem_my_pe(), npes = shmem_n_pes();
+    char name[SHMEM_MAX_NAME_LEN];
+    shmem_info_get_name(name);
+    CHECK(strcmp(name, SHMEM_VENDOR_STRING) == 0, "name \"%s\" vs SHMEM_VENDOR_STRING \"%s\"", name, SHMEM_VENDOR_STRING);
+
+    /* invalid handles: nonzero returns, INVALID outputs, no abort */
+    shmem_team_t t = SHMEM_TEAM_WORLD, x = SHMEM_TEAM_WORLD, y = SHMEM_TEAM_WORLD;
+    CHECK(shmem_team_split_strided(SHMEM_TEAM_INVALID, 0, 1, 1, NULL, 0, &t) != 0 && t == SHMEM_TEAM_INVALID, "split of INVALID");
+    CHECK(shmem_team_split_2d(SHMEM_TEAM_INVALID, 1, NULL, 0, &x, NULL, 0, &y) != 0 && x == SHMEM_TEAM_INVALID &&
+              y == SHMEM_TEAM_INVALID, "split_2d of INVALID");
+    shmem_team_config_t cfg;
+    CHECK(shmem_team_get_config(SHMEM_TEAM_INVALID, SHMEM_TEAM_NUM_CONTEXTS, &cfg) != 0, "get_config of INVALID");
+    shmem_ctx_t ctx = SHMEM_CTX_DEFAULT;
+    CHECK(shmem_team_create_ctx(SHMEM_TEAM_INVALID, 0, &ctx) != 0 && ctx == SHMEM_CTX_INVALID, "create_ctx on INVALID");
+    shmem_team_t of = SHMEM_TEAM_WORLD;
+    CHECK(shmem_ctx_get_team(SHMEM_CTX_INVALID, &of) != 0 && of == SHMEM_TEAM_INVALID, "ctx_get_team of INVALID");
+    CHECK(shmem_team_my_pe(SHMEM_TEAM_INVALID) == -1 && shmem_team_n_pes(SHMEM_TEAM_INVALID) == -1, "my_pe/n_pes of INVALID");
+    CHECK(shmem_team_translate_pe(SHMEM_TEAM_INVALID, 0, SHMEM_TEAM_WORLD) == -1, "translate from INVALID");
+    shmem_team_destroy(SHMEM_TEAM_INVALID); /* no operation */
+
+    /* an invalid triplet: nonzero on every PE, INVALID handle */
+    t = SHMEM_TEAM_WORLD;
+    CHECK(shmem_team_split_strided(SHMEM_TEAM_WORLD, 0, 1, npes + 1, NULL, 0, &t) != 0 && t == SHMEM_TEAM_INVALID,
+          "split with size %d of %d PEs", npes + 1, npes);
+
+    /* contexts know their team */
+    CHECK(shmem_ctx_get_team(SHMEM_CTX_DEFAULT, &of) == 0 && of == SHMEM_TEAM_WORLD, "default context's team");
+    shmem_team_t evens;
+    CHECK(shmem_team_split_strided(SHMEM_TEAM_WORLD, 0, 2, (npes + 1) / 2, NULL, 0, &evens) == 0, "split evens");
+    if (evens != SHMEM_TEAM_INVALID) {
+        CHECK(shmem_team_create_ctx(evens, 0, &ctx) == 0 && ctx != SHMEM_CTX_INVALID, "ctx on evens");
+        CHECK(shmem_ctx_get_team(ctx, &of) == 0 && of == evens, "ctx's team");
+        shmem_ctx_destroy(ctx);
+        shmem_team_destroy(evens);
+    } else {
+        CHECK(me % 2 == 1, "PE %d not in the even team", me);
+    }
+
+    /* fair _any: with every variable satisfied, repeated calls report every index (rotating start) */
+    for (int i = 0; i < NV; i++) flags[i] = 1;
+    int seen[NV] = {0}, seen_w[NV] = {0};
+    for (int k = 0; k < NV; k++) {
+        size_t i = shmem_int_test_any(flags, NV, NULL, SHMEM_CMP_EQ, 1);
+        CHECK(i < NV, "test_any %zu", i);
+        seen[i] = 1;
+    }
+    for (int k = 0; k < NV; k++) {
+        size_t j = shmem_int_wait_until_any(flags, NV, NULL, SHMEM_CMP_EQ, 1);
+        CHECK(j < NV, "wait_until_any %zu", j);
+        seen_w[j] = 1;
+    }
+    for (int i = 0; i < NV; i++) CHECK(seen[i] && seen_w[i], "index %d never reported", i);
+
+    /* collect into a destination allocated below its source (the destination's extent is only known after the
+     * exchange: no false overlap) */
+    long *dest = shmem_malloc(sizeof(long) * 2 * npes);
+    long *src = shmem_malloc(sizeof(long) * 2);
+    CHECK(dest < src, "allocation order");
+    int mine = me % 2 + 1; /* 1 or 2 elements */
+    src[0] = 10 * me;
+    src[1] = 10 * me + 1;
+    CHECK(shmem_long_collect(SHMEM_TEAM_WORLD, dest, src, mine) == 0, "collect");
+    int k = 0;
+    for (int p = 0; p < npes; p++)
+        for (int e = 0; e < p % 2 + 1; e++, k++) CHECK(dest[k] == 10 * p + e, "dest[%d] = %ld", k, dest[k]);
+    /* a real overlap fails on every PE (return mode) */
+    xpushmemx_set_error_mode(XPUSHMEMX_ERROR_MODE_RETURN);
+    CHECK(shmem_long_collect(SHMEM_TEAM_WORLD, dest, dest, 1) != 0, "overlapping collect succeeded");
+    CHECK(strstr(xpushmem_last_error(), "overlap") != NULL, "message: %s", xpushmem_last_error());
+    xpushmemx_set_error_mode(XPUSHMEMX_ERROR_MODE_ABORT);
+    shmem_free(src);
+    shmem_free(dest);
+    PASS("teams_ctx");
+    shmem_finalize();
+    return 0;
+}
