@@ -241,16 +241,15 @@ impl Shmem {
         cmp: Cmp,
         value: T,
     ) -> Result<Option<usize>> {
-        Ok(self
-            .wait_set(
-                ivars,
-                skip,
-                cmp,
-                Against::One(value),
-                Need::Any,
-                "wait_until_any",
-            )
-            .map(|hits| fair_pick(&hits, ivars.len()))?)
+        self.wait_set(
+            ivars,
+            skip,
+            cmp,
+            Against::One(value),
+            Need::Any,
+            "wait_until_any",
+        )
+        .map(|hits| fair_pick(&hits, ivars.len()))
     }
 
     /// Wait until at least one variable not marked in `skip` satisfies `<cmp> value`; the indices of all that do.
@@ -298,16 +297,15 @@ impl Shmem {
         cmp: Cmp,
         values: &[T],
     ) -> Result<Option<usize>> {
-        Ok(self
-            .wait_set(
-                ivars,
-                skip,
-                cmp,
-                Against::Each(values),
-                Need::Any,
-                "wait_until_any_vector",
-            )
-            .map(|hits| fair_pick(&hits, ivars.len()))?)
+        self.wait_set(
+            ivars,
+            skip,
+            cmp,
+            Against::Each(values),
+            Need::Any,
+            "wait_until_any_vector",
+        )
+        .map(|hits| fair_pick(&hits, ivars.len()))
     }
 
     /// [`Shmem::wait_until_some`] with one comparison value per variable.
