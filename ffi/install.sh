@@ -7,6 +7,8 @@
 #   $PREFIX/include/xpushmem.h
 #   $PREFIX/include/xpushmem_ops.h          (PyTorch op family, xpushmem_ops_*)
 #   $PREFIX/include/xpushmem/shmem.h        (under xpushmem/, so it never shadows a system OpenSHMEM)
+#   $PREFIX/lib/xpushmem/libxpushmem_device-<version>.{bc,spv}   the device library (pkg-config: devicelibdir)
+#   $PREFIX/include/xpushmem/xpushmem_device.h, xpushmem_device_abi.h   its header (OpenCL C kernels)
 #   $PREFIX/lib/pkgconfig/xpushmem.pc, xpushmem-oshmem.pc
 #   $PREFIX/bin/xpushmem-run, xpushmem-info
 # By default it builds the release libraries first (cargo build --release). BUILD_DIR=target/debug installs what
@@ -30,6 +32,13 @@ done
 cp "$ROOT/ffi/include/xpushmem.h" "$PREFIX/include/xpushmem.h"
 cp "$ROOT/ffi/include/xpushmem_ops.h" "$PREFIX/include/xpushmem_ops.h"
 cp "$ROOT/ffi/oshmem/include/shmem.h" "$PREFIX/include/xpushmem/shmem.h"
+# The device library (committed prebuilt, checked against its source by the test suite) and its headers.
+mkdir -p "$PREFIX/lib/xpushmem"
+for ext in bc spv; do
+    cp "$ROOT/shmem/device-lib/prebuilt/libxpushmem_device-$VERSION.$ext" "$PREFIX/lib/xpushmem/"
+done
+cp "$ROOT/shmem/device-lib/include/xpushmem_device.h" "$ROOT/shmem/device-lib/include/xpushmem_device_abi.h" \
+    "$PREFIX/include/xpushmem/"
 for b in xpushmem-run xpushmem-info; do
     if [ -f "$BUILD_DIR/$b" ]; then
         cp "$BUILD_DIR/$b" "$PREFIX/bin/$b.tmp" && mv "$PREFIX/bin/$b.tmp" "$PREFIX/bin/$b"
@@ -44,6 +53,9 @@ cat > "$PREFIX/lib/pkgconfig/xpushmem.pc" <<PC
 prefix=$PREFIX
 libdir=\${prefix}/lib
 includedir=\${prefix}/include
+devicelibdir=\${libdir}/xpushmem
+devicelib=\${devicelibdir}/libxpushmem_device-$VERSION.bc
+deviceincludedir=\${includedir}/xpushmem
 
 Name: xpushmem
 Description: xpushmem PGAS library: native C API (xpushmem_*)

@@ -72,6 +72,8 @@ pub struct ZeRuntime {
     lists: Mutex<Lists>,
     amo: Mutex<Option<AmoKernels>>,
     modules: Mutex<Vec<ze::ze_module_handle_t>>,
+    /// Kernels created through [`ZeRuntime::kernel`], destroyed before their modules.
+    kernels: Mutex<Vec<ze::ze_kernel_handle_t>>,
 }
 
 // SAFETY: Level Zero handles may be used from any thread; the only state mutated through `&self` (command lists,
@@ -175,6 +177,7 @@ impl ZeRuntime {
             lists: Mutex::new(lists),
             amo: Mutex::new(None),
             modules: Mutex::new(Vec::new()),
+            kernels: Mutex::new(Vec::new()),
         }))
     }
 
@@ -519,6 +522,10 @@ impl ZeRuntime {
             (self.api.zeKernelCreate)(module, &desc, &mut k)
         })
         .map_err(|e| Error::Device(format!("{e} (kernel {name:?})")))?;
+        self.kernels
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(k);
         Ok(k)
     }
 
@@ -692,10 +699,17 @@ impl Drop for ZeRuntime {
         // none is alive any more.
         unsafe {
             if let Some(k) = self.amo.get_mut().ok().and_then(|a| a.take()) {
-                let _ = (self.api.zeKernelDestroy)(k.k32);
-                let _ = (self.api.zeKernelDestroy)(k.k64);
                 let _ = (self.api.zeMemFree)(self.context, k.result.cast());
                 let _ = k.module;
+            }
+            // Every kernel (the runtime's atomics included) before the modules it belongs to.
+            for k in self
+                .kernels
+                .get_mut()
+                .map(std::mem::take)
+                .unwrap_or_default()
+            {
+                let _ = (self.api.zeKernelDestroy)(k);
             }
             for m in self
                 .modules
