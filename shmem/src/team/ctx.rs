@@ -193,12 +193,14 @@ pub(crate) enum CallId {
     /// A synchronisation inside a collective (argument: the collective's code).
     Step = 21,
     Finalize = 22,
-    /// A collective of a layer above (argument: a digest of its name, then its own words).
+    /// A collective of a layer above (words: its arguments' digest, then its name).
     External = 23,
+    /// Team creation from explicit PE lists.
+    TeamFromPes = 24,
 }
 
 impl CallId {
-    const ALL: [CallId; 23] = [
+    const ALL: [CallId; 24] = [
         CallId::Broadcast,
         CallId::Fcollect,
         CallId::Collect,
@@ -222,6 +224,7 @@ impl CallId {
         CallId::Step,
         CallId::Finalize,
         CallId::External,
+        CallId::TeamFromPes,
     ];
 
     fn from_code(c: u64) -> Option<CallId> {
@@ -253,6 +256,7 @@ impl CallId {
             CallId::Step => "a step",
             CallId::Finalize => "finalize",
             CallId::External => "an external collective",
+            CallId::TeamFromPes => "team_from_pes",
         }
     }
 
@@ -328,12 +332,23 @@ pub(crate) fn describe(w: &[u64]) -> String {
             let of = CallId::from_code(at(3)).map_or("?", CallId::name);
             return format!("a synchronisation inside {of}");
         }
-        CallId::External => return format!("an external collective (code {:#x})", at(3)),
+        CallId::External => {
+            let name: Vec<u8> = (3..COMMON)
+                .flat_map(|k| at(k).to_le_bytes())
+                .take_while(|&b| b != 0)
+                .collect();
+            return format!(
+                "{}(arguments digest {:#x})",
+                String::from_utf8_lossy(&name),
+                at(1)
+            );
+        }
         CallId::BarrierAll
         | CallId::SyncAll
         | CallId::TeamSync
         | CallId::TeamBarrier
         | CallId::TeamDestroy
+        | CallId::TeamFromPes
         | CallId::Finalize => {
             let algo = at(1);
             return if algo == 0 {
@@ -515,41 +530,11 @@ impl<'a> Ctx<'a> {
         local: Result<()>,
         need_info: bool,
     ) -> Result<Vec<[u64; INFO]>> {
-        self.sh.quiet()?;
-        let n = self.n();
-        self.st.seq += 1;
-        let seq = self.st.seq;
-        let at = layout::CHECK + (seq % 2) as usize * layout::CHECK_WORDS;
-        let mut words = [0u64; layout::CHECK_WORDS];
-        words[..COMMON].copy_from_slice(&common);
-        words[COMMON..STATUS].copy_from_slice(&info);
-        words[STATUS] = if local.is_ok() { STATUS_OK } else { STATUS_BAD };
-        words[SEQ] = seq;
-        if n == 1 {
-            local?;
-            return Ok(vec![info]);
-        }
-        self.write_words(at, &words)?;
-        // What is compared: the whole call with the argument check on, the call kind alone without it.
         let checking = self.sh.cfg.check_symmetry;
-        let compared = if checking { &common[..] } else { &common[..1] };
-        let mut d = vec![self.team.slot as u64, seq];
-        d.extend_from_slice(compared);
-        let dig = digest(&d);
-        let (failed, lo, hi) = self.all_reduce(seq, local.is_err(), dig)?;
-        let clean = !failed && lo == hi;
-        if clean && !need_info {
-            local?;
-            return Ok(Vec::new());
-        }
-        // Slow path (or a call that needs the others' words): read every member's identity.
-        let mut all = Vec::with_capacity(n);
-        for i in 0..n {
-            all.push(self.read_words(i, at, layout::CHECK_WORDS)?);
-        }
+        let (clean, all, mine) = self.agree(common, info, local.is_ok(), checking, need_info)?;
         local?;
         if !clean {
-            return Err(self.verdict(&all, &words, checking));
+            return Err(self.verdict(&all, &mine, checking));
         }
         Ok(all
             .iter()
@@ -559,6 +544,94 @@ impl<'a> Ctx<'a> {
                 inf
             })
             .collect())
+    }
+
+    /// The agreement of a collective of a layer above, named `op` (at most 40 bytes are kept), whose arguments
+    /// digest to `dig`; see [`Shmem::team_agree`].
+    pub(crate) fn agree_external(
+        &mut self,
+        op: &str,
+        ok: bool,
+        dig: u64,
+    ) -> Result<crate::team::Agreement> {
+        let mut common = CallId::External.words();
+        common[1] = dig;
+        for (k, c) in op.as_bytes().chunks(8).take(COMMON - 3).enumerate() {
+            let mut b = [0u8; 8];
+            b[..c.len()].copy_from_slice(c);
+            common[3 + k] = u64::from_le_bytes(b);
+        }
+        let (clean, all, mine) = self.agree(common, [0; INFO], ok, true, false)?;
+        let mut out = crate::team::Agreement {
+            failed: None,
+            differs: None,
+        };
+        if clean {
+            return Ok(out);
+        }
+        // Another call altogether (another kind, or another operation of the layer above): a mismatch.
+        let same_call =
+            |w: &[u64]| w[0] == common[0] && w[3..COMMON] == common[3..] && w[SEQ] == mine[SEQ];
+        if !all.iter().all(|w| same_call(w)) {
+            let mut all = all;
+            for w in all.iter_mut() {
+                if same_call(w) {
+                    w[1] = common[1];
+                    w[STATUS] = STATUS_OK;
+                }
+            }
+            let mut mine = mine;
+            mine[STATUS] = STATUS_OK;
+            return Err(self.verdict(&all, &mine, true));
+        }
+        out.failed = all.iter().position(|w| w[STATUS] != STATUS_OK);
+        out.differs = all.iter().position(|w| w[1] != dig);
+        Ok(out)
+    }
+
+    /// Publish, all-reduce, and on the slow path (or `need_info`) read every member's identity words. Returns
+    /// (every member agreed, every member's words when read, this PE's words).
+    fn agree(
+        &mut self,
+        common: [u64; COMMON],
+        info: [u64; INFO],
+        ok: bool,
+        compare_all: bool,
+        need_info: bool,
+    ) -> Result<(bool, Vec<Vec<u64>>, Vec<u64>)> {
+        self.sh.quiet()?;
+        let n = self.n();
+        self.st.seq += 1;
+        let seq = self.st.seq;
+        let at = layout::CHECK + (seq % 2) as usize * layout::CHECK_WORDS;
+        let mut words = vec![0u64; layout::CHECK_WORDS];
+        words[..COMMON].copy_from_slice(&common);
+        words[COMMON..STATUS].copy_from_slice(&info);
+        words[STATUS] = if ok { STATUS_OK } else { STATUS_BAD };
+        words[SEQ] = seq;
+        if n == 1 {
+            return Ok((ok, vec![words.clone()], words));
+        }
+        self.write_words(at, &words)?;
+        // What is compared: the whole call, or (argument checks off) the call kind alone.
+        let compared = if compare_all {
+            &common[..]
+        } else {
+            &common[..1]
+        };
+        let mut d = vec![self.team.slot as u64, seq];
+        d.extend_from_slice(compared);
+        let (failed, lo, hi) = self.all_reduce(seq, !ok, digest(&d))?;
+        let clean = !failed && lo == hi;
+        if clean && !need_info {
+            return Ok((true, Vec::new(), words));
+        }
+        // Slow path (or a call that needs the others' words): read every member's identity.
+        let mut all = Vec::with_capacity(n);
+        for i in 0..n {
+            all.push(self.read_words(i, at, layout::CHECK_WORDS)?);
+        }
+        Ok((clean, all, words))
     }
 
     /// The shared verdict of a failed agreement, from every member's identity words (the same on every member).

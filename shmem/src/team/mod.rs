@@ -29,7 +29,7 @@ mod ctx;
 #[cfg(test)]
 pub(crate) use ctx::describe;
 pub use ctx::BarrierAlgo;
-pub(crate) use ctx::{algo_enum, layout, type_code, CallId, Ctx, Space, COMMON, INFO};
+pub(crate) use ctx::{algo_enum, digest, layout, type_code, CallId, Ctx, Space, COMMON, INFO};
 
 use crate::error::{Error, Result};
 use crate::runtime::Shmem;
@@ -415,6 +415,15 @@ impl Team {
     }
 }
 
+/// The outcome of [`Shmem::team_agree`], the same on every member.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Agreement {
+    /// The lowest team rank that reported a failure, if any.
+    pub failed: Option<usize>,
+    /// The lowest team rank whose arguments' digest differs from this PE's, if any.
+    pub differs: Option<usize>,
+}
+
 /// What a team creation asks for, per PE.
 #[derive(Debug, Clone, Copy)]
 enum Split {
@@ -760,6 +769,106 @@ impl Shmem {
         })
     }
 
+    /// The team's agreement, for a collective of a layer above (the op family's groups): a barrier over `team`
+    /// (completing this PE's outstanding puts first) that carries the call's name `op`, whether this PE failed
+    /// (`failed`), and a digest of the arguments that must be the same on every member (`digest`). Every member
+    /// learns the lowest rank that failed and a rank whose digest differs ([`Agreement`]); a member in another
+    /// collective of the team (another `op`, or a team collective) makes the call fail with [`Error::Mismatch`]
+    /// on every member. The runtime uses the same step for its own collectives.
+    pub fn team_agree(
+        &self,
+        team: &Team,
+        op: &'static str,
+        failed: bool,
+        digest: u64,
+    ) -> Result<Agreement> {
+        team.ctx(self, op)?.agree_external(op, !failed, digest)
+    }
+
+    /// Make teams from explicit lists of global PEs, collectively over `parent`: every parent PE passes the
+    /// ascending or permuted list of the team it joins (`Some`), or `None` to join none. The members of one team
+    /// must pass the same list, teams must be disjoint; a PE may pass a list it is not in (it gets `None`). The new
+    /// team numbers its members in ascending PE order. A bad list on any PE (empty, a PE out of range, not in the
+    /// parent or listed twice), or members that disagree, fails the call on every PE.
+    pub fn team_from_pes(&self, parent: &Team, pes: Option<&[usize]>) -> Result<Option<Team>> {
+        use layout::*;
+        const OP: &str = "team_from_pes";
+        drop(parent.ctx(self, OP)?);
+        let me = self.my_pe();
+        let local = pes.map_or(Ok(()), |l| check_list(l, parent));
+        let dig = pes.map_or(0, |l| {
+            digest(&l.iter().map(|&p| p as u64).collect::<Vec<_>>()) | 1
+        });
+        let pool =
+            self.teams()
+                .ensure_pool(self, &parent.inner, CallId::TeamFromPes.words(), OP)?;
+        let mut ctx = parent.ctx(self, OP)?;
+        let pn = ctx.n();
+        let mask_words = pool.slots.div_ceil(64);
+        let free: Vec<u64> = {
+            let used = lock(&self.teams().used);
+            (0..mask_words)
+                .map(|i| !used.get(i).copied().unwrap_or(u64::MAX))
+                .collect()
+        };
+        ctx.write_words(SPLIT_MASK, &free)?;
+        // Round 1: every PE's list digest; round 2: every PE's verdict on its own team's consistency.
+        let mut info = [0u64; INFO];
+        info[0] = dig;
+        let infos = ctx.enter(CallId::TeamFromPes.words(), info, local, true)?;
+        let joined = pes.filter(|l| l.contains(&me));
+        let consistent = match joined {
+            None => Ok(()),
+            Some(l) => match l.iter().find_map(|&p| {
+                let i = parent.inner.members.index_of(p)?;
+                (infos[i][0] != dig).then_some((p, infos[i][0]))
+            }) {
+                None => Ok(()),
+                Some((p, theirs)) => Err(Error::Mismatch {
+                    call: OP,
+                    pe: p,
+                    theirs: if theirs == 0 {
+                        "no list".into()
+                    } else {
+                        format!("a different list (digest {theirs:#x})")
+                    },
+                    reference_pe: me,
+                    ours: format!("{l:?}"),
+                }),
+            },
+        };
+        ctx.enter(CallId::TeamFromPes.words(), [0; INFO], consistent, false)?;
+        let mut all_free = free;
+        for i in 0..pn {
+            let m = ctx.read_words(i, SPLIT_MASK, mask_words)?;
+            for (a, b) in all_free.iter_mut().zip(&m) {
+                *a &= *b;
+            }
+        }
+        let slot = (0..pool.slots).find(|&s| all_free[s / 64] >> (s % 64) & 1 == 1);
+        let made = match (slot, joined) {
+            (None, _) => Err(Error::Config {
+                var: "XPUSHMEM_TEAMS_MAX",
+                value: pool.slots.to_string(),
+                reason: format!(
+                    "{OP}: no free team slot on every PE of the parent team ({} slots, 2 taken by TEAM_WORLD and \
+                     TEAM_SHARED); destroy unused teams or raise the limit",
+                    pool.slots
+                ),
+            }),
+            (Some(_), None) => Ok(None),
+            (Some(s), Some(l)) => {
+                let mut sorted = l.to_vec();
+                sorted.sort_unstable();
+                self.take_slot(parent, &pool, s, Members::from_sorted(sorted), TeamConfig::default(), OP)
+                    .map(Some)
+            }
+        };
+        // Nobody signals into a new slot before its owner zeroed it, nor rewrites its mask before all read it.
+        ctx.barrier(BarrierAlgo::Auto)?;
+        made
+    }
+
     /// Destroy a team made by a split (collective over the team: it ends with a barrier over the team, after which
     /// the team's slot may be reused). `TEAM_WORLD` and `TEAM_SHARED` cannot be destroyed.
     pub fn team_destroy(&self, team: Team) -> Result<()> {
@@ -783,6 +892,34 @@ impl Shmem {
         }
         Ok(())
     }
+}
+
+/// An error unless `l` is a non-empty list of distinct PEs of `parent`.
+fn check_list(l: &[usize], parent: &Team) -> Result<()> {
+    if l.is_empty() {
+        return Err(Error::invalid("pes", "[]", "a team needs at least one PE"));
+    }
+    let mut seen = std::collections::HashSet::new();
+    for (i, &p) in l.iter().enumerate() {
+        if parent.inner.members.index_of(p).is_none() {
+            return Err(Error::InvalidPe {
+                pe: p as i64,
+                n_pes: parent.n_pes(),
+                context: format!(
+                    "team_from_pes: pes[{i}] is not a PE of {}",
+                    parent.describe()
+                ),
+            });
+        }
+        if !seen.insert(p) {
+            return Err(Error::invalid(
+                "pes",
+                format!("{l:?}"),
+                format!("PE {p} is listed twice"),
+            ));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
