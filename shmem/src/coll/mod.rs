@@ -277,7 +277,7 @@ mod tests {
             crate::team::describe(&[
                 CallId::Reduce as u64,
                 2,
-                3,
+                type_code::<i32>(),
                 10,
                 ReduceOp::Sum.code(),
                 0,

@@ -62,18 +62,9 @@ impl ReduceOp {
         matches!(self, ReduceOp::And | ReduceOp::Or | ReduceOp::Xor)
     }
 
+    /// The operator's identity word in collective argument checks (its name; see `team::name_word`).
     pub(crate) fn code(self) -> u64 {
-        ReduceOp::ALL
-            .iter()
-            .position(|o| *o == self)
-            .map_or(0, |p| p as u64 + 1)
-    }
-
-    pub(crate) fn from_code(c: u64) -> Option<ReduceOp> {
-        (c as usize)
-            .checked_sub(1)
-            .and_then(|i| ReduceOp::ALL.get(i))
-            .copied()
+        crate::team::name_word(self.name())
     }
 }
 

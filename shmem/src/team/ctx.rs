@@ -283,16 +283,31 @@ impl CallId {
     }
 }
 
-const TYPE_NAMES: [&str; 12] = [
-    "int8", "int16", "int32", "int64", "ptrdiff", "uint8", "uint16", "uint32", "uint64", "size",
-    "float", "double",
-];
+/// A short name (element type, operator) as one identity word: its first 8 bytes, little-endian.
+pub(crate) fn name_word(name: &str) -> u64 {
+    let mut b = [0u8; 8];
+    let n = name.len().min(8);
+    b[..n].copy_from_slice(&name.as_bytes()[..n]);
+    u64::from_le_bytes(b)
+}
 
+/// The name in an identity word made by [`name_word`] (`?` for none).
+fn word_name(w: u64) -> String {
+    let b: Vec<u8> = w
+        .to_le_bytes()
+        .into_iter()
+        .take_while(|&c| c != 0)
+        .collect();
+    if b.is_empty() {
+        "?".into()
+    } else {
+        String::from_utf8_lossy(&b).into_owned()
+    }
+}
+
+/// The identity word of element type `T`.
 pub(crate) fn type_code<T: crate::types::Symmetric>() -> u64 {
-    TYPE_NAMES
-        .iter()
-        .position(|n| *n == T::NAME)
-        .map_or(99, |p| p as u64 + 1)
+    name_word(T::NAME)
 }
 
 /// Human-readable form of a call's identity words.
@@ -359,19 +374,11 @@ pub(crate) fn describe(w: &[u64]) -> String {
         }
         _ => {}
     }
-    let ty = (at(2) as usize)
-        .checked_sub(1)
-        .and_then(|i| TYPE_NAMES.get(i))
-        .copied()
-        .unwrap_or("?");
-    let mut parts = vec![format!("type {ty}")];
+    let mut parts = vec![format!("type {}", word_name(at(2)))];
     for (k, f) in call.fields().iter().enumerate() {
         let v = at(3 + k);
         if *f == "op" {
-            parts.push(format!(
-                "op {}",
-                crate::coll::ReduceOp::from_code(v).map_or("?", |o| o.name())
-            ));
+            parts.push(format!("op {}", word_name(v)));
         } else {
             parts.push(format!("{f} {v}"));
         }
@@ -812,9 +819,9 @@ mod tests {
             describe(&[
                 CallId::Reduce as u64,
                 2,
-                3,
+                name_word("int32"),
                 10,
-                crate::coll::ReduceOp::Sum.code(),
+                name_word("sum"),
                 0,
                 0,
                 0

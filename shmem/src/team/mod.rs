@@ -29,7 +29,9 @@ mod ctx;
 #[cfg(test)]
 pub(crate) use ctx::describe;
 pub use ctx::BarrierAlgo;
-pub(crate) use ctx::{algo_enum, digest, layout, type_code, CallId, Ctx, Space, COMMON, INFO};
+pub(crate) use ctx::{
+    algo_enum, digest, layout, name_word, type_code, CallId, Ctx, Space, COMMON, INFO,
+};
 
 use crate::error::{Error, Result};
 use crate::runtime::Shmem;
