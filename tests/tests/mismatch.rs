@@ -194,25 +194,37 @@ mismatch_test!(team_sync_meets_free_then_split, [_2pe = 2], |sh| {
     still_usable(sh)
 });
 
-mismatch_test!(op_group_barrier_meets_barrier_all, [_2pe = 2, _3pe = 3], |sh| {
-    let me = sh.my_pe();
-    // The op family's world group is TEAM_WORLD: its agreement meets the runtime's own barrier.
-    let g = xpushmem_ops::Group::world(sh)?;
-    let r = if me == 0 { g.barrier(sh) } else { sh.barrier_all() };
-    expect_mismatch(
-        sh,
-        r,
-        if me == 0 { "Group::barrier" } else { "barrier_all" },
-        1,
-        &|t| t == "barrier_all()",
-        &|o| o.starts_with("Group::barrier(arguments digest"),
-    );
-    // A group of explicit PEs (its own team) works afterwards, and so does the world group.
-    let pes: Vec<usize> = (0..sh.n_pes()).rev().collect();
-    let rev = xpushmem_ops::Group::new(sh, &pes)?;
-    rev.barrier(sh)?;
-    g.barrier(sh)?;
-    rev.free(sh)?;
-    g.free(sh)?;
-    still_usable(sh)
-});
+mismatch_test!(
+    op_group_barrier_meets_barrier_all,
+    [_2pe = 2, _3pe = 3],
+    |sh| {
+        let me = sh.my_pe();
+        // The op family's world group is TEAM_WORLD: its agreement meets the runtime's own barrier.
+        let g = xpushmem_ops::Group::world(sh)?;
+        let r = if me == 0 {
+            g.barrier(sh)
+        } else {
+            sh.barrier_all()
+        };
+        expect_mismatch(
+            sh,
+            r,
+            if me == 0 {
+                "Group::barrier"
+            } else {
+                "barrier_all"
+            },
+            1,
+            &|t| t == "barrier_all()",
+            &|o| o.starts_with("Group::barrier(arguments digest"),
+        );
+        // A group of explicit PEs (its own team) works afterwards, and so does the world group.
+        let pes: Vec<usize> = (0..sh.n_pes()).rev().collect();
+        let rev = xpushmem_ops::Group::new(sh, &pes)?;
+        rev.barrier(sh)?;
+        g.barrier(sh)?;
+        rev.free(sh)?;
+        g.free(sh)?;
+        still_usable(sh)
+    }
+);
