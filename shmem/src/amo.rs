@@ -2,7 +2,9 @@
 //!
 //! `fetch`, `set`, `swap` and `compare_swap` take any [`AtomicWord`] (integers and floats); the arithmetic and
 //! bitwise operations take [`AtomicInt`]s. All are atomic with respect to every other atomic on the same word from
-//! any PE (same-node words are CPU atomics on the shared page).
+//! any PE (same-node words are CPU atomics on the shared page). The forms that return nothing (`atomic_set`,
+//! `atomic_add`, ...) are delivered like puts: visible to others after [`Shmem::quiet`] (or a barrier); the
+//! fetching forms return the value.
 
 use crate::error::Result;
 use crate::runtime::Shmem;
@@ -23,6 +25,20 @@ impl Shmem {
         Ok(T::from_bits(old))
     }
 
+    /// A non-fetching atomic: delivered like a put (by `quiet`), no value returned.
+    fn amo_post<T: AtomicWord>(
+        &self,
+        r: SymRef<T>,
+        pe: usize,
+        op: AmoOp,
+        operand: u64,
+        call: &str,
+    ) -> Result<()> {
+        self.check_range(r.off, T::WIDTH, call)?;
+        self.map_of(pe, call)?
+            .amo_post(r.off, T::WIDTH, op, operand)
+    }
+
     /// Atomically read `r` on `pe`.
     pub fn atomic_fetch<T: AtomicWord>(&self, r: SymRef<T>, pe: usize) -> Result<T> {
         self.amo(r, pe, AmoOp::Fetch, 0, "atomic_fetch")
@@ -30,8 +46,7 @@ impl Shmem {
 
     /// Atomically write `value` to `r` on `pe`.
     pub fn atomic_set<T: AtomicWord>(&self, r: SymRef<T>, value: T, pe: usize) -> Result<()> {
-        self.amo(r, pe, AmoOp::Set, value.to_bits(), "atomic_set")
-            .map(|_| ())
+        self.amo_post(r, pe, AmoOp::Set, value.to_bits(), "atomic_set")
     }
 
     /// Atomically write `value` to `r` on `pe`; the previous value.
@@ -60,8 +75,7 @@ impl Shmem {
 
     /// Atomically add 1 to `r` on `pe`.
     pub fn atomic_inc<T: AtomicInt>(&self, r: SymRef<T>, pe: usize) -> Result<()> {
-        self.amo(r, pe, AmoOp::FetchAdd, T::ONE.to_bits(), "atomic_inc")
-            .map(|_| ())
+        self.amo_post(r, pe, AmoOp::FetchAdd, T::ONE.to_bits(), "atomic_inc")
     }
 
     /// Atomically add `value` (wrapping) to `r` on `pe`; the previous value.
@@ -79,8 +93,7 @@ impl Shmem {
 
     /// Atomically add `value` (wrapping) to `r` on `pe`.
     pub fn atomic_add<T: AtomicInt>(&self, r: SymRef<T>, value: T, pe: usize) -> Result<()> {
-        self.amo(r, pe, AmoOp::FetchAdd, value.to_bits(), "atomic_add")
-            .map(|_| ())
+        self.amo_post(r, pe, AmoOp::FetchAdd, value.to_bits(), "atomic_add")
     }
 
     /// Atomically `r &= value` on `pe`; the previous value.
@@ -90,8 +103,7 @@ impl Shmem {
 
     /// Atomically `r &= value` on `pe`.
     pub fn atomic_and<T: AtomicInt>(&self, r: SymRef<T>, value: T, pe: usize) -> Result<()> {
-        self.amo(r, pe, AmoOp::FetchAnd, value.to_bits(), "atomic_and")
-            .map(|_| ())
+        self.amo_post(r, pe, AmoOp::FetchAnd, value.to_bits(), "atomic_and")
     }
 
     /// Atomically `r |= value` on `pe`; the previous value.
@@ -101,8 +113,7 @@ impl Shmem {
 
     /// Atomically `r |= value` on `pe`.
     pub fn atomic_or<T: AtomicInt>(&self, r: SymRef<T>, value: T, pe: usize) -> Result<()> {
-        self.amo(r, pe, AmoOp::FetchOr, value.to_bits(), "atomic_or")
-            .map(|_| ())
+        self.amo_post(r, pe, AmoOp::FetchOr, value.to_bits(), "atomic_or")
     }
 
     /// Atomically `r ^= value` on `pe`; the previous value.
@@ -112,7 +123,6 @@ impl Shmem {
 
     /// Atomically `r ^= value` on `pe`.
     pub fn atomic_xor<T: AtomicInt>(&self, r: SymRef<T>, value: T, pe: usize) -> Result<()> {
-        self.amo(r, pe, AmoOp::FetchXor, value.to_bits(), "atomic_xor")
-            .map(|_| ())
+        self.amo_post(r, pe, AmoOp::FetchXor, value.to_bits(), "atomic_xor")
     }
 }

@@ -85,6 +85,11 @@ pub const VARS: &[VarSpec] = &[
         doc: "where the symmetric heap lives: host (memfd, CPU PEs) or device (Level Zero device memory, one device per PE)",
     },
     VarSpec {
+        name: "XPUSHMEM_TRANSPORT",
+        default: "auto",
+        doc: "auto (each peer through the transport that reaches it) or deferred (test only: writes to other PEs wait in a queue until quiet, fence or completion, and land in reverse order between fences)",
+    },
+    VarSpec {
         name: "XPUSHMEM_DEVICE",
         default: "auto",
         doc: "Level Zero device of this PE for a device heap: auto (local rank modulo the device count) or a device number",

@@ -1,44 +1,20 @@
 //! Remote memory access: `put`, `get`, `p`, `g`, their non-blocking and strided forms, `fence` and `quiet`.
 //!
-//! Same-node targets are reached through the peer's mapped heap, so a put is complete (visible to the target and
-//! to later operations) when it returns; the non-blocking forms therefore complete at once, and their handles
-//! exist so that code written against them stays correct on transports that do defer (fabric, copy engines).
+//! Every operation goes through the target PE's [`crate::transport::Window`]. A put returns when its source may be
+//! reused; it is delivered (visible to the target) by [`Shmem::quiet`] (or a barrier, which quiets first). The
+//! non-blocking forms return a [`Pending`] handle that borrows the local buffer until the operation completes;
+//! same-node mappings complete at once, a transport that completes later (a network, the deferred test window)
+//! completes on `quiet`, on the handle's `wait`, or when the handle is dropped.
 
 use crate::error::{Error, Result};
 use crate::runtime::Shmem;
 use crate::transport::shm::{bytes_of, bytes_of_mut};
+pub use crate::transport::Pending;
 use crate::types::{SymRef, SymSlice, Symmetric};
-use std::marker::PhantomData;
-use std::sync::atomic::{fence, Ordering};
-
-/// A non-blocking operation in flight. It borrows the local buffer until it completes: call [`Pending::wait`]
-/// (or [`Shmem::quiet`], after which dropping it is fine).
-#[must_use = "a non-blocking operation must be completed with wait() or quiet()"]
-#[derive(Debug)]
-pub struct Pending<'a> {
-    _buf: PhantomData<&'a mut [u8]>,
-}
-
-impl Pending<'_> {
-    pub(crate) fn done() -> Self {
-        Pending { _buf: PhantomData }
-    }
-
-    /// Wait until the operation is complete: a put has been delivered, a get's buffer is filled.
-    pub fn wait(self) -> Result<()> {
-        fence(Ordering::SeqCst);
-        Ok(())
-    }
-
-    /// Whether the operation has completed (never blocks).
-    pub fn test(&self) -> bool {
-        true
-    }
-}
 
 impl Shmem {
     /// Validate a transfer of `count` elements at `s` (whose length must cover them) on `pe`; the byte offset.
-    fn rma_target<T: Symmetric>(
+    pub(crate) fn rma_target<T: Symmetric>(
         &self,
         s: SymSlice<T>,
         count: usize,
@@ -123,24 +99,28 @@ impl Shmem {
 
     /// Start a put; `src` stays borrowed until the returned handle completes.
     pub fn put_nbi<'a, T: Symmetric>(
-        &self,
+        &'a self,
         dst: SymSlice<T>,
         src: &'a [T],
         pe: usize,
     ) -> Result<Pending<'a>> {
-        self.put(dst, src, pe)?;
-        Ok(Pending::done())
+        let off = self.rma_target(dst, src.len(), pe, "put_nbi")?;
+        let t = self.map_of(pe, "put_nbi")?.put_nbi(off, bytes_of(src))?;
+        Ok(Pending::new(self.transport_of(pe, "put_nbi")?, t, None))
     }
 
     /// Start a get; `dst` stays borrowed until the returned handle completes.
     pub fn get_nbi<'a, T: Symmetric>(
-        &self,
+        &'a self,
         dst: &'a mut [T],
         src: SymSlice<T>,
         pe: usize,
     ) -> Result<Pending<'a>> {
-        self.get(dst, src, pe)?;
-        Ok(Pending::done())
+        let off = self.rma_target(src, dst.len(), pe, "get_nbi")?;
+        let dst = bytes_of_mut(dst);
+        let t = self.map_of(pe, "get_nbi")?.get_nbi(off, dst)?;
+        let tr = self.transport_of(pe, "get_nbi")?;
+        Ok(Pending::new(tr, t, t.map(|_| dst)))
     }
 
     /// Strided put: element `i` of the transfer goes from `src[i * src_stride]` to `dst[i * dst_stride]` on `pe`,
@@ -196,14 +176,12 @@ impl Shmem {
     /// Order: puts, AMOs and signals issued before the fence to any one PE are delivered before those issued after
     /// it to that PE.
     pub fn fence(&self) -> Result<()> {
-        fence(Ordering::SeqCst);
-        Ok(())
+        self.peers.transports().try_for_each(|t| t.fence())
     }
 
     /// Complete every put, AMO and signal this PE has issued (and every non-blocking operation).
     pub fn quiet(&self) -> Result<()> {
-        fence(Ordering::SeqCst);
-        Ok(())
+        self.peers.transports().try_for_each(|t| t.quiet())
     }
 }
 

@@ -8,13 +8,12 @@ use crate::error::{Error, Result};
 use crate::heap::Allocator;
 use crate::team::CallId;
 use crate::transport::dataseg::SymData;
-use crate::transport::shm::{self, Arena, FdListener, Mapping, PeerWatch};
-use crate::transport::ze::{ExternalHandles, ZeRuntime};
-use crate::transport::{AmoOp, Window};
+use crate::transport::shm::PeerWatch;
+use crate::transport::ze::ExternalHandles;
+use crate::transport::{self, AmoOp, Peers, Transport, Window};
 use crate::types::ThreadLevel;
 use once_cell::sync::OnceCell;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -248,6 +247,81 @@ pub fn init_attr(attr: InitAttr) -> Result<Shmem> {
     r
 }
 
+/// Who is where: every PE's node and process id, and the job's cookie (PE 0's), from one allgather; an error when
+/// the PEs disagree on the heap size.
+fn job_layout(boot: &dyn Bootstrap, cfg: &Config) -> Result<(Nodes, Vec<u32>, u64)> {
+    let (me, n) = (boot.rank(), boot.size());
+    let cookie = bootstrap::uid::random_cookie();
+    let info = Enc::default()
+        .bytes(host_key().as_bytes())
+        .u64(std::process::id() as u64)
+        .u64(cfg.symmetric_size as u64)
+        .u64(cookie)
+        .0;
+    let all = boot.allgather(&info)?;
+    let mut hosts: Vec<String> = Vec::new();
+    let mut node_of = Vec::with_capacity(n);
+    let mut pids = Vec::with_capacity(n);
+    let mut job_cookie = 0;
+    for (pe, rec) in all.iter().enumerate() {
+        let mut d = Dec(rec);
+        let bad = || Error::Bootstrap {
+            method: boot.name(),
+            message: format!("malformed setup record from PE {pe}"),
+        };
+        let host = String::from_utf8_lossy(d.bytes().ok_or_else(bad)?).into_owned();
+        let pid = d.u64().ok_or_else(bad)?;
+        let size = d.u64().ok_or_else(bad)? as usize;
+        let ck = d.u64().ok_or_else(bad)?;
+        if pe == 0 {
+            job_cookie = ck;
+        }
+        if size != cfg.symmetric_size {
+            return Err(Error::Mismatch {
+                call: "init (XPUSHMEM_SYMMETRIC_SIZE)",
+                pe,
+                theirs: format!("{size} bytes"),
+                reference_pe: me,
+                ours: format!("{} bytes", cfg.symmetric_size),
+            });
+        }
+        let node = hosts.iter().position(|h| *h == host).unwrap_or_else(|| {
+            hosts.push(host);
+            hosts.len() - 1
+        });
+        node_of.push(node);
+        pids.push(pid as u32);
+    }
+    Ok((Nodes { node_of, hosts }, pids, job_cookie))
+}
+
+/// Where the user heap lives: the attribute, else `XPUSHMEM_HEAP`.
+fn heap_kind(attr: Option<HeapKind>) -> Result<HeapKind> {
+    if let Some(k) = attr {
+        return Ok(k);
+    }
+    match crate::config::env_value("XPUSHMEM_HEAP")
+        .as_deref()
+        .map(str::trim)
+    {
+        None | Some("host") => Ok(HeapKind::Host),
+        Some("device") => Ok(HeapKind::Device),
+        Some(v) => Err(Error::Config {
+            var: "XPUSHMEM_HEAP",
+            value: v.to_string(),
+            reason: "expected host or device".into(),
+        }),
+    }
+}
+
+/// The error for an operation on a PE no transport reaches.
+fn unreachable_pe(pe: usize, call: &str) -> Error {
+    Error::Transport {
+        transport: "route",
+        message: format!("{call}: PE {pe} is on another node and no fabric transport is available"),
+    }
+}
+
 /// Offsets of the runtime's own words in every PE's system region.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct SyncLayout {
@@ -293,14 +367,10 @@ pub struct Shmem {
     pub(crate) n: usize,
     pub(crate) cfg: Config,
     pub(crate) boot: Box<dyn Bootstrap>,
-    /// The system region (runtime words) of every PE on this node.
-    pub(crate) sys: Vec<Option<Mapping>>,
-    /// The user heap of every reachable PE.
-    pub(crate) maps: Vec<Option<Box<dyn Window>>>,
+    /// Every PE as reached through its transport: user heap and runtime words.
+    pub(crate) peers: Peers,
     /// Where the user heap lives.
     heap_kind: HeapKind,
-    /// The Level Zero device of a device heap.
-    device: Option<Arc<ZeRuntime>>,
     pub(crate) nodes: Nodes,
     pub(crate) heap: Mutex<Allocator>,
     pub(crate) heap_size: usize,
@@ -315,7 +385,6 @@ pub struct Shmem {
     broken: AtomicBool,
     /// Busy-poll iterations of a wait before it yields (XPUSHMEM_SPIN_COUNT, or chosen from the node's load).
     spin_count: u64,
-    _arena: Arena,
 }
 
 impl Shmem {
@@ -327,154 +396,34 @@ impl Shmem {
         let (me, n) = (boot.rank(), boot.size());
         tracing::debug!(pe = me, n_pes = n, bootstrap = boot.name(), "bootstrap up");
 
-        // Who is where, with which heap size; PE 0's cookie names the job.
-        let cookie = bootstrap::uid::random_cookie();
-        let info = Enc::default()
-            .bytes(host_key().as_bytes())
-            .u64(std::process::id() as u64)
-            .u64(cfg.symmetric_size as u64)
-            .u64(cookie)
-            .0;
-        let all = boot.allgather(&info)?;
-        let mut hosts: Vec<String> = Vec::new();
-        let mut node_of = Vec::with_capacity(n);
-        let mut pids = Vec::with_capacity(n);
-        let mut job_cookie = 0;
-        for (pe, rec) in all.iter().enumerate() {
-            let mut d = Dec(rec);
-            let bad = || Error::Bootstrap {
-                method: boot.name(),
-                message: format!("malformed setup record from PE {pe}"),
-            };
-            let host = String::from_utf8_lossy(d.bytes().ok_or_else(bad)?).into_owned();
-            let pid = d.u64().ok_or_else(bad)?;
-            let size = d.u64().ok_or_else(bad)? as usize;
-            let ck = d.u64().ok_or_else(bad)?;
-            if pe == 0 {
-                job_cookie = ck;
-            }
-            if size != cfg.symmetric_size {
-                return Err(Error::Mismatch {
-                    call: "init (XPUSHMEM_SYMMETRIC_SIZE)",
-                    pe,
-                    theirs: format!("{size} bytes"),
-                    reference_pe: me,
-                    ours: format!("{} bytes", cfg.symmetric_size),
-                });
-            }
-            let node = hosts.iter().position(|h| *h == host).unwrap_or_else(|| {
-                hosts.push(host);
-                hosts.len() - 1
-            });
-            node_of.push(node);
-            pids.push(pid as u32);
-        }
-        let nodes = Nodes { node_of, hosts };
-        if nodes.count() > 1 {
-            return Err(Error::Transport {
-                transport: "route",
-                message: format!(
-                    "the job spans {} nodes ({}); this build reaches peers on the same node only (no fabric transport)",
-                    nodes.count(),
-                    (0..nodes.count()).map(|i| nodes.host(i)).collect::<Vec<_>>().join(", ")
-                ),
-            });
-        }
-
-        // The heap: a memfd per PE (system region + user heap), fds exchanged within the node, every node peer mapped.
-        let heap_kind = match attr.heap {
-            Some(k) => k,
-            None => match crate::config::env_value("XPUSHMEM_HEAP")
-                .as_deref()
-                .map(str::trim)
-            {
-                None | Some("host") => HeapKind::Host,
-                Some("device") => HeapKind::Device,
-                Some(v) => {
-                    return Err(Error::Config {
-                        var: "XPUSHMEM_HEAP",
-                        value: v.to_string(),
-                        reason: "expected host or device".into(),
-                    })
-                }
-            },
-        };
-        let host_user = if heap_kind == HeapKind::Host {
-            cfg.symmetric_size
-        } else {
-            0
-        };
-        let data = SymData::plan(
-            attr.symmetric_data && heap_kind == HeapKind::Host,
-            host_user,
-        )?;
-        let arena = Arena::create(SYS_BYTES + data.window_len(host_user))?;
-        data.adopt(&arena, SYS_BYTES)?;
+        let (nodes, pids, job_cookie) = job_layout(boot.as_ref(), &cfg)?;
+        let heap_kind = heap_kind(attr.heap)?;
+        let (peers, data) = transport::connect(transport::ConnectArgs {
+            boot: boot.as_ref(),
+            me,
+            nodes: &nodes,
+            pids: &pids,
+            heap_kind,
+            heap_bytes: cfg.symmetric_size,
+            sys_bytes: SYS_BYTES,
+            cookie: job_cookie,
+            timeout: cfg.timeout,
+            external: attr.device_handles,
+            symmetric_data: attr.symmetric_data,
+        })?;
         let local = nodes.pes_on(nodes.node_of(me));
-        let listener = if local[0] == me && local.len() > 1 {
-            Some(FdListener::bind(job_cookie, me)?)
-        } else {
-            None
-        };
-        boot.barrier()?;
-        let mut sys: Vec<Option<Mapping>> = (0..n).map(|_| None).collect();
-        let mut maps: Vec<Option<Box<dyn Window>>> = (0..n).map(|_| None).collect();
-        let fds = if local.len() > 1 {
-            shm::exchange_fds(
-                job_cookie,
-                &local,
-                &pids,
-                me,
-                arena.fd(),
-                listener,
-                cfg.timeout,
-            )?
-        } else {
-            Vec::new()
-        };
-        let peer_arenas: Vec<Arena> = fds.into_iter().map(Arena::from_fd).collect::<Result<_>>()?;
-        for (i, &pe) in local.iter().enumerate() {
-            let a = if pe == me || peer_arenas.is_empty() {
-                &arena
-            } else {
-                &peer_arenas[i]
-            };
-            data.check_peer(me, pe, a.size(), arena.size())?;
-            sys[pe] = Some(Mapping::map(a, 0, SYS_BYTES)?);
-            if heap_kind == HeapKind::Host {
-                let len = data.window_len(cfg.symmetric_size);
-                maps[pe] = Some(Box::new(Mapping::map(a, SYS_BYTES, len)?));
-            }
-        }
-        let device = if heap_kind == HeapKind::Device {
-            let (rt, dmaps) = crate::device::setup(crate::device::DeviceSetup {
-                boot: boot.as_ref(),
-                me,
-                n,
-                local: &local,
-                pids: &pids,
-                size: cfg.symmetric_size,
-                cookie: job_cookie,
-                timeout: cfg.timeout,
-                external: attr.device_handles,
-            })?;
-            maps = dmaps;
-            Some(rt)
-        } else {
-            None
-        };
         tracing::debug!(
             pe = me,
             heap_bytes = cfg.symmetric_size,
             mapped_peers = local.len(),
-            "symmetric heap mapped (memfd, MAP_SHARED)"
+            "symmetric heap mapped"
         );
-        let peers: Vec<(usize, u32)> = local
+        let watched: Vec<(usize, u32)> = local
             .iter()
             .filter(|&&p| p != me)
             .map(|&p| (p, pids[p]))
             .collect();
-        let (watch, _unwatchable) = PeerWatch::new(&peers);
+        let (watch, _unwatchable) = PeerWatch::new(&watched);
 
         let heap = Allocator::new(cfg.symmetric_size);
         let cpus = std::thread::available_parallelism().map_or(1, |c| c.get());
@@ -498,10 +447,8 @@ impl Shmem {
             data,
             cfg,
             boot,
-            sys,
-            maps,
+            peers,
             heap_kind,
-            device,
             nodes,
             heap: Mutex::new(heap),
             teams,
@@ -510,7 +457,6 @@ impl Shmem {
             finalized: AtomicBool::new(false),
             broken: AtomicBool::new(false),
             spin_count,
-            _arena: arena,
         };
         sh.sys_local()
             .amo(SYNC.state, 8, AmoOp::Set, STATE_RUNNING)?;
@@ -564,7 +510,7 @@ impl Shmem {
 
     /// This PE's device (for a device heap): modules, kernels, launches on symmetric buffers.
     pub fn device(&self) -> Option<Device<'_>> {
-        self.device.as_ref().map(|rt| Device::new(self, rt))
+        self.peers.device.as_ref().map(|rt| Device::new(self, rt))
     }
 
     /// Name of the bootstrap in use.
@@ -580,38 +526,39 @@ impl Shmem {
     fn route_name(&self, pe: usize) -> &'static str {
         if pe == self.me {
             "local"
-        } else if self.maps[pe].is_some() {
-            "mapped"
         } else {
-            "unreachable"
+            self.peers.transport(pe).map_or("unreachable", |t| t.name())
         }
     }
 
     /// This PE's own user heap.
     pub(crate) fn local_map(&self) -> &dyn Window {
-        match &self.maps[self.me] {
-            Some(m) => m.as_ref(),
+        match self.peers.heap(self.me) {
+            Some(m) => m,
             None => unreachable!("own heap is always mapped"),
         }
     }
 
     /// This PE's own system region.
-    pub(crate) fn sys_local(&self) -> &Mapping {
-        match &self.sys[self.me] {
+    pub(crate) fn sys_local(&self) -> &dyn Window {
+        match self.peers.sys(self.me) {
             Some(m) => m,
             None => unreachable!("own system region is always mapped"),
         }
     }
 
-    /// The system region of `pe` (runtime words: barrier counters, state, argument checks).
-    pub(crate) fn sys_of(&self, pe: usize, call: &str) -> Result<&Mapping> {
+    /// The window onto `pe`'s runtime words (barrier counters, state, argument checks), after validating `pe`.
+    pub(crate) fn sys_of(&self, pe: usize, call: &str) -> Result<&dyn Window> {
         self.check_pe(pe, call)?;
-        self.sys[pe].as_ref().ok_or_else(|| Error::Transport {
-            transport: "route",
-            message: format!(
-                "{call}: PE {pe} is on another node and no fabric transport is available"
-            ),
-        })
+        self.peers.sys(pe).ok_or_else(|| unreachable_pe(pe, call))
+    }
+
+    /// The transport that completes operations on `pe` (validated by the caller).
+    pub(crate) fn transport_of(&self, pe: usize, call: &str) -> Result<&dyn Transport> {
+        self.check_pe(pe, call)?;
+        self.peers
+            .transport(pe)
+            .ok_or_else(|| unreachable_pe(pe, call))
     }
 
     /// Validate `pe` for `call`.
@@ -629,17 +576,12 @@ impl Shmem {
     /// The window through which `pe`'s user heap is reached, after validating `pe`.
     pub(crate) fn map_of(&self, pe: usize, call: &str) -> Result<&dyn Window> {
         self.check_pe(pe, call)?;
-        self.maps[pe].as_deref().ok_or_else(|| Error::Transport {
-            transport: "route",
-            message: format!(
-                "{call}: PE {pe} is on another node and no fabric transport is available"
-            ),
-        })
+        self.peers.heap(pe).ok_or_else(|| unreachable_pe(pe, call))
     }
 
     /// Is `pe`'s heap directly reachable with loads and stores from this process?
     pub fn is_mapped(&self, pe: usize) -> bool {
-        pe < self.n && self.maps[pe].is_some()
+        pe < self.n && self.peers.heap(pe).is_some()
     }
 
     /// Spin, then yield, then sleep until `ready()` holds; fails on timeout or when a peer is lost.
@@ -656,6 +598,9 @@ impl Shmem {
         let mut sleep = Duration::from_micros(1);
         let mut i: u64 = 0;
         let r = (|| loop {
+            // A transport that completes late delivers what this PE issued (a barrier's own signal, say) while it
+            // waits, and before it stops waiting.
+            self.progress()?;
             if ready()? {
                 return Ok(());
             }
@@ -707,6 +652,11 @@ impl Shmem {
         })
     }
 
+    /// Let every transport move outstanding operations forward.
+    pub(crate) fn progress(&self) -> Result<()> {
+        self.peers.transports().try_for_each(|t| t.progress())
+    }
+
     /// An error when a peer died without finalizing.
     pub(crate) fn check_peers(&self, op: &str) -> Result<()> {
         let lost = |pe: usize| {
@@ -719,8 +669,8 @@ impl Shmem {
         };
         let dead = || {
             self.watch.exited().into_iter().find(|&pe| {
-                self.sys[pe]
-                    .as_ref()
+                self.peers
+                    .sys(pe)
                     .and_then(|m| m.amo(SYNC.state, 8, AmoOp::Fetch, 0).ok())
                     != Some(STATE_FINALIZED)
             })
@@ -780,6 +730,8 @@ impl Shmem {
                 .world_ctx(self, "finalize")
                 .sync_world(CallId::Finalize)
         };
+        // Nothing this PE issued may be left undelivered when it goes.
+        let r = r.and_then(|()| self.quiet());
         let _ = self
             .sys_local()
             .amo(SYNC.state, 8, AmoOp::Set, STATE_FINALIZED);

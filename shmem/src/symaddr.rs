@@ -148,8 +148,9 @@ impl Shmem {
         if pe == self.my_pe() {
             return Ok(Some(self.local_ptr(s)));
         }
-        Ok(self.maps[pe]
-            .as_ref()
+        Ok(self
+            .peers
+            .heap(pe)
             .map(|m| m.base().wrapping_add(s.off).cast()))
     }
 }

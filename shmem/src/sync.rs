@@ -7,9 +7,9 @@
 use crate::error::{Error, Result};
 use crate::rma::Pending;
 use crate::runtime::Shmem;
+use crate::transport::shm::bytes_of;
 use crate::transport::AmoOp;
 use crate::types::{AtomicInt, Cmp, SignalOp, SymRef, SymSlice, Symmetric};
-use std::sync::atomic::{fence, Ordering};
 
 /// What each element of a wait set is compared with.
 #[derive(Debug, Clone, Copy)]
@@ -39,20 +39,13 @@ impl Shmem {
         op: SignalOp,
         pe: usize,
     ) -> Result<()> {
-        self.check_range(sig.off, 8, "put_signal (signal)")?;
-        self.put(dst, src, pe)?;
-        fence(Ordering::Release);
-        let amo = match op {
-            SignalOp::Set => AmoOp::Set,
-            SignalOp::Add => AmoOp::FetchAdd,
-        };
-        self.map_of(pe, "put_signal")?.amo(sig.off, 8, amo, value)?;
-        Ok(())
+        // The source is copied or sent before the call returns; only delivery is left to quiet.
+        self.put_signal_nbi(dst, src, sig, value, op, pe)?.issued()
     }
 
     /// Non-blocking [`Shmem::put_signal`]: `src` stays borrowed until the handle completes.
     pub fn put_signal_nbi<'a, T: Symmetric>(
-        &self,
+        &'a self,
         dst: SymSlice<T>,
         src: &'a [T],
         sig: SymRef<u64>,
@@ -60,8 +53,17 @@ impl Shmem {
         op: SignalOp,
         pe: usize,
     ) -> Result<Pending<'a>> {
-        self.put_signal(dst, src, sig, value, op, pe)?;
-        Ok(Pending::done())
+        const CALL: &str = "put_signal";
+        self.check_range(sig.off, 8, "put_signal (signal)")?;
+        let off = self.rma_target(dst, src.len(), pe, CALL)?;
+        let amo = match op {
+            SignalOp::Set => AmoOp::Set,
+            SignalOp::Add => AmoOp::FetchAdd,
+        };
+        let t = self
+            .map_of(pe, CALL)?
+            .put_signal_nbi(off, bytes_of(src), sig.off, amo, value)?;
+        Ok(Pending::new(self.transport_of(pe, CALL)?, t, None))
     }
 
     /// Atomically read this PE's signal word `sig`.

@@ -696,8 +696,14 @@ impl<'a> Ctx<'a> {
             let flag = base + round * AGREE_ROUND_WORDS;
             let partner = self.win((me + dist) % n)?;
             let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
-            partner.write(self.word(flag + 1), &bytes)?;
-            partner.amo(self.word(flag), 8, AmoOp::Set, seq)?;
+            // Words then flag in one ordered operation: a transport that completes later never shows the flag first.
+            let _issued = partner.put_signal_nbi(
+                self.word(flag + 1),
+                &bytes,
+                self.word(flag),
+                AmoOp::Set,
+                seq,
+            )?;
             let from = self.pe((me + n - dist) % n);
             self.wait_until(flag, seq, &|| {
                 format!("agreement round {round}: waiting for PE {from}")

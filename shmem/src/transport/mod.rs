@@ -1,26 +1,204 @@
 //! Transports move bytes between PEs. Each is a leaf: the only place (with `device/` and the FFI) where raw memory
 //! is touched, each `unsafe` block justified in place.
 //!
+//! Two traits make the seam. A [`Transport`] is one kind of connection (same-node mapping, Level Zero device heap,
+//! a network): it completes what its windows started ([`Transport::quiet`], [`Transport::fence`],
+//! [`Transport::progress`], one operation with [`Transport::complete`]). A [`Window`] is one peer's heap or runtime
+//! words as reached through a transport; every operation on another PE goes through one. Non-blocking operations
+//! return a [`Ticket`] when the transport completes them later; [`Pending`] is the safe handle around it.
+//!
 //! - [`shm`]: same node, CPU memory. Every PE's heap is a memfd; the fds travel over a Unix socket (SCM_RIGHTS) and
 //!   every PE maps every node peer's heap, so a put is a `memcpy` and an atomic is a CPU atomic on the peer's page.
+//! - [`ze`]: same node, device heaps opened through Level Zero IPC.
 //! - [`dataseg`]: the executable's global and static variables moved onto the heap's memfd (OpenSHMEM's symmetric
 //!   data objects), reached through the same mappings.
+//! - [`deferred`]: test-only; wraps another transport's windows and queues writes until completion, to show that
+//!   callers wait where they must (`XPUSHMEM_TRANSPORT=deferred`).
 
 pub mod dataseg;
+pub(crate) mod deferred;
 pub mod fdx;
 pub mod shm;
 pub mod vmem;
 pub mod ze;
 
 use crate::error::Result;
+use std::marker::PhantomData;
+use std::sync::atomic::{fence, Ordering};
+use std::sync::Arc;
 
-/// A window onto one PE's symmetric heap, as seen from this process: the operations every transport provides.
-/// Offsets are bytes from the start of the heap; every method checks its range against the window.
+/// One operation a transport completes later; redeemed with [`Transport::complete`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Ticket(pub(crate) u64);
+
+/// One kind of connection to peers: it completes and orders what its [`Window`]s started.
+pub trait Transport: Send + Sync + std::fmt::Debug {
+    /// Short name for logs and errors.
+    fn name(&self) -> &'static str;
+    /// Operations issued through this transport's windows before the fence are delivered to each PE before those
+    /// issued after it.
+    fn fence(&self) -> Result<()>;
+    /// Complete every operation issued so far through this transport's windows.
+    fn quiet(&self) -> Result<()>;
+    /// Move outstanding operations forward without waiting for any one (called while a PE waits).
+    fn progress(&self) -> Result<()>;
+    /// Complete the operation `t` (and every operation it is ordered after); for a get, the bytes it read.
+    fn complete(&self, t: Ticket) -> Result<Option<Vec<u8>>>;
+    /// Whether `t` has completed (never blocks).
+    fn is_complete(&self, t: Ticket) -> bool;
+}
+
+/// The transport of windows that complete every operation before returning (mapped memory): every completion
+/// call is a memory fence.
+#[derive(Debug, Default)]
+pub struct Immediate {
+    name: &'static str,
+}
+
+impl Immediate {
+    /// A transport named `name` whose windows complete at once.
+    pub const fn new(name: &'static str) -> Immediate {
+        Immediate { name }
+    }
+}
+
+impl Transport for Immediate {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+    fn fence(&self) -> Result<()> {
+        fence(Ordering::SeqCst);
+        Ok(())
+    }
+    fn quiet(&self) -> Result<()> {
+        fence(Ordering::SeqCst);
+        Ok(())
+    }
+    fn progress(&self) -> Result<()> {
+        Ok(())
+    }
+    fn complete(&self, _: Ticket) -> Result<Option<Vec<u8>>> {
+        fence(Ordering::SeqCst);
+        Ok(None)
+    }
+    fn is_complete(&self, _: Ticket) -> bool {
+        true
+    }
+}
+
+/// A non-blocking operation in flight. It borrows its local buffer until it completes: call [`Pending::wait`],
+/// or let it drop, which waits too (after [`crate::Shmem::quiet`] that is immediate). A get's buffer is written only
+/// through the handle's own borrow (when the operation completes, at the latest when the handle is waited for or
+/// dropped), so no transport ever holds a pointer into memory the caller could free: forgetting the handle loses the
+/// data, never memory safety.
+#[must_use = "a non-blocking operation must be completed with wait() or quiet()"]
+#[derive(Debug)]
+pub struct Pending<'a> {
+    op: Option<(&'a dyn Transport, Ticket)>,
+    dst: Option<&'a mut [u8]>,
+    _src: PhantomData<&'a [u8]>,
+}
+
+impl<'a> Pending<'a> {
+    /// An operation `t` of transport `tr` (no ticket: completed already); for a get, `dst` receives its bytes.
+    pub(crate) fn new(tr: &'a dyn Transport, t: Option<Ticket>, dst: Option<&'a mut [u8]>) -> Self {
+        Pending {
+            op: t.map(|t| (tr, t)),
+            dst,
+            _src: PhantomData,
+        }
+    }
+
+    fn finish(&mut self) -> Result<()> {
+        if let Some((tr, t)) = self.op.take() {
+            let bytes = tr.complete(t)?;
+            if let (Some(dst), Some(b)) = (self.dst.take(), bytes) {
+                if b.len() != dst.len() {
+                    return Err(crate::error::Error::Transport {
+                        transport: tr.name(),
+                        message: format!("a get of {} bytes completed with {}", dst.len(), b.len()),
+                    });
+                }
+                dst.copy_from_slice(&b);
+            }
+        }
+        fence(Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// Let a put go on without waiting for its delivery (the transport holds no reference to its source, so only
+    /// `quiet` is left to complete it): what a blocking put does once its source may be reused.
+    pub(crate) fn issued(mut self) -> Result<()> {
+        if self.dst.is_some() {
+            return self.finish();
+        }
+        self.op = None;
+        Ok(())
+    }
+
+    /// Wait until the operation is complete: a put has been delivered, a get's buffer is filled.
+    pub fn wait(mut self) -> Result<()> {
+        self.finish()
+    }
+
+    /// Whether the operation has completed (never blocks; a get's buffer is filled once the handle is waited for
+    /// or dropped).
+    pub fn test(&self) -> bool {
+        self.op.is_none_or(|(tr, t)| {
+            let _ = tr.progress();
+            tr.is_complete(t)
+        })
+    }
+}
+
+impl Drop for Pending<'_> {
+    fn drop(&mut self) {
+        if let Err(e) = self.finish() {
+            tracing::error!("completing a non-blocking operation on drop failed: {e}");
+        }
+    }
+}
+
+/// A window onto one PE's symmetric heap (or its runtime words), as seen from this process: the operations every
+/// transport provides. Offsets are bytes from the start of the window; every method checks its range against it.
+///
+/// Completion: a blocking `write`/`amo_post` returns when `src` may be reused, *not* necessarily when the owner
+/// sees it (that is [`Transport::quiet`]'s job); `read` and fetching `amo` return the value. A window must make its
+/// own earlier writes to a range visible to a later `read` or `amo` of that range.
 pub trait Window: Send + Sync + std::fmt::Debug {
-    /// Copy `src` to `off`. Complete (visible to the owner) on return.
+    /// Copy `src` to `off`; `src` may be reused on return, delivery completes by the transport's `quiet`.
     fn write(&self, off: usize, src: &[u8]) -> Result<()>;
-    /// Copy from `off` into `dst`.
+    /// Copy from `off` into `dst` (complete on return).
     fn read(&self, off: usize, dst: &mut [u8]) -> Result<()>;
+    /// Start a put of `src` to `off`: `None` when it completed already, else the ticket that completes it. The
+    /// window does not keep a reference to `src` past the call (it copies what it has not sent).
+    fn put_nbi(&self, off: usize, src: &[u8]) -> Result<Option<Ticket>> {
+        self.write(off, src).map(|()| None)
+    }
+    /// Start a get of `dst.len()` bytes at `off`: `None` when `dst` holds them already, else the ticket whose
+    /// completion returns them (`dst` is then left untouched).
+    fn get_nbi(&self, off: usize, dst: &mut [u8]) -> Result<Option<Ticket>> {
+        self.read(off, dst).map(|()| None)
+    }
+    /// Put `src` at `off`, then apply `op` with `value` to the 8-byte signal word at `sig`: whoever sees the signal
+    /// sees the data. `None` when complete, else its ticket.
+    fn put_signal_nbi(
+        &self,
+        off: usize,
+        src: &[u8],
+        sig: usize,
+        op: AmoOp,
+        value: u64,
+    ) -> Result<Option<Ticket>> {
+        self.write(off, src)?;
+        fence(Ordering::Release);
+        self.amo_post(sig, 8, op, value).map(|()| None)
+    }
+    /// A non-fetching atomic (`Set`, `FetchAdd` and the bitwise forms used without their result): delivered like a
+    /// write, by the transport's `quiet`.
+    fn amo_post(&self, off: usize, width: usize, op: AmoOp, operand: u64) -> Result<()> {
+        self.amo(off, width, op, operand).map(|_| ())
+    }
     /// Strided write of `count` elements of `elem` bytes: element `i` goes from `src[i * src_stride]` to
     /// `off + i * dst_stride` (strides in elements).
     fn write_strided(
@@ -82,7 +260,7 @@ pub trait Window: Send + Sync + std::fmt::Debug {
     }
     /// Set `len` bytes at `off` to `byte`.
     fn fill(&self, off: usize, len: usize, byte: u8) -> Result<()>;
-    /// Atomic operation on the `width`-byte (4 or 8) word at `off`; the previous value.
+    /// Atomic operation on the `width`-byte (4 or 8) word at `off`; the previous value (complete on return).
     fn amo(&self, off: usize, width: usize, op: AmoOp, operand: u64) -> Result<u64>;
     /// Address of the window's first byte in this process (a CPU address for host heaps, a device address for
     /// device heaps).
@@ -153,4 +331,155 @@ pub(crate) fn check_access(
         });
     }
     Ok(())
+}
+
+/// What [`connect`] needs to know about the job.
+pub(crate) struct ConnectArgs<'a> {
+    /// The bootstrap, for the collective steps of set-up.
+    pub boot: &'a dyn crate::bootstrap::Bootstrap,
+    /// This PE.
+    pub me: usize,
+    /// Which PE is on which node.
+    pub nodes: &'a crate::runtime::Nodes,
+    /// Process id of every PE.
+    pub pids: &'a [u32],
+    /// Where the user heap lives.
+    pub heap_kind: crate::device::HeapKind,
+    /// Bytes of user heap per PE.
+    pub heap_bytes: usize,
+    /// Bytes of the runtime's own region per PE.
+    pub sys_bytes: usize,
+    /// The job's cookie (names the node's fd exchange).
+    pub cookie: u64,
+    /// Limit of every set-up wait.
+    pub timeout: Option<std::time::Duration>,
+    /// Level Zero handles to adopt for a device heap.
+    pub external: Option<ze::ExternalHandles>,
+    /// Make the executable's data segment symmetric (host heaps only; see [`dataseg`]).
+    pub symmetric_data: bool,
+}
+
+/// Every PE as this process reaches it: the windows onto its user heap and its runtime words, and the transport
+/// that completes them. Built once by [`connect`]; the runtime routes every operation through it.
+#[derive(Debug)]
+pub(crate) struct Peers {
+    heap: Vec<Option<Box<dyn Window>>>,
+    sys: Vec<Option<Box<dyn Window>>>,
+    /// Index into `transports` of the transport completing each PE's windows.
+    route: Vec<Option<usize>>,
+    transports: Vec<Arc<dyn Transport>>,
+    /// The Level Zero device of a device heap.
+    pub(crate) device: Option<Arc<ze::ZeRuntime>>,
+    /// This PE's own memfd (runtime words, and the user heap on host heaps); mapped by every node peer.
+    _arena: shm::Arena,
+}
+
+impl Peers {
+    /// The window onto `pe`'s user heap, if reachable.
+    pub(crate) fn heap(&self, pe: usize) -> Option<&dyn Window> {
+        self.heap.get(pe)?.as_deref()
+    }
+    /// The window onto `pe`'s runtime words, if reachable.
+    pub(crate) fn sys(&self, pe: usize) -> Option<&dyn Window> {
+        self.sys.get(pe)?.as_deref()
+    }
+    /// The transport that completes operations on `pe`.
+    pub(crate) fn transport(&self, pe: usize) -> Option<&dyn Transport> {
+        Some(self.transports[(*self.route.get(pe)?)?].as_ref())
+    }
+    /// Every transport in use.
+    pub(crate) fn transports(&self) -> impl Iterator<Item = &dyn Transport> {
+        self.transports.iter().map(|t| t.as_ref())
+    }
+}
+
+/// The error for a PE no transport reaches.
+fn route_error(a: &ConnectArgs<'_>, pe: usize) -> crate::error::Error {
+    let nodes = a.nodes;
+    crate::error::Error::Transport {
+        transport: "route",
+        message: format!(
+            "the job spans {} nodes ({}); this build reaches peers on the same node only (no fabric transport), \
+             and PE {pe} is on {}",
+            nodes.count(),
+            (0..nodes.count()).map(|i| nodes.host(i)).collect::<Vec<_>>().join(", "),
+            nodes.host(nodes.node_of(pe)),
+        ),
+    }
+}
+
+/// Set up every transport and ask each which PEs it reaches: same-node PEs through the shm mapping (runtime words,
+/// and the user heap of host heaps) or the Level Zero device window (device heaps); a PE no transport reaches is
+/// an error. Also the symmetric data segment's layout, when asked for. With `XPUSHMEM_TRANSPORT=deferred` every other PE's windows are wrapped in the deferred test
+/// transport. Collective over all PEs.
+pub(crate) fn connect(a: ConnectArgs<'_>) -> Result<(Peers, dataseg::SymData)> {
+    use crate::device::HeapKind;
+    let (me, n) = (a.me, a.pids.len());
+    let local = a.nodes.pes_on(a.nodes.node_of(me));
+    // Which transports reach whom: the shm mapping and Level Zero IPC reach this node's PEs. A fabric transport
+    // would claim the others here.
+    if let Some(pe) = (0..n).find(|p| !local.contains(p)) {
+        return Err(route_error(&a, pe));
+    }
+    let deferred = match crate::config::env_value("XPUSHMEM_TRANSPORT")
+        .as_deref()
+        .map(str::trim)
+    {
+        None | Some("auto") => false,
+        Some("deferred") => true,
+        Some(v) => {
+            return Err(crate::error::Error::Config {
+                var: "XPUSHMEM_TRANSPORT",
+                value: v.to_string(),
+                reason: "expected auto or deferred".into(),
+            })
+        }
+    };
+    let host_user = if a.heap_kind == HeapKind::Host {
+        a.heap_bytes
+    } else {
+        0
+    };
+    let data =
+        dataseg::SymData::plan(a.symmetric_data && a.heap_kind == HeapKind::Host, host_user)?;
+    let (arena, mut sys, mut heap) = shm::connect(&a, &local, host_user, &data)?;
+    let mut transports: Vec<Arc<dyn Transport>> = vec![Arc::new(Immediate::new("shm"))];
+    let device = if a.heap_kind == HeapKind::Device {
+        let (rt, dmaps) = crate::device::setup(crate::device::DeviceSetup {
+            boot: a.boot,
+            me,
+            n,
+            local: &local,
+            pids: a.pids,
+            size: a.heap_bytes,
+            cookie: a.cookie,
+            timeout: a.timeout,
+            external: a.external,
+        })?;
+        heap = dmaps;
+        transports.push(Arc::new(Immediate::new("ze")));
+        Some(rt)
+    } else {
+        None
+    };
+    let own = transports.len() - 1;
+    let mut route: Vec<Option<usize>> = (0..n).map(|p| local.contains(&p).then_some(own)).collect();
+    if deferred {
+        let d = deferred::Deferred::new();
+        for pe in local.iter().copied().filter(|&p| p != me) {
+            heap[pe] = heap[pe].take().map(|w| d.wrap(w));
+            sys[pe] = sys[pe].take().map(|w| d.wrap(w));
+            route[pe] = Some(transports.len());
+        }
+        transports.push(d);
+    }
+    let peers = Peers {
+        heap,
+        sys,
+        route,
+        transports,
+        device,
+        _arena: arena,
+    };
+    Ok((peers, data))
 }

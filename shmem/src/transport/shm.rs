@@ -16,6 +16,10 @@ fn os(call: &'static str, e: rustix::io::Errno) -> Error {
     Error::os(call, std::io::Error::from(e))
 }
 
+/// The seals every heap memfd carries: its size never changes while peers map it.
+const SIZE_SEALS: rustix::fs::SealFlags =
+    rustix::fs::SealFlags::GROW.union(rustix::fs::SealFlags::SHRINK);
+
 /// One PE's heap memory: a memfd of the heap size.
 #[derive(Debug)]
 pub struct Arena {
@@ -32,21 +36,35 @@ impl Arena {
         )
         .map_err(|e| os("memfd_create", e))?;
         rustix::fs::ftruncate(&fd, size as u64).map_err(|e| os("ftruncate(memfd)", e))?;
-        // Growing or shrinking a mapped heap would fault peers; seal the size.
-        let _ = rustix::fs::fcntl_add_seals(
-            &fd,
-            rustix::fs::SealFlags::GROW | rustix::fs::SealFlags::SHRINK,
-        );
+        // Growing or shrinking a mapped heap would fault peers; seal the size (peers check the seals).
+        rustix::fs::fcntl_add_seals(&fd, SIZE_SEALS).map_err(|e| os("fcntl(F_ADD_SEALS)", e))?;
         Ok(Arena { fd, size })
     }
 
-    /// Adopt a heap fd received from a peer.
-    pub fn from_fd(fd: OwnedFd) -> Result<Arena> {
+    /// Adopt the heap fd PE `pe` sent: a memfd of exactly `size` bytes whose size is sealed (so a mapping of it can
+    /// never lose its backing and fault), or an error naming what is wrong.
+    pub fn from_fd(fd: OwnedFd, size: usize, pe: usize) -> Result<Arena> {
+        let seals =
+            rustix::fs::fcntl_get_seals(&fd).map_err(|e| os("fcntl(F_GET_SEALS, peer heap)", e))?;
+        if !seals.contains(SIZE_SEALS) {
+            return Err(Error::Transport {
+                transport: "shm",
+                message: format!(
+                    "the heap descriptor of PE {pe} is not sealed against shrinking and growing (seals {seals:?})"
+                ),
+            });
+        }
         let st = rustix::fs::fstat(&fd).map_err(|e| os("fstat(peer heap)", e))?;
-        Ok(Arena {
-            fd,
-            size: st.st_size as usize,
-        })
+        if st.st_size as u64 != size as u64 {
+            return Err(Error::Transport {
+                transport: "shm",
+                message: format!(
+                    "the heap of PE {pe} is {} bytes, expected {size}",
+                    st.st_size
+                ),
+            });
+        }
+        Ok(Arena { fd, size })
     }
 
     /// Size in bytes.
@@ -83,8 +101,9 @@ impl Mapping {
                 message: format!("mapping [{offset}, +{len}) of a {}-byte heap", arena.size),
             });
         }
-        // The arena covers [offset, offset + len) (checked above) and its size is sealed. The mapping is aligned to
-        // the next power of two of its length, so heap allocations are aligned on every PE.
+        // The arena covers [offset, offset + len) (checked above) and its size is sealed (set in `create`, checked
+        // in `from_fd`). The mapping is aligned to the next power of two of its length, so heap allocations are
+        // aligned on every PE.
         let base = super::vmem::map_shared_aligned(arena.fd(), offset, len)?;
         Ok(Mapping { base, len })
     }
@@ -251,6 +270,56 @@ impl Drop for Mapping {
         // every accessor borrows `self`.
         let _ = unsafe { rustix::mm::munmap(self.base.cast(), self.len) };
     }
+}
+
+/// One window per PE (`None` for PEs this transport does not reach).
+pub(crate) type Windows = Vec<Option<Box<dyn super::Window>>>;
+
+/// The shm transport's part of [`super::connect`]: create this PE's memfd (`sys_bytes` of runtime words, then
+/// `host_user` bytes of user heap), exchange fds with the node's PEs and map each. Returns the arena and, per PE of
+/// the node, the window onto its runtime words and (when `host_user > 0`) onto its user heap. Collective.
+pub(crate) fn connect(
+    a: &super::ConnectArgs<'_>,
+    local: &[usize],
+    host_user: usize,
+    data: &super::dataseg::SymData,
+) -> Result<(Arena, Windows, Windows)> {
+    let (me, n) = (a.me, a.pids.len());
+    let arena = Arena::create(a.sys_bytes + data.window_len(host_user))?;
+    data.adopt(&arena, a.sys_bytes)?;
+    let listener = if local[0] == me && local.len() > 1 {
+        Some(FdListener::bind(a.cookie, me)?)
+    } else {
+        None
+    };
+    a.boot.barrier()?;
+    let fds = if local.len() > 1 {
+        exchange_fds(a.cookie, local, a.pids, me, arena.fd(), listener, a.timeout)?
+    } else {
+        Vec::new()
+    };
+    let want = arena.size();
+    let peer_arenas: Vec<Arena> = fds
+        .into_iter()
+        .zip(local)
+        .map(|(fd, &pe)| Arena::from_fd(fd, want, pe))
+        .collect::<Result<_>>()?;
+    let mut sys: Windows = (0..n).map(|_| None).collect();
+    let mut heap: Windows = (0..n).map(|_| None).collect();
+    for (i, &pe) in local.iter().enumerate() {
+        let ar = if pe == me || peer_arenas.is_empty() {
+            &arena
+        } else {
+            &peer_arenas[i]
+        };
+        data.check_peer(me, pe, ar.size(), arena.size())?;
+        sys[pe] = Some(Box::new(Mapping::map(ar, 0, a.sys_bytes)?));
+        if host_user > 0 {
+            let len = data.window_len(host_user);
+            heap[pe] = Some(Box::new(Mapping::map(ar, a.sys_bytes, len)?));
+        }
+    }
+    Ok((arena, sys, heap))
 }
 
 /// Watches node peers' processes through pidfds: a peer that exits is seen at once, zombie or reaped.

@@ -1,0 +1,298 @@
+//! The deferred test transport (`XPUSHMEM_TRANSPORT=deferred`): it wraps the windows another transport built and
+//! completes late, as a network does, so that code which forgets a `quiet`, a `fence` or a wait fails in the test
+//! suites instead of passing by luck of synchronous memory.
+//!
+//! Writes, non-fetching atomics, put-with-signal and non-blocking gets are queued, in issue order, and delivered
+//! when the PE completes them (`quiet`, a handle's wait), when it waits ([`Transport::progress`]), or when a later
+//! `read`/fetching atomic touches the same bytes of the same window (a PE reads its own writes). Between two fences
+//! delivery runs in *reverse* issue order, with a pause after the first delivery of a batch: a flag written after
+//! its data without a fence lands first and stays alone long enough for a peer to see the stale data. A
+//! put-with-signal is one queued operation (its data always precedes its signal). Reads and atomics that return a
+//! value run at once, so nothing here can deadlock a correct program.
+//!
+//! No queued operation refers to caller memory: a put's source is copied when it is queued, a get's bytes are kept
+//! here until its handle collects them.
+
+use super::{check_access, AmoOp, Ticket, Transport, Window};
+use crate::error::Result;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+/// How long the first operation of a reversed batch stays alone before the rest follow.
+const REORDER_PAUSE: Duration = Duration::from_millis(10);
+
+#[derive(Debug)]
+enum Kind {
+    Write(Vec<u8>),
+    Read(usize),
+    Amo {
+        width: usize,
+        op: AmoOp,
+        operand: u64,
+    },
+    PutSignal {
+        data: Vec<u8>,
+        sig: usize,
+        op: AmoOp,
+        value: u64,
+    },
+}
+
+#[derive(Debug)]
+struct Op {
+    seq: u64,
+    epoch: u64,
+    win: Arc<dyn Window>,
+    off: usize,
+    kind: Kind,
+}
+
+impl Op {
+    /// Whether this operation writes bytes of `win` in `[off, off + len)`.
+    fn touches(&self, win: &Arc<dyn Window>, off: usize, len: usize) -> bool {
+        if !Arc::ptr_eq(&self.win, win) {
+            return false;
+        }
+        let hit = |a: usize, l: usize| a < off + len.max(1) && off < a + l.max(1);
+        match &self.kind {
+            Kind::Write(d) => hit(self.off, d.len()),
+            Kind::Read(_) => false,
+            Kind::Amo { width, .. } => hit(self.off, *width),
+            Kind::PutSignal { data, sig, .. } => hit(self.off, data.len()) || hit(*sig, 8),
+        }
+    }
+
+    /// Deliver to the wrapped window; a read's bytes.
+    fn run(&self) -> Result<Option<Vec<u8>>> {
+        match &self.kind {
+            Kind::Write(d) => self.win.write(self.off, d).map(|()| None),
+            Kind::Read(len) => {
+                let mut b = vec![0u8; *len];
+                self.win.read(self.off, &mut b)?;
+                Ok(Some(b))
+            }
+            Kind::Amo { width, op, operand } => self
+                .win
+                .amo_post(self.off, *width, *op, *operand)
+                .map(|()| None),
+            Kind::PutSignal {
+                data,
+                sig,
+                op,
+                value,
+            } => self
+                .win
+                .put_signal_nbi(self.off, data, *sig, *op, *value)
+                .map(|_| None),
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct Queue {
+    ops: Vec<Op>,
+    next: u64,
+    epoch: u64,
+    /// Bytes of delivered gets, until their handles collect them.
+    reads: HashMap<u64, Vec<u8>>,
+}
+
+/// The deferred transport: one queue for every window it wraps.
+#[derive(Debug, Default)]
+pub(crate) struct Deferred {
+    queue: Mutex<Queue>,
+    /// Held while a batch is delivered, so a completion never sees an operation that left the queue but has not
+    /// landed yet.
+    delivering: Mutex<()>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Deferred {
+    /// A transport with an empty queue.
+    pub(crate) fn new() -> Arc<Deferred> {
+        Arc::new(Deferred::default())
+    }
+
+    /// Wrap `inner` (a window of another transport) so that its writes go through this queue.
+    pub(crate) fn wrap(self: &Arc<Self>, inner: Box<dyn Window>) -> Box<dyn Window> {
+        Box::new(DeferredWindow {
+            inner: Arc::from(inner),
+            t: Arc::clone(self),
+        })
+    }
+
+    fn push(&self, win: &Arc<dyn Window>, off: usize, kind: Kind) -> Ticket {
+        let mut q = lock(&self.queue);
+        let seq = q.next;
+        q.next += 1;
+        let epoch = q.epoch;
+        q.ops.push(Op {
+            seq,
+            epoch,
+            win: Arc::clone(win),
+            off,
+            kind,
+        });
+        Ticket(seq)
+    }
+
+    /// Deliver the queued operations `pick` selects (an issue-order prefix of each window's operations).
+    fn flush(&self, pick: impl Fn(&[Op]) -> usize) -> Result<()> {
+        let _d = lock(&self.delivering);
+        let batch: Vec<Op> = {
+            let mut q = lock(&self.queue);
+            let k = pick(&q.ops);
+            q.ops.drain(..k).collect()
+        };
+        let mut first_err = None;
+        let mut reads = Vec::new();
+        let mut i = 0;
+        while i < batch.len() {
+            let j = batch[i..]
+                .iter()
+                .position(|o| o.epoch != batch[i].epoch)
+                .map_or(batch.len(), |p| i + p);
+            for (k, op) in batch[i..j].iter().rev().enumerate() {
+                match op.run() {
+                    Ok(Some(b)) => reads.push((op.seq, b)),
+                    Ok(None) => {}
+                    Err(e) => {
+                        first_err.get_or_insert(e);
+                    }
+                }
+                if k == 0 && j - i > 1 {
+                    std::thread::sleep(REORDER_PAUSE);
+                }
+            }
+            i = j;
+        }
+        lock(&self.queue).reads.extend(reads);
+        first_err.map_or(Ok(()), Err)
+    }
+
+    /// Deliver every queued operation up to the last one that writes `[off, off + len)` of `win`.
+    fn flush_touching(&self, win: &Arc<dyn Window>, off: usize, len: usize) -> Result<()> {
+        self.flush(|ops| {
+            ops.iter()
+                .rposition(|o| o.touches(win, off, len))
+                .map_or(0, |p| p + 1)
+        })
+    }
+}
+
+impl Transport for Deferred {
+    fn name(&self) -> &'static str {
+        "deferred"
+    }
+    fn fence(&self) -> Result<()> {
+        lock(&self.queue).epoch += 1;
+        Ok(())
+    }
+    fn quiet(&self) -> Result<()> {
+        self.flush(|ops| ops.len())?;
+        self.fence()
+    }
+    fn progress(&self) -> Result<()> {
+        if lock(&self.queue).ops.is_empty() {
+            return Ok(());
+        }
+        self.flush(|ops| ops.len())
+    }
+    fn complete(&self, t: Ticket) -> Result<Option<Vec<u8>>> {
+        self.flush(|ops| ops.iter().take_while(|o| o.seq <= t.0).count())?;
+        Ok(lock(&self.queue).reads.remove(&t.0))
+    }
+    fn is_complete(&self, t: Ticket) -> bool {
+        !lock(&self.queue).ops.iter().any(|o| o.seq == t.0)
+    }
+}
+
+/// A window whose writes wait in a [`Deferred`] queue.
+#[derive(Debug)]
+struct DeferredWindow {
+    inner: Arc<dyn Window>,
+    t: Arc<Deferred>,
+}
+
+impl DeferredWindow {
+    fn check(&self, off: usize, len: usize, align: usize) -> Result<()> {
+        check_access("deferred", "access", off, len, align, self.inner.len())
+    }
+}
+
+impl Window for DeferredWindow {
+    fn write(&self, off: usize, src: &[u8]) -> Result<()> {
+        self.check(off, src.len(), 1)?;
+        self.t.push(&self.inner, off, Kind::Write(src.to_vec()));
+        Ok(())
+    }
+    fn read(&self, off: usize, dst: &mut [u8]) -> Result<()> {
+        self.check(off, dst.len(), 1)?;
+        self.t.flush_touching(&self.inner, off, dst.len())?;
+        self.inner.read(off, dst)
+    }
+    fn put_nbi(&self, off: usize, src: &[u8]) -> Result<Option<Ticket>> {
+        self.check(off, src.len(), 1)?;
+        Ok(Some(self.t.push(
+            &self.inner,
+            off,
+            Kind::Write(src.to_vec()),
+        )))
+    }
+    fn get_nbi(&self, off: usize, dst: &mut [u8]) -> Result<Option<Ticket>> {
+        self.check(off, dst.len(), 1)?;
+        Ok(Some(self.t.push(&self.inner, off, Kind::Read(dst.len()))))
+    }
+    fn put_signal_nbi(
+        &self,
+        off: usize,
+        src: &[u8],
+        sig: usize,
+        op: AmoOp,
+        value: u64,
+    ) -> Result<Option<Ticket>> {
+        self.check(off, src.len(), 1)?;
+        self.check(sig, 8, 8)?;
+        let kind = Kind::PutSignal {
+            data: src.to_vec(),
+            sig,
+            op,
+            value,
+        };
+        Ok(Some(self.t.push(&self.inner, off, kind)))
+    }
+    fn amo_post(&self, off: usize, width: usize, op: AmoOp, operand: u64) -> Result<()> {
+        self.check(off, width, width)?;
+        let kind = Kind::Amo { width, op, operand };
+        self.t.push(&self.inner, off, kind);
+        Ok(())
+    }
+    fn copy_from(&self, off: usize, src: &dyn Window, src_off: usize, len: usize) -> Result<()> {
+        self.t.quiet()?;
+        self.inner.copy_from(off, src, src_off, len)
+    }
+    fn atomic64(&self, off: usize) -> Option<&std::sync::atomic::AtomicU64> {
+        self.inner.atomic64(off)
+    }
+    fn len(&self) -> usize {
+        self.inner.len()
+    }
+    fn fill(&self, off: usize, len: usize, byte: u8) -> Result<()> {
+        self.t.quiet()?;
+        self.inner.fill(off, len, byte)
+    }
+    fn amo(&self, off: usize, width: usize, op: AmoOp, operand: u64) -> Result<u64> {
+        self.t.flush_touching(&self.inner, off, width)?;
+        self.inner.amo(off, width, op, operand)
+    }
+    fn base(&self) -> *mut u8 {
+        self.inner.base()
+    }
+    fn host_accessible(&self) -> bool {
+        self.inner.host_accessible()
+    }
+}
