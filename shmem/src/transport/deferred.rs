@@ -296,3 +296,73 @@ impl Window for DeferredWindow {
         self.inner.host_accessible()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transport::shm::{Arena, Mapping};
+    use crate::transport::Pending;
+
+    fn window() -> (Arena, Arc<Deferred>, Box<dyn Window>) {
+        let arena = Arena::create(4096).expect("memfd");
+        let d = Deferred::new();
+        let w = d.wrap(Box::new(Mapping::map(&arena, 0, 4096).expect("map")));
+        (arena, d, w)
+    }
+
+    fn direct(arena: &Arena, off: usize) -> u8 {
+        let m = Mapping::map(arena, 0, 4096).expect("map");
+        let mut b = [0u8];
+        m.read(off, &mut b).expect("read");
+        b[0]
+    }
+
+    #[test]
+    fn writes_land_on_quiet_and_a_dropped_handle_completes() {
+        let (arena, d, w) = window();
+        w.write(8, &[7]).expect("write");
+        assert_eq!(direct(&arena, 8), 0, "a put is not delivered before quiet");
+        d.quiet().expect("quiet");
+        assert_eq!(direct(&arena, 8), 7);
+
+        let src = [9u8; 4];
+        let t = w.put_nbi(16, &src).expect("put_nbi");
+        assert!(t.is_some() && !d.is_complete(t.expect("ticket")));
+        drop(Pending::new(d.as_ref(), t, None));
+        assert_eq!(
+            direct(&arena, 19),
+            9,
+            "dropping the handle completed the put"
+        );
+
+        let mut got = [0u8; 4];
+        {
+            let t = w.get_nbi(16, &mut got).expect("get_nbi");
+            let _p = Pending::new(d.as_ref(), t, Some(&mut got[..]));
+        }
+        assert_eq!(got, [9; 4], "dropping the handle filled the buffer");
+    }
+
+    #[test]
+    fn between_fences_later_writes_land_first() {
+        let (arena, d, w) = window();
+        w.write(0, &[1]).expect("data");
+        w.amo_post(8, 8, AmoOp::Set, 1).expect("flag");
+        // Overwrites of one byte without a fence: the earlier one lands last.
+        w.write(32, &[1]).expect("first");
+        w.write(32, &[2]).expect("second");
+        d.quiet().expect("quiet");
+        assert_eq!(direct(&arena, 32), 1, "reverse order within a fence epoch");
+        w.write(40, &[1]).expect("first");
+        d.fence().expect("fence");
+        w.write(40, &[2]).expect("second");
+        d.quiet().expect("quiet");
+        assert_eq!(direct(&arena, 40), 2, "a fence keeps issue order");
+        assert_eq!(w.amo(8, 8, AmoOp::Fetch, 0).expect("fetch"), 1);
+        // A read sees this PE's own earlier writes to the same bytes.
+        w.write(48, &[5]).expect("write");
+        let mut b = [0u8];
+        w.read(48, &mut b).expect("read");
+        assert_eq!(b, [5]);
+    }
+}

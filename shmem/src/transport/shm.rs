@@ -41,30 +41,42 @@ impl Arena {
         Ok(Arena { fd, size })
     }
 
-    /// Adopt the heap fd PE `pe` sent: a memfd of exactly `size` bytes whose size is sealed (so a mapping of it can
-    /// never lose its backing and fault), or an error naming what is wrong.
-    pub fn from_fd(fd: OwnedFd, size: usize, pe: usize) -> Result<Arena> {
+    /// Adopt a heap fd received from a peer: a memfd whose size is sealed (so a mapping of it can never lose its
+    /// backing and fault), or an error.
+    pub fn from_fd(fd: OwnedFd) -> Result<Arena> {
         let seals =
             rustix::fs::fcntl_get_seals(&fd).map_err(|e| os("fcntl(F_GET_SEALS, peer heap)", e))?;
         if !seals.contains(SIZE_SEALS) {
             return Err(Error::Transport {
                 transport: "shm",
                 message: format!(
-                    "the heap descriptor of PE {pe} is not sealed against shrinking and growing (seals {seals:?})"
+                    "a peer's heap descriptor is not sealed against shrinking and growing (seals {seals:?})"
                 ),
             });
         }
         let st = rustix::fs::fstat(&fd).map_err(|e| os("fstat(peer heap)", e))?;
-        if st.st_size as u64 != size as u64 {
+        Ok(Arena {
+            fd,
+            size: st.st_size as usize,
+        })
+    }
+
+    /// Adopt the heap fd PE `pe` sent, which must be sealed and exactly `size` bytes; errors name the PE.
+    fn from_peer(fd: OwnedFd, size: usize, pe: usize) -> Result<Arena> {
+        let a = Arena::from_fd(fd).map_err(|e| match e {
+            Error::Transport { transport, message } => Error::Transport {
+                transport,
+                message: format!("PE {pe}: {message}"),
+            },
+            e => e,
+        })?;
+        if a.size != size {
             return Err(Error::Transport {
                 transport: "shm",
-                message: format!(
-                    "the heap of PE {pe} is {} bytes, expected {size}",
-                    st.st_size
-                ),
+                message: format!("the heap of PE {pe} is {} bytes, expected {size}", a.size),
             });
         }
-        Ok(Arena { fd, size })
+        Ok(a)
     }
 
     /// Size in bytes.
@@ -302,7 +314,7 @@ pub(crate) fn connect(
     let peer_arenas: Vec<Arena> = fds
         .into_iter()
         .zip(local)
-        .map(|(fd, &pe)| Arena::from_fd(fd, want, pe))
+        .map(|(fd, &pe)| Arena::from_peer(fd, want, pe))
         .collect::<Result<_>>()?;
     let mut sys: Windows = (0..n).map(|_| None).collect();
     let mut heap: Windows = (0..n).map(|_| None).collect();
@@ -401,4 +413,37 @@ pub fn borrow_raw_fd(fd: i32) -> Result<BorrowedFd<'static>> {
     // SAFETY: the descriptor is open (checked) and owned by the driver's allocation, which outlives the heap set-up
     // that borrows it.
     Ok(unsafe { BorrowedFd::borrow_raw(fd) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn peer_heaps_must_be_sealed_and_of_the_heap_size() {
+        let sealed = Arena::create(8192).expect("memfd");
+        let dup = |a: &Arena| rustix::io::dup(a.fd()).expect("dup");
+        assert_eq!(
+            Arena::from_peer(dup(&sealed), 8192, 3)
+                .expect("sealed")
+                .size(),
+            8192
+        );
+        let e = Arena::from_peer(dup(&sealed), 4096, 3).expect_err("wrong size");
+        assert!(
+            e.to_string()
+                .contains("heap of PE 3 is 8192 bytes, expected 4096"),
+            "{e}"
+        );
+
+        let fd = rustix::fs::memfd_create("unsealed", rustix::fs::MemfdFlags::ALLOW_SEALING)
+            .expect("memfd");
+        rustix::fs::ftruncate(&fd, 8192).expect("ftruncate");
+        let e = Arena::from_peer(fd, 8192, 5).expect_err("unsealed");
+        assert!(
+            matches!(&e, Error::Transport { transport: "shm", message } if message.starts_with("PE 5: ")
+                && message.contains("not sealed")),
+            "{e}"
+        );
+    }
 }
