@@ -61,22 +61,15 @@ impl Arena {
         })
     }
 
-    /// Adopt the heap fd PE `pe` sent, which must be sealed and exactly `size` bytes; errors name the PE.
-    fn from_peer(fd: OwnedFd, size: usize, pe: usize) -> Result<Arena> {
-        let a = Arena::from_fd(fd).map_err(|e| match e {
+    /// Adopt the heap fd PE `pe` sent, which must be sealed; errors name the PE.
+    fn from_peer(fd: OwnedFd, pe: usize) -> Result<Arena> {
+        Arena::from_fd(fd).map_err(|e| match e {
             Error::Transport { transport, message } => Error::Transport {
                 transport,
                 message: format!("PE {pe}: {message}"),
             },
             e => e,
-        })?;
-        if a.size != size {
-            return Err(Error::Transport {
-                transport: "shm",
-                message: format!("the heap of PE {pe} is {} bytes, expected {size}", a.size),
-            });
-        }
-        Ok(a)
+        })
     }
 
     /// Size in bytes.
@@ -310,11 +303,10 @@ pub(crate) fn connect(
     } else {
         Vec::new()
     };
-    let want = arena.size();
     let peer_arenas: Vec<Arena> = fds
         .into_iter()
         .zip(local)
-        .map(|(fd, &pe)| Arena::from_peer(fd, want, pe))
+        .map(|(fd, &pe)| Arena::from_peer(fd, pe))
         .collect::<Result<_>>()?;
     let mut sys: Windows = (0..n).map(|_| None).collect();
     let mut heap: Windows = (0..n).map(|_| None).collect();
@@ -420,26 +412,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn peer_heaps_must_be_sealed_and_of_the_heap_size() {
+    fn peer_heaps_must_be_sealed() {
         let sealed = Arena::create(8192).expect("memfd");
-        let dup = |a: &Arena| rustix::io::dup(a.fd()).expect("dup");
-        assert_eq!(
-            Arena::from_peer(dup(&sealed), 8192, 3)
-                .expect("sealed")
-                .size(),
-            8192
-        );
-        let e = Arena::from_peer(dup(&sealed), 4096, 3).expect_err("wrong size");
-        assert!(
-            e.to_string()
-                .contains("heap of PE 3 is 8192 bytes, expected 4096"),
-            "{e}"
-        );
+        let dup = rustix::io::dup(sealed.fd()).expect("dup");
+        assert_eq!(Arena::from_peer(dup, 3).expect("sealed").size(), 8192);
 
         let fd = rustix::fs::memfd_create("unsealed", rustix::fs::MemfdFlags::ALLOW_SEALING)
             .expect("memfd");
         rustix::fs::ftruncate(&fd, 8192).expect("ftruncate");
-        let e = Arena::from_peer(fd, 8192, 5).expect_err("unsealed");
+        let e = Arena::from_peer(fd, 5).expect_err("unsealed");
         assert!(
             matches!(&e, Error::Transport { transport: "shm", message } if message.starts_with("PE 5: ")
                 && message.contains("not sealed")),
