@@ -826,3 +826,73 @@ fn prebuilt_device_library_matches_its_source() {
     }
     let _ = std::fs::remove_dir_all(&out);
 }
+
+// ---- point-to-point synchronisation, the remaining atomics, p/g ---------------------------------------------
+
+fn p2p_families(sh: &Shmem, lib: &Lib) -> xpushmem::Result<()> {
+    let (me, n) = (sh.my_pe(), sh.n_pes());
+    let (src_pe, dst_pe) = (0usize, n - 1);
+    let ivars = sh.calloc::<i32>(4)?;
+    let words = sh.calloc::<u64>(7)?;
+    let out = sh.calloc::<i64>(6)?;
+    let indices = sh.calloc::<u64>(4)?;
+    sh.put(words, &[10, 20, 0xff, 0xf0, 0x0f, 5, 0], me)?;
+    sh.barrier_all()?;
+    let args = [
+        sym(ivars, me),
+        sym(words, me),
+        sym(out, me),
+        sym(indices, me),
+        KernelArg::U32(src_pe as u32),
+        KernelArg::U32(dst_pe as u32),
+    ];
+    lib.run("k_p2p", &args, 1, 1)?;
+    sh.barrier_all()?;
+    let mut got = [0i64; 6];
+    sh.get(&mut got, out, me)?;
+    if me == src_pe {
+        assert_eq!(
+            got,
+            [10, 20, 0xff, 0xf0, 0x0f, 0x1234],
+            "old values of fetch_inc/swap/fetch_and/or/xor and g"
+        );
+    }
+    if me == dst_pe {
+        let mut iv = [0i32; 4];
+        sh.get(&mut iv, ivars, me)?;
+        assert_eq!(iv, [3, 2, 4, 1], "the source's sets");
+        assert!(
+            got[0] < 4 && got[1] >= 1,
+            "wait_until_any returned {} with value {}",
+            got[0],
+            got[1]
+        );
+        let some = got[2] as usize;
+        assert!((1..=4).contains(&some), "wait_until_some count {some}");
+        let mut idx = [0u64; 4];
+        sh.get(&mut idx, indices, me)?;
+        assert!(
+            idx[..some].windows(2).all(|w| w[0] < w[1]) && idx[..some].iter().all(|&i| i < 4),
+            "{idx:?}"
+        );
+        assert_eq!(
+            &got[3..6],
+            &[0, 1, 0],
+            "wait_until_all status, test(EQ 4), test(LT 4)"
+        );
+        let mut w = [0u64; 7];
+        sh.get(&mut w, words, me)?;
+        assert_eq!(
+            w,
+            [11, 77, 0xf0, 0xff, 0xf0, 10, 0x1234],
+            "words after the source's atomics and p"
+        );
+    }
+    sh.barrier_all()?;
+    Ok(())
+}
+
+#[test]
+fn p2p_sync_and_atomics_2pe() {
+    device_lib_test("p2p_sync_and_atomics_2pe", 2, K, &[], p2p_families);
+}

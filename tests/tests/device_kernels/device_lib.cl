@@ -132,3 +132,38 @@ __kernel void k_fcollect(__global uchar *dst, __global const uchar *src, ulong n
   int e = xpushmemx_fcollectmem_work_group(XPUSHMEM_TEAM_WORLD, (long)dst, (long)src, n);
   if (LID() == 0) status[0] = e;
 }
+
+/* Point-to-point families and the remaining atomics, PE `src_pe` (one item) acting on PE `dst_pe`'s words:
+ * the source sets ivars[3], ivars[1], ivars[0], ivars[2] to 1..4 (int atomic_set, with a fence between); the
+ * destination waits with _any, then _some, then _all, then tests. Then the source runs the integer atomics on
+ * words[0..6] of the destination and both record their results in out. */
+__kernel void k_p2p(__global int *ivars, __global ulong *words, __global long *out, __global ulong *indices,
+                    int src_pe, int dst_pe) {
+  int me = xpushmem_my_pe();
+  if (me == src_pe) {
+    int order[4] = {3, 1, 0, 2};
+    for (int k = 0; k < 4; k++) {
+      xpushmem_int_atomic_set((long)&ivars[order[k]], k + 1, dst_pe);
+      xpushmem_fence();
+    }
+    out[0] = xpushmem_uint64_atomic_fetch_inc((long)&words[0], dst_pe);  /* 10 -> 11 */
+    out[1] = xpushmem_uint64_atomic_swap((long)&words[1], 77, dst_pe);    /* 20 -> 77 */
+    out[2] = xpushmem_uint64_atomic_fetch_and((long)&words[2], 0xf0, dst_pe); /* 0xff -> 0xf0 */
+    out[3] = xpushmem_uint64_atomic_fetch_or((long)&words[3], 0x0f, dst_pe);  /* 0xf0 -> 0xff */
+    out[4] = xpushmem_uint64_atomic_fetch_xor((long)&words[4], 0xff, dst_pe); /* 0x0f -> 0xf0 */
+    xpushmem_uint64_atomic_inc((long)&words[5], dst_pe);                       /* 5 -> 6 */
+    xpushmem_uint64_atomic_add((long)&words[5], 4, dst_pe);                    /* -> 10 */
+    xpushmem_ulong_p((long)&words[6], 0x1234, dst_pe);
+    out[5] = (long)xpushmem_ulong_g((long)&words[6], dst_pe);
+    xpushmem_quiet();
+  } else if (me == dst_pe) {
+    ulong any = xpushmem_int_wait_until_any((long)ivars, 4, 0, XPUSHMEM_CMP_GE, 1);
+    out[0] = (long)any;
+    out[1] = ((volatile __global int *)ivars)[any];
+    ulong some = xpushmem_int_wait_until_some((long)ivars, 4, (long)indices, 0, XPUSHMEM_CMP_GE, 1);
+    out[2] = (long)some;
+    out[3] = xpushmem_int_wait_until_all((long)ivars, 4, 0, XPUSHMEM_CMP_GE, 1);
+    out[4] = xpushmem_int_test((long)&ivars[2], XPUSHMEM_CMP_EQ, 4);
+    out[5] = xpushmem_int_test((long)&ivars[2], XPUSHMEM_CMP_LT, 4);
+  }
+}
