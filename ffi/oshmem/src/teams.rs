@@ -122,6 +122,24 @@ pub fn team_of_ctx(ctx: shmem_ctx_t) -> shmem_team_t {
         .unwrap_or(WORLD) as shmem_team_t
 }
 
+/// The local address of PE `pe`'s (a member number of `team`) copy of the symmetric `dest`, or NULL when that PE
+/// cannot be reached with loads and stores, or `team` is `SHMEM_TEAM_INVALID` or `pe` is not a member (1.5).
+#[no_mangle]
+pub extern "C" fn shmem_team_ptr(
+    team_h: shmem_team_t,
+    dest: *const std::ffi::c_void,
+    pe: c_int,
+) -> *mut std::ffi::c_void {
+    let call = "shmem_team_ptr";
+    value(call, std::ptr::null_mut(), || {
+        let world = core::translate(id(team_h), pe, 0, O, call)?;
+        if world < 0 {
+            return Ok(std::ptr::null_mut());
+        }
+        imp::ptr(call, dest, world)
+    })
+}
+
 /// This PE's number in `team` (-1 for an invalid team).
 #[no_mangle]
 pub extern "C" fn shmem_team_my_pe(team_h: shmem_team_t) -> c_int {

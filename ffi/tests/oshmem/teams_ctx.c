@@ -28,6 +28,8 @@ int main(void) {
     CHECK(shmem_team_my_pe(SHMEM_TEAM_INVALID) == -1 && shmem_team_n_pes(SHMEM_TEAM_INVALID) == -1, "my_pe/n_pes of INVALID");
     CHECK(shmem_team_translate_pe(SHMEM_TEAM_INVALID, 0, SHMEM_TEAM_WORLD) == -1, "translate from INVALID");
     shmem_team_destroy(SHMEM_TEAM_INVALID); /* no operation */
+    CHECK(shmem_team_ptr(SHMEM_TEAM_INVALID, flags, 0) == NULL, "team_ptr on INVALID");
+    CHECK(shmem_team_ptr(SHMEM_TEAM_WORLD, flags, me) == (void *)flags, "team_ptr to self");
 
     /* an invalid triplet: nonzero on every PE, INVALID handle */
     t = SHMEM_TEAM_WORLD;
@@ -39,6 +41,8 @@ int main(void) {
     shmem_team_t evens;
     CHECK(shmem_team_split_strided(SHMEM_TEAM_WORLD, 0, 2, (npes + 1) / 2, NULL, 0, &evens) == 0, "split evens");
     if (evens != SHMEM_TEAM_INVALID) {
+        CHECK(shmem_team_ptr(evens, flags, 0) == shmem_ptr(flags, 0), "team_ptr to the even team's PE 0");
+        CHECK(shmem_team_ptr(evens, flags, shmem_team_n_pes(evens)) == NULL, "team_ptr past the team");
         CHECK(shmem_team_create_ctx(evens, 0, &ctx) == 0 && ctx != SHMEM_CTX_INVALID, "ctx on evens");
         CHECK(shmem_ctx_get_team(ctx, &of) == 0 && of == evens, "ctx's team");
         shmem_ctx_destroy(ctx);
