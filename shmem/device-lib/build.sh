@@ -21,14 +21,15 @@ version="$(sed -n 's/^version = "\(.*\)"$/\1/p' "$here/../../Cargo.toml" | head 
 [[ -n "$version" ]] || { echo "build.sh: no workspace version in Cargo.toml" >&2; exit 1; }
 # Relative source names keep absolute paths of the checkout out of the outputs (the drift check compares bytes).
 cd "$here"
-build() { # SOURCE NAME
+build() { # SOURCE NAME [LLVM-SPIRV OPTIONS]
     "$CLANG" -cc1 -triple spir64-unknown-unknown -cl-std=CL2.0 -finclude-default-header -O2 -I include \
         -emit-llvm-bc -x cl "$1" -o "$out/$2.bc"
-    "$LLVM_SPIRV" "$out/$2.bc" -o "$out/$2.spv"
+    "$LLVM_SPIRV" "${@:3}" "$out/$2.bc" -o "$out/$2.spv"
     "$SPIRV_VAL" "$out/$2.spv"
     echo "$out/$2.spv"
 }
-build xpushmem_device.cl "libxpushmem_device-$version"
+# SPIR-V 1.0: spirv-link needs every input at one version; kernels built with --spirv-max-version=1.0 link with it.
+build xpushmem_device.cl "libxpushmem_device-$version" --spirv-max-version=1.0
 build runtime_kernels.cl xpushmem_runtime
 build test_kernels.cl test_kernels
 rm -f "$out/xpushmem_runtime.bc" "$out/test_kernels.bc"

@@ -896,3 +896,91 @@ fn p2p_families(sh: &Shmem, lib: &Lib) -> xpushmem::Result<()> {
 fn p2p_sync_and_atomics_2pe() {
     device_lib_test("p2p_sync_and_atomics_2pe", 2, K, &[], p2p_families);
 }
+
+// ---- SPIR-V linking -----------------------------------------------------------------------------------------
+
+/// The SPIR-V way: the kernel alone to SPIR-V 1.0 (its library calls stay imports), `spirv-link` with the committed
+/// `libxpushmem_device-<version>.spv` (which fails on any unresolved import), then `spirv-opt
+/// --eliminate-dead-functions` to keep only what the kernel uses. `source` is relative to the repository (or
+/// absolute). Note: spirv-link drops the linkage of the state global, so such a module cannot be initialised yet.
+fn spirv_linked(dir: &Path, source: &str) -> Result<PathBuf, String> {
+    let root = root();
+    let lib = root.join(format!(
+        "shmem/device-lib/prebuilt/libxpushmem_device-{}.spv",
+        xpushmem::VERSION
+    ));
+    std::fs::create_dir_all(dir).expect("scratch dir");
+    let (bc, k, linked, spv) = (
+        dir.join("k.bc"),
+        dir.join("k.spv"),
+        dir.join("l.spv"),
+        dir.join("linked.spv"),
+    );
+    run_tool(
+        std::process::Command::new("clang-14")
+            .args(["-cc1", "-triple", "spir64-unknown-unknown", "-cl-std=CL2.0"])
+            .args([
+                "-finclude-default-header",
+                "-O2",
+                "-emit-llvm-bc",
+                "-x",
+                "cl",
+                "-I",
+            ])
+            .arg(root.join("shmem/device-lib/include"))
+            .arg(root.join(source))
+            .arg("-o")
+            .arg(&bc),
+    );
+    run_tool(
+        std::process::Command::new("llvm-spirv-14")
+            .arg("--spirv-max-version=1.0")
+            .arg(&bc)
+            .arg("-o")
+            .arg(&k),
+    );
+    let o = std::process::Command::new("spirv-link")
+        .arg(&k)
+        .arg(&lib)
+        .arg("-o")
+        .arg(&linked)
+        .output()
+        .expect("spirv-link runs (spirv-tools)");
+    if !o.status.success() {
+        return Err(String::from_utf8_lossy(&o.stderr).into_owned());
+    }
+    run_tool(
+        std::process::Command::new("spirv-opt")
+            .arg("--eliminate-dead-functions")
+            .arg(&linked)
+            .arg("-o")
+            .arg(&spv),
+    );
+    run_tool(std::process::Command::new("spirv-val").arg(&spv));
+    Ok(spv)
+}
+
+#[test]
+fn a_missing_device_symbol_fails_at_link_time() {
+    let dir = std::env::temp_dir().join(format!("xpushmem-devlib-missing-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    let src = dir.join("missing.cl");
+    std::fs::write(
+        &src,
+        "#include \"xpushmem_device.h\"\nint xpushmem_no_such_call(long);\n\
+         __kernel void k(__global long *p) { p[0] = xpushmem_no_such_call((long)p); }\n",
+    )
+    .expect("write kernel");
+    let r = spirv_linked(&dir.join("out"), src.to_str().expect("utf-8 path"));
+    let _ = std::fs::remove_dir_all(&dir);
+    match r {
+        Err(e) => assert!(
+            e.contains("xpushmem_no_such_call"),
+            "spirv-link's error names the symbol: {e}"
+        ),
+        Ok(p) => panic!(
+            "a kernel calling a symbol the library lacks linked: {}",
+            p.display()
+        ),
+    }
+}
