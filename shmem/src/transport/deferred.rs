@@ -105,6 +105,8 @@ pub(crate) struct Deferred {
     /// Held while a batch is delivered, so a completion never sees an operation that left the queue but has not
     /// landed yet.
     delivering: Mutex<()>,
+    /// The PEs whose windows it wraps.
+    reach: Vec<bool>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -112,9 +114,12 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Deferred {
-    /// A transport with an empty queue.
-    pub(crate) fn new() -> Arc<Deferred> {
-        Arc::new(Deferred::default())
+    /// A transport with an empty queue, to wrap the windows of the PEs marked in `reach`.
+    pub(crate) fn new(reach: Vec<bool>) -> Arc<Deferred> {
+        Arc::new(Deferred {
+            reach,
+            ..Deferred::default()
+        })
     }
 
     /// Wrap `inner` (a window of another transport) so that its writes go through this queue.
@@ -187,6 +192,9 @@ impl Deferred {
 impl Transport for Deferred {
     fn name(&self) -> &'static str {
         "deferred"
+    }
+    fn can_reach(&self, pe: usize) -> bool {
+        self.reach.get(pe).is_some_and(|r| *r)
     }
     fn fence(&self) -> Result<()> {
         lock(&self.queue).epoch += 1;
@@ -305,7 +313,7 @@ mod tests {
 
     fn window() -> (Arena, Arc<Deferred>, Box<dyn Window>) {
         let arena = Arena::create(4096).expect("memfd");
-        let d = Deferred::new();
+        let d = Deferred::new(vec![true]);
         let w = d.wrap(Box::new(Mapping::map(&arena, 0, 4096).expect("map")));
         (arena, d, w)
     }

@@ -18,7 +18,7 @@
 pub mod dataseg;
 pub(crate) mod deferred;
 pub mod fdx;
-pub mod shm;
+pub(crate) mod shm;
 pub mod vmem;
 pub mod ze;
 
@@ -29,12 +29,14 @@ use std::sync::Arc;
 
 /// One operation a transport completes later; redeemed with [`Transport::complete`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Ticket(pub(crate) u64);
+pub(crate) struct Ticket(pub(crate) u64);
 
 /// One kind of connection to peers: it completes and orders what its [`Window`]s started.
-pub trait Transport: Send + Sync + std::fmt::Debug {
+pub(crate) trait Transport: Send + Sync + std::fmt::Debug {
     /// Short name for logs and errors.
     fn name(&self) -> &'static str;
+    /// Whether this transport reaches PE `pe` (asked once, by [`connect`], to route every PE).
+    fn can_reach(&self, pe: usize) -> bool;
     /// Operations issued through this transport's windows before the fence are delivered to each PE before those
     /// issued after it.
     fn fence(&self) -> Result<()>;
@@ -51,20 +53,25 @@ pub trait Transport: Send + Sync + std::fmt::Debug {
 /// The transport of windows that complete every operation before returning (mapped memory): every completion
 /// call is a memory fence.
 #[derive(Debug, Default)]
-pub struct Immediate {
+pub(crate) struct Immediate {
     name: &'static str,
+    /// Which PEs it reaches.
+    reach: Vec<bool>,
 }
 
 impl Immediate {
-    /// A transport named `name` whose windows complete at once.
-    pub const fn new(name: &'static str) -> Immediate {
-        Immediate { name }
+    /// A transport named `name` whose windows complete at once, reaching the PEs marked in `reach`.
+    pub(crate) fn new(name: &'static str, reach: Vec<bool>) -> Immediate {
+        Immediate { name, reach }
     }
 }
 
 impl Transport for Immediate {
     fn name(&self) -> &'static str {
         self.name
+    }
+    fn can_reach(&self, pe: usize) -> bool {
+        self.reach.get(pe).is_some_and(|r| *r)
     }
     fn fence(&self) -> Result<()> {
         fence(Ordering::SeqCst);
@@ -165,7 +172,7 @@ impl Drop for Pending<'_> {
 /// Completion: a blocking `write`/`amo_post` returns when `src` may be reused, *not* necessarily when the owner
 /// sees it (that is [`Transport::quiet`]'s job); `read` and fetching `amo` return the value. A window must make its
 /// own earlier writes to a range visible to a later `read` or `amo` of that range.
-pub trait Window: Send + Sync + std::fmt::Debug {
+pub(crate) trait Window: Send + Sync + std::fmt::Debug {
     /// Copy `src` to `off`; `src` may be reused on return, delivery completes by the transport's `quiet`.
     fn write(&self, off: usize, src: &[u8]) -> Result<()>;
     /// Copy from `off` into `dst` (complete on return).
@@ -254,10 +261,6 @@ pub trait Window: Send + Sync + std::fmt::Debug {
     }
     /// Size of the window in bytes.
     fn len(&self) -> usize;
-    /// Whether the window has no bytes.
-    fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
     /// Set `len` bytes at `off` to `byte`.
     fn fill(&self, off: usize, len: usize, byte: u8) -> Result<()>;
     /// Atomic operation on the `width`-byte (4 or 8) word at `off`; the previous value (complete on return).
@@ -271,7 +274,7 @@ pub trait Window: Send + Sync + std::fmt::Debug {
 
 /// Operations of the atomic memory interface, applied by a transport to one 4- or 8-byte word.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AmoOp {
+pub(crate) enum AmoOp {
     /// Read the word.
     Fetch,
     /// Write the operand.
@@ -416,11 +419,6 @@ pub(crate) fn connect(a: ConnectArgs<'_>) -> Result<(Peers, dataseg::SymData)> {
     use crate::device::HeapKind;
     let (me, n) = (a.me, a.pids.len());
     let local = a.nodes.pes_on(a.nodes.node_of(me));
-    // Which transports reach whom: the shm mapping and Level Zero IPC reach this node's PEs. A fabric transport
-    // would claim the others here.
-    if let Some(pe) = (0..n).find(|p| !local.contains(p)) {
-        return Err(route_error(&a, pe));
-    }
     let deferred = match crate::config::env_value("XPUSHMEM_TRANSPORT")
         .as_deref()
         .map(str::trim)
@@ -435,6 +433,27 @@ pub(crate) fn connect(a: ConnectArgs<'_>) -> Result<(Peers, dataseg::SymData)> {
             })
         }
     };
+    // The transports, most general first: the shm mapping reaches this node's PEs (runtime words, and host heaps);
+    // Level Zero IPC reaches the same PEs' device heaps; the deferred test transport wraps the other PEs' windows.
+    // A fabric transport would claim the other nodes' PEs here. Each PE is routed to the last one that reaches it.
+    let node: Vec<bool> = (0..n).map(|p| local.contains(&p)).collect();
+    let mut transports: Vec<Arc<dyn Transport>> =
+        vec![Arc::new(Immediate::new("shm", node.clone()))];
+    if a.heap_kind == HeapKind::Device {
+        transports.push(Arc::new(Immediate::new("ze", node.clone())));
+    }
+    let wrap = deferred.then(|| {
+        let others = (0..n).map(|p| node[p] && p != me).collect();
+        let d = deferred::Deferred::new(others);
+        transports.push(d.clone());
+        d
+    });
+    let route: Vec<Option<usize>> = (0..n)
+        .map(|pe| transports.iter().rposition(|t| t.can_reach(pe)))
+        .collect();
+    if let Some(pe) = route.iter().position(Option::is_none) {
+        return Err(route_error(&a, pe));
+    }
     let host_user = if a.heap_kind == HeapKind::Host {
         a.heap_bytes
     } else {
@@ -443,7 +462,6 @@ pub(crate) fn connect(a: ConnectArgs<'_>) -> Result<(Peers, dataseg::SymData)> {
     let data =
         dataseg::SymData::plan(a.symmetric_data && a.heap_kind == HeapKind::Host, host_user)?;
     let (arena, mut sys, mut heap) = shm::connect(&a, &local, host_user, &data)?;
-    let mut transports: Vec<Arc<dyn Transport>> = vec![Arc::new(Immediate::new("shm"))];
     let device = if a.heap_kind == HeapKind::Device {
         let (rt, dmaps) = crate::device::setup(crate::device::DeviceSetup {
             boot: a.boot,
@@ -457,21 +475,15 @@ pub(crate) fn connect(a: ConnectArgs<'_>) -> Result<(Peers, dataseg::SymData)> {
             external: a.external,
         })?;
         heap = dmaps;
-        transports.push(Arc::new(Immediate::new("ze")));
         Some(rt)
     } else {
         None
     };
-    let own = transports.len() - 1;
-    let mut route: Vec<Option<usize>> = (0..n).map(|p| local.contains(&p).then_some(own)).collect();
-    if deferred {
-        let d = deferred::Deferred::new();
-        for pe in local.iter().copied().filter(|&p| p != me) {
+    if let Some(d) = wrap {
+        for pe in (0..n).filter(|&p| d.can_reach(p)) {
             heap[pe] = heap[pe].take().map(|w| d.wrap(w));
             sys[pe] = sys[pe].take().map(|w| d.wrap(w));
-            route[pe] = Some(transports.len());
         }
-        transports.push(d);
     }
     let peers = Peers {
         heap,

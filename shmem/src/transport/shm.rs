@@ -113,21 +113,6 @@ impl Mapping {
         Ok(Mapping { base, len })
     }
 
-    /// Start address of the mapping.
-    pub fn base(&self) -> *mut u8 {
-        self.base
-    }
-
-    /// Length in bytes.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Whether the mapping is empty (never, for a heap).
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
     fn check(&self, off: usize, len: usize, align: usize) -> Result<()> {
         super::check_access("shm", "access", off, len, align, self.len)
     }
