@@ -10,7 +10,7 @@ use xpushmem_tests::{assert_success, is_pe_of, run_pe, spawn_pes_with, test_name
 const ENV: &[(&str, &str)] = &[("XPUSHMEM_TIMEOUT_MS", "20000")];
 
 macro_rules! mismatch_test {
-    ($name:ident, [$($f:ident = $n:expr),+], |$sh:ident| $body:block) => {
+    ($name:ident, [$($f:ident = $n:expr),+], device [$($df:ident = $dn:expr),*], |$sh:ident| $body:block) => {
         mod $name {
             use super::*;
             fn body($sh: &Shmem) -> xpushmem::Result<()> $body
@@ -25,7 +25,26 @@ macro_rules! mismatch_test {
                     assert_success(&name, $n, &out);
                 }
             )+
+            $(
+                /// The same with the symmetric heap on a (ze-emu) device: split teams' slots live there.
+                #[test]
+                fn $df() {
+                    let name = test_name(module_path!(), stringify!($df));
+                    if is_pe_of(&name) {
+                        run_pe(body);
+                    }
+                    let dev = xpushmem_tests::device_env();
+                    let mut env: Vec<(&str, &str)> =
+                        dev.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+                    env.extend_from_slice(ENV);
+                    let out = spawn_pes_with(&name, $dn, &env);
+                    assert_success(&name, $dn, &out);
+                }
+            )*
         }
+    };
+    ($name:ident, [$($f:ident = $n:expr),+], |$sh:ident| $body:block) => {
+        mismatch_test!($name, [$($f = $n),+], device [], |$sh| $body);
     };
 }
 
@@ -69,28 +88,33 @@ fn still_usable(sh: &Shmem) -> xpushmem::Result<()> {
     sh.free(x)
 }
 
-mismatch_test!(barrier_meets_malloc, [_2pe = 2, _4pe = 4], |sh| {
-    let me = sh.my_pe();
-    let malloc_desc = "malloc(4096 elements of 1 bytes, align 1)";
-    // PE 1 allocates while everyone else is in a barrier.
-    let r = if me == 1 {
-        sh.malloc::<u8>(4096).map(|_| ())
-    } else {
-        sh.barrier_all()
-    };
-    expect_mismatch(
-        sh,
-        r,
-        if me == 1 { "malloc" } else { "barrier_all" },
-        1,
-        &|t| t == malloc_desc,
-        &|o| o == "barrier_all()",
-    );
-    // Nothing was allocated: the same allocation made by everyone now lands at the same offset.
-    let a = sh.malloc::<u8>(4096)?;
-    sh.free(a)?;
-    still_usable(sh)
-});
+mismatch_test!(
+    barrier_meets_malloc,
+    [_2pe = 2, _4pe = 4],
+    device[dev_2pe = 2],
+    |sh| {
+        let me = sh.my_pe();
+        let malloc_desc = "malloc(4096 elements of 1 bytes, align 1)";
+        // PE 1 allocates while everyone else is in a barrier.
+        let r = if me == 1 {
+            sh.malloc::<u8>(4096).map(|_| ())
+        } else {
+            sh.barrier_all()
+        };
+        expect_mismatch(
+            sh,
+            r,
+            if me == 1 { "malloc" } else { "barrier_all" },
+            1,
+            &|t| t == malloc_desc,
+            &|o| o == "barrier_all()",
+        );
+        // Nothing was allocated: the same allocation made by everyone now lands at the same offset.
+        let a = sh.malloc::<u8>(4096)?;
+        sh.free(a)?;
+        still_usable(sh)
+    }
+);
 
 mismatch_test!(sum_reduce_meets_barrier, [_2pe = 2, _3pe = 3], |sh| {
     let (me, n) = (sh.my_pe(), sh.n_pes());
@@ -152,47 +176,52 @@ mismatch_test!(broadcast_meets_barrier, [_2pe = 2, _3pe = 3], |sh| {
     still_usable(sh)
 });
 
-mismatch_test!(team_sync_meets_free_then_split, [_2pe = 2], |sh| {
-    let me = sh.my_pe();
-    let w = sh.team_world();
-    let x = sh.malloc::<u64>(2)?;
-    let r = if me == 0 {
-        sh.team_sync(&w)
-    } else {
-        sh.free(x)
-    };
-    expect_mismatch(
-        sh,
-        r,
-        if me == 0 { "team_sync" } else { "free" },
-        1,
-        &|t| t.starts_with("free(heap offset"),
-        &|o| o == "team_sync()",
-    );
-    // A team creation that meets a barrier fails on both sides too.
-    let r = if me == 0 {
-        sh.team_split_strided(&w, 0, 1, 2, None).map(|_| ())
-    } else {
-        sh.barrier_all()
-    };
-    expect_mismatch(
-        sh,
-        r,
-        if me == 0 {
-            "team_split_strided"
+mismatch_test!(
+    team_sync_meets_free_then_split,
+    [_2pe = 2],
+    device[dev_2pe = 2],
+    |sh| {
+        let me = sh.my_pe();
+        let w = sh.team_world();
+        let x = sh.malloc::<u64>(2)?;
+        let r = if me == 0 {
+            sh.team_sync(&w)
         } else {
-            "barrier_all"
-        },
-        1,
-        &|t| t == "barrier_all()",
-        &|o| o.starts_with("team_split_strided"),
-    );
-    let t = sh.team_split_strided(&w, 0, 1, 2, None)?.expect("member");
-    sh.team_sync(&t)?;
-    sh.team_destroy(t)?;
-    sh.free(x)?;
-    still_usable(sh)
-});
+            sh.free(x)
+        };
+        expect_mismatch(
+            sh,
+            r,
+            if me == 0 { "team_sync" } else { "free" },
+            1,
+            &|t| t.starts_with("free(heap offset"),
+            &|o| o == "team_sync()",
+        );
+        // A team creation that meets a barrier fails on both sides too.
+        let r = if me == 0 {
+            sh.team_split_strided(&w, 0, 1, 2, None).map(|_| ())
+        } else {
+            sh.barrier_all()
+        };
+        expect_mismatch(
+            sh,
+            r,
+            if me == 0 {
+                "team_split_strided"
+            } else {
+                "barrier_all"
+            },
+            1,
+            &|t| t == "barrier_all()",
+            &|o| o.starts_with("team_split_strided"),
+        );
+        let t = sh.team_split_strided(&w, 0, 1, 2, None)?.expect("member");
+        sh.team_sync(&t)?;
+        sh.team_destroy(t)?;
+        sh.free(x)?;
+        still_usable(sh)
+    }
+);
 
 mismatch_test!(
     op_group_barrier_meets_barrier_all,

@@ -722,7 +722,7 @@ impl<'a> Ctx<'a> {
     /// `Dissemination`, the plain barrier algorithm otherwise. Completes this PE's outstanding puts first.
     pub(crate) fn sync_as(&mut self, call: [u64; COMMON], algo: BarrierAlgo) -> Result<()> {
         let n = self.n();
-        match resolve_barrier(algo, n)? {
+        match resolve_barrier(algo)? {
             BarrierAlgo::Linear if n > 1 => {
                 self.sh.quiet()?;
                 self.st.seq += 1;
@@ -799,10 +799,9 @@ impl<'a> Ctx<'a> {
     }
 }
 
-/// Resolve the barrier algorithm for a team of `n` PEs: `Auto` is the agreement (dissemination) unless
-/// `XPUSHMEM_BARRIER_ALGORITHM` names another.
-pub(crate) fn resolve_barrier(a: BarrierAlgo, n: usize) -> Result<BarrierAlgo> {
-    let _ = n;
+/// Resolve a barrier algorithm: `Auto` is the agreement (dissemination, whatever the team size: it takes as many
+/// rounds as the tree's way up) unless `XPUSHMEM_BARRIER_ALGORITHM` names another.
+fn resolve_barrier(a: BarrierAlgo) -> Result<BarrierAlgo> {
     Ok(match a.with_env()? {
         BarrierAlgo::Auto => BarrierAlgo::Dissemination,
         x => x,
