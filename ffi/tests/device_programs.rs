@@ -50,8 +50,8 @@ fn c_program_with_level_zero_and_the_installed_device_library_2pe() {
     );
     let include = pkg_config(&prefix, &["--variable=deviceincludedir", "xpushmem"]);
 
-    // The kernel: OpenCL C -> spir64 bitcode, linked with the installed library, -> SPIR-V.
-    let (bc, linked, spv) = (dir.join("k.bc"), dir.join("linked.bc"), dir.join("k.spv"));
+    // The kernel: OpenCL C -> spir64 bitcode, linked with the installed library by its link.sh, -> SPIR-V.
+    let (bc, spv) = (dir.join("k.bc"), dir.join("k.spv"));
     run(Command::new("clang-14")
         .args([
             "-cc1",
@@ -64,15 +64,10 @@ fn c_program_with_level_zero_and_the_installed_device_library_2pe() {
         .arg(ffi_dir().join("../examples/device/token_ring.cl"))
         .arg("-o")
         .arg(&bc));
-    run(Command::new("llvm-link-14")
-        .arg("--only-needed")
+    run(Command::new("bash")
+        .arg(devlibdir.join("link.sh"))
         .arg(&bc)
         .arg(&lib)
-        .arg("-o")
-        .arg(&linked));
-    run(Command::new("llvm-spirv-14")
-        .arg(&linked)
-        .arg("-o")
         .arg(&spv));
 
     // The host program: the pkg-config lines of xpushmem and the Level Zero loader only.

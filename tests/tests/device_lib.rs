@@ -37,11 +37,7 @@ fn build_linked(dir: &Path, source: &str) -> PathBuf {
     ));
     assert!(lib.exists(), "{} is missing", lib.display());
     std::fs::create_dir_all(dir).expect("scratch dir");
-    let (k, linked, spv) = (
-        dir.join("k.bc"),
-        dir.join("linked.bc"),
-        dir.join("linked.spv"),
-    );
+    let (k, spv) = (dir.join("k.bc"), dir.join("linked.spv"));
     run_tool(
         std::process::Command::new("clang-14")
             .args(["-cc1", "-triple", "spir64-unknown-unknown", "-cl-std=CL2.0"])
@@ -58,18 +54,12 @@ fn build_linked(dir: &Path, source: &str) -> PathBuf {
             .arg("-o")
             .arg(&k),
     );
+    // link.sh: llvm-link --only-needed, a check that every xpushmem symbol is defined, llvm-spirv.
     run_tool(
-        std::process::Command::new("llvm-link-14")
-            .arg("--only-needed")
+        std::process::Command::new("bash")
+            .arg(root.join("shmem/device-lib/link.sh"))
             .arg(&k)
             .arg(&lib)
-            .arg("-o")
-            .arg(&linked),
-    );
-    run_tool(
-        std::process::Command::new("llvm-spirv-14")
-            .arg(&linked)
-            .arg("-o")
             .arg(&spv),
     );
     spv
@@ -972,7 +962,46 @@ fn a_missing_device_symbol_fails_at_link_time() {
     )
     .expect("write kernel");
     let r = spirv_linked(&dir.join("out"), src.to_str().expect("utf-8 path"));
+    // The bitcode path: shmem/device-lib/link.sh refuses the module, naming the symbol.
+    let root = root();
+    let bc = dir.join("missing.bc");
+    run_tool(
+        std::process::Command::new("clang-14")
+            .args(["-cc1", "-triple", "spir64-unknown-unknown", "-cl-std=CL2.0"])
+            .args([
+                "-finclude-default-header",
+                "-O2",
+                "-emit-llvm-bc",
+                "-x",
+                "cl",
+                "-I",
+            ])
+            .arg(root.join("shmem/device-lib/include"))
+            .arg(&src)
+            .arg("-o")
+            .arg(&bc),
+    );
+    let lib = root.join(format!(
+        "shmem/device-lib/prebuilt/libxpushmem_device-{}.bc",
+        xpushmem::VERSION
+    ));
+    let o = std::process::Command::new("bash")
+        .arg(root.join("shmem/device-lib/link.sh"))
+        .arg(&bc)
+        .arg(&lib)
+        .arg(dir.join("missing.spv"))
+        .output()
+        .expect("link.sh runs");
     let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        !o.status.success(),
+        "link.sh accepted a kernel calling a symbol the library lacks"
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("does not define: xpushmem_no_such_call"),
+        "link.sh names the symbol: {err}"
+    );
     match r {
         Err(e) => assert!(
             e.contains("xpushmem_no_such_call"),
