@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Runs the Triton tests of triton-bridge (tests/triton/): the kernels of PyTorch's test_shmem_triton.py, compiled by
-# Intel's Triton (triton-xpu) for an XPU target at sub-group sizes 16 and 32 against xpushmem._xpushmem_triton, and
-# requires_xpushmem's library search, extern_libs entry and chained kernel-load hook.
+# Intel's Triton (triton-xpu) for an XPU target at sub-group sizes 16 and 32 against xpushmem._xpushmem_triton and
+# the device bitcode, run on ze-emu at 2 and 4 PEs (xpushmem-run) through the load hook; requires_xpushmem's
+# library search, extern_libs entry and chained kernel-load hook; the upstream patch.
 #   1. scripts/setup-triton.sh: a venv of its own with triton-xpu and torch (idempotent);
-#   2. libxpushmem.so (cargo build -p xpushmem-ffi, debug) unless XPUSHMEM_LIB_DIR names one;
+#   2. libxpushmem.so, xpushmem-run and ze-emu (cargo build, debug) unless XPUSHMEM_LIB_DIR names them;
+#      scripts/device-env.sh selects ze-emu and the OpenCL CPU runtime;
 #   3. pytest triton-bridge/tests/triton with the source tree's package (extra arguments are passed to pytest).
 # Exits non-zero when pytest fails or collects nothing (pytest's exit code 5).
 # Env: XPUSHMEM_CACHE (venv location, see setup-triton.sh), XPUSHMEM_LIB_DIR, CARGO_TARGET_DIR.
@@ -14,10 +16,15 @@ start=$(date +%s)
 venv="$(bash scripts/setup-triton.sh | tail -n 1)"
 export PATH="$venv/bin:$PATH"   # torch.utils.cpp_extension (xpushmem.torch's shim) needs ninja on PATH
 if [[ -z "${XPUSHMEM_LIB_DIR:-}" ]]; then
-    echo "== cargo build -p xpushmem-ffi (libxpushmem.so for xpushmem.torch)"
-    CARGO_TERM_COLOR=never cargo build -q -p xpushmem-ffi
+    echo "== cargo build (libxpushmem.so, xpushmem-run, libze_emu.so)"
+    CARGO_TERM_COLOR=never cargo build -q -p xpushmem-ffi -p ze-emu
+    CARGO_TERM_COLOR=never cargo build -q -p xpushmem --bins
     export XPUSHMEM_LIB_DIR="${CARGO_TARGET_DIR:-$repo/target}/debug"
 fi
+# ze-emu as the Level Zero driver, Intel's OpenCL CPU runtime behind it (scripts/setup-device.sh installs it).
+# shellcheck source=/dev/null
+source "$repo/scripts/device-env.sh"
+ze_emu_env || true
 echo "== pytest triton-bridge/tests/triton (triton-xpu)"
 set +e
 (cd "$repo/triton-bridge" && PYTHONPATH="$repo/triton-bridge" TRITON_CACHE_DIR="${TRITON_CACHE_DIR:-$repo/target/triton-cache}" \

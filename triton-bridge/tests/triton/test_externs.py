@@ -94,3 +94,30 @@ def test_reduce_rejects_an_unknown_operation() -> None:
         chain.append(str(e))
         e = e.__cause__
     assert any(re.search("operation 'avg' is not one of", m) for m in chain), chain
+
+
+def _device_lib() -> str:
+    import xpushmem
+
+    try:
+        return str(xpushmem.device_lib_path())
+    except RuntimeError as e:
+        pytest.skip(f"the xpushmem device library is not available: {e}")
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_kernel_links_completely_with_the_device_library(case: str) -> None:
+    """With the device bitcode as an extern_libs entry, every function the kernel calls is defined."""
+    fn, sig, constexprs, _ = CASES[case]
+    k = compile_xpu(fn, sig, constexprs, extern_libs={"libxpushmem_device": _device_lib()})
+    assert imports(k.asm["spv"]) == set()
+
+
+@pytest.mark.parametrize("ty", sorted(REDUCE_TYPES))
+def test_reduce_links_completely_with_the_device_library(ty: str) -> None:
+    sig = {"team_handle": "i32", "dest_tensor": f"*{ty}", "source_tensor": f"*{ty}", "nreduce": "i32",
+           "operation": "constexpr"}
+    for op in ("sum", "min", "max", "prod"):
+        k = compile_xpu(K.my_reduce_kernel, sig, {"operation": op},
+                        extern_libs={"libxpushmem_device": _device_lib()})
+        assert imports(k.asm["spv"]) == set(), op
