@@ -9,7 +9,8 @@ variables override them for development:
 * headers: ``$XPUSHMEM_INCLUDE_DIR``, else the ``ffi/include`` of the checkout ``$XPUSHMEM_LIB_DIR`` lies in (so a
   development library and its header match), else the package's ``include/``, else the source tree's;
 * device bitcode ``libxpushmem_device-*.bc``: ``$XPUSHMEM_DEVICE_LIB_DIR``, else the package's ``lib/``, else the
-  install prefix (``<sys.prefix>/lib``, ``/usr/local/lib``), else the source tree's ``shmem/device-lib/prebuilt``.
+  install prefix of ffi/install.sh (``<sys.prefix>/lib/xpushmem``, ``/usr/local/lib/xpushmem``), else the source
+  tree's ``shmem/device-lib/prebuilt``.
 """
 
 from __future__ import annotations
@@ -103,7 +104,8 @@ def device_lib_path() -> Path:
         if found is None:
             raise RuntimeError(f"XPUSHMEM_DEVICE_LIB_DIR={env} contains no {DEVICE_LIB_GLOB}")
         return found.resolve()
-    candidates = [_PKG / "lib", Path(sys.prefix) / "lib", Path("/usr/local/lib")]
+    # ffi/install.sh puts the library in $PREFIX/lib/xpushmem (pkg-config: devicelibdir).
+    candidates = [_PKG / "lib", Path(sys.prefix) / "lib" / "xpushmem", Path("/usr/local/lib/xpushmem")]
     root = _source_tree()
     if root is not None:
         candidates.append(root / "shmem" / "device-lib" / "prebuilt")
