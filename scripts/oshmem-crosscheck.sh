@@ -23,7 +23,7 @@ esac
 out=${TMPDIR:-/tmp}/oshmem-crosscheck
 mkdir -p "$out"
 fail=0
-for prog in globals classic threads teams_ctx; do
+for prog in globals classic threads teams_ctx activeset; do
     if ! oshcc -std=c11 -O1 -Wall -o "$out/$prog" "ffi/tests/oshmem/$prog.c" -lm -lpthread 2>"$out/$prog.cc.log"; then
         echo "FAIL  $prog does not build with oshcc (log: $out/$prog.cc.log)"
         fail=1

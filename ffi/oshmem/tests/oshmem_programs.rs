@@ -220,7 +220,7 @@ macro_rules! conformance {
     )* };
 }
 
-conformance!(globals, align, teams_ctx, classic, threads);
+conformance!(globals, align, teams_ctx, classic, threads, activeset);
 
 #[test]
 fn a_call_before_init_aborts_by_default_1pe() {

@@ -647,6 +647,56 @@ pub const NATIVE_SCAN_T: &[&str] = &[
 ];
 
 /// The whole of `shmem.h`.
+/// The deprecated active-set collectives (OpenSHMEM 1.4) and their constants (`ffi/oshmem/src/activeset.rs`).
+fn active_set(out: &mut String) {
+    out.push_str(
+        "\n/* Deprecated active-set collectives (OpenSHMEM 1.4): the PEs PE_start + i * 2^logPE_stride, i < PE_size, and a\n \
+         * symmetric pSync array of the given size holding SHMEM_SYNC_VALUE (pWrk is not used) */\n\
+         #define SHMEM_SYNC_VALUE 0L\n",
+    );
+    for c in [
+        "SYNC",
+        "BARRIER_SYNC",
+        "BCAST_SYNC",
+        "COLLECT_SYNC",
+        "REDUCE_SYNC",
+        "ALLTOALL_SYNC",
+    ] {
+        out.push_str(&format!("#define SHMEM_{c}_SIZE 3\n"));
+    }
+    out.push_str("#define SHMEM_REDUCE_MIN_WRKDATA_SIZE 1\n");
+    out.push_str("void shmem_barrier(int PE_start, int logPE_stride, int PE_size, long *pSync);\n");
+    for bits in [32, 64] {
+        out.push_str(&format!("void shmem_broadcast{bits}(void *dest, const void *source, size_t nelems, int PE_root, int PE_start, int logPE_stride, int PE_size, long *pSync);\n"));
+        for name in ["fcollect", "collect", "alltoall"] {
+            out.push_str(&format!("void shmem_{name}{bits}(void *dest, const void *source, size_t nelems, int PE_start, int logPE_stride, int PE_size, long *pSync);\n"));
+        }
+    }
+    let all = ["and", "or", "xor", "min", "max", "sum", "prod"];
+    let types: [(&str, &str, &[&str]); 8] = [
+        ("short", "short", &all),
+        ("int", "int", &all),
+        ("long", "long", &all),
+        ("longlong", "long long", &all),
+        ("float", "float", &all[3..]),
+        ("double", "double", &all[3..]),
+        ("complexf", "float _Complex", &all[5..]),
+        ("complexd", "double _Complex", &all[5..]),
+    ];
+    for (n, t, ops) in types {
+        let complex = t.ends_with("_Complex");
+        if complex {
+            out.push_str("#ifndef __cplusplus\n");
+        }
+        for op in ops {
+            out.push_str(&format!("void shmem_{n}_{op}_to_all({t} *dest, const {t} *source, int nreduce, int PE_start, int logPE_stride, int PE_size, {t} *pWrk, long *pSync);\n"));
+        }
+        if complex {
+            out.push_str("#endif\n");
+        }
+    }
+}
+
 pub fn oshmem_header() -> String {
     let l = OSHMEM;
     let mut out = String::from(OSHMEM_PROLOGUE);
@@ -715,6 +765,7 @@ pub fn oshmem_header() -> String {
         REDUCE_ARITH,
         RED_ARITH_T,
     );
+    active_set(&mut out);
     out.push_str(
         r#"
 /* long double cannot cross the Rust ABI by value: its p and g are inline wrappers of put and get. */

@@ -1,0 +1,313 @@
+//! The deprecated active-set collectives of OpenSHMEM 1.4 (kept by 1.5 for old programs): `shmem_barrier`,
+//! `shmem_broadcast32/64`, `shmem_fcollect32/64`, `shmem_collect32/64`, `shmem_alltoall32/64` and
+//! `shmem_TYPE_OP_to_all`, over the PEs `PE_start + i * 2^logPE_stride`, `i < PE_size`, with a `pSync` work array.
+//!
+//! Built from one-sided operations on `pSync` (symmetric: a global array or heap memory): `pSync[0]` counts arrivals
+//! at the first member, `pSync[1]` is each member's release flag, `pSync[2]` holds a member's `collect` count while
+//! the others read it. Every word is back to `SHMEM_SYNC_VALUE` (0) when the call returns. `pWrk` is not used.
+
+use std::ffi::{c_int, c_long, c_void};
+use xpushmem_ffi_core::error::{void, Failure};
+use xpushmem_ffi_core::imp::{self, Amo, AmoInt};
+use xpushmem_ffi_core::rt::Error;
+use xpushmem_ffi_core::state;
+
+const CMP_EQ: c_int = 0;
+
+/// The members of an active set, after validation; this PE's index among them.
+fn members(
+    call: &str,
+    start: c_int,
+    log_stride: c_int,
+    size: c_int,
+) -> Result<(Vec<c_int>, usize), Failure> {
+    let n = state::with(|sh| Ok(sh.n_pes()))?;
+    let me = state::with(|sh| Ok(sh.my_pe()))? as c_int;
+    let bad = |name: &'static str, v: c_int, why: String| -> Failure {
+        Error::InvalidArgument {
+            name,
+            value: v.to_string(),
+            reason: format!("{call}: {why}"),
+        }
+        .into()
+    };
+    if !(0..31).contains(&log_stride) {
+        return Err(bad("logPE_stride", log_stride, "must be in [0, 31)".into()));
+    }
+    if size < 1 {
+        return Err(bad("PE_size", size, "must be at least 1".into()));
+    }
+    let stride = 1i64 << log_stride;
+    let last = start as i64 + (size as i64 - 1) * stride;
+    if start < 0 || last >= n as i64 {
+        return Err(bad(
+            "PE_start",
+            start,
+            format!("the active set ({size} PEs every {stride} from {start}) must lie in [0, {n})"),
+        ));
+    }
+    let pes: Vec<c_int> = (0..size as i64)
+        .map(|i| (start as i64 + i * stride) as c_int)
+        .collect();
+    let idx = pes.iter().position(|&p| p == me).ok_or_else(|| {
+        bad(
+            "PE_start",
+            start,
+            format!("PE {me} is not in the active set ({size} PEs every {stride} from {start})"),
+        )
+    })?;
+    Ok((pes, idx))
+}
+
+/// Barrier over `pes` with `psync[0..2]`: everyone counts in at the first member, which releases them all.
+fn barrier(call: &str, pes: &[c_int], idx: usize, psync: *mut c_long) -> Result<(), Failure> {
+    state::with(|sh| Ok(sh.quiet()?))?;
+    let (count, flag) = (psync, psync.wrapping_add(1));
+    let root = pes[0];
+    if idx == 0 {
+        if pes.len() > 1 {
+            imp::wait_one::<i64>(call, count.cast(), CMP_EQ, pes.len() as i64 - 1, false)?;
+            imp::amo::<i64>(call, count.cast_const().cast(), Amo::Set(0), root)?;
+            for &pe in &pes[1..] {
+                imp::amo::<i64>(call, flag.cast_const().cast(), Amo::Set(1), pe)?;
+            }
+        }
+    } else {
+        imp::amo_int::<i64>(call, count.cast_const().cast(), AmoInt::Inc, root)?;
+        imp::wait_one::<i64>(call, flag.cast(), CMP_EQ, 1, false)?;
+        imp::amo::<i64>(call, flag.cast_const().cast(), Amo::Set(0), pes[idx])?;
+    }
+    Ok(())
+}
+
+/// Barrier over the active set `(PE_start, logPE_stride, PE_size)` (every member calls it with the same `pSync`).
+///
+/// # Safety
+/// `pSync` is a symmetric array of `SHMEM_BARRIER_SYNC_SIZE` longs holding `SHMEM_SYNC_VALUE`.
+#[no_mangle]
+pub unsafe extern "C" fn shmem_barrier(
+    pe_start: c_int,
+    log_pe_stride: c_int,
+    pe_size: c_int,
+    psync: *mut c_long,
+) {
+    let call = "shmem_barrier";
+    void(call, || {
+        let (pes, idx) = members(call, pe_start, log_pe_stride, pe_size)?;
+        barrier(call, &pes, idx, psync)
+    })
+}
+
+/// Which data movement.
+#[derive(Clone, Copy)]
+enum Move {
+    Broadcast(c_int),
+    Fcollect,
+    Collect,
+    Alltoall,
+}
+
+#[allow(clippy::too_many_arguments)]
+fn movement(
+    call: &str,
+    what: Move,
+    elem: usize,
+    dest: *mut c_void,
+    src: *const c_void,
+    nelems: usize,
+    start: c_int,
+    log_stride: c_int,
+    size: c_int,
+    psync: *mut c_long,
+) -> Result<(), Failure> {
+    let (pes, idx) = members(call, start, log_stride, size)?;
+    let n = pes.len();
+    let at =
+        |p: *mut c_void, elems: usize| p.cast::<u8>().wrapping_add(elems * elem).cast::<c_void>();
+    let slot = psync.wrapping_add(2);
+    if let Move::Collect = what {
+        // SAFETY: `slot` is pSync[2], symmetric and writable (the caller's contract); written before the barrier
+        // that lets the others read it.
+        unsafe { slot.write(nelems as c_long + 1) };
+    }
+    barrier(call, &pes, idx, psync)?;
+    match what {
+        Move::Broadcast(root) => {
+            if root < 0 || root as usize >= n {
+                return Err(Error::InvalidArgument {
+                    name: "PE_root",
+                    value: root.to_string(),
+                    reason: format!("{call}: must be in [0, {n}) (an index in the active set)"),
+                }
+                .into());
+            }
+            if idx == root as usize {
+                for (i, &pe) in pes.iter().enumerate() {
+                    if i != idx {
+                        // SAFETY: `src` holds `nelems` elements (the caller's contract); `dest` is symmetric.
+                        unsafe { imp::put(call, dest, src, nelems, elem, 1, pe) }?;
+                    }
+                }
+            }
+        }
+        Move::Fcollect => {
+            for &pe in &pes {
+                // SAFETY: as above; this member's block of the destination.
+                unsafe { imp::put(call, at(dest, idx * nelems), src, nelems, elem, 1, pe) }?;
+            }
+        }
+        Move::Alltoall => {
+            for (j, &pe) in pes.iter().enumerate() {
+                let from = src
+                    .cast::<u8>()
+                    .wrapping_add(j * nelems * elem)
+                    .cast::<c_void>();
+                // SAFETY: `src` holds `n * nelems` elements; block `j` goes to block `idx` of member `j`.
+                unsafe { imp::put(call, at(dest, idx * nelems), from, nelems, elem, 1, pe) }?;
+            }
+        }
+        Move::Collect => {
+            let mut before = 0usize;
+            for &pe in &pes[..idx] {
+                let c = imp::amo::<i64>(call, slot.cast_const().cast(), Amo::Fetch, pe)?;
+                before += (c - 1).max(0) as usize;
+            }
+            for &pe in &pes {
+                // SAFETY: as above, at this member's offset in the concatenation.
+                unsafe { imp::put(call, at(dest, before), src, nelems, elem, 1, pe) }?;
+            }
+        }
+    }
+    barrier(call, &pes, idx, psync)?;
+    if let Move::Collect = what {
+        // SAFETY: pSync[2] as above; every member read it before the barrier that just completed.
+        unsafe { slot.write(0) };
+    }
+    Ok(())
+}
+
+macro_rules! sized_movement {
+    ($($bits:literal),*) => { paste::paste! { $(
+        #[doc = concat!("Deprecated active-set broadcast of `nelems` ", $bits, "-bit elements from active-set member `PE_root`.")]
+        #[doc = ""]
+        #[doc = "# Safety"]
+        #[doc = "`dest`/`source` symmetric and large enough; `pSync` of `SHMEM_BCAST_SYNC_SIZE` longs at `SHMEM_SYNC_VALUE`."]
+        #[no_mangle]
+        #[allow(clippy::too_many_arguments)]
+        pub unsafe extern "C" fn [<shmem_broadcast $bits>](dest: *mut c_void, source: *const c_void, nelems: usize, pe_root: c_int, pe_start: c_int, log_pe_stride: c_int, pe_size: c_int, psync: *mut c_long) {
+            let call = concat!("shmem_broadcast", $bits);
+            void(call, || movement(call, Move::Broadcast(pe_root), $bits / 8, dest, source, nelems, pe_start, log_pe_stride, pe_size, psync))
+        }
+        #[doc = concat!("Deprecated active-set fcollect of `nelems` ", $bits, "-bit elements per member.")]
+        #[doc = ""]
+        #[doc = "# Safety"]
+        #[doc = "As for the broadcast; `pSync` of `SHMEM_COLLECT_SYNC_SIZE` longs."]
+        #[no_mangle]
+        pub unsafe extern "C" fn [<shmem_fcollect $bits>](dest: *mut c_void, source: *const c_void, nelems: usize, pe_start: c_int, log_pe_stride: c_int, pe_size: c_int, psync: *mut c_long) {
+            let call = concat!("shmem_fcollect", $bits);
+            void(call, || movement(call, Move::Fcollect, $bits / 8, dest, source, nelems, pe_start, log_pe_stride, pe_size, psync))
+        }
+        #[doc = concat!("Deprecated active-set collect of `nelems` ", $bits, "-bit elements per member (may differ per member).")]
+        #[doc = ""]
+        #[doc = "# Safety"]
+        #[doc = "As for the broadcast; `pSync` of `SHMEM_COLLECT_SYNC_SIZE` longs."]
+        #[no_mangle]
+        pub unsafe extern "C" fn [<shmem_collect $bits>](dest: *mut c_void, source: *const c_void, nelems: usize, pe_start: c_int, log_pe_stride: c_int, pe_size: c_int, psync: *mut c_long) {
+            let call = concat!("shmem_collect", $bits);
+            void(call, || movement(call, Move::Collect, $bits / 8, dest, source, nelems, pe_start, log_pe_stride, pe_size, psync))
+        }
+        #[doc = concat!("Deprecated active-set alltoall of `nelems` ", $bits, "-bit elements per pair of members.")]
+        #[doc = ""]
+        #[doc = "# Safety"]
+        #[doc = "As for the broadcast; `pSync` of `SHMEM_ALLTOALL_SYNC_SIZE` longs."]
+        #[no_mangle]
+        pub unsafe extern "C" fn [<shmem_alltoall $bits>](dest: *mut c_void, source: *const c_void, nelems: usize, pe_start: c_int, log_pe_stride: c_int, pe_size: c_int, psync: *mut c_long) {
+            let call = concat!("shmem_alltoall", $bits);
+            void(call, || movement(call, Move::Alltoall, $bits / 8, dest, source, nelems, pe_start, log_pe_stride, pe_size, psync))
+        }
+    )* } };
+}
+sized_movement!(32, 64);
+
+/// Reduce `nreduce` elements of `T` over the active set with `op`: every member reads every member's source
+/// (gets), then, after a barrier (dest may be the source), writes its own dest.
+#[allow(clippy::too_many_arguments)]
+fn to_all<T: Copy + Default>(
+    call: &str,
+    op: fn(T, T) -> T,
+    dest: *mut T,
+    src: *const T,
+    nreduce: c_int,
+    start: c_int,
+    log_stride: c_int,
+    size: c_int,
+    psync: *mut c_long,
+) -> Result<(), Failure> {
+    let (pes, idx) = members(call, start, log_stride, size)?;
+    let n = usize::try_from(nreduce).map_err(|_| Error::InvalidArgument {
+        name: "nreduce",
+        value: nreduce.to_string(),
+        reason: format!("{call}: must not be negative"),
+    })?;
+    let elem = std::mem::size_of::<T>();
+    barrier(call, &pes, idx, psync)?;
+    let mut acc = vec![T::default(); n];
+    let mut tmp = vec![T::default(); n];
+    for (k, &pe) in pes.iter().enumerate() {
+        // SAFETY: `tmp` has room for `n` elements; `src` is symmetric (checked by the call).
+        unsafe { imp::get(call, tmp.as_mut_ptr().cast(), src.cast(), n, elem, 1, pe) }?;
+        for i in 0..n {
+            acc[i] = if k == 0 { tmp[i] } else { op(acc[i], tmp[i]) };
+        }
+    }
+    barrier(call, &pes, idx, psync)?;
+    // SAFETY: `dest` is this PE's symmetric array of `n` elements (the caller's contract); `acc` holds `n`.
+    unsafe { imp::put(call, dest.cast(), acc.as_ptr().cast(), n, elem, 1, pes[idx]) }?;
+    barrier(call, &pes, idx, psync)
+}
+
+macro_rules! to_all_fns {
+    ($n:ident, $t:ty, [$($op:ident => $f:expr),*]) => { paste::paste! { $(
+        #[doc = concat!("Deprecated active-set `", stringify!($op), "` reduction of `", stringify!($t), "` (`shmem_", stringify!($n), "_", stringify!($op), "_to_all`).")]
+        #[doc = ""]
+        #[doc = "# Safety"]
+        #[doc = "`dest`/`source` symmetric arrays of `nreduce` elements; `pSync` of `SHMEM_REDUCE_SYNC_SIZE` longs at `SHMEM_SYNC_VALUE`."]
+        #[no_mangle]
+        #[allow(clippy::too_many_arguments)]
+        pub unsafe extern "C" fn [<shmem_ $n _ $op _to_all>](dest: *mut $t, source: *const $t, nreduce: c_int, pe_start: c_int, log_pe_stride: c_int, pe_size: c_int, _pwrk: *mut $t, psync: *mut c_long) {
+            let call = concat!("shmem_", stringify!($n), "_", stringify!($op), "_to_all");
+            void(call, || to_all::<$t>(call, $f, dest, source, nreduce, pe_start, log_pe_stride, pe_size, psync))
+        }
+    )* } };
+}
+
+macro_rules! int_to_all {
+    ($($n:ident: $t:ty),*) => { $(
+        to_all_fns!($n, $t, [
+            and => |a: $t, b: $t| a & b, or => |a: $t, b: $t| a | b, xor => |a: $t, b: $t| a ^ b,
+            min => |a: $t, b: $t| a.min(b), max => |a: $t, b: $t| a.max(b),
+            sum => |a: $t, b: $t| a.wrapping_add(b), prod => |a: $t, b: $t| a.wrapping_mul(b)
+        ]);
+    )* };
+}
+int_to_all!(short: i16, int: i32, long: c_long, longlong: i64);
+
+macro_rules! float_to_all {
+    ($($n:ident: $t:ty),*) => { $(
+        to_all_fns!($n, $t, [
+            min => |a: $t, b: $t| a.min(b), max => |a: $t, b: $t| a.max(b),
+            sum => |a: $t, b: $t| a + b, prod => |a: $t, b: $t| a * b
+        ]);
+    )* };
+}
+float_to_all!(float: f32, double: f64);
+
+macro_rules! complex_to_all {
+    ($($n:ident: $t:ty),*) => { $(
+        to_all_fns!($n, [$t; 2], [
+            sum => |a: [$t; 2], b: [$t; 2]| [a[0] + b[0], a[1] + b[1]],
+            prod => |a: [$t; 2], b: [$t; 2]| [a[0] * b[0] - a[1] * b[1], a[0] * b[1] + a[1] * b[0]]
+        ]);
+    )* };
+}
+complex_to_all!(complexf: f32, complexd: f64);
