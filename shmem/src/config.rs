@@ -3,7 +3,10 @@
 //! [`VARS`] is the source of truth; [`Config::from_env`] parses it once per [`crate::init`], and `xpushmem-info`
 //! prints it. A variable with a value that cannot be parsed is an error naming the variable, never a silent default.
 
+use crate::device::HeapKind;
 use crate::error::{Error, Result};
+use std::net::IpAddr;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 /// One documented environment variable.
@@ -15,163 +18,170 @@ pub struct VarSpec {
     pub default: &'static str,
     /// One-line description.
     pub doc: &'static str,
+    /// The Rust type it is parsed into (the field of [`Config`] of the same row).
+    pub ty: &'static str,
 }
 
-/// Every environment variable the library reads.
-pub const VARS: &[VarSpec] = &[
-    VarSpec {
-        name: "XPUSHMEM_SYMMETRIC_SIZE",
-        default: "1G",
-        doc: "size of each PE's symmetric heap; bytes or with a K/M/G/T suffix (powers of 1024); reserved lazily",
-    },
-    VarSpec {
-        name: "XPUSHMEM_TIMEOUT_MS",
-        default: "300000",
-        doc: "limit for every blocking wait (barriers, wait_until, signal waits, bootstrap) in ms; 0 = wait forever",
-    },
-    VarSpec {
-        name: "XPUSHMEM_CHECK_SYMMETRY",
-        default: "1",
-        doc: "cross-check the arguments of collective malloc/calloc/align/free on every PE (0 = off)",
-    },
-    VarSpec {
-        name: "XPUSHMEM_LOG",
-        default: "warn",
-        doc: "log level on stderr: off, error, warn, info, debug, trace",
-    },
-    VarSpec {
-        name: "XPUSHMEM_BOOTSTRAP",
-        default: "auto",
-        doc: "how PEs find each other: auto, uid, mpi, single (auto: uid if XPUSHMEM_BOOTSTRAP_UID is set, else mpi under mpirun when built with it, else single)",
-    },
-    VarSpec {
-        name: "XPUSHMEM_BOOTSTRAP_UID",
-        default: "",
-        doc: "unique ID of the rendezvous (set by xpushmem-run, or by the program from get_unique_id)",
-    },
-    VarSpec {
-        name: "XPUSHMEM_BOOTSTRAP_RANK",
-        default: "",
-        doc: "this PE's number for the uid bootstrap",
-    },
-    VarSpec {
-        name: "XPUSHMEM_BOOTSTRAP_NRANKS",
-        default: "",
-        doc: "number of PEs for the uid bootstrap",
-    },
-    VarSpec {
-        name: "XPUSHMEM_BOOTSTRAP_ADDR",
-        default: "127.0.0.1",
-        doc: "IP address the uid rendezvous listens on (use a routable address for multi-node jobs)",
-    },
-    VarSpec {
-        name: "XPUSHMEM_SPIN_COUNT",
-        default: "auto",
-        doc: "busy-poll iterations of a wait before it starts yielding; auto: 4000 when every PE of the node has a CPU of its own, 0 when the node is oversubscribed (a spinning PE would hold the CPU its partner needs)",
-    },
-    VarSpec {
-        name: "XPUSHMEM_YIELD_COUNT",
-        default: "200",
-        doc: "sched_yield iterations of a wait before it starts sleeping",
-    },
-    VarSpec {
-        name: "XPUSHMEM_SLEEP_MAX_US",
-        default: "200",
-        doc: "longest sleep between polls of a wait, in microseconds (sleeps grow from 1 us to this)",
-    },
-    VarSpec {
-        name: "XPUSHMEM_HEAP",
-        default: "host",
-        doc: "where the symmetric heap lives: host (memfd, CPU PEs) or device (Level Zero device memory, one device per PE)",
-    },
-    VarSpec {
-        name: "XPUSHMEM_TRANSPORT",
-        default: "auto",
-        doc: "auto (each peer through the transport that reaches it) or deferred (test only: writes to other PEs wait in a queue until quiet, fence or completion, and land in reverse order between fences)",
-    },
-    VarSpec {
-        name: "XPUSHMEM_DEVICE",
-        default: "auto",
-        doc: "Level Zero device of this PE for a device heap: auto (local rank modulo the device count) or a device number",
-    },
-    VarSpec {
-        name: "XPUSHMEM_IPC",
-        default: "auto",
-        doc: "how device-heap descriptors reach node peers: auto or socket (SCM_RIGHTS over the authenticated node socket), pidfd (pidfd_getfd; ptrace permission granted only while descriptors are taken)",
-    },
-    VarSpec {
-        name: "XPUSHMEM_ERROR_MODE",
-        default: "return",
-        doc: "C ABI only: return (error codes + xpushmem_last_error) or abort (print and abort, classic SHMEM); the native xpushmem_* API defaults to return, the OpenSHMEM shmem_* layer to abort unless this is set",
-    },
-    VarSpec {
-        name: "XPUSHMEM_TEAMS_MAX",
-        default: "64",
-        doc: "team slots in the symmetric heap (2..4096; TEAM_WORLD and TEAM_SHARED take two); more live teams is an error",
-    },
-    VarSpec {
-        name: "XPUSHMEM_BARRIER_ALGORITHM",
-        default: "auto",
-        doc: "team barrier/sync algorithm: auto, linear, dissemination, tree",
-    },
-    VarSpec {
-        name: "XPUSHMEM_BROADCAST_ALGORITHM",
-        default: "auto",
-        doc: "broadcast algorithm: auto, linear, binomial, pipelined",
-    },
-    VarSpec {
-        name: "XPUSHMEM_COLLECT_ALGORITHM",
-        default: "auto",
-        doc: "fcollect/collect algorithm: auto, direct, ring",
-    },
-    VarSpec {
-        name: "XPUSHMEM_ALLTOALL_ALGORITHM",
-        default: "auto",
-        doc: "alltoall/alltoalls algorithm: auto, pairwise, direct",
-    },
-    VarSpec {
-        name: "XPUSHMEM_REDUCE_ALGORITHM",
-        default: "auto",
-        doc: "reduction algorithm: auto, linear, recursive-doubling, ring",
-    },
-    VarSpec {
-        name: "XPUSHMEM_REDUCE_SCATTER_ALGORITHM",
-        default: "auto",
-        doc: "reduce_scatter algorithm: auto, linear",
-    },
-    VarSpec {
-        name: "XPUSHMEM_SCAN_ALGORITHM",
-        default: "auto",
-        doc: "inscan/exscan algorithm: auto, linear, chain",
-    },
-    VarSpec {
-        name: "XPUSHMEM_COLL_CHUNK_SIZE",
-        default: "64K",
-        doc: "chunk of the pipelined broadcast; bytes or with a K/M/G suffix (at least 64)",
-    },
-];
+/// Declares the table once: each row is a field of [`Config`] (its doc the variable's description, its type what
+/// the value is parsed into), the variable's name, its default and the parser. [`VARS`], the struct and
+/// [`Config::from_env`] are generated from it; `docs/ENV.md` is checked against [`VARS`] by a test.
+macro_rules! env_table {
+    ($( #[doc = $doc:literal] $field:ident : $ty:ty = $name:literal, $default:literal, $parse:expr; )+) => {
+        /// Every environment variable the library reads.
+        pub const VARS: &[VarSpec] = &[$(VarSpec {
+            name: $name,
+            default: $default,
+            doc: $doc,
+            ty: stringify!($ty),
+        }),+];
 
-/// Parsed configuration.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Config {
-    /// Bytes of symmetric heap per PE.
-    pub symmetric_size: usize,
-    /// Limit of every blocking wait; `None` = forever.
-    pub timeout: Option<Duration>,
-    /// Whether collective allocations are cross-checked.
-    pub check_symmetry: bool,
-    /// Log level name.
-    pub log: String,
-    /// Bootstrap method name.
-    pub bootstrap: String,
-    /// Wait back-off: spins before yielding; `None` = auto (decided at init from the node's PE and CPU counts).
-    pub spin_count: Option<u32>,
-    /// Wait back-off: yields before sleeping.
-    pub yield_count: u32,
-    /// Wait back-off: longest sleep.
-    pub sleep_max: Duration,
-    /// C ABI error mode: true = abort on error.
-    pub abort_on_error: bool,
+        /// The configuration: every variable of [`VARS`], parsed once at init.
+        #[derive(Debug, Clone, PartialEq, Eq)]
+        pub struct Config {
+            $( #[doc = $doc] pub $field: $ty, )+
+        }
+
+        impl Config {
+            /// Parse every variable of the environment (defaults for unset ones); an unusable value is an error
+            /// naming the variable.
+            pub fn from_env() -> Result<Config> {
+                Ok(Config { $( $field: $parse($name)?, )+ })
+            }
+        }
+    };
+}
+
+env_table! {
+    /// size of each PE's symmetric heap; bytes or with a K/M/G/T suffix (powers of 1024); reserved lazily
+    symmetric_size: usize = "XPUSHMEM_SYMMETRIC_SIZE", "1G", heap_size;
+    /// limit for every blocking wait (barriers, wait_until, signal waits, bootstrap) in ms; 0 = wait forever
+    timeout: Option<Duration> = "XPUSHMEM_TIMEOUT_MS", "300000", timeout_ms;
+    /// cross-check every collective call's arguments on every PE (allocations, team creation, data collectives; 0 = compare only the kind of call)
+    check_symmetry: bool = "XPUSHMEM_CHECK_SYMMETRY", "1", boolean;
+    /// log level on stderr: off, error, warn, info, debug, trace
+    log: String = "XPUSHMEM_LOG", "warn", log_level;
+    /// how PEs find each other: auto, uid, mpi, single (auto: uid if XPUSHMEM_BOOTSTRAP_UID is set, else mpi under mpirun when built with it, else single)
+    bootstrap: String = "XPUSHMEM_BOOTSTRAP", "auto", bootstrap_method;
+    /// unique ID of the rendezvous (set by xpushmem-run, or by the program from get_unique_id)
+    bootstrap_uid: Option<String> = "XPUSHMEM_BOOTSTRAP_UID", "", opt_text;
+    /// this PE's number for the uid bootstrap
+    bootstrap_rank: Option<usize> = "XPUSHMEM_BOOTSTRAP_RANK", "", opt_count;
+    /// number of PEs for the uid bootstrap
+    bootstrap_nranks: Option<usize> = "XPUSHMEM_BOOTSTRAP_NRANKS", "", opt_count;
+    /// IP address the uid rendezvous listens on (use a routable address for multi-node jobs)
+    bootstrap_addr: IpAddr = "XPUSHMEM_BOOTSTRAP_ADDR", "127.0.0.1", ip_addr;
+    /// busy-poll iterations of a wait before it starts yielding; auto: 4000 when every PE of the node has a CPU of its own, 0 when the node is oversubscribed (a spinning PE would hold the CPU its partner needs)
+    spin_count: Option<u32> = "XPUSHMEM_SPIN_COUNT", "auto", auto_u32;
+    /// sched_yield iterations of a wait before it starts sleeping
+    yield_count: u32 = "XPUSHMEM_YIELD_COUNT", "200", plain_u32;
+    /// longest sleep between polls of a wait, in microseconds (sleeps grow from 1 us to this)
+    sleep_max: Duration = "XPUSHMEM_SLEEP_MAX_US", "200", micros;
+    /// where the symmetric heap lives: host (memfd, CPU PEs) or device (Level Zero device memory, one device per PE)
+    heap: HeapKind = "XPUSHMEM_HEAP", "host", heap_kind;
+    /// auto (each peer through the transport that reaches it) or deferred (test only: writes to other PEs wait in a queue until quiet, fence or completion, and land in reverse order between fences)
+    transport: TransportMode = "XPUSHMEM_TRANSPORT", "auto", transport_mode;
+    /// Level Zero device of this PE for a device heap: auto (local rank modulo the device count) or a device number
+    device: Option<usize> = "XPUSHMEM_DEVICE", "auto", auto_usize;
+    /// how device-heap descriptors reach node peers: auto or socket (SCM_RIGHTS over the authenticated node socket), pidfd (pidfd_getfd; ptrace permission granted only while descriptors are taken)
+    ipc: IpcMode = "XPUSHMEM_IPC", "auto", ipc_mode;
+    /// C ABI only: return (error codes + xpushmem_last_error) or abort (print and abort, classic SHMEM); the native xpushmem_* API defaults to return, the OpenSHMEM shmem_* layer to abort unless this is set
+    abort_on_error: bool = "XPUSHMEM_ERROR_MODE", "return", error_mode;
+    /// team slots in the symmetric heap (2..4096; TEAM_WORLD and TEAM_SHARED take two); more live teams is an error
+    teams_max: OnUse<usize> = "XPUSHMEM_TEAMS_MAX", "64", on_use(team_slots);
+    /// team barrier/sync algorithm: auto, linear, dissemination, tree
+    barrier_algorithm: OnUse<crate::team::BarrierAlgo> = "XPUSHMEM_BARRIER_ALGORITHM", "auto", on_use(algorithm::<crate::team::BarrierAlgo>);
+    /// broadcast algorithm: auto, linear, binomial, pipelined
+    broadcast_algorithm: OnUse<crate::coll::BroadcastAlgo> = "XPUSHMEM_BROADCAST_ALGORITHM", "auto", on_use(algorithm::<crate::coll::BroadcastAlgo>);
+    /// fcollect/collect algorithm: auto, direct, ring
+    collect_algorithm: OnUse<crate::coll::CollectAlgo> = "XPUSHMEM_COLLECT_ALGORITHM", "auto", on_use(algorithm::<crate::coll::CollectAlgo>);
+    /// alltoall/alltoalls algorithm: auto, pairwise, direct
+    alltoall_algorithm: OnUse<crate::coll::AlltoallAlgo> = "XPUSHMEM_ALLTOALL_ALGORITHM", "auto", on_use(algorithm::<crate::coll::AlltoallAlgo>);
+    /// reduction algorithm: auto, linear, recursive-doubling, ring
+    reduce_algorithm: OnUse<crate::coll::ReduceAlgo> = "XPUSHMEM_REDUCE_ALGORITHM", "auto", on_use(algorithm::<crate::coll::ReduceAlgo>);
+    /// reduce_scatter algorithm: auto, linear
+    reduce_scatter_algorithm: OnUse<crate::coll::ReduceScatterAlgo> = "XPUSHMEM_REDUCE_SCATTER_ALGORITHM", "auto", on_use(algorithm::<crate::coll::ReduceScatterAlgo>);
+    /// inscan/exscan algorithm: auto, linear, chain
+    scan_algorithm: OnUse<crate::coll::ScanAlgo> = "XPUSHMEM_SCAN_ALGORITHM", "auto", on_use(algorithm::<crate::coll::ScanAlgo>);
+    /// chunk of the pipelined broadcast; bytes or with a K/M/G suffix (at least 64)
+    coll_chunk_bytes: OnUse<usize> = "XPUSHMEM_COLL_CHUNK_SIZE", "64K", on_use(chunk_size);
+    /// set by xpushmem-run (internal): the launcher's pid, so a PE whose launcher is gone fails its init at once
+    launcher_pid: Option<String> = "XPUSHMEM_LAUNCHER_PID", "", opt_text;
+    /// set by xpushmem-run (internal): where a PE reports global_exit and lost peers to the launcher
+    launcher_report: Option<String> = "XPUSHMEM_LAUNCHER_REPORT", "", opt_text;
+}
+
+/// A setting parsed at init whose error, if its value is unusable, is reported by the calls that use it (the
+/// collectives' algorithm choices, the team pool and the chunk size: a bad value fails those calls on every PE
+/// and leaves the rest of the runtime usable).
+pub type OnUse<T> = std::result::Result<T, Error>;
+
+/// A parser whose error is kept for the calls that use the setting.
+fn on_use<T>(parse: fn(&'static str) -> Result<T>) -> impl Fn(&'static str) -> Result<OnUse<T>> {
+    move |var| Ok(parse(var))
+}
+
+/// The configuration of the running runtime, installed by init.
+static CURRENT: RwLock<Option<Arc<Config>>> = RwLock::new(None);
+
+/// Make `cfg` the configuration the runtime's layers read ([`current`]); called once per init.
+pub(crate) fn install(cfg: &Config) {
+    *CURRENT.write().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(cfg.clone()));
+}
+
+/// The configuration parsed at init (parsed from the environment when no runtime was started yet).
+pub(crate) fn current() -> Result<Arc<Config>> {
+    if let Some(c) = CURRENT.read().unwrap_or_else(|p| p.into_inner()).as_ref() {
+        return Ok(c.clone());
+    }
+    Ok(Arc::new(Config::from_env()?))
+}
+
+/// A setting chosen by a field of [`Config`] (the algorithm enums: `Auto` is resolved through it).
+pub(crate) trait FromConfig {
+    /// The value the configuration gives, or the error of its variable.
+    fn from_config(cfg: &Config) -> Result<Self>
+    where
+        Self: Sized;
+}
+
+macro_rules! from_config {
+    ($($t:ty => $field:ident),+ $(,)?) => {
+        $(impl FromConfig for $t {
+            fn from_config(cfg: &Config) -> Result<Self> {
+                cfg.$field.clone()
+            }
+        })+
+    };
+}
+
+from_config!(
+    crate::team::BarrierAlgo => barrier_algorithm,
+    crate::coll::BroadcastAlgo => broadcast_algorithm,
+    crate::coll::CollectAlgo => collect_algorithm,
+    crate::coll::AlltoallAlgo => alltoall_algorithm,
+    crate::coll::ReduceAlgo => reduce_algorithm,
+    crate::coll::ReduceScatterAlgo => reduce_scatter_algorithm,
+    crate::coll::ScanAlgo => scan_algorithm,
+);
+
+/// How PEs other than this one are reached (`XPUSHMEM_TRANSPORT`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TransportMode {
+    /// Each peer through the transport that reaches it.
+    Auto,
+    /// The deferred test transport (writes wait until quiet, fence or completion).
+    Deferred,
+}
+
+/// How device-heap descriptors reach node peers (`XPUSHMEM_IPC`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IpcMode {
+    /// The default: SCM_RIGHTS over the authenticated node socket.
+    Auto,
+    /// `pidfd_getfd`, with ptrace permission granted only while descriptors are taken.
+    Pidfd,
+    /// SCM_RIGHTS over the authenticated node socket.
+    Socket,
 }
 
 /// The value of a variable in the environment, or `None` when unset or empty.
@@ -258,53 +268,152 @@ fn parse_choice(var: &'static str, allowed: &[&str]) -> Result<String> {
 /// Largest symmetric heap we accept (the mapping of every node peer must fit the address space).
 pub const MAX_SYMMETRIC_SIZE: usize = 1 << 44;
 
-impl Config {
-    /// Read and validate every variable of [`VARS`].
-    pub fn from_env() -> Result<Config> {
-        let size_text = raw("XPUSHMEM_SYMMETRIC_SIZE");
-        let symmetric_size = parse_size(&size_text).ok_or_else(|| {
-            bad(
-                "XPUSHMEM_SYMMETRIC_SIZE",
-                &size_text,
-                "expected bytes or a number with K/M/G/T suffix, e.g. 512M or 2G",
-            )
-        })?;
-        if !(4096..=MAX_SYMMETRIC_SIZE).contains(&symmetric_size) {
-            return Err(bad(
-                "XPUSHMEM_SYMMETRIC_SIZE",
-                &size_text,
-                format!("must be in [4096, {MAX_SYMMETRIC_SIZE}] bytes"),
-            ));
-        }
-        let timeout_ms = parse_u64("XPUSHMEM_TIMEOUT_MS")?;
-        let sleep_us = parse_u64("XPUSHMEM_SLEEP_MAX_US")?.clamp(1, 1_000_000);
-        let to_u32 = |var: &'static str| -> Result<u32> {
-            let n = parse_u64(var)?;
-            u32::try_from(n).map_err(|_| bad(var, &n.to_string(), "must fit in 32 bits"))
-        };
-        Ok(Config {
-            symmetric_size,
-            timeout: (timeout_ms > 0).then(|| Duration::from_millis(timeout_ms)),
-            check_symmetry: parse_bool("XPUSHMEM_CHECK_SYMMETRY")?,
-            log: parse_choice(
-                "XPUSHMEM_LOG",
-                &["off", "error", "warn", "info", "debug", "trace"],
-            )?,
-            bootstrap: parse_choice("XPUSHMEM_BOOTSTRAP", &["auto", "uid", "mpi", "single"])?,
-            spin_count: match raw("XPUSHMEM_SPIN_COUNT").trim() {
-                "auto" => None,
-                _ => Some(to_u32("XPUSHMEM_SPIN_COUNT")?),
-            },
-            yield_count: to_u32("XPUSHMEM_YIELD_COUNT")?,
-            sleep_max: Duration::from_micros(sleep_us),
-            abort_on_error: parse_choice("XPUSHMEM_ERROR_MODE", &["return", "abort"])? == "abort",
-        })
-    }
+// The parsers of the table: each reads its variable (or the default) and names the variable when it fails.
 
+fn heap_size(var: &'static str) -> Result<usize> {
+    let text = raw(var);
+    let n = parse_size(&text).ok_or_else(|| {
+        bad(
+            var,
+            &text,
+            "expected bytes or a number with K/M/G/T suffix, e.g. 512M or 2G",
+        )
+    })?;
+    if !(4096..=MAX_SYMMETRIC_SIZE).contains(&n) {
+        return Err(bad(
+            var,
+            &text,
+            format!("must be in [4096, {MAX_SYMMETRIC_SIZE}] bytes"),
+        ));
+    }
+    Ok(n)
+}
+
+fn timeout_ms(var: &'static str) -> Result<Option<Duration>> {
+    let ms = parse_u64(var)?;
+    Ok((ms > 0).then(|| Duration::from_millis(ms)))
+}
+
+fn boolean(var: &'static str) -> Result<bool> {
+    parse_bool(var)
+}
+
+fn log_level(var: &'static str) -> Result<String> {
+    parse_choice(var, &["off", "error", "warn", "info", "debug", "trace"])
+}
+
+fn bootstrap_method(var: &'static str) -> Result<String> {
+    parse_choice(var, &["auto", "uid", "mpi", "single"])
+}
+
+fn opt_text(var: &'static str) -> Result<Option<String>> {
+    Ok(env_value(var))
+}
+
+fn opt_count(var: &'static str) -> Result<Option<usize>> {
+    env_value(var)
+        .map(|v| {
+            v.trim()
+                .parse::<usize>()
+                .map_err(|_| bad(var, &v, "expected a non-negative integer"))
+        })
+        .transpose()
+}
+
+fn ip_addr(var: &'static str) -> Result<IpAddr> {
+    let v = raw(var);
+    v.trim()
+        .parse()
+        .map_err(|_| bad(var, &v, "expected an IPv4 or IPv6 address"))
+}
+
+fn plain_u32(var: &'static str) -> Result<u32> {
+    let n = parse_u64(var)?;
+    u32::try_from(n).map_err(|_| bad(var, &n.to_string(), "must fit in 32 bits"))
+}
+
+fn auto_u32(var: &'static str) -> Result<Option<u32>> {
+    match raw(var).trim() {
+        "auto" => Ok(None),
+        _ => plain_u32(var).map(Some),
+    }
+}
+
+fn auto_usize(var: &'static str) -> Result<Option<usize>> {
+    let v = raw(var);
+    match v.trim() {
+        "auto" => Ok(None),
+        t => t
+            .parse()
+            .map(Some)
+            .map_err(|_| bad(var, &v, "expected auto or a device number")),
+    }
+}
+
+fn micros(var: &'static str) -> Result<Duration> {
+    Ok(Duration::from_micros(parse_u64(var)?.clamp(1, 1_000_000)))
+}
+
+fn heap_kind(var: &'static str) -> Result<HeapKind> {
+    match parse_choice(var, &["host", "device"])?.as_str() {
+        "device" => Ok(HeapKind::Device),
+        _ => Ok(HeapKind::Host),
+    }
+}
+
+fn transport_mode(var: &'static str) -> Result<TransportMode> {
+    match parse_choice(var, &["auto", "deferred"])?.as_str() {
+        "deferred" => Ok(TransportMode::Deferred),
+        _ => Ok(TransportMode::Auto),
+    }
+}
+
+fn ipc_mode(var: &'static str) -> Result<IpcMode> {
+    match parse_choice(var, &["auto", "pidfd", "socket"])?.as_str() {
+        "pidfd" => Ok(IpcMode::Pidfd),
+        "socket" => Ok(IpcMode::Socket),
+        _ => Ok(IpcMode::Auto),
+    }
+}
+
+fn error_mode(var: &'static str) -> Result<bool> {
+    Ok(parse_choice(var, &["return", "abort"])? == "abort")
+}
+
+fn team_slots(var: &'static str) -> Result<usize> {
+    use crate::team::TEAMS_MAX_LIMIT;
+    let v = raw(var);
+    match v.trim().parse::<usize>() {
+        Ok(n) if (2..=TEAMS_MAX_LIMIT).contains(&n) => Ok(n),
+        _ => Err(bad(
+            var,
+            &v,
+            format!("expected a number of team slots in [2, {TEAMS_MAX_LIMIT}] (TEAM_WORLD and TEAM_SHARED take two)"),
+        )),
+    }
+}
+
+fn algorithm<A: std::str::FromStr>(var: &'static str) -> Result<A>
+where
+    A::Err: std::fmt::Display,
+{
+    let v = raw(var);
+    v.parse::<A>()
+        .map_err(|e| bad(var, &v, format!("unknown algorithm ({e})")))
+}
+
+fn chunk_size(var: &'static str) -> Result<usize> {
+    let v = raw(var);
+    parse_size(&v)
+        .filter(|&b| b >= 64)
+        .ok_or_else(|| bad(var, &v, "expected a size of at least 64 bytes (e.g. 64K)"))
+}
+
+impl Config {
     /// Rows of (name, current value or empty, default, doc), for `xpushmem-info`.
     pub fn table() -> Vec<(&'static str, Option<String>, &'static str, &'static str)> {
         VARS.iter()
-            .map(|v| (v.name, env_value(v.name), v.default, v.doc))
+            .map(|v| (v.name, env_value(v.name), v.default, v.doc.trim()))
             .collect()
     }
 }
@@ -337,17 +446,51 @@ mod tests {
             .all(|v| v.name.starts_with("XPUSHMEM_") && !v.doc.is_empty()));
     }
 
-    #[test]
-    fn docs_env_md_lists_every_variable_with_its_default() {
-        let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/ENV.md"))
-            .expect("docs/ENV.md");
+    /// The table of `docs/ENV.md`, rendered from [`VARS`].
+    fn env_md_table() -> String {
+        let mut t = String::from("| variable | type | default | meaning |\n|---|---|---|---|\n");
         for v in VARS {
-            let row = format!("| `{}` | `{}` |", v.name, v.default);
-            assert!(
-                doc.contains(&row),
-                "docs/ENV.md lacks the row for {} (expected to contain {row:?})",
-                v.name
-            );
+            let ty =
+                v.ty.replace("crate::team::", "")
+                    .replace("crate::coll::", "");
+            t.push_str(&format!(
+                "| `{}` | `{}` | `{}` | {} |\n",
+                v.name,
+                ty.replace(' ', ""),
+                v.default,
+                v.doc.trim()
+            ));
         }
+        t
+    }
+
+    #[test]
+    fn docs_env_md_is_generated_from_the_table() {
+        // XPUSHMEM_BLESS=1 rewrites the table between the markers instead of comparing.
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/ENV.md");
+        let doc = std::fs::read_to_string(path).expect("docs/ENV.md");
+        let (begin, end) = ("<!-- env-table: begin -->\n", "<!-- env-table: end -->");
+        let a = doc.find(begin).expect("docs/ENV.md has the begin marker") + begin.len();
+        let b = doc.find(end).expect("docs/ENV.md has the end marker");
+        let want = env_md_table();
+        if std::env::var("XPUSHMEM_BLESS").is_ok_and(|v| v == "1") {
+            std::fs::write(path, format!("{}{want}{}", &doc[..a], &doc[b..]))
+                .expect("write ENV.md");
+            return;
+        }
+        assert_eq!(
+            &doc[a..b],
+            want,
+            "docs/ENV.md drifted from config::VARS (regenerate: XPUSHMEM_BLESS=1 cargo test -p xpushmem --lib config)"
+        );
+    }
+
+    #[test]
+    fn every_variable_is_declared_once_and_documented() {
+        for v in VARS {
+            assert!(!v.doc.trim().is_empty(), "{} has no description", v.name);
+        }
+        let names: std::collections::HashSet<_> = VARS.iter().map(|v| v.name).collect();
+        assert_eq!(names.len(), VARS.len(), "a variable is declared twice");
     }
 }

@@ -84,14 +84,7 @@ impl Default for InitAttr {
 /// [`BootstrapSpec::Uid`] on each, this process included.
 pub fn get_unique_id() -> Result<UniqueId> {
     let cfg = Config::from_env()?;
-    let ip =
-        crate::config::env_value("XPUSHMEM_BOOTSTRAP_ADDR").unwrap_or_else(|| "127.0.0.1".into());
-    let ip = ip.parse().map_err(|_| Error::Config {
-        var: "XPUSHMEM_BOOTSTRAP_ADDR",
-        value: ip.clone(),
-        reason: "expected an IPv4 or IPv6 address".into(),
-    })?;
-    let server = bootstrap::uid::Server::start(ip, cfg.timeout)?;
+    let server = bootstrap::uid::Server::start(cfg.bootstrap_addr, cfg.timeout)?;
     let id = server.id();
     *PENDING_SERVER.lock().unwrap_or_else(|p| p.into_inner()) = Some(server);
     Ok(id)
@@ -148,16 +141,12 @@ fn host_key() -> String {
     format!("{host}/{}", boot.trim())
 }
 
-fn env_usize(var: &'static str) -> Result<usize> {
-    let v = crate::config::env_value(var).ok_or_else(|| Error::Config {
+/// A variable the uid bootstrap needs (xpushmem-run sets it).
+fn required<T: Copy>(var: &'static str, value: Option<T>) -> Result<T> {
+    value.ok_or_else(|| Error::Config {
         var,
         value: String::new(),
         reason: "required by the uid bootstrap (set by xpushmem-run)".into(),
-    })?;
-    v.trim().parse().map_err(|_| Error::Config {
-        var,
-        value: v.clone(),
-        reason: "expected a non-negative integer".into(),
     })
 }
 
@@ -184,7 +173,7 @@ fn make_bootstrap(spec: &BootstrapSpec, cfg: &Config) -> Result<Box<dyn Bootstra
         #[cfg(feature = "mpi")]
         BootstrapSpec::Mpi => Ok(Box::new(bootstrap::mpi::MpiBootstrap::new()?)),
         BootstrapSpec::Env => {
-            let uid_text = crate::config::env_value("XPUSHMEM_BOOTSTRAP_UID");
+            let uid_text = cfg.bootstrap_uid.clone();
             let method = match cfg.bootstrap.as_str() {
                 "auto" if uid_text.is_some() => "uid",
                 "auto" if cfg!(feature = "mpi") && under_mpi_launcher() => "mpi",
@@ -202,8 +191,8 @@ fn make_bootstrap(spec: &BootstrapSpec, cfg: &Config) -> Result<Box<dyn Bootstra
                     let uid: UniqueId = text.parse()?;
                     let spec = BootstrapSpec::Uid {
                         uid,
-                        rank: env_usize("XPUSHMEM_BOOTSTRAP_RANK")?,
-                        size: env_usize("XPUSHMEM_BOOTSTRAP_NRANKS")?,
+                        rank: required("XPUSHMEM_BOOTSTRAP_RANK", cfg.bootstrap_rank)?,
+                        size: required("XPUSHMEM_BOOTSTRAP_NRANKS", cfg.bootstrap_nranks)?,
                     };
                     make_bootstrap(&spec, cfg)
                 }
@@ -295,25 +284,6 @@ fn job_layout(boot: &dyn Bootstrap, cfg: &Config) -> Result<(Nodes, Vec<u32>, u6
     Ok((Nodes { node_of, hosts }, pids, job_cookie))
 }
 
-/// Where the user heap lives: the attribute, else `XPUSHMEM_HEAP`.
-fn heap_kind(attr: Option<HeapKind>) -> Result<HeapKind> {
-    if let Some(k) = attr {
-        return Ok(k);
-    }
-    match crate::config::env_value("XPUSHMEM_HEAP")
-        .as_deref()
-        .map(str::trim)
-    {
-        None | Some("host") => Ok(HeapKind::Host),
-        Some("device") => Ok(HeapKind::Device),
-        Some(v) => Err(Error::Config {
-            var: "XPUSHMEM_HEAP",
-            value: v.to_string(),
-            reason: "expected host or device".into(),
-        }),
-    }
-}
-
 /// The error for an operation on a PE no transport reaches.
 fn unreachable_pe(pe: usize, call: &str) -> Error {
     Error::Transport {
@@ -390,6 +360,7 @@ pub struct Shmem {
 impl Shmem {
     fn start(attr: InitAttr) -> Result<Shmem> {
         let cfg = Config::from_env()?;
+        crate::config::install(&cfg);
         init_logging(&cfg.log);
         crate::launch::tie_to_launcher()?;
         let boot = make_bootstrap(&attr.bootstrap, &cfg)?;
@@ -397,7 +368,7 @@ impl Shmem {
         tracing::debug!(pe = me, n_pes = n, bootstrap = boot.name(), "bootstrap up");
 
         let (nodes, pids, job_cookie) = job_layout(boot.as_ref(), &cfg)?;
-        let heap_kind = heap_kind(attr.heap)?;
+        let heap_kind = attr.heap.unwrap_or(cfg.heap);
         let (peers, data) = transport::connect(transport::ConnectArgs {
             boot: boot.as_ref(),
             me,

@@ -221,19 +221,9 @@ pub(crate) fn overlap<T: Symmetric>(a: SymSlice<T>, b: SymSlice<T>) -> bool {
     a0 < b1 && b0 < a1 && a1 > a0 && b1 > b0
 }
 
-/// The pipeline chunk of `XPUSHMEM_COLL_CHUNK_SIZE` in bytes.
+/// The pipeline chunk of `XPUSHMEM_COLL_CHUNK_SIZE` in bytes, as parsed at init.
 pub(crate) fn chunk_bytes() -> Result<usize> {
-    const VAR: &str = "XPUSHMEM_COLL_CHUNK_SIZE";
-    match crate::config::env_value(VAR) {
-        None => Ok(DEFAULT_CHUNK_BYTES),
-        Some(v) => crate::config::parse_size(&v)
-            .filter(|&b| b >= 64)
-            .ok_or_else(|| Error::Config {
-                var: VAR,
-                value: v.clone(),
-                reason: "expected a size of at least 64 bytes (e.g. 64K)".into(),
-            }),
-    }
+    crate::config::current()?.coll_chunk_bytes.clone()
 }
 
 #[cfg(test)]

@@ -37,31 +37,8 @@ pub enum HeapKind {
     Device,
 }
 
-/// How device-heap descriptors travel between processes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum IpcMode {
-    Auto,
-    Pidfd,
-    Socket,
-}
-
-impl IpcMode {
-    pub(crate) fn from_env() -> Result<IpcMode> {
-        match crate::config::env_value("XPUSHMEM_IPC")
-            .as_deref()
-            .map(str::trim)
-        {
-            None | Some("auto") => Ok(IpcMode::Auto),
-            Some("pidfd") => Ok(IpcMode::Pidfd),
-            Some("socket") => Ok(IpcMode::Socket),
-            Some(v) => Err(Error::Config {
-                var: "XPUSHMEM_IPC",
-                value: v.to_string(),
-                reason: "expected auto, pidfd or socket".into(),
-            }),
-        }
-    }
-}
+/// How device-heap descriptors travel between processes (`XPUSHMEM_IPC`).
+pub(crate) use crate::config::IpcMode;
 
 /// What `Shmem::start` needs to build device heaps.
 pub(crate) struct DeviceSetup<'a> {
@@ -77,13 +54,9 @@ pub(crate) struct DeviceSetup<'a> {
 }
 
 fn pick_device(local_rank: usize) -> Result<usize> {
-    match crate::config::env_value("XPUSHMEM_DEVICE") {
-        Some(v) if v.trim() != "auto" => v.trim().parse().map_err(|_| Error::Config {
-            var: "XPUSHMEM_DEVICE",
-            value: v.clone(),
-            reason: "expected auto or a device number".into(),
-        }),
-        _ => {
+    match crate::config::current()?.device {
+        Some(d) => Ok(d),
+        None => {
             let count = ZeRuntime::device_count()?;
             if count == 0 {
                 return Err(Error::Device("Level Zero reports no device".into()));
@@ -103,7 +76,7 @@ pub(crate) fn setup(s: DeviceSetup<'_>) -> Result<(Arc<ZeRuntime>, Windows)> {
         Some(h) => DeviceSelect::External(h),
         None => DeviceSelect::Index(pick_device(local_rank)?),
     };
-    let mode = IpcMode::from_env()?;
+    let mode = crate::config::current()?.ipc;
     let rt = ZeRuntime::open(select)?;
     let scratch = abi::scratch_bytes(s.n);
     let own = rt.alloc_heap_with_tail(s.size, scratch)?;

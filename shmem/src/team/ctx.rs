@@ -112,20 +112,15 @@ macro_rules! algo_enum {
                 v.join(", ")
             }
 
-            /// `Auto` resolved through the environment variable (still `Auto` when unset).
+            /// `Auto` resolved through the configuration parsed at init (its `XPUSHMEM_*_ALGORITHM` variable;
+            /// still `Auto` when that is unset).
             #[allow(dead_code)]
             pub(crate) fn with_env(self) -> Result<$name> {
                 if self != $name::Auto {
                     return Ok(self);
                 }
-                match crate::config::env_value($env) {
-                    None => Ok($name::Auto),
-                    Some(v) => v.parse().map_err(|_| Error::Config {
-                        var: $env,
-                        value: v.clone(),
-                        reason: format!("unknown algorithm; expected one of {}", $name::names()),
-                    }),
-                }
+                let cfg = crate::config::current()?;
+                <$name as crate::config::FromConfig>::from_config(&cfg)
             }
         }
 

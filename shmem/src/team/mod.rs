@@ -292,20 +292,9 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// `XPUSHMEM_TEAMS_MAX`, validated.
+/// `XPUSHMEM_TEAMS_MAX`, as parsed at init.
 fn teams_max() -> Result<usize> {
-    const VAR: &str = "XPUSHMEM_TEAMS_MAX";
-    let Some(v) = crate::config::env_value(VAR) else {
-        return Ok(TEAMS_MAX_DEFAULT);
-    };
-    match v.trim().parse::<usize>() {
-        Ok(n) if (2..=TEAMS_MAX_LIMIT).contains(&n) => Ok(n),
-        _ => Err(Error::Config {
-            var: VAR,
-            value: v.clone(),
-            reason: format!("expected a number of team slots in [2, {TEAMS_MAX_LIMIT}] (TEAM_WORLD and TEAM_SHARED take two)"),
-        }),
-    }
+    crate::config::current()?.teams_max.clone()
 }
 
 /// A team handle: a set of PEs with their own numbering `0..n_pes()` and their own synchronisation space.

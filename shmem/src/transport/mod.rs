@@ -419,20 +419,7 @@ pub(crate) fn connect(a: ConnectArgs<'_>) -> Result<(Peers, dataseg::SymData)> {
     use crate::device::HeapKind;
     let (me, n) = (a.me, a.pids.len());
     let local = a.nodes.pes_on(a.nodes.node_of(me));
-    let deferred = match crate::config::env_value("XPUSHMEM_TRANSPORT")
-        .as_deref()
-        .map(str::trim)
-    {
-        None | Some("auto") => false,
-        Some("deferred") => true,
-        Some(v) => {
-            return Err(crate::error::Error::Config {
-                var: "XPUSHMEM_TRANSPORT",
-                value: v.to_string(),
-                reason: "expected auto or deferred".into(),
-            })
-        }
-    };
+    let deferred = crate::config::current()?.transport == crate::config::TransportMode::Deferred;
     // The transports, most general first: the shm mapping reaches this node's PEs (runtime words, and host heaps);
     // Level Zero IPC reaches the same PEs' device heaps; the deferred test transport wraps the other PEs' windows.
     // A fabric transport would claim the other nodes' PEs here. Each PE is routed to the last one that reaches it.
