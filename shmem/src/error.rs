@@ -131,6 +131,17 @@ pub enum Error {
     /// The Level Zero device layer failed.
     #[error("device: {0}")]
     Device(String),
+    /// A Level Zero call failed: which call, the `ze_result_t` it returned (rendered by name) and what it was
+    /// doing. Its C error code is [`ErrorCode::Device`].
+    #[error("device: {call} failed: {result}{detail}")]
+    Ze {
+        /// The Level Zero call (`zeMemAllocDevice`, ...), with its subject when it has one.
+        call: String,
+        /// What the call returned.
+        result: level_zero_sys::ze_result_t,
+        /// Context after the result: empty, or starting with a separator (` (kernel "k")`).
+        detail: String,
+    },
     /// The runtime is not initialised, or was already initialised / finalised.
     #[error("state: {0}")]
     State(String),
@@ -262,7 +273,7 @@ impl Error {
             Error::PeerLost { .. } => ErrorCode::PeerLost,
             Error::Bootstrap { .. } => ErrorCode::Bootstrap,
             Error::Transport { .. } => ErrorCode::Transport,
-            Error::Device(_) => ErrorCode::Device,
+            Error::Device(_) | Error::Ze { .. } => ErrorCode::Device,
             Error::State(_) => ErrorCode::State,
             Error::Config { .. } => ErrorCode::Config,
             Error::Os { .. } => ErrorCode::Os,
@@ -272,6 +283,14 @@ impl Error {
     /// A short stable name of the variant, used as the error kind in the C ABI and in Python.
     pub fn kind(&self) -> &'static str {
         self.code().name()
+    }
+
+    /// The `ze_result_t` of a failed Level Zero call ([`Error::Ze`]), `None` for any other error.
+    pub fn ze_result(&self) -> Option<level_zero_sys::ze_result_t> {
+        match self {
+            Error::Ze { result, .. } => Some(*result),
+            _ => None,
+        }
     }
 
     pub(crate) fn os(call: &'static str, err: impl std::fmt::Display) -> Error {

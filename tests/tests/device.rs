@@ -76,8 +76,12 @@ pe_test!(device_heap_kernel_puts_into_peer_and_signals, [], device [dev_2pe = 2,
     // SAFETY: the arguments are rejected before anything runs.
     let r = unsafe { dev.launch(&kernel, &[KernelArg::sym(dst, n)], [1, 1, 1], [1, 1, 1]) };
     assert!(matches!(r, Err(xpushmem::Error::InvalidPe { .. })), "PE out of range: {r:?}");
-    assert!(dev.kernel(&module, "no_such_kernel").is_err());
-    assert!(dev.load_module(b"not spir-v").is_err());
+    // Level Zero failures keep the call's ze_result_t (the spec's codes for these two cases).
+    let e = dev.kernel(&module, "no_such_kernel").expect_err("no such kernel");
+    assert_eq!(e.ze_result().and_then(|r| r.name()), Some("ZE_RESULT_ERROR_INVALID_KERNEL_NAME"), "{e}");
+    assert_eq!(e.code(), xpushmem::ErrorCode::Device);
+    let e = dev.load_module(b"not spir-v").expect_err("not SPIR-V");
+    assert_eq!(e.ze_result().and_then(|r| r.name()), Some("ZE_RESULT_ERROR_MODULE_BUILD_FAILURE"), "{e}");
     sh.barrier_all()?;
     Ok(())
 });

@@ -101,4 +101,20 @@ fn main() {
         }
     );
     println!("  transports: shm (same node), ze (device heaps: copy engines, IPC)");
+    let exe = std::env::current_exe().ok();
+    let libs = xpushmem::device::library::find(exe.as_deref());
+    if libs.is_empty() {
+        println!(
+            "  device library: {} not found (installed by ffi/install.sh under PREFIX/lib/xpushmem)",
+            xpushmem::device::library::bitcode_name()
+        );
+    }
+    for lib in libs {
+        println!(
+            "  device library: {} (version {}, device ABI {})",
+            lib.display(),
+            xpushmem::VERSION,
+            xpushmem::abi::XPUSHMEM_DEVICE_ABI_VERSION
+        );
+    }
 }

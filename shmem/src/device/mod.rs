@@ -14,7 +14,11 @@
 //! 4. every PE opens each peer's handle (descriptor patched in) with `zeMemOpenIpcHandle`: `bases[pe]`.
 //!
 //! Host-initiated operations on a device heap go through [`crate::transport::ze::DeviceWindow`]: copies on a copy
-//! engine, fills, and one-work-item atomic kernels of the device library.
+//! engine, fills, and one-work-item atomic kernels of the device library. The methods of [`Device`] that touch
+//! raw device memory or run kernels (modules, launches, the device-library state) are implemented in the transport
+//! leaf `transport/ze_kernel.rs`; this module holds no `unsafe` block.
+
+pub mod library;
 
 use crate::abi::{self, DeviceCall, DeviceError, DeviceState, DeviceTeam};
 use crate::bootstrap::{Bootstrap, Dec, Enc};
@@ -82,8 +86,7 @@ pub(crate) fn setup(s: DeviceSetup<'_>) -> Result<(Arc<ZeRuntime>, Windows)> {
     let own = rt.alloc_heap_with_tail(s.size, scratch)?;
     // The device library's scratch (barrier counters, bases table) starts zeroed on every PE before any peer can
     // reach it (peers open our heap only after the allgather below).
-    // SAFETY: [size, size + scratch) is the tail of our own allocation.
-    unsafe { rt.zero_raw(own.base().add(s.size), scratch)? };
+    own.zero_tail()?;
     let (handle, fd) = rt.ipc_handle(&own)?;
     let pidfd = mode == IpcMode::Pidfd;
     if pidfd {
@@ -195,13 +198,8 @@ pub(crate) fn setup(s: DeviceSetup<'_>) -> Result<(Arc<ZeRuntime>, Windows)> {
         };
         bases.extend_from_slice(&b.to_ne_bytes());
     }
-    // SAFETY: the bases table lies inside our allocation's tail (abi::scratch_bytes covers 8 bytes per PE).
-    unsafe {
-        rt.write_raw(
-            own.base().add(s.size + abi::XPUSHMEM_DEVICE_BASES_OFFSET),
-            &bases,
-        )?
-    };
+    // The bases table lies inside our allocation's tail (abi::scratch_bytes covers 8 bytes per PE).
+    own.write_tail(abi::XPUSHMEM_DEVICE_BASES_OFFSET, &bases)?;
     maps[s.me] = Some(Box::new(own));
     tracing::debug!(
         pe = s.me,
@@ -253,20 +251,20 @@ impl KernelArg {
 /// A SPIR-V module loaded on this PE's device.
 #[derive(Debug)]
 pub struct Module {
-    handle: level_zero_sys::ze_module_handle_t,
-    state: Option<StateAddr>,
+    pub(crate) handle: level_zero_sys::ze_module_handle_t,
+    pub(crate) state: Option<StateAddr>,
 }
 
 /// Device address of a module's device-library state global.
 #[derive(Debug, Clone, Copy)]
-struct StateAddr(usize);
+pub(crate) struct StateAddr(pub(crate) usize);
 
 /// A kernel of a loaded module.
 #[derive(Debug)]
 pub struct Kernel {
-    handle: level_zero_sys::ze_kernel_handle_t,
-    name: String,
-    state: Option<StateAddr>,
+    pub(crate) handle: level_zero_sys::ze_kernel_handle_t,
+    pub(crate) name: String,
+    pub(crate) state: Option<StateAddr>,
 }
 
 impl Kernel {
@@ -279,8 +277,8 @@ impl Kernel {
 /// This PE's device, as seen through the runtime: modules, kernels, launches on symmetric buffers.
 #[derive(Debug, Clone, Copy)]
 pub struct Device<'a> {
-    sh: &'a Shmem,
-    rt: &'a Arc<ZeRuntime>,
+    pub(crate) sh: &'a Shmem,
+    pub(crate) rt: &'a Arc<ZeRuntime>,
 }
 
 /// Polls of a device-side wait for a host timeout (`None`: no limit).
@@ -310,34 +308,6 @@ impl<'a> Device<'a> {
     /// The Level Zero handles in use (to share with a framework).
     pub fn handles(&self) -> ExternalHandles {
         self.rt.handles()
-    }
-
-    /// Build a module from SPIR-V (the build log is part of the error). A module linked with the device library
-    /// must be initialised with [`Device::init_module`] before its kernels call it; errors its device calls
-    /// record (a call before initialisation included) are reported by the launch that ran them.
-    pub fn load_module(&self, spirv: &[u8]) -> Result<Module> {
-        let handle = self.rt.build_module(spirv, "user module")?;
-        // SAFETY: the module was just built by this runtime.
-        let global = unsafe {
-            self.rt
-                .global_pointer(handle, abi::XPUSHMEM_DEVICE_STATE_SYMBOL)?
-        };
-        Ok(Module {
-            handle,
-            state: global
-                .filter(|&(_, size)| size == std::mem::size_of::<DeviceState>())
-                .map(|(addr, _)| StateAddr(addr as usize)),
-        })
-    }
-
-    /// A kernel of `module` by name.
-    pub fn kernel(&self, module: &Module, name: &str) -> Result<Kernel> {
-        Ok(Kernel {
-            // SAFETY: the module was built by this runtime and lives as long as the runtime.
-            handle: unsafe { self.rt.kernel(module.handle, name)? },
-            name: name.to_string(),
-            state: module.state,
-        })
     }
 
     /// The device state this PE's modules get: PEs, heap bases (in the heap's scratch tail), teams, timeout.
@@ -371,67 +341,19 @@ impl<'a> Device<'a> {
         }
     }
 
-    /// Fill the device-library state of `module` (NVSHMEM's `nvshmemx_cumodule_init`): this PE, the PE count,
-    /// every PE's heap base, the teams and the wait bound. An error if the module was not linked with the device
-    /// library (it has no `xpushmem_device_state` global) or with a library of another ABI.
-    pub fn init_module(&self, module: &Module) -> Result<()> {
-        // SAFETY: the module was built by this runtime; kernels launched through this API have finished.
-        unsafe { self.init_raw_module(module.handle.0)? };
-        Ok(())
-    }
-
-    /// [`Device::init_module`] for a module created by the caller (C: `xpushmemx_ze_module_init`); returns the
-    /// state's device address.
-    ///
-    /// # Safety
-    /// `module` must be a live module of this device's context, and no kernel of it may be running.
-    pub unsafe fn init_raw_module(&self, module: *mut std::ffi::c_void) -> Result<*mut u8> {
-        let module = level_zero_sys::ze_module_handle_t(module);
-        let name = abi::XPUSHMEM_DEVICE_STATE_SYMBOL;
-        // SAFETY: the caller's contract.
-        let found = unsafe { self.rt.global_pointer(module, name)? };
-        let (addr, size) = found.ok_or_else(|| {
-            Error::Device(format!(
-                "the module has no global {name:?}: link it with the xpushmem device library \
-                 (libxpushmem_device-{}.bc) before initialising it",
-                crate::VERSION
-            ))
-        })?;
-        if size != std::mem::size_of::<DeviceState>() {
-            return Err(Error::Device(format!(
-                "the module's {name:?} has {size} bytes, this runtime's DeviceState {} (a device library of \
-                 another version, ABI {})",
-                std::mem::size_of::<DeviceState>(),
-                abi::XPUSHMEM_DEVICE_ABI_VERSION
-            )));
-        }
-        let st = self.device_state();
-        // SAFETY: the global is `size` bytes of device memory of this context (size checked above), and no kernel
-        // of the module runs (the caller's contract).
-        unsafe { self.rt.write_raw(addr, state_bytes(&st))? };
-        Ok(addr)
-    }
-
     /// The first error a device call of an initialised module recorded, cleared as it is read: a wait that gave
     /// up is [`Error::Timeout`] naming the call.
-    fn take_device_error(&self, state: Option<StateAddr>, kernel: &str) -> Result<()> {
-        let Some(StateAddr(addr)) = state else {
+    pub(crate) fn take_device_error(&self, state: Option<StateAddr>, kernel: &str) -> Result<()> {
+        let Some(state) = state else {
             return Ok(());
         };
-        let off = std::mem::offset_of!(DeviceState, error);
-        let mut words = [0u8; 16];
-        // SAFETY: addr is an initialised module's state global (size checked at init); [off, off+16) holds
-        // error, error_call and error_arg.
-        unsafe { self.rt.read_raw(&mut words, (addr + off) as *const u8)? };
-        let code = u32::from_ne_bytes(words[0..4].try_into().expect("4 bytes"));
-        if code == 0 {
+        let Some(words) = self.take_error_words(state)? else {
             return Ok(());
-        }
+        };
+        let code = u32::from_ne_bytes(words[0..4].try_into().expect("4 bytes"));
         let call =
             DeviceCall::from_raw(u32::from_ne_bytes(words[4..8].try_into().expect("4 bytes")));
         let arg = i64::from_ne_bytes(words[8..16].try_into().expect("8 bytes"));
-        // SAFETY: as above; clearing the words re-arms the module for its next kernel.
-        unsafe { self.rt.write_raw((addr + off) as *mut u8, &[0u8; 16])? };
         let limit = self.sh.config().timeout.unwrap_or(Duration::MAX);
         Err(match DeviceError::from_raw(code) {
             DeviceError::Timeout => Error::Timeout {
@@ -447,7 +369,7 @@ impl<'a> Device<'a> {
         })
     }
 
-    fn raw_args(
+    pub(crate) fn raw_args(
         &self,
         kernel: &Kernel,
         args: &[KernelArg],
@@ -477,75 +399,16 @@ impl<'a> Device<'a> {
             })
             .collect()
     }
-
-    /// Run `kernel` with `groups` work-groups of `group_size` work-items; returns when it has finished. Heap
-    /// arguments are validated (PE, range) and resolved to this device's address of that PE's buffer. For a
-    /// module initialised with [`Device::init_module`], an error a device call recorded is returned (a wait that
-    /// gave up as [`Error::Timeout`]) and cleared.
-    ///
-    /// # Safety
-    /// The kernel is arbitrary device code: it must access only memory that is valid while it runs (the heap
-    /// ranges passed as [`KernelArg::Heap`], within their extents, and memory it owns), and its parameters must
-    /// match `args` in number and size. Work-groups that wait on each other must all be resident at once.
-    pub unsafe fn launch(
-        &self,
-        kernel: &Kernel,
-        args: &[KernelArg],
-        groups: [u32; 3],
-        group_size: [u32; 3],
-    ) -> Result<()> {
-        let raw = self.raw_args(kernel, args, groups, group_size)?;
-        // SAFETY: the caller's contract; the kernel was created by this runtime.
-        unsafe { self.rt.launch(kernel.handle, &raw, groups, group_size)? };
-        self.take_device_error(kernel.state, &kernel.name)
-    }
-
-    /// Start `kernel` and return at once; the returned event completes when it has finished. Kernels started
-    /// this way run in order with each other.
-    ///
-    /// # Safety
-    /// As for [`Device::launch`], for as long as the kernel runs (dropping the event waits for it).
-    pub unsafe fn launch_async(
-        &self,
-        kernel: &Kernel,
-        args: &[KernelArg],
-        groups: [u32; 3],
-        group_size: [u32; 3],
-    ) -> Result<DeviceEvent<'a>> {
-        let raw = self.raw_args(kernel, args, groups, group_size)?;
-        Ok(DeviceEvent {
-            dev: *self,
-            // SAFETY: the caller's contract; the kernel was created by this runtime.
-            ev: unsafe {
-                self.rt
-                    .launch_async(kernel.handle, &raw, groups, group_size)?
-            },
-            state: kernel.state,
-            kernel: kernel.name.clone(),
-        })
-    }
-}
-
-/// The bytes of a device state, as the device reads them.
-fn state_bytes(st: &DeviceState) -> &[u8] {
-    // SAFETY: DeviceState is repr(C) plain data of integers with no padding (every field is naturally aligned
-    // and the C layout test checks the offsets), so all its bytes are initialised.
-    unsafe {
-        std::slice::from_raw_parts(
-            (st as *const DeviceState).cast::<u8>(),
-            std::mem::size_of::<DeviceState>(),
-        )
-    }
 }
 
 /// A device operation in flight (from [`Device::launch_async`]).
 #[must_use = "a device event should be waited for"]
 #[derive(Debug)]
 pub struct DeviceEvent<'a> {
-    dev: Device<'a>,
-    ev: ZeEvent,
-    state: Option<StateAddr>,
-    kernel: String,
+    pub(crate) dev: Device<'a>,
+    pub(crate) ev: ZeEvent,
+    pub(crate) state: Option<StateAddr>,
+    pub(crate) kernel: String,
 }
 
 impl DeviceEvent<'_> {

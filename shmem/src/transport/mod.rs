@@ -1,5 +1,5 @@
-//! Transports move bytes between PEs. Each is a leaf: the only place (with `device/` and the FFI) where raw memory
-//! is touched, each `unsafe` block justified in place.
+//! Transports move bytes between PEs. Each is a leaf: the only place (with the FFI) where raw memory is touched,
+//! each `unsafe` block justified in place.
 //!
 //! Two traits make the seam. A [`Transport`] is one kind of connection (same-node mapping, Level Zero device heap,
 //! a network): it completes what its windows started ([`Transport::quiet`], [`Transport::fence`],
@@ -9,7 +9,8 @@
 //!
 //! - [`shm`]: same node, CPU memory. Every PE's heap is a memfd; the fds travel over a Unix socket (SCM_RIGHTS) and
 //!   every PE maps every node peer's heap, so a put is a `memcpy` and an atomic is a CPU atomic on the peer's page.
-//! - [`ze`]: same node, device heaps opened through Level Zero IPC.
+//! - [`ze`]: same node, device heaps opened through Level Zero IPC; `ze_kernel` holds the module and kernel-launch
+//!   half of [`crate::device::Device`].
 //! - [`dataseg`]: the executable's global and static variables moved onto the heap's memfd (OpenSHMEM's symmetric
 //!   data objects), reached through the same mappings.
 //! - [`deferred`]: test-only; wraps another transport's windows and queues writes until completion, to show that
@@ -21,6 +22,7 @@ pub mod fdx;
 pub(crate) mod shm;
 pub mod vmem;
 pub mod ze;
+mod ze_kernel;
 
 use crate::error::Result;
 use std::marker::PhantomData;

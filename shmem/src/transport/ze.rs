@@ -18,8 +18,27 @@ pub const RUNTIME_KERNELS_SPIRV: &[u8] =
     include_bytes!("../../device-lib/prebuilt/xpushmem_runtime.spv");
 
 fn check(call: &'static str, r: ze::ze_result_t) -> Result<()> {
-    r.ok()
-        .map_err(|r| Error::Device(format!("{call} failed: {r}")))
+    r.ok().map_err(|result| Error::Ze {
+        call: call.into(),
+        result,
+        detail: String::new(),
+    })
+}
+
+/// Add ` (what)` to a failed call's error, keeping its result code.
+fn context(e: Error, what: impl std::fmt::Display) -> Error {
+    match e {
+        Error::Ze {
+            call,
+            result,
+            detail,
+        } => Error::Ze {
+            call,
+            result,
+            detail: format!("{detail} ({what})"),
+        },
+        e => e,
+    }
 }
 
 /// Handles a host framework (SYCL, PyTorch XPU) already owns and lends to xpushmem; they are not destroyed here.
@@ -272,8 +291,8 @@ impl ZeRuntime {
     }
 
     /// Allocate `size + tail` bytes of device memory; the window covers the first `size` bytes, and the `tail`
-    /// bytes after them (the device library's scratch) are reached only through [`ZeRuntime::write_raw`] and
-    /// [`ZeRuntime::fill_raw`] and by kernels. The tail travels with the allocation's IPC handle.
+    /// bytes after them (the device library's scratch) are reached only through [`DeviceWindow::zero_tail`],
+    /// [`DeviceWindow::write_tail`] and by kernels. The tail travels with the allocation's IPC handle.
     pub fn alloc_heap_with_tail(
         self: &Arc<Self>,
         size: usize,
@@ -289,14 +308,16 @@ impl ZeRuntime {
             (self.api.zeMemAllocDevice)(self.context, &desc, total, 64, self.device, &mut p)
         })
         .map_err(|e| {
-            Error::Device(format!(
-                "{e} (a {size}-byte symmetric heap; lower XPUSHMEM_SYMMETRIC_SIZE?)"
-            ))
+            context(
+                e,
+                format_args!("a {size}-byte symmetric heap; lower XPUSHMEM_SYMMETRIC_SIZE?"),
+            )
         })?;
         Ok(DeviceWindow {
             rt: self.clone(),
             base: p.cast(),
             len: size,
+            tail,
             imported: false,
         })
     }
@@ -337,6 +358,7 @@ impl ZeRuntime {
             rt: self.clone(),
             base: p.cast(),
             len,
+            tail: 0,
             imported: true,
         })
     }
@@ -427,9 +449,11 @@ impl ZeRuntime {
         match r {
             ze::ZE_RESULT_SUCCESS if !ptr.is_null() => Ok(Some((ptr.cast(), size))),
             ze::ZE_RESULT_SUCCESS | ze::ZE_RESULT_ERROR_INVALID_GLOBAL_NAME => Ok(None),
-            r => Err(Error::Device(format!(
-                "zeModuleGetGlobalPointer({name:?}) failed: {r}"
-            ))),
+            result => Err(Error::Ze {
+                call: format!("zeModuleGetGlobalPointer({name:?})"),
+                result,
+                detail: String::new(),
+            }),
         }
     }
 
@@ -490,8 +514,10 @@ impl ZeRuntime {
                 .trim()
                 .to_string()
         };
-        r.ok().map_err(|r| {
-            Error::Device(format!("building {what} failed: {r}; build log: {text}"))
+        r.ok().map_err(|result| Error::Ze {
+            call: "zeModuleCreate".into(),
+            result,
+            detail: format!(" (building {what}); build log: {text}"),
         })?;
         self.modules
             .lock()
@@ -521,7 +547,7 @@ impl ZeRuntime {
         check("zeKernelCreate", unsafe {
             (self.api.zeKernelCreate)(module, &desc, &mut k)
         })
-        .map_err(|e| Error::Device(format!("{e} (kernel {name:?})")))?;
+        .map_err(|e| context(e, format_args!("kernel {name:?}")))?;
         self.kernels
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -612,7 +638,7 @@ impl ZeRuntime {
             check("zeKernelSetArgumentValue", unsafe {
                 (self.api.zeKernelSetArgumentValue)(kernel, i as u32, a.len(), a.as_ptr().cast())
             })
-            .map_err(|e| Error::Device(format!("{e} (argument {i})")))?;
+            .map_err(|e| context(e, format_args!("argument {i}")))?;
         }
         // SAFETY: the kernel is live.
         check("zeKernelSetGroupSize", unsafe {
@@ -750,7 +776,7 @@ impl ZeEvent {
         match unsafe { (self.rt.api.zeEventQueryStatus)(self.event) } {
             ze::ZE_RESULT_SUCCESS => Ok(true),
             ze::ZE_RESULT_NOT_READY => Ok(false),
-            r => Err(Error::Device(format!("zeEventQueryStatus failed: {r}"))),
+            r => check("zeEventQueryStatus", r).map(|()| false),
         }
     }
 }
@@ -780,6 +806,8 @@ pub struct DeviceWindow {
     rt: Arc<ZeRuntime>,
     base: *mut u8,
     len: usize,
+    /// Bytes of our own allocation past `len` (0 for a peer's heap opened through IPC).
+    tail: usize,
     imported: bool,
 }
 
@@ -802,6 +830,25 @@ impl DeviceWindow {
     /// Whether the window is empty.
     pub fn is_empty(&self) -> bool {
         self.len == 0
+    }
+
+    /// Zero the tail of our own allocation (see [`ZeRuntime::alloc_heap_with_tail`]).
+    pub fn zero_tail(&self) -> Result<()> {
+        // SAFETY: [len, len + tail) is the tail of this live allocation (tail is 0 for an imported window).
+        unsafe {
+            self.rt
+                .zero_raw(self.base.wrapping_add(self.len), self.tail)
+        }
+    }
+
+    /// Write `src` at byte `off` of the tail of our own allocation; the range is checked against the tail.
+    pub fn write_tail(&self, off: usize, src: &[u8]) -> Result<()> {
+        super::check_access("ze", "heap tail", off, src.len(), 1, self.tail)?;
+        // SAFETY: [len + off, len + off + src.len()) lies in the allocation's tail (checked); src is a live slice.
+        unsafe {
+            self.rt
+                .write_raw(self.base.wrapping_add(self.len + off), src)
+        }
     }
 }
 
@@ -881,5 +928,37 @@ impl Drop for DeviceWindow {
                 let _ = (self.rt.api.zeMemFree)(self.rt.context, self.base.cast());
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::ErrorCode;
+
+    #[test]
+    fn failed_call_keeps_its_result() {
+        assert!(check("zeInit", ze::ZE_RESULT_SUCCESS).is_ok());
+        let e = check("zeKernelCreate", ze::ZE_RESULT_ERROR_INVALID_KERNEL_NAME).unwrap_err();
+        let e = context(e, format_args!("kernel {:?}", "k"));
+        assert_eq!(e.ze_result(), Some(ze::ZE_RESULT_ERROR_INVALID_KERNEL_NAME));
+        assert!(
+            matches!(&e, Error::Ze { call, result: ze::ZE_RESULT_ERROR_INVALID_KERNEL_NAME, .. } if call == "zeKernelCreate"),
+            "{e:?}"
+        );
+        assert_eq!(
+            e.to_string(),
+            "device: zeKernelCreate failed: ZE_RESULT_ERROR_INVALID_KERNEL_NAME (kernel \"k\")"
+        );
+        assert_eq!(e.code(), ErrorCode::Device);
+        // A code the bindings do not name is kept and shown in hex.
+        let e = check("zeInit", ze::ze_result_t(0x7000_1234)).unwrap_err();
+        assert_eq!(e.ze_result(), Some(ze::ze_result_t(0x7000_1234)));
+        assert_eq!(e.to_string(), "device: zeInit failed: 0x70001234");
+        // Context is added only to Level Zero failures.
+        assert_eq!(
+            context(Error::State("s".into()), "x"),
+            Error::State("s".into())
+        );
     }
 }

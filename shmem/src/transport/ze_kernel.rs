@@ -1,0 +1,155 @@
+//! Level Zero transport leaf, kernel half: the methods of [`Device`] that build modules, fill a module's
+//! device-library state and launch kernels. They reach raw device memory (module globals, the state's error words)
+//! and run arbitrary device code, so they live here, each `unsafe` block justified in place; `device/` itself
+//! holds none.
+
+use crate::abi::{self, DeviceState};
+use crate::device::{Device, DeviceEvent, Kernel, KernelArg, Module, StateAddr};
+use crate::error::{Error, Result};
+
+impl<'a> Device<'a> {
+    /// Build a module from SPIR-V (the build log is part of the error). A module linked with the device library
+    /// must be initialised with [`Device::init_module`] before its kernels call it; errors its device calls
+    /// record (a call before initialisation included) are reported by the launch that ran them.
+    pub fn load_module(&self, spirv: &[u8]) -> Result<Module> {
+        let handle = self.rt.build_module(spirv, "user module")?;
+        // SAFETY: the module was just built by this runtime.
+        let global = unsafe {
+            self.rt
+                .global_pointer(handle, abi::XPUSHMEM_DEVICE_STATE_SYMBOL)?
+        };
+        Ok(Module {
+            handle,
+            state: global
+                .filter(|&(_, size)| size == std::mem::size_of::<DeviceState>())
+                .map(|(addr, _)| StateAddr(addr as usize)),
+        })
+    }
+
+    /// A kernel of `module` by name.
+    pub fn kernel(&self, module: &Module, name: &str) -> Result<Kernel> {
+        Ok(Kernel {
+            // SAFETY: the module was built by this runtime and lives as long as the runtime.
+            handle: unsafe { self.rt.kernel(module.handle, name)? },
+            name: name.to_string(),
+            state: module.state,
+        })
+    }
+
+    /// Fill the device-library state of `module` (NVSHMEM's `nvshmemx_cumodule_init`): this PE, the PE count,
+    /// every PE's heap base, the teams and the wait bound. An error if the module was not linked with the device
+    /// library (it has no `xpushmem_device_state` global) or with a library of another ABI.
+    pub fn init_module(&self, module: &Module) -> Result<()> {
+        // SAFETY: the module was built by this runtime; kernels launched through this API have finished.
+        unsafe { self.init_raw_module(module.handle.0)? };
+        Ok(())
+    }
+
+    /// [`Device::init_module`] for a module created by the caller (C: `xpushmemx_ze_module_init`); returns the
+    /// state's device address.
+    ///
+    /// # Safety
+    /// `module` must be a live module of this device's context, and no kernel of it may be running.
+    pub unsafe fn init_raw_module(&self, module: *mut std::ffi::c_void) -> Result<*mut u8> {
+        let module = level_zero_sys::ze_module_handle_t(module);
+        let name = abi::XPUSHMEM_DEVICE_STATE_SYMBOL;
+        // SAFETY: the caller's contract.
+        let found = unsafe { self.rt.global_pointer(module, name)? };
+        let (addr, size) = found.ok_or_else(|| {
+            Error::Device(format!(
+                "the module has no global {name:?}: link it with the xpushmem device library \
+                 (libxpushmem_device-{}.bc) before initialising it",
+                crate::VERSION
+            ))
+        })?;
+        if size != std::mem::size_of::<DeviceState>() {
+            return Err(Error::Device(format!(
+                "the module's {name:?} has {size} bytes, this runtime's DeviceState {} (a device library of \
+                 another version, ABI {})",
+                std::mem::size_of::<DeviceState>(),
+                abi::XPUSHMEM_DEVICE_ABI_VERSION
+            )));
+        }
+        let st = self.device_state();
+        // SAFETY: the global is `size` bytes of device memory of this context (size checked above), and no kernel
+        // of the module runs (the caller's contract).
+        unsafe { self.rt.write_raw(addr, state_bytes(&st))? };
+        Ok(addr)
+    }
+
+    /// The error words (`error`, `error_call`, `error_arg`) of an initialised module's device state when a device
+    /// call recorded an error, cleared as they are read (re-arming the module); `None` when no error is recorded.
+    pub(crate) fn take_error_words(&self, state: StateAddr) -> Result<Option<[u8; 16]>> {
+        let StateAddr(addr) = state;
+        let off = std::mem::offset_of!(DeviceState, error);
+        let mut words = [0u8; 16];
+        // SAFETY: a StateAddr is made only by `load_module`, from the module's state global whose size equals
+        // DeviceState's; modules live as long as the runtime. [off, off+16) holds error, error_call and error_arg.
+        unsafe { self.rt.read_raw(&mut words, (addr + off) as *const u8)? };
+        if words[0..4] == [0; 4] {
+            return Ok(None);
+        }
+        // SAFETY: as above.
+        unsafe { self.rt.write_raw((addr + off) as *mut u8, &[0u8; 16])? };
+        Ok(Some(words))
+    }
+
+    /// Run `kernel` with `groups` work-groups of `group_size` work-items; returns when it has finished. Heap
+    /// arguments are validated (PE, range) and resolved to this device's address of that PE's buffer. For a
+    /// module initialised with [`Device::init_module`], an error a device call recorded is returned (a wait that
+    /// gave up as [`Error::Timeout`]) and cleared.
+    ///
+    /// # Safety
+    /// The kernel is arbitrary device code: it must access only memory that is valid while it runs (the heap
+    /// ranges passed as [`KernelArg::Heap`], within their extents, and memory it owns), and its parameters must
+    /// match `args` in number and size. Work-groups that wait on each other must all be resident at once.
+    pub unsafe fn launch(
+        &self,
+        kernel: &Kernel,
+        args: &[KernelArg],
+        groups: [u32; 3],
+        group_size: [u32; 3],
+    ) -> Result<()> {
+        let raw = self.raw_args(kernel, args, groups, group_size)?;
+        // SAFETY: the caller's contract; the kernel was created by this runtime.
+        unsafe { self.rt.launch(kernel.handle, &raw, groups, group_size)? };
+        self.take_device_error(kernel.state, &kernel.name)
+    }
+
+    /// Start `kernel` and return at once; the returned event completes when it has finished. Kernels started
+    /// this way run in order with each other.
+    ///
+    /// # Safety
+    /// As for [`Device::launch`], for as long as the kernel runs (dropping the event waits for it).
+    pub unsafe fn launch_async(
+        &self,
+        kernel: &Kernel,
+        args: &[KernelArg],
+        groups: [u32; 3],
+        group_size: [u32; 3],
+    ) -> Result<DeviceEvent<'a>> {
+        let raw = self.raw_args(kernel, args, groups, group_size)?;
+        Ok(DeviceEvent {
+            dev: *self,
+            // SAFETY: the caller's contract; the kernel was created by this runtime.
+            ev: unsafe {
+                self.rt
+                    .launch_async(kernel.handle, &raw, groups, group_size)?
+            },
+            state: kernel.state,
+            kernel: kernel.name.clone(),
+        })
+    }
+}
+
+/// The bytes of a device state, as the device reads them.
+fn state_bytes(st: &DeviceState) -> &[u8] {
+    // SAFETY: DeviceState is repr(C) plain data of integers with no padding (every field is naturally aligned
+    // and the C layout test checks the offsets), so all its bytes are initialised.
+    unsafe {
+        std::slice::from_raw_parts(
+            (st as *const DeviceState).cast::<u8>(),
+            std::mem::size_of::<DeviceState>(),
+        )
+    }
+}
