@@ -36,17 +36,7 @@ fn program(name: &str) -> PathBuf {
 }
 
 fn run_ok(name: &str, n: usize) {
-    let prog = program(name);
-    let o = run_job(&prog, n, &[], &[], 120);
-    assert_success(&o, &format!("{name} at {n} PEs"));
-    for pe in 0..n {
-        assert!(
-            o.output_of(pe)
-                .contains(&format!("{name} OK on PE {pe} of {n}")),
-            "PE {pe} of {name} did not report OK:\n{}",
-            all_output(&o)
-        );
-    }
+    support::run_program_ok(&program(name), name, n);
 }
 
 #[test]

@@ -220,3 +220,20 @@ pub fn ref_vec<T: FromRef>(pe: usize, len: usize, salt: u64) -> Vec<T> {
         .map(|i| T::from_ref(reference(pe, i, salt)))
         .collect()
 }
+
+/// Live processes whose environment names the test case `name` (`CASE_VAR`): a job's PEs, and its orphans, which
+/// would still carry it. Zombies have no environment and are not counted.
+pub fn processes_of(name: &str) -> Vec<u32> {
+    let needle = format!("{CASE_VAR}={name}");
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/environ"))
+                .map(|env| env.split(|b| *b == 0).any(|kv| kv == needle.as_bytes()))
+                .unwrap_or(false)
+        })
+        .collect()
+}

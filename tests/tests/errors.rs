@@ -217,22 +217,6 @@ fn wait_until_times_out_with_a_clear_error_2pe() {
     assert_success(&name, 2, &out);
 }
 
-/// Processes whose environment names this test case (orphans would still carry it).
-fn processes_of(name: &str) -> Vec<u32> {
-    let needle = format!("{}={name}", xpushmem_tests::CASE_VAR);
-    std::fs::read_dir("/proc")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/environ"))
-                .map(|env| env.split(|b| *b == 0).any(|kv| kv == needle.as_bytes()))
-                .unwrap_or(false)
-        })
-        .collect()
-}
-
 fn dev_shm() -> Vec<String> {
     let mut v: Vec<String> = std::fs::read_dir("/dev/shm")
         .into_iter()
@@ -278,9 +262,9 @@ fn peer_lost_case(n: usize, func: &str) {
     assert_success(&name, n, &out);
     std::thread::sleep(Duration::from_millis(100));
     assert!(
-        processes_of(&name).is_empty(),
+        xpushmem_tests::processes_of(&name).is_empty(),
         "orphan PE processes: {:?}",
-        processes_of(&name)
+        xpushmem_tests::processes_of(&name)
     );
     assert_eq!(dev_shm(), shm_before, "nothing left in /dev/shm");
 }
@@ -323,7 +307,7 @@ fn a_failing_pe_stops_the_job_with_its_status_4pe() {
         "the group was killed promptly: {:?}",
         out.elapsed
     );
-    assert!(processes_of(&name).is_empty(), "no orphans");
+    assert!(xpushmem_tests::processes_of(&name).is_empty(), "no orphans");
 }
 
 #[test]
@@ -346,7 +330,7 @@ fn the_launcher_time_limit_ends_a_hung_job_2pe() {
     assert!(out.timed_out);
     assert_eq!(out.exit_code(), 124);
     assert!(out.elapsed < Duration::from_secs(10));
-    assert!(processes_of(&name).is_empty(), "no orphans");
+    assert!(xpushmem_tests::processes_of(&name).is_empty(), "no orphans");
 }
 
 #[test]

@@ -180,22 +180,6 @@ fn state_of(pid: rustix::process::Pid) -> Option<char> {
     stat.rsplit_once(") ")?.1.chars().next()
 }
 
-/// Processes whose environment names this test case (orphans would still carry it).
-fn processes_of(name: &str) -> Vec<u32> {
-    let needle = format!("{CASE_VAR}={name}");
-    std::fs::read_dir("/proc")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/environ"))
-                .map(|env| env.split(|b| *b == 0).any(|kv| kv == needle.as_bytes()))
-                .unwrap_or(false)
-        })
-        .collect()
-}
-
 fn dev_shm() -> std::collections::BTreeSet<String> {
     std::fs::read_dir("/dev/shm")
         .into_iter()
@@ -282,7 +266,7 @@ fn run_case(func: &str, op: &str, n: usize, signal: &str) {
                 "{case}: survivor PE {pe} did not check its error\n{all}"
             );
         }
-        let left = processes_of(&name);
+        let left = xpushmem_tests::processes_of(&name);
         assert!(
             left.is_empty(),
             "{case}: processes of the job left: {left:?}"

@@ -184,17 +184,7 @@ fn conformance_program(name: &str) -> PathBuf {
 }
 
 fn conformance_ok(name: &str, n: usize) {
-    let prog = conformance_program(name);
-    let o = run_job(&prog, n, &[], &[], 120);
-    assert_success(&o, &format!("{name} at {n} PEs"));
-    for pe in 0..n {
-        assert!(
-            o.output_of(pe)
-                .contains(&format!("{name} OK on PE {pe} of {n}")),
-            "PE {pe} of {name} did not report OK:\n{}",
-            all_output(&o)
-        );
-    }
+    support::run_program_ok(&conformance_program(name), name, n);
 }
 
 macro_rules! conformance {

@@ -106,6 +106,21 @@ pub fn assert_success(o: &xpushmem::launch::Outcome, what: &str) {
     );
 }
 
+/// Run the test program `prog` (named `name`) on `n` PEs and check that it succeeded and that every PE printed
+/// its "`name` OK on PE `pe` of `n`" line.
+pub fn run_program_ok(prog: &Path, name: &str, n: usize) {
+    let o = run_job(prog, n, &[], &[], 120);
+    assert_success(&o, &format!("{name} at {n} PEs"));
+    for pe in 0..n {
+        assert!(
+            o.output_of(pe)
+                .contains(&format!("{name} OK on PE {pe} of {n}")),
+            "PE {pe} of {name} did not report OK:\n{}",
+            all_output(&o)
+        );
+    }
+}
+
 /// Names of the functions a shared library exports (`nm -D --defined-only`, text symbols).
 pub fn exported_functions(lib: &Path) -> Vec<String> {
     let o = Command::new("nm")
