@@ -12,14 +12,6 @@
 
 use xpushmem::{Error, Result};
 
-fn invalid(name: &'static str, value: impl ToString, reason: impl Into<String>) -> Error {
-    Error::InvalidArgument {
-        name,
-        value: value.to_string(),
-        reason: reason.into(),
-    }
-}
-
 /// The exclusive prefix sum of non-negative counts whose total must not exceed `limit` rows.
 ///
 /// Errors: a negative entry (`name[i] = v`), an overflowing sum, or a total above `limit` (the splits overflow
@@ -34,7 +26,7 @@ pub fn split_offsets(
     let mut acc: i64 = 0;
     for (i, &s) in splits.iter().enumerate() {
         if s < 0 {
-            return Err(invalid(
+            return Err(Error::invalid(
                 name,
                 format!("{s} at index {i}"),
                 format!("{op}: splits must be non-negative"),
@@ -42,7 +34,7 @@ pub fn split_offsets(
         }
         offs.push(acc);
         acc = acc.checked_add(s).ok_or_else(|| {
-            invalid(
+            Error::invalid(
                 name,
                 format!("{splits:?}"),
                 format!("{op}: the sum of the splits overflows int64"),
@@ -109,17 +101,17 @@ pub struct RecvLayout {
 /// `align` must be `>= 0` (0 = no alignment and no minimum); counts must be non-negative.
 pub fn recv_layout(counts: &[i64], major: usize, minor: usize, align: i64) -> Result<RecvLayout> {
     if counts.len() != major * minor {
-        return Err(invalid(
+        return Err(Error::invalid(
             "counts",
             counts.len(),
             format!("must hold major * minor = {major} * {minor} entries"),
         ));
     }
     if align < 0 {
-        return Err(invalid("major_align", align, "must be non-negative"));
+        return Err(Error::invalid("major_align", align, "must be non-negative"));
     }
     let overflow = || {
-        invalid(
+        Error::invalid(
             "out_splits_offsets",
             format!("{counts:?}"),
             "received row counts overflow int64",
@@ -134,7 +126,7 @@ pub fn recv_layout(counts: &[i64], major: usize, minor: usize, align: i64) -> Re
         let mut acc = start;
         for &c in &counts[b * minor..(b + 1) * minor] {
             if c < 0 {
-                return Err(invalid(
+                return Err(Error::invalid(
                     "out_splits_offsets",
                     c,
                     "a received count is negative",
@@ -283,7 +275,7 @@ pub fn pull_list(
         }
         let src = src_offsets[i];
         if rows < 0 || src < 0 {
-            return Err(invalid(
+            return Err(Error::invalid(
                 "out_splits_offsets",
                 format!("count {rows}, source row {src} at index {i}"),
                 "received a negative count or offset",
@@ -371,7 +363,7 @@ pub fn root_slots(op: &str, roots: &[i64], world: usize) -> Result<Vec<Option<us
         }
         let r = r as usize;
         if let Some(j) = slot[r] {
-            return Err(invalid(
+            return Err(Error::invalid(
                 "roots",
                 format!("{roots:?}"),
                 format!("{op}: Each rank can only be a root once (rank {r} is roots[{j}] and roots[{i}])"),

@@ -300,7 +300,9 @@ impl Error {
         }
     }
 
-    pub(crate) fn invalid(
+    /// An [`Error::InvalidArgument`] naming the argument `name`, its `value` and what it must satisfy: the one
+    /// constructor every layer (runtime, ops, C ABI) uses.
+    pub fn invalid(
         name: &'static str,
         value: impl std::fmt::Display,
         reason: impl Into<String>,

@@ -489,7 +489,8 @@ impl Shmem {
         self.boot.name()
     }
 
-    /// Start address of this PE's heap.
+    /// Start address of this PE's heap: a host address for host heaps, a Level Zero device address for device
+    /// heaps (see [`Shmem::ptr`] for what may dereference it).
     pub fn heap_base(&self) -> *mut u8 {
         self.local_map().base()
     }

@@ -142,6 +142,11 @@ impl Shmem {
 
     /// The address at which `pe`'s copy of `s` can be loaded from and stored to directly by this process
     /// (OpenSHMEM's `shmem_ptr`); `None` when `pe` is not on this node. For this PE, the object's own address.
+    ///
+    /// With a device heap (`XPUSHMEM_HEAP=device`) the address is a Level Zero device address (this PE's own
+    /// allocation, or a peer's opened through IPC): kernels on this PE's device and copy commands may use it, but
+    /// on a GPU the CPU must not dereference it (ze-emu's device memory happens to be host memory; Intel's driver's
+    /// is not). Use [`Shmem::put`]/[`Shmem::get`] from the host.
     pub fn ptr<T: Symmetric>(&self, s: SymSlice<T>, pe: usize) -> Result<Option<*mut T>> {
         self.check_pe(pe, "ptr")?;
         self.check_range(s.off, s.size_bytes(), "ptr")?;

@@ -24,12 +24,17 @@ pe_test!(
                 e.to_string(),
                 format!("invalid PE {shown}: must be in [0, {n}) (put)")
             );
-            assert!(sh.g(x.at(0)?, bad).is_err());
-            assert!(sh.atomic_fetch_add(x.at(0)?, 1, bad).is_err());
-            assert!(sh
+            let bad_pe = |r: &Error| matches!(r, Error::InvalidPe { pe, n_pes, .. } if *pe == bad as i64 && *n_pes == n);
+            let e = sh.g(x.at(0)?, bad).unwrap_err();
+            assert!(bad_pe(&e), "g: {e}");
+            let e = sh.atomic_fetch_add(x.at(0)?, 1, bad).unwrap_err();
+            assert!(bad_pe(&e), "atomic_fetch_add: {e}");
+            let e = sh
                 .put_signal(x, &[1], x.at(3)?, 1, xpushmem::SignalOp::Set, bad)
-                .is_err());
-            assert!(sh.ptr(x, bad).is_err());
+                .unwrap_err();
+            assert!(bad_pe(&e), "put_signal: {e}");
+            let e = sh.ptr(x, bad).unwrap_err();
+            assert!(bad_pe(&e), "ptr: {e}");
         }
         sh.barrier_all()?;
         sh.free(x)

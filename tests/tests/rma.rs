@@ -1,7 +1,7 @@
 //! RMA: put/get for every element type and edge sizes, p/g, non-blocking and strided forms, ptr. Every value is
 //! checked against `reference()`, computed independently by the reader.
 
-use xpushmem::{Result, Shmem};
+use xpushmem::{Error, Result, Shmem};
 use xpushmem_tests::{pe_test, ref_vec, FromRef};
 
 /// Sizes that hit the edges: empty, one element, odd and unaligned counts, a page and a bit.
@@ -196,14 +196,20 @@ pe_test!(
         let expect = if j % 2 == 0 { src[3 * (j / 2)] } else { -1 };
         assert_eq!(*v, expect, "iget slot {j}");
     }
-    assert!(sh.iput(buf, &src, 0, 1, 2, right).is_err(), "zero stride");
+    let e = sh.iput(buf, &src, 0, 1, 2, right).unwrap_err();
     assert!(
-        sh.iput(buf, &src, 6, 1, 20, right).is_err(),
-        "destination span past the object"
+        matches!(&e, Error::InvalidArgument { name: "dst_stride", value, .. } if value == "0"),
+        "zero stride: {e}"
     );
+    let e = sh.iput(buf, &src, 6, 1, 20, right).unwrap_err();
     assert!(
-        sh.iput(buf, &src, 1, 4, 20, right).is_err(),
-        "source span past the slice"
+        matches!(e, Error::OutOfBounds { what: "element count", start: 0, len: 115, limit: 100, .. }),
+        "destination span past the object: {e}"
+    );
+    let e = sh.iput(buf, &src, 1, 4, 20, right).unwrap_err();
+    assert!(
+        matches!(&e, Error::OutOfBounds { what: "element count", start: 0, len: 77, limit: 60, context } if context == "iput source"),
+        "source span past the slice: {e}"
     );
     sh.barrier_all()?;
     sh.free(buf)

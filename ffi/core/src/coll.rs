@@ -156,11 +156,7 @@ fn invalid(
     value: impl std::fmt::Display,
     reason: impl Into<String>,
 ) -> Failure {
-    Failure::Error(Error::InvalidArgument {
-        name,
-        value: value.to_string(),
-        reason: reason.into(),
-    })
+    Error::invalid(name, value, reason).into()
 }
 
 /// A C string argument, or an error naming it.

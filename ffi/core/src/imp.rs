@@ -26,14 +26,6 @@ pub fn pe_arg(sh: &Shmem, pe: c_int, call: &str) -> Result<usize, Error> {
     Ok(pe as usize)
 }
 
-fn invalid(name: &'static str, value: impl std::fmt::Display, reason: impl Into<String>) -> Error {
-    Error::InvalidArgument {
-        name,
-        value: value.to_string(),
-        reason: reason.into(),
-    }
-}
-
 /// The symmetric byte range `[addr, addr + bytes)` of this PE (in its heap or, under the OpenSHMEM layer, its
 /// executable's data segment), `addr` aligned to `align`: the runtime's one address translation.
 pub fn sym_bytes(
@@ -78,7 +70,7 @@ pub fn sym_elems<T: AtomicWord>(
     let bytes = nelems
         .checked_mul(std::mem::size_of::<T>())
         .ok_or_else(|| {
-            invalid(
+            Error::invalid(
                 "nelems",
                 nelems,
                 format!("{call}: the byte count overflows"),
@@ -93,7 +85,7 @@ fn byte_count(nelems: usize, elem: usize, call: &str) -> Result<usize, Error> {
         .checked_mul(elem)
         .filter(|&b| b <= isize::MAX as usize)
         .ok_or_else(|| {
-            invalid(
+            Error::invalid(
                 "nelems",
                 nelems,
                 format!("{call}: nelems * {elem} bytes overflows"),
@@ -115,7 +107,7 @@ unsafe fn local<'a>(
         return Ok(&[]);
     }
     if p.is_null() {
-        return Err(invalid(
+        return Err(Error::invalid(
             arg,
             "NULL",
             format!("{call}: must point to {bytes} readable bytes"),
@@ -139,7 +131,7 @@ unsafe fn local_mut<'a>(
         return Ok(&mut []);
     }
     if p.is_null() {
-        return Err(invalid(
+        return Err(Error::invalid(
             arg,
             "NULL",
             format!("{call}: must point to {bytes} writable bytes"),
@@ -237,7 +229,7 @@ pub fn g<T: Copy + Default>(call: &str, src: *const T, pe: c_int) -> R<T> {
 
 fn stride_arg(name: &'static str, s: isize, call: &str) -> Result<usize, Error> {
     if s < 1 {
-        return Err(invalid(
+        return Err(Error::invalid(
             name,
             s,
             format!("{call}: strides are in elements and must be at least 1"),
@@ -264,7 +256,7 @@ fn span(
             .is_some_and(|b| b <= isize::MAX as usize)
     };
     if !fits(nelems) {
-        return Err(invalid(
+        return Err(Error::invalid(
             "nelems",
             nelems,
             format!("{call}: nelems * {elem} bytes overflows"),
@@ -275,7 +267,7 @@ fn span(
         .and_then(|x| x.checked_add(1))
         .filter(|&e| fits(e))
         .ok_or_else(|| {
-            invalid(
+            Error::invalid(
                 name,
                 stride,
                 format!(
@@ -305,7 +297,7 @@ macro_rules! by_width {
                 type $t = u64;
                 $body
             }
-            w => Err(invalid(
+            w => Err(Error::invalid(
                 "element size",
                 w,
                 format!("{}: must be 1, 2, 4, 8 or 16 bytes", $call),
@@ -372,7 +364,7 @@ pub unsafe fn iput(
             sym_bytes(sh, dest, byte_count(dspan, elem, call)?, elem, call, "dest")?;
             let d = sh.sym_slice_from_addr::<W>(dest as usize, dspan)?;
             if (src as usize) % elem != 0 {
-                return Err(invalid(
+                return Err(Error::invalid(
                     "source",
                     format!("{src:p}"),
                     format!("{call}: must be aligned to {elem} bytes"),
@@ -451,7 +443,7 @@ pub unsafe fn iget(
             )?;
             let s = sh.sym_slice_from_addr::<W>(src as usize, sspan)?;
             if (dest as usize) % elem != 0 {
-                return Err(invalid(
+                return Err(Error::invalid(
                     "dest",
                     format!("{dest:p}"),
                     format!("{call}: must be aligned to {elem} bytes"),
@@ -472,7 +464,7 @@ pub fn sig_op_arg(op: c_int, call: &str) -> Result<SignalOp, Error> {
     match op {
         0 => Ok(SignalOp::Set),
         1 => Ok(SignalOp::Add),
-        _ => Err(invalid(
+        _ => Err(Error::invalid(
             "sig_op",
             op,
             format!("{call}: must be SIGNAL_SET (0) or SIGNAL_ADD (1)"),
@@ -486,7 +478,7 @@ pub fn cmp_arg(cmp: c_int, call: &str) -> Result<Cmp, Error> {
         .ok()
         .and_then(|i| Cmp::ALL.get(i).copied())
         .ok_or_else(|| {
-            invalid(
+            Error::invalid(
                 "cmp",
                 cmp,
                 format!(
@@ -503,7 +495,7 @@ pub fn thread_level_arg(level: c_int, call: &str) -> Result<ThreadLevel, Error> 
         1 => Ok(ThreadLevel::Funneled),
         2 => Ok(ThreadLevel::Serialized),
         3 => Ok(ThreadLevel::Multiple),
-        _ => Err(invalid("requested", level, format!("{call}: must be THREAD_SINGLE (0), THREAD_FUNNELED (1), THREAD_SERIALIZED (2) or THREAD_MULTIPLE (3)"))),
+        _ => Err(Error::invalid("requested", level, format!("{call}: must be THREAD_SINGLE (0), THREAD_FUNNELED (1), THREAD_SERIALIZED (2) or THREAD_MULTIPLE (3)"))),
     }
 }
 
@@ -698,7 +690,7 @@ pub unsafe fn wait_set<T: AtomicInt>(
         };
         let skip = skip.as_deref();
         if values.is_null() {
-            return Err(invalid(
+            return Err(Error::invalid(
                 "cmp_value(s)",
                 "NULL",
                 format!("{call}: must point to the comparison value(s)"),
@@ -714,7 +706,7 @@ pub unsafe fn wait_set<T: AtomicInt>(
         };
         let write_indices = |hits: &[usize]| -> Result<usize, Failure> {
             if indices.is_null() {
-                return Err(invalid(
+                return Err(Error::invalid(
                     "indices",
                     "NULL",
                     format!("{call}: must point to room for nelems ({nelems}) indices"),
@@ -820,7 +812,7 @@ pub fn realloc(call: &str, ptr: *mut c_void, bytes: usize) -> R<*mut c_void> {
         Ok(state::size_at(s.heap_offset()))
     })?
     .ok_or_else(|| {
-        invalid(
+        Error::invalid(
             "ptr",
             format!("{ptr:p}"),
             format!("{call}: does not start a live symmetric allocation"),
@@ -865,7 +857,7 @@ pub fn check_ctx(ctx: *mut c_void, call: &str) -> Result<(), Error> {
     {
         return Ok(());
     }
-    Err(invalid(
+    Err(Error::invalid(
         "ctx",
         format!("{ctx:p}"),
         format!("{call}: not a live context (SHMEM_CTX_DEFAULT or one from shmem_ctx_create)"),
@@ -895,7 +887,7 @@ pub fn ctx_destroy(ctx: *mut c_void, call: &str) -> Result<(), Error> {
     if removed {
         return Ok(());
     }
-    Err(invalid(
+    Err(Error::invalid(
         "ctx",
         format!("{ctx:p}"),
         format!("{call}: not a context from shmem_ctx_create (or already destroyed; SHMEM_CTX_DEFAULT cannot be destroyed)"),

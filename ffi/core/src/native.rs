@@ -714,11 +714,7 @@ fn invalid(
     value: impl std::fmt::Display,
     reason: impl Into<String>,
 ) -> Failure {
-    Failure::Error(xpushmem_rt::Error::InvalidArgument {
-        name,
-        value: value.to_string(),
-        reason: reason.into(),
-    })
+    xpushmem_rt::Error::invalid(name, value, reason).into()
 }
 
 // ---------------------------------------------------------------------------------------------------------------

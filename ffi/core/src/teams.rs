@@ -72,14 +72,6 @@ impl Api {
     }
 }
 
-fn invalid(name: &'static str, value: impl std::fmt::Display, reason: impl Into<String>) -> Error {
-    Error::InvalidArgument {
-        name,
-        value: value.to_string(),
-        reason: reason.into(),
-    }
-}
-
 fn table() -> std::sync::MutexGuard<'static, Option<HashMap<i32, Team>>> {
     TEAMS.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -98,7 +90,7 @@ pub fn team(sh: &Shmem, id: i64, api: Api, call: &str) -> Result<Team, Error> {
                 } else {
                     "not a live team"
                 };
-                invalid(
+                Error::invalid(
                     "team",
                     api.show(id),
                     format!("{call}: {what}; expected {}", api.names()),
@@ -132,7 +124,7 @@ pub unsafe fn config_of(
         return Ok(None);
     }
     if mask & !XPUSHMEM_TEAM_NUM_CONTEXTS != 0 {
-        return Err(invalid(
+        return Err(Error::invalid(
             "config_mask",
             mask,
             format!("{call}: only the NUM_CONTEXTS bit (1) is defined"),
@@ -141,7 +133,7 @@ pub unsafe fn config_of(
     // SAFETY: non-NULL; the caller passes a readable config when the mask is set.
     let c = unsafe { config.read() };
     let n = usize::try_from(c.num_contexts).map_err(|_| {
-        invalid(
+        Error::invalid(
             "config->num_contexts",
             c.num_contexts,
             format!("{call}: must be >= 0"),
@@ -151,7 +143,7 @@ pub unsafe fn config_of(
 }
 
 fn nonneg(name: &'static str, v: c_int, call: &str) -> Result<usize, Error> {
-    usize::try_from(v).map_err(|_| invalid(name, v, format!("{call}: must be >= 0")))
+    usize::try_from(v).map_err(|_| Error::invalid(name, v, format!("{call}: must be >= 0")))
 }
 
 /// This PE's number in team `id`; -1 for the invalid team (not an error).
@@ -199,7 +191,7 @@ pub unsafe fn get_config(
     call: &str,
 ) -> Result<(), Failure> {
     if config.is_null() {
-        return Err(invalid(
+        return Err(Error::invalid(
             "config",
             "NULL",
             format!("{call}: must point to a team config"),
@@ -279,7 +271,7 @@ pub fn destroy(id: i64, api: Api, call: &str) -> Result<(), Failure> {
         return Ok(());
     }
     if id == 0 || id == 1 {
-        return Err(invalid(
+        return Err(Error::invalid(
             "team",
             api.show(id),
             format!("{call}: the predefined teams (world, shared) cannot be destroyed"),
@@ -447,7 +439,7 @@ pub unsafe extern "C" fn xpushmem_team_split_strided(
     let call = "xpushmem_team_split_strided";
     code(call, || {
         if new_team.is_null() {
-            return Err(invalid(
+            return Err(Error::invalid(
                 "new_team",
                 "NULL",
                 format!("{call}: must point to an xpushmem_team_t"),
@@ -496,7 +488,7 @@ pub unsafe extern "C" fn xpushmem_team_split_2d(
     let call = "xpushmem_team_split_2d";
     code(call, || {
         if xaxis_team.is_null() || yaxis_team.is_null() {
-            return Err(invalid(
+            return Err(Error::invalid(
                 "xaxis_team/yaxis_team",
                 "NULL",
                 format!("{call}: must point to xpushmem_team_t"),

@@ -44,20 +44,12 @@ pub fn spec_status(call: &str, f: impl FnOnce() -> Result<(), Failure>) -> c_int
 
 /// The error for `SHMEM_TEAM_INVALID` passed as `arg`.
 pub fn invalid_team(arg: &'static str, call: &str) -> Failure {
-    invalid(
+    Error::invalid(
         arg,
         "SHMEM_TEAM_INVALID",
         format!("{call}: the team handle is invalid"),
     )
     .into()
-}
-
-fn invalid(name: &'static str, value: impl std::fmt::Display, reason: impl Into<String>) -> Error {
-    Error::InvalidArgument {
-        name,
-        value: value.to_string(),
-        reason: reason.into(),
-    }
 }
 
 /// Drop the context-to-team map (at finalize; the team table is dropped by the core's finalize).
@@ -77,7 +69,7 @@ pub unsafe fn create_ctx(
 ) -> c_int {
     spec_status(call, || {
         if ctx.is_null() {
-            return Err(invalid(
+            return Err(Error::invalid(
                 "ctx",
                 "NULL",
                 format!("{call}: must point to a shmem_ctx_t"),
@@ -90,7 +82,7 @@ pub unsafe fn create_ctx(
             return Err(invalid_team("team", call));
         }
         if !(0..=7).contains(&options) {
-            return Err(invalid("options", options, format!("{call}: must be a combination of SHMEM_CTX_PRIVATE, SHMEM_CTX_SERIALIZED, SHMEM_CTX_NOSTORE")).into());
+            return Err(Error::invalid("options", options, format!("{call}: must be a combination of SHMEM_CTX_PRIVATE, SHMEM_CTX_SERIALIZED, SHMEM_CTX_NOSTORE")).into());
         }
         state::with(|sh| Ok(core::team(sh, id(team_h), O, call).map(|_| ())?))?;
         let h = imp::ctx_create();
@@ -208,7 +200,7 @@ pub unsafe extern "C" fn shmem_team_split_strided(
     // SHMEM_TEAM_INVALID, not an error to abort on.
     spec_status(call, || {
         if new_team.is_null() {
-            return Err(invalid(
+            return Err(Error::invalid(
                 "new_team",
                 "NULL",
                 format!("{call}: must point to a shmem_team_t"),
@@ -260,7 +252,7 @@ pub unsafe extern "C" fn shmem_team_split_2d(
     // As for shmem_team_split_strided: a status the specification defines.
     spec_status(call, || {
         if xaxis_team.is_null() || yaxis_team.is_null() {
-            return Err(invalid(
+            return Err(Error::invalid(
                 "xaxis_team/yaxis_team",
                 "NULL",
                 format!("{call}: must point to shmem_team_t"),
