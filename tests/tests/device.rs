@@ -185,10 +185,10 @@ fn adopted_framework_handles_back_the_device_heap_2pe() {
             ze_emu::testing::framework_handles().expect("framework handles");
         let attr = xpushmem::InitAttr {
             heap: Some(HeapKind::Device),
-            device_handles: Some(xpushmem::transport::ze::ExternalHandles {
-                driver,
-                device,
-                context,
+            // SAFETY: ze-emu's framework handles are live handles of its one driver, loaded through this
+            // process's loader, and outlive the runtime (the test process keeps them).
+            device_handles: Some(unsafe {
+                xpushmem::transport::ze::ExternalHandles::new(driver, device, context)
             }),
             ..Default::default()
         };
@@ -196,10 +196,11 @@ fn adopted_framework_handles_back_the_device_heap_2pe() {
         let body = || -> xpushmem::Result<()> {
             let h = sh.device().expect("device").handles();
             assert_eq!(
-                h.context, context,
+                h.context(),
+                context,
                 "the runtime works in the framework's context"
             );
-            assert_eq!(h.device, device);
+            assert_eq!(h.device(), device);
             let (me, n) = (sh.my_pe(), sh.n_pes());
             let x = sh.calloc::<u64>(64)?;
             sh.put(x, &[me as u64 + 1; 64], (me + 1) % n)?;

@@ -519,9 +519,9 @@ pub unsafe extern "C" fn xpushmemx_ze_get_handles(
             let h = sh.device().ok_or_else(|| no_device(call))?.handles();
             // SAFETY: the caller guarantees each pointer is NULL or writable.
             unsafe {
-                write_out(driver, h.driver.0);
-                write_out(device, h.device.0);
-                write_out(context, h.context.0);
+                write_out(driver, h.driver().0);
+                write_out(device, h.device().0);
+                write_out(context, h.context().0);
             }
             Ok(())
         })

@@ -42,14 +42,47 @@ fn context(e: Error, what: impl std::fmt::Display) -> Error {
 }
 
 /// Handles a host framework (SYCL, PyTorch XPU) already owns and lends to xpushmem; they are not destroyed here.
+/// Made only by [`ExternalHandles::new`] (whose contract the runtime relies on) or by the runtime itself.
 #[derive(Debug, Clone, Copy)]
 pub struct ExternalHandles {
+    driver: ze::ze_driver_handle_t,
+    device: ze::ze_device_handle_t,
+    context: ze::ze_context_handle_t,
+}
+
+impl ExternalHandles {
+    /// Lend a framework's Level Zero handles to the runtime.
+    ///
+    /// # Safety
+    /// The three handles must be live handles of one Level Zero driver (the device of that driver, the context
+    /// created on it), loaded through the same Level Zero loader as this process's, and stay valid until the
+    /// runtime that adopts them is finalized: the runtime allocates, maps and launches in them.
+    pub unsafe fn new(
+        driver: ze::ze_driver_handle_t,
+        device: ze::ze_device_handle_t,
+        context: ze::ze_context_handle_t,
+    ) -> ExternalHandles {
+        ExternalHandles {
+            driver,
+            device,
+            context,
+        }
+    }
+
     /// `ze_driver_handle_t`.
-    pub driver: ze::ze_driver_handle_t,
+    pub fn driver(&self) -> ze::ze_driver_handle_t {
+        self.driver
+    }
+
     /// `ze_device_handle_t`.
-    pub device: ze::ze_device_handle_t,
+    pub fn device(&self) -> ze::ze_device_handle_t {
+        self.device
+    }
+
     /// `ze_context_handle_t`.
-    pub context: ze::ze_context_handle_t,
+    pub fn context(&self) -> ze::ze_context_handle_t {
+        self.context
+    }
 }
 
 /// Which device a PE uses.
