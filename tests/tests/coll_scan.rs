@@ -4,7 +4,7 @@
 mod coll_common;
 
 use coll_common::{destroy, fold, shapes, Shape};
-use xpushmem::{ReduceOp, Reducible, Result, ScanAlgo, Shmem};
+use xpushmem::{Error, ReduceOp, Reducible, Result, ScanAlgo, Shmem};
 use xpushmem_tests::{ref_vec, FromRef};
 
 fn algos() -> impl Iterator<Item = ScanAlgo> {
@@ -116,21 +116,41 @@ coll_test!(sum_scan_forms_and_errors, [_1pe = 1, _3pe = 3], &[], |sh| {
     sh.sum_exscan(&w, y, x, 2)?;
     sh.get(&mut g, y, me)?;
     assert_eq!(g, [(me * (me + 1) / 2) as i64, 10 * me as i64]);
-    assert!(sh.inscan(&w, ReduceOp::Sum, y, x, 3).is_err());
+    let e = sh.inscan(&w, ReduceOp::Sum, y, x, 3).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::OutOfBounds {
+                what: "dest",
+                len: 3,
+                limit: 2,
+                ..
+            }
+        ),
+        "{e}"
+    );
     let z = sh.malloc::<i64>(4)?;
     assert!(
-        sh.inscan(&w, ReduceOp::Sum, z.slice(1..)?, z, 2).is_err(),
+        matches!(
+            sh.inscan(&w, ReduceOp::Sum, z.slice(1..)?, z, 2),
+            Err(Error::InvalidArgument { name: "dest", .. })
+        ),
         "partial overlap"
     );
     let f = sh.malloc::<f32>(1)?;
     assert!(
-        sh.exscan(&w, ReduceOp::And, f, f, 1).is_err(),
+        matches!(
+            sh.exscan(&w, ReduceOp::And, f, f, 1),
+            Err(Error::InvalidArgument { name: "op", ref value, .. }) if value == "and"
+        ),
         "bitwise scan on floats"
     );
     if n > 1 {
         assert!(
-            sh.inscan(&w, ReduceOp::Sum, y, x, if me == 0 { 1 } else { 2 })
-                .is_err(),
+            matches!(
+                sh.inscan(&w, ReduceOp::Sum, y, x, if me == 0 { 1 } else { 2 }),
+                Err(Error::Mismatch { call: "inscan", .. })
+            ),
             "size mismatch"
         );
     }

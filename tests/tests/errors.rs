@@ -71,7 +71,10 @@ pe_test!(
         );
         // In range is fine; misaligned is an error.
         assert!(sh.sym_slice_from_addr::<u64>(near_end, 8).is_ok());
-        assert!(sh.sym_slice_from_addr::<u64>(near_end + 1, 1).is_err());
+        assert!(matches!(
+            sh.sym_slice_from_addr::<u64>(near_end + 1, 1),
+            Err(Error::InvalidArgument { name: "addr", .. })
+        ));
         // A put longer than its destination object.
         let x = sh.malloc::<u32>(8)?;
         let e = sh.put(x, &[0u32; 9], sh.my_pe()).unwrap_err();
@@ -81,7 +84,15 @@ pe_test!(
             "{e}"
         );
         let mut big = [0u32; 9];
-        assert!(sh.get(&mut big, x, sh.my_pe()).is_err());
+        assert!(matches!(
+            sh.get(&mut big, x, sh.my_pe()),
+            Err(Error::OutOfBounds {
+                what: "element count",
+                len: 9,
+                limit: 8,
+                ..
+            })
+        ));
         sh.barrier_all()?;
         sh.free(x)
     }

@@ -1,6 +1,7 @@
 //! Collective memory management: offsets agree on every PE, calloc zeroes reused memory, align aligns, free
 //! returns space, zero-length allocations work.
 
+use xpushmem::Error;
 use xpushmem_tests::pe_test;
 
 pe_test!(
@@ -64,8 +65,25 @@ pe_test!(sub_slices_and_addresses, [_1pe = 1, _2pe = 2], |sh| {
     assert_eq!(mid.heap_offset(), buf.heap_offset() + 16);
     let addr = sh.heap_base() as usize + mid.heap_offset();
     assert_eq!(sh.sym_slice_from_addr::<u32>(addr, 8)?, mid);
-    assert!(buf.slice(10..20).is_err());
-    assert!(buf.at(16).is_err());
+    assert!(matches!(
+        buf.slice(10..20),
+        Err(Error::OutOfBounds {
+            what: "element range",
+            start: 10,
+            len: 10,
+            limit: 16,
+            ..
+        })
+    ));
+    assert!(matches!(
+        buf.at(16),
+        Err(Error::OutOfBounds {
+            what: "element index",
+            start: 16,
+            limit: 16,
+            ..
+        })
+    ));
     sh.barrier_all()?;
     sh.free(buf)
 });

@@ -1,7 +1,7 @@
 //! put_signal (SET and ADD, blocking and nbi), signal_fetch, signal_wait_until with every comparator, and the
 //! wait_until/test family with its _all/_any/_some and vector forms.
 
-use xpushmem::{Cmp, SignalOp};
+use xpushmem::{Cmp, Error, SignalOp};
 use xpushmem_tests::{pe_test, ref_vec};
 
 pe_test!(
@@ -172,10 +172,17 @@ pe_test!(
         assert!(sh.test(flags.at(n - 1)?, Cmp::Eq, n as i64)?);
         assert!(!sh.test(flags.at(n - 1)?, Cmp::Lt, n as i64)?);
         // argument checks
-        assert!(sh.test_all(flags, Some(&[false]), Cmp::Eq, 0).is_err() || n == 1);
-        assert!(sh
-            .wait_until_all_vector(flags, None, Cmp::Eq, &values[..n - 1])
-            .is_err());
+        assert!(
+            n == 1
+                || matches!(
+                    sh.test_all(flags, Some(&[false]), Cmp::Eq, 0),
+                    Err(Error::InvalidArgument { name: "skip", .. })
+                )
+        );
+        assert!(matches!(
+            sh.wait_until_all_vector(flags, None, Cmp::Eq, &values[..n - 1]),
+            Err(Error::InvalidArgument { name: "values", .. })
+        ));
         sh.barrier_all()?;
         Ok(())
     }
