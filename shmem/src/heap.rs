@@ -12,7 +12,6 @@ pub const MIN_ALIGN: usize = 64;
 /// Offsets allocator over `[0, size)`.
 #[derive(Debug, Clone)]
 pub struct Allocator {
-    size: usize,
     /// offset -> length of each free block; blocks never touch (they are coalesced).
     free: BTreeMap<usize, usize>,
     /// offset -> length of each allocated block.
@@ -29,16 +28,10 @@ impl Allocator {
             free.insert(0, size);
         }
         Allocator {
-            size,
             free,
             used: BTreeMap::new(),
             in_use: 0,
         }
-    }
-
-    /// Managed size in bytes.
-    pub fn size(&self) -> usize {
-        self.size
     }
 
     /// Bytes allocated (rounded to the granule).
@@ -71,17 +64,6 @@ impl Allocator {
         self.used.insert(off, len);
         self.in_use += len;
         Some(off)
-    }
-
-    /// Size of the allocation starting at `off`, if there is one.
-    pub fn allocation_at(&self, off: usize) -> Option<usize> {
-        self.used.get(&off).copied()
-    }
-
-    /// The allocation containing `off`: (start, length).
-    pub fn allocation_containing(&self, off: usize) -> Option<(usize, usize)> {
-        let (&start, &len) = self.used.range(..=off).next_back()?;
-        (off < start + len).then_some((start, len))
     }
 
     /// Free the allocation starting at `off`; its length, or `None` when `off` starts no allocation.
@@ -153,7 +135,7 @@ mod tests {
                         prop_assert_eq!(r, b.alloc(n, align));
                         if let Some(off) = r {
                             prop_assert_eq!(off % align.max(MIN_ALIGN), 0);
-                            prop_assert!(off + n <= a.size());
+                            prop_assert!(off + n <= 1 << 16);
                             for &(s, l) in &live {
                                 prop_assert!(off + n <= s || s + l <= off, "overlap");
                             }
@@ -173,7 +155,7 @@ mod tests {
             for (off, _) in live {
                 a.free(off);
             }
-            prop_assert_eq!(a.largest_free(), a.size());
+            prop_assert_eq!(a.largest_free(), 1 << 16);
         }
     }
 }

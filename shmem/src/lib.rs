@@ -26,12 +26,12 @@
 
 pub mod abi;
 pub mod amo;
-pub mod bootstrap;
+pub(crate) mod bootstrap;
 pub mod coll;
 pub mod config;
 pub mod device;
 pub mod error;
-pub mod heap;
+pub(crate) mod heap;
 pub mod launch;
 pub mod memory;
 pub mod rma;
@@ -42,6 +42,7 @@ pub mod team;
 pub mod transport;
 pub mod types;
 
+pub use bootstrap::uid::UNIQUE_ID_BYTES;
 pub use bootstrap::UniqueId;
 pub use coll::{
     AlltoallAlgo, BarrierAlgo, BitwiseReducible, BroadcastAlgo, CollectAlgo, ReduceAlgo, ReduceOp,

@@ -58,7 +58,7 @@ pub const XPUSHMEMX_INIT_WITH_UNIQUEID: c_uint = 1;
 /// Version of `xpushmemx_init_attr_t` set by `xpushmemx_set_attr_uniqueid_args`.
 pub const XPUSHMEMX_INIT_ATTR_VERSION: c_int = 1;
 
-const _: () = assert!(XPUSHMEMX_UNIQUEID_BYTES == xpushmem_rt::bootstrap::uid::UNIQUE_ID_BYTES);
+const _: () = assert!(XPUSHMEMX_UNIQUEID_BYTES == xpushmem_rt::UNIQUE_ID_BYTES);
 
 /// The unique ID of a job (NVSHMEM's `nvshmemx_uniqueid_t`): made by `xpushmemx_get_uniqueid` on one process,
 /// passed to every PE by any means, and given to `xpushmemx_init_attr`.
