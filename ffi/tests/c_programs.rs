@@ -9,11 +9,17 @@ use support::*;
 
 /// Compile `ffi/tests/c/NAME.c` against the shared library (once per test binary and program).
 fn program(name: &str) -> PathBuf {
-    static LOCK: OnceLock<std::sync::Mutex<()>> = OnceLock::new();
-    let _g = LOCK
+    // Built once per test process: a second build to the same path while another case runs the first would
+    // make that exec fail (ETXTBSY).
+    static BUILT: OnceLock<std::sync::Mutex<std::collections::HashMap<String, PathBuf>>> =
+        OnceLock::new();
+    let mut built = BUILT
         .get_or_init(Default::default)
         .lock()
         .unwrap_or_else(|p| p.into_inner());
+    if let Some(out) = built.get(name) {
+        return out.clone();
+    }
     let lib_dir = profile_dir();
     built_lib("libxpushmem.so");
     let out_dir = profile_dir().join("c-tests").join("native");
@@ -32,6 +38,7 @@ fn program(name: &str) -> PathBuf {
             "-pthread".into(),
         ],
     );
+    built.insert(name.to_string(), out.clone());
     out
 }
 

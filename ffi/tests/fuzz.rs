@@ -8,7 +8,14 @@ mod support;
 
 use support::*;
 
+/// The fuzz program, compiled once per test process (the 2- and 4-PE cases run in parallel threads; compiling it
+/// twice to one path let one case exec the file while the other was still writing it: ETXTBSY).
 fn fuzz_program() -> std::path::PathBuf {
+    static PROGRAM: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    PROGRAM.get_or_init(build_fuzz_program).clone()
+}
+
+fn build_fuzz_program() -> std::path::PathBuf {
     let lib_dir = profile_dir();
     built_lib("libxpushmem.so");
     let out_dir = profile_dir().join("c-tests").join("fuzz");
