@@ -88,7 +88,7 @@ env_table! {
     abort_on_error: bool = "XPUSHMEM_ERROR_MODE", "return", error_mode;
     /// team slots in the symmetric heap (2..4096; TEAM_WORLD and TEAM_SHARED take two); more live teams is an error
     teams_max: OnUse<usize> = "XPUSHMEM_TEAMS_MAX", "64", on_use(team_slots);
-    /// team barrier/sync algorithm: auto, linear, dissemination, tree
+    /// the pattern of every collective synchronisation (the agreement that carries each call's identity): auto (dissemination), linear, dissemination, tree
     barrier_algorithm: OnUse<crate::team::BarrierAlgo> = "XPUSHMEM_BARRIER_ALGORITHM", "auto", on_use(algorithm::<crate::team::BarrierAlgo>);
     /// broadcast algorithm: auto, linear, binomial, pipelined
     broadcast_algorithm: OnUse<crate::coll::BroadcastAlgo> = "XPUSHMEM_BROADCAST_ALGORITHM", "auto", on_use(algorithm::<crate::coll::BroadcastAlgo>);

@@ -88,33 +88,62 @@ fn still_usable(sh: &Shmem) -> xpushmem::Result<()> {
     sh.free(x)
 }
 
+/// PE 1 allocates while every other PE is in `barrier_all`.
+fn barrier_meets_malloc_body(sh: &Shmem) -> xpushmem::Result<()> {
+    let me = sh.my_pe();
+    let malloc_desc = "malloc(4096 elements of 1 bytes, align 1)";
+    // PE 1 allocates while everyone else is in a barrier.
+    let r = if me == 1 {
+        sh.malloc::<u8>(4096).map(|_| ())
+    } else {
+        sh.barrier_all()
+    };
+    expect_mismatch(
+        sh,
+        r,
+        if me == 1 { "malloc" } else { "barrier_all" },
+        1,
+        &|t| t == malloc_desc,
+        &|o| o == "barrier_all()",
+    );
+    // Nothing was allocated: the same allocation made by everyone now lands at the same offset.
+    let a = sh.malloc::<u8>(4096)?;
+    sh.free(a)?;
+    still_usable(sh)
+}
+
 mismatch_test!(
     barrier_meets_malloc,
     [_2pe = 2, _4pe = 4],
     device[dev_2pe = 2],
-    |sh| {
-        let me = sh.my_pe();
-        let malloc_desc = "malloc(4096 elements of 1 bytes, align 1)";
-        // PE 1 allocates while everyone else is in a barrier.
-        let r = if me == 1 {
-            sh.malloc::<u8>(4096).map(|_| ())
-        } else {
-            sh.barrier_all()
-        };
-        expect_mismatch(
-            sh,
-            r,
-            if me == 1 { "malloc" } else { "barrier_all" },
-            1,
-            &|t| t == malloc_desc,
-            &|o| o == "barrier_all()",
-        );
-        // Nothing was allocated: the same allocation made by everyone now lands at the same offset.
-        let a = sh.malloc::<u8>(4096)?;
-        sh.free(a)?;
-        still_usable(sh)
-    }
+    |sh| { barrier_meets_malloc_body(sh) }
 );
+
+/// The same with every agreement over the linear and the tree barrier: their messages carry the identity too.
+mod barrier_meets_malloc_over_linear_and_tree {
+    use super::*;
+
+    fn run(case: &str, n: usize, algo: &str) {
+        let name = test_name(module_path!(), case);
+        if is_pe_of(&name) {
+            run_pe(barrier_meets_malloc_body);
+        }
+        let mut env = ENV.to_vec();
+        env.push(("XPUSHMEM_BARRIER_ALGORITHM", algo));
+        let out = spawn_pes_with(&name, n, &env);
+        assert_success(&name, n, &out);
+    }
+
+    #[test]
+    fn linear_3pe() {
+        run("linear_3pe", 3, "linear");
+    }
+
+    #[test]
+    fn tree_4pe() {
+        run("tree_4pe", 4, "tree");
+    }
+}
 
 mismatch_test!(sum_reduce_meets_barrier, [_2pe = 2, _3pe = 3], |sh| {
     let (me, n) = (sh.my_pe(), sh.n_pes());

@@ -35,10 +35,9 @@ pub(crate) mod layout {
     pub const AGREE_ROUND_WORDS: usize = 4;
     /// The agreement's rounds, two parities of [`AGREE_ROUNDS`] rounds.
     pub const AGREE: usize = 0;
-    /// Arrival counter of the linear and tree barriers.
+    /// Arrival counter of the linear barrier (its release and the tree's messages use agreement slots).
     pub const ARRIVE: usize = AGREE + 2 * AGREE_ROUNDS * AGREE_ROUND_WORDS;
-    /// Release counter of the linear and tree barriers.
-    pub const RELEASE: usize = ARRIVE + 1;
+    // ARRIVE + 1 is unused (the old release counter).
     /// Data-ready signals of the data collectives.
     pub const SIG_DATA: usize = ARRIVE + 2;
     /// Pre-step signal of the recursive-doubling reduction (folding the extra PEs in).
@@ -149,15 +148,16 @@ macro_rules! algo_enum {
 pub(crate) use algo_enum;
 
 algo_enum!(
-    /// Barrier algorithms. `Auto` and `Dissemination` are the agreement itself (they carry the call's identity, so a
-    /// barrier that meets another collective fails on both sides); `Linear` and `Tree` only synchronise, and must be
-    /// chosen by every member alike.
+    /// Barrier algorithms. Every one is the agreement's pattern: it carries the call's identity (so a barrier that
+    /// meets another collective fails on both sides); `Auto` is `Dissemination`. Every member must choose alike.
     BarrierAlgo, "XPUSHMEM_BARRIER_ALGORITHM", {
-        /// Everyone signals member 0, which then releases everyone: 2 steps, O(n) work at member 0.
+        /// Everyone signals member 0, which reads every member's identity and releases everyone with the verdict:
+        /// 2 steps, O(n) work at member 0.
         Linear = "linear",
         /// ceil(log2 n) rounds; in round k each member signals the one 2^k ahead.
         Dissemination = "dissemination" | "dissem",
-        /// Binary tree: arrivals go up, the release comes down (2 log2 n steps, n signals in total).
+        /// Binary tree: arrivals go up with their subtree's verdict, the release comes down with the whole team's
+        /// (2 log2 n steps, 2n messages in total).
         Tree = "tree",
     }
 );
@@ -533,7 +533,14 @@ impl<'a> Ctx<'a> {
         need_info: bool,
     ) -> Result<Vec<[u64; INFO]>> {
         let checking = self.sh.cfg.check_symmetry;
-        let (clean, all, mine) = self.agree(common, info, local.is_ok(), checking, need_info)?;
+        let (clean, all, mine) = self.agree(
+            common,
+            info,
+            local.is_ok(),
+            checking,
+            need_info,
+            self.pattern(BarrierAlgo::Auto, false)?,
+        )?;
         local?;
         if !clean {
             return Err(self.verdict(&all, &mine, checking));
@@ -563,7 +570,14 @@ impl<'a> Ctx<'a> {
             b[..c.len()].copy_from_slice(c);
             common[3 + k] = u64::from_le_bytes(b);
         }
-        let (clean, all, mine) = self.agree(common, [0; INFO], ok, true, false)?;
+        let (clean, all, mine) = self.agree(
+            common,
+            [0; INFO],
+            ok,
+            true,
+            false,
+            self.pattern(BarrierAlgo::Auto, false)?,
+        )?;
         let mut out = crate::team::Agreement {
             failed: None,
             differs: None,
@@ -600,6 +614,7 @@ impl<'a> Ctx<'a> {
         ok: bool,
         compare_all: bool,
         need_info: bool,
+        pattern: BarrierAlgo,
     ) -> Result<(bool, Vec<Vec<u64>>, Vec<u64>)> {
         self.sh.quiet()?;
         let n = self.n();
@@ -623,7 +638,11 @@ impl<'a> Ctx<'a> {
         };
         let mut d = vec![self.team.slot as u64, seq];
         d.extend_from_slice(compared);
-        let (failed, lo, hi) = self.all_reduce(seq, !ok, digest(&d))?;
+        let (failed, lo, hi) = match pattern {
+            BarrierAlgo::Linear => self.reduce_linear(seq, at, !ok, compare_all)?,
+            BarrierAlgo::Tree => self.reduce_tree(seq, !ok, digest(&d))?,
+            _ => self.all_reduce(seq, !ok, digest(&d))?,
+        };
         let clean = !failed && lo == hi;
         if clean && !need_info {
             return Ok((true, Vec::new(), words));
@@ -716,26 +735,45 @@ impl<'a> Ctx<'a> {
     /// A synchronisation of the team as call `call` (its identity words): the agreement with `Auto` or
     /// `Dissemination`, the plain barrier algorithm otherwise. Completes this PE's outstanding puts first.
     pub(crate) fn sync_as(&mut self, call: [u64; COMMON], algo: BarrierAlgo) -> Result<()> {
-        let n = self.n();
-        match resolve_barrier(algo)? {
-            BarrierAlgo::Linear if n > 1 => {
-                self.sh.quiet()?;
-                self.st.seq += 1;
-                self.barrier_linear()
-            }
-            BarrierAlgo::Tree if n > 1 => {
-                self.sh.quiet()?;
-                self.st.seq += 1;
-                self.barrier_tree()
-            }
-            _ => self.enter(call, [0; INFO], Ok(()), false).map(|_| ()),
-        }
+        let pattern = self.pattern(algo, true)?;
+        self.sync_pattern(call, pattern)
     }
 
-    /// A synchronisation of `TEAM_WORLD` that is the whole call `call` (`barrier_all`, `sync_all`, finalize):
-    /// always the agreement (`XPUSHMEM_BARRIER_ALGORITHM` is for the team barriers).
+    /// The agreement's communication pattern: `algo`, or for `Auto` the configured barrier algorithm
+    /// (`XPUSHMEM_BARRIER_ALGORITHM`; dissemination by default). Every agreement of a job takes the same pattern,
+    /// so calls that meet always compare their identities. `strict`: an unusable configured value is this call's
+    /// error (the team barriers); otherwise (allocations, collectives, `barrier_all`, finalize) the default.
+    fn pattern(&self, algo: BarrierAlgo, strict: bool) -> Result<BarrierAlgo> {
+        let configured = match algo {
+            BarrierAlgo::Auto => match algo.with_env() {
+                Ok(a) => a,
+                Err(e) if strict => return Err(e),
+                Err(_) => BarrierAlgo::Auto,
+            },
+            a => a,
+        };
+        Ok(match configured {
+            BarrierAlgo::Linear if self.n() > 1 => BarrierAlgo::Linear,
+            BarrierAlgo::Tree if self.n() > 1 => BarrierAlgo::Tree,
+            _ => BarrierAlgo::Dissemination,
+        })
+    }
+
+    /// A synchronisation as call `call` over `pattern` (every algorithm carries the call's identity).
+    fn sync_pattern(&mut self, call: [u64; COMMON], pattern: BarrierAlgo) -> Result<()> {
+        let checking = self.sh.cfg.check_symmetry;
+        let (clean, all, mine) = self.agree(call, [0; INFO], true, checking, false, pattern)?;
+        if !clean {
+            return Err(self.verdict(&all, &mine, checking));
+        }
+        Ok(())
+    }
+
+    /// A synchronisation of `TEAM_WORLD` that is the whole call `call` (`barrier_all`, `sync_all`, finalize), over
+    /// the job's agreement pattern.
     pub(crate) fn sync_world(mut self, call: CallId) -> Result<()> {
-        self.sync_as(call.words(), BarrierAlgo::Dissemination)
+        let pattern = self.pattern(BarrierAlgo::Auto, false)?;
+        self.sync_pattern(call.words(), pattern)
     }
 
     /// A synchronisation inside the collective in progress (every member is in it already).
@@ -748,59 +786,107 @@ impl<'a> Ctx<'a> {
         self.sync_as(w, algo)
     }
 
-    fn barrier_linear(&mut self) -> Result<()> {
+    /// The agreement's verdict gathered at member 0 and sent back to each (the linear barrier): every member
+    /// counts its arrival at member 0, which reads each member's published identity words, computes (failed, lowest
+    /// and highest digest) and writes it, then the release flag, into each member's slot.
+    fn reduce_linear(
+        &mut self,
+        seq: u64,
+        at: usize,
+        failed: bool,
+        compare_all: bool,
+    ) -> Result<(bool, u64, u64)> {
+        use layout::*;
         let n = self.n();
+        let release =
+            AGREE + (seq % 2) as usize * AGREE_ROUNDS * AGREE_ROUND_WORDS + 2 * AGREE_ROUND_WORDS;
         if self.idx() == 0 {
-            self.wait(layout::ARRIVE, n as u64 - 1, &|| {
+            self.wait(ARRIVE, n as u64 - 1, &|| {
                 format!("linear barrier: member 0 waiting for {} arrivals", n - 1)
             })?;
-            for i in 1..n {
-                self.signal(layout::RELEASE, i)?;
+            let cmp = if compare_all { COMMON } else { 1 };
+            let mut v = [0u64; 3];
+            for i in 0..n {
+                let w = self.read_words(i, at, CHECK_WORDS)?;
+                let mut d = vec![self.team.slot as u64, w[SEQ]];
+                d.extend_from_slice(&w[..cmp]);
+                let dig = digest(&d);
+                let bad = w[STATUS] != STATUS_OK || (i == 0 && failed);
+                v = if i == 0 {
+                    [bad as u64, dig, dig]
+                } else {
+                    [v[0] | bad as u64, v[1].min(dig), v[2].max(dig)]
+                };
             }
+            let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+            for i in 1..n {
+                let _issued = self.win(i)?.put_signal_nbi(
+                    self.word(release + 1),
+                    &bytes,
+                    self.word(release),
+                    AmoOp::Set,
+                    seq,
+                )?;
+            }
+            Ok((v[0] != 0, v[1], v[2]))
         } else {
-            self.signal(layout::ARRIVE, 0)?;
+            self.signal(ARRIVE, 0)?;
             let root = self.pe(0);
-            self.wait(layout::RELEASE, 1, &|| {
+            self.wait_until(release, seq, &|| {
                 format!("linear barrier: waiting for the release from PE {root}")
             })?;
+            let got = self.read_words(self.idx(), release + 1, 3)?;
+            Ok((got[0] != 0, got[1], got[2]))
         }
-        Ok(())
     }
 
-    fn barrier_tree(&mut self) -> Result<()> {
+    /// The agreement's reduction over a binary tree (the tree barrier): each member combines its children's
+    /// (failed, lowest and highest digest) with its own and sends it to its parent; member 0's result comes back
+    /// down the tree. Children write into slots 0 and 1 of the parent's agreement area, the parent into slot 2.
+    fn reduce_tree(&mut self, seq: u64, failed: bool, dig: u64) -> Result<(bool, u64, u64)> {
+        use layout::*;
         let (n, me) = (self.n(), self.idx());
+        let base = AGREE + (seq % 2) as usize * AGREE_ROUNDS * AGREE_ROUND_WORDS;
+        let slot = |k: usize| base + k * AGREE_ROUND_WORDS;
+        let mut v = [failed as u64, dig, dig];
         let children: Vec<usize> = [2 * me + 1, 2 * me + 2]
             .into_iter()
             .filter(|&c| c < n)
             .collect();
-        let k = children.len() as u64;
-        if k > 0 {
-            self.wait(layout::ARRIVE, k, &|| {
-                format!("tree barrier: waiting for {k} children")
+        for (k, &c) in children.iter().enumerate() {
+            let child = self.pe(c);
+            self.wait_until(slot(k), seq, &|| {
+                format!("tree barrier: waiting for child PE {child}")
             })?;
+            let got = self.read_words(me, slot(k) + 1, 3)?;
+            v = [v[0] | got[0], v[1].min(got[1]), v[2].max(got[2])];
         }
+        let send = |ctx: &Self, to: usize, k: usize, v: &[u64; 3]| -> Result<()> {
+            let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+            let _issued = ctx.win(to)?.put_signal_nbi(
+                ctx.word(slot(k) + 1),
+                &bytes,
+                ctx.word(slot(k)),
+                AmoOp::Set,
+                seq,
+            )?;
+            Ok(())
+        };
         if me > 0 {
             let parent = (me - 1) / 2;
-            self.signal(layout::ARRIVE, parent)?;
+            send(self, parent, (me - 1) % 2, &v)?;
             let p = self.pe(parent);
-            self.wait(layout::RELEASE, 1, &|| {
+            self.wait_until(slot(2), seq, &|| {
                 format!("tree barrier: waiting for the release from PE {p}")
             })?;
+            let got = self.read_words(me, slot(2) + 1, 3)?;
+            v = [got[0], got[1], got[2]];
         }
-        for c in children {
-            self.signal(layout::RELEASE, c)?;
+        for &c in &children {
+            send(self, c, 2, &v)?;
         }
-        Ok(())
+        Ok((v[0] != 0, v[1], v[2]))
     }
-}
-
-/// Resolve a barrier algorithm: `Auto` is the agreement (dissemination, whatever the team size: it takes as many
-/// rounds as the tree's way up) unless `XPUSHMEM_BARRIER_ALGORITHM` names another.
-fn resolve_barrier(a: BarrierAlgo) -> Result<BarrierAlgo> {
-    Ok(match a.with_env()? {
-        BarrierAlgo::Auto => BarrierAlgo::Dissemination,
-        x => x,
-    })
 }
 
 #[cfg(test)]
