@@ -4,42 +4,23 @@
 mod support;
 
 use std::path::PathBuf;
-use std::sync::OnceLock;
 use support::*;
 
 /// Compile `ffi/tests/c/NAME.c` against the shared library (once per test binary and program).
 fn program(name: &str) -> PathBuf {
-    // Built once per test process: a second build to the same path while another case runs the first would
-    // make that exec fail (ETXTBSY).
-    static BUILT: OnceLock<std::sync::Mutex<std::collections::HashMap<String, PathBuf>>> =
-        OnceLock::new();
-    let mut built = BUILT
-        .get_or_init(Default::default)
-        .lock()
-        .unwrap_or_else(|p| p.into_inner());
-    if let Some(out) = built.get(name) {
-        return out.clone();
-    }
-    let lib_dir = profile_dir();
-    built_lib("libxpushmem.so");
-    let out_dir = profile_dir().join("c-tests").join("native");
-    std::fs::create_dir_all(&out_dir).expect("out dir");
-    let out = out_dir.join(name);
     let src = ffi_dir().join("tests/c").join(format!("{name}.c"));
-    gcc(
-        &out,
-        &[src],
-        &[
+    build_once("native", name, src, || {
+        let lib_dir = profile_dir();
+        built_lib("libxpushmem.so");
+        vec![
             format!("-I{}", ffi_dir().join("include").display()),
             format!("-I{}", ffi_dir().join("tests/c").display()),
             format!("-L{}", lib_dir.display()),
             format!("-Wl,-rpath,{}", lib_dir.display()),
             "-lxpushmem".into(),
             "-pthread".into(),
-        ],
-    );
-    built.insert(name.to_string(), out.clone());
-    out
+        ]
+    })
 }
 
 fn run_ok(name: &str, n: usize) {

@@ -8,31 +8,20 @@ mod support;
 
 use support::*;
 
-/// The fuzz program, compiled once per test process (the 2- and 4-PE cases run in parallel threads; compiling it
-/// twice to one path let one case exec the file while the other was still writing it: ETXTBSY).
+/// The fuzz program, compiled once per test process (the 2- and 4-PE cases run in parallel threads).
 fn fuzz_program() -> std::path::PathBuf {
-    static PROGRAM: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
-    PROGRAM.get_or_init(build_fuzz_program).clone()
-}
-
-fn build_fuzz_program() -> std::path::PathBuf {
-    let lib_dir = profile_dir();
-    built_lib("libxpushmem.so");
-    let out_dir = profile_dir().join("c-tests").join("fuzz");
-    std::fs::create_dir_all(&out_dir).expect("out dir");
-    let out = out_dir.join("fuzz_native");
-    gcc(
-        &out,
-        &[ffi_dir().join("tests/c/fuzz_native.c")],
-        &[
+    let src = ffi_dir().join("tests/c/fuzz_native.c");
+    build_once("fuzz", "fuzz_native", src, || {
+        let lib_dir = profile_dir();
+        built_lib("libxpushmem.so");
+        vec![
             format!("-I{}", ffi_dir().join("include").display()),
             format!("-I{}", ffi_dir().join("tests/c").display()),
             format!("-L{}", lib_dir.display()),
             format!("-Wl,-rpath,{}", lib_dir.display()),
             "-lxpushmem".into(),
-        ],
-    );
-    out
+        ]
+    })
 }
 
 fn seed() -> u64 {

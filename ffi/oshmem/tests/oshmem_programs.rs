@@ -98,27 +98,12 @@ fn pkg_config(prefix: &Path, args: &[&str]) -> Vec<String> {
 
 /// Compile `tests/c/NAME.c` with `cc prog.c $(pkg-config --cflags --libs xpushmem-oshmem)`.
 fn program(name: &str) -> PathBuf {
-    // Built once per test process: a second build to the same path while another case runs the first would
-    // make that exec fail (ETXTBSY).
-    static BUILT: OnceLock<std::sync::Mutex<std::collections::HashMap<String, PathBuf>>> =
-        OnceLock::new();
-    let mut built = BUILT
-        .get_or_init(Default::default)
-        .lock()
-        .unwrap_or_else(|p| p.into_inner());
-    if let Some(out) = built.get(name) {
-        return out.clone();
-    }
-    let prefix = prefix();
-    let out_dir = profile_dir().join("c-tests").join("oshmem");
-    std::fs::create_dir_all(&out_dir).expect("out dir");
-    let out = out_dir.join(name);
     let src = ffi_dir().join("oshmem/tests/c").join(format!("{name}.c"));
-    let mut args = pkg_config(&prefix, &["--cflags", "--libs", "xpushmem-oshmem"]);
-    args.push("-lm".into());
-    gcc(&out, &[src], &args);
-    built.insert(name.to_string(), out.clone());
-    out
+    build_once("oshmem", name, src, || {
+        let mut args = pkg_config(&prefix(), &["--cflags", "--libs", "xpushmem-oshmem"]);
+        args.push("-lm".into());
+        args
+    })
 }
 
 fn run_ok(name: &str, n: usize) {
@@ -169,32 +154,17 @@ fn pkg_config_files_describe_the_install() {
 
 /// Compile `ffi/tests/oshmem/NAME.c` like a user would.
 fn conformance_program(name: &str) -> PathBuf {
-    // Built once per test process: a second build to the same path while another case runs the first would
-    // make that exec fail (ETXTBSY).
-    static BUILT: OnceLock<std::sync::Mutex<std::collections::HashMap<String, PathBuf>>> =
-        OnceLock::new();
-    let mut built = BUILT
-        .get_or_init(Default::default)
-        .lock()
-        .unwrap_or_else(|p| p.into_inner());
-    if let Some(out) = built.get(name) {
-        return out.clone();
-    }
-    let prefix = prefix();
-    let out_dir = profile_dir().join("c-tests").join("oshmem-conformance");
-    std::fs::create_dir_all(&out_dir).expect("out dir");
-    let out = out_dir.join(name);
     let src = ffi_dir().join("tests/oshmem").join(format!("{name}.c"));
-    let mut args = vec!["-std=c11".to_string()];
-    args.extend(pkg_config(
-        &prefix,
-        &["--cflags", "--libs", "xpushmem-oshmem"],
-    ));
-    args.push("-lm".into());
-    args.push("-lpthread".into());
-    gcc(&out, &[src], &args);
-    built.insert(name.to_string(), out.clone());
-    out
+    build_once("oshmem-conformance", name, src, || {
+        let mut args = vec!["-std=c11".to_string()];
+        args.extend(pkg_config(
+            &prefix(),
+            &["--cflags", "--libs", "xpushmem-oshmem"],
+        ));
+        args.push("-lm".into());
+        args.push("-lpthread".into());
+        args
+    })
 }
 
 fn conformance_ok(name: &str, n: usize) {

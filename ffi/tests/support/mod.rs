@@ -64,6 +64,31 @@ pub fn gcc(out: &Path, sources: &[PathBuf], args: &[String]) {
     );
 }
 
+/// Compile the C program `src` to `c-tests/<dir>/<name>` with `gcc` and `args()`, once per test process: a second
+/// build to the same path while another case runs the first would make that exec fail (ETXTBSY).
+pub fn build_once(
+    dir: &str,
+    name: &str,
+    src: PathBuf,
+    args: impl FnOnce() -> Vec<String>,
+) -> PathBuf {
+    static BUILT: std::sync::OnceLock<std::sync::Mutex<std::collections::HashSet<PathBuf>>> =
+        std::sync::OnceLock::new();
+    let mut built = BUILT
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    let out_dir = profile_dir().join("c-tests").join(dir);
+    let out = out_dir.join(name);
+    if built.contains(&out) {
+        return out;
+    }
+    std::fs::create_dir_all(&out_dir).expect("out dir");
+    gcc(&out, &[src], &args());
+    built.insert(out.clone());
+    out
+}
+
 /// Run `prog` on `n` PEs with a hard timeout; the outcome with captured output.
 pub fn run_job(
     prog: &Path,
