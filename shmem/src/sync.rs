@@ -9,7 +9,44 @@ use crate::rma::Pending;
 use crate::runtime::Shmem;
 use crate::transport::shm::bytes_of;
 use crate::transport::AmoOp;
-use crate::types::{AtomicInt, Cmp, SignalOp, SymRef, SymSlice, Symmetric};
+use crate::types::{AtomicWord, Cmp, SignalOp, SymRef, SymSlice, Symmetric};
+
+/// Integer types that point-to-point synchronisation works on (`wait_until`, `test` and their set and vector
+/// forms): the [`AtomicInt`](crate::AtomicInt)s and the 16-bit integers (OpenSHMEM's `short` and `unsigned short`
+/// waits). A 16-bit variable is read through an atomic load of the aligned 4-byte word that holds it, so every
+/// transport's 4- and 8-byte atomics serve (there are no 16-bit AMOs). Implemented for the standard types only.
+pub trait SyncInt: Symmetric + Ord {
+    /// Width in bytes (2, 4 or 8).
+    const WIDTH: usize;
+    /// The value from its bits (the low `WIDTH` bytes).
+    fn from_bits(bits: u64) -> Self;
+}
+
+impl SyncInt for i16 {
+    const WIDTH: usize = 2;
+    fn from_bits(bits: u64) -> Self {
+        bits as u16 as i16
+    }
+}
+
+impl SyncInt for u16 {
+    const WIDTH: usize = 2;
+    fn from_bits(bits: u64) -> Self {
+        bits as u16
+    }
+}
+
+macro_rules! sync_int_atomic {
+    ($($t:ty),*) => {$(
+        impl SyncInt for $t {
+            const WIDTH: usize = <$t as AtomicWord>::WIDTH;
+            fn from_bits(bits: u64) -> Self {
+                <$t as AtomicWord>::from_bits(bits)
+            }
+        }
+    )*};
+}
+sync_int_atomic!(i32, u32, i64, u64, isize, usize);
 
 /// What each element of a wait set is compared with.
 #[derive(Debug, Clone, Copy)]
@@ -93,14 +130,22 @@ impl Shmem {
         Ok(seen)
     }
 
-    fn load_local<T: AtomicInt>(&self, r: SymRef<T>) -> Result<T> {
+    fn load_local<T: SyncInt>(&self, r: SymRef<T>) -> Result<T> {
+        if T::WIDTH == 2 {
+            // The aligned 4-byte word that holds the 16-bit variable, read atomically; then its half.
+            let word_off = r.off & !3;
+            let word = self.local_map().amo(word_off, 4, AmoOp::Fetch, 0)? as u32;
+            let b = word.to_ne_bytes();
+            let i = r.off - word_off;
+            return Ok(T::from_bits(u16::from_ne_bytes([b[i], b[i + 1]]) as u64));
+        }
         self.local_map()
             .amo(r.off, T::WIDTH, AmoOp::Fetch, 0)
             .map(T::from_bits)
     }
 
     /// Indices of `ivars` (not skipped) that satisfy their comparison now.
-    fn satisfied<T: AtomicInt>(
+    fn satisfied<T: SyncInt>(
         &self,
         ivars: SymSlice<T>,
         skip: Option<&[bool]>,
@@ -123,7 +168,7 @@ impl Shmem {
         Ok(hits)
     }
 
-    fn check_set<T: AtomicInt>(
+    fn check_set<T: SyncInt>(
         &self,
         ivars: SymSlice<T>,
         skip: Option<&[bool]>,
@@ -159,7 +204,7 @@ impl Shmem {
         Ok(skip.map_or(ivars.len(), |s| s.iter().filter(|x| !**x).count()))
     }
 
-    fn wait_set<T: AtomicInt>(
+    fn wait_set<T: SyncInt>(
         &self,
         ivars: SymSlice<T>,
         skip: Option<&[bool]>,
@@ -197,7 +242,7 @@ impl Shmem {
     /// sh.wait_until(flag, Cmp::Ge, 3).unwrap();
     /// assert!(sh.test(flag, Cmp::Eq, 3).unwrap());
     /// ```
-    pub fn wait_until<T: AtomicInt>(&self, ivar: SymRef<T>, cmp: Cmp, value: T) -> Result<()> {
+    pub fn wait_until<T: SyncInt>(&self, ivar: SymRef<T>, cmp: Cmp, value: T) -> Result<()> {
         self.wait_set(
             ivar.as_slice(),
             None,
@@ -210,12 +255,12 @@ impl Shmem {
     }
 
     /// Whether this PE's `ivar <cmp> value` holds now.
-    pub fn test<T: AtomicInt>(&self, ivar: SymRef<T>, cmp: Cmp, value: T) -> Result<bool> {
+    pub fn test<T: SyncInt>(&self, ivar: SymRef<T>, cmp: Cmp, value: T) -> Result<bool> {
         self.test_all(ivar.as_slice(), None, cmp, value)
     }
 
     /// Wait until every variable of `ivars` not marked in `skip` satisfies `<cmp> value`.
-    pub fn wait_until_all<T: AtomicInt>(
+    pub fn wait_until_all<T: SyncInt>(
         &self,
         ivars: SymSlice<T>,
         skip: Option<&[bool]>,
@@ -236,7 +281,7 @@ impl Shmem {
     /// Wait until some variable not marked in `skip` satisfies `<cmp> value`; its index, or `None` when every
     /// variable is skipped. When several do, successive calls start their search one index further on (see
     /// [`fair_pick`]), so a program that polls until it has seen every index finishes.
-    pub fn wait_until_any<T: AtomicInt>(
+    pub fn wait_until_any<T: SyncInt>(
         &self,
         ivars: SymSlice<T>,
         skip: Option<&[bool]>,
@@ -255,7 +300,7 @@ impl Shmem {
     }
 
     /// Wait until at least one variable not marked in `skip` satisfies `<cmp> value`; the indices of all that do.
-    pub fn wait_until_some<T: AtomicInt>(
+    pub fn wait_until_some<T: SyncInt>(
         &self,
         ivars: SymSlice<T>,
         skip: Option<&[bool]>,
@@ -273,7 +318,7 @@ impl Shmem {
     }
 
     /// [`Shmem::wait_until_all`] with one comparison value per variable.
-    pub fn wait_until_all_vector<T: AtomicInt>(
+    pub fn wait_until_all_vector<T: SyncInt>(
         &self,
         ivars: SymSlice<T>,
         skip: Option<&[bool]>,
@@ -292,7 +337,7 @@ impl Shmem {
     }
 
     /// [`Shmem::wait_until_any`] with one comparison value per variable.
-    pub fn wait_until_any_vector<T: AtomicInt>(
+    pub fn wait_until_any_vector<T: SyncInt>(
         &self,
         ivars: SymSlice<T>,
         skip: Option<&[bool]>,
@@ -311,7 +356,7 @@ impl Shmem {
     }
 
     /// [`Shmem::wait_until_some`] with one comparison value per variable.
-    pub fn wait_until_some_vector<T: AtomicInt>(
+    pub fn wait_until_some_vector<T: SyncInt>(
         &self,
         ivars: SymSlice<T>,
         skip: Option<&[bool]>,
@@ -328,7 +373,7 @@ impl Shmem {
         )
     }
 
-    fn test_set<T: AtomicInt>(
+    fn test_set<T: SyncInt>(
         &self,
         ivars: SymSlice<T>,
         skip: Option<&[bool]>,
@@ -341,7 +386,7 @@ impl Shmem {
     }
 
     /// Whether every variable not marked in `skip` satisfies `<cmp> value` now.
-    pub fn test_all<T: AtomicInt>(
+    pub fn test_all<T: SyncInt>(
         &self,
         ivars: SymSlice<T>,
         skip: Option<&[bool]>,
@@ -354,7 +399,7 @@ impl Shmem {
 
     /// The index of a variable (not marked in `skip`) satisfying `<cmp> value` now, chosen as by
     /// [`Shmem::wait_until_any`] (rotating start).
-    pub fn test_any<T: AtomicInt>(
+    pub fn test_any<T: SyncInt>(
         &self,
         ivars: SymSlice<T>,
         skip: Option<&[bool]>,
@@ -366,7 +411,7 @@ impl Shmem {
     }
 
     /// The indices of the variables (not marked in `skip`) satisfying `<cmp> value` now.
-    pub fn test_some<T: AtomicInt>(
+    pub fn test_some<T: SyncInt>(
         &self,
         ivars: SymSlice<T>,
         skip: Option<&[bool]>,
@@ -379,7 +424,7 @@ impl Shmem {
     }
 
     /// [`Shmem::test_all`] with one comparison value per variable.
-    pub fn test_all_vector<T: AtomicInt>(
+    pub fn test_all_vector<T: SyncInt>(
         &self,
         ivars: SymSlice<T>,
         skip: Option<&[bool]>,
@@ -392,7 +437,7 @@ impl Shmem {
     }
 
     /// [`Shmem::test_any`] with one comparison value per variable.
-    pub fn test_any_vector<T: AtomicInt>(
+    pub fn test_any_vector<T: SyncInt>(
         &self,
         ivars: SymSlice<T>,
         skip: Option<&[bool]>,
@@ -405,7 +450,7 @@ impl Shmem {
     }
 
     /// [`Shmem::test_some`] with one comparison value per variable.
-    pub fn test_some_vector<T: AtomicInt>(
+    pub fn test_some_vector<T: SyncInt>(
         &self,
         ivars: SymSlice<T>,
         skip: Option<&[bool]>,

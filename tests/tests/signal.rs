@@ -187,3 +187,52 @@ pe_test!(
         Ok(())
     }
 );
+
+pe_test!(
+    wait_until_and_test_16bit,
+    [_1pe = 1, _2pe = 2, _4pe = 4],
+    device[dev_2pe = 2],
+    |sh| {
+        // Two 16-bit variables share each 4-byte word: PE p puts -(p + 1) into slot p of every PE's i16 set and
+        // 0x8000 + p into its u16 set; each value is read back through its half of the word.
+        let (me, n) = (sh.my_pe(), sh.n_pes());
+        let s = sh.calloc::<i16>(n + 1)?;
+        let u = sh.calloc::<u16>(n + 1)?;
+        assert!(sh.test_all(s.slice(..n)?, None, Cmp::Eq, 0)?);
+        assert_eq!(sh.test_any(u.slice(..n)?, None, Cmp::Ge, 0x8000)?, None);
+        sh.barrier_all()?;
+        for pe in 0..n {
+            sh.put(s.slice(me..me + 1)?, &[-(me as i16) - 1], pe)?;
+            sh.put(u.slice(me..me + 1)?, &[0x8000 + me as u16], pe)?;
+        }
+        // Signed: every value is negative (as unsigned they would be large).
+        sh.wait_until_all(s.slice(..n)?, None, Cmp::Lt, 0)?;
+        let want_s: Vec<i16> = (0..n as i16).map(|p| -p - 1).collect();
+        sh.wait_until_all_vector(s.slice(..n)?, None, Cmp::Eq, &want_s)?;
+        assert!(sh.test_all_vector(s.slice(..n)?, None, Cmp::Eq, &want_s)?);
+        assert!(
+            sh.test(s.at(n)?, Cmp::Eq, 0)?,
+            "the slot after the set is untouched"
+        );
+        assert!(!sh.test(s.at(n - 1)?, Cmp::Ge, 0)?);
+        sh.wait_until(s.at(0)?, Cmp::Eq, -1)?;
+        let want_u: Vec<u16> = (0..n as u16).map(|p| 0x8000 + p).collect();
+        sh.wait_until_all(u.slice(..n)?, None, Cmp::Ge, 0x8000)?;
+        assert_eq!(
+            sh.test_some_vector(u.slice(..n)?, None, Cmp::Eq, &want_u)?,
+            (0..n).collect::<Vec<_>>()
+        );
+        let last = sh.wait_until_any(u.slice(..n)?, None, Cmp::Eq, want_u[n - 1])?;
+        assert_eq!(last, Some(n - 1));
+        assert_eq!(
+            sh.wait_until_some(s.slice(..n)?, None, Cmp::Le, -(n as i16))?,
+            vec![n - 1]
+        );
+        assert!(matches!(
+            sh.test_all_vector(u.slice(..n)?, None, Cmp::Eq, &want_u[1..]),
+            Err(Error::InvalidArgument { name: "values", .. })
+        ));
+        sh.barrier_all()?;
+        Ok(())
+    }
+);

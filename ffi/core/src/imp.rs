@@ -8,7 +8,8 @@ use crate::error::Failure;
 use crate::state;
 use std::ffi::{c_int, c_void};
 use xpushmem_rt::{
-    AtomicInt, AtomicWord, Cmp, Error, Shmem, SignalOp, SymRef, SymSlice, ThreadLevel,
+    AtomicInt, AtomicWord, Cmp, Error, Shmem, SignalOp, SymRef, SymSlice, Symmetric, SyncInt,
+    ThreadLevel,
 };
 
 /// Result of the helpers.
@@ -42,7 +43,7 @@ pub fn sym_bytes(
 }
 
 /// A symmetric element of `T` at `addr`.
-pub fn sym_ref<T: AtomicWord>(
+pub fn sym_ref<T: Symmetric>(
     sh: &Shmem,
     addr: *const T,
     call: &str,
@@ -51,7 +52,7 @@ pub fn sym_ref<T: AtomicWord>(
     sym_bytes(
         sh,
         addr.cast(),
-        T::WIDTH,
+        std::mem::size_of::<T>(),
         std::mem::align_of::<T>(),
         call,
         arg,
@@ -60,7 +61,7 @@ pub fn sym_ref<T: AtomicWord>(
 }
 
 /// `nelems` symmetric elements of `T` at `addr`.
-pub fn sym_elems<T: AtomicWord>(
+pub fn sym_elems<T: Symmetric>(
     sh: &Shmem,
     addr: *const T,
     nelems: usize,
@@ -632,13 +633,7 @@ pub enum Need {
 }
 
 /// Wait until (or test whether) `ivar <cmp> value` on this PE.
-pub fn wait_one<T: AtomicInt>(
-    call: &str,
-    ivar: *mut T,
-    cmp: c_int,
-    value: T,
-    test: bool,
-) -> R<bool> {
+pub fn wait_one<T: SyncInt>(call: &str, ivar: *mut T, cmp: c_int, value: T, test: bool) -> R<bool> {
     state::with(|sh| {
         let cmp = cmp_arg(cmp, call)?;
         let r = sym_ref(sh, ivar.cast_const(), call, "ivar")?;
@@ -659,7 +654,7 @@ pub fn wait_one<T: AtomicInt>(
 /// `status` is NULL or valid for reads of `nelems` ints; `values` is valid for reads of `nelems` values in the
 /// vector forms and of one otherwise; `indices` is valid for writes of `nelems` `size_t`s for `Some`.
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn wait_set<T: AtomicInt>(
+pub unsafe fn wait_set<T: SyncInt>(
     call: &str,
     need: Need,
     test: bool,

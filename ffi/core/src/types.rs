@@ -71,6 +71,18 @@ macro_rules! for_amo_std_types {
     };
 }
 
+/// Point-to-point synchronisation types beyond the standard AMO types (OpenSHMEM 1.5 table 11: `short` and
+/// `unsigned short`; read through the aligned 4-byte word that holds them, see `xpushmem::SyncInt`).
+#[macro_export]
+macro_rules! for_sync16_types {
+    ($m:path; $($args:tt)*) => {
+        $m! { $($args)* ;
+            (short, ::core::ffi::c_short, "short"),
+            (ushort, ::core::ffi::c_ushort, "unsigned short"),
+        }
+    };
+}
+
 /// Extended AMO types beyond the standard ones (table 7): `fetch`, `set`, `swap` only.
 #[macro_export]
 macro_rules! for_amo_float_types {

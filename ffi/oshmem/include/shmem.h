@@ -833,6 +833,36 @@ int shmem_ptrdiff_test_all_vector(ptrdiff_t *ivars, size_t nelems, const int *st
 size_t shmem_ptrdiff_test_any_vector(ptrdiff_t *ivars, size_t nelems, const int *status, int cmp, ptrdiff_t *cmp_values);
 size_t shmem_ptrdiff_test_some_vector(ptrdiff_t *ivars, size_t nelems, size_t *indices, const int *status, int cmp, ptrdiff_t *cmp_values);
 
+/* Point-to-point synchronisation on short and unsigned short */
+void shmem_short_wait_until(short *ivar, int cmp, short cmp_value);
+void shmem_short_wait_until_all(short *ivars, size_t nelems, const int *status, int cmp, short cmp_value);
+size_t shmem_short_wait_until_any(short *ivars, size_t nelems, const int *status, int cmp, short cmp_value);
+size_t shmem_short_wait_until_some(short *ivars, size_t nelems, size_t *indices, const int *status, int cmp, short cmp_value);
+void shmem_short_wait_until_all_vector(short *ivars, size_t nelems, const int *status, int cmp, short *cmp_values);
+size_t shmem_short_wait_until_any_vector(short *ivars, size_t nelems, const int *status, int cmp, short *cmp_values);
+size_t shmem_short_wait_until_some_vector(short *ivars, size_t nelems, size_t *indices, const int *status, int cmp, short *cmp_values);
+int shmem_short_test(short *ivar, int cmp, short cmp_value);
+int shmem_short_test_all(short *ivars, size_t nelems, const int *status, int cmp, short cmp_value);
+size_t shmem_short_test_any(short *ivars, size_t nelems, const int *status, int cmp, short cmp_value);
+size_t shmem_short_test_some(short *ivars, size_t nelems, size_t *indices, const int *status, int cmp, short cmp_value);
+int shmem_short_test_all_vector(short *ivars, size_t nelems, const int *status, int cmp, short *cmp_values);
+size_t shmem_short_test_any_vector(short *ivars, size_t nelems, const int *status, int cmp, short *cmp_values);
+size_t shmem_short_test_some_vector(short *ivars, size_t nelems, size_t *indices, const int *status, int cmp, short *cmp_values);
+void shmem_ushort_wait_until(unsigned short *ivar, int cmp, unsigned short cmp_value);
+void shmem_ushort_wait_until_all(unsigned short *ivars, size_t nelems, const int *status, int cmp, unsigned short cmp_value);
+size_t shmem_ushort_wait_until_any(unsigned short *ivars, size_t nelems, const int *status, int cmp, unsigned short cmp_value);
+size_t shmem_ushort_wait_until_some(unsigned short *ivars, size_t nelems, size_t *indices, const int *status, int cmp, unsigned short cmp_value);
+void shmem_ushort_wait_until_all_vector(unsigned short *ivars, size_t nelems, const int *status, int cmp, unsigned short *cmp_values);
+size_t shmem_ushort_wait_until_any_vector(unsigned short *ivars, size_t nelems, const int *status, int cmp, unsigned short *cmp_values);
+size_t shmem_ushort_wait_until_some_vector(unsigned short *ivars, size_t nelems, size_t *indices, const int *status, int cmp, unsigned short *cmp_values);
+int shmem_ushort_test(unsigned short *ivar, int cmp, unsigned short cmp_value);
+int shmem_ushort_test_all(unsigned short *ivars, size_t nelems, const int *status, int cmp, unsigned short cmp_value);
+size_t shmem_ushort_test_any(unsigned short *ivars, size_t nelems, const int *status, int cmp, unsigned short cmp_value);
+size_t shmem_ushort_test_some(unsigned short *ivars, size_t nelems, size_t *indices, const int *status, int cmp, unsigned short cmp_value);
+int shmem_ushort_test_all_vector(unsigned short *ivars, size_t nelems, const int *status, int cmp, unsigned short *cmp_values);
+size_t shmem_ushort_test_any_vector(unsigned short *ivars, size_t nelems, const int *status, int cmp, unsigned short *cmp_values);
+size_t shmem_ushort_test_some_vector(unsigned short *ivars, size_t nelems, size_t *indices, const int *status, int cmp, unsigned short *cmp_values);
+
 /* RMA on a context */
 void shmem_ctx_float_put(shmem_ctx_t ctx, float *dest, const float *source, size_t nelems, int pe);
 void shmem_ctx_float_get(shmem_ctx_t ctx, float *dest, const float *source, size_t nelems, int pe);
@@ -1628,16 +1658,19 @@ int shmem_double_prod_reduce(shmem_team_t team, double *dest, const double *sour
 #define SHMEM_COLLECT_SYNC_SIZE 3
 #define SHMEM_REDUCE_SYNC_SIZE 3
 #define SHMEM_ALLTOALL_SYNC_SIZE 3
+#define SHMEM_ALLTOALLS_SYNC_SIZE 3
 #define SHMEM_REDUCE_MIN_WRKDATA_SIZE 1
 void shmem_barrier(int PE_start, int logPE_stride, int PE_size, long *pSync);
 void shmem_broadcast32(void *dest, const void *source, size_t nelems, int PE_root, int PE_start, int logPE_stride, int PE_size, long *pSync);
 void shmem_fcollect32(void *dest, const void *source, size_t nelems, int PE_start, int logPE_stride, int PE_size, long *pSync);
 void shmem_collect32(void *dest, const void *source, size_t nelems, int PE_start, int logPE_stride, int PE_size, long *pSync);
 void shmem_alltoall32(void *dest, const void *source, size_t nelems, int PE_start, int logPE_stride, int PE_size, long *pSync);
+void shmem_alltoalls32(void *dest, const void *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int PE_start, int logPE_stride, int PE_size, long *pSync);
 void shmem_broadcast64(void *dest, const void *source, size_t nelems, int PE_root, int PE_start, int logPE_stride, int PE_size, long *pSync);
 void shmem_fcollect64(void *dest, const void *source, size_t nelems, int PE_start, int logPE_stride, int PE_size, long *pSync);
 void shmem_collect64(void *dest, const void *source, size_t nelems, int PE_start, int logPE_stride, int PE_size, long *pSync);
 void shmem_alltoall64(void *dest, const void *source, size_t nelems, int PE_start, int logPE_stride, int PE_size, long *pSync);
+void shmem_alltoalls64(void *dest, const void *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int PE_start, int logPE_stride, int PE_size, long *pSync);
 void shmem_short_and_to_all(short *dest, const short *source, int nreduce, int PE_start, int logPE_stride, int PE_size, short *pWrk, long *pSync);
 void shmem_short_or_to_all(short *dest, const short *source, int nreduce, int PE_start, int logPE_stride, int PE_size, short *pWrk, long *pSync);
 void shmem_short_xor_to_all(short *dest, const short *source, int nreduce, int PE_start, int logPE_stride, int PE_size, short *pWrk, long *pSync);
@@ -1682,6 +1715,73 @@ void shmem_complexf_prod_to_all(float _Complex *dest, const float _Complex *sour
 void shmem_complexd_sum_to_all(double _Complex *dest, const double _Complex *source, int nreduce, int PE_start, int logPE_stride, int PE_size, double _Complex *pWrk, long *pSync);
 void shmem_complexd_prod_to_all(double _Complex *dest, const double _Complex *source, int nreduce, int PE_start, int logPE_stride, int PE_size, double _Complex *pWrk, long *pSync);
 #endif
+
+/* Deprecated names from before OpenSHMEM 1.5, kept for old programs (ffi/oshmem/src/legacy.rs) */
+#define _SHMEM_MAJOR_VERSION SHMEM_MAJOR_VERSION
+#define _SHMEM_MINOR_VERSION SHMEM_MINOR_VERSION
+#define _SHMEM_MAX_NAME_LEN SHMEM_MAX_NAME_LEN
+#define _SHMEM_VENDOR_STRING SHMEM_VENDOR_STRING
+#define _SHMEM_CMP_EQ SHMEM_CMP_EQ
+#define _SHMEM_CMP_NE SHMEM_CMP_NE
+#define _SHMEM_CMP_GT SHMEM_CMP_GT
+#define _SHMEM_CMP_GE SHMEM_CMP_GE
+#define _SHMEM_CMP_LT SHMEM_CMP_LT
+#define _SHMEM_CMP_LE SHMEM_CMP_LE
+#define _SHMEM_SYNC_VALUE SHMEM_SYNC_VALUE
+#define _SHMEM_BARRIER_SYNC_SIZE SHMEM_BARRIER_SYNC_SIZE
+#define _SHMEM_BCAST_SYNC_SIZE SHMEM_BCAST_SYNC_SIZE
+#define _SHMEM_COLLECT_SYNC_SIZE SHMEM_COLLECT_SYNC_SIZE
+#define _SHMEM_REDUCE_SYNC_SIZE SHMEM_REDUCE_SYNC_SIZE
+#define _SHMEM_REDUCE_MIN_WRKDATA_SIZE SHMEM_REDUCE_MIN_WRKDATA_SIZE
+void start_pes(int npes);
+int _my_pe(void);
+int _num_pes(void);
+void *shmalloc(size_t size);
+void shfree(void *ptr);
+void *shrealloc(void *ptr, size_t size);
+void *shmemalign(size_t alignment, size_t size);
+void shmem_clear_cache_inv(void);
+void shmem_set_cache_inv(void);
+void shmem_clear_cache_line_inv(void *dest);
+void shmem_set_cache_line_inv(void *dest);
+void shmem_udcflush(void);
+void shmem_udcflush_line(void *dest);
+void shmem_wait(long *ivar, long cmp_value);
+void (shmem_wait_until)(long *ivar, int cmp, long cmp_value);
+void shmem_short_wait(short *ivar, short cmp_value);
+void shmem_int_wait(int *ivar, int cmp_value);
+void shmem_long_wait(long *ivar, long cmp_value);
+void shmem_longlong_wait(long long *ivar, long long cmp_value);
+int shmem_int_fadd(int *dest, int value, int pe);
+int shmem_int_finc(int *dest, int pe);
+void shmem_int_add(int *dest, int value, int pe);
+void shmem_int_inc(int *dest, int pe);
+int shmem_int_cswap(int *dest, int cond, int value, int pe);
+long shmem_long_fadd(long *dest, long value, int pe);
+long shmem_long_finc(long *dest, int pe);
+void shmem_long_add(long *dest, long value, int pe);
+void shmem_long_inc(long *dest, int pe);
+long shmem_long_cswap(long *dest, long cond, long value, int pe);
+long long shmem_longlong_fadd(long long *dest, long long value, int pe);
+long long shmem_longlong_finc(long long *dest, int pe);
+void shmem_longlong_add(long long *dest, long long value, int pe);
+void shmem_longlong_inc(long long *dest, int pe);
+long long shmem_longlong_cswap(long long *dest, long long cond, long long value, int pe);
+int shmem_int_swap(int *dest, int value, int pe);
+int shmem_int_fetch(const int *source, int pe);
+void shmem_int_set(int *dest, int value, int pe);
+long shmem_long_swap(long *dest, long value, int pe);
+long shmem_long_fetch(const long *source, int pe);
+void shmem_long_set(long *dest, long value, int pe);
+long long shmem_longlong_swap(long long *dest, long long value, int pe);
+long long shmem_longlong_fetch(const long long *source, int pe);
+void shmem_longlong_set(long long *dest, long long value, int pe);
+float shmem_float_swap(float *dest, float value, int pe);
+float shmem_float_fetch(const float *source, int pe);
+void shmem_float_set(float *dest, float value, int pe);
+double shmem_double_swap(double *dest, double value, int pe);
+double shmem_double_fetch(const double *source, int pe);
+void shmem_double_set(double *dest, double value, int pe);
 
 /* long double cannot cross the Rust ABI by value: its p and g are inline wrappers of put and get. */
 static inline void shmem_longdouble_p(long double *dest, long double value, int pe) {
@@ -1813,33 +1913,49 @@ static inline long double shmem_ctx_longdouble_g(shmem_ctx_t ctx, const long dou
 #define shmemi_g_atomic_fetch_xor_nbi(...) _Generic(*(SHMEMI_A1(__VA_ARGS__, ~)), unsigned int: shmem_uint_atomic_fetch_xor_nbi, unsigned long: shmem_ulong_atomic_fetch_xor_nbi, unsigned long long: shmem_ulonglong_atomic_fetch_xor_nbi, int: shmem_int32_atomic_fetch_xor_nbi, long: shmem_int64_atomic_fetch_xor_nbi)(__VA_ARGS__)
 #define shmemi_gc_atomic_fetch_xor_nbi(...) _Generic(*(SHMEMI_A2(__VA_ARGS__, ~)), unsigned int: shmem_ctx_uint_atomic_fetch_xor_nbi, unsigned long: shmem_ctx_ulong_atomic_fetch_xor_nbi, unsigned long long: shmem_ctx_ulonglong_atomic_fetch_xor_nbi, int: shmem_ctx_int32_atomic_fetch_xor_nbi, long: shmem_ctx_int64_atomic_fetch_xor_nbi)(__VA_ARGS__)
 #define shmem_atomic_fetch_xor_nbi(...) SHMEMI_A6(__VA_ARGS__, shmemi_gc_atomic_fetch_xor_nbi, shmemi_g_atomic_fetch_xor_nbi, ~)(__VA_ARGS__)
-#define shmemi_g_wait_until(...) _Generic(*(SHMEMI_A1(__VA_ARGS__, ~)), int: shmem_int_wait_until, long: shmem_long_wait_until, long long: shmem_longlong_wait_until, unsigned int: shmem_uint_wait_until, unsigned long: shmem_ulong_wait_until, unsigned long long: shmem_ulonglong_wait_until)(__VA_ARGS__)
+#define shmemi_g_fadd(...) _Generic(*(SHMEMI_A1(__VA_ARGS__, ~)), int: shmem_int_fadd, long: shmem_long_fadd, long long: shmem_longlong_fadd)(__VA_ARGS__)
+#define shmem_fadd(...) shmemi_g_fadd(__VA_ARGS__)
+#define shmemi_g_finc(...) _Generic(*(SHMEMI_A1(__VA_ARGS__, ~)), int: shmem_int_finc, long: shmem_long_finc, long long: shmem_longlong_finc)(__VA_ARGS__)
+#define shmem_finc(...) shmemi_g_finc(__VA_ARGS__)
+#define shmemi_g_add(...) _Generic(*(SHMEMI_A1(__VA_ARGS__, ~)), int: shmem_int_add, long: shmem_long_add, long long: shmem_longlong_add)(__VA_ARGS__)
+#define shmem_add(...) shmemi_g_add(__VA_ARGS__)
+#define shmemi_g_inc(...) _Generic(*(SHMEMI_A1(__VA_ARGS__, ~)), int: shmem_int_inc, long: shmem_long_inc, long long: shmem_longlong_inc)(__VA_ARGS__)
+#define shmem_inc(...) shmemi_g_inc(__VA_ARGS__)
+#define shmemi_g_cswap(...) _Generic(*(SHMEMI_A1(__VA_ARGS__, ~)), int: shmem_int_cswap, long: shmem_long_cswap, long long: shmem_longlong_cswap)(__VA_ARGS__)
+#define shmem_cswap(...) shmemi_g_cswap(__VA_ARGS__)
+#define shmemi_g_swap(...) _Generic(*(SHMEMI_A1(__VA_ARGS__, ~)), int: shmem_int_swap, long: shmem_long_swap, long long: shmem_longlong_swap, float: shmem_float_swap, double: shmem_double_swap)(__VA_ARGS__)
+#define shmem_swap(...) shmemi_g_swap(__VA_ARGS__)
+#define shmemi_g_fetch(...) _Generic(*(SHMEMI_A1(__VA_ARGS__, ~)), int: shmem_int_fetch, long: shmem_long_fetch, long long: shmem_longlong_fetch, float: shmem_float_fetch, double: shmem_double_fetch)(__VA_ARGS__)
+#define shmem_fetch(...) shmemi_g_fetch(__VA_ARGS__)
+#define shmemi_g_set(...) _Generic(*(SHMEMI_A1(__VA_ARGS__, ~)), int: shmem_int_set, long: shmem_long_set, long long: shmem_longlong_set, float: shmem_float_set, double: shmem_double_set)(__VA_ARGS__)
+#define shmem_set(...) shmemi_g_set(__VA_ARGS__)
+#define shmemi_g_wait_until(...) _Generic(*(SHMEMI_A1(__VA_ARGS__, ~)), short: shmem_short_wait_until, int: shmem_int_wait_until, long: shmem_long_wait_until, long long: shmem_longlong_wait_until, unsigned short: shmem_ushort_wait_until, unsigned int: shmem_uint_wait_until, unsigned long: shmem_ulong_wait_until, unsigned long long: shmem_ulonglong_wait_until)(__VA_ARGS__)
 #define shmem_wait_until(...) shmemi_g_wait_until(__VA_ARGS__)
-#define shmemi_g_wait_until_all(...) _Generic(*(SHMEMI_A1(__VA_ARGS__, ~)), int: shmem_int_wait_until_all, long: shmem_long_wait_until_all, long long: shmem_longlong_wait_until_all, unsigned int: shmem_uint_wait_until_all, unsigned long: shmem_ulong_wait_until_all, unsigned long long: shmem_ulonglong_wait_until_all)(__VA_ARGS__)
+#define shmemi_g_wait_until_all(...) _Generic(*(SHMEMI_A1(__VA_ARGS__, ~)), short: shmem_short_wait_until_all, int: shmem_int_wait_until_all, long: shmem_long_wait_until_all, long long: shmem_longlong_wait_until_all, unsigned short: shmem_ushort_wait_until_all, unsigned int: shmem_uint_wait_until_all, unsigned long: shmem_ulong_wait_until_all, unsigned long long: shmem_ulonglong_wait_until_all)(__VA_ARGS__)
 #define shmem_wait_until_all(...) shmemi_g_wait_until_all(__VA_ARGS__)
-#define shmemi_g_wait_until_any(...) _Generic(*(SHMEMI_A1(__VA_ARGS__, ~)), int: shmem_int_wait_until_any, long: shmem_long_wait_until_any, long long: shmem_longlong_wait_until_any, unsigned int: shmem_uint_wait_until_any, unsigned long: shmem_ulong_wait_until_any, unsigned long long: shmem_ulonglong_wait_until_any)(__VA_ARGS__)
+#define shmemi_g_wait_until_any(...) _Generic(*(SHMEMI_A1(__VA_ARGS__, ~)), short: shmem_short_wait_until_any, int: shmem_int_wait_until_any, long: shmem_long_wait_until_any, long long: shmem_longlong_wait_until_any, unsigned short: shmem_ushort_wait_until_any, unsigned int: shmem_uint_wait_until_any, unsigned long: shmem_ulong_wait_until_any, unsigned long long: shmem_ulonglong_wait_until_any)(__VA_ARGS__)
 #define shmem_wait_until_any(...) shmemi_g_wait_until_any(__VA_ARGS__)
-#define shmemi_g_wait_until_some(...) _Generic(*(SHMEMI_A1(__VA_ARGS__, ~)), int: shmem_int_wait_until_some, long: shmem_long_wait_until_some, long long: shmem_longlong_wait_until_some, unsigned int: shmem_uint_wait_until_some, unsigned long: shmem_ulong_wait_until_some, unsigned long long: shmem_ulonglong_wait_until_some)(__VA_ARGS__)
+#define shmemi_g_wait_until_some(...) _Generic(*(SHMEMI_A1(__VA_ARGS__, ~)), short: shmem_short_wait_until_some, int: shmem_int_wait_until_some, long: shmem_long_wait_until_some, long long: shmem_longlong_wait_until_some, unsigned short: shmem_ushort_wait_until_some, unsigned int: shmem_uint_wait_until_some, unsigned long: shmem_ulong_wait_until_some, unsigned long long: shmem_ulonglong_wait_until_some)(__VA_ARGS__)
 #define shmem_wait_until_some(...) shmemi_g_wait_until_some(__VA_ARGS__)
-#define shmemi_g_wait_until_all_vector(...) _Generic(*(SHMEMI_A1(__VA_ARGS__, ~)), int: shmem_int_wait_until_all_vector, long: shmem_long_wait_until_all_vector, long long: shmem_longlong_wait_until_all_vector, unsigned int: shmem_uint_wait_until_all_vector, unsigned long: shmem_ulong_wait_until_all_vector, unsigned long long: shmem_ulonglong_wait_until_all_vector)(__VA_ARGS__)
+#define shmemi_g_wait_until_all_vector(...) _Generic(*(SHMEMI_A1(__VA_ARGS__, ~)), short: shmem_short_wait_until_all_vector, int: shmem_int_wait_until_all_vector, long: shmem_long_wait_until_all_vector, long long: shmem_longlong_wait_until_all_vector, unsigned short: shmem_ushort_wait_until_all_vector, unsigned int: shmem_uint_wait_until_all_vector, unsigned long: shmem_ulong_wait_until_all_vector, unsigned long long: shmem_ulonglong_wait_until_all_vector)(__VA_ARGS__)
 #define shmem_wait_until_all_vector(...) shmemi_g_wait_until_all_vector(__VA_ARGS__)
-#define shmemi_g_wait_until_any_vector(...) _Generic(*(SHMEMI_A1(__VA_ARGS__, ~)), int: shmem_int_wait_until_any_vector, long: shmem_long_wait_until_any_vector, long long: shmem_longlong_wait_until_any_vector, unsigned int: shmem_uint_wait_until_any_vector, unsigned long: shmem_ulong_wait_until_any_vector, unsigned long long: shmem_ulonglong_wait_until_any_vector)(__VA_ARGS__)
+#define shmemi_g_wait_until_any_vector(...) _Generic(*(SHMEMI_A1(__VA_ARGS__, ~)), short: shmem_short_wait_until_any_vector, int: shmem_int_wait_until_any_vector, long: shmem_long_wait_until_any_vector, long long: shmem_longlong_wait_until_any_vector, unsigned short: shmem_ushort_wait_until_any_vector, unsigned int: shmem_uint_wait_until_any_vector, unsigned long: shmem_ulong_wait_until_any_vector, unsigned long long: shmem_ulonglong_wait_until_any_vector)(__VA_ARGS__)
 #define shmem_wait_until_any_vector(...) shmemi_g_wait_until_any_vector(__VA_ARGS__)
-#define shmemi_g_wait_until_some_vector(...) _Generic(*(SHMEMI_A1(__VA_ARGS__, ~)), int: shmem_int_wait_until_some_vector, long: shmem_long_wait_until_some_vector, long long: shmem_longlong_wait_until_some_vector, unsigned int: shmem_uint_wait_until_some_vector, unsigned long: shmem_ulong_wait_until_some_vector, unsigned long long: shmem_ulonglong_wait_until_some_vector)(__VA_ARGS__)
+#define shmemi_g_wait_until_some_vector(...) _Generic(*(SHMEMI_A1(__VA_ARGS__, ~)), short: shmem_short_wait_until_some_vector, int: shmem_int_wait_until_some_vector, long: shmem_long_wait_until_some_vector, long long: shmem_longlong_wait_until_some_vector, unsigned short: shmem_ushort_wait_until_some_vector, unsigned int: shmem_uint_wait_until_some_vector, unsigned long: shmem_ulong_wait_until_some_vector, unsigned long long: shmem_ulonglong_wait_until_some_vector)(__VA_ARGS__)
 #define shmem_wait_until_some_vector(...) shmemi_g_wait_until_some_vector(__VA_ARGS__)
-#define shmemi_g_test(...) _Generic(*(SHMEMI_A1(__VA_ARGS__, ~)), int: shmem_int_test, long: shmem_long_test, long long: shmem_longlong_test, unsigned int: shmem_uint_test, unsigned long: shmem_ulong_test, unsigned long long: shmem_ulonglong_test)(__VA_ARGS__)
+#define shmemi_g_test(...) _Generic(*(SHMEMI_A1(__VA_ARGS__, ~)), short: shmem_short_test, int: shmem_int_test, long: shmem_long_test, long long: shmem_longlong_test, unsigned short: shmem_ushort_test, unsigned int: shmem_uint_test, unsigned long: shmem_ulong_test, unsigned long long: shmem_ulonglong_test)(__VA_ARGS__)
 #define shmem_test(...) shmemi_g_test(__VA_ARGS__)
-#define shmemi_g_test_all(...) _Generic(*(SHMEMI_A1(__VA_ARGS__, ~)), int: shmem_int_test_all, long: shmem_long_test_all, long long: shmem_longlong_test_all, unsigned int: shmem_uint_test_all, unsigned long: shmem_ulong_test_all, unsigned long long: shmem_ulonglong_test_all)(__VA_ARGS__)
+#define shmemi_g_test_all(...) _Generic(*(SHMEMI_A1(__VA_ARGS__, ~)), short: shmem_short_test_all, int: shmem_int_test_all, long: shmem_long_test_all, long long: shmem_longlong_test_all, unsigned short: shmem_ushort_test_all, unsigned int: shmem_uint_test_all, unsigned long: shmem_ulong_test_all, unsigned long long: shmem_ulonglong_test_all)(__VA_ARGS__)
 #define shmem_test_all(...) shmemi_g_test_all(__VA_ARGS__)
-#define shmemi_g_test_any(...) _Generic(*(SHMEMI_A1(__VA_ARGS__, ~)), int: shmem_int_test_any, long: shmem_long_test_any, long long: shmem_longlong_test_any, unsigned int: shmem_uint_test_any, unsigned long: shmem_ulong_test_any, unsigned long long: shmem_ulonglong_test_any)(__VA_ARGS__)
+#define shmemi_g_test_any(...) _Generic(*(SHMEMI_A1(__VA_ARGS__, ~)), short: shmem_short_test_any, int: shmem_int_test_any, long: shmem_long_test_any, long long: shmem_longlong_test_any, unsigned short: shmem_ushort_test_any, unsigned int: shmem_uint_test_any, unsigned long: shmem_ulong_test_any, unsigned long long: shmem_ulonglong_test_any)(__VA_ARGS__)
 #define shmem_test_any(...) shmemi_g_test_any(__VA_ARGS__)
-#define shmemi_g_test_some(...) _Generic(*(SHMEMI_A1(__VA_ARGS__, ~)), int: shmem_int_test_some, long: shmem_long_test_some, long long: shmem_longlong_test_some, unsigned int: shmem_uint_test_some, unsigned long: shmem_ulong_test_some, unsigned long long: shmem_ulonglong_test_some)(__VA_ARGS__)
+#define shmemi_g_test_some(...) _Generic(*(SHMEMI_A1(__VA_ARGS__, ~)), short: shmem_short_test_some, int: shmem_int_test_some, long: shmem_long_test_some, long long: shmem_longlong_test_some, unsigned short: shmem_ushort_test_some, unsigned int: shmem_uint_test_some, unsigned long: shmem_ulong_test_some, unsigned long long: shmem_ulonglong_test_some)(__VA_ARGS__)
 #define shmem_test_some(...) shmemi_g_test_some(__VA_ARGS__)
-#define shmemi_g_test_all_vector(...) _Generic(*(SHMEMI_A1(__VA_ARGS__, ~)), int: shmem_int_test_all_vector, long: shmem_long_test_all_vector, long long: shmem_longlong_test_all_vector, unsigned int: shmem_uint_test_all_vector, unsigned long: shmem_ulong_test_all_vector, unsigned long long: shmem_ulonglong_test_all_vector)(__VA_ARGS__)
+#define shmemi_g_test_all_vector(...) _Generic(*(SHMEMI_A1(__VA_ARGS__, ~)), short: shmem_short_test_all_vector, int: shmem_int_test_all_vector, long: shmem_long_test_all_vector, long long: shmem_longlong_test_all_vector, unsigned short: shmem_ushort_test_all_vector, unsigned int: shmem_uint_test_all_vector, unsigned long: shmem_ulong_test_all_vector, unsigned long long: shmem_ulonglong_test_all_vector)(__VA_ARGS__)
 #define shmem_test_all_vector(...) shmemi_g_test_all_vector(__VA_ARGS__)
-#define shmemi_g_test_any_vector(...) _Generic(*(SHMEMI_A1(__VA_ARGS__, ~)), int: shmem_int_test_any_vector, long: shmem_long_test_any_vector, long long: shmem_longlong_test_any_vector, unsigned int: shmem_uint_test_any_vector, unsigned long: shmem_ulong_test_any_vector, unsigned long long: shmem_ulonglong_test_any_vector)(__VA_ARGS__)
+#define shmemi_g_test_any_vector(...) _Generic(*(SHMEMI_A1(__VA_ARGS__, ~)), short: shmem_short_test_any_vector, int: shmem_int_test_any_vector, long: shmem_long_test_any_vector, long long: shmem_longlong_test_any_vector, unsigned short: shmem_ushort_test_any_vector, unsigned int: shmem_uint_test_any_vector, unsigned long: shmem_ulong_test_any_vector, unsigned long long: shmem_ulonglong_test_any_vector)(__VA_ARGS__)
 #define shmem_test_any_vector(...) shmemi_g_test_any_vector(__VA_ARGS__)
-#define shmemi_g_test_some_vector(...) _Generic(*(SHMEMI_A1(__VA_ARGS__, ~)), int: shmem_int_test_some_vector, long: shmem_long_test_some_vector, long long: shmem_longlong_test_some_vector, unsigned int: shmem_uint_test_some_vector, unsigned long: shmem_ulong_test_some_vector, unsigned long long: shmem_ulonglong_test_some_vector)(__VA_ARGS__)
+#define shmemi_g_test_some_vector(...) _Generic(*(SHMEMI_A1(__VA_ARGS__, ~)), short: shmem_short_test_some_vector, int: shmem_int_test_some_vector, long: shmem_long_test_some_vector, long long: shmem_longlong_test_some_vector, unsigned short: shmem_ushort_test_some_vector, unsigned int: shmem_uint_test_some_vector, unsigned long: shmem_ulong_test_some_vector, unsigned long long: shmem_ulonglong_test_some_vector)(__VA_ARGS__)
 #define shmem_test_some_vector(...) shmemi_g_test_some_vector(__VA_ARGS__)
 #define shmemi_g_broadcast(...) _Generic(*(SHMEMI_A2(__VA_ARGS__, ~)), float: shmem_float_broadcast, double: shmem_double_broadcast, char: shmem_char_broadcast, signed char: shmem_schar_broadcast, short: shmem_short_broadcast, int: shmem_int_broadcast, long: shmem_long_broadcast, long long: shmem_longlong_broadcast, unsigned char: shmem_uchar_broadcast, unsigned short: shmem_ushort_broadcast, unsigned int: shmem_uint_broadcast, unsigned long: shmem_ulong_broadcast, unsigned long long: shmem_ulonglong_broadcast)(__VA_ARGS__)
 #define shmem_broadcast(...) shmemi_g_broadcast(__VA_ARGS__)

@@ -1,5 +1,5 @@
 //! The deprecated active-set collectives of OpenSHMEM 1.4 (kept by 1.5 for old programs): `shmem_barrier`,
-//! `shmem_broadcast32/64`, `shmem_fcollect32/64`, `shmem_collect32/64`, `shmem_alltoall32/64` and
+//! `shmem_broadcast32/64`, `shmem_fcollect32/64`, `shmem_collect32/64`, `shmem_alltoall32/64`, `shmem_alltoalls32/64` and
 //! `shmem_TYPE_OP_to_all`, over the PEs `PE_start + i * 2^logPE_stride`, `i < PE_size`, with a `pSync` work array.
 //!
 //! Built from one-sided operations on `pSync` (symmetric: a global array or heap memory): `pSync[0]` counts arrivals
@@ -105,6 +105,8 @@ enum Move {
     Fcollect,
     Collect,
     Alltoall,
+    /// Strides of the destination and source, in elements.
+    Alltoalls(isize, isize),
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -166,6 +168,28 @@ fn movement(
                 unsafe { imp::put(call, at(dest, idx * nelems), from, nelems, elem, 1, pe) }?;
             }
         }
+        Move::Alltoalls(dst, sst) => {
+            if dst < 1 || sst < 1 {
+                let (name, v) = if dst < 1 { ("dst", dst) } else { ("sst", sst) };
+                return Err(Error::InvalidArgument {
+                    name,
+                    value: v.to_string(),
+                    reason: format!("{call}: a stride must be at least 1"),
+                }
+                .into());
+            }
+            let (dst_u, sst_u) = (dst as usize, sst as usize);
+            for (j, &pe) in pes.iter().enumerate() {
+                let from = src
+                    .cast::<u8>()
+                    .wrapping_add(j * nelems * sst_u * elem)
+                    .cast::<c_void>();
+                let to = at(dest, idx * nelems * dst_u);
+                // SAFETY: `src` holds `n * nelems` elements `sst` apart; block `j` goes, `dst` apart, to block
+                // `idx` of member `j` (the caller's contract; the destination range is checked by the call).
+                unsafe { imp::iput(call, to, from, dst, sst, nelems, elem, pe) }?;
+            }
+        }
         Move::Collect => {
             let mut before = 0usize;
             for &pe in &pes[..idx] {
@@ -224,6 +248,16 @@ macro_rules! sized_movement {
         pub unsafe extern "C" fn [<shmem_alltoall $bits>](dest: *mut c_void, source: *const c_void, nelems: usize, pe_start: c_int, log_pe_stride: c_int, pe_size: c_int, psync: *mut c_long) {
             let call = concat!("shmem_alltoall", $bits);
             void(call, || movement(call, Move::Alltoall, $bits / 8, dest, source, nelems, pe_start, log_pe_stride, pe_size, psync))
+        }
+        #[doc = concat!("Deprecated active-set strided alltoall of `nelems` ", $bits, "-bit elements per pair of members (`dst`, `sst` in elements).")]
+        #[doc = ""]
+        #[doc = "# Safety"]
+        #[doc = "As for the broadcast; `pSync` of `SHMEM_ALLTOALL_SYNC_SIZE` longs."]
+        #[no_mangle]
+        #[allow(clippy::too_many_arguments)]
+        pub unsafe extern "C" fn [<shmem_alltoalls $bits>](dest: *mut c_void, source: *const c_void, dst: isize, sst: isize, nelems: usize, pe_start: c_int, log_pe_stride: c_int, pe_size: c_int, psync: *mut c_long) {
+            let call = concat!("shmem_alltoalls", $bits);
+            void(call, || movement(call, Move::Alltoalls(dst, sst), $bits / 8, dest, source, nelems, pe_start, log_pe_stride, pe_size, psync))
         }
     )* } };
 }

@@ -15,6 +15,7 @@
 
 mod activeset;
 mod coll;
+mod legacy;
 mod locks;
 mod teams;
 
@@ -390,6 +391,7 @@ xpushmem_ffi_core::for_amo_bitwise_types!(xpushmem_ffi_core::amo_bitwise; shmem 
 xpushmem_ffi_core::for_amo_bitwise_types!(xpushmem_ffi_core::amo_bitwise; shmem [], (), w, _nbi, (), w, or, Or);
 xpushmem_ffi_core::for_amo_bitwise_types!(xpushmem_ffi_core::amo_bitwise; shmem [], (), w, _nbi, (), w, xor, Xor);
 xpushmem_ffi_core::for_amo_std_types!(xpushmem_ffi_core::sync_typed; shmem, (), w);
+xpushmem_ffi_core::for_sync16_types!(xpushmem_ffi_core::sync_typed; shmem, (), w);
 
 xpushmem_ffi_core::for_rma_types!(xpushmem_ffi_core::rma_typed; shmem_ctx [ctx: shmem_ctx_t], (), w);
 xpushmem_ffi_core::for_longdouble!(xpushmem_ffi_core::rma_typed; shmem_ctx [ctx: shmem_ctx_t], (), w);

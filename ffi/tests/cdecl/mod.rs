@@ -22,6 +22,7 @@ xpushmem_ffi_core::for_rma_types!(tylist; RMA);
 xpushmem_ffi_core::for_longdouble!(tylist; LONGDOUBLE);
 xpushmem_ffi_core::for_amo_std_types!(tylist; AMO_STD);
 xpushmem_ffi_core::for_amo_float_types!(tylist; AMO_FLOAT);
+xpushmem_ffi_core::for_sync16_types!(tylist; SYNC16);
 xpushmem_ffi_core::for_amo_bitwise_types!(tylist; AMO_BITWISE);
 pub const SIZES: &[(u32, u32)] = &[(8, 1), (16, 2), (32, 4), (64, 8), (128, 16)];
 
@@ -246,6 +247,15 @@ pub fn common(out: &mut String, l: &Layer) {
         AMO_STD,
         SYNC_T,
     );
+    if l.p == OSHMEM.p {
+        family(
+            out,
+            "Point-to-point synchronisation on short and unsigned short",
+            l,
+            SYNC16,
+            SYNC_T,
+        );
+    }
 }
 
 /// The trailer of `xpushmem.h`: every macro-generated native declaration.
@@ -322,6 +332,17 @@ pub fn declared_functions(header: &str) -> std::collections::BTreeSet<String> {
         {
             continue;
         }
+        // `void (name)(...)`: a function declared in parentheses so that a macro of the same name does not apply.
+        let unwrapped;
+        let l = match (l.find(" ("), l.find(")(")) {
+            (Some(a), Some(b))
+                if a < b && l[a + 2..b].chars().all(|c| c.is_alphanumeric() || c == '_') =>
+            {
+                unwrapped = format!("{} {}{}", &l[..a], &l[a + 2..b], &l[b + 1..]);
+                unwrapped.as_str()
+            }
+            _ => l,
+        };
         if let Some(open) = l.find('(') {
             let head = &l[..open];
             if head.is_empty()
@@ -379,6 +400,24 @@ const GEN_AMO: &[(&str, &str)] = &[
     ("unsigned int", "uint"),
     ("unsigned long", "ulong"),
     ("unsigned long long", "ulonglong"),
+];
+const GEN_SYNC: &[(&str, &str)] = &[
+    ("short", "short"),
+    ("int", "int"),
+    ("long", "long"),
+    ("long long", "longlong"),
+    ("unsigned short", "ushort"),
+    ("unsigned int", "uint"),
+    ("unsigned long", "ulong"),
+    ("unsigned long long", "ulonglong"),
+];
+const GEN_OLD_AMO: &[(&str, &str)] = &[("int", "int"), ("long", "long"), ("long long", "longlong")];
+const GEN_OLD_AMO_EXT: &[(&str, &str)] = &[
+    ("int", "int"),
+    ("long", "long"),
+    ("long long", "longlong"),
+    ("float", "float"),
+    ("double", "double"),
 ];
 const GEN_AMO_EXT: &[(&str, &str)] = &[
     ("int", "int"),
@@ -661,6 +700,7 @@ fn active_set(out: &mut String) {
         "COLLECT_SYNC",
         "REDUCE_SYNC",
         "ALLTOALL_SYNC",
+        "ALLTOALLS_SYNC",
     ] {
         out.push_str(&format!("#define SHMEM_{c}_SIZE 3\n"));
     }
@@ -671,6 +711,7 @@ fn active_set(out: &mut String) {
         for name in ["fcollect", "collect", "alltoall"] {
             out.push_str(&format!("void shmem_{name}{bits}(void *dest, const void *source, size_t nelems, int PE_start, int logPE_stride, int PE_size, long *pSync);\n"));
         }
+        out.push_str(&format!("void shmem_alltoalls{bits}(void *dest, const void *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int PE_start, int logPE_stride, int PE_size, long *pSync);\n"));
     }
     let all = ["and", "or", "xor", "min", "max", "sum", "prod"];
     let types: [(&str, &str, &[&str]); 8] = [
@@ -694,6 +735,76 @@ fn active_set(out: &mut String) {
         if complex {
             out.push_str("#endif\n");
         }
+    }
+}
+
+/// Names from before OpenSHMEM 1.5 that programs still use (`ffi/oshmem/src/legacy.rs`).
+fn legacy(out: &mut String) {
+    out.push_str(
+        r#"
+/* Deprecated names from before OpenSHMEM 1.5, kept for old programs (ffi/oshmem/src/legacy.rs) */
+#define _SHMEM_MAJOR_VERSION SHMEM_MAJOR_VERSION
+#define _SHMEM_MINOR_VERSION SHMEM_MINOR_VERSION
+#define _SHMEM_MAX_NAME_LEN SHMEM_MAX_NAME_LEN
+#define _SHMEM_VENDOR_STRING SHMEM_VENDOR_STRING
+#define _SHMEM_CMP_EQ SHMEM_CMP_EQ
+#define _SHMEM_CMP_NE SHMEM_CMP_NE
+#define _SHMEM_CMP_GT SHMEM_CMP_GT
+#define _SHMEM_CMP_GE SHMEM_CMP_GE
+#define _SHMEM_CMP_LT SHMEM_CMP_LT
+#define _SHMEM_CMP_LE SHMEM_CMP_LE
+#define _SHMEM_SYNC_VALUE SHMEM_SYNC_VALUE
+#define _SHMEM_BARRIER_SYNC_SIZE SHMEM_BARRIER_SYNC_SIZE
+#define _SHMEM_BCAST_SYNC_SIZE SHMEM_BCAST_SYNC_SIZE
+#define _SHMEM_COLLECT_SYNC_SIZE SHMEM_COLLECT_SYNC_SIZE
+#define _SHMEM_REDUCE_SYNC_SIZE SHMEM_REDUCE_SYNC_SIZE
+#define _SHMEM_REDUCE_MIN_WRKDATA_SIZE SHMEM_REDUCE_MIN_WRKDATA_SIZE
+void start_pes(int npes);
+int _my_pe(void);
+int _num_pes(void);
+void *shmalloc(size_t size);
+void shfree(void *ptr);
+void *shrealloc(void *ptr, size_t size);
+void *shmemalign(size_t alignment, size_t size);
+void shmem_clear_cache_inv(void);
+void shmem_set_cache_inv(void);
+void shmem_clear_cache_line_inv(void *dest);
+void shmem_set_cache_line_inv(void *dest);
+void shmem_udcflush(void);
+void shmem_udcflush_line(void *dest);
+void shmem_wait(long *ivar, long cmp_value);
+void (shmem_wait_until)(long *ivar, int cmp, long cmp_value);
+"#,
+    );
+    for (n, t) in [
+        ("short", "short"),
+        ("int", "int"),
+        ("long", "long"),
+        ("longlong", "long long"),
+    ] {
+        out.push_str(&format!("void shmem_{n}_wait({t} *ivar, {t} cmp_value);\n"));
+    }
+    for (n, t) in [("int", "int"), ("long", "long"), ("longlong", "long long")] {
+        out.push_str(&format!(
+            "{t} shmem_{n}_fadd({t} *dest, {t} value, int pe);\n\
+             {t} shmem_{n}_finc({t} *dest, int pe);\n\
+             void shmem_{n}_add({t} *dest, {t} value, int pe);\n\
+             void shmem_{n}_inc({t} *dest, int pe);\n\
+             {t} shmem_{n}_cswap({t} *dest, {t} cond, {t} value, int pe);\n"
+        ));
+    }
+    for (n, t) in [
+        ("int", "int"),
+        ("long", "long"),
+        ("longlong", "long long"),
+        ("float", "float"),
+        ("double", "double"),
+    ] {
+        out.push_str(&format!(
+            "{t} shmem_{n}_swap({t} *dest, {t} value, int pe);\n\
+             {t} shmem_{n}_fetch(const {t} *source, int pe);\n\
+             void shmem_{n}_set({t} *dest, {t} value, int pe);\n"
+        ));
     }
 }
 
@@ -766,6 +877,7 @@ pub fn oshmem_header() -> String {
         RED_ARITH_T,
     );
     active_set(&mut out);
+    legacy(&mut out);
     out.push_str(
         r#"
 /* long double cannot cross the Rust ABI by value: its p and g are inline wrappers of put and get. */
@@ -855,6 +967,19 @@ static inline long double shmem_ctx_longdouble_g(shmem_ctx_t ctx, const long dou
             GEN_BITWISE,
         );
     }
+    // Deprecated C11 generics of the pre-1.4 atomics (OpenSHMEM 1.3).
+    for (name, nargs) in [
+        ("fadd", 3),
+        ("finc", 2),
+        ("add", 3),
+        ("inc", 2),
+        ("cswap", 4),
+    ] {
+        generic(&mut out, name, 1, nargs, false, GEN_OLD_AMO);
+    }
+    for (name, nargs) in [("swap", 3), ("fetch", 2), ("set", 3)] {
+        generic(&mut out, name, 1, nargs, false, GEN_OLD_AMO_EXT);
+    }
     for name in [
         "wait_until",
         "wait_until_all",
@@ -871,7 +996,7 @@ static inline long double shmem_ctx_longdouble_g(shmem_ctx_t ctx, const long dou
         "test_any_vector",
         "test_some_vector",
     ] {
-        generic(&mut out, name, 1, 0, false, GEN_AMO);
+        generic(&mut out, name, 1, 0, false, GEN_SYNC);
     }
     let gen_coll: Vec<(&str, &str)> = GEN_RMA
         .iter()
