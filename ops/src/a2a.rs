@@ -3,23 +3,29 @@
 //!
 //! Host path of the v-ops, for a group of `W` ranks (all steps on every rank):
 //! 1. validate locally (shapes, dtypes, contiguity, splits non-negative and within the input, no aliasing);
-//! 2. `Group::agree`: barrier + all-reduce of "anyone failed?" and of the digest of the symmetric arguments
-//!    (input and `out_splits_offsets` must be the same views on every rank): every rank fails or none does;
-//! 3. push: write each receiver's entries of `out_splits_offsets` (row 0 = count, row 1 = the chunk's row in
-//!    the sender's input), at the indices [`Exchange`] gives;
-//! 4. barrier;
-//! 5. receive: read row 0 and row 1, compute the layout ([`recv_layout`]; `major_align` for dispatch), check
-//!    that every chunk fits in `out`, pull every chunk from its sender's input, then overwrite row 1 with the
-//!    output offsets. Row 1 is read completely before it is overwritten, so there is no race on it;
-//! 6. `Group::agree` again: the exit barrier (peers' inputs are no longer read once it returns) and the
-//!    verdict on the receive checks.
+//! 2. **split exchange** ([`Shmem::team_exchange`], one signalled message to every rank, no dissemination): the
+//!    message to rank `p` carries this rank's verdict on its own arguments, the digest of the symmetric arguments
+//!    (input and `out_splits_offsets` must be the same views on every rank), `p`'s entries of the split vector
+//!    (counts and source rows, at the indices [`Exchange`] gives) and, when the chunks for `p` are small
+//!    (`XPUSHMEM_OPS_EAGER_SIZE`), the rows themselves (*eager*). Every rank sees every verdict and digest, so every
+//!    rank fails or none does, after one message latency;
+//! 3. receive: compute the layout ([`recv_layout`]; `major_align` for dispatch), check that every chunk fits in
+//!    `out`, copy eager chunks out of the messages and pull the others from their senders' inputs, write
+//!    `out_splits_offsets` (row 0 = counts, row 1 = output offsets);
+//! 4. **completion exchange** (empty messages): the verdict on the receive checks, and the point after which no
+//!    peer reads this rank's input. Skipped when `XPUSHMEM_CHECK_SYMMETRY=0` and every chunk of every rank went
+//!    eagerly (nobody reads a peer's input then); a receive error is then reported by the receiving rank only.
+//!
+//! Messages are double-buffered by the team's sequence number, so no exit barrier protects them. When the split
+//! entries do not fit in a message (very large `W * ne`), the ops fall back to the agreement protocol: agreement,
+//! push of the entries into the receivers' `out_splits_offsets`, barrier, receive and pull, exit agreement.
 
 use crate::dtype::DType;
 use crate::group::Group;
 use crate::io::{self, check_contiguous, check_disjoint, check_i64};
 use crate::plan::{self, recv_layout, Exchange};
 use crate::tensor::TensorView;
-use xpushmem::{Error, Result, Shmem};
+use xpushmem::{Error, Messages, Result, Shmem};
 
 /// Op codes mixed into the argument digest, so that ranks calling different ops are told apart.
 #[derive(Clone, Copy)]
@@ -156,6 +162,7 @@ pub fn all_to_all_vdev(
         OP,
         Op::Vdev,
         me,
+        1,
         prep,
         input,
         out,
@@ -231,12 +238,14 @@ pub fn all_to_all_vdev_2d(
             row_bytes,
         })
     })();
+    let ne_hint = in_splits.shape().first().map_or(1, |&n| n / w.max(1));
     run(
         sh,
         group,
         OP,
         Op::Vdev2d,
         me,
+        ne_hint,
         prep,
         input,
         out,
@@ -324,12 +333,17 @@ pub fn all_to_all_vdev_2d_offset(
             row_bytes,
         })
     })();
+    let ne_hint = in_splits_offsets
+        .shape()
+        .get(1)
+        .map_or(1, |&n| n / w.max(1));
     run(
         sh,
         group,
         OP,
         Op::Vdev2dOffset,
         me,
+        ne_hint,
         prep,
         input,
         out,
@@ -337,7 +351,18 @@ pub fn all_to_all_vdev_2d_offset(
     )
 }
 
-/// The shared exchange / pull engine of the three v-ops (module docs, steps 2-6).
+/// Flags word of a split message: the chunks of this message follow the entries.
+const EAGER: u64 = 1;
+/// Flags word of a split message: every message of its sender to another rank carries its chunks.
+const ALL_EAGER: u64 = 2;
+
+/// The largest eager chunk (bytes per destination) for messages of `cap` bytes.
+fn eager_limit(sh: &Shmem, cap: usize) -> usize {
+    sh.config().ops_eager_size.map_or(cap, |l| l.min(cap))
+}
+
+/// The shared engine of the three v-ops (module docs). `ne_hint` is the number of experts the arguments imply
+/// when they are not valid (it picks the same protocol as the other ranks as long as the shapes are right).
 #[allow(clippy::too_many_arguments)]
 fn run(
     sh: &Shmem,
@@ -345,6 +370,7 @@ fn run(
     op: &'static str,
     code: Op,
     me: usize,
+    ne_hint: usize,
     prep: Result<Prepared>,
     input: &TensorView,
     out: &TensorView,
@@ -357,6 +383,14 @@ fn run(
     }
     input.digest_words(&mut words);
     oso.digest_words(&mut words);
+    let dig = plan::digest(&words);
+    let ne = prep.as_ref().map_or(ne_hint.max(1), |p| p.ex.ne);
+    let cap = group.exchange_capacity(sh);
+    // The split entries fit in a message, or the agreement protocol moves them. `ne` enters the digest, so ranks
+    // whose arguments agree choose alike.
+    if (ne.saturating_mul(16)).saturating_add(8) > cap {
+        return run_agreed(sh, group, op, me, dig, prep, input, out, oso);
+    }
     let ours = || {
         format!(
             "input {}; out_splits_offsets {}",
@@ -364,13 +398,230 @@ fn run(
             oso.describe()
         )
     };
-    group.agree(
-        sh,
-        op,
-        prep.as_ref().err().cloned(),
-        plan::digest(&words),
-        &ours,
-    )?;
+    let eager = eager_limit(sh, cap);
+    let tr = group.team_ranks();
+    let mut send = Messages::default();
+    let built = match &prep {
+        Ok(p) => build_split_messages(sh, group, me, p, input, cap, eager, &mut send),
+        Err(_) => Ok(()),
+    };
+    let local = prep.as_ref().err().cloned().or(built.err());
+    if local.is_some() {
+        send.clear();
+    }
+    let mut recv = Messages::default();
+    group.exchange(sh, op, local, dig, &send, &mut recv, &ours)?;
+    let p = prep?;
+
+    // Receive: the entries of every sender, at the receiver indices the exchange gives.
+    let n = p.ex.nsplits();
+    let ne = p.ex.ne;
+    let mut counts = vec![0i64; n];
+    let mut src_rows = vec![0i64; n];
+    let mut all_eager = true;
+    let mut inline: Vec<Option<usize>> = vec![None; w];
+    let received = (|| {
+        for s in 0..w {
+            let m = recv.get(tr[s]);
+            if m.len() < 8 + 16 * ne {
+                return Err(Error::State(format!(
+                    "{op}: the split message of group rank {s} holds {} bytes, expected at least {}",
+                    m.len(),
+                    8 + 16 * ne
+                )));
+            }
+            let word =
+                |k: usize| i64::from_le_bytes(m[8 * k..8 * k + 8].try_into().unwrap_or_default());
+            let flags = word(0) as u64;
+            // Every rank's own flag counts too: the decision to skip the completion must be the same everywhere.
+            all_eager &= flags & ALL_EAGER != 0;
+            if s != me && flags & EAGER != 0 {
+                inline[s] = Some(8 + 16 * ne);
+            }
+            let e = p.ex.to_peer(s, me);
+            for k in 0..ne {
+                let i = e.dst_start + k * e.dst_step;
+                counts[i] = word(1 + k);
+                src_rows[i] = word(1 + ne + k);
+            }
+        }
+        let (major, minor, _) = p.ex.recv_shape();
+        let layout = recv_layout(&counts, major, minor, p.align)?;
+        check_fits(op, &layout, out, &counts)?;
+        Ok(layout)
+    })();
+    let outcome = received.and_then(|layout| {
+        let src = input.contiguous_bytes(op, "input")?;
+        let dst = out.contiguous_bytes(op, "out")?;
+        let rb = p.row_bytes;
+        // Eager chunks, in the order their sender packed them (its entries for this rank, in order).
+        for s in 0..w {
+            let Some(mut at) = inline[s] else { continue };
+            let m = recv.get(tr[s]);
+            let e = p.ex.to_peer(s, me);
+            for k in 0..ne {
+                let i = e.dst_start + k * e.dst_step;
+                let bytes = counts[i] as usize * rb;
+                if bytes == 0 {
+                    continue;
+                }
+                let chunk = m.get(at..at + bytes).ok_or_else(|| {
+                    Error::State(format!(
+                        "{op}: the eager chunks of group rank {s} are shorter than its counts"
+                    ))
+                })?;
+                let d = layout.offsets[i] as usize * rb;
+                sh.put(dst.slice(d..d + bytes)?, chunk, sh.my_pe())?;
+                at += bytes;
+            }
+        }
+        // The others: this rank's own chunks and those of senders that did not ship them.
+        let transfers = plan::pull_list(&p.ex, me, &counts, &src_rows, &layout)?;
+        let mut staging = Vec::new();
+        for t in transfers.iter().filter(|t| inline[t.peer].is_none()) {
+            let bytes = t.rows * rb;
+            let s = src.slice(t.src_row * rb..t.src_row * rb + bytes)?;
+            let d = dst.slice(t.dst_row * rb..t.dst_row * rb + bytes)?;
+            io::copy(sh, s, group.global(t.peer)?, d, sh.my_pe(), &mut staging)?;
+        }
+        let mut both = counts.clone();
+        both.extend_from_slice(&layout.offsets);
+        io::write_i64s(sh, oso, &both, sh.my_pe())
+    });
+    complete(sh, group, op, all_eager, outcome, out)
+}
+
+/// The completion exchange of an all-to-all (module docs, step 4): the verdict on every rank's receive, and the
+/// point after which no peer reads this rank's input. Skipped when checks are off and nobody reads a peer.
+fn complete(
+    sh: &Shmem,
+    group: &Group,
+    op: &'static str,
+    all_eager: bool,
+    outcome: Result<()>,
+    out: &TensorView,
+) -> Result<()> {
+    if all_eager && !sh.config().check_symmetry {
+        return outcome;
+    }
+    let ours = || format!("out {}", out.describe());
+    let mut recv = Messages::default();
+    let mut send = Messages::default();
+    for _ in 0..group.size() {
+        send.close();
+    }
+    group.exchange(sh, op, outcome.err(), 0, &send, &mut recv, &ours)
+}
+
+/// Check that every received chunk lies inside `out`.
+fn check_fits(op: &str, layout: &plan::RecvLayout, out: &TensorView, counts: &[i64]) -> Result<()> {
+    if layout.written_end as u128 > out.size(0) as u128 {
+        return Err(Error::OutOfBounds {
+            what: "output rows",
+            start: 0,
+            len: layout.written_end as usize,
+            limit: out.size(0),
+            context: format!(
+                "{op}: the received splits need {} rows of out, which has {} (row 0 of out_splits_offsets: {counts:?})",
+                layout.written_end,
+                out.size(0)
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// The split message of every rank (indexed by team rank): flags, counts, source rows, and the chunks when they
+/// fit in `eager` bytes (and the message in `cap`).
+#[allow(clippy::too_many_arguments)]
+fn build_split_messages(
+    sh: &Shmem,
+    group: &Group,
+    me: usize,
+    p: &Prepared,
+    input: &TensorView,
+    cap: usize,
+    eager: usize,
+    send: &mut Messages,
+) -> Result<()> {
+    let w = group.size();
+    let ne = p.ex.ne;
+    let tr = group.team_ranks();
+    let rb = p.row_bytes;
+    // Which group rank each team rank is.
+    let mut by_team = vec![0usize; w];
+    for (g, &t) in tr.iter().enumerate() {
+        by_team[t] = g;
+    }
+    let entries: Vec<_> = (0..w).map(|peer| p.ex.to_peer(me, peer)).collect();
+    let bytes_to = |peer: usize| -> usize {
+        entries[peer]
+            .src
+            .iter()
+            .map(|&t| p.counts[t] as usize * rb)
+            .sum()
+    };
+    let head = 8 + 16 * ne;
+    let is_eager = |peer: usize| {
+        let b = bytes_to(peer);
+        peer != me && b <= eager && head + b <= cap
+    };
+    let all = (0..w).all(|peer| peer == me || is_eager(peer));
+    let src = input.contiguous_bytes("all-to-all", "input")?;
+    for &peer in &by_team {
+        let e = &entries[peer];
+        let eager_here = is_eager(peer);
+        let flags = u64::from(eager_here) * EAGER + u64::from(all) * ALL_EAGER;
+        send.data.extend_from_slice(&flags.to_le_bytes());
+        for &t in &e.src {
+            send.data.extend_from_slice(&p.counts[t].to_le_bytes());
+        }
+        for &t in &e.src {
+            send.data.extend_from_slice(&p.src_rows[t].to_le_bytes());
+        }
+        if eager_here {
+            for &t in &e.src {
+                let bytes = p.counts[t] as usize * rb;
+                if bytes == 0 {
+                    continue;
+                }
+                let at = send.data.len();
+                send.data.resize(at + bytes, 0);
+                let start = p.src_rows[t] as usize * rb;
+                sh.get(
+                    &mut send.data[at..],
+                    src.slice(start..start + bytes)?,
+                    sh.my_pe(),
+                )?;
+            }
+        }
+        send.close();
+    }
+    Ok(())
+}
+
+/// The agreement protocol of the v-ops, for split vectors too large for a message (module docs).
+#[allow(clippy::too_many_arguments)]
+fn run_agreed(
+    sh: &Shmem,
+    group: &Group,
+    op: &'static str,
+    me: usize,
+    dig: u64,
+    prep: Result<Prepared>,
+    input: &TensorView,
+    out: &TensorView,
+    oso: &TensorView,
+) -> Result<()> {
+    let w = group.size();
+    let ours = || {
+        format!(
+            "input {}; out_splits_offsets {}",
+            input.describe(),
+            oso.describe()
+        )
+    };
+    group.agree(sh, op, prep.as_ref().err().cloned(), dig, &ours)?;
     let p = prep?;
 
     // Push: each receiver's entries of row 0 (counts) and row 1 (source rows). A failure here (a runtime error)
@@ -402,19 +653,7 @@ fn run(
         let (counts, src_rows) = (&all[..n], &all[n..]);
         let (major, minor, _) = p.ex.recv_shape();
         let layout = recv_layout(counts, major, minor, p.align)?;
-        if layout.written_end as u128 > out.size(0) as u128 {
-            return Err(Error::OutOfBounds {
-                what: "output rows",
-                start: 0,
-                len: layout.written_end as usize,
-                limit: out.size(0),
-                context: format!(
-                    "{op}: the received splits need {} rows of out, which has {} (row 0 of out_splits_offsets: {counts:?})",
-                    layout.written_end,
-                    out.size(0)
-                ),
-            });
-        }
+        check_fits(op, &layout, out, counts)?;
         let transfers = plan::pull_list(&p.ex, me, counts, src_rows, &layout)?;
         Ok((layout, transfers))
     })();
@@ -501,26 +740,94 @@ pub fn nvshmem_all_to_all(
     })();
     let mut words = vec![Op::AllToAll as u64, w as u64, group.id()];
     input.digest_words(&mut words);
+    let dig = plan::digest(&words);
     let ours = || format!("input {}", input.describe());
-    group.agree(
-        sh,
-        OP,
-        prep.as_ref().err().cloned(),
-        plan::digest(&words),
-        &ours,
-    )?;
-    let chunk = prep?;
-    let src = input.contiguous_bytes(OP, "input")?;
-    let dst = out.contiguous_bytes(OP, "out")?;
-    let mut staging = Vec::new();
-    let r = (|| {
-        for k in 0..w {
-            let peer = (me + k) % w;
-            let s = src.slice(me * chunk..(me + 1) * chunk)?;
-            let d = dst.slice(peer * chunk..(peer + 1) * chunk)?;
-            io::copy(sh, s, group.global(peer)?, d, sh.my_pe(), &mut staging)?;
+    let cap = group.exchange_capacity(sh);
+    if cap == 0 {
+        // Too many ranks for the exchange area: the agreement, then every rank pulls its chunks.
+        group.agree(sh, OP, prep.as_ref().err().cloned(), dig, &ours)?;
+        let chunk = prep?;
+        let r = pull_equal(sh, group, me, chunk, input, out, &|_| true);
+        return group.agree(sh, OP, r.err(), 0, &|| String::new());
+    }
+    // The chunks travel inside the exchange when small (the chunk size enters the digest through the input).
+    let eager = |chunk: usize| chunk <= eager_limit(sh, cap) && chunk <= cap;
+    let mut send = Messages::default();
+    let tr = group.team_ranks();
+    let built = prep.as_ref().map_err(Clone::clone).and_then(|&chunk| {
+        if !eager(chunk) {
+            for _ in 0..w {
+                send.close();
+            }
+            return Ok(());
+        }
+        let src = input.contiguous_bytes(OP, "input")?;
+        let mut by_team = vec![0usize; w];
+        for (g, &t) in tr.iter().enumerate() {
+            by_team[t] = g;
+        }
+        for &peer in &by_team {
+            if peer != me {
+                let at = send.data.len();
+                send.data.resize(at + chunk, 0);
+                let s = src.slice(peer * chunk..(peer + 1) * chunk)?;
+                sh.get(&mut send.data[at..], s, sh.my_pe())?;
+            }
+            send.close();
         }
         Ok(())
+    });
+    let local = prep.as_ref().err().cloned().or(built.err());
+    if local.is_some() {
+        send.clear();
+    }
+    let mut recv = Messages::default();
+    group.exchange(sh, OP, local, dig, &send, &mut recv, &ours)?;
+    let chunk = prep?;
+    let inline = eager(chunk);
+    let r = (|| {
+        if inline {
+            let dst = out.contiguous_bytes(OP, "out")?;
+            for peer in (0..w).filter(|&p| p != me) {
+                let m = recv.get(tr[peer]);
+                if m.len() != chunk {
+                    return Err(Error::State(format!(
+                        "{OP}: the message of group rank {peer} holds {} bytes, expected {chunk}",
+                        m.len()
+                    )));
+                }
+                sh.put(dst.slice(peer * chunk..(peer + 1) * chunk)?, m, sh.my_pe())?;
+            }
+        }
+        pull_equal(sh, group, me, chunk, input, out, &|peer| {
+            !inline || peer == me
+        })
     })();
-    group.agree(sh, OP, r.err(), 0, &|| String::new())
+    complete(sh, group, OP, inline, r, out)
+}
+
+/// The chunks of an equal-split all-to-all that `pull` selects (by source group rank), read from their senders.
+fn pull_equal(
+    sh: &Shmem,
+    group: &Group,
+    me: usize,
+    chunk: usize,
+    input: &TensorView,
+    out: &TensorView,
+    pull: &dyn Fn(usize) -> bool,
+) -> Result<()> {
+    let w = group.size();
+    let src = input.contiguous_bytes("nvshmem_all_to_all", "input")?;
+    let dst = out.contiguous_bytes("nvshmem_all_to_all", "out")?;
+    let mut staging = Vec::new();
+    for k in 0..w {
+        let peer = (me + k) % w;
+        if !pull(peer) {
+            continue;
+        }
+        let s = src.slice(me * chunk..(me + 1) * chunk)?;
+        let d = dst.slice(peer * chunk..(peer + 1) * chunk)?;
+        io::copy(sh, s, group.global(peer)?, d, sh.my_pe(), &mut staging)?;
+    }
+    Ok(())
 }

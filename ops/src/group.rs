@@ -9,7 +9,7 @@
 //! on every rank, and no rank is left waiting for a peer that gave up; a rank in another op fails with a mismatch
 //! naming both. Waits time out (`XPUSHMEM_TIMEOUT_MS`) and notice lost peers.
 
-use xpushmem::{Error, Result, Shmem, Team};
+use xpushmem::{Agreement, Error, Messages, Result, Shmem, Team};
 
 /// An ordered list of global PEs: group rank `i` is PE `pes()[i]`. Collective ops take group-relative ranks
 /// (roots, split indices) and map them through this list.
@@ -27,6 +27,8 @@ pub struct Group {
     /// Whether the team was made for the group (and is destroyed with it).
     owned: bool,
     id: u64,
+    /// Team rank of each group rank (team ranks count the members in PE order).
+    team_rank: Vec<usize>,
 }
 
 fn list_id(pes: &[usize]) -> u64 {
@@ -41,6 +43,7 @@ impl Group {
         Ok(Group {
             my_rank: Some(sh.my_pe()),
             id: list_id(&pes),
+            team_rank: pes.clone(),
             pes,
             team: Some(sh.team_world()),
             owned: false,
@@ -82,6 +85,7 @@ impl Group {
             team,
             owned: true,
             id: list_id(pes),
+            team_rank: team_ranks(pes),
         })
     }
 
@@ -185,6 +189,55 @@ impl Group {
             .as_ref()
             .ok_or_else(|| Error::State(format!("{op}: group without a team")))?;
         let v = sh.team_agree(team, op, local.is_some(), dig)?;
+        self.verdict(sh, op, team, v, local, ours)
+    }
+
+    /// Bytes of one message of [`Group::exchange`] (0 when the group is too large for the exchange).
+    pub(crate) fn exchange_capacity(&self, sh: &Shmem) -> usize {
+        self.team
+            .as_ref()
+            .map_or(0, |t| sh.team_exchange_capacity(t))
+    }
+
+    /// The team's agreement folded into one signalled exchange ([`Shmem::team_exchange`]): `send` holds one
+    /// message per **team** rank (see [`Group::team_rank`]), `recv` gets every team rank's. The verdict becomes
+    /// this rank's result like [`Group::agree`]'s. Completes this PE's outstanding puts first.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn exchange(
+        &self,
+        sh: &Shmem,
+        op: &'static str,
+        local: Option<Error>,
+        dig: u64,
+        send: &Messages,
+        recv: &mut Messages,
+        ours: &dyn Fn() -> String,
+    ) -> Result<()> {
+        self.rank_for(sh, op)?;
+        let team = self
+            .team
+            .as_ref()
+            .ok_or_else(|| Error::State(format!("{op}: group without a team")))?;
+        let v = sh.team_exchange(team, op, local.is_some(), dig, send, recv)?;
+        self.verdict(sh, op, team, v, local, ours)
+    }
+
+    /// The team rank of each group rank (the messages of [`Group::exchange`] are indexed by team rank).
+    pub(crate) fn team_ranks(&self) -> &[usize] {
+        &self.team_rank
+    }
+
+    /// An agreement's verdict as this rank's result: its own error first, then the first failed rank, then a
+    /// mismatch of the argument digests.
+    fn verdict(
+        &self,
+        sh: &Shmem,
+        op: &'static str,
+        team: &Team,
+        v: Agreement,
+        local: Option<Error>,
+        ours: &dyn Fn() -> String,
+    ) -> Result<()> {
         if let Some(e) = local {
             return Err(e);
         }
@@ -220,6 +273,15 @@ impl Group {
     pub fn barrier(&self, sh: &Shmem) -> Result<()> {
         self.agree(sh, "Group::barrier", None, 0, &String::new)
     }
+}
+
+/// The team rank of each entry of a PE list (team ranks count the members in PE order).
+fn team_ranks(pes: &[usize]) -> Vec<usize> {
+    let mut sorted = pes.to_vec();
+    sorted.sort_unstable();
+    pes.iter()
+        .map(|p| sorted.binary_search(p).unwrap_or(0))
+        .collect()
 }
 
 fn check_pes(pes: &[usize], n: usize) -> Option<Error> {

@@ -104,6 +104,8 @@ env_table! {
     scan_algorithm: OnUse<crate::coll::ScanAlgo> = "XPUSHMEM_SCAN_ALGORITHM", "auto", on_use(algorithm::<crate::coll::ScanAlgo>);
     /// chunk of the pipelined broadcast; bytes or with a K/M/G suffix (at least 64)
     coll_chunk_bytes: OnUse<usize> = "XPUSHMEM_COLL_CHUNK_SIZE", "64K", on_use(chunk_size);
+    /// largest chunk (bytes per destination, or a K/M suffix) the op family's all-to-alls ship inside their split exchange instead of having the receiver read it from the sender; auto: whatever fits in the team's exchange area (a few KiB divided by the group size), 0: never
+    ops_eager_size: Option<usize> = "XPUSHMEM_OPS_EAGER_SIZE", "auto", auto_size;
     /// set by xpushmem-run (internal): the launcher's pid, so a PE whose launcher is gone fails its init at once
     launcher_pid: Option<String> = "XPUSHMEM_LAUNCHER_PID", "", opt_text;
     /// set by xpushmem-run (internal): where a PE reports global_exit and lost peers to the launcher
@@ -347,6 +349,16 @@ fn auto_usize(var: &'static str) -> Result<Option<usize>> {
             .parse()
             .map(Some)
             .map_err(|_| bad(var, &v, "expected auto or a device number")),
+    }
+}
+
+fn auto_size(var: &'static str) -> Result<Option<usize>> {
+    let v = raw(var);
+    match v.trim() {
+        "auto" => Ok(None),
+        t => parse_size(t)
+            .map(Some)
+            .ok_or_else(|| bad(var, &v, "expected auto or a size in bytes (e.g. 2K)")),
     }
 }
 

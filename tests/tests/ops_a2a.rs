@@ -15,7 +15,7 @@ use xpushmem_ops::{
     all_to_all_vdev, all_to_all_vdev_2d, all_to_all_vdev_2d_offset, nvshmem_all_to_all, DType,
     Group,
 };
-use xpushmem_tests::pe_test;
+use xpushmem_tests::{assert_success, is_pe_of, pe_test, run_pe, spawn_pes_with, test_name};
 
 const R_MAX: usize = 192;
 const COLS_MAX: usize = 3;
@@ -498,3 +498,195 @@ fn beyond_caps(sh: &Shmem) -> Result<()> {
 pe_test!(a2a_beyond_nvshmem_caps, [_33pe = 33], |sh| {
     beyond_caps(sh)
 });
+
+/// Row `i` of what group rank `from` sends to rank `to` in an eager-boundary case (int64 rows): distinct per
+/// (sender, destination, row, case), so a chunk copied to the wrong place or from the wrong message shows.
+fn tagged(case: usize, from: usize, to: usize, i: usize) -> i64 {
+    ((case as i64) << 48) | ((from as i64) << 36) | ((to as i64) << 24) | i as i64
+}
+
+/// The eager path at every size boundary: chunks of 0, 1, the largest eager size, one row more and far more,
+/// uniform and mixed (some destinations eager, some read from the sender, so the completion exchange runs),
+/// through `all_to_all_vdev`, `all_to_all_vdev_2d` (2 experts) and `nvshmem_all_to_all`, checked against the
+/// tagged rows every rank computes on its own. The eager limit is the exchange capacity or
+/// `XPUSHMEM_OPS_EAGER_SIZE`, whichever is smaller.
+fn eager_boundaries(sh: &Shmem) -> Result<()> {
+    let g = Group::world(sh)?;
+    let (w, me) = (g.size(), sh.my_pe());
+    // One PE exchanges nothing (its capacity is unbounded): the same sizes as two.
+    let cap = sh.team_exchange_capacity(&sh.team_world()).min(4096);
+    let limit = sh.config().ops_eager_size.map_or(cap, |l| l.min(cap));
+    // Rows of 8 bytes; a split message carries a flags word and (count, source row) per expert before the rows.
+    let edge = |ne: usize| (limit.min(cap.saturating_sub(8 + 16 * ne))) / 8;
+    let max_rows = 2 * edge(1) + 8;
+    let input = sh.malloc::<u8>(w * max_rows * 8)?;
+    let out = sh.malloc::<u8>(w * max_rows * 8 + 64)?;
+    let splits = sh.malloc::<u8>(2 * w * 2 * 8)?;
+    let oso = sh.malloc::<u8>(2 * w * 2 * 8)?;
+    let mut case = 0;
+    for ne in [1usize, 2] {
+        let e = edge(ne);
+        let mut sizes = vec![0, 1, e.saturating_sub(1), e, e + 1, 2 * e + 3];
+        sizes.dedup();
+        for &k in &sizes {
+            for mixed in [false, true] {
+                case += 1;
+                // Rows from rank r to rank p (split over ne experts: the first takes the larger half).
+                let rows = |r: usize, p: usize| k + usize::from(mixed && (r + p) % 2 == 1);
+                let per_expert = |r: usize, p: usize, x: usize| {
+                    let t = rows(r, p);
+                    if x == 0 {
+                        t - t / ne * (ne - 1)
+                    } else {
+                        t / ne
+                    }
+                };
+                let mut data = Vec::new();
+                let mut counts = Vec::new();
+                for p in 0..w {
+                    for x in 0..ne {
+                        counts.push(per_expert(me, p, x) as i64);
+                    }
+                    for i in 0..rows(me, p) {
+                        data.push(tagged(case, me, p, i));
+                    }
+                }
+                write(sh, input, 0, &i64_bytes(&data))?;
+                write(sh, splits, 0, &i64_bytes(&counts))?;
+                write(sh, out, 0, &vec![0xA5; w * max_rows * 8 + 64])?;
+                let inv = view(input, DType::I64, &[data.len().max(1)]);
+                let outv = view(out, DType::I64, &[w * max_rows]);
+                let sv = view(splits, DType::I64, &[w * ne]);
+                let ov = view(oso, DType::I64, &[2, w * ne]);
+                let ctx =
+                    format!("case {case}: ne {ne}, k {k}, mixed {mixed}, limit {limit}, PE {me}");
+                // Expected output: expert-major blocks of source-major chunks; with 2 experts (major_align 1) an
+                // expert block reserves at least one row even when it receives nothing.
+                let mut want_counts = Vec::new();
+                let mut want_offs = Vec::new();
+                let mut chunks = Vec::new();
+                let mut start = 0usize;
+                for x in 0..ne {
+                    let mut acc = start;
+                    for s in 0..w {
+                        let before: usize = (0..x).map(|y| per_expert(s, me, y)).sum();
+                        let c = per_expert(s, me, x);
+                        want_counts.push(c as i64);
+                        want_offs.push(acc as i64);
+                        let rows: Vec<i64> = (before..before + c)
+                            .map(|i| tagged(case, s, me, i))
+                            .collect();
+                        chunks.push((acc, rows));
+                        acc += c;
+                    }
+                    let total = acc - start;
+                    start += if ne == 1 { total } else { total.max(1) };
+                }
+                if ne == 1 {
+                    all_to_all_vdev(sh, &g, &inv, &outv, &sv, &ov)?;
+                } else {
+                    all_to_all_vdev_2d(sh, &g, &inv, &outv, &sv, &ov, None)?;
+                }
+                let image = read(sh, out, 0, w * max_rows * 8 + 64)?;
+                let mut written = vec![false; w * max_rows + 8];
+                for (at, rows) in chunks {
+                    let got = bytes_i64(&image[at * 8..(at + rows.len()) * 8]);
+                    assert_eq!(got, rows, "rows at {at}: {ctx}");
+                    written[at..at + rows.len()]
+                        .iter_mut()
+                        .for_each(|b| *b = true);
+                }
+                for (r, &was) in written.iter().enumerate() {
+                    if !was {
+                        assert!(
+                            image[r * 8..r * 8 + 8].iter().all(|&b| b == 0xA5),
+                            "row {r} must not be written: {ctx}"
+                        );
+                    }
+                }
+                let o = bytes_i64(&read(sh, oso, 0, 2 * w * ne * 8)?);
+                assert_eq!(
+                    o,
+                    [want_counts, want_offs].concat(),
+                    "out_splits_offsets: {ctx}"
+                );
+                g.barrier(sh)?;
+            }
+            if ne == 1 {
+                // The equal split: k rows of 8 bytes to every rank.
+                case += 1;
+                let data: Vec<i64> = (0..w)
+                    .flat_map(|p| (0..k).map(move |i| tagged(case, me, p, i)))
+                    .collect();
+                write(sh, input, 0, &i64_bytes(&data))?;
+                let n = (w * k).max(w);
+                let data_pad: Vec<i64> = if k == 0 { vec![0; w] } else { data };
+                write(sh, input, 0, &i64_bytes(&data_pad))?;
+                nvshmem_all_to_all(
+                    sh,
+                    &g,
+                    &view(input, DType::I64, &[n]),
+                    &view(out, DType::I64, &[n]),
+                )?;
+                let got = bytes_i64(&read(sh, out, 0, n * 8)?);
+                let want: Vec<i64> = if k == 0 {
+                    vec![0; w]
+                } else {
+                    (0..w)
+                        .flat_map(|s| (0..k).map(move |i| tagged(case, s, me, i)))
+                        .collect()
+                };
+                assert_eq!(got, want, "nvshmem_all_to_all: case {case}, k {k}, PE {me}");
+                g.barrier(sh)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+pe_test!(a2a_eager_boundaries, [_1pe = 1, _2pe = 2, _4pe = 4], |sh| {
+    eager_boundaries(sh)
+});
+
+/// The same boundaries with a small configured eager limit, and with the argument checks off (the completion
+/// exchange is skipped when every chunk went eagerly).
+#[test]
+fn a2a_eager_boundaries_configured_2pe_4pe() {
+    let name = test_name(module_path!(), "a2a_eager_boundaries_configured_2pe_4pe");
+    if is_pe_of(&name) {
+        run_pe(eager_boundaries);
+    }
+    for (n, env) in [
+        (
+            2,
+            [
+                ("XPUSHMEM_OPS_EAGER_SIZE", "100"),
+                ("XPUSHMEM_CHECK_SYMMETRY", "1"),
+            ],
+        ),
+        (
+            4,
+            [
+                ("XPUSHMEM_OPS_EAGER_SIZE", "0"),
+                ("XPUSHMEM_CHECK_SYMMETRY", "1"),
+            ],
+        ),
+        (
+            2,
+            [
+                ("XPUSHMEM_OPS_EAGER_SIZE", "auto"),
+                ("XPUSHMEM_CHECK_SYMMETRY", "0"),
+            ],
+        ),
+        (
+            4,
+            [
+                ("XPUSHMEM_OPS_EAGER_SIZE", "40"),
+                ("XPUSHMEM_CHECK_SYMMETRY", "0"),
+            ],
+        ),
+    ] {
+        let out = spawn_pes_with(&name, n, &env);
+        assert_success(&name, n, &out);
+    }
+}

@@ -672,3 +672,130 @@ fn peer_lost(n: usize, func: &str) {
 fn peer_lost_during_dispatch_is_reported_3pe() {
     peer_lost(3, "peer_lost_during_dispatch_is_reported_3pe");
 }
+
+/// Failures injected on one rank under the split-exchange protocol, with the argument checks on or off and the
+/// eager path on or off (`XPUSHMEM_OPS_EAGER_SIZE`): a bad argument on one rank fails every rank (its verdict
+/// travels in the split exchange); an output overflow on the receiving rank fails every rank unless checks are
+/// off and every chunk went eagerly (then no completion exchange runs and only the receiver knows); nobody hangs
+/// and the group stays usable.
+fn injected_failures(sh: &Shmem) -> Result<()> {
+    let fx = Fx::new(sh)?;
+    let g = Group::world(sh)?;
+    let (w, me) = (g.size(), g.my_rank().unwrap());
+    let last = me == w - 1;
+    healthy(sh, &g, &fx)?;
+    let checks = sh.config().check_symmetry;
+    let eager = sh.config().ops_eager_size != Some(0);
+    for round in 0..3 {
+        // Every rank sends 10 rows (80 bytes) to rank 0, whose out holds 5.
+        let mut to0 = vec![0i64; w];
+        to0[0] = 10;
+        let s = fx.set_splits(sh, &to0)?;
+        let r = all_to_all_vdev(sh, &g, &fx.input(), &fx.out(5), &s, &fx.oso(w));
+        if me == 0 {
+            expect(r, "OutOfBounds", "rows of out", "overflow on rank 0");
+        } else if !checks && eager {
+            assert!(
+                r.is_ok(),
+                "round {round}: checks off, eager: only the receiver fails: {r:?}"
+            );
+        } else {
+            expect(
+                r,
+                "InvalidArgument",
+                "rejected its arguments",
+                "overflow seen by the others",
+            );
+        }
+        healthy(sh, &g, &fx)?;
+        // A negative split on the last rank: every rank fails whatever the settings.
+        let mut neg = vec![1i64; w];
+        if last {
+            neg[(round + 1) % w] = -1;
+        }
+        let s = fx.set_splits(sh, &neg)?;
+        expect_one(
+            all_to_all_vdev(sh, &g, &fx.input(), &fx.out(w * ROWS), &s, &fx.oso(w)),
+            last,
+            "InvalidArgument",
+            "splits must be non-negative",
+            "negative split",
+        );
+        // A bad 2-D shape on rank 0 only (its split count is not a multiple of W).
+        let n = if me == 0 && w > 1 { w * NE + 1 } else { w * NE };
+        let s = fx.set_splits(sh, &vec![1; n])?;
+        let r = all_to_all_vdev_2d(sh, &g, &fx.input(), &fx.out(w * ROWS), &s, &fx.oso(n), None);
+        if w > 1 {
+            expect_one(
+                r,
+                me == 0,
+                "InvalidArgument",
+                "multiple of the group size",
+                "2d shape",
+            );
+        } else {
+            r?;
+        }
+        healthy(sh, &g, &fx)?;
+    }
+    g.free(sh)
+}
+
+#[test]
+fn injected_failures_under_every_protocol_2pe_3pe() {
+    let name = test_name(
+        module_path!(),
+        "injected_failures_under_every_protocol_2pe_3pe",
+    );
+    if is_pe_of(&name) {
+        run_pe(injected_failures);
+    }
+    for n in [2, 3] {
+        for (eager, checks) in [("auto", "1"), ("0", "1"), ("auto", "0"), ("0", "0")] {
+            let out = spawn_pes_with(
+                &name,
+                n,
+                &[
+                    ("XPUSHMEM_OPS_EAGER_SIZE", eager),
+                    ("XPUSHMEM_CHECK_SYMMETRY", checks),
+                    ("XPUSHMEM_TIMEOUT_MS", "20000"),
+                ],
+            );
+            assert_success(&name, n, &out);
+        }
+    }
+}
+
+// An all-to-all (one signalled exchange) that meets an agreement-based call on another rank (a group barrier,
+// barrier_all, a tile reduction): every rank fails with a mismatch naming the other call, nobody waits for the
+// timeout, and the group is usable afterwards.
+pe_test!(exchange_meets_agreement, [_2pe = 2, _3pe = 3], |sh| {
+    let fx = Fx::new(sh)?;
+    let g = Group::world(sh)?;
+    let (w, me) = (g.size(), g.my_rank().unwrap());
+    let t = fx.tile(fx.tiles, DType::F32);
+    let o = fx.tile(fx.tout, DType::F32);
+    for other in 0..3 {
+        let s = fx.set_splits(sh, &vec![1; w])?;
+        let start = std::time::Instant::now();
+        let r = if me == 0 {
+            all_to_all_vdev(sh, &g, &fx.input(), &fx.out(w * ROWS), &s, &fx.oso(w))
+        } else {
+            match other {
+                0 => g.barrier(sh),
+                1 => sh.barrier_all(),
+                _ => tile_reduce(sh, &g, &t, &o, 0, "sum"),
+            }
+        };
+        match r {
+            Err(Error::Mismatch { .. }) => {}
+            r => panic!("PE {me}, case {other}: expected a mismatch, got {r:?}"),
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "PE {me}: detected late"
+        );
+        healthy(sh, &g, &fx)?;
+    }
+    g.free(sh)
+});

@@ -59,8 +59,16 @@ pub(crate) mod layout {
     pub const CHECK_WORDS: usize = 18;
     /// Free-slot mask of team creation (up to 64 words: 4096 slots).
     pub const SPLIT_MASK: usize = CHECK + 2 * CHECK_WORDS;
+    /// The exchange area ([`super::Ctx::exchange`]): two buffers of [`EXCH_PARITY_WORDS`] (by sequence parity),
+    /// each split evenly into one message region per member.
+    pub const EXCH: usize = SPLIT_MASK + 64;
+    /// Words of one buffer of the exchange area.
+    pub const EXCH_PARITY_WORDS: usize = 1024;
+    /// Header words of an exchange message region: flag (raised to the sequence number), the sender's argument
+    /// digest, the sender's verdict and payload length (`len << 1 | failed`).
+    pub const EXCH_HEADER: usize = 3;
     /// Words in one slot.
-    pub const SLOT_WORDS: usize = SPLIT_MASK + 64;
+    pub const SLOT_WORDS: usize = EXCH + 2 * EXCH_PARITY_WORDS;
 }
 
 /// Words of a call's identity compared across PEs: `[call, algorithm, type, args...]`.
@@ -192,10 +200,12 @@ pub(crate) enum CallId {
     External = 23,
     /// Team creation from explicit PE lists.
     TeamFromPes = 24,
+    /// A collective of a layer above run as one signalled exchange (words: its arguments' digest, then its name).
+    Exchange = 25,
 }
 
 impl CallId {
-    const ALL: [CallId; 24] = [
+    const ALL: [CallId; 25] = [
         CallId::Broadcast,
         CallId::Fcollect,
         CallId::Collect,
@@ -220,6 +230,7 @@ impl CallId {
         CallId::Finalize,
         CallId::External,
         CallId::TeamFromPes,
+        CallId::Exchange,
     ];
 
     fn from_code(c: u64) -> Option<CallId> {
@@ -252,6 +263,7 @@ impl CallId {
             CallId::Finalize => "finalize",
             CallId::External => "an external collective",
             CallId::TeamFromPes => "team_from_pes",
+            CallId::Exchange => "an exchange",
         }
     }
 
@@ -342,7 +354,7 @@ pub(crate) fn describe(w: &[u64]) -> String {
             let of = CallId::from_code(at(3)).map_or("?", CallId::name);
             return format!("a synchronisation inside {of}");
         }
-        CallId::External => {
+        CallId::External | CallId::Exchange => {
             let name: Vec<u8> = (3..COMMON)
                 .flat_map(|k| at(k).to_le_bytes())
                 .take_while(|&b| b != 0)
@@ -391,6 +403,17 @@ pub(crate) fn digest(words: &[u64]) -> u64 {
         h ^= h >> 29;
     }
     h
+}
+
+/// Words of one member's message region in one buffer of the exchange area, for a team of `n` (0 when a region
+/// would not hold the header and one payload word).
+pub(crate) fn exchange_region_words(n: usize) -> usize {
+    let w = layout::EXCH_PARITY_WORDS / n.max(1);
+    if w > layout::EXCH_HEADER {
+        w
+    } else {
+        0
+    }
 }
 
 /// Where a team's slot lives: in the runtime's own region (the predefined teams) or in the user heap (the pool of
@@ -499,6 +522,58 @@ impl<'a> Ctx<'a> {
         )
     }
 
+    /// The call member `i` published for sequence number `seq` (its identity's call word), if it has reached it.
+    fn member_call(&self, i: usize, seq: u64) -> Result<Option<u64>> {
+        let at = layout::CHECK + (seq % 2) as usize * layout::CHECK_WORDS;
+        let mut b = [0u8; 8];
+        let win = self.win(i)?;
+        win.read(self.word(at + SEQ), &mut b)?;
+        if u64::from_le_bytes(b) != seq {
+            return Ok(None);
+        }
+        win.read(self.word(at), &mut b)?;
+        Ok(Some(u64::from_le_bytes(b)))
+    }
+
+    /// Wait until word `w` of this PE's slot reaches `target` (the sequence number), sent by member `from`. Returns
+    /// false instead when `from` turns out to be in the other kind of synchronisation at this sequence number (an
+    /// exchange while this PE is in an agreement, or the reverse, per `in_exchange`): it will never send.
+    fn wait_from(
+        &self,
+        w: usize,
+        target: u64,
+        from: usize,
+        in_exchange: bool,
+        what: &dyn Fn() -> String,
+    ) -> Result<bool> {
+        let word = self.local_word(w);
+        let mut other = false;
+        let mut polls = 0u32;
+        self.sh.wait_for(
+            self.op,
+            &|| {
+                format!(
+                    "{} (counter {} of {target})",
+                    what(),
+                    word.load().unwrap_or_default()
+                )
+            },
+            || {
+                if word.load()? >= target {
+                    return Ok(true);
+                }
+                polls = polls.wrapping_add(1);
+                if polls % 64 == 0 {
+                    if let Some(c) = self.member_call(from, target)? {
+                        other = (c == CallId::Exchange as u64) != in_exchange;
+                    }
+                }
+                Ok(other)
+            },
+        )?;
+        Ok(!other)
+    }
+
     /// Expect `k` more increments on word `w` and wait until all have arrived.
     pub(crate) fn wait(&mut self, w: usize, k: u64, what: &dyn Fn() -> String) -> Result<()> {
         self.st.expected[w] += k;
@@ -602,6 +677,184 @@ impl<'a> Ctx<'a> {
         }
         out.failed = all.iter().position(|w| w[STATUS] != STATUS_OK);
         out.differs = all.iter().position(|w| w[1] != dig);
+        Ok(out)
+    }
+
+    /// Payload bytes one member may send each other member in one [`Ctx::exchange`] (0 when the team has too
+    /// many members for the exchange area).
+    pub(crate) fn exchange_capacity(&self) -> usize {
+        exchange_region_words(self.n()).saturating_sub(layout::EXCH_HEADER) * 8
+    }
+
+    /// One signalled all-to-all exchange that is at the same time the agreement of a collective of a layer above
+    /// named `op` (see [`Shmem::team_exchange`]): every member puts its argument digest, its verdict on its own
+    /// arguments and its message for that member (`send`'s entry) into that member's region of the exchange area
+    /// and raises the region's flag to the sequence number, then waits for every member's flag. Every member so
+    /// learns every verdict and digest: the outcome ([`crate::team::Agreement`]) is the same everywhere, after one
+    /// message latency and without a dissemination. `recv` gets every member's message (this PE's own included;
+    /// empty ones from a member that failed). A member found in another collective of the team at this sequence
+    /// number makes the call fail with [`Error::Mismatch`].
+    pub(crate) fn exchange(
+        &mut self,
+        op: &str,
+        ok: bool,
+        dig: u64,
+        send: &crate::team::Messages,
+        recv: &mut crate::team::Messages,
+    ) -> Result<crate::team::Agreement> {
+        use layout::*;
+        let (n, me) = (self.n(), self.idx());
+        let cap = self.exchange_capacity();
+        // A bad message list is this PE's error, reported after the exchange (so that nobody waits for it). A PE
+        // that failed already sends empty messages.
+        let local = if !ok {
+            Ok(())
+        } else if send.ends.len() != n
+            || send.ends.windows(2).any(|e| e[0] > e[1])
+            || send.ends.last().is_some_and(|&e| e > send.data.len())
+        {
+            Err(Error::invalid(
+                "send",
+                format!("{} message ends", send.ends.len()),
+                format!("{op}: one message per team member ({n}), ends ascending within the data"),
+            ))
+        } else if let Some(i) = (0..n).find(|&i| n > 1 && send.get(i).len() > cap) {
+            Err(Error::invalid(
+                "send",
+                format!("{} bytes for team rank {i}", send.get(i).len()),
+                format!(
+                    "{op}: a message of a team of {n} holds at most {cap} bytes (team_exchange_capacity)"
+                ),
+            ))
+        } else {
+            Ok(())
+        };
+        let ok = ok && local.is_ok();
+        self.sh.quiet()?;
+        self.st.seq += 1;
+        let seq = self.st.seq;
+        let mut common = CallId::Exchange.words();
+        common[1] = dig;
+        for (k, c) in op.as_bytes().chunks(8).take(COMMON - 3).enumerate() {
+            let mut b = [0u8; 8];
+            b[..c.len()].copy_from_slice(c);
+            common[3 + k] = u64::from_le_bytes(b);
+        }
+        recv.clear();
+        let mut out = crate::team::Agreement {
+            failed: None,
+            differs: None,
+        };
+        if n == 1 {
+            if ok {
+                recv.push(send.get(0));
+            } else {
+                recv.push(&[]);
+                out.failed = Some(0);
+            }
+            local?;
+            return Ok(out);
+        }
+        if cap == 0 {
+            return Err(Error::State(format!(
+                "{op}: a team of {n} PEs is too large for the exchange area (team_exchange_capacity is 0)"
+            )));
+        }
+        let at = CHECK + (seq % 2) as usize * CHECK_WORDS;
+        let mut words = [0u64; CHECK_WORDS];
+        words[..COMMON].copy_from_slice(&common);
+        words[STATUS] = if ok { STATUS_OK } else { STATUS_BAD };
+        words[SEQ] = seq;
+        self.write_words(at, &words)?;
+        let region = exchange_region_words(n);
+        let base = EXCH + (seq % 2) as usize * EXCH_PARITY_WORDS;
+        let mine = base + me * region;
+        let mut buf = std::mem::take(&mut self.st.xbuf);
+        for k in 1..n {
+            let p = (me + k) % n;
+            let m = if ok { send.get(p) } else { &[] };
+            buf.clear();
+            buf.extend_from_slice(&dig.to_le_bytes());
+            buf.extend_from_slice(&(((m.len() as u64) << 1) | u64::from(!ok)).to_le_bytes());
+            buf.extend_from_slice(m);
+            // Header and payload, then the flag, in one ordered operation.
+            let _issued = self.win(p)?.put_signal_nbi(
+                self.word(mine + 1),
+                &buf,
+                self.word(mine),
+                AmoOp::Set,
+                seq,
+            )?;
+        }
+        self.st.xbuf = buf;
+        // Wait for every member's message, in the order they were sent to this PE's neighbours.
+        let next = std::cell::Cell::new(1usize);
+        let mut other = None;
+        let mut polls = 0u32;
+        self.sh.wait_for(
+            self.op,
+            &|| {
+                let q = (me + next.get()) % n;
+                format!("exchange: waiting for PE {}'s message", self.pe(q))
+            },
+            || {
+                while next.get() < n {
+                    let q = (me + next.get()) % n;
+                    if self.local_word(base + q * region).load()? >= seq {
+                        next.set(next.get() + 1);
+                        continue;
+                    }
+                    polls = polls.wrapping_add(1);
+                    if polls % 64 == 0
+                        && self
+                            .member_call(q, seq)?
+                            .is_some_and(|c| c != CallId::Exchange as u64)
+                    {
+                        other = Some(q);
+                        return Ok(true);
+                    }
+                    return Ok(false);
+                }
+                Ok(true)
+            },
+        )?;
+        if let Some(q) = other {
+            let theirs = self.read_words(q, at, CHECK_WORDS)?;
+            return Err(Error::Mismatch {
+                call: self.op,
+                pe: self.pe(q),
+                theirs: describe(&theirs[..COMMON]),
+                reference_pe: self.sh.my_pe(),
+                ours: describe(&common),
+            });
+        }
+        let win = self.local_win();
+        let mut h = [0u8; 16];
+        for i in 0..n {
+            if i == me {
+                recv.push(if ok { send.get(me) } else { &[] });
+                if !ok && out.failed.is_none() {
+                    out.failed = Some(me);
+                }
+                continue;
+            }
+            let r = base + i * region;
+            win.read(self.word(r + 1), &mut h)?;
+            let d = u64::from_le_bytes(h[..8].try_into().unwrap_or_default());
+            let sl = u64::from_le_bytes(h[8..].try_into().unwrap_or_default());
+            let len = ((sl >> 1) as usize).min(cap);
+            let start = recv.data.len();
+            recv.data.resize(start + len, 0);
+            win.read(self.word(r + EXCH_HEADER), &mut recv.data[start..])?;
+            recv.ends.push(recv.data.len());
+            if sl & 1 != 0 && out.failed.is_none() {
+                out.failed = Some(i);
+            }
+            if d != dig && out.differs.is_none() {
+                out.differs = Some(i);
+            }
+        }
+        local?;
         Ok(out)
     }
 
@@ -718,11 +971,16 @@ impl<'a> Ctx<'a> {
                 AmoOp::Set,
                 seq,
             )?;
-            let from = self.pe((me + n - dist) % n);
-            self.wait_until(flag, seq, &|| {
+            let from_idx = (me + n - dist) % n;
+            let from = self.pe(from_idx);
+            let got = if self.wait_from(flag, seq, from_idx, false, &|| {
                 format!("agreement round {round}: waiting for PE {from}")
-            })?;
-            let got = self.read_words(me, flag + 1, 3)?;
+            })? {
+                self.read_words(me, flag + 1, 3)?
+            } else {
+                // That member is in an exchange: it never sends this round; the agreement fails everywhere.
+                vec![1, 0, u64::MAX]
+            };
             v[0] |= got[0];
             v[1] = v[1].min(got[1]);
             v[2] = v[2].max(got[2]);
@@ -744,10 +1002,11 @@ impl<'a> Ctx<'a> {
     /// so calls that meet always compare their identities. `strict`: an unusable configured value is this call's
     /// error (the team barriers); otherwise (allocations, collectives, `barrier_all`, finalize) the default.
     fn pattern(&self, algo: BarrierAlgo, strict: bool) -> Result<BarrierAlgo> {
+        // The configuration parsed at init (a field read, not the global configuration's lock and clone).
         let configured = match algo {
-            BarrierAlgo::Auto => match algo.with_env() {
-                Ok(a) => a,
-                Err(e) if strict => return Err(e),
+            BarrierAlgo::Auto => match &self.sh.cfg.barrier_algorithm {
+                Ok(a) => *a,
+                Err(e) if strict => return Err(e.clone()),
                 Err(_) => BarrierAlgo::Auto,
             },
             a => a,
@@ -832,9 +1091,11 @@ impl<'a> Ctx<'a> {
         } else {
             self.signal(ARRIVE, 0)?;
             let root = self.pe(0);
-            self.wait_until(release, seq, &|| {
+            if !self.wait_from(release, seq, 0, false, &|| {
                 format!("linear barrier: waiting for the release from PE {root}")
-            })?;
+            })? {
+                return Ok((true, 0, u64::MAX));
+            }
             let got = self.read_words(self.idx(), release + 1, 3)?;
             Ok((got[0] != 0, got[1], got[2]))
         }
@@ -855,10 +1116,13 @@ impl<'a> Ctx<'a> {
             .collect();
         for (k, &c) in children.iter().enumerate() {
             let child = self.pe(c);
-            self.wait_until(slot(k), seq, &|| {
+            let got = if self.wait_from(slot(k), seq, c, false, &|| {
                 format!("tree barrier: waiting for child PE {child}")
-            })?;
-            let got = self.read_words(me, slot(k) + 1, 3)?;
+            })? {
+                self.read_words(me, slot(k) + 1, 3)?
+            } else {
+                vec![1, 0, u64::MAX]
+            };
             v = [v[0] | got[0], v[1].min(got[1]), v[2].max(got[2])];
         }
         let send = |ctx: &Self, to: usize, k: usize, v: &[u64; 3]| -> Result<()> {
@@ -876,11 +1140,14 @@ impl<'a> Ctx<'a> {
             let parent = (me - 1) / 2;
             send(self, parent, (me - 1) % 2, &v)?;
             let p = self.pe(parent);
-            self.wait_until(slot(2), seq, &|| {
+            v = if self.wait_from(slot(2), seq, parent, false, &|| {
                 format!("tree barrier: waiting for the release from PE {p}")
-            })?;
-            let got = self.read_words(me, slot(2) + 1, 3)?;
-            v = [got[0], got[1], got[2]];
+            })? {
+                let got = self.read_words(me, slot(2) + 1, 3)?;
+                [got[0], got[1], got[2]]
+            } else {
+                [1, 0, u64::MAX]
+            };
         }
         for &c in &children {
             send(self, c, 2, &v)?;

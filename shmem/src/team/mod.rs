@@ -163,6 +163,8 @@ pub(crate) struct TeamState {
     pub expected: Vec<u64>,
     /// Collective calls run so far on the team (the sequence number of the agreement).
     pub seq: u64,
+    /// Scratch of the exchange's messages (kept between calls).
+    pub xbuf: Vec<u8>,
 }
 
 #[derive(Debug)]
@@ -187,6 +189,7 @@ impl TeamInner {
             state: Mutex::new(TeamState {
                 expected: vec![0; layout::SLOT_WORDS],
                 seq: 0,
+                xbuf: Vec::new(),
             }),
             destroyed: AtomicBool::new(false),
         }
@@ -413,6 +416,45 @@ pub struct Agreement {
     pub failed: Option<usize>,
     /// The lowest team rank whose arguments' digest differs from this PE's, if any.
     pub differs: Option<usize>,
+}
+
+/// The messages of one [`Shmem::team_exchange`], one per team member in team rank order, back to back.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Messages {
+    /// The payloads back to back.
+    pub data: Vec<u8>,
+    /// End of each member's payload in `data` (member `i`'s runs from `ends[i - 1]`, or 0, to `ends[i]`).
+    pub ends: Vec<usize>,
+}
+
+impl Messages {
+    /// Member `i`'s payload (empty when there is none).
+    pub fn get(&self, i: usize) -> &[u8] {
+        let start = if i == 0 {
+            0
+        } else {
+            self.ends.get(i - 1).copied().unwrap_or(0)
+        };
+        let end = self.ends.get(i).copied().unwrap_or(start);
+        self.data.get(start..end).unwrap_or_default()
+    }
+
+    /// Append the next member's payload.
+    pub fn push(&mut self, payload: &[u8]) {
+        self.data.extend_from_slice(payload);
+        self.ends.push(self.data.len());
+    }
+
+    /// Close the next member's payload, written into `data` by the caller since the previous one.
+    pub fn close(&mut self) {
+        self.ends.push(self.data.len());
+    }
+
+    /// Remove every payload (keeping the allocations).
+    pub fn clear(&mut self) {
+        self.data.clear();
+        self.ends.clear();
+    }
 }
 
 /// What a team creation asks for, per PE.
@@ -774,6 +816,38 @@ impl Shmem {
         digest: u64,
     ) -> Result<Agreement> {
         team.ctx(self, op)?.agree_external(op, !failed, digest)
+    }
+
+    /// Payload bytes one member may send each other member in one [`Shmem::team_exchange`] on `team` (a few KiB
+    /// divided by the team size; 0 when the team is too large for the exchange).
+    pub fn team_exchange_capacity(&self, team: &Team) -> usize {
+        let n = team.inner.members.len();
+        if n == 1 {
+            return usize::MAX;
+        }
+        ctx::exchange_region_words(n).saturating_sub(layout::EXCH_HEADER) * 8
+    }
+
+    /// The team's agreement folded into one signalled all-to-all exchange, for a collective of a layer above named
+    /// `op` (the op family's all-to-alls): every member sends every other member its verdict on its own arguments
+    /// (`failed`), the digest of the arguments that must be equal everywhere (`digest`) and a message (`send`,
+    /// one payload per team rank, at most [`Shmem::team_exchange_capacity`] bytes each), then waits for the
+    /// messages of every member: one message latency, no dissemination rounds. On return `recv` holds every
+    /// member's payload (empty from a member that failed) and the [`Agreement`] is the same on every member.
+    /// Completes this PE's outstanding puts first. A member in another collective of the team makes the call
+    /// fail with [`Error::Mismatch`] on every member that meets it. Messages are double-buffered by the team's
+    /// sequence number: a member's buffer is not reused before the next collective of the team completed.
+    pub fn team_exchange(
+        &self,
+        team: &Team,
+        op: &'static str,
+        failed: bool,
+        digest: u64,
+        send: &Messages,
+        recv: &mut Messages,
+    ) -> Result<Agreement> {
+        team.ctx(self, op)?
+            .exchange(op, !failed, digest, send, recv)
     }
 
     /// Make teams from explicit lists of global PEs, collectively over `parent`: every parent PE passes the
