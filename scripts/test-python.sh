@@ -7,7 +7,9 @@
 #      headers and the device bitcode;
 #   4. the wheel installed into a fresh venv outside the checkout (torch from uv's cache): import + a 2-rank CPU
 #      smoke test (tests/smoke_installed.py) that finds everything inside the installed package;
-#   5. the wheel installed into the test venv; pytest triton-bridge/tests (extra arguments are passed to pytest).
+#   5. the wheel installed into the test venv; pytest triton-bridge/tests (extra arguments are passed to pytest):
+#      the ports of test_nvshmem.py (test_nvshmem_port.py) and of test_symmetric_memory.py's symm_mem kernel cases
+#      (test_symm_mem_port.py).
 # Exits non-zero when the smoke test fails, or pytest fails or collects nothing (pytest's exit code 5).
 # Env: XPUSHMEM_LIB_DIR (the pytest run uses this libxpushmem.so instead of the wheel's), CARGO_TARGET_DIR (cargo's
 #      target dir), SETUPTOOLS_RUST_CARGO_PROFILE (cargo profile of the wheel's library: release unless set, "dev"

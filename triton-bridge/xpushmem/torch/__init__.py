@@ -9,6 +9,10 @@ Importing this module
 * registers the ``symm_mem`` kernels (``nvshmem_put/get/get_out/broadcast/put_with_signal/wait_for_signal/
   all_to_all``, ``all_to_all_vdev``, ``_2d``, ``_2d_offset``, ``tile_reduce``, ``multi_root_tile_reduce``) for the
   CPU and XPU dispatch keys;
+* registers the rest of the ``symm_mem`` kernels (``one_shot_all_reduce[_copy][_out]``, ``two_shot_all_reduce_``,
+  ``two_shot_all_reduce_out``, ``reduce_scatter_out``, ``memset32_``, ``stream_write_value32_``,
+  ``_low_contention_all_gather``, ``_low_contention_reduce_scatter``) for CPU and XPU, and makes the multicast ops
+  (``multimem_*``, ``memcpy_to_multicast_``) raise: there is no multicast (``_symm_ops.py``);
 * makes ``torch.distributed._symmetric_memory.is_nvshmem_available()`` answer for this backend;
 * gives ``torch.distributed._symmetric_memory._shmem_triton`` its XPU branch: ``get_shmem_backend_module()`` returns
   ``xpushmem._xpushmem_triton`` and ``requires_shmem`` applies ``requires_xpushmem`` when torch is built with XPU or
@@ -149,6 +153,14 @@ def _register_python_ops_for_cpu() -> None:
 
 
 _register_python_ops_for_cpu()
+
+# The rest of symm_mem's kernels (one-/two-shot all-reduce, reduce_scatter_out, memset32_, stream_write_value32_,
+# the low-contention collectives; the multicast ops refuse): see _symm_ops.py.
+from . import _symm_ops  # noqa: E402
+
+_symm_ops.register("CPU")
+if _xpu_built():
+    _symm_ops.register("XPU")
 
 # symm_mem.is_nvshmem_available() imports this name from torch._C._distributed_c10d at call time.
 torch._C._distributed_c10d._is_nvshmem_available = _is_nvshmem_available  # type: ignore[attr-defined]
