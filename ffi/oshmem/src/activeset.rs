@@ -12,6 +12,12 @@ use xpushmem_ffi_core::imp::{self, Amo, AmoInt};
 use xpushmem_ffi_core::rt::Error;
 use xpushmem_ffi_core::state;
 
+#[cfg(target_arch = "x86_64")]
+use crate::fold::x87;
+use crate::fold::{complex_prod, complex_sum, fold, Group};
+#[cfg(target_arch = "x86_64")]
+use xpushmem_ffi_core::types::LongDouble;
+
 const CMP_EQ: c_int = 0;
 
 /// The members of an active set, after validation; this PE's index among them.
@@ -60,7 +66,12 @@ fn members(
 }
 
 /// Barrier over `pes` with `psync[0..2]`: everyone counts in at the first member, which releases them all.
-fn barrier(call: &str, pes: &[c_int], idx: usize, psync: *mut c_long) -> Result<(), Failure> {
+pub(crate) fn barrier(
+    call: &str,
+    pes: &[c_int],
+    idx: usize,
+    psync: *mut c_long,
+) -> Result<(), Failure> {
     state::with(|sh| Ok(sh.quiet()?))?;
     let (count, flag) = (psync, psync.wrapping_add(1));
     let root = pes[0];
@@ -263,8 +274,8 @@ macro_rules! sized_movement {
 }
 sized_movement!(32, 64);
 
-/// Reduce `nreduce` elements of `T` over the active set with `op`: every member reads every member's source
-/// (gets), then, after a barrier (dest may be the source), writes its own dest.
+/// Reduce `nreduce` elements of `T` over the active set with `op` (the layer's fold, [`crate::fold`]), then a last
+/// barrier so that `pSync` may be reused at once.
 #[allow(clippy::too_many_arguments)]
 fn to_all<T: Copy + Default>(
     call: &str,
@@ -283,21 +294,9 @@ fn to_all<T: Copy + Default>(
         value: nreduce.to_string(),
         reason: format!("{call}: must not be negative"),
     })?;
-    let elem = std::mem::size_of::<T>();
-    barrier(call, &pes, idx, psync)?;
-    let mut acc = vec![T::default(); n];
-    let mut tmp = vec![T::default(); n];
-    for (k, &pe) in pes.iter().enumerate() {
-        // SAFETY: `tmp` has room for `n` elements; `src` is symmetric (checked by the call).
-        unsafe { imp::get(call, tmp.as_mut_ptr().cast(), src.cast(), n, elem, 1, pe) }?;
-        for i in 0..n {
-            acc[i] = if k == 0 { tmp[i] } else { op(acc[i], tmp[i]) };
-        }
-    }
-    barrier(call, &pes, idx, psync)?;
-    // SAFETY: `dest` is this PE's symmetric array of `n` elements (the caller's contract); `acc` holds `n`.
-    unsafe { imp::put(call, dest.cast(), acc.as_ptr().cast(), n, elem, 1, pes[idx]) }?;
-    barrier(call, &pes, idx, psync)
+    let group = Group::Active { pes, idx, psync };
+    fold(call, &group, op, dest, src, n)?;
+    group.sync(call)
 }
 
 macro_rules! to_all_fns {
@@ -339,9 +338,13 @@ float_to_all!(float: f32, double: f64);
 macro_rules! complex_to_all {
     ($($n:ident: $t:ty),*) => { $(
         to_all_fns!($n, [$t; 2], [
-            sum => |a: [$t; 2], b: [$t; 2]| [a[0] + b[0], a[1] + b[1]],
-            prod => |a: [$t; 2], b: [$t; 2]| [a[0] * b[0] - a[1] * b[1], a[0] * b[1] + a[1] * b[0]]
+            sum => complex_sum::<$t>, prod => complex_prod::<$t>
         ]);
     )* };
 }
 complex_to_all!(complexf: f32, complexd: f64);
+
+#[cfg(target_arch = "x86_64")]
+to_all_fns!(longdouble, LongDouble, [
+    min => x87::min, max => x87::max, sum => x87::add, prod => x87::mul
+]);

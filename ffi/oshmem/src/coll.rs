@@ -5,8 +5,15 @@ use crate::teams::id;
 use crate::{shmem_team_t, status};
 use std::ffi::{c_int, c_void};
 use xpushmem_ffi_core::coll::{self as core, Kind, RKind};
+use xpushmem_ffi_core::error::Failure;
+use xpushmem_ffi_core::rt::Error;
 use xpushmem_ffi_core::rt::{ReduceOp, Reducible, Symmetric};
 use xpushmem_ffi_core::teams::Api;
+use xpushmem_ffi_core::types::LongDouble;
+
+#[cfg(target_arch = "x86_64")]
+use crate::fold::x87;
+use crate::fold::{complex_prod, complex_sum, fold, Complex, Group};
 
 /// Run a data-movement collective on elements of `T`.
 fn movement<T: Symmetric>(
@@ -185,4 +192,172 @@ pub extern "C" fn shmem_alltoallsmem(
         source,
         nelems,
     )
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// long double and complex: reductions by the layer's fold (`crate::fold`: the runtime has no arithmetic for these
+// types), data movement as bytes.
+
+/// Reduce over `team` by the layer's fold.
+fn fold_reduce<T: Copy + Default>(
+    call: &str,
+    team_h: shmem_team_t,
+    op: fn(T, T) -> T,
+    dest: *mut T,
+    src: *const T,
+    nreduce: usize,
+) -> c_int {
+    status(call, || {
+        let group = Group::team(id(team_h), call)?;
+        fold(call, &group, op, dest, src, nreduce)
+    })
+}
+
+macro_rules! fold_reduce_fns {
+    ($n:ident, $t:ty, $c:literal, [$($op:ident => $f:expr),*]) => { paste::paste! { $(
+        #[doc = concat!("`", stringify!($op), "` reduction of `nreduce` `", $c, "` over `team` into every member's `dest` (folded in member order). 0 on success.")]
+        #[no_mangle]
+        pub extern "C" fn [<shmem_ $n _ $op _reduce>](team: shmem_team_t, dest: *mut $t, source: *const $t, nreduce: usize) -> c_int {
+            fold_reduce::<$t>(concat!("shmem_", stringify!($n), "_", stringify!($op), "_reduce"), team, $f, dest, source, nreduce)
+        }
+    )* } };
+}
+
+fold_reduce_fns!(complexf, Complex<f32>, "float _Complex", [sum => complex_sum::<f32>, prod => complex_prod::<f32>]);
+fold_reduce_fns!(complexd, Complex<f64>, "double _Complex", [sum => complex_sum::<f64>, prod => complex_prod::<f64>]);
+#[cfg(target_arch = "x86_64")]
+fold_reduce_fns!(longdouble, LongDouble, "long double", [
+    min => x87::min, max => x87::max, sum => x87::add, prod => x87::mul
+]);
+
+/// `nelems` `long double`s as a byte count.
+fn ld_bytes(call: &str, nelems: usize) -> Result<usize, Failure> {
+    nelems.checked_mul(16).ok_or_else(|| {
+        Error::invalid(
+            "nelems",
+            nelems,
+            format!("{call}: the byte count overflows"),
+        )
+        .into()
+    })
+}
+
+/// A byte collective of `nelems` `long double`s.
+fn ld_movement(
+    call: &str,
+    team_h: shmem_team_t,
+    kind: Kind,
+    dest: *mut LongDouble,
+    src: *const LongDouble,
+    nelems: usize,
+) -> c_int {
+    status(call, || {
+        let bytes = ld_bytes(call, nelems)?;
+        core::movement::<u8>(
+            call,
+            id(team_h),
+            Api::Oshmem,
+            kind,
+            dest.cast(),
+            src.cast(),
+            bytes,
+        )
+    })
+}
+
+/// Broadcast `nelems` `long double` from member `PE_root` of `team`. 0 on success.
+#[no_mangle]
+pub extern "C" fn shmem_longdouble_broadcast(
+    team: shmem_team_t,
+    dest: *mut LongDouble,
+    source: *const LongDouble,
+    nelems: usize,
+    pe_root: c_int,
+) -> c_int {
+    let call = "shmem_longdouble_broadcast";
+    ld_movement(call, team, Kind::Broadcast(pe_root), dest, source, nelems)
+}
+
+/// Concatenate each member's `nelems` `long double` (may differ per member). 0 on success.
+#[no_mangle]
+pub extern "C" fn shmem_longdouble_collect(
+    team: shmem_team_t,
+    dest: *mut LongDouble,
+    source: *const LongDouble,
+    nelems: usize,
+) -> c_int {
+    ld_movement(
+        "shmem_longdouble_collect",
+        team,
+        Kind::Collect,
+        dest,
+        source,
+        nelems,
+    )
+}
+
+/// Concatenate each member's `nelems` `long double` (the same everywhere). 0 on success.
+#[no_mangle]
+pub extern "C" fn shmem_longdouble_fcollect(
+    team: shmem_team_t,
+    dest: *mut LongDouble,
+    source: *const LongDouble,
+    nelems: usize,
+) -> c_int {
+    ld_movement(
+        "shmem_longdouble_fcollect",
+        team,
+        Kind::Fcollect,
+        dest,
+        source,
+        nelems,
+    )
+}
+
+/// Exchange `nelems` `long double` between every pair of members. 0 on success.
+#[no_mangle]
+pub extern "C" fn shmem_longdouble_alltoall(
+    team: shmem_team_t,
+    dest: *mut LongDouble,
+    source: *const LongDouble,
+    nelems: usize,
+) -> c_int {
+    ld_movement(
+        "shmem_longdouble_alltoall",
+        team,
+        Kind::Alltoall,
+        dest,
+        source,
+        nelems,
+    )
+}
+
+/// Strided all-to-all of `long double` (strides in elements): two all-to-alls of 8-byte words at twice the
+/// strides, the low halves and the high halves. 0 on success.
+#[no_mangle]
+pub extern "C" fn shmem_longdouble_alltoalls(
+    team: shmem_team_t,
+    dest: *mut LongDouble,
+    source: *const LongDouble,
+    dst: isize,
+    sst: isize,
+    nelems: usize,
+) -> c_int {
+    let call = "shmem_longdouble_alltoalls";
+    status(call, || {
+        let kind = Kind::Alltoalls(dst.saturating_mul(2), sst.saturating_mul(2));
+        let (d, s) = (dest.cast::<u64>(), source.cast::<u64>());
+        for half in 0..2 {
+            core::movement::<u64>(
+                call,
+                id(team),
+                Api::Oshmem,
+                kind,
+                d.wrapping_add(half).cast(),
+                s.wrapping_add(half).cast(),
+                nelems,
+            )?;
+        }
+        Ok(())
+    })
 }

@@ -15,6 +15,7 @@
 
 mod activeset;
 mod coll;
+mod fold;
 mod legacy;
 mod locks;
 mod teams;

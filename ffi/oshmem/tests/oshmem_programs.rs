@@ -194,7 +194,9 @@ macro_rules! conformance {
     )* };
 }
 
-conformance!(globals, align, teams_ctx, classic, threads, activeset, waits16, deprecated);
+conformance!(
+    globals, align, teams_ctx, classic, threads, activeset, waits16, deprecated, ldcomplex
+);
 
 #[test]
 fn a_call_before_init_aborts_by_default_1pe() {

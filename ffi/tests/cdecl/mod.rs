@@ -461,6 +461,7 @@ const GEN_RED_ARITH: &[(&str, &str)] = &[
     ("unsigned long long", "ulonglong"),
     ("float", "float"),
     ("double", "double"),
+    ("long double", "longdouble"),
 ];
 
 /// A generic name `shmem_NAME`: `_Generic` on the pointed-to type of argument `sel` (1-based); with `ctx`, the
@@ -714,13 +715,14 @@ fn active_set(out: &mut String) {
         out.push_str(&format!("void shmem_alltoalls{bits}(void *dest, const void *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int PE_start, int logPE_stride, int PE_size, long *pSync);\n"));
     }
     let all = ["and", "or", "xor", "min", "max", "sum", "prod"];
-    let types: [(&str, &str, &[&str]); 8] = [
+    let types: [(&str, &str, &[&str]); 9] = [
         ("short", "short", &all),
         ("int", "int", &all),
         ("long", "long", &all),
         ("longlong", "long long", &all),
         ("float", "float", &all[3..]),
         ("double", "double", &all[3..]),
+        ("longdouble", "long double", &all[3..]),
         ("complexf", "float _Complex", &all[5..]),
         ("complexd", "double _Complex", &all[5..]),
     ];
@@ -876,6 +878,25 @@ pub fn oshmem_header() -> String {
         REDUCE_ARITH,
         RED_ARITH_T,
     );
+    family(
+        &mut out,
+        "long double: data-movement collectives (moved as bytes) and reductions (folded in member order)",
+        &l,
+        LONGDOUBLE,
+        &[COLL_T, RED_ARITH_T].concat(),
+    );
+    out.push_str(
+        "\n/* Complex reductions over teams (folded in member order) */\n#ifndef __cplusplus\n",
+    );
+    for (n, t) in [
+        ("complexf", "float _Complex"),
+        ("complexd", "double _Complex"),
+    ] {
+        for op in ["sum", "prod"] {
+            out.push_str(&format!("int shmem_{n}_{op}_reduce(shmem_team_t team, {t} *dest, const {t} *source, size_t nreduce);\n"));
+        }
+    }
+    out.push_str("#endif\n");
     active_set(&mut out);
     legacy(&mut out);
     out.push_str(
@@ -998,13 +1019,8 @@ static inline long double shmem_ctx_longdouble_g(shmem_ctx_t ctx, const long dou
     ] {
         generic(&mut out, name, 1, 0, false, GEN_SYNC);
     }
-    let gen_coll: Vec<(&str, &str)> = GEN_RMA
-        .iter()
-        .copied()
-        .filter(|(_, n)| *n != "longdouble")
-        .collect();
     for name in ["broadcast", "collect", "fcollect", "alltoall", "alltoalls"] {
-        generic(&mut out, name, 2, 0, false, &gen_coll);
+        generic(&mut out, name, 2, 0, false, GEN_RMA);
     }
     for op in ["and", "or", "xor"] {
         generic(
@@ -1016,7 +1032,7 @@ static inline long double shmem_ctx_longdouble_g(shmem_ctx_t ctx, const long dou
             GEN_RED_BITWISE,
         );
     }
-    for op in ["min", "max", "sum", "prod"] {
+    for op in ["min", "max"] {
         generic(
             &mut out,
             &format!("{op}_reduce"),
@@ -1024,6 +1040,24 @@ static inline long double shmem_ctx_longdouble_g(shmem_ctx_t ctx, const long dou
             0,
             false,
             GEN_RED_ARITH,
+        );
+    }
+    let with_complex = [
+        GEN_RED_ARITH,
+        &[
+            ("float _Complex", "complexf"),
+            ("double _Complex", "complexd"),
+        ],
+    ]
+    .concat();
+    for op in ["sum", "prod"] {
+        generic(
+            &mut out,
+            &format!("{op}_reduce"),
+            2,
+            0,
+            false,
+            &with_complex,
         );
     }
     out.push_str("#endif /* C11 */\n\n#endif /* XPUSHMEM_SHMEM_H */\n");
