@@ -195,7 +195,8 @@ macro_rules! conformance {
 }
 
 conformance!(
-    globals, align, teams_ctx, classic, threads, activeset, waits16, deprecated, ldcomplex
+    globals, align, teams_ctx, classic, threads, activeset, waits16, deprecated, ldcomplex,
+    generics
 );
 
 #[test]
