@@ -364,6 +364,11 @@ int xpushmemx_ze_get_handles(void **driver,
 // `module` must be a live module of the runtime's Level Zero context with none of its kernels running.
 int xpushmemx_ze_module_init(void *module);
 
+// The number a kernel passes for `team` to the device library's team calls and work-group collectives
+// (`xpushmem_team_my_pe`, `xpushmem_team_sync`, `xpushmemx_*_work_group` in `xpushmem_device.h`): the same on every
+// member, `XPUSHMEM_TEAM_WORLD` 0, `XPUSHMEM_TEAM_SHARED` 1. -1 on error (a bad handle).
+int xpushmemx_team_device_id(xpushmem_team_t team);
+
 // Allocate `size` bytes of symmetric memory on every PE (collective, same `size` everywhere; ends with a
 // barrier). NULL for `size` 0 or on error.
 void *xpushmem_malloc(size_t size);

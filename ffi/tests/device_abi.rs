@@ -7,7 +7,7 @@
 mod support;
 
 use std::mem::{offset_of, size_of};
-use xpushmem::abi::{DeviceScratch, DeviceState, DeviceTeam};
+use xpushmem::abi::{DeviceState, DeviceTeam};
 
 const BANNER: &str = concat!(
     "/* xpushmem_device_abi.h: layouts and codes shared by the xpushmem runtime (Rust) and its device library.\n",
@@ -55,7 +55,6 @@ fn generate() -> String {
         "DeviceError",
         "DeviceCall",
         "DeviceTeam",
-        "DeviceScratch",
         "DeviceState",
     ];
     cfg.export.include = types.iter().map(|t| t.to_string()).collect();
@@ -111,7 +110,6 @@ fn layout_checks() -> String {
         };
     }
     fields!(DeviceTeam, "XpushmemDeviceTeam", start, stride, size, my_pe);
-    fields!(DeviceScratch, "XpushmemDeviceScratch", arrive, epoch);
     fields!(
         DeviceState,
         "XpushmemDeviceState",
@@ -127,6 +125,7 @@ fn layout_checks() -> String {
         n_teams,
         reserved,
         teams,
+        epoch,
         error,
         error_call,
         error_arg

@@ -165,29 +165,37 @@ long xpushmem_ptr(long dest, int pe) {
   return peer((ulong)dest, 1, pe, XPUSHMEM_DEVICE_CALL_PTR, &p) ? 0 : (long)p;
 }
 
+/* This PE's entry of team `team` in the host-kept table (team numbers are the host's team slots). */
+static XpushmemDeviceTeam team_at(int team) { return ((__global const XpushmemDeviceTeam *)ST.teams)[team]; }
+
+/* A team number names a live, strided team of this PE, or BadTeam is recorded (a destroyed or never-created team
+ * has size 0, an explicit-list team stride 0). */
 static int team_ok(int team, uint call) {
   int e = ready(call);
   if (e) return e;
-  if (team < 0 || team >= ST.n_teams || team >= XPUSHMEM_DEVICE_MAX_TEAMS || ST.teams[team].size <= 0)
+  if (team < 0 || team >= ST.n_teams) return record(XPUSHMEM_DEVICE_ERROR_BAD_TEAM, call, team);
+  XpushmemDeviceTeam t = team_at(team);
+  if (t.size <= 0 || t.stride <= 0 || t.my_pe < 0 || t.my_pe >= t.size)
     return record(XPUSHMEM_DEVICE_ERROR_BAD_TEAM, call, team);
   return 0;
 }
 
 int xpushmem_team_my_pe(int team) {
-  return team_ok(team, XPUSHMEM_DEVICE_CALL_TEAM) ? -1 : ST.teams[team].my_pe;
+  return team_ok(team, XPUSHMEM_DEVICE_CALL_TEAM) ? -1 : team_at(team).my_pe;
 }
 
 int xpushmem_team_n_pes(int team) {
-  return team_ok(team, XPUSHMEM_DEVICE_CALL_TEAM) ? -1 : ST.teams[team].size;
+  return team_ok(team, XPUSHMEM_DEVICE_CALL_TEAM) ? -1 : team_at(team).size;
 }
 
+/* -1 when src_pe is not a PE of src_team or that PE is not a member of dest_team (OpenSHMEM's answer). */
 int xpushmem_team_translate_pe(int src_team, int src_pe, int dest_team) {
   if (team_ok(src_team, XPUSHMEM_DEVICE_CALL_TEAM) || team_ok(dest_team, XPUSHMEM_DEVICE_CALL_TEAM)) return -1;
-  XpushmemDeviceTeam s = ST.teams[src_team], d = ST.teams[dest_team];
+  XpushmemDeviceTeam s = team_at(src_team), d = team_at(dest_team);
   if (src_pe < 0 || src_pe >= s.size) return -1;
   int world = s.start + src_pe * s.stride;
   int rel = world - d.start;
-  if (rel < 0 || d.stride <= 0) return -1;
+  if (rel < 0) return -1;
   int q = rel / d.stride;
   if (q * d.stride != rel || q >= d.size) return -1;
   return q;
@@ -237,6 +245,8 @@ WG_COPY(xpushmemx_getmem_nbi_work_group, get_share)
   }
 SG_COPY(xpushmemx_putmem_sub_group, put_share)
 SG_COPY(xpushmemx_getmem_sub_group, get_share)
+SG_COPY(xpushmemx_putmem_nbi_sub_group, put_share)
+SG_COPY(xpushmemx_getmem_nbi_sub_group, get_share)
 
 #define DEFINE_RMA(NAME, T)                                                                                        \
   int xpushmem_##NAME##_put(long dest, long src, ulong nelems, int pe) {                                           \
@@ -319,6 +329,11 @@ int xpushmemx_putmem_signal_sub_group(long dest, long src, ulong nbytes, long si
   return e;
 }
 
+int xpushmemx_putmem_signal_nbi_sub_group(long dest, long src, ulong nbytes, long sig_addr, ulong signal,
+                                          int sig_op, int pe) {
+  return xpushmemx_putmem_signal_sub_group(dest, src, nbytes, sig_addr, signal, sig_op, pe);
+}
+
 ulong xpushmem_signal_fetch(long sig_addr) {
   return __spirv_AtomicLoad((__global ulong *)sig_addr, SCOPE_CROSS_DEVICE, SEM_ACQUIRE | SEM_CROSS_WG_MEMORY);
 }
@@ -337,6 +352,8 @@ ulong xpushmem_signal_wait_until(long sig_addr, int cmp, ulong cmp_value) {
 
 /* ---- point-to-point synchronisation and atomics ------------------------------------------------------------ */
 
+#define CMP_OF_short cmp_i32
+#define CMP_OF_ushort cmp_u32
 #define CMP_OF_int cmp_i32
 #define CMP_OF_long cmp_i64
 #define CMP_OF_uint cmp_u32
@@ -344,19 +361,57 @@ ulong xpushmem_signal_wait_until(long sig_addr, int cmp, ulong cmp_value) {
 #define CMPF(T) CMP_OF_##T
 
 #define ALOAD(U, p) __spirv_AtomicLoad((__global U *)(p), SCOPE_CROSS_DEVICE, SEM_ACQUIRE | SEM_CROSS_WG_MEMORY)
+#define ALOAD_uint(p) ALOAD(uint, p)
+#define ALOAD_ulong(p) ALOAD(ulong, p)
 
-#define DEFINE_AMO(NAME, T, U)                                                                                     \
+static int check_align(ulong addr, ulong size, uint call) {
+  if (addr & (size - 1)) return record(XPUSHMEM_DEVICE_ERROR_BAD_ARGUMENT, call, (long)addr);
+  return 0;
+}
+
+/* 16-bit words: the device has 32- and 64-bit atomics only, so a 16-bit atomic reads, or compare-and-swaps, the
+ * aligned 32-bit word that contains it (little-endian: the half at addr & 2). A CAS that fails because the other
+ * half changed retries with the new word, so updates of either half are never lost. */
+static uint load16(ulong addr) {
+  uint w = __spirv_AtomicLoad((__global uint *)(addr & ~3ul), SCOPE_CROSS_DEVICE, SEM_ACQUIRE | SEM_CROSS_WG_MEMORY);
+  return (addr & 2) ? w >> 16 : w & 0xffffu;
+}
+#define ALOAD16_short(p) ((short)load16(p))
+#define ALOAD16_ushort(p) ((ushort)load16(p))
+
+#define RMW16_SET 0
+#define RMW16_CAS 1
+#define RMW16_ADD 2
+/* Applies op to the 16-bit word at a (a peer's address, 2-aligned); returns the old value. */
+static __attribute__((noinline)) ushort rmw16(ulong a, int op, ushort value, ushort cond) {
+  __global uint *w = (__global uint *)(a & ~3ul);
+  uint shift = (a & 2) ? 16 : 0;
+  uint old = __spirv_AtomicLoad(w, SCOPE_CROSS_DEVICE, SEM);
+  for (;;) {
+    ushort cur = (ushort)(old >> shift);
+    ushort nv = op == RMW16_ADD ? (ushort)(cur + value) : value;
+    if (op == RMW16_CAS && cur != cond) return cur;
+    uint neu = (old & ~(0xffffu << shift)) | ((uint)nv << shift);
+    uint prev = __spirv_AtomicCompareExchange(w, SCOPE_CROSS_DEVICE, SEM, SEM, neu, old);
+    if (prev == old) return cur;
+    old = prev;
+  }
+}
+
+#define DEFINE_WAITS(NAME, T, LOAD, CMP)                                                                                  \
   int xpushmem_##NAME##_test(long ivar, int cmp, T value) {                                                        \
-    if (check_cmp(cmp, XPUSHMEM_DEVICE_CALL_TEST)) return 0;                                                       \
-    return CMPF(T)((T)ALOAD(U, ivar), cmp, value);                                                                 \
+    if (check_cmp(cmp, XPUSHMEM_DEVICE_CALL_TEST) || check_align(ivar, sizeof(T), XPUSHMEM_DEVICE_CALL_TEST))      \
+      return 0;                                                                                                    \
+    return CMP((T)LOAD(ivar), cmp, value);                                                                 \
   }                                                                                                                \
   int xpushmem_##NAME##_wait_until(long ivar, int cmp, T value) {                                                  \
     uint call = XPUSHMEM_DEVICE_CALL_WAIT_UNTIL;                                                                   \
     int e = ready(call);                                                                                           \
     if (!e) e = check_cmp(cmp, call);                                                                              \
+    if (!e) e = check_align(ivar, sizeof(T), call);                                                                \
     ulong polls = 0;                                                                                               \
     uint spin = 1;                                                                                                 \
-    while (!e && !CMPF(T)((T)ALOAD(U, ivar), cmp, value)) e = backoff(&polls, &spin, call, ivar);                  \
+    while (!e && !CMP((T)LOAD(ivar), cmp, value)) e = backoff(&polls, &spin, call, ivar);                  \
     return e;                                                                                                      \
   }                                                                                                                \
   /* status[i] != 0 excludes ivars[i] (status may be 0: none excluded). */                                         \
@@ -376,7 +431,7 @@ ulong xpushmem_signal_wait_until(long sig_addr, int cmp, ulong cmp_value) {
     for (ulong i = 0; i < nelems && found < max; i++) {                                                            \
       if (status && ((const __global int *)status)[i]) continue;                                                   \
       *eligible = 1;                                                                                               \
-      if (CMPF(T)((T)ALOAD(U, ivars + i * sizeof(T)), cmp, value)) {                                               \
+      if (CMP((T)LOAD(ivars + i * sizeof(T)), cmp, value)) {                                               \
         if (out) out[found] = i;                                                                                   \
         found++;                                                                                                   \
       }                                                                                                            \
@@ -407,10 +462,13 @@ ulong xpushmem_signal_wait_until(long sig_addr, int cmp, ulong cmp_value) {
     }                                                                                                              \
     /* the first satisfied index */                                                                                \
     while (idx < nelems && ((status && ((const __global int *)status)[idx]) ||                                     \
-                            !CMPF(T)((T)ALOAD(U, ivars + idx * sizeof(T)), cmp, value)))                           \
+                            !CMP((T)LOAD(ivars + idx * sizeof(T)), cmp, value)))                           \
       idx++;                                                                                                       \
     return idx < nelems ? idx : ~0ul;                                                                              \
-  }                                                                                                                \
+  }
+
+#define DEFINE_AMO(NAME, T, U)                                                                                     \
+  DEFINE_WAITS(NAME, T, ALOAD_##U, CMP_OF_##T)                                                                     \
   T xpushmem_##NAME##_atomic_fetch(long src, int pe) {                                                             \
     ulong a = 0;                                                                                                   \
     if (peer(src, sizeof(T), pe, XPUSHMEM_DEVICE_CALL_ATOMIC, &a)) return (T)0;                                    \
@@ -463,6 +521,45 @@ ulong xpushmem_signal_wait_until(long sig_addr, int cmp, ulong cmp_value) {
 XPUSHMEM_AMO_TYPES(DECLARE_FETCH_ADD)
 XPUSHMEM_AMO_TYPES(DEFINE_AMO)
 
+/* 16-bit waits (OpenSHMEM's short forms) and the 16-bit atomics extension, through rmw16/load16. */
+#define DEFINE_WAIT16(NAME, T) DEFINE_WAITS(NAME, T, ALOAD16_##T, CMP_OF_##T)
+XPUSHMEM_WAIT16_TYPES(DEFINE_WAIT16)
+
+static int peer16(long addr, int pe, ulong *a) {
+  int e = peer(addr, 2, pe, XPUSHMEM_DEVICE_CALL_ATOMIC, a);
+  return e ? e : check_align(addr, 2, XPUSHMEM_DEVICE_CALL_ATOMIC);
+}
+#define DEFINE_AMO16(NAME, T)                                                                                      \
+  T xpushmemx_##NAME##_atomic_fetch(long src, int pe) {                                                            \
+    ulong a = 0;                                                                                                   \
+    return peer16(src, pe, &a) ? (T)0 : (T)load16(a);                                                              \
+  }                                                                                                                \
+  int xpushmemx_##NAME##_atomic_set(long dest, T value, int pe) {                                                  \
+    ulong a = 0;                                                                                                   \
+    int e = peer16(dest, pe, &a);                                                                                  \
+    if (!e) rmw16(a, RMW16_SET, (ushort)value, 0);                                                                 \
+    return e;                                                                                                      \
+  }                                                                                                                \
+  T xpushmemx_##NAME##_atomic_swap(long dest, T value, int pe) {                                                   \
+    ulong a = 0;                                                                                                   \
+    return peer16(dest, pe, &a) ? (T)0 : (T)rmw16(a, RMW16_SET, (ushort)value, 0);                                 \
+  }                                                                                                                \
+  T xpushmemx_##NAME##_atomic_compare_swap(long dest, T cond, T value, int pe) {                                   \
+    ulong a = 0;                                                                                                   \
+    return peer16(dest, pe, &a) ? (T)0 : (T)rmw16(a, RMW16_CAS, (ushort)value, (ushort)cond);                      \
+  }                                                                                                                \
+  T xpushmemx_##NAME##_atomic_fetch_add(long dest, T value, int pe) {                                              \
+    ulong a = 0;                                                                                                   \
+    return peer16(dest, pe, &a) ? (T)0 : (T)rmw16(a, RMW16_ADD, (ushort)value, 0);                                 \
+  }                                                                                                                \
+  int xpushmemx_##NAME##_atomic_add(long dest, T value, int pe) {                                                  \
+    ulong a = 0;                                                                                                   \
+    int e = peer16(dest, pe, &a);                                                                                  \
+    if (!e) rmw16(a, RMW16_ADD, (ushort)value, 0);                                                                 \
+    return e;                                                                                                      \
+  }
+XPUSHMEM_WAIT16_TYPES(DEFINE_AMO16)
+
 /* ---- ordering and barriers ---------------------------------------------------------------------------------- */
 
 int xpushmem_fence(void) {
@@ -475,26 +572,26 @@ int xpushmem_quiet(void) {
   return 0;
 }
 
+/* Every member adds 1 to every member's arrive[team], then waits until its own count reaches epoch * size. */
 static int team_barrier(int team, uint call) {
   int e = team_ok(team, call);
   if (e) return e;
-  XpushmemDeviceTeam t = ST.teams[team];
-  if (t.my_pe < 0) return record(XPUSHMEM_DEVICE_ERROR_BAD_TEAM, call, team);
+  XpushmemDeviceTeam t = team_at(team);
   fence_all();
-  __global XpushmemDeviceScratch *mine = (__global XpushmemDeviceScratch *)(ST.my_base + ST.scratch_offset);
-  ulong epoch = mine->epoch[team] + 1;
-  mine->epoch[team] = epoch;
+  __global ulong *epochs = (__global ulong *)ST.epoch;
+  __global ulong *mine = (__global ulong *)(ST.my_base + ST.scratch_offset) + team;
+  ulong epoch = epochs[team] + 1;
+  epochs[team] = epoch;
   for (int i = 0; i < t.size; i++) {
     int pe = t.start + i * t.stride;
     ulong b = (pe >= 0 && pe < ST.n_pes) ? base_of(pe) : 0;
     if (b == 0) return record(XPUSHMEM_DEVICE_ERROR_BAD_PE, call, pe);
-    __global XpushmemDeviceScratch *s = (__global XpushmemDeviceScratch *)(b + ST.scratch_offset);
-    __spirv_AtomicIAdd(&s->arrive[team], SCOPE_CROSS_DEVICE, SEM, 1ul);
+    __spirv_AtomicIAdd((__global ulong *)(b + ST.scratch_offset) + team, SCOPE_CROSS_DEVICE, SEM, 1ul);
   }
   ulong target = epoch * (ulong)t.size, polls = 0;
   uint spin = 1;
-  while (__spirv_AtomicLoad(&mine->arrive[team], SCOPE_CROSS_DEVICE, SEM) < target) {
-    e = backoff(&polls, &spin, call, (long)&mine->arrive[team]);
+  while (__spirv_AtomicLoad(mine, SCOPE_CROSS_DEVICE, SEM) < target) {
+    e = backoff(&polls, &spin, call, (long)mine);
     if (e) return e;
   }
   fence_all();
@@ -503,7 +600,7 @@ static int team_barrier(int team, uint call) {
 
 int xpushmem_barrier_all(void) { return team_barrier(XPUSHMEM_TEAM_WORLD, XPUSHMEM_DEVICE_CALL_BARRIER); }
 int xpushmem_sync_all(void) { return team_barrier(XPUSHMEM_TEAM_WORLD, XPUSHMEM_DEVICE_CALL_BARRIER); }
-int xpushmem_team_sync(int team) { return team_barrier(team, XPUSHMEM_DEVICE_CALL_BARRIER); }
+int xpushmem_team_sync(int team) { return team_barrier(team, XPUSHMEM_DEVICE_CALL_TEAM_SYNC); }
 
 /* Every item fences and meets the group; item 0 runs the PE barrier; the group meets again. Returns the module's
  * first recorded error (the same value in every item). */
@@ -517,7 +614,7 @@ static int wg_team_barrier(int team, uint call) {
 
 int xpushmemx_barrier_all_work_group(void) { return wg_team_barrier(XPUSHMEM_TEAM_WORLD, XPUSHMEM_DEVICE_CALL_BARRIER); }
 int xpushmemx_sync_all_work_group(void) { return wg_team_barrier(XPUSHMEM_TEAM_WORLD, XPUSHMEM_DEVICE_CALL_BARRIER); }
-int xpushmemx_team_sync_work_group(int team) { return wg_team_barrier(team, XPUSHMEM_DEVICE_CALL_BARRIER); }
+int xpushmemx_team_sync_work_group(int team) { return wg_team_barrier(team, XPUSHMEM_DEVICE_CALL_TEAM_SYNC); }
 
 /* ---- work-group collectives --------------------------------------------------------------------------------- */
 
@@ -527,8 +624,7 @@ static int member(XpushmemDeviceTeam t, int i) { return t.start + i * t.stride; 
 static int coll_team(int team, XpushmemDeviceTeam *t) {
   int e = team_ok(team, XPUSHMEM_DEVICE_CALL_COLLECTIVE);
   if (e) return e;
-  *t = ST.teams[team];
-  if (t->my_pe < 0) return record(XPUSHMEM_DEVICE_ERROR_BAD_TEAM, XPUSHMEM_DEVICE_CALL_COLLECTIVE, team);
+  *t = team_at(team);
   return 0;
 }
 

@@ -6,11 +6,13 @@
 //! spir64 target against the offsets Rust computes), so a drift between the two languages fails a test.
 //!
 //! The per-module device state ([`DeviceState`]) is a program-scope global of the device library named
-//! [`STATE_SYMBOL`]; the host fills it after the module is created (`Device::init_module`,
-//! `xpushmemx_ze_module_init`) and reads its error words after each launch.
+//! [`XPUSHMEM_DEVICE_STATE_SYMBOL`]; the host fills it after the module is created (`Device::init_module`,
+//! `xpushmemx_ze_module_init`) and reads its error words after each launch. What changes after that (the team
+//! table, barrier counters, heap bases) lives in the scratch tail of every PE's heap ([`ScratchLayout`]), which the
+//! state points at, so a team created after a module was initialised is visible to it.
 
 /// Version of this ABI; the host refuses a module whose library was built against another one.
-pub const XPUSHMEM_DEVICE_ABI_VERSION: u32 = 1;
+pub const XPUSHMEM_DEVICE_ABI_VERSION: u32 = 2;
 
 /// `DeviceState::magic` of an initialised state ("XPUS").
 pub const XPUSHMEM_DEVICE_STATE_MAGIC: u32 = 0x5355_5058;
@@ -18,20 +20,48 @@ pub const XPUSHMEM_DEVICE_STATE_MAGIC: u32 = 0x5355_5058;
 /// Name of the device library's state global (for `zeModuleGetGlobalPointer`).
 pub const XPUSHMEM_DEVICE_STATE_SYMBOL: &str = "xpushmem_device_state";
 
-/// Teams the device state describes (index 0 is the world team).
-pub const XPUSHMEM_DEVICE_MAX_TEAMS: usize = 8;
+/// Where the device library's words lie in the scratch tail that follows every PE's user heap in the same device
+/// allocation (the same on every PE: it depends only on the PE count and the team-slot count).
+///
+/// A team's device number is its slot (`0` world, `1` shared, then the split teams' slots, fewer than
+/// `XPUSHMEM_TEAMS_MAX`); every per-team array below has one entry per slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ScratchLayout {
+    /// `u64 arrive[n_teams]`: arrivals at this PE's device barrier of each team (every member adds 1 per barrier).
+    pub arrive: usize,
+    /// `u64 epoch[n_teams]`: device barriers this PE has completed on each team.
+    pub epoch: usize,
+    /// `DeviceTeam teams[n_teams]`: this PE's teams, written by the host when a team is created or destroyed.
+    pub teams: usize,
+    /// `u64 bases[n_pes]`: every PE's heap base as this device sees it (0: not reachable).
+    pub bases: usize,
+    /// Bytes of the tail (a page multiple).
+    pub bytes: usize,
+}
 
-/// Offset of the bases table (`u64 bases[n_pes]`) inside the scratch region, after [`DeviceScratch`].
-pub const XPUSHMEM_DEVICE_BASES_OFFSET: usize = 1024;
-
-/// Bytes reserved after every PE's user heap, in the same device allocation, for the device library:
-/// [`DeviceScratch`] at offset 0 and the table of heap bases at [`XPUSHMEM_DEVICE_BASES_OFFSET`]; page multiple.
-pub const fn scratch_bytes(n_pes: usize) -> usize {
-    (XPUSHMEM_DEVICE_BASES_OFFSET + 8 * n_pes).div_ceil(4096) * 4096
+impl ScratchLayout {
+    /// The layout for `n_pes` PEs and `n_teams` team slots.
+    pub const fn new(n_pes: usize, n_teams: usize) -> ScratchLayout {
+        let arrive = 0;
+        let epoch = arrive + 8 * n_teams;
+        let teams = epoch + 8 * n_teams;
+        let bases = teams + std::mem::size_of::<DeviceTeam>() * n_teams;
+        let bytes = (bases + 8 * n_pes).div_ceil(4096) * 4096;
+        ScratchLayout {
+            arrive,
+            epoch,
+            teams,
+            bases,
+            bytes,
+        }
+    }
 }
 
 /// Team number of the world team.
 pub const XPUSHMEM_TEAM_WORLD: i32 = 0;
+
+/// Team number of the shared (node) team.
+pub const XPUSHMEM_TEAM_SHARED: i32 = 1;
 
 /// Comparison operators of waits and tests (the same values as the host C API's `XPUSHMEM_CMP_*`).
 #[repr(u32)]
@@ -97,7 +127,8 @@ pub enum DeviceError {
     BadPe = 3,
     /// An address outside this PE's symmetric heap.
     NotSymmetric = 4,
-    /// A team number out of range.
+    /// A team number that names no team of this PE on the device: out of range, never created, destroyed, not
+    /// a member, or a team made from an explicit PE list (the device table holds strided teams only).
     BadTeam = 5,
     /// Another invalid argument (comparison or signal operator).
     BadArgument = 6,
@@ -152,6 +183,8 @@ pub enum DeviceCall {
     Query = 13,
     /// `xpushmem_fence`, `xpushmem_quiet`.
     Order = 14,
+    /// `xpushmem_team_sync` and `xpushmemx_team_sync_work_group`.
+    TeamSync = 15,
 }
 
 impl DeviceCall {
@@ -172,6 +205,7 @@ impl DeviceCall {
             12 => "a team query",
             13 => "xpushmem_my_pe/n_pes",
             14 => "xpushmem_fence/quiet",
+            15 => "xpushmem_team_sync",
             _ => "an unknown device call",
         }
     }
@@ -183,22 +217,12 @@ impl DeviceCall {
 pub struct DeviceTeam {
     /// First world PE.
     pub start: i32,
-    /// Distance between members.
+    /// Distance between members (0 with `size > 0`: a team of an explicit PE list, not usable on the device).
     pub stride: i32,
-    /// Number of members (0: unused slot).
+    /// Number of members (0: no team in this slot).
     pub size: i32,
-    /// This PE's number in the team, or -1.
+    /// This PE's number in the team.
     pub my_pe: i32,
-}
-
-/// Synchronisation words at the start of every PE's scratch region (zeroed at start-up).
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default)]
-pub struct DeviceScratch {
-    /// Per team: arrivals at this PE's barrier (every member adds 1 per barrier; never reset).
-    pub arrive: [u64; XPUSHMEM_DEVICE_MAX_TEAMS],
-    /// Per team: barriers this PE has completed.
-    pub epoch: [u64; XPUSHMEM_DEVICE_MAX_TEAMS],
 }
 
 /// The per-module device state (the library's global [`XPUSHMEM_DEVICE_STATE_SYMBOL`]).
@@ -213,27 +237,29 @@ pub struct DeviceState {
     pub my_pe: i32,
     /// Number of PEs.
     pub n_pes: i32,
-    /// Bytes of every PE's user heap (the scratch region follows it).
+    /// Bytes of every PE's user heap (the scratch tail follows it).
     pub heap_size: u64,
-    /// Device address of `u64 bases[n_pes]`: every PE's heap base as this device sees it (0: not reachable).
+    /// Device address of `u64 bases[n_pes]` ([`ScratchLayout::bases`] of this PE's tail).
     pub bases: u64,
     /// Device address of this PE's heap base.
     pub my_base: u64,
-    /// Offset of [`DeviceScratch`] from every PE's heap base (= `heap_size`).
+    /// Offset of the `arrive` counters ([`ScratchLayout::arrive`]) from every PE's heap base.
     pub scratch_offset: u64,
     /// Polls (with back-off) before a wait gives up, from `XPUSHMEM_TIMEOUT_MS`.
     pub timeout_polls: u64,
-    /// Teams in `teams`.
+    /// Team slots (`XPUSHMEM_TEAMS_MAX`): valid team numbers are `0..n_teams`.
     pub n_teams: i32,
     /// Padding.
     pub reserved: i32,
-    /// The teams (index = team number; 0 is the world).
-    pub teams: [DeviceTeam; XPUSHMEM_DEVICE_MAX_TEAMS],
+    /// Device address of this PE's `DeviceTeam teams[n_teams]` ([`ScratchLayout::teams`]), kept by the host.
+    pub teams: u64,
+    /// Device address of this PE's `u64 epoch[n_teams]` ([`ScratchLayout::epoch`]).
+    pub epoch: u64,
     /// First error a device call recorded ([`DeviceError`]); 0 = none.
     pub error: u32,
     /// The call that recorded it ([`DeviceCall`]).
     pub error_call: u32,
-    /// Detail (a PE, an address, a value) of the error.
+    /// Detail (a PE, a team, an address, a value) of the error.
     pub error_arg: i64,
 }
 

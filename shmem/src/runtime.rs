@@ -431,6 +431,8 @@ impl Shmem {
         };
         sh.sys_local()
             .amo(SYNC.state, 8, AmoOp::Set, STATE_RUNNING)?;
+        // Kernels see TEAM_WORLD and TEAM_SHARED (device heaps) before the start-up barrier below.
+        sh.teams.publish_predefined(&sh)?;
         for (pe, route) in (0..n).map(|pe| (pe, sh.route_name(pe))) {
             tracing::debug!(pe = me, peer = pe, route, "route");
         }

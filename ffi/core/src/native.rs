@@ -556,6 +556,19 @@ pub unsafe extern "C" fn xpushmemx_ze_module_init(module: *mut c_void) -> c_int 
     })
 }
 
+/// The number a kernel passes for `team` to the device library's team calls and work-group collectives
+/// (`xpushmem_team_my_pe`, `xpushmem_team_sync`, `xpushmemx_*_work_group` in `xpushmem_device.h`): the same on every
+/// member, `XPUSHMEM_TEAM_WORLD` 0, `XPUSHMEM_TEAM_SHARED` 1. -1 on error (a bad handle).
+#[no_mangle]
+pub extern "C" fn xpushmemx_team_device_id(team: crate::teams::xpushmem_team_t) -> c_int {
+    let call = "xpushmemx_team_device_id";
+    value(call, -1, || {
+        state::with(|sh| {
+            Ok(crate::teams::team(sh, team.into(), crate::teams::Api::Native, call)?.device_id())
+        })
+    })
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // Memory management
 

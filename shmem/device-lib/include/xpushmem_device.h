@@ -70,6 +70,13 @@
   X(size, ulong, ulong)                                                                                            \
   X(ptrdiff, long, ulong)
 
+/* 16-bit point-to-point synchronisation (OpenSHMEM's short forms) and the 16-bit atomics extension: X(NAME, C type).
+ * The device's atomics are 32- and 64-bit: these read, or compare-and-swap, the aligned 32-bit word containing the
+ * 16-bit one (little-endian), so the other half of that word must be ordinary memory (it is never lost). */
+#define XPUSHMEM_WAIT16_TYPES(X)                                                                                   \
+  X(short, short)                                                                                                  \
+  X(ushort, ushort)
+
 /* Reductions: X(NAME, storage type, arithmetic type); half and bfloat16 are combined in float, rounded per step. */
 #define XPUSHMEM_REDUCE_INT_TYPES(X)                                                                               \
   X(int8, char, char)                                                                                              \
@@ -94,6 +101,8 @@ long xpushmem_ptr(long dest, int pe);
 int xpushmem_team_my_pe(int team);
 int xpushmem_team_n_pes(int team);
 int xpushmem_team_translate_pe(int src_team, int src_pe, int dest_team);
+/* Team numbers: XPUSHMEM_TEAM_WORLD (0), XPUSHMEM_TEAM_SHARED (1), and a split team's Team::device_id() (Rust) /
+ * xpushmemx_team_device_id() (C), the same on every member. */
 
 /* --- RMA (dest symmetric for puts, src symmetric for gets) --------------------------------------------------- */
 int xpushmem_putmem(long dest, long src, ulong nbytes, int pe);
@@ -106,6 +115,8 @@ int xpushmemx_putmem_nbi_work_group(long dest, long src, ulong nbytes, int pe);
 int xpushmemx_getmem_nbi_work_group(long dest, long src, ulong nbytes, int pe);
 int xpushmemx_putmem_sub_group(long dest, long src, ulong nbytes, int pe);
 int xpushmemx_getmem_sub_group(long dest, long src, ulong nbytes, int pe);
+int xpushmemx_putmem_nbi_sub_group(long dest, long src, ulong nbytes, int pe);
+int xpushmemx_getmem_nbi_sub_group(long dest, long src, ulong nbytes, int pe);
 #define XPUSHMEM_DECLARE_RMA(NAME, T)                                                                              \
   int xpushmem_##NAME##_put(long dest, long src, ulong nelems, int pe);                                            \
   int xpushmem_##NAME##_get(long dest, long src, ulong nelems, int pe);                                            \
@@ -124,18 +135,22 @@ int xpushmemx_putmem_signal_nbi_work_group(long dest, long src, ulong nbytes, lo
                                            int sig_op, int pe);
 int xpushmemx_putmem_signal_sub_group(long dest, long src, ulong nbytes, long sig_addr, ulong signal, int sig_op,
                                       int pe);
+int xpushmemx_putmem_signal_nbi_sub_group(long dest, long src, ulong nbytes, long sig_addr, ulong signal,
+                                          int sig_op, int pe);
 int xpushmemx_signal_op(long sig_addr, ulong signal, int sig_op, int pe);
 ulong xpushmem_signal_fetch(long sig_addr);
 /* Waits until the local signal word satisfies `cmp`; returns its value (0 with an error recorded on timeout). */
 ulong xpushmem_signal_wait_until(long sig_addr, int cmp, ulong cmp_value);
 
 /* --- point-to-point synchronisation and atomics ------------------------------------------------------------- */
-#define XPUSHMEM_DECLARE_AMO(NAME, T, U)                                                                           \
+#define XPUSHMEM_DECLARE_WAITS(NAME, T)                                                                            \
   int xpushmem_##NAME##_wait_until(long ivar, int cmp, T value);                                                   \
   int xpushmem_##NAME##_test(long ivar, int cmp, T value);                                                         \
   int xpushmem_##NAME##_wait_until_all(long ivars, ulong nelems, long status, int cmp, T value);                   \
   ulong xpushmem_##NAME##_wait_until_any(long ivars, ulong nelems, long status, int cmp, T value);                 \
-  ulong xpushmem_##NAME##_wait_until_some(long ivars, ulong nelems, long indices, long status, int cmp, T value);  \
+  ulong xpushmem_##NAME##_wait_until_some(long ivars, ulong nelems, long indices, long status, int cmp, T value);
+#define XPUSHMEM_DECLARE_AMO(NAME, T, U)                                                                           \
+  XPUSHMEM_DECLARE_WAITS(NAME, T)                                                                                  \
   T xpushmem_##NAME##_atomic_fetch(long src, int pe);                                                              \
   int xpushmem_##NAME##_atomic_set(long dest, T value, int pe);                                                    \
   T xpushmem_##NAME##_atomic_swap(long dest, T value, int pe);                                                     \
@@ -151,6 +166,15 @@ ulong xpushmem_signal_wait_until(long sig_addr, int cmp, ulong cmp_value);
   T xpushmem_##NAME##_atomic_fetch_xor(long dest, T value, int pe);                                                \
   int xpushmem_##NAME##_atomic_xor(long dest, T value, int pe);
 XPUSHMEM_AMO_TYPES(XPUSHMEM_DECLARE_AMO)
+#define XPUSHMEM_DECLARE_AMO16(NAME, T)                                                                            \
+  XPUSHMEM_DECLARE_WAITS(NAME, T)                                                                                  \
+  T xpushmemx_##NAME##_atomic_fetch(long src, int pe);                                                             \
+  int xpushmemx_##NAME##_atomic_set(long dest, T value, int pe);                                                   \
+  T xpushmemx_##NAME##_atomic_swap(long dest, T value, int pe);                                                    \
+  T xpushmemx_##NAME##_atomic_compare_swap(long dest, T cond, T value, int pe);                                    \
+  T xpushmemx_##NAME##_atomic_fetch_add(long dest, T value, int pe);                                               \
+  int xpushmemx_##NAME##_atomic_add(long dest, T value, int pe);
+XPUSHMEM_WAIT16_TYPES(XPUSHMEM_DECLARE_AMO16)
 
 /* --- ordering and barriers (one work-item per PE calls the plain forms, one work-group the _work_group forms) - */
 int xpushmem_fence(void);

@@ -19,19 +19,16 @@ typedef ulong uint64_t;
 #endif
 
 // Version of this ABI; the host refuses a module whose library was built against another one.
-#define XPUSHMEM_DEVICE_ABI_VERSION 1
+#define XPUSHMEM_DEVICE_ABI_VERSION 2
 
 // `DeviceState::magic` of an initialised state ("XPUS").
 #define XPUSHMEM_DEVICE_STATE_MAGIC 1398100056
 
-// Teams the device state describes (index 0 is the world team).
-#define XPUSHMEM_DEVICE_MAX_TEAMS 8
-
-// Offset of the bases table (`u64 bases[n_pes]`) inside the scratch region, after [`DeviceScratch`].
-#define XPUSHMEM_DEVICE_BASES_OFFSET 1024
-
 // Team number of the world team.
 #define XPUSHMEM_TEAM_WORLD 0
+
+// Team number of the shared (node) team.
+#define XPUSHMEM_TEAM_SHARED 1
 
 // Polls per millisecond of `XPUSHMEM_TIMEOUT_MS` (each poll after back-off waits ~1 µs of spinning).
 #define XPUSHMEM_DEVICE_POLLS_PER_MS 1000
@@ -126,7 +123,8 @@ enum XpushmemDeviceError
   XPUSHMEM_DEVICE_ERROR_BAD_PE = 3,
   // An address outside this PE's symmetric heap.
   XPUSHMEM_DEVICE_ERROR_NOT_SYMMETRIC = 4,
-  // A team number out of range.
+  // A team number that names no team of this PE on the device: out of range, never created, destroyed, not
+  // a member, or a team made from an explicit PE list (the device table holds strided teams only).
   XPUSHMEM_DEVICE_ERROR_BAD_TEAM = 5,
   // Another invalid argument (comparison or signal operator).
   XPUSHMEM_DEVICE_ERROR_BAD_ARGUMENT = 6,
@@ -173,6 +171,8 @@ enum XpushmemDeviceCall
   XPUSHMEM_DEVICE_CALL_QUERY = 13,
   // `xpushmem_fence`, `xpushmem_quiet`.
   XPUSHMEM_DEVICE_CALL_ORDER = 14,
+  // `xpushmem_team_sync` and `xpushmemx_team_sync_work_group`.
+  XPUSHMEM_DEVICE_CALL_TEAM_SYNC = 15,
 };
 #if __STDC_VERSION__ >= 202311L
 typedef enum XpushmemDeviceCall XpushmemDeviceCall;
@@ -184,21 +184,13 @@ typedef uint32_t XpushmemDeviceCall;
 typedef struct {
   // First world PE.
   int32_t start;
-  // Distance between members.
+  // Distance between members (0 with `size > 0`: a team of an explicit PE list, not usable on the device).
   int32_t stride;
-  // Number of members (0: unused slot).
+  // Number of members (0: no team in this slot).
   int32_t size;
-  // This PE's number in the team, or -1.
+  // This PE's number in the team.
   int32_t my_pe;
 } XpushmemDeviceTeam;
-
-// Synchronisation words at the start of every PE's scratch region (zeroed at start-up).
-typedef struct {
-  // Per team: arrivals at this PE's barrier (every member adds 1 per barrier; never reset).
-  uint64_t arrive[XPUSHMEM_DEVICE_MAX_TEAMS];
-  // Per team: barriers this PE has completed.
-  uint64_t epoch[XPUSHMEM_DEVICE_MAX_TEAMS];
-} XpushmemDeviceScratch;
 
 // The per-module device state (the library's global [`XPUSHMEM_DEVICE_STATE_SYMBOL`]).
 typedef struct {
@@ -210,27 +202,29 @@ typedef struct {
   int32_t my_pe;
   // Number of PEs.
   int32_t n_pes;
-  // Bytes of every PE's user heap (the scratch region follows it).
+  // Bytes of every PE's user heap (the scratch tail follows it).
   uint64_t heap_size;
-  // Device address of `u64 bases[n_pes]`: every PE's heap base as this device sees it (0: not reachable).
+  // Device address of `u64 bases[n_pes]` ([`ScratchLayout::bases`] of this PE's tail).
   uint64_t bases;
   // Device address of this PE's heap base.
   uint64_t my_base;
-  // Offset of [`DeviceScratch`] from every PE's heap base (= `heap_size`).
+  // Offset of the `arrive` counters ([`ScratchLayout::arrive`]) from every PE's heap base.
   uint64_t scratch_offset;
   // Polls (with back-off) before a wait gives up, from `XPUSHMEM_TIMEOUT_MS`.
   uint64_t timeout_polls;
-  // Teams in `teams`.
+  // Team slots (`XPUSHMEM_TEAMS_MAX`): valid team numbers are `0..n_teams`.
   int32_t n_teams;
   // Padding.
   int32_t reserved;
-  // The teams (index = team number; 0 is the world).
-  XpushmemDeviceTeam teams[XPUSHMEM_DEVICE_MAX_TEAMS];
+  // Device address of this PE's `DeviceTeam teams[n_teams]` ([`ScratchLayout::teams`]), kept by the host.
+  uint64_t teams;
+  // Device address of this PE's `u64 epoch[n_teams]` ([`ScratchLayout::epoch`]).
+  uint64_t epoch;
   // First error a device call recorded ([`DeviceError`]); 0 = none.
   uint32_t error;
   // The call that recorded it ([`DeviceCall`]).
   uint32_t error_call;
-  // Detail (a PE, an address, a value) of the error.
+  // Detail (a PE, a team, an address, a value) of the error.
   int64_t error_arg;
 } XpushmemDeviceState;
 

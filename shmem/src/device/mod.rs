@@ -20,7 +20,7 @@
 
 pub mod library;
 
-use crate::abi::{self, DeviceCall, DeviceError, DeviceState, DeviceTeam};
+use crate::abi::{self, DeviceCall, DeviceError, DeviceState, ScratchLayout};
 use crate::bootstrap::{Bootstrap, Dec, Enc};
 use crate::error::{Error, Result};
 use crate::runtime::Shmem;
@@ -82,8 +82,8 @@ pub(crate) fn setup(s: DeviceSetup<'_>) -> Result<(Arc<ZeRuntime>, Windows)> {
     };
     let mode = crate::config::current()?.ipc;
     let rt = ZeRuntime::open(select)?;
-    let scratch = abi::scratch_bytes(s.n);
-    let own = rt.alloc_heap_with_tail(s.size, scratch)?;
+    let layout = ScratchLayout::new(s.n, crate::team::device_team_slots());
+    let own = rt.alloc_heap_with_tail(s.size, layout.bytes)?;
     // The device library's scratch (barrier counters, bases table) starts zeroed on every PE before any peer can
     // reach it (peers open our heap only after the allgather below).
     own.zero_tail()?;
@@ -198,8 +198,8 @@ pub(crate) fn setup(s: DeviceSetup<'_>) -> Result<(Arc<ZeRuntime>, Windows)> {
         };
         bases.extend_from_slice(&b.to_ne_bytes());
     }
-    // The bases table lies inside our allocation's tail (abi::scratch_bytes covers 8 bytes per PE).
-    own.write_tail(abi::XPUSHMEM_DEVICE_BASES_OFFSET, &bases)?;
+    // The bases table lies inside our allocation's tail (the layout covers 8 bytes per PE).
+    own.write_tail(layout.bases, &bases)?;
     maps[s.me] = Some(Box::new(own));
     tracing::debug!(
         pe = s.me,
@@ -310,31 +310,33 @@ impl<'a> Device<'a> {
         self.rt.handles()
     }
 
-    /// The device state this PE's modules get: PEs, heap bases (in the heap's scratch tail), teams, timeout.
+    /// Where the device library's words lie in this PE's heap tail.
+    pub fn scratch_layout(&self) -> ScratchLayout {
+        ScratchLayout::new(self.sh.n_pes(), crate::team::device_team_slots())
+    }
+
+    /// The device state this PE's modules get: PEs, heap bases, the team table and barrier counters (in the heap's
+    /// scratch tail, kept up to date by team creation and destruction), the wait bound.
     pub fn device_state(&self) -> DeviceState {
         let (me, n) = (self.sh.my_pe(), self.sh.n_pes());
         let base = self.sh.local_map().base() as u64;
         let size = self.sh.heap_size() as u64;
-        let mut teams = [DeviceTeam::default(); abi::XPUSHMEM_DEVICE_MAX_TEAMS];
-        teams[abi::XPUSHMEM_TEAM_WORLD as usize] = DeviceTeam {
-            start: 0,
-            stride: 1,
-            size: n as i32,
-            my_pe: me as i32,
-        };
+        let l = self.scratch_layout();
+        let tail = base + size;
         DeviceState {
             magic: abi::XPUSHMEM_DEVICE_STATE_MAGIC,
             abi_version: abi::XPUSHMEM_DEVICE_ABI_VERSION,
             my_pe: me as i32,
             n_pes: n as i32,
             heap_size: size,
-            bases: base + size + abi::XPUSHMEM_DEVICE_BASES_OFFSET as u64,
+            bases: tail + l.bases as u64,
             my_base: base,
-            scratch_offset: size,
+            scratch_offset: size + l.arrive as u64,
             timeout_polls: timeout_polls(self.sh.config().timeout),
-            n_teams: 1,
+            n_teams: crate::team::device_team_slots() as i32,
             reserved: 0,
-            teams,
+            teams: tail + l.teams as u64,
+            epoch: tail + l.epoch as u64,
             error: 0,
             error_call: 0,
             error_arg: 0,
@@ -364,6 +366,12 @@ impl<'a> Device<'a> {
             },
             DeviceError::NotInitialized => Error::State(format!(
                 "{call} in kernel {kernel} ran before the module's device state was set (Device::init_module)"
+            )),
+            DeviceError::BadTeam => Error::Device(format!(
+                "{call} in kernel {kernel}: team {arg} is not a team of this PE on the device (valid numbers are \
+                 Team::device_id() of a live team of this PE, 0..{}; destroyed teams, teams this PE is not a \
+                 member of and teams made from an explicit PE list are refused)",
+                crate::team::device_team_slots()
             )),
             e => Error::Device(format!("{call} in kernel {kernel} failed: {e:?} (argument {arg})")),
         })
@@ -428,7 +436,3 @@ impl DeviceEvent<'_> {
         self.dev.take_device_error(self.state, &self.kernel)
     }
 }
-
-// The scratch words must end before the bases table.
-const _: () =
-    assert!(std::mem::size_of::<abi::DeviceScratch>() <= abi::XPUSHMEM_DEVICE_BASES_OFFSET);

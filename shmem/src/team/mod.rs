@@ -284,6 +284,16 @@ impl Teams {
         Ok(p)
     }
 
+    /// Write the predefined teams into the device library's team table of this PE (device heaps; at start-up).
+    pub(crate) fn publish_predefined(&self, sh: &Shmem) -> Result<()> {
+        if let Some(dev) = sh.device() {
+            for t in [&self.world, &self.shared] {
+                dev.set_team_entry(t.slot, device_entry(&t.members, t.idx), false)?;
+            }
+        }
+        Ok(())
+    }
+
     /// A synchronisation context on `TEAM_WORLD` for `op` (the runtime's own collectives).
     pub(crate) fn world_ctx<'a>(&'a self, sh: &'a Shmem, op: &'static str) -> Ctx<'a> {
         let w = &self.world;
@@ -298,6 +308,26 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// `XPUSHMEM_TEAMS_MAX`, as parsed at init.
 fn teams_max() -> Result<usize> {
     crate::config::current()?.teams_max.clone()
+}
+
+/// Entries of the device library's team table (one per team slot; the default count when
+/// `XPUSHMEM_TEAMS_MAX` is invalid, in which case no split team can be made).
+pub(crate) fn device_team_slots() -> usize {
+    teams_max().unwrap_or(TEAMS_MAX_DEFAULT)
+}
+
+/// A team's entry in the device library's team table (`stride` 0: an explicit list, refused on the device).
+fn device_entry(members: &Members, idx: usize) -> crate::abi::DeviceTeam {
+    let (start, stride) = match members {
+        Members::Strided { start, stride, .. } => (*start as i32, *stride as i32),
+        Members::List(l) => (l.first().map_or(-1, |&p| p as i32), 0),
+    };
+    crate::abi::DeviceTeam {
+        start,
+        stride,
+        size: members.len() as i32,
+        my_pe: idx as i32,
+    }
 }
 
 /// A team handle: a set of PEs with their own numbering `0..n_pes()` and their own synchronisation space.
@@ -319,6 +349,13 @@ impl fmt::Debug for Team {
 }
 
 impl Team {
+    /// The team's number in device code (`int team` of the device library's `xpushmem_team_*` calls and
+    /// work-group collectives; NVSHMEM passes its `nvshmem_team_t` the same way): the team's slot, the same on
+    /// every member. `TEAM_WORLD` is 0 and `TEAM_SHARED` 1. Valid in kernels of a device heap while the team lives.
+    pub fn device_id(&self) -> i32 {
+        self.inner.slot as i32
+    }
+
     /// This PE's number in the team.
     pub fn my_pe(&self) -> usize {
         self.inner.idx
@@ -795,6 +832,10 @@ impl Shmem {
         }
         let off = pool.off + (slot - PREDEFINED) * SLOT_BYTES;
         self.local_map().fill(off, SLOT_BYTES, 0)?;
+        if let Some(dev) = self.device() {
+            // Kernels see the team from now on; its device barrier counters restart (before the closing barrier).
+            dev.set_team_entry(slot, device_entry(&members, idx), true)?;
+        }
         let inner = TeamInner::new(members, idx, slot, Kind::Split, cfg);
         Ok(Team {
             runtime: parent.runtime,
@@ -952,6 +993,10 @@ impl Shmem {
             return Ok(());
         }
         let slot = team.inner.slot;
+        if let Some(dev) = self.device() {
+            // Kernels calling the team from now on record BadTeam.
+            dev.set_team_entry(slot, crate::abi::DeviceTeam::default(), false)?;
+        }
         if let Some(w) = lock(&self.teams().used).get_mut(slot / 64) {
             *w &= !(1 << (slot % 64));
         }

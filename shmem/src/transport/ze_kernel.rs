@@ -3,7 +3,7 @@
 //! and run arbitrary device code, so they live here, each `unsafe` block justified in place; `device/` itself
 //! holds none.
 
-use crate::abi::{self, DeviceState};
+use crate::abi::{self, DeviceState, DeviceTeam};
 use crate::device::{Device, DeviceEvent, Kernel, KernelArg, Module, StateAddr};
 use crate::error::{Error, Result};
 
@@ -139,6 +139,54 @@ impl<'a> Device<'a> {
             state: kernel.state,
             kernel: kernel.name.clone(),
         })
+    }
+}
+
+impl Device<'_> {
+    /// Write this PE's device team table entry of team slot `slot` (what `xpushmem_team_*` calls in kernels see
+    /// for team number `slot`); with `reset`, also zero this PE's device barrier counters of the slot (a new team
+    /// took it: no member reaches them before the team's creation has ended with a barrier).
+    pub(crate) fn set_team_entry(&self, slot: usize, entry: DeviceTeam, reset: bool) -> Result<()> {
+        let l = self.scratch_layout();
+        let slots = crate::team::device_team_slots();
+        if slot >= slots {
+            return Err(Error::invalid(
+                "team slot",
+                slot,
+                format!("the device team table has {slots} entries (XPUSHMEM_TEAMS_MAX)"),
+            ));
+        }
+        let tail = self.sh.local_map().base() as usize + self.sh.heap_size();
+        let bytes = team_bytes(&entry);
+        // SAFETY: the tail of this PE's heap allocation is `l.bytes` long (allocated by device::setup with this
+        // layout); [teams + 16 slot, +16) lies inside it because slot < slots.
+        unsafe {
+            self.rt.write_raw(
+                (tail + l.teams + slot * std::mem::size_of::<DeviceTeam>()) as *mut u8,
+                bytes,
+            )?
+        };
+        if reset {
+            for off in [l.arrive, l.epoch] {
+                // SAFETY: as above: [off + 8 slot, +8) lies in the tail's counter arrays.
+                unsafe {
+                    self.rt
+                        .write_raw((tail + off + 8 * slot) as *mut u8, &[0u8; 8])?
+                };
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The bytes of a team entry, as the device reads them.
+fn team_bytes(t: &DeviceTeam) -> &[u8] {
+    // SAFETY: DeviceTeam is repr(C), four i32 fields, no padding.
+    unsafe {
+        std::slice::from_raw_parts(
+            (t as *const DeviceTeam).cast::<u8>(),
+            std::mem::size_of::<DeviceTeam>(),
+        )
     }
 }
 
