@@ -102,6 +102,8 @@ env_table! {
     reduce_scatter_algorithm: OnUse<crate::coll::ReduceScatterAlgo> = "XPUSHMEM_REDUCE_SCATTER_ALGORITHM", "auto", on_use(algorithm::<crate::coll::ReduceScatterAlgo>);
     /// inscan/exscan algorithm: auto, linear, chain
     scan_algorithm: OnUse<crate::coll::ScanAlgo> = "XPUSHMEM_SCAN_ALGORITHM", "auto", on_use(algorithm::<crate::coll::ScanAlgo>);
+    /// reductions of at least this many bytes use the ring (reduce-scatter then allgather: traffic per PE independent of the team size) when the reduction algorithm is auto; auto: 256K up to 4 PEs, 64K above; bytes or with a K/M suffix
+    reduce_ring_size: Option<usize> = "XPUSHMEM_REDUCE_RING_SIZE", "auto", auto_size;
     /// chunk of the pipelined broadcast; bytes or with a K/M/G suffix (at least 64)
     coll_chunk_bytes: OnUse<usize> = "XPUSHMEM_COLL_CHUNK_SIZE", "64K", on_use(chunk_size);
     /// largest chunk (bytes per destination, or a K/M suffix) the op family's all-to-alls ship inside their split exchange instead of having the receiver read it from the sender; auto: whatever fits in the team's exchange area (a few KiB divided by the group size), 0: never

@@ -120,3 +120,90 @@ coll_test!(
         sh.free(src)
     }
 );
+
+/// Value `k` of what PE `from` contributes (to PE `to`) in the eager-boundary test.
+fn val(from: usize, to: usize, k: usize) -> i64 {
+    ((from as i64) << 40) ^ ((to as i64) << 20) ^ (k as i64 * 7 + 1)
+}
+
+// The eager algorithms (the data inside the agreement's exchange) at their size boundary: one element below,
+// at and above what a message holds (`team_exchange_capacity`), with `Auto` and with `Eager` requested (which
+// falls back above), for broadcast, alltoall, fcollect and a sum reduction, against references every PE computes.
+coll_test!(
+    eager_collectives_at_the_boundary,
+    [_1pe = 1, _2pe = 2, _3pe = 3, _4pe = 4],
+    &[],
+    |sh| {
+        use xpushmem::{BroadcastAlgo, CollectAlgo, ReduceAlgo, ReduceOp};
+        let (n, me) = (sh.n_pes(), sh.my_pe());
+        let w = sh.team_world();
+        let edge = sh.team_exchange_capacity(&w).min(4096) / 8;
+        let max = n * (edge + 1);
+        let (src, dst) = (sh.malloc::<i64>(max)?, sh.malloc::<i64>(max)?);
+        for len in [edge - 1, edge, edge + 1] {
+            for eager in [false, true] {
+                let ctx = format!("len {len} (edge {edge}), Eager requested {eager}, PE {me}");
+                // broadcast from the last PE
+                let root = n - 1;
+                let data: Vec<i64> = (0..len).map(|k| val(root, 0, k)).collect();
+                sh.put(src.slice(..len)?, &data, me)?;
+                let algo = if eager {
+                    BroadcastAlgo::Eager
+                } else {
+                    BroadcastAlgo::Auto
+                };
+                sh.broadcast_with(&w, dst, src, len, root, algo)?;
+                let mut got = vec![0i64; len];
+                sh.get(&mut got, dst.slice(..len)?, me)?;
+                assert_eq!(got, data, "broadcast: {ctx}");
+                // alltoall
+                let data: Vec<i64> = (0..n * len).map(|i| val(me, i / len, i % len)).collect();
+                sh.put(src.slice(..n * len)?, &data, me)?;
+                let algo = if eager {
+                    AlltoallAlgo::Eager
+                } else {
+                    AlltoallAlgo::Auto
+                };
+                sh.alltoall_with(&w, dst, src, len, algo)?;
+                let mut got = vec![0i64; n * len];
+                sh.get(&mut got, dst.slice(..n * len)?, me)?;
+                let want: Vec<i64> = (0..n * len).map(|i| val(i / len, me, i % len)).collect();
+                assert_eq!(got, want, "alltoall: {ctx}");
+                // fcollect
+                let data: Vec<i64> = (0..len).map(|k| val(me, 0, k)).collect();
+                sh.put(src.slice(..len)?, &data, me)?;
+                let algo = if eager {
+                    CollectAlgo::Eager
+                } else {
+                    CollectAlgo::Auto
+                };
+                sh.fcollect_with(&w, dst, src, len, algo)?;
+                let mut got = vec![0i64; n * len];
+                sh.get(&mut got, dst.slice(..n * len)?, me)?;
+                let want: Vec<i64> = (0..n * len).map(|i| val(i / len, 0, i % len)).collect();
+                assert_eq!(got, want, "fcollect: {ctx}");
+                // sum reduction, out of place and in place
+                let algo = if eager {
+                    ReduceAlgo::Eager
+                } else {
+                    ReduceAlgo::Auto
+                };
+                let want: Vec<i64> = (0..len)
+                    .map(|k| (0..n).map(|p| val(p, 1, k)).fold(0i64, i64::wrapping_add))
+                    .collect();
+                for in_place in [false, true] {
+                    let data: Vec<i64> = (0..len).map(|k| val(me, 1, k)).collect();
+                    sh.put(src.slice(..len)?, &data, me)?;
+                    let d = if in_place { src } else { dst };
+                    sh.reduce_with(&w, ReduceOp::Sum, d, src, len, algo)?;
+                    let mut got = vec![0i64; len];
+                    sh.get(&mut got, d.slice(..len)?, me)?;
+                    assert_eq!(got, want, "reduce (in place {in_place}): {ctx}");
+                }
+            }
+        }
+        sh.barrier_all()?;
+        sh.free(dst)?;
+        sh.free(src)
+    }
+);

@@ -7,10 +7,17 @@ use crate::runtime::Shmem;
 use crate::team::{layout, Team};
 use crate::types::{SymSlice, Symmetric};
 
-fn resolve(a: AlltoallAlgo, n: usize, _bytes: usize) -> Result<AlltoallAlgo> {
-    Ok(match a.with_env()? {
-        AlltoallAlgo::Auto if n > 16 => AlltoallAlgo::Pairwise,
-        AlltoallAlgo::Auto => AlltoallAlgo::Direct,
+/// The algorithm for a team of `n` and blocks of `block` bytes (`fits`: a block fits in a message of the exchange).
+fn resolve(
+    a: AlltoallAlgo,
+    cfg: &crate::config::Config,
+    n: usize,
+    fits: bool,
+) -> Result<AlltoallAlgo> {
+    Ok(match a.with_cfg(cfg)? {
+        AlltoallAlgo::Auto | AlltoallAlgo::Eager if fits => AlltoallAlgo::Eager,
+        AlltoallAlgo::Auto | AlltoallAlgo::Eager if n > 16 => AlltoallAlgo::Pairwise,
+        AlltoallAlgo::Auto | AlltoallAlgo::Eager => AlltoallAlgo::Direct,
         x => x,
     })
 }
@@ -31,6 +38,16 @@ fn span(count: usize, stride: usize, name: &'static str, nelems: usize) -> Resul
                 format!("{count} elements (nelems = {nelems} per PE) every {stride} span more than the address space"),
             )
         })
+}
+
+/// This PE's `buf.len()` elements of `from`, `stride` apart.
+fn gather<T: Symmetric>(sh: &Shmem, buf: &mut [T], from: SymSlice<T>, stride: usize) -> Result<()> {
+    if stride == 1 {
+        sh.get(buf, from, sh.my_pe())
+    } else {
+        let n = buf.len();
+        sh.iget(buf, from, 1, stride, n, sh.my_pe())
+    }
 }
 
 impl Shmem {
@@ -146,14 +163,8 @@ impl Shmem {
         let mut ctx = team.ctx(self, op)?;
         let n = ctx.n();
         let total = mul(n, nelems, "nelems");
-        let algo = resolve(
-            algo,
-            n,
-            total
-                .clone()
-                .unwrap_or(usize::MAX)
-                .saturating_mul(std::mem::size_of::<T>()),
-        );
+        let fits = ctx.eager_fits(nelems.saturating_mul(std::mem::size_of::<T>()));
+        let algo = resolve(algo, &self.cfg, n, fits);
         let local = (|| {
             if dst == 0 {
                 return Err(Error::invalid(
@@ -197,13 +208,54 @@ impl Shmem {
             0,
             0,
         ];
+        let me = ctx.idx();
+        let mut buf = vec![T::default(); nelems];
+        if algo.as_ref().is_ok_and(|a| *a == AlltoallAlgo::Eager) {
+            // Block j of the source travels to member j inside the agreement.
+            let mut send = super::Messages::default();
+            if local.is_ok() {
+                for j in 0..n {
+                    if j != me && nelems > 0 {
+                        let from = src.slice(j * nelems * sst..)?;
+                        gather(self, &mut buf, from, sst)?;
+                        send.data
+                            .extend_from_slice(crate::transport::shm::bytes_of(&buf));
+                    }
+                    send.close();
+                }
+            }
+            let mut recv = super::Messages::default();
+            ctx.enter_exchange(common, local, &send, &mut recv)?;
+            if nelems == 0 {
+                return Ok(());
+            }
+            for i in 0..n {
+                let to = dest.slice(i * nelems * dst..)?;
+                if i == me {
+                    gather(self, &mut buf, src.slice(me * nelems * sst..)?, sst)?;
+                } else {
+                    let got = recv.get(i);
+                    if got.len() != nelems * std::mem::size_of::<T>() {
+                        return Err(Error::State(format!(
+                            "{op}: the message of member {i} holds {} bytes",
+                            got.len()
+                        )));
+                    }
+                    crate::transport::shm::bytes_of_mut(&mut buf).copy_from_slice(got);
+                }
+                if dst == 1 {
+                    self.put(to, &buf, self.my_pe())?;
+                } else {
+                    self.iput(to, &buf, dst, 1, buf.len(), self.my_pe())?;
+                }
+            }
+            return Ok(());
+        }
         ctx.enter(common, [0; INFO], local, false)?;
         let algo = algo?;
         if nelems == 0 {
             return Ok(());
         }
-        let me = ctx.idx();
-        let mut buf = vec![T::default(); nelems];
         let mut send = |ctx: &mut Ctx<'_>, j: usize| -> Result<()> {
             let (sh, my_pe) = (ctx.sh, ctx.sh.my_pe());
             let from = src.slice(j * nelems * sst..)?;

@@ -1,17 +1,26 @@
 //! Broadcast: the root's `nelems` elements of `src` land in `dest` on every member (the root included).
 
-use super::{chunk_bytes, need_len, overlap, BroadcastAlgo, CallId, Ctx, COMMON, INFO};
+use super::{need_len, overlap, BroadcastAlgo, CallId, Ctx, COMMON, INFO};
 use crate::error::{Error, Result};
 use crate::runtime::Shmem;
 use crate::team::{layout, Team};
 use crate::types::{SymSlice, Symmetric};
 
-fn resolve(a: BroadcastAlgo, n: usize, bytes: usize) -> Result<BroadcastAlgo> {
-    Ok(match a.with_env()? {
-        BroadcastAlgo::Auto if n <= 2 => BroadcastAlgo::Linear,
-        BroadcastAlgo::Auto if bytes >= 256 << 10 => BroadcastAlgo::Pipelined,
-        BroadcastAlgo::Auto if n <= 4 => BroadcastAlgo::Linear,
-        BroadcastAlgo::Auto => BroadcastAlgo::Binomial,
+/// The algorithm for a team of `n` and `bytes` of data (`fits`: they fit in a message of the exchange).
+fn resolve(
+    a: BroadcastAlgo,
+    cfg: &crate::config::Config,
+    n: usize,
+    bytes: usize,
+    fits: bool,
+) -> Result<BroadcastAlgo> {
+    use BroadcastAlgo::{Auto, Eager};
+    Ok(match a.with_cfg(cfg)? {
+        Auto | Eager if fits => Eager,
+        Auto | Eager if n <= 2 => BroadcastAlgo::Linear,
+        Auto | Eager if bytes >= 256 << 10 => BroadcastAlgo::Pipelined,
+        Auto | Eager if n <= 4 => BroadcastAlgo::Linear,
+        Auto | Eager => BroadcastAlgo::Binomial,
         x => x,
     })
 }
@@ -67,8 +76,8 @@ impl Shmem {
         let mut ctx = team.ctx(self, OP)?;
         let (n, me) = (ctx.n(), ctx.idx());
         let bytes = nelems.saturating_mul(std::mem::size_of::<T>());
-        let chunk = chunk_bytes();
-        let algo = resolve(algo, n, bytes);
+        let chunk = self.cfg.coll_chunk_bytes.clone();
+        let algo = resolve(algo, &self.cfg, n, bytes, ctx.eager_fits(bytes));
         let local = (|| {
             if root >= n {
                 return Err(Error::InvalidPe {
@@ -106,6 +115,29 @@ impl Shmem {
             0,
             0,
         ];
+        if algo.as_ref().is_ok_and(|a| *a == BroadcastAlgo::Eager) {
+            // The root's data travels to every member inside the agreement.
+            let mut send = super::Messages::default();
+            if local.is_ok() {
+                for i in 0..n {
+                    if me == root && i != me && nelems > 0 {
+                        ctx.push_local(&mut send, src.slice(..nelems)?)?;
+                    }
+                    send.close();
+                }
+            }
+            let mut recv = super::Messages::default();
+            ctx.enter_exchange(common, local, &send, &mut recv)?;
+            if nelems == 0 {
+                return Ok(());
+            }
+            let (dest, src) = (dest.slice(..nelems)?, src.slice(..nelems)?);
+            return if me == root {
+                ctx.copy(dest, me, src, me)
+            } else {
+                ctx.write_local(dest, recv.get(root))
+            };
+        }
         ctx.enter(common, [0; INFO], local, false)?;
         let algo = algo?;
         if nelems == 0 {

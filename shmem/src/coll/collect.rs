@@ -8,10 +8,20 @@ use crate::runtime::Shmem;
 use crate::team::{layout, Team};
 use crate::types::{SymSlice, Symmetric};
 
-fn resolve(a: CollectAlgo, n: usize, bytes: usize) -> Result<CollectAlgo> {
-    Ok(match a.with_env()? {
-        CollectAlgo::Auto if n > 8 && bytes >= 64 << 10 => CollectAlgo::Ring,
-        CollectAlgo::Auto => CollectAlgo::Direct,
+/// The algorithm for a team of `n` gathering `bytes` in all (`fits`: a block fits in a message of the exchange;
+/// always false for `collect`).
+fn resolve(
+    a: CollectAlgo,
+    cfg: &crate::config::Config,
+    n: usize,
+    bytes: usize,
+    fits: bool,
+) -> Result<CollectAlgo> {
+    use CollectAlgo::{Auto, Eager};
+    Ok(match a.with_cfg(cfg)? {
+        Auto | Eager if fits => Eager,
+        Auto | Eager if n > 8 && bytes >= 64 << 10 => CollectAlgo::Ring,
+        Auto | Eager => CollectAlgo::Direct,
         x => x,
     })
 }
@@ -64,13 +74,16 @@ impl Shmem {
         let mut ctx = team.ctx(self, OP)?;
         let n = ctx.n();
         let total = mul(n, nelems, "nelems");
+        let fits = ctx.eager_fits(nelems.saturating_mul(std::mem::size_of::<T>()));
         let algo = resolve(
             algo,
+            &self.cfg,
             n,
             total
                 .clone()
                 .unwrap_or(usize::MAX)
                 .saturating_mul(std::mem::size_of::<T>()),
+            fits,
         );
         let local = (|| {
             let total = total.clone()?;
@@ -90,6 +103,37 @@ impl Shmem {
             0,
             0,
         ];
+        if algo.as_ref().is_ok_and(|a| *a == CollectAlgo::Eager) {
+            // This PE's block travels to every member inside the agreement.
+            let me = ctx.idx();
+            let mut send = super::Messages::default();
+            if local.is_ok() {
+                let mut block = super::Messages::default();
+                if nelems > 0 {
+                    ctx.push_local(&mut block, src.slice(..nelems)?)?;
+                }
+                for i in 0..n {
+                    if i != me {
+                        send.data.extend_from_slice(&block.data);
+                    }
+                    send.close();
+                }
+            }
+            let mut recv = super::Messages::default();
+            ctx.enter_exchange(common, local, &send, &mut recv)?;
+            if nelems == 0 {
+                return Ok(());
+            }
+            for i in 0..n {
+                let to = dest.slice(i * nelems..(i + 1) * nelems)?;
+                if i == me {
+                    ctx.copy(to, me, src.slice(..nelems)?, me)?;
+                } else {
+                    ctx.write_local(to, recv.get(i))?;
+                }
+            }
+            return Ok(());
+        }
         ctx.enter(common, [0; INFO], local, false)?;
         let algo = algo?;
         if nelems == 0 {
@@ -136,7 +180,7 @@ impl Shmem {
         const OP: &str = "collect";
         let mut ctx = team.ctx(self, OP)?;
         let n = ctx.n();
-        let algo = resolve(algo, n, 0);
+        let algo = resolve(algo, &self.cfg, n, 0, false);
         let local = (|| {
             // Whether dest and source overlap depends on the total, known after the exchange: checked below.
             need_len(src, nelems, "source", OP)?;

@@ -14,13 +14,16 @@
 //! | collective | rule |
 //! |---|---|
 //! | barrier / sync | the team's agreement (a dissemination all-reduce that carries the call's identity) |
-//! | broadcast | linear for n <= 2; pipelined for bytes >= 256 KiB; linear for n <= 4; else binomial |
-//! | fcollect / collect | ring for n > 8 and bytes >= 64 KiB (fcollect), else direct |
-//! | alltoall(s) | pairwise for n > 16, else direct |
-//! | reduce | linear for n <= 2 or (bytes <= 4 KiB and n <= 4); recursive doubling below 256 KiB; else ring |
+//! | broadcast | eager when the data fits in a message; linear for n <= 2; pipelined for bytes >= 256 KiB; linear for n <= 4; else binomial |
+//! | fcollect / collect | eager when a block fits in a message (fcollect); ring for n > 8 and bytes >= 64 KiB (fcollect), else direct |
+//! | alltoall(s) | eager when a block fits in a message; pairwise for n > 16, else direct |
+//! | reduce | eager when the source fits in a message; linear for n <= 2 or (bytes <= 4 KiB and n <= 4); recursive doubling below the ring cutover (`XPUSHMEM_REDUCE_RING_SIZE`, default 256 KiB, divided by n / 4 above 4 PEs); else ring |
 //! | reduce_scatter | linear |
 //! | inscan / exscan | linear for n <= 16, else chain |
 //!
+//! A message of the team's exchange holds a few KiB divided by the team size (`Shmem::team_exchange_capacity`):
+//! the eager algorithms are the small-message path, whose whole cost is one signalled message per pair of members
+//! (the agreement and the data in the same latency, no exit synchronisation: messages are double-buffered).
 //! The same rule runs on every PE with the same inputs, so every PE picks the same algorithm.
 //!
 //! ## How a collective runs
@@ -69,6 +72,9 @@ algo_enum!(
         Binomial = "binomial",
         /// A chain from the root, the data cut in chunks (`XPUSHMEM_COLL_CHUNK_SIZE`) forwarded as they arrive.
         Pipelined = "pipelined" | "pipeline" | "chunked",
+        /// The data travels inside the agreement: one signalled message from the root to each member (when it
+        /// fits in the team's exchange area; otherwise as `Auto` without it).
+        Eager = "eager",
     }
 );
 
@@ -79,6 +85,9 @@ algo_enum!(
         Direct = "direct" | "linear",
         /// Blocks travel around a ring, n - 1 steps.
         Ring = "ring",
+        /// `fcollect`: the blocks travel inside the agreement, one signalled message per pair of members (when a
+        /// block fits in the team's exchange area; otherwise, and for `collect`, as `Auto` without it).
+        Eager = "eager",
     }
 );
 
@@ -89,6 +98,9 @@ algo_enum!(
         Pairwise = "pairwise",
         /// Every member puts all its blocks at once, then waits for all.
         Direct = "direct" | "linear",
+        /// The blocks travel inside the agreement, one signalled message per pair of members (when a block fits
+        /// in the team's exchange area; otherwise as `Auto` without it).
+        Eager = "eager",
     }
 );
 
@@ -101,6 +113,10 @@ algo_enum!(
         RecursiveDoubling = "recursive-doubling" | "recursive_doubling" | "rd",
         /// Reduce-scatter then allgather around a ring: 2 (n - 1) steps of 1/n of the data.
         Ring = "ring",
+        /// Every member's source travels inside the agreement to every member (one signalled message per pair),
+        /// which folds them in member order (when it fits in the team's exchange area; otherwise as `Auto`
+        /// without it).
+        Eager = "eager",
     }
 );
 
@@ -221,9 +237,46 @@ pub(crate) fn overlap<T: Symmetric>(a: SymSlice<T>, b: SymSlice<T>) -> bool {
     a0 < b1 && b0 < a1 && a1 > a0 && b1 > b0
 }
 
-/// The pipeline chunk of `XPUSHMEM_COLL_CHUNK_SIZE` in bytes, as parsed at init.
-pub(crate) fn chunk_bytes() -> Result<usize> {
-    crate::config::current()?.coll_chunk_bytes.clone()
+/// Messages of the eager algorithms: the team's exchange.
+pub(crate) use crate::team::Messages;
+
+impl Ctx<'_> {
+    /// Whether `bytes` of data per message fit in the team's exchange (the eager algorithms).
+    pub(crate) fn eager_fits(&self, bytes: usize) -> bool {
+        self.n() == 1 || bytes <= self.exchange_capacity()
+    }
+
+    /// Append the bytes of this PE's `src` to the message being built.
+    pub(crate) fn push_local<T: Symmetric>(
+        &self,
+        m: &mut Messages,
+        src: SymSlice<T>,
+    ) -> Result<()> {
+        let at = m.data.len();
+        m.data.resize(at + src.size_bytes(), 0);
+        self.sh.local_map().read(src.off, &mut m.data[at..])
+    }
+
+    /// Write received bytes into this PE's `dest`.
+    pub(crate) fn write_local<T: Symmetric>(&self, dest: SymSlice<T>, bytes: &[u8]) -> Result<()> {
+        if bytes.len() != dest.size_bytes() {
+            return Err(Error::State(format!(
+                "{}: a message holds {} bytes, expected {}",
+                self.op,
+                bytes.len(),
+                dest.size_bytes()
+            )));
+        }
+        self.sh.local_map().write(dest.off, bytes)
+    }
+}
+
+/// Values of type `T` from message bytes.
+pub(crate) fn values<T: Symmetric>(bytes: &[u8]) -> Vec<T> {
+    let mut v = vec![T::default(); bytes.len() / std::mem::size_of::<T>().max(1)];
+    let n = std::mem::size_of_val(v.as_slice());
+    crate::transport::shm::bytes_of_mut(&mut v).copy_from_slice(&bytes[..n]);
+    v
 }
 
 #[cfg(test)]

@@ -189,11 +189,26 @@ pub(crate) fn same_or_disjoint<T: Symmetric>(dest: SymSlice<T>, src: SymSlice<T>
     Ok(())
 }
 
-fn resolve(a: ReduceAlgo, n: usize, bytes: usize) -> Result<ReduceAlgo> {
-    Ok(match a.with_env()? {
-        ReduceAlgo::Auto if n <= 2 || bytes <= 4096 && n <= 4 => ReduceAlgo::Linear,
-        ReduceAlgo::Auto if bytes < 256 << 10 => ReduceAlgo::RecursiveDoubling,
-        ReduceAlgo::Auto => ReduceAlgo::Ring,
+/// The algorithm for a team of `n` reducing `bytes` (`fits`: they fit in a message of the exchange). Above the
+/// ring cutover (`XPUSHMEM_REDUCE_RING_SIZE`; auto: 256 KiB up to 4 PEs, where recursive doubling moves no more
+/// data per PE than the ring, and 64 KiB above, where its log2(n) full-size rounds outgrow the ring's 2 (n-1)/n)
+/// the ring's traffic per PE does not grow with the team.
+fn resolve(
+    a: ReduceAlgo,
+    cfg: &crate::config::Config,
+    n: usize,
+    bytes: usize,
+    fits: bool,
+) -> Result<ReduceAlgo> {
+    use ReduceAlgo::{Auto, Eager};
+    let ring_from = cfg
+        .reduce_ring_size
+        .unwrap_or(if n <= 4 { 256 << 10 } else { 64 << 10 });
+    Ok(match a.with_cfg(cfg)? {
+        Auto | Eager if fits => Eager,
+        Auto | Eager if n <= 2 || bytes <= 4096 && n <= 4 => ReduceAlgo::Linear,
+        Auto | Eager if bytes < ring_from => ReduceAlgo::RecursiveDoubling,
+        Auto | Eager => ReduceAlgo::Ring,
         x => x,
     })
 }
@@ -254,7 +269,8 @@ impl Shmem {
         const OP: &str = "reduce";
         let mut ctx = team.ctx(self, OP)?;
         let n = ctx.n();
-        let algo = resolve(algo, n, nreduce.saturating_mul(std::mem::size_of::<T>()));
+        let bytes = nreduce.saturating_mul(std::mem::size_of::<T>());
+        let algo = resolve(algo, &self.cfg, n, bytes, ctx.eager_fits(bytes));
         let local = (|| {
             check_op::<T>(op)?;
             need_len(dest, nreduce, "dest", OP)?;
@@ -273,6 +289,49 @@ impl Shmem {
             0,
             0,
         ];
+        if algo.as_ref().is_ok_and(|a| *a == ReduceAlgo::Eager) {
+            // Every source travels to every member inside the agreement; each folds them in member order (the
+            // same order everywhere, so floating-point results agree across members).
+            let me = ctx.idx();
+            let mut send = super::Messages::default();
+            if local.is_ok() {
+                let mut mine = super::Messages::default();
+                if nreduce > 0 {
+                    ctx.push_local(&mut mine, src.slice(..nreduce)?)?;
+                }
+                for i in 0..n {
+                    if i != me {
+                        send.data.extend_from_slice(&mine.data);
+                    }
+                    send.close();
+                }
+            }
+            let mut recv = super::Messages::default();
+            ctx.enter_exchange(common, local, &send, &mut recv)?;
+            if nreduce == 0 {
+                return Ok(());
+            }
+            let (dest, src) = (dest.slice(..nreduce)?, src.slice(..nreduce)?);
+            let part = |i: usize| -> Result<Vec<T>> {
+                if i == me {
+                    return ctx.fetch(src, me);
+                }
+                let b = recv.get(i);
+                if b.len() != src.size_bytes() {
+                    return Err(Error::State(format!(
+                        "{OP}: the message of member {i} holds {} bytes, expected {}",
+                        b.len(),
+                        src.size_bytes()
+                    )));
+                }
+                Ok(super::values(b))
+            };
+            let mut acc = part(0)?;
+            for i in 1..n {
+                combine_into(op, &mut acc, &part(i)?, false);
+            }
+            return self.put(dest, &acc, self.my_pe());
+        }
         ctx.enter(common, [0; INFO], local, false)?;
         let algo = algo?;
         if nreduce == 0 {
@@ -315,7 +374,7 @@ impl Shmem {
         const OP: &str = "reduce_scatter";
         let mut ctx = team.ctx(self, OP)?;
         let (n, me) = (ctx.n(), ctx.idx());
-        let algo = algo.with_env().map(|a| match a {
+        let algo = algo.with_cfg(&self.cfg).map(|a| match a {
             ReduceScatterAlgo::Auto => ReduceScatterAlgo::Linear,
             x => x,
         });

@@ -9,8 +9,8 @@ use crate::runtime::Shmem;
 use crate::team::{layout, Team};
 use crate::types::SymSlice;
 
-fn resolve(a: ScanAlgo, n: usize) -> Result<ScanAlgo> {
-    Ok(match a.with_env()? {
+fn resolve(a: ScanAlgo, cfg: &crate::config::Config, n: usize) -> Result<ScanAlgo> {
+    Ok(match a.with_cfg(cfg)? {
         ScanAlgo::Auto if n <= 16 => ScanAlgo::Linear,
         ScanAlgo::Auto => ScanAlgo::Chain,
         x => x,
@@ -85,7 +85,7 @@ impl Shmem {
         };
         let mut ctx = team.ctx(self, name)?;
         let n = ctx.n();
-        let algo = resolve(algo, n);
+        let algo = resolve(algo, &self.cfg, n);
         let local = (|| {
             check_op::<T>(op)?;
             need_len(dest, nelems, "dest", name)?;

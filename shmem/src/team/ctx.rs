@@ -79,6 +79,10 @@ const STATUS: usize = COMMON + INFO;
 const SEQ: usize = STATUS + 1;
 const _: () = assert!(SEQ < layout::CHECK_WORDS);
 
+/// First info word of the identity of a call that runs as an exchange ([`Ctx::exchange`]) rather than as an
+/// agreement: a member waiting in one for a member in the other learns that it will never send.
+const EXCHANGE_MARK: u64 = 0x4758_4843_5845_4d58;
+
 /// Status word values.
 const STATUS_OK: u64 = 1;
 const STATUS_BAD: u64 = 2;
@@ -119,15 +123,14 @@ macro_rules! algo_enum {
                 v.join(", ")
             }
 
-            /// `Auto` resolved through the configuration parsed at init (its `XPUSHMEM_*_ALGORITHM` variable;
-            /// still `Auto` when that is unset).
+            /// `Auto` resolved through the configuration parsed at init, `cfg` (its `XPUSHMEM_*_ALGORITHM`
+            /// variable; still `Auto` when that is unset).
             #[allow(dead_code)]
-            pub(crate) fn with_env(self) -> Result<$name> {
+            pub(crate) fn with_cfg(self, cfg: &crate::config::Config) -> Result<$name> {
                 if self != $name::Auto {
                     return Ok(self);
                 }
-                let cfg = crate::config::current()?;
-                <$name as crate::config::FromConfig>::from_config(&cfg)
+                <$name as crate::config::FromConfig>::from_config(cfg)
             }
         }
 
@@ -200,12 +203,10 @@ pub(crate) enum CallId {
     External = 23,
     /// Team creation from explicit PE lists.
     TeamFromPes = 24,
-    /// A collective of a layer above run as one signalled exchange (words: its arguments' digest, then its name).
-    Exchange = 25,
 }
 
 impl CallId {
-    const ALL: [CallId; 25] = [
+    const ALL: [CallId; 24] = [
         CallId::Broadcast,
         CallId::Fcollect,
         CallId::Collect,
@@ -230,7 +231,6 @@ impl CallId {
         CallId::Finalize,
         CallId::External,
         CallId::TeamFromPes,
-        CallId::Exchange,
     ];
 
     fn from_code(c: u64) -> Option<CallId> {
@@ -263,7 +263,6 @@ impl CallId {
             CallId::Finalize => "finalize",
             CallId::External => "an external collective",
             CallId::TeamFromPes => "team_from_pes",
-            CallId::Exchange => "an exchange",
         }
     }
 
@@ -354,7 +353,7 @@ pub(crate) fn describe(w: &[u64]) -> String {
             let of = CallId::from_code(at(3)).map_or("?", CallId::name);
             return format!("a synchronisation inside {of}");
         }
-        CallId::External | CallId::Exchange => {
+        CallId::External => {
             let name: Vec<u8> = (3..COMMON)
                 .flat_map(|k| at(k).to_le_bytes())
                 .take_while(|&b| b != 0)
@@ -522,8 +521,8 @@ impl<'a> Ctx<'a> {
         )
     }
 
-    /// The call member `i` published for sequence number `seq` (its identity's call word), if it has reached it.
-    fn member_call(&self, i: usize, seq: u64) -> Result<Option<u64>> {
+    /// Whether member `i` runs its call of sequence number `seq` as an exchange (`None` until it has published it).
+    fn member_in_exchange(&self, i: usize, seq: u64) -> Result<Option<bool>> {
         let at = layout::CHECK + (seq % 2) as usize * layout::CHECK_WORDS;
         let mut b = [0u8; 8];
         let win = self.win(i)?;
@@ -531,8 +530,10 @@ impl<'a> Ctx<'a> {
         if u64::from_le_bytes(b) != seq {
             return Ok(None);
         }
-        win.read(self.word(at), &mut b)?;
-        Ok(Some(u64::from_le_bytes(b)))
+        // The words were written before the sequence number (Ctx::publish).
+        std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
+        win.read(self.word(at + COMMON), &mut b)?;
+        Ok(Some(u64::from_le_bytes(b) == EXCHANGE_MARK))
     }
 
     /// Wait until word `w` of this PE's slot reaches `target` (the sequence number), sent by member `from`. Returns
@@ -564,8 +565,8 @@ impl<'a> Ctx<'a> {
                 }
                 polls = polls.wrapping_add(1);
                 if polls % 64 == 0 {
-                    if let Some(c) = self.member_call(from, target)? {
-                        other = (c == CallId::Exchange as u64) != in_exchange;
+                    if let Some(x) = self.member_in_exchange(from, target)? {
+                        other = x != in_exchange;
                     }
                 }
                 Ok(other)
@@ -585,6 +586,14 @@ impl<'a> Ctx<'a> {
     pub(crate) fn write_words(&self, w: usize, words: &[u64]) -> Result<()> {
         let bytes: Vec<u8> = words.iter().flat_map(|x| x.to_le_bytes()).collect();
         self.local_win().write(self.word(w), &bytes)
+    }
+
+    /// Publish this PE's identity words at `at`: every word, then (ordered after them) the sequence number, so
+    /// that a member that sees the new sequence number sees the words of that call ([`Ctx::member_in_exchange`]).
+    fn publish(&self, at: usize, words: &[u64]) -> Result<()> {
+        self.write_words(at, &words[..SEQ])?;
+        std::sync::atomic::fence(std::sync::atomic::Ordering::Release);
+        self.write_words(at + SEQ, &words[SEQ..])
     }
 
     /// Read `count` words of member `i`'s slot.
@@ -696,13 +705,14 @@ impl<'a> Ctx<'a> {
     /// number makes the call fail with [`Error::Mismatch`].
     pub(crate) fn exchange(
         &mut self,
-        op: &str,
+        common: [u64; COMMON],
         ok: bool,
         dig: u64,
         send: &crate::team::Messages,
         recv: &mut crate::team::Messages,
     ) -> Result<crate::team::Agreement> {
         use layout::*;
+        let op = self.op;
         let (n, me) = (self.n(), self.idx());
         let cap = self.exchange_capacity();
         // A bad message list is this PE's error, reported after the exchange (so that nobody waits for it). A PE
@@ -733,13 +743,6 @@ impl<'a> Ctx<'a> {
         self.sh.quiet()?;
         self.st.seq += 1;
         let seq = self.st.seq;
-        let mut common = CallId::Exchange.words();
-        common[1] = dig;
-        for (k, c) in op.as_bytes().chunks(8).take(COMMON - 3).enumerate() {
-            let mut b = [0u8; 8];
-            b[..c.len()].copy_from_slice(c);
-            common[3 + k] = u64::from_le_bytes(b);
-        }
         recv.clear();
         let mut out = crate::team::Agreement {
             failed: None,
@@ -763,9 +766,10 @@ impl<'a> Ctx<'a> {
         let at = CHECK + (seq % 2) as usize * CHECK_WORDS;
         let mut words = [0u64; CHECK_WORDS];
         words[..COMMON].copy_from_slice(&common);
+        words[COMMON] = EXCHANGE_MARK;
         words[STATUS] = if ok { STATUS_OK } else { STATUS_BAD };
         words[SEQ] = seq;
-        self.write_words(at, &words)?;
+        self.publish(at, &words)?;
         let region = exchange_region_words(n);
         let base = EXCH + (seq % 2) as usize * EXCH_PARITY_WORDS;
         let mine = base + me * region;
@@ -805,11 +809,7 @@ impl<'a> Ctx<'a> {
                         continue;
                     }
                     polls = polls.wrapping_add(1);
-                    if polls % 64 == 0
-                        && self
-                            .member_call(q, seq)?
-                            .is_some_and(|c| c != CallId::Exchange as u64)
-                    {
+                    if polls % 64 == 0 && self.member_in_exchange(q, seq)? == Some(false) {
                         other = Some(q);
                         return Ok(true);
                     }
@@ -818,15 +818,14 @@ impl<'a> Ctx<'a> {
                 Ok(true)
             },
         )?;
-        if let Some(q) = other {
-            let theirs = self.read_words(q, at, CHECK_WORDS)?;
-            return Err(Error::Mismatch {
-                call: self.op,
-                pe: self.pe(q),
-                theirs: describe(&theirs[..COMMON]),
-                reference_pe: self.sh.my_pe(),
-                ours: describe(&common),
-            });
+        if other.is_some() {
+            // A member in another collective: the agreement's verdict (every member's words compared with member
+            // 0's), the same as the members on the other side reach.
+            let mut all = Vec::with_capacity(n);
+            for i in 0..n {
+                all.push(self.read_words(i, at, CHECK_WORDS)?);
+            }
+            return Err(self.verdict(&all, &words, true));
         }
         let win = self.local_win();
         let mut h = [0u8; 16];
@@ -858,6 +857,54 @@ impl<'a> Ctx<'a> {
         Ok(out)
     }
 
+    /// [`Ctx::enter`] as one exchange: the agreement of the collective `common` (same comparison and same
+    /// verdict as the agreement's) whose messages carry its data (`send`, one per member; `recv` gets every
+    /// member's). For small messages: the data moves in the same message latency as the verdict.
+    pub(crate) fn enter_exchange(
+        &mut self,
+        common: [u64; COMMON],
+        local: Result<()>,
+        send: &crate::team::Messages,
+        recv: &mut crate::team::Messages,
+    ) -> Result<()> {
+        let checking = self.sh.cfg.check_symmetry;
+        let compared = if checking { &common[..] } else { &common[..1] };
+        let mut d = vec![self.team.slot as u64];
+        d.extend_from_slice(compared);
+        let v = self.exchange(common, local.is_ok(), digest(&d), send, recv)?;
+        local?;
+        if v.failed.is_none() && v.differs.is_none() {
+            return Ok(());
+        }
+        let at = layout::CHECK + (self.st.seq % 2) as usize * layout::CHECK_WORDS;
+        let mut all = Vec::with_capacity(self.n());
+        for i in 0..self.n() {
+            all.push(self.read_words(i, at, layout::CHECK_WORDS)?);
+        }
+        let mine = all[self.idx()].clone();
+        Err(self.verdict(&all, &mine, checking))
+    }
+
+    /// The exchange of a collective of a layer above named `op` whose arguments digest to `dig` (see
+    /// [`Shmem::team_exchange`]).
+    pub(crate) fn exchange_external(
+        &mut self,
+        op: &str,
+        ok: bool,
+        dig: u64,
+        send: &crate::team::Messages,
+        recv: &mut crate::team::Messages,
+    ) -> Result<crate::team::Agreement> {
+        let mut common = CallId::External.words();
+        common[1] = dig;
+        for (k, c) in op.as_bytes().chunks(8).take(COMMON - 3).enumerate() {
+            let mut b = [0u8; 8];
+            b[..c.len()].copy_from_slice(c);
+            common[3 + k] = u64::from_le_bytes(b);
+        }
+        self.exchange(common, ok, dig, send, recv)
+    }
+
     /// Publish, all-reduce, and on the slow path (or `need_info`) read every member's identity words. Returns
     /// (every member agreed, every member's words when read, this PE's words).
     fn agree(
@@ -882,7 +929,7 @@ impl<'a> Ctx<'a> {
         if n == 1 {
             return Ok((ok, vec![words.clone()], words));
         }
-        self.write_words(at, &words)?;
+        self.publish(at, &words)?;
         // What is compared: the whole call, or (argument checks off) the call kind alone.
         let compared = if compare_all {
             &common[..]

@@ -888,7 +888,7 @@ impl Shmem {
         recv: &mut Messages,
     ) -> Result<Agreement> {
         team.ctx(self, op)?
-            .exchange(op, !failed, digest, send, recv)
+            .exchange_external(op, !failed, digest, send, recv)
     }
 
     /// Make teams from explicit lists of global PEs, collectively over `parent`: every parent PE passes the
