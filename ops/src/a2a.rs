@@ -51,7 +51,7 @@ fn row_elems(v: &TensorView) -> usize {
 }
 
 /// Shared checks of `input` and `out`: at least 1-D, contiguous, same dtype, same row size, disjoint.
-fn check_data(op: &str, input: &TensorView, out: &TensorView) -> Result<usize> {
+pub(crate) fn check_data(op: &str, input: &TensorView, out: &TensorView) -> Result<usize> {
     for (name, v) in [("input", input), ("out", out)] {
         if v.dim() == 0 {
             return Err(Error::InvalidArgument {
@@ -88,7 +88,12 @@ fn check_data(op: &str, input: &TensorView, out: &TensorView) -> Result<usize> {
 }
 
 /// Check `out_splits_offsets`: int64 `[2, n]`, contiguous, disjoint from the data and from the input splits.
-fn check_oso(op: &str, oso: &TensorView, n: usize, others: &[(&str, &TensorView)]) -> Result<()> {
+pub(crate) fn check_oso(
+    op: &str,
+    oso: &TensorView,
+    n: usize,
+    others: &[(&str, &TensorView)],
+) -> Result<()> {
     check_i64(op, "out_splits_offsets", oso, 2)?;
     check_contiguous(op, "out_splits_offsets", oso)?;
     if oso.size(0) != 2 || oso.size(1) != n {

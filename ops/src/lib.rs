@@ -32,6 +32,8 @@
 #![forbid(unsafe_code)]
 
 pub mod a2a;
+pub mod device;
+pub mod device_abi;
 pub mod dtype;
 pub mod group;
 mod io;
@@ -41,6 +43,7 @@ pub mod tensor;
 pub mod tile;
 
 pub use a2a::{all_to_all_vdev, all_to_all_vdev_2d, all_to_all_vdev_2d_offset, nvshmem_all_to_all};
+pub use device::{ops_path, DeviceOps, OpHandle, OpsPath};
 pub use dtype::DType;
 pub use group::Group;
 pub use p2p::{

@@ -7,7 +7,7 @@ use crate::plan;
 use crate::tensor::TensorView;
 use xpushmem::{Cmp, Error, Result, Shmem, SignalOp, SymRef};
 
-fn check_peer(sh: &Shmem, op: &str, peer: i64) -> Result<usize> {
+pub(crate) fn check_peer(sh: &Shmem, op: &str, peer: i64) -> Result<usize> {
     if peer < 0 || peer as u64 >= sh.n_pes() as u64 {
         return Err(Error::InvalidPe {
             pe: peer,
@@ -42,7 +42,7 @@ pub fn nvshmem_get(sh: &Shmem, tensor: &TensorView, peer: i64) -> Result<()> {
     io::copy(sh, bytes, peer, bytes, sh.my_pe(), &mut staging)
 }
 
-fn contiguous_only(op: &str, t: &TensorView) -> Error {
+pub(crate) fn contiguous_only(op: &str, t: &TensorView) -> Error {
     Error::InvalidArgument {
         name: "tensor",
         value: t.describe(),
@@ -54,7 +54,7 @@ fn contiguous_only(op: &str, t: &TensorView) -> Error {
 }
 
 /// The 64-bit signal word at the start of `sigpad` (which must hold at least 8 bytes, 8-byte aligned).
-fn signal_word(sh: &Shmem, op: &str, sigpad: &TensorView) -> Result<SymRef<u64>> {
+pub(crate) fn signal_word(sh: &Shmem, op: &str, sigpad: &TensorView) -> Result<SymRef<u64>> {
     let off = sigpad.heap_offset();
     if sigpad.nbytes() < 8 || !sigpad.is_contiguous() {
         return Err(Error::InvalidArgument {

@@ -12,7 +12,7 @@ use crate::plan::{self, root_slots};
 use crate::tensor::TensorView;
 use xpushmem::{Error, Result, Shmem};
 
-fn check_op(op: &str, reduce_op: &str) -> Result<()> {
+pub(crate) fn check_op(op: &str, reduce_op: &str) -> Result<()> {
     if reduce_op != "sum" {
         return Err(Error::InvalidArgument {
             name: "reduce_op",
@@ -23,7 +23,7 @@ fn check_op(op: &str, reduce_op: &str) -> Result<()> {
     Ok(())
 }
 
-fn check_2d(op: &str, name: &'static str, v: &TensorView) -> Result<()> {
+pub(crate) fn check_2d(op: &str, name: &'static str, v: &TensorView) -> Result<()> {
     if v.dim() != 2 {
         return Err(Error::InvalidArgument {
             name,

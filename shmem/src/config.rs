@@ -112,6 +112,8 @@ env_table! {
     launcher_pid: Option<String> = "XPUSHMEM_LAUNCHER_PID", "", opt_text;
     /// set by xpushmem-run (internal): where a PE reports global_exit and lost peers to the launcher
     launcher_report: Option<String> = "XPUSHMEM_LAUNCHER_REPORT", "", opt_text;
+    /// which path the PyTorch op family (xpushmem-ops) takes: host (host-driven transfers), device (kernels enqueued on the caller's queue; device heaps only), auto (device on device heaps, else host)
+    ops_path: String = "XPUSHMEM_OPS_PATH", "auto", ops_path;
 }
 
 /// A setting parsed at init whose error, if its value is unusable, is reported by the calls that use it (the
@@ -304,6 +306,10 @@ fn boolean(var: &'static str) -> Result<bool> {
 
 fn log_level(var: &'static str) -> Result<String> {
     parse_choice(var, &["off", "error", "warn", "info", "debug", "trace"])
+}
+
+fn ops_path(var: &'static str) -> Result<String> {
+    parse_choice(var, &["auto", "host", "device"])
 }
 
 fn bootstrap_method(var: &'static str) -> Result<String> {

@@ -19,6 +19,7 @@
 //! leaf `transport/ze_kernel.rs`; this module holds no `unsafe` block.
 
 pub mod library;
+pub mod queue;
 
 use crate::abi::{self, DeviceCall, DeviceError, DeviceState, ScratchLayout};
 use crate::bootstrap::{Bootstrap, Dec, Enc};

@@ -23,6 +23,7 @@ pub(crate) mod shm;
 pub mod vmem;
 pub mod ze;
 mod ze_kernel;
+pub(crate) mod ze_queue;
 
 use crate::error::Result;
 use std::marker::PhantomData;

@@ -145,6 +145,19 @@ impl std::fmt::Debug for ZeRuntime {
 }
 
 impl ZeRuntime {
+    /// The loaded Level Zero function table (for the queue leaf, `ze_queue.rs`).
+    pub(crate) fn api(&self) -> &ze::ZeApi {
+        &self.api
+    }
+
+    /// The ordinal of the compute engine group (for lists the queue leaf creates).
+    pub(crate) fn compute_ordinal(&self) -> u32 {
+        self.lists
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .compute_ordinal
+    }
+
     /// Load the Level Zero loader, initialise it and open (or adopt) a device and a context.
     pub fn open(select: DeviceSelect) -> Result<Arc<ZeRuntime>> {
         let api = ze::ZeApi::load().map_err(|e| {

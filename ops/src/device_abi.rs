@@ -1,0 +1,195 @@
+//! Codes and layouts shared by the op kernels (`ops/device/xpushmem_ops.cl`) and the host side of the device
+//! path ([`crate::device`]). The C header `ops/device/xpushmem_ops_abi.h` is generated from this module
+//! ([`header`]); a test fails when the committed header drifts (`XPUSHMEM_BLESS=1` rewrites it).
+
+/// Words (`u64`) of the op sync region per PE of the world: `flag[n]`, `payload[n][2][2]`, `sent[n]`, `seen[n]`.
+pub const XPO_SYNC_WORDS_PER_PE: u64 = 7;
+/// Words (`u64`) of one op's status record: `done` (the op's sequence number once finished), `code`, `a`, `b`,
+/// `c`, then padding.
+pub const XPO_STATUS_WORDS: u64 = 8;
+/// Work-items of the one work-group each op kernel runs.
+pub const XPO_GROUP_SIZE: u64 = 64;
+
+/// `all_to_all_vdev`.
+pub const XPO_MODE_VDEV: u64 = 1;
+/// `all_to_all_vdev_2d`.
+pub const XPO_MODE_2D: u64 = 2;
+/// `all_to_all_vdev_2d_offset`.
+pub const XPO_MODE_2D_OFFSET: u64 = 3;
+
+/// `nvshmem_put`.
+pub const XPO_RMA_PUT: u64 = 1;
+/// `nvshmem_get`.
+pub const XPO_RMA_GET: u64 = 2;
+/// `nvshmem_put_with_signal`.
+pub const XPO_RMA_PUT_SIGNAL: u64 = 3;
+/// `nvshmem_wait_for_signal`.
+pub const XPO_RMA_WAIT_SIGNAL: u64 = 4;
+
+/// float32 tiles.
+pub const XPO_DTYPE_F32: u64 = 0;
+/// float16 tiles.
+pub const XPO_DTYPE_F16: u64 = 1;
+/// bfloat16 tiles.
+pub const XPO_DTYPE_BF16: u64 = 2;
+
+/// Success.
+pub const XPO_OK: u64 = 0;
+/// This rank's arguments were rejected on the host before the launch (the host keeps the error).
+pub const XPO_ERR_HOST_REJECT: u64 = 1;
+/// A negative split: `a` = index, `b` = value.
+pub const XPO_ERR_SPLIT_NEGATIVE: u64 = 2;
+/// The splits' sum overflows int64.
+pub const XPO_ERR_SPLIT_OVERFLOW: u64 = 3;
+/// The splits sum to more rows than the input has: `a` = sum, `b` = rows.
+pub const XPO_ERR_SPLIT_EXCEEDS: u64 = 4;
+/// `_2d_offset`: a negative split or offset: `a` = column, `b` = split, `c` = offset.
+pub const XPO_ERR_CHUNK_NEGATIVE: u64 = 5;
+/// `_2d_offset`: a chunk runs past the input: `a` = column, `b` = split, `c` = offset.
+pub const XPO_ERR_CHUNK_PAST_INPUT: u64 = 6;
+/// A received count is negative: `a` = the count.
+pub const XPO_ERR_RECV_NEGATIVE: u64 = 7;
+/// The received row counts overflow int64.
+pub const XPO_ERR_RECV_OVERFLOW: u64 = 8;
+/// The received chunks need more rows than `out` has: `a` = rows needed, `b` = rows of `out`.
+pub const XPO_ERR_OUT_TOO_SMALL: u64 = 9;
+/// Another rank rejected its arguments: `a` = its group rank, `b` = its PE.
+pub const XPO_ERR_PEER_FAILED: u64 = 10;
+/// Another rank passed different symmetric arguments: `a` = its group rank, `b` = its PE.
+pub const XPO_ERR_MISMATCH: u64 = 11;
+/// A device-side wait gave up (the module's error word names the call): `a` = the PE waited for.
+pub const XPO_ERR_TIMEOUT: u64 = 12;
+/// A device library call failed (recorded in the module's error word): `a` = its code.
+pub const XPO_ERR_DEVICE: u64 = 13;
+
+/// Every constant, for the generated header: (name, value, doc).
+pub const ALL: &[(&str, u64, &str)] = &[
+    (
+        "XPO_SYNC_WORDS_PER_PE",
+        XPO_SYNC_WORDS_PER_PE,
+        "u64 words of the op sync region per PE",
+    ),
+    (
+        "XPO_STATUS_WORDS",
+        XPO_STATUS_WORDS,
+        "u64 words of a status record",
+    ),
+    (
+        "XPO_GROUP_SIZE",
+        XPO_GROUP_SIZE,
+        "work-items of an op kernel's work-group",
+    ),
+    ("XPO_MODE_VDEV", XPO_MODE_VDEV, "all_to_all_vdev"),
+    ("XPO_MODE_2D", XPO_MODE_2D, "all_to_all_vdev_2d"),
+    (
+        "XPO_MODE_2D_OFFSET",
+        XPO_MODE_2D_OFFSET,
+        "all_to_all_vdev_2d_offset",
+    ),
+    ("XPO_RMA_PUT", XPO_RMA_PUT, "nvshmem_put"),
+    ("XPO_RMA_GET", XPO_RMA_GET, "nvshmem_get"),
+    (
+        "XPO_RMA_PUT_SIGNAL",
+        XPO_RMA_PUT_SIGNAL,
+        "nvshmem_put_with_signal",
+    ),
+    (
+        "XPO_RMA_WAIT_SIGNAL",
+        XPO_RMA_WAIT_SIGNAL,
+        "nvshmem_wait_for_signal",
+    ),
+    ("XPO_DTYPE_F32", XPO_DTYPE_F32, "float32 tiles"),
+    ("XPO_DTYPE_F16", XPO_DTYPE_F16, "float16 tiles"),
+    ("XPO_DTYPE_BF16", XPO_DTYPE_BF16, "bfloat16 tiles"),
+    ("XPO_OK", XPO_OK, "success"),
+    (
+        "XPO_ERR_HOST_REJECT",
+        XPO_ERR_HOST_REJECT,
+        "arguments rejected on the host",
+    ),
+    (
+        "XPO_ERR_SPLIT_NEGATIVE",
+        XPO_ERR_SPLIT_NEGATIVE,
+        "a = index, b = value",
+    ),
+    (
+        "XPO_ERR_SPLIT_OVERFLOW",
+        XPO_ERR_SPLIT_OVERFLOW,
+        "the splits' sum overflows int64",
+    ),
+    (
+        "XPO_ERR_SPLIT_EXCEEDS",
+        XPO_ERR_SPLIT_EXCEEDS,
+        "a = sum, b = input rows",
+    ),
+    (
+        "XPO_ERR_CHUNK_NEGATIVE",
+        XPO_ERR_CHUNK_NEGATIVE,
+        "a = column, b = split, c = offset",
+    ),
+    (
+        "XPO_ERR_CHUNK_PAST_INPUT",
+        XPO_ERR_CHUNK_PAST_INPUT,
+        "a = column, b = split, c = offset",
+    ),
+    ("XPO_ERR_RECV_NEGATIVE", XPO_ERR_RECV_NEGATIVE, "a = count"),
+    (
+        "XPO_ERR_RECV_OVERFLOW",
+        XPO_ERR_RECV_OVERFLOW,
+        "received counts overflow int64",
+    ),
+    (
+        "XPO_ERR_OUT_TOO_SMALL",
+        XPO_ERR_OUT_TOO_SMALL,
+        "a = rows needed, b = rows of out",
+    ),
+    (
+        "XPO_ERR_PEER_FAILED",
+        XPO_ERR_PEER_FAILED,
+        "a = group rank, b = PE",
+    ),
+    (
+        "XPO_ERR_MISMATCH",
+        XPO_ERR_MISMATCH,
+        "a = group rank, b = PE",
+    ),
+    ("XPO_ERR_TIMEOUT", XPO_ERR_TIMEOUT, "a = PE waited for"),
+    (
+        "XPO_ERR_DEVICE",
+        XPO_ERR_DEVICE,
+        "a = device library error code",
+    ),
+];
+
+/// The text of `ops/device/xpushmem_ops_abi.h`.
+pub fn header() -> String {
+    let mut s = String::from(
+        "/* xpushmem_ops_abi.h: codes and layouts shared by the op kernels and the host.\n * GENERATED from \
+         ops/src/device_abi.rs (XPUSHMEM_BLESS=1 cargo test -p xpushmem-ops --lib device_abi). Do not edit. */\n\
+         #ifndef XPUSHMEM_OPS_ABI_H\n#define XPUSHMEM_OPS_ABI_H\n",
+    );
+    for (name, value, doc) in ALL {
+        s.push_str(&format!("#define {name} {value}ul /* {doc} */\n"));
+    }
+    s.push_str("#endif /* XPUSHMEM_OPS_ABI_H */\n");
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn header_matches_the_committed_file() {
+        let path =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("device/xpushmem_ops_abi.h");
+        let want = super::header();
+        if std::env::var("XPUSHMEM_BLESS").is_ok_and(|v| v == "1") {
+            std::fs::write(&path, &want).unwrap();
+        }
+        let got = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            got == want,
+            "{} is stale: XPUSHMEM_BLESS=1 cargo test -p xpushmem-ops --lib device_abi",
+            path.display()
+        );
+    }
+}
