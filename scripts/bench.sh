@@ -4,10 +4,13 @@
 #   2. builds xpushmem-perf (release) and the C peers of benches/peers/ (oshcc, mpicc, gcc),
 #   3. runs, one after another and with identical sizes, iteration plans and PE counts:
 #      memcpy probe, hand-written shared-memory ping-pong, then at 2 PEs xpushmem / Open MPI SHMEM / MPI
-#      (shared and regular windows), then at 4 PEs (oversubscribed) the barriers, collectives and ops,
+#      (shared and regular windows), then at every other PE count of BENCH_PES the barriers, collectives and ops
+#      (bound one PE per core when they fit, oversubscribed otherwise),
 #   4. writes docs/PERFORMANCE.md and the charts in docs/perf/.
-# Environment: BENCH_ARGS (default "-b 8 -e 64M -f 2 -r 5"), BENCH_ARGS4 (the 4-PE runs, default
-# "-b 8 -e 4M -f 4 -i 200 -w 20 -r 5": oversubscribed runs are slow), BENCH_PASSES (default 2: the whole sequence
+# Environment: BENCH_PES (PE counts, default "2 4"; e.g. "2 4 8 16" on a machine with 16 cores), BENCH_ARGS
+# (default "-b 8 -e 64M -f 2 -r 5"), BENCH_ARGS4 (the runs above 2 PEs, default "-b 8 -e 4M -f 4 -i 200 -w 20 -r 5":
+# oversubscribed runs are slow), BENCH_COPY_COMPARE (default 1: also run put/get bandwidth at 2 PEs with the
+# non-temporal copy cutover off, XPUSHMEM_NT_COPY_SIZE=off, as a comparison), BENCH_PASSES (default 2: the whole sequence
 # runs this many times, one pass after the other; a pass is skipped when it would end after BENCH_DEADLINE seconds
 # from the start, default 540, so that the script stays within 10 minutes on a loaded machine), BENCH_OUT (results dir), CARGO_TARGET_DIR (default
 # target-perf), BENCH_TIMEOUT (seconds per program, default 300), QUIET_WAIT (seconds to wait for a quiet
@@ -18,6 +21,9 @@ cd "$repo"
 start=$(date +%s)
 ARGS2=(${BENCH_ARGS:--b 8 -e 64M -f 2 -r 5})
 ARGS4=(${BENCH_ARGS4:--b 8 -e 4M -f 4 -i 200 -w 20 -r 5})
+read -r -a PES <<<"${BENCH_PES:-2 4}"
+NCPU=$(nproc)
+COPY_COMPARE="${BENCH_COPY_COMPARE:-1}"
 PASSES="${BENCH_PASSES:-2}"
 DEADLINE="${BENCH_DEADLINE:-540}"
 ARGS=("${ARGS2[@]}")
@@ -92,7 +98,8 @@ META="$OUT/meta.txt"
   echo "Open MPI: $(ompi_info --version 2>/dev/null | head -1 | sed 's/^Open MPI //') (oshmem: OpenSHMEM 1.4 API; Debian MCA defaults + btl ${OMPI_MCA_btl}; oshrun --mca osc ^rdma)"
   echo "compilers: $(rustc --version | cut -d' ' -f1-2), $(gcc --version | head -1)"
   echo "options, 1-2 processes: ${ARGS2[*]} (every implementation)"
-  echo "options, 4 processes: ${ARGS4[*]} (every implementation)"
+  echo "options, more processes: ${ARGS4[*]} (every implementation)"
+  echo "PE counts: ${PES[*]} (bound one per core up to ${NCPU}, oversubscribed above)"
 } >"$META"
 
 fails=()
@@ -136,17 +143,30 @@ for ((pass = 1; pass <= PASSES; pass++)); do
     run "ping-pong round $r: xpushmem" xpushmem-2-$p-r$r "$RUN" -n 2 "$PERF" put_signal_pp --quiet
     run "ping-pong round $r: Open MPI SHMEM" oshmem-2-$p-r$r "${OSH[@]}" -np 2 "$BIN/oshmem_bench" put_signal_pp
   done
+  if ((COPY_COMPARE)); then
+    # The copy paths without the non-temporal stores above the cutover (the page shows both).
+    ARGS=("${ARGS2[@]}")
+    run "xpushmem, 2 PEs, XPUSHMEM_NT_COPY_SIZE=off" xpushmem-nt-off-2-$p env XPUSHMEM_NT_COPY_SIZE=off \
+      "$RUN" -n 2 "$PERF" put_bw get_bw --quiet --label xpushmem-nt-off
+  fi
   ARGS=("${ARGS4[@]}")
-  run "xpushmem, 4 PEs" xpushmem-4-$p "$RUN" -n 4 "$PERF" barrier_all sync_all coll ops --quiet
-  run "Open MPI SHMEM, 4 PEs" oshmem-4-$p "${OSH[@]}" -np 4 "${OVER[@]}" "$BIN/oshmem_bench" barrier_all sync_all coll
-  run "MPI, 4 ranks" mpi-4-$p "${MPI[@]}" -n 4 "${OVER[@]}" "$BIN/mpi_bench" barrier_all coll ops
+  for n in "${PES[@]}"; do
+    ((n == 2)) && continue
+    over=()
+    ((n > NCPU)) && over=("${OVER[@]}")
+    run "xpushmem, $n PEs" xpushmem-$n-$p "$RUN" -n "$n" "$PERF" barrier_all sync_all coll ops --quiet
+    run "Open MPI SHMEM, $n PEs" oshmem-$n-$p "${OSH[@]}" -np "$n" "${over[@]}" "$BIN/oshmem_bench" barrier_all sync_all coll
+    run "MPI, $n ranks" mpi-$n-$p "${MPI[@]}" -n "$n" "${over[@]}" "$BIN/mpi_bench" barrier_all coll ops
+  done
 done
 pass=""
 # Diagnostic, not a target figure: the 4-PE xpushmem run without the busy-poll phase of the runtime's waits
 # (XPUSHMEM_SPIN_COUNT=0), to show what the wait back-off costs when PEs outnumber cores.
-ARGS=(-b 8 -e 32K -f 4 -i 200 -w 20 -r 5)
-run "xpushmem, 4 PEs, XPUSHMEM_SPIN_COUNT=0 (diagnostic)" xpushmem-4-spin0 env XPUSHMEM_SPIN_COUNT=0 \
-  "$RUN" -n 4 "$PERF" barrier_all sync_all coll ops --quiet --label xpushmem-spin0
+if ((NCPU < 4)) && [[ " ${PES[*]} " == *" 4 "* ]]; then
+  ARGS=(-b 8 -e 32K -f 4 -i 200 -w 20 -r 5)
+  run "xpushmem, 4 PEs, XPUSHMEM_SPIN_COUNT=0 (diagnostic)" xpushmem-4-spin0 env XPUSHMEM_SPIN_COUNT=0 \
+    "$RUN" -n 4 "$PERF" barrier_all sync_all coll ops --quiet --label xpushmem-spin0
+fi
 
 # The device path on ze-emu (device heaps in Level Zero device memory, IPC between the PEs, copy-engine RMA and
 # device-library atomics, kernels on Intel's OpenCL CPU runtime): shows that the path works end to end and what

@@ -104,6 +104,8 @@ env_table! {
     scan_algorithm: OnUse<crate::coll::ScanAlgo> = "XPUSHMEM_SCAN_ALGORITHM", "auto", on_use(algorithm::<crate::coll::ScanAlgo>);
     /// reductions of at least this many bytes use the ring (reduce-scatter then allgather: traffic per PE independent of the team size) when the reduction algorithm is auto; auto: 256K up to 4 PEs, 64K above; bytes or with a K/M suffix
     reduce_ring_size: Option<usize> = "XPUSHMEM_REDUCE_RING_SIZE", "auto", auto_size;
+    /// copies of at least this many bytes into or out of a mapped heap (put, get, put_sym, get_sym, the collectives' and ops' copies) use non-temporal stores, which bypass the caches (no read for ownership of the destination); bytes or with a K/M/G suffix, or off
+    nt_copy_size: Option<usize> = "XPUSHMEM_NT_COPY_SIZE", "8M", size_or_off;
     /// chunk of the pipelined broadcast; bytes or with a K/M/G suffix (at least 64)
     coll_chunk_bytes: OnUse<usize> = "XPUSHMEM_COLL_CHUNK_SIZE", "64K", on_use(chunk_size);
     /// largest chunk (bytes per destination, or a K/M suffix) the op family's all-to-alls ship inside their split exchange instead of having the receiver read it from the sender; auto: whatever fits in the team's exchange area (a few KiB divided by the group size), 0: never
@@ -367,6 +369,16 @@ fn auto_size(var: &'static str) -> Result<Option<usize>> {
         t => parse_size(t)
             .map(Some)
             .ok_or_else(|| bad(var, &v, "expected auto or a size in bytes (e.g. 2K)")),
+    }
+}
+
+fn size_or_off(var: &'static str) -> Result<Option<usize>> {
+    let v = raw(var);
+    match v.trim() {
+        "off" => Ok(None),
+        t => parse_size(t)
+            .map(Some)
+            .ok_or_else(|| bad(var, &v, "expected off or a size in bytes (e.g. 8M)")),
     }
 }
 

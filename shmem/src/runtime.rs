@@ -361,6 +361,7 @@ impl Shmem {
     fn start(attr: InitAttr) -> Result<Shmem> {
         let cfg = Config::from_env()?;
         crate::config::install(&cfg);
+        crate::transport::shm::set_nt_copy_size(cfg.nt_copy_size);
         init_logging(&cfg.log);
         crate::launch::tie_to_launcher()?;
         let boot = make_bootstrap(&attr.bootstrap, &cfg)?;

@@ -16,6 +16,81 @@ fn os(call: &'static str, e: rustix::io::Errno) -> Error {
     Error::os(call, std::io::Error::from(e))
 }
 
+/// Copies of at least this many bytes between mappings use non-temporal stores (`usize::MAX`: never); set at
+/// init from `XPUSHMEM_NT_COPY_SIZE`.
+static NT_COPY_FROM: std::sync::atomic::AtomicUsize =
+    std::sync::atomic::AtomicUsize::new(usize::MAX);
+
+/// Set the size from which copies use non-temporal stores (`None`: never).
+pub(crate) fn set_nt_copy_size(from: Option<usize>) {
+    NT_COPY_FROM.store(from.unwrap_or(usize::MAX), Ordering::Relaxed);
+}
+
+/// Copy `len` bytes from `src` to `dst` (ranges may overlap): non-temporal stores when the copy is at least the
+/// configured size and the ranges are disjoint (they bypass the caches: no read for ownership of the destination,
+/// which a memory-bound copy would otherwise pay, and the caches keep what they held), else `memmove`.
+///
+/// # Safety
+/// `src..src+len` must be readable and `dst..dst+len` writable for the duration of the call.
+unsafe fn copy_bytes(src: *const u8, dst: *mut u8, len: usize) {
+    if len >= NT_COPY_FROM.load(Ordering::Relaxed) {
+        let (s, d) = (src as usize, dst as usize);
+        if s + len <= d || d + len <= s {
+            // SAFETY: the caller's contract, and the ranges are disjoint (checked).
+            unsafe { copy_nt(src, dst, len) };
+            return;
+        }
+    }
+    // SAFETY: the caller's contract; `copy` tolerates overlap.
+    unsafe { std::ptr::copy(src, dst, len) };
+}
+
+/// Non-temporal copy of disjoint ranges: plain copies for the head (up to 64-byte alignment of `dst`) and the
+/// tail, 64-byte blocks of streaming stores in between, then a store fence (streaming stores are weakly ordered:
+/// the fence makes them visible before anything this PE stores afterwards, a signal for instance).
+///
+/// # Safety
+/// As [`copy_bytes`], with disjoint ranges.
+#[cfg(target_arch = "x86_64")]
+unsafe fn copy_nt(src: *const u8, dst: *mut u8, len: usize) {
+    use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_sfence, _mm_stream_si128};
+    let head = (64 - (dst as usize) % 64) % 64;
+    let head = head.min(len);
+    // SAFETY: the first `head` bytes of both ranges (inside them, disjoint).
+    unsafe { std::ptr::copy_nonoverlapping(src, dst, head) };
+    let mut at = head;
+    while at + 64 <= len {
+        // SAFETY: 64 bytes at `at` lie inside both ranges; `dst + at` is 64-byte aligned (16 suffices for the
+        // streaming stores), the loads are unaligned ones. SSE2 is part of x86_64.
+        unsafe {
+            let s = src.add(at).cast::<__m128i>();
+            let d = dst.add(at).cast::<__m128i>();
+            let (a, b) = (_mm_loadu_si128(s), _mm_loadu_si128(s.add(1)));
+            let (c, e) = (_mm_loadu_si128(s.add(2)), _mm_loadu_si128(s.add(3)));
+            _mm_stream_si128(d, a);
+            _mm_stream_si128(d.add(1), b);
+            _mm_stream_si128(d.add(2), c);
+            _mm_stream_si128(d.add(3), e);
+        }
+        at += 64;
+    }
+    // SAFETY: the remaining bytes of both ranges; then the fence (no memory access).
+    unsafe {
+        std::ptr::copy_nonoverlapping(src.add(at), dst.add(at), len - at);
+        _mm_sfence();
+    }
+}
+
+/// Non-temporal copy elsewhere: a plain copy.
+///
+/// # Safety
+/// As [`copy_bytes`].
+#[cfg(not(target_arch = "x86_64"))]
+unsafe fn copy_nt(src: *const u8, dst: *mut u8, len: usize) {
+    // SAFETY: the caller's contract.
+    unsafe { std::ptr::copy(src, dst, len) };
+}
+
 /// The seals every heap memfd carries: its size never changes while peers map it.
 const SIZE_SEALS: rustix::fs::SealFlags =
     rustix::fs::SealFlags::GROW.union(rustix::fs::SealFlags::SHRINK);
@@ -121,8 +196,8 @@ impl Mapping {
     pub fn write(&self, off: usize, src: &[u8]) -> Result<()> {
         self.check(off, src.len(), 1)?;
         // SAFETY: [off, off+len) lies inside the mapping (checked); `src` is a distinct Rust slice or another
-        // part of shared memory, and `copy` tolerates overlap.
-        unsafe { std::ptr::copy(src.as_ptr(), self.base.add(off), src.len()) };
+        // part of shared memory, and `copy_bytes` tolerates overlap.
+        unsafe { copy_bytes(src.as_ptr(), self.base.add(off), src.len()) };
         Ok(())
     }
 
@@ -130,7 +205,7 @@ impl Mapping {
     pub fn read(&self, off: usize, dst: &mut [u8]) -> Result<()> {
         self.check(off, dst.len(), 1)?;
         // SAFETY: [off, off+len) lies inside the mapping (checked); `dst` is an exclusive Rust slice.
-        unsafe { std::ptr::copy(self.base.add(off), dst.as_mut_ptr(), dst.len()) };
+        unsafe { copy_bytes(self.base.add(off), dst.as_mut_ptr(), dst.len()) };
         Ok(())
     }
 
@@ -239,9 +314,33 @@ impl super::Window for Mapping {
         self.check(off, len, 1)?;
         super::check_access("shm", "source range", src_off, len, 1, src.len())?;
         // SAFETY: both ranges lie inside live host mappings of this process (checked against each window's
-        // length); `copy` tolerates overlap (a PE copying within its own heap).
-        unsafe { std::ptr::copy(src.base().add(src_off), self.base.add(off), len) };
+        // length); `copy_bytes` tolerates overlap (a PE copying within its own heap).
+        unsafe { copy_bytes(src.base().add(src_off), self.base.add(off), len) };
         Ok(())
+    }
+    fn put_signal_nbi(
+        &self,
+        off: usize,
+        src: &[u8],
+        sig: usize,
+        op: AmoOp,
+        value: u64,
+    ) -> Result<Option<super::Ticket>> {
+        let word = self.atomic64(sig)?;
+        self.write(off, src)?;
+        match op {
+            // A release store: whoever sees the signal sees the payload, which is what put-with-signal promises.
+            // (A sequentially consistent store is an `xchg` on x86, which stalls the sender until every line of
+            // the payload is owned; the release store is a plain `mov` that retires behind them.)
+            AmoOp::Set => word.store(value, Ordering::Release),
+            AmoOp::FetchAdd => {
+                word.fetch_add(value, Ordering::Release);
+            }
+            other => {
+                self.amo(sig, 8, other, value)?;
+            }
+        }
+        Ok(None)
     }
     fn amo(&self, off: usize, width: usize, op: AmoOp, operand: u64) -> Result<u64> {
         Mapping::amo(self, off, width, op, operand)
@@ -395,6 +494,51 @@ pub fn borrow_raw_fd(fd: i32) -> Result<BorrowedFd<'static>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn non_temporal_copies_match_memmove_at_every_alignment() {
+        let src: Vec<u8> = (0..1200u32).map(|i| (i * 7 + i / 251) as u8).collect();
+        for len in (0..300).chain([511, 512, 513, 1000]) {
+            for so in 0..9 {
+                for dof in 0..70 {
+                    let mut dst = vec![0xEEu8; 1200 + 64];
+                    // SAFETY: both ranges lie inside their vectors (len + offsets < their lengths) and are disjoint.
+                    unsafe { copy_nt(src.as_ptr().add(so), dst.as_mut_ptr().add(dof), len) };
+                    assert_eq!(
+                        &dst[dof..dof + len],
+                        &src[so..so + len],
+                        "len {len}, src +{so}, dst +{dof}"
+                    );
+                    assert!(
+                        dst[..dof].iter().all(|&b| b == 0xEE),
+                        "before: len {len} +{dof}"
+                    );
+                    assert!(
+                        dst[dof + len..].iter().all(|&b| b == 0xEE),
+                        "after: len {len} +{dof}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn mapped_copies_above_the_cutover_are_exact() {
+        let a = Arena::create(1 << 16).expect("memfd");
+        let m = Mapping::map(&a, 0, 1 << 16).expect("map");
+        set_nt_copy_size(Some(64));
+        let data: Vec<u8> = (0..5000u32).map(|i| (i % 253) as u8).collect();
+        m.write(3, &data).expect("write");
+        let mut back = vec![0u8; 4999];
+        m.read(4, &mut back).expect("read");
+        assert_eq!(back, data[1..]);
+        // Overlapping copy within the mapping: falls back to memmove.
+        super::super::Window::copy_from(&m, 10, &m, 3, 4000).expect("copy");
+        let mut c = vec![0u8; 4000];
+        m.read(10, &mut c).expect("read");
+        assert_eq!(c, data[..4000]);
+        set_nt_copy_size(None);
+    }
 
     #[test]
     fn peer_heaps_must_be_sealed() {
