@@ -105,6 +105,19 @@ def coll_one_shot_all_reduce_out(ctx: RankContext) -> None:
         _verify_all_reduce_result(ctx, local, out2)
         # The copy variant leaves the local input in the symmetric buffer.
         ctx.assertEqual(inp, local)
+        # Bit for bit the peers' values added in rank order in the dtype (upstream's load_and_reduce), for the
+        # one-shot and both two-shot forms.
+        gathered = all_gather_single(inp, 0, "0").view(ctx.world_size, -1)
+        folded = gathered[0].clone()
+        for r in range(1, ctx.world_size):
+            folded += gathered[r]
+        torch.testing.assert_close(out2, folded, rtol=0, atol=0)
+        two = torch.empty_like(inp)
+        torch.ops.symm_mem.two_shot_all_reduce_out(inp, "sum", group_name, two)
+        torch.testing.assert_close(two, folded, rtol=0, atol=0)
+        inp.copy_(local)
+        torch.ops.symm_mem.two_shot_all_reduce_(inp, "sum", group_name)
+        torch.testing.assert_close(inp, folded, rtol=0, atol=0)
 
 
 def coll_two_shot_all_reduce(ctx: RankContext) -> None:
