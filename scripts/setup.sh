@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything the build and the tests need on a fresh Debian 12 machine, idempotently:
-#   base   — pkg-config, gcc, libclang-dev (rsmpi's bindgen), Open MPI (MPI bootstrap tests, peers)
+#   base   — pkg-config, gcc, libclang-dev (rsmpi's and fabric-sys's bindgen), Open MPI (MPI bootstrap tests, peers),
+#            libfabric-dev + libfabric-bin (the fabric transport's headers, fi_info), iproute2 (netns tests)
 #   device — Level Zero loader, SPIR-V toolchain, Intel's OpenCL CPU runtime (scripts/setup-device.sh)
 # Usage: scripts/setup.sh [base|all]   (default: all). Safe to run again: installs only what is missing.
 set -euo pipefail
@@ -24,6 +25,7 @@ apt_install() {
 
 command -v cargo >/dev/null || { echo "setup: cargo not found (install Rust with rustup first)" >&2; exit 1; }
 apt_install pkg-config gcc libc6-dev libclang-dev libopenmpi-dev openmpi-bin
+apt_install libfabric-dev libfabric-bin iproute2
 for c in rustfmt clippy; do
     if ! cargo "${c/rustfmt/fmt}" --version >/dev/null 2>&1; then
         log "adding rust component $c"

@@ -78,7 +78,7 @@ env_table! {
     sleep_max: Duration = "XPUSHMEM_SLEEP_MAX_US", "200", micros;
     /// where the symmetric heap lives: host (memfd, CPU PEs) or device (Level Zero device memory, one device per PE)
     heap: HeapKind = "XPUSHMEM_HEAP", "host", heap_kind;
-    /// auto (each peer through the transport that reaches it) or deferred (test only: writes to other PEs wait in a queue until quiet, fence or completion, and land in reverse order between fences)
+    /// auto (each peer through the transport that reaches it), fabric (every other PE through the libfabric transport, even on this node; tests and benchmarks) or deferred (test only: writes to other PEs wait in a queue until quiet, fence or completion, and land in reverse order between fences)
     transport: TransportMode = "XPUSHMEM_TRANSPORT", "auto", transport_mode;
     /// Level Zero device of this PE for a device heap: auto (local rank modulo the device count) or a device number
     device: Option<usize> = "XPUSHMEM_DEVICE", "auto", auto_usize;
@@ -110,6 +110,12 @@ env_table! {
     coll_chunk_bytes: OnUse<usize> = "XPUSHMEM_COLL_CHUNK_SIZE", "64K", on_use(chunk_size);
     /// largest chunk (bytes per destination, or a K/M suffix) the op family's all-to-alls ship inside their split exchange instead of having the receiver read it from the sender; auto: whatever fits in the team's exchange area (a few KiB divided by the group size), 0: never
     ops_eager_size: Option<usize> = "XPUSHMEM_OPS_EAGER_SIZE", "auto", auto_size;
+    /// this PE's node: PEs with the same value share memory, others talk through the fabric (default: the host name and boot id; set per network namespace, or to split one host into nodes for tests)
+    node_id: Option<String> = "XPUSHMEM_NODE_ID", "", opt_text;
+    /// libfabric provider of the fabric transport (tcp, verbs, cxi, psm3, efa...; FI_PROVIDER works too); empty: the first provider with RDM endpoints, RMA and atomics that libfabric lists, same-host-only ones skipped
+    fabric_provider: Option<String> = "XPUSHMEM_FABRIC_PROVIDER", "", opt_text;
+    /// 1: a thread drives the fabric transport's progress continuously (a PE busy outside xpushmem still serves its peers' RMA and atomics); 0: progress is made by the calls that wait
+    progress_thread: bool = "XPUSHMEM_PROGRESS_THREAD", "0", boolean;
     /// set by xpushmem-run (internal): the launcher's pid, so a PE whose launcher is gone fails its init at once
     launcher_pid: Option<String> = "XPUSHMEM_LAUNCHER_PID", "", opt_text;
     /// set by xpushmem-run (internal): where a PE reports global_exit and lost peers to the launcher
@@ -179,6 +185,8 @@ pub enum TransportMode {
     Auto,
     /// The deferred test transport (writes wait until quiet, fence or completion).
     Deferred,
+    /// Every other PE through the fabric transport, even on this node.
+    Fabric,
 }
 
 /// How device-heap descriptors reach node peers (`XPUSHMEM_IPC`).
@@ -394,8 +402,9 @@ fn heap_kind(var: &'static str) -> Result<HeapKind> {
 }
 
 fn transport_mode(var: &'static str) -> Result<TransportMode> {
-    match parse_choice(var, &["auto", "deferred"])?.as_str() {
+    match parse_choice(var, &["auto", "fabric", "deferred"])?.as_str() {
         "deferred" => Ok(TransportMode::Deferred),
+        "fabric" => Ok(TransportMode::Fabric),
         _ => Ok(TransportMode::Auto),
     }
 }

@@ -132,7 +132,11 @@ fn init_logging(level: &str) {
     });
 }
 
-fn host_key() -> String {
+/// This PE's node: `XPUSHMEM_NODE_ID` when set, else the host name and boot id.
+fn host_key(cfg: &Config) -> String {
+    if let Some(id) = cfg.node_id.as_deref().filter(|s| !s.is_empty()) {
+        return format!("{id}/node-id");
+    }
     let host = rustix::system::uname()
         .nodename()
         .to_string_lossy()
@@ -242,7 +246,7 @@ fn job_layout(boot: &dyn Bootstrap, cfg: &Config) -> Result<(Nodes, Vec<u32>, u6
     let (me, n) = (boot.rank(), boot.size());
     let cookie = bootstrap::uid::random_cookie();
     let info = Enc::default()
-        .bytes(host_key().as_bytes())
+        .bytes(host_key(cfg).as_bytes())
         .u64(std::process::id() as u64)
         .u64(cfg.symmetric_size as u64)
         .u64(cookie)
@@ -336,7 +340,7 @@ pub struct Shmem {
     pub(crate) me: usize,
     pub(crate) n: usize,
     pub(crate) cfg: Config,
-    pub(crate) boot: Box<dyn Bootstrap>,
+    pub(crate) boot: std::sync::Arc<dyn Bootstrap>,
     /// Every PE as reached through its transport: user heap and runtime words.
     pub(crate) peers: Peers,
     /// Where the user heap lives.
@@ -364,7 +368,7 @@ impl Shmem {
         crate::transport::shm::set_nt_copy_size(cfg.nt_copy_size);
         init_logging(&cfg.log);
         crate::launch::tie_to_launcher()?;
-        let boot = make_bootstrap(&attr.bootstrap, &cfg)?;
+        let boot: std::sync::Arc<dyn Bootstrap> = make_bootstrap(&attr.bootstrap, &cfg)?.into();
         let (me, n) = (boot.rank(), boot.size());
         tracing::debug!(pe = me, n_pes = n, bootstrap = boot.name(), "bootstrap up");
 
@@ -372,6 +376,7 @@ impl Shmem {
         let heap_kind = attr.heap.unwrap_or(cfg.heap);
         let (peers, data) = transport::connect(transport::ConnectArgs {
             boot: boot.as_ref(),
+            liveness: std::sync::Arc::clone(&boot),
             me,
             nodes: &nodes,
             pids: &pids,
@@ -498,6 +503,12 @@ impl Shmem {
         self.local_map().base()
     }
 
+    /// Name of the transport through which `pe` is reached: `local` (this PE), `shm`, `ze`, `fabric`, `deferred`,
+    /// or `unreachable`.
+    pub fn transport_name(&self, pe: usize) -> &'static str {
+        self.route_name(pe)
+    }
+
     fn route_name(&self, pe: usize) -> &'static str {
         if pe == self.me {
             "local"
@@ -556,7 +567,7 @@ impl Shmem {
 
     /// Is `pe`'s heap directly reachable with loads and stores from this process?
     pub fn is_mapped(&self, pe: usize) -> bool {
-        pe < self.n && self.peers.heap(pe).is_some()
+        pe < self.n && self.peers.heap(pe).is_some_and(|w| !w.base().is_null())
     }
 
     /// Spin, then yield, then sleep until `ready()` holds; fails on timeout or when a peer is lost.
@@ -698,6 +709,9 @@ impl Shmem {
         if self.finalized.swap(true, Ordering::SeqCst) {
             return Ok(());
         }
+        if self.peers.transports().any(|t| t.lost_peer()) {
+            self.broken.store(true, Ordering::SeqCst);
+        }
         let r = if self.broken.load(Ordering::SeqCst) {
             Ok(())
         } else {
@@ -705,8 +719,26 @@ impl Shmem {
                 .world_ctx(self, "finalize")
                 .sync_world(CallId::Finalize)
         };
-        // Nothing this PE issued may be left undelivered when it goes.
-        let r = r.and_then(|()| self.quiet());
+        // Nothing this PE issued may be left undelivered when it goes (best effort once a peer was lost: what was
+        // bound for it fails, and the loss was reported already).
+        let r = r.and_then(|()| match self.quiet() {
+            Err(_) if self.broken.load(Ordering::SeqCst) => Ok(()),
+            q => q,
+        });
+        // A network transport serves its peers' last operations until every PE is past this barrier (skipped,
+        // like the finalize barrier, once a wait failed: a lost peer would never arrive).
+        let mut wants_barrier = false;
+        for t in self.peers.transports() {
+            // Every transport is told (no short-circuit).
+            wants_barrier |= t.leaving();
+        }
+        let r = r.and_then(|()| {
+            if wants_barrier && !self.broken.load(Ordering::SeqCst) {
+                self.boot.barrier()
+            } else {
+                Ok(())
+            }
+        });
         let _ = self
             .sys_local()
             .amo(SYNC.state, 8, AmoOp::Set, STATE_FINALIZED);

@@ -156,6 +156,7 @@ impl Shmem {
         Ok(self
             .peers
             .heap(pe)
+            .filter(|m| !m.base().is_null())
             .map(|m| m.base().wrapping_add(s.off).cast()))
     }
 }

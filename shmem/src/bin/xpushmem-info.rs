@@ -100,7 +100,39 @@ fn main() {
             ""
         }
     );
-    println!("  transports: shm (same node), ze (device heaps: copy engines, IPC)");
+    println!(
+        "  transports: shm (same node), ze (device heaps: copy engines, IPC){}",
+        match xpushmem::transport::fabric_providers() {
+            Ok(Some(_)) | Err(_) => ", fabric (other nodes: libfabric)",
+            Ok(None) => "",
+        }
+    );
+    match xpushmem::transport::fabric_providers() {
+        Ok(None) => println!(
+            "  fabric: not built (libfabric headers missing at build time; install libfabric-dev)"
+        ),
+        Ok(Some(list)) if list.is_empty() => {
+            println!(
+                "  fabric providers: none with reliable datagrams, RMA and atomics (see fi_info)"
+            )
+        }
+        Ok(Some(list)) => {
+            // One line per provider, in libfabric's order of preference, with the domains (interfaces) it offers.
+            let mut provs: Vec<(String, Vec<String>)> = Vec::new();
+            for (prov, domain, fabric) in list {
+                let d = format!("{domain} ({fabric})");
+                match provs.iter_mut().find(|(p, _)| *p == prov) {
+                    Some((_, ds)) if !ds.contains(&d) => ds.push(d),
+                    Some(_) => {}
+                    None => provs.push((prov, vec![d])),
+                }
+            }
+            for (prov, domains) in provs {
+                println!("  fabric provider: {prov}: {}", domains.join(", "));
+            }
+        }
+        Err(e) => println!("  fabric providers: {e}"),
+    }
     let exe = std::env::current_exe().ok();
     let libs = xpushmem::device::library::find(exe.as_deref());
     if libs.is_empty() {

@@ -13,11 +13,15 @@
 //!   half of [`crate::device::Device`].
 //! - [`dataseg`]: the executable's global and static variables moved onto the heap's memfd (OpenSHMEM's symmetric
 //!   data objects), reached through the same mappings.
+//! - `fabric` (built when libfabric's headers are found, see `fabric-sys`): PEs on other nodes (every other PE with
+//!   `XPUSHMEM_TRANSPORT=fabric`) through libfabric RMA and atomics on registered heaps.
 //! - [`deferred`]: test-only; wraps another transport's windows and queues writes until completion, to show that
 //!   callers wait where they must (`XPUSHMEM_TRANSPORT=deferred`).
 
 pub mod dataseg;
 pub(crate) mod deferred;
+#[cfg(xpushmem_fabric)]
+pub(crate) mod fabric;
 pub mod fdx;
 pub(crate) mod shm;
 pub mod vmem;
@@ -29,6 +33,16 @@ use crate::error::Result;
 use std::marker::PhantomData;
 use std::sync::atomic::{fence, Ordering};
 use std::sync::Arc;
+
+/// The libfabric providers the fabric transport could use here (reliable datagrams with RMA and atomics), as
+/// (provider, domain, fabric) names in libfabric's order of preference; `Ok(None)` when this build has no fabric
+/// transport (libfabric's headers were missing at build time).
+pub fn fabric_providers() -> Result<Option<Vec<(String, String, String)>>> {
+    #[cfg(xpushmem_fabric)]
+    return fabric::providers().map(Some);
+    #[cfg(not(xpushmem_fabric))]
+    Ok(None)
+}
 
 /// One operation a transport completes later; redeemed with [`Transport::complete`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -51,6 +65,17 @@ pub(crate) trait Transport: Send + Sync + std::fmt::Debug {
     fn complete(&self, t: Ticket) -> Result<Option<Vec<u8>>>;
     /// Whether `t` has completed (never blocks).
     fn is_complete(&self, t: Ticket) -> bool;
+    /// The job is ending (this PE's last `quiet` is done): serve peers without being asked from now on. True when
+    /// the transport needs every PE to pass one more bootstrap barrier before any tears it down (peers may still
+    /// be completing operations that need this PE's help).
+    fn leaving(&self) -> bool {
+        false
+    }
+    /// Whether an operation failed because a peer is gone (finalize then skips its barriers, as after a wait
+    /// that found a lost peer).
+    fn lost_peer(&self) -> bool {
+        false
+    }
 }
 
 /// The transport of windows that complete every operation before returning (mapped memory): every completion
@@ -343,6 +368,9 @@ pub(crate) fn check_access(
 pub(crate) struct ConnectArgs<'a> {
     /// The bootstrap, for the collective steps of set-up.
     pub boot: &'a dyn crate::bootstrap::Bootstrap,
+    /// The same bootstrap, kept by transports whose own waits must notice a lost peer (`check_alive`).
+    #[cfg_attr(not(xpushmem_fabric), allow(dead_code))]
+    pub liveness: Arc<dyn crate::bootstrap::Bootstrap>,
     /// This PE.
     pub me: usize,
     /// Which PE is on which node.
@@ -374,6 +402,8 @@ pub(crate) struct Peers {
     /// Index into `transports` of the transport completing each PE's windows.
     route: Vec<Option<usize>>,
     transports: Vec<Arc<dyn Transport>>,
+    /// This PE.
+    me: usize,
     /// The Level Zero device of a device heap.
     pub(crate) device: Option<Arc<ze::ZeRuntime>>,
     /// This PE's own memfd (runtime words, and the user heap on host heaps); mapped by every node peer.
@@ -399,14 +429,29 @@ impl Peers {
     }
 }
 
+impl Drop for Peers {
+    fn drop(&mut self) {
+        // Peers' windows and the transports go first, while this PE's own mappings (registered with a network
+        // transport, which may still write into them until it is closed) stay mapped.
+        let own = (
+            self.heap.get_mut(self.me).and_then(Option::take),
+            self.sys.get_mut(self.me).and_then(Option::take),
+        );
+        self.heap.clear();
+        self.sys.clear();
+        self.transports.clear();
+        drop(own);
+    }
+}
+
 /// The error for a PE no transport reaches.
 fn route_error(a: &ConnectArgs<'_>, pe: usize) -> crate::error::Error {
     let nodes = a.nodes;
     crate::error::Error::Transport {
         transport: "route",
         message: format!(
-            "the job spans {} nodes ({}); this build reaches peers on the same node only (no fabric transport), \
-             and PE {pe} is on {}",
+            "the job spans {} nodes ({}); this build reaches peers on the same node only (built without \
+             libfabric's headers: no fabric transport), and PE {pe} is on {}",
             nodes.count(),
             (0..nodes.count()).map(|i| nodes.host(i)).collect::<Vec<_>>().join(", "),
             nodes.host(nodes.node_of(pe)),
@@ -422,25 +467,36 @@ pub(crate) fn connect(a: ConnectArgs<'_>) -> Result<(Peers, dataseg::SymData)> {
     use crate::device::HeapKind;
     let (me, n) = (a.me, a.pids.len());
     let local = a.nodes.pes_on(a.nodes.node_of(me));
-    let deferred = crate::config::current()?.transport == crate::config::TransportMode::Deferred;
+    let cfg = crate::config::current()?;
+    let deferred = cfg.transport == crate::config::TransportMode::Deferred;
+    let forced = cfg.transport == crate::config::TransportMode::Fabric;
     // The transports, most general first: the shm mapping reaches this node's PEs (runtime words, and host heaps);
-    // Level Zero IPC reaches the same PEs' device heaps; the deferred test transport wraps the other PEs' windows.
-    // A fabric transport would claim the other nodes' PEs here. Each PE is routed to the last one that reaches it.
+    // Level Zero IPC reaches the same PEs' device heaps; the fabric reaches the other nodes' PEs (every other PE
+    // when forced); the deferred test transport wraps the other PEs' windows. Each PE is routed to the last one
+    // that reaches it, decided here from what each will reach, before any set-up.
     let node: Vec<bool> = (0..n).map(|p| local.contains(&p)).collect();
     let mut transports: Vec<Arc<dyn Transport>> =
         vec![Arc::new(Immediate::new("shm", node.clone()))];
     if a.heap_kind == HeapKind::Device {
         transports.push(Arc::new(Immediate::new("ze", node.clone())));
     }
-    let wrap = deferred.then(|| {
-        let others = (0..n).map(|p| node[p] && p != me).collect();
-        let d = deferred::Deferred::new(others);
-        transports.push(d.clone());
-        d
-    });
-    let route: Vec<Option<usize>> = (0..n)
-        .map(|pe| transports.iter().rposition(|t| t.can_reach(pe)))
+    let mut reach: Vec<Vec<bool>> = transports
+        .iter()
+        .map(|t| (0..n).map(|p| t.can_reach(p)).collect())
         .collect();
+    // Every PE takes the same decision (same configuration, same node table): the set-up below is collective.
+    let fabric_reach: Option<Vec<bool>> = (cfg!(xpushmem_fabric)
+        && (forced || a.nodes.count() > 1))
+        .then(|| (0..n).map(|p| p != me && (forced || !node[p])).collect());
+    if let Some(r) = &fabric_reach {
+        reach.push(r.clone());
+    }
+    let wrap = deferred.then(|| {
+        let others: Vec<bool> = (0..n).map(|p| node[p] && p != me).collect();
+        reach.push(others.clone());
+        deferred::Deferred::new(others)
+    });
+    let route: Vec<Option<usize>> = (0..n).map(|pe| reach.iter().rposition(|r| r[pe])).collect();
     if let Some(pe) = route.iter().position(Option::is_none) {
         return Err(route_error(&a, pe));
     }
@@ -469,7 +525,44 @@ pub(crate) fn connect(a: ConnectArgs<'_>) -> Result<(Peers, dataseg::SymData)> {
     } else {
         None
     };
+    #[cfg(xpushmem_fabric)]
+    if let Some(r) = fabric_reach {
+        if a.heap_kind == HeapKind::Device {
+            return Err(crate::error::Error::Transport {
+                transport: "fabric",
+                message: "XPUSHMEM_HEAP=device with PEs reached through the fabric (other nodes, or \
+                          XPUSHMEM_TRANSPORT=fabric): device heaps over the fabric are not implemented yet"
+                    .into(),
+            });
+        }
+        let internal = |what: &str| crate::error::Error::Transport {
+            transport: "fabric",
+            message: format!("{what} not mapped before the fabric set-up"),
+        };
+        let (t, mut fsys, mut fheap) = fabric::connect(fabric::FabricArgs {
+            boot: a.boot,
+            liveness: Arc::clone(&a.liveness),
+            me,
+            reach: r.clone(),
+            sys: sys[me]
+                .as_deref()
+                .ok_or_else(|| internal("own runtime words"))?,
+            heap: heap[me].as_deref().ok_or_else(|| internal("own heap"))?,
+            provider: cfg
+                .fabric_provider
+                .clone()
+                .or_else(|| std::env::var("FI_PROVIDER").ok()),
+            timeout: a.timeout,
+            progress_thread: cfg.progress_thread,
+        })?;
+        for pe in (0..n).filter(|&p| r[p]) {
+            sys[pe] = fsys[pe].take();
+            heap[pe] = fheap[pe].take();
+        }
+        transports.push(t);
+    }
     if let Some(d) = wrap {
+        transports.push(d.clone());
         for pe in (0..n).filter(|&p| d.can_reach(p)) {
             heap[pe] = heap[pe].take().map(|w| d.wrap(w));
             sys[pe] = sys[pe].take().map(|w| d.wrap(w));
@@ -480,6 +573,7 @@ pub(crate) fn connect(a: ConnectArgs<'_>) -> Result<(Peers, dataseg::SymData)> {
         sys,
         route,
         transports,
+        me,
         device,
         _arena: arena,
     };

@@ -1,0 +1,1626 @@
+//! The fabric transport: PEs that shared memory does not reach (other nodes; every other PE with
+//! `XPUSHMEM_TRANSPORT=fabric`), through libfabric (`fabric-sys`), on a reliable-datagram endpoint with RMA and
+//! atomics (`tcp;ofi_rxm` here; `verbs;ofi_rxm`, `cxi`, `psm3`, `efa` on clusters, untested).
+//!
+//! Set-up (collective, [`connect`]): pick a provider (`XPUSHMEM_FABRIC_PROVIDER`, else libfabric's own `FI_PROVIDER`,
+//! else the first RDM provider with RMA and atomics that libfabric lists, single-node-only `shm` providers skipped),
+//! open fabric, domain, completion queue, address vector and endpoint, register this PE's runtime words and user
+//! heap (`fi_mr_reg`, remote read/write), and exchange endpoint names, keys and addresses through the bootstrap.
+//!
+//! Operations: a put copies its source into a buffer the operation owns (the caller may reuse `src` on return) and
+//! posts `fi_writemsg`; a get posts `fi_read` into an owned buffer that its ticket hands back; atomics are
+//! `fi_atomicmsg` / `fi_fetch_atomic` / `fi_compare_atomic` on `FI_UINT32`/`FI_UINT64`. Every write and atomic is
+//! posted with `FI_DELIVERY_COMPLETE` when the provider offers it (its completion means the target applied it), so
+//! `quiet` is "every outstanding operation completed". `put_signal` posts the signal only when the data's
+//! delivery completed (libfabric orders RMA writes and atomics only within their own class). `fence` is `quiet`
+//! (stronger than OpenSHMEM asks: per-peer order without waiting would need `FI_FENCE`, which rxm lacks). A read
+//! or fetching atomic first completes this PE's outstanding operations to the same peer, so a PE reads its own
+//! writes.
+//!
+//! Atomics the provider lacks (`fi_query_atomic`, asked once per operation and width) are emulated by a
+//! compare-and-swap loop on the same word (fetch, compute, `FI_CSWAP`, retry if the word moved); without
+//! `FI_CSWAP` for that width the operation is an error naming the provider and the operation, never a silent
+//! substitute.
+//!
+//! Progress: software providers move data only when the target's process calls into libfabric. Every wait of the
+//! runtime calls [`Transport::progress`] (a completion-queue read); `XPUSHMEM_PROGRESS_THREAD=1` adds a thread
+//! that does it continuously (a PE computing without calling xpushmem then still serves its peers); and from
+//! [`Transport::close`] to the end the thread always runs, so a PE leaving the job keeps serving the peers that
+//! are still completing their last operations until every PE has passed the final bootstrap barrier.
+//!
+//! Errors name the provider, the operation and the peer; a completion error meaning the connection broke
+//! (reset, refused, unreachable, shut down) is [`Error::PeerLost`].
+
+use super::{check_access, AmoOp, Ticket, Transport, Window};
+use crate::error::{Error, Result};
+use fabric_sys as fi;
+use std::collections::{HashMap, HashSet};
+use std::ffi::{c_void, CStr, CString};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// `FI_ADDR_NOTAVAIL` (a macro in the headers).
+const ADDR_NOTAVAIL: u64 = u64::MAX;
+/// Keys this PE asks for when the provider lets the application choose (no `FI_MR_PROV_KEY`).
+const SYS_KEY: u64 = 0x5953;
+const HEAP_KEY: u64 = 0x4845;
+
+/// Providers that reach only the same host: never chosen unless asked for by name.
+const SAME_HOST_ONLY: &[&str] = &["shm", "sm2"];
+
+/// A registered region of a PE as its peers address it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Region {
+    /// The remote key.
+    key: u64,
+    /// What offset 0 of the region is called in RMA requests (its virtual address with `FI_MR_VIRT_ADDR`, else 0).
+    addr: u64,
+    /// Bytes.
+    len: u64,
+}
+
+/// Per-operation context handed to libfabric (`fi_context2` first, for providers that use `FI_CONTEXT`/`2`).
+#[repr(C)]
+struct Ctx {
+    raw: fi::fi_context2,
+    id: u64,
+}
+
+/// An atomic as libfabric names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Form {
+    /// `fi_atomic` (no result).
+    Post,
+    /// `fi_fetch_atomic`.
+    Fetch,
+    /// `fi_compare_atomic`.
+    Compare,
+}
+
+/// The signal of a put-with-signal, posted once its data was delivered.
+#[derive(Debug, Clone, Copy)]
+struct Signal {
+    sig: usize,
+    op: AmoOp,
+    value: u64,
+}
+
+/// One operation in flight. Its buffer holds every local byte libfabric reads or writes for it (data, operand,
+/// compare value, result), so a provider that needs local registration (`FI_MR_LOCAL`) gets one region per
+/// operation, and nothing the caller owns is ever referenced after the call that started it.
+struct Op {
+    /// Boxed: libfabric holds each context's address until its completion, and the Vec may reallocate.
+    #[allow(clippy::vec_box)]
+    ctxs: Vec<Box<Ctx>>,
+    parts_left: usize,
+    pe: usize,
+    what: &'static str,
+    /// The operation's local bytes (u64 storage: atomics need aligned operands).
+    buf: Vec<u64>,
+    /// Bytes of `buf` a get returns.
+    get_len: Option<usize>,
+    /// Offset (in bytes) in `buf` of an atomic's result.
+    result_at: Option<usize>,
+    /// Word index in `buf` of an atomic's operand (then compare value, then result).
+    amo_at: usize,
+    mr: Option<LocalMr>,
+    then: Option<(Region, Signal)>,
+}
+
+/// A local registration of one operation's buffer.
+struct LocalMr {
+    mr: *mut fi::fid_mr,
+    desc: *mut c_void,
+}
+
+/// Every libfabric object of the PE, and the operations in flight. Only used under [`Fabric::ep`]'s lock.
+struct Ep {
+    prov: String,
+    info: *mut fi::fi_info,
+    fabric: *mut fi::fid_fabric,
+    domain: *mut fi::fid_domain,
+    cq: *mut fi::fid_cq,
+    av: *mut fi::fid_av,
+    ep: *mut fi::fid_ep,
+    /// This PE's own registrations (runtime words, user heap).
+    own: Vec<*mut fi::fid_mr>,
+    /// Libfabric address of each PE (`ADDR_NOTAVAIL` for PEs not reached).
+    addrs: Vec<u64>,
+    me: usize,
+    next: u64,
+    ops: HashMap<u64, Op>,
+    /// Outstanding operations per PE.
+    per_pe: Vec<usize>,
+    /// Bytes of completed gets and results of atomics, until their tickets collect them.
+    results: HashMap<u64, Vec<u8>>,
+    /// Errors of failed operations, until their tickets (or a quiet) collect them.
+    errors: HashMap<u64, Error>,
+    /// Operations whose tickets were let go (`Pending::issued`): their errors go to the next quiet.
+    delivery_complete: bool,
+    mr_local: bool,
+    mr_endpoint: bool,
+    max_msg: usize,
+    /// Atomics the provider offers, per (width, op, form).
+    atomics: HashSet<(usize, fi::fi_op, Form)>,
+    timeout: Option<Duration>,
+    /// A completion error said that a peer is gone.
+    lost: bool,
+}
+
+// SAFETY: the raw pointers are libfabric objects owned by this struct; the domain is opened FI_THREAD_DOMAIN and
+// every use goes through the Mutex in `Fabric`, so at most one thread calls into libfabric for them at a time.
+unsafe impl Send for Ep {}
+
+/// The fabric transport.
+pub(crate) struct Fabric {
+    ep: Arc<Mutex<Ep>>,
+    liveness: Arc<dyn crate::bootstrap::Bootstrap>,
+    reach: Vec<bool>,
+    prov: String,
+    stop: Arc<AtomicBool>,
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for Fabric {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Fabric")
+            .field("provider", &self.prov)
+            .finish()
+    }
+}
+
+fn lock(m: &Mutex<Ep>) -> MutexGuard<'_, Ep> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// libfabric's text for a (positive) error number.
+fn strerror(code: i64) -> String {
+    // SAFETY: fi_strerror returns a pointer to a static string for any value.
+    let p = unsafe { fi::fi_strerror(code.unsigned_abs() as i32) };
+    if p.is_null() {
+        return format!("error {code}");
+    }
+    // SAFETY: non-null, NUL-terminated static string.
+    unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+}
+
+fn fab_err(prov: &str, call: &str, code: i64) -> Error {
+    Error::Transport {
+        transport: "fabric",
+        message: format!(
+            "{call} failed on provider {prov}: {} ({code})",
+            strerror(code)
+        ),
+    }
+}
+
+/// A check of a libfabric return code (0 or a negative error).
+fn ok(prov: &str, call: &str, r: i64) -> Result<()> {
+    if r < 0 {
+        return Err(fab_err(prov, call, r));
+    }
+    Ok(())
+}
+
+fn dtype(width: usize) -> Result<fi::fi_datatype> {
+    match width {
+        4 => Ok(fi::FI_UINT32),
+        8 => Ok(fi::FI_UINT64),
+        w => Err(Error::Transport {
+            transport: "fabric",
+            message: format!("atomic width {w} (must be 4 or 8)"),
+        }),
+    }
+}
+
+/// libfabric's operation and form for one AMO: `None` for a fetch-only or no-op post.
+fn fi_op_of(op: AmoOp, fetch: bool) -> (fi::fi_op, Form) {
+    let form = if fetch { Form::Fetch } else { Form::Post };
+    match op {
+        AmoOp::Fetch => (fi::FI_ATOMIC_READ, Form::Fetch),
+        AmoOp::Set | AmoOp::Swap => (fi::FI_ATOMIC_WRITE, form),
+        AmoOp::CompareSwap { .. } => (fi::FI_CSWAP, Form::Compare),
+        AmoOp::FetchAdd => (fi::FI_SUM, form),
+        AmoOp::FetchAnd => (fi::FI_BAND, form),
+        AmoOp::FetchOr => (fi::FI_BOR, form),
+        AmoOp::FetchXor => (fi::FI_BXOR, form),
+    }
+}
+
+/// The word `op` leaves when applied to `old` with `operand` (both truncated to `width` bytes): what the
+/// compare-and-swap emulation writes.
+pub(crate) fn apply(op: AmoOp, width: usize, old: u64, operand: u64) -> u64 {
+    let mask = if width == 4 {
+        u32::MAX as u64
+    } else {
+        u64::MAX
+    };
+    let new = match op {
+        AmoOp::Fetch => old,
+        AmoOp::Set | AmoOp::Swap => operand,
+        AmoOp::CompareSwap { cond } => {
+            if old & mask == cond & mask {
+                operand
+            } else {
+                old
+            }
+        }
+        AmoOp::FetchAdd => old.wrapping_add(operand),
+        AmoOp::FetchAnd => old & operand,
+        AmoOp::FetchOr => old | operand,
+        AmoOp::FetchXor => old ^ operand,
+    };
+    new & mask
+}
+
+/// Connection-level failures: the peer's process or host is gone.
+fn is_lost(err: i32) -> bool {
+    [
+        fi::FI_ECONNRESET,
+        fi::FI_ECONNREFUSED,
+        fi::FI_ECONNABORTED,
+        fi::FI_ENOTCONN,
+        fi::FI_EHOSTUNREACH,
+        fi::FI_ENETUNREACH,
+        fi::FI_ESHUTDOWN,
+        32, // EPIPE (tcp reports errno values; libfabric has no FI_EPIPE)
+    ]
+    .iter()
+    .any(|&e| e as i32 == err.abs())
+}
+
+impl Ep {
+    /// Read completions until the queue is empty (or 64 entries), finishing their operations.
+    fn poll(&mut self) -> Result<()> {
+        let mut entries = [fi::fi_cq_entry::default(); 16];
+        for _ in 0..4 {
+            // SAFETY: `cq` is open; `entries` holds 16 FI_CQ_FORMAT_CONTEXT entries.
+            let r = unsafe { fi::xfi_cq_read(self.cq, entries.as_mut_ptr().cast(), entries.len()) };
+            if r == -(fi::FI_EAGAIN as isize) {
+                return Ok(());
+            }
+            if r == -(fi::FI_EAVAIL as isize) {
+                self.read_error()?;
+                continue;
+            }
+            ok(&self.prov, "fi_cq_read", r as i64)?;
+            for e in &entries[..r as usize] {
+                // SAFETY: every operation's context is a live Box<Ctx> held by its `Op` until its completion.
+                let id = unsafe { (*(e.op_context as *const Ctx)).id };
+                self.part_done(id, None);
+            }
+            if (r as usize) < entries.len() {
+                return Ok(());
+            }
+        }
+        Ok(())
+    }
+
+    fn read_error(&mut self) -> Result<()> {
+        let mut e = fi::fi_cq_err_entry::default();
+        // SAFETY: `cq` is open; `e` is a zeroed error entry (err_data_size 0: the provider's own buffer).
+        let r = unsafe { fi::xfi_cq_readerr(self.cq, &mut e, 0) };
+        if r < 0 {
+            return if r == -(fi::FI_EAGAIN as isize) {
+                Ok(())
+            } else {
+                Err(fab_err(&self.prov, "fi_cq_readerr", r as i64))
+            };
+        }
+        let mut text = [0 as std::ffi::c_char; 256];
+        // SAFETY: `cq` is open; `e` is the entry just read; `text` is a 256-byte buffer.
+        let p = unsafe {
+            fi::xfi_cq_strerror(
+                self.cq,
+                e.prov_errno,
+                e.err_data,
+                text.as_mut_ptr(),
+                text.len(),
+            )
+        };
+        let prov_text = if p.is_null() {
+            String::new()
+        } else {
+            // SAFETY: a NUL-terminated string (in `text` or the provider's static storage).
+            unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+        };
+        if e.op_context.is_null() {
+            return Err(Error::Transport {
+                transport: "fabric",
+                message: format!(
+                    "provider {}: a completion error without an operation: {} ({prov_text})",
+                    self.prov,
+                    strerror(e.err as i64)
+                ),
+            });
+        }
+        // SAFETY: as in `poll`, the context is a live Box<Ctx>.
+        let id = unsafe { (*(e.op_context as *const Ctx)).id };
+        let (pe, what) = self
+            .ops
+            .get(&id)
+            .map_or((usize::MAX, "?"), |o| (o.pe, o.what));
+        // Connection-level failures (also when the provider reports them as the cancellation of the operations
+        // queued on a connection that went away) mean the peer is gone.
+        let lost =
+            is_lost(e.err) || (e.err.unsigned_abs() == fi::FI_ECANCELED && is_lost(e.prov_errno));
+        self.lost |= lost;
+        let err = if lost {
+            Error::PeerLost {
+                pe,
+                me: self.me,
+                op: format!(
+                    "{what} over fabric provider {}: {} ({prov_text})",
+                    self.prov,
+                    strerror(e.err as i64)
+                ),
+            }
+        } else {
+            Error::Transport {
+                transport: "fabric",
+                message: format!(
+                    "{what} to PE {pe} failed on provider {}: {} ({prov_text})",
+                    self.prov,
+                    strerror(e.err as i64)
+                ),
+            }
+        };
+        self.part_done(id, Some(err));
+        Ok(())
+    }
+
+    /// One completion of operation `id` (an error, or one of its parts).
+    fn part_done(&mut self, id: u64, err: Option<Error>) {
+        let Some(op) = self.ops.get_mut(&id) else {
+            return;
+        };
+        if let Some(e) = err {
+            self.errors.entry(id).or_insert(e);
+            op.then = None;
+        }
+        op.parts_left = op.parts_left.saturating_sub(1);
+        if op.parts_left > 0 {
+            return;
+        }
+        if let Some((region, s)) = op.then.take() {
+            // The data was delivered: now the signal (a guard part keeps the operation open while it is posted).
+            op.parts_left = 1;
+            if let Err(e) = self.post_amo(id, region, s.sig, 8, s.op, s.value, false) {
+                self.errors.entry(id).or_insert(e);
+            }
+            self.release(id);
+            return;
+        }
+        self.finish(id);
+    }
+
+    /// Drop the guard part of operation `id`; finish it when nothing else is in flight.
+    fn release(&mut self, id: u64) {
+        if let Some(op) = self.ops.get_mut(&id) {
+            op.parts_left = op.parts_left.saturating_sub(1);
+            if op.parts_left == 0 && op.then.is_none() {
+                self.finish(id);
+            } else if op.parts_left == 0 {
+                // Data of zero parts (an empty put-with-signal): the signal goes now.
+                op.parts_left = 1;
+                self.part_done(id, None);
+            }
+        }
+    }
+
+    fn finish(&mut self, id: u64) {
+        let Some(mut op) = self.ops.remove(&id) else {
+            return;
+        };
+        self.per_pe[op.pe] = self.per_pe[op.pe].saturating_sub(1);
+        if let Some(m) = op.mr.take() {
+            // SAFETY: the registration was made for this operation, which has completed.
+            unsafe { fi::xfi_close(&mut (*m.mr).fid) };
+        }
+        if !self.errors.contains_key(&id) {
+            let bytes = bytes_of(&op.buf);
+            if let Some(n) = op.get_len {
+                self.results.insert(id, bytes[..n].to_vec());
+            } else if let Some(at) = op.result_at {
+                self.results.insert(id, bytes[at..at + 8].to_vec());
+            }
+        }
+    }
+
+    /// A new operation on `pe` with `words` words of buffer, tracked from now on with one guard part (dropped by
+    /// [`Ep::release`] once every part is posted): completions read while it is being posted find it.
+    fn start(&mut self, pe: usize, what: &'static str, words: usize) -> u64 {
+        let id = self.next;
+        self.next += 1;
+        let op = Op {
+            ctxs: Vec::new(),
+            parts_left: 1,
+            pe,
+            what,
+            buf: vec![0u64; words.max(1)],
+            get_len: None,
+            result_at: None,
+            amo_at: 0,
+            mr: None,
+            then: None,
+        };
+        self.per_pe[pe] += 1;
+        self.ops.insert(id, op);
+        id
+    }
+
+    fn op(&mut self, id: u64) -> &mut Op {
+        match self.ops.get_mut(&id) {
+            Some(o) => o,
+            None => unreachable!("an operation being posted holds a guard part"),
+        }
+    }
+
+    /// Register operation `id`'s buffer when the provider needs local registration; its descriptor.
+    fn local_desc(&mut self, id: u64) -> Result<*mut c_void> {
+        if !self.mr_local {
+            return Ok(std::ptr::null_mut());
+        }
+        if let Some(m) = &self.op(id).mr {
+            return Ok(m.desc);
+        }
+        let (ptr, len) = {
+            let b = &self.op(id).buf;
+            (b.as_ptr(), b.len() * 8)
+        };
+        let mut mr = std::ptr::null_mut();
+        // SAFETY: the domain is open; the buffer is the operation's Vec, whose heap block stays put (the Vec is
+        // never resized after posting starts) until `finish` closes this registration.
+        let r = unsafe {
+            fi::xfi_mr_reg(
+                self.domain,
+                ptr.cast(),
+                len,
+                (fi::FI_READ | fi::FI_WRITE) as u64,
+                0,
+                0,
+                0,
+                &mut mr,
+                std::ptr::null_mut(),
+            )
+        };
+        ok(&self.prov, "fi_mr_reg (operation buffer)", r as i64)?;
+        // SAFETY: `mr` was just opened.
+        let desc = unsafe { fi::xfi_mr_desc(mr) };
+        self.op(id).mr = Some(LocalMr { mr, desc });
+        Ok(desc)
+    }
+
+    /// Post one part of operation `id` with `post` (given its context), retrying while the provider's queue is
+    /// full.
+    fn post(
+        &mut self,
+        id: u64,
+        call: &str,
+        mut post: impl FnMut(*mut c_void) -> isize,
+    ) -> Result<()> {
+        let mut ctx = Box::new(Ctx {
+            raw: fi::fi_context2::default(),
+            id,
+        });
+        let cp: *mut Ctx = &mut *ctx;
+        let (pe, what) = {
+            let o = self.op(id);
+            (o.pe, o.what)
+        };
+        let start = Instant::now();
+        loop {
+            let r = post(cp.cast());
+            if r == -(fi::FI_EAGAIN as isize) {
+                // The transmit queue is full: completions free it.
+                self.poll()?;
+                self.check_time(start, call, pe)?;
+                std::thread::yield_now();
+                continue;
+            }
+            if r < 0 {
+                return Err(Error::Transport {
+                    transport: "fabric",
+                    message: format!(
+                        "{call} ({what}) to PE {pe} failed on provider {}: {} ({r})",
+                        self.prov,
+                        strerror(r as i64)
+                    ),
+                });
+            }
+            let o = self.op(id);
+            o.ctxs.push(ctx);
+            o.parts_left += 1;
+            return Ok(());
+        }
+    }
+
+    fn check_time(&self, start: Instant, what: &str, pe: usize) -> Result<()> {
+        if let Some(limit) = self.timeout {
+            let waited = start.elapsed();
+            if waited > limit {
+                let whom = if pe == usize::MAX {
+                    String::new()
+                } else {
+                    format!(" to PE {pe}")
+                };
+                return Err(Error::Timeout {
+                    op: format!("{what}{whom} over fabric provider {}", self.prov),
+                    waited,
+                    limit,
+                    detail: String::new(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// End the posting of operation `id`: on error its posted parts still complete, but nothing follows them.
+    fn posted(&mut self, id: u64, r: Result<()>) -> Result<Ticket> {
+        if r.is_err() {
+            self.op(id).then = None;
+        }
+        self.release(id);
+        r.map(|()| Ticket(id))
+    }
+
+    /// Put `src` into `region` at `off` of PE `pe`, then (once delivered) `signal`.
+    fn put(
+        &mut self,
+        pe: usize,
+        region: Region,
+        off: usize,
+        src: &[u8],
+        signal: Option<Signal>,
+    ) -> Result<Ticket> {
+        let what = if signal.is_some() {
+            "put_signal"
+        } else {
+            "put"
+        };
+        let data_words = src.len().div_ceil(8);
+        let id = self.start(pe, what, data_words + 3);
+        {
+            let o = self.op(id);
+            bytes_of_mut(&mut o.buf)[..src.len()].copy_from_slice(src);
+            o.amo_at = data_words;
+            o.then = signal.map(|s| (region, s));
+        }
+        let r = self.put_parts(id, region, off, src.len());
+        self.posted(id, r)
+    }
+
+    fn put_parts(&mut self, id: u64, region: Region, off: usize, len: usize) -> Result<()> {
+        let desc = self.local_desc(id)?;
+        let flags = if self.delivery_complete {
+            fi::FI_DELIVERY_COMPLETE as u64
+        } else {
+            0
+        };
+        let (base, dest) = {
+            let pe = self.op(id).pe;
+            (self.op(id).buf.as_ptr() as usize, self.addrs[pe])
+        };
+        let ep = self.ep;
+        let mut done = 0;
+        while done < len {
+            let n = (len - done).min(self.max_msg);
+            let iov = fi::iovec {
+                iov_base: (base + done) as *mut c_void,
+                iov_len: n,
+            };
+            let rma = fi::fi_rma_iov {
+                addr: region.addr + (off + done) as u64,
+                len: n,
+                key: region.key,
+            };
+            let mut d = desc;
+            self.post(id, "fi_writemsg", |ctx| {
+                let msg = fi::fi_msg_rma {
+                    msg_iov: &iov,
+                    desc: &mut d,
+                    iov_count: 1,
+                    addr: dest,
+                    rma_iov: &rma,
+                    rma_iov_count: 1,
+                    context: ctx,
+                    data: 0,
+                };
+                // SAFETY: the endpoint is open; `iov` points into the operation's buffer, which stays alive (and
+                // in place) until its completion; `msg` and what it points to live across the call.
+                unsafe { fi::xfi_writemsg(ep, &msg, flags) }
+            })?;
+            done += n;
+        }
+        Ok(())
+    }
+
+    /// Post an atomic of operation `id` (its buffer holds operand, compare value and result at words `amo_at`,
+    /// `+1`, `+2`).
+    #[allow(clippy::too_many_arguments)]
+    fn post_amo(
+        &mut self,
+        id: u64,
+        region: Region,
+        off: usize,
+        width: usize,
+        amo: AmoOp,
+        operand: u64,
+        fetch: bool,
+    ) -> Result<()> {
+        let dt = dtype(width)?;
+        let (fop, form) = fi_op_of(amo, fetch);
+        let cond = match amo {
+            AmoOp::CompareSwap { cond } => cond,
+            _ => 0,
+        };
+        let (base, dest) = {
+            let o = self.op(id);
+            let at = o.amo_at;
+            // Little-endian: the low `width` bytes of each word are the value of that width.
+            o.buf[at] = operand;
+            o.buf[at + 1] = cond;
+            o.buf[at + 2] = 0;
+            o.result_at = (form != Form::Post).then_some((at + 2) * 8);
+            // SAFETY: `at + 2` is inside the buffer (every operation allocates three words past its data).
+            let base = unsafe { o.buf.as_mut_ptr().add(at) };
+            let pe = o.pe;
+            (base, self.addrs[pe])
+        };
+        let desc = self.local_desc(id)?;
+        let addr = region.addr + off as u64;
+        let key = region.key;
+        let ep = self.ep;
+        let flags = if self.delivery_complete {
+            fi::FI_DELIVERY_COMPLETE as u64
+        } else {
+            0
+        };
+        match form {
+            Form::Post => {
+                let ioc = fi::fi_ioc {
+                    addr: base.cast(),
+                    count: 1,
+                };
+                let rioc = fi::fi_rma_ioc {
+                    addr,
+                    count: 1,
+                    key,
+                };
+                let mut d = desc;
+                self.post(id, "fi_atomicmsg", |ctx| {
+                    let msg = fi::fi_msg_atomic {
+                        msg_iov: &ioc,
+                        desc: &mut d,
+                        iov_count: 1,
+                        addr: dest,
+                        rma_iov: &rioc,
+                        rma_iov_count: 1,
+                        datatype: dt,
+                        op: fop,
+                        context: ctx,
+                        data: 0,
+                    };
+                    // SAFETY: the endpoint is open; the operand lives in the operation's buffer until completion.
+                    unsafe { fi::xfi_atomicmsg(ep, &msg, flags) }
+                })
+            }
+            Form::Fetch => self.post(id, "fi_fetch_atomic", |ctx| {
+                // SAFETY: the endpoint is open; operand and result are words of the operation's buffer, alive
+                // until completion.
+                unsafe {
+                    fi::xfi_fetch_atomic(
+                        ep,
+                        base.cast(),
+                        1,
+                        desc,
+                        base.add(2).cast(),
+                        desc,
+                        dest,
+                        addr,
+                        key,
+                        dt,
+                        fop,
+                        ctx,
+                    )
+                }
+            }),
+            Form::Compare => self.post(id, "fi_compare_atomic", |ctx| {
+                // SAFETY: as for the fetch form; the compare value is the next word.
+                unsafe {
+                    fi::xfi_compare_atomic(
+                        ep,
+                        base.cast(),
+                        1,
+                        desc,
+                        base.add(1).cast(),
+                        desc,
+                        base.add(2).cast(),
+                        desc,
+                        dest,
+                        addr,
+                        key,
+                        dt,
+                        fop,
+                        ctx,
+                    )
+                }
+            }),
+        }
+    }
+
+    /// Start a get of `len` bytes at `off` of `region` of PE `pe`.
+    fn get(&mut self, pe: usize, region: Region, off: usize, len: usize) -> Result<Ticket> {
+        let id = self.start(pe, "get", len.div_ceil(8));
+        self.op(id).get_len = Some(len);
+        let r = self.get_parts(id, region, off, len);
+        self.posted(id, r)
+    }
+
+    fn get_parts(&mut self, id: u64, region: Region, off: usize, len: usize) -> Result<()> {
+        let desc = self.local_desc(id)?;
+        let (base, src) = {
+            let pe = self.op(id).pe;
+            (self.op(id).buf.as_mut_ptr() as usize, self.addrs[pe])
+        };
+        let ep = self.ep;
+        let mut done = 0;
+        while done < len {
+            let n = (len - done).min(self.max_msg);
+            let addr = region.addr + (off + done) as u64;
+            self.post(id, "fi_read", |ctx| {
+                // SAFETY: the endpoint is open; the destination lies in the operation's buffer (at least `len`
+                // bytes), alive and in place until completion.
+                unsafe {
+                    fi::xfi_read(
+                        ep,
+                        (base + done) as *mut c_void,
+                        n,
+                        desc,
+                        src,
+                        addr,
+                        region.key,
+                        ctx,
+                    )
+                }
+            })?;
+            done += n;
+        }
+        Ok(())
+    }
+
+    /// Start an atomic (the provider's own; the caller checked that it offers it).
+    #[allow(clippy::too_many_arguments)]
+    fn amo_start(
+        &mut self,
+        pe: usize,
+        region: Region,
+        off: usize,
+        width: usize,
+        amo: AmoOp,
+        operand: u64,
+        fetch: bool,
+    ) -> Result<Ticket> {
+        let id = self.start(pe, "atomic", 3);
+        let r = self.post_amo(id, region, off, width, amo, operand, fetch);
+        self.posted(id, r)
+    }
+
+    fn offers(&self, width: usize, amo: AmoOp, fetch: bool) -> bool {
+        let (fop, form) = fi_op_of(amo, fetch);
+        self.atomics.contains(&(width, fop, form))
+    }
+}
+
+impl Drop for Ep {
+    fn drop(&mut self) {
+        // Close in reverse order of opening; outstanding operations' buffers are freed after their endpoint.
+        // SAFETY: each object was opened in `connect` and is closed once, here, after the endpoint that uses it.
+        unsafe {
+            if !self.ep.is_null() {
+                fi::xfi_close(&mut (*self.ep).fid);
+            }
+            for op in self.ops.values_mut() {
+                if let Some(m) = op.mr.take() {
+                    fi::xfi_close(&mut (*m.mr).fid);
+                }
+            }
+            for &mr in &self.own {
+                fi::xfi_close(&mut (*mr).fid);
+            }
+            if !self.av.is_null() {
+                fi::xfi_close(&mut (*self.av).fid);
+            }
+            if !self.cq.is_null() {
+                fi::xfi_close(&mut (*self.cq).fid);
+            }
+            if !self.domain.is_null() {
+                fi::xfi_close(&mut (*self.domain).fid);
+            }
+            if !self.fabric.is_null() {
+                fi::xfi_close(&mut (*self.fabric).fid);
+            }
+            if !self.info.is_null() {
+                fi::fi_freeinfo(self.info);
+            }
+        }
+    }
+}
+
+fn bytes_of(v: &[u64]) -> &[u8] {
+    // SAFETY: u64 has no padding; any u64 storage is valid bytes, and u8's alignment is 1.
+    unsafe { std::slice::from_raw_parts(v.as_ptr().cast(), v.len() * 8) }
+}
+
+fn bytes_of_mut(v: &mut [u64]) -> &mut [u8] {
+    // SAFETY: as in `bytes_of`; any bytes written form valid u64s.
+    unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr().cast(), v.len() * 8) }
+}
+
+impl Fabric {
+    /// Wait (driving progress) until `done` holds, at most the configured timeout.
+    fn wait(&self, what: &str, pe: usize, mut done: impl FnMut(&Ep) -> bool) -> Result<()> {
+        let start = Instant::now();
+        let mut i = 0u32;
+        loop {
+            {
+                let mut ep = lock(&self.ep);
+                ep.poll()?;
+                if done(&ep) {
+                    return Ok(());
+                }
+                if i % 64 == 63 {
+                    ep.check_time(start, what, pe)?;
+                }
+            }
+            if i % 256 == 255 {
+                // A peer that died may never answer (a provider need not report operations queued for a
+                // connection it cannot make): the bootstrap knows.
+                match self.liveness.check_alive() {
+                    Ok(()) => {}
+                    Err(Error::PeerLost { pe, me, op }) => {
+                        lock(&self.ep).lost = true;
+                        return Err(Error::PeerLost {
+                            pe,
+                            me,
+                            op: format!("{what} over fabric provider {} ({op})", self.prov),
+                        });
+                    }
+                    Err(e) => {
+                        lock(&self.ep).lost = true;
+                        return Err(e);
+                    }
+                }
+            }
+            i = i.wrapping_add(1);
+            if i < 64 {
+                std::hint::spin_loop();
+            } else if i < 1024 {
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(Duration::from_micros(20));
+            }
+        }
+    }
+
+    /// Complete this PE's outstanding operations to `pe` (a read of the same bytes then sees them).
+    fn flush_pe(&self, pe: usize) -> Result<()> {
+        self.wait("completing earlier operations", pe, |ep| ep.per_pe[pe] == 0)?;
+        self.take_errors(|_| true)
+    }
+
+    /// The first stored error of the operations `pick` selects (by id), removing them all.
+    fn take_errors(&self, pick: impl Fn(u64) -> bool) -> Result<()> {
+        let mut ep = lock(&self.ep);
+        let ids: Vec<u64> = ep.errors.keys().copied().filter(|&i| pick(i)).collect();
+        let mut first: Option<(u64, Error)> = None;
+        for id in ids {
+            if let Some(e) = ep.errors.remove(&id) {
+                if first.as_ref().is_none_or(|(f, _)| id < *f) {
+                    first = Some((id, e));
+                }
+            }
+        }
+        first.map_or(Ok(()), |(_, e)| Err(e))
+    }
+
+    /// A fetching atomic (or the compare-and-swap emulation when the provider lacks the operation).
+    fn fetch_amo(
+        &self,
+        pe: usize,
+        region: Region,
+        off: usize,
+        width: usize,
+        op: AmoOp,
+        operand: u64,
+    ) -> Result<u64> {
+        self.flush_pe(pe)?;
+        let native = lock(&self.ep).offers(width, op, true);
+        if native {
+            return self.amo_once(pe, region, off, width, op, operand);
+        }
+        let cas = AmoOp::CompareSwap { cond: 0 };
+        if !lock(&self.ep).offers(width, cas, true) {
+            return Err(Error::Transport {
+                transport: "fabric",
+                message: format!(
+                    "provider {} offers neither the atomic {op:?} nor compare-and-swap on {}-bit words \
+                     (PE {pe}); no correct emulation exists without one",
+                    self.prov,
+                    width * 8
+                ),
+            });
+        }
+        // Emulation: read the word (a compare-and-swap of 0 with 0 changes nothing), compute, swap if unchanged.
+        let mut old = self.amo_once(pe, region, off, width, AmoOp::CompareSwap { cond: 0 }, 0)?;
+        let start = Instant::now();
+        loop {
+            let new = apply(op, width, old, operand);
+            let seen = self.amo_once(
+                pe,
+                region,
+                off,
+                width,
+                AmoOp::CompareSwap { cond: old },
+                new,
+            )?;
+            if seen == old {
+                return Ok(old);
+            }
+            old = seen;
+            lock(&self.ep).check_time(start, "atomic (compare-and-swap loop)", pe)?;
+        }
+    }
+
+    fn amo_once(
+        &self,
+        pe: usize,
+        region: Region,
+        off: usize,
+        width: usize,
+        op: AmoOp,
+        operand: u64,
+    ) -> Result<u64> {
+        let t = lock(&self.ep).amo_start(pe, region, off, width, op, operand, true)?;
+        let bytes = self.complete(t)?.unwrap_or_default();
+        let mut w = [0u8; 8];
+        w[..bytes.len().min(8)].copy_from_slice(&bytes[..bytes.len().min(8)]);
+        let v = u64::from_le_bytes(w);
+        Ok(if width == 4 { v & u32::MAX as u64 } else { v })
+    }
+
+    /// Start the progress thread if it is not running.
+    fn start_thread(&self) {
+        let mut th = self.thread.lock().unwrap_or_else(|p| p.into_inner());
+        if th.is_some() {
+            return;
+        }
+        let ep = Arc::clone(&self.ep);
+        let stop = Arc::clone(&self.stop);
+        *th = Some(std::thread::spawn(move || {
+            let mut idle = Duration::from_micros(1);
+            while !stop.load(Ordering::Relaxed) {
+                let busy = {
+                    let mut ep = lock(&ep);
+                    let _ = ep.poll();
+                    !ep.ops.is_empty()
+                };
+                idle = if busy {
+                    Duration::from_micros(1)
+                } else {
+                    (idle * 2).min(Duration::from_micros(100))
+                };
+                std::thread::sleep(idle);
+            }
+        }));
+    }
+}
+
+impl Drop for Fabric {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self
+            .thread
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Transport for Fabric {
+    fn name(&self) -> &'static str {
+        "fabric"
+    }
+    fn can_reach(&self, pe: usize) -> bool {
+        self.reach.get(pe).is_some_and(|r| *r)
+    }
+    fn fence(&self) -> Result<()> {
+        self.quiet()
+    }
+    fn quiet(&self) -> Result<()> {
+        self.wait("quiet", usize::MAX, |ep| ep.ops.is_empty())?;
+        self.take_errors(|_| true)
+    }
+    fn progress(&self) -> Result<()> {
+        lock(&self.ep).poll()
+    }
+    fn complete(&self, t: Ticket) -> Result<Option<Vec<u8>>> {
+        let pe = lock(&self.ep).ops.get(&t.0).map_or(usize::MAX, |o| o.pe);
+        self.wait("completing an operation", pe, |ep| {
+            !ep.ops.contains_key(&t.0)
+        })?;
+        let mut ep = lock(&self.ep);
+        if let Some(e) = ep.errors.remove(&t.0) {
+            return Err(e);
+        }
+        Ok(ep.results.remove(&t.0))
+    }
+    fn is_complete(&self, t: Ticket) -> bool {
+        !lock(&self.ep).ops.contains_key(&t.0)
+    }
+    fn lost_peer(&self) -> bool {
+        lock(&self.ep).lost
+    }
+    fn leaving(&self) -> bool {
+        // From here on this PE serves its peers' last operations without being asked.
+        self.start_thread();
+        true
+    }
+}
+
+/// A window onto one region (runtime words or user heap) of a PE reached through the fabric.
+#[derive(Debug)]
+struct FabricWindow {
+    t: Arc<Fabric>,
+    pe: usize,
+    region: Region,
+}
+
+impl FabricWindow {
+    fn check(&self, what: &str, off: usize, len: usize, align: usize) -> Result<()> {
+        check_access("fabric", what, off, len, align, self.region.len as usize)
+    }
+}
+
+impl Window for FabricWindow {
+    fn write(&self, off: usize, src: &[u8]) -> Result<()> {
+        self.put_nbi(off, src).map(|_| ())
+    }
+    fn read(&self, off: usize, dst: &mut [u8]) -> Result<()> {
+        if let Some(t) = self.get_nbi(off, dst)? {
+            let b = self.t.complete(t)?.unwrap_or_default();
+            if b.len() != dst.len() {
+                return Err(Error::Transport {
+                    transport: "fabric",
+                    message: format!(
+                        "a get of {} bytes from PE {} completed with {}",
+                        dst.len(),
+                        self.pe,
+                        b.len()
+                    ),
+                });
+            }
+            dst.copy_from_slice(&b);
+        }
+        Ok(())
+    }
+    fn put_nbi(&self, off: usize, src: &[u8]) -> Result<Option<Ticket>> {
+        self.check("put", off, src.len(), 1)?;
+        if src.is_empty() {
+            return Ok(None);
+        }
+        lock(&self.t.ep)
+            .put(self.pe, self.region, off, src, None)
+            .map(Some)
+    }
+    fn get_nbi(&self, off: usize, dst: &mut [u8]) -> Result<Option<Ticket>> {
+        self.check("get", off, dst.len(), 1)?;
+        if dst.is_empty() {
+            return Ok(None);
+        }
+        self.t.flush_pe(self.pe)?;
+        lock(&self.t.ep)
+            .get(self.pe, self.region, off, dst.len())
+            .map(Some)
+    }
+    fn put_signal_nbi(
+        &self,
+        off: usize,
+        src: &[u8],
+        sig: usize,
+        op: AmoOp,
+        value: u64,
+    ) -> Result<Option<Ticket>> {
+        self.check("put_signal data", off, src.len(), 1)?;
+        self.check("put_signal signal", sig, 8, 8)?;
+        let s = Signal { sig, op, value };
+        let mut ep = lock(&self.t.ep);
+        if !ep.offers(8, op, false) {
+            drop(ep);
+            // The provider lacks the signal's atomic: deliver the data, then emulate.
+            if let Some(t) = self.put_nbi(off, src)? {
+                self.t.complete(t)?;
+            }
+            self.amo(sig, 8, op, value)?;
+            return Ok(None);
+        }
+        ep.put(self.pe, self.region, off, src, Some(s)).map(Some)
+    }
+    fn amo_post(&self, off: usize, width: usize, op: AmoOp, operand: u64) -> Result<()> {
+        self.check("atomic", off, width, width)?;
+        if op == AmoOp::Fetch {
+            return Ok(());
+        }
+        let mut ep = lock(&self.t.ep);
+        if matches!(op, AmoOp::CompareSwap { .. }) || !ep.offers(width, op, false) {
+            drop(ep);
+            return self.amo(off, width, op, operand).map(|_| ());
+        }
+        ep.amo_start(self.pe, self.region, off, width, op, operand, false)
+            .map(|_| ())
+    }
+    fn len(&self) -> usize {
+        self.region.len as usize
+    }
+    fn fill(&self, off: usize, len: usize, byte: u8) -> Result<()> {
+        self.write(off, &vec![byte; len])
+    }
+    fn amo(&self, off: usize, width: usize, op: AmoOp, operand: u64) -> Result<u64> {
+        self.check("atomic", off, width, width)?;
+        let old = self
+            .t
+            .fetch_amo(self.pe, self.region, off, width, op, operand)?;
+        Ok(if op == AmoOp::Set { 0 } else { old })
+    }
+    fn base(&self) -> *mut u8 {
+        std::ptr::null_mut()
+    }
+    fn host_accessible(&self) -> bool {
+        false
+    }
+}
+
+/// What the set-up needs from [`super::connect`].
+pub(crate) struct FabricArgs<'a> {
+    pub boot: &'a dyn crate::bootstrap::Bootstrap,
+    /// Asked while a wait of the transport lasts: a lost peer ends it.
+    pub liveness: Arc<dyn crate::bootstrap::Bootstrap>,
+    pub me: usize,
+    /// PEs this transport is to reach.
+    pub reach: Vec<bool>,
+    /// This PE's runtime words and user heap (host memory, mapped in this process).
+    pub sys: &'a dyn Window,
+    pub heap: &'a dyn Window,
+    pub provider: Option<String>,
+    pub timeout: Option<Duration>,
+    pub progress_thread: bool,
+}
+
+/// Windows per PE (`None` where not reached).
+pub(crate) type Windows = Vec<Option<Box<dyn Window>>>;
+
+/// The providers libfabric lists for RDM endpoints with RMA and atomics: (provider, domain, fabric) names.
+pub fn providers() -> Result<Vec<(String, String, String)>> {
+    let list = getinfo(None, false)?;
+    let mut out = Vec::new();
+    let mut p = list;
+    while !p.is_null() {
+        // SAFETY: a node of the list fi_getinfo returned; its attribute pointers are set by libfabric.
+        unsafe {
+            let name = |s: *const std::ffi::c_char| {
+                if s.is_null() {
+                    String::new()
+                } else {
+                    CStr::from_ptr(s).to_string_lossy().into_owned()
+                }
+            };
+            out.push((
+                name((*(*p).fabric_attr).prov_name),
+                name((*(*p).domain_attr).name),
+                name((*(*p).fabric_attr).name),
+            ));
+            p = (*p).next;
+        }
+    }
+    if !list.is_null() {
+        // SAFETY: the list came from fi_getinfo and is freed once.
+        unsafe { fi::fi_freeinfo(list) };
+    }
+    let mut seen = HashSet::new();
+    out.retain(|t| seen.insert(t.clone()));
+    Ok(out)
+}
+
+/// `fi_getinfo` for what this transport needs; `provider` filters by name; `delivery` asks for
+/// `FI_DELIVERY_COMPLETE`. A null list when nothing matches.
+fn getinfo(provider: Option<&str>, delivery: bool) -> Result<*mut fi::fi_info> {
+    // SAFETY: hints are allocated by libfabric and filled field by field; the provider name is a CString we give
+    // back (reset to null) before fi_freeinfo, which would otherwise free it with libc's free.
+    unsafe {
+        let hints = fi::xfi_allocinfo();
+        if hints.is_null() {
+            return Err(fab_err("-", "fi_allocinfo", -(fi::FI_ENOMEM as i64)));
+        }
+        (*hints).caps = (fi::FI_RMA
+            | fi::FI_ATOMIC
+            | fi::FI_READ
+            | fi::FI_WRITE
+            | fi::FI_REMOTE_READ
+            | fi::FI_REMOTE_WRITE) as u64;
+        (*hints).mode = fi::FI_CONTEXT | fi::FI_CONTEXT2;
+        (*(*hints).ep_attr).type_ = fi::FI_EP_RDM;
+        (*(*hints).domain_attr).mr_mode = (fi::FI_MR_LOCAL
+            | fi::FI_MR_VIRT_ADDR
+            | fi::FI_MR_ALLOCATED
+            | fi::FI_MR_PROV_KEY
+            | fi::FI_MR_ENDPOINT) as i32;
+        (*(*hints).domain_attr).threading = fi::FI_THREAD_DOMAIN;
+        if delivery {
+            (*(*hints).tx_attr).op_flags = fi::FI_DELIVERY_COMPLETE as u64;
+        }
+        let name = provider.map(|p| CString::new(p).unwrap_or_default());
+        if let Some(n) = &name {
+            (*(*hints).fabric_attr).prov_name = n.as_ptr().cast_mut();
+        }
+        let mut info = std::ptr::null_mut();
+        let r = fi::fi_getinfo(
+            fi::xfi_header_version(),
+            std::ptr::null(),
+            std::ptr::null(),
+            0,
+            hints,
+            &mut info,
+        );
+        (*(*hints).fabric_attr).prov_name = std::ptr::null_mut();
+        fi::fi_freeinfo(hints);
+        if r == -(fi::FI_ENODATA as i32) {
+            return Ok(std::ptr::null_mut());
+        }
+        ok(provider.unwrap_or("(any)"), "fi_getinfo", r as i64)?;
+        Ok(info)
+    }
+}
+
+/// Set up the transport (collective over all PEs): endpoint, registrations, the exchange of names and keys,
+/// and windows onto the reached PEs' runtime words and user heaps.
+pub(crate) fn connect(a: FabricArgs<'_>) -> Result<(Arc<Fabric>, Windows, Windows)> {
+    let n = a.reach.len();
+    let (ep, mine) = open(&a)?;
+    let all = a.boot.allgather(&mine)?;
+    let mut ep = ep;
+    let mut names = Vec::with_capacity(n);
+    let mut regions = Vec::with_capacity(n);
+    for (pe, rec) in all.iter().enumerate() {
+        let mut d = crate::bootstrap::Dec(rec);
+        let bad = || Error::Bootstrap {
+            method: a.boot.name(),
+            message: format!("malformed fabric record from PE {pe}"),
+        };
+        let prov = String::from_utf8_lossy(d.bytes().ok_or_else(bad)?).into_owned();
+        if prov != ep.prov {
+            return Err(Error::Transport {
+                transport: "fabric",
+                message: format!(
+                    "PE {pe} chose provider {prov}, PE {} chose {}: set XPUSHMEM_FABRIC_PROVIDER the same on every PE",
+                    a.me, ep.prov
+                ),
+            });
+        }
+        names.push(d.bytes().ok_or_else(bad)?.to_vec());
+        let mut reg = || -> Option<Region> {
+            Some(Region {
+                key: d.u64()?,
+                addr: d.u64()?,
+                len: d.u64()?,
+            })
+        };
+        let sys = reg().ok_or_else(bad)?;
+        let heap = reg().ok_or_else(bad)?;
+        regions.push((sys, heap));
+    }
+    for pe in (0..n).filter(|&p| a.reach[p]) {
+        let mut addr = ADDR_NOTAVAIL;
+        // SAFETY: the AV is open; `names[pe]` is the peer's endpoint name as fi_getname gave it.
+        let r = unsafe {
+            fi::xfi_av_insert(
+                ep.av,
+                names[pe].as_ptr().cast(),
+                1,
+                &mut addr,
+                0,
+                std::ptr::null_mut(),
+            )
+        };
+        if r != 1 {
+            return Err(Error::Transport {
+                transport: "fabric",
+                message: format!(
+                    "fi_av_insert of PE {pe}'s address failed on provider {}: {}",
+                    ep.prov,
+                    strerror(r as i64)
+                ),
+            });
+        }
+        ep.addrs[pe] = addr;
+    }
+    let prov = ep.prov.clone();
+    let t = Arc::new(Fabric {
+        ep: Arc::new(Mutex::new(ep)),
+        liveness: Arc::clone(&a.liveness),
+        reach: a.reach.clone(),
+        prov,
+        stop: Arc::new(AtomicBool::new(false)),
+        thread: Mutex::new(None),
+    });
+    if a.progress_thread {
+        t.start_thread();
+    }
+    let mut sys: Windows = (0..n).map(|_| None).collect();
+    let mut heap: Windows = (0..n).map(|_| None).collect();
+    for pe in (0..n).filter(|&p| a.reach[p]) {
+        let (s, h) = regions[pe];
+        sys[pe] = Some(Box::new(FabricWindow {
+            t: Arc::clone(&t),
+            pe,
+            region: s,
+        }));
+        heap[pe] = Some(Box::new(FabricWindow {
+            t: Arc::clone(&t),
+            pe,
+            region: h,
+        }));
+    }
+    tracing::debug!(pe = a.me, provider = %t.prov, "fabric transport up");
+    Ok((t, sys, heap))
+}
+
+/// Open the endpoint and register this PE's regions; the record to publish.
+fn open(a: &FabricArgs<'_>) -> Result<(Ep, Vec<u8>)> {
+    let requested = a.provider.clone().filter(|p| !p.is_empty());
+    let mut delivery = true;
+    let mut list = getinfo(requested.as_deref(), true)?;
+    if list.is_null() {
+        delivery = false;
+        list = getinfo(requested.as_deref(), false)?;
+    }
+    // SAFETY: walking the list fi_getinfo returned (freed below, after the chosen node is duplicated).
+    let chosen = unsafe {
+        let mut p = list;
+        let mut pick = std::ptr::null_mut();
+        while !p.is_null() {
+            let name = CStr::from_ptr((*(*p).fabric_attr).prov_name).to_string_lossy();
+            let same_host = SAME_HOST_ONLY
+                .iter()
+                .any(|s| name.split(';').next() == Some(*s));
+            if requested.is_some() || !same_host {
+                pick = fi::fi_dupinfo(p);
+                break;
+            }
+            p = (*p).next;
+        }
+        if !list.is_null() {
+            fi::fi_freeinfo(list);
+        }
+        pick
+    };
+    if chosen.is_null() {
+        return Err(Error::Transport {
+            transport: "fabric",
+            message: format!(
+                "no libfabric provider {}offers reliable datagrams with RMA and atomics (see fi_info; \
+                 XPUSHMEM_FABRIC_PROVIDER or FI_PROVIDER selects one)",
+                requested.as_deref().map_or(String::new(), |p| format!("named {p} "))
+            ),
+        });
+    }
+    let mut ep = Ep {
+        prov: String::new(),
+        info: chosen,
+        fabric: std::ptr::null_mut(),
+        domain: std::ptr::null_mut(),
+        cq: std::ptr::null_mut(),
+        av: std::ptr::null_mut(),
+        ep: std::ptr::null_mut(),
+        own: Vec::new(),
+        addrs: vec![ADDR_NOTAVAIL; a.reach.len()],
+        me: a.me,
+        next: 1,
+        ops: HashMap::new(),
+        per_pe: vec![0; a.reach.len()],
+        results: HashMap::new(),
+        errors: HashMap::new(),
+        delivery_complete: delivery,
+        mr_local: false,
+        mr_endpoint: false,
+        max_msg: 1 << 30,
+        atomics: HashSet::new(),
+        timeout: a.timeout,
+        lost: false,
+    };
+    // SAFETY: `chosen` is a valid fi_info owned by `ep` (freed in its Drop); each object is opened into `ep`'s
+    // fields, so Drop closes whatever was opened if a later step fails.
+    unsafe {
+        let info = &*chosen;
+        ep.prov = CStr::from_ptr((*info.fabric_attr).prov_name)
+            .to_string_lossy()
+            .into_owned();
+        let prov = ep.prov.clone();
+        let mr_mode = (*info.domain_attr).mr_mode as u32;
+        ep.mr_local = mr_mode & fi::FI_MR_LOCAL != 0;
+        ep.mr_endpoint = mr_mode & fi::FI_MR_ENDPOINT != 0;
+        let virt = mr_mode & fi::FI_MR_VIRT_ADDR != 0 || mr_mode == fi::FI_MR_BASIC;
+        let prov_key = mr_mode & fi::FI_MR_PROV_KEY != 0 || mr_mode == fi::FI_MR_BASIC;
+        ep.max_msg = (*info.ep_attr).max_msg_size.clamp(4096, 1 << 30);
+        ok(
+            &prov,
+            "fi_fabric",
+            fi::xfi_fabric(info.fabric_attr, &mut ep.fabric, std::ptr::null_mut()) as i64,
+        )?;
+        ok(
+            &prov,
+            "fi_domain",
+            fi::xfi_domain(ep.fabric, chosen, &mut ep.domain, std::ptr::null_mut()) as i64,
+        )?;
+        let mut cq_attr = fi::fi_cq_attr {
+            format: fi::FI_CQ_FORMAT_CONTEXT,
+            wait_obj: fi::FI_WAIT_NONE,
+            ..Default::default()
+        };
+        ok(
+            &prov,
+            "fi_cq_open",
+            fi::xfi_cq_open(ep.domain, &mut cq_attr, &mut ep.cq, std::ptr::null_mut()) as i64,
+        )?;
+        let mut av_attr = fi::fi_av_attr {
+            type_: fi::FI_AV_TABLE,
+            count: a.reach.len(),
+            ..Default::default()
+        };
+        ok(
+            &prov,
+            "fi_av_open",
+            fi::xfi_av_open(ep.domain, &mut av_attr, &mut ep.av, std::ptr::null_mut()) as i64,
+        )?;
+        ok(
+            &prov,
+            "fi_endpoint",
+            fi::xfi_endpoint(ep.domain, chosen, &mut ep.ep, std::ptr::null_mut()) as i64,
+        )?;
+        ok(
+            &prov,
+            "fi_ep_bind(cq)",
+            fi::xfi_ep_bind(
+                ep.ep,
+                &mut (*ep.cq).fid,
+                (fi::FI_TRANSMIT | fi::FI_RECV) as u64,
+            ) as i64,
+        )?;
+        ok(
+            &prov,
+            "fi_ep_bind(av)",
+            fi::xfi_ep_bind(ep.ep, &mut (*ep.av).fid, 0) as i64,
+        )?;
+        ok(&prov, "fi_enable", fi::xfi_enable(ep.ep) as i64)?;
+        let mut name = vec![0u8; 256];
+        let mut len = name.len();
+        ok(
+            &prov,
+            "fi_getname",
+            fi::xfi_getname(&mut (*ep.ep).fid, name.as_mut_ptr().cast(), &mut len) as i64,
+        )?;
+        name.truncate(len);
+        let mut rec = crate::bootstrap::Enc::default()
+            .bytes(prov.as_bytes())
+            .bytes(&name);
+        for (w, key) in [(a.sys, SYS_KEY), (a.heap, HEAP_KEY)] {
+            let mut mr = std::ptr::null_mut();
+            // The region is this PE's own mapping of its memfd, alive as long as the runtime (which outlives
+            // this transport: the transport is dropped with `Peers`, before the arena).
+            let r = fi::xfi_mr_reg(
+                ep.domain,
+                w.base().cast(),
+                w.len(),
+                (fi::FI_REMOTE_READ | fi::FI_REMOTE_WRITE | fi::FI_READ | fi::FI_WRITE) as u64,
+                0,
+                key,
+                0,
+                &mut mr,
+                std::ptr::null_mut(),
+            );
+            ok(&prov, "fi_mr_reg (symmetric heap)", r as i64)?;
+            ep.own.push(mr);
+            if ep.mr_endpoint {
+                ok(
+                    &prov,
+                    "fi_mr_bind",
+                    fi::xfi_mr_bind(mr, &mut (*ep.ep).fid, 0) as i64,
+                )?;
+                ok(&prov, "fi_mr_enable", fi::xfi_mr_enable(mr) as i64)?;
+            }
+            let k = if prov_key { fi::xfi_mr_key(mr) } else { key };
+            let addr = if virt { w.base() as u64 } else { 0 };
+            rec = rec.u64(k).u64(addr).u64(w.len() as u64);
+        }
+        // The atomics the provider offers, per width, operation and form.
+        for width in [4usize, 8] {
+            let dt = dtype(width)?;
+            for fop in [
+                fi::FI_ATOMIC_READ,
+                fi::FI_ATOMIC_WRITE,
+                fi::FI_CSWAP,
+                fi::FI_SUM,
+                fi::FI_BAND,
+                fi::FI_BOR,
+                fi::FI_BXOR,
+            ] {
+                for (form, flag) in [
+                    (Form::Post, 0u64),
+                    (Form::Fetch, fi::FI_FETCH_ATOMIC),
+                    (Form::Compare, fi::FI_COMPARE_ATOMIC),
+                ] {
+                    let mut attr = fi::fi_atomic_attr::default();
+                    if fi::xfi_query_atomic(ep.domain, dt, fop, &mut attr, flag) == 0
+                        && attr.count >= 1
+                    {
+                        ep.atomics.insert((width, fop, form));
+                    }
+                }
+            }
+        }
+        tracing::debug!(
+            pe = a.me,
+            provider = %prov,
+            domain = %CStr::from_ptr((*info.domain_attr).name).to_string_lossy(),
+            delivery_complete = delivery,
+            mr_mode,
+            atomics = ep.atomics.len(),
+            "fabric endpoint"
+        );
+        Ok((ep, rec.0))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn emulated_atomics_match_the_cpu_atomics() {
+        // The reference: the CPU's own atomics on a word, as the shm transport applies them.
+        let cases = [
+            (AmoOp::Set, 5u64),
+            (AmoOp::Swap, 9),
+            (AmoOp::FetchAdd, u64::MAX),
+            (AmoOp::FetchAnd, 0xF0F0),
+            (AmoOp::FetchOr, 0x0F0F),
+            (AmoOp::FetchXor, 0xFFFF_0000_1234),
+            (AmoOp::CompareSwap { cond: 7 }, 1),
+            (AmoOp::CompareSwap { cond: 8 }, 1),
+        ];
+        for width in [4usize, 8] {
+            for &(op, operand) in &cases {
+                for old in [0u64, 7, 0xFFFF_FFFF, 0x1234_5678_9ABC] {
+                    let arena = super::super::shm::Arena::create(4096).expect("memfd");
+                    let m = super::super::shm::Mapping::map(&arena, 0, 4096).expect("map");
+                    let mask = if width == 4 {
+                        u32::MAX as u64
+                    } else {
+                        u64::MAX
+                    };
+                    m.amo(0, width, AmoOp::Set, old).expect("set");
+                    m.amo(0, width, op, operand).expect("op");
+                    let want = m.amo(0, width, AmoOp::Fetch, 0).expect("fetch");
+                    assert_eq!(
+                        apply(op, width, old & mask, operand),
+                        want,
+                        "{op:?} width {width} old {old:#x} operand {operand:#x}"
+                    );
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,158 @@
+//! The fabric transport (libfabric `tcp` over loopback) in jobs that mix it with shared memory: PEs are split into
+//! nodes with `XPUSHMEM_NODE_ID` (same node: shm; other node: fabric) or forced onto the fabric
+//! (`XPUSHMEM_TRANSPORT=fabric`). One body checks the routes, then RMA, atomics, put-with-signal, barriers, the
+//! team collectives, a strided team split and the MoE `all_to_all_vdev`, each against a reference every PE
+//! computes on its own. The same body runs across network namespaces in `fabric_netns.rs`.
+//!
+//! Skipped (with a message) when the build has no fabric transport (libfabric headers missing at build time).
+
+mod fabric_common;
+
+use fabric_common::{fabric_available, mixed_body, node_of};
+use xpushmem_tests::{assert_success, is_pe_of, run_pe, spawn_pes_with, test_name};
+
+/// Run `name` at `n` PEs on `nodes` nodes (`0`: every peer forced onto the fabric).
+fn mixed(name: &str, n: usize, nodes: usize) {
+    if is_pe_of(name) {
+        if nodes > 0 {
+            let rank: usize = std::env::var("XPUSHMEM_BOOTSTRAP_RANK")
+                .expect("rank set by the launcher")
+                .parse()
+                .expect("rank");
+            // Before init, in this single-threaded PE process: its node.
+            std::env::set_var(
+                "XPUSHMEM_NODE_ID",
+                format!("node{}", node_of(rank, n, nodes)),
+            );
+        }
+        run_pe(|sh| mixed_body(sh, nodes));
+    }
+    if !fabric_available() {
+        eprintln!(
+            "skipped: this build has no fabric transport (libfabric headers missing at build time)"
+        );
+        return;
+    }
+    let env: &[(&str, &str)] = if nodes == 0 {
+        &[("XPUSHMEM_TRANSPORT", "fabric")]
+    } else {
+        &[]
+    };
+    let out = spawn_pes_with(name, n, env);
+    assert_success(name, n, &out);
+}
+
+macro_rules! mixed_test {
+    ($name:ident, $n:expr, $nodes:expr) => {
+        #[test]
+        fn $name() {
+            mixed(&test_name(module_path!(), stringify!($name)), $n, $nodes);
+        }
+    };
+}
+
+mixed_test!(forced_fabric_2pe, 2, 0);
+mixed_test!(forced_fabric_3pe, 3, 0);
+mixed_test!(two_nodes_3pe, 3, 2);
+mixed_test!(two_nodes_4pe, 4, 2);
+mixed_test!(four_nodes_4pe, 4, 4);
+
+/// PE 2 (alone on the second node, reached through the fabric) is killed while the others are in a barrier and a
+/// reduction: they must fail with `PeerLost` naming it well within the wait limit, and no process may be left.
+#[test]
+fn peer_death_across_nodes_is_peer_lost_3pe() {
+    use std::time::Duration;
+    use xpushmem::launch::{Job, PeExit};
+    use xpushmem::Error;
+    let name = test_name(module_path!(), "peer_death_across_nodes_is_peer_lost_3pe");
+    let (n, nodes) = (3, 2);
+    if is_pe_of(&name) {
+        let rank: usize = std::env::var("XPUSHMEM_BOOTSTRAP_RANK")
+            .expect("rank")
+            .parse()
+            .expect("rank");
+        std::env::set_var(
+            "XPUSHMEM_NODE_ID",
+            format!("node{}", node_of(rank, n, nodes)),
+        );
+        run_pe(|sh| {
+            assert_eq!(
+                sh.transport_name(2),
+                if sh.my_pe() == 2 { "local" } else { "fabric" }
+            );
+            let v = sh.calloc::<i64>(4)?;
+            sh.barrier_all()?;
+            if sh.my_pe() == 2 {
+                let _ = rustix::process::kill_process(
+                    rustix::process::getpid(),
+                    rustix::process::Signal::KILL,
+                );
+            }
+            let start = std::time::Instant::now();
+            let r = if sh.my_pe() == 0 {
+                sh.barrier_all()
+            } else {
+                sh.sum_reduce(&sh.team_world(), v, v, 4)
+            };
+            match r {
+                Err(Error::PeerLost { pe: 2, .. }) => {
+                    println!(
+                        "verdict PE {}: PeerLost after {:?} OK",
+                        sh.my_pe(),
+                        start.elapsed()
+                    );
+                    Ok(())
+                }
+                r => panic!("expected PE 2 lost, got {r:?}"),
+            }
+        });
+    }
+    if !fabric_available() {
+        eprintln!(
+            "skipped: this build has no fabric transport (libfabric headers missing at build time)"
+        );
+        return;
+    }
+    let mut job = Job::new(n, std::env::current_exe().expect("test binary"));
+    job.args = vec![
+        name.clone(),
+        "--exact".into(),
+        "--nocapture".into(),
+        "--test-threads=1".into(),
+    ];
+    job.env = vec![
+        (xpushmem_tests::CASE_VAR.into(), name.clone()),
+        ("RUST_BACKTRACE".into(), "0".into()),
+        ("XPUSHMEM_TIMEOUT_MS".into(), "30000".into()),
+    ];
+    job.timeout = Some(Duration::from_secs(90));
+    job.capture = true;
+    job.stop_on_failure = false;
+    let out = job.run().expect("launch");
+    let all: String = (0..n)
+        .map(|pe| {
+            format!(
+                "---- PE {pe} ({:?}) ----\n{}",
+                out.exits[pe],
+                out.output_of(pe)
+            )
+        })
+        .collect();
+    assert!(!out.timed_out, "the job hung\n{all}");
+    assert_eq!(out.exits[2], PeExit::Signal(9), "{all}");
+    for pe in 0..2 {
+        assert_eq!(out.exits[pe], PeExit::Code(0), "survivor PE {pe}\n{all}");
+        assert!(
+            out.output_of(pe)
+                .contains(&format!("verdict PE {pe}: PeerLost")),
+            "{all}"
+        );
+    }
+    assert!(
+        out.elapsed < Duration::from_secs(30),
+        "noticed only after {:?}\n{all}",
+        out.elapsed
+    );
+    let left = xpushmem_tests::processes_of(&name);
+    assert!(left.is_empty(), "processes of the job left: {left:?}");
+}
