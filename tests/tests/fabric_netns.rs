@@ -1,0 +1,301 @@
+//! PEs in two network namespaces joined by a veth pair, as on two hosts: PEs of one namespace share memory (shm),
+//! PEs of the other are reached through the fabric transport (libfabric `tcp` over the veth). The job is started
+//! with the unique-ID bootstrap the way a framework does it: PE 0 creates the ID (its rendezvous listens on its
+//! namespace's address) and hands it to the others through a file; each PE names its node after its namespace
+//! (`XPUSHMEM_NODE_ID`: the namespaces share the host name).
+//!
+//! - `netns_mixed_*`: routes, RMA, atomics, put_signal, barriers, team collectives on the world and a split, the
+//!   MoE `all_to_all_vdev` (the body of `fabric.rs`).
+//! - `netns_peer_death_3pe`: the PE alone in the second namespace is killed; the two others fail with `PeerLost`
+//!   naming it, well within the wait limit; no process is left in either namespace.
+//!
+//! The test creates and removes the namespaces; it needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN) and `ip`, and skips
+//! with a message without them or without the fabric transport.
+
+mod fabric_common;
+
+use fabric_common::{fabric_available, mixed_body, node_of};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use xpushmem::{BootstrapSpec, Error, InitAttr, UniqueId};
+use xpushmem_tests::CASE_VAR;
+
+/// Two namespaces and the veth pair between them; removed on drop (removing a namespace removes its veth end).
+struct Netns {
+    names: [String; 2],
+    addrs: [&'static str; 2],
+}
+
+fn ip(args: &[&str]) -> Result<(), String> {
+    let out = Command::new("ip")
+        .args(args)
+        .output()
+        .map_err(|e| format!("ip: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "ip {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+impl Netns {
+    /// Namespaces `xpm<pid><tag>a`/`b` with 10.231.0.1/24 and 10.231.0.2/24 on the two ends of a veth pair.
+    fn create(tag: &str) -> Result<Netns, String> {
+        let base = format!("xpm{}{tag}", std::process::id());
+        let ns = Netns {
+            names: [format!("{base}a"), format!("{base}b")],
+            addrs: ["10.231.0.1", "10.231.0.2"],
+        };
+        let veth = [format!("{base}va"), format!("{base}vb")];
+        ip(&["netns", "add", &ns.names[0]])?;
+        ip(&["netns", "add", &ns.names[1]])?;
+        ip(&[
+            "link", "add", &veth[0], "type", "veth", "peer", "name", &veth[1],
+        ])?;
+        for ((v, name), addr) in veth.iter().zip(&ns.names).zip(ns.addrs) {
+            ip(&["link", "set", v, "netns", name])?;
+            let cidr = format!("{addr}/24");
+            ip(&["-n", name, "addr", "add", &cidr, "dev", v])?;
+            ip(&["-n", name, "link", "set", v, "up"])?;
+            ip(&["-n", name, "link", "set", "lo", "up"])?;
+        }
+        Ok(ns)
+    }
+
+    /// Pids of processes living in namespace `i`.
+    fn pids(&self, i: usize) -> Vec<String> {
+        Command::new("ip")
+            .args(["netns", "pids", &self.names[i]])
+            .output()
+            .map(|o| {
+                String::from_utf8_lossy(&o.stdout)
+                    .split_whitespace()
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        for n in &self.names {
+            let _ = ip(&["netns", "del", n]);
+        }
+    }
+}
+
+/// Why this machine cannot run the test, if it cannot.
+fn cannot_run() -> Option<String> {
+    if !fabric_available() {
+        return Some(
+            "this build has no fabric transport (libfabric headers missing at build time)".into(),
+        );
+    }
+    if !rustix::process::geteuid().is_root() {
+        return Some("creating network namespaces needs root".into());
+    }
+    if Command::new("ip").arg("-V").output().is_err() {
+        return Some("the `ip` command (iproute2) is missing".into());
+    }
+    None
+}
+
+fn env(name: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| panic!("{name} is set for the PEs"))
+}
+
+/// One PE: get the unique ID (PE 0 makes it), join, run the case.
+fn pe_main() -> ! {
+    let rank: usize = env("NETNS_RANK").parse().expect("rank");
+    let size: usize = env("NETNS_SIZE").parse().expect("size");
+    let nodes: usize = env("NETNS_NODES").parse().expect("nodes");
+    let file = PathBuf::from(env("NETNS_ID_FILE"));
+    let r = (|| -> xpushmem::Result<()> {
+        let uid = if rank == 0 {
+            let id = xpushmem::get_unique_id()?;
+            let tmp = file.with_extension("tmp");
+            std::fs::write(&tmp, id.to_string()).expect("write the ID");
+            std::fs::rename(&tmp, &file).expect("publish the ID");
+            id
+        } else {
+            read_id(&file)
+        };
+        let sh = xpushmem::init_attr(InitAttr {
+            bootstrap: BootstrapSpec::Uid { uid, rank, size },
+            ..InitAttr::default()
+        })?;
+        if env("NETNS_CASE") == "death" {
+            let v = sh.calloc::<i64>(4)?;
+            sh.barrier_all()?;
+            if rank == size - 1 {
+                let _ = rustix::process::kill_process(
+                    rustix::process::getpid(),
+                    rustix::process::Signal::KILL,
+                );
+            }
+            let start = Instant::now();
+            let r = if rank == 0 {
+                sh.barrier_all()
+            } else {
+                sh.sum_reduce(&sh.team_world(), v, v, 4)
+            };
+            match r {
+                Err(Error::PeerLost { pe, .. }) if pe == size - 1 => {
+                    println!("verdict PE {rank}: PeerLost after {:?} OK", start.elapsed());
+                }
+                r => panic!("expected PE {} lost, got {r:?}", size - 1),
+            }
+            return sh.finalize();
+        }
+        mixed_body(&sh, nodes)?;
+        println!("verdict PE {rank}: OK");
+        sh.finalize()
+    })();
+    match r {
+        Ok(()) => std::process::exit(0),
+        Err(e) => {
+            eprintln!("error: {e}");
+            std::process::exit(1);
+        }
+    }
+}
+
+fn read_id(file: &Path) -> UniqueId {
+    let start = Instant::now();
+    loop {
+        if let Ok(t) = std::fs::read_to_string(file) {
+            return t.trim().parse().expect("a unique ID");
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "PE 0 never published the unique ID"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Run `n` PEs of case `case` over the two namespaces; the exit status and output of each.
+fn run(name: &str, case: &str, n: usize, limit_ms: u64) {
+    if std::env::var(CASE_VAR).is_ok_and(|v| v == name) {
+        pe_main();
+    }
+    if let Some(why) = cannot_run() {
+        eprintln!("skipped {name}: {why}");
+        return;
+    }
+    let tag = if case == "death" { "d" } else { "m" };
+    let ns = Netns::create(&format!("{tag}{n}"))
+        .unwrap_or_else(|e| panic!("setting up namespaces: {e}"));
+    let dir = std::env::temp_dir().join(format!("xpushmem-netns-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let exe = std::env::current_exe().expect("test binary");
+    let nodes = 2;
+    let mut children: Vec<Child> = Vec::new();
+    for pe in 0..n {
+        let i = node_of(pe, n, nodes);
+        let log = std::fs::File::create(dir.join(format!("pe{pe}.log"))).expect("log");
+        let child = Command::new("ip")
+            .args(["netns", "exec", &ns.names[i]])
+            .arg(&exe)
+            .args([name, "--exact", "--nocapture", "--test-threads=1"])
+            .env(CASE_VAR, name)
+            .env("NETNS_RANK", pe.to_string())
+            .env("NETNS_SIZE", n.to_string())
+            .env("NETNS_NODES", nodes.to_string())
+            .env("NETNS_CASE", case)
+            .env("NETNS_ID_FILE", dir.join("unique-id"))
+            .env("XPUSHMEM_NODE_ID", &ns.names[i])
+            .env("XPUSHMEM_BOOTSTRAP_ADDR", ns.addrs[i])
+            .env("XPUSHMEM_TIMEOUT_MS", limit_ms.to_string())
+            .env("XPUSHMEM_SYMMETRIC_SIZE", "64M")
+            .env("RUST_BACKTRACE", "0")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("log"))
+            .stderr(log)
+            .spawn()
+            .expect("ip netns exec");
+        children.push(child);
+    }
+    // Wait for every PE (at most twice the wait limit), then kill what is left.
+    let start = Instant::now();
+    let mut status = vec![None; n];
+    while status.iter().any(Option::is_none)
+        && start.elapsed() < Duration::from_millis(2 * limit_ms + 10_000)
+    {
+        for (pe, c) in children.iter_mut().enumerate() {
+            if status[pe].is_none() {
+                status[pe] = c.try_wait().expect("wait");
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let elapsed = start.elapsed();
+    for (pe, c) in children.iter_mut().enumerate() {
+        if status[pe].is_none() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+    let all: String = (0..n)
+        .map(|pe| {
+            format!(
+                "---- PE {pe} in {} ({:?}) ----\n{}",
+                ns.names[node_of(pe, n, nodes)],
+                status[pe],
+                std::fs::read_to_string(dir.join(format!("pe{pe}.log"))).unwrap_or_default()
+            )
+        })
+        .collect();
+    let left: Vec<String> = (0..2).flat_map(|i| ns.pids(i)).collect();
+    drop(ns);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        status.iter().all(Option::is_some),
+        "{name}: the job hung\n{all}"
+    );
+    use std::os::unix::process::ExitStatusExt;
+    for (pe, st) in status.iter().enumerate() {
+        let st = st.expect("ended");
+        if case == "death" && pe == n - 1 {
+            assert_eq!(st.signal(), Some(9), "{name}: the victim PE {pe}\n{all}");
+            continue;
+        }
+        assert_eq!(st.code(), Some(0), "{name}: PE {pe}\n{all}");
+        assert!(
+            all.contains(&format!("verdict PE {pe}: ")),
+            "{name}: PE {pe} gave no verdict\n{all}"
+        );
+    }
+    if case == "death" {
+        assert!(
+            elapsed < Duration::from_millis(limit_ms),
+            "{name}: the loss was seen only after {elapsed:?}\n{all}"
+        );
+    }
+    assert!(
+        left.is_empty(),
+        "{name}: processes left in the namespaces: {left:?}"
+    );
+}
+
+#[test]
+fn netns_mixed_3pe() {
+    run("netns_mixed_3pe", "mixed", 3, 60_000);
+}
+
+#[test]
+fn netns_mixed_4pe() {
+    run("netns_mixed_4pe", "mixed", 4, 60_000);
+}
+
+#[test]
+fn netns_peer_death_3pe() {
+    run("netns_peer_death_3pe", "death", 3, 30_000);
+}
