@@ -116,6 +116,8 @@ env_table! {
     fabric_provider: Option<String> = "XPUSHMEM_FABRIC_PROVIDER", "", opt_text;
     /// 1: a thread drives the fabric transport's progress continuously (a PE busy outside xpushmem still serves its peers' RMA and atomics); 0: progress is made by the calls that wait
     progress_thread: bool = "XPUSHMEM_PROGRESS_THREAD", "0", boolean;
+    /// atomics of the fabric transport: native (the provider's own where it offers them, else a compare-and-swap loop) or cas (tests: every atomic but compare-and-swap emulated by the loop)
+    fabric_atomics: String = "XPUSHMEM_FABRIC_ATOMICS", "native", fabric_atomics;
     /// set by xpushmem-run (internal): the launcher's pid, so a PE whose launcher is gone fails its init at once
     launcher_pid: Option<String> = "XPUSHMEM_LAUNCHER_PID", "", opt_text;
     /// set by xpushmem-run (internal): where a PE reports global_exit and lost peers to the launcher
@@ -399,6 +401,10 @@ fn heap_kind(var: &'static str) -> Result<HeapKind> {
         "device" => Ok(HeapKind::Device),
         _ => Ok(HeapKind::Host),
     }
+}
+
+fn fabric_atomics(var: &'static str) -> Result<String> {
+    parse_choice(var, &["native", "cas"])
 }
 
 fn transport_mode(var: &'static str) -> Result<TransportMode> {

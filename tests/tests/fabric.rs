@@ -156,3 +156,76 @@ fn peer_death_across_nodes_is_peer_lost_3pe() {
     let left = xpushmem_tests::processes_of(&name);
     assert!(left.is_empty(), "processes of the job left: {left:?}");
 }
+
+/// Every PE adds to every PE's words, its own through CPU atomics and the others through the fabric, while the
+/// owner may apply the remote ones on another thread (progress thread): no update may be lost, so the provider's
+/// atomics must be atomic with respect to the CPU's. Also with every atomic but compare-and-swap emulated.
+fn concurrent_atomics(name: &str, n: usize, env: &[(&str, &str)]) {
+    const K: u64 = 400;
+    if is_pe_of(name) {
+        run_pe(|sh| {
+            let (me, n) = (sh.my_pe(), sh.n_pes());
+            let w64 = sh.calloc::<u64>(1)?.at(0)?;
+            let w32 = sh.calloc::<u32>(1)?.at(0)?;
+            sh.barrier_all()?;
+            let mut seen = 0u32;
+            for _ in 0..K {
+                for pe in (0..n).map(|k| (me + k) % n) {
+                    sh.atomic_add(w64, 1, pe)?;
+                    seen = seen.max(sh.atomic_fetch_add(w32, 3u32, pe)?);
+                }
+            }
+            sh.barrier_all()?;
+            assert_eq!(
+                sh.atomic_fetch(w64, me)?,
+                K * n as u64,
+                "64-bit adds on PE {me}"
+            );
+            assert_eq!(
+                sh.atomic_fetch(w32, me)?,
+                3 * (K * n as u64) as u32,
+                "32-bit fetch-adds on PE {me}"
+            );
+            assert!(
+                seen < 3 * (K * n as u64) as u32 && seen % 3 == 0,
+                "fetched {seen}"
+            );
+            sh.barrier_all()
+        });
+    }
+    if !fabric_available() {
+        eprintln!(
+            "skipped: this build has no fabric transport (libfabric headers missing at build time)"
+        );
+        return;
+    }
+    let mut all = vec![("XPUSHMEM_TRANSPORT", "fabric")];
+    all.extend_from_slice(env);
+    let out = spawn_pes_with(name, n, &all);
+    assert_success(name, n, &out);
+}
+
+#[test]
+fn concurrent_atomics_3pe() {
+    let name = test_name(module_path!(), "concurrent_atomics_3pe");
+    concurrent_atomics(&name, 3, &[]);
+}
+
+#[test]
+fn concurrent_atomics_progress_thread_3pe() {
+    let name = test_name(module_path!(), "concurrent_atomics_progress_thread_3pe");
+    concurrent_atomics(&name, 3, &[("XPUSHMEM_PROGRESS_THREAD", "1")]);
+}
+
+#[test]
+fn concurrent_atomics_cas_emulation_3pe() {
+    let name = test_name(module_path!(), "concurrent_atomics_cas_emulation_3pe");
+    concurrent_atomics(
+        &name,
+        3,
+        &[
+            ("XPUSHMEM_PROGRESS_THREAD", "1"),
+            ("XPUSHMEM_FABRIC_ATOMICS", "cas"),
+        ],
+    );
+}

@@ -954,6 +954,9 @@ impl Fabric {
         }
         // Emulation: read the word (a compare-and-swap of 0 with 0 changes nothing), compute, swap if unchanged.
         let mut old = self.amo_once(pe, region, off, width, AmoOp::CompareSwap { cond: 0 }, 0)?;
+        if op == AmoOp::Fetch {
+            return Ok(old);
+        }
         let start = Instant::now();
         loop {
             let new = apply(op, width, old, operand);
@@ -1198,6 +1201,8 @@ pub(crate) struct FabricArgs<'a> {
     pub provider: Option<String>,
     pub timeout: Option<Duration>,
     pub progress_thread: bool,
+    /// Use only the provider's compare-and-swap, emulating every other atomic (`XPUSHMEM_FABRIC_ATOMICS=cas`).
+    pub emulate_atomics: bool,
 }
 
 /// Windows per PE (`None` where not reached).
@@ -1570,6 +1575,10 @@ fn open(a: &FabricArgs<'_>) -> Result<(Ep, Vec<u8>)> {
                     }
                 }
             }
+        }
+        if a.emulate_atomics {
+            ep.atomics
+                .retain(|&(_, op, form)| op == fi::FI_CSWAP && form == Form::Compare);
         }
         tracing::debug!(
             pe = a.me,

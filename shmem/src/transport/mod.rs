@@ -554,6 +554,7 @@ pub(crate) fn connect(a: ConnectArgs<'_>) -> Result<(Peers, dataseg::SymData)> {
                 .or_else(|| std::env::var("FI_PROVIDER").ok()),
             timeout: a.timeout,
             progress_thread: cfg.progress_thread,
+            emulate_atomics: cfg.fabric_atomics == "cas",
         })?;
         for pe in (0..n).filter(|&p| r[p]) {
             sys[pe] = fsys[pe].take();
