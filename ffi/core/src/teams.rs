@@ -206,8 +206,8 @@ pub unsafe fn get_config(
     Ok(())
 }
 
-/// Split `parent` into the team of members `start + i * stride`, `i < size` (collective over `parent`): the new
-/// team's id on members, `XPUSHMEM_TEAM_INVALID` on the other PEs.
+/// Split `parent` into the team of members `start + i * stride`, `i < size` (collective over `parent`; the stride
+/// may be negative, OpenSHMEM 1.6): the new team's id on members, `XPUSHMEM_TEAM_INVALID` on the other PEs.
 ///
 /// # Safety
 /// `config` is NULL or readable when `mask` is non-zero.
@@ -227,8 +227,8 @@ pub unsafe fn split_strided(
     let t = state::with(|sh| {
         let p = team(sh, parent, api, call)?;
         let (start, size) = (nonneg("start", start, call)?, nonneg("size", size, call)?);
-        let stride = nonneg("stride", stride, call)?;
-        Ok(sh.team_split_strided(&p, start, stride, size, cfg.as_ref())?)
+        // A negative stride takes the PEs in descending order (OpenSHMEM 1.6).
+        Ok(sh.team_split_strided_signed(&p, start, stride as isize, size, cfg.as_ref())?)
     })?;
     Ok(t.map_or(XPUSHMEM_TEAM_INVALID, register))
 }

@@ -180,7 +180,8 @@ pub extern "C" fn shmem_team_translate_pe(
     })
 }
 
-/// Split `parent` into the team of members `start + i * stride` for `i < size` (collective over `parent`).
+/// Split `parent` into the team of members `start + i * stride` for `i < size` (collective over `parent`; a
+/// negative stride, OpenSHMEM 1.6, takes the PEs in descending order).
 /// Members get the new team in `*new_team`, the other PEs `SHMEM_TEAM_INVALID`. 0 on success.
 ///
 /// # Safety

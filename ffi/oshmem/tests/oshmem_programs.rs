@@ -196,7 +196,7 @@ macro_rules! conformance {
 
 conformance!(
     globals, align, teams_ctx, classic, threads, activeset, waits16, deprecated, ldcomplex,
-    generics
+    generics, negstride
 );
 
 #[test]

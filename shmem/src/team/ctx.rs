@@ -344,7 +344,7 @@ pub(crate) fn describe(w: &[u64]) -> String {
             return format!(
                 "team_split_strided(start {}, stride {}, size {})",
                 at(3),
-                at(4),
+                at(4) as i64,
                 at(5)
             )
         }

@@ -63,18 +63,19 @@ pub struct TeamConfig {
 /// The PEs of a team, in team order, as global PE numbers.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Members {
-    /// `start + i * stride` for `i < size`.
+    /// `start + i * stride` for `i < size`; a negative stride lists the PEs in descending order (OpenSHMEM 1.6).
     Strided {
         start: usize,
-        stride: usize,
+        stride: isize,
         size: usize,
     },
-    /// An explicit ascending list.
+    /// An explicit list, in team order (ascending, except for sub-teams taken with a negative stride).
     List(Arc<[usize]>),
 }
 
 impl Members {
-    fn from_sorted(pes: Vec<usize>) -> Members {
+    /// The members `pes`, in team order (distinct PEs).
+    fn from_list(pes: Vec<usize>) -> Members {
         let size = pes.len();
         if size == 1 {
             return Members::Strided {
@@ -84,8 +85,12 @@ impl Members {
             };
         }
         if size >= 2 {
-            let stride = pes[1].wrapping_sub(pes[0]);
-            if stride > 0 && pes.windows(2).all(|w| w[1].wrapping_sub(w[0]) == stride) {
+            let stride = pes[1] as isize - pes[0] as isize;
+            if stride != 0
+                && pes
+                    .windows(2)
+                    .all(|w| w[1] as isize - w[0] as isize == stride)
+            {
                 return Members::Strided {
                     start: pes[0],
                     stride,
@@ -106,7 +111,9 @@ impl Members {
     /// Global PE of team member `i` (`i < len`).
     pub(crate) fn pe(&self, i: usize) -> usize {
         match self {
-            Members::Strided { start, stride, .. } => start + i * stride,
+            Members::Strided { start, stride, .. } => {
+                (*start as isize + i as isize * stride) as usize
+            }
             Members::List(l) => l[i],
         }
     }
@@ -119,18 +126,19 @@ impl Members {
                 stride,
                 size,
             } => {
-                let d = pe.checked_sub(*start)?;
+                let d = pe as isize - *start as isize;
                 if *stride == 0 {
                     return (d == 0 && *size > 0).then_some(0);
                 }
-                (d % stride == 0 && d / stride < *size).then_some(d / stride)
+                let k = d / stride;
+                (d % stride == 0 && k >= 0 && (k as usize) < *size).then_some(k as usize)
             }
-            Members::List(l) => l.binary_search(&pe).ok(),
+            Members::List(l) => l.iter().position(|&p| p == pe),
         }
     }
 
     /// The members at team indices `start + k * stride`, `k < size` (already validated).
-    fn sub(&self, start: usize, stride: usize, size: usize) -> Members {
+    fn sub(&self, start: usize, stride: isize, size: usize) -> Members {
         let stride = if size == 1 { 1 } else { stride };
         match self {
             Members::Strided {
@@ -138,13 +146,15 @@ impl Members {
                 stride: st0,
                 ..
             } => Members::Strided {
-                start: s0 + start * st0,
+                start: (*s0 as isize + start as isize * st0) as usize,
                 stride: stride * st0,
                 size,
             },
-            Members::List(l) => {
-                Members::from_sorted((0..size).map(|k| l[start + k * stride]).collect())
-            }
+            Members::List(l) => Members::from_list(
+                (0..size)
+                    .map(|k| l[(start as isize + k as isize * stride) as usize])
+                    .collect(),
+            ),
         }
     }
 }
@@ -232,7 +242,7 @@ impl Teams {
             Kind::World,
             TeamConfig::default(),
         );
-        let node = Members::from_sorted(node_pes);
+        let node = Members::from_list(node_pes);
         let sidx = node.index_of(me).unwrap_or(0);
         let shared = TeamInner::new(node, sidx, SHARED_SLOT, Kind::Shared, TeamConfig::default());
         Teams {
@@ -499,7 +509,7 @@ impl Messages {
 enum Split {
     Strided {
         start: usize,
-        stride: usize,
+        stride: isize,
         size: usize,
     },
     TwoD {
@@ -525,7 +535,7 @@ impl Split {
                 size,
             } => {
                 w[3] = start as u64;
-                w[4] = stride as u64;
+                w[4] = stride as i64 as u64;
                 w[5] = size as u64;
             }
             Split::TwoD { xrange } => w[3] = xrange as u64,
@@ -555,19 +565,22 @@ impl Split {
                     return Err(Error::invalid(
                         "stride",
                         0,
-                        format!("must be at least 1 for a team of {size} PEs"),
+                        format!("must not be 0 for a team of {size} PEs"),
                     ));
                 }
-                let last = (size - 1)
-                    .checked_mul(stride)
-                    .and_then(|x| x.checked_add(start));
-                if last.is_none_or(|l| l >= pn) {
+                // i128: no product of a usize and an isize overflows it.
+                let last = start as i128 + (size as i128 - 1) * stride as i128;
+                if last < 0 || last >= pn as i128 {
+                    let (side, end) = if last < 0 {
+                        ("below", "first PE 0".to_string())
+                    } else {
+                        ("past", format!("last PE {}", pn - 1))
+                    };
                     return Err(Error::invalid(
                         "size",
                         size,
                         format!(
-                            "start {start} + (size {size} - 1) * stride {stride} runs past the parent team's last PE {}",
-                            pn - 1
+                            "start {start} + (size {size} - 1) * stride {stride} runs {side} the parent team's {end}"
                         ),
                     ));
                 }
@@ -583,20 +596,19 @@ impl Split {
     }
 
     /// New teams made by this call: (slot rank among the call's slots, members over parent indices, my index).
-    fn teams_of(&self, pn: usize, pidx: usize) -> Vec<Option<(usize, usize, usize)>> {
+    fn teams_of(&self, pn: usize, pidx: usize) -> Vec<Option<(usize, isize, usize)>> {
         match *self {
             Split::Strided {
                 start,
                 stride,
                 size,
             } => {
-                let mine = if pidx < start {
-                    None
-                } else if stride == 0 {
+                let mine = if stride == 0 {
                     (pidx == start).then_some(0)
                 } else {
-                    let d = pidx - start;
-                    (d % stride == 0 && d / stride < size).then_some(d / stride)
+                    let d = pidx as isize - start as isize;
+                    let k = d / stride;
+                    (d % stride == 0 && k >= 0 && (k as usize) < size).then_some(k)
                 };
                 vec![mine.map(|_| (start, stride, size))]
             }
@@ -607,7 +619,10 @@ impl Split {
                 let row_start = y * xr;
                 let row_len = xr.min(pn - row_start);
                 let col_len = (pn - x).div_ceil(xr);
-                vec![Some((row_start, 1, row_len)), Some((x, xr, col_len))]
+                vec![
+                    Some((row_start, 1, row_len)),
+                    Some((x, xr as isize, col_len)),
+                ]
             }
         }
     }
@@ -674,6 +689,29 @@ impl Shmem {
         parent: &Team,
         start: usize,
         stride: usize,
+        size: usize,
+        config: Option<&TeamConfig>,
+    ) -> Result<Option<Team>> {
+        // A stride beyond isize::MAX cannot stay inside any parent: the same error as any stride that runs past.
+        let stride = isize::try_from(stride).unwrap_or(isize::MAX);
+        self.team_split_strided_signed(parent, start, stride, size, config)
+    }
+
+    /// [`Shmem::team_split_strided`] with a signed stride (OpenSHMEM 1.6): a negative stride makes the team of
+    /// the parent's PEs `start, start - |stride|, ...`, numbered in that (descending) order.
+    ///
+    /// ```
+    /// # let sh = xpushmem::init_single().unwrap();
+    /// let world = sh.team_world();
+    /// let t = sh.team_split_strided_signed(&world, 0, -1, 1, None).unwrap().expect("PE 0 is the start");
+    /// assert_eq!(t.global_pe(0).unwrap(), 0);
+    /// sh.team_destroy(t).unwrap();
+    /// ```
+    pub fn team_split_strided_signed(
+        &self,
+        parent: &Team,
+        start: usize,
+        stride: isize,
         size: usize,
         config: Option<&TeamConfig>,
     ) -> Result<Option<Team>> {
@@ -966,7 +1004,7 @@ impl Shmem {
             (Some(s), Some(l)) => {
                 let mut sorted = l.to_vec();
                 sorted.sort_unstable();
-                self.take_slot(parent, &pool, s, Members::from_sorted(sorted), TeamConfig::default(), OP)
+                self.take_slot(parent, &pool, s, Members::from_list(sorted), TeamConfig::default(), OP)
                     .map(Some)
             }
         };
@@ -1041,16 +1079,21 @@ mod tests {
         /// A strided split of a strided (or listed) team names the same PEs as picking from the explicit list, and
         /// `index_of` inverts `pe`.
         #[test]
-        fn strided_of_strided_matches_the_list(start in 0usize..50, stride in 1usize..7, size in 1usize..40,
-                                               s in 0usize..40, st in 0usize..5, sz in 1usize..20) {
+        fn strided_of_strided_matches_the_list(start in 0usize..50, stride in -6isize..7, size in 1usize..40,
+                                               s in 0usize..40, st in -4isize..5, sz in 1usize..20) {
+            // Negative strides (OpenSHMEM 1.6) list the PEs in descending order, at both levels.
+            let stride = if stride == 0 { 1 } else { stride };
+            let start = if stride < 0 { start + (size - 1) * stride.unsigned_abs() } else { start };
             let parent = Members::Strided { start, stride, size };
             let list: Vec<usize> = (0..size).map(|i| parent.pe(i)).collect();
             let listed = Members::List(list.clone().into());
             let s = s % size;
-            let sz = (size - 1 - s).checked_div(st).map_or(1, |q| 1 + sz % (q + 1));
+            let room = if st >= 0 { size - 1 - s } else { s };
+            let sz = room.checked_div(st.unsigned_abs()).map_or(1, |q| 1 + sz % (q + 1));
             let a = parent.sub(s, st, sz);
             let b = listed.sub(s, st, sz);
-            let want: Vec<usize> = (0..sz).map(|k| list[s + k * st]).collect();
+            let want: Vec<usize> =
+                (0..sz).map(|k| list[(s as isize + k as isize * st) as usize]).collect();
             for (k, &g) in want.iter().enumerate() {
                 prop_assert_eq!(a.pe(k), g);
                 prop_assert_eq!(b.pe(k), g);
@@ -1058,10 +1101,34 @@ mod tests {
                 prop_assert_eq!(b.index_of(g), Some(k));
             }
             prop_assert_eq!(a.len(), sz);
-            for g in 0..(start + stride * size + 3) {
+            let top = list.iter().max().copied().unwrap_or(0);
+            for g in 0..top + 3 {
                 if !want.contains(&g) {
                     prop_assert_eq!(a.index_of(g), None);
                     prop_assert_eq!(b.index_of(g), None);
+                }
+            }
+        }
+
+        /// A strided split names exactly the PEs start + k * stride, k < size, and numbers them by k, for either
+        /// sign of the stride.
+        #[test]
+        fn split_strided_members(pn in 1usize..40, start in 0usize..40, stride in -5isize..6, size in 1usize..12) {
+            let how = Split::Strided { start, stride, size };
+            let want: Vec<i64> = (0..size as i64).map(|k| start as i64 + k * stride as i64).collect();
+            let valid = start < pn && (stride != 0 || size == 1)
+                && want.iter().all(|&p| p >= 0 && p < pn as i64);
+            prop_assert_eq!(how.validate(pn).is_ok(), valid);
+            if valid {
+                let members = Members::Strided { start, stride, size };
+                for p in 0..pn {
+                    let t = how.teams_of(pn, p)[0];
+                    let expect = want.iter().position(|&q| q == p as i64);
+                    prop_assert_eq!(t.is_some(), expect.is_some(), "PE {}", p);
+                    if let Some(t) = t {
+                        prop_assert_eq!(t, (start, stride, size));
+                    }
+                    prop_assert_eq!(members.index_of(p), expect);
                 }
             }
         }
@@ -1075,8 +1142,8 @@ mod tests {
                 let t = how.teams_of(pn, p);
                 let (Some(r), Some(c)) = (t[0], t[1]) else { panic!("PE {p} without a team") };
                 rows.entry(r).or_insert_with(Vec::new).push(p);
-                let rm: Vec<usize> = (0..r.2).map(|k| r.0 + k * r.1).collect();
-                let cm: Vec<usize> = (0..c.2).map(|k| c.0 + k * c.1).collect();
+                let rm: Vec<usize> = (0..r.2).map(|k| (r.0 as isize + k as isize * r.1) as usize).collect();
+                let cm: Vec<usize> = (0..c.2).map(|k| (c.0 as isize + k as isize * c.1) as usize).collect();
                 prop_assert!(rm.contains(&p) && cm.contains(&p));
                 prop_assert!(rm.iter().chain(&cm).all(|&q| q < pn));
             }
@@ -1119,11 +1186,26 @@ mod tests {
         .is_err());
         assert!(Split::Strided {
             start: 0,
-            stride: usize::MAX,
+            stride: isize::MAX,
             size: 3
         }
         .validate(4)
         .is_err());
+        assert!(Split::Strided {
+            start: 3,
+            stride: -1,
+            size: 4
+        }
+        .validate(4)
+        .is_ok());
+        let e = Split::Strided {
+            start: 2,
+            stride: -1,
+            size: 4,
+        }
+        .validate(4)
+        .unwrap_err();
+        assert!(e.to_string().contains("runs below"), "{e}");
         assert!(Split::TwoD { xrange: 0 }.validate(4).is_err());
     }
 }
