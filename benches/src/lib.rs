@@ -18,7 +18,6 @@ pub mod error;
 pub mod ops;
 pub mod opts;
 pub mod plot;
-pub mod png;
 pub mod report;
 pub mod rma;
 pub mod stats;

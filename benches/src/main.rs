@@ -131,7 +131,7 @@ fn do_plot(args: &[String]) -> Result<(), PerfError> {
         },
         series,
     };
-    std::fs::write(&out, chart.render().to_png()).map_err(|e| PerfError::io(&out, e))
+    chart.write_png(std::path::Path::new(&out))
 }
 
 fn main() {

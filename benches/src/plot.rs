@@ -1,8 +1,14 @@
-//! Line charts of latency or bandwidth versus message size: log2 x axis (bytes), log10 y axis, one line with point
-//! markers per implementation, a legend, rasterised with [`crate::png`].
+//! Line charts of latency or bandwidth versus message size, drawn with `plotters` (bitmap backend, PNG): log2 x
+//! axis (bytes), log10 y axis, one line with point markers per implementation, references dashed in grey, a
+//! legend. Text is set in a TrueType font read from the system (DejaVu Sans, package `fonts-dejavu-core`, which
+//! `scripts/setup.sh` installs; `XPUSHMEM_PERF_FONT` names another file).
 
-use crate::png::{text_width, Image, Rgb};
+use crate::error::{PerfError, Result};
 use crate::stats::human_size;
+use plotters::prelude::*;
+use plotters::style::{register_font, FontStyle};
+use std::path::Path;
+use std::sync::OnceLock;
 
 /// One line of a chart.
 #[derive(Debug, Clone)]
@@ -11,7 +17,7 @@ pub struct Series {
     pub label: String,
     /// (size in bytes, value) points; non-positive or non-finite values are skipped.
     pub points: Vec<(usize, f64)>,
-    /// Draw as a reference (grey) instead of in the next colour.
+    /// Draw as a reference (grey, dashed) instead of in the next colour.
     pub reference: bool,
 }
 
@@ -26,32 +32,74 @@ pub struct Chart {
     pub series: Vec<Series>,
 }
 
-const W: usize = 960;
-const H: usize = 600;
-const LEFT: i64 = 96;
-const RIGHT: i64 = 24;
-const TOP: i64 = 48;
-const BOTTOM: i64 = 64;
-const COLORS: [Rgb; 5] = [
-    [214, 39, 40],   // red: xpushmem
-    [31, 119, 180],  // blue
-    [44, 160, 44],   // green
-    [255, 127, 14],  // orange
-    [148, 103, 189], // purple
+/// Image size in pixels.
+pub const SIZE: (u32, u32) = (1024, 640);
+const FONT: &str = "sans-serif";
+const COLORS: [RGBColor; 5] = [
+    RGBColor(214, 39, 40),   // red: xpushmem
+    RGBColor(31, 119, 180),  // blue
+    RGBColor(44, 160, 44),   // green
+    RGBColor(255, 127, 14),  // orange
+    RGBColor(148, 103, 189), // purple
 ];
-const REFERENCE: Rgb = [110, 110, 110];
+const REFERENCE: RGBColor = RGBColor(110, 110, 110);
 
+/// Where the font is looked for (the first that exists), after `XPUSHMEM_PERF_FONT`.
+const FONT_FILES: &[&str] = &[
+    "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
+    "/usr/share/fonts/dejavu/DejaVuSans.ttf",
+    "/usr/share/fonts/TTF/DejaVuSans.ttf",
+    "/usr/share/fonts/dejavu-sans-fonts/DejaVuSans.ttf",
+];
+
+/// Register the TrueType font with plotters once per process (its text renderer needs the bytes for the whole
+/// run); the error says which files were tried.
+fn font() -> Result<()> {
+    static LOADED: OnceLock<std::result::Result<(), String>> = OnceLock::new();
+    LOADED
+        .get_or_init(|| {
+            let env = std::env::var("XPUSHMEM_PERF_FONT").ok();
+            let tried: Vec<String> = env
+                .into_iter()
+                .chain(FONT_FILES.iter().map(|s| s.to_string()))
+                .collect();
+            let (path, bytes) = tried
+                .iter()
+                .find_map(|p| std::fs::read(p).ok().map(|b| (p.clone(), b)))
+                .ok_or_else(|| {
+                    format!(
+                        "no TrueType font for the charts: tried {} (install fonts-dejavu-core, or set XPUSHMEM_PERF_FONT)",
+                        tried.join(", ")
+                    )
+                })?;
+            // The renderer keeps the font for the life of the process.
+            let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
+            for style in [FontStyle::Normal, FontStyle::Bold] {
+                register_font(FONT, style, bytes)
+                    .map_err(|_| format!("{path} is not a usable TrueType font"))?;
+            }
+            Ok(())
+        })
+        .clone()
+        .map_err(PerfError::Usage)
+}
+
+/// A tick label of the y axis.
 fn fmt_tick(v: f64) -> String {
     if v >= 1.0 {
         format!("{v:.0}")
     } else {
-        let digits = (-v.log10()).ceil() as usize;
+        let digits = (-v.log10()).ceil().max(0.0) as usize;
         format!("{v:.digits$}")
     }
 }
 
+fn draw_err(path: &Path, e: impl std::fmt::Display) -> PerfError {
+    PerfError::io(path, std::io::Error::other(e.to_string()))
+}
+
 impl Chart {
-    fn color(&self, i: usize) -> Rgb {
+    fn color(&self, i: usize) -> RGBColor {
         if self.series[i].reference {
             return REFERENCE;
         }
@@ -59,157 +107,109 @@ impl Chart {
         COLORS[k % COLORS.len()]
     }
 
-    /// Render to an image.
-    pub fn render(&self) -> Image {
-        let mut img = Image::new(W, H, [255, 255, 255]);
-        let pts: Vec<(usize, f64)> = self
-            .series
+    /// The points of series `i` that a log-log chart can show, by size.
+    fn points(&self, i: usize) -> Vec<(f64, f64)> {
+        let mut p: Vec<(f64, f64)> = self.series[i]
+            .points
             .iter()
-            .flat_map(|s| s.points.iter().copied())
-            .filter(|&(x, y)| x > 0 && y.is_finite() && y > 0.0)
+            .filter(|&&(x, y)| x > 0 && y.is_finite() && y > 0.0)
+            .map(|&(x, y)| (x as f64, y))
             .collect();
-        let black = [0, 0, 0];
-        let grid = [225, 225, 225];
-        img.text(LEFT, 14, &self.title, 2, black);
-        if pts.is_empty() {
-            img.text(LEFT, H as i64 / 2, "no data", 2, black);
-            return img;
+        p.sort_by(|a, b| a.0.total_cmp(&b.0));
+        p
+    }
+
+    /// Draw the chart into a PNG file at `path`.
+    pub fn write_png(&self, path: &Path) -> Result<()> {
+        font()?;
+        let root = BitMapBackend::new(path, SIZE).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| draw_err(path, e))?;
+        let all: Vec<(f64, f64)> = (0..self.series.len())
+            .flat_map(|i| self.points(i))
+            .collect();
+        if all.is_empty() {
+            root.draw(&Text::new(
+                format!("{}: no data", self.title),
+                (40, SIZE.1 as i32 / 2),
+                (FONT, 22).into_font(),
+            ))
+            .map_err(|e| draw_err(path, e))?;
+            return root.present().map_err(|e| draw_err(path, e));
         }
-        let lx = |x: usize| (x as f64).log2();
-        let (mut x0, mut x1) = pts.iter().fold((f64::MAX, f64::MIN), |(a, b), p| {
-            (a.min(lx(p.0)), b.max(lx(p.0)))
-        });
-        if x1 - x0 < 1.0 {
-            x0 -= 1.0;
-            x1 += 1.0;
-        }
-        let (ymin, ymax) = pts
+        let (xmin, xmax) = all
+            .iter()
+            .fold((f64::MAX, f64::MIN), |(a, b), p| (a.min(p.0), b.max(p.0)));
+        let (ymin, ymax) = all
             .iter()
             .fold((f64::MAX, f64::MIN), |(a, b), p| (a.min(p.1), b.max(p.1)));
-        let y0 = ymin.log10().floor();
-        let mut y1 = ymax.log10().ceil();
+        let (x0, x1) = if xmax / xmin < 2.0 {
+            (xmin / 2.0, xmax * 2.0)
+        } else {
+            (xmin, xmax)
+        };
+        let y0 = 10f64.powf(ymin.log10().floor());
+        let mut y1 = 10f64.powf(ymax.log10().ceil());
         if y1 <= y0 {
-            y1 = y0 + 1.0;
+            y1 = y0 * 10.0;
         }
-        let (pw, ph) = (
-            (W as i64 - LEFT - RIGHT) as f64,
-            (H as i64 - TOP - BOTTOM) as f64,
-        );
-        let px = |x: usize| LEFT as f64 + (lx(x) - x0) / (x1 - x0) * pw;
-        let py = |y: f64| TOP as f64 + (y1 - y.log10()) / (y1 - y0) * ph;
-        // grid and y ticks: decades, with 2 and 5 as light lines
-        let mut d = y0;
-        while d <= y1 {
-            let v = 10f64.powf(d);
-            for m in [1.0, 2.0, 5.0] {
-                let y = py(v * m);
-                if v * m > 10f64.powf(y1) * 1.0001 {
-                    break;
-                }
-                let c = if m == 1.0 { [200, 200, 200] } else { grid };
-                img.line(LEFT as f64, y, (W as i64 - RIGHT) as f64, y, 1, c);
-                if m == 1.0 {
-                    let t = fmt_tick(v);
-                    img.text(
-                        LEFT - 8 - text_width(&t, 2) as i64,
-                        y as i64 - 7,
-                        &t,
-                        2,
-                        black,
-                    );
-                }
+        let mut chart = ChartBuilder::on(&root)
+            .caption(&self.title, (FONT, 26).into_font().style(FontStyle::Bold))
+            .margin(16)
+            .x_label_area_size(56)
+            .y_label_area_size(80)
+            .build_cartesian_2d((x0..x1).log_scale().base(2.0), (y0..y1).log_scale())
+            .map_err(|e| draw_err(path, e))?;
+        chart
+            .configure_mesh()
+            .x_desc("message size (bytes)")
+            .y_desc(&self.y_label)
+            .axis_desc_style((FONT, 20))
+            .label_style((FONT, 17))
+            .x_label_formatter(&|x| human_size(x.round() as usize).replace(' ', ""))
+            .y_label_formatter(&|y| fmt_tick(*y))
+            .light_line_style(RGBColor(235, 235, 235))
+            .bold_line_style(RGBColor(205, 205, 205))
+            .draw()
+            .map_err(|e| draw_err(path, e))?;
+        // Every series in order (the legend keeps it), then the first one (xpushmem) again, on top.
+        let n = self.series.len();
+        for k in 0..=n {
+            let i = k % n;
+            let pts = self.points(i);
+            if pts.is_empty() || (k == n && self.series[i].reference) {
+                continue;
             }
-            d += 1.0;
-        }
-        // x ticks: every power of two, labelled every other (or every fourth on wide ranges)
-        let step = if x1 - x0 > 14.0 { 4 } else { 2 };
-        let mut e = x0.ceil() as i64;
-        while e as f64 <= x1 {
-            let x = px(1usize << e);
-            img.line(x, TOP as f64, x, (H as i64 - BOTTOM) as f64, 1, grid);
-            if (e - x0.ceil() as i64) % step == 0 {
-                let t = human_size(1usize << e).replace(' ', "");
-                let tw = text_width(&t, 2) as i64;
-                img.text(
-                    (x as i64 - tw / 2).clamp(0, W as i64 - tw - 2),
-                    H as i64 - BOTTOM + 10,
-                    &t,
-                    2,
-                    black,
-                );
-            }
-            e += 1;
-        }
-        // frame and axis labels
-        let (l, r, t, b) = (
-            LEFT as f64,
-            (W as i64 - RIGHT) as f64,
-            TOP as f64,
-            (H as i64 - BOTTOM) as f64,
-        );
-        for (a, bb, c, dd) in [(l, t, r, t), (l, b, r, b), (l, t, l, b), (r, t, r, b)] {
-            img.line(a, bb, c, dd, 1, black);
-        }
-        let xl = "message size (bytes)";
-        img.text(
-            (W as i64 - text_width(xl, 2) as i64) / 2,
-            H as i64 - 26,
-            xl,
-            2,
-            black,
-        );
-        img.text_up(
-            12,
-            TOP + ph as i64 / 2 + text_width(&self.y_label, 2) as i64 / 2,
-            &self.y_label,
-            2,
-            black,
-        );
-        // lines, the first series on top
-        for (i, s) in self.series.iter().enumerate().rev() {
             let c = self.color(i);
             let width = if i == 0 { 3 } else { 2 };
-            let mut p: Vec<(usize, f64)> = s
-                .points
-                .iter()
-                .copied()
-                .filter(|&(x, y)| x > 0 && y.is_finite() && y > 0.0)
-                .collect();
-            p.sort_by_key(|q| q.0);
-            for w in p.windows(2) {
-                img.line(px(w[0].0), py(w[0].1), px(w[1].0), py(w[1].1), width, c);
+            let style = c.stroke_width(width);
+            let anno = if self.series[i].reference {
+                chart.draw_series(DashedLineSeries::new(pts.iter().copied(), 8, 5, style))
+            } else {
+                chart.draw_series(LineSeries::new(pts.iter().copied(), style))
             }
-            for q in &p {
-                let (x, y) = (px(q.0) as i64, py(q.1) as i64);
-                img.rect(x - 3, y - 3, x + 4, y + 4, c);
+            .map_err(|e| draw_err(path, e))?;
+            if k < n {
+                anno.label(self.series[i].label.clone())
+                    .legend(move |(x, y)| {
+                        PathElement::new(vec![(x, y), (x + 28, y)], c.stroke_width(width))
+                    });
             }
+            chart
+                .draw_series(
+                    pts.iter()
+                        .map(|&p| Circle::new(p, if i == 0 { 4 } else { 3 }, c.filled())),
+                )
+                .map_err(|e| draw_err(path, e))?;
         }
-        // legend (top left inside the frame)
-        let lw = self
-            .series
-            .iter()
-            .map(|s| text_width(&s.label, 2))
-            .max()
-            .unwrap_or(0) as i64
-            + 48;
-        let lh = self.series.len() as i64 * 20 + 8;
-        let (lx0, ly0) = (LEFT + 10, TOP + 10);
-        img.rect(lx0, ly0, lx0 + lw, ly0 + lh, [255, 255, 255]);
-        for (i, s) in self.series.iter().enumerate() {
-            let c = self.color(i);
-            let y = ly0 + 8 + i as i64 * 20;
-            img.rect(lx0 + 6, y + 4, lx0 + 34, y + 9, c);
-            img.text(lx0 + 40, y, &s.label, 2, [0, 0, 0]);
-        }
-        for (a, bb, c, dd) in [
-            (lx0, ly0, lx0 + lw, ly0),
-            (lx0, ly0 + lh, lx0 + lw, ly0 + lh),
-            (lx0, ly0, lx0, ly0 + lh),
-            (lx0 + lw, ly0, lx0 + lw, ly0 + lh),
-        ] {
-            img.line(a as f64, bb as f64, c as f64, dd as f64, 1, [150, 150, 150]);
-        }
-        img
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperLeft)
+            .background_style(WHITE.mix(0.9))
+            .border_style(RGBColor(150, 150, 150))
+            .label_font((FONT, 18))
+            .draw()
+            .map_err(|e| draw_err(path, e))?;
+        root.present().map_err(|e| draw_err(path, e))
     }
 }
 
@@ -218,10 +218,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn renders_lines_and_empty_charts() {
+    fn draws_every_series_and_empty_charts() {
+        let dir = std::env::temp_dir().join(format!("xpushmem-plot-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
         let c = Chart {
-            title: "put bandwidth".into(),
-            y_label: "GB/s".into(),
+            title: "put bandwidth - 2 PEs".into(),
+            y_label: "GB/s (higher is better)".into(),
             series: vec![
                 Series {
                     label: "xpushmem".into(),
@@ -229,25 +231,26 @@ mod tests {
                     reference: false,
                 },
                 Series {
-                    label: "oshmem".into(),
+                    label: "memcpy (reference)".into(),
                     points: vec![(8, 0.4), (1024, 15.0), (1 << 20, 25.0), (2048, f64::NAN)],
                     reference: true,
                 },
             ],
         };
-        let img = c.render();
-        let red = (0..img.h)
-            .flat_map(|y| (0..img.w).map(move |x| (x, y)))
-            .filter(|&(x, y)| img.get(x, y) == Some(COLORS[0]))
-            .count();
-        assert!(red > 500, "xpushmem line drawn ({red} px)");
-        assert!(img.to_png().len() > 1000);
+        let f = dir.join("chart.png");
+        c.write_png(&f).unwrap();
+        let png = std::fs::read(&f).unwrap();
+        assert_eq!(&png[1..4], b"PNG");
+        // The image is SIZE (IHDR width and height) and has xpushmem's red in it.
+        assert_eq!(u32::from_be_bytes(png[16..20].try_into().unwrap()), SIZE.0);
+        assert_eq!(u32::from_be_bytes(png[20..24].try_into().unwrap()), SIZE.1);
         let empty = Chart {
             series: vec![],
             ..c
         };
-        assert_eq!(empty.render().w, W);
+        empty.write_png(&dir.join("empty.png")).unwrap();
         assert_eq!(fmt_tick(0.01), "0.01");
         assert_eq!(fmt_tick(100.0), "100");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -1039,8 +1039,7 @@ pub fn write(a: &ReportArgs) -> Result<()> {
                 for n in pe_counts(&res, spec) {
                     if let Some(c) = chart(&res, spec, n) {
                         let file = a.png_dir.join(format!("{}_{n}pe.png", spec.id));
-                        std::fs::write(&file, c.render().to_png())
-                            .map_err(|e| PerfError::io(&file, e))?;
+                        c.write_png(&file)?;
                         let _ = writeln!(
                             s,
                             "![{} at {n} PEs]({})\n",
