@@ -209,8 +209,9 @@ impl Shmem {
             0,
         ];
         let me = ctx.idx();
-        let mut buf = vec![T::default(); nelems];
         if algo.as_ref().is_ok_and(|a| *a == AlltoallAlgo::Eager) {
+            // Eager only when a block fits in a message: `nelems` is small.
+            let mut buf = vec![T::default(); nelems];
             // Block j of the source travels to member j inside the agreement.
             let mut send = super::Messages::default();
             if local.is_ok() {
@@ -256,6 +257,7 @@ impl Shmem {
         if nelems == 0 {
             return Ok(());
         }
+        let mut buf = vec![T::default(); nelems];
         let mut send = |ctx: &mut Ctx<'_>, j: usize| -> Result<()> {
             let (sh, my_pe) = (ctx.sh, ctx.sh.my_pe());
             let from = src.slice(j * nelems * sst..)?;

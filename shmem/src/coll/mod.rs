@@ -243,7 +243,7 @@ pub(crate) use crate::team::Messages;
 impl Ctx<'_> {
     /// Whether `bytes` of data per message fit in the team's exchange (the eager algorithms).
     pub(crate) fn eager_fits(&self, bytes: usize) -> bool {
-        self.n() == 1 || bytes <= self.exchange_capacity()
+        bytes <= self.exchange_capacity()
     }
 
     /// Append the bytes of this PE's `src` to the message being built.
