@@ -1374,3 +1374,258 @@ fn split_teams_in_kernels_3pe() {
 fn split_teams_in_kernels_4pe() {
     device_lib_test("split_teams_in_kernels_4pe", 4, T, &[], split_teams);
 }
+
+// ---- per-work-item RMA, nbi + quiet, signal_fetch, multi-work-group launches, sub-groups, 16-bit words --------
+
+/// RMA kernels (device_rma.cl).
+const RMA: &str = "device_rma.cl";
+
+/// Every per-work-item RMA form (blocking and `_nbi` + quiet, untyped and typed, put and get, put-signal), in a
+/// launch of one work-group per PE where group g works with PE g; then the signal seen from a kernel.
+fn rma_groups(sh: &Shmem, lib: &Lib) -> xpushmem::Result<()> {
+    const MAX: usize = 1000;
+    let (me, n) = (sh.my_pe(), sh.n_pes());
+    let src = sh.calloc::<u8>(MAX)?;
+    let dst = sh.calloc::<u8>(n * MAX)?;
+    let sig = sh.calloc::<u64>(1)?;
+    let status = sh.calloc::<i32>(n)?;
+    let out = sh.calloc::<u64>(2)?;
+    let mut signals = 0u64;
+    // (mode, bytes): typed modes move whole elements; the untyped ones also run at an odd size.
+    let runs = [
+        (0u32, 1000usize),
+        (0, 13),
+        (1, 1000),
+        (2, 1000),
+        (2, 13),
+        (3, 1000),
+        (4, 1000),
+        (4, 13),
+        (5, 1000),
+        (6, 1000),
+        (6, 13),
+        (7, 1000),
+        (8, 1000),
+        (8, 13),
+        (9, 1000),
+        (9, 13),
+    ];
+    for (mode, bytes) in runs {
+        let salt = 60 + u64::from(mode) + bytes as u64;
+        sh.put(dst, &vec![0u8; n * MAX], me)?;
+        sh.put(
+            src.slice(0..bytes)?,
+            &xpushmem_tests::ref_vec::<u8>(me, bytes, salt),
+            me,
+        )?;
+        sh.barrier_all()?;
+        let args = [
+            KernelArg::U32(mode),
+            sym(dst, me),
+            sym(src, me),
+            KernelArg::U64(bytes as u64),
+            sym(sig, me),
+            sym(status, me),
+        ];
+        lib.run("k_rma_groups", &args, n as u32, 16)?;
+        let mut st = vec![0i32; n];
+        sh.get(&mut st, status, me)?;
+        assert_eq!(st, vec![0; n], "mode {mode} ({bytes} B): status per group");
+        if mode == 8 {
+            // Every PE added 1 to this PE's signal after its data: wait for all of them in a kernel, no host
+            // barrier, then the data must be there.
+            signals += n as u64;
+            lib.run(
+                "k_signal_check",
+                &[sym(sig, me), KernelArg::U64(signals), sym(out, me)],
+                1,
+                1,
+            )?;
+            let mut o = [0u64; 2];
+            sh.get(&mut o, out, me)?;
+            assert_eq!(o, [signals, signals], "signal_wait_until and signal_fetch");
+        } else {
+            sh.barrier_all()?;
+        }
+        let mut got = vec![0u8; n * MAX];
+        sh.get(&mut got, dst, me)?;
+        for p in 0..n {
+            assert_eq!(
+                got[p * bytes..(p + 1) * bytes],
+                xpushmem_tests::ref_vec::<u8>(p, bytes, salt),
+                "mode {mode} ({bytes} B): block of PE {p}"
+            );
+        }
+        assert!(
+            got[n * bytes..].iter().all(|&b| b == 0),
+            "mode {mode}: nothing written past the blocks"
+        );
+        sh.barrier_all()?;
+    }
+    sh.barrier_all()?;
+    Ok(())
+}
+
+/// The `_sub_group` copies and put-signals at sub-group sizes 8 and 16 (one work-group of 32 items: 4 or 2
+/// sub-groups, sub-group s working with PE (me + s) % n), against a host reference.
+fn sub_groups(sh: &Shmem, lib: &Lib) -> xpushmem::Result<()> {
+    const B: usize = 100;
+    const MAXSG: usize = 4;
+    let (me, n) = (sh.my_pe(), sh.n_pes());
+    let src = sh.calloc::<u8>(MAXSG * B)?;
+    let dst = sh.calloc::<u8>(n * MAXSG * B)?;
+    let sig = sh.calloc::<u64>(1)?;
+    let status = sh.calloc::<i32>(MAXSG)?;
+    let info = sh.calloc::<i32>(2)?;
+    let mut signals = 0u64;
+    for (kernel, size) in [("k_sg8", 8usize), ("k_sg16", 16)] {
+        let nsg = 32 / size;
+        for mode in 0u32..6 {
+            let salt = 80 + size as u64 + u64::from(mode);
+            let block = |pe: usize, s: usize| -> Vec<u8> {
+                xpushmem_tests::ref_vec::<u8>(pe, MAXSG * B, salt)[s * B..(s + 1) * B].to_vec()
+            };
+            sh.put(dst, &vec![0u8; n * MAXSG * B], me)?;
+            sh.put(src, &xpushmem_tests::ref_vec::<u8>(me, MAXSG * B, salt), me)?;
+            sh.put(status, &[-1i32; MAXSG], me)?;
+            sh.barrier_all()?;
+            let args = [
+                KernelArg::U32(mode),
+                sym(dst, me),
+                sym(src, me),
+                KernelArg::U64(B as u64),
+                sym(sig, me),
+                sym(status, me),
+                sym(info, me),
+            ];
+            lib.run(kernel, &args, 1, 32)?;
+            sh.barrier_all()?;
+            let mut inf = [0i32; 2];
+            sh.get(&mut inf, info, me)?;
+            assert_eq!(
+                inf,
+                [size as i32, nsg as i32],
+                "{kernel}: sub-group size and count"
+            );
+            let mut st = [0i32; MAXSG];
+            sh.get(&mut st, status, me)?;
+            assert_eq!(
+                st[..nsg],
+                vec![0; nsg],
+                "{kernel} mode {mode}: status per sub-group"
+            );
+            let mut got = vec![0u8; n * MAXSG * B];
+            sh.get(&mut got, dst, me)?;
+            let mut want = vec![0u8; n * MAXSG * B];
+            if mode == 2 || mode == 3 {
+                for s in 0..nsg {
+                    want[s * B..(s + 1) * B].copy_from_slice(&block((me + s) % n, s));
+                }
+            } else {
+                for p in 0..n {
+                    for s in (0..nsg).filter(|&s| (p + s) % n == me) {
+                        let at = (p * nsg + s) * B;
+                        want[at..at + B].copy_from_slice(&block(p, s));
+                    }
+                }
+            }
+            assert!(got == want, "{kernel} mode {mode}: data on PE {me}");
+            if mode >= 4 {
+                signals += (0..n)
+                    .flat_map(|p| (0..nsg).map(move |s| (p, s)))
+                    .filter(|&(p, s)| (p + s) % n == me)
+                    .count() as u64;
+            }
+            assert_eq!(
+                sh.signal_fetch(sig.at(0)?)?,
+                signals,
+                "{kernel} mode {mode}: signal"
+            );
+            sh.barrier_all()?;
+        }
+    }
+    Ok(())
+}
+
+/// 16-bit atomics (a 32-bit CAS on the containing word) with both halves of a word contended by every PE, a
+/// 16-bit compare-swap election while the other half changes, and short/ushort wait_until/test.
+fn short_words(sh: &Shmem, lib: &Lib) -> xpushmem::Result<()> {
+    const ITERS: u32 = 100;
+    const ITEMS: u32 = 16;
+    let (me, n) = (sh.my_pe(), sh.n_pes());
+    let counts = sh.calloc::<u16>(n.next_multiple_of(2))?;
+    let elect = sh.calloc::<i16>(2)?;
+    let flags = sh.calloc::<i16>(n.next_multiple_of(2))?;
+    let out = sh.calloc::<i64>(5)?;
+    sh.barrier_all()?;
+    let args = [
+        sym(counts, me),
+        sym(elect, me),
+        sym(flags, me),
+        KernelArg::U32(ITERS),
+        sym(out, me),
+    ];
+    lib.run("k_short", &args, 1, ITEMS)?;
+    sh.barrier_all()?;
+    let mut o = [0i64; 5];
+    sh.get(&mut o, out, me)?;
+    let left = (me + n - 1) % n;
+    let flag = -(left as i64 + 1);
+    assert_eq!(
+        o[1..],
+        [0, 1, 1, flag],
+        "wait_until, test EQ, ushort test GT, fetch"
+    );
+    let mut c = vec![0u16; n];
+    sh.get(&mut c, counts.slice(0..n)?, 0)?;
+    assert_eq!(
+        c,
+        vec![(ITERS * ITEMS) as u16; n],
+        "16-bit counters on PE 0"
+    );
+    let mut e = [0i16; 2];
+    sh.get(&mut e, elect, 0)?;
+    assert_eq!(
+        e[1],
+        (ITEMS as usize * n) as i16,
+        "adds on the election word's other half"
+    );
+    assert!((1..=n as i16).contains(&e[0]), "an elected PE: {}", e[0]);
+    let won = e[0] == me as i16 + 1;
+    assert_eq!(
+        o[0],
+        if won { 0 } else { i64::from(e[0]) },
+        "compare_swap's old value (winner {})",
+        e[0] - 1
+    );
+    sh.barrier_all()?;
+    Ok(())
+}
+
+fn rma_sub_group_and_short(sh: &Shmem, lib: &Lib) -> xpushmem::Result<()> {
+    rma_groups(sh, lib)?;
+    sub_groups(sh, lib)?;
+    short_words(sh, lib)
+}
+
+#[test]
+fn rma_sub_group_and_16bit_forms_3pe() {
+    device_lib_test(
+        "rma_sub_group_and_16bit_forms_3pe",
+        3,
+        RMA,
+        &[],
+        rma_sub_group_and_short,
+    );
+}
+
+#[test]
+fn rma_sub_group_and_16bit_forms_4pe() {
+    device_lib_test(
+        "rma_sub_group_and_16bit_forms_4pe",
+        4,
+        RMA,
+        &[],
+        rma_sub_group_and_short,
+    );
+}
