@@ -9,6 +9,7 @@
 #   $PREFIX/include/xpushmem/shmem.h        (under xpushmem/, so it never shadows a system OpenSHMEM)
 #   $PREFIX/lib/xpushmem/libxpushmem_device-<version>.{bc,spv}   the device library (pkg-config: devicelibdir)
 #   $PREFIX/lib/xpushmem/link.sh            links a kernel's bitcode with it, refusing undefined xpushmem symbols
+#   $PREFIX/lib/xpushmem/spirv-link.sh      links a kernel's SPIR-V with its SPIR-V (the state global kept)
 #   $PREFIX/include/xpushmem/xpushmem_device.h, xpushmem_device_abi.h   its header (OpenCL C kernels)
 #   $PREFIX/lib/pkgconfig/xpushmem.pc, xpushmem-oshmem.pc
 #   $PREFIX/bin/xpushmem-run, xpushmem-info
@@ -39,6 +40,7 @@ for ext in bc spv; do
     cp "$ROOT/shmem/device-lib/prebuilt/libxpushmem_device-$VERSION.$ext" "$PREFIX/lib/xpushmem/"
 done
 cp "$ROOT/shmem/device-lib/link.sh" "$PREFIX/lib/xpushmem/link.sh"
+cp "$ROOT/shmem/device-lib/spirv-link.sh" "$PREFIX/lib/xpushmem/spirv-link.sh"
 cp "$ROOT/shmem/device-lib/include/xpushmem_device.h" "$ROOT/shmem/device-lib/include/xpushmem_device_abi.h" \
     "$PREFIX/include/xpushmem/"
 for b in xpushmem-run xpushmem-info; do

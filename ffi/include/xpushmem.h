@@ -364,6 +364,18 @@ int xpushmemx_ze_get_handles(void **driver,
 // `module` must be a live module of the runtime's Level Zero context with none of its kernels running.
 int xpushmemx_ze_module_init(void *module);
 
+// Check a launch of `group_count` work-groups of `kernel` (a `ze_kernel_handle_t` of the runtime's context) whose
+// work-groups call device waits or barriers: all must be resident at once (NVSHMEM's rule for kernels that
+// synchronise), so more than `zeKernelSuggestMaxCooperativeGroupCount` is `XPUSHMEM_ERROR_INVALID_ARGUMENT`
+// naming `group_count`. `*max_groups` (if not NULL) receives that limit. Launch such kernels with
+// `zeCommandListAppendLaunchCooperativeKernel`.
+//
+// # Safety
+// `kernel` must be a live kernel of the runtime's Level Zero context; `max_groups` NULL or writable.
+int xpushmemx_ze_check_cooperative(void *kernel,
+                                   uint32_t group_count,
+                                   uint32_t *max_groups);
+
 // The number a kernel passes for `team` to the device library's team calls and work-group collectives
 // (`xpushmem_team_my_pe`, `xpushmem_team_sync`, `xpushmemx_*_work_group` in `xpushmem_device.h`): the same on every
 // member, `XPUSHMEM_TEAM_WORLD` 0, `XPUSHMEM_TEAM_SHARED` 1. -1 on error (a bad handle).

@@ -125,6 +125,7 @@ entry_points! {
         fn zeCommandListAppendWaitOnEvents / ze_pfnCommandListAppendWaitOnEvents_t(hCommandList: ze_command_list_handle_t, numEvents: u32, phEvents: *mut ze_event_handle_t);
         fn zeCommandListAppendEventReset / ze_pfnCommandListAppendEventReset_t(hCommandList: ze_command_list_handle_t, hEvent: ze_event_handle_t);
         fn zeCommandListAppendLaunchKernel / ze_pfnCommandListAppendLaunchKernel_t(hCommandList: ze_command_list_handle_t, hKernel: ze_kernel_handle_t, pLaunchFuncArgs: *const ze_group_count_t, hSignalEvent: ze_event_handle_t, numWaitEvents: u32, phWaitEvents: *mut ze_event_handle_t);
+        fn zeCommandListAppendLaunchCooperativeKernel / ze_pfnCommandListAppendLaunchCooperativeKernel_t(hCommandList: ze_command_list_handle_t, hKernel: ze_kernel_handle_t, pLaunchFuncArgs: *const ze_group_count_t, hSignalEvent: ze_event_handle_t, numWaitEvents: u32, phWaitEvents: *mut ze_event_handle_t);
 
         fn zeFenceCreate / ze_pfnFenceCreate_t(hCommandQueue: ze_command_queue_handle_t, desc: *const ze_fence_desc_t, phFence: *mut ze_fence_handle_t);
         fn zeFenceDestroy / ze_pfnFenceDestroy_t(hFence: ze_fence_handle_t);
@@ -155,6 +156,7 @@ entry_points! {
         fn zeKernelDestroy / ze_pfnKernelDestroy_t(hKernel: ze_kernel_handle_t);
         fn zeKernelSetGroupSize / ze_pfnKernelSetGroupSize_t(hKernel: ze_kernel_handle_t, groupSizeX: u32, groupSizeY: u32, groupSizeZ: u32);
         fn zeKernelSuggestGroupSize / ze_pfnKernelSuggestGroupSize_t(hKernel: ze_kernel_handle_t, globalSizeX: u32, globalSizeY: u32, globalSizeZ: u32, groupSizeX: *mut u32, groupSizeY: *mut u32, groupSizeZ: *mut u32);
+        fn zeKernelSuggestMaxCooperativeGroupCount / ze_pfnKernelSuggestMaxCooperativeGroupCount_t(hKernel: ze_kernel_handle_t, totalGroupCount: *mut u32);
         fn zeKernelSetArgumentValue / ze_pfnKernelSetArgumentValue_t(hKernel: ze_kernel_handle_t, argIndex: u32, argSize: usize, pArgValue: *const c_void);
         fn zeKernelGetName / ze_pfnKernelGetName_t(hKernel: ze_kernel_handle_t, pSize: *mut usize, pName: *mut c_char);
 

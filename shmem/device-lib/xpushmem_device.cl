@@ -108,8 +108,11 @@ static int peer(ulong addr, ulong len, int pe, uint call, ulong *out) {
   return 0;
 }
 
-/* One poll of a wait: gives up after the bound, else backs off (a spin that doubles up to a limit). */
-static int backoff(ulong *polls, uint *spin, uint call, ulong addr) {
+/* One poll of a wait: gives up after the bound, else backs off (a spin that doubles up to a limit). Every spinning
+ * wait calls it; it stays a named, non-inlined function (BACKOFF_SYMBOL in shmem/src/device/mod.rs) so that the host
+ * can tell from a linked module which kernels wait, and launch them only with resident work-groups. */
+__attribute__((noinline)) int xpushmem_device_backoff(ulong *polls, uint *spin, uint call, ulong addr);
+int xpushmem_device_backoff(ulong *polls, uint *spin, uint call, ulong addr) {
   if (++*polls > ST.timeout_polls) return record(XPUSHMEM_DEVICE_ERROR_TIMEOUT, call, (long)addr);
   for (volatile uint i = 0; i < *spin; i++) {
   }
@@ -346,7 +349,7 @@ ulong xpushmem_signal_wait_until(long sig_addr, int cmp, ulong cmp_value) {
   for (;;) {
     ulong v = __spirv_AtomicLoad((__global ulong *)sig_addr, SCOPE_CROSS_DEVICE, SEM_ACQUIRE | SEM_CROSS_WG_MEMORY);
     if (cmp_u64(v, cmp, cmp_value)) return v;
-    if (backoff(&polls, &spin, call, sig_addr)) return 0;
+    if (xpushmem_device_backoff(&polls, &spin, call, sig_addr)) return 0;
   }
 }
 
@@ -411,7 +414,7 @@ static __attribute__((noinline)) ushort rmw16(ulong a, int op, ushort value, ush
     if (!e) e = check_align(ivar, sizeof(T), call);                                                                \
     ulong polls = 0;                                                                                               \
     uint spin = 1;                                                                                                 \
-    while (!e && !CMP((T)LOAD(ivar), cmp, value)) e = backoff(&polls, &spin, call, ivar);                  \
+    while (!e && !CMP((T)LOAD(ivar), cmp, value)) e = xpushmem_device_backoff(&polls, &spin, call, ivar);                  \
     return e;                                                                                                      \
   }                                                                                                                \
   /* status[i] != 0 excludes ivars[i] (status may be 0: none excluded). */                                         \
@@ -446,7 +449,7 @@ static __attribute__((noinline)) ushort rmw16(ulong a, int op, ushort value, ush
     uint spin = 1;                                                                                                 \
     int eligible = 0;                                                                                              \
     while (!(found = scan_##NAME(ivars, nelems, status, cmp, value, (__global ulong *)indices, nelems, &eligible)) \
-           && eligible && !backoff(&polls, &spin, call, ivars)) {                                                  \
+           && eligible && !xpushmem_device_backoff(&polls, &spin, call, ivars)) {                                                  \
     }                                                                                                              \
     return found;                                                                                                  \
   }                                                                                                                \
@@ -458,7 +461,7 @@ static __attribute__((noinline)) ushort rmw16(ulong a, int op, ushort value, ush
     uint spin = 1;                                                                                                 \
     int eligible = 0;                                                                                              \
     while (!scan_##NAME(ivars, nelems, status, cmp, value, 0, 1, &eligible)) {                                     \
-      if (!eligible || backoff(&polls, &spin, call, ivars)) return ~0ul;                                           \
+      if (!eligible || xpushmem_device_backoff(&polls, &spin, call, ivars)) return ~0ul;                                           \
     }                                                                                                              \
     /* the first satisfied index */                                                                                \
     while (idx < nelems && ((status && ((const __global int *)status)[idx]) ||                                     \
@@ -591,7 +594,7 @@ static int team_barrier(int team, uint call) {
   ulong target = epoch * (ulong)t.size, polls = 0;
   uint spin = 1;
   while (__spirv_AtomicLoad(mine, SCOPE_CROSS_DEVICE, SEM) < target) {
-    e = backoff(&polls, &spin, call, (long)mine);
+    e = xpushmem_device_backoff(&polls, &spin, call, (long)mine);
     if (e) return e;
   }
   fence_all();

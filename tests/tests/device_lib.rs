@@ -85,7 +85,12 @@ fn device_lib_test(
         });
     }
     let dir = std::env::temp_dir().join(format!("xpushmem-devlib-{}-{func}", std::process::id()));
-    let spv = build_linked(&dir, source);
+    // "spirv:NAME": the kernels of NAME linked on the SPIR-V path (spirv-link.sh) instead of the bitcode path.
+    let spv = match source.strip_prefix("spirv:") {
+        Some(name) => spirv_linked(&dir, &format!("tests/tests/device_kernels/{name}"))
+            .unwrap_or_else(|e| panic!("spirv-link.sh failed: {e}")),
+        None => build_linked(&dir, source),
+    };
     let mut env = xpushmem_tests::device_env();
     env.push((SPV_VAR.into(), spv.display().to_string()));
     env.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
@@ -900,12 +905,7 @@ fn spirv_linked(dir: &Path, source: &str) -> Result<PathBuf, String> {
         xpushmem::VERSION
     ));
     std::fs::create_dir_all(dir).expect("scratch dir");
-    let (bc, k, linked, spv) = (
-        dir.join("k.bc"),
-        dir.join("k.spv"),
-        dir.join("l.spv"),
-        dir.join("linked.spv"),
-    );
+    let (bc, k, spv) = (dir.join("k.bc"), dir.join("k.spv"), dir.join("linked.spv"));
     run_tool(
         std::process::Command::new("clang-14")
             .args(["-cc1", "-triple", "spir64-unknown-unknown", "-cl-std=CL2.0"])
@@ -929,24 +929,18 @@ fn spirv_linked(dir: &Path, source: &str) -> Result<PathBuf, String> {
             .arg("-o")
             .arg(&k),
     );
-    let o = std::process::Command::new("spirv-link")
+    // spirv-link.sh: spirv-link as a library (keeping the state global's export), every other export dropped,
+    // dead functions eliminated, spirv-val.
+    let o = std::process::Command::new("bash")
+        .arg(root.join("shmem/device-lib/spirv-link.sh"))
         .arg(&k)
         .arg(&lib)
-        .arg("-o")
-        .arg(&linked)
+        .arg(&spv)
         .output()
-        .expect("spirv-link runs (spirv-tools)");
+        .expect("spirv-link.sh runs (spirv-tools)");
     if !o.status.success() {
         return Err(String::from_utf8_lossy(&o.stderr).into_owned());
     }
-    run_tool(
-        std::process::Command::new("spirv-opt")
-            .arg("--eliminate-dead-functions")
-            .arg(&linked)
-            .arg("-o")
-            .arg(&spv),
-    );
-    run_tool(std::process::Command::new("spirv-val").arg(&spv));
     Ok(spv)
 }
 
@@ -1012,6 +1006,31 @@ fn a_missing_device_symbol_fails_at_link_time() {
             p.display()
         ),
     }
+}
+
+/// The SPIR-V path: the same kernels as the ring test, linked with the library's SPIR-V by spirv-link.sh; the
+/// module's state global is found (init_module), the kernels run at 2 PEs, and which kernels wait is still known.
+fn spirv_path(sh: &Shmem, lib: &Lib) -> xpushmem::Result<()> {
+    assert!(
+        lib.dev.kernel(&lib.module, "k_ring")?.waits(),
+        "k_ring waits"
+    );
+    assert!(
+        !lib.dev.kernel(&lib.module, "k_wg_copy")?.waits(),
+        "k_wg_copy does not wait"
+    );
+    queries_and_ring(sh, lib)
+}
+
+#[test]
+fn spirv_linked_module_runs_2pe() {
+    device_lib_test(
+        "spirv_linked_module_runs_2pe",
+        2,
+        "spirv:device_lib.cl",
+        &[],
+        spirv_path,
+    );
 }
 
 // ---- split teams in kernels ---------------------------------------------------------------------------------
@@ -1628,4 +1647,54 @@ fn rma_sub_group_and_16bit_forms_4pe() {
         &[],
         rma_sub_group_and_short,
     );
+}
+
+// ---- co-residency -------------------------------------------------------------------------------------------
+
+const COOP: &str = "device_coop.cl";
+
+/// A kernel whose work-groups wait for each other: launched with as many groups as the device reports resident
+/// (zeKernelSuggestMaxCooperativeGroupCount; on ze-emu the OpenCL CPU runtime's compute units) it completes with
+/// every group seeing every other; one more group is refused before launch with an error naming `groups`. Kernels
+/// that do not wait are not limited (k_rma_groups in `rma_groups` runs one group per PE).
+fn coresidency(sh: &Shmem, lib: &Lib) -> xpushmem::Result<()> {
+    let me = sh.my_pe();
+    let k = lib.dev.kernel(&lib.module, "k_groups_meet")?;
+    assert!(k.waits(), "k_groups_meet reaches the library's back-off");
+    let max = lib.dev.max_resident_groups(&k)?;
+    assert!(max >= 1, "resident groups {max}");
+    let counter = sh.calloc::<u64>(1)?;
+    let status = sh.calloc::<i32>(max as usize + 1)?;
+    sh.put(status, &vec![-1i32; max as usize + 1], me)?;
+    let args = [sym(counter, me), KernelArg::U64(0), sym(status, me)];
+    lib.run("k_groups_meet", &args, max, 4)?;
+    let mut st = vec![0i32; max as usize + 1];
+    sh.get(&mut st, status, me)?;
+    let mut want = vec![0i32; max as usize];
+    want.push(-1);
+    assert_eq!(st, want, "every one of {max} groups saw all arrive");
+    assert_eq!(sh.atomic_fetch(counter.at(0)?, me)?, u64::from(max));
+    let too_many = [max + 1, 1, 1];
+    for r in [
+        lib.run("k_groups_meet", &args, max + 1, 4),
+        // SAFETY: as in Lib::run.
+        unsafe { lib.dev.launch_async(&k, &args, too_many, [4, 1, 1]) }.map(|_| ()),
+    ] {
+        assert!(
+            matches!(&r, Err(Error::InvalidArgument { name: "groups", value, reason })
+                if value.contains(&format!("{}", max + 1)) && reason.contains(&format!("at most {max}"))),
+            "{r:?}"
+        );
+    }
+    assert_eq!(
+        sh.atomic_fetch(counter.at(0)?, me)?,
+        u64::from(max),
+        "the refused launches did not run"
+    );
+    Ok(())
+}
+
+#[test]
+fn coresident_launch_check_1pe() {
+    device_lib_test("coresident_launch_check_1pe", 1, COOP, &[], coresidency);
 }

@@ -852,6 +852,44 @@ pub(crate) unsafe extern "C" fn list_append_launch_kernel(
     })
 }
 
+/// A launch whose work-groups may wait on each other: refused (`ZE_RESULT_ERROR_INVALID_ARGUMENT`) when more
+/// groups are asked for than `zeKernelSuggestMaxCooperativeGroupCount` reports resident at once; otherwise the
+/// same launch as `zeCommandListAppendLaunchKernel` (those groups do run concurrently on the CPU runtime).
+pub(crate) unsafe extern "C" fn list_append_launch_cooperative_kernel(
+    h: ze_command_list_handle_t,
+    hk: ze_kernel_handle_t,
+    args: *const ze_group_count_t,
+    hsignal: ze_event_handle_t,
+    n: u32,
+    ph: *mut ze_event_handle_t,
+) -> ze_result_t {
+    let check = || -> ZeResult<()> {
+        crate::module::kernel(hk)?;
+        let gc = nn(args)?;
+        // SAFETY: non-null; the caller provides a readable group count.
+        let gc = unsafe { *gc };
+        let total =
+            u64::from(gc.groupCountX) * u64::from(gc.groupCountY) * u64::from(gc.groupCountZ);
+        let max = crate::module::max_resident_groups()?;
+        if total > u64::from(max) {
+            return Err(fail(
+                ZE_RESULT_ERROR_INVALID_ARGUMENT,
+                format_args!(
+                    "cooperative launch of {total} work-groups; at most {max} are resident at once \
+                     (zeKernelSuggestMaxCooperativeGroupCount)"
+                ),
+            ));
+        }
+        Ok(())
+    };
+    let r = entry(check);
+    if r != ZE_RESULT_SUCCESS {
+        return r;
+    }
+    // SAFETY: the caller's arguments, forwarded.
+    unsafe { list_append_launch_kernel(h, hk, args, hsignal, n, ph) }
+}
+
 // ---------------------------------------------------------------------------------------------- events
 
 /// An event pool.

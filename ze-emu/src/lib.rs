@@ -123,6 +123,7 @@ export_table! { /// Command list table.
     t.pfnAppendWaitOnEvents = Some(exec::list_append_wait_on_events);
     t.pfnAppendEventReset = Some(exec::list_append_event_reset);
     t.pfnAppendLaunchKernel = Some(exec::list_append_launch_kernel);
+    t.pfnAppendLaunchCooperativeKernel = Some(exec::list_append_launch_cooperative_kernel);
 } }
 export_table! { /// Fence table.
     zeGetFenceProcAddrTable: ze_fence_dditable_t = |t| {
@@ -166,6 +167,7 @@ export_table! { /// Kernel table.
     t.pfnDestroy = Some(module::kernel_destroy);
     t.pfnSetGroupSize = Some(module::kernel_set_group_size);
     t.pfnSuggestGroupSize = Some(module::kernel_suggest_group_size);
+    t.pfnSuggestMaxCooperativeGroupCount = Some(module::kernel_suggest_max_cooperative_group_count);
     t.pfnSetArgumentValue = Some(module::kernel_set_argument_value);
     t.pfnGetName = Some(module::kernel_get_name);
 } }

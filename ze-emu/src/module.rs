@@ -582,6 +582,28 @@ fn largest_divisor_at_most(n: u32, cap: u32) -> u32 {
 }
 
 #[allow(clippy::too_many_arguments)]
+/// Work-groups of one launch that can be resident at once: the OpenCL CPU runtime runs each work-group to
+/// completion on one of its worker threads (`CL_DEVICE_MAX_COMPUTE_UNITS` of them), whatever the group size.
+pub(crate) fn max_resident_groups() -> ZeResult<u32> {
+    ocl::get()
+        .map(|o| o.compute_units)
+        .map_err(|e| fail(ZE_RESULT_ERROR_UNINITIALIZED, e))
+}
+
+pub(crate) unsafe extern "C" fn kernel_suggest_max_cooperative_group_count(
+    h: ze_kernel_handle_t,
+    count: *mut u32,
+) -> ze_result_t {
+    entry(|| {
+        kernel(h)?;
+        nn_mut(count)?;
+        let n = max_resident_groups()?;
+        // SAFETY: checked non-null.
+        unsafe { *count = n };
+        Ok(())
+    })
+}
+
 pub(crate) unsafe extern "C" fn kernel_suggest_group_size(
     h: ze_kernel_handle_t,
     gx: u32,

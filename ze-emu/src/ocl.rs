@@ -20,6 +20,7 @@ pub const CL_SUCCESS: cl_int = 0;
 pub const CL_DEVICE_TYPE_ALL: u64 = 0xFFFF_FFFF;
 pub const CL_PLATFORM_NAME: cl_uint = 0x0902;
 pub const CL_DEVICE_NAME: cl_uint = 0x102B;
+pub const CL_DEVICE_MAX_COMPUTE_UNITS: cl_uint = 0x1002;
 pub const CL_DEVICE_IL_VERSION: cl_uint = 0x105B;
 pub const CL_PROGRAM_BUILD_LOG: cl_uint = 0x1183;
 
@@ -32,6 +33,10 @@ pub struct Ocl {
     pub device: cl_device_id,
     pub context: cl_context,
     pub description: String,
+    /// `CL_DEVICE_MAX_COMPUTE_UNITS`: the runtime's worker threads. A work-group runs to completion on one worker,
+    /// so this many work-groups of a launch are resident at once, and no more (a group spinning on a later one
+    /// holds its worker).
+    pub compute_units: u32,
     pub create_queue:
         unsafe extern "C" fn(cl_context, cl_device_id, *const u64, *mut cl_int) -> cl_command_queue,
     pub create_program_with_il:
@@ -222,7 +227,19 @@ fn load() -> Result<Ocl, String> {
             };
             let set_ptr = ext("clSetKernelArgMemPointerINTEL");
             let global_ptr = ext("clGetDeviceGlobalVariablePointerINTEL");
+            let mut cu: cl_uint = 0;
+            // SAFETY: valid device; the value is one cl_uint.
+            let r = unsafe {
+                get_device_info(
+                    d,
+                    CL_DEVICE_MAX_COMPUTE_UNITS,
+                    std::mem::size_of::<cl_uint>(),
+                    (&mut cu as *mut cl_uint).cast(),
+                    std::ptr::null_mut(),
+                )
+            };
             return Ok(Ocl {
+                compute_units: if r == CL_SUCCESS { cu.max(1) } else { 1 },
                 device: d,
                 context: ctx,
                 description: format!("{pname} / {dname} ({il})"),

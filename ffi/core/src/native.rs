@@ -556,6 +556,52 @@ pub unsafe extern "C" fn xpushmemx_ze_module_init(module: *mut c_void) -> c_int 
     })
 }
 
+/// Check a launch of `group_count` work-groups of `kernel` (a `ze_kernel_handle_t` of the runtime's context) whose
+/// work-groups call device waits or barriers: all must be resident at once (NVSHMEM's rule for kernels that
+/// synchronise), so more than `zeKernelSuggestMaxCooperativeGroupCount` is `XPUSHMEM_ERROR_INVALID_ARGUMENT`
+/// naming `group_count`. `*max_groups` (if not NULL) receives that limit. Launch such kernels with
+/// `zeCommandListAppendLaunchCooperativeKernel`.
+///
+/// # Safety
+/// `kernel` must be a live kernel of the runtime's Level Zero context; `max_groups` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn xpushmemx_ze_check_cooperative(
+    kernel: *mut c_void,
+    group_count: u32,
+    max_groups: *mut u32,
+) -> c_int {
+    let call = "xpushmemx_ze_check_cooperative";
+    code(call, || {
+        if kernel.is_null() {
+            return Err(xpushmem_rt::Error::invalid(
+                "kernel",
+                "NULL",
+                "must be a ze_kernel_handle_t",
+            )
+            .into());
+        }
+        state::with(|sh| {
+            let dev = sh.device().ok_or_else(|| no_device(call))?;
+            // SAFETY: the caller's contract.
+            let max = unsafe { dev.max_resident_groups_raw(kernel)? };
+            // SAFETY: the caller guarantees the pointer is NULL or writable.
+            unsafe { write_out(max_groups, max) };
+            if group_count == 0 || group_count > max {
+                return Err(xpushmem_rt::Error::invalid(
+                    "group_count",
+                    group_count,
+                    format!(
+                        "{call}: a kernel whose work-groups wait on each other needs all of them resident; this \
+                         device holds 1..={max} (zeKernelSuggestMaxCooperativeGroupCount)"
+                    ),
+                )
+                .into());
+            }
+            Ok(())
+        })
+    })
+}
+
 /// The number a kernel passes for `team` to the device library's team calls and work-group collectives
 /// (`xpushmem_team_my_pe`, `xpushmem_team_sync`, `xpushmemx_*_work_group` in `xpushmem_device.h`): the same on every
 /// member, `XPUSHMEM_TEAM_WORLD` 0, `XPUSHMEM_TEAM_SHARED` 1. -1 on error (a bad handle).

@@ -6,6 +6,7 @@
 #include <level_zero/ze_api.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 #include <stdlib.h>
 #include <xpushmem.h>
 
@@ -80,8 +81,16 @@ int main(int argc, char **argv) {
   ze_command_list_handle_t list;
   ZE(zeCommandListCreateImmediate(context, device, &qdesc, &list));
   XP(xpushmem_barrier_all());
+  /* The kernel waits for a signal: launch it cooperatively, after checking that its groups can all be resident. */
+  uint32_t max_groups = 0;
+  XP(xpushmemx_ze_check_cooperative(kernel, 1, &max_groups));
+  if (max_groups < 1 || xpushmemx_ze_check_cooperative(kernel, max_groups + 1, NULL) != XPUSHMEM_ERROR_INVALID_ARGUMENT ||
+      !strstr(xpushmem_last_error(), "group_count")) {
+    fprintf(stderr, "PE %d: %u + 1 groups were not refused: %s\n", me, max_groups, xpushmem_last_error());
+    return 1;
+  }
   ze_group_count_t groups = {1, 1, 1};
-  ZE(zeCommandListAppendLaunchKernel(list, kernel, &groups, NULL, 0, NULL)); /* synchronous: done on return */
+  ZE(zeCommandListAppendLaunchCooperativeKernel(list, kernel, &groups, NULL, 0, NULL)); /* synchronous */
 
   int64_t got[3];
   XP(xpushmem_getmem(got, out, sizeof(got), me)); /* device memory: read through the runtime */

@@ -254,6 +254,80 @@ impl KernelArg {
 pub struct Module {
     pub(crate) handle: level_zero_sys::ze_module_handle_t,
     pub(crate) state: Option<StateAddr>,
+    /// Kernels that call a device wait or barrier (see [`waiting_kernels`]).
+    pub(crate) waiting: std::collections::HashSet<String>,
+}
+
+/// Name of the device library's back-off step (`noinline`): every device wait, barrier and collective that has
+/// to spin calls it, so a kernel whose call graph reaches it may wait on other work-groups.
+pub const BACKOFF_SYMBOL: &str = "xpushmem_device_backoff";
+
+/// The entry points of a SPIR-V module whose call graph reaches the device library's [`BACKOFF_SYMBOL`] (by its
+/// `OpName`, also when a linker suffixed it): the kernels that wait, whose work-groups must all be resident.
+/// Empty for a module that is not valid SPIR-V (the driver rejects it anyway).
+pub fn waiting_kernels(spirv: &[u8]) -> std::collections::HashSet<String> {
+    use std::collections::{HashMap, HashSet};
+    const MAGIC: u32 = 0x0723_0203;
+    let mut words: Vec<u32> = spirv
+        .chunks_exact(4)
+        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect();
+    if words.first() == Some(&MAGIC.swap_bytes()) {
+        words.iter_mut().for_each(|w| *w = w.swap_bytes());
+    }
+    if words.len() < 5 || words[0] != MAGIC {
+        return HashSet::new();
+    }
+    let string = |ws: &[u32]| -> String {
+        let bytes: Vec<u8> = ws.iter().flat_map(|w| w.to_le_bytes()).collect();
+        let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+        String::from_utf8_lossy(&bytes[..end]).into_owned()
+    };
+    let (mut names, mut entries) = (HashMap::new(), Vec::new());
+    let mut calls: HashMap<u32, Vec<u32>> = HashMap::new();
+    let (mut current, mut at) = (None, 5);
+    while at < words.len() {
+        let (count, op) = ((words[at] >> 16) as usize, words[at] & 0xffff);
+        let Some(ins) = words.get(at..at + count.max(1)) else {
+            break;
+        };
+        match (op, ins.len()) {
+            (5, 3..) => {
+                names.insert(ins[1], string(&ins[2..])); // OpName
+            }
+            (15, 4..) => entries.push((ins[2], string(&ins[3..]))), // OpEntryPoint
+            (54, 3..) => current = Some(ins[2]),                    // OpFunction
+            (56, _) => current = None,                              // OpFunctionEnd
+            (57, 4..) => {
+                if let Some(f) = current {
+                    calls.entry(f).or_default().push(ins[3]); // OpFunctionCall
+                }
+            }
+            _ => {}
+        }
+        at += count.max(1);
+    }
+    let is_backoff = |id: &u32| {
+        names
+            .get(id)
+            .is_some_and(|n: &String| n.split('.').next() == Some(BACKOFF_SYMBOL))
+    };
+    entries
+        .into_iter()
+        .filter(|(f, _)| {
+            let (mut seen, mut todo) = (HashSet::new(), vec![*f]);
+            while let Some(g) = todo.pop() {
+                if is_backoff(&g) {
+                    return true;
+                }
+                if seen.insert(g) {
+                    todo.extend(calls.get(&g).into_iter().flatten().copied());
+                }
+            }
+            false
+        })
+        .map(|(_, name)| name)
+        .collect()
 }
 
 /// Device address of a module's device-library state global.
@@ -266,12 +340,19 @@ pub struct Kernel {
     pub(crate) handle: level_zero_sys::ze_kernel_handle_t,
     pub(crate) name: String,
     pub(crate) state: Option<StateAddr>,
+    pub(crate) waits: bool,
 }
 
 impl Kernel {
     /// The kernel's name.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// Whether the kernel calls a device wait, barrier or collective of the device library (its launches are then
+    /// cooperative, and refused beyond [`Device::max_resident_groups`]).
+    pub fn waits(&self) -> bool {
+        self.waits
     }
 }
 

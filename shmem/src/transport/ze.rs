@@ -616,7 +616,43 @@ impl ZeRuntime {
         group_size: [u32; 3],
     ) -> Result<()> {
         // SAFETY: the caller's contract.
-        unsafe { self.append_launch(kernel, args, groups, group_size, None) }
+        unsafe { self.append_launch(kernel, args, groups, group_size, None, false) }
+    }
+
+    /// [`ZeRuntime::launch`] (`async_event` false) or [`ZeRuntime::launch_async`] (true) with
+    /// `zeCommandListAppendLaunchCooperativeKernel`, for kernels whose work-groups wait on each other; the
+    /// driver refuses more groups than [`ZeRuntime::max_cooperative_groups`].
+    ///
+    /// # Safety
+    /// As for [`ZeRuntime::launch_async`].
+    pub unsafe fn launch_cooperative(
+        self: &Arc<Self>,
+        kernel: ze::ze_kernel_handle_t,
+        args: &[Vec<u8>],
+        groups: [u32; 3],
+        group_size: [u32; 3],
+        async_event: bool,
+    ) -> Result<Option<ZeEvent>> {
+        if !async_event {
+            // SAFETY: the caller's contract.
+            unsafe { self.append_launch(kernel, args, groups, group_size, None, true)? };
+            return Ok(None);
+        }
+        // SAFETY: the caller's contract.
+        unsafe { self.launch_async_with(kernel, args, groups, group_size, true) }.map(Some)
+    }
+
+    /// How many work-groups of `kernel` can be resident at once (`zeKernelSuggestMaxCooperativeGroupCount`).
+    ///
+    /// # Safety
+    /// `kernel` must be a live kernel of this context.
+    pub unsafe fn max_cooperative_groups(&self, kernel: ze::ze_kernel_handle_t) -> Result<u32> {
+        let mut n = 0u32;
+        // SAFETY: live kernel (the caller's contract) and out-pointer.
+        check("zeKernelSuggestMaxCooperativeGroupCount", unsafe {
+            (self.api.zeKernelSuggestMaxCooperativeGroupCount)(kernel, &mut n)
+        })?;
+        Ok(n)
     }
 
     /// Like [`ZeRuntime::launch`], but returns at once with an event that is signalled when the kernel has
@@ -631,6 +667,20 @@ impl ZeRuntime {
         args: &[Vec<u8>],
         groups: [u32; 3],
         group_size: [u32; 3],
+    ) -> Result<ZeEvent> {
+        // SAFETY: the caller's contract.
+        unsafe { self.launch_async_with(kernel, args, groups, group_size, false) }
+    }
+
+    /// # Safety
+    /// As for [`ZeRuntime::launch_async`].
+    unsafe fn launch_async_with(
+        self: &Arc<Self>,
+        kernel: ze::ze_kernel_handle_t,
+        args: &[Vec<u8>],
+        groups: [u32; 3],
+        group_size: [u32; 3],
+        cooperative: bool,
     ) -> Result<ZeEvent> {
         let pool_desc = ze::ze_event_pool_desc_t {
             flags: ze::ZE_EVENT_POOL_FLAG_HOST_VISIBLE,
@@ -661,7 +711,7 @@ impl ZeRuntime {
         };
         r?;
         // SAFETY: the caller's contract; the event is live (owned by `ev`).
-        unsafe { self.append_launch(kernel, args, groups, group_size, Some(event))? };
+        unsafe { self.append_launch(kernel, args, groups, group_size, Some(event), cooperative)? };
         Ok(ev)
     }
 
@@ -674,6 +724,7 @@ impl ZeRuntime {
         groups: [u32; 3],
         group_size: [u32; 3],
         signal: Option<ze::ze_event_handle_t>,
+        cooperative: bool,
     ) -> Result<()> {
         // Arguments, group size and the launch are set under one lock: a kernel shared between threads cannot have
         // its arguments changed between another thread's setting and launching them (Level Zero captures them at
@@ -719,9 +770,20 @@ impl ZeRuntime {
                 l
             }
         };
+        let (name, append) = if cooperative {
+            (
+                "zeCommandListAppendLaunchCooperativeKernel",
+                self.api.zeCommandListAppendLaunchCooperativeKernel,
+            )
+        } else {
+            (
+                "zeCommandListAppendLaunchKernel",
+                self.api.zeCommandListAppendLaunchKernel,
+            )
+        };
         // SAFETY: live list, kernel and (optional) event; a synchronous list has finished the kernel on return.
-        check("zeCommandListAppendLaunchKernel", unsafe {
-            (self.api.zeCommandListAppendLaunchKernel)(
+        check(name, unsafe {
+            append(
                 list,
                 kernel,
                 &count,

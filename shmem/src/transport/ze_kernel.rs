@@ -20,6 +20,7 @@ impl<'a> Device<'a> {
         };
         Ok(Module {
             handle,
+            waiting: crate::device::waiting_kernels(spirv),
             state: global
                 .filter(|&(_, size)| size == std::mem::size_of::<DeviceState>())
                 .map(|(addr, _)| StateAddr(addr as usize)),
@@ -33,7 +34,50 @@ impl<'a> Device<'a> {
             handle: unsafe { self.rt.kernel(module.handle, name)? },
             name: name.to_string(),
             state: module.state,
+            waits: module.waiting.contains(name),
         })
+    }
+
+    /// How many work-groups of `kernel` can be resident on the device at once
+    /// (`zeKernelSuggestMaxCooperativeGroupCount`): the most a launch of a kernel that waits may use.
+    pub fn max_resident_groups(&self, kernel: &Kernel) -> Result<u32> {
+        // SAFETY: the kernel was created by this runtime and lives as long as it.
+        unsafe { self.rt.max_cooperative_groups(kernel.handle) }
+    }
+
+    /// [`Device::max_resident_groups`] for a kernel created by the caller (C: `xpushmemx_ze_check_cooperative`).
+    ///
+    /// # Safety
+    /// `kernel` must be a live `ze_kernel_handle_t` of this device's context.
+    pub unsafe fn max_resident_groups_raw(&self, kernel: *mut std::ffi::c_void) -> Result<u32> {
+        // SAFETY: the caller's contract.
+        unsafe {
+            self.rt
+                .max_cooperative_groups(level_zero_sys::ze_kernel_handle_t(kernel))
+        }
+    }
+
+    /// For a kernel that waits (NVSHMEM's rule: its work-groups may wait on each other, so all must be resident):
+    /// an error naming `groups` when the launch has more work-groups than can be resident.
+    fn check_resident(&self, kernel: &Kernel, groups: [u32; 3]) -> Result<bool> {
+        if !kernel.waits {
+            return Ok(false);
+        }
+        let total = groups.iter().map(|&g| u64::from(g)).product::<u64>();
+        let max = self.max_resident_groups(kernel)?;
+        if total > u64::from(max) {
+            return Err(Error::invalid(
+                "groups",
+                format!("{groups:?} ({total} work-groups)"),
+                format!(
+                    "kernel {} calls device waits or barriers, so all its work-groups must be resident at once; \
+                     this device holds at most {max} (zeKernelSuggestMaxCooperativeGroupCount): use fewer, larger \
+                     work-groups",
+                    kernel.name
+                ),
+            ));
+        }
+        Ok(true)
     }
 
     /// Fill the device-library state of `module` (NVSHMEM's `nvshmemx_cumodule_init`): this PE, the PE count,
@@ -99,10 +143,14 @@ impl<'a> Device<'a> {
     /// module initialised with [`Device::init_module`], an error a device call recorded is returned (a wait that
     /// gave up as [`Error::Timeout`]) and cleared.
     ///
+    /// A kernel that calls device waits or barriers ([`Kernel::waits`]) is launched cooperatively, and a launch of
+    /// it with more work-groups than can be resident ([`Device::max_resident_groups`]) is refused with
+    /// `Error::InvalidArgument` naming `groups` (NVSHMEM's rule for kernels that synchronise).
+    ///
     /// # Safety
     /// The kernel is arbitrary device code: it must access only memory that is valid while it runs (the heap
     /// ranges passed as [`KernelArg::Heap`], within their extents, and memory it owns), and its parameters must
-    /// match `args` in number and size. Work-groups that wait on each other must all be resident at once.
+    /// match `args` in number and size.
     pub unsafe fn launch(
         &self,
         kernel: &Kernel,
@@ -111,8 +159,16 @@ impl<'a> Device<'a> {
         group_size: [u32; 3],
     ) -> Result<()> {
         let raw = self.raw_args(kernel, args, groups, group_size)?;
-        // SAFETY: the caller's contract; the kernel was created by this runtime.
-        unsafe { self.rt.launch(kernel.handle, &raw, groups, group_size)? };
+        if self.check_resident(kernel, groups)? {
+            // SAFETY: the caller's contract; the kernel was created by this runtime.
+            unsafe {
+                self.rt
+                    .launch_cooperative(kernel.handle, &raw, groups, group_size, false)?
+            };
+        } else {
+            // SAFETY: the caller's contract; the kernel was created by this runtime.
+            unsafe { self.rt.launch(kernel.handle, &raw, groups, group_size)? };
+        }
         self.take_device_error(kernel.state, &kernel.name)
     }
 
@@ -129,13 +185,23 @@ impl<'a> Device<'a> {
         group_size: [u32; 3],
     ) -> Result<DeviceEvent<'a>> {
         let raw = self.raw_args(kernel, args, groups, group_size)?;
-        Ok(DeviceEvent {
-            dev: *self,
+        let ev = if self.check_resident(kernel, groups)? {
             // SAFETY: the caller's contract; the kernel was created by this runtime.
-            ev: unsafe {
+            unsafe {
+                self.rt
+                    .launch_cooperative(kernel.handle, &raw, groups, group_size, true)?
+            }
+            .ok_or_else(|| Error::Device("cooperative launch returned no event".into()))?
+        } else {
+            // SAFETY: the caller's contract; the kernel was created by this runtime.
+            unsafe {
                 self.rt
                     .launch_async(kernel.handle, &raw, groups, group_size)?
-            },
+            }
+        };
+        Ok(DeviceEvent {
+            dev: *self,
+            ev,
             state: kernel.state,
             kernel: kernel.name.clone(),
         })
