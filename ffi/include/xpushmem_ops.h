@@ -28,6 +28,21 @@ typedef struct {
 extern "C" {
 #endif // __cplusplus
 
+// Report the outcome of every op enqueued with an `_on_queue` entry point since the last call: waits (bounded by
+// `XPUSHMEM_TIMEOUT_MS`) until each has run, so the caller must have let its lists run (immediate lists run by
+// themselves; regular ones the caller executes) — typically after synchronising its stream. Returns 0 or the
+// first failed op's error (its message in `xpushmem_last_error()`), the host path's error for the same inputs.
+int xpushmem_ops_queue_wait(void);
+
+// Without waiting: the first error of an op enqueued with an `_on_queue` entry point that has finished since
+// the last report (0 when none has failed, or none has finished yet). For frameworks that surface asynchronous
+// errors at the next call, as CUDA does.
+int xpushmem_ops_queue_poll(void);
+
+// The path the ops take on this PE (`XPUSHMEM_OPS_PATH` resolved against the heap): 0 host, 1 device, or -1
+// with the error (e.g. `device` on a host heap, or no runtime).
+int xpushmem_ops_path(void);
+
 // The message of the calling thread's last failed call (the same as `xpushmem_last_error()`). Valid until the
 // thread's next failing call.
 const char *xpushmem_ops_last_error(void);
@@ -63,6 +78,22 @@ int xpushmem_ops_all_to_all_vdev(const XpushmemOpsTensor *input,
                                  const int32_t *group_pes,
                                  int32_t group_size);
 
+// [`xpushmem_ops_all_to_all_vdev`] on the device path: the op's kernel is appended to the Level Zero command list `ze_command_list`
+// (a `ze_command_list_handle_t` of the runtime's context, immediate or regular) and the call returns without
+// waiting. The op's outcome is reported by [`xpushmem_ops_queue_wait`] once the list has run. Needs the
+// device path (device heaps, `XPUSHMEM_OPS_PATH` not `host`).
+//
+// # Safety
+// As for [`xpushmem_ops_all_to_all_vdev`]; `ze_command_list` must be a live command list of the runtime's context and device
+// (`xpushmemx_ze_get_handles`) that stays alive until the op has run.
+int xpushmem_ops_all_to_all_vdev_on_queue(const XpushmemOpsTensor *input,
+                                          const XpushmemOpsTensor *out,
+                                          const XpushmemOpsTensor *in_splits,
+                                          const XpushmemOpsTensor *out_splits_offsets,
+                                          const int32_t *group_pes,
+                                          int32_t group_size,
+                                          void *ze_command_list);
+
 // `symm_mem::all_to_all_vdev_2d`; `major_align` NULL = PyTorch's default (1).
 //
 // # Safety
@@ -76,6 +107,23 @@ int xpushmem_ops_all_to_all_vdev_2d(const XpushmemOpsTensor *input,
                                     int32_t group_size,
                                     const int64_t *major_align);
 
+// [`xpushmem_ops_all_to_all_vdev_2d`] on the device path: the op's kernel is appended to the Level Zero command list `ze_command_list`
+// (a `ze_command_list_handle_t` of the runtime's context, immediate or regular) and the call returns without
+// waiting. The op's outcome is reported by [`xpushmem_ops_queue_wait`] once the list has run. Needs the
+// device path (device heaps, `XPUSHMEM_OPS_PATH` not `host`).
+//
+// # Safety
+// As for [`xpushmem_ops_all_to_all_vdev_2d`]; `ze_command_list` must be a live command list of the runtime's context and device
+// (`xpushmemx_ze_get_handles`) that stays alive until the op has run.
+int xpushmem_ops_all_to_all_vdev_2d_on_queue(const XpushmemOpsTensor *input,
+                                             const XpushmemOpsTensor *out,
+                                             const XpushmemOpsTensor *in_splits,
+                                             const XpushmemOpsTensor *out_splits_offsets,
+                                             const int32_t *group_pes,
+                                             int32_t group_size,
+                                             const int64_t *major_align,
+                                             void *ze_command_list);
+
 // `symm_mem::all_to_all_vdev_2d_offset`.
 //
 // # Safety
@@ -87,6 +135,22 @@ int xpushmem_ops_all_to_all_vdev_2d_offset(const XpushmemOpsTensor *input,
                                            const int32_t *group_pes,
                                            int32_t group_size);
 
+// [`xpushmem_ops_all_to_all_vdev_2d_offset`] on the device path: the op's kernel is appended to the Level Zero command list `ze_command_list`
+// (a `ze_command_list_handle_t` of the runtime's context, immediate or regular) and the call returns without
+// waiting. The op's outcome is reported by [`xpushmem_ops_queue_wait`] once the list has run. Needs the
+// device path (device heaps, `XPUSHMEM_OPS_PATH` not `host`).
+//
+// # Safety
+// As for [`xpushmem_ops_all_to_all_vdev_2d_offset`]; `ze_command_list` must be a live command list of the runtime's context and device
+// (`xpushmemx_ze_get_handles`) that stays alive until the op has run.
+int xpushmem_ops_all_to_all_vdev_2d_offset_on_queue(const XpushmemOpsTensor *input,
+                                                    const XpushmemOpsTensor *out,
+                                                    const XpushmemOpsTensor *in_splits_offsets,
+                                                    const XpushmemOpsTensor *out_splits_offsets,
+                                                    const int32_t *group_pes,
+                                                    int32_t group_size,
+                                                    void *ze_command_list);
+
 // `symm_mem::nvshmem_all_to_all` (equal split).
 //
 // # Safety
@@ -95,6 +159,20 @@ int xpushmem_ops_nvshmem_all_to_all(const XpushmemOpsTensor *input,
                                     const XpushmemOpsTensor *out,
                                     const int32_t *group_pes,
                                     int32_t group_size);
+
+// [`xpushmem_ops_nvshmem_all_to_all`] on the device path: the op's kernel is appended to the Level Zero command list `ze_command_list`
+// (a `ze_command_list_handle_t` of the runtime's context, immediate or regular) and the call returns without
+// waiting. The op's outcome is reported by [`xpushmem_ops_queue_wait`] once the list has run. Needs the
+// device path (device heaps, `XPUSHMEM_OPS_PATH` not `host`).
+//
+// # Safety
+// As for [`xpushmem_ops_nvshmem_all_to_all`]; `ze_command_list` must be a live command list of the runtime's context and device
+// (`xpushmemx_ze_get_handles`) that stays alive until the op has run.
+int xpushmem_ops_nvshmem_all_to_all_on_queue(const XpushmemOpsTensor *input,
+                                             const XpushmemOpsTensor *out,
+                                             const int32_t *group_pes,
+                                             int32_t group_size,
+                                             void *ze_command_list);
 
 // `symm_mem::tile_reduce`; `reduce_op` NULL = "sum". `root` is group-relative.
 //
@@ -107,6 +185,22 @@ int xpushmem_ops_tile_reduce(const XpushmemOpsTensor *in_tile,
                              const int32_t *group_pes,
                              int32_t group_size,
                              const char *reduce_op);
+
+// [`xpushmem_ops_tile_reduce`] on the device path: the op's kernel is appended to the Level Zero command list `ze_command_list`
+// (a `ze_command_list_handle_t` of the runtime's context, immediate or regular) and the call returns without
+// waiting. The op's outcome is reported by [`xpushmem_ops_queue_wait`] once the list has run. Needs the
+// device path (device heaps, `XPUSHMEM_OPS_PATH` not `host`).
+//
+// # Safety
+// As for [`xpushmem_ops_tile_reduce`]; `ze_command_list` must be a live command list of the runtime's context and device
+// (`xpushmemx_ze_get_handles`) that stays alive until the op has run.
+int xpushmem_ops_tile_reduce_on_queue(const XpushmemOpsTensor *in_tile,
+                                      const XpushmemOpsTensor *out_tile,
+                                      int64_t root,
+                                      const int32_t *group_pes,
+                                      int32_t group_size,
+                                      const char *reduce_op,
+                                      void *ze_command_list);
 
 // `symm_mem::multi_root_tile_reduce`: `in_tiles[0..n_tiles]`, `roots[0..n_roots]` (group-relative);
 // `reduce_op` NULL = "sum".
@@ -123,6 +217,24 @@ int xpushmem_ops_multi_root_tile_reduce(const XpushmemOpsTensor *in_tiles,
                                         int32_t group_size,
                                         const char *reduce_op);
 
+// [`xpushmem_ops_multi_root_tile_reduce`] on the device path: the op's kernel is appended to the Level Zero command list `ze_command_list`
+// (a `ze_command_list_handle_t` of the runtime's context, immediate or regular) and the call returns without
+// waiting. The op's outcome is reported by [`xpushmem_ops_queue_wait`] once the list has run. Needs the
+// device path (device heaps, `XPUSHMEM_OPS_PATH` not `host`).
+//
+// # Safety
+// As for [`xpushmem_ops_multi_root_tile_reduce`]; `ze_command_list` must be a live command list of the runtime's context and device
+// (`xpushmemx_ze_get_handles`) that stays alive until the op has run.
+int xpushmem_ops_multi_root_tile_reduce_on_queue(const XpushmemOpsTensor *in_tiles,
+                                                 int32_t n_tiles,
+                                                 const XpushmemOpsTensor *out_tile,
+                                                 const int64_t *roots,
+                                                 int32_t n_roots,
+                                                 const int32_t *group_pes,
+                                                 int32_t group_size,
+                                                 const char *reduce_op,
+                                                 void *ze_command_list);
+
 // `symm_mem::nvshmem_broadcast` (in place; `root` group-relative).
 //
 // # Safety
@@ -132,17 +244,55 @@ int xpushmem_ops_nvshmem_broadcast(const XpushmemOpsTensor *tensor,
                                    const int32_t *group_pes,
                                    int32_t group_size);
 
+// [`xpushmem_ops_nvshmem_broadcast`] on the device path: the op's kernel is appended to the Level Zero command list `ze_command_list`
+// (a `ze_command_list_handle_t` of the runtime's context, immediate or regular) and the call returns without
+// waiting. The op's outcome is reported by [`xpushmem_ops_queue_wait`] once the list has run. Needs the
+// device path (device heaps, `XPUSHMEM_OPS_PATH` not `host`).
+//
+// # Safety
+// As for [`xpushmem_ops_nvshmem_broadcast`]; `ze_command_list` must be a live command list of the runtime's context and device
+// (`xpushmemx_ze_get_handles`) that stays alive until the op has run.
+int xpushmem_ops_nvshmem_broadcast_on_queue(const XpushmemOpsTensor *tensor,
+                                            int64_t root,
+                                            const int32_t *group_pes,
+                                            int32_t group_size,
+                                            void *ze_command_list);
+
 // `symm_mem::nvshmem_put` (`peer` is a global PE).
 //
 // # Safety
 // `tensor` must point to a valid descriptor.
 int xpushmem_ops_nvshmem_put(const XpushmemOpsTensor *tensor, int64_t peer);
 
+// [`xpushmem_ops_nvshmem_put`] on the device path: the op's kernel is appended to the Level Zero command list `ze_command_list`
+// (a `ze_command_list_handle_t` of the runtime's context, immediate or regular) and the call returns without
+// waiting. The op's outcome is reported by [`xpushmem_ops_queue_wait`] once the list has run. Needs the
+// device path (device heaps, `XPUSHMEM_OPS_PATH` not `host`).
+//
+// # Safety
+// As for [`xpushmem_ops_nvshmem_put`]; `ze_command_list` must be a live command list of the runtime's context and device
+// (`xpushmemx_ze_get_handles`) that stays alive until the op has run.
+int xpushmem_ops_nvshmem_put_on_queue(const XpushmemOpsTensor *tensor,
+                                      int64_t peer,
+                                      void *ze_command_list);
+
 // `symm_mem::nvshmem_get` (`peer` is a global PE).
 //
 // # Safety
 // `tensor` must point to a valid descriptor.
 int xpushmem_ops_nvshmem_get(const XpushmemOpsTensor *tensor, int64_t peer);
+
+// [`xpushmem_ops_nvshmem_get`] on the device path: the op's kernel is appended to the Level Zero command list `ze_command_list`
+// (a `ze_command_list_handle_t` of the runtime's context, immediate or regular) and the call returns without
+// waiting. The op's outcome is reported by [`xpushmem_ops_queue_wait`] once the list has run. Needs the
+// device path (device heaps, `XPUSHMEM_OPS_PATH` not `host`).
+//
+// # Safety
+// As for [`xpushmem_ops_nvshmem_get`]; `ze_command_list` must be a live command list of the runtime's context and device
+// (`xpushmemx_ze_get_handles`) that stays alive until the op has run.
+int xpushmem_ops_nvshmem_get_on_queue(const XpushmemOpsTensor *tensor,
+                                      int64_t peer,
+                                      void *ze_command_list);
 
 // `symm_mem::nvshmem_put_with_signal`: data, then a 64-bit SET of the peer's first `sigpad` word to `signal`.
 //
@@ -153,6 +303,20 @@ int xpushmem_ops_nvshmem_put_with_signal(const XpushmemOpsTensor *tensor,
                                          int64_t signal,
                                          int64_t peer);
 
+// [`xpushmem_ops_nvshmem_put_with_signal`] on the device path: the op's kernel is appended to the Level Zero command list `ze_command_list`
+// (a `ze_command_list_handle_t` of the runtime's context, immediate or regular) and the call returns without
+// waiting. The op's outcome is reported by [`xpushmem_ops_queue_wait`] once the list has run. Needs the
+// device path (device heaps, `XPUSHMEM_OPS_PATH` not `host`).
+//
+// # Safety
+// As for [`xpushmem_ops_nvshmem_put_with_signal`]; `ze_command_list` must be a live command list of the runtime's context and device
+// (`xpushmemx_ze_get_handles`) that stays alive until the op has run.
+int xpushmem_ops_nvshmem_put_with_signal_on_queue(const XpushmemOpsTensor *tensor,
+                                                  const XpushmemOpsTensor *sigpad,
+                                                  int64_t signal,
+                                                  int64_t peer,
+                                                  void *ze_command_list);
+
 // `symm_mem::nvshmem_wait_for_signal`: wait until this PE's first `sigpad` word equals `signal` (`peer`
 // ignored; times out after `XPUSHMEM_TIMEOUT_MS`).
 //
@@ -161,6 +325,19 @@ int xpushmem_ops_nvshmem_put_with_signal(const XpushmemOpsTensor *tensor,
 int xpushmem_ops_nvshmem_wait_for_signal(const XpushmemOpsTensor *sigpad,
                                          int64_t signal,
                                          int64_t peer);
+
+// [`xpushmem_ops_nvshmem_wait_for_signal`] on the device path: the op's kernel is appended to the Level Zero command list `ze_command_list`
+// (a `ze_command_list_handle_t` of the runtime's context, immediate or regular) and the call returns without
+// waiting. The op's outcome is reported by [`xpushmem_ops_queue_wait`] once the list has run. Needs the
+// device path (device heaps, `XPUSHMEM_OPS_PATH` not `host`).
+//
+// # Safety
+// As for [`xpushmem_ops_nvshmem_wait_for_signal`]; `ze_command_list` must be a live command list of the runtime's context and device
+// (`xpushmemx_ze_get_handles`) that stays alive until the op has run.
+int xpushmem_ops_nvshmem_wait_for_signal_on_queue(const XpushmemOpsTensor *sigpad,
+                                                  int64_t signal,
+                                                  int64_t peer,
+                                                  void *ze_command_list);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -31,9 +31,10 @@ use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::sync::{Arc, Mutex, Once};
 use xpushmem_ffi_core::error::{self as boundary, Failure};
+use xpushmem_ffi_core::rt::device::queue::{CommandList, Queue};
 use xpushmem_ffi_core::rt::{Error, InitAttr, Result, Shmem};
 use xpushmem_ffi_core::state;
-use xpushmem_ops::{DType, Group, TensorView};
+use xpushmem_ops::{ops_path, DType, DeviceOps, Group, OpHandle, OpsPath, TensorView};
 
 /// A tensor as the C ABI passes it (`xpushmem_ops_tensor`).
 #[repr(C)]
@@ -67,6 +68,174 @@ fn with_rt<R>(f: impl FnOnce(&Shmem) -> Result<R>) -> Result<R, Failure> {
 /// Run a C entry point's body behind the library's one boundary: its error code (0 on success).
 fn entry(call: &str, f: impl FnOnce() -> Result<(), Failure>) -> c_int {
     boundary::code(call, f)
+}
+
+/// The device path's state on this PE: the op kernels, the runtime's own queue for the synchronous entry points,
+/// and the ops enqueued on callers' lists whose outcome [`xpushmem_ops_queue_wait`] has not reported yet.
+struct DevPath {
+    ops: DeviceOps,
+    queue: Queue,
+    pending: Vec<OpHandle>,
+    /// The first error of an op that finished before `xpushmem_ops_queue_wait` was called.
+    deferred: Option<Error>,
+}
+
+static DEV: Mutex<Option<DevPath>> = Mutex::new(None);
+static FORGET_DEV_AT_FINALIZE: Once = Once::new();
+
+/// Set up the device path when `XPUSHMEM_OPS_PATH` selects it and it is not set up yet. Collective over the world
+/// (it allocates the ops' sync region and builds their kernels): called from `xpushmem_ops_init` and when a group
+/// is registered, both collective.
+fn ensure_device_path(sh: &Shmem) -> Result<()> {
+    if ops_path(sh)? != OpsPath::Device {
+        return Ok(());
+    }
+    let mut d = DEV.lock().unwrap_or_else(|p| p.into_inner());
+    if d.is_none() {
+        FORGET_DEV_AT_FINALIZE.call_once(|| {
+            state::on_finalize(|| *DEV.lock().unwrap_or_else(|p| p.into_inner()) = None)
+        });
+        let ops = DeviceOps::new(sh)?;
+        let queue = sh
+            .device()
+            .ok_or_else(|| Error::State("device path without a device".into()))?
+            .create_queue(true)?;
+        *d = Some(DevPath {
+            ops,
+            queue,
+            pending: Vec::new(),
+            deferred: None,
+        });
+    }
+    Ok(())
+}
+
+/// Move finished ops out of the pending list, keeping the first error.
+fn reap(sh: &Shmem, st: &mut DevPath) {
+    let mut still = Vec::new();
+    for h in std::mem::take(&mut st.pending) {
+        if h.is_complete().unwrap_or(false) {
+            if let Err(e) = h.wait(sh) {
+                st.deferred.get_or_insert(e);
+            }
+        } else {
+            still.push(h);
+        }
+    }
+    st.pending = still;
+}
+
+/// Run one op on the path `XPUSHMEM_OPS_PATH` selects: `list` = `Some` (an `_on_queue` entry point) enqueues the
+/// device kernel on the caller's list and returns; `None` runs the host path, or the device kernel on the
+/// runtime's own queue and waits for it.
+fn dispatch(
+    sh: &Shmem,
+    call: &str,
+    list: Option<*mut c_void>,
+    host: impl FnOnce() -> Result<()>,
+    dev: impl FnOnce(&DeviceOps, CommandList) -> Result<OpHandle>,
+) -> Result<()> {
+    let path = ops_path(sh)?;
+    if list.is_none() && path == OpsPath::Host {
+        return host();
+    }
+    if path == OpsPath::Host {
+        return Err(Error::InvalidArgument {
+            name: "XPUSHMEM_OPS_PATH",
+            value: "host".into(),
+            reason: format!(
+                "{call}: the host path cannot run on a queue; synchronise the queue and call the entry point without _on_queue"
+            ),
+        });
+    }
+    let mut d = DEV.lock().unwrap_or_else(|p| p.into_inner());
+    let st = d.as_mut().ok_or_else(|| {
+        Error::State(format!(
+            "{call}: the ops' device path is not set up on this PE; it is set up collectively by xpushmem_ops_init or the first group registration"
+        ))
+    })?;
+    match list {
+        Some(l) => {
+            if l.is_null() {
+                return Err(null_arg("ze_command_list", call));
+            }
+            reap(sh, st);
+            // SAFETY: the `_on_queue` entry points' contract: a live list of the runtime's context and device
+            // that outlives the op.
+            let list = unsafe { CommandList::from_raw(l) };
+            let h = dev(&st.ops, list)?;
+            st.pending.push(h);
+            Ok(())
+        }
+        None => {
+            let h = dev(&st.ops, st.queue.list())?;
+            sh.device()
+                .ok_or_else(|| Error::State("device path without a device".into()))?
+                .submit_and_wait(&st.queue)?;
+            h.wait(sh)
+        }
+    }
+}
+
+/// Report the outcome of every op enqueued with an `_on_queue` entry point since the last call: waits (bounded by
+/// `XPUSHMEM_TIMEOUT_MS`) until each has run, so the caller must have let its lists run (immediate lists run by
+/// themselves; regular ones the caller executes) — typically after synchronising its stream. Returns 0 or the
+/// first failed op's error (its message in `xpushmem_last_error()`), the host path's error for the same inputs.
+#[no_mangle]
+pub extern "C" fn xpushmem_ops_queue_wait() -> c_int {
+    entry("xpushmem_ops_queue_wait", || {
+        with_rt(|sh| {
+            let mut d = DEV.lock().unwrap_or_else(|p| p.into_inner());
+            let Some(st) = d.as_mut() else {
+                return Ok(());
+            };
+            let mut first = st.deferred.take();
+            for h in std::mem::take(&mut st.pending) {
+                if let Err(e) = h.wait(sh) {
+                    first.get_or_insert(e);
+                }
+            }
+            first.map_or(Ok(()), Err)
+        })
+    })
+}
+
+/// Without waiting: the first error of an op enqueued with an `_on_queue` entry point that has finished since
+/// the last report (0 when none has failed, or none has finished yet). For frameworks that surface asynchronous
+/// errors at the next call, as CUDA does.
+#[no_mangle]
+pub extern "C" fn xpushmem_ops_queue_poll() -> c_int {
+    entry("xpushmem_ops_queue_poll", || {
+        with_rt(|sh| {
+            let mut d = DEV.lock().unwrap_or_else(|p| p.into_inner());
+            let Some(st) = d.as_mut() else {
+                return Ok(());
+            };
+            reap(sh, st);
+            st.deferred.take().map_or(Ok(()), Err)
+        })
+    })
+}
+
+/// The path the ops take on this PE (`XPUSHMEM_OPS_PATH` resolved against the heap): 0 host, 1 device, or -1
+/// with the error (e.g. `device` on a host heap, or no runtime).
+#[no_mangle]
+pub extern "C" fn xpushmem_ops_path() -> c_int {
+    let mut path = -1;
+    let rc = entry("xpushmem_ops_path", || {
+        with_rt(|sh| {
+            path = match ops_path(sh)? {
+                OpsPath::Host => 0,
+                OpsPath::Device => 1,
+            };
+            Ok(())
+        })
+    });
+    if rc == 0 {
+        path
+    } else {
+        -1
+    }
 }
 
 fn null_arg(name: &'static str, call: &str) -> Error {
@@ -211,6 +380,9 @@ unsafe fn group(sh: &Shmem, pes: *const i32, n: i32, call: &str) -> Result<Arc<G
     }
     let grp = Arc::new(Group::new(sh, &list)?);
     map.insert(list, grp.clone());
+    drop(g);
+    // Still at the collective point of the group's creation.
+    ensure_device_path(sh)?;
     Ok(grp)
 }
 
@@ -232,7 +404,8 @@ pub extern "C" fn xpushmem_ops_last_error_code() -> c_int {
 #[no_mangle]
 pub extern "C" fn xpushmem_ops_init() -> c_int {
     entry("xpushmem_ops_init", || {
-        state::init(InitAttr::default(), false)
+        state::init(InitAttr::default(), false)?;
+        with_rt(ensure_device_path)
     })
 }
 
@@ -261,6 +434,40 @@ pub unsafe extern "C" fn xpushmem_ops_group_register(pes: *const i32, npes: i32)
     })
 }
 
+#[allow(non_snake_case, clippy::too_many_arguments)]
+unsafe fn all_to_all_vdev_impl(
+    CALL: &'static str,
+    list: Option<*mut c_void>,
+    input: *const XpushmemOpsTensor,
+    out: *const XpushmemOpsTensor,
+    in_splits: *const XpushmemOpsTensor,
+    out_splits_offsets: *const XpushmemOpsTensor,
+    group_pes: *const i32,
+    group_size: i32,
+) -> c_int {
+    entry(CALL, || {
+        with_rt(|sh| {
+            // SAFETY: forwarded caller contract on every pointer.
+            let (i, o, s, oso, g) = unsafe {
+                (
+                    view(sh, input, "input", CALL)?,
+                    view(sh, out, "out", CALL)?,
+                    view(sh, in_splits, "in_splits", CALL)?,
+                    view(sh, out_splits_offsets, "out_splits_offsets", CALL)?,
+                    group(sh, group_pes, group_size, CALL)?,
+                )
+            };
+            dispatch(
+                sh,
+                CALL,
+                list,
+                || xpushmem_ops::all_to_all_vdev(sh, &g, &i, &o, &s, &oso),
+                |ops, l| ops.all_to_all_vdev(sh, l, &g, &i, &o, &s, &oso),
+            )
+        })
+    })
+}
+
 /// `symm_mem::all_to_all_vdev`.
 ///
 /// # Safety
@@ -274,20 +481,87 @@ pub unsafe extern "C" fn xpushmem_ops_all_to_all_vdev(
     group_pes: *const i32,
     group_size: i32,
 ) -> c_int {
-    const CALL: &str = "xpushmem_ops_all_to_all_vdev";
+    // SAFETY: forwarded caller contract.
+    unsafe {
+        all_to_all_vdev_impl(
+            "xpushmem_ops_all_to_all_vdev",
+            None,
+            input,
+            out,
+            in_splits,
+            out_splits_offsets,
+            group_pes,
+            group_size,
+        )
+    }
+}
+
+/// [`xpushmem_ops_all_to_all_vdev`] on the device path: the op's kernel is appended to the Level Zero command list `ze_command_list`
+/// (a `ze_command_list_handle_t` of the runtime's context, immediate or regular) and the call returns without
+/// waiting. The op's outcome is reported by [`xpushmem_ops_queue_wait`] once the list has run. Needs the
+/// device path (device heaps, `XPUSHMEM_OPS_PATH` not `host`).
+///
+/// # Safety
+/// As for [`xpushmem_ops_all_to_all_vdev`]; `ze_command_list` must be a live command list of the runtime's context and device
+/// (`xpushmemx_ze_get_handles`) that stays alive until the op has run.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn xpushmem_ops_all_to_all_vdev_on_queue(
+    input: *const XpushmemOpsTensor,
+    out: *const XpushmemOpsTensor,
+    in_splits: *const XpushmemOpsTensor,
+    out_splits_offsets: *const XpushmemOpsTensor,
+    group_pes: *const i32,
+    group_size: i32,
+    ze_command_list: *mut c_void,
+) -> c_int {
+    // SAFETY: forwarded caller contract.
+    unsafe {
+        all_to_all_vdev_impl(
+            "xpushmem_ops_all_to_all_vdev_on_queue",
+            Some(ze_command_list),
+            input,
+            out,
+            in_splits,
+            out_splits_offsets,
+            group_pes,
+            group_size,
+        )
+    }
+}
+
+#[allow(non_snake_case, clippy::too_many_arguments)]
+unsafe fn all_to_all_vdev_2d_impl(
+    CALL: &'static str,
+    list: Option<*mut c_void>,
+    input: *const XpushmemOpsTensor,
+    out: *const XpushmemOpsTensor,
+    in_splits: *const XpushmemOpsTensor,
+    out_splits_offsets: *const XpushmemOpsTensor,
+    group_pes: *const i32,
+    group_size: i32,
+    major_align: *const i64,
+) -> c_int {
     entry(CALL, || {
         with_rt(|sh| {
-            // SAFETY: forwarded caller contract on every pointer.
-            let (i, o, s, oso, g) = unsafe {
+            // SAFETY: forwarded caller contract on every pointer; major_align is read only when non-null.
+            let (i, o, s, oso, g, a) = unsafe {
                 (
                     view(sh, input, "input", CALL)?,
                     view(sh, out, "out", CALL)?,
                     view(sh, in_splits, "in_splits", CALL)?,
                     view(sh, out_splits_offsets, "out_splits_offsets", CALL)?,
                     group(sh, group_pes, group_size, CALL)?,
+                    (!major_align.is_null()).then(|| *major_align),
                 )
             };
-            xpushmem_ops::all_to_all_vdev(sh, &g, &i, &o, &s, &oso)
+            dispatch(
+                sh,
+                CALL,
+                list,
+                || xpushmem_ops::all_to_all_vdev_2d(sh, &g, &i, &o, &s, &oso, a),
+                |ops, l| ops.all_to_all_vdev_2d(sh, l, &g, &i, &o, &s, &oso, a),
+            )
         })
     })
 }
@@ -307,21 +581,88 @@ pub unsafe extern "C" fn xpushmem_ops_all_to_all_vdev_2d(
     group_size: i32,
     major_align: *const i64,
 ) -> c_int {
-    const CALL: &str = "xpushmem_ops_all_to_all_vdev_2d";
+    // SAFETY: forwarded caller contract.
+    unsafe {
+        all_to_all_vdev_2d_impl(
+            "xpushmem_ops_all_to_all_vdev_2d",
+            None,
+            input,
+            out,
+            in_splits,
+            out_splits_offsets,
+            group_pes,
+            group_size,
+            major_align,
+        )
+    }
+}
+
+/// [`xpushmem_ops_all_to_all_vdev_2d`] on the device path: the op's kernel is appended to the Level Zero command list `ze_command_list`
+/// (a `ze_command_list_handle_t` of the runtime's context, immediate or regular) and the call returns without
+/// waiting. The op's outcome is reported by [`xpushmem_ops_queue_wait`] once the list has run. Needs the
+/// device path (device heaps, `XPUSHMEM_OPS_PATH` not `host`).
+///
+/// # Safety
+/// As for [`xpushmem_ops_all_to_all_vdev_2d`]; `ze_command_list` must be a live command list of the runtime's context and device
+/// (`xpushmemx_ze_get_handles`) that stays alive until the op has run.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn xpushmem_ops_all_to_all_vdev_2d_on_queue(
+    input: *const XpushmemOpsTensor,
+    out: *const XpushmemOpsTensor,
+    in_splits: *const XpushmemOpsTensor,
+    out_splits_offsets: *const XpushmemOpsTensor,
+    group_pes: *const i32,
+    group_size: i32,
+    major_align: *const i64,
+    ze_command_list: *mut c_void,
+) -> c_int {
+    // SAFETY: forwarded caller contract.
+    unsafe {
+        all_to_all_vdev_2d_impl(
+            "xpushmem_ops_all_to_all_vdev_2d_on_queue",
+            Some(ze_command_list),
+            input,
+            out,
+            in_splits,
+            out_splits_offsets,
+            group_pes,
+            group_size,
+            major_align,
+        )
+    }
+}
+
+#[allow(non_snake_case, clippy::too_many_arguments)]
+unsafe fn all_to_all_vdev_2d_offset_impl(
+    CALL: &'static str,
+    list: Option<*mut c_void>,
+    input: *const XpushmemOpsTensor,
+    out: *const XpushmemOpsTensor,
+    in_splits_offsets: *const XpushmemOpsTensor,
+    out_splits_offsets: *const XpushmemOpsTensor,
+    group_pes: *const i32,
+    group_size: i32,
+) -> c_int {
     entry(CALL, || {
         with_rt(|sh| {
-            // SAFETY: forwarded caller contract on every pointer; major_align is read only when non-null.
-            let (i, o, s, oso, g, a) = unsafe {
+            // SAFETY: forwarded caller contract on every pointer.
+            let (i, o, s, oso, g) = unsafe {
                 (
                     view(sh, input, "input", CALL)?,
                     view(sh, out, "out", CALL)?,
-                    view(sh, in_splits, "in_splits", CALL)?,
+                    view(sh, in_splits_offsets, "in_splits_offsets", CALL)?,
                     view(sh, out_splits_offsets, "out_splits_offsets", CALL)?,
                     group(sh, group_pes, group_size, CALL)?,
-                    (!major_align.is_null()).then(|| *major_align),
                 )
             };
-            xpushmem_ops::all_to_all_vdev_2d(sh, &g, &i, &o, &s, &oso, a)
+            dispatch(
+                sh,
+                CALL,
+                list,
+                || xpushmem_ops::all_to_all_vdev_2d_offset(sh, &g, &i, &o, &s, &oso),
+                |ops, l| ops.all_to_all_vdev_2d_offset(sh, l, &g, &i, &o, &s, &oso),
+            )
         })
     })
 }
@@ -339,20 +680,81 @@ pub unsafe extern "C" fn xpushmem_ops_all_to_all_vdev_2d_offset(
     group_pes: *const i32,
     group_size: i32,
 ) -> c_int {
-    const CALL: &str = "xpushmem_ops_all_to_all_vdev_2d_offset";
+    // SAFETY: forwarded caller contract.
+    unsafe {
+        all_to_all_vdev_2d_offset_impl(
+            "xpushmem_ops_all_to_all_vdev_2d_offset",
+            None,
+            input,
+            out,
+            in_splits_offsets,
+            out_splits_offsets,
+            group_pes,
+            group_size,
+        )
+    }
+}
+
+/// [`xpushmem_ops_all_to_all_vdev_2d_offset`] on the device path: the op's kernel is appended to the Level Zero command list `ze_command_list`
+/// (a `ze_command_list_handle_t` of the runtime's context, immediate or regular) and the call returns without
+/// waiting. The op's outcome is reported by [`xpushmem_ops_queue_wait`] once the list has run. Needs the
+/// device path (device heaps, `XPUSHMEM_OPS_PATH` not `host`).
+///
+/// # Safety
+/// As for [`xpushmem_ops_all_to_all_vdev_2d_offset`]; `ze_command_list` must be a live command list of the runtime's context and device
+/// (`xpushmemx_ze_get_handles`) that stays alive until the op has run.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn xpushmem_ops_all_to_all_vdev_2d_offset_on_queue(
+    input: *const XpushmemOpsTensor,
+    out: *const XpushmemOpsTensor,
+    in_splits_offsets: *const XpushmemOpsTensor,
+    out_splits_offsets: *const XpushmemOpsTensor,
+    group_pes: *const i32,
+    group_size: i32,
+    ze_command_list: *mut c_void,
+) -> c_int {
+    // SAFETY: forwarded caller contract.
+    unsafe {
+        all_to_all_vdev_2d_offset_impl(
+            "xpushmem_ops_all_to_all_vdev_2d_offset_on_queue",
+            Some(ze_command_list),
+            input,
+            out,
+            in_splits_offsets,
+            out_splits_offsets,
+            group_pes,
+            group_size,
+        )
+    }
+}
+
+#[allow(non_snake_case, clippy::too_many_arguments)]
+unsafe fn nvshmem_all_to_all_impl(
+    CALL: &'static str,
+    list: Option<*mut c_void>,
+    input: *const XpushmemOpsTensor,
+    out: *const XpushmemOpsTensor,
+    group_pes: *const i32,
+    group_size: i32,
+) -> c_int {
     entry(CALL, || {
         with_rt(|sh| {
             // SAFETY: forwarded caller contract on every pointer.
-            let (i, o, s, oso, g) = unsafe {
+            let (i, o, g) = unsafe {
                 (
                     view(sh, input, "input", CALL)?,
                     view(sh, out, "out", CALL)?,
-                    view(sh, in_splits_offsets, "in_splits_offsets", CALL)?,
-                    view(sh, out_splits_offsets, "out_splits_offsets", CALL)?,
                     group(sh, group_pes, group_size, CALL)?,
                 )
             };
-            xpushmem_ops::all_to_all_vdev_2d_offset(sh, &g, &i, &o, &s, &oso)
+            dispatch(
+                sh,
+                CALL,
+                list,
+                || xpushmem_ops::nvshmem_all_to_all(sh, &g, &i, &o),
+                |ops, l| ops.nvshmem_all_to_all(sh, l, &g, &i, &o),
+            )
         })
     })
 }
@@ -368,20 +770,47 @@ pub unsafe extern "C" fn xpushmem_ops_nvshmem_all_to_all(
     group_pes: *const i32,
     group_size: i32,
 ) -> c_int {
-    const CALL: &str = "xpushmem_ops_nvshmem_all_to_all";
-    entry(CALL, || {
-        with_rt(|sh| {
-            // SAFETY: forwarded caller contract on every pointer.
-            let (i, o, g) = unsafe {
-                (
-                    view(sh, input, "input", CALL)?,
-                    view(sh, out, "out", CALL)?,
-                    group(sh, group_pes, group_size, CALL)?,
-                )
-            };
-            xpushmem_ops::nvshmem_all_to_all(sh, &g, &i, &o)
-        })
-    })
+    // SAFETY: forwarded caller contract.
+    unsafe {
+        nvshmem_all_to_all_impl(
+            "xpushmem_ops_nvshmem_all_to_all",
+            None,
+            input,
+            out,
+            group_pes,
+            group_size,
+        )
+    }
+}
+
+/// [`xpushmem_ops_nvshmem_all_to_all`] on the device path: the op's kernel is appended to the Level Zero command list `ze_command_list`
+/// (a `ze_command_list_handle_t` of the runtime's context, immediate or regular) and the call returns without
+/// waiting. The op's outcome is reported by [`xpushmem_ops_queue_wait`] once the list has run. Needs the
+/// device path (device heaps, `XPUSHMEM_OPS_PATH` not `host`).
+///
+/// # Safety
+/// As for [`xpushmem_ops_nvshmem_all_to_all`]; `ze_command_list` must be a live command list of the runtime's context and device
+/// (`xpushmemx_ze_get_handles`) that stays alive until the op has run.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn xpushmem_ops_nvshmem_all_to_all_on_queue(
+    input: *const XpushmemOpsTensor,
+    out: *const XpushmemOpsTensor,
+    group_pes: *const i32,
+    group_size: i32,
+    ze_command_list: *mut c_void,
+) -> c_int {
+    // SAFETY: forwarded caller contract.
+    unsafe {
+        nvshmem_all_to_all_impl(
+            "xpushmem_ops_nvshmem_all_to_all_on_queue",
+            Some(ze_command_list),
+            input,
+            out,
+            group_pes,
+            group_size,
+        )
+    }
 }
 
 /// Read an optional reduce-op name (NULL = "sum").
@@ -403,6 +832,39 @@ unsafe fn reduce_op_arg(p: *const c_char, call: &str) -> Result<String> {
         })
 }
 
+#[allow(non_snake_case, clippy::too_many_arguments)]
+unsafe fn tile_reduce_impl(
+    CALL: &'static str,
+    list: Option<*mut c_void>,
+    in_tile: *const XpushmemOpsTensor,
+    out_tile: *const XpushmemOpsTensor,
+    root: i64,
+    group_pes: *const i32,
+    group_size: i32,
+    reduce_op: *const c_char,
+) -> c_int {
+    entry(CALL, || {
+        with_rt(|sh| {
+            // SAFETY: forwarded caller contract on every pointer.
+            let (i, o, g, op) = unsafe {
+                (
+                    view(sh, in_tile, "in_tile", CALL)?,
+                    view(sh, out_tile, "out_tile", CALL)?,
+                    group(sh, group_pes, group_size, CALL)?,
+                    reduce_op_arg(reduce_op, CALL)?,
+                )
+            };
+            dispatch(
+                sh,
+                CALL,
+                list,
+                || xpushmem_ops::tile_reduce(sh, &g, &i, &o, root, &op),
+                |ops, l| ops.tile_reduce(sh, l, &g, &i, &o, root, &op),
+            )
+        })
+    })
+}
+
 /// `symm_mem::tile_reduce`; `reduce_op` NULL = "sum". `root` is group-relative.
 ///
 /// # Safety
@@ -417,19 +879,92 @@ pub unsafe extern "C" fn xpushmem_ops_tile_reduce(
     group_size: i32,
     reduce_op: *const c_char,
 ) -> c_int {
-    const CALL: &str = "xpushmem_ops_tile_reduce";
+    // SAFETY: forwarded caller contract.
+    unsafe {
+        tile_reduce_impl(
+            "xpushmem_ops_tile_reduce",
+            None,
+            in_tile,
+            out_tile,
+            root,
+            group_pes,
+            group_size,
+            reduce_op,
+        )
+    }
+}
+
+/// [`xpushmem_ops_tile_reduce`] on the device path: the op's kernel is appended to the Level Zero command list `ze_command_list`
+/// (a `ze_command_list_handle_t` of the runtime's context, immediate or regular) and the call returns without
+/// waiting. The op's outcome is reported by [`xpushmem_ops_queue_wait`] once the list has run. Needs the
+/// device path (device heaps, `XPUSHMEM_OPS_PATH` not `host`).
+///
+/// # Safety
+/// As for [`xpushmem_ops_tile_reduce`]; `ze_command_list` must be a live command list of the runtime's context and device
+/// (`xpushmemx_ze_get_handles`) that stays alive until the op has run.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn xpushmem_ops_tile_reduce_on_queue(
+    in_tile: *const XpushmemOpsTensor,
+    out_tile: *const XpushmemOpsTensor,
+    root: i64,
+    group_pes: *const i32,
+    group_size: i32,
+    reduce_op: *const c_char,
+    ze_command_list: *mut c_void,
+) -> c_int {
+    // SAFETY: forwarded caller contract.
+    unsafe {
+        tile_reduce_impl(
+            "xpushmem_ops_tile_reduce_on_queue",
+            Some(ze_command_list),
+            in_tile,
+            out_tile,
+            root,
+            group_pes,
+            group_size,
+            reduce_op,
+        )
+    }
+}
+
+#[allow(non_snake_case, clippy::too_many_arguments)]
+unsafe fn multi_root_tile_reduce_impl(
+    CALL: &'static str,
+    list: Option<*mut c_void>,
+    in_tiles: *const XpushmemOpsTensor,
+    n_tiles: i32,
+    out_tile: *const XpushmemOpsTensor,
+    roots: *const i64,
+    n_roots: i32,
+    group_pes: *const i32,
+    group_size: i32,
+    reduce_op: *const c_char,
+) -> c_int {
     entry(CALL, || {
         with_rt(|sh| {
-            // SAFETY: forwarded caller contract on every pointer.
-            let (i, o, g, op) = unsafe {
+            // SAFETY: forwarded caller contract on every pointer and count.
+            let (tiles, o, r, g, op) = unsafe {
+                let descs = array(in_tiles, n_tiles as i64, "in_tiles", CALL)?;
+                let mut tiles = Vec::with_capacity(descs.len());
+                for d in descs {
+                    tiles.push(view(sh, d, "in_tiles", CALL)?);
+                }
                 (
-                    view(sh, in_tile, "in_tile", CALL)?,
+                    tiles,
                     view(sh, out_tile, "out_tile", CALL)?,
+                    array(roots, n_roots as i64, "roots", CALL)?,
                     group(sh, group_pes, group_size, CALL)?,
                     reduce_op_arg(reduce_op, CALL)?,
                 )
             };
-            xpushmem_ops::tile_reduce(sh, &g, &i, &o, root, &op)
+            dispatch(
+                sh,
+                CALL,
+                list,
+                || xpushmem_ops::multi_root_tile_reduce(sh, &g, &tiles, &o, r, &op),
+                |ops, l| ops.multi_root_tile_reduce(sh, l, &g, &tiles, &o, r, &op),
+            )
         })
     })
 }
@@ -452,25 +987,86 @@ pub unsafe extern "C" fn xpushmem_ops_multi_root_tile_reduce(
     group_size: i32,
     reduce_op: *const c_char,
 ) -> c_int {
-    const CALL: &str = "xpushmem_ops_multi_root_tile_reduce";
+    // SAFETY: forwarded caller contract.
+    unsafe {
+        multi_root_tile_reduce_impl(
+            "xpushmem_ops_multi_root_tile_reduce",
+            None,
+            in_tiles,
+            n_tiles,
+            out_tile,
+            roots,
+            n_roots,
+            group_pes,
+            group_size,
+            reduce_op,
+        )
+    }
+}
+
+/// [`xpushmem_ops_multi_root_tile_reduce`] on the device path: the op's kernel is appended to the Level Zero command list `ze_command_list`
+/// (a `ze_command_list_handle_t` of the runtime's context, immediate or regular) and the call returns without
+/// waiting. The op's outcome is reported by [`xpushmem_ops_queue_wait`] once the list has run. Needs the
+/// device path (device heaps, `XPUSHMEM_OPS_PATH` not `host`).
+///
+/// # Safety
+/// As for [`xpushmem_ops_multi_root_tile_reduce`]; `ze_command_list` must be a live command list of the runtime's context and device
+/// (`xpushmemx_ze_get_handles`) that stays alive until the op has run.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn xpushmem_ops_multi_root_tile_reduce_on_queue(
+    in_tiles: *const XpushmemOpsTensor,
+    n_tiles: i32,
+    out_tile: *const XpushmemOpsTensor,
+    roots: *const i64,
+    n_roots: i32,
+    group_pes: *const i32,
+    group_size: i32,
+    reduce_op: *const c_char,
+    ze_command_list: *mut c_void,
+) -> c_int {
+    // SAFETY: forwarded caller contract.
+    unsafe {
+        multi_root_tile_reduce_impl(
+            "xpushmem_ops_multi_root_tile_reduce_on_queue",
+            Some(ze_command_list),
+            in_tiles,
+            n_tiles,
+            out_tile,
+            roots,
+            n_roots,
+            group_pes,
+            group_size,
+            reduce_op,
+        )
+    }
+}
+
+#[allow(non_snake_case, clippy::too_many_arguments)]
+unsafe fn nvshmem_broadcast_impl(
+    CALL: &'static str,
+    list: Option<*mut c_void>,
+    tensor: *const XpushmemOpsTensor,
+    root: i64,
+    group_pes: *const i32,
+    group_size: i32,
+) -> c_int {
     entry(CALL, || {
         with_rt(|sh| {
-            // SAFETY: forwarded caller contract on every pointer and count.
-            let (tiles, o, r, g, op) = unsafe {
-                let descs = array(in_tiles, n_tiles as i64, "in_tiles", CALL)?;
-                let mut tiles = Vec::with_capacity(descs.len());
-                for d in descs {
-                    tiles.push(view(sh, d, "in_tiles", CALL)?);
-                }
+            // SAFETY: forwarded caller contract on every pointer.
+            let (t, g) = unsafe {
                 (
-                    tiles,
-                    view(sh, out_tile, "out_tile", CALL)?,
-                    array(roots, n_roots as i64, "roots", CALL)?,
+                    view(sh, tensor, "tensor", CALL)?,
                     group(sh, group_pes, group_size, CALL)?,
-                    reduce_op_arg(reduce_op, CALL)?,
                 )
             };
-            xpushmem_ops::multi_root_tile_reduce(sh, &g, &tiles, &o, r, &op)
+            dispatch(
+                sh,
+                CALL,
+                list,
+                || xpushmem_ops::nvshmem_broadcast(sh, &g, &t, root),
+                |ops, l| ops.nvshmem_broadcast(sh, l, &g, &t, root),
+            )
         })
     })
 }
@@ -486,17 +1082,67 @@ pub unsafe extern "C" fn xpushmem_ops_nvshmem_broadcast(
     group_pes: *const i32,
     group_size: i32,
 ) -> c_int {
-    const CALL: &str = "xpushmem_ops_nvshmem_broadcast";
+    // SAFETY: forwarded caller contract.
+    unsafe {
+        nvshmem_broadcast_impl(
+            "xpushmem_ops_nvshmem_broadcast",
+            None,
+            tensor,
+            root,
+            group_pes,
+            group_size,
+        )
+    }
+}
+
+/// [`xpushmem_ops_nvshmem_broadcast`] on the device path: the op's kernel is appended to the Level Zero command list `ze_command_list`
+/// (a `ze_command_list_handle_t` of the runtime's context, immediate or regular) and the call returns without
+/// waiting. The op's outcome is reported by [`xpushmem_ops_queue_wait`] once the list has run. Needs the
+/// device path (device heaps, `XPUSHMEM_OPS_PATH` not `host`).
+///
+/// # Safety
+/// As for [`xpushmem_ops_nvshmem_broadcast`]; `ze_command_list` must be a live command list of the runtime's context and device
+/// (`xpushmemx_ze_get_handles`) that stays alive until the op has run.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn xpushmem_ops_nvshmem_broadcast_on_queue(
+    tensor: *const XpushmemOpsTensor,
+    root: i64,
+    group_pes: *const i32,
+    group_size: i32,
+    ze_command_list: *mut c_void,
+) -> c_int {
+    // SAFETY: forwarded caller contract.
+    unsafe {
+        nvshmem_broadcast_impl(
+            "xpushmem_ops_nvshmem_broadcast_on_queue",
+            Some(ze_command_list),
+            tensor,
+            root,
+            group_pes,
+            group_size,
+        )
+    }
+}
+
+#[allow(non_snake_case, clippy::too_many_arguments)]
+unsafe fn nvshmem_put_impl(
+    CALL: &'static str,
+    list: Option<*mut c_void>,
+    tensor: *const XpushmemOpsTensor,
+    peer: i64,
+) -> c_int {
     entry(CALL, || {
         with_rt(|sh| {
-            // SAFETY: forwarded caller contract on every pointer.
-            let (t, g) = unsafe {
-                (
-                    view(sh, tensor, "tensor", CALL)?,
-                    group(sh, group_pes, group_size, CALL)?,
-                )
-            };
-            xpushmem_ops::nvshmem_broadcast(sh, &g, &t, root)
+            // SAFETY: forwarded caller contract on tensor.
+            let t = unsafe { view(sh, tensor, "tensor", CALL) }?;
+            dispatch(
+                sh,
+                CALL,
+                list,
+                || xpushmem_ops::nvshmem_put(sh, &t, peer),
+                |ops, l| ops.nvshmem_put(sh, l, &t, peer),
+            )
         })
     })
 }
@@ -510,12 +1156,54 @@ pub unsafe extern "C" fn xpushmem_ops_nvshmem_put(
     tensor: *const XpushmemOpsTensor,
     peer: i64,
 ) -> c_int {
-    const CALL: &str = "xpushmem_ops_nvshmem_put";
+    // SAFETY: forwarded caller contract.
+    unsafe { nvshmem_put_impl("xpushmem_ops_nvshmem_put", None, tensor, peer) }
+}
+
+/// [`xpushmem_ops_nvshmem_put`] on the device path: the op's kernel is appended to the Level Zero command list `ze_command_list`
+/// (a `ze_command_list_handle_t` of the runtime's context, immediate or regular) and the call returns without
+/// waiting. The op's outcome is reported by [`xpushmem_ops_queue_wait`] once the list has run. Needs the
+/// device path (device heaps, `XPUSHMEM_OPS_PATH` not `host`).
+///
+/// # Safety
+/// As for [`xpushmem_ops_nvshmem_put`]; `ze_command_list` must be a live command list of the runtime's context and device
+/// (`xpushmemx_ze_get_handles`) that stays alive until the op has run.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn xpushmem_ops_nvshmem_put_on_queue(
+    tensor: *const XpushmemOpsTensor,
+    peer: i64,
+    ze_command_list: *mut c_void,
+) -> c_int {
+    // SAFETY: forwarded caller contract.
+    unsafe {
+        nvshmem_put_impl(
+            "xpushmem_ops_nvshmem_put_on_queue",
+            Some(ze_command_list),
+            tensor,
+            peer,
+        )
+    }
+}
+
+#[allow(non_snake_case, clippy::too_many_arguments)]
+unsafe fn nvshmem_get_impl(
+    CALL: &'static str,
+    list: Option<*mut c_void>,
+    tensor: *const XpushmemOpsTensor,
+    peer: i64,
+) -> c_int {
     entry(CALL, || {
         with_rt(|sh| {
             // SAFETY: forwarded caller contract on tensor.
             let t = unsafe { view(sh, tensor, "tensor", CALL) }?;
-            xpushmem_ops::nvshmem_put(sh, &t, peer)
+            dispatch(
+                sh,
+                CALL,
+                list,
+                || xpushmem_ops::nvshmem_get(sh, &t, peer),
+                |ops, l| ops.nvshmem_get(sh, l, &t, peer),
+            )
         })
     })
 }
@@ -529,12 +1217,61 @@ pub unsafe extern "C" fn xpushmem_ops_nvshmem_get(
     tensor: *const XpushmemOpsTensor,
     peer: i64,
 ) -> c_int {
-    const CALL: &str = "xpushmem_ops_nvshmem_get";
+    // SAFETY: forwarded caller contract.
+    unsafe { nvshmem_get_impl("xpushmem_ops_nvshmem_get", None, tensor, peer) }
+}
+
+/// [`xpushmem_ops_nvshmem_get`] on the device path: the op's kernel is appended to the Level Zero command list `ze_command_list`
+/// (a `ze_command_list_handle_t` of the runtime's context, immediate or regular) and the call returns without
+/// waiting. The op's outcome is reported by [`xpushmem_ops_queue_wait`] once the list has run. Needs the
+/// device path (device heaps, `XPUSHMEM_OPS_PATH` not `host`).
+///
+/// # Safety
+/// As for [`xpushmem_ops_nvshmem_get`]; `ze_command_list` must be a live command list of the runtime's context and device
+/// (`xpushmemx_ze_get_handles`) that stays alive until the op has run.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn xpushmem_ops_nvshmem_get_on_queue(
+    tensor: *const XpushmemOpsTensor,
+    peer: i64,
+    ze_command_list: *mut c_void,
+) -> c_int {
+    // SAFETY: forwarded caller contract.
+    unsafe {
+        nvshmem_get_impl(
+            "xpushmem_ops_nvshmem_get_on_queue",
+            Some(ze_command_list),
+            tensor,
+            peer,
+        )
+    }
+}
+
+#[allow(non_snake_case, clippy::too_many_arguments)]
+unsafe fn nvshmem_put_with_signal_impl(
+    CALL: &'static str,
+    list: Option<*mut c_void>,
+    tensor: *const XpushmemOpsTensor,
+    sigpad: *const XpushmemOpsTensor,
+    signal: i64,
+    peer: i64,
+) -> c_int {
     entry(CALL, || {
         with_rt(|sh| {
-            // SAFETY: forwarded caller contract on tensor.
-            let t = unsafe { view(sh, tensor, "tensor", CALL) }?;
-            xpushmem_ops::nvshmem_get(sh, &t, peer)
+            // SAFETY: forwarded caller contract on both pointers.
+            let (t, s) = unsafe {
+                (
+                    view(sh, tensor, "tensor", CALL)?,
+                    view(sh, sigpad, "sigpad", CALL)?,
+                )
+            };
+            dispatch(
+                sh,
+                CALL,
+                list,
+                || xpushmem_ops::nvshmem_put_with_signal(sh, &t, &s, signal, peer),
+                |ops, l| ops.nvshmem_put_with_signal(sh, l, &t, &s, signal, peer),
+            )
         })
     })
 }
@@ -550,17 +1287,68 @@ pub unsafe extern "C" fn xpushmem_ops_nvshmem_put_with_signal(
     signal: i64,
     peer: i64,
 ) -> c_int {
-    const CALL: &str = "xpushmem_ops_nvshmem_put_with_signal";
+    // SAFETY: forwarded caller contract.
+    unsafe {
+        nvshmem_put_with_signal_impl(
+            "xpushmem_ops_nvshmem_put_with_signal",
+            None,
+            tensor,
+            sigpad,
+            signal,
+            peer,
+        )
+    }
+}
+
+/// [`xpushmem_ops_nvshmem_put_with_signal`] on the device path: the op's kernel is appended to the Level Zero command list `ze_command_list`
+/// (a `ze_command_list_handle_t` of the runtime's context, immediate or regular) and the call returns without
+/// waiting. The op's outcome is reported by [`xpushmem_ops_queue_wait`] once the list has run. Needs the
+/// device path (device heaps, `XPUSHMEM_OPS_PATH` not `host`).
+///
+/// # Safety
+/// As for [`xpushmem_ops_nvshmem_put_with_signal`]; `ze_command_list` must be a live command list of the runtime's context and device
+/// (`xpushmemx_ze_get_handles`) that stays alive until the op has run.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn xpushmem_ops_nvshmem_put_with_signal_on_queue(
+    tensor: *const XpushmemOpsTensor,
+    sigpad: *const XpushmemOpsTensor,
+    signal: i64,
+    peer: i64,
+    ze_command_list: *mut c_void,
+) -> c_int {
+    // SAFETY: forwarded caller contract.
+    unsafe {
+        nvshmem_put_with_signal_impl(
+            "xpushmem_ops_nvshmem_put_with_signal_on_queue",
+            Some(ze_command_list),
+            tensor,
+            sigpad,
+            signal,
+            peer,
+        )
+    }
+}
+
+#[allow(non_snake_case, clippy::too_many_arguments)]
+unsafe fn nvshmem_wait_for_signal_impl(
+    CALL: &'static str,
+    list: Option<*mut c_void>,
+    sigpad: *const XpushmemOpsTensor,
+    signal: i64,
+    peer: i64,
+) -> c_int {
     entry(CALL, || {
         with_rt(|sh| {
-            // SAFETY: forwarded caller contract on both pointers.
-            let (t, s) = unsafe {
-                (
-                    view(sh, tensor, "tensor", CALL)?,
-                    view(sh, sigpad, "sigpad", CALL)?,
-                )
-            };
-            xpushmem_ops::nvshmem_put_with_signal(sh, &t, &s, signal, peer)
+            // SAFETY: forwarded caller contract on sigpad.
+            let s = unsafe { view(sh, sigpad, "sigpad", CALL)? };
+            dispatch(
+                sh,
+                CALL,
+                list,
+                || xpushmem_ops::nvshmem_wait_for_signal(sh, &s, signal, peer),
+                |ops, l| ops.nvshmem_wait_for_signal(sh, l, &s, signal, peer),
+            )
         })
     })
 }
@@ -576,14 +1364,44 @@ pub unsafe extern "C" fn xpushmem_ops_nvshmem_wait_for_signal(
     signal: i64,
     peer: i64,
 ) -> c_int {
-    const CALL: &str = "xpushmem_ops_nvshmem_wait_for_signal";
-    entry(CALL, || {
-        with_rt(|sh| {
-            // SAFETY: forwarded caller contract on sigpad.
-            let s = unsafe { view(sh, sigpad, "sigpad", CALL)? };
-            xpushmem_ops::nvshmem_wait_for_signal(sh, &s, signal, peer)
-        })
-    })
+    // SAFETY: forwarded caller contract.
+    unsafe {
+        nvshmem_wait_for_signal_impl(
+            "xpushmem_ops_nvshmem_wait_for_signal",
+            None,
+            sigpad,
+            signal,
+            peer,
+        )
+    }
+}
+
+/// [`xpushmem_ops_nvshmem_wait_for_signal`] on the device path: the op's kernel is appended to the Level Zero command list `ze_command_list`
+/// (a `ze_command_list_handle_t` of the runtime's context, immediate or regular) and the call returns without
+/// waiting. The op's outcome is reported by [`xpushmem_ops_queue_wait`] once the list has run. Needs the
+/// device path (device heaps, `XPUSHMEM_OPS_PATH` not `host`).
+///
+/// # Safety
+/// As for [`xpushmem_ops_nvshmem_wait_for_signal`]; `ze_command_list` must be a live command list of the runtime's context and device
+/// (`xpushmemx_ze_get_handles`) that stays alive until the op has run.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn xpushmem_ops_nvshmem_wait_for_signal_on_queue(
+    sigpad: *const XpushmemOpsTensor,
+    signal: i64,
+    peer: i64,
+    ze_command_list: *mut c_void,
+) -> c_int {
+    // SAFETY: forwarded caller contract.
+    unsafe {
+        nvshmem_wait_for_signal_impl(
+            "xpushmem_ops_nvshmem_wait_for_signal_on_queue",
+            Some(ze_command_list),
+            sigpad,
+            signal,
+            peer,
+        )
+    }
 }
 
 #[cfg(test)]

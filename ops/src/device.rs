@@ -27,6 +27,16 @@ use std::sync::{Arc, Mutex};
 use xpushmem::device::queue::{CommandList, HostBuf, OpKernel, OpsModule, QueueArg};
 use xpushmem::{Device, Error, KernelArg, Result, Shmem, SymSlice};
 
+fn device_of(sh: &Shmem) -> Result<Device<'_>> {
+    sh.device().ok_or_else(|| {
+        Error::invalid(
+            "heap",
+            "host",
+            "the ops' device path needs device heaps (XPUSHMEM_HEAP=device)",
+        )
+    })
+}
+
 /// Which path the ops take (`XPUSHMEM_OPS_PATH`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OpsPath {
@@ -55,20 +65,17 @@ pub fn ops_path(sh: &Shmem) -> Result<OpsPath> {
 }
 
 /// The device path's per-PE state: the op kernels' module, the sync region, the groups' PE lists.
-pub struct DeviceOps<'a> {
-    sh: &'a Shmem,
-    dev: Device<'a>,
-    module: OpsModule,
+pub struct DeviceOps {
+    pe: usize,
+    module: Arc<OpsModule>,
     region: SymSlice<u64>,
     groups: Mutex<HashMap<Vec<usize>, Arc<HostBuf>>>,
     seq: AtomicU64,
 }
 
-impl std::fmt::Debug for DeviceOps<'_> {
+impl std::fmt::Debug for DeviceOps {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DeviceOps")
-            .field("pe", &self.sh.my_pe())
-            .finish()
+        f.debug_struct("DeviceOps").field("pe", &self.pe).finish()
     }
 }
 
@@ -89,8 +96,8 @@ struct Ctx {
 /// Dropping it unwaited waits (bounded by the timeout) for the op's status, so its host buffers outlive the
 /// kernel.
 #[must_use = "an enqueued op reports its errors through wait()"]
-pub struct OpHandle<'o> {
-    ops: &'o DeviceOps<'o>,
+pub struct OpHandle {
+    module: Arc<OpsModule>,
     op: &'static str,
     seq: u64,
     status: Option<HostBuf>,
@@ -99,7 +106,7 @@ pub struct OpHandle<'o> {
     ctx: Ctx,
 }
 
-impl std::fmt::Debug for OpHandle<'_> {
+impl std::fmt::Debug for OpHandle {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("OpHandle")
             .field("op", &self.op)
@@ -108,7 +115,7 @@ impl std::fmt::Debug for OpHandle<'_> {
     }
 }
 
-impl OpHandle<'_> {
+impl OpHandle {
     /// The op's name.
     pub fn op(&self) -> &'static str {
         self.op
@@ -124,10 +131,10 @@ impl OpHandle<'_> {
 
     /// Wait until the op's kernel has finished (the list must be running: an immediate list, or a regular list
     /// its owner has executed), then report its outcome as the host path would.
-    pub fn wait(mut self) -> Result<()> {
+    pub fn wait(mut self, sh: &Shmem) -> Result<()> {
         let status = self.status.take();
         let keep = std::mem::take(&mut self.keep);
-        let r = self.finish(status.as_ref());
+        let r = self.finish(sh, status.as_ref());
         if r.is_err()
             && status
                 .as_ref()
@@ -140,16 +147,16 @@ impl OpHandle<'_> {
         r
     }
 
-    fn finish(&self, status: Option<&HostBuf>) -> Result<()> {
+    fn finish(&self, sh: &Shmem, status: Option<&HostBuf>) -> Result<()> {
         let Some(st) = status else {
             return match &self.local {
                 Some(e) => Err(e.clone()),
                 None => Ok(()),
             };
         };
-        let ops = self.ops;
-        ops.dev.wait_host_word(st, 0, self.seq, self.op)?;
-        let lib = ops.dev.take_ops_error(&ops.module, self.op);
+        let dev = device_of(sh)?;
+        dev.wait_host_word(st, 0, self.seq, self.op)?;
+        let lib = dev.take_ops_error(&self.module, self.op);
         let code = st.word(1)?;
         let (a, b, c) = (st.word(2)? as i64, st.word(3)? as i64, st.word(4)? as i64);
         if code == XPO_OK {
@@ -168,12 +175,11 @@ impl OpHandle<'_> {
                 self.op
             )));
         }
-        Err(self.decode(code, a, b, c))
+        Err(self.decode(sh, code, a, b, c))
     }
 
-    fn decode(&self, code: u64, a: i64, b: i64, c: i64) -> Error {
+    fn decode(&self, sh: &Shmem, code: u64, a: i64, b: i64, c: i64) -> Error {
         let op = self.op;
-        let sh = self.ops.sh;
         let name = self.ctx.split_name;
         let read = |v: &Option<TensorView>, row: Option<usize>| -> Vec<i64> {
             v.as_ref()
@@ -253,15 +259,11 @@ impl OpHandle<'_> {
     }
 }
 
-impl Drop for OpHandle<'_> {
+impl Drop for OpHandle {
+    /// A handle dropped before its kernel has finished leaks its host buffers (the kernel may still write them).
     fn drop(&mut self) {
         if let Some(st) = self.status.take() {
-            if self
-                .ops
-                .dev
-                .wait_host_word(&st, 0, self.seq, self.op)
-                .is_err()
-            {
+            if st.word(0).ok() != Some(self.seq) {
                 std::mem::forget(st);
                 std::mem::forget(std::mem::take(&mut self.keep));
             }
@@ -295,41 +297,29 @@ fn elem0(v: &TensorView, pe: usize) -> KernelArg {
     }
 }
 
-impl<'a> DeviceOps<'a> {
+impl DeviceOps {
     /// Set up the device path on this PE: collective over the world (allocates the sync region, builds and
     /// initialises the op kernels' module). An error on a host heap.
-    pub fn new(sh: &'a Shmem) -> Result<DeviceOps<'a>> {
-        let dev = sh.device().ok_or_else(|| {
-            Error::invalid(
-                "heap",
-                "host",
-                "the ops' device path needs device heaps (XPUSHMEM_HEAP=device)",
-            )
-        })?;
+    pub fn new(sh: &Shmem) -> Result<DeviceOps> {
+        let dev = device_of(sh)?;
         let region = sh.calloc::<u64>(XPO_SYNC_WORDS_PER_PE as usize * sh.n_pes())?;
         let module = dev.ops_module()?;
         sh.barrier_all()?;
         Ok(DeviceOps {
-            sh,
-            dev,
-            module,
+            pe: sh.my_pe(),
+            module: Arc::new(module),
             region,
             groups: Mutex::new(HashMap::new()),
             seq: AtomicU64::new(1),
         })
     }
 
-    /// The device.
-    pub fn device(&self) -> Device<'a> {
-        self.dev
-    }
-
-    fn pes_of(&self, group: &Group) -> Result<Arc<HostBuf>> {
+    fn pes_of(&self, sh: &Shmem, group: &Group) -> Result<Arc<HostBuf>> {
         let mut g = self.groups.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(b) = g.get(group.pes()) {
             return Ok(b.clone());
         }
-        let buf = self.dev.host_buf(4 * group.size())?;
+        let buf = device_of(sh)?.host_buf(4 * group.size())?;
         let bytes: Vec<u8> = group
             .pes()
             .iter()
@@ -341,22 +331,21 @@ impl<'a> DeviceOps<'a> {
         Ok(buf)
     }
 
-    fn start(&self, op: &'static str) -> Result<(u64, HostBuf)> {
+    fn start(&self, sh: &Shmem) -> Result<(u64, HostBuf)> {
         let seq = self.seq.fetch_add(1, Ordering::Relaxed);
-        let st = self.dev.host_buf(8 * XPO_STATUS_WORDS as usize)?;
-        let _ = op;
+        let st = device_of(sh)?.host_buf(8 * XPO_STATUS_WORDS as usize)?;
         Ok((seq, st))
     }
 
     fn region_arg(&self) -> KernelArg {
-        KernelArg::sym(self.region, self.sh.my_pe())
+        KernelArg::sym(self.region, self.pe)
     }
 
     /// Element [0, ...] of `v` on this PE, or (for a rank rejected on the host, whose kernel only joins the
     /// verdict) the sync region.
     fn addr(&self, v: &TensorView, ok: bool) -> KernelArg {
         if ok {
-            elem0(v, self.sh.my_pe())
+            elem0(v, self.pe)
         } else {
             self.region_arg()
         }
@@ -365,8 +354,9 @@ impl<'a> DeviceOps<'a> {
     /// Enqueue `kernel` with the group prefix (region, PE list, W, my rank), `body`, and the verdict suffix
     /// (digest, host verdict, status, sequence number).
     #[allow(clippy::too_many_arguments)]
-    fn launch<'o>(
-        &'o self,
+    fn launch(
+        &self,
+        sh: &Shmem,
         list: CommandList,
         group: Option<(&Group, usize)>,
         op: &'static str,
@@ -376,12 +366,12 @@ impl<'a> DeviceOps<'a> {
         body: Vec<Arg>,
         keep: Vec<HostBuf>,
         ctx: Ctx,
-    ) -> Result<OpHandle<'o>> {
-        let (seq, status) = self.start(op)?;
+    ) -> Result<OpHandle> {
+        let (seq, status) = self.start(sh)?;
         let mut a: Vec<QueueArg<'_>> = Vec::new();
         let pes;
         if let Some((g, me)) = group {
-            pes = self.pes_of(g)?;
+            pes = self.pes_of(sh, g)?;
             a.push(QueueArg::Kernel(self.region_arg()));
             a.push(QueueArg::Host(&pes, 0));
             a.push(QueueArg::Kernel(KernelArg::U32(g.size() as u32)));
@@ -399,11 +389,10 @@ impl<'a> DeviceOps<'a> {
         }
         a.push(QueueArg::Host(&status, 0));
         a.push(QueueArg::Kernel(KernelArg::U64(seq)));
-        self.dev
-            .enqueue_op(&self.module, list, kernel, &a, XPO_GROUP_SIZE as u32)?;
+        device_of(sh)?.enqueue_op(&self.module, list, kernel, &a, XPO_GROUP_SIZE as u32)?;
         drop(a);
         Ok(OpHandle {
-            ops: self,
+            module: self.module.clone(),
             op,
             seq,
             status: Some(status),
@@ -418,10 +407,11 @@ impl<'a> DeviceOps<'a> {
 /// kernel was enqueued only when this PE is not a member of the group); the outcome comes from
 /// [`OpHandle::wait`]. Arguments, semantics and errors are the host path's (`crate::a2a`, `crate::tile`,
 /// `crate::p2p`), with one extra check: `in_splits` of `all_to_all_vdev` must be contiguous.
-impl DeviceOps<'_> {
+impl DeviceOps {
     #[allow(clippy::too_many_arguments)]
-    fn vfamily<'o>(
-        &'o self,
+    fn vfamily(
+        &self,
+        sh: &Shmem,
         list: CommandList,
         group: &Group,
         op: &'static str,
@@ -433,8 +423,8 @@ impl DeviceOps<'_> {
         align: i64,
         prep: Result<(usize, usize)>,
         split_name: &'static str,
-    ) -> Result<OpHandle<'o>> {
-        let me = group.rank_for(self.sh, op)?;
+    ) -> Result<OpHandle> {
+        let me = group.rank_for(sh, op)?;
         let mut words = vec![mode, group.size() as u64, group.id()];
         if let Ok((ne, _)) = &prep {
             words.push(*ne as u64);
@@ -468,6 +458,7 @@ impl DeviceOps<'_> {
             in_rows: input.size(0),
         };
         self.launch(
+            sh,
             list,
             Some((group, me)),
             op,
@@ -481,15 +472,17 @@ impl DeviceOps<'_> {
     }
 
     /// `all_to_all_vdev` (see [`crate::all_to_all_vdev`]) on the device.
-    pub fn all_to_all_vdev<'o>(
-        &'o self,
+    #[allow(clippy::too_many_arguments)]
+    pub fn all_to_all_vdev(
+        &self,
+        sh: &Shmem,
         list: CommandList,
         group: &Group,
         input: &TensorView,
         out: &TensorView,
         in_splits: &TensorView,
         out_splits_offsets: &TensorView,
-    ) -> Result<OpHandle<'o>> {
+    ) -> Result<OpHandle> {
         const OP: &str = "all_to_all_vdev";
         let w = group.size();
         let prep = (|| {
@@ -512,6 +505,7 @@ impl DeviceOps<'_> {
             Ok((1, rb))
         })();
         self.vfamily(
+            sh,
             list,
             group,
             OP,
@@ -528,8 +522,9 @@ impl DeviceOps<'_> {
 
     /// `all_to_all_vdev_2d` (see [`crate::all_to_all_vdev_2d`]) on the device.
     #[allow(clippy::too_many_arguments)]
-    pub fn all_to_all_vdev_2d<'o>(
-        &'o self,
+    pub fn all_to_all_vdev_2d(
+        &self,
+        sh: &Shmem,
         list: CommandList,
         group: &Group,
         input: &TensorView,
@@ -537,7 +532,7 @@ impl DeviceOps<'_> {
         in_splits: &TensorView,
         out_splits_offsets: &TensorView,
         major_align: Option<i64>,
-    ) -> Result<OpHandle<'o>> {
+    ) -> Result<OpHandle> {
         const OP: &str = "all_to_all_vdev_2d";
         let w = group.size();
         let align = major_align.unwrap_or(1);
@@ -571,6 +566,7 @@ impl DeviceOps<'_> {
             Ok((n / w, rb))
         })();
         self.vfamily(
+            sh,
             list,
             group,
             OP,
@@ -586,15 +582,17 @@ impl DeviceOps<'_> {
     }
 
     /// `all_to_all_vdev_2d_offset` (see [`crate::all_to_all_vdev_2d_offset`]) on the device.
-    pub fn all_to_all_vdev_2d_offset<'o>(
-        &'o self,
+    #[allow(clippy::too_many_arguments)]
+    pub fn all_to_all_vdev_2d_offset(
+        &self,
+        sh: &Shmem,
         list: CommandList,
         group: &Group,
         input: &TensorView,
         out: &TensorView,
         in_splits_offsets: &TensorView,
         out_splits_offsets: &TensorView,
-    ) -> Result<OpHandle<'o>> {
+    ) -> Result<OpHandle> {
         const OP: &str = "all_to_all_vdev_2d_offset";
         let w = group.size();
         let iso = in_splits_offsets;
@@ -621,6 +619,7 @@ impl DeviceOps<'_> {
             Ok((n / w, rb))
         })();
         self.vfamily(
+            sh,
             list,
             group,
             OP,
@@ -636,15 +635,16 @@ impl DeviceOps<'_> {
     }
 
     /// `nvshmem_all_to_all` (see [`crate::nvshmem_all_to_all`]) on the device.
-    pub fn nvshmem_all_to_all<'o>(
-        &'o self,
+    pub fn nvshmem_all_to_all(
+        &self,
+        sh: &Shmem,
         list: CommandList,
         group: &Group,
         input: &TensorView,
         out: &TensorView,
-    ) -> Result<OpHandle<'o>> {
+    ) -> Result<OpHandle> {
         const OP: &str = "nvshmem_all_to_all";
-        let me = group.rank_for(self.sh, OP)?;
+        let me = group.rank_for(sh, OP)?;
         let w = group.size();
         let prep = (|| {
             check_contiguous(OP, "input", input)?;
@@ -696,6 +696,7 @@ impl DeviceOps<'_> {
             ..Ctx::default()
         };
         self.launch(
+            sh,
             list,
             Some((group, me)),
             OP,
@@ -709,15 +710,16 @@ impl DeviceOps<'_> {
     }
 
     /// `nvshmem_broadcast` (see [`crate::nvshmem_broadcast`]) on the device.
-    pub fn nvshmem_broadcast<'o>(
-        &'o self,
+    pub fn nvshmem_broadcast(
+        &self,
+        sh: &Shmem,
         list: CommandList,
         group: &Group,
         tensor: &TensorView,
         root: i64,
-    ) -> Result<OpHandle<'o>> {
+    ) -> Result<OpHandle> {
         const OP: &str = "nvshmem_broadcast";
-        let me = group.rank_for(self.sh, OP)?;
+        let me = group.rank_for(sh, OP)?;
         let w = group.size();
         let mut local = if root < 0 || root as u64 >= w as u64 {
             Some(Error::InvalidPe {
@@ -732,7 +734,7 @@ impl DeviceOps<'_> {
         tensor.digest_words(&mut words);
         // The runs of the view as (address on this device, bytes): non-roots pull each from the root.
         let runs = tensor.runs();
-        let base = match self.sh.ptr(tensor.buf(), self.sh.my_pe()) {
+        let base = match sh.ptr(tensor.buf(), sh.my_pe()) {
             Ok(Some(p)) => p as u64,
             Ok(None) => 0,
             Err(e) => {
@@ -740,7 +742,7 @@ impl DeviceOps<'_> {
                 0
             }
         };
-        let buf = self.dev.host_buf(16 * runs.len())?;
+        let buf = device_of(sh)?.host_buf(16 * runs.len())?;
         let bytes: Vec<u8> = runs
             .iter()
             .flat_map(|r| {
@@ -757,6 +759,7 @@ impl DeviceOps<'_> {
             ..Ctx::default()
         };
         self.launch(
+            sh,
             list,
             Some((group, me)),
             OP,
@@ -770,8 +773,9 @@ impl DeviceOps<'_> {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn tile<'o>(
-        &'o self,
+    fn tile(
+        &self,
+        sh: &Shmem,
         list: CommandList,
         group: &Group,
         op: &'static str,
@@ -781,7 +785,7 @@ impl DeviceOps<'_> {
         local: Option<Error>,
         words: &[u64],
         ours: String,
-    ) -> Result<OpHandle<'o>> {
+    ) -> Result<OpHandle> {
         let ok = local.is_none();
         let active = ok && tile.is_some();
         let t = tile.unwrap_or(out);
@@ -809,6 +813,7 @@ impl DeviceOps<'_> {
             ..Ctx::default()
         };
         self.launch(
+            sh,
             list,
             Some((group, me)),
             op,
@@ -823,17 +828,18 @@ impl DeviceOps<'_> {
 
     /// `tile_reduce` (see [`crate::tile_reduce`]) on the device.
     #[allow(clippy::too_many_arguments)]
-    pub fn tile_reduce<'o>(
-        &'o self,
+    pub fn tile_reduce(
+        &self,
+        sh: &Shmem,
         list: CommandList,
         group: &Group,
         in_tile: &TensorView,
         out_tile: &TensorView,
         root: i64,
         reduce_op: &str,
-    ) -> Result<OpHandle<'o>> {
+    ) -> Result<OpHandle> {
         const OP: &str = "tile_reduce";
-        let me = group.rank_for(self.sh, OP)?;
+        let me = group.rank_for(sh, OP)?;
         let w = group.size();
         let prep = (|| {
             crate::tile::check_op(OP, reduce_op)?;
@@ -870,6 +876,7 @@ impl DeviceOps<'_> {
         );
         let mine = matches!(prep, Ok(r) if r == me);
         self.tile(
+            sh,
             list,
             group,
             OP,
@@ -884,17 +891,18 @@ impl DeviceOps<'_> {
 
     /// `multi_root_tile_reduce` (see [`crate::multi_root_tile_reduce`]) on the device.
     #[allow(clippy::too_many_arguments)]
-    pub fn multi_root_tile_reduce<'o>(
-        &'o self,
+    pub fn multi_root_tile_reduce(
+        &self,
+        sh: &Shmem,
         list: CommandList,
         group: &Group,
         in_tiles: &[TensorView],
         out_tile: &TensorView,
         roots: &[i64],
         reduce_op: &str,
-    ) -> Result<OpHandle<'o>> {
+    ) -> Result<OpHandle> {
         const OP: &str = "multi_root_tile_reduce";
-        let me = group.rank_for(self.sh, OP)?;
+        let me = group.rank_for(sh, OP)?;
         let w = group.size();
         let prep = (|| {
             crate::tile::check_op(OP, reduce_op)?;
@@ -933,6 +941,7 @@ impl DeviceOps<'_> {
         let ours = format!("roots {roots:?}, out_tile {}", out_tile.describe());
         let slot = prep.as_ref().ok().and_then(|s| s[me]);
         self.tile(
+            sh,
             list,
             group,
             OP,
@@ -945,15 +954,16 @@ impl DeviceOps<'_> {
         )
     }
 
-    fn rma<'o>(
-        &'o self,
+    fn rma(
+        &self,
+        sh: &Shmem,
         list: CommandList,
         op: &'static str,
         kind: u64,
         data: Option<(&TensorView, usize)>,
         sig: Option<(xpushmem::SymRef<u64>, u64)>,
-    ) -> Result<OpHandle<'o>> {
-        let me = self.sh.my_pe();
+    ) -> Result<OpHandle> {
+        let me = sh.my_pe();
         let (addr, nbytes, peer) = match data {
             Some((t, p)) => (elem0(t, me), t.nbytes(), p),
             None => (self.region_arg(), 0, me),
@@ -971,6 +981,7 @@ impl DeviceOps<'_> {
             u64a(signal),
         ];
         self.launch(
+            sh,
             list,
             None,
             op,
@@ -984,47 +995,51 @@ impl DeviceOps<'_> {
     }
 
     /// `nvshmem_put` (see [`crate::nvshmem_put`]) on the device: complete when the kernel has finished.
-    pub fn nvshmem_put<'o>(
-        &'o self,
+    pub fn nvshmem_put(
+        &self,
+        sh: &Shmem,
         list: CommandList,
         tensor: &TensorView,
         peer: i64,
-    ) -> Result<OpHandle<'o>> {
+    ) -> Result<OpHandle> {
         const OP: &str = "nvshmem_put";
         check_contiguous(OP, "tensor", tensor)
             .map_err(|_| crate::p2p::contiguous_only(OP, tensor))?;
-        let peer = crate::p2p::check_peer(self.sh, OP, peer)?;
-        self.rma(list, OP, XPO_RMA_PUT, Some((tensor, peer)), None)
+        let peer = crate::p2p::check_peer(sh, OP, peer)?;
+        self.rma(sh, list, OP, XPO_RMA_PUT, Some((tensor, peer)), None)
     }
 
     /// `nvshmem_get` (see [`crate::nvshmem_get`]) on the device.
-    pub fn nvshmem_get<'o>(
-        &'o self,
+    pub fn nvshmem_get(
+        &self,
+        sh: &Shmem,
         list: CommandList,
         tensor: &TensorView,
         peer: i64,
-    ) -> Result<OpHandle<'o>> {
+    ) -> Result<OpHandle> {
         const OP: &str = "nvshmem_get";
         check_contiguous(OP, "tensor", tensor)
             .map_err(|_| crate::p2p::contiguous_only(OP, tensor))?;
-        let peer = crate::p2p::check_peer(self.sh, OP, peer)?;
-        self.rma(list, OP, XPO_RMA_GET, Some((tensor, peer)), None)
+        let peer = crate::p2p::check_peer(sh, OP, peer)?;
+        self.rma(sh, list, OP, XPO_RMA_GET, Some((tensor, peer)), None)
     }
 
     /// `nvshmem_put_with_signal` (see [`crate::nvshmem_put_with_signal`]) on the device.
-    pub fn nvshmem_put_with_signal<'o>(
-        &'o self,
+    pub fn nvshmem_put_with_signal(
+        &self,
+        sh: &Shmem,
         list: CommandList,
         tensor: &TensorView,
         sigpad: &TensorView,
         signal: i64,
         peer: i64,
-    ) -> Result<OpHandle<'o>> {
+    ) -> Result<OpHandle> {
         const OP: &str = "nvshmem_put_with_signal";
         check_contiguous(OP, "tensor", tensor)?;
-        let peer = crate::p2p::check_peer(self.sh, OP, peer)?;
-        let sig = crate::p2p::signal_word(self.sh, OP, sigpad)?;
+        let peer = crate::p2p::check_peer(sh, OP, peer)?;
+        let sig = crate::p2p::signal_word(sh, OP, sigpad)?;
         self.rma(
+            sh,
             list,
             OP,
             XPO_RMA_PUT_SIGNAL,
@@ -1035,17 +1050,19 @@ impl DeviceOps<'_> {
 
     /// `nvshmem_wait_for_signal` (see [`crate::nvshmem_wait_for_signal`]) on the device: the queue waits (bounded
     /// by `XPUSHMEM_TIMEOUT_MS`) until this PE's signal word equals `signal`.
-    pub fn nvshmem_wait_for_signal<'o>(
-        &'o self,
+    pub fn nvshmem_wait_for_signal(
+        &self,
+        sh: &Shmem,
         list: CommandList,
         sigpad: &TensorView,
         signal: i64,
         peer: i64,
-    ) -> Result<OpHandle<'o>> {
+    ) -> Result<OpHandle> {
         const OP: &str = "nvshmem_wait_for_signal";
         let _ = peer;
-        let sig = crate::p2p::signal_word(self.sh, OP, sigpad)?;
+        let sig = crate::p2p::signal_word(sh, OP, sigpad)?;
         self.rma(
+            sh,
             list,
             OP,
             XPO_RMA_WAIT_SIGNAL,

@@ -9,6 +9,11 @@
 //! | [`tile_reduce`], [`multi_root_tile_reduce`] | [`tile`] |
 //! | [`nvshmem_put`], [`nvshmem_get`], [`nvshmem_put_with_signal`], [`nvshmem_wait_for_signal`], [`nvshmem_broadcast`] | [`p2p`] |
 //!
+//! Two paths run them: the host path (the functions above: host-driven put/get, any heap) and the device path
+//! ([`DeviceOps`], module [`device`]: one kernel per op, appended to a Level Zero command list without waiting, on
+//! device heaps). [`ops_path`] resolves `XPUSHMEM_OPS_PATH` (`host|device|auto`) for callers that switch, as the C
+//! ABI does.
+//!
 //! Tensors are [`TensorView`]s (dtype, shape, strides, offset) over symmetric allocations; collective ops run
 //! on a [`Group`] (an ordered list of global PEs; group-relative ranks for roots and splits). The pure planning
 //! (split offsets, `major_align` layouts, exchange schedules, strided runs) lives in [`plan`], shared with the

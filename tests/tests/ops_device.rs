@@ -24,10 +24,14 @@ const NE_MAX: usize = 24;
 const ALIGN_MAX: usize = 16;
 
 /// Run a device op to completion on the queue: enqueue, run the list (regular lists are executed here), wait.
-fn run(ops: &DeviceOps, q: &Queue, h: Result<OpHandle<'_>>) -> Result<()> {
+fn run(sh: &Shmem, q: &Queue, h: Result<OpHandle>) -> Result<()> {
     let h = h?;
-    ops.device().submit_and_wait(q)?;
-    h.wait()
+    dev(sh).submit_and_wait(q)?;
+    h.wait(sh)
+}
+
+fn dev(sh: &Shmem) -> xpushmem::Device<'_> {
+    sh.device().expect("a device heap")
 }
 
 struct Bufs {
@@ -185,9 +189,9 @@ fn vdev_case(sh: &Shmem, ops: &DeviceOps, q: &Queue, g: &Group, b: &Bufs, c: &Ca
     let (od, sd) = v(b.out_d, b.oso_d);
     all_to_all_vdev(sh, g, &input, &oh, &sp, &sh_)?;
     run(
-        ops,
+        sh,
         q,
-        ops.all_to_all_vdev(q.list(), g, &input, &od, &sp, &sd),
+        ops.all_to_all_vdev(sh, q.list(), g, &input, &od, &sp, &sd),
     )?;
     let all: Vec<Vec<i64>> = (0..w).map(|r| c.splits(r, w)).collect();
     let row0: Vec<i64> = (0..w).map(|s| all[s][me]).collect();
@@ -245,9 +249,9 @@ fn dispatch_combine_case(
     };
     all_to_all_vdev_2d(sh, g, &input, &oh, &sp, &soh, ma)?;
     run(
-        ops,
+        sh,
         q,
-        ops.all_to_all_vdev_2d(q.list(), g, &input, &od, &sp, &sod, ma),
+        ops.all_to_all_vdev_2d(sh, q.list(), g, &input, &od, &sp, &sod, ma),
     )?;
     let all: Vec<Vec<i64>> = (0..w).map(|r| c.splits(r, n)).collect();
     let mut row0 = vec![0i64; n];
@@ -290,9 +294,9 @@ fn dispatch_combine_case(
     let back = view(b.back, c.dtype, &c.shape(c.rows));
     let boso = view(b.boso, DType::I64, &[2, n]);
     run(
-        ops,
+        sh,
         q,
-        ops.all_to_all_vdev_2d_offset(q.list(), g, &od, &back, &sod, &boso),
+        ops.all_to_all_vdev_2d_offset(sh, q.list(), g, &od, &back, &sod, &boso),
     )?;
     let sent = splits.iter().sum::<i64>() as usize;
     let mut want = data_rows(c.salt, me, c.rows, rb);
@@ -355,9 +359,9 @@ fn offset_case(
     let sod = view(b.oso_d, DType::I64, &[2, n]);
     all_to_all_vdev_2d_offset(sh, g, &input, &oh, &iso, &soh)?;
     run(
-        ops,
+        sh,
         q,
-        ops.all_to_all_vdev_2d_offset(q.list(), g, &input, &od, &iso, &sod),
+        ops.all_to_all_vdev_2d_offset(sh, q.list(), g, &input, &od, &iso, &sod),
     )?;
     let mut row0 = vec![0i64; n];
     let mut want = Vec::new();
@@ -395,9 +399,9 @@ fn equal_case(sh: &Shmem, ops: &DeviceOps, q: &Queue, g: &Group, b: &Bufs, c: &C
     let input = view(b.input, c.dtype, &[w * k]);
     nvshmem_all_to_all(sh, g, &input, &view(b.out_h, c.dtype, &[w * k]))?;
     run(
-        ops,
+        sh,
         q,
-        ops.nvshmem_all_to_all(q.list(), g, &input, &view(b.out_d, c.dtype, &[w * k])),
+        ops.nvshmem_all_to_all(sh, q.list(), g, &input, &view(b.out_d, c.dtype, &[w * k])),
     )?;
     let mut want = Vec::new();
     for s in 0..w {
@@ -413,9 +417,9 @@ fn equal_case(sh: &Shmem, ops: &DeviceOps, q: &Queue, g: &Group, b: &Bufs, c: &C
     Ok(())
 }
 
-fn setup(sh: &Shmem) -> Result<(DeviceOps<'_>, Queue)> {
+fn setup(sh: &Shmem) -> Result<(DeviceOps, Queue)> {
     let ops = DeviceOps::new(sh)?;
-    let q = ops.device().create_queue(true)?;
+    let q = dev(sh).create_queue(true)?;
     Ok((ops, q))
 }
 
@@ -529,9 +533,9 @@ fn tile_cases(sh: &Shmem, cases: usize) -> Result<()> {
         let o = |b| TensorView::new(b, dt, t.shape(), t.strides(), t.offset()).unwrap();
         tile_reduce(sh, &g, &t, &o(out_h), root, "sum")?;
         run(
-            &ops,
+            sh,
             &q,
-            ops.tile_reduce(q.list(), &g, &t, &o(out_d), root, "sum"),
+            ops.tile_reduce(sh, q.list(), &g, &t, &o(out_d), root, "sum"),
         )?;
         let (h, d) = (read(sh, out_h, 0, bytes)?, read(sh, out_d, 0, bytes)?);
         assert!(h == d, "tile_reduce: host and device outputs differ: {ctx}");
@@ -573,9 +577,9 @@ fn tile_cases(sh: &Shmem, cases: usize) -> Result<()> {
         let ov = |b| TensorView::new(b, dt, &[rows, cols], &[N, 1], mine_at).unwrap();
         multi_root_tile_reduce(sh, &g, &views, &ov(out_h), &roots, "sum")?;
         run(
-            &ops,
+            sh,
             &q,
-            ops.multi_root_tile_reduce(q.list(), &g, &views, &ov(out_d), &roots, "sum"),
+            ops.multi_root_tile_reduce(sh, q.list(), &g, &views, &ov(out_d), &roots, "sum"),
         )?;
         let (h, d) = (read(sh, out_h, 0, bytes)?, read(sh, out_d, 0, bytes)?);
         assert!(h == d, "multi_root: host and device differ: {ctx}");
@@ -595,7 +599,7 @@ fn tile_cases(sh: &Shmem, cases: usize) -> Result<()> {
         // nvshmem_broadcast of a random (strided) view from a random root.
         let (bv, bidx) = tile_view(input, dt, &mut r);
         let root = r.below(w as u64) as i64;
-        run(&ops, &q, ops.nvshmem_broadcast(q.list(), &g, &bv, root))?;
+        run(sh, &q, ops.nvshmem_broadcast(sh, q.list(), &g, &bv, root))?;
         let want = gather_of(&matrix(salt, root as usize, dt), dt, &bidx);
         assert_eq!(gather(sh, input, dt, &bidx)?, want, "broadcast: {ctx}");
         // Outside the view: untouched.
@@ -642,9 +646,9 @@ fn p2p_cases(sh: &Shmem) -> Result<()> {
         write(sh, data, me * L, &data_rows(salt, me, 1, len))?;
         sh.barrier_all()?;
         run(
-            &ops,
+            sh,
             &q,
-            ops.nvshmem_put(q.list(), &slice(me, len), right as i64),
+            ops.nvshmem_put(sh, q.list(), &slice(me, len), right as i64),
         )?;
         sh.barrier_all()?;
         assert!(
@@ -656,9 +660,9 @@ fn p2p_cases(sh: &Shmem) -> Result<()> {
         write(sh, data, right * L, &vec![0; len])?;
         sh.barrier_all()?;
         run(
-            &ops,
+            sh,
             &q,
-            ops.nvshmem_get(q.list(), &slice(right, len), right as i64),
+            ops.nvshmem_get(sh, q.list(), &slice(right, len), right as i64),
         )?;
         assert!(
             read(sh, data, right * L, len)? == data_rows(salt, right, 1, len),
@@ -670,11 +674,11 @@ fn p2p_cases(sh: &Shmem) -> Result<()> {
         sh.barrier_all()?;
         let value = 100 + i as i64;
         let h1 =
-            ops.nvshmem_put_with_signal(q.list(), &slice(me, len), &sigv, value, right as i64)?;
-        let h2 = ops.nvshmem_wait_for_signal(q.list(), &sigv, value, left as i64)?;
-        ops.device().submit_and_wait(&q)?;
-        h1.wait()?;
-        h2.wait()?;
+            ops.nvshmem_put_with_signal(sh, q.list(), &slice(me, len), &sigv, value, right as i64)?;
+        let h2 = ops.nvshmem_wait_for_signal(sh, q.list(), &sigv, value, left as i64)?;
+        dev(sh).submit_and_wait(&q)?;
+        h1.wait(sh)?;
+        h2.wait(sh)?;
         assert!(
             read(sh, data, left * L, len)? == data_rows(salt ^ 2, left, 1, len),
             "put_with_signal {len}: data visible with the signal"
@@ -720,9 +724,10 @@ fn error_cases(sh: &Shmem) -> Result<()> {
         let sv = view(splits, DType::I64, &[w]);
         let ov = view(oso, DType::I64, &[2, w]);
         run(
-            &ops,
+            sh,
             &q,
             ops.all_to_all_vdev(
+                sh,
                 q.list(),
                 &g,
                 &iv,
@@ -786,9 +791,9 @@ fn error_cases(sh: &Shmem) -> Result<()> {
                 (
                     all_to_all_vdev(sh, &g, &iv, &outv, &sv, &ov),
                     run(
-                        &ops,
+                        sh,
                         &q,
-                        ops.all_to_all_vdev(q.list(), &g, &iv, &outv, &sv, &ov),
+                        ops.all_to_all_vdev(sh, q.list(), &g, &iv, &outv, &sv, &ov),
                     ),
                 )
             }
@@ -797,9 +802,9 @@ fn error_cases(sh: &Shmem) -> Result<()> {
                 (
                     all_to_all_vdev_2d(sh, &g, &iv, &outv, &sv, &ov, None),
                     run(
-                        &ops,
+                        sh,
                         &q,
-                        ops.all_to_all_vdev_2d(q.list(), &g, &iv, &outv, &sv, &ov, None),
+                        ops.all_to_all_vdev_2d(sh, q.list(), &g, &iv, &outv, &sv, &ov, None),
                     ),
                 )
             }
@@ -808,9 +813,9 @@ fn error_cases(sh: &Shmem) -> Result<()> {
                 (
                     all_to_all_vdev_2d_offset(sh, &g, &iv, &outv, &sv, &ov),
                     run(
-                        &ops,
+                        sh,
                         &q,
-                        ops.all_to_all_vdev_2d_offset(q.list(), &g, &iv, &outv, &sv, &ov),
+                        ops.all_to_all_vdev_2d_offset(sh, q.list(), &g, &iv, &outv, &sv, &ov),
                     ),
                 )
             }
@@ -838,9 +843,9 @@ fn error_cases(sh: &Shmem) -> Result<()> {
     same_outcome(
         all_to_all_vdev(sh, &g, &iv, &outv, &sv, &ov),
         run(
-            &ops,
+            sh,
             &q,
-            ops.all_to_all_vdev(q.list(), &g, &iv, &outv, &sv, &ov),
+            ops.all_to_all_vdev(sh, q.list(), &g, &iv, &outv, &sv, &ov),
         ),
         "host-side rejection",
     )?;
@@ -854,9 +859,9 @@ fn error_cases(sh: &Shmem) -> Result<()> {
     let sv = view(splits, DType::I64, &[w]);
     let h = all_to_all_vdev(sh, &g, &iv2, &outv, &sv, &ov);
     let d = run(
-        &ops,
+        sh,
         &q,
-        ops.all_to_all_vdev(q.list(), &g, &iv2, &outv, &sv, &ov),
+        ops.all_to_all_vdev(sh, q.list(), &g, &iv2, &outv, &sv, &ov),
     );
     assert!(matches!(h, Err(Error::Mismatch { .. })), "{h:?}");
     assert!(matches!(d, Err(Error::Mismatch { .. })), "{d:?}");
@@ -867,18 +872,18 @@ fn error_cases(sh: &Shmem) -> Result<()> {
     same_outcome(
         tile_reduce(sh, &g, &tv, &tv2, w as i64, "sum"),
         run(
-            &ops,
+            sh,
             &q,
-            ops.tile_reduce(q.list(), &g, &tv, &tv2, w as i64, "sum"),
+            ops.tile_reduce(sh, q.list(), &g, &tv, &tv2, w as i64, "sum"),
         ),
         "tile root out of range",
     )?;
     same_outcome(
         nvshmem_broadcast(sh, &g, &tv, -1),
-        run(&ops, &q, ops.nvshmem_broadcast(q.list(), &g, &tv, -1)),
+        run(sh, &q, ops.nvshmem_broadcast(sh, q.list(), &g, &tv, -1)),
         "broadcast root out of range",
     )?;
-    let r = ops.nvshmem_put(q.list(), &view(input, DType::U8, &[8]), w as i64);
+    let r = ops.nvshmem_put(sh, q.list(), &view(input, DType::U8, &[8]), w as i64);
     assert!(matches!(r, Err(Error::InvalidPe { .. })), "{r:?}");
     healthy(12)?;
     Ok(())
@@ -939,7 +944,7 @@ fn user_kernel() -> Vec<u8> {
 /// on one list (immediate, then regular), then one wait: the second op sees the user kernel's result.
 fn queue_order(sh: &Shmem) -> Result<()> {
     let ops = DeviceOps::new(sh)?;
-    let dev = ops.device();
+    let dev = dev(sh);
     let module = dev.load_module(&user_kernel())?;
     let k = dev.kernel(&module, "user_add")?;
     let g = Group::world(sh)?;
@@ -960,7 +965,7 @@ fn queue_order(sh: &Shmem) -> Result<()> {
         let o1 = TensorView::of(sh, oso1, DType::I64, &[2, w])?;
         let o2 = TensorView::of(sh, oso2, DType::I64, &[2, w])?;
         sh.barrier_all()?;
-        let h1 = ops.all_to_all_vdev(q.list(), &g, &v(a), &v(b), &sv, &o1)?;
+        let h1 = ops.all_to_all_vdev(sh, q.list(), &g, &v(a), &v(b), &sv, &o1)?;
         // SAFETY: user_add touches only b's w * rows * 8 bytes on this PE.
         unsafe {
             dev.enqueue(
@@ -977,14 +982,14 @@ fn queue_order(sh: &Shmem) -> Result<()> {
                 [32, 1, 1],
             )?
         };
-        let h2 = ops.all_to_all_vdev(q.list(), &g, &v(b), &v(c), &sv, &o2)?;
+        let h2 = ops.all_to_all_vdev(sh, q.list(), &g, &v(b), &v(c), &sv, &o2)?;
         assert!(
             !immediate || !h2.is_complete()? || h1.is_complete()?,
             "in order"
         );
         dev.submit_and_wait(&q)?;
-        h1.wait()?;
-        h2.wait()?;
+        h1.wait(sh)?;
+        h2.wait(sh)?;
         // c's chunk from rank s = (b's chunk me of rank s) + 3 = (a's chunk s of rank me... ) + 3.
         let mut want = Vec::new();
         for s in 0..w {

@@ -377,6 +377,12 @@ pub struct OpsModule {
     lock: Mutex<()>,
 }
 
+// SAFETY: the module and kernel handles are opaque identifiers Level Zero allows on any thread; the one piece of
+// mutable state, the kernels' arguments, is set and captured under `lock` (enqueue_op).
+unsafe impl Send for OpsModule {}
+// SAFETY: as above.
+unsafe impl Sync for OpsModule {}
+
 impl<'a> Device<'a> {
     /// Load the op kernels' module (built once per call: keep the result) and initialise its device state.
     pub fn ops_module(&self) -> Result<OpsModule> {

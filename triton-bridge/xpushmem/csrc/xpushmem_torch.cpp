@@ -43,7 +43,9 @@
 // implicit pool of symm_mem.empty) needs torch's XPUPluggableAllocator, which needs the SYCL headers. The Python
 // loader defines XPUSHMEM_TORCH_WITH_XPU when it finds them next to an XPU torch.
 #if defined(XPUSHMEM_TORCH_WITH_XPU)
+#include <c10/xpu/XPUStream.h>
 #include <sycl/ext/oneapi/backend/level_zero.hpp>
+#include <variant>
 #include <torch/csrc/xpu/XPUPluggableAllocator.h>
 #endif
 
@@ -83,6 +85,37 @@ XPUSHMEM_OPS_WEAK int xpushmem_ops_nvshmem_get(const xpushmem_ops_tensor*, int64
 XPUSHMEM_OPS_WEAK int xpushmem_ops_nvshmem_put_with_signal(const xpushmem_ops_tensor*, const xpushmem_ops_tensor*,
                                                            int64_t, int64_t);
 XPUSHMEM_OPS_WEAK int xpushmem_ops_nvshmem_wait_for_signal(const xpushmem_ops_tensor*, int64_t, int64_t);
+// The device path (ffi/src/ops.rs): the same ops appended to a Level Zero command list without waiting.
+XPUSHMEM_OPS_WEAK int xpushmem_ops_path(void);
+XPUSHMEM_OPS_WEAK int xpushmem_ops_queue_poll(void);
+XPUSHMEM_OPS_WEAK int xpushmem_ops_queue_wait(void);
+XPUSHMEM_OPS_WEAK int xpushmem_ops_all_to_all_vdev_on_queue(const xpushmem_ops_tensor*, const xpushmem_ops_tensor*,
+                                                            const xpushmem_ops_tensor*, const xpushmem_ops_tensor*,
+                                                            const int32_t*, int32_t, void*);
+XPUSHMEM_OPS_WEAK int xpushmem_ops_all_to_all_vdev_2d_on_queue(const xpushmem_ops_tensor*, const xpushmem_ops_tensor*,
+                                                               const xpushmem_ops_tensor*, const xpushmem_ops_tensor*,
+                                                               const int32_t*, int32_t, const int64_t*, void*);
+XPUSHMEM_OPS_WEAK int xpushmem_ops_all_to_all_vdev_2d_offset_on_queue(const xpushmem_ops_tensor*,
+                                                                      const xpushmem_ops_tensor*,
+                                                                      const xpushmem_ops_tensor*,
+                                                                      const xpushmem_ops_tensor*, const int32_t*,
+                                                                      int32_t, void*);
+XPUSHMEM_OPS_WEAK int xpushmem_ops_nvshmem_all_to_all_on_queue(const xpushmem_ops_tensor*, const xpushmem_ops_tensor*,
+                                                               const int32_t*, int32_t, void*);
+XPUSHMEM_OPS_WEAK int xpushmem_ops_tile_reduce_on_queue(const xpushmem_ops_tensor*, const xpushmem_ops_tensor*,
+                                                        int64_t, const int32_t*, int32_t, const char*, void*);
+XPUSHMEM_OPS_WEAK int xpushmem_ops_multi_root_tile_reduce_on_queue(const xpushmem_ops_tensor*, int32_t,
+                                                                   const xpushmem_ops_tensor*, const int64_t*, int32_t,
+                                                                   const int32_t*, int32_t, const char*, void*);
+XPUSHMEM_OPS_WEAK int xpushmem_ops_nvshmem_broadcast_on_queue(const xpushmem_ops_tensor*, int64_t, const int32_t*,
+                                                              int32_t, void*);
+XPUSHMEM_OPS_WEAK int xpushmem_ops_nvshmem_put_on_queue(const xpushmem_ops_tensor*, int64_t, void*);
+XPUSHMEM_OPS_WEAK int xpushmem_ops_nvshmem_get_on_queue(const xpushmem_ops_tensor*, int64_t, void*);
+XPUSHMEM_OPS_WEAK int xpushmem_ops_nvshmem_put_with_signal_on_queue(const xpushmem_ops_tensor*,
+                                                                    const xpushmem_ops_tensor*, int64_t, int64_t,
+                                                                    void*);
+XPUSHMEM_OPS_WEAK int xpushmem_ops_nvshmem_wait_for_signal_on_queue(const xpushmem_ops_tensor*, int64_t, int64_t,
+                                                                    void*);
 }
 
 namespace sm = c10d::symmetric_memory;
@@ -711,24 +744,80 @@ void prepare(const at::Tensor& t) {
   sync_device(t.device());
 }
 
+// Start the runtime for `t`'s device (no stream synchronisation: run_op decides).
+void ensure_rt(const at::Tensor& t) {
+  ensure_runtime(t.device().type(), t.device().has_index() ? t.device().index() : 0);
+}
+
+// The Level Zero command list behind the current XPU stream of `device`, or nullptr when there is none to append to
+// (CPU tensors, a torch without XPU/SYCL headers, a SYCL queue on a regular Level Zero command queue rather than an
+// immediate command list, or a SYCL context other than the runtime's: the op kernels are built in the runtime's). UNVERIFIED on hardware (no PyPI torch has XPU; see docs/HARDWARE.md): for an in-order
+// queue on immediate command lists, sycl::get_native returns the list SYCL itself appends to, so work appended here
+// is ordered with the stream's kernels before and after it.
+void* current_stream_list(const c10::Device& device) {
+#if defined(XPUSHMEM_TORCH_WITH_XPU)
+  if (device.type() != c10::DeviceType::XPU) return nullptr;
+  sycl::queue& q = c10::xpu::getCurrentXPUStream(device.index()).queue();
+  // Our kernels live in the runtime's Level Zero context: only a list of that same context can take them.
+  void *driver = nullptr, *dev = nullptr, *ctx = nullptr;
+  if (xpushmemx_ze_get_handles(&driver, &dev, &ctx) != 0) return nullptr;
+  auto sycl_ctx = sycl::get_native<sycl::backend::ext_oneapi_level_zero>(q.get_context());
+  if (static_cast<void*>(sycl_ctx) != ctx) return nullptr;
+  auto native = sycl::get_native<sycl::backend::ext_oneapi_level_zero>(q);
+  if (auto* list = std::get_if<ze_command_list_handle_t>(&native)) return static_cast<void*>(*list);
+  return nullptr;
+#else
+  (void)device;
+  return nullptr;
+#endif
+}
+
+// Run an op. On the device path (an XPU tensor, XPUSHMEM_OPS_PATH resolving to device, an immediate list behind the
+// stream) its kernel is appended to the current stream's list and the call returns without synchronising; an
+// earlier queued op's error is raised first (as CUDA raises asynchronous errors at a later call). Otherwise the
+// stream is synchronised and the synchronous entry point runs (the host path, or the device path on the runtime's
+// own queue).
+template <typename Sync, typename OnQueue>
+void run_op(const at::Tensor& t, Sync sync_fn, OnQueue queue_fn, const char* what) {
+  ensure_rt(t);
+  void* list = nullptr;
+  if (t.device().type() == c10::DeviceType::XPU && xpushmem_ops_path != nullptr && xpushmem_ops_path() == 1 &&
+      xpushmem_ops_queue_poll != nullptr) {
+    check_ops_rc(xpushmem_ops_queue_poll(), "an earlier queued op");
+    list = current_stream_list(t.device());
+  }
+  if (list != nullptr) {
+    check_ops_rc(queue_fn(list), what);
+  } else {
+    sync_device(t.device());
+    check_ops_rc(sync_fn(), what);
+  }
+}
+
 void nvshmem_put(at::Tensor& tensor, const int64_t peer) {
   check_device(tensor, "nvshmem_put", "tensor");
   TORCH_CHECK(tensor.is_contiguous(), "put op currently supports contiguous tensors only");
-  prepare(tensor);
+  ensure_rt(tensor);
   TORCH_CHECK(peer >= 0 && peer < runtime().n_pes, "peer must be smaller than world size (got peer ", peer,
               ", world size ", runtime().n_pes, ")");
   OpsTensor t(tensor, "tensor");
-  check_ops_rc(XPUSHMEM_OP(xpushmem_ops_nvshmem_put)(t.get(), peer), "xpushmem_ops_nvshmem_put");
+  run_op(
+      tensor, [&] { return XPUSHMEM_OP(xpushmem_ops_nvshmem_put)(t.get(), peer); },
+      [&](void* list) { return XPUSHMEM_OP(xpushmem_ops_nvshmem_put_on_queue)(t.get(), peer, list); },
+      "xpushmem_ops_nvshmem_put");
 }
 
 void nvshmem_get(at::Tensor& tensor, const int64_t peer) {
   check_device(tensor, "nvshmem_get", "tensor");
   TORCH_CHECK(tensor.is_contiguous(), "get op currently supports contiguous tensors only");
-  prepare(tensor);
+  ensure_rt(tensor);
   TORCH_CHECK(peer >= 0 && peer < runtime().n_pes, "peer must be smaller than world size (got peer ", peer,
               ", world size ", runtime().n_pes, ")");
   OpsTensor t(tensor, "tensor");
-  check_ops_rc(XPUSHMEM_OP(xpushmem_ops_nvshmem_get)(t.get(), peer), "xpushmem_ops_nvshmem_get");
+  run_op(
+      tensor, [&] { return XPUSHMEM_OP(xpushmem_ops_nvshmem_get)(t.get(), peer); },
+      [&](void* list) { return XPUSHMEM_OP(xpushmem_ops_nvshmem_get_on_queue)(t.get(), peer, list); },
+      "xpushmem_ops_nvshmem_get");
 }
 
 // nvshmem_get_out(Tensor(a!) dst, SymmetricMemory hdl, int offset, int size, int peer): boxed, because the
@@ -767,39 +856,47 @@ void nvshmem_get_out_boxed(const c10::OperatorHandle& /*op*/, torch::jit::Stack*
 
 at::Tensor nvshmem_broadcast(at::Tensor& input, const int64_t root, const std::string& group_name) {
   check_device(input, "nvshmem_broadcast", "input");
-  prepare(input);
+  ensure_rt(input);
   auto pes = group_pes(group_name);
   TORCH_CHECK(root >= 0 && root < static_cast<int64_t>(pes.size()), "root must be smaller than group size (got ",
               root, ", group size ", pes.size(), ")");
   OpsTensor t(input, "input");
-  check_ops_rc(XPUSHMEM_OP(xpushmem_ops_nvshmem_broadcast)(t.get(), root, pes.data(), pes.size()),
-               "xpushmem_ops_nvshmem_broadcast");
+  run_op(
+      input, [&] { return XPUSHMEM_OP(xpushmem_ops_nvshmem_broadcast)(t.get(), root, pes.data(), pes.size()); },
+      [&](void* list) { return XPUSHMEM_OP(xpushmem_ops_nvshmem_broadcast_on_queue)(t.get(), root, pes.data(), pes.size(), list); },
+      "xpushmem_ops_nvshmem_broadcast");
   return input;
 }
 
 void nvshmem_put_with_signal(at::Tensor& tensor, at::Tensor& sigpad, int64_t signal, int64_t peer) {
   check_device(tensor, "nvshmem_put_with_signal", "tensor");
-  prepare(tensor);
+  ensure_rt(tensor);
   OpsTensor t(tensor, "tensor"), s(sigpad, "sigpad");
-  check_ops_rc(XPUSHMEM_OP(xpushmem_ops_nvshmem_put_with_signal)(t.get(), s.get(), signal, peer),
-               "xpushmem_ops_nvshmem_put_with_signal");
+  run_op(
+      tensor, [&] { return XPUSHMEM_OP(xpushmem_ops_nvshmem_put_with_signal)(t.get(), s.get(), signal, peer); },
+      [&](void* list) { return XPUSHMEM_OP(xpushmem_ops_nvshmem_put_with_signal_on_queue)(t.get(), s.get(), signal, peer, list); },
+      "xpushmem_ops_nvshmem_put_with_signal");
 }
 
 void nvshmem_wait_for_signal(at::Tensor& sigpad, int64_t signal, int64_t peer) {
   check_device(sigpad, "nvshmem_wait_for_signal", "sigpad");
-  prepare(sigpad);
+  ensure_rt(sigpad);
   OpsTensor s(sigpad, "sigpad");
-  check_ops_rc(XPUSHMEM_OP(xpushmem_ops_nvshmem_wait_for_signal)(s.get(), signal, peer),
-               "xpushmem_ops_nvshmem_wait_for_signal");
+  run_op(
+      sigpad, [&] { return XPUSHMEM_OP(xpushmem_ops_nvshmem_wait_for_signal)(s.get(), signal, peer); },
+      [&](void* list) { return XPUSHMEM_OP(xpushmem_ops_nvshmem_wait_for_signal_on_queue)(s.get(), signal, peer, list); },
+      "xpushmem_ops_nvshmem_wait_for_signal");
 }
 
 at::Tensor nvshmem_all_to_all(at::Tensor& input, at::Tensor& out, std::string group_name) {
   check_device(input, "nvshmem_all_to_all", "input");
-  prepare(input);
+  ensure_rt(input);
   auto pes = group_pes(group_name);
   OpsTensor i(input, "input"), o(out, "out");
-  check_ops_rc(XPUSHMEM_OP(xpushmem_ops_nvshmem_all_to_all)(i.get(), o.get(), pes.data(), pes.size()),
-               "xpushmem_ops_nvshmem_all_to_all");
+  run_op(
+      input, [&] { return XPUSHMEM_OP(xpushmem_ops_nvshmem_all_to_all)(i.get(), o.get(), pes.data(), pes.size()); },
+      [&](void* list) { return XPUSHMEM_OP(xpushmem_ops_nvshmem_all_to_all_on_queue)(i.get(), o.get(), pes.data(), pes.size(), list); },
+      "xpushmem_ops_nvshmem_all_to_all");
   return out;
 }
 
@@ -807,52 +904,57 @@ void all_to_all_vdev(at::Tensor& input, at::Tensor& out, at::Tensor& in_splits, 
                      std::string group_name) {
   check_device(input, "all_to_all_vdev", "input");
   TORCH_CHECK(input.device() == out.device(), "all_to_all_vdev: input and out must be on the same device");
-  prepare(input);
+  ensure_rt(input);
   auto pes = group_pes(group_name);
   OpsTensor i(input, "input"), o(out, "out"), s(in_splits, "in_splits"), so(out_splits_offsets, "out_splits_offsets");
-  check_ops_rc(XPUSHMEM_OP(xpushmem_ops_all_to_all_vdev)(i.get(), o.get(), s.get(), so.get(), pes.data(), pes.size()),
-               "xpushmem_ops_all_to_all_vdev");
+  run_op(
+      input, [&] { return XPUSHMEM_OP(xpushmem_ops_all_to_all_vdev)(i.get(), o.get(), s.get(), so.get(), pes.data(), pes.size()); },
+      [&](void* list) { return XPUSHMEM_OP(xpushmem_ops_all_to_all_vdev_on_queue)(i.get(), o.get(), s.get(), so.get(), pes.data(), pes.size(), list); },
+      "xpushmem_ops_all_to_all_vdev");
 }
 
 void all_to_all_vdev_2d(at::Tensor& input, at::Tensor& out, at::Tensor& in_splits, at::Tensor& out_splits_offsets,
                         std::string group_name, std::optional<int64_t> major_align) {
   check_device(input, "all_to_all_vdev_2d", "input");
-  prepare(input);
+  ensure_rt(input);
   auto pes = group_pes(group_name);
   OpsTensor i(input, "input"), o(out, "out"), s(in_splits, "in_splits"), so(out_splits_offsets, "out_splits_offsets");
   const int64_t align = major_align.value_or(1);
-  check_ops_rc(XPUSHMEM_OP(xpushmem_ops_all_to_all_vdev_2d)(i.get(), o.get(), s.get(), so.get(), pes.data(),
-                                                            pes.size(), major_align ? &align : nullptr),
-               "xpushmem_ops_all_to_all_vdev_2d");
+  run_op(
+      input, [&] { return XPUSHMEM_OP(xpushmem_ops_all_to_all_vdev_2d)(i.get(), o.get(), s.get(), so.get(), pes.data(), pes.size(), major_align ? &align : nullptr); },
+      [&](void* list) { return XPUSHMEM_OP(xpushmem_ops_all_to_all_vdev_2d_on_queue)(i.get(), o.get(), s.get(), so.get(), pes.data(), pes.size(), major_align ? &align : nullptr, list); },
+      "xpushmem_ops_all_to_all_vdev_2d");
 }
 
 void all_to_all_vdev_2d_offset(at::Tensor& input, at::Tensor& out, at::Tensor& in_splits_offsets,
                                at::Tensor& out_splits_offsets, std::string group_name) {
   check_device(input, "all_to_all_vdev_2d_offset", "input");
-  prepare(input);
+  ensure_rt(input);
   auto pes = group_pes(group_name);
   OpsTensor i(input, "input"), o(out, "out"), s(in_splits_offsets, "in_splits_offsets"),
       so(out_splits_offsets, "out_splits_offsets");
-  check_ops_rc(XPUSHMEM_OP(xpushmem_ops_all_to_all_vdev_2d_offset)(i.get(), o.get(), s.get(), so.get(), pes.data(),
-                                                                   pes.size()),
-               "xpushmem_ops_all_to_all_vdev_2d_offset");
+  run_op(
+      input, [&] { return XPUSHMEM_OP(xpushmem_ops_all_to_all_vdev_2d_offset)(i.get(), o.get(), s.get(), so.get(), pes.data(), pes.size()); },
+      [&](void* list) { return XPUSHMEM_OP(xpushmem_ops_all_to_all_vdev_2d_offset_on_queue)(i.get(), o.get(), s.get(), so.get(), pes.data(), pes.size(), list); },
+      "xpushmem_ops_all_to_all_vdev_2d_offset");
 }
 
 void tile_reduce(at::Tensor& in_tile, at::Tensor& out_tile, int64_t root, std::string group_name,
                  std::string reduce_op) {
   check_device(in_tile, "tile_reduce", "in_tile");
-  prepare(in_tile);
+  ensure_rt(in_tile);
   auto pes = group_pes(group_name);
   OpsTensor i(in_tile, "in_tile"), o(out_tile, "out_tile");
-  check_ops_rc(XPUSHMEM_OP(xpushmem_ops_tile_reduce)(i.get(), o.get(), root, pes.data(), pes.size(),
-                                                     reduce_op.c_str()),
-               "xpushmem_ops_tile_reduce");
+  run_op(
+      in_tile, [&] { return XPUSHMEM_OP(xpushmem_ops_tile_reduce)(i.get(), o.get(), root, pes.data(), pes.size(), reduce_op.c_str()); },
+      [&](void* list) { return XPUSHMEM_OP(xpushmem_ops_tile_reduce_on_queue)(i.get(), o.get(), root, pes.data(), pes.size(), reduce_op.c_str(), list); },
+      "xpushmem_ops_tile_reduce");
 }
 
 void multi_root_tile_reduce(c10::ArrayRef<at::Tensor> in_tiles, at::Tensor& out_tile, c10::ArrayRef<int64_t> roots,
                             std::string group_name, std::string reduce_op) {
   check_device(out_tile, "multi_root_tile_reduce", "out_tile");
-  prepare(out_tile);
+  ensure_rt(out_tile);
   auto pes = group_pes(group_name);
   std::vector<OpsTensor> tiles;
   tiles.reserve(in_tiles.size());
@@ -861,9 +963,10 @@ void multi_root_tile_reduce(c10::ArrayRef<at::Tensor> in_tiles, at::Tensor& out_
   for (const auto& t : tiles) descs.push_back(t.t);
   OpsTensor o(out_tile, "out_tile");
   std::vector<int64_t> r(roots.begin(), roots.end());
-  check_ops_rc(XPUSHMEM_OP(xpushmem_ops_multi_root_tile_reduce)(descs.data(), descs.size(), o.get(), r.data(),
-                                                                r.size(), pes.data(), pes.size(), reduce_op.c_str()),
-               "xpushmem_ops_multi_root_tile_reduce");
+  run_op(
+      out_tile, [&] { return XPUSHMEM_OP(xpushmem_ops_multi_root_tile_reduce)(descs.data(), descs.size(), o.get(), r.data(), r.size(), pes.data(), pes.size(), reduce_op.c_str()); },
+      [&](void* list) { return XPUSHMEM_OP(xpushmem_ops_multi_root_tile_reduce_on_queue)(descs.data(), descs.size(), o.get(), r.data(), r.size(), pes.data(), pes.size(), reduce_op.c_str(), list); },
+      "xpushmem_ops_multi_root_tile_reduce");
 }
 
 // ------------------------------------------------------------------------------------------ registration ----
@@ -1010,6 +1113,12 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         "The ze_module_handle_t (as an int) behind a kernel bundle capsule of Intel's Triton driver.");
 #endif
   m.def("runtime_started", []() { return runtime().up; });
+  m.def(
+      "ops_queue_wait",
+      []() {
+        if (xpushmem_ops_queue_wait != nullptr) check_ops_rc(xpushmem_ops_queue_wait(), "xpushmem_ops_queue_wait");
+      },
+      "Wait for the ops enqueued on XPU streams (synchronise the streams first) and raise the first failure");
   m.def("my_pe", []() { return runtime().up ? runtime().my_pe : -1; });
   m.def("n_pes", []() { return runtime().up ? runtime().n_pes : 0; });
   m.def("allocator_stats", [](const std::string& device) {
