@@ -1575,7 +1575,8 @@ fn short_words(sh: &Shmem, lib: &Lib) -> xpushmem::Result<()> {
     let counts = sh.calloc::<u16>(n.next_multiple_of(2))?;
     let elect = sh.calloc::<i16>(2)?;
     let flags = sh.calloc::<i16>(n.next_multiple_of(2))?;
-    let out = sh.calloc::<i64>(5)?;
+    let out = sh.calloc::<i64>(8)?;
+    let indices = sh.calloc::<u64>(n)?;
     sh.barrier_all()?;
     let args = [
         sym(counts, me),
@@ -1583,6 +1584,7 @@ fn short_words(sh: &Shmem, lib: &Lib) -> xpushmem::Result<()> {
         sym(flags, me),
         KernelArg::U32(ITERS),
         sym(out, me),
+        sym(indices, me),
     ];
     lib.run("k_short", &args, 1, ITEMS)?;
     sh.barrier_all()?;

@@ -78,9 +78,11 @@ __kernel __attribute__((intel_reqd_sub_group_size(16))) void k_sg16(int mode, __
 /* 16-bit words (one work-group): every item adds 1 `iters` times to counts[me] on PE 0 (the PEs' counters share
  * 32-bit words); every item adds 1 to elect[1] on PE 0 while item 0 competes with compare_swap(elect[0], 0 ->
  * me + 1); item 0 sets flags[me] = -(me + 1) on the right neighbour and waits for its own flags[left].
- * out = {compare_swap's old value, wait's result, short test EQ, ushort test GT 0x8000, fetch of flags[left]}. */
+ * out = {compare_swap's old value, wait's result, short test EQ, ushort test GT 0x8000, fetch of flags[left],
+ * short wait_until_any LT 0 over flags[0..np], ushort wait_until_some GE 0x8000 (count; indices[0]), short
+ * wait_until_all EQ over flags[left..left+1]}. */
 __kernel void k_short(__global ushort *counts, __global short *elect, __global short *flags, int iters,
-                      __global long *out) {
+                      __global long *out, __global ulong *indices) {
   int me = xpushmem_my_pe(), np = xpushmem_n_pes();
   int right = (me + 1) % np, left = (me + np - 1) % np;
   for (int i = 0; i < iters; i++) xpushmemx_ushort_atomic_fetch_add((long)&counts[me], 1, 0);
@@ -92,5 +94,8 @@ __kernel void k_short(__global ushort *counts, __global short *elect, __global s
     out[2] = xpushmem_short_test((long)&flags[left], XPUSHMEM_CMP_EQ, (short)-(left + 1));
     out[3] = xpushmem_ushort_test((long)&flags[left], XPUSHMEM_CMP_GT, (ushort)0x8000);
     out[4] = xpushmemx_short_atomic_fetch((long)&flags[left], me);
+    out[5] = (long)xpushmem_short_wait_until_any((long)flags, np, 0, XPUSHMEM_CMP_LT, 0);
+    out[6] = (long)xpushmem_ushort_wait_until_some((long)flags, np, (long)indices, 0, XPUSHMEM_CMP_GE, 0x8000);
+    out[7] = xpushmem_short_wait_until_all((long)&flags[left], 1, 0, XPUSHMEM_CMP_EQ, (short)-(left + 1));
   }
 }
