@@ -92,6 +92,18 @@ int main(int argc, char **argv) {
   ze_group_count_t groups = {1, 1, 1};
   ZE(zeCommandListAppendLaunchCooperativeKernel(list, kernel, &groups, NULL, 0, NULL)); /* synchronous */
 
+  /* Team numbers for kernels: the predefined teams' are fixed, a split team's is a slot past them, a bad handle is
+   * an error. */
+  xpushmem_team_t all;
+  XP(xpushmem_team_split_strided(XPUSHMEM_TEAM_WORLD, 0, 1, n, NULL, 0, &all));
+  int split_id = xpushmemx_team_device_id(all);
+  if (xpushmemx_team_device_id(XPUSHMEM_TEAM_WORLD) != 0 || xpushmemx_team_device_id(XPUSHMEM_TEAM_SHARED) != 1 ||
+      split_id < 2 || xpushmemx_team_device_id(12345) != -1 || !strstr(xpushmem_last_error(), "team")) {
+    fprintf(stderr, "PE %d: team device ids: split %d: %s\n", me, split_id, xpushmem_last_error());
+    return 1;
+  }
+  XP(xpushmem_team_destroy(all));
+
   int64_t got[3];
   XP(xpushmem_getmem(got, out, sizeof(got), me)); /* device memory: read through the runtime */
   int64_t want = me == 0 ? n : me;
