@@ -24,6 +24,7 @@ static short s_src[N], s_dst[N];
 static double complex z_src[N], z_sum[N], z_prod[N];
 
 int main(void) {
+    for (int i = 0; i < SHMEM_REDUCE_SYNC_SIZE; i++) pSync[i] = SHMEM_SYNC_VALUE;
     for (int i = 0; i < SHMEM_BARRIER_SYNC_SIZE; i++) pSync2[i] = SHMEM_SYNC_VALUE;
     shmem_init();
     int me = shmem_my_pe(), npes = shmem_n_pes();

@@ -107,7 +107,10 @@ int main(void) {
     CHECK(flag == 1 && sflag == 7 && iflag == 9 && llflag == 11, "waits: %ld %d %d %lld", flag, sflag, iflag, llflag);
     shmem_barrier_all();
     shmem_long_p(&flag, 5, right);
+#ifdef XPUSHMEM_SHMEM_H
+    /* the OpenSHMEM 1.2 function on a long (Open MPI declares only the generic of that name) */
     (shmem_wait_until)(&flag, _SHMEM_CMP_EQ, 5);
+#endif
     shmem_wait_until(&flag, SHMEM_CMP_GE, 5);
     shmem_barrier_all();
 
