@@ -836,7 +836,8 @@ pub fn ptr(call: &str, addr: *const c_void, pe: c_int) -> R<*mut c_void> {
 /// The handle of the default context (`SHMEM_CTX_DEFAULT`).
 pub const CTX_DEFAULT: usize = 1;
 
-static CONTEXTS: std::sync::Mutex<Option<std::collections::BTreeSet<usize>>> =
+/// Live contexts and the native id of the team each was made on (0: the world).
+static CONTEXTS: std::sync::Mutex<Option<std::collections::BTreeMap<usize, i64>>> =
     std::sync::Mutex::new(None);
 static NEXT_CTX: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0x100);
 
@@ -848,7 +849,7 @@ pub fn check_ctx(ctx: *mut c_void, call: &str) -> Result<(), Error> {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .as_ref()
-            .is_some_and(|s| s.contains(&h))
+            .is_some_and(|s| s.contains_key(&h))
     {
         return Ok(());
     }
@@ -859,16 +860,45 @@ pub fn check_ctx(ctx: *mut c_void, call: &str) -> Result<(), Error> {
     ))
 }
 
-/// A new context handle. Every operation of this runtime completes before it returns on the same-node transport,
-/// so a context is an ordering domain with nothing to hold: its fence and quiet are the global ones.
-pub fn ctx_create() -> usize {
+/// A new context handle on the team of native id `team` (validated by the caller). Every operation of this runtime
+/// completes before it returns on the same-node transport, so a context is an ordering domain with nothing to
+/// hold: its fence and quiet are the global ones.
+pub fn ctx_create(team: i64) -> usize {
     let h = NEXT_CTX.fetch_add(8, std::sync::atomic::Ordering::Relaxed);
     CONTEXTS
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .get_or_insert_with(Default::default)
-        .insert(h);
+        .insert(h, team);
     h
+}
+
+/// Validate a context handle and turn `pe`, a PE number of the context's team (OpenSHMEM: operations on a context
+/// address the PEs of its team), into a PE number of the world.
+pub fn ctx_pe(ctx: *mut c_void, pe: c_int, call: &str) -> R<c_int> {
+    check_ctx(ctx, call)?;
+    let team = CONTEXTS
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .as_ref()
+        .and_then(|s| s.get(&(ctx as usize)).copied())
+        .unwrap_or(0);
+    if team == 0 {
+        return Ok(pe);
+    }
+    state::with(|sh| {
+        let t = crate::teams::team(sh, team, crate::teams::Api::Oshmem, call)?;
+        let n = t.n_pes();
+        if pe < 0 || pe as usize >= n {
+            return Err(Error::InvalidPe {
+                pe: pe as i64,
+                n_pes: n,
+                context: format!("{call}: a PE of the context's team ({})", t.describe()),
+            }
+            .into());
+        }
+        Ok(t.global_pe(pe as usize)? as c_int)
+    })
 }
 
 /// Destroy a context made by [`ctx_create`] (after a quiet on it); the default context cannot be destroyed.
@@ -878,7 +908,7 @@ pub fn ctx_destroy(ctx: *mut c_void, call: &str) -> Result<(), Error> {
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .as_mut()
-        .is_some_and(|s| s.remove(&h));
+        .is_some_and(|s| s.remove(&h).is_some());
     if removed {
         return Ok(());
     }

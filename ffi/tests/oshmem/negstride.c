@@ -1,13 +1,15 @@
 /* shmem_team_split_strided with a negative stride (OpenSHMEM 1.6): the members start, start + stride, ... in that
  * (descending) order. The reversed world and every other PE counted down from the last: numbering, translation,
  * membership, collectives whose results depend on the member order (broadcast root, fcollect, collect, alltoall),
- * a split of the reversed team with a negative stride (the world's order again), and invalid triplets (nonzero
- * return and SHMEM_TEAM_INVALID on every PE). On global arrays. */
+ * a context on the reversed team (its PE numbers are the team's), a split of the reversed team with a negative
+ * stride (the world's order again), and invalid triplets (nonzero return and SHMEM_TEAM_INVALID on every PE). On
+ * global arrays. */
 #include "check.h"
 
 #define MAXPE 8
 static int src[MAXPE], dst[MAXPE * 2];
 static long lsum, lsrc;
+static int hits, mine;
 
 int main(void) {
     shmem_init();
@@ -42,6 +44,19 @@ int main(void) {
     lsrc = me + 1;
     CHECK(shmem_long_sum_reduce(rev, &lsum, &lsrc, 1) == 0 && lsum == (long)npes * (npes + 1) / 2, "sum %ld", lsum);
     shmem_team_sync(rev);
+
+    /* a context on the reversed team addresses the team's PE numbers: its member 0 is PE npes - 1 */
+    shmem_ctx_t rctx;
+    CHECK(shmem_team_create_ctx(rev, 0, &rctx) == 0, "team_create_ctx");
+    mine = me;
+    shmem_barrier_all();
+    shmem_ctx_int_atomic_add(rctx, &hits, 1, 0);
+    CHECK(shmem_ctx_int_g(rctx, &mine, 0) == npes - 1, "ctx g from team member 0");
+    CHECK(shmem_ctx_int_g(rctx, &mine, npes - 1) == 0, "ctx g from the last team member");
+    shmem_ctx_quiet(rctx);
+    shmem_barrier_all();
+    CHECK(hits == (me == npes - 1 ? npes : 0), "ctx atomic_add landed on team member 0: hits %d", hits);
+    shmem_ctx_destroy(rctx);
 
     /* a split of the reversed team, counted down again: the world's order */
     shmem_team_t fwd;
