@@ -457,3 +457,82 @@ fn no_opencl_means_dependency_unavailable() {
         ze_ok!(env, zeMemFree(env.ctx, p as *mut c_void));
     });
 }
+
+#[test]
+fn cooperative_launch_is_bounded_by_the_resident_group_count() {
+    kernel_case(
+        "cooperative_launch_is_bounded_by_the_resident_group_count",
+        |env| {
+            let m = load_module(env);
+            let k = kernel(env, m, c"put_signal");
+            let mut max = 0u32;
+            ze_ok!(env, zeKernelSuggestMaxCooperativeGroupCount(k, &mut max));
+            assert!(max >= 1, "resident groups {max}");
+            const N: usize = 1000;
+            let dst = env.alloc_device(N * 4) as *mut u32;
+            let sig = env.alloc_device(64) as *mut u64;
+            let src: Vec<u32> = (0..N as u32).collect();
+            arg(env, k, 0, &dst);
+            arg(env, k, 1, &src.as_ptr());
+            arg(env, k, 2, &(N as u64));
+            arg(env, k, 3, &sig);
+            arg(env, k, 4, &1u64);
+            ze_ok!(env, zeKernelSetGroupSize(k, 4, 1, 1));
+            let imm = env.immediate(0, ZE_COMMAND_QUEUE_MODE_SYNCHRONOUS);
+            let fits = ze_group_count_t {
+                groupCountX: max,
+                groupCountY: 1,
+                groupCountZ: 1,
+            };
+            ze_ok!(
+                env,
+                zeCommandListAppendLaunchCooperativeKernel(
+                    imm,
+                    k,
+                    &fits,
+                    ze_event_handle_t::null(),
+                    0,
+                    null_mut()
+                )
+            );
+            // SAFETY: allocations of N u32 and one u64.
+            unsafe {
+                assert!((0..N).all(|i| *dst.add(i) == 2 * i as u32), "put data");
+                assert_eq!(*sig, 1, "one cooperative launch ran");
+            }
+            // One group more than can be resident, in any dimension: refused, nothing runs.
+            for too_many in [
+                ze_group_count_t {
+                    groupCountX: max + 1,
+                    groupCountY: 1,
+                    groupCountZ: 1,
+                },
+                ze_group_count_t {
+                    groupCountX: max,
+                    groupCountY: 1,
+                    groupCountZ: 2,
+                },
+            ] {
+                assert_eq!(
+                    ze!(
+                        env,
+                        zeCommandListAppendLaunchCooperativeKernel(
+                            imm,
+                            k,
+                            &too_many,
+                            ze_event_handle_t::null(),
+                            0,
+                            null_mut()
+                        )
+                    ),
+                    ZE_RESULT_ERROR_INVALID_ARGUMENT
+                );
+            }
+            // SAFETY: as above.
+            assert_eq!(unsafe { *sig }, 1, "the refused launches did not run");
+            ze_ok!(env, zeKernelDestroy(k));
+            ze_ok!(env, zeCommandListDestroy(imm));
+            ze_ok!(env, zeModuleDestroy(m));
+        },
+    );
+}
