@@ -518,3 +518,56 @@ impl DeviceEvent<'_> {
         self.dev.take_device_error(self.state, &self.kernel)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// SPIR-V words of: two functions named `k` (an entry point) and `xpushmem_device_backoff.3` (a linker's
+    /// suffix), `k` calling the back-off through a third, unnamed function; and an entry point `idle` that calls
+    /// nothing.
+    fn module() -> Vec<u8> {
+        let op = |code: u32, ops: &[u32]| -> Vec<u32> {
+            let mut v = vec![((ops.len() as u32 + 1) << 16) | code];
+            v.extend_from_slice(ops);
+            v
+        };
+        let s = |t: &str| -> Vec<u32> {
+            let mut b = t.as_bytes().to_vec();
+            b.resize((b.len() / 4 + 1) * 4, 0);
+            b.chunks(4)
+                .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect()
+        };
+        let mut w = vec![0x0723_0203, 0x0001_0000, 0, 100, 0];
+        w.extend(op(15, &[[6].as_slice(), &[10], &s("k")].concat()));
+        w.extend(op(15, &[[6].as_slice(), &[12], &s("idle")].concat()));
+        w.extend(op(5, &[[10].as_slice(), &s("k")].concat()));
+        w.extend(op(
+            5,
+            &[[11].as_slice(), &s("xpushmem_device_backoff.3")].concat(),
+        ));
+        for (f, callee) in [(10, Some(13)), (13, Some(11)), (11, None), (12, None)] {
+            w.extend(op(54, &[1, f, 0, 2]));
+            if let Some(c) = callee {
+                w.extend(op(57, &[1, 50 + f, c]));
+            }
+            w.extend(op(56, &[]));
+        }
+        w.iter().flat_map(|x| x.to_le_bytes()).collect()
+    }
+
+    #[test]
+    fn finds_the_kernels_that_reach_the_backoff() {
+        let m = module();
+        assert_eq!(
+            waiting_kernels(&m),
+            std::collections::HashSet::from(["k".to_string()])
+        );
+        // Big-endian words are read too; garbage and truncated modules give nothing.
+        let be: Vec<u8> = m.chunks(4).flat_map(|c| [c[3], c[2], c[1], c[0]]).collect();
+        assert_eq!(waiting_kernels(&be).len(), 1);
+        assert!(waiting_kernels(b"not a SPIR-V module").is_empty());
+        assert!(waiting_kernels(&m[..40]).is_empty());
+    }
+}
