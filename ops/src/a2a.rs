@@ -405,17 +405,18 @@ fn run(
     };
     let eager = eager_limit(sh, cap);
     let tr = group.team_ranks();
-    let mut send = Messages::default();
+    let mut scratch = group.scratch();
+    let crate::group::Scratch { send, recv } = &mut *scratch;
+    send.clear();
     let built = match &prep {
-        Ok(p) => build_split_messages(sh, group, me, p, input, cap, eager, &mut send),
+        Ok(p) => build_split_messages(sh, group, me, p, input, cap, eager, send),
         Err(_) => Ok(()),
     };
     let local = prep.as_ref().err().cloned().or(built.err());
     if local.is_some() {
         send.clear();
     }
-    let mut recv = Messages::default();
-    group.exchange(sh, op, local, dig, &send, &mut recv, &ours)?;
+    group.exchange(sh, op, local, dig, send, recv, &ours)?;
     let p = prep?;
 
     // Receive: the entries of every sender, at the receiver indices the exchange gives.
@@ -493,11 +494,12 @@ fn run(
         both.extend_from_slice(&layout.offsets);
         io::write_i64s(sh, oso, &both, sh.my_pe())
     });
-    complete(sh, group, op, all_eager, outcome, out)
+    complete(sh, group, op, all_eager, outcome, out, send, recv)
 }
 
 /// The completion exchange of an all-to-all (module docs, step 4): the verdict on every rank's receive, and the
 /// point after which no peer reads this rank's input. Skipped when checks are off and nobody reads a peer.
+#[allow(clippy::too_many_arguments)]
 fn complete(
     sh: &Shmem,
     group: &Group,
@@ -505,17 +507,18 @@ fn complete(
     all_eager: bool,
     outcome: Result<()>,
     out: &TensorView,
+    send: &mut Messages,
+    recv: &mut Messages,
 ) -> Result<()> {
     if all_eager && !sh.config().check_symmetry {
         return outcome;
     }
     let ours = || format!("out {}", out.describe());
-    let mut recv = Messages::default();
-    let mut send = Messages::default();
+    send.clear();
     for _ in 0..group.size() {
         send.close();
     }
-    group.exchange(sh, op, outcome.err(), 0, &send, &mut recv, &ours)
+    group.exchange(sh, op, outcome.err(), 0, send, recv, &ours)
 }
 
 /// Check that every received chunk lies inside `out`.
@@ -757,7 +760,9 @@ pub fn nvshmem_all_to_all(
     }
     // The chunks travel inside the exchange when small (the chunk size enters the digest through the input).
     let eager = |chunk: usize| chunk <= eager_limit(sh, cap) && chunk <= cap;
-    let mut send = Messages::default();
+    let mut scratch = group.scratch();
+    let crate::group::Scratch { send, recv } = &mut *scratch;
+    send.clear();
     let tr = group.team_ranks();
     let built = prep.as_ref().map_err(Clone::clone).and_then(|&chunk| {
         if !eager(chunk) {
@@ -786,8 +791,7 @@ pub fn nvshmem_all_to_all(
     if local.is_some() {
         send.clear();
     }
-    let mut recv = Messages::default();
-    group.exchange(sh, OP, local, dig, &send, &mut recv, &ours)?;
+    group.exchange(sh, OP, local, dig, send, recv, &ours)?;
     let chunk = prep?;
     let inline = eager(chunk);
     let r = (|| {
@@ -808,7 +812,7 @@ pub fn nvshmem_all_to_all(
             !inline || peer == me
         })
     })();
-    complete(sh, group, OP, inline, r, out)
+    complete(sh, group, OP, inline, r, out, send, recv)
 }
 
 /// The chunks of an equal-split all-to-all that `pull` selects (by source group rank), read from their senders.

@@ -29,6 +29,17 @@ pub struct Group {
     id: u64,
     /// Team rank of each group rank (team ranks count the members in PE order).
     team_rank: Vec<usize>,
+    /// Message buffers of the exchanges, kept between ops (no allocation per call once grown).
+    scratch: std::sync::Mutex<Scratch>,
+}
+
+/// The message buffers of [`Group::exchange`]'s callers.
+#[derive(Debug, Default)]
+pub(crate) struct Scratch {
+    /// What this rank sends.
+    pub send: Messages,
+    /// What it received.
+    pub recv: Messages,
 }
 
 fn list_id(pes: &[usize]) -> u64 {
@@ -44,6 +55,7 @@ impl Group {
             my_rank: Some(sh.my_pe()),
             id: list_id(&pes),
             team_rank: pes.clone(),
+            scratch: Default::default(),
             pes,
             team: Some(sh.team_world()),
             owned: false,
@@ -86,6 +98,7 @@ impl Group {
             owned: true,
             id: list_id(pes),
             team_rank: team_ranks(pes),
+            scratch: Default::default(),
         })
     }
 
@@ -220,6 +233,11 @@ impl Group {
             .ok_or_else(|| Error::State(format!("{op}: group without a team")))?;
         let v = sh.team_exchange(team, op, local.is_some(), dig, send, recv)?;
         self.verdict(sh, op, team, v, local, ours)
+    }
+
+    /// The group's message buffers (ops on one group do not run concurrently: never contended).
+    pub(crate) fn scratch(&self) -> std::sync::MutexGuard<'_, Scratch> {
+        self.scratch.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The team rank of each group rank (the messages of [`Group::exchange`] are indexed by team rank).

@@ -795,6 +795,8 @@ impl<'a> Ctx<'a> {
         let next = std::cell::Cell::new(1usize);
         let mut other = None;
         let mut polls = 0u32;
+        // The flag polled now, resolved once per member (not once per poll).
+        let mut flag = self.local_word(base + ((me + 1) % n) * region);
         self.sh.wait_for(
             self.op,
             &|| {
@@ -804,8 +806,9 @@ impl<'a> Ctx<'a> {
             || {
                 while next.get() < n {
                     let q = (me + next.get()) % n;
-                    if self.local_word(base + q * region).load()? >= seq {
+                    if flag.load()? >= seq {
                         next.set(next.get() + 1);
+                        flag = self.local_word(base + ((me + next.get()) % n) * region);
                         continue;
                     }
                     polls = polls.wrapping_add(1);
