@@ -470,6 +470,13 @@ pub(crate) fn connect(a: ConnectArgs<'_>) -> Result<(Peers, dataseg::SymData)> {
     let cfg = crate::config::current()?;
     let deferred = cfg.transport == crate::config::TransportMode::Deferred;
     let forced = cfg.transport == crate::config::TransportMode::Fabric;
+    if forced && !cfg!(xpushmem_fabric) {
+        return Err(crate::error::Error::Config {
+            var: "XPUSHMEM_TRANSPORT",
+            value: "fabric".into(),
+            reason: "this build has no fabric transport (libfabric's headers were missing at build time)".into(),
+        });
+    }
     // The transports, most general first: the shm mapping reaches this node's PEs (runtime words, and host heaps);
     // Level Zero IPC reaches the same PEs' device heaps; the fabric reaches the other nodes' PEs (every other PE
     // when forced); the deferred test transport wraps the other PEs' windows. Each PE is routed to the last one
