@@ -81,13 +81,18 @@ fn peer_death_across_nodes_is_peer_lost_3pe() {
                 if sh.my_pe() == 2 { "local" } else { "fabric" }
             );
             let v = sh.calloc::<i64>(4)?;
+            let gone = sh.calloc::<u64>(1)?.at(0)?;
             sh.barrier_all()?;
+            // PE 2 dies only once the others are out of the barrier (a dead PE's memory is gone, unlike a
+            // mapping's): each tells it so.
             if sh.my_pe() == 2 {
+                sh.wait_until(gone, xpushmem::Cmp::Ge, 2)?;
                 let _ = rustix::process::kill_process(
                     rustix::process::getpid(),
                     rustix::process::Signal::KILL,
                 );
             }
+            sh.atomic_add(gone, 1, 2)?;
             let start = std::time::Instant::now();
             let r = if sh.my_pe() == 0 {
                 sh.barrier_all()

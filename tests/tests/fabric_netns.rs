@@ -132,13 +132,18 @@ fn pe_main() -> ! {
         })?;
         if env("NETNS_CASE") == "death" {
             let v = sh.calloc::<i64>(4)?;
+            let gone = sh.calloc::<u64>(1)?.at(0)?;
             sh.barrier_all()?;
+            // The victim dies only once the others are out of the barrier (a dead PE's memory is gone, unlike
+            // a mapping's): each tells it so.
             if rank == size - 1 {
+                sh.wait_until(gone, xpushmem::Cmp::Ge, (size - 1) as u64)?;
                 let _ = rustix::process::kill_process(
                     rustix::process::getpid(),
                     rustix::process::Signal::KILL,
                 );
             }
+            sh.atomic_add(gone, 1, size - 1)?;
             let start = Instant::now();
             let r = if rank == 0 {
                 sh.barrier_all()

@@ -146,6 +146,8 @@ struct Ep {
     timeout: Option<Duration>,
     /// A completion error said that a peer is gone.
     lost: bool,
+    /// Asked while a wait lasts: a lost peer ends it.
+    liveness: Arc<dyn crate::bootstrap::Bootstrap>,
 }
 
 // SAFETY: the raw pointers are libfabric objects owned by this struct; the domain is opened FI_THREAD_DOMAIN and
@@ -155,7 +157,6 @@ unsafe impl Send for Ep {}
 /// The fabric transport.
 pub(crate) struct Fabric {
     ep: Arc<Mutex<Ep>>,
-    liveness: Arc<dyn crate::bootstrap::Bootstrap>,
     reach: Vec<bool>,
     prov: String,
     stop: Arc<AtomicBool>,
@@ -510,12 +511,17 @@ impl Ep {
             (o.pe, o.what)
         };
         let start = Instant::now();
+        let mut tries = 0u32;
         loop {
             let r = post(cp.cast());
             if r == -(fi::FI_EAGAIN as isize) {
-                // The transmit queue is full: completions free it.
+                // The transmit queue is full (or the connection is being made): completions free it.
                 self.poll()?;
                 self.check_time(start, call, pe)?;
+                tries = tries.wrapping_add(1);
+                if tries % 256 == 0 {
+                    self.alive(what)?;
+                }
                 std::thread::yield_now();
                 continue;
             }
@@ -533,6 +539,26 @@ impl Ep {
             o.ctxs.push(ctx);
             o.parts_left += 1;
             return Ok(());
+        }
+    }
+
+    /// An error when the bootstrap knows of a lost peer: a peer that died may never answer (a provider need not
+    /// report operations queued for a connection it cannot make).
+    fn alive(&mut self, what: &str) -> Result<()> {
+        match self.liveness.check_alive() {
+            Ok(()) => Ok(()),
+            Err(Error::PeerLost { pe, me, op }) => {
+                self.lost = true;
+                Err(Error::PeerLost {
+                    pe,
+                    me,
+                    op: format!("{what} over fabric provider {} ({op})", self.prov),
+                })
+            }
+            Err(e) => {
+                self.lost = true;
+                Err(e)
+            }
         }
     }
 
@@ -875,23 +901,7 @@ impl Fabric {
                 }
             }
             if i % 256 == 255 {
-                // A peer that died may never answer (a provider need not report operations queued for a
-                // connection it cannot make): the bootstrap knows.
-                match self.liveness.check_alive() {
-                    Ok(()) => {}
-                    Err(Error::PeerLost { pe, me, op }) => {
-                        lock(&self.ep).lost = true;
-                        return Err(Error::PeerLost {
-                            pe,
-                            me,
-                            op: format!("{what} over fabric provider {} ({op})", self.prov),
-                        });
-                    }
-                    Err(e) => {
-                        lock(&self.ep).lost = true;
-                        return Err(e);
-                    }
-                }
+                lock(&self.ep).alive(what)?;
             }
             i = i.wrapping_add(1);
             if i < 64 {
@@ -1355,7 +1365,6 @@ pub(crate) fn connect(a: FabricArgs<'_>) -> Result<(Arc<Fabric>, Windows, Window
     let prov = ep.prov.clone();
     let t = Arc::new(Fabric {
         ep: Arc::new(Mutex::new(ep)),
-        liveness: Arc::clone(&a.liveness),
         reach: a.reach.clone(),
         prov,
         stop: Arc::new(AtomicBool::new(false)),
@@ -1445,6 +1454,7 @@ fn open(a: &FabricArgs<'_>) -> Result<(Ep, Vec<u8>)> {
         atomics: HashSet::new(),
         timeout: a.timeout,
         lost: false,
+        liveness: Arc::clone(&a.liveness),
     };
     // SAFETY: `chosen` is a valid fi_info owned by `ep` (freed in its Drop); each object is opened into `ep`'s
     // fields, so Drop closes whatever was opened if a later step fails.
