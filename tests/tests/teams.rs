@@ -89,6 +89,56 @@ coll_test!(predefined_teams, |sh| {
     sh.barrier_all()
 });
 
+coll_test!(split_strided_negative_strides, |sh| {
+    // OpenSHMEM 1.6: start, start + stride, ... with stride < 0, numbered in that (descending) order.
+    let (me, n) = (sh.my_pe(), sh.n_pes());
+    let world = sh.team_world();
+    let model = |start: usize, stride: isize, size: usize| -> Vec<usize> {
+        (0..size as isize)
+            .map(|k| (start as isize + k * stride) as usize)
+            .collect()
+    };
+    let src = sh.malloc::<u64>(1)?;
+    let dst = sh.malloc::<u64>(n)?;
+    sh.put(src, &[me as u64], me)?;
+    let mut cases = vec![(n - 1, -1, n), (n - 1, -2, n.div_ceil(2)), (0, -3, 1)];
+    if n >= 3 {
+        cases.push((n - 2, -1, n - 1));
+    }
+    for (start, stride, size) in cases {
+        let t = sh.team_split_strided_signed(&world, start, stride, size, None)?;
+        let expect = model(start, stride, size);
+        check_team(
+            sh,
+            t.as_ref(),
+            &expect,
+            &format!("split({start}, {stride}, {size})"),
+        )?;
+        if let Some(t) = t {
+            // fcollect puts member k's block at k: the members' world numbers in team order.
+            sh.fcollect(&t, dst, src, 1)?;
+            let mut got = vec![0u64; size];
+            sh.get(&mut got, dst, me)?;
+            assert_eq!(got, expect.iter().map(|&p| p as u64).collect::<Vec<_>>());
+            // A split of the reversed team counted down again gives the parent's order back.
+            let back = sh.team_split_strided_signed(&t, size - 1, -1, size, None)?;
+            let back_expect: Vec<usize> = expect.iter().rev().copied().collect();
+            check_team(sh, back.as_ref(), &back_expect, "reversed twice")?;
+            sh.team_destroy(back.expect("every member of the parent is a member"))?;
+            sh.team_destroy(t)?;
+        }
+        sh.barrier_all()?;
+    }
+    sh.free(dst)?;
+    sh.free(src)?;
+    // Running below PE 0 is an error on every PE, naming the size.
+    assert!(matches!(
+        sh.team_split_strided_signed(&world, n - 1, -1, n + 1, None),
+        Err(Error::InvalidArgument { name: "size", .. })
+    ));
+    sh.barrier_all()
+});
+
 coll_test!(split_strided_membership_numbering_translation, |sh| {
     let n = sh.n_pes();
     let world = sh.team_world();
