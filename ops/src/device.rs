@@ -155,7 +155,8 @@ impl OpHandle {
             };
         };
         let dev = device_of(sh)?;
-        dev.wait_host_word(st, 0, self.seq, self.op)?;
+        // The kernel's own waits (at most three sync steps) are each bounded by the timeout: let them report first.
+        dev.wait_host_word(st, 0, self.seq, 4, self.op)?;
         let lib = dev.take_ops_error(&self.module, self.op);
         let code = st.word(1)?;
         let (a, b, c) = (st.word(2)? as i64, st.word(3)? as i64, st.word(4)? as i64);

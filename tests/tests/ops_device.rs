@@ -1029,3 +1029,46 @@ fn prebuilt_op_kernels_match_their_source() {
         "ops/device/prebuilt/xpushmem_ops.spv is stale: run ops/device/build.sh ops/device/prebuilt"
     );
 }
+
+/// A device-side wait that never completes (`nvshmem_wait_for_signal` on a word nobody sets) ends in the host's
+/// `Timeout` naming the call, within `XPUSHMEM_TIMEOUT_MS`, and the next ops on the queue work.
+#[test]
+fn wait_for_signal_times_out_on_the_device_2pe() {
+    let name = xpushmem_tests::test_name(
+        module_path!(),
+        "wait_for_signal_times_out_on_the_device_2pe",
+    );
+    if xpushmem_tests::is_pe_of(&name) {
+        xpushmem_tests::run_pe(|sh| {
+            let (ops, q) = setup(sh)?;
+            let sig = sh.calloc::<u64>(1)?;
+            let sigv = TensorView::of(sh, sig, DType::I64, &[1])?;
+            // An immediate list runs what is appended: wait on the handle alone (it waits longer than the device).
+            let r = ops
+                .nvshmem_wait_for_signal(sh, q.list(), &sigv, 7, 0)?
+                .wait(sh);
+            match &r {
+                Err(Error::Timeout { op, .. }) => {
+                    assert!(op.contains("signal_wait_until"), "{r:?}")
+                }
+                _ => panic!("expected a Timeout, got {r:?}"),
+            }
+            // The next ops: a put with signal to the right neighbour, and the wait for the left one's.
+            let me = sh.my_pe();
+            let data = sh.calloc::<u8>(64)?;
+            let t = view(data, DType::U8, &[64]);
+            sh.barrier_all()?;
+            let h1 =
+                ops.nvshmem_put_with_signal(sh, q.list(), &t, &sigv, 9, ((me + 1) % 2) as i64)?;
+            let h2 = ops.nvshmem_wait_for_signal(sh, q.list(), &sigv, 9, 0)?;
+            h1.wait(sh)?;
+            h2.wait(sh)?;
+            sh.barrier_all()
+        });
+    }
+    let mut env = xpushmem_tests::device_env();
+    env.push(("XPUSHMEM_TIMEOUT_MS".into(), "3000".into()));
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let out = xpushmem_tests::spawn_pes_with(&name, 2, &env);
+    xpushmem_tests::assert_success(&name, 2, &out);
+}

@@ -18,13 +18,29 @@ use crate::device::Device;
 use crate::error::Result;
 
 impl Device<'_> {
-    /// Wait until word `word` of `buf` (written by a kernel) equals `value`, with the runtime's back-off, timeout
-    /// (`XPUSHMEM_TIMEOUT_MS`) and lost-peer detection; `what` names the wait in a timeout error.
-    pub fn wait_host_word(&self, buf: &HostBuf, word: usize, value: u64, what: &str) -> Result<()> {
-        self.sh.wait_for(
-            what,
-            &|| format!("status word {word} is not {value} yet"),
-            || Ok(buf.word(word)? == value),
-        )
+    /// Wait until word `word` of `buf` (written by a kernel) equals `value`, with the runtime's back-off and
+    /// lost-peer detection, for up to `rounds` times `XPUSHMEM_TIMEOUT_MS` (a kernel whose own waits are bounded by
+    /// the timeout reports them first); `what` names the wait in a timeout error.
+    pub fn wait_host_word(
+        &self,
+        buf: &HostBuf,
+        word: usize,
+        value: u64,
+        rounds: u32,
+        what: &str,
+    ) -> Result<()> {
+        let mut left = rounds.max(1);
+        loop {
+            let r = self.sh.wait_for(
+                what,
+                &|| format!("status word {word} is not {value} yet"),
+                || Ok(buf.word(word)? == value),
+            );
+            left -= 1;
+            match r {
+                Err(crate::error::Error::Timeout { .. }) if left > 0 => continue,
+                r => return r,
+            }
+        }
     }
 }

@@ -409,12 +409,21 @@ impl<'a> Device<'a> {
         Queue::new(self.rt, immediate)
     }
 
-    /// Run what was enqueued on `queue` and wait for it (timeout and lost peers as every wait), then report an
-    /// error a device call of `modules` recorded.
+    /// Run what was enqueued on `queue` and wait for it, with lost-peer detection, for up to 4 times
+    /// `XPUSHMEM_TIMEOUT_MS` (the op kernels' own waits, each bounded by the timeout, report first).
     pub fn submit_and_wait(&self, queue: &Queue) -> Result<()> {
         queue.submit(&|done| {
-            self.sh
-                .wait_for("queue synchronize", &|| "work still running".into(), done)
+            let mut left = 4;
+            loop {
+                left -= 1;
+                match self
+                    .sh
+                    .wait_for("queue synchronize", &|| "work still running".into(), done)
+                {
+                    Err(Error::Timeout { .. }) if left > 0 => continue,
+                    r => return r,
+                }
+            }
         })
     }
 
