@@ -444,9 +444,8 @@ fn run(
             if s != me && flags & EAGER != 0 {
                 inline[s] = Some(8 + 16 * ne);
             }
-            let e = p.ex.to_peer(s, me);
             for k in 0..ne {
-                let i = e.dst_start + k * e.dst_step;
+                let (_, i) = p.ex.entry(s, me, k);
                 counts[i] = word(1 + k);
                 src_rows[i] = word(1 + ne + k);
             }
@@ -464,9 +463,8 @@ fn run(
         for s in 0..w {
             let Some(mut at) = inline[s] else { continue };
             let m = recv.get(tr[s]);
-            let e = p.ex.to_peer(s, me);
             for k in 0..ne {
-                let i = e.dst_start + k * e.dst_step;
+                let (_, i) = p.ex.entry(s, me, k);
                 let bytes = counts[i] as usize * rb;
                 if bytes == 0 {
                     continue;
@@ -561,14 +559,8 @@ fn build_split_messages(
     for (g, &t) in tr.iter().enumerate() {
         by_team[t] = g;
     }
-    let entries: Vec<_> = (0..w).map(|peer| p.ex.to_peer(me, peer)).collect();
-    let bytes_to = |peer: usize| -> usize {
-        entries[peer]
-            .src
-            .iter()
-            .map(|&t| p.counts[t] as usize * rb)
-            .sum()
-    };
+    let src_of = |peer: usize| (0..ne).map(move |k| p.ex.entry(me, peer, k).0);
+    let bytes_to = |peer: usize| -> usize { src_of(peer).map(|t| p.counts[t] as usize * rb).sum() };
     let head = 8 + 16 * ne;
     let is_eager = |peer: usize| {
         let b = bytes_to(peer);
@@ -577,18 +569,17 @@ fn build_split_messages(
     let all = (0..w).all(|peer| peer == me || is_eager(peer));
     let src = input.contiguous_bytes("all-to-all", "input")?;
     for &peer in &by_team {
-        let e = &entries[peer];
         let eager_here = is_eager(peer);
         let flags = u64::from(eager_here) * EAGER + u64::from(all) * ALL_EAGER;
         send.data.extend_from_slice(&flags.to_le_bytes());
-        for &t in &e.src {
+        for t in src_of(peer) {
             send.data.extend_from_slice(&p.counts[t].to_le_bytes());
         }
-        for &t in &e.src {
+        for t in src_of(peer) {
             send.data.extend_from_slice(&p.src_rows[t].to_le_bytes());
         }
         if eager_here {
-            for &t in &e.src {
+            for t in src_of(peer) {
                 let bytes = p.counts[t] as usize * rb;
                 if bytes == 0 {
                     continue;

@@ -202,6 +202,17 @@ impl Exchange {
         }
     }
 
+    /// Entry `k` (`k < ne`) of what sender `me` sends `peer`: (index in the sender's split vector, index at the
+    /// receiver). The same as `to_peer(me, peer)`'s `src[k]` and `dst_start + k * dst_step`, without allocating.
+    pub fn entry(&self, me: usize, peer: usize, k: usize) -> (usize, usize) {
+        let (w, ne) = (self.world, self.ne);
+        if self.rank_is_row_in {
+            (peer * ne + k, k * w + me)
+        } else {
+            (k * w + peer, me * ne + k)
+        }
+    }
+
     /// What sender `me` writes to `peer`, as one strided run.
     pub fn to_peer(&self, me: usize, peer: usize) -> PeerEntries {
         let (w, ne) = (self.world, self.ne);
@@ -389,6 +400,30 @@ pub fn digest(words: &[u64]) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn entry_matches_to_peer() {
+        for (world, ne, rank_is_row_in) in
+            [(1, 1, true), (3, 4, true), (4, 3, false), (5, 1, false)]
+        {
+            let ex = Exchange {
+                world,
+                ne,
+                rank_is_row_in,
+            };
+            for me in 0..world {
+                for peer in 0..world {
+                    let e = ex.to_peer(me, peer);
+                    for k in 0..ne {
+                        assert_eq!(
+                            ex.entry(me, peer, k),
+                            (e.src[k], e.dst_start + k * e.dst_step)
+                        );
+                    }
+                }
+            }
+        }
+    }
     use proptest::prelude::*;
 
     #[test]

@@ -584,8 +584,19 @@ impl<'a> Ctx<'a> {
 
     /// Write words into this PE's slot.
     pub(crate) fn write_words(&self, w: usize, words: &[u64]) -> Result<()> {
-        let bytes: Vec<u8> = words.iter().flat_map(|x| x.to_le_bytes()).collect();
-        self.local_win().write(self.word(w), &bytes)
+        // Identity words and the like fit on the stack (no allocation on the agreement's path).
+        let mut stack = [0u8; 8 * layout::CHECK_WORDS];
+        let mut heap = Vec::new();
+        let bytes: &mut [u8] = if words.len() <= layout::CHECK_WORDS {
+            &mut stack[..8 * words.len()]
+        } else {
+            heap.resize(8 * words.len(), 0);
+            &mut heap
+        };
+        for (c, x) in bytes.chunks_exact_mut(8).zip(words) {
+            c.copy_from_slice(&x.to_le_bytes());
+        }
+        self.local_win().write(self.word(w), bytes)
     }
 
     /// Publish this PE's identity words at `at`: every word, then (ordered after them) the sequence number, so
