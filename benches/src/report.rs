@@ -960,7 +960,7 @@ pub fn write(a: &ReportArgs) -> Result<()> {
         }
     }
     s.push('\n');
-    s.push_str("**Load caveat.** The machine (2 vCPUs) is shared with other engineers' builds and tests. Before each program the script waits (a few seconds at most) until the machine is less than 10% busy and records what it saw (below; a high figure means the program probably ran next to someone's build). The whole sequence runs twice when time allows (two passes, the ping-pongs also in three interleaved rounds per pass); each cell is the median over the 5 repeats of a run, and over several runs of a cell the median of those medians (the raw CSVs keep every run). Latencies of a few hundred nanoseconds move by 10-30% between quiet runs; treat ratios near a threshold accordingly.\n\n");
+    s.push_str("**Load caveat.** The development machine (2 vCPUs) is shared with other engineers' builds and tests. Before each program the script waits (a few seconds at most) until the machine is less than 10% busy and records what it saw (below; a high figure means the program probably ran next to someone's build). The whole sequence runs twice when time allows (two passes, the ping-pongs also in three interleaved rounds per pass); each cell is the median over the 5 repeats of a run, and over several runs of a cell the median of those medians (the raw CSVs keep every run). Latencies of a few hundred nanoseconds move by 10-30% between quiet runs; treat ratios near a threshold accordingly.\n\n");
     if !loads.is_empty() {
         s.push_str(
             "<details><summary>Other tenants' CPU use measured before each program</summary>\n\n",
@@ -1055,7 +1055,7 @@ pub fn write(a: &ReportArgs) -> Result<()> {
         s.push_str(&spin_diagnostic(&res));
     }
     s.push_str(&device_section(&res));
-    s.push_str("## Reproduce\n\n```\nscripts/bench.sh                  # everything: builds, peers, runs, this page, docs/perf/*.png\nBENCH_ARGS='-e 1M' scripts/bench.sh   # a quicker sweep\nxpushmem-run -n 2 target-perf/release/xpushmem-perf put_bw -b 64K -e 16M --csv put.csv\n```\n");
+    s.push_str("## Reproduce\n\n```\nscripts/bench.sh                  # everything: builds, peers, runs, this page, docs/perf/*.png\nBENCH_ARGS='-e 1M' scripts/bench.sh   # a quicker sweep\nBENCH_PES='2 4 8 16' scripts/bench.sh # more PE counts (one PE per core when they fit), on a machine with the cores\nBENCH_COPY_COMPARE=0 scripts/bench.sh # without the put/get run with XPUSHMEM_NT_COPY_SIZE=off\nxpushmem-run -n 2 target-perf/release/xpushmem-perf put_bw -b 64K -e 16M --csv put.csv\n```\n");
     std::fs::write(&a.md, s).map_err(|e| PerfError::io(&a.md, e))?;
     Ok(())
 }
