@@ -124,6 +124,14 @@ env_table! {
     launcher_report: Option<String> = "XPUSHMEM_LAUNCHER_REPORT", "", opt_text;
     /// which path the PyTorch op family (xpushmem-ops) takes: host (host-driven transfers), device (kernels enqueued on the caller's queue; device heaps only), auto (device on device heaps, else host)
     ops_path: String = "XPUSHMEM_OPS_PATH", "auto", ops_path;
+    /// OpenSHMEM layer only (the specification's name): size of each PE's symmetric heap, used when XPUSHMEM_SYMMETRIC_SIZE is unset; bytes, a K/M/G/T suffix (powers of 1024) or a number with a fraction or exponent (1.5G, 2e9, 1E3K)
+    shmem_symmetric_size: OnUse<Option<usize>> = "SHMEM_SYMMETRIC_SIZE", "", on_use(opt_heap_size);
+    /// OpenSHMEM layer only: set (to anything but 0, false, no or off) prints the library version on every PE at shmem_init
+    shmem_version: bool = "SHMEM_VERSION", "", presence;
+    /// OpenSHMEM layer only: set (to anything but 0, false, no or off) makes PE 0 print every variable of this table (name, value, default, meaning) at shmem_init
+    shmem_info: bool = "SHMEM_INFO", "", presence;
+    /// OpenSHMEM layer only: set (to anything but 0, false, no or off) enables debugging messages on stderr (XPUSHMEM_LOG=debug) when XPUSHMEM_LOG is unset
+    shmem_debug: bool = "SHMEM_DEBUG", "", presence;
 }
 
 /// A setting parsed at init whose error, if its value is unusable, is reported by the calls that use it (the
@@ -307,6 +315,24 @@ fn heap_size(var: &'static str) -> Result<usize> {
     Ok(n)
 }
 
+/// `SHMEM_SYMMETRIC_SIZE`: unset, or a heap size like `XPUSHMEM_SYMMETRIC_SIZE`.
+fn opt_heap_size(var: &'static str) -> Result<Option<usize>> {
+    match env_value(var) {
+        Some(_) => heap_size(var).map(Some),
+        None => Ok(None),
+    }
+}
+
+/// The OpenSHMEM switches (`SHMEM_VERSION`...): on when set to anything but `0`, `false`, `no` or `off`.
+fn presence(var: &'static str) -> Result<bool> {
+    Ok(env_value(var).is_some_and(|v| {
+        !matches!(
+            v.trim().to_ascii_lowercase().as_str(),
+            "0" | "false" | "no" | "off"
+        )
+    }))
+}
+
 fn timeout_ms(var: &'static str) -> Result<Option<Duration>> {
     let ms = parse_u64(var)?;
     Ok((ms > 0).then(|| Duration::from_millis(ms)))
@@ -457,6 +483,39 @@ fn chunk_size(var: &'static str) -> Result<usize> {
 }
 
 impl Config {
+    /// Apply the OpenSHMEM specification's variables (the `SHMEM_*` rows of [`VARS`]), as the OpenSHMEM layer's
+    /// `shmem_init` does: `SHMEM_SYMMETRIC_SIZE` sets the heap size and `SHMEM_DEBUG` the log level `debug`, each
+    /// only where its `XPUSHMEM_*` variable is unset (that one wins). A bad `SHMEM_SYMMETRIC_SIZE` is an error
+    /// even when `XPUSHMEM_SYMMETRIC_SIZE` is set.
+    pub fn apply_openshmem(&mut self) -> Result<()> {
+        let size = self.shmem_symmetric_size.clone()?;
+        if env_value("XPUSHMEM_SYMMETRIC_SIZE").is_none() {
+            if let Some(n) = size {
+                self.symmetric_size = n;
+            }
+        }
+        if self.shmem_debug && env_value("XPUSHMEM_LOG").is_none() {
+            self.log = "debug".into();
+        }
+        Ok(())
+    }
+
+    /// Every variable of [`VARS`], one line each: name, value (set, default or unset) and meaning; what
+    /// `xpushmem-info` and the OpenSHMEM layer's `SHMEM_INFO` print.
+    pub fn describe() -> String {
+        let w = VARS.iter().map(|v| v.name.len()).max().unwrap_or(0);
+        let mut out = String::new();
+        for (name, value, default, doc) in Config::table() {
+            let shown = match &value {
+                Some(v) => format!("{v} (set)"),
+                None if default.is_empty() => "(unset)".into(),
+                None => format!("{default} (default)"),
+            };
+            out.push_str(&format!("  {name:<w$}  {shown:<22} {doc}\n"));
+        }
+        out
+    }
+
     /// Rows of (name, current value or empty, default, doc), for `xpushmem-info`.
     pub fn table() -> Vec<(&'static str, Option<String>, &'static str, &'static str)> {
         VARS.iter()
@@ -477,6 +536,10 @@ mod tests {
         assert_eq!(parse_size("2GiB"), Some(2 << 30));
         assert_eq!(parse_size("64k"), Some(64 << 10));
         assert_eq!(parse_size("1.5G"), Some(3 << 29));
+        // The OpenSHMEM specification's forms of SHMEM_SYMMETRIC_SIZE: fractions and scientific notation.
+        assert_eq!(parse_size("2e9"), Some(2_000_000_000));
+        assert_eq!(parse_size("1.5E3K"), Some(1500 << 10));
+        assert_eq!(parse_size("0.5m"), Some(1 << 19));
         assert_eq!(parse_size("-1"), None);
         assert_eq!(parse_size("lots"), None);
         assert_eq!(parse_size(""), None);
@@ -488,9 +551,11 @@ mod tests {
         names.sort();
         names.dedup();
         assert_eq!(names.len(), VARS.len());
-        assert!(VARS
-            .iter()
-            .all(|v| v.name.starts_with("XPUSHMEM_") && !v.doc.is_empty()));
+        // The runtime's own variables, and the OpenSHMEM specification's that the OpenSHMEM layer maps onto them.
+        assert!(VARS.iter().all(|v| (v.name.starts_with("XPUSHMEM_")
+            || (v.name.starts_with("SHMEM_")
+                && v.doc.trim().starts_with("OpenSHMEM layer only")))
+            && !v.doc.is_empty()));
     }
 
     /// The table of `docs/ENV.md`, rendered from [`VARS`].

@@ -65,6 +65,9 @@ pub struct InitAttr {
     /// Make the executable's writable data segment (global and static variables) symmetric, as OpenSHMEM requires
     /// (host heaps only; see `transport::dataseg`). Off by default; the OpenSHMEM C layer turns it on.
     pub symmetric_data: bool,
+    /// Apply the OpenSHMEM specification's environment variables (`SHMEM_SYMMETRIC_SIZE`, `SHMEM_DEBUG`; see
+    /// [`Config::apply_openshmem`]). Off by default; the OpenSHMEM C layer turns it on.
+    pub openshmem_env: bool,
 }
 
 impl Default for InitAttr {
@@ -75,6 +78,7 @@ impl Default for InitAttr {
             heap: None,
             device_handles: None,
             symmetric_data: false,
+            openshmem_env: false,
         }
     }
 }
@@ -363,7 +367,10 @@ pub struct Shmem {
 
 impl Shmem {
     fn start(attr: InitAttr) -> Result<Shmem> {
-        let cfg = Config::from_env()?;
+        let mut cfg = Config::from_env()?;
+        if attr.openshmem_env {
+            cfg.apply_openshmem()?;
+        }
         crate::config::install(&cfg);
         crate::transport::shm::set_nt_copy_size(cfg.nt_copy_size);
         init_logging(&cfg.log);

@@ -21,8 +21,10 @@ mod locks;
 mod teams;
 
 use std::ffi::{c_char, c_int, c_long, c_void};
+use std::io::Write;
 use xpushmem_ffi_core::error::{self, value, void, write_out, Failure};
-use xpushmem_ffi_core::rt::InitAttr;
+use xpushmem_ffi_core::rt::config::Config;
+use xpushmem_ffi_core::rt::{InitAttr, ThreadLevel};
 use xpushmem_ffi_core::{imp, native, state};
 
 /// `SHMEM_VENDOR_STRING` of `shmem.h`, what `shmem_info_get_name` returns (a C test compares the two).
@@ -57,19 +59,57 @@ extern "C" fn set_layer_default() {
     error::set_layer_default(true);
 }
 
+/// Start the runtime for the OpenSHMEM layer at `thread_level`: symmetric data segment, the specification's
+/// environment variables (`SHMEM_SYMMETRIC_SIZE` and `SHMEM_DEBUG` mapped onto the runtime's settings, see
+/// `Config::apply_openshmem`), then what `SHMEM_VERSION` and `SHMEM_INFO` ask to print, once per start (a second
+/// init of a running library is a no-op and prints nothing).
+fn start(thread_level: ThreadLevel) -> Result<(), Failure> {
+    let started = state::is_initialised();
+    state::init(
+        InitAttr {
+            thread_level,
+            symmetric_data: true,
+            openshmem_env: true,
+            ..InitAttr::default()
+        },
+        true,
+    )?;
+    if started {
+        return Ok(());
+    }
+    state::with(|sh| {
+        let cfg = sh.config();
+        let mut out = std::io::stdout().lock();
+        // Printing is best effort: a closed stdout must not fail the init.
+        if cfg.shmem_version {
+            let _ = writeln!(
+                out,
+                "{VENDOR_STRING} {} (OpenSHMEM {}.{}): PE {} of {}",
+                xpushmem_ffi_core::rt::VERSION,
+                native::XPUSHMEM_SPEC_MAJOR_VERSION,
+                native::XPUSHMEM_SPEC_MINOR_VERSION,
+                sh.my_pe(),
+                sh.n_pes()
+            );
+        }
+        if cfg.shmem_info && sh.my_pe() == 0 {
+            let _ = write!(
+                out,
+                "{VENDOR_STRING} {}: environment variables (the XPUSHMEM_* ones win over their SHMEM_* names)\n{}",
+                xpushmem_ffi_core::rt::VERSION,
+                Config::describe()
+            );
+        }
+        let _ = out.flush();
+        Ok(())
+    })
+}
+
 /// Start the library (collective). Aborts on failure unless `XPUSHMEM_ERROR_MODE=return`.
 #[no_mangle]
 pub extern "C" fn shmem_init() {
     std::hint::black_box(&SET_LAYER_DEFAULT);
-    void("shmem_init", || {
-        state::init(
-            InitAttr {
-                symmetric_data: true,
-                ..InitAttr::default()
-            },
-            true,
-        )
-    })
+    void("shmem_init", || start(InitAttr::default().thread_level))
 }
 
 /// Start the library at thread level `requested`; the provided level in `*provided`. 0 on success.
@@ -79,15 +119,7 @@ pub extern "C" fn shmem_init() {
 #[no_mangle]
 pub unsafe extern "C" fn shmem_init_thread(requested: c_int, provided: *mut c_int) -> c_int {
     status("shmem_init_thread", || {
-        let level = imp::thread_level_arg(requested, "shmem_init_thread")?;
-        state::init(
-            InitAttr {
-                thread_level: level,
-                symmetric_data: true,
-                ..InitAttr::default()
-            },
-            true,
-        )?;
+        start(imp::thread_level_arg(requested, "shmem_init_thread")?)?;
         let got = state::with(|sh| Ok(imp::thread_level_int(sh.query_thread())))?;
         // SAFETY: the caller's contract on `provided`.
         unsafe { write_out(provided, got) };

@@ -228,3 +228,192 @@ fn a_call_before_init_returns_in_return_mode_1pe() {
         all_output(&o)
     );
 }
+
+// ---------------------------------------------------------------------------------------------------------------
+// The specification's environment variables (`SHMEM_SYMMETRIC_SIZE`, `SHMEM_VERSION`, `SHMEM_INFO`,
+// `SHMEM_DEBUG`), through `ffi/tests/oshmem/envvars.c`.
+
+/// Run `envvars CHECK` on `n` PEs in return mode with `env` on top; `XPUSHMEM_SYMMETRIC_SIZE` is unset (empty)
+/// unless `env` sets it (later entries win), so `SHMEM_SYMMETRIC_SIZE` decides.
+fn envvars(n: usize, check: &str, env: &[(&str, &str)]) -> xpushmem::launch::Outcome {
+    let mut job = xpushmem::launch::Job::new(n, conformance_program("envvars"));
+    job.args = vec![check.to_string()];
+    job.env = [
+        ("XPUSHMEM_TIMEOUT_MS", "20000"),
+        ("XPUSHMEM_ERROR_MODE", "return"),
+        ("XPUSHMEM_SYMMETRIC_SIZE", ""),
+    ]
+    .iter()
+    .chain(env)
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    job.timeout = Some(std::time::Duration::from_secs(120));
+    job.capture = true;
+    job.run().expect("the job starts")
+}
+
+/// `envvars` succeeded and every PE reported OK.
+fn envvars_ok(o: &xpushmem::launch::Outcome, n: usize, what: &str) {
+    assert_success(o, what);
+    for pe in 0..n {
+        assert!(
+            o.output_of(pe)
+                .contains(&format!("envvars OK on PE {pe} of {n}")),
+            "{what}: PE {pe} did not report OK:\n{}",
+            all_output(o)
+        );
+    }
+}
+
+#[test]
+fn shmem_symmetric_size_sizes_the_heap_1pe_2pe_4pe() {
+    for n in [1, 2, 4] {
+        let o = envvars(n, "heap-3m", &[("SHMEM_SYMMETRIC_SIZE", "3M")]);
+        envvars_ok(&o, n, &format!("SHMEM_SYMMETRIC_SIZE=3M at {n} PEs"));
+    }
+    // The specification's floating-point and scientific forms (3.1e6 bytes: 2 MiB fits, 4 MiB does not).
+    for size in ["3.1e6", "0.003G"] {
+        let o = envvars(2, "heap-3m", &[("SHMEM_SYMMETRIC_SIZE", size)]);
+        envvars_ok(&o, 2, &format!("SHMEM_SYMMETRIC_SIZE={size}"));
+    }
+}
+
+#[test]
+fn xpushmem_symmetric_size_wins_over_shmem_symmetric_size_2pe() {
+    let env = [
+        ("SHMEM_SYMMETRIC_SIZE", "3M"),
+        ("XPUSHMEM_SYMMETRIC_SIZE", "64M"),
+    ];
+    envvars_ok(&envvars(2, "heap-4m-fits", &env), 2, "both sizes set");
+    // Without the alias, the same check in a 3 MiB heap fails: the test can tell the two apart.
+    let o = envvars(2, "heap-4m-fits", &[("SHMEM_SYMMETRIC_SIZE", "3M")]);
+    assert!(
+        !o.success(),
+        "a 4 MiB allocation succeeded in a 3 MiB heap:\n{}",
+        all_output(&o)
+    );
+}
+
+#[test]
+fn a_bad_shmem_symmetric_size_fails_init_naming_it_2pe() {
+    // Default (abort) mode: the job fails with the variable and its value in the message.
+    let mut job = xpushmem::launch::Job::new(2, conformance_program("envvars"));
+    job.args = vec!["plain".into()];
+    job.env = vec![
+        ("XPUSHMEM_TIMEOUT_MS".into(), "20000".into()),
+        ("SHMEM_SYMMETRIC_SIZE".into(), "lots".into()),
+    ];
+    job.timeout = Some(std::time::Duration::from_secs(120));
+    job.capture = true;
+    let o = job.run().expect("the job starts");
+    let out = all_output(&o);
+    assert!(
+        !o.success(),
+        "init accepted SHMEM_SYMMETRIC_SIZE=lots:\n{out}"
+    );
+    assert!(
+        out.contains("SHMEM_SYMMETRIC_SIZE=lots") && !out.contains("envvars OK"),
+        "{out}"
+    );
+    // Return mode: shmem_init_thread returns non-zero and the last error names it (checked by the program).
+    for size in ["lots", "-1", "12Q"] {
+        let o = envvars(2, "bad-size", &[("SHMEM_SYMMETRIC_SIZE", size)]);
+        assert_success(&o, &format!("SHMEM_SYMMETRIC_SIZE={size} in return mode"));
+        for pe in 0..2 {
+            assert!(
+                o.output_of(pe).contains("envvars OK (init refused"),
+                "{}",
+                all_output(&o)
+            );
+        }
+    }
+}
+
+/// The lines of `pe`'s output that announce the version.
+fn version_lines(o: &xpushmem::launch::Outcome, pe: usize) -> usize {
+    let want = format!("xpushmem {} (OpenSHMEM 1.", xpushmem::VERSION);
+    o.output_of(pe)
+        .lines()
+        .filter(|l| l.contains(&want))
+        .count()
+}
+
+#[test]
+fn shmem_version_prints_the_version_once_per_pe_1pe_4pe() {
+    for n in [1, 4] {
+        let o = envvars(n, "plain", &[("SHMEM_VERSION", "1")]);
+        envvars_ok(&o, n, "SHMEM_VERSION=1");
+        for pe in 0..n {
+            assert_eq!(version_lines(&o, pe), 1, "PE {pe}:\n{}", all_output(&o));
+            assert!(
+                o.output_of(pe).contains(&format!("PE {pe} of {n}")),
+                "{}",
+                all_output(&o)
+            );
+        }
+    }
+    for off in [None, Some("0")] {
+        let env: Vec<_> = off.map(|v| ("SHMEM_VERSION", v)).into_iter().collect();
+        let o = envvars(2, "plain", &env);
+        envvars_ok(&o, 2, "SHMEM_VERSION unset or 0");
+        assert_eq!(
+            version_lines(&o, 0) + version_lines(&o, 1),
+            0,
+            "{}",
+            all_output(&o)
+        );
+    }
+}
+
+#[test]
+fn shmem_info_prints_every_variable_of_the_table_2pe() {
+    let o = envvars(2, "plain", &[("SHMEM_INFO", "yes")]);
+    envvars_ok(&o, 2, "SHMEM_INFO=yes");
+    let (pe0, pe1) = (o.output_of(0), o.output_of(1));
+    for v in xpushmem::config::VARS {
+        assert!(
+            pe0.contains(v.name),
+            "SHMEM_INFO did not list {}:\n{pe0}",
+            v.name
+        );
+        assert!(!pe1.contains(v.name), "PE 1 printed the table too:\n{pe1}");
+    }
+    for name in [
+        "SHMEM_SYMMETRIC_SIZE",
+        "SHMEM_VERSION",
+        "SHMEM_INFO",
+        "SHMEM_DEBUG",
+    ] {
+        assert!(pe0.contains(name), "{name} missing:\n{pe0}");
+    }
+}
+
+#[test]
+fn shmem_debug_enables_debug_messages_unless_xpushmem_log_is_set_2pe() {
+    // The runtime's start-up debug message ("bootstrap up"), on each PE's stderr.
+    let debug_lines = |o: &xpushmem::launch::Outcome, pe: usize| {
+        o.output
+            .iter()
+            .filter(|(p, err, l)| *p == pe && *err && l.contains("bootstrap up"))
+            .count()
+    };
+    let o = envvars(2, "plain", &[("SHMEM_DEBUG", "1")]);
+    envvars_ok(&o, 2, "SHMEM_DEBUG=1");
+    for pe in 0..2 {
+        assert!(
+            debug_lines(&o, pe) >= 1,
+            "PE {pe}: no debug message:\n{}",
+            all_output(&o)
+        );
+    }
+    for env in [vec![], vec![("SHMEM_DEBUG", "1"), ("XPUSHMEM_LOG", "warn")]] {
+        let o = envvars(2, "plain", &env);
+        envvars_ok(&o, 2, &format!("{env:?}"));
+        assert_eq!(
+            debug_lines(&o, 0) + debug_lines(&o, 1),
+            0,
+            "{env:?}:\n{}",
+            all_output(&o)
+        );
+    }
+}

@@ -1,7 +1,7 @@
-//! `xpushmem-info`: version, build features, every `XPUSHMEM_*` variable with its value and default, and what this
+//! `xpushmem-info`: version, build features, every `XPUSHMEM_*` (and OpenSHMEM `SHMEM_*`) variable with its value and default, and what this
 //! platform offers.
 
-use xpushmem::config::{Config, VARS};
+use xpushmem::config::Config;
 
 fn yes(b: bool) -> &'static str {
     if b {
@@ -27,16 +27,8 @@ fn main() {
         }
     );
     println!();
-    println!("environment (XPUSHMEM_*):");
-    let w = VARS.iter().map(|v| v.name.len()).max().unwrap_or(0);
-    for (name, value, default, doc) in Config::table() {
-        let shown = match &value {
-            Some(v) => format!("{v} (set)"),
-            None if default.is_empty() => "(unset)".into(),
-            None => format!("{default} (default)"),
-        };
-        println!("  {name:<w$}  {shown:<22} {doc}");
-    }
+    println!("environment (XPUSHMEM_*, and the OpenSHMEM layer's SHMEM_*):");
+    print!("{}", Config::describe());
     match Config::from_env() {
         Ok(_) => {}
         Err(e) => println!("  !! {e}"),
