@@ -29,8 +29,9 @@ fn main() {
     println!();
     println!("environment (XPUSHMEM_*, and the OpenSHMEM layer's SHMEM_*):");
     print!("{}", Config::describe());
-    match Config::from_env() {
-        Ok(_) => {}
+    // What init would refuse: the runtime's variables, then the OpenSHMEM layer's (checked by its shmem_init).
+    match Config::from_env().and_then(|mut c| c.apply_openshmem()) {
+        Ok(()) => {}
         Err(e) => println!("  !! {e}"),
     }
     println!();
