@@ -1,16 +1,124 @@
-/* Real functions for libfabric's static-inline calls (see shim.h). Each forwards its arguments unchanged. */
+/* Real functions for libfabric's static-inline calls (see shim.h), and libfabric itself loaded on first use.
+ *
+ * libfabric is opened with dlopen by xfi_load, not linked: a process that never uses the fabric transport never
+ * loads it, nor the provider libraries it depends on (Debian's build pulls in libpsm2, whose load-time
+ * constructor installs handlers for SIGSEGV, SIGABRT, ... that turn abort() into exit(1) and write *.btr files
+ * into the working directory), and static links need no -lfabric. The handlers provider libraries install while
+ * they are loaded or initialised (dlopen, fi_getinfo, fi_fabric, fi_domain, fi_endpoint) are put back as they were. The few exported functions are called through pointers; every other
+ * call is an inline wrapper over the objects' ops tables and forwards its arguments unchanged. */
+#define _GNU_SOURCE
 #include "shim.h"
 
+#include <dlfcn.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+static struct {
+    int (*getinfo)(uint32_t, const char *, const char *, uint64_t, const struct fi_info *, struct fi_info **);
+    void (*freeinfo)(struct fi_info *);
+    struct fi_info *(*dupinfo)(const struct fi_info *);
+    const char *(*strerror)(int);
+    uint32_t (*version)(void);
+    int (*fabric)(struct fi_fabric_attr *, struct fid_fabric **, void *);
+} fx;
+static int load_status = -1; /* -1 not tried, 0 loaded, 1 failed */
+static char load_error[512];
+static pthread_mutex_t load_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Signal dispositions around calls that load or initialise providers: their constructors and init functions
+ * (libpsm2's among them) install handlers for SIGSEGV, SIGABRT, ...; every one they change is put back. */
+struct xfi_signals {
+    struct sigaction before[NSIG];
+    int saved[NSIG];
+};
+static void signals_save(struct xfi_signals *g) {
+    for (int s = 1; s < NSIG; s++) {
+        g->saved[s] = s != SIGKILL && s != SIGSTOP && sigaction(s, NULL, &g->before[s]) == 0;
+    }
+}
+static void signals_restore(const struct xfi_signals *g) {
+    for (int s = 1; s < NSIG; s++) {
+        struct sigaction now;
+        if (g->saved[s] && sigaction(s, NULL, &now) == 0 && now.sa_handler != g->before[s].sa_handler) {
+            sigaction(s, &g->before[s], NULL);
+        }
+    }
+}
+
+static int load_locked(void) {
+    struct xfi_signals g;
+    signals_save(&g);
+    void *h = dlopen("libfabric.so.1", RTLD_NOW | RTLD_LOCAL);
+    signals_restore(&g);
+    if (h == NULL) {
+        const char *e = dlerror();
+        snprintf(load_error, sizeof load_error, "dlopen(libfabric.so.1): %s", e ? e : "unknown error");
+        return 1;
+    }
+#define XFI_SYM(field, name)                                                                                     \
+    do {                                                                                                         \
+        *(void **)&fx.field = dlsym(h, name);                                                                    \
+        if (fx.field == NULL) {                                                                                  \
+            snprintf(load_error, sizeof load_error, "libfabric.so.1 has no symbol %s", name);                    \
+            return 1;                                                                                            \
+        }                                                                                                        \
+    } while (0)
+    XFI_SYM(getinfo, "fi_getinfo");
+    XFI_SYM(freeinfo, "fi_freeinfo");
+    XFI_SYM(dupinfo, "fi_dupinfo");
+    XFI_SYM(strerror, "fi_strerror");
+    XFI_SYM(version, "fi_version");
+    XFI_SYM(fabric, "fi_fabric");
+#undef XFI_SYM
+    return 0;
+}
+
+const char *xfi_load(void) {
+    pthread_mutex_lock(&load_lock);
+    if (load_status < 0) {
+        load_status = load_locked();
+    }
+    int st = load_status;
+    pthread_mutex_unlock(&load_lock);
+    return st == 0 ? NULL : load_error;
+}
+
 uint32_t xfi_header_version(void) { return FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION); }
-struct fi_info *xfi_allocinfo(void) { return fi_allocinfo(); }
+uint32_t xfi_version(void) { return fx.version(); }
+int xfi_getinfo(uint32_t version, const char *node, const char *service, uint64_t flags,
+                const struct fi_info *hints, struct fi_info **info) {
+    struct xfi_signals g;
+    signals_save(&g);
+    int r = fx.getinfo(version, node, service, flags, hints, info);
+    signals_restore(&g);
+    return r;
+}
+void xfi_freeinfo(struct fi_info *info) { fx.freeinfo(info); }
+struct fi_info *xfi_dupinfo(const struct fi_info *info) { return fx.dupinfo(info); }
+const char *xfi_strerror(int errnum) { return fx.strerror ? fx.strerror(errnum) : strerror(errnum); }
+struct fi_info *xfi_allocinfo(void) { return fx.dupinfo(NULL); }
 int xfi_fabric(struct fi_fabric_attr *attr, struct fid_fabric **fabric, void *context) {
-    return fi_fabric(attr, fabric, context);
+    struct xfi_signals g;
+    signals_save(&g);
+    int r = fx.fabric(attr, fabric, context);
+    signals_restore(&g);
+    return r;
 }
 int xfi_domain(struct fid_fabric *fabric, struct fi_info *info, struct fid_domain **domain, void *context) {
-    return fi_domain(fabric, info, domain, context);
+    struct xfi_signals g;
+    signals_save(&g);
+    int r = fi_domain(fabric, info, domain, context);
+    signals_restore(&g);
+    return r;
 }
 int xfi_endpoint(struct fid_domain *domain, struct fi_info *info, struct fid_ep **ep, void *context) {
-    return fi_endpoint(domain, info, ep, context);
+    struct xfi_signals g;
+    signals_save(&g);
+    int r = fi_endpoint(domain, info, ep, context);
+    signals_restore(&g);
+    return r;
 }
 int xfi_av_open(struct fid_domain *domain, struct fi_av_attr *attr, struct fid_av **av, void *context) {
     return fi_av_open(domain, attr, av, context);

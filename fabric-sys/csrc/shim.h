@@ -1,4 +1,4 @@
-/* The libfabric calls xpushmem uses. Most of libfabric's API is static inline functions over per-object ops
+/* The libfabric calls xpushmem uses, libfabric being loaded at run time by xfi_load (see shim.c). Most of libfabric's API is static inline functions over per-object ops
  * tables (fi_write, fi_atomic, fi_cq_read, ...), which have no symbol to link against: this shim gives each one a
  * real function, xfi_NAME, with the same arguments. bindgen reads this header (and the libfabric headers it
  * includes) to generate the Rust declarations. */
@@ -13,8 +13,19 @@
 #include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
 
+/* Loads libfabric (dlopen) once; NULL when it is loaded, else why not. Every other xfi_ call but
+ * xfi_header_version and xfi_strerror needs a successful load first. Thread-safe. */
+const char *xfi_load(void);
 /* The API version the headers declare (FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION)). */
 uint32_t xfi_header_version(void);
+/* libfabric's exported functions, through the loaded library. */
+uint32_t xfi_version(void);
+int xfi_getinfo(uint32_t version, const char *node, const char *service, uint64_t flags,
+                const struct fi_info *hints, struct fi_info **info);
+void xfi_freeinfo(struct fi_info *info);
+struct fi_info *xfi_dupinfo(const struct fi_info *info);
+/* fi_strerror once loaded; libc's strerror before. */
+const char *xfi_strerror(int errnum);
 struct fi_info *xfi_allocinfo(void);
 int xfi_fabric(struct fi_fabric_attr *attr, struct fid_fabric **fabric, void *context);
 int xfi_domain(struct fid_fabric *fabric, struct fi_info *info, struct fid_domain **domain, void *context);

@@ -109,14 +109,26 @@ fn teams_collectives_4pe() {
 /// `XPUSHMEM_ERROR_MODE=abort`: the first bad call prints its message and aborts (classic SHMEM behaviour).
 #[test]
 fn abort_mode_2pe() {
+    abort_mode(&[("XPUSHMEM_ERROR_MODE", "abort")]);
+}
+
+/// The same over the fabric transport: loading libfabric (and the provider libraries it pulls in, libpsm2's
+/// constructor among them) must not replace the process's signal handlers, or `abort()` becomes `exit(1)`.
+#[test]
+fn abort_mode_over_the_fabric_2pe() {
+    if !matches!(xpushmem::transport::fabric_providers(), Ok(Some(_))) {
+        eprintln!("skipped: this build has no fabric transport");
+        return;
+    }
+    abort_mode(&[
+        ("XPUSHMEM_ERROR_MODE", "abort"),
+        ("XPUSHMEM_TRANSPORT", "fabric"),
+    ]);
+}
+
+fn abort_mode(env: &[(&str, &str)]) {
     let prog = program("native_errors");
-    let o = run_job(
-        &prog,
-        2,
-        &["abort"],
-        &[("XPUSHMEM_ERROR_MODE", "abort")],
-        60,
-    );
+    let o = run_job(&prog, 2, &["abort"], env, 60);
     assert!(
         !o.success(),
         "the job should have failed:\n{}",

@@ -177,8 +177,9 @@ fn lock(m: &Mutex<Ep>) -> MutexGuard<'_, Ep> {
 
 /// libfabric's text for a (positive) error number.
 fn strerror(code: i64) -> String {
-    // SAFETY: fi_strerror returns a pointer to a static string for any value.
-    let p = unsafe { fi::fi_strerror(code.unsigned_abs() as i32) };
+    // SAFETY: xfi_strerror (fi_strerror once libfabric is loaded, libc's strerror before) returns a pointer to a
+    // NUL-terminated string that stays valid for any value.
+    let p = unsafe { fi::xfi_strerror(code.unsigned_abs() as i32) };
     if p.is_null() {
         return format!("error {code}");
     }
@@ -868,7 +869,7 @@ impl Drop for Ep {
                 fi::xfi_close(&mut (*self.fabric).fid);
             }
             if !self.info.is_null() {
-                fi::fi_freeinfo(self.info);
+                fi::xfi_freeinfo(self.info);
             }
         }
     }
@@ -1243,7 +1244,7 @@ pub fn providers() -> Result<Vec<(String, String, String)>> {
     }
     if !list.is_null() {
         // SAFETY: the list came from fi_getinfo and is freed once.
-        unsafe { fi::fi_freeinfo(list) };
+        unsafe { fi::xfi_freeinfo(list) };
     }
     let mut seen = HashSet::new();
     out.retain(|t| seen.insert(t.clone()));
@@ -1253,6 +1254,10 @@ pub fn providers() -> Result<Vec<(String, String, String)>> {
 /// `fi_getinfo` for what this transport needs; `provider` filters by name; `delivery` asks for
 /// `FI_DELIVERY_COMPLETE`. A null list when nothing matches.
 fn getinfo(provider: Option<&str>, delivery: bool) -> Result<*mut fi::fi_info> {
+    fi::load().map_err(|e| Error::Transport {
+        transport: "fabric",
+        message: format!("cannot load libfabric: {e}"),
+    })?;
     // SAFETY: hints are allocated by libfabric and filled field by field; the provider name is a CString we give
     // back (reset to null) before fi_freeinfo, which would otherwise free it with libc's free.
     unsafe {
@@ -1282,7 +1287,7 @@ fn getinfo(provider: Option<&str>, delivery: bool) -> Result<*mut fi::fi_info> {
             (*(*hints).fabric_attr).prov_name = n.as_ptr().cast_mut();
         }
         let mut info = std::ptr::null_mut();
-        let r = fi::fi_getinfo(
+        let r = fi::xfi_getinfo(
             fi::xfi_header_version(),
             std::ptr::null(),
             std::ptr::null(),
@@ -1291,7 +1296,7 @@ fn getinfo(provider: Option<&str>, delivery: bool) -> Result<*mut fi::fi_info> {
             &mut info,
         );
         (*(*hints).fabric_attr).prov_name = std::ptr::null_mut();
-        fi::fi_freeinfo(hints);
+        fi::xfi_freeinfo(hints);
         if r == -(fi::FI_ENODATA as i32) {
             return Ok(std::ptr::null_mut());
         }
@@ -1411,13 +1416,13 @@ fn open(a: &FabricArgs<'_>) -> Result<(Ep, Vec<u8>)> {
                 .iter()
                 .any(|s| name.split(';').next() == Some(*s));
             if requested.is_some() || !same_host {
-                pick = fi::fi_dupinfo(p);
+                pick = fi::xfi_dupinfo(p);
                 break;
             }
             p = (*p).next;
         }
         if !list.is_null() {
-            fi::fi_freeinfo(list);
+            fi::xfi_freeinfo(list);
         }
         pick
     };
