@@ -130,8 +130,13 @@
 // `xpushmemx_init_attr` flag: bootstrap with the unique ID in the attributes.
 #define XPUSHMEMX_INIT_WITH_UNIQUEID 1
 
-// Version of `xpushmemx_init_attr_t` set by `xpushmemx_set_attr_uniqueid_args`.
+// Version of `xpushmemx_init_attr_t` set by `xpushmemx_set_attr_uniqueid_args`: the fields up to `uid`.
 #define XPUSHMEMX_INIT_ATTR_VERSION 1
+
+// Version of `xpushmemx_init_attr_t` set by `xpushmemx_set_attr_ze_handles`: version 1 plus the Level Zero
+// handles `ze_driver`, `ze_device`, `ze_context` (read only at this version, so a version-1 caller's smaller
+// struct is never read past `uid`).
+#define XPUSHMEMX_INIT_ATTR_VERSION_ZE_HANDLES 2
 
 // `config_mask` bit of the team calls: `num_contexts` is set.
 #define XPUSHMEM_TEAM_NUM_CONTEXTS 1
@@ -158,6 +163,12 @@ typedef struct {
   int thread_level;
   // The job's unique ID (with `XPUSHMEMX_INIT_WITH_UNIQUEID`).
   xpushmemx_uniqueid_t uid;
+  // Version 2 (`XPUSHMEMX_INIT_ATTR_VERSION_ZE_HANDLES`): a framework's `ze_driver_handle_t` to adopt.
+  void *ze_driver;
+  // Version 2: a `ze_device_handle_t` of `ze_driver` to adopt.
+  void *ze_device;
+  // Version 2: a `ze_context_handle_t` created on `ze_driver` to adopt.
+  void *ze_context;
 } xpushmemx_init_attr_t;
 
 // Configuration of a team (NVSHMEM's `nvshmem_team_config_t`; OpenSHMEM's `shmem_team_config_t`).
@@ -261,21 +272,43 @@ int xpushmem_query_thread(int *provided);
 int xpushmemx_get_uniqueid(xpushmemx_uniqueid_t *uid);
 
 // Fill `*attr` for a unique-ID start: this PE is `rank` of `nranks`, the job is `*uid`; the thread level is set
-// to `XPUSHMEM_THREAD_MULTIPLE`. Returns an error code.
+// to `XPUSHMEM_THREAD_MULTIPLE` and the version to `XPUSHMEMX_INIT_ATTR_VERSION` (1). Only the version-1 fields
+// are written, so `xpushmemx_set_attr_ze_handles` comes after this call. Returns an error code.
 //
 // # Safety
-// `uid` is readable, `attr` writable.
+// `uid` is readable, `attr` writable (as far as `uid`).
 int xpushmemx_set_attr_uniqueid_args(int rank,
                                      int nranks,
                                      const xpushmemx_uniqueid_t *uid,
                                      xpushmemx_init_attr_t *attr);
 
-// Start xpushmem with attributes (NVSHMEM's `nvshmemx_init_attr`): `flags` = `XPUSHMEMX_INIT_WITH_UNIQUEID`
-// (bootstrap from `attr->uid`, `attr->rank`, `attr->nranks`) or 0 (from the environment, thread level from
-// `attr` if given). Collective. Returns an error code.
+// Start the runtime on a host framework's Level Zero handles (SYCL, PyTorch XPU: `driver` a
+// `ze_driver_handle_t`, `device` a `ze_device_handle_t` of it, `context` a `ze_context_handle_t` created on it)
+// instead of opening its own driver, device and context: the symmetric heap, the runtime's lists and every
+// kernel (the ops' included) live in `context`, so command lists the framework creates in that context can take
+// the `xpushmem_ops_*_on_queue` ops. Writes the three handles and sets `attr->version` to
+// `XPUSHMEMX_INIT_ATTR_VERSION_ZE_HANDLES`; the other fields keep their values (call it after
+// `xpushmemx_set_attr_uniqueid_args`, or fill them yourself for `flags` = 0). Needs a device heap
+// (`XPUSHMEM_HEAP=device`): `xpushmemx_init_attr` fails with a host heap. Errors: a NULL `attr` or handle.
 //
 // # Safety
-// `attr` is NULL (flags 0 only) or readable.
+// `attr` is writable (a version-2 `xpushmemx_init_attr_t`). The handles are live handles of one Level Zero
+// driver, loaded through this process's Level Zero loader, and stay valid until `xpushmem_finalize`; they are
+// not destroyed by xpushmem.
+int xpushmemx_set_attr_ze_handles(xpushmemx_init_attr_t *attr,
+                                  void *driver,
+                                  void *device,
+                                  void *context);
+
+// Start xpushmem with attributes (NVSHMEM's `nvshmemx_init_attr`): `flags` = `XPUSHMEMX_INIT_WITH_UNIQUEID`
+// (bootstrap from `attr->uid`, `attr->rank`, `attr->nranks`) or 0 (from the environment, thread level from
+// `attr` if given). At `attr->version` = `XPUSHMEMX_INIT_ATTR_VERSION_ZE_HANDLES` the runtime adopts the Level
+// Zero handles in `attr` (see `xpushmemx_set_attr_ze_handles`; a host heap is then an error). Collective.
+// Returns an error code.
+//
+// # Safety
+// `attr` is NULL (flags 0 only) or readable as its version says; version-2 handles as
+// `xpushmemx_set_attr_ze_handles` requires.
 int xpushmemx_init_attr(unsigned int flags,
                         const xpushmemx_init_attr_t *attr);
 

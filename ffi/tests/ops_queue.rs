@@ -1,18 +1,22 @@
 //! The ops' `_on_queue` C entry points on ze-emu device heaps at 2 and 3 PEs: a C program (ffi/tests/c/
 //! ops_on_queue.c) enqueues ops on its own Level Zero immediate command list, waits once, checks the results, and
 //! checks that a negative split on one PE fails every PE's `xpushmem_ops_queue_wait` with the host path's error
-//! and that the next op works.
+//! and that the next op works. And the runtime started on a framework's Level Zero handles (ffi/tests/c/
+//! ops_on_framework_handles.c): the program's own driver, device and context given to `xpushmemx_init_attr`, an op
+//! on an immediate list the program created in its context.
 
 mod support;
 
 use support::*;
 
-fn ops_on_queue(n: usize) {
+/// Build the C program `name` (ffi/tests/c/NAME.c) against libxpushmem and the Level Zero loader, run it at `n`
+/// PEs on ze-emu device heaps, and check that every PE printed "NAME OK on PE p of n".
+fn run_c_program(name: &str, n: usize) {
     built_lib("libxpushmem.so");
     let prog = build_once(
         "ops_queue",
-        "ops_on_queue",
-        ffi_dir().join("tests/c/ops_on_queue.c"),
+        name,
+        ffi_dir().join(format!("tests/c/{name}.c")),
         || {
             let ze = std::process::Command::new("pkg-config")
                 .args(["--cflags", "--libs", "level-zero"])
@@ -38,15 +42,19 @@ fn ops_on_queue(n: usize) {
         .collect();
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     let o = run_job(&prog, n, &[], &env, 240);
-    assert_success(&o, &format!("ops_on_queue at {n} PEs"));
+    assert_success(&o, &format!("{name} at {n} PEs"));
     for pe in 0..n {
         assert!(
             o.output_of(pe)
-                .contains(&format!("ops_on_queue OK on PE {pe} of {n}")),
+                .contains(&format!("{name} OK on PE {pe} of {n}")),
             "PE {pe}:\n{}",
             all_output(&o)
         );
     }
+}
+
+fn ops_on_queue(n: usize) {
+    run_c_program("ops_on_queue", n);
 }
 
 #[test]
@@ -57,4 +65,9 @@ fn ops_on_queue_from_c_2pe() {
 #[test]
 fn ops_on_queue_from_c_3pe() {
     ops_on_queue(3);
+}
+
+#[test]
+fn ops_on_the_list_of_a_framework_context_from_c_2pe() {
+    run_c_program("ops_on_framework_handles", 2);
 }

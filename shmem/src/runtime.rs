@@ -371,6 +371,14 @@ impl Shmem {
         if attr.openshmem_env {
             cfg.apply_openshmem()?;
         }
+        if attr.device_handles.is_some() && attr.heap.unwrap_or(cfg.heap) == HeapKind::Host {
+            return Err(Error::invalid(
+                "XPUSHMEM_HEAP",
+                "host",
+                "Level Zero handles were given to adopt (InitAttr::device_handles; in C \
+                 xpushmemx_set_attr_ze_handles), but they back only a device heap: set XPUSHMEM_HEAP=device",
+            ));
+        }
         crate::config::install(&cfg);
         crate::transport::shm::set_nt_copy_size(cfg.nt_copy_size);
         init_logging(&cfg.log);

@@ -8,7 +8,9 @@
 use crate::error::{self, code, value, write_out, Failure};
 use crate::imp;
 use crate::state;
+use level_zero_sys as ze;
 use std::ffi::{c_char, c_int, c_uint, c_void};
+use xpushmem_rt::transport::ze::ExternalHandles;
 use xpushmem_rt::{BootstrapSpec, InitAttr, ThreadLevel, UniqueId};
 
 /// Major version of the xpushmem C API.
@@ -55,8 +57,12 @@ pub const XPUSHMEM_SIGNAL_ADD: c_int = 1;
 pub const XPUSHMEMX_UNIQUEID_BYTES: usize = 128;
 /// `xpushmemx_init_attr` flag: bootstrap with the unique ID in the attributes.
 pub const XPUSHMEMX_INIT_WITH_UNIQUEID: c_uint = 1;
-/// Version of `xpushmemx_init_attr_t` set by `xpushmemx_set_attr_uniqueid_args`.
+/// Version of `xpushmemx_init_attr_t` set by `xpushmemx_set_attr_uniqueid_args`: the fields up to `uid`.
 pub const XPUSHMEMX_INIT_ATTR_VERSION: c_int = 1;
+/// Version of `xpushmemx_init_attr_t` set by `xpushmemx_set_attr_ze_handles`: version 1 plus the Level Zero
+/// handles `ze_driver`, `ze_device`, `ze_context` (read only at this version, so a version-1 caller's smaller
+/// struct is never read past `uid`).
+pub const XPUSHMEMX_INIT_ATTR_VERSION_ZE_HANDLES: c_int = 2;
 
 const _: () = assert!(XPUSHMEMX_UNIQUEID_BYTES == xpushmem_rt::UNIQUE_ID_BYTES);
 
@@ -85,6 +91,12 @@ pub struct xpushmemx_init_attr_t {
     pub thread_level: c_int,
     /// The job's unique ID (with `XPUSHMEMX_INIT_WITH_UNIQUEID`).
     pub uid: xpushmemx_uniqueid_t,
+    /// Version 2 (`XPUSHMEMX_INIT_ATTR_VERSION_ZE_HANDLES`): a framework's `ze_driver_handle_t` to adopt.
+    pub ze_driver: *mut c_void,
+    /// Version 2: a `ze_device_handle_t` of `ze_driver` to adopt.
+    pub ze_device: *mut c_void,
+    /// Version 2: a `ze_context_handle_t` created on `ze_driver` to adopt.
+    pub ze_context: *mut c_void,
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -164,10 +176,11 @@ pub unsafe extern "C" fn xpushmemx_get_uniqueid(uid: *mut xpushmemx_uniqueid_t) 
 }
 
 /// Fill `*attr` for a unique-ID start: this PE is `rank` of `nranks`, the job is `*uid`; the thread level is set
-/// to `XPUSHMEM_THREAD_MULTIPLE`. Returns an error code.
+/// to `XPUSHMEM_THREAD_MULTIPLE` and the version to `XPUSHMEMX_INIT_ATTR_VERSION` (1). Only the version-1 fields
+/// are written, so `xpushmemx_set_attr_ze_handles` comes after this call. Returns an error code.
 ///
 /// # Safety
-/// `uid` is readable, `attr` writable.
+/// `uid` is readable, `attr` writable (as far as `uid`).
 #[no_mangle]
 pub unsafe extern "C" fn xpushmemx_set_attr_uniqueid_args(
     rank: c_int,
@@ -202,26 +215,87 @@ pub unsafe extern "C" fn xpushmemx_set_attr_uniqueid_args(
         }
         // SAFETY: non-NULL (checked), readable by the caller's contract.
         let id = unsafe { uid.read() };
-        // SAFETY: non-NULL (checked), writable by the caller's contract.
+        // SAFETY: non-NULL (checked); the version-1 fields are writable by the caller's contract (a caller built
+        // against version 1 has no room for the handles, so they are not touched).
         unsafe {
-            attr.write(xpushmemx_init_attr_t {
-                version: XPUSHMEMX_INIT_ATTR_VERSION,
-                rank,
-                nranks,
-                thread_level: XPUSHMEM_THREAD_MULTIPLE,
-                uid: id,
-            })
-        };
+            std::ptr::addr_of_mut!((*attr).version).write(XPUSHMEMX_INIT_ATTR_VERSION);
+            std::ptr::addr_of_mut!((*attr).rank).write(rank);
+            std::ptr::addr_of_mut!((*attr).nranks).write(nranks);
+            std::ptr::addr_of_mut!((*attr).thread_level).write(XPUSHMEM_THREAD_MULTIPLE);
+            std::ptr::addr_of_mut!((*attr).uid).write(id);
+        }
         Ok(())
     })
 }
 
-/// Start xpushmem with attributes (NVSHMEM's `nvshmemx_init_attr`): `flags` = `XPUSHMEMX_INIT_WITH_UNIQUEID`
-/// (bootstrap from `attr->uid`, `attr->rank`, `attr->nranks`) or 0 (from the environment, thread level from
-/// `attr` if given). Collective. Returns an error code.
+/// Start the runtime on a host framework's Level Zero handles (SYCL, PyTorch XPU: `driver` a
+/// `ze_driver_handle_t`, `device` a `ze_device_handle_t` of it, `context` a `ze_context_handle_t` created on it)
+/// instead of opening its own driver, device and context: the symmetric heap, the runtime's lists and every
+/// kernel (the ops' included) live in `context`, so command lists the framework creates in that context can take
+/// the `xpushmem_ops_*_on_queue` ops. Writes the three handles and sets `attr->version` to
+/// `XPUSHMEMX_INIT_ATTR_VERSION_ZE_HANDLES`; the other fields keep their values (call it after
+/// `xpushmemx_set_attr_uniqueid_args`, or fill them yourself for `flags` = 0). Needs a device heap
+/// (`XPUSHMEM_HEAP=device`): `xpushmemx_init_attr` fails with a host heap. Errors: a NULL `attr` or handle.
 ///
 /// # Safety
-/// `attr` is NULL (flags 0 only) or readable.
+/// `attr` is writable (a version-2 `xpushmemx_init_attr_t`). The handles are live handles of one Level Zero
+/// driver, loaded through this process's Level Zero loader, and stay valid until `xpushmem_finalize`; they are
+/// not destroyed by xpushmem.
+#[no_mangle]
+pub unsafe extern "C" fn xpushmemx_set_attr_ze_handles(
+    attr: *mut xpushmemx_init_attr_t,
+    driver: *mut c_void,
+    device: *mut c_void,
+    context: *mut c_void,
+) -> c_int {
+    code("xpushmemx_set_attr_ze_handles", || {
+        if attr.is_null() {
+            return Err(invalid(
+                "attr",
+                "NULL",
+                "must point to an xpushmemx_init_attr_t",
+            ));
+        }
+        check_ze_handles(["driver", "device", "context"], [driver, device, context])?;
+        // SAFETY: non-NULL (checked), a version-2 struct writable by the caller's contract.
+        unsafe {
+            std::ptr::addr_of_mut!((*attr).ze_driver).write(driver);
+            std::ptr::addr_of_mut!((*attr).ze_device).write(device);
+            std::ptr::addr_of_mut!((*attr).ze_context).write(context);
+            std::ptr::addr_of_mut!((*attr).version).write(XPUSHMEMX_INIT_ATTR_VERSION_ZE_HANDLES);
+        }
+        Ok(())
+    })
+}
+
+/// Every handle named in `names` is non-NULL.
+fn check_ze_handles(names: [&'static str; 3], handles: [*mut c_void; 3]) -> Result<(), Failure> {
+    const WHAT: [&str; 3] = [
+        "ze_driver_handle_t",
+        "ze_device_handle_t",
+        "ze_context_handle_t",
+    ];
+    for ((name, h), what) in names.into_iter().zip(handles).zip(WHAT) {
+        if h.is_null() {
+            return Err(invalid(
+                name,
+                "NULL",
+                format!("must be the framework's {what} to adopt"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Start xpushmem with attributes (NVSHMEM's `nvshmemx_init_attr`): `flags` = `XPUSHMEMX_INIT_WITH_UNIQUEID`
+/// (bootstrap from `attr->uid`, `attr->rank`, `attr->nranks`) or 0 (from the environment, thread level from
+/// `attr` if given). At `attr->version` = `XPUSHMEMX_INIT_ATTR_VERSION_ZE_HANDLES` the runtime adopts the Level
+/// Zero handles in `attr` (see `xpushmemx_set_attr_ze_handles`; a host heap is then an error). Collective.
+/// Returns an error code.
+///
+/// # Safety
+/// `attr` is NULL (flags 0 only) or readable as its version says; version-2 handles as
+/// `xpushmemx_set_attr_ze_handles` requires.
 #[no_mangle]
 pub unsafe extern "C" fn xpushmemx_init_attr(
     flags: c_uint,
@@ -232,18 +306,39 @@ pub unsafe extern "C" fn xpushmemx_init_attr(
         let a = if attr.is_null() {
             None
         } else {
-            // SAFETY: non-NULL, readable by the caller's contract.
-            Some(unsafe { attr.read() })
-        };
-        if let Some(a) = &a {
-            if a.version != XPUSHMEMX_INIT_ATTR_VERSION {
+            // SAFETY: non-NULL, readable by the caller's contract as far as `uid` (version 1).
+            let version = unsafe { std::ptr::addr_of!((*attr).version).read() };
+            if version != XPUSHMEMX_INIT_ATTR_VERSION
+                && version != XPUSHMEMX_INIT_ATTR_VERSION_ZE_HANDLES
+            {
                 return Err(invalid(
                     "attr->version",
-                    a.version,
-                    "must be XPUSHMEMX_INIT_ATTR_VERSION (fill attr with xpushmemx_set_attr_uniqueid_args)",
+                    version,
+                    "must be XPUSHMEMX_INIT_ATTR_VERSION or XPUSHMEMX_INIT_ATTR_VERSION_ZE_HANDLES (fill attr with \
+                     xpushmemx_set_attr_uniqueid_args, then optionally xpushmemx_set_attr_ze_handles)",
                 ));
             }
-        }
+            // SAFETY: as above; the handles are read only from a version-2 struct, which has them.
+            Some(unsafe { read_attr(attr, version) })
+        };
+        let device_handles = match &a {
+            Some(a) if a.version == XPUSHMEMX_INIT_ATTR_VERSION_ZE_HANDLES => {
+                check_ze_handles(
+                    ["attr->ze_driver", "attr->ze_device", "attr->ze_context"],
+                    [a.ze_driver, a.ze_device, a.ze_context],
+                )?;
+                // SAFETY: xpushmemx_init_attr's contract (that of xpushmemx_set_attr_ze_handles): live handles of
+                // one driver, loaded through this process's loader, valid until finalize.
+                Some(unsafe {
+                    ExternalHandles::new(
+                        ze::ze_driver_handle_t(a.ze_driver),
+                        ze::ze_device_handle_t(a.ze_device),
+                        ze::ze_context_handle_t(a.ze_context),
+                    )
+                })
+            }
+            _ => None,
+        };
         let thread_level = match &a {
             Some(a) => imp::thread_level_arg(a.thread_level, call)?,
             None => ThreadLevel::Multiple,
@@ -287,11 +382,42 @@ pub unsafe extern "C" fn xpushmemx_init_attr(
             InitAttr {
                 bootstrap,
                 thread_level,
+                device_handles,
                 ..InitAttr::default()
             },
             false,
         )
     })
+}
+
+/// The fields of `*attr` its `version` has (the handles NULL at version 1).
+///
+/// # Safety
+/// `attr` is readable as far as `uid`, and to its end when `version` is `XPUSHMEMX_INIT_ATTR_VERSION_ZE_HANDLES`.
+unsafe fn read_attr(attr: *const xpushmemx_init_attr_t, version: c_int) -> xpushmemx_init_attr_t {
+    let null = std::ptr::null_mut();
+    // SAFETY: the version-1 fields are readable by the contract.
+    let mut a = unsafe {
+        xpushmemx_init_attr_t {
+            version,
+            rank: std::ptr::addr_of!((*attr).rank).read(),
+            nranks: std::ptr::addr_of!((*attr).nranks).read(),
+            thread_level: std::ptr::addr_of!((*attr).thread_level).read(),
+            uid: std::ptr::addr_of!((*attr).uid).read(),
+            ze_driver: null,
+            ze_device: null,
+            ze_context: null,
+        }
+    };
+    if version == XPUSHMEMX_INIT_ATTR_VERSION_ZE_HANDLES {
+        // SAFETY: a version-2 struct is readable to its end by the contract.
+        unsafe {
+            a.ze_driver = std::ptr::addr_of!((*attr).ze_driver).read();
+            a.ze_device = std::ptr::addr_of!((*attr).ze_device).read();
+            a.ze_context = std::ptr::addr_of!((*attr).ze_context).read();
+        }
+    }
+    a
 }
 
 /// Finalize (collective): a last barrier, then every resource is released. A no-op when not running. Returns

@@ -209,6 +209,23 @@ void ensure_runtime(c10::DeviceType dev, int device_idx) {
     xpushmemx_init_attr_t attr;
     std::memset(&attr, 0, sizeof(attr));
     check_rc(xpushmemx_set_attr_uniqueid_args(rank, size, &uid, &attr), "xpushmemx_set_attr_uniqueid_args");
+#if defined(XPUSHMEM_TORCH_WITH_XPU)
+    // A device heap starts on torch's own Level Zero driver, device and context (the SYCL platform, device and the
+    // device context torch's streams are created in) rather than on ones the runtime opens itself: the heap and
+    // the op kernels then live in the context of the current stream's command list, so current_stream_list()
+    // finds it and the ops enqueue on the stream without synchronising it. UNVERIFIED on hardware (see
+    // docs/HARDWARE.md); the handles stay torch's (the runtime never destroys them).
+    const char* heap_env = std::getenv("XPUSHMEM_HEAP");
+    if (dev == c10::DeviceType::XPU && heap_env != nullptr && std::string(heap_env) == "device") {
+      const sycl::device& sdev = c10::xpu::get_raw_device(static_cast<c10::DeviceIndex>(device_idx));
+      ze_driver_handle_t ze_driver = sycl::get_native<sycl::backend::ext_oneapi_level_zero>(sdev.get_platform());
+      ze_device_handle_t ze_device = sycl::get_native<sycl::backend::ext_oneapi_level_zero>(sdev);
+      ze_context_handle_t ze_context =
+          sycl::get_native<sycl::backend::ext_oneapi_level_zero>(c10::xpu::get_device_context());
+      check_rc(xpushmemx_set_attr_ze_handles(&attr, ze_driver, ze_device, ze_context),
+               "xpushmemx_set_attr_ze_handles");
+    }
+#endif
     check_rc(xpushmemx_init_attr(XPUSHMEMX_INIT_WITH_UNIQUEID, &attr), "xpushmemx_init_attr");
   }
   // A heap chosen by the user (XPUSHMEM_HEAP, or a runtime started outside torch) must suit this device.
@@ -751,7 +768,9 @@ void ensure_rt(const at::Tensor& t) {
 
 // The Level Zero command list behind the current XPU stream of `device`, or nullptr when there is none to append to
 // (CPU tensors, a torch without XPU/SYCL headers, a SYCL queue on a regular Level Zero command queue rather than an
-// immediate command list, or a SYCL context other than the runtime's: the op kernels are built in the runtime's). UNVERIFIED on hardware (no PyPI torch has XPU; see docs/HARDWARE.md): for an in-order
+// immediate command list, or a SYCL context other than the runtime's: the op kernels are built in the runtime's;
+// ensure_runtime starts the runtime on torch's context, so this holds unless the runtime was started outside
+// torch). UNVERIFIED on hardware (no PyPI torch has XPU; see docs/HARDWARE.md): for an in-order
 // queue on immediate command lists, sycl::get_native returns the list SYCL itself appends to, so work appended here
 // is ordered with the stream's kernels before and after it.
 void* current_stream_list(const c10::Device& device) {
