@@ -220,7 +220,7 @@ pub unsafe extern "C" fn shmem_info_get_name(name: *mut c_char) {
 /// Allocate `size` symmetric bytes (collective). NULL for 0 bytes or on error.
 #[no_mangle]
 pub extern "C" fn shmem_malloc(size: usize) -> *mut c_void {
-    value("shmem_malloc", std::ptr::null_mut(), || {
+    alloc_value("shmem_malloc", || {
         imp::alloc("shmem_malloc", size, 1, false)
     })
 }
@@ -229,16 +229,42 @@ pub extern "C" fn shmem_malloc(size: usize) -> *mut c_void {
 #[no_mangle]
 pub extern "C" fn shmem_malloc_with_hints(size: usize, hints: c_long) -> *mut c_void {
     let _ = hints;
-    value("shmem_malloc_with_hints", std::ptr::null_mut(), || {
+    alloc_value("shmem_malloc_with_hints", || {
         imp::alloc("shmem_malloc_with_hints", size, 1, false)
     })
+}
+
+/// The allocation routines' result: the specification defines a null return when the space cannot be allocated,
+/// so a size the heap cannot hold (an exhausted heap, more than the whole heap, a `count * size` that overflows)
+/// is a status (recorded for `xpushmem_last_error`, never an abort, whatever `XPUSHMEM_ERROR_MODE` says); every
+/// other failure follows the error mode.
+fn alloc_value(call: &str, f: impl FnOnce() -> Result<*mut c_void, Failure>) -> *mut c_void {
+    use xpushmem_ffi_core::rt::Error;
+    let mut exhausted = None;
+    let p = value(call, std::ptr::null_mut(), || match f() {
+        Err(Failure::Error(
+            e @ (Error::HeapExhausted { .. }
+            | Error::InvalidArgument {
+                name: "len" | "count",
+                ..
+            }),
+        )) => {
+            exhausted = Some(e);
+            Ok(std::ptr::null_mut())
+        }
+        r => r,
+    });
+    if let Some(e) = exhausted {
+        error::record(call, Failure::Error(e));
+    }
+    p
 }
 
 /// Allocate `count * size` zeroed symmetric bytes (collective).
 #[no_mangle]
 pub extern "C" fn shmem_calloc(count: usize, size: usize) -> *mut c_void {
     let call = "shmem_calloc";
-    value(call, std::ptr::null_mut(), || {
+    alloc_value(call, || {
         let bytes = count.checked_mul(size).ok_or_else(|| {
             Failure::Error(xpushmem_ffi_core::rt::Error::InvalidArgument {
                 name: "count",
@@ -253,7 +279,7 @@ pub extern "C" fn shmem_calloc(count: usize, size: usize) -> *mut c_void {
 /// Allocate `size` symmetric bytes aligned to `alignment` (collective).
 #[no_mangle]
 pub extern "C" fn shmem_align(alignment: usize, size: usize) -> *mut c_void {
-    value("shmem_align", std::ptr::null_mut(), || {
+    alloc_value("shmem_align", || {
         imp::alloc("shmem_align", size, alignment.max(1), false)
     })
 }
@@ -261,9 +287,7 @@ pub extern "C" fn shmem_align(alignment: usize, size: usize) -> *mut c_void {
 /// Resize a symmetric allocation (collective).
 #[no_mangle]
 pub extern "C" fn shmem_realloc(ptr: *mut c_void, size: usize) -> *mut c_void {
-    value("shmem_realloc", std::ptr::null_mut(), || {
-        imp::realloc("shmem_realloc", ptr, size)
-    })
+    alloc_value("shmem_realloc", || imp::realloc("shmem_realloc", ptr, size))
 }
 
 /// Free a symmetric allocation (collective).

@@ -278,6 +278,21 @@ fn shmem_symmetric_size_sizes_the_heap_1pe_2pe_4pe() {
     }
 }
 
+/// The specification defines `shmem_malloc`'s null return for space that cannot be allocated: in the default
+/// abort mode too, an exhausted heap returns NULL instead of aborting.
+#[test]
+fn an_exhausted_heap_returns_null_in_abort_mode_2pe() {
+    let env = [
+        ("SHMEM_SYMMETRIC_SIZE", "3M"),
+        ("XPUSHMEM_ERROR_MODE", "abort"),
+    ];
+    envvars_ok(
+        &envvars(2, "heap-3m", &env),
+        2,
+        "abort mode, 4 MiB in 3 MiB",
+    );
+}
+
 #[test]
 fn xpushmem_symmetric_size_wins_over_shmem_symmetric_size_2pe() {
     let env = [
