@@ -686,6 +686,45 @@ fn entries_view(
     TensorView::new(oso.buf(), DType::I64, &[len], &[step * oso.stride(1)], off)
 }
 
+/// `nvshmem_all_to_all`'s argument checks (both paths): the bytes each rank sends to each other.
+pub(crate) fn all_to_all_chunk(input: &TensorView, out: &TensorView, w: usize) -> Result<usize> {
+    const OP: &str = "nvshmem_all_to_all";
+    check_contiguous(OP, "input", input)?;
+    check_contiguous(OP, "out", out)?;
+    if input.dtype() != out.dtype() {
+        return Err(Error::InvalidArgument {
+            name: "out",
+            value: out.describe(),
+            reason: format!(
+                "{OP}: input and out must have the same dtype (input is {})",
+                input.dtype()
+            ),
+        });
+    }
+    if input.numel() != out.numel() {
+        return Err(Error::InvalidArgument {
+            name: "out",
+            value: out.describe(),
+            reason: format!(
+                "{OP}: input and out must have the same numel (input has {})",
+                input.numel()
+            ),
+        });
+    }
+    if input.numel() % w != 0 {
+        return Err(Error::InvalidArgument {
+            name: "input",
+            value: input.describe(),
+            reason: format!(
+                "{OP}: numel ({}) must be divisible by the group size ({w})",
+                input.numel()
+            ),
+        });
+    }
+    check_disjoint(OP, "out", out, "input", input)?;
+    Ok(input.nbytes() / w)
+}
+
 /// `nvshmem_all_to_all(input, out, group)`: equal-split all-to-all. Chunk `i` of `input` (`numel / W`
 /// elements) goes to group rank `i`; the chunk from rank `i` lands at chunk `i` of `out`.
 ///
@@ -701,42 +740,7 @@ pub fn nvshmem_all_to_all(
     const OP: &str = "nvshmem_all_to_all";
     let me = group.rank_for(sh, OP)?;
     let w = group.size();
-    let prep = (|| {
-        check_contiguous(OP, "input", input)?;
-        check_contiguous(OP, "out", out)?;
-        if input.dtype() != out.dtype() {
-            return Err(Error::InvalidArgument {
-                name: "out",
-                value: out.describe(),
-                reason: format!(
-                    "{OP}: input and out must have the same dtype (input is {})",
-                    input.dtype()
-                ),
-            });
-        }
-        if input.numel() != out.numel() {
-            return Err(Error::InvalidArgument {
-                name: "out",
-                value: out.describe(),
-                reason: format!(
-                    "{OP}: input and out must have the same numel (input has {})",
-                    input.numel()
-                ),
-            });
-        }
-        if input.numel() % w != 0 {
-            return Err(Error::InvalidArgument {
-                name: "input",
-                value: input.describe(),
-                reason: format!(
-                    "{OP}: numel ({}) must be divisible by the group size ({w})",
-                    input.numel()
-                ),
-            });
-        }
-        check_disjoint(OP, "out", out, "input", input)?;
-        Ok(input.nbytes() / w)
-    })();
+    let prep = all_to_all_chunk(input, out, w);
     let mut words = vec![Op::AllToAll as u64, w as u64, group.id()];
     input.digest_words(&mut words);
     let dig = plan::digest(&words);

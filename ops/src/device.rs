@@ -18,7 +18,7 @@ use crate::a2a::{check_data, check_oso};
 use crate::device_abi::*;
 use crate::dtype::DType;
 use crate::group::Group;
-use crate::io::{check_contiguous, check_disjoint, check_i64};
+use crate::io::{check_contiguous, check_i64};
 use crate::plan;
 use crate::tensor::TensorView;
 use std::collections::HashMap;
@@ -647,42 +647,7 @@ impl DeviceOps {
         const OP: &str = "nvshmem_all_to_all";
         let me = group.rank_for(sh, OP)?;
         let w = group.size();
-        let prep = (|| {
-            check_contiguous(OP, "input", input)?;
-            check_contiguous(OP, "out", out)?;
-            if input.dtype() != out.dtype() {
-                return Err(Error::InvalidArgument {
-                    name: "out",
-                    value: out.describe(),
-                    reason: format!(
-                        "{OP}: input and out must have the same dtype (input is {})",
-                        input.dtype()
-                    ),
-                });
-            }
-            if input.numel() != out.numel() {
-                return Err(Error::InvalidArgument {
-                    name: "out",
-                    value: out.describe(),
-                    reason: format!(
-                        "{OP}: input and out must have the same numel (input has {})",
-                        input.numel()
-                    ),
-                });
-            }
-            if input.numel() % w != 0 {
-                return Err(Error::InvalidArgument {
-                    name: "input",
-                    value: input.describe(),
-                    reason: format!(
-                        "{OP}: numel ({}) must be divisible by the group size ({w})",
-                        input.numel()
-                    ),
-                });
-            }
-            check_disjoint(OP, "out", out, "input", input)?;
-            Ok(input.nbytes() / w)
-        })();
+        let prep = crate::a2a::all_to_all_chunk(input, out, w);
         let mut words = vec![4, w as u64, group.id()];
         input.digest_words(&mut words);
         let ok = prep.is_ok();
@@ -842,32 +807,7 @@ impl DeviceOps {
         const OP: &str = "tile_reduce";
         let me = group.rank_for(sh, OP)?;
         let w = group.size();
-        let prep = (|| {
-            crate::tile::check_op(OP, reduce_op)?;
-            crate::tile::check_2d(OP, "in_tile", in_tile)?;
-            crate::tile::check_2d(OP, "out_tile", out_tile)?;
-            if in_tile.dtype() != out_tile.dtype()
-                || in_tile.shape() != out_tile.shape()
-                || in_tile.strides() != out_tile.strides()
-            {
-                return Err(Error::InvalidArgument {
-                    name: "out_tile",
-                    value: out_tile.describe(),
-                    reason: format!(
-                        "{OP}: in_tile and out_tile must have the same dtype, sizes and strides (in_tile: {})",
-                        in_tile.describe()
-                    ),
-                });
-            }
-            if root < 0 || root as u64 >= w as u64 {
-                return Err(Error::InvalidPe {
-                    pe: root,
-                    n_pes: w,
-                    context: format!("{OP}: root must be smaller than group size"),
-                });
-            }
-            Ok(root as usize)
-        })();
+        let prep = crate::tile::tile_reduce_root(in_tile, out_tile, root, w, reduce_op);
         let mut words = vec![5, w as u64, group.id(), root as u64];
         in_tile.digest_words(&mut words);
         let ours = format!(

@@ -59,6 +59,41 @@ fn reduce_into(sh: &Shmem, group: &Group, tile: &TensorView, out: &TensorView) -
     io::write_view(sh, out, &bytes, sh.my_pe())
 }
 
+/// `tile_reduce`'s argument checks (both paths): the root as a group rank.
+pub(crate) fn tile_reduce_root(
+    in_tile: &TensorView,
+    out_tile: &TensorView,
+    root: i64,
+    w: usize,
+    reduce_op: &str,
+) -> Result<usize> {
+    const OP: &str = "tile_reduce";
+    check_op(OP, reduce_op)?;
+    check_2d(OP, "in_tile", in_tile)?;
+    check_2d(OP, "out_tile", out_tile)?;
+    if in_tile.dtype() != out_tile.dtype()
+        || in_tile.shape() != out_tile.shape()
+        || in_tile.strides() != out_tile.strides()
+    {
+        return Err(Error::InvalidArgument {
+            name: "out_tile",
+            value: out_tile.describe(),
+            reason: format!(
+                "{OP}: in_tile and out_tile must have the same dtype, sizes and strides (in_tile: {})",
+                in_tile.describe()
+            ),
+        });
+    }
+    if root < 0 || root as u64 >= w as u64 {
+        return Err(Error::InvalidPe {
+            pe: root,
+            n_pes: w,
+            context: format!("{OP}: root must be smaller than group size"),
+        });
+    }
+    Ok(root as usize)
+}
+
 /// `tile_reduce(in_tile, out_tile, root, group, reduce_op="sum")`: the root's `out_tile` becomes the sum over
 /// group ranks of their `in_tile`; other ranks' `out_tile` is untouched. `root` is group-relative.
 ///
@@ -76,32 +111,7 @@ pub fn tile_reduce(
     const OP: &str = "tile_reduce";
     let me = group.rank_for(sh, OP)?;
     let w = group.size();
-    let prep = (|| {
-        check_op(OP, reduce_op)?;
-        check_2d(OP, "in_tile", in_tile)?;
-        check_2d(OP, "out_tile", out_tile)?;
-        if in_tile.dtype() != out_tile.dtype()
-            || in_tile.shape() != out_tile.shape()
-            || in_tile.strides() != out_tile.strides()
-        {
-            return Err(Error::InvalidArgument {
-                name: "out_tile",
-                value: out_tile.describe(),
-                reason: format!(
-                    "{OP}: in_tile and out_tile must have the same dtype, sizes and strides (in_tile: {})",
-                    in_tile.describe()
-                ),
-            });
-        }
-        if root < 0 || root as u64 >= w as u64 {
-            return Err(Error::InvalidPe {
-                pe: root,
-                n_pes: w,
-                context: format!("{OP}: root must be smaller than group size"),
-            });
-        }
-        Ok(root as usize)
-    })();
+    let prep = tile_reduce_root(in_tile, out_tile, root, w, reduce_op);
     let mut words = vec![5, w as u64, group.id(), root as u64];
     in_tile.digest_words(&mut words);
     let ours = || {
