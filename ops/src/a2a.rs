@@ -51,7 +51,7 @@ fn row_elems(v: &TensorView) -> usize {
 }
 
 /// Shared checks of `input` and `out`: at least 1-D, contiguous, same dtype, same row size, disjoint.
-pub(crate) fn check_data(op: &str, input: &TensorView, out: &TensorView) -> Result<usize> {
+fn check_data(op: &str, input: &TensorView, out: &TensorView) -> Result<usize> {
     for (name, v) in [("input", input), ("out", out)] {
         if v.dim() == 0 {
             return Err(Error::InvalidArgument {
@@ -88,12 +88,7 @@ pub(crate) fn check_data(op: &str, input: &TensorView, out: &TensorView) -> Resu
 }
 
 /// Check `out_splits_offsets`: int64 `[2, n]`, contiguous, disjoint from the data and from the input splits.
-pub(crate) fn check_oso(
-    op: &str,
-    oso: &TensorView,
-    n: usize,
-    others: &[(&str, &TensorView)],
-) -> Result<()> {
+fn check_oso(op: &str, oso: &TensorView, n: usize, others: &[(&str, &TensorView)]) -> Result<()> {
     check_i64(op, "out_splits_offsets", oso, 2)?;
     check_contiguous(op, "out_splits_offsets", oso)?;
     if oso.size(0) != 2 || oso.size(1) != n {
@@ -107,6 +102,112 @@ pub(crate) fn check_oso(
         check_disjoint(op, "out_splits_offsets", oso, name, v)?;
     }
     Ok(())
+}
+
+/// `all_to_all_vdev`'s argument shapes (both paths): the row size in bytes. `contiguous_splits`: the device
+/// path also needs `in_splits` contiguous (checked after its length, as before).
+pub(crate) fn vdev_shapes(
+    input: &TensorView,
+    out: &TensorView,
+    in_splits: &TensorView,
+    out_splits_offsets: &TensorView,
+    w: usize,
+    contiguous_splits: bool,
+) -> Result<usize> {
+    const OP: &str = "all_to_all_vdev";
+    let row_bytes = check_data(OP, input, out)?;
+    check_i64(OP, "in_splits", in_splits, 1)?;
+    if in_splits.size(0) != w {
+        return Err(Error::InvalidArgument {
+            name: "in_splits",
+            value: in_splits.describe(),
+            reason: format!("{OP}: must have one entry per group rank ({w})"),
+        });
+    }
+    if contiguous_splits {
+        check_contiguous(OP, "in_splits", in_splits)?;
+    }
+    check_oso(
+        OP,
+        out_splits_offsets,
+        w,
+        &[("input", input), ("out", out), ("in_splits", in_splits)],
+    )?;
+    Ok(row_bytes)
+}
+
+/// `all_to_all_vdev_2d`'s argument shapes (both paths): (number of splits, row size in bytes).
+pub(crate) fn vdev_2d_shapes(
+    input: &TensorView,
+    out: &TensorView,
+    in_splits: &TensorView,
+    out_splits_offsets: &TensorView,
+    align: i64,
+    w: usize,
+) -> Result<(usize, usize)> {
+    const OP: &str = "all_to_all_vdev_2d";
+    if align <= 0 {
+        return Err(Error::InvalidArgument {
+            name: "major_align",
+            value: align.to_string(),
+            reason: format!("{OP}: major_align must be positive"),
+        });
+    }
+    let row_bytes = check_data(OP, input, out)?;
+    check_i64(OP, "in_splits", in_splits, 1)?;
+    check_contiguous(OP, "in_splits", in_splits)?;
+    let n = in_splits.size(0);
+    if n % w != 0 {
+        return Err(Error::InvalidArgument {
+            name: "in_splits",
+            value: in_splits.describe(),
+            reason: format!(
+                "{OP}: the number of splits ({n}) must be a multiple of the group size ({w})"
+            ),
+        });
+    }
+    check_oso(
+        OP,
+        out_splits_offsets,
+        n,
+        &[("input", input), ("out", out), ("in_splits", in_splits)],
+    )?;
+    Ok((n, row_bytes))
+}
+
+/// `all_to_all_vdev_2d_offset`'s argument shapes (both paths): (number of columns, row size in bytes).
+pub(crate) fn vdev_2d_offset_shapes(
+    input: &TensorView,
+    out: &TensorView,
+    in_splits_offsets: &TensorView,
+    out_splits_offsets: &TensorView,
+    w: usize,
+) -> Result<(usize, usize)> {
+    const OP: &str = "all_to_all_vdev_2d_offset";
+    let row_bytes = check_data(OP, input, out)?;
+    check_i64(OP, "in_splits_offsets", in_splits_offsets, 2)?;
+    check_contiguous(OP, "in_splits_offsets", in_splits_offsets)?;
+    let n = in_splits_offsets.size(1);
+    if in_splits_offsets.size(0) != 2 || n % w != 0 {
+        return Err(Error::InvalidArgument {
+            name: "in_splits_offsets",
+            value: in_splits_offsets.describe(),
+            reason: format!(
+                "{OP}: must have shape [2, ne * W] with W = {w} (row 0: splits, row 1: offsets)"
+            ),
+        });
+    }
+    check_oso(
+        OP,
+        out_splits_offsets,
+        n,
+        &[
+            ("input", input),
+            ("out", out),
+            ("in_splits_offsets", in_splits_offsets),
+        ],
+    )?;
+    Ok((n, row_bytes))
 }
 
 /// `all_to_all_vdev(input, out, in_splits, out_splits_offsets, group)`: 1-D all-to-all-v of dim-0 rows.
@@ -136,21 +237,7 @@ pub fn all_to_all_vdev(
         rank_is_row_in: true,
     };
     let prep = (|| {
-        let row_bytes = check_data(OP, input, out)?;
-        check_i64(OP, "in_splits", in_splits, 1)?;
-        if in_splits.size(0) != w {
-            return Err(Error::InvalidArgument {
-                name: "in_splits",
-                value: in_splits.describe(),
-                reason: format!("{OP}: must have one entry per group rank ({w})"),
-            });
-        }
-        check_oso(
-            OP,
-            out_splits_offsets,
-            w,
-            &[("input", input), ("out", out), ("in_splits", in_splits)],
-        )?;
+        let row_bytes = vdev_shapes(input, out, in_splits, out_splits_offsets, w, false)?;
         let counts = io::read_i64s(sh, in_splits, sh.my_pe())?;
         let src_rows = plan::split_offsets(OP, "in_splits", &counts, input.size(0))?;
         Ok(Prepared {
@@ -203,32 +290,7 @@ pub fn all_to_all_vdev_2d(
     let w = group.size();
     let prep = (|| {
         let align = major_align.unwrap_or(1);
-        if align <= 0 {
-            return Err(Error::InvalidArgument {
-                name: "major_align",
-                value: align.to_string(),
-                reason: format!("{OP}: major_align must be positive"),
-            });
-        }
-        let row_bytes = check_data(OP, input, out)?;
-        check_i64(OP, "in_splits", in_splits, 1)?;
-        check_contiguous(OP, "in_splits", in_splits)?;
-        let n = in_splits.size(0);
-        if n % w != 0 {
-            return Err(Error::InvalidArgument {
-                name: "in_splits",
-                value: in_splits.describe(),
-                reason: format!(
-                    "{OP}: the number of splits ({n}) must be a multiple of the group size ({w})"
-                ),
-            });
-        }
-        check_oso(
-            OP,
-            out_splits_offsets,
-            n,
-            &[("input", input), ("out", out), ("in_splits", in_splits)],
-        )?;
+        let (n, row_bytes) = vdev_2d_shapes(input, out, in_splits, out_splits_offsets, align, w)?;
         let counts = io::read_i64s(sh, in_splits, sh.my_pe())?;
         let src_rows = plan::split_offsets(OP, "in_splits", &counts, input.size(0))?;
         Ok(Prepared {
@@ -281,29 +343,8 @@ pub fn all_to_all_vdev_2d_offset(
     let me = group.rank_for(sh, OP)?;
     let w = group.size();
     let prep = (|| {
-        let row_bytes = check_data(OP, input, out)?;
-        check_i64(OP, "in_splits_offsets", in_splits_offsets, 2)?;
-        check_contiguous(OP, "in_splits_offsets", in_splits_offsets)?;
-        let n = in_splits_offsets.size(1);
-        if in_splits_offsets.size(0) != 2 || n % w != 0 {
-            return Err(Error::InvalidArgument {
-                name: "in_splits_offsets",
-                value: in_splits_offsets.describe(),
-                reason: format!(
-                    "{OP}: must have shape [2, ne * W] with W = {w} (row 0: splits, row 1: offsets)"
-                ),
-            });
-        }
-        check_oso(
-            OP,
-            out_splits_offsets,
-            n,
-            &[
-                ("input", input),
-                ("out", out),
-                ("in_splits_offsets", in_splits_offsets),
-            ],
-        )?;
+        let (n, row_bytes) =
+            vdev_2d_offset_shapes(input, out, in_splits_offsets, out_splits_offsets, w)?;
         let all = io::read_i64s(sh, in_splits_offsets, sh.my_pe())?;
         let (counts, src_rows) = (all[..n].to_vec(), all[n..].to_vec());
         let rows = input.size(0) as u128;

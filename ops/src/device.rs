@@ -14,11 +14,10 @@
 //! [`DeviceOps::new`] is collective over the world (it allocates the ops' sync region in the symmetric heap and
 //! builds the kernels' module, ~seconds of JIT on ze-emu): create it once, next to the groups.
 
-use crate::a2a::{check_data, check_oso};
 use crate::device_abi::*;
 use crate::dtype::DType;
 use crate::group::Group;
-use crate::io::{check_contiguous, check_i64};
+use crate::io::check_contiguous;
 use crate::plan;
 use crate::tensor::TensorView;
 use std::collections::HashMap;
@@ -486,25 +485,8 @@ impl DeviceOps {
     ) -> Result<OpHandle> {
         const OP: &str = "all_to_all_vdev";
         let w = group.size();
-        let prep = (|| {
-            let rb = check_data(OP, input, out)?;
-            check_i64(OP, "in_splits", in_splits, 1)?;
-            if in_splits.size(0) != w {
-                return Err(Error::InvalidArgument {
-                    name: "in_splits",
-                    value: in_splits.describe(),
-                    reason: format!("{OP}: must have one entry per group rank ({w})"),
-                });
-            }
-            check_contiguous(OP, "in_splits", in_splits)?;
-            check_oso(
-                OP,
-                out_splits_offsets,
-                w,
-                &[("input", input), ("out", out), ("in_splits", in_splits)],
-            )?;
-            Ok((1, rb))
-        })();
+        let prep = crate::a2a::vdev_shapes(input, out, in_splits, out_splits_offsets, w, true)
+            .map(|rb| (1, rb));
         self.vfamily(
             sh,
             list,
@@ -537,35 +519,8 @@ impl DeviceOps {
         const OP: &str = "all_to_all_vdev_2d";
         let w = group.size();
         let align = major_align.unwrap_or(1);
-        let prep = (|| {
-            if align <= 0 {
-                return Err(Error::InvalidArgument {
-                    name: "major_align",
-                    value: align.to_string(),
-                    reason: format!("{OP}: major_align must be positive"),
-                });
-            }
-            let rb = check_data(OP, input, out)?;
-            check_i64(OP, "in_splits", in_splits, 1)?;
-            check_contiguous(OP, "in_splits", in_splits)?;
-            let n = in_splits.size(0);
-            if n % w != 0 {
-                return Err(Error::InvalidArgument {
-                    name: "in_splits",
-                    value: in_splits.describe(),
-                    reason: format!(
-                        "{OP}: the number of splits ({n}) must be a multiple of the group size ({w})"
-                    ),
-                });
-            }
-            check_oso(
-                OP,
-                out_splits_offsets,
-                n,
-                &[("input", input), ("out", out), ("in_splits", in_splits)],
-            )?;
-            Ok((n / w, rb))
-        })();
+        let prep = crate::a2a::vdev_2d_shapes(input, out, in_splits, out_splits_offsets, align, w)
+            .map(|(n, rb)| (n / w, rb));
         self.vfamily(
             sh,
             list,
@@ -597,28 +552,8 @@ impl DeviceOps {
         const OP: &str = "all_to_all_vdev_2d_offset";
         let w = group.size();
         let iso = in_splits_offsets;
-        let prep = (|| {
-            let rb = check_data(OP, input, out)?;
-            check_i64(OP, "in_splits_offsets", iso, 2)?;
-            check_contiguous(OP, "in_splits_offsets", iso)?;
-            let n = iso.size(1);
-            if iso.size(0) != 2 || n % w != 0 {
-                return Err(Error::InvalidArgument {
-                    name: "in_splits_offsets",
-                    value: iso.describe(),
-                    reason: format!(
-                        "{OP}: must have shape [2, ne * W] with W = {w} (row 0: splits, row 1: offsets)"
-                    ),
-                });
-            }
-            check_oso(
-                OP,
-                out_splits_offsets,
-                n,
-                &[("input", input), ("out", out), ("in_splits_offsets", iso)],
-            )?;
-            Ok((n / w, rb))
-        })();
+        let prep = crate::a2a::vdev_2d_offset_shapes(input, out, iso, out_splits_offsets, w)
+            .map(|(n, rb)| (n / w, rb));
         self.vfamily(
             sh,
             list,
