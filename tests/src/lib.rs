@@ -237,3 +237,68 @@ pub fn processes_of(name: &str) -> Vec<u32> {
         })
         .collect()
 }
+
+/// Building OpenCL C test kernels against the device library (clang-14, then `shmem/device-lib/link.sh`), for the
+/// device suites.
+pub mod device_build {
+    use std::path::{Path, PathBuf};
+    use std::process::Command;
+
+    /// The workspace root.
+    pub fn root() -> PathBuf {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+    }
+
+    /// Run a build tool; a tool that is missing or fails panics with its error output.
+    pub fn run_tool(cmd: &mut Command) {
+        let o = cmd.output().unwrap_or_else(|e| {
+            panic!("{cmd:?} not runnable ({e}); scripts/setup-device.sh installs it")
+        });
+        assert!(
+            o.status.success(),
+            "{cmd:?} failed:\n{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+
+    /// Compile OpenCL C `source` to spir64 bitcode `out` (clang-14, -O2, the device library's headers on the
+    /// include path).
+    pub fn compile_cl(source: &Path, out: &Path) {
+        run_tool(
+            Command::new("clang-14")
+                .args(["-cc1", "-triple", "spir64-unknown-unknown", "-cl-std=CL2.0"])
+                .args(["-finclude-default-header", "-O2", "-emit-llvm-bc"])
+                .args(["-x", "cl", "-I"])
+                .arg(root().join("shmem/device-lib/include"))
+                .arg(source)
+                .arg("-o")
+                .arg(out),
+        );
+    }
+
+    /// The committed device library of this version (`ext`: `bc` or `spv`).
+    pub fn library(ext: &str) -> PathBuf {
+        let lib = root().join(format!(
+            "shmem/device-lib/prebuilt/libxpushmem_device-{}.{ext}",
+            xpushmem::VERSION
+        ));
+        assert!(lib.exists(), "{} is missing", lib.display());
+        lib
+    }
+
+    /// `source` compiled and linked with the committed device-library bitcode into `dir/spv_name` by link.sh
+    /// (llvm-link --only-needed, a check that every xpushmem symbol is defined, llvm-spirv).
+    pub fn link_with_library(source: &Path, dir: &Path, spv_name: &str) -> PathBuf {
+        std::fs::create_dir_all(dir).expect("scratch dir");
+        let (k, spv) = (dir.join("k.bc"), dir.join(spv_name));
+        compile_cl(source, &k);
+        run_tool(
+            Command::new("bash")
+                .arg(root().join("shmem/device-lib/link.sh"))
+                .arg(&k)
+                .arg(library("bc"))
+                .arg(&spv),
+        );
+        spv
+    }
+}

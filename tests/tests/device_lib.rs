@@ -5,6 +5,7 @@
 
 use std::path::{Path, PathBuf};
 use xpushmem::{Device, Error, KernelArg, Shmem};
+use xpushmem_tests::device_build::{self, compile_cl, root, run_tool};
 
 const SPV_VAR: &str = "XPUSHMEM_TEST_DEVICE_LIB_SPV";
 /// Kernels of every family but the reductions.
@@ -12,57 +13,11 @@ const K: &str = "device_lib.cl";
 /// The reduction kernel.
 const R: &str = "device_reduce.cl";
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn run_tool(cmd: &mut std::process::Command) {
-    let o = cmd.output().unwrap_or_else(|e| {
-        panic!("{cmd:?} not runnable ({e}); scripts/setup-device.sh installs it")
-    });
-    assert!(
-        o.status.success(),
-        "{cmd:?} failed:\n{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-}
-
 /// Compile the test kernels of `source` (in device_kernels/) and link them with the committed device-library
 /// bitcode into `dir/linked.spv`.
 fn build_linked(dir: &Path, source: &str) -> PathBuf {
-    let root = root();
-    let lib = root.join(format!(
-        "shmem/device-lib/prebuilt/libxpushmem_device-{}.bc",
-        xpushmem::VERSION
-    ));
-    assert!(lib.exists(), "{} is missing", lib.display());
-    std::fs::create_dir_all(dir).expect("scratch dir");
-    let (k, spv) = (dir.join("k.bc"), dir.join("linked.spv"));
-    run_tool(
-        std::process::Command::new("clang-14")
-            .args(["-cc1", "-triple", "spir64-unknown-unknown", "-cl-std=CL2.0"])
-            .args([
-                "-finclude-default-header",
-                "-O2",
-                "-emit-llvm-bc",
-                "-x",
-                "cl",
-                "-I",
-            ])
-            .arg(root.join("shmem/device-lib/include"))
-            .arg(root.join("tests/tests/device_kernels").join(source))
-            .arg("-o")
-            .arg(&k),
-    );
-    // link.sh: llvm-link --only-needed, a check that every xpushmem symbol is defined, llvm-spirv.
-    run_tool(
-        std::process::Command::new("bash")
-            .arg(root.join("shmem/device-lib/link.sh"))
-            .arg(&k)
-            .arg(&lib)
-            .arg(&spv),
-    );
-    spv
+    let src = root().join("tests/tests/device_kernels").join(source);
+    device_build::link_with_library(&src, dir, "linked.spv")
 }
 
 /// Run `body` on `n` device-heap PEs; the parent builds the linked module once and passes its path.
@@ -900,28 +855,10 @@ fn p2p_sync_and_atomics_2pe() {
 /// absolute). Note: spirv-link drops the linkage of the state global, so such a module cannot be initialised yet.
 fn spirv_linked(dir: &Path, source: &str) -> Result<PathBuf, String> {
     let root = root();
-    let lib = root.join(format!(
-        "shmem/device-lib/prebuilt/libxpushmem_device-{}.spv",
-        xpushmem::VERSION
-    ));
+    let lib = device_build::library("spv");
     std::fs::create_dir_all(dir).expect("scratch dir");
     let (bc, k, spv) = (dir.join("k.bc"), dir.join("k.spv"), dir.join("linked.spv"));
-    run_tool(
-        std::process::Command::new("clang-14")
-            .args(["-cc1", "-triple", "spir64-unknown-unknown", "-cl-std=CL2.0"])
-            .args([
-                "-finclude-default-header",
-                "-O2",
-                "-emit-llvm-bc",
-                "-x",
-                "cl",
-                "-I",
-            ])
-            .arg(root.join("shmem/device-lib/include"))
-            .arg(root.join(source))
-            .arg("-o")
-            .arg(&bc),
-    );
+    compile_cl(&root.join(source), &bc);
     run_tool(
         std::process::Command::new("llvm-spirv-14")
             .arg("--spirv-max-version=1.0")
@@ -959,22 +896,7 @@ fn a_missing_device_symbol_fails_at_link_time() {
     // The bitcode path: shmem/device-lib/link.sh refuses the module, naming the symbol.
     let root = root();
     let bc = dir.join("missing.bc");
-    run_tool(
-        std::process::Command::new("clang-14")
-            .args(["-cc1", "-triple", "spir64-unknown-unknown", "-cl-std=CL2.0"])
-            .args([
-                "-finclude-default-header",
-                "-O2",
-                "-emit-llvm-bc",
-                "-x",
-                "cl",
-                "-I",
-            ])
-            .arg(root.join("shmem/device-lib/include"))
-            .arg(&src)
-            .arg("-o")
-            .arg(&bc),
-    );
+    compile_cl(&src, &bc);
     let lib = root.join(format!(
         "shmem/device-lib/prebuilt/libxpushmem_device-{}.bc",
         xpushmem::VERSION

@@ -8,7 +8,6 @@
 mod ops_common;
 
 use ops_common::*;
-use std::path::PathBuf;
 use xpushmem::device::queue::Queue;
 use xpushmem::{Error, KernelArg, Result, Shmem, SymSlice};
 use xpushmem_ops::{
@@ -16,6 +15,7 @@ use xpushmem_ops::{
     nvshmem_all_to_all, nvshmem_broadcast, tile_reduce, DType, DeviceOps, Group, OpHandle,
     TensorView,
 };
+use xpushmem_tests::device_build::{compile_cl, root, run_tool};
 use xpushmem_tests::pe_test;
 
 const R_MAX: usize = 96;
@@ -895,41 +895,13 @@ pe_test!(errors_like_host, [], device [_2pe = 2, _3pe = 3, _4pe = 4], |sh| {
 
 // ---- ordering on one list ----------------------------------------------------------------------------------
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn tool(cmd: &mut std::process::Command) {
-    let o = cmd.output().unwrap_or_else(|e| {
-        panic!("{cmd:?} not runnable ({e}); scripts/setup-device.sh installs it")
-    });
-    assert!(
-        o.status.success(),
-        "{cmd:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-}
-
 /// The user kernel's SPIR-V (built by each PE into its own temporary directory).
 fn user_kernel() -> Vec<u8> {
     let dir = std::env::temp_dir().join(format!("xpushmem-opsdev-user-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let (bc, spv) = (dir.join("u.bc"), dir.join("u.spv"));
-    tool(
-        std::process::Command::new("clang-14")
-            .args(["-cc1", "-triple", "spir64-unknown-unknown", "-cl-std=CL2.0"])
-            .args([
-                "-finclude-default-header",
-                "-O2",
-                "-emit-llvm-bc",
-                "-x",
-                "cl",
-            ])
-            .arg(root().join("tests/tests/device_kernels/ops_user.cl"))
-            .arg("-o")
-            .arg(&bc),
-    );
-    tool(
+    compile_cl(&root().join("tests/tests/device_kernels/ops_user.cl"), &bc);
+    run_tool(
         std::process::Command::new("llvm-spirv-14")
             .arg(&bc)
             .arg("-o")
@@ -1016,7 +988,7 @@ pe_test!(queue_ordering, [], device [_2pe = 2, _3pe = 3], |sh| { queue_order(sh)
 #[test]
 fn prebuilt_op_kernels_match_their_source() {
     let dir = std::env::temp_dir().join(format!("xpushmem-ops-build-{}", std::process::id()));
-    tool(
+    run_tool(
         std::process::Command::new("bash")
             .arg(root().join("ops/device/build.sh"))
             .arg(&dir),

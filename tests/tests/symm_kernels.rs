@@ -8,54 +8,16 @@
 
 use std::path::{Path, PathBuf};
 use xpushmem::{Device, KernelArg, Shmem, SymSlice};
+use xpushmem_tests::device_build;
 
 const SPV_VAR: &str = "XPUSHMEM_TEST_SYMM_KERNELS_SPV";
 /// Work-items of the one work-group each PE launches.
 const GROUP: u32 = 64;
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn run_tool(cmd: &mut std::process::Command) {
-    let o = cmd.output().unwrap_or_else(|e| {
-        panic!("{cmd:?} not runnable ({e}); scripts/setup-device.sh installs it")
-    });
-    assert!(
-        o.status.success(),
-        "{cmd:?} failed:\n{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-}
-
 /// Compile triton-bridge/kernels/symm_mem.cl and link it with the committed device-library bitcode.
 fn build_linked(dir: &Path) -> PathBuf {
-    let root = root();
-    let lib = root.join(format!(
-        "shmem/device-lib/prebuilt/libxpushmem_device-{}.bc",
-        xpushmem::VERSION
-    ));
-    assert!(lib.exists(), "{} is missing", lib.display());
-    std::fs::create_dir_all(dir).expect("scratch dir");
-    let (k, spv) = (dir.join("k.bc"), dir.join("symm_mem.spv"));
-    run_tool(
-        std::process::Command::new("clang-14")
-            .args(["-cc1", "-triple", "spir64-unknown-unknown", "-cl-std=CL2.0"])
-            .args(["-finclude-default-header", "-O2", "-emit-llvm-bc"])
-            .args(["-x", "cl", "-I"])
-            .arg(root.join("shmem/device-lib/include"))
-            .arg(root.join("triton-bridge/kernels/symm_mem.cl"))
-            .arg("-o")
-            .arg(&k),
-    );
-    run_tool(
-        std::process::Command::new("bash")
-            .arg(root.join("shmem/device-lib/link.sh"))
-            .arg(&k)
-            .arg(&lib)
-            .arg(&spv),
-    );
-    spv
+    let src = device_build::root().join("triton-bridge/kernels/symm_mem.cl");
+    device_build::link_with_library(&src, dir, "symm_mem.spv")
 }
 
 /// Run every case on `n` device-heap PEs; the parent builds the linked module once and passes its path.
