@@ -3,29 +3,13 @@
  * with xpushmemx_ze_module_init, our own immediate command list and launch. The kernel (examples/device/
  * token_ring.cl) passes a token round the ring with putmem_signal; PE k must get k, PE 0 gets n back.
  * Usage: device_token_ring MODULE.spv (run with XPUSHMEM_HEAP=device). */
-#include <level_zero/ze_api.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <stdlib.h>
 #include <xpushmem.h>
 
-#define ZE(call)                                                                                                   \
-  do {                                                                                                             \
-    ze_result_t r_ = (call);                                                                                       \
-    if (r_ != ZE_RESULT_SUCCESS) {                                                                                 \
-      fprintf(stderr, "%s:%d: %s = 0x%x\n", __FILE__, __LINE__, #call, (unsigned)r_);                             \
-      exit(1);                                                                                                     \
-    }                                                                                                              \
-  } while (0)
-#define XP(call)                                                                                                   \
-  do {                                                                                                             \
-    int c_ = (call);                                                                                               \
-    if (c_ != 0) {                                                                                                 \
-      fprintf(stderr, "%s:%d: %s = %d: %s\n", __FILE__, __LINE__, #call, c_, xpushmem_last_error());              \
-      exit(1);                                                                                                     \
-    }                                                                                                              \
-  } while (0)
+#include "ze_check.h"
 
 int main(int argc, char **argv) {
   if (argc != 2) {
@@ -47,12 +31,12 @@ int main(int argc, char **argv) {
   }
   fclose(f);
 
-  XP(xpushmem_init());
+  OK(xpushmem_init());
   int me = xpushmem_my_pe(), n = xpushmem_n_pes();
   ze_driver_handle_t driver;
   ze_device_handle_t device;
   ze_context_handle_t context;
-  XP(xpushmemx_ze_get_handles((void **)&driver, (void **)&device, (void **)&context));
+  OK(xpushmemx_ze_get_handles((void **)&driver, (void **)&device, (void **)&context));
 
   ze_module_desc_t mdesc = {.stype = ZE_STRUCTURE_TYPE_MODULE_DESC,
                             .format = ZE_MODULE_FORMAT_IL_SPIRV,
@@ -60,7 +44,7 @@ int main(int argc, char **argv) {
                             .pInputModule = il};
   ze_module_handle_t module;
   ZE(zeModuleCreate(context, device, &mdesc, &module, NULL));
-  XP(xpushmemx_ze_module_init(module));
+  OK(xpushmemx_ze_module_init(module));
   ze_kernel_desc_t kdesc = {.stype = ZE_STRUCTURE_TYPE_KERNEL_DESC, .pKernelName = "token_ring"};
   ze_kernel_handle_t kernel;
   ZE(zeKernelCreate(module, &kdesc, &kernel));
@@ -80,10 +64,10 @@ int main(int argc, char **argv) {
                                    .mode = ZE_COMMAND_QUEUE_MODE_SYNCHRONOUS};
   ze_command_list_handle_t list;
   ZE(zeCommandListCreateImmediate(context, device, &qdesc, &list));
-  XP(xpushmem_barrier_all());
+  OK(xpushmem_barrier_all());
   /* The kernel waits for a signal: launch it cooperatively, after checking that its groups can all be resident. */
   uint32_t max_groups = 0;
-  XP(xpushmemx_ze_check_cooperative(kernel, 1, &max_groups));
+  OK(xpushmemx_ze_check_cooperative(kernel, 1, &max_groups));
   if (max_groups < 1 || xpushmemx_ze_check_cooperative(kernel, max_groups + 1, NULL) != XPUSHMEM_ERROR_INVALID_ARGUMENT ||
       !strstr(xpushmem_last_error(), "group_count")) {
     fprintf(stderr, "PE %d: %u + 1 groups were not refused: %s\n", me, max_groups, xpushmem_last_error());
@@ -95,19 +79,19 @@ int main(int argc, char **argv) {
   /* Team numbers for kernels: the predefined teams' are fixed, a split team's is a slot past them, a bad handle is
    * an error. */
   xpushmem_team_t all;
-  XP(xpushmem_team_split_strided(XPUSHMEM_TEAM_WORLD, 0, 1, n, NULL, 0, &all));
+  OK(xpushmem_team_split_strided(XPUSHMEM_TEAM_WORLD, 0, 1, n, NULL, 0, &all));
   int split_id = xpushmemx_team_device_id(all);
   if (xpushmemx_team_device_id(XPUSHMEM_TEAM_WORLD) != 0 || xpushmemx_team_device_id(XPUSHMEM_TEAM_SHARED) != 1 ||
       split_id < 2 || xpushmemx_team_device_id(12345) != -1 || !strstr(xpushmem_last_error(), "team")) {
     fprintf(stderr, "PE %d: team device ids: split %d: %s\n", me, split_id, xpushmem_last_error());
     return 1;
   }
-  XP(xpushmem_team_destroy(all));
+  OK(xpushmem_team_destroy(all));
 
   int64_t got[3];
-  XP(xpushmem_getmem(got, out, sizeof(got), me)); /* device memory: read through the runtime */
+  OK(xpushmem_getmem(got, out, sizeof(got), me)); /* device memory: read through the runtime */
   int64_t want = me == 0 ? n : me;
-  XP(xpushmem_barrier_all());
+  OK(xpushmem_barrier_all());
   ZE(zeCommandListDestroy(list));
   ZE(zeKernelDestroy(kernel));
   ZE(zeModuleDestroy(module));
@@ -117,7 +101,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   printf("device_token_ring OK on PE %d of %d (token %lld)\n", me, n, (long long)got[0]);
-  XP(xpushmem_finalize());
+  OK(xpushmem_finalize());
   free(il);
   return 0;
 }

@@ -4,7 +4,6 @@
  * on it with xpushmem_ops_all_to_all_vdev_on_queue. Also the errors: NULL handles, handles with a host heap, a
  * bad version. Run with XPUSHMEM_HEAP=device under the launcher. */
 #define _POSIX_C_SOURCE 200809L
-#include <level_zero/ze_api.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,31 +11,7 @@
 #include <xpushmem.h>
 #include <xpushmem_ops.h>
 
-#define ZE(call)                                                                                                   \
-  do {                                                                                                             \
-    ze_result_t r_ = (call);                                                                                       \
-    if (r_ != ZE_RESULT_SUCCESS) {                                                                                 \
-      fprintf(stderr, "%s:%d: %s = 0x%x\n", __FILE__, __LINE__, #call, (unsigned)r_);                             \
-      exit(1);                                                                                                     \
-    }                                                                                                              \
-  } while (0)
-#define XP(call)                                                                                                   \
-  do {                                                                                                             \
-    int c_ = (call);                                                                                               \
-    if (c_ != 0) {                                                                                                 \
-      fprintf(stderr, "%s:%d: %s = %d: %s\n", __FILE__, __LINE__, #call, c_, xpushmem_last_error());              \
-      exit(1);                                                                                                     \
-    }                                                                                                              \
-  } while (0)
-#define CHECK(cond, ...)                                                                                           \
-  do {                                                                                                             \
-    if (!(cond)) {                                                                                                 \
-      fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond);                                    \
-      fprintf(stderr, __VA_ARGS__);                                                                                \
-      fprintf(stderr, "\n");                                                                                       \
-      exit(1);                                                                                                     \
-    }                                                                                                              \
-  } while (0)
+#include "ze_check.h"
 
 enum { ROWS = 8, MAXPE = 16 };
 
@@ -66,7 +41,7 @@ int main(void) {
             strstr(xpushmem_last_error(), "device") && strstr(xpushmem_last_error(), "ze_device_handle_t"),
         "NULL device: %s", xpushmem_last_error());
   CHECK(attr.version == XPUSHMEMX_INIT_ATTR_VERSION && attr.ze_driver == NULL, "a failed setter leaves attr alone");
-  XP(xpushmemx_set_attr_ze_handles(&attr, driver, device, context));
+  OK(xpushmemx_set_attr_ze_handles(&attr, driver, device, context));
   CHECK(attr.version == XPUSHMEMX_INIT_ATTR_VERSION_ZE_HANDLES && attr.ze_context == (void *)context, "set");
   attr.ze_context = NULL;
   CHECK(xpushmemx_init_attr(0, &attr) == XPUSHMEM_ERROR_INVALID_ARGUMENT &&
@@ -85,13 +60,13 @@ int main(void) {
   setenv("XPUSHMEM_HEAP", "device", 1);
 
   /* Start on the program's handles: the runtime reports them back as its own. */
-  XP(xpushmemx_init_attr(0, &attr));
-  XP(xpushmem_ops_init());
+  OK(xpushmemx_init_attr(0, &attr));
+  OK(xpushmem_ops_init());
   int me = xpushmem_my_pe(), n = xpushmem_n_pes();
   CHECK(n <= MAXPE, "at most %d PEs", MAXPE);
   CHECK(xpushmem_ops_path() == 1, "the device path on a device heap (got %d)", xpushmem_ops_path());
   void *rt_driver = NULL, *rt_device = NULL, *rt_context = NULL;
-  XP(xpushmemx_ze_get_handles(&rt_driver, &rt_device, &rt_context));
+  OK(xpushmemx_ze_get_handles(&rt_driver, &rt_device, &rt_context));
   CHECK(rt_driver == (void *)driver && rt_device == (void *)device && rt_context == (void *)context,
         "the runtime works in the program's handles");
 
@@ -121,8 +96,8 @@ int main(void) {
   /* Rank me sends k = 1 + (me + p) % ROWS rows to rank p, packed from row 0. */
   for (int i = 0; i < n * ROWS; i++) host[i] = value(me, i);
   for (int p = 0; p < n; p++) sp[p] = 1 + (me + p) % ROWS;
-  XP(xpushmem_putmem(in, host, sizeof(int64_t) * n * ROWS, me));
-  XP(xpushmem_putmem(splits, sp, sizeof(int64_t) * n, me));
+  OK(xpushmem_putmem(in, host, sizeof(int64_t) * n * ROWS, me));
+  OK(xpushmem_putmem(splits, sp, sizeof(int64_t) * n, me));
   xpushmem_barrier_all();
 
   int64_t rows = n * ROWS, nn = n, two_n[2] = {2, n};
@@ -130,11 +105,11 @@ int main(void) {
   XpushmemOpsTensor to = {.data = out, .dtype = 8, .ndim = 1, .sizes = &rows, .strides = NULL};
   XpushmemOpsTensor ts = {.data = splits, .dtype = 8, .ndim = 1, .sizes = &nn, .strides = NULL};
   XpushmemOpsTensor tso = {.data = oso, .dtype = 8, .ndim = 2, .sizes = two_n, .strides = NULL};
-  XP(xpushmem_ops_all_to_all_vdev_on_queue(&ti, &to, &ts, &tso, NULL, 0, list));
-  XP(xpushmem_ops_queue_wait());
+  OK(xpushmem_ops_all_to_all_vdev_on_queue(&ti, &to, &ts, &tso, NULL, 0, list));
+  OK(xpushmem_ops_queue_wait());
   int64_t got[2 * MAXPE], outs[MAXPE * ROWS];
-  XP(xpushmem_getmem(got, oso, sizeof(int64_t) * 2 * n, me));
-  XP(xpushmem_getmem(outs, out, sizeof(int64_t) * n * ROWS, me));
+  OK(xpushmem_getmem(got, oso, sizeof(int64_t) * 2 * n, me));
+  OK(xpushmem_getmem(outs, out, sizeof(int64_t) * n * ROWS, me));
   /* From rank s: k_s = 1 + (s + me) % ROWS rows, rank s's rows from sum_{p<me} (1 + (s + p) % ROWS). */
   int64_t at = 0;
   for (int s = 0; s < n; s++) {
@@ -149,7 +124,7 @@ int main(void) {
   ZE(zeCommandListDestroy(list));
   xpushmem_barrier_all();
   printf("ops_on_framework_handles OK on PE %d of %d\n", me, n);
-  XP(xpushmem_ops_finalize());
+  OK(xpushmem_ops_finalize());
   /* The runtime did not destroy the program's context. */
   ze_command_list_handle_t again;
   ZE(zeCommandListCreateImmediate(context, device, &qdesc, &again));

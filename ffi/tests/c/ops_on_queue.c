@@ -2,7 +2,6 @@
  * immediate command list with xpushmem_ops_all_to_all_vdev_on_queue (the second op consumes the first's output),
  * one xpushmem_ops_queue_wait; then a negative split on the last PE: every PE's queue_wait fails with the host
  * path's error, and the next op on the list works. Run with XPUSHMEM_HEAP=device. */
-#include <level_zero/ze_api.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,31 +9,7 @@
 #include <xpushmem.h>
 #include <xpushmem_ops.h>
 
-#define ZE(call)                                                                                                   \
-  do {                                                                                                             \
-    ze_result_t r_ = (call);                                                                                       \
-    if (r_ != ZE_RESULT_SUCCESS) {                                                                                 \
-      fprintf(stderr, "%s:%d: %s = 0x%x\n", __FILE__, __LINE__, #call, (unsigned)r_);                             \
-      exit(1);                                                                                                     \
-    }                                                                                                              \
-  } while (0)
-#define XP(call)                                                                                                   \
-  do {                                                                                                             \
-    int c_ = (call);                                                                                               \
-    if (c_ != 0) {                                                                                                 \
-      fprintf(stderr, "%s:%d: %s = %d: %s\n", __FILE__, __LINE__, #call, c_, xpushmem_last_error());              \
-      exit(1);                                                                                                     \
-    }                                                                                                              \
-  } while (0)
-#define CHECK(cond, ...)                                                                                           \
-  do {                                                                                                             \
-    if (!(cond)) {                                                                                                 \
-      fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond);                                    \
-      fprintf(stderr, __VA_ARGS__);                                                                                \
-      fprintf(stderr, "\n");                                                                                       \
-      exit(1);                                                                                                     \
-    }                                                                                                              \
-  } while (0)
+#include "ze_check.h"
 
 enum { ROWS = 8, MAXPE = 16 };
 
@@ -46,14 +21,14 @@ static XpushmemOpsTensor t1(void *data, int32_t dtype, int64_t *size) {
 static int64_t value(int pe, int row) { return 1000 * pe + row; }
 
 int main(void) {
-  XP(xpushmem_ops_init());
+  OK(xpushmem_ops_init());
   int me = xpushmem_my_pe(), n = xpushmem_n_pes();
   CHECK(n <= MAXPE, "at most %d PEs", MAXPE);
   CHECK(xpushmem_ops_path() == 1, "the device path on a device heap (got %d)", xpushmem_ops_path());
   ze_driver_handle_t driver;
   ze_device_handle_t device;
   ze_context_handle_t context;
-  XP(xpushmemx_ze_get_handles((void **)&driver, (void **)&device, (void **)&context));
+  OK(xpushmemx_ze_get_handles((void **)&driver, (void **)&device, (void **)&context));
   uint32_t ngroups = 0;
   ZE(zeDeviceGetCommandQueueGroupProperties(device, &ngroups, NULL));
   ze_command_queue_group_properties_t props[8];
@@ -80,8 +55,8 @@ int main(void) {
   /* Rank me sends rows [p * ROWS, p * ROWS + k) to rank p, with k = 1 + (me + p) % ROWS. */
   for (int i = 0; i < n * ROWS; i++) host[i] = value(me, i);
   for (int p = 0; p < n; p++) sp[p] = 1 + (me + p) % ROWS;
-  XP(xpushmem_putmem(in, host, sizeof(int64_t) * n * ROWS, me));
-  XP(xpushmem_putmem(splits, sp, sizeof(int64_t) * n, me));
+  OK(xpushmem_putmem(in, host, sizeof(int64_t) * n * ROWS, me));
+  OK(xpushmem_putmem(splits, sp, sizeof(int64_t) * n, me));
   xpushmem_barrier_all();
 
   int64_t rows = n * ROWS, nn = n, two_n[2] = {2, n};
@@ -90,13 +65,13 @@ int main(void) {
   XpushmemOpsTensor o2 = {.data = oso2, .dtype = 8, .ndim = 2, .sizes = two_n, .strides = NULL};
   /* The splits are packed from row 0, so the input's first sum(sp) rows are sent. Op 1: in -> mid; op 2:
    * mid -> out with the same splits. Both on the list, no wait in between. */
-  XP(xpushmem_ops_all_to_all_vdev_on_queue(&ti, &tm, &ts, &o1, NULL, 0, list));
-  XP(xpushmem_ops_all_to_all_vdev_on_queue(&tm, &to, &ts, &o2, NULL, 0, list));
-  XP(xpushmem_ops_queue_wait());
+  OK(xpushmem_ops_all_to_all_vdev_on_queue(&ti, &tm, &ts, &o1, NULL, 0, list));
+  OK(xpushmem_ops_all_to_all_vdev_on_queue(&tm, &to, &ts, &o2, NULL, 0, list));
+  OK(xpushmem_ops_queue_wait());
   int64_t got[2 * MAXPE], mids[MAXPE * ROWS], outs[MAXPE * ROWS];
-  XP(xpushmem_getmem(got, oso1, sizeof(int64_t) * 2 * n, me));
-  XP(xpushmem_getmem(mids, mid, sizeof(int64_t) * n * ROWS, me));
-  XP(xpushmem_getmem(outs, out, sizeof(int64_t) * n * ROWS, me));
+  OK(xpushmem_getmem(got, oso1, sizeof(int64_t) * 2 * n, me));
+  OK(xpushmem_getmem(mids, mid, sizeof(int64_t) * n * ROWS, me));
+  OK(xpushmem_getmem(outs, out, sizeof(int64_t) * n * ROWS, me));
   /* mid: from rank s, k_s = 1 + (s + me) % ROWS rows starting at row sum_{p<me} (1 + (s + p) % ROWS). */
   int64_t at = 0;
   for (int s = 0; s < n; s++) {
@@ -111,7 +86,7 @@ int main(void) {
   /* out: op 2 ran after op 1 on the list: its first row from rank s is rank s's mid row src, which rank s got
    * from rank (the owner of that row); at least check that every received row is some rank's input row. */
   int64_t got2[2 * MAXPE];
-  XP(xpushmem_getmem(got2, oso2, sizeof(int64_t) * 2 * n, me));
+  OK(xpushmem_getmem(got2, oso2, sizeof(int64_t) * 2 * n, me));
   for (int s = 0; s < n; s++) {
     CHECK(got2[s] == 1 + (s + me) % ROWS, "op 2 row 0 from %d", s);
     for (int64_t r = 0; r < got2[s]; r++) {
@@ -124,9 +99,9 @@ int main(void) {
   /* A negative split on the last PE: every PE's queue_wait reports the host path's error. */
   int bad = n - 1;
   if (me == bad) sp[0] = -1;
-  XP(xpushmem_putmem(splits, sp, sizeof(int64_t) * n, me));
+  OK(xpushmem_putmem(splits, sp, sizeof(int64_t) * n, me));
   xpushmem_barrier_all();
-  XP(xpushmem_ops_all_to_all_vdev_on_queue(&ti, &tm, &ts, &o1, NULL, 0, list));
+  OK(xpushmem_ops_all_to_all_vdev_on_queue(&ti, &tm, &ts, &o1, NULL, 0, list));
   int rc = xpushmem_ops_queue_wait();
   CHECK(rc == XPUSHMEM_ERROR_INVALID_ARGUMENT, "rc %d: %s", rc, xpushmem_last_error());
   const char *msg = xpushmem_last_error();
@@ -136,16 +111,16 @@ int main(void) {
     CHECK(strstr(msg, "rejected its arguments"), "%s", msg);
   /* The next op on the list works. */
   sp[0] = 1 + me % ROWS;
-  XP(xpushmem_putmem(splits, sp, sizeof(int64_t) * n, me));
+  OK(xpushmem_putmem(splits, sp, sizeof(int64_t) * n, me));
   xpushmem_barrier_all();
-  XP(xpushmem_ops_all_to_all_vdev_on_queue(&ti, &tm, &ts, &o1, NULL, 0, list));
-  XP(xpushmem_ops_queue_wait());
-  XP(xpushmem_getmem(got, oso1, sizeof(int64_t) * 2 * n, me));
+  OK(xpushmem_ops_all_to_all_vdev_on_queue(&ti, &tm, &ts, &o1, NULL, 0, list));
+  OK(xpushmem_ops_queue_wait());
+  OK(xpushmem_getmem(got, oso1, sizeof(int64_t) * 2 * n, me));
   for (int s = 0; s < n; s++)
     CHECK(got[s] == 1 + (s + me) % ROWS, "row 0 from %d after the error: %lld", s, (long long)got[s]);
   ZE(zeCommandListDestroy(list));
   xpushmem_barrier_all();
   printf("ops_on_queue OK on PE %d of %d\n", me, n);
-  XP(xpushmem_ops_finalize());
+  OK(xpushmem_ops_finalize());
   return 0;
 }
