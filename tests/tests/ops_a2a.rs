@@ -237,29 +237,17 @@ fn dispatch_combine_case(sh: &Shmem, g: &Group, b: &Bufs, c: &Case) -> Result<()
 
     // Reference: expert-major, each expert's block aligned, at least `align` rows.
     let all: Vec<Vec<i64>> = (0..w).map(|r| c.splits(r, ne, true)).collect();
-    let mut row0 = vec![0i64; n];
-    let mut row1 = vec![0i64; n];
-    let mut want = vec![c.sentinel(); out_rows * rb];
-    let mut start = 0usize;
-    for e in 0..ne {
-        let mut at = start;
-        for s in 0..w {
-            let t = me * ne + e;
-            let cnt = all[s][t] as usize;
-            let src = all[s][..t].iter().sum::<i64>() as usize;
-            row0[e * w + s] = cnt as i64;
-            row1[e * w + s] = at as i64;
-            let data = data_rows(c.salt, s, c.rows, rb);
-            want[at * rb..(at + cnt) * rb].copy_from_slice(&data[src * rb..(src + cnt) * rb]);
-            at += cnt;
-        }
-        let total = at - start;
-        start += if total == 0 {
-            align
-        } else {
-            total.div_ceil(align) * align
-        };
-    }
+    let (row0, row1, want) = reference_2d(
+        &all,
+        me,
+        ne,
+        align,
+        c.salt,
+        c.rows,
+        rb,
+        out_rows,
+        c.sentinel(),
+    );
     let got = bytes_i64(&read(sh, b.oso, 0, 16 * n)?);
     assert_eq!(got[..n], row0[..], "2d row 0: {}", c.ctx(me));
     assert_eq!(

@@ -127,3 +127,47 @@ pub fn excl(v: &[i64]) -> Vec<i64> {
         })
         .collect()
 }
+
+/// The `all_to_all_vdev_2d` reference on rank `me`: expert-major output, each expert's block starting at a
+/// multiple of `align` rows and taking at least `align` rows. `all[s]`: rank `s`'s `ne * W` splits, its data
+/// `data_rows(salt, s, rows, rb)`. Returns `out_splits_offsets`' two rows and the expected output (`out_rows` rows
+/// of `rb` bytes, `fill` where nothing lands).
+#[allow(clippy::too_many_arguments)]
+pub fn reference_2d(
+    all: &[Vec<i64>],
+    me: usize,
+    ne: usize,
+    align: usize,
+    salt: u64,
+    rows: usize,
+    rb: usize,
+    out_rows: usize,
+    fill: u8,
+) -> (Vec<i64>, Vec<i64>, Vec<u8>) {
+    let w = all.len();
+    let n = ne * w;
+    let mut row0 = vec![0i64; n];
+    let mut row1 = vec![0i64; n];
+    let mut want = vec![fill; out_rows * rb];
+    let mut start = 0usize;
+    for e in 0..ne {
+        let mut at = start;
+        for s in 0..w {
+            let t = me * ne + e;
+            let cnt = all[s][t] as usize;
+            let src = all[s][..t].iter().sum::<i64>() as usize;
+            row0[e * w + s] = cnt as i64;
+            row1[e * w + s] = at as i64;
+            let data = data_rows(salt, s, rows, rb);
+            want[at * rb..(at + cnt) * rb].copy_from_slice(&data[src * rb..(src + cnt) * rb]);
+            at += cnt;
+        }
+        let total = at - start;
+        start += if total == 0 {
+            align
+        } else {
+            total.div_ceil(align) * align
+        };
+    }
+    (row0, row1, want)
+}
