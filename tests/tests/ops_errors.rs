@@ -799,3 +799,75 @@ pe_test!(exchange_meets_agreement, [_2pe = 2, _3pe = 3], |sh| {
     }
     g.free(sh)
 });
+
+// The mismatch of an exchange with an agreement leaves every rank in step (the race behind a rare
+// `exchange_meets_agreement::_3pe` failure): the exchange side used to leave as soon as it found the first
+// rank in the agreement, while a rank it never heard from could still be reading the previous call's messages,
+// in the buffers the exchange side's next call writes (that rank then saw another digest and failed alone).
+// Every iteration one rank runs an all-to-all while the others run an agreement-based call, and one rank of
+// the agreement side that the exchange side does not wait for (two or more ranks after it) is late: it writes
+// a marker into every rank's heap, then enters the call. No rank may leave the failed call before the late one
+// has entered it (the marker is there when the call returns, whatever the timing); every rank names the same
+// PE; then a matched all-to-all and a matched 2-D all-to-all run with checked data.
+pe_test!(mismatch_leaves_in_step, [_3pe = 3, _4pe = 4], |sh| {
+    let fx = Fx::new(sh)?;
+    let g = Group::world(sh)?;
+    let (w, me) = (g.size(), g.my_rank().unwrap());
+    let marker = sh.calloc::<u64>(1)?;
+    let t = fx.tile(fx.tiles, DType::F32);
+    let o = fx.tile(fx.tout, DType::F32);
+    for it in 0..3 * w {
+        let ex = it % w;
+        let late = (ex + 2 + (it / w) % (w - 2)) % w;
+        let s = fx.set_splits(sh, &vec![1; w])?;
+        if me == late {
+            // Widens the window only: the assertion below does not depend on how long this takes.
+            std::thread::sleep(Duration::from_millis(20));
+            for pe in 0..w {
+                sh.put(marker, &[it as u64 + 1], pe)?;
+            }
+        }
+        let r = if me == ex {
+            if it % 2 == 0 {
+                all_to_all_vdev(sh, &g, &fx.input(), &fx.out(w * ROWS), &s, &fx.oso(w))
+            } else {
+                let s = fx.set_splits(sh, &vec![1; w * NE])?;
+                all_to_all_vdev_2d(
+                    sh,
+                    &g,
+                    &fx.input(),
+                    &fx.out(w * ROWS),
+                    &s,
+                    &fx.oso(w * NE),
+                    None,
+                )
+            }
+        } else {
+            match (it / w) % 3 {
+                0 => g.barrier(sh),
+                1 => sh.barrier_all(),
+                _ => tile_reduce(sh, &g, &t, &o, 0, "sum"),
+            }
+        };
+        // The first rank whose call differs from rank 0's: rank 1 when rank 0 runs the exchange.
+        let want_pe = if ex == 0 { 1 } else { ex };
+        match r {
+            Err(Error::Mismatch {
+                pe, reference_pe, ..
+            }) => {
+                assert_eq!((pe, reference_pe), (want_pe, 0), "PE {me}, iteration {it}");
+            }
+            r => panic!("PE {me}, iteration {it}: expected a mismatch, got {r:?}"),
+        }
+        let mut got = [0u64];
+        sh.get(&mut got, marker, sh.my_pe())?;
+        assert_eq!(
+            got[0],
+            it as u64 + 1,
+            "PE {me}, iteration {it}: left the failed call before PE {late} entered it"
+        );
+        healthy(sh, &g, &fx)?;
+    }
+    sh.free(marker)?;
+    g.free(sh)
+});

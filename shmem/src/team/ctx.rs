@@ -19,6 +19,12 @@
 //!
 //! Identity words are double-buffered by sequence parity: to overwrite a buffer a PE must finish the agreement in
 //! between, which needs every member to have entered it, so every reader is done with the old contents.
+//!
+//! A member in an exchange ([`Ctx::exchange`]) that finds another in an agreement, or the reverse, learns of the
+//! mismatch without hearing from every member. Before it fails it waits until every member has published its
+//! identity for this call (the failure path only): so no member leaves a failed call while another is still in
+//! the previous one (reading messages in the buffers the leaver's next call writes), and every member judges
+//! the same words.
 
 use crate::error::{Error, Result};
 use crate::runtime::{LocalWord, Shmem};
@@ -616,6 +622,37 @@ impl<'a> Ctx<'a> {
             .collect())
     }
 
+    /// Every member's identity words of this PE's call `seq` (published at `at`), waiting until each member has
+    /// published them (the failure paths only). A member that leaves a call before every member has entered it
+    /// could begin its next call, whose messages and identity use the buffers of the other parity, while a member
+    /// still reads those of the previous call: waiting here makes every member leave a failed call only once
+    /// every member is in it (as the success path does), and gives every member the same words to judge.
+    fn identities(&self, at: usize, seq: u64) -> Result<Vec<Vec<u64>>> {
+        let mut all = Vec::with_capacity(self.n());
+        for i in 0..self.n() {
+            let win = self.win(i)?;
+            let off = self.word(at + SEQ);
+            let pe = self.pe(i);
+            self.sh.wait_for(
+                self.op,
+                &|| {
+                    format!(
+                        "waiting for PE {pe} to enter collective call number {seq} on this team"
+                    )
+                },
+                || {
+                    let mut b = [0u8; 8];
+                    win.read(off, &mut b)?;
+                    Ok(u64::from_le_bytes(b) >= seq)
+                },
+            )?;
+            // The words were written before the sequence number (Ctx::publish).
+            std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
+            all.push(self.read_words(i, at, layout::CHECK_WORDS)?);
+        }
+        Ok(all)
+    }
+
     /// The agreement (see the module docs): publish this call's identity, all-reduce the verdict over the team
     /// (which is also a barrier), and on disagreement fail with the same [`Error::Mismatch`] on every member.
     /// `local` is this PE's verdict on its own arguments: its error is returned first. With `need_info`, returns
@@ -834,11 +871,9 @@ impl<'a> Ctx<'a> {
         )?;
         if other.is_some() {
             // A member in another collective: the agreement's verdict (every member's words compared with member
-            // 0's), the same as the members on the other side reach.
-            let mut all = Vec::with_capacity(n);
-            for i in 0..n {
-                all.push(self.read_words(i, at, CHECK_WORDS)?);
-            }
+            // 0's), the same as the members on the other side reach, once every member is in this call (it may
+            // still be reading the previous call's messages, in the buffers the next call writes).
+            let all = self.identities(at, seq)?;
             return Err(self.verdict(&all, &words, true));
         }
         let win = self.local_win();
@@ -890,11 +925,9 @@ impl<'a> Ctx<'a> {
         if v.failed.is_none() && v.differs.is_none() {
             return Ok(());
         }
-        let at = layout::CHECK + (self.st.seq % 2) as usize * layout::CHECK_WORDS;
-        let mut all = Vec::with_capacity(self.n());
-        for i in 0..self.n() {
-            all.push(self.read_words(i, at, layout::CHECK_WORDS)?);
-        }
+        let seq = self.st.seq;
+        let at = layout::CHECK + (seq % 2) as usize * layout::CHECK_WORDS;
+        let all = self.identities(at, seq)?;
         let mine = all[self.idx()].clone();
         Err(self.verdict(&all, &mine, checking))
     }
@@ -961,11 +994,9 @@ impl<'a> Ctx<'a> {
         if clean && !need_info {
             return Ok((true, Vec::new(), words));
         }
-        // Slow path (or a call that needs the others' words): read every member's identity.
-        let mut all = Vec::with_capacity(n);
-        for i in 0..n {
-            all.push(self.read_words(i, at, layout::CHECK_WORDS)?);
-        }
+        // Slow path (or a call that needs the others' words): read every member's identity, once published (a
+        // member that found another in an exchange did not hear from every member).
+        let all = self.identities(at, seq)?;
         Ok((clean, all, words))
     }
 

@@ -914,7 +914,8 @@ impl Shmem {
     /// messages of every member: one message latency, no dissemination rounds. On return `recv` holds every
     /// member's payload (empty from a member that failed) and the [`Agreement`] is the same on every member.
     /// Completes this PE's outstanding puts first. A member in another collective of the team makes the call
-    /// fail with [`Error::Mismatch`] on every member that meets it. Messages are double-buffered by the team's
+    /// fail with [`Error::Mismatch`] on every member, each leaving only once every member has entered the call
+    /// (so the members stay in step for the next one). Messages are double-buffered by the team's
     /// sequence number: a member's buffer is not reused before the next collective of the team completed.
     pub fn team_exchange(
         &self,
