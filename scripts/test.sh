@@ -42,8 +42,9 @@ rc_fabric=$(( rc_fabric | PIPESTATUS[0] ))
 XPUSHMEM_TRANSPORT=fabric XPUSHMEM_FABRIC_ATOMICS=cas cargo test --no-fail-fast -p xpushmem-tests --test amo --test signal \
     -- --skip dev_ --skip _1pe --skip _8pe 2>&1 | tee -a target/test.log
 rc_fabric=$(( rc_fabric | PIPESTATUS[0] ))
-echo "== MPI bootstrap under mpirun (feature mpi)"
-cargo test --no-fail-fast -p xpushmem-tests --features mpi --test mpi_bootstrap 2>&1 | tee -a target/test.log
+echo "== MPI bootstrap under mpirun (feature mpi); mpirun across network namespaces with the examples (as root)"
+cargo build -q -p xpushmem-examples --features mpi
+cargo test --no-fail-fast -p xpushmem-tests --features mpi --test mpi_bootstrap --test fabric_mpirun 2>&1 | tee -a target/test.log
 rc_mpi=${PIPESTATUS[0]}
 echo "== Python: the PyTorch drop-in (ported test_nvshmem.py suites on CPU, gloo, 2 and 4 ranks)"
 # The wheel's libxpushmem.so in the debug profile: the build above already made it.

@@ -110,7 +110,7 @@ env_table! {
     coll_chunk_bytes: OnUse<usize> = "XPUSHMEM_COLL_CHUNK_SIZE", "64K", on_use(chunk_size);
     /// largest chunk (bytes per destination, or a K/M suffix) the op family's all-to-alls ship inside their split exchange instead of having the receiver read it from the sender; auto: whatever fits in the team's exchange area (a few KiB divided by the group size), 0: never
     ops_eager_size: Option<usize> = "XPUSHMEM_OPS_EAGER_SIZE", "auto", auto_size;
-    /// this PE's node: PEs with the same value share memory, others talk through the fabric (default: the host name and boot id; set per network namespace, or to split one host into nodes for tests)
+    /// this PE's node: PEs with the same value share memory, others talk through the fabric (default: the host name, boot id and network namespace; set it to split one host into nodes for tests)
     node_id: Option<String> = "XPUSHMEM_NODE_ID", "", opt_text;
     /// libfabric provider of the fabric transport (tcp, verbs, cxi, psm3, efa...; FI_PROVIDER works too); empty: the first provider with RDM endpoints, RMA and atomics that libfabric lists, same-host-only ones skipped
     fabric_provider: Option<String> = "XPUSHMEM_FABRIC_PROVIDER", "", opt_text;

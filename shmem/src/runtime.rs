@@ -136,7 +136,9 @@ fn init_logging(level: &str) {
     });
 }
 
-/// This PE's node: `XPUSHMEM_NODE_ID` when set, else the host name and boot id.
+/// This PE's node: `XPUSHMEM_NODE_ID` when set, else the host name, boot id and network namespace (the shm
+/// transport meets its node peers on abstract Unix sockets, which a network namespace does not share: PEs of one
+/// host in different namespaces, e.g. containers, reach each other through the fabric).
 fn host_key(cfg: &Config) -> String {
     if let Some(id) = cfg.node_id.as_deref().filter(|s| !s.is_empty()) {
         return format!("{id}/node-id");
@@ -146,7 +148,10 @@ fn host_key(cfg: &Config) -> String {
         .to_string_lossy()
         .into_owned();
     let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
-    format!("{host}/{}", boot.trim())
+    let net = std::fs::read_link("/proc/self/ns/net")
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    format!("{host}/{}/{net}", boot.trim())
 }
 
 /// A variable the uid bootstrap needs (xpushmem-run sets it).

@@ -14,97 +14,13 @@
 
 mod fabric_common;
 
-use fabric_common::{fabric_available, mixed_body, node_of};
+use fabric_common::netns::{cannot_run, example, Netns, EXAMPLES};
+use fabric_common::{mixed_body, node_of};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use xpushmem::{BootstrapSpec, Error, InitAttr, UniqueId};
 use xpushmem_tests::CASE_VAR;
-
-/// Two namespaces and the veth pair between them; removed on drop (removing a namespace removes its veth end).
-struct Netns {
-    names: [String; 2],
-    addrs: [&'static str; 2],
-}
-
-fn ip(args: &[&str]) -> Result<(), String> {
-    let out = Command::new("ip")
-        .args(args)
-        .output()
-        .map_err(|e| format!("ip: {e}"))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "ip {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    }
-}
-
-impl Netns {
-    /// Namespaces `xpm<pid><tag>a`/`b` with 10.231.0.1/24 and 10.231.0.2/24 on the two ends of a veth pair.
-    fn create(tag: &str) -> Result<Netns, String> {
-        let base = format!("xpm{}{tag}", std::process::id());
-        let ns = Netns {
-            names: [format!("{base}a"), format!("{base}b")],
-            addrs: ["10.231.0.1", "10.231.0.2"],
-        };
-        let veth = [format!("{base}va"), format!("{base}vb")];
-        ip(&["netns", "add", &ns.names[0]])?;
-        ip(&["netns", "add", &ns.names[1]])?;
-        ip(&[
-            "link", "add", &veth[0], "type", "veth", "peer", "name", &veth[1],
-        ])?;
-        for ((v, name), addr) in veth.iter().zip(&ns.names).zip(ns.addrs) {
-            ip(&["link", "set", v, "netns", name])?;
-            let cidr = format!("{addr}/24");
-            ip(&["-n", name, "addr", "add", &cidr, "dev", v])?;
-            ip(&["-n", name, "link", "set", v, "up"])?;
-            ip(&["-n", name, "link", "set", "lo", "up"])?;
-        }
-        Ok(ns)
-    }
-
-    /// Pids of processes living in namespace `i`.
-    fn pids(&self, i: usize) -> Vec<String> {
-        Command::new("ip")
-            .args(["netns", "pids", &self.names[i]])
-            .output()
-            .map(|o| {
-                String::from_utf8_lossy(&o.stdout)
-                    .split_whitespace()
-                    .map(str::to_string)
-                    .collect()
-            })
-            .unwrap_or_default()
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        for n in &self.names {
-            let _ = ip(&["netns", "del", n]);
-        }
-    }
-}
-
-/// Why this machine cannot run the test, if it cannot.
-fn cannot_run() -> Option<String> {
-    if !fabric_available() {
-        return Some(
-            "this build has no fabric transport (libfabric headers missing at build time)".into(),
-        );
-    }
-    if !rustix::process::geteuid().is_root() {
-        return Some("creating network namespaces needs root".into());
-    }
-    if Command::new("ip").arg("-V").output().is_err() {
-        return Some("the `ip` command (iproute2) is missing".into());
-    }
-    None
-}
 
 fn env(name: &str) -> String {
     std::env::var(name).unwrap_or_else(|_| panic!("{name} is set for the PEs"))
@@ -116,12 +32,18 @@ fn pe_main() -> ! {
     let size: usize = env("NETNS_SIZE").parse().expect("size");
     let nodes: usize = env("NETNS_NODES").parse().expect("nodes");
     let file = PathBuf::from(env("NETNS_ID_FILE"));
+    if env("NETNS_CASE") == "serve" {
+        // The rendezvous of the examples' jobs: make the ID, publish it, serve until the test ends this process.
+        let id = xpushmem::get_unique_id().expect("a unique ID");
+        publish_id(&file, id);
+        loop {
+            std::thread::sleep(Duration::from_secs(600));
+        }
+    }
     let r = (|| -> xpushmem::Result<()> {
         let uid = if rank == 0 {
             let id = xpushmem::get_unique_id()?;
-            let tmp = file.with_extension("tmp");
-            std::fs::write(&tmp, id.to_string()).expect("write the ID");
-            std::fs::rename(&tmp, &file).expect("publish the ID");
+            publish_id(&file, id);
             id
         } else {
             read_id(&file)
@@ -171,6 +93,12 @@ fn pe_main() -> ! {
     }
 }
 
+fn publish_id(file: &Path, id: UniqueId) {
+    let tmp = file.with_extension("tmp");
+    std::fs::write(&tmp, id.to_string()).expect("write the ID");
+    std::fs::rename(&tmp, file).expect("publish the ID");
+}
+
 fn read_id(file: &Path) -> UniqueId {
     let start = Instant::now();
     loop {
@@ -179,7 +107,7 @@ fn read_id(file: &Path) -> UniqueId {
         }
         assert!(
             start.elapsed() < Duration::from_secs(60),
-            "PE 0 never published the unique ID"
+            "the unique ID was never published"
         );
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -216,7 +144,6 @@ fn run(name: &str, case: &str, n: usize, limit_ms: u64) {
             .env("NETNS_NODES", nodes.to_string())
             .env("NETNS_CASE", case)
             .env("NETNS_ID_FILE", dir.join("unique-id"))
-            .env("XPUSHMEM_NODE_ID", &ns.names[i])
             .env("XPUSHMEM_BOOTSTRAP_ADDR", ns.addrs[i])
             .env("XPUSHMEM_TIMEOUT_MS", limit_ms.to_string())
             .env("XPUSHMEM_SYMMETRIC_SIZE", "64M")
@@ -303,4 +230,125 @@ fn netns_mixed_4pe() {
 #[test]
 fn netns_peer_death_3pe() {
     run("netns_peer_death_3pe", "death", 3, 30_000);
+}
+
+/// The examples across the namespaces, 4 PEs (2 per namespace) with the unique-ID start: a rendezvous process in
+/// the first namespace makes the ID; each example's PEs get it, their rank and the job size from the environment
+/// (as a framework's launcher would set them). Each PE must succeed, see its namespace's PEs as its node, and
+/// print the example's success line.
+#[test]
+fn netns_examples_4pe() {
+    let name = "netns_examples_4pe";
+    if std::env::var(CASE_VAR).is_ok_and(|v| v == name) {
+        pe_main();
+    }
+    if let Some(why) = cannot_run() {
+        eprintln!("skipped {name}: {why}");
+        return;
+    }
+    let (n, nodes, limit_ms) = (4, 2, 60_000u64);
+    let ns = Netns::create("e4").unwrap_or_else(|e| panic!("setting up namespaces: {e}"));
+    let dir = std::env::temp_dir().join(format!("xpushmem-netns-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let mut failures = Vec::new();
+    for prog in EXAMPLES {
+        let id_file = dir.join(format!("{prog}.id"));
+        let mut server = Command::new("ip")
+            .args(["netns", "exec", &ns.names[0]])
+            .arg(std::env::current_exe().expect("test binary"))
+            .args([name, "--exact", "--nocapture", "--test-threads=1"])
+            .env(CASE_VAR, name)
+            .env("NETNS_RANK", "0")
+            .env("NETNS_SIZE", n.to_string())
+            .env("NETNS_NODES", nodes.to_string())
+            .env("NETNS_CASE", "serve")
+            .env("NETNS_ID_FILE", &id_file)
+            .env("XPUSHMEM_BOOTSTRAP_ADDR", ns.addrs[0])
+            .env("XPUSHMEM_TIMEOUT_MS", limit_ms.to_string())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("ip netns exec");
+        let uid = read_id(&id_file).to_string();
+        let mut children: Vec<Child> = (0..n)
+            .map(|pe| {
+                let i = node_of(pe, n, nodes);
+                let log = std::fs::File::create(dir.join(format!("{prog}{pe}.log"))).expect("log");
+                Command::new("ip")
+                    .args(["netns", "exec", &ns.names[i]])
+                    .arg(example(prog))
+                    .env("XPUSHMEM_BOOTSTRAP", "uid")
+                    .env("XPUSHMEM_BOOTSTRAP_UID", &uid)
+                    .env("XPUSHMEM_BOOTSTRAP_RANK", pe.to_string())
+                    .env("XPUSHMEM_BOOTSTRAP_NRANKS", n.to_string())
+                    .env("XPUSHMEM_TIMEOUT_MS", limit_ms.to_string())
+                    .stdin(Stdio::null())
+                    .stdout(log.try_clone().expect("log"))
+                    .stderr(log)
+                    .spawn()
+                    .expect("ip netns exec")
+            })
+            .collect();
+        let status = wait_all(&mut children, Duration::from_millis(2 * limit_ms));
+        let _ = server.kill();
+        let _ = server.wait();
+        let all: String = (0..n)
+            .map(|pe| {
+                format!(
+                    "---- {prog} PE {pe} in {} ({:?}) ----\n{}",
+                    ns.names[node_of(pe, n, nodes)],
+                    status[pe],
+                    std::fs::read_to_string(dir.join(format!("{prog}{pe}.log")))
+                        .unwrap_or_default()
+                )
+            })
+            .collect();
+        let mut ok = status
+            .iter()
+            .all(|s| s.is_some_and(|s| s.success()))
+            && all.contains(": ok");
+        if prog == "hello" {
+            for pe in 0..n {
+                let node: Vec<usize> = (0..n)
+                    .filter(|&q| node_of(q, n, nodes) == node_of(pe, n, nodes))
+                    .collect();
+                ok &= all.contains(&format!(
+                    "hello from PE {pe} of {n} (node PEs {node:?}, bootstrap uid)"
+                ));
+            }
+        }
+        if !ok {
+            failures.push(all);
+        }
+    }
+    let left = ns.kill_all();
+    drop(ns);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(
+        left.is_empty(),
+        "{name}: processes left in the namespaces: {left:?}"
+    );
+}
+
+/// Wait for every child, at most `limit`; kill those still running then. The exit status of each (None: killed).
+fn wait_all(children: &mut [Child], limit: Duration) -> Vec<Option<std::process::ExitStatus>> {
+    let start = Instant::now();
+    let mut status = vec![None; children.len()];
+    while status.iter().any(Option::is_none) && start.elapsed() < limit {
+        for (s, c) in status.iter_mut().zip(children.iter_mut()) {
+            if s.is_none() {
+                *s = c.try_wait().expect("wait");
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for (s, c) in status.iter().zip(children.iter_mut()) {
+        if s.is_none() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+    status
 }

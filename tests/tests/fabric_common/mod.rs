@@ -1,8 +1,17 @@
-//! The body shared by the fabric suites (`fabric.rs` on loopback, `fabric_netns.rs` across network namespaces).
+//! The body shared by the fabric suites (`fabric.rs` on loopback, `fabric_netns.rs` and `fabric_mpirun.rs` across
+//! network namespaces).
 
+#[allow(dead_code)]
+pub mod netns;
+#[path = "../ops_common/mod.rs"]
+mod ops_common;
+
+use ops_common::{bytes_i64, data_rows, excl, i64_bytes, read, reference_2d, view, write};
 use xpushmem::coll::ReduceOp;
 use xpushmem::{Cmp, Result, Shmem, SignalOp};
-use xpushmem_ops::{all_to_all_vdev, DType, Group, TensorView};
+use xpushmem_ops::{
+    all_to_all_vdev, all_to_all_vdev_2d, all_to_all_vdev_2d_offset, DType, Group, TensorView,
+};
 use xpushmem_tests::{ref_vec, reference};
 
 /// Whether this build has the fabric transport.
@@ -181,7 +190,84 @@ pub fn mixed_body(sh: &Shmem, nodes: usize) -> Result<()> {
         }
         off += k;
     }
+    sh.barrier_all()?;
+    moe_2d(sh, &g)?;
     sh.barrier_all()
+}
+
+/// The MoE dispatch and combine: `all_to_all_vdev_2d` (2 experts per PE, each expert's block aligned to 2 rows),
+/// then `all_to_all_vdev_2d_offset` back, checked against the ops suites' reference.
+fn moe_2d(sh: &Shmem, g: &Group) -> Result<()> {
+    let (me, w) = (sh.my_pe(), sh.n_pes());
+    let (ne, align, rb, salt) = (2usize, 2usize, 16usize, 93u64);
+    let n = ne * w;
+    let splits_of = |s: usize| -> Vec<i64> {
+        (0..n)
+            .map(|t| (reference(s, t, salt) % 3) as i64)
+            .collect()
+    };
+    let rows = 2 * n; // every split is at most 2 rows
+    let out_rows = w * rows + ne * align;
+    let (fill, cfill) = (0xA5u8, 0x5Au8);
+    let input = sh.calloc::<u8>(rows * rb)?;
+    let out = sh.calloc::<u8>(out_rows * rb)?;
+    let cout = sh.calloc::<u8>(rows * rb)?;
+    let splits = sh.calloc::<u8>(8 * n)?;
+    let oso = sh.calloc::<u8>(16 * n)?;
+    let coso = sh.calloc::<u8>(16 * n)?;
+    let mine = splits_of(me);
+    write(sh, input, 0, &data_rows(salt, me, rows, rb))?;
+    write(sh, splits, 0, &i64_bytes(&mine))?;
+    write(sh, out, 0, &vec![fill; out_rows * rb])?;
+    write(sh, cout, 0, &vec![cfill; rows * rb])?;
+    sh.barrier_all()?;
+    let out_view = view(out, DType::I64, &[out_rows, 2]);
+    let oso_view = view(oso, DType::I64, &[2, n]);
+    all_to_all_vdev_2d(
+        sh,
+        g,
+        &view(input, DType::I64, &[rows, 2]),
+        &out_view,
+        &view(splits, DType::I64, &[n]),
+        &oso_view,
+        Some(align as i64),
+    )?;
+    let all: Vec<Vec<i64>> = (0..w).map(splits_of).collect();
+    let (row0, row1, want) = reference_2d(&all, me, ne, align, salt, rows, rb, out_rows, fill);
+    assert_eq!(
+        bytes_i64(&read(sh, oso, 0, 16 * n)?),
+        [row0, row1].concat(),
+        "all_to_all_vdev_2d splits and offsets on PE {me}"
+    );
+    assert!(
+        read(sh, out, 0, out_rows * rb)? == want,
+        "all_to_all_vdev_2d data on PE {me}"
+    );
+    all_to_all_vdev_2d_offset(
+        sh,
+        g,
+        &out_view,
+        &view(cout, DType::I64, &[rows, 2]),
+        &oso_view,
+        &view(coso, DType::I64, &[2, n]),
+    )?;
+    let sent = mine.iter().sum::<i64>() as usize;
+    let mut back = data_rows(salt, me, rows, rb);
+    back[sent * rb..].fill(cfill);
+    assert!(
+        read(sh, cout, 0, rows * rb)? == back,
+        "all_to_all_vdev_2d_offset (combine) data on PE {me}"
+    );
+    assert_eq!(
+        bytes_i64(&read(sh, coso, 0, 16 * n)?),
+        [mine.clone(), excl(&mine)].concat(),
+        "all_to_all_vdev_2d_offset splits and offsets on PE {me}"
+    );
+    sh.barrier_all()?;
+    for b in [input, out, cout, splits, oso, coso] {
+        sh.free(b)?;
+    }
+    Ok(())
 }
 
 const NEL: usize = 5;

@@ -1,0 +1,140 @@
+//! Two network namespaces joined by a veth pair, as two hosts (`fabric_netns.rs`, `fabric_mpirun.rs`): created
+//! under unique names (this process's pid and a tag) and removed on drop, whatever the test's outcome.
+
+use std::process::Command;
+
+/// Two namespaces and the veth pair between them; removed on drop (removing a namespace removes its veth end).
+pub struct Netns {
+    /// The namespaces' names (`ip netns exec NAME ...`).
+    pub names: [String; 2],
+    /// Each namespace's address on the veth (a /24).
+    pub addrs: [&'static str; 2],
+}
+
+/// The subnet of [`Netns::addrs`] (for Open MPI's `*_if_include`).
+pub const SUBNET: &str = "10.231.0.0/24";
+
+/// Run `ip ARGS`; its stderr as the error.
+pub fn ip(args: &[&str]) -> Result<(), String> {
+    let out = Command::new("ip")
+        .args(args)
+        .output()
+        .map_err(|e| format!("ip: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "ip {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+impl Netns {
+    /// Namespaces `xpm<pid><tag>a`/`b` with 10.231.0.1/24 and 10.231.0.2/24 on the two ends of a veth pair
+    /// (`tag`: at most 3 characters, interface names are limited to 15).
+    pub fn create(tag: &str) -> Result<Netns, String> {
+        let base = format!("xpm{}{tag}", std::process::id());
+        let ns = Netns {
+            names: [format!("{base}a"), format!("{base}b")],
+            addrs: ["10.231.0.1", "10.231.0.2"],
+        };
+        let veth = [format!("{base}va"), format!("{base}vb")];
+        // From here on, a failure removes what was made (the drop of `ns`).
+        ip(&["netns", "add", &ns.names[0]])?;
+        ip(&["netns", "add", &ns.names[1]])?;
+        ip(&[
+            "link", "add", &veth[0], "type", "veth", "peer", "name", &veth[1],
+        ])
+        .inspect_err(|_| {
+            let _ = ip(&["link", "del", &veth[0]]);
+        })?;
+        for ((v, name), addr) in veth.iter().zip(&ns.names).zip(ns.addrs) {
+            if let Err(e) = ip(&["link", "set", v, "netns", name]) {
+                let _ = ip(&["link", "del", v]);
+                return Err(e);
+            }
+            let cidr = format!("{addr}/24");
+            ip(&["-n", name, "addr", "add", &cidr, "dev", v])?;
+            ip(&["-n", name, "link", "set", v, "up"])?;
+            ip(&["-n", name, "link", "set", "lo", "up"])?;
+        }
+        Ok(ns)
+    }
+
+    /// Pids of processes living in namespace `i`.
+    pub fn pids(&self, i: usize) -> Vec<String> {
+        Command::new("ip")
+            .args(["netns", "pids", &self.names[i]])
+            .output()
+            .map(|o| {
+                String::from_utf8_lossy(&o.stdout)
+                    .split_whitespace()
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Kill (SIGKILL) whatever still lives in either namespace; the pids it found.
+    pub fn kill_all(&self) -> Vec<String> {
+        let left: Vec<String> = (0..2).flat_map(|i| self.pids(i)).collect();
+        for pid in &left {
+            if let Some(p) = pid
+                .parse::<i32>()
+                .ok()
+                .and_then(rustix::process::Pid::from_raw)
+            {
+                let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
+            }
+        }
+        left
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        // A process left inside keeps a namespace's network alive: end them first.
+        self.kill_all();
+        for n in &self.names {
+            let _ = ip(&["netns", "del", n]);
+        }
+    }
+}
+
+/// Why this machine cannot run the namespace tests, if it cannot.
+pub fn cannot_run() -> Option<String> {
+    if !super::fabric_available() {
+        return Some(
+            "this build has no fabric transport (libfabric headers missing at build time)".into(),
+        );
+    }
+    if !rustix::process::geteuid().is_root() {
+        return Some("creating network namespaces needs root".into());
+    }
+    if Command::new("ip").arg("-V").output().is_err() {
+        return Some("the `ip` command (iproute2) is missing".into());
+    }
+    None
+}
+
+/// The example programs (`examples/src/bin`, host heaps) next to this test binary (`cargo build` puts them in the
+/// profile directory, the test binary one level below, in `deps/`).
+pub fn example(name: &str) -> std::path::PathBuf {
+    let exe = std::env::current_exe().expect("test binary");
+    let dir = exe
+        .parent()
+        .and_then(|d| d.parent())
+        .expect("the profile directory");
+    let p = dir.join(name);
+    assert!(
+        p.exists(),
+        "example {} is not built (cargo build -p xpushmem-examples)",
+        p.display()
+    );
+    p
+}
+
+/// The examples that run across nodes (host heaps; device_token_ring needs device heaps on every node).
+pub const EXAMPLES: [&str; 4] = ["hello", "ring_put", "put_signal_pipeline", "jacobi"];
