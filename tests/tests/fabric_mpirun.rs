@@ -60,7 +60,13 @@ impl Cluster {
     }
 
     /// `mpirun -n N PROGRAM ARGS` from the first namespace with `env` for the PEs; its success and output.
-    fn mpirun(&self, n: usize, program: &Path, args: &[&str], env: &[(&str, &str)]) -> (bool, String) {
+    fn mpirun(
+        &self,
+        n: usize,
+        program: &Path,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> (bool, String) {
         let log = self.dir.join("mpirun.log");
         let out = std::fs::File::create(&log).expect("log");
         let mut cmd = Command::new("ip");
@@ -108,7 +114,8 @@ impl Cluster {
     fn leftovers(&self) -> Vec<String> {
         // orted may take a moment to exit after mpirun returned.
         let start = Instant::now();
-        while (0..2).any(|i| !self.ns.pids(i).is_empty()) && start.elapsed() < Duration::from_secs(5)
+        while (0..2).any(|i| !self.ns.pids(i).is_empty())
+            && start.elapsed() < Duration::from_secs(5)
         {
             std::thread::sleep(Duration::from_millis(50));
         }

@@ -304,10 +304,7 @@ fn netns_examples_4pe() {
                 )
             })
             .collect();
-        let mut ok = status
-            .iter()
-            .all(|s| s.is_some_and(|s| s.success()))
-            && all.contains(": ok");
+        let mut ok = status.iter().all(|s| s.is_some_and(|s| s.success())) && all.contains(": ok");
         if prog == "hello" {
             for pe in 0..n {
                 let node: Vec<usize> = (0..n)

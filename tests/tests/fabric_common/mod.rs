@@ -201,11 +201,8 @@ fn moe_2d(sh: &Shmem, g: &Group) -> Result<()> {
     let (me, w) = (sh.my_pe(), sh.n_pes());
     let (ne, align, rb, salt) = (2usize, 2usize, 16usize, 93u64);
     let n = ne * w;
-    let splits_of = |s: usize| -> Vec<i64> {
-        (0..n)
-            .map(|t| (reference(s, t, salt) % 3) as i64)
-            .collect()
-    };
+    let splits_of =
+        |s: usize| -> Vec<i64> { (0..n).map(|t| (reference(s, t, salt) % 3) as i64).collect() };
     let rows = 2 * n; // every split is at most 2 rows
     let out_rows = w * rows + ne * align;
     let (fill, cfill) = (0xA5u8, 0x5Au8);
