@@ -42,6 +42,9 @@ rc_fabric=$(( rc_fabric | PIPESTATUS[0] ))
 XPUSHMEM_TRANSPORT=fabric XPUSHMEM_FABRIC_ATOMICS=cas cargo test --no-fail-fast -p xpushmem-tests --test amo --test signal \
     -- --skip dev_ --skip _1pe --skip _8pe 2>&1 | tee -a target/test.log
 rc_fabric=$(( rc_fabric | PIPESTATUS[0] ))
+# The peer-death matrix (SIGKILL and SIGSTOP of a PE in each wait, 2-8 PEs) with every peer over the fabric.
+XPUSHMEM_TRANSPORT=fabric cargo test --no-fail-fast -p xpushmem-tests --test reliability_peer_death 2>&1 | tee -a target/test.log
+rc_fabric=$(( rc_fabric | PIPESTATUS[0] ))
 echo "== MPI bootstrap under mpirun (feature mpi); mpirun across network namespaces with the examples (as root)"
 cargo build -q -p xpushmem-examples --features mpi
 cargo test --no-fail-fast -p xpushmem-tests --features mpi --test mpi_bootstrap --test fabric_mpirun 2>&1 | tee -a target/test.log

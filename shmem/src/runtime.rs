@@ -673,12 +673,17 @@ impl Shmem {
                 op: op.to_string(),
             }
         };
+        // An exited node peer that did not finalize; the state word of one reached through the fabric
+        // (XPUSHMEM_TRANSPORT=fabric) cannot be read once it is gone: the bootstrap tells whether it left without
+        // finalizing.
         let dead = || {
             self.watch.exited().into_iter().find(|&pe| {
-                self.peers
-                    .sys(pe)
-                    .and_then(|m| m.amo(SYNC.state, 8, AmoOp::Fetch, 0).ok())
-                    != Some(STATE_FINALIZED)
+                self.route_name(pe) != "fabric"
+                    && self
+                        .peers
+                        .sys(pe)
+                        .and_then(|m| m.amo(SYNC.state, 8, AmoOp::Fetch, 0).ok())
+                        != Some(STATE_FINALIZED)
             })
         };
         if let Some(pe) = dead() {

@@ -83,7 +83,14 @@ fn pe_case(sh: &Shmem) -> xpushmem::Result<String> {
     sh.barrier_all()?;
     // Every PE, the victim included, is out of the barrier before the victim is frozen.
     sh.atomic_add(out_of_barrier, 1, reaper)?;
+    if me != victim {
+        sh.atomic_add(out_of_barrier, 1, victim)?;
+    }
     if me == victim {
+        // The victim leaves only once every survivor is out of the barrier: a survivor still finishing it may need
+        // the victim's memory, which over a network lives only as long as the victim's process and is served only
+        // while it is inside xpushmem (a dead PE's shared-memory mapping outlives it).
+        wait_patiently(sh, out_of_barrier, (n - 1) as u64)?;
         if stop {
             // Frozen by the reaper from outside (a process that stops itself may be continued at once by the
             // session's job control); it never takes part again and is killed by the reaper at the end.
