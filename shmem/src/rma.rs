@@ -14,6 +14,7 @@ use crate::types::{SymRef, SymSlice, Symmetric};
 
 impl Shmem {
     /// Validate a transfer of `count` elements at `s` (whose length must cover them) on `pe`; the byte offset.
+    #[inline]
     pub(crate) fn rma_target<T: Symmetric>(
         &self,
         s: SymSlice<T>,
@@ -23,13 +24,7 @@ impl Shmem {
     ) -> Result<usize> {
         self.check_pe(pe, call)?;
         if count > s.len {
-            return Err(Error::OutOfBounds {
-                what: "element count",
-                start: 0,
-                len: count,
-                limit: s.len,
-                context: format!("{call} into {s:?}"),
-            });
+            return Err(count_error(s, count, call));
         }
         self.check_range(s.off, count * std::mem::size_of::<T>(), call)?;
         Ok(s.off)
@@ -182,6 +177,19 @@ impl Shmem {
     /// Complete every put, AMO and signal this PE has issued (and every non-blocking operation).
     pub fn quiet(&self) -> Result<()> {
         self.peers.transports().try_for_each(|t| t.quiet())
+    }
+}
+
+/// The error of a transfer longer than its symmetric slice (out of line: the check is on every operation's path).
+#[cold]
+#[inline(never)]
+fn count_error<T: Symmetric>(s: SymSlice<T>, count: usize, call: &str) -> Error {
+    Error::OutOfBounds {
+        what: "element count",
+        start: 0,
+        len: count,
+        limit: s.len,
+        context: format!("{call} into {s:?}"),
     }
 }
 

@@ -298,6 +298,8 @@ fn job_layout(boot: &dyn Bootstrap, cfg: &Config) -> Result<(Nodes, Vec<u32>, u6
 }
 
 /// The error for an operation on a PE no transport reaches.
+#[cold]
+#[inline(never)]
 fn unreachable_pe(pe: usize, call: &str) -> Error {
     Error::Transport {
         transport: "route",
@@ -560,6 +562,7 @@ impl Shmem {
     }
 
     /// The transport that completes operations on `pe` (validated by the caller).
+    #[inline]
     pub(crate) fn transport_of(&self, pe: usize, call: &str) -> Result<&dyn Transport> {
         self.check_pe(pe, call)?;
         self.peers
@@ -568,18 +571,27 @@ impl Shmem {
     }
 
     /// Validate `pe` for `call`.
+    #[inline]
     pub(crate) fn check_pe(&self, pe: usize, call: &str) -> Result<()> {
         if pe >= self.n {
-            return Err(Error::InvalidPe {
-                pe: pe as i64,
-                n_pes: self.n,
-                context: call.to_string(),
-            });
+            return Err(self.invalid_pe(pe, call));
         }
         Ok(())
     }
 
+    /// The error of [`Shmem::check_pe`] (out of line: the check is on every operation's path, its error is not).
+    #[cold]
+    #[inline(never)]
+    fn invalid_pe(&self, pe: usize, call: &str) -> Error {
+        Error::InvalidPe {
+            pe: pe as i64,
+            n_pes: self.n,
+            context: call.to_string(),
+        }
+    }
+
     /// The window through which `pe`'s user heap is reached, after validating `pe`.
+    #[inline]
     pub(crate) fn map_of(&self, pe: usize, call: &str) -> Result<&dyn Window> {
         self.check_pe(pe, call)?;
         self.peers.heap(pe).ok_or_else(|| unreachable_pe(pe, call))

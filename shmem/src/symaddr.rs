@@ -28,7 +28,19 @@ impl Shmem {
     }
 
     /// Validate that `[off, off + bytes)` lies in one symmetric region (the heap or the data segment).
+    #[inline]
     pub(crate) fn check_range(&self, off: usize, bytes: usize, call: &str) -> Result<()> {
+        // The heap comes first: a range that ends inside it needs no look at the data segment.
+        if off.checked_add(bytes).is_some_and(|e| e <= self.heap_size) {
+            return Ok(());
+        }
+        self.check_range_slow(off, bytes, call)
+    }
+
+    /// [`Shmem::check_range`] beyond the heap's end: inside the data segment, or the error.
+    #[cold]
+    #[inline(never)]
+    fn check_range_slow(&self, off: usize, bytes: usize, call: &str) -> Result<()> {
         let (start, limit, what) = match self.regions()[1] {
             Some((_, o, len)) if off >= o => (o, o + len, "data segment range"),
             _ => (0, self.heap_size, "heap range"),

@@ -76,8 +76,31 @@ impl Shmem {
         op: SignalOp,
         pe: usize,
     ) -> Result<()> {
-        // The source is copied or sent before the call returns; only delivery is left to quiet.
-        self.put_signal_nbi(dst, src, sig, value, op, pe)?.issued()
+        // The source is copied or sent before the call returns; only delivery is left to quiet (no handle: a
+        // transport that completes later completes it on quiet, which is all a blocking put promises).
+        let (win, off, amo) = self.put_signal_target(dst, src.len(), sig, op, pe)?;
+        win.put_signal_nbi(off, bytes_of(src), sig.off, amo, value)
+            .map(|_| ())
+    }
+
+    /// Validate a put-with-signal; the target's window, the data's offset and the signal's operation.
+    #[inline]
+    fn put_signal_target<T: Symmetric>(
+        &self,
+        dst: SymSlice<T>,
+        count: usize,
+        sig: SymRef<u64>,
+        op: SignalOp,
+        pe: usize,
+    ) -> Result<(&dyn crate::transport::Window, usize, AmoOp)> {
+        const CALL: &str = "put_signal";
+        self.check_range(sig.off, 8, "put_signal (signal)")?;
+        let off = self.rma_target(dst, count, pe, CALL)?;
+        let amo = match op {
+            SignalOp::Set => AmoOp::Set,
+            SignalOp::Add => AmoOp::FetchAdd,
+        };
+        Ok((self.map_of(pe, CALL)?, off, amo))
     }
 
     /// Non-blocking [`Shmem::put_signal`]: `src` stays borrowed until the handle completes.
@@ -90,17 +113,9 @@ impl Shmem {
         op: SignalOp,
         pe: usize,
     ) -> Result<Pending<'a>> {
-        const CALL: &str = "put_signal";
-        self.check_range(sig.off, 8, "put_signal (signal)")?;
-        let off = self.rma_target(dst, src.len(), pe, CALL)?;
-        let amo = match op {
-            SignalOp::Set => AmoOp::Set,
-            SignalOp::Add => AmoOp::FetchAdd,
-        };
-        let t = self
-            .map_of(pe, CALL)?
-            .put_signal_nbi(off, bytes_of(src), sig.off, amo, value)?;
-        Ok(Pending::new(self.transport_of(pe, CALL)?, t, None))
+        let (win, off, amo) = self.put_signal_target(dst, src.len(), sig, op, pe)?;
+        let t = win.put_signal_nbi(off, bytes_of(src), sig.off, amo, value)?;
+        Ok(Pending::new(self.transport_of(pe, "put_signal")?, t, None))
     }
 
     /// Atomically read this PE's signal word `sig`.

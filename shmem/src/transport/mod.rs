@@ -144,6 +144,10 @@ impl<'a> Pending<'a> {
         }
     }
 
+    /// Complete the operation. One that completed when it was issued (a same-node mapping: its loads and stores
+    /// are done) needs nothing more, not even a fence: put-with-signal orders its data before its signal with the
+    /// signal's release store, and `quiet`/`fence` fence. (A sequentially consistent fence here cost every
+    /// blocking `put_signal` an `mfence` that waited for the payload's and the signal's cache lines to be owned.)
     fn finish(&mut self) -> Result<()> {
         if let Some((tr, t)) = self.op.take() {
             let bytes = tr.complete(t)?;
@@ -156,18 +160,8 @@ impl<'a> Pending<'a> {
                 }
                 dst.copy_from_slice(&b);
             }
+            fence(Ordering::SeqCst);
         }
-        fence(Ordering::SeqCst);
-        Ok(())
-    }
-
-    /// Let a put go on without waiting for its delivery (the transport holds no reference to its source, so only
-    /// `quiet` is left to complete it): what a blocking put does once its source may be reused.
-    pub(crate) fn issued(mut self) -> Result<()> {
-        if self.dst.is_some() {
-            return self.finish();
-        }
-        self.op = None;
         Ok(())
     }
 
@@ -345,6 +339,7 @@ fn check_local_span(have: usize, count: usize, stride: usize, elem: usize) -> Re
 }
 
 /// An error unless `[off, off + len)` lies inside a window of `size` bytes and `off` is a multiple of `align`.
+#[inline]
 pub(crate) fn check_access(
     transport: &'static str,
     what: &str,
@@ -354,14 +349,28 @@ pub(crate) fn check_access(
     size: usize,
 ) -> Result<()> {
     if off.checked_add(len).is_none_or(|e| e > size) || off % align != 0 {
-        return Err(crate::error::Error::Transport {
-            transport,
-            message: format!(
-                "{what} [{off}, +{len}) with alignment {align} outside a {size}-byte window"
-            ),
-        });
+        return Err(access_error(transport, what, off, len, align, size));
     }
     Ok(())
+}
+
+/// The error of a failed [`check_access`] (out of line: the check is on every operation's path, its error is not).
+#[cold]
+#[inline(never)]
+fn access_error(
+    transport: &'static str,
+    what: &str,
+    off: usize,
+    len: usize,
+    align: usize,
+    size: usize,
+) -> crate::error::Error {
+    crate::error::Error::Transport {
+        transport,
+        message: format!(
+            "{what} [{off}, +{len}) with alignment {align} outside a {size}-byte window"
+        ),
+    }
 }
 
 /// What [`connect`] needs to know about the job.
