@@ -60,6 +60,8 @@ const fn col(label: &'static str, imp: &'static str, bench: &'static str) -> Col
 
 const OSH_PUT: Col = col("Open MPI SHMEM", "oshmem", "put_lat");
 const MEMCPY: Col = col("memcpy", "memcpy", "memcpy");
+/// memcpy from one source into the distinct chunks of a window (get_bw's memory traffic).
+const MEMCPY_WIN: Col = col("memcpy into a window", "memcpy", "memcpy_win");
 
 /// Every table of the page, in order.
 pub const SPECS: &[Spec] = &[
@@ -134,7 +136,7 @@ pub const SPECS: &[Spec] = &[
     Spec {
         id: "get_bw",
         title: "get bandwidth (window of non-blocking gets, then quiet)",
-        what: "Windows of non-blocking gets from one source on PE 1 into distinct local chunks, then `quiet` / `MPI_Win_flush`.",
+        what: "Windows of up to 64 non-blocking gets (fewer when a window would exceed 64 MiB) from one source on PE 1 into distinct local chunks, then `quiet` / `MPI_Win_flush`. Reference: `memcpy` from one hot source into the distinct chunks of the same windows in one process (the same memory traffic: from a few MiB per window the destination is DRAM, not cache, which the hot-buffer `memcpy` of put bandwidth never leaves).",
         metric: Metric::Bw,
         xp: "get_bw",
         npes: &[2],
@@ -144,7 +146,7 @@ pub const SPECS: &[Spec] = &[
             col("MPI Win_allocate", "mpi-alloc", "get_bw"),
             col("xpushmem, NT copies off", "xpushmem-nt-off", "get_bw"),
         ],
-        refs: &[MEMCPY],
+        refs: &[MEMCPY_WIN],
         plot: true,
     },
     Spec {
@@ -801,22 +803,31 @@ pub fn targets(res: &Results) -> Vec<Verdict> {
         worst(res, l, "put_signal_pp", Other::Peer("oshmem", "put_signal_pp"), 2, (8, 1024), 1.3),
         "xpushmem or oshmem put_signal_pp",
     ));
-    for bw in ["put_bw", "get_bw"] {
+    // Each against the memcpy that moves the same memory: put into one reused target, get into a window of
+    // distinct chunks.
+    for (bw, reference, what) in [
+        ("put_bw", "memcpy", "memcpy"),
+        (
+            "get_bw",
+            "memcpy_win",
+            "memcpy into the same window of chunks",
+        ),
+    ] {
         v.push(verdict(
             &format!(
-                "{} bandwidth 64 KiB - 64 MiB, 2 PEs: >= 0.95x memcpy",
+                "{} bandwidth 64 KiB - 64 MiB, 2 PEs: >= 0.95x {what}",
                 &bw[..3]
             ),
             worst(
                 res,
                 b,
                 bw,
-                Other::Ref("memcpy", "memcpy"),
+                Other::Ref("memcpy", reference),
                 2,
                 (65536, 64 << 20),
                 0.95,
             ),
-            "memcpy",
+            reference,
         ));
     }
     for n in measured("barrier_all") {
