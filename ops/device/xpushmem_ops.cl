@@ -582,3 +582,6 @@ __kernel void xpo_rma(int kind, long addr, long nbytes, int peer, long sig, ulon
     finish(status, seq, v);
   }
 }
+
+/* ---- symm_mem's collectives (one-/two-shot all-reduce, reduce-scatter, memset32, stream_write_value32) ---- */
+#include "symm_mem.cl"

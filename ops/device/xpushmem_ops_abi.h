@@ -15,6 +15,13 @@
 #define XPO_DTYPE_F32 0ul /* float32 tiles */
 #define XPO_DTYPE_F16 1ul /* float16 tiles */
 #define XPO_DTYPE_BF16 2ul /* bfloat16 tiles */
+#define XPO_SYMM_ONE_SHOT 1ul /* one_shot_all_reduce */
+#define XPO_SYMM_ONE_SHOT_COPY 2ul /* one_shot_all_reduce_copy */
+#define XPO_SYMM_TWO_SHOT_INPLACE 3ul /* two_shot_all_reduce_ */
+#define XPO_SYMM_TWO_SHOT_OUT 4ul /* two_shot_all_reduce_out */
+#define XPO_SYMM_REDUCE_SCATTER 5ul /* reduce_scatter_out */
+#define XPO_WRITE32_MEMSET 1ul /* memset32_ */
+#define XPO_WRITE32_STREAM 2ul /* stream_write_value32_ */
 #define XPO_OK 0ul /* success */
 #define XPO_ERR_HOST_REJECT 1ul /* arguments rejected on the host */
 #define XPO_ERR_SPLIT_NEGATIVE 2ul /* a = index, b = value */

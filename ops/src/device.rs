@@ -23,7 +23,7 @@ use crate::tensor::TensorView;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use xpushmem::device::queue::{CommandList, HostBuf, OpKernel, OpsModule, QueueArg};
+use xpushmem::device::queue::{CommandList, DeviceRange, HostBuf, OpKernel, OpsModule, QueueArg};
 use xpushmem::{Device, Error, KernelArg, Result, Shmem, SymSlice};
 
 fn device_of(sh: &Shmem) -> Result<Device<'_>> {
@@ -66,7 +66,7 @@ pub fn ops_path(sh: &Shmem) -> Result<OpsPath> {
 /// The device path's per-PE state: the op kernels' module, the sync region, the groups' PE lists.
 pub struct DeviceOps {
     pe: usize,
-    module: Arc<OpsModule>,
+    pub(crate) module: Arc<OpsModule>,
     region: SymSlice<u64>,
     groups: Mutex<HashMap<Vec<usize>, Arc<HostBuf>>>,
     seq: AtomicU64,
@@ -80,15 +80,25 @@ impl std::fmt::Debug for DeviceOps {
 
 /// What turns a status record into the host path's error.
 #[derive(Debug, Default)]
-struct Ctx {
+pub(crate) struct Ctx {
     /// Name of the split argument (`in_splits`, `in_splits_offsets`).
     split_name: &'static str,
     splits: Option<TensorView>,
     oso: Option<TensorView>,
     /// This rank's symmetric arguments, for a mismatch.
-    ours: String,
+    pub(crate) ours: String,
     /// Rows of the input.
     in_rows: usize,
+}
+
+impl Ctx {
+    /// A context with only this rank's symmetric arguments (for a mismatch message).
+    pub(crate) fn with_ours(ours: String) -> Ctx {
+        Ctx {
+            ours,
+            ..Ctx::default()
+        }
+    }
 }
 
 /// An op enqueued on a list. Keep it until the list has run the op; [`OpHandle::wait`] reports its outcome.
@@ -115,6 +125,25 @@ impl std::fmt::Debug for OpHandle {
 }
 
 impl OpHandle {
+    /// A handle for an op with nothing to enqueue (e.g. an empty tensor): complete, successful.
+    pub(crate) fn done(module: Arc<OpsModule>, op: &'static str) -> OpHandle {
+        OpHandle {
+            module,
+            op,
+            seq: 0,
+            status: None,
+            keep: Vec::new(),
+            local: None,
+            ctx: Ctx::default(),
+        }
+    }
+
+    /// This rank's own argument error when the host rejected its arguments (the kernel was launched anyway, so
+    /// that its peers fail instead of waiting for it); [`OpHandle::wait`] reports the same error.
+    pub fn rejected(&self) -> Option<&Error> {
+        self.local.as_ref().filter(|_| self.status.is_some())
+    }
+
     /// The op's name.
     pub fn op(&self) -> &'static str {
         self.op
@@ -273,21 +302,23 @@ impl Drop for OpHandle {
 
 /// A kernel argument of an op's body: a value, or the address of one of the op's own host buffers.
 #[derive(Debug, Clone, Copy)]
-enum Arg {
+pub(crate) enum Arg {
     K(KernelArg),
     Keep(usize),
+    /// Device memory outside the heap (an op's local input or output).
+    D(DeviceRange),
 }
 
-fn u32a(v: impl TryInto<u32>) -> Arg {
+pub(crate) fn u32a(v: impl TryInto<u32>) -> Arg {
     Arg::K(KernelArg::U32(v.try_into().unwrap_or(u32::MAX)))
 }
 
-fn u64a(v: u64) -> Arg {
+pub(crate) fn u64a(v: u64) -> Arg {
     Arg::K(KernelArg::U64(v))
 }
 
 /// Address argument of element [0, ...] of `v` (its extent validated as a heap range).
-fn elem0(v: &TensorView, pe: usize) -> KernelArg {
+pub(crate) fn elem0(v: &TensorView, pe: usize) -> KernelArg {
     let (_, e) = v.byte_extent();
     let first = v.heap_offset();
     KernelArg::Heap {
@@ -337,7 +368,7 @@ impl DeviceOps {
         Ok((seq, st))
     }
 
-    fn region_arg(&self) -> KernelArg {
+    pub(crate) fn region_arg(&self) -> KernelArg {
         KernelArg::sym(self.region, self.pe)
     }
 
@@ -354,7 +385,7 @@ impl DeviceOps {
     /// Enqueue `kernel` with the group prefix (region, PE list, W, my rank), `body`, and the verdict suffix
     /// (digest, host verdict, status, sequence number).
     #[allow(clippy::too_many_arguments)]
-    fn launch(
+    pub(crate) fn launch(
         &self,
         sh: &Shmem,
         list: CommandList,
@@ -381,6 +412,7 @@ impl DeviceOps {
             a.push(match b {
                 Arg::K(k) => QueueArg::Kernel(k),
                 Arg::Keep(i) => QueueArg::Host(&keep[i], 0),
+                Arg::D(d) => QueueArg::Device(d),
             });
         }
         if group.is_some() {

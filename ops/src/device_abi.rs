@@ -33,6 +33,21 @@ pub const XPO_DTYPE_F16: u64 = 1;
 /// bfloat16 tiles.
 pub const XPO_DTYPE_BF16: u64 = 2;
 
+/// symm_mem `one_shot_all_reduce[_out]`.
+pub const XPO_SYMM_ONE_SHOT: u64 = 1;
+/// symm_mem `one_shot_all_reduce_copy[_out]` (the local input is copied into the symmetric buffer first).
+pub const XPO_SYMM_ONE_SHOT_COPY: u64 = 2;
+/// symm_mem `two_shot_all_reduce_` (in place).
+pub const XPO_SYMM_TWO_SHOT_INPLACE: u64 = 3;
+/// symm_mem `two_shot_all_reduce_out`.
+pub const XPO_SYMM_TWO_SHOT_OUT: u64 = 4;
+/// symm_mem `reduce_scatter_out` (flat or `split_last_dim`).
+pub const XPO_SYMM_REDUCE_SCATTER: u64 = 5;
+/// symm_mem `memset32_`.
+pub const XPO_WRITE32_MEMSET: u64 = 1;
+/// symm_mem `stream_write_value32_`.
+pub const XPO_WRITE32_STREAM: u64 = 2;
+
 /// Success.
 pub const XPO_OK: u64 = 0;
 /// This rank's arguments were rejected on the host before the launch (the host keeps the error).
@@ -101,6 +116,37 @@ pub const ALL: &[(&str, u64, &str)] = &[
     ("XPO_DTYPE_F32", XPO_DTYPE_F32, "float32 tiles"),
     ("XPO_DTYPE_F16", XPO_DTYPE_F16, "float16 tiles"),
     ("XPO_DTYPE_BF16", XPO_DTYPE_BF16, "bfloat16 tiles"),
+    (
+        "XPO_SYMM_ONE_SHOT",
+        XPO_SYMM_ONE_SHOT,
+        "one_shot_all_reduce",
+    ),
+    (
+        "XPO_SYMM_ONE_SHOT_COPY",
+        XPO_SYMM_ONE_SHOT_COPY,
+        "one_shot_all_reduce_copy",
+    ),
+    (
+        "XPO_SYMM_TWO_SHOT_INPLACE",
+        XPO_SYMM_TWO_SHOT_INPLACE,
+        "two_shot_all_reduce_",
+    ),
+    (
+        "XPO_SYMM_TWO_SHOT_OUT",
+        XPO_SYMM_TWO_SHOT_OUT,
+        "two_shot_all_reduce_out",
+    ),
+    (
+        "XPO_SYMM_REDUCE_SCATTER",
+        XPO_SYMM_REDUCE_SCATTER,
+        "reduce_scatter_out",
+    ),
+    ("XPO_WRITE32_MEMSET", XPO_WRITE32_MEMSET, "memset32_"),
+    (
+        "XPO_WRITE32_STREAM",
+        XPO_WRITE32_STREAM,
+        "stream_write_value32_",
+    ),
     ("XPO_OK", XPO_OK, "success"),
     (
         "XPO_ERR_HOST_REJECT",

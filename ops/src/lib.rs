@@ -8,6 +8,7 @@
 //! | [`all_to_all_vdev`], [`all_to_all_vdev_2d`], [`all_to_all_vdev_2d_offset`], [`nvshmem_all_to_all`] | [`a2a`] |
 //! | [`tile_reduce`], [`multi_root_tile_reduce`] | [`tile`] |
 //! | [`nvshmem_put`], [`nvshmem_get`], [`nvshmem_put_with_signal`], [`nvshmem_wait_for_signal`], [`nvshmem_broadcast`] | [`p2p`] |
+//! | `one_shot_all_reduce[_copy][_out]`, `two_shot_all_reduce_[out]`, `reduce_scatter_out`, `memset32_`, `stream_write_value32_` (device path only: [`DeviceOps`]) | [`symm`] |
 //!
 //! Two paths run them: the host path (the functions above: host-driven put/get, any heap) and the device path
 //! ([`DeviceOps`], module [`device`]: one kernel per op, appended to a Level Zero command list without waiting, on
@@ -44,6 +45,7 @@ pub mod group;
 mod io;
 pub mod p2p;
 pub mod plan;
+pub mod symm;
 pub mod tensor;
 pub mod tile;
 
@@ -54,5 +56,6 @@ pub use group::Group;
 pub use p2p::{
     nvshmem_broadcast, nvshmem_get, nvshmem_put, nvshmem_put_with_signal, nvshmem_wait_for_signal,
 };
+pub use symm::{LocalTensor, Operand};
 pub use tensor::{sym_bytes, TensorView};
 pub use tile::{multi_root_tile_reduce, tile_reduce};

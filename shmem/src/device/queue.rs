@@ -11,7 +11,7 @@
 //! The `unsafe` Level Zero calls behind this live in the transport leaf `transport/ze_queue.rs`.
 
 pub use crate::transport::ze_queue::{
-    CommandList, HostBuf, OpKernel, OpsModule, Queue, QueueArg, OPS_KERNELS_SPIRV,
+    CommandList, DeviceRange, HostBuf, OpKernel, OpsModule, Queue, QueueArg, OPS_KERNELS_SPIRV,
 };
 
 use crate::device::Device;

@@ -330,6 +330,53 @@ pub enum QueueArg<'b> {
     Kernel(KernelArg),
     /// Byte `off` of a host buffer.
     Host(&'b HostBuf, usize),
+    /// Device memory outside the symmetric heap (a framework's tensor).
+    Device(DeviceRange),
+}
+
+/// Device memory outside the symmetric heap that an op kernel may read and write: an op's local input or output
+/// (a framework's tensor, e.g. from torch's caching allocator).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeviceRange {
+    addr: u64,
+    bytes: usize,
+}
+
+impl DeviceRange {
+    /// `bytes` bytes at device address `addr`.
+    ///
+    /// # Safety
+    /// The range must be memory of the runtime's Level Zero context that this PE's device can read and write
+    /// (device or shared USM, or host USM), and it must stay allocated, and not be used by anything else that
+    /// the op would race with, until every op given this range has finished.
+    pub unsafe fn new(addr: u64, bytes: usize) -> DeviceRange {
+        DeviceRange { addr, bytes }
+    }
+
+    /// The device address.
+    pub fn addr(&self) -> u64 {
+        self.addr
+    }
+
+    /// The size in bytes.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// The `len` bytes at byte `off` of this range (an error when they do not lie inside it).
+    pub fn sub(&self, off: usize, len: usize) -> Result<DeviceRange> {
+        if off > self.bytes || len > self.bytes - off {
+            return Err(Error::invalid(
+                "off",
+                off,
+                format!("{len} bytes do not fit a {}-byte device range", self.bytes),
+            ));
+        }
+        Ok(DeviceRange {
+            addr: self.addr + off as u64,
+            bytes: len,
+        })
+    }
 }
 
 /// The op kernels of `xpushmem-ops`.
@@ -345,15 +392,21 @@ pub enum OpKernel {
     TileReduce,
     /// `xpo_rma`: nvshmem_put, _get, _put_with_signal, _wait_for_signal.
     Rma,
+    /// `xpo_symm_reduce`: symm_mem's one_shot_all_reduce, two_shot_all_reduce, reduce_scatter_out.
+    SymmReduce,
+    /// `xpo_symm_write32`: symm_mem's memset32_, stream_write_value32_.
+    SymmWrite32,
 }
 
 impl OpKernel {
-    const ALL: [OpKernel; 5] = [
+    const ALL: [OpKernel; 7] = [
         OpKernel::AllToAllV,
         OpKernel::AllToAll,
         OpKernel::Broadcast,
         OpKernel::TileReduce,
         OpKernel::Rma,
+        OpKernel::SymmReduce,
+        OpKernel::SymmWrite32,
     ];
 
     /// The kernel's name in the module.
@@ -364,6 +417,8 @@ impl OpKernel {
             OpKernel::Broadcast => "xpo_bcast",
             OpKernel::TileReduce => "xpo_tile",
             OpKernel::Rma => "xpo_rma",
+            OpKernel::SymmReduce => "xpo_symm_reduce",
+            OpKernel::SymmWrite32 => "xpo_symm_write32",
         }
     }
 }
@@ -432,7 +487,7 @@ impl<'a> Device<'a> {
             .iter()
             .map(|a| match *a {
                 QueueArg::Kernel(k) => k,
-                QueueArg::Host(..) => KernelArg::U64(0),
+                QueueArg::Host(..) | QueueArg::Device(_) => KernelArg::U64(0),
             })
             .collect();
         let mut raw = self.raw_args(kernel, &plain, [1, 1, 1], [1, 1, 1])?;
@@ -442,6 +497,9 @@ impl<'a> Device<'a> {
                     return Err(Error::invalid("host buffer offset", off, "past the buffer"));
                 }
                 *r = b.addr(off).to_ne_bytes().to_vec();
+            }
+            if let QueueArg::Device(d) = *a {
+                *r = d.addr().to_ne_bytes().to_vec();
             }
         }
         Ok(raw)
@@ -470,7 +528,8 @@ impl<'a> Device<'a> {
     ///
     /// Sound for any argument values: heap arguments are validated ranges of the symmetric heap (which stays
     /// mapped while the runtime lives, even when freed), host arguments are live [`HostBuf`]s the caller keeps
-    /// until the op's status record says it has finished, and the op kernels (this library's own) bound every
+    /// until the op's status record says it has finished, device arguments are [`DeviceRange`]s (whose unsafe
+    /// constructor carries the same promise), and the op kernels (this library's own) bound every
     /// access by the sizes they are given, checking split values on the device before using them.
     pub fn enqueue_op(
         &self,
