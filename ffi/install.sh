@@ -7,6 +7,7 @@
 #   $PREFIX/include/xpushmem.h
 #   $PREFIX/include/xpushmem_ops.h          (PyTorch op family, xpushmem_ops_*)
 #   $PREFIX/include/xpushmem/shmem.h        (under xpushmem/, so it never shadows a system OpenSHMEM)
+#   $PREFIX/include/xpushmem/pshmem.h       (the profiling interface, pshmem_*)
 #   $PREFIX/lib/xpushmem/libxpushmem_device-<version>.{bc,spv}   the device library (pkg-config: devicelibdir)
 #   $PREFIX/lib/xpushmem/link.sh            links a kernel's bitcode with it, refusing undefined xpushmem symbols
 #   $PREFIX/lib/xpushmem/spirv-link.sh      links a kernel's SPIR-V with its SPIR-V (the state global kept)
@@ -34,6 +35,7 @@ done
 cp "$ROOT/ffi/include/xpushmem.h" "$PREFIX/include/xpushmem.h"
 cp "$ROOT/ffi/include/xpushmem_ops.h" "$PREFIX/include/xpushmem_ops.h"
 cp "$ROOT/ffi/oshmem/include/shmem.h" "$PREFIX/include/xpushmem/shmem.h"
+cp "$ROOT/ffi/oshmem/include/pshmem.h" "$PREFIX/include/xpushmem/pshmem.h"
 # The device library (committed prebuilt, checked against its source by the test suite) and its headers.
 mkdir -p "$PREFIX/lib/xpushmem"
 for ext in bc spv; do

@@ -181,3 +181,9 @@ fn oshmem_header_is_generated() {
     }
     check(&cdecl::oshmem_header(), &dir.join("shmem.h"));
 }
+
+#[test]
+fn pshmem_header_is_generated() {
+    let dir = support::ffi_dir().join("oshmem/include");
+    check(&cdecl::pshmem_header(), &dir.join("pshmem.h"));
+}

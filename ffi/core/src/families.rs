@@ -1,11 +1,28 @@
 //! Macros generating the typed and sized function families for a prefix (`xpushmem` for the native API,
-//! `shmem` for the OpenSHMEM layer).
+//! `pshmem` for the OpenSHMEM layer, whose `shmem_*` names are weak aliases of the `pshmem_*` ones).
 //!
 //! Arguments: `$p` the prefix; `$ret`/`$wrap` the result convention of the calls whose standard signature is
 //! `void` (native: `c_int` via [`crate::error::code`]; OpenSHMEM: `()` via [`crate::error::void`]); for the
 //! families with out-parameter variants, `$ex` the suffix of those (`_ex` native, `_nbi` OpenSHMEM AMOs) with
 //! their own `$exret`/`$exwrap`. The C declarations of every family are generated from the same type lists
 //! (`ffi/tests/cdecl`), and a test compares the exported symbols with the headers.
+
+/// The routine name a family member reports in its error messages, from its symbol prefix: the OpenSHMEM layer
+/// defines its implementations under the profiling interface's `pshmem`/`pshmem_ctx` prefixes (the standard
+/// `shmem_*` names are weak aliases of them, see `ffi/oshmem/build.rs`) but names the standard routine.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! call_prefix {
+    (pshmem) => {
+        "shmem"
+    };
+    (pshmem_ctx) => {
+        "shmem_ctx"
+    };
+    ($p:ident) => {
+        stringify!($p)
+    };
+}
 
 /// `put`, `get`, `put_nbi`, `get_nbi`, `iput`, `iget`, `put_signal`, `put_signal_nbi` for each type.
 #[macro_export]
@@ -19,7 +36,7 @@ macro_rules! rma_typed {
         #[no_mangle]
         #[allow(clippy::unused_unit)]
         pub unsafe extern "C" fn [<$p _ $n _put>]($($ctx: $cty, )?dest: *mut $t, source: *const $t, nelems: usize, pe: ::core::ffi::c_int) -> $ret {
-            let call = concat!(stringify!($p), "_", stringify!($n), "_put");
+            let call = concat!($crate::call_prefix!($p), "_", stringify!($n), "_put");
             // SAFETY: the caller's contract on `source` is forwarded.
             $wrap(call, || { $( let pe = $crate::imp::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::put(call, dest.cast(), source.cast(), nelems, ::core::mem::size_of::<$t>(), ::core::mem::align_of::<$t>(), pe) } })
         }
@@ -31,7 +48,7 @@ macro_rules! rma_typed {
         #[no_mangle]
         #[allow(clippy::unused_unit)]
         pub unsafe extern "C" fn [<$p _ $n _get>]($($ctx: $cty, )?dest: *mut $t, source: *const $t, nelems: usize, pe: ::core::ffi::c_int) -> $ret {
-            let call = concat!(stringify!($p), "_", stringify!($n), "_get");
+            let call = concat!($crate::call_prefix!($p), "_", stringify!($n), "_get");
             // SAFETY: the caller's contract on `dest` is forwarded.
             $wrap(call, || { $( let pe = $crate::imp::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::get(call, dest.cast(), source.cast(), nelems, ::core::mem::size_of::<$t>(), ::core::mem::align_of::<$t>(), pe) } })
         }
@@ -43,7 +60,7 @@ macro_rules! rma_typed {
         #[no_mangle]
         #[allow(clippy::unused_unit)]
         pub unsafe extern "C" fn [<$p _ $n _put_nbi>]($($ctx: $cty, )?dest: *mut $t, source: *const $t, nelems: usize, pe: ::core::ffi::c_int) -> $ret {
-            let call = concat!(stringify!($p), "_", stringify!($n), "_put_nbi");
+            let call = concat!($crate::call_prefix!($p), "_", stringify!($n), "_put_nbi");
             // SAFETY: the caller's contract on `source` is forwarded.
             $wrap(call, || { $( let pe = $crate::imp::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::put(call, dest.cast(), source.cast(), nelems, ::core::mem::size_of::<$t>(), ::core::mem::align_of::<$t>(), pe) } })
         }
@@ -55,7 +72,7 @@ macro_rules! rma_typed {
         #[no_mangle]
         #[allow(clippy::unused_unit)]
         pub unsafe extern "C" fn [<$p _ $n _get_nbi>]($($ctx: $cty, )?dest: *mut $t, source: *const $t, nelems: usize, pe: ::core::ffi::c_int) -> $ret {
-            let call = concat!(stringify!($p), "_", stringify!($n), "_get_nbi");
+            let call = concat!($crate::call_prefix!($p), "_", stringify!($n), "_get_nbi");
             // SAFETY: the caller's contract on `dest` is forwarded.
             $wrap(call, || { $( let pe = $crate::imp::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::get(call, dest.cast(), source.cast(), nelems, ::core::mem::size_of::<$t>(), ::core::mem::align_of::<$t>(), pe) } })
         }
@@ -67,7 +84,7 @@ macro_rules! rma_typed {
         #[no_mangle]
         #[allow(clippy::unused_unit)]
         pub unsafe extern "C" fn [<$p _ $n _iput>]($($ctx: $cty, )?dest: *mut $t, source: *const $t, dst: isize, sst: isize, nelems: usize, pe: ::core::ffi::c_int) -> $ret {
-            let call = concat!(stringify!($p), "_", stringify!($n), "_iput");
+            let call = concat!($crate::call_prefix!($p), "_", stringify!($n), "_iput");
             // SAFETY: the caller's contract on `source` is forwarded.
             $wrap(call, || { $( let pe = $crate::imp::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::iput(call, dest.cast(), source.cast(), dst, sst, nelems, ::core::mem::size_of::<$t>(), pe) } })
         }
@@ -79,7 +96,7 @@ macro_rules! rma_typed {
         #[no_mangle]
         #[allow(clippy::unused_unit)]
         pub unsafe extern "C" fn [<$p _ $n _iget>]($($ctx: $cty, )?dest: *mut $t, source: *const $t, dst: isize, sst: isize, nelems: usize, pe: ::core::ffi::c_int) -> $ret {
-            let call = concat!(stringify!($p), "_", stringify!($n), "_iget");
+            let call = concat!($crate::call_prefix!($p), "_", stringify!($n), "_iget");
             // SAFETY: the caller's contract on `dest` is forwarded.
             $wrap(call, || { $( let pe = $crate::imp::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::iget(call, dest.cast(), source.cast(), dst, sst, nelems, ::core::mem::size_of::<$t>(), pe) } })
         }
@@ -91,7 +108,7 @@ macro_rules! rma_typed {
         #[no_mangle]
         #[allow(clippy::unused_unit, clippy::too_many_arguments)]
         pub unsafe extern "C" fn [<$p _ $n _put_signal>]($($ctx: $cty, )?dest: *mut $t, source: *const $t, nelems: usize, sig_addr: *mut u64, signal: u64, sig_op: ::core::ffi::c_int, pe: ::core::ffi::c_int) -> $ret {
-            let call = concat!(stringify!($p), "_", stringify!($n), "_put_signal");
+            let call = concat!($crate::call_prefix!($p), "_", stringify!($n), "_put_signal");
             // SAFETY: the caller's contract on `source` is forwarded.
             $wrap(call, || { $( let pe = $crate::imp::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::put_signal(call, dest.cast(), source.cast(), nelems, ::core::mem::size_of::<$t>(), ::core::mem::align_of::<$t>(), sig_addr, signal, sig_op, pe) } })
         }
@@ -103,7 +120,7 @@ macro_rules! rma_typed {
         #[no_mangle]
         #[allow(clippy::unused_unit, clippy::too_many_arguments)]
         pub unsafe extern "C" fn [<$p _ $n _put_signal_nbi>]($($ctx: $cty, )?dest: *mut $t, source: *const $t, nelems: usize, sig_addr: *mut u64, signal: u64, sig_op: ::core::ffi::c_int, pe: ::core::ffi::c_int) -> $ret {
-            let call = concat!(stringify!($p), "_", stringify!($n), "_put_signal_nbi");
+            let call = concat!($crate::call_prefix!($p), "_", stringify!($n), "_put_signal_nbi");
             // SAFETY: the caller's contract on `source` is forwarded.
             $wrap(call, || { $( let pe = $crate::imp::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::put_signal(call, dest.cast(), source.cast(), nelems, ::core::mem::size_of::<$t>(), ::core::mem::align_of::<$t>(), sig_addr, signal, sig_op, pe) } })
         }
@@ -122,7 +139,7 @@ macro_rules! rma_pg {
         #[no_mangle]
         #[allow(clippy::unused_unit)]
         pub unsafe extern "C" fn [<$p _ $n _p>]($($ctx: $cty, )?dest: *mut $t, value: $t, pe: ::core::ffi::c_int) -> $ret {
-            let call = concat!(stringify!($p), "_", stringify!($n), "_p");
+            let call = concat!($crate::call_prefix!($p), "_", stringify!($n), "_p");
             $wrap(call, || { $( let pe = $crate::imp::ctx_pe($ctx, pe, call)?; )? $crate::imp::p(call, dest, value, pe) })
         }
 
@@ -132,7 +149,7 @@ macro_rules! rma_pg {
         #[doc = "`source` must be a symmetric address (it is checked; any value is safe)."]
         #[no_mangle]
         pub unsafe extern "C" fn [<$p _ $n _g>]($($ctx: $cty, )?source: *const $t, pe: ::core::ffi::c_int) -> $t {
-            let call = concat!(stringify!($p), "_", stringify!($n), "_g");
+            let call = concat!($crate::call_prefix!($p), "_", stringify!($n), "_g");
             $crate::error::value(call, <$t>::default(), || { $( let pe = $crate::imp::ctx_pe($ctx, pe, call)?; )? $crate::imp::g(call, source, pe) })
         }
     } };
@@ -148,7 +165,7 @@ macro_rules! rma_g_ex {
         #[doc = "`value` must be writable; `source` must be a symmetric address."]
         #[no_mangle]
         pub unsafe extern "C" fn [<$p _ $n _g_ex>](value: *mut $t, source: *const $t, pe: ::core::ffi::c_int) -> ::core::ffi::c_int {
-            let call = concat!(stringify!($p), "_", stringify!($n), "_g_ex");
+            let call = concat!($crate::call_prefix!($p), "_", stringify!($n), "_g_ex");
             // SAFETY: the caller's contract on `value` is forwarded (one element).
             $crate::error::code(call, || unsafe { $crate::imp::get(call, value.cast(), source.cast(), 1, ::core::mem::size_of::<$t>(), ::core::mem::align_of::<$t>(), pe) })
         }
@@ -167,7 +184,7 @@ macro_rules! rma_sized {
         #[no_mangle]
         #[allow(clippy::unused_unit)]
         pub unsafe extern "C" fn [<$p _put $bits>]($($ctx: $cty, )?dest: *mut ::core::ffi::c_void, source: *const ::core::ffi::c_void, nelems: usize, pe: ::core::ffi::c_int) -> $ret {
-            let call = concat!(stringify!($p), "_put", stringify!($bits));
+            let call = concat!($crate::call_prefix!($p), "_put", stringify!($bits));
             // SAFETY: the caller's contract on `source` is forwarded.
             $wrap(call, || { $( let pe = $crate::imp::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::put(call, dest, source, nelems, $bytes, 1, pe) } })
         }
@@ -179,7 +196,7 @@ macro_rules! rma_sized {
         #[no_mangle]
         #[allow(clippy::unused_unit)]
         pub unsafe extern "C" fn [<$p _get $bits>]($($ctx: $cty, )?dest: *mut ::core::ffi::c_void, source: *const ::core::ffi::c_void, nelems: usize, pe: ::core::ffi::c_int) -> $ret {
-            let call = concat!(stringify!($p), "_get", stringify!($bits));
+            let call = concat!($crate::call_prefix!($p), "_get", stringify!($bits));
             // SAFETY: the caller's contract on `dest` is forwarded.
             $wrap(call, || { $( let pe = $crate::imp::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::get(call, dest, source, nelems, $bytes, 1, pe) } })
         }
@@ -191,7 +208,7 @@ macro_rules! rma_sized {
         #[no_mangle]
         #[allow(clippy::unused_unit)]
         pub unsafe extern "C" fn [<$p _put $bits _nbi>]($($ctx: $cty, )?dest: *mut ::core::ffi::c_void, source: *const ::core::ffi::c_void, nelems: usize, pe: ::core::ffi::c_int) -> $ret {
-            let call = concat!(stringify!($p), "_put", stringify!($bits), "_nbi");
+            let call = concat!($crate::call_prefix!($p), "_put", stringify!($bits), "_nbi");
             // SAFETY: the caller's contract on `source` is forwarded.
             $wrap(call, || { $( let pe = $crate::imp::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::put(call, dest, source, nelems, $bytes, 1, pe) } })
         }
@@ -203,7 +220,7 @@ macro_rules! rma_sized {
         #[no_mangle]
         #[allow(clippy::unused_unit)]
         pub unsafe extern "C" fn [<$p _get $bits _nbi>]($($ctx: $cty, )?dest: *mut ::core::ffi::c_void, source: *const ::core::ffi::c_void, nelems: usize, pe: ::core::ffi::c_int) -> $ret {
-            let call = concat!(stringify!($p), "_get", stringify!($bits), "_nbi");
+            let call = concat!($crate::call_prefix!($p), "_get", stringify!($bits), "_nbi");
             // SAFETY: the caller's contract on `dest` is forwarded.
             $wrap(call, || { $( let pe = $crate::imp::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::get(call, dest, source, nelems, $bytes, 1, pe) } })
         }
@@ -215,7 +232,7 @@ macro_rules! rma_sized {
         #[no_mangle]
         #[allow(clippy::unused_unit)]
         pub unsafe extern "C" fn [<$p _iput $bits>]($($ctx: $cty, )?dest: *mut ::core::ffi::c_void, source: *const ::core::ffi::c_void, dst: isize, sst: isize, nelems: usize, pe: ::core::ffi::c_int) -> $ret {
-            let call = concat!(stringify!($p), "_iput", stringify!($bits));
+            let call = concat!($crate::call_prefix!($p), "_iput", stringify!($bits));
             // SAFETY: the caller's contract on `source` is forwarded.
             $wrap(call, || { $( let pe = $crate::imp::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::iput(call, dest, source, dst, sst, nelems, $bytes, pe) } })
         }
@@ -227,7 +244,7 @@ macro_rules! rma_sized {
         #[no_mangle]
         #[allow(clippy::unused_unit)]
         pub unsafe extern "C" fn [<$p _iget $bits>]($($ctx: $cty, )?dest: *mut ::core::ffi::c_void, source: *const ::core::ffi::c_void, dst: isize, sst: isize, nelems: usize, pe: ::core::ffi::c_int) -> $ret {
-            let call = concat!(stringify!($p), "_iget", stringify!($bits));
+            let call = concat!($crate::call_prefix!($p), "_iget", stringify!($bits));
             // SAFETY: the caller's contract on `dest` is forwarded.
             $wrap(call, || { $( let pe = $crate::imp::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::iget(call, dest, source, dst, sst, nelems, $bytes, pe) } })
         }
@@ -239,7 +256,7 @@ macro_rules! rma_sized {
         #[no_mangle]
         #[allow(clippy::unused_unit, clippy::too_many_arguments)]
         pub unsafe extern "C" fn [<$p _put $bits _signal>]($($ctx: $cty, )?dest: *mut ::core::ffi::c_void, source: *const ::core::ffi::c_void, nelems: usize, sig_addr: *mut u64, signal: u64, sig_op: ::core::ffi::c_int, pe: ::core::ffi::c_int) -> $ret {
-            let call = concat!(stringify!($p), "_put", stringify!($bits), "_signal");
+            let call = concat!($crate::call_prefix!($p), "_put", stringify!($bits), "_signal");
             // SAFETY: the caller's contract on `source` is forwarded.
             $wrap(call, || { $( let pe = $crate::imp::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::put_signal(call, dest, source, nelems, $bytes, 1, sig_addr, signal, sig_op, pe) } })
         }
@@ -251,7 +268,7 @@ macro_rules! rma_sized {
         #[no_mangle]
         #[allow(clippy::unused_unit, clippy::too_many_arguments)]
         pub unsafe extern "C" fn [<$p _put $bits _signal_nbi>]($($ctx: $cty, )?dest: *mut ::core::ffi::c_void, source: *const ::core::ffi::c_void, nelems: usize, sig_addr: *mut u64, signal: u64, sig_op: ::core::ffi::c_int, pe: ::core::ffi::c_int) -> $ret {
-            let call = concat!(stringify!($p), "_put", stringify!($bits), "_signal_nbi");
+            let call = concat!($crate::call_prefix!($p), "_put", stringify!($bits), "_signal_nbi");
             // SAFETY: the caller's contract on `source` is forwarded.
             $wrap(call, || { $( let pe = $crate::imp::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::put_signal(call, dest, source, nelems, $bytes, 1, sig_addr, signal, sig_op, pe) } })
         }
@@ -269,7 +286,7 @@ macro_rules! rma_mem {
         #[no_mangle]
         #[allow(clippy::unused_unit)]
         pub unsafe extern "C" fn [<$p _putmem>]($($ctx: $cty, )?dest: *mut ::core::ffi::c_void, source: *const ::core::ffi::c_void, nelems: usize, pe: ::core::ffi::c_int) -> $ret {
-            let call = concat!(stringify!($p), "_putmem");
+            let call = concat!($crate::call_prefix!($p), "_putmem");
             // SAFETY: the caller's contract on `source` is forwarded.
             $wrap(call, || { $( let pe = $crate::imp::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::put(call, dest, source, nelems, 1, 1, pe) } })
         }
@@ -281,7 +298,7 @@ macro_rules! rma_mem {
         #[no_mangle]
         #[allow(clippy::unused_unit)]
         pub unsafe extern "C" fn [<$p _getmem>]($($ctx: $cty, )?dest: *mut ::core::ffi::c_void, source: *const ::core::ffi::c_void, nelems: usize, pe: ::core::ffi::c_int) -> $ret {
-            let call = concat!(stringify!($p), "_getmem");
+            let call = concat!($crate::call_prefix!($p), "_getmem");
             // SAFETY: the caller's contract on `dest` is forwarded.
             $wrap(call, || { $( let pe = $crate::imp::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::get(call, dest, source, nelems, 1, 1, pe) } })
         }
@@ -293,7 +310,7 @@ macro_rules! rma_mem {
         #[no_mangle]
         #[allow(clippy::unused_unit)]
         pub unsafe extern "C" fn [<$p _putmem_nbi>]($($ctx: $cty, )?dest: *mut ::core::ffi::c_void, source: *const ::core::ffi::c_void, nelems: usize, pe: ::core::ffi::c_int) -> $ret {
-            let call = concat!(stringify!($p), "_putmem_nbi");
+            let call = concat!($crate::call_prefix!($p), "_putmem_nbi");
             // SAFETY: the caller's contract on `source` is forwarded.
             $wrap(call, || { $( let pe = $crate::imp::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::put(call, dest, source, nelems, 1, 1, pe) } })
         }
@@ -305,7 +322,7 @@ macro_rules! rma_mem {
         #[no_mangle]
         #[allow(clippy::unused_unit)]
         pub unsafe extern "C" fn [<$p _getmem_nbi>]($($ctx: $cty, )?dest: *mut ::core::ffi::c_void, source: *const ::core::ffi::c_void, nelems: usize, pe: ::core::ffi::c_int) -> $ret {
-            let call = concat!(stringify!($p), "_getmem_nbi");
+            let call = concat!($crate::call_prefix!($p), "_getmem_nbi");
             // SAFETY: the caller's contract on `dest` is forwarded.
             $wrap(call, || { $( let pe = $crate::imp::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::get(call, dest, source, nelems, 1, 1, pe) } })
         }
@@ -317,7 +334,7 @@ macro_rules! rma_mem {
         #[no_mangle]
         #[allow(clippy::unused_unit, clippy::too_many_arguments)]
         pub unsafe extern "C" fn [<$p _putmem_signal>]($($ctx: $cty, )?dest: *mut ::core::ffi::c_void, source: *const ::core::ffi::c_void, nelems: usize, sig_addr: *mut u64, signal: u64, sig_op: ::core::ffi::c_int, pe: ::core::ffi::c_int) -> $ret {
-            let call = concat!(stringify!($p), "_putmem_signal");
+            let call = concat!($crate::call_prefix!($p), "_putmem_signal");
             // SAFETY: the caller's contract on `source` is forwarded.
             $wrap(call, || { $( let pe = $crate::imp::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::put_signal(call, dest, source, nelems, 1, 1, sig_addr, signal, sig_op, pe) } })
         }
@@ -329,7 +346,7 @@ macro_rules! rma_mem {
         #[no_mangle]
         #[allow(clippy::unused_unit, clippy::too_many_arguments)]
         pub unsafe extern "C" fn [<$p _putmem_signal_nbi>]($($ctx: $cty, )?dest: *mut ::core::ffi::c_void, source: *const ::core::ffi::c_void, nelems: usize, sig_addr: *mut u64, signal: u64, sig_op: ::core::ffi::c_int, pe: ::core::ffi::c_int) -> $ret {
-            let call = concat!(stringify!($p), "_putmem_signal_nbi");
+            let call = concat!($crate::call_prefix!($p), "_putmem_signal_nbi");
             // SAFETY: the caller's contract on `source` is forwarded.
             $wrap(call, || { $( let pe = $crate::imp::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::put_signal(call, dest, source, nelems, 1, 1, sig_addr, signal, sig_op, pe) } })
         }
@@ -348,7 +365,7 @@ macro_rules! amo_ext {
         #[doc = "`source` must be a symmetric address (checked)."]
         #[no_mangle]
         pub unsafe extern "C" fn [<$p _ $n _atomic_fetch>]($($ctx: $cty, )?source: *const $t, pe: ::core::ffi::c_int) -> $t {
-            let call = concat!(stringify!($p), "_", stringify!($n), "_atomic_fetch");
+            let call = concat!($crate::call_prefix!($p), "_", stringify!($n), "_atomic_fetch");
             $crate::error::value(call, <$t>::default(), || { $( let pe = $crate::imp::ctx_pe($ctx, pe, call)?; )? $crate::imp::amo(call, source, $crate::imp::Amo::Fetch, pe) })
         }
 
@@ -359,7 +376,7 @@ macro_rules! amo_ext {
         #[no_mangle]
         #[allow(clippy::unused_unit)]
         pub unsafe extern "C" fn [<$p _ $n _atomic_fetch $ex>]($($ctx: $cty, )?fetch: *mut $t, source: *const $t, pe: ::core::ffi::c_int) -> $exret {
-            let call = concat!(stringify!($p), "_", stringify!($n), "_atomic_fetch", stringify!($ex));
+            let call = concat!($crate::call_prefix!($p), "_", stringify!($n), "_atomic_fetch", stringify!($ex));
             $exwrap(call, || { $( let pe = $crate::imp::ctx_pe($ctx, pe, call)?; )?
                 let v = $crate::imp::amo(call, source, $crate::imp::Amo::Fetch, pe)?;
                 // SAFETY: the caller's contract on `fetch`.
@@ -375,7 +392,7 @@ macro_rules! amo_ext {
         #[no_mangle]
         #[allow(clippy::unused_unit)]
         pub unsafe extern "C" fn [<$p _ $n _atomic_set>]($($ctx: $cty, )?dest: *mut $t, value: $t, pe: ::core::ffi::c_int) -> $ret {
-            let call = concat!(stringify!($p), "_", stringify!($n), "_atomic_set");
+            let call = concat!($crate::call_prefix!($p), "_", stringify!($n), "_atomic_set");
             $wrap(call, || { $( let pe = $crate::imp::ctx_pe($ctx, pe, call)?; )? $crate::imp::amo(call, dest.cast_const(), $crate::imp::Amo::Set(value), pe).map(|_| ()) })
         }
 
@@ -385,7 +402,7 @@ macro_rules! amo_ext {
         #[doc = "`dest` must be a symmetric address (checked)."]
         #[no_mangle]
         pub unsafe extern "C" fn [<$p _ $n _atomic_swap>]($($ctx: $cty, )?dest: *mut $t, value: $t, pe: ::core::ffi::c_int) -> $t {
-            let call = concat!(stringify!($p), "_", stringify!($n), "_atomic_swap");
+            let call = concat!($crate::call_prefix!($p), "_", stringify!($n), "_atomic_swap");
             $crate::error::value(call, <$t>::default(), || { $( let pe = $crate::imp::ctx_pe($ctx, pe, call)?; )? $crate::imp::amo(call, dest.cast_const(), $crate::imp::Amo::Swap(value), pe) })
         }
 
@@ -396,7 +413,7 @@ macro_rules! amo_ext {
         #[no_mangle]
         #[allow(clippy::unused_unit)]
         pub unsafe extern "C" fn [<$p _ $n _atomic_swap $ex>]($($ctx: $cty, )?fetch: *mut $t, dest: *mut $t, value: $t, pe: ::core::ffi::c_int) -> $exret {
-            let call = concat!(stringify!($p), "_", stringify!($n), "_atomic_swap", stringify!($ex));
+            let call = concat!($crate::call_prefix!($p), "_", stringify!($n), "_atomic_swap", stringify!($ex));
             $exwrap(call, || { $( let pe = $crate::imp::ctx_pe($ctx, pe, call)?; )?
                 let v = $crate::imp::amo(call, dest.cast_const(), $crate::imp::Amo::Swap(value), pe)?;
                 // SAFETY: the caller's contract on `fetch`.
@@ -419,7 +436,7 @@ macro_rules! amo_std {
         #[doc = "`dest` must be a symmetric address (checked)."]
         #[no_mangle]
         pub unsafe extern "C" fn [<$p _ $n _atomic_compare_swap>]($($ctx: $cty, )?dest: *mut $t, cond: $t, value: $t, pe: ::core::ffi::c_int) -> $t {
-            let call = concat!(stringify!($p), "_", stringify!($n), "_atomic_compare_swap");
+            let call = concat!($crate::call_prefix!($p), "_", stringify!($n), "_atomic_compare_swap");
             $crate::error::value(call, <$t>::default(), || { $( let pe = $crate::imp::ctx_pe($ctx, pe, call)?; )? $crate::imp::amo(call, dest.cast_const(), $crate::imp::Amo::CompareSwap { cond, value }, pe) })
         }
 
@@ -430,7 +447,7 @@ macro_rules! amo_std {
         #[no_mangle]
         #[allow(clippy::unused_unit)]
         pub unsafe extern "C" fn [<$p _ $n _atomic_compare_swap $ex>]($($ctx: $cty, )?fetch: *mut $t, dest: *mut $t, cond: $t, value: $t, pe: ::core::ffi::c_int) -> $exret {
-            let call = concat!(stringify!($p), "_", stringify!($n), "_atomic_compare_swap", stringify!($ex));
+            let call = concat!($crate::call_prefix!($p), "_", stringify!($n), "_atomic_compare_swap", stringify!($ex));
             $exwrap(call, || { $( let pe = $crate::imp::ctx_pe($ctx, pe, call)?; )?
                 let v = $crate::imp::amo(call, dest.cast_const(), $crate::imp::Amo::CompareSwap { cond, value }, pe)?;
                 // SAFETY: the caller's contract on `fetch`.
@@ -445,7 +462,7 @@ macro_rules! amo_std {
         #[doc = "`dest` must be a symmetric address (checked)."]
         #[no_mangle]
         pub unsafe extern "C" fn [<$p _ $n _atomic_fetch_inc>]($($ctx: $cty, )?dest: *mut $t, pe: ::core::ffi::c_int) -> $t {
-            let call = concat!(stringify!($p), "_", stringify!($n), "_atomic_fetch_inc");
+            let call = concat!($crate::call_prefix!($p), "_", stringify!($n), "_atomic_fetch_inc");
             $crate::error::value(call, <$t>::default(), || { $( let pe = $crate::imp::ctx_pe($ctx, pe, call)?; )? $crate::imp::amo_int(call, dest.cast_const(), $crate::imp::AmoInt::Inc, pe) })
         }
 
@@ -456,7 +473,7 @@ macro_rules! amo_std {
         #[no_mangle]
         #[allow(clippy::unused_unit)]
         pub unsafe extern "C" fn [<$p _ $n _atomic_fetch_inc $ex>]($($ctx: $cty, )?fetch: *mut $t, dest: *mut $t, pe: ::core::ffi::c_int) -> $exret {
-            let call = concat!(stringify!($p), "_", stringify!($n), "_atomic_fetch_inc", stringify!($ex));
+            let call = concat!($crate::call_prefix!($p), "_", stringify!($n), "_atomic_fetch_inc", stringify!($ex));
             $exwrap(call, || { $( let pe = $crate::imp::ctx_pe($ctx, pe, call)?; )?
                 let v = $crate::imp::amo_int(call, dest.cast_const(), $crate::imp::AmoInt::Inc, pe)?;
                 // SAFETY: the caller's contract on `fetch`.
@@ -472,7 +489,7 @@ macro_rules! amo_std {
         #[no_mangle]
         #[allow(clippy::unused_unit)]
         pub unsafe extern "C" fn [<$p _ $n _atomic_inc>]($($ctx: $cty, )?dest: *mut $t, pe: ::core::ffi::c_int) -> $ret {
-            let call = concat!(stringify!($p), "_", stringify!($n), "_atomic_inc");
+            let call = concat!($crate::call_prefix!($p), "_", stringify!($n), "_atomic_inc");
             $wrap(call, || { $( let pe = $crate::imp::ctx_pe($ctx, pe, call)?; )? $crate::imp::amo_int(call, dest.cast_const(), $crate::imp::AmoInt::Inc, pe).map(|_| ()) })
         }
 
@@ -482,7 +499,7 @@ macro_rules! amo_std {
         #[doc = "`dest` must be a symmetric address (checked)."]
         #[no_mangle]
         pub unsafe extern "C" fn [<$p _ $n _atomic_fetch_add>]($($ctx: $cty, )?dest: *mut $t, value: $t, pe: ::core::ffi::c_int) -> $t {
-            let call = concat!(stringify!($p), "_", stringify!($n), "_atomic_fetch_add");
+            let call = concat!($crate::call_prefix!($p), "_", stringify!($n), "_atomic_fetch_add");
             $crate::error::value(call, <$t>::default(), || { $( let pe = $crate::imp::ctx_pe($ctx, pe, call)?; )? $crate::imp::amo_int(call, dest.cast_const(), $crate::imp::AmoInt::Add(value), pe) })
         }
 
@@ -493,7 +510,7 @@ macro_rules! amo_std {
         #[no_mangle]
         #[allow(clippy::unused_unit)]
         pub unsafe extern "C" fn [<$p _ $n _atomic_fetch_add $ex>]($($ctx: $cty, )?fetch: *mut $t, dest: *mut $t, value: $t, pe: ::core::ffi::c_int) -> $exret {
-            let call = concat!(stringify!($p), "_", stringify!($n), "_atomic_fetch_add", stringify!($ex));
+            let call = concat!($crate::call_prefix!($p), "_", stringify!($n), "_atomic_fetch_add", stringify!($ex));
             $exwrap(call, || { $( let pe = $crate::imp::ctx_pe($ctx, pe, call)?; )?
                 let v = $crate::imp::amo_int(call, dest.cast_const(), $crate::imp::AmoInt::Add(value), pe)?;
                 // SAFETY: the caller's contract on `fetch`.
@@ -509,7 +526,7 @@ macro_rules! amo_std {
         #[no_mangle]
         #[allow(clippy::unused_unit)]
         pub unsafe extern "C" fn [<$p _ $n _atomic_add>]($($ctx: $cty, )?dest: *mut $t, value: $t, pe: ::core::ffi::c_int) -> $ret {
-            let call = concat!(stringify!($p), "_", stringify!($n), "_atomic_add");
+            let call = concat!($crate::call_prefix!($p), "_", stringify!($n), "_atomic_add");
             $wrap(call, || { $( let pe = $crate::imp::ctx_pe($ctx, pe, call)?; )? $crate::imp::amo_int(call, dest.cast_const(), $crate::imp::AmoInt::Add(value), pe).map(|_| ()) })
         }
     } };
@@ -526,7 +543,7 @@ macro_rules! amo_bitwise {
         #[doc = "`dest` must be a symmetric address (checked)."]
         #[no_mangle]
         pub unsafe extern "C" fn [<$p _ $n _atomic_fetch_ $op>]($($ctx: $cty, )?dest: *mut $t, value: $t, pe: ::core::ffi::c_int) -> $t {
-            let call = concat!(stringify!($p), "_", stringify!($n), "_atomic_fetch_", stringify!($op));
+            let call = concat!($crate::call_prefix!($p), "_", stringify!($n), "_atomic_fetch_", stringify!($op));
             $crate::error::value(call, <$t>::default(), || { $( let pe = $crate::imp::ctx_pe($ctx, pe, call)?; )? $crate::imp::amo_int(call, dest.cast_const(), $crate::imp::AmoInt::$variant(value), pe) })
         }
 
@@ -537,7 +554,7 @@ macro_rules! amo_bitwise {
         #[no_mangle]
         #[allow(clippy::unused_unit)]
         pub unsafe extern "C" fn [<$p _ $n _atomic_fetch_ $op $ex>]($($ctx: $cty, )?fetch: *mut $t, dest: *mut $t, value: $t, pe: ::core::ffi::c_int) -> $exret {
-            let call = concat!(stringify!($p), "_", stringify!($n), "_atomic_fetch_", stringify!($op), stringify!($ex));
+            let call = concat!($crate::call_prefix!($p), "_", stringify!($n), "_atomic_fetch_", stringify!($op), stringify!($ex));
             $exwrap(call, || { $( let pe = $crate::imp::ctx_pe($ctx, pe, call)?; )?
                 let v = $crate::imp::amo_int(call, dest.cast_const(), $crate::imp::AmoInt::$variant(value), pe)?;
                 // SAFETY: the caller's contract on `fetch`.
@@ -553,7 +570,7 @@ macro_rules! amo_bitwise {
         #[no_mangle]
         #[allow(clippy::unused_unit)]
         pub unsafe extern "C" fn [<$p _ $n _atomic_ $op>]($($ctx: $cty, )?dest: *mut $t, value: $t, pe: ::core::ffi::c_int) -> $ret {
-            let call = concat!(stringify!($p), "_", stringify!($n), "_atomic_", stringify!($op));
+            let call = concat!($crate::call_prefix!($p), "_", stringify!($n), "_atomic_", stringify!($op));
             $wrap(call, || { $( let pe = $crate::imp::ctx_pe($ctx, pe, call)?; )? $crate::imp::amo_int(call, dest.cast_const(), $crate::imp::AmoInt::$variant(value), pe).map(|_| ()) })
         }
     } };
@@ -571,7 +588,7 @@ macro_rules! sync_typed {
         #[no_mangle]
         #[allow(clippy::unused_unit)]
         pub unsafe extern "C" fn [<$p _ $n _wait_until>](ivar: *mut $t, cmp: ::core::ffi::c_int, cmp_value: $t) -> $ret {
-            let call = concat!(stringify!($p), "_", stringify!($n), "_wait_until");
+            let call = concat!($crate::call_prefix!($p), "_", stringify!($n), "_wait_until");
             $wrap(call, || $crate::imp::wait_one(call, ivar, cmp, cmp_value, false).map(|_| ()))
         }
 
@@ -581,7 +598,7 @@ macro_rules! sync_typed {
         #[doc = "`ivar` must be a symmetric address (checked)."]
         #[no_mangle]
         pub unsafe extern "C" fn [<$p _ $n _test>](ivar: *mut $t, cmp: ::core::ffi::c_int, cmp_value: $t) -> ::core::ffi::c_int {
-            let call = concat!(stringify!($p), "_", stringify!($n), "_test");
+            let call = concat!($crate::call_prefix!($p), "_", stringify!($n), "_test");
             $crate::error::value(call, 0, || $crate::imp::wait_one(call, ivar, cmp, cmp_value, true).map(::core::ffi::c_int::from))
         }
 
@@ -592,7 +609,7 @@ macro_rules! sync_typed {
         #[no_mangle]
         #[allow(clippy::unused_unit)]
         pub unsafe extern "C" fn [<$p _ $n _wait_until_all>](ivars: *mut $t, nelems: usize, status: *const ::core::ffi::c_int, cmp: ::core::ffi::c_int, cmp_value: $t) -> $ret {
-            let call = concat!(stringify!($p), "_", stringify!($n), "_wait_until_all");
+            let call = concat!($crate::call_prefix!($p), "_", stringify!($n), "_wait_until_all");
             // SAFETY: the caller's contract; `cmp_value` is a live local.
             $wrap(call, || unsafe { $crate::imp::wait_set(call, $crate::imp::Need::All, false, ivars, nelems, status, ::core::ptr::null_mut(), cmp, &cmp_value, false) }.map(|_| ()))
         }
@@ -603,7 +620,7 @@ macro_rules! sync_typed {
         #[doc = "`ivars` symmetric; `status` NULL or readable for `nelems` ints."]
         #[no_mangle]
         pub unsafe extern "C" fn [<$p _ $n _wait_until_any>](ivars: *mut $t, nelems: usize, status: *const ::core::ffi::c_int, cmp: ::core::ffi::c_int, cmp_value: $t) -> usize {
-            let call = concat!(stringify!($p), "_", stringify!($n), "_wait_until_any");
+            let call = concat!($crate::call_prefix!($p), "_", stringify!($n), "_wait_until_any");
             // SAFETY: the caller's contract; `cmp_value` is a live local.
             $crate::error::value(call, usize::MAX, || unsafe { $crate::imp::wait_set(call, $crate::imp::Need::Any, false, ivars, nelems, status, ::core::ptr::null_mut(), cmp, &cmp_value, false) })
         }
@@ -614,7 +631,7 @@ macro_rules! sync_typed {
         #[doc = "`ivars` symmetric; `indices` writable for `nelems` entries; `status` NULL or readable for `nelems` ints."]
         #[no_mangle]
         pub unsafe extern "C" fn [<$p _ $n _wait_until_some>](ivars: *mut $t, nelems: usize, indices: *mut usize, status: *const ::core::ffi::c_int, cmp: ::core::ffi::c_int, cmp_value: $t) -> usize {
-            let call = concat!(stringify!($p), "_", stringify!($n), "_wait_until_some");
+            let call = concat!($crate::call_prefix!($p), "_", stringify!($n), "_wait_until_some");
             // SAFETY: the caller's contract; `cmp_value` is a live local.
             $crate::error::value(call, 0, || unsafe { $crate::imp::wait_set(call, $crate::imp::Need::Some, false, ivars, nelems, status, indices, cmp, &cmp_value, false) })
         }
@@ -626,7 +643,7 @@ macro_rules! sync_typed {
         #[no_mangle]
         #[allow(clippy::unused_unit)]
         pub unsafe extern "C" fn [<$p _ $n _wait_until_all_vector>](ivars: *mut $t, nelems: usize, status: *const ::core::ffi::c_int, cmp: ::core::ffi::c_int, cmp_values: *mut $t) -> $ret {
-            let call = concat!(stringify!($p), "_", stringify!($n), "_wait_until_all_vector");
+            let call = concat!($crate::call_prefix!($p), "_", stringify!($n), "_wait_until_all_vector");
             // SAFETY: the caller's contract.
             $wrap(call, || unsafe { $crate::imp::wait_set(call, $crate::imp::Need::All, false, ivars, nelems, status, ::core::ptr::null_mut(), cmp, cmp_values, true) }.map(|_| ()))
         }
@@ -637,7 +654,7 @@ macro_rules! sync_typed {
         #[doc = "`ivars` symmetric; `cmp_values` readable and `status` NULL or readable for `nelems` entries."]
         #[no_mangle]
         pub unsafe extern "C" fn [<$p _ $n _wait_until_any_vector>](ivars: *mut $t, nelems: usize, status: *const ::core::ffi::c_int, cmp: ::core::ffi::c_int, cmp_values: *mut $t) -> usize {
-            let call = concat!(stringify!($p), "_", stringify!($n), "_wait_until_any_vector");
+            let call = concat!($crate::call_prefix!($p), "_", stringify!($n), "_wait_until_any_vector");
             // SAFETY: the caller's contract.
             $crate::error::value(call, usize::MAX, || unsafe { $crate::imp::wait_set(call, $crate::imp::Need::Any, false, ivars, nelems, status, ::core::ptr::null_mut(), cmp, cmp_values, true) })
         }
@@ -648,7 +665,7 @@ macro_rules! sync_typed {
         #[doc = "`ivars` symmetric; `indices` writable, `cmp_values` readable and `status` NULL or readable for `nelems` entries."]
         #[no_mangle]
         pub unsafe extern "C" fn [<$p _ $n _wait_until_some_vector>](ivars: *mut $t, nelems: usize, indices: *mut usize, status: *const ::core::ffi::c_int, cmp: ::core::ffi::c_int, cmp_values: *mut $t) -> usize {
-            let call = concat!(stringify!($p), "_", stringify!($n), "_wait_until_some_vector");
+            let call = concat!($crate::call_prefix!($p), "_", stringify!($n), "_wait_until_some_vector");
             // SAFETY: the caller's contract.
             $crate::error::value(call, 0, || unsafe { $crate::imp::wait_set(call, $crate::imp::Need::Some, false, ivars, nelems, status, indices, cmp, cmp_values, true) })
         }
@@ -659,7 +676,7 @@ macro_rules! sync_typed {
         #[doc = "`ivars` symmetric; `status` NULL or readable for `nelems` ints."]
         #[no_mangle]
         pub unsafe extern "C" fn [<$p _ $n _test_all>](ivars: *mut $t, nelems: usize, status: *const ::core::ffi::c_int, cmp: ::core::ffi::c_int, cmp_value: $t) -> ::core::ffi::c_int {
-            let call = concat!(stringify!($p), "_", stringify!($n), "_test_all");
+            let call = concat!($crate::call_prefix!($p), "_", stringify!($n), "_test_all");
             // SAFETY: the caller's contract; `cmp_value` is a live local.
             $crate::error::value(call, 0, || unsafe { $crate::imp::wait_set(call, $crate::imp::Need::All, true, ivars, nelems, status, ::core::ptr::null_mut(), cmp, &cmp_value, false) }.map(|x| x as ::core::ffi::c_int))
         }
@@ -670,7 +687,7 @@ macro_rules! sync_typed {
         #[doc = "`ivars` symmetric; `status` NULL or readable for `nelems` ints."]
         #[no_mangle]
         pub unsafe extern "C" fn [<$p _ $n _test_any>](ivars: *mut $t, nelems: usize, status: *const ::core::ffi::c_int, cmp: ::core::ffi::c_int, cmp_value: $t) -> usize {
-            let call = concat!(stringify!($p), "_", stringify!($n), "_test_any");
+            let call = concat!($crate::call_prefix!($p), "_", stringify!($n), "_test_any");
             // SAFETY: the caller's contract; `cmp_value` is a live local.
             $crate::error::value(call, usize::MAX, || unsafe { $crate::imp::wait_set(call, $crate::imp::Need::Any, true, ivars, nelems, status, ::core::ptr::null_mut(), cmp, &cmp_value, false) })
         }
@@ -681,7 +698,7 @@ macro_rules! sync_typed {
         #[doc = "`ivars` symmetric; `indices` writable for `nelems` entries; `status` NULL or readable for `nelems` ints."]
         #[no_mangle]
         pub unsafe extern "C" fn [<$p _ $n _test_some>](ivars: *mut $t, nelems: usize, indices: *mut usize, status: *const ::core::ffi::c_int, cmp: ::core::ffi::c_int, cmp_value: $t) -> usize {
-            let call = concat!(stringify!($p), "_", stringify!($n), "_test_some");
+            let call = concat!($crate::call_prefix!($p), "_", stringify!($n), "_test_some");
             // SAFETY: the caller's contract; `cmp_value` is a live local.
             $crate::error::value(call, 0, || unsafe { $crate::imp::wait_set(call, $crate::imp::Need::Some, true, ivars, nelems, status, indices, cmp, &cmp_value, false) })
         }
@@ -692,7 +709,7 @@ macro_rules! sync_typed {
         #[doc = "`ivars` symmetric; `cmp_values` readable and `status` NULL or readable for `nelems` entries."]
         #[no_mangle]
         pub unsafe extern "C" fn [<$p _ $n _test_all_vector>](ivars: *mut $t, nelems: usize, status: *const ::core::ffi::c_int, cmp: ::core::ffi::c_int, cmp_values: *mut $t) -> ::core::ffi::c_int {
-            let call = concat!(stringify!($p), "_", stringify!($n), "_test_all_vector");
+            let call = concat!($crate::call_prefix!($p), "_", stringify!($n), "_test_all_vector");
             // SAFETY: the caller's contract.
             $crate::error::value(call, 0, || unsafe { $crate::imp::wait_set(call, $crate::imp::Need::All, true, ivars, nelems, status, ::core::ptr::null_mut(), cmp, cmp_values, true) }.map(|x| x as ::core::ffi::c_int))
         }
@@ -703,7 +720,7 @@ macro_rules! sync_typed {
         #[doc = "`ivars` symmetric; `cmp_values` readable and `status` NULL or readable for `nelems` entries."]
         #[no_mangle]
         pub unsafe extern "C" fn [<$p _ $n _test_any_vector>](ivars: *mut $t, nelems: usize, status: *const ::core::ffi::c_int, cmp: ::core::ffi::c_int, cmp_values: *mut $t) -> usize {
-            let call = concat!(stringify!($p), "_", stringify!($n), "_test_any_vector");
+            let call = concat!($crate::call_prefix!($p), "_", stringify!($n), "_test_any_vector");
             // SAFETY: the caller's contract.
             $crate::error::value(call, usize::MAX, || unsafe { $crate::imp::wait_set(call, $crate::imp::Need::Any, true, ivars, nelems, status, ::core::ptr::null_mut(), cmp, cmp_values, true) })
         }
@@ -714,7 +731,7 @@ macro_rules! sync_typed {
         #[doc = "`ivars` symmetric; `indices` writable, `cmp_values` readable and `status` NULL or readable for `nelems` entries."]
         #[no_mangle]
         pub unsafe extern "C" fn [<$p _ $n _test_some_vector>](ivars: *mut $t, nelems: usize, indices: *mut usize, status: *const ::core::ffi::c_int, cmp: ::core::ffi::c_int, cmp_values: *mut $t) -> usize {
-            let call = concat!(stringify!($p), "_", stringify!($n), "_test_some_vector");
+            let call = concat!($crate::call_prefix!($p), "_", stringify!($n), "_test_some_vector");
             // SAFETY: the caller's contract.
             $crate::error::value(call, 0, || unsafe { $crate::imp::wait_set(call, $crate::imp::Need::Some, true, ivars, nelems, status, indices, cmp, cmp_values, true) })
         }
@@ -732,7 +749,7 @@ macro_rules! sync_ex {
         #[doc = "`result` writable (or NULL); `ivar` symmetric."]
         #[no_mangle]
         pub unsafe extern "C" fn [<$p _ $n _test_ex>](result: *mut ::core::ffi::c_int, ivar: *mut $t, cmp: ::core::ffi::c_int, cmp_value: $t) -> ::core::ffi::c_int {
-            let call = concat!(stringify!($p), "_", stringify!($n), "_test_ex");
+            let call = concat!($crate::call_prefix!($p), "_", stringify!($n), "_test_ex");
             $crate::error::code(call, || {
                 let v = $crate::imp::wait_one(call, ivar, cmp, cmp_value, true)?;
                 // SAFETY: the caller's contract on `result`.
@@ -751,7 +768,7 @@ macro_rules! sync_ex {
         #[doc = "`result` writable (or NULL); `ivars` symmetric; `status` NULL or readable for `nelems` ints."]
         #[no_mangle]
         pub unsafe extern "C" fn [<$p _ $n _ $name _ex>](result: *mut usize, ivars: *mut $t, nelems: usize, status: *const ::core::ffi::c_int, cmp: ::core::ffi::c_int, cmp_value: $t) -> ::core::ffi::c_int {
-            let call = concat!(stringify!($p), "_", stringify!($n), "_", stringify!($name), "_ex");
+            let call = concat!($crate::call_prefix!($p), "_", stringify!($n), "_", stringify!($name), "_ex");
             $crate::error::code(call, || {
                 let (need, test) = ($crate::imp::Need::$need, $test);
                 // SAFETY: the caller's contract; `cmp_value` is a live local.
@@ -769,7 +786,7 @@ macro_rules! sync_ex {
         #[doc = "`result` writable (or NULL); `ivars` symmetric; `cmp_values` readable and `status` NULL or readable for `nelems` entries."]
         #[no_mangle]
         pub unsafe extern "C" fn [<$p _ $n _ $name _ex>](result: *mut usize, ivars: *mut $t, nelems: usize, status: *const ::core::ffi::c_int, cmp: ::core::ffi::c_int, cmp_values: *mut $t) -> ::core::ffi::c_int {
-            let call = concat!(stringify!($p), "_", stringify!($n), "_", stringify!($name), "_ex");
+            let call = concat!($crate::call_prefix!($p), "_", stringify!($n), "_", stringify!($name), "_ex");
             $crate::error::code(call, || {
                 let (need, test) = ($crate::imp::Need::$need, $test);
                 // SAFETY: the caller's contract.
@@ -787,7 +804,7 @@ macro_rules! sync_ex {
         #[doc = "`result` writable (or NULL); `ivars` symmetric; `indices` writable and `status` NULL or readable for `nelems` entries."]
         #[no_mangle]
         pub unsafe extern "C" fn [<$p _ $n _ $name _ex>](result: *mut usize, ivars: *mut $t, nelems: usize, indices: *mut usize, status: *const ::core::ffi::c_int, cmp: ::core::ffi::c_int, cmp_value: $t) -> ::core::ffi::c_int {
-            let call = concat!(stringify!($p), "_", stringify!($n), "_", stringify!($name), "_ex");
+            let call = concat!($crate::call_prefix!($p), "_", stringify!($n), "_", stringify!($name), "_ex");
             $crate::error::code(call, || {
                 let (need, test) = ($crate::imp::Need::$need, $test);
                 // SAFETY: the caller's contract; `cmp_value` is a live local.
@@ -805,7 +822,7 @@ macro_rules! sync_ex {
         #[doc = "`result` writable (or NULL); `ivars` symmetric; `indices` writable, `cmp_values` readable and `status` NULL or readable for `nelems` entries."]
         #[no_mangle]
         pub unsafe extern "C" fn [<$p _ $n _ $name _ex>](result: *mut usize, ivars: *mut $t, nelems: usize, indices: *mut usize, status: *const ::core::ffi::c_int, cmp: ::core::ffi::c_int, cmp_values: *mut $t) -> ::core::ffi::c_int {
-            let call = concat!(stringify!($p), "_", stringify!($n), "_", stringify!($name), "_ex");
+            let call = concat!($crate::call_prefix!($p), "_", stringify!($n), "_", stringify!($name), "_ex");
             $crate::error::code(call, || {
                 let (need, test) = ($crate::imp::Need::$need, $test);
                 // SAFETY: the caller's contract.

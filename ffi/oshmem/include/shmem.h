@@ -1806,6 +1806,10 @@ double shmem_double_swap(double *dest, double value, int pe);
 double shmem_double_fetch(const double *source, int pe);
 void shmem_double_set(double *dest, double value, int pe);
 
+/* Profiling control: a no-op in the library; a profiling tool defines its own shmem_pcontrol and reaches the
+ * library through the pshmem_* names of pshmem.h. */
+void shmem_pcontrol(const int level, ...);
+
 /* long double cannot cross the Rust ABI by value: its p and g are inline wrappers of put and get. */
 static inline void shmem_longdouble_p(long double *dest, long double value, int pe) {
     shmem_longdouble_put(dest, &value, 1, pe);
@@ -1822,11 +1826,6 @@ static inline long double shmem_ctx_longdouble_g(shmem_ctx_t ctx, const long dou
     long double v = 0;
     shmem_ctx_longdouble_get(ctx, &v, source, 1, pe);
     return v;
-}
-
-/* The profiling interface's control call: there are no profiling levels to change here. */
-static inline void shmem_pcontrol(int level, ...) {
-    (void)level;
 }
 
 #ifdef __cplusplus

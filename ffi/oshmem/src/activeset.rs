@@ -96,7 +96,7 @@ pub(crate) fn barrier(
 /// # Safety
 /// `pSync` is a symmetric array of `SHMEM_BARRIER_SYNC_SIZE` longs holding `SHMEM_SYNC_VALUE`.
 #[no_mangle]
-pub unsafe extern "C" fn shmem_barrier(
+pub unsafe extern "C" fn pshmem_barrier(
     pe_start: c_int,
     log_pe_stride: c_int,
     pe_size: c_int,
@@ -229,7 +229,7 @@ macro_rules! sized_movement {
         #[doc = "`dest`/`source` symmetric and large enough; `pSync` of `SHMEM_BCAST_SYNC_SIZE` longs at `SHMEM_SYNC_VALUE`."]
         #[no_mangle]
         #[allow(clippy::too_many_arguments)]
-        pub unsafe extern "C" fn [<shmem_broadcast $bits>](dest: *mut c_void, source: *const c_void, nelems: usize, pe_root: c_int, pe_start: c_int, log_pe_stride: c_int, pe_size: c_int, psync: *mut c_long) {
+        pub unsafe extern "C" fn [<pshmem_broadcast $bits>](dest: *mut c_void, source: *const c_void, nelems: usize, pe_root: c_int, pe_start: c_int, log_pe_stride: c_int, pe_size: c_int, psync: *mut c_long) {
             let call = concat!("shmem_broadcast", $bits);
             void(call, || movement(call, Move::Broadcast(pe_root), $bits / 8, dest, source, nelems, pe_start, log_pe_stride, pe_size, psync))
         }
@@ -238,7 +238,7 @@ macro_rules! sized_movement {
         #[doc = "# Safety"]
         #[doc = "As for the broadcast; `pSync` of `SHMEM_COLLECT_SYNC_SIZE` longs."]
         #[no_mangle]
-        pub unsafe extern "C" fn [<shmem_fcollect $bits>](dest: *mut c_void, source: *const c_void, nelems: usize, pe_start: c_int, log_pe_stride: c_int, pe_size: c_int, psync: *mut c_long) {
+        pub unsafe extern "C" fn [<pshmem_fcollect $bits>](dest: *mut c_void, source: *const c_void, nelems: usize, pe_start: c_int, log_pe_stride: c_int, pe_size: c_int, psync: *mut c_long) {
             let call = concat!("shmem_fcollect", $bits);
             void(call, || movement(call, Move::Fcollect, $bits / 8, dest, source, nelems, pe_start, log_pe_stride, pe_size, psync))
         }
@@ -247,7 +247,7 @@ macro_rules! sized_movement {
         #[doc = "# Safety"]
         #[doc = "As for the broadcast; `pSync` of `SHMEM_COLLECT_SYNC_SIZE` longs."]
         #[no_mangle]
-        pub unsafe extern "C" fn [<shmem_collect $bits>](dest: *mut c_void, source: *const c_void, nelems: usize, pe_start: c_int, log_pe_stride: c_int, pe_size: c_int, psync: *mut c_long) {
+        pub unsafe extern "C" fn [<pshmem_collect $bits>](dest: *mut c_void, source: *const c_void, nelems: usize, pe_start: c_int, log_pe_stride: c_int, pe_size: c_int, psync: *mut c_long) {
             let call = concat!("shmem_collect", $bits);
             void(call, || movement(call, Move::Collect, $bits / 8, dest, source, nelems, pe_start, log_pe_stride, pe_size, psync))
         }
@@ -256,7 +256,7 @@ macro_rules! sized_movement {
         #[doc = "# Safety"]
         #[doc = "As for the broadcast; `pSync` of `SHMEM_ALLTOALL_SYNC_SIZE` longs."]
         #[no_mangle]
-        pub unsafe extern "C" fn [<shmem_alltoall $bits>](dest: *mut c_void, source: *const c_void, nelems: usize, pe_start: c_int, log_pe_stride: c_int, pe_size: c_int, psync: *mut c_long) {
+        pub unsafe extern "C" fn [<pshmem_alltoall $bits>](dest: *mut c_void, source: *const c_void, nelems: usize, pe_start: c_int, log_pe_stride: c_int, pe_size: c_int, psync: *mut c_long) {
             let call = concat!("shmem_alltoall", $bits);
             void(call, || movement(call, Move::Alltoall, $bits / 8, dest, source, nelems, pe_start, log_pe_stride, pe_size, psync))
         }
@@ -266,7 +266,7 @@ macro_rules! sized_movement {
         #[doc = "As for the broadcast; `pSync` of `SHMEM_ALLTOALL_SYNC_SIZE` longs."]
         #[no_mangle]
         #[allow(clippy::too_many_arguments)]
-        pub unsafe extern "C" fn [<shmem_alltoalls $bits>](dest: *mut c_void, source: *const c_void, dst: isize, sst: isize, nelems: usize, pe_start: c_int, log_pe_stride: c_int, pe_size: c_int, psync: *mut c_long) {
+        pub unsafe extern "C" fn [<pshmem_alltoalls $bits>](dest: *mut c_void, source: *const c_void, dst: isize, sst: isize, nelems: usize, pe_start: c_int, log_pe_stride: c_int, pe_size: c_int, psync: *mut c_long) {
             let call = concat!("shmem_alltoalls", $bits);
             void(call, || movement(call, Move::Alltoalls(dst, sst), $bits / 8, dest, source, nelems, pe_start, log_pe_stride, pe_size, psync))
         }
@@ -307,7 +307,7 @@ macro_rules! to_all_fns {
         #[doc = "`dest`/`source` symmetric arrays of `nreduce` elements; `pSync` of `SHMEM_REDUCE_SYNC_SIZE` longs at `SHMEM_SYNC_VALUE`."]
         #[no_mangle]
         #[allow(clippy::too_many_arguments)]
-        pub unsafe extern "C" fn [<shmem_ $n _ $op _to_all>](dest: *mut $t, source: *const $t, nreduce: c_int, pe_start: c_int, log_pe_stride: c_int, pe_size: c_int, _pwrk: *mut $t, psync: *mut c_long) {
+        pub unsafe extern "C" fn [<pshmem_ $n _ $op _to_all>](dest: *mut $t, source: *const $t, nreduce: c_int, pe_start: c_int, log_pe_stride: c_int, pe_size: c_int, _pwrk: *mut $t, psync: *mut c_long) {
             let call = concat!("shmem_", stringify!($n), "_", stringify!($op), "_to_all");
             void(call, || to_all::<$t>(call, $f, dest, source, nreduce, pe_start, log_pe_stride, pe_size, psync))
         }

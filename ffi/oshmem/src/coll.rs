@@ -56,27 +56,27 @@ macro_rules! typed_coll {
     (; $( ($n:ident, $t:ty, $c:literal) ),* $(,)?) => { paste::paste! { $(
         #[doc = concat!("Broadcast `nelems` `", $c, "` from member `PE_root` of `team` to every member's `dest`. 0 on success.")]
         #[no_mangle]
-        pub extern "C" fn [<shmem_ $n _broadcast>](team: shmem_team_t, dest: *mut $t, source: *const $t, nelems: usize, pe_root: c_int) -> c_int {
+        pub extern "C" fn [<pshmem_ $n _broadcast>](team: shmem_team_t, dest: *mut $t, source: *const $t, nelems: usize, pe_root: c_int) -> c_int {
             movement::<$t>(concat!("shmem_", stringify!($n), "_broadcast"), team, Kind::Broadcast(pe_root), dest.cast(), source.cast(), nelems)
         }
         #[doc = concat!("Concatenate each member's `nelems` `", $c, "` (may differ per member) into every member's `dest`. 0 on success.")]
         #[no_mangle]
-        pub extern "C" fn [<shmem_ $n _collect>](team: shmem_team_t, dest: *mut $t, source: *const $t, nelems: usize) -> c_int {
+        pub extern "C" fn [<pshmem_ $n _collect>](team: shmem_team_t, dest: *mut $t, source: *const $t, nelems: usize) -> c_int {
             movement::<$t>(concat!("shmem_", stringify!($n), "_collect"), team, Kind::Collect, dest.cast(), source.cast(), nelems)
         }
         #[doc = concat!("Concatenate each member's `nelems` `", $c, "` (the same everywhere) into every member's `dest`. 0 on success.")]
         #[no_mangle]
-        pub extern "C" fn [<shmem_ $n _fcollect>](team: shmem_team_t, dest: *mut $t, source: *const $t, nelems: usize) -> c_int {
+        pub extern "C" fn [<pshmem_ $n _fcollect>](team: shmem_team_t, dest: *mut $t, source: *const $t, nelems: usize) -> c_int {
             movement::<$t>(concat!("shmem_", stringify!($n), "_fcollect"), team, Kind::Fcollect, dest.cast(), source.cast(), nelems)
         }
         #[doc = concat!("Exchange `nelems` `", $c, "` between every pair of members. 0 on success.")]
         #[no_mangle]
-        pub extern "C" fn [<shmem_ $n _alltoall>](team: shmem_team_t, dest: *mut $t, source: *const $t, nelems: usize) -> c_int {
+        pub extern "C" fn [<pshmem_ $n _alltoall>](team: shmem_team_t, dest: *mut $t, source: *const $t, nelems: usize) -> c_int {
             movement::<$t>(concat!("shmem_", stringify!($n), "_alltoall"), team, Kind::Alltoall, dest.cast(), source.cast(), nelems)
         }
         #[doc = concat!("Strided all-to-all of `", $c, "` (strides in elements). 0 on success.")]
         #[no_mangle]
-        pub extern "C" fn [<shmem_ $n _alltoalls>](team: shmem_team_t, dest: *mut $t, source: *const $t, dst: isize, sst: isize, nelems: usize) -> c_int {
+        pub extern "C" fn [<pshmem_ $n _alltoalls>](team: shmem_team_t, dest: *mut $t, source: *const $t, dst: isize, sst: isize, nelems: usize) -> c_int {
             movement::<$t>(concat!("shmem_", stringify!($n), "_alltoalls"), team, Kind::Alltoalls(dst, sst), dest.cast(), source.cast(), nelems)
         }
     )* } };
@@ -86,7 +86,7 @@ macro_rules! typed_reduce {
     ($op:ident, $variant:ident ; $( ($n:ident, $t:ty, $c:literal) ),* $(,)?) => { paste::paste! { $(
         #[doc = concat!("`", stringify!($op), "` reduction of `nreduce` `", $c, "` over `team` into every member's `dest`. 0 on success.")]
         #[no_mangle]
-        pub extern "C" fn [<shmem_ $n _ $op _reduce>](team: shmem_team_t, dest: *mut $t, source: *const $t, nreduce: usize) -> c_int {
+        pub extern "C" fn [<pshmem_ $n _ $op _reduce>](team: shmem_team_t, dest: *mut $t, source: *const $t, nreduce: usize) -> c_int {
             reduce::<$t>(concat!("shmem_", stringify!($n), "_", stringify!($op), "_reduce"), team, ReduceOp::$variant, dest.cast(), source.cast(), nreduce)
         }
     )* } };
@@ -103,7 +103,7 @@ xpushmem_ffi_core::for_reduce_arith_types!(typed_reduce; prod, Prod);
 
 /// Broadcast `nelems` bytes from member `PE_root`. 0 on success.
 #[no_mangle]
-pub extern "C" fn shmem_broadcastmem(
+pub extern "C" fn pshmem_broadcastmem(
     team: shmem_team_t,
     dest: *mut c_void,
     source: *const c_void,
@@ -122,7 +122,7 @@ pub extern "C" fn shmem_broadcastmem(
 
 /// Concatenate each member's `nelems` bytes (may differ). 0 on success.
 #[no_mangle]
-pub extern "C" fn shmem_collectmem(
+pub extern "C" fn pshmem_collectmem(
     team: shmem_team_t,
     dest: *mut c_void,
     source: *const c_void,
@@ -140,7 +140,7 @@ pub extern "C" fn shmem_collectmem(
 
 /// Concatenate each member's `nelems` bytes (the same everywhere). 0 on success.
 #[no_mangle]
-pub extern "C" fn shmem_fcollectmem(
+pub extern "C" fn pshmem_fcollectmem(
     team: shmem_team_t,
     dest: *mut c_void,
     source: *const c_void,
@@ -158,7 +158,7 @@ pub extern "C" fn shmem_fcollectmem(
 
 /// Exchange `nelems` bytes between every pair of members. 0 on success.
 #[no_mangle]
-pub extern "C" fn shmem_alltoallmem(
+pub extern "C" fn pshmem_alltoallmem(
     team: shmem_team_t,
     dest: *mut c_void,
     source: *const c_void,
@@ -176,7 +176,7 @@ pub extern "C" fn shmem_alltoallmem(
 
 /// Strided all-to-all of bytes. 0 on success.
 #[no_mangle]
-pub extern "C" fn shmem_alltoallsmem(
+pub extern "C" fn pshmem_alltoallsmem(
     team: shmem_team_t,
     dest: *mut c_void,
     source: *const c_void,
@@ -217,7 +217,7 @@ macro_rules! fold_reduce_fns {
     ($n:ident, $t:ty, $c:literal, [$($op:ident => $f:expr),*]) => { paste::paste! { $(
         #[doc = concat!("`", stringify!($op), "` reduction of `nreduce` `", $c, "` over `team` into every member's `dest` (folded in member order). 0 on success.")]
         #[no_mangle]
-        pub extern "C" fn [<shmem_ $n _ $op _reduce>](team: shmem_team_t, dest: *mut $t, source: *const $t, nreduce: usize) -> c_int {
+        pub extern "C" fn [<pshmem_ $n _ $op _reduce>](team: shmem_team_t, dest: *mut $t, source: *const $t, nreduce: usize) -> c_int {
             fold_reduce::<$t>(concat!("shmem_", stringify!($n), "_", stringify!($op), "_reduce"), team, $f, dest, source, nreduce)
         }
     )* } };
@@ -267,7 +267,7 @@ fn ld_movement(
 
 /// Broadcast `nelems` `long double` from member `PE_root` of `team`. 0 on success.
 #[no_mangle]
-pub extern "C" fn shmem_longdouble_broadcast(
+pub extern "C" fn pshmem_longdouble_broadcast(
     team: shmem_team_t,
     dest: *mut LongDouble,
     source: *const LongDouble,
@@ -280,7 +280,7 @@ pub extern "C" fn shmem_longdouble_broadcast(
 
 /// Concatenate each member's `nelems` `long double` (may differ per member). 0 on success.
 #[no_mangle]
-pub extern "C" fn shmem_longdouble_collect(
+pub extern "C" fn pshmem_longdouble_collect(
     team: shmem_team_t,
     dest: *mut LongDouble,
     source: *const LongDouble,
@@ -298,7 +298,7 @@ pub extern "C" fn shmem_longdouble_collect(
 
 /// Concatenate each member's `nelems` `long double` (the same everywhere). 0 on success.
 #[no_mangle]
-pub extern "C" fn shmem_longdouble_fcollect(
+pub extern "C" fn pshmem_longdouble_fcollect(
     team: shmem_team_t,
     dest: *mut LongDouble,
     source: *const LongDouble,
@@ -316,7 +316,7 @@ pub extern "C" fn shmem_longdouble_fcollect(
 
 /// Exchange `nelems` `long double` between every pair of members. 0 on success.
 #[no_mangle]
-pub extern "C" fn shmem_longdouble_alltoall(
+pub extern "C" fn pshmem_longdouble_alltoall(
     team: shmem_team_t,
     dest: *mut LongDouble,
     source: *const LongDouble,
@@ -335,7 +335,7 @@ pub extern "C" fn shmem_longdouble_alltoall(
 /// Strided all-to-all of `long double` (strides in elements): two all-to-alls of 8-byte words at twice the
 /// strides, the low halves and the high halves. 0 on success.
 #[no_mangle]
-pub extern "C" fn shmem_longdouble_alltoalls(
+pub extern "C" fn pshmem_longdouble_alltoalls(
     team: shmem_team_t,
     dest: *mut LongDouble,
     source: *const LongDouble,

@@ -12,26 +12,26 @@ const CMP_NE: c_int = 1;
 
 /// Deprecated (OpenSHMEM 1.2): `shmem_init`; `npes` is ignored (the launcher decides the number of PEs).
 #[no_mangle]
-pub extern "C" fn start_pes(npes: c_int) {
+pub extern "C" fn pstart_pes(npes: c_int) {
     let _ = npes;
-    crate::shmem_init()
+    crate::pshmem_init()
 }
 
 /// Deprecated: `shmem_my_pe`.
 #[no_mangle]
-pub extern "C" fn _my_pe() -> c_int {
-    crate::shmem_my_pe()
+pub extern "C" fn p_my_pe() -> c_int {
+    crate::pshmem_my_pe()
 }
 
 /// Deprecated: `shmem_n_pes`.
 #[no_mangle]
-pub extern "C" fn _num_pes() -> c_int {
-    crate::shmem_n_pes()
+pub extern "C" fn p_num_pes() -> c_int {
+    crate::pshmem_n_pes()
 }
 
 /// Deprecated: `shmem_malloc`.
 #[no_mangle]
-pub extern "C" fn shmalloc(size: usize) -> *mut c_void {
+pub extern "C" fn pshmalloc(size: usize) -> *mut c_void {
     error::value("shmalloc", std::ptr::null_mut(), || {
         imp::alloc("shmalloc", size, 1, false)
     })
@@ -39,13 +39,13 @@ pub extern "C" fn shmalloc(size: usize) -> *mut c_void {
 
 /// Deprecated: `shmem_free`.
 #[no_mangle]
-pub extern "C" fn shfree(ptr: *mut c_void) {
+pub extern "C" fn pshfree(ptr: *mut c_void) {
     void("shfree", || imp::free("shfree", ptr))
 }
 
 /// Deprecated: `shmem_realloc`.
 #[no_mangle]
-pub extern "C" fn shrealloc(ptr: *mut c_void, size: usize) -> *mut c_void {
+pub extern "C" fn pshrealloc(ptr: *mut c_void, size: usize) -> *mut c_void {
     error::value("shrealloc", std::ptr::null_mut(), || {
         imp::realloc("shrealloc", ptr, size)
     })
@@ -53,7 +53,7 @@ pub extern "C" fn shrealloc(ptr: *mut c_void, size: usize) -> *mut c_void {
 
 /// Deprecated: `shmem_align`.
 #[no_mangle]
-pub extern "C" fn shmemalign(alignment: usize, size: usize) -> *mut c_void {
+pub extern "C" fn pshmemalign(alignment: usize, size: usize) -> *mut c_void {
     error::value("shmemalign", std::ptr::null_mut(), || {
         imp::alloc("shmemalign", size, alignment.max(1), false)
     })
@@ -70,12 +70,12 @@ macro_rules! no_op {
 }
 
 no_op! {
-    shmem_clear_cache_inv() "Deprecated cache management: a no-op (memory is coherent).";
-    shmem_set_cache_inv() "Deprecated cache management: a no-op (memory is coherent).";
-    shmem_clear_cache_line_inv(dest: *mut c_void) "Deprecated cache management: a no-op (memory is coherent).";
-    shmem_set_cache_line_inv(dest: *mut c_void) "Deprecated cache management: a no-op (memory is coherent).";
-    shmem_udcflush() "Deprecated cache management: a no-op (memory is coherent).";
-    shmem_udcflush_line(dest: *mut c_void) "Deprecated cache management: a no-op (memory is coherent).";
+    pshmem_clear_cache_inv() "Deprecated cache management: a no-op (memory is coherent).";
+    pshmem_set_cache_inv() "Deprecated cache management: a no-op (memory is coherent).";
+    pshmem_clear_cache_line_inv(dest: *mut c_void) "Deprecated cache management: a no-op (memory is coherent).";
+    pshmem_set_cache_line_inv(dest: *mut c_void) "Deprecated cache management: a no-op (memory is coherent).";
+    pshmem_udcflush() "Deprecated cache management: a no-op (memory is coherent).";
+    pshmem_udcflush_line(dest: *mut c_void) "Deprecated cache management: a no-op (memory is coherent).";
 }
 
 /// Deprecated (OpenSHMEM 1.2): wait until `*ivar != cmp_value` (a `long`).
@@ -83,7 +83,7 @@ no_op! {
 /// # Safety
 /// `ivar` is a symmetric address (checked).
 #[no_mangle]
-pub unsafe extern "C" fn shmem_wait(ivar: *mut c_long, cmp_value: c_long) {
+pub unsafe extern "C" fn pshmem_wait(ivar: *mut c_long, cmp_value: c_long) {
     void("shmem_wait", || {
         imp::wait_one("shmem_wait", ivar, CMP_NE, cmp_value, false).map(|_| ())
     })
@@ -95,7 +95,7 @@ pub unsafe extern "C" fn shmem_wait(ivar: *mut c_long, cmp_value: c_long) {
 /// # Safety
 /// `ivar` is a symmetric address (checked).
 #[no_mangle]
-pub unsafe extern "C" fn shmem_wait_until(ivar: *mut c_long, cmp: c_int, cmp_value: c_long) {
+pub unsafe extern "C" fn pshmem_wait_until(ivar: *mut c_long, cmp: c_int, cmp_value: c_long) {
     void("shmem_wait_until", || {
         imp::wait_one("shmem_wait_until", ivar, cmp, cmp_value, false).map(|_| ())
     })
@@ -108,7 +108,7 @@ macro_rules! wait_old {
         #[doc = "# Safety"]
         #[doc = "`ivar` is a symmetric address (checked)."]
         #[no_mangle]
-        pub unsafe extern "C" fn [<shmem_ $n _wait>](ivar: *mut $t, cmp_value: $t) {
+        pub unsafe extern "C" fn [<pshmem_ $n _wait>](ivar: *mut $t, cmp_value: $t) {
             let call = concat!("shmem_", stringify!($n), "_wait");
             void(call, || imp::wait_one(call, ivar, CMP_NE, cmp_value, false).map(|_| ()))
         }
@@ -120,31 +120,31 @@ macro_rules! amo_old_int {
     ($($n:ident: $t:ty),*) => { paste::paste! { $(
         #[doc = concat!("Deprecated (OpenSHMEM 1.3): `shmem_", stringify!($n), "_atomic_fetch_add`.")]
         #[no_mangle]
-        pub extern "C" fn [<shmem_ $n _fadd>](dest: *mut $t, value: $t, pe: c_int) -> $t {
+        pub extern "C" fn [<pshmem_ $n _fadd>](dest: *mut $t, value: $t, pe: c_int) -> $t {
             let call = concat!("shmem_", stringify!($n), "_fadd");
             error::value(call, 0, || imp::amo_int::<$t>(call, dest, AmoInt::Add(value), pe))
         }
         #[doc = concat!("Deprecated (OpenSHMEM 1.3): `shmem_", stringify!($n), "_atomic_fetch_inc`.")]
         #[no_mangle]
-        pub extern "C" fn [<shmem_ $n _finc>](dest: *mut $t, pe: c_int) -> $t {
+        pub extern "C" fn [<pshmem_ $n _finc>](dest: *mut $t, pe: c_int) -> $t {
             let call = concat!("shmem_", stringify!($n), "_finc");
             error::value(call, 0, || imp::amo_int::<$t>(call, dest, AmoInt::Inc, pe))
         }
         #[doc = concat!("Deprecated (OpenSHMEM 1.3): `shmem_", stringify!($n), "_atomic_add`.")]
         #[no_mangle]
-        pub extern "C" fn [<shmem_ $n _add>](dest: *mut $t, value: $t, pe: c_int) {
+        pub extern "C" fn [<pshmem_ $n _add>](dest: *mut $t, value: $t, pe: c_int) {
             let call = concat!("shmem_", stringify!($n), "_add");
             void(call, || imp::amo_int::<$t>(call, dest, AmoInt::Add(value), pe).map(|_| ()))
         }
         #[doc = concat!("Deprecated (OpenSHMEM 1.3): `shmem_", stringify!($n), "_atomic_inc`.")]
         #[no_mangle]
-        pub extern "C" fn [<shmem_ $n _inc>](dest: *mut $t, pe: c_int) {
+        pub extern "C" fn [<pshmem_ $n _inc>](dest: *mut $t, pe: c_int) {
             let call = concat!("shmem_", stringify!($n), "_inc");
             void(call, || imp::amo_int::<$t>(call, dest, AmoInt::Inc, pe).map(|_| ()))
         }
         #[doc = concat!("Deprecated (OpenSHMEM 1.3): `shmem_", stringify!($n), "_atomic_compare_swap`.")]
         #[no_mangle]
-        pub extern "C" fn [<shmem_ $n _cswap>](dest: *mut $t, cond: $t, value: $t, pe: c_int) -> $t {
+        pub extern "C" fn [<pshmem_ $n _cswap>](dest: *mut $t, cond: $t, value: $t, pe: c_int) -> $t {
             let call = concat!("shmem_", stringify!($n), "_cswap");
             error::value(call, 0, || imp::amo::<$t>(call, dest, Amo::CompareSwap { cond, value }, pe))
         }
@@ -156,19 +156,19 @@ macro_rules! amo_old_ext {
     ($($n:ident: $t:ty),*) => { paste::paste! { $(
         #[doc = concat!("Deprecated (OpenSHMEM 1.3): `shmem_", stringify!($n), "_atomic_swap`.")]
         #[no_mangle]
-        pub extern "C" fn [<shmem_ $n _swap>](dest: *mut $t, value: $t, pe: c_int) -> $t {
+        pub extern "C" fn [<pshmem_ $n _swap>](dest: *mut $t, value: $t, pe: c_int) -> $t {
             let call = concat!("shmem_", stringify!($n), "_swap");
             error::value(call, <$t>::default(), || imp::amo::<$t>(call, dest, Amo::Swap(value), pe))
         }
         #[doc = concat!("Deprecated (OpenSHMEM 1.3): `shmem_", stringify!($n), "_atomic_fetch`.")]
         #[no_mangle]
-        pub extern "C" fn [<shmem_ $n _fetch>](source: *const $t, pe: c_int) -> $t {
+        pub extern "C" fn [<pshmem_ $n _fetch>](source: *const $t, pe: c_int) -> $t {
             let call = concat!("shmem_", stringify!($n), "_fetch");
             error::value(call, <$t>::default(), || imp::amo::<$t>(call, source, Amo::Fetch, pe))
         }
         #[doc = concat!("Deprecated (OpenSHMEM 1.3): `shmem_", stringify!($n), "_atomic_set`.")]
         #[no_mangle]
-        pub extern "C" fn [<shmem_ $n _set>](dest: *mut $t, value: $t, pe: c_int) {
+        pub extern "C" fn [<pshmem_ $n _set>](dest: *mut $t, value: $t, pe: c_int) {
             let call = concat!("shmem_", stringify!($n), "_set");
             void(call, || imp::amo::<$t>(call, dest, Amo::Set(value), pe).map(|_| ()))
         }

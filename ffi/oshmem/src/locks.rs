@@ -46,7 +46,7 @@ fn unwrap(f: xpushmem_ffi_core::error::Failure) -> Error {
 /// # Safety
 /// `lock` is a symmetric address (checked).
 #[no_mangle]
-pub unsafe extern "C" fn shmem_set_lock(lock: *mut c_long) {
+pub unsafe extern "C" fn pshmem_set_lock(lock: *mut c_long) {
     let call = "shmem_set_lock";
     void(call, || {
         let limit = state::with(|sh| Ok(sh.config().timeout))?;
@@ -89,7 +89,7 @@ fn holder(lock: *mut c_long) -> String {
 /// # Safety
 /// `lock` is a symmetric address (checked).
 #[no_mangle]
-pub unsafe extern "C" fn shmem_test_lock(lock: *mut c_long) -> c_int {
+pub unsafe extern "C" fn pshmem_test_lock(lock: *mut c_long) -> c_int {
     let call = "shmem_test_lock";
     value(call, 1, || Ok(if try_take(call, lock)? { 0 } else { 1 }))
 }
@@ -99,7 +99,7 @@ pub unsafe extern "C" fn shmem_test_lock(lock: *mut c_long) -> c_int {
 /// # Safety
 /// `lock` is a symmetric address (checked).
 #[no_mangle]
-pub unsafe extern "C" fn shmem_clear_lock(lock: *mut c_long) {
+pub unsafe extern "C" fn pshmem_clear_lock(lock: *mut c_long) {
     let call = "shmem_clear_lock";
     void(call, || {
         let me = state::with(|sh| {

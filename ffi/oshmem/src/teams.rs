@@ -117,7 +117,7 @@ pub fn team_of_ctx(ctx: shmem_ctx_t) -> shmem_team_t {
 /// The local address of PE `pe`'s (a member number of `team`) copy of the symmetric `dest`, or NULL when that PE
 /// cannot be reached with loads and stores, or `team` is `SHMEM_TEAM_INVALID` or `pe` is not a member (1.5).
 #[no_mangle]
-pub extern "C" fn shmem_team_ptr(
+pub extern "C" fn pshmem_team_ptr(
     team_h: shmem_team_t,
     dest: *const std::ffi::c_void,
     pe: c_int,
@@ -134,14 +134,14 @@ pub extern "C" fn shmem_team_ptr(
 
 /// This PE's number in `team` (-1 for an invalid team).
 #[no_mangle]
-pub extern "C" fn shmem_team_my_pe(team_h: shmem_team_t) -> c_int {
+pub extern "C" fn pshmem_team_my_pe(team_h: shmem_team_t) -> c_int {
     let call = "shmem_team_my_pe";
     value(call, -1, || core::my_pe(id(team_h), O, call))
 }
 
 /// The number of PEs in `team` (-1 for an invalid team).
 #[no_mangle]
-pub extern "C" fn shmem_team_n_pes(team_h: shmem_team_t) -> c_int {
+pub extern "C" fn pshmem_team_n_pes(team_h: shmem_team_t) -> c_int {
     let call = "shmem_team_n_pes";
     value(call, -1, || core::n_pes(id(team_h), O, call))
 }
@@ -151,7 +151,7 @@ pub extern "C" fn shmem_team_n_pes(team_h: shmem_team_t) -> c_int {
 /// # Safety
 /// `config` is writable.
 #[no_mangle]
-pub unsafe extern "C" fn shmem_team_get_config(
+pub unsafe extern "C" fn pshmem_team_get_config(
     team_h: shmem_team_t,
     config_mask: c_long,
     config: *mut shmem_team_config_t,
@@ -169,7 +169,7 @@ pub unsafe extern "C" fn shmem_team_get_config(
 
 /// The number in `dest_team` of PE `src_pe` of `src_team`, or -1 when it is not a member (or on error).
 #[no_mangle]
-pub extern "C" fn shmem_team_translate_pe(
+pub extern "C" fn pshmem_team_translate_pe(
     src_team: shmem_team_t,
     src_pe: c_int,
     dest_team: shmem_team_t,
@@ -187,7 +187,7 @@ pub extern "C" fn shmem_team_translate_pe(
 /// # Safety
 /// `config` is NULL or readable; `new_team` is writable.
 #[no_mangle]
-pub unsafe extern "C" fn shmem_team_split_strided(
+pub unsafe extern "C" fn pshmem_team_split_strided(
     parent: shmem_team_t,
     start: c_int,
     stride: c_int,
@@ -239,7 +239,7 @@ pub unsafe extern "C" fn shmem_team_split_strided(
 /// Configs are NULL or readable; the team pointers are writable.
 #[no_mangle]
 #[allow(clippy::too_many_arguments)]
-pub unsafe extern "C" fn shmem_team_split_2d(
+pub unsafe extern "C" fn pshmem_team_split_2d(
     parent: shmem_team_t,
     xrange: c_int,
     xaxis_config: *const shmem_team_config_t,
@@ -293,21 +293,21 @@ pub unsafe extern "C" fn shmem_team_split_2d(
 /// Destroy a split team (collective over its members). `SHMEM_TEAM_INVALID` does nothing; the predefined teams
 /// cannot be destroyed.
 #[no_mangle]
-pub extern "C" fn shmem_team_destroy(team_h: shmem_team_t) {
+pub extern "C" fn pshmem_team_destroy(team_h: shmem_team_t) {
     let call = "shmem_team_destroy";
     void(call, || core::destroy(id(team_h), O, call))
 }
 
 /// Synchronise the members of `team` (collective). 0 on success.
 #[no_mangle]
-pub extern "C" fn shmem_team_sync(team_h: shmem_team_t) -> c_int {
+pub extern "C" fn pshmem_team_sync(team_h: shmem_team_t) -> c_int {
     let call = "shmem_team_sync";
     status(call, || core::sync(id(team_h), O, call))
 }
 
 /// Synchronise the members of `team` (collective; the 1.5 name of `shmem_team_sync`). 0 on success.
 #[no_mangle]
-pub extern "C" fn shmem_sync(team_h: shmem_team_t) -> c_int {
+pub extern "C" fn pshmem_sync(team_h: shmem_team_t) -> c_int {
     let call = "shmem_sync";
     status(call, || core::sync(id(team_h), O, call))
 }

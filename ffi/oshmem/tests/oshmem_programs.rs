@@ -13,17 +13,65 @@ use std::process::Command;
 use std::sync::OnceLock;
 use support::*;
 
-#[test]
-fn oshmem_header_declares_exactly_the_exported_functions() {
-    let header = cdecl::oshmem_header();
-    let declared: BTreeSet<String> = cdecl::declared_functions(&header)
+/// The functions `header` declares, the native `xpushmem*` ones aside.
+fn standard_functions(header: &str) -> BTreeSet<String> {
+    cdecl::declared_functions(header)
         .into_iter()
         .filter(|n| !n.starts_with("xpushmem"))
-        .collect();
+        .collect()
+}
+
+/// The `static inline` routines `header` defines.
+fn inline_functions(header: &str) -> BTreeSet<String> {
+    header
+        .lines()
+        .filter_map(|l| l.strip_prefix("static inline "))
+        .filter_map(|l| {
+            let head = &l[..l.find('(')?];
+            Some(head.rsplit([' ', '*']).next()?.to_string())
+        })
+        .collect()
+}
+
+/// `nm` of a library: (symbol kind letter, name) of every defined function symbol outside the native API
+/// (`-D` for a shared library, every archive member for a static one).
+fn defined_functions(lib: &Path) -> Vec<(char, String)> {
+    let mut cmd = Command::new("nm");
+    if lib.extension().is_some_and(|e| e == "so") {
+        cmd.arg("-D");
+    }
+    let o = cmd
+        .arg("--defined-only")
+        .arg(lib)
+        .output()
+        .expect("nm runs");
+    assert!(
+        o.status.success(),
+        "nm {}: {}",
+        lib.display(),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter_map(|l| {
+            let mut it = l.split_whitespace();
+            let (_, kind, name) = (it.next()?, it.next()?, it.next()?);
+            let kind = kind.chars().next()?;
+            (matches!(kind, 'T' | 'W') && !name.starts_with("xpushmem"))
+                .then(|| (kind, name.to_string()))
+        })
+        .collect()
+}
+
+#[test]
+fn oshmem_header_declares_exactly_the_exported_functions() {
+    let declared = standard_functions(&cdecl::oshmem_header());
     let exported: BTreeSet<String> =
         support::exported_functions(&support::built_lib("libxpushmem_oshmem.so"))
             .into_iter()
             .filter(|n| !n.starts_with("xpushmem"))
+            // the profiling interface's twins (checked below)
+            .filter(|n| !(n.starts_with('p') && declared.contains(&n[1..])))
             .collect();
     let missing: Vec<_> = exported.difference(&declared).collect();
     let extra: Vec<_> = declared.difference(&exported).collect();
@@ -35,6 +83,72 @@ fn oshmem_header_declares_exactly_the_exported_functions() {
         extra.is_empty(),
         "declared in shmem.h but not exported: {extra:?}"
     );
+}
+
+/// The profiling interface: every routine of `shmem.h` has its `pshmem_` twin in `pshmem.h` (the inline ones
+/// too), and in the shared and the static library the standard name is a weak symbol and the name-shifted one a
+/// strong one, so a tool's own definition of the standard name wins and the library never clashes with it.
+#[test]
+fn every_routine_has_its_pshmem_twin_in_the_libraries_and_pshmem_h() {
+    let shmem_h = cdecl::oshmem_header();
+    let pshmem_h =
+        std::fs::read_to_string(ffi_dir().join("oshmem/include/pshmem.h")).expect("pshmem.h");
+    let standard = standard_functions(&shmem_h);
+    assert!(
+        standard.len() > 1000
+            && standard.contains("shmem_pcontrol")
+            && standard.contains("start_pes")
+    );
+    let shifted: BTreeSet<String> = standard.iter().map(|n| cdecl::pshmem_name(n)).collect();
+    assert_eq!(
+        standard_functions(&pshmem_h),
+        shifted,
+        "pshmem.h does not declare exactly the pshmem_ twins of shmem.h's routines"
+    );
+    let inline = inline_functions(&shmem_h);
+    assert!(inline.contains("shmem_longdouble_p"), "{inline:?}");
+    let inline_shifted: BTreeSet<String> = inline.iter().map(|n| cdecl::pshmem_name(n)).collect();
+    assert_eq!(
+        inline_functions(&pshmem_h),
+        inline_shifted,
+        "pshmem.h's inline routines"
+    );
+
+    for lib in ["libxpushmem_oshmem.so", "libxpushmem_oshmem.a"] {
+        let syms = defined_functions(&built_lib(lib));
+        let kinds = |name: &str| -> BTreeSet<char> {
+            syms.iter()
+                .filter(|(_, n)| n == name)
+                .map(|(k, _)| *k)
+                .collect()
+        };
+        let mut problems = Vec::new();
+        for n in &standard {
+            let p = cdecl::pshmem_name(n);
+            if kinds(n) != BTreeSet::from(['W']) {
+                problems.push(format!("{n}: {:?} (want weak only)", kinds(n)));
+            }
+            if kinds(&p) != BTreeSet::from(['T']) {
+                problems.push(format!("{p}: {:?} (want strong only)", kinds(&p)));
+            }
+        }
+        if lib.ends_with(".so") {
+            // The shared library's exports outside the native API are exactly the two headers' routines.
+            let exported: BTreeSet<&String> = syms.iter().map(|(_, n)| n).collect();
+            let known: BTreeSet<&String> = standard.iter().chain(&shifted).collect();
+            for n in exported.symmetric_difference(&known) {
+                problems.push(format!(
+                    "{n}: exported but in neither header, or declared but not exported"
+                ));
+            }
+        }
+        assert!(
+            problems.is_empty(),
+            "{lib}: {} problems, first: {:?}",
+            problems.len(),
+            &problems[..problems.len().min(20)]
+        );
+    }
 }
 
 /// Install the libraries cargo built for this test into a scratch prefix with `ffi/install.sh` (once).
@@ -198,6 +312,98 @@ conformance!(
     globals, align, teams_ctx, classic, threads, activeset, waits16, deprecated, ldcomplex,
     generics, negstride
 );
+
+// ---------------------------------------------------------------------------------------------------------------
+// The profiling interface: `ffi/tests/oshmem/profiling.c` with the tool of `profiling_tool.c` defining standard
+// routines and forwarding to `pshmem_*`, the tool linked three ways.
+
+/// How the tool is linked.
+#[derive(Clone, Copy, Debug)]
+enum ToolLink {
+    /// Compiled into the program, shared `libxpushmem_oshmem.so`.
+    Program,
+    /// A shared library of its own, linked before `libxpushmem_oshmem.so` (`cc ... -lprof -lxpushmem_oshmem`).
+    SharedLibrary,
+    /// Compiled into the program, static `libxpushmem_oshmem.a`.
+    Static,
+}
+
+fn profiling_program(link: ToolLink) -> PathBuf {
+    let dir = ffi_dir().join("tests/oshmem");
+    let tool = dir.join("profiling_tool.c").display().to_string();
+    let name = format!("profiling-{link:?}").to_lowercase();
+    build_once("oshmem-profiling", &name, dir.join("profiling.c"), || {
+        let p = prefix();
+        let cflags = pkg_config(&p, &["--cflags", "xpushmem-oshmem"]);
+        let libs = pkg_config(&p, &["--libs", "xpushmem-oshmem"]);
+        let mut args = cflags.clone();
+        match link {
+            ToolLink::Program => {
+                args.push(tool);
+                args.extend(libs);
+            }
+            ToolLink::SharedLibrary => {
+                let lib_dir = profile_dir().join("c-tests/oshmem-profiling");
+                std::fs::create_dir_all(&lib_dir).expect("lib dir");
+                let mut so_args = vec!["-shared".to_string(), "-fPIC".to_string()];
+                so_args.extend(cflags);
+                so_args.extend(libs.clone());
+                gcc(
+                    &lib_dir.join("libprofiling_tool.so"),
+                    &[tool.into()],
+                    &so_args,
+                );
+                args.push(format!("-L{}", lib_dir.display()));
+                args.push(format!("-Wl,-rpath,{}", lib_dir.display()));
+                args.push("-lprofiling_tool".into());
+                args.extend(libs);
+            }
+            ToolLink::Static => {
+                args.push(tool);
+                args.push(p.join("lib/libxpushmem_oshmem.a").display().to_string());
+                // The system libraries of Libs.private (the archive itself is named above).
+                args.extend(
+                    pkg_config(&p, &["--static", "--libs-only-l", "xpushmem-oshmem"])
+                        .into_iter()
+                        .filter(|a| a != "-lxpushmem_oshmem"),
+                );
+            }
+        }
+        args
+    })
+}
+
+fn profiling_ok(link: ToolLink, n: usize) {
+    let prog = profiling_program(link);
+    if matches!(link, ToolLink::Static) {
+        // The program really is static in the library: no libxpushmem_oshmem.so among its dependencies.
+        let o = Command::new("ldd").arg(&prog).output().expect("ldd runs");
+        let deps = String::from_utf8_lossy(&o.stdout);
+        assert!(!deps.contains("libxpushmem_oshmem"), "{deps}");
+    }
+    support::run_program_ok(&prog, "profiling", n);
+}
+
+#[test]
+fn a_profiling_tool_in_the_program_intercepts_and_forwards_2pe_4pe() {
+    for n in [2, 4] {
+        profiling_ok(ToolLink::Program, n);
+    }
+}
+
+#[test]
+fn a_profiling_tool_in_a_shared_library_intercepts_and_forwards_2pe_4pe() {
+    for n in [2, 4] {
+        profiling_ok(ToolLink::SharedLibrary, n);
+    }
+}
+
+#[test]
+fn a_profiling_tool_with_the_static_library_intercepts_and_forwards_2pe_4pe() {
+    for n in [2, 4] {
+        profiling_ok(ToolLink::Static, n);
+    }
+}
 
 #[test]
 fn a_call_before_init_aborts_by_default_1pe() {

@@ -146,7 +146,7 @@ pub fn run_program_ok(prog: &Path, name: &str, n: usize) {
     }
 }
 
-/// Names of the functions a shared library exports (`nm -D --defined-only`, text symbols).
+/// Names of the functions a shared library exports (`nm -D --defined-only`, text symbols, strong or weak).
 pub fn exported_functions(lib: &Path) -> Vec<String> {
     let o = Command::new("nm")
         .args(["-D", "--defined-only"])
@@ -163,7 +163,7 @@ pub fn exported_functions(lib: &Path) -> Vec<String> {
         .filter_map(|l| {
             let mut it = l.split_whitespace();
             let (_, kind, name) = (it.next()?, it.next()?, it.next()?);
-            (kind == "T").then(|| name.to_string())
+            matches!(kind, "T" | "W").then(|| name.to_string())
         })
         .collect()
 }
