@@ -178,3 +178,12 @@ int xfi_query_atomic(struct fid_domain *domain, enum fi_datatype datatype, enum 
                      struct fi_atomic_attr *attr, uint64_t flags) {
     return fi_query_atomic(domain, datatype, op, attr, flags);
 }
+int xfi_mr_regattr(struct fid_domain *domain, const struct fi_mr_attr *attr, uint64_t flags, struct fid_mr **mr) {
+    return fi_mr_regattr(domain, attr, flags, mr);
+}
+ssize_t xfi_send(struct fid_ep *ep, const void *buf, size_t len, void *desc, fi_addr_t dest_addr, void *context) {
+    return fi_send(ep, buf, len, desc, dest_addr, context);
+}
+ssize_t xfi_recv(struct fid_ep *ep, void *buf, size_t len, void *desc, fi_addr_t src_addr, void *context) {
+    return fi_recv(ep, buf, len, desc, src_addr, context);
+}

@@ -61,4 +61,9 @@ ssize_t xfi_compare_atomic(struct fid_ep *ep, const void *buf, size_t count, voi
                            uint64_t addr, uint64_t key, enum fi_datatype datatype, enum fi_op op, void *context);
 int xfi_query_atomic(struct fid_domain *domain, enum fi_datatype datatype, enum fi_op op,
                      struct fi_atomic_attr *attr, uint64_t flags);
+/* Registration with attributes (device memory: iface FI_HMEM_ZE), and two-sided messages (the staging path of
+ * device heaps whose provider lacks FI_HMEM). */
+int xfi_mr_regattr(struct fid_domain *domain, const struct fi_mr_attr *attr, uint64_t flags, struct fid_mr **mr);
+ssize_t xfi_send(struct fid_ep *ep, const void *buf, size_t len, void *desc, fi_addr_t dest_addr, void *context);
+ssize_t xfi_recv(struct fid_ep *ep, void *buf, size_t len, void *desc, fi_addr_t src_addr, void *context);
 #endif

@@ -7,7 +7,7 @@
 mod support;
 
 use std::mem::{offset_of, size_of};
-use xpushmem::abi::{DeviceState, DeviceTeam};
+use xpushmem::abi::{DeviceState, DeviceTeam, ProxyRequest, ProxyRing};
 
 const BANNER: &str = concat!(
     "/* xpushmem_device_abi.h: layouts and codes shared by the xpushmem runtime (Rust) and its device library.\n",
@@ -56,6 +56,9 @@ fn generate() -> String {
         "DeviceCall",
         "DeviceTeam",
         "DeviceState",
+        "ProxyOp",
+        "ProxyRequest",
+        "ProxyRing",
     ];
     cfg.export.include = types.iter().map(|t| t.to_string()).collect();
     cfg.export.rename = types
@@ -128,7 +131,33 @@ fn layout_checks() -> String {
         epoch,
         error,
         error_call,
-        error_arg
+        error_arg,
+        proxy
+    );
+    fields!(
+        ProxyRequest,
+        "XpushmemProxyRequest",
+        seq,
+        op,
+        pe,
+        dst,
+        src,
+        len,
+        sig,
+        value,
+        sig_op,
+        reserved
+    );
+    fields!(
+        ProxyRing,
+        "XpushmemProxyRing",
+        head,
+        tail,
+        completed,
+        capacity,
+        error,
+        error_pe,
+        reserved
     );
     c
 }

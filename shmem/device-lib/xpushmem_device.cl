@@ -94,8 +94,12 @@ static int ready(uint call) {
 
 static ulong base_of(int pe) { return ((__global const ulong *)ST.bases)[pe]; }
 
-/* The address of `pe`'s copy of [addr, addr+len) of this PE's heap, in *out; 0 or an error code. */
-static int peer(ulong addr, ulong len, int pe, uint call, ulong *out) {
+/* peer_or_proxy's answer for a PE this device does not map while the host runs a proxy (never recorded). */
+#define PROXIED (-1)
+
+/* The address of `pe`'s copy of [addr, addr+len) of this PE's heap, in *out; 0 or an error code, or PROXIED when
+ * `pe` is not mapped here (another node) and the host proxy reaches it (ST.proxy set). */
+static int peer_or_proxy(ulong addr, ulong len, int pe, uint call, ulong *out) {
   int e = ready(call);
   if (e) return e;
   if (pe < 0 || pe >= ST.n_pes) return record(XPUSHMEM_DEVICE_ERROR_BAD_PE, call, pe);
@@ -103,21 +107,30 @@ static int peer(ulong addr, ulong len, int pe, uint call, ulong *out) {
   if (addr < ST.my_base || off > ST.heap_size || len > ST.heap_size - off)
     return record(XPUSHMEM_DEVICE_ERROR_NOT_SYMMETRIC, call, (long)addr);
   ulong b = base_of(pe);
-  if (b == 0) return record(XPUSHMEM_DEVICE_ERROR_BAD_PE, call, pe);
+  if (b == 0) return ST.proxy ? PROXIED : record(XPUSHMEM_DEVICE_ERROR_BAD_PE, call, pe);
   *out = b + off;
   return 0;
+}
+
+/* peer_or_proxy for calls the proxy does not serve (a PE not mapped here is BadPe). */
+static int peer(ulong addr, ulong len, int pe, uint call, ulong *out) {
+  int e = peer_or_proxy(addr, len, pe, call, out);
+  return e == PROXIED ? record(XPUSHMEM_DEVICE_ERROR_BAD_PE, call, pe) : e;
 }
 
 /* One poll of a wait: gives up after the bound, else backs off (a spin that doubles up to a limit). Every spinning
  * wait calls it; it stays a named, non-inlined function (BACKOFF_SYMBOL in shmem/src/device/mod.rs) so that the host
  * can tell from a linked module which kernels wait, and launch them only with resident work-groups. */
-__attribute__((noinline)) int xpushmem_device_backoff(ulong *polls, uint *spin, uint call, ulong addr);
-int xpushmem_device_backoff(ulong *polls, uint *spin, uint call, ulong addr) {
+static int backoff_step(ulong *polls, uint *spin, uint call, ulong addr) {
   if (++*polls > ST.timeout_polls) return record(XPUSHMEM_DEVICE_ERROR_TIMEOUT, call, (long)addr);
   for (volatile uint i = 0; i < *spin; i++) {
   }
   if (*spin < XPUSHMEM_DEVICE_BACKOFF_SPINS) *spin <<= 1;
   return 0;
+}
+__attribute__((noinline)) int xpushmem_device_backoff(ulong *polls, uint *spin, uint call, ulong addr);
+int xpushmem_device_backoff(ulong *polls, uint *spin, uint call, ulong addr) {
+  return backoff_step(polls, spin, call, addr);
 }
 
 /* Copies n bytes; work-item `id` of `count` takes its share (8-byte words when both ends are aligned). */
@@ -165,7 +178,7 @@ int xpushmem_n_pes(void) { return ready(XPUSHMEM_DEVICE_CALL_QUERY) ? -1 : ST.n_
 
 long xpushmem_ptr(long dest, int pe) {
   ulong p = 0;
-  return peer((ulong)dest, 1, pe, XPUSHMEM_DEVICE_CALL_PTR, &p) ? 0 : (long)p;
+  return peer_or_proxy((ulong)dest, 1, pe, XPUSHMEM_DEVICE_CALL_PTR, &p) ? 0 : (long)p;
 }
 
 /* This PE's entry of team `team` in the host-kept table (team numbers are the host's team slots). */
@@ -204,28 +217,123 @@ int xpushmem_team_translate_pe(int src_team, int src_pe, int dest_team) {
   return q;
 }
 
+/* ---- host proxy --------------------------------------------------------------------------------------------- */
+/* Requests to PEs this device does not map (other nodes) go into a ring in host memory (XpushmemProxyRing, layout
+ * in shmem/src/abi.rs) that a host thread drains, issuing the fabric operations; it advances `completed` past
+ * every request it has finished, and records a failure in `error`. Requests are taken in ticket order. */
+
+static __global XpushmemProxyRing *ring(void) { return (__global XpushmemProxyRing *)ST.proxy; }
+
+/* Waits for the host proxy back off like every other wait but do not go through xpushmem_device_backoff: they wait
+ * for the host, not for other work-groups, so a kernel that only waits for the proxy needs no co-resident launch. */
+/* Waits until the proxy has finished every request below `upto`; Remote if it failed one, Timeout at the bound. */
+static int proxy_wait(ulong upto, uint call) {
+  __global XpushmemProxyRing *r = ring();
+  ulong polls = 0;
+  uint spin = 1;
+  while (__spirv_AtomicLoad((__global ulong *)&r->completed, SCOPE_CROSS_DEVICE, SEM_ACQUIRE | SEM_CROSS_WG_MEMORY) <
+         upto) {
+    int e = backoff_step(&polls, &spin, XPUSHMEM_DEVICE_CALL_PROXY, (ulong)&r->completed);
+    if (e) return e;
+  }
+  uint err = __spirv_AtomicLoad((__global uint *)&r->error, SCOPE_CROSS_DEVICE, SEM_ACQUIRE | SEM_CROSS_WG_MEMORY);
+  return err ? record(err, call, r->error_pe) : 0;
+}
+
+/* Posts one request (waiting while the ring is full); with `wait`, also waits for its completion. */
+static int proxy_post(uint op, int pe, ulong dst, ulong src, ulong len, ulong sig, ulong value, int sig_op,
+                      int wait, uint call) {
+  __global XpushmemProxyRing *r = ring();
+  fence_all(); /* the source, and everything this work-item wrote before, is visible to the host first */
+  ulong t = __spirv_AtomicIAdd((__global ulong *)&r->head, SCOPE_CROSS_DEVICE, SEM, 1ul);
+  ulong polls = 0;
+  uint spin = 1;
+  while (t - __spirv_AtomicLoad((__global ulong *)&r->tail, SCOPE_CROSS_DEVICE, SEM_ACQUIRE | SEM_CROSS_WG_MEMORY) >=
+         r->capacity) {
+    int e = backoff_step(&polls, &spin, XPUSHMEM_DEVICE_CALL_PROXY, (ulong)&r->tail);
+    if (e) return e;
+  }
+  __global XpushmemProxyRequest *q =
+      (__global XpushmemProxyRequest *)(ST.proxy + XPUSHMEM_PROXY_ENTRIES_OFFSET) + (t & (r->capacity - 1));
+  q->op = op;
+  q->pe = pe;
+  q->dst = dst;
+  q->src = src;
+  q->len = len;
+  q->sig = sig;
+  q->value = value;
+  q->sig_op = (uint)sig_op;
+  __spirv_AtomicStore((__global ulong *)&q->seq, SCOPE_CROSS_DEVICE, SEM_RELEASE | SEM_CROSS_WG_MEMORY, t + 1);
+  return wait ? proxy_wait(t + 1, call) : 0;
+}
+
+/* Every request posted so far (by any work-item of this PE) has completed. */
+static int proxy_quiet(uint call) {
+  ulong head = __spirv_AtomicLoad((__global ulong *)&ring()->head, SCOPE_CROSS_DEVICE, SEM_ACQUIRE | SEM_CROSS_WG_MEMORY);
+  return proxy_wait(head, call);
+}
+
+/* Whether `pe` is reached through the proxy (checked before the work-group forms split the work). */
+static int proxied(int pe) { return ST.proxy != 0 && pe >= 0 && pe < ST.n_pes && base_of(pe) == 0; }
+
+/* put-with-signal through the proxy: one request, the signal applied after the data's delivery. */
+static int proxy_put_signal(ulong dest, ulong src, ulong n, ulong sig, ulong value, int op, int pe, int nbi) {
+  uint call = XPUSHMEM_DEVICE_CALL_PUT_SIGNAL;
+  if (op != XPUSHMEM_DEVICE_SIGNAL_OP_SET && op != XPUSHMEM_DEVICE_SIGNAL_OP_ADD)
+    return record(XPUSHMEM_DEVICE_ERROR_BAD_ARGUMENT, call, op);
+  ulong unused = 0;
+  int e = peer_or_proxy(dest, n, pe, call, &unused);
+  if (e == PROXIED) e = peer_or_proxy(sig, 8, pe, call, &unused);
+  if (e != PROXIED) return e ? e : record(XPUSHMEM_DEVICE_ERROR_BAD_PE, call, pe);
+  return proxy_post(XPUSHMEM_PROXY_OP_PUT_SIGNAL, pe, dest - ST.my_base, src, n, sig - ST.my_base, value, op, !nbi,
+                    call);
+}
+
 /* ---- RMA ---------------------------------------------------------------------------------------------------- */
 
-static int put_share(ulong dest, ulong src, ulong n, int pe, ulong id, ulong count) {
+/* Work-item `id` of `count` copies its share; a PE not mapped here gets one proxy request, from item 0 (waited
+ * for unless `nbi`). */
+static int put_any(ulong dest, ulong src, ulong n, int pe, ulong id, ulong count, int nbi) {
   ulong d = 0;
-  int e = peer(dest, n, pe, XPUSHMEM_DEVICE_CALL_PUT, &d);
+  int e = peer_or_proxy(dest, n, pe, XPUSHMEM_DEVICE_CALL_PUT, &d);
+  if (e == PROXIED)
+    return id == 0 ? proxy_post(XPUSHMEM_PROXY_OP_PUT, pe, dest - ST.my_base, src, n, 0, 0, 0, !nbi,
+                                XPUSHMEM_DEVICE_CALL_PUT)
+                   : 0;
   if (e) return e;
   copy_share(d, src, n, id, count);
   return 0;
 }
 
-static int get_share(ulong dest, ulong src, ulong n, int pe, ulong id, ulong count) {
+static int get_any(ulong dest, ulong src, ulong n, int pe, ulong id, ulong count, int nbi) {
   ulong s = 0;
-  int e = peer(src, n, pe, XPUSHMEM_DEVICE_CALL_GET, &s);
+  int e = peer_or_proxy(src, n, pe, XPUSHMEM_DEVICE_CALL_GET, &s);
+  if (e == PROXIED)
+    return id == 0 ? proxy_post(XPUSHMEM_PROXY_OP_GET, pe, dest, src - ST.my_base, n, 0, 0, 0, !nbi,
+                                XPUSHMEM_DEVICE_CALL_GET)
+                   : 0;
   if (e) return e;
   copy_share(dest, s, n, id, count);
   return 0;
 }
 
+static int put_share(ulong dest, ulong src, ulong n, int pe, ulong id, ulong count) {
+  return put_any(dest, src, n, pe, id, count, 0);
+}
+static int put_share_nbi(ulong dest, ulong src, ulong n, int pe, ulong id, ulong count) {
+  return put_any(dest, src, n, pe, id, count, 1);
+}
+static int get_share(ulong dest, ulong src, ulong n, int pe, ulong id, ulong count) {
+  return get_any(dest, src, n, pe, id, count, 0);
+}
+static int get_share_nbi(ulong dest, ulong src, ulong n, int pe, ulong id, ulong count) {
+  return get_any(dest, src, n, pe, id, count, 1);
+}
+
 int xpushmem_putmem(long dest, long src, ulong nbytes, int pe) { return put_share(dest, src, nbytes, pe, 0, 1); }
 int xpushmem_getmem(long dest, long src, ulong nbytes, int pe) { return get_share(dest, src, nbytes, pe, 0, 1); }
-int xpushmem_putmem_nbi(long dest, long src, ulong nbytes, int pe) { return put_share(dest, src, nbytes, pe, 0, 1); }
-int xpushmem_getmem_nbi(long dest, long src, ulong nbytes, int pe) { return get_share(dest, src, nbytes, pe, 0, 1); }
+int xpushmem_putmem_nbi(long dest, long src, ulong nbytes, int pe) { return put_share_nbi(dest, src, nbytes, pe, 0, 1); }
+int xpushmem_getmem_nbi(long dest, long src, ulong nbytes, int pe) { return get_share_nbi(dest, src, nbytes, pe, 0, 1); }
 
 /* Work-group forms: every item copies its share, then the group synchronises (the copy is complete for every
  * item's source on return). */
@@ -237,8 +345,8 @@ int xpushmem_getmem_nbi(long dest, long src, ulong nbytes, int pe) { return get_
   }
 WG_COPY(xpushmemx_putmem_work_group, put_share)
 WG_COPY(xpushmemx_getmem_work_group, get_share)
-WG_COPY(xpushmemx_putmem_nbi_work_group, put_share)
-WG_COPY(xpushmemx_getmem_nbi_work_group, get_share)
+WG_COPY(xpushmemx_putmem_nbi_work_group, put_share_nbi)
+WG_COPY(xpushmemx_getmem_nbi_work_group, get_share_nbi)
 
 #define SG_COPY(NAME, FN)                                                                                          \
   int NAME(long dest, long src, ulong nbytes, int pe) {                                                            \
@@ -248,8 +356,8 @@ WG_COPY(xpushmemx_getmem_nbi_work_group, get_share)
   }
 SG_COPY(xpushmemx_putmem_sub_group, put_share)
 SG_COPY(xpushmemx_getmem_sub_group, get_share)
-SG_COPY(xpushmemx_putmem_nbi_sub_group, put_share)
-SG_COPY(xpushmemx_getmem_nbi_sub_group, get_share)
+SG_COPY(xpushmemx_putmem_nbi_sub_group, put_share_nbi)
+SG_COPY(xpushmemx_getmem_nbi_sub_group, get_share_nbi)
 
 #define DEFINE_RMA(NAME, T)                                                                                        \
   int xpushmem_##NAME##_put(long dest, long src, ulong nelems, int pe) {                                           \
@@ -259,14 +367,24 @@ SG_COPY(xpushmemx_getmem_nbi_sub_group, get_share)
     return get_share(dest, src, nelems * sizeof(T), pe, 0, 1);                                                     \
   }                                                                                                                \
   int xpushmem_##NAME##_put_nbi(long dest, long src, ulong nelems, int pe) {                                       \
-    return put_share(dest, src, nelems * sizeof(T), pe, 0, 1);                                                     \
+    return put_share_nbi(dest, src, nelems * sizeof(T), pe, 0, 1);                                                     \
   }                                                                                                                \
   int xpushmem_##NAME##_get_nbi(long dest, long src, ulong nelems, int pe) {                                       \
-    return get_share(dest, src, nelems * sizeof(T), pe, 0, 1);                                                     \
+    return get_share_nbi(dest, src, nelems * sizeof(T), pe, 0, 1);                                                     \
   }                                                                                                                \
   int xpushmem_##NAME##_p(long dest, T value, int pe) {                                                            \
     ulong d = 0;                                                                                                   \
-    int e = peer(dest, sizeof(T), pe, XPUSHMEM_DEVICE_CALL_PUT, &d);                                               \
+    int e = peer_or_proxy(dest, sizeof(T), pe, XPUSHMEM_DEVICE_CALL_PUT, &d);                                      \
+    if (e == PROXIED) {                                                                                            \
+      union {                                                                                                      \
+        T v;                                                                                                       \
+        ulong u;                                                                                                   \
+      } bits;                                                                                                      \
+      bits.u = 0;                                                                                                  \
+      bits.v = value;                                                                                              \
+      return proxy_post(XPUSHMEM_PROXY_OP_PUT_VALUE, pe, dest - ST.my_base, 0, sizeof(T), 0, bits.u, 0, 1,        \
+                        XPUSHMEM_DEVICE_CALL_PUT);                                                                 \
+    }                                                                                                              \
     if (!e) *(__global T *)d = value;                                                                              \
     return e;                                                                                                      \
   }                                                                                                                \
@@ -283,7 +401,8 @@ static int signal_at(ulong sig, ulong value, int op, int pe, uint call) {
   if (op != XPUSHMEM_DEVICE_SIGNAL_OP_SET && op != XPUSHMEM_DEVICE_SIGNAL_OP_ADD)
     return record(XPUSHMEM_DEVICE_ERROR_BAD_ARGUMENT, call, op);
   ulong s = 0;
-  int e = peer(sig, 8, pe, call, &s);
+  int e = peer_or_proxy(sig, 8, pe, call, &s);
+  if (e == PROXIED) return proxy_post(XPUSHMEM_PROXY_OP_SIGNAL, pe, 0, 0, 0, sig - ST.my_base, value, op, 0, call);
   if (e) return e;
   fence_all(); /* everything this work-item wrote before is visible before the signal */
   if (op == XPUSHMEM_DEVICE_SIGNAL_OP_SET)
@@ -297,19 +416,31 @@ int xpushmemx_signal_op(long sig_addr, ulong signal, int sig_op, int pe) {
   return signal_at(sig_addr, signal, sig_op, pe, XPUSHMEM_DEVICE_CALL_SIGNAL_OP);
 }
 
-int xpushmem_putmem_signal(long dest, long src, ulong nbytes, long sig_addr, ulong signal, int sig_op, int pe) {
+static int put_signal_one(long dest, long src, ulong nbytes, long sig_addr, ulong signal, int sig_op, int pe,
+                          int nbi) {
+  if (proxied(pe)) return proxy_put_signal(dest, src, nbytes, sig_addr, signal, sig_op, pe, nbi);
   int e = put_share(dest, src, nbytes, pe, 0, 1);
   return e ? e : signal_at(sig_addr, signal, sig_op, pe, XPUSHMEM_DEVICE_CALL_PUT_SIGNAL);
 }
 
-int xpushmem_putmem_signal_nbi(long dest, long src, ulong nbytes, long sig_addr, ulong signal, int sig_op, int pe) {
-  return xpushmem_putmem_signal(dest, src, nbytes, sig_addr, signal, sig_op, pe);
+int xpushmem_putmem_signal(long dest, long src, ulong nbytes, long sig_addr, ulong signal, int sig_op, int pe) {
+  return put_signal_one(dest, src, nbytes, sig_addr, signal, sig_op, pe, 0);
 }
 
-/* Every item copies its share and fences; after the group barrier, item 0 signals. */
+int xpushmem_putmem_signal_nbi(long dest, long src, ulong nbytes, long sig_addr, ulong signal, int sig_op, int pe) {
+  return put_signal_one(dest, src, nbytes, sig_addr, signal, sig_op, pe, 1);
+}
+
+/* Every item copies its share and fences; after the group barrier, item 0 signals. A PE reached through the proxy:
+ * item 0 posts one request, the group waits for it at the barrier. */
 int xpushmemx_putmem_signal_work_group(long dest, long src, ulong nbytes, long sig_addr, ulong signal, int sig_op,
                                        int pe) {
   ulong id = wg_id();
+  if (proxied(pe)) {
+    int pe_ = id == 0 ? proxy_put_signal(dest, src, nbytes, sig_addr, signal, sig_op, pe, 0) : 0;
+    wg_sync();
+    return pe_;
+  }
   int e = put_share(dest, src, nbytes, pe, id, wg_size());
   fence_all();
   wg_sync();
@@ -325,6 +456,11 @@ int xpushmemx_putmem_signal_nbi_work_group(long dest, long src, ulong nbytes, lo
 int xpushmemx_putmem_signal_sub_group(long dest, long src, ulong nbytes, long sig_addr, ulong signal, int sig_op,
                                       int pe) {
   uint id = __spirv_BuiltInSubgroupLocalInvocationId();
+  if (proxied(pe)) {
+    int pe_ = id == 0 ? proxy_put_signal(dest, src, nbytes, sig_addr, signal, sig_op, pe, 0) : 0;
+    sg_sync();
+    return pe_;
+  }
   int e = put_share(dest, src, nbytes, pe, id, __spirv_BuiltInSubgroupSize());
   fence_all();
   sg_sync();
@@ -565,14 +701,15 @@ XPUSHMEM_WAIT16_TYPES(DEFINE_AMO16)
 
 /* ---- ordering and barriers ---------------------------------------------------------------------------------- */
 
+/* With a host proxy, fence is a quiet of the proxy's requests (the fabric orders nothing without completion). */
 int xpushmem_fence(void) {
   fence_all();
-  return 0;
+  return ST.proxy ? proxy_quiet(XPUSHMEM_DEVICE_CALL_ORDER) : 0;
 }
 
 int xpushmem_quiet(void) {
   fence_all();
-  return 0;
+  return ST.proxy ? proxy_quiet(XPUSHMEM_DEVICE_CALL_ORDER) : 0;
 }
 
 /* Every member adds 1 to every member's arrive[team], then waits until its own count reaches epoch * size. */

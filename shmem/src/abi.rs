@@ -12,7 +12,7 @@
 //! state points at, so a team created after a module was initialised is visible to it.
 
 /// Version of this ABI; the host refuses a module whose library was built against another one.
-pub const XPUSHMEM_DEVICE_ABI_VERSION: u32 = 2;
+pub const XPUSHMEM_DEVICE_ABI_VERSION: u32 = 3;
 
 /// `DeviceState::magic` of an initialised state ("XPUS").
 pub const XPUSHMEM_DEVICE_STATE_MAGIC: u32 = 0x5355_5058;
@@ -132,6 +132,9 @@ pub enum DeviceError {
     BadTeam = 5,
     /// Another invalid argument (comparison or signal operator).
     BadArgument = 6,
+    /// The host proxy failed a request to a PE reached through the fabric (the host error says why: a lost peer,
+    /// a provider error); the argument is the PE.
+    Remote = 7,
 }
 
 impl DeviceError {
@@ -144,6 +147,7 @@ impl DeviceError {
             3 => DeviceError::BadPe,
             4 => DeviceError::NotSymmetric,
             5 => DeviceError::BadTeam,
+            7 => DeviceError::Remote,
             _ => DeviceError::BadArgument,
         }
     }
@@ -185,6 +189,8 @@ pub enum DeviceCall {
     Order = 14,
     /// `xpushmem_team_sync` and `xpushmemx_team_sync_work_group`.
     TeamSync = 15,
+    /// Waiting for the host proxy (a full ring, a request's completion).
+    Proxy = 16,
 }
 
 impl DeviceCall {
@@ -206,6 +212,7 @@ impl DeviceCall {
             13 => "xpushmem_my_pe/n_pes",
             14 => "xpushmem_fence/quiet",
             15 => "xpushmem_team_sync",
+            16 => "a host proxy request",
             _ => "an unknown device call",
         }
     }
@@ -261,10 +268,84 @@ pub struct DeviceState {
     pub error_call: u32,
     /// Detail (a PE, a team, an address, a value) of the error.
     pub error_arg: i64,
+    /// Host address (visible to kernels) of this PE's host proxy ring ([`ProxyRing`]), 0 when every PE is
+    /// mapped: a PE whose base is 0 is then reached through the ring, else it is `BadPe`.
+    pub proxy: u64,
 }
+
+/// Operation codes of host proxy requests ([`ProxyRequest::op`]).
+#[repr(u32)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProxyOp {
+    /// Put `len` bytes from device address `src` to heap offset `dst` of `pe`.
+    Put = 1,
+    /// Put as [`ProxyOp::Put`], then apply `sig_op` with `value` to the signal at heap offset `sig` of `pe`.
+    PutSignal = 2,
+    /// Apply `sig_op` with `value` to the 64-bit word at heap offset `sig` of `pe` (signals, non-fetching adds).
+    Signal = 3,
+    /// Get `len` bytes from heap offset `src` of `pe` to device address `dst`.
+    Get = 4,
+    /// Put the `len` (1, 2, 4 or 8) low bytes of `value` to heap offset `dst` of `pe` (`xpushmem_TYPE_p`).
+    PutValue = 5,
+}
+
+/// One request in the host proxy ring (64 bytes). A producer (a work-item) takes ticket `t` from
+/// [`ProxyRing::head`], waits until `t - tail < capacity`, fills entry `t % capacity` and publishes it by storing
+/// `t + 1` in `seq` (release). The proxy processes entries in ticket order.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ProxyRequest {
+    /// `ticket + 1` once the entry is filled (written last).
+    pub seq: u64,
+    /// [`ProxyOp`].
+    pub op: u32,
+    /// Target PE.
+    pub pe: i32,
+    /// Destination: a heap offset on `pe` (puts) or a device address of this PE (gets).
+    pub dst: u64,
+    /// Source: a device address of this PE (puts) or a heap offset on `pe` (gets).
+    pub src: u64,
+    /// Bytes.
+    pub len: u64,
+    /// Heap offset on `pe` of the signal word.
+    pub sig: u64,
+    /// Signal value, or the value of a `PutValue`.
+    pub value: u64,
+    /// [`DeviceSignalOp`].
+    pub sig_op: u32,
+    /// Padding.
+    pub reserved: u32,
+}
+
+/// Header of the host proxy ring (in host memory kernels can access); `capacity` entries of [`ProxyRequest`]
+/// follow it at byte [`XPUSHMEM_PROXY_ENTRIES_OFFSET`].
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ProxyRing {
+    /// Next ticket (producers add 1 atomically).
+    pub head: u64,
+    /// Entries the proxy has taken (an entry with ticket `t` may be refilled once `tail > t`).
+    pub tail: u64,
+    /// Requests complete (delivered at the target, gets' data written): every ticket below this value.
+    pub completed: u64,
+    /// Entries (a power of two).
+    pub capacity: u64,
+    /// First failure of a request (a [`DeviceError`], `Remote`), 0 = none; kept until the host reports it.
+    pub error: u32,
+    /// The PE of that request.
+    pub error_pe: i32,
+    /// Padding to 64 bytes.
+    pub reserved: [u64; 3],
+}
+
+/// Byte offset of the first [`ProxyRequest`] from the start of the ring.
+pub const XPUSHMEM_PROXY_ENTRIES_OFFSET: u64 = 64;
 
 /// Polls per millisecond of `XPUSHMEM_TIMEOUT_MS` (each poll after back-off waits ~1 µs of spinning).
 pub const XPUSHMEM_DEVICE_POLLS_PER_MS: u64 = 1000;
 
 /// Iterations of the spin loop that make up one back-off step at its longest.
 pub const XPUSHMEM_DEVICE_BACKOFF_SPINS: u32 = 256;
+
+const _: () = assert!(std::mem::size_of::<ProxyRing>() as u64 == XPUSHMEM_PROXY_ENTRIES_OFFSET);
+const _: () = assert!(std::mem::size_of::<ProxyRequest>() == 64);

@@ -118,6 +118,10 @@ env_table! {
     progress_thread: bool = "XPUSHMEM_PROGRESS_THREAD", "0", boolean;
     /// atomics of the fabric transport: native (the provider's own where it offers them, else a compare-and-swap loop) or cas (tests: every atomic but compare-and-swap emulated by the loop)
     fabric_atomics: String = "XPUSHMEM_FABRIC_ATOMICS", "native", fabric_atomics;
+    /// device heaps over the fabric: auto (registered as Level Zero memory, FI_HMEM_ZE, when the provider offers FI_HMEM, else staged), stage (peers' operations go as messages through registered host buffers and a Level Zero copy at the target) or register (FI_HMEM_ZE; an error when the provider lacks FI_HMEM)
+    fabric_device_heap: String = "XPUSHMEM_FABRIC_DEVICE_HEAP", "auto", fabric_device_heap;
+    /// the host proxy serving kernels' requests to PEs reached through the fabric: on, or stalled (tests: the ring exists but nothing drains it, so a kernel's remote call ends in its Timeout)
+    device_proxy: String = "XPUSHMEM_DEVICE_PROXY", "on", device_proxy;
     /// set by xpushmem-run (internal): the launcher's pid, so a PE whose launcher is gone fails its init at once
     launcher_pid: Option<String> = "XPUSHMEM_LAUNCHER_PID", "", opt_text;
     /// set by xpushmem-run (internal): where a PE reports global_exit and lost peers to the launcher
@@ -431,6 +435,14 @@ fn heap_kind(var: &'static str) -> Result<HeapKind> {
 
 fn fabric_atomics(var: &'static str) -> Result<String> {
     parse_choice(var, &["native", "cas"])
+}
+
+fn fabric_device_heap(var: &'static str) -> Result<String> {
+    parse_choice(var, &["auto", "stage", "register"])
+}
+
+fn device_proxy(var: &'static str) -> Result<String> {
+    parse_choice(var, &["on", "stalled"])
 }
 
 fn transport_mode(var: &'static str) -> Result<TransportMode> {

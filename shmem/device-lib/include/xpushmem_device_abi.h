@@ -19,7 +19,7 @@ typedef ulong uint64_t;
 #endif
 
 // Version of this ABI; the host refuses a module whose library was built against another one.
-#define XPUSHMEM_DEVICE_ABI_VERSION 2
+#define XPUSHMEM_DEVICE_ABI_VERSION 3
 
 // `DeviceState::magic` of an initialised state ("XPUS").
 #define XPUSHMEM_DEVICE_STATE_MAGIC 1398100056
@@ -29,6 +29,9 @@ typedef ulong uint64_t;
 
 // Team number of the shared (node) team.
 #define XPUSHMEM_TEAM_SHARED 1
+
+// Byte offset of the first [`ProxyRequest`] from the start of the ring.
+#define XPUSHMEM_PROXY_ENTRIES_OFFSET 64
 
 // Polls per millisecond of `XPUSHMEM_TIMEOUT_MS` (each poll after back-off waits ~1 µs of spinning).
 #define XPUSHMEM_DEVICE_POLLS_PER_MS 1000
@@ -128,6 +131,9 @@ enum XpushmemDeviceError
   XPUSHMEM_DEVICE_ERROR_BAD_TEAM = 5,
   // Another invalid argument (comparison or signal operator).
   XPUSHMEM_DEVICE_ERROR_BAD_ARGUMENT = 6,
+  // The host proxy failed a request to a PE reached through the fabric (the host error says why: a lost peer,
+  // a provider error); the argument is the PE.
+  XPUSHMEM_DEVICE_ERROR_REMOTE = 7,
 };
 #if __STDC_VERSION__ >= 202311L
 typedef enum XpushmemDeviceError XpushmemDeviceError;
@@ -173,11 +179,36 @@ enum XpushmemDeviceCall
   XPUSHMEM_DEVICE_CALL_ORDER = 14,
   // `xpushmem_team_sync` and `xpushmemx_team_sync_work_group`.
   XPUSHMEM_DEVICE_CALL_TEAM_SYNC = 15,
+  // Waiting for the host proxy (a full ring, a request's completion).
+  XPUSHMEM_DEVICE_CALL_PROXY = 16,
 };
 #if __STDC_VERSION__ >= 202311L
 typedef enum XpushmemDeviceCall XpushmemDeviceCall;
 #else
 typedef uint32_t XpushmemDeviceCall;
+#endif // __STDC_VERSION__ >= 202311L
+
+// Operation codes of host proxy requests ([`ProxyRequest::op`]).
+enum XpushmemProxyOp
+#if __STDC_VERSION__ >= 202311L
+  : uint32_t
+#endif // __STDC_VERSION__ >= 202311L
+ {
+  // Put `len` bytes from device address `src` to heap offset `dst` of `pe`.
+  XPUSHMEM_PROXY_OP_PUT = 1,
+  // Put as [`ProxyOp::Put`], then apply `sig_op` with `value` to the signal at heap offset `sig` of `pe`.
+  XPUSHMEM_PROXY_OP_PUT_SIGNAL = 2,
+  // Apply `sig_op` with `value` to the 64-bit word at heap offset `sig` of `pe` (signals, non-fetching adds).
+  XPUSHMEM_PROXY_OP_SIGNAL = 3,
+  // Get `len` bytes from heap offset `src` of `pe` to device address `dst`.
+  XPUSHMEM_PROXY_OP_GET = 4,
+  // Put the `len` (1, 2, 4 or 8) low bytes of `value` to heap offset `dst` of `pe` (`xpushmem_TYPE_p`).
+  XPUSHMEM_PROXY_OP_PUT_VALUE = 5,
+};
+#if __STDC_VERSION__ >= 202311L
+typedef enum XpushmemProxyOp XpushmemProxyOp;
+#else
+typedef uint32_t XpushmemProxyOp;
 #endif // __STDC_VERSION__ >= 202311L
 
 // One team as the device sees it: PEs `start + i * stride` for `i < size`.
@@ -226,6 +257,54 @@ typedef struct {
   uint32_t error_call;
   // Detail (a PE, a team, an address, a value) of the error.
   int64_t error_arg;
+  // Host address (visible to kernels) of this PE's host proxy ring ([`ProxyRing`]), 0 when every PE is
+  // mapped: a PE whose base is 0 is then reached through the ring, else it is `BadPe`.
+  uint64_t proxy;
 } XpushmemDeviceState;
+
+// One request in the host proxy ring (64 bytes). A producer (a work-item) takes ticket `t` from
+// [`ProxyRing::head`], waits until `t - tail < capacity`, fills entry `t % capacity` and publishes it by storing
+// `t + 1` in `seq` (release). The proxy processes entries in ticket order.
+typedef struct {
+  // `ticket + 1` once the entry is filled (written last).
+  uint64_t seq;
+  // [`ProxyOp`].
+  uint32_t op;
+  // Target PE.
+  int32_t pe;
+  // Destination: a heap offset on `pe` (puts) or a device address of this PE (gets).
+  uint64_t dst;
+  // Source: a device address of this PE (puts) or a heap offset on `pe` (gets).
+  uint64_t src;
+  // Bytes.
+  uint64_t len;
+  // Heap offset on `pe` of the signal word.
+  uint64_t sig;
+  // Signal value, or the value of a `PutValue`.
+  uint64_t value;
+  // [`DeviceSignalOp`].
+  uint32_t sig_op;
+  // Padding.
+  uint32_t reserved;
+} XpushmemProxyRequest;
+
+// Header of the host proxy ring (in host memory kernels can access); `capacity` entries of [`ProxyRequest`]
+// follow it at byte [`XPUSHMEM_PROXY_ENTRIES_OFFSET`].
+typedef struct {
+  // Next ticket (producers add 1 atomically).
+  uint64_t head;
+  // Entries the proxy has taken (an entry with ticket `t` may be refilled once `tail > t`).
+  uint64_t tail;
+  // Requests complete (delivered at the target, gets' data written): every ticket below this value.
+  uint64_t completed;
+  // Entries (a power of two).
+  uint64_t capacity;
+  // First failure of a request (a [`DeviceError`], `Remote`), 0 = none; kept until the host reports it.
+  uint32_t error;
+  // The PE of that request.
+  int32_t error_pe;
+  // Padding to 64 bytes.
+  uint64_t reserved[3];
+} XpushmemProxyRing;
 
 #endif /* XPUSHMEM_DEVICE_ABI_H */

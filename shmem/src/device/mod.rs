@@ -50,7 +50,10 @@ pub(crate) struct DeviceSetup<'a> {
     pub boot: &'a dyn Bootstrap,
     pub me: usize,
     pub n: usize,
+    /// The node peers whose heaps this device maps (this PE included).
     pub local: &'a [usize],
+    /// This PE's rank on its node (picks its device).
+    pub local_rank: usize,
     pub pids: &'a [u32],
     pub size: usize,
     pub cookie: u64,
@@ -76,7 +79,7 @@ pub(crate) type Windows = Vec<Option<Box<dyn Window>>>;
 
 /// Build this PE's device heap and open every node peer's. Collective over all PEs.
 pub(crate) fn setup(s: DeviceSetup<'_>) -> Result<(Arc<ZeRuntime>, Windows)> {
-    let local_rank = s.local.iter().position(|&p| p == s.me).unwrap_or(0);
+    let local_rank = s.local_rank;
     let select = match s.external {
         Some(h) => DeviceSelect::External(h),
         None => DeviceSelect::Index(pick_device(local_rank)?),
@@ -422,6 +425,7 @@ impl<'a> Device<'a> {
             error: 0,
             error_call: 0,
             error_arg: 0,
+            proxy: self.sh.peers.proxy_ring(),
         }
     }
 
@@ -449,6 +453,19 @@ impl<'a> Device<'a> {
             DeviceError::NotInitialized => Error::State(format!(
                 "{call} in kernel {kernel} ran before the module's device state was set (Device::init_module)"
             )),
+            DeviceError::Remote => match self.sh.peers.take_proxy_failure() {
+                Some(Error::PeerLost { pe, me, op }) => Error::PeerLost {
+                    pe,
+                    me,
+                    op: format!("{call} in kernel {kernel}, through the host proxy: {op}"),
+                },
+                Some(e) => Error::Device(format!(
+                    "{call} in kernel {kernel}: the host proxy failed a request to PE {arg}: {e}"
+                )),
+                None => Error::Device(format!(
+                    "{call} in kernel {kernel}: the host proxy failed a request to PE {arg}"
+                )),
+            },
             DeviceError::BadTeam => Error::Device(format!(
                 "{call} in kernel {kernel}: team {arg} is not a team of this PE on the device (valid numbers are \
                  Team::device_id() of a live team of this PE, 0..{}; destroyed teams, teams this PE is not a \

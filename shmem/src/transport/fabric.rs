@@ -58,6 +58,9 @@ struct Region {
     addr: u64,
     /// Bytes.
     len: u64,
+    /// Not registered: a device heap the provider cannot reach (no `FI_HMEM`), served by its owner's staging
+    /// thread through messages (see [`Stage`]).
+    staged: bool,
 }
 
 /// Per-operation context handed to libfabric (`fi_context2` first, for providers that use `FI_CONTEXT`/`2`).
@@ -102,10 +105,123 @@ struct Op {
     get_len: Option<usize>,
     /// Offset (in bytes) in `buf` of an atomic's result.
     result_at: Option<usize>,
-    /// Word index in `buf` of an atomic's operand (then compare value, then result).
+    /// Word index in `buf` of an atomic's operand (then compare value, then result); for a staged
+    /// put-with-signal, of the signal message's header.
     amo_at: usize,
+    /// Goes through staging messages (its target region is [`Region::staged`]).
+    staged: bool,
     mr: Option<LocalMr>,
     then: Option<(Region, Signal)>,
+}
+
+/// Kinds of staging messages (word 0 of a [`Msg`] header).
+const MSG_PUT: u64 = 1;
+const MSG_GET: u64 = 2;
+const MSG_AMO: u64 = 3;
+const MSG_REPLY: u64 = 4;
+/// Words of a staging message header.
+const HDR_WORDS: usize = 8;
+/// Largest payload of one staging message (larger puts and gets are split).
+const STAGE_CHUNK: usize = 64 * 1024;
+/// Receive buffers each PE keeps posted for staging messages.
+const STAGE_RECVS: usize = 16;
+/// Context ids of receive buffers (operation ids never reach this bit).
+const RECV_BIT: u64 = 1 << 63;
+/// `at` of a reply whose bytes nobody wants (a put-with-signal's signal).
+const NO_RESULT: u64 = u64::MAX;
+
+/// A staging message header: `[kind, from, id, off, len, operand, cond, op]`. Requests name the target heap
+/// range (an atomic's `len` is its code, [`amo_code`]) and, in `op`, where the reply's bytes go in the
+/// operation's buffer; a reply echoes `id` and `op`, and says in `operand` whether it failed (1: the payload is
+/// the error text).
+#[derive(Debug, Clone, Copy, Default)]
+struct Msg {
+    kind: u64,
+    from: u64,
+    id: u64,
+    off: u64,
+    len: u64,
+    operand: u64,
+    cond: u64,
+    op: u64,
+}
+
+impl Msg {
+    fn words(&self) -> [u64; HDR_WORDS] {
+        [
+            self.kind,
+            self.from,
+            self.id,
+            self.off,
+            self.len,
+            self.operand,
+            self.cond,
+            self.op,
+        ]
+    }
+    fn of(w: &[u64]) -> Msg {
+        Msg {
+            kind: w[0],
+            from: w[1],
+            id: w[2],
+            off: w[3],
+            len: w[4],
+            operand: w[5],
+            cond: w[6],
+            op: w[7],
+        }
+    }
+}
+
+/// Wire code of an atomic (width in the high half): the device's own codes ([`crate::abi::AmoCode`]).
+fn amo_code(op: AmoOp, width: usize) -> (u64, u64) {
+    use crate::abi::AmoCode as C;
+    let (c, cond) = match op {
+        AmoOp::Fetch => (C::Fetch, 0),
+        AmoOp::Set => (C::Set, 0),
+        AmoOp::Swap => (C::Swap, 0),
+        AmoOp::CompareSwap { cond } => (C::CompareSwap, cond),
+        AmoOp::FetchAdd => (C::FetchAdd, 0),
+        AmoOp::FetchAnd => (C::FetchAnd, 0),
+        AmoOp::FetchOr => (C::FetchOr, 0),
+        AmoOp::FetchXor => (C::FetchXor, 0),
+    };
+    (c as u64 | (width as u64) << 32, cond)
+}
+
+fn amo_of(code: u64, cond: u64) -> Option<(AmoOp, usize)> {
+    use crate::abi::AmoCode as C;
+    let width = (code >> 32) as usize;
+    let op = match (code & 0xffff_ffff) as u32 {
+        x if x == C::Fetch as u32 => AmoOp::Fetch,
+        x if x == C::Set as u32 => AmoOp::Set,
+        x if x == C::Swap as u32 => AmoOp::Swap,
+        x if x == C::CompareSwap as u32 => AmoOp::CompareSwap { cond },
+        x if x == C::FetchAdd as u32 => AmoOp::FetchAdd,
+        x if x == C::FetchAnd as u32 => AmoOp::FetchAnd,
+        x if x == C::FetchOr as u32 => AmoOp::FetchOr,
+        x if x == C::FetchXor as u32 => AmoOp::FetchXor,
+        _ => return None,
+    };
+    (width == 4 || width == 8).then_some((op, width))
+}
+
+/// The staging path of a device heap the provider cannot register (no `FI_HMEM`): peers send their operations on
+/// it as messages into registered host receive buffers; this PE's progress thread applies them to the heap with
+/// Level Zero copies (and the runtime's atomic kernel) on the device's service lane, and replies.
+struct Stage {
+    /// This PE's device and its heap's device address and length.
+    rt: Arc<crate::transport::ze::ZeRuntime>,
+    base: usize,
+    len: usize,
+    /// Posted receive buffers (each a header and a chunk), their contexts and registrations.
+    bufs: Vec<Vec<u64>>,
+    #[allow(clippy::vec_box)]
+    ctxs: Vec<Box<Ctx>>,
+    mrs: Vec<LocalMr>,
+    /// Received messages not yet served: (buffer, bytes).
+    arrived: std::collections::VecDeque<(usize, usize)>,
+    serving: bool,
 }
 
 /// A local registration of one operation's buffer.
@@ -148,6 +264,8 @@ struct Ep {
     lost: bool,
     /// Asked while a wait lasts: a lost peer ends it.
     liveness: Arc<dyn crate::bootstrap::Bootstrap>,
+    /// The staging path when this PE's device heap is not registered (see [`Stage`]).
+    stage: Option<Stage>,
 }
 
 // SAFETY: the raw pointers are libfabric objects owned by this struct; the domain is opened FI_THREAD_DOMAIN and
@@ -158,6 +276,8 @@ unsafe impl Send for Ep {}
 pub(crate) struct Fabric {
     ep: Arc<Mutex<Ep>>,
     reach: Vec<bool>,
+    /// Every reached PE's user heap region (for [`Fabric::heap_window`]).
+    heaps: Vec<Option<Region>>,
     prov: String,
     stop: Arc<AtomicBool>,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
@@ -275,9 +395,15 @@ fn is_lost(err: i32) -> bool {
 impl Ep {
     /// Read completions until the queue is empty (or 64 entries), finishing their operations.
     fn poll(&mut self) -> Result<()> {
-        let mut entries = [fi::fi_cq_entry::default(); 16];
+        let r = self.poll_cq();
+        self.serve();
+        r
+    }
+
+    fn poll_cq(&mut self) -> Result<()> {
+        let mut entries = [fi::fi_cq_msg_entry::default(); 16];
         for _ in 0..4 {
-            // SAFETY: `cq` is open; `entries` holds 16 FI_CQ_FORMAT_CONTEXT entries.
+            // SAFETY: `cq` is open; `entries` holds 16 FI_CQ_FORMAT_MSG entries.
             let r = unsafe { fi::xfi_cq_read(self.cq, entries.as_mut_ptr().cast(), entries.len()) };
             if r == -(fi::FI_EAGAIN as isize) {
                 return Ok(());
@@ -288,9 +414,16 @@ impl Ep {
             }
             ok(&self.prov, "fi_cq_read", r as i64)?;
             for e in &entries[..r as usize] {
-                // SAFETY: every operation's context is a live Box<Ctx> held by its `Op` until its completion.
+                // SAFETY: every operation's context is a live Box<Ctx> held by its `Op` (or, for a receive, by
+                // the `Stage`) until its completion.
                 let id = unsafe { (*(e.op_context as *const Ctx)).id };
-                self.part_done(id, None);
+                if id & RECV_BIT != 0 {
+                    if let Some(st) = &mut self.stage {
+                        st.arrived.push_back(((id & !RECV_BIT) as usize, e.len));
+                    }
+                } else {
+                    self.part_done(id, None);
+                }
             }
             if (r as usize) < entries.len() {
                 return Ok(());
@@ -339,6 +472,16 @@ impl Ep {
         }
         // SAFETY: as in `poll`, the context is a live Box<Ctx>.
         let id = unsafe { (*(e.op_context as *const Ctx)).id };
+        if id & RECV_BIT != 0 {
+            // A receive buffer failed (canceled at close, or a truncated message): post it again.
+            tracing::debug!(
+                pe = self.me,
+                "staging receive failed: {} ({prov_text})",
+                strerror(e.err as i64)
+            );
+            let _ = self.post_recv((id & !RECV_BIT) as usize);
+            return Ok(());
+        }
         let (pe, what) = self
             .ops
             .get(&id)
@@ -388,7 +531,13 @@ impl Ep {
         if let Some((region, s)) = op.then.take() {
             // The data was delivered: now the signal (a guard part keeps the operation open while it is posted).
             op.parts_left = 1;
-            if let Err(e) = self.post_amo(id, region, s.sig, 8, s.op, s.value, false) {
+            let r = if op.staged {
+                let at = op.amo_at;
+                self.stage_amo_msg(id, at, s.sig, 8, s.op, s.value, NO_RESULT)
+            } else {
+                self.post_amo(id, region, s.sig, 8, s.op, s.value, false)
+            };
+            if let Err(e) = r {
                 self.errors.entry(id).or_insert(e);
             }
             self.release(id);
@@ -444,6 +593,7 @@ impl Ep {
             get_len: None,
             result_at: None,
             amo_at: 0,
+            staged: false,
             mr: None,
             then: None,
         };
@@ -834,6 +984,331 @@ impl Ep {
         self.posted(id, r)
     }
 
+    /// Post receive buffer `i` of the staging path.
+    fn post_recv(&mut self, i: usize) -> Result<()> {
+        let ep = self.ep;
+        let prov = self.prov.clone();
+        let Some(st) = &mut self.stage else {
+            return Ok(());
+        };
+        let (ptr, len) = (st.bufs[i].as_mut_ptr(), st.bufs[i].len() * 8);
+        let desc = st.mrs.get(i).map_or(std::ptr::null_mut(), |m| m.desc);
+        let ctx: *mut Ctx = &mut *st.ctxs[i];
+        let start = Instant::now();
+        loop {
+            // SAFETY: the endpoint is open; the buffer and its context are owned by the Stage, which lives (in
+            // place: boxed contexts, Vec storage never resized) until the endpoint is closed.
+            let r = unsafe { fi::xfi_recv(ep, ptr.cast(), len, desc, ADDR_NOTAVAIL, ctx.cast()) };
+            if r == -(fi::FI_EAGAIN as isize) {
+                // Completions free the queue; read them without serving (serving may post again).
+                self.poll_cq()?;
+                self.check_time(start, "fi_recv", usize::MAX)?;
+                std::thread::yield_now();
+                continue;
+            }
+            return ok(&prov, "fi_recv (staging buffer)", r as i64);
+        }
+    }
+
+    /// Apply the staging messages received so far (never re-entered: replies it posts may poll).
+    fn serve(&mut self) {
+        let Some(st) = &mut self.stage else {
+            return;
+        };
+        if st.serving || st.arrived.is_empty() {
+            return;
+        }
+        st.serving = true;
+        while let Some((i, len)) = self.stage.as_mut().and_then(|st| st.arrived.pop_front()) {
+            let buf = std::mem::take(&mut self.stage.as_mut().expect("staging").bufs[i]);
+            self.handle(&buf, len);
+            self.stage.as_mut().expect("staging").bufs[i] = buf;
+            if let Err(e) = self.post_recv(i) {
+                tracing::error!(pe = self.me, "re-posting a staging buffer failed: {e}");
+            }
+        }
+        if let Some(st) = &mut self.stage {
+            st.serving = false;
+        }
+    }
+
+    /// One staging message: a request on this PE's device heap (applied, then answered) or a reply to one of
+    /// this PE's operations.
+    fn handle(&mut self, buf: &[u64], len: usize) {
+        if len < HDR_WORDS * 8 {
+            return;
+        }
+        let m = Msg::of(&buf[..HDR_WORDS]);
+        let payload = &bytes_of(&buf[HDR_WORDS..])[..(len - HDR_WORDS * 8).min(STAGE_CHUNK)];
+        if m.kind == MSG_REPLY {
+            let Some(op) = self.ops.get_mut(&m.id) else {
+                return;
+            };
+            if m.operand != 0 {
+                let pe = op.pe;
+                let what = op.what;
+                let e = Error::Transport {
+                    transport: "fabric",
+                    message: format!(
+                        "{what} on PE {pe}'s device heap (staged, provider {}): {}",
+                        self.prov,
+                        String::from_utf8_lossy(payload)
+                    ),
+                };
+                self.part_done(m.id, Some(e));
+                return;
+            }
+            if m.op != NO_RESULT {
+                let b = bytes_of_mut(&mut op.buf);
+                let at = m.op as usize;
+                let n = (m.len as usize).min(payload.len());
+                if at.checked_add(n).is_some_and(|e| e <= b.len()) {
+                    b[at..at + n].copy_from_slice(&payload[..n]);
+                }
+            }
+            self.part_done(m.id, None);
+            return;
+        }
+        let from = m.from as usize;
+        let mut result = Vec::new();
+        let r = self.apply(&m, payload, &mut result);
+        let (status, data) = match r {
+            Ok(()) => (0, result),
+            Err(e) => (1, e.to_string().into_bytes()),
+        };
+        if from >= self.addrs.len() || self.addrs[from] == ADDR_NOTAVAIL {
+            return;
+        }
+        let reply = Msg {
+            kind: MSG_REPLY,
+            from: self.me as u64,
+            id: m.id,
+            off: 0,
+            len: data.len() as u64,
+            operand: status,
+            cond: 0,
+            op: m.op,
+        };
+        let id = self.start(from, "staged reply", HDR_WORDS + data.len().div_ceil(8));
+        {
+            let o = self.op(id);
+            o.buf[..HDR_WORDS].copy_from_slice(&reply.words());
+            bytes_of_mut(&mut o.buf[HDR_WORDS..])[..data.len()].copy_from_slice(&data);
+        }
+        let r = self.send_part(id, 0, HDR_WORDS * 8 + data.len(), false);
+        if let Err(e) = self.posted(id, r) {
+            tracing::error!(pe = self.me, peer = from, "a staging reply failed: {e}");
+        }
+    }
+
+    /// Apply a staging request to this PE's device heap (through the device's service lane); a get's bytes or an
+    /// atomic's previous value go to `out`.
+    fn apply(&mut self, m: &Msg, payload: &[u8], out: &mut Vec<u8>) -> Result<()> {
+        let st = self.stage.as_ref().ok_or_else(|| Error::Transport {
+            transport: "fabric",
+            message: "a staging request reached a PE without a staged device heap".into(),
+        })?;
+        let (off, len) = (m.off as usize, m.len as usize);
+        let range = |l: usize| check_access("fabric", "staged access", off, l, 1, st.len);
+        match m.kind {
+            MSG_PUT => {
+                if len != payload.len() {
+                    return Err(Error::Transport {
+                        transport: "fabric",
+                        message: format!("a staged put of {len} bytes carried {}", payload.len()),
+                    });
+                }
+                range(len)?;
+                // SAFETY: [off, off + len) lies in this PE's device heap (checked); the payload is host memory.
+                unsafe {
+                    st.rt
+                        .service_copy((st.base + off) as *mut u8, payload.as_ptr(), len)
+                }
+            }
+            MSG_GET => {
+                range(len)?;
+                out.resize(len, 0);
+                // SAFETY: as for puts, in the other direction into `out` (len bytes).
+                unsafe {
+                    st.rt
+                        .service_copy(out.as_mut_ptr(), (st.base + off) as *const u8, len)
+                }
+            }
+            MSG_AMO => {
+                // An atomic's `len` word is its code (width in the high half).
+                let (op, width) = amo_of(m.len, m.cond).ok_or_else(|| Error::Transport {
+                    transport: "fabric",
+                    message: format!("a staged atomic with code {:#x}", m.len),
+                })?;
+                check_access("fabric", "staged atomic", off, width, width, st.len)?;
+                let old = st
+                    .rt
+                    .service_amo((st.base + off) as *mut u8, width, op, m.operand)?;
+                out.extend_from_slice(&old.to_le_bytes());
+                Ok(())
+            }
+            k => Err(Error::Transport {
+                transport: "fabric",
+                message: format!("a staging message of unknown kind {k}"),
+            }),
+        }
+    }
+
+    /// Send `bytes` bytes of operation `id`'s buffer from word `at` as one message to its PE; with `reply`, the
+    /// operation also waits for the target's answer.
+    fn send_part(&mut self, id: u64, at: usize, bytes: usize, reply: bool) -> Result<()> {
+        let desc = self.local_desc(id)?;
+        let (ptr, pe) = {
+            let o = self.op(id);
+            // SAFETY: `at` words lie inside the buffer (the callers lay messages out inside it).
+            (unsafe { o.buf.as_ptr().add(at) }, o.pe)
+        };
+        let dest = self.addrs[pe];
+        let ep = self.ep;
+        self.post(id, "fi_send", |ctx| {
+            // SAFETY: the endpoint is open; the message lies in the operation's buffer, alive and in place until
+            // its completion.
+            unsafe { fi::xfi_send(ep, ptr.cast(), bytes, desc, dest, ctx) }
+        })?;
+        if reply {
+            self.op(id).parts_left += 1;
+        }
+        Ok(())
+    }
+
+    /// A put (then, once delivered, `signal`) to PE `pe`'s staged device heap: one message per chunk, each
+    /// answered once the target has copied it into the heap.
+    fn stage_put(
+        &mut self,
+        pe: usize,
+        region: Region,
+        off: usize,
+        src: &[u8],
+        signal: Option<Signal>,
+    ) -> Result<Ticket> {
+        let what = if signal.is_some() {
+            "put_signal"
+        } else {
+            "put"
+        };
+        let chunks = src.len().div_ceil(STAGE_CHUNK).max(1);
+        let words = chunks * HDR_WORDS + src.len().div_ceil(8) + chunks + HDR_WORDS;
+        let id = self.start(pe, what, words);
+        let me = self.me as u64;
+        let mut at = 0;
+        let mut layout = Vec::with_capacity(chunks);
+        {
+            let o = self.op(id);
+            o.staged = true;
+            o.then = signal.map(|s| (region, s));
+            for (c, part) in src.chunks(STAGE_CHUNK).enumerate() {
+                let m = Msg {
+                    kind: MSG_PUT,
+                    from: me,
+                    id,
+                    off: (off + c * STAGE_CHUNK) as u64,
+                    len: part.len() as u64,
+                    operand: 0,
+                    cond: 0,
+                    op: NO_RESULT,
+                };
+                o.buf[at..at + HDR_WORDS].copy_from_slice(&m.words());
+                bytes_of_mut(&mut o.buf[at + HDR_WORDS..])[..part.len()].copy_from_slice(part);
+                layout.push((at, HDR_WORDS * 8 + part.len()));
+                at += HDR_WORDS + part.len().div_ceil(8);
+            }
+            o.amo_at = at;
+        }
+        let mut r = Ok(());
+        for (w, bytes) in layout {
+            r = self.send_part(id, w, bytes, true);
+            if r.is_err() {
+                break;
+            }
+        }
+        self.posted(id, r)
+    }
+
+    /// A get of `len` bytes at `off` of PE `pe`'s staged device heap: the replies carry the bytes.
+    fn stage_get(&mut self, pe: usize, off: usize, len: usize) -> Result<Ticket> {
+        let chunks = len.div_ceil(STAGE_CHUNK);
+        let data_words = len.div_ceil(8);
+        let id = self.start(pe, "get", data_words + chunks * HDR_WORDS);
+        let me = self.me as u64;
+        {
+            let o = self.op(id);
+            o.staged = true;
+            o.get_len = Some(len);
+            for c in 0..chunks {
+                let n = (len - c * STAGE_CHUNK).min(STAGE_CHUNK);
+                let m = Msg {
+                    kind: MSG_GET,
+                    from: me,
+                    id,
+                    off: (off + c * STAGE_CHUNK) as u64,
+                    len: n as u64,
+                    operand: 0,
+                    cond: 0,
+                    op: (c * STAGE_CHUNK) as u64,
+                };
+                let at = data_words + c * HDR_WORDS;
+                o.buf[at..at + HDR_WORDS].copy_from_slice(&m.words());
+            }
+        }
+        let mut r = Ok(());
+        for c in 0..chunks {
+            r = self.send_part(id, data_words + c * HDR_WORDS, HDR_WORDS * 8, true);
+            if r.is_err() {
+                break;
+            }
+        }
+        self.posted(id, r)
+    }
+
+    /// An atomic on PE `pe`'s staged device heap; the reply carries the previous value.
+    fn stage_amo(
+        &mut self,
+        pe: usize,
+        off: usize,
+        width: usize,
+        op: AmoOp,
+        operand: u64,
+    ) -> Result<Ticket> {
+        let id = self.start(pe, "atomic", HDR_WORDS + 1);
+        self.op(id).staged = true;
+        self.op(id).result_at = Some(HDR_WORDS * 8);
+        let r = self.stage_amo_msg(id, 0, off, width, op, operand, (HDR_WORDS * 8) as u64);
+        self.posted(id, r)
+    }
+
+    /// Lay out (at word `at` of operation `id`'s buffer) and send an atomic message; the reply's value goes to
+    /// byte `result` of the buffer ([`NO_RESULT`]: nowhere).
+    #[allow(clippy::too_many_arguments)]
+    fn stage_amo_msg(
+        &mut self,
+        id: u64,
+        at: usize,
+        off: usize,
+        width: usize,
+        op: AmoOp,
+        operand: u64,
+        result: u64,
+    ) -> Result<()> {
+        let (code, cond) = amo_code(op, width);
+        let m = Msg {
+            kind: MSG_AMO,
+            from: self.me as u64,
+            id,
+            off: off as u64,
+            len: code,
+            operand,
+            cond,
+            op: result,
+        };
+        self.op(id).buf[at..at + HDR_WORDS].copy_from_slice(&m.words());
+        self.send_part(id, at, HDR_WORDS * 8, true)
+    }
+
     fn offers(&self, width: usize, amo: AmoOp, fetch: bool) -> bool {
         let (fop, form) = fi_op_of(amo, fetch);
         self.atomics.contains(&(width, fop, form))
@@ -855,6 +1330,11 @@ impl Drop for Ep {
             }
             for &mr in &self.own {
                 fi::xfi_close(&mut (*mr).fid);
+            }
+            if let Some(st) = self.stage.take() {
+                for m in st.mrs {
+                    fi::xfi_close(&mut (*m.mr).fid);
+                }
             }
             if !self.av.is_null() {
                 fi::xfi_close(&mut (*self.av).fid);
@@ -1031,6 +1511,18 @@ impl Fabric {
     }
 }
 
+impl Fabric {
+    /// Another window onto PE `pe`'s user heap (for the device proxy); `None` when the fabric does not reach it.
+    pub(crate) fn heap_window(self: &Arc<Self>, pe: usize) -> Option<Box<dyn Window>> {
+        let region = (*self.heaps.get(pe)?)?;
+        Some(Box::new(FabricWindow {
+            t: Arc::clone(self),
+            pe,
+            region,
+        }))
+    }
+}
+
 impl Drop for Fabric {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
@@ -1127,9 +1619,11 @@ impl Window for FabricWindow {
         if src.is_empty() {
             return Ok(None);
         }
-        lock(&self.t.ep)
-            .put(self.pe, self.region, off, src, None)
-            .map(Some)
+        let mut ep = lock(&self.t.ep);
+        if self.region.staged {
+            return ep.stage_put(self.pe, self.region, off, src, None).map(Some);
+        }
+        ep.put(self.pe, self.region, off, src, None).map(Some)
     }
     fn get_nbi(&self, off: usize, dst: &mut [u8]) -> Result<Option<Ticket>> {
         self.check("get", off, dst.len(), 1)?;
@@ -1137,9 +1631,11 @@ impl Window for FabricWindow {
             return Ok(None);
         }
         self.t.flush_pe(self.pe)?;
-        lock(&self.t.ep)
-            .get(self.pe, self.region, off, dst.len())
-            .map(Some)
+        let mut ep = lock(&self.t.ep);
+        if self.region.staged {
+            return ep.stage_get(self.pe, off, dst.len()).map(Some);
+        }
+        ep.get(self.pe, self.region, off, dst.len()).map(Some)
     }
     fn put_signal_nbi(
         &self,
@@ -1153,6 +1649,11 @@ impl Window for FabricWindow {
         self.check("put_signal signal", sig, 8, 8)?;
         let s = Signal { sig, op, value };
         let mut ep = lock(&self.t.ep);
+        if self.region.staged {
+            return ep
+                .stage_put(self.pe, self.region, off, src, Some(s))
+                .map(Some);
+        }
         if !ep.offers(8, op, false) {
             drop(ep);
             // The provider lacks the signal's atomic: deliver the data, then emulate.
@@ -1170,6 +1671,9 @@ impl Window for FabricWindow {
             return Ok(());
         }
         let mut ep = lock(&self.t.ep);
+        if self.region.staged {
+            return ep.stage_amo(self.pe, off, width, op, operand).map(|_| ());
+        }
         if matches!(op, AmoOp::CompareSwap { .. }) || !ep.offers(width, op, false) {
             drop(ep);
             return self.amo(off, width, op, operand).map(|_| ());
@@ -1185,9 +1689,22 @@ impl Window for FabricWindow {
     }
     fn amo(&self, off: usize, width: usize, op: AmoOp, operand: u64) -> Result<u64> {
         self.check("atomic", off, width, width)?;
-        let old = self
-            .t
-            .fetch_amo(self.pe, self.region, off, width, op, operand)?;
+        let old = if self.region.staged {
+            self.t.flush_pe(self.pe)?;
+            let t = lock(&self.t.ep).stage_amo(self.pe, off, width, op, operand)?;
+            let bytes = self.t.complete(t)?.unwrap_or_default();
+            let mut w = [0u8; 8];
+            w[..bytes.len().min(8)].copy_from_slice(&bytes[..bytes.len().min(8)]);
+            let v = u64::from_le_bytes(w);
+            if width == 4 {
+                v & u32::MAX as u64
+            } else {
+                v
+            }
+        } else {
+            self.t
+                .fetch_amo(self.pe, self.region, off, width, op, operand)?
+        };
         Ok(if op == AmoOp::Set { 0 } else { old })
     }
     fn base(&self) -> *mut u8 {
@@ -1214,6 +1731,16 @@ pub(crate) struct FabricArgs<'a> {
     pub progress_thread: bool,
     /// Use only the provider's compare-and-swap, emulating every other atomic (`XPUSHMEM_FABRIC_ATOMICS=cas`).
     pub emulate_atomics: bool,
+    /// The device of a device heap (`heap` is then device memory).
+    pub device: Option<DeviceHeap>,
+}
+
+/// A device heap on the fabric.
+pub(crate) struct DeviceHeap {
+    /// This PE's Level Zero device.
+    pub rt: Arc<crate::transport::ze::ZeRuntime>,
+    /// `XPUSHMEM_FABRIC_DEVICE_HEAP`: auto, stage or register.
+    pub mode: String,
 }
 
 /// Windows per PE (`None` where not reached).
@@ -1221,7 +1748,7 @@ pub(crate) type Windows = Vec<Option<Box<dyn Window>>>;
 
 /// The providers libfabric lists for RDM endpoints with RMA and atomics: (provider, domain, fabric) names.
 pub fn providers() -> Result<Vec<(String, String, String)>> {
-    let list = getinfo(None, false)?;
+    let list = getinfo(None, false, Want::Host)?;
     let mut out = Vec::new();
     let mut p = list;
     while !p.is_null() {
@@ -1251,9 +1778,21 @@ pub fn providers() -> Result<Vec<(String, String, String)>> {
     Ok(out)
 }
 
+/// What the endpoint needs beyond RMA and atomics on host memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Want {
+    /// Nothing more (host heaps).
+    Host,
+    /// Two-sided messages (the staging path of a device heap).
+    Messages,
+    /// `FI_HMEM`: RMA and atomics on registered Level Zero memory.
+    Hmem,
+}
+
 /// `fi_getinfo` for what this transport needs; `provider` filters by name; `delivery` asks for
-/// `FI_DELIVERY_COMPLETE`. A null list when nothing matches.
-fn getinfo(provider: Option<&str>, delivery: bool) -> Result<*mut fi::fi_info> {
+/// `FI_DELIVERY_COMPLETE`; `want` adds [`Want::Messages`] (the staging path of device heaps) or
+/// [`Want::Hmem`] (registration of Level Zero memory, `FI_HMEM`). A null list when nothing matches.
+fn getinfo(provider: Option<&str>, delivery: bool, want: Want) -> Result<*mut fi::fi_info> {
     fi::load().map_err(|e| Error::Transport {
         transport: "fabric",
         message: format!("cannot load libfabric: {e}"),
@@ -1271,13 +1810,23 @@ fn getinfo(provider: Option<&str>, delivery: bool) -> Result<*mut fi::fi_info> {
             | fi::FI_WRITE
             | fi::FI_REMOTE_READ
             | fi::FI_REMOTE_WRITE) as u64;
+        match want {
+            Want::Host => {}
+            Want::Messages => (*hints).caps |= (fi::FI_MSG | fi::FI_SEND | fi::FI_RECV) as u64,
+            Want::Hmem => (*hints).caps |= fi::FI_HMEM,
+        }
         (*hints).mode = fi::FI_CONTEXT | fi::FI_CONTEXT2;
         (*(*hints).ep_attr).type_ = fi::FI_EP_RDM;
         (*(*hints).domain_attr).mr_mode = (fi::FI_MR_LOCAL
             | fi::FI_MR_VIRT_ADDR
             | fi::FI_MR_ALLOCATED
             | fi::FI_MR_PROV_KEY
-            | fi::FI_MR_ENDPOINT) as i32;
+            | fi::FI_MR_ENDPOINT
+            | if want == Want::Hmem {
+                fi::FI_MR_HMEM
+            } else {
+                0
+            }) as i32;
         (*(*hints).domain_attr).threading = fi::FI_THREAD_DOMAIN;
         if delivery {
             (*(*hints).tx_attr).op_flags = fi::FI_DELIVERY_COMPLETE as u64;
@@ -1336,6 +1885,7 @@ pub(crate) fn connect(a: FabricArgs<'_>) -> Result<(Arc<Fabric>, Windows, Window
                 key: d.u64()?,
                 addr: d.u64()?,
                 len: d.u64()?,
+                staged: d.u64()? != 0,
             })
         };
         let sys = reg().ok_or_else(bad)?;
@@ -1371,11 +1921,14 @@ pub(crate) fn connect(a: FabricArgs<'_>) -> Result<(Arc<Fabric>, Windows, Window
     let t = Arc::new(Fabric {
         ep: Arc::new(Mutex::new(ep)),
         reach: a.reach.clone(),
+        heaps: (0..n).map(|p| a.reach[p].then_some(regions[p].1)).collect(),
         prov,
         stop: Arc::new(AtomicBool::new(false)),
         thread: Mutex::new(None),
     });
-    if a.progress_thread {
+    // A device heap's staging requests, and the proxy's, are served while this PE's own thread may be inside
+    // a kernel: the thread always runs then.
+    if a.progress_thread || a.device.is_some() {
         t.start_thread();
     }
     let mut sys: Windows = (0..n).map(|_| None).collect();
@@ -1400,11 +1953,38 @@ pub(crate) fn connect(a: FabricArgs<'_>) -> Result<(Arc<Fabric>, Windows, Window
 /// Open the endpoint and register this PE's regions; the record to publish.
 fn open(a: &FabricArgs<'_>) -> Result<(Ep, Vec<u8>)> {
     let requested = a.provider.clone().filter(|p| !p.is_empty());
+    // Host heaps: RMA and atomics. Device heaps: FI_HMEM registration where the provider offers it (unless
+    // XPUSHMEM_FABRIC_DEVICE_HEAP=stage), else the staging path's messages.
+    let mut wants = vec![Want::Host];
+    if let Some(d) = &a.device {
+        wants = match d.mode.as_str() {
+            "stage" => vec![Want::Messages],
+            "register" => vec![Want::Hmem],
+            _ => vec![Want::Hmem, Want::Messages],
+        };
+    }
     let mut delivery = true;
-    let mut list = getinfo(requested.as_deref(), true)?;
-    if list.is_null() {
-        delivery = false;
-        list = getinfo(requested.as_deref(), false)?;
+    let mut want = wants[0];
+    let mut list = std::ptr::null_mut();
+    'found: for &w in &wants {
+        for d in [true, false] {
+            list = getinfo(requested.as_deref(), d, w)?;
+            if !list.is_null() {
+                delivery = d;
+                want = w;
+                break 'found;
+            }
+        }
+    }
+    if list.is_null() && wants == [Want::Hmem] {
+        return Err(Error::Transport {
+            transport: "fabric",
+            message: format!(
+                "XPUSHMEM_FABRIC_DEVICE_HEAP=register, but no libfabric provider {}offers FI_HMEM (registration \
+                 of Level Zero memory) with RMA and atomics; use auto or stage",
+                requested.as_deref().map_or(String::new(), |p| format!("named {p} "))
+            ),
+        });
     }
     // SAFETY: walking the list fi_getinfo returned (freed below, after the chosen node is duplicated).
     let chosen = unsafe {
@@ -1460,6 +2040,7 @@ fn open(a: &FabricArgs<'_>) -> Result<(Ep, Vec<u8>)> {
         timeout: a.timeout,
         lost: false,
         liveness: Arc::clone(&a.liveness),
+        stage: None,
     };
     // SAFETY: `chosen` is a valid fi_info owned by `ep` (freed in its Drop); each object is opened into `ep`'s
     // fields, so Drop closes whatever was opened if a later step fails.
@@ -1486,7 +2067,7 @@ fn open(a: &FabricArgs<'_>) -> Result<(Ep, Vec<u8>)> {
             fi::xfi_domain(ep.fabric, chosen, &mut ep.domain, std::ptr::null_mut()) as i64,
         )?;
         let mut cq_attr = fi::fi_cq_attr {
-            format: fi::FI_CQ_FORMAT_CONTEXT,
+            format: fi::FI_CQ_FORMAT_MSG,
             wait_obj: fi::FI_WAIT_NONE,
             ..Default::default()
         };
@@ -1537,21 +2118,54 @@ fn open(a: &FabricArgs<'_>) -> Result<(Ep, Vec<u8>)> {
             .bytes(prov.as_bytes())
             .bytes(&name);
         for (w, key) in [(a.sys, SYS_KEY), (a.heap, HEAP_KEY)] {
+            let device = key == HEAP_KEY && a.device.is_some();
+            if device && want != Want::Hmem {
+                // The staging path: the device heap is not registered; peers' messages reach it (below).
+                rec = rec.u64(0).u64(0).u64(w.len() as u64).u64(1);
+                continue;
+            }
             let mut mr = std::ptr::null_mut();
-            // The region is this PE's own mapping of its memfd, alive as long as the runtime (which outlives
-            // this transport: the transport is dropped with `Peers`, before the arena).
-            let r = fi::xfi_mr_reg(
-                ep.domain,
-                w.base().cast(),
-                w.len(),
-                (fi::FI_REMOTE_READ | fi::FI_REMOTE_WRITE | fi::FI_READ | fi::FI_WRITE) as u64,
-                0,
-                key,
-                0,
-                &mut mr,
-                std::ptr::null_mut(),
-            );
-            ok(&prov, "fi_mr_reg (symmetric heap)", r as i64)?;
+            let access =
+                (fi::FI_REMOTE_READ | fi::FI_REMOTE_WRITE | fi::FI_READ | fi::FI_WRITE) as u64;
+            // The region is this PE's own mapping of its memfd (or its device heap), alive as long as the runtime
+            // (which outlives this transport: the transport is dropped with `Peers`, before the arena).
+            let r = if device {
+                let iov = fi::iovec {
+                    iov_base: w.base().cast(),
+                    iov_len: w.len(),
+                };
+                let mut attr = fi::fi_mr_attr {
+                    mr_iov: &iov,
+                    iov_count: 1,
+                    access,
+                    requested_key: key,
+                    iface: fi::FI_HMEM_ZE,
+                    ..Default::default()
+                };
+                attr.device.ze = a.device.as_ref().map_or(0, |d| d.rt.device_index()) as i32;
+                fi::xfi_mr_regattr(ep.domain, &attr, 0, &mut mr)
+            } else {
+                fi::xfi_mr_reg(
+                    ep.domain,
+                    w.base().cast(),
+                    w.len(),
+                    access,
+                    0,
+                    key,
+                    0,
+                    &mut mr,
+                    std::ptr::null_mut(),
+                )
+            };
+            ok(
+                &prov,
+                if device {
+                    "fi_mr_regattr (device heap, FI_HMEM_ZE)"
+                } else {
+                    "fi_mr_reg (symmetric heap)"
+                },
+                r as i64,
+            )?;
             ep.own.push(mr);
             if ep.mr_endpoint {
                 ok(
@@ -1563,7 +2177,52 @@ fn open(a: &FabricArgs<'_>) -> Result<(Ep, Vec<u8>)> {
             }
             let k = if prov_key { fi::xfi_mr_key(mr) } else { key };
             let addr = if virt { w.base() as u64 } else { 0 };
-            rec = rec.u64(k).u64(addr).u64(w.len() as u64);
+            rec = rec.u64(k).u64(addr).u64(w.len() as u64).u64(0);
+        }
+        if let (Some(d), false) = (&a.device, want == Want::Hmem) {
+            let words = HDR_WORDS + STAGE_CHUNK / 8;
+            let mut st = Stage {
+                rt: Arc::clone(&d.rt),
+                base: a.heap.base() as usize,
+                len: a.heap.len(),
+                bufs: (0..STAGE_RECVS).map(|_| vec![0u64; words]).collect(),
+                ctxs: (0..STAGE_RECVS)
+                    .map(|i| {
+                        Box::new(Ctx {
+                            raw: fi::fi_context2::default(),
+                            id: RECV_BIT | i as u64,
+                        })
+                    })
+                    .collect(),
+                mrs: Vec::new(),
+                arrived: std::collections::VecDeque::new(),
+                serving: false,
+            };
+            if ep.mr_local {
+                for b in &mut st.bufs {
+                    let mut mr = std::ptr::null_mut();
+                    let r = fi::xfi_mr_reg(
+                        ep.domain,
+                        b.as_ptr().cast(),
+                        b.len() * 8,
+                        (fi::FI_RECV | fi::FI_SEND) as u64,
+                        0,
+                        0,
+                        0,
+                        &mut mr,
+                        std::ptr::null_mut(),
+                    );
+                    ok(&prov, "fi_mr_reg (staging buffer)", r as i64)?;
+                    st.mrs.push(LocalMr {
+                        mr,
+                        desc: fi::xfi_mr_desc(mr),
+                    });
+                }
+            }
+            ep.stage = Some(st);
+            for i in 0..STAGE_RECVS {
+                ep.post_recv(i)?;
+            }
         }
         // The atomics the provider offers, per width, operation and form.
         for width in [4usize, 8] {
@@ -1600,6 +2259,7 @@ fn open(a: &FabricArgs<'_>) -> Result<(Ep, Vec<u8>)> {
             provider = %prov,
             domain = %CStr::from_ptr((*info.domain_attr).name).to_string_lossy(),
             delivery_complete = delivery,
+            device_heap = ?a.device.as_ref().map(|_| if want == Want::Hmem { "registered (FI_HMEM_ZE)" } else { "staged" }),
             mr_mode,
             atomics = ep.atomics.len(),
             "fabric endpoint"

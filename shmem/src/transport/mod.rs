@@ -22,6 +22,8 @@ pub mod dataseg;
 pub(crate) mod deferred;
 #[cfg(xpushmem_fabric)]
 pub(crate) mod fabric;
+#[cfg(xpushmem_fabric)]
+pub(crate) mod fabric_proxy;
 pub mod fdx;
 pub(crate) mod shm;
 pub mod vmem;
@@ -415,6 +417,9 @@ pub(crate) struct Peers {
     me: usize,
     /// The Level Zero device of a device heap.
     pub(crate) device: Option<Arc<ze::ZeRuntime>>,
+    /// The host proxy of kernels' operations on PEs reached through the fabric (device heaps only).
+    #[cfg(xpushmem_fabric)]
+    pub(crate) proxy: Option<fabric_proxy::DeviceProxy>,
     /// This PE's own memfd (runtime words, and the user heap on host heaps); mapped by every node peer.
     _arena: shm::Arena,
 }
@@ -436,10 +441,27 @@ impl Peers {
     pub(crate) fn transports(&self) -> impl Iterator<Item = &dyn Transport> {
         self.transports.iter().map(|t| t.as_ref())
     }
+    /// The host proxy ring's address for kernels' device state (0: no proxy, every PE is mapped).
+    pub(crate) fn proxy_ring(&self) -> u64 {
+        #[cfg(xpushmem_fabric)]
+        return self.proxy.as_ref().map_or(0, |p| p.ring_address());
+        #[cfg(not(xpushmem_fabric))]
+        0
+    }
+    /// The host error of the first request the proxy failed, if any (cleared).
+    pub(crate) fn take_proxy_failure(&self) -> Option<crate::error::Error> {
+        #[cfg(xpushmem_fabric)]
+        return self.proxy.as_ref().and_then(|p| p.take_failure());
+        #[cfg(not(xpushmem_fabric))]
+        None
+    }
 }
 
 impl Drop for Peers {
     fn drop(&mut self) {
+        // The proxy thread (which uses the fabric windows and the device) stops first.
+        #[cfg(xpushmem_fabric)]
+        drop(self.proxy.take());
         // Peers' windows and the transports go first, while this PE's own mappings (registered with a network
         // transport, which may still write into them until it is closed) stay mapped.
         let own = (
@@ -525,11 +547,19 @@ pub(crate) fn connect(a: ConnectArgs<'_>) -> Result<(Peers, dataseg::SymData)> {
         dataseg::SymData::plan(a.symmetric_data && a.heap_kind == HeapKind::Host, host_user)?;
     let (arena, mut sys, mut heap) = shm::connect(&a, &local, host_user, &data)?;
     let device = if a.heap_kind == HeapKind::Device {
+        // The device maps the node peers the fabric does not reach (with XPUSHMEM_TRANSPORT=fabric: none), so
+        // the device library's bases table holds 0 for every PE the fabric (and the host proxy) serves.
+        let mapped: Vec<usize> = local
+            .iter()
+            .copied()
+            .filter(|&p| p == me || fabric_reach.as_ref().is_none_or(|r| !r[p]))
+            .collect();
         let (rt, dmaps) = crate::device::setup(crate::device::DeviceSetup {
             boot: a.boot,
             me,
             n,
-            local: &local,
+            local: &mapped,
+            local_rank: local.iter().position(|&p| p == me).unwrap_or(0),
             pids: a.pids,
             size: a.heap_bytes,
             cookie: a.cookie,
@@ -542,15 +572,9 @@ pub(crate) fn connect(a: ConnectArgs<'_>) -> Result<(Peers, dataseg::SymData)> {
         None
     };
     #[cfg(xpushmem_fabric)]
+    let mut proxy = None;
+    #[cfg(xpushmem_fabric)]
     if let Some(r) = fabric_reach {
-        if a.heap_kind == HeapKind::Device {
-            return Err(crate::error::Error::Transport {
-                transport: "fabric",
-                message: "XPUSHMEM_HEAP=device with PEs reached through the fabric (other nodes, or \
-                          XPUSHMEM_TRANSPORT=fabric): device heaps over the fabric are not implemented yet"
-                    .into(),
-            });
-        }
         let internal = |what: &str| crate::error::Error::Transport {
             transport: "fabric",
             message: format!("{what} not mapped before the fabric set-up"),
@@ -571,10 +595,30 @@ pub(crate) fn connect(a: ConnectArgs<'_>) -> Result<(Peers, dataseg::SymData)> {
             timeout: a.timeout,
             progress_thread: cfg.progress_thread,
             emulate_atomics: cfg.fabric_atomics == "cas",
+            device: device.as_ref().map(|rt| fabric::DeviceHeap {
+                rt: Arc::clone(rt),
+                mode: cfg.fabric_device_heap.clone(),
+            }),
         })?;
         for pe in (0..n).filter(|&p| r[p]) {
             sys[pe] = fsys[pe].take();
             heap[pe] = fheap[pe].take();
+        }
+        if let Some(rt) = &device {
+            let own = heap[me].as_deref().ok_or_else(|| internal("own heap"))?;
+            let own = fabric_proxy::OwnHeap {
+                base: own.base() as usize,
+                len: own.len(),
+            };
+            let windows = (0..n).map(|p| t.heap_window(p)).collect();
+            proxy = Some(fabric_proxy::DeviceProxy::start(
+                rt,
+                Arc::clone(&t),
+                windows,
+                own,
+                me,
+                cfg.device_proxy == "stalled",
+            )?);
         }
         transports.push(t);
     }
@@ -592,6 +636,8 @@ pub(crate) fn connect(a: ConnectArgs<'_>) -> Result<(Peers, dataseg::SymData)> {
         transports,
         me,
         device,
+        #[cfg(xpushmem_fabric)]
+        proxy,
         _arena: arena,
     };
     Ok((peers, data))

@@ -126,6 +126,12 @@ pub struct ZeRuntime {
     modules: Mutex<Vec<ze::ze_module_handle_t>>,
     /// Kernels created through [`ZeRuntime::kernel`], destroyed before their modules.
     kernels: Mutex<Vec<ze::ze_kernel_handle_t>>,
+    /// The service lane (created on first use): synchronous copy and compute lists of their own, for the threads
+    /// that serve peers (fabric staging, the device proxy) while this PE's own thread may be blocked in a kernel
+    /// launch holding `lists`.
+    service: Mutex<Option<Lists>>,
+    /// Index of the device among the loader's devices (0 for adopted handles).
+    index: usize,
 }
 
 // SAFETY: Level Zero handles may be used from any thread; the only state mutated through `&self` (command lists,
@@ -168,6 +174,10 @@ impl ZeRuntime {
         })?;
         // SAFETY: zeInit takes flags only; calling it more than once is allowed.
         check("zeInit", unsafe { (api.zeInit)(0) })?;
+        let index = match select {
+            DeviceSelect::Index(i) => i,
+            DeviceSelect::External(_) => 0,
+        };
         let (driver, device, context, owns_context) = match select {
             DeviceSelect::External(h) => {
                 if h.driver.is_null() || h.device.is_null() || h.context.is_null() {
@@ -243,6 +253,8 @@ impl ZeRuntime {
             amo: Mutex::new(None),
             modules: Mutex::new(Vec::new()),
             kernels: Mutex::new(Vec::new()),
+            service: Mutex::new(None),
+            index,
         }))
     }
 
@@ -730,22 +742,6 @@ impl ZeRuntime {
         // its arguments changed between another thread's setting and launching them (Level Zero captures them at
         // append time).
         let mut lists = self.lists.lock().unwrap_or_else(|p| p.into_inner());
-        for (i, a) in args.iter().enumerate() {
-            // SAFETY: the kernel is live; the value bytes are valid for the call.
-            check("zeKernelSetArgumentValue", unsafe {
-                (self.api.zeKernelSetArgumentValue)(kernel, i as u32, a.len(), a.as_ptr().cast())
-            })
-            .map_err(|e| context(e, format_args!("argument {i}")))?;
-        }
-        // SAFETY: the kernel is live.
-        check("zeKernelSetGroupSize", unsafe {
-            (self.api.zeKernelSetGroupSize)(kernel, group_size[0], group_size[1], group_size[2])
-        })?;
-        let count = ze::ze_group_count_t {
-            groupCountX: groups[0],
-            groupCountY: groups[1],
-            groupCountZ: groups[2],
-        };
         let list = match (signal, lists.compute_async) {
             (None, _) => lists.compute,
             (Some(_), Some(l)) => l,
@@ -769,6 +765,42 @@ impl ZeRuntime {
                 lists.compute_async = Some(l);
                 l
             }
+        };
+        // SAFETY: the caller's contract; the list is live and used under its lock (held until we return).
+        unsafe { self.set_and_append(list, kernel, args, groups, group_size, signal, cooperative) }
+    }
+
+    /// Set `kernel`'s arguments and group size and append its launch to `list` (the caller holds the lock that
+    /// serialises the list's use).
+    ///
+    /// # Safety
+    /// As for [`ZeRuntime::append_launch`]; `list` is a live command list of this context.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn set_and_append(
+        &self,
+        list: ze::ze_command_list_handle_t,
+        kernel: ze::ze_kernel_handle_t,
+        args: &[Vec<u8>],
+        groups: [u32; 3],
+        group_size: [u32; 3],
+        signal: Option<ze::ze_event_handle_t>,
+        cooperative: bool,
+    ) -> Result<()> {
+        for (i, a) in args.iter().enumerate() {
+            // SAFETY: the kernel is live; the value bytes are valid for the call.
+            check("zeKernelSetArgumentValue", unsafe {
+                (self.api.zeKernelSetArgumentValue)(kernel, i as u32, a.len(), a.as_ptr().cast())
+            })
+            .map_err(|e| context(e, format_args!("argument {i}")))?;
+        }
+        // SAFETY: the kernel is live.
+        check("zeKernelSetGroupSize", unsafe {
+            (self.api.zeKernelSetGroupSize)(kernel, group_size[0], group_size[1], group_size[2])
+        })?;
+        let count = ze::ze_group_count_t {
+            groupCountX: groups[0],
+            groupCountY: groups[1],
+            groupCountZ: groups[2],
         };
         let (name, append) = if cooperative {
             (
@@ -794,7 +826,128 @@ impl ZeRuntime {
         })
     }
 
+    /// The service lane's lists (created on first use); see `ZeRuntime::service`.
+    fn service_lists(&self) -> Result<std::sync::MutexGuard<'_, Option<Lists>>> {
+        let mut g = self.service.lock().unwrap_or_else(|p| p.into_inner());
+        if g.is_none() {
+            let (copy_ordinal, compute_ordinal) = Self::queue_groups(&self.api, self.device)?;
+            let mk = |ordinal: u32| -> Result<ze::ze_command_list_handle_t> {
+                let desc = ze::ze_command_queue_desc_t {
+                    ordinal,
+                    index: 0,
+                    mode: ze::ZE_COMMAND_QUEUE_MODE_SYNCHRONOUS,
+                    ..Default::default()
+                };
+                let mut list = ze::ze_command_list_handle_t::null();
+                // SAFETY: valid context/device handles, descriptor and out-pointer.
+                check("zeCommandListCreateImmediate", unsafe {
+                    (self.api.zeCommandListCreateImmediate)(
+                        self.context,
+                        self.device,
+                        &desc,
+                        &mut list,
+                    )
+                })?;
+                Ok(list)
+            };
+            let copy = mk(copy_ordinal.unwrap_or(compute_ordinal))?;
+            let compute = match mk(compute_ordinal) {
+                Ok(c) => c,
+                Err(e) => {
+                    // SAFETY: the list was just created and is not used.
+                    unsafe { (self.api.zeCommandListDestroy)(copy) };
+                    return Err(e);
+                }
+            };
+            *g = Some(Lists {
+                copy,
+                compute,
+                compute_async: None,
+                compute_ordinal,
+            });
+        }
+        Ok(g)
+    }
+
+    /// Copy `len` bytes on the service lane (never waits for a kernel of this PE's own thread to finish).
+    ///
+    /// # Safety
+    /// `dst` and `src` must each be valid for `len` bytes (device memory of this context, or host memory).
+    pub(crate) unsafe fn service_copy(
+        &self,
+        dst: *mut u8,
+        src: *const u8,
+        len: usize,
+    ) -> Result<()> {
+        if len == 0 {
+            return Ok(());
+        }
+        let g = self.service_lists()?;
+        let l = g
+            .as_ref()
+            .map(|l| l.copy)
+            .expect("created by service_lists");
+        // SAFETY: the caller guarantees both ranges; the list is synchronous, so the copy is complete on return.
+        check("zeCommandListAppendMemoryCopy", unsafe {
+            (self.api.zeCommandListAppendMemoryCopy)(
+                l,
+                dst.cast(),
+                src.cast(),
+                len,
+                ze::ze_event_handle_t::null(),
+                0,
+                std::ptr::null_mut(),
+            )
+        })
+    }
+
+    /// An atomic on the word at `target` (device memory of this context, in bounds and aligned: checked by the
+    /// caller) run on the service lane; the previous value.
+    pub(crate) fn service_amo(
+        &self,
+        target: *mut u8,
+        width: usize,
+        op: AmoOp,
+        operand: u64,
+    ) -> Result<u64> {
+        self.amo_on(target, width, op, operand, true)
+    }
+
+    /// Allocate `len` bytes of host memory that kernels of this context can read and write (`zeMemAllocHost`).
+    pub(crate) fn alloc_host(self: &Arc<Self>, len: usize) -> Result<HostAlloc> {
+        let desc = ze::ze_host_mem_alloc_desc_t::default();
+        let mut p: *mut c_void = std::ptr::null_mut();
+        // SAFETY: valid context, descriptor and out-pointer.
+        check("zeMemAllocHost", unsafe {
+            (self.api.zeMemAllocHost)(self.context, &desc, len, 4096, &mut p)
+        })?;
+        // SAFETY: a fresh allocation of `len` bytes; zeroed before anyone else sees it.
+        unsafe { std::ptr::write_bytes(p.cast::<u8>(), 0, len) };
+        Ok(HostAlloc {
+            rt: self.clone(),
+            ptr: p.cast(),
+            len,
+        })
+    }
+
+    /// Index of the device among the loader's devices (what `FI_HMEM_ZE` registrations name; 0 for adopted
+    /// handles).
+    pub(crate) fn device_index(&self) -> usize {
+        self.index
+    }
+
     fn amo(&self, target: *mut u8, width: usize, op: AmoOp, operand: u64) -> Result<u64> {
+        self.amo_on(target, width, op, operand, false)
+    }
+
+    fn amo_on(
+        &self,
+        target: *mut u8,
+        width: usize,
+        op: AmoOp,
+        operand: u64,
+        service: bool,
+    ) -> Result<u64> {
         let (code, cond) = match op {
             AmoOp::Fetch => (AmoCode::Fetch, 0u64),
             AmoOp::Set => (AmoCode::Set, 0),
@@ -818,9 +971,19 @@ impl ZeRuntime {
             cond.to_ne_bytes().to_vec(),
             (k.result as u64).to_ne_bytes().to_vec(),
         ];
-        // SAFETY: the runtime's own atomic kernel: it touches only `target` (one aligned word inside a window,
-        // checked by the caller) and the 8-byte result allocation.
-        unsafe { self.launch(kernel, &args, [1, 1, 1], [1, 1, 1])? };
+        if service {
+            let lanes = self.service_lists()?;
+            let l = lanes
+                .as_ref()
+                .map(|l| l.compute)
+                .expect("created by service_lists");
+            // SAFETY: as below; the service compute list is live and used under its lock.
+            unsafe { self.set_and_append(l, kernel, &args, [1, 1, 1], [1, 1, 1], None, false)? };
+        } else {
+            // SAFETY: the runtime's own atomic kernel: it touches only `target` (one aligned word inside a
+            // window, checked by the caller) and the 8-byte result allocation.
+            unsafe { self.launch(kernel, &args, [1, 1, 1], [1, 1, 1])? };
+        }
         // SAFETY: result is our 8-byte host allocation; the kernel has finished (synchronous list) and we hold
         // the lock that serialises every use of it.
         Ok(unsafe { std::ptr::read_volatile(k.result) })
@@ -852,6 +1015,10 @@ impl Drop for ZeRuntime {
                 .unwrap_or_default()
             {
                 let _ = (self.api.zeModuleDestroy)(m);
+            }
+            if let Some(l) = self.service.get_mut().ok().and_then(|l| l.take()) {
+                let _ = (self.api.zeCommandListDestroy)(l.copy);
+                let _ = (self.api.zeCommandListDestroy)(l.compute);
             }
             if let Ok(l) = self.lists.get_mut() {
                 if let Some(a) = l.compute_async {
@@ -907,6 +1074,39 @@ impl Drop for ZeEvent {
 unsafe impl Send for ZeEvent {}
 // SAFETY: as above; `is_complete` only queries.
 unsafe impl Sync for ZeEvent {}
+
+/// Host memory of a Level Zero context that kernels can access (`zeMemAllocHost`), freed on drop.
+#[derive(Debug)]
+pub(crate) struct HostAlloc {
+    rt: Arc<ZeRuntime>,
+    ptr: *mut u8,
+    len: usize,
+}
+
+// SAFETY: an address range owned by this value plus a thread-safe runtime; users access it with atomics.
+unsafe impl Send for HostAlloc {}
+// SAFETY: as above.
+unsafe impl Sync for HostAlloc {}
+
+impl HostAlloc {
+    /// The first byte (a host address, also valid in kernels of the context).
+    pub(crate) fn ptr(&self) -> *mut u8 {
+        self.ptr
+    }
+    /// Bytes.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+}
+
+impl Drop for HostAlloc {
+    fn drop(&mut self) {
+        // SAFETY: our allocation, freed once.
+        unsafe {
+            let _ = (self.rt.api.zeMemFree)(self.rt.context, self.ptr.cast());
+        }
+    }
+}
 
 /// A [`Window`] onto a device heap: our own allocation or a peer's, opened through IPC.
 #[derive(Debug)]

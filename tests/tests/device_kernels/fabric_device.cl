@@ -1,0 +1,45 @@
+/* Kernels of tests/tests/fabric_device.rs: device-initiated operations on PEs reached through the fabric, which the
+ * device library sends through the host proxy ring. */
+#include "xpushmem_device.h"
+
+/* putmem_signal (work-group form when wg) of n bytes to the right neighbour (ADD value), then wait for the left
+ * neighbour's signal: status[0] the put's result, status[1] the signal seen. */
+__kernel void k_px_put_signal(__global uchar *dst, __global const uchar *src, ulong n, __global ulong *sig,
+                              ulong value, int wg, __global long *status) {
+  int me = xpushmem_my_pe(), npes = xpushmem_n_pes();
+  int right = (me + 1) % npes;
+  int e = 0;
+  if (wg)
+    e = xpushmemx_putmem_signal_work_group((long)dst, (long)src, n, (long)sig, value, XPUSHMEM_SIGNAL_ADD, right);
+  else if (get_local_id(0) == 0)
+    e = xpushmem_putmem_signal((long)dst, (long)src, n, (long)sig, value, XPUSHMEM_SIGNAL_ADD, right);
+  if (get_local_id(0) == 0) {
+    status[0] = e;
+    status[1] = (long)xpushmem_signal_wait_until((long)sig, XPUSHMEM_CMP_GE, value);
+  }
+}
+
+/* To the right neighbour: putmem_nbi of n bytes, long_p of 1000 + me, quiet, then signal_op SET 1; then wait for the
+ * left neighbour's signal. status[0..3] the four results, status[4] the signal seen. */
+__kernel void k_px_put_quiet(__global uchar *dst, __global const uchar *src, ulong n, __global long *val,
+                             __global ulong *sig, __global long *status) {
+  int me = xpushmem_my_pe(), npes = xpushmem_n_pes();
+  int right = (me + 1) % npes;
+  status[0] = xpushmem_putmem_nbi((long)dst, (long)src, n, right);
+  status[1] = xpushmem_long_p((long)val, 1000 + me, right);
+  status[2] = xpushmem_quiet();
+  status[3] = xpushmemx_signal_op((long)sig, 1, XPUSHMEM_SIGNAL_SET, right);
+  status[4] = (long)xpushmem_signal_wait_until((long)sig, XPUSHMEM_CMP_GE, 1);
+}
+
+/* getmem of n bytes of the right neighbour's src into dst; status[0] the result. */
+__kernel void k_px_get(__global uchar *dst, __global const uchar *src, ulong n, __global long *status) {
+  int me = xpushmem_my_pe(), npes = xpushmem_n_pes();
+  status[0] = xpushmem_getmem((long)dst, (long)src, n, (me + 1) % npes);
+}
+
+/* A blocking put to the right neighbour (for the proxy that never answers); status[0] the result. */
+__kernel void k_px_put(__global uchar *dst, __global const uchar *src, ulong n, __global long *status) {
+  int me = xpushmem_my_pe(), npes = xpushmem_n_pes();
+  status[0] = xpushmem_putmem((long)dst, (long)src, n, (me + 1) % npes);
+}

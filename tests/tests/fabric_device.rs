@@ -1,0 +1,344 @@
+//! Device heaps (ze-emu) over the fabric transport (libfabric `tcp` on loopback, every other PE forced onto it with
+//! `XPUSHMEM_TRANSPORT=fabric`): host-initiated RMA, atomics and put-with-signal on peers' device heaps (tcp has no
+//! `FI_HMEM`, so they take the staging path: messages into registered host buffers, applied by the target's Level
+//! Zero copy), and kernels' puts, put-with-signal, quiet, `p` and gets to those peers through the host proxy ring.
+//! Every result is checked against a reference each PE computes on its own. A proxy that never answers ends the
+//! kernel's call in its `Timeout`.
+//!
+//! Skipped (with a message) when the build has no fabric transport.
+
+use std::path::PathBuf;
+use xpushmem::{Cmp, Error, KernelArg, Shmem, SignalOp};
+use xpushmem_tests::device_build::{self, root};
+use xpushmem_tests::{assert_success, is_pe_of, ref_vec, run_pe, spawn_pes_with, test_name};
+
+const SPV_VAR: &str = "XPUSHMEM_TEST_FABRIC_DEVICE_SPV";
+
+/// Run `body` on `n` device-heap PEs that reach each other only through the fabric (the parent builds the kernels
+/// linked with the committed device library once).
+fn fabric_device_test(
+    func: &str,
+    n: usize,
+    extra: &[(&str, &str)],
+    body: fn(&Shmem) -> xpushmem::Result<()>,
+) {
+    let name = test_name(module_path!(), func);
+    if is_pe_of(&name) {
+        run_pe(body);
+    }
+    if !fabric_available() {
+        eprintln!(
+            "skipped: this build has no fabric transport (libfabric headers missing at build time)"
+        );
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("xpushmem-fabdev-{}-{func}", std::process::id()));
+    let src = root().join("tests/tests/device_kernels/fabric_device.cl");
+    let spv: PathBuf = device_build::link_with_library(&src, &dir, "fabric_device.spv");
+    let mut env = xpushmem_tests::device_env();
+    env.push(("XPUSHMEM_TRANSPORT".into(), "fabric".into()));
+    env.push((SPV_VAR.into(), spv.display().to_string()));
+    env.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let out = spawn_pes_with(&name, n, &env);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_success(&name, n, &out);
+}
+
+/// Whether this build has the fabric transport.
+fn fabric_available() -> bool {
+    matches!(xpushmem::transport::fabric_providers(), Ok(Some(_)))
+}
+
+fn check(what: &str, ok: bool) -> xpushmem::Result<()> {
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::State(format!("check failed: {what}")))
+    }
+}
+
+/// Host-initiated operations on the neighbours' device heaps: puts of 13 bytes and of 150 KiB (three staging
+/// chunks) read back with gets, atomics on PE 0's words from every PE, put-with-signal around the ring.
+fn host_ops(sh: &Shmem) -> xpushmem::Result<()> {
+    let (me, n) = (sh.my_pe(), sh.n_pes());
+    let (right, left) = ((me + 1) % n, (me + n - 1) % n);
+    for pe in (0..n).filter(|&p| p != me) {
+        check(
+            &format!("PE {pe} through the fabric"),
+            sh.transport_name(pe) == "fabric",
+        )?;
+    }
+    for (salt, len) in [(1u64, 13usize), (2, 150 * 1024)] {
+        let buf = sh.calloc::<u8>(len)?;
+        sh.put(buf, &ref_vec::<u8>(me, len, salt), right)?;
+        sh.barrier_all()?;
+        let mut got = vec![0u8; len];
+        sh.get(&mut got, buf, me)?;
+        check(
+            &format!("{len} bytes put by PE {left} into my device heap"),
+            got == ref_vec::<u8>(left, len, salt),
+        )?;
+        let mut back = vec![0u8; len];
+        sh.get(&mut back, buf, right)?;
+        check(
+            &format!("{len} bytes read back from PE {right}"),
+            back == ref_vec::<u8>(me, len, salt),
+        )?;
+        sh.barrier_all()?;
+        sh.free(buf)?;
+    }
+    // Atomics on PE 0's words: 20 fetch_adds of me+1 from every PE, an election by compare_swap, swaps.
+    let w = sh.calloc::<u64>(2)?;
+    let w32 = sh.calloc::<u32>(1)?;
+    let mut seen = Vec::new();
+    for _ in 0..20 {
+        seen.push(sh.atomic_fetch_add(w.at(0)?, me as u64 + 1, 0)?);
+        sh.atomic_fetch_add(w32.at(0)?, 1u32, 0)?;
+    }
+    let won = sh.atomic_compare_swap(w.at(1)?, 0u64, me as u64 + 100, 0)? == 0;
+    sh.barrier_all()?;
+    let total: u64 = (0..n as u64).map(|p| 20 * (p + 1)).sum();
+    check(
+        "fetch_add total on PE 0",
+        sh.atomic_fetch(w.at(0)?, 0)? == total,
+    )?;
+    check(
+        "32-bit fetch_add total on PE 0",
+        sh.atomic_fetch(w32.at(0)?, 0)? == 20 * n as u32,
+    )?;
+    check(
+        "fetch_add results increase",
+        seen.windows(2).all(|p| p[0] < p[1]),
+    )?;
+    let winner = sh.atomic_fetch(w.at(1)?, 0)?;
+    check(
+        "one compare_swap winner",
+        (100..100 + n as u64).contains(&winner),
+    )?;
+    check(
+        "this PE's election result",
+        won == (winner == me as u64 + 100),
+    )?;
+    sh.barrier_all()?;
+    if me == 1 {
+        let old = sh.atomic_swap(w.at(1)?, 7u64, 0)?;
+        check("swap returns the winner", old == winner)?;
+        check("swap wrote", sh.atomic_fetch(w.at(1)?, 0)? == 7)?;
+    }
+    // put_signal around the ring, 3 rounds, ADD.
+    let data = sh.calloc::<u64>(1000)?;
+    let sig = sh.calloc::<u64>(1)?;
+    for round in 1..=3u64 {
+        sh.barrier_all()?;
+        sh.put_signal(
+            data,
+            &ref_vec::<u64>(me, 1000, 10 + round),
+            sig.at(0)?,
+            1,
+            SignalOp::Add,
+            right,
+        )?;
+        sh.signal_wait_until(sig.at(0)?, Cmp::Ge, round)?;
+        let mut got = vec![0u64; 1000];
+        sh.get(&mut got, data, me)?;
+        check(
+            &format!("put_signal round {round} data"),
+            got == ref_vec::<u64>(left, 1000, 10 + round),
+        )?;
+    }
+    sh.barrier_all()?;
+    Ok(())
+}
+
+#[test]
+fn host_ops_on_device_heaps_2pe() {
+    fabric_device_test("host_ops_on_device_heaps_2pe", 2, &[], host_ops);
+}
+
+#[test]
+fn host_ops_on_device_heaps_3pe() {
+    fabric_device_test("host_ops_on_device_heaps_3pe", 3, &[], host_ops);
+}
+
+fn sym<T: xpushmem::Symmetric>(s: xpushmem::SymSlice<T>, pe: usize) -> KernelArg {
+    KernelArg::sym(s, pe)
+}
+
+/// Kernels reaching the neighbours through the proxy: put_signal (plain and work-group), put_nbi + p + quiet +
+/// signal_op, get.
+fn kernel_ops(sh: &Shmem) -> xpushmem::Result<()> {
+    let (me, n) = (sh.my_pe(), sh.n_pes());
+    let (right, left) = ((me + 1) % n, (me + n - 1) % n);
+    let dev = sh.device().expect("a device heap");
+    let spv = std::fs::read(std::env::var(SPV_VAR).expect("module path")).expect("linked module");
+    let module = dev.load_module(&spv)?;
+    dev.init_module(&module)?;
+    let run = |name: &str, args: &[KernelArg], size: u32| -> xpushmem::Result<()> {
+        let k = dev.kernel(&module, name)?;
+        // SAFETY: the kernels touch only the heap buffers passed (within their extents) and, through the device
+        // library and its proxy, the peers' copies of them; one work-group.
+        unsafe { dev.launch(&k, args, [1, 1, 1], [size, 1, 1]) }
+    };
+    const N: usize = 70_000; // more than one staging chunk
+    let dst = sh.calloc::<u8>(N)?;
+    let src = sh.calloc::<u8>(N)?;
+    let sig = sh.calloc::<u64>(1)?;
+    let status = sh.calloc::<i64>(5)?;
+    for (round, wg) in [(1u64, 0i32), (2, 1)] {
+        sh.put(src, &ref_vec::<u8>(me, N, round), me)?;
+        sh.barrier_all()?;
+        let args = [
+            sym(dst, me),
+            sym(src, me),
+            KernelArg::U64(N as u64),
+            sym(sig, me),
+            KernelArg::U64(round),
+            KernelArg::U32(wg as u32),
+            sym(status, me),
+        ];
+        run("k_px_put_signal", &args, 16)?;
+        let mut st = [0i64; 2];
+        sh.get(&mut st, status.slice(0..2)?, me)?;
+        // Round 2 adds 2 to round 1's 1.
+        let want = if round == 1 { 1 } else { 3 };
+        check(
+            &format!("put_signal round {round}: status {st:?}"),
+            st[0] == 0 && st[1] as u64 >= round,
+        )?;
+        check("signal word", sh.signal_fetch(sig.at(0)?)? == want)?;
+        let mut got = vec![0u8; N];
+        sh.get(&mut got, dst, me)?;
+        check(
+            &format!("put_signal round {round} (wg {wg}) data from PE {left}"),
+            got == ref_vec::<u8>(left, N, round),
+        )?;
+        sh.barrier_all()?;
+    }
+    // put_nbi + p + quiet + signal_op.
+    let val = sh.calloc::<i64>(1)?;
+    let sig2 = sh.calloc::<u64>(1)?;
+    sh.put(src, &ref_vec::<u8>(me, N, 5), me)?;
+    sh.barrier_all()?;
+    run(
+        "k_px_put_quiet",
+        &[
+            sym(dst, me),
+            sym(src, me),
+            KernelArg::U64(N as u64),
+            sym(val, me),
+            sym(sig2, me),
+            sym(status, me),
+        ],
+        1,
+    )?;
+    let mut st = [0i64; 5];
+    sh.get(&mut st, status, me)?;
+    check(
+        &format!("put_nbi/p/quiet/signal_op status {st:?}"),
+        st[..4] == [0; 4] && st[4] == 1,
+    )?;
+    let mut got = vec![0u8; N];
+    sh.get(&mut got, dst, me)?;
+    check(
+        "put_nbi data (delivered before the signal by quiet)",
+        got == ref_vec::<u8>(left, N, 5),
+    )?;
+    let mut v = [0i64];
+    sh.get(&mut v, val, me)?;
+    check("long_p value", v[0] == 1000 + left as i64)?;
+    sh.barrier_all()?;
+    // get from the right neighbour.
+    sh.put(src, &ref_vec::<u8>(me, N, 6), me)?;
+    sh.put(dst, &vec![0u8; N], me)?;
+    sh.barrier_all()?;
+    run(
+        "k_px_get",
+        &[
+            sym(dst, me),
+            sym(src, me),
+            KernelArg::U64(N as u64),
+            sym(status, me),
+        ],
+        1,
+    )?;
+    sh.get(&mut st[..1], status.slice(0..1)?, me)?;
+    sh.get(&mut got, dst, me)?;
+    check(&format!("getmem status {}", st[0]), st[0] == 0)?;
+    check(
+        &format!("getmem data of PE {right}"),
+        got == ref_vec::<u8>(right, N, 6),
+    )?;
+    sh.barrier_all()?;
+    Ok(())
+}
+
+#[test]
+fn kernels_through_the_proxy_2pe() {
+    fabric_device_test("kernels_through_the_proxy_2pe", 2, &[], kernel_ops);
+}
+
+#[test]
+fn kernels_through_the_proxy_3pe() {
+    fabric_device_test("kernels_through_the_proxy_3pe", 3, &[], kernel_ops);
+}
+
+/// The proxy never drains the ring: a kernel's blocking put to a fabric peer gives up with `Timeout` naming the
+/// proxy wait; the host-initiated path still works.
+fn stalled_proxy(sh: &Shmem) -> xpushmem::Result<()> {
+    let me = sh.my_pe();
+    let dev = sh.device().expect("a device heap");
+    let spv = std::fs::read(std::env::var(SPV_VAR).expect("module path")).expect("linked module");
+    let module = dev.load_module(&spv)?;
+    dev.init_module(&module)?;
+    let dst = sh.calloc::<u8>(64)?;
+    let src = sh.calloc::<u8>(64)?;
+    let status = sh.calloc::<i64>(1)?;
+    let k = dev.kernel(&module, "k_px_put")?;
+    // SAFETY: as in kernel_ops.
+    let r = unsafe {
+        dev.launch(
+            &k,
+            &[
+                sym(dst, me),
+                sym(src, me),
+                KernelArg::U64(64),
+                sym(status, me),
+            ],
+            [1, 1, 1],
+            [1, 1, 1],
+        )
+    };
+    match r {
+        Err(Error::Timeout { op, .. }) => check(
+            &format!("timeout names the proxy: {op}"),
+            op.contains("host proxy"),
+        )?,
+        other => {
+            return Err(Error::State(format!(
+                "expected a Timeout from the stalled proxy, got {other:?}"
+            )))
+        }
+    }
+    let mut st = [0i64];
+    sh.get(&mut st, status, me)?;
+    check(
+        &format!("the put returned an error code ({})", st[0]),
+        st[0] != 0,
+    )?;
+    sh.barrier_all()?;
+    Ok(())
+}
+
+#[test]
+fn stalled_proxy_times_out_2pe() {
+    fabric_device_test(
+        "stalled_proxy_times_out_2pe",
+        2,
+        &[
+            ("XPUSHMEM_DEVICE_PROXY", "stalled"),
+            ("XPUSHMEM_TIMEOUT_MS", "2000"),
+        ],
+        stalled_proxy,
+    );
+}
