@@ -188,6 +188,10 @@ analysis=()
 [ -f benches/report/analysis.md ] && analysis=(--analysis benches/report/analysis.md)
 "$PERF" report --results "$OUT" --md "$DOC" --png-dir "$PNG" "${analysis[@]}"
 echo "== wrote $DOC and $(ls "$PNG" | wc -l) charts in $PNG ($(($(date +%s) - start)) s)"
+# ---- fabric: xpushmem over libfabric tcp, raw libfabric, Open MPI over TCP (scripts/bench-fabric.sh); its own
+# section of the page, put in after the report above wrote the rest.
+BENCH_FABRIC_OUT="$OUT/fabric" BENCH_DOC="$DOC" BENCH_TIMEOUT="$T" bash scripts/bench-fabric.sh || fails+=("fabric")
+
 if ((${#fails[@]})); then
   echo "!! failed: ${fails[*]}" >&2
   exit 1

@@ -15,6 +15,7 @@ pub mod coll;
 pub mod csv;
 pub mod ctx;
 pub mod error;
+pub mod fabric;
 pub mod ops;
 pub mod opts;
 pub mod plot;

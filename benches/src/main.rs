@@ -17,7 +17,8 @@ xpushmem-perf: the xpushmem performance suite
   xpushmem-perf report --results DIR --md FILE --png-dir DIR [--analysis FILE]
                                                                       write the performance page and its charts
   xpushmem-perf plot --bench NAME [--npes N] [--metric lat|bw] --out FILE.png CSV...
-                                                                      chart one benchmark of every impl in the CSVs";
+                                                                      chart one benchmark of every impl in the CSVs
+  xpushmem-perf fabric-report --results DIR --md FILE                 put the fabric section into the page";
 
 fn run(args: &[String]) -> Result<(), PerfError> {
     let o = opts::Opts::parse(args)?;
@@ -147,6 +148,7 @@ fn main() {
         }
         Some("report") => do_report(&args[1..]),
         Some("plot") => do_plot(&args[1..]),
+        Some("fabric-report") => xpushmem_perf::fabric::report(&args[1..]),
         Some("run") => run(&args[1..]),
         _ => run(&args),
     };

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# The fabric comparison, at 2 PEs on this host (libfabric tcp over loopback), with identical sizes and iteration
+# plans: xpushmem with every peer on the fabric transport (XPUSHMEM_TRANSPORT=fabric), raw libfabric doing the same
+# operations (benches/peers/fabric_rma.c) and Open MPI's one-sided over TCP (benches/peers/mpi_bench.c, --win
+# alloc, btl tcp,self, osc pt2pt); then the fabric section of the performance page (xpushmem-perf fabric-report),
+# put between its markers so that it survives `xpushmem-perf report` (scripts/bench.sh runs this script after it).
+# Environment: BENCH_FABRIC_ARGS (default "-b 8 -e 4M -f 2 -i 1000 -w 50 -r 5"; the sizes must include 1 MiB,
+# a target), BENCH_FABRIC_PROVIDER (default tcp), BENCH_FABRIC_OUT (results dir, default
+# $CARGO_TARGET_DIR/bench-results/fabric), BENCH_DOC (default docs/PERFORMANCE.md; none: no page), CARGO_TARGET_DIR
+# (default target-perf), BENCH_TIMEOUT (seconds per program, default 300).
+# A quick check: BENCH_FABRIC_ARGS="-b 8 -e 1M -f 32 -i 20 -w 2 -r 1" BENCH_DOC=/tmp/page.md scripts/bench-fabric.sh
+set -euo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo"
+read -r -a ARGS <<<"${BENCH_FABRIC_ARGS:--b 8 -e 4M -f 2 -i 1000 -w 50 -r 5}"
+PROV="${BENCH_FABRIC_PROVIDER:-tcp}"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$repo/target-perf}"
+OUT="${BENCH_FABRIC_OUT:-$CARGO_TARGET_DIR/bench-results/fabric}"
+DOC="${BENCH_DOC:-$repo/docs/PERFORMANCE.md}"
+T="${BENCH_TIMEOUT:-300}"
+
+echo "== fabric: building xpushmem-perf (release), fabric_rma and mpi_bench"
+cargo build --release -q -p xpushmem-perf -p xpushmem --bins
+PERF="$CARGO_TARGET_DIR/release/xpushmem-perf"
+RUN="$CARGO_TARGET_DIR/release/xpushmem-run"
+rm -rf "$OUT"
+mkdir -p "$OUT/bin"
+gcc -O2 -Wall -o "$OUT/bin/fabric_rma" benches/peers/fabric_rma.c -lfabric
+mpicc -O2 -Wall -o "$OUT/bin/mpi_bench" benches/peers/mpi_bench.c
+
+{
+  echo "provider: ${PROV} (XPUSHMEM_FABRIC_PROVIDER and FI_PROVIDER), both processes on this host (loopback)"
+  echo "libfabric: $(dpkg-query -W -f '${Version}' libfabric1 2>/dev/null || echo unknown); Open MPI: $(ompi_info --version 2>/dev/null | head -1 | sed 's/^Open MPI //')"
+  echo "options: ${ARGS[*]} (every implementation); $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+} >"$OUT/meta.txt"
+
+fails=()
+run() { # label csv-name cmd...
+  local label=$1 name=$2
+  shift 2
+  echo "== fabric: $label"
+  if ! timeout "$T" "$@" --csv "$OUT/$name.csv" "${ARGS[@]}"; then
+    echo "!! fabric: $label FAILED" >&2
+    fails+=("$label")
+  fi
+}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+run "xpushmem, fabric transport" xpushmem-fabric env XPUSHMEM_TRANSPORT=fabric XPUSHMEM_FABRIC_PROVIDER="$PROV" \
+  "$RUN" -n 2 "$PERF" put_lat put_bw put_signal_pp --quiet --label xpushmem-fabric
+run "raw libfabric" libfabric env FI_PROVIDER="$PROV" "$OUT/bin/fabric_rma"
+run "Open MPI over TCP (osc pt2pt)" mpi-tcp mpirun -n 2 --mca pml ob1 --mca btl tcp,self --mca osc pt2pt \
+  "$OUT/bin/mpi_bench" --win alloc put_lat put_bw
+
+if [ "$DOC" != none ]; then
+  "$PERF" fabric-report --results "$OUT" --md "$DOC"
+  echo "== fabric: section written into $DOC"
+fi
+if ((${#fails[@]})); then
+  echo "!! fabric: failed: ${fails[*]}" >&2
+  exit 1
+fi
