@@ -339,6 +339,125 @@ int xpushmem_ops_nvshmem_wait_for_signal_on_queue(const XpushmemOpsTensor *sigpa
                                                   int64_t peer,
                                                   void *ze_command_list);
 
+// `symm_mem::one_shot_all_reduce_out` (`local_input` NULL) and `one_shot_all_reduce_copy_out`: `out` becomes the
+// sum over the group of the ranks' `input` (symmetric), added in group-rank order in the element type (float32 or
+// bfloat16); with `local_input`, it is first copied into this rank's `input`. `reduce_op` NULL = "sum". `out`
+// and `local_input` may lie outside the symmetric heap (device memory of the runtime's context). Device path
+// only: on the runtime's own queue, waiting. Errors carry upstream's messages.
+//
+// # Safety
+// Tensor pointers must point to valid descriptors (`local_input` may be NULL); `reduce_op` NULL or
+// NUL-terminated; `group_pes` NULL or `group_size` readable `int32_t`s; tensors outside the heap must be live
+// device memory of the runtime's context.
+int xpushmem_ops_one_shot_all_reduce(const XpushmemOpsTensor *input,
+                                     const XpushmemOpsTensor *local_input,
+                                     const char *reduce_op,
+                                     const XpushmemOpsTensor *out,
+                                     const int32_t *group_pes,
+                                     int32_t group_size);
+
+// [`xpushmem_ops_one_shot_all_reduce`] appended to the Level Zero command list `ze_command_list` without waiting;
+// the outcome is reported by [`xpushmem_ops_queue_wait`] (a rejected argument is returned at once).
+//
+// # Safety
+// As for [`xpushmem_ops_one_shot_all_reduce`]; `ze_command_list` must be a live command list of the runtime's
+// context and device that stays alive (and the tensors allocated) until the op has run.
+int xpushmem_ops_one_shot_all_reduce_on_queue(const XpushmemOpsTensor *input,
+                                              const XpushmemOpsTensor *local_input,
+                                              const char *reduce_op,
+                                              const XpushmemOpsTensor *out,
+                                              const int32_t *group_pes,
+                                              int32_t group_size,
+                                              void *ze_command_list);
+
+// `symm_mem::two_shot_all_reduce_` (`output` NULL: in place in every rank's `input`) and
+// `two_shot_all_reduce_out`. Device path only (waits); errors carry upstream's messages.
+//
+// # Safety
+// As for [`xpushmem_ops_one_shot_all_reduce`] (`output` may be NULL).
+int xpushmem_ops_two_shot_all_reduce(const XpushmemOpsTensor *input,
+                                     const XpushmemOpsTensor *output,
+                                     const char *reduce_op,
+                                     const int32_t *group_pes,
+                                     int32_t group_size);
+
+// [`xpushmem_ops_two_shot_all_reduce`] appended to `ze_command_list` without waiting (see
+// [`xpushmem_ops_one_shot_all_reduce_on_queue`]).
+//
+// # Safety
+// As for [`xpushmem_ops_one_shot_all_reduce_on_queue`].
+int xpushmem_ops_two_shot_all_reduce_on_queue(const XpushmemOpsTensor *input,
+                                              const XpushmemOpsTensor *output,
+                                              const char *reduce_op,
+                                              const int32_t *group_pes,
+                                              int32_t group_size,
+                                              void *ze_command_list);
+
+// `symm_mem::reduce_scatter_out`: this rank's `output` becomes the sum over the group of its slice of the ranks'
+// `input` (of the flat tensor, or with `split_last_dim` != 0 of the last dimension). Device path only (waits);
+// errors carry upstream's messages.
+//
+// # Safety
+// As for [`xpushmem_ops_one_shot_all_reduce`].
+int xpushmem_ops_reduce_scatter_out(const XpushmemOpsTensor *input,
+                                    int32_t split_last_dim,
+                                    const XpushmemOpsTensor *output,
+                                    const int32_t *group_pes,
+                                    int32_t group_size);
+
+// [`xpushmem_ops_reduce_scatter_out`] appended to `ze_command_list` without waiting (see
+// [`xpushmem_ops_one_shot_all_reduce_on_queue`]).
+//
+// # Safety
+// As for [`xpushmem_ops_one_shot_all_reduce_on_queue`].
+int xpushmem_ops_reduce_scatter_out_on_queue(const XpushmemOpsTensor *input,
+                                             int32_t split_last_dim,
+                                             const XpushmemOpsTensor *output,
+                                             const int32_t *group_pes,
+                                             int32_t group_size,
+                                             void *ze_command_list);
+
+// `symm_mem::memset32_`: words `[offset, offset + count)` of a flat, contiguous 32-bit tensor (dtype 7; a torch
+// caller checks `uint32` itself) set to `val` (a uint32). Device path only (waits); errors carry upstream's
+// messages and are returned before anything is enqueued.
+//
+// # Safety
+// `input` must point to a valid descriptor; outside the heap, of live device memory of the runtime's context.
+int xpushmem_ops_memset32(const XpushmemOpsTensor *input,
+                          int64_t offset,
+                          int64_t val,
+                          int64_t count);
+
+// [`xpushmem_ops_memset32`] appended to `ze_command_list` without waiting.
+//
+// # Safety
+// As for [`xpushmem_ops_memset32`]; `ze_command_list` must be a live command list of the runtime's context and
+// device that stays alive (and the tensor allocated) until the op has run.
+int xpushmem_ops_memset32_on_queue(const XpushmemOpsTensor *input,
+                                   int64_t offset,
+                                   int64_t val,
+                                   int64_t count,
+                                   void *ze_command_list);
+
+// `symm_mem::stream_write_value32_`: one 32-bit release store of `val` at word `offset` of a flat, contiguous
+// 32-bit tensor, after everything before it on the queue. Device path only (waits); errors carry upstream's
+// messages and are returned before anything is enqueued.
+//
+// # Safety
+// As for [`xpushmem_ops_memset32`].
+int xpushmem_ops_stream_write_value32(const XpushmemOpsTensor *input,
+                                      int64_t offset,
+                                      int64_t val);
+
+// [`xpushmem_ops_stream_write_value32`] appended to `ze_command_list` without waiting.
+//
+// # Safety
+// As for [`xpushmem_ops_memset32_on_queue`].
+int xpushmem_ops_stream_write_value32_on_queue(const XpushmemOpsTensor *input,
+                                               int64_t offset,
+                                               int64_t val,
+                                               void *ze_command_list);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif  // __cplusplus

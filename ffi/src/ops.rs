@@ -31,10 +31,12 @@ use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::sync::{Arc, Mutex, Once};
 use xpushmem_ffi_core::error::{self as boundary, Failure};
-use xpushmem_ffi_core::rt::device::queue::{CommandList, Queue};
+use xpushmem_ffi_core::rt::device::queue::{CommandList, DeviceRange, Queue};
 use xpushmem_ffi_core::rt::{Error, InitAttr, Result, Shmem};
 use xpushmem_ffi_core::state;
-use xpushmem_ops::{ops_path, DType, DeviceOps, Group, OpHandle, OpsPath, TensorView};
+use xpushmem_ops::{
+    ops_path, DType, DeviceOps, Group, LocalTensor, OpHandle, Operand, OpsPath, TensorView,
+};
 
 /// A tensor as the C ABI passes it (`xpushmem_ops_tensor`).
 #[repr(C)]
@@ -76,6 +78,9 @@ struct DevPath {
     ops: DeviceOps,
     queue: Queue,
     pending: Vec<OpHandle>,
+    /// Ops whose (host-side) rejection was returned by their entry point already: kept until they have run (their
+    /// peers wait for their verdict), their outcome not reported again.
+    reported: Vec<OpHandle>,
     /// The first error of an op that finished before `xpushmem_ops_queue_wait` was called.
     deferred: Option<Error>,
 }
@@ -104,6 +109,7 @@ fn ensure_device_path(sh: &Shmem) -> Result<()> {
             ops,
             queue,
             pending: Vec::new(),
+            reported: Vec::new(),
             deferred: None,
         });
     }
@@ -112,6 +118,7 @@ fn ensure_device_path(sh: &Shmem) -> Result<()> {
 
 /// Move finished ops out of the pending list, keeping the first error.
 fn reap(sh: &Shmem, st: &mut DevPath) {
+    st.reported.retain(|h| !h.is_complete().unwrap_or(false));
     let mut still = Vec::new();
     for h in std::mem::take(&mut st.pending) {
         if h.is_complete().unwrap_or(false) {
@@ -194,6 +201,10 @@ pub extern "C" fn xpushmem_ops_queue_wait() -> c_int {
                 if let Err(e) = h.wait(sh) {
                     first.get_or_insert(e);
                 }
+            }
+            for h in std::mem::take(&mut st.reported) {
+                // Already reported by its entry point.
+                let _ = h.wait(sh);
             }
             first.map_or(Ok(()), Err)
         })
@@ -1400,6 +1411,510 @@ pub unsafe extern "C" fn xpushmem_ops_nvshmem_wait_for_signal_on_queue(
             sigpad,
             signal,
             peer,
+        )
+    }
+}
+
+// ---- symm_mem's collectives (device path only) ------------------------------------------------------------------
+
+/// Run a symm op on the device path: `list` = `Some` enqueues on the caller's list, `None` on the runtime's own
+/// queue and waits. A rank whose arguments are rejected on the host gets its error from the entry point at once
+/// (upstream raises it at the call), while its kernel still joins the group's verdict so that its peers fail
+/// ("rejected its arguments") instead of waiting. The host path has no symm kernels (the CPU registration runs
+/// them in Python): `XPUSHMEM_OPS_PATH=host` and host heaps are an error.
+fn dispatch_symm(
+    sh: &Shmem,
+    call: &str,
+    list: Option<*mut c_void>,
+    dev: impl FnOnce(&DeviceOps, CommandList) -> Result<OpHandle>,
+) -> Result<()> {
+    if ops_path(sh)? == OpsPath::Host {
+        return Err(Error::InvalidArgument {
+            name: "XPUSHMEM_OPS_PATH",
+            value: "host".into(),
+            reason: format!(
+                "{call}: symm_mem's collectives run on the device path only (device heaps, XPUSHMEM_OPS_PATH auto or device); on CPU tensors the torch package runs them in Python"
+            ),
+        });
+    }
+    let mut d = DEV.lock().unwrap_or_else(|p| p.into_inner());
+    let st = d.as_mut().ok_or_else(|| {
+        Error::State(format!(
+            "{call}: the ops' device path is not set up on this PE; it is set up collectively by xpushmem_ops_init or the first group registration"
+        ))
+    })?;
+    match list {
+        Some(l) => {
+            if l.is_null() {
+                return Err(null_arg("ze_command_list", call));
+            }
+            reap(sh, st);
+            // SAFETY: the `_on_queue` entry points' contract: a live list of the runtime's context and device
+            // that outlives the op.
+            let list = unsafe { CommandList::from_raw(l) };
+            let h = dev(&st.ops, list)?;
+            if let Some(e) = h.rejected().cloned() {
+                st.reported.push(h);
+                return Err(e);
+            }
+            st.pending.push(h);
+            Ok(())
+        }
+        None => {
+            let h = dev(&st.ops, st.queue.list())?;
+            sh.device()
+                .ok_or_else(|| Error::State("device path without a device".into()))?
+                .submit_and_wait(&st.queue)?;
+            h.wait(sh)
+        }
+    }
+}
+
+/// A symm op's tensor argument: a view of the symmetric heap when `data` lies in it, otherwise device memory
+/// outside it (an op's local input or output).
+///
+/// # Safety
+/// As for [`view`]; a tensor outside the heap must be device-accessible memory of the runtime's context that
+/// stays allocated until the op has run.
+unsafe fn operand(
+    sh: &Shmem,
+    t: *const XpushmemOpsTensor,
+    name: &'static str,
+    call: &str,
+) -> Result<Operand> {
+    // SAFETY: forwarded caller contract.
+    match unsafe { view(sh, t, name, call) } {
+        Ok(v) => Ok(Operand::Heap(v)),
+        Err(Error::NotSymmetric { .. }) => {
+            // SAFETY: t is non-null (view checked it) and valid (contract).
+            let c = unsafe { *t };
+            let dtype = DType::from_code(c.dtype)?;
+            // SAFETY: sizes (and non-null strides) hold ndim elements (contract).
+            let sizes = unsafe { array(c.sizes, c.ndim as i64, name, call)? };
+            let shape: Vec<usize> = sizes.iter().map(|&x| x.max(0) as usize).collect();
+            let strides: Option<Vec<usize>> = if c.strides.is_null() {
+                None
+            } else {
+                // SAFETY: as above.
+                let s = unsafe { array(c.strides, c.ndim as i64, name, call)? };
+                Some(s.iter().map(|&x| x.max(0) as usize).collect())
+            };
+            let numel: usize = shape.iter().product();
+            let extent = if numel == 0 {
+                0
+            } else {
+                let st = strides
+                    .clone()
+                    .unwrap_or_else(|| xpushmem_ops::tensor::contiguous_strides(&shape));
+                shape
+                    .iter()
+                    .zip(&st)
+                    .map(|(&n, &s)| (n - 1).saturating_mul(s))
+                    .fold(0usize, usize::saturating_add)
+                    .saturating_add(1)
+                    .saturating_mul(dtype.size())
+            };
+            // SAFETY: the caller's contract: device memory of the runtime's context, alive until the op has run.
+            let range = unsafe { DeviceRange::new(c.data as u64, extent) };
+            Ok(Operand::Local(LocalTensor::new(
+                range,
+                dtype,
+                &shape,
+                strides.as_deref(),
+            )?))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+#[allow(non_snake_case, clippy::too_many_arguments)]
+unsafe fn one_shot_all_reduce_impl(
+    CALL: &'static str,
+    list: Option<*mut c_void>,
+    input: *const XpushmemOpsTensor,
+    local_input: *const XpushmemOpsTensor,
+    reduce_op: *const c_char,
+    out: *const XpushmemOpsTensor,
+    group_pes: *const i32,
+    group_size: i32,
+) -> c_int {
+    entry(CALL, || {
+        with_rt(|sh| {
+            // SAFETY: forwarded caller contract on every pointer.
+            let (i, l, op, o, g) = unsafe {
+                (
+                    operand(sh, input, "input", CALL)?,
+                    if local_input.is_null() {
+                        None
+                    } else {
+                        Some(operand(sh, local_input, "local_input", CALL)?)
+                    },
+                    reduce_op_arg(reduce_op, CALL)?,
+                    operand(sh, out, "out", CALL)?,
+                    group(sh, group_pes, group_size, CALL)?,
+                )
+            };
+            dispatch_symm(sh, CALL, list, |ops, lst| {
+                ops.one_shot_all_reduce(sh, lst, &g, &i, l.as_ref(), &op, &o)
+            })
+        })
+    })
+}
+
+/// `symm_mem::one_shot_all_reduce_out` (`local_input` NULL) and `one_shot_all_reduce_copy_out`: `out` becomes the
+/// sum over the group of the ranks' `input` (symmetric), added in group-rank order in the element type (float32 or
+/// bfloat16); with `local_input`, it is first copied into this rank's `input`. `reduce_op` NULL = "sum". `out`
+/// and `local_input` may lie outside the symmetric heap (device memory of the runtime's context). Device path
+/// only: on the runtime's own queue, waiting. Errors carry upstream's messages.
+///
+/// # Safety
+/// Tensor pointers must point to valid descriptors (`local_input` may be NULL); `reduce_op` NULL or
+/// NUL-terminated; `group_pes` NULL or `group_size` readable `int32_t`s; tensors outside the heap must be live
+/// device memory of the runtime's context.
+#[no_mangle]
+pub unsafe extern "C" fn xpushmem_ops_one_shot_all_reduce(
+    input: *const XpushmemOpsTensor,
+    local_input: *const XpushmemOpsTensor,
+    reduce_op: *const c_char,
+    out: *const XpushmemOpsTensor,
+    group_pes: *const i32,
+    group_size: i32,
+) -> c_int {
+    // SAFETY: forwarded caller contract.
+    unsafe {
+        one_shot_all_reduce_impl(
+            "xpushmem_ops_one_shot_all_reduce",
+            None,
+            input,
+            local_input,
+            reduce_op,
+            out,
+            group_pes,
+            group_size,
+        )
+    }
+}
+
+/// [`xpushmem_ops_one_shot_all_reduce`] appended to the Level Zero command list `ze_command_list` without waiting;
+/// the outcome is reported by [`xpushmem_ops_queue_wait`] (a rejected argument is returned at once).
+///
+/// # Safety
+/// As for [`xpushmem_ops_one_shot_all_reduce`]; `ze_command_list` must be a live command list of the runtime's
+/// context and device that stays alive (and the tensors allocated) until the op has run.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn xpushmem_ops_one_shot_all_reduce_on_queue(
+    input: *const XpushmemOpsTensor,
+    local_input: *const XpushmemOpsTensor,
+    reduce_op: *const c_char,
+    out: *const XpushmemOpsTensor,
+    group_pes: *const i32,
+    group_size: i32,
+    ze_command_list: *mut c_void,
+) -> c_int {
+    // SAFETY: forwarded caller contract.
+    unsafe {
+        one_shot_all_reduce_impl(
+            "xpushmem_ops_one_shot_all_reduce_on_queue",
+            Some(ze_command_list),
+            input,
+            local_input,
+            reduce_op,
+            out,
+            group_pes,
+            group_size,
+        )
+    }
+}
+
+#[allow(non_snake_case, clippy::too_many_arguments)]
+unsafe fn two_shot_all_reduce_impl(
+    CALL: &'static str,
+    list: Option<*mut c_void>,
+    input: *const XpushmemOpsTensor,
+    output: *const XpushmemOpsTensor,
+    reduce_op: *const c_char,
+    group_pes: *const i32,
+    group_size: i32,
+) -> c_int {
+    entry(CALL, || {
+        with_rt(|sh| {
+            // SAFETY: forwarded caller contract on every pointer.
+            let (i, o, op, g) = unsafe {
+                (
+                    operand(sh, input, "input", CALL)?,
+                    if output.is_null() {
+                        None
+                    } else {
+                        Some(operand(sh, output, "output", CALL)?)
+                    },
+                    reduce_op_arg(reduce_op, CALL)?,
+                    group(sh, group_pes, group_size, CALL)?,
+                )
+            };
+            dispatch_symm(sh, CALL, list, |ops, lst| {
+                ops.two_shot_all_reduce(sh, lst, &g, &i, o.as_ref(), &op)
+            })
+        })
+    })
+}
+
+/// `symm_mem::two_shot_all_reduce_` (`output` NULL: in place in every rank's `input`) and
+/// `two_shot_all_reduce_out`. Device path only (waits); errors carry upstream's messages.
+///
+/// # Safety
+/// As for [`xpushmem_ops_one_shot_all_reduce`] (`output` may be NULL).
+#[no_mangle]
+pub unsafe extern "C" fn xpushmem_ops_two_shot_all_reduce(
+    input: *const XpushmemOpsTensor,
+    output: *const XpushmemOpsTensor,
+    reduce_op: *const c_char,
+    group_pes: *const i32,
+    group_size: i32,
+) -> c_int {
+    // SAFETY: forwarded caller contract.
+    unsafe {
+        two_shot_all_reduce_impl(
+            "xpushmem_ops_two_shot_all_reduce",
+            None,
+            input,
+            output,
+            reduce_op,
+            group_pes,
+            group_size,
+        )
+    }
+}
+
+/// [`xpushmem_ops_two_shot_all_reduce`] appended to `ze_command_list` without waiting (see
+/// [`xpushmem_ops_one_shot_all_reduce_on_queue`]).
+///
+/// # Safety
+/// As for [`xpushmem_ops_one_shot_all_reduce_on_queue`].
+#[no_mangle]
+pub unsafe extern "C" fn xpushmem_ops_two_shot_all_reduce_on_queue(
+    input: *const XpushmemOpsTensor,
+    output: *const XpushmemOpsTensor,
+    reduce_op: *const c_char,
+    group_pes: *const i32,
+    group_size: i32,
+    ze_command_list: *mut c_void,
+) -> c_int {
+    // SAFETY: forwarded caller contract.
+    unsafe {
+        two_shot_all_reduce_impl(
+            "xpushmem_ops_two_shot_all_reduce_on_queue",
+            Some(ze_command_list),
+            input,
+            output,
+            reduce_op,
+            group_pes,
+            group_size,
+        )
+    }
+}
+
+#[allow(non_snake_case, clippy::too_many_arguments)]
+unsafe fn reduce_scatter_out_impl(
+    CALL: &'static str,
+    list: Option<*mut c_void>,
+    input: *const XpushmemOpsTensor,
+    split_last_dim: i32,
+    output: *const XpushmemOpsTensor,
+    group_pes: *const i32,
+    group_size: i32,
+) -> c_int {
+    entry(CALL, || {
+        with_rt(|sh| {
+            // SAFETY: forwarded caller contract on every pointer.
+            let (i, o, g) = unsafe {
+                (
+                    operand(sh, input, "input", CALL)?,
+                    operand(sh, output, "output", CALL)?,
+                    group(sh, group_pes, group_size, CALL)?,
+                )
+            };
+            dispatch_symm(sh, CALL, list, |ops, lst| {
+                ops.reduce_scatter_out(sh, lst, &g, &i, split_last_dim != 0, &o)
+            })
+        })
+    })
+}
+
+/// `symm_mem::reduce_scatter_out`: this rank's `output` becomes the sum over the group of its slice of the ranks'
+/// `input` (of the flat tensor, or with `split_last_dim` != 0 of the last dimension). Device path only (waits);
+/// errors carry upstream's messages.
+///
+/// # Safety
+/// As for [`xpushmem_ops_one_shot_all_reduce`].
+#[no_mangle]
+pub unsafe extern "C" fn xpushmem_ops_reduce_scatter_out(
+    input: *const XpushmemOpsTensor,
+    split_last_dim: i32,
+    output: *const XpushmemOpsTensor,
+    group_pes: *const i32,
+    group_size: i32,
+) -> c_int {
+    // SAFETY: forwarded caller contract.
+    unsafe {
+        reduce_scatter_out_impl(
+            "xpushmem_ops_reduce_scatter_out",
+            None,
+            input,
+            split_last_dim,
+            output,
+            group_pes,
+            group_size,
+        )
+    }
+}
+
+/// [`xpushmem_ops_reduce_scatter_out`] appended to `ze_command_list` without waiting (see
+/// [`xpushmem_ops_one_shot_all_reduce_on_queue`]).
+///
+/// # Safety
+/// As for [`xpushmem_ops_one_shot_all_reduce_on_queue`].
+#[no_mangle]
+pub unsafe extern "C" fn xpushmem_ops_reduce_scatter_out_on_queue(
+    input: *const XpushmemOpsTensor,
+    split_last_dim: i32,
+    output: *const XpushmemOpsTensor,
+    group_pes: *const i32,
+    group_size: i32,
+    ze_command_list: *mut c_void,
+) -> c_int {
+    // SAFETY: forwarded caller contract.
+    unsafe {
+        reduce_scatter_out_impl(
+            "xpushmem_ops_reduce_scatter_out_on_queue",
+            Some(ze_command_list),
+            input,
+            split_last_dim,
+            output,
+            group_pes,
+            group_size,
+        )
+    }
+}
+
+#[allow(non_snake_case)]
+unsafe fn write32_impl(
+    CALL: &'static str,
+    list: Option<*mut c_void>,
+    input: *const XpushmemOpsTensor,
+    offset: i64,
+    val: i64,
+    count: Option<i64>,
+) -> c_int {
+    entry(CALL, || {
+        with_rt(|sh| {
+            // SAFETY: forwarded caller contract.
+            let i = unsafe { operand(sh, input, "input", CALL)? };
+            dispatch_symm(sh, CALL, list, |ops, lst| match count {
+                Some(c) => ops.memset32(sh, lst, &i, offset, val, c),
+                None => ops.stream_write_value32(sh, lst, &i, offset, val),
+            })
+        })
+    })
+}
+
+/// `symm_mem::memset32_`: words `[offset, offset + count)` of a flat, contiguous 32-bit tensor (dtype 7; a torch
+/// caller checks `uint32` itself) set to `val` (a uint32). Device path only (waits); errors carry upstream's
+/// messages and are returned before anything is enqueued.
+///
+/// # Safety
+/// `input` must point to a valid descriptor; outside the heap, of live device memory of the runtime's context.
+#[no_mangle]
+pub unsafe extern "C" fn xpushmem_ops_memset32(
+    input: *const XpushmemOpsTensor,
+    offset: i64,
+    val: i64,
+    count: i64,
+) -> c_int {
+    // SAFETY: forwarded caller contract.
+    unsafe {
+        write32_impl(
+            "xpushmem_ops_memset32",
+            None,
+            input,
+            offset,
+            val,
+            Some(count),
+        )
+    }
+}
+
+/// [`xpushmem_ops_memset32`] appended to `ze_command_list` without waiting.
+///
+/// # Safety
+/// As for [`xpushmem_ops_memset32`]; `ze_command_list` must be a live command list of the runtime's context and
+/// device that stays alive (and the tensor allocated) until the op has run.
+#[no_mangle]
+pub unsafe extern "C" fn xpushmem_ops_memset32_on_queue(
+    input: *const XpushmemOpsTensor,
+    offset: i64,
+    val: i64,
+    count: i64,
+    ze_command_list: *mut c_void,
+) -> c_int {
+    // SAFETY: forwarded caller contract.
+    unsafe {
+        write32_impl(
+            "xpushmem_ops_memset32_on_queue",
+            Some(ze_command_list),
+            input,
+            offset,
+            val,
+            Some(count),
+        )
+    }
+}
+
+/// `symm_mem::stream_write_value32_`: one 32-bit release store of `val` at word `offset` of a flat, contiguous
+/// 32-bit tensor, after everything before it on the queue. Device path only (waits); errors carry upstream's
+/// messages and are returned before anything is enqueued.
+///
+/// # Safety
+/// As for [`xpushmem_ops_memset32`].
+#[no_mangle]
+pub unsafe extern "C" fn xpushmem_ops_stream_write_value32(
+    input: *const XpushmemOpsTensor,
+    offset: i64,
+    val: i64,
+) -> c_int {
+    // SAFETY: forwarded caller contract.
+    unsafe {
+        write32_impl(
+            "xpushmem_ops_stream_write_value32",
+            None,
+            input,
+            offset,
+            val,
+            None,
+        )
+    }
+}
+
+/// [`xpushmem_ops_stream_write_value32`] appended to `ze_command_list` without waiting.
+///
+/// # Safety
+/// As for [`xpushmem_ops_memset32_on_queue`].
+#[no_mangle]
+pub unsafe extern "C" fn xpushmem_ops_stream_write_value32_on_queue(
+    input: *const XpushmemOpsTensor,
+    offset: i64,
+    val: i64,
+    ze_command_list: *mut c_void,
+) -> c_int {
+    // SAFETY: forwarded caller contract.
+    unsafe {
+        write32_impl(
+            "xpushmem_ops_stream_write_value32_on_queue",
+            Some(ze_command_list),
+            input,
+            offset,
+            val,
+            None,
         )
     }
 }

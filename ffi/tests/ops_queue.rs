@@ -3,7 +3,8 @@
 //! checks that a negative split on one PE fails every PE's `xpushmem_ops_queue_wait` with the host path's error
 //! and that the next op works. And the runtime started on a framework's Level Zero handles (ffi/tests/c/
 //! ops_on_framework_handles.c): the program's own driver, device and context given to `xpushmemx_init_attr`, an op
-//! on an immediate list the program created in its context.
+//! on an immediate list the program created in its context. And symm_mem's collectives the same way
+//! (ffi/tests/c/symm_on_queue.c) at 2 and 3 PEs.
 
 mod support;
 
@@ -65,6 +66,18 @@ fn ops_on_queue_from_c_2pe() {
 #[test]
 fn ops_on_queue_from_c_3pe() {
     ops_on_queue(3);
+}
+
+/// symm_mem's collectives through their `_on_queue` entry points (ffi/tests/c/symm_on_queue.c): every op against
+/// the program's own sums, local outputs in host USM, upstream's messages for bad arguments.
+#[test]
+fn symm_ops_on_queue_from_c_2pe() {
+    run_c_program("symm_on_queue", 2);
+}
+
+#[test]
+fn symm_ops_on_queue_from_c_3pe() {
+    run_c_program("symm_on_queue", 3);
 }
 
 #[test]
