@@ -29,5 +29,17 @@ for ipc in pidfd socket; do
         fi
     done
 done
+# Device heaps over the fabric (one host, every other PE forced onto it): registration where the provider offers
+# FI_HMEM (auto), then the staging path; the provider is XPUSHMEM_FABRIC_PROVIDER / FI_PROVIDER if set.
+bin=$(ls -t target/release/deps/fabric_device-* 2>/dev/null | grep -v '\.d$' | head -1)
+for mode in auto stage; do
+    [[ -n "$bin" ]] || { results+=("fabric_device/$mode: not built"); break; }
+    if XPUSHMEM_HARDWARE=1 XPUSHMEM_FABRIC_DEVICE_HEAP=$mode "$bin" --test-threads=1 --skip register_without \
+        >"/tmp/bringup-fabric_device-$mode.log" 2>&1; then
+        results+=("fabric_device/$mode: PASS ($(grep -c '\.\.\. ok' "/tmp/bringup-fabric_device-$mode.log") tests)")
+    else
+        results+=("fabric_device/$mode: FAIL (log: /tmp/bringup-fabric_device-$mode.log)")
+    fi
+done
 echo "== results (each dev_* test runs at the PE counts it names: 2 and 4)"
 printf '  %s\n' "${results[@]}"

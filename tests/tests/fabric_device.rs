@@ -13,6 +13,8 @@ use xpushmem_tests::device_build::{self, root};
 use xpushmem_tests::{assert_success, is_pe_of, ref_vec, run_pe, spawn_pes_with, test_name};
 
 const SPV_VAR: &str = "XPUSHMEM_TEST_FABRIC_DEVICE_SPV";
+/// The node id of every PE, one character each (a mixed job without `XPUSHMEM_TRANSPORT=fabric`).
+const NODES_VAR: &str = "XPUSHMEM_TEST_FABRIC_DEVICE_NODES";
 
 /// Run `body` on `n` device-heap PEs that reach each other only through the fabric (the parent builds the kernels
 /// linked with the committed device library once).
@@ -24,6 +26,16 @@ fn fabric_device_test(
 ) {
     let name = test_name(module_path!(), func);
     if is_pe_of(&name) {
+        if let Ok(nodes) = std::env::var(NODES_VAR) {
+            // A mixed job: PEs with the same node id share memory (the device maps them), the others use the
+            // fabric. Set before init, in this single-threaded PE process.
+            let rank: usize = std::env::var("XPUSHMEM_BOOTSTRAP_RANK")
+                .expect("rank set by the launcher")
+                .parse()
+                .expect("rank");
+            let node = nodes.chars().nth(rank).expect("a node per PE").to_string();
+            std::env::set_var("XPUSHMEM_NODE_ID", node);
+        }
         run_pe(body);
     }
     if !fabric_available() {
@@ -36,7 +48,9 @@ fn fabric_device_test(
     let src = root().join("tests/tests/device_kernels/fabric_device.cl");
     let spv: PathBuf = device_build::link_with_library(&src, &dir, "fabric_device.spv");
     let mut env = xpushmem_tests::device_env();
-    env.push(("XPUSHMEM_TRANSPORT".into(), "fabric".into()));
+    if !extra.iter().any(|(k, _)| *k == NODES_VAR) {
+        env.push(("XPUSHMEM_TRANSPORT".into(), "fabric".into()));
+    }
     env.push((SPV_VAR.into(), spv.display().to_string()));
     env.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
@@ -63,11 +77,13 @@ fn check(what: &str, ok: bool) -> xpushmem::Result<()> {
 fn host_ops(sh: &Shmem) -> xpushmem::Result<()> {
     let (me, n) = (sh.my_pe(), sh.n_pes());
     let (right, left) = ((me + 1) % n, (me + n - 1) % n);
-    for pe in (0..n).filter(|&p| p != me) {
-        check(
-            &format!("PE {pe} through the fabric"),
-            sh.transport_name(pe) == "fabric",
-        )?;
+    if std::env::var(NODES_VAR).is_err() {
+        for pe in (0..n).filter(|&p| p != me) {
+            check(
+                &format!("PE {pe} through the fabric"),
+                sh.transport_name(pe) == "fabric",
+            )?;
+        }
     }
     for (salt, len) in [(1u64, 13usize), (2, 150 * 1024)] {
         let buf = sh.calloc::<u8>(len)?;
@@ -340,5 +356,124 @@ fn stalled_proxy_times_out_2pe() {
             ("XPUSHMEM_TIMEOUT_MS", "2000"),
         ],
         stalled_proxy,
+    );
+}
+
+/// A mixed job at 3 PEs: PEs 0 and 1 share a node (the device maps each other's heaps: the direct path), PE 2 is on
+/// another (fabric, staging and proxy). The ring crosses both kinds of link in host and kernel operations.
+fn mixed(sh: &Shmem) -> xpushmem::Result<()> {
+    let me = sh.my_pe();
+    let want = |pe: usize| if (me < 2) == (pe < 2) { "ze" } else { "fabric" };
+    for pe in (0..sh.n_pes()).filter(|&p| p != me) {
+        check(
+            &format!(
+                "PE {pe} through {} (is {})",
+                want(pe),
+                sh.transport_name(pe)
+            ),
+            sh.transport_name(pe) == want(pe),
+        )?;
+    }
+    host_ops(sh)?;
+    kernel_ops(sh)
+}
+
+#[test]
+fn mixed_mapped_and_fabric_peers_3pe() {
+    fabric_device_test(
+        "mixed_mapped_and_fabric_peers_3pe",
+        3,
+        &[(NODES_VAR, "aab")],
+        mixed,
+    );
+}
+
+/// `XPUSHMEM_FABRIC_DEVICE_HEAP=register` on a provider without `FI_HMEM` (tcp): init refuses, naming FI_HMEM, so
+/// the default (auto) can only have taken the staging path in the tests above.
+#[test]
+fn register_without_fi_hmem_is_refused_2pe() {
+    let name = test_name(module_path!(), "register_without_fi_hmem_is_refused_2pe");
+    if is_pe_of(&name) {
+        match xpushmem::init() {
+            Err(e) if e.to_string().contains("FI_HMEM") => std::process::exit(0),
+            Err(e) => {
+                eprintln!("init failed, but not naming FI_HMEM: {e}");
+                std::process::exit(1)
+            }
+            Ok(_) => {
+                eprintln!("init succeeded with XPUSHMEM_FABRIC_DEVICE_HEAP=register on a provider without FI_HMEM");
+                std::process::exit(1)
+            }
+        }
+    }
+    if !fabric_available() {
+        eprintln!(
+            "skipped: this build has no fabric transport (libfabric headers missing at build time)"
+        );
+        return;
+    }
+    let mut env = xpushmem_tests::device_env();
+    env.push(("XPUSHMEM_TRANSPORT".into(), "fabric".into()));
+    env.push(("XPUSHMEM_FABRIC_DEVICE_HEAP".into(), "register".into()));
+    env.push(("XPUSHMEM_FABRIC_PROVIDER".into(), "tcp".into()));
+    env.push(("XPUSHMEM_TIMEOUT_MS".into(), "10000".into()));
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let out = spawn_pes_with(&name, 2, &env);
+    assert_success(&name, 2, &out);
+}
+
+/// PE 1 dies after the set-up; PE 0's kernel then puts to it through the proxy: the launch ends in an error (the
+/// proxy's `PeerLost`, or a `Timeout` if the provider never reports the loss), not a hang.
+fn lost_peer(sh: &Shmem) -> xpushmem::Result<()> {
+    let me = sh.my_pe();
+    let dev = sh.device().expect("a device heap");
+    let spv = std::fs::read(std::env::var(SPV_VAR).expect("module path")).expect("linked module");
+    let module = dev.load_module(&spv)?;
+    dev.init_module(&module)?;
+    let dst = sh.calloc::<u8>(64)?;
+    let src = sh.calloc::<u8>(64)?;
+    let status = sh.calloc::<i64>(1)?;
+    sh.barrier_all()?;
+    if me == 1 {
+        // Gone without finalize.
+        std::process::exit(0);
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let k = dev.kernel(&module, "k_px_put")?;
+    // SAFETY: as in kernel_ops.
+    let r = unsafe {
+        dev.launch(
+            &k,
+            &[
+                sym(dst, me),
+                sym(src, me),
+                KernelArg::U64(64),
+                sym(status, me),
+            ],
+            [1, 1, 1],
+            [1, 1, 1],
+        )
+    };
+    match r {
+        Err(e @ (Error::PeerLost { pe: 1, .. } | Error::Timeout { .. })) => {
+            eprintln!("the put to the dead PE ended in: {e}")
+        }
+        other => {
+            return Err(Error::State(format!(
+                "expected PeerLost (PE 1) or Timeout from a put to a dead PE through the proxy, got {other:?}"
+            )))
+        }
+    }
+    // Without finalize: its barrier would wait for the dead PE (and report it lost).
+    std::process::exit(0);
+}
+
+#[test]
+fn lost_peer_through_the_proxy_is_an_error_2pe() {
+    fabric_device_test(
+        "lost_peer_through_the_proxy_is_an_error_2pe",
+        2,
+        &[("XPUSHMEM_TIMEOUT_MS", "4000")],
+        lost_peer,
     );
 }
