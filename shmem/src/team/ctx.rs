@@ -410,6 +410,15 @@ pub(crate) fn digest(words: &[u64]) -> u64 {
     h
 }
 
+/// An agreement message's three words as bytes.
+fn words_bytes(v: &[u64; 3]) -> [u8; 24] {
+    let mut b = [0u8; 24];
+    for (c, x) in b.chunks_exact_mut(8).zip(v) {
+        c.copy_from_slice(&x.to_le_bytes());
+    }
+    b
+}
+
 /// Words of one member's message region in one buffer of the exchange area, for a team of `n` (0 when a region
 /// would not hold the header and one payload word).
 pub(crate) fn exchange_region_words(n: usize) -> usize {
@@ -620,6 +629,15 @@ impl<'a> Ctx<'a> {
         Ok(b.chunks_exact(8)
             .map(|c| u64::from_le_bytes(c.try_into().unwrap_or_default()))
             .collect())
+    }
+
+    /// Three words of this PE's own slot (an agreement message), without allocating.
+    fn read3(&self, w: usize) -> Result<[u64; 3]> {
+        let mut b = [0u8; 24];
+        self.local_win().read(self.word(w), &mut b)?;
+        let word =
+            |k: usize| u64::from_le_bytes(b[8 * k..8 * k + 8].try_into().unwrap_or_default());
+        Ok([word(0), word(1), word(2)])
     }
 
     /// Every member's identity words of this PE's call `seq` (published at `at`), waiting until each member has
@@ -962,33 +980,33 @@ impl<'a> Ctx<'a> {
         compare_all: bool,
         need_info: bool,
         pattern: BarrierAlgo,
-    ) -> Result<(bool, Vec<Vec<u64>>, Vec<u64>)> {
+    ) -> Result<(bool, Vec<Vec<u64>>, [u64; layout::CHECK_WORDS])> {
         self.sh.quiet()?;
         let n = self.n();
         self.st.seq += 1;
         let seq = self.st.seq;
         let at = layout::CHECK + (seq % 2) as usize * layout::CHECK_WORDS;
-        let mut words = vec![0u64; layout::CHECK_WORDS];
+        // On the stack: a barrier allocates nothing (the allocator was a third of its instructions).
+        let mut words = [0u64; layout::CHECK_WORDS];
         words[..COMMON].copy_from_slice(&common);
         words[COMMON..STATUS].copy_from_slice(&info);
         words[STATUS] = if ok { STATUS_OK } else { STATUS_BAD };
         words[SEQ] = seq;
         if n == 1 {
-            return Ok((ok, vec![words.clone()], words));
+            return Ok((ok, vec![words.to_vec()], words));
         }
         self.publish(at, &words)?;
         // What is compared: the whole call, or (argument checks off) the call kind alone.
-        let compared = if compare_all {
-            &common[..]
-        } else {
-            &common[..1]
-        };
-        let mut d = vec![self.team.slot as u64, seq];
-        d.extend_from_slice(compared);
+        let compared = if compare_all { COMMON } else { 1 };
+        let mut d = [0u64; 2 + COMMON];
+        d[0] = self.team.slot as u64;
+        d[1] = seq;
+        d[2..2 + compared].copy_from_slice(&common[..compared]);
+        let d = &d[..2 + compared];
         let (failed, lo, hi) = match pattern {
             BarrierAlgo::Linear => self.reduce_linear(seq, at, !ok, compare_all)?,
-            BarrierAlgo::Tree => self.reduce_tree(seq, !ok, digest(&d))?,
-            _ => self.all_reduce(seq, !ok, digest(&d))?,
+            BarrierAlgo::Tree => self.reduce_tree(seq, !ok, digest(d))?,
+            _ => self.all_reduce(seq, !ok, digest(d))?,
         };
         let clean = !failed && lo == hi;
         if clean && !need_info {
@@ -1054,7 +1072,7 @@ impl<'a> Ctx<'a> {
             }
             let flag = base + round * AGREE_ROUND_WORDS;
             let partner = self.win((me + dist) % n)?;
-            let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+            let bytes = words_bytes(&v);
             // Words then flag in one ordered operation: a transport that completes later never shows the flag first.
             let _issued = partner.put_signal_nbi(
                 self.word(flag + 1),
@@ -1068,10 +1086,10 @@ impl<'a> Ctx<'a> {
             let got = if self.wait_from(flag, seq, from_idx, false, &|| {
                 format!("agreement round {round}: waiting for PE {from}")
             })? {
-                self.read_words(me, flag + 1, 3)?
+                self.read3(flag + 1)?
             } else {
                 // That member is in an exchange: it never sends this round; the agreement fails everywhere.
-                vec![1, 0, u64::MAX]
+                [1, 0, u64::MAX]
             };
             v[0] |= got[0];
             v[1] = v[1].min(got[1]);
@@ -1169,7 +1187,7 @@ impl<'a> Ctx<'a> {
                     [v[0] | bad as u64, v[1].min(dig), v[2].max(dig)]
                 };
             }
-            let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+            let bytes = words_bytes(&v);
             for i in 1..n {
                 let _issued = self.win(i)?.put_signal_nbi(
                     self.word(release + 1),
@@ -1188,7 +1206,7 @@ impl<'a> Ctx<'a> {
             })? {
                 return Ok((true, 0, u64::MAX));
             }
-            let got = self.read_words(self.idx(), release + 1, 3)?;
+            let got = self.read3(release + 1)?;
             Ok((got[0] != 0, got[1], got[2]))
         }
     }
@@ -1211,14 +1229,14 @@ impl<'a> Ctx<'a> {
             let got = if self.wait_from(slot(k), seq, c, false, &|| {
                 format!("tree barrier: waiting for child PE {child}")
             })? {
-                self.read_words(me, slot(k) + 1, 3)?
+                self.read3(slot(k) + 1)?
             } else {
-                vec![1, 0, u64::MAX]
+                [1, 0, u64::MAX]
             };
             v = [v[0] | got[0], v[1].min(got[1]), v[2].max(got[2])];
         }
         let send = |ctx: &Self, to: usize, k: usize, v: &[u64; 3]| -> Result<()> {
-            let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+            let bytes = words_bytes(v);
             let _issued = ctx.win(to)?.put_signal_nbi(
                 ctx.word(slot(k) + 1),
                 &bytes,
@@ -1235,7 +1253,7 @@ impl<'a> Ctx<'a> {
             v = if self.wait_from(slot(2), seq, parent, false, &|| {
                 format!("tree barrier: waiting for the release from PE {p}")
             })? {
-                let got = self.read_words(me, slot(2) + 1, 3)?;
+                let got = self.read3(slot(2) + 1)?;
                 [got[0], got[1], got[2]]
             } else {
                 [1, 0, u64::MAX]
