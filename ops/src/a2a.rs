@@ -13,8 +13,12 @@
 //!    `out`, copy eager chunks out of the messages and pull the others from their senders' inputs, write
 //!    `out_splits_offsets` (row 0 = counts, row 1 = output offsets);
 //! 4. **completion exchange** (empty messages): the verdict on the receive checks, and the point after which no
-//!    peer reads this rank's input. Skipped when `XPUSHMEM_CHECK_SYMMETRY=0` and every chunk of every rank went
-//!    eagerly (nobody reads a peer's input then); a receive error is then reported by the receiving rank only.
+//!    peer reads this rank's input. Skipped when every chunk of every rank went eagerly (nobody reads a peer's
+//!    input then) and either the checks are on and every split message also carried its sender's receive
+//!    arguments (rows of `out`, alignment) and whole split vector (when they fit: every rank then judges every
+//!    rank's receive in step 3, the same way, so every rank fails or none does after the split exchange alone),
+//!    or `XPUSHMEM_CHECK_SYMMETRY=0` (a receive error is then reported by the receiving rank only). Small
+//!    all-to-alls thus cost one exchange.
 //!
 //! Messages are double-buffered by the team's sequence number, so no exit barrier protects them. When the split
 //! entries do not fit in a message (very large `W * ne`), the ops fall back to the agreement protocol: agreement,
@@ -401,6 +405,15 @@ pub fn all_to_all_vdev_2d_offset(
 const EAGER: u64 = 1;
 /// Flags word of a split message: every message of its sender to another rank carries its chunks.
 const ALL_EAGER: u64 = 2;
+/// Flags word of a split message: after the entries come the sender's receive arguments (rows of its `out`, its
+/// alignment) and its whole split vector, so that every rank can judge every rank's receive.
+const MATRIX: u64 = 4;
+
+/// Bytes of a message's head: flags and entries, then (with [`MATRIX`]) the receive arguments and the split vector
+/// of `n` entries.
+fn head_bytes(ne: usize, n: usize, matrix: bool) -> usize {
+    8 + 16 * ne + if matrix { 16 + 8 * n } else { 0 }
+}
 
 /// The largest eager chunk (bytes per destination) for messages of `cap` bytes.
 fn eager_limit(sh: &Shmem, cap: usize) -> usize {
@@ -445,12 +458,16 @@ fn run(
         )
     };
     let eager = eager_limit(sh, cap);
+    // With the checks on, every message carries its sender's receive arguments and split vector when they fit:
+    // every rank then judges every rank's receive from the split exchange alone, and when every chunk travels
+    // eagerly no completion exchange is needed (module docs, step 4).
+    let matrix = sh.config().check_symmetry && head_bytes(ne, w * ne, true) <= cap;
     let tr = group.team_ranks();
     let mut scratch = group.scratch();
     let crate::group::Scratch { send, recv } = &mut *scratch;
     send.clear();
     let built = match &prep {
-        Ok(p) => build_split_messages(sh, group, me, p, input, cap, eager, send),
+        Ok(p) => build_split_messages(sh, group, me, p, input, out, cap, eager, matrix, send),
         Err(_) => Ok(()),
     };
     let local = prep.as_ref().err().cloned().or(built.err());
@@ -466,24 +483,28 @@ fn run(
     let mut counts = vec![0i64; n];
     let mut src_rows = vec![0i64; n];
     let mut all_eager = true;
+    let mut all_matrix = true;
     let mut inline: Vec<Option<usize>> = vec![None; w];
     let received = (|| {
         for s in 0..w {
             let m = recv.get(tr[s]);
-            if m.len() < 8 + 16 * ne {
+            let flags = m
+                .get(..8)
+                .map_or(0, |b| u64::from_le_bytes(b.try_into().unwrap_or_default()));
+            let head = head_bytes(ne, n, flags & MATRIX != 0);
+            if m.len() < head {
                 return Err(Error::State(format!(
-                    "{op}: the split message of group rank {s} holds {} bytes, expected at least {}",
+                    "{op}: the split message of group rank {s} holds {} bytes, expected at least {head}",
                     m.len(),
-                    8 + 16 * ne
                 )));
             }
             let word =
                 |k: usize| i64::from_le_bytes(m[8 * k..8 * k + 8].try_into().unwrap_or_default());
-            let flags = word(0) as u64;
-            // Every rank's own flag counts too: the decision to skip the completion must be the same everywhere.
+            // Every rank's own flags count too: the decision to skip the completion must be the same everywhere.
             all_eager &= flags & ALL_EAGER != 0;
+            all_matrix &= flags & MATRIX != 0;
             if s != me && flags & EAGER != 0 {
-                inline[s] = Some(8 + 16 * ne);
+                inline[s] = Some(head);
             }
             for k in 0..ne {
                 let (_, i) = p.ex.entry(s, me, k);
@@ -492,8 +513,14 @@ fn run(
             }
         }
         let (major, minor, _) = p.ex.recv_shape();
+        if all_matrix && all_eager {
+            // Every rank's receive judged here, the same way on every rank (this rank's own error first).
+            if let Some((r, e)) = first_bad_receive(group, op, &p.ex, me, recv, p.align, out)? {
+                return Err(if r == me { e } else { group.rejected(op, r)? });
+            }
+        }
         let layout = recv_layout(&counts, major, minor, p.align)?;
-        check_fits(op, &layout, out, &counts)?;
+        check_fits(op, &layout, out.size(0), &counts)?;
         Ok(layout)
     })();
     let outcome = received.and_then(|layout| {
@@ -533,7 +560,60 @@ fn run(
         both.extend_from_slice(&layout.offsets);
         io::write_i64s(sh, oso, &both, sh.my_pe())
     });
+    if all_matrix && all_eager {
+        // Every rank judged every receive above; nobody reads a peer's input: no completion exchange.
+        return outcome;
+    }
     complete(sh, group, op, all_eager, outcome, out, send, recv)
+}
+
+/// This rank if its receive fails, else the first rank (in team rank order) whose receive fails, judged from the
+/// receive arguments and split vectors every split message carries ([`MATRIX`]), with its error: the same verdict
+/// on every rank. `me`'s own receive is judged with its own arguments (`align`, `out`).
+fn first_bad_receive(
+    group: &Group,
+    op: &str,
+    ex: &Exchange,
+    me: usize,
+    recv: &Messages,
+    align: i64,
+    out: &TensorView,
+) -> Result<Option<(usize, Error)>> {
+    let (w, ne, n) = (group.size(), ex.ne, ex.nsplits());
+    let tr = group.team_ranks();
+    let (major, minor, _) = ex.recv_shape();
+    let word = |s: usize, k: usize| -> i64 {
+        let m = recv.get(tr[s]);
+        m.get(8 * k..8 * k + 8)
+            .map_or(0, |b| i64::from_le_bytes(b.try_into().unwrap_or_default()))
+    };
+    // Word index of the receive arguments in a message; the split vector follows them.
+    let args = 1 + 2 * ne;
+    let mut by_team = vec![0usize; w];
+    for (g, &t) in tr.iter().enumerate() {
+        by_team[t] = g;
+    }
+    // This rank first (its own error wins, as in every verdict), then the others in team rank order.
+    let mut counts = vec![0i64; n];
+    for r in std::iter::once(me).chain(by_team.into_iter().filter(|&r| r != me)) {
+        for s in 0..w {
+            for k in 0..ne {
+                let (t, i) = ex.entry(s, r, k);
+                counts[i] = word(s, args + 2 + t);
+            }
+        }
+        let (rows, a) = if r == me {
+            (out.size(0), align)
+        } else {
+            (word(r, args) as usize, word(r, args + 1))
+        };
+        if let Err(e) =
+            recv_layout(&counts, major, minor, a).and_then(|l| check_fits(op, &l, rows, &counts))
+        {
+            return Ok(Some((r, e)));
+        }
+    }
+    Ok(None)
 }
 
 /// The completion exchange of an all-to-all (module docs, step 4): the verdict on every rank's receive, and the
@@ -560,26 +640,26 @@ fn complete(
     group.exchange(sh, op, outcome.err(), 0, send, recv, &ours)
 }
 
-/// Check that every received chunk lies inside `out`.
-fn check_fits(op: &str, layout: &plan::RecvLayout, out: &TensorView, counts: &[i64]) -> Result<()> {
-    if layout.written_end as u128 > out.size(0) as u128 {
+/// Check that every received chunk lies inside an `out` of `rows` rows.
+fn check_fits(op: &str, layout: &plan::RecvLayout, rows: usize, counts: &[i64]) -> Result<()> {
+    if layout.written_end as u128 > rows as u128 {
         return Err(Error::OutOfBounds {
             what: "output rows",
             start: 0,
             len: layout.written_end as usize,
-            limit: out.size(0),
+            limit: rows,
             context: format!(
-                "{op}: the received splits need {} rows of out, which has {} (row 0 of out_splits_offsets: {counts:?})",
+                "{op}: the received splits need {} rows of out, which has {rows} (row 0 of out_splits_offsets: {counts:?})",
                 layout.written_end,
-                out.size(0)
             ),
         });
     }
     Ok(())
 }
 
-/// The split message of every rank (indexed by team rank): flags, counts, source rows, and the chunks when they
-/// fit in `eager` bytes (and the message in `cap`).
+/// The split message of every rank (indexed by team rank): flags, counts, source rows, with `matrix` this rank's
+/// receive arguments (rows of `out`, alignment) and whole split vector, and the chunks when they fit in `eager`
+/// bytes (and the message in `cap`).
 #[allow(clippy::too_many_arguments)]
 fn build_split_messages(
     sh: &Shmem,
@@ -587,8 +667,10 @@ fn build_split_messages(
     me: usize,
     p: &Prepared,
     input: &TensorView,
+    out: &TensorView,
     cap: usize,
     eager: usize,
+    matrix: bool,
     send: &mut Messages,
 ) -> Result<()> {
     let w = group.size();
@@ -602,7 +684,7 @@ fn build_split_messages(
     }
     let src_of = |peer: usize| (0..ne).map(move |k| p.ex.entry(me, peer, k).0);
     let bytes_to = |peer: usize| -> usize { src_of(peer).map(|t| p.counts[t] as usize * rb).sum() };
-    let head = 8 + 16 * ne;
+    let head = head_bytes(ne, p.ex.nsplits(), matrix);
     let is_eager = |peer: usize| {
         let b = bytes_to(peer);
         peer != me && b <= eager && head + b <= cap
@@ -611,13 +693,22 @@ fn build_split_messages(
     let src = input.contiguous_bytes("all-to-all", "input")?;
     for &peer in &by_team {
         let eager_here = is_eager(peer);
-        let flags = u64::from(eager_here) * EAGER + u64::from(all) * ALL_EAGER;
+        let flags =
+            u64::from(eager_here) * EAGER + u64::from(all) * ALL_EAGER + u64::from(matrix) * MATRIX;
         send.data.extend_from_slice(&flags.to_le_bytes());
         for t in src_of(peer) {
             send.data.extend_from_slice(&p.counts[t].to_le_bytes());
         }
         for t in src_of(peer) {
             send.data.extend_from_slice(&p.src_rows[t].to_le_bytes());
+        }
+        if matrix {
+            send.data
+                .extend_from_slice(&(out.size(0) as u64).to_le_bytes());
+            send.data.extend_from_slice(&p.align.to_le_bytes());
+            for c in &p.counts {
+                send.data.extend_from_slice(&c.to_le_bytes());
+            }
         }
         if eager_here {
             for t in src_of(peer) {
@@ -693,7 +784,7 @@ fn run_agreed(
         let (counts, src_rows) = (&all[..n], &all[n..]);
         let (major, minor, _) = p.ex.recv_shape();
         let layout = recv_layout(counts, major, minor, p.align)?;
-        check_fits(op, &layout, out, counts)?;
+        check_fits(op, &layout, out.size(0), counts)?;
         let transfers = plan::pull_list(&p.ex, me, counts, src_rows, &layout)?;
         Ok((layout, transfers))
     })();

@@ -265,14 +265,8 @@ impl Group {
             Ok((self.pes.iter().position(|&p| p == pe).unwrap_or(t), pe))
         };
         if let Some(t) = v.failed {
-            let (r, pe) = named(t)?;
-            return Err(Error::InvalidArgument {
-                name: "group",
-                value: format!("rank {r} (PE {pe})"),
-                reason: format!(
-                    "{op}: group rank {r} (PE {pe}) rejected its arguments (see its error); nothing was written"
-                ),
-            });
+            let (r, _) = named(t)?;
+            return Err(self.rejected(op, r)?);
         }
         if let Some(t) = v.differs {
             let (_, pe) = named(t)?;
@@ -285,6 +279,18 @@ impl Group {
             });
         }
         Ok(())
+    }
+
+    /// The error of every other rank when group rank `r` rejected its arguments.
+    pub(crate) fn rejected(&self, op: &str, r: usize) -> Result<Error> {
+        let pe = self.global(r)?;
+        Ok(Error::InvalidArgument {
+            name: "group",
+            value: format!("rank {r} (PE {pe})"),
+            reason: format!(
+                "{op}: group rank {r} (PE {pe}) rejected its arguments (see its error); nothing was written"
+            ),
+        })
     }
 
     /// A plain barrier over the group (completes this PE's outstanding puts first).

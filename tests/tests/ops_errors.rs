@@ -871,3 +871,47 @@ pe_test!(mismatch_leaves_in_step, [_3pe = 3, _4pe = 4], |sh| {
     sh.free(marker)?;
     g.free(sh)
 });
+
+// Small all-to-alls judge every rank's receive from the split exchange alone (checks on, every chunk eager: no
+// completion exchange): with two receivers whose `out` is too small, in a group whose rank order is not the
+// team's, each of them gets its own overflow error and every other rank the same error naming the failed
+// receiver of the lowest team rank; receivers with different `out` sizes that fit are fine; then a matched call
+// works, with checked data.
+pe_test!(receive_verdict_in_the_split_exchange, [_4pe = 4], |sh| {
+    let fx = Fx::new(sh)?;
+    // Group rank g is PE pes[g]; team ranks follow the PEs.
+    let pes = [3usize, 1, 0, 2];
+    let g = Group::new(sh, &pes)?;
+    let (w, me) = (g.size(), g.my_rank().unwrap());
+    let small = [0usize, 2];
+    let mut splits = vec![1i64; w];
+    for &r in &small {
+        splits[r] = 10;
+    }
+    let s = fx.set_splits(sh, &splits)?;
+    // The small receivers' out holds 5 rows (they get 40); the others' a size of their own that fits.
+    let rows = if small.contains(&me) { 5 } else { 8 + me };
+    let r = all_to_all_vdev(sh, &g, &fx.input(), &fx.out(rows), &s, &fx.oso(w));
+    if small.contains(&me) {
+        expect(
+            r,
+            "OutOfBounds",
+            "rows of out",
+            "overflow on a small receiver",
+        );
+    } else {
+        // The failed receiver of the lowest team rank: group rank 2 (PE 0).
+        expect(
+            r,
+            "InvalidArgument",
+            "group rank 2 (PE 0) rejected its arguments",
+            "overflow seen by the others",
+        );
+    }
+    // Every receiver fits now: the same call with everyone's out large enough works.
+    let s = fx.set_splits(sh, &vec![1; w])?;
+    all_to_all_vdev(sh, &g, &fx.input(), &fx.out(w + me), &s, &fx.oso(w))?;
+    let got = bytes_i64(&read(sh, fx.oso, 0, 16 * w)?);
+    assert_eq!(got, [vec![1; w], (0..w as i64).collect()].concat());
+    g.free(sh)
+});
