@@ -8,6 +8,9 @@
 //!
 //! - `mpirun_mixed_3pe`/`_4pe`: routes, RMA, atomics, put_signal, barriers, team collectives on the world and a
 //!   split, the MoE ops `all_to_all_vdev`, `_2d` and `_2d_offset` (the body of `fabric.rs`).
+//! - `mpirun_peer_death_4pe`: a PE of the second namespace is killed while the others wait in a barrier: the job
+//!   ends (survivors see `PeerLost`, or mpirun stops them first) well within the wait limit, and no process is
+//!   left in either namespace.
 //! - `mpirun_examples_4pe`: the examples (built with `--features mpi`: `cargo build -p xpushmem-examples
 //!   --features mpi`, as `scripts/test.sh` does), each PE seeing its namespace's PEs as its node.
 //!
@@ -213,4 +216,67 @@ fn mpirun_examples_4pe() {
     let left = c.leftovers();
     assert!(failures.is_empty(), "{name}:\n{}", failures.join("\n"));
     assert!(left.is_empty(), "{name}: processes left: {left:?}");
+}
+
+#[test]
+fn mpirun_peer_death_4pe() {
+    let name = "mpirun_peer_death_4pe";
+    let n = 4;
+    if is_pe_of(name) {
+        run_pe(|sh| {
+            let me = sh.my_pe();
+            let gone = sh.calloc::<u64>(1)?.at(0)?;
+            sh.barrier_all()?;
+            // The victim dies once the others are out of the barrier (they may still need its memory till then).
+            if me == n - 1 {
+                sh.wait_until(gone, xpushmem::Cmp::Ge, (n - 1) as u64)?;
+                let _ = rustix::process::kill_process(
+                    rustix::process::getpid(),
+                    rustix::process::Signal::KILL,
+                );
+            }
+            sh.atomic_add(gone, 1, n - 1)?;
+            let start = Instant::now();
+            match sh.barrier_all() {
+                Err(xpushmem::Error::PeerLost { pe, .. }) if pe == n - 1 => {
+                    println!("verdict PE {me}: PeerLost after {:?}", start.elapsed());
+                    Ok(())
+                }
+                r => panic!("PE {me}: expected PE {} lost, got {r:?}", n - 1),
+            }
+        });
+    }
+    if let Some(why) = cannot_run() {
+        eprintln!("skipped {name}: {why}");
+        return;
+    }
+    let c = Cluster::new("d4", name);
+    let exe = std::env::current_exe().expect("test binary");
+    let start = Instant::now();
+    let (ok, text) = c.mpirun(
+        n,
+        &exe,
+        &[name, "--exact", "--nocapture", "--test-threads=1"],
+        &[
+            (CASE_VAR, name),
+            ("XPUSHMEM_BOOTSTRAP", "mpi"),
+            ("XPUSHMEM_TIMEOUT_MS", LIMIT_MS),
+            ("RUST_BACKTRACE", "0"),
+        ],
+    );
+    let took = start.elapsed();
+    let left = c.leftovers();
+    assert!(
+        !ok,
+        "{name}: mpirun succeeded although a PE was killed\n{text}"
+    );
+    assert!(
+        !text.contains("expected PE"),
+        "{name}: a survivor saw something else than the loss\n{text}"
+    );
+    assert!(
+        took < Duration::from_millis(LIMIT_MS.parse().expect("limit")),
+        "{name}: the job ended only after {took:?}\n{text}"
+    );
+    assert!(left.is_empty(), "{name}: processes left: {left:?}\n{text}");
 }
