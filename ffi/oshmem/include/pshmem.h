@@ -62,7 +62,6 @@ void pshmem_quiet(void);
 void pshmem_ctx_quiet(shmem_ctx_t ctx);
 void pshmem_barrier_all(void);
 void pshmem_sync_all(void);
-int pshmem_sync(shmem_team_t team);
 int pshmem_team_sync(shmem_team_t team);
 uint64_t pshmem_signal_fetch(const uint64_t *sig_addr);
 uint64_t pshmem_signal_wait_until(uint64_t *sig_addr, int cmp, uint64_t cmp_value);
@@ -1615,6 +1614,7 @@ int pshmem_complexd_sum_reduce(shmem_team_t team, double _Complex *dest, const d
 int pshmem_complexd_prod_reduce(shmem_team_t team, double _Complex *dest, const double _Complex *source, size_t nreduce);
 #endif
 void pshmem_barrier(int PE_start, int logPE_stride, int PE_size, long *pSync);
+void pshmem_sync(int PE_start, int logPE_stride, int PE_size, long *pSync);
 void pshmem_broadcast32(void *dest, const void *source, size_t nelems, int PE_root, int PE_start, int logPE_stride, int PE_size, long *pSync);
 void pshmem_fcollect32(void *dest, const void *source, size_t nelems, int PE_start, int logPE_stride, int PE_size, long *pSync);
 void pshmem_collect32(void *dest, const void *source, size_t nelems, int PE_start, int logPE_stride, int PE_size, long *pSync);

@@ -106,7 +106,6 @@ void shmem_quiet(void);
 void shmem_ctx_quiet(shmem_ctx_t ctx);
 void shmem_barrier_all(void);
 void shmem_sync_all(void);
-int shmem_sync(shmem_team_t team);
 int shmem_team_sync(shmem_team_t team);
 uint64_t shmem_signal_fetch(const uint64_t *sig_addr);
 uint64_t shmem_signal_wait_until(uint64_t *sig_addr, int cmp, uint64_t cmp_value);
@@ -1680,6 +1679,7 @@ int shmem_complexd_prod_reduce(shmem_team_t team, double _Complex *dest, const d
 #define SHMEM_ALLTOALLS_SYNC_SIZE 3
 #define SHMEM_REDUCE_MIN_WRKDATA_SIZE 1
 void shmem_barrier(int PE_start, int logPE_stride, int PE_size, long *pSync);
+void (shmem_sync)(int PE_start, int logPE_stride, int PE_size, long *pSync);
 void shmem_broadcast32(void *dest, const void *source, size_t nelems, int PE_root, int PE_start, int logPE_stride, int PE_size, long *pSync);
 void shmem_fcollect32(void *dest, const void *source, size_t nelems, int PE_start, int logPE_stride, int PE_size, long *pSync);
 void shmem_collect32(void *dest, const void *source, size_t nelems, int PE_start, int logPE_stride, int PE_size, long *pSync);
@@ -1862,6 +1862,9 @@ static inline long double shmem_ctx_longdouble_g(shmem_ctx_t ctx, const long dou
 #define shmemi_g_iget(...) _Generic(*(SHMEMI_A1(__VA_ARGS__, ~)), float: shmem_float_iget, double: shmem_double_iget, long double: shmem_longdouble_iget, char: shmem_char_iget, signed char: shmem_schar_iget, short: shmem_short_iget, int: shmem_int_iget, long: shmem_long_iget, long long: shmem_longlong_iget, unsigned char: shmem_uchar_iget, unsigned short: shmem_ushort_iget, unsigned int: shmem_uint_iget, unsigned long: shmem_ulong_iget, unsigned long long: shmem_ulonglong_iget)(__VA_ARGS__)
 #define shmemi_gc_iget(...) _Generic(*(SHMEMI_A2(__VA_ARGS__, ~)), float: shmem_ctx_float_iget, double: shmem_ctx_double_iget, long double: shmem_ctx_longdouble_iget, char: shmem_ctx_char_iget, signed char: shmem_ctx_schar_iget, short: shmem_ctx_short_iget, int: shmem_ctx_int_iget, long: shmem_ctx_long_iget, long long: shmem_ctx_longlong_iget, unsigned char: shmem_ctx_uchar_iget, unsigned short: shmem_ctx_ushort_iget, unsigned int: shmem_ctx_uint_iget, unsigned long: shmem_ctx_ulong_iget, unsigned long long: shmem_ctx_ulonglong_iget)(__VA_ARGS__)
 #define shmem_iget(...) SHMEMI_A8(__VA_ARGS__, shmemi_gc_iget, shmemi_g_iget, ~)(__VA_ARGS__)
+/* shmem_sync(team) (C11) is shmem_team_sync; shmem_sync(PE_start, logPE_stride, PE_size, pSync) the
+ * deprecated active-set routine. */
+#define shmem_sync(...) SHMEMI_A5(__VA_ARGS__, (shmem_sync), _, _, shmem_team_sync, _)(__VA_ARGS__)
 #define shmemi_g_p(...) _Generic(*(SHMEMI_A1(__VA_ARGS__, ~)), float: shmem_float_p, double: shmem_double_p, long double: shmem_longdouble_p, char: shmem_char_p, signed char: shmem_schar_p, short: shmem_short_p, int: shmem_int_p, long: shmem_long_p, long long: shmem_longlong_p, unsigned char: shmem_uchar_p, unsigned short: shmem_ushort_p, unsigned int: shmem_uint_p, unsigned long: shmem_ulong_p, unsigned long long: shmem_ulonglong_p)(__VA_ARGS__)
 #define shmemi_gc_p(...) _Generic(*(SHMEMI_A2(__VA_ARGS__, ~)), float: shmem_ctx_float_p, double: shmem_ctx_double_p, long double: shmem_ctx_longdouble_p, char: shmem_ctx_char_p, signed char: shmem_ctx_schar_p, short: shmem_ctx_short_p, int: shmem_ctx_int_p, long: shmem_ctx_long_p, long long: shmem_ctx_longlong_p, unsigned char: shmem_ctx_uchar_p, unsigned short: shmem_ctx_ushort_p, unsigned int: shmem_ctx_uint_p, unsigned long: shmem_ctx_ulong_p, unsigned long long: shmem_ctx_ulonglong_p)(__VA_ARGS__)
 #define shmem_p(...) SHMEMI_A5(__VA_ARGS__, shmemi_gc_p, shmemi_g_p, ~)(__VA_ARGS__)

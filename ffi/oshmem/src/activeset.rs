@@ -1,4 +1,4 @@
-//! The deprecated active-set collectives of OpenSHMEM 1.4 (kept by 1.5 for old programs): `shmem_barrier`,
+//! The deprecated active-set collectives of OpenSHMEM 1.4 (kept by 1.5 for old programs): `shmem_barrier`, `shmem_sync`,
 //! `shmem_broadcast32/64`, `shmem_fcollect32/64`, `shmem_collect32/64`, `shmem_alltoall32/64`, `shmem_alltoalls32/64` and
 //! `shmem_TYPE_OP_to_all`, over the PEs `PE_start + i * 2^logPE_stride`, `i < PE_size`, with a `pSync` work array.
 //!
@@ -65,7 +65,7 @@ fn members(
     Ok((pes, idx))
 }
 
-/// Barrier over `pes` with `psync[0..2]`: everyone counts in at the first member, which releases them all.
+/// Barrier over `pes` with `psync[0..2]`: quiet, then [`sync`].
 pub(crate) fn barrier(
     call: &str,
     pes: &[c_int],
@@ -73,6 +73,11 @@ pub(crate) fn barrier(
     psync: *mut c_long,
 ) -> Result<(), Failure> {
     state::with(|sh| Ok(sh.quiet()?))?;
+    sync(call, pes, idx, psync)
+}
+
+/// Synchronisation over `pes` with `psync[0..2]`: everyone counts in at the first member, which releases them all.
+fn sync(call: &str, pes: &[c_int], idx: usize, psync: *mut c_long) -> Result<(), Failure> {
     let (count, flag) = (psync, psync.wrapping_add(1));
     let root = pes[0];
     if idx == 0 {
@@ -106,6 +111,26 @@ pub unsafe extern "C" fn pshmem_barrier(
     void(call, || {
         let (pes, idx) = members(call, pe_start, log_pe_stride, pe_size)?;
         barrier(call, &pes, idx, psync)
+    })
+}
+
+/// Synchronisation over the active set `(PE_start, logPE_stride, PE_size)` (every member calls it with the same
+/// `pSync`): the deprecated C binding of `shmem_sync` (OpenSHMEM 1.4; the team form is `shmem_team_sync`, and
+/// C11's `shmem_sync(team)` in `shmem.h` selects it). Unlike `shmem_barrier` it does not quiet first.
+///
+/// # Safety
+/// `pSync` is a symmetric array of `SHMEM_BARRIER_SYNC_SIZE` longs holding `SHMEM_SYNC_VALUE`.
+#[no_mangle]
+pub unsafe extern "C" fn pshmem_sync(
+    pe_start: c_int,
+    log_pe_stride: c_int,
+    pe_size: c_int,
+    psync: *mut c_long,
+) {
+    let call = "shmem_sync";
+    void(call, || {
+        let (pes, idx) = members(call, pe_start, log_pe_stride, pe_size)?;
+        sync(call, &pes, idx, psync)
     })
 }
 

@@ -304,10 +304,3 @@ pub extern "C" fn pshmem_team_sync(team_h: shmem_team_t) -> c_int {
     let call = "shmem_team_sync";
     status(call, || core::sync(id(team_h), O, call))
 }
-
-/// Synchronise the members of `team` (collective; the 1.5 name of `shmem_team_sync`). 0 on success.
-#[no_mangle]
-pub extern "C" fn pshmem_sync(team_h: shmem_team_t) -> c_int {
-    let call = "shmem_sync";
-    status(call, || core::sync(id(team_h), O, call))
-}

@@ -610,7 +610,6 @@ void shmem_quiet(void);
 void shmem_ctx_quiet(shmem_ctx_t ctx);
 void shmem_barrier_all(void);
 void shmem_sync_all(void);
-int shmem_sync(shmem_team_t team);
 int shmem_team_sync(shmem_team_t team);
 uint64_t shmem_signal_fetch(const uint64_t *sig_addr);
 uint64_t shmem_signal_wait_until(uint64_t *sig_addr, int cmp, uint64_t cmp_value);
@@ -707,6 +706,9 @@ fn active_set(out: &mut String) {
     }
     out.push_str("#define SHMEM_REDUCE_MIN_WRKDATA_SIZE 1\n");
     out.push_str("void shmem_barrier(int PE_start, int logPE_stride, int PE_size, long *pSync);\n");
+    // The C binding of shmem_sync is the active-set form (deprecated; as in Sandia OpenSHMEM and Open MPI); the
+    // team form `shmem_sync(team)` is C11's, a macro choosing shmem_team_sync by the number of arguments.
+    out.push_str("void (shmem_sync)(int PE_start, int logPE_stride, int PE_size, long *pSync);\n");
     for bits in [32, 64] {
         out.push_str(&format!("void shmem_broadcast{bits}(void *dest, const void *source, size_t nelems, int PE_root, int PE_start, int logPE_stride, int PE_size, long *pSync);\n"));
         for name in ["fcollect", "collect", "alltoall"] {
@@ -1045,6 +1047,11 @@ pub fn oshmem_header() -> String {
     ] {
         generic(&mut out, name, 1, nargs, true, GEN_RMA);
     }
+    out.push_str(
+        "/* shmem_sync(team) (C11) is shmem_team_sync; shmem_sync(PE_start, logPE_stride, PE_size, pSync) the\n \
+         * deprecated active-set routine. */\n\
+         #define shmem_sync(...) SHMEMI_A5(__VA_ARGS__, (shmem_sync), _, _, shmem_team_sync, _)(__VA_ARGS__)\n",
+    );
     generic(&mut out, "p", 1, 3, true, GEN_RMA);
     generic(&mut out, "g", 1, 2, true, GEN_RMA);
     generic(&mut out, "put_signal", 1, 7, true, GEN_RMA);

@@ -1,5 +1,5 @@
 /* The deprecated active-set collectives (OpenSHMEM 1.4, still used by old programs) on static arrays with pSync
- * work arrays: barrier loops over the world and over the even PEs, broadcast, fcollect, collect, alltoall and
+ * work arrays: barrier and shmem_sync loops over the world and over the even PEs, broadcast, fcollect, collect, alltoall and
  * *_to_all reductions (integer, floating and complex), every result checked against a value computed here. */
 #include "check.h"
 #include <complex.h>
@@ -13,6 +13,7 @@ static long lwrk[SHMEM_REDUCE_MIN_WRKDATA_SIZE + N];
 static double complex zwrk[SHMEM_REDUCE_MIN_WRKDATA_SIZE + N];
 static short swrk[SHMEM_REDUCE_MIN_WRKDATA_SIZE + N];
 static long counter;
+static long synced; /* shmem_sync rounds */
 static int64_t b_src[N], b_dst[N];
 static int32_t f_src[N], f_dst[N * 8];
 static int64_t c_src[N], c_dst[N * 8];
@@ -42,6 +43,31 @@ int main(void) {
         for (int k = 0; k < 10; k++) shmem_barrier(0, 1, nev, pSync2);
     shmem_barrier_all();
     for (int i = 0; i < SHMEM_BARRIER_SYNC_SIZE; i++) CHECK(pSync2[i] == SHMEM_SYNC_VALUE, "pSync2[%d] = %ld", i, pSync2[i]);
+
+    /* shmem_sync over the world and over the even PEs: after the first sync of a round every member has counted
+     * in exactly that round's number of times (its increments completed by shmem_quiet before the sync) */
+    for (int k = 1; k <= 10; k++) {
+        shmem_long_atomic_inc(&synced, 0);
+        shmem_quiet();
+        shmem_sync(0, 0, npes, pSync);
+        CHECK(shmem_long_atomic_fetch(&synced, 0) == (long)k * npes, "sync round %d: %ld", k, shmem_long_atomic_fetch(&synced, 0));
+        shmem_sync(0, 0, npes, pSync);
+    }
+    shmem_barrier_all();
+    if (me == 0) synced = 0;
+    shmem_barrier_all();
+    if (me % 2 == 0)
+        for (int k = 1; k <= 10; k++) {
+            shmem_long_atomic_inc(&synced, 0);
+            shmem_quiet();
+            shmem_sync(0, 1, nev, pSync2);
+            CHECK(shmem_long_atomic_fetch(&synced, 0) == (long)k * nev, "even sync round %d", k);
+            shmem_sync(0, 1, nev, pSync2);
+        }
+    shmem_barrier_all();
+    for (int i = 0; i < SHMEM_BARRIER_SYNC_SIZE; i++)
+        CHECK(pSync[i] == SHMEM_SYNC_VALUE && pSync2[i] == SHMEM_SYNC_VALUE, "pSync[%d] = %ld, pSync2 %ld", i, pSync[i], pSync2[i]);
+    shmem_barrier_all(); /* every PE has read its pSync before the next collective uses it */
 
     /* broadcast from the last member */
     int root = npes - 1;

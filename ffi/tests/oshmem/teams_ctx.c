@@ -87,6 +87,22 @@ int main(void) {
 #endif
     shmem_free(src);
     shmem_free(dest);
+
+    /* the team synchronisation: C11's shmem_sync(team) and shmem_team_sync, on the world and on the even PEs
+     * (after a sync every member's quieted put has landed) */
+    static long arrived[2 * 8];
+    shmem_team_t sevens = SHMEM_TEAM_INVALID;
+    CHECK(shmem_team_split_strided(SHMEM_TEAM_WORLD, 0, 2, (npes + 1) / 2, NULL, 0, &sevens) == 0, "split evens");
+    for (int k = 1; k <= 5; k++) {
+        shmem_long_p(&arrived[me % 16], k, 0);
+        shmem_quiet();
+        CHECK(shmem_sync(SHMEM_TEAM_WORLD) == 0, "shmem_sync(world)");
+        if (me == 0)
+            for (int p = 0; p < npes && p < 16; p++) CHECK(shmem_long_g(&arrived[p], 0) == k, "round %d: PE %d", k, p);
+        CHECK(shmem_team_sync(SHMEM_TEAM_WORLD) == 0, "shmem_team_sync(world)");
+        if (sevens != SHMEM_TEAM_INVALID) CHECK(shmem_sync(sevens) == 0 && shmem_team_sync(sevens) == 0, "sync evens");
+    }
+    shmem_team_destroy(sevens);
     PASS("teams_ctx");
     shmem_finalize();
     return 0;
