@@ -1,5 +1,6 @@
-/* shmem_align returns addresses aligned to every power of two up to a quarter of the heap, on every PE, and the
- * memory is symmetric (a put to the neighbour's copy lands at the same offset). */
+/* shmem_align returns addresses aligned to every power of two up to a quarter of the heap, on every PE (half the
+ * heap and more when such an offset is free, NULL on every PE otherwise), and the memory is
+ * symmetric (a put to the neighbour's copy lands at the same offset). */
 #include "check.h"
 #include <stdint.h>
 
@@ -30,6 +31,22 @@ int main(void) {
     shmem_free(big);
     shmem_free(small);
     CHECK(tried >= 20, "only %d alignments tried", tried);
+    /* the largest alignments, half the heap, the whole heap and twice that: an address aligned to it on every PE,
+     * or NULL on every PE when no such offset is free (the specification's null return) */
+    static long got[3];
+    for (int i = 0; i < 3; i++) {
+        size_t a = (heap / 2) << i;
+        long *p = shmem_align(a, sizeof(long));
+        CHECK(p == NULL || (uintptr_t)p % a == 0, "shmem_align(%zu) returned %p", a, (void *)p);
+        got[i] = p != NULL;
+        shmem_barrier_all();
+        long any = 0;
+        for (int pe = 0; pe < npes; pe++) any += shmem_long_g(&got[i], pe);
+        CHECK(any == 0 || any == npes, "shmem_align(%zu): %ld of %d PEs got memory", a, any, npes);
+        shmem_barrier_all();
+        if (p) shmem_free(p);
+    }
+    CHECK(got[0] == 1, "shmem_align(heap / 2) failed in an empty heap");
     PASS("align");
     shmem_finalize();
     return 0;
