@@ -1,5 +1,6 @@
 /* Global and static variables are symmetric data objects (OpenSHMEM "Memory Model"): puts, gets, atomics,
- * signals, waits, locks and collectives on them, with no symmetric heap allocation at all. */
+ * signals, waits, locks and collectives on them, with no symmetric heap allocation at all, at addresses that differ
+ * between PEs (PIE, ASLR). */
 #include "check.h"
 #include <string.h>
 
@@ -82,6 +83,22 @@ int main(void) {
     mine[1] = -me;
     CHECK(shmem_long_fcollect(SHMEM_TEAM_WORLD, collected, mine, 2) == 0, "fcollect");
     for (int p = 0; p < npes; p++) CHECK(collected[2 * p] == p && collected[2 * p + 1] == -p, "collected[%d]", p);
+    shmem_barrier_all();
+
+    /* Everything above ran with the globals at different addresses on different PEs (a PIE under ASLR): each PE's
+     * address of `data`, collected; when the kernel randomises (randomize_va_space != 0) they are not all equal. */
+    static long where[1], wheres[64];
+    where[0] = (long)(uintptr_t)data;
+    CHECK(npes <= 64 && shmem_long_fcollect(SHMEM_TEAM_WORLD, wheres, where, 1) == 0, "fcollect of addresses");
+    FILE *aslr = fopen("/proc/sys/kernel/randomize_va_space", "r");
+    int randomised = 0;
+    if (aslr) {
+        randomised = fgetc(aslr) != '0';
+        fclose(aslr);
+    }
+    int differ = 0;
+    for (int p = 1; p < npes; p++) differ |= wheres[p] != wheres[0];
+    CHECK(npes == 1 || !randomised || differ, "every PE has data at %#lx: not a randomised PIE", (unsigned long)wheres[0]);
     shmem_barrier_all();
 
 #ifdef XPUSHMEM_SHMEM_H /* xpushmem's extensions (the Open MPI cross-check skips this part) */
