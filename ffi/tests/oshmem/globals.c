@@ -111,6 +111,14 @@ int main(void) {
           "stack address accepted: %s", xpushmem_last_error());
     CHECK(strstr(xpushmem_last_error(), "shared libraries") != NULL, "message: %s", xpushmem_last_error());
     CHECK(!shmem_addr_accessible(&local, right), "a stack address is accessible");
+    /* nor is a thread-local */
+    static _Thread_local long tl;
+    char addr[32];
+    snprintf(addr, sizeof addr, "%p", (void *)&tl);
+    shmem_long_p(&tl, 1, right);
+    CHECK(strstr(xpushmem_last_error(), addr) != NULL && strstr(xpushmem_last_error(), "is not symmetric") != NULL,
+          "thread-local %s accepted: %s", addr, xpushmem_last_error());
+    CHECK(!shmem_addr_accessible(&tl, right) && shmem_ptr(&tl, right) == NULL, "a thread-local is accessible");
 
 #endif
     PASS("globals");
