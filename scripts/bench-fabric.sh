@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The fabric comparison, at 2 PEs on this host (libfabric tcp over loopback), with identical sizes and iteration
 # plans: xpushmem with every peer on the fabric transport (XPUSHMEM_TRANSPORT=fabric), raw libfabric doing the same
-# operations (benches/peers/fabric_rma.c) and Open MPI's one-sided over TCP (benches/peers/mpi_bench.c, --win
-# alloc, btl tcp,self, osc pt2pt); then the fabric section of the performance page (xpushmem-perf fabric-report),
+# operations (benches/peers/fabric_rma.c) and Open MPI's one-sided over TCP (btl tcp,self, osc pt2pt:
+# benches/peers/mpi_bench.c --win alloc, and benches/peers/fabric_mpi_pp.c for the ping-pong); then the fabric section of the performance page (xpushmem-perf fabric-report),
 # put between its markers so that it survives `xpushmem-perf report` (scripts/bench.sh runs this script after it).
 # Environment: BENCH_FABRIC_ARGS (default "-b 8 -e 4M -f 2 -i 1000 -w 50 -r 5"; the sizes must include 1 MiB,
 # a target), BENCH_FABRIC_PROVIDER (default tcp), BENCH_FABRIC_OUT (results dir, default
@@ -27,6 +27,7 @@ rm -rf "$OUT"
 mkdir -p "$OUT/bin"
 gcc -O2 -Wall -o "$OUT/bin/fabric_rma" benches/peers/fabric_rma.c -lfabric
 mpicc -O2 -Wall -o "$OUT/bin/mpi_bench" benches/peers/mpi_bench.c
+mpicc -O2 -Wall -o "$OUT/bin/fabric_mpi_pp" benches/peers/fabric_mpi_pp.c
 
 {
   echo "provider: ${PROV} (XPUSHMEM_FABRIC_PROVIDER and FI_PROVIDER), both processes on this host (loopback)"
@@ -50,6 +51,8 @@ run "xpushmem, fabric transport" xpushmem-fabric env XPUSHMEM_TRANSPORT=fabric X
 run "raw libfabric" libfabric env FI_PROVIDER="$PROV" "$OUT/bin/fabric_rma"
 run "Open MPI over TCP (osc pt2pt)" mpi-tcp mpirun -n 2 --mca pml ob1 --mca btl tcp,self --mca osc pt2pt \
   "$OUT/bin/mpi_bench" --win alloc put_lat put_bw
+run "Open MPI over TCP, put_signal ping-pong (osc pt2pt)" mpi-tcp-pp mpirun -n 2 --mca pml ob1 --mca btl tcp,self \
+  --mca osc pt2pt "$OUT/bin/fabric_mpi_pp"
 
 if [ "$DOC" != none ]; then
   "$PERF" fabric-report --results "$OUT" --md "$DOC"

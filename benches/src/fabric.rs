@@ -1,7 +1,7 @@
 //! The fabric section of the performance page: xpushmem's fabric transport (`XPUSHMEM_TRANSPORT=fabric`, CSV impl
 //! `xpushmem-fabric`) side by side with raw libfabric on the same provider (`benches/peers/fabric_rma.c`, impl
-//! `libfabric`) and Open MPI's one-sided over TCP (`mpi_bench --win alloc` with `btl tcp,self`, `osc pt2pt`; impl
-//! `mpi-alloc` in this directory), and the fabric targets with their verdicts.
+//! `libfabric`) and Open MPI's one-sided over TCP (`mpi_bench --win alloc` and `fabric_mpi_pp` with `btl tcp,self`,
+//! `osc pt2pt`; impl `mpi-alloc` in this directory), and the fabric targets with their verdicts.
 //!
 //! `xpushmem-perf fabric-report --results DIR --md FILE`: reads every `*.csv` of DIR (and `meta.txt`, one line per
 //! fact about the run) and puts the section into FILE between [`BEGIN`] and [`END`] (replacing an earlier one, or
@@ -142,7 +142,8 @@ pub fn section(recs: &[Record], meta: &str) -> String {
          manual progress), raw libfabric doing the same operations with the same provider, registration and \
          completion rules (`benches/peers/fabric_rma.c`: puts with delivery-complete, the signal after the \
          data's delivery) and Open MPI's one-sided over TCP (`MPI_Put` + `MPI_Win_flush` on `MPI_Win_allocate`, \
-         `--mca btl tcp,self --mca osc pt2pt`; it has no put-with-signal). Both processes on this host, so \
+         `--mca btl tcp,self --mca osc pt2pt`; its put_signal is `MPI_Put`, flush, `MPI_Accumulate` of the flag, flush: \
+         `benches/peers/fabric_mpi_pp.c`). Both processes on this host, so \
          the network is the loopback interface: the figures show software overheads, not a network. Medians; \
          ratio = raw libfabric time / xpushmem time (for bandwidth: xpushmem / raw libfabric), higher is better.\n\n",
     );
