@@ -484,6 +484,38 @@ fn recursive_doubling<T: Reducible>(
     Ok(())
 }
 
+/// Bytes of the pieces [`fold_left`] folds: two buffers of this size stay in the L1/L2 cache between the reads and
+/// the write back.
+const FOLD_CHUNK_BYTES: usize = 32 << 10;
+
+/// `b = (b on PE lpe) op b` on this PE, in cache-sized pieces through two reused buffers (`bufs`): no buffer the
+/// size of the block (whose fresh pages were faulted in on every step), and the data is still in the cache when
+/// it is combined and written back.
+fn fold_left<T: Reducible>(
+    ctx: &Ctx<'_>,
+    op: ReduceOp,
+    b: SymSlice<T>,
+    lpe: usize,
+    bufs: &mut (Vec<T>, Vec<T>),
+) -> Result<()> {
+    let chunk = (FOLD_CHUNK_BYTES / std::mem::size_of::<T>().max(1)).max(1);
+    let (len, my_pe) = (b.len(), ctx.sh.my_pe());
+    let (acc, mine) = bufs;
+    acc.resize(chunk.min(len), T::default());
+    mine.resize(chunk.min(len), T::default());
+    let mut at = 0;
+    while at < len {
+        let k = chunk.min(len - at);
+        let piece = b.slice(at..at + k)?;
+        ctx.sh.get(&mut acc[..k], piece, lpe)?;
+        ctx.sh.get(&mut mine[..k], piece, my_pe)?;
+        combine_into(op, &mut acc[..k], &mine[..k], false);
+        ctx.sh.put(piece, &acc[..k], my_pe)?;
+        at += k;
+    }
+    Ok(())
+}
+
 /// Reduce-scatter around the ring (each member ends with one block complete), then allgather around the ring,
 /// pulling from the left neighbour's `dest`.
 fn ring<T: Reducible>(
@@ -498,16 +530,19 @@ fn ring<T: Reducible>(
     let (left, right) = ((me + n - 1) % n, (me + 1) % n);
     let lpe = ctx.pe(left);
     let rpe = ctx.pe(right);
-    ctx.copy(dest, me, src, me)?;
+    // One direct copy (no bounce buffer) when `dest` is not `src` itself.
+    let k = len.min(src.len());
+    if k > 0 && dest.off != src.off {
+        ctx.sh.put_sym(dest.slice(..k)?, src.slice(..k)?, my_pe)?;
+    }
     ctx.signal(layout::SIG_RING, right)?;
+    let mut bufs = (Vec::new(), Vec::new());
     for s in 0..n - 1 {
         ctx.wait(layout::SIG_RING, 1, &|| {
             format!("reduce (ring) step {s}: waiting for PE {lpe}")
         })?;
         let b = dest.slice(block(len, n, (me + 2 * n - s - 1) % n))?;
-        let mut acc = ctx.fetch(b, left)?;
-        combine_into(op, &mut acc, &ctx.fetch(b, me)?, false);
-        ctx.sh.put(b, &acc, my_pe)?;
+        fold_left(ctx, op, b, lpe, &mut bufs)?;
         ctx.signal(layout::SIG_RING, right)?;
     }
     // My left neighbour may now overwrite what I read; wait until my right neighbour has read mine.
@@ -520,8 +555,8 @@ fn ring<T: Reducible>(
             format!("reduce (ring) allgather step {s}: waiting for PE {lpe}")
         })?;
         let b = dest.slice(block(len, n, (me + n - s) % n))?;
-        let v = ctx.fetch(b, left)?;
-        ctx.sh.put(b, &v, my_pe)?;
+        // The left neighbour's finished block, copied straight from its heap.
+        ctx.sh.get_sym(b, b, lpe)?;
         if s + 2 < n {
             ctx.signal(layout::SIG_RING, right)?;
         }
