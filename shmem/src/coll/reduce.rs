@@ -192,7 +192,8 @@ pub(crate) fn same_or_disjoint<T: Symmetric>(dest: SymSlice<T>, src: SymSlice<T>
 /// The algorithm for a team of `n` reducing `bytes` (`fits`: they fit in a message of the exchange). Above the
 /// ring cutover (`XPUSHMEM_REDUCE_RING_SIZE`; auto: 256 KiB up to 4 PEs, where recursive doubling moves no more
 /// data per PE than the ring, and 64 KiB above, where its log2(n) full-size rounds outgrow the ring's 2 (n-1)/n)
-/// the ring's traffic per PE does not grow with the team.
+/// the ring's traffic per PE does not grow with the team. Two PEs take the ring above the cutover too: the linear
+/// algorithm below it reads both inputs whole on both PEs (twice the ring's reads) into fresh full-size buffers.
 fn resolve(
     a: ReduceAlgo,
     cfg: &crate::config::Config,
@@ -206,7 +207,9 @@ fn resolve(
         .unwrap_or(if n <= 4 { 256 << 10 } else { 64 << 10 });
     Ok(match a.with_cfg(cfg)? {
         Auto | Eager if fits => Eager,
-        Auto | Eager if n <= 2 || bytes <= 4096 && n <= 4 => ReduceAlgo::Linear,
+        Auto | Eager if (n <= 2 && bytes < ring_from) || bytes <= 4096 && n <= 4 => {
+            ReduceAlgo::Linear
+        }
         Auto | Eager if bytes < ring_from => ReduceAlgo::RecursiveDoubling,
         Auto | Eager => ReduceAlgo::Ring,
         x => x,
