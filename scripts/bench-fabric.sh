@@ -48,6 +48,9 @@ run() { # label csv-name cmd...
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 run "xpushmem, fabric transport" xpushmem-fabric env XPUSHMEM_TRANSPORT=fabric XPUSHMEM_FABRIC_PROVIDER="$PROV" \
   "$RUN" -n 2 "$PERF" put_lat put_bw put_signal_pp --quiet --label xpushmem-fabric
+run "xpushmem, fabric transport, progress thread" xpushmem-fabric-pt env XPUSHMEM_TRANSPORT=fabric \
+  XPUSHMEM_FABRIC_PROVIDER="$PROV" XPUSHMEM_PROGRESS_THREAD=1 \
+  "$RUN" -n 2 "$PERF" put_lat put_bw put_signal_pp --quiet --label xpushmem-fabric-pt
 run "raw libfabric" libfabric env FI_PROVIDER="$PROV" "$OUT/bin/fabric_rma"
 run "Open MPI over TCP (osc pt2pt)" mpi-tcp mpirun -n 2 --mca pml ob1 --mca btl tcp,self --mca osc pt2pt \
   "$OUT/bin/mpi_bench" --win alloc put_lat put_bw
