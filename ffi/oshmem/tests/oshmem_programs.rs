@@ -67,7 +67,7 @@ fn defined_functions(lib: &Path) -> Vec<(char, String)> {
 fn oshmem_header_declares_exactly_the_exported_functions() {
     let declared = standard_functions(&cdecl::oshmem_header());
     let exported: BTreeSet<String> =
-        support::exported_functions(&support::built_lib("libxpushmem_oshmem.so"))
+        support::exported_functions(&fresh_lib("libxpushmem_oshmem.so"))
             .into_iter()
             .filter(|n| !n.starts_with("xpushmem"))
             // the profiling interface's twins (checked below)
@@ -115,7 +115,7 @@ fn every_routine_has_its_pshmem_twin_in_the_libraries_and_pshmem_h() {
     );
 
     for lib in ["libxpushmem_oshmem.so", "libxpushmem_oshmem.a"] {
-        let syms = defined_functions(&built_lib(lib));
+        let syms = defined_functions(&fresh_lib(lib));
         let kinds = |name: &str| -> BTreeSet<char> {
             syms.iter()
                 .filter(|(_, n)| n == name)
@@ -151,11 +151,44 @@ fn every_routine_has_its_pshmem_twin_in_the_libraries_and_pshmem_h() {
     }
 }
 
+/// `PATH` of a library of this test's profile, built up to date first (once per test process): `cargo test`
+/// builds no `cdylib`/`staticlib` for an integration test, so without this a test run after a change to the library
+/// would check the previous build (or none).
+fn fresh_lib(file: &str) -> PathBuf {
+    static BUILT: OnceLock<()> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let mut cmd = Command::new(env!("CARGO"));
+        cmd.args([
+            "build",
+            "-p",
+            "xpushmem-oshmem",
+            "-p",
+            "xpushmem-ffi",
+            "-p",
+            "xpushmem",
+            "--bins",
+            "--lib",
+        ]);
+        if profile_dir().file_name().is_some_and(|n| n == "release") {
+            cmd.arg("--release");
+        }
+        let b = cmd
+            .env(
+                "CARGO_TARGET_DIR",
+                profile_dir().parent().expect("target dir"),
+            )
+            .status()
+            .expect("cargo runs");
+        assert!(b.success(), "building the libraries failed");
+    });
+    built_lib(file)
+}
+
 /// Install the libraries cargo built for this test into a scratch prefix with `ffi/install.sh` (once).
 fn prefix() -> PathBuf {
     static P: OnceLock<PathBuf> = OnceLock::new();
     P.get_or_init(|| {
-        built_lib("libxpushmem_oshmem.so");
+        fresh_lib("libxpushmem_oshmem.so");
         let p = scratch("oshmem-prefix");
         let o = Command::new("sh")
             .arg(ffi_dir().join("install.sh"))
@@ -164,30 +197,11 @@ fn prefix() -> PathBuf {
             .env("XPUSHMEM_INSTALL_BINS", "if-present")
             .output()
             .expect("install.sh runs");
-        if !o.status.success() {
-            // libxpushmem.so is built by the xpushmem-ffi package; build it when this package is tested alone.
-            let b = Command::new(env!("CARGO"))
-                .args(["build", "-p", "xpushmem-ffi"])
-                .env(
-                    "CARGO_TARGET_DIR",
-                    profile_dir().parent().expect("target dir"),
-                )
-                .status()
-                .expect("cargo runs");
-            assert!(b.success(), "building xpushmem-ffi failed");
-            let o = Command::new("sh")
-                .arg(ffi_dir().join("install.sh"))
-                .env("PREFIX", &p)
-                .env("BUILD_DIR", profile_dir())
-                .env("XPUSHMEM_INSTALL_BINS", "if-present")
-                .output()
-                .expect("install.sh runs");
-            assert!(
-                o.status.success(),
-                "install.sh failed:\n{}",
-                String::from_utf8_lossy(&o.stderr)
-            );
-        }
+        assert!(
+            o.status.success(),
+            "install.sh failed:\n{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
         p
     })
     .clone()
