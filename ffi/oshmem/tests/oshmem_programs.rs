@@ -158,17 +158,9 @@ fn fresh_lib(file: &str) -> PathBuf {
     static BUILT: OnceLock<()> = OnceLock::new();
     BUILT.get_or_init(|| {
         let mut cmd = Command::new(env!("CARGO"));
-        cmd.args([
-            "build",
-            "-p",
-            "xpushmem-oshmem",
-            "-p",
-            "xpushmem-ffi",
-            "-p",
-            "xpushmem",
-            "--bins",
-            "--lib",
-        ]);
+        // The whole workspace, as scripts/test.sh builds it: the same feature resolution, so a no-op there
+        // (a subset of the packages would resolve other features and rebuild the libraries).
+        cmd.args(["build", "--workspace"]);
         if profile_dir().file_name().is_some_and(|n| n == "release") {
             cmd.arg("--release");
         }
