@@ -32,6 +32,7 @@ pub(crate) fn set_nt_copy_size(from: Option<usize>) {
 ///
 /// # Safety
 /// `src..src+len` must be readable and `dst..dst+len` writable for the duration of the call.
+#[inline]
 unsafe fn copy_bytes(src: *const u8, dst: *mut u8, len: usize) {
     if len >= NT_COPY_FROM.load(Ordering::Relaxed) {
         let (s, d) = (src as usize, dst as usize);
@@ -188,11 +189,13 @@ impl Mapping {
         Ok(Mapping { base, len })
     }
 
+    #[inline]
     fn check(&self, off: usize, len: usize, align: usize) -> Result<()> {
         super::check_access("shm", "access", off, len, align, self.len)
     }
 
     /// Copy `src` into the mapping at `off`.
+    #[inline]
     pub fn write(&self, off: usize, src: &[u8]) -> Result<()> {
         self.check(off, src.len(), 1)?;
         // SAFETY: [off, off+len) lies inside the mapping (checked); `src` is a distinct Rust slice or another
@@ -202,6 +205,7 @@ impl Mapping {
     }
 
     /// Copy from the mapping at `off` into `dst`.
+    #[inline]
     pub fn read(&self, off: usize, dst: &mut [u8]) -> Result<()> {
         self.check(off, dst.len(), 1)?;
         // SAFETY: [off, off+len) lies inside the mapping (checked); `dst` is an exclusive Rust slice.
@@ -226,6 +230,7 @@ impl Mapping {
     }
 
     /// The 64-bit atomic word at `off` (8-byte aligned).
+    #[inline]
     pub fn atomic64(&self, off: usize) -> Result<&AtomicU64> {
         self.check(off, 8, 8)?;
         // SAFETY: as for `atomic32`, with 8-byte alignment checked.
