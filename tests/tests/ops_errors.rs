@@ -809,7 +809,7 @@ pe_test!(exchange_meets_agreement, [_2pe = 2, _3pe = 3], |sh| {
 // a marker into every rank's heap, then enters the call. No rank may leave the failed call before the late one
 // has entered it (the marker is there when the call returns, whatever the timing); every rank names the same
 // PE; then a matched all-to-all and a matched 2-D all-to-all run with checked data.
-pe_test!(mismatch_leaves_in_step, [_3pe = 3, _4pe = 4], |sh| {
+fn mismatch_in_step(sh: &Shmem) -> Result<()> {
     let fx = Fx::new(sh)?;
     let g = Group::world(sh)?;
     let (w, me) = (g.size(), g.my_rank().unwrap());
@@ -867,10 +867,54 @@ pe_test!(mismatch_leaves_in_step, [_3pe = 3, _4pe = 4], |sh| {
             "PE {me}, iteration {it}: left the failed call before PE {late} entered it"
         );
         healthy(sh, &g, &fx)?;
+        // A barrier after it waits for the late rank too (a linear barrier counting arrivals of the failed call
+        // would let the others through early).
+        if me == late {
+            std::thread::sleep(Duration::from_millis(20));
+            for pe in 0..w {
+                sh.put(marker, &[1000 + it as u64], pe)?;
+            }
+        }
+        sh.barrier_all()?;
+        let mut got = [0u64];
+        sh.get(&mut got, marker, sh.my_pe())?;
+        assert_eq!(
+            got[0],
+            1000 + it as u64,
+            "PE {me}, iteration {it}: left a barrier before PE {late} entered it"
+        );
     }
     sh.free(marker)?;
     g.free(sh)
+}
+
+pe_test!(mismatch_leaves_in_step, [_3pe = 3, _4pe = 4], |sh| {
+    mismatch_in_step(sh)
 });
+
+/// The same with every agreement over the linear barrier (3 PEs) and the tree (4 PEs): the exchange side keeps the
+/// linear barrier's arrival count at member 0 consistent whichever side member 0 is on.
+#[test]
+fn mismatch_leaves_in_step_over_linear_and_tree() {
+    let name = test_name(
+        module_path!(),
+        "mismatch_leaves_in_step_over_linear_and_tree",
+    );
+    if is_pe_of(&name) {
+        run_pe(mismatch_in_step);
+    }
+    for (n, algo) in [(3, "linear"), (4, "tree")] {
+        let out = spawn_pes_with(
+            &name,
+            n,
+            &[
+                ("XPUSHMEM_BARRIER_ALGORITHM", algo),
+                ("XPUSHMEM_TIMEOUT_MS", "20000"),
+            ],
+        );
+        assert_success(&name, n, &out);
+    }
+}
 
 // Small all-to-alls judge every rank's receive from the split exchange alone (checks on, every chunk eager: no
 // completion exchange): with two receivers whose `out` is too small, in a group whose rank order is not the

@@ -892,6 +892,9 @@ impl<'a> Ctx<'a> {
             // 0's), the same as the members on the other side reach, once every member is in this call (it may
             // still be reading the previous call's messages, in the buffers the next call writes).
             let all = self.identities(at, seq)?;
+            if self.pattern(BarrierAlgo::Auto, false)? == BarrierAlgo::Linear {
+                self.linear_arrivals(&all)?;
+            }
             return Err(self.verdict(&all, &words, true));
         }
         let win = self.local_win();
@@ -922,6 +925,23 @@ impl<'a> Ctx<'a> {
         }
         local?;
         Ok(out)
+    }
+
+    /// An exchange that met agreements over the linear barrier keeps member 0's arrival count exact: member 0
+    /// counts every arrival, so an exchange-side member arrives too when member 0 is in the agreement (it waits
+    /// for `n - 1` arrivals), and member 0 on the exchange side expects the agreement side's arrivals (they signal
+    /// it whatever it does). Otherwise a later linear barrier would find arrivals that belong to this call.
+    fn linear_arrivals(&mut self, all: &[Vec<u64>]) -> Result<()> {
+        let in_exchange = |w: &Vec<u64>| w[COMMON] == EXCHANGE_MARK;
+        if self.idx() != 0 {
+            if !in_exchange(&all[0]) {
+                self.signal(layout::ARRIVE, 0)?;
+            }
+        } else {
+            let agreeing = all[1..].iter().filter(|w| !in_exchange(w)).count() as u64;
+            self.st.expected[layout::ARRIVE] += agreeing;
+        }
+        Ok(())
     }
 
     /// [`Ctx::enter`] as one exchange: the agreement of the collective `common` (same comparison and same
