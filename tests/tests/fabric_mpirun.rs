@@ -11,7 +11,7 @@
 //! - `mpirun_peer_death_4pe`: a PE of the second namespace is killed while the others wait in a barrier: the job
 //!   ends (survivors see `PeerLost`, or mpirun stops them first) well within the wait limit, and no process is
 //!   left in either namespace.
-//! - `mpirun_examples_4pe`: the examples (built with `--features mpi`: `cargo build -p xpushmem-examples
+//! - `mpirun_examples_4pe`: the examples (device_token_ring with device heaps on ze-emu; built with `--features mpi`: `cargo build -p xpushmem-examples
 //!   --features mpi`, as `scripts/test.sh` does), each PE seeing its namespace's PEs as its node.
 //!
 //! Needs root (namespaces), `ip` and `mpirun`; skips with a message without them or without the fabric transport.
@@ -19,7 +19,7 @@
 
 mod fabric_common;
 
-use fabric_common::netns::{cannot_run, example, Netns, EXAMPLES, SUBNET};
+use fabric_common::netns::{cannot_run, example, example_env, Netns, EXAMPLES, SUBNET};
 use fabric_common::{mixed_body, node_of};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -193,8 +193,17 @@ fn mpirun_examples_4pe() {
     let c = Cluster::new("x4", name);
     let mut failures = Vec::new();
     for prog in EXAMPLES {
-        let (ok, text) = c.mpirun(n, &example(prog), &[], &[("XPUSHMEM_TIMEOUT_MS", LIMIT_MS)]);
+        let extra = example_env(prog);
+        let mut env = vec![("XPUSHMEM_TIMEOUT_MS", LIMIT_MS)];
+        env.extend(extra.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        let (ok, text) = c.mpirun(n, &example(prog), &[], &env);
         let mut good = ok && text.contains(": ok");
+        if prog == "device_token_ring" {
+            for pe in 0..n {
+                let want = if pe == 0 { n } else { pe };
+                good &= text.contains(&format!("PE {pe} of {n} got token {want}: ok"));
+            }
+        }
         if prog == "hello" {
             for pe in 0..n {
                 let node: Vec<usize> = (0..n)

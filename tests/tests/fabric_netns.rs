@@ -14,7 +14,7 @@
 
 mod fabric_common;
 
-use fabric_common::netns::{cannot_run, example, Netns, EXAMPLES};
+use fabric_common::netns::{cannot_run, example, example_env, Netns, EXAMPLES};
 use fabric_common::{mixed_body, node_of};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -232,7 +232,8 @@ fn netns_peer_death_3pe() {
     run("netns_peer_death_3pe", "death", 3, 30_000);
 }
 
-/// The examples across the namespaces, 4 PEs (2 per namespace) with the unique-ID start: a rendezvous process in
+/// The examples across the namespaces, 4 PEs (2 per namespace) with the unique-ID start (device_token_ring with
+/// device heaps on ze-emu: its kernels reach the other namespace through the host proxy): a rendezvous process in
 /// the first namespace makes the ID; each example's PEs get it, their rank and the job size from the environment
 /// (as a framework's launcher would set them). Each PE must succeed, see its namespace's PEs as its node, and
 /// print the example's success line.
@@ -283,6 +284,7 @@ fn netns_examples_4pe() {
                     .env("XPUSHMEM_BOOTSTRAP_RANK", pe.to_string())
                     .env("XPUSHMEM_BOOTSTRAP_NRANKS", n.to_string())
                     .env("XPUSHMEM_TIMEOUT_MS", limit_ms.to_string())
+                    .envs(example_env(prog))
                     .stdin(Stdio::null())
                     .stdout(log.try_clone().expect("log"))
                     .stderr(log)
@@ -313,6 +315,12 @@ fn netns_examples_4pe() {
                 ok &= all.contains(&format!(
                     "hello from PE {pe} of {n} (node PEs {node:?}, bootstrap uid)"
                 ));
+            }
+        }
+        if prog == "device_token_ring" {
+            for pe in 0..n {
+                let want = if pe == 0 { n } else { pe };
+                ok &= all.contains(&format!("PE {pe} of {n} got token {want}: ok"));
             }
         }
         if !ok {

@@ -136,5 +136,22 @@ pub fn example(name: &str) -> std::path::PathBuf {
     p
 }
 
-/// The examples that run across nodes (host heaps; device_token_ring needs device heaps on every node).
-pub const EXAMPLES: [&str; 4] = ["hello", "ring_put", "put_signal_pipeline", "jacobi"];
+/// The examples.
+pub const EXAMPLES: [&str; 5] = [
+    "hello",
+    "ring_put",
+    "put_signal_pipeline",
+    "jacobi",
+    "device_token_ring",
+];
+
+/// The environment example `prog` needs beyond the launch: device heaps on ze-emu devices for the device example
+/// (its kernels reach the other namespace's PEs through the host proxy and the fabric).
+pub fn example_env(prog: &str) -> Vec<(String, String)> {
+    if prog != "device_token_ring" {
+        return Vec::new();
+    }
+    let mut env = ze_emu::testing::loader_env();
+    env.push(("XPUSHMEM_HEAP".into(), "device".into()));
+    env
+}
