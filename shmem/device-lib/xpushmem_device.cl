@@ -240,9 +240,9 @@ static int proxy_wait(ulong upto, uint call) {
   return err ? record(err, call, r->error_pe) : 0;
 }
 
-/* Posts one request (waiting while the ring is full); with `wait`, also waits for its completion. */
-static int proxy_post(uint op, int pe, ulong dst, ulong src, ulong len, ulong sig, ulong value, int sig_op,
-                      int wait, uint call) {
+/* Posts one request (waiting while the ring is full), its ticket in *ticket. */
+static int proxy_put_entry(uint op, int pe, ulong dst, ulong src, ulong len, ulong sig, ulong value, int sig_op,
+                           ulong *ticket) {
   __global XpushmemProxyRing *r = ring();
   fence_all(); /* the source, and everything this work-item wrote before, is visible to the host first */
   ulong t = __spirv_AtomicIAdd((__global ulong *)&r->head, SCOPE_CROSS_DEVICE, SEM, 1ul);
@@ -264,7 +264,50 @@ static int proxy_post(uint op, int pe, ulong dst, ulong src, ulong len, ulong si
   q->value = value;
   q->sig_op = (uint)sig_op;
   __spirv_AtomicStore((__global ulong *)&q->seq, SCOPE_CROSS_DEVICE, SEM_RELEASE | SEM_CROSS_WG_MEMORY, t + 1);
+  *ticket = t;
+  return 0;
+}
+
+/* Posts one request; with `wait`, also waits for its completion. */
+static int proxy_post(uint op, int pe, ulong dst, ulong src, ulong len, ulong sig, ulong value, int sig_op,
+                      int wait, uint call) {
+  ulong t = 0;
+  int e = proxy_put_entry(op, pe, dst, src, len, sig, value, sig_op, &t);
+  if (e) return e;
   return wait ? proxy_wait(t + 1, call) : 0;
+}
+
+/* An atomic (AmoCode `code`) on the `width`-byte word at heap address `dest` of `pe` through the proxy; the
+ * previous value in *old (0 on error); 0 or the error code (recorded). The proxy answers in the entry; this
+ * work-item acknowledges the answer. */
+static int proxy_amo(ulong dest, uint width, uint code, ulong operand, ulong cond, int pe, ulong *old) {
+  uint call = XPUSHMEM_DEVICE_CALL_ATOMIC;
+  *old = 0;
+  if (dest & (width - 1)) return record(XPUSHMEM_DEVICE_ERROR_BAD_ARGUMENT, call, (long)dest);
+  ulong t = 0;
+  int e = proxy_put_entry(XPUSHMEM_PROXY_OP_AMO, pe, dest - ST.my_base, 0, width, cond, operand, (int)code, &t);
+  if (e) return e;
+  __global XpushmemProxyRing *r = ring();
+  __global XpushmemProxyRequest *q =
+      (__global XpushmemProxyRequest *)(ST.proxy + XPUSHMEM_PROXY_ENTRIES_OFFSET) + (t & (r->capacity - 1));
+  ulong done = (t + 1) | XPUSHMEM_PROXY_DONE;
+  ulong polls = 0;
+  uint spin = 1;
+  while (__spirv_AtomicLoad((__global ulong *)&q->seq, SCOPE_CROSS_DEVICE, SEM_ACQUIRE | SEM_CROSS_WG_MEMORY) != done) {
+    e = backoff_step(&polls, &spin, XPUSHMEM_DEVICE_CALL_PROXY, (ulong)&q->seq);
+    if (e) return e;
+  }
+  *old = q->src;
+  __spirv_AtomicStore((__global ulong *)&q->seq, SCOPE_CROSS_DEVICE, SEM_RELEASE | SEM_CROSS_WG_MEMORY, 0ul);
+  uint err = __spirv_AtomicLoad((__global uint *)&r->error, SCOPE_CROSS_DEVICE, SEM_ACQUIRE | SEM_CROSS_WG_MEMORY);
+  return err ? record(err, call, r->error_pe) : 0;
+}
+
+/* The previous value of an atomic through the proxy (0 on error, recorded). */
+static ulong proxy_fetch(ulong dest, uint width, uint code, ulong operand, ulong cond, int pe) {
+  ulong old = 0;
+  (void)proxy_amo(dest, width, code, operand, cond, pe, &old);
+  return old;
 }
 
 /* Every request posted so far (by any work-item of this PE) has completed. */
@@ -610,18 +653,24 @@ static __attribute__((noinline)) ushort rmw16(ulong a, int op, ushort value, ush
   DEFINE_WAITS(NAME, T, ALOAD_##U, CMP_OF_##T)                                                                     \
   T xpushmem_##NAME##_atomic_fetch(long src, int pe) {                                                             \
     ulong a = 0;                                                                                                   \
-    if (peer(src, sizeof(T), pe, XPUSHMEM_DEVICE_CALL_ATOMIC, &a)) return (T)0;                                    \
+    int e = peer_or_proxy(src, sizeof(T), pe, XPUSHMEM_DEVICE_CALL_ATOMIC, &a);                                    \
+    if (e == PROXIED) return (T)proxy_fetch(src, sizeof(T), XPUSHMEM_AMO_CODE_FETCH, 0, 0, pe);                    \
+    if (e) return (T)0;                                                                                            \
     return (T)__spirv_AtomicLoad((__global U *)a, SCOPE_CROSS_DEVICE, SEM);                                        \
   }                                                                                                                \
   int xpushmem_##NAME##_atomic_set(long dest, T value, int pe) {                                                   \
     ulong a = 0;                                                                                                   \
-    int e = peer(dest, sizeof(T), pe, XPUSHMEM_DEVICE_CALL_ATOMIC, &a);                                            \
+    int e = peer_or_proxy(dest, sizeof(T), pe, XPUSHMEM_DEVICE_CALL_ATOMIC, &a);                                   \
+    if (e == PROXIED) return proxy_amo(dest, sizeof(T), XPUSHMEM_AMO_CODE_SET, (ulong)(U)value, 0, pe, &a);        \
     if (!e) __spirv_AtomicStore((__global U *)a, SCOPE_CROSS_DEVICE, SEM, (U)value);                               \
     return e;                                                                                                      \
   }                                                                                                                \
   T xpushmem_##NAME##_atomic_compare_swap(long dest, T cond, T value, int pe) {                                    \
     ulong a = 0;                                                                                                   \
-    if (peer(dest, sizeof(T), pe, XPUSHMEM_DEVICE_CALL_ATOMIC, &a)) return (T)0;                                   \
+    int e = peer_or_proxy(dest, sizeof(T), pe, XPUSHMEM_DEVICE_CALL_ATOMIC, &a);                                   \
+    if (e == PROXIED)                                                                                              \
+      return (T)proxy_fetch(dest, sizeof(T), XPUSHMEM_AMO_CODE_COMPARE_SWAP, (ulong)(U)value, (ulong)(U)cond, pe); \
+    if (e) return (T)0;                                                                                            \
     return (T)__spirv_AtomicCompareExchange((__global U *)a, SCOPE_CROSS_DEVICE, SEM, SEM, (U)value, (U)cond);     \
   }                                                                                                                \
   T xpushmem_##NAME##_atomic_fetch_inc(long dest, int pe) {                                                        \
@@ -630,27 +679,30 @@ static __attribute__((noinline)) ushort rmw16(ulong a, int op, ushort value, ush
   int xpushmem_##NAME##_atomic_inc(long dest, int pe) {                                                            \
     return xpushmem_##NAME##_atomic_add(dest, (T)1, pe);                                                           \
   }                                                                                                                \
-  DEFINE_RMW(NAME, T, U, swap, __spirv_AtomicExchange)                                                             \
-  DEFINE_RMW(NAME, T, U, fetch_add, __spirv_AtomicIAdd)                                                            \
-  DEFINE_RMW(NAME, T, U, fetch_and, __spirv_AtomicAnd)                                                             \
-  DEFINE_RMW(NAME, T, U, fetch_or, __spirv_AtomicOr)                                                               \
-  DEFINE_RMW(NAME, T, U, fetch_xor, __spirv_AtomicXor)                                                             \
-  DEFINE_NOFETCH(NAME, T, add)                                                                                     \
-  DEFINE_NOFETCH(NAME, T, and)                                                                                     \
-  DEFINE_NOFETCH(NAME, T, or)                                                                                      \
-  DEFINE_NOFETCH(NAME, T, xor)
+  DEFINE_RMW(NAME, T, U, swap, __spirv_AtomicExchange, SWAP)                                                       \
+  DEFINE_RMW(NAME, T, U, fetch_add, __spirv_AtomicIAdd, FETCH_ADD)                                                 \
+  DEFINE_RMW(NAME, T, U, fetch_and, __spirv_AtomicAnd, FETCH_AND)                                                  \
+  DEFINE_RMW(NAME, T, U, fetch_or, __spirv_AtomicOr, FETCH_OR)                                                     \
+  DEFINE_RMW(NAME, T, U, fetch_xor, __spirv_AtomicXor, FETCH_XOR)                                                  \
+  DEFINE_NOFETCH(NAME, T, U, add, FETCH_ADD)                                                                       \
+  DEFINE_NOFETCH(NAME, T, U, and, FETCH_AND)                                                                       \
+  DEFINE_NOFETCH(NAME, T, U, or, FETCH_OR)                                                                         \
+  DEFINE_NOFETCH(NAME, T, U, xor, FETCH_XOR)
 
-#define DEFINE_RMW(NAME, T, U, OP, FN)                                                                             \
+#define DEFINE_RMW(NAME, T, U, OP, FN, CODE)                                                                       \
   T xpushmem_##NAME##_atomic_##OP(long dest, T value, int pe) {                                                    \
     ulong a = 0;                                                                                                   \
-    if (peer(dest, sizeof(T), pe, XPUSHMEM_DEVICE_CALL_ATOMIC, &a)) return (T)0;                                   \
+    int e = peer_or_proxy(dest, sizeof(T), pe, XPUSHMEM_DEVICE_CALL_ATOMIC, &a);                                   \
+    if (e == PROXIED) return (T)proxy_fetch(dest, sizeof(T), XPUSHMEM_AMO_CODE_##CODE, (ulong)(U)value, 0, pe);    \
+    if (e) return (T)0;                                                                                            \
     return (T)FN((__global U *)a, SCOPE_CROSS_DEVICE, SEM, (U)value);                                              \
   }
 /* The non-fetching forms report errors; the value is dropped. */
-#define DEFINE_NOFETCH(NAME, T, OP)                                                                                \
+#define DEFINE_NOFETCH(NAME, T, U, OP, CODE)                                                                       \
   int xpushmem_##NAME##_atomic_##OP(long dest, T value, int pe) {                                                  \
     ulong a = 0;                                                                                                   \
-    int e = peer(dest, sizeof(T), pe, XPUSHMEM_DEVICE_CALL_ATOMIC, &a);                                            \
+    int e = peer_or_proxy(dest, sizeof(T), pe, XPUSHMEM_DEVICE_CALL_ATOMIC, &a);                                   \
+    if (e == PROXIED) return proxy_amo(dest, sizeof(T), XPUSHMEM_AMO_CODE_##CODE, (ulong)(U)value, 0, pe, &a);     \
     if (!e) (void)xpushmem_##NAME##_atomic_fetch_##OP(dest, value, pe);                                            \
     return e;                                                                                                      \
   }

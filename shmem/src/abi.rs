@@ -287,7 +287,15 @@ pub enum ProxyOp {
     Get = 4,
     /// Put the `len` (1, 2, 4 or 8) low bytes of `value` to heap offset `dst` of `pe` (`xpushmem_TYPE_p`).
     PutValue = 5,
+    /// The atomic `sig_op` ([`AmoCode`]) on the `len`-byte (4 or 8) word at heap offset `dst` of `pe`, with
+    /// operand `value` and compare value `sig`. The proxy answers in the entry itself: the previous value in `src`,
+    /// then `seq = (ticket + 1) | XPUSHMEM_PROXY_DONE`; the kernel acknowledges by storing 0 in `seq`, and until
+    /// then the entry (and every later one) stays taken.
+    Amo = 6,
 }
+
+/// Bit of [`ProxyRequest::seq`] with which the proxy marks an answered [`ProxyOp::Amo`].
+pub const XPUSHMEM_PROXY_DONE: u64 = 0x8000_0000_0000_0000;
 
 /// One request in the host proxy ring (64 bytes). A producer (a work-item) takes ticket `t` from
 /// [`ProxyRing::head`], waits until `t - tail < capacity`, fills entry `t % capacity` and publishes it by storing

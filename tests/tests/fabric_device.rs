@@ -1,9 +1,10 @@
 //! Device heaps (ze-emu) over the fabric transport (libfabric `tcp` on loopback, every other PE forced onto it with
 //! `XPUSHMEM_TRANSPORT=fabric`): host-initiated RMA, atomics and put-with-signal on peers' device heaps (tcp has no
 //! `FI_HMEM`, so they take the staging path: messages into registered host buffers, applied by the target's Level
-//! Zero copy), and kernels' puts, put-with-signal, quiet, `p` and gets to those peers through the host proxy ring.
+//! Zero copy), and kernels' puts, put-with-signal, quiet, `p`, gets and atomics to those peers through the host
+//! proxy ring.
 //! Every result is checked against a reference each PE computes on its own. A proxy that never answers ends the
-//! kernel's call in its `Timeout`.
+//! kernel's call in its `Timeout`, a dead peer in `PeerLost`; a job mixing mapped and fabric peers runs both paths.
 //!
 //! Skipped (with a message) when the build has no fabric transport.
 
@@ -182,7 +183,7 @@ fn sym<T: xpushmem::Symmetric>(s: xpushmem::SymSlice<T>, pe: usize) -> KernelArg
 }
 
 /// Kernels reaching the neighbours through the proxy: put_signal (plain and work-group), put_nbi + p + quiet +
-/// signal_op, get.
+/// signal_op, get, atomics on PE 0.
 fn kernel_ops(sh: &Shmem) -> xpushmem::Result<()> {
     let (me, n) = (sh.my_pe(), sh.n_pes());
     let (right, left) = ((me + 1) % n, (me + n - 1) % n);
@@ -286,6 +287,57 @@ fn kernel_ops(sh: &Shmem) -> xpushmem::Result<()> {
         got == ref_vec::<u8>(right, N, 6),
     )?;
     sh.barrier_all()?;
+    // Atomics on PE 0's words from every PE's kernel (PE 0 directly, the others through the proxy).
+    const ITERS: i32 = 25;
+    let word = sh.calloc::<u64>(1)?;
+    let w32 = sh.calloc::<u32>(1)?;
+    let elect = sh.calloc::<u64>(1)?;
+    let spare = sh.calloc::<u64>(1)?;
+    sh.barrier_all()?;
+    run(
+        "k_px_atomics",
+        &[
+            sym(word, me),
+            sym(w32, me),
+            sym(elect, me),
+            sym(spare, me),
+            KernelArg::U32(ITERS as u32),
+            sym(status, me),
+        ],
+        1,
+    )?;
+    sh.get(&mut st, status, me)?;
+    sh.barrier_all()?;
+    let total: u64 = (0..n as u64).map(|p| ITERS as u64 * (p + 1)).sum();
+    check("kernel fetch_add results increase", st[0] == 1)?;
+    check(
+        &format!("kernel fetch after own adds ({})", st[2]),
+        st[2] as u64 >= ITERS as u64 * (me as u64 + 1),
+    )?;
+    check(
+        &format!("kernel 32-bit fetch_xor after own incs ({})", st[3]),
+        st[3] as u64 >= ITERS as u64,
+    )?;
+    check(&format!("kernel atomic_set status {}", st[4]), st[4] == 0)?;
+    check(
+        "kernel fetch_add total on PE 0",
+        sh.atomic_fetch(word.at(0)?, 0)? == total,
+    )?;
+    check(
+        "kernel 32-bit inc total on PE 0",
+        sh.atomic_fetch(w32.at(0)?, 0)? == ITERS as u32 * n as u32,
+    )?;
+    check("kernel set on PE 0", sh.atomic_fetch(spare.at(0)?, 0)? == 7)?;
+    let winner = sh.atomic_fetch(elect.at(0)?, 0)?;
+    check(
+        &format!("one kernel compare_swap winner ({winner})"),
+        (100..100 + n as u64).contains(&winner),
+    )?;
+    check(
+        &format!("this PE's compare_swap result {}", st[1]),
+        (st[1] == 0) == (winner == me as u64 + 100) && (st[1] == 0 || st[1] as u64 == winner),
+    )?;
+    sh.barrier_all()?;
     Ok(())
 }
 
@@ -353,7 +405,7 @@ fn stalled_proxy_times_out_2pe() {
         2,
         &[
             ("XPUSHMEM_DEVICE_PROXY", "stalled"),
-            ("XPUSHMEM_TIMEOUT_MS", "2000"),
+            ("XPUSHMEM_TIMEOUT_MS", "20000"),
         ],
         stalled_proxy,
     );
@@ -433,12 +485,33 @@ fn lost_peer(sh: &Shmem) -> xpushmem::Result<()> {
     let dst = sh.calloc::<u8>(64)?;
     let src = sh.calloc::<u8>(64)?;
     let status = sh.calloc::<i64>(1)?;
+    let flag = sh.calloc::<u64>(1)?;
     sh.barrier_all()?;
+    // Handshake: PE 1 leaves only once PE 0 is out of the barrier (over the fabric a survivor still finishing a
+    // barrier the victim has left would see the loss there), and PE 0 launches only once PE 1 is gone.
     if me == 1 {
-        // Gone without finalize.
+        sh.signal_wait_until(flag.at(0)?, Cmp::Ge, 1)?;
+        // Let the reply to PE 0's atomic leave, then go without finalize.
+        std::thread::sleep(std::time::Duration::from_millis(300));
         std::process::exit(0);
     }
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    sh.atomic_fetch_add(flag.at(0)?, 1u64, 1)?;
+    let name = test_name(
+        module_path!(),
+        "lost_peer_through_the_proxy_is_an_error_2pe",
+    );
+    let mine = std::process::id();
+    let mut polls = 0;
+    while xpushmem_tests::processes_of(&name)
+        .iter()
+        .any(|&p| p != mine)
+    {
+        if polls > 600 {
+            return Err(Error::State("PE 1 did not exit".into()));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        polls += 1;
+    }
     let k = dev.kernel(&module, "k_px_put")?;
     // SAFETY: as in kernel_ops.
     let r = unsafe {
@@ -473,7 +546,7 @@ fn lost_peer_through_the_proxy_is_an_error_2pe() {
     fabric_device_test(
         "lost_peer_through_the_proxy_is_an_error_2pe",
         2,
-        &[("XPUSHMEM_TIMEOUT_MS", "4000")],
+        &[("XPUSHMEM_TIMEOUT_MS", "30000")],
         lost_peer,
     );
 }

@@ -30,6 +30,9 @@ typedef ulong uint64_t;
 // Team number of the shared (node) team.
 #define XPUSHMEM_TEAM_SHARED 1
 
+// Bit of [`ProxyRequest::seq`] with which the proxy marks an answered [`ProxyOp::Amo`].
+#define XPUSHMEM_PROXY_DONE 9223372036854775808ull
+
 // Byte offset of the first [`ProxyRequest`] from the start of the ring.
 #define XPUSHMEM_PROXY_ENTRIES_OFFSET 64
 
@@ -204,6 +207,11 @@ enum XpushmemProxyOp
   XPUSHMEM_PROXY_OP_GET = 4,
   // Put the `len` (1, 2, 4 or 8) low bytes of `value` to heap offset `dst` of `pe` (`xpushmem_TYPE_p`).
   XPUSHMEM_PROXY_OP_PUT_VALUE = 5,
+  // The atomic `sig_op` ([`AmoCode`]) on the `len`-byte (4 or 8) word at heap offset `dst` of `pe`, with
+  // operand `value` and compare value `sig`. The proxy answers in the entry itself: the previous value in `src`,
+  // then `seq = (ticket + 1) | XPUSHMEM_PROXY_DONE`; the kernel acknowledges by storing 0 in `seq`, and until
+  // then the entry (and every later one) stays taken.
+  XPUSHMEM_PROXY_OP_AMO = 6,
 };
 #if __STDC_VERSION__ >= 202311L
 typedef enum XpushmemProxyOp XpushmemProxyOp;

@@ -173,7 +173,8 @@ impl Msg {
     }
 }
 
-/// Wire code of an atomic (width in the high half): the device's own codes ([`crate::abi::AmoCode`]).
+/// Wire code of an atomic (width in the high half): the device's own codes ([`crate::abi::AmoCode`]); [`amo_of`]
+/// decodes it (and the host proxy's requests).
 fn amo_code(op: AmoOp, width: usize) -> (u64, u64) {
     use crate::abi::AmoCode as C;
     let (c, cond) = match op {
@@ -189,7 +190,7 @@ fn amo_code(op: AmoOp, width: usize) -> (u64, u64) {
     (c as u64 | (width as u64) << 32, cond)
 }
 
-fn amo_of(code: u64, cond: u64) -> Option<(AmoOp, usize)> {
+pub(crate) fn amo_of(code: u64, cond: u64) -> Option<(AmoOp, usize)> {
     use crate::abi::AmoCode as C;
     let width = (code >> 32) as usize;
     let op = match (code & 0xffff_ffff) as u32 {

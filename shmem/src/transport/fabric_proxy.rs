@@ -16,11 +16,12 @@
 //! Sources and destinations on this PE must lie in its symmetric heap (NVSHMEM asks the same of the local
 //! buffers of remote operations: symmetric or registered).
 
-use super::fabric::Fabric;
+use super::fabric::{amo_of, Fabric};
 use super::ze::{HostAlloc, ZeRuntime};
 use super::{AmoOp, Transport, Window};
 use crate::abi::{
-    DeviceError, DeviceSignalOp, ProxyOp, ProxyRequest, ProxyRing, XPUSHMEM_PROXY_ENTRIES_OFFSET,
+    DeviceError, DeviceSignalOp, ProxyOp, ProxyRequest, ProxyRing, XPUSHMEM_PROXY_DONE,
+    XPUSHMEM_PROXY_ENTRIES_OFFSET,
 };
 use crate::error::{Error, Result};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
@@ -92,19 +93,36 @@ impl Ring<'_> {
         }
     }
 
+    /// Entry `t`'s `seq` word.
+    fn seq(&self, t: u64) -> &AtomicU64 {
+        // SAFETY: the index is below CAPACITY; `seq` is the entry's first, 8-aligned word, which kernels and this
+        // thread access only atomically.
+        unsafe { &*(self.entries.add((t as usize) & (CAPACITY - 1)) as *const AtomicU64) }
+    }
+
     /// Entry `t`'s request once it is published (`seq == t + 1`), copied out.
     fn take(&self, t: u64) -> Option<ProxyRequest> {
-        // SAFETY: the index is below CAPACITY; `seq` is the entry's first, 8-aligned word, written by kernels
-        // with atomic stores.
-        let e = unsafe { self.entries.add((t as usize) & (CAPACITY - 1)) };
-        // SAFETY: as above.
-        let seq = unsafe { &*(e as *const AtomicU64) };
-        if seq.load(Ordering::Acquire) != t + 1 {
+        if self.seq(t).load(Ordering::Acquire) != t + 1 {
             return None;
         }
-        // SAFETY: the producer filled the entry before its release store of `seq` (acquired above) and does not
-        // touch it again until `tail` passes it.
-        Some(unsafe { std::ptr::read_volatile(e) })
+        // SAFETY: the index is below CAPACITY; the producer filled the entry before its release store of `seq`
+        // (acquired above) and does not touch it again until `tail` passes it.
+        Some(unsafe { std::ptr::read_volatile(self.entries.add((t as usize) & (CAPACITY - 1))) })
+    }
+
+    /// Answer the atomic of entry `t`: its previous value in `src`, then `seq` marked done.
+    fn answer(&self, t: u64, old: u64) {
+        let e = self.entries.wrapping_add((t as usize) & (CAPACITY - 1));
+        // SAFETY: entry t is taken and not yet acknowledged: only this thread writes it until `seq` says done;
+        // `src` is an 8-aligned word of the entry, read by the kernel after its acquire load of `seq`.
+        unsafe { std::ptr::write_volatile(std::ptr::addr_of!((*e).src).cast_mut(), old) };
+        self.seq(t)
+            .store((t + 1) | XPUSHMEM_PROXY_DONE, Ordering::Release);
+    }
+
+    /// Whether the kernel has acknowledged the answer of entry `t` (stored 0 in `seq`).
+    fn acknowledged(&self, t: u64) -> bool {
+        self.seq(t).load(Ordering::Acquire) == 0
     }
 }
 
@@ -200,15 +218,36 @@ struct Server {
 impl Server {
     fn run(&self, ring: &Ring<'_>, stop: &AtomicBool) {
         let mut next = ring.hdr.tail.load(Ordering::Acquire);
+        // Answered atomics not yet acknowledged: their entries (and every later one) stay taken.
+        let mut unacked = std::collections::VecDeque::new();
         let mut issued = 0usize;
         let mut idle = 0u32;
         while !stop.load(Ordering::Acquire) {
+            while unacked.front().is_some_and(|&t| ring.acknowledged(t)) {
+                unacked.pop_front();
+            }
+            // Entries copied out (and acknowledged): producers may refill them.
+            let free = unacked.front().copied().unwrap_or(next);
+            if ring.hdr.tail.load(Ordering::Relaxed) != free {
+                ring.hdr.tail.store(free, Ordering::Release);
+            }
             if let Some(req) = ring.take(next) {
+                let t = next;
+                tracing::debug!(ticket = t, op = req.op, pe = req.pe, "device proxy request");
                 next += 1;
-                // The entry is copied out: producers may refill it.
-                ring.hdr.tail.store(next, Ordering::Release);
-                if let Err(e) = self.issue(&req) {
-                    self.fail(ring, req.pe, e);
+                match self.issue(&req) {
+                    Ok(Some(old)) => {
+                        ring.answer(t, old);
+                        unacked.push_back(t);
+                    }
+                    Ok(None) => {}
+                    Err(e) => {
+                        self.fail(ring, req.pe, e);
+                        if req.op == ProxyOp::Amo as u32 {
+                            ring.answer(t, 0);
+                            unacked.push_back(t);
+                        }
+                    }
                 }
                 issued += 1;
                 idle = 0;
@@ -260,7 +299,8 @@ impl Server {
         Ok(addr as usize)
     }
 
-    fn issue(&self, r: &ProxyRequest) -> Result<()> {
+    /// Issue one request; an atomic's previous value.
+    fn issue(&self, r: &ProxyRequest) -> Result<Option<u64>> {
         let pe = r.pe;
         let w = usize::try_from(pe)
             .ok()
@@ -288,38 +328,50 @@ impl Server {
             };
             Ok(buf)
         };
+        let done = |r: Result<()>| r.map(|()| None);
         match r.op {
+            x if x == ProxyOp::Amo as u32 => {
+                // The staging messages' decoding: the device's code with the width in the high half.
+                let (op, width) =
+                    amo_of(r.sig_op as u64 | r.len << 32, r.sig).ok_or_else(|| {
+                        Error::Device(format!(
+                            "a proxy atomic with code {} on {} bytes",
+                            r.sig_op, r.len
+                        ))
+                    })?;
+                w.amo(r.dst as usize, width, op, r.value).map(Some)
+            }
             x if x == ProxyOp::Put as u32 => {
                 let buf = read_src()?;
-                w.put_nbi(r.dst as usize, &buf).map(|_| ())
+                done(w.put_nbi(r.dst as usize, &buf).map(|_| ()))
             }
             x if x == ProxyOp::PutSignal as u32 => {
                 let buf = read_src()?;
-                w.put_signal_nbi(
+                let s = w.put_signal_nbi(
                     r.dst as usize,
                     &buf,
                     r.sig as usize,
                     sig_op(r.sig_op),
                     r.value,
-                )
-                .map(|_| ())
+                );
+                done(s.map(|_| ()))
             }
             x if x == ProxyOp::Signal as u32 => {
-                w.amo_post(r.sig as usize, 8, sig_op(r.sig_op), r.value)
+                done(w.amo_post(r.sig as usize, 8, sig_op(r.sig_op), r.value))
             }
             x if x == ProxyOp::PutValue as u32 => {
                 let n = (r.len as usize).min(8);
-                w.write(r.dst as usize, &r.value.to_le_bytes()[..n])
+                done(w.write(r.dst as usize, &r.value.to_le_bytes()[..n]))
             }
             x if x == ProxyOp::Get as u32 => {
                 let dst = self.own_range("destination", r.dst, r.len)?;
                 let mut buf = vec![0u8; r.len as usize];
                 w.read(r.src as usize, &mut buf)?;
                 // SAFETY: `dst` lies in this PE's device heap (checked); `buf` holds exactly its length.
-                unsafe {
+                done(unsafe {
                     self.rt
                         .service_copy(dst as *mut u8, buf.as_ptr(), buf.len())
-                }
+                })
             }
             op => Err(Error::Device(format!(
                 "a proxy request with unknown op code {op}"

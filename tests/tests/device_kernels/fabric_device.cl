@@ -43,3 +43,24 @@ __kernel void k_px_put(__global uchar *dst, __global const uchar *src, ulong n, 
   int me = xpushmem_my_pe(), npes = xpushmem_n_pes();
   status[0] = xpushmem_putmem((long)dst, (long)src, n, (me + 1) % npes);
 }
+
+/* Atomics on PE 0's words (through the proxy from every other PE): `iters` fetch_adds of me + 1 on word (out[0]: 1
+ * when each returned more than the previous), `iters` uint incs on w32, a compare_swap election on elect (out[1]:
+ * the value it returned), then a fetch, a 32-bit fetch_xor of 0 and a set of 7 on spare (out[2..4]). */
+__kernel void k_px_atomics(__global ulong *word, __global uint *w32, __global ulong *elect, __global ulong *spare,
+                           int iters, __global long *out) {
+  int me = xpushmem_my_pe();
+  ulong prev = 0;
+  long mono = 1;
+  for (int i = 0; i < iters; i++) {
+    ulong old = xpushmem_ulong_atomic_fetch_add((long)word, (ulong)(me + 1), 0);
+    if (i > 0 && old <= prev) mono = 0;
+    prev = old;
+    xpushmem_uint_atomic_inc((long)w32, 0);
+  }
+  out[0] = mono;
+  out[1] = (long)xpushmem_ulong_atomic_compare_swap((long)elect, 0ul, (ulong)(me + 100), 0);
+  out[2] = (long)xpushmem_ulong_atomic_fetch((long)word, 0);
+  out[3] = (long)xpushmem_uint_atomic_fetch_xor((long)w32, 0u, 0);
+  out[4] = xpushmem_ulong_atomic_set((long)spare, 7ul, 0);
+}
