@@ -436,7 +436,9 @@ fn run(
     oso: &TensorView,
 ) -> Result<()> {
     let w = group.size();
-    let mut words = vec![code as u64, w as u64, group.id()];
+    // One allocation: the identity words of both views fit.
+    let mut words = Vec::with_capacity(10 + 2 * (input.dim() + oso.dim()));
+    words.extend_from_slice(&[code as u64, w as u64, group.id()]);
     if let Ok(p) = &prep {
         words.push(p.ex.ne as u64);
     }
@@ -513,14 +515,15 @@ fn run(
             }
         }
         let (major, minor, _) = p.ex.recv_shape();
-        if all_matrix && all_eager {
-            // Every rank's receive judged here, the same way on every rank (this rank's own error first).
-            if let Some((r, e)) = first_bad_receive(group, op, &p.ex, me, recv, p.align, out)? {
-                return Err(if r == me { e } else { group.rejected(op, r)? });
-            }
-        }
+        // This rank's own receive first (its error wins), then, when the messages carry everyone's receive
+        // arguments, every other rank's, the same way on every rank.
         let layout = recv_layout(&counts, major, minor, p.align)?;
         check_fits(op, &layout, out.size(0), &counts)?;
+        if all_matrix && all_eager {
+            if let Some(r) = first_bad_receive(group, op, &p.ex, me, recv) {
+                return Err(group.rejected(op, r)?);
+            }
+        }
         Ok(layout)
     })();
     let outcome = received.and_then(|layout| {
@@ -556,7 +559,8 @@ fn run(
             let d = dst.slice(t.dst_row * rb..t.dst_row * rb + bytes)?;
             io::copy(sh, s, group.global(t.peer)?, d, sh.my_pe(), &mut staging)?;
         }
-        let mut both = counts.clone();
+        let mut both = Vec::with_capacity(2 * n);
+        both.extend_from_slice(&counts);
         both.extend_from_slice(&layout.offsets);
         io::write_i64s(sh, oso, &both, sh.my_pe())
     });
@@ -567,18 +571,16 @@ fn run(
     complete(sh, group, op, all_eager, outcome, out, send, recv)
 }
 
-/// This rank if its receive fails, else the first rank (in team rank order) whose receive fails, judged from the
-/// receive arguments and split vectors every split message carries ([`MATRIX`]), with its error: the same verdict
-/// on every rank. `me`'s own receive is judged with its own arguments (`align`, `out`).
+/// The first rank other than `me` (in team rank order) whose receive fails, judged from the receive arguments and
+/// split vectors every split message carries ([`MATRIX`]): the same verdict on every rank whose own receive passed
+/// (the caller judges its own first, with its own arguments).
 fn first_bad_receive(
     group: &Group,
     op: &str,
     ex: &Exchange,
     me: usize,
     recv: &Messages,
-    align: i64,
-    out: &TensorView,
-) -> Result<Option<(usize, Error)>> {
+) -> Option<usize> {
     let (w, ne, n) = (group.size(), ex.ne, ex.nsplits());
     let tr = group.team_ranks();
     let (major, minor, _) = ex.recv_shape();
@@ -593,27 +595,23 @@ fn first_bad_receive(
     for (g, &t) in tr.iter().enumerate() {
         by_team[t] = g;
     }
-    // This rank first (its own error wins, as in every verdict), then the others in team rank order.
     let mut counts = vec![0i64; n];
-    for r in std::iter::once(me).chain(by_team.into_iter().filter(|&r| r != me)) {
+    for r in by_team.into_iter().filter(|&r| r != me) {
         for s in 0..w {
             for k in 0..ne {
                 let (t, i) = ex.entry(s, r, k);
                 counts[i] = word(s, args + 2 + t);
             }
         }
-        let (rows, a) = if r == me {
-            (out.size(0), align)
-        } else {
-            (word(r, args) as usize, word(r, args + 1))
-        };
-        if let Err(e) =
-            recv_layout(&counts, major, minor, a).and_then(|l| check_fits(op, &l, rows, &counts))
+        let (rows, a) = (word(r, args) as usize, word(r, args + 1));
+        if recv_layout(&counts, major, minor, a)
+            .and_then(|l| check_fits(op, &l, rows, &counts))
+            .is_err()
         {
-            return Ok(Some((r, e)));
+            return Some(r);
         }
     }
-    Ok(None)
+    None
 }
 
 /// The completion exchange of an all-to-all (module docs, step 4): the verdict on every rank's receive, and the
