@@ -46,13 +46,15 @@ pub enum OpsPath {
 }
 
 /// The path `XPUSHMEM_OPS_PATH` selects for `sh`: `host`, `device` (an error on a host heap), or `auto` (device
-/// for device heaps, host otherwise).
+/// for device heaps whose every PE the device maps, host otherwise: the op kernels reach mapped peers only, so a
+/// job with PEs on other nodes takes the host path).
 pub fn ops_path(sh: &Shmem) -> Result<OpsPath> {
     let want = sh.config().ops_path.as_str();
     let device = sh.heap_kind() == xpushmem::HeapKind::Device;
+    let all_mapped = || (0..sh.n_pes()).all(|pe| sh.transport_name(pe) != "fabric");
     match want {
         "host" => Ok(OpsPath::Host),
-        "auto" if device => Ok(OpsPath::Device),
+        "auto" if device && all_mapped() => Ok(OpsPath::Device),
         "auto" => Ok(OpsPath::Host),
         _ if device => Ok(OpsPath::Device),
         _ => Err(Error::invalid(
