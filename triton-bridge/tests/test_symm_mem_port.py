@@ -473,3 +473,17 @@ class SymmMemOffsetTest:
         if pool.device_type != "cpu":
             pytest.skip("tensor_inside places a tensor inside a CPU allocation; XPU gets it from its MemPool")
         pool.run(coll_tensor_inside_allocation)
+
+
+def test_xpu_device_kernels_register_against_torchs_schemas() -> None:
+    """Beyond upstream: on a torch without XPU (nothing registered for XPU), the shim's XPU kernels of the nine
+    device-kernel ops register in a scratch library, i.e. their C++ signatures match this torch's schemas (the
+    dispatcher checks them), and every one gets an XPU kernel; what they do on a GPU is docs/HARDWARE.md's."""
+    import xpushmem.torch as xt
+
+    if xt._xpu_built():
+        pytest.skip("this torch has XPU: the kernels are registered for real at import")
+    expect = [n for n in xt.shim.symm_device_ops() if hasattr(torch.ops.symm_mem, n)]
+    assert len(expect) == 9, expect
+    assert sorted(xt.shim.check_xpu_symm_registration()) == sorted(expect)
+    assert xt.missing_ops() == []

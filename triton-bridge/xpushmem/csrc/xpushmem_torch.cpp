@@ -116,6 +116,29 @@ XPUSHMEM_OPS_WEAK int xpushmem_ops_nvshmem_put_with_signal_on_queue(const xpushm
                                                                     void*);
 XPUSHMEM_OPS_WEAK int xpushmem_ops_nvshmem_wait_for_signal_on_queue(const xpushmem_ops_tensor*, int64_t, int64_t,
                                                                     void*);
+// symm_mem's collectives (ops/device/symm_mem.cl): device path only; local tensors may lie outside the heap.
+XPUSHMEM_OPS_WEAK int xpushmem_ops_one_shot_all_reduce(const xpushmem_ops_tensor*, const xpushmem_ops_tensor*,
+                                                       const char*, const xpushmem_ops_tensor*, const int32_t*,
+                                                       int32_t);
+XPUSHMEM_OPS_WEAK int xpushmem_ops_one_shot_all_reduce_on_queue(const xpushmem_ops_tensor*,
+                                                                const xpushmem_ops_tensor*, const char*,
+                                                                const xpushmem_ops_tensor*, const int32_t*, int32_t,
+                                                                void*);
+XPUSHMEM_OPS_WEAK int xpushmem_ops_two_shot_all_reduce(const xpushmem_ops_tensor*, const xpushmem_ops_tensor*,
+                                                       const char*, const int32_t*, int32_t);
+XPUSHMEM_OPS_WEAK int xpushmem_ops_two_shot_all_reduce_on_queue(const xpushmem_ops_tensor*,
+                                                                const xpushmem_ops_tensor*, const char*,
+                                                                const int32_t*, int32_t, void*);
+XPUSHMEM_OPS_WEAK int xpushmem_ops_reduce_scatter_out(const xpushmem_ops_tensor*, int32_t, const xpushmem_ops_tensor*,
+                                                      const int32_t*, int32_t);
+XPUSHMEM_OPS_WEAK int xpushmem_ops_reduce_scatter_out_on_queue(const xpushmem_ops_tensor*, int32_t,
+                                                               const xpushmem_ops_tensor*, const int32_t*, int32_t,
+                                                               void*);
+XPUSHMEM_OPS_WEAK int xpushmem_ops_memset32(const xpushmem_ops_tensor*, int64_t, int64_t, int64_t);
+XPUSHMEM_OPS_WEAK int xpushmem_ops_memset32_on_queue(const xpushmem_ops_tensor*, int64_t, int64_t, int64_t, void*);
+XPUSHMEM_OPS_WEAK int xpushmem_ops_stream_write_value32(const xpushmem_ops_tensor*, int64_t, int64_t);
+XPUSHMEM_OPS_WEAK int xpushmem_ops_stream_write_value32_on_queue(const xpushmem_ops_tensor*, int64_t, int64_t,
+                                                                 void*);
 }
 
 namespace sm = c10d::symmetric_memory;
@@ -690,6 +713,16 @@ std::vector<std::string> missing_ops_symbols() {
   XPUSHMEM_CHECK_SYM(xpushmem_ops_nvshmem_get)
   XPUSHMEM_CHECK_SYM(xpushmem_ops_nvshmem_put_with_signal)
   XPUSHMEM_CHECK_SYM(xpushmem_ops_nvshmem_wait_for_signal)
+  XPUSHMEM_CHECK_SYM(xpushmem_ops_one_shot_all_reduce)
+  XPUSHMEM_CHECK_SYM(xpushmem_ops_two_shot_all_reduce)
+  XPUSHMEM_CHECK_SYM(xpushmem_ops_reduce_scatter_out)
+  XPUSHMEM_CHECK_SYM(xpushmem_ops_memset32)
+  XPUSHMEM_CHECK_SYM(xpushmem_ops_stream_write_value32)
+  XPUSHMEM_CHECK_SYM(xpushmem_ops_one_shot_all_reduce_on_queue)
+  XPUSHMEM_CHECK_SYM(xpushmem_ops_two_shot_all_reduce_on_queue)
+  XPUSHMEM_CHECK_SYM(xpushmem_ops_reduce_scatter_out_on_queue)
+  XPUSHMEM_CHECK_SYM(xpushmem_ops_memset32_on_queue)
+  XPUSHMEM_CHECK_SYM(xpushmem_ops_stream_write_value32_on_queue)
 #undef XPUSHMEM_CHECK_SYM
   return missing;
 }
@@ -988,6 +1021,186 @@ void multi_root_tile_reduce(c10::ArrayRef<at::Tensor> in_tiles, at::Tensor& out_
       "xpushmem_ops_multi_root_tile_reduce");
 }
 
+// ------------------------------------------------------------------- symm_mem's collectives on XPU ----
+// one_shot_all_reduce[_copy][_out], two_shot_all_reduce_[out], reduce_scatter_out, memset32_,
+// stream_write_value32_ for XPU tensors: the device kernels of ops/device/symm_mem.cl, appended to the current
+// stream's Level Zero list (run_op) by the xpushmem_ops_* C entry points, which make upstream's argument checks with
+// upstream's messages. (CPU tensors: xpushmem/torch/_symm_ops.py, host code with the same checks.) Local tensors
+// (out, local_input, a non-symmetric memset32_ target) are torch's own device memory, used in stream order.
+
+// Like check_ops_rc, with AT_DISPATCH's exception type for upstream's "not implemented for" dtype errors.
+void check_symm_rc(int rc, const char* what) {
+  if (rc == 0) return;
+  const char* m = xpushmem_ops_last_error ? xpushmem_ops_last_error() : nullptr;
+  const std::string msg = (m && *m) ? std::string(m) : std::string(what) + " failed with code " + std::to_string(rc);
+  TORCH_CHECK_NOT_IMPLEMENTED(msg.find("\" not implemented for '") == std::string::npos, msg);
+  TORCH_CHECK(false, msg);
+}
+
+// run_op for the symm ops: their error type (check_symm_rc), and no host path behind the synchronous entry point.
+template <typename Sync, typename OnQueue>
+void run_symm(const at::Tensor& t, Sync sync_fn, OnQueue queue_fn, const char* what) {
+  ensure_rt(t);
+  TORCH_CHECK(t.device().type() == c10::DeviceType::XPU, what, ": the C++ symm kernels serve XPU tensors");
+  void* list = nullptr;
+  if (xpushmem_ops_path != nullptr && xpushmem_ops_path() == 1 && xpushmem_ops_queue_poll != nullptr) {
+    check_ops_rc(xpushmem_ops_queue_poll(), "an earlier queued op");
+    list = current_stream_list(t.device());
+  }
+  if (list != nullptr) {
+    check_symm_rc(queue_fn(list), what);
+  } else {
+    sync_device(t.device());
+    check_symm_rc(sync_fn(), what);
+  }
+}
+
+at::Tensor one_shot_out_impl(const at::Tensor& input, const at::Tensor* local_input, const std::string& reduce_op,
+                             const std::string& group_name, at::Tensor out) {
+  check_device(input, "one_shot_all_reduce", "input");
+  ensure_rt(input);
+  auto pes = group_pes(group_name);
+  OpsTensor i(input, "input"), o(out, "out");
+  std::optional<OpsTensor> l;
+  if (local_input != nullptr) l.emplace(*local_input, "local_input");
+  const xpushmem_ops_tensor* lp = l ? l->get() : nullptr;
+  run_symm(
+      input,
+      [&] {
+        return XPUSHMEM_OP(xpushmem_ops_one_shot_all_reduce)(i.get(), lp, reduce_op.c_str(), o.get(), pes.data(),
+                                                             pes.size());
+      },
+      [&](void* list) {
+        return XPUSHMEM_OP(xpushmem_ops_one_shot_all_reduce_on_queue)(i.get(), lp, reduce_op.c_str(), o.get(),
+                                                                      pes.data(), pes.size(), list);
+      },
+      "xpushmem_ops_one_shot_all_reduce");
+  return out;
+}
+
+at::Tensor one_shot_all_reduce_xpu(const at::Tensor& input, std::string reduce_op, std::string group_name) {
+  return one_shot_out_impl(input, nullptr, reduce_op, group_name, at::empty_like(input));
+}
+
+at::Tensor one_shot_all_reduce_out_xpu(const at::Tensor& input, std::string reduce_op, std::string group_name,
+                                       at::Tensor out) {
+  return one_shot_out_impl(input, nullptr, reduce_op, group_name, out);
+}
+
+at::Tensor one_shot_all_reduce_copy_xpu(const at::Tensor& symm_buffer, const at::Tensor& local_input,
+                                        std::string reduce_op, std::string group_name) {
+  return one_shot_out_impl(symm_buffer, &local_input, reduce_op, group_name, at::empty_like(local_input));
+}
+
+at::Tensor one_shot_all_reduce_copy_out_xpu(const at::Tensor& symm_buffer, const at::Tensor& local_input,
+                                            std::string reduce_op, std::string group_name, at::Tensor out) {
+  return one_shot_out_impl(symm_buffer, &local_input, reduce_op, group_name, out);
+}
+
+at::Tensor two_shot_impl(at::Tensor input, const at::Tensor* output, const std::string& reduce_op,
+                         const std::string& group_name) {
+  check_device(input, "two_shot_all_reduce", "input");
+  ensure_rt(input);
+  auto pes = group_pes(group_name);
+  OpsTensor i(input, "input");
+  std::optional<OpsTensor> o;
+  if (output != nullptr) o.emplace(*output, "output");
+  const xpushmem_ops_tensor* op = o ? o->get() : nullptr;
+  run_symm(
+      input,
+      [&] {
+        return XPUSHMEM_OP(xpushmem_ops_two_shot_all_reduce)(i.get(), op, reduce_op.c_str(), pes.data(), pes.size());
+      },
+      [&](void* list) {
+        return XPUSHMEM_OP(xpushmem_ops_two_shot_all_reduce_on_queue)(i.get(), op, reduce_op.c_str(), pes.data(),
+                                                                      pes.size(), list);
+      },
+      "xpushmem_ops_two_shot_all_reduce");
+  return output != nullptr ? *output : input;
+}
+
+at::Tensor two_shot_all_reduce_xpu(at::Tensor input, std::string reduce_op, std::string group_name) {
+  return two_shot_impl(input, nullptr, reduce_op, group_name);
+}
+
+at::Tensor two_shot_all_reduce_out_xpu(at::Tensor input, std::string reduce_op, std::string group_name,
+                                       at::Tensor output) {
+  return two_shot_impl(input, &output, reduce_op, group_name);
+}
+
+at::Tensor reduce_scatter_out_xpu(at::Tensor input, std::string group_name, bool split_last_dim,
+                                  at::Tensor output) {
+  check_device(input, "reduce_scatter", "input");
+  ensure_rt(input);
+  auto pes = group_pes(group_name);
+  OpsTensor i(input, "input"), o(output, "output");
+  const int32_t split = split_last_dim ? 1 : 0;
+  run_symm(
+      input,
+      [&] {
+        return XPUSHMEM_OP(xpushmem_ops_reduce_scatter_out)(i.get(), split, o.get(), pes.data(), pes.size());
+      },
+      [&](void* list) {
+        return XPUSHMEM_OP(xpushmem_ops_reduce_scatter_out_on_queue)(i.get(), split, o.get(), pes.data(), pes.size(),
+                                                                     list);
+      },
+      "xpushmem_ops_reduce_scatter_out");
+  return output;
+}
+
+// The C ABI has no uint32 code: upstream's uint32 check here, the rest (flat, contiguous, offsets, val) there.
+void check_flat_u32(const at::Tensor& input, const char* op) {
+  TORCH_CHECK(input.dim() == 1 && input.is_contiguous() && input.scalar_type() == c10::ScalarType::UInt32,
+              "symm_mem::", op, ": input must be a flat, contiguous uint32 tensor.");
+}
+
+at::Tensor memset32_xpu(at::Tensor& input, int64_t offset, int64_t val, int64_t count) {
+  check_flat_u32(input, "memset32_");
+  OpsTensor i(input, "input");
+  run_symm(
+      input, [&] { return XPUSHMEM_OP(xpushmem_ops_memset32)(i.get(), offset, val, count); },
+      [&](void* list) { return XPUSHMEM_OP(xpushmem_ops_memset32_on_queue)(i.get(), offset, val, count, list); },
+      "xpushmem_ops_memset32");
+  return input;
+}
+
+at::Tensor stream_write_value32_xpu(at::Tensor& input, int64_t offset, int64_t val) {
+  check_flat_u32(input, "stream_write_value32_");
+  OpsTensor i(input, "input");
+  run_symm(
+      input, [&] { return XPUSHMEM_OP(xpushmem_ops_stream_write_value32)(i.get(), offset, val); },
+      [&](void* list) { return XPUSHMEM_OP(xpushmem_ops_stream_write_value32_on_queue)(i.get(), offset, val, list); },
+      "xpushmem_ops_stream_write_value32");
+  return input;
+}
+
+// The symm ops this file registers for XPU (xpushmem/torch/_symm_ops.py registers the others, and all of them for
+// CPU): names as torch's schemas have them.
+const std::vector<std::string>& symm_device_ops() {
+  static const auto* v = new std::vector<std::string>{
+      "one_shot_all_reduce", "one_shot_all_reduce_out", "one_shot_all_reduce_copy", "one_shot_all_reduce_copy_out",
+      "two_shot_all_reduce_", "two_shot_all_reduce_out", "reduce_scatter_out",    "memset32_",
+      "stream_write_value32_"};
+  return *v;
+}
+
+bool has_op(const char* name);
+
+void register_symm_kernels(torch::Library& lib) {
+  auto has = [](const char* n) { return has_op((std::string("symm_mem::") + n).c_str()); };
+  if (has("one_shot_all_reduce")) lib.impl("one_shot_all_reduce", TORCH_FN(one_shot_all_reduce_xpu));
+  if (has("one_shot_all_reduce_out")) lib.impl("one_shot_all_reduce_out", TORCH_FN(one_shot_all_reduce_out_xpu));
+  if (has("one_shot_all_reduce_copy")) lib.impl("one_shot_all_reduce_copy", TORCH_FN(one_shot_all_reduce_copy_xpu));
+  if (has("one_shot_all_reduce_copy_out")) {
+    lib.impl("one_shot_all_reduce_copy_out", TORCH_FN(one_shot_all_reduce_copy_out_xpu));
+  }
+  if (has("two_shot_all_reduce_")) lib.impl("two_shot_all_reduce_", TORCH_FN(two_shot_all_reduce_xpu));
+  if (has("two_shot_all_reduce_out")) lib.impl("two_shot_all_reduce_out", TORCH_FN(two_shot_all_reduce_out_xpu));
+  if (has("reduce_scatter_out")) lib.impl("reduce_scatter_out", TORCH_FN(reduce_scatter_out_xpu));
+  if (has("memset32_")) lib.impl("memset32_", TORCH_FN(memset32_xpu));
+  if (has("stream_write_value32_")) lib.impl("stream_write_value32_", TORCH_FN(stream_write_value32_xpu));
+}
+
 // ------------------------------------------------------------------------------------------ registration ----
 std::mutex g_install_mu;
 std::vector<std::unique_ptr<torch::Library>>& libraries() {
@@ -1029,6 +1242,7 @@ void register_kernels(c10::DispatchKey key) {
   if (has_op("symm_mem::shmem_get_out")) {
     lib->impl("shmem_get_out", torch::CppFunction::makeFromBoxedFunction<&nvshmem_get_out_boxed>());
   }
+  if (key == c10::DispatchKey::XPU) register_symm_kernels(*lib);
   libraries().push_back(std::move(lib));
 }
 
@@ -1102,6 +1316,22 @@ void install(bool xpu, bool advertise_cpu) {
   }
 }
 
+// Test helper for torches without XPU (where install() registers nothing for XPU): register the XPU symm kernels
+// in a scratch library, so that the dispatcher checks each C++ signature against torch's schema, and return the ops
+// that then have an XPU kernel; the registrations are dropped on return.
+std::vector<std::string> check_xpu_symm_registration() {
+  std::lock_guard<std::mutex> lk(g_install_mu);
+  TORCH_CHECK(!installed_keys().count("XPU"), "check_xpu_symm_registration: the XPU kernels are installed already");
+  std::vector<std::string> registered;
+  torch::Library lib(torch::Library::IMPL, "symm_mem", c10::DispatchKey::XPU, __FILE__, __LINE__);
+  register_symm_kernels(lib);
+  for (const auto& n : symm_device_ops()) {
+    auto op = c10::Dispatcher::singleton().findSchema({"symm_mem::" + n, ""});
+    if (op.has_value() && op->hasKernelForDispatchKey(c10::DispatchKey::XPU)) registered.push_back(n);
+  }
+  return registered;
+}
+
 // A tensor over `numel` elements of `base`'s allocation starting `byte_offset` bytes in, with its own storage
 // (so that its storage pointer lies inside the allocation, as with a MemPool sub-allocation). Test helper.
 at::Tensor tensor_inside(const at::Tensor& base, int64_t byte_offset, int64_t numel) {
@@ -1131,6 +1361,11 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("ze_module_of_kernel_bundle", &ze_module_of_kernel_bundle, py::arg("bundle"),
         "The ze_module_handle_t (as an int) behind a kernel bundle capsule of Intel's Triton driver.");
 #endif
+  m.def("symm_device_ops", &symm_device_ops,
+        "The symm_mem ops the shim registers for XPU as device kernels (the others come from _symm_ops.py).");
+  m.def("check_xpu_symm_registration", &check_xpu_symm_registration,
+        "Test helper (torch without XPU): register the XPU symm kernels in a scratch library against torch's "
+        "schemas; the ops that got an XPU kernel.");
   m.def("runtime_started", []() { return runtime().up; });
   m.def(
       "ops_queue_wait",

@@ -11,8 +11,10 @@ Importing this module
   CPU and XPU dispatch keys;
 * registers the rest of the ``symm_mem`` kernels (``one_shot_all_reduce[_copy][_out]``, ``two_shot_all_reduce_``,
   ``two_shot_all_reduce_out``, ``reduce_scatter_out``, ``memset32_``, ``stream_write_value32_``,
-  ``_low_contention_all_gather``, ``_low_contention_reduce_scatter``) for CPU and XPU, and makes the multicast ops
-  (``multimem_*``, ``memcpy_to_multicast_``) raise: there is no multicast (``_symm_ops.py``);
+  ``_low_contention_all_gather``, ``_low_contention_reduce_scatter``) for CPU (host code, ``_symm_ops.py``) and XPU
+  (the first nine as device kernels on the current stream, from the shim; the low-contention ones from
+  ``_symm_ops.py``), and makes the multicast ops (``multimem_*``, ``memcpy_to_multicast_``) raise: there is no
+  multicast;
 * makes ``torch.distributed._symmetric_memory.is_nvshmem_available()`` answer for this backend;
 * gives ``torch.distributed._symmetric_memory._shmem_triton`` its XPU branch: ``get_shmem_backend_module()`` returns
   ``xpushmem._xpushmem_triton`` and ``requires_shmem`` applies ``requires_xpushmem`` when torch is built with XPU or
@@ -160,7 +162,8 @@ from . import _symm_ops  # noqa: E402
 
 _symm_ops.register("CPU")
 if _xpu_built():
-    _symm_ops.register("XPU")
+    # The shim registered the device-kernel ones for XPU (install(xpu=True)); the rest from Python.
+    _symm_ops.register("XPU", skip=tuple(shim.symm_device_ops()))
 
 # symm_mem.is_nvshmem_available() imports this name from torch._C._distributed_c10d at call time.
 torch._C._distributed_c10d._is_nvshmem_available = _is_nvshmem_available  # type: ignore[attr-defined]

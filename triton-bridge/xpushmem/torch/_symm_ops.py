@@ -24,8 +24,11 @@ The multicast ops (``multimem_*``, ``memcpy_to_multicast_``, ``_low_contention_a
 raise ``RuntimeError``: Intel GPUs (and host memory) have no NVLink SHARP multicast, ``has_multicast_support()`` is
 false and ``multicast_ptr`` is 0.
 
-On XPU these kernels are host-orchestrated (torch XPU ops on the peers' IPC-mapped buffers, the handle's barrier
-synchronises the device); see triton-bridge/README.md.
+On XPU, the C++ shim registers the first nine (one-/two-shot all-reduce, ``reduce_scatter_out``, ``memset32_``,
+``stream_write_value32_``; ``shim.symm_device_ops()``) as device kernels on the current stream
+(``ops/device/symm_mem.cl`` through the ``xpushmem_ops_*_on_queue`` C entry points, with the same checks and
+messages); this module registers the low-contention collectives (torch XPU copies over the peers' buffers between
+the handle's barriers, which synchronise the device) and the multicast refusals for XPU. See docs/OPS.md.
 """
 
 from __future__ import annotations
@@ -544,15 +547,16 @@ def _has_op(name: str) -> bool:
     return hasattr(torch.ops.symm_mem, name)
 
 
-def register(dispatch_key: str) -> list[str]:
-    """Register the kernels (and the multicast refusals) for ``dispatch_key`` ("CPU" or "XPU"), once; returns the
-    ops registered (those this torch defines)."""
+def register(dispatch_key: str, skip: tuple[str, ...] | list[str] = ()) -> list[str]:
+    """Register the kernels (and the multicast refusals) for ``dispatch_key`` ("CPU" or "XPU"), once, except the ops
+    in ``skip`` (on XPU: those the C++ shim registers as device kernels); returns the ops registered (those this
+    torch defines)."""
     if dispatch_key in _registered:
         return []
     lib = torch.library.Library("symm_mem", "IMPL", dispatch_key)
     done = []
     for name in OPS + MULTICAST_OPS:
-        if not _has_op(name):
+        if not _has_op(name) or name in skip:
             continue
         fn = _IMPLS.get(name) or _no_multicast(name)
         lib.impl(name, fn)
