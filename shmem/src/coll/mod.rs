@@ -271,14 +271,6 @@ impl Ctx<'_> {
     }
 }
 
-/// Values of type `T` from message bytes.
-pub(crate) fn values<T: Symmetric>(bytes: &[u8]) -> Vec<T> {
-    let mut v = vec![T::default(); bytes.len() / std::mem::size_of::<T>().max(1)];
-    let n = std::mem::size_of_val(v.as_slice());
-    crate::transport::shm::bytes_of_mut(&mut v).copy_from_slice(&bytes[..n]);
-    v
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

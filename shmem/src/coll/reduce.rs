@@ -298,13 +298,18 @@ impl Shmem {
             let me = ctx.idx();
             let mut send = super::Messages::default();
             if local.is_ok() {
-                let mut mine = super::Messages::default();
-                if nreduce > 0 {
-                    ctx.push_local(&mut mine, src.slice(..nreduce)?)?;
-                }
+                // This PE's source read once, then copied within the buffer for every other member.
+                let mut first: Option<std::ops::Range<usize>> = None;
                 for i in 0..n {
-                    if i != me {
-                        send.data.extend_from_slice(&mine.data);
+                    if i != me && nreduce > 0 {
+                        match &first {
+                            Some(r) => send.data.extend_from_within(r.clone()),
+                            None => {
+                                let at = send.data.len();
+                                ctx.push_local(&mut send, src.slice(..nreduce)?)?;
+                                first = Some(at..send.data.len());
+                            }
+                        }
                     }
                     send.close();
                 }
@@ -315,9 +320,11 @@ impl Shmem {
                 return Ok(());
             }
             let (dest, src) = (dest.slice(..nreduce)?, src.slice(..nreduce)?);
-            let part = |i: usize| -> Result<Vec<T>> {
+            // Member i's part into `into` (one buffer reused for every member).
+            let part = |i: usize, into: &mut Vec<T>| -> Result<()> {
+                into.resize(nreduce, T::default());
                 if i == me {
-                    return ctx.fetch(src, me);
+                    return self.get(into, src, self.my_pe());
                 }
                 let b = recv.get(i);
                 if b.len() != src.size_bytes() {
@@ -327,11 +334,14 @@ impl Shmem {
                         src.size_bytes()
                     )));
                 }
-                Ok(super::values(b))
+                crate::transport::shm::bytes_of_mut(into).copy_from_slice(b);
+                Ok(())
             };
-            let mut acc = part(0)?;
+            let (mut acc, mut other) = (Vec::new(), Vec::new());
+            part(0, &mut acc)?;
             for i in 1..n {
-                combine_into(op, &mut acc, &part(i)?, false);
+                part(i, &mut other)?;
+                combine_into(op, &mut acc, &other, false);
             }
             return self.put(dest, &acc, self.my_pe());
         }

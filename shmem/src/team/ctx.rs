@@ -955,10 +955,17 @@ impl<'a> Ctx<'a> {
         recv: &mut crate::team::Messages,
     ) -> Result<()> {
         let checking = self.sh.cfg.check_symmetry;
-        let compared = if checking { &common[..] } else { &common[..1] };
-        let mut d = vec![self.team.slot as u64];
-        d.extend_from_slice(compared);
-        let v = self.exchange(common, local.is_ok(), digest(&d), send, recv)?;
+        let compared = if checking { COMMON } else { 1 };
+        let mut d = [0u64; 1 + COMMON];
+        d[0] = self.team.slot as u64;
+        d[1..1 + compared].copy_from_slice(&common[..compared]);
+        let v = self.exchange(
+            common,
+            local.is_ok(),
+            digest(&d[..1 + compared]),
+            send,
+            recv,
+        )?;
         local?;
         if v.failed.is_none() && v.differs.is_none() {
             return Ok(());
