@@ -139,7 +139,8 @@ algo_enum!(
 );
 
 impl Ctx<'_> {
-    /// Copy `src` on member `si` into `dst` on member `di` through a bounded bounce buffer.
+    /// Copy `src` on member `si` into `dst` on member `di`: directly when one side is this PE and both heaps are
+    /// mapped here, else through a bounded bounce buffer.
     pub(crate) fn copy<T: Symmetric>(
         &self,
         dst: SymSlice<T>,
@@ -151,9 +152,19 @@ impl Ctx<'_> {
         if len == 0 || (di == si && dst.off == src.off) {
             return Ok(());
         }
+        let (dpe, spe) = (self.pe(di), self.pe(si));
+        // One side is this PE and both heaps are mapped here: one direct copy, no bounce buffer.
+        if self.sh.is_mapped(dpe) && self.sh.is_mapped(spe) {
+            let me = self.sh.my_pe();
+            if spe == me {
+                return self.sh.put_sym(dst.slice(..len)?, src.slice(..len)?, dpe);
+            }
+            if dpe == me {
+                return self.sh.get_sym(dst.slice(..len)?, src.slice(..len)?, spe);
+            }
+        }
         let chunk = (COPY_CHUNK_BYTES / std::mem::size_of::<T>().max(1)).max(1);
         let mut buf = vec![T::default(); chunk.min(len)];
-        let (dpe, spe) = (self.pe(di), self.pe(si));
         let mut at = 0;
         while at < len {
             let k = chunk.min(len - at);
