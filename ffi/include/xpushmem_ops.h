@@ -458,6 +458,40 @@ int xpushmem_ops_stream_write_value32_on_queue(const XpushmemOpsTensor *input,
                                                int64_t val,
                                                void *ze_command_list);
 
+// The symm_mem handle's signal-pad operations as one device kernel: `mode` 1 = `barrier(channel)` (every rank of
+// the handle), 2 = `put_signal(rank, channel)`, 3 = `wait_signal(rank, channel)` (`rank` is ignored by the
+// barrier). `pad` is this PE's address of the handle's signal pad (`pad_bytes` bytes of symmetric memory, 32-bit
+// words, zeroed at allocation), `group_pes[0..group_size]` the handle's rank -> global PE table (this PE among
+// them). The protocol is the host version's: a signal moves the peer's word `[channel * W + my rank]` from 0 to 1
+// (after every earlier write of this PE: release), a wait moves my word `[channel * W + rank]` from 1 to 0
+// (acquire), each retried with back-off until `XPUSHMEM_TIMEOUT_MS`, then a Timeout naming the op, rank, peer rank
+// and channel. Bad channel or rank: the host version's message, nothing enqueued. Device path only (waits).
+//
+// # Safety
+// `group_pes` must point to `group_size` readable `int32_t`s; `pad` must be symmetric memory of the runtime.
+int xpushmem_ops_signal_pad(int32_t mode,
+                            void *pad,
+                            int64_t pad_bytes,
+                            int32_t channel,
+                            int32_t rank,
+                            const int32_t *group_pes,
+                            int32_t group_size);
+
+// [`xpushmem_ops_signal_pad`] appended to `ze_command_list` without waiting (the outcome comes from
+// [`xpushmem_ops_queue_wait`]).
+//
+// # Safety
+// As for [`xpushmem_ops_signal_pad`]; `ze_command_list` must be a live command list of the runtime's context and
+// device that stays alive until the op has run.
+int xpushmem_ops_signal_pad_on_queue(int32_t mode,
+                                     void *pad,
+                                     int64_t pad_bytes,
+                                     int32_t channel,
+                                     int32_t rank,
+                                     const int32_t *group_pes,
+                                     int32_t group_size,
+                                     void *ze_command_list);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif  // __cplusplus

@@ -1919,6 +1919,137 @@ pub unsafe extern "C" fn xpushmem_ops_stream_write_value32_on_queue(
     }
 }
 
+// ---- the symm_mem handle's signal pad (device path only) ---------------------------------------------------------
+
+#[allow(non_snake_case, clippy::too_many_arguments)]
+unsafe fn signal_pad_impl(
+    CALL: &'static str,
+    list: Option<*mut c_void>,
+    mode: i32,
+    pad: *mut c_void,
+    pad_bytes: i64,
+    channel: i32,
+    rank: i32,
+    group_pes: *const i32,
+    group_size: i32,
+) -> c_int {
+    entry(CALL, || {
+        with_rt(|sh| {
+            if pad.is_null() {
+                return Err(null_arg("pad", CALL));
+            }
+            if pad_bytes < 0 {
+                return Err(Error::invalid(
+                    "pad_bytes",
+                    pad_bytes,
+                    format!("{CALL}: must be non-negative"),
+                ));
+            }
+            let slice = sh.sym_slice_in::<u8>(pad as usize, pad_bytes as usize, 4, &|| {
+                format!("{CALL}: pad")
+            })?;
+            // SAFETY: group_pes holds group_size elements (the caller's contract).
+            let raw = unsafe { array(group_pes, group_size as i64, "group_pes", CALL)? };
+            if raw.is_empty() {
+                return Err(null_arg("group_pes", CALL));
+            }
+            let mut pes = Vec::with_capacity(raw.len());
+            for (i, &p) in raw.iter().enumerate() {
+                if p < 0 || p as usize >= sh.n_pes() {
+                    return Err(Error::InvalidPe {
+                        pe: p as i64,
+                        n_pes: sh.n_pes(),
+                        context: format!("{CALL}: group_pes[{i}]"),
+                    });
+                }
+                pes.push(p as usize);
+            }
+            dispatch_symm(sh, CALL, list, |ops, lst| {
+                ops.signal_pad(
+                    sh,
+                    lst,
+                    mode as u64,
+                    slice,
+                    &pes,
+                    channel as i64,
+                    rank as i64,
+                )
+            })
+        })
+    })
+}
+
+/// The symm_mem handle's signal-pad operations as one device kernel: `mode` 1 = `barrier(channel)` (every rank of
+/// the handle), 2 = `put_signal(rank, channel)`, 3 = `wait_signal(rank, channel)` (`rank` is ignored by the
+/// barrier). `pad` is this PE's address of the handle's signal pad (`pad_bytes` bytes of symmetric memory, 32-bit
+/// words, zeroed at allocation), `group_pes[0..group_size]` the handle's rank -> global PE table (this PE among
+/// them). The protocol is the host version's: a signal moves the peer's word `[channel * W + my rank]` from 0 to 1
+/// (after every earlier write of this PE: release), a wait moves my word `[channel * W + rank]` from 1 to 0
+/// (acquire), each retried with back-off until `XPUSHMEM_TIMEOUT_MS`, then a Timeout naming the op, rank, peer rank
+/// and channel. Bad channel or rank: the host version's message, nothing enqueued. Device path only (waits).
+///
+/// # Safety
+/// `group_pes` must point to `group_size` readable `int32_t`s; `pad` must be symmetric memory of the runtime.
+#[no_mangle]
+pub unsafe extern "C" fn xpushmem_ops_signal_pad(
+    mode: i32,
+    pad: *mut c_void,
+    pad_bytes: i64,
+    channel: i32,
+    rank: i32,
+    group_pes: *const i32,
+    group_size: i32,
+) -> c_int {
+    // SAFETY: forwarded caller contract.
+    unsafe {
+        signal_pad_impl(
+            "xpushmem_ops_signal_pad",
+            None,
+            mode,
+            pad,
+            pad_bytes,
+            channel,
+            rank,
+            group_pes,
+            group_size,
+        )
+    }
+}
+
+/// [`xpushmem_ops_signal_pad`] appended to `ze_command_list` without waiting (the outcome comes from
+/// [`xpushmem_ops_queue_wait`]).
+///
+/// # Safety
+/// As for [`xpushmem_ops_signal_pad`]; `ze_command_list` must be a live command list of the runtime's context and
+/// device that stays alive until the op has run.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn xpushmem_ops_signal_pad_on_queue(
+    mode: i32,
+    pad: *mut c_void,
+    pad_bytes: i64,
+    channel: i32,
+    rank: i32,
+    group_pes: *const i32,
+    group_size: i32,
+    ze_command_list: *mut c_void,
+) -> c_int {
+    // SAFETY: forwarded caller contract.
+    unsafe {
+        signal_pad_impl(
+            "xpushmem_ops_signal_pad_on_queue",
+            Some(ze_command_list),
+            mode,
+            pad,
+            pad_bytes,
+            channel,
+            rank,
+            group_pes,
+            group_size,
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

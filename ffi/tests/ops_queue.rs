@@ -13,6 +13,11 @@ use support::*;
 /// Build the C program `name` (ffi/tests/c/NAME.c) against libxpushmem and the Level Zero loader, run it at `n`
 /// PEs on ze-emu device heaps, and check that every PE printed "NAME OK on PE p of n".
 fn run_c_program(name: &str, n: usize) {
+    run_c_program_with(name, n, &[], &[]);
+}
+
+/// [`run_c_program`] with program arguments and extra environment.
+fn run_c_program_with(name: &str, n: usize, args: &[&str], extra_env: &[(&str, &str)]) {
     built_lib("libxpushmem.so");
     let prog = build_once(
         "ops_queue",
@@ -40,9 +45,14 @@ fn run_c_program(name: &str, n: usize) {
     let env: Vec<(String, String)> = ze_emu::testing::loader_env()
         .into_iter()
         .chain([("XPUSHMEM_HEAP".to_string(), "device".to_string())])
+        .chain(
+            extra_env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string())),
+        )
         .collect();
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-    let o = run_job(&prog, n, &[], &env, 240);
+    let o = run_job(&prog, n, args, &env, 240);
     assert_success(&o, &format!("{name} at {n} PEs"));
     for pe in 0..n {
         assert!(
@@ -83,4 +93,28 @@ fn symm_ops_on_queue_from_c_3pe() {
 #[test]
 fn ops_on_the_list_of_a_framework_context_from_c_2pe() {
     run_c_program("ops_on_framework_handles", 2);
+}
+
+/// The symm_mem handle's signal pad through `xpushmem_ops_signal_pad(_on_queue)` (ffi/tests/c/
+/// signal_pad_on_queue.c): barrier rounds on two channels checked with data put before them, a put_signal /
+/// wait_signal ping-pong, bad channel and rank arguments.
+#[test]
+fn signal_pad_on_queue_from_c_2pe() {
+    run_c_program("signal_pad_on_queue", 2);
+}
+
+#[test]
+fn signal_pad_on_queue_from_c_3pe() {
+    run_c_program("signal_pad_on_queue", 3);
+}
+
+/// A wait_signal no one answers ends in the timeout error naming the op, rank, peer rank and channel.
+#[test]
+fn signal_pad_wait_times_out_2pe() {
+    run_c_program_with(
+        "signal_pad_on_queue",
+        2,
+        &["timeout"],
+        &[("XPUSHMEM_TIMEOUT_MS", "3000")],
+    );
 }

@@ -583,5 +583,73 @@ __kernel void xpo_rma(int kind, long addr, long nbytes, int peer, long sig, ulon
   }
 }
 
+/* ---- the symm_mem handle's signal pad: barrier, put_signal, wait_signal ---------------------------------------- */
+
+/* The device library's bounded back-off (xpushmem_device.cl): 1 once the wait has given up (Timeout recorded). */
+int xpushmem_device_backoff(ulong *polls, uint *spin, uint call, ulong addr);
+
+/* Move the 32-bit word at `addr` (this PE's address of a symmetric word) of `pe` from `from` to `to`, retrying with
+ * the library's back-off: 0, 1 when the bound ran out, 2 when `pe`'s copy is unreachable. */
+__attribute__((noinline)) static int pad_cas(long addr, int pe, uint from, uint to) {
+  if (xpushmem_ptr(addr, pe) == 0) return 2;
+  ulong polls = 0;
+  uint spin = 1;
+  for (;;) {
+    if (xpushmem_uint32_atomic_compare_swap(addr, from, to, pe) == from) return 0;
+    if (xpushmem_device_backoff(&polls, &spin, XPUSHMEM_DEVICE_CALL_ATOMIC, (ulong)addr)) return 1;
+  }
+}
+
+static void pad_fail(verdict_t *v, int e, int rank, int channel, int pe) {
+  v->code = e == 1 ? XPO_ERR_PAD_TIMEOUT : XPO_ERR_DEVICE;
+  v->a = e == 1 ? rank : pe;
+  v->b = channel;
+}
+
+/* Signal every rank (barrier) or `peer` (put_signal): its word [channel * w + me] goes 0 -> 1. */
+__attribute__((noinline)) static int pad_signal(__global const int *pes, int w, int me, long pad, int channel,
+                                                int first, int last, verdict_t *v) {
+  for (int r = first; r < last; r++) {
+    int e = pad_cas(pad + 4l * ((long)channel * w + me), pes[r], 0u, 1u);
+    if (e) {
+      pad_fail(v, e, r, channel, pes[r]);
+      return 1;
+    }
+  }
+  return 0;
+}
+
+/* Consume the signal of every rank (barrier) or `peer` (wait_signal): my word [channel * w + r] goes 1 -> 0. */
+__attribute__((noinline)) static int pad_await(__global const int *pes, int w, int me, long pad, int channel,
+                                               int first, int last, verdict_t *v) {
+  for (int r = first; r < last; r++) {
+    int e = pad_cas(pad + 4l * ((long)channel * w + r), pes[me], 1u, 0u);
+    if (e) {
+      pad_fail(v, e, r, channel, pes[me]);
+      return 1;
+    }
+  }
+  return 0;
+}
+
+/* `pad`: this PE's address of the handle's signal pad (symmetric); `pes`: the handle's rank -> global PE table.
+ * Release before a signal (earlier writes of this PE are visible to the peer first), acquire after a wait. */
+__kernel void xpo_pad(long pes_addr, int w, int me, int mode, long pad, int channel, int peer, long status,
+                      ulong seq) {
+  if (get_local_id(0) != 0) return;
+  __global const int *pes = (__global const int *)pes_addr;
+  verdict_t v = ok();
+  xpushmem_fence();
+  if (mode == XPO_PAD_BARRIER) {
+    if (!pad_signal(pes, w, me, pad, channel, 0, w, &v)) pad_await(pes, w, me, pad, channel, 0, w, &v);
+  } else if (mode == XPO_PAD_PUT_SIGNAL) {
+    pad_signal(pes, w, me, pad, channel, peer, peer + 1, &v);
+  } else {
+    pad_await(pes, w, me, pad, channel, peer, peer + 1, &v);
+  }
+  xpushmem_fence();
+  finish(status, seq, v);
+}
+
 /* ---- symm_mem's collectives (one-/two-shot all-reduce, reduce-scatter, memset32, stream_write_value32) ---- */
 #include "symm_mem.cl"

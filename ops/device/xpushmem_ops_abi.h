@@ -36,4 +36,8 @@
 #define XPO_ERR_MISMATCH 11ul /* a = group rank, b = PE */
 #define XPO_ERR_TIMEOUT 12ul /* a = PE waited for */
 #define XPO_ERR_DEVICE 13ul /* a = device library error code */
+#define XPO_ERR_PAD_TIMEOUT 14ul /* a = peer rank, b = channel */
+#define XPO_PAD_BARRIER 1ul /* symm_mem handle barrier */
+#define XPO_PAD_PUT_SIGNAL 2ul /* symm_mem handle put_signal */
+#define XPO_PAD_WAIT_SIGNAL 3ul /* symm_mem handle wait_signal */
 #endif /* XPUSHMEM_OPS_ABI_H */

@@ -91,6 +91,8 @@ pub(crate) struct Ctx {
     pub(crate) ours: String,
     /// Rows of the input.
     in_rows: usize,
+    /// This PE's rank in the op's group (the signal pad's timeout message).
+    rank: usize,
 }
 
 impl Ctx {
@@ -285,6 +287,15 @@ impl OpHandle {
                 reference_pe: sh.my_pe(),
                 ours: self.ctx.ours.clone(),
             },
+            XPO_ERR_PAD_TIMEOUT => {
+                let limit = sh.config().timeout.unwrap_or_default();
+                Error::Timeout {
+                    op: format!("xpushmem: {op}"),
+                    waited: limit,
+                    limit,
+                    detail: format!("; rank {}, peer rank {a}, channel {b}", self.ctx.rank),
+                }
+            }
             _ => Error::Device(format!("{op}: unknown device status {code} ({a}, {b}, {c})")),
         }
     }
@@ -490,6 +501,7 @@ impl DeviceOps {
                 oso.describe()
             ),
             in_rows: input.size(0),
+            rank: me,
         };
         self.launch(
             sh,
@@ -978,6 +990,111 @@ impl DeviceOps {
             XPO_RMA_WAIT_SIGNAL,
             None,
             Some((sig, signal as u64)),
+        )
+    }
+
+    /// The symm_mem handle's `barrier` (`mode` [`XPO_PAD_BARRIER`]), `put_signal` ([`XPO_PAD_PUT_SIGNAL`]) or
+    /// `wait_signal` ([`XPO_PAD_WAIT_SIGNAL`]) on the device: the CAS protocol of the host version on the pad's
+    /// 32-bit words (signal: the peer's word `[channel * W + my rank]` 0 -> 1; wait: my word `[channel * W + r]`
+    /// 1 -> 0), each retried with the device library's back-off until `XPUSHMEM_TIMEOUT_MS`. `pad` is this PE's
+    /// signal pad (`pad_bytes` bytes of symmetric memory), `pes` the handle's rank -> global PE table; `peer` is
+    /// the rank signalled or waited for (ignored by the barrier). Arguments are checked with the host version's
+    /// messages.
+    #[allow(clippy::too_many_arguments)]
+    pub fn signal_pad(
+        &self,
+        sh: &Shmem,
+        list: CommandList,
+        mode: u64,
+        pad: SymSlice<u8>,
+        pes: &[usize],
+        channel: i64,
+        peer: i64,
+    ) -> Result<OpHandle> {
+        let op: &'static str = match mode {
+            XPO_PAD_BARRIER => "barrier",
+            XPO_PAD_PUT_SIGNAL => "put_signal",
+            XPO_PAD_WAIT_SIGNAL => "wait_signal",
+            _ => {
+                return Err(Error::invalid(
+                    "mode",
+                    mode,
+                    "must be 1 (barrier), 2 (put_signal) or 3 (wait_signal)",
+                ))
+            }
+        };
+        let w = pes.len();
+        let me = pes.iter().position(|&p| p == sh.my_pe()).ok_or_else(|| {
+            Error::invalid(
+                "group_pes",
+                format!("{pes:?}"),
+                format!(
+                    "{op}: this PE ({}) is not in the handle's group",
+                    sh.my_pe()
+                ),
+            )
+        })?;
+        if let Some(&bad) = pes.iter().find(|&&p| p >= sh.n_pes()) {
+            return Err(Error::invalid(
+                "group_pes",
+                bad,
+                format!("{op}: a PE must be smaller than {}", sh.n_pes()),
+            ));
+        }
+        if mode != XPO_PAD_BARRIER && !(0..w as i64).contains(&peer) {
+            let what = if mode == XPO_PAD_PUT_SIGNAL {
+                "dst_rank"
+            } else {
+                "src_rank"
+            };
+            return Err(Error::invalid(
+                what,
+                peer,
+                format!("{op}: rank must be in [0, {w}) (world size {w})"),
+            ));
+        }
+        let max_channel = pad.len() / 4 / w;
+        if !(0..max_channel as i64).contains(&channel) {
+            return Err(Error::invalid(
+                "channel",
+                channel,
+                format!(
+                    "channel {channel} exceeds the maximum supported channel: channels must be in [0, {max_channel}) for a signal pad of {} bytes and world size {w}",
+                    pad.len()
+                ),
+            ));
+        }
+        let buf = device_of(sh)?.host_buf(4 * w)?;
+        let bytes: Vec<u8> = pes.iter().flat_map(|&p| (p as i32).to_ne_bytes()).collect();
+        buf.write(0, &bytes)?;
+        let body = vec![
+            Arg::Keep(0),
+            u32a(w as u64),
+            u32a(me as u64),
+            u32a(mode),
+            Arg::K(KernelArg::sym(pad, self.pe)),
+            u32a(channel as u64),
+            u32a(if mode == XPO_PAD_BARRIER {
+                0
+            } else {
+                peer as u64
+            }),
+        ];
+        let ctx = Ctx {
+            rank: me,
+            ..Ctx::default()
+        };
+        self.launch(
+            sh,
+            list,
+            None,
+            op,
+            OpKernel::SignalPad,
+            None,
+            0,
+            body,
+            vec![buf],
+            ctx,
         )
     }
 }

@@ -76,6 +76,15 @@ pub const XPO_ERR_MISMATCH: u64 = 11;
 pub const XPO_ERR_TIMEOUT: u64 = 12;
 /// A device library call failed (recorded in the module's error word): `a` = its code.
 pub const XPO_ERR_DEVICE: u64 = 13;
+/// A signal-pad CAS of the symm_mem handle gave up: `a` = peer rank, `b` = channel.
+pub const XPO_ERR_PAD_TIMEOUT: u64 = 14;
+
+/// `xpo_pad` mode: the handle's barrier.
+pub const XPO_PAD_BARRIER: u64 = 1;
+/// `xpo_pad` mode: put_signal.
+pub const XPO_PAD_PUT_SIGNAL: u64 = 2;
+/// `xpo_pad` mode: wait_signal.
+pub const XPO_PAD_WAIT_SIGNAL: u64 = 3;
 
 /// Every constant, for the generated header: (name, value, doc).
 pub const ALL: &[(&str, u64, &str)] = &[
@@ -204,6 +213,26 @@ pub const ALL: &[(&str, u64, &str)] = &[
         "XPO_ERR_DEVICE",
         XPO_ERR_DEVICE,
         "a = device library error code",
+    ),
+    (
+        "XPO_ERR_PAD_TIMEOUT",
+        XPO_ERR_PAD_TIMEOUT,
+        "a = peer rank, b = channel",
+    ),
+    (
+        "XPO_PAD_BARRIER",
+        XPO_PAD_BARRIER,
+        "symm_mem handle barrier",
+    ),
+    (
+        "XPO_PAD_PUT_SIGNAL",
+        XPO_PAD_PUT_SIGNAL,
+        "symm_mem handle put_signal",
+    ),
+    (
+        "XPO_PAD_WAIT_SIGNAL",
+        XPO_PAD_WAIT_SIGNAL,
+        "symm_mem handle wait_signal",
     ),
 ];
 

@@ -396,10 +396,12 @@ pub enum OpKernel {
     SymmReduce,
     /// `xpo_symm_write32`: symm_mem's memset32_, stream_write_value32_.
     SymmWrite32,
+    /// `xpo_pad`: the symm_mem handle's barrier, put_signal, wait_signal on its signal pad.
+    SignalPad,
 }
 
 impl OpKernel {
-    const ALL: [OpKernel; 7] = [
+    const ALL: [OpKernel; 8] = [
         OpKernel::AllToAllV,
         OpKernel::AllToAll,
         OpKernel::Broadcast,
@@ -407,6 +409,7 @@ impl OpKernel {
         OpKernel::Rma,
         OpKernel::SymmReduce,
         OpKernel::SymmWrite32,
+        OpKernel::SignalPad,
     ];
 
     /// The kernel's name in the module.
@@ -419,6 +422,7 @@ impl OpKernel {
             OpKernel::Rma => "xpo_rma",
             OpKernel::SymmReduce => "xpo_symm_reduce",
             OpKernel::SymmWrite32 => "xpo_symm_write32",
+            OpKernel::SignalPad => "xpo_pad",
         }
     }
 }

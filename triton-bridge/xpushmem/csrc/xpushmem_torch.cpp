@@ -139,6 +139,11 @@ XPUSHMEM_OPS_WEAK int xpushmem_ops_memset32_on_queue(const xpushmem_ops_tensor*,
 XPUSHMEM_OPS_WEAK int xpushmem_ops_stream_write_value32(const xpushmem_ops_tensor*, int64_t, int64_t);
 XPUSHMEM_OPS_WEAK int xpushmem_ops_stream_write_value32_on_queue(const xpushmem_ops_tensor*, int64_t, int64_t,
                                                                  void*);
+// The symm_mem handle's signal pad (xpo_pad): mode 1 barrier, 2 put_signal, 3 wait_signal.
+XPUSHMEM_OPS_WEAK int xpushmem_ops_init(void);
+XPUSHMEM_OPS_WEAK int xpushmem_ops_signal_pad(int32_t, void*, int64_t, int32_t, int32_t, const int32_t*, int32_t);
+XPUSHMEM_OPS_WEAK int xpushmem_ops_signal_pad_on_queue(int32_t, void*, int64_t, int32_t, int32_t, const int32_t*,
+                                                       int32_t, void*);
 }
 
 namespace sm = c10d::symmetric_memory;
@@ -250,6 +255,11 @@ void ensure_runtime(c10::DeviceType dev, int device_idx) {
     }
 #endif
     check_rc(xpushmemx_init_attr(XPUSHMEMX_INIT_WITH_UNIQUEID, &attr), "xpushmemx_init_attr");
+    // The ops' device path (collective, like the start): the handle's pad kernels need it set up on every PE.
+    if (dev == c10::DeviceType::XPU && xpushmem_ops_init != nullptr && xpushmem_ops_init() != 0) {
+      const char* m = xpushmem_ops_last_error ? xpushmem_ops_last_error() : nullptr;
+      TORCH_CHECK(false, "xpushmem: xpushmem_ops_init failed: ", (m && *m) ? m : "(no message)");
+    }
   }
   // A heap chosen by the user (XPUSHMEM_HEAP, or a runtime started outside torch) must suit this device.
   if (const char* heap = std::getenv("XPUSHMEM_HEAP")) {
@@ -448,8 +458,11 @@ class XpSymmetricMemory : public sm::SymmetricMemory {
   int* get_rank_to_global_rank_dev() override { return static_cast<int*>(info_->r2g_dev.data_ptr()); }
   bool world_within_direct_access() override { return info_->direct; }
 
+  // On XPU devices (the ops' device path) the pad operations are one kernel (xpo_pad) on the current stream, as
+  // upstream's CUDA kernels are; on CPU, and on XPU without the device path, the host protocol below.
   void barrier(int channel, size_t timeout_ms) override {
     check_channel(channel);
+    if (pad_on_device()) return pad_kernel(1, 0, channel, "barrier");
     sync_device(get_device());
     check_rc(xpushmem_quiet(), "xpushmem_quiet");
     const auto deadline = deadline_of(timeout_ms);
@@ -460,6 +473,7 @@ class XpSymmetricMemory : public sm::SymmetricMemory {
   void put_signal(int dst_rank, int channel, size_t timeout_ms) override {
     sm::check_rank(dst_rank, info_->world);
     check_channel(channel);
+    if (pad_on_device()) return pad_kernel(2, dst_rank, channel, "put_signal");
     sync_device(get_device());
     check_rc(xpushmem_quiet(), "xpushmem_quiet");  // release: earlier puts complete before the signal
     signal_peer(dst_rank, channel, timeout_ms, deadline_of(timeout_ms), "put_signal");
@@ -468,12 +482,22 @@ class XpSymmetricMemory : public sm::SymmetricMemory {
   void wait_signal(int src_rank, int channel, size_t timeout_ms) override {
     sm::check_rank(src_rank, info_->world);
     check_channel(channel);
+    if (pad_on_device()) return pad_kernel(3, src_rank, channel, "wait_signal");
     sync_device(get_device());
     await_peer(src_rank, channel, timeout_ms, deadline_of(timeout_ms), "wait_signal");
   }
 
  private:
   using Clock = std::chrono::steady_clock;
+
+  // Whether the pad operations run as the xpo_pad kernel: an XPU device, the ops' device path, the entry points
+  // exported. The kernel's waits are bounded by XPUSHMEM_TIMEOUT_MS (the device library's bound), not timeout_ms.
+  bool pad_on_device() const {
+    return info_->block->device.type() == c10::DeviceType::XPU && xpushmem_ops_path != nullptr &&
+           &xpushmem_ops_signal_pad != nullptr && &xpushmem_ops_signal_pad_on_queue != nullptr &&
+           xpushmem_ops_path() == 1;
+  }
+  void pad_kernel(int32_t mode, int32_t rank, int32_t channel, const char* what);
 
   size_t limit_ms(size_t timeout_ms) const { return timeout_ms ? timeout_ms : default_timeout_ms(); }
   std::optional<Clock::time_point> deadline_of(size_t timeout_ms) const {
@@ -830,20 +854,41 @@ void* current_stream_list(const c10::Device& device) {
 // stream is synchronised and the synchronous entry point runs (the host path, or the device path on the runtime's
 // own queue).
 template <typename Sync, typename OnQueue>
-void run_op(const at::Tensor& t, Sync sync_fn, OnQueue queue_fn, const char* what) {
-  ensure_rt(t);
+void run_op_on(const c10::Device& device, Sync sync_fn, OnQueue queue_fn, const char* what) {
+  ensure_runtime(device.type(), device.has_index() ? device.index() : 0);
   void* list = nullptr;
-  if (t.device().type() == c10::DeviceType::XPU && xpushmem_ops_path != nullptr && xpushmem_ops_path() == 1 &&
+  if (device.type() == c10::DeviceType::XPU && xpushmem_ops_path != nullptr && xpushmem_ops_path() == 1 &&
       xpushmem_ops_queue_poll != nullptr) {
     check_ops_rc(xpushmem_ops_queue_poll(), "an earlier queued op");
-    list = current_stream_list(t.device());
+    list = current_stream_list(device);
   }
   if (list != nullptr) {
     check_ops_rc(queue_fn(list), what);
   } else {
-    sync_device(t.device());
+    sync_device(device);
     check_ops_rc(sync_fn(), what);
   }
+}
+
+template <typename Sync, typename OnQueue>
+void run_op(const at::Tensor& t, Sync sync_fn, OnQueue queue_fn, const char* what) {
+  run_op_on(t.device(), sync_fn, queue_fn, what);
+}
+
+// The pad kernel on the current stream (or, without an immediate list behind it, on the runtime's own queue after
+// synchronising the stream).
+void XpSymmetricMemory::pad_kernel(int32_t mode, int32_t rank, int32_t channel, const char* what) {
+  void* pad = static_cast<char*>(info_->block->base) + info_->block->pad_off;
+  const auto pad_bytes = static_cast<int64_t>(info_->block->pad_size);
+  const std::vector<int32_t> pes(info_->r2g.begin(), info_->r2g.end());
+  run_op_on(
+      info_->block->device,
+      [&] { return xpushmem_ops_signal_pad(mode, pad, pad_bytes, channel, rank, pes.data(), info_->world); },
+      [&](void* list) {
+        return xpushmem_ops_signal_pad_on_queue(mode, pad, pad_bytes, channel, rank, pes.data(), info_->world,
+                                                list);
+      },
+      what);
 }
 
 void nvshmem_put(at::Tensor& tensor, const int64_t peer) {
