@@ -1200,6 +1200,12 @@ impl Window for DeviceWindow {
     fn copy_from(&self, off: usize, src: &dyn Window, src_off: usize, len: usize) -> Result<()> {
         self.check(off, len, 1)?;
         super::check_access("ze", "source range", src_off, len, 1, src.len())?;
+        if src.base().is_null() {
+            // A window with no address in this process (a peer reached through the fabric): through host memory.
+            let mut buf = vec![0u8; len];
+            src.read(src_off, &mut buf)?;
+            return self.write(off, &buf);
+        }
         // SAFETY: both ranges lie inside live allocations usable by this process's device (ours, a peer's heap
         // opened through IPC in our context, or host memory), checked against each window's length.
         unsafe {
