@@ -4,7 +4,7 @@
 mod coll_common;
 
 use coll_common::{destroy, shapes};
-use xpushmem::{BarrierAlgo, Error};
+use xpushmem::{BarrierAlgo, Cmp, Error};
 
 coll_test!(barrier_orders_puts_every_algorithm_every_shape, |sh| {
     let shapes = shapes(sh)?;
@@ -102,10 +102,15 @@ coll_test!(
 coll_test!(a_lost_member_is_reported, [_3pe = 3], &[], |sh| {
     let w = sh.team_world();
     let v = sh.calloc::<u64>(4)?;
+    let out = sh.calloc::<u64>(1)?;
     sh.team_sync(&w)?;
+    // PE 2 leaves only once the others are out of team_sync: over a network its memory goes with it, and a
+    // member still finishing the sync would meet the loss there instead of in the reduction.
     if sh.my_pe() == 2 {
+        sh.wait_until(out.at(0)?, Cmp::Eq, 2)?;
         std::process::exit(0);
     }
+    sh.atomic_add(out.at(0)?, 1, 2)?;
     match sh.sum_reduce(&w, v, v, 4) {
         Err(Error::PeerLost { pe, .. }) => assert_eq!(pe, 2),
         r => panic!("expected a lost peer, got {r:?}"),

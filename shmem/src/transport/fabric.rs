@@ -487,10 +487,10 @@ impl Ep {
             .ops
             .get(&id)
             .map_or((usize::MAX, "?"), |o| (o.pe, o.what));
-        // Connection-level failures (also when the provider reports them as the cancellation of the operations
-        // queued on a connection that went away) mean the peer is gone.
-        let lost =
-            is_lost(e.err) || (e.err.unsigned_abs() == fi::FI_ECANCELED && is_lost(e.prov_errno));
+        // Connection-level failures mean the peer is gone; so does the cancellation of an operation: this PE
+        // never cancels one, the provider does when the connection it was queued on went away (tcp;ofi_rxm with
+        // a connection error, or ENOENT once the peer's endpoint is gone).
+        let lost = is_lost(e.err) || e.err.unsigned_abs() == fi::FI_ECANCELED;
         self.lost |= lost;
         let err = if lost {
             Error::PeerLost {
