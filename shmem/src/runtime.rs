@@ -602,7 +602,8 @@ impl Shmem {
         pe < self.n && self.peers.heap(pe).is_some_and(|w| !w.base().is_null())
     }
 
-    /// Spin, then yield, then sleep until `ready()` holds; fails on timeout or when a peer is lost.
+    /// Spin, then yield, then sleep until `ready()` holds (never sleeping while a transport needs this PE to poll);
+    /// fails on timeout or when a peer is lost.
     pub(crate) fn wait_for(
         &self,
         op: &str,
@@ -615,6 +616,7 @@ impl Shmem {
         let yields = spins + self.cfg.yield_count as u64;
         let mut sleep = Duration::from_micros(1);
         let mut i: u64 = 0;
+        let mut polling = false;
         let r = (|| loop {
             // A transport that completes late delivers what this PE issued (a barrier's own signal, say) while it
             // waits, and before it stops waiting.
@@ -627,7 +629,13 @@ impl Shmem {
                 std::hint::spin_loop();
                 continue;
             }
-            if i < yields {
+            if i == yields || (i > yields && i % 1024 == 0) {
+                polling = self.peers.transports().any(|t| t.needs_polling());
+            }
+            if i < yields || polling {
+                // Yielding keeps polling: a transport that moves data only while this PE calls in (the fabric
+                // without its progress thread) would otherwise hold its peers' operations on this PE for as long
+                // as the sleep lasts.
                 std::thread::yield_now();
                 if i % 32 != 0 {
                     continue;

@@ -1386,12 +1386,13 @@ impl Fabric {
                 lock(&self.ep).alive(what)?;
             }
             i = i.wrapping_add(1);
+            // The peer's answer arrives only through this PE's polls (manual progress): a sleep here adds its
+            // length (plus the timer's slack) to every operation; yielding keeps polling and still lets another
+            // process on this core run.
             if i < 64 {
                 std::hint::spin_loop();
-            } else if i < 1024 {
-                std::thread::yield_now();
             } else {
-                std::thread::sleep(Duration::from_micros(20));
+                std::thread::yield_now();
             }
         }
     }
@@ -1571,6 +1572,12 @@ impl Transport for Fabric {
     }
     fn lost_peer(&self) -> bool {
         lock(&self.ep).lost
+    }
+    fn needs_polling(&self) -> bool {
+        self.thread
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_none()
     }
     fn leaving(&self) -> bool {
         // From here on this PE serves its peers' last operations without being asked.

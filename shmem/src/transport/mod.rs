@@ -78,6 +78,12 @@ pub(crate) trait Transport: Send + Sync + std::fmt::Debug {
     fn lost_peer(&self) -> bool {
         false
     }
+    /// Whether data moves only while this process calls in (a provider with manual progress and no progress
+    /// thread): a wait then keeps polling instead of sleeping, since its peers' operations on this PE progress
+    /// only when it polls.
+    fn needs_polling(&self) -> bool {
+        false
+    }
 }
 
 /// The transport of windows that complete every operation before returning (mapped memory): every completion
