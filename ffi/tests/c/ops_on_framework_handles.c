@@ -71,23 +71,7 @@ int main(void) {
         "the runtime works in the program's handles");
 
   /* The program's own immediate list, in its context. */
-  uint32_t ngroups = 0;
-  ZE(zeDeviceGetCommandQueueGroupProperties(device, &ngroups, NULL));
-  ze_command_queue_group_properties_t props[8];
-  for (uint32_t i = 0; i < 8; i++) {
-    memset(&props[i], 0, sizeof props[i]);
-    props[i].stype = ZE_STRUCTURE_TYPE_COMMAND_QUEUE_GROUP_PROPERTIES;
-  }
-  if (ngroups > 8) ngroups = 8;
-  ZE(zeDeviceGetCommandQueueGroupProperties(device, &ngroups, props));
-  uint32_t ordinal = 0;
-  while (ordinal < ngroups && !(props[ordinal].flags & ZE_COMMAND_QUEUE_GROUP_PROPERTY_FLAG_COMPUTE)) ordinal++;
-  CHECK(ordinal < ngroups, "a compute queue group");
-  ze_command_queue_desc_t qdesc = {.stype = ZE_STRUCTURE_TYPE_COMMAND_QUEUE_DESC,
-                                   .ordinal = ordinal,
-                                   .mode = ZE_COMMAND_QUEUE_MODE_ASYNCHRONOUS};
-  ze_command_list_handle_t list;
-  ZE(zeCommandListCreateImmediate(context, device, &qdesc, &list));
+  ze_command_list_handle_t list = ze_compute_list(context, device);
 
   int64_t *in = xpushmem_malloc(n * ROWS * 8), *out = xpushmem_malloc(n * ROWS * 8);
   int64_t *splits = xpushmem_malloc(n * 8), *oso = xpushmem_malloc(2 * n * 8);
@@ -126,9 +110,7 @@ int main(void) {
   printf("ops_on_framework_handles OK on PE %d of %d\n", me, n);
   OK(xpushmem_ops_finalize());
   /* The runtime did not destroy the program's context. */
-  ze_command_list_handle_t again;
-  ZE(zeCommandListCreateImmediate(context, device, &qdesc, &again));
-  ZE(zeCommandListDestroy(again));
+  ZE(zeCommandListDestroy(ze_compute_list(context, device)));
   ZE(zeContextDestroy(context));
   return 0;
 }

@@ -39,23 +39,7 @@ int main(void) {
   ze_device_handle_t device;
   ze_context_handle_t context;
   OK(xpushmemx_ze_get_handles((void **)&driver, (void **)&device, (void **)&context));
-  uint32_t ngroups = 0;
-  ZE(zeDeviceGetCommandQueueGroupProperties(device, &ngroups, NULL));
-  ze_command_queue_group_properties_t props[8];
-  for (uint32_t i = 0; i < 8; i++) {
-    memset(&props[i], 0, sizeof props[i]);
-    props[i].stype = ZE_STRUCTURE_TYPE_COMMAND_QUEUE_GROUP_PROPERTIES;
-  }
-  if (ngroups > 8) ngroups = 8;
-  ZE(zeDeviceGetCommandQueueGroupProperties(device, &ngroups, props));
-  uint32_t ordinal = 0;
-  while (ordinal < ngroups && !(props[ordinal].flags & ZE_COMMAND_QUEUE_GROUP_PROPERTY_FLAG_COMPUTE)) ordinal++;
-  CHECK(ordinal < ngroups, "a compute queue group");
-  ze_command_queue_desc_t qdesc = {.stype = ZE_STRUCTURE_TYPE_COMMAND_QUEUE_DESC,
-                                   .ordinal = ordinal,
-                                   .mode = ZE_COMMAND_QUEUE_MODE_ASYNCHRONOUS};
-  ze_command_list_handle_t list;
-  ZE(zeCommandListCreateImmediate(context, device, &qdesc, &list));
+  ze_command_list_handle_t list = ze_compute_list(context, device);
   /* Local tensors: host USM of the runtime's context. */
   ze_host_mem_alloc_desc_t hdesc = {.stype = ZE_STRUCTURE_TYPE_HOST_MEM_ALLOC_DESC};
   float *out1, *out2, *out3, *out4, *local;
