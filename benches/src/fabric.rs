@@ -150,8 +150,9 @@ pub fn section(recs: &[Record], meta: &str) -> String {
          `benches/peers/fabric_mpi_pp.c`). Both processes on this host, so \
          the network is the loopback interface: the figures show software overheads, not a network. The \
          progress-thread column is a diagnostic: a software provider moves data only while a process calls into \
-         libfabric, and the runtime's waits back off to sleeps (`XPUSHMEM_SLEEP_MAX_US`) where the raw program \
-         polls without pause. Medians; ratio = raw libfabric time / xpushmem time (for bandwidth: xpushmem / raw \
+         libfabric, so without the thread the runtime's waits keep polling (they never sleep while the fabric \
+         needs them to), and with it a PE's waits may sleep while the thread, which idles between polls, \
+         serves its peers. Medians; ratio = raw libfabric time / xpushmem time (for bandwidth: xpushmem / raw \
          libfabric; both for the default `xpushmem (fabric)` column, which the targets judge), higher is better.\n\n",
     );
     for l in meta.lines().filter(|l| !l.trim().is_empty()) {
