@@ -28,7 +28,8 @@ On XPU, the C++ shim registers the first nine (one-/two-shot all-reduce, ``reduc
 ``stream_write_value32_``; ``shim.symm_device_ops()``) as device kernels on the current stream
 (``ops/device/symm_mem.cl`` through the ``xpushmem_ops_*_on_queue`` C entry points, with the same checks and
 messages); this module registers the low-contention collectives (torch XPU copies over the peers' buffers between
-the handle's barriers, which synchronise the device) and the multicast refusals for XPU. See docs/OPS.md.
+the handle's barriers, which on XPU are the ``xpo_pad`` kernel on the current stream) and the multicast refusals for
+XPU. See docs/OPS.md.
 """
 
 from __future__ import annotations
