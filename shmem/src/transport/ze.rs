@@ -103,6 +103,63 @@ struct Lists {
     compute_ordinal: u32,
 }
 
+/// An immediate command list on queue group `ordinal` of `device`, in `context`, in `mode`.
+pub(crate) fn immediate_list(
+    api: &ze::ZeApi,
+    context: ze::ze_context_handle_t,
+    device: ze::ze_device_handle_t,
+    ordinal: u32,
+    mode: ze::ze_command_queue_mode_t,
+) -> Result<ze::ze_command_list_handle_t> {
+    let desc = ze::ze_command_queue_desc_t {
+        ordinal,
+        index: 0,
+        mode,
+        ..Default::default()
+    };
+    let mut list = ze::ze_command_list_handle_t::null();
+    // SAFETY: the caller's context and device handles are live; the descriptor and out-pointer are valid.
+    check("zeCommandListCreateImmediate", unsafe {
+        (api.zeCommandListCreateImmediate)(context, device, &desc, &mut list)
+    })?;
+    Ok(list)
+}
+
+impl Lists {
+    /// A synchronous copy list (on the copy engine when the device has one, else on compute) and a synchronous
+    /// compute list; whether the copy list is on a copy engine.
+    fn open(
+        api: &ze::ZeApi,
+        context: ze::ze_context_handle_t,
+        device: ze::ze_device_handle_t,
+    ) -> Result<(Lists, bool)> {
+        let (copy_ordinal, compute_ordinal) = ZeRuntime::queue_groups(api, device)?;
+        let sync = ze::ZE_COMMAND_QUEUE_MODE_SYNCHRONOUS;
+        let copy = immediate_list(
+            api,
+            context,
+            device,
+            copy_ordinal.unwrap_or(compute_ordinal),
+            sync,
+        )?;
+        let compute = match immediate_list(api, context, device, compute_ordinal, sync) {
+            Ok(c) => c,
+            Err(e) => {
+                // SAFETY: the list was just created and is not used.
+                unsafe { (api.zeCommandListDestroy)(copy) };
+                return Err(e);
+            }
+        };
+        let lists = Lists {
+            copy,
+            compute,
+            compute_async: None,
+            compute_ordinal,
+        };
+        Ok((lists, copy_ordinal.is_some()))
+    }
+}
+
 #[derive(Debug)]
 struct AmoKernels {
     module: ze::ze_module_handle_t,
@@ -219,28 +276,8 @@ impl ZeRuntime {
             (api.zeDeviceGetProperties)(device, &mut props)
         })?;
         let name = props.name.to_string_lossy();
-        let (copy_ordinal, compute_ordinal) = Self::queue_groups(&api, device)?;
-        let mk_list = |ordinal: u32| -> Result<ze::ze_command_list_handle_t> {
-            let desc = ze::ze_command_queue_desc_t {
-                ordinal,
-                index: 0,
-                mode: ze::ZE_COMMAND_QUEUE_MODE_SYNCHRONOUS,
-                ..Default::default()
-            };
-            let mut list = ze::ze_command_list_handle_t::null();
-            // SAFETY: valid context/device handles, descriptor and out-pointer.
-            check("zeCommandListCreateImmediate", unsafe {
-                (api.zeCommandListCreateImmediate)(context, device, &desc, &mut list)
-            })?;
-            Ok(list)
-        };
-        let lists = Lists {
-            copy: mk_list(copy_ordinal.unwrap_or(compute_ordinal))?,
-            compute: mk_list(compute_ordinal)?,
-            compute_async: None,
-            compute_ordinal,
-        };
-        tracing::debug!(device = %name, copy_engine = copy_ordinal.is_some(), "Level Zero device opened");
+        let (lists, copy_engine) = Lists::open(&api, context, device)?;
+        tracing::debug!(device = %name, copy_engine, "Level Zero device opened");
         Ok(Arc::new(ZeRuntime {
             api,
             driver,
@@ -248,7 +285,7 @@ impl ZeRuntime {
             context,
             owns_context,
             name,
-            copy_engine: copy_ordinal.is_some(),
+            copy_engine,
             lists: Mutex::new(lists),
             amo: Mutex::new(None),
             modules: Mutex::new(Vec::new()),
@@ -746,22 +783,13 @@ impl ZeRuntime {
             (None, _) => lists.compute,
             (Some(_), Some(l)) => l,
             (Some(_), None) => {
-                let desc = ze::ze_command_queue_desc_t {
-                    ordinal: lists.compute_ordinal,
-                    index: 0,
-                    mode: ze::ZE_COMMAND_QUEUE_MODE_ASYNCHRONOUS,
-                    ..Default::default()
-                };
-                let mut l = ze::ze_command_list_handle_t::null();
-                // SAFETY: valid context/device handles, descriptor and out-pointer.
-                check("zeCommandListCreateImmediate", unsafe {
-                    (self.api.zeCommandListCreateImmediate)(
-                        self.context,
-                        self.device,
-                        &desc,
-                        &mut l,
-                    )
-                })?;
+                let l = immediate_list(
+                    &self.api,
+                    self.context,
+                    self.device,
+                    lists.compute_ordinal,
+                    ze::ZE_COMMAND_QUEUE_MODE_ASYNCHRONOUS,
+                )?;
                 lists.compute_async = Some(l);
                 l
             }
@@ -830,41 +858,7 @@ impl ZeRuntime {
     fn service_lists(&self) -> Result<std::sync::MutexGuard<'_, Option<Lists>>> {
         let mut g = self.service.lock().unwrap_or_else(|p| p.into_inner());
         if g.is_none() {
-            let (copy_ordinal, compute_ordinal) = Self::queue_groups(&self.api, self.device)?;
-            let mk = |ordinal: u32| -> Result<ze::ze_command_list_handle_t> {
-                let desc = ze::ze_command_queue_desc_t {
-                    ordinal,
-                    index: 0,
-                    mode: ze::ZE_COMMAND_QUEUE_MODE_SYNCHRONOUS,
-                    ..Default::default()
-                };
-                let mut list = ze::ze_command_list_handle_t::null();
-                // SAFETY: valid context/device handles, descriptor and out-pointer.
-                check("zeCommandListCreateImmediate", unsafe {
-                    (self.api.zeCommandListCreateImmediate)(
-                        self.context,
-                        self.device,
-                        &desc,
-                        &mut list,
-                    )
-                })?;
-                Ok(list)
-            };
-            let copy = mk(copy_ordinal.unwrap_or(compute_ordinal))?;
-            let compute = match mk(compute_ordinal) {
-                Ok(c) => c,
-                Err(e) => {
-                    // SAFETY: the list was just created and is not used.
-                    unsafe { (self.api.zeCommandListDestroy)(copy) };
-                    return Err(e);
-                }
-            };
-            *g = Some(Lists {
-                copy,
-                compute,
-                compute_async: None,
-                compute_ordinal,
-            });
+            *g = Some(Lists::open(&self.api, self.context, self.device)?.0);
         }
         Ok(g)
     }

@@ -3,7 +3,7 @@
 //! `xpushmem-ops` (`ops/device/`), embedded here because launching them is only sound for kernels this library
 //! ships. Every `unsafe` block of the queue path lives in this file; `device/queue.rs` is the documented API.
 
-use super::ze::ZeRuntime;
+use super::ze::{immediate_list, ZeRuntime};
 use crate::device::{Device, Kernel, KernelArg, Module};
 use crate::error::{Error, Result};
 use level_zero_sys as ze;
@@ -170,16 +170,13 @@ impl Queue {
         let mut list = ze::ze_command_list_handle_t::null();
         let mut queue = None;
         if immediate {
-            let desc = ze::ze_command_queue_desc_t {
+            list = immediate_list(
+                api,
+                h.context(),
+                h.device(),
                 ordinal,
-                index: 0,
-                mode: ze::ZE_COMMAND_QUEUE_MODE_ASYNCHRONOUS,
-                ..Default::default()
-            };
-            // SAFETY: valid handles, descriptor and out-pointer.
-            check("zeCommandListCreateImmediate", unsafe {
-                (api.zeCommandListCreateImmediate)(h.context(), h.device(), &desc, &mut list)
-            })?;
+                ze::ZE_COMMAND_QUEUE_MODE_ASYNCHRONOUS,
+            )?;
         } else {
             let qdesc = ze::ze_command_queue_desc_t {
                 ordinal,
