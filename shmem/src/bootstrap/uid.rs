@@ -485,6 +485,9 @@ pub struct UidBootstrap {
     conn: Mutex<TcpStream>,
     /// Keeps the server thread of a rendezvous this process serves (the PE that called `get_unique_id`).
     server: Mutex<Option<Server>>,
+    /// The first news of a lost peer or a failed collective, kept: the server closes every connection right after
+    /// telling it, so a later look at the connection would see only that it closed.
+    news: Mutex<Option<Error>>,
 }
 
 impl UidBootstrap {
@@ -525,6 +528,7 @@ impl UidBootstrap {
             timeout,
             conn: Mutex::new(s),
             server: Mutex::new(server),
+            news: Mutex::new(None),
         };
         {
             let mut conn = b.lock();
@@ -563,6 +567,19 @@ impl UidBootstrap {
     }
 
     fn expect(&self, conn: &mut TcpStream, kind: u8, op: &str) -> Result<Vec<u8>> {
+        let r = self.read_expected(conn, kind, op);
+        if let Err(e @ (Error::PeerLost { .. } | Error::Bootstrap { .. })) = &r {
+            let mut news = self.news.lock().unwrap_or_else(|p| p.into_inner());
+            match &*news {
+                // What the server said before it closed the connection explains the closed connection.
+                Some(first) => return Err(first.clone()),
+                None => *news = Some(e.clone()),
+            }
+        }
+        r
+    }
+
+    fn read_expected(&self, conn: &mut TcpStream, kind: u8, op: &str) -> Result<Vec<u8>> {
         let start = Instant::now();
         match read_frame(conn) {
             Ok((k, p)) if k == kind => Ok(p),
@@ -618,6 +635,9 @@ impl Bootstrap for UidBootstrap {
         let Ok(mut conn) = self.conn.try_lock() else {
             return Ok(());
         };
+        if let Some(first) = &*self.news.lock().unwrap_or_else(|p| p.into_inner()) {
+            return Err(first.clone());
+        }
         let mut head = [0u8; 5];
         match rustix::net::recv(
             conn.as_fd(),

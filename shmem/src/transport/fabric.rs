@@ -493,11 +493,17 @@ impl Ep {
         let lost = is_lost(e.err) || e.err.unsigned_abs() == fi::FI_ECANCELED;
         self.lost |= lost;
         let err = if lost {
+            let cause = self.lost_first(pe);
+            let via = if cause == pe {
+                String::new()
+            } else {
+                format!(", which left after PE {cause} was lost")
+            };
             Error::PeerLost {
-                pe,
+                pe: cause,
                 me: self.me,
                 op: format!(
-                    "{what} over fabric provider {}: {} ({prov_text})",
+                    "{what} to PE {pe} over fabric provider {}: {} ({prov_text}){via}",
                     self.prov,
                     strerror(e.err as i64)
                 ),
@@ -692,6 +698,22 @@ impl Ep {
             o.parts_left += 1;
             return Ok(());
         }
+    }
+
+    /// The PE to name when the connection to `pe` broke: the one the bootstrap reports lost when it knows of one.
+    /// A PE that died makes the survivors leave, and a slower survivor's connection to one that has already left
+    /// breaks too; the job lost the dead PE, not the one that finalized. The bootstrap's news may trail the broken
+    /// connection by a moment, so it is asked twice.
+    fn lost_first(&self, pe: usize) -> usize {
+        for attempt in 0..2 {
+            if attempt > 0 {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            if let Err(Error::PeerLost { pe: first, .. }) = self.liveness.check_alive() {
+                return first;
+            }
+        }
+        pe
     }
 
     /// An error when the bootstrap knows of a lost peer: a peer that died may never answer (a provider need not

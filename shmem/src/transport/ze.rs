@@ -188,6 +188,7 @@ pub struct ZeRuntime {
     /// launch holding `lists`.
     service: Mutex<Option<Lists>>,
     /// Index of the device among the loader's devices (0 for adopted handles).
+    #[cfg_attr(not(xpushmem_fabric), allow(dead_code))] // used by the fabric transport
     index: usize,
 }
 
@@ -867,6 +868,7 @@ impl ZeRuntime {
     ///
     /// # Safety
     /// `dst` and `src` must each be valid for `len` bytes (device memory of this context, or host memory).
+    #[cfg_attr(not(xpushmem_fabric), allow(dead_code))] // used by the fabric transport
     pub(crate) unsafe fn service_copy(
         &self,
         dst: *mut u8,
@@ -897,6 +899,7 @@ impl ZeRuntime {
 
     /// An atomic on the word at `target` (device memory of this context, in bounds and aligned: checked by the
     /// caller) run on the service lane; the previous value.
+    #[cfg_attr(not(xpushmem_fabric), allow(dead_code))] // used by the fabric transport
     pub(crate) fn service_amo(
         &self,
         target: *mut u8,
@@ -908,6 +911,7 @@ impl ZeRuntime {
     }
 
     /// Allocate `len` bytes of host memory that kernels of this context can read and write (`zeMemAllocHost`).
+    #[cfg_attr(not(xpushmem_fabric), allow(dead_code))] // used by the fabric transport
     pub(crate) fn alloc_host(self: &Arc<Self>, len: usize) -> Result<HostAlloc> {
         let desc = ze::ze_host_mem_alloc_desc_t::default();
         let mut p: *mut c_void = std::ptr::null_mut();
@@ -926,6 +930,7 @@ impl ZeRuntime {
 
     /// Index of the device among the loader's devices (what `FI_HMEM_ZE` registrations name; 0 for adopted
     /// handles).
+    #[cfg_attr(not(xpushmem_fabric), allow(dead_code))] // used by the fabric transport
     pub(crate) fn device_index(&self) -> usize {
         self.index
     }
@@ -1071,6 +1076,7 @@ unsafe impl Sync for ZeEvent {}
 
 /// Host memory of a Level Zero context that kernels can access (`zeMemAllocHost`), freed on drop.
 #[derive(Debug)]
+#[cfg_attr(not(xpushmem_fabric), allow(dead_code))] // used by the fabric transport
 pub(crate) struct HostAlloc {
     rt: Arc<ZeRuntime>,
     ptr: *mut u8,
@@ -1082,6 +1088,7 @@ unsafe impl Send for HostAlloc {}
 // SAFETY: as above.
 unsafe impl Sync for HostAlloc {}
 
+#[cfg_attr(not(xpushmem_fabric), allow(dead_code))] // used by the fabric transport
 impl HostAlloc {
     /// The first byte (a host address, also valid in kernels of the context).
     pub(crate) fn ptr(&self) -> *mut u8 {
