@@ -88,15 +88,15 @@ env_table! {
     abort_on_error: bool = "XPUSHMEM_ERROR_MODE", "return", error_mode;
     /// team slots in the symmetric heap (2..4096; TEAM_WORLD and TEAM_SHARED take two); more live teams is an error
     teams_max: OnUse<usize> = "XPUSHMEM_TEAMS_MAX", "64", on_use(team_slots);
-    /// the pattern of every collective synchronisation (the agreement that carries each call's identity): auto (dissemination), linear, dissemination, tree
+    /// the pattern of every collective synchronisation (the agreement that carries each call's identity): auto (hierarchical on a team spanning nodes with 2+ members on a node, else dissemination), linear, dissemination, tree, hierarchical
     barrier_algorithm: OnUse<crate::team::BarrierAlgo> = "XPUSHMEM_BARRIER_ALGORITHM", "auto", on_use(algorithm::<crate::team::BarrierAlgo>);
-    /// broadcast algorithm: auto, linear, binomial, pipelined
+    /// broadcast algorithm: auto, linear, binomial, pipelined, eager, hierarchical
     broadcast_algorithm: OnUse<crate::coll::BroadcastAlgo> = "XPUSHMEM_BROADCAST_ALGORITHM", "auto", on_use(algorithm::<crate::coll::BroadcastAlgo>);
     /// fcollect/collect algorithm: auto, direct, ring
     collect_algorithm: OnUse<crate::coll::CollectAlgo> = "XPUSHMEM_COLLECT_ALGORITHM", "auto", on_use(algorithm::<crate::coll::CollectAlgo>);
     /// alltoall/alltoalls algorithm: auto, pairwise, direct
     alltoall_algorithm: OnUse<crate::coll::AlltoallAlgo> = "XPUSHMEM_ALLTOALL_ALGORITHM", "auto", on_use(algorithm::<crate::coll::AlltoallAlgo>);
-    /// reduction algorithm: auto, linear, recursive-doubling, ring
+    /// reduction algorithm: auto, linear, recursive-doubling, ring, eager, hierarchical
     reduce_algorithm: OnUse<crate::coll::ReduceAlgo> = "XPUSHMEM_REDUCE_ALGORITHM", "auto", on_use(algorithm::<crate::coll::ReduceAlgo>);
     /// reduce_scatter algorithm: auto, linear
     reduce_scatter_algorithm: OnUse<crate::coll::ReduceScatterAlgo> = "XPUSHMEM_REDUCE_SCATTER_ALGORITHM", "auto", on_use(algorithm::<crate::coll::ReduceScatterAlgo>);

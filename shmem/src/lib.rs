@@ -55,7 +55,7 @@ pub use runtime::{
     get_unique_id, init, init_attr, init_single, init_thread, BootstrapSpec, InitAttr, Nodes, Shmem,
 };
 pub use sync::SyncInt;
-pub use team::{Agreement, Messages, Team, TeamConfig};
+pub use team::{Agreement, Messages, NodeAwareStats, Team, TeamConfig};
 pub use types::{AtomicInt, AtomicWord, Cmp, SignalOp, SymRef, SymSlice, Symmetric, ThreadLevel};
 
 /// The crate version.

@@ -6,19 +6,22 @@ use crate::runtime::Shmem;
 use crate::team::{layout, Team};
 use crate::types::{SymSlice, Symmetric};
 
-/// The algorithm for a team of `n` and `bytes` of data (`fits`: they fit in a message of the exchange).
+/// The algorithm for a team of `n` and `bytes` of data (`fits`: they fit in a message of the exchange; `hier`:
+/// the team's node layout pays for the node-aware algorithm).
 fn resolve(
     a: BroadcastAlgo,
     cfg: &crate::config::Config,
     n: usize,
     bytes: usize,
     fits: bool,
+    hier: bool,
 ) -> Result<BroadcastAlgo> {
     use BroadcastAlgo::{Auto, Eager};
     Ok(match a.with_cfg(cfg)? {
         Auto | Eager if fits => Eager,
         Auto | Eager if n <= 2 => BroadcastAlgo::Linear,
         Auto | Eager if bytes >= 256 << 10 => BroadcastAlgo::Pipelined,
+        Auto | Eager if hier => BroadcastAlgo::Hierarchical,
         Auto | Eager if n <= 4 => BroadcastAlgo::Linear,
         Auto | Eager => BroadcastAlgo::Binomial,
         x => x,
@@ -77,7 +80,8 @@ impl Shmem {
         let (n, me) = (ctx.n(), ctx.idx());
         let bytes = nelems.saturating_mul(std::mem::size_of::<T>());
         let chunk = self.cfg.coll_chunk_bytes.clone();
-        let algo = resolve(algo, &self.cfg, n, bytes, ctx.eager_fits(bytes));
+        let hier = ctx.groups().pays();
+        let algo = resolve(algo, &self.cfg, n, bytes, ctx.eager_fits(bytes), hier);
         let local = (|| {
             if root >= n {
                 return Err(Error::InvalidPe {
@@ -147,6 +151,7 @@ impl Shmem {
         match algo {
             BroadcastAlgo::Pipelined => pipelined(&mut ctx, dest, src, root, chunk),
             BroadcastAlgo::Binomial => binomial(&mut ctx, dest, src, root),
+            BroadcastAlgo::Hierarchical => hierarchical(&mut ctx, dest, src, root),
             _ => linear(&mut ctx, dest, src, root),
         }
     }
@@ -245,6 +250,54 @@ fn pipelined<T: Symmetric>(
     }
     if v == 0 {
         ctx.copy(dest, me, src, me)?;
+    }
+    Ok(())
+}
+
+/// The node-aware broadcast: the root's node is served by the root itself, every other node by its leader. The
+/// root first puts the data into every other node's leader (in node order after its own: the inter-node transfers
+/// start first), then into the members of its own node; each leader, once its data arrived, copies it from its
+/// own `dest` into its node's members over shared memory.
+fn hierarchical<T: Symmetric>(
+    ctx: &mut Ctx<'_>,
+    dest: SymSlice<T>,
+    src: SymSlice<T>,
+    root: usize,
+) -> Result<()> {
+    let me = ctx.idx();
+    let groups = ctx.groups();
+    let (rg, g) = (groups.group_of[root], groups.group_of[me]);
+    let head = |k: usize| {
+        if k == rg {
+            root
+        } else {
+            groups.leader(k)
+        }
+    };
+    ctx.count_node_aware(|c| &c.broadcasts);
+    if me == root {
+        let count = groups.count();
+        for k in (1..count).map(|k| (rg + k) % count) {
+            let h = head(k);
+            ctx.copy(dest, h, src, root)?;
+            ctx.signal(layout::SIG_DATA, h)?;
+        }
+        for &m in groups.members[rg].iter().filter(|&&m| m != root) {
+            ctx.copy(dest, m, src, root)?;
+            ctx.signal(layout::SIG_DATA, m)?;
+        }
+        return ctx.copy(dest, me, src, me);
+    }
+    let h = head(g);
+    let from = ctx.pe(if h == me { root } else { h });
+    ctx.wait(layout::SIG_DATA, 1, &|| {
+        format!("broadcast (hierarchical): waiting for the data from PE {from}")
+    })?;
+    if h == me {
+        for &m in groups.members[g].iter().filter(|&&m| m != me) {
+            ctx.copy(dest, m, dest, me)?;
+            ctx.signal(layout::SIG_DATA, m)?;
+        }
     }
     Ok(())
 }

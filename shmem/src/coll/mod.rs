@@ -13,13 +13,21 @@
 //!
 //! | collective | rule |
 //! |---|---|
-//! | barrier / sync | the team's agreement (a dissemination all-reduce that carries the call's identity) |
-//! | broadcast | eager when the data fits in a message; linear for n <= 2; pipelined for bytes >= 256 KiB; linear for n <= 4; else binomial |
+//! | barrier / sync | the team's agreement (an all-reduce that carries the call's identity): hierarchical on a team that spans nodes with a node holding 2+ of its members, else dissemination |
+//! | broadcast | eager when the data fits in a message; linear for n <= 2; pipelined for bytes >= 256 KiB; hierarchical on a team that spans nodes with a node holding 2+ of its members; linear for n <= 4; else binomial |
 //! | fcollect / collect | eager when a block fits in a message (fcollect); ring for n > 8 and bytes >= 64 KiB (fcollect), else direct |
 //! | alltoall(s) | eager when a block fits in a message; pairwise for n > 16, else direct |
-//! | reduce | eager when the source fits in a message; linear for n <= 2 or (bytes <= 4 KiB and n <= 4); recursive doubling below the ring cutover (`XPUSHMEM_REDUCE_RING_SIZE`, default 256 KiB, divided by n / 4 above 4 PEs); else ring |
+//! | reduce | eager when the source fits in a message; below the ring cutover (`XPUSHMEM_REDUCE_RING_SIZE`, default 256 KiB up to 4 PEs, 64 KiB above): hierarchical on a team that spans nodes with a node holding 2+ of its members, else linear for n <= 2 or (bytes <= 4 KiB and n <= 4), else recursive doubling; ring above |
 //! | reduce_scatter | linear |
 //! | inscan / exscan | linear for n <= 16, else chain |
+//!
+//! ## Node-aware algorithms
+//! A team's members are grouped by the node they share memory on (`Shmem::team_node_groups`; with
+//! `XPUSHMEM_TRANSPORT=fabric` every member is a group of its own), each group led by its first member. When the
+//! team has several groups and one holds two members or more, `Auto` takes the hierarchical agreement (every
+//! barrier, sync and collective's first step), broadcast and reduction: an intra-node phase over shared memory to
+//! the leader, an inter-node phase among the leaders only, an intra-node release. The eager (exchange) paths stay
+//! flat: their whole cost is one message latency, which a second hop would not beat.
 //!
 //! A message of the team's exchange holds a few KiB divided by the team size (`Shmem::team_exchange_capacity`):
 //! the eager algorithms are the small-message path, whose whole cost is one signalled message per pair of members
@@ -75,6 +83,10 @@ algo_enum!(
         /// The data travels inside the agreement: one signalled message from the root to each member (when it
         /// fits in the team's exchange area; otherwise as `Auto` without it).
         Eager = "eager",
+        /// Node-aware: the root puts the data into the leader of every other node of the team (see
+        /// `Shmem::team_node_groups`), then the members of its own node; each leader forwards it to the members
+        /// of its node over shared memory. One inter-node transfer per other node.
+        Hierarchical = "hierarchical" | "hier" | "node-aware",
     }
 );
 
@@ -117,6 +129,11 @@ algo_enum!(
         /// which folds them in member order (when it fits in the team's exchange area; otherwise as `Auto`
         /// without it).
         Eager = "eager",
+        /// Node-aware: each node's leader folds its node's sources (over shared memory, in member order), the
+        /// leaders exchange these partials and fold them in node order (the order of `Shmem::team_node_groups`),
+        /// then each leader hands the result to the members of its node. One inter-node transfer per pair of
+        /// leaders.
+        Hierarchical = "hierarchical" | "hier" | "node-aware",
     }
 );
 

@@ -2,7 +2,9 @@
 //! sum/prod_reduce` forms, and `reduce_scatter`.
 //!
 //! Integer sums and products wrap; float results are the same on every member (each combination is computed in
-//! one canonical order), though the order — and so the rounding — depends on the algorithm.
+//! one canonical order), though the order — and so the rounding — depends on the algorithm (the hierarchical one:
+//! each node's members in team order, then the nodes' partials in node order; see its function). Integer results
+//! are the same whatever the algorithm (every operator is associative and commutative on integers).
 
 use super::{
     block, need_len, overlap, type_code, BarrierAlgo, CallId, Ctx, ReduceAlgo, ReduceScatterAlgo,
@@ -194,12 +196,16 @@ pub(crate) fn same_or_disjoint<T: Symmetric>(dest: SymSlice<T>, src: SymSlice<T>
 /// data per PE than the ring, and 64 KiB above, where its log2(n) full-size rounds outgrow the ring's 2 (n-1)/n)
 /// the ring's traffic per PE does not grow with the team. Two PEs take the ring above the cutover too: the linear
 /// algorithm below it reads both inputs whole on both PEs (twice the ring's reads) into fresh full-size buffers.
+///
+/// On a team whose node layout pays for it (`hier`), below the cutover: the node-aware algorithm, whose inter-node
+/// traffic is one partial per pair of node leaders.
 fn resolve(
     a: ReduceAlgo,
     cfg: &crate::config::Config,
     n: usize,
     bytes: usize,
     fits: bool,
+    hier: bool,
 ) -> Result<ReduceAlgo> {
     use ReduceAlgo::{Auto, Eager};
     let ring_from = cfg
@@ -207,6 +213,7 @@ fn resolve(
         .unwrap_or(if n <= 4 { 256 << 10 } else { 64 << 10 });
     Ok(match a.with_cfg(cfg)? {
         Auto | Eager if fits => Eager,
+        Auto | Eager if hier && bytes < ring_from => ReduceAlgo::Hierarchical,
         Auto | Eager if (n <= 2 && bytes < ring_from) || bytes <= 4096 && n <= 4 => {
             ReduceAlgo::Linear
         }
@@ -273,7 +280,8 @@ impl Shmem {
         let mut ctx = team.ctx(self, OP)?;
         let n = ctx.n();
         let bytes = nreduce.saturating_mul(std::mem::size_of::<T>());
-        let algo = resolve(algo, &self.cfg, n, bytes, ctx.eager_fits(bytes));
+        let hier = ctx.groups().pays();
+        let algo = resolve(algo, &self.cfg, n, bytes, ctx.eager_fits(bytes), hier);
         let local = (|| {
             check_op::<T>(op)?;
             need_len(dest, nreduce, "dest", OP)?;
@@ -357,6 +365,7 @@ impl Shmem {
         match algo {
             ReduceAlgo::RecursiveDoubling => recursive_doubling(&mut ctx, op, dest, src),
             ReduceAlgo::Ring => ring(&mut ctx, op, dest, src),
+            ReduceAlgo::Hierarchical => hierarchical(&mut ctx, op, dest, src),
             _ => linear(&mut ctx, op, dest, src),
         }
     }
@@ -438,6 +447,78 @@ fn linear<T: Reducible>(
     }
     ctx.barrier(BarrierAlgo::Auto)?;
     ctx.sh.put(dest, &acc, ctx.sh.my_pe())
+}
+
+/// The node-aware reduction. Each node's leader reads its node's sources over shared memory and folds them in
+/// member order into its `dest` (the node's partial), then signals every other leader; each leader reads every
+/// other leader's partial and folds the partials in node order (the order of `Shmem::team_node_groups`: the same
+/// on every leader, so floating-point results agree), acknowledges the reads, and once its own partial was read
+/// by every other leader writes the result into its `dest` and its node's members' `dest`, signalling each.
+///
+/// Float results: `(((s_a0 op s_a1) op ...) op ((s_b0 op s_b1) op ...)) op ...` for nodes a, b, ... in node
+/// order and members in team order: deterministic, though not the flat algorithms' order.
+fn hierarchical<T: Reducible>(
+    ctx: &mut Ctx<'_>,
+    op: ReduceOp,
+    dest: SymSlice<T>,
+    src: SymSlice<T>,
+) -> Result<()> {
+    let me = ctx.idx();
+    let my_pe = ctx.sh.my_pe();
+    let groups = ctx.groups();
+    let g = groups.group_of[me];
+    let leader = groups.leader(g);
+    ctx.count_node_aware(|c| &c.reductions);
+    if leader != me {
+        let l = ctx.pe(leader);
+        return ctx.wait(layout::SIG_DATA, 1, &|| {
+            format!("reduce (hierarchical): waiting for the result from PE {l}, this node's leader")
+        });
+    }
+    // The node's partial (every source read before any `dest` of the node is written: dest may be the source).
+    let mine = &groups.members[g];
+    let mut acc = ctx.fetch(src, mine[0])?;
+    for &m in &mine[1..] {
+        combine_into(op, &mut acc, &ctx.fetch(src, m)?, false);
+    }
+    let count = groups.count();
+    let others = || (1..count).map(|k| groups.leader((g + k) % count));
+    if count > 1 {
+        ctx.sh.put(dest, &acc, my_pe)?;
+        for o in others() {
+            ctx.signal(layout::SIG_DATA, o)?;
+        }
+        ctx.wait(layout::SIG_DATA, count as u64 - 1, &|| {
+            "reduce (hierarchical): waiting for the other nodes' partials".to_string()
+        })?;
+        let mut total: Option<Vec<T>> = None;
+        for k in 0..count {
+            let part = if k == g {
+                std::mem::take(&mut acc)
+            } else {
+                ctx.fetch(dest, groups.leader(k))?
+            };
+            match &mut total {
+                None => total = Some(part),
+                Some(t) => combine_into(op, t, &part, false),
+            }
+        }
+        acc = total.unwrap_or_default();
+        for o in others() {
+            ctx.signal(layout::SIG_DONE, o)?;
+        }
+        // Nobody reads this leader's partial any more once every other leader acknowledged.
+        ctx.wait(layout::SIG_DONE, count as u64 - 1, &|| {
+            "reduce (hierarchical): waiting for the other leaders to read this node's partial"
+                .to_string()
+        })?;
+    }
+    ctx.sh.put(dest, &acc, my_pe)?;
+    for &m in &mine[1..] {
+        ctx.copy(dest, m, dest, me)?;
+        ctx.signal(layout::SIG_DATA, m)?;
+    }
+    Ok(())
 }
 
 /// Pairwise exchange in log2 rounds, pulling the partner's partial from its `dest` (which holds it between the

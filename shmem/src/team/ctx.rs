@@ -166,7 +166,8 @@ pub(crate) use algo_enum;
 
 algo_enum!(
     /// Barrier algorithms. Every one is the agreement's pattern: it carries the call's identity (so a barrier that
-    /// meets another collective fails on both sides); `Auto` is `Dissemination`. Every member must choose alike.
+    /// meets another collective fails on both sides); `Auto` is `Hierarchical` on a team that spans nodes with a
+    /// node holding two of its members or more, else `Dissemination`. Every member must choose alike.
     BarrierAlgo, "XPUSHMEM_BARRIER_ALGORITHM", {
         /// Everyone signals member 0, which reads every member's identity and releases everyone with the verdict:
         /// 2 steps, O(n) work at member 0.
@@ -176,6 +177,11 @@ algo_enum!(
         /// Binary tree: arrivals go up with their subtree's verdict, the release comes down with the whole team's
         /// (2 log2 n steps, 2n messages in total).
         Tree = "tree",
+        /// Node-aware: the members of each node (`Shmem::team_node_groups`) send their verdict up a tree of
+        /// fan-in 8 to the node's leader over shared memory, the leaders run the dissemination among themselves
+        /// (ceil(log2 nodes) rounds), and each leader releases its node down the same tree. `Auto` takes it when the
+        /// team spans nodes and a node holds two of its members or more.
+        Hierarchical = "hierarchical" | "hier" | "node-aware",
     }
 );
 
@@ -410,6 +416,16 @@ pub(crate) fn digest(words: &[u64]) -> u64 {
     h
 }
 
+/// Fan-in of the trees inside each node of the hierarchical agreement (a leader hears from up to this many
+/// members of its node, each from as many below it).
+const HIER_FANIN: usize = 8;
+const _: () = assert!(HIER_FANIN + 2 < layout::AGREE_ROUNDS);
+
+/// Two agreement messages combined: failed (OR), lowest and highest digest.
+fn fold3(a: [u64; 3], b: [u64; 3]) -> [u64; 3] {
+    [a[0] | b[0], a[1].min(b[1]), a[2].max(b[2])]
+}
+
 /// An agreement message's three words as bytes.
 fn words_bytes(v: &[u64; 3]) -> [u8; 24] {
     let mut b = [0u8; 24];
@@ -479,6 +495,19 @@ impl<'a> Ctx<'a> {
     /// Global PE of member `i`.
     pub(crate) fn pe(&self, i: usize) -> usize {
         self.team.members.pe(i)
+    }
+
+    /// The team's node layout (`groups.rs`).
+    pub(crate) fn groups(&self) -> std::sync::Arc<crate::team::Groups> {
+        self.team.groups(self.sh)
+    }
+
+    /// Count one run of a node-aware algorithm (`NodeAwareStats`).
+    pub(crate) fn count_node_aware(
+        &self,
+        what: fn(&crate::team::NodeAwareCounters) -> &std::sync::atomic::AtomicU64,
+    ) {
+        crate::team::NodeAwareCounters::bump(what(&self.sh.teams().node_aware));
     }
 
     fn word(&self, w: usize) -> usize {
@@ -1033,6 +1062,7 @@ impl<'a> Ctx<'a> {
         let (failed, lo, hi) = match pattern {
             BarrierAlgo::Linear => self.reduce_linear(seq, at, !ok, compare_all)?,
             BarrierAlgo::Tree => self.reduce_tree(seq, !ok, digest(d))?,
+            BarrierAlgo::Hierarchical => self.reduce_hier(seq, !ok, digest(d))?,
             _ => self.all_reduce(seq, !ok, digest(d))?,
         };
         let clean = !failed && lo == hi;
@@ -1084,46 +1114,135 @@ impl<'a> Ctx<'a> {
 
     /// The dissemination all-reduce of (failed: OR, digest: min and max) over the team; also a barrier.
     fn all_reduce(&mut self, seq: u64, failed: bool, dig: u64) -> Result<(bool, u64, u64)> {
-        use layout::*;
         let (n, me) = (self.n(), self.idx());
-        let mut v = [failed as u64, dig, dig];
+        let v = self.disseminate(
+            seq,
+            [failed as u64, dig, dig],
+            n,
+            me,
+            &|k| k,
+            0,
+            "agreement",
+        )?;
+        Ok((v[0] != 0, v[1], v[2]))
+    }
+
+    /// The dissemination all-reduce of `v` over `count` members, `member(k)` the team rank of the k-th and this PE
+    /// the `mine`-th, in the agreement slots from `first` on (one per round).
+    #[allow(clippy::too_many_arguments)]
+    fn disseminate(
+        &mut self,
+        seq: u64,
+        mut v: [u64; 3],
+        count: usize,
+        mine: usize,
+        member: &dyn Fn(usize) -> usize,
+        first: usize,
+        what: &str,
+    ) -> Result<[u64; 3]> {
+        use layout::*;
         let base = AGREE + (seq % 2) as usize * AGREE_ROUNDS * AGREE_ROUND_WORDS;
         let mut dist = 1usize;
         let mut round = 0usize;
-        while dist < n {
-            if round >= AGREE_ROUNDS {
+        while dist < count {
+            if first + round >= AGREE_ROUNDS {
                 return Err(Error::State(format!(
-                    "{}: a team of {n} PEs needs more than {AGREE_ROUNDS} agreement rounds",
-                    self.op
+                    "{}: {count} members need more than {} agreement rounds",
+                    self.op,
+                    AGREE_ROUNDS - first
                 )));
             }
-            let flag = base + round * AGREE_ROUND_WORDS;
-            let partner = self.win((me + dist) % n)?;
-            let bytes = words_bytes(&v);
-            // Words then flag in one ordered operation: a transport that completes later never shows the flag first.
-            let _issued = partner.put_signal_nbi(
-                self.word(flag + 1),
-                &bytes,
-                self.word(flag),
-                AmoOp::Set,
-                seq,
-            )?;
-            let from_idx = (me + n - dist) % n;
+            let flag = base + (first + round) * AGREE_ROUND_WORDS;
+            let to = member((mine + dist) % count);
+            self.send3(to, flag, &v, seq)?;
+            let from_idx = member((mine + count - dist) % count);
             let from = self.pe(from_idx);
             let got = if self.wait_from(flag, seq, from_idx, false, &|| {
-                format!("agreement round {round}: waiting for PE {from}")
+                format!("{what} round {round}: waiting for PE {from}")
             })? {
                 self.read3(flag + 1)?
             } else {
                 // That member is in an exchange: it never sends this round; the agreement fails everywhere.
                 [1, 0, u64::MAX]
             };
-            v[0] |= got[0];
-            v[1] = v[1].min(got[1]);
-            v[2] = v[2].max(got[2]);
+            v = fold3(v, got);
             dist <<= 1;
             round += 1;
         }
+        Ok(v)
+    }
+
+    /// Put an agreement message `v` into the slot whose flag is word `flag` of member `to`, and raise the flag to
+    /// `seq`: the words then the flag in one ordered operation (a transport that completes later never shows the
+    /// flag first).
+    fn send3(&self, to: usize, flag: usize, v: &[u64; 3], seq: u64) -> Result<()> {
+        let bytes = words_bytes(v);
+        let _issued = self.win(to)?.put_signal_nbi(
+            self.word(flag + 1),
+            &bytes,
+            self.word(flag),
+            AmoOp::Set,
+            seq,
+        )?;
+        Ok(())
+    }
+
+    /// The agreement's reduction over the team's node layout (the hierarchical barrier, see `groups.rs`). Inside
+    /// each group the members form a tree of fan-in [`HIER_FANIN`] rooted at the leader (group rank r's parent is
+    /// (r - 1) / fan-in): children write into slots 0..fan-in of their parent's agreement area, the leader combines
+    /// its group's verdict, the leaders run the dissemination among themselves in the slots from fan-in + 1 on,
+    /// and the verdict of the whole team comes back down each group's tree in slot fan-in. A member found in an
+    /// exchange counts as a failure (as in the other patterns).
+    fn reduce_hier(&mut self, seq: u64, failed: bool, dig: u64) -> Result<(bool, u64, u64)> {
+        use layout::*;
+        const F: usize = HIER_FANIN;
+        let me = self.idx();
+        let groups = self.groups();
+        let g = groups.group_of[me];
+        let mem = &groups.members[g];
+        let r = groups.rank_in[me];
+        let base = AGREE + (seq % 2) as usize * AGREE_ROUNDS * AGREE_ROUND_WORDS;
+        let slot = |k: usize| base + k * AGREE_ROUND_WORDS;
+        let mut v = [failed as u64, dig, dig];
+        let children = (F * r + 1..(F * r + F + 1).min(mem.len())).map(|c| mem[c]);
+        for (k, c) in children.clone().enumerate() {
+            let child = self.pe(c);
+            let got = if self.wait_from(slot(k), seq, c, false, &|| {
+                format!("hierarchical barrier: waiting for PE {child} of this node")
+            })? {
+                self.read3(slot(k) + 1)?
+            } else {
+                [1, 0, u64::MAX]
+            };
+            v = fold3(v, got);
+        }
+        if r > 0 {
+            let parent = mem[(r - 1) / F];
+            self.send3(parent, slot((r - 1) % F), &v, seq)?;
+            let p = self.pe(parent);
+            v = if self.wait_from(slot(F), seq, parent, false, &|| {
+                format!("hierarchical barrier: waiting for the release from PE {p} of this node")
+            })? {
+                self.read3(slot(F) + 1)?
+            } else {
+                [1, 0, u64::MAX]
+            };
+        } else {
+            let leaders = groups.count();
+            v = self.disseminate(
+                seq,
+                v,
+                leaders,
+                g,
+                &|k| groups.leader(k),
+                F + 1,
+                "hierarchical barrier (node leaders)",
+            )?;
+        }
+        for c in children {
+            self.send3(c, slot(F), &v, seq)?;
+        }
+        self.count_node_aware(|c| &c.agreements);
         Ok((v[0] != 0, v[1], v[2]))
     }
 
@@ -1135,8 +1254,9 @@ impl<'a> Ctx<'a> {
     }
 
     /// The agreement's communication pattern: `algo`, or for `Auto` the configured barrier algorithm
-    /// (`XPUSHMEM_BARRIER_ALGORITHM`; dissemination by default). Every agreement of a job takes the same pattern,
-    /// so calls that meet always compare their identities. `strict`: an unusable configured value is this call's
+    /// (`XPUSHMEM_BARRIER_ALGORITHM`; by default hierarchical on a team whose node layout pays for it, see
+    /// `groups.rs`, else dissemination). Every agreement of a team takes the same pattern (the layout is the same
+    /// on every member), so calls that meet always compare their identities. `strict`: an unusable configured value is this call's
     /// error (the team barriers); otherwise (allocations, collectives, `barrier_all`, finalize) the default.
     fn pattern(&self, algo: BarrierAlgo, strict: bool) -> Result<BarrierAlgo> {
         // The configuration parsed at init (a field read, not the global configuration's lock and clone).
@@ -1151,8 +1271,16 @@ impl<'a> Ctx<'a> {
         Ok(match configured {
             BarrierAlgo::Linear if self.n() > 1 => BarrierAlgo::Linear,
             BarrierAlgo::Tree if self.n() > 1 => BarrierAlgo::Tree,
+            BarrierAlgo::Hierarchical if self.n() > 1 => BarrierAlgo::Hierarchical,
+            BarrierAlgo::Auto if self.n() > 1 && self.groups().pays() => BarrierAlgo::Hierarchical,
             _ => BarrierAlgo::Dissemination,
         })
+    }
+
+    /// The pattern `Auto` takes on this team (`Shmem::team_barrier_algorithm`); an error for an unusable
+    /// `XPUSHMEM_BARRIER_ALGORITHM`.
+    pub(crate) fn auto_pattern(&self) -> Result<BarrierAlgo> {
+        self.pattern(BarrierAlgo::Auto, true)
     }
 
     /// A synchronisation as call `call` over `pattern` (every algorithm carries the call's identity).

@@ -25,6 +25,7 @@
 //! is an error naming `XPUSHMEM_TEAMS_MAX`.
 
 mod ctx;
+mod groups;
 
 #[cfg(test)]
 pub(crate) use ctx::describe;
@@ -32,12 +33,13 @@ pub use ctx::BarrierAlgo;
 pub(crate) use ctx::{
     algo_enum, digest, layout, name_word, type_code, CallId, Ctx, Space, COMMON, INFO,
 };
+pub(crate) use groups::Groups;
 
 use crate::error::{Error, Result};
 use crate::runtime::Shmem;
 use std::fmt;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// Largest accepted `XPUSHMEM_TEAMS_MAX` (the free-slot mask must fit its exchange words).
 pub const TEAMS_MAX_LIMIT: usize = 64 * 64;
@@ -186,6 +188,8 @@ pub(crate) struct TeamInner {
     config: TeamConfig,
     pub(crate) state: Mutex<TeamState>,
     destroyed: AtomicBool,
+    /// The team's node layout (`groups.rs`), computed on first use.
+    groups: OnceLock<Arc<Groups>>,
 }
 
 impl TeamInner {
@@ -202,7 +206,53 @@ impl TeamInner {
                 xbuf: Vec::new(),
             }),
             destroyed: AtomicBool::new(false),
+            groups: OnceLock::new(),
         }
+    }
+
+    /// The team's node layout (see `groups.rs`): computed once from the node table and the transport mode.
+    pub(crate) fn groups(&self, sh: &Shmem) -> Arc<Groups> {
+        Arc::clone(self.groups.get_or_init(|| {
+            // With every peer forced onto the fabric no two PEs share memory: each is a domain of its own (the
+            // PE numbers, offset past the node numbers).
+            let forced = sh.cfg.transport == crate::config::TransportMode::Fabric;
+            let n_pes = sh.n_pes();
+            Arc::new(Groups::new(self.members.len(), |i| {
+                let pe = self.members.pe(i);
+                if forced {
+                    n_pes + pe
+                } else {
+                    sh.nodes().node_of(pe)
+                }
+            }))
+        }))
+    }
+}
+
+/// How many times this PE ran the node-aware (hierarchical) algorithms, since start-up
+/// ([`Shmem::node_aware_stats`]): a way to check which path a collective took.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NodeAwareStats {
+    /// Hierarchical agreements: barriers and syncs, and the agreement every collective starts with.
+    pub agreements: u64,
+    /// Hierarchical broadcasts ([`crate::coll::BroadcastAlgo::Hierarchical`]).
+    pub broadcasts: u64,
+    /// Hierarchical reductions ([`crate::coll::ReduceAlgo::Hierarchical`]).
+    pub reductions: u64,
+}
+
+/// The counters behind [`NodeAwareStats`].
+#[derive(Debug, Default)]
+pub(crate) struct NodeAwareCounters {
+    pub agreements: AtomicU64,
+    pub broadcasts: AtomicU64,
+    pub reductions: AtomicU64,
+}
+
+impl NodeAwareCounters {
+    /// Count one run.
+    pub(crate) fn bump(c: &AtomicU64) {
+        c.fetch_add(1, Ordering::Relaxed);
     }
 }
 
@@ -225,6 +275,8 @@ pub(crate) struct Teams {
     used: Mutex<Vec<u64>>,
     world: Arc<TeamInner>,
     shared: Arc<TeamInner>,
+    /// Runs of the node-aware algorithms.
+    pub(crate) node_aware: NodeAwareCounters,
 }
 
 impl Teams {
@@ -251,6 +303,7 @@ impl Teams {
             used: Mutex::new(vec![(1 << WORLD_SLOT) | (1 << SHARED_SLOT)]),
             world: Arc::new(world),
             shared: Arc::new(shared),
+            node_aware: NodeAwareCounters::default(),
         }
     }
 
@@ -632,6 +685,32 @@ impl Shmem {
     /// The runtime's team bookkeeping.
     pub(crate) fn teams(&self) -> &Teams {
         &self.teams
+    }
+
+    /// The node-aware groups of `team`: its members (team ranks) grouped by the node they share memory on, each
+    /// group in team order, led by its first member; groups in the order of their leaders. With
+    /// `XPUSHMEM_TRANSPORT=fabric` every member is a group of its own. The hierarchical algorithms run an
+    /// intra-group phase over shared memory, an inter-group phase among the leaders, then an intra-group release.
+    pub fn team_node_groups(&self, team: &Team) -> Vec<Vec<usize>> {
+        team.inner.groups(self).members.clone()
+    }
+
+    /// The algorithm `team`'s barriers, syncs and collective agreements take with [`BarrierAlgo::Auto`]:
+    /// `XPUSHMEM_BARRIER_ALGORITHM` when set, otherwise [`BarrierAlgo::Hierarchical`] when the team spans more
+    /// than one node and a node holds two of its members or more ([`Shmem::team_node_groups`]), else
+    /// [`BarrierAlgo::Dissemination`]. An error when the variable holds an unknown name.
+    pub fn team_barrier_algorithm(&self, team: &Team) -> Result<BarrierAlgo> {
+        team.ctx(self, "team_barrier_algorithm")?.auto_pattern()
+    }
+
+    /// How many times this PE ran the node-aware algorithms since start-up.
+    pub fn node_aware_stats(&self) -> NodeAwareStats {
+        let c = &self.teams().node_aware;
+        NodeAwareStats {
+            agreements: c.agreements.load(Ordering::Relaxed),
+            broadcasts: c.broadcasts.load(Ordering::Relaxed),
+            reductions: c.reductions.load(Ordering::Relaxed),
+        }
     }
 
     /// `TEAM_WORLD`: every PE, numbered as by [`Shmem::my_pe`]. Not collective; the team's scratch is made by its

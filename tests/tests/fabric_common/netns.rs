@@ -155,3 +155,102 @@ pub fn example_env(prog: &str) -> Vec<(String, String)> {
     env.push(("XPUSHMEM_HEAP".into(), "device".into()));
     env
 }
+
+/// One PE's end of a job started by [`run_uid_job`]: the unique ID (PE 0 makes it and publishes it in the file
+/// the launcher named, the others read it), then init through the unique-ID bootstrap.
+pub fn uid_init() -> xpushmem::Result<xpushmem::Shmem> {
+    let var = |k: &str| std::env::var(k).unwrap_or_else(|_| panic!("{k} is set for the PEs"));
+    let rank: usize = var("NETNS_RANK").parse().expect("rank");
+    let size: usize = var("NETNS_SIZE").parse().expect("size");
+    let file = std::path::PathBuf::from(var("NETNS_ID_FILE"));
+    let uid = if rank == 0 {
+        let id = xpushmem::get_unique_id()?;
+        let tmp = file.with_extension("tmp");
+        std::fs::write(&tmp, id.to_string()).expect("write the ID");
+        std::fs::rename(&tmp, &file).expect("publish the ID");
+        id
+    } else {
+        let start = std::time::Instant::now();
+        loop {
+            if let Ok(t) = std::fs::read_to_string(&file) {
+                break t.trim().parse().expect("a unique ID");
+            }
+            assert!(
+                start.elapsed() < std::time::Duration::from_secs(60),
+                "the unique ID was never published"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    };
+    xpushmem::init_attr(xpushmem::InitAttr {
+        bootstrap: xpushmem::BootstrapSpec::Uid { uid, rank, size },
+        ..xpushmem::InitAttr::default()
+    })
+}
+
+/// Run test `name` of this test binary as a job of `n` PEs over the namespaces of `ns` (PE `pe` in namespace
+/// `super::node_of(pe, n, 2)`), started with the unique-ID bootstrap ([`uid_init`] in each PE), with the wait limit
+/// `limit_ms` and the extra environment `env`; kill what is left after twice the limit. Each PE's exit status
+/// (`None`: it hung and was killed) and output.
+pub fn run_uid_job(
+    ns: &Netns,
+    name: &str,
+    n: usize,
+    limit_ms: u64,
+    env: &[(&str, &str)],
+) -> Vec<(Option<std::process::ExitStatus>, String)> {
+    use std::time::{Duration, Instant};
+    let dir = std::env::temp_dir().join(format!("xpushmem-netns-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let exe = std::env::current_exe().expect("test binary");
+    let mut children = Vec::new();
+    for pe in 0..n {
+        let i = super::node_of(pe, n, 2);
+        let log = std::fs::File::create(dir.join(format!("pe{pe}.log"))).expect("log");
+        let child = Command::new("ip")
+            .args(["netns", "exec", &ns.names[i]])
+            .arg(&exe)
+            .args([name, "--exact", "--nocapture", "--test-threads=1"])
+            .env(xpushmem_tests::CASE_VAR, name)
+            .env("NETNS_RANK", pe.to_string())
+            .env("NETNS_SIZE", n.to_string())
+            .env("NETNS_ID_FILE", dir.join("unique-id"))
+            .env("XPUSHMEM_BOOTSTRAP_ADDR", ns.addrs[i])
+            .env("XPUSHMEM_TIMEOUT_MS", limit_ms.to_string())
+            .env("RUST_BACKTRACE", "0")
+            .envs(env.iter().copied())
+            .stdin(std::process::Stdio::null())
+            .stdout(log.try_clone().expect("log"))
+            .stderr(log)
+            .spawn()
+            .expect("ip netns exec");
+        children.push(child);
+    }
+    let start = Instant::now();
+    let mut status = vec![None; n];
+    while status.iter().any(Option::is_none)
+        && start.elapsed() < Duration::from_millis(2 * limit_ms + 10_000)
+    {
+        for (s, c) in status.iter_mut().zip(children.iter_mut()) {
+            if s.is_none() {
+                *s = c.try_wait().expect("wait");
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for (s, c) in status.iter().zip(children.iter_mut()) {
+        if s.is_none() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+    let out = (0..n)
+        .map(|pe| {
+            let log = std::fs::read_to_string(dir.join(format!("pe{pe}.log"))).unwrap_or_default();
+            (status[pe], log)
+        })
+        .collect();
+    let _ = std::fs::remove_dir_all(&dir);
+    out
+}
