@@ -422,6 +422,7 @@ loopback_test!(loopback_2plus2_4pe, [0, 0, 1, 1], false);
 loopback_test!(loopback_2plus1_3pe, [0, 0, 1], false);
 loopback_test!(loopback_interleaved_4pe, [0, 1, 0, 1], false);
 loopback_test!(loopback_3plus2_5pe, [0, 0, 0, 1, 1], false);
+loopback_test!(loopback_three_nodes_5pe, [0, 0, 1, 2, 2], false);
 loopback_test!(forced_fabric_4pe, [0, 0, 1, 1], true);
 
 /// More members on a node than a leader hears from directly (fan-in 8): the intra-node tree has two levels.
