@@ -126,7 +126,7 @@ fn check_team(
     }
 
     // Broadcast from every root, eager-sized and large, Auto and explicitly hierarchical.
-    for root in 0..m {
+    for (root, &root_pe) in members.iter().enumerate() {
         for len in [3usize, LARGE] {
             for algo in [BroadcastAlgo::Auto, BroadcastAlgo::Hierarchical] {
                 let s = salt ^ (len as u64) << 8 ^ (root as u64) << 16;
@@ -137,7 +137,7 @@ fn check_team(
                 let mut got = vec![0u64; len];
                 sh.get(&mut got, b.dst.slice(..len)?, me)?;
                 assert!(
-                    got == ref_vec::<u64>(members[root], len, s),
+                    got == ref_vec::<u64>(root_pe, len, s),
                     "{algo} broadcast of {len} from team rank {root} on {t:?}"
                 );
                 let eager = len * 8 <= cap;
