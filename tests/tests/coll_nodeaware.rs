@@ -83,8 +83,11 @@ fn check_team(
     let groups = expected_groups(members, node);
     assert_eq!(sh.team_node_groups(t), groups, "node groups of {t:?}");
     let pays = groups.len() > 1 && groups.iter().any(|g| g.len() > 1);
+    // An explicit choice of the flat agreement is honoured on any team.
+    let flat_env = std::env::var("XPUSHMEM_BARRIER_ALGORITHM").is_ok_and(|v| v == "dissemination");
+    let hier_agreement = pays && !flat_env;
     let auto = sh.team_barrier_algorithm(t)?;
-    let want_auto = if pays {
+    let want_auto = if hier_agreement {
         BarrierAlgo::Hierarchical
     } else {
         BarrierAlgo::Dissemination
@@ -268,7 +271,7 @@ fn check_team(
         "hierarchical reductions on {t:?}"
     );
     let agreements = after.agreements - before.agreements;
-    if pays {
+    if hier_agreement {
         assert!(
             agreements >= auto_agreements + explicit_hier,
             "hierarchical agreements on {t:?}: {agreements}, expected at least {}",
@@ -313,7 +316,18 @@ fn mismatches(sh: &Shmem, b: &Bufs) -> Result<()> {
         "exchange against barrier: {r:?}"
     );
     sh.team_barrier(&w)?;
-    // A reduction with another root/count on one PE of the second node.
+    // PE 1 (not a leader in the contiguous layouts) runs an eager reduction while the others barrier.
+    let r = if me == 1 {
+        sh.sum_reduce(&w, b.out, b.ints, 1)
+    } else {
+        sh.team_barrier(&w)
+    };
+    assert!(
+        matches!(r, Err(Error::Mismatch { .. })),
+        "exchange of PE 1 against barrier: {r:?}"
+    );
+    sh.team_barrier(&w)?;
+    // A reduction with another count on the last PE.
     let k = if me == n - 1 { 3 } else { 4 };
     let r = sh.reduce_with(
         &w,
@@ -378,7 +392,7 @@ fn layout_from_env() -> Vec<usize> {
 
 /// Run `name` on one host with PE pe on node `layout[pe]` (`XPUSHMEM_NODE_ID`), or with every peer forced onto the
 /// fabric.
-fn loopback(name: &str, layout: &[usize], forced: bool) {
+fn loopback(name: &str, layout: &[usize], forced: bool, extra: &[(&str, &str)]) {
     if is_pe_of(name) {
         let layout = layout_from_env();
         let rank: usize = std::env::var("XPUSHMEM_BOOTSTRAP_RANK")
@@ -401,18 +415,23 @@ fn loopback(name: &str, layout: &[usize], forced: bool) {
     if forced {
         env.push(("XPUSHMEM_TRANSPORT", "fabric"));
     }
+    env.extend_from_slice(extra);
     let out = spawn_pes_with(name, layout.len(), &env);
     assert_success(name, layout.len(), &out);
 }
 
 macro_rules! loopback_test {
     ($name:ident, $layout:expr, $forced:expr) => {
+        loopback_test!($name, $layout, $forced, &[]);
+    };
+    ($name:ident, $layout:expr, $forced:expr, $env:expr) => {
         #[test]
         fn $name() {
             loopback(
                 &test_name(module_path!(), stringify!($name)),
                 &$layout,
                 $forced,
+                $env,
             );
         }
     };
@@ -424,6 +443,13 @@ loopback_test!(loopback_interleaved_4pe, [0, 1, 0, 1], false);
 loopback_test!(loopback_3plus2_5pe, [0, 0, 0, 1, 1], false);
 loopback_test!(loopback_three_nodes_5pe, [0, 0, 1, 2, 2], false);
 loopback_test!(forced_fabric_4pe, [0, 0, 1, 1], true);
+// The flat agreement chosen through the environment stays flat on a team that spans nodes.
+loopback_test!(
+    explicit_dissemination_2plus2_4pe,
+    [0, 0, 1, 1],
+    false,
+    &[("XPUSHMEM_BARRIER_ALGORITHM", "dissemination")]
+);
 
 /// More members on a node than a leader hears from directly (fan-in 8): the intra-node tree has two levels.
 /// Barriers and small and large reductions only (11 PEs share the machine's cores).
