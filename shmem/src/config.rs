@@ -92,7 +92,7 @@ env_table! {
     barrier_algorithm: OnUse<crate::team::BarrierAlgo> = "XPUSHMEM_BARRIER_ALGORITHM", "auto", on_use(algorithm::<crate::team::BarrierAlgo>);
     /// broadcast algorithm: auto, linear, binomial, pipelined, eager, hierarchical
     broadcast_algorithm: OnUse<crate::coll::BroadcastAlgo> = "XPUSHMEM_BROADCAST_ALGORITHM", "auto", on_use(algorithm::<crate::coll::BroadcastAlgo>);
-    /// fcollect/collect algorithm: auto, direct, ring
+    /// fcollect/collect algorithm: auto, direct, ring, eager, hierarchical
     collect_algorithm: OnUse<crate::coll::CollectAlgo> = "XPUSHMEM_COLLECT_ALGORITHM", "auto", on_use(algorithm::<crate::coll::CollectAlgo>);
     /// alltoall/alltoalls algorithm: auto, pairwise, direct
     alltoall_algorithm: OnUse<crate::coll::AlltoallAlgo> = "XPUSHMEM_ALLTOALL_ALGORITHM", "auto", on_use(algorithm::<crate::coll::AlltoallAlgo>);

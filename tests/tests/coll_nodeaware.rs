@@ -17,7 +17,9 @@ mod fabric_common;
 use fabric_common::fabric_available;
 use fabric_common::netns::{cannot_run, run_uid_job, uid_init, Netns};
 use xpushmem::coll::ReduceOp;
-use xpushmem::{BarrierAlgo, BroadcastAlgo, Error, ReduceAlgo, Result, Shmem, SymSlice, Team};
+use xpushmem::{
+    BarrierAlgo, BroadcastAlgo, CollectAlgo, Error, ReduceAlgo, Result, Shmem, SymSlice, Team,
+};
 use xpushmem_tests::{assert_success, is_pe_of, ref_vec, reference, spawn_pes_with, test_name};
 
 /// Elements of the large (not eager) cases: more than a message of the exchange holds at these team sizes.
@@ -97,7 +99,7 @@ fn check_team(
     let before = sh.node_aware_stats();
     // Lower bound of the agreements that take the Auto pattern, and the explicitly hierarchical ones.
     let (mut auto_agreements, mut explicit_hier) = (0u64, 0u64);
-    let (mut hier_bcasts, mut hier_reduces) = (0u64, 0u64);
+    let (mut hier_bcasts, mut hier_reduces, mut hier_collects) = (0u64, 0u64, 0u64);
 
     // Barriers: a put to the right neighbour is visible after the barrier, round after round.
     let right = members[(r + 1) % m];
@@ -239,22 +241,49 @@ fn check_team(
         }
     }
 
-    // fcollect, eager-sized and not.
-    for nel in [5usize, 600] {
+    // fcollect, eager-sized and not, Auto and explicitly hierarchical; collect with a different count per member.
+    for (nel, algo) in [
+        (5usize, CollectAlgo::Auto),
+        (600, CollectAlgo::Auto),
+        (5, CollectAlgo::Hierarchical),
+        (600, CollectAlgo::Hierarchical),
+    ] {
         let s = salt ^ 55 ^ (nel as u64) << 8;
         sh.put(b.src.slice(..nel)?, &ref_vec::<u64>(me, nel, s), me)?;
         sh.team_barrier(t)?;
-        sh.fcollect(t, b.dst, b.src.slice(..nel)?, nel)?;
+        sh.fcollect_with(t, b.dst, b.src.slice(..nel)?, nel, algo)?;
         let mut all = vec![0u64; m * nel];
         sh.get(&mut all, b.dst.slice(..m * nel)?, me)?;
         for (q, &pe) in members.iter().enumerate() {
             assert!(
                 all[q * nel..(q + 1) * nel] == ref_vec::<u64>(pe, nel, s)[..],
-                "fcollect block {q} of {nel} on {t:?}"
+                "{algo} fcollect block {q} of {nel} on {t:?}"
             );
         }
-        auto_agreements += 1;
+        let eager = nel * 8 <= cap;
+        auto_agreements += 1 + u64::from(!eager);
+        hier_collects += u64::from(algo == CollectAlgo::Hierarchical || (pays && !eager));
     }
+    let count = |q: usize| 1 + (q * 37) % 500;
+    let total: usize = (0..m).map(count).sum();
+    let s = salt ^ 66;
+    sh.put(
+        b.src.slice(..count(r))?,
+        &ref_vec::<u64>(me, count(r), s),
+        me,
+    )?;
+    sh.team_barrier(t)?;
+    sh.collect(t, b.dst, b.src.slice(..count(r))?, count(r))?;
+    let mut all = vec![0u64; total];
+    sh.get(&mut all, b.dst.slice(..total)?, me)?;
+    let want: Vec<u64> = members
+        .iter()
+        .enumerate()
+        .flat_map(|(q, &pe)| ref_vec::<u64>(pe, count(q), s))
+        .collect();
+    assert!(all == want, "collect of {total} on {t:?}");
+    auto_agreements += 2;
+    hier_collects += u64::from(pays);
     sh.team_barrier(t)?;
     auto_agreements += 1;
 
@@ -269,6 +298,11 @@ fn check_team(
         after.reductions - before.reductions,
         hier_reduces,
         "hierarchical reductions on {t:?}"
+    );
+    assert_eq!(
+        after.collects - before.collects,
+        hier_collects,
+        "hierarchical collects on {t:?}"
     );
     let agreements = after.agreements - before.agreements;
     if hier_agreement {

@@ -9,17 +9,19 @@ use crate::team::{layout, Team};
 use crate::types::{SymSlice, Symmetric};
 
 /// The algorithm for a team of `n` gathering `bytes` in all (`fits`: a block fits in a message of the exchange;
-/// always false for `collect`).
+/// always false for `collect`; `hier`: the team's node layout pays for the node-aware algorithm).
 fn resolve(
     a: CollectAlgo,
     cfg: &crate::config::Config,
     n: usize,
     bytes: usize,
     fits: bool,
+    hier: bool,
 ) -> Result<CollectAlgo> {
     use CollectAlgo::{Auto, Eager};
     Ok(match a.with_cfg(cfg)? {
         Auto | Eager if fits => Eager,
+        Auto | Eager if hier => CollectAlgo::Hierarchical,
         Auto | Eager if n > 8 && bytes >= 64 << 10 => CollectAlgo::Ring,
         Auto | Eager => CollectAlgo::Direct,
         x => x,
@@ -84,6 +86,7 @@ impl Shmem {
                 .unwrap_or(usize::MAX)
                 .saturating_mul(std::mem::size_of::<T>()),
             fits,
+            ctx.groups().pays(),
         );
         let local = (|| {
             let total = total.clone()?;
@@ -180,7 +183,7 @@ impl Shmem {
         const OP: &str = "collect";
         let mut ctx = team.ctx(self, OP)?;
         let n = ctx.n();
-        let algo = resolve(algo, &self.cfg, n, 0, false);
+        let algo = resolve(algo, &self.cfg, n, 0, false, ctx.groups().pays());
         let local = (|| {
             // Whether dest and source overlap depends on the total, known after the exchange: checked below.
             need_len(src, nelems, "source", OP)?;
@@ -276,6 +279,9 @@ fn gather<T: Symmetric>(
     let (n, me) = (ctx.n(), ctx.idx());
     let blk = |i: usize| dest.slice(offs[i]..offs[i + 1]);
     let mine = blk(me)?;
+    if algo == CollectAlgo::Hierarchical {
+        return hierarchical(ctx, dest, src, offs);
+    }
     if algo == CollectAlgo::Ring && n > 2 {
         let right = (me + 1) % n;
         let lpe = ctx.pe((me + n - 1) % n);
@@ -310,4 +316,67 @@ fn gather<T: Symmetric>(
         })?;
     }
     ctx.copy(mine, me, src, me)
+}
+
+/// The node-aware gather (member `i`'s block goes to `dest[offs[i]..offs[i + 1]]` of every member). Each member
+/// puts its block into its leader's `dest` over shared memory and signals it (`SIG_PRE`); a leader, once its node's
+/// blocks are in, puts them into every other leader's `dest` (consecutive members' blocks in one transfer) and
+/// signals it (`SIG_DATA`); once every other leader's blocks are in, it copies the whole result into the `dest` of
+/// each member of its node and signals it (`SIG_DATA`). Every writer writes blocks no other writes.
+fn hierarchical<T: Symmetric>(
+    ctx: &mut Ctx<'_>,
+    dest: SymSlice<T>,
+    src: SymSlice<T>,
+    offs: &[usize],
+) -> Result<()> {
+    let me = ctx.idx();
+    let groups = ctx.groups();
+    let g = groups.group_of[me];
+    let leader = groups.leader(g);
+    let blk = |i: usize| dest.slice(offs[i]..offs[i + 1]);
+    ctx.count_node_aware(|c| &c.collects);
+    if leader != me {
+        ctx.copy(blk(me)?, leader, src, me)?;
+        ctx.signal(layout::SIG_PRE, leader)?;
+        let l = ctx.pe(leader);
+        return ctx.wait(layout::SIG_DATA, 1, &|| {
+            format!(
+                "collect (hierarchical): waiting for the result from PE {l}, this node's leader"
+            )
+        });
+    }
+    let mine = &groups.members[g];
+    ctx.copy(blk(me)?, me, src, me)?;
+    ctx.wait(layout::SIG_PRE, mine.len() as u64 - 1, &|| {
+        format!(
+            "collect (hierarchical): waiting for the blocks of {} members of this node",
+            mine.len() - 1
+        )
+    })?;
+    // This node's blocks as runs of consecutive team ranks (one transfer each).
+    let mut runs: Vec<(usize, usize)> = Vec::new();
+    for &m in mine.iter() {
+        match runs.last_mut() {
+            Some((_, end)) if *end == m => *end = m + 1,
+            _ => runs.push((m, m + 1)),
+        }
+    }
+    let count = groups.count();
+    for k in 1..count {
+        let o = groups.leader((g + k) % count);
+        for &(a, b) in &runs {
+            let run = dest.slice(offs[a]..offs[b])?;
+            ctx.copy(run, o, run, me)?;
+        }
+        ctx.signal(layout::SIG_DATA, o)?;
+    }
+    ctx.wait(layout::SIG_DATA, count as u64 - 1, &|| {
+        "collect (hierarchical): waiting for the other nodes' blocks".to_string()
+    })?;
+    let all = dest.slice(offs[0]..offs[offs.len() - 1])?;
+    for &m in &mine[1..] {
+        ctx.copy(all, m, all, me)?;
+        ctx.signal(layout::SIG_DATA, m)?;
+    }
+    Ok(())
 }

@@ -15,7 +15,7 @@
 //! |---|---|
 //! | barrier / sync | the team's agreement (an all-reduce that carries the call's identity): hierarchical on a team that spans nodes with a node holding 2+ of its members, else dissemination |
 //! | broadcast | eager when the data fits in a message; linear for n <= 2; pipelined for bytes >= 256 KiB; hierarchical on a team that spans nodes with a node holding 2+ of its members; linear for n <= 4; else binomial |
-//! | fcollect / collect | eager when a block fits in a message (fcollect); ring for n > 8 and bytes >= 64 KiB (fcollect), else direct |
+//! | fcollect / collect | eager when a block fits in a message (fcollect); hierarchical on a team that spans nodes with a node holding 2+ of its members; ring for n > 8 and bytes >= 64 KiB (fcollect), else direct |
 //! | alltoall(s) | eager when a block fits in a message; pairwise for n > 16, else direct |
 //! | reduce | eager when the source fits in a message; below the ring cutover (`XPUSHMEM_REDUCE_RING_SIZE`, default 256 KiB up to 4 PEs, 64 KiB above): hierarchical on a team that spans nodes with a node holding 2+ of its members, else linear for n <= 2 or (bytes <= 4 KiB and n <= 4), else recursive doubling; ring above |
 //! | reduce_scatter | linear |
@@ -26,7 +26,8 @@
 //! `XPUSHMEM_TRANSPORT=fabric` every member is a group of its own), each group led by its first member. When the
 //! team has several groups and one holds two members or more, `Auto` takes the hierarchical agreement (every
 //! barrier, sync and collective's first step), broadcast and reduction: an intra-node phase over shared memory to
-//! the leader, an inter-node phase among the leaders only, an intra-node release. The eager (exchange) paths stay
+//! the leader, an inter-node phase among the leaders only, an intra-node release (fcollect and collect too). The
+//! eager (exchange) paths stay
 //! flat: their whole cost is one message latency, which a second hop would not beat.
 //!
 //! A message of the team's exchange holds a few KiB divided by the team size (`Shmem::team_exchange_capacity`):
@@ -100,6 +101,10 @@ algo_enum!(
         /// `fcollect`: the blocks travel inside the agreement, one signalled message per pair of members (when a
         /// block fits in the team's exchange area; otherwise, and for `collect`, as `Auto` without it).
         Eager = "eager",
+        /// Node-aware: each member puts its block into its node's leader over shared memory, the leaders put
+        /// their node's blocks into every other leader, and each leader copies the whole result to the members
+        /// of its node. Every block crosses between two nodes once per other node, in one transfer per leader.
+        Hierarchical = "hierarchical" | "hier" | "node-aware",
     }
 );
 

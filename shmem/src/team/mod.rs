@@ -239,6 +239,8 @@ pub struct NodeAwareStats {
     pub broadcasts: u64,
     /// Hierarchical reductions ([`crate::coll::ReduceAlgo::Hierarchical`]).
     pub reductions: u64,
+    /// Hierarchical fcollects and collects ([`crate::coll::CollectAlgo::Hierarchical`]).
+    pub collects: u64,
 }
 
 /// The counters behind [`NodeAwareStats`].
@@ -247,6 +249,7 @@ pub(crate) struct NodeAwareCounters {
     pub agreements: AtomicU64,
     pub broadcasts: AtomicU64,
     pub reductions: AtomicU64,
+    pub collects: AtomicU64,
 }
 
 impl NodeAwareCounters {
@@ -710,6 +713,7 @@ impl Shmem {
             agreements: c.agreements.load(Ordering::Relaxed),
             broadcasts: c.broadcasts.load(Ordering::Relaxed),
             reductions: c.reductions.load(Ordering::Relaxed),
+            collects: c.collects.load(Ordering::Relaxed),
         }
     }
 
