@@ -1256,8 +1256,9 @@ impl<'a> Ctx<'a> {
     /// The agreement's communication pattern: `algo`, or for `Auto` the configured barrier algorithm
     /// (`XPUSHMEM_BARRIER_ALGORITHM`; by default hierarchical on a team whose node layout pays for it, see
     /// `groups.rs`, else dissemination). Every agreement of a team takes the same pattern (the layout is the same
-    /// on every member), so calls that meet always compare their identities. `strict`: an unusable configured value is this call's
-    /// error (the team barriers); otherwise (allocations, collectives, `barrier_all`, finalize) the default.
+    /// on every member), so calls that meet always compare their identities. `strict`: an unusable configured
+    /// value is this call's error (the team barriers); otherwise (allocations, collectives, `barrier_all`,
+    /// finalize) the default.
     fn pattern(&self, algo: BarrierAlgo, strict: bool) -> Result<BarrierAlgo> {
         // The configuration parsed at init (a field read, not the global configuration's lock and clone).
         let configured = match algo {
