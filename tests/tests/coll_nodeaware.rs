@@ -383,12 +383,21 @@ fn body(sh: &Shmem, layout: &[usize], forced: bool) -> Result<()> {
     let (me, n) = (sh.my_pe(), sh.n_pes());
     assert_eq!(layout.len(), n, "layout of the job");
     for pe in (0..n).filter(|&p| p != me) {
-        let want = if !forced && layout[pe] == layout[me] {
-            "shm"
-        } else {
-            "fabric"
-        };
-        assert_eq!(sh.transport_name(pe), want, "route of PE {pe} from PE {me}");
+        // Same node: shared memory (`shm`, or Level Zero IPC `ze` for device heaps); else the fabric.
+        let same = !forced && layout[pe] == layout[me];
+        let route = sh.transport_name(pe);
+        assert_eq!(
+            route == "fabric",
+            !same,
+            "route {route} of PE {pe} from PE {me}"
+        );
+    }
+    if std::env::var("XPUSHMEM_HEAP").is_ok_and(|v| v == "device") {
+        assert_eq!(
+            sh.heap_kind(),
+            xpushmem::HeapKind::Device,
+            "the heap of PE {me}"
+        );
     }
     let node = |pe: usize| if forced { 1000 + pe } else { layout[pe] };
     let b = Bufs::new(sh)?;
@@ -708,4 +717,14 @@ fn netns_2plus2_4pe() {
 #[test]
 fn netns_2plus1_3pe() {
     netns("netns_2plus1_3pe", 3);
+}
+
+/// The 2+1 job with symmetric heaps on (ze-emu) Level Zero devices: split teams' scratch lives in the device heap,
+/// node peers are reached through Level Zero IPC, the other node through the fabric (staged).
+#[test]
+fn loopback_device_heaps_2plus1_3pe() {
+    let name = test_name(module_path!(), "loopback_device_heaps_2plus1_3pe");
+    let env = xpushmem_tests::device_env();
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    loopback(&name, &[0, 0, 1], false, &env);
 }
