@@ -249,13 +249,27 @@ pub fn init_attr(attr: InitAttr) -> Result<Shmem> {
     r
 }
 
-/// Who is where: every PE's node and process id, and the job's cookie (PE 0's), from one allgather; an error when
+/// The machine this process runs on: the kernel's boot id (shared by the network namespaces of one host and by
+/// PEs that `XPUSHMEM_NODE_ID` places on different nodes), else the host name.
+fn machine_key() -> String {
+    match std::fs::read_to_string("/proc/sys/kernel/random/boot_id") {
+        Ok(id) if !id.trim().is_empty() => id.trim().to_string(),
+        _ => rustix::system::uname()
+            .nodename()
+            .to_string_lossy()
+            .into_owned(),
+    }
+}
+
+/// Who is where, from one allgather: every PE's node and process id, the job's cookie (PE 0's), and how many PEs
+/// share this PE's machine (they share its CPUs even when they are on different nodes of the job); an error when
 /// the PEs disagree on the heap size.
-fn job_layout(boot: &dyn Bootstrap, cfg: &Config) -> Result<(Nodes, Vec<u32>, u64)> {
+fn job_layout(boot: &dyn Bootstrap, cfg: &Config) -> Result<(Nodes, Vec<u32>, u64, usize)> {
     let (me, n) = (boot.rank(), boot.size());
     let cookie = bootstrap::uid::random_cookie();
     let info = Enc::default()
         .bytes(host_key(cfg).as_bytes())
+        .bytes(machine_key().as_bytes())
         .u64(std::process::id() as u64)
         .u64(cfg.symmetric_size as u64)
         .u64(cookie)
@@ -265,6 +279,7 @@ fn job_layout(boot: &dyn Bootstrap, cfg: &Config) -> Result<(Nodes, Vec<u32>, u6
     let mut node_of = Vec::with_capacity(n);
     let mut pids = Vec::with_capacity(n);
     let mut job_cookie = 0;
+    let mut machines: Vec<Vec<u8>> = Vec::with_capacity(n);
     for (pe, rec) in all.iter().enumerate() {
         let mut d = Dec(rec);
         let bad = || Error::Bootstrap {
@@ -272,6 +287,7 @@ fn job_layout(boot: &dyn Bootstrap, cfg: &Config) -> Result<(Nodes, Vec<u32>, u6
             message: format!("malformed setup record from PE {pe}"),
         };
         let host = String::from_utf8_lossy(d.bytes().ok_or_else(bad)?).into_owned();
+        machines.push(d.bytes().ok_or_else(bad)?.to_vec());
         let pid = d.u64().ok_or_else(bad)?;
         let size = d.u64().ok_or_else(bad)? as usize;
         let ck = d.u64().ok_or_else(bad)?;
@@ -294,7 +310,8 @@ fn job_layout(boot: &dyn Bootstrap, cfg: &Config) -> Result<(Nodes, Vec<u32>, u6
         node_of.push(node);
         pids.push(pid as u32);
     }
-    Ok((Nodes { node_of, hosts }, pids, job_cookie))
+    let on_machine = machines.iter().filter(|m| **m == machines[me]).count();
+    Ok((Nodes { node_of, hosts }, pids, job_cookie, on_machine))
 }
 
 /// The error for an operation on a PE no transport reaches.
@@ -394,7 +411,7 @@ impl Shmem {
         let (me, n) = (boot.rank(), boot.size());
         tracing::debug!(pe = me, n_pes = n, bootstrap = boot.name(), "bootstrap up");
 
-        let (nodes, pids, job_cookie) = job_layout(boot.as_ref(), &cfg)?;
+        let (nodes, pids, job_cookie, machine_pes) = job_layout(boot.as_ref(), &cfg)?;
         let heap_kind = attr.heap.unwrap_or(cfg.heap);
         let (peers, data) = transport::connect(transport::ConnectArgs {
             boot: boot.as_ref(),
@@ -428,12 +445,13 @@ impl Shmem {
         let cpus = std::thread::available_parallelism().map_or(1, |c| c.get());
         let spin_count = match cfg.spin_count {
             Some(n) => n as u64,
-            None if local.len() > cpus => 0,
+            None if machine_pes > cpus => 0,
             None => 4000,
         };
         tracing::debug!(
             pe = me,
             node_pes = local.len(),
+            machine_pes,
             cpus,
             spin_count,
             "wait back-off"
