@@ -7,8 +7,11 @@
 //! open fabric, domain, completion queue, address vector and endpoint, register this PE's runtime words and user
 //! heap (`fi_mr_reg`, remote read/write), and exchange endpoint names, keys and addresses through the bootstrap.
 //!
-//! Operations: a put copies its source into a buffer the operation owns (the caller may reuse `src` on return) and
-//! posts `fi_writemsg`; a get posts `fi_read` into an owned buffer that its ticket hands back; atomics are
+//! Operations: a put copies its source (the caller may reuse `src` on return) and posts `fi_writemsg`: a small one
+//! into a buffer the operation owns, one of 32 KiB or more into a bounce buffer kept for reuse ([`Slabs`]: fresh
+//! memory for every large put cost more in page faults and zeroing than the copy), as one write up to 4 MiB; a
+//! blocking put whose source lies in this PE's registered heap (`put_sym`, or a slice of the heap) is posted from
+//! the heap without a copy and waits for its completion. A get posts `fi_read` into an owned buffer that its ticket hands back; atomics are
 //! `fi_atomicmsg` / `fi_fetch_atomic` / `fi_compare_atomic` on `FI_UINT32`/`FI_UINT64`. Every write and atomic is
 //! posted with `FI_DELIVERY_COMPLETE` when the provider offers it (its completion means the target applied it), so
 //! `quiet` is "every outstanding operation completed". `put_signal` posts the signal only when the data's
@@ -68,7 +71,23 @@ struct Region {
 struct Ctx {
     raw: fi::fi_context2,
     id: u64,
+    /// The bounce buffer this part reads ([`NO_SLAB`]: none), free again once the part completes.
+    slab: u32,
 }
+
+/// Puts of at least this many bytes copy their source into a bounce buffer from [`Slabs`] (smaller ones into
+/// their operation's own buffer), or, for a blocking put whose source lies in the registered heap, are posted
+/// from the heap without a copy.
+const SLAB_MIN: usize = 32 * 1024;
+/// log2 of the smallest bounce buffer ([`SLAB_MIN`]).
+const SLAB_MIN_LOG: u32 = 15;
+/// The largest bounce buffer, hence the largest part of a copied put: a put is one write up to this size (every
+/// part is a write the target acknowledges, and splitting a put costs more than its parts overlap).
+const SLAB_MAX: usize = 4 << 20;
+/// Bounce memory a PE keeps at most, in flight and cached: a put waits for earlier ones to complete beyond it.
+const SLAB_CAP: usize = 16 << 20;
+/// [`Ctx::slab`] of a part that holds no bounce buffer.
+const NO_SLAB: u32 = u32::MAX;
 
 /// An atomic as libfabric names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -90,7 +109,8 @@ struct Signal {
 }
 
 /// One operation in flight. Its buffer holds every local byte libfabric reads or writes for it (data, operand,
-/// compare value, result), so a provider that needs local registration (`FI_MR_LOCAL`) gets one region per
+/// compare value, result) but the data of large puts (in bounce buffers, or this PE's registered heap for a
+/// blocking put that waits), so a provider that needs local registration (`FI_MR_LOCAL`) gets one region per
 /// operation, and nothing the caller owns is ever referenced after the call that started it.
 struct Op {
     /// Boxed: libfabric holds each context's address until its completion, and the Vec may reallocate.
@@ -231,6 +251,38 @@ struct LocalMr {
     desc: *mut c_void,
 }
 
+/// The bounce buffers of large puts: power-of-two sizes from [`SLAB_MIN`] to [`SLAB_MAX`], allocated on first
+/// use and registered once each when the provider needs local registration, kept for reuse (most recently freed
+/// first: warm in the cache) up to [`SLAB_CAP`] bytes in all. Reusing them spares every large put the page faults
+/// and zeroing of fresh memory, which cost the sender more than the copy itself.
+#[derive(Default)]
+struct Slabs {
+    /// By id (a [`Ctx::slab`]); `None`: an id free for reuse.
+    bufs: Vec<Option<Slab>>,
+    /// Free buffers by size class.
+    free: Vec<Vec<u32>>,
+    /// Ids whose buffer was released.
+    holes: Vec<u32>,
+    /// Bytes of every buffer (in flight or free).
+    bytes: usize,
+}
+
+struct Slab {
+    buf: Box<[u64]>,
+    class: usize,
+    /// Its registration (with `FI_MR_LOCAL`).
+    mr: Option<LocalMr>,
+}
+
+/// This PE's registered host heap, which puts read directly (no copy) when their source lies in it.
+#[derive(Clone, Copy)]
+struct LocalHeap {
+    base: usize,
+    len: usize,
+    /// Its descriptor for local access (null without `FI_MR_LOCAL`).
+    desc: *mut c_void,
+}
+
 /// Every libfabric object of the PE, and the operations in flight. Only used under [`Fabric::ep`]'s lock.
 struct Ep {
     prov: String,
@@ -267,6 +319,10 @@ struct Ep {
     liveness: Arc<dyn crate::bootstrap::Bootstrap>,
     /// The staging path when this PE's device heap is not registered (see [`Stage`]).
     stage: Option<Stage>,
+    /// Bounce buffers of large puts.
+    slabs: Slabs,
+    /// This PE's host heap as registered (`None` for a device heap).
+    heap: Option<LocalHeap>,
 }
 
 // SAFETY: the raw pointers are libfabric objects owned by this struct; the domain is opened FI_THREAD_DOMAIN and
@@ -417,7 +473,11 @@ impl Ep {
             for e in &entries[..r as usize] {
                 // SAFETY: every operation's context is a live Box<Ctx> held by its `Op` (or, for a receive, by
                 // the `Stage`) until its completion.
-                let id = unsafe { (*(e.op_context as *const Ctx)).id };
+                let (id, slab) = unsafe {
+                    let c = &*(e.op_context as *const Ctx);
+                    (c.id, c.slab)
+                };
+                self.free_slab(slab);
                 if id & RECV_BIT != 0 {
                     if let Some(st) = &mut self.stage {
                         st.arrived.push_back(((id & !RECV_BIT) as usize, e.len));
@@ -472,7 +532,11 @@ impl Ep {
             });
         }
         // SAFETY: as in `poll`, the context is a live Box<Ctx>.
-        let id = unsafe { (*(e.op_context as *const Ctx)).id };
+        let (id, slab) = unsafe {
+            let c = &*(e.op_context as *const Ctx);
+            (c.id, c.slab)
+        };
+        self.free_slab(slab);
         if id & RECV_BIT != 0 {
             // A receive buffer failed (canceled at close, or a truncated message): post it again.
             tracing::debug!(
@@ -652,16 +716,33 @@ impl Ep {
     }
 
     /// Post one part of operation `id` with `post` (given its context), retrying while the provider's queue is
-    /// full.
+    /// full. The part holds bounce buffer `slab` ([`NO_SLAB`]: none) until it completes; a part that cannot be
+    /// posted frees it at once.
     fn post(
         &mut self,
         id: u64,
         call: &str,
+        slab: u32,
+        post: impl FnMut(*mut c_void) -> isize,
+    ) -> Result<()> {
+        let r = self.post_ctx(id, call, slab, post);
+        if r.is_err() {
+            self.free_slab(slab);
+        }
+        r
+    }
+
+    fn post_ctx(
+        &mut self,
+        id: u64,
+        call: &str,
+        slab: u32,
         mut post: impl FnMut(*mut c_void) -> isize,
     ) -> Result<()> {
         let mut ctx = Box::new(Ctx {
             raw: fi::fi_context2::default(),
             id,
+            slab,
         });
         let cp: *mut Ctx = &mut *ctx;
         let (pe, what) = {
@@ -765,7 +846,9 @@ impl Ep {
         r.map(|()| Ticket(id))
     }
 
-    /// Put `src` into `region` at `off` of PE `pe`, then (once delivered) `signal`.
+    /// Put `src` into `region` at `off` of PE `pe`, then (once delivered) `signal`. A large source is copied into
+    /// bounce buffers (one part up to [`SLAB_MAX`]); a smaller one into the operation's own buffer. (A source in the registered
+    /// heap goes through [`Ep::put_direct`] instead when the caller waits for it: blocking puts.)
     fn put(
         &mut self,
         pe: usize,
@@ -779,6 +862,12 @@ impl Ep {
         } else {
             "put"
         };
+        if src.len() >= SLAB_MIN {
+            let id = self.start(pe, what, 3);
+            self.op(id).then = signal.map(|s| (region, s));
+            let r = self.slab_parts(id, region, off, src);
+            return self.posted(id, r);
+        }
         let data_words = src.len().div_ceil(8);
         let id = self.start(pe, what, data_words + 3);
         {
@@ -787,21 +876,177 @@ impl Ep {
             o.amo_at = data_words;
             o.then = signal.map(|s| (region, s));
         }
-        let r = self.put_parts(id, region, off, src.len());
+        let r = self.local_desc(id).and_then(|desc| {
+            let base = self.op(id).buf.as_ptr() as usize;
+            self.write_parts(id, region, off, base, src.len(), desc, NO_SLAB)
+        });
         self.posted(id, r)
     }
 
-    fn put_parts(&mut self, id: u64, region: Region, off: usize, len: usize) -> Result<()> {
-        let desc = self.local_desc(id)?;
+    /// The local descriptor of `[addr, addr + len)` when it lies in this PE's registered host heap.
+    fn heap_desc(&self, addr: usize, len: usize) -> Option<*mut c_void> {
+        let h = self.heap?;
+        (addr >= h.base && addr.checked_add(len).is_some_and(|e| e <= h.base + h.len))
+            .then_some(h.desc)
+    }
+
+    /// Put `len` bytes at `addr` of this PE's registered heap (described by `desc`, from [`Ep::heap_desc`]) into
+    /// `region` at `off` of PE `pe` without copying them. The provider reads the
+    /// heap until the operation completes, so the caller waits for it before the source may change (a window's
+    /// non-blocking puts promise to copy: their callers, collectives among them, may reuse the source at once).
+    fn put_direct(
+        &mut self,
+        pe: usize,
+        region: Region,
+        off: usize,
+        addr: usize,
+        len: usize,
+        desc: *mut c_void,
+    ) -> Result<Ticket> {
+        let id = self.start(pe, "put", 1);
+        let r = self.write_parts(id, region, off, addr, len, desc, NO_SLAB);
+        self.posted(id, r)
+    }
+
+    /// Copy `src` into bounce buffers and post each as a part of operation `id` (to `off` of `region`): one part
+    /// up to [`SLAB_MAX`] bytes.
+    fn slab_parts(&mut self, id: u64, region: Region, off: usize, src: &[u8]) -> Result<()> {
+        let part = SLAB_MAX.min(self.max_msg);
+        for (k, chunk) in src.chunks(part).enumerate() {
+            let s = self.take_slab(id, chunk.len())?;
+            let (base, desc) = {
+                let Some(slab) = self.slabs.bufs[s as usize].as_mut() else {
+                    unreachable!("a bounce buffer just taken is allocated")
+                };
+                bytes_of_mut(&mut slab.buf)[..chunk.len()].copy_from_slice(chunk);
+                let desc = slab.mr.as_ref().map_or(std::ptr::null_mut(), |m| m.desc);
+                (slab.buf.as_ptr() as usize, desc)
+            };
+            self.write_parts(id, region, off + k * part, base, chunk.len(), desc, s)?;
+        }
+        Ok(())
+    }
+
+    /// A free bounce buffer of at least `len` bytes (at most [`SLAB_MAX`]) for operation `id`: a cached one of
+    /// its size, else a new one while [`SLAB_CAP`] allows (dropping cached buffers of other sizes to make room),
+    /// else the first one a completion frees, driving progress meanwhile.
+    fn take_slab(&mut self, id: u64, len: usize) -> Result<u32> {
+        let log = len.max(1).next_power_of_two().trailing_zeros();
+        let class = log.saturating_sub(SLAB_MIN_LOG) as usize;
+        let size = 1usize << (class as u32 + SLAB_MIN_LOG);
+        if self.slabs.free.len() <= class {
+            self.slabs.free.resize_with(class + 1, Vec::new);
+        }
+        let start = Instant::now();
+        let mut tries = 0u32;
+        loop {
+            if let Some(s) = self.slabs.free[class].pop() {
+                return Ok(s);
+            }
+            // Room for a new buffer: drop cached buffers of other sizes while the cap is in the way.
+            while self.slabs.bytes + size > SLAB_CAP {
+                let Some(s) = self.slabs.free.iter_mut().find_map(|f| f.pop()) else {
+                    break;
+                };
+                self.drop_slab(s);
+            }
+            if self.slabs.bytes + size <= SLAB_CAP {
+                return self.new_slab(class, size);
+            }
+            // Every byte of the cap is in flight: completions free buffers.
+            self.poll()?;
+            let (pe, what) = {
+                let o = self.op(id);
+                (o.pe, o.what)
+            };
+            self.check_time(start, "waiting for a bounce buffer", pe)?;
+            tries = tries.wrapping_add(1);
+            if tries % 256 == 0 {
+                self.alive(what)?;
+            }
+            if tries > 64 {
+                std::thread::yield_now();
+            }
+        }
+    }
+
+    /// Allocate (and register, with `FI_MR_LOCAL`) a bounce buffer of `size` bytes, size class `class`.
+    fn new_slab(&mut self, class: usize, size: usize) -> Result<u32> {
+        let buf = vec![0u64; size / 8].into_boxed_slice();
+        let mut mr = None;
+        if self.mr_local {
+            let mut m = std::ptr::null_mut();
+            // SAFETY: the domain is open; the buffer's heap block stays in place (a boxed slice, never resized)
+            // until `drop_slab` or `Drop for Ep` (after the endpoint) closes this registration and frees it.
+            let r = unsafe {
+                fi::xfi_mr_reg(
+                    self.domain,
+                    buf.as_ptr().cast(),
+                    size,
+                    (fi::FI_READ | fi::FI_WRITE) as u64,
+                    0,
+                    0,
+                    0,
+                    &mut m,
+                    std::ptr::null_mut(),
+                )
+            };
+            ok(&self.prov, "fi_mr_reg (bounce buffer)", r as i64)?;
+            // SAFETY: `m` was just opened.
+            let desc = unsafe { fi::xfi_mr_desc(m) };
+            mr = Some(LocalMr { mr: m, desc });
+        }
+        let slab = Slab { buf, class, mr };
+        self.slabs.bytes += size;
+        if let Some(s) = self.slabs.holes.pop() {
+            self.slabs.bufs[s as usize] = Some(slab);
+            return Ok(s);
+        }
+        self.slabs.bufs.push(Some(slab));
+        Ok((self.slabs.bufs.len() - 1) as u32)
+    }
+
+    /// Release free bounce buffer `s` (its registration, then its memory).
+    fn drop_slab(&mut self, s: u32) {
+        if let Some(slab) = self.slabs.bufs[s as usize].take() {
+            if let Some(m) = slab.mr {
+                // SAFETY: the buffer is free (no part in flight reads it); its registration is closed once.
+                unsafe { fi::xfi_close(&mut (*m.mr).fid) };
+            }
+            self.slabs.bytes -= slab.buf.len() * 8;
+            self.slabs.holes.push(s);
+        }
+    }
+
+    /// Give bounce buffer `s` back for reuse (a no-op for [`NO_SLAB`]).
+    fn free_slab(&mut self, s: u32) {
+        if let Some(Some(slab)) = self.slabs.bufs.get(s as usize) {
+            let c = slab.class;
+            self.slabs.free[c].push(s);
+        }
+    }
+
+    /// Post writes of the `len` bytes at local address `base` (described by `desc`) to `off` of `region` as parts
+    /// of operation `id`, one per `max_msg` bytes; `slab` is the bounce buffer they read ([`NO_SLAB`]: none; a
+    /// bounce buffer's bytes always fit one part).
+    #[allow(clippy::too_many_arguments)]
+    fn write_parts(
+        &mut self,
+        id: u64,
+        region: Region,
+        off: usize,
+        base: usize,
+        len: usize,
+        desc: *mut c_void,
+        slab: u32,
+    ) -> Result<()> {
         let flags = if self.delivery_complete {
             fi::FI_DELIVERY_COMPLETE as u64
         } else {
             0
         };
-        let (base, dest) = {
-            let pe = self.op(id).pe;
-            (self.op(id).buf.as_ptr() as usize, self.addrs[pe])
-        };
+        let pe = self.op(id).pe;
+        let dest = self.addrs[pe];
         let ep = self.ep;
         let mut done = 0;
         while done < len {
@@ -816,7 +1061,7 @@ impl Ep {
                 key: region.key,
             };
             let mut d = desc;
-            self.post(id, "fi_writemsg", |ctx| {
+            self.post(id, "fi_writemsg", slab, |ctx| {
                 let msg = fi::fi_msg_rma {
                     msg_iov: &iov,
                     desc: &mut d,
@@ -827,8 +1072,9 @@ impl Ep {
                     context: ctx,
                     data: 0,
                 };
-                // SAFETY: the endpoint is open; `iov` points into the operation's buffer, which stays alive (and
-                // in place) until its completion; `msg` and what it points to live across the call.
+                // SAFETY: the endpoint is open; `iov` points into the operation's buffer, a bounce buffer or this
+                // PE's registered heap, each alive (and in place) until the part's completion; `msg` and what it
+                // points to live across the call.
                 unsafe { fi::xfi_writemsg(ep, &msg, flags) }
             })?;
             done += n;
@@ -889,7 +1135,7 @@ impl Ep {
                     key,
                 };
                 let mut d = desc;
-                self.post(id, "fi_atomicmsg", |ctx| {
+                self.post(id, "fi_atomicmsg", NO_SLAB, |ctx| {
                     let msg = fi::fi_msg_atomic {
                         msg_iov: &ioc,
                         desc: &mut d,
@@ -906,7 +1152,7 @@ impl Ep {
                     unsafe { fi::xfi_atomicmsg(ep, &msg, flags) }
                 })
             }
-            Form::Fetch => self.post(id, "fi_fetch_atomic", |ctx| {
+            Form::Fetch => self.post(id, "fi_fetch_atomic", NO_SLAB, |ctx| {
                 // SAFETY: the endpoint is open; operand and result are words of the operation's buffer, alive
                 // until completion.
                 unsafe {
@@ -926,7 +1172,7 @@ impl Ep {
                     )
                 }
             }),
-            Form::Compare => self.post(id, "fi_compare_atomic", |ctx| {
+            Form::Compare => self.post(id, "fi_compare_atomic", NO_SLAB, |ctx| {
                 // SAFETY: as for the fetch form; the compare value is the next word.
                 unsafe {
                     fi::xfi_compare_atomic(
@@ -969,7 +1215,7 @@ impl Ep {
         while done < len {
             let n = (len - done).min(self.max_msg);
             let addr = region.addr + (off + done) as u64;
-            self.post(id, "fi_read", |ctx| {
+            self.post(id, "fi_read", NO_SLAB, |ctx| {
                 // SAFETY: the endpoint is open; the destination lies in the operation's buffer (at least `len`
                 // bytes), alive and in place until completion.
                 unsafe {
@@ -1188,7 +1434,7 @@ impl Ep {
         };
         let dest = self.addrs[pe];
         let ep = self.ep;
-        self.post(id, "fi_send", |ctx| {
+        self.post(id, "fi_send", NO_SLAB, |ctx| {
             // SAFETY: the endpoint is open; the message lies in the operation's buffer, alive and in place until
             // its completion.
             unsafe { fi::xfi_send(ep, ptr.cast(), bytes, desc, dest, ctx) }
@@ -1353,6 +1599,11 @@ impl Drop for Ep {
             }
             for &mr in &self.own {
                 fi::xfi_close(&mut (*mr).fid);
+            }
+            for slab in self.slabs.bufs.iter_mut().flatten() {
+                if let Some(m) = slab.mr.take() {
+                    fi::xfi_close(&mut (*m.mr).fid);
+                }
             }
             if let Some(st) = self.stage.take() {
                 for m in st.mrs {
@@ -1620,11 +1871,52 @@ impl FabricWindow {
     fn check(&self, what: &str, off: usize, len: usize, align: usize) -> Result<()> {
         check_access("fabric", what, off, len, align, self.region.len as usize)
     }
+
+    /// The local descriptor for a blocking put of `len` bytes at `addr` without a copy: a large source in this
+    /// PE's registered host heap, to a registered (not staged) region.
+    fn direct(&self, ep: &Ep, addr: usize, len: usize) -> Option<*mut c_void> {
+        if len < SLAB_MIN || self.region.staged {
+            return None;
+        }
+        ep.heap_desc(addr, len)
+    }
+
+    /// A blocking put of `len` bytes at `addr` (checked against the window by the caller) without a copy when
+    /// [`FabricWindow::direct`] allows one: it returns once the put completed (the source may be reused then).
+    /// `Ok(false)` when the source needs a copy.
+    fn write_from(&self, off: usize, addr: usize, len: usize) -> Result<bool> {
+        let mut ep = lock(&self.t.ep);
+        let Some(desc) = self.direct(&ep, addr, len) else {
+            return Ok(false);
+        };
+        let t = ep.put_direct(self.pe, self.region, off, addr, len, desc)?;
+        drop(ep);
+        self.t.complete(t).map(|_| true)
+    }
 }
 
 impl Window for FabricWindow {
     fn write(&self, off: usize, src: &[u8]) -> Result<()> {
+        self.check("put", off, src.len(), 1)?;
+        if self.write_from(off, src.as_ptr() as usize, src.len())? {
+            return Ok(());
+        }
         self.put_nbi(off, src).map(|_| ())
+    }
+    fn copy_from(&self, off: usize, src: &dyn Window, src_off: usize, len: usize) -> Result<()> {
+        self.check("put", off, len, 1)?;
+        check_access("fabric", "put (source)", src_off, len, 1, src.len())?;
+        // This PE's own host heap as the source (put_sym): the provider reads it in place.
+        let base = src.base();
+        if src.host_accessible()
+            && !base.is_null()
+            && self.write_from(off, base as usize + src_off, len)?
+        {
+            return Ok(());
+        }
+        let mut buf = vec![0u8; len];
+        src.read(src_off, &mut buf)?;
+        self.write(off, &buf)
     }
     fn read(&self, off: usize, dst: &mut [u8]) -> Result<()> {
         if let Some(t) = self.get_nbi(off, dst)? {
@@ -2071,6 +2363,8 @@ fn open(a: &FabricArgs<'_>) -> Result<(Ep, Vec<u8>)> {
         lost: false,
         liveness: Arc::clone(&a.liveness),
         stage: None,
+        slabs: Slabs::default(),
+        heap: None,
     };
     // SAFETY: `chosen` is a valid fi_info owned by `ep` (freed in its Drop); each object is opened into `ep`'s
     // fields, so Drop closes whatever was opened if a later step fails.
@@ -2205,6 +2499,17 @@ fn open(a: &FabricArgs<'_>) -> Result<(Ep, Vec<u8>)> {
                 )?;
                 ok(&prov, "fi_mr_enable", fi::xfi_mr_enable(mr) as i64)?;
             }
+            if key == HEAP_KEY && !device {
+                ep.heap = Some(LocalHeap {
+                    base: w.base() as usize,
+                    len: w.len(),
+                    desc: if ep.mr_local {
+                        fi::xfi_mr_desc(mr)
+                    } else {
+                        std::ptr::null_mut()
+                    },
+                });
+            }
             let k = if prov_key { fi::xfi_mr_key(mr) } else { key };
             let addr = if virt { w.base() as u64 } else { 0 };
             rec = rec.u64(k).u64(addr).u64(w.len() as u64).u64(0);
@@ -2221,6 +2526,7 @@ fn open(a: &FabricArgs<'_>) -> Result<(Ep, Vec<u8>)> {
                         Box::new(Ctx {
                             raw: fi::fi_context2::default(),
                             id: RECV_BIT | i as u64,
+                            slab: NO_SLAB,
                         })
                     })
                     .collect(),
