@@ -1,7 +1,7 @@
 //! RMA: put/get for every element type and edge sizes, p/g, non-blocking and strided forms, ptr. Every value is
 //! checked against `reference()`, computed independently by the reader.
 
-use xpushmem::{Error, Result, Shmem};
+use xpushmem::{Cmp, Error, Result, Shmem, SignalOp};
 use xpushmem_tests::{pe_test, ref_vec, FromRef};
 
 /// Sizes that hit the edges: empty, one element, odd and unaligned counts, a page and a bit.
@@ -111,6 +111,171 @@ pe_test!(large_put_get_64mib, [_2pe = 2], |sh| {
             .all(|(i, &v)| v == (i as u64) ^ (other << 40)),
         "64 MiB payload"
     );
+    sh.free(buf)
+});
+
+// Large puts over every path a transport may take for them (over the fabric: a reused bounce buffer per put up to
+// 4 MiB, several writes past it, waits for bounce buffers when more than their cap is in flight, the registered
+// heap itself as the source of a blocking `put_sym`), at sizes around those thresholds and at odd offsets. Each
+// PE checks its whole buffer, byte for byte, against a model of what its peer wrote; every source changes as
+// soon as the call that put it returns (a blocking put may not read it later), and a put-with-signal's data is
+// checked as soon as its signal is seen.
+pe_test!(large_puts_every_path, [_2pe = 2], |sh| {
+    const K: usize = 1024;
+    let me = sh.my_pe();
+    let peer = 1 - me;
+    let sizes = [
+        32 * K - 1,
+        32 * K,
+        32 * K + 1,
+        64 * K + 7,
+        128 * K,
+        1024 * K + 3,
+        4096 * K,
+        4096 * K + 5,
+    ];
+    let span = 4096 * K + 5 + 16;
+    let buf = sh.calloc::<u8>(span)?;
+    let heap_src = sh.calloc::<u8>(span)?;
+    let sigs = sh.calloc::<u64>(1)?;
+    let sig = sigs.at(0)?;
+    let mut model = vec![0u8; span];
+    let check = |model: &[u8], what: &str| -> Result<()> {
+        let mut got = vec![0u8; span];
+        sh.get(&mut got, buf, me)?;
+        if let Some(i) = (0..span).find(|&i| got[i] != model[i]) {
+            panic!(
+                "{what}: byte {i} is {:#x}, the peer put {:#x}",
+                got[i], model[i]
+            );
+        }
+        Ok(())
+    };
+    let mut step = 0u64;
+    for (k, &len) in sizes.iter().enumerate() {
+        let off = 1 + k % 7;
+        // A private source, blocking put; the source changes on return.
+        step += 1;
+        let mut data: Vec<u8> = ref_vec(me, len, 1000 + step);
+        sh.put(buf.slice(off..off + len)?, &data, peer)?;
+        data.iter_mut().for_each(|b| *b = !*b);
+        sh.barrier_all()?;
+        model[off..off + len].copy_from_slice(&ref_vec::<u8>(peer, len, 1000 + step));
+        check(&model, &format!("put of {len} B at {off}"))?;
+        sh.barrier_all()?;
+        // The heap as the source (put_sym), from an odd offset; the source changes on return. One writer at a time,
+        // while the target sleeps without calling in: what the target's transport has not taken when the put
+        // returns stays in the source, which then changes.
+        step += 1;
+        let soff = 3 + k % 5;
+        for writer in 0..2 {
+            if me == writer {
+                let data = ref_vec::<u8>(me, len, 1000 + step);
+                sh.put(heap_src.slice(soff..soff + len)?, &data, me)?;
+                sh.put_sym(
+                    buf.slice(off + 1..off + 1 + len)?,
+                    heap_src.slice(soff..soff + len)?,
+                    peer,
+                )?;
+                sh.put(heap_src.slice(soff..soff + len)?, &vec![0xA5; len], me)?;
+            } else {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            sh.barrier_all()?;
+        }
+        model[off + 1..off + 1 + len].copy_from_slice(&ref_vec::<u8>(peer, len, 1000 + step));
+        check(
+            &model,
+            &format!("put_sym of {len} B from heap offset {soff} to {}", off + 1),
+        )?;
+        sh.barrier_all()?;
+        // Put-with-signal: the data is all there once the signal is.
+        step += 1;
+        let mut data: Vec<u8> = ref_vec(me, len, 1000 + step);
+        sh.put_signal(
+            buf.slice(off..off + len)?,
+            &data,
+            sig,
+            step,
+            SignalOp::Set,
+            peer,
+        )?;
+        data.iter_mut().for_each(|b| *b = !*b);
+        sh.signal_wait_until(sig, Cmp::Ge, step)?;
+        model[off..off + len].copy_from_slice(&ref_vec::<u8>(peer, len, 1000 + step));
+        check(
+            &model,
+            &format!("put_signal of {len} B at {off}, on its signal"),
+        )?;
+        sh.barrier_all()?;
+    }
+    // Puts larger than the kernel's socket buffers absorb, one writer at a time while the target sleeps without
+    // calling in: a transport that returned before taking all of the source would send bytes changed after.
+    let len = 48 << 20;
+    let big = sh.calloc::<u8>(len + 8)?;
+    let big_src = sh.calloc::<u8>(len + 8)?;
+    for (salt, from_heap) in [(7000u64, false), (7001, true)] {
+        for writer in 0..2 {
+            if me == writer {
+                let mut data = ref_vec::<u8>(me, len, salt);
+                if from_heap {
+                    sh.put(big_src.slice(5..5 + len)?, &data, me)?;
+                    sh.put_sym(big.slice(3..3 + len)?, big_src.slice(5..5 + len)?, peer)?;
+                    sh.put(big_src.slice(5..5 + len)?, &vec![0xA5; len], me)?;
+                } else {
+                    sh.put(big.slice(3..3 + len)?, &data, peer)?;
+                    data.iter_mut().for_each(|b| *b = !*b);
+                    // Later puts from other sources reuse what the first one's copies freed.
+                    sh.put(big.slice(..1)?, &[0x5A], peer)?;
+                }
+            } else {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            sh.barrier_all()?;
+        }
+        let mut got = vec![0u8; len];
+        sh.get(&mut got, big.slice(3..3 + len)?, me)?;
+        let want = ref_vec::<u8>(peer, len, salt);
+        if let Some(i) = (0..len).find(|&i| got[i] != want[i]) {
+            panic!(
+                "{} put of {len} B: byte {i} is {:#x}, the peer put {:#x}",
+                if from_heap {
+                    "heap (put_sym)"
+                } else {
+                    "private"
+                },
+                got[i],
+                want[i]
+            );
+        }
+        sh.barrier_all()?;
+    }
+    sh.free(big_src)?;
+    sh.free(big)?;
+    // More bytes in flight than the bounce buffers may hold (24 non-blocking puts of 1 MiB + 1 from distinct
+    // sources): later puts wait for earlier ones, and every one lands.
+    let (n, len) = (24, 1024 * K + 1);
+    let win = sh.calloc::<u8>(n * len)?;
+    let srcs: Vec<Vec<u8>> = (0..n).map(|i| ref_vec(me, len, 5000 + i as u64)).collect();
+    let mut hs = Vec::new();
+    for (i, s) in srcs.iter().enumerate() {
+        hs.push(sh.put_nbi(win.slice(i * len..(i + 1) * len)?, s, peer)?);
+    }
+    sh.quiet()?;
+    drop(hs);
+    sh.barrier_all()?;
+    let mut got = vec![0u8; n * len];
+    sh.get(&mut got, win, me)?;
+    for i in 0..n {
+        assert!(
+            got[i * len..(i + 1) * len] == ref_vec::<u8>(peer, len, 5000 + i as u64)[..],
+            "non-blocking put {i} of {n} ({len} B)"
+        );
+    }
+    sh.barrier_all()?;
+    sh.free(win)?;
+    sh.free(sigs)?;
+    sh.free(heap_src)?;
     sh.free(buf)
 });
 
