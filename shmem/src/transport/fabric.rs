@@ -11,10 +11,10 @@
 //! into a buffer the operation owns, one of 32 KiB or more into a bounce buffer kept for reuse ([`Slabs`]: fresh
 //! memory for every large put cost more in page faults and zeroing than the copy), as one write up to 4 MiB; a
 //! blocking put whose source lies in this PE's registered heap (`put_sym`, or a slice of the heap) is posted from
-//! the heap without a copy and waits for its completion. A get posts `fi_read` into an owned buffer that its ticket hands back; atomics are
-//! `fi_atomicmsg` / `fi_fetch_atomic` / `fi_compare_atomic` on `FI_UINT32`/`FI_UINT64`. Every write and atomic is
-//! posted with `FI_DELIVERY_COMPLETE` when the provider offers it (its completion means the target applied it), so
-//! `quiet` is "every outstanding operation completed". `put_signal` posts the signal only when the data's
+//! the heap without a copy and waits for its completion. A get posts `fi_read` into an owned buffer that its ticket
+//! hands back; atomics are `fi_atomicmsg` / `fi_fetch_atomic` / `fi_compare_atomic` on `FI_UINT32`/`FI_UINT64`.
+//! Every write and atomic is posted with `FI_DELIVERY_COMPLETE` when the provider offers it (its completion means
+//! the target applied it), so `quiet` is "every outstanding operation completed". `put_signal` posts the signal only when the data's
 //! delivery completed (libfabric orders RMA writes and atomics only within their own class). `fence` is `quiet`
 //! (stronger than OpenSHMEM asks: per-peer order without waiting would need `FI_FENCE`, which rxm lacks). A read
 //! or fetching atomic first completes this PE's outstanding operations to the same peer, so a PE reads its own
@@ -847,8 +847,8 @@ impl Ep {
     }
 
     /// Put `src` into `region` at `off` of PE `pe`, then (once delivered) `signal`. A large source is copied into
-    /// bounce buffers (one part up to [`SLAB_MAX`]); a smaller one into the operation's own buffer. (A source in the registered
-    /// heap goes through [`Ep::put_direct`] instead when the caller waits for it: blocking puts.)
+    /// bounce buffers (one part up to [`SLAB_MAX`]); a smaller one into the operation's own buffer. (A source in
+    /// the registered heap goes through [`Ep::put_direct`] instead when the caller waits for it: blocking puts.)
     fn put(
         &mut self,
         pe: usize,
