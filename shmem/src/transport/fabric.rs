@@ -915,8 +915,12 @@ impl Ep {
         for (k, chunk) in src.chunks(part).enumerate() {
             let s = self.take_slab(id, chunk.len())?;
             let (base, desc) = {
-                let Some(slab) = self.slabs.bufs[s as usize].as_mut() else {
-                    unreachable!("a bounce buffer just taken is allocated")
+                let Some(slab) = self.slabs.bufs.get_mut(s as usize).and_then(|b| b.as_mut())
+                else {
+                    return Err(Error::State(format!(
+                        "fabric: bounce buffer {s} taken for a put to PE {} is not allocated",
+                        self.op(id).pe
+                    )));
                 };
                 bytes_of_mut(&mut slab.buf)[..chunk.len()].copy_from_slice(chunk);
                 let desc = slab.mr.as_ref().map_or(std::ptr::null_mut(), |m| m.desc);
