@@ -52,8 +52,9 @@ pub fn is_pe_of(name: &str) -> bool {
     std::env::var(CASE_VAR).is_ok_and(|v| v == name)
 }
 
-/// Launch `n` PEs of test `name` (this test binary, `--exact name`) with extra environment; the outcome.
-pub fn spawn_pes_with(name: &str, n: usize, env: &[(&str, &str)]) -> Outcome {
+/// The job of `n` PEs of test `name` (this test binary, `--exact name`, output captured), with the wait limit of
+/// the PEs' tests and the job's hard timeout; `env` adds variables or replaces these defaults.
+pub fn pe_job(name: &str, n: usize, env: &[(&str, &str)]) -> Job {
     let exe = std::env::current_exe().expect("test binary path");
     let mut job = Job::new(n, exe);
     job.args = vec![
@@ -67,11 +68,33 @@ pub fn spawn_pes_with(name: &str, n: usize, env: &[(&str, &str)]) -> Outcome {
         ("XPUSHMEM_TIMEOUT_MS".into(), PE_WAIT_TIMEOUT_MS.into()),
         ("RUST_BACKTRACE".into(), "0".into()),
     ];
-    job.env
-        .extend(env.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    for (k, v) in env {
+        match job.env.iter_mut().find(|(key, _)| key == k) {
+            Some(e) => e.1 = v.to_string(),
+            None => job.env.push((k.to_string(), v.to_string())),
+        }
+    }
     job.timeout = Some(job_timeout());
     job.capture = true;
-    job.run().expect("launch PEs")
+    job
+}
+
+/// Launch `n` PEs of test `name` (this test binary, `--exact name`) with extra environment; the outcome.
+pub fn spawn_pes_with(name: &str, n: usize, env: &[(&str, &str)]) -> Outcome {
+    pe_job(name, n, env).run().expect("launch PEs")
+}
+
+/// Every PE's exit and output, one block per PE (for a failing assertion's message).
+pub fn outputs(out: &Outcome) -> String {
+    (0..out.exits.len())
+        .map(|pe| {
+            format!(
+                "---- PE {pe} ({:?}) ----\n{}",
+                out.exits[pe],
+                out.output_of(pe)
+            )
+        })
+        .collect()
 }
 
 /// Launch `n` PEs of test `name` and panic (with every PE's output) unless all exit with 0.
@@ -83,18 +106,13 @@ pub fn spawn_pes(name: &str, n: usize) {
 /// Panic with every PE's output unless the job succeeded.
 pub fn assert_success(name: &str, n: usize, out: &Outcome) {
     if !out.success() {
-        let mut msg = format!(
-            "{name} at {n} PEs failed: first failure {:?}, timed out: {}, after {:?}\n",
-            out.first_failure, out.timed_out, out.elapsed
+        panic!(
+            "{name} at {n} PEs failed: first failure {:?}, timed out: {}, after {:?}\n{}",
+            out.first_failure,
+            out.timed_out,
+            out.elapsed,
+            outputs(out)
         );
-        for pe in 0..n {
-            msg.push_str(&format!(
-                "---- PE {pe} ({:?}) ----\n{}",
-                out.exits[pe],
-                out.output_of(pe)
-            ));
-        }
-        panic!("{msg}");
     }
 }
 

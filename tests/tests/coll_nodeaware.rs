@@ -557,7 +557,6 @@ fn loopback_10plus2_barrier_and_reduce_12pe() {
 /// with `PeerLost` naming it, well within the wait limit, and no process is left.
 fn peer_death(name: &str, victim: usize) {
     use std::time::Duration;
-    use xpushmem::launch::{Job, PeExit};
     let layout = [0usize, 0, 1, 1];
     let n = layout.len();
     if is_pe_of(name) {
@@ -604,46 +603,11 @@ fn peer_death(name: &str, victim: usize) {
         eprintln!("skipped {name}: this build has no fabric transport");
         return;
     }
-    let mut job = Job::new(n, std::env::current_exe().expect("test binary"));
-    job.args = vec![
-        name.into(),
-        "--exact".into(),
-        "--nocapture".into(),
-        "--test-threads=1".into(),
-    ];
-    job.env = vec![
-        (xpushmem_tests::CASE_VAR.into(), name.into()),
-        ("RUST_BACKTRACE".into(), "0".into()),
-        ("XPUSHMEM_TIMEOUT_MS".into(), "30000".into()),
-    ];
+    let mut job = xpushmem_tests::pe_job(name, n, &[("XPUSHMEM_TIMEOUT_MS", "30000")]);
     job.timeout = Some(Duration::from_secs(90));
-    job.capture = true;
     job.stop_on_failure = false;
     let out = job.run().expect("launch");
-    let all: String = (0..n)
-        .map(|pe| {
-            format!(
-                "---- PE {pe} ({:?}) ----\n{}",
-                out.exits[pe],
-                out.output_of(pe)
-            )
-        })
-        .collect();
-    assert!(!out.timed_out, "the job hung\n{all}");
-    assert_eq!(out.exits[victim], PeExit::Signal(9), "{all}");
-    for pe in (0..n).filter(|&p| p != victim) {
-        assert_eq!(out.exits[pe], PeExit::Code(0), "survivor PE {pe}\n{all}");
-        assert!(
-            out.output_of(pe)
-                .contains(&format!("verdict PE {pe}: PeerLost")),
-            "{all}"
-        );
-    }
-    assert!(
-        out.elapsed < Duration::from_secs(30),
-        "noticed only after {:?}\n{all}",
-        out.elapsed
-    );
+    fabric_common::assert_peer_lost(name, &out, victim);
     let left = xpushmem_tests::processes_of(name);
     assert!(left.is_empty(), "processes of the job left: {left:?}");
 }

@@ -62,7 +62,6 @@ mixed_test!(four_nodes_4pe, 4, 4);
 #[test]
 fn peer_death_across_nodes_is_peer_lost_3pe() {
     use std::time::Duration;
-    use xpushmem::launch::{Job, PeExit};
     use xpushmem::Error;
     let name = test_name(module_path!(), "peer_death_across_nodes_is_peer_lost_3pe");
     let (n, nodes) = (3, 2);
@@ -118,46 +117,11 @@ fn peer_death_across_nodes_is_peer_lost_3pe() {
         );
         return;
     }
-    let mut job = Job::new(n, std::env::current_exe().expect("test binary"));
-    job.args = vec![
-        name.clone(),
-        "--exact".into(),
-        "--nocapture".into(),
-        "--test-threads=1".into(),
-    ];
-    job.env = vec![
-        (xpushmem_tests::CASE_VAR.into(), name.clone()),
-        ("RUST_BACKTRACE".into(), "0".into()),
-        ("XPUSHMEM_TIMEOUT_MS".into(), "30000".into()),
-    ];
+    let mut job = xpushmem_tests::pe_job(&name, n, &[("XPUSHMEM_TIMEOUT_MS", "30000")]);
     job.timeout = Some(Duration::from_secs(90));
-    job.capture = true;
     job.stop_on_failure = false;
     let out = job.run().expect("launch");
-    let all: String = (0..n)
-        .map(|pe| {
-            format!(
-                "---- PE {pe} ({:?}) ----\n{}",
-                out.exits[pe],
-                out.output_of(pe)
-            )
-        })
-        .collect();
-    assert!(!out.timed_out, "the job hung\n{all}");
-    assert_eq!(out.exits[2], PeExit::Signal(9), "{all}");
-    for pe in 0..2 {
-        assert_eq!(out.exits[pe], PeExit::Code(0), "survivor PE {pe}\n{all}");
-        assert!(
-            out.output_of(pe)
-                .contains(&format!("verdict PE {pe}: PeerLost")),
-            "{all}"
-        );
-    }
-    assert!(
-        out.elapsed < Duration::from_secs(30),
-        "noticed only after {:?}\n{all}",
-        out.elapsed
-    );
+    fabric_common::assert_peer_lost(&name, &out, 2);
     let left = xpushmem_tests::processes_of(&name);
     assert!(left.is_empty(), "processes of the job left: {left:?}");
 }

@@ -14,7 +14,9 @@
 
 mod fabric_common;
 
-use fabric_common::netns::{cannot_run, example, example_env, Netns, EXAMPLES};
+use fabric_common::netns::{
+    cannot_run, example, example_env, publish_id, wait_all, Netns, EXAMPLES,
+};
 use fabric_common::{mixed_body, node_of};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -91,12 +93,6 @@ fn pe_main() -> ! {
             std::process::exit(1);
         }
     }
-}
-
-fn publish_id(file: &Path, id: UniqueId) {
-    let tmp = file.with_extension("tmp");
-    std::fs::write(&tmp, id.to_string()).expect("write the ID");
-    std::fs::rename(&tmp, file).expect("publish the ID");
 }
 
 fn read_id(file: &Path) -> UniqueId {
@@ -335,25 +331,4 @@ fn netns_examples_4pe() {
         left.is_empty(),
         "{name}: processes left in the namespaces: {left:?}"
     );
-}
-
-/// Wait for every child, at most `limit`; kill those still running then. The exit status of each (None: killed).
-fn wait_all(children: &mut [Child], limit: Duration) -> Vec<Option<std::process::ExitStatus>> {
-    let start = Instant::now();
-    let mut status = vec![None; children.len()];
-    while status.iter().any(Option::is_none) && start.elapsed() < limit {
-        for (s, c) in status.iter_mut().zip(children.iter_mut()) {
-            if s.is_none() {
-                *s = c.try_wait().expect("wait");
-            }
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    for (s, c) in status.iter().zip(children.iter_mut()) {
-        if s.is_none() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-    status
 }

@@ -11,9 +11,9 @@
 //! right after the last common barrier, and kills it once every survivor has checked its error.
 
 use std::time::{Duration, Instant};
-use xpushmem::launch::{Job, PeExit};
+use xpushmem::launch::PeExit;
 use xpushmem::{Cmp, Error, Shmem};
-use xpushmem_tests::{is_pe_of, test_name, CASE_VAR};
+use xpushmem_tests::{is_pe_of, test_name};
 
 /// Wait limit of the SIGSTOP cases (the survivors must time out at it).
 const STOP_LIMIT_MS: u64 = 1000;
@@ -225,35 +225,22 @@ fn run_case(func: &str, op: &str, n: usize, signal: &str) {
     };
     for victim in [0, n - 1] {
         let shm_before = dev_shm();
-        let mut job = Job::new(n, std::env::current_exe().expect("test binary"));
-        job.args = vec![
-            name.clone(),
-            "--exact".into(),
-            "--nocapture".into(),
-            "--test-threads=1".into(),
-        ];
-        job.env = vec![
-            (CASE_VAR.into(), name.clone()),
-            ("RUST_BACKTRACE".into(), "0".into()),
-            ("XPUSHMEM_TIMEOUT_MS".into(), limit.to_string()),
-            ("XPUSHMEM_SYMMETRIC_SIZE".into(), "16M".into()),
-            ("RELIAB_OP".into(), op.into()),
-            ("RELIAB_VICTIM".into(), victim.to_string()),
-            ("RELIAB_SIGNAL".into(), signal.into()),
-        ];
+        let (limit_ms, victim_s) = (limit.to_string(), victim.to_string());
+        let mut job = xpushmem_tests::pe_job(
+            &name,
+            n,
+            &[
+                ("XPUSHMEM_TIMEOUT_MS", &limit_ms),
+                ("XPUSHMEM_SYMMETRIC_SIZE", "16M"),
+                ("RELIAB_OP", op),
+                ("RELIAB_VICTIM", &victim_s),
+                ("RELIAB_SIGNAL", signal),
+            ],
+        );
         job.timeout = Some(Duration::from_secs(60));
-        job.capture = true;
         job.stop_on_failure = false;
         let out = job.run().expect("launch");
-        let all: String = (0..n)
-            .map(|pe| {
-                format!(
-                    "---- PE {pe} ({:?}) ----\n{}",
-                    out.exits[pe],
-                    out.output_of(pe)
-                )
-            })
-            .collect();
+        let all = xpushmem_tests::outputs(&out);
         let case = format!("{op} with PE {victim} of {n} {signal}ped");
         assert!(!out.timed_out, "{case}: the job hung\n{all}");
         assert_eq!(

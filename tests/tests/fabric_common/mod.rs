@@ -19,6 +19,33 @@ pub fn fabric_available() -> bool {
     matches!(xpushmem::transport::fabric_providers(), Ok(Some(_)))
 }
 
+/// The checks of a job in which PE `victim` was killed: nobody hung, the victim died of SIGKILL, every survivor
+/// exited with 0 after printing its `verdict PE p: PeerLost` line, within 30 s (the survivors' limit).
+#[allow(dead_code)] // not every test that includes this module kills a PE
+pub fn assert_peer_lost(name: &str, out: &xpushmem::launch::Outcome, victim: usize) {
+    use xpushmem::launch::PeExit;
+    let all = xpushmem_tests::outputs(out);
+    assert!(!out.timed_out, "{name}: the job hung\n{all}");
+    assert_eq!(out.exits[victim], PeExit::Signal(9), "{name}\n{all}");
+    for pe in (0..out.exits.len()).filter(|&p| p != victim) {
+        assert_eq!(
+            out.exits[pe],
+            PeExit::Code(0),
+            "{name}: survivor PE {pe}\n{all}"
+        );
+        assert!(
+            out.output_of(pe)
+                .contains(&format!("verdict PE {pe}: PeerLost")),
+            "{name}\n{all}"
+        );
+    }
+    assert!(
+        out.elapsed < std::time::Duration::from_secs(30),
+        "{name}: noticed only after {:?}\n{all}",
+        out.elapsed
+    );
+}
+
 /// The node of PE `pe` when `n` PEs are spread over `nodes` nodes in contiguous blocks.
 pub fn node_of(pe: usize, n: usize, nodes: usize) -> usize {
     pe * nodes / n

@@ -165,9 +165,7 @@ pub fn uid_init() -> xpushmem::Result<xpushmem::Shmem> {
     let file = std::path::PathBuf::from(var("NETNS_ID_FILE"));
     let uid = if rank == 0 {
         let id = xpushmem::get_unique_id()?;
-        let tmp = file.with_extension("tmp");
-        std::fs::write(&tmp, id.to_string()).expect("write the ID");
-        std::fs::rename(&tmp, &file).expect("publish the ID");
+        publish_id(&file, id);
         id
     } else {
         let start = std::time::Instant::now();
@@ -188,6 +186,37 @@ pub fn uid_init() -> xpushmem::Result<xpushmem::Shmem> {
     })
 }
 
+/// Write the unique ID into `file` at once (through a temporary file and a rename): a reader never sees half of it.
+pub fn publish_id(file: &std::path::Path, id: xpushmem::UniqueId) {
+    let tmp = file.with_extension("tmp");
+    std::fs::write(&tmp, id.to_string()).expect("write the ID");
+    std::fs::rename(&tmp, file).expect("publish the ID");
+}
+
+/// Wait for every child, at most `limit`; kill those still running then. The exit status of each (None: killed).
+pub fn wait_all(
+    children: &mut [std::process::Child],
+    limit: std::time::Duration,
+) -> Vec<Option<std::process::ExitStatus>> {
+    let start = std::time::Instant::now();
+    let mut status = vec![None; children.len()];
+    while status.iter().any(Option::is_none) && start.elapsed() < limit {
+        for (s, c) in status.iter_mut().zip(children.iter_mut()) {
+            if s.is_none() {
+                *s = c.try_wait().expect("wait");
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    for (s, c) in status.iter().zip(children.iter_mut()) {
+        if s.is_none() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+    status
+}
+
 /// Run test `name` of this test binary as a job of `n` PEs over the namespaces of `ns` (PE `pe` in namespace
 /// `super::node_of(pe, n, 2)`), started with the unique-ID bootstrap ([`uid_init`] in each PE), with the wait limit
 /// `limit_ms` and the extra environment `env`; kill what is left after twice the limit. Each PE's exit status
@@ -199,7 +228,6 @@ pub fn run_uid_job(
     limit_ms: u64,
     env: &[(&str, &str)],
 ) -> Vec<(Option<std::process::ExitStatus>, String)> {
-    use std::time::{Duration, Instant};
     let dir = std::env::temp_dir().join(format!("xpushmem-netns-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("temp dir");
@@ -227,24 +255,10 @@ pub fn run_uid_job(
             .expect("ip netns exec");
         children.push(child);
     }
-    let start = Instant::now();
-    let mut status = vec![None; n];
-    while status.iter().any(Option::is_none)
-        && start.elapsed() < Duration::from_millis(2 * limit_ms + 10_000)
-    {
-        for (s, c) in status.iter_mut().zip(children.iter_mut()) {
-            if s.is_none() {
-                *s = c.try_wait().expect("wait");
-            }
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    for (s, c) in status.iter().zip(children.iter_mut()) {
-        if s.is_none() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
+    let status = wait_all(
+        &mut children,
+        std::time::Duration::from_millis(2 * limit_ms + 10_000),
+    );
     let out = (0..n)
         .map(|pe| {
             let log = std::fs::read_to_string(dir.join(format!("pe{pe}.log"))).unwrap_or_default();
