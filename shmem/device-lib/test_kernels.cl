@@ -24,18 +24,15 @@ u64 __attribute__((overloadable)) __spirv_BuiltInWorkgroupSize(int dim);
 G u64 xpushmem_test_counter = 42;
 
 /* put with signal: dst[i] = src[i] * 2 for i < n (work-items stride over n), CrossDevice release fence, then
- * the first work-item of each work-group, once its group's writes are done, atomically adds sigval to *sig
- * (CrossDevice scope, release): the signal reaches (number of work-groups) * sigval when all the data is there.
- * (A work-group barrier orders only its own group: one add by global work-item 0 could run before another group
- * wrote its share, and the receiver would see the signal before the data.) dst and sig may point into a peer's
- * heap (an IPC mapping). */
+ * work-item 0 atomically adds sigval to *sig (CrossDevice scope, release). dst and sig may point into a peer's
+ * heap (an IPC mapping). The signal follows the data only with one work-group (the barrier before it is the
+ * work-group's); with more, a reader must wait for the kernel's completion instead. */
 __kernel void put_signal(G u32 *dst, G const u32 *src, u64 n, G u64 *sig, u64 sigval) {
   u64 gid = __spirv_BuiltInGlobalInvocationId(0), gsz = __spirv_BuiltInGlobalSize(0);
   for (u64 i = gid; i < n; i += gsz) dst[i] = src[i] * 2u;
   __spirv_MemoryBarrier(SCOPE_CROSS_DEVICE, SEM_SEQ_CST | SEM_CROSS_WG_MEMORY);
   __spirv_ControlBarrier(SCOPE_WORKGROUP, SCOPE_WORKGROUP, SEM_SEQ_CST | SEM_CROSS_WG_MEMORY);
-  if (__spirv_BuiltInLocalInvocationId(0) == 0)
-    __spirv_AtomicIAdd(sig, SCOPE_CROSS_DEVICE, SEM_RELEASE | SEM_CROSS_WG_MEMORY, sigval);
+  if (gid == 0) __spirv_AtomicIAdd(sig, SCOPE_CROSS_DEVICE, SEM_RELEASE | SEM_CROSS_WG_MEMORY, sigval);
 }
 
 /* Every work-item adds 1 to *counter and writes its global id into ids[gid]; exercises 3 dimensions and a
