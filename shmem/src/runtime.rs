@@ -147,11 +147,10 @@ fn host_key(cfg: &Config) -> String {
         .nodename()
         .to_string_lossy()
         .into_owned();
-    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
     let net = std::fs::read_link("/proc/self/ns/net")
         .map(|p| p.to_string_lossy().into_owned())
         .unwrap_or_default();
-    format!("{host}/{}/{net}", boot.trim())
+    format!("{host}/{}/{net}", machine_key())
 }
 
 /// A variable the uid bootstrap needs (xpushmem-run sets it).
