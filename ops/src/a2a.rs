@@ -436,20 +436,33 @@ fn run(
     oso: &TensorView,
 ) -> Result<()> {
     let w = group.size();
-    // One allocation: the identity words of both views fit.
-    let mut words = Vec::with_capacity(10 + 2 * (input.dim() + oso.dim()));
+    let mut scratch = group.scratch();
+    let crate::group::Scratch {
+        send,
+        recv,
+        words,
+        counts,
+        src_rows,
+        inline,
+        both,
+        order,
+        layout,
+        transfers,
+    } = &mut *scratch;
+    words.clear();
     words.extend_from_slice(&[code as u64, w as u64, group.id()]);
     if let Ok(p) = &prep {
         words.push(p.ex.ne as u64);
     }
-    input.digest_words(&mut words);
-    oso.digest_words(&mut words);
-    let dig = plan::digest(&words);
+    input.digest_words(words);
+    oso.digest_words(words);
+    let dig = plan::digest(words);
     let ne = prep.as_ref().map_or(ne_hint.max(1), |p| p.ex.ne);
     let cap = group.exchange_capacity(sh);
     // The split entries fit in a message, or the agreement protocol moves them. `ne` enters the digest, so ranks
     // whose arguments agree choose alike.
     if (ne.saturating_mul(16)).saturating_add(8) > cap {
+        drop(scratch);
         return run_agreed(sh, group, op, me, dig, prep, input, out, oso);
     }
     let ours = || {
@@ -465,8 +478,6 @@ fn run(
     // eagerly no completion exchange is needed (module docs, step 4).
     let matrix = sh.config().check_symmetry && head_bytes(ne, w * ne, true) <= cap;
     let tr = group.team_ranks();
-    let mut scratch = group.scratch();
-    let crate::group::Scratch { send, recv } = &mut *scratch;
     send.clear();
     let built = match &prep {
         Ok(p) => build_split_messages(sh, group, me, p, input, out, cap, eager, matrix, send),
@@ -482,11 +493,14 @@ fn run(
     // Receive: the entries of every sender, at the receiver indices the exchange gives.
     let n = p.ex.nsplits();
     let ne = p.ex.ne;
-    let mut counts = vec![0i64; n];
-    let mut src_rows = vec![0i64; n];
+    counts.clear();
+    counts.resize(n, 0);
+    src_rows.clear();
+    src_rows.resize(n, 0);
+    inline.clear();
+    inline.resize(w, None);
     let mut all_eager = true;
     let mut all_matrix = true;
-    let mut inline: Vec<Option<usize>> = vec![None; w];
     let received = (|| {
         for s in 0..w {
             let m = recv.get(tr[s]);
@@ -517,16 +531,16 @@ fn run(
         let (major, minor, _) = p.ex.recv_shape();
         // This rank's own receive first (its error wins), then, when the messages carry everyone's receive
         // arguments, every other rank's, the same way on every rank.
-        let layout = recv_layout(&counts, major, minor, p.align)?;
-        check_fits(op, &layout, out.size(0), &counts)?;
+        plan::recv_layout_into(counts, major, minor, p.align, layout)?;
+        check_fits(op, layout, out.size(0), counts)?;
         if all_matrix && all_eager {
-            if let Some(r) = first_bad_receive(group, op, &p.ex, me, recv) {
+            if let Some(r) = first_bad_receive(group, &p.ex, me, recv, both, order) {
                 return Err(group.rejected(op, r)?);
             }
         }
-        Ok(layout)
+        Ok(())
     })();
-    let outcome = received.and_then(|layout| {
+    let outcome = received.and_then(|()| {
         let src = input.contiguous_bytes(op, "input")?;
         let dst = out.contiguous_bytes(op, "out")?;
         let rb = p.row_bytes;
@@ -551,7 +565,7 @@ fn run(
             }
         }
         // The others: this rank's own chunks and those of senders that did not ship them.
-        let transfers = plan::pull_list(&p.ex, me, &counts, &src_rows, &layout)?;
+        plan::pull_list_into(&p.ex, me, counts, src_rows, layout, transfers)?;
         let mut staging = Vec::new();
         for t in transfers.iter().filter(|t| inline[t.peer].is_none()) {
             let bytes = t.rows * rb;
@@ -559,10 +573,10 @@ fn run(
             let d = dst.slice(t.dst_row * rb..t.dst_row * rb + bytes)?;
             io::copy(sh, s, group.global(t.peer)?, d, sh.my_pe(), &mut staging)?;
         }
-        let mut both = Vec::with_capacity(2 * n);
-        both.extend_from_slice(&counts);
+        both.clear();
+        both.extend_from_slice(counts);
         both.extend_from_slice(&layout.offsets);
-        io::write_i64s(sh, oso, &both, sh.my_pe())
+        io::write_i64s(sh, oso, both, sh.my_pe())
     });
     if all_matrix && all_eager {
         // Every rank judged every receive above; nobody reads a peer's input: no completion exchange.
@@ -576,10 +590,11 @@ fn run(
 /// (the caller judges its own first, with its own arguments).
 fn first_bad_receive(
     group: &Group,
-    op: &str,
     ex: &Exchange,
     me: usize,
     recv: &Messages,
+    counts: &mut Vec<i64>,
+    by_team: &mut Vec<usize>,
 ) -> Option<usize> {
     let (w, ne, n) = (group.size(), ex.ne, ex.nsplits());
     let tr = group.team_ranks();
@@ -591,12 +606,14 @@ fn first_bad_receive(
     };
     // Word index of the receive arguments in a message; the split vector follows them.
     let args = 1 + 2 * ne;
-    let mut by_team = vec![0usize; w];
+    by_team.clear();
+    by_team.resize(w, 0);
     for (g, &t) in tr.iter().enumerate() {
         by_team[t] = g;
     }
-    let mut counts = vec![0i64; n];
-    for r in by_team.into_iter().filter(|&r| r != me) {
+    counts.clear();
+    counts.resize(n, 0);
+    for &r in by_team.iter().filter(|&&r| r != me) {
         for s in 0..w {
             for k in 0..ne {
                 let (t, i) = ex.entry(s, r, k);
@@ -604,10 +621,10 @@ fn first_bad_receive(
             }
         }
         let (rows, a) = (word(r, args) as usize, word(r, args + 1));
-        if recv_layout(&counts, major, minor, a)
-            .and_then(|l| check_fits(op, &l, rows, &counts))
-            .is_err()
-        {
+        // The same verdict as `recv_layout` + `check_fits` on that rank: a bad count or too few rows.
+        let fits = plan::recv_written_end(counts, major, minor, a)
+            .is_ok_and(|end| end as u128 <= rows as u128);
+        if !fits {
             return Some(r);
         }
     }
@@ -886,7 +903,7 @@ pub fn nvshmem_all_to_all(
     // The chunks travel inside the exchange when small (the chunk size enters the digest through the input).
     let eager = |chunk: usize| chunk <= eager_limit(sh, cap) && chunk <= cap;
     let mut scratch = group.scratch();
-    let crate::group::Scratch { send, recv } = &mut *scratch;
+    let crate::group::Scratch { send, recv, .. } = &mut *scratch;
     send.clear();
     let tr = group.team_ranks();
     let built = prep.as_ref().map_err(Clone::clone).and_then(|&chunk| {

@@ -40,6 +40,17 @@ pub(crate) struct Scratch {
     pub send: Messages,
     /// What it received.
     pub recv: Messages,
+    /// The all-to-alls' argument digest words, received counts and source rows, eager chunk positions and
+    /// `out_splits_offsets` rows: reused from call to call (small calls allocate nothing for them).
+    pub words: Vec<u64>,
+    pub counts: Vec<i64>,
+    pub src_rows: Vec<i64>,
+    pub inline: Vec<Option<usize>>,
+    pub both: Vec<i64>,
+    pub order: Vec<usize>,
+    /// The receive layout and pull list of the all-to-alls.
+    pub layout: crate::plan::RecvLayout,
+    pub transfers: Vec<crate::plan::Transfer>,
 }
 
 fn list_id(pes: &[usize]) -> u64 {

@@ -80,7 +80,7 @@ pub fn aligned_len(total: i64, align: i64) -> Option<i64> {
 
 /// Where each received chunk goes in the output, for row 0 laid out as `major` blocks of `minor` counts
 /// (`counts[i * minor + j]`).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RecvLayout {
     /// Output row of each chunk: within a block, the exclusive prefix over the block's counts, plus the block's
     /// start. Written back as row 1 of `out_splits_offsets`.
@@ -100,6 +100,51 @@ pub struct RecvLayout {
 ///
 /// `align` must be `>= 0` (0 = no alignment and no minimum); counts must be non-negative.
 pub fn recv_layout(counts: &[i64], major: usize, minor: usize, align: i64) -> Result<RecvLayout> {
+    let mut l = RecvLayout::default();
+    recv_layout_into(counts, major, minor, align, &mut l)?;
+    Ok(l)
+}
+
+/// [`recv_layout`] into `l` (its vectors' allocations are reused).
+pub fn recv_layout_into(
+    counts: &[i64],
+    major: usize,
+    minor: usize,
+    align: i64,
+    l: &mut RecvLayout,
+) -> Result<()> {
+    l.offsets.clear();
+    l.block_starts.clear();
+    let (offsets, block_starts) = (&mut l.offsets, &mut l.block_starts);
+    let (reserved, written_end) = walk_layout(
+        counts,
+        major,
+        minor,
+        align,
+        |o| offsets.push(o),
+        |b| block_starts.push(b),
+    )?;
+    l.reserved = reserved;
+    l.written_end = written_end;
+    Ok(())
+}
+
+/// [`RecvLayout::written_end`] of [`recv_layout`] alone (the same checks and errors), without building the
+/// layout: what judging another rank's receive needs.
+pub fn recv_written_end(counts: &[i64], major: usize, minor: usize, align: i64) -> Result<i64> {
+    walk_layout(counts, major, minor, align, |_| {}, |_| {}).map(|(_, end)| end)
+}
+
+/// The layout computation of [`recv_layout`]: calls `offset` with each chunk's output row and `block` with each
+/// block's first row, in order; returns (rows reserved, one past the last row written).
+fn walk_layout(
+    counts: &[i64],
+    major: usize,
+    minor: usize,
+    align: i64,
+    mut offset: impl FnMut(i64),
+    mut block: impl FnMut(i64),
+) -> Result<(i64, i64)> {
     if counts.len() != major * minor {
         return Err(Error::invalid(
             "counts",
@@ -117,12 +162,10 @@ pub fn recv_layout(counts: &[i64], major: usize, minor: usize, align: i64) -> Re
             "received row counts overflow int64",
         )
     };
-    let mut offsets = Vec::with_capacity(counts.len());
-    let mut block_starts = Vec::with_capacity(major);
     let mut start = 0i64;
     let mut written_end = 0i64;
     for b in 0..major {
-        block_starts.push(start);
+        block(start);
         let mut acc = start;
         for &c in &counts[b * minor..(b + 1) * minor] {
             if c < 0 {
@@ -132,7 +175,7 @@ pub fn recv_layout(counts: &[i64], major: usize, minor: usize, align: i64) -> Re
                     "a received count is negative",
                 ));
             }
-            offsets.push(acc);
+            offset(acc);
             let end = acc.checked_add(c).ok_or_else(overflow)?;
             if c > 0 {
                 written_end = written_end.max(end);
@@ -144,12 +187,7 @@ pub fn recv_layout(counts: &[i64], major: usize, minor: usize, align: i64) -> Re
             .checked_add(aligned_len(total, align).ok_or_else(overflow)?)
             .ok_or_else(overflow)?;
     }
-    Ok(RecvLayout {
-        offsets,
-        block_starts,
-        reserved: start,
-        written_end,
-    })
+    Ok((start, written_end))
 }
 
 /// How a sender's split entries map onto receivers' `out_splits_offsets` indices: PyTorch's
@@ -279,6 +317,20 @@ pub fn pull_list(
     layout: &RecvLayout,
 ) -> Result<Vec<Transfer>> {
     let mut out = Vec::new();
+    pull_list_into(ex, me, counts, src_offsets, layout, &mut out)?;
+    Ok(out)
+}
+
+/// [`pull_list`] into `out` (cleared first; its allocation is reused).
+pub fn pull_list_into(
+    ex: &Exchange,
+    me: usize,
+    counts: &[i64],
+    src_offsets: &[i64],
+    layout: &RecvLayout,
+    out: &mut Vec<Transfer>,
+) -> Result<()> {
+    out.clear();
     for i in 0..counts.len() {
         let rows = counts[i];
         if rows == 0 {
@@ -301,7 +353,7 @@ pub fn pull_list(
     }
     let w = ex.world.max(1);
     out.sort_by_key(|t| ((t.peer + w - me % w - 1) % w, t.dst_row));
-    Ok(out)
+    Ok(())
 }
 
 /// A contiguous byte run of a strided view: `len` bytes at byte offset `start` (relative to the view's buffer).

@@ -16,6 +16,10 @@ pub struct TensorView {
     shape: Vec<usize>,
     strides: Vec<usize>,
     offset: usize,
+    /// [`TensorView::byte_extent`] and [`TensorView::is_contiguous`], computed once when the view is made (the
+    /// ops check them several times per call).
+    extent: (usize, usize),
+    contiguous: bool,
 }
 
 /// The bytes of a typed symmetric slice as a `SymSlice<u8>` (same heap offset, `len * size_of::<T>()` bytes).
@@ -53,14 +57,17 @@ impl TensorView {
                 ),
             });
         }
-        let v = TensorView {
+        let mut v = TensorView {
             buf,
             dtype,
             shape: shape.to_vec(),
             strides: strides.to_vec(),
             offset,
+            extent: (0, 0),
+            contiguous: false,
         };
-        let (_, end) = v.byte_extent_checked()?;
+        v.cache()?;
+        let (_, end) = v.extent;
         if end > buf.len() {
             return Err(Error::OutOfBounds {
                 what: "tensor view bytes",
@@ -102,6 +109,13 @@ impl TensorView {
         TensorView::contiguous(sym_bytes(sh, s)?, dtype, shape)
     }
 
+    /// Compute the cached extent and contiguity from the shape, strides and offset.
+    fn cache(&mut self) -> Result<()> {
+        self.extent = self.byte_extent_checked()?;
+        self.contiguous = self.contiguous_from_strides();
+        Ok(())
+    }
+
     /// `[first byte, one past the last byte)` of the elements, relative to the start of `buf`; `(o, o)` when empty.
     fn byte_extent_checked(&self) -> Result<(usize, usize)> {
         let esz = self.dtype.size();
@@ -131,7 +145,7 @@ impl TensorView {
     /// `[first byte, one past the last byte)` spanned by the elements, relative to the start of `buf`.
     pub fn byte_extent(&self) -> (usize, usize) {
         // Checked at construction.
-        self.byte_extent_checked().unwrap_or((0, 0))
+        self.extent
     }
 
     /// The symmetric bytes the view lies in.
@@ -192,6 +206,10 @@ impl TensorView {
     /// Whether the view is contiguous in row-major order (PyTorch's `is_contiguous()`: dimensions of size 1 may
     /// have any stride, and an empty view is contiguous).
     pub fn is_contiguous(&self) -> bool {
+        self.contiguous
+    }
+
+    fn contiguous_from_strides(&self) -> bool {
         if self.numel() == 0 {
             return true;
         }
@@ -230,6 +248,8 @@ impl TensorView {
         if len > 0 {
             v.offset += start * self.strides[dim];
         }
+        // A sub-range of a checked view: its extent cannot overflow.
+        v.cache()?;
         Ok(v)
     }
 
