@@ -213,7 +213,7 @@ impl Shmem {
             // Eager only when a block fits in a message: `nelems` is small.
             let mut buf = vec![T::default(); nelems];
             // Block j of the source travels to member j inside the agreement.
-            let mut send = super::Messages::default();
+            let (mut send, mut recv) = ctx.take_messages();
             if local.is_ok() {
                 for j in 0..n {
                     if j != me && nelems > 0 {
@@ -225,9 +225,9 @@ impl Shmem {
                     send.close();
                 }
             }
-            let mut recv = super::Messages::default();
             ctx.enter_exchange(common, local, &send, &mut recv)?;
             if nelems == 0 {
+                ctx.give_messages(send, recv);
                 return Ok(());
             }
             for i in 0..n {
@@ -250,6 +250,7 @@ impl Shmem {
                     self.iput(to, &buf, dst, 1, buf.len(), self.my_pe())?;
                 }
             }
+            ctx.give_messages(send, recv);
             return Ok(());
         }
         ctx.enter(common, [0; INFO], local, false)?;

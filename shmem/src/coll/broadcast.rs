@@ -121,7 +121,7 @@ impl Shmem {
         ];
         if algo.as_ref().is_ok_and(|a| *a == BroadcastAlgo::Eager) {
             // The root's data travels to every member inside the agreement.
-            let mut send = super::Messages::default();
+            let (mut send, mut recv) = ctx.take_messages();
             if local.is_ok() {
                 for i in 0..n {
                     if me == root && i != me && nelems > 0 {
@@ -130,17 +130,19 @@ impl Shmem {
                     send.close();
                 }
             }
-            let mut recv = super::Messages::default();
             ctx.enter_exchange(common, local, &send, &mut recv)?;
-            if nelems == 0 {
-                return Ok(());
-            }
-            let (dest, src) = (dest.slice(..nelems)?, src.slice(..nelems)?);
-            return if me == root {
-                ctx.copy(dest, me, src, me)
+            let r = if nelems == 0 {
+                Ok(())
             } else {
-                ctx.write_local(dest, recv.get(root))
+                let (dest, src) = (dest.slice(..nelems)?, src.slice(..nelems)?);
+                if me == root {
+                    ctx.copy(dest, me, src, me)
+                } else {
+                    ctx.write_local(dest, recv.get(root))
+                }
             };
+            ctx.give_messages(send, recv);
+            return r;
         }
         ctx.enter(common, [0; INFO], local, false)?;
         let algo = algo?;

@@ -109,32 +109,36 @@ impl Shmem {
         if algo.as_ref().is_ok_and(|a| *a == CollectAlgo::Eager) {
             // This PE's block travels to every member inside the agreement.
             let me = ctx.idx();
-            let mut send = super::Messages::default();
+            let (mut send, mut recv) = ctx.take_messages();
             if local.is_ok() {
-                let mut block = super::Messages::default();
-                if nelems > 0 {
-                    ctx.push_local(&mut block, src.slice(..nelems)?)?;
-                }
+                // This PE's block read once, then copied within the buffer for every other member.
+                let mut first: Option<std::ops::Range<usize>> = None;
                 for i in 0..n {
-                    if i != me {
-                        send.data.extend_from_slice(&block.data);
+                    if i != me && nelems > 0 {
+                        match &first {
+                            Some(r) => send.data.extend_from_within(r.clone()),
+                            None => {
+                                let at = send.data.len();
+                                ctx.push_local(&mut send, src.slice(..nelems)?)?;
+                                first = Some(at..send.data.len());
+                            }
+                        }
                     }
                     send.close();
                 }
             }
-            let mut recv = super::Messages::default();
             ctx.enter_exchange(common, local, &send, &mut recv)?;
-            if nelems == 0 {
-                return Ok(());
-            }
-            for i in 0..n {
-                let to = dest.slice(i * nelems..(i + 1) * nelems)?;
-                if i == me {
-                    ctx.copy(to, me, src.slice(..nelems)?, me)?;
-                } else {
-                    ctx.write_local(to, recv.get(i))?;
+            if nelems > 0 {
+                for i in 0..n {
+                    let to = dest.slice(i * nelems..(i + 1) * nelems)?;
+                    if i == me {
+                        ctx.copy(to, me, src.slice(..nelems)?, me)?;
+                    } else {
+                        ctx.write_local(to, recv.get(i))?;
+                    }
                 }
             }
+            ctx.give_messages(send, recv);
             return Ok(());
         }
         ctx.enter(common, [0; INFO], local, false)?;

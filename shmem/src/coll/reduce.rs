@@ -304,7 +304,7 @@ impl Shmem {
             // Every source travels to every member inside the agreement; each folds them in member order (the
             // same order everywhere, so floating-point results agree across members).
             let me = ctx.idx();
-            let mut send = super::Messages::default();
+            let (mut send, mut recv) = ctx.take_messages();
             if local.is_ok() {
                 // This PE's source read once, then copied within the buffer for every other member.
                 let mut first: Option<std::ops::Range<usize>> = None;
@@ -322,9 +322,9 @@ impl Shmem {
                     send.close();
                 }
             }
-            let mut recv = super::Messages::default();
             ctx.enter_exchange(common, local, &send, &mut recv)?;
             if nreduce == 0 {
+                ctx.give_messages(send, recv);
                 return Ok(());
             }
             let (dest, src) = (dest.slice(..nreduce)?, src.slice(..nreduce)?);
@@ -351,6 +351,7 @@ impl Shmem {
                 part(i, &mut other)?;
                 combine_into(op, &mut acc, &other, false);
             }
+            ctx.give_messages(send, recv);
             return self.put(dest, &acc, self.my_pe());
         }
         ctx.enter(common, [0; INFO], local, false)?;

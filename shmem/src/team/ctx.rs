@@ -492,6 +492,28 @@ impl<'a> Ctx<'a> {
         self.team.idx
     }
 
+    /// The team's message buffers for an eager collective, empty (their allocations kept from earlier calls);
+    /// [`Ctx::give_messages`] returns them.
+    pub(crate) fn take_messages(&mut self) -> (crate::team::Messages, crate::team::Messages) {
+        let (mut send, mut recv) = (
+            std::mem::take(&mut self.st.send),
+            std::mem::take(&mut self.st.recv),
+        );
+        send.clear();
+        recv.clear();
+        (send, recv)
+    }
+
+    /// Keep `send` and `recv` for the team's next eager collective.
+    pub(crate) fn give_messages(
+        &mut self,
+        send: crate::team::Messages,
+        recv: crate::team::Messages,
+    ) {
+        self.st.send = send;
+        self.st.recv = recv;
+    }
+
     /// Global PE of member `i`.
     pub(crate) fn pe(&self, i: usize) -> usize {
         self.team.members.pe(i)

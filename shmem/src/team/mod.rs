@@ -177,6 +177,10 @@ pub(crate) struct TeamState {
     pub seq: u64,
     /// Scratch of the exchange's messages (kept between calls).
     pub xbuf: Vec<u8>,
+    /// The messages an eager collective sends and receives (kept between calls: a small collective allocates
+    /// nothing for them).
+    pub send: Messages,
+    pub recv: Messages,
 }
 
 #[derive(Debug)]
@@ -204,6 +208,8 @@ impl TeamInner {
                 expected: vec![0; layout::SLOT_WORDS],
                 seq: 0,
                 xbuf: Vec::new(),
+                send: Messages::default(),
+                recv: Messages::default(),
             }),
             destroyed: AtomicBool::new(false),
             groups: OnceLock::new(),
