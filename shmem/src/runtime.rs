@@ -697,7 +697,10 @@ impl Shmem {
 
     /// Let every transport move outstanding operations forward.
     pub(crate) fn progress(&self) -> Result<()> {
-        self.peers.transports().try_for_each(|t| t.progress())
+        self.peers
+            .progressing()
+            .iter()
+            .try_for_each(|t| t.progress())
     }
 
     /// An error when a peer died without finalizing.

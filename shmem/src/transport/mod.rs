@@ -63,6 +63,11 @@ pub(crate) trait Transport: Send + Sync + std::fmt::Debug {
     fn quiet(&self) -> Result<()>;
     /// Move outstanding operations forward without waiting for any one (called while a PE waits).
     fn progress(&self) -> Result<()>;
+    /// Whether [`Transport::progress`] does anything: waits skip transports whose progress is a no-op (a wait's
+    /// poll loop is on the latency path of every signal and barrier).
+    fn needs_progress(&self) -> bool {
+        true
+    }
     /// Complete the operation `t` (and every operation it is ordered after); for a get, the bytes it read.
     fn complete(&self, t: Ticket) -> Result<Option<Vec<u8>>>;
     /// Whether `t` has completed (never blocks).
@@ -119,6 +124,9 @@ impl Transport for Immediate {
     }
     fn progress(&self) -> Result<()> {
         Ok(())
+    }
+    fn needs_progress(&self) -> bool {
+        false
     }
     fn complete(&self, _: Ticket) -> Result<Option<Vec<u8>>> {
         fence(Ordering::SeqCst);
@@ -419,6 +427,8 @@ pub(crate) struct Peers {
     /// Index into `transports` of the transport completing each PE's windows.
     route: Vec<Option<usize>>,
     transports: Vec<Arc<dyn Transport>>,
+    /// The transports whose progress is not a no-op ([`Transport::needs_progress`]).
+    progressing: Vec<Arc<dyn Transport>>,
     /// This PE.
     me: usize,
     /// The Level Zero device of a device heap.
@@ -446,6 +456,10 @@ impl Peers {
     /// Every transport in use.
     pub(crate) fn transports(&self) -> impl Iterator<Item = &dyn Transport> {
         self.transports.iter().map(|t| t.as_ref())
+    }
+    /// The transports a wait must drive ([`Transport::needs_progress`]): none on shared memory alone.
+    pub(crate) fn progressing(&self) -> &[Arc<dyn Transport>] {
+        &self.progressing
     }
     /// The host proxy ring's address for kernels' device state (0: no proxy, every PE is mapped).
     pub(crate) fn proxy_ring(&self) -> u64 {
@@ -635,11 +649,17 @@ pub(crate) fn connect(a: ConnectArgs<'_>) -> Result<(Peers, dataseg::SymData)> {
             sys[pe] = sys[pe].take().map(|w| d.wrap(w));
         }
     }
+    let progressing = transports
+        .iter()
+        .filter(|t| t.needs_progress())
+        .cloned()
+        .collect();
     let peers = Peers {
         heap,
         sys,
         route,
         transports,
+        progressing,
         me,
         device,
         #[cfg(xpushmem_fabric)]
