@@ -12,7 +12,7 @@
 # oversubscribed runs are slow), BENCH_COPY_COMPARE (default 1: also run put/get bandwidth at 2 PEs with the
 # non-temporal copy cutover off, XPUSHMEM_NT_COPY_SIZE=off, as a comparison), BENCH_PASSES (default 2: the whole sequence
 # runs this many times, one pass after the other; a pass is skipped when it would end after BENCH_DEADLINE seconds
-# from the start, default 540, so that the script stays within 10 minutes on a loaded machine), BENCH_OUT (results dir), CARGO_TARGET_DIR (default
+# from the start, default 780, so that the script stays within about 13 minutes on a loaded machine), BENCH_OUT (results dir), CARGO_TARGET_DIR (default
 # target-perf), BENCH_TIMEOUT (seconds per program, default 300), QUIET_WAIT (seconds to wait for a quiet
 # machine before each program, default 5), BENCH_DOC (default docs/PERFORMANCE.md), BENCH_PNG (default docs/perf).
 set -euo pipefail
@@ -25,7 +25,7 @@ read -r -a PES <<<"${BENCH_PES:-2 4}"
 NCPU=$(nproc)
 COPY_COMPARE="${BENCH_COPY_COMPARE:-1}"
 PASSES="${BENCH_PASSES:-2}"
-DEADLINE="${BENCH_DEADLINE:-540}"
+DEADLINE="${BENCH_DEADLINE:-780}"
 ARGS=("${ARGS2[@]}")
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$repo/target-perf}"
 OUT="${BENCH_OUT:-$CARGO_TARGET_DIR/bench-results}"
@@ -143,6 +143,15 @@ for ((pass = 1; pass <= PASSES; pass++)); do
     run "ping-pong round $r: xpushmem" xpushmem-2-$p-r$r "$RUN" -n 2 "$PERF" put_signal_pp --quiet
     run "ping-pong round $r: Open MPI SHMEM" oshmem-2-$p-r$r "${OSH[@]}" -np 2 "$BIN/oshmem_bench" put_signal_pp
   done
+  # The small-message collectives, barriers and all-to-alls measure a fixed cost of a microsecond or two, which
+  # moves with the vCPUs' placement as much as the ping-pongs do: they too run in three interleaved rounds (every
+  # implementation once per round, same options), on top of the full sweeps above.
+  ARGS=(-b 8 -e 2K -f 2 -r 5)
+  for r in 1 2 3; do
+    run "small collectives round $r: xpushmem" xpushmem-2-$p-c$r "$RUN" -n 2 "$PERF" barrier_all coll ops --quiet
+    run "small collectives round $r: Open MPI SHMEM" oshmem-2-$p-c$r "${OSH[@]}" -np 2 "$BIN/oshmem_bench" barrier_all coll
+    run "small collectives round $r: MPI" mpi-2-$p-c$r "${MPI[@]}" -n 2 "$BIN/mpi_bench" --win shared barrier_all coll ops
+  done
   if ((COPY_COMPARE)); then
     # The copy paths without the non-temporal stores above the cutover (the page shows both).
     ARGS=("${ARGS2[@]}")
@@ -157,6 +166,14 @@ for ((pass = 1; pass <= PASSES; pass++)); do
     run "xpushmem, $n PEs" xpushmem-$n-$p "$RUN" -n "$n" "$PERF" barrier_all sync_all coll ops --quiet
     run "Open MPI SHMEM, $n PEs" oshmem-$n-$p "${OSH[@]}" -np "$n" "${over[@]}" "$BIN/oshmem_bench" barrier_all sync_all coll
     run "MPI, $n ranks" mpi-$n-$p "${MPI[@]}" -n "$n" "${over[@]}" "$BIN/mpi_bench" barrier_all coll ops
+    # Small messages again, interleaved (as at 2 PEs).
+    ARGS=(-b 8 -e 2K -f 4 -i 200 -w 20 -r 5)
+    for r in 1 2; do
+      run "small collectives round $r: xpushmem, $n PEs" xpushmem-$n-$p-c$r "$RUN" -n "$n" "$PERF" barrier_all coll ops --quiet
+      run "small collectives round $r: Open MPI SHMEM, $n PEs" oshmem-$n-$p-c$r "${OSH[@]}" -np "$n" "${over[@]}" "$BIN/oshmem_bench" barrier_all coll
+      run "small collectives round $r: MPI, $n ranks" mpi-$n-$p-c$r "${MPI[@]}" -n "$n" "${over[@]}" "$BIN/mpi_bench" barrier_all coll ops
+    done
+    ARGS=("${ARGS4[@]}")
   done
 done
 pass=""
