@@ -331,28 +331,46 @@ pub fn pull_list_into(
     out: &mut Vec<Transfer>,
 ) -> Result<()> {
     out.clear();
-    for i in 0..counts.len() {
-        let rows = counts[i];
-        if rows == 0 {
-            continue;
-        }
-        let src = src_offsets[i];
-        if rows < 0 || src < 0 {
+    for (i, (&rows, &src)) in counts.iter().zip(src_offsets).enumerate() {
+        if rows != 0 && (rows < 0 || src < 0) {
             return Err(Error::invalid(
                 "out_splits_offsets",
                 format!("count {rows}, source row {src} at index {i}"),
                 "received a negative count or offset",
             ));
         }
-        out.push(Transfer {
-            peer: ex.source_of(i),
-            src_row: src as usize,
-            dst_row: layout.offsets[i] as usize,
-            rows: rows as usize,
-        });
     }
+    let transfer = |i: usize| Transfer {
+        peer: ex.source_of(i),
+        src_row: src_offsets[i] as usize,
+        dst_row: layout.offsets[i] as usize,
+        rows: counts[i] as usize,
+    };
     let w = ex.world.max(1);
-    out.sort_by_key(|t| ((t.peer + w - me % w - 1) % w, t.dst_row));
+    if counts.len() == w * ex.ne && src_offsets.len() == counts.len() {
+        // Already in order: peers from `me + 1` on, and within a peer its chunks by entry, whose output rows
+        // ascend (expert blocks in order for dispatch, experts within the rank's block for combine).
+        for d in 1..=w {
+            let s = (me + d) % w;
+            for k in 0..ex.ne {
+                let (_, i) = ex.entry(s, me, k);
+                if counts[i] != 0 {
+                    out.push(transfer(i));
+                }
+            }
+        }
+        debug_assert!(out.windows(2).all(|p| {
+            let key = |t: &Transfer| ((t.peer + w - me % w - 1) % w, t.dst_row);
+            key(&p[0]) < key(&p[1])
+        }));
+        return Ok(());
+    }
+    out.extend(
+        (0..counts.len().min(src_offsets.len()))
+            .filter(|&i| counts[i] != 0)
+            .map(transfer),
+    );
+    out.sort_unstable_by_key(|t| ((t.peer + w - me % w - 1) % w, t.dst_row));
     Ok(())
 }
 
