@@ -455,16 +455,10 @@ pub fn root_slots(op: &str, roots: &[i64], world: usize) -> Result<Vec<Option<us
     Ok(slot)
 }
 
-/// FNV-1a over 64-bit words: the digest of a call's symmetric arguments that the group compares.
+/// The digest of a call's symmetric arguments that the group compares: the runtime's ([`xpushmem::team::digest`],
+/// one definition for both layers).
 pub fn digest(words: &[u64]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for w in words {
-        for b in w.to_le_bytes() {
-            h ^= b as u64;
-            h = h.wrapping_mul(0x0000_0100_0000_01b3);
-        }
-    }
-    h
+    xpushmem::team::digest(words)
 }
 
 #[cfg(test)]

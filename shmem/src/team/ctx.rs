@@ -405,8 +405,9 @@ pub(crate) fn describe(w: &[u64]) -> String {
     format!("{}({})", call.name(), parts.join(", "))
 }
 
-/// A deterministic 64-bit digest of words (the same in every process).
-pub(crate) fn digest(words: &[u64]) -> u64 {
+/// A deterministic 64-bit digest of words (the same in every process and every build): how the collectives, and
+/// the layers above them (`xpushmem-ops`), compare the arguments of their members' calls.
+pub fn digest(words: &[u64]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for &w in words {
         h ^= w;
@@ -650,18 +651,13 @@ impl<'a> Ctx<'a> {
 
     /// Write words into this PE's slot.
     pub(crate) fn write_words(&self, w: usize, words: &[u64]) -> Result<()> {
-        // Identity words and the like fit on the stack (no allocation on the agreement's path).
-        let mut stack = [0u8; 8 * layout::CHECK_WORDS];
-        let mut heap = Vec::new();
-        let bytes: &mut [u8] = if words.len() <= layout::CHECK_WORDS {
-            &mut stack[..8 * words.len()]
-        } else {
-            heap.resize(8 * words.len(), 0);
-            &mut heap
-        };
-        for (c, x) in bytes.chunks_exact_mut(8).zip(words) {
-            c.copy_from_slice(&x.to_le_bytes());
-        }
+        // Little-endian words are their own byte image: one copy, no conversion.
+        #[cfg(target_endian = "little")]
+        let bytes = crate::transport::shm::bytes_of(words);
+        #[cfg(not(target_endian = "little"))]
+        let le: Vec<u8> = words.iter().flat_map(|x| x.to_le_bytes()).collect();
+        #[cfg(not(target_endian = "little"))]
+        let bytes = &le[..];
         self.local_win().write(self.word(w), bytes)
     }
 

@@ -29,10 +29,8 @@ mod groups;
 
 #[cfg(test)]
 pub(crate) use ctx::describe;
-pub use ctx::BarrierAlgo;
-pub(crate) use ctx::{
-    algo_enum, digest, layout, name_word, type_code, CallId, Ctx, Space, COMMON, INFO,
-};
+pub(crate) use ctx::{algo_enum, layout, name_word, type_code, CallId, Ctx, Space, COMMON, INFO};
+pub use ctx::{digest, BarrierAlgo};
 pub(crate) use groups::Groups;
 
 use crate::error::{Error, Result};
