@@ -242,8 +242,9 @@ pub fn all_to_all_vdev(
     };
     let prep = (|| {
         let row_bytes = vdev_shapes(input, out, in_splits, out_splits_offsets, w, false)?;
-        let counts = io::read_i64s(sh, in_splits, sh.my_pe())?;
-        let src_rows = plan::split_offsets(OP, "in_splits", &counts, input.size(0))?;
+        let (mut counts, mut src_rows) = group.split_vectors();
+        io::read_i64s_into(sh, in_splits, sh.my_pe(), &mut counts)?;
+        plan::split_offsets_into(OP, "in_splits", &counts, input.size(0), &mut src_rows)?;
         Ok(Prepared {
             ex,
             counts,
@@ -295,8 +296,9 @@ pub fn all_to_all_vdev_2d(
     let prep = (|| {
         let align = major_align.unwrap_or(1);
         let (n, row_bytes) = vdev_2d_shapes(input, out, in_splits, out_splits_offsets, align, w)?;
-        let counts = io::read_i64s(sh, in_splits, sh.my_pe())?;
-        let src_rows = plan::split_offsets(OP, "in_splits", &counts, input.size(0))?;
+        let (mut counts, mut src_rows) = group.split_vectors();
+        io::read_i64s_into(sh, in_splits, sh.my_pe(), &mut counts)?;
+        plan::split_offsets_into(OP, "in_splits", &counts, input.size(0), &mut src_rows)?;
         Ok(Prepared {
             ex: Exchange {
                 world: w,
@@ -349,8 +351,10 @@ pub fn all_to_all_vdev_2d_offset(
     let prep = (|| {
         let (n, row_bytes) =
             vdev_2d_offset_shapes(input, out, in_splits_offsets, out_splits_offsets, w)?;
-        let all = io::read_i64s(sh, in_splits_offsets, sh.my_pe())?;
-        let (counts, src_rows) = (all[..n].to_vec(), all[n..].to_vec());
+        let (mut counts, mut src_rows) = group.split_vectors();
+        io::read_i64s_into(sh, in_splits_offsets, sh.my_pe(), &mut counts)?;
+        src_rows.extend_from_slice(&counts[n..]);
+        counts.truncate(n);
         let rows = input.size(0) as u128;
         for i in 0..n {
             let (c, o) = (counts[i], src_rows[i]);
@@ -448,6 +452,8 @@ fn run(
         order,
         layout,
         transfers,
+        split_counts,
+        split_rows,
     } = &mut *scratch;
     words.clear();
     words.extend_from_slice(&[code as u64, w as u64, group.id()]);
@@ -578,6 +584,8 @@ fn run(
         both.extend_from_slice(&layout.offsets);
         io::write_i64s(sh, oso, both, sh.my_pe())
     });
+    // The split vectors' allocations serve the next call.
+    (*split_counts, *split_rows) = (p.counts, p.src_rows);
     if all_matrix && all_eager {
         // Every rank judged every receive above; nobody reads a peer's input: no completion exchange.
         return outcome;

@@ -48,6 +48,9 @@ pub(crate) struct Scratch {
     pub inline: Vec<Option<usize>>,
     pub both: Vec<i64>,
     pub order: Vec<usize>,
+    /// The sender's split vector and source rows of the all-to-alls ([`Group::split_vectors`]).
+    pub split_counts: Vec<i64>,
+    pub split_rows: Vec<i64>,
     /// The receive layout and pull list of the all-to-alls.
     pub layout: crate::plan::RecvLayout,
     pub transfers: Vec<crate::plan::Transfer>,
@@ -249,6 +252,19 @@ impl Group {
     /// The group's message buffers (ops on one group do not run concurrently: never contended).
     pub(crate) fn scratch(&self) -> std::sync::MutexGuard<'_, Scratch> {
         self.scratch.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Two empty vectors for an all-to-all's split vector and source rows, with the allocations of an earlier
+    /// call (the all-to-all puts them back into the scratch when it is done with them).
+    pub(crate) fn split_vectors(&self) -> (Vec<i64>, Vec<i64>) {
+        let mut s = self.scratch();
+        let (mut a, mut b) = (
+            std::mem::take(&mut s.split_counts),
+            std::mem::take(&mut s.split_rows),
+        );
+        a.clear();
+        b.clear();
+        (a, b)
     }
 
     /// The team rank of each group rank (the messages of [`Group::exchange`] are indexed by team rank).

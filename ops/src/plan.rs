@@ -23,6 +23,19 @@ pub fn split_offsets(
     limit: usize,
 ) -> Result<Vec<i64>> {
     let mut offs = Vec::with_capacity(splits.len());
+    split_offsets_into(op, name, splits, limit, &mut offs)?;
+    Ok(offs)
+}
+
+/// [`split_offsets`] into `offs` (cleared first; its allocation is reused).
+pub fn split_offsets_into(
+    op: &str,
+    name: &'static str,
+    splits: &[i64],
+    limit: usize,
+    offs: &mut Vec<i64>,
+) -> Result<()> {
+    offs.clear();
     let mut acc: i64 = 0;
     for (i, &s) in splits.iter().enumerate() {
         if s < 0 {
@@ -52,7 +65,7 @@ pub fn split_offsets(
             ),
         });
     }
-    Ok(offs)
+    Ok(())
 }
 
 /// The exclusive prefix sum of `xs` (no checks; saturating).
