@@ -101,7 +101,15 @@ impl Shmem {
     ) -> Result<Pending<'a>> {
         let off = self.rma_target(dst, src.len(), pe, "put_nbi")?;
         let t = self.map_of(pe, "put_nbi")?.put_nbi(off, bytes_of(src))?;
-        Ok(Pending::new(self.transport_of(pe, "put_nbi")?, t, None))
+        let Some(t) = t else {
+            // Completed at issue (a mapped peer): nothing for a transport to complete.
+            return Ok(Pending::done());
+        };
+        Ok(Pending::new(
+            self.transport_of(pe, "put_nbi")?,
+            Some(t),
+            None,
+        ))
     }
 
     /// Start a get; `dst` stays borrowed until the returned handle completes.
@@ -114,6 +122,10 @@ impl Shmem {
         let off = self.rma_target(src, dst.len(), pe, "get_nbi")?;
         let dst = bytes_of_mut(dst);
         let t = self.map_of(pe, "get_nbi")?.get_nbi(off, dst)?;
+        if t.is_none() {
+            // Completed at issue: `dst` holds the bytes already.
+            return Ok(Pending::done());
+        }
         let tr = self.transport_of(pe, "get_nbi")?;
         Ok(Pending::new(tr, t, t.map(|_| dst)))
     }

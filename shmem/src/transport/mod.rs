@@ -160,6 +160,15 @@ impl<'a> Pending<'a> {
         }
     }
 
+    /// An operation that completed when it was issued.
+    pub(crate) fn done() -> Self {
+        Pending {
+            op: None,
+            dst: None,
+            _src: PhantomData,
+        }
+    }
+
     /// Complete the operation. One that completed when it was issued (a same-node mapping: its loads and stores
     /// are done) needs nothing more, not even a fence: put-with-signal orders its data before its signal with the
     /// signal's release store, and `quiet`/`fence` fence. (A sequentially consistent fence here cost every
@@ -197,7 +206,12 @@ impl<'a> Pending<'a> {
 }
 
 impl Drop for Pending<'_> {
+    #[inline]
     fn drop(&mut self) {
+        if self.op.is_none() {
+            // Completed at issue (the common case on shared memory): nothing to do, and no call to find that out.
+            return;
+        }
         if let Err(e) = self.finish() {
             tracing::error!("completing a non-blocking operation on drop failed: {e}");
         }
