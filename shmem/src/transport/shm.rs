@@ -70,7 +70,7 @@ unsafe fn copy_large(src: *const u8, dst: *mut u8, len: usize) {
 /// As [`copy_bytes`], with `len <= 16`.
 #[inline(always)]
 unsafe fn copy_small(src: *const u8, dst: *mut u8, len: usize) {
-    // SAFETY (every arm): both loads lie inside `src..src+len`, both stores inside `dst..dst+len` (the second word
+    // SAFETY: (every arm) both loads lie inside `src..src+len`, both stores inside `dst..dst+len` (the second word
     // ends exactly at `len`, the first starts at 0, and the width is at most `len`).
     unsafe {
         match len {
