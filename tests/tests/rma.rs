@@ -154,10 +154,12 @@ pe_test!(large_puts_every_path, [_2pe = 2], |sh| {
     let mut step = 0u64;
     for (k, &len) in sizes.iter().enumerate() {
         let off = 1 + k % 7;
-        // A private source, blocking put; the source changes on return.
+        // A private source at an odd address, blocking put (over the fabric at 32 KiB and more: written in place
+        // and waited for); the source changes on return.
         step += 1;
-        let mut data: Vec<u8> = ref_vec(me, len, 1000 + step);
-        sh.put(buf.slice(off..off + len)?, &data, peer)?;
+        let mut data: Vec<u8> = vec![0xC3; off];
+        data.extend(ref_vec::<u8>(me, len, 1000 + step));
+        sh.put(buf.slice(off..off + len)?, &data[off..], peer)?;
         data.iter_mut().for_each(|b| *b = !*b);
         sh.barrier_all()?;
         model[off..off + len].copy_from_slice(&ref_vec::<u8>(peer, len, 1000 + step));

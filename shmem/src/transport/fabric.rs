@@ -79,6 +79,12 @@ struct Ctx {
 /// their operation's own buffer), or, for a blocking put whose source lies in the registered heap, are posted
 /// from the heap without a copy.
 const SLAB_MIN: usize = 32 * 1024;
+/// Blocking puts of at least this many bytes are posted from their source without a copy and waited for
+/// ([`FabricWindow::write_direct`]): from this PE's registered heap always, from private memory when the
+/// provider reads unregistered memory. At 32 KiB the copy costs about 2 us on this host, and below it waiting
+/// for the delivery (instead of returning once the copy is posted) would cost blocking puts issued back to back
+/// more than the copy saves.
+const ZERO_COPY_MIN: usize = SLAB_MIN;
 /// log2 of the smallest bounce buffer ([`SLAB_MIN`]).
 const SLAB_MIN_LOG: u32 = 15;
 /// The largest bounce buffer, hence the largest part of a copied put: a put is one write up to this size (every
@@ -323,6 +329,13 @@ struct Ep {
     slabs: Slabs,
     /// This PE's host heap as registered (`None` for a device heap).
     heap: Option<LocalHeap>,
+    /// Why the endpoint was shut down ([`Ep::shutdown`]): every operation from then on fails with
+    /// [`Ep::closed_err`].
+    closed: Option<String>,
+    /// Operations outstanding when the endpoint was shut down: their contexts, buffers and registrations are
+    /// freed with the rest of the libfabric objects (in `Drop for Ep`), never while the completion queue may
+    /// still hold an entry naming them.
+    abandoned: Vec<Op>,
 }
 
 // SAFETY: the raw pointers are libfabric objects owned by this struct; the domain is opened FI_THREAD_DOMAIN and
@@ -452,6 +465,10 @@ fn is_lost(err: i32) -> bool {
 impl Ep {
     /// Read completions until the queue is empty (or 64 entries), finishing their operations.
     fn poll(&mut self) -> Result<()> {
+        if self.closed.is_some() {
+            // The completion queue may still hold entries of abandoned operations: never read it again.
+            return Err(self.closed_err());
+        }
         let r = self.poll_cq();
         self.serve();
         r
@@ -739,6 +756,9 @@ impl Ep {
         slab: u32,
         mut post: impl FnMut(*mut c_void) -> isize,
     ) -> Result<()> {
+        if self.closed.is_some() {
+            return Err(self.closed_err());
+        }
         let mut ctx = Box::new(Ctx {
             raw: fi::fi_context2::default(),
             id,
@@ -902,10 +922,61 @@ impl Ep {
         addr: usize,
         len: usize,
         desc: *mut c_void,
-    ) -> Result<Ticket> {
+    ) -> (u64, Result<()>) {
         let id = self.start(pe, "put", 1);
         let r = self.write_parts(id, region, off, addr, len, desc, NO_SLAB);
-        self.posted(id, r)
+        (id, self.posted(id, r).map(|_| ()))
+    }
+
+    /// The error of every operation once the endpoint was shut down.
+    fn closed_err(&self) -> Error {
+        Error::Transport {
+            transport: "fabric",
+            message: format!(
+                "the endpoint of PE {} on provider {} was closed after {}; no operation over the fabric is \
+                 possible any more",
+                self.me,
+                self.prov,
+                self.closed.as_deref().unwrap_or("an earlier failure")
+            ),
+        }
+    }
+
+    /// Close the endpoint for good (`fi_close`), so that the provider drops every reference to the buffers of
+    /// the operations still outstanding (a zero-copy put's source is the caller's memory, which the caller may
+    /// free once the put returned, even with an error). `why` is named by every later error ([`Ep::closed_err`]);
+    /// the outstanding operations fail with it, and their contexts and buffers are kept until `Drop for Ep`. A
+    /// provider that refuses to close the endpoint would go on reading freed memory: the process aborts instead.
+    fn shutdown(&mut self, why: String) {
+        if self.ep.is_null() || self.closed.is_some() {
+            return;
+        }
+        tracing::error!(pe = self.me, "closing the fabric endpoint: {why}");
+        // SAFETY: the endpoint is open (non-null, closed only here or in `Drop`, after which it is null); the
+        // objects bound to it (completion queue, address vector, registrations) outlive it.
+        let r = unsafe { fi::xfi_close(&mut (*self.ep).fid) };
+        if r != 0 {
+            eprintln!(
+                "xpushmem: PE {}: fi_close of the endpoint failed on provider {} ({}) after {why}: the provider may \
+                 still read a buffer its caller is about to free; aborting",
+                self.me,
+                self.prov,
+                strerror(r as i64)
+            );
+            std::process::abort();
+        }
+        self.ep = std::ptr::null_mut();
+        self.closed = Some(why);
+        self.lost = true;
+        let err = self.closed_err();
+        let ids: Vec<u64> = self.ops.keys().copied().collect();
+        for id in ids {
+            if let Some(op) = self.ops.remove(&id) {
+                self.per_pe[op.pe] = self.per_pe[op.pe].saturating_sub(1);
+                self.errors.entry(id).or_insert_with(|| err.clone());
+                self.abandoned.push(op);
+            }
+        }
     }
 
     /// Copy `src` into bounce buffers and post each as a part of operation `id` (to `off` of `region`): one part
@@ -1261,6 +1332,9 @@ impl Ep {
     fn post_recv(&mut self, i: usize) -> Result<()> {
         let ep = self.ep;
         let prov = self.prov.clone();
+        if self.closed.is_some() {
+            return Err(self.closed_err());
+        }
         let Some(st) = &mut self.stage else {
             return Ok(());
         };
@@ -1596,7 +1670,7 @@ impl Drop for Ep {
             if !self.ep.is_null() {
                 fi::xfi_close(&mut (*self.ep).fid);
             }
-            for op in self.ops.values_mut() {
+            for op in self.ops.values_mut().chain(self.abandoned.iter_mut()) {
                 if let Some(m) = op.mr.take() {
                     fi::xfi_close(&mut (*m.mr).fid);
                 }
@@ -1651,6 +1725,9 @@ impl Fabric {
         loop {
             {
                 let mut ep = lock(&self.ep);
+                if ep.closed.is_some() {
+                    return Err(ep.closed_err());
+                }
                 // Done already (a quiet after blocking operations, say): no poll, which costs a system call on a
                 // software provider.
                 if i == 0 && done(&ep) {
@@ -1853,7 +1930,9 @@ impl Transport for Fabric {
         !lock(&self.ep).ops.contains_key(&t.0)
     }
     fn lost_peer(&self) -> bool {
-        lock(&self.ep).lost
+        let ep = lock(&self.ep);
+        // A closed endpoint cuts this PE off the fabric like a lost peer: finalize skips its barriers.
+        ep.lost || ep.closed.is_some()
     }
     fn needs_polling(&self) -> bool {
         self.thread
@@ -1881,33 +1960,89 @@ impl FabricWindow {
         check_access("fabric", what, off, len, align, self.region.len as usize)
     }
 
-    /// The local descriptor for a blocking put of `len` bytes at `addr` without a copy: a large source in this
-    /// PE's registered host heap, to a registered (not staged) region.
-    fn direct(&self, ep: &Ep, addr: usize, len: usize) -> Option<*mut c_void> {
-        if len < SLAB_MIN || self.region.staged {
+    /// How a blocking put of `len` bytes at `addr` goes without a copy, if it can: `Some((desc, private))` with
+    /// the local descriptor of the source and whether it is private memory (not in this PE's registered heap).
+    /// Only puts of at least [`ZERO_COPY_MIN`] bytes to a registered (not staged) region; a private source only
+    /// when the provider reads unregistered memory (no `FI_MR_LOCAL`, no `FI_MR_ENDPOINT`: the endpoint can then
+    /// be closed on its own, see [`FabricWindow::write_direct`]).
+    fn direct(&self, ep: &Ep, addr: usize, len: usize) -> Option<(*mut c_void, bool)> {
+        if len < ZERO_COPY_MIN || self.region.staged || ep.closed.is_some() {
             return None;
         }
-        ep.heap_desc(addr, len)
+        if let Some(desc) = ep.heap_desc(addr, len) {
+            return Some((desc, false));
+        }
+        (!ep.mr_local && !ep.mr_endpoint).then_some((std::ptr::null_mut(), true))
     }
 
     /// A blocking put of `len` bytes at `addr` (checked against the window by the caller) without a copy when
-    /// [`FabricWindow::direct`] allows one: it returns once the put completed (the source may be reused then).
-    /// `Ok(false)` when the source needs a copy.
-    fn write_from(&self, off: usize, addr: usize, len: usize) -> Result<bool> {
+    /// [`FabricWindow::direct`] allows one: the provider reads the source in place, and the call returns once
+    /// the write completed (delivered, with `FI_DELIVERY_COMPLETE`), when the source may be reused. `Ok(false)`
+    /// when the source needs a copy.
+    ///
+    /// A private source is the caller's memory, which it may free as soon as this returns, error or not. When
+    /// the wait ends while the write is still outstanding (the timeout, a lost peer, a failed completion-queue
+    /// read), the provider could still read it afterwards, and only closing the endpoint stops that: the
+    /// endpoint is shut down ([`Ep::shutdown`]) before the error returns, and every later operation of this
+    /// transport fails naming why. A write the provider completed with an error needs none of that.
+    fn write_direct(&self, off: usize, addr: usize, len: usize) -> Result<bool> {
         let mut ep = lock(&self.t.ep);
-        let Some(desc) = self.direct(&ep, addr, len) else {
+        let Some((desc, private)) = self.direct(&ep, addr, len) else {
             return Ok(false);
         };
-        let t = ep.put_direct(self.pe, self.region, off, addr, len, desc)?;
+        let what = if private {
+            "put (zero-copy from private memory)"
+        } else {
+            "put (zero-copy from the heap)"
+        };
+        let (id, posted) = ep.put_direct(self.pe, self.region, off, addr, len, desc);
         drop(ep);
-        self.t.complete(t).map(|_| true)
+        let waited =
+            posted.and_then(|()| self.t.wait(what, self.pe, |ep| !ep.ops.contains_key(&id)));
+        let mut ep = lock(&self.t.ep);
+        match waited {
+            // Still outstanding: the provider may read the source after this returns.
+            Err(e) if private && ep.ops.contains_key(&id) => {
+                ep.shutdown(format!(
+                    "a zero-copy put of {len} bytes to PE {} failed while the provider still read the caller's \
+                     buffer ({e})",
+                    self.pe
+                ));
+                return Err(match e {
+                    Error::Timeout {
+                        op,
+                        waited,
+                        limit,
+                        detail,
+                    } => Error::Timeout {
+                        op,
+                        waited,
+                        limit,
+                        detail: format!(
+                            "{detail}; the fabric endpoint was closed so that the provider no longer reads the \
+                             source, and every later fabric operation of this PE fails"
+                        ),
+                    },
+                    e => e,
+                });
+            }
+            // The heap outlives the endpoint: an outstanding write from it completes (or fails) later.
+            Err(e) if ep.ops.contains_key(&id) => return Err(e),
+            _ => {}
+        }
+        if let Some(e) = ep.errors.remove(&id) {
+            return Err(e);
+        }
+        waited.map(|()| true)
     }
 }
 
 impl Window for FabricWindow {
     fn write(&self, off: usize, src: &[u8]) -> Result<()> {
         self.check("put", off, src.len(), 1)?;
-        if self.write_from(off, src.as_ptr() as usize, src.len())? {
+        // A large source is written in place (and waited for) rather than copied, from this PE's heap or, when
+        // the provider reads unregistered memory, from private memory.
+        if self.write_direct(off, src.as_ptr() as usize, src.len())? {
             return Ok(());
         }
         self.put_nbi(off, src).map(|_| ())
@@ -1919,7 +2054,7 @@ impl Window for FabricWindow {
         let base = src.base();
         if src.host_accessible()
             && !base.is_null()
-            && self.write_from(off, base as usize + src_off, len)?
+            && self.write_direct(off, base as usize + src_off, len)?
         {
             return Ok(());
         }
@@ -2365,6 +2500,8 @@ fn open(a: &FabricArgs<'_>) -> Result<(Ep, Vec<u8>)> {
         errors: HashMap::new(),
         delivery_complete: delivery,
         mr_local: false,
+        closed: None,
+        abandoned: Vec::new(),
         mr_endpoint: false,
         max_msg: 1 << 30,
         atomics: HashSet::new(),
