@@ -9,9 +9,12 @@
 //!
 //! Operations: a put copies its source (the caller may reuse `src` on return) and posts `fi_writemsg`: a small one
 //! into a buffer the operation owns, one of 32 KiB or more into a bounce buffer kept for reuse ([`Slabs`]: fresh
-//! memory for every large put cost more in page faults and zeroing than the copy), as one write up to 4 MiB; a
-//! blocking put whose source lies in this PE's registered heap (`put_sym`, or a slice of the heap) is posted from
-//! the heap without a copy and waits for its completion. A get posts `fi_read` into an owned buffer that its ticket
+//! memory for every large put cost more in page faults and zeroing than the copy), as one write up to 4 MiB. A
+//! blocking put of 32 KiB or more is posted from its source without a copy and waits for its completion: from this
+//! PE's registered heap (`put_sym`, or a slice of the heap) always, from private memory when the provider reads
+//! unregistered memory (no `FI_MR_LOCAL`); if that wait ends with the write still outstanding (timeout, lost peer),
+//! the endpoint is closed before the error returns, since the caller may free its buffer then and only closing
+//! the endpoint stops the provider reading it; every later operation fails naming why ([`Ep::shutdown`]). A get posts `fi_read` into an owned buffer that its ticket
 //! hands back; atomics are `fi_atomicmsg` / `fi_fetch_atomic` / `fi_compare_atomic` on `FI_UINT32`/`FI_UINT64`.
 //! Every write and atomic is posted with `FI_DELIVERY_COMPLETE` when the provider offers it (its completion means
 //! the target applied it), so `quiet` is "every outstanding operation completed". `put_signal` posts the signal only when the data's
