@@ -2029,7 +2029,8 @@ impl FabricWindow {
                     e => e,
                 });
             }
-            // The heap outlives the endpoint: an outstanding write from it completes (or fails) later.
+            // The heap is the runtime's registered memory, not the caller's: an outstanding write from it
+            // completes (or fails) later, as a non-blocking put's would.
             Err(e) if ep.ops.contains_key(&id) => return Err(e),
             _ => {}
         }
