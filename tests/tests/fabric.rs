@@ -201,7 +201,7 @@ fn concurrent_atomics_cas_emulation_3pe() {
 
 /// A blocking put of 64 MiB from private memory (written by the provider in place, over the fabric) while PE 1
 /// serves nothing: PE 1 sleeps outside the library (no progress thread), so the write stalls once the sockets'
-/// buffers are full. PE 0 (`XPUSHMEM_TIMEOUT_MS` 2 s) must get a `Timeout` naming the put; the provider may still
+/// buffers are full. PE 0 (`XPUSHMEM_TIMEOUT_MS` 4 s) must get a `Timeout` naming the put; the provider may still
 /// hold the caller's buffer then, so the transport must have closed its endpoint: PE 0 overwrites the buffer
 /// (0xFF, a byte the payload never has) and frees it, its later fabric operations fail naming the closed
 /// endpoint, and once PE 1 wakes and serves again no byte of the overwritten buffer may reach it (every byte of
@@ -220,11 +220,12 @@ fn zero_copy_put_timeout_closes_endpoint_2pe() {
             .expect("rank")
             .parse()
             .expect("rank");
-        // Before init, in this single-threaded PE process: PE 0 gives up on the stalled put after 2 s; PE 1 waits
-        // longer, so that it keeps serving while PE 0 could still (wrongly) be sending.
+        // Before init, in this single-threaded PE process: PE 0 gives up on the stalled put after 4 s (short, yet
+        // long enough for its barriers on a loaded machine); PE 1 waits longer, so that it keeps serving while PE 0
+        // could still (wrongly) be sending.
         std::env::set_var(
             "XPUSHMEM_TIMEOUT_MS",
-            if rank == 0 { "2000" } else { "10000" },
+            if rank == 0 { "4000" } else { "10000" },
         );
         let uid = std::env::var("XPUSHMEM_BOOTSTRAP_UID").expect("uid set by the launcher");
         let tag: String = uid
