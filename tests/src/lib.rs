@@ -52,6 +52,15 @@ pub fn is_pe_of(name: &str) -> bool {
     std::env::var(CASE_VAR).is_ok_and(|v| v == name)
 }
 
+/// This PE's rank as its launcher set it (`XPUSHMEM_BOOTSTRAP_RANK`), before init: for PE processes that choose
+/// their node or their environment by rank. Panics (the PE fails its test) outside a launched PE.
+pub fn launcher_rank() -> usize {
+    std::env::var("XPUSHMEM_BOOTSTRAP_RANK")
+        .expect("XPUSHMEM_BOOTSTRAP_RANK set by the launcher")
+        .parse()
+        .expect("XPUSHMEM_BOOTSTRAP_RANK is a number")
+}
+
 /// The job of `n` PEs of test `name` (this test binary, `--exact name`, output captured), with the wait limit of
 /// the PEs' tests and the job's hard timeout; `env` adds variables or replaces these defaults.
 pub fn pe_job(name: &str, n: usize, env: &[(&str, &str)]) -> Job {

@@ -438,10 +438,7 @@ fn layout_from_env() -> Vec<usize> {
 fn loopback(name: &str, layout: &[usize], forced: bool, extra: &[(&str, &str)]) {
     if is_pe_of(name) {
         let layout = layout_from_env();
-        let rank: usize = std::env::var("XPUSHMEM_BOOTSTRAP_RANK")
-            .expect("rank set by the launcher")
-            .parse()
-            .expect("rank");
+        let rank = xpushmem_tests::launcher_rank();
         if !forced {
             // Before init, in this single-threaded PE process: its node.
             std::env::set_var("XPUSHMEM_NODE_ID", format!("node{}", layout[rank]));
@@ -501,10 +498,7 @@ fn loopback_10plus2_barrier_and_reduce_12pe() {
     let name = test_name(module_path!(), "loopback_10plus2_barrier_and_reduce_12pe");
     let layout = [0usize, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1];
     if is_pe_of(&name) {
-        let rank: usize = std::env::var("XPUSHMEM_BOOTSTRAP_RANK")
-            .expect("rank")
-            .parse()
-            .expect("rank");
+        let rank = xpushmem_tests::launcher_rank();
         std::env::set_var("XPUSHMEM_NODE_ID", format!("node{}", layout[rank]));
         xpushmem_tests::run_pe(|sh| {
             let (me, n) = (sh.my_pe(), sh.n_pes());
@@ -560,10 +554,7 @@ fn peer_death(name: &str, victim: usize) {
     let layout = [0usize, 0, 1, 1];
     let n = layout.len();
     if is_pe_of(name) {
-        let rank: usize = std::env::var("XPUSHMEM_BOOTSTRAP_RANK")
-            .expect("rank")
-            .parse()
-            .expect("rank");
+        let rank = xpushmem_tests::launcher_rank();
         std::env::set_var("XPUSHMEM_NODE_ID", format!("node{}", layout[rank]));
         xpushmem_tests::run_pe(|sh| {
             let me = sh.my_pe();

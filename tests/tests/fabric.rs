@@ -15,10 +15,7 @@ use xpushmem_tests::{assert_success, is_pe_of, run_pe, spawn_pes_with, test_name
 fn mixed(name: &str, n: usize, nodes: usize) {
     if is_pe_of(name) {
         if nodes > 0 {
-            let rank: usize = std::env::var("XPUSHMEM_BOOTSTRAP_RANK")
-                .expect("rank set by the launcher")
-                .parse()
-                .expect("rank");
+            let rank = xpushmem_tests::launcher_rank();
             // Before init, in this single-threaded PE process: its node.
             std::env::set_var(
                 "XPUSHMEM_NODE_ID",
@@ -66,10 +63,7 @@ fn peer_death_across_nodes_is_peer_lost_3pe() {
     let name = test_name(module_path!(), "peer_death_across_nodes_is_peer_lost_3pe");
     let (n, nodes) = (3, 2);
     if is_pe_of(&name) {
-        let rank: usize = std::env::var("XPUSHMEM_BOOTSTRAP_RANK")
-            .expect("rank")
-            .parse()
-            .expect("rank");
+        let rank = xpushmem_tests::launcher_rank();
         std::env::set_var(
             "XPUSHMEM_NODE_ID",
             format!("node{}", node_of(rank, n, nodes)),
@@ -216,10 +210,7 @@ fn zero_copy_put_timeout_closes_endpoint_2pe() {
     let name = test_name(module_path!(), "zero_copy_put_timeout_closes_endpoint_2pe");
     let payload = |i: usize| (i % 251) as u8;
     if is_pe_of(&name) {
-        let rank: usize = std::env::var("XPUSHMEM_BOOTSTRAP_RANK")
-            .expect("rank")
-            .parse()
-            .expect("rank");
+        let rank = xpushmem_tests::launcher_rank();
         // Before init, in this single-threaded PE process: PE 0 gives up on the stalled put after 4 s (short, yet
         // long enough for its barriers on a loaded machine); PE 1 waits longer, so that it keeps serving while PE 0
         // could still (wrongly) be sending.

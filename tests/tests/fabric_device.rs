@@ -30,10 +30,7 @@ fn fabric_device_test(
         if let Ok(nodes) = std::env::var(NODES_VAR) {
             // A mixed job: PEs with the same node id share memory (the device maps them), the others use the
             // fabric. Set before init, in this single-threaded PE process.
-            let rank: usize = std::env::var("XPUSHMEM_BOOTSTRAP_RANK")
-                .expect("rank set by the launcher")
-                .parse()
-                .expect("rank");
+            let rank = xpushmem_tests::launcher_rank();
             let node = nodes.chars().nth(rank).expect("a node per PE").to_string();
             std::env::set_var("XPUSHMEM_NODE_ID", node);
         }

@@ -16,10 +16,7 @@ fn device_mixed(func: &str, n: usize, nodes: usize) {
     let name = test_name(module_path!(), func);
     if is_pe_of(&name) {
         if nodes > 0 {
-            let rank: usize = std::env::var("XPUSHMEM_BOOTSTRAP_RANK")
-                .expect("rank set by the launcher")
-                .parse()
-                .expect("rank");
+            let rank = xpushmem_tests::launcher_rank();
             // Before init, in this single-threaded PE process: its node.
             std::env::set_var(
                 "XPUSHMEM_NODE_ID",
