@@ -10,8 +10,9 @@
 # (default target-perf), BENCH_TIMEOUT (seconds per program, default 300), BENCH_FABRIC_PASSES (default 3: the
 # implementations run one after the other this many times; the page takes each cell's median over every pass, since
 # a single run of either side lands in a fast or a slow mode with where the hypervisor places the two vCPUs).
-# put_lat is not part of the passes: a run of either side lands in one of the VM's performance modes (small puts
-# take 10, 12, 14 or 18 us for a whole run), so one slow run decides a three-pass median. It comes from
+# put_lat and put_signal_pp (raw libfabric and xpushmem) are not part of the passes: a run of either side lands in
+# one of the VM's performance modes (small puts take 10, 12, 14 or 18 us for a whole run), so one slow run decides
+# a three-pass median. They come from
 # BENCH_FABRIC_LAT_ROUNDS (default 10) short rounds instead, each one run of raw libfabric, xpushmem and xpushmem
 # with its progress thread with BENCH_FABRIC_LAT_ARGS (default "-b 8 -e 4M -f 2 -i 200 -w 20 -r 1"), in an order
 # that rotates every round (neither side always runs first, or right after the other); the page takes each
@@ -45,7 +46,7 @@ mpicc -O2 -Wall -o "$OUT/bin/fabric_mpi_pp" benches/peers/fabric_mpi_pp.c
   echo "provider: ${PROV} (XPUSHMEM_FABRIC_PROVIDER and FI_PROVIDER), both processes on this host (loopback)"
   echo "libfabric: $(dpkg-query -W -f '${Version}' libfabric1 2>/dev/null || echo unknown); Open MPI: $(ompi_info --version 2>/dev/null | head -1 | sed 's/^Open MPI //')"
   echo "options: ${ARGS[*]} (every implementation), ${PASSES} interleaved passes (medians over all); $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
-  echo "put_lat: ${ROUNDS} interleaved rounds of ${LAT_ARGS[*]} (raw libfabric, xpushmem, xpushmem with its progress thread; the order rotates every round), medians over all rounds"
+  echo "put_lat, put_signal_pp: ${ROUNDS} interleaved rounds of ${LAT_ARGS[*]} (raw libfabric, xpushmem, xpushmem with its progress thread; the order rotates every round), medians over all rounds"
 } >"$OUT/meta.txt"
 
 fails=()
@@ -61,15 +62,15 @@ run() { # label csv-name cmd... (with the pass options, or the put_lat rounds' w
   fi
 }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-# The three put_lat runs of a round (`lat_run K ROUND`).
+# The three put_lat / put_signal_pp runs of a round (`lat_run K ROUND`).
 lat_run() {
   case $1 in
-  0) LAT=1 run "put_lat round $2: raw libfabric" libfabric-lat-r$2 env FI_PROVIDER="$PROV" "$OUT/bin/fabric_rma" put_lat ;;
-  1) LAT=1 run "put_lat round $2: xpushmem, fabric transport" xpushmem-fabric-lat-r$2 env XPUSHMEM_TRANSPORT=fabric \
-    XPUSHMEM_FABRIC_PROVIDER="$PROV" "$RUN" -n 2 "$PERF" put_lat --quiet --label xpushmem-fabric ;;
-  2) LAT=1 run "put_lat round $2: xpushmem, fabric transport, progress thread" xpushmem-fabric-pt-lat-r$2 env \
+  0) LAT=1 run "put_lat/put_signal_pp round $2: raw libfabric" libfabric-lat-r$2 env FI_PROVIDER="$PROV" "$OUT/bin/fabric_rma" put_lat put_signal_pp ;;
+  1) LAT=1 run "put_lat/put_signal_pp round $2: xpushmem, fabric transport" xpushmem-fabric-lat-r$2 env XPUSHMEM_TRANSPORT=fabric \
+    XPUSHMEM_FABRIC_PROVIDER="$PROV" "$RUN" -n 2 "$PERF" put_lat put_signal_pp --quiet --label xpushmem-fabric ;;
+  2) LAT=1 run "put_lat/put_signal_pp round $2: xpushmem, fabric transport, progress thread" xpushmem-fabric-pt-lat-r$2 env \
     XPUSHMEM_TRANSPORT=fabric XPUSHMEM_FABRIC_PROVIDER="$PROV" XPUSHMEM_PROGRESS_THREAD=1 \
-    "$RUN" -n 2 "$PERF" put_lat --quiet --label xpushmem-fabric-pt ;;
+    "$RUN" -n 2 "$PERF" put_lat put_signal_pp --quiet --label xpushmem-fabric-pt ;;
   esac
 }
 for ((round = 1; round <= ROUNDS; round++)); do
@@ -82,11 +83,11 @@ for ((round = 1; round <= ROUNDS; round++)); do
 done
 for ((pass = 1; pass <= PASSES; pass++)); do
   run "xpushmem, fabric transport, pass $pass" xpushmem-fabric-p$pass env XPUSHMEM_TRANSPORT=fabric XPUSHMEM_FABRIC_PROVIDER="$PROV" \
-    "$RUN" -n 2 "$PERF" put_bw put_signal_pp --quiet --label xpushmem-fabric
+    "$RUN" -n 2 "$PERF" put_bw --quiet --label xpushmem-fabric
   run "xpushmem, fabric transport, progress thread, pass $pass" xpushmem-fabric-pt-p$pass env XPUSHMEM_TRANSPORT=fabric \
     XPUSHMEM_FABRIC_PROVIDER="$PROV" XPUSHMEM_PROGRESS_THREAD=1 \
-    "$RUN" -n 2 "$PERF" put_bw put_signal_pp --quiet --label xpushmem-fabric-pt
-  run "raw libfabric, pass $pass" libfabric-p$pass env FI_PROVIDER="$PROV" "$OUT/bin/fabric_rma" put_bw put_signal_pp
+    "$RUN" -n 2 "$PERF" put_bw --quiet --label xpushmem-fabric-pt
+  run "raw libfabric, pass $pass" libfabric-p$pass env FI_PROVIDER="$PROV" "$OUT/bin/fabric_rma" put_bw
   run "Open MPI over TCP (osc pt2pt), pass $pass" mpi-tcp-p$pass mpirun -n 2 --mca pml ob1 --mca btl tcp,self --mca osc pt2pt \
     "$OUT/bin/mpi_bench" --win alloc put_lat put_bw
   run "Open MPI over TCP, put_signal ping-pong (osc pt2pt), pass $pass" mpi-tcp-pp-p$pass mpirun -n 2 --mca pml ob1 --mca btl tcp,self \
