@@ -111,21 +111,7 @@ impl Shmem {
             let me = ctx.idx();
             let (mut send, mut recv) = ctx.take_messages();
             if local.is_ok() {
-                // This PE's block read once, then copied within the buffer for every other member.
-                let mut first: Option<std::ops::Range<usize>> = None;
-                for i in 0..n {
-                    if i != me && nelems > 0 {
-                        match &first {
-                            Some(r) => send.data.extend_from_within(r.clone()),
-                            None => {
-                                let at = send.data.len();
-                                ctx.push_local(&mut send, src.slice(..nelems)?)?;
-                                first = Some(at..send.data.len());
-                            }
-                        }
-                    }
-                    send.close();
-                }
+                ctx.push_to_others(&mut send, src.slice(..nelems)?)?;
             }
             ctx.enter_exchange(common, local, &send, &mut recv)?;
             if nelems > 0 {

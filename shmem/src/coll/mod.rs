@@ -279,6 +279,31 @@ impl Ctx<'_> {
         bytes <= self.exchange_capacity()
     }
 
+    /// One message per member with the bytes of this PE's `src` for every member but this PE (whose message is
+    /// empty): `src` is read once, then copied within the buffer.
+    pub(crate) fn push_to_others<T: Symmetric>(
+        &self,
+        m: &mut Messages,
+        src: SymSlice<T>,
+    ) -> Result<()> {
+        let (n, me) = (self.n(), self.idx());
+        let mut first: Option<std::ops::Range<usize>> = None;
+        for i in 0..n {
+            if i != me && !src.is_empty() {
+                match &first {
+                    Some(r) => m.data.extend_from_within(r.clone()),
+                    None => {
+                        let at = m.data.len();
+                        self.push_local(m, src)?;
+                        first = Some(at..m.data.len());
+                    }
+                }
+            }
+            m.close();
+        }
+        Ok(())
+    }
+
     /// Append the bytes of this PE's `src` to the message being built.
     pub(crate) fn push_local<T: Symmetric>(
         &self,

@@ -70,37 +70,34 @@ unsafe fn copy_large(src: *const u8, dst: *mut u8, len: usize) {
 /// As [`copy_bytes`], with `len <= 16`.
 #[inline(always)]
 unsafe fn copy_small(src: *const u8, dst: *mut u8, len: usize) {
-    // SAFETY: (every arm) both loads lie inside `src..src+len`, both stores inside `dst..dst+len` (the second word
-    // ends exactly at `len`, the first starts at 0, and the width is at most `len`).
+    // SAFETY: (every arm) the caller's contract, and each width `w` satisfies `w <= len <= 2 * w`.
     unsafe {
         match len {
-            8..=16 => {
-                let (a, b) = (
-                    src.cast::<u64>().read_unaligned(),
-                    src.add(len - 8).cast::<u64>().read_unaligned(),
-                );
-                dst.cast::<u64>().write_unaligned(a);
-                dst.add(len - 8).cast::<u64>().write_unaligned(b);
-            }
-            4..=7 => {
-                let (a, b) = (
-                    src.cast::<u32>().read_unaligned(),
-                    src.add(len - 4).cast::<u32>().read_unaligned(),
-                );
-                dst.cast::<u32>().write_unaligned(a);
-                dst.add(len - 4).cast::<u32>().write_unaligned(b);
-            }
-            2..=3 => {
-                let (a, b) = (
-                    src.cast::<u16>().read_unaligned(),
-                    src.add(len - 2).cast::<u16>().read_unaligned(),
-                );
-                dst.cast::<u16>().write_unaligned(a);
-                dst.add(len - 2).cast::<u16>().write_unaligned(b);
-            }
+            8..=16 => two_words::<u64>(src, dst, len),
+            4..=7 => two_words::<u32>(src, dst, len),
+            2..=3 => two_words::<u16>(src, dst, len),
             1 => dst.write(src.read()),
             _ => {}
         }
+    }
+}
+
+/// Copy `len` bytes as two possibly overlapping words of type `W`, the first at 0 and the second ending at `len`,
+/// both loaded before either is stored (so the ranges may overlap). Unaligned accesses.
+///
+/// # Safety
+/// As [`copy_bytes`], with `size_of::<W>() <= len <= 2 * size_of::<W>()`.
+#[inline(always)]
+unsafe fn two_words<W: Copy>(src: *const u8, dst: *mut u8, len: usize) {
+    let w = std::mem::size_of::<W>();
+    // SAFETY: both loads lie inside `src..src+len` and both stores inside `dst..dst+len` (`w <= len`).
+    unsafe {
+        let (a, b) = (
+            src.cast::<W>().read_unaligned(),
+            src.add(len - w).cast::<W>().read_unaligned(),
+        );
+        dst.cast::<W>().write_unaligned(a);
+        dst.add(len - w).cast::<W>().write_unaligned(b);
     }
 }
 
