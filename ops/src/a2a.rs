@@ -630,9 +630,7 @@ fn first_bad_receive(
         }
         let (rows, a) = (word(r, args) as usize, word(r, args + 1));
         // The same verdict as `recv_layout` + `check_fits` on that rank: a bad count or too few rows.
-        let fits = plan::recv_written_end(counts, major, minor, a)
-            .is_ok_and(|end| end as u128 <= rows as u128);
-        if !fits {
+        if !plan::recv_written_end(counts, major, minor, a).is_ok_and(|end| fits(end, rows)) {
             return Some(r);
         }
     }
@@ -663,9 +661,14 @@ fn complete(
     group.exchange(sh, op, outcome.err(), 0, send, recv, &ours)
 }
 
+/// Whether a receive whose last written row ends at `written_end` fits an `out` of `rows` rows.
+fn fits(written_end: i64, rows: usize) -> bool {
+    written_end as u128 <= rows as u128
+}
+
 /// Check that every received chunk lies inside an `out` of `rows` rows.
 fn check_fits(op: &str, layout: &plan::RecvLayout, rows: usize, counts: &[i64]) -> Result<()> {
-    if layout.written_end as u128 > rows as u128 {
+    if !fits(layout.written_end, rows) {
         return Err(Error::OutOfBounds {
             what: "output rows",
             start: 0,

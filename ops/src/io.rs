@@ -73,8 +73,7 @@ fn i64_slice(v: &TensorView) -> Option<SymSlice<i64>> {
     if v.dtype().size() != 8 || !v.is_contiguous() {
         return None;
     }
-    let s = v.offset() * 8;
-    v.buf().slice(s..s + v.nbytes()).ok()?.cast::<i64>().ok()
+    v.contiguous_bytes("", "view").ok()?.cast::<i64>().ok()
 }
 
 /// The int64 elements of a view on `pe`.

@@ -121,13 +121,12 @@ impl Shmem {
     ) -> Result<Pending<'a>> {
         let off = self.rma_target(src, dst.len(), pe, "get_nbi")?;
         let dst = bytes_of_mut(dst);
-        let t = self.map_of(pe, "get_nbi")?.get_nbi(off, dst)?;
-        if t.is_none() {
+        let Some(t) = self.map_of(pe, "get_nbi")?.get_nbi(off, dst)? else {
             // Completed at issue: `dst` holds the bytes already.
             return Ok(Pending::done());
-        }
+        };
         let tr = self.transport_of(pe, "get_nbi")?;
-        Ok(Pending::new(tr, t, t.map(|_| dst)))
+        Ok(Pending::new(tr, Some(t), Some(dst)))
     }
 
     /// Strided put: element `i` of the transfer goes from `src[i * src_stride]` to `dst[i * dst_stride]` on `pe`,

@@ -123,11 +123,11 @@ impl Shmem {
             // The root's data travels to every member inside the agreement.
             let (mut send, mut recv) = ctx.take_messages();
             if local.is_ok() {
-                for i in 0..n {
-                    if me == root && i != me && nelems > 0 {
-                        ctx.push_local(&mut send, src.slice(..nelems)?)?;
-                    }
-                    send.close();
+                if me == root {
+                    // The root's source read once, then copied within the buffer for every other member.
+                    ctx.push_to_others(&mut send, src.slice(..nelems)?)?;
+                } else {
+                    (0..n).for_each(|_| send.close());
                 }
             }
             ctx.enter_exchange(common, local, &send, &mut recv)?;
