@@ -90,13 +90,13 @@ env_table! {
     teams_max: OnUse<usize> = "XPUSHMEM_TEAMS_MAX", "64", on_use(team_slots);
     /// the pattern of every collective synchronisation (the agreement that carries each call's identity): auto (hierarchical on a team spanning nodes with 2+ members on a node, else dissemination), linear, dissemination, tree, hierarchical
     barrier_algorithm: OnUse<crate::team::BarrierAlgo> = "XPUSHMEM_BARRIER_ALGORITHM", "auto", on_use(algorithm::<crate::team::BarrierAlgo>);
-    /// broadcast algorithm: auto, linear, binomial, pipelined, eager, hierarchical
+    /// broadcast algorithm: auto, linear, binomial, pipelined, eager, eager-rounds, hierarchical
     broadcast_algorithm: OnUse<crate::coll::BroadcastAlgo> = "XPUSHMEM_BROADCAST_ALGORITHM", "auto", on_use(algorithm::<crate::coll::BroadcastAlgo>);
-    /// fcollect/collect algorithm: auto, direct, ring, eager, hierarchical
+    /// fcollect/collect algorithm: auto, direct, ring, eager, eager-rounds, hierarchical
     collect_algorithm: OnUse<crate::coll::CollectAlgo> = "XPUSHMEM_COLLECT_ALGORITHM", "auto", on_use(algorithm::<crate::coll::CollectAlgo>);
     /// alltoall/alltoalls algorithm: auto, pairwise, direct
     alltoall_algorithm: OnUse<crate::coll::AlltoallAlgo> = "XPUSHMEM_ALLTOALL_ALGORITHM", "auto", on_use(algorithm::<crate::coll::AlltoallAlgo>);
-    /// reduction algorithm: auto, linear, recursive-doubling, ring, eager, hierarchical
+    /// reduction algorithm: auto, linear, recursive-doubling, ring, eager, eager-rounds, hierarchical
     reduce_algorithm: OnUse<crate::coll::ReduceAlgo> = "XPUSHMEM_REDUCE_ALGORITHM", "auto", on_use(algorithm::<crate::coll::ReduceAlgo>);
     /// reduce_scatter algorithm: auto, linear
     reduce_scatter_algorithm: OnUse<crate::coll::ReduceScatterAlgo> = "XPUSHMEM_REDUCE_SCATTER_ALGORITHM", "auto", on_use(algorithm::<crate::coll::ReduceScatterAlgo>);
@@ -106,6 +106,8 @@ env_table! {
     reduce_ring_size: Option<usize> = "XPUSHMEM_REDUCE_RING_SIZE", "auto", auto_size;
     /// copies of at least this many bytes into or out of a mapped heap (put, get, put_sym, get_sym, the collectives' and ops' copies) use non-temporal stores, which bypass the caches (no read for ownership of the destination); bytes or with a K/M/G suffix, or off
     nt_copy_size: Option<usize> = "XPUSHMEM_NT_COPY_SIZE", "8M", size_or_off;
+    /// team size from which the eager broadcast, fcollect and reduction (algorithm auto, data small enough) move their data in ceil(log2 n) rounds (eager-rounds: Bruck's allgather on the dissemination pattern, one message sent and one read per round) instead of one all-to-all round (eager: n - 1 messages sent and read by every member); a team size (at least 2) or off
+    eager_rounds_from: Option<usize> = "XPUSHMEM_EAGER_ROUNDS_FROM", "8", team_size_or_off;
     /// chunk of the pipelined broadcast; bytes or with a K/M/G suffix (at least 64)
     coll_chunk_bytes: OnUse<usize> = "XPUSHMEM_COLL_CHUNK_SIZE", "64K", on_use(chunk_size);
     /// largest chunk (bytes per destination, or a K/M suffix) the op family's all-to-alls ship inside their split exchange instead of having the receiver read it from the sender; auto: whatever fits in the team's exchange area (a few KiB divided by the group size), 0: never
@@ -419,6 +421,17 @@ fn size_or_off(var: &'static str) -> Result<Option<usize>> {
         t => parse_size(t)
             .map(Some)
             .ok_or_else(|| bad(var, &v, "expected off or a size in bytes (e.g. 8M)")),
+    }
+}
+
+fn team_size_or_off(var: &'static str) -> Result<Option<usize>> {
+    let v = raw(var);
+    match v.trim() {
+        "off" => Ok(None),
+        t => match t.parse::<usize>() {
+            Ok(n) if n >= 2 => Ok(Some(n)),
+            _ => Err(bad(var, &v, "expected off or a team size of at least 2")),
+        },
     }
 }
 

@@ -68,7 +68,7 @@ fn expect_mismatch(
         }) => {
             assert_eq!(call, my_call, "PE {me}");
             assert_eq!(pe, pe_want, "PE {me}: {theirs} / {ours}");
-            assert_eq!(reference_pe, 0, "PE {me}");
+            assert_eq!(reference_pe, 0, "PE {me}: {call} {pe} {theirs} / {ours}");
             assert!(theirs_want(&theirs), "PE {me}: theirs = {theirs}");
             assert!(ours_want(&ours), "PE {me}: ours = {ours}");
         }
@@ -286,3 +286,162 @@ mismatch_test!(
         still_usable(sh)
     }
 );
+
+/// The gathering exchange (the eager collectives' `ceil(log2 n)` rounds, which `Auto` takes from
+/// `XPUSHMEM_EAGER_ROUNDS_FROM` members on, here 2) meeting an agreement, an exchange and different arguments:
+/// every PE fails with the same mismatch, no PE waits for a round message that never comes, and the team's next
+/// collectives work (their results checked). At 3 and 5 PEs (rounds with fewer blocks than the distance), 4 (a
+/// power of two), and over the linear barrier (whose member 0 counts arrivals).
+mod gather_rounds_meet_other_calls {
+    use super::*;
+    use xpushmem::{BroadcastAlgo, CollectAlgo, ReduceAlgo};
+
+    fn body(sh: &Shmem) -> xpushmem::Result<()> {
+        let (me, n) = (sh.my_pe(), sh.n_pes());
+        let w = sh.team_world();
+        let src = sh.calloc::<i64>(8)?;
+        let dst = sh.calloc::<i64>(8 * n)?;
+        sh.put(src, &[me as i64 + 1; 8], me)?;
+        let any = |_: &str| true;
+        // A reduction in rounds on PE 0 meets a barrier on the others.
+        let r = if me == 0 {
+            sh.sum_reduce(&w, dst, src, 8)
+        } else {
+            sh.barrier_all()
+        };
+        expect_mismatch(
+            sh,
+            r,
+            if me == 0 { "reduce" } else { "barrier_all" },
+            1,
+            &|t| t == "barrier_all()",
+            &|o| o.starts_with("reduce(type int64, nelems 8, op sum"),
+        );
+        // fcollect in rounds on PE 0 meets fcollect in one all-to-all round (the exchange) on the others.
+        let algo = if me == 0 {
+            CollectAlgo::EagerRounds
+        } else {
+            CollectAlgo::Eager
+        };
+        let r = sh.fcollect_with(&w, dst, src, 4, algo);
+        expect_mismatch(sh, r, "fcollect", 1, &any, &any);
+        // A broadcast in rounds on every PE but the last meets an alltoall (an exchange) there.
+        let r = if me == n - 1 {
+            sh.alltoall(&w, dst, src, 1)
+        } else {
+            sh.broadcast(&w, dst, src, 8, 0)
+        };
+        expect_mismatch(
+            sh,
+            r,
+            if me == n - 1 { "alltoall" } else { "broadcast" },
+            n - 1,
+            &|t| t.starts_with("alltoall("),
+            &|o| o.starts_with("broadcast(type int64, nelems 8, root 0"),
+        );
+        // PE 1 reduces 4 elements, the others 8: all in rounds, the digests differ.
+        let r = sh.reduce_with(
+            &w,
+            xpushmem::ReduceOp::Sum,
+            dst,
+            src,
+            if me == 1 { 4 } else { 8 },
+            ReduceAlgo::EagerRounds,
+        );
+        expect_mismatch(sh, r, "reduce", 1, &|t| t.contains("nelems 4"), &|o| {
+            o.contains("nelems 8")
+        });
+        // The last PE's destination is too small for its fcollect: its own error, a mismatch elsewhere.
+        let short = sh.calloc::<i64>(1)?;
+        let d = if me == n - 1 { short } else { dst };
+        let r = sh.fcollect(&w, d, src, 4);
+        if me == n - 1 {
+            assert!(
+                matches!(
+                    r,
+                    Err(Error::InvalidArgument { .. }) | Err(Error::OutOfBounds { .. })
+                ),
+                "PE {me}: {r:?}"
+            );
+        } else {
+            // A member that rejected its arguments is named against this PE's own call.
+            match r {
+                Err(Error::Mismatch {
+                    call,
+                    pe,
+                    theirs,
+                    reference_pe,
+                    ..
+                }) => {
+                    assert_eq!((call, pe, reference_pe), ("fcollect", n - 1, me), "PE {me}");
+                    assert!(theirs.contains("invalid arguments"), "PE {me}: {theirs}");
+                }
+                r => panic!("PE {me}: expected a mismatch, got {r:?}"),
+            }
+        }
+        // Everyone agrees again: a reduction, an fcollect and a broadcast in rounds, results checked.
+        sh.sum_reduce(&w, dst, src, 8)?;
+        let mut got = vec![0i64; 8 * n];
+        sh.get(&mut got[..8], dst.slice(..8)?, me)?;
+        assert_eq!(got[..8], [(n * (n + 1) / 2) as i64; 8], "PE {me}");
+        sh.fcollect_with(&w, dst, src, 8, CollectAlgo::EagerRounds)?;
+        sh.get(&mut got, dst, me)?;
+        let want: Vec<i64> = (0..n).flat_map(|p| [p as i64 + 1; 8]).collect();
+        assert_eq!(got, want, "PE {me}");
+        sh.broadcast_with(&w, dst, src, 8, n - 1, BroadcastAlgo::EagerRounds)?;
+        sh.get(&mut got[..8], dst.slice(..8)?, me)?;
+        assert_eq!(got[..8], [n as i64; 8], "PE {me}");
+        // `Auto` takes the rounds here (XPUSHMEM_EAGER_ROUNDS_FROM=2): PE 0's automatic choice meets the others'
+        // explicit one without a mismatch (the algorithm is part of the compared identity).
+        let auto = me == 0;
+        let c = if auto {
+            CollectAlgo::Auto
+        } else {
+            CollectAlgo::EagerRounds
+        };
+        sh.fcollect_with(&w, dst, src, 2, c)?;
+        let r = if auto {
+            ReduceAlgo::Auto
+        } else {
+            ReduceAlgo::EagerRounds
+        };
+        sh.reduce_with(&w, xpushmem::ReduceOp::Sum, dst, src, 2, r)?;
+        let b = if auto {
+            BroadcastAlgo::Auto
+        } else {
+            BroadcastAlgo::EagerRounds
+        };
+        sh.broadcast_with(&w, dst, src, 2, 0, b)?;
+        sh.free(short)?;
+        sh.free(dst)?;
+        sh.free(src)?;
+        still_usable(sh)
+    }
+
+    fn run(case: &str, n: usize, barrier: &str) {
+        let name = test_name(module_path!(), case);
+        if is_pe_of(&name) {
+            run_pe(body);
+        }
+        let mut env = ENV.to_vec();
+        env.push(("XPUSHMEM_EAGER_ROUNDS_FROM", "2"));
+        env.push(("XPUSHMEM_BARRIER_ALGORITHM", barrier));
+        let out = spawn_pes_with(&name, n, &env);
+        assert_success(&name, n, &out);
+    }
+
+    #[test]
+    fn dissemination_3pe() {
+        run("dissemination_3pe", 3, "dissemination");
+    }
+
+    #[test]
+    fn dissemination_4pe() {
+        run("dissemination_4pe", 4, "dissemination");
+    }
+
+    #[test]
+    fn linear_5pe() {
+        run("linear_5pe", 5, "linear");
+    }
+}

@@ -1,29 +1,31 @@
 //! Broadcast: the root's `nelems` elements of `src` land in `dest` on every member (the root included).
 
-use super::{need_len, overlap, BroadcastAlgo, CallId, Ctx, COMMON, INFO};
+use super::{need_len, overlap, BroadcastAlgo, CallId, Ctx, Fit, COMMON, INFO};
 use crate::error::{Error, Result};
 use crate::runtime::Shmem;
 use crate::team::{layout, Team};
 use crate::types::{SymSlice, Symmetric};
 
-/// The algorithm for a team of `n` and `bytes` of data (`fits`: they fit in a message of the exchange; `hier`:
-/// the team's node layout pays for the node-aware algorithm).
+/// The algorithm for a team of `n` and `bytes` of data (`fit`: the eager forms they fit; `hier`: the team's node
+/// layout pays for the node-aware algorithm).
 fn resolve(
     a: BroadcastAlgo,
     cfg: &crate::config::Config,
     n: usize,
     bytes: usize,
-    fits: bool,
+    fit: Fit,
     hier: bool,
 ) -> Result<BroadcastAlgo> {
-    use BroadcastAlgo::{Auto, Eager};
+    use BroadcastAlgo::{Auto, Eager, EagerRounds};
     Ok(match a.with_cfg(cfg)? {
-        Auto | Eager if fits => Eager,
-        Auto | Eager if n <= 2 => BroadcastAlgo::Linear,
-        Auto | Eager if bytes >= 256 << 10 => BroadcastAlgo::Pipelined,
-        Auto | Eager if hier => BroadcastAlgo::Hierarchical,
-        Auto | Eager if n <= 4 => BroadcastAlgo::Linear,
-        Auto | Eager => BroadcastAlgo::Binomial,
+        Auto if fit.auto_rounds(cfg, n) => EagerRounds,
+        EagerRounds if fit.rounds => EagerRounds,
+        Auto | Eager | EagerRounds if fit.eager => Eager,
+        Auto | Eager | EagerRounds if n <= 2 => BroadcastAlgo::Linear,
+        Auto | Eager | EagerRounds if bytes >= 256 << 10 => BroadcastAlgo::Pipelined,
+        Auto | Eager | EagerRounds if hier => BroadcastAlgo::Hierarchical,
+        Auto | Eager | EagerRounds if n <= 4 => BroadcastAlgo::Linear,
+        Auto | Eager | EagerRounds => BroadcastAlgo::Binomial,
         x => x,
     })
 }
@@ -81,7 +83,7 @@ impl Shmem {
         let bytes = nelems.saturating_mul(std::mem::size_of::<T>());
         let chunk = self.cfg.coll_chunk_bytes.clone();
         let hier = ctx.groups().pays();
-        let algo = resolve(algo, &self.cfg, n, bytes, ctx.eager_fits(bytes), hier);
+        let algo = resolve(algo, &self.cfg, n, bytes, ctx.fit(bytes, 1), hier);
         let local = (|| {
             if root >= n {
                 return Err(Error::InvalidPe {
@@ -119,18 +121,17 @@ impl Shmem {
             0,
             0,
         ];
-        if algo.as_ref().is_ok_and(|a| *a == BroadcastAlgo::Eager) {
-            // The root's data travels to every member inside the agreement.
+        if let Ok(a @ (BroadcastAlgo::Eager | BroadcastAlgo::EagerRounds)) = algo {
+            // The root's data travels to every member inside the agreement (read once, then copied within the
+            // message buffer for every other member when it goes in one round).
             let (mut send, mut recv) = ctx.take_messages();
-            if local.is_ok() {
-                if me == root {
-                    // The root's source read once, then copied within the buffer for every other member.
-                    ctx.push_to_others(&mut send, src.slice(..nelems)?)?;
-                } else {
-                    (0..n).for_each(|_| send.close());
-                }
-            }
-            ctx.enter_exchange(common, local, &send, &mut recv)?;
+            let mine = (me == root).then(|| src.slice(..nelems)).transpose();
+            let (local, mine) = match mine {
+                Ok(m) => (local, m),
+                Err(e) => (local.and(Err(e)), None),
+            };
+            let rounds = a == BroadcastAlgo::EagerRounds;
+            ctx.eager_exchange(rounds, common, local, mine, &mut send, &mut recv)?;
             let r = if nelems == 0 {
                 Ok(())
             } else {

@@ -1,29 +1,31 @@
 //! Concatenation: `fcollect` (every member contributes the same number of elements) and `collect` (each its own).
 
 use super::{
-    mul, need_blocks, need_len, overlap, type_code, CallId, CollectAlgo, Ctx, COMMON, INFO,
+    mul, need_blocks, need_len, overlap, type_code, CallId, CollectAlgo, Ctx, Fit, COMMON, INFO,
 };
 use crate::error::{Error, Result};
 use crate::runtime::Shmem;
 use crate::team::{layout, Team};
 use crate::types::{SymSlice, Symmetric};
 
-/// The algorithm for a team of `n` gathering `bytes` in all (`fits`: a block fits in a message of the exchange;
-/// always false for `collect`; `hier`: the team's node layout pays for the node-aware algorithm).
+/// The algorithm for a team of `n` gathering `bytes` in all (`fit`: the eager forms a block fits; none for
+/// `collect`; `hier`: the team's node layout pays for the node-aware algorithm).
 fn resolve(
     a: CollectAlgo,
     cfg: &crate::config::Config,
     n: usize,
     bytes: usize,
-    fits: bool,
+    fit: Fit,
     hier: bool,
 ) -> Result<CollectAlgo> {
-    use CollectAlgo::{Auto, Eager};
+    use CollectAlgo::{Auto, Eager, EagerRounds};
     Ok(match a.with_cfg(cfg)? {
-        Auto | Eager if fits => Eager,
-        Auto | Eager if hier => CollectAlgo::Hierarchical,
-        Auto | Eager if n > 8 && bytes >= 64 << 10 => CollectAlgo::Ring,
-        Auto | Eager => CollectAlgo::Direct,
+        Auto if fit.auto_rounds(cfg, n) => EagerRounds,
+        EagerRounds if fit.rounds => EagerRounds,
+        Auto | Eager | EagerRounds if fit.eager => Eager,
+        Auto | Eager | EagerRounds if hier => CollectAlgo::Hierarchical,
+        Auto | Eager | EagerRounds if n > 8 && bytes >= 64 << 10 => CollectAlgo::Ring,
+        Auto | Eager | EagerRounds => CollectAlgo::Direct,
         x => x,
     })
 }
@@ -76,7 +78,7 @@ impl Shmem {
         let mut ctx = team.ctx(self, OP)?;
         let n = ctx.n();
         let total = mul(n, nelems, "nelems");
-        let fits = ctx.eager_fits(nelems.saturating_mul(std::mem::size_of::<T>()));
+        let fit = ctx.fit(nelems.saturating_mul(std::mem::size_of::<T>()), n);
         let algo = resolve(
             algo,
             &self.cfg,
@@ -85,7 +87,7 @@ impl Shmem {
                 .clone()
                 .unwrap_or(usize::MAX)
                 .saturating_mul(std::mem::size_of::<T>()),
-            fits,
+            fit,
             ctx.groups().pays(),
         );
         let local = (|| {
@@ -106,14 +108,16 @@ impl Shmem {
             0,
             0,
         ];
-        if algo.as_ref().is_ok_and(|a| *a == CollectAlgo::Eager) {
+        if let Ok(a @ (CollectAlgo::Eager | CollectAlgo::EagerRounds)) = algo {
             // This PE's block travels to every member inside the agreement.
             let me = ctx.idx();
             let (mut send, mut recv) = ctx.take_messages();
-            if local.is_ok() {
-                ctx.push_to_others(&mut send, src.slice(..nelems)?)?;
-            }
-            ctx.enter_exchange(common, local, &send, &mut recv)?;
+            let (local, mine) = match src.slice(..nelems) {
+                Ok(m) => (local, Some(m)),
+                Err(e) => (local.and(Err(e)), None),
+            };
+            let rounds = a == CollectAlgo::EagerRounds;
+            ctx.eager_exchange(rounds, common, local, mine, &mut send, &mut recv)?;
             if nelems > 0 {
                 for i in 0..n {
                     let to = dest.slice(i * nelems..(i + 1) * nelems)?;
@@ -173,7 +177,11 @@ impl Shmem {
         const OP: &str = "collect";
         let mut ctx = team.ctx(self, OP)?;
         let n = ctx.n();
-        let algo = resolve(algo, &self.cfg, n, 0, false, ctx.groups().pays());
+        let none = Fit {
+            eager: false,
+            rounds: false,
+        };
+        let algo = resolve(algo, &self.cfg, n, 0, none, ctx.groups().pays());
         let local = (|| {
             // Whether dest and source overlap depends on the total, known after the exchange: checked below.
             need_len(src, nelems, "source", OP)?;

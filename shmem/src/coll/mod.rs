@@ -84,6 +84,10 @@ algo_enum!(
         /// The data travels inside the agreement: one signalled message from the root to each member (when it
         /// fits in the team's exchange area; otherwise as `Auto` without it).
         Eager = "eager",
+        /// The data travels inside the agreement in `ceil(log2 n)` rounds (the gathering exchange: in round `k`
+        /// each member forwards what it holds to the member `2^k` before it), when it fits; otherwise as `Auto`
+        /// without it. `Auto` takes it from `XPUSHMEM_EAGER_ROUNDS_FROM` members on.
+        EagerRounds = "eager-rounds" | "eager_rounds",
         /// Node-aware: the root puts the data into the leader of every other node of the team (see
         /// `Shmem::team_node_groups`), then the members of its own node; each leader forwards it to the members
         /// of its node over shared memory. One inter-node transfer per other node.
@@ -101,6 +105,11 @@ algo_enum!(
         /// `fcollect`: the blocks travel inside the agreement, one signalled message per pair of members (when a
         /// block fits in the team's exchange area; otherwise, and for `collect`, as `Auto` without it).
         Eager = "eager",
+        /// `fcollect`: the blocks travel inside the agreement in `ceil(log2 n)` rounds (Bruck's allgather: in
+        /// round `k` each member forwards the blocks it holds to the member `2^k` before it), when they fit;
+        /// otherwise, and for `collect`, as `Auto` without it. `Auto` takes it from `XPUSHMEM_EAGER_ROUNDS_FROM`
+        /// members on.
+        EagerRounds = "eager-rounds" | "eager_rounds",
         /// Node-aware: each member puts its block into its node's leader over shared memory, the leaders put
         /// their node's blocks into every other leader, and each leader copies the whole result to the members
         /// of its node. Every block crosses between two nodes once per other node, in one transfer per leader.
@@ -134,6 +143,10 @@ algo_enum!(
         /// which folds them in member order (when it fits in the team's exchange area; otherwise as `Auto`
         /// without it).
         Eager = "eager",
+        /// Every member's source reaches every member inside the agreement in `ceil(log2 n)` rounds (the
+        /// gathering exchange, Bruck's allgather), and each folds them in member order, when they fit; otherwise
+        /// as `Auto` without it. `Auto` takes it from `XPUSHMEM_EAGER_ROUNDS_FROM` members on.
+        EagerRounds = "eager-rounds" | "eager_rounds",
         /// Node-aware: each node's leader folds its node's sources (over shared memory, in member order), the
         /// leaders exchange these partials and fold them in node order (the order of `Shmem::team_node_groups`),
         /// then each leader hands the result to the members of its node. One inter-node transfer per pair of
@@ -273,10 +286,35 @@ pub(crate) fn overlap<T: Symmetric>(a: SymSlice<T>, b: SymSlice<T>) -> bool {
 /// Messages of the eager algorithms: the team's exchange.
 pub(crate) use crate::team::Messages;
 
+/// Which eager forms a collective's data fits ([`Ctx::fit`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Fit {
+    /// One all-to-all round (the exchange): a member's data fits in one message.
+    pub eager: bool,
+    /// The gathering exchange's rounds: the largest round's message fits.
+    pub rounds: bool,
+}
+
+impl Fit {
+    /// Whether `Auto` takes the gathering exchange's rounds on a team of `n`: from `XPUSHMEM_EAGER_ROUNDS_FROM`
+    /// members on, when the data fits.
+    pub(crate) fn auto_rounds(self, cfg: &crate::config::Config, n: usize) -> bool {
+        self.rounds && cfg.eager_rounds_from.is_some_and(|m| n >= m)
+    }
+}
+
 impl Ctx<'_> {
     /// Whether `bytes` of data per message fit in the team's exchange (the eager algorithms).
     pub(crate) fn eager_fits(&self, bytes: usize) -> bool {
         bytes <= self.exchange_capacity()
+    }
+
+    /// Which eager forms fit `bytes` of data from each of `holders` members (the others send nothing).
+    pub(crate) fn fit(&self, bytes: usize, holders: usize) -> Fit {
+        Fit {
+            eager: self.eager_fits(bytes),
+            rounds: self.gather_fits(bytes, holders),
+        }
     }
 
     /// One message per member with the bytes of this PE's `src` for every member but this PE (whose message is
@@ -302,6 +340,38 @@ impl Ctx<'_> {
             m.close();
         }
         Ok(())
+    }
+
+    /// The exchange of an eager collective `common`: this PE's `src` (`None`: an empty message, a broadcast's
+    /// non-root) reaches every member, over one all-to-all round or (`rounds`) the gathering exchange's
+    /// `ceil(log2 n)` rounds; `recv` gets every member's message. A failed read of `src` is this PE's error,
+    /// reported after the exchange (so that nobody waits for it).
+    pub(crate) fn eager_exchange<T: Symmetric>(
+        &mut self,
+        rounds: bool,
+        common: [u64; COMMON],
+        local: Result<()>,
+        src: Option<SymSlice<T>>,
+        send: &mut Messages,
+        recv: &mut Messages,
+    ) -> Result<()> {
+        let local = local.and_then(|()| match (src, rounds) {
+            (Some(s), true) => self.push_local(send, s),
+            (Some(s), false) => self.push_to_others(send, s),
+            (None, false) => {
+                (0..self.n()).for_each(|_| send.close());
+                Ok(())
+            }
+            (None, true) => Ok(()),
+        });
+        if local.is_err() {
+            send.clear();
+        }
+        if rounds {
+            self.enter_gather(common, local, &send.data, recv)
+        } else {
+            self.enter_exchange(common, local, send, recv)
+        }
     }
 
     /// Append the bytes of this PE's `src` to the message being built.

@@ -7,8 +7,8 @@
 //! are the same whatever the algorithm (every operator is associative and commutative on integers).
 
 use super::{
-    block, need_len, overlap, type_code, BarrierAlgo, CallId, Ctx, ReduceAlgo, ReduceScatterAlgo,
-    COMMON, INFO,
+    block, need_len, overlap, type_code, BarrierAlgo, CallId, Ctx, Fit, ReduceAlgo,
+    ReduceScatterAlgo, COMMON, INFO,
 };
 use crate::error::{Error, Result};
 use crate::runtime::Shmem;
@@ -204,21 +204,23 @@ fn resolve(
     cfg: &crate::config::Config,
     n: usize,
     bytes: usize,
-    fits: bool,
+    fit: Fit,
     hier: bool,
 ) -> Result<ReduceAlgo> {
-    use ReduceAlgo::{Auto, Eager};
+    use ReduceAlgo::{Auto, Eager, EagerRounds};
     let ring_from = cfg
         .reduce_ring_size
         .unwrap_or(if n <= 4 { 256 << 10 } else { 64 << 10 });
     Ok(match a.with_cfg(cfg)? {
-        Auto | Eager if fits => Eager,
-        Auto | Eager if hier && bytes < ring_from => ReduceAlgo::Hierarchical,
-        Auto | Eager if (n <= 2 && bytes < ring_from) || bytes <= 4096 && n <= 4 => {
+        Auto if fit.auto_rounds(cfg, n) => EagerRounds,
+        EagerRounds if fit.rounds => EagerRounds,
+        Auto | Eager | EagerRounds if fit.eager => Eager,
+        Auto | Eager | EagerRounds if hier && bytes < ring_from => ReduceAlgo::Hierarchical,
+        Auto | Eager | EagerRounds if (n <= 2 && bytes < ring_from) || bytes <= 4096 && n <= 4 => {
             ReduceAlgo::Linear
         }
-        Auto | Eager if bytes < ring_from => ReduceAlgo::RecursiveDoubling,
-        Auto | Eager => ReduceAlgo::Ring,
+        Auto | Eager | EagerRounds if bytes < ring_from => ReduceAlgo::RecursiveDoubling,
+        Auto | Eager | EagerRounds => ReduceAlgo::Ring,
         x => x,
     })
 }
@@ -281,7 +283,7 @@ impl Shmem {
         let n = ctx.n();
         let bytes = nreduce.saturating_mul(std::mem::size_of::<T>());
         let hier = ctx.groups().pays();
-        let algo = resolve(algo, &self.cfg, n, bytes, ctx.eager_fits(bytes), hier);
+        let algo = resolve(algo, &self.cfg, n, bytes, ctx.fit(bytes, n), hier);
         let local = (|| {
             check_op::<T>(op)?;
             need_len(dest, nreduce, "dest", OP)?;
@@ -300,15 +302,17 @@ impl Shmem {
             0,
             0,
         ];
-        if algo.as_ref().is_ok_and(|a| *a == ReduceAlgo::Eager) {
+        if let Ok(a @ (ReduceAlgo::Eager | ReduceAlgo::EagerRounds)) = algo {
             // Every source travels to every member inside the agreement; each folds them in member order (the
             // same order everywhere, so floating-point results agree across members).
             let me = ctx.idx();
             let (mut send, mut recv) = ctx.take_messages();
-            if local.is_ok() {
-                ctx.push_to_others(&mut send, src.slice(..nreduce)?)?;
-            }
-            ctx.enter_exchange(common, local, &send, &mut recv)?;
+            let (local, mine) = match src.slice(..nreduce) {
+                Ok(m) => (local, Some(m)),
+                Err(e) => (local.and(Err(e)), None),
+            };
+            let rounds = a == ReduceAlgo::EagerRounds;
+            ctx.eager_exchange(rounds, common, local, mine, &mut send, &mut recv)?;
             if nreduce == 0 {
                 ctx.give_messages(send, recv);
                 return Ok(());

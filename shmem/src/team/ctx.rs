@@ -20,8 +20,10 @@
 //! Identity words are double-buffered by sequence parity: to overwrite a buffer a PE must finish the agreement in
 //! between, which needs every member to have entered it, so every reader is done with the old contents.
 //!
-//! A member in an exchange ([`Ctx::exchange`]) that finds another in an agreement, or the reverse, learns of the
-//! mismatch without hearing from every member. Before it fails it waits until every member has published its
+//! A member in an exchange ([`Ctx::exchange`]) or a gathering exchange ([`Ctx::gather`], the eager collectives'
+//! `ceil(log2 n)` rounds) that finds another member running the call as a different one of the three, or a member
+//! in an agreement that finds another in either exchange, learns of the mismatch without hearing from every
+//! member (each member's published identity says which of the three it runs). Before it fails it waits until every member has published its
 //! identity for this call (the failure path only): so no member leaves a failed call while another is still in
 //! the previous one (reading messages in the buffers the leaver's next call writes), and every member judges
 //! the same words.
@@ -32,6 +34,8 @@ use crate::team::TeamInner;
 use crate::transport::{AmoOp, Window};
 use std::str::FromStr;
 use std::sync::MutexGuard;
+
+mod gather;
 
 /// Word offsets (in 8-byte words) inside one team slot.
 pub(crate) mod layout {
@@ -88,6 +92,28 @@ const _: () = assert!(SEQ < layout::CHECK_WORDS);
 /// First info word of the identity of a call that runs as an exchange ([`Ctx::exchange`]) rather than as an
 /// agreement: a member waiting in one for a member in the other learns that it will never send.
 const EXCHANGE_MARK: u64 = 0x4758_4843_5845_4d58;
+
+/// How a member runs its call at a sequence number: the first info word of its published identity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Protocol {
+    /// An agreement ([`Ctx::agree`]), whose messages go to the agreement's slots.
+    Agreement,
+    /// An exchange ([`Ctx::exchange`]): one message to every member.
+    Exchange,
+    /// A gathering exchange ([`Ctx::gather`]): one message per round.
+    Gather,
+}
+
+impl Protocol {
+    /// The protocol of a call whose first info word is `w`.
+    fn of(w: u64) -> Protocol {
+        match w {
+            EXCHANGE_MARK => Protocol::Exchange,
+            gather::GATHER_MARK => Protocol::Gather,
+            _ => Protocol::Agreement,
+        }
+    }
+}
 
 /// Status word values.
 const STATUS_OK: u64 = 1;
@@ -588,8 +614,8 @@ impl<'a> Ctx<'a> {
         )
     }
 
-    /// Whether member `i` runs its call of sequence number `seq` as an exchange (`None` until it has published it).
-    fn member_in_exchange(&self, i: usize, seq: u64) -> Result<Option<bool>> {
+    /// How member `i` runs its call of sequence number `seq` (`None` until it has published it).
+    fn member_protocol(&self, i: usize, seq: u64) -> Result<Option<Protocol>> {
         let at = layout::CHECK + (seq % 2) as usize * layout::CHECK_WORDS;
         let mut b = [0u8; 8];
         let win = self.win(i)?;
@@ -600,18 +626,17 @@ impl<'a> Ctx<'a> {
         // The words were written before the sequence number (Ctx::publish).
         std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
         win.read(self.word(at + COMMON), &mut b)?;
-        Ok(Some(u64::from_le_bytes(b) == EXCHANGE_MARK))
+        Ok(Some(Protocol::of(u64::from_le_bytes(b))))
     }
 
-    /// Wait until word `w` of this PE's slot reaches `target` (the sequence number), sent by member `from`. Returns
-    /// false instead when `from` turns out to be in the other kind of synchronisation at this sequence number (an
-    /// exchange while this PE is in an agreement, or the reverse, per `in_exchange`): it will never send.
+    /// Wait (in an agreement) until word `w` of this PE's slot reaches `target` (the sequence number), sent by
+    /// member `from`. Returns false instead when `from` turns out to run this call as an exchange or a gathering
+    /// exchange: it will never send.
     fn wait_from(
         &self,
         w: usize,
         target: u64,
         from: usize,
-        in_exchange: bool,
         what: &dyn Fn() -> String,
     ) -> Result<bool> {
         let word = self.local_word(w);
@@ -632,8 +657,8 @@ impl<'a> Ctx<'a> {
                 }
                 polls = polls.wrapping_add(1);
                 if polls % 64 == 0 {
-                    if let Some(x) = self.member_in_exchange(from, target)? {
-                        other = x != in_exchange;
+                    if let Some(p) = self.member_protocol(from, target)? {
+                        other = p != Protocol::Agreement;
                     }
                 }
                 Ok(other)
@@ -662,7 +687,7 @@ impl<'a> Ctx<'a> {
     }
 
     /// Publish this PE's identity words at `at`: every word, then (ordered after them) the sequence number, so
-    /// that a member that sees the new sequence number sees the words of that call ([`Ctx::member_in_exchange`]).
+    /// that a member that sees the new sequence number sees the words of that call ([`Ctx::member_protocol`]).
     fn publish(&self, at: usize, words: &[u64]) -> Result<()> {
         self.write_words(at, &words[..SEQ])?;
         std::sync::atomic::fence(std::sync::atomic::Ordering::Release);
@@ -925,7 +950,9 @@ impl<'a> Ctx<'a> {
                         continue;
                     }
                     polls = polls.wrapping_add(1);
-                    if polls % 64 == 0 && self.member_in_exchange(q, seq)? == Some(false) {
+                    if polls % 64 == 0
+                        && matches!(self.member_protocol(q, seq)?, Some(p) if p != Protocol::Exchange)
+                    {
                         other = Some(q);
                         return Ok(true);
                     }
@@ -974,12 +1001,12 @@ impl<'a> Ctx<'a> {
         Ok(out)
     }
 
-    /// An exchange that met agreements over the linear barrier keeps member 0's arrival count exact: member 0
-    /// counts every arrival, so an exchange-side member arrives too when member 0 is in the agreement (it waits
+    /// An exchange (or gathering exchange) that met agreements over the linear barrier keeps member 0's arrival
+    /// count exact: member 0 counts every arrival, so an exchange-side member arrives too when member 0 is in the agreement (it waits
     /// for `n - 1` arrivals), and member 0 on the exchange side expects the agreement side's arrivals (they signal
     /// it whatever it does). Otherwise a later linear barrier would find arrivals that belong to this call.
     fn linear_arrivals(&mut self, all: &[Vec<u64>]) -> Result<()> {
-        let in_exchange = |w: &Vec<u64>| w[COMMON] == EXCHANGE_MARK;
+        let in_exchange = |w: &Vec<u64>| Protocol::of(w[COMMON]) != Protocol::Agreement;
         if self.idx() != 0 {
             if !in_exchange(&all[0]) {
                 self.signal(layout::ARRIVE, 0)?;
@@ -1001,18 +1028,41 @@ impl<'a> Ctx<'a> {
         send: &crate::team::Messages,
         recv: &mut crate::team::Messages,
     ) -> Result<()> {
-        let checking = self.sh.cfg.check_symmetry;
-        let compared = if checking { COMMON } else { 1 };
+        let dig = self.call_digest(&common);
+        let v = self.exchange(common, local.is_ok(), dig, send, recv)?;
+        self.judge(local, v)
+    }
+
+    /// [`Ctx::enter_exchange`] as a gathering exchange ([`Ctx::gather`]): this PE's one message `mine` reaches
+    /// every member in `ceil(log2 n)` rounds; `recv` gets every member's.
+    pub(crate) fn enter_gather(
+        &mut self,
+        common: [u64; COMMON],
+        local: Result<()>,
+        mine: &[u8],
+        recv: &mut crate::team::Messages,
+    ) -> Result<()> {
+        let dig = self.call_digest(&common);
+        let v = self.gather(common, local.is_ok(), dig, mine, recv)?;
+        self.judge(local, v)
+    }
+
+    /// The digest of a call's identity words that the exchanges compare (the call kind alone with the argument
+    /// checks off).
+    fn call_digest(&self, common: &[u64; COMMON]) -> u64 {
+        let compared = if self.sh.cfg.check_symmetry {
+            COMMON
+        } else {
+            1
+        };
         let mut d = [0u64; 1 + COMMON];
         d[0] = self.team.slot as u64;
         d[1..1 + compared].copy_from_slice(&common[..compared]);
-        let v = self.exchange(
-            common,
-            local.is_ok(),
-            digest(&d[..1 + compared]),
-            send,
-            recv,
-        )?;
+        digest(&d[..1 + compared])
+    }
+
+    /// This PE's error first, then the shared verdict of an exchange whose outcome is `v`.
+    fn judge(&mut self, local: Result<()>, v: crate::team::Agreement) -> Result<()> {
         local?;
         if v.failed.is_none() && v.differs.is_none() {
             return Ok(());
@@ -1021,7 +1071,7 @@ impl<'a> Ctx<'a> {
         let at = layout::CHECK + (seq % 2) as usize * layout::CHECK_WORDS;
         let all = self.identities(at, seq)?;
         let mine = all[self.idx()].clone();
-        Err(self.verdict(&all, &mine, checking))
+        Err(self.verdict(&all, &mine, self.sh.cfg.check_symmetry))
     }
 
     /// The exchange of a collective of a layer above named `op` whose arguments digest to `dig` (see
@@ -1175,7 +1225,7 @@ impl<'a> Ctx<'a> {
             self.send3(to, flag, &v, seq)?;
             let from_idx = member((mine + count - dist) % count);
             let from = self.pe(from_idx);
-            let got = if self.wait_from(flag, seq, from_idx, false, &|| {
+            let got = if self.wait_from(flag, seq, from_idx, &|| {
                 format!("{what} round {round}: waiting for PE {from}")
             })? {
                 self.read3(flag + 1)?
@@ -1225,7 +1275,7 @@ impl<'a> Ctx<'a> {
         let children = (F * r + 1..(F * r + F + 1).min(mem.len())).map(|c| mem[c]);
         for (k, c) in children.clone().enumerate() {
             let child = self.pe(c);
-            let got = if self.wait_from(slot(k), seq, c, false, &|| {
+            let got = if self.wait_from(slot(k), seq, c, &|| {
                 format!("hierarchical barrier: waiting for PE {child} of this node")
             })? {
                 self.read3(slot(k) + 1)?
@@ -1238,7 +1288,7 @@ impl<'a> Ctx<'a> {
             let parent = mem[(r - 1) / F];
             self.send3(parent, slot((r - 1) % F), &v, seq)?;
             let p = self.pe(parent);
-            v = if self.wait_from(slot(F), seq, parent, false, &|| {
+            v = if self.wait_from(slot(F), seq, parent, &|| {
                 format!("hierarchical barrier: waiting for the release from PE {p} of this node")
             })? {
                 self.read3(slot(F) + 1)?
@@ -1375,7 +1425,7 @@ impl<'a> Ctx<'a> {
         } else {
             self.signal(ARRIVE, 0)?;
             let root = self.pe(0);
-            if !self.wait_from(release, seq, 0, false, &|| {
+            if !self.wait_from(release, seq, 0, &|| {
                 format!("linear barrier: waiting for the release from PE {root}")
             })? {
                 return Ok((true, 0, u64::MAX));
@@ -1400,7 +1450,7 @@ impl<'a> Ctx<'a> {
             .collect();
         for (k, &c) in children.iter().enumerate() {
             let child = self.pe(c);
-            let got = if self.wait_from(slot(k), seq, c, false, &|| {
+            let got = if self.wait_from(slot(k), seq, c, &|| {
                 format!("tree barrier: waiting for child PE {child}")
             })? {
                 self.read3(slot(k) + 1)?
@@ -1424,7 +1474,7 @@ impl<'a> Ctx<'a> {
             let parent = (me - 1) / 2;
             send(self, parent, (me - 1) % 2, &v)?;
             let p = self.pe(parent);
-            v = if self.wait_from(slot(2), seq, parent, false, &|| {
+            v = if self.wait_from(slot(2), seq, parent, &|| {
                 format!("tree barrier: waiting for the release from PE {p}")
             })? {
                 let got = self.read3(slot(2) + 1)?;

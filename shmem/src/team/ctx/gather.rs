@@ -1,0 +1,293 @@
+//! The gathering exchange ([`Ctx::gather`]): every member contributes one message, the same for every other
+//! member (a block of `fcollect`, a reduction's source, a broadcast root's data), and every member receives all of
+//! them, in `ceil(log2 n)` rounds instead of the one all-to-all round of [`Ctx::exchange`] (`n - 1` messages sent
+//! and read by every member). It is Bruck's allgather on the dissemination pattern: in round `k` each member sends
+//! the first `min(2^k, n - 2^k)` blocks it holds (its own, then those of the members after it) to the member
+//! `2^k` before it and appends what the member `2^k` after it sends; after the last round it holds every block.
+//!
+//! Every block carries its member's argument digest and verdict, so every member learns every verdict and digest,
+//! as in the exchange: every member fails or none does. Messages use the exchange area with the exchange's layout
+//! (the message of member `s` in region `s` of the receiver, its flag in the region's first word), so a flag word of
+//! one protocol is never a payload word of the other, whatever the team's calls alternate between.
+//!
+//! A member that cannot go on (a message too large for its region, a round sender found in another kind of
+//! collective at this sequence number, a message it cannot parse) sends *poisoned* (empty, marked) messages for
+//! the rounds it has left, so every member still hears once per round and finishes the rounds; then every
+//! member judges the published identities, like the exchange's failure path.
+
+use super::{layout, Ctx, Protocol, COMMON, EXCHANGE_MARK, SEQ, STATUS, STATUS_BAD, STATUS_OK};
+use crate::error::{Error, Result};
+use crate::team::{Agreement, Messages};
+use crate::transport::AmoOp;
+
+/// First info word of the identity of a call that runs as a gathering exchange.
+pub(super) const GATHER_MARK: u64 = 0x4758_4843_5254_4147;
+const _: () = assert!(GATHER_MARK != EXCHANGE_MARK);
+
+/// Bytes of a block's header inside a gather message: the member's argument digest, then its payload length and
+/// verdict (`len << 1 | failed`).
+const BLOCK_HEADER: usize = 16;
+
+/// Header word of a poisoned message (its sender could not go on).
+const POISON: u64 = 1;
+
+/// Bytes of a round message's header (words 1 and 2 of the region, after its flag): the payload length
+/// (`len << 1`, or [`POISON`]) and the number of blocks.
+const MSG_HEADER: usize = 16;
+const _: () = assert!(MSG_HEADER == 8 * (layout::EXCH_HEADER - 1));
+
+/// Rounds of a gathering exchange over `n` members: `ceil(log2 n)`.
+fn gather_rounds(n: usize) -> usize {
+    if n <= 1 {
+        0
+    } else {
+        (usize::BITS - (n - 1).leading_zeros()) as usize
+    }
+}
+
+/// Blocks sent in round `k` of a gathering exchange over `n` members.
+fn round_blocks(n: usize, k: usize) -> usize {
+    let dist = 1usize << k;
+    dist.min(n - dist)
+}
+
+/// Parse the block at `at` of `buf`: (digest, failed, payload range), or `None` when it does not fit.
+fn block(buf: &[u8], at: usize) -> Option<(u64, bool, std::ops::Range<usize>)> {
+    let word = |i: usize| -> Option<u64> {
+        buf.get(i..i + 8)
+            .map(|b| u64::from_le_bytes(b.try_into().unwrap_or_default()))
+    };
+    let (dig, sl) = (word(at)?, word(at + 8)?);
+    let start = at + BLOCK_HEADER;
+    let end = start.checked_add(usize::try_from(sl >> 1).ok()?)?;
+    (end <= buf.len()).then_some((dig, sl & 1 != 0, start..end))
+}
+
+/// Byte end of the first `count` blocks of `buf` (`None` when it holds fewer).
+fn blocks_end(buf: &[u8], count: usize) -> Option<usize> {
+    (0..count).try_fold(0, |at, _| block(buf, at).map(|(_, _, r)| r.end))
+}
+
+impl Ctx<'_> {
+    /// Whether a gathering exchange carries blocks of up to `block` bytes, `holders` of the members having a
+    /// non-empty one (every member for `fcollect` and the reductions, the root for a broadcast): the largest
+    /// round's message, `min(2^k, n - 2^k)` blocks with their headers, fits in a region of the exchange area.
+    pub(crate) fn gather_fits(&self, block: usize, holders: usize) -> bool {
+        let n = self.n();
+        let cap = self.exchange_capacity();
+        (0..gather_rounds(n)).all(|k| {
+            let m = round_blocks(n, k);
+            m.checked_mul(BLOCK_HEADER)
+                .zip(m.min(holders).checked_mul(block))
+                .and_then(|(h, d)| h.checked_add(d))
+                .is_some_and(|b| b <= cap)
+        })
+    }
+
+    /// The gathering exchange of the collective `common` (module docs): this PE's verdict `ok`, its argument digest
+    /// `dig` and its message `mine`; `recv` gets every member's message in team order (empty ones from a member
+    /// that failed). Returns who failed and whose digest differs, as [`Ctx::exchange`] does, or the verdict of the
+    /// published identities when the rounds could not complete.
+    pub(crate) fn gather(
+        &mut self,
+        common: [u64; COMMON],
+        ok: bool,
+        dig: u64,
+        mine: &[u8],
+        recv: &mut Messages,
+    ) -> Result<Agreement> {
+        use layout::*;
+        let (n, me) = (self.n(), self.idx());
+        let cap = self.exchange_capacity();
+        self.sh.quiet()?;
+        self.st.seq += 1;
+        let seq = self.st.seq;
+        recv.clear();
+        let mut out = Agreement {
+            failed: None,
+            differs: None,
+        };
+        if n == 1 {
+            recv.push(if ok { mine } else { &[] });
+            out.failed = (!ok).then_some(0);
+            return Ok(out);
+        }
+        if cap == 0 {
+            return Err(Error::State(format!(
+                "{}: a team of {n} PEs is too large for the exchange area (team_exchange_capacity is 0)",
+                self.op
+            )));
+        }
+        let at = CHECK + (seq % 2) as usize * CHECK_WORDS;
+        let mut words = [0u64; CHECK_WORDS];
+        words[..COMMON].copy_from_slice(&common);
+        words[COMMON] = GATHER_MARK;
+        words[STATUS] = if ok { STATUS_OK } else { STATUS_BAD };
+        words[SEQ] = seq;
+        self.publish(at, &words)?;
+        let region = super::exchange_region_words(n);
+        let base = EXCH + (seq % 2) as usize * EXCH_PARITY_WORDS;
+        // The blocks held so far, this PE's first, each with its header, after the 16 bytes where each round's
+        // message header is written (a message goes out as one contiguous copy).
+        let mut have = std::mem::take(&mut self.st.xbuf);
+        have.clear();
+        have.resize(MSG_HEADER, 0);
+        have.extend_from_slice(&dig.to_le_bytes());
+        let own = if ok { mine } else { &[] };
+        have.extend_from_slice(&(((own.len() as u64) << 1) | u64::from(!ok)).to_le_bytes());
+        have.extend_from_slice(own);
+        let mut poisoned = false;
+        let r = self.gather_rounds_run(seq, base, region, cap, &mut have, &mut poisoned);
+        if let Err(e) = r {
+            self.st.xbuf = have;
+            return Err(e);
+        }
+        if !poisoned {
+            // Held in the order me, me + 1, ...: team order starts at block n - me.
+            let held = &have[MSG_HEADER..];
+            let split = blocks_end(held, (n - me) % n);
+            match split.filter(|_| blocks_end(held, n) == Some(held.len())) {
+                None => poisoned = true,
+                Some(split) => {
+                    let mut i = 0;
+                    for part in [split..held.len(), 0..split] {
+                        let mut p = part.start;
+                        while p < part.end {
+                            let Some((d, failed, r)) = block(held, p) else {
+                                break;
+                            };
+                            recv.push(&held[r.clone()]);
+                            if failed && out.failed.is_none() {
+                                out.failed = Some(i);
+                            }
+                            if d != dig && out.differs.is_none() {
+                                out.differs = Some(i);
+                            }
+                            p = r.end;
+                            i += 1;
+                        }
+                    }
+                }
+            }
+        }
+        self.st.xbuf = have;
+        if poisoned {
+            return self.gather_failed(at, seq, &words, true);
+        }
+        Ok(out)
+    }
+
+    /// The rounds of [`Ctx::gather`]: `have` grows to every member's block, or `poisoned` is set (and poisoned
+    /// messages sent for the rounds left).
+    fn gather_rounds_run(
+        &self,
+        seq: u64,
+        base: usize,
+        region: usize,
+        cap: usize,
+        have: &mut Vec<u8>,
+        poisoned: &mut bool,
+    ) -> Result<()> {
+        use layout::*;
+        let (n, me) = (self.n(), self.idx());
+        let mine = base + me * region;
+        let mut head = [0u8; 16];
+        for k in 0..gather_rounds(n) {
+            let dist = 1usize << k;
+            let count = round_blocks(n, k);
+            let (to, from) = ((me + n - dist) % n, (me + dist) % n);
+            // Send: the first `count` blocks held, or a poisoned message.
+            let end = if *poisoned {
+                None
+            } else {
+                blocks_end(&have[MSG_HEADER..], count).filter(|&e| e <= cap)
+            };
+            *poisoned |= end.is_none();
+            let hw = end.map_or(POISON, |e| (e as u64) << 1);
+            have[..8].copy_from_slice(&hw.to_le_bytes());
+            have[8..MSG_HEADER].copy_from_slice(&(count as u64).to_le_bytes());
+            let _issued = self.win(to)?.put_signal_nbi(
+                self.word(mine + 1),
+                &have[..MSG_HEADER + end.unwrap_or(0)],
+                self.word(mine),
+                AmoOp::Set,
+                seq,
+            )?;
+            // Receive round k from `from`, unless it is in another kind of collective at this call.
+            let r = base + from * region;
+            let flag = self.local_word(r);
+            let mut other = false;
+            let mut polls = 0u32;
+            let pe = self.pe(from);
+            self.sh.wait_for(
+                self.op,
+                &|| format!("gather round {k}: waiting for PE {pe}'s message"),
+                || {
+                    if flag.load()? >= seq {
+                        return Ok(true);
+                    }
+                    polls = polls.wrapping_add(1);
+                    if polls % 64 == 0 {
+                        other = matches!(self.member_protocol(from, seq)?, Some(p) if p != Protocol::Gather);
+                    }
+                    Ok(other)
+                },
+            )?;
+            if other {
+                *poisoned = true;
+                continue;
+            }
+            let win = self.local_win();
+            win.read(self.word(r + 1), &mut head)?;
+            let hw = u64::from_le_bytes(head[..8].try_into().unwrap_or_default());
+            let got = u64::from_le_bytes(head[8..].try_into().unwrap_or_default());
+            let len = usize::try_from(hw >> 1).unwrap_or(usize::MAX);
+            if hw & POISON != 0 || got != count as u64 || len > cap {
+                *poisoned = true;
+                continue;
+            }
+            if *poisoned {
+                continue;
+            }
+            let start = have.len();
+            have.resize(start + len, 0);
+            win.read(self.word(r + EXCH_HEADER), &mut have[start..])?;
+            // Exactly `count` whole blocks, or the message is not one of this call's.
+            if blocks_end(&have[start..], count) != Some(len) {
+                have.truncate(start);
+                *poisoned = true;
+            }
+        }
+        Ok(())
+    }
+
+    /// The failure path of a gathering exchange: every member's identity once published, then the shared verdict
+    /// (as the exchange's); a gather that could not complete although every identity agrees (argument checks off:
+    /// members passed different sizes) fails on this PE with a state error.
+    fn gather_failed(
+        &mut self,
+        at: usize,
+        seq: u64,
+        words: &[u64; layout::CHECK_WORDS],
+        poisoned: bool,
+    ) -> Result<Agreement> {
+        let all = self.identities(at, seq)?;
+        if self.pattern(crate::team::BarrierAlgo::Auto, false)? == crate::team::BarrierAlgo::Linear
+        {
+            self.linear_arrivals(&all)?;
+        }
+        let checking = self.sh.cfg.check_symmetry;
+        let cmp = if checking { COMMON } else { 1 };
+        let differ = all
+            .iter()
+            .any(|w| w[STATUS] != STATUS_OK || w[..cmp] != all[0][..cmp] || w[SEQ] != seq);
+        if differ || !poisoned {
+            return Err(self.verdict(&all, words, checking));
+        }
+        Err(Error::State(format!(
+            "{}: the gathering exchange could not complete (a message exceeded its region or did not parse: \
+             did the members pass different sizes? argument checks are off)",
+            self.op
+        )))
+    }
+}
