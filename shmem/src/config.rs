@@ -106,8 +106,8 @@ env_table! {
     reduce_ring_size: Option<usize> = "XPUSHMEM_REDUCE_RING_SIZE", "auto", auto_size;
     /// copies of at least this many bytes into or out of a mapped heap (put, get, put_sym, get_sym, the collectives' and ops' copies) use non-temporal stores, which bypass the caches (no read for ownership of the destination); bytes or with a K/M/G suffix, or off
     nt_copy_size: Option<usize> = "XPUSHMEM_NT_COPY_SIZE", "8M", size_or_off;
-    /// team size from which the eager broadcast, fcollect and reduction (algorithm auto, data small enough) move their data in ceil(log2 n) rounds (eager-rounds: Bruck's allgather on the dissemination pattern, one message sent and one read per round) instead of one all-to-all round (eager: n - 1 messages sent and read by every member); a team size (at least 2) or off
-    eager_rounds_from: Option<usize> = "XPUSHMEM_EAGER_ROUNDS_FROM", "8", team_size_or_off;
+    /// team size from which the eager broadcast, fcollect and reduction (algorithm auto, data small enough) move their data in ceil(log2 n) rounds (eager-rounds: Bruck's allgather on the dissemination pattern, one message sent and one read per round) instead of one all-to-all round (eager: n - 1 messages sent and read by every member); auto: 8, and never while this machine runs more PEs than CPUs (a round waits for its sender to be scheduled: one round wins); a team size (at least 2) or off
+    eager_rounds_from: RoundsFrom = "XPUSHMEM_EAGER_ROUNDS_FROM", "auto", rounds_from;
     /// chunk of the pipelined broadcast; bytes or with a K/M/G suffix (at least 64)
     coll_chunk_bytes: OnUse<usize> = "XPUSHMEM_COLL_CHUNK_SIZE", "64K", on_use(chunk_size);
     /// largest chunk (bytes per destination, or a K/M suffix) the op family's all-to-alls ship inside their split exchange instead of having the receiver read it from the sender; auto: whatever fits in the team's exchange area (a few KiB divided by the group size), 0: never
@@ -203,6 +203,31 @@ pub enum TransportMode {
     Deferred,
     /// Every other PE through the fabric transport, even on this node.
     Fabric,
+}
+
+/// From which team size `Auto` runs the eager collectives in rounds (`XPUSHMEM_EAGER_ROUNDS_FROM`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RoundsFrom {
+    /// From [`RoundsFrom::AUTO_SIZE`] members, unless the machine runs more PEs than CPUs.
+    Auto,
+    /// From this many members, whatever the load.
+    Size(usize),
+    /// Never.
+    Off,
+}
+
+impl RoundsFrom {
+    /// The team size from which `Auto` takes the rounds by default.
+    pub const AUTO_SIZE: usize = 8;
+
+    /// Whether a team of `n` takes the rounds (`oversubscribed`: more PEs on this machine than CPUs).
+    pub fn applies(self, n: usize, oversubscribed: bool) -> bool {
+        match self {
+            RoundsFrom::Auto => !oversubscribed && n >= Self::AUTO_SIZE,
+            RoundsFrom::Size(m) => n >= m,
+            RoundsFrom::Off => false,
+        }
+    }
 }
 
 /// How device-heap descriptors reach node peers (`XPUSHMEM_IPC`).
@@ -424,13 +449,18 @@ fn size_or_off(var: &'static str) -> Result<Option<usize>> {
     }
 }
 
-fn team_size_or_off(var: &'static str) -> Result<Option<usize>> {
+fn rounds_from(var: &'static str) -> Result<RoundsFrom> {
     let v = raw(var);
     match v.trim() {
-        "off" => Ok(None),
+        "auto" => Ok(RoundsFrom::Auto),
+        "off" => Ok(RoundsFrom::Off),
         t => match t.parse::<usize>() {
-            Ok(n) if n >= 2 => Ok(Some(n)),
-            _ => Err(bad(var, &v, "expected off or a team size of at least 2")),
+            Ok(n) if n >= 2 => Ok(RoundsFrom::Size(n)),
+            _ => Err(bad(
+                var,
+                &v,
+                "expected auto, off or a team size of at least 2",
+            )),
         },
     }
 }

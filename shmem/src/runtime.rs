@@ -386,6 +386,8 @@ pub struct Shmem {
     broken: AtomicBool,
     /// Busy-poll iterations of a wait before it yields (XPUSHMEM_SPIN_COUNT, or chosen from the node's load).
     spin_count: u64,
+    /// More PEs on this machine than CPUs this process may run on.
+    oversubscribed: bool,
 }
 
 impl Shmem {
@@ -473,6 +475,7 @@ impl Shmem {
             finalized: AtomicBool::new(false),
             broken: AtomicBool::new(false),
             spin_count,
+            oversubscribed: machine_pes > cpus,
         };
         sh.sys_local()
             .amo(SYNC.state, 8, AmoOp::Set, STATE_RUNNING)?;
@@ -617,6 +620,12 @@ impl Shmem {
     /// Is `pe`'s heap directly reachable with loads and stores from this process?
     pub fn is_mapped(&self, pe: usize) -> bool {
         pe < self.n && self.peers.heap(pe).is_some_and(|w| !w.base().is_null())
+    }
+
+    /// Whether this machine runs more PEs than this process has CPUs (waits then yield at once, and algorithms
+    /// with fewer dependent steps win).
+    pub(crate) fn oversubscribed(&self) -> bool {
+        self.oversubscribed
     }
 
     /// Spin, then yield, then sleep until `ready()` holds (never sleeping while a transport needs this PE to poll);

@@ -18,7 +18,7 @@ fn resolve(
 ) -> Result<BroadcastAlgo> {
     use BroadcastAlgo::{Auto, Eager, EagerRounds};
     Ok(match a.with_cfg(cfg)? {
-        Auto if fit.auto_rounds(cfg, n) => EagerRounds,
+        Auto if fit.auto_rounds => EagerRounds,
         EagerRounds if fit.rounds => EagerRounds,
         Auto | Eager | EagerRounds if fit.eager => Eager,
         Auto | Eager | EagerRounds if n <= 2 => BroadcastAlgo::Linear,

@@ -20,7 +20,7 @@ fn resolve(
 ) -> Result<CollectAlgo> {
     use CollectAlgo::{Auto, Eager, EagerRounds};
     Ok(match a.with_cfg(cfg)? {
-        Auto if fit.auto_rounds(cfg, n) => EagerRounds,
+        Auto if fit.auto_rounds => EagerRounds,
         EagerRounds if fit.rounds => EagerRounds,
         Auto | Eager | EagerRounds if fit.eager => Eager,
         Auto | Eager | EagerRounds if hier => CollectAlgo::Hierarchical,
@@ -180,6 +180,7 @@ impl Shmem {
         let none = Fit {
             eager: false,
             rounds: false,
+            auto_rounds: false,
         };
         let algo = resolve(algo, &self.cfg, n, 0, none, ctx.groups().pays());
         let local = (|| {

@@ -293,14 +293,8 @@ pub(crate) struct Fit {
     pub eager: bool,
     /// The gathering exchange's rounds: the largest round's message fits.
     pub rounds: bool,
-}
-
-impl Fit {
-    /// Whether `Auto` takes the gathering exchange's rounds on a team of `n`: from `XPUSHMEM_EAGER_ROUNDS_FROM`
-    /// members on, when the data fits.
-    pub(crate) fn auto_rounds(self, cfg: &crate::config::Config, n: usize) -> bool {
-        self.rounds && cfg.eager_rounds_from.is_some_and(|m| n >= m)
-    }
+    /// `Auto` takes the rounds: they fit and the team is large enough (`XPUSHMEM_EAGER_ROUNDS_FROM`).
+    pub auto_rounds: bool,
 }
 
 impl Ctx<'_> {
@@ -311,9 +305,16 @@ impl Ctx<'_> {
 
     /// Which eager forms fit `bytes` of data from each of `holders` members (the others send nothing).
     pub(crate) fn fit(&self, bytes: usize, holders: usize) -> Fit {
+        let rounds = self.gather_fits(bytes, holders);
+        let sh = self.sh;
         Fit {
             eager: self.eager_fits(bytes),
-            rounds: self.gather_fits(bytes, holders),
+            rounds,
+            auto_rounds: rounds
+                && sh
+                    .cfg
+                    .eager_rounds_from
+                    .applies(self.n(), sh.oversubscribed()),
         }
     }
 

@@ -212,7 +212,7 @@ fn resolve(
         .reduce_ring_size
         .unwrap_or(if n <= 4 { 256 << 10 } else { 64 << 10 });
     Ok(match a.with_cfg(cfg)? {
-        Auto if fit.auto_rounds(cfg, n) => EagerRounds,
+        Auto if fit.auto_rounds => EagerRounds,
         EagerRounds if fit.rounds => EagerRounds,
         Auto | Eager | EagerRounds if fit.eager => Eager,
         Auto | Eager | EagerRounds if hier && bytes < ring_from => ReduceAlgo::Hierarchical,
