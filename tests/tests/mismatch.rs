@@ -48,6 +48,24 @@ macro_rules! mismatch_test {
     };
 }
 
+/// Test `case` of `module`: `n` PEs run `body` with [`ENV`] and `extra` in their environment.
+fn run_with(
+    module: &str,
+    case: &str,
+    n: usize,
+    body: fn(&Shmem) -> xpushmem::Result<()>,
+    extra: &[(&str, &str)],
+) {
+    let name = test_name(module, case);
+    if is_pe_of(&name) {
+        run_pe(body);
+    }
+    let mut env = ENV.to_vec();
+    env.extend_from_slice(extra);
+    let out = spawn_pes_with(&name, n, &env);
+    assert_success(&name, n, &out);
+}
+
 /// The mismatch every PE must see: PE `pe` (the first that differs from PE 0) passed `theirs`, PE 0 `ours`.
 fn expect_mismatch(
     sh: &Shmem,
@@ -124,14 +142,8 @@ mod barrier_meets_malloc_over_linear_and_tree {
     use super::*;
 
     fn run(case: &str, n: usize, algo: &str) {
-        let name = test_name(module_path!(), case);
-        if is_pe_of(&name) {
-            run_pe(barrier_meets_malloc_body);
-        }
-        let mut env = ENV.to_vec();
-        env.push(("XPUSHMEM_BARRIER_ALGORITHM", algo));
-        let out = spawn_pes_with(&name, n, &env);
-        assert_success(&name, n, &out);
+        let env = [("XPUSHMEM_BARRIER_ALGORITHM", algo)];
+        run_with(module_path!(), case, n, barrier_meets_malloc_body, &env);
     }
 
     #[test]
@@ -419,15 +431,11 @@ mod gather_rounds_meet_other_calls {
     }
 
     fn run(case: &str, n: usize, barrier: &str) {
-        let name = test_name(module_path!(), case);
-        if is_pe_of(&name) {
-            run_pe(body);
-        }
-        let mut env = ENV.to_vec();
-        env.push(("XPUSHMEM_EAGER_ROUNDS_FROM", "2"));
-        env.push(("XPUSHMEM_BARRIER_ALGORITHM", barrier));
-        let out = spawn_pes_with(&name, n, &env);
-        assert_success(&name, n, &out);
+        let env = [
+            ("XPUSHMEM_EAGER_ROUNDS_FROM", "2"),
+            ("XPUSHMEM_BARRIER_ALGORITHM", barrier),
+        ];
+        run_with(module_path!(), case, n, body, &env);
     }
 
     #[test]

@@ -896,18 +896,7 @@ impl<'a> Ctx<'a> {
             local?;
             return Ok(out);
         }
-        if cap == 0 {
-            return Err(Error::State(format!(
-                "{op}: a team of {n} PEs is too large for the exchange area (team_exchange_capacity is 0)"
-            )));
-        }
-        let at = CHECK + (seq % 2) as usize * CHECK_WORDS;
-        let mut words = [0u64; CHECK_WORDS];
-        words[..COMMON].copy_from_slice(&common);
-        words[COMMON] = EXCHANGE_MARK;
-        words[STATUS] = if ok { STATUS_OK } else { STATUS_BAD };
-        words[SEQ] = seq;
-        self.publish(at, &words)?;
+        let (at, words) = self.publish_exchange(common, EXCHANGE_MARK, ok, seq)?;
         let region = exchange_region_words(n);
         let base = EXCH + (seq % 2) as usize * EXCH_PARITY_WORDS;
         let mine = base + me * region;
@@ -999,6 +988,33 @@ impl<'a> Ctx<'a> {
         }
         local?;
         Ok(out)
+    }
+
+    /// The start both exchanges share: the exchange area must have a region for every member; this PE's identity
+    /// for call `seq` is published, marked with the protocol (`mark`) it runs. Returns where, and the words.
+    fn publish_exchange(
+        &self,
+        common: [u64; COMMON],
+        mark: u64,
+        ok: bool,
+        seq: u64,
+    ) -> Result<(usize, [u64; layout::CHECK_WORDS])> {
+        use layout::*;
+        if self.exchange_capacity() == 0 {
+            return Err(Error::State(format!(
+                "{}: a team of {} PEs is too large for the exchange area (team_exchange_capacity is 0)",
+                self.op,
+                self.n()
+            )));
+        }
+        let at = CHECK + (seq % 2) as usize * CHECK_WORDS;
+        let mut words = [0u64; CHECK_WORDS];
+        words[..COMMON].copy_from_slice(&common);
+        words[COMMON] = mark;
+        words[STATUS] = if ok { STATUS_OK } else { STATUS_BAD };
+        words[SEQ] = seq;
+        self.publish(at, &words)?;
+        Ok((at, words))
     }
 
     /// An exchange (or gathering exchange) that met agreements over the linear barrier keeps member 0's arrival

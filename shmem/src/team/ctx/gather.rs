@@ -15,7 +15,7 @@
 //! the rounds it has left, so every member still hears once per round and finishes the rounds; then every
 //! member judges the published identities, like the exchange's failure path.
 
-use super::{layout, Ctx, Protocol, COMMON, EXCHANGE_MARK, SEQ, STATUS, STATUS_BAD, STATUS_OK};
+use super::{layout, Ctx, Protocol, COMMON, EXCHANGE_MARK, SEQ, STATUS, STATUS_OK};
 use crate::error::{Error, Result};
 use crate::team::{Agreement, Messages};
 use crate::transport::AmoOp;
@@ -112,19 +112,7 @@ impl Ctx<'_> {
             out.failed = (!ok).then_some(0);
             return Ok(out);
         }
-        if cap == 0 {
-            return Err(Error::State(format!(
-                "{}: a team of {n} PEs is too large for the exchange area (team_exchange_capacity is 0)",
-                self.op
-            )));
-        }
-        let at = CHECK + (seq % 2) as usize * CHECK_WORDS;
-        let mut words = [0u64; CHECK_WORDS];
-        words[..COMMON].copy_from_slice(&common);
-        words[COMMON] = GATHER_MARK;
-        words[STATUS] = if ok { STATUS_OK } else { STATUS_BAD };
-        words[SEQ] = seq;
-        self.publish(at, &words)?;
+        let (at, words) = self.publish_exchange(common, GATHER_MARK, ok, seq)?;
         let region = super::exchange_region_words(n);
         let base = EXCH + (seq % 2) as usize * EXCH_PARITY_WORDS;
         // The blocks held so far, this PE's first, each with its header, after the 16 bytes where each round's
