@@ -4,9 +4,9 @@
 #   2. builds xpushmem-perf (release) and the C peers of benches/peers/ (oshcc, mpicc, gcc),
 #   3. runs, one after another and with identical sizes, iteration plans and PE counts:
 #      memcpy probe, hand-written shared-memory ping-pong, then at 2 PEs xpushmem / Open MPI SHMEM / MPI
-#      (shared and regular windows), interleaved rounds of the ping-pongs, the small collectives and the bandwidths
-#      against memcpy (every implementation once per round), then at every other PE count of BENCH_PES the barriers, collectives and ops
-#      (bound one PE per core when they fit, oversubscribed otherwise),
+#      (shared and regular windows), interleaved rounds of the ping-pongs, the small collectives and the
+#      bandwidths against memcpy (every implementation once per round), then at every other PE count of BENCH_PES
+#      the barriers, collectives and ops (bound one PE per core when they fit, oversubscribed otherwise),
 #   4. writes docs/PERFORMANCE.md and the charts in docs/perf/.
 # Environment: BENCH_PES (PE counts, default "2 4"; e.g. "2 4 8 16" on a machine with 16 cores), BENCH_ARGS
 # (default "-b 8 -e 64M -f 2 -r 5"), BENCH_ARGS4 (the runs above 2 PEs, default "-b 8 -e 4M -f 4 -i 200 -w 20 -r 5":
@@ -14,8 +14,8 @@
 # non-temporal copy cutover off, XPUSHMEM_NT_COPY_SIZE=off, as a comparison), BENCH_BW_ROUNDS (default 3: per pass,
 # interleaved bandwidth rounds in which the memcpy probe, xpushmem's put_bw/get_bw, the same with NT copies off and
 # Open MPI SHMEM's put_bw/get_bw each run once, in alternating order; the page's bandwidth-vs-memcpy verdicts are
-# the medians of the per-round ratios; 0: none, the verdicts then divide medians of separate runs),
-# BENCH_BW_ARGS (their options, default "-b 64K -e 64M -f 2 -r 5", the range of the bandwidth targets), BENCH_PASSES (default 2: the whole sequence
+# the medians of the per-round ratios; 0: none, the verdicts then divide medians of separate runs), BENCH_BW_ARGS
+# (their options, default "-b 64K -e 64M -f 2 -r 5", the range of the bandwidth targets), BENCH_PASSES (default 2: the whole sequence
 # runs this many times, one pass after the other; a pass is skipped when it would end after BENCH_DEADLINE seconds
 # from the start, default 780, so that the script stays within about 13 minutes on a loaded machine), BENCH_OUT (results dir), CARGO_TARGET_DIR (default
 # target-perf), BENCH_TIMEOUT (seconds per program, default 300), QUIET_WAIT (seconds to wait for a quiet
