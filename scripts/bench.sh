@@ -4,13 +4,18 @@
 #   2. builds xpushmem-perf (release) and the C peers of benches/peers/ (oshcc, mpicc, gcc),
 #   3. runs, one after another and with identical sizes, iteration plans and PE counts:
 #      memcpy probe, hand-written shared-memory ping-pong, then at 2 PEs xpushmem / Open MPI SHMEM / MPI
-#      (shared and regular windows), then at every other PE count of BENCH_PES the barriers, collectives and ops
-#      (bound one PE per core when they fit, oversubscribed otherwise),
+#      (shared and regular windows), interleaved rounds of the ping-pongs, the small collectives and the
+#      bandwidths against memcpy (every implementation once per round), then at every other PE count of BENCH_PES
+#      the barriers, collectives and ops (bound one PE per core when they fit, oversubscribed otherwise),
 #   4. writes docs/PERFORMANCE.md and the charts in docs/perf/.
 # Environment: BENCH_PES (PE counts, default "2 4"; e.g. "2 4 8 16" on a machine with 16 cores), BENCH_ARGS
 # (default "-b 8 -e 64M -f 2 -r 5"), BENCH_ARGS4 (the runs above 2 PEs, default "-b 8 -e 4M -f 4 -i 200 -w 20 -r 5":
 # oversubscribed runs are slow), BENCH_COPY_COMPARE (default 1: also run put/get bandwidth at 2 PEs with the
-# non-temporal copy cutover off, XPUSHMEM_NT_COPY_SIZE=off, as a comparison), BENCH_PASSES (default 2: the whole sequence
+# non-temporal copy cutover off, XPUSHMEM_NT_COPY_SIZE=off, as a comparison), BENCH_BW_ROUNDS (default 3: per pass,
+# interleaved bandwidth rounds in which the memcpy probe, xpushmem's put_bw/get_bw, the same with NT copies off and
+# Open MPI SHMEM's put_bw/get_bw each run once, in alternating order; the page's bandwidth-vs-memcpy verdicts are
+# the medians of the per-round ratios; 0: none, the verdicts then divide medians of separate runs), BENCH_BW_ARGS
+# (their options, default "-b 64K -e 64M -f 2 -r 5", the range of the bandwidth targets), BENCH_PASSES (default 2: the whole sequence
 # runs this many times, one pass after the other; a pass is skipped when it would end after BENCH_DEADLINE seconds
 # from the start, default 780, so that the script stays within about 13 minutes on a loaded machine), BENCH_OUT (results dir), CARGO_TARGET_DIR (default
 # target-perf), BENCH_TIMEOUT (seconds per program, default 300), QUIET_WAIT (seconds to wait for a quiet
@@ -24,6 +29,8 @@ ARGS4=(${BENCH_ARGS4:--b 8 -e 4M -f 4 -i 200 -w 20 -r 5})
 read -r -a PES <<<"${BENCH_PES:-2 4}"
 NCPU=$(nproc)
 COPY_COMPARE="${BENCH_COPY_COMPARE:-1}"
+BW_ROUNDS="${BENCH_BW_ROUNDS:-3}"
+BW_ARGS=(${BENCH_BW_ARGS:--b 64K -e 64M -f 2 -r 5})
 PASSES="${BENCH_PASSES:-2}"
 DEADLINE="${BENCH_DEADLINE:-780}"
 ARGS=("${ARGS2[@]}")
@@ -99,6 +106,7 @@ META="$OUT/meta.txt"
   echo "compilers: $(rustc --version | cut -d' ' -f1-2), $(gcc --version | head -1)"
   echo "options, 1-2 processes: ${ARGS2[*]} (every implementation)"
   echo "options, more processes: ${ARGS4[*]} (every implementation)"
+  echo "bandwidth rounds: ${BW_ROUNDS} per pass, options ${BW_ARGS[*]} (memcpy probe, xpushmem$( ((COPY_COMPARE)) && echo ', xpushmem NT copies off'), Open MPI SHMEM; each once per round, order alternating)"
   echo "PE counts: ${PES[*]} (bound one per core up to ${NCPU}, oversubscribed above)"
 } >"$META"
 
@@ -152,7 +160,30 @@ for ((pass = 1; pass <= PASSES; pass++)); do
     run "small collectives round $r: Open MPI SHMEM" oshmem-2-$p-c$r "${OSH[@]}" -np 2 "$BIN/oshmem_bench" barrier_all coll
     run "small collectives round $r: MPI" mpi-2-$p-c$r "${MPI[@]}" -n 2 "$BIN/mpi_bench" --win shared barrier_all coll ops
   done
-  if ((COPY_COMPARE)); then
+  # Bandwidth against memcpy: the VM's performance mode moves a copy's bandwidth by 10-30% within minutes, so a
+  # memcpy probe run at another time than put_bw/get_bw compares two modes. In each round every implementation
+  # runs once, back to back with the same options, the order reversed every other round (so that neither side
+  # always runs first); the report pairs the runs of a round (its files in rounds/bw-PASS-rROUND/) and takes the
+  # median of the per-round ratios. The runs also count as ordinary runs of their cells.
+  ARGS=("${BW_ARGS[@]}")
+  for ((r = 1; r <= BW_ROUNDS; r++)); do
+    rd="rounds/bw-$p-r$r"
+    mkdir -p "$OUT/$rd"
+    order=(memcpy xpushmem)
+    ((COPY_COMPARE)) && order+=(nt-off) # the copy paths without the non-temporal stores above the cutover
+    order+=(oshmem)
+    ((r % 2)) || mapfile -t order < <(printf '%s\n' "${order[@]}" | tac)
+    for k in "${order[@]}"; do
+      case $k in
+      memcpy) run "bandwidth round $r: memcpy probe" "$rd/memcpy" "$BIN/memcpy_probe" ;;
+      xpushmem) run "bandwidth round $r: xpushmem" "$rd/xpushmem" "$RUN" -n 2 "$PERF" put_bw get_bw --quiet ;;
+      nt-off) run "bandwidth round $r: xpushmem, XPUSHMEM_NT_COPY_SIZE=off" "$rd/xpushmem-nt-off" \
+        env XPUSHMEM_NT_COPY_SIZE=off "$RUN" -n 2 "$PERF" put_bw get_bw --quiet --label xpushmem-nt-off ;;
+      oshmem) run "bandwidth round $r: Open MPI SHMEM" "$rd/oshmem" "${OSH[@]}" -np 2 "$BIN/oshmem_bench" put_bw get_bw ;;
+      esac
+    done
+  done
+  if ((COPY_COMPARE && BW_ROUNDS == 0)); then
     # The copy paths without the non-temporal stores above the cutover (the page shows both).
     ARGS=("${ARGS2[@]}")
     run "xpushmem, 2 PEs, XPUSHMEM_NT_COPY_SIZE=off" xpushmem-nt-off-2-$p env XPUSHMEM_NT_COPY_SIZE=off \
