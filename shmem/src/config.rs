@@ -94,7 +94,7 @@ env_table! {
     broadcast_algorithm: OnUse<crate::coll::BroadcastAlgo> = "XPUSHMEM_BROADCAST_ALGORITHM", "auto", on_use(algorithm::<crate::coll::BroadcastAlgo>);
     /// fcollect/collect algorithm: auto, direct, ring, eager, eager-rounds, hierarchical
     collect_algorithm: OnUse<crate::coll::CollectAlgo> = "XPUSHMEM_COLLECT_ALGORITHM", "auto", on_use(algorithm::<crate::coll::CollectAlgo>);
-    /// alltoall/alltoalls algorithm: auto, pairwise, direct
+    /// alltoall/alltoalls algorithm: auto, pairwise, direct, eager, eager-rounds
     alltoall_algorithm: OnUse<crate::coll::AlltoallAlgo> = "XPUSHMEM_ALLTOALL_ALGORITHM", "auto", on_use(algorithm::<crate::coll::AlltoallAlgo>);
     /// reduction algorithm: auto, linear, recursive-doubling, ring, eager, eager-rounds, hierarchical
     reduce_algorithm: OnUse<crate::coll::ReduceAlgo> = "XPUSHMEM_REDUCE_ALGORITHM", "auto", on_use(algorithm::<crate::coll::ReduceAlgo>);

@@ -1,23 +1,26 @@
 //! All-to-all exchange: block `j` of every member's `src` goes to member `j`, where it lands in block `i` (the
 //! sender's number) of `dest`. `alltoalls` does the same with strided elements.
 
-use super::{mul, need_blocks, overlap, type_code, AlltoallAlgo, CallId, Ctx, COMMON, INFO};
+use super::{mul, need_blocks, overlap, type_code, AlltoallAlgo, CallId, Ctx, Fit, COMMON, INFO};
 use crate::error::{Error, Result};
 use crate::runtime::Shmem;
 use crate::team::{layout, Team};
 use crate::types::{SymSlice, Symmetric};
 
-/// The algorithm for a team of `n` and blocks of `block` bytes (`fits`: a block fits in a message of the exchange).
+/// The algorithm for a team of `n` (`fit`: the eager forms a block fits).
 fn resolve(
     a: AlltoallAlgo,
     cfg: &crate::config::Config,
     n: usize,
-    fits: bool,
+    fit: Fit,
 ) -> Result<AlltoallAlgo> {
+    use AlltoallAlgo::{Auto, Eager, EagerRounds};
     Ok(match a.with_cfg(cfg)? {
-        AlltoallAlgo::Auto | AlltoallAlgo::Eager if fits => AlltoallAlgo::Eager,
-        AlltoallAlgo::Auto | AlltoallAlgo::Eager if n > 16 => AlltoallAlgo::Pairwise,
-        AlltoallAlgo::Auto | AlltoallAlgo::Eager => AlltoallAlgo::Direct,
+        Auto if fit.auto_rounds => EagerRounds,
+        EagerRounds if fit.rounds => EagerRounds,
+        Auto | Eager | EagerRounds if fit.eager => Eager,
+        Auto | Eager | EagerRounds if n > 16 => AlltoallAlgo::Pairwise,
+        Auto | Eager | EagerRounds => AlltoallAlgo::Direct,
         x => x,
     })
 }
@@ -163,8 +166,14 @@ impl Shmem {
         let mut ctx = team.ctx(self, op)?;
         let n = ctx.n();
         let total = mul(n, nelems, "nelems");
-        let fits = ctx.eager_fits(nelems.saturating_mul(std::mem::size_of::<T>()));
-        let algo = resolve(algo, &self.cfg, n, fits);
+        let bytes = nelems.saturating_mul(std::mem::size_of::<T>());
+        let rounds = ctx.bruck_fits(bytes);
+        let fit = Fit {
+            eager: ctx.eager_fits(bytes),
+            rounds,
+            auto_rounds: rounds && self.cfg.eager_rounds_from.applies(n, self.oversubscribed()),
+        };
+        let algo = resolve(algo, &self.cfg, n, fit);
         let local = (|| {
             if dst == 0 {
                 return Err(Error::invalid(
@@ -209,6 +218,44 @@ impl Shmem {
             0,
         ];
         let me = ctx.idx();
+        if algo.as_ref().is_ok_and(|a| *a == AlltoallAlgo::EagerRounds) {
+            // Bruck's alltoall inside the agreement: every block for every member, this PE's own included, in team
+            // order; a failed read is this PE's error, reported after the exchange (so that nobody waits for it).
+            let mut buf = vec![T::default(); nelems];
+            let (mut send, mut recv) = ctx.take_messages();
+            let local = local.and_then(|()| {
+                for j in 0..n {
+                    gather(self, &mut buf, src.slice(j * nelems * sst..)?, sst)?;
+                    send.data
+                        .extend_from_slice(crate::transport::shm::bytes_of(&buf));
+                }
+                Ok(())
+            });
+            if local.is_err() {
+                send.clear();
+            }
+            ctx.enter_bruck(common, local, bytes, &send.data, &mut recv)?;
+            if nelems > 0 {
+                for i in 0..n {
+                    let got = recv.get(i);
+                    if got.len() != bytes {
+                        return Err(Error::State(format!(
+                            "{op}: the block of member {i} holds {} bytes, expected {bytes}",
+                            got.len()
+                        )));
+                    }
+                    crate::transport::shm::bytes_of_mut(&mut buf).copy_from_slice(got);
+                    let to = dest.slice(i * nelems * dst..)?;
+                    if dst == 1 {
+                        self.put(to, &buf, self.my_pe())?;
+                    } else {
+                        self.iput(to, &buf, dst, 1, nelems, self.my_pe())?;
+                    }
+                }
+            }
+            ctx.give_messages(send, recv);
+            return Ok(());
+        }
         if algo.as_ref().is_ok_and(|a| *a == AlltoallAlgo::Eager) {
             // Eager only when a block fits in a message: `nelems` is small.
             let mut buf = vec![T::default(); nelems];

@@ -127,6 +127,11 @@ algo_enum!(
         /// The blocks travel inside the agreement, one signalled message per pair of members (when a block fits
         /// in the team's exchange area; otherwise as `Auto` without it).
         Eager = "eager",
+        /// The blocks travel inside the agreement in `ceil(log2 n)` rounds (Bruck's alltoall on the gathering
+        /// exchange's pattern: in round `k` each member forwards the blocks whose distance to their destination
+        /// has bit `k` set to the member `2^k` before it, about `n / 2` blocks per round), when they fit;
+        /// otherwise as `Auto` without it. `Auto` takes it from `XPUSHMEM_EAGER_ROUNDS_FROM` members on.
+        EagerRounds = "eager-rounds" | "eager_rounds",
     }
 );
 

@@ -35,6 +35,7 @@ use crate::transport::{AmoOp, Window};
 use std::str::FromStr;
 use std::sync::MutexGuard;
 
+mod bruck;
 mod gather;
 
 /// Word offsets (in 8-byte words) inside one team slot.
