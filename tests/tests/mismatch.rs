@@ -453,3 +453,183 @@ mod gather_rounds_meet_other_calls {
         run("linear_5pe", 5, "linear");
     }
 }
+
+/// Bruck's alltoall inside the agreement (`AlltoallAlgo::EagerRounds`, the gathering exchange's pattern and
+/// protocol mark, which `Auto` takes here with `XPUSHMEM_EAGER_ROUNDS_FROM=2`) meeting an agreement, an exchange,
+/// a gathering exchange, different arguments and an invalid argument: every PE fails with the same mismatch, no PE
+/// waits for a round message that never comes, and the team's next collectives work (their results checked). At
+/// 3 and 5 PEs (rounds whose blocks are not half the positions), 4 (a power of two), and over the tree and the
+/// linear barrier (whose member 0 counts arrivals).
+mod bruck_rounds_meet_other_calls {
+    use super::*;
+    use xpushmem::{AlltoallAlgo, CollectAlgo};
+
+    /// Element `k` of PE `pe`'s source.
+    fn val(pe: usize, k: usize) -> i64 {
+        ((pe as i64) << 32) | k as i64
+    }
+
+    fn body(sh: &Shmem) -> xpushmem::Result<()> {
+        let (me, n) = (sh.my_pe(), sh.n_pes());
+        let w = sh.team_world();
+        let src = sh.calloc::<i64>(4 * n)?;
+        let dst = sh.calloc::<i64>(4 * n)?;
+        let mine: Vec<i64> = (0..4 * n).map(|k| val(me, k)).collect();
+        sh.put(src, &mine, me)?;
+        let rounds = AlltoallAlgo::EagerRounds;
+        let any = |_: &str| true;
+        // An alltoall in rounds on PE 0 meets a barrier on the others.
+        let r = if me == 0 {
+            sh.alltoall_with(&w, dst, src, 2, rounds)
+        } else {
+            sh.barrier_all()
+        };
+        expect_mismatch(
+            sh,
+            r,
+            if me == 0 { "alltoall" } else { "barrier_all" },
+            1,
+            &|t| t == "barrier_all()",
+            &|o| o.starts_with("alltoall(type int64, nelems 2"),
+        );
+        // A barrier on the last PE meets alltoalls in rounds on the others.
+        let r = if me == n - 1 {
+            sh.barrier_all()
+        } else {
+            sh.alltoalls_with(&w, dst, src, 1, 2, 2, rounds)
+        };
+        expect_mismatch(
+            sh,
+            r,
+            if me == n - 1 {
+                "barrier_all"
+            } else {
+                "alltoalls"
+            },
+            n - 1,
+            &|t| t == "barrier_all()",
+            &|o| o.starts_with("alltoalls(type int64, nelems 2, dst stride 1, src stride 2"),
+        );
+        // The alltoall in rounds on every PE but the last meets the alltoall in one all-to-all round (the
+        // exchange) there; then the other way round on PE 0.
+        for odd in [n - 1, 0] {
+            let algo = if me == odd {
+                AlltoallAlgo::Eager
+            } else {
+                rounds
+            };
+            let r = sh.alltoall_with(&w, dst, src, 2, algo);
+            expect_mismatch(
+                sh,
+                r,
+                "alltoall",
+                if odd == 0 { 1 } else { odd },
+                &any,
+                &any,
+            );
+        }
+        // fcollect in rounds (the gathering exchange, the same pattern) on PE 0 and the last PE meets the alltoall
+        // in rounds on the others: each side rejects the other's round messages.
+        let gathering = me == 0 || me == n - 1;
+        let r = if gathering {
+            sh.fcollect_with(&w, dst, src, 2, CollectAlgo::EagerRounds)
+        } else {
+            sh.alltoall_with(&w, dst, src, 2, rounds)
+        };
+        expect_mismatch(
+            sh,
+            r,
+            if gathering { "fcollect" } else { "alltoall" },
+            1,
+            &|t| t.starts_with("alltoall(type int64, nelems 2"),
+            &|o| o.starts_with("fcollect(type int64, nelems 2"),
+        );
+        // PE 1 sends blocks of 1 element, the others of 2: all in rounds, the digests (and sizes) differ.
+        let r = sh.alltoall_with(&w, dst, src, if me == 1 { 1 } else { 2 }, rounds);
+        expect_mismatch(sh, r, "alltoall", 1, &|t| t.contains("nelems 1"), &|o| {
+            o.contains("nelems 2")
+        });
+        // The last PE's destination is too small for its alltoall: its own error, a mismatch elsewhere.
+        let short = sh.calloc::<i64>(1)?;
+        let d = if me == n - 1 { short } else { dst };
+        let r = sh.alltoall_with(&w, d, src, 2, rounds);
+        if me == n - 1 {
+            assert!(
+                matches!(
+                    r,
+                    Err(Error::InvalidArgument { .. }) | Err(Error::OutOfBounds { .. })
+                ),
+                "PE {me}: {r:?}"
+            );
+        } else {
+            match r {
+                Err(Error::Mismatch {
+                    call,
+                    pe,
+                    theirs,
+                    reference_pe,
+                    ..
+                }) => {
+                    assert_eq!((call, pe, reference_pe), ("alltoall", n - 1, me), "PE {me}");
+                    assert!(theirs.contains("invalid arguments"), "PE {me}: {theirs}");
+                }
+                r => panic!("PE {me}: expected a mismatch, got {r:?}"),
+            }
+        }
+        // Everyone agrees again: alltoall and strided alltoalls in rounds, results checked.
+        let mut got = vec![0i64; 4 * n];
+        for nelems in [2, 4] {
+            sh.put(dst, &vec![-1; 4 * n], me)?;
+            sh.alltoall_with(&w, dst, src, nelems, rounds)?;
+            sh.get(&mut got, dst, me)?;
+            let want: Vec<i64> = (0..n * nelems)
+                .map(|k| val(k / nelems, me * nelems + k % nelems))
+                .collect();
+            assert_eq!(got[..n * nelems], want[..], "PE {me} nelems {nelems}");
+        }
+        // alltoalls, one element per member: member j's is source element 2 j, landing in destination element
+        // 2 i on member j (i the sender); the odd elements stay untouched.
+        sh.put(dst, &vec![-1; 4 * n], me)?;
+        sh.alltoalls_with(&w, dst, src, 2, 2, 1, rounds)?;
+        sh.get(&mut got, dst, me)?;
+        for i in 0..n {
+            assert_eq!(got[2 * i], val(i, 2 * me), "PE {me} from {i}");
+            assert_eq!(got[2 * i + 1], -1, "PE {me}: gap after {i}");
+        }
+        // `Auto` takes the rounds here: PE 0's automatic choice meets the others' explicit one without a
+        // mismatch (the algorithm is part of the compared identity).
+        let a = if me == 0 { AlltoallAlgo::Auto } else { rounds };
+        sh.alltoall_with(&w, dst, src, 1, a)?;
+        sh.get(&mut got[..n], dst.slice(..n)?, me)?;
+        let want: Vec<i64> = (0..n).map(|i| val(i, me)).collect();
+        assert_eq!(got[..n], want[..], "PE {me} (auto)");
+        sh.alltoalls_with(&w, dst, src, 1, 1, 1, a)?;
+        sh.free(short)?;
+        sh.free(dst)?;
+        sh.free(src)?;
+        still_usable(sh)
+    }
+
+    fn run(case: &str, n: usize, barrier: &str) {
+        let env = [
+            ("XPUSHMEM_EAGER_ROUNDS_FROM", "2"),
+            ("XPUSHMEM_BARRIER_ALGORITHM", barrier),
+        ];
+        run_with(module_path!(), case, n, body, &env);
+    }
+
+    #[test]
+    fn dissemination_3pe() {
+        run("dissemination_3pe", 3, "dissemination");
+    }
+
+    #[test]
+    fn tree_4pe() {
+        run("tree_4pe", 4, "tree");
+    }
+
+    #[test]
+    fn linear_5pe() {
+        run("linear_5pe", 5, "linear");
+    }
+}
