@@ -264,7 +264,7 @@ impl Ctx<'_> {
             let pe = self.pe(from);
             self.sh.wait_for(
                 self.op,
-                &|| format!("alltoall round {k}: waiting for PE {pe}'s message"),
+                &|| format!("Bruck round {k}: waiting for PE {pe}'s message"),
                 || {
                     if flag.load()? >= seq {
                         return Ok(true);
