@@ -207,3 +207,54 @@ coll_test!(
         sh.free(src)
     }
 );
+
+// Bruck's alltoall in rounds (`EagerRounds`) at its size boundary: its largest round message carries, with a
+// 16-byte header each, the blocks whose position has that round's bit set, and must fit in a message of the
+// team's exchange (`team_exchange_capacity`). One element below, at and above the largest block that fits (from
+// that rule, computed here), results checked against references. The boundary is seen from outside too: PE 0
+// asks for the rounds, the others for one all-to-all round (`Eager`); within the boundary the algorithms differ
+// (a mismatch on every PE), above it PE 0's request falls back to the exchange and the call succeeds.
+coll_test!(
+    eager_rounds_alltoall_at_its_boundary,
+    [_2pe = 2, _3pe = 3, _4pe = 4, _5pe = 5],
+    &[],
+    |sh| {
+        let (n, me) = (sh.n_pes(), sh.my_pe());
+        let w = sh.team_world();
+        let cap = sh.team_exchange_capacity(&w);
+        let most = (0..usize::BITS)
+            .map(|k| (0..n).filter(|j| (j >> k) & 1 == 1).count())
+            .max()
+            .unwrap_or(1);
+        let edge = (cap / most - 16) / 8;
+        let max = n * (edge + 1);
+        let (src, dst) = (sh.malloc::<i64>(max)?, sh.malloc::<i64>(max)?);
+        for len in [edge - 1, edge, edge + 1] {
+            let ctx = format!("len {len} (edge {edge}), PE {me}");
+            let data: Vec<i64> = (0..n * len).map(|i| val(me, i / len, i % len)).collect();
+            sh.put(src.slice(..n * len)?, &data, me)?;
+            let want: Vec<i64> = (0..n * len).map(|i| val(i / len, me, i % len)).collect();
+            let mut got = vec![0i64; n * len];
+            sh.alltoall_with(&w, dst, src, len, AlltoallAlgo::EagerRounds)?;
+            sh.get(&mut got, dst.slice(..n * len)?, me)?;
+            assert_eq!(got, want, "rounds: {ctx}");
+            let algo = if me == 0 {
+                AlltoallAlgo::EagerRounds
+            } else {
+                AlltoallAlgo::Eager
+            };
+            sh.put(dst.slice(..n * len)?, &vec![-1; n * len], me)?;
+            let r = sh.alltoall_with(&w, dst, src, len, algo);
+            if len <= edge {
+                assert!(matches!(r, Err(Error::Mismatch { .. })), "{ctx}: {r:?}");
+            } else {
+                r?;
+                sh.get(&mut got, dst.slice(..n * len)?, me)?;
+                assert_eq!(got, want, "rounds falling back: {ctx}");
+            }
+        }
+        sh.barrier_all()?;
+        sh.free(dst)?;
+        sh.free(src)
+    }
+);
