@@ -94,6 +94,35 @@ fn expect_mismatch(
     }
 }
 
+/// The outcome of `call` when the last PE passed an invalid argument: its own error there; elsewhere a mismatch
+/// naming it, against this PE's own call (a member that rejected its arguments is judged against each member's).
+fn expect_rejected_by_last(sh: &Shmem, r: xpushmem::Result<()>, my_call: &str) {
+    let (me, n) = (sh.my_pe(), sh.n_pes());
+    if me == n - 1 {
+        assert!(
+            matches!(
+                r,
+                Err(Error::InvalidArgument { .. }) | Err(Error::OutOfBounds { .. })
+            ),
+            "PE {me}: {r:?}"
+        );
+        return;
+    }
+    match r {
+        Err(Error::Mismatch {
+            call,
+            pe,
+            theirs,
+            reference_pe,
+            ..
+        }) => {
+            assert_eq!((call, pe, reference_pe), (my_call, n - 1, me), "PE {me}");
+            assert!(theirs.contains("invalid arguments"), "PE {me}: {theirs}");
+        }
+        r => panic!("PE {me}: expected a mismatch, got {r:?}"),
+    }
+}
+
 /// After a mismatch: a correct allocation, a put to the right neighbour and a barrier work, with checked data.
 fn still_usable(sh: &Shmem) -> xpushmem::Result<()> {
     let (me, n) = (sh.my_pe(), sh.n_pes());
@@ -302,13 +331,12 @@ mismatch_test!(
 /// The gathering exchange (the eager collectives' `ceil(log2 n)` rounds, which `Auto` takes from
 /// `XPUSHMEM_EAGER_ROUNDS_FROM` members on, here 2) meeting an agreement, an exchange and different arguments:
 /// every PE fails with the same mismatch, no PE waits for a round message that never comes, and the team's next
-/// collectives work (their results checked). At 3 and 5 PEs (rounds with fewer blocks than the distance), 4 (a
-/// power of two), and over the linear barrier (whose member 0 counts arrivals).
+/// collectives work (their results checked). Run by `rounds_meet_other_calls`.
 mod gather_rounds_meet_other_calls {
     use super::*;
     use xpushmem::{BroadcastAlgo, CollectAlgo, ReduceAlgo};
 
-    fn body(sh: &Shmem) -> xpushmem::Result<()> {
+    pub fn body(sh: &Shmem) -> xpushmem::Result<()> {
         let (me, n) = (sh.my_pe(), sh.n_pes());
         let w = sh.team_world();
         let src = sh.calloc::<i64>(8)?;
@@ -367,30 +395,7 @@ mod gather_rounds_meet_other_calls {
         let short = sh.calloc::<i64>(1)?;
         let d = if me == n - 1 { short } else { dst };
         let r = sh.fcollect(&w, d, src, 4);
-        if me == n - 1 {
-            assert!(
-                matches!(
-                    r,
-                    Err(Error::InvalidArgument { .. }) | Err(Error::OutOfBounds { .. })
-                ),
-                "PE {me}: {r:?}"
-            );
-        } else {
-            // A member that rejected its arguments is named against this PE's own call.
-            match r {
-                Err(Error::Mismatch {
-                    call,
-                    pe,
-                    theirs,
-                    reference_pe,
-                    ..
-                }) => {
-                    assert_eq!((call, pe, reference_pe), ("fcollect", n - 1, me), "PE {me}");
-                    assert!(theirs.contains("invalid arguments"), "PE {me}: {theirs}");
-                }
-                r => panic!("PE {me}: expected a mismatch, got {r:?}"),
-            }
-        }
+        expect_rejected_by_last(sh, r, "fcollect");
         // Everyone agrees again: a reduction, an fcollect and a broadcast in rounds, results checked.
         sh.sum_reduce(&w, dst, src, 8)?;
         let mut got = vec![0i64; 8 * n];
@@ -429,37 +434,12 @@ mod gather_rounds_meet_other_calls {
         sh.free(src)?;
         still_usable(sh)
     }
-
-    fn run(case: &str, n: usize, barrier: &str) {
-        let env = [
-            ("XPUSHMEM_EAGER_ROUNDS_FROM", "2"),
-            ("XPUSHMEM_BARRIER_ALGORITHM", barrier),
-        ];
-        run_with(module_path!(), case, n, body, &env);
-    }
-
-    #[test]
-    fn dissemination_3pe() {
-        run("dissemination_3pe", 3, "dissemination");
-    }
-
-    #[test]
-    fn dissemination_4pe() {
-        run("dissemination_4pe", 4, "dissemination");
-    }
-
-    #[test]
-    fn linear_5pe() {
-        run("linear_5pe", 5, "linear");
-    }
 }
 
 /// Bruck's alltoall inside the agreement (`AlltoallAlgo::EagerRounds`, the gathering exchange's pattern and
-/// protocol mark, which `Auto` takes here with `XPUSHMEM_EAGER_ROUNDS_FROM=2`) meeting an agreement, an exchange,
-/// a gathering exchange, different arguments and an invalid argument: every PE fails with the same mismatch, no PE
-/// waits for a round message that never comes, and the team's next collectives work (their results checked). At
-/// 3 and 5 PEs (rounds whose blocks are not half the positions), 4 (a power of two), and over the tree and the
-/// linear barrier (whose member 0 counts arrivals).
+/// protocol mark) meeting an agreement, an exchange, a gathering exchange, different arguments and an invalid
+/// argument: every PE fails with the same mismatch, no PE waits for a round message that never comes, and the
+/// team's next collectives work (their results checked). Run by `rounds_meet_other_calls`.
 mod bruck_rounds_meet_other_calls {
     use super::*;
     use xpushmem::{AlltoallAlgo, CollectAlgo};
@@ -469,7 +449,7 @@ mod bruck_rounds_meet_other_calls {
         ((pe as i64) << 32) | k as i64
     }
 
-    fn body(sh: &Shmem) -> xpushmem::Result<()> {
+    pub fn body(sh: &Shmem) -> xpushmem::Result<()> {
         let (me, n) = (sh.my_pe(), sh.n_pes());
         let w = sh.team_world();
         let src = sh.calloc::<i64>(4 * n)?;
@@ -553,29 +533,7 @@ mod bruck_rounds_meet_other_calls {
         let short = sh.calloc::<i64>(1)?;
         let d = if me == n - 1 { short } else { dst };
         let r = sh.alltoall_with(&w, d, src, 2, rounds);
-        if me == n - 1 {
-            assert!(
-                matches!(
-                    r,
-                    Err(Error::InvalidArgument { .. }) | Err(Error::OutOfBounds { .. })
-                ),
-                "PE {me}: {r:?}"
-            );
-        } else {
-            match r {
-                Err(Error::Mismatch {
-                    call,
-                    pe,
-                    theirs,
-                    reference_pe,
-                    ..
-                }) => {
-                    assert_eq!((call, pe, reference_pe), ("alltoall", n - 1, me), "PE {me}");
-                    assert!(theirs.contains("invalid arguments"), "PE {me}: {theirs}");
-                }
-                r => panic!("PE {me}: expected a mismatch, got {r:?}"),
-            }
-        }
+        expect_rejected_by_last(sh, r, "alltoall");
         // Everyone agrees again: alltoall and strided alltoalls in rounds, results checked.
         let mut got = vec![0i64; 4 * n];
         for nelems in [2, 4] {
@@ -609,6 +567,18 @@ mod bruck_rounds_meet_other_calls {
         sh.free(src)?;
         still_usable(sh)
     }
+}
+
+/// Both exchanges in rounds in one run of PEs: 3 and 5 PEs (rounds that carry fewer blocks than their
+/// distance, positions not half set), 4 (a power of two), over the dissemination, tree and linear barriers (the
+/// linear one's member 0 counts arrivals), with `XPUSHMEM_EAGER_ROUNDS_FROM=2`.
+mod rounds_meet_other_calls {
+    use super::*;
+
+    fn body(sh: &Shmem) -> xpushmem::Result<()> {
+        gather_rounds_meet_other_calls::body(sh)?;
+        bruck_rounds_meet_other_calls::body(sh)
+    }
 
     fn run(case: &str, n: usize, barrier: &str) {
         let env = [
@@ -626,6 +596,11 @@ mod bruck_rounds_meet_other_calls {
     #[test]
     fn tree_4pe() {
         run("tree_4pe", 4, "tree");
+    }
+
+    #[test]
+    fn dissemination_4pe() {
+        run("dissemination_4pe", 4, "dissemination");
     }
 
     #[test]

@@ -116,6 +116,14 @@ impl Protocol {
     }
 }
 
+/// Whether a waiting member reads its awaited peer's published identity at poll number `polls` (to learn that the
+/// peer runs the call as another protocol and will never send): at polls 64, 128, 256, ..., 1024, then every
+/// 1024. Over the fabric the read is a round trip the peer answers in its own polls, which slows what the peer
+/// does meanwhile (a put loop to this PE: one read every 64 polls cost it 1-2 us per put).
+fn identity_poll_due(polls: u32) -> bool {
+    polls % 64 == 0 && (polls.is_power_of_two() || polls % 1024 == 0)
+}
+
 /// Status word values.
 const STATUS_OK: u64 = 1;
 const STATUS_BAD: u64 = 2;
@@ -657,7 +665,7 @@ impl<'a> Ctx<'a> {
                     return Ok(true);
                 }
                 polls = polls.wrapping_add(1);
-                if polls % 64 == 0 {
+                if identity_poll_due(polls) {
                     if let Some(p) = self.member_protocol(from, target)? {
                         other = p != Protocol::Agreement;
                     }
@@ -940,7 +948,7 @@ impl<'a> Ctx<'a> {
                         continue;
                     }
                     polls = polls.wrapping_add(1);
-                    if polls % 64 == 0
+                    if identity_poll_due(polls)
                         && matches!(self.member_protocol(q, seq)?, Some(p) if p != Protocol::Exchange)
                     {
                         other = Some(q);

@@ -517,7 +517,7 @@ impl Team {
 }
 
 /// The outcome of [`Shmem::team_agree`], the same on every member.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Agreement {
     /// The lowest team rank that reported a failure, if any.
     pub failed: Option<usize>,

@@ -20,54 +20,21 @@
 //! parse) sends *poisoned* messages for the rounds it has left; then every member judges the published
 //! identities, like the exchange's failure path.
 
-use super::gather::GATHER_MARK;
-use super::{layout, Ctx, Protocol, COMMON, SEQ, STATUS, STATUS_OK};
+use super::gather::{block, rounds, BLOCK_HEADER, GATHER_MARK, MSG_HEADER, POISON};
+use super::{layout, Ctx, COMMON};
 use crate::error::{Error, Result};
 use crate::team::{Agreement, Messages};
 use crate::transport::AmoOp;
-
-/// Bytes of a block's header: the original sender's argument digest, then the payload length and its verdict
-/// (`len << 1 | failed`), as in the gathering exchange.
-const BLOCK_HEADER: usize = 16;
-
-/// Header word of a poisoned message (its sender could not go on).
-const POISON: u64 = 1;
-
-/// Bytes of a round message's header (words 1 and 2 of the region, after its flag): the payload length
-/// (`len << 1`, or [`POISON`]) and the count word ([`BRUCK_TAG`] with the number of blocks).
-const MSG_HEADER: usize = 16;
-const _: () = assert!(MSG_HEADER == 8 * (layout::EXCH_HEADER - 1));
 
 /// Marks the count word of a Bruck round message: a gathering exchange's count is at most the team size, an
 /// exchange's second word a message length (`len << 1 | failed`, below the exchange area's size).
 const BRUCK_TAG: u64 = 0x4252_5543_4b00_0000;
 const _: () = assert!(BRUCK_TAG & 0xff_ffff == 0);
 
-/// Rounds over `n` members: `ceil(log2 n)`.
-fn rounds(n: usize) -> usize {
-    if n <= 1 {
-        0
-    } else {
-        (usize::BITS - (n - 1).leading_zeros()) as usize
-    }
-}
-
 /// Blocks sent in round `k` over `n` members: the positions `0..n` with bit `k` set.
 fn round_blocks(n: usize, k: usize) -> usize {
     let b = 1usize << k;
     ((n >> (k + 1)) << k) + (n % (2 * b)).saturating_sub(b)
-}
-
-/// Parse the block at `at` of `buf`: (digest, failed, payload range), or `None` when it does not fit.
-fn block(buf: &[u8], at: usize) -> Option<(u64, bool, std::ops::Range<usize>)> {
-    let word = |i: usize| -> Option<u64> {
-        buf.get(i..i.checked_add(8)?)
-            .map(|b| u64::from_le_bytes(b.try_into().unwrap_or_default()))
-    };
-    let (dig, sl) = (word(at)?, word(at.checked_add(8)?)?);
-    let start = at + BLOCK_HEADER;
-    let end = start.checked_add(usize::try_from(sl >> 1).ok()?)?;
-    (end <= buf.len()).then_some((dig, sl & 1 != 0, start..end))
 }
 
 /// Write a block header (`dig`, `len`, `failed`) at the start of `slot`.
@@ -136,14 +103,8 @@ impl Ctx<'_> {
         use layout::*;
         let (n, me) = (self.n(), self.idx());
         let cap = self.exchange_capacity();
-        self.sh.quiet()?;
-        self.st.seq += 1;
-        let seq = self.st.seq;
-        recv.clear();
-        let mut out = Agreement {
-            failed: None,
-            differs: None,
-        };
+        let seq = self.begin_rounds(recv)?;
+        let mut out = Agreement::default();
         let ok = ok && mine.len() >= n.saturating_mul(block);
         if n == 1 {
             recv.push(if ok { &mine[..block] } else { &[] });
@@ -197,7 +158,7 @@ impl Ctx<'_> {
         }
         self.st.xbuf = buf;
         if poisoned {
-            return self.bruck_failed(at, seq, &words);
+            return self.rounds_failed(at, seq, &words);
         }
         Ok(out)
     }
@@ -220,7 +181,6 @@ impl Ctx<'_> {
         use layout::*;
         let (n, me) = (self.n(), self.idx());
         let mine = base + me * region;
-        let mut head = [0u8; MSG_HEADER];
         for k in 0..rounds(n) {
             let dist = 1usize << k;
             let count = round_blocks(n, k);
@@ -258,32 +218,11 @@ impl Ctx<'_> {
             )?;
             // Receive round k from `from`, unless it is in an agreement or an exchange at this call.
             let r = base + from * region;
-            let flag = self.local_word(r);
-            let mut other = false;
-            let mut polls = 0u32;
-            let pe = self.pe(from);
-            self.sh.wait_for(
-                self.op,
-                &|| format!("Bruck round {k}: waiting for PE {pe}'s message"),
-                || {
-                    if flag.load()? >= seq {
-                        return Ok(true);
-                    }
-                    polls = polls.wrapping_add(1);
-                    if polls % 64 == 0 {
-                        other = matches!(self.member_protocol(from, seq)?, Some(p) if p != Protocol::Gather);
-                    }
-                    Ok(other)
-                },
-            )?;
-            if other {
+            let Some((hw, got)) = self.round_wait(r, from, seq, &|| format!("Bruck round {k}"))?
+            else {
                 *poisoned = true;
                 continue;
-            }
-            let win = self.local_win();
-            win.read(self.word(r + 1), &mut head)?;
-            let hw = u64::from_le_bytes(head[..8].try_into().unwrap_or_default());
-            let got = u64::from_le_bytes(head[8..].try_into().unwrap_or_default());
+            };
             let len = usize::try_from(hw >> 1).unwrap_or(usize::MAX);
             if hw & POISON != 0 || got != BRUCK_TAG | count as u64 || len > cap {
                 *poisoned = true;
@@ -293,7 +232,7 @@ impl Ctx<'_> {
                 continue;
             }
             let m = &mut msg[MSG_HEADER..][..len];
-            win.read(self.word(r + EXCH_HEADER), m)?;
+            self.local_win().read(self.word(r + EXCH_HEADER), m)?;
             // Exactly `count` whole blocks, each fitting a position, or the message is not one of this call's.
             let mut at = 0usize;
             for j in (0..n).filter(moving) {
@@ -312,35 +251,6 @@ impl Ctx<'_> {
             }
         }
         Ok(())
-    }
-
-    /// The failure path of a Bruck exchange (the gathering exchange's): every member's identity once
-    /// published, then the shared verdict; an exchange that could not complete although every identity agrees
-    /// (argument checks off: members passed different sizes) fails on this PE with a state error.
-    fn bruck_failed(
-        &mut self,
-        at: usize,
-        seq: u64,
-        words: &[u64; layout::CHECK_WORDS],
-    ) -> Result<Agreement> {
-        let all = self.identities(at, seq)?;
-        if self.pattern(crate::team::BarrierAlgo::Auto, false)? == crate::team::BarrierAlgo::Linear
-        {
-            self.linear_arrivals(&all)?;
-        }
-        let checking = self.sh.cfg.check_symmetry;
-        let cmp = if checking { COMMON } else { 1 };
-        let differ = all
-            .iter()
-            .any(|w| w[STATUS] != STATUS_OK || w[..cmp] != all[0][..cmp] || w[SEQ] != seq);
-        if differ {
-            return Err(self.verdict(&all, words, checking));
-        }
-        Err(Error::State(format!(
-            "{}: the exchange in rounds could not complete (a message exceeded its region or did not parse: \
-             did the members pass different sizes? argument checks are off)",
-            self.op
-        )))
     }
 }
 

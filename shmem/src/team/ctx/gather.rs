@@ -24,20 +24,20 @@ use crate::transport::AmoOp;
 pub(super) const GATHER_MARK: u64 = 0x4758_4843_5254_4147;
 const _: () = assert!(GATHER_MARK != EXCHANGE_MARK);
 
-/// Bytes of a block's header inside a gather message: the member's argument digest, then its payload length and
-/// verdict (`len << 1 | failed`).
-const BLOCK_HEADER: usize = 16;
+/// Bytes of a block's header inside a round message (of the gathering exchange and of the Bruck exchange): the
+/// member's argument digest, then its payload length and verdict (`len << 1 | failed`).
+pub(super) const BLOCK_HEADER: usize = 16;
 
-/// Header word of a poisoned message (its sender could not go on).
-const POISON: u64 = 1;
+/// Header word of a poisoned round message (its sender could not go on).
+pub(super) const POISON: u64 = 1;
 
 /// Bytes of a round message's header (words 1 and 2 of the region, after its flag): the payload length
-/// (`len << 1`, or [`POISON`]) and the number of blocks.
-const MSG_HEADER: usize = 16;
+/// (`len << 1`, or [`POISON`]) and the count word (the number of blocks; the Bruck exchange adds its tag).
+pub(super) const MSG_HEADER: usize = 16;
 const _: () = assert!(MSG_HEADER == 8 * (layout::EXCH_HEADER - 1));
 
-/// Rounds of a gathering exchange over `n` members: `ceil(log2 n)`.
-fn gather_rounds(n: usize) -> usize {
+/// Rounds of an exchange in rounds over `n` members: `ceil(log2 n)`.
+pub(super) fn rounds(n: usize) -> usize {
     if n <= 1 {
         0
     } else {
@@ -52,12 +52,12 @@ fn round_blocks(n: usize, k: usize) -> usize {
 }
 
 /// Parse the block at `at` of `buf`: (digest, failed, payload range), or `None` when it does not fit.
-fn block(buf: &[u8], at: usize) -> Option<(u64, bool, std::ops::Range<usize>)> {
+pub(super) fn block(buf: &[u8], at: usize) -> Option<(u64, bool, std::ops::Range<usize>)> {
     let word = |i: usize| -> Option<u64> {
-        buf.get(i..i + 8)
+        buf.get(i..i.checked_add(8)?)
             .map(|b| u64::from_le_bytes(b.try_into().unwrap_or_default()))
     };
-    let (dig, sl) = (word(at)?, word(at + 8)?);
+    let (dig, sl) = (word(at)?, word(at.checked_add(8)?)?);
     let start = at + BLOCK_HEADER;
     let end = start.checked_add(usize::try_from(sl >> 1).ok()?)?;
     (end <= buf.len()).then_some((dig, sl & 1 != 0, start..end))
@@ -75,7 +75,7 @@ impl Ctx<'_> {
     pub(crate) fn gather_fits(&self, block: usize, holders: usize) -> bool {
         let n = self.n();
         let cap = self.exchange_capacity();
-        (0..gather_rounds(n)).all(|k| {
+        (0..rounds(n)).all(|k| {
             let m = round_blocks(n, k);
             m.checked_mul(BLOCK_HEADER)
                 .zip(m.min(holders).checked_mul(block))
@@ -99,14 +99,8 @@ impl Ctx<'_> {
         use layout::*;
         let (n, me) = (self.n(), self.idx());
         let cap = self.exchange_capacity();
-        self.sh.quiet()?;
-        self.st.seq += 1;
-        let seq = self.st.seq;
-        recv.clear();
-        let mut out = Agreement {
-            failed: None,
-            differs: None,
-        };
+        let seq = self.begin_rounds(recv)?;
+        let mut out = Agreement::default();
         if n == 1 {
             recv.push(if ok { mine } else { &[] });
             out.failed = (!ok).then_some(0);
@@ -160,7 +154,7 @@ impl Ctx<'_> {
         }
         self.st.xbuf = have;
         if poisoned {
-            return self.gather_failed(at, seq, &words, true);
+            return self.rounds_failed(at, seq, &words);
         }
         Ok(out)
     }
@@ -179,8 +173,7 @@ impl Ctx<'_> {
         use layout::*;
         let (n, me) = (self.n(), self.idx());
         let mine = base + me * region;
-        let mut head = [0u8; 16];
-        for k in 0..gather_rounds(n) {
+        for k in 0..rounds(n) {
             let dist = 1usize << k;
             let count = round_blocks(n, k);
             let (to, from) = ((me + n - dist) % n, (me + dist) % n);
@@ -201,34 +194,13 @@ impl Ctx<'_> {
                 AmoOp::Set,
                 seq,
             )?;
-            // Receive round k from `from`, unless it is in another kind of collective at this call.
-            let r = base + from * region;
-            let flag = self.local_word(r);
-            let mut other = false;
-            let mut polls = 0u32;
-            let pe = self.pe(from);
-            self.sh.wait_for(
-                self.op,
-                &|| format!("gather round {k}: waiting for PE {pe}'s message"),
-                || {
-                    if flag.load()? >= seq {
-                        return Ok(true);
-                    }
-                    polls = polls.wrapping_add(1);
-                    if polls % 64 == 0 {
-                        other = matches!(self.member_protocol(from, seq)?, Some(p) if p != Protocol::Gather);
-                    }
-                    Ok(other)
-                },
-            )?;
-            if other {
+            let Some((hw, got)) = self.round_wait(base + from * region, from, seq, &|| {
+                format!("gather round {k}")
+            })?
+            else {
                 *poisoned = true;
                 continue;
-            }
-            let win = self.local_win();
-            win.read(self.word(r + 1), &mut head)?;
-            let hw = u64::from_le_bytes(head[..8].try_into().unwrap_or_default());
-            let got = u64::from_le_bytes(head[8..].try_into().unwrap_or_default());
+            };
             let len = usize::try_from(hw >> 1).unwrap_or(usize::MAX);
             if hw & POISON != 0 || got != count as u64 || len > cap {
                 *poisoned = true;
@@ -239,7 +211,9 @@ impl Ctx<'_> {
             }
             let start = have.len();
             have.resize(start + len, 0);
-            win.read(self.word(r + EXCH_HEADER), &mut have[start..])?;
+            let r = base + from * region;
+            self.local_win()
+                .read(self.word(r + EXCH_HEADER), &mut have[start..])?;
             // Exactly `count` whole blocks, or the message is not one of this call's.
             if blocks_end(&have[start..], count) != Some(len) {
                 have.truncate(start);
@@ -249,15 +223,60 @@ impl Ctx<'_> {
         Ok(())
     }
 
-    /// The failure path of a gathering exchange: every member's identity once published, then the shared verdict
-    /// (as the exchange's); a gather that could not complete although every identity agrees (argument checks off:
-    /// members passed different sizes) fails on this PE with a state error.
-    fn gather_failed(
+    /// The start of an exchange in rounds: this PE's operations complete, the call's sequence number taken, `recv`
+    /// emptied.
+    pub(super) fn begin_rounds(&mut self, recv: &mut Messages) -> Result<u64> {
+        self.sh.quiet()?;
+        self.st.seq += 1;
+        recv.clear();
+        Ok(self.st.seq)
+    }
+
+    /// Wait for the round message whose region (in this PE's exchange area) starts at word `r`, sent by member
+    /// `from`, and read its header (length word, count word); `None` when `from` runs this call as an agreement or
+    /// an exchange (it will never send). `what` names the round for a timeout.
+    pub(super) fn round_wait(
+        &self,
+        r: usize,
+        from: usize,
+        seq: u64,
+        what: &dyn Fn() -> String,
+    ) -> Result<Option<(u64, u64)>> {
+        let flag = self.local_word(r);
+        let mut other = false;
+        let mut polls = 0u32;
+        let pe = self.pe(from);
+        self.sh.wait_for(
+            self.op,
+            &|| format!("{}: waiting for PE {pe}'s message", what()),
+            || {
+                if flag.load()? >= seq {
+                    return Ok(true);
+                }
+                polls = polls.wrapping_add(1);
+                if super::identity_poll_due(polls) {
+                    other = matches!(self.member_protocol(from, seq)?, Some(p) if p != Protocol::Gather);
+                }
+                Ok(other)
+            },
+        )?;
+        if other {
+            return Ok(None);
+        }
+        let mut head = [0u8; MSG_HEADER];
+        self.local_win().read(self.word(r + 1), &mut head)?;
+        let word = |b: &[u8]| u64::from_le_bytes(b.try_into().unwrap_or_default());
+        Ok(Some((word(&head[..8]), word(&head[8..]))))
+    }
+
+    /// The failure path of an exchange in rounds (gathering or Bruck) that could not complete: every member's
+    /// identity once published, then the shared verdict (as the exchange's); when every identity agrees
+    /// (argument checks off: members passed different sizes) this PE fails with a state error.
+    pub(super) fn rounds_failed(
         &mut self,
         at: usize,
         seq: u64,
         words: &[u64; layout::CHECK_WORDS],
-        poisoned: bool,
     ) -> Result<Agreement> {
         let all = self.identities(at, seq)?;
         if self.pattern(crate::team::BarrierAlgo::Auto, false)? == crate::team::BarrierAlgo::Linear
@@ -269,11 +288,11 @@ impl Ctx<'_> {
         let differ = all
             .iter()
             .any(|w| w[STATUS] != STATUS_OK || w[..cmp] != all[0][..cmp] || w[SEQ] != seq);
-        if differ || !poisoned {
+        if differ {
             return Err(self.verdict(&all, words, checking));
         }
         Err(Error::State(format!(
-            "{}: the gathering exchange could not complete (a message exceeded its region or did not parse: \
+            "{}: the exchange in rounds could not complete (a message exceeded its region or did not parse: \
              did the members pass different sizes? argument checks are off)",
             self.op
         )))
