@@ -106,7 +106,7 @@ env_table! {
     reduce_ring_size: Option<usize> = "XPUSHMEM_REDUCE_RING_SIZE", "auto", auto_size;
     /// copies of at least this many bytes into or out of a mapped heap (put, get, put_sym, get_sym, the collectives' and ops' copies) use non-temporal stores, which bypass the caches (no read for ownership of the destination); bytes or with a K/M/G suffix, or off
     nt_copy_size: Option<usize> = "XPUSHMEM_NT_COPY_SIZE", "8M", size_or_off;
-    /// team size from which the eager broadcast, fcollect and reduction (algorithm auto, data small enough) move their data in ceil(log2 n) rounds (eager-rounds: Bruck's allgather on the dissemination pattern, one message sent and one read per round) instead of one all-to-all round (eager: n - 1 messages sent and read by every member); auto: 8, and never while this machine runs more PEs than CPUs (a round waits for its sender to be scheduled: one round wins); a team size (at least 2) or off
+    /// team size from which the eager broadcast, fcollect, reduction and alltoall (algorithm auto, data small enough) move their data in ceil(log2 n) rounds (eager-rounds: Bruck's allgather, or Bruck's alltoall, on the dissemination pattern, one message sent and one read per round) instead of one all-to-all round (eager: n - 1 messages sent and read by every member); auto: 8, and never while this machine runs more PEs than CPUs (a round waits for its sender to be scheduled: one round wins); a team size (at least 2) or off
     eager_rounds_from: RoundsFrom = "XPUSHMEM_EAGER_ROUNDS_FROM", "auto", rounds_from;
     /// chunk of the pipelined broadcast; bytes or with a K/M/G suffix (at least 64)
     coll_chunk_bytes: OnUse<usize> = "XPUSHMEM_COLL_CHUNK_SIZE", "64K", on_use(chunk_size);

@@ -14,10 +14,10 @@
 //! | collective | rule |
 //! |---|---|
 //! | barrier / sync | the team's agreement (an all-reduce that carries the call's identity): hierarchical on a team that spans nodes with a node holding 2+ of its members, else dissemination |
-//! | broadcast | eager when the data fits in a message; linear for n <= 2; pipelined for bytes >= 256 KiB; hierarchical on a team that spans nodes with a node holding 2+ of its members; linear for n <= 4; else binomial |
-//! | fcollect / collect | eager when a block fits in a message (fcollect); hierarchical on a team that spans nodes with a node holding 2+ of its members; ring for n > 8 and bytes >= 64 KiB (fcollect), else direct |
-//! | alltoall(s) | eager when a block fits in a message; pairwise for n > 16, else direct |
-//! | reduce | eager when the source fits in a message; below the ring cutover (`XPUSHMEM_REDUCE_RING_SIZE`, default 256 KiB up to 4 PEs, 64 KiB above): hierarchical on a team that spans nodes with a node holding 2+ of its members, else linear for n <= 2 or (bytes <= 4 KiB and n <= 4), else recursive doubling; ring above |
+//! | broadcast | eager-rounds from `XPUSHMEM_EAGER_ROUNDS_FROM` members (see below) when its rounds' messages fit; eager when the data fits in a message; linear for n <= 2; pipelined for bytes >= 256 KiB; hierarchical on a team that spans nodes with a node holding 2+ of its members; linear for n <= 4; else binomial |
+//! | fcollect / collect | eager-rounds as for broadcast (fcollect); eager when a block fits in a message (fcollect); hierarchical on a team that spans nodes with a node holding 2+ of its members; ring for n > 8 and bytes >= 64 KiB (fcollect), else direct |
+//! | alltoall(s) | eager-rounds as for broadcast (Bruck's alltoall); eager when a block fits in a message; pairwise for n > 16, else direct |
+//! | reduce | eager-rounds as for broadcast; eager when the source fits in a message; below the ring cutover (`XPUSHMEM_REDUCE_RING_SIZE`, default 256 KiB up to 4 PEs, 64 KiB above): hierarchical on a team that spans nodes with a node holding 2+ of its members, else linear for n <= 2 or (bytes <= 4 KiB and n <= 4), else recursive doubling; ring above |
 //! | reduce_scatter | linear |
 //! | inscan / exscan | linear for n <= 16, else chain |
 //!
@@ -33,6 +33,11 @@
 //! A message of the team's exchange holds a few KiB divided by the team size (`Shmem::team_exchange_capacity`):
 //! the eager algorithms are the small-message path, whose whole cost is one signalled message per pair of members
 //! (the agreement and the data in the same latency, no exit synchronisation: messages are double-buffered).
+//! Their `eager-rounds` form moves the same data, verdicts and digests in `ceil(log2 n)` rounds of one message
+//! sent and one read per member (Bruck's allgather for broadcast, fcollect and reductions, Bruck's alltoall for
+//! alltoall(s); `team/ctx/gather.rs`, `team/ctx/bruck.rs`), instead of `n - 1` messages sent and read by every
+//! member: `Auto` takes it from `XPUSHMEM_EAGER_ROUNDS_FROM` members on (auto: 8, and never while the machine runs
+//! more PEs than CPUs, where each round waits for its sender to be scheduled and the single round wins).
 //! The same rule runs on every PE with the same inputs, so every PE picks the same algorithm.
 //!
 //! ## How a collective runs
