@@ -93,6 +93,10 @@ const EXCHANGE_MARK: u64 = 0x4758_4843_5845_4d58;
 const STATUS_OK: u64 = 1;
 const STATUS_BAD: u64 = 2;
 
+/// How often a wait for one member's signal reads whether that member is in the other kind of synchronisation
+/// ([`Ctx::wait_from`]): over the fabric the read costs the member a round trip's work.
+const MEMBER_CHECK_EVERY: std::time::Duration = std::time::Duration::from_millis(1);
+
 macro_rules! algo_enum {
     ($(#[$m:meta])* $name:ident, $env:literal, { $($(#[$vm:meta])* $v:ident = $s:literal $(| $alias:literal)*),+ $(,)? }) => {
         $(#[$m])*
@@ -617,6 +621,7 @@ impl<'a> Ctx<'a> {
         let word = self.local_word(w);
         let mut other = false;
         let mut polls = 0u32;
+        let mut checked: Option<std::time::Instant> = None;
         self.sh.wait_for(
             self.op,
             &|| {
@@ -631,7 +636,11 @@ impl<'a> Ctx<'a> {
                     return Ok(true);
                 }
                 polls = polls.wrapping_add(1);
-                if polls % 64 == 0 {
+                // At the 64th poll, then at most once per MEMBER_CHECK_EVERY: over the fabric this read is a
+                // round trip that `from` answers in its own polls, so that each one slows what it is doing
+                // meanwhile (a put loop to this PE: one read every 64 polls cost it 1-2 us per put).
+                if polls % 64 == 0 && checked.is_none_or(|t| t.elapsed() >= MEMBER_CHECK_EVERY) {
+                    checked = Some(std::time::Instant::now());
                     if let Some(x) = self.member_in_exchange(from, target)? {
                         other = x != in_exchange;
                     }
