@@ -167,12 +167,7 @@ impl Shmem {
         let n = ctx.n();
         let total = mul(n, nelems, "nelems");
         let bytes = nelems.saturating_mul(std::mem::size_of::<T>());
-        let rounds = ctx.bruck_fits(bytes);
-        let fit = Fit {
-            eager: ctx.eager_fits(bytes),
-            rounds,
-            auto_rounds: rounds && self.cfg.eager_rounds_from.applies(n, self.oversubscribed()),
-        };
+        let fit = ctx.fit_rounds(bytes, ctx.bruck_fits(bytes));
         let algo = resolve(algo, &self.cfg, n, fit);
         let local = (|| {
             if dst == 0 {

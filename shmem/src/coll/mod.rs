@@ -315,7 +315,11 @@ impl Ctx<'_> {
 
     /// Which eager forms fit `bytes` of data from each of `holders` members (the others send nothing).
     pub(crate) fn fit(&self, bytes: usize, holders: usize) -> Fit {
-        let rounds = self.gather_fits(bytes, holders);
+        self.fit_rounds(bytes, self.gather_fits(bytes, holders))
+    }
+
+    /// Which eager forms fit `bytes` of data per member, `rounds` telling whether the rounds' messages do.
+    pub(crate) fn fit_rounds(&self, bytes: usize, rounds: bool) -> Fit {
         let sh = self.sh;
         Fit {
             eager: self.eager_fits(bytes),
