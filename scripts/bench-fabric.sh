@@ -83,10 +83,10 @@ for ((round = 1; round <= ROUNDS; round++)); do
 done
 for ((pass = 1; pass <= PASSES; pass++)); do
   run "xpushmem, fabric transport, pass $pass" xpushmem-fabric-p$pass env XPUSHMEM_TRANSPORT=fabric XPUSHMEM_FABRIC_PROVIDER="$PROV" \
-    "$RUN" -n 2 "$PERF" put_bw --quiet --label xpushmem-fabric
+    "$RUN" -n 2 "$PERF" put_bw put_sym_bw --quiet --label xpushmem-fabric
   run "xpushmem, fabric transport, progress thread, pass $pass" xpushmem-fabric-pt-p$pass env XPUSHMEM_TRANSPORT=fabric \
     XPUSHMEM_FABRIC_PROVIDER="$PROV" XPUSHMEM_PROGRESS_THREAD=1 \
-    "$RUN" -n 2 "$PERF" put_bw --quiet --label xpushmem-fabric-pt
+    "$RUN" -n 2 "$PERF" put_bw put_sym_bw --quiet --label xpushmem-fabric-pt
   run "raw libfabric, pass $pass" libfabric-p$pass env FI_PROVIDER="$PROV" "$OUT/bin/fabric_rma" put_bw
   run "Open MPI over TCP (osc pt2pt), pass $pass" mpi-tcp-p$pass mpirun -n 2 --mca pml ob1 --mca btl tcp,self --mca osc pt2pt \
     "$OUT/bin/mpi_bench" --win alloc put_lat put_bw

@@ -30,15 +30,30 @@ const IMPS: [(&str, &str); 4] = [
 ];
 
 /// The benchmarks: name, title, whether the figure is a bandwidth.
-const BENCHES: [(&str, &str, bool); 3] = [
+const BENCHES: [(&str, &str, bool); 4] = [
     ("put_lat", "put latency (blocking put + quiet), us", false),
     (
         "put_bw",
         "put bandwidth (puts back to back, then quiet), GB/s",
         true,
     ),
+    (
+        "put_sym_bw",
+        "put bandwidth from registered memory (xpushmem: put_sym_nbi from the symmetric heap; raw libfabric: its \
+         put_bw, whose source is registered), GB/s",
+        true,
+    ),
     ("put_signal_pp", "put_signal ping-pong (one way), us", false),
 ];
+
+/// The benchmark of `imp` that a row of `bench` shows: raw libfabric's writes always read a registered buffer, so
+/// its `put_bw` is the reference of xpushmem's `put_sym_bw` too.
+fn bench_of<'a>(imp: &str, bench: &'a str) -> &'a str {
+    match (imp, bench) {
+        ("libfabric", "put_sym_bw") => "put_bw",
+        _ => bench,
+    }
+}
 
 /// Median times (or bandwidths) per (impl, bench, size), over every CSV row of that cell.
 type Cells = BTreeMap<(String, String, usize), f64>;
@@ -114,7 +129,11 @@ fn judge(c: &Cells, t: &Target) -> Option<(String, bool)> {
         if imp != "xpushmem-fabric" || bench != t.bench || !t.sizes.contains(size) {
             continue;
         }
-        let Some(&raw) = c.get(&("libfabric".into(), bench.clone(), *size)) else {
+        let Some(&raw) = c.get(&(
+            "libfabric".into(),
+            bench_of("libfabric", bench).into(),
+            *size,
+        )) else {
             continue;
         };
         if ours <= 0.0 || raw <= 0.0 {
@@ -177,8 +196,9 @@ pub fn section(recs: &[Record], meta: &str) -> String {
             min: 1.0 / 1.2,
         },
         Target {
-            what: "put bandwidth at 1 MiB: >= 0.9x raw libfabric".into(),
-            bench: "put_bw",
+            what: "put bandwidth at 1 MiB: >= 0.9x raw libfabric (both from registered memory: `put_sym_bw`)"
+                .into(),
+            bench: "put_sym_bw",
             sizes: 1 << 20..=1 << 20,
             min: 0.9,
         },
@@ -213,7 +233,10 @@ pub fn section(recs: &[Record], meta: &str) -> String {
         s.push_str(&"---|".repeat(IMPS.len() + 1));
         s.push('\n');
         for size in sizes {
-            let get = |imp: &str| c.get(&(imp.to_string(), bench.to_string(), size)).copied();
+            let get = |imp: &str| {
+                c.get(&(imp.to_string(), bench_of(imp, bench).to_string(), size))
+                    .copied()
+            };
             let _ = write!(s, "| {} |", size_label(size));
             for (imp, _) in IMPS {
                 let _ = write!(s, " {} |", fmt_val(get(imp)));
@@ -231,7 +254,7 @@ pub fn section(recs: &[Record], meta: &str) -> String {
     }
     s.push_str(
         "Reproduce: `scripts/bench-fabric.sh` (this section alone; `scripts/bench.sh` runs it last), or by hand: \
-         `XPUSHMEM_TRANSPORT=fabric xpushmem-run -n 2 xpushmem-perf put_lat put_bw put_signal_pp`, \
+         `XPUSHMEM_TRANSPORT=fabric xpushmem-run -n 2 xpushmem-perf put_lat put_bw put_sym_bw put_signal_pp`, \
          `fabric_rma` (built from `benches/peers/fabric_rma.c` with `-lfabric`).\n",
     );
     let _ = writeln!(s, "{END}");
@@ -313,17 +336,28 @@ mod tests {
             rec("libfabric", "put_lat", 8, 10.0, 0.0),
             rec("xpushmem-fabric", "put_signal_pp", 8, 13.0, 0.0),
             rec("libfabric", "put_signal_pp", 8, 10.0, 0.0),
-            rec("xpushmem-fabric", "put_bw", 1 << 20, 0.0, 0.95),
+            rec("xpushmem-fabric", "put_bw", 1 << 20, 0.0, 0.8),
+            rec("xpushmem-fabric", "put_sym_bw", 1 << 20, 0.0, 0.95),
             rec("libfabric", "put_bw", 1 << 20, 0.0, 1.0),
         ];
         let s = section(&recs, "provider: tcp");
-        // 10/11 = 0.909 >= 0.833: met; 10/13 = 0.769: missed; 0.95 >= 0.9: met.
+        // 10/11 = 0.909 >= 0.833: met; 10/13 = 0.769: missed; the bandwidth target judges put_sym_bw against raw
+        // libfabric's put_bw: 0.95 >= 0.9, met (the private source's 0.8 is shown, not judged).
         assert!(s.contains("| worst 0.909x at 8 B | met |"), "{s}");
         assert!(
             s.contains("| worst 0.769x at 8 B; below target at 8 B | **missed** |"),
             "{s}"
         );
         assert!(s.contains("| worst 0.950x at 1 MiB | met |"), "{s}");
+        // Both bandwidth tables show raw libfabric's put_bw; each ratio is its own row's.
+        assert!(
+            s.contains("| 1 MiB | 0.800 | - | 1.000 | - | 0.80x |"),
+            "{s}"
+        );
+        assert!(
+            s.contains("| 1 MiB | 0.950 | - | 1.000 | - | 0.95x |"),
+            "{s}"
+        );
         assert!(s.contains("- provider: tcp"), "{s}");
     }
 

@@ -36,6 +36,12 @@ pub const BENCHES: &[Bench] = &[
         put_bw,
     ),
     rma(
+        "put_sym_bw",
+        "window of put_sym_nbi from PE 0's symmetric heap then quiet, one reused target, PE 0 -> PE 1",
+        true,
+        put_sym_bw,
+    ),
+    rma(
         "get_bw",
         "window of get_nbi then quiet, PE 0 <- PE 1",
         true,
@@ -169,6 +175,34 @@ fn put_bw(c: &mut Ctx<'_>, s: &Step) -> Result<f64> {
             let mut hs = Vec::with_capacity(s.window);
             for _ in 0..s.window {
                 hs.push(sh.put_nbi(dst, src, 1)?);
+            }
+            sh.quiet()?;
+            drop(hs);
+        }
+        t = secs_per(t0, s.iters);
+    }
+    sh.barrier_all()?;
+    if c.me == 1 {
+        c.check_own("payload at the target", dst, salt, None)?;
+    }
+    Ok(t)
+}
+
+/// As [`put_bw`], the source in PE 0's symmetric heap (`put_sym_nbi`): registered memory over the fabric, which
+/// the transport may read in place, as raw libfabric's writes read their registered buffer.
+fn put_sym_bw(c: &mut Ctx<'_>, s: &Step) -> Result<f64> {
+    let salt = c.next_salt();
+    let (dst, src) = (c.a.slice(..s.size)?, c.b.slice(..s.size)?);
+    let sh = c.sh;
+    let mut t = 0.0;
+    if c.me == 0 {
+        fill(&mut c.src[..s.size], salt);
+        sh.put(src, &c.src[..s.size], 0)?;
+        let t0 = Instant::now();
+        for _ in 0..s.iters / s.window {
+            let mut hs = Vec::with_capacity(s.window);
+            for _ in 0..s.window {
+                hs.push(sh.put_sym_nbi(dst, src, 1)?);
             }
             sh.quiet()?;
             drop(hs);

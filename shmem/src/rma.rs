@@ -66,6 +66,35 @@ impl Shmem {
             .copy_from(off, self.local_map(), src.off, src.size_bytes())
     }
 
+    /// Start a copy of this PE's symmetric `src` into `dst` on `pe` (`src.len()` elements): the non-blocking
+    /// [`Shmem::put_sym`]. The transport may read `src` in place until the handle (or `quiet`) completes, so it
+    /// must not change before: over the fabric a large source is posted from the registered heap without a copy,
+    /// like a raw libfabric write from registered memory (a private source's non-blocking put is copied, since
+    /// safe code may forget its handle and free the buffer).
+    pub fn put_sym_nbi<T: Symmetric>(
+        &self,
+        dst: SymSlice<T>,
+        src: SymSlice<T>,
+        pe: usize,
+    ) -> Result<Pending<'_>> {
+        let off = self.rma_target(dst, src.len, pe, "put_sym_nbi")?;
+        self.check_range(src.off, src.size_bytes(), "put_sym_nbi (source)")?;
+        let t = self.map_of(pe, "put_sym_nbi")?.copy_from_nbi(
+            off,
+            self.local_map(),
+            src.off,
+            src.size_bytes(),
+        )?;
+        let Some(t) = t else {
+            return Ok(Pending::done());
+        };
+        Ok(Pending::new(
+            self.transport_of(pe, "put_sym_nbi")?,
+            Some(t),
+            None,
+        ))
+    }
+
     /// Copy `src` on `pe` into this PE's symmetric `dst` (`dst.len()` elements), without staging.
     pub fn get_sym<T: Symmetric>(
         &self,

@@ -191,6 +191,31 @@ pe_test!(large_puts_every_path, [_2pe = 2], |sh| {
             &format!("put_sym of {len} B from heap offset {soff} to {}", off + 1),
         )?;
         sh.barrier_all()?;
+        // The non-blocking put_sym (over the fabric from 32 KiB: posted from the registered heap without a copy):
+        // the two halves in flight at once, completed by quiet; the source changes only after.
+        step += 1;
+        let h = len / 2;
+        sh.put(
+            heap_src.slice(..len)?,
+            &ref_vec::<u8>(me, len, 1000 + step),
+            me,
+        )?;
+        let first = sh.put_sym_nbi(buf.slice(off..off + h)?, heap_src.slice(..h)?, peer)?;
+        let second = sh.put_sym_nbi(
+            buf.slice(off + h..off + len)?,
+            heap_src.slice(h..len)?,
+            peer,
+        )?;
+        sh.quiet()?;
+        drop((first, second));
+        sh.put(heap_src.slice(..len)?, &vec![0x3C; len], me)?;
+        sh.barrier_all()?;
+        model[off..off + len].copy_from_slice(&ref_vec::<u8>(peer, len, 1000 + step));
+        check(
+            &model,
+            &format!("put_sym_nbi of {len} B in two halves at {off}"),
+        )?;
+        sh.barrier_all()?;
         // Put-with-signal: the data is all there once the signal is.
         step += 1;
         let mut data: Vec<u8> = ref_vec(me, len, 1000 + step);

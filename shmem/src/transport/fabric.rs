@@ -2101,6 +2101,28 @@ impl Window for FabricWindow {
         src.read(src_off, &mut buf)?;
         self.write(off, &buf)
     }
+    fn copy_from_nbi(
+        &self,
+        off: usize,
+        src: &dyn Window,
+        src_off: usize,
+        len: usize,
+    ) -> Result<Option<Ticket>> {
+        self.check("put", off, len, 1)?;
+        check_access("fabric", "put (source)", src_off, len, 1, src.len())?;
+        // This PE's registered heap as the source: posted from it without a copy and not waited for (the heap,
+        // unlike a caller's buffer, stays valid whatever happens to the handle).
+        let base = src.base();
+        if src.host_accessible() && !base.is_null() {
+            let addr = base as usize + src_off;
+            let mut ep = lock(&self.t.ep);
+            if let Some((desc, false)) = self.direct(&ep, addr, len) {
+                let (id, posted) = ep.put_direct(self.pe, self.region, off, addr, len, desc);
+                return posted.map(|()| Some(Ticket(id)));
+            }
+        }
+        self.copy_from(off, src, src_off, len).map(|()| None)
+    }
     fn read(&self, off: usize, dst: &mut [u8]) -> Result<()> {
         if let Some(t) = self.get_nbi(off, dst)? {
             let b = self.t.complete(t)?.unwrap_or_default();

@@ -305,6 +305,19 @@ pub(crate) trait Window: Send + Sync + std::fmt::Debug {
         src.read(src_off, &mut buf)?;
         self.write(off, &buf)
     }
+    /// Start a copy of `len` bytes from `src_off` of `src`, this PE's own symmetric heap, into `off` of this
+    /// window: `None` when it completed already, else the ticket that completes it. The heap outlives every
+    /// operation, so a transport may read the source in place until the ticket or `quiet` completes (the caller
+    /// promises not to change it until then). The default copies at once ([`Window::copy_from`]).
+    fn copy_from_nbi(
+        &self,
+        off: usize,
+        src: &dyn Window,
+        src_off: usize,
+        len: usize,
+    ) -> Result<Option<Ticket>> {
+        self.copy_from(off, src, src_off, len).map(|()| None)
+    }
     /// The 8-byte word at `off` as a CPU atomic, when this process can address it directly (host heaps), for
     /// polling without a call per load.
     fn atomic64(&self, off: usize) -> Option<&std::sync::atomic::AtomicU64> {
