@@ -170,22 +170,32 @@ fn put_bw(c: &mut Ctx<'_>, s: &Step) -> Result<f64> {
     if c.me == 0 {
         fill(&mut c.src[..s.size], salt);
         let src = &c.src[..s.size];
-        let t0 = Instant::now();
-        for _ in 0..s.iters / s.window {
-            let mut hs = Vec::with_capacity(s.window);
-            for _ in 0..s.window {
-                hs.push(sh.put_nbi(dst, src, 1)?);
-            }
-            sh.quiet()?;
-            drop(hs);
-        }
-        t = secs_per(t0, s.iters);
+        t = windows(sh, s, || sh.put_nbi(dst, src, 1))?;
     }
     sh.barrier_all()?;
     if c.me == 1 {
         c.check_own("payload at the target", dst, salt, None)?;
     }
     Ok(t)
+}
+
+/// Seconds per operation of `s.iters` operations started by `start` in windows of `s.window`, each window
+/// completed by `quiet`.
+fn windows<'p>(
+    sh: &xpushmem::Shmem,
+    s: &Step,
+    start: impl Fn() -> xpushmem::Result<xpushmem::Pending<'p>>,
+) -> Result<f64> {
+    let t0 = Instant::now();
+    for _ in 0..s.iters / s.window {
+        let mut hs = Vec::with_capacity(s.window);
+        for _ in 0..s.window {
+            hs.push(start()?);
+        }
+        sh.quiet()?;
+        drop(hs);
+    }
+    Ok(secs_per(t0, s.iters))
 }
 
 /// As [`put_bw`], the source in PE 0's symmetric heap (`put_sym_nbi`): registered memory over the fabric, which
@@ -198,16 +208,7 @@ fn put_sym_bw(c: &mut Ctx<'_>, s: &Step) -> Result<f64> {
     if c.me == 0 {
         fill(&mut c.src[..s.size], salt);
         sh.put(src, &c.src[..s.size], 0)?;
-        let t0 = Instant::now();
-        for _ in 0..s.iters / s.window {
-            let mut hs = Vec::with_capacity(s.window);
-            for _ in 0..s.window {
-                hs.push(sh.put_sym_nbi(dst, src, 1)?);
-            }
-            sh.quiet()?;
-            drop(hs);
-        }
-        t = secs_per(t0, s.iters);
+        t = windows(sh, s, || sh.put_sym_nbi(dst, src, 1))?;
     }
     sh.barrier_all()?;
     if c.me == 1 {

@@ -85,14 +85,7 @@ impl Shmem {
             src.off,
             src.size_bytes(),
         )?;
-        let Some(t) = t else {
-            return Ok(Pending::done());
-        };
-        Ok(Pending::new(
-            self.transport_of(pe, "put_sym_nbi")?,
-            Some(t),
-            None,
-        ))
+        self.pending_put(t, pe, "put_sym_nbi")
     }
 
     /// Copy `src` on `pe` into this PE's symmetric `dst` (`dst.len()` elements), without staging.
@@ -130,15 +123,21 @@ impl Shmem {
     ) -> Result<Pending<'a>> {
         let off = self.rma_target(dst, src.len(), pe, "put_nbi")?;
         let t = self.map_of(pe, "put_nbi")?.put_nbi(off, bytes_of(src))?;
-        let Some(t) = t else {
-            // Completed at issue (a mapped peer): nothing for a transport to complete.
-            return Ok(Pending::done());
-        };
-        Ok(Pending::new(
-            self.transport_of(pe, "put_nbi")?,
-            Some(t),
-            None,
-        ))
+        self.pending_put(t, pe, "put_nbi")
+    }
+
+    /// The handle of a put started on `pe` whose ticket is `t` (`None`: completed at issue, a mapped peer,
+    /// nothing for a transport to complete).
+    fn pending_put(
+        &self,
+        t: Option<crate::transport::Ticket>,
+        pe: usize,
+        call: &str,
+    ) -> Result<Pending<'_>> {
+        match t {
+            None => Ok(Pending::done()),
+            Some(t) => Ok(Pending::new(self.transport_of(pe, call)?, Some(t), None)),
+        }
     }
 
     /// Start a get; `dst` stays borrowed until the returned handle completes.

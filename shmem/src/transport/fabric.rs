@@ -2087,19 +2087,10 @@ impl Window for FabricWindow {
         self.put_nbi(off, src).map(|_| ())
     }
     fn copy_from(&self, off: usize, src: &dyn Window, src_off: usize, len: usize) -> Result<()> {
-        self.check("put", off, len, 1)?;
-        check_access("fabric", "put (source)", src_off, len, 1, src.len())?;
-        // This PE's own host heap as the source (put_sym): the provider reads it in place.
-        let base = src.base();
-        if src.host_accessible()
-            && !base.is_null()
-            && self.write_direct(off, base as usize + src_off, len)?
-        {
-            return Ok(());
+        if let Some(t) = self.copy_from_nbi(off, src, src_off, len)? {
+            self.t.complete(t)?;
         }
-        let mut buf = vec![0u8; len];
-        src.read(src_off, &mut buf)?;
-        self.write(off, &buf)
+        Ok(())
     }
     fn copy_from_nbi(
         &self,
@@ -2110,8 +2101,8 @@ impl Window for FabricWindow {
     ) -> Result<Option<Ticket>> {
         self.check("put", off, len, 1)?;
         check_access("fabric", "put (source)", src_off, len, 1, src.len())?;
-        // This PE's registered heap as the source: posted from it without a copy and not waited for (the heap,
-        // unlike a caller's buffer, stays valid whatever happens to the handle).
+        // This PE's registered heap as the source (put_sym): posted from it without a copy, and the blocking form
+        // waits for the ticket (the heap, unlike a caller's buffer, stays valid whatever happens to a handle).
         let base = src.base();
         if src.host_accessible() && !base.is_null() {
             let addr = base as usize + src_off;
@@ -2121,7 +2112,9 @@ impl Window for FabricWindow {
                 return posted.map(|()| Some(Ticket(id)));
             }
         }
-        self.copy_from(off, src, src_off, len).map(|()| None)
+        let mut buf = vec![0u8; len];
+        src.read(src_off, &mut buf)?;
+        self.write(off, &buf).map(|()| None)
     }
     fn read(&self, off: usize, dst: &mut [u8]) -> Result<()> {
         if let Some(t) = self.get_nbi(off, dst)? {
