@@ -23,10 +23,10 @@
 //! A member in an exchange ([`Ctx::exchange`]) or a gathering exchange ([`Ctx::gather`], the eager collectives'
 //! `ceil(log2 n)` rounds) that finds another member running the call as a different one of the three, or a member
 //! in an agreement that finds another in either exchange, learns of the mismatch without hearing from every
-//! member (each member's published identity says which of the three it runs). Before it fails it waits until every member has published its
-//! identity for this call (the failure path only): so no member leaves a failed call while another is still in
-//! the previous one (reading messages in the buffers the leaver's next call writes), and every member judges
-//! the same words.
+//! member (each member's published identity says which of the three it runs). Before it fails it waits until
+//! every member has published its identity for this call (the failure path only): so no member leaves a failed
+//! call while another is still in the previous one (reading messages in the buffers the leaver's next call
+//! writes), and every member judges the same words.
 
 use crate::error::{Error, Result};
 use crate::runtime::{LocalWord, Shmem};
@@ -101,7 +101,7 @@ enum Protocol {
     Agreement,
     /// An exchange ([`Ctx::exchange`]): one message to every member.
     Exchange,
-    /// A gathering exchange ([`Ctx::gather`]): one message per round.
+    /// An exchange in rounds, gathering ([`Ctx::gather`]) or Bruck's ([`Ctx::bruck`]): one message per round.
     Gather,
 }
 
@@ -963,10 +963,7 @@ impl<'a> Ctx<'a> {
             // A member in another collective: the agreement's verdict (every member's words compared with member
             // 0's), the same as the members on the other side reach, once every member is in this call (it may
             // still be reading the previous call's messages, in the buffers the next call writes).
-            let all = self.identities(at, seq)?;
-            if self.pattern(BarrierAlgo::Auto, false)? == BarrierAlgo::Linear {
-                self.linear_arrivals(&all)?;
-            }
+            let all = self.mismatch_identities(at, seq)?;
             return Err(self.verdict(&all, &words, true));
         }
         let win = self.local_win();
@@ -974,9 +971,7 @@ impl<'a> Ctx<'a> {
         for i in 0..n {
             if i == me {
                 recv.push(if ok { send.get(me) } else { &[] });
-                if !ok && out.failed.is_none() {
-                    out.failed = Some(me);
-                }
+                out.note(me, !ok, false);
                 continue;
             }
             let r = base + i * region;
@@ -988,12 +983,7 @@ impl<'a> Ctx<'a> {
             recv.data.resize(start + len, 0);
             win.read(self.word(r + EXCH_HEADER), &mut recv.data[start..])?;
             recv.ends.push(recv.data.len());
-            if sl & 1 != 0 && out.failed.is_none() {
-                out.failed = Some(i);
-            }
-            if d != dig && out.differs.is_none() {
-                out.differs = Some(i);
-            }
+            out.note(i, sl & 1 != 0, d != dig);
         }
         local?;
         Ok(out)
@@ -1026,10 +1016,22 @@ impl<'a> Ctx<'a> {
         Ok((at, words))
     }
 
-    /// An exchange (or gathering exchange) that met agreements over the linear barrier keeps member 0's arrival
-    /// count exact: member 0 counts every arrival, so an exchange-side member arrives too when member 0 is in the agreement (it waits
-    /// for `n - 1` arrivals), and member 0 on the exchange side expects the agreement side's arrivals (they signal
-    /// it whatever it does). Otherwise a later linear barrier would find arrivals that belong to this call.
+    /// The failure path of an exchange (one round or in rounds) whose members may run the call as different
+    /// protocols: every member's identity once published ([`Ctx::identities`]), with the linear barrier's arrival
+    /// count kept exact ([`Ctx::linear_arrivals`]).
+    fn mismatch_identities(&mut self, at: usize, seq: u64) -> Result<Vec<Vec<u64>>> {
+        let all = self.identities(at, seq)?;
+        if self.pattern(BarrierAlgo::Auto, false)? == BarrierAlgo::Linear {
+            self.linear_arrivals(&all)?;
+        }
+        Ok(all)
+    }
+
+    /// An exchange (one round or in rounds) that met agreements over the linear barrier keeps member 0's arrival
+    /// count exact: member 0 counts every arrival, so an exchange-side member arrives too when member 0 is in the
+    /// agreement (it waits for `n - 1` arrivals), and member 0 on the exchange side expects the agreement side's
+    /// arrivals (they signal it whatever it does). Otherwise a later linear barrier would find arrivals that belong
+    /// to this call.
     fn linear_arrivals(&mut self, all: &[Vec<u64>]) -> Result<()> {
         let in_exchange = |w: &Vec<u64>| Protocol::of(w[COMMON]) != Protocol::Agreement;
         if self.idx() != 0 {

@@ -525,6 +525,18 @@ pub struct Agreement {
     pub differs: Option<usize>,
 }
 
+impl Agreement {
+    /// Take in team rank `i`'s outcome (heard in rank order): whether it failed, whether its digest differs.
+    pub(crate) fn note(&mut self, i: usize, failed: bool, differs: bool) {
+        if failed && self.failed.is_none() {
+            self.failed = Some(i);
+        }
+        if differs && self.differs.is_none() {
+            self.differs = Some(i);
+        }
+    }
+}
+
 /// The messages of one [`Shmem::team_exchange`], one per team member in team rank order, back to back.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Messages {

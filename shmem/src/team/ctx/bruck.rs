@@ -20,11 +20,10 @@
 //! parse) sends *poisoned* messages for the rounds it has left; then every member judges the published
 //! identities, like the exchange's failure path.
 
-use super::gather::{block, rounds, BLOCK_HEADER, GATHER_MARK, MSG_HEADER, POISON};
+use super::gather::{block, rounds, BLOCK_HEADER, GATHER_MARK, MSG_HEADER};
 use super::{layout, Ctx, COMMON};
 use crate::error::{Error, Result};
 use crate::team::{Agreement, Messages};
-use crate::transport::AmoOp;
 
 /// Marks the count word of a Bruck round message: a gathering exchange's count is at most the team size, an
 /// exchange's second word a message length (`len << 1 | failed`, below the exchange area's size).
@@ -148,12 +147,7 @@ impl Ctx<'_> {
                     break;
                 };
                 recv.push(&s[r]);
-                if failed && out.failed.is_none() {
-                    out.failed = Some(i);
-                }
-                if d != dig && out.differs.is_none() {
-                    out.differs = Some(i);
-                }
+                out.note(i, failed, d != dig);
             }
         }
         self.st.xbuf = buf;
@@ -202,35 +196,15 @@ impl Ctx<'_> {
                     end += b;
                 }
             }
-            let (hw, end) = if *poisoned {
-                (POISON, 0)
-            } else {
-                ((end as u64) << 1, end)
-            };
-            msg[..8].copy_from_slice(&hw.to_le_bytes());
-            msg[8..MSG_HEADER].copy_from_slice(&(BRUCK_TAG | count as u64).to_le_bytes());
-            let _issued = self.win(to)?.put_signal_nbi(
-                self.word(mine + 1),
-                &msg[..MSG_HEADER + end],
-                self.word(mine),
-                AmoOp::Set,
-                seq,
-            )?;
+            let tag = BRUCK_TAG | count as u64;
+            self.round_send(to, mine, seq, msg, (!*poisoned).then_some(end), tag)?;
             // Receive round k from `from`, unless it is in an agreement or an exchange at this call.
             let r = base + from * region;
-            let Some((hw, got)) = self.round_wait(r, from, seq, &|| format!("Bruck round {k}"))?
-            else {
+            let taken = self.round_take(r, from, seq, tag, cap, &|| format!("Bruck round {k}"))?;
+            let Some(len) = taken.filter(|_| !*poisoned) else {
                 *poisoned = true;
                 continue;
             };
-            let len = usize::try_from(hw >> 1).unwrap_or(usize::MAX);
-            if hw & POISON != 0 || got != BRUCK_TAG | count as u64 || len > cap {
-                *poisoned = true;
-                continue;
-            }
-            if *poisoned {
-                continue;
-            }
             let m = &mut msg[MSG_HEADER..][..len];
             self.local_win().read(self.word(r + EXCH_HEADER), m)?;
             // Exactly `count` whole blocks, each fitting a position, or the message is not one of this call's.

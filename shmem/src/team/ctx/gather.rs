@@ -139,12 +139,7 @@ impl Ctx<'_> {
                                 break;
                             };
                             recv.push(&held[r.clone()]);
-                            if failed && out.failed.is_none() {
-                                out.failed = Some(i);
-                            }
-                            if d != dig && out.differs.is_none() {
-                                out.differs = Some(i);
-                            }
+                            out.note(i, failed, d != dig);
                             p = r.end;
                             i += 1;
                         }
@@ -184,34 +179,17 @@ impl Ctx<'_> {
                 blocks_end(&have[MSG_HEADER..], count).filter(|&e| e <= cap)
             };
             *poisoned |= end.is_none();
-            let hw = end.map_or(POISON, |e| (e as u64) << 1);
-            have[..8].copy_from_slice(&hw.to_le_bytes());
-            have[8..MSG_HEADER].copy_from_slice(&(count as u64).to_le_bytes());
-            let _issued = self.win(to)?.put_signal_nbi(
-                self.word(mine + 1),
-                &have[..MSG_HEADER + end.unwrap_or(0)],
-                self.word(mine),
-                AmoOp::Set,
-                seq,
-            )?;
-            let Some((hw, got)) = self.round_wait(base + from * region, from, seq, &|| {
+            self.round_send(to, mine, seq, have, end, count as u64)?;
+            let r = base + from * region;
+            let taken = self.round_take(r, from, seq, count as u64, cap, &|| {
                 format!("gather round {k}")
-            })?
-            else {
+            })?;
+            let Some(len) = taken.filter(|_| !*poisoned) else {
                 *poisoned = true;
                 continue;
             };
-            let len = usize::try_from(hw >> 1).unwrap_or(usize::MAX);
-            if hw & POISON != 0 || got != count as u64 || len > cap {
-                *poisoned = true;
-                continue;
-            }
-            if *poisoned {
-                continue;
-            }
             let start = have.len();
             have.resize(start + len, 0);
-            let r = base + from * region;
             self.local_win()
                 .read(self.word(r + EXCH_HEADER), &mut have[start..])?;
             // Exactly `count` whole blocks, or the message is not one of this call's.
@@ -232,16 +210,44 @@ impl Ctx<'_> {
         Ok(self.st.seq)
     }
 
+    /// Send a round message to member `to`, into its region `mine` (this PE's) of the exchange area: `buf` holds
+    /// the header's room ([`MSG_HEADER`] bytes) then the payload, of which the first `body` bytes go (`None`: a
+    /// poisoned message, no payload); `count` is the count word.
+    pub(super) fn round_send(
+        &self,
+        to: usize,
+        mine: usize,
+        seq: u64,
+        buf: &mut [u8],
+        body: Option<usize>,
+        count: u64,
+    ) -> Result<()> {
+        let hw = body.map_or(POISON, |e| (e as u64) << 1);
+        buf[..8].copy_from_slice(&hw.to_le_bytes());
+        buf[8..MSG_HEADER].copy_from_slice(&count.to_le_bytes());
+        let _issued = self.win(to)?.put_signal_nbi(
+            self.word(mine + 1),
+            &buf[..MSG_HEADER + body.unwrap_or(0)],
+            self.word(mine),
+            AmoOp::Set,
+            seq,
+        )?;
+        Ok(())
+    }
+
     /// Wait for the round message whose region (in this PE's exchange area) starts at word `r`, sent by member
-    /// `from`, and read its header (length word, count word); `None` when `from` runs this call as an agreement or
-    /// an exchange (it will never send). `what` names the round for a timeout.
-    pub(super) fn round_wait(
+    /// `from`: its payload length when it is one of this call's (not poisoned, count word `count`, at most `cap`
+    /// bytes), else `None` (also when `from` runs this call as an agreement or an exchange: it will never send).
+    /// `what` names the round for a timeout.
+    pub(super) fn round_take(
         &self,
         r: usize,
         from: usize,
         seq: u64,
+        count: u64,
+        cap: usize,
         what: &dyn Fn() -> String,
-    ) -> Result<Option<(u64, u64)>> {
+    ) -> Result<Option<usize>> {
         let flag = self.local_word(r);
         let mut other = false;
         let mut polls = 0u32;
@@ -266,7 +272,9 @@ impl Ctx<'_> {
         let mut head = [0u8; MSG_HEADER];
         self.local_win().read(self.word(r + 1), &mut head)?;
         let word = |b: &[u8]| u64::from_le_bytes(b.try_into().unwrap_or_default());
-        Ok(Some((word(&head[..8]), word(&head[8..]))))
+        let (hw, got) = (word(&head[..8]), word(&head[8..]));
+        let len = usize::try_from(hw >> 1).unwrap_or(usize::MAX);
+        Ok((hw & POISON == 0 && got == count && len <= cap).then_some(len))
     }
 
     /// The failure path of an exchange in rounds (gathering or Bruck) that could not complete: every member's
@@ -278,11 +286,7 @@ impl Ctx<'_> {
         seq: u64,
         words: &[u64; layout::CHECK_WORDS],
     ) -> Result<Agreement> {
-        let all = self.identities(at, seq)?;
-        if self.pattern(crate::team::BarrierAlgo::Auto, false)? == crate::team::BarrierAlgo::Linear
-        {
-            self.linear_arrivals(&all)?;
-        }
+        let all = self.mismatch_identities(at, seq)?;
         let checking = self.sh.cfg.check_symmetry;
         let cmp = if checking { COMMON } else { 1 };
         let differ = all
