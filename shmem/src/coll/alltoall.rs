@@ -53,6 +53,34 @@ fn gather<T: Symmetric>(sh: &Shmem, buf: &mut [T], from: SymSlice<T>, stride: us
     }
 }
 
+/// `buf` into `to` on `pe`, `stride` elements apart: the inverse of [`gather`].
+fn scatter<T: Symmetric>(
+    sh: &Shmem,
+    to: SymSlice<T>,
+    buf: &[T],
+    stride: usize,
+    pe: usize,
+) -> Result<()> {
+    if stride == 1 {
+        sh.put(to, buf, pe)
+    } else {
+        sh.iput(to, buf, stride, 1, buf.len(), pe)
+    }
+}
+
+/// Member `i`'s received block `got` into `buf`, which it must fill exactly.
+fn take_block<T: Symmetric>(op: &str, i: usize, got: &[u8], buf: &mut [T]) -> Result<()> {
+    let want = std::mem::size_of_val(buf);
+    if got.len() != want {
+        return Err(Error::State(format!(
+            "{op}: the block of member {i} holds {} bytes, expected {want}",
+            got.len()
+        )));
+    }
+    crate::transport::shm::bytes_of_mut(buf).copy_from_slice(got);
+    Ok(())
+}
+
 impl Shmem {
     /// Member `i` sends `src[j * nelems .. (j + 1) * nelems]` to member `j`, which stores it at
     /// `dest[i * nelems ..]` (OpenSHMEM `alltoall`). Both hold `n_pes * nelems` elements. Collective.
@@ -232,20 +260,14 @@ impl Shmem {
             ctx.enter_bruck(common, local, bytes, &send.data, &mut recv)?;
             if nelems > 0 {
                 for i in 0..n {
-                    let got = recv.get(i);
-                    if got.len() != bytes {
-                        return Err(Error::State(format!(
-                            "{op}: the block of member {i} holds {} bytes, expected {bytes}",
-                            got.len()
-                        )));
-                    }
-                    crate::transport::shm::bytes_of_mut(&mut buf).copy_from_slice(got);
-                    let to = dest.slice(i * nelems * dst..)?;
-                    if dst == 1 {
-                        self.put(to, &buf, self.my_pe())?;
-                    } else {
-                        self.iput(to, &buf, dst, 1, nelems, self.my_pe())?;
-                    }
+                    take_block(op, i, recv.get(i), &mut buf)?;
+                    scatter(
+                        self,
+                        dest.slice(i * nelems * dst..)?,
+                        &buf,
+                        dst,
+                        self.my_pe(),
+                    )?;
                 }
             }
             ctx.give_messages(send, recv);
@@ -273,24 +295,18 @@ impl Shmem {
                 return Ok(());
             }
             for i in 0..n {
-                let to = dest.slice(i * nelems * dst..)?;
                 if i == me {
                     gather(self, &mut buf, src.slice(me * nelems * sst..)?, sst)?;
                 } else {
-                    let got = recv.get(i);
-                    if got.len() != nelems * std::mem::size_of::<T>() {
-                        return Err(Error::State(format!(
-                            "{op}: the message of member {i} holds {} bytes",
-                            got.len()
-                        )));
-                    }
-                    crate::transport::shm::bytes_of_mut(&mut buf).copy_from_slice(got);
+                    take_block(op, i, recv.get(i), &mut buf)?;
                 }
-                if dst == 1 {
-                    self.put(to, &buf, self.my_pe())?;
-                } else {
-                    self.iput(to, &buf, dst, 1, buf.len(), self.my_pe())?;
-                }
+                scatter(
+                    self,
+                    dest.slice(i * nelems * dst..)?,
+                    &buf,
+                    dst,
+                    self.my_pe(),
+                )?;
             }
             ctx.give_messages(send, recv);
             return Ok(());
@@ -302,19 +318,14 @@ impl Shmem {
         }
         let mut buf = vec![T::default(); nelems];
         let mut send = |ctx: &mut Ctx<'_>, j: usize| -> Result<()> {
-            let (sh, my_pe) = (ctx.sh, ctx.sh.my_pe());
-            let from = src.slice(j * nelems * sst..)?;
-            let to = dest.slice(me * nelems * dst..)?;
-            if sst == 1 {
-                sh.get(&mut buf, from, my_pe)?;
-            } else {
-                sh.iget(&mut buf, from, 1, sst, nelems, my_pe)?;
-            }
-            if dst == 1 {
-                sh.put(to, &buf, ctx.pe(j))
-            } else {
-                sh.iput(to, &buf, dst, 1, nelems, ctx.pe(j))
-            }
+            gather(ctx.sh, &mut buf, src.slice(j * nelems * sst..)?, sst)?;
+            scatter(
+                ctx.sh,
+                dest.slice(me * nelems * dst..)?,
+                &buf,
+                dst,
+                ctx.pe(j),
+            )
         };
         for s in 1..n {
             let j = (me + s) % n;

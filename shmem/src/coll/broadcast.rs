@@ -125,13 +125,8 @@ impl Shmem {
             // The root's data travels to every member inside the agreement (read once, then copied within the
             // message buffer for every other member when it goes in one round).
             let (mut send, mut recv) = ctx.take_messages();
-            let mine = (me == root).then(|| src.slice(..nelems)).transpose();
-            let (local, mine) = match mine {
-                Ok(m) => (local, m),
-                Err(e) => (local.and(Err(e)), None),
-            };
-            let rounds = a == BroadcastAlgo::EagerRounds;
-            ctx.eager_exchange(rounds, common, local, mine, &mut send, &mut recv)?;
+            let (rounds, mine) = (a == BroadcastAlgo::EagerRounds, (me == root).then_some(src));
+            ctx.eager_exchange(rounds, common, local, mine, nelems, &mut send, &mut recv)?;
             let r = if nelems == 0 {
                 Ok(())
             } else {

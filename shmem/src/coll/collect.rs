@@ -112,12 +112,16 @@ impl Shmem {
             // This PE's block travels to every member inside the agreement.
             let me = ctx.idx();
             let (mut send, mut recv) = ctx.take_messages();
-            let (local, mine) = match src.slice(..nelems) {
-                Ok(m) => (local, Some(m)),
-                Err(e) => (local.and(Err(e)), None),
-            };
             let rounds = a == CollectAlgo::EagerRounds;
-            ctx.eager_exchange(rounds, common, local, mine, &mut send, &mut recv)?;
+            ctx.eager_exchange(
+                rounds,
+                common,
+                local,
+                Some(src),
+                nelems,
+                &mut send,
+                &mut recv,
+            )?;
             if nelems > 0 {
                 for i in 0..n {
                     let to = dest.slice(i * nelems..(i + 1) * nelems)?;
@@ -177,12 +181,7 @@ impl Shmem {
         const OP: &str = "collect";
         let mut ctx = team.ctx(self, OP)?;
         let n = ctx.n();
-        let none = Fit {
-            eager: false,
-            rounds: false,
-            auto_rounds: false,
-        };
-        let algo = resolve(algo, &self.cfg, n, 0, none, ctx.groups().pays());
+        let algo = resolve(algo, &self.cfg, n, 0, Fit::default(), ctx.groups().pays());
         let local = (|| {
             // Whether dest and source overlap depends on the total, known after the exchange: checked below.
             need_len(src, nelems, "source", OP)?;

@@ -296,8 +296,8 @@ pub(crate) fn overlap<T: Symmetric>(a: SymSlice<T>, b: SymSlice<T>) -> bool {
 /// Messages of the eager algorithms: the team's exchange.
 pub(crate) use crate::team::Messages;
 
-/// Which eager forms a collective's data fits ([`Ctx::fit`]).
-#[derive(Debug, Clone, Copy)]
+/// Which eager forms a collective's data fits ([`Ctx::fit`]; none by default).
+#[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Fit {
     /// One all-to-all round (the exchange): a member's data fits in one message.
     pub eager: bool,
@@ -357,20 +357,23 @@ impl Ctx<'_> {
         Ok(())
     }
 
-    /// The exchange of an eager collective `common`: this PE's `src` (`None`: an empty message, a broadcast's
-    /// non-root) reaches every member, over one all-to-all round or (`rounds`) the gathering exchange's
-    /// `ceil(log2 n)` rounds; `recv` gets every member's message. A failed read of `src` is this PE's error,
-    /// reported after the exchange (so that nobody waits for it).
+    /// The exchange of an eager collective `common`: the first `nelems` elements of this PE's `src` (`None`: an
+    /// empty message, a broadcast's non-root) reach every member, over one all-to-all round or (`rounds`) the
+    /// gathering exchange's `ceil(log2 n)` rounds; `recv` gets every member's message. A source too short or a
+    /// failed read is this PE's error, reported after the exchange (so that nobody waits for it).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn eager_exchange<T: Symmetric>(
         &mut self,
         rounds: bool,
         common: [u64; COMMON],
         local: Result<()>,
         src: Option<SymSlice<T>>,
+        nelems: usize,
         send: &mut Messages,
         recv: &mut Messages,
     ) -> Result<()> {
-        let local = local.and_then(|()| match (src, rounds) {
+        let src = src.map(|s| s.slice(..nelems)).transpose();
+        let local = local.and_then(|()| match (src?, rounds) {
             (Some(s), true) => self.push_local(send, s),
             (Some(s), false) => self.push_to_others(send, s),
             (None, false) => {

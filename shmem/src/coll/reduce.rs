@@ -307,12 +307,16 @@ impl Shmem {
             // same order everywhere, so floating-point results agree across members).
             let me = ctx.idx();
             let (mut send, mut recv) = ctx.take_messages();
-            let (local, mine) = match src.slice(..nreduce) {
-                Ok(m) => (local, Some(m)),
-                Err(e) => (local.and(Err(e)), None),
-            };
             let rounds = a == ReduceAlgo::EagerRounds;
-            ctx.eager_exchange(rounds, common, local, mine, &mut send, &mut recv)?;
+            ctx.eager_exchange(
+                rounds,
+                common,
+                local,
+                Some(src),
+                nreduce,
+                &mut send,
+                &mut recv,
+            )?;
             if nreduce == 0 {
                 ctx.give_messages(send, recv);
                 return Ok(());
