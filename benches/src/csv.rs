@@ -94,6 +94,21 @@ impl Record {
     }
 }
 
+/// Read every record of every `*.csv` file directly in `dir`, the files in name order.
+pub fn read_dir(dir: &std::path::Path) -> Result<Vec<Record>> {
+    let rd = std::fs::read_dir(dir).map_err(|e| PerfError::io(dir, e))?;
+    let mut files: Vec<std::path::PathBuf> = rd
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "csv"))
+        .collect();
+    files.sort();
+    let mut recs = Vec::new();
+    for f in files {
+        recs.extend(read_file(&f)?);
+    }
+    Ok(recs)
+}
+
 /// Read every record of a CSV file.
 pub fn read_file(path: &std::path::Path) -> Result<Vec<Record>> {
     let text = std::fs::read_to_string(path).map_err(|e| PerfError::io(path, e))?;

@@ -7,7 +7,7 @@
 //! fact about the run) and puts the section into FILE between [`BEGIN`] and [`END`] (replacing an earlier one, or
 //! appended), so that it survives `xpushmem-perf report` rewriting the rest of the page when run after it.
 
-use crate::csv::{read_file, Record};
+use crate::csv::{read_dir, Record};
 use crate::error::{PerfError, Result};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -58,28 +58,10 @@ fn bench_of<'a>(imp: &str, bench: &'a str) -> &'a str {
 /// Median times (or bandwidths) per (impl, bench, size), over every CSV row of that cell.
 type Cells = BTreeMap<(String, String, usize), f64>;
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
-}
-
 /// The 2-PE records of `dir`'s CSV files.
 pub fn load(dir: &Path) -> Result<Vec<Record>> {
-    let rd = std::fs::read_dir(dir).map_err(|e| PerfError::io(dir, e))?;
-    let mut files: Vec<PathBuf> = rd
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "csv"))
-        .collect();
-    files.sort();
-    let mut recs = Vec::new();
-    for f in files {
-        recs.extend(read_file(&f)?.into_iter().filter(|r| r.npes == 2));
-    }
+    let mut recs = read_dir(dir)?;
+    recs.retain(|r| r.npes == 2);
     Ok(recs)
 }
 
@@ -92,7 +74,9 @@ fn cells(recs: &[Record]) -> Cells {
             .or_default()
             .push(v);
     }
-    by.into_iter().map(|(k, v)| (k, median(v))).collect()
+    by.into_iter()
+        .map(|(k, v)| (k, crate::stats::median(&v)))
+        .collect()
 }
 
 fn size_label(s: usize) -> String {

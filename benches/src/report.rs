@@ -406,16 +406,6 @@ fn aggregate<'a>(records: impl IntoIterator<Item = &'a Record>) -> BTreeMap<Key,
         .collect()
 }
 
-fn csv_files(dir: &Path) -> Result<Vec<PathBuf>> {
-    let rd = std::fs::read_dir(dir).map_err(|e| PerfError::io(dir, e))?;
-    let mut files: Vec<PathBuf> = rd
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "csv"))
-        .collect();
-    files.sort();
-    Ok(files)
-}
-
 impl Results {
     /// Aggregate records (no interleaved rounds).
     pub fn new(records: &[Record]) -> Results {
@@ -440,10 +430,7 @@ impl Results {
 
     /// Read every `*.csv` directly in `dir`, and every round of `dir/rounds/` (the `*.csv` of each subdirectory).
     pub fn load(dir: &Path) -> Result<Results> {
-        let mut recs = Vec::new();
-        for f in csv_files(dir)? {
-            recs.extend(csv::read_file(&f)?);
-        }
+        let recs = csv::read_dir(dir)?;
         let mut rounds = Vec::new();
         let rdir = dir.join(ROUNDS_DIR);
         if rdir.is_dir() {
@@ -454,10 +441,7 @@ impl Results {
                 .collect();
             subs.sort();
             for d in subs {
-                let mut v = Vec::new();
-                for f in csv_files(&d)? {
-                    v.extend(csv::read_file(&f)?);
-                }
+                let v = csv::read_dir(&d)?;
                 let name = d
                     .file_name()
                     .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
@@ -477,7 +461,7 @@ impl Results {
         theirs: (&str, &str, Option<usize>),
         size: usize,
     ) -> Option<Paired> {
-        let mut v: Vec<f64> = self
+        let v: Vec<f64> = self
             .rounds
             .values()
             .filter_map(|cells| {
@@ -498,11 +482,10 @@ impl Results {
         if v.is_empty() {
             return None;
         }
-        v.sort_by(|a, b| a.total_cmp(b));
         Some(Paired {
             median: stats::median(&v),
-            lo: v[0],
-            hi: v[v.len() - 1],
+            lo: v.iter().copied().fold(f64::INFINITY, f64::min),
+            hi: v.iter().copied().fold(f64::NEG_INFINITY, f64::max),
             rounds: v.len(),
         })
     }
