@@ -241,72 +241,44 @@ impl Shmem {
             0,
         ];
         let me = ctx.idx();
-        if algo.as_ref().is_ok_and(|a| *a == AlltoallAlgo::EagerRounds) {
-            // Bruck's alltoall inside the agreement: every block for every member, this PE's own included, in team
-            // order; a failed read is this PE's error, reported after the exchange (so that nobody waits for it).
+        if let Ok(a @ (AlltoallAlgo::Eager | AlltoallAlgo::EagerRounds)) = algo {
+            // The blocks travel inside the agreement: in one round, block j of the source in member j's message
+            // (this PE's own is read again below); in rounds (Bruck's alltoall), every block in team order. A
+            // failed read is this PE's error, reported after the exchange (so that nobody waits for it).
+            let rounds = a == AlltoallAlgo::EagerRounds;
             let mut buf = vec![T::default(); nelems];
             let (mut send, mut recv) = ctx.take_messages();
             let local = local.and_then(|()| {
                 for j in 0..n {
-                    gather(self, &mut buf, src.slice(j * nelems * sst..)?, sst)?;
-                    send.data
-                        .extend_from_slice(crate::transport::shm::bytes_of(&buf));
+                    if rounds || (j != me && nelems > 0) {
+                        gather(self, &mut buf, src.slice(j * nelems * sst..)?, sst)?;
+                        send.data
+                            .extend_from_slice(crate::transport::shm::bytes_of(&buf));
+                    }
+                    if !rounds {
+                        send.close();
+                    }
                 }
                 Ok(())
             });
             if local.is_err() {
                 send.clear();
             }
-            ctx.enter_bruck(common, local, bytes, &send.data, &mut recv)?;
+            if rounds {
+                ctx.enter_bruck(common, local, bytes, &send.data, &mut recv)?;
+            } else {
+                ctx.enter_exchange(common, local, &send, &mut recv)?;
+            }
             if nelems > 0 {
                 for i in 0..n {
-                    take_block(op, i, recv.get(i), &mut buf)?;
-                    scatter(
-                        self,
-                        dest.slice(i * nelems * dst..)?,
-                        &buf,
-                        dst,
-                        self.my_pe(),
-                    )?;
-                }
-            }
-            ctx.give_messages(send, recv);
-            return Ok(());
-        }
-        if algo.as_ref().is_ok_and(|a| *a == AlltoallAlgo::Eager) {
-            // Eager only when a block fits in a message: `nelems` is small.
-            let mut buf = vec![T::default(); nelems];
-            // Block j of the source travels to member j inside the agreement.
-            let (mut send, mut recv) = ctx.take_messages();
-            if local.is_ok() {
-                for j in 0..n {
-                    if j != me && nelems > 0 {
-                        let from = src.slice(j * nelems * sst..)?;
-                        gather(self, &mut buf, from, sst)?;
-                        send.data
-                            .extend_from_slice(crate::transport::shm::bytes_of(&buf));
+                    if i == me && !rounds {
+                        gather(self, &mut buf, src.slice(me * nelems * sst..)?, sst)?;
+                    } else {
+                        take_block(op, i, recv.get(i), &mut buf)?;
                     }
-                    send.close();
+                    let to = dest.slice(i * nelems * dst..)?;
+                    scatter(self, to, &buf, dst, self.my_pe())?;
                 }
-            }
-            ctx.enter_exchange(common, local, &send, &mut recv)?;
-            if nelems == 0 {
-                ctx.give_messages(send, recv);
-                return Ok(());
-            }
-            for i in 0..n {
-                if i == me {
-                    gather(self, &mut buf, src.slice(me * nelems * sst..)?, sst)?;
-                } else {
-                    take_block(op, i, recv.get(i), &mut buf)?;
-                }
-                scatter(
-                    self,
-                    dest.slice(i * nelems * dst..)?,
-                    &buf,
-                    dst,
-                    self.my_pe(),
-                )?;
             }
             ctx.give_messages(send, recv);
             return Ok(());
