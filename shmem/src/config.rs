@@ -84,6 +84,8 @@ env_table! {
     device: Option<usize> = "XPUSHMEM_DEVICE", "auto", auto_usize;
     /// how device-heap descriptors reach node peers: auto or socket (SCM_RIGHTS over the authenticated node socket), pidfd (pidfd_getfd; ptrace permission granted only while descriptors are taken)
     ipc: IpcMode = "XPUSHMEM_IPC", "auto", ipc_mode;
+    /// 0: each PE makes itself non-dumpable at init (prctl PR_SET_DUMPABLE 0): its /proc/PID/fd, environ and mem become root-only, so that other processes of the same uid can no longer open its heap or read the job's unique ID there (until init they still can); costs debuggers (no attach) and core dumps; an error with XPUSHMEM_IPC=pidfd, whose pidfd_getfd needs that access
+    dumpable: bool = "XPUSHMEM_DUMPABLE", "1", boolean;
     /// C ABI only: return (error codes + xpushmem_last_error) or abort (print and abort, classic SHMEM); the native xpushmem_* API defaults to return, the OpenSHMEM shmem_* layer to abort unless this is set
     abort_on_error: bool = "XPUSHMEM_ERROR_MODE", "return", error_mode;
     /// team slots in the symmetric heap (2..4096; TEAM_WORLD and TEAM_SHARED take two); more live teams is an error
