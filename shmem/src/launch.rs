@@ -11,11 +11,11 @@
 //! the root cause's: the `global_exit` status, else the first failure not caused by the loss of another PE.
 //!
 //! **No orphans.** All PEs form one process group from the moment they start; the launcher signals the whole
-//! group when the job ends, and, with [`Job::stop_on_signals`], when it receives SIGINT, SIGTERM or SIGHUP (before
-//! or after the PEs' init). With [`Job::pe_exec`] (as `xpushmem-run` does) each PE asks for the parent-death signal
-//! before its program starts, so that even a SIGKILL of the launcher ends it; otherwise the runtime asks for it in
-//! init (when `XPUSHMEM_LAUNCHER_PID` names its parent), and a PE whose launcher is gone fails its init at once
-//! instead of retrying a dead rendezvous.
+//! group when the job ends, and, with [`Job::stop_on_signals`], when it receives SIGINT, SIGTERM, SIGHUP or another
+//! of the signals listed below (before or after the PEs' init). With [`Job::pe_exec`] (as `xpushmem-run` does)
+//! each PE asks for the parent-death signal before its program starts, so that even a SIGKILL of the launcher ends
+//! it; otherwise the runtime asks for it in init (when `XPUSHMEM_LAUNCHER_PID` names its parent), and a PE whose
+//! launcher is gone fails its init at once instead of retrying a dead rendezvous.
 //!
 //! **The whole job ends with the launcher** ([`Job::contain`], set by `xpushmem-run`). What a PE starts (a helper
 //! in the background, a daemon that called `setsid`) is part of the job: it must neither hold the launcher past its
@@ -75,8 +75,9 @@ pub struct Job {
     pub prefix_output: bool,
     /// Capture output instead of printing it (returned in the [`Outcome`]).
     pub capture: bool,
-    /// Catch SIGINT, SIGTERM and SIGHUP while the job runs and stop every PE on them (the signal is then in
-    /// [`Outcome::stopped_by`]); for a launcher process such as `xpushmem-run`, not for a library caller.
+    /// Catch SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 and SIGALRM while the job runs and stop every PE
+    /// on them (the signal is then in [`Outcome::stopped_by`]); for a launcher process such as `xpushmem-run`, not
+    /// for a library caller.
     pub stop_on_signals: bool,
     /// Stop every PE as soon as one fails (the default); off, the job runs until every PE has ended or the time
     /// limit passes (for tests that watch how the other PEs meet a failure).
@@ -104,7 +105,7 @@ pub const WATCHDOG_FLAG: &str = "--xpushmem-watchdog";
 pub const PUMP_GRACE: Duration = Duration::from_secs(1);
 
 /// How often a contained job's launcher looks for processes that left the job's process group, to tell the
-/// watchdog.
+/// watchdog (it walks only the job's process tree).
 pub const TRACK_EVERY: Duration = Duration::from_millis(200);
 
 /// The most PEs one machine can run and what bounds it: the smaller of the kernel's `pid_max` and this user's
@@ -377,6 +378,38 @@ fn descendants(roots: &[i32], table: &[Proc]) -> Vec<Proc> {
     out
 }
 
+/// The processes below `root`, found through `/proc/PID/task/TID/children` (the cost is the size of the tree, not
+/// of the machine's process table); through the whole table's parent links where the kernel lacks those files.
+fn tree_below(root: i32) -> Vec<Proc> {
+    if std::fs::metadata(format!("/proc/{root}/task/{root}/children")).is_err() {
+        return descendants(&[root], &processes());
+    }
+    let mut out: Vec<Proc> = Vec::new();
+    let mut frontier = vec![root];
+    while let Some(p) = frontier.pop() {
+        let kids: Vec<i32> = std::fs::read_dir(format!("/proc/{p}/task"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
+            .flat_map(|s| {
+                s.split_whitespace()
+                    .filter_map(|k| k.parse::<i32>().ok())
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        for k in kids {
+            if k != root && !out.iter().any(|o| o.pid == k) {
+                if let Some(st) = proc_stat(k) {
+                    out.push(st);
+                    frontier.push(k);
+                }
+            }
+        }
+    }
+    out
+}
+
 fn kill_pid(pid: i32, sig: Signal) {
     if let Some(p) = rustix::process::Pid::from_raw(pid) {
         let _ = rustix::process::kill_process(p, sig);
@@ -446,8 +479,7 @@ impl Containment {
         self.last_scan = Some(Instant::now());
         let group = pgid.map(|g| g.as_raw_nonzero().get());
         let wd = self.watchdog_pid();
-        let table = processes();
-        for p in descendants(&[self.me], &table) {
+        for p in tree_below(self.me) {
             if Some(p.pgid) != group
                 && Some(p.pid) != wd
                 && !p.zombie
@@ -466,8 +498,7 @@ impl Containment {
         let deadline = Instant::now() + Duration::from_secs(2);
         let wd = self.watchdog_pid();
         loop {
-            let table = processes();
-            let left: Vec<Proc> = descendants(&[self.me], &table)
+            let left: Vec<Proc> = tree_below(self.me)
                 .into_iter()
                 .filter(|p| Some(p.pid) != wd)
                 .collect();
@@ -563,7 +594,8 @@ pub fn watchdog() -> i32 {
         kill_pid(pid, Signal::KILL);
     }
     eprintln!(
-        "xpushmem-run: the launcher ended without ending its job; its watchdog killed the job's process group and {} other processes",
+        "xpushmem-run: the launcher ended before its job; the watchdog killed the job's process group and {} \
+         processes that had left it",
         alive.len() + below.len()
     );
     1
@@ -772,7 +804,6 @@ impl Job {
         let start = Instant::now();
         // Before any PE exists, so that a stop request during start-up is not lost.
         let stop = StopSignals::install(self.stop_on_signals)?;
-        let mut contain = Containment::start(self)?;
         let server = Server::start(
             "127.0.0.1"
                 .parse()
@@ -791,6 +822,7 @@ impl Job {
             format!("/proc/{}/fd/{}", std::process::id(), report_rd.as_raw_fd())
         };
         let captured: Lines = Default::default();
+        let mut contain = Containment::start(self)?;
         let mut children: Vec<Option<(Child, Option<OwnedFd>)>> = Vec::with_capacity(self.n_pes);
         let mut pgid: Option<rustix::process::Pid> = None;
         let mut pumps = Vec::new();
@@ -826,6 +858,10 @@ impl Job {
                     signal_group(pgid, Signal::KILL);
                     for (c, _) in children.iter_mut().flatten() {
                         let _ = c.wait();
+                    }
+                    if let Some(mut c) = contain.take() {
+                        c.sweep(pgid);
+                        c.finish();
                     }
                     return Err(Error::os(
                         "spawn",
@@ -956,6 +992,9 @@ impl Job {
             }
             if children.iter().flatten().any(|(_, fd)| fd.is_none()) {
                 wait = wait.min(Duration::from_millis(5));
+            }
+            if contain.as_ref().is_some_and(|c| c.watchdog.is_some()) {
+                wait = wait.min(TRACK_EVERY);
             }
             let mut fds: Vec<rustix::event::PollFd<'_>> = children
                 .iter()
