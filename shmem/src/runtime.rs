@@ -642,16 +642,16 @@ impl Shmem {
     }
 
     /// Spin, then yield, then sleep until `ready()` holds (never sleeping while a transport needs this PE to poll);
-    /// fails on timeout or when a peer is lost. Whatever the spin count, peers and the clock are checked at the
-    /// 32nd poll and then at least every 1024 polls; the clock starts at that first check (32 polls after entry:
-    /// a wait that ends sooner reads no clock), and a timeout reports the time waited since.
+    /// fails on timeout or when a peer is lost. The clock starts at the 32nd poll (a wait that ends sooner reads no
+    /// clock) and a timeout reports the time waited since; whatever the spin count, peers and the limit are
+    /// checked at least every 4096 polls (two syscalls and a clock read: rare enough not to slow a spinning wait).
     pub(crate) fn wait_for(
         &self,
         op: &str,
         detail: &dyn Fn() -> String,
         mut ready: impl FnMut() -> Result<bool>,
     ) -> Result<()> {
-        // The clock is first read at the first check: most waits end before it.
+        // The clock is first read at the 32nd poll: most waits end before it.
         let mut start: Option<Instant> = None;
         let spins = self.spin_count;
         let yields = spins + self.cfg.yield_count as u64;
@@ -666,10 +666,13 @@ impl Shmem {
                 return Ok(());
             }
             i += 1;
-            // Whether to check peers and the clock now: never later than every 1024 polls.
+            // Whether to check peers and the limit now: at least every 4096 polls.
             let check = if i < spins {
                 std::hint::spin_loop();
-                i == 32 || i % 1024 == 0
+                if i == 32 && self.cfg.timeout.is_some() {
+                    start.get_or_insert_with(Instant::now);
+                }
+                i % 4096 == 0
             } else {
                 if i == yields || (i > yields && i % 1024 == 0) {
                     polling = self.peers.transports().any(|t| t.needs_polling());
