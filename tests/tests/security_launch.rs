@@ -288,10 +288,16 @@ fn a_huge_spin_count_does_not_stretch_the_wait_limit() {
     xpushmem_tests::assert_success(&name, 1, &out);
 }
 
-/// The PE side of the dumpable cases: after init, a child process of the same uid tries to open the heap through
+/// The PE side of the dumpable cases: after init (whose fd exchange the setting must not break: two PEs, each
+/// writes into the other's heap), a child process of the same uid tries to open the heap through
 /// `/proc/PID/fd/N` and to read `/proc/PID/environ`; prints what it got.
 fn proc_reader_pe() -> ! {
-    xpushmem_tests::run_pe(|_sh| {
+    xpushmem_tests::run_pe(|sh| {
+        let (me_pe, n) = (sh.my_pe(), sh.n_pes());
+        let x = sh.calloc::<u64>(1)?.at(0)?;
+        sh.p(x, 100 + me_pe as u64, (me_pe + 1) % n)?;
+        sh.barrier_all()?;
+        assert_eq!(sh.g(x, me_pe)?, 100 + ((me_pe + n - 1) % n) as u64);
         let me = std::process::id();
         let heap_fd = std::fs::read_dir("/proc/self/fd")
             .expect("own fds")
@@ -318,8 +324,8 @@ fn proc_reader_pe() -> ! {
     })
 }
 
-/// Run `name` as one PE through `xpushmem-run` with `env`; as root, the launcher, the PE and the reader all run as
-/// uid 65534 (root reads every process's /proc files whatever their dumpable flag). The PE's `READER` line.
+/// Run `name` as two PEs through `xpushmem-run` with `env`; as root, the launcher, the PE and the reader all run as
+/// uid 65534 (root reads every process's /proc files whatever their dumpable flag). PE 0's `READER` line.
 fn reader_line(name: &str, env: &[(&str, &str)]) -> String {
     let exe = std::env::current_exe().expect("test binary");
     let root = rustix::process::geteuid().is_root();
@@ -331,7 +337,7 @@ fn reader_line(name: &str, env: &[(&str, &str)]) -> String {
     } else {
         Command::new(launcher())
     };
-    cmd.args(["-n", "1", "--timeout", "60"])
+    cmd.args(["-n", "2", "--timeout", "60"])
         .arg(&exe)
         .args([name, "--exact", "--nocapture", "--test-threads=1"])
         .env(xpushmem_tests::CASE_VAR, name)
@@ -351,6 +357,7 @@ fn reader_line(name: &str, env: &[(&str, &str)]) -> String {
     );
     let line = out
         .lines()
+        .filter(|l| l.starts_with("[pe 0] "))
         .find_map(|l| l.split_once("READER ").map(|(_, r)| r.to_string()))
         .unwrap_or_else(|| panic!("no READER line in {out}"));
     if root {
