@@ -70,7 +70,7 @@ env_table! {
     bootstrap_nranks: Option<usize> = "XPUSHMEM_BOOTSTRAP_NRANKS", "", opt_count;
     /// IP address the uid rendezvous listens on (use a routable address for multi-node jobs)
     bootstrap_addr: IpAddr = "XPUSHMEM_BOOTSTRAP_ADDR", "127.0.0.1", ip_addr;
-    /// busy-poll iterations of a wait before it starts yielding; auto: 4000 when every PE on this machine has a CPU of its own, 0 when it is oversubscribed (a spinning PE would hold the CPU its partner needs; PEs in other network namespaces or on other XPUSHMEM_NODE_ID nodes of the same machine count too)
+    /// busy-poll iterations of a wait before it starts yielding; auto: 4000 when every PE on this machine has a CPU of its own, 0 when it is oversubscribed (a spinning PE would hold the CPU its partner needs; PEs in other network namespaces or on other XPUSHMEM_NODE_ID nodes of the same machine count too); whatever the count, a wait checks its peers and its time limit at least every 4096 polls
     spin_count: Option<u32> = "XPUSHMEM_SPIN_COUNT", "auto", auto_u32;
     /// sched_yield iterations of a wait before it starts sleeping
     yield_count: u32 = "XPUSHMEM_YIELD_COUNT", "200", plain_u32;
@@ -84,6 +84,8 @@ env_table! {
     device: Option<usize> = "XPUSHMEM_DEVICE", "auto", auto_usize;
     /// how device-heap descriptors reach node peers: auto or socket (SCM_RIGHTS over the authenticated node socket), pidfd (pidfd_getfd; ptrace permission granted only while descriptors are taken)
     ipc: IpcMode = "XPUSHMEM_IPC", "auto", ipc_mode;
+    /// 0: each PE makes itself non-dumpable at init (prctl PR_SET_DUMPABLE 0): its /proc/PID/fd, environ and mem become root-only, so that other processes of the same uid can no longer open its heap or read the job's unique ID there (until init they still can); costs debuggers (no attach) and core dumps; an error with XPUSHMEM_IPC=pidfd, whose pidfd_getfd needs that access
+    dumpable: bool = "XPUSHMEM_DUMPABLE", "1", boolean;
     /// C ABI only: return (error codes + xpushmem_last_error) or abort (print and abort, classic SHMEM); the native xpushmem_* API defaults to return, the OpenSHMEM shmem_* layer to abort unless this is set
     abort_on_error: bool = "XPUSHMEM_ERROR_MODE", "return", error_mode;
     /// team slots in the symmetric heap (2..4096; TEAM_WORLD and TEAM_SHARED take two); more live teams is an error

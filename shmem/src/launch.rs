@@ -11,16 +11,42 @@
 //! the root cause's: the `global_exit` status, else the first failure not caused by the loss of another PE.
 //!
 //! **No orphans.** All PEs form one process group from the moment they start; the launcher signals the whole
-//! group when the job ends, and, with [`Job::stop_on_signals`], when it receives SIGINT, SIGTERM or SIGHUP (before
-//! or after the PEs' init). With [`Job::pe_exec`] (as `xpushmem-run` does) each PE asks for the parent-death signal
-//! before its program starts, so that even a SIGKILL of the launcher ends it; otherwise the runtime asks for it in
-//! init (when `XPUSHMEM_LAUNCHER_PID` names its parent), and a PE whose launcher is gone fails its init at once
-//! instead of retrying a dead rendezvous.
+//! group when the job ends, and, with [`Job::stop_on_signals`], when it receives SIGINT, SIGTERM, SIGHUP or another
+//! of the signals listed below (before or after the PEs' init). With [`Job::pe_exec`] (as `xpushmem-run` does)
+//! each PE asks for the parent-death signal before its program starts, so that even a SIGKILL of the launcher ends
+//! it; otherwise the runtime asks for it in init (when `XPUSHMEM_LAUNCHER_PID` names its parent), and a PE whose
+//! launcher is gone fails its init at once instead of retrying a dead rendezvous.
+//!
+//! **The whole job ends with the launcher** ([`Job::contain`], set by `xpushmem-run`). What a PE starts (a helper
+//! in the background, a daemon that called `setsid`) is part of the job: it must neither hold the launcher past its
+//! time limit (by keeping the output pipes open) nor outlive it. Three pieces:
+//! - the launcher is a *child subreaper* (`PR_SET_CHILD_SUBREAPER`): an orphan of the job is re-parented to it, not
+//!   to init, even after `setsid`, so every process of the job stays below it. Once every PE has ended (success,
+//!   failure, time limit or signal) it kills the job's process group and every remaining descendant, reaps them,
+//!   and then gives the output pumps a bounded grace ([`PUMP_GRACE`]): a pipe held by a process beyond its reach
+//!   cannot hold it either.
+//! - a *watchdog* for a launcher that dies without cleaning up (SIGKILL, a crash): the launcher re-executes itself
+//!   ([`Job::pe_exec`] with [`WATCHDOG_FLAG`]) as a small process outside the job's group, holding the read end of
+//!   a pipe whose write end only the launcher holds. The launcher writes the job's process group and, as it sees
+//!   them (every wake-up, at most every [`TRACK_EVERY`]), the processes of the job that left the group; at a clean
+//!   end it writes `E`. On end-of-file without `E` the watchdog kills the group and every recorded process still
+//!   alive (same start time) with their descendants. The watchdog ignores the terminal's and the usual terminating
+//!   signals, so that a Ctrl-C reaching the whole foreground group leaves it in place.
+//! - the launcher catches SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 and SIGALRM
+//!   ([`Job::stop_on_signals`]) and stops the job on them (the first three are forwarded to the PEs, the others as
+//!   SIGTERM).
+//!
+//! A cgroup per job (`cgroup.kill`) would also catch a process that left the group less than [`TRACK_EVERY`]
+//! before a SIGKILL of the launcher; it needs root and a writable cgroup v2 hierarchy, which launchers usually
+//! lack, so it is not used: the subreaper and the watchdog need no privilege. What still escapes: a process that
+//! left the job's process group and the launcher was killed with SIGKILL before the next tracking scan; a process
+//! of another uid (a setuid program) the launcher may not signal; a process handed the pipe by other means
+//! (it only loses its reader).
 
 use crate::bootstrap::uid::Server;
 use crate::error::{Error, Result};
 use rustix::process::Signal;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, Write};
 use std::os::fd::{AsFd, OwnedFd};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -49,8 +75,9 @@ pub struct Job {
     pub prefix_output: bool,
     /// Capture output instead of printing it (returned in the [`Outcome`]).
     pub capture: bool,
-    /// Catch SIGINT, SIGTERM and SIGHUP while the job runs and stop every PE on them (the signal is then in
-    /// [`Outcome::stopped_by`]); for a launcher process such as `xpushmem-run`, not for a library caller.
+    /// Catch SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 and SIGALRM while the job runs and stop every PE
+    /// on them (the signal is then in [`Outcome::stopped_by`]); for a launcher process such as `xpushmem-run`, not
+    /// for a library caller.
     pub stop_on_signals: bool,
     /// Stop every PE as soon as one fails (the default); off, the job runs until every PE has ended or the time
     /// limit passes (for tests that watch how the other PEs meet a failure).
@@ -59,10 +86,43 @@ pub struct Job {
     /// it ties itself to the launcher with the parent-death signal and then becomes the PE's program
     /// ([`exec_pe`]), so that no PE outlives the launcher even before its init.
     pub pe_exec: Option<std::path::PathBuf>,
+    /// End every process the job started with it (see the module doc): the launcher becomes a child subreaper,
+    /// kills and reaps whatever the PEs left once they have ended, and, with [`Job::pe_exec`], starts the watchdog
+    /// (`PE_EXEC WATCHDOG_FLAG`) that kills the job when the launcher dies. For a launcher process such as
+    /// `xpushmem-run`, not for a library caller: every child of the process that the job's end finds is killed.
+    pub contain: bool,
 }
 
 /// The first argument that makes `xpushmem-run` act as the start of one PE (see [`Job::pe_exec`]).
 pub const PE_EXEC_FLAG: &str = "--xpushmem-pe-exec";
+
+/// The first argument that makes `xpushmem-run` act as the watchdog of a contained job ([`Job::contain`],
+/// [`watchdog`]).
+pub const WATCHDOG_FLAG: &str = "--xpushmem-watchdog";
+
+/// How long the output pumps may still read once every PE has ended (and, with [`Job::contain`], everything the
+/// job left was killed): after it they take what the pipes hold and stop.
+pub const PUMP_GRACE: Duration = Duration::from_secs(1);
+
+/// How often a contained job's launcher looks for processes that left the job's process group, to tell the
+/// watchdog (it walks only the job's process tree).
+pub const TRACK_EVERY: Duration = Duration::from_millis(200);
+
+/// The most PEs one machine can run and what bounds it: the smaller of the kernel's `pid_max` and this user's
+/// `RLIMIT_NPROC` (each PE is one process at least).
+pub fn max_pes() -> (usize, &'static str) {
+    let pid_max = std::fs::read_to_string("/proc/sys/kernel/pid_max")
+        .ok()
+        .and_then(|s| s.trim().parse::<usize>().ok())
+        .unwrap_or(1 << 22);
+    let nproc = rustix::process::getrlimit(rustix::process::Resource::Nproc)
+        .current
+        .and_then(|n| usize::try_from(n).ok());
+    match nproc {
+        Some(n) if n < pid_max => (n, "RLIMIT_NPROC"),
+        _ => (pid_max, "kernel.pid_max"),
+    }
+}
 
 /// How one PE ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -196,43 +256,349 @@ fn signal_group(pgid: Option<rustix::process::Pid>, sig: Signal) {
 
 type Lines = std::sync::Arc<std::sync::Mutex<Vec<(usize, bool, String)>>>;
 
+/// Copy one PE stream line by line (prefixed, or into `capture`) until end-of-file, or, once `stop` is set, until
+/// the pipe holds nothing more (at most a few MiB more): a process that keeps the pipe open cannot hold it.
 fn pump(
     pe: usize,
     is_err: bool,
-    src: impl std::io::Read + Send + 'static,
+    src: OwnedFd,
     prefix: bool,
     capture: Option<Lines>,
+    stop: Arc<AtomicBool>,
 ) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
-        let mut r = BufReader::new(src);
-        let mut line = Vec::new();
-        while r
-            .read_until(b'\n', &mut line)
-            .map(|n| n > 0)
-            .unwrap_or(false)
-        {
-            let text = String::from_utf8_lossy(&line)
-                .trim_end_matches('\n')
-                .to_string();
+        let emit = |line: &[u8]| {
+            let text = String::from_utf8_lossy(line).to_string();
             if let Some(c) = &capture {
                 c.lock()
                     .unwrap_or_else(|p| p.into_inner())
                     .push((pe, is_err, text));
+                return;
+            }
+            let out = if prefix {
+                format!("[pe {pe}] {text}\n")
             } else {
-                let out = if prefix {
-                    format!("[pe {pe}] {text}\n")
-                } else {
-                    format!("{text}\n")
-                };
-                if is_err {
-                    let _ = std::io::stderr().lock().write_all(out.as_bytes());
-                } else {
-                    let _ = std::io::stdout().lock().write_all(out.as_bytes());
+                format!("{text}\n")
+            };
+            if is_err {
+                let _ = std::io::stderr().lock().write_all(out.as_bytes());
+            } else {
+                let _ = std::io::stdout().lock().write_all(out.as_bytes());
+            }
+        };
+        let mut buf = Vec::new();
+        let mut chunk = [0u8; 8192];
+        let mut after_stop = 0;
+        loop {
+            let stopping = stop.load(Ordering::SeqCst);
+            if stopping {
+                after_stop += 1;
+                if after_stop > 512 {
+                    break;
                 }
             }
-            line.clear();
+            let wait = rustix::time::Timespec {
+                tv_sec: 0,
+                tv_nsec: if stopping { 0 } else { 100_000_000 },
+            };
+            let mut fds = [rustix::event::PollFd::new(
+                &src,
+                rustix::event::PollFlags::IN,
+            )];
+            match rustix::event::poll(&mut fds, Some(&wait)) {
+                Ok(0) if stopping => break,
+                Ok(0) | Err(rustix::io::Errno::INTR) => continue,
+                Ok(_) => {}
+                Err(_) => break,
+            }
+            match rustix::io::read(&src, &mut chunk) {
+                Ok(0) => break,
+                Ok(k) => buf.extend_from_slice(&chunk[..k]),
+                Err(rustix::io::Errno::INTR | rustix::io::Errno::AGAIN) => continue,
+                Err(_) => break,
+            }
+            while let Some(end) = buf.iter().position(|&b| b == b'\n') {
+                emit(&buf[..end]);
+                buf.drain(..=end);
+            }
+        }
+        if !buf.is_empty() {
+            emit(&buf);
         }
     })
+}
+
+/// One process as `/proc/PID/stat` shows it.
+#[derive(Debug, Clone, Copy)]
+struct Proc {
+    pid: i32,
+    ppid: i32,
+    pgid: i32,
+    /// Start time in clock ticks since boot (with the pid, it names a process: pids are reused).
+    start: u64,
+    zombie: bool,
+}
+
+fn proc_stat(pid: i32) -> Option<Proc> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces and parentheses: fields 3.. follow the last ')'.
+    let f: Vec<&str> = s.get(s.rfind(')')? + 1..)?.split_whitespace().collect();
+    Some(Proc {
+        pid,
+        zombie: *f.first()? == "Z",
+        ppid: f.get(1)?.parse().ok()?,
+        pgid: f.get(2)?.parse().ok()?,
+        start: f.get(19)?.parse().ok()?,
+    })
+}
+
+/// Every process of the system now.
+fn processes() -> Vec<Proc> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(proc_stat)
+        .collect()
+}
+
+/// Every process below `roots` (not the roots themselves) in `table`.
+fn descendants(roots: &[i32], table: &[Proc]) -> Vec<Proc> {
+    let mut out: Vec<Proc> = Vec::new();
+    let mut frontier = roots.to_vec();
+    while let Some(parent) = frontier.pop() {
+        for c in table.iter().filter(|c| c.ppid == parent) {
+            if !out.iter().any(|o| o.pid == c.pid) && !roots.contains(&c.pid) {
+                out.push(*c);
+                frontier.push(c.pid);
+            }
+        }
+    }
+    out
+}
+
+/// The processes below `root`, found through `/proc/PID/task/TID/children` (the cost is the size of the tree, not
+/// of the machine's process table); through the whole table's parent links where the kernel lacks those files.
+fn tree_below(root: i32) -> Vec<Proc> {
+    if std::fs::metadata(format!("/proc/{root}/task/{root}/children")).is_err() {
+        return descendants(&[root], &processes());
+    }
+    let mut out: Vec<Proc> = Vec::new();
+    let mut frontier = vec![root];
+    while let Some(p) = frontier.pop() {
+        let kids: Vec<i32> = std::fs::read_dir(format!("/proc/{p}/task"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
+            .flat_map(|s| {
+                s.split_whitespace()
+                    .filter_map(|k| k.parse::<i32>().ok())
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        for k in kids {
+            if k != root && !out.iter().any(|o| o.pid == k) {
+                if let Some(st) = proc_stat(k) {
+                    out.push(st);
+                    frontier.push(k);
+                }
+            }
+        }
+    }
+    out
+}
+
+fn kill_pid(pid: i32, sig: Signal) {
+    if let Some(p) = rustix::process::Pid::from_raw(pid) {
+        let _ = rustix::process::kill_process(p, sig);
+    }
+}
+
+/// The launcher's side of [`Job::contain`]: the subreaper and the watchdog's pipe.
+struct Containment {
+    me: i32,
+    watchdog: Option<(Child, std::fs::File)>,
+    /// Processes already named to the watchdog.
+    told: Vec<(i32, u64)>,
+    last_scan: Option<Instant>,
+}
+
+impl Containment {
+    fn start(job: &Job) -> Result<Option<Containment>> {
+        if !job.contain {
+            return Ok(None);
+        }
+        let me = rustix::process::getpid();
+        rustix::process::set_child_subreaper(Some(me))
+            .map_err(|e| Error::os("prctl(PR_SET_CHILD_SUBREAPER)", e))?;
+        let watchdog = match &job.pe_exec {
+            Some(exe) => {
+                // The write end stays in this process only (close-on-exec); the watchdog reads the other end.
+                let (rd, wr) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
+                    .map_err(|e| Error::os("pipe", e))?;
+                let child = Command::new(exe)
+                    .arg(WATCHDOG_FLAG)
+                    .stdin(Stdio::from(rd))
+                    .stdout(Stdio::null())
+                    .spawn()
+                    .map_err(|e| {
+                        Error::os(
+                            "spawn",
+                            format!("the job's watchdog {}: {e}", exe.display()),
+                        )
+                    })?;
+                Some((child, std::fs::File::from(wr)))
+            }
+            None => None,
+        };
+        Ok(Some(Containment {
+            me: me.as_raw_nonzero().get(),
+            watchdog,
+            told: Vec::new(),
+            last_scan: None,
+        }))
+    }
+
+    fn tell(&mut self, line: &str) {
+        if let Some((_, f)) = &mut self.watchdog {
+            let _ = f.write_all(line.as_bytes());
+        }
+    }
+
+    fn watchdog_pid(&self) -> Option<i32> {
+        self.watchdog.as_ref().map(|(c, _)| c.id() as i32)
+    }
+
+    /// Name to the watchdog the job's processes that left its process group (at most every [`TRACK_EVERY`]).
+    fn track(&mut self, pgid: Option<rustix::process::Pid>) {
+        if self.watchdog.is_none() || self.last_scan.is_some_and(|t| t.elapsed() < TRACK_EVERY) {
+            return;
+        }
+        self.last_scan = Some(Instant::now());
+        let group = pgid.map(|g| g.as_raw_nonzero().get());
+        let wd = self.watchdog_pid();
+        for p in tree_below(self.me) {
+            if Some(p.pgid) != group
+                && Some(p.pid) != wd
+                && !p.zombie
+                && !self.told.contains(&(p.pid, p.start))
+            {
+                self.told.push((p.pid, p.start));
+                self.tell(&format!("P {} {}\n", p.pid, p.start));
+            }
+        }
+    }
+
+    /// Kill the job's group and every process still below the launcher (the PEs' orphans are re-parented here),
+    /// and reap them; gives up after a few seconds (a process of another uid may not be signalled).
+    fn sweep(&mut self, pgid: Option<rustix::process::Pid>) {
+        signal_group(pgid, Signal::KILL);
+        let deadline = Instant::now() + Duration::from_secs(2);
+        let wd = self.watchdog_pid();
+        loop {
+            let left: Vec<Proc> = tree_below(self.me)
+                .into_iter()
+                .filter(|p| Some(p.pid) != wd)
+                .collect();
+            if left.is_empty() {
+                return;
+            }
+            for p in &left {
+                if !p.zombie {
+                    kill_pid(p.pid, Signal::KILL);
+                }
+                if p.ppid == self.me {
+                    let _ = rustix::process::waitpid(
+                        rustix::process::Pid::from_raw(p.pid),
+                        rustix::process::WaitOptions::NOHANG,
+                    );
+                }
+            }
+            if Instant::now() >= deadline {
+                let pids: Vec<i32> = left.iter().map(|p| p.pid).collect();
+                tracing::warn!(?pids, "processes the job started could not be ended");
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// A clean end: tell the watchdog, which exits, and reap it.
+    fn finish(mut self) {
+        self.tell("E\n");
+        if let Some((mut child, f)) = self.watchdog.take() {
+            drop(f);
+            let until = Instant::now() + Duration::from_secs(1);
+            while matches!(child.try_wait(), Ok(None)) && Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            if matches!(child.try_wait(), Ok(None)) {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+    }
+}
+
+/// The watchdog of a contained job (`xpushmem-run --xpushmem-watchdog`, started by the launcher with the read end
+/// of its pipe as stdin; see the module doc). Returns the exit status: 0 after the launcher's clean end, 1 when it
+/// ended the job itself.
+pub fn watchdog() -> i32 {
+    // Signals meant for the launcher's terminal group must not end the watchdog: only the pipe does.
+    let caught = Arc::new(AtomicBool::new(false));
+    for sig in [
+        Signal::INT,
+        Signal::QUIT,
+        Signal::HUP,
+        Signal::TERM,
+        Signal::USR1,
+        Signal::USR2,
+        Signal::ALARM,
+        Signal::PIPE,
+    ] {
+        let _ = signal_hook::flag::register(sig.as_raw(), caught.clone());
+    }
+    let mut group = None;
+    let mut named: Vec<(i32, u64)> = Vec::new();
+    for line in std::io::stdin().lock().lines() {
+        let Ok(line) = line else { break };
+        let w: Vec<&str> = line.split_whitespace().collect();
+        match w.as_slice() {
+            ["E"] => return 0,
+            ["G", g] => {
+                group = g
+                    .parse::<i32>()
+                    .ok()
+                    .and_then(rustix::process::Pid::from_raw)
+            }
+            ["P", pid, start] => {
+                if let (Ok(p), Ok(s)) = (pid.parse(), start.parse()) {
+                    named.push((p, s));
+                }
+            }
+            _ => {}
+        }
+    }
+    // The launcher is gone without ending its job.
+    signal_group(group, Signal::KILL);
+    let table = processes();
+    let alive: Vec<i32> = named
+        .iter()
+        .filter(|(pid, start)| table.iter().any(|p| p.pid == *pid && p.start == *start))
+        .map(|(pid, _)| *pid)
+        .collect();
+    let below = descendants(&alive, &table);
+    for pid in alive.iter().copied().chain(below.iter().map(|p| p.pid)) {
+        kill_pid(pid, Signal::KILL);
+    }
+    eprintln!(
+        "xpushmem-run: the launcher ended before its job; the watchdog killed the job's process group and {} \
+         processes that had left it",
+        alive.len() + below.len()
+    );
+    1
 }
 
 /// The launcher's end of the signals it stops on: which one came last, and a pipe that wakes its poll.
@@ -256,7 +622,15 @@ impl StopSignals {
             rustix::pipe::PipeFlags::CLOEXEC | rustix::pipe::PipeFlags::NONBLOCK,
         )
         .map_err(|e| Error::os("pipe", e))?;
-        for sig in [Signal::INT, Signal::TERM, Signal::HUP] {
+        for sig in [
+            Signal::INT,
+            Signal::TERM,
+            Signal::HUP,
+            Signal::QUIT,
+            Signal::USR1,
+            Signal::USR2,
+            Signal::ALARM,
+        ] {
             let n = sig.as_raw();
             let w = wr.try_clone().map_err(|e| Error::os("dup", e))?;
             let id = signal_hook::flag::register_usize(n, s.which.clone(), n as usize)
@@ -410,6 +784,7 @@ impl Job {
             stop_on_signals: false,
             stop_on_failure: true,
             pe_exec: None,
+            contain: false,
         }
     }
 
@@ -417,6 +792,14 @@ impl Job {
     pub fn run(&self) -> Result<Outcome> {
         if self.n_pes == 0 {
             return Err(Error::invalid("n_pes", 0, "a job needs at least one PE"));
+        }
+        let (most, bound) = max_pes();
+        if self.n_pes > most {
+            return Err(Error::invalid(
+                "n_pes",
+                self.n_pes,
+                format!("more PEs than this machine can run (at most {most}: {bound})"),
+            ));
         }
         let start = Instant::now();
         // Before any PE exists, so that a stop request during start-up is not lost.
@@ -439,9 +822,11 @@ impl Job {
             format!("/proc/{}/fd/{}", std::process::id(), report_rd.as_raw_fd())
         };
         let captured: Lines = Default::default();
+        let mut contain = Containment::start(self)?;
         let mut children: Vec<Option<(Child, Option<OwnedFd>)>> = Vec::with_capacity(self.n_pes);
         let mut pgid: Option<rustix::process::Pid> = None;
         let mut pumps = Vec::new();
+        let stop_pumps = Arc::new(AtomicBool::new(false));
         for pe in 0..self.n_pes {
             let mut cmd = match &self.pe_exec {
                 Some(t) => {
@@ -474,6 +859,10 @@ impl Job {
                     for (c, _) in children.iter_mut().flatten() {
                         let _ = c.wait();
                     }
+                    if let Some(mut c) = contain.take() {
+                        c.sweep(pgid);
+                        c.finish();
+                    }
                     return Err(Error::os(
                         "spawn",
                         format!("{}: {e}", self.program.display()),
@@ -483,16 +872,28 @@ impl Job {
             let pid = rustix::process::Pid::from_raw(child.id() as i32);
             if pgid.is_none() {
                 pgid = pid;
+                if let (Some(c), Some(g)) = (contain.as_mut(), pid) {
+                    c.tell(&format!("G {}\n", g.as_raw_nonzero().get()));
+                }
             }
             let pidfd = pid.and_then(|p| {
                 rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty()).ok()
             });
             let cap = self.capture.then(|| captured.clone());
             if let Some(o) = child.stdout.take() {
-                pumps.push(pump(pe, false, o, self.prefix_output, cap.clone()));
+                let s = stop_pumps.clone();
+                pumps.push(pump(
+                    pe,
+                    false,
+                    o.into(),
+                    self.prefix_output,
+                    cap.clone(),
+                    s,
+                ));
             }
             if let Some(e) = child.stderr.take() {
-                pumps.push(pump(pe, true, e, self.prefix_output, cap));
+                let s = stop_pumps.clone();
+                pumps.push(pump(pe, true, e.into(), self.prefix_output, cap, s));
             }
             children.push(Some((child, pidfd)));
         }
@@ -539,7 +940,11 @@ impl Job {
                         signal_name(s),
                         children.iter().flatten().count()
                     );
-                    Signal::from_named_raw(s).unwrap_or(Signal::TERM)
+                    // INT, TERM and HUP are forwarded; the others (which a PE may use for itself) end it with TERM.
+                    match Signal::from_named_raw(s) {
+                        Some(f @ (Signal::INT | Signal::HUP)) => f,
+                        _ => Signal::TERM,
+                    }
                 } else {
                     timed_out = limit_hit && !failed;
                     if timed_out {
@@ -573,6 +978,9 @@ impl Job {
             if children.iter().all(Option::is_none) {
                 break;
             }
+            if let Some(c) = contain.as_mut() {
+                c.track(pgid);
+            }
             // Sleep until a PE ends, a report or a signal arrives, or the next deadline.
             let mut wait = Duration::from_millis(500);
             if let Some(t) = self.timeout {
@@ -584,6 +992,9 @@ impl Job {
             }
             if children.iter().flatten().any(|(_, fd)| fd.is_none()) {
                 wait = wait.min(Duration::from_millis(5));
+            }
+            if contain.as_ref().is_some_and(|c| c.watchdog.is_some()) {
+                wait = wait.min(TRACK_EVERY);
             }
             let mut fds: Vec<rustix::event::PollFd<'_>> = children
                 .iter()
@@ -609,12 +1020,25 @@ impl Job {
                 while matches!(rustix::io::read(w.as_fd(), &mut b), Ok(k) if k > 0) {}
             }
         }
-        // Nothing of a failed job survives it: a process a PE started in the job's group goes too.
-        if stop_batch.is_some() {
+        // Nothing of the job survives it: with `contain`, whatever the PEs started (in the group or not); without,
+        // a process a PE started in the job's group goes when the job failed.
+        if let Some(c) = contain.as_mut() {
+            c.sweep(pgid);
+        } else if stop_batch.is_some() {
             signal_group(pgid, Signal::KILL);
         }
+        // The pumps end at end-of-file; a pipe that something beyond the launcher's reach holds open gets
+        // PUMP_GRACE, then the pumps take what it holds and stop.
+        let until = Instant::now() + PUMP_GRACE;
+        while pumps.iter().any(|p| !p.is_finished()) && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        stop_pumps.store(true, Ordering::SeqCst);
         for p in pumps {
             let _ = p.join();
+        }
+        if let Some(c) = contain {
+            c.finish();
         }
         drop(server);
         reports.drain(&report_rd, self.n_pes);

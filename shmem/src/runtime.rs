@@ -408,6 +408,19 @@ impl Shmem {
         crate::transport::shm::set_nt_copy_size(cfg.nt_copy_size);
         init_logging(&cfg.log);
         crate::launch::tie_to_launcher()?;
+        if !cfg.dumpable {
+            // Before any heap or socket exists: /proc/PID/{fd,environ,mem} become root-only.
+            if cfg.ipc == crate::config::IpcMode::Pidfd {
+                return Err(Error::invalid(
+                    "XPUSHMEM_DUMPABLE",
+                    "0",
+                    "cannot be combined with XPUSHMEM_IPC=pidfd: pidfd_getfd needs ptrace access to a peer, which a \
+                     non-dumpable PE grants only to root (use XPUSHMEM_IPC=auto or socket)",
+                ));
+            }
+            rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
+                .map_err(|e| Error::os("prctl(PR_SET_DUMPABLE, 0)", e))?;
+        }
         let boot: std::sync::Arc<dyn Bootstrap> = make_bootstrap(&attr.bootstrap, &cfg)?.into();
         let (me, n) = (boot.rank(), boot.size());
         tracing::debug!(pe = me, n_pes = n, bootstrap = boot.name(), "bootstrap up");
@@ -629,14 +642,16 @@ impl Shmem {
     }
 
     /// Spin, then yield, then sleep until `ready()` holds (never sleeping while a transport needs this PE to poll);
-    /// fails on timeout or when a peer is lost.
+    /// fails on timeout or when a peer is lost. The clock starts at the 32nd poll (a wait that ends sooner reads no
+    /// clock) and a timeout reports the time waited since; whatever the spin count, peers and the limit are
+    /// checked at least every 4096 polls (two syscalls and a clock read: rare enough not to slow a spinning wait).
     pub(crate) fn wait_for(
         &self,
         op: &str,
         detail: &dyn Fn() -> String,
         mut ready: impl FnMut() -> Result<bool>,
     ) -> Result<()> {
-        // The clock is read only once the wait stops spinning: most waits end before that.
+        // The clock is first read at the 32nd poll: most waits end before it.
         let mut start: Option<Instant> = None;
         let spins = self.spin_count;
         let yields = spins + self.cfg.yield_count as u64;
@@ -651,24 +666,31 @@ impl Shmem {
                 return Ok(());
             }
             i += 1;
-            if i < spins {
+            // Whether to check peers and the limit now: at least every 4096 polls.
+            let check = if i < spins {
                 std::hint::spin_loop();
-                continue;
-            }
-            if i == yields || (i > yields && i % 1024 == 0) {
-                polling = self.peers.transports().any(|t| t.needs_polling());
-            }
-            if i < yields || polling {
-                // Yielding keeps polling: a transport that moves data only while this PE calls in (the fabric
-                // without its progress thread) would otherwise hold its peers' operations on this PE for as long
-                // as the sleep lasts.
-                std::thread::yield_now();
-                if i % 32 != 0 {
-                    continue;
+                if i == 32 && self.cfg.timeout.is_some() {
+                    start.get_or_insert_with(Instant::now);
                 }
+                i % 4096 == 0
             } else {
-                std::thread::sleep(sleep);
-                sleep = (sleep * 2).min(self.cfg.sleep_max);
+                if i == yields || (i > yields && i % 1024 == 0) {
+                    polling = self.peers.transports().any(|t| t.needs_polling());
+                }
+                if i < yields || polling {
+                    // Yielding keeps polling: a transport that moves data only while this PE calls in (the fabric
+                    // without its progress thread) would otherwise hold its peers' operations on this PE for as
+                    // long as the sleep lasts.
+                    std::thread::yield_now();
+                    i % 32 == 0
+                } else {
+                    std::thread::sleep(sleep);
+                    sleep = (sleep * 2).min(self.cfg.sleep_max);
+                    true
+                }
+            };
+            if !check {
+                continue;
             }
             if let Err(e) = self.check_peers(op) {
                 // The peer may have done its part before it left: the condition decides.

@@ -6,8 +6,18 @@
 //! before or after their init). When one PE fails the others are terminated. Every PE is tied to the launcher
 //! from its first instruction (it starts as `xpushmem-run --xpushmem-pe-exec PROG`, asks for the parent-death
 //! signal, then execs PROG), so that no PE outlives a launcher killed even with SIGKILL.
+//!
+//! The whole job ends with the launcher, including every process a PE started, in the background or after
+//! `setsid`: the launcher is their child subreaper and kills what is left once the PEs have ended, and a watchdog
+//! (`xpushmem-run --xpushmem-watchdog`) ends the job if the launcher itself is killed (see `xpushmem::launch`).
+//! SIGQUIT, SIGUSR1, SIGUSR2 and SIGALRM stop the job as SIGINT, SIGTERM and SIGHUP do. Usage errors (a time limit
+//! that is not a positive finite number of seconds up to `MAX_TIMEOUT_S`, more PEs than the machine can run)
+//! exit with 2.
 
 use std::time::Duration;
+
+/// The longest `--timeout`, in seconds (136 years: far beyond any job, far below where time arithmetic overflows).
+const MAX_TIMEOUT_S: f64 = u32::MAX as f64;
 
 const USAGE: &str = "usage: xpushmem-run -n N [--timeout SECONDS] [--no-prefix] PROGRAM [ARGS...]";
 
@@ -26,11 +36,21 @@ fn parse(args: &[String]) -> Result<xpushmem::launch::Job, String> {
         match a {
             "-n" | "-np" | "--npes" => {
                 let v = value(i)?;
+                let (most, bound) = xpushmem::launch::max_pes();
+                let k = v
+                    .parse::<u128>()
+                    .ok()
+                    .filter(|&n| n > 0)
+                    .ok_or_else(|| format!("-n {v}: expected a positive integer"))?;
                 n = Some(
-                    v.parse::<usize>()
+                    usize::try_from(k)
                         .ok()
-                        .filter(|&n| n > 0)
-                        .ok_or_else(|| format!("-n {v}: expected a positive integer"))?,
+                        .filter(|&k| k <= most)
+                        .ok_or_else(|| {
+                            format!(
+                                "-n {v}: more PEs than this machine can run (at most {most}: {bound})"
+                            )
+                        })?,
                 );
                 i += 2;
             }
@@ -39,9 +59,13 @@ fn parse(args: &[String]) -> Result<xpushmem::launch::Job, String> {
                 let s: f64 = v
                     .parse()
                     .ok()
-                    .filter(|s: &f64| *s > 0.0)
-                    .ok_or_else(|| format!("--timeout {v}: expected positive seconds"))?;
-                timeout = Some(Duration::from_secs_f64(s));
+                    .filter(|s: &f64| s.is_finite() && *s > 0.0 && *s <= MAX_TIMEOUT_S)
+                    .ok_or_else(|| {
+                        format!("--timeout {v}: expected positive seconds, at most {MAX_TIMEOUT_S}")
+                    })?;
+                timeout = Some(
+                    Duration::try_from_secs_f64(s).map_err(|e| format!("--timeout {v}: {e}"))?,
+                );
                 i += 2;
             }
             "--no-prefix" => {
@@ -63,12 +87,19 @@ fn parse(args: &[String]) -> Result<xpushmem::launch::Job, String> {
     job.prefix_output = prefix;
     job.stop_on_signals = true;
     job.pe_exec = std::env::current_exe().ok();
+    job.contain = true;
     Ok(job)
 }
 
 fn main() {
     // The start of one PE (see `Job::pe_exec`): tie it to this launcher, then become the PE's program.
     let raw: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    if raw
+        .first()
+        .is_some_and(|a| a == xpushmem::launch::WATCHDOG_FLAG)
+    {
+        std::process::exit(xpushmem::launch::watchdog());
+    }
     if raw
         .first()
         .is_some_and(|a| a == xpushmem::launch::PE_EXEC_FLAG)

@@ -32,12 +32,13 @@ The runtime starts lazily at the first allocation, from the default process grou
 Errors are ``RuntimeError`` with xpushmem's message.
 
 Environment: ``XPUSHMEM_LIB_DIR`` (where libxpushmem.so is), ``XPUSHMEM_TORCH_BUILD_DIR`` (where the shim is
-built; default ``~/.cache/xpushmem/torch-<torch version>``), ``XPUSHMEM_TORCH_VERBOSE=1`` (show the build).
+built; default ``${XDG_CACHE_HOME:-~/.cache}/xpushmem/torch-<torch version>-<tag>``; used only when owned by the
+user and not writable by group or others, else a private one, see ``_build_cache``), ``XPUSHMEM_TORCH_VERBOSE=1``
+(show the build).
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 import sys
 import warnings
@@ -48,6 +49,7 @@ import torch
 import torch.distributed  # noqa: F401  (loads c10d, whose types the shim uses)
 
 from .._lib import include_dir, lib_dir
+from . import _build_cache
 
 __all__ = [
     "BACKEND_NAME",
@@ -76,13 +78,8 @@ def _sycl_include_dirs() -> list[str]:
 
 
 def _build_dir(libdir: Path) -> Path:
-    env = os.environ.get("XPUSHMEM_TORCH_BUILD_DIR")
-    if env:
-        return Path(env)
-    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
-    # One build per torch version and library location (the shim is linked with an rpath to it).
-    tag = hashlib.sha1(str(libdir).encode()).hexdigest()[:10]
-    return cache / "xpushmem" / f"torch-{torch.__version__.replace('+', '-')}-{tag}"
+    """The shim's build directory: used only when this user alone can write to it (see ``_build_cache``)."""
+    return _build_cache.build_dir(libdir, torch.__version__)
 
 
 def _load() -> ModuleType:
@@ -90,7 +87,6 @@ def _load() -> ModuleType:
 
     libdir = lib_dir()
     build = _build_dir(libdir)
-    build.mkdir(parents=True, exist_ok=True)
     # cpp_extension runs ninja from PATH; a venv's ninja is next to its python.
     venv_bin = str(Path(sys.executable).parent)
     if venv_bin not in os.environ.get("PATH", "").split(os.pathsep):
