@@ -1,14 +1,17 @@
 //! The node's fd exchange: how the PEs of one node hand each other their heaps' file descriptors (SCM_RIGHTS over
 //! an abstract Unix socket named by the job and the node leader).
 //!
-//! Abstract socket names are visible to every user (`/proc/net/unix`) and carry no permissions, so the name is
-//! not a secret and every end is authenticated by the kernel's record of who connected (`SO_PEERCRED`): the
-//! leader accepts only processes of this uid whose pid the bootstrap reported for a PE of this node (each once),
-//! and a PE sends its heap only to a socket owned by the leader's pid under this uid. A connection that fails the
-//! check is logged and dropped, and the exchange goes on; a socket squatted by another process is an error, with
-//! nothing sent to it. PEs in another pid namespace (pid 0 in `SO_PEERCRED`) cannot join: run a job's PEs in one.
+//! Abstract socket names are visible to every user (`/proc/net/unix`) and carry no permissions, so every end is
+//! authenticated by the kernel's record of who connected (`SO_PEERCRED`): the leader accepts only processes of
+//! this uid whose pid the bootstrap reported for a PE of this node (each once), and a PE sends its heap only to a
+//! socket owned by the leader's pid under this uid. A connection that fails the check is logged (at most a line a
+//! second, with the count of the others) and dropped, and the exchange goes on; a socket squatted by another
+//! process is an error naming that process, with nothing sent to it. The name is a keyed hash of the job's cookie
+//! (a secret of the bootstrap), so seeing one exchange's name tells nothing of the cookie or of the name of
+//! another exchange of the job ([`exchange_cookie`]): an outsider cannot bind a name before the job does. PEs in
+//! another pid namespace (pid 0 in `SO_PEERCRED`) cannot join: run a job's PEs in one.
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, Throttle};
 use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
 use rustix::net::{
     AddressFamily, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendAncillaryBuffer,
@@ -22,10 +25,100 @@ fn os(call: &'static str, e: rustix::io::Errno) -> Error {
     Error::os(call, std::io::Error::from(e))
 }
 
-/// Abstract-namespace socket name of a node's fd exchange: unique per job (cookie) and node (leader rank).
-fn socket_name(cookie: u64, leader: usize) -> Vec<u8> {
-    format!("xpushmem.{cookie:016x}.{leader}").into_bytes()
+/// HMAC-SHA256 under the job's cookie of a domain label and a number.
+fn keyed(cookie: u64, label: &[u8], n: u64) -> [u8; 32] {
+    use hmac::Mac;
+    let mut m = <hmac::Hmac<sha2::Sha256> as Mac>::new_from_slice(&cookie.to_le_bytes())
+        .unwrap_or_else(|_| unreachable!("HMAC takes keys of any length"));
+    m.update(label);
+    m.update(&n.to_le_bytes());
+    m.finalize().into_bytes().into()
 }
+
+/// The cookie of another exchange of the same job, e.g. the device heaps' (`domain` `"device"`): a keyed hash of
+/// the job's cookie with the domain's label, so the names of two exchanges cannot be told from one another.
+pub fn exchange_cookie(cookie: u64, domain: &str) -> u64 {
+    let h = keyed(
+        cookie,
+        format!("xpushmem-fdx-domain:{domain}").as_bytes(),
+        0,
+    );
+    u64::from_le_bytes(h[..8].try_into().unwrap_or_default())
+}
+
+/// Abstract-namespace socket name of a node's fd exchange: unique per job (cookie) and node (leader rank), a keyed
+/// hash that does not show the cookie.
+fn socket_name(cookie: u64, leader: usize) -> Vec<u8> {
+    let h = keyed(cookie, b"xpushmem-fdx-name", leader as u64);
+    let hex: String = h[..16].iter().map(|b| format!("{b:02x}")).collect();
+    format!("xpushmem.{hex}").into_bytes()
+}
+
+/// Who holds the abstract Unix socket `name`, as far as this process can see: the socket's inode from
+/// `/proc/net/unix`, then every process with `socket:[inode]` among its `/proc/PID/fd`, with its uid and command.
+/// Processes of other users are visible only to root; otherwise the text says it could not identify them.
+pub(crate) fn holder_of(name: &[u8]) -> String {
+    let shown = format!("@{}", String::from_utf8_lossy(name));
+    let Ok(table) = std::fs::read_to_string("/proc/net/unix") else {
+        return "a process that could not be identified (/proc/net/unix is not readable)".into();
+    };
+    // Columns: Num RefCount Protocol Flags Type St Inode Path.
+    let inodes: Vec<String> = table
+        .lines()
+        .skip(1)
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() >= 8 && f[7] == shown).then(|| f[6].to_string())
+        })
+        .collect();
+    if inodes.is_empty() {
+        return format!(
+            "a process that could not be identified ({shown} is not in this network namespace's /proc/net/unix)"
+        );
+    }
+    let links: Vec<String> = inodes.iter().map(|i| format!("socket:[{i}]")).collect();
+    let mut holders = Vec::new();
+    for p in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = p.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(fds) = std::fs::read_dir(p.path().join("fd")) else {
+            continue;
+        };
+        let holds = fds.flatten().any(|f| {
+            std::fs::read_link(f.path())
+                .is_ok_and(|l| links.iter().any(|k| l.as_os_str() == k.as_str()))
+        });
+        if holds {
+            let status = std::fs::read_to_string(p.path().join("status")).unwrap_or_default();
+            let field = |k: &str| {
+                status
+                    .lines()
+                    .find_map(|l| l.strip_prefix(k))
+                    .and_then(|v| v.split_whitespace().next())
+                    .unwrap_or("?")
+                    .to_string()
+            };
+            holders.push(format!(
+                "pid {pid} (uid {}, {})",
+                field("Uid:"),
+                field("Name:")
+            ));
+        }
+    }
+    if holders.is_empty() {
+        format!(
+            "a process that could not be identified (socket inode {}: no process this user can inspect holds it; \
+             another uid?)",
+            inodes.join(", ")
+        )
+    } else {
+        holders.join(", ")
+    }
+}
+
+/// Refused connections: a flood of them logs a line a second.
+static REFUSED: Throttle = Throttle::new();
 
 fn set_timeout(fd: BorrowedFd<'_>, timeout: Option<Duration>) -> Result<()> {
     for dir in [
@@ -54,9 +147,20 @@ impl FdListener {
             None,
         )
         .map_err(|e| os("socket(AF_UNIX)", e))?;
-        let addr = SocketAddrUnix::new_abstract_name(&socket_name(cookie, leader))
-            .map_err(|e| os("sockaddr_un", e))?;
-        rustix::net::bind(&sock, &addr).map_err(|e| os("bind(fd exchange)", e))?;
+        let name = socket_name(cookie, leader);
+        let addr = SocketAddrUnix::new_abstract_name(&name).map_err(|e| os("sockaddr_un", e))?;
+        rustix::net::bind(&sock, &addr).map_err(|e| match e {
+            rustix::io::Errno::ADDRINUSE => Error::os(
+                "bind(fd exchange)",
+                format!(
+                    "{}: the node's exchange socket @{} is held by {}, not by this job",
+                    std::io::Error::from(e),
+                    String::from_utf8_lossy(&name),
+                    holder_of(&name)
+                ),
+            ),
+            e => os("bind(fd exchange)", e),
+        })?;
         rustix::net::listen(&sock, 128).map_err(|e| os("listen(fd exchange)", e))?;
         Ok(FdListener { sock })
     }
@@ -204,12 +308,16 @@ pub fn exchange_fds(
                 .position(|&p| pid_of(p) == pid)
                 .filter(|_| uid == my_uid)
             else {
-                tracing::warn!(
-                    pe = me,
-                    pid,
-                    uid,
-                    "fd exchange: refused a connection from a process that is not a PE of this job on this node"
-                );
+                if let Some(skipped) = REFUSED.note() {
+                    tracing::warn!(
+                        pe = me,
+                        pid,
+                        uid,
+                        skipped,
+                        "fd exchange: refused a connection from a process that is not a PE of this job on this \
+                         node (skipped: refusals not logged since the last line)"
+                    );
+                }
                 continue;
             };
             let pe = waiting.swap_remove(i);
