@@ -1091,4 +1091,100 @@ mod tests {
         assert_eq!(read_frame(&mut garbage, MAX_FRAME).unwrap().0, CHALLENGE);
         assert_eq!(read_frame(&mut garbage, MAX_FRAME).unwrap().0, FAIL);
     }
+
+    /// A 2-PE job on `id` (threads), each PE's allgather of its rank: what both got.
+    fn two_pes_join(id: UniqueId, timeout: Option<Duration>) -> Vec<Vec<Vec<u8>>> {
+        let pes: Vec<_> = (0..2)
+            .map(|r| {
+                std::thread::spawn(move || {
+                    let b = UidBootstrap::connect(id, r, 2, timeout, None).unwrap();
+                    let all = b.allgather(&[r as u8]).unwrap();
+                    b.finalize().unwrap();
+                    all
+                })
+            })
+            .collect();
+        pes.into_iter().map(|h| h.join().unwrap()).collect()
+    }
+
+    #[test]
+    fn a_huge_job_size_is_refused_by_value_and_the_server_goes_on() {
+        let timeout = Some(Duration::from_secs(20));
+        let server = Server::start("127.0.0.1".parse().unwrap(), timeout).unwrap();
+        let id = server.id();
+        // A PE with the key but a wrong size arrives first: 2^40 PEs, and the C ABI's largest int plus one.
+        for n in [1usize << 40, 1 << 31] {
+            let err = UidBootstrap::connect(id, 1, n, timeout, None).unwrap_err();
+            assert!(
+                matches!(&err, Error::Bootstrap { message, .. } if message.contains(&format!("says the job has {n} PEs"))),
+                "{err}"
+            );
+        }
+        let expect = vec![vec![vec![0u8], vec![1u8]]; 2];
+        assert_eq!(two_pes_join(id, timeout), expect);
+        server.join().unwrap();
+    }
+
+    #[test]
+    fn a_long_frame_before_authentication_is_refused_unread() {
+        let timeout = Some(Duration::from_secs(20));
+        let server = Server::start("127.0.0.1".parse().unwrap(), timeout).unwrap();
+        let id = server.id();
+        // A 1 GiB frame announced, nothing of it sent: refused at once (the server reads no further).
+        let mut s = TcpStream::connect(id.addr).unwrap();
+        s.write_all(&(1u32 << 30).to_le_bytes()).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        assert_eq!(read_frame(&mut s, MAX_FRAME).unwrap().0, CHALLENGE);
+        let (kind, why) = read_frame(&mut s, MAX_FRAME).unwrap();
+        let why = String::from_utf8_lossy(&why);
+        assert!(
+            kind == FAIL && why.contains("bad frame length 1073741824"),
+            "{kind} {why}"
+        );
+        assert_eq!(two_pes_join(id, timeout).len(), 2);
+        server.join().unwrap();
+    }
+
+    #[test]
+    fn pes_get_in_while_outsiders_hold_every_handshake_slot() {
+        let timeout = Some(Duration::from_secs(30));
+        let server = Server::start("127.0.0.1".parse().unwrap(), timeout).unwrap();
+        let id = server.id();
+        // More idle connections than there are slots, all opened before the PEs come.
+        let idle: Vec<TcpStream> = (0..MAX_HANDSHAKES + 44)
+            .map(|_| TcpStream::connect(id.addr).unwrap())
+            .collect();
+        assert_eq!(two_pes_join(id, timeout).len(), 2);
+        server.join().unwrap();
+        drop(idle);
+    }
+
+    #[test]
+    fn a_trickling_hello_is_cut_at_the_handshake_deadline() {
+        let timeout = Some(Duration::from_secs(60));
+        let server = Server::start("127.0.0.1".parse().unwrap(), timeout).unwrap();
+        let id = server.id();
+        // A hello of the right length, one byte every 2 s: each read succeeds, so only a deadline for the whole
+        // handshake ends it.
+        let mut s = TcpStream::connect(id.addr).unwrap();
+        let start = Instant::now();
+        s.write_all(&((1 + HELLO_BYTES) as u32).to_le_bytes())
+            .unwrap();
+        let mut cut = None;
+        for _ in 0..HELLO_BYTES {
+            std::thread::sleep(Duration::from_secs(2));
+            if s.write_all(&[HELLO]).is_err() {
+                cut = Some(start.elapsed());
+                break;
+            }
+        }
+        // The security bound: cut within the deadline plus the time to notice (one write after the close).
+        let cut = cut.expect("the trickling connection was never cut");
+        assert!(
+            cut >= HANDSHAKE_TIMEOUT && cut <= HANDSHAKE_TIMEOUT + Duration::from_secs(5),
+            "cut after {cut:?}"
+        );
+        assert_eq!(two_pes_join(id, timeout).len(), 2);
+        server.join().unwrap();
+    }
 }

@@ -400,6 +400,8 @@ mod tests {
     const PEER_BYTES: usize = 3 * PAGE;
     const FAKE_BYTES: usize = 5 * PAGE;
     const TIMEOUT: Duration = Duration::from_secs(20);
+    /// Connections the flooder makes.
+    const FLOOD: usize = 3000;
 
     /// A child in a role, with its standard output read line by line.
     struct Kid {
@@ -497,6 +499,45 @@ mod tests {
                 let _ = recv_fds(sock.as_fd(), &mut got);
                 println!("INTRUDER_GOT {}", got.len());
             }
+            "flooder" => {
+                // Connect and hang up, again and again, as the campaign's flood did.
+                let addr = SocketAddrUnix::new_abstract_name(&socket_name(cookie, 0)).unwrap();
+                for _ in 0..FLOOD {
+                    let sock = rustix::net::socket_with(
+                        AddressFamily::UNIX,
+                        SocketType::SEQPACKET,
+                        rustix::net::SocketFlags::CLOEXEC,
+                        None,
+                    )
+                    .unwrap();
+                    rustix::net::connect(&sock, &addr).unwrap();
+                }
+                println!("FLOODED {FLOOD}");
+            }
+            "leader" => {
+                // The node leader, its warnings on standard output; the test process is the other PE.
+                let _ = tracing_subscriber::fmt()
+                    .with_max_level(tracing::Level::WARN)
+                    .with_writer(std::io::stdout)
+                    .with_ansi(false)
+                    .try_init();
+                let listener = FdListener::bind(cookie, 0).unwrap();
+                println!("BOUND");
+                let arena = Arena::create(LEADER_BYTES).unwrap();
+                let pids = [std::process::id(), leader_pid];
+                let fds = exchange_fds(
+                    cookie,
+                    &[0, 1],
+                    &pids,
+                    0,
+                    arena.fd(),
+                    Some(listener),
+                    Some(TIMEOUT),
+                )
+                .unwrap();
+                assert_eq!(fds.len(), 2);
+                println!("LEADER_OK");
+            }
             other => panic!("unknown role {other}"),
         }
     }
@@ -579,6 +620,80 @@ mod tests {
                 && matches!(&r, Err(Error::Transport { message, .. }) if message.contains("closed")),
             "the squatter received {} fds ({r:?})",
             got.len()
+        );
+    }
+
+    #[test]
+    fn a_flood_of_refused_connections_logs_a_few_lines() {
+        // The leader is a child (its log is its output); a flooder makes 3000 connections that are not PEs; this
+        // process is the other PE and joins after the flood.
+        let cookie = crate::bootstrap::uid::random_cookie();
+        let me = std::process::id();
+        let mut leader = spawn("leader", cookie, me, &[]).unwrap();
+        leader.wait_line("BOUND");
+        let flood = FLOOD;
+        let mut flooder = spawn("flooder", cookie, me, &[]).unwrap();
+        let started = Instant::now();
+        flooder.wait_line(&format!("FLOODED {flood}"));
+        assert!(flooder.succeeded());
+        let heap = Arena::create(PEER_BYTES).unwrap();
+        let pids = [leader.child.id(), me];
+        let fds = exchange_fds(cookie, &[0, 1], &pids, 1, heap.fd(), None, Some(TIMEOUT)).unwrap();
+        assert_eq!(fds.len(), 2);
+        let mut refused = Vec::new();
+        for l in leader.lines.by_ref() {
+            let l = l.expect("leader output");
+            if l.contains("refused a connection") {
+                refused.push(l);
+            } else if l.trim().ends_with("LEADER_OK") {
+                break;
+            }
+        }
+        let secs = started.elapsed().as_secs();
+        assert!(leader.succeeded());
+        // One line a second at most (plus the first): not one per connection.
+        assert!(
+            !refused.is_empty() && refused.len() as u64 <= secs + 2,
+            "{} warning lines for {flood} refused connections in about {secs} s: {:?}",
+            refused.len(),
+            refused.iter().take(5).collect::<Vec<_>>()
+        );
+    }
+
+    #[test]
+    fn names_are_keyed_hashes_of_the_secret_cookie() {
+        let c = 0x1234_5678_9abc_def1u64;
+        let host = String::from_utf8(socket_name(c, 0)).unwrap();
+        let device_cookie = exchange_cookie(c, "device");
+        let device = String::from_utf8(socket_name(device_cookie, 0)).unwrap();
+        // The visible name does not show the cookie, and the two exchanges' names differ.
+        assert!(!host.contains(&format!("{c:016x}")), "{host}");
+        assert_ne!(host, device);
+        assert_ne!(device_cookie, c);
+        // The old derivation (the device cookie was the host cookie xor a constant, readable from the host name)
+        // gives neither name.
+        let old_device = format!("xpushmem.{:016x}.0", c ^ 0x6465_7669_6365_0000);
+        assert_ne!(device, old_device);
+        // Each depends on the secret and on the leader; a domain is a domain.
+        assert_ne!(socket_name(c ^ 1, 0), socket_name(c, 0));
+        assert_ne!(exchange_cookie(c ^ 1, "device"), device_cookie);
+        assert_ne!(socket_name(c, 1), socket_name(c, 0));
+        assert_ne!(exchange_cookie(c, "host"), device_cookie);
+        assert_eq!(exchange_cookie(c, "device"), device_cookie);
+    }
+
+    #[test]
+    fn a_squatted_name_is_an_error_naming_its_holder() {
+        // This process holds the name (the squatter); the leader's bind names it by pid and uid.
+        let cookie = crate::bootstrap::uid::random_cookie();
+        let _squat = FdListener::bind(cookie, 3).unwrap();
+        let err = FdListener::bind(cookie, 3).unwrap_err().to_string();
+        let me = std::process::id();
+        let uid = rustix::process::getuid().as_raw();
+        assert!(
+            err.contains("Address already in use")
+                && err.contains(&format!("pid {me} (uid {uid},")),
+            "{err}"
         );
     }
 }
