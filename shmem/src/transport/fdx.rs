@@ -181,12 +181,17 @@ fn send_fds(sock: BorrowedFd<'_>, ranks: &[usize], fds: &[BorrowedFd<'_>]) -> Re
             message: "too many fds for one message".into(),
         });
     }
-    rustix::net::sendmsg(
-        sock,
-        &[IoSlice::new(&header)],
-        &mut anc,
-        SendFlags::NOSIGNAL,
-    )
+    loop {
+        match rustix::net::sendmsg(
+            sock,
+            &[IoSlice::new(&header)],
+            &mut anc,
+            SendFlags::NOSIGNAL,
+        ) {
+            Err(rustix::io::Errno::INTR) => continue,
+            r => break r,
+        }
+    }
     .map_err(|e| os("sendmsg(SCM_RIGHTS)", e))?;
     Ok(())
 }
@@ -195,12 +200,18 @@ fn recv_fds(sock: BorrowedFd<'_>, out: &mut Vec<(usize, OwnedFd)>) -> Result<usi
     let mut header = vec![0u8; 8 * MAX_FDS_PER_MSG];
     let mut space = vec![MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(MAX_FDS_PER_MSG))];
     let mut anc = RecvAncillaryBuffer::new(&mut space);
-    let msg = rustix::net::recvmsg(
-        sock,
-        &mut [std::io::IoSliceMut::new(&mut header)],
-        &mut anc,
-        RecvFlags::CMSG_CLOEXEC,
-    )
+    // A socket with a receive timeout answers EINTR after a stop and continue (SIGSTOP, a debugger): wait again.
+    let msg = loop {
+        match rustix::net::recvmsg(
+            sock,
+            &mut [std::io::IoSliceMut::new(&mut header)],
+            &mut anc,
+            RecvFlags::CMSG_CLOEXEC,
+        ) {
+            Err(rustix::io::Errno::INTR) => continue,
+            r => break r,
+        }
+    }
     .map_err(|e| match e {
         rustix::io::Errno::AGAIN => Error::Transport {
             transport: "shm",
