@@ -642,26 +642,29 @@ mod tests {
         let me = std::process::id();
         let mut leader = spawn("leader", cookie, me, &[]).unwrap();
         leader.wait_line("BOUND");
+        // The leader's output is read as it comes (a full pipe would stop the leader, and the flood with it).
+        let Kid { mut child, lines } = leader;
+        let log = std::thread::spawn(move || lines.map_while(|l| l.ok()).collect::<Vec<String>>());
         let flood = FLOOD;
         let mut flooder = spawn("flooder", cookie, me, &[]).unwrap();
         let started = Instant::now();
         flooder.wait_line(&format!("FLOODED {flood}"));
         assert!(flooder.succeeded());
         let heap = Arena::create(PEER_BYTES).unwrap();
-        let pids = [leader.child.id(), me];
+        let pids = [child.id(), me];
         let fds = exchange_fds(cookie, &[0, 1], &pids, 1, heap.fd(), None, Some(TIMEOUT)).unwrap();
         assert_eq!(fds.len(), 2);
-        let mut refused = Vec::new();
-        for l in leader.lines.by_ref() {
-            let l = l.expect("leader output");
-            if l.contains("refused a connection") {
-                refused.push(l);
-            } else if l.trim().ends_with("LEADER_OK") {
-                break;
-            }
-        }
+        let log = log.join().unwrap();
         let secs = started.elapsed().as_secs();
-        assert!(leader.succeeded());
+        assert!(child.wait().is_ok_and(|s| s.success()), "{log:?}");
+        assert!(
+            log.iter().any(|l| l.trim().ends_with("LEADER_OK")),
+            "{log:?}"
+        );
+        let refused: Vec<&String> = log
+            .iter()
+            .filter(|l| l.contains("refused a connection"))
+            .collect();
         // One line a second at most (plus the first): not one per connection.
         assert!(
             !refused.is_empty() && refused.len() as u64 <= secs + 2,
