@@ -314,3 +314,72 @@ impl Error {
         }
     }
 }
+
+/// A warning that an outsider can make repeat (a refused connection): logged at most once per [`Throttle::EVERY`],
+/// each line saying how many occurrences were not logged since the previous one, so a flood of connections writes
+/// a few lines instead of one per connection.
+#[derive(Debug)]
+pub(crate) struct Throttle {
+    /// When the last line was logged (`None`: never), and the occurrences since then that were not.
+    state: std::sync::Mutex<(Option<std::time::Instant>, u64)>,
+}
+
+impl Throttle {
+    /// The least time between two lines of one throttled warning.
+    pub(crate) const EVERY: Duration = Duration::from_secs(1);
+
+    /// A throttle that has logged nothing yet (usable as a `static`).
+    pub(crate) const fn new() -> Throttle {
+        Throttle {
+            state: std::sync::Mutex::new((None, 0)),
+        }
+    }
+
+    /// One occurrence now: `Some(n)` when it is to be logged, `n` being how many occurrences since the last logged
+    /// one were not; `None` when it is to be counted only.
+    pub(crate) fn note(&self) -> Option<u64> {
+        self.note_at(std::time::Instant::now())
+    }
+
+    fn note_at(&self, now: std::time::Instant) -> Option<u64> {
+        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        match s.0 {
+            Some(last) if now.saturating_duration_since(last) < Self::EVERY => {
+                s.1 += 1;
+                None
+            }
+            _ => {
+                let skipped = s.1;
+                *s = (Some(now), 0);
+                Some(skipped)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod throttle_tests {
+    use super::*;
+    use std::time::Instant;
+
+    #[test]
+    fn a_flood_of_occurrences_logs_one_line_per_second_with_the_count() {
+        let t = Throttle::new();
+        let start = Instant::now();
+        // 100 000 occurrences spread evenly over 2.5 s: lines at 0 s, 1 s and 2 s only.
+        let n = 100_000u64;
+        let mut lines = Vec::new();
+        for i in 0..n {
+            let at = start + Duration::from_micros(i * 25);
+            if let Some(skipped) = t.note_at(at) {
+                lines.push(skipped);
+            }
+        }
+        assert_eq!(lines.len(), 3, "{lines:?}");
+        // Every occurrence is either logged or counted in a later line (the ones after the last line are pending).
+        let pending = t.state.lock().unwrap().1;
+        assert_eq!(lines.len() as u64 + lines.iter().sum::<u64>() + pending, n);
+        assert_eq!(lines[0], 0);
+        assert_eq!(lines[1], 40_000 - 1);
+    }
+}

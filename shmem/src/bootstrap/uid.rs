@@ -2,16 +2,29 @@
 //!
 //! Wire format: frames of `u32 length (LE) | u8 kind | payload`. The job's key (the unique ID's secret) never goes
 //! over the wire: the server opens every connection with `CHALLENGE(server nonce)`; a PE answers
-//! `HELLO(rank, size, client nonce, HMAC-SHA256(key, server nonce, rank, size, client nonce))`, and once all `size`
-//! PEs have, the server answers `WELCOME(HMAC-SHA256(key, client nonce, rank))` to each, so each side has proved it
-//! holds the key. A connection that fails the check is logged and dropped without disturbing the others. Each collective is one `GATHER(bytes)` from every PE,
-//! answered with `RESULT(all contributions)`. `BYE` leaves. A PE whose connection closes without `BYE` is lost: the
-//! server tells every other PE `LOST(rank)` at once, so nobody waits for a dead peer.
+//! `HELLO(rank, size, client nonce, HMAC-SHA256(key, server nonce, rank, size, client nonce))`; the server answers
+//! `ADMITTED` once the MAC, the rank and the size are right, and once all `size` PEs have, `WELCOME(HMAC-SHA256(key,
+//! client nonce, rank))` to each, so each side has proved it holds the key. Each collective is one
+//! `GATHER(bytes)` from every PE, answered with `RESULT(all contributions)`. `BYE` leaves. A PE whose connection
+//! closes without `BYE` is lost: the server tells every other PE `LOST(rank)` at once, so nobody waits for a dead
+//! peer.
+//!
+//! Clients without the key cost the server little and cannot keep a PE out: a connection that fails the check is
+//! logged (rate-limited) and dropped without disturbing the others; before a connection is admitted the only frame
+//! read is a `HELLO` of its exact size (a longer announced length is refused unread); every handshake has one
+//! deadline for the whole exchange ([`HANDSHAKE_TIMEOUT`]), not per read, so trickling bytes does not extend it;
+//! at most [`MAX_HANDSHAKES`] run at once, at most [`MAX_HANDSHAKES_PER_SOURCE`] from one remote address, and a new
+//! connection past either bound evicts the oldest unadmitted one rather than being refused. A PE whose connection
+//! is closed before it was admitted connects again (within the bootstrap's timeout), so a PE holding the key gets
+//! in however many connections an outsider opens. After admission, frames are bounded by the protocol: a
+//! contribution to a gather by [`gather_limit`] (the whole result must fit in one frame), read as it arrives; the
+//! announced job size by [`max_pes`].
 
 use super::Bootstrap;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, Throttle};
+use std::collections::BTreeMap;
 use std::io::{Read, Write};
-use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsFd;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -24,16 +37,44 @@ const WELCOME: u8 = 10;
 const RESULT: u8 = 11;
 const LOST: u8 = 12;
 const FAIL: u8 = 13;
+const ADMITTED: u8 = 14;
+/// The largest frame (kind byte included) either side reads or writes: 1 GiB.
 const MAX_FRAME: usize = 1 << 30;
-const PREFIX: &str = "xpushmem-uid2";
+/// The most of a frame's payload allocated ahead of the bytes actually received.
+const READ_CHUNK: usize = 1 << 20;
+/// The unique ID's text prefix; its number changes with the wire protocol, so PEs of another version refuse the
+/// ID instead of failing the handshake.
+const PREFIX: &str = "xpushmem-uid3";
 /// Bytes of a nonce and of a MAC.
 const NONCE: usize = 16;
 const MAC: usize = 32;
 /// Bytes of a `HELLO` payload: rank, size, client nonce, MAC.
 const HELLO_BYTES: usize = 16 + NONCE + MAC;
-/// How long an accepted connection may take to answer the challenge, and how many may be pending at once.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-const MAX_HANDSHAKES: usize = 256;
+/// How long an accepted connection may take, in all, from its challenge to a valid `HELLO`.
+pub(crate) const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How many handshakes may be pending at once, and how many of them may come from one remote address (loopback
+/// sources are all one address, so only the total bounds them); past either bound the oldest one is evicted.
+pub(crate) const MAX_HANDSHAKES: usize = 256;
+pub(crate) const MAX_HANDSHAKES_PER_SOURCE: usize = 32;
+
+/// The most PEs one rendezvous serves: it holds one connection (one descriptor) per PE, so no more than this
+/// process may open (the hard `RLIMIT_NOFILE`), and no more than the C ABI's `int` counts.
+pub(crate) fn max_pes() -> usize {
+    let nofile = rustix::process::getrlimit(rustix::process::Resource::Nofile)
+        .maximum
+        .unwrap_or(u64::MAX);
+    usize::try_from(nofile.min(i32::MAX as u64)).unwrap_or(usize::MAX)
+}
+
+/// The largest contribution of one PE to a gather of `n` PEs: the result (each contribution with its 8-byte
+/// length) must fit in one frame.
+pub(crate) fn gather_limit(n: usize) -> usize {
+    ((MAX_FRAME - 1) / n.max(1)).saturating_sub(8)
+}
+
+/// Refused connections and evicted handshakes: a flood of them logs a line a second.
+static REFUSED: Throttle = Throttle::new();
+static EVICTED: Throttle = Throttle::new();
 
 fn berr(message: impl Into<String>) -> Error {
     Error::Bootstrap {
@@ -178,27 +219,48 @@ pub(crate) fn random_cookie() -> u64 {
 }
 
 fn write_frame(s: &mut TcpStream, kind: u8, payload: &[u8]) -> std::io::Result<()> {
+    let len = payload.len() + 1;
+    if len > MAX_FRAME {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("frame of {len} bytes exceeds the rendezvous limit {MAX_FRAME}"),
+        ));
+    }
     let mut buf = Vec::with_capacity(5 + payload.len());
-    buf.extend_from_slice(&((payload.len() + 1) as u32).to_le_bytes());
+    buf.extend_from_slice(&(len as u32).to_le_bytes());
     buf.push(kind);
     buf.extend_from_slice(payload);
     s.write_all(&buf)
 }
 
-fn read_frame(s: &mut TcpStream) -> std::io::Result<(u8, Vec<u8>)> {
+/// Read one frame whose length (kind byte included) is at most `max`; a longer announced length is an error,
+/// nothing of it read. The payload is allocated as it arrives ([`READ_CHUNK`] at a time, failing allocation an
+/// error), never the announced length up front.
+fn read_frame(s: &mut TcpStream, max: usize) -> std::io::Result<(u8, Vec<u8>)> {
+    let bad = |m: String| std::io::Error::new(std::io::ErrorKind::InvalidData, m);
     let mut len = [0u8; 4];
     s.read_exact(&mut len)?;
     let len = u32::from_le_bytes(len) as usize;
-    if len == 0 || len > MAX_FRAME {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            "bad frame length",
-        ));
+    if len == 0 || len > max.min(MAX_FRAME) {
+        return Err(bad(format!(
+            "bad frame length {len} (at most {} here)",
+            max.min(MAX_FRAME)
+        )));
     }
-    let mut buf = vec![0u8; len];
-    s.read_exact(&mut buf)?;
-    let kind = buf.remove(0);
-    Ok((kind, buf))
+    let mut kind = [0u8; 1];
+    s.read_exact(&mut kind)?;
+    let mut buf = Vec::new();
+    let mut left = len - 1;
+    while left > 0 {
+        let step = left.min(READ_CHUNK);
+        buf.try_reserve(step)
+            .map_err(|e| bad(format!("frame of {len} bytes: {e}")))?;
+        let at = buf.len();
+        buf.resize(at + step, 0);
+        s.read_exact(&mut buf[at..])?;
+        left -= step;
+    }
+    Ok((kind[0], buf))
 }
 
 fn encode_all(parts: &[Vec<u8>]) -> Vec<u8> {
@@ -275,43 +337,94 @@ struct Joined {
     nonce: [u8; NONCE],
 }
 
+/// Log a refused connection (rate-limited: an outsider can make many) and tell it why.
+fn refuse(s: &mut TcpStream, peer: SocketAddr, why: &str) -> Option<Joined> {
+    if let Some(skipped) = REFUSED.note() {
+        tracing::warn!(%peer, why, skipped, "rendezvous: connection refused (skipped: refusals not logged since the last line)");
+    }
+    let _ = write_frame(
+        s,
+        FAIL,
+        format!("wrong cookie: {why} (this unique ID belongs to another job?)").as_bytes(),
+    );
+    None
+}
+
 /// Challenge one accepted connection and check its answer. `None` (logged) when it does not hold the key or does
-/// not answer in time; nothing is sent to it but the challenge and a refusal.
+/// not answer; nothing is sent to it but the challenge and a refusal. Reads at most one `HELLO`-sized frame; the
+/// server shuts the connection down (ending this) when the handshake's deadline passes or it is evicted.
 fn handshake(mut s: TcpStream, peer: SocketAddr, key: u128) -> Option<Joined> {
-    let refuse = |s: &mut TcpStream, why: &str| {
-        tracing::warn!(%peer, why, "rendezvous: connection refused");
-        let _ = write_frame(
-            s,
-            FAIL,
-            format!("wrong cookie: {why} (this unique ID belongs to another job?)").as_bytes(),
-        );
-        None
-    };
     let _ = s.set_nonblocking(false);
     let _ = s.set_nodelay(true);
+    // A backstop only: the deadline of the whole handshake is kept by the accept loop.
     let _ = s.set_read_timeout(Some(HANDSHAKE_TIMEOUT));
     let challenge: [u8; NONCE] = random_bytes().ok()?;
     write_frame(&mut s, CHALLENGE, &challenge).ok()?;
-    let p = match read_frame(&mut s) {
+    let p = match read_frame(&mut s, 1 + HELLO_BYTES) {
         Ok((HELLO, p)) if p.len() == HELLO_BYTES => p,
-        Ok(_) => return refuse(&mut s, "malformed hello"),
+        Ok(_) => return refuse(&mut s, peer, "malformed hello"),
+        Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+            return refuse(&mut s, peer, &format!("malformed hello: {e}"))
+        }
         Err(e) => {
-            tracing::warn!(%peer, error = %e, "rendezvous: connection dropped before its hello");
+            tracing::debug!(%peer, error = %e, "rendezvous: connection dropped before its hello");
             return None;
         }
     };
     let (fields, tag) = p.split_at(16 + NONCE);
     if !mac_ok(key, &[b"xpushmem-hello", &challenge, fields], tag) {
-        return refuse(&mut s, "authentication failed");
+        return refuse(&mut s, peer, "authentication failed");
     }
     let word = |i: usize| u64::from_le_bytes(fields[i..i + 8].try_into().unwrap_or_default());
     let _ = s.set_read_timeout(None);
     Some(Joined {
-        rank: word(0) as usize,
-        size: word(8) as usize,
+        rank: usize::try_from(word(0)).unwrap_or(usize::MAX),
+        size: usize::try_from(word(8)).unwrap_or(usize::MAX),
         nonce: fields[16..].try_into().unwrap_or_default(),
         stream: s,
     })
+}
+
+/// An accepted connection whose handshake runs on its own thread: where it came from, since when, and a handle
+/// on its socket to end it.
+struct Pending {
+    id: u64,
+    source: IpAddr,
+    since: Instant,
+    socket: TcpStream,
+}
+
+/// End pending handshake `i` (its thread sees the connection shut down and gives up).
+fn evict(pending: &mut Vec<Pending>, i: usize, why: &str) {
+    let p = pending.remove(i);
+    let _ = p.socket.shutdown(Shutdown::Both);
+    if let Some(skipped) = EVICTED.note() {
+        tracing::warn!(source = %p.source, why, skipped, "rendezvous: unauthenticated connection dropped (skipped: drops not logged since the last line)");
+    }
+}
+
+/// Why an authenticated `HELLO` cannot join the job being assembled (`size`: the size the first admitted PE
+/// gave; `joined`: the ranks admitted so far), or `None` when it can.
+fn misfit(j: &Joined, size: Option<usize>, joined: &BTreeMap<usize, Joined>) -> Option<String> {
+    let (rank, n) = (j.rank, j.size);
+    let limit = max_pes();
+    if n == 0 || n > limit {
+        Some(format!(
+            "PE {rank} says the job has {n} PEs: this rendezvous serves 1 to {limit} (one connection per PE, at \
+             most RLIMIT_NOFILE's hard limit and the C ABI's int)"
+        ))
+    } else if size.is_some_and(|expect| expect != n) {
+        Some(format!(
+            "PE {rank} says the job has {n} PEs, others say {}",
+            size.unwrap_or_default()
+        ))
+    } else if rank >= n {
+        Some(format!("rank {rank} out of range [0, {n})"))
+    } else if joined.contains_key(&rank) {
+        Some(format!("rank {rank} joined twice"))
+    } else {
+        None
+    }
 }
 
 fn serve(
@@ -321,90 +434,118 @@ fn serve(
 ) -> std::result::Result<(), String> {
     let start = Instant::now();
     listener.set_nonblocking(true).map_err(|e| e.to_string())?;
-    let mut conns: Vec<Option<TcpStream>> = Vec::new();
-    let mut nonces: Vec<[u8; NONCE]> = Vec::new();
+    // Admitted PEs by rank: grows as they arrive (nothing is sized from a claimed job size).
+    let mut conns: BTreeMap<usize, Joined> = BTreeMap::new();
     let mut size: Option<usize> = None;
-    let mut joined = 0usize;
     // Phase 1: every PE proves it holds the key and says who it is. Handshakes run on their own threads, so a
-    // connection that stalls or fails delays nobody.
-    let (tx, rx) = std::sync::mpsc::channel::<Option<Joined>>();
-    let mut handshaking = 0usize;
-    while size.is_none_or(|n| joined < n) {
+    // connection that stalls or fails delays nobody; `pending` lists them oldest first.
+    let (tx, rx) = std::sync::mpsc::channel::<(u64, Option<Joined>)>();
+    let mut pending: Vec<Pending> = Vec::new();
+    let mut next_id = 0u64;
+    while size.is_none_or(|n| conns.len() < n) {
         let mut progressed = false;
+        let now = Instant::now();
+        while pending
+            .first()
+            .is_some_and(|p| now.saturating_duration_since(p.since) >= HANDSHAKE_TIMEOUT)
+        {
+            evict(
+                &mut pending,
+                0,
+                "no valid hello before the handshake deadline",
+            );
+        }
         match listener.accept() {
-            Ok((s, peer)) if handshaking < MAX_HANDSHAKES => {
+            Ok((s, peer)) => {
                 progressed = true;
-                handshaking += 1;
+                let source = peer.ip();
+                if !source.is_loopback() {
+                    let mine: Vec<usize> = (0..pending.len())
+                        .filter(|&i| pending[i].source == source)
+                        .collect();
+                    if mine.len() >= MAX_HANDSHAKES_PER_SOURCE {
+                        evict(
+                            &mut pending,
+                            mine[0],
+                            "too many pending handshakes from its address",
+                        );
+                    }
+                }
+                if pending.len() >= MAX_HANDSHAKES {
+                    evict(&mut pending, 0, "too many pending handshakes");
+                }
+                let id = next_id;
+                next_id += 1;
+                let Ok(socket) = s.try_clone() else {
+                    continue;
+                };
                 let tx = tx.clone();
                 let spawned = std::thread::Builder::new()
                     .name("xpushmem-handshake".into())
                     .spawn(move || {
-                        let _ = tx.send(handshake(s, peer, key));
+                        let _ = tx.send((id, handshake(s, peer, key)));
                     });
-                if spawned.is_err() {
-                    handshaking -= 1;
+                if spawned.is_ok() {
+                    pending.push(Pending {
+                        id,
+                        source,
+                        since: now,
+                        socket,
+                    });
                 }
-            }
-            Ok((_, peer)) => {
-                tracing::warn!(%peer, "rendezvous: too many pending handshakes; connection dropped")
             }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
             Err(e) => return Err(format!("accept: {e}")),
         }
-        while let Ok(done) = rx.try_recv() {
+        while let Ok((id, done)) = rx.try_recv() {
             progressed = true;
-            handshaking -= 1;
-            let Some(Joined {
-                mut stream,
-                rank,
-                size: n,
-                nonce,
-            }) = done
-            else {
+            // A handshake evicted meanwhile has a dead socket: its PE connects again.
+            let Some(i) = pending.iter().position(|p| p.id == id) else {
                 continue;
             };
-            let expect = *size.get_or_insert(n);
-            if conns.is_empty() {
-                conns.resize_with(n, || None);
-                nonces.resize(n, [0; NONCE]);
-            }
-            let msg = if n != expect {
-                Some(format!(
-                    "PE {rank} says the job has {n} PEs, others say {expect}"
-                ))
-            } else if rank >= n {
-                Some(format!("rank {rank} out of range [0, {n})"))
-            } else if conns[rank].is_some() {
-                Some(format!("rank {rank} joined twice"))
-            } else {
-                None
+            pending.remove(i);
+            let Some(mut j) = done else {
+                continue;
             };
-            if let Some(m) = msg {
-                let _ = write_frame(&mut stream, FAIL, m.as_bytes());
+            if let Some(m) = misfit(&j, size, &conns) {
+                tracing::debug!(why = %m, "rendezvous: PE refused");
+                let _ = write_frame(&mut j.stream, FAIL, m.as_bytes());
                 continue;
             }
-            conns[rank] = Some(stream);
-            nonces[rank] = nonce;
-            joined += 1;
+            if write_frame(&mut j.stream, ADMITTED, &[]).is_ok() {
+                size = Some(j.size);
+                conns.insert(j.rank, j);
+            }
         }
-        if progressed {
-            continue;
-        }
+        // The limit holds however busy outsiders keep the accept loop.
         if timeout.is_some_and(|t| start.elapsed() > t) {
-            let missing: Vec<usize> = (0..conns.len()).filter(|&r| conns[r].is_none()).collect();
+            let n = size.unwrap_or(0);
+            let missing: Vec<usize> = (0..n).filter(|r| !conns.contains_key(r)).take(32).collect();
+            let more = n - conns.len() - missing.len();
             let m = format!(
-                "timed out after {:?} waiting for PEs {missing:?} to join",
-                start.elapsed()
+                "timed out after {:?} waiting for PEs {missing:?}{} to join",
+                start.elapsed(),
+                if more > 0 {
+                    format!(" and {more} more")
+                } else {
+                    String::new()
+                }
             );
-            for s in conns.iter_mut().flatten() {
-                let _ = write_frame(s, FAIL, m.as_bytes());
+            for j in conns.values_mut() {
+                let _ = write_frame(&mut j.stream, FAIL, m.as_bytes());
             }
             return Err(m);
         }
-        std::thread::sleep(Duration::from_millis(2));
+        if !progressed {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+    for p in pending.drain(..) {
+        let _ = p.socket.shutdown(Shutdown::Both);
     }
     let n = conns.len();
-    let mut conns: Vec<TcpStream> = conns.into_iter().flatten().collect();
+    let (mut conns, nonces): (Vec<TcpStream>, Vec<[u8; NONCE]>) =
+        conns.into_values().map(|j| (j.stream, j.nonce)).unzip();
     for (rank, s) in conns.iter_mut().enumerate() {
         let proof = mac(
             key,
@@ -436,9 +577,23 @@ fn serve(
             .collect();
         drop(fds);
         for r in ready {
-            match read_frame(&mut conns[r]) {
+            match read_frame(&mut conns[r], 1 + gather_limit(n)) {
                 Ok((GATHER, p)) if pending[r].is_none() => pending[r] = Some(p),
                 Ok((BYE, _)) => gone[r] = true,
+                Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+                    // Too large a contribution (the PE checks its own first, so only a broken or foreign PE).
+                    let m = format!(
+                        "PE {r} sent a gather the rendezvous refuses: {e} (a PE contributes at most {} bytes in a \
+                         job of {n} PEs)",
+                        gather_limit(n)
+                    );
+                    for (i, s) in conns.iter_mut().enumerate() {
+                        if !gone[i] {
+                            let _ = write_frame(s, FAIL, m.as_bytes());
+                        }
+                    }
+                    return Err(m);
+                }
                 other => {
                     let why = match other {
                         Ok((k, _)) => format!("protocol error (frame kind {k})"),
@@ -476,6 +631,133 @@ fn serve(
     }
 }
 
+/// Whether a connection error before admission means "connect again": the server closed a connection it had not
+/// admitted (a handshake evicted under a flood of connections, or past its deadline).
+fn closed_early(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind::*;
+    matches!(
+        e.kind(),
+        UnexpectedEof | ConnectionReset | ConnectionAborted | BrokenPipe | NotConnected
+    )
+}
+
+fn join_timeout(start: Instant, timeout: Option<Duration>, detail: String) -> Error {
+    Error::Timeout {
+        op: "bootstrap join".into(),
+        waited: start.elapsed(),
+        limit: timeout.unwrap_or_default(),
+        detail,
+    }
+}
+
+/// Connect to the rendezvous and be admitted (challenge answered, rank and size accepted): the connection and the
+/// nonce of this PE's `HELLO`. A connection closed before admission is made again, backing off, until `timeout`.
+fn admit(
+    id: UniqueId,
+    rank: usize,
+    size: usize,
+    timeout: Option<Duration>,
+) -> Result<(TcpStream, [u8; NONCE])> {
+    let start = Instant::now();
+    let mut pause = Duration::from_millis(10);
+    let mut attempts = 0u32;
+    loop {
+        attempts += 1;
+        let why = match admit_once(id, rank, size, timeout, start)? {
+            Ok(done) => return Ok(done),
+            Err(why) => why,
+        };
+        if timeout.is_some_and(|t| start.elapsed() + pause >= t) {
+            return Err(join_timeout(
+                start,
+                timeout,
+                format!(
+                    "; the rendezvous at {} closed all {attempts} connections of this PE before admitting it \
+                     (last: {why})",
+                    id.addr
+                ),
+            ));
+        }
+        tracing::debug!(rank, attempts, %why, "uid bootstrap: connecting to the rendezvous again");
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(500));
+    }
+}
+
+/// One attempt of [`admit`]: `Ok(Err(why))` when the server closed the connection before admitting this PE.
+fn admit_once(
+    id: UniqueId,
+    rank: usize,
+    size: usize,
+    timeout: Option<Duration>,
+    start: Instant,
+) -> Result<std::result::Result<(TcpStream, [u8; NONCE]), String>> {
+    let mut s = loop {
+        match TcpStream::connect_timeout(&id.addr, Duration::from_secs(5)) {
+            Ok(s) => break s,
+            Err(e)
+                if timeout.is_none_or(|t| start.elapsed() < t)
+                    && e.kind() == std::io::ErrorKind::ConnectionRefused =>
+            {
+                std::thread::sleep(Duration::from_millis(10))
+            }
+            Err(e) => return Err(berr(format!("connect to rendezvous {}: {e}", id.addr))),
+        }
+    };
+    let _ = s.set_nodelay(true);
+    s_timeout(&s, timeout.map(|t| t.saturating_sub(start.elapsed())))?;
+    let failed = |e: std::io::Error, what: &str| -> Result<std::result::Result<_, String>> {
+        if closed_early(&e) {
+            Ok(Err(format!("closed {what}: {e}")))
+        } else if matches!(
+            e.kind(),
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+        ) {
+            Err(join_timeout(
+                start,
+                timeout,
+                format!("; waiting for the rendezvous at {} {what}", id.addr),
+            ))
+        } else {
+            Err(berr(format!(
+                "rendezvous connection lost during join: {e} (the serving process exited?)"
+            )))
+        }
+    };
+    let challenge = match read_frame(&mut s, MAX_FRAME) {
+        Ok((CHALLENGE, c)) if c.len() == NONCE => c,
+        Ok((FAIL, m)) => return Err(berr(String::from_utf8_lossy(&m).into_owned())),
+        Ok(_) => {
+            return Err(berr(format!(
+                "the rendezvous at {} sent a malformed challenge",
+                id.addr
+            )))
+        }
+        Err(e) => return failed(e, "before its challenge"),
+    };
+    let nonce: [u8; NONCE] = random_bytes()?;
+    let mut hello = (rank as u64).to_le_bytes().to_vec();
+    hello.extend_from_slice(&(size as u64).to_le_bytes());
+    hello.extend_from_slice(&nonce);
+    let tag = mac(id.cookie, &[b"xpushmem-hello", &challenge, &hello]);
+    hello.extend_from_slice(&tag);
+    if let Err(e) = write_frame(&mut s, HELLO, &hello) {
+        return failed(e, "before this PE's hello");
+    }
+    match read_frame(&mut s, MAX_FRAME) {
+        Ok((ADMITTED, _)) => Ok(Ok((s, nonce))),
+        Ok((FAIL, m)) => Err(berr(String::from_utf8_lossy(&m).into_owned())),
+        Ok((k, _)) => Err(berr(format!("unexpected frame kind {k} during join"))),
+        Err(e) => failed(e, "before admitting this PE"),
+    }
+}
+
+/// Set a connection's read timeout (`None`: none; zero is taken as the least positive).
+fn s_timeout(s: &TcpStream, t: Option<Duration>) -> Result<()> {
+    s.set_read_timeout(t.map(|t| t.max(Duration::from_millis(1))))
+        .map_err(|e| berr(format!("set the rendezvous connection's timeout: {e}")))
+}
+
 /// A PE's connection to the rendezvous.
 #[derive(Debug)]
 pub struct UidBootstrap {
@@ -507,21 +789,8 @@ impl UidBootstrap {
             });
         }
         let start = Instant::now();
-        let s = loop {
-            match TcpStream::connect_timeout(&id.addr, Duration::from_secs(5)) {
-                Ok(s) => break s,
-                Err(e)
-                    if timeout.is_none_or(|t| start.elapsed() < t)
-                        && e.kind() == std::io::ErrorKind::ConnectionRefused =>
-                {
-                    std::thread::sleep(Duration::from_millis(10))
-                }
-                Err(e) => return Err(berr(format!("connect to rendezvous {}: {e}", id.addr))),
-            }
-        };
-        let _ = s.set_nodelay(true);
-        s.set_read_timeout(timeout)
-            .map_err(|e| berr(e.to_string()))?;
+        let (s, nonce) = admit(id, rank, size, timeout)?;
+        s_timeout(&s, timeout.map(|t| t.saturating_sub(start.elapsed())))?;
         let b = UidBootstrap {
             rank,
             size,
@@ -532,20 +801,6 @@ impl UidBootstrap {
         };
         {
             let mut conn = b.lock();
-            let challenge = b.expect(&mut conn, CHALLENGE, "join")?;
-            if challenge.len() != NONCE {
-                return Err(berr(format!(
-                    "the rendezvous at {} sent a malformed challenge",
-                    id.addr
-                )));
-            }
-            let nonce: [u8; NONCE] = random_bytes()?;
-            let mut hello = (rank as u64).to_le_bytes().to_vec();
-            hello.extend_from_slice(&(size as u64).to_le_bytes());
-            hello.extend_from_slice(&nonce);
-            let tag = mac(id.cookie, &[b"xpushmem-hello", &challenge, &hello]);
-            hello.extend_from_slice(&tag);
-            write_frame(&mut conn, HELLO, &hello).map_err(|e| berr(format!("send hello: {e}")))?;
             let proof = b.expect(&mut conn, WELCOME, "join")?;
             if !mac_ok(
                 id.cookie,
@@ -557,6 +812,7 @@ impl UidBootstrap {
                     id.addr
                 )));
             }
+            s_timeout(&conn, timeout)?;
         }
         tracing::debug!(rank, size, addr = %id.addr, "uid bootstrap joined");
         Ok(b)
@@ -581,7 +837,7 @@ impl UidBootstrap {
 
     fn read_expected(&self, conn: &mut TcpStream, kind: u8, op: &str) -> Result<Vec<u8>> {
         let start = Instant::now();
-        match read_frame(conn) {
+        match read_frame(conn, MAX_FRAME) {
             Ok((k, p)) if k == kind => Ok(p),
             Ok((LOST, p)) => Err(Error::PeerLost {
                 pe: u64::from_le_bytes(
@@ -625,6 +881,18 @@ impl Bootstrap for UidBootstrap {
         self.size
     }
     fn allgather(&self, mine: &[u8]) -> Result<Vec<Vec<u8>>> {
+        let limit = gather_limit(self.size);
+        if mine.len() > limit {
+            return Err(Error::invalid(
+                "allgather contribution (bytes)",
+                mine.len(),
+                format!(
+                    "the uid rendezvous carries at most {limit} bytes per PE in a job of {} PEs (the whole result \
+                     fits in one {MAX_FRAME}-byte frame)",
+                    self.size
+                ),
+            ));
+        }
         let mut conn = self.lock();
         write_frame(&mut conn, GATHER, mine).map_err(|e| berr(format!("send: {e}")))?;
         let p = self.expect(&mut conn, RESULT, "allgather")?;
@@ -750,8 +1018,9 @@ mod tests {
         let t = std::thread::spawn(move || {
             let (mut s, _) = fake.accept().unwrap();
             write_frame(&mut s, CHALLENGE, &[7u8; NONCE]).unwrap();
-            let (kind, hello) = read_frame(&mut s).unwrap();
+            let (kind, hello) = read_frame(&mut s, MAX_FRAME).unwrap();
             assert_eq!(kind, HELLO);
+            write_frame(&mut s, ADMITTED, &[]).unwrap();
             write_frame(&mut s, WELCOME, &[0u8; MAC]).unwrap();
             let mut raw = Vec::new();
             raw.extend_from_slice(&hello);
@@ -802,21 +1071,120 @@ mod tests {
         assert_eq!(all, vec![b"zero".to_vec(), b"one".to_vec()]);
         assert_eq!(t.join().unwrap(), all);
         server.join().unwrap();
-        // The outsiders were handed a challenge and a refusal, never a welcome or a result.
+        // The outsiders were handed a challenge and a refusal (or the close of a pending handshake once every PE
+        // was in), never a welcome or a result.
         let _ = silent.set_read_timeout(Some(Duration::from_millis(100)));
-        assert_eq!(read_frame(&mut silent).unwrap().0, CHALLENGE);
-        let more = read_frame(&mut silent)
+        assert_eq!(read_frame(&mut silent, MAX_FRAME).unwrap().0, CHALLENGE);
+        let more = read_frame(&mut silent, MAX_FRAME)
             .map(|(k, _)| k)
             .map_err(|e| e.kind());
         assert!(
             matches!(
                 more,
-                Err(std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut)
+                Err(std::io::ErrorKind::WouldBlock
+                    | std::io::ErrorKind::TimedOut
+                    | std::io::ErrorKind::UnexpectedEof)
             ),
             "{more:?}"
         );
         let _ = garbage.set_read_timeout(Some(Duration::from_secs(5)));
-        assert_eq!(read_frame(&mut garbage).unwrap().0, CHALLENGE);
-        assert_eq!(read_frame(&mut garbage).unwrap().0, FAIL);
+        assert_eq!(read_frame(&mut garbage, MAX_FRAME).unwrap().0, CHALLENGE);
+        assert_eq!(read_frame(&mut garbage, MAX_FRAME).unwrap().0, FAIL);
+    }
+
+    /// A 2-PE job on `id` (threads), each PE's allgather of its rank: what both got.
+    fn two_pes_join(id: UniqueId, timeout: Option<Duration>) -> Vec<Vec<Vec<u8>>> {
+        let pes: Vec<_> = (0..2)
+            .map(|r| {
+                std::thread::spawn(move || {
+                    let b = UidBootstrap::connect(id, r, 2, timeout, None).unwrap();
+                    let all = b.allgather(&[r as u8]).unwrap();
+                    b.finalize().unwrap();
+                    all
+                })
+            })
+            .collect();
+        pes.into_iter().map(|h| h.join().unwrap()).collect()
+    }
+
+    #[test]
+    fn a_huge_job_size_is_refused_by_value_and_the_server_goes_on() {
+        let timeout = Some(Duration::from_secs(20));
+        let server = Server::start("127.0.0.1".parse().unwrap(), timeout).unwrap();
+        let id = server.id();
+        // A PE with the key but a wrong size arrives first: 2^40 PEs, and the C ABI's largest int plus one.
+        for n in [1usize << 40, 1 << 31] {
+            let err = UidBootstrap::connect(id, 1, n, timeout, None).unwrap_err();
+            assert!(
+                matches!(&err, Error::Bootstrap { message, .. } if message.contains(&format!("says the job has {n} PEs"))),
+                "{err}"
+            );
+        }
+        let expect = vec![vec![vec![0u8], vec![1u8]]; 2];
+        assert_eq!(two_pes_join(id, timeout), expect);
+        server.join().unwrap();
+    }
+
+    #[test]
+    fn a_long_frame_before_authentication_is_refused_unread() {
+        let timeout = Some(Duration::from_secs(20));
+        let server = Server::start("127.0.0.1".parse().unwrap(), timeout).unwrap();
+        let id = server.id();
+        // A 1 GiB frame announced, nothing of it sent: refused at once (the server reads no further).
+        let mut s = TcpStream::connect(id.addr).unwrap();
+        s.write_all(&(1u32 << 30).to_le_bytes()).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        assert_eq!(read_frame(&mut s, MAX_FRAME).unwrap().0, CHALLENGE);
+        let (kind, why) = read_frame(&mut s, MAX_FRAME).unwrap();
+        let why = String::from_utf8_lossy(&why);
+        assert!(
+            kind == FAIL && why.contains("bad frame length 1073741824"),
+            "{kind} {why}"
+        );
+        assert_eq!(two_pes_join(id, timeout).len(), 2);
+        server.join().unwrap();
+    }
+
+    #[test]
+    fn pes_get_in_while_outsiders_hold_every_handshake_slot() {
+        let timeout = Some(Duration::from_secs(30));
+        let server = Server::start("127.0.0.1".parse().unwrap(), timeout).unwrap();
+        let id = server.id();
+        // More idle connections than there are slots, all opened before the PEs come.
+        let idle: Vec<TcpStream> = (0..MAX_HANDSHAKES + 44)
+            .map(|_| TcpStream::connect(id.addr).unwrap())
+            .collect();
+        assert_eq!(two_pes_join(id, timeout).len(), 2);
+        server.join().unwrap();
+        drop(idle);
+    }
+
+    #[test]
+    fn a_trickling_hello_is_cut_at_the_handshake_deadline() {
+        let timeout = Some(Duration::from_secs(60));
+        let server = Server::start("127.0.0.1".parse().unwrap(), timeout).unwrap();
+        let id = server.id();
+        // A hello of the right length, one byte every 2 s: each read succeeds, so only a deadline for the whole
+        // handshake ends it.
+        let mut s = TcpStream::connect(id.addr).unwrap();
+        let start = Instant::now();
+        s.write_all(&((1 + HELLO_BYTES) as u32).to_le_bytes())
+            .unwrap();
+        let mut cut = None;
+        for _ in 0..HELLO_BYTES {
+            std::thread::sleep(Duration::from_secs(2));
+            if s.write_all(&[HELLO]).is_err() {
+                cut = Some(start.elapsed());
+                break;
+            }
+        }
+        // The security bound: cut within the deadline plus the time to notice (one write after the close).
+        let cut = cut.expect("the trickling connection was never cut");
+        assert!(
+            cut >= HANDSHAKE_TIMEOUT && cut <= HANDSHAKE_TIMEOUT + Duration::from_secs(5),
+            "cut after {cut:?}"
+        );
+        assert_eq!(two_pes_join(id, timeout).len(), 2);
+        server.join().unwrap();
     }
 }

@@ -153,7 +153,8 @@ pub(crate) fn setup(s: DeviceSetup<'_>) -> Result<(Arc<ZeRuntime>, Windows)> {
             ));
         }
         fds.iter_mut().for_each(|f| *f = None);
-        let cookie = s.cookie ^ 0x6465_7669_6365_0000;
+        // A name of its own, derived from the job's secret: the host exchange's name does not predict it.
+        let cookie = crate::transport::fdx::exchange_cookie(s.cookie, "device");
         let listener = if s.local[0] == s.me && s.local.len() > 1 {
             Some(FdListener::bind(cookie, s.me)?)
         } else {

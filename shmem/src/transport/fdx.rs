@@ -1,14 +1,17 @@
 //! The node's fd exchange: how the PEs of one node hand each other their heaps' file descriptors (SCM_RIGHTS over
 //! an abstract Unix socket named by the job and the node leader).
 //!
-//! Abstract socket names are visible to every user (`/proc/net/unix`) and carry no permissions, so the name is
-//! not a secret and every end is authenticated by the kernel's record of who connected (`SO_PEERCRED`): the
-//! leader accepts only processes of this uid whose pid the bootstrap reported for a PE of this node (each once),
-//! and a PE sends its heap only to a socket owned by the leader's pid under this uid. A connection that fails the
-//! check is logged and dropped, and the exchange goes on; a socket squatted by another process is an error, with
-//! nothing sent to it. PEs in another pid namespace (pid 0 in `SO_PEERCRED`) cannot join: run a job's PEs in one.
+//! Abstract socket names are visible to every user (`/proc/net/unix`) and carry no permissions, so every end is
+//! authenticated by the kernel's record of who connected (`SO_PEERCRED`): the leader accepts only processes of
+//! this uid whose pid the bootstrap reported for a PE of this node (each once), and a PE sends its heap only to a
+//! socket owned by the leader's pid under this uid. A connection that fails the check is logged (at most a line a
+//! second, with the count of the others) and dropped, and the exchange goes on; a socket squatted by another
+//! process is an error naming that process, with nothing sent to it. The name is a keyed hash of the job's cookie
+//! (a secret of the bootstrap), so seeing one exchange's name tells nothing of the cookie or of the name of
+//! another exchange of the job ([`exchange_cookie`]): an outsider cannot bind a name before the job does. PEs in
+//! another pid namespace (pid 0 in `SO_PEERCRED`) cannot join: run a job's PEs in one.
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, Throttle};
 use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
 use rustix::net::{
     AddressFamily, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendAncillaryBuffer,
@@ -22,10 +25,100 @@ fn os(call: &'static str, e: rustix::io::Errno) -> Error {
     Error::os(call, std::io::Error::from(e))
 }
 
-/// Abstract-namespace socket name of a node's fd exchange: unique per job (cookie) and node (leader rank).
-fn socket_name(cookie: u64, leader: usize) -> Vec<u8> {
-    format!("xpushmem.{cookie:016x}.{leader}").into_bytes()
+/// HMAC-SHA256 under the job's cookie of a domain label and a number.
+fn keyed(cookie: u64, label: &[u8], n: u64) -> [u8; 32] {
+    use hmac::Mac;
+    let mut m = <hmac::Hmac<sha2::Sha256> as Mac>::new_from_slice(&cookie.to_le_bytes())
+        .unwrap_or_else(|_| unreachable!("HMAC takes keys of any length"));
+    m.update(label);
+    m.update(&n.to_le_bytes());
+    m.finalize().into_bytes().into()
 }
+
+/// The cookie of another exchange of the same job, e.g. the device heaps' (`domain` `"device"`): a keyed hash of
+/// the job's cookie with the domain's label, so the names of two exchanges cannot be told from one another.
+pub fn exchange_cookie(cookie: u64, domain: &str) -> u64 {
+    let h = keyed(
+        cookie,
+        format!("xpushmem-fdx-domain:{domain}").as_bytes(),
+        0,
+    );
+    u64::from_le_bytes(h[..8].try_into().unwrap_or_default())
+}
+
+/// Abstract-namespace socket name of a node's fd exchange: unique per job (cookie) and node (leader rank), a keyed
+/// hash that does not show the cookie.
+fn socket_name(cookie: u64, leader: usize) -> Vec<u8> {
+    let h = keyed(cookie, b"xpushmem-fdx-name", leader as u64);
+    let hex: String = h[..16].iter().map(|b| format!("{b:02x}")).collect();
+    format!("xpushmem.{hex}").into_bytes()
+}
+
+/// Who holds the abstract Unix socket `name`, as far as this process can see: the socket's inode from
+/// `/proc/net/unix`, then every process with `socket:[inode]` among its `/proc/PID/fd`, with its uid and command.
+/// Processes of other users are visible only to root; otherwise the text says it could not identify them.
+pub(crate) fn holder_of(name: &[u8]) -> String {
+    let shown = format!("@{}", String::from_utf8_lossy(name));
+    let Ok(table) = std::fs::read_to_string("/proc/net/unix") else {
+        return "a process that could not be identified (/proc/net/unix is not readable)".into();
+    };
+    // Columns: Num RefCount Protocol Flags Type St Inode Path.
+    let inodes: Vec<String> = table
+        .lines()
+        .skip(1)
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() >= 8 && f[7] == shown).then(|| f[6].to_string())
+        })
+        .collect();
+    if inodes.is_empty() {
+        return format!(
+            "a process that could not be identified ({shown} is not in this network namespace's /proc/net/unix)"
+        );
+    }
+    let links: Vec<String> = inodes.iter().map(|i| format!("socket:[{i}]")).collect();
+    let mut holders = Vec::new();
+    for p in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = p.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(fds) = std::fs::read_dir(p.path().join("fd")) else {
+            continue;
+        };
+        let holds = fds.flatten().any(|f| {
+            std::fs::read_link(f.path())
+                .is_ok_and(|l| links.iter().any(|k| l.as_os_str() == k.as_str()))
+        });
+        if holds {
+            let status = std::fs::read_to_string(p.path().join("status")).unwrap_or_default();
+            let field = |k: &str| {
+                status
+                    .lines()
+                    .find_map(|l| l.strip_prefix(k))
+                    .and_then(|v| v.split_whitespace().next())
+                    .unwrap_or("?")
+                    .to_string()
+            };
+            holders.push(format!(
+                "pid {pid} (uid {}, {})",
+                field("Uid:"),
+                field("Name:")
+            ));
+        }
+    }
+    if holders.is_empty() {
+        format!(
+            "a process that could not be identified (socket inode {}: no process this user can inspect holds it; \
+             another uid?)",
+            inodes.join(", ")
+        )
+    } else {
+        holders.join(", ")
+    }
+}
+
+/// Refused connections: a flood of them logs a line a second.
+static REFUSED: Throttle = Throttle::new();
 
 fn set_timeout(fd: BorrowedFd<'_>, timeout: Option<Duration>) -> Result<()> {
     for dir in [
@@ -54,9 +147,20 @@ impl FdListener {
             None,
         )
         .map_err(|e| os("socket(AF_UNIX)", e))?;
-        let addr = SocketAddrUnix::new_abstract_name(&socket_name(cookie, leader))
-            .map_err(|e| os("sockaddr_un", e))?;
-        rustix::net::bind(&sock, &addr).map_err(|e| os("bind(fd exchange)", e))?;
+        let name = socket_name(cookie, leader);
+        let addr = SocketAddrUnix::new_abstract_name(&name).map_err(|e| os("sockaddr_un", e))?;
+        rustix::net::bind(&sock, &addr).map_err(|e| match e {
+            rustix::io::Errno::ADDRINUSE => Error::os(
+                "bind(fd exchange)",
+                format!(
+                    "{}: the node's exchange socket @{} is held by {}, not by this job",
+                    std::io::Error::from(e),
+                    String::from_utf8_lossy(&name),
+                    holder_of(&name)
+                ),
+            ),
+            e => os("bind(fd exchange)", e),
+        })?;
         rustix::net::listen(&sock, 128).map_err(|e| os("listen(fd exchange)", e))?;
         Ok(FdListener { sock })
     }
@@ -77,12 +181,17 @@ fn send_fds(sock: BorrowedFd<'_>, ranks: &[usize], fds: &[BorrowedFd<'_>]) -> Re
             message: "too many fds for one message".into(),
         });
     }
-    rustix::net::sendmsg(
-        sock,
-        &[IoSlice::new(&header)],
-        &mut anc,
-        SendFlags::NOSIGNAL,
-    )
+    loop {
+        match rustix::net::sendmsg(
+            sock,
+            &[IoSlice::new(&header)],
+            &mut anc,
+            SendFlags::NOSIGNAL,
+        ) {
+            Err(rustix::io::Errno::INTR) => continue,
+            r => break r,
+        }
+    }
     .map_err(|e| os("sendmsg(SCM_RIGHTS)", e))?;
     Ok(())
 }
@@ -91,12 +200,18 @@ fn recv_fds(sock: BorrowedFd<'_>, out: &mut Vec<(usize, OwnedFd)>) -> Result<usi
     let mut header = vec![0u8; 8 * MAX_FDS_PER_MSG];
     let mut space = vec![MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(MAX_FDS_PER_MSG))];
     let mut anc = RecvAncillaryBuffer::new(&mut space);
-    let msg = rustix::net::recvmsg(
-        sock,
-        &mut [std::io::IoSliceMut::new(&mut header)],
-        &mut anc,
-        RecvFlags::CMSG_CLOEXEC,
-    )
+    // A socket with a receive timeout answers EINTR after a stop and continue (SIGSTOP, a debugger): wait again.
+    let msg = loop {
+        match rustix::net::recvmsg(
+            sock,
+            &mut [std::io::IoSliceMut::new(&mut header)],
+            &mut anc,
+            RecvFlags::CMSG_CLOEXEC,
+        ) {
+            Err(rustix::io::Errno::INTR) => continue,
+            r => break r,
+        }
+    }
     .map_err(|e| match e {
         rustix::io::Errno::AGAIN => Error::Transport {
             transport: "shm",
@@ -204,12 +319,16 @@ pub fn exchange_fds(
                 .position(|&p| pid_of(p) == pid)
                 .filter(|_| uid == my_uid)
             else {
-                tracing::warn!(
-                    pe = me,
-                    pid,
-                    uid,
-                    "fd exchange: refused a connection from a process that is not a PE of this job on this node"
-                );
+                if let Some(skipped) = REFUSED.note() {
+                    tracing::warn!(
+                        pe = me,
+                        pid,
+                        uid,
+                        skipped,
+                        "fd exchange: refused a connection from a process that is not a PE of this job on this \
+                         node (skipped: refusals not logged since the last line)"
+                    );
+                }
                 continue;
             };
             let pe = waiting.swap_remove(i);
@@ -292,6 +411,8 @@ mod tests {
     const PEER_BYTES: usize = 3 * PAGE;
     const FAKE_BYTES: usize = 5 * PAGE;
     const TIMEOUT: Duration = Duration::from_secs(20);
+    /// Connections the flooder makes.
+    const FLOOD: usize = 3000;
 
     /// A child in a role, with its standard output read line by line.
     struct Kid {
@@ -389,6 +510,45 @@ mod tests {
                 let _ = recv_fds(sock.as_fd(), &mut got);
                 println!("INTRUDER_GOT {}", got.len());
             }
+            "flooder" => {
+                // Connect and hang up, again and again, as the campaign's flood did.
+                let addr = SocketAddrUnix::new_abstract_name(&socket_name(cookie, 0)).unwrap();
+                for _ in 0..FLOOD {
+                    let sock = rustix::net::socket_with(
+                        AddressFamily::UNIX,
+                        SocketType::SEQPACKET,
+                        rustix::net::SocketFlags::CLOEXEC,
+                        None,
+                    )
+                    .unwrap();
+                    rustix::net::connect(&sock, &addr).unwrap();
+                }
+                println!("FLOODED {FLOOD}");
+            }
+            "leader" => {
+                // The node leader, its warnings on standard output; the test process is the other PE.
+                let _ = tracing_subscriber::fmt()
+                    .with_max_level(tracing::Level::WARN)
+                    .with_writer(std::io::stdout)
+                    .with_ansi(false)
+                    .try_init();
+                let listener = FdListener::bind(cookie, 0).unwrap();
+                println!("BOUND");
+                let arena = Arena::create(LEADER_BYTES).unwrap();
+                let pids = [std::process::id(), leader_pid];
+                let fds = exchange_fds(
+                    cookie,
+                    &[0, 1],
+                    &pids,
+                    0,
+                    arena.fd(),
+                    Some(listener),
+                    Some(TIMEOUT),
+                )
+                .unwrap();
+                assert_eq!(fds.len(), 2);
+                println!("LEADER_OK");
+            }
             other => panic!("unknown role {other}"),
         }
     }
@@ -471,6 +631,83 @@ mod tests {
                 && matches!(&r, Err(Error::Transport { message, .. }) if message.contains("closed")),
             "the squatter received {} fds ({r:?})",
             got.len()
+        );
+    }
+
+    #[test]
+    fn a_flood_of_refused_connections_logs_a_few_lines() {
+        // The leader is a child (its log is its output); a flooder makes 3000 connections that are not PEs; this
+        // process is the other PE and joins after the flood.
+        let cookie = crate::bootstrap::uid::random_cookie();
+        let me = std::process::id();
+        let mut leader = spawn("leader", cookie, me, &[]).unwrap();
+        leader.wait_line("BOUND");
+        // The leader's output is read as it comes (a full pipe would stop the leader, and the flood with it).
+        let Kid { mut child, lines } = leader;
+        let log = std::thread::spawn(move || lines.map_while(|l| l.ok()).collect::<Vec<String>>());
+        let flood = FLOOD;
+        let mut flooder = spawn("flooder", cookie, me, &[]).unwrap();
+        let started = Instant::now();
+        flooder.wait_line(&format!("FLOODED {flood}"));
+        assert!(flooder.succeeded());
+        let heap = Arena::create(PEER_BYTES).unwrap();
+        let pids = [child.id(), me];
+        let fds = exchange_fds(cookie, &[0, 1], &pids, 1, heap.fd(), None, Some(TIMEOUT)).unwrap();
+        assert_eq!(fds.len(), 2);
+        let log = log.join().unwrap();
+        let secs = started.elapsed().as_secs();
+        assert!(child.wait().is_ok_and(|s| s.success()), "{log:?}");
+        assert!(
+            log.iter().any(|l| l.trim().ends_with("LEADER_OK")),
+            "{log:?}"
+        );
+        let refused: Vec<&String> = log
+            .iter()
+            .filter(|l| l.contains("refused a connection"))
+            .collect();
+        // One line a second at most (plus the first): not one per connection.
+        assert!(
+            !refused.is_empty() && refused.len() as u64 <= secs + 2,
+            "{} warning lines for {flood} refused connections in about {secs} s: {:?}",
+            refused.len(),
+            refused.iter().take(5).collect::<Vec<_>>()
+        );
+    }
+
+    #[test]
+    fn names_are_keyed_hashes_of_the_secret_cookie() {
+        let c = 0x1234_5678_9abc_def1u64;
+        let host = String::from_utf8(socket_name(c, 0)).unwrap();
+        let device_cookie = exchange_cookie(c, "device");
+        let device = String::from_utf8(socket_name(device_cookie, 0)).unwrap();
+        // The visible name does not show the cookie, and the two exchanges' names differ.
+        assert!(!host.contains(&format!("{c:016x}")), "{host}");
+        assert_ne!(host, device);
+        assert_ne!(device_cookie, c);
+        // The old derivation (the device cookie was the host cookie xor a constant, readable from the host name)
+        // gives neither name.
+        let old_device = format!("xpushmem.{:016x}.0", c ^ 0x6465_7669_6365_0000);
+        assert_ne!(device, old_device);
+        // Each depends on the secret and on the leader; a domain is a domain.
+        assert_ne!(socket_name(c ^ 1, 0), socket_name(c, 0));
+        assert_ne!(exchange_cookie(c ^ 1, "device"), device_cookie);
+        assert_ne!(socket_name(c, 1), socket_name(c, 0));
+        assert_ne!(exchange_cookie(c, "host"), device_cookie);
+        assert_eq!(exchange_cookie(c, "device"), device_cookie);
+    }
+
+    #[test]
+    fn a_squatted_name_is_an_error_naming_its_holder() {
+        // This process holds the name (the squatter); the leader's bind names it by pid and uid.
+        let cookie = crate::bootstrap::uid::random_cookie();
+        let _squat = FdListener::bind(cookie, 3).unwrap();
+        let err = FdListener::bind(cookie, 3).unwrap_err().to_string();
+        let me = std::process::id();
+        let uid = rustix::process::getuid().as_raw();
+        assert!(
+            err.contains("Address already in use")
+                && err.contains(&format!("pid {me} (uid {uid},")),
+            "{err}"
         );
     }
 }
