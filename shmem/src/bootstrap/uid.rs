@@ -122,7 +122,7 @@ impl UniqueId {
 }
 
 /// Random bytes from the kernel; an error (never a weak fallback) where it has none: they are secrets.
-fn random_bytes<const N: usize>() -> Result<[u8; N]> {
+pub(crate) fn random_bytes<const N: usize>() -> Result<[u8; N]> {
     let mut b = [0u8; N];
     let mut filled = 0;
     while filled < N {
@@ -488,6 +488,8 @@ pub struct UidBootstrap {
     /// The first news of a lost peer or a failed collective, kept: the server closes every connection right after
     /// telling it, so a later look at the connection would see only that it closed.
     news: Mutex<Option<Error>>,
+    /// The local address of the connection to the rendezvous ([`Bootstrap::local_addr`]).
+    local: Option<std::net::IpAddr>,
 }
 
 impl UidBootstrap {
@@ -522,10 +524,12 @@ impl UidBootstrap {
         let _ = s.set_nodelay(true);
         s.set_read_timeout(timeout)
             .map_err(|e| berr(e.to_string()))?;
+        let local = s.local_addr().ok().map(|a| a.ip());
         let b = UidBootstrap {
             rank,
             size,
             timeout,
+            local,
             conn: Mutex::new(s),
             server: Mutex::new(server),
             news: Mutex::new(None),
@@ -623,6 +627,9 @@ impl Bootstrap for UidBootstrap {
     }
     fn size(&self) -> usize {
         self.size
+    }
+    fn local_addr(&self) -> Option<std::net::IpAddr> {
+        self.local
     }
     fn allgather(&self, mine: &[u8]) -> Result<Vec<Vec<u8>>> {
         let mut conn = self.lock();
