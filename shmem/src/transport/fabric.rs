@@ -576,8 +576,15 @@ impl Ep {
             // The completion queue may still hold entries of abandoned operations: never read it again.
             return Err(self.closed_err());
         }
-        let r = self.poll_cq();
-        self.serve();
+        let mut r = self.poll_cq();
+        // Under a stream of messages (a device heap's staging traffic, or an outsider's flood) keep draining while
+        // every buffer keeps filling, so the provider's queue of unexpected messages empties as fast as this PE
+        // can read it (bounded rounds: the caller's own completion is read on the way).
+        let mut rounds = 0;
+        while self.serve() >= RECVS && rounds < 64 && r.is_ok() {
+            r = self.poll_cq();
+            rounds += 1;
+        }
         r
     }
 
@@ -1471,13 +1478,15 @@ impl Ep {
     }
 
     /// Handle the messages received so far and post their buffers again (never re-entered: replies it posts
-    /// may poll).
-    fn serve(&mut self) {
+    /// may poll); how many.
+    fn serve(&mut self) -> usize {
         if self.inbox.serving || self.inbox.arrived.is_empty() {
-            return;
+            return 0;
         }
         self.inbox.serving = true;
+        let mut handled = 0;
         while let Some((i, len)) = self.inbox.arrived.pop_front() {
+            handled += 1;
             let buf = std::mem::take(&mut self.inbox.bufs[i]);
             self.handle(&buf, len);
             self.inbox.bufs[i] = buf;
@@ -1486,6 +1495,7 @@ impl Ep {
             }
         }
         self.inbox.serving = false;
+        handled
     }
 
     /// Whether a received message is one of this job's: it carries this PE's token, a whole header, a sender
