@@ -134,8 +134,11 @@ static void attempt(const char *op, uint64_t key, uint64_t off)
 		successes++;
 		printf("ATTEMPT %s key=%#llx off=%llu: SUCCESS", op, (unsigned long long)key,
 		       (unsigned long long)off);
-		if (!strcmp(op, "read"))
-			printf(" read \"%.32s\"", buf);
+		if (!strcmp(op, "read")) {
+			printf(" read");
+			for (int i = 0; i < 16; i++)
+				printf(" %02x", (unsigned char)buf[i]);
+		}
 		printf("\n");
 	} else {
 		printf("ATTEMPT %s key=%#llx off=%llu: refused (%s)\n", op, (unsigned long long)key,

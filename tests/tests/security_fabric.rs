@@ -251,7 +251,9 @@ fn attack(name: &str, place: Place<'_>, extra: &[(&str, &str)]) {
             .map(|pe| {
                 format!(
                     "---- PE {pe} ----\n{}",
-                    std::fs::read_to_string(dir.join(format!("pe{pe}.log"))).unwrap_or_default()
+                    String::from_utf8_lossy(
+                        &std::fs::read(dir.join(format!("pe{pe}.log"))).unwrap_or_default()
+                    )
                 )
             })
             .collect::<String>()
@@ -342,7 +344,12 @@ fn attack(name: &str, place: Place<'_>, extra: &[(&str, &str)]) {
     std::fs::write(dir.join("check"), "").expect("check file");
     let pe_status = wait_all(&mut pes, Duration::from_secs(120));
     let attack_logs: Vec<String> = (0..targets.len())
-        .map(|k| std::fs::read_to_string(dir.join(format!("attack{k}.log"))).unwrap_or_default())
+        .map(|k| {
+            String::from_utf8_lossy(
+                &std::fs::read(dir.join(format!("attack{k}.log"))).unwrap_or_default(),
+            )
+            .into_owned()
+        })
         .collect();
     let logs_of_pes = logs();
 
@@ -399,7 +406,10 @@ fn attack(name: &str, place: Place<'_>, extra: &[(&str, &str)]) {
     // Each PE read the outsider's messages into its posted buffers and dropped them (its rate-limited warning
     // counts them): nothing of the flood was left to the provider's queue of unexpected messages for good.
     for pe in 0..2 {
-        let text = std::fs::read_to_string(dir.join(format!("pe{pe}.log"))).unwrap_or_default();
+        let text = String::from_utf8_lossy(
+            &std::fs::read(dir.join(format!("pe{pe}.log"))).unwrap_or_default(),
+        )
+        .into_owned();
         let dropped = dropped_count(&text);
         eprintln!("{name}: PE {pe} dropped {dropped} messages not from the job");
         assert!(
