@@ -3,9 +3,10 @@
 //! atomics (`tcp;ofi_rxm` here; `verbs;ofi_rxm`, `cxi`, `psm3`, `efa` on clusters, untested).
 //!
 //! Set-up (collective, [`connect`]): pick a provider (`XPUSHMEM_FABRIC_PROVIDER`, else libfabric's own `FI_PROVIDER`,
-//! else the first RDM provider with RMA and atomics that libfabric lists, single-node-only `shm` providers skipped),
-//! open fabric, domain, completion queue, address vector and endpoint, register this PE's runtime words and user
-//! heap (`fi_mr_reg`, remote read/write), and exchange endpoint names, keys and addresses through the bootstrap.
+//! else the first RDM provider with RMA, atomics and messages that libfabric lists, single-node-only `shm`
+//! providers skipped) on the address the endpoint is to listen on, open fabric, domain, completion queue, address
+//! vector and endpoint, register this PE's runtime words and user heap (`fi_mr_reg`, remote read/write, random
+//! keys), post the receive buffers, and exchange endpoint names, tokens and keys through the bootstrap.
 //!
 //! Operations: a put copies its source (the caller may reuse `src` on return) and posts `fi_writemsg`: a small one
 //! into a buffer the operation owns, one of 32 KiB or more into a bounce buffer kept for reuse ([`Slabs`]: fresh
@@ -36,6 +37,32 @@
 //!
 //! Errors name the provider, the operation and the peer; a completion error meaning the connection broke
 //! (reset, refused, unreachable, shut down) is [`Error::PeerLost`].
+//!
+//! Security (libfabric RMA has no peer authentication: `tcp;ofi_rxm` accepts a connection from anyone who reaches
+//! the endpoint, and rxm offers no hook into its handshake):
+//! - Memory keys are secret capabilities. When the application chooses keys (no `FI_MR_PROV_KEY`; `tcp` has
+//!   `mr_key_size` 8), every registration peers address (runtime words, user heap, a registered device heap)
+//!   gets a fresh random key of the provider's full key size from the OS (`getrandom`); a wrong key makes `tcp`
+//!   drop the connection, so guessing 64 bits is infeasible. With `FI_MR_PROV_KEY` the provider's keys are used,
+//!   and their strength is the provider's. Receive buffers, bounce buffers and operations' buffers are
+//!   registered (with `FI_MR_LOCAL`) for local access only.
+//! - Keys, endpoint names and tokens travel only in [`connect`]'s `allgather` of the bootstrap (the unique-ID
+//!   rendezvous authenticates its members; MPI's communicator), nowhere else.
+//! - Messages are authenticated: each PE makes a 128-bit random token at set-up, published only in that
+//!   allgather; every message to a PE (staging requests of a device heap, their replies) carries that PE's token.
+//!   A message whose token is wrong (compared in constant time), whose length does not match its header, whose
+//!   sender is not a PE this transport reaches, whose kind is unknown, or (a reply) that names no staged operation
+//!   of this PE on that sender is dropped unread, counted, with at most one warning a second.
+//! - Every PE keeps [`RECVS`] receive buffers posted and reposts them as it handles completions, so what an
+//!   outsider sends is read and dropped rather than left in the provider's queue; a message longer than a buffer
+//!   completes truncated and is dropped. rxm still queues, without limit, what arrives while every buffer is
+//!   taken: a PE that drains more slowly than an outsider sends still grows.
+//! - The endpoint listens on `XPUSHMEM_FABRIC_ADDR` (an address, or an interface: the provider's domain of that
+//!   name), else on the address the bootstrap used ([`crate::bootstrap::Bootstrap::local_addr`]: loopback under
+//!   `xpushmem-run`; the MPI bootstrap has none: the provider's first interface).
+//! - Not protected: the data path is not encrypted, so a passive observer of the network sees data, keys and
+//!   tokens (and can then act as a PE); an outsider who reaches the port can still flood it. The fabric belongs
+//!   on an isolated network.
 
 use super::{check_access, AmoOp, Ticket, Transport, Window};
 use crate::error::{Error, Result};
