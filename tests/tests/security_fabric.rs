@@ -8,6 +8,7 @@
 //! progress. Then:
 //! - the attacker succeeded in no attempt (it ran them all);
 //! - every PE's data is intact and its flag word untouched (each PE checks its own and its peer's);
+//! - the PEs' endpoints listen only on the bootstrap's address (127.0.0.1, or the namespace's veth address);
 //! - each PE read the flood into its posted receive buffers and dropped it (at least [`MIN_DROPPED`] messages,
 //!   counted by its rate-limited warning; before, a host-heap PE read none: all stayed queued in the provider).
 //!
@@ -292,11 +293,6 @@ fn attack(name: &str, place: Place<'_>, extra: &[(&str, &str)]) {
             if port == rendezvous.addr.port() {
                 continue;
             }
-            let ip = if ip.is_unspecified() {
-                boot_addr.parse().expect("an address")
-            } else {
-                ip
-            };
             targets.push((ip, port));
         }
     }
@@ -306,7 +302,9 @@ fn attack(name: &str, place: Place<'_>, extra: &[(&str, &str)]) {
     );
     // One attacker per port, all at once, as uid 65534 (in the other namespace for the netns case).
     let mut attackers = Vec::new();
-    for (k, (ip, port)) in targets.iter().enumerate() {
+    let boot_ip: std::net::IpAddr = boot_addr.parse().expect("an address");
+    for (k, &(ip, port)) in targets.iter().enumerate() {
+        let ip = if ip.is_unspecified() { boot_ip } else { ip };
         let mut argv = match &place {
             Place::Loopback => Vec::new(),
             Place::Netns(ns) => vec![
@@ -421,6 +419,11 @@ fn attack(name: &str, place: Place<'_>, extra: &[(&str, &str)]) {
         all.lines().filter(|l| l.starts_with("VICTIM")).count(),
         2,
         "{name}: every PE reports\n{all}"
+    );
+    // The endpoints listen on the bootstrap's address only (not every interface, not the first one).
+    assert!(
+        targets.iter().all(|&(ip, _)| ip == boot_ip),
+        "{name}: the PEs listen on {targets:?}, not only on the bootstrap's address {boot_ip}"
     );
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -59,7 +59,8 @@
 //!   taken: a PE that drains more slowly than an outsider sends still grows.
 //! - The endpoint listens on `XPUSHMEM_FABRIC_ADDR` (an address, or an interface: the provider's domain of that
 //!   name), else on the address the bootstrap used ([`crate::bootstrap::Bootstrap::local_addr`]: loopback under
-//!   `xpushmem-run`; the MPI bootstrap has none: the provider's first interface).
+//!   `xpushmem-run`; the MPI bootstrap has none: the provider's first interface), or where the provider chooses
+//!   when it does not listen on that address (providers that do not address endpoints by IP).
 //! - Not protected: the data path is not encrypted, so a passive observer of the network sees data, keys and
 //!   tokens (and can then act as a PE); an outsider who reaches the port can still flood it. The fabric belongs
 //!   on an isolated network.
@@ -2678,23 +2679,37 @@ fn open(a: &FabricArgs<'_>) -> Result<(Ep, Vec<u8>)> {
             _ => vec![Want::Hmem, Want::Host],
         };
     }
-    let bind = Bind::of(a.addr.as_deref(), a.boot.local_addr());
-    let source = match &bind {
-        Bind::Addr(ip) => Some(*ip),
-        _ => None,
-    };
+    let mut bind = Bind::of(a.addr.as_deref(), a.boot.local_addr());
     let mut delivery = true;
     let mut want = wants[0];
     let mut list = std::ptr::null_mut();
-    'found: for &w in &wants {
-        for d in [true, false] {
-            list = getinfo(requested.as_deref(), d, w, source)?;
-            if !list.is_null() {
-                delivery = d;
-                want = w;
-                break 'found;
+    loop {
+        let source = match &bind {
+            Bind::Addr(ip) => Some(*ip),
+            _ => None,
+        };
+        'found: for &w in &wants {
+            for d in [true, false] {
+                list = getinfo(requested.as_deref(), d, w, source)?;
+                if !list.is_null() {
+                    delivery = d;
+                    want = w;
+                    break 'found;
+                }
             }
         }
+        // The bootstrap's address is only a default: a provider that does not address its endpoints by IP
+        // (cxi, efa, psm3...) listens where it does.
+        if list.is_null() && a.addr.is_none() && source.is_some() {
+            tracing::info!(
+                pe = a.me,
+                "fabric: no provider listens on the bootstrap's address {bind:?}; the provider's own choice \
+                 (XPUSHMEM_FABRIC_ADDR selects one)"
+            );
+            bind = Bind::Any;
+            continue;
+        }
+        break;
     }
     if list.is_null() && wants == [Want::Hmem] {
         return Err(Error::Transport {
