@@ -14,7 +14,7 @@
 //!
 //! Each PE's peak RSS (VmHWM) growth under the flood is measured and printed, not bounded: `tcp;ofi_rxm` queues a
 //! message that no posted buffer takes without limit, and on an oversubscribed host an attacker can send faster
-//! than a PE drains (measured on 2 shared cores with 6 s floods: 20 MB to 1.3 GB, against 540-670 MB before, when
+//! than a PE drains (measured on 2 shared cores with 6 s floods: 20 MB to 1.4 GB, against 540-670 MB before, when
 //! nothing was ever drained). Network isolation of the fabric is what stops a flood.
 //!
 //! `attack_over_loopback`: one host, the job's bootstrap on 127.0.0.1. `attack_across_netns`: the job in one
