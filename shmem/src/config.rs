@@ -118,6 +118,8 @@ env_table! {
     node_id: Option<String> = "XPUSHMEM_NODE_ID", "", opt_text;
     /// libfabric provider of the fabric transport (tcp, verbs, cxi, psm3, efa...; FI_PROVIDER works too); empty: the first provider with RDM endpoints, RMA and atomics that libfabric lists, same-host-only ones skipped
     fabric_provider: Option<String> = "XPUSHMEM_FABRIC_PROVIDER", "", opt_text;
+    /// the address (IPv4 or IPv6) or interface name (eth0, ib0...) the fabric transport's endpoint listens on; empty: the address the bootstrap used (unique ID: the local address of this PE's rendezvous connection, so loopback under xpushmem-run; MPI: the provider's first interface), or the provider's own choice where it does not listen on that address (providers that do not address endpoints by IP)
+    fabric_addr: Option<String> = "XPUSHMEM_FABRIC_ADDR", "", opt_text;
     /// 1: a thread drives the fabric transport's progress continuously (a PE busy outside xpushmem still serves its peers' RMA and atomics); 0: progress is made by the calls that wait
     progress_thread: bool = "XPUSHMEM_PROGRESS_THREAD", "0", boolean;
     /// atomics of the fabric transport: native (the provider's own where it offers them, else a compare-and-swap loop) or cas (tests: every atomic but compare-and-swap emulated by the loop)

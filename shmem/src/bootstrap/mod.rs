@@ -34,6 +34,12 @@ pub trait Bootstrap: Send + Sync + std::fmt::Debug {
     fn check_alive(&self) -> Result<()> {
         Ok(())
     }
+    /// The local IP address this PE's bootstrap traffic uses, where it has one (the unique-ID rendezvous: its
+    /// connection's local address), so transports can listen on the same network; `None`: no such address (MPI,
+    /// a single PE).
+    fn local_addr(&self) -> Option<std::net::IpAddr> {
+        None
+    }
     /// Leave the job (after the runtime's final barrier). Called once.
     fn finalize(&self) -> Result<()> {
         Ok(())

@@ -163,7 +163,7 @@ impl UniqueId {
 }
 
 /// Random bytes from the kernel; an error (never a weak fallback) where it has none: they are secrets.
-fn random_bytes<const N: usize>() -> Result<[u8; N]> {
+pub(crate) fn random_bytes<const N: usize>() -> Result<[u8; N]> {
     let mut b = [0u8; N];
     let mut filled = 0;
     while filled < N {
@@ -770,6 +770,8 @@ pub struct UidBootstrap {
     /// The first news of a lost peer or a failed collective, kept: the server closes every connection right after
     /// telling it, so a later look at the connection would see only that it closed.
     news: Mutex<Option<Error>>,
+    /// The local address of the connection to the rendezvous ([`Bootstrap::local_addr`]).
+    local: Option<std::net::IpAddr>,
 }
 
 impl UidBootstrap {
@@ -791,10 +793,12 @@ impl UidBootstrap {
         let start = Instant::now();
         let (s, nonce) = admit(id, rank, size, timeout)?;
         s_timeout(&s, timeout.map(|t| t.saturating_sub(start.elapsed())))?;
+        let local = s.local_addr().ok().map(|a| a.ip());
         let b = UidBootstrap {
             rank,
             size,
             timeout,
+            local,
             conn: Mutex::new(s),
             server: Mutex::new(server),
             news: Mutex::new(None),
@@ -879,6 +883,9 @@ impl Bootstrap for UidBootstrap {
     }
     fn size(&self) -> usize {
         self.size
+    }
+    fn local_addr(&self) -> Option<std::net::IpAddr> {
+        self.local
     }
     fn allgather(&self, mine: &[u8]) -> Result<Vec<Vec<u8>>> {
         let limit = gather_limit(self.size);

@@ -3,9 +3,10 @@
 //! atomics (`tcp;ofi_rxm` here; `verbs;ofi_rxm`, `cxi`, `psm3`, `efa` on clusters, untested).
 //!
 //! Set-up (collective, [`connect`]): pick a provider (`XPUSHMEM_FABRIC_PROVIDER`, else libfabric's own `FI_PROVIDER`,
-//! else the first RDM provider with RMA and atomics that libfabric lists, single-node-only `shm` providers skipped),
-//! open fabric, domain, completion queue, address vector and endpoint, register this PE's runtime words and user
-//! heap (`fi_mr_reg`, remote read/write), and exchange endpoint names, keys and addresses through the bootstrap.
+//! else the first RDM provider with RMA, atomics and messages that libfabric lists, single-node-only `shm`
+//! providers skipped) on the address the endpoint is to listen on, open fabric, domain, completion queue, address
+//! vector and endpoint, register this PE's runtime words and user heap (`fi_mr_reg`, remote read/write, random
+//! keys), post the receive buffers, and exchange endpoint names, tokens and keys through the bootstrap.
 //!
 //! Operations: a put copies its source (the caller may reuse `src` on return) and posts `fi_writemsg`: a small one
 //! into a buffer the operation owns, one of 32 KiB or more into a bounce buffer kept for reuse ([`Slabs`]: fresh
@@ -36,6 +37,33 @@
 //!
 //! Errors name the provider, the operation and the peer; a completion error meaning the connection broke
 //! (reset, refused, unreachable, shut down) is [`Error::PeerLost`].
+//!
+//! Security (libfabric RMA has no peer authentication: `tcp;ofi_rxm` accepts a connection from anyone who reaches
+//! the endpoint, and rxm offers no hook into its handshake):
+//! - Memory keys are secret capabilities. When the application chooses keys (no `FI_MR_PROV_KEY`; `tcp` has
+//!   `mr_key_size` 8), every registration peers address (runtime words, user heap, a registered device heap)
+//!   gets a fresh random key of the provider's full key size from the OS (`getrandom`); a wrong key makes `tcp`
+//!   drop the connection, so guessing 64 bits is infeasible. With `FI_MR_PROV_KEY` the provider's keys are used,
+//!   and their strength is the provider's. Receive buffers, bounce buffers and operations' buffers are
+//!   registered (with `FI_MR_LOCAL`) for local access only.
+//! - Keys, endpoint names and tokens travel only in [`connect`]'s `allgather` of the bootstrap (the unique-ID
+//!   rendezvous authenticates its members; MPI's communicator), nowhere else.
+//! - Messages are authenticated: each PE makes a 128-bit random token at set-up, published only in that
+//!   allgather; every message to a PE (staging requests of a device heap, their replies) carries that PE's token.
+//!   A message whose token is wrong (compared in constant time), whose length does not match its header, whose
+//!   sender is not a PE this transport reaches, whose kind is unknown, or (a reply) that names no staged operation
+//!   of this PE on that sender is dropped unread, counted, with at most one warning a second.
+//! - Every PE keeps [`RECVS`] receive buffers posted and reposts them as it handles completions, so what an
+//!   outsider sends is read and dropped rather than left in the provider's queue; a message longer than a buffer
+//!   completes truncated and is dropped. rxm still queues, without limit, what arrives while every buffer is
+//!   taken: a PE that drains more slowly than an outsider sends still grows.
+//! - The endpoint listens on `XPUSHMEM_FABRIC_ADDR` (an address, or an interface: the provider's domain of that
+//!   name), else on the address the bootstrap used ([`crate::bootstrap::Bootstrap::local_addr`]: loopback under
+//!   `xpushmem-run`; the MPI bootstrap has none: the provider's first interface), or where the provider chooses
+//!   when it does not listen on that address (providers that do not address endpoints by IP).
+//! - Not protected: the data path is not encrypted, so a passive observer of the network sees data, keys and
+//!   tokens (and can then act as a PE); an outsider who reaches the port can still flood it. The fabric belongs
+//!   on an isolated network.
 
 use super::{check_access, AmoOp, Ticket, Transport, Window};
 use crate::error::{Error, Result};
@@ -49,9 +77,6 @@ use std::time::{Duration, Instant};
 
 /// `FI_ADDR_NOTAVAIL` (a macro in the headers).
 const ADDR_NOTAVAIL: u64 = u64::MAX;
-/// Keys this PE asks for when the provider lets the application choose (no `FI_MR_PROV_KEY`).
-const SYS_KEY: u64 = 0x5953;
-const HEAP_KEY: u64 = 0x4845;
 
 /// Providers that reach only the same host: never chosen unless asked for by name.
 const SAME_HOST_ONLY: &[&str] = &["shm", "sm2"];
@@ -154,21 +179,59 @@ const MSG_PUT: u64 = 1;
 const MSG_GET: u64 = 2;
 const MSG_AMO: u64 = 3;
 const MSG_REPLY: u64 = 4;
-/// Words of a staging message header.
-const HDR_WORDS: usize = 8;
+/// Words of a message header: eight words of the operation, then the receiver's token ([`Token`]).
+const HDR_WORDS: usize = 10;
 /// Largest payload of one staging message (larger puts and gets are split).
 const STAGE_CHUNK: usize = 64 * 1024;
-/// Receive buffers each PE keeps posted for staging messages.
-const STAGE_RECVS: usize = 16;
+/// Receive buffers every PE keeps posted ([`Inbox`]): a device heap's staging messages and their replies land in
+/// them; on any PE they also take in whatever an outsider sends, which is checked and dropped, so the provider
+/// never queues unexpected messages beyond what one progress call reads.
+const RECVS: usize = 16;
 /// Context ids of receive buffers (operation ids never reach this bit).
 const RECV_BIT: u64 = 1 << 63;
 /// `at` of a reply whose bytes nobody wants (a put-with-signal's signal).
 const NO_RESULT: u64 = u64::MAX;
 
-/// A staging message header: `[kind, from, id, off, len, operand, cond, op]`. Requests name the target heap
+/// A PE's message token: 128 random bits made by the PE at set-up ([`random_words`]) and published only in the
+/// bootstrap's allgather. Every message to a PE carries that PE's token; one that does not is dropped unread.
+type Token = [u64; 2];
+
+/// Whether two tokens are equal, in time independent of where they differ.
+fn token_eq(a: &Token, b: &Token) -> bool {
+    let d = std::hint::black_box((a[0] ^ b[0]) | (a[1] ^ b[1]));
+    d == 0
+}
+
+/// `N` words from the OS's random generator (getrandom).
+fn random_words<const N: usize>() -> Result<[u64; N]> {
+    let mut w = [0u64; N];
+    for x in &mut w {
+        *x = u64::from_le_bytes(crate::bootstrap::uid::random_bytes::<8>()?);
+    }
+    Ok(w)
+}
+
+/// A fresh memory-region key of `bytes` bytes (the provider's `mr_key_size`, at most 8) from the OS's random
+/// generator, never 0 and never one of `taken` (this PE's other registrations).
+fn fresh_key(bytes: usize, taken: &[u64]) -> Result<u64> {
+    let mask = if bytes >= 8 {
+        u64::MAX
+    } else {
+        (1u64 << (8 * bytes.max(1))) - 1
+    };
+    loop {
+        let [k] = random_words::<1>()?;
+        let k = k & mask;
+        if k != 0 && !taken.contains(&k) {
+            return Ok(k);
+        }
+    }
+}
+
+/// A message header: `[kind, from, id, off, len, operand, cond, op, token, token]`. Requests name the target heap
 /// range (an atomic's `len` is its code, [`amo_code`]) and, in `op`, where the reply's bytes go in the
 /// operation's buffer; a reply echoes `id` and `op`, and says in `operand` whether it failed (1: the payload is
-/// the error text).
+/// the error text). `tok` is the receiver's [`Token`].
 #[derive(Debug, Clone, Copy, Default)]
 struct Msg {
     kind: u64,
@@ -179,6 +242,7 @@ struct Msg {
     operand: u64,
     cond: u64,
     op: u64,
+    tok: Token,
 }
 
 impl Msg {
@@ -192,6 +256,8 @@ impl Msg {
             self.operand,
             self.cond,
             self.op,
+            self.tok[0],
+            self.tok[1],
         ]
     }
     fn of(w: &[u64]) -> Msg {
@@ -204,6 +270,7 @@ impl Msg {
             operand: w[5],
             cond: w[6],
             op: w[7],
+            tok: [w[8], w[9]],
         }
     }
 }
@@ -243,21 +310,54 @@ pub(crate) fn amo_of(code: u64, cond: u64) -> Option<(AmoOp, usize)> {
 }
 
 /// The staging path of a device heap the provider cannot register (no `FI_HMEM`): peers send their operations on
-/// it as messages into registered host receive buffers; this PE's progress thread applies them to the heap with
-/// Level Zero copies (and the runtime's atomic kernel) on the device's service lane, and replies.
+/// it as messages into this PE's receive buffers ([`Inbox`]); this PE's progress thread applies them to the heap
+/// with Level Zero copies (and the runtime's atomic kernel) on the device's service lane, and replies.
 struct Stage {
     /// This PE's device and its heap's device address and length.
     rt: Arc<crate::transport::ze::ZeRuntime>,
     base: usize,
     len: usize,
-    /// Posted receive buffers (each a header and a chunk), their contexts and registrations.
+}
+
+/// The receive buffers every PE keeps posted ([`RECVS`], each a header and a chunk), reposted as their messages
+/// are handled: what the provider buffers for this PE is bounded by them (an outsider's flood is read into them
+/// and dropped, instead of piling up in the provider's queue of unexpected messages).
+struct Inbox {
     bufs: Vec<Vec<u64>>,
     #[allow(clippy::vec_box)]
     ctxs: Vec<Box<Ctx>>,
+    /// Their registrations (with `FI_MR_LOCAL`).
     mrs: Vec<LocalMr>,
-    /// Received messages not yet served: (buffer, bytes).
+    /// Received messages not yet handled: (buffer, bytes).
     arrived: std::collections::VecDeque<(usize, usize)>,
     serving: bool,
+    /// This PE's token ([`Token`]): a message without it is dropped.
+    token: Token,
+    /// Messages dropped (bad token, length, sender or kind; truncated) since set-up, and at the last warning.
+    dropped: u64,
+    warned: u64,
+    /// When the last warning about dropped messages was logged (at most one a second).
+    warned_at: Option<Instant>,
+}
+
+impl Inbox {
+    /// Count a dropped message; a warning with the count at most once a second.
+    fn drop_msg(&mut self, me: usize, why: std::fmt::Arguments<'_>) {
+        self.dropped += 1;
+        if self
+            .warned_at
+            .is_none_or(|t| t.elapsed() >= Duration::from_secs(1))
+        {
+            tracing::warn!(
+                pe = me,
+                "fabric: dropped {} message(s) not from this job ({} since set-up; last: {why})",
+                self.dropped - self.warned,
+                self.dropped
+            );
+            self.warned = self.dropped;
+            self.warned_at = Some(Instant::now());
+        }
+    }
 }
 
 /// The hasher of the maps keyed by operation id: ids are distinct counters, so one multiplication spreads them
@@ -356,6 +456,10 @@ struct Ep {
     liveness: Arc<dyn crate::bootstrap::Bootstrap>,
     /// The staging path when this PE's device heap is not registered (see [`Stage`]).
     stage: Option<Stage>,
+    /// The receive buffers ([`Inbox`]).
+    inbox: Inbox,
+    /// Every PE's token (messages to a PE carry its own).
+    tokens: Vec<Token>,
     /// Bounce buffers of large puts.
     slabs: Slabs,
     /// This PE's host heap as registered (`None` for a device heap).
@@ -500,8 +604,15 @@ impl Ep {
             // The completion queue may still hold entries of abandoned operations: never read it again.
             return Err(self.closed_err());
         }
-        let r = self.poll_cq();
-        self.serve();
+        let mut r = self.poll_cq();
+        // Under a stream of messages (a device heap's staging traffic, or an outsider's flood) keep draining while
+        // every buffer keeps filling, so the provider's queue of unexpected messages empties as fast as this PE
+        // can read it (bounded rounds: the caller's own completion is read on the way).
+        let mut rounds = 0;
+        while self.serve() >= RECVS && rounds < 64 && r.is_ok() {
+            r = self.poll_cq();
+            rounds += 1;
+        }
         r
     }
 
@@ -527,9 +638,9 @@ impl Ep {
                 };
                 self.free_slab(slab);
                 if id & RECV_BIT != 0 {
-                    if let Some(st) = &mut self.stage {
-                        st.arrived.push_back(((id & !RECV_BIT) as usize, e.len));
-                    }
+                    self.inbox
+                        .arrived
+                        .push_back(((id & !RECV_BIT) as usize, e.len));
                 } else {
                     self.part_done(id, None);
                 }
@@ -586,13 +697,15 @@ impl Ep {
         };
         self.free_slab(slab);
         if id & RECV_BIT != 0 {
-            // A receive buffer failed (canceled at close, or a truncated message): post it again.
-            tracing::debug!(
-                pe = self.me,
-                "staging receive failed: {} ({prov_text})",
-                strerror(e.err as i64)
-            );
-            let _ = self.post_recv((id & !RECV_BIT) as usize);
+            // A receive failed: canceled at close (nothing to do), or a message longer than a buffer (no message
+            // of the job is: dropped, and the buffer posted again).
+            if e.err.unsigned_abs() != fi::FI_ECANCELED {
+                self.inbox.drop_msg(
+                    self.me,
+                    format_args!("{} ({prov_text})", strerror(e.err as i64)),
+                );
+                let _ = self.post_recv((id & !RECV_BIT) as usize);
+            }
             return Ok(());
         }
         let (pe, what) = self
@@ -1365,22 +1478,20 @@ impl Ep {
         self.posted(id, r)
     }
 
-    /// Post receive buffer `i` of the staging path.
+    /// Post receive buffer `i` of the [`Inbox`].
     fn post_recv(&mut self, i: usize) -> Result<()> {
         let ep = self.ep;
         let prov = self.prov.clone();
         if self.closed.is_some() {
             return Err(self.closed_err());
         }
-        let Some(st) = &mut self.stage else {
-            return Ok(());
-        };
-        let (ptr, len) = (st.bufs[i].as_mut_ptr(), st.bufs[i].len() * 8);
-        let desc = st.mrs.get(i).map_or(std::ptr::null_mut(), |m| m.desc);
-        let ctx: *mut Ctx = &mut *st.ctxs[i];
+        let ib = &mut self.inbox;
+        let (ptr, len) = (ib.bufs[i].as_mut_ptr(), ib.bufs[i].len() * 8);
+        let desc = ib.mrs.get(i).map_or(std::ptr::null_mut(), |m| m.desc);
+        let ctx: *mut Ctx = &mut *ib.ctxs[i];
         let start = Instant::now();
         loop {
-            // SAFETY: the endpoint is open; the buffer and its context are owned by the Stage, which lives (in
+            // SAFETY: the endpoint is open; the buffer and its context are owned by the Inbox, which lives (in
             // place: boxed contexts, Vec storage never resized) until the endpoint is closed.
             let r = unsafe { fi::xfi_recv(ep, ptr.cast(), len, desc, ADDR_NOTAVAIL, ctx.cast()) };
             if r == -(fi::FI_EAGAIN as isize) {
@@ -1390,39 +1501,78 @@ impl Ep {
                 std::thread::yield_now();
                 continue;
             }
-            return ok(&prov, "fi_recv (staging buffer)", r as i64);
+            return ok(&prov, "fi_recv (receive buffer)", r as i64);
         }
     }
 
-    /// Apply the staging messages received so far (never re-entered: replies it posts may poll).
-    fn serve(&mut self) {
-        let Some(st) = &mut self.stage else {
-            return;
-        };
-        if st.serving || st.arrived.is_empty() {
-            return;
+    /// Handle the messages received so far and post their buffers again (never re-entered: replies it posts
+    /// may poll); how many.
+    fn serve(&mut self) -> usize {
+        if self.inbox.serving || self.inbox.arrived.is_empty() {
+            return 0;
         }
-        st.serving = true;
-        while let Some((i, len)) = self.stage.as_mut().and_then(|st| st.arrived.pop_front()) {
-            let buf = std::mem::take(&mut self.stage.as_mut().expect("staging").bufs[i]);
+        self.inbox.serving = true;
+        let mut handled = 0;
+        while let Some((i, len)) = self.inbox.arrived.pop_front() {
+            handled += 1;
+            let buf = std::mem::take(&mut self.inbox.bufs[i]);
             self.handle(&buf, len);
-            self.stage.as_mut().expect("staging").bufs[i] = buf;
+            self.inbox.bufs[i] = buf;
             if let Err(e) = self.post_recv(i) {
-                tracing::error!(pe = self.me, "re-posting a staging buffer failed: {e}");
+                tracing::error!(pe = self.me, "re-posting a receive buffer failed: {e}");
             }
         }
-        if let Some(st) = &mut self.stage {
-            st.serving = false;
+        self.inbox.serving = false;
+        handled
+    }
+
+    /// Whether a received message is one of this job's: it carries this PE's token, a whole header, a sender
+    /// that is a PE this transport reaches, a known kind, and (a put) as many payload bytes as it announces (a
+    /// reply) names one of this PE's staged operations on that sender. Checked before any other field is used.
+    fn authentic(&self, m: &Msg, len: usize) -> std::result::Result<(), String> {
+        if !token_eq(&m.tok, &self.inbox.token) {
+            return Err(format!("wrong token, {len} bytes"));
+        }
+        let from = usize::try_from(m.from).unwrap_or(usize::MAX);
+        if from >= self.addrs.len() || self.addrs[from] == ADDR_NOTAVAIL {
+            return Err(format!(
+                "sender {} is not a PE this transport reaches",
+                m.from
+            ));
+        }
+        let payload = len - HDR_WORDS * 8;
+        let ok = match m.kind {
+            MSG_PUT => m.len == payload as u64,
+            MSG_GET | MSG_AMO => payload == 0,
+            MSG_REPLY => self
+                .ops
+                .get(&m.id)
+                .is_some_and(|o| o.staged && o.pe == from && payload as u64 == m.len),
+            _ => false,
+        };
+        if ok {
+            Ok(())
+        } else {
+            Err(format!(
+                "kind {} of {len} bytes from PE {from} does not match its header",
+                m.kind
+            ))
         }
     }
 
-    /// One staging message: a request on this PE's device heap (applied, then answered) or a reply to one of
-    /// this PE's operations.
+    /// One received message: a request on this PE's device heap (applied, then answered) or a reply to one of
+    /// this PE's operations; anything else is dropped ([`Ep::authentic`]).
     fn handle(&mut self, buf: &[u64], len: usize) {
-        if len < HDR_WORDS * 8 {
+        if len < HDR_WORDS * 8 || len > buf.len() * 8 {
+            self.inbox
+                .drop_msg(self.me, format_args!("a message of {len} bytes"));
             return;
         }
         let m = Msg::of(&buf[..HDR_WORDS]);
+        if let Err(why) = self.authentic(&m, len) {
+            self.inbox.drop_msg(self.me, format_args!("{why}"));
+            return;
+        }
         let payload = &bytes_of(&buf[HDR_WORDS..])[..(len - HDR_WORDS * 8).min(STAGE_CHUNK)];
         if m.kind == MSG_REPLY {
             let Some(op) = self.ops.get_mut(&m.id) else {
@@ -1460,9 +1610,6 @@ impl Ep {
             Ok(()) => (0, result),
             Err(e) => (1, e.to_string().into_bytes()),
         };
-        if from >= self.addrs.len() || self.addrs[from] == ADDR_NOTAVAIL {
-            return;
-        }
         let reply = Msg {
             kind: MSG_REPLY,
             from: self.me as u64,
@@ -1472,6 +1619,7 @@ impl Ep {
             operand: status,
             cond: 0,
             op: m.op,
+            tok: self.tokens[from],
         };
         let id = self.start(from, "staged reply", HDR_WORDS + data.len().div_ceil(8));
         {
@@ -1579,6 +1727,7 @@ impl Ep {
         let words = chunks * HDR_WORDS + src.len().div_ceil(8) + chunks + HDR_WORDS;
         let id = self.start(pe, what, words);
         let me = self.me as u64;
+        let tok = self.tokens[pe];
         let mut at = 0;
         let mut layout = Vec::with_capacity(chunks);
         {
@@ -1595,6 +1744,7 @@ impl Ep {
                     operand: 0,
                     cond: 0,
                     op: NO_RESULT,
+                    tok,
                 };
                 o.buf[at..at + HDR_WORDS].copy_from_slice(&m.words());
                 bytes_of_mut(&mut o.buf[at + HDR_WORDS..])[..part.len()].copy_from_slice(part);
@@ -1619,6 +1769,7 @@ impl Ep {
         let data_words = len.div_ceil(8);
         let id = self.start(pe, "get", data_words + chunks * HDR_WORDS);
         let me = self.me as u64;
+        let tok = self.tokens[pe];
         {
             let o = self.op(id);
             o.staged = true;
@@ -1634,6 +1785,7 @@ impl Ep {
                     operand: 0,
                     cond: 0,
                     op: (c * STAGE_CHUNK) as u64,
+                    tok,
                 };
                 let at = data_words + c * HDR_WORDS;
                 o.buf[at..at + HDR_WORDS].copy_from_slice(&m.words());
@@ -1679,6 +1831,7 @@ impl Ep {
         result: u64,
     ) -> Result<()> {
         let (code, cond) = amo_code(op, width);
+        let pe = self.op(id).pe;
         let m = Msg {
             kind: MSG_AMO,
             from: self.me as u64,
@@ -1688,6 +1841,7 @@ impl Ep {
             operand,
             cond,
             op: result,
+            tok: self.tokens[pe],
         };
         self.op(id).buf[at..at + HDR_WORDS].copy_from_slice(&m.words());
         self.send_part(id, at, HDR_WORDS * 8, true)
@@ -1720,10 +1874,8 @@ impl Drop for Ep {
                     fi::xfi_close(&mut (*m.mr).fid);
                 }
             }
-            if let Some(st) = self.stage.take() {
-                for m in st.mrs {
-                    fi::xfi_close(&mut (*m.mr).fid);
-                }
+            for m in self.inbox.mrs.drain(..) {
+                fi::xfi_close(&mut (*m.mr).fid);
             }
             if !self.av.is_null() {
                 fi::xfi_close(&mut (*self.av).fid);
@@ -2261,6 +2413,9 @@ pub(crate) struct FabricArgs<'a> {
     pub emulate_atomics: bool,
     /// The device of a device heap (`heap` is then device memory).
     pub device: Option<DeviceHeap>,
+    /// `XPUSHMEM_FABRIC_ADDR`: the address or interface the endpoint listens on (`None`: the bootstrap's
+    /// address, [`crate::bootstrap::Bootstrap::local_addr`]).
+    pub addr: Option<String>,
 }
 
 /// A device heap on the fabric.
@@ -2276,7 +2431,7 @@ pub(crate) type Windows = Vec<Option<Box<dyn Window>>>;
 
 /// The providers libfabric lists for RDM endpoints with RMA and atomics: (provider, domain, fabric) names.
 pub fn providers() -> Result<Vec<(String, String, String)>> {
-    let list = getinfo(None, false, Want::Host)?;
+    let list = getinfo(None, false, Want::Host, None)?;
     let mut out = Vec::new();
     let mut p = list;
     while !p.is_null() {
@@ -2306,21 +2461,49 @@ pub fn providers() -> Result<Vec<(String, String, String)>> {
     Ok(out)
 }
 
-/// What the endpoint needs beyond RMA and atomics on host memory.
+/// What the endpoint needs beyond RMA, atomics and two-sided messages (every PE receives: [`Inbox`]) on host
+/// memory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Want {
-    /// Nothing more (host heaps).
+    /// Nothing more (host heaps, and device heaps through the staging path).
     Host,
-    /// Two-sided messages (the staging path of a device heap).
-    Messages,
     /// `FI_HMEM`: RMA and atomics on registered Level Zero memory.
     Hmem,
 }
 
+/// Where the endpoint listens: `XPUSHMEM_FABRIC_ADDR`, else the address the bootstrap used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Bind {
+    /// The provider's first interface (a bootstrap that knows no address: MPI).
+    Any,
+    /// This address (`fi_getinfo`'s node with `FI_SOURCE`).
+    Addr(std::net::IpAddr),
+    /// The interface of this name (the provider's domain of that name: `eth0`, `lo`, `mlx5_0`...).
+    Iface(String),
+}
+
+impl Bind {
+    /// The setting's value, else the bootstrap's address.
+    fn of(setting: Option<&str>, boot: Option<std::net::IpAddr>) -> Bind {
+        match setting.map(str::trim).filter(|v| !v.is_empty()) {
+            Some(v) => match v.trim_start_matches('[').trim_end_matches(']').parse() {
+                Ok(ip) => Bind::Addr(ip),
+                Err(_) => Bind::Iface(v.to_string()),
+            },
+            None => boot.map_or(Bind::Any, Bind::Addr),
+        }
+    }
+}
+
 /// `fi_getinfo` for what this transport needs; `provider` filters by name; `delivery` asks for
-/// `FI_DELIVERY_COMPLETE`; `want` adds [`Want::Messages`] (the staging path of device heaps) or
-/// [`Want::Hmem`] (registration of Level Zero memory, `FI_HMEM`). A null list when nothing matches.
-fn getinfo(provider: Option<&str>, delivery: bool, want: Want) -> Result<*mut fi::fi_info> {
+/// `FI_DELIVERY_COMPLETE`; `want` adds [`Want::Hmem`] (registration of Level Zero memory, `FI_HMEM`); `source`
+/// is the local address to listen on. A null list when nothing matches.
+fn getinfo(
+    provider: Option<&str>,
+    delivery: bool,
+    want: Want,
+    source: Option<std::net::IpAddr>,
+) -> Result<*mut fi::fi_info> {
     fi::load().map_err(|e| Error::Transport {
         transport: "fabric",
         message: format!("cannot load libfabric: {e}"),
@@ -2337,11 +2520,12 @@ fn getinfo(provider: Option<&str>, delivery: bool, want: Want) -> Result<*mut fi
             | fi::FI_READ
             | fi::FI_WRITE
             | fi::FI_REMOTE_READ
-            | fi::FI_REMOTE_WRITE) as u64;
-        match want {
-            Want::Host => {}
-            Want::Messages => (*hints).caps |= (fi::FI_MSG | fi::FI_SEND | fi::FI_RECV) as u64,
-            Want::Hmem => (*hints).caps |= fi::FI_HMEM,
+            | fi::FI_REMOTE_WRITE
+            | fi::FI_MSG
+            | fi::FI_SEND
+            | fi::FI_RECV) as u64;
+        if want == Want::Hmem {
+            (*hints).caps |= fi::FI_HMEM;
         }
         (*hints).mode = fi::FI_CONTEXT | fi::FI_CONTEXT2;
         (*(*hints).ep_attr).type_ = fi::FI_EP_RDM;
@@ -2363,12 +2547,13 @@ fn getinfo(provider: Option<&str>, delivery: bool, want: Want) -> Result<*mut fi
         if let Some(n) = &name {
             (*(*hints).fabric_attr).prov_name = n.as_ptr().cast_mut();
         }
+        let node = source.map(|ip| CString::new(ip.to_string()).unwrap_or_default());
         let mut info = std::ptr::null_mut();
         let r = fi::xfi_getinfo(
             fi::xfi_header_version(),
+            node.as_ref().map_or(std::ptr::null(), |n| n.as_ptr()),
             std::ptr::null(),
-            std::ptr::null(),
-            0,
+            if node.is_some() { fi::FI_SOURCE } else { 0 },
             hints,
             &mut info,
         );
@@ -2390,6 +2575,7 @@ pub(crate) fn connect(a: FabricArgs<'_>) -> Result<(Arc<Fabric>, Windows, Window
     let all = a.boot.allgather(&mine)?;
     let mut ep = ep;
     let mut names = Vec::with_capacity(n);
+    let mut tokens = Vec::with_capacity(n);
     let mut regions = Vec::with_capacity(n);
     for (pe, rec) in all.iter().enumerate() {
         let mut d = crate::bootstrap::Dec(rec);
@@ -2408,6 +2594,7 @@ pub(crate) fn connect(a: FabricArgs<'_>) -> Result<(Arc<Fabric>, Windows, Window
             });
         }
         names.push(d.bytes().ok_or_else(bad)?.to_vec());
+        tokens.push([d.u64().ok_or_else(bad)?, d.u64().ok_or_else(bad)?]);
         let mut reg = || -> Option<Region> {
             Some(Region {
                 key: d.u64()?,
@@ -2445,6 +2632,7 @@ pub(crate) fn connect(a: FabricArgs<'_>) -> Result<(Arc<Fabric>, Windows, Window
         }
         ep.addrs[pe] = addr;
     }
+    ep.tokens = tokens;
     let prov = ep.prov.clone();
     let t = Arc::new(Fabric {
         ep: Arc::new(Mutex::new(ep)),
@@ -2486,23 +2674,42 @@ fn open(a: &FabricArgs<'_>) -> Result<(Ep, Vec<u8>)> {
     let mut wants = vec![Want::Host];
     if let Some(d) = &a.device {
         wants = match d.mode.as_str() {
-            "stage" => vec![Want::Messages],
+            "stage" => vec![Want::Host],
             "register" => vec![Want::Hmem],
-            _ => vec![Want::Hmem, Want::Messages],
+            _ => vec![Want::Hmem, Want::Host],
         };
     }
+    let mut bind = Bind::of(a.addr.as_deref(), a.boot.local_addr());
     let mut delivery = true;
     let mut want = wants[0];
     let mut list = std::ptr::null_mut();
-    'found: for &w in &wants {
-        for d in [true, false] {
-            list = getinfo(requested.as_deref(), d, w)?;
-            if !list.is_null() {
-                delivery = d;
-                want = w;
-                break 'found;
+    loop {
+        let source = match &bind {
+            Bind::Addr(ip) => Some(*ip),
+            _ => None,
+        };
+        'found: for &w in &wants {
+            for d in [true, false] {
+                list = getinfo(requested.as_deref(), d, w, source)?;
+                if !list.is_null() {
+                    delivery = d;
+                    want = w;
+                    break 'found;
+                }
             }
         }
+        // The bootstrap's address is only a default: a provider that does not address its endpoints by IP
+        // (cxi, efa, psm3...) listens where it does.
+        if list.is_null() && a.addr.is_none() && source.is_some() {
+            tracing::info!(
+                pe = a.me,
+                "fabric: no provider listens on the bootstrap's address {bind:?}; the provider's own choice \
+                 (XPUSHMEM_FABRIC_ADDR selects one)"
+            );
+            bind = Bind::Any;
+            continue;
+        }
+        break;
     }
     if list.is_null() && wants == [Want::Hmem] {
         return Err(Error::Transport {
@@ -2523,7 +2730,14 @@ fn open(a: &FabricArgs<'_>) -> Result<(Ep, Vec<u8>)> {
             let same_host = SAME_HOST_ONLY
                 .iter()
                 .any(|s| name.split(';').next() == Some(*s));
-            if requested.is_some() || !same_host {
+            let domain = (*(*p).domain_attr).name;
+            let iface_ok = match &bind {
+                Bind::Iface(want) => {
+                    !domain.is_null() && CStr::from_ptr(domain).to_bytes() == want.as_bytes()
+                }
+                _ => true,
+            };
+            if (requested.is_some() || !same_host) && iface_ok {
                 pick = fi::xfi_dupinfo(p);
                 break;
             }
@@ -2535,11 +2749,19 @@ fn open(a: &FabricArgs<'_>) -> Result<(Ep, Vec<u8>)> {
         pick
     };
     if chosen.is_null() {
+        let at = match (&bind, a.addr.is_some()) {
+            (Bind::Any, _) => String::new(),
+            (Bind::Addr(ip), true) => format!(" on XPUSHMEM_FABRIC_ADDR={ip}"),
+            (Bind::Addr(ip), false) => {
+                format!(" on {ip} (the bootstrap's address; XPUSHMEM_FABRIC_ADDR selects another)")
+            }
+            (Bind::Iface(i), _) => format!(" on interface XPUSHMEM_FABRIC_ADDR={i}"),
+        };
         return Err(Error::Transport {
             transport: "fabric",
             message: format!(
-                "no libfabric provider {}offers reliable datagrams with RMA and atomics (see fi_info; \
-                 XPUSHMEM_FABRIC_PROVIDER or FI_PROVIDER selects one)",
+                "no libfabric provider {}offers reliable datagrams with RMA, atomics and messages{at} (see \
+                 fi_info; XPUSHMEM_FABRIC_PROVIDER or FI_PROVIDER selects one)",
                 requested.as_deref().map_or(String::new(), |p| format!("named {p} "))
             ),
         });
@@ -2571,6 +2793,28 @@ fn open(a: &FabricArgs<'_>) -> Result<(Ep, Vec<u8>)> {
         lost: false,
         liveness: Arc::clone(&a.liveness),
         stage: None,
+        inbox: Inbox {
+            bufs: (0..RECVS)
+                .map(|_| vec![0u64; HDR_WORDS + STAGE_CHUNK / 8])
+                .collect(),
+            ctxs: (0..RECVS)
+                .map(|i| {
+                    Box::new(Ctx {
+                        raw: fi::fi_context2::default(),
+                        id: RECV_BIT | i as u64,
+                        slab: NO_SLAB,
+                    })
+                })
+                .collect(),
+            mrs: Vec::new(),
+            arrived: std::collections::VecDeque::new(),
+            serving: false,
+            token: random_words::<2>()?,
+            dropped: 0,
+            warned: 0,
+            warned_at: None,
+        },
+        tokens: Vec::new(),
         slabs: Slabs::default(),
         heap: None,
     };
@@ -2648,14 +2892,34 @@ fn open(a: &FabricArgs<'_>) -> Result<(Ep, Vec<u8>)> {
         name.truncate(len);
         let mut rec = crate::bootstrap::Enc::default()
             .bytes(prov.as_bytes())
-            .bytes(&name);
-        for (w, key) in [(a.sys, SYS_KEY), (a.heap, HEAP_KEY)] {
-            let device = key == HEAP_KEY && a.device.is_some();
+            .bytes(&name)
+            .u64(ep.inbox.token[0])
+            .u64(ep.inbox.token[1]);
+        // Keys: fresh random ones of the provider's full key size when the application chooses them; the
+        // provider's own (and their strength) with FI_MR_PROV_KEY.
+        let key_bytes = (*info.domain_attr).mr_key_size.min(8);
+        if !prov_key {
+            tracing::debug!(
+                pe = a.me,
+                provider = %prov,
+                "fabric: memory keys of {} random bits",
+                8 * key_bytes
+            );
+        }
+        let mut keys = Vec::new();
+        for (w, is_heap) in [(a.sys, false), (a.heap, true)] {
+            let device = is_heap && a.device.is_some();
             if device && want != Want::Hmem {
                 // The staging path: the device heap is not registered; peers' messages reach it (below).
                 rec = rec.u64(0).u64(0).u64(w.len() as u64).u64(1);
                 continue;
             }
+            let key = if prov_key {
+                0
+            } else {
+                fresh_key(key_bytes, &keys)?
+            };
+            keys.push(key);
             let mut mr = std::ptr::null_mut();
             let access =
                 (fi::FI_REMOTE_READ | fi::FI_REMOTE_WRITE | fi::FI_READ | fi::FI_WRITE) as u64;
@@ -2707,7 +2971,7 @@ fn open(a: &FabricArgs<'_>) -> Result<(Ep, Vec<u8>)> {
                 )?;
                 ok(&prov, "fi_mr_enable", fi::xfi_mr_enable(mr) as i64)?;
             }
-            if key == HEAP_KEY && !device {
+            if is_heap && !device {
                 ep.heap = Some(LocalHeap {
                     base: w.base() as usize,
                     len: w.len(),
@@ -2723,50 +2987,36 @@ fn open(a: &FabricArgs<'_>) -> Result<(Ep, Vec<u8>)> {
             rec = rec.u64(k).u64(addr).u64(w.len() as u64).u64(0);
         }
         if let (Some(d), false) = (&a.device, want == Want::Hmem) {
-            let words = HDR_WORDS + STAGE_CHUNK / 8;
-            let mut st = Stage {
+            ep.stage = Some(Stage {
                 rt: Arc::clone(&d.rt),
                 base: a.heap.base() as usize,
                 len: a.heap.len(),
-                bufs: (0..STAGE_RECVS).map(|_| vec![0u64; words]).collect(),
-                ctxs: (0..STAGE_RECVS)
-                    .map(|i| {
-                        Box::new(Ctx {
-                            raw: fi::fi_context2::default(),
-                            id: RECV_BIT | i as u64,
-                            slab: NO_SLAB,
-                        })
-                    })
-                    .collect(),
-                mrs: Vec::new(),
-                arrived: std::collections::VecDeque::new(),
-                serving: false,
-            };
-            if ep.mr_local {
-                for b in &mut st.bufs {
-                    let mut mr = std::ptr::null_mut();
-                    let r = fi::xfi_mr_reg(
-                        ep.domain,
-                        b.as_ptr().cast(),
-                        b.len() * 8,
-                        (fi::FI_RECV | fi::FI_SEND) as u64,
-                        0,
-                        0,
-                        0,
-                        &mut mr,
-                        std::ptr::null_mut(),
-                    );
-                    ok(&prov, "fi_mr_reg (staging buffer)", r as i64)?;
-                    st.mrs.push(LocalMr {
-                        mr,
-                        desc: fi::xfi_mr_desc(mr),
-                    });
-                }
+            });
+        }
+        // The receive buffers, posted on every PE (local access only: no peer addresses them).
+        if ep.mr_local {
+            for b in &mut ep.inbox.bufs {
+                let mut mr = std::ptr::null_mut();
+                let r = fi::xfi_mr_reg(
+                    ep.domain,
+                    b.as_ptr().cast(),
+                    b.len() * 8,
+                    (fi::FI_RECV | fi::FI_SEND) as u64,
+                    0,
+                    0,
+                    0,
+                    &mut mr,
+                    std::ptr::null_mut(),
+                );
+                ok(&prov, "fi_mr_reg (receive buffer)", r as i64)?;
+                ep.inbox.mrs.push(LocalMr {
+                    mr,
+                    desc: fi::xfi_mr_desc(mr),
+                });
             }
-            ep.stage = Some(st);
-            for i in 0..STAGE_RECVS {
-                ep.post_recv(i)?;
-            }
+        }
+        for i in 0..RECVS {
+            ep.post_recv(i)?;
         }
         // The atomics the provider offers, per width, operation and form.
         for width in [4usize, 8] {
@@ -2815,6 +3065,68 @@ fn open(a: &FabricArgs<'_>) -> Result<(Ep, Vec<u8>)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn keys_are_random_distinct_and_of_the_providers_size() {
+        // Distinct per registration: two regions of one PE, and across many set-ups (jobs).
+        let mut seen = HashSet::new();
+        for _ in 0..1000 {
+            let a = fresh_key(8, &[]).expect("key");
+            let b = fresh_key(8, &[a]).expect("key");
+            assert_ne!(a, b);
+            assert!(a != 0 && b != 0);
+            assert!(seen.insert(a) && seen.insert(b), "a key came twice");
+        }
+        // The old constant keys never come back (2^-64 each).
+        assert!(!seen.contains(&0x4845) && !seen.contains(&0x5953));
+        // All 64 bits vary (an OR of many keys has every bit set).
+        assert_eq!(seen.iter().fold(0, |a, k| a | k), u64::MAX);
+        // A provider with 2-byte keys gets 16 random bits, never 0 nor a taken one.
+        let taken: Vec<u64> = (1..0x8000).collect();
+        for _ in 0..100 {
+            let k = fresh_key(2, &taken).expect("key");
+            assert!((0x8000..=0xffff).contains(&k), "{k:#x}");
+        }
+    }
+
+    #[test]
+    fn tokens_compare_equal_only_when_equal() {
+        let t: Token = random_words().expect("token");
+        let u: Token = random_words().expect("token");
+        assert_ne!(t, u, "two set-ups made the same token");
+        assert!(token_eq(&t, &t));
+        assert!(!token_eq(&t, &u));
+        for bit in 0..128 {
+            let mut v = t;
+            v[bit / 64] ^= 1 << (bit % 64);
+            assert!(!token_eq(&t, &v), "bit {bit}");
+        }
+        // The header carries it in words 8 and 9.
+        let m = Msg {
+            kind: MSG_PUT,
+            tok: t,
+            ..Msg::default()
+        };
+        let w = m.words();
+        assert_eq!([w[8], w[9]], t);
+        assert!(token_eq(&Msg::of(&w).tok, &t));
+    }
+
+    #[test]
+    fn the_bind_address_is_the_setting_else_the_bootstraps() {
+        let lo: std::net::IpAddr = "127.0.0.1".parse().unwrap();
+        assert_eq!(Bind::of(None, Some(lo)), Bind::Addr(lo));
+        assert_eq!(Bind::of(Some(""), None), Bind::Any);
+        assert_eq!(
+            Bind::of(Some("10.1.2.3"), Some(lo)),
+            Bind::Addr("10.1.2.3".parse().unwrap())
+        );
+        assert_eq!(
+            Bind::of(Some("[fd00::2]"), None),
+            Bind::Addr("fd00::2".parse().unwrap())
+        );
+        assert_eq!(Bind::of(Some("eth0"), Some(lo)), Bind::Iface("eth0".into()));
+    }
 
     #[test]
     fn emulated_atomics_match_the_cpu_atomics() {

@@ -646,6 +646,7 @@ pub(crate) fn connect(a: ConnectArgs<'_>) -> Result<(Peers, dataseg::SymData)> {
                 rt: Arc::clone(rt),
                 mode: cfg.fabric_device_heap.clone(),
             }),
+            addr: cfg.fabric_addr.clone(),
         })?;
         for pe in (0..n).filter(|&p| r[p]) {
             sys[pe] = fsys[pe].take();

