@@ -26,6 +26,8 @@ apt_install() {
 command -v cargo >/dev/null || { echo "setup: cargo not found (install Rust with rustup first)" >&2; exit 1; }
 apt_install pkg-config gcc libc6-dev libclang-dev libopenmpi-dev openmpi-bin
 apt_install libfabric-dev libfabric-bin iproute2
+# The security tests: strace widens a start-up race on purpose (security_boot), setpriv and prlimit (util-linux).
+apt_install strace util-linux
 # The TrueType font of the performance charts (benches/src/plot.rs; its unit test draws one).
 apt_install fonts-dejavu-core
 for c in rustfmt clippy; do
