@@ -7,7 +7,6 @@
 //! kernel. All `unsafe` Level Zero calls of the runtime live in this file.
 
 use super::{AmoOp, Window};
-use crate::abi::AmoCode;
 use crate::error::{Error, Result};
 use level_zero_sys as ze;
 use std::ffi::{c_void, CString};
@@ -947,16 +946,7 @@ impl ZeRuntime {
         operand: u64,
         service: bool,
     ) -> Result<u64> {
-        let (code, cond) = match op {
-            AmoOp::Fetch => (AmoCode::Fetch, 0u64),
-            AmoOp::Set => (AmoCode::Set, 0),
-            AmoOp::Swap => (AmoCode::Swap, 0),
-            AmoOp::CompareSwap { cond } => (AmoCode::CompareSwap, cond),
-            AmoOp::FetchAdd => (AmoCode::FetchAdd, 0),
-            AmoOp::FetchAnd => (AmoCode::FetchAnd, 0),
-            AmoOp::FetchOr => (AmoCode::FetchOr, 0),
-            AmoOp::FetchXor => (AmoCode::FetchXor, 0),
-        };
+        let (code, cond) = op.code();
         let code = code as u32;
         let g = self.amo_kernels()?;
         let k = g
