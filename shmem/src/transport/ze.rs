@@ -9,6 +9,7 @@
 use super::{AmoOp, Window};
 use crate::error::{Error, Result};
 use level_zero_sys as ze;
+use std::collections::HashMap;
 use std::ffi::{c_void, CString};
 use std::sync::{Arc, Mutex};
 
@@ -168,6 +169,19 @@ struct AmoKernels {
     result: *mut u64,
 }
 
+/// Where [`ZeRuntime::append_kernel`] appends a kernel launch.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum LaunchOn {
+    /// The runtime's synchronous compute list: the kernel has finished on return.
+    Sync,
+    /// The runtime's asynchronous compute list; the event is signalled when the kernel has finished.
+    Async(ze::ze_event_handle_t),
+    /// The service lane's synchronous compute list (see `ZeRuntime::service`).
+    Service,
+    /// A caller's list (a framework's stream), after a barrier on everything appended to it before.
+    Caller(ze::ze_command_list_handle_t),
+}
+
 /// One PE's Level Zero device and context.
 pub struct ZeRuntime {
     api: ze::ZeApi,
@@ -182,6 +196,9 @@ pub struct ZeRuntime {
     modules: Mutex<Vec<ze::ze_module_handle_t>>,
     /// Kernels created through [`ZeRuntime::kernel`], destroyed before their modules.
     kernels: Mutex<Vec<ze::ze_kernel_handle_t>>,
+    /// The argument lock of each kernel launched ([`ZeRuntime::append_kernel`]), by handle: held from the first
+    /// argument set until the launch is appended, whichever list it goes to.
+    arg_locks: Mutex<HashMap<usize, Arc<Mutex<()>>>>,
     /// The service lane (created on first use): synchronous copy and compute lists of their own, for the threads
     /// that serve peers (fabric staging, the device proxy) while this PE's own thread may be blocked in a kernel
     /// launch holding `lists`.
@@ -290,6 +307,7 @@ impl ZeRuntime {
             amo: Mutex::new(None),
             modules: Mutex::new(Vec::new()),
             kernels: Mutex::new(Vec::new()),
+            arg_locks: Mutex::new(HashMap::new()),
             service: Mutex::new(None),
             index,
         }))
@@ -665,7 +683,7 @@ impl ZeRuntime {
         group_size: [u32; 3],
     ) -> Result<()> {
         // SAFETY: the caller's contract.
-        unsafe { self.append_launch(kernel, args, groups, group_size, None, false) }
+        unsafe { self.append_kernel(LaunchOn::Sync, kernel, args, groups, group_size, false) }
     }
 
     /// [`ZeRuntime::launch`] (`async_event` false) or [`ZeRuntime::launch_async`] (true) with
@@ -684,7 +702,7 @@ impl ZeRuntime {
     ) -> Result<Option<ZeEvent>> {
         if !async_event {
             // SAFETY: the caller's contract.
-            unsafe { self.append_launch(kernel, args, groups, group_size, None, true)? };
+            unsafe { self.append_kernel(LaunchOn::Sync, kernel, args, groups, group_size, true)? };
             return Ok(None);
         }
         // SAFETY: the caller's contract.
@@ -760,49 +778,106 @@ impl ZeRuntime {
         };
         r?;
         // SAFETY: the caller's contract; the event is live (owned by `ev`).
-        unsafe { self.append_launch(kernel, args, groups, group_size, Some(event), cooperative)? };
+        unsafe {
+            self.append_kernel(
+                LaunchOn::Async(event),
+                kernel,
+                args,
+                groups,
+                group_size,
+                cooperative,
+            )?
+        };
         Ok(ev)
     }
 
+    /// The one launch path: set `kernel`'s arguments and group size and append its launch to the list `on` names,
+    /// under the kernel's argument lock, then (for the runtime's own lists) the lock of those lists. Level Zero
+    /// captures a kernel's arguments when its launch is appended, so a kernel shared between threads (the op
+    /// kernels, a C caller's kernel, a [`crate::device::Kernel`] used from two threads) cannot have its arguments
+    /// changed between another thread's setting and appending them, whichever entry point each thread came
+    /// through (`Device::launch`, `launch_async`, `enqueue`, `enqueue_op`, the runtime's atomics). Lock order:
+    /// the kernel's, then the lists'.
+    ///
     /// # Safety
-    /// As for [`ZeRuntime::launch`]; `signal` (if any) is a live event of this context.
-    unsafe fn append_launch(
+    /// As for [`ZeRuntime::launch`]; an event of `on` is a live event of this context, and a caller's list is a
+    /// live command list of this context whose appends the caller serialises.
+    pub(crate) unsafe fn append_kernel(
         &self,
+        on: LaunchOn,
         kernel: ze::ze_kernel_handle_t,
         args: &[Vec<u8>],
         groups: [u32; 3],
         group_size: [u32; 3],
-        signal: Option<ze::ze_event_handle_t>,
         cooperative: bool,
     ) -> Result<()> {
-        // Arguments, group size and the launch are set under one lock: a kernel shared between threads cannot have
-        // its arguments changed between another thread's setting and launching them (Level Zero captures them at
-        // append time).
-        let mut lists = self.lists.lock().unwrap_or_else(|p| p.into_inner());
-        let list = match (signal, lists.compute_async) {
-            (None, _) => lists.compute,
-            (Some(_), Some(l)) => l,
-            (Some(_), None) => {
-                let l = immediate_list(
-                    &self.api,
-                    self.context,
-                    self.device,
-                    lists.compute_ordinal,
-                    ze::ZE_COMMAND_QUEUE_MODE_ASYNCHRONOUS,
-                )?;
-                lists.compute_async = Some(l);
-                l
+        let arg_lock = Arc::clone(
+            self.arg_locks
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .entry(kernel.0 as usize)
+                .or_default(),
+        );
+        let _args = arg_lock.lock().unwrap_or_else(|p| p.into_inner());
+        let (signal, barrier) = match on {
+            LaunchOn::Async(e) => (Some(e), false),
+            LaunchOn::Caller(_) => (None, true),
+            LaunchOn::Sync | LaunchOn::Service => (None, false),
+        };
+        let append = |list| {
+            // SAFETY: the caller's contract; the list is live and used under its lock (or the caller's), held
+            // until the launch is appended.
+            unsafe {
+                self.set_and_append(
+                    list,
+                    kernel,
+                    args,
+                    groups,
+                    group_size,
+                    signal,
+                    cooperative,
+                    barrier,
+                )
             }
         };
-        // SAFETY: the caller's contract; the list is live and used under its lock (held until we return).
-        unsafe { self.set_and_append(list, kernel, args, groups, group_size, signal, cooperative) }
+        match on {
+            LaunchOn::Caller(list) => append(list),
+            LaunchOn::Service => {
+                let lanes = self.service_lists()?;
+                let l = lanes
+                    .as_ref()
+                    .map(|l| l.compute)
+                    .expect("created by service_lists");
+                append(l)
+            }
+            LaunchOn::Sync | LaunchOn::Async(_) => {
+                let mut lists = self.lists.lock().unwrap_or_else(|p| p.into_inner());
+                let list = match (signal, lists.compute_async) {
+                    (None, _) => lists.compute,
+                    (Some(_), Some(l)) => l,
+                    (Some(_), None) => {
+                        let l = immediate_list(
+                            &self.api,
+                            self.context,
+                            self.device,
+                            lists.compute_ordinal,
+                            ze::ZE_COMMAND_QUEUE_MODE_ASYNCHRONOUS,
+                        )?;
+                        lists.compute_async = Some(l);
+                        l
+                    }
+                };
+                append(list)
+            }
+        }
     }
 
-    /// Set `kernel`'s arguments and group size and append its launch to `list` (the caller holds the lock that
-    /// serialises the list's use).
+    /// Set `kernel`'s arguments and group size and append its launch to `list`, after a barrier on everything
+    /// appended before it when `barrier` (regular lists do not order kernels by themselves). Called only by
+    /// [`ZeRuntime::append_kernel`], which holds the locks.
     ///
     /// # Safety
-    /// As for [`ZeRuntime::append_launch`]; `list` is a live command list of this context.
+    /// As for [`ZeRuntime::append_kernel`]; `list` is a live command list of this context.
     #[allow(clippy::too_many_arguments)]
     unsafe fn set_and_append(
         &self,
@@ -813,6 +888,7 @@ impl ZeRuntime {
         group_size: [u32; 3],
         signal: Option<ze::ze_event_handle_t>,
         cooperative: bool,
+        barrier: bool,
     ) -> Result<()> {
         for (i, a) in args.iter().enumerate() {
             // SAFETY: the kernel is live; the value bytes are valid for the call.
@@ -825,6 +901,17 @@ impl ZeRuntime {
         check("zeKernelSetGroupSize", unsafe {
             (self.api.zeKernelSetGroupSize)(kernel, group_size[0], group_size[1], group_size[2])
         })?;
+        if barrier {
+            // SAFETY: the list is live (the caller's contract).
+            check("zeCommandListAppendBarrier", unsafe {
+                (self.api.zeCommandListAppendBarrier)(
+                    list,
+                    ze::ze_event_handle_t::null(),
+                    0,
+                    std::ptr::null_mut(),
+                )
+            })?;
+        }
         let count = ze::ze_group_count_t {
             groupCountX: groups[0],
             groupCountY: groups[1],
@@ -960,19 +1047,14 @@ impl ZeRuntime {
             cond.to_ne_bytes().to_vec(),
             (k.result as u64).to_ne_bytes().to_vec(),
         ];
-        if service {
-            let lanes = self.service_lists()?;
-            let l = lanes
-                .as_ref()
-                .map(|l| l.compute)
-                .expect("created by service_lists");
-            // SAFETY: as below; the service compute list is live and used under its lock.
-            unsafe { self.set_and_append(l, kernel, &args, [1, 1, 1], [1, 1, 1], None, false)? };
+        let on = if service {
+            LaunchOn::Service
         } else {
-            // SAFETY: the runtime's own atomic kernel: it touches only `target` (one aligned word inside a
-            // window, checked by the caller) and the 8-byte result allocation.
-            unsafe { self.launch(kernel, &args, [1, 1, 1], [1, 1, 1])? };
-        }
+            LaunchOn::Sync
+        };
+        // SAFETY: the runtime's own atomic kernel: it touches only `target` (one aligned word inside a window,
+        // checked by the caller) and the 8-byte result allocation.
+        unsafe { self.append_kernel(on, kernel, &args, [1, 1, 1], [1, 1, 1], false)? };
         // SAFETY: result is our 8-byte host allocation; the kernel has finished (synchronous list) and we hold
         // the lock that serialises every use of it.
         Ok(unsafe { std::ptr::read_volatile(k.result) })
