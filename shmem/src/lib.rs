@@ -32,6 +32,7 @@ pub mod coll;
 pub mod config;
 pub mod device;
 pub mod error;
+pub(crate) mod hal;
 pub(crate) mod heap;
 pub mod launch;
 pub mod memory;

@@ -3,9 +3,9 @@
 //! `xpushmem-ops` (`ops/device/`), embedded here because launching them is only sound for kernels this library
 //! ships. Every `unsafe` block of the queue path lives in this file; `device/queue.rs` is the documented API.
 
-use super::ze::{immediate_list, LaunchOn, ZeRuntime};
 use crate::device::{Device, Kernel, KernelArg, Module};
 use crate::error::{Error, Result};
+use crate::hal::ze::{immediate_list, LaunchOn, ZeRuntime};
 use level_zero_sys as ze;
 use std::ffi::c_void;
 use std::sync::{Arc, Mutex};
