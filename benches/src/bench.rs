@@ -7,7 +7,7 @@
 
 use crate::csv::{Record, Writer};
 use crate::ctx::Ctx;
-use crate::error::{PerfError, Result};
+use crate::error::Result;
 use crate::opts::Opts;
 use crate::stats::{self, human_size, Plan};
 use xpushmem::Shmem;
@@ -76,41 +76,6 @@ pub fn bytes_size(size: usize, _n: usize) -> usize {
 /// `bytes` for operations that move `size` bytes per PE (all-to-all, collect).
 pub fn bytes_size_times_n(size: usize, n: usize) -> usize {
     size * n
-}
-
-/// The groups (a group may be empty in a build where its API has not landed yet).
-pub const GROUPS: &[&str] = &["rma", "sync", "coll", "ops"];
-
-/// Every benchmark, in run order.
-pub fn registry() -> Vec<Bench> {
-    let mut v = Vec::new();
-    v.extend_from_slice(crate::rma::BENCHES);
-    v.extend_from_slice(crate::sync::BENCHES);
-    v.extend(crate::coll::benches());
-    v.extend(crate::ops::benches());
-    v
-}
-
-/// The benchmarks named by `select` (names or groups; empty or `all` = every one), in registry order.
-pub fn select(select: &[String]) -> Result<Vec<Bench>> {
-    let all = registry();
-    if select.is_empty() || select.iter().any(|s| s == "all") {
-        return Ok(all);
-    }
-    for s in select {
-        let group = GROUPS.contains(&s.as_str());
-        if !group && !all.iter().any(|b| b.name == s) {
-            let names: Vec<&str> = all.iter().map(|b| b.name).collect();
-            return Err(PerfError::Usage(format!(
-                "unknown benchmark or group `{s}`; groups: all rma sync coll ops; benchmarks: {}",
-                names.join(" ")
-            )));
-        }
-    }
-    Ok(all
-        .into_iter()
-        .filter(|b| select.iter().any(|s| s == b.name || s == b.group))
-        .collect())
 }
 
 /// The sizes `b` runs at under `opts`.

@@ -22,6 +22,7 @@ pub mod plot;
 pub mod report;
 pub mod rma;
 pub mod stats;
+pub mod suites;
 pub mod sync;
 
 pub use error::{PerfError, Result};

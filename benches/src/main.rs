@@ -8,7 +8,7 @@
 
 use std::path::PathBuf;
 use xpushmem_perf::plot::{Chart, Series};
-use xpushmem_perf::{bench, csv, opts, report, PerfError};
+use xpushmem_perf::{bench, csv, opts, report, suites, PerfError};
 
 const HELP: &str = "\
 xpushmem-perf: the xpushmem performance suite
@@ -22,7 +22,7 @@ xpushmem-perf: the xpushmem performance suite
 
 fn run(args: &[String]) -> Result<(), PerfError> {
     let o = opts::Opts::parse(args)?;
-    let benches = bench::select(&o.select)?;
+    let benches = suites::select(&o.select)?;
     let sh = xpushmem::init()?;
     xpushmem_perf::bind(o.bind, sh.my_pe(), sh.n_pes());
     if let Err(e) = bench::run(&sh, &o, &benches) {
@@ -36,7 +36,7 @@ fn run(args: &[String]) -> Result<(), PerfError> {
 }
 
 fn list() {
-    for b in bench::registry() {
+    for b in suites::registry() {
         println!("{:<20} {:<5} {}", b.name, b.group, b.about);
     }
 }

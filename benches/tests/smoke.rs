@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 use xpushmem::launch::{Job, Outcome};
-use xpushmem_perf::bench::registry;
 use xpushmem_perf::csv;
+use xpushmem_perf::suites::registry;
 
 const PERF: &str = env!("CARGO_BIN_EXE_xpushmem-perf");
 

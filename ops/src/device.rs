@@ -49,17 +49,18 @@ pub enum OpsPath {
 /// for device heaps whose every PE the device maps, host otherwise: the op kernels reach mapped peers only, so a
 /// job with PEs on other nodes takes the host path).
 pub fn ops_path(sh: &Shmem) -> Result<OpsPath> {
-    let want = sh.config().ops_path.as_str();
+    use xpushmem::config::OpsPathMode;
+    let want = sh.config().ops_path;
     let device = sh.heap_kind() == xpushmem::HeapKind::Device;
     let all_mapped = || (0..sh.n_pes()).all(|pe| sh.transport_name(pe) != "fabric");
     match want {
-        "host" => Ok(OpsPath::Host),
-        "auto" if device && all_mapped() => Ok(OpsPath::Device),
-        "auto" => Ok(OpsPath::Host),
-        _ if device => Ok(OpsPath::Device),
-        _ => Err(Error::invalid(
+        OpsPathMode::Host => Ok(OpsPath::Host),
+        OpsPathMode::Auto if device && all_mapped() => Ok(OpsPath::Device),
+        OpsPathMode::Auto => Ok(OpsPath::Host),
+        OpsPathMode::Device if device => Ok(OpsPath::Device),
+        OpsPathMode::Device => Err(Error::invalid(
             "XPUSHMEM_OPS_PATH",
-            want,
+            want.name(),
             "the device path needs device heaps (XPUSHMEM_HEAP=device)",
         )),
     }

@@ -3,8 +3,11 @@
 //! [`VARS`] is the source of truth; [`Config::from_env`] parses it once per [`crate::init`], and `xpushmem-info`
 //! prints it. A variable with a value that cannot be parsed is an error naming the variable, never a silent default.
 
-use crate::device::HeapKind;
+use crate::algo::{
+    AlltoallAlgo, BarrierAlgo, BroadcastAlgo, CollectAlgo, ReduceAlgo, ReduceScatterAlgo, ScanAlgo,
+};
 use crate::error::{Error, Result};
+use crate::types::HeapKind;
 use std::net::IpAddr;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -91,19 +94,19 @@ env_table! {
     /// team slots in the symmetric heap (2..4096; TEAM_WORLD and TEAM_SHARED take two); more live teams is an error
     teams_max: OnUse<usize> = "XPUSHMEM_TEAMS_MAX", "64", on_use(team_slots);
     /// the pattern of every collective synchronisation (the agreement that carries each call's identity): auto (hierarchical on a team spanning nodes with 2+ members on a node, else dissemination), linear, dissemination, tree, hierarchical
-    barrier_algorithm: OnUse<crate::team::BarrierAlgo> = "XPUSHMEM_BARRIER_ALGORITHM", "auto", on_use(algorithm::<crate::team::BarrierAlgo>);
+    barrier_algorithm: OnUse<BarrierAlgo> = "XPUSHMEM_BARRIER_ALGORITHM", "auto", on_use(algorithm::<BarrierAlgo>);
     /// broadcast algorithm: auto, linear, binomial, pipelined, eager, eager-rounds, hierarchical
-    broadcast_algorithm: OnUse<crate::coll::BroadcastAlgo> = "XPUSHMEM_BROADCAST_ALGORITHM", "auto", on_use(algorithm::<crate::coll::BroadcastAlgo>);
+    broadcast_algorithm: OnUse<BroadcastAlgo> = "XPUSHMEM_BROADCAST_ALGORITHM", "auto", on_use(algorithm::<BroadcastAlgo>);
     /// fcollect/collect algorithm: auto, direct, ring, eager, eager-rounds, hierarchical
-    collect_algorithm: OnUse<crate::coll::CollectAlgo> = "XPUSHMEM_COLLECT_ALGORITHM", "auto", on_use(algorithm::<crate::coll::CollectAlgo>);
+    collect_algorithm: OnUse<CollectAlgo> = "XPUSHMEM_COLLECT_ALGORITHM", "auto", on_use(algorithm::<CollectAlgo>);
     /// alltoall/alltoalls algorithm: auto, pairwise, direct, eager, eager-rounds
-    alltoall_algorithm: OnUse<crate::coll::AlltoallAlgo> = "XPUSHMEM_ALLTOALL_ALGORITHM", "auto", on_use(algorithm::<crate::coll::AlltoallAlgo>);
+    alltoall_algorithm: OnUse<AlltoallAlgo> = "XPUSHMEM_ALLTOALL_ALGORITHM", "auto", on_use(algorithm::<AlltoallAlgo>);
     /// reduction algorithm: auto, linear, recursive-doubling, ring, eager, eager-rounds, hierarchical
-    reduce_algorithm: OnUse<crate::coll::ReduceAlgo> = "XPUSHMEM_REDUCE_ALGORITHM", "auto", on_use(algorithm::<crate::coll::ReduceAlgo>);
+    reduce_algorithm: OnUse<ReduceAlgo> = "XPUSHMEM_REDUCE_ALGORITHM", "auto", on_use(algorithm::<ReduceAlgo>);
     /// reduce_scatter algorithm: auto, linear
-    reduce_scatter_algorithm: OnUse<crate::coll::ReduceScatterAlgo> = "XPUSHMEM_REDUCE_SCATTER_ALGORITHM", "auto", on_use(algorithm::<crate::coll::ReduceScatterAlgo>);
+    reduce_scatter_algorithm: OnUse<ReduceScatterAlgo> = "XPUSHMEM_REDUCE_SCATTER_ALGORITHM", "auto", on_use(algorithm::<ReduceScatterAlgo>);
     /// inscan/exscan algorithm: auto, linear, chain
-    scan_algorithm: OnUse<crate::coll::ScanAlgo> = "XPUSHMEM_SCAN_ALGORITHM", "auto", on_use(algorithm::<crate::coll::ScanAlgo>);
+    scan_algorithm: OnUse<ScanAlgo> = "XPUSHMEM_SCAN_ALGORITHM", "auto", on_use(algorithm::<ScanAlgo>);
     /// reductions of at least this many bytes use the ring (reduce-scatter then allgather: traffic per PE independent of the team size) when the reduction algorithm is auto; auto: 256K up to 4 PEs, 64K above; bytes or with a K/M suffix
     reduce_ring_size: Option<usize> = "XPUSHMEM_REDUCE_RING_SIZE", "auto", auto_size;
     /// copies of at least this many bytes into or out of a mapped heap (put, get, put_sym, get_sym, the collectives' and ops' copies) use non-temporal stores, which bypass the caches (no read for ownership of the destination); bytes or with a K/M/G suffix, or off
@@ -123,17 +126,17 @@ env_table! {
     /// 1: a thread drives the fabric transport's progress continuously (a PE busy outside xpushmem still serves its peers' RMA and atomics); 0: progress is made by the calls that wait
     progress_thread: bool = "XPUSHMEM_PROGRESS_THREAD", "0", boolean;
     /// atomics of the fabric transport: native (the provider's own where it offers them, else a compare-and-swap loop) or cas (tests: every atomic but compare-and-swap emulated by the loop)
-    fabric_atomics: String = "XPUSHMEM_FABRIC_ATOMICS", "native", fabric_atomics;
+    fabric_atomics: FabricAtomics = "XPUSHMEM_FABRIC_ATOMICS", "native", fabric_atomics;
     /// device heaps over the fabric: auto (registered as Level Zero memory, FI_HMEM_ZE, when the provider offers FI_HMEM, else staged), stage (peers' operations go as messages through registered host buffers and a Level Zero copy at the target) or register (FI_HMEM_ZE; an error when the provider lacks FI_HMEM)
     fabric_device_heap: String = "XPUSHMEM_FABRIC_DEVICE_HEAP", "auto", fabric_device_heap;
     /// the host proxy serving kernels' requests to PEs reached through the fabric: on, or stalled (tests: the ring exists but nothing drains it, so a kernel's remote call ends in its Timeout)
-    device_proxy: String = "XPUSHMEM_DEVICE_PROXY", "on", device_proxy;
+    device_proxy: DeviceProxy = "XPUSHMEM_DEVICE_PROXY", "on", device_proxy;
     /// set by xpushmem-run (internal): the launcher's pid, so a PE whose launcher is gone fails its init at once
     launcher_pid: Option<String> = "XPUSHMEM_LAUNCHER_PID", "", opt_text;
     /// set by xpushmem-run (internal): where a PE reports global_exit and lost peers to the launcher
     launcher_report: Option<String> = "XPUSHMEM_LAUNCHER_REPORT", "", opt_text;
     /// which path the PyTorch op family (xpushmem-ops) takes: host (host-driven transfers), device (kernels enqueued on the caller's queue; device heaps only), auto (device on device heaps whose every peer the device maps, else host: PEs on other nodes need the host path)
-    ops_path: String = "XPUSHMEM_OPS_PATH", "auto", ops_path;
+    ops_path: OpsPathMode = "XPUSHMEM_OPS_PATH", "auto", ops_path;
     /// OpenSHMEM layer only (the specification's name): size of each PE's symmetric heap, used when XPUSHMEM_SYMMETRIC_SIZE is unset; bytes, a K/M/G/T suffix (powers of 1024) or a number with a fraction or exponent (1.5G, 2e9, 1E3K)
     shmem_symmetric_size: OnUse<Option<usize>> = "SHMEM_SYMMETRIC_SIZE", "", on_use(opt_heap_size);
     /// OpenSHMEM layer only: set (to anything but 0, false, no or off) prints the library version on every PE at shmem_init
@@ -184,18 +187,30 @@ macro_rules! from_config {
             fn from_config(cfg: &Config) -> Result<Self> {
                 cfg.$field.clone()
             }
+        }
+
+        impl $t {
+            /// `Auto` resolved through the configuration parsed at init, `cfg` (its `XPUSHMEM_*_ALGORITHM`
+            /// variable; still `Auto` when that is unset).
+            #[allow(dead_code)]
+            pub(crate) fn with_cfg(self, cfg: &Config) -> Result<$t> {
+                if self != <$t>::Auto {
+                    return Ok(self);
+                }
+                <$t as FromConfig>::from_config(cfg)
+            }
         })+
     };
 }
 
 from_config!(
-    crate::team::BarrierAlgo => barrier_algorithm,
-    crate::coll::BroadcastAlgo => broadcast_algorithm,
-    crate::coll::CollectAlgo => collect_algorithm,
-    crate::coll::AlltoallAlgo => alltoall_algorithm,
-    crate::coll::ReduceAlgo => reduce_algorithm,
-    crate::coll::ReduceScatterAlgo => reduce_scatter_algorithm,
-    crate::coll::ScanAlgo => scan_algorithm,
+    BarrierAlgo => barrier_algorithm,
+    BroadcastAlgo => broadcast_algorithm,
+    CollectAlgo => collect_algorithm,
+    AlltoallAlgo => alltoall_algorithm,
+    ReduceAlgo => reduce_algorithm,
+    ReduceScatterAlgo => reduce_scatter_algorithm,
+    ScanAlgo => scan_algorithm,
 );
 
 /// How PEs other than this one are reached (`XPUSHMEM_TRANSPORT`).
@@ -209,30 +224,7 @@ pub enum TransportMode {
     Fabric,
 }
 
-/// From which team size `Auto` runs the eager collectives in rounds (`XPUSHMEM_EAGER_ROUNDS_FROM`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RoundsFrom {
-    /// From [`RoundsFrom::AUTO_SIZE`] members, unless the machine runs more PEs than CPUs.
-    Auto,
-    /// From this many members, whatever the load.
-    Size(usize),
-    /// Never.
-    Off,
-}
-
-impl RoundsFrom {
-    /// The team size from which `Auto` takes the rounds by default.
-    pub const AUTO_SIZE: usize = 8;
-
-    /// Whether a team of `n` takes the rounds (`oversubscribed`: more PEs on this machine than CPUs).
-    pub fn applies(self, n: usize, oversubscribed: bool) -> bool {
-        match self {
-            RoundsFrom::Auto => !oversubscribed && n >= Self::AUTO_SIZE,
-            RoundsFrom::Size(m) => n >= m,
-            RoundsFrom::Off => false,
-        }
-    }
-}
+pub use crate::algo::RoundsFrom;
 
 /// How device-heap descriptors reach node peers (`XPUSHMEM_IPC`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -243,6 +235,46 @@ pub enum IpcMode {
     Pidfd,
     /// SCM_RIGHTS over the authenticated node socket.
     Socket,
+}
+
+/// Atomics of the fabric transport (`XPUSHMEM_FABRIC_ATOMICS`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FabricAtomics {
+    /// The provider's own atomics where it offers them, else a compare-and-swap loop.
+    Native,
+    /// Tests: every atomic but compare-and-swap emulated by the compare-and-swap loop.
+    Cas,
+}
+
+/// The host proxy serving kernels' requests to PEs reached through the fabric (`XPUSHMEM_DEVICE_PROXY`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeviceProxy {
+    /// The proxy drains the ring.
+    On,
+    /// Tests: the ring exists but nothing drains it (a kernel's remote call ends in its timeout).
+    Stalled,
+}
+
+/// Which path the PyTorch op family takes (`XPUSHMEM_OPS_PATH`; resolved by `xpushmem_ops::ops_path`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpsPathMode {
+    /// Device on device heaps whose every peer the device maps, else host.
+    Auto,
+    /// Host-driven transfers.
+    Host,
+    /// Kernels enqueued on the caller's queue (device heaps only).
+    Device,
+}
+
+impl OpsPathMode {
+    /// The variable's value that selects this mode.
+    pub fn name(self) -> &'static str {
+        match self {
+            OpsPathMode::Auto => "auto",
+            OpsPathMode::Host => "host",
+            OpsPathMode::Device => "device",
+        }
+    }
 }
 
 /// The value of a variable in the environment, or `None` when unset or empty.
@@ -326,6 +358,11 @@ fn parse_choice(var: &'static str, allowed: &[&str]) -> Result<String> {
     }
 }
 
+/// Largest accepted `XPUSHMEM_TEAMS_MAX` (the teams' free-slot mask must fit 64 words of their exchange area).
+pub const TEAMS_MAX_LIMIT: usize = 64 * 64;
+/// Default number of team slots (`XPUSHMEM_TEAMS_MAX`).
+pub const TEAMS_MAX_DEFAULT: usize = 64;
+
 /// Largest symmetric heap we accept (the mapping of every node peer must fit the address space).
 pub const MAX_SYMMETRIC_SIZE: usize = 1 << 44;
 
@@ -381,8 +418,12 @@ fn log_level(var: &'static str) -> Result<String> {
     parse_choice(var, &["off", "error", "warn", "info", "debug", "trace"])
 }
 
-fn ops_path(var: &'static str) -> Result<String> {
-    parse_choice(var, &["auto", "host", "device"])
+fn ops_path(var: &'static str) -> Result<OpsPathMode> {
+    match parse_choice(var, &["auto", "host", "device"])?.as_str() {
+        "host" => Ok(OpsPathMode::Host),
+        "device" => Ok(OpsPathMode::Device),
+        _ => Ok(OpsPathMode::Auto),
+    }
 }
 
 fn bootstrap_method(var: &'static str) -> Result<String> {
@@ -480,16 +521,22 @@ fn heap_kind(var: &'static str) -> Result<HeapKind> {
     }
 }
 
-fn fabric_atomics(var: &'static str) -> Result<String> {
-    parse_choice(var, &["native", "cas"])
+fn fabric_atomics(var: &'static str) -> Result<FabricAtomics> {
+    match parse_choice(var, &["native", "cas"])?.as_str() {
+        "cas" => Ok(FabricAtomics::Cas),
+        _ => Ok(FabricAtomics::Native),
+    }
 }
 
 fn fabric_device_heap(var: &'static str) -> Result<String> {
     parse_choice(var, &["auto", "stage", "register"])
 }
 
-fn device_proxy(var: &'static str) -> Result<String> {
-    parse_choice(var, &["on", "stalled"])
+fn device_proxy(var: &'static str) -> Result<DeviceProxy> {
+    match parse_choice(var, &["on", "stalled"])?.as_str() {
+        "stalled" => Ok(DeviceProxy::Stalled),
+        _ => Ok(DeviceProxy::On),
+    }
 }
 
 fn transport_mode(var: &'static str) -> Result<TransportMode> {
@@ -513,7 +560,6 @@ fn error_mode(var: &'static str) -> Result<bool> {
 }
 
 fn team_slots(var: &'static str) -> Result<usize> {
-    use crate::team::TEAMS_MAX_LIMIT;
     let v = raw(var);
     match v.trim().parse::<usize>() {
         Ok(n) if (2..=TEAMS_MAX_LIMIT).contains(&n) => Ok(n),
@@ -542,6 +588,15 @@ fn chunk_size(var: &'static str) -> Result<usize> {
 }
 
 impl Config {
+    /// Entries of the device library's team table: one per team slot (`XPUSHMEM_TEAMS_MAX`; the default count when
+    /// its value is invalid, in which case no split team can be made).
+    pub fn device_team_slots(&self) -> usize {
+        self.teams_max
+            .as_ref()
+            .copied()
+            .unwrap_or(TEAMS_MAX_DEFAULT)
+    }
+
     /// Apply the OpenSHMEM specification's variables (the `SHMEM_*` rows of [`VARS`]), as the OpenSHMEM layer's
     /// `shmem_init` does: `SHMEM_SYMMETRIC_SIZE` sets the heap size and `SHMEM_DEBUG` the log level `debug`, each
     /// only where its `XPUSHMEM_*` variable is unset (that one wins). A bad `SHMEM_SYMMETRIC_SIZE` is an error

@@ -25,12 +25,14 @@
 #![warn(missing_docs)]
 
 pub mod abi;
+pub mod algo;
 pub mod amo;
 pub(crate) mod bootstrap;
 pub mod coll;
 pub mod config;
 pub mod device;
 pub mod error;
+pub(crate) mod hal;
 pub(crate) mod heap;
 pub mod launch;
 pub mod memory;
@@ -38,6 +40,7 @@ pub mod rma;
 pub mod runtime;
 pub mod symaddr;
 pub mod sync;
+pub(crate) mod sys;
 pub mod team;
 pub mod transport;
 pub mod types;
@@ -48,7 +51,7 @@ pub use coll::{
     AlltoallAlgo, BarrierAlgo, BitwiseReducible, BroadcastAlgo, CollectAlgo, ReduceAlgo, ReduceOp,
     ReduceScatterAlgo, Reducible, ScanAlgo,
 };
-pub use device::{Device, DeviceEvent, HeapKind, KernelArg};
+pub use device::{Device, DeviceEvent, KernelArg};
 pub use error::{Error, ErrorCode, Result};
 pub use rma::Pending;
 pub use runtime::{
@@ -56,7 +59,9 @@ pub use runtime::{
 };
 pub use sync::SyncInt;
 pub use team::{Agreement, Messages, NodeAwareStats, Team, TeamConfig};
-pub use types::{AtomicInt, AtomicWord, Cmp, SignalOp, SymRef, SymSlice, Symmetric, ThreadLevel};
+pub use types::{
+    AtomicInt, AtomicWord, Cmp, HeapKind, SignalOp, SymRef, SymSlice, Symmetric, ThreadLevel,
+};
 
 /// The crate version.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -8,7 +8,7 @@
 
 use crate::error::{Error, Result};
 use crate::runtime::Shmem;
-use crate::transport::shm::{bytes_of, bytes_of_mut};
+use crate::sys::bytes::{bytes_of, bytes_of_mut};
 pub use crate::transport::Pending;
 use crate::types::{SymRef, SymSlice, Symmetric};
 

@@ -7,7 +7,7 @@
 use crate::error::{Error, Result};
 use crate::rma::Pending;
 use crate::runtime::Shmem;
-use crate::transport::shm::bytes_of;
+use crate::sys::bytes::bytes_of;
 use crate::transport::AmoOp;
 use crate::types::{AtomicWord, Cmp, SignalOp, SymRef, SymSlice, Symmetric};
 

@@ -319,3 +319,54 @@ pub enum ThreadLevel {
     /// Any thread calls xpushmem at any time.
     Multiple,
 }
+
+/// Operations of the atomic memory interface, applied by a transport to one 4- or 8-byte word.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AmoOp {
+    /// Read the word.
+    Fetch,
+    /// Write the operand.
+    Set,
+    /// Write the operand, return the old value.
+    Swap,
+    /// Write the operand if the word equals `cond`; return the old value.
+    CompareSwap {
+        /// Expected value.
+        cond: u64,
+    },
+    /// Wrapping add.
+    FetchAdd,
+    /// Bitwise and.
+    FetchAnd,
+    /// Bitwise or.
+    FetchOr,
+    /// Bitwise xor.
+    FetchXor,
+}
+
+impl AmoOp {
+    /// The device's operation code of this atomic ([`crate::abi::AmoCode`], what the atomic kernels, the host
+    /// proxy's requests and the fabric's wire carry) and its condition operand (`CompareSwap`'s, else 0).
+    pub(crate) fn code(self) -> (crate::abi::AmoCode, u64) {
+        use crate::abi::AmoCode as C;
+        match self {
+            AmoOp::Fetch => (C::Fetch, 0),
+            AmoOp::Set => (C::Set, 0),
+            AmoOp::Swap => (C::Swap, 0),
+            AmoOp::CompareSwap { cond } => (C::CompareSwap, cond),
+            AmoOp::FetchAdd => (C::FetchAdd, 0),
+            AmoOp::FetchAnd => (C::FetchAnd, 0),
+            AmoOp::FetchOr => (C::FetchOr, 0),
+            AmoOp::FetchXor => (C::FetchXor, 0),
+        }
+    }
+}
+
+/// Where the user heap lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HeapKind {
+    /// Host memory (memfd), CPU PEs.
+    Host,
+    /// Level Zero device memory, one device per PE.
+    Device,
+}

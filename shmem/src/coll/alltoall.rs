@@ -77,7 +77,7 @@ fn take_block<T: Symmetric>(op: &str, i: usize, got: &[u8], buf: &mut [T]) -> Re
             got.len()
         )));
     }
-    crate::transport::shm::bytes_of_mut(buf).copy_from_slice(got);
+    crate::sys::bytes::bytes_of_mut(buf).copy_from_slice(got);
     Ok(())
 }
 
@@ -253,7 +253,7 @@ impl Shmem {
                     if rounds || (j != me && nelems > 0) {
                         gather(self, &mut buf, src.slice(j * nelems * sst..)?, sst)?;
                         send.data
-                            .extend_from_slice(crate::transport::shm::bytes_of(&buf));
+                            .extend_from_slice(crate::sys::bytes::bytes_of(&buf));
                     }
                     if !rounds {
                         send.close();

@@ -62,13 +62,13 @@ pub mod reduce;
 pub mod scan;
 
 use crate::error::{Error, Result};
-use crate::team::algo_enum;
 pub(crate) use crate::team::{type_code, CallId, Ctx, COMMON, INFO};
 use crate::types::{SymSlice, Symmetric};
 use std::ops::Range;
-use std::str::FromStr;
 
-pub use crate::team::BarrierAlgo;
+pub use crate::algo::{
+    AlltoallAlgo, BarrierAlgo, BroadcastAlgo, CollectAlgo, ReduceAlgo, ReduceScatterAlgo, ScanAlgo,
+};
 
 pub use reduce::{BitwiseReducible, ReduceOp, Reducible};
 
@@ -76,112 +76,6 @@ pub use reduce::{BitwiseReducible, ReduceOp, Reducible};
 const COPY_CHUNK_BYTES: usize = 1 << 20;
 /// Default pipeline chunk of the pipelined broadcast (bytes); `XPUSHMEM_COLL_CHUNK_SIZE` overrides.
 pub const DEFAULT_CHUNK_BYTES: usize = 64 << 10;
-
-algo_enum!(
-    /// Broadcast algorithms.
-    BroadcastAlgo, "XPUSHMEM_BROADCAST_ALGORITHM", {
-        /// The root puts the data into every member's destination.
-        Linear = "linear",
-        /// Binomial tree: each member forwards to its children from its own destination.
-        Binomial = "binomial",
-        /// A chain from the root, the data cut in chunks (`XPUSHMEM_COLL_CHUNK_SIZE`) forwarded as they arrive.
-        Pipelined = "pipelined" | "pipeline" | "chunked",
-        /// The data travels inside the agreement: one signalled message from the root to each member (when it
-        /// fits in the team's exchange area; otherwise as `Auto` without it).
-        Eager = "eager",
-        /// The data travels inside the agreement in `ceil(log2 n)` rounds (the gathering exchange: in round `k`
-        /// each member forwards what it holds to the member `2^k` before it), when it fits; otherwise as `Auto`
-        /// without it. `Auto` takes it from `XPUSHMEM_EAGER_ROUNDS_FROM` members on.
-        EagerRounds = "eager-rounds" | "eager_rounds",
-        /// Node-aware: the root puts the data into the leader of every other node of the team (see
-        /// `Shmem::team_node_groups`), then the members of its own node; each leader forwards it to the members
-        /// of its node over shared memory. One inter-node transfer per other node.
-        Hierarchical = "hierarchical" | "hier" | "node-aware",
-    }
-);
-
-algo_enum!(
-    /// Algorithms of `fcollect` and `collect`.
-    CollectAlgo, "XPUSHMEM_COLLECT_ALGORITHM", {
-        /// Every member puts its block into every member's destination.
-        Direct = "direct" | "linear",
-        /// Blocks travel around a ring, n - 1 steps.
-        Ring = "ring",
-        /// `fcollect`: the blocks travel inside the agreement, one signalled message per pair of members (when a
-        /// block fits in the team's exchange area; otherwise, and for `collect`, as `Auto` without it).
-        Eager = "eager",
-        /// `fcollect`: the blocks travel inside the agreement in `ceil(log2 n)` rounds (Bruck's allgather: in
-        /// round `k` each member forwards the blocks it holds to the member `2^k` before it), when they fit;
-        /// otherwise, and for `collect`, as `Auto` without it. `Auto` takes it from `XPUSHMEM_EAGER_ROUNDS_FROM`
-        /// members on.
-        EagerRounds = "eager-rounds" | "eager_rounds",
-        /// Node-aware: each member puts its block into its node's leader over shared memory, the leaders put
-        /// their node's blocks into every other leader, and each leader copies the whole result to the members
-        /// of its node. Every block crosses between two nodes once per other node, in one transfer per leader.
-        Hierarchical = "hierarchical" | "hier" | "node-aware",
-    }
-);
-
-algo_enum!(
-    /// Algorithms of `alltoall` and `alltoalls`.
-    AlltoallAlgo, "XPUSHMEM_ALLTOALL_ALGORITHM", {
-        /// n - 1 steps; in step s each member sends to the member s ahead and waits for the one s behind.
-        Pairwise = "pairwise",
-        /// Every member puts all its blocks at once, then waits for all.
-        Direct = "direct" | "linear",
-        /// The blocks travel inside the agreement, one signalled message per pair of members (when a block fits
-        /// in the team's exchange area; otherwise as `Auto` without it).
-        Eager = "eager",
-        /// The blocks travel inside the agreement in `ceil(log2 n)` rounds (Bruck's alltoall on the gathering
-        /// exchange's pattern: in round `k` each member forwards the blocks whose distance to their destination
-        /// has bit `k` set to the member `2^k` before it, about `n / 2` blocks per round), when they fit;
-        /// otherwise as `Auto` without it. `Auto` takes it from `XPUSHMEM_EAGER_ROUNDS_FROM` members on.
-        EagerRounds = "eager-rounds" | "eager_rounds",
-    }
-);
-
-algo_enum!(
-    /// Reduction (all-reduce) algorithms.
-    ReduceAlgo, "XPUSHMEM_REDUCE_ALGORITHM", {
-        /// Every member reads every member's source and reduces locally in member order.
-        Linear = "linear",
-        /// log2 n rounds of pairwise exchange (the PEs beyond a power of two folded in first and out last).
-        RecursiveDoubling = "recursive-doubling" | "recursive_doubling" | "rd",
-        /// Reduce-scatter then allgather around a ring: 2 (n - 1) steps of 1/n of the data.
-        Ring = "ring",
-        /// Every member's source travels inside the agreement to every member (one signalled message per pair),
-        /// which folds them in member order (when it fits in the team's exchange area; otherwise as `Auto`
-        /// without it).
-        Eager = "eager",
-        /// Every member's source reaches every member inside the agreement in `ceil(log2 n)` rounds (the
-        /// gathering exchange, Bruck's allgather), and each folds them in member order, when they fit; otherwise
-        /// as `Auto` without it. `Auto` takes it from `XPUSHMEM_EAGER_ROUNDS_FROM` members on.
-        EagerRounds = "eager-rounds" | "eager_rounds",
-        /// Node-aware: each node's leader folds its node's sources (over shared memory, in member order), the
-        /// leaders exchange these partials and fold them in node order (the order of `Shmem::team_node_groups`),
-        /// then each leader hands the result to the members of its node. One inter-node transfer per pair of
-        /// leaders.
-        Hierarchical = "hierarchical" | "hier" | "node-aware",
-    }
-);
-
-algo_enum!(
-    /// Reduce-scatter algorithms.
-    ReduceScatterAlgo, "XPUSHMEM_REDUCE_SCATTER_ALGORITHM", {
-        /// Every member reads its block from every member's source and reduces it locally.
-        Linear = "linear" | "direct",
-    }
-);
-
-algo_enum!(
-    /// Scan (prefix reduction) algorithms.
-    ScanAlgo, "XPUSHMEM_SCAN_ALGORITHM", {
-        /// Every member reads the sources of the members before it and reduces locally.
-        Linear = "linear",
-        /// Each member waits for its left neighbour's prefix, adds its own and hands it on: n - 1 steps.
-        Chain = "chain",
-    }
-);
 
 impl Ctx<'_> {
     /// Copy `src` on member `si` into `dst` on member `di`: directly when one side is this PE and both heaps are

@@ -336,7 +336,7 @@ impl Shmem {
                         src.size_bytes()
                     )));
                 }
-                crate::transport::shm::bytes_of_mut(into).copy_from_slice(b);
+                crate::sys::bytes::bytes_of_mut(into).copy_from_slice(b);
                 Ok(())
             };
             let (mut acc, mut other) = (Vec::new(), Vec::new());

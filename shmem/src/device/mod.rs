@@ -33,14 +33,7 @@ use rustix::fd::{AsFd, AsRawFd, OwnedFd};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Where the user heap lives.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum HeapKind {
-    /// Host memory (memfd), CPU PEs.
-    Host,
-    /// Level Zero device memory, one device per PE.
-    Device,
-}
+pub use crate::types::HeapKind;
 
 /// How device-heap descriptors travel between processes (`XPUSHMEM_IPC`).
 pub(crate) use crate::config::IpcMode;
@@ -59,10 +52,16 @@ pub(crate) struct DeviceSetup<'a> {
     pub cookie: u64,
     pub timeout: Option<Duration>,
     pub external: Option<ExternalHandles>,
+    /// `XPUSHMEM_DEVICE`: the device to open (`None`: the local rank modulo the device count).
+    pub device: Option<usize>,
+    /// `XPUSHMEM_IPC`: how descriptors reach node peers.
+    pub ipc: IpcMode,
+    /// Entries of the device library's team table ([`crate::config::Config::device_team_slots`]).
+    pub team_slots: usize,
 }
 
-fn pick_device(local_rank: usize) -> Result<usize> {
-    match crate::config::current()?.device {
+fn pick_device(device: Option<usize>, local_rank: usize) -> Result<usize> {
+    match device {
         Some(d) => Ok(d),
         None => {
             let count = ZeRuntime::device_count()?;
@@ -82,11 +81,11 @@ pub(crate) fn setup(s: DeviceSetup<'_>) -> Result<(Arc<ZeRuntime>, Windows)> {
     let local_rank = s.local_rank;
     let select = match s.external {
         Some(h) => DeviceSelect::External(h),
-        None => DeviceSelect::Index(pick_device(local_rank)?),
+        None => DeviceSelect::Index(pick_device(s.device, local_rank)?),
     };
-    let mode = crate::config::current()?.ipc;
+    let mode = s.ipc;
     let rt = ZeRuntime::open(select)?;
-    let layout = ScratchLayout::new(s.n, crate::team::device_team_slots());
+    let layout = ScratchLayout::new(s.n, s.team_slots);
     let own = rt.alloc_heap_with_tail(s.size, layout.bytes)?;
     // The device library's scratch (barrier counters, bases table) starts zeroed on every PE before any peer can
     // reach it (peers open our heap only after the allgather below).
@@ -398,7 +397,7 @@ impl<'a> Device<'a> {
 
     /// Where the device library's words lie in this PE's heap tail.
     pub fn scratch_layout(&self) -> ScratchLayout {
-        ScratchLayout::new(self.sh.n_pes(), crate::team::device_team_slots())
+        ScratchLayout::new(self.sh.n_pes(), self.sh.config().device_team_slots())
     }
 
     /// The device state this PE's modules get: PEs, heap bases, the team table and barrier counters (in the heap's
@@ -419,7 +418,7 @@ impl<'a> Device<'a> {
             my_base: base,
             scratch_offset: size + l.arrive as u64,
             timeout_polls: timeout_polls(self.sh.config().timeout),
-            n_teams: crate::team::device_team_slots() as i32,
+            n_teams: self.sh.config().device_team_slots() as i32,
             reserved: 0,
             teams: tail + l.teams as u64,
             epoch: tail + l.epoch as u64,
@@ -471,7 +470,7 @@ impl<'a> Device<'a> {
                 "{call} in kernel {kernel}: team {arg} is not a team of this PE on the device (valid numbers are \
                  Team::device_id() of a live team of this PE, 0..{}; destroyed teams, teams this PE is not a \
                  member of and teams made from an explicit PE list are refused)",
-                crate::team::device_team_slots()
+                self.sh.config().device_team_slots()
             )),
             e => Error::Device(format!("{call} in kernel {kernel} failed: {e:?} (argument {arg})")),
         })

@@ -32,8 +32,9 @@ use crate::error::{Error, Result};
 use crate::runtime::{LocalWord, Shmem};
 use crate::team::TeamInner;
 use crate::transport::{AmoOp, Window};
-use std::str::FromStr;
 use std::sync::MutexGuard;
+
+pub use crate::algo::BarrierAlgo;
 
 mod bruck;
 mod gather;
@@ -127,98 +128,6 @@ fn identity_poll_due(polls: u32) -> bool {
 /// Status word values.
 const STATUS_OK: u64 = 1;
 const STATUS_BAD: u64 = 2;
-
-macro_rules! algo_enum {
-    ($(#[$m:meta])* $name:ident, $env:literal, { $($(#[$vm:meta])* $v:ident = $s:literal $(| $alias:literal)*),+ $(,)? }) => {
-        $(#[$m])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-        pub enum $name {
-            /// The environment variable's choice, else chosen by message and team size.
-            #[default]
-            Auto,
-            $($(#[$vm])* $v,)+
-        }
-
-        impl $name {
-            /// The environment variable that overrides `Auto`.
-            pub const ENV: &'static str = $env;
-            /// Every concrete algorithm (without `Auto`).
-            pub const ALL: &'static [$name] = &[$($name::$v),+];
-
-            /// The algorithm's name (as accepted by the environment variable).
-            pub fn name(self) -> &'static str {
-                match self {
-                    $name::Auto => "auto",
-                    $($name::$v => $s,)+
-                }
-            }
-
-            #[allow(dead_code)]
-            pub(crate) fn code(self) -> u64 {
-                $name::ALL.iter().position(|a| *a == self).map_or(0, |p| p as u64 + 1)
-            }
-
-            fn names() -> String {
-                let mut v = vec!["auto"];
-                v.extend($name::ALL.iter().map(|a| a.name()));
-                v.join(", ")
-            }
-
-            /// `Auto` resolved through the configuration parsed at init, `cfg` (its `XPUSHMEM_*_ALGORITHM`
-            /// variable; still `Auto` when that is unset).
-            #[allow(dead_code)]
-            pub(crate) fn with_cfg(self, cfg: &crate::config::Config) -> Result<$name> {
-                if self != $name::Auto {
-                    return Ok(self);
-                }
-                <$name as crate::config::FromConfig>::from_config(cfg)
-            }
-        }
-
-        impl FromStr for $name {
-            type Err = Error;
-            fn from_str(s: &str) -> Result<$name> {
-                match s.trim().to_ascii_lowercase().as_str() {
-                    "auto" => Ok($name::Auto),
-                    $($s $(| $alias)* => Ok($name::$v),)+
-                    other => Err(Error::invalid(
-                        "algorithm",
-                        other,
-                        format!("unknown {} algorithm; expected one of {}", stringify!($name), $name::names()),
-                    )),
-                }
-            }
-        }
-
-        impl std::fmt::Display for $name {
-            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str(self.name())
-            }
-        }
-    };
-}
-pub(crate) use algo_enum;
-
-algo_enum!(
-    /// Barrier algorithms. Every one is the agreement's pattern: it carries the call's identity (so a barrier that
-    /// meets another collective fails on both sides); `Auto` is `Hierarchical` on a team that spans nodes with a
-    /// node holding two of its members or more, else `Dissemination`. Every member must choose alike.
-    BarrierAlgo, "XPUSHMEM_BARRIER_ALGORITHM", {
-        /// Everyone signals member 0, which reads every member's identity and releases everyone with the verdict:
-        /// 2 steps, O(n) work at member 0.
-        Linear = "linear",
-        /// ceil(log2 n) rounds; in round k each member signals the one 2^k ahead.
-        Dissemination = "dissemination" | "dissem",
-        /// Binary tree: arrivals go up with their subtree's verdict, the release comes down with the whole team's
-        /// (2 log2 n steps, 2n messages in total).
-        Tree = "tree",
-        /// Node-aware: the members of each node (`Shmem::team_node_groups`) send their verdict up a tree of
-        /// fan-in 8 to the node's leader over shared memory, the leaders run the dissemination among themselves
-        /// (ceil(log2 nodes) rounds), and each leader releases its node down the same tree. `Auto` takes it when the
-        /// team spans nodes and a node holds two of its members or more.
-        Hierarchical = "hierarchical" | "hier" | "node-aware",
-    }
-);
 
 /// Identifiers of collective calls in identity words and error messages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -687,7 +596,7 @@ impl<'a> Ctx<'a> {
     pub(crate) fn write_words(&self, w: usize, words: &[u64]) -> Result<()> {
         // Little-endian words are their own byte image: one copy, no conversion.
         #[cfg(target_endian = "little")]
-        let bytes = crate::transport::shm::bytes_of(words);
+        let bytes = crate::sys::bytes::bytes_of(words);
         #[cfg(not(target_endian = "little"))]
         let le: Vec<u8> = words.iter().flat_map(|x| x.to_le_bytes()).collect();
         #[cfg(not(target_endian = "little"))]

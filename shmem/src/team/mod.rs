@@ -29,8 +29,8 @@ mod groups;
 
 #[cfg(test)]
 pub(crate) use ctx::describe;
-pub(crate) use ctx::{algo_enum, layout, name_word, type_code, CallId, Ctx, Space, COMMON, INFO};
 pub use ctx::{digest, BarrierAlgo};
+pub(crate) use ctx::{layout, name_word, type_code, CallId, Ctx, Space, COMMON, INFO};
 pub(crate) use groups::Groups;
 
 use crate::error::{Error, Result};
@@ -39,10 +39,7 @@ use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
-/// Largest accepted `XPUSHMEM_TEAMS_MAX` (the free-slot mask must fit its exchange words).
-pub const TEAMS_MAX_LIMIT: usize = 64 * 64;
-/// Default number of team slots.
-pub const TEAMS_MAX_DEFAULT: usize = 64;
+pub use crate::config::{TEAMS_MAX_DEFAULT, TEAMS_MAX_LIMIT};
 const SLOT_BYTES: usize = layout::SLOT_WORDS * 8;
 const WORLD_SLOT: usize = 0;
 const SHARED_SLOT: usize = 1;
@@ -337,7 +334,7 @@ impl Teams {
                  PE; split TEAM_WORLD first"
             )));
         }
-        let slots = teams_max()?;
+        let slots = sh.config().teams_max.clone()?;
         let words = (slots - PREDEFINED) * SLOT_BYTES / 8;
         let s = sh.alloc_collective::<u64>(call, words, 64, true, op)?;
         let mut used = vec![0u64; slots.div_ceil(64)];
@@ -373,17 +370,6 @@ impl Teams {
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// `XPUSHMEM_TEAMS_MAX`, as parsed at init.
-fn teams_max() -> Result<usize> {
-    crate::config::current()?.teams_max.clone()
-}
-
-/// Entries of the device library's team table (one per team slot; the default count when
-/// `XPUSHMEM_TEAMS_MAX` is invalid, in which case no split team can be made).
-pub(crate) fn device_team_slots() -> usize {
-    teams_max().unwrap_or(TEAMS_MAX_DEFAULT)
 }
 
 /// A team's entry in the device library's team table (`stride` 0: an explicit list, refused on the device).

@@ -18,6 +18,8 @@
 //! - [`deferred`]: test-only; wraps another transport's windows and queues writes until completion, to show that
 //!   callers wait where they must (`XPUSHMEM_TRANSPORT=deferred`).
 
+pub(crate) use crate::types::AmoOp;
+
 pub mod dataseg;
 pub(crate) mod deferred;
 #[cfg(xpushmem_fabric)]
@@ -337,30 +339,6 @@ pub(crate) trait Window: Send + Sync + std::fmt::Debug {
     fn host_accessible(&self) -> bool;
 }
 
-/// Operations of the atomic memory interface, applied by a transport to one 4- or 8-byte word.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum AmoOp {
-    /// Read the word.
-    Fetch,
-    /// Write the operand.
-    Set,
-    /// Write the operand, return the old value.
-    Swap,
-    /// Write the operand if the word equals `cond`; return the old value.
-    CompareSwap {
-        /// Expected value.
-        cond: u64,
-    },
-    /// Wrapping add.
-    FetchAdd,
-    /// Bitwise and.
-    FetchAnd,
-    /// Bitwise or.
-    FetchOr,
-    /// Bitwise xor.
-    FetchXor,
-}
-
 /// An error unless a local buffer of `have` bytes holds `count` elements of `elem` bytes every `stride` elements.
 fn check_local_span(have: usize, count: usize, stride: usize, elem: usize) -> Result<()> {
     let need = match count {
@@ -612,6 +590,9 @@ pub(crate) fn connect(a: ConnectArgs<'_>) -> Result<(Peers, dataseg::SymData)> {
             cookie: a.cookie,
             timeout: a.timeout,
             external: a.external,
+            device: cfg.device,
+            ipc: cfg.ipc,
+            team_slots: cfg.device_team_slots(),
         })?;
         heap = dmaps;
         Some(rt)
@@ -641,7 +622,7 @@ pub(crate) fn connect(a: ConnectArgs<'_>) -> Result<(Peers, dataseg::SymData)> {
                 .or_else(|| std::env::var("FI_PROVIDER").ok()),
             timeout: a.timeout,
             progress_thread: cfg.progress_thread,
-            emulate_atomics: cfg.fabric_atomics == "cas",
+            emulate_atomics: cfg.fabric_atomics == crate::config::FabricAtomics::Cas,
             device: device.as_ref().map(|rt| fabric::DeviceHeap {
                 rt: Arc::clone(rt),
                 mode: cfg.fabric_device_heap.clone(),
@@ -665,7 +646,7 @@ pub(crate) fn connect(a: ConnectArgs<'_>) -> Result<(Peers, dataseg::SymData)> {
                 windows,
                 own,
                 me,
-                cfg.device_proxy == "stalled",
+                cfg.device_proxy == crate::config::DeviceProxy::Stalled,
             )?);
         }
         transports.push(t);

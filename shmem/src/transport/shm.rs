@@ -518,19 +518,6 @@ impl PeerWatch {
     }
 }
 
-/// The bytes of a slice of plain-data elements.
-pub fn bytes_of<T: crate::types::Symmetric>(s: &[T]) -> &[u8] {
-    // SAFETY: `Symmetric` is sealed to primitive integer and float types: no padding, no invalid bit patterns,
-    // and u8 has alignment 1; the length covers exactly the slice's memory.
-    unsafe { std::slice::from_raw_parts(s.as_ptr().cast(), std::mem::size_of_val(s)) }
-}
-
-/// The bytes of a mutable slice of plain-data elements (any bytes written are valid elements).
-pub fn bytes_of_mut<T: crate::types::Symmetric>(s: &mut [T]) -> &mut [u8] {
-    // SAFETY: as in `bytes_of`; additionally every bit pattern is a valid `T`, so arbitrary writes are sound.
-    unsafe { std::slice::from_raw_parts_mut(s.as_mut_ptr().cast(), std::mem::size_of_val(s)) }
-}
-
 /// Borrow a raw descriptor number that some owner (here: a Level Zero driver's IPC handle) keeps open for the
 /// life of the process's heap.
 pub fn borrow_raw_fd(fd: i32) -> Result<BorrowedFd<'static>> {

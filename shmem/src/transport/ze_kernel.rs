@@ -214,7 +214,7 @@ impl Device<'_> {
     /// took it: no member reaches them before the team's creation has ended with a barrier).
     pub(crate) fn set_team_entry(&self, slot: usize, entry: DeviceTeam, reset: bool) -> Result<()> {
         let l = self.scratch_layout();
-        let slots = crate::team::device_team_slots();
+        let slots = self.sh.config().device_team_slots();
         if slot >= slots {
             return Err(Error::invalid(
                 "team slot",

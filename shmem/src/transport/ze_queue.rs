@@ -3,9 +3,9 @@
 //! `xpushmem-ops` (`ops/device/`), embedded here because launching them is only sound for kernels this library
 //! ships. Every `unsafe` block of the queue path lives in this file; `device/queue.rs` is the documented API.
 
-use super::ze::{immediate_list, ZeRuntime};
 use crate::device::{Device, Kernel, KernelArg, Module};
 use crate::error::{Error, Result};
+use crate::hal::ze::{immediate_list, LaunchOn, ZeRuntime};
 use level_zero_sys as ze;
 use std::ffi::c_void;
 use std::sync::{Arc, Mutex};
@@ -429,12 +429,11 @@ impl OpKernel {
 pub struct OpsModule {
     module: Module,
     kernels: Vec<Kernel>,
-    /// Arguments and launch are set under one lock (Level Zero captures them at append time).
-    lock: Mutex<()>,
 }
 
 // SAFETY: the module and kernel handles are opaque identifiers Level Zero allows on any thread; the one piece of
-// mutable state, the kernels' arguments, is set and captured under `lock` (enqueue_op).
+// mutable state, the kernels' arguments, is set and captured under the kernel's argument lock of the one launch
+// path (`ZeRuntime::append_kernel`).
 unsafe impl Send for OpsModule {}
 // SAFETY: as above.
 unsafe impl Sync for OpsModule {}
@@ -448,11 +447,7 @@ impl<'a> Device<'a> {
             .iter()
             .map(|k| self.kernel(&module, k.name()))
             .collect::<Result<Vec<_>>>()?;
-        Ok(OpsModule {
-            module,
-            kernels,
-            lock: Mutex::new(()),
-        })
+        Ok(OpsModule { module, kernels })
     }
 
     /// Host memory of `len` bytes (zeroed) that kernels can use.
@@ -543,7 +538,6 @@ impl<'a> Device<'a> {
         let i = OpKernel::ALL.iter().position(|&k| k == op).unwrap_or(0);
         let kernel = &m.kernels[i];
         let raw = self.raw_queue_args(kernel, args)?;
-        let _g = m.lock.lock().unwrap_or_else(|p| p.into_inner());
         // SAFETY: see the doc comment: the op kernels stay inside the ranges and host buffers they are given.
         unsafe { self.append_on(list, kernel.handle, &raw, [1, 1, 1], [group_size, 1, 1]) }
     }
@@ -571,42 +565,16 @@ impl<'a> Device<'a> {
                 "every dimension must be at least 1",
             ));
         }
-        let api = self.rt.api();
-        for (i, a) in raw.iter().enumerate() {
-            // SAFETY: the kernel is live; the value bytes are valid for the call.
-            check("zeKernelSetArgumentValue", unsafe {
-                (api.zeKernelSetArgumentValue)(kernel, i as u32, a.len(), a.as_ptr().cast())
-            })?;
-        }
-        // SAFETY: the kernel is live.
-        check("zeKernelSetGroupSize", unsafe {
-            (api.zeKernelSetGroupSize)(kernel, group_size[0], group_size[1], group_size[2])
-        })?;
-        // In order with everything appended before (regular lists do not order kernels by themselves).
-        // SAFETY: the caller's list is live (CommandList's contract).
-        check("zeCommandListAppendBarrier", unsafe {
-            (api.zeCommandListAppendBarrier)(
-                list.raw,
-                ze::ze_event_handle_t::null(),
-                0,
-                std::ptr::null_mut(),
-            )
-        })?;
-        let count = ze::ze_group_count_t {
-            groupCountX: groups[0],
-            groupCountY: groups[1],
-            groupCountZ: groups[2],
-        };
-        // SAFETY: live list and kernel; the caller's contract covers what the kernel touches.
-        check("zeCommandListAppendLaunchKernel", unsafe {
-            (api.zeCommandListAppendLaunchKernel)(
-                list.raw,
+        // SAFETY: the caller's contract; the caller's list is live (CommandList's contract).
+        unsafe {
+            self.rt.append_kernel(
+                LaunchOn::Caller(list.raw),
                 kernel,
-                &count,
-                ze::ze_event_handle_t::null(),
-                0,
-                std::ptr::null_mut(),
+                raw,
+                groups,
+                group_size,
+                false,
             )
-        })
+        }
     }
 }

@@ -1,0 +1,645 @@
+//! The runtime's layers, checked: every file of `shmem/src` belongs to one layer by its path ([`LAYERS`]), and
+//! a file may name (`use crate::...`, a `crate::x::` path, a `super::` path that leaves its module) only files of
+//! its own layer or of lower ones; `unsafe` code may appear only in the platform layer ([`UNSAFE_HOMES`]).
+//!
+//! What the tree does not meet yet is listed in [`RATCHET_EDGES`] and [`RATCHET_UNSAFE`], each with its reason
+//! and the phase that removes it. The lists only shrink: an entry that no longer matches the code fails the test
+//! too, so whoever removes an exception also removes its line. `docs/ARCHITECTURE.md` draws the layers.
+//!
+//! Std only, no build dependency: the scan reads the sources as text (comments and `#[cfg(test)] mod tests`
+//! skipped; the crate root's `pub use` re-exports resolved to the module they come from).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// The layers, lowest first.
+const LAYER_NAMES: &[&str] = &[
+    "leaves",    // 0: std only, and each other downward (abi, error, types, algo, config, wait)
+    "platform",  // 1: sys/, hal/, net/: the only unsafe of the runtime
+    "bootstrap", // 2
+    "transport", // 3
+    "core",      // 4: one PE's engine (runtime, rma, amo, sync, symaddr, heap)
+    "team",      // 5
+    "coll",      // 6
+    "facade",    // 7: Device, the launcher, the crate root
+    "bin",       // 8
+];
+
+/// Each source path (relative to `shmem/src`, a file or a folder ending in `/`) and its layer; the longest
+/// matching entry wins. Leaves carry a rank within their layer: a leaf names only leaves of a lower rank.
+const LAYERS: &[(&str, usize, usize)] = &[
+    // (path, layer, rank inside the layer)
+    ("abi.rs", 0, 0),
+    ("error.rs", 0, 1),
+    ("types.rs", 0, 2),
+    ("algo.rs", 0, 3),
+    ("config.rs", 0, 4),
+    ("wait.rs", 0, 5),
+    ("sys/", 1, 0),
+    ("hal/", 1, 0),
+    ("net/", 1, 0),
+    ("bootstrap/", 2, 0),
+    ("transport/", 3, 0),
+    ("heap.rs", 4, 0),
+    ("runtime.rs", 4, 0),
+    ("rma.rs", 4, 0),
+    ("amo.rs", 4, 0),
+    ("sync.rs", 4, 0),
+    ("symaddr.rs", 4, 0),
+    ("team/", 5, 0),
+    ("memory.rs", 5, 0),
+    ("coll/", 6, 0),
+    ("device/", 7, 0),
+    ("launch.rs", 7, 0),
+    ("lib.rs", 7, 0),
+    ("bin/", 8, 0),
+];
+
+/// The files that may hold `unsafe` code (a folder ends in `/`): the platform layer. Elsewhere a file may only
+/// declare an `unsafe fn` (a contract its caller takes on) and, inside its body, call what that contract covers:
+/// a facade forwarding its caller's promise to the platform layer (`Device::launch` to `hal/ze`) adds no unsafe
+/// code of its own. An `unsafe` block outside such a body, an `unsafe impl` or `unsafe extern` is refused.
+const UNSAFE_HOMES: &[&str] = &["sys/", "hal/", "net/"];
+
+/// Upward edges the tree still has: (from file, to file, reason). Each names the phase that removes it; the
+/// list only shrinks.
+const RATCHET_EDGES: &[(&str, &str, &str)] = &[
+    // runtime.rs is core and lifecycle at once; it is under the security work in phase 1 (not edited here).
+    (
+        "runtime.rs",
+        "device/mod.rs",
+        "init builds the device facade's state; phase 2 splits runtime.rs into core/ and init.rs (facade)",
+    ),
+    (
+        "runtime.rs",
+        "launch.rs",
+        "tie_to_launcher / report_peer_lost; phase 2 moves the PE-side launcher client to bootstrap/launcher.rs",
+    ),
+    (
+        "runtime.rs",
+        "team/mod.rs",
+        "init/finalize run barrier_all and publish the device team table; phase 2: the team table into core, \
+         the lifecycle into init.rs",
+    ),
+    (
+        "transport/mod.rs",
+        "runtime.rs",
+        "connect takes runtime::Nodes; phase 2 moves the job layout out of runtime.rs into a job.rs leaf",
+    ),
+    (
+        "transport/mod.rs",
+        "device/mod.rs",
+        "connect calls device::setup, whose fd exchange the bootstrap security work edits in phase 1; phase 2 \
+         moves the device-heap set-up into transport/ze.rs",
+    ),
+    (
+        "transport/ze_kernel.rs",
+        "device/mod.rs",
+        "the Level Zero leaf implements Device's module/launch methods; phase 2 (hal/ze + the Device facade)",
+    ),
+    (
+        "transport/ze_kernel.rs",
+        "lib.rs",
+        "crate::VERSION in an error message, with the impl Device above; phase 2",
+    ),
+    (
+        "transport/ze_queue.rs",
+        "device/mod.rs",
+        "the Level Zero leaf implements Device's queue and op-kernel methods; phase 2 (hal/ze, the op kernels \
+         into xpushmem-ops)",
+    ),
+];
+
+/// Files outside the platform layer that still hold `unsafe` code, with the reason. Phase 2 moves them.
+const RATCHET_UNSAFE: &[(&str, &str)] = &[
+    (
+        "transport/dataseg.rs",
+        "the data segment's mapping; phase 2: sys/",
+    ),
+    (
+        "transport/shm.rs",
+        "memfd arena, mappings, copies, fd borrow; phase 2: sys/memfd",
+    ),
+    (
+        "transport/vmem.rs",
+        "address-space reservation; phase 2: sys/vmem",
+    ),
+    (
+        "transport/fabric.rs",
+        "the libfabric engine (security work in phase 1); phase 2: net/ofi",
+    ),
+    (
+        "transport/fabric_proxy.rs",
+        "the device proxy ring (security work in phase 1); phase 2: net/ + hal/",
+    ),
+    (
+        "transport/ze.rs",
+        "DeviceWindow's copies and fill take raw addresses (its own and other windows'); phase 2: bounded \
+         copies on a hal/ze allocation type",
+    ),
+    (
+        "transport/ze_kernel.rs",
+        "module globals and the team table; phase 2: hal/ze",
+    ),
+    (
+        "transport/ze_queue.rs",
+        "command lists, host buffers, the op kernels; phase 2: hal/ze and xpushmem-ops",
+    ),
+];
+
+fn src() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let mut entries: Vec<_> = std::fs::read_dir(dir)
+        .expect("read src")
+        .map(|e| e.expect("dir entry").path())
+        .collect();
+    entries.sort();
+    for p in entries {
+        if p.is_dir() {
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|e| e == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// The path of `file` relative to `src`, with `/`.
+fn rel(file: &Path) -> String {
+    file.strip_prefix(src())
+        .expect("under src")
+        .to_string_lossy()
+        .replace('\\', "/")
+}
+
+/// (layer, rank) of a file, by the longest matching entry of [`LAYERS`].
+fn layer_of(rel: &str) -> Option<(usize, usize)> {
+    LAYERS
+        .iter()
+        .filter(|(p, _, _)| {
+            if p.ends_with('/') {
+                rel.starts_with(p)
+            } else {
+                rel == *p
+            }
+        })
+        .max_by_key(|(p, _, _)| p.len())
+        .map(|&(_, l, r)| (l, r))
+}
+
+/// The code of a file: comments removed, and the unit tests (`#[cfg(test)]` followed by `mod tests`) cut off.
+fn code_of(text: &str) -> String {
+    let mut out = String::new();
+    let lines: Vec<&str> = text.lines().collect();
+    let mut i = 0;
+    let mut in_block = false;
+    while i < lines.len() {
+        let line = lines[i];
+        let t = line.trim_start();
+        if t.starts_with("#[cfg(test)]")
+            && lines[i + 1..]
+                .iter()
+                .find(|l| !l.trim().is_empty())
+                .is_some_and(|l| l.trim_start().starts_with("mod tests"))
+        {
+            break;
+        }
+        let mut s = line.to_string();
+        if in_block {
+            match s.find("*/") {
+                Some(e) => {
+                    s = s[e + 2..].to_string();
+                    in_block = false;
+                }
+                None => {
+                    i += 1;
+                    continue;
+                }
+            }
+        }
+        if let Some(b) = s.find("/*") {
+            match s[b..].find("*/") {
+                Some(e) => s.replace_range(b..b + e + 2, ""),
+                None => {
+                    s.truncate(b);
+                    in_block = true;
+                }
+            }
+        }
+        // A line comment outside a string literal (an even number of quotes before it).
+        let mut quotes = 0;
+        let bytes = s.as_bytes();
+        let mut cut = None;
+        for k in 0..bytes.len() {
+            if bytes[k] == b'"' && (k == 0 || bytes[k - 1] != b'\\') {
+                quotes += 1;
+            }
+            if quotes % 2 == 0 && bytes[k] == b'/' && bytes.get(k + 1) == Some(&b'/') {
+                cut = Some(k);
+                break;
+            }
+        }
+        if let Some(c) = cut {
+            s.truncate(c);
+        }
+        out.push_str(&s);
+        out.push('\n');
+        i += 1;
+    }
+    out
+}
+
+/// The module path of a file (`transport/ze.rs` -> `["transport", "ze"]`, `team/mod.rs` -> `["team"]`).
+fn module_of(rel: &str) -> Vec<String> {
+    let mut parts: Vec<String> = rel
+        .trim_end_matches(".rs")
+        .split('/')
+        .map(String::from)
+        .collect();
+    if matches!(parts.last().map(String::as_str), Some("mod") | Some("lib")) {
+        parts.pop();
+    }
+    if parts.first().map(String::as_str) == Some("bin") {
+        return Vec::new();
+    }
+    parts
+}
+
+/// The file that defines the longest existing prefix of a module path.
+fn file_of(path: &[String], files: &BTreeSet<String>) -> Option<String> {
+    for n in (0..=path.len()).rev() {
+        let p = path[..n].join("/");
+        if n == 0 {
+            return Some("lib.rs".into());
+        }
+        for cand in [format!("{p}.rs"), format!("{p}/mod.rs")] {
+            if files.contains(&cand) {
+                return Some(cand);
+            }
+        }
+    }
+    None
+}
+
+/// The names the crate root re-exports (`pub use a::b::{X, Y}` in lib.rs) and the module each comes from.
+fn root_reexports(lib: &str) -> BTreeMap<String, Vec<String>> {
+    let mut map = BTreeMap::new();
+    let code = code_of(lib);
+    for stmt in code.split(';') {
+        let s = stmt.trim();
+        let Some(body) = s.strip_prefix("pub use ") else {
+            continue;
+        };
+        let body: String = body.split_whitespace().collect();
+        let (base, names) = match body.find("::{") {
+            Some(k) => (
+                &body[..k],
+                body[k + 3..]
+                    .trim_end_matches('}')
+                    .split(',')
+                    .map(String::from)
+                    .collect::<Vec<_>>(),
+            ),
+            None => match body.rfind("::") {
+                Some(k) => (&body[..k], vec![body[k + 2..].to_string()]),
+                None => continue,
+            },
+        };
+        let base: Vec<String> = base.split("::").map(String::from).collect();
+        for n in names.into_iter().filter(|n| !n.is_empty()) {
+            map.insert(n, base.clone());
+        }
+    }
+    map
+}
+
+/// Every module path a file names: `crate::a::b`, `use crate::{a::b, c}` groups, and `super::` paths (resolved
+/// against the file's own module).
+fn references(code: &str, me: &[String]) -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    let b = code.as_bytes();
+    let ident = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
+    let mut i = 0;
+    while i < b.len() {
+        let at_word = i == 0 || !(ident(b[i - 1]) || b[i - 1] == b'$');
+        let rest = &code[i..];
+        let (base, skip) = if at_word && rest.starts_with("crate::") {
+            (Vec::new(), "crate::".len())
+        } else if at_word && rest.starts_with("super::") {
+            // A file's `super` is its parent module (a mod.rs is its own module, so its parent too).
+            let mut m = me.to_vec();
+            let mut k = 0;
+            while code[i + k..].starts_with("super::") {
+                m.pop();
+                k += "super::".len();
+            }
+            (m, k)
+        } else {
+            i += 1;
+            continue;
+        };
+        i += skip;
+        let mut path = base;
+        loop {
+            let start = i;
+            while i < b.len() && ident(b[i]) {
+                i += 1;
+            }
+            path.push(code[start..i].to_string());
+            if code[i..].starts_with("::") && code[i + 2..].bytes().next().is_some_and(ident) {
+                i += 2;
+            } else {
+                break;
+            }
+        }
+        path.retain(|s| !s.is_empty());
+        let group = if code[i..].starts_with("::{") {
+            Some(i + 3)
+        } else if path.is_empty() && code[i..].starts_with('{') {
+            Some(i + 1)
+        } else {
+            None
+        };
+        if let Some(g) = group {
+            // A group: each entry's leading path (one level of nesting is enough for the layer map).
+            let end = code[g..].find('}').map_or(code.len(), |e| g + e);
+            for item in code[g..end].split(',') {
+                let item: String = item.split_whitespace().collect();
+                let sub: Vec<String> = item
+                    .split("::")
+                    .take_while(|s| !s.is_empty() && s.bytes().all(ident))
+                    .map(String::from)
+                    .collect();
+                if !sub.is_empty() {
+                    out.push(path.iter().cloned().chain(sub).collect());
+                }
+            }
+            i = end;
+            continue;
+        }
+        out.push(path);
+    }
+    out
+}
+
+/// The code with string and character literals blanked out (braces and words inside them are not code).
+fn without_literals(code: &str) -> String {
+    let b = code.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let c = b[i];
+        let word_before = i > 0 && (b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_');
+        if c == b'r' && !word_before && matches!(b.get(i + 1), Some(b'"') | Some(b'#')) {
+            // r"..." or r#"..."#
+            let mut j = i + 1;
+            let mut hashes = 0;
+            while b.get(j) == Some(&b'#') {
+                hashes += 1;
+                j += 1;
+            }
+            if b.get(j) == Some(&b'"') {
+                let mut close = vec![b'"'];
+                close.extend(std::iter::repeat_n(b'#', hashes));
+                let end = b[j + 1..]
+                    .windows(close.len())
+                    .position(|w| w == close.as_slice())
+                    .map_or(b.len(), |e| j + 1 + e + close.len());
+                out.push(b' ');
+                i = end;
+                continue;
+            }
+        }
+        if c == b'"' {
+            let mut j = i + 1;
+            while j < b.len() && b[j] != b'"' {
+                j += if b[j] == b'\\' { 2 } else { 1 };
+            }
+            out.push(b' ');
+            i = j + 1;
+            continue;
+        }
+        if c == b'\'' {
+            // A character literal ('x', '\n', '\u{7f}'); otherwise a lifetime, kept.
+            if b.get(i + 1) == Some(&b'\\') {
+                let end = b[i + 2..]
+                    .iter()
+                    .position(|&x| x == b'\'')
+                    .map_or(b.len(), |e| i + 2 + e + 1);
+                out.push(b' ');
+                i = end;
+                continue;
+            }
+            if b.get(i + 2) == Some(&b'\'') {
+                out.push(b' ');
+                i += 3;
+                continue;
+            }
+        }
+        out.push(c);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Whether the code holds `unsafe` of its own: an `unsafe impl` or `unsafe extern`, or an `unsafe` block that is
+/// not inside the body of an `unsafe fn` (whose body only forwards the contract its caller took on).
+fn has_own_unsafe(code: &str) -> bool {
+    let text = without_literals(code);
+    let b = text.as_bytes();
+    let is_word = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
+    let mut depth = 0usize;
+    // Depths at which the bodies of the unsafe fns we are in opened.
+    let mut bodies: Vec<usize> = Vec::new();
+    let mut pending_fn = false;
+    let mut i = 0;
+    while i < b.len() {
+        let word_start = i == 0 || !is_word(b[i - 1]);
+        if word_start
+            && text[i..].starts_with("unsafe")
+            && !b.get(i + 6).is_some_and(|&c| is_word(c))
+        {
+            let after = text[i + 6..].trim_start();
+            let next: String = after
+                .bytes()
+                .take_while(|&c| is_word(c))
+                .map(char::from)
+                .collect();
+            match next.as_str() {
+                "fn" => pending_fn = true,
+                "impl" | "extern" => return true,
+                _ if after.starts_with('{') && bodies.is_empty() => return true,
+                _ => {}
+            }
+            i += 6;
+            continue;
+        }
+        match b[i] {
+            b'{' => {
+                depth += 1;
+                if pending_fn {
+                    bodies.push(depth);
+                    pending_fn = false;
+                }
+            }
+            b'}' => {
+                if bodies.last() == Some(&depth) {
+                    bodies.pop();
+                }
+                depth = depth.saturating_sub(1);
+            }
+            // A declaration without a body (in a trait).
+            b';' => pending_fn = false,
+            _ => {}
+        }
+        i += 1;
+    }
+    false
+}
+
+struct Scan {
+    /// (from file, to file) for every upward edge.
+    upward: BTreeSet<(String, String)>,
+    /// Files outside [`UNSAFE_HOMES`] with `unsafe` code.
+    unsafe_outside: BTreeSet<String>,
+    /// Files no entry of [`LAYERS`] places.
+    unplaced: Vec<String>,
+}
+
+fn scan() -> Scan {
+    let mut paths = Vec::new();
+    rust_files(&src(), &mut paths);
+    let files: BTreeSet<String> = paths.iter().map(|p| rel(p)).collect();
+    let lib = std::fs::read_to_string(src().join("lib.rs")).expect("lib.rs");
+    let root = root_reexports(&lib);
+    let mut s = Scan {
+        upward: BTreeSet::new(),
+        unsafe_outside: BTreeSet::new(),
+        unplaced: Vec::new(),
+    };
+    for p in &paths {
+        let from = rel(p);
+        let Some(lf) = layer_of(&from) else {
+            s.unplaced.push(from);
+            continue;
+        };
+        let code = code_of(&std::fs::read_to_string(p).expect("read source"));
+        if has_own_unsafe(&code) && !UNSAFE_HOMES.iter().any(|h| from.starts_with(h)) {
+            s.unsafe_outside.insert(from.clone());
+        }
+        if from == "lib.rs" {
+            continue; // the root re-exports every layer
+        }
+        let me = module_of(&from);
+        for mut path in references(&code, &me) {
+            // A name the root re-exports stands for the module it comes from.
+            if let Some(m) = path.first().and_then(|n| root.get(n)) {
+                path = m.clone();
+            }
+            let Some(to) = file_of(&path, &files) else {
+                continue;
+            };
+            if to == from {
+                continue;
+            }
+            let Some(lt) = layer_of(&to) else { continue };
+            if lt > lf {
+                s.upward.insert((from.clone(), to));
+            }
+        }
+    }
+    s
+}
+
+#[test]
+fn every_file_has_a_layer() {
+    let s = scan();
+    assert!(
+        s.unplaced.is_empty(),
+        "files without a layer in LAYERS: {:?}",
+        s.unplaced
+    );
+}
+
+#[test]
+fn imports_go_down_only() {
+    let s = scan();
+    let listed: BTreeSet<(String, String)> = RATCHET_EDGES
+        .iter()
+        .map(|(a, b, _)| (a.to_string(), b.to_string()))
+        .collect();
+    let name = |f: &str| layer_of(f).map_or("?", |(l, _)| LAYER_NAMES[l]);
+    let new: Vec<String> = s
+        .upward
+        .difference(&listed)
+        .map(|(a, b)| format!("{a} ({}) -> {b} ({})", name(a), name(b)))
+        .collect();
+    assert!(
+        new.is_empty(),
+        "upward imports (a file may name only its own layer and lower ones; see docs/ARCHITECTURE.md):\n  {}",
+        new.join("\n  ")
+    );
+    let gone: Vec<String> = listed
+        .difference(&s.upward)
+        .map(|(a, b)| format!("{a} -> {b}"))
+        .collect();
+    assert!(
+        gone.is_empty(),
+        "RATCHET_EDGES lists edges the code no longer has; remove them from the list:\n  {}",
+        gone.join("\n  ")
+    );
+}
+
+#[test]
+fn unsafe_lives_in_the_platform_layer() {
+    let s = scan();
+    let listed: BTreeSet<String> = RATCHET_UNSAFE.iter().map(|(f, _)| f.to_string()).collect();
+    let new: Vec<&String> = s.unsafe_outside.difference(&listed).collect();
+    assert!(
+        new.is_empty(),
+        "unsafe code outside the platform layer ({UNSAFE_HOMES:?}): {new:?}"
+    );
+    let gone: Vec<&String> = listed.difference(&s.unsafe_outside).collect();
+    assert!(
+        gone.is_empty(),
+        "RATCHET_UNSAFE lists files without unsafe code now; remove them from the list: {gone:?}"
+    );
+}
+
+/// The unsafe check itself: forwarding inside an `unsafe fn` is not own unsafe; a block elsewhere, an impl, and
+/// braces inside literals are told apart.
+#[test]
+fn the_unsafe_check_tells_forwarding_from_own_unsafe() {
+    let fwd = "pub unsafe fn launch(&self) -> R { let s = \"}{x}\"; unsafe { self.rt.launch() } }";
+    assert!(!has_own_unsafe(&code_of(fwd)));
+    let own = "pub fn launch(&self) -> R { unsafe { self.rt.launch() } }";
+    assert!(has_own_unsafe(&code_of(own)));
+    let after = "unsafe fn a() { unsafe { b() } }\nfn c() { let ch = '}'; unsafe { d() } }";
+    assert!(has_own_unsafe(&code_of(after)));
+    assert!(has_own_unsafe(&code_of("unsafe impl Send for X {}")));
+    assert!(!has_own_unsafe(&code_of("// unsafe { x }\nfn f() {}")));
+    assert!(!has_own_unsafe(&code_of(
+        "trait T { unsafe fn f(); }\nfn g() {}"
+    )));
+}
+
+/// The scanner itself: a reference of each form is found and resolved.
+#[test]
+fn the_scanner_sees_every_form_of_reference() {
+    let code = code_of(
+        "use crate::team::{Team, ctx::Ctx};\nuse super::shm::Arena; // crate::coll\nfn f() { crate::runtime::Shmem::x(); }\n/* crate::device */\n",
+    );
+    let refs = references(&code, &["transport".into(), "ze".into()]);
+    let want: Vec<Vec<String>> = [
+        vec!["team", "Team"],
+        vec!["team", "ctx", "Ctx"],
+        vec!["transport", "shm", "Arena"],
+        vec!["runtime", "Shmem", "x"],
+    ]
+    .iter()
+    .map(|v| v.iter().map(|s| s.to_string()).collect())
+    .collect();
+    assert_eq!(refs, want);
+}
