@@ -464,6 +464,19 @@ uint64_t xpushmem_signal_fetch(const uint64_t *sig_addr);
 // `value` writable (or NULL); `sig_addr` symmetric (checked).
 int xpushmem_signal_fetch_ex(uint64_t *value, const uint64_t *sig_addr);
 
+// Atomically move the `uint32_t` at `dest` on `pe` from `cond` to `value`, retrying with the runtime's wait
+// back-off until it holds `cond`. Bounded by `timeout_ms` (0: `XPUSHMEM_TIMEOUT_MS`); like every wait it fails
+// with `XPUSHMEM_ERROR_TIMEOUT` when the limit passes and `XPUSHMEM_ERROR_PEER_LOST` when a PE it waits for is lost.
+// Returns an error code.
+//
+// # Safety
+// `dest` is a symmetric address (checked).
+int xpushmemx_uint32_atomic_compare_swap_until(uint32_t *dest,
+                                               uint32_t cond,
+                                               uint32_t value,
+                                               int pe,
+                                               uint64_t timeout_ms);
+
 // Wait until this PE's signal word satisfies `*sig_addr <cmp> cmp_value`; the value that satisfied it (0 on
 // error).
 //

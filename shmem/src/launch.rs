@@ -43,6 +43,7 @@
 //! of another uid (a setuid program) the launcher may not signal; a process handed the pipe by other means
 //! (it only loses its reader).
 
+use crate::bootstrap::launcher::{self, PID_VAR, REPORT_VAR};
 use crate::bootstrap::uid::Server;
 use crate::error::{Error, Result};
 use rustix::process::Signal;
@@ -52,11 +53,6 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// Environment variable through which the launcher tells a PE where to report `global_exit` and lost peers.
-const REPORT_VAR: &str = "XPUSHMEM_LAUNCHER_REPORT";
-/// Environment variable naming the launcher's pid.
-const PID_VAR: &str = "XPUSHMEM_LAUNCHER_PID";
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -1064,86 +1060,17 @@ impl Job {
     }
 }
 
-/// Write one line to the launcher's report pipe, if this process was started by a launcher (never blocks).
-fn report(kind: char, value: i64) {
-    let (Some(path), Some(rank)) = (
-        crate::config::env_value(REPORT_VAR),
-        crate::config::env_value("XPUSHMEM_BOOTSTRAP_RANK"),
-    ) else {
-        return;
-    };
-    use std::os::unix::fs::OpenOptionsExt;
-    if let Ok(mut f) = std::fs::OpenOptions::new()
-        .write(true)
-        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
-        .open(path.trim())
-    {
-        let _ = f.write_all(format!("{kind} {} {value}\n", rank.trim()).as_bytes());
-    }
-}
-
-/// Leave the job now with `status`, without finalizing (OpenSHMEM `global_exit`): the launcher, if any, is told
-/// first, so that it names this PE and ends the whole job with `status` whichever PE's exit it sees first; peers
-/// waiting on this PE see it as lost.
-pub fn global_exit(status: i32) -> ! {
-    report('G', status as i64);
-    std::process::exit(status)
-}
-
-/// Tell the launcher (if any) that this PE met the loss of PE `lost` (once per process: the first loss is the one
-/// that explains this PE's failure).
-pub(crate) fn report_peer_lost(lost: usize) {
-    static ONCE: AtomicBool = AtomicBool::new(false);
-    if !ONCE.swap(true, Ordering::SeqCst) {
-        report('L', lost as i64);
-    }
-}
+pub use crate::bootstrap::launcher::global_exit;
 
 /// Become one PE's `program` (in the process the launcher forked for it): first ask for SIGKILL when the launcher
 /// dies (`PR_SET_PDEATHSIG`, which survives the exec), so that the PE is tied to the launcher from its first
 /// instruction on; a launcher already gone ends this PE here. Returns only on failure, with the error.
 pub fn exec_pe(program: &std::ffi::OsStr, args: &[std::ffi::OsString]) -> Error {
-    if let Err(e) = tie_to_launcher() {
+    if let Err(e) = launcher::tie_to_launcher() {
         return e;
     }
     let e = std::os::unix::process::CommandExt::exec(Command::new(program).args(args));
     Error::os("exec", format!("{}: {e}", program.to_string_lossy()))
-}
-
-/// Called by the runtime at start-up: when launched by `xpushmem-run`, die with it; when that launcher is already
-/// gone, fail at once (its rendezvous is gone with it).
-pub(crate) fn tie_to_launcher() -> Result<()> {
-    let Some(pid) = crate::config::env_value(PID_VAR) else {
-        return Ok(());
-    };
-    let launcher = pid
-        .trim()
-        .parse::<i32>()
-        .ok()
-        .and_then(rustix::process::Pid::from_raw)
-        .ok_or_else(|| Error::Config {
-            var: PID_VAR,
-            value: pid.clone(),
-            reason: "expected the launcher's process id".into(),
-        })?;
-    let parent = || rustix::process::getppid();
-    if parent() == Some(launcher) {
-        let _ = rustix::process::set_parent_process_death_signal(Some(Signal::KILL));
-        // It may have died just before the death signal was armed.
-        if parent() == Some(launcher) {
-            return Ok(());
-        }
-    } else if rustix::process::test_kill_process(launcher).is_ok() {
-        // Started through a wrapper (a shell, a debugger): the launcher is alive, its group kill reaches us.
-        return Ok(());
-    }
-    Err(Error::Bootstrap {
-        method: "uid",
-        message: format!(
-            "the launcher that started this PE ({PID_VAR}={}) is gone; not joining its job",
-            pid.trim()
-        ),
-    })
 }
 
 #[cfg(test)]

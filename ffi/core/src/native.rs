@@ -859,6 +859,32 @@ pub unsafe extern "C" fn xpushmem_signal_fetch_ex(value: *mut u64, sig_addr: *co
     })
 }
 
+/// Atomically move the `uint32_t` at `dest` on `pe` from `cond` to `value`, retrying with the runtime's wait
+/// back-off until it holds `cond`. Bounded by `timeout_ms` (0: `XPUSHMEM_TIMEOUT_MS`); like every wait it fails
+/// with `XPUSHMEM_ERROR_TIMEOUT` when the limit passes and `XPUSHMEM_ERROR_PEER_LOST` when a PE it waits for is lost.
+/// Returns an error code.
+///
+/// # Safety
+/// `dest` is a symmetric address (checked).
+#[no_mangle]
+pub unsafe extern "C" fn xpushmemx_uint32_atomic_compare_swap_until(
+    dest: *mut u32,
+    cond: u32,
+    value: u32,
+    pe: c_int,
+    timeout_ms: u64,
+) -> c_int {
+    const CALL: &str = "xpushmemx_uint32_atomic_compare_swap_until";
+    code(CALL, || {
+        state::with(|sh| {
+            let pe = imp::pe_arg(sh, pe, CALL)?;
+            let r = imp::sym_ref(sh, dest.cast_const(), CALL, "dest")?;
+            let limit = (timeout_ms > 0).then(|| std::time::Duration::from_millis(timeout_ms));
+            Ok(sh.atomic_compare_swap_until(r, cond, value, pe, limit)?)
+        })
+    })
+}
+
 /// Wait until this PE's signal word satisfies `*sig_addr <cmp> cmp_value`; the value that satisfied it (0 on
 /// error).
 ///

@@ -6,9 +6,12 @@
 //!   `XPUSHMEM_BOOTSTRAP_UID`; frameworks (PyTorch) broadcast it through their own store.
 //! - `mpi` (cargo feature `mpi`): the job's MPI communicator, for `mpirun`/`srun` launches.
 //! - [`single`]: a job of one PE, no communication.
+//!
+//! [`launcher`] is the PE's side of `xpushmem-run` (its environment, report pipe and death tie).
 
 use crate::error::Result;
 
+pub mod launcher;
 #[cfg(feature = "mpi")]
 pub mod mpi;
 pub mod single;

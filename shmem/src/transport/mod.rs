@@ -404,7 +404,7 @@ pub(crate) struct ConnectArgs<'a> {
     /// This PE.
     pub me: usize,
     /// Which PE is on which node.
-    pub nodes: &'a crate::runtime::Nodes,
+    pub nodes: &'a crate::job::Nodes,
     /// Process id of every PE.
     pub pids: &'a [u32],
     /// Where the user heap lives.

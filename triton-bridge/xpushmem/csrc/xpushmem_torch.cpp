@@ -33,7 +33,6 @@
 #include <set>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -519,30 +518,22 @@ class XpSymmetricMemory : public sm::SymmetricMemory {
     return reinterpret_cast<uint32_t*>(pad) + slot;
   }
 
-  // Atomically move the word `slot` of PE `pe` from `from` to `to`, retrying until it holds `from`.
+  // Atomically move the word `slot` of PE `pe` from `from` to `to`, retrying until it holds `from`: the runtime's
+  // wait (its back-off, its lost-peer check), bounded by what is left of `deadline` (none: no limit). Fails like
+  // every other wait of the runtime, with XPUSHMEM_ERROR_TIMEOUT or XPUSHMEM_ERROR_PEER_LOST.
   void cas_until(size_t slot, int pe, uint32_t from, uint32_t to, size_t timeout_ms,
                  const std::optional<Clock::time_point>& deadline, const char* what, int peer_rank,
                  int channel) {
-    uint32_t* addr = slot_addr(slot);
-    int spins = 0;
-    int sleep_us = 1;
-    for (;;) {
-      uint32_t fetched = 0;
-      check_rc(xpushmem_uint32_atomic_compare_swap_ex(&fetched, addr, from, to, pe),
-               "xpushmem_uint32_atomic_compare_swap");
-      if (fetched == from) {
-        std::atomic_thread_fence(std::memory_order_seq_cst);
-        return;
-      }
-      if (deadline && Clock::now() >= *deadline) {
-        TORCH_CHECK(false, "xpushmem: ", what, " timed out after ", limit_ms(timeout_ms), " ms (rank ",
-                    info_->rank, ", peer rank ", peer_rank, ", channel ", channel, ", group ", info_->group, ")");
-      }
-      if (++spins > 256) {
-        std::this_thread::sleep_for(std::chrono::microseconds(sleep_us));
-        sleep_us = std::min(sleep_us * 2, 200);
-      }
+    uint64_t left_ms = 0;  // 0: the runtime's XPUSHMEM_TIMEOUT_MS, which is this wait's limit without a deadline
+    if (deadline) {
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(*deadline - Clock::now()).count();
+      left_ms = left > 0 ? static_cast<uint64_t>(left) : 1;  // past the deadline: one last bounded try
     }
+    const int rc = xpushmemx_uint32_atomic_compare_swap_until(slot_addr(slot), from, to, pe, left_ms);
+    TORCH_CHECK(rc == XPUSHMEM_SUCCESS, "xpushmem: ", what, " failed (", xpushmemx_error_name(rc), ", limit ",
+                limit_ms(timeout_ms), " ms; rank ", info_->rank, ", peer rank ", peer_rank, ", channel ", channel,
+                ", group ", info_->group, "): ", last_error());
+    std::atomic_thread_fence(std::memory_order_seq_cst);
   }
 
   // Signal rank `r`: its word [channel * W + my rank] goes 0 -> 1 (waits while a previous signal is unconsumed).

@@ -1,0 +1,480 @@
+//! The facade and lifecycle: [`get_unique_id`], the `init*` entry points, the choice of bootstrap, logging, the
+//! start-up of a PE (bootstrap, job layout, transports, teams) and its shutdown (`finalize`, `Drop`), and the
+//! calls of [`Shmem`] that run a team protocol over `TEAM_WORLD` (`sync_all`, `barrier_all`).
+
+use crate::bootstrap::{self, Bootstrap, Dec, Enc, UniqueId};
+use crate::config::Config;
+use crate::core::{Shmem, STATE_FINALIZED, STATE_RUNNING, SYNC, SYS_BYTES};
+use crate::device::{Device, HeapKind};
+use crate::error::{Error, Result};
+use crate::heap::Allocator;
+use crate::job::{self, JobLayout, PeRecord};
+use crate::team::CallId;
+use crate::transport::shm::PeerWatch;
+use crate::transport::ze::ExternalHandles;
+use crate::transport::{self, AmoOp};
+use crate::types::ThreadLevel;
+use once_cell::sync::OnceCell;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+
+static ACTIVE: AtomicBool = AtomicBool::new(false);
+static PENDING_SERVER: Mutex<Option<bootstrap::uid::Server>> = Mutex::new(None);
+static LOGGING: OnceCell<()> = OnceCell::new();
+
+/// How a runtime should find its peers.
+#[derive(Debug, Clone, Default)]
+pub enum BootstrapSpec {
+    /// From the environment (`XPUSHMEM_BOOTSTRAP` and friends).
+    #[default]
+    Env,
+    /// Join the rendezvous `uid` as `rank` of `size` PEs.
+    Uid {
+        /// The unique ID (from [`get_unique_id`] on one process).
+        uid: UniqueId,
+        /// This PE's number.
+        rank: usize,
+        /// Number of PEs.
+        size: usize,
+    },
+    /// A one-PE job.
+    Single,
+    /// The MPI world communicator (feature `mpi`).
+    #[cfg(feature = "mpi")]
+    Mpi,
+}
+
+/// Arguments of [`init_attr`].
+#[derive(Debug, Clone)]
+pub struct InitAttr {
+    /// How to find the peers.
+    pub bootstrap: BootstrapSpec,
+    /// Requested thread level.
+    pub thread_level: ThreadLevel,
+    /// Where the symmetric heap lives; `None`: `XPUSHMEM_HEAP` (default host).
+    pub heap: Option<HeapKind>,
+    /// Level Zero handles to adopt for a device heap (from SYCL or PyTorch XPU) instead of opening a device.
+    pub device_handles: Option<ExternalHandles>,
+    /// Make the executable's writable data segment (global and static variables) symmetric, as OpenSHMEM requires
+    /// (host heaps only; see `transport::dataseg`). Off by default; the OpenSHMEM C layer turns it on.
+    pub symmetric_data: bool,
+    /// Apply the OpenSHMEM specification's environment variables (`SHMEM_SYMMETRIC_SIZE`, `SHMEM_DEBUG`; see
+    /// [`Config::apply_openshmem`]). Off by default; the OpenSHMEM C layer turns it on.
+    pub openshmem_env: bool,
+}
+
+impl Default for InitAttr {
+    fn default() -> Self {
+        InitAttr {
+            bootstrap: BootstrapSpec::Env,
+            thread_level: ThreadLevel::Multiple,
+            heap: None,
+            device_handles: None,
+            symmetric_data: false,
+            openshmem_env: false,
+        }
+    }
+}
+
+/// Create the unique ID of a new job and serve its rendezvous from this process (NVSHMEM's
+/// `nvshmemx_get_uniqueid`). Pass it to every PE (e.g. through a framework's store), then call [`init_attr`] with
+/// [`BootstrapSpec::Uid`] on each, this process included.
+pub fn get_unique_id() -> Result<UniqueId> {
+    let cfg = Config::from_env()?;
+    let server = bootstrap::uid::Server::start(cfg.bootstrap_addr, cfg.timeout)?;
+    let id = server.id();
+    *PENDING_SERVER.lock().unwrap_or_else(|p| p.into_inner()) = Some(server);
+    Ok(id)
+}
+
+/// Start the runtime with the bootstrap named by the environment, at thread level MULTIPLE.
+pub fn init() -> Result<Shmem> {
+    init_attr(InitAttr::default())
+}
+
+/// Start the runtime at a requested thread level. Every level is supported, so the provided level is the
+/// requested one ([`Shmem::query_thread`]).
+pub fn init_thread(level: ThreadLevel) -> Result<Shmem> {
+    init_attr(InitAttr {
+        thread_level: level,
+        ..InitAttr::default()
+    })
+}
+
+/// Start a one-PE runtime regardless of the environment (handy for documentation and unit tests).
+pub fn init_single() -> Result<Shmem> {
+    init_attr(InitAttr {
+        bootstrap: BootstrapSpec::Single,
+        ..InitAttr::default()
+    })
+}
+
+fn init_logging(level: &str) {
+    LOGGING.get_or_init(|| {
+        let lvl = match level {
+            "off" => None,
+            "error" => Some(tracing::Level::ERROR),
+            "warn" => Some(tracing::Level::WARN),
+            "info" => Some(tracing::Level::INFO),
+            "debug" => Some(tracing::Level::DEBUG),
+            _ => Some(tracing::Level::TRACE),
+        };
+        if let Some(lvl) = lvl {
+            let _ = tracing_subscriber::fmt()
+                .with_max_level(lvl)
+                .with_writer(std::io::stderr)
+                .with_target(false)
+                .try_init();
+        }
+    });
+}
+
+/// A variable the uid bootstrap needs (xpushmem-run sets it).
+fn required<T: Copy>(var: &'static str, value: Option<T>) -> Result<T> {
+    value.ok_or_else(|| Error::Config {
+        var,
+        value: String::new(),
+        reason: "required by the uid bootstrap (set by xpushmem-run)".into(),
+    })
+}
+
+fn make_bootstrap(spec: &BootstrapSpec, cfg: &Config) -> Result<Box<dyn Bootstrap>> {
+    let take_server = |id: &UniqueId| {
+        let mut g = PENDING_SERVER.lock().unwrap_or_else(|p| p.into_inner());
+        if g.as_ref().is_some_and(|s| s.id() == *id) {
+            g.take()
+        } else {
+            None
+        }
+    };
+    match spec {
+        BootstrapSpec::Single => Ok(Box::new(bootstrap::single::Single)),
+        BootstrapSpec::Uid { uid, rank, size } => {
+            Ok(Box::new(bootstrap::uid::UidBootstrap::connect(
+                *uid,
+                *rank,
+                *size,
+                cfg.timeout,
+                take_server(uid),
+            )?))
+        }
+        #[cfg(feature = "mpi")]
+        BootstrapSpec::Mpi => Ok(Box::new(bootstrap::mpi::MpiBootstrap::new()?)),
+        BootstrapSpec::Env => {
+            let uid_text = cfg.bootstrap_uid.clone();
+            let method = match cfg.bootstrap.as_str() {
+                "auto" if uid_text.is_some() => "uid",
+                "auto" if cfg!(feature = "mpi") && under_mpi_launcher() => "mpi",
+                "auto" => "single",
+                m => m,
+            };
+            match method {
+                "uid" => {
+                    let text = uid_text.ok_or_else(|| Error::Config {
+                        var: "XPUSHMEM_BOOTSTRAP_UID",
+                        value: String::new(),
+                        reason: "XPUSHMEM_BOOTSTRAP=uid needs the unique ID (xpushmem-run sets it)"
+                            .into(),
+                    })?;
+                    let uid: UniqueId = text.parse()?;
+                    let spec = BootstrapSpec::Uid {
+                        uid,
+                        rank: required("XPUSHMEM_BOOTSTRAP_RANK", cfg.bootstrap_rank)?,
+                        size: required("XPUSHMEM_BOOTSTRAP_NRANKS", cfg.bootstrap_nranks)?,
+                    };
+                    make_bootstrap(&spec, cfg)
+                }
+                #[cfg(feature = "mpi")]
+                "mpi" => make_bootstrap(&BootstrapSpec::Mpi, cfg),
+                #[cfg(not(feature = "mpi"))]
+                "mpi" => Err(Error::Config {
+                    var: "XPUSHMEM_BOOTSTRAP",
+                    value: "mpi".into(),
+                    reason: "this build has no MPI bootstrap (cargo feature `mpi`)".into(),
+                }),
+                _ => make_bootstrap(&BootstrapSpec::Single, cfg),
+            }
+        }
+    }
+}
+
+fn under_mpi_launcher() -> bool {
+    [
+        "OMPI_COMM_WORLD_SIZE",
+        "PMI_SIZE",
+        "PMIX_RANK",
+        "MPI_LOCALNRANKS",
+    ]
+    .iter()
+    .any(|v| std::env::var_os(v).is_some())
+}
+/// Start the runtime with explicit attributes (NVSHMEM's `nvshmemx_init_attr`). Collective over all PEs of the job.
+pub fn init_attr(attr: InitAttr) -> Result<Shmem> {
+    if ACTIVE.swap(true, Ordering::SeqCst) {
+        return Err(Error::State(
+            "xpushmem is already initialised in this process (finalize the running instance first)"
+                .into(),
+        ));
+    }
+    let r = Shmem::start(attr);
+    if r.is_err() {
+        ACTIVE.store(false, Ordering::SeqCst);
+    }
+    r
+}
+
+/// Every PE's [`PeRecord`] from one allgather, and the layout they make.
+fn exchange_layout(boot: &dyn Bootstrap, cfg: &Config) -> Result<JobLayout> {
+    let me = boot.rank();
+    let info = Enc::default()
+        .bytes(job::host_key(cfg.node_id.as_deref()).as_bytes())
+        .bytes(job::machine_key().as_bytes())
+        .u64(std::process::id() as u64)
+        .u64(cfg.symmetric_size as u64)
+        .u64(bootstrap::uid::random_cookie())
+        .0;
+    let records = boot
+        .allgather(&info)?
+        .iter()
+        .enumerate()
+        .map(|(pe, rec)| {
+            let mut d = Dec(rec);
+            let bad = || Error::Bootstrap {
+                method: boot.name(),
+                message: format!("malformed setup record from PE {pe}"),
+            };
+            Ok(PeRecord {
+                host: String::from_utf8_lossy(d.bytes().ok_or_else(bad)?).into_owned(),
+                machine: d.bytes().ok_or_else(bad)?.to_vec(),
+                pid: d.u64().ok_or_else(bad)? as u32,
+                heap_bytes: d.u64().ok_or_else(bad)? as usize,
+                cookie: d.u64().ok_or_else(bad)?,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    job::job_layout(&records, me, cfg.symmetric_size)
+}
+
+impl Shmem {
+    fn start(attr: InitAttr) -> Result<Shmem> {
+        let mut cfg = Config::from_env()?;
+        if attr.openshmem_env {
+            cfg.apply_openshmem()?;
+        }
+        if attr.device_handles.is_some() && attr.heap.unwrap_or(cfg.heap) == HeapKind::Host {
+            return Err(Error::invalid(
+                "XPUSHMEM_HEAP",
+                "host",
+                "Level Zero handles were given to adopt (InitAttr::device_handles; in C \
+                 xpushmemx_set_attr_ze_handles), but they back only a device heap: set XPUSHMEM_HEAP=device",
+            ));
+        }
+        crate::config::install(&cfg);
+        crate::transport::shm::set_nt_copy_size(cfg.nt_copy_size);
+        init_logging(&cfg.log);
+        bootstrap::launcher::tie_to_launcher()?;
+        if !cfg.dumpable {
+            // Before any heap or socket exists: /proc/PID/{fd,environ,mem} become root-only.
+            if cfg.ipc == crate::config::IpcMode::Pidfd {
+                return Err(Error::invalid(
+                    "XPUSHMEM_DUMPABLE",
+                    "0",
+                    "cannot be combined with XPUSHMEM_IPC=pidfd: pidfd_getfd needs ptrace access to a peer, which a \
+                     non-dumpable PE grants only to root (use XPUSHMEM_IPC=auto or socket)",
+                ));
+            }
+            rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
+                .map_err(|e| Error::os("prctl(PR_SET_DUMPABLE, 0)", e))?;
+        }
+        let boot: std::sync::Arc<dyn Bootstrap> = make_bootstrap(&attr.bootstrap, &cfg)?.into();
+        let (me, n) = (boot.rank(), boot.size());
+        tracing::debug!(pe = me, n_pes = n, bootstrap = boot.name(), "bootstrap up");
+
+        let JobLayout {
+            nodes,
+            pids,
+            cookie: job_cookie,
+            machine_pes,
+        } = exchange_layout(boot.as_ref(), &cfg)?;
+        let heap_kind = attr.heap.unwrap_or(cfg.heap);
+        let (peers, data) = transport::connect(transport::ConnectArgs {
+            boot: boot.as_ref(),
+            liveness: std::sync::Arc::clone(&boot),
+            me,
+            nodes: &nodes,
+            pids: &pids,
+            heap_kind,
+            heap_bytes: cfg.symmetric_size,
+            sys_bytes: SYS_BYTES,
+            cookie: job_cookie,
+            timeout: cfg.timeout,
+            external: attr.device_handles,
+            symmetric_data: attr.symmetric_data,
+        })?;
+        let local = nodes.pes_on(nodes.node_of(me));
+        tracing::debug!(
+            pe = me,
+            heap_bytes = cfg.symmetric_size,
+            mapped_peers = local.len(),
+            "symmetric heap mapped"
+        );
+        let watched: Vec<(usize, u32)> = local
+            .iter()
+            .filter(|&&p| p != me)
+            .map(|&p| (p, pids[p]))
+            .collect();
+        let (watch, unwatchable) = PeerWatch::new(&watched);
+        if !unwatchable.is_empty() {
+            // No pidfd for them: the process is gone already (it left before this PE's start-up ended, which
+            // the start-up barrier below then reports), or its pid is not valid in this PE's pid namespace, or
+            // the kernel lacks pidfd_open (before Linux 5.3). Not an error: their loss is still seen by the
+            // bootstrap (the uid rendezvous tells every PE when a PE's connection drops), only later than a
+            // pidfd would show it, and not at all under a bootstrap without failure detection (mpi).
+            let pids: Vec<u32> = unwatchable.iter().map(|&p| pids[p]).collect();
+            tracing::warn!(
+                pe = me,
+                ?unwatchable,
+                ?pids,
+                bootstrap = boot.name(),
+                "node peers whose process cannot be watched (no pidfd): their loss is detected only through \
+                 the bootstrap"
+            );
+        }
+
+        let heap = Allocator::new(cfg.symmetric_size);
+        let cpus = std::thread::available_parallelism().map_or(1, |c| c.get());
+        let spin_count = match cfg.spin_count {
+            Some(n) => n as u64,
+            None if machine_pes > cpus => 0,
+            None => 4000,
+        };
+        tracing::debug!(
+            pe = me,
+            node_pes = local.len(),
+            machine_pes,
+            cpus,
+            spin_count,
+            "wait back-off"
+        );
+        let teams = crate::team::Teams::new(me, n, nodes.pes_on(nodes.node_of(me)));
+        let sh = Shmem {
+            me,
+            n,
+            heap_size: cfg.symmetric_size,
+            data,
+            cfg,
+            boot,
+            peers,
+            heap_kind,
+            nodes,
+            heap: Mutex::new(heap),
+            teams,
+            watch,
+            thread_level: attr.thread_level,
+            finalized: AtomicBool::new(false),
+            broken: AtomicBool::new(false),
+            spin_count,
+            oversubscribed: machine_pes > cpus,
+        };
+        sh.sys_local()
+            .amo(SYNC.state, 8, AmoOp::Set, STATE_RUNNING)?;
+        // Kernels see TEAM_WORLD and TEAM_SHARED (device heaps) before the start-up barrier below.
+        sh.teams.publish_predefined(&sh)?;
+        for (pe, route) in (0..n).map(|pe| (pe, sh.route_name(pe))) {
+            tracing::debug!(pe = me, peer = pe, route, "route");
+        }
+        sh.boot.barrier()?;
+        tracing::info!(pe = me, n_pes = n, "xpushmem initialised");
+        Ok(sh)
+    }
+
+    /// This PE's device (for a device heap): modules, kernels, launches on symmetric buffers.
+    pub fn device(&self) -> Option<Device<'_>> {
+        self.peers.device.as_ref().map(|rt| Device::new(self, rt))
+    }
+
+    /// Barrier over all PEs without completing outstanding puts (OpenSHMEM `sync_all`): `TEAM_WORLD`'s
+    /// agreement, so a PE in another collective makes it fail on every PE.
+    pub fn sync_all(&self) -> Result<()> {
+        self.teams
+            .world_ctx(self, "sync_all")
+            .sync_world(CallId::SyncAll)
+    }
+
+    /// Complete every outstanding put, then barrier over all PEs (OpenSHMEM `barrier_all`): `TEAM_WORLD`'s
+    /// barrier. Fails with [`Error::Timeout`] after `XPUSHMEM_TIMEOUT_MS`, [`Error::PeerLost`] as soon as a PE it
+    /// waits for has died, or [`Error::Mismatch`] (on every PE) when another PE is in a different collective.
+    ///
+    /// ```
+    /// # let sh = xpushmem::init_single().unwrap();
+    /// let x = sh.calloc::<u64>(1).unwrap().at(0).unwrap();
+    /// sh.p(x, 42, (sh.my_pe() + 1) % sh.n_pes()).unwrap();
+    /// sh.barrier_all().unwrap(); // every PE's p() has landed
+    /// assert_eq!(sh.g(x, sh.my_pe()).unwrap(), 42);
+    /// ```
+    pub fn barrier_all(&self) -> Result<()> {
+        self.teams
+            .world_ctx(self, "barrier_all")
+            .sync_world(CallId::BarrierAll)
+    }
+
+    /// Finalize: a last barrier, then leave. Collective. Returns the first error met; resources are released either way.
+    pub fn finalize(self) -> Result<()> {
+        self.shutdown()
+    }
+
+    fn shutdown(&self) -> Result<()> {
+        if self.finalized.swap(true, Ordering::SeqCst) {
+            return Ok(());
+        }
+        if self.peers.transports().any(|t| t.lost_peer()) {
+            self.broken.store(true, Ordering::SeqCst);
+        }
+        let r = if self.broken.load(Ordering::SeqCst) {
+            Ok(())
+        } else {
+            self.teams
+                .world_ctx(self, "finalize")
+                .sync_world(CallId::Finalize)
+        };
+        // Nothing this PE issued may be left undelivered when it goes (best effort once a peer was lost: what was
+        // bound for it fails, and the loss was reported already).
+        let r = r.and_then(|()| match self.quiet() {
+            Err(_) if self.broken.load(Ordering::SeqCst) => Ok(()),
+            q => q,
+        });
+        // A network transport serves its peers' last operations until every PE is past this barrier (skipped,
+        // like the finalize barrier, once a wait failed: a lost peer would never arrive).
+        let mut wants_barrier = false;
+        for t in self.peers.transports() {
+            // Every transport is told (no short-circuit).
+            wants_barrier |= t.leaving();
+        }
+        let r = r.and_then(|()| {
+            if wants_barrier && !self.broken.load(Ordering::SeqCst) {
+                self.boot.barrier()
+            } else {
+                Ok(())
+            }
+        });
+        let _ = self
+            .sys_local()
+            .amo(SYNC.state, 8, AmoOp::Set, STATE_FINALIZED);
+        let r2 = if r.is_ok() {
+            self.boot.finalize()
+        } else {
+            Ok(())
+        };
+        ACTIVE.store(false, Ordering::SeqCst);
+        tracing::debug!(pe = self.me, ok = r.is_ok(), "finalized");
+        r.and(r2)
+    }
+}
+
+impl Drop for Shmem {
+    fn drop(&mut self) {
+        if let Err(e) = self.shutdown() {
+            tracing::error!(pe = self.me, "finalize on drop failed: {e}");
+        }
+    }
+}
