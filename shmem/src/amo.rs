@@ -6,8 +6,8 @@
 //! `atomic_add`, ...) are delivered like puts: visible to others after [`Shmem::quiet`] (or a barrier); the
 //! fetching forms return the value.
 
+use crate::core::Shmem;
 use crate::error::Result;
-use crate::runtime::Shmem;
 use crate::transport::AmoOp;
 use crate::types::{AtomicInt, AtomicWord, SymRef};
 

@@ -358,7 +358,7 @@ impl Throttle {
 }
 
 #[cfg(test)]
-mod throttle_tests {
+mod tests {
     use super::*;
     use std::time::Instant;
 

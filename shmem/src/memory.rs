@@ -6,8 +6,8 @@
 //! another collective altogether, makes the call fail on every PE with the same error, naming the PE, what it
 //! passed and what PE 0 passed; the heap is then unchanged.
 
+use crate::core::Shmem;
 use crate::error::{Error, Result};
-use crate::runtime::Shmem;
 use crate::team::{BarrierAlgo, CallId, COMMON, INFO};
 use crate::types::{SymSlice, Symmetric};
 

@@ -2,7 +2,6 @@
 //! the entry points and their arguments (`init.rs`), and the job's node layout [`Nodes`] (`job.rs`).
 
 pub use crate::core::Shmem;
-pub(crate) use crate::core::{LocalWord, SYS_BYTES};
 pub use crate::init::{
     get_unique_id, init, init_attr, init_single, init_thread, BootstrapSpec, InitAttr,
 };

@@ -5,8 +5,8 @@
 //! `[data_offset, data_offset + data_len)` (see `transport::dataseg`). Every window maps both, so an offset names
 //! the same object on every PE whatever the local addresses (ASLR, PIE) are. A range never straddles the two.
 
+use crate::core::Shmem;
 use crate::error::{Error, Result};
-use crate::runtime::Shmem;
 use crate::types::{SymSlice, Symmetric};
 
 impl Shmem {

@@ -2,8 +2,8 @@
 //! sender's number) of `dest`. `alltoalls` does the same with strided elements.
 
 use super::{mul, need_blocks, overlap, type_code, AlltoallAlgo, CallId, Ctx, Fit, COMMON, INFO};
+use crate::core::Shmem;
 use crate::error::{Error, Result};
-use crate::runtime::Shmem;
 use crate::team::{layout, Team};
 use crate::types::{SymSlice, Symmetric};
 

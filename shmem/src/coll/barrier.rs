@@ -3,8 +3,8 @@
 //! agreement itself), linear and tree algorithms of `team/ctx.rs`.
 
 use super::BarrierAlgo;
+use crate::core::Shmem;
 use crate::error::Result;
-use crate::runtime::Shmem;
 use crate::team::{CallId, Team};
 
 impl Shmem {

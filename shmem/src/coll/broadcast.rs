@@ -1,8 +1,8 @@
 //! Broadcast: the root's `nelems` elements of `src` land in `dest` on every member (the root included).
 
 use super::{need_len, overlap, BroadcastAlgo, CallId, Ctx, Fit, COMMON, INFO};
+use crate::core::Shmem;
 use crate::error::{Error, Result};
-use crate::runtime::Shmem;
 use crate::team::{layout, Team};
 use crate::types::{SymSlice, Symmetric};
 

@@ -3,8 +3,8 @@
 use super::{
     mul, need_blocks, need_len, overlap, type_code, CallId, CollectAlgo, Ctx, Fit, COMMON, INFO,
 };
+use crate::core::Shmem;
 use crate::error::{Error, Result};
-use crate::runtime::Shmem;
 use crate::team::{layout, Team};
 use crate::types::{SymSlice, Symmetric};
 

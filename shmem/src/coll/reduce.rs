@@ -10,8 +10,8 @@ use super::{
     block, need_len, overlap, type_code, BarrierAlgo, CallId, Ctx, Fit, ReduceAlgo,
     ReduceScatterAlgo, COMMON, INFO,
 };
+use crate::core::Shmem;
 use crate::error::{Error, Result};
-use crate::runtime::Shmem;
 use crate::team::{layout, Team};
 use crate::types::{SymSlice, Symmetric};
 

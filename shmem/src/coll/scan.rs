@@ -4,8 +4,8 @@
 
 use super::reduce::{check_op, combine_into, same_or_disjoint, ReduceOp, Reducible};
 use super::{need_len, type_code, BarrierAlgo, CallId, Ctx, ScanAlgo, COMMON, INFO};
+use crate::core::Shmem;
 use crate::error::Result;
-use crate::runtime::Shmem;
 use crate::team::{layout, Team};
 use crate::types::SymSlice;
 

@@ -4,13 +4,13 @@
 
 use crate::bootstrap::Bootstrap;
 use crate::config::Config;
-use crate::device::HeapKind;
 use crate::error::{Error, Result};
 use crate::heap::Allocator;
 use crate::job::Nodes;
 use crate::transport::dataseg::SymData;
 use crate::transport::shm::PeerWatch;
 use crate::transport::{AmoOp, Peers, Transport, Window};
+use crate::types::HeapKind;
 use crate::types::{AtomicWord, SymRef, ThreadLevel};
 use crate::wait::Backoff;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -28,8 +28,8 @@
 //! call while another is still in the previous one (reading messages in the buffers the leaver's next call
 //! writes), and every member judges the same words.
 
+use crate::core::{LocalWord, Shmem};
 use crate::error::{Error, Result};
-use crate::runtime::{LocalWord, Shmem};
 use crate::team::TeamInner;
 use crate::transport::{AmoOp, Window};
 use std::sync::MutexGuard;

@@ -33,8 +33,8 @@ pub use ctx::{digest, BarrierAlgo};
 pub(crate) use ctx::{layout, name_word, type_code, CallId, Ctx, Space, COMMON, INFO};
 pub(crate) use groups::Groups;
 
+use crate::core::Shmem;
 use crate::error::{Error, Result};
-use crate::runtime::Shmem;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -47,7 +47,7 @@ const SHARED_SLOT: usize = 1;
 const PREDEFINED: usize = 2;
 /// Where the predefined teams' slots start in the runtime's own region.
 const SYS_SLOTS: usize = 4096;
-const _: () = assert!(SYS_SLOTS + PREDEFINED * SLOT_BYTES <= crate::runtime::SYS_BYTES);
+const _: () = assert!(SYS_SLOTS + PREDEFINED * SLOT_BYTES <= crate::core::SYS_BYTES);
 
 /// Options of a new team (OpenSHMEM's `shmem_team_config_t`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
