@@ -106,6 +106,14 @@ fn processes_tagged(tag: &str) -> Vec<u32> {
         .collect()
 }
 
+/// Whether `pid` is a launcher's watchdog (`xpushmem-run --xpushmem-watchdog`).
+fn is_watchdog(pid: u32) -> bool {
+    std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
+        c.split(|b| *b == 0)
+            .any(|a| a == xpushmem::launch::WATCHDOG_FLAG.as_bytes())
+    })
+}
+
 /// Read the launcher's stdout until `count` lines contain `word`.
 fn wait_for_lines(child: &mut Child, word: &str, count: usize) {
     let out = child.stdout.take().expect("piped stdout");
@@ -222,9 +230,10 @@ fn stop_signals_before_init_leave_no_pe_2pe() {
         .spawn()
         .expect("xpushmem-run");
         wait_for_lines(&mut child, "started", 2);
+        // The launcher's watchdog (the launcher itself, re-executed) carries the tag too: not a PE.
         let pes: Vec<u32> = processes_tagged(&t)
             .into_iter()
-            .filter(|&p| p != child.id())
+            .filter(|&p| p != child.id() && !is_watchdog(p))
             .collect();
         assert_eq!(pes.len(), 2, "both PEs run: {pes:?}");
         let pid = rustix::process::Pid::from_raw(child.id() as i32).expect("pid");
