@@ -183,10 +183,28 @@ const MSG_REPLY: u64 = 4;
 const HDR_WORDS: usize = 10;
 /// Largest payload of one staging message (larger puts and gets are split).
 const STAGE_CHUNK: usize = 64 * 1024;
-/// Receive buffers every PE keeps posted ([`Inbox`]): a device heap's staging messages and their replies land in
-/// them; on any PE they also take in whatever an outsider sends, which is checked and dropped, so the provider
-/// never queues unexpected messages beyond what one progress call reads.
-const RECVS: usize = 16;
+/// Untagged receive buffers every PE keeps posted ([`Inbox`]): a device heap's staging messages and their replies
+/// land in them; on any PE they also take in whatever an outsider sends, which is checked and dropped. As many
+/// tagged ones (the job sends no tagged message: what they take in is dropped unread). At least twice
+/// [`RXM_MSG_RX_SIZE`], so that every message one progress call can take in finds a posted buffer of its kind
+/// (see [`RXM_MSG_RX_SIZE`]).
+const RECVS: usize = 32;
+/// `FI_OFI_RXM_MSG_RX_SIZE`, set for `ofi_rxm` before libfabric is first asked for providers unless the user set
+/// it: the receive buffers rxm posts on its core endpoints (4096 by default with `tcp`, whose connections share
+/// them). rxm matches a message against the application's posted receives when its core provider reads the
+/// message's header, and queues one that matches none as unexpected, taking a new buffer of its own from a pool
+/// without limit for each (`rxm_match_rx_buf` / `rxm_replace_rx_buf` in `prov/rxm/src/rxm_cq.c` of libfabric
+/// 1.17), so a flood arriving while this PE's buffers are taken grew without bound (unexpected messages of a kind
+/// never received, tagged ones, grew forever). `tcp` reads a message only into one of these core buffers (it
+/// stops reading the socket when none is free: `tcpx_op_msg` / `tcpx_get_rx_entry` in `prov/tcp/src/
+/// tcpx_progress.c`), so one progress call takes in at most this many messages; this PE's completion read returns
+/// after any batch holding received messages, reposts their buffers ([`Ep::serve`]) before the next read, and
+/// keeps [`RECVS`] (twice this: a batch's receives may wait in the completion queue while the next call reads) of
+/// each kind posted: no message finds no receive, rxm queues nothing unexpected, and a flood backs up in the
+/// sender's TCP window instead of this PE's memory.
+const RXM_MSG_RX_SIZE: usize = RECVS / 2;
+/// The variable of [`RXM_MSG_RX_SIZE`].
+const RXM_MSG_RX_SIZE_VAR: &str = "FI_OFI_RXM_MSG_RX_SIZE";
 /// Context ids of receive buffers (operation ids never reach this bit).
 const RECV_BIT: u64 = 1 << 63;
 /// `at` of a reply whose bytes nobody wants (a put-with-signal's signal).
@@ -319,9 +337,10 @@ struct Stage {
     len: usize,
 }
 
-/// The receive buffers every PE keeps posted ([`RECVS`], each a header and a chunk), reposted as their messages
-/// are handled: what the provider buffers for this PE is bounded by them (an outsider's flood is read into them
-/// and dropped, instead of piling up in the provider's queue of unexpected messages).
+/// The receive buffers every PE keeps posted ([`RECVS`] untagged ones, then as many tagged ones, each a header and
+/// a chunk), reposted as their messages are handled: what the provider buffers for this PE is bounded by them (an
+/// outsider's flood is read into them and dropped, instead of piling up in the provider's queue of unexpected
+/// messages; see [`RXM_MSG_RX_SIZE`]).
 struct Inbox {
     bufs: Vec<Vec<u64>>,
     #[allow(clippy::vec_box)]
@@ -606,18 +625,20 @@ impl Ep {
         }
         let mut r = self.poll_cq();
         // Under a stream of messages (a device heap's staging traffic, or an outsider's flood) keep draining while
-        // every buffer keeps filling, so the provider's queue of unexpected messages empties as fast as this PE
-        // can read it (bounded rounds: the caller's own completion is read on the way).
+        // messages keep arriving, every buffer reposted before the next read ([`RXM_MSG_RX_SIZE`]; bounded rounds:
+        // the caller's own completion is read on the way).
         let mut rounds = 0;
-        while self.serve() >= RECVS && rounds < 64 && r.is_ok() {
+        while self.serve() > 0 && rounds < 64 && r.is_ok() {
             r = self.poll_cq();
             rounds += 1;
         }
         r
     }
 
+    /// Read completions: until the queue is empty (at most four reads), or after the first read that returned a
+    /// received message (its buffer is to be reposted before the next read: [`RXM_MSG_RX_SIZE`]).
     fn poll_cq(&mut self) -> Result<()> {
-        let mut entries = [fi::fi_cq_msg_entry::default(); 16];
+        let mut entries = [fi::fi_cq_msg_entry::default(); 64];
         for _ in 0..4 {
             // SAFETY: `cq` is open; `entries` holds 16 FI_CQ_FORMAT_MSG entries.
             let r = unsafe { fi::xfi_cq_read(self.cq, entries.as_mut_ptr().cast(), entries.len()) };
@@ -645,7 +666,7 @@ impl Ep {
                     self.part_done(id, None);
                 }
             }
-            if (r as usize) < entries.len() {
+            if (r as usize) < entries.len() || !self.inbox.arrived.is_empty() {
                 return Ok(());
             }
         }
@@ -1478,7 +1499,7 @@ impl Ep {
         self.posted(id, r)
     }
 
-    /// Post receive buffer `i` of the [`Inbox`].
+    /// Post receive buffer `i` of the [`Inbox`] (tagged from [`RECVS`] on).
     fn post_recv(&mut self, i: usize) -> Result<()> {
         let ep = self.ep;
         let prov = self.prov.clone();
@@ -1493,7 +1514,23 @@ impl Ep {
         loop {
             // SAFETY: the endpoint is open; the buffer and its context are owned by the Inbox, which lives (in
             // place: boxed contexts, Vec storage never resized) until the endpoint is closed.
-            let r = unsafe { fi::xfi_recv(ep, ptr.cast(), len, desc, ADDR_NOTAVAIL, ctx.cast()) };
+            let r = unsafe {
+                if i < RECVS {
+                    fi::xfi_recv(ep, ptr.cast(), len, desc, ADDR_NOTAVAIL, ctx.cast())
+                } else {
+                    // Any tag (every bit ignored): what the job never sends is taken in and dropped.
+                    fi::xfi_trecv(
+                        ep,
+                        ptr.cast(),
+                        len,
+                        desc,
+                        ADDR_NOTAVAIL,
+                        0,
+                        u64::MAX,
+                        ctx.cast(),
+                    )
+                }
+            };
             if r == -(fi::FI_EAGAIN as isize) {
                 // Completions free the queue; read them without serving (serving may post again).
                 self.poll_cq()?;
@@ -1515,9 +1552,14 @@ impl Ep {
         let mut handled = 0;
         while let Some((i, len)) = self.inbox.arrived.pop_front() {
             handled += 1;
-            let buf = std::mem::take(&mut self.inbox.bufs[i]);
-            self.handle(&buf, len);
-            self.inbox.bufs[i] = buf;
+            if i >= RECVS {
+                self.inbox
+                    .drop_msg(self.me, format_args!("a tagged message of {len} bytes"));
+            } else {
+                let buf = std::mem::take(&mut self.inbox.bufs[i]);
+                self.handle(&buf, len);
+                self.inbox.bufs[i] = buf;
+            }
             if let Err(e) = self.post_recv(i) {
                 tracing::error!(pe = self.me, "re-posting a receive buffer failed: {e}");
             }
@@ -2495,6 +2537,25 @@ impl Bind {
     }
 }
 
+/// Sets [`RXM_MSG_RX_SIZE_VAR`] to [`RXM_MSG_RX_SIZE`] unless the user set it, once, before libfabric is first
+/// asked for providers (`ofi_rxm` reads it when libfabric loads it, at the first `fi_getinfo`). A user's own value
+/// is kept (logged when it exceeds [`RXM_MSG_RX_SIZE`]: a flood may then be queued in rxm's memory again).
+fn bound_rxm_receives() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| match std::env::var(RXM_MSG_RX_SIZE_VAR) {
+        Ok(v) => {
+            if v.trim().parse::<usize>().map_or(true, |n| n > RXM_MSG_RX_SIZE) {
+                tracing::warn!(
+                    "fabric: {RXM_MSG_RX_SIZE_VAR}={v} (set by the user) exceeds the {RXM_MSG_RX_SIZE} receive \
+                     buffers per kind this PE keeps posted twice over: a flood of messages arriving faster than \
+                     this PE drains them can be queued in ofi_rxm's memory without bound"
+                );
+            }
+        }
+        Err(_) => std::env::set_var(RXM_MSG_RX_SIZE_VAR, RXM_MSG_RX_SIZE.to_string()),
+    });
+}
+
 /// `fi_getinfo` for what this transport needs; `provider` filters by name; `delivery` asks for
 /// `FI_DELIVERY_COMPLETE`; `want` adds [`Want::Hmem`] (registration of Level Zero memory, `FI_HMEM`); `source`
 /// is the local address to listen on. A null list when nothing matches.
@@ -2504,6 +2565,7 @@ fn getinfo(
     want: Want,
     source: Option<std::net::IpAddr>,
 ) -> Result<*mut fi::fi_info> {
+    bound_rxm_receives();
     fi::load().map_err(|e| Error::Transport {
         transport: "fabric",
         message: format!("cannot load libfabric: {e}"),
@@ -2522,6 +2584,7 @@ fn getinfo(
             | fi::FI_REMOTE_READ
             | fi::FI_REMOTE_WRITE
             | fi::FI_MSG
+            | fi::FI_TAGGED
             | fi::FI_SEND
             | fi::FI_RECV) as u64;
         if want == Want::Hmem {
@@ -2794,10 +2857,10 @@ fn open(a: &FabricArgs<'_>) -> Result<(Ep, Vec<u8>)> {
         liveness: Arc::clone(&a.liveness),
         stage: None,
         inbox: Inbox {
-            bufs: (0..RECVS)
+            bufs: (0..2 * RECVS)
                 .map(|_| vec![0u64; HDR_WORDS + STAGE_CHUNK / 8])
                 .collect(),
-            ctxs: (0..RECVS)
+            ctxs: (0..2 * RECVS)
                 .map(|i| {
                     Box::new(Ctx {
                         raw: fi::fi_context2::default(),
@@ -3015,7 +3078,7 @@ fn open(a: &FabricArgs<'_>) -> Result<(Ep, Vec<u8>)> {
                 });
             }
         }
-        for i in 0..RECVS {
+        for i in 0..2 * RECVS {
             ep.post_recv(i)?;
         }
         // The atomics the provider offers, per width, operation and form.
