@@ -53,17 +53,20 @@
 //!   A message whose token is wrong (compared in constant time), whose length does not match its header, whose
 //!   sender is not a PE this transport reaches, whose kind is unknown, or (a reply) that names no staged operation
 //!   of this PE on that sender is dropped unread, counted, with at most one warning a second.
-//! - Every PE keeps [`RECVS`] receive buffers posted and reposts them as it handles completions, so what an
-//!   outsider sends is read and dropped rather than left in the provider's queue; a message longer than a buffer
-//!   completes truncated and is dropped. rxm still queues, without limit, what arrives while every buffer is
-//!   taken: a PE that drains more slowly than an outsider sends still grows.
+//! - Receive buffering is bounded: every PE keeps [`RECVS`] untagged and as many tagged receive buffers posted
+//!   (tagged ones with every tag bit ignored: the job sends none, and rxm would otherwise keep every tagged
+//!   message forever) and reposts them before its next completion read, and limits `ofi_rxm`'s own receive
+//!   buffers to half as many ([`RXM_MSG_RX_SIZE`]: `FI_OFI_RXM_MSG_RX_SIZE`, set unless the user set it), so
+//!   every message one progress call takes in finds a posted receive and rxm queues none as unexpected; what an
+//!   outsider sends beyond that waits in its own TCP window. What arrives is read and dropped; a message longer
+//!   than a buffer completes truncated and is dropped.
 //! - The endpoint listens on `XPUSHMEM_FABRIC_ADDR` (an address, or an interface: the provider's domain of that
 //!   name), else on the address the bootstrap used ([`crate::bootstrap::Bootstrap::local_addr`]: loopback under
 //!   `xpushmem-run`; the MPI bootstrap has none: the provider's first interface), or where the provider chooses
 //!   when it does not listen on that address (providers that do not address endpoints by IP).
 //! - Not protected: the data path is not encrypted, so a passive observer of the network sees data, keys and
-//!   tokens (and can then act as a PE); an outsider who reaches the port can still flood it. The fabric belongs
-//!   on an isolated network.
+//!   tokens (and can then act as a PE); an outsider who reaches the port can still make it spend CPU time
+//!   reading and dropping messages (not memory). The fabric belongs on an isolated network.
 
 use super::{check_access, AmoOp, Ticket, Transport, Window};
 use crate::error::{Error, Result};
@@ -2546,9 +2549,9 @@ fn bound_rxm_receives() {
         Ok(v) => {
             if v.trim().parse::<usize>().map_or(true, |n| n > RXM_MSG_RX_SIZE) {
                 tracing::warn!(
-                    "fabric: {RXM_MSG_RX_SIZE_VAR}={v} (set by the user) exceeds the {RXM_MSG_RX_SIZE} receive \
-                     buffers per kind this PE keeps posted twice over: a flood of messages arriving faster than \
-                     this PE drains them can be queued in ofi_rxm's memory without bound"
+                    "fabric: {RXM_MSG_RX_SIZE_VAR}={v} (set by the user) exceeds {RXM_MSG_RX_SIZE}, half the \
+                     receive buffers of each kind this PE keeps posted: messages arriving faster than this PE \
+                     drains them (an outsider's flood) can be queued in ofi_rxm's memory without bound"
                 );
             }
         }
