@@ -206,6 +206,10 @@ const RECVS: usize = 32;
 /// each kind posted: no message finds no receive, rxm queues nothing unexpected, and a flood backs up in the
 /// sender's TCP window instead of this PE's memory.
 const RXM_MSG_RX_SIZE: usize = RECVS / 2;
+/// Completions one read of the completion queue takes ([`Ep::poll_cq`]): more than `ofi_rxm` produces in one
+/// progress call (it reads 32 of its core provider's completions per call by default), so that received messages
+/// do not pile up in the queue while rxm takes new ones in ([`RXM_MSG_RX_SIZE`]).
+const CQ_BATCH: usize = 64;
 /// The variable of [`RXM_MSG_RX_SIZE`].
 const RXM_MSG_RX_SIZE_VAR: &str = "FI_OFI_RXM_MSG_RX_SIZE";
 /// Context ids of receive buffers (operation ids never reach this bit).
@@ -480,6 +484,8 @@ struct Ep {
     stage: Option<Stage>,
     /// The receive buffers ([`Inbox`]).
     inbox: Inbox,
+    /// [`CQ_BATCH`] completion entries, the buffer of [`Ep::poll_cq`].
+    cq_entries: Vec<fi::fi_cq_msg_entry>,
     /// Every PE's token (messages to a PE carry its own).
     tokens: Vec<Token>,
     /// Bounce buffers of large puts.
@@ -641,9 +647,17 @@ impl Ep {
     /// Read completions: until the queue is empty (at most four reads), or after the first read that returned a
     /// received message (its buffer is to be reposted before the next read: [`RXM_MSG_RX_SIZE`]).
     fn poll_cq(&mut self) -> Result<()> {
-        let mut entries = [fi::fi_cq_msg_entry::default(); 64];
+        // Kept between calls (not zeroed for every poll).
+        let mut entries = std::mem::take(&mut self.cq_entries);
+        let r = self.poll_cq_into(&mut entries);
+        self.cq_entries = entries;
+        r
+    }
+
+    /// [`Ep::poll_cq`] reading into `entries` ([`CQ_BATCH`] of them).
+    fn poll_cq_into(&mut self, entries: &mut [fi::fi_cq_msg_entry]) -> Result<()> {
         for _ in 0..4 {
-            // SAFETY: `cq` is open; `entries` holds 16 FI_CQ_FORMAT_MSG entries.
+            // SAFETY: `cq` is open; `entries` holds `entries.len()` FI_CQ_FORMAT_MSG entries.
             let r = unsafe { fi::xfi_cq_read(self.cq, entries.as_mut_ptr().cast(), entries.len()) };
             if r == -(fi::FI_EAGAIN as isize) {
                 return Ok(());
@@ -2859,6 +2873,7 @@ fn open(a: &FabricArgs<'_>) -> Result<(Ep, Vec<u8>)> {
         lost: false,
         liveness: Arc::clone(&a.liveness),
         stage: None,
+        cq_entries: vec![fi::fi_cq_msg_entry::default(); CQ_BATCH],
         inbox: Inbox {
             bufs: (0..2 * RECVS)
                 .map(|_| vec![0u64; HDR_WORDS + STAGE_CHUNK / 8])
