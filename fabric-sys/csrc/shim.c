@@ -187,3 +187,6 @@ ssize_t xfi_send(struct fid_ep *ep, const void *buf, size_t len, void *desc, fi_
 ssize_t xfi_recv(struct fid_ep *ep, void *buf, size_t len, void *desc, fi_addr_t src_addr, void *context) {
     return fi_recv(ep, buf, len, desc, src_addr, context);
 }
+ssize_t xfi_trecv(struct fid_ep *ep, void *buf, size_t len, void *desc, fi_addr_t src_addr, uint64_t tag, uint64_t ignore, void *context) {
+    return fi_trecv(ep, buf, len, desc, src_addr, tag, ignore, context);
+}

@@ -9,6 +9,7 @@
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_rma.h>
+#include <rdma/fi_tagged.h>
 #include <rdma/fi_atomic.h>
 #include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
@@ -66,4 +67,5 @@ int xfi_query_atomic(struct fid_domain *domain, enum fi_datatype datatype, enum 
 int xfi_mr_regattr(struct fid_domain *domain, const struct fi_mr_attr *attr, uint64_t flags, struct fid_mr **mr);
 ssize_t xfi_send(struct fid_ep *ep, const void *buf, size_t len, void *desc, fi_addr_t dest_addr, void *context);
 ssize_t xfi_recv(struct fid_ep *ep, void *buf, size_t len, void *desc, fi_addr_t src_addr, void *context);
+ssize_t xfi_trecv(struct fid_ep *ep, void *buf, size_t len, void *desc, fi_addr_t src_addr, uint64_t tag, uint64_t ignore, void *context);
 #endif

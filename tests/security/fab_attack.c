@@ -5,11 +5,15 @@
  *     constant keys 0x4845 (heap) and 0x5953 (runtime words), the keys 0..64 and 64 random keys;
  *   - forged staging messages (kinds PUT and AMO with a plausible header, in the old 8-word layout and in the
  *     10-word one with a random token);
- *   - a flood of 4 KiB fi_send messages for FLOOD_SECONDS.
+ *   - floods of messages for FLOOD_SECONDS each: 4 KiB fi_send, 4 KiB fi_tsend (tagged: the PEs post no tagged
+ *     receive of their own), 64 KiB fi_send, 64 KiB fi_tsend (64 KiB: past rxm's eager limit, the rendezvous).
  * One line per attempt: "ATTEMPT <op> key=<k> off=<o>: SUCCESS" or ": refused (<why>)". The last line is
- * "SUMMARY attempts=<n> successes=<m> flood_sent=<f>". Exit status 0 unless set-up failed (2).
+ * "SUMMARY attempts=<n> successes=<m> flood_sent=<f>" (<f>: messages of every flood). Exit status 0 unless set-up
+ * failed (2).
  *
- * usage: fab_attack IP PORT FLOOD_SECONDS [PHASES]   (PHASES: any of k (keys), f (forged), m (flood); default kfm)
+ * usage: fab_attack IP PORT FLOOD_SECONDS [PHASES]
+ *   PHASES: any of k (keys), f (forged), m (4 KiB fi_send flood), t (4 KiB fi_tsend flood), M (64 KiB fi_send
+ *   flood), T (64 KiB fi_tsend flood); default kfmtMT.
  */
 #define _GNU_SOURCE
 #include <rdma/fabric.h>
@@ -19,6 +23,7 @@
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
 #include <rdma/fi_rma.h>
+#include <rdma/fi_tagged.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -213,13 +218,15 @@ static void forged_messages(void)
 	}
 }
 
-/* 4 KiB messages for `secs` seconds, up to 64 in flight. */
-static long flood(double secs)
+/* Messages of `len` bytes (at most 64 KiB; tagged: fi_tsend) for `secs` seconds, up to 64 in flight. */
+static long flood(double secs, size_t len, int tagged)
 {
 	struct conn c;
-	static char buf[4096];
+	static char buf[64 * 1024];
 	long sent = 0, inflight = 0;
 	memset(buf, 0xa5, sizeof buf);
+	if (len > sizeof buf)
+		len = sizeof buf;
 	if (open_conn(&c))
 		return -1;
 	double end = now() + secs;
@@ -238,7 +245,11 @@ static long flood(double secs)
 				return sent;
 			inflight = 0;
 		}
-		if (inflight < 64 && fi_send(c.ep, buf, sizeof buf, NULL, c.peer, NULL) == 0) {
+		if (inflight >= 64)
+			continue;
+		ssize_t s = tagged ? fi_tsend(c.ep, buf, len, NULL, c.peer, (uint64_t)sent, NULL)
+				   : fi_send(c.ep, buf, len, NULL, c.peer, NULL);
+		if (s == 0) {
 			inflight++;
 			sent++;
 		}
@@ -254,10 +265,10 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	ip = argv[1], port = argv[2];
-	const char *phases = argc == 5 ? argv[4] : "kfm";
+	const char *phases = argc == 5 ? argv[4] : "kfmtMT";
 	double flood_secs = atof(argv[3]);
 	struct fi_info *hints = fi_allocinfo();
-	hints->caps = FI_RMA | FI_ATOMIC | FI_MSG | FI_READ | FI_WRITE | FI_SEND | FI_RECV;
+	hints->caps = FI_RMA | FI_ATOMIC | FI_MSG | FI_TAGGED | FI_READ | FI_WRITE | FI_SEND | FI_RECV;
 	hints->ep_attr->type = FI_EP_RDM;
 	hints->domain_attr->mr_mode = 0;
 	/* A write or atomic completes once the target applied it (not once sent): its success means something. */
@@ -290,7 +301,21 @@ int main(int argc, char **argv)
 					attempt(ops[o], keys[k], off);
 	if (strchr(phases, 'f'))
 		forged_messages();
-	long sent = flood_secs > 0 && strchr(phases, 'm') ? flood(flood_secs) : 0;
+	long sent = 0;
+	static const struct {
+		char phase;
+		size_t len;
+		int tagged;
+	} floods[] = {{'m', 4096, 0}, {'t', 4096, 1}, {'M', 65536, 0}, {'T', 65536, 1}};
+	for (int i = 0; i < 4; i++) {
+		if (flood_secs <= 0 || !strchr(phases, floods[i].phase))
+			continue;
+		long n = flood(flood_secs, floods[i].len, floods[i].tagged);
+		printf("FLOOD %s %zu bytes: sent %ld\n", floods[i].tagged ? "fi_tsend" : "fi_send", floods[i].len, n);
+		fflush(stdout);
+		if (n > 0)
+			sent += n;
+	}
 	printf("SUMMARY attempts=%d successes=%d flood_sent=%ld\n", attempts, successes, sent);
 	fflush(stdout);
 	return 0;

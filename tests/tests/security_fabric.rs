@@ -4,18 +4,17 @@
 //! any user can see: the PEs' listening ports, taken from `/proc/PID/net/tcp{,6}` by the PEs' socket inodes (the
 //! rendezvous port, which is not the fabric's, left out). The attacker tries `fi_read`, `fi_write` and
 //! `fi_atomic` at offsets 0 and 4096 with the old constant keys, the keys 0..64 and 64 random keys, sends forged
-//! staging messages, then floods each PE with 4 KiB messages for a few seconds while the PEs keep driving their
+//! staging messages, then floods each PE for a few seconds with each kind of message in turn (4 KiB `fi_send`,
+//! 4 KiB `fi_tsend`, 64 KiB `fi_send` and `fi_tsend`: past rxm's eager limit) while the PEs keep driving their
 //! progress. Then:
 //! - the attacker succeeded in no attempt (it ran them all);
 //! - every PE's data is intact and its flag word untouched (each PE checks its own and its peer's);
 //! - the PEs' endpoints listen only on the bootstrap's address (127.0.0.1, or the namespace's veth address);
 //! - each PE read the flood into its posted receive buffers and dropped it (at least [`MIN_DROPPED`] messages,
-//!   counted by its rate-limited warning; before, a host-heap PE read none: all stayed queued in the provider).
-//!
-//! Each PE's peak RSS (VmHWM) growth under the flood is measured and printed, not bounded: `tcp;ofi_rxm` queues a
-//! message that no posted buffer takes without limit, and on an oversubscribed host an attacker can send faster
-//! than a PE drains (measured on 2 shared cores with 6 s floods: 20 MB to 1.4 GB, against 540-670 MB before, when
-//! nothing was ever drained). Network isolation of the fabric is what stops a flood.
+//!   counted by its rate-limited warning; before, a host-heap PE read none: all stayed queued in the provider);
+//! - each PE's peak RSS (VmHWM, read by the test from `/proc` before and after each flood) grew by at most
+//!   [`GROWTH_BOUND_KB`] under each flood: its receive buffering is bounded (before, `tcp;ofi_rxm` queued every
+//!   message that found no posted receive, and tagged ones always: hundreds of MiB in 3 s).
 //!
 //! `attack_over_loopback`: one host, the job's bootstrap on 127.0.0.1. `attack_across_netns`: the job in one
 //! network namespace, the attacker in another (skipped, with a message, where the namespace tests skip: no root
@@ -34,8 +33,23 @@ use xpushmem_tests::CASE_VAR;
 
 /// Bytes of each PE's secret pattern (the first allocation: offset 0 of the heap); the flag word follows it.
 const SECRET: usize = 4096;
-/// Seconds of the 4 KiB message flood against each PE.
-const FLOOD_SECONDS: &str = "6";
+/// Seconds of each flood against each PE.
+const FLOOD_SECONDS: &str = "3";
+/// The floods, in turn: the attacker's phase letter, what it sends.
+const FLOODS: &[(&str, &str)] = &[
+    ("m", "4 KiB fi_send"),
+    ("t", "4 KiB fi_tsend"),
+    ("M", "64 KiB fi_send"),
+    ("T", "64 KiB fi_tsend"),
+];
+/// The most a PE's peak RSS may grow during one flood (KiB). What a PE buffers for an outsider is its posted
+/// receive buffers (allocated at set-up, before the measure) and ofi_rxm's own buffers, bounded by the
+/// transport's `FI_OFI_RXM_MSG_RX_SIZE`; a flood can still make rxm's buffer pools take one more chunk once (1024
+/// buffers of 16 KiB: about 17 MiB, seen on the first rendezvous flood), and leave slack for malloc's arenas and
+/// the connections' state: 40 MiB (measured after: 2-21 MiB). Before, unexpected messages were queued without
+/// limit, about 16.5 KiB each, tagged ones (never received) for good: 35-312 MiB in the 3 s of a 4 KiB flood, and
+/// up to 110 MiB of a 64 KiB one, on 2 shared cores.
+const GROWTH_BOUND_KB: u64 = 40 * 1024;
 /// Messages of the flood each PE must have read and dropped (it reads thousands a second).
 const MIN_DROPPED: u64 = 1000;
 
@@ -51,9 +65,14 @@ fn secret(pe: usize, i: usize) -> u8 {
     (xpushmem_tests::reference(pe, i, 0x5ec) & 0xff) as u8
 }
 
-/// A `/proc/self/status` field in KiB.
-fn status_kb(field: &str) -> u64 {
-    std::fs::read_to_string("/proc/self/status")
+/// Process `pid`'s peak RSS (VmHWM) in KiB.
+fn hwm_kb(pid: u32) -> u64 {
+    status_kb(&format!("/proc/{pid}/status"), "VmHWM:")
+}
+
+/// A field of a `/proc/PID/status` file in KiB.
+fn status_kb(file: &str, field: &str) -> u64 {
+    std::fs::read_to_string(file)
         .unwrap_or_default()
         .lines()
         .find_map(|l| l.strip_prefix(field))
@@ -74,7 +93,7 @@ fn victim() -> ! {
         let mine: Vec<u8> = (0..SECRET).map(|i| secret(me, i)).collect();
         sh.put(data, &mine, me)?;
         sh.barrier_all()?;
-        let before = status_kb("VmHWM:");
+        let before = status_kb("/proc/self/status", "VmHWM:");
         std::fs::write(
             dir.join(format!("ready{me}")),
             std::process::id().to_string(),
@@ -95,7 +114,7 @@ fn victim() -> ! {
         sh.get(&mut peer, data, other)?;
         let peer_intact = (0..SECRET).all(|i| peer[i] == secret(other, i));
         let f = sh.g(flag, me)?;
-        let after = status_kb("VmHWM:");
+        let after = status_kb("/proc/self/status", "VmHWM:");
         sh.barrier_all()?;
         sh.finalize()?;
         Ok(format!(
@@ -300,71 +319,103 @@ fn attack(name: &str, place: Place<'_>, extra: &[(&str, &str)]) {
         !targets.is_empty(),
         "{name}: found no listening port of the PEs {pids:?}"
     );
-    // One attacker per port, all at once, as uid 65534 (in the other namespace for the netns case).
-    let mut attackers = Vec::new();
+    // The attackers, one per port, all at once, as uid 65534 (in the other namespace for the netns case): first the
+    // keys and the forged messages, then each flood in turn, the victims' peak RSS read before and after each.
     let boot_ip: std::net::IpAddr = boot_addr.parse().expect("an address");
-    for (k, &(ip, port)) in targets.iter().enumerate() {
-        let ip = if ip.is_unspecified() { boot_ip } else { ip };
-        let mut argv = match &place {
-            Place::Loopback => Vec::new(),
-            Place::Netns(ns) => vec![
-                "ip".into(),
-                "netns".into(),
-                "exec".into(),
-                ns.names[1].clone(),
-            ],
-        };
-        argv.extend(
-            [
-                "setpriv",
-                "--reuid",
-                "65534",
-                "--regid",
-                "65534",
-                "--clear-groups",
-            ]
-            .map(String::from),
-        );
-        argv.push(attacker.to_string_lossy().into_owned());
-        argv.extend([ip.to_string(), port.to_string(), FLOOD_SECONDS.into()]);
-
-        let out = std::fs::File::create(dir.join(format!("attack{k}.log"))).expect("log");
-        attackers.push(
-            command(&argv)
-                .stdin(Stdio::null())
-                .stdout(out.try_clone().expect("log"))
-                .stderr(out)
-                .spawn()
-                .expect("start the attacker"),
-        );
+    let run_attackers = |phases: &str,
+                         seconds: &str,
+                         tag: &str|
+     -> Vec<(String, Option<std::process::ExitStatus>)> {
+        let mut attackers = Vec::new();
+        for (k, &(ip, port)) in targets.iter().enumerate() {
+            let ip = if ip.is_unspecified() { boot_ip } else { ip };
+            let mut argv = match &place {
+                Place::Loopback => Vec::new(),
+                Place::Netns(ns) => vec![
+                    "ip".into(),
+                    "netns".into(),
+                    "exec".into(),
+                    ns.names[1].clone(),
+                ],
+            };
+            argv.extend(
+                [
+                    "setpriv",
+                    "--reuid",
+                    "65534",
+                    "--regid",
+                    "65534",
+                    "--clear-groups",
+                ]
+                .map(String::from),
+            );
+            argv.push(attacker.to_string_lossy().into_owned());
+            argv.extend([
+                ip.to_string(),
+                port.to_string(),
+                seconds.into(),
+                phases.into(),
+            ]);
+            let out = std::fs::File::create(dir.join(format!("attack{k}-{tag}.log"))).expect("log");
+            attackers.push(
+                command(&argv)
+                    .stdin(Stdio::null())
+                    .stdout(out.try_clone().expect("log"))
+                    .stderr(out)
+                    .spawn()
+                    .expect("start the attacker"),
+            );
+        }
+        let status = wait_all(&mut attackers, LIMIT);
+        (0..targets.len())
+            .map(|k| {
+                String::from_utf8_lossy(
+                    &std::fs::read(dir.join(format!("attack{k}-{tag}.log"))).unwrap_or_default(),
+                )
+                .into_owned()
+            })
+            .zip(status)
+            .collect()
+    };
+    let mut runs = vec![run_attackers("kf", "0", "keys")];
+    // Each flood: the growth of each victim's peak RSS (VmHWM, read by the test from /proc) while it lasts.
+    let mut growth = Vec::new();
+    for &(phase, what) in FLOODS {
+        let before: Vec<u64> = pids.iter().map(|&p| hwm_kb(p)).collect();
+        runs.push(run_attackers(phase, FLOOD_SECONDS, phase));
+        let after: Vec<u64> = pids.iter().map(|&p| hwm_kb(p)).collect();
+        for pe in 0..2 {
+            let kb = after[pe].saturating_sub(before[pe]);
+            eprintln!("{name}: PE {pe}: peak RSS growth under the flood of {what}: {kb} KiB");
+            growth.push((pe, what, kb));
+        }
     }
-    let status = wait_all(&mut attackers, LIMIT);
     std::fs::write(dir.join("check"), "").expect("check file");
     let pe_status = wait_all(&mut pes, Duration::from_secs(120));
-    let attack_logs: Vec<String> = (0..targets.len())
-        .map(|k| {
-            String::from_utf8_lossy(
-                &std::fs::read(dir.join(format!("attack{k}.log"))).unwrap_or_default(),
-            )
-            .into_owned()
-        })
-        .collect();
     let logs_of_pes = logs();
-
+    let attack_logs: Vec<&str> = runs.iter().flatten().map(|(l, _)| l.as_str()).collect();
     let all = format!("{logs_of_pes}\n{}", attack_logs.join("\n"));
     // The attackers ran every attempt and got nothing.
-    for (k, (log, st)) in attack_logs.iter().zip(&status).enumerate() {
+    for run in &runs {
+        for (k, (log, st)) in run.iter().enumerate() {
+            let (ip, port) = targets[k];
+            assert!(
+                st.is_some_and(|s| s.success()),
+                "{name}: the attacker against {ip}:{port} did not finish ({st:?})\n{log}"
+            );
+            let won: Vec<&str> = log.lines().filter(|l| l.contains("SUCCESS")).collect();
+            assert!(
+                won.is_empty(),
+                "{name}: the attacker against {ip}:{port} succeeded:\n{}\n\n{all}",
+                won.join("\n")
+            );
+            for l in log.lines().filter(|l| l.starts_with("FLOOD")) {
+                eprintln!("{name}: attacker against {ip}:{port}: {l}");
+            }
+        }
+    }
+    for (k, (log, _)) in runs[0].iter().enumerate() {
         let (ip, port) = targets[k];
-        assert!(
-            st.is_some_and(|s| s.success()),
-            "{name}: the attacker against {ip}:{port} did not finish ({st:?})\n{log}"
-        );
-        let won: Vec<&str> = log.lines().filter(|l| l.contains("SUCCESS")).collect();
-        assert!(
-            won.is_empty(),
-            "{name}: the attacker against {ip}:{port} succeeded:\n{}\n\n{all}",
-            won.join("\n")
-        );
         let summary = log
             .lines()
             .find(|l| l.starts_with("SUMMARY"))
@@ -374,6 +425,14 @@ fn attack(name: &str, place: Place<'_>, extra: &[(&str, &str)]) {
             "{name}: {summary}\n{log}"
         );
         eprintln!("{name}: attacker against {ip}:{port}: {summary}");
+    }
+    // Each flood left each PE's peak RSS within the bound.
+    for &(pe, what, kb) in &growth {
+        assert!(
+            kb <= GROWTH_BOUND_KB,
+            "{name}: PE {pe}'s peak RSS grew by {kb} KiB under the flood of {what} (bound {GROWTH_BOUND_KB} KiB): \
+             the flood was buffered\n{growth:?}\n{logs_of_pes}"
+        );
     }
     // The victims: data intact, flag untouched, the flood read and dropped.
     for (pe, st) in pe_status.iter().enumerate() {
@@ -387,17 +446,6 @@ fn attack(name: &str, place: Place<'_>, extra: &[(&str, &str)]) {
         assert!(
             line.contains("intact=true peer_intact=true flag=0x0 "),
             "{name}: {line}\n{all}"
-        );
-        let kb = |key: &str| -> u64 {
-            line.split_whitespace()
-                .find_map(|w| w.strip_prefix(key))
-                .and_then(|v| v.parse().ok())
-                .expect("a number")
-        };
-        // Measured, not bounded (see the module's documentation).
-        eprintln!(
-            "{name}: peak RSS growth under the attack: {} KiB",
-            kb("hwm_after_kb=").saturating_sub(kb("hwm_before_kb="))
         );
     }
     // Each PE read the outsider's messages into its posted buffers and dropped them (its rate-limited warning

@@ -53,17 +53,20 @@
 //!   A message whose token is wrong (compared in constant time), whose length does not match its header, whose
 //!   sender is not a PE this transport reaches, whose kind is unknown, or (a reply) that names no staged operation
 //!   of this PE on that sender is dropped unread, counted, with at most one warning a second.
-//! - Every PE keeps [`RECVS`] receive buffers posted and reposts them as it handles completions, so what an
-//!   outsider sends is read and dropped rather than left in the provider's queue; a message longer than a buffer
-//!   completes truncated and is dropped. rxm still queues, without limit, what arrives while every buffer is
-//!   taken: a PE that drains more slowly than an outsider sends still grows.
+//! - Receive buffering is bounded: every PE keeps [`RECVS`] untagged and as many tagged receive buffers posted
+//!   (tagged ones with every tag bit ignored: the job sends none, and rxm would otherwise keep every tagged
+//!   message forever) and reposts them before its next completion read, and limits `ofi_rxm`'s own receive
+//!   buffers to half as many ([`RXM_MSG_RX_SIZE`]: `FI_OFI_RXM_MSG_RX_SIZE`, set unless the user set it), so
+//!   every message one progress call takes in finds a posted receive and rxm queues none as unexpected; what an
+//!   outsider sends beyond that waits in its own TCP window. What arrives is read and dropped; a message longer
+//!   than a buffer completes truncated and is dropped.
 //! - The endpoint listens on `XPUSHMEM_FABRIC_ADDR` (an address, or an interface: the provider's domain of that
 //!   name), else on the address the bootstrap used ([`crate::bootstrap::Bootstrap::local_addr`]: loopback under
 //!   `xpushmem-run`; the MPI bootstrap has none: the provider's first interface), or where the provider chooses
 //!   when it does not listen on that address (providers that do not address endpoints by IP).
 //! - Not protected: the data path is not encrypted, so a passive observer of the network sees data, keys and
-//!   tokens (and can then act as a PE); an outsider who reaches the port can still flood it. The fabric belongs
-//!   on an isolated network.
+//!   tokens (and can then act as a PE); an outsider who reaches the port can still make it spend CPU time
+//!   reading and dropping messages (not memory). The fabric belongs on an isolated network.
 
 use super::{check_access, AmoOp, Ticket, Transport, Window};
 use crate::error::{Error, Result};
@@ -183,10 +186,32 @@ const MSG_REPLY: u64 = 4;
 const HDR_WORDS: usize = 10;
 /// Largest payload of one staging message (larger puts and gets are split).
 const STAGE_CHUNK: usize = 64 * 1024;
-/// Receive buffers every PE keeps posted ([`Inbox`]): a device heap's staging messages and their replies land in
-/// them; on any PE they also take in whatever an outsider sends, which is checked and dropped, so the provider
-/// never queues unexpected messages beyond what one progress call reads.
-const RECVS: usize = 16;
+/// Untagged receive buffers every PE keeps posted ([`Inbox`]): a device heap's staging messages and their replies
+/// land in them; on any PE they also take in whatever an outsider sends, which is checked and dropped. As many
+/// tagged ones (the job sends no tagged message: what they take in is dropped unread). At least twice
+/// [`RXM_MSG_RX_SIZE`], so that every message one progress call can take in finds a posted buffer of its kind
+/// (see [`RXM_MSG_RX_SIZE`]).
+const RECVS: usize = 32;
+/// `FI_OFI_RXM_MSG_RX_SIZE`, set for `ofi_rxm` before libfabric is first asked for providers unless the user set
+/// it: the receive buffers rxm posts on its core endpoints (4096 by default with `tcp`, whose connections share
+/// them). rxm matches a message against the application's posted receives when its core provider reads the
+/// message's header, and queues one that matches none as unexpected, taking a new buffer of its own from a pool
+/// without limit for each (`rxm_match_rx_buf` / `rxm_replace_rx_buf` in `prov/rxm/src/rxm_cq.c` of libfabric
+/// 1.17), so a flood arriving while this PE's buffers are taken grew without bound (unexpected messages of a kind
+/// never received, tagged ones, grew forever). `tcp` reads a message only into one of these core buffers (it
+/// stops reading the socket when none is free: `tcpx_op_msg` / `tcpx_get_rx_entry` in `prov/tcp/src/
+/// tcpx_progress.c`), so one progress call takes in at most this many messages; this PE's completion read returns
+/// after any batch holding received messages, reposts their buffers ([`Ep::serve`]) before the next read, and
+/// keeps [`RECVS`] (twice this: a batch's receives may wait in the completion queue while the next call reads) of
+/// each kind posted: no message finds no receive, rxm queues nothing unexpected, and a flood backs up in the
+/// sender's TCP window instead of this PE's memory.
+const RXM_MSG_RX_SIZE: usize = RECVS / 2;
+/// Completions one read of the completion queue takes ([`Ep::poll_cq`]): more than `ofi_rxm` produces in one
+/// progress call (it reads 32 of its core provider's completions per call by default), so that received messages
+/// do not pile up in the queue while rxm takes new ones in ([`RXM_MSG_RX_SIZE`]).
+const CQ_BATCH: usize = 64;
+/// The variable of [`RXM_MSG_RX_SIZE`].
+const RXM_MSG_RX_SIZE_VAR: &str = "FI_OFI_RXM_MSG_RX_SIZE";
 /// Context ids of receive buffers (operation ids never reach this bit).
 const RECV_BIT: u64 = 1 << 63;
 /// `at` of a reply whose bytes nobody wants (a put-with-signal's signal).
@@ -319,9 +344,10 @@ struct Stage {
     len: usize,
 }
 
-/// The receive buffers every PE keeps posted ([`RECVS`], each a header and a chunk), reposted as their messages
-/// are handled: what the provider buffers for this PE is bounded by them (an outsider's flood is read into them
-/// and dropped, instead of piling up in the provider's queue of unexpected messages).
+/// The receive buffers every PE keeps posted ([`RECVS`] untagged ones, then as many tagged ones, each a header and
+/// a chunk), reposted as their messages are handled: what the provider buffers for this PE is bounded by them (an
+/// outsider's flood is read into them and dropped, instead of piling up in the provider's queue of unexpected
+/// messages; see [`RXM_MSG_RX_SIZE`]).
 struct Inbox {
     bufs: Vec<Vec<u64>>,
     #[allow(clippy::vec_box)]
@@ -458,6 +484,8 @@ struct Ep {
     stage: Option<Stage>,
     /// The receive buffers ([`Inbox`]).
     inbox: Inbox,
+    /// [`CQ_BATCH`] completion entries, the buffer of [`Ep::poll_cq`].
+    cq_entries: Vec<fi::fi_cq_msg_entry>,
     /// Every PE's token (messages to a PE carry its own).
     tokens: Vec<Token>,
     /// Bounce buffers of large puts.
@@ -606,20 +634,30 @@ impl Ep {
         }
         let mut r = self.poll_cq();
         // Under a stream of messages (a device heap's staging traffic, or an outsider's flood) keep draining while
-        // every buffer keeps filling, so the provider's queue of unexpected messages empties as fast as this PE
-        // can read it (bounded rounds: the caller's own completion is read on the way).
+        // messages keep arriving, every buffer reposted before the next read ([`RXM_MSG_RX_SIZE`]; bounded rounds:
+        // the caller's own completion is read on the way).
         let mut rounds = 0;
-        while self.serve() >= RECVS && rounds < 64 && r.is_ok() {
+        while self.serve() > 0 && rounds < 64 && r.is_ok() {
             r = self.poll_cq();
             rounds += 1;
         }
         r
     }
 
+    /// Read completions: until the queue is empty (at most four reads), or after the first read that returned a
+    /// received message (its buffer is to be reposted before the next read: [`RXM_MSG_RX_SIZE`]).
     fn poll_cq(&mut self) -> Result<()> {
-        let mut entries = [fi::fi_cq_msg_entry::default(); 16];
+        // Kept between calls (not zeroed for every poll).
+        let mut entries = std::mem::take(&mut self.cq_entries);
+        let r = self.poll_cq_into(&mut entries);
+        self.cq_entries = entries;
+        r
+    }
+
+    /// [`Ep::poll_cq`] reading into `entries` ([`CQ_BATCH`] of them).
+    fn poll_cq_into(&mut self, entries: &mut [fi::fi_cq_msg_entry]) -> Result<()> {
         for _ in 0..4 {
-            // SAFETY: `cq` is open; `entries` holds 16 FI_CQ_FORMAT_MSG entries.
+            // SAFETY: `cq` is open; `entries` holds `entries.len()` FI_CQ_FORMAT_MSG entries.
             let r = unsafe { fi::xfi_cq_read(self.cq, entries.as_mut_ptr().cast(), entries.len()) };
             if r == -(fi::FI_EAGAIN as isize) {
                 return Ok(());
@@ -645,7 +683,7 @@ impl Ep {
                     self.part_done(id, None);
                 }
             }
-            if (r as usize) < entries.len() {
+            if (r as usize) < entries.len() || !self.inbox.arrived.is_empty() {
                 return Ok(());
             }
         }
@@ -1478,7 +1516,7 @@ impl Ep {
         self.posted(id, r)
     }
 
-    /// Post receive buffer `i` of the [`Inbox`].
+    /// Post receive buffer `i` of the [`Inbox`] (tagged from [`RECVS`] on).
     fn post_recv(&mut self, i: usize) -> Result<()> {
         let ep = self.ep;
         let prov = self.prov.clone();
@@ -1493,7 +1531,23 @@ impl Ep {
         loop {
             // SAFETY: the endpoint is open; the buffer and its context are owned by the Inbox, which lives (in
             // place: boxed contexts, Vec storage never resized) until the endpoint is closed.
-            let r = unsafe { fi::xfi_recv(ep, ptr.cast(), len, desc, ADDR_NOTAVAIL, ctx.cast()) };
+            let r = unsafe {
+                if i < RECVS {
+                    fi::xfi_recv(ep, ptr.cast(), len, desc, ADDR_NOTAVAIL, ctx.cast())
+                } else {
+                    // Any tag (every bit ignored): what the job never sends is taken in and dropped.
+                    fi::xfi_trecv(
+                        ep,
+                        ptr.cast(),
+                        len,
+                        desc,
+                        ADDR_NOTAVAIL,
+                        0,
+                        u64::MAX,
+                        ctx.cast(),
+                    )
+                }
+            };
             if r == -(fi::FI_EAGAIN as isize) {
                 // Completions free the queue; read them without serving (serving may post again).
                 self.poll_cq()?;
@@ -1515,9 +1569,14 @@ impl Ep {
         let mut handled = 0;
         while let Some((i, len)) = self.inbox.arrived.pop_front() {
             handled += 1;
-            let buf = std::mem::take(&mut self.inbox.bufs[i]);
-            self.handle(&buf, len);
-            self.inbox.bufs[i] = buf;
+            if i >= RECVS {
+                self.inbox
+                    .drop_msg(self.me, format_args!("a tagged message of {len} bytes"));
+            } else {
+                let buf = std::mem::take(&mut self.inbox.bufs[i]);
+                self.handle(&buf, len);
+                self.inbox.bufs[i] = buf;
+            }
             if let Err(e) = self.post_recv(i) {
                 tracing::error!(pe = self.me, "re-posting a receive buffer failed: {e}");
             }
@@ -2495,6 +2554,25 @@ impl Bind {
     }
 }
 
+/// Sets [`RXM_MSG_RX_SIZE_VAR`] to [`RXM_MSG_RX_SIZE`] unless the user set it, once, before libfabric is first
+/// asked for providers (`ofi_rxm` reads it when libfabric loads it, at the first `fi_getinfo`). A user's own value
+/// is kept (logged when it exceeds [`RXM_MSG_RX_SIZE`]: a flood may then be queued in rxm's memory again).
+fn bound_rxm_receives() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| match std::env::var(RXM_MSG_RX_SIZE_VAR) {
+        Ok(v) => {
+            if v.trim().parse::<usize>().map_or(true, |n| n > RXM_MSG_RX_SIZE) {
+                tracing::warn!(
+                    "fabric: {RXM_MSG_RX_SIZE_VAR}={v} (set by the user) exceeds {RXM_MSG_RX_SIZE}, half the \
+                     receive buffers of each kind this PE keeps posted: messages arriving faster than this PE \
+                     drains them (an outsider's flood) can be queued in ofi_rxm's memory without bound"
+                );
+            }
+        }
+        Err(_) => std::env::set_var(RXM_MSG_RX_SIZE_VAR, RXM_MSG_RX_SIZE.to_string()),
+    });
+}
+
 /// `fi_getinfo` for what this transport needs; `provider` filters by name; `delivery` asks for
 /// `FI_DELIVERY_COMPLETE`; `want` adds [`Want::Hmem`] (registration of Level Zero memory, `FI_HMEM`); `source`
 /// is the local address to listen on. A null list when nothing matches.
@@ -2504,6 +2582,7 @@ fn getinfo(
     want: Want,
     source: Option<std::net::IpAddr>,
 ) -> Result<*mut fi::fi_info> {
+    bound_rxm_receives();
     fi::load().map_err(|e| Error::Transport {
         transport: "fabric",
         message: format!("cannot load libfabric: {e}"),
@@ -2522,6 +2601,7 @@ fn getinfo(
             | fi::FI_REMOTE_READ
             | fi::FI_REMOTE_WRITE
             | fi::FI_MSG
+            | fi::FI_TAGGED
             | fi::FI_SEND
             | fi::FI_RECV) as u64;
         if want == Want::Hmem {
@@ -2793,11 +2873,12 @@ fn open(a: &FabricArgs<'_>) -> Result<(Ep, Vec<u8>)> {
         lost: false,
         liveness: Arc::clone(&a.liveness),
         stage: None,
+        cq_entries: vec![fi::fi_cq_msg_entry::default(); CQ_BATCH],
         inbox: Inbox {
-            bufs: (0..RECVS)
+            bufs: (0..2 * RECVS)
                 .map(|_| vec![0u64; HDR_WORDS + STAGE_CHUNK / 8])
                 .collect(),
-            ctxs: (0..RECVS)
+            ctxs: (0..2 * RECVS)
                 .map(|i| {
                     Box::new(Ctx {
                         raw: fi::fi_context2::default(),
@@ -3015,7 +3096,7 @@ fn open(a: &FabricArgs<'_>) -> Result<(Ep, Vec<u8>)> {
                 });
             }
         }
-        for i in 0..RECVS {
+        for i in 0..2 * RECVS {
             ep.post_recv(i)?;
         }
         // The atomics the provider offers, per width, operation and form.
