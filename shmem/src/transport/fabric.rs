@@ -303,17 +303,7 @@ impl Msg {
 /// Wire code of an atomic (width in the high half): the device's own codes ([`crate::abi::AmoCode`]); [`amo_of`]
 /// decodes it (and the host proxy's requests).
 fn amo_code(op: AmoOp, width: usize) -> (u64, u64) {
-    use crate::abi::AmoCode as C;
-    let (c, cond) = match op {
-        AmoOp::Fetch => (C::Fetch, 0),
-        AmoOp::Set => (C::Set, 0),
-        AmoOp::Swap => (C::Swap, 0),
-        AmoOp::CompareSwap { cond } => (C::CompareSwap, cond),
-        AmoOp::FetchAdd => (C::FetchAdd, 0),
-        AmoOp::FetchAnd => (C::FetchAnd, 0),
-        AmoOp::FetchOr => (C::FetchOr, 0),
-        AmoOp::FetchXor => (C::FetchXor, 0),
-    };
+    let (c, cond) = op.code();
     (c as u64 | (width as u64) << 32, cond)
 }
 
