@@ -53,7 +53,6 @@ const LAYERS: &[(&str, usize, usize)] = &[
     ("coll/", 6, 0),
     ("device/", 7, 0),
     ("init.rs", 7, 0),
-    ("launch.rs", 7, 0),
     ("lib.rs", 7, 0),
     ("bin/", 8, 0),
 ];
