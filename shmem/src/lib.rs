@@ -39,6 +39,7 @@ pub(crate) mod init;
 pub(crate) mod job;
 pub mod launch;
 pub mod memory;
+pub(crate) mod net;
 pub mod rma;
 pub mod runtime;
 pub mod symaddr;

@@ -112,11 +112,7 @@ const RATCHET_UNSAFE: &[(&str, &str)] = &[
         "address-space reservation; phase 2: sys/vmem",
     ),
     (
-        "transport/fabric.rs",
-        "the libfabric engine (security work in phase 1); phase 2: net/ofi",
-    ),
-    (
-        "transport/fabric_proxy.rs",
+        "transport/proxy.rs",
         "the device proxy ring (security work in phase 1); phase 2: net/ + hal/",
     ),
     (
