@@ -162,3 +162,24 @@ pub(crate) fn getinfo(
         Ok(info)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_bind_address_is_the_setting_else_the_bootstraps() {
+        let lo: std::net::IpAddr = "127.0.0.1".parse().unwrap();
+        assert_eq!(Bind::of(None, Some(lo)), Bind::Addr(lo));
+        assert_eq!(Bind::of(Some(""), None), Bind::Any);
+        assert_eq!(
+            Bind::of(Some("10.1.2.3"), Some(lo)),
+            Bind::Addr("10.1.2.3".parse().unwrap())
+        );
+        assert_eq!(
+            Bind::of(Some("[fd00::2]"), None),
+            Bind::Addr("fd00::2".parse().unwrap())
+        );
+        assert_eq!(Bind::of(Some("eth0"), Some(lo)), Bind::Iface("eth0".into()));
+    }
+}

@@ -27,6 +27,7 @@ use slab::Slabs;
 
 use crate::error::{Error, Result};
 use crate::types::AmoOp;
+use crate::wait::{Backoff, FIRST_SLEEP};
 use fabric_sys as fi;
 use std::collections::{HashMap, HashSet};
 use std::ffi::{c_void, CStr};
@@ -35,6 +36,14 @@ use std::time::{Duration, Instant};
 
 /// Asked while a wait lasts: `Err(PeerLost)` when the job lost a peer (the transport asks its bootstrap).
 pub(crate) type Liveness = Box<dyn Fn() -> Result<()> + Send>;
+
+/// The back-off of a wait that drives this PE's progress (a completion wait, a post retried while the provider's
+/// queue is full): `spins` polls spinning, then yielding, never sleeping (a software provider moves data only while
+/// this PE calls in, so a sleep would add its length to every operation), checks due at the back-off's interval,
+/// with the time limit `limit`.
+pub(crate) fn polling_backoff(spins: u64, limit: Option<Duration>) -> Backoff {
+    Backoff::new(spins, u64::MAX, FIRST_SLEEP, limit)
+}
 
 /// `FI_ADDR_NOTAVAIL` (a macro in the headers).
 pub(crate) const ADDR_NOTAVAIL: u64 = u64::MAX;
@@ -175,8 +184,8 @@ pub(crate) const RECV_BIT: u64 = 1 << 63;
 /// `at` of a reply whose bytes nobody wants (a put-with-signal's signal).
 pub(crate) const NO_RESULT: u64 = u64::MAX;
 
-/// A PE's message token: 128 random bits made by the PE at set-up ([`random_words`]) and published only in the
-/// bootstrap's allgather. Every message to a PE carries that PE's token; one that does not is dropped unread.
+/// The hasher of the maps keyed by operation id: ids are distinct counters, so one multiplication spreads them
+/// (SipHash, the default, cost about 20 ns per lookup, and a put and its completion make five).
 #[derive(Default)]
 pub(crate) struct IdHasher(u64);
 
@@ -202,6 +211,8 @@ pub(crate) struct LocalMr {
     mr: *mut fi::fid_mr,
     desc: *mut c_void,
 }
+
+/// This PE's registered host heap, which puts read directly (no copy) when their source lies in it.
 #[derive(Clone, Copy)]
 pub(crate) struct LocalHeap {
     base: usize,

@@ -140,9 +140,6 @@ impl Inbox {
     }
 }
 
-/// The hasher of the maps keyed by operation id: ids are distinct counters, so one multiplication spreads them
-/// (SipHash, the default, cost about 20 ns per lookup, and a put and its completion make five).
-
 impl Ep {
     /// Post receive buffer `i` of the [`Inbox`] (tagged from [`RECVS`] on).
     pub(crate) fn post_recv(&mut self, i: usize) -> Result<()> {
@@ -155,7 +152,7 @@ impl Ep {
         let (ptr, len) = (ib.bufs[i].as_mut_ptr(), ib.bufs[i].len() * 8);
         let desc = ib.mrs.get(i).map_or(std::ptr::null_mut(), |m| m.desc);
         let ctx: *mut Ctx = &mut *ib.ctxs[i];
-        let start = Instant::now();
+        let mut backoff = polling_backoff(0, self.timeout);
         loop {
             // SAFETY: the endpoint is open; the buffer and its context are owned by the Inbox, which lives (in
             // place: boxed contexts, Vec storage never resized) until the endpoint is closed.
@@ -179,8 +176,11 @@ impl Ep {
             if r == -(fi::FI_EAGAIN as isize) {
                 // Completions free the queue; read them without serving (serving may post again).
                 self.poll_cq()?;
-                self.check_time(start, "fi_recv", usize::MAX)?;
-                std::thread::yield_now();
+                if backoff.pause(|| true) {
+                    if let Some(waited) = backoff.expired() {
+                        return Err(self.timeout_error("fi_recv", usize::MAX, waited));
+                    }
+                }
                 continue;
             }
             return ok(&prov, "fi_recv (receive buffer)", r as i64);

@@ -102,22 +102,22 @@ impl Ep {
             slab,
         });
         let cp: *mut Ctx = &mut *ctx;
-        // The clock, and the operation's PE and name, only once the provider pushes back (most posts go at once).
-        let mut start: Option<Instant> = None;
-        let mut tries = 0u32;
+        // The back-off (and the clock) only once the provider pushes back (most posts go at once).
+        let mut backoff: Option<Backoff> = None;
         loop {
             let r = post(cp.cast());
             if r == -(fi::FI_EAGAIN as isize) {
                 // The transmit queue is full (or the connection is being made): completions free it.
-                let start = *start.get_or_insert_with(Instant::now);
                 self.poll()?;
-                let (pe, what) = self.pe_what(id);
-                self.check_time(start, call, pe)?;
-                tries = tries.wrapping_add(1);
-                if tries % 256 == 0 {
+                let limit = self.timeout;
+                let b = backoff.get_or_insert_with(|| polling_backoff(0, limit));
+                if b.pause(|| true) {
+                    let (pe, what) = self.pe_what(id);
                     self.alive(what)?;
+                    if let Some(waited) = b.expired() {
+                        return Err(self.timeout_error(call, pe, waited));
+                    }
                 }
-                std::thread::yield_now();
                 continue;
             }
             let o = self.op(id);

@@ -24,8 +24,6 @@ pub(crate) struct Slab {
     pub(crate) mr: Option<LocalMr>,
 }
 
-/// This PE's registered host heap, which puts read directly (no copy) when their source lies in it.
-
 impl Ep {
     /// Copy `src` into bounce buffers and post each as a part of operation `id` (to `off` of `region`): one part
     /// up to [`SLAB_MAX`] bytes.

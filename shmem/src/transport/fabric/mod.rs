@@ -110,8 +110,6 @@ fn fresh_key(bytes: usize, taken: &[u64]) -> Result<u64> {
 
 /// Polls of a wait ([`Fabric::wait`]) that spin before it yields (some 30 us: most waits end before it).
 const WAIT_SPINS: u64 = 64;
-/// The back-off's longest sleep: never reached, a fabric wait yields instead of sleeping (manual progress).
-const WAIT_SLEEP_MAX: Duration = Duration::from_micros(100);
 
 /// The fabric transport.
 pub(crate) struct Fabric {
@@ -160,14 +158,8 @@ impl Fabric {
             // The peer's answer arrives only through this PE's polls (manual progress): the back-off spins, then
             // yields and never sleeps (a sleep would add its length, plus the timer's slack, to every operation);
             // yielding keeps polling and still lets another process on this core run.
-            let b = backoff.get_or_insert_with(|| {
-                Backoff::new(
-                    WAIT_SPINS,
-                    u64::MAX,
-                    WAIT_SLEEP_MAX,
-                    lock(&self.ep).timeout(),
-                )
-            });
+            let b = backoff
+                .get_or_insert_with(|| ofi::polling_backoff(WAIT_SPINS, lock(&self.ep).timeout()));
             if b.pause(|| true) {
                 let mut ep = lock(&self.ep);
                 ep.alive(what)?;
@@ -554,6 +546,9 @@ fn open(a: &FabricArgs<'_>) -> Result<(Ep, Vec<u8>)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::net::ofi::msg::{token_eq, Msg};
+    use crate::net::ofi::{Token, MSG_PUT};
+    use std::collections::HashSet;
 
     #[test]
     fn keys_are_random_distinct_and_of_the_providers_size() {
@@ -599,22 +594,6 @@ mod tests {
         let w = m.words();
         assert_eq!([w[8], w[9]], t);
         assert!(token_eq(&Msg::of(&w).tok, &t));
-    }
-
-    #[test]
-    fn the_bind_address_is_the_setting_else_the_bootstraps() {
-        let lo: std::net::IpAddr = "127.0.0.1".parse().unwrap();
-        assert_eq!(Bind::of(None, Some(lo)), Bind::Addr(lo));
-        assert_eq!(Bind::of(Some(""), None), Bind::Any);
-        assert_eq!(
-            Bind::of(Some("10.1.2.3"), Some(lo)),
-            Bind::Addr("10.1.2.3".parse().unwrap())
-        );
-        assert_eq!(
-            Bind::of(Some("[fd00::2]"), None),
-            Bind::Addr("fd00::2".parse().unwrap())
-        );
-        assert_eq!(Bind::of(Some("eth0"), Some(lo)), Bind::Iface("eth0".into()));
     }
 
     #[test]
