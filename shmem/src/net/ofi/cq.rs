@@ -23,7 +23,7 @@ impl Ep {
 
     /// Read completions: until the queue is empty (at most four reads), or after the first read that returned a
     /// received message (its buffer is to be reposted before the next read: [`RXM_MSG_RX_SIZE`]).
-    pub(crate) fn poll_cq(&mut self) -> Result<()> {
+    pub(super) fn poll_cq(&mut self) -> Result<()> {
         // Kept between calls (not zeroed for every poll).
         let mut entries = std::mem::take(&mut self.cq_entries);
         let r = self.poll_cq_into(&mut entries);
@@ -32,7 +32,7 @@ impl Ep {
     }
 
     /// [`Ep::poll_cq`] reading into `entries` ([`CQ_BATCH`] of them).
-    pub(crate) fn poll_cq_into(&mut self, entries: &mut [fi::fi_cq_msg_entry]) -> Result<()> {
+    pub(super) fn poll_cq_into(&mut self, entries: &mut [fi::fi_cq_msg_entry]) -> Result<()> {
         for _ in 0..4 {
             // SAFETY: `cq` is open; `entries` holds `entries.len()` FI_CQ_FORMAT_MSG entries.
             let r = unsafe { fi::xfi_cq_read(self.cq, entries.as_mut_ptr().cast(), entries.len()) };
@@ -67,7 +67,7 @@ impl Ep {
         Ok(())
     }
 
-    pub(crate) fn read_error(&mut self) -> Result<()> {
+    pub(super) fn read_error(&mut self) -> Result<()> {
         let mut e = fi::fi_cq_err_entry::default();
         // SAFETY: `cq` is open; `e` is a zeroed error entry (err_data_size 0: the provider's own buffer).
         let r = unsafe { fi::xfi_cq_readerr(self.cq, &mut e, 0) };
@@ -163,7 +163,7 @@ impl Ep {
     }
 
     /// One completion of operation `id` (an error, or one of its parts).
-    pub(crate) fn part_done(&mut self, id: u64, err: Option<Error>) {
+    pub(super) fn part_done(&mut self, id: u64, err: Option<Error>) {
         let Some(op) = self.ops.get_mut(&id) else {
             return;
         };
@@ -194,7 +194,7 @@ impl Ep {
     }
 
     /// Drop the guard part of operation `id`; finish it when nothing else is in flight.
-    pub(crate) fn release(&mut self, id: u64) {
+    pub(super) fn release(&mut self, id: u64) {
         if let Some(op) = self.ops.get_mut(&id) {
             op.parts_left = op.parts_left.saturating_sub(1);
             if op.parts_left == 0 && op.then.is_none() {
@@ -207,7 +207,7 @@ impl Ep {
         }
     }
 
-    pub(crate) fn finish(&mut self, id: u64) {
+    pub(super) fn finish(&mut self, id: u64) {
         let Some(mut op) = self.ops.remove(&id) else {
             return;
         };

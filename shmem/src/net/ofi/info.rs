@@ -73,7 +73,7 @@ impl Bind {
 /// Sets [`RXM_MSG_RX_SIZE_VAR`] to [`RXM_MSG_RX_SIZE`] unless the user set it, once, before libfabric is first
 /// asked for providers (`ofi_rxm` reads it when libfabric loads it, at the first `fi_getinfo`). A user's own value
 /// is kept (logged when it exceeds [`RXM_MSG_RX_SIZE`]: a flood may then be queued in rxm's memory again).
-pub(crate) fn bound_rxm_receives() {
+fn bound_rxm_receives() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| match std::env::var(RXM_MSG_RX_SIZE_VAR) {
         Ok(v) => {
@@ -92,7 +92,7 @@ pub(crate) fn bound_rxm_receives() {
 /// `fi_getinfo` for what this transport needs; `provider` filters by name; `delivery` asks for
 /// `FI_DELIVERY_COMPLETE`; `want` adds [`Want::Hmem`] (registration of Level Zero memory, `FI_HMEM`); `source`
 /// is the local address to listen on. A null list when nothing matches.
-pub(crate) fn getinfo(
+pub(super) fn getinfo(
     provider: Option<&str>,
     delivery: bool,
     want: Want,

@@ -67,7 +67,7 @@ pub(crate) struct Region {
 
 /// Per-operation context handed to libfabric (`fi_context2` first, for providers that use `FI_CONTEXT`/`2`).
 #[repr(C)]
-pub(crate) struct Ctx {
+pub(super) struct Ctx {
     raw: fi::fi_context2,
     id: u64,
     /// The bounce buffer this part reads ([`NO_SLAB`]: none), free again once the part completes.
@@ -101,7 +101,7 @@ pub(crate) const NO_SLAB: u32 = u32::MAX;
 
 /// An atomic as libfabric names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) enum Form {
+pub(super) enum Form {
     /// `fi_atomic` (no result).
     Post,
     /// `fi_fetch_atomic`.
@@ -122,7 +122,7 @@ pub(crate) struct Signal {
 /// compare value, result) but the data of large puts (in bounce buffers, or this PE's registered heap for a
 /// blocking put that waits), so a provider that needs local registration (`FI_MR_LOCAL`) gets one region per
 /// operation, and nothing the caller owns is ever referenced after the call that started it.
-pub(crate) struct Op {
+pub(super) struct Op {
     /// Boxed: libfabric holds each context's address until its completion, and the Vec may reallocate.
     #[allow(clippy::vec_box)]
     ctxs: Vec<Box<Ctx>>,
@@ -187,7 +187,7 @@ pub(crate) const NO_RESULT: u64 = u64::MAX;
 /// The hasher of the maps keyed by operation id: ids are distinct counters, so one multiplication spreads them
 /// (SipHash, the default, cost about 20 ns per lookup, and a put and its completion make five).
 #[derive(Default)]
-pub(crate) struct IdHasher(u64);
+pub(super) struct IdHasher(u64);
 
 impl Hasher for IdHasher {
     fn finish(&self) -> u64 {
@@ -204,17 +204,17 @@ impl Hasher for IdHasher {
 }
 
 /// A map keyed by operation id.
-pub(crate) type IdMap<V> = HashMap<u64, V, BuildHasherDefault<IdHasher>>;
+pub(super) type IdMap<V> = HashMap<u64, V, BuildHasherDefault<IdHasher>>;
 
 /// A local registration of one operation's buffer.
-pub(crate) struct LocalMr {
+pub(super) struct LocalMr {
     mr: *mut fi::fid_mr,
     desc: *mut c_void,
 }
 
 /// This PE's registered host heap, which puts read directly (no copy) when their source lies in it.
 #[derive(Clone, Copy)]
-pub(crate) struct LocalHeap {
+pub(super) struct LocalHeap {
     base: usize,
     len: usize,
     /// Its descriptor for local access (null without `FI_MR_LOCAL`).
@@ -281,7 +281,7 @@ pub(crate) struct Ep {
 unsafe impl Send for Ep {}
 
 /// libfabric's text for a (positive) error number.
-pub(crate) fn strerror(code: i64) -> String {
+fn strerror(code: i64) -> String {
     // SAFETY: xfi_strerror (fi_strerror once libfabric is loaded, libc's strerror before) returns a pointer to a
     // NUL-terminated string that stays valid for any value.
     let p = unsafe { fi::xfi_strerror(code.unsigned_abs() as i32) };
@@ -292,7 +292,7 @@ pub(crate) fn strerror(code: i64) -> String {
     unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
 }
 
-pub(crate) fn fab_err(prov: &str, call: &str, code: i64) -> Error {
+fn fab_err(prov: &str, call: &str, code: i64) -> Error {
     Error::Transport {
         transport: "fabric",
         message: format!(
@@ -303,14 +303,14 @@ pub(crate) fn fab_err(prov: &str, call: &str, code: i64) -> Error {
 }
 
 /// A check of a libfabric return code (0 or a negative error).
-pub(crate) fn ok(prov: &str, call: &str, r: i64) -> Result<()> {
+fn ok(prov: &str, call: &str, r: i64) -> Result<()> {
     if r < 0 {
         return Err(fab_err(prov, call, r));
     }
     Ok(())
 }
 
-pub(crate) fn dtype(width: usize) -> Result<fi::fi_datatype> {
+fn dtype(width: usize) -> Result<fi::fi_datatype> {
     match width {
         4 => Ok(fi::FI_UINT32),
         8 => Ok(fi::FI_UINT64),
@@ -322,7 +322,7 @@ pub(crate) fn dtype(width: usize) -> Result<fi::fi_datatype> {
 }
 
 /// libfabric's operation and form for one AMO: `None` for a fetch-only or no-op post.
-pub(crate) fn fi_op_of(op: AmoOp, fetch: bool) -> (fi::fi_op, Form) {
+fn fi_op_of(op: AmoOp, fetch: bool) -> (fi::fi_op, Form) {
     let form = if fetch { Form::Fetch } else { Form::Post };
     match op {
         AmoOp::Fetch => (fi::FI_ATOMIC_READ, Form::Fetch),
@@ -362,7 +362,7 @@ pub(crate) fn apply(op: AmoOp, width: usize, old: u64, operand: u64) -> u64 {
 }
 
 /// Connection-level failures: the peer's process or host is gone.
-pub(crate) fn is_lost(err: i32) -> bool {
+fn is_lost(err: i32) -> bool {
     [
         fi::FI_ECONNRESET,
         fi::FI_ECONNREFUSED,
@@ -419,12 +419,12 @@ impl Drop for Ep {
     }
 }
 
-pub(crate) fn bytes_of(v: &[u64]) -> &[u8] {
+fn bytes_of(v: &[u64]) -> &[u8] {
     // SAFETY: u64 has no padding; any u64 storage is valid bytes, and u8's alignment is 1.
     unsafe { std::slice::from_raw_parts(v.as_ptr().cast(), v.len() * 8) }
 }
 
-pub(crate) fn bytes_of_mut(v: &mut [u64]) -> &mut [u8] {
+fn bytes_of_mut(v: &mut [u64]) -> &mut [u8] {
     // SAFETY: as in `bytes_of`; any bytes written form valid u64s.
     unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr().cast(), v.len() * 8) }
 }

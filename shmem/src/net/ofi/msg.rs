@@ -64,7 +64,7 @@ impl Msg {
 
 /// Wire code of an atomic (width in the high half): the device's own codes ([`crate::abi::AmoCode`]); [`amo_of`]
 /// decodes it (and the host proxy's requests).
-pub(crate) fn amo_code(op: AmoOp, width: usize) -> (u64, u64) {
+pub(super) fn amo_code(op: AmoOp, width: usize) -> (u64, u64) {
     let (c, cond) = op.code();
     (c as u64 | (width as u64) << 32, cond)
 }
@@ -102,7 +102,7 @@ pub(crate) trait StagedHeap: Send {
 /// a chunk), reposted as their messages are handled: what the provider buffers for this PE is bounded by them (an
 /// outsider's flood is read into them and dropped, instead of piling up in the provider's queue of unexpected
 /// messages; see [`RXM_MSG_RX_SIZE`]).
-pub(crate) struct Inbox {
+pub(super) struct Inbox {
     pub(crate) bufs: Vec<Vec<u64>>,
     #[allow(clippy::vec_box)]
     pub(crate) ctxs: Vec<Box<Ctx>>,
@@ -122,7 +122,7 @@ pub(crate) struct Inbox {
 
 impl Inbox {
     /// Count a dropped message; a warning with the count at most once a second.
-    pub(crate) fn drop_msg(&mut self, me: usize, why: std::fmt::Arguments<'_>) {
+    pub(super) fn drop_msg(&mut self, me: usize, why: std::fmt::Arguments<'_>) {
         self.dropped += 1;
         if self
             .warned_at
@@ -142,7 +142,7 @@ impl Inbox {
 
 impl Ep {
     /// Post receive buffer `i` of the [`Inbox`] (tagged from [`RECVS`] on).
-    pub(crate) fn post_recv(&mut self, i: usize) -> Result<()> {
+    pub(super) fn post_recv(&mut self, i: usize) -> Result<()> {
         let ep = self.ep;
         let prov = self.prov.clone();
         if self.closed.is_some() {
@@ -189,7 +189,7 @@ impl Ep {
 
     /// Handle the messages received so far and post their buffers again (never re-entered: replies it posts
     /// may poll); how many.
-    pub(crate) fn serve(&mut self) -> usize {
+    pub(super) fn serve(&mut self) -> usize {
         if self.inbox.serving || self.inbox.arrived.is_empty() {
             return 0;
         }
@@ -216,7 +216,7 @@ impl Ep {
     /// Whether a received message is one of this job's: it carries this PE's token, a whole header, a sender
     /// that is a PE this transport reaches, a known kind, and (a put) as many payload bytes as it announces (a
     /// reply) names one of this PE's staged operations on that sender. Checked before any other field is used.
-    pub(crate) fn authentic(&self, m: &Msg, len: usize) -> std::result::Result<(), String> {
+    pub(super) fn authentic(&self, m: &Msg, len: usize) -> std::result::Result<(), String> {
         if !token_eq(&m.tok, &self.inbox.token) {
             return Err(format!("wrong token, {len} bytes"));
         }
@@ -249,7 +249,7 @@ impl Ep {
 
     /// One received message: a request on this PE's device heap (applied, then answered) or a reply to one of
     /// this PE's operations; anything else is dropped ([`Ep::authentic`]).
-    pub(crate) fn handle(&mut self, buf: &[u64], len: usize) {
+    pub(super) fn handle(&mut self, buf: &[u64], len: usize) {
         if len < HDR_WORDS * 8 || len > buf.len() * 8 {
             self.inbox
                 .drop_msg(self.me, format_args!("a message of {len} bytes"));
@@ -322,7 +322,7 @@ impl Ep {
 
     /// Apply a staging request to this PE's device heap (through the device's service lane); a get's bytes or an
     /// atomic's previous value go to `out`.
-    pub(crate) fn apply(&mut self, m: &Msg, payload: &[u8], out: &mut Vec<u8>) -> Result<()> {
+    pub(super) fn apply(&mut self, m: &Msg, payload: &[u8], out: &mut Vec<u8>) -> Result<()> {
         let st = self.stage.as_ref().ok_or_else(|| Error::Transport {
             transport: "fabric",
             message: "a staging request reached a PE without a staged device heap".into(),
@@ -358,7 +358,7 @@ impl Ep {
 
     /// Send `bytes` bytes of operation `id`'s buffer from word `at` as one message to its PE; with `reply`, the
     /// operation also waits for the target's answer.
-    pub(crate) fn send_part(
+    pub(super) fn send_part(
         &mut self,
         id: u64,
         at: usize,
@@ -496,7 +496,7 @@ impl Ep {
     /// Lay out (at word `at` of operation `id`'s buffer) and send an atomic message; the reply's value goes to
     /// byte `result` of the buffer ([`NO_RESULT`]: nowhere).
     #[allow(clippy::too_many_arguments)]
-    pub(crate) fn stage_amo_msg(
+    pub(super) fn stage_amo_msg(
         &mut self,
         id: u64,
         at: usize,

@@ -6,7 +6,7 @@ use super::*;
 impl Ep {
     /// A new operation on `pe` with `words` words of buffer, tracked from now on with one guard part (dropped by
     /// [`Ep::release`] once every part is posted): completions read while it is being posted find it.
-    pub(crate) fn start(&mut self, pe: usize, what: &'static str, words: usize) -> u64 {
+    pub(super) fn start(&mut self, pe: usize, what: &'static str, words: usize) -> u64 {
         let id = self.next;
         self.next += 1;
         let op = Op {
@@ -27,7 +27,7 @@ impl Ep {
         id
     }
 
-    pub(crate) fn op(&mut self, id: u64) -> &mut Op {
+    pub(super) fn op(&mut self, id: u64) -> &mut Op {
         match self.ops.get_mut(&id) {
             Some(o) => o,
             None => unreachable!("an operation being posted holds a guard part"),
@@ -35,7 +35,7 @@ impl Ep {
     }
 
     /// Register operation `id`'s buffer when the provider needs local registration; its descriptor.
-    pub(crate) fn local_desc(&mut self, id: u64) -> Result<*mut c_void> {
+    pub(super) fn local_desc(&mut self, id: u64) -> Result<*mut c_void> {
         if !self.mr_local {
             return Ok(std::ptr::null_mut());
         }
@@ -72,7 +72,7 @@ impl Ep {
     /// Post one part of operation `id` with `post` (given its context), retrying while the provider's queue is
     /// full. The part holds bounce buffer `slab` ([`NO_SLAB`]: none) until it completes; a part that cannot be
     /// posted frees it at once.
-    pub(crate) fn post(
+    pub(super) fn post(
         &mut self,
         id: u64,
         call: &str,
@@ -86,7 +86,7 @@ impl Ep {
         r
     }
 
-    pub(crate) fn post_ctx(
+    pub(super) fn post_ctx(
         &mut self,
         id: u64,
         call: &str,
@@ -139,7 +139,7 @@ impl Ep {
     }
 
     /// The PE and the name of operation `id`.
-    pub(crate) fn pe_what(&mut self, id: u64) -> (usize, &'static str) {
+    pub(super) fn pe_what(&mut self, id: u64) -> (usize, &'static str) {
         let o = self.op(id);
         (o.pe, o.what)
     }
@@ -148,7 +148,7 @@ impl Ep {
     /// A PE that died makes the survivors leave, and a slower survivor's connection to one that has already left
     /// breaks too; the job lost the dead PE, not the one that finalized. The bootstrap's news may trail the broken
     /// connection by a moment, so it is asked twice.
-    pub(crate) fn lost_first(&self, pe: usize) -> usize {
+    pub(super) fn lost_first(&self, pe: usize) -> usize {
         for attempt in 0..2 {
             if attempt > 0 {
                 std::thread::sleep(std::time::Duration::from_millis(5));
@@ -207,7 +207,7 @@ impl Ep {
     }
 
     /// End the posting of operation `id`: on error its posted parts still complete, but nothing follows them.
-    pub(crate) fn posted(&mut self, id: u64, r: Result<()>) -> Result<u64> {
+    pub(super) fn posted(&mut self, id: u64, r: Result<()>) -> Result<u64> {
         if r.is_err() {
             self.op(id).then = None;
         }
@@ -253,16 +253,18 @@ impl Ep {
     }
 
     /// The local descriptor of `[addr, addr + len)` when it lies in this PE's registered host heap.
-    pub(crate) fn heap_desc(&self, addr: usize, len: usize) -> Option<*mut c_void> {
+    pub(super) fn heap_desc(&self, addr: usize, len: usize) -> Option<*mut c_void> {
         let h = self.heap?;
         (addr >= h.base && addr.checked_add(len).is_some_and(|e| e <= h.base + h.len))
             .then_some(h.desc)
     }
 
-    /// Put `len` bytes at `addr` of this PE's registered heap (described by `desc`, from [`Ep::heap_desc`]) into
-    /// `region` at `off` of PE `pe` without copying them. The provider reads the
-    /// heap until the operation completes, so the caller waits for it before the source may change (a window's
-    /// non-blocking puts promise to copy: their callers, collectives among them, may reuse the source at once).
+    /// Put the `len` bytes at `addr` (where [`Ep::direct`] allowed it: this PE's registered heap, or private memory
+    /// when the provider reads unregistered memory) into `region` at `off` of PE `pe` without copying them. The
+    /// provider reads the source until the operation completes, so the caller waits for it before the source may
+    /// change, and shuts the endpoint down ([`Ep::shutdown`]) when that wait ends with the write outstanding and
+    /// the source is the caller's (a window's non-blocking puts promise to copy: their callers, collectives among
+    /// them, may reuse the source at once).
     pub(crate) fn put_direct(
         &mut self,
         pe: usize,
@@ -270,8 +272,8 @@ impl Ep {
         off: usize,
         addr: usize,
         len: usize,
-        desc: *mut c_void,
     ) -> (u64, Result<()>) {
+        let desc = self.heap_desc(addr, len).unwrap_or(std::ptr::null_mut());
         let id = self.start(pe, "put", 1);
         let r = self.write_parts(id, region, off, addr, len, desc, NO_SLAB);
         (id, self.posted(id, r).map(|_| ()))
@@ -332,7 +334,7 @@ impl Ep {
     /// of operation `id`, one per `max_msg` bytes; `slab` is the bounce buffer they read ([`NO_SLAB`]: none; a
     /// bounce buffer's bytes always fit one part).
     #[allow(clippy::too_many_arguments)]
-    pub(crate) fn write_parts(
+    pub(super) fn write_parts(
         &mut self,
         id: u64,
         region: Region,
@@ -387,7 +389,7 @@ impl Ep {
     /// Post an atomic of operation `id` (its buffer holds operand, compare value and result at words `amo_at`,
     /// `+1`, `+2`).
     #[allow(clippy::too_many_arguments)]
-    pub(crate) fn post_amo(
+    pub(super) fn post_amo(
         &mut self,
         id: u64,
         region: Region,
@@ -506,7 +508,7 @@ impl Ep {
         self.posted(id, r)
     }
 
-    pub(crate) fn get_parts(
+    pub(super) fn get_parts(
         &mut self,
         id: u64,
         region: Region,
@@ -630,17 +632,16 @@ impl Ep {
     }
 
     /// How a blocking put of `len` bytes at `addr` to a registered (not staged) region goes without a copy, if it
-    /// can: `Some((desc, private))` with the local descriptor of the source and whether it is private memory (not
-    /// in this PE's registered heap). Only puts of at least [`ZERO_COPY_MIN`] bytes; a private source only when
+    /// can: `Some(private)`, whether the source is private memory (not in this PE's registered heap). Only puts of at least [`ZERO_COPY_MIN`] bytes; a private source only when
     /// the provider reads unregistered memory (no `FI_MR_LOCAL`, no `FI_MR_ENDPOINT`: the endpoint can then be
     /// closed on its own, see the window's `write_direct`).
-    pub(crate) fn direct(&self, addr: usize, len: usize) -> Option<(*mut c_void, bool)> {
+    pub(crate) fn direct(&self, addr: usize, len: usize) -> Option<bool> {
         if len < ZERO_COPY_MIN || self.closed.is_some() {
             return None;
         }
-        if let Some(desc) = self.heap_desc(addr, len) {
-            return Some((desc, false));
+        if self.heap_desc(addr, len).is_some() {
+            return Some(false);
         }
-        (!self.mr_local && !self.mr_endpoint).then_some((std::ptr::null_mut(), true))
+        (!self.mr_local && !self.mr_endpoint).then_some(true)
     }
 }

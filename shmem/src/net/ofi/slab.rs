@@ -6,7 +6,7 @@ use super::*;
 /// first: warm in the cache) up to [`SLAB_CAP`] bytes in all. Reusing them spares every large put the page faults
 /// and zeroing of fresh memory, which cost the sender more than the copy itself.
 #[derive(Default)]
-pub(crate) struct Slabs {
+pub(super) struct Slabs {
     /// By id (a [`Ctx::slab`]); `None`: an id free for reuse.
     pub(crate) bufs: Vec<Option<Slab>>,
     /// Free buffers by size class.
@@ -17,7 +17,7 @@ pub(crate) struct Slabs {
     pub(crate) bytes: usize,
 }
 
-pub(crate) struct Slab {
+pub(super) struct Slab {
     pub(crate) buf: Box<[u64]>,
     pub(crate) class: usize,
     /// Its registration (with `FI_MR_LOCAL`).
@@ -27,7 +27,7 @@ pub(crate) struct Slab {
 impl Ep {
     /// Copy `src` into bounce buffers and post each as a part of operation `id` (to `off` of `region`): one part
     /// up to [`SLAB_MAX`] bytes.
-    pub(crate) fn slab_parts(
+    pub(super) fn slab_parts(
         &mut self,
         id: u64,
         region: Region,
@@ -57,7 +57,7 @@ impl Ep {
     /// A free bounce buffer of at least `len` bytes (at most [`SLAB_MAX`]) for operation `id`: a cached one of
     /// its size, else a new one while [`SLAB_CAP`] allows (dropping cached buffers of other sizes to make room),
     /// else the first one a completion frees, driving progress meanwhile.
-    pub(crate) fn take_slab(&mut self, id: u64, len: usize) -> Result<u32> {
+    pub(super) fn take_slab(&mut self, id: u64, len: usize) -> Result<u32> {
         let log = len.max(1).next_power_of_two().trailing_zeros();
         let class = log.saturating_sub(SLAB_MIN_LOG) as usize;
         let size = 1usize << (class as u32 + SLAB_MIN_LOG);
@@ -98,7 +98,7 @@ impl Ep {
     }
 
     /// Allocate (and register, with `FI_MR_LOCAL`) a bounce buffer of `size` bytes, size class `class`.
-    pub(crate) fn new_slab(&mut self, class: usize, size: usize) -> Result<u32> {
+    pub(super) fn new_slab(&mut self, class: usize, size: usize) -> Result<u32> {
         let buf = vec![0u64; size / 8].into_boxed_slice();
         let mut mr = None;
         if self.mr_local {
@@ -134,7 +134,7 @@ impl Ep {
     }
 
     /// Release free bounce buffer `s` (its registration, then its memory).
-    pub(crate) fn drop_slab(&mut self, s: u32) {
+    pub(super) fn drop_slab(&mut self, s: u32) {
         if let Some(slab) = self.slabs.bufs[s as usize].take() {
             if let Some(m) = slab.mr {
                 // SAFETY: the buffer is free (no part in flight reads it); its registration is closed once.
@@ -146,7 +146,7 @@ impl Ep {
     }
 
     /// Give bounce buffer `s` back for reuse (a no-op for [`NO_SLAB`]).
-    pub(crate) fn free_slab(&mut self, s: u32) {
+    pub(super) fn free_slab(&mut self, s: u32) {
         if let Some(Some(slab)) = self.slabs.bufs.get(s as usize) {
             let c = slab.class;
             self.slabs.free[c].push(s);

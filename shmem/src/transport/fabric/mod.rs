@@ -2,6 +2,9 @@
 //! `XPUSHMEM_TRANSPORT=fabric`), through libfabric (`fabric-sys`), on a reliable-datagram endpoint with RMA and
 //! atomics (`tcp;ofi_rxm` here; `verbs;ofi_rxm`, `cxi`, `psm3`, `efa` on clusters, untested).
 //!
+//! The engine (endpoint, operations, completions, messages) is `net/ofi`; this transport drives it under one lock
+//! and gives windows onto peers' regions ([`window`]) and its device heap to the staging path ([`stage`]).
+//!
 //! Set-up (collective, [`connect`]): pick a provider (`XPUSHMEM_FABRIC_PROVIDER`, else libfabric's own `FI_PROVIDER`,
 //! else the first RDM provider with RMA, atomics and messages that libfabric lists, single-node-only `shm`
 //! providers skipped) on the address the endpoint is to listen on, open fabric, domain, completion queue, address
@@ -9,7 +12,7 @@
 //! keys), post the receive buffers, and exchange endpoint names, tokens and keys through the bootstrap.
 //!
 //! Operations: a put copies its source (the caller may reuse `src` on return) and posts `fi_writemsg`: a small one
-//! into a buffer the operation owns, one of 32 KiB or more into a bounce buffer kept for reuse ([`Slabs`]: fresh
+//! into a buffer the operation owns, one of 32 KiB or more into a bounce buffer kept for reuse ([`ofi::slab::Slabs`]: fresh
 //! memory for every large put cost more in page faults and zeroing than the copy), as one write up to 4 MiB. A
 //! blocking put of 32 KiB or more is posted from its source without a copy and waits for its completion: from this
 //! PE's registered heap (`put_sym`, or a slice of the heap) always, from private memory when the provider reads
@@ -53,10 +56,10 @@
 //!   A message whose token is wrong (compared in constant time), whose length does not match its header, whose
 //!   sender is not a PE this transport reaches, whose kind is unknown, or (a reply) that names no staged operation
 //!   of this PE on that sender is dropped unread, counted, with at most one warning a second.
-//! - Receive buffering is bounded: every PE keeps [`RECVS`] untagged and as many tagged receive buffers posted
+//! - Receive buffering is bounded: every PE keeps [`ofi::RECVS`] untagged and as many tagged receive buffers posted
 //!   (tagged ones with every tag bit ignored: the job sends none, and rxm would otherwise keep every tagged
 //!   message forever) and reposts them before its next completion read, and limits `ofi_rxm`'s own receive
-//!   buffers to half as many ([`RXM_MSG_RX_SIZE`]: `FI_OFI_RXM_MSG_RX_SIZE`, set unless the user set it), so
+//!   buffers to half as many ([`ofi::RXM_MSG_RX_SIZE`]: `FI_OFI_RXM_MSG_RX_SIZE`, set unless the user set it), so
 //!   every message one progress call takes in finds a posted receive and rxm queues none as unexpected; what an
 //!   outsider sends beyond that waits in its own TCP window. What arrives is read and dropped; a message longer
 //!   than a buffer completes truncated and is dropped.

@@ -5,7 +5,6 @@ use super::{lock, Fabric};
 use crate::error::{Error, Result};
 use crate::net::ofi::{Ep, Region, Signal, SIGNAL_DIRECT_MIN, ZERO_COPY_MIN};
 use crate::transport::{check_access, AmoOp, Ticket, Transport, Window};
-use std::ffi::c_void;
 use std::sync::Arc;
 
 /// A window onto one region (runtime words or user heap) of a PE reached through the fabric.
@@ -23,7 +22,7 @@ impl FabricWindow {
 
     /// How a blocking put of `len` bytes at `addr` goes without a copy, if it can ([`Ep::direct`]; never to a
     /// staged region).
-    fn direct(&self, ep: &Ep, addr: usize, len: usize) -> Option<(*mut c_void, bool)> {
+    fn direct(&self, ep: &Ep, addr: usize, len: usize) -> Option<bool> {
         if self.region.staged {
             return None;
         }
@@ -42,7 +41,7 @@ impl FabricWindow {
     /// transport fails naming why. A write the provider completed with an error needs none of that.
     fn write_direct(&self, off: usize, addr: usize, len: usize) -> Result<bool> {
         let mut ep = lock(&self.t.ep);
-        let Some((desc, private)) = self.direct(&ep, addr, len) else {
+        let Some(private) = self.direct(&ep, addr, len) else {
             return Ok(false);
         };
         let what = if private {
@@ -50,7 +49,7 @@ impl FabricWindow {
         } else {
             "put (zero-copy from the heap)"
         };
-        let (id, posted) = ep.put_direct(self.pe, self.region, off, addr, len, desc);
+        let (id, posted) = ep.put_direct(self.pe, self.region, off, addr, len);
         drop(ep);
         let waited = posted.and_then(|()| self.t.wait(what, self.pe, |ep| !ep.in_flight(id)));
         let mut ep = lock(&self.t.ep);
@@ -123,8 +122,8 @@ impl Window for FabricWindow {
         if src.host_accessible() && !base.is_null() {
             let addr = base as usize + src_off;
             let mut ep = lock(&self.t.ep);
-            if let Some((desc, false)) = self.direct(&ep, addr, len) {
-                let (id, posted) = ep.put_direct(self.pe, self.region, off, addr, len, desc);
+            if let Some(false) = self.direct(&ep, addr, len) {
+                let (id, posted) = ep.put_direct(self.pe, self.region, off, addr, len);
                 return posted.map(|()| Some(Ticket(id)));
             }
         }
