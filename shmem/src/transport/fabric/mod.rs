@@ -114,6 +114,9 @@ fn fresh_key(bytes: usize, taken: &[u64]) -> Result<u64> {
 /// Polls of a wait ([`Fabric::wait`]) that spin before it yields (some 30 us: most waits end before it).
 const WAIT_SPINS: u64 = 64;
 
+/// The progress thread's longest sleep between polls while no operation is in flight.
+const PROGRESS_SLEEP_MAX: Duration = Duration::from_micros(100);
+
 /// The fabric transport.
 pub(crate) struct Fabric {
     ep: Arc<Mutex<Ep>>,
@@ -263,19 +266,20 @@ impl Fabric {
         let ep = Arc::clone(&self.ep);
         let stop = Arc::clone(&self.stop);
         *th = Some(std::thread::spawn(move || {
-            let mut idle = Duration::from_micros(1);
+            // Sleeps between polls: from 1 us (again after each poll with operations in flight), doubling up to
+            // 100 us while idle.
+            let fresh = || Backoff::new(0, 0, PROGRESS_SLEEP_MAX, None);
+            let mut idle = fresh();
             while !stop.load(Ordering::Relaxed) {
                 let busy = {
                     let mut ep = lock(&ep);
                     let _ = ep.poll();
                     !ep.idle()
                 };
-                idle = if busy {
-                    Duration::from_micros(1)
-                } else {
-                    (idle * 2).min(Duration::from_micros(100))
-                };
-                std::thread::sleep(idle);
+                if busy {
+                    idle = fresh();
+                }
+                idle.pause(|| false);
             }
         }));
     }
