@@ -61,7 +61,7 @@ pub(crate) struct Region {
     /// Bytes.
     pub(crate) len: u64,
     /// Not registered: a device heap the provider cannot reach (no `FI_HMEM`), served by its owner's staging
-    /// thread through messages (see [`Stage`]).
+    /// thread through messages (see [`StagedHeap`]).
     pub(crate) staged: bool,
 }
 
@@ -79,13 +79,13 @@ pub(super) struct Ctx {
 /// from the heap without a copy.
 pub(crate) const SLAB_MIN: usize = 32 * 1024;
 /// Blocking puts of at least this many bytes are posted from their source without a copy and waited for
-/// ([`FabricWindow::write_direct`]): from this PE's registered heap always, from private memory when the
+/// (the fabric window's `write_direct`): from this PE's registered heap always, from private memory when the
 /// provider reads unregistered memory. At 32 KiB the copy costs about 2 us on this host, and below it waiting
 /// for the delivery (instead of returning once the copy is posted) would cost blocking puts issued back to back
 /// more than the copy saves.
 pub(crate) const ZERO_COPY_MIN: usize = SLAB_MIN;
 /// A put-with-signal of at least this many bytes writes its data without a copy and waits for its delivery, then
-/// posts the signal ([`FabricWindow::put_signal_nbi`]): the extra round trip before the signal (about 10 us over
+/// posts the signal (the fabric window's `put_signal_nbi`): the extra round trip before the signal (about 10 us over
 /// tcp on loopback) costs less than copying the data into a bounce buffer above this size (about 70 us per MiB;
 /// the ping-pong at 1-4 MiB was 0.64-0.83x raw libfabric's, whose source is registered).
 pub(crate) const SIGNAL_DIRECT_MIN: usize = 256 * 1024;
@@ -221,7 +221,8 @@ pub(super) struct LocalHeap {
     desc: *mut c_void,
 }
 
-/// Every libfabric object of the PE, and the operations in flight. Only used under [`Fabric::ep`]'s lock.
+/// Every libfabric object of the PE, and the operations in flight. Only used under the fabric transport's lock
+/// (`Fabric::ep`).
 pub(crate) struct Ep {
     prov: String,
     info: *mut fi::fi_info,
@@ -255,7 +256,7 @@ pub(crate) struct Ep {
     lost: bool,
     /// Asked while a wait lasts: a lost peer ends it.
     liveness: Liveness,
-    /// The staging path when this PE's device heap is not registered (see [`Stage`]).
+    /// The staging path when this PE's device heap is not registered (see [`StagedHeap`]).
     stage: Option<Box<dyn StagedHeap>>,
     /// The receive buffers ([`Inbox`]).
     inbox: Inbox,
@@ -277,7 +278,9 @@ pub(crate) struct Ep {
 }
 
 // SAFETY: the raw pointers are libfabric objects owned by this struct; the domain is opened FI_THREAD_DOMAIN and
-// every use goes through the Mutex in `Fabric`, so at most one thread calls into libfabric for them at a time.
+// every call into libfabric for them takes `&mut self` (the fabric transport keeps the Ep in a Mutex), so at most
+// one thread calls into libfabric for them at a time; the other fields (the liveness closure, the staged heap) are
+// Send themselves.
 unsafe impl Send for Ep {}
 
 /// libfabric's text for a (positive) error number.
