@@ -338,32 +338,6 @@ fn fi_op_of(op: AmoOp, fetch: bool) -> (fi::fi_op, Form) {
     }
 }
 
-/// The word `op` leaves when applied to `old` with `operand` (both truncated to `width` bytes): what the
-/// compare-and-swap emulation writes.
-pub(crate) fn apply(op: AmoOp, width: usize, old: u64, operand: u64) -> u64 {
-    let mask = if width == 4 {
-        u32::MAX as u64
-    } else {
-        u64::MAX
-    };
-    let new = match op {
-        AmoOp::Fetch => old,
-        AmoOp::Set | AmoOp::Swap => operand,
-        AmoOp::CompareSwap { cond } => {
-            if old & mask == cond & mask {
-                operand
-            } else {
-                old
-            }
-        }
-        AmoOp::FetchAdd => old.wrapping_add(operand),
-        AmoOp::FetchAnd => old & operand,
-        AmoOp::FetchOr => old | operand,
-        AmoOp::FetchXor => old ^ operand,
-    };
-    new & mask
-}
-
 /// Connection-level failures: the peer's process or host is gone.
 fn is_lost(err: i32) -> bool {
     [

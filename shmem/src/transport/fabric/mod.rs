@@ -76,7 +76,7 @@ mod window;
 
 use super::{AmoOp, Ticket, Transport, Window};
 use crate::error::{Error, Result};
-use crate::net::ofi::{self, apply, Bind, Ep, Region, Want};
+use crate::net::ofi::{self, Bind, Ep, Region, Want};
 use crate::wait::Backoff;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -109,6 +109,32 @@ fn fresh_key(bytes: usize, taken: &[u64]) -> Result<u64> {
             return Ok(k);
         }
     }
+}
+
+/// The word `op` leaves when applied to `old` with `operand` (both truncated to `width` bytes): what the
+/// compare-and-swap emulation writes.
+fn apply(op: AmoOp, width: usize, old: u64, operand: u64) -> u64 {
+    let mask = if width == 4 {
+        u32::MAX as u64
+    } else {
+        u64::MAX
+    };
+    let new = match op {
+        AmoOp::Fetch => old,
+        AmoOp::Set | AmoOp::Swap => operand,
+        AmoOp::CompareSwap { cond } => {
+            if old & mask == cond & mask {
+                operand
+            } else {
+                old
+            }
+        }
+        AmoOp::FetchAdd => old.wrapping_add(operand),
+        AmoOp::FetchAnd => old & operand,
+        AmoOp::FetchOr => old | operand,
+        AmoOp::FetchXor => old ^ operand,
+    };
+    new & mask
 }
 
 /// Polls of a wait ([`Fabric::wait`]) that spin before it yields (some 30 us: most waits end before it).
