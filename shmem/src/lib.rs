@@ -38,6 +38,7 @@ pub(crate) mod heap;
 pub(crate) mod init;
 pub(crate) mod job;
 pub mod memory;
+pub(crate) mod net;
 pub mod rma;
 pub mod runtime;
 pub mod symaddr;
