@@ -28,9 +28,9 @@
 //! call while another is still in the previous one (reading messages in the buffers the leaver's next call
 //! writes), and every member judges the same words.
 
+use crate::core::teams::{layout, TeamInner};
 use crate::core::{LocalWord, Shmem};
 use crate::error::{Error, Result};
-use crate::team::TeamInner;
 use crate::transport::{AmoOp, Window};
 use std::sync::MutexGuard;
 
@@ -38,50 +38,6 @@ pub use crate::algo::BarrierAlgo;
 
 mod bruck;
 mod gather;
-
-/// Word offsets (in 8-byte words) inside one team slot.
-pub(crate) mod layout {
-    /// Rounds of the agreement: enough for 2^32 PEs.
-    pub const AGREE_ROUNDS: usize = 32;
-    /// Words per agreement round: flag (raised to the sequence number), failed (OR), lowest digest, highest digest.
-    pub const AGREE_ROUND_WORDS: usize = 4;
-    /// The agreement's rounds, two parities of [`AGREE_ROUNDS`] rounds.
-    pub const AGREE: usize = 0;
-    /// Arrival counter of the linear barrier (its release and the tree's messages use agreement slots).
-    pub const ARRIVE: usize = AGREE + 2 * AGREE_ROUNDS * AGREE_ROUND_WORDS;
-    // ARRIVE + 1 is unused (the old release counter).
-    /// Data-ready signals of the data collectives.
-    pub const SIG_DATA: usize = ARRIVE + 2;
-    /// Pre-step signal of the recursive-doubling reduction (folding the extra PEs in).
-    pub const SIG_PRE: usize = ARRIVE + 3;
-    /// Final-result signal of the recursive-doubling reduction (to the folded PEs).
-    pub const SIG_FIN: usize = ARRIVE + 4;
-    /// Step counter of ring algorithms (from the left neighbour).
-    pub const SIG_RING: usize = ARRIVE + 5;
-    /// Done / acknowledgement counter of ring and chain algorithms (from the right neighbour).
-    pub const SIG_DONE: usize = ARRIVE + 6;
-    /// Per-round "partial ready" counters of the recursive-doubling reduction.
-    pub const RD_READY: usize = ARRIVE + 8;
-    /// Per-round "partial read" acknowledgements of the recursive-doubling reduction.
-    pub const RD_ACK: usize = RD_READY + 64;
-    /// Identity words of the collectives: two buffers of [`CHECK_WORDS`] (by sequence parity).
-    pub const CHECK: usize = RD_ACK + 64;
-    /// Words in one identity buffer: [`super::COMMON`] compared words, [`super::INFO`] per-PE words, the PE's own
-    /// verdict on its arguments, the sequence number.
-    pub const CHECK_WORDS: usize = 18;
-    /// Free-slot mask of team creation (up to 64 words: 4096 slots).
-    pub const SPLIT_MASK: usize = CHECK + 2 * CHECK_WORDS;
-    /// The exchange area ([`super::Ctx::exchange`]): two buffers of [`EXCH_PARITY_WORDS`] (by sequence parity),
-    /// each split evenly into one message region per member.
-    pub const EXCH: usize = SPLIT_MASK + 64;
-    /// Words of one buffer of the exchange area.
-    pub const EXCH_PARITY_WORDS: usize = 1024;
-    /// Header words of an exchange message region: flag (raised to the sequence number), the sender's argument
-    /// digest, the sender's verdict and payload length (`len << 1 | failed`).
-    pub const EXCH_HEADER: usize = 3;
-    /// Words in one slot.
-    pub const SLOT_WORDS: usize = EXCH + 2 * EXCH_PARITY_WORDS;
-}
 
 /// Words of a call's identity compared across PEs: `[call, algorithm, type, args...]`.
 pub(crate) const COMMON: usize = 8;

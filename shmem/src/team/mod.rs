@@ -25,296 +25,26 @@
 //! is an error naming `XPUSHMEM_TEAMS_MAX`.
 
 mod ctx;
-mod groups;
 
+pub(crate) use crate::core::groups::Groups;
+pub(crate) use crate::core::teams::{
+    device_entry, layout, lock, Kind, Members, NodeAwareCounters, Pool, TeamInner, TeamState,
+    Teams, PREDEFINED, SHARED_SLOT, SLOT_BYTES, SYS_SLOTS, WORLD_SLOT,
+};
+pub use crate::core::teams::{Messages, NodeAwareStats, TeamConfig};
 #[cfg(test)]
 pub(crate) use ctx::describe;
 pub use ctx::{digest, BarrierAlgo};
-pub(crate) use ctx::{layout, name_word, type_code, CallId, Ctx, Space, COMMON, INFO};
-pub(crate) use groups::Groups;
+pub(crate) use ctx::{name_word, type_code, CallId, Ctx, Space, COMMON, INFO};
 
 use crate::core::Shmem;
 use crate::error::{Error, Result};
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 pub use crate::config::{TEAMS_MAX_DEFAULT, TEAMS_MAX_LIMIT};
-const SLOT_BYTES: usize = layout::SLOT_WORDS * 8;
-const WORLD_SLOT: usize = 0;
-const SHARED_SLOT: usize = 1;
-/// Slots outside the pool (the predefined teams').
-const PREDEFINED: usize = 2;
-/// Where the predefined teams' slots start in the runtime's own region.
-const SYS_SLOTS: usize = 4096;
-const _: () = assert!(SYS_SLOTS + PREDEFINED * SLOT_BYTES <= crate::core::SYS_BYTES);
-
-/// Options of a new team (OpenSHMEM's `shmem_team_config_t`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct TeamConfig {
-    /// Number of communication contexts the team is expected to use (recorded and reported by
-    /// [`Shmem::team_get_config`]; this runtime has no per-team context limit).
-    pub num_contexts: usize,
-}
-
-/// The PEs of a team, in team order, as global PE numbers.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Members {
-    /// `start + i * stride` for `i < size`; a negative stride lists the PEs in descending order (OpenSHMEM 1.6).
-    Strided {
-        start: usize,
-        stride: isize,
-        size: usize,
-    },
-    /// An explicit list, in team order (ascending, except for sub-teams taken with a negative stride).
-    List(Arc<[usize]>),
-}
-
-impl Members {
-    /// The members `pes`, in team order (distinct PEs).
-    fn from_list(pes: Vec<usize>) -> Members {
-        let size = pes.len();
-        if size == 1 {
-            return Members::Strided {
-                start: pes[0],
-                stride: 1,
-                size,
-            };
-        }
-        if size >= 2 {
-            let stride = pes[1] as isize - pes[0] as isize;
-            if stride != 0
-                && pes
-                    .windows(2)
-                    .all(|w| w[1] as isize - w[0] as isize == stride)
-            {
-                return Members::Strided {
-                    start: pes[0],
-                    stride,
-                    size,
-                };
-            }
-        }
-        Members::List(pes.into())
-    }
-
-    pub(crate) fn len(&self) -> usize {
-        match self {
-            Members::Strided { size, .. } => *size,
-            Members::List(l) => l.len(),
-        }
-    }
-
-    /// Global PE of team member `i` (`i < len`).
-    pub(crate) fn pe(&self, i: usize) -> usize {
-        match self {
-            Members::Strided { start, stride, .. } => {
-                (*start as isize + i as isize * stride) as usize
-            }
-            Members::List(l) => l[i],
-        }
-    }
-
-    /// Team index of global PE `pe`, if it is a member.
-    pub(crate) fn index_of(&self, pe: usize) -> Option<usize> {
-        match self {
-            Members::Strided {
-                start,
-                stride,
-                size,
-            } => {
-                let d = pe as isize - *start as isize;
-                if *stride == 0 {
-                    return (d == 0 && *size > 0).then_some(0);
-                }
-                let k = d / stride;
-                (d % stride == 0 && k >= 0 && (k as usize) < *size).then_some(k as usize)
-            }
-            Members::List(l) => l.iter().position(|&p| p == pe),
-        }
-    }
-
-    /// The members at team indices `start + k * stride`, `k < size` (already validated).
-    fn sub(&self, start: usize, stride: isize, size: usize) -> Members {
-        let stride = if size == 1 { 1 } else { stride };
-        match self {
-            Members::Strided {
-                start: s0,
-                stride: st0,
-                ..
-            } => Members::Strided {
-                start: (*s0 as isize + start as isize * st0) as usize,
-                stride: stride * st0,
-                size,
-            },
-            Members::List(l) => Members::from_list(
-                (0..size)
-                    .map(|k| l[(start as isize + k as isize * stride) as usize])
-                    .collect(),
-            ),
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    World,
-    Shared,
-    Split,
-}
-
-/// Mutable per-team state of this PE: what every counter of the slot is expected to have reached.
-#[derive(Debug)]
-pub(crate) struct TeamState {
-    /// Increments promised so far on each slot word.
-    pub expected: Vec<u64>,
-    /// Collective calls run so far on the team (the sequence number of the agreement).
-    pub seq: u64,
-    /// Scratch of the exchange's messages (kept between calls).
-    pub xbuf: Vec<u8>,
-    /// The messages an eager collective sends and receives (kept between calls: a small collective allocates
-    /// nothing for them).
-    pub send: Messages,
-    pub recv: Messages,
-}
-
-#[derive(Debug)]
-pub(crate) struct TeamInner {
-    pub(crate) members: Members,
-    pub(crate) idx: usize,
-    slot: usize,
-    kind: Kind,
-    config: TeamConfig,
-    pub(crate) state: Mutex<TeamState>,
-    destroyed: AtomicBool,
-    /// The team's node layout (`groups.rs`), computed on first use.
-    groups: OnceLock<Arc<Groups>>,
-}
-
-impl TeamInner {
-    fn new(members: Members, idx: usize, slot: usize, kind: Kind, config: TeamConfig) -> TeamInner {
-        TeamInner {
-            members,
-            idx,
-            slot,
-            kind,
-            config,
-            state: Mutex::new(TeamState {
-                expected: vec![0; layout::SLOT_WORDS],
-                seq: 0,
-                xbuf: Vec::new(),
-                send: Messages::default(),
-                recv: Messages::default(),
-            }),
-            destroyed: AtomicBool::new(false),
-            groups: OnceLock::new(),
-        }
-    }
-
-    /// The team's node layout (see `groups.rs`): computed once from the node table and the transport mode.
-    pub(crate) fn groups(&self, sh: &Shmem) -> Arc<Groups> {
-        Arc::clone(self.groups.get_or_init(|| {
-            // With every peer forced onto the fabric no two PEs share memory: each is a domain of its own (the
-            // PE numbers, offset past the node numbers).
-            let forced = sh.cfg.transport == crate::config::TransportMode::Fabric;
-            let n_pes = sh.n_pes();
-            Arc::new(Groups::new(self.members.len(), |i| {
-                let pe = self.members.pe(i);
-                if forced {
-                    n_pes + pe
-                } else {
-                    sh.nodes().node_of(pe)
-                }
-            }))
-        }))
-    }
-}
-
-/// How many times this PE ran the node-aware (hierarchical) algorithms, since start-up
-/// ([`Shmem::node_aware_stats`]): a way to check which path a collective took.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct NodeAwareStats {
-    /// Hierarchical agreements: barriers and syncs, and the agreement every collective starts with.
-    pub agreements: u64,
-    /// Hierarchical broadcasts ([`crate::coll::BroadcastAlgo::Hierarchical`]).
-    pub broadcasts: u64,
-    /// Hierarchical reductions ([`crate::coll::ReduceAlgo::Hierarchical`]).
-    pub reductions: u64,
-    /// Hierarchical fcollects and collects ([`crate::coll::CollectAlgo::Hierarchical`]).
-    pub collects: u64,
-}
-
-/// The counters behind [`NodeAwareStats`].
-#[derive(Debug, Default)]
-pub(crate) struct NodeAwareCounters {
-    pub agreements: AtomicU64,
-    pub broadcasts: AtomicU64,
-    pub reductions: AtomicU64,
-    pub collects: AtomicU64,
-}
-
-impl NodeAwareCounters {
-    /// Count one run.
-    pub(crate) fn bump(c: &AtomicU64) {
-        c.fetch_add(1, Ordering::Relaxed);
-    }
-}
-
-#[derive(Debug, Clone, Copy)]
-struct Pool {
-    /// Heap offset of the first pool slot (slot [`PREDEFINED`]).
-    off: usize,
-    /// Slots in all, the predefined ones included.
-    slots: usize,
-}
-
-/// Team bookkeeping of one runtime (a field of [`Shmem`]).
-#[derive(Debug)]
-pub(crate) struct Teams {
-    /// Which runtime this is (team handles of an earlier one are refused).
-    id: u64,
-    /// The split teams' slots, made by the first team creation.
-    pool: Mutex<Option<Pool>>,
-    /// Slots in use on this PE (bitmap, the predefined slots included).
-    used: Mutex<Vec<u64>>,
-    world: Arc<TeamInner>,
-    shared: Arc<TeamInner>,
-    /// Runs of the node-aware algorithms.
-    pub(crate) node_aware: NodeAwareCounters,
-}
-
 impl Teams {
-    /// The predefined teams of PE `me` of `n`, whose node holds `node_pes`.
-    pub(crate) fn new(me: usize, n: usize, node_pes: Vec<usize>) -> Teams {
-        static RUNTIMES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let world = TeamInner::new(
-            Members::Strided {
-                start: 0,
-                stride: 1,
-                size: n,
-            },
-            me,
-            WORLD_SLOT,
-            Kind::World,
-            TeamConfig::default(),
-        );
-        let node = Members::from_list(node_pes);
-        let sidx = node.index_of(me).unwrap_or(0);
-        let shared = TeamInner::new(node, sidx, SHARED_SLOT, Kind::Shared, TeamConfig::default());
-        Teams {
-            id: RUNTIMES.fetch_add(1, Ordering::SeqCst),
-            pool: Mutex::new(None),
-            used: Mutex::new(vec![(1 << WORLD_SLOT) | (1 << SHARED_SLOT)]),
-            world: Arc::new(world),
-            shared: Arc::new(shared),
-            node_aware: NodeAwareCounters::default(),
-        }
-    }
-
-    fn pool(&self) -> Option<Pool> {
-        *lock(&self.pool)
-    }
-
     /// The pool, allocating it (collectively over all PEs, as part of the team creation `call`) on first use.
     /// `parent` is the team the creation runs over: it must span every PE.
     fn ensure_pool(
@@ -365,24 +95,6 @@ impl Teams {
     pub(crate) fn world_ctx<'a>(&'a self, sh: &'a Shmem, op: &'static str) -> Ctx<'a> {
         let w = &self.world;
         Ctx::new(sh, w, Space::Sys(SYS_SLOTS), lock(&w.state), op)
-    }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// A team's entry in the device library's team table (`stride` 0: an explicit list, refused on the device).
-fn device_entry(members: &Members, idx: usize) -> crate::abi::DeviceTeam {
-    let (start, stride) = match members {
-        Members::Strided { start, stride, .. } => (*start as i32, *stride as i32),
-        Members::List(l) => (l.first().map_or(-1, |&p| p as i32), 0),
-    };
-    crate::abi::DeviceTeam {
-        start,
-        stride,
-        size: members.len() as i32,
-        my_pe: idx as i32,
     }
 }
 
@@ -520,45 +232,6 @@ impl Agreement {
         if differs && self.differs.is_none() {
             self.differs = Some(i);
         }
-    }
-}
-
-/// The messages of one [`Shmem::team_exchange`], one per team member in team rank order, back to back.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Messages {
-    /// The payloads back to back.
-    pub data: Vec<u8>,
-    /// End of each member's payload in `data` (member `i`'s runs from `ends[i - 1]`, or 0, to `ends[i]`).
-    pub ends: Vec<usize>,
-}
-
-impl Messages {
-    /// Member `i`'s payload (empty when there is none).
-    pub fn get(&self, i: usize) -> &[u8] {
-        let start = if i == 0 {
-            0
-        } else {
-            self.ends.get(i - 1).copied().unwrap_or(0)
-        };
-        let end = self.ends.get(i).copied().unwrap_or(start);
-        self.data.get(start..end).unwrap_or_default()
-    }
-
-    /// Append the next member's payload.
-    pub fn push(&mut self, payload: &[u8]) {
-        self.data.extend_from_slice(payload);
-        self.ends.push(self.data.len());
-    }
-
-    /// Close the next member's payload, written into `data` by the caller since the previous one.
-    pub fn close(&mut self) {
-        self.ends.push(self.data.len());
-    }
-
-    /// Remove every payload (keeping the allocations).
-    pub fn clear(&mut self) {
-        self.data.clear();
-        self.ends.clear();
     }
 }
 
