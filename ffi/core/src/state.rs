@@ -111,7 +111,7 @@ pub fn size_at(off: usize) -> Option<usize> {
 
 /// The collectives whose algorithm can be chosen.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Coll {
+pub(crate) enum Coll {
     /// Barriers and syncs.
     Barrier = 0,
     /// Broadcasts.
@@ -129,7 +129,7 @@ pub enum Coll {
 }
 
 /// Every collective, in the order of [`Coll`]'s values.
-pub const COLLS: [Coll; 7] = [
+pub(crate) const COLLS: [Coll; 7] = [
     Coll::Barrier,
     Coll::Broadcast,
     Coll::Collect,
@@ -151,12 +151,12 @@ static ALGOS: [AtomicU8; 7] = [
 ];
 
 /// Choose algorithm `k` of collective `c` for the process (0 = `Auto`, k = the algorithm `ALL[k - 1]`).
-pub fn choose(c: Coll, k: u8) {
+pub(crate) fn choose(c: Coll, k: u8) {
     ALGOS[c as usize].store(k, Ordering::Relaxed);
 }
 
 /// The choice of collective `c`: 0 = `Auto`, k = the algorithm `ALL[k - 1]`.
-pub fn choice(c: Coll) -> u8 {
+pub(crate) fn choice(c: Coll) -> u8 {
     ALGOS[c as usize].load(Ordering::Relaxed)
 }
 
