@@ -74,14 +74,38 @@ fn entry(call: &str, f: impl FnOnce() -> Result<(), Failure>) -> c_int {
 
 /// The two C entry points of one op, written once: `fn NAME(args);` (the host path, or the device path on the
 /// runtime's own queue, waiting) and `fn NAME_on_queue(.., ze_command_list);` (the same arguments and the caller's
-/// Level Zero command list, appended to without waiting), each with its own doc comment, then the op's body
+/// Level Zero command list, appended to without waiting), each with its doc comment (the second's is the standard
+/// one of the macro's first rule when it has none), then the op's body
 /// `|sh, CALL, list| { ... }`: it runs behind the library's boundary ([`entry`]) on the runtime `sh`, with `CALL`
 /// the entry point's name and `list` the caller's list (`None` for `NAME`), and returns the runtime's `Result`.
 /// Both entry points call one `NAME_impl` holding the body.
 ///
 /// cbindgen does not expand macros: `ffi/tests/headers.rs` expands the invocations the same way (the two
-/// declarations with their doc comments, in place) before it generates `include/xpushmem_ops.h`.
+/// declarations with their doc comments, in place; the standard doc comment read from the `#[doc = ...]` lines of
+/// the first rule) before it generates `include/xpushmem_ops.h`.
 macro_rules! ops_fn {
+    // An `_on_queue` entry point without a doc comment of its own gets this one.
+    (
+        $(#[doc = $doc:expr])*
+        fn $name:ident($($arg:ident: $ty:ty),* $(,)?);
+        fn $queue:ident(.., ze_command_list);
+        |$sh:ident, $call:ident, $list:ident| $body:block
+    ) => {
+        ops_fn! {
+            $(#[doc = $doc])*
+            fn $name($($arg: $ty),*);
+            #[doc = concat!(" [`", stringify!($name), "`] on the device path: the op's kernel is appended to the Level Zero command list `ze_command_list`")]
+            #[doc = " (a `ze_command_list_handle_t` of the runtime's context, immediate or regular) and the call returns without"]
+            #[doc = " waiting. The op's outcome is reported by [`xpushmem_ops_queue_wait`] once the list has run. Needs the"]
+            #[doc = " device path (device heaps, `XPUSHMEM_OPS_PATH` not `host`)."]
+            #[doc = ""]
+            #[doc = " # Safety"]
+            #[doc = concat!(" As for [`", stringify!($name), "`]; `ze_command_list` must be a live command list of the runtime's context and device")]
+            #[doc = " (`xpushmemx_ze_get_handles`) that stays alive until the op has run."]
+            fn $queue(.., ze_command_list);
+            |$sh, $call, $list| $body
+        }
+    };
     (
         $(#[doc = $doc:expr])*
         fn $name:ident($($arg:ident: $ty:ty),* $(,)?);
@@ -510,14 +534,6 @@ ops_fn! {
         group_pes: *const i32,
         group_size: i32,
     );
-    /// [`xpushmem_ops_all_to_all_vdev`] on the device path: the op's kernel is appended to the Level Zero command list `ze_command_list`
-    /// (a `ze_command_list_handle_t` of the runtime's context, immediate or regular) and the call returns without
-    /// waiting. The op's outcome is reported by [`xpushmem_ops_queue_wait`] once the list has run. Needs the
-    /// device path (device heaps, `XPUSHMEM_OPS_PATH` not `host`).
-    ///
-    /// # Safety
-    /// As for [`xpushmem_ops_all_to_all_vdev`]; `ze_command_list` must be a live command list of the runtime's context and device
-    /// (`xpushmemx_ze_get_handles`) that stays alive until the op has run.
     fn xpushmem_ops_all_to_all_vdev_on_queue(.., ze_command_list);
     |sh, CALL, list| {
         // SAFETY: forwarded caller contract on every pointer.
@@ -555,14 +571,6 @@ ops_fn! {
         group_size: i32,
         major_align: *const i64,
     );
-    /// [`xpushmem_ops_all_to_all_vdev_2d`] on the device path: the op's kernel is appended to the Level Zero command list `ze_command_list`
-    /// (a `ze_command_list_handle_t` of the runtime's context, immediate or regular) and the call returns without
-    /// waiting. The op's outcome is reported by [`xpushmem_ops_queue_wait`] once the list has run. Needs the
-    /// device path (device heaps, `XPUSHMEM_OPS_PATH` not `host`).
-    ///
-    /// # Safety
-    /// As for [`xpushmem_ops_all_to_all_vdev_2d`]; `ze_command_list` must be a live command list of the runtime's context and device
-    /// (`xpushmemx_ze_get_handles`) that stays alive until the op has run.
     fn xpushmem_ops_all_to_all_vdev_2d_on_queue(.., ze_command_list);
     |sh, CALL, list| {
         // SAFETY: forwarded caller contract on every pointer; major_align is read only when non-null.
@@ -599,14 +607,6 @@ ops_fn! {
         group_pes: *const i32,
         group_size: i32,
     );
-    /// [`xpushmem_ops_all_to_all_vdev_2d_offset`] on the device path: the op's kernel is appended to the Level Zero command list `ze_command_list`
-    /// (a `ze_command_list_handle_t` of the runtime's context, immediate or regular) and the call returns without
-    /// waiting. The op's outcome is reported by [`xpushmem_ops_queue_wait`] once the list has run. Needs the
-    /// device path (device heaps, `XPUSHMEM_OPS_PATH` not `host`).
-    ///
-    /// # Safety
-    /// As for [`xpushmem_ops_all_to_all_vdev_2d_offset`]; `ze_command_list` must be a live command list of the runtime's context and device
-    /// (`xpushmemx_ze_get_handles`) that stays alive until the op has run.
     fn xpushmem_ops_all_to_all_vdev_2d_offset_on_queue(.., ze_command_list);
     |sh, CALL, list| {
         // SAFETY: forwarded caller contract on every pointer.
@@ -640,14 +640,6 @@ ops_fn! {
         group_pes: *const i32,
         group_size: i32,
     );
-    /// [`xpushmem_ops_nvshmem_all_to_all`] on the device path: the op's kernel is appended to the Level Zero command list `ze_command_list`
-    /// (a `ze_command_list_handle_t` of the runtime's context, immediate or regular) and the call returns without
-    /// waiting. The op's outcome is reported by [`xpushmem_ops_queue_wait`] once the list has run. Needs the
-    /// device path (device heaps, `XPUSHMEM_OPS_PATH` not `host`).
-    ///
-    /// # Safety
-    /// As for [`xpushmem_ops_nvshmem_all_to_all`]; `ze_command_list` must be a live command list of the runtime's context and device
-    /// (`xpushmemx_ze_get_handles`) that stays alive until the op has run.
     fn xpushmem_ops_nvshmem_all_to_all_on_queue(.., ze_command_list);
     |sh, CALL, list| {
         // SAFETY: forwarded caller contract on every pointer.
@@ -701,14 +693,6 @@ ops_fn! {
         group_size: i32,
         reduce_op: *const c_char,
     );
-    /// [`xpushmem_ops_tile_reduce`] on the device path: the op's kernel is appended to the Level Zero command list `ze_command_list`
-    /// (a `ze_command_list_handle_t` of the runtime's context, immediate or regular) and the call returns without
-    /// waiting. The op's outcome is reported by [`xpushmem_ops_queue_wait`] once the list has run. Needs the
-    /// device path (device heaps, `XPUSHMEM_OPS_PATH` not `host`).
-    ///
-    /// # Safety
-    /// As for [`xpushmem_ops_tile_reduce`]; `ze_command_list` must be a live command list of the runtime's context and device
-    /// (`xpushmemx_ze_get_handles`) that stays alive until the op has run.
     fn xpushmem_ops_tile_reduce_on_queue(.., ze_command_list);
     |sh, CALL, list| {
         // SAFETY: forwarded caller contract on every pointer.
@@ -747,14 +731,6 @@ ops_fn! {
         group_size: i32,
         reduce_op: *const c_char,
     );
-    /// [`xpushmem_ops_multi_root_tile_reduce`] on the device path: the op's kernel is appended to the Level Zero command list `ze_command_list`
-    /// (a `ze_command_list_handle_t` of the runtime's context, immediate or regular) and the call returns without
-    /// waiting. The op's outcome is reported by [`xpushmem_ops_queue_wait`] once the list has run. Needs the
-    /// device path (device heaps, `XPUSHMEM_OPS_PATH` not `host`).
-    ///
-    /// # Safety
-    /// As for [`xpushmem_ops_multi_root_tile_reduce`]; `ze_command_list` must be a live command list of the runtime's context and device
-    /// (`xpushmemx_ze_get_handles`) that stays alive until the op has run.
     fn xpushmem_ops_multi_root_tile_reduce_on_queue(.., ze_command_list);
     |sh, CALL, list| {
         // SAFETY: forwarded caller contract on every pointer and count.
@@ -793,14 +769,6 @@ ops_fn! {
         group_pes: *const i32,
         group_size: i32,
     );
-    /// [`xpushmem_ops_nvshmem_broadcast`] on the device path: the op's kernel is appended to the Level Zero command list `ze_command_list`
-    /// (a `ze_command_list_handle_t` of the runtime's context, immediate or regular) and the call returns without
-    /// waiting. The op's outcome is reported by [`xpushmem_ops_queue_wait`] once the list has run. Needs the
-    /// device path (device heaps, `XPUSHMEM_OPS_PATH` not `host`).
-    ///
-    /// # Safety
-    /// As for [`xpushmem_ops_nvshmem_broadcast`]; `ze_command_list` must be a live command list of the runtime's context and device
-    /// (`xpushmemx_ze_get_handles`) that stays alive until the op has run.
     fn xpushmem_ops_nvshmem_broadcast_on_queue(.., ze_command_list);
     |sh, CALL, list| {
         // SAFETY: forwarded caller contract on every pointer.
@@ -826,14 +794,6 @@ ops_fn! {
     /// # Safety
     /// `tensor` must point to a valid descriptor.
     fn xpushmem_ops_nvshmem_put(tensor: *const XpushmemOpsTensor, peer: i64);
-    /// [`xpushmem_ops_nvshmem_put`] on the device path: the op's kernel is appended to the Level Zero command list `ze_command_list`
-    /// (a `ze_command_list_handle_t` of the runtime's context, immediate or regular) and the call returns without
-    /// waiting. The op's outcome is reported by [`xpushmem_ops_queue_wait`] once the list has run. Needs the
-    /// device path (device heaps, `XPUSHMEM_OPS_PATH` not `host`).
-    ///
-    /// # Safety
-    /// As for [`xpushmem_ops_nvshmem_put`]; `ze_command_list` must be a live command list of the runtime's context and device
-    /// (`xpushmemx_ze_get_handles`) that stays alive until the op has run.
     fn xpushmem_ops_nvshmem_put_on_queue(.., ze_command_list);
     |sh, CALL, list| {
         // SAFETY: forwarded caller contract on tensor.
@@ -854,14 +814,6 @@ ops_fn! {
     /// # Safety
     /// `tensor` must point to a valid descriptor.
     fn xpushmem_ops_nvshmem_get(tensor: *const XpushmemOpsTensor, peer: i64);
-    /// [`xpushmem_ops_nvshmem_get`] on the device path: the op's kernel is appended to the Level Zero command list `ze_command_list`
-    /// (a `ze_command_list_handle_t` of the runtime's context, immediate or regular) and the call returns without
-    /// waiting. The op's outcome is reported by [`xpushmem_ops_queue_wait`] once the list has run. Needs the
-    /// device path (device heaps, `XPUSHMEM_OPS_PATH` not `host`).
-    ///
-    /// # Safety
-    /// As for [`xpushmem_ops_nvshmem_get`]; `ze_command_list` must be a live command list of the runtime's context and device
-    /// (`xpushmemx_ze_get_handles`) that stays alive until the op has run.
     fn xpushmem_ops_nvshmem_get_on_queue(.., ze_command_list);
     |sh, CALL, list| {
         // SAFETY: forwarded caller contract on tensor.
@@ -887,14 +839,6 @@ ops_fn! {
         signal: i64,
         peer: i64,
     );
-    /// [`xpushmem_ops_nvshmem_put_with_signal`] on the device path: the op's kernel is appended to the Level Zero command list `ze_command_list`
-    /// (a `ze_command_list_handle_t` of the runtime's context, immediate or regular) and the call returns without
-    /// waiting. The op's outcome is reported by [`xpushmem_ops_queue_wait`] once the list has run. Needs the
-    /// device path (device heaps, `XPUSHMEM_OPS_PATH` not `host`).
-    ///
-    /// # Safety
-    /// As for [`xpushmem_ops_nvshmem_put_with_signal`]; `ze_command_list` must be a live command list of the runtime's context and device
-    /// (`xpushmemx_ze_get_handles`) that stays alive until the op has run.
     fn xpushmem_ops_nvshmem_put_with_signal_on_queue(.., ze_command_list);
     |sh, CALL, list| {
         // SAFETY: forwarded caller contract on both pointers.
@@ -921,14 +865,6 @@ ops_fn! {
     /// # Safety
     /// `sigpad` must point to a valid descriptor.
     fn xpushmem_ops_nvshmem_wait_for_signal(sigpad: *const XpushmemOpsTensor, signal: i64, peer: i64);
-    /// [`xpushmem_ops_nvshmem_wait_for_signal`] on the device path: the op's kernel is appended to the Level Zero command list `ze_command_list`
-    /// (a `ze_command_list_handle_t` of the runtime's context, immediate or regular) and the call returns without
-    /// waiting. The op's outcome is reported by [`xpushmem_ops_queue_wait`] once the list has run. Needs the
-    /// device path (device heaps, `XPUSHMEM_OPS_PATH` not `host`).
-    ///
-    /// # Safety
-    /// As for [`xpushmem_ops_nvshmem_wait_for_signal`]; `ze_command_list` must be a live command list of the runtime's context and device
-    /// (`xpushmemx_ze_get_handles`) that stays alive until the op has run.
     fn xpushmem_ops_nvshmem_wait_for_signal_on_queue(.., ze_command_list);
     |sh, CALL, list| {
         // SAFETY: forwarded caller contract on sigpad.

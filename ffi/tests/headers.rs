@@ -117,10 +117,42 @@ const OPS_BANNER: &str = concat!(
     "#define XPUSHMEM_OPS_H"
 );
 
+/// The standard doc comment of op `name`'s `_on_queue` entry point, as `///` lines: the `#[doc = ...]` lines of
+/// `ops_fn!`'s first rule in `src` (their string literals and `stringify!($name)`, concatenated).
+fn standard_queue_docs(src: &str, name: &str) -> Vec<String> {
+    let rule = &src[src
+        .find("macro_rules! ops_fn {")
+        .expect("ops_fn! in ops.rs")..];
+    let rule = &rule[..rule
+        .find("fn $queue(.., ze_command_list);")
+        .expect("ops_fn!'s first rule")];
+    rule.lines()
+        .filter_map(|l| l.trim().strip_prefix("#[doc = ")?.strip_suffix(']'))
+        .map(|d| {
+            let mut text = String::new();
+            let mut rest = d;
+            while !rest.is_empty() {
+                if let Some(r) = rest.strip_prefix("stringify!($name)") {
+                    text.push_str(name);
+                    rest = r;
+                } else if let Some(r) = rest.strip_prefix('"') {
+                    let end = r.find('"').expect("a closed string literal");
+                    text.push_str(&r[..end]);
+                    rest = &r[end + 1..];
+                } else {
+                    // `concat!(`, `, `, `)`
+                    rest = &rest[1..];
+                }
+            }
+            format!("///{text}")
+        })
+        .collect()
+}
+
 /// `ffi/src/ops.rs` with its `ops_fn!` invocations expanded the way the macro expands them, for cbindgen (which
 /// does not expand macros): each invocation becomes, in place, the op's two entry points with their doc comments
 /// (`fn NAME(args);` and `fn NAME_on_queue(.., ze_command_list);`, the second with the arguments of the first
-/// and `ze_command_list: *mut c_void`), with empty bodies.
+/// and `ze_command_list: *mut c_void`, and the standard doc comment when it has none), with empty bodies.
 fn ops_expanded() -> String {
     let path = support::ffi_dir().join("src/ops.rs");
     let src = std::fs::read_to_string(&path).expect("read ffi/src/ops.rs");
@@ -165,6 +197,12 @@ fn ops_expanded() -> String {
         };
         let (docs, name, args) = decl();
         let (qdocs, qname, _) = decl();
+        let docs: Vec<String> = docs.into_iter().map(String::from).collect();
+        let qdocs = if qdocs.is_empty() {
+            standard_queue_docs(&src, &name)
+        } else {
+            qdocs.into_iter().map(String::from).collect()
+        };
         for (docs, name, args) in [
             (docs, name, args.clone()),
             (
@@ -174,7 +212,7 @@ fn ops_expanded() -> String {
             ),
         ] {
             for d in docs {
-                out.push_str(d);
+                out.push_str(&d);
                 out.push('\n');
             }
             out.push_str(&format!(
