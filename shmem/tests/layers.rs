@@ -71,12 +71,6 @@ const FFI_HOMES: &[(&str, &str)] = &[("fabric_sys", "net/")];
 /// list only shrinks.
 const RATCHET_EDGES: &[(&str, &str, &str)] = &[
     (
-        "core/mod.rs",
-        "team/mod.rs",
-        "Shmem holds the team table (team::Teams) and its slot pool; next: the table as core data, the team \
-         protocols above it",
-    ),
-    (
         "transport/mod.rs",
         "device/mod.rs",
         "connect calls device::setup, whose fd exchange the bootstrap security work edits in phase 1; phase 2 \
