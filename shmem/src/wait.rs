@@ -11,8 +11,14 @@
 //! - while yielding, every [`CHECK_EVERY_YIELD`] polls; while sleeping, after every sleep.
 //!
 //! Users: `Shmem::wait_for` (every wait of the runtime and, through the C ABI, the torch shim's signal pad), the
-//! fabric's waits (`Fabric::wait`, and the `EAGAIN` retries of `net/ofi`, through `ofi::polling_backoff`) and the
-//! device proxy's idle loop (`transport/proxy.rs`).
+//! fabric's waits (`Fabric::wait`, and the `EAGAIN` and bounce-buffer waits of `net/ofi`, through
+//! `ofi::polling_backoff`), the device proxy's idle loop (`transport/proxy.rs`), the uid rendezvous (its server's
+//! accept loop, a PE's connect while the server is not yet listening, `finalize` waiting for the server thread) and
+//! the node's fd exchange (a PE's connect while the leader's socket refuses it).
+//!
+//! Not waits, and so not here: pauses that wait for no condition — a reconnection pace after the rendezvous
+//! closed a connection before admitting it (`bootstrap/uid.rs`, `admit`), the grace pause before naming a lost
+//! peer (`core`, `net/ofi/ops.rs`), the deferred test transport's reordering pause.
 
 use std::time::{Duration, Instant};
 
@@ -91,7 +97,23 @@ impl Backoff {
         }
     }
 
-    /// `Some(time waited)` once the limit has passed (the clock starts at the first read, see [`CLOCK_AT`]).
+    /// Count the limit from `start` instead of from the first clock read: for a wait whose time began before its
+    /// first poll (a server assembling a job since it started, a retry inside a deadline its caller set).
+    pub fn since(mut self, start: Instant) -> Backoff {
+        self.start = Some(start);
+        self
+    }
+
+    /// Progress was made: pause from the beginning again (spin, yield, then sleep from [`FIRST_SLEEP`]), keeping
+    /// the clock and the limit.
+    pub fn reset(&mut self) {
+        self.sleep = FIRST_SLEEP;
+        self.polls = 0;
+        self.polling = false;
+    }
+
+    /// `Some(time waited)` once the limit has passed (the clock starts at the first read, see [`CLOCK_AT`], or at
+    /// [`Backoff::since`]'s instant).
     pub fn expired(&mut self) -> Option<Duration> {
         let limit = self.limit?;
         let waited = self.start.get_or_insert_with(Instant::now).elapsed();
@@ -157,6 +179,56 @@ mod tests {
         let mut b = Backoff::new(1000, 0, Duration::from_micros(1), None);
         checks(&mut b, 100, false);
         assert!(b.start.is_none() && b.expired().is_none());
+    }
+
+    #[test]
+    fn since_counts_the_limit_from_the_given_instant() {
+        let limit = Some(Duration::from_secs(1));
+        let two_ago = Instant::now()
+            .checked_sub(Duration::from_secs(2))
+            .expect("the clock is past 2 s");
+        // Expired before any pause: the clock was not started by a read.
+        let mut b = Backoff::new(1000, 0, Duration::from_micros(1), limit).since(two_ago);
+        let waited = b.expired().expect("2 s against a 1 s limit");
+        assert!(waited >= Duration::from_secs(2), "{waited:?}");
+        // The read at poll 32 keeps the given start.
+        let mut b = Backoff::new(1000, 0, Duration::from_micros(1), limit).since(two_ago);
+        checks(&mut b, CLOCK_AT, false);
+        assert_eq!(b.start, Some(two_ago));
+        // Without `since`, the same limit is far away.
+        let mut b = Backoff::new(1000, 0, Duration::from_micros(1), limit);
+        assert_eq!(b.expired(), None);
+    }
+
+    #[test]
+    fn reset_pauses_as_a_fresh_back_off_and_keeps_the_clock() {
+        let new = || {
+            Backoff::new(
+                40,
+                64,
+                Duration::from_micros(8),
+                Some(Duration::from_secs(60)),
+            )
+        };
+        let mut b = new();
+        // Past the spins (the clock read), the yields and a few sleeps that reached the cap.
+        checks(&mut b, 40 + 64 + 5, false);
+        let start = b.start.expect("read at poll 32");
+        assert_eq!(b.sleep, Duration::from_micros(8));
+        b.reset();
+        // From here it pauses exactly as a new one: the same checks at the same polls, sleeps from the first.
+        let mut fresh = new();
+        assert_eq!(
+            checks(&mut b, 40 + 64 + 3, false),
+            checks(&mut fresh, 40 + 64 + 3, false)
+        );
+        assert_eq!(b.sleep, fresh.sleep);
+        assert_eq!(b.start, Some(start), "the clock is kept");
+        // A PE that had to keep polling is asked again after a reset.
+        let mut b = Backoff::new(0, 4, Duration::from_secs(3600), None);
+        checks(&mut b, 10, true);
+        b.reset();
+        assert!(!b.polling);
     }
 
     #[test]

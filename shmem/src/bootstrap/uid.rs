@@ -22,6 +22,7 @@
 
 use super::Bootstrap;
 use crate::error::{Error, Result, Throttle};
+use crate::wait::Backoff;
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -442,6 +443,9 @@ fn serve(
     let (tx, rx) = std::sync::mpsc::channel::<(u64, Option<Joined>)>();
     let mut pending: Vec<Pending> = Vec::new();
     let mut next_id = 0u64;
+    // Idle, the loop sleeps from 1 us doubling up to 2 ms, from the start again after each arrival; the limit
+    // counts from the server's start.
+    let mut backoff = Backoff::new(0, 0, Duration::from_millis(2), timeout).since(start);
     while size.is_none_or(|n| conns.len() < n) {
         let mut progressed = false;
         let now = Instant::now();
@@ -517,14 +521,14 @@ fn serve(
                 conns.insert(j.rank, j);
             }
         }
-        // The limit holds however busy outsiders keep the accept loop.
-        if timeout.is_some_and(|t| start.elapsed() > t) {
+        // The limit holds however busy outsiders keep the accept loop: checked at every turn, not only after a
+        // pause.
+        if let Some(waited) = backoff.expired() {
             let n = size.unwrap_or(0);
             let missing: Vec<usize> = (0..n).filter(|r| !conns.contains_key(r)).take(32).collect();
             let more = n - conns.len() - missing.len();
             let m = format!(
-                "timed out after {:?} waiting for PEs {missing:?}{} to join",
-                start.elapsed(),
+                "timed out after {waited:?} waiting for PEs {missing:?}{} to join",
                 if more > 0 {
                     format!(" and {more} more")
                 } else {
@@ -536,8 +540,10 @@ fn serve(
             }
             return Err(m);
         }
-        if !progressed {
-            std::thread::sleep(Duration::from_millis(2));
+        if progressed {
+            backoff.reset();
+        } else {
+            backoff.pause(|| false);
         }
     }
     for p in pending.drain(..) {
@@ -679,6 +685,9 @@ fn admit(
             ));
         }
         tracing::debug!(rank, attempts, %why, "uid bootstrap: connecting to the rendezvous again");
+        // Not a wait but a reconnection pace (so no `Backoff`): the server closed this connection to shed a
+        // flood of handshakes, and reconnecting at once would add to it; the pause is counted against the limit
+        // before it is taken.
         std::thread::sleep(pause);
         pause = (pause * 2).min(Duration::from_millis(500));
     }
@@ -692,14 +701,17 @@ fn admit_once(
     timeout: Option<Duration>,
     start: Instant,
 ) -> Result<std::result::Result<(TcpStream, [u8; NONCE]), String>> {
+    // A refused connection: the server is not listening yet (its process may start after this one); connect
+    // again, backing off up to 10 ms, until the limit counted from `admit`'s start.
+    let mut backoff = Backoff::new(0, 0, Duration::from_millis(10), timeout).since(start);
     let mut s = loop {
         match TcpStream::connect_timeout(&id.addr, Duration::from_secs(5)) {
             Ok(s) => break s,
             Err(e)
-                if timeout.is_none_or(|t| start.elapsed() < t)
-                    && e.kind() == std::io::ErrorKind::ConnectionRefused =>
+                if e.kind() == std::io::ErrorKind::ConnectionRefused
+                    && backoff.expired().is_none() =>
             {
-                std::thread::sleep(Duration::from_millis(10))
+                backoff.pause(|| false);
             }
             Err(e) => return Err(berr(format!("connect to rendezvous {}: {e}", id.addr))),
         }
@@ -934,10 +946,11 @@ impl Bootstrap for UidBootstrap {
         let _ = write_frame(&mut conn, BYE, &[]);
         drop(conn);
         if let Some(server) = self.server.lock().unwrap_or_else(|p| p.into_inner()).take() {
-            // The server ends once every PE said BYE; don't block on slow peers' exits beyond the timeout.
-            let start = Instant::now();
-            while !server.is_finished() && self.timeout.is_none_or(|t| start.elapsed() < t) {
-                std::thread::sleep(Duration::from_millis(1));
+            // The server ends once every PE said BYE (and on its own when a PE is lost); don't block on slow
+            // peers' exits beyond the timeout.
+            let mut backoff = Backoff::new(0, 0, Duration::from_millis(1), self.timeout);
+            while !server.is_finished() && backoff.expired().is_none() {
+                backoff.pause(|| false);
             }
             if server.is_finished() {
                 let _ = server.join();

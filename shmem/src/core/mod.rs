@@ -361,7 +361,8 @@ impl Shmem {
         match self.boot.check_alive() {
             Ok(()) => Ok(()),
             Err(Error::PeerLost { pe, .. }) => Err(lost(pe)),
-            // The rendezvous went away: a dead peer on this node explains it best, once its exit is visible.
+            // The rendezvous went away: a dead peer on this node explains it best, once its exit is visible (one
+            // grace pause, not a wait for a condition: no `Backoff`).
             Err(e) => {
                 std::thread::sleep(Duration::from_millis(5));
                 Err(dead().map_or(e, lost))

@@ -11,7 +11,9 @@
 //! another exchange of the job ([`exchange_cookie`]): an outsider cannot bind a name before the job does. PEs in
 //! another pid namespace (pid 0 in `SO_PEERCRED`) cannot join: run a job's PEs in one.
 
+use super::pidwatch::PeerWatch;
 use crate::error::{Error, Result, Throttle};
+use crate::wait::Backoff;
 use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
 use rustix::net::{
     AddressFamily, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendAncillaryBuffer,
@@ -285,7 +287,8 @@ pub fn exchange_fds(
     let leader = local[0];
     let pid_of = |pe: usize| pids.get(pe).map_or(-1, |&p| p as i32);
     let my_uid = rustix::process::geteuid().as_raw();
-    let deadline = timeout.map(|t| Instant::now() + t);
+    let start = Instant::now();
+    let deadline = timeout.map(|t| start + t);
     let mut got: Vec<(usize, OwnedFd)> = Vec::with_capacity(local.len());
     if me == leader {
         let listener =
@@ -362,14 +365,28 @@ pub fn exchange_fds(
         set_timeout(sock.as_fd(), timeout)?;
         let addr = SocketAddrUnix::new_abstract_name(&socket_name(cookie, leader))
             .map_err(|e| os("sockaddr_un", e))?;
+        // A refused connection: the leader's socket is not bound (not yet, or no more: its process exited).
+        // Connect again, backing off up to 1 ms, until the limit or until the leader's process is seen gone.
+        let mut backoff = Backoff::new(0, 0, Duration::from_millis(1), timeout).since(start);
+        let mut watch: Option<PeerWatch> = None;
         loop {
             match rustix::net::connect(&sock, &addr) {
                 Ok(()) => break,
-                Err(e)
-                    if deadline.is_none_or(|d| Instant::now() < d)
-                        && e == rustix::io::Errno::CONNREFUSED =>
-                {
-                    std::thread::sleep(Duration::from_millis(1))
+                Err(e) if e == rustix::io::Errno::CONNREFUSED && backoff.expired().is_none() => {
+                    // A leader whose pid cannot be watched (no pidfd) is awaited up to the limit.
+                    let w = watch.get_or_insert_with(|| {
+                        pids.get(leader)
+                            .map(|&pid| PeerWatch::new(&[(leader, pid)]).0)
+                            .unwrap_or_default()
+                    });
+                    if !w.exited().is_empty() {
+                        return Err(Error::PeerLost {
+                            pe: leader,
+                            me,
+                            op: "the heap fd exchange (connecting to the node leader)".into(),
+                        });
+                    }
+                    backoff.pause(|| false);
                 }
                 Err(e) => return Err(os("connect(fd exchange)", e)),
             }

@@ -19,7 +19,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-/// How long the first operation of a reversed batch stays alone before the rest follow.
+/// How long the first operation of a reversed batch stays alone before the rest follow (a deliberate delay that
+/// waits for nothing, so not a `crate::wait::Backoff`).
 const REORDER_PAUSE: Duration = Duration::from_millis(10);
 
 #[derive(Debug)]

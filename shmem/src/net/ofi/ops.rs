@@ -111,13 +111,7 @@ impl Ep {
                 self.poll()?;
                 let limit = self.timeout;
                 let b = backoff.get_or_insert_with(|| polling_backoff(0, limit));
-                if b.pause(|| true) {
-                    let (pe, what) = self.pe_what(id);
-                    self.alive(what)?;
-                    if let Some(waited) = b.expired() {
-                        return Err(self.timeout_error(call, pe, waited));
-                    }
-                }
+                self.pause_for(b, id, call)?;
                 continue;
             }
             let o = self.op(id);
@@ -138,6 +132,19 @@ impl Ep {
         }
     }
 
+    /// Pause a wait of operation `id` that drives this endpoint's progress (`b`: a [`polling_backoff`], asked
+    /// to keep polling) and, when checks are due, fail with the lost peer, then with the timeout of `call`.
+    pub(super) fn pause_for(&mut self, b: &mut Backoff, id: u64, call: &str) -> Result<()> {
+        if b.pause(|| true) {
+            let (pe, what) = self.pe_what(id);
+            self.alive(what)?;
+            if let Some(waited) = b.expired() {
+                return Err(self.timeout_error(call, pe, waited));
+            }
+        }
+        Ok(())
+    }
+
     /// The PE and the name of operation `id`.
     pub(super) fn pe_what(&mut self, id: u64) -> (usize, &'static str) {
         let o = self.op(id);
@@ -151,6 +158,7 @@ impl Ep {
     pub(super) fn lost_first(&self, pe: usize) -> usize {
         for attempt in 0..2 {
             if attempt > 0 {
+                // A grace pause before asking again, not a wait for a condition (so no `Backoff`).
                 std::thread::sleep(std::time::Duration::from_millis(5));
             }
             if let Err(Error::PeerLost { pe: first, .. }) = (self.liveness)() {

@@ -64,8 +64,8 @@ impl Ep {
         if self.slabs.free.len() <= class {
             self.slabs.free.resize_with(class + 1, Vec::new);
         }
-        let start = Instant::now();
-        let mut tries = 0u32;
+        // Polls spin 64 times, then yield (never sleep: this PE's polls free the buffers).
+        let mut backoff = polling_backoff(64, self.timeout);
         loop {
             if let Some(s) = self.slabs.free[class].pop() {
                 return Ok(s);
@@ -82,18 +82,7 @@ impl Ep {
             }
             // Every byte of the cap is in flight: completions free buffers.
             self.poll()?;
-            let (pe, what) = {
-                let o = self.op(id);
-                (o.pe, o.what)
-            };
-            self.check_time(start, "waiting for a bounce buffer", pe)?;
-            tries = tries.wrapping_add(1);
-            if tries % 256 == 0 {
-                self.alive(what)?;
-            }
-            if tries > 64 {
-                std::thread::yield_now();
-            }
+            self.pause_for(&mut backoff, id, "waiting for a bounce buffer")?;
         }
     }
 
