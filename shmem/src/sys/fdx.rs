@@ -727,4 +727,23 @@ mod tests {
             "{err}"
         );
     }
+
+    #[test]
+    fn a_leader_that_exits_before_binding_is_reported_lost_before_the_limit() {
+        // The leader is a process that never binds the socket and exits after a moment: its PE's connections are
+        // refused until then, and its exit ends the wait with `PeerLost`, long before the 20 s limit.
+        let mut leader = Command::new("sleep").arg("0.3").spawn().unwrap();
+        let arena = Arena::create(PAGE).unwrap();
+        let cookie = crate::bootstrap::uid::random_cookie();
+        let pids = [leader.id(), std::process::id()];
+        let start = Instant::now();
+        let err = exchange_fds(cookie, &[0, 1], &pids, 1, arena.fd(), None, Some(TIMEOUT));
+        let took = start.elapsed();
+        let _ = leader.wait();
+        match err {
+            Err(Error::PeerLost { pe: 0, me: 1, .. }) => {}
+            other => panic!("expected PE 0 lost, got {other:?}"),
+        }
+        assert!(took < TIMEOUT / 2, "took {took:?}");
+    }
 }
