@@ -228,11 +228,13 @@ impl Shmem {
         r
     }
 
-    /// [`Shmem::wait_for`] with its own time limit (`None`: none). The clock starts at the 32nd poll (a wait that
+    /// `Shmem::wait_for` (every wait of the runtime) with its own time limit (`None`: none). The clock starts at the 32nd poll (a wait that
     /// ends sooner reads no clock) and a timeout reports the time waited since; whatever the spin count, peers and
     /// the limit are checked at least every 4096 polls (two syscalls and a clock read: rare enough not to slow a
-    /// spinning wait). Unlike [`Shmem::wait_for`], a failure does not mark the runtime broken: the caller decides.
-    pub(crate) fn wait_for_within(
+    /// spinning wait). Unlike `Shmem::wait_for`, a failure does not mark the runtime broken: the caller decides.
+    /// `op` names the wait in its errors and `detail()` says, on timeout, what it was waiting for. Public for the
+    /// C layers' own waits (the OpenSHMEM lock), so that they too wait with the one back-off.
+    pub fn wait_for_within(
         &self,
         op: &str,
         limit: Option<Duration>,
