@@ -10,7 +10,8 @@
 //!   `XPUSHMEM_SPIN_COUNT` cannot stretch the time limit or hide a lost peer;
 //! - while yielding, every [`CHECK_EVERY_YIELD`] polls; while sleeping, after every sleep.
 //!
-//! Users: `Shmem::wait_for` (every wait of the runtime and, through the C ABI, the torch shim's signal pad), the
+//! Users: `Shmem::wait_for` (every wait of the runtime and, through the C ABI, the torch shim's signal pad;
+//! `Shmem::wait_for_within`, public, for the C layers' own waits: the OpenSHMEM lock), the
 //! fabric's waits (`Fabric::wait`, and the `EAGAIN` and bounce-buffer waits of `net/ofi`, through
 //! `ofi::polling_backoff`), the device proxy's idle loop (`transport/proxy.rs`), the uid rendezvous (its server's
 //! accept loop, a PE's connect while the server is not yet listening, `finalize` waiting for the server thread) and
