@@ -49,7 +49,7 @@ for b in xpushmem-run xpushmem-info; do
     if [ -f "$BUILD_DIR/$b" ]; then
         cp "$BUILD_DIR/$b" "$PREFIX/bin/$b.tmp" && mv "$PREFIX/bin/$b.tmp" "$PREFIX/bin/$b"
     elif [ "${XPUSHMEM_INSTALL_BINS:-}" != "if-present" ]; then
-        echo "install.sh: $BUILD_DIR/$b is missing (cargo build -p xpushmem --bins)" >&2
+        echo "install.sh: $BUILD_DIR/$b is missing (cargo build -p xpushmem -p xpushmem-launch --bins)" >&2
         exit 1
     fi
 done

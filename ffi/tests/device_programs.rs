@@ -85,7 +85,7 @@ fn c_program_with_level_zero_and_the_installed_device_library_2pe() {
     let launcher = profile_dir().join("xpushmem-run");
     assert!(
         launcher.exists(),
-        "xpushmem-run was not built (cargo build -p xpushmem --bins)"
+        "xpushmem-run was not built (cargo build -p xpushmem -p xpushmem-launch --bins)"
     );
     let mut cmd = Command::new(&launcher);
     cmd.args(["-n", "2", "--timeout", "240"])

@@ -22,7 +22,7 @@ fn launcher() -> PathBuf {
             let target = profile_dir.parent().expect("target root");
             let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
             let mut cmd = Command::new(cargo);
-            cmd.args(["build", "-q", "-p", "xpushmem", "--bin", "xpushmem-run"])
+            cmd.args(["build", "-q", "-p", "xpushmem-launch", "--bin", "xpushmem-run"])
                 .arg("--target-dir")
                 .arg(target)
                 .current_dir(env!("CARGO_MANIFEST_DIR"));
