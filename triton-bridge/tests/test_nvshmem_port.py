@@ -336,8 +336,8 @@ def sm_errors_are_runtime_errors(ctx: RankContext) -> None:
     plain = torch.ones(16, device=ctx.device)  # not symmetric memory
     with ctx.assertRaisesRegex(RuntimeError, r"xpushmem_ops_nvshmem_put: .*is not symmetric"):
         torch.ops.symm_mem.nvshmem_put(plain, peer)
-    with ctx.assertRaisesRegex(RuntimeError, "not inside a symmetric allocation"):
-        symm_mem.rendezvous(plain, group=_world())
+    # Upstream's answer for a tensor that is not symmetric: no handle (test_empty_strided_p2p; issue #30).
+    ctx.assertIsNone(symm_mem.rendezvous(plain, group=_world()))
     t = symm_mem.empty(16, device=ctx.device).fill_(ctx.rank)
     with ctx.assertRaisesRegex(RuntimeError, "peer must be smaller than world size"):
         torch.ops.symm_mem.nvshmem_put(t, ctx.world_size)

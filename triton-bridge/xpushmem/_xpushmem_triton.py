@@ -18,6 +18,8 @@ Differences from upstream, all deliberate:
 * ``get_nbi`` is really non-blocking (upstream calls the blocking get); complete it with ``quiet``.
 * comparison and signal operators are xpushmem's: ``CMP_EQ .. CMP_LE`` and ``SIGNAL_SET = 0``, ``SIGNAL_ADD = 1``
   (rocSHMEM's values; NVSHMEM's ADD is 5).
+* every argument upstream lets be a Python literal or a ``tl.constexpr`` (counts, PEs, signal values and
+  operators, comparison values, teams) may be one: the functions cast with ``tl.cast``, not ``.to()``.
 * the extern declarations accept both Triton styles: ``_builder=`` (Triton 3.3, Intel's ``triton-xpu``) and
   ``_semantic=`` (Triton >= 3.4).
 * the kernel-load hook chains to a hook already installed instead of replacing it, and is installed on
@@ -347,6 +349,9 @@ def reduce_work_group(team, dest, source, nreduce, operation, dtype, _builder=No
 
 
 # ------------------------------------------------------------------------------------------ the public functions
+# Every argument goes through ``tl.cast`` to the extern's type, never ``.to()``: upstream's call forms pass Python
+# literals and ``tl.constexpr`` values (``signal_op(ptr, 1, SIGNAL_SET, pe)``, ``put(dst, src, 100, 1)``), which
+# have no ``.to()``; ``tl.cast`` makes a tensor of them first. Pointers become their int64 address the same way.
 
 
 @triton.jit
@@ -354,7 +359,8 @@ def put(dest, source, nelems, pe):  # noqa: ANN001, ANN201
     """Copies ``nelems`` elements of ``source`` (local) to ``dest`` on PE ``pe``; the work-group calls it."""
     tl.static_assert(dest.type == source.type)
     nbytes = nelems * dest.type.element_ty.primitive_bitwidth // 8
-    return putmem_work_group(dest.to(tl.int64), source.to(tl.int64), nbytes.to(tl.int64), pe)
+    return putmem_work_group(tl.cast(dest, tl.int64), tl.cast(source, tl.int64), tl.cast(nbytes, tl.int64),
+                             tl.cast(pe, tl.int32))
 
 
 @triton.jit
@@ -362,7 +368,8 @@ def get(dest, source, nelems, pe):  # noqa: ANN001, ANN201
     """Copies ``nelems`` elements of ``source`` on PE ``pe`` to ``dest`` (local); the work-group calls it."""
     tl.static_assert(dest.type == source.type)
     nbytes = nelems * dest.type.element_ty.primitive_bitwidth // 8
-    return getmem_work_group(dest.to(tl.int64), source.to(tl.int64), nbytes.to(tl.int64), pe)
+    return getmem_work_group(tl.cast(dest, tl.int64), tl.cast(source, tl.int64), tl.cast(nbytes, tl.int64),
+                             tl.cast(pe, tl.int32))
 
 
 @triton.jit
@@ -370,33 +377,36 @@ def get_nbi(dest, source, nelems, pe):  # noqa: ANN001, ANN201
     """Non-blocking ``get``: ``dest`` is valid after a following ``quiet``."""
     tl.static_assert(dest.type == source.type)
     nbytes = nelems * dest.type.element_ty.primitive_bitwidth // 8
-    return getmem_nbi_work_group(dest.to(tl.int64), source.to(tl.int64), nbytes.to(tl.int64), pe)
+    return getmem_nbi_work_group(tl.cast(dest, tl.int64), tl.cast(source, tl.int64), tl.cast(nbytes, tl.int64),
+                                 tl.cast(pe, tl.int32))
 
 
 @triton.jit
 def putmem_signal_block(dst, src, size_bytes, signal, sig_val, sig_op, pe):  # noqa: ANN001, ANN201
     """Copies ``size_bytes`` bytes to PE ``pe``, then applies ``sig_op`` (SIGNAL_SET/SIGNAL_ADD) with ``sig_val``
     to the 64-bit ``signal`` word there; the work-group calls it."""
-    return putmem_signal_work_group(dst.to(tl.int64), src.to(tl.int64), size_bytes.to(tl.int64),
-                                    signal.to(tl.int64), sig_val.to(tl.uint64), sig_op, pe)
+    return putmem_signal_work_group(tl.cast(dst, tl.int64), tl.cast(src, tl.int64), tl.cast(size_bytes, tl.int64),
+                                    tl.cast(signal, tl.int64), tl.cast(sig_val, tl.uint64),
+                                    tl.cast(sig_op, tl.int32), tl.cast(pe, tl.int32))
 
 
 @triton.jit
 def wait_until(ivar, cmp_op, cmp_val):  # noqa: ANN001, ANN201
     """Waits until the local 4-byte word ``ivar`` compares ``cmp_op`` to ``cmp_val``."""
-    return int_wait_until(ivar.to(tl.int64), cmp_op, cmp_val)
+    return int_wait_until(tl.cast(ivar, tl.int64), tl.cast(cmp_op, tl.int32), tl.cast(cmp_val, tl.int32))
 
 
 @triton.jit
 def signal_wait_until(signal, cmp, cmp_val):  # noqa: ANN001, ANN201
     """Waits until the local 64-bit ``signal`` compares ``cmp`` to ``cmp_val``; returns its value."""
-    return signal_wait_until_extern(signal.to(tl.int64), cmp, cmp_val.to(tl.uint64))
+    return signal_wait_until_extern(tl.cast(signal, tl.int64), tl.cast(cmp, tl.int32), tl.cast(cmp_val, tl.uint64))
 
 
 @triton.jit
 def signal_op(sig_addr, signal, sig_op, pe):  # noqa: ANN001, ANN201
     """Applies ``sig_op`` with ``signal`` to the 64-bit word ``sig_addr`` on PE ``pe``."""
-    return signal_op_extern(sig_addr.to(tl.int64), signal.to(tl.uint64), sig_op, pe)
+    return signal_op_extern(tl.cast(sig_addr, tl.int64), tl.cast(signal, tl.uint64), tl.cast(sig_op, tl.int32),
+                            tl.cast(pe, tl.int32))
 
 
 @triton.jit
@@ -404,7 +414,8 @@ def alltoall(team, dest, source, nelems_per_pe):  # noqa: ANN001, ANN201
     """Team all-to-all: block ``j`` of ``source`` goes to block ``my_pe`` of ``dest`` on member ``j``."""
     tl.static_assert(dest.type == source.type)
     nbytes = nelems_per_pe * dest.type.element_ty.primitive_bitwidth // 8
-    return alltoallmem_work_group(team, dest.to(tl.int64), source.to(tl.int64), nbytes.to(tl.int64))
+    return alltoallmem_work_group(tl.cast(team, tl.int32), tl.cast(dest, tl.int64), tl.cast(source, tl.int64),
+                                  tl.cast(nbytes, tl.int64))
 
 
 @triton.jit
@@ -412,7 +423,8 @@ def broadcast(team, dest, source, nelems, pe_root):  # noqa: ANN001, ANN201
     """Team broadcast of ``nelems`` elements of ``source`` on member ``pe_root`` to ``dest`` on every member."""
     tl.static_assert(dest.type == source.type)
     nbytes = nelems * dest.type.element_ty.primitive_bitwidth // 8
-    return broadcastmem_work_group(team, dest.to(tl.int64), source.to(tl.int64), nbytes.to(tl.int64), pe_root)
+    return broadcastmem_work_group(tl.cast(team, tl.int32), tl.cast(dest, tl.int64), tl.cast(source, tl.int64),
+                                   tl.cast(nbytes, tl.int64), tl.cast(pe_root, tl.int32))
 
 
 @triton.jit
@@ -420,4 +432,5 @@ def reduce(team, dest, source, nreduce, operation: tl.constexpr):  # noqa: ANN00
     """Team reduction (``operation`` sum/max/min/prod) of ``nreduce`` elements of ``source`` into ``dest``."""
     tl.static_assert(dest.type == source.type)
     dtype: tl.constexpr = dest.type.element_ty
-    return reduce_work_group(team, dest.to(tl.int64), source.to(tl.int64), nreduce.to(tl.int64), operation, dtype)
+    return reduce_work_group(tl.cast(team, tl.int32), tl.cast(dest, tl.int64), tl.cast(source, tl.int64),
+                             tl.cast(nreduce, tl.int64), operation, dtype)

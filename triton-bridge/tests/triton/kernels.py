@@ -38,6 +38,28 @@ def my_signal_op_kernel(sig_addr, signal, sig_op, peer):
     shmem_backend.signal_op(sig_addr, signal, sig_op, peer)
 
 
+# Upstream's docstring call forms, with Python literals (issue #30, item 1): signal_op(ptr, 1, SIGNAL_SET, pe),
+# signal_wait_until(sig, CMP_EQ, 42), put(dst, src, 5, 1), wait_until(flag, CMP_EQ, 42).
+@triton.jit
+def my_literal_signal_op_kernel(sig_addr):
+    shmem_backend.signal_op(sig_addr, 42, 0, 1)
+
+
+@triton.jit
+def my_literal_signal_wait_until_kernel(signal):
+    shmem_backend.signal_wait_until(signal, 0, 42)
+
+
+@triton.jit
+def my_literal_put_kernel(dest, src):
+    shmem_backend.put(dest, src, 5, 1)
+
+
+@triton.jit
+def my_literal_wait_until_kernel(ivar):
+    shmem_backend.wait_until(ivar, 0, 42)
+
+
 @triton.jit
 def my_wait_until_kernel(ivar, cmp_op, cmp_val):
     shmem_backend.wait_until(ivar, cmp_op, cmp_val)

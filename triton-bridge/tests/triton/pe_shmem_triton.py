@@ -154,6 +154,33 @@ def test_triton_signal_wait_until(c: Ctx) -> None:
     _put_signal(c, shmem_backend.SIGNAL_SET, 1)
 
 
+def test_triton_literal_args(c: Ctx) -> None:
+    """Upstream's docstring call forms with literal arguments (issue #30, item 1), run: PE 0 puts 5 elements to
+    PE 1 and signals it with signal_op(sig, 42, SIGNAL_SET, 1); PE 1 waits with signal_wait_until(sig, CMP_EQ, 42)
+    and wait_until(flag, CMP_EQ, 42)."""
+    dtype = torch.int64
+    src = symm_empty(5, dtype)
+    dst = symm_empty(5, dtype).fill_(-1)
+    for i in range(5):
+        src[i] = 100 + i
+    sig = symm_empty(1, torch.int64).fill_(0)
+    flag = symm_empty(1, torch.int32).fill_(0)
+    flag_src = symm_empty(1, torch.int32).fill_(42)
+    barrier()
+    if c.rank == 0:
+        c.my_literal_put_kernel[(1,)](dst, src)
+        c.my_put_kernel[(1,)](flag, flag_src, 1, 1)
+        c.my_literal_signal_op_kernel[(1,)](sig)
+    if c.rank == 1:
+        c.my_literal_signal_wait_until_kernel[(1,)](sig)
+        c.my_literal_wait_until_kernel[(1,)](flag)
+        torch.testing.assert_close(sig, torch.tensor([42], dtype=torch.int64))
+        torch.testing.assert_close(flag, torch.tensor([42], dtype=torch.int32))
+    barrier()
+    if c.rank == 1:
+        torch.testing.assert_close(dst, torch.tensor([100 + i for i in range(5)], dtype=dtype))
+
+
 def test_triton_fence(c: Ctx) -> None:
     peer, dtype, numel = 1 - c.rank, torch.int8, 8
     inp1 = symm_empty(numel, dtype).fill_(10)

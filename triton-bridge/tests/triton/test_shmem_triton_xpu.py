@@ -17,8 +17,8 @@ import pytest
 
 HERE = Path(__file__).resolve().parent
 PAIR = ["test_triton_put", "test_triton_get", "test_triton_get_nbi", "test_triton_put_signal_set",
-        "test_triton_put_signal_add", "test_triton_wait_until", "test_triton_signal_wait_until", "test_triton_fence",
-        "test_triton_quiet"]
+        "test_triton_put_signal_add", "test_triton_wait_until", "test_triton_signal_wait_until",
+        "test_triton_literal_args", "test_triton_fence", "test_triton_quiet"]
 ANY = ["test_triton_get_ring", "test_triton_barrier", "test_triton_sync", "test_triton_alltoall",
        "test_triton_broadcast"]
 SUM = ["int8", "int16", "int32", "int64", "uint8", "float16", "float32", "bfloat16"]

@@ -215,18 +215,26 @@ void ensure_runtime(c10::DeviceType dev, int device_idx) {
     if (dev != c10::DeviceType::CPU && std::getenv("XPUSHMEM_DEVICE") == nullptr && device_idx >= 0) {
       setenv("XPUSHMEM_DEVICE", std::to_string(device_idx).c_str(), 0);
     }
-    auto pg = resolve_group("0");
-    auto store = pg->getStore();
-    TORCH_CHECK(store, "xpushmem: the default process group has no store to exchange the unique ID");
-    const int rank = pg->getRank();
-    const int size = pg->getSize();
+    // Without a default process group the process is a world of one (upstream's allocator serves a single
+    // process, as in SymmMemSingleProcTest): its own unique ID, no store.
+    const bool alone = !c10d::is_process_group_registered("0");
+    c10::intrusive_ptr<c10d::Store> store;
+    int rank = 0;
+    int size = 1;
+    if (!alone) {
+      auto pg = resolve_group("0");
+      store = pg->getStore();
+      TORCH_CHECK(store, "xpushmem: the default process group has no store to exchange the unique ID");
+      rank = pg->getRank();
+      size = pg->getSize();
+    }
     xpushmemx_uniqueid_t uid;
     std::memset(&uid, 0, sizeof(uid));
     const std::string key = "xpushmem/torch/uniqueid";
     if (rank == 0) {
       check_rc(xpushmemx_get_uniqueid(&uid), "xpushmemx_get_uniqueid");
       const auto* b = reinterpret_cast<const uint8_t*>(&uid);
-      store->set(key, std::vector<uint8_t>(b, b + sizeof(uid)));
+      if (!alone) store->set(key, std::vector<uint8_t>(b, b + sizeof(uid)));
     } else {
       std::vector<uint8_t> v = store->get(key);
       TORCH_CHECK(v.size() == sizeof(uid), "xpushmem: the unique ID in the store has ", v.size(),
@@ -288,6 +296,70 @@ void sync_device(const c10::Device& device) {
   impl.synchronizeStream(impl.getStream(device));
 }
 
+// ------------------------------------------------------------------------------------------- exchanges ----
+// How the rendezvous exchanges went (tests): over a group's store, or through its allgather.
+std::atomic<int64_t> g_store_exchanges{0};
+std::atomic<int64_t> g_pg_exchanges{0};
+
+// The device of `pg`'s collectives: CPU when it has a CPU backend, else the current device of its first type.
+c10::Device collective_device(const c10d::ProcessGroup& pg) {
+  const auto types = pg.getDeviceTypes();
+  for (const auto& d : types) {
+    if (d.type() == c10::DeviceType::CPU) return c10::Device(c10::DeviceType::CPU);
+  }
+  TORCH_CHECK(!types.empty(), "xpushmem: process group '", pg.getGroupName(), "' has no backend for an allgather");
+  c10::impl::VirtualGuardImpl impl(types.front().type());
+  return impl.getDevice();
+}
+
+// Every rank's `mine`, in group-rank order, through the group's allgather: the lengths, then the records padded to
+// the longest.
+std::vector<std::vector<uint8_t>> allgather_bytes(c10d::ProcessGroup& pg, const std::vector<uint8_t>& mine) {
+  const int size = pg.getSize();
+  const c10::Device dev = collective_device(pg);
+  auto gather = [&](const at::Tensor& in) {
+    std::vector<at::Tensor> input{in.to(dev)};
+    std::vector<std::vector<at::Tensor>> output(1);
+    for (int r = 0; r < size; ++r) output[0].push_back(at::empty_like(input[0]));
+    pg.allgather(output, input)->wait();
+    return output[0];
+  };
+  const auto lens = gather(at::tensor({static_cast<int64_t>(mine.size())}, at::kLong));
+  std::vector<int64_t> len(size);
+  int64_t longest = 0;
+  for (int r = 0; r < size; ++r) {
+    len[r] = lens[r].cpu().item<int64_t>();
+    longest = std::max(longest, len[r]);
+  }
+  at::Tensor rec = at::zeros({std::max<int64_t>(longest, 1)}, at::kByte);
+  if (!mine.empty()) std::memcpy(rec.data_ptr<uint8_t>(), mine.data(), mine.size());
+  const auto recs = gather(rec);
+  std::vector<std::vector<uint8_t>> all(size);
+  for (int r = 0; r < size; ++r) {
+    const at::Tensor h = recs[r].cpu().contiguous();
+    all[r].assign(h.data_ptr<uint8_t>(), h.data_ptr<uint8_t>() + len[r]);
+  }
+  return all;
+}
+
+// Every rank's `mine`, in group-rank order: through the group's allgather when the group asks for it
+// (use_pg_for_symm_mem_rendezvous, upstream's process-group option for worlds where the store is the bottleneck),
+// else over its store under `prefix` + rank.
+std::vector<std::vector<uint8_t>> exchange(const c10::intrusive_ptr<c10d::ProcessGroup>& pg, const std::string& name,
+                                           const std::string& prefix, const std::vector<uint8_t>& mine) {
+  if (pg->getUsePgForSymmMemRendezvous()) {
+    ++g_pg_exchanges;
+    return allgather_bytes(*pg, mine);
+  }
+  ++g_store_exchanges;
+  auto store = pg->getStore();
+  TORCH_CHECK(store, "xpushmem: process group '", name, "' has no store for the rendezvous");
+  store->set(prefix + std::to_string(pg->getRank()), mine);
+  std::vector<std::string> keys;
+  for (int r = 0; r < pg->getSize(); ++r) keys.push_back(prefix + std::to_string(r));
+  return store->multiGet(keys);
+}
+
 // ------------------------------------------------------------------------------------------ group ranks ----
 // group name -> global PEs in group-rank order, all-gathered once over the group's store.
 struct GroupRanks {
@@ -303,6 +375,13 @@ std::unordered_map<std::string, std::shared_ptr<GroupRanks>>& groups() {
 }
 
 std::shared_ptr<GroupRanks> group_ranks(const std::string& name) {
+  if (name == "0" && !c10d::is_process_group_registered(name)) {
+    // No default group: the runtime is a world of one (ensure_runtime).
+    TORCH_CHECK(runtime().n_pes == 1, "xpushmem: no default process group, but the runtime has ", runtime().n_pes,
+                " PEs");
+    static const auto alone = std::make_shared<GroupRanks>(GroupRanks{nullptr, 0, {0}});
+    return alone;
+  }
   auto pg = resolve_group(name);
   std::lock_guard<std::mutex> lk(g_groups_mu);
   auto it = groups().find(name);
@@ -317,14 +396,8 @@ std::shared_ptr<GroupRanks> group_ranks(const std::string& name) {
                 runtime().n_pes, " PEs");
     for (int r = 0; r < size; ++r) g->global.push_back(r);
   } else {
-    auto store = pg->getStore();
-    TORCH_CHECK(store, "xpushmem: process group '", name, "' has no store to exchange its global ranks");
-    const std::string prefix = "xpushmem/torch/r2g/" + name + "/";
-    store->set(prefix + std::to_string(g->rank), std::vector<uint8_t>(reinterpret_cast<const uint8_t*>(&me),
-                                                                      reinterpret_cast<const uint8_t*>(&me) + 4));
-    std::vector<std::string> keys;
-    for (int r = 0; r < size; ++r) keys.push_back(prefix + std::to_string(r));
-    auto vals = store->multiGet(keys);
+    const auto* b = reinterpret_cast<const uint8_t*>(&me);
+    auto vals = exchange(pg, name, "xpushmem/torch/r2g/" + name + "/", std::vector<uint8_t>(b, b + 4));
     for (int r = 0; r < size; ++r) {
       TORCH_CHECK(vals[r].size() == 4, "xpushmem: bad global-rank record of rank ", r, " of group ", name);
       int v;
@@ -352,15 +425,10 @@ void rendezvous_sync(const std::string& name, const GroupRanks& g) {
   }
   if (g.global.size() == 1) return;
   auto pg = resolve_group(name);
-  auto store = pg->getStore();
-  TORCH_CHECK(store, "xpushmem: process group '", name, "' has no store for the rendezvous");
   const std::string prefix = "xpushmem/torch/rdv/" + name + "/" + std::to_string(seq) + "/";
   std::string mine;
   for (int pe : g.global) mine += std::to_string(pe) + ",";
-  store->set(prefix + std::to_string(g.rank), std::vector<uint8_t>(mine.begin(), mine.end()));
-  std::vector<std::string> keys;
-  for (size_t r = 0; r < g.global.size(); ++r) keys.push_back(prefix + std::to_string(r));
-  auto all = store->multiGet(keys);
+  auto all = exchange(pg, name, prefix, std::vector<uint8_t>(mine.begin(), mine.end()));
   for (size_t r = 0; r < all.size(); ++r) {
     TORCH_CHECK(std::string(all[r].begin(), all[r].end()) == mine, "xpushmem: rendezvous on group ", name,
                 ": rank ", r, " sees the group as PEs [", std::string(all[r].begin(), all[r].end()),
@@ -600,16 +668,17 @@ void XpAllocator::free(void* ptr) {
 }
 
 void XpAllocator::release_agreed_frees() {
-  auto pg = resolve_group("0");
-  auto store = pg->getStore();
-  const int rank = pg->getRank();
-  const int size = pg->getSize();
-  if (size == 1) {
+  const bool alone = !c10d::is_process_group_registered("0");  // a world of one (ensure_runtime)
+  auto pg = alone ? c10::intrusive_ptr<c10d::ProcessGroup>() : resolve_group("0");
+  if (alone || pg->getSize() == 1) {
     for (auto p : pending_) check_rc(xpushmem_free(reinterpret_cast<void*>(p)), "xpushmem_free");
     released_ += static_cast<int64_t>(pending_.size());
     pending_.clear();
     return;
   }
+  auto store = pg->getStore();
+  const int rank = pg->getRank();
+  const int size = pg->getSize();
   const std::string prefix = "xpushmem/torch/free/" + std::string(c10::DeviceTypeName(dev_)) + "/" +
                              std::to_string(alloc_seq_) + "/";
   std::vector<uint8_t> mine(pending_.size() * sizeof(uint64_t));
@@ -667,8 +736,9 @@ c10::intrusive_ptr<sm::SymmetricMemory> XpAllocator::rendezvous(void* ptr,
   {
     std::lock_guard<std::mutex> lk(mu_);
     b = find_locked(ptr);
-    TORCH_CHECK(b, "xpushmem: rendezvous on ", ptr, ", which is not inside a symmetric allocation of the ",
-                kBackendName, " (xpushmem) ", c10::DeviceTypeName(dev_), " allocator");
+    // Not a symmetric allocation: no handle (None in Python), as upstream's allocators answer. has_allocation()
+    // (is_symm_mem_tensor) asks the same find_locked, so the two agree on what counts.
+    if (!b) return nullptr;
     auto it = peers_.find({reinterpret_cast<uintptr_t>(b->base), group});
     if (it != peers_.end()) {
       return c10::make_intrusive<XpSymmetricMemory>(it->second, static_cast<char*>(ptr) -
@@ -1414,6 +1484,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("allocator_stats", [](const std::string& device) {
     return allocator_for(c10::Device(device).type())->stats();
   }, py::arg("device"), "[live allocations, frees pending on some rank, allocations released]");
+  m.def("rendezvous_exchanges", []() {
+    return std::vector<int64_t>{g_store_exchanges.load(), g_pg_exchanges.load()};
+  }, "[rendezvous exchanges over a group's store, through a group's allgather] (tests)");
   m.def("tensor_inside", &tensor_inside, py::arg("base"), py::arg("byte_offset"), py::arg("numel"));
   m.def("library_version", []() {
     char name[XPUSHMEM_MAX_NAME_LEN] = {0};

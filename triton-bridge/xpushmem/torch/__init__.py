@@ -11,8 +11,8 @@ Importing this module
   CPU and XPU dispatch keys;
 * registers the rest of the ``symm_mem`` kernels (``one_shot_all_reduce[_copy][_out]``, ``two_shot_all_reduce_``,
   ``two_shot_all_reduce_out``, ``reduce_scatter_out``, ``memset32_``, ``stream_write_value32_``,
-  ``_low_contention_all_gather``, ``_low_contention_reduce_scatter``) for CPU (host code, ``_symm_ops.py``) and XPU
-  (the first nine as device kernels on the current stream, from the shim; the low-contention ones from
+  ``_low_contention_all_gather``, ``_low_contention_reduce_scatter``, ``_async_input_mm``) for CPU (host code,
+  ``_symm_ops.py``) and XPU (the first nine as device kernels on the current stream, from the shim; the others from
   ``_symm_ops.py``), and makes the multicast ops (``multimem_*``, ``memcpy_to_multicast_``) raise: there is no
   multicast;
 * makes ``torch.distributed._symmetric_memory.is_nvshmem_available()`` answer for this backend;
@@ -28,7 +28,9 @@ Then, as with NVSHMEM on CUDA::
     t = symm_mem.empty(1024, device="cpu")      # or "xpu"
     hdl = symm_mem.rendezvous(t, dist.group.WORLD)
 
-The runtime starts lazily at the first allocation, from the default process group's store (unique-ID start-up).
+The runtime starts lazily at the first allocation, from the default process group's store (unique-ID start-up);
+a process without a default group is a world of one. ``rendezvous`` of a tensor that is not symmetric returns
+``None``; a group with ``use_pg_for_symm_mem_rendezvous`` set rendezvouses through its allgather, not its store.
 Errors are ``RuntimeError`` with xpushmem's message.
 
 Environment: ``XPUSHMEM_LIB_DIR`` (where libxpushmem.so is), ``XPUSHMEM_TORCH_BUILD_DIR`` (where the shim is

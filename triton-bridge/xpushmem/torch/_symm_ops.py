@@ -13,7 +13,10 @@ XPU when torch is built with XPU), with upstream's argument checks, error messag
 * ``memset32_`` / ``stream_write_value32_``: 32-bit writes into a flat uint32 tensor (ordered on the current
   stream on XPU; on CPU, immediate);
 * ``_low_contention_all_gather`` / ``_low_contention_reduce_scatter``: upstream's pull/push algorithms over the
-  handle's buffers, with the symmetric workspace when the input is not symmetric.
+  handle's buffers, with the symmetric workspace when the input is not symmetric;
+* ``_async_input_mm``: a matmul whose input ``a`` arrives in row chunks, each announced by its word of
+  ``a_chunk_signals`` becoming 1; the chunks are consumed in upstream's order (from ``a_chunk_pivot``, wrapping),
+  each after its signal, with ``torch.mm`` on the chunk (host code, bounded waits).
 
 Reductions: ``"sum"`` over float32 and bfloat16, as upstream (other dtypes raise upstream's
 ``NotImplementedError``). Peers' values are added in rank order (0, 1, ..., W-1) in the tensor's dtype, as
@@ -34,6 +37,8 @@ XPU. See docs/OPS.md.
 
 from __future__ import annotations
 
+import os
+import time
 from typing import Any, Callable
 
 import torch
@@ -56,6 +61,7 @@ OPS = (
     "stream_write_value32_",
     "_low_contention_all_gather",
     "_low_contention_reduce_scatter",
+    "_async_input_mm",
 )
 # The ops that need NVLink SHARP multicast: registered to raise.
 MULTICAST_OPS = (
@@ -512,6 +518,79 @@ def _low_contention_reduce_scatter(tensor: torch.Tensor, reduce_op: str, group_n
     return ret
 
 
+# ------------------------------------------------------------------------------------------ _async_input_mm ----
+_ASYNC_MM_TILE_M = 128  # upstream's kernel tile along M: a chunk is a whole number of tiles
+
+
+def _signal_timeout_s() -> float:
+    """The bound of a wait on a chunk signal: XPUSHMEM_TIMEOUT_MS (the runtime's bound), 300 s by default."""
+    try:
+        return int(os.environ.get("XPUSHMEM_TIMEOUT_MS", "300000")) / 1000.0
+    except ValueError:
+        return 300.0
+
+
+def _wait_chunk_signal(signals: torch.Tensor, idx: int, timeout_s: float) -> None:
+    """Waits until ``signals[idx] == 1`` (another thread, or a peer through symmetric memory, sets it), backing off
+    from a spin to 1 ms sleeps; raises ``RuntimeError`` naming the chunk after ``timeout_s``."""
+    word = signals[idx : idx + 1].view(torch.int32)  # the word itself (no copy), read afresh by each item()
+    deadline = time.monotonic() + timeout_s
+    pause = 0.0
+    while int(word.item()) != 1:
+        if time.monotonic() > deadline:
+            raise RuntimeError(
+                f"async_input_mm: the signal of chunk {idx} did not arrive within {timeout_s:g} s "
+                f"(a_chunk_signals[{idx}] = {int(word.item()) & _UINT32_MAX}; XPUSHMEM_TIMEOUT_MS bounds the wait)"
+            )
+        time.sleep(pause)
+        pause = min(max(pause * 2, 1e-5), 1e-3)
+
+
+def _async_input_mm(
+    a: torch.Tensor, b: torch.Tensor, a_chunk_signals: torch.Tensor, a_chunk_pivot: int
+) -> torch.Tensor:
+    """``symm_mem::_async_input_mm(a, b, a_chunk_signals, a_chunk_pivot)``: ``a @ b`` with ``a`` (M x K, row-major)
+    arriving in ``n = a_chunk_signals.numel()`` chunks of M / n rows; chunk ``i`` is ready when
+    ``a_chunk_signals[i] == 1``. As upstream's kernel, the chunks are consumed in the order ``a_chunk_pivot``,
+    ``a_chunk_pivot + 1``, ... (mod n), each only after its signal; upstream's argument checks (bfloat16, ``b``
+    row- or column-major, M a multiple of n, chunks of whole 128-row tiles, the pivot in range)."""
+    _check(a.dim() == 2 and b.dim() == 2, "async_input_mm: `a`, `b` and `out` must all be a matrix")
+    _check(a.is_contiguous(), "async_input_mm: `a` and `out` must be in row-major layout")
+    if not b.is_contiguous():
+        _check_expr(b.stride(1) == b.size(0), "b.stride(1) == b.size(0)")
+        _check_expr(b.stride(0) == 1, "b.stride(0) == 1")
+    for name, t in (("a", a), ("b", b)):
+        _check(t.dtype == torch.bfloat16, f"async_input_mm: `{name}` must be bfloat16 (got {t.dtype})")
+    m, k, n = a.size(0), a.size(1), b.size(1)
+    _check(b.size(0) == k, f"async_input_mm: `b.shape(0)` ({b.size(0)}) must equal `a.shape(1)` ({k})")
+    _check(a_chunk_signals.dim() == 1, "async_input_mm: `a_chunk_signals` must be a 1D tensor.")
+    _check(a_chunk_signals.dtype == torch.uint32, "async_input_mm: `a_chunk_signals` must be uint32")
+    _check(
+        a_chunk_signals.device == a.device,
+        "async_input_mm: `a_chunk_signals` must be on the same device as `a`.",
+    )
+    chunks = a_chunk_signals.numel()
+    _check(chunks > 0, "async_input_mm: `a_chunk_signals` must contain at least one element.")
+    _check(
+        m % chunks == 0,
+        "async_input_mm: `a.shape(0)` must be an integer multiple of `a_chunk_signals.numel()`",
+    )
+    _check(
+        0 <= a_chunk_pivot < chunks,
+        "async_input_mm: `a_chunk_pivot` must be in the range [0, `a_chunk_signals.numel()`).",
+    )
+    rows = m // chunks
+    _check_expr(rows % _ASYNC_MM_TILE_M == 0, f"chunk_size_M % {_ASYNC_MM_TILE_M} == 0")
+    out = a.new_empty((m, n))
+    timeout_s = _signal_timeout_s()
+    for step in range(chunks):
+        idx = (a_chunk_pivot + step) % chunks
+        _wait_chunk_signal(a_chunk_signals, idx, timeout_s)
+        lo, hi = idx * rows, (idx + 1) * rows
+        torch.mm(a[lo:hi], b, out=out[lo:hi])
+    return out
+
+
 # ------------------------------------------------------------------------------------------- multicast ----
 def _no_multicast(name: str) -> Callable[..., Any]:
     def raise_no_multicast(*args: Any, **kwargs: Any) -> Any:
@@ -538,6 +617,7 @@ _IMPLS: dict[str, Callable[..., Any]] = {
     "stream_write_value32_": stream_write_value32_,
     "_low_contention_all_gather": _low_contention_all_gather,
     "_low_contention_reduce_scatter": _low_contention_reduce_scatter,
+    "_async_input_mm": _async_input_mm,
 }
 
 _libs: list[torch.library.Library] = []
