@@ -109,7 +109,11 @@ fn contended<T: Small>(sh: &Shmem) -> Result<()> {
 
 pe_test!(
     contended_atomics_every_int_type,
-    [_1pe = 1, _2pe = 2, _4pe = 4, _8pe = 8], device [dev_2pe = 2, dev_4pe = 4],
+    shm [1, 2, 4, 8],
+    def [1, 2, 4, 8],
+    fab [2, 4],
+    cas [2, 4],
+    dev [2, 4],
     |sh| {
     contended::<i32>(sh)?;
     contended::<u32>(sh)?;
@@ -119,7 +123,11 @@ pe_test!(
 
 pe_test!(
     signed_wraparound_and_float_extended_atomics,
-    [_1pe = 1, _2pe = 2, _4pe = 4], device [dev_2pe = 2, dev_4pe = 4],
+    shm [1, 2, 4],
+    def [1, 2, 4],
+    fab [2, 4],
+    cas [2, 4],
+    dev [2, 4],
     |sh| {
         let (me, n) = (sh.my_pe(), sh.n_pes());
         let i = sh.calloc::<i32>(1)?.at(0)?;

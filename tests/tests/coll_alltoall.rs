@@ -5,6 +5,7 @@ mod coll_common;
 
 use coll_common::{destroy, shapes, Shape};
 use xpushmem::{AlltoallAlgo, Error, Result, Shmem};
+use xpushmem_tests::pe_test;
 use xpushmem_tests::{ref_vec, FromRef};
 
 fn algos() -> impl Iterator<Item = AlltoallAlgo> {
@@ -69,7 +70,12 @@ fn run<T: FromRef>(
     sh.free(src)
 }
 
-coll_test!(alltoall_conformance, |sh| {
+pe_test!(
+    alltoall_conformance,
+    env [crate::coll_common::ENV],
+    shm [1, 2, 3, 4, 8],
+    fabp [2, 3, 4],
+    |sh| {
     let shapes = shapes(sh)?;
     let strides = [(1, 1), (2, 1), (1, 3), (3, 2)];
     run::<i32>(sh, &shapes, &[0, 1, 7, 101], &strides, |_| true, 1)?;
@@ -83,10 +89,11 @@ coll_test!(alltoall_conformance, |sh| {
     destroy(sh, shapes)
 });
 
-coll_test!(
+pe_test!(
     alltoall_errors_on_every_pe,
-    [_1pe = 1, _2pe = 2, _3pe = 3],
-    &[],
+    env [crate::coll_common::ENV],
+    shm [1, 2, 3],
+    fabp [2, 3],
     |sh| {
         let (me, n) = (sh.my_pe(), sh.n_pes());
         let w = sh.team_world();
@@ -129,10 +136,11 @@ fn val(from: usize, to: usize, k: usize) -> i64 {
 // The eager algorithms (the data inside the agreement's exchange) at their size boundary: one element below,
 // at and above what a message holds (`team_exchange_capacity`), with `Auto` and with `Eager` requested (which
 // falls back above), for broadcast, alltoall, fcollect and a sum reduction, against references every PE computes.
-coll_test!(
+pe_test!(
     eager_collectives_at_the_boundary,
-    [_1pe = 1, _2pe = 2, _3pe = 3, _4pe = 4],
-    &[],
+    env [crate::coll_common::ENV],
+    shm [1, 2, 3, 4],
+    fabp [2, 3, 4],
     |sh| {
         use xpushmem::{BroadcastAlgo, CollectAlgo, ReduceAlgo, ReduceOp};
         let (n, me) = (sh.n_pes(), sh.my_pe());
@@ -214,10 +222,11 @@ coll_test!(
 // that rule, computed here), results checked against references. The boundary is seen from outside too: PE 0
 // asks for the rounds, the others for one all-to-all round (`Eager`); within the boundary the algorithms differ
 // (a mismatch on every PE), above it PE 0's request falls back to the exchange and the call succeeds.
-coll_test!(
+pe_test!(
     eager_rounds_alltoall_at_its_boundary,
-    [_2pe = 2, _3pe = 3, _4pe = 4, _5pe = 5],
-    &[],
+    env [crate::coll_common::ENV],
+    shm [2, 3, 4, 5],
+    fabp [2, 3, 4, 5],
     |sh| {
         let (n, me) = (sh.n_pes(), sh.my_pe());
         let w = sh.team_world();

@@ -5,8 +5,14 @@ mod coll_common;
 
 use coll_common::{destroy, shapes};
 use xpushmem::{BarrierAlgo, Cmp, Error};
+use xpushmem_tests::pe_test;
 
-coll_test!(barrier_orders_puts_every_algorithm_every_shape, |sh| {
+pe_test!(
+    barrier_orders_puts_every_algorithm_every_shape,
+    env [crate::coll_common::ENV],
+    shm [1, 2, 3, 4, 8],
+    fabp [2, 3, 4],
+    |sh| {
     let shapes = shapes(sh)?;
     let slots = sh.calloc::<u64>(shapes.len())?;
     for (k, s) in shapes.iter().enumerate() {
@@ -36,10 +42,11 @@ coll_test!(barrier_orders_puts_every_algorithm_every_shape, |sh| {
     destroy(sh, shapes)
 });
 
-coll_test!(
+pe_test!(
     barrier_algorithm_from_env,
-    [_3pe = 3],
-    &[("XPUSHMEM_BARRIER_ALGORITHM", "tree")],
+    env [crate::coll_common::ENV, &[("XPUSHMEM_BARRIER_ALGORITHM", "tree")]],
+    shm [3],
+    fabp [3],
     |sh| {
         let w = sh.team_world();
         for _ in 0..20 {
@@ -57,10 +64,11 @@ coll_test!(
     }
 );
 
-coll_test!(
+pe_test!(
     unknown_barrier_algorithm_is_an_error,
-    [_2pe = 2],
-    &[("XPUSHMEM_BARRIER_ALGORITHM", "bogus")],
+    env [crate::coll_common::ENV, &[("XPUSHMEM_BARRIER_ALGORITHM", "bogus")]],
+    shm [2],
+    fabp [2],
     |sh| {
         let w = sh.team_world();
         match sh.team_sync(&w) {
@@ -76,12 +84,13 @@ coll_test!(
     }
 );
 
-coll_test!(
+pe_test!(
     a_missing_member_times_out,
-    [_3pe = 3],
     // The limit also bounds start-up (the bootstrap's allgather), which over the fabric on a loaded machine took
     // more than 500 ms.
-    &[("XPUSHMEM_TIMEOUT_MS", "1500")],
+    env [crate::coll_common::ENV, &[("XPUSHMEM_TIMEOUT_MS", "1500")]],
+    shm [3],
+    fabp [3],
     |sh| {
         let w = sh.team_world();
         // The first collective on the world allocates the team pool: everyone takes part.
@@ -101,21 +110,27 @@ coll_test!(
     }
 );
 
-coll_test!(a_lost_member_is_reported, [_3pe = 3], &[], |sh| {
-    let w = sh.team_world();
-    let v = sh.calloc::<u64>(4)?;
-    let out = sh.calloc::<u64>(1)?;
-    sh.team_sync(&w)?;
-    // PE 2 leaves only once the others are out of team_sync: over a network its memory goes with it, and a
-    // member still finishing the sync would meet the loss there instead of in the reduction.
-    if sh.my_pe() == 2 {
-        sh.wait_until(out.at(0)?, Cmp::Eq, 2)?;
-        std::process::exit(0);
+pe_test!(
+    a_lost_member_is_reported,
+    env[crate::coll_common::ENV],
+    shm[3],
+    fabp[3],
+    |sh| {
+        let w = sh.team_world();
+        let v = sh.calloc::<u64>(4)?;
+        let out = sh.calloc::<u64>(1)?;
+        sh.team_sync(&w)?;
+        // PE 2 leaves only once the others are out of team_sync: over a network its memory goes with it, and a
+        // member still finishing the sync would meet the loss there instead of in the reduction.
+        if sh.my_pe() == 2 {
+            sh.wait_until(out.at(0)?, Cmp::Eq, 2)?;
+            std::process::exit(0);
+        }
+        sh.atomic_add(out.at(0)?, 1, 2)?;
+        match sh.sum_reduce(&w, v, v, 4) {
+            Err(Error::PeerLost { pe, .. }) => assert_eq!(pe, 2),
+            r => panic!("expected a lost peer, got {r:?}"),
+        }
+        Ok(())
     }
-    sh.atomic_add(out.at(0)?, 1, 2)?;
-    match sh.sum_reduce(&w, v, v, 4) {
-        Err(Error::PeerLost { pe, .. }) => assert_eq!(pe, 2),
-        r => panic!("expected a lost peer, got {r:?}"),
-    }
-    Ok(())
-});
+);

@@ -5,6 +5,7 @@ mod coll_common;
 
 use coll_common::{destroy, shapes, Shape};
 use xpushmem::{BroadcastAlgo, Error, Result, Shmem};
+use xpushmem_tests::pe_test;
 use xpushmem_tests::{ref_vec, FromRef};
 
 const SENTINEL_SALT: u64 = 0xdead;
@@ -77,7 +78,12 @@ fn run<T: FromRef>(
     sh.free(src)
 }
 
-coll_test!(broadcast_conformance, |sh| {
+pe_test!(
+    broadcast_conformance,
+    env [crate::coll_common::ENV],
+    shm [1, 2, 3, 4, 8],
+    fabp [2, 3, 4],
+    |sh| {
     let shapes = shapes(sh)?;
     let small = [0usize, 1, 7, 1001];
     run::<u8>(sh, &shapes, &small, |_| true, 1)?;
@@ -114,10 +120,11 @@ coll_test!(broadcast_conformance, |sh| {
     destroy(sh, shapes)
 });
 
-coll_test!(
+pe_test!(
     broadcast_pipelined_small_chunks,
-    [_3pe = 3, _4pe = 4],
-    &[("XPUSHMEM_COLL_CHUNK_SIZE", "64")],
+    env [crate::coll_common::ENV, &[("XPUSHMEM_COLL_CHUNK_SIZE", "64")]],
+    shm [3, 4],
+    fabp [3, 4],
     |sh| {
         let shapes = shapes(sh)?;
         run::<u32>(sh, &shapes, &[0, 1, 15, 16, 17, 333], |_| true, 30)?;
@@ -125,10 +132,11 @@ coll_test!(
     }
 );
 
-coll_test!(
+pe_test!(
     broadcast_bytes_and_env_algorithm,
-    [_2pe = 2, _3pe = 3],
-    &[("XPUSHMEM_BROADCAST_ALGORITHM", "binomial")],
+    env [crate::coll_common::ENV, &[("XPUSHMEM_BROADCAST_ALGORITHM", "binomial")]],
+    shm [2, 3],
+    fabp [2, 3],
     |sh| {
         let w = sh.team_world();
         let (src, dst) = (sh.malloc::<u8>(100)?, sh.calloc::<u8>(100)?);
@@ -144,10 +152,11 @@ coll_test!(
     }
 );
 
-coll_test!(
+pe_test!(
     broadcast_errors_on_every_pe,
-    [_1pe = 1, _2pe = 2, _3pe = 3, _4pe = 4],
-    &[],
+    env [crate::coll_common::ENV],
+    shm [1, 2, 3, 4],
+    fabp [2, 3, 4],
     |sh| {
         let (me, n) = (sh.my_pe(), sh.n_pes());
         let w = sh.team_world();

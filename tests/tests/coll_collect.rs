@@ -5,6 +5,7 @@ mod coll_common;
 
 use coll_common::{destroy, shapes, Shape};
 use xpushmem::{CollectAlgo, Error, Result, Shmem};
+use xpushmem_tests::pe_test;
 use xpushmem_tests::{ref_vec, FromRef};
 
 fn algos() -> impl Iterator<Item = CollectAlgo> {
@@ -73,7 +74,12 @@ fn run<T: FromRef>(
     sh.free(src)
 }
 
-coll_test!(collect_conformance, |sh| {
+pe_test!(
+    collect_conformance,
+    env [crate::coll_common::ENV],
+    shm [1, 2, 3, 4, 8],
+    fabp [2, 3, 4],
+    |sh| {
     let shapes = shapes(sh)?;
     run::<u8>(sh, &shapes, &[0, 1, 7, 1001], |_| true, 1)?;
     run::<f64>(sh, &shapes, &[0, 1, 7, 1001], |_| true, 2)?;
@@ -86,10 +92,11 @@ coll_test!(collect_conformance, |sh| {
     destroy(sh, shapes)
 });
 
-coll_test!(
+pe_test!(
     collect_errors_on_every_pe,
-    [_1pe = 1, _2pe = 2, _3pe = 3, _4pe = 4],
-    &[],
+    env [crate::coll_common::ENV],
+    shm [1, 2, 3, 4],
+    fabp [2, 3, 4],
     |sh| {
         let (me, n) = (sh.my_pe(), sh.n_pes());
         let w = sh.team_world();
@@ -132,10 +139,11 @@ coll_test!(
     }
 );
 
-coll_test!(
+pe_test!(
     collect_without_argument_checks,
-    [_3pe = 3, _4pe = 4],
-    &[("XPUSHMEM_CHECK_SYMMETRY", "0")],
+    env [crate::coll_common::ENV, &[("XPUSHMEM_CHECK_SYMMETRY", "0")]],
+    shm [3, 4],
+    fabp [3, 4],
     |sh| {
         let shapes = shapes(sh)?;
         run::<i32>(sh, &shapes, &[0, 1, 7], |_| true, 50)?;

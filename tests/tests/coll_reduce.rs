@@ -7,6 +7,7 @@ mod coll_common;
 
 use coll_common::{destroy, fold, shapes, Shape};
 use xpushmem::{Error, ReduceAlgo, ReduceOp, ReduceScatterAlgo, Reducible, Result, Shmem};
+use xpushmem_tests::pe_test;
 use xpushmem_tests::{reference, FromRef};
 
 /// Element `i` of member `pe`'s input for `op`.
@@ -133,13 +134,23 @@ macro_rules! every_type {
     }};
 }
 
-coll_test!(reduce_every_type_and_op_on_the_world, |sh| {
+pe_test!(
+    reduce_every_type_and_op_on_the_world,
+    env [crate::coll_common::ENV],
+    shm [1, 2, 3, 4, 8],
+    fabp [2, 3, 4],
+    |sh| {
     let shapes = shapes(sh)?;
     every_type!(sh, &shapes, &[1, 7], |k| k == 0);
     destroy(sh, shapes)
 });
 
-coll_test!(reduce_every_shape_and_size, |sh| {
+pe_test!(
+    reduce_every_shape_and_size,
+    env [crate::coll_common::ENV],
+    shm [1, 2, 3, 4, 8],
+    fabp [2, 3, 4],
+    |sh| {
     let shapes = shapes(sh)?;
     let sizes = [0usize, 1, 9, 1001];
     run::<i32>(
@@ -165,7 +176,12 @@ coll_test!(reduce_every_shape_and_size, |sh| {
     destroy(sh, shapes)
 });
 
-coll_test!(typed_reduce_forms, [_1pe = 1, _3pe = 3], &[], |sh| {
+pe_test!(
+    typed_reduce_forms,
+    env [crate::coll_common::ENV],
+    shm [1, 3],
+    fabp [3],
+    |sh| {
     let (me, n) = (sh.my_pe(), sh.n_pes());
     let w = sh.team_world();
     let x = sh.malloc::<u32>(2)?;
@@ -204,7 +220,12 @@ coll_test!(typed_reduce_forms, [_1pe = 1, _3pe = 3], &[], |sh| {
     sh.free(x)
 });
 
-coll_test!(reduce_scatter_conformance, |sh| {
+pe_test!(
+    reduce_scatter_conformance,
+    env [crate::coll_common::ENV],
+    shm [1, 2, 3, 4, 8],
+    fabp [2, 3, 4],
+    |sh| {
     let shapes = shapes(sh)?;
     let me = sh.my_pe();
     let n = sh.n_pes();
@@ -252,10 +273,11 @@ coll_test!(reduce_scatter_conformance, |sh| {
     destroy(sh, shapes)
 });
 
-coll_test!(
+pe_test!(
     reduce_errors_on_every_pe,
-    [_1pe = 1, _2pe = 2, _3pe = 3, _4pe = 4],
-    &[],
+    env [crate::coll_common::ENV],
+    shm [1, 2, 3, 4],
+    fabp [2, 3, 4],
     |sh| {
         let (me, n) = (sh.my_pe(), sh.n_pes());
         let w = sh.team_world();
@@ -325,10 +347,11 @@ coll_test!(
     }
 );
 
-coll_test!(
+pe_test!(
     reduce_algorithm_from_env,
-    [_3pe = 3, _4pe = 4],
-    &[("XPUSHMEM_REDUCE_ALGORITHM", "ring")],
+    env [crate::coll_common::ENV, &[("XPUSHMEM_REDUCE_ALGORITHM", "ring")]],
+    shm [3, 4],
+    fabp [3, 4],
     |sh| {
         let shapes = shapes(sh)?;
         run::<i64>(sh, &shapes, &[ReduceOp::Sum], &[0, 5, 33], |k| k == 0, 40)?;
@@ -336,10 +359,11 @@ coll_test!(
     }
 );
 
-coll_test!(
+pe_test!(
     unknown_reduce_algorithm_fails_on_every_pe,
-    [_2pe = 2, _3pe = 3],
-    &[("XPUSHMEM_REDUCE_ALGORITHM", "fastest")],
+    env [crate::coll_common::ENV, &[("XPUSHMEM_REDUCE_ALGORITHM", "fastest")]],
+    shm [2, 3],
+    fabp [2, 3],
     |sh| {
         let w = sh.team_world();
         let x = sh.calloc::<u32>(4)?;
@@ -354,10 +378,11 @@ coll_test!(
     }
 );
 
-coll_test!(
+pe_test!(
     reduce_without_argument_checks,
-    [_3pe = 3, _4pe = 4],
-    &[("XPUSHMEM_CHECK_SYMMETRY", "0")],
+    env [crate::coll_common::ENV, &[("XPUSHMEM_CHECK_SYMMETRY", "0")]],
+    shm [3, 4],
+    fabp [3, 4],
     |sh| {
         let shapes = shapes(sh)?;
         run::<f64>(

@@ -5,6 +5,7 @@ mod coll_common;
 
 use coll_common::{destroy, fold, shapes, Shape};
 use xpushmem::{Error, ReduceOp, Reducible, Result, ScanAlgo, Shmem};
+use xpushmem_tests::pe_test;
 use xpushmem_tests::{ref_vec, FromRef};
 
 fn algos() -> impl Iterator<Item = ScanAlgo> {
@@ -71,7 +72,12 @@ fn run<T: Reducible + FromRef>(
     sh.free(src)
 }
 
-coll_test!(scan_conformance, |sh| {
+pe_test!(
+    scan_conformance,
+    env [crate::coll_common::ENV],
+    shm [1, 2, 3, 4, 8],
+    fabp [2, 3, 4],
+    |sh| {
     let shapes = shapes(sh)?;
     let all_int = [
         ReduceOp::Sum,
@@ -104,7 +110,12 @@ coll_test!(scan_conformance, |sh| {
     destroy(sh, shapes)
 });
 
-coll_test!(sum_scan_forms_and_errors, [_1pe = 1, _3pe = 3], &[], |sh| {
+pe_test!(
+    sum_scan_forms_and_errors,
+    env [crate::coll_common::ENV],
+    shm [1, 3],
+    fabp [3],
+    |sh| {
     let (me, n) = (sh.my_pe(), sh.n_pes());
     let w = sh.team_world();
     let (x, y) = (sh.malloc::<i64>(2)?, sh.malloc::<i64>(2)?);

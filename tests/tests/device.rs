@@ -25,7 +25,10 @@ fn test_kernels() -> Vec<u8> {
     spv
 }
 
-pe_test!(device_heap_kernel_puts_into_peer_and_signals, [], device [dev_2pe = 2, dev_4pe = 4], |sh| {
+pe_test!(
+    device_heap_kernel_puts_into_peer_and_signals,
+    dev [2, 4],
+    |sh| {
     assert_eq!(sh.heap_kind(), HeapKind::Device);
     let (me, n) = (sh.my_pe(), sh.n_pes());
     let dev = sh.device().expect("a device heap has a device");
@@ -88,7 +91,11 @@ pe_test!(device_heap_kernel_puts_into_peer_and_signals, [], device [dev_2pe = 2,
     Ok(())
 });
 
-pe_test!(device_heap_copy_engine_put_signal, [_1pe = 1], device [dev_2pe = 2, dev_4pe = 4], |sh| {
+pe_test!(
+    device_heap_copy_engine_put_signal,
+    shm [1],
+    dev [2, 4],
+    |sh| {
     let (me, n) = (sh.my_pe(), sh.n_pes());
     let buf = sh.calloc::<u64>(1024 * n)?;
     let sig = sh.calloc::<u64>(1)?.at(0)?;

@@ -8,7 +8,7 @@ use xpushmem_tests::{assert_success, is_pe_of, pe_test, run_pe, spawn_pes_with, 
 
 pe_test!(
     invalid_pe_is_an_error_naming_the_pe_and_the_range,
-    [_1pe = 1, _4pe = 4],
+    shm [1, 4],
     |sh| {
         let n = sh.n_pes();
         let x = sh.calloc::<u64>(4)?;
@@ -43,7 +43,7 @@ pe_test!(
 
 pe_test!(
     addresses_outside_the_heap_and_ranges_past_its_end,
-    [_1pe = 1, _2pe = 2],
+    shm [1, 2],
     |sh| {
         let local = [0u64; 4];
         let addr = local.as_ptr() as usize;
@@ -100,7 +100,7 @@ pe_test!(
 
 pe_test!(
     mismatched_collective_malloc_fails_on_every_pe,
-    [_2pe = 2, _4pe = 4],
+    shm [2, 4],
     |sh| {
         let me = sh.my_pe();
         let e = sh.malloc::<u64>(1 + (me == 1) as usize).unwrap_err();
@@ -134,7 +134,7 @@ pe_test!(
 
 pe_test!(
     heap_exhaustion_is_an_error_and_the_heap_stays_usable,
-    [_1pe = 1, _2pe = 2, _4pe = 4],
+    shm [1, 2, 4],
     |sh| {
         let size = sh.heap_size();
         let small = sh.malloc::<u8>(1)?;
@@ -367,7 +367,10 @@ fn bad_configuration_is_an_error_naming_the_variable_1pe() {
     assert_success(&name, 1, &out);
 }
 
-pe_test!(init_twice_is_a_state_error, [_1pe = 1, _2pe = 2], |sh| {
+pe_test!(
+    init_twice_is_a_state_error,
+    shm [1, 2],
+    |sh| {
     let e = xpushmem::init().unwrap_err();
     assert!(matches!(e, Error::State(_)), "{e}");
     assert!(e.to_string().contains("already initialised"));

@@ -6,7 +6,8 @@ use xpushmem_tests::pe_test;
 
 pe_test!(
     allocations_agree_and_reuse,
-    [_1pe = 1, _2pe = 2, _4pe = 4, _8pe = 8], device [dev_2pe = 2, dev_4pe = 4],
+    shm [1, 2, 4, 8],
+    dev [2, 4],
     |sh| {
     let (me, n) = (sh.my_pe(), sh.n_pes());
     let a = sh.malloc::<u8>(1000)?;
@@ -58,7 +59,10 @@ pe_test!(
     Ok(())
 });
 
-pe_test!(sub_slices_and_addresses, [_1pe = 1, _2pe = 2], |sh| {
+pe_test!(
+    sub_slices_and_addresses,
+    shm [1, 2],
+    |sh| {
     let buf = sh.malloc::<u32>(16)?;
     let mid = buf.slice(4..12)?;
     assert_eq!(mid.len(), 8);

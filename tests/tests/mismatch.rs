@@ -4,49 +4,11 @@
 //! result is checked), and finalize succeeds on every PE (the harness finalizes each PE and requires exit 0).
 
 use xpushmem::{Error, Shmem};
+use xpushmem_tests::pe_test;
 use xpushmem_tests::{assert_success, is_pe_of, run_pe, spawn_pes_with, test_name};
 
 /// A short wait limit: the old behaviour (one side left waiting) must fail the test quickly, not hang it.
 const ENV: &[(&str, &str)] = &[("XPUSHMEM_TIMEOUT_MS", "20000")];
-
-macro_rules! mismatch_test {
-    ($name:ident, [$($f:ident = $n:expr),+], device [$($df:ident = $dn:expr),*], |$sh:ident| $body:block) => {
-        mod $name {
-            use super::*;
-            fn body($sh: &Shmem) -> xpushmem::Result<()> $body
-            $(
-                #[test]
-                fn $f() {
-                    let name = test_name(module_path!(), stringify!($f));
-                    if is_pe_of(&name) {
-                        run_pe(body);
-                    }
-                    let out = spawn_pes_with(&name, $n, ENV);
-                    assert_success(&name, $n, &out);
-                }
-            )+
-            $(
-                /// The same with the symmetric heap on a (ze-emu) device: split teams' slots live there.
-                #[test]
-                fn $df() {
-                    let name = test_name(module_path!(), stringify!($df));
-                    if is_pe_of(&name) {
-                        run_pe(body);
-                    }
-                    let dev = xpushmem_tests::device_env();
-                    let mut env: Vec<(&str, &str)> =
-                        dev.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-                    env.extend_from_slice(ENV);
-                    let out = spawn_pes_with(&name, $dn, &env);
-                    assert_success(&name, $dn, &out);
-                }
-            )*
-        }
-    };
-    ($name:ident, [$($f:ident = $n:expr),+], |$sh:ident| $body:block) => {
-        mismatch_test!($name, [$($f = $n),+], device [], |$sh| $body);
-    };
-}
 
 /// Test `case` of `module`: `n` PEs run `body` with [`ENV`] and `extra` in their environment.
 fn run_with(
@@ -159,10 +121,11 @@ fn barrier_meets_malloc_body(sh: &Shmem) -> xpushmem::Result<()> {
     still_usable(sh)
 }
 
-mismatch_test!(
+pe_test!(
     barrier_meets_malloc,
-    [_2pe = 2, _4pe = 4],
-    device[dev_2pe = 2],
+    env [ENV],
+    shm [2, 4],
+    dev [2],
     |sh| { barrier_meets_malloc_body(sh) }
 );
 
@@ -186,7 +149,11 @@ mod barrier_meets_malloc_over_linear_and_tree {
     }
 }
 
-mismatch_test!(sum_reduce_meets_barrier, [_2pe = 2, _3pe = 3], |sh| {
+pe_test!(
+    sum_reduce_meets_barrier,
+    env [ENV],
+    shm [2, 3],
+    |sh| {
     let (me, n) = (sh.my_pe(), sh.n_pes());
     let w = sh.team_world();
     let src = sh.calloc::<i64>(8)?;
@@ -217,7 +184,11 @@ mismatch_test!(sum_reduce_meets_barrier, [_2pe = 2, _3pe = 3], |sh| {
     still_usable(sh)
 });
 
-mismatch_test!(broadcast_meets_barrier, [_2pe = 2, _3pe = 3], |sh| {
+pe_test!(
+    broadcast_meets_barrier,
+    env [ENV],
+    shm [2, 3],
+    |sh| {
     let me = sh.my_pe();
     let w = sh.team_world();
     let src = sh.calloc::<u32>(16)?;
@@ -246,10 +217,11 @@ mismatch_test!(broadcast_meets_barrier, [_2pe = 2, _3pe = 3], |sh| {
     still_usable(sh)
 });
 
-mismatch_test!(
+pe_test!(
     team_sync_meets_free_then_split,
-    [_2pe = 2],
-    device[dev_2pe = 2],
+    env[ENV],
+    shm[2],
+    dev[2],
     |sh| {
         let me = sh.my_pe();
         let w = sh.team_world();
@@ -293,9 +265,10 @@ mismatch_test!(
     }
 );
 
-mismatch_test!(
+pe_test!(
     op_group_barrier_meets_barrier_all,
-    [_2pe = 2, _3pe = 3],
+    env [ENV],
+    shm [2, 3],
     |sh| {
         let me = sh.my_pe();
         // The op family's world group is TEAM_WORLD: its agreement meets the runtime's own barrier.

@@ -418,7 +418,7 @@ fn run_cases(sh: &Shmem, g: &Group, b: &Bufs, tag: u64, cases: usize) -> Result<
 
 pe_test!(
     a2a_random_world,
-    [_1pe = 1, _2pe = 2, _3pe = 3, _4pe = 4, _8pe = 8],
+    shm [1, 2, 3, 4, 8],
     |sh| {
         let g = Group::world(sh)?;
         let b = Bufs::new(sh, sh.n_pes())?;
@@ -428,7 +428,10 @@ pe_test!(
 
 // Subgroups run concurrently on shared buffer offsets: contiguous halves (PyTorch's `"ep"` mesh dimension),
 // then PEs of equal parity in descending order (group rank != global PE), then a permuted world.
-pe_test!(a2a_concurrent_subgroups, [_4pe = 4, _8pe = 8], |sh| {
+pe_test!(
+    a2a_concurrent_subgroups,
+    shm [4, 8],
+    |sh| {
     let (n, me) = (sh.n_pes(), sh.my_pe());
     let b = Bufs::new(sh, n)?;
     let halves = Group::split_contiguous(sh, n / 2)?;
@@ -483,9 +486,7 @@ fn beyond_caps(sh: &Shmem) -> Result<()> {
     Ok(())
 }
 
-pe_test!(a2a_beyond_nvshmem_caps, [_33pe = 33], |sh| {
-    beyond_caps(sh)
-});
+pe_test!(a2a_beyond_nvshmem_caps, shm[33], |sh| { beyond_caps(sh) });
 
 /// Row `i` of what group rank `from` sends to rank `to` in an eager-boundary case (int64 rows): distinct per
 /// (sender, destination, row, case), so a chunk copied to the wrong place or from the wrong message shows.
@@ -632,7 +633,10 @@ fn eager_boundaries(sh: &Shmem) -> Result<()> {
     Ok(())
 }
 
-pe_test!(a2a_eager_boundaries, [_1pe = 1, _2pe = 2, _4pe = 4], |sh| {
+pe_test!(
+    a2a_eager_boundaries,
+    shm [1, 2, 4],
+    |sh| {
     eager_boundaries(sh)
 });
 

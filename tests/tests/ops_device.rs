@@ -428,7 +428,10 @@ fn a2a_cases(sh: &Shmem, cases: usize) -> Result<()> {
     Ok(())
 }
 
-pe_test!(a2a_random, [], device [_2pe = 2, _3pe = 3, _4pe = 4], |sh| {
+pe_test!(
+    a2a_random,
+    dev [2, 3, 4],
+    |sh| {
     a2a_cases(sh, 18)
 });
 
@@ -602,7 +605,10 @@ fn gather_of(m: &[u8], dt: DType, idx: &[usize]) -> Vec<u8> {
         .collect()
 }
 
-pe_test!(tile_bcast_random, [], device [_2pe = 2, _3pe = 3, _4pe = 4], |sh| {
+pe_test!(
+    tile_bcast_random,
+    dev [2, 3, 4],
+    |sh| {
     tile_cases(sh, 9)
 });
 
@@ -666,7 +672,10 @@ fn p2p_cases(sh: &Shmem) -> Result<()> {
     Ok(())
 }
 
-pe_test!(p2p_ring, [], device [_2pe = 2, _3pe = 3, _4pe = 4], |sh| { p2p_cases(sh) });
+pe_test!(
+    p2p_ring,
+    dev [2, 3, 4],
+    |sh| { p2p_cases(sh) });
 
 // ---- errors: the host path's error, on every rank, and the next op works ----------------------------------
 
@@ -867,7 +876,10 @@ fn error_cases(sh: &Shmem) -> Result<()> {
     Ok(())
 }
 
-pe_test!(errors_like_host, [], device [_2pe = 2, _3pe = 3, _4pe = 4], |sh| {
+pe_test!(
+    errors_like_host,
+    dev [2, 3, 4],
+    |sh| {
     error_cases(sh)
 });
 
@@ -960,7 +972,10 @@ fn queue_order(sh: &Shmem) -> Result<()> {
     Ok(())
 }
 
-pe_test!(queue_ordering, [], device [_2pe = 2, _3pe = 3], |sh| { queue_order(sh) });
+pe_test!(
+    queue_ordering,
+    dev [2, 3],
+    |sh| { queue_order(sh) });
 
 /// The committed op kernels are what ops/device/build.sh makes of the source.
 #[test]

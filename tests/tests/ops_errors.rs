@@ -597,7 +597,7 @@ fn group_errors(sh: &Shmem, fx: &Fx) -> Result<()> {
 
 pe_test!(
     ops_errors_are_typed_and_collective,
-    [_1pe = 1, _2pe = 2, _3pe = 3, _4pe = 4],
+    shm [1, 2, 3, 4],
     |sh| {
         let fx = Fx::new(sh)?;
         let g = Group::world(sh)?;
@@ -769,7 +769,10 @@ fn injected_failures_under_every_protocol_2pe_3pe() {
 // An all-to-all (one signalled exchange) that meets an agreement-based call on another rank (a group barrier,
 // barrier_all, a tile reduction): every rank fails with a mismatch naming the other call, nobody waits for the
 // timeout, and the group is usable afterwards.
-pe_test!(exchange_meets_agreement, [_2pe = 2, _3pe = 3], |sh| {
+pe_test!(
+    exchange_meets_agreement,
+    shm [2, 3],
+    |sh| {
     let fx = Fx::new(sh)?;
     let g = Group::world(sh)?;
     let (w, me) = (g.size(), g.my_rank().unwrap());
@@ -888,7 +891,10 @@ fn mismatch_in_step(sh: &Shmem) -> Result<()> {
     g.free(sh)
 }
 
-pe_test!(mismatch_leaves_in_step, [_3pe = 3, _4pe = 4], |sh| {
+pe_test!(
+    mismatch_leaves_in_step,
+    shm [3, 4],
+    |sh| {
     mismatch_in_step(sh)
 });
 
@@ -921,7 +927,7 @@ fn mismatch_leaves_in_step_over_linear_and_tree() {
 // team's, each of them gets its own overflow error and every other rank the same error naming the failed
 // receiver of the lowest team rank; receivers with different `out` sizes that fit are fine; then a matched call
 // works, with checked data.
-pe_test!(receive_verdict_in_the_split_exchange, [_4pe = 4], |sh| {
+pe_test!(receive_verdict_in_the_split_exchange, shm[4], |sh| {
     let fx = Fx::new(sh)?;
     // Group rank g is PE pes[g]; team ranks follow the PEs.
     let pes = [3usize, 1, 0, 2];

@@ -306,7 +306,7 @@ fn pytorch_tile_reduce(sh: &Shmem, g: &Group, b: &Bufs) -> Result<()> {
 
 pe_test!(
     tile_reductions,
-    [_1pe = 1, _2pe = 2, _3pe = 3, _4pe = 4, _8pe = 8],
+    shm [1, 2, 3, 4, 8],
     |sh| {
         let g = Group::world(sh)?;
         let b = Bufs {
@@ -371,7 +371,7 @@ fn broadcast_cases(sh: &Shmem, g: &Group, buf: SymSlice<u8>, cases: usize) -> Re
 
 pe_test!(
     broadcast_put_get_signal,
-    [_1pe = 1, _2pe = 2, _3pe = 3, _4pe = 4, _8pe = 8],
+    shm [1, 2, 3, 4, 8],
     |sh| {
         let (n, me) = (sh.n_pes(), sh.my_pe());
         let g = Group::world(sh)?;

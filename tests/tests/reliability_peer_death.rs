@@ -13,7 +13,7 @@
 use std::time::{Duration, Instant};
 use xpushmem::launch::PeExit;
 use xpushmem::{Cmp, Error, Shmem};
-use xpushmem_tests::{is_pe_of, test_name};
+use xpushmem_tests::{is_pe_of, test_name, Transport};
 
 /// Wait limit of the SIGSTOP cases (the survivors must time out at it).
 const STOP_LIMIT_MS: u64 = 1000;
@@ -196,8 +196,8 @@ fn dev_shm() -> std::collections::BTreeSet<String> {
         .collect()
 }
 
-fn run_case(func: &str, op: &str, n: usize, signal: &str) {
-    let name = test_name(module_path!(), func);
+fn run_case(name: &str, op: &str, n: usize, signal: &str, transport: Transport) {
+    let name = name.to_string();
     if is_pe_of(&name) {
         let sh = match xpushmem::init() {
             Ok(sh) => sh,
@@ -226,17 +226,19 @@ fn run_case(func: &str, op: &str, n: usize, signal: &str) {
     for victim in [0, n - 1] {
         let shm_before = dev_shm();
         let (limit_ms, victim_s) = (limit.to_string(), victim.to_string());
-        let mut job = xpushmem_tests::pe_job(
-            &name,
-            n,
-            &[
-                ("XPUSHMEM_TIMEOUT_MS", &limit_ms),
-                ("XPUSHMEM_SYMMETRIC_SIZE", "16M"),
-                ("RELIAB_OP", op),
-                ("RELIAB_VICTIM", &victim_s),
-                ("RELIAB_SIGNAL", signal),
-            ],
-        );
+        let transport_env = transport.env();
+        let mut env: Vec<(&str, &str)> = transport_env
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        env.extend_from_slice(&[
+            ("XPUSHMEM_TIMEOUT_MS", &limit_ms),
+            ("XPUSHMEM_SYMMETRIC_SIZE", "16M"),
+            ("RELIAB_OP", op),
+            ("RELIAB_VICTIM", &victim_s),
+            ("RELIAB_SIGNAL", signal),
+        ]);
+        let mut job = xpushmem_tests::pe_job(&name, n, &env);
         job.timeout = Some(Duration::from_secs(60));
         job.stop_on_failure = false;
         let out = job.run().expect("launch");
@@ -270,39 +272,39 @@ fn run_case(func: &str, op: &str, n: usize, signal: &str) {
     }
 }
 
+/// One module per case, one test per PE count and transport: `barrier_killed::shm_2pe` (shared memory) and
+/// `barrier_killed::fab_2pe` (every peer over the fabric).
 macro_rules! matrix {
-    ($($f:ident: $op:literal, $n:literal, $sig:literal;)*) => {$(
-        #[test]
-        fn $f() {
-            run_case(stringify!($f), $op, $n, $sig);
+    ($($case:ident: $op:literal, $sig:literal, [$($n:literal),+];)*) => {$(
+        mod $case {
+            use super::*;
+            xpushmem_tests::paste::paste! {$(
+                #[test]
+                fn [<shm_ $n pe>]() {
+                    let name = test_name(module_path!(), stringify!([<shm_ $n pe>]));
+                    run_case(&name, $op, $n, $sig, Transport::Shm);
+                }
+                #[test]
+                fn [<fab_ $n pe>]() {
+                    let name = test_name(module_path!(), stringify!([<fab_ $n pe>]));
+                    run_case(&name, $op, $n, $sig, Transport::Fabric);
+                }
+            )+}
         }
     )*};
 }
 
 matrix! {
-    barrier_killed_2pe: "barrier", 2, "KILL";
-    barrier_killed_4pe: "barrier", 4, "KILL";
-    barrier_stopped_2pe: "barrier", 2, "STOP";
-    barrier_stopped_4pe: "barrier", 4, "STOP";
-    signal_wait_killed_2pe: "signal_wait", 2, "KILL";
-    signal_wait_killed_4pe: "signal_wait", 4, "KILL";
-    signal_wait_stopped_2pe: "signal_wait", 2, "STOP";
-    signal_wait_stopped_4pe: "signal_wait", 4, "STOP";
-    int_wait_killed_2pe: "int_wait", 2, "KILL";
-    int_wait_killed_4pe: "int_wait", 4, "KILL";
-    int_wait_stopped_2pe: "int_wait", 2, "STOP";
-    int_wait_stopped_4pe: "int_wait", 4, "STOP";
-    broadcast_killed_2pe: "broadcast", 2, "KILL";
-    broadcast_killed_4pe: "broadcast", 4, "KILL";
-    broadcast_stopped_2pe: "broadcast", 2, "STOP";
-    broadcast_stopped_4pe: "broadcast", 4, "STOP";
-    alltoall_killed_2pe: "alltoall", 2, "KILL";
-    alltoall_killed_4pe: "alltoall", 4, "KILL";
-    alltoall_stopped_2pe: "alltoall", 2, "STOP";
-    alltoall_stopped_4pe: "alltoall", 4, "STOP";
-    reduce_killed_2pe: "reduce", 2, "KILL";
-    reduce_killed_4pe: "reduce", 4, "KILL";
-    reduce_stopped_2pe: "reduce", 2, "STOP";
-    reduce_stopped_4pe: "reduce", 4, "STOP";
-    barrier_killed_8pe: "barrier", 8, "KILL";
+    barrier_killed: "barrier", "KILL", [2, 4, 8];
+    barrier_stopped: "barrier", "STOP", [2, 4];
+    signal_wait_killed: "signal_wait", "KILL", [2, 4];
+    signal_wait_stopped: "signal_wait", "STOP", [2, 4];
+    int_wait_killed: "int_wait", "KILL", [2, 4];
+    int_wait_stopped: "int_wait", "STOP", [2, 4];
+    broadcast_killed: "broadcast", "KILL", [2, 4];
+    broadcast_stopped: "broadcast", "STOP", [2, 4];
+    alltoall_killed: "alltoall", "KILL", [2, 4];
+    alltoall_stopped: "alltoall", "STOP", [2, 4];
+    reduce_killed: "reduce", "KILL", [2, 4];
+    reduce_stopped: "reduce", "STOP", [2, 4];
 }

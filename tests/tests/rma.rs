@@ -36,7 +36,10 @@ fn ring_put_get<T: FromRef>(sh: &Shmem, salt: u64) -> Result<()> {
 
 pe_test!(
     put_get_every_type,
-    [_1pe = 1, _2pe = 2, _4pe = 4, _8pe = 8], device [dev_2pe = 2, dev_4pe = 4],
+    shm [1, 2, 4, 8],
+    def [1, 2, 4, 8],
+    fab [2, 4],
+    dev [2, 4],
     |sh| {
     ring_put_get::<i8>(sh, 1)?;
     ring_put_get::<i16>(sh, 2)?;
@@ -54,7 +57,9 @@ pe_test!(
 
 pe_test!(
     put_unaligned_offsets_into_byte_buffer,
-    [_2pe = 2, _4pe = 4],
+    shm [2, 4],
+    def [2, 4],
+    fab [2, 4],
     |sh| {
         let (me, n) = (sh.my_pe(), sh.n_pes());
         let buf = sh.calloc::<u8>(4096 + 64)?;
@@ -95,7 +100,7 @@ pe_test!(
     }
 );
 
-pe_test!(large_put_get_64mib, [_2pe = 2], |sh| {
+pe_test!(large_put_get_64mib, shm[2], def[2], fab[2], |sh| {
     let me = sh.my_pe();
     let len = 8 << 20; // 8 Mi u64 = 64 MiB
     let buf = sh.malloc::<u64>(len)?;
@@ -120,7 +125,7 @@ pe_test!(large_put_get_64mib, [_2pe = 2], |sh| {
 // PE checks its whole buffer, byte for byte, against a model of what its peer wrote; every source changes as
 // soon as the call that put it returns (a blocking put may not read it later), and a put-with-signal's data is
 // checked as soon as its signal is seen.
-pe_test!(large_puts_every_path, [_2pe = 2], |sh| {
+pe_test!(large_puts_every_path, shm[2], def[2], fab[2], |sh| {
     const K: usize = 1024;
     let me = sh.my_pe();
     let peer = 1 - me;
@@ -308,8 +313,10 @@ pe_test!(large_puts_every_path, [_2pe = 2], |sh| {
 
 pe_test!(
     p_and_g_scalars,
-    [_1pe = 1, _2pe = 2, _4pe = 4, _8pe = 8],
-    device[dev_2pe = 2],
+    shm [1, 2, 4, 8],
+    def [1, 2, 4, 8],
+    fab [2, 4],
+    dev [2],
     |sh| {
         let (me, n) = (sh.my_pe(), sh.n_pes());
         let ints = sh.calloc::<i64>(n)?;
@@ -332,7 +339,10 @@ pe_test!(
 
 pe_test!(
     nbi_put_get_complete_after_wait_and_quiet,
-    [_1pe = 1, _2pe = 2, _4pe = 4, _8pe = 8], device [dev_2pe = 2, dev_4pe = 4],
+    shm [1, 2, 4, 8],
+    def [1, 2, 4, 8],
+    fab [2, 4],
+    dev [2, 4],
     |sh| {
     let (me, n) = (sh.my_pe(), sh.n_pes());
     let buf = sh.calloc::<u32>(256 * n)?;
@@ -361,7 +371,10 @@ pe_test!(
 
 pe_test!(
     strided_iput_iget,
-    [_1pe = 1, _2pe = 2, _4pe = 4, _8pe = 8], device [dev_2pe = 2, dev_4pe = 4],
+    shm [1, 2, 4, 8],
+    def [1, 2, 4, 8],
+    fab [2, 4],
+    dev [2, 4],
     |sh| {
     let (me, n) = (sh.my_pe(), sh.n_pes());
     let right = (me + 1) % n;
@@ -409,7 +422,10 @@ pe_test!(
 
 pe_test!(
     ptr_gives_direct_access_on_the_node,
-    [_1pe = 1, _2pe = 2, _4pe = 4], device [dev_2pe = 2, dev_4pe = 4],
+    shm [1, 2, 4],
+    def [1, 2, 4],
+    fab [2, 4],
+    dev [2, 4],
     |sh| {
         let (me, n) = (sh.my_pe(), sh.n_pes());
         let buf = sh.calloc::<u64>(4)?;
@@ -434,8 +450,10 @@ pe_test!(
 
 pe_test!(
     symmetric_to_symmetric_put_and_get_and_casts,
-    [_1pe = 1, _2pe = 2, _4pe = 4],
-    device [dev_2pe = 2, dev_4pe = 4],
+    shm [1, 2, 4],
+    def [1, 2, 4],
+    fab [2, 4],
+    dev [2, 4],
     |sh| {
         let (me, n) = (sh.my_pe(), sh.n_pes());
         let (right, left) = ((me + 1) % n, (me + n - 1) % n);

@@ -6,7 +6,11 @@ use xpushmem_tests::{pe_test, ref_vec};
 
 pe_test!(
     put_signal_pipeline_data_before_signal,
-    [_1pe = 1, _2pe = 2, _4pe = 4, _8pe = 8], device [dev_2pe = 2, dev_4pe = 4],
+    shm [1, 2, 4, 8],
+    def [1, 2, 4, 8],
+    fab [2, 4],
+    cas [2, 4],
+    dev [2, 4],
     |sh| {
     // Each PE streams ITER chunks to its right neighbour; the receiver waits on the signal (SET to the
     // iteration number) and must see the whole chunk of that iteration. A chunk is written only after the
@@ -46,7 +50,11 @@ pe_test!(
 
 pe_test!(
     put_signal_add_counts_every_sender,
-    [_1pe = 1, _2pe = 2, _4pe = 4, _8pe = 8], device [dev_2pe = 2, dev_4pe = 4],
+    shm [1, 2, 4, 8],
+    def [1, 2, 4, 8],
+    fab [2, 4],
+    cas [2, 4],
+    dev [2, 4],
     |sh| {
     let (me, n) = (sh.my_pe(), sh.n_pes());
     let slots = sh.calloc::<u32>(n * 8)?;
@@ -79,7 +87,11 @@ pe_test!(
 
 pe_test!(
     signal_wait_until_every_comparator,
-    [_1pe = 1, _2pe = 2, _4pe = 4], device [dev_2pe = 2, dev_4pe = 4],
+    shm [1, 2, 4],
+    def [1, 2, 4],
+    fab [2, 4],
+    cas [2, 4],
+    dev [2, 4],
     |sh| {
         let (me, n) = (sh.my_pe(), sh.n_pes());
         let sig = sh.calloc::<u64>(1)?.at(0)?;
@@ -117,7 +129,11 @@ pe_test!(
 
 pe_test!(
     wait_until_and_test_families,
-    [_2pe = 2, _4pe = 4, _8pe = 8], device [dev_2pe = 2, dev_4pe = 4],
+    shm [2, 4, 8],
+    def [2, 4, 8],
+    fab [2, 4],
+    cas [2, 4],
+    dev [2, 4],
     |sh| {
         let (me, n) = (sh.my_pe(), sh.n_pes());
         // Every PE owns n flags; PE p sets flag p of everyone to p + 1 (vector values) after a barrier.
@@ -190,8 +206,11 @@ pe_test!(
 
 pe_test!(
     wait_until_and_test_16bit,
-    [_1pe = 1, _2pe = 2, _4pe = 4],
-    device[dev_2pe = 2],
+    shm [1, 2, 4],
+    def [1, 2, 4],
+    fab [2, 4],
+    cas [2, 4],
+    dev [2],
     |sh| {
         // Two 16-bit variables share each 4-byte word: PE p puts -(p + 1) into slot p of every PE's i16 set and
         // 0x8000 + p into its u16 set; each value is read back through its half of the word.

@@ -708,4 +708,7 @@ fn bf16_reference_rounds_to_nearest_even() {
     assert_eq!(<u16 as Elem>::add(0x3F80, 0x3F80), 0x4000); // 1 + 1 = 2
 }
 
-pe_test!(symm_kernels, [], device [_2pe = 2, _3pe = 3, _4pe = 4], |sh| { all_cases(sh) });
+pe_test!(
+    symm_kernels,
+    dev [2, 3, 4],
+    |sh| { all_cases(sh) });

@@ -5,7 +5,10 @@ use xpushmem_tests::pe_test;
 
 pe_test!(
     barrier_all_separates_rounds,
-    [_1pe = 1, _2pe = 2, _4pe = 4, _8pe = 8], device [dev_2pe = 2, dev_4pe = 4],
+    shm [1, 2, 4, 8],
+    def [1, 2, 4, 8],
+    fab [2, 4],
+    dev [2, 4],
     |sh| {
     // Round k: every PE adds 1 to a counter on every PE, then barriers; after the barrier each counter must be
     // exactly n * k (nobody is a round ahead, nobody behind).
@@ -29,7 +32,10 @@ pe_test!(
 
 pe_test!(
     fence_orders_puts_to_one_pe,
-    [_2pe = 2, _4pe = 4], device [dev_2pe = 2, dev_4pe = 4],
+    shm [2, 4],
+    def [2, 4],
+    fab [2, 4],
+    dev [2, 4],
     |sh| {
     // Writer puts data then (fence) a flag; the reader that sees the flag must see the data.
     let (me, n) = (sh.my_pe(), sh.n_pes());
@@ -53,28 +59,34 @@ pe_test!(
     Ok(())
 });
 
-pe_test!(thread_levels_and_multithreaded_rma, [_2pe = 2], |sh| {
-    // The harness initialises at MULTIPLE; four threads put disjoint blocks concurrently.
-    assert_eq!(sh.query_thread(), xpushmem::ThreadLevel::Multiple);
-    let (me, n) = (sh.my_pe(), sh.n_pes());
-    let buf = sh.calloc::<u32>(4 * 1000)?;
-    std::thread::scope(|s| {
-        for t in 0..4usize {
-            s.spawn(move || {
-                let v: Vec<u32> = (0..1000).map(|i| (t * 1000 + i + me) as u32).collect();
-                sh.put(
-                    buf.slice(t * 1000..(t + 1) * 1000).expect("in range"),
-                    &v,
-                    (me + 1) % n,
-                )
-                .expect("put");
-            });
-        }
-    });
-    sh.barrier_all()?;
-    let mut got = vec![0u32; 4000];
-    sh.get(&mut got, buf, me)?;
-    let left = (me + n - 1) % n;
-    assert!(got.iter().enumerate().all(|(i, &v)| v == (i + left) as u32));
-    sh.free(buf)
-});
+pe_test!(
+    thread_levels_and_multithreaded_rma,
+    shm[2],
+    def[2],
+    fab[2],
+    |sh| {
+        // The harness initialises at MULTIPLE; four threads put disjoint blocks concurrently.
+        assert_eq!(sh.query_thread(), xpushmem::ThreadLevel::Multiple);
+        let (me, n) = (sh.my_pe(), sh.n_pes());
+        let buf = sh.calloc::<u32>(4 * 1000)?;
+        std::thread::scope(|s| {
+            for t in 0..4usize {
+                s.spawn(move || {
+                    let v: Vec<u32> = (0..1000).map(|i| (t * 1000 + i + me) as u32).collect();
+                    sh.put(
+                        buf.slice(t * 1000..(t + 1) * 1000).expect("in range"),
+                        &v,
+                        (me + 1) % n,
+                    )
+                    .expect("put");
+                });
+            }
+        });
+        sh.barrier_all()?;
+        let mut got = vec![0u32; 4000];
+        sh.get(&mut got, buf, me)?;
+        let left = (me + n - 1) % n;
+        assert!(got.iter().enumerate().all(|(i, &v)| v == (i + left) as u32));
+        sh.free(buf)
+    }
+);

@@ -4,6 +4,7 @@
 mod coll_common;
 
 use xpushmem::{Error, Shmem, Team, TeamConfig};
+use xpushmem_tests::pe_test;
 
 /// Independent model of a strided split over a parent given as global PEs.
 fn strided(parent: &[usize], start: usize, stride: usize, size: usize) -> Vec<usize> {
@@ -62,7 +63,12 @@ fn check_team(sh: &Shmem, t: Option<&Team>, expect: &[usize], what: &str) -> xpu
     Ok(())
 }
 
-coll_test!(predefined_teams, |sh| {
+pe_test!(
+    predefined_teams,
+    env [crate::coll_common::ENV],
+    shm [1, 2, 3, 4, 8],
+    fabp [2, 3, 4],
+    |sh| {
     let (me, n) = (sh.my_pe(), sh.n_pes());
     let world = sh.team_world();
     let shared = sh.team_shared();
@@ -89,7 +95,12 @@ coll_test!(predefined_teams, |sh| {
     sh.barrier_all()
 });
 
-coll_test!(split_strided_negative_strides, |sh| {
+pe_test!(
+    split_strided_negative_strides,
+    env [crate::coll_common::ENV],
+    shm [1, 2, 3, 4, 8],
+    fabp [2, 3, 4],
+    |sh| {
     // OpenSHMEM 1.6: start, start + stride, ... with stride < 0, numbered in that (descending) order.
     let (me, n) = (sh.my_pe(), sh.n_pes());
     let world = sh.team_world();
@@ -139,7 +150,12 @@ coll_test!(split_strided_negative_strides, |sh| {
     sh.barrier_all()
 });
 
-coll_test!(split_strided_membership_numbering_translation, |sh| {
+pe_test!(
+    split_strided_membership_numbering_translation,
+    env [crate::coll_common::ENV],
+    shm [1, 2, 3, 4, 8],
+    fabp [2, 3, 4],
+    |sh| {
     let n = sh.n_pes();
     let world = sh.team_world();
     let all: Vec<usize> = (0..n).collect();
@@ -184,7 +200,12 @@ coll_test!(split_strided_membership_numbering_translation, |sh| {
     Ok(())
 });
 
-coll_test!(split_2d_rows_and_columns, |sh| {
+pe_test!(
+    split_2d_rows_and_columns,
+    env [crate::coll_common::ENV],
+    shm [1, 2, 3, 4, 8],
+    fabp [2, 3, 4],
+    |sh| {
     let (me, n) = (sh.my_pe(), sh.n_pes());
     let world = sh.team_world();
     for xrange in [1, 2, 3, n, n + 2] {
@@ -236,7 +257,12 @@ fn expect_all_fail(
     sh.team_sync(&sh.team_world())
 }
 
-coll_test!(bad_and_mismatched_split_arguments_fail_everywhere, |sh| {
+pe_test!(
+    bad_and_mismatched_split_arguments_fail_everywhere,
+    env [crate::coll_common::ENV],
+    shm [1, 2, 3, 4, 8],
+    fabp [2, 3, 4],
+    |sh| {
     let (me, n) = (sh.my_pe(), sh.n_pes());
     let w = sh.team_world();
     expect_all_fail(
@@ -290,10 +316,11 @@ coll_test!(bad_and_mismatched_split_arguments_fail_everywhere, |sh| {
     sh.barrier_all()
 });
 
-coll_test!(
+pe_test!(
     team_slots_run_out_with_a_clear_error_and_are_reused,
-    [_2pe = 2, _3pe = 3],
-    &[("XPUSHMEM_TEAMS_MAX", "6")],
+    env [crate::coll_common::ENV, &[("XPUSHMEM_TEAMS_MAX", "6")]],
+    shm [2, 3],
+    fabp [2, 3],
     |sh| {
         let w = sh.team_world();
         let mut live = Vec::new();
@@ -321,7 +348,12 @@ coll_test!(
     }
 );
 
-coll_test!(disjoint_teams_sync_concurrently, |sh| {
+pe_test!(
+    disjoint_teams_sync_concurrently,
+    env [crate::coll_common::ENV],
+    shm [1, 2, 3, 4, 8],
+    fabp [2, 3, 4],
+    |sh| {
     // Rows of two PEs sync many times, each row at its own pace; columns then sync across rows.
     let world = sh.team_world();
     let (row, col) = sh.team_split_2d(&world, 2, None, None)?;
@@ -336,10 +368,11 @@ coll_test!(disjoint_teams_sync_concurrently, |sh| {
     sh.barrier_all()
 });
 
-coll_test!(
+pe_test!(
     two_threads_drive_collectives_on_different_teams,
-    [_2pe = 2, _4pe = 4, _8pe = 8],
-    &[],
+    env [crate::coll_common::ENV],
+    shm [2, 4, 8],
+    fabp [2, 4],
     |sh| {
         let world = sh.team_world();
         let (row, col) = sh.team_split_2d(&world, 2, None, None)?;

@@ -1,5 +1,6 @@
-//! Shared helpers of the team and collective suites: a launcher macro with a lighter wait back-off (8 PEs share 2
-//! cores), the team shapes every collective is run on, and reference folds.
+//! Shared helpers of the team and collective suites: a lighter wait back-off for their PEs (8 PEs share 2 cores;
+//! `pe_test!(name, env [crate::coll_common::ENV], ..)`), the team shapes every collective is run on, and reference
+//! folds.
 #![allow(dead_code)]
 
 use xpushmem::{ReduceOp, Reducible, Result, Shmem, Team};
@@ -10,35 +11,6 @@ pub const ENV: &[(&str, &str)] = &[
     ("XPUSHMEM_YIELD_COUNT", "64"),
     ("XPUSHMEM_SLEEP_MAX_US", "50"),
 ];
-
-/// Like `pe_test!`, with [`ENV`] (plus extra pairs) in every PE's environment.
-#[macro_export]
-macro_rules! coll_test {
-    ($name:ident, [$($f:ident = $n:expr),+ $(,)?], $env:expr, |$sh:ident| $body:block) => {
-        mod $name {
-            #[allow(unused_imports)]
-            use super::*;
-            #[allow(unused_variables, clippy::needless_return)]
-            fn body($sh: &xpushmem::Shmem) -> xpushmem::Result<()> $body
-            $(
-                #[test]
-                fn $f() {
-                    let name = xpushmem_tests::test_name(module_path!(), stringify!($f));
-                    if xpushmem_tests::is_pe_of(&name) {
-                        xpushmem_tests::run_pe(body);
-                    }
-                    let mut env: Vec<(&str, &str)> = $crate::coll_common::ENV.to_vec();
-                    env.extend_from_slice($env);
-                    let out = xpushmem_tests::spawn_pes_with(&name, $n, &env);
-                    xpushmem_tests::assert_success(&name, $n, &out);
-                }
-            )+
-        }
-    };
-    ($name:ident, |$sh:ident| $body:block) => {
-        $crate::coll_test!($name, [_1pe = 1, _2pe = 2, _3pe = 3, _4pe = 4, _8pe = 8], &[], |$sh| $body);
-    };
-}
 
 /// One team shape of the conformance runs: the team (on its members), and its members as global PEs.
 pub struct Shape {
