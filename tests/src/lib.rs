@@ -18,6 +18,8 @@
 
 use std::time::Duration;
 pub use xpushmem;
+
+pub mod cover;
 use xpushmem::launch::{Job, Outcome};
 
 /// Environment variable naming the test a PE process must run.
@@ -78,6 +80,10 @@ pub fn pe_job(name: &str, n: usize, env: &[(&str, &str)]) -> Job {
         ("XPUSHMEM_TIMEOUT_MS".into(), PE_WAIT_TIMEOUT_MS.into()),
         ("RUST_BACKTRACE".into(), "0".into()),
     ];
+    // The depth of the product loops (cover::DEPTH_VAR) is the parent's: every PE runs the same rows.
+    if let Ok(depth) = std::env::var(cover::DEPTH_VAR) {
+        job.env.push((cover::DEPTH_VAR.into(), depth));
+    }
     for (k, v) in env {
         match job.env.iter_mut().find(|(key, _)| key == k) {
             Some(e) => e.1 = v.to_string(),

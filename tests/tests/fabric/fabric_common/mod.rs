@@ -3,7 +3,7 @@
 
 #[allow(dead_code)]
 pub mod netns;
-#[path = "../ops_common/mod.rs"]
+#[path = "../../ops/ops_common/mod.rs"]
 mod ops_common;
 
 use ops_common::{bytes_i64, data_rows, excl, i64_bytes, read, reference_2d, view, write};

@@ -5,9 +5,7 @@
 //! every rank; ops and a user kernel back to back on one list (immediate and regular) without host waits; and the
 //! committed prebuilt op kernels match their source.
 
-mod ops_common;
-
-use ops_common::*;
+use crate::ops_common::*;
 use xpushmem::device::queue::Queue;
 use xpushmem::{Error, KernelArg, Result, Shmem, SymSlice};
 use xpushmem_ops::{

@@ -17,10 +17,8 @@
 //! Needs root (namespaces), `ip` and `mpirun`; skips with a message without them or without the fabric transport.
 #![cfg(feature = "mpi")]
 
-mod fabric_common;
-
-use fabric_common::netns::{cannot_run, example, example_env, Netns, EXAMPLES, SUBNET};
-use fabric_common::{mixed_body, node_of};
+use crate::fabric_common::netns::{cannot_run, example, example_env, Netns, EXAMPLES, SUBNET};
+use crate::fabric_common::{mixed_body, node_of};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -184,7 +182,7 @@ fn mpirun_mixed_4pe() {
 
 #[test]
 fn mpirun_examples_4pe() {
-    let name = "mpirun_examples_4pe";
+    let name: &str = &xpushmem_tests::test_name(module_path!(), "mpirun_examples_4pe");
     if let Some(why) = cannot_run() {
         eprintln!("skipped {name}: {why}");
         return;
@@ -229,7 +227,7 @@ fn mpirun_examples_4pe() {
 
 #[test]
 fn mpirun_peer_death_4pe() {
-    let name = "mpirun_peer_death_4pe";
+    let name: &str = &xpushmem_tests::test_name(module_path!(), "mpirun_peer_death_4pe");
     let n = 4;
     if is_pe_of(name) {
         run_pe(|sh| {

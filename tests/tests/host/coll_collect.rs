@@ -1,9 +1,7 @@
 //! fcollect and collect (variable sizes) over every team shape and algorithm, sizes 0, 1, odd and 1 MiB, against
 //! the concatenation of every member's reference block; errors on every PE.
 
-mod coll_common;
-
-use coll_common::{destroy, shapes, Shape};
+use crate::coll_common::{destroy, shapes, Shape};
 use xpushmem::{CollectAlgo, Error, Result, Shmem};
 use xpushmem_tests::pe_test;
 use xpushmem_tests::{ref_vec, FromRef};

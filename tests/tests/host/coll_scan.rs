@@ -1,9 +1,7 @@
 //! inscan and exscan over every team shape, algorithm and operator, sizes 0, 1, odd and 1 MiB, in place too,
 //! against a left fold of the members' reference inputs (same order, so float results are bit-exact).
 
-mod coll_common;
-
-use coll_common::{destroy, fold, shapes, Shape};
+use crate::coll_common::{destroy, fold, shapes, Shape};
 use xpushmem::{Error, ReduceOp, Reducible, Result, ScanAlgo, Shmem};
 use xpushmem_tests::pe_test;
 use xpushmem_tests::{ref_vec, FromRef};

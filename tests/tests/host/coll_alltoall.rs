@@ -1,9 +1,7 @@
 //! alltoall and alltoalls (strided) over every team shape and algorithm, sizes 0, 1, odd and 1 MiB in total,
 //! against every member's reference blocks; errors on every PE.
 
-mod coll_common;
-
-use coll_common::{destroy, shapes, Shape};
+use crate::coll_common::{destroy, shapes, Shape};
 use xpushmem::{AlltoallAlgo, Error, Result, Shmem};
 use xpushmem_tests::pe_test;
 use xpushmem_tests::{ref_vec, FromRef};

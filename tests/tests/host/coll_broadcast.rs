@@ -1,9 +1,7 @@
 //! Broadcast over every team shape, every algorithm, every root kind and sizes 0, 1, odd and 1 MiB, against the
 //! root's reference data; in place; errors.
 
-mod coll_common;
-
-use coll_common::{destroy, shapes, Shape};
+use crate::coll_common::{destroy, shapes, Shape};
 use xpushmem::{BroadcastAlgo, Error, Result, Shmem};
 use xpushmem_tests::pe_test;
 use xpushmem_tests::{ref_vec, FromRef};

@@ -3,9 +3,7 @@
 //! reference input computed locally. Inputs are chosen so that every order of evaluation gives the same bits
 //! (float sums of half-integers, float products of ±2^k), so results are compared exactly.
 
-mod coll_common;
-
-use coll_common::{destroy, fold, shapes, Shape};
+use crate::coll_common::{destroy, fold, shapes, Shape};
 use xpushmem::{Error, ReduceAlgo, ReduceOp, ReduceScatterAlgo, Reducible, Result, Shmem};
 use xpushmem_tests::pe_test;
 use xpushmem_tests::{reference, FromRef};

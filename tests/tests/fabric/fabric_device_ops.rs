@@ -6,9 +6,7 @@
 //!
 //! Skipped (with a message) when the build has no fabric transport.
 
-mod fabric_common;
-
-use fabric_common::{fabric_available, mixed_body, node_of};
+use crate::fabric_common::{fabric_available, mixed_body, node_of};
 use xpushmem_tests::{assert_success, is_pe_of, run_pe, spawn_pes_with, test_name};
 
 /// Run the common body at `n` device-heap PEs on `nodes` nodes (`0`: every peer forced onto the fabric).

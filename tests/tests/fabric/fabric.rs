@@ -6,9 +6,7 @@
 //!
 //! Skipped (with a message) when the build has no fabric transport (libfabric headers missing at build time).
 
-mod fabric_common;
-
-use fabric_common::{fabric_available, mixed_body, node_of};
+use crate::fabric_common::{fabric_available, mixed_body, node_of};
 use xpushmem_tests::{assert_success, is_pe_of, run_pe, spawn_pes_with, test_name};
 
 /// Run `name` at `n` PEs on `nodes` nodes (`0`: every peer forced onto the fabric).
@@ -115,7 +113,7 @@ fn peer_death_across_nodes_is_peer_lost_3pe() {
     job.timeout = Some(Duration::from_secs(90));
     job.stop_on_failure = false;
     let out = job.run().expect("launch");
-    fabric_common::assert_peer_lost(&name, &out, 2);
+    crate::fabric_common::assert_peer_lost(&name, &out, 2);
     let left = xpushmem_tests::processes_of(&name);
     assert!(left.is_empty(), "processes of the job left: {left:?}");
 }

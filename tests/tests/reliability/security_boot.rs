@@ -328,7 +328,10 @@ fn late_pe_under(name: &str, kind: Attack) {
 
 #[test]
 fn late_pe_joins_under_an_idle_connection_flood() {
-    let name = "late_pe_joins_under_an_idle_connection_flood";
+    let name: &str = &xpushmem_tests::test_name(
+        module_path!(),
+        "late_pe_joins_under_an_idle_connection_flood",
+    );
     if is_pe_of(name) {
         role_main();
     }
@@ -337,7 +340,7 @@ fn late_pe_joins_under_an_idle_connection_flood() {
 
 #[test]
 fn late_pe_joins_under_a_slowloris() {
-    let name = "late_pe_joins_under_a_slowloris";
+    let name: &str = &xpushmem_tests::test_name(module_path!(), "late_pe_joins_under_a_slowloris");
     if is_pe_of(name) {
         role_main();
     }
@@ -346,7 +349,8 @@ fn late_pe_joins_under_a_slowloris() {
 
 #[test]
 fn large_headers_under_an_address_space_limit() {
-    let name = "large_headers_under_an_address_space_limit";
+    let name: &str =
+        &xpushmem_tests::test_name(module_path!(), "large_headers_under_an_address_space_limit");
     if is_pe_of(name) {
         role_main();
     }
@@ -371,7 +375,8 @@ fn large_headers_under_an_address_space_limit() {
 
 #[test]
 fn huge_job_size_is_an_error_naming_it() {
-    let name = "huge_job_size_is_an_error_naming_it";
+    let name: &str =
+        &xpushmem_tests::test_name(module_path!(), "huge_job_size_is_an_error_naming_it");
     if is_pe_of(name) {
         role_main();
     }
@@ -420,7 +425,10 @@ fn old_device_name(host: &str) -> Option<String> {
 
 #[test]
 fn device_exchange_name_is_not_derived_from_the_host_one() {
-    let name = "device_exchange_name_is_not_derived_from_the_host_one";
+    let name: &str = &xpushmem_tests::test_name(
+        module_path!(),
+        "device_exchange_name_is_not_derived_from_the_host_one",
+    );
     if is_pe_of(name) {
         role_main();
     }

@@ -4,9 +4,7 @@
 //! non-symmetric arguments, roots out of range or repeated, bad groups, peers, signal pads, wait timeouts and
 //! lost peers.
 
-mod ops_common;
-
-use ops_common::*;
+use crate::ops_common::*;
 use std::time::Duration;
 use xpushmem::{Error, Result, Shmem, SymSlice};
 use xpushmem_ops::{

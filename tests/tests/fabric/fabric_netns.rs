@@ -12,12 +12,10 @@
 //! The test creates and removes the namespaces; it needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN) and `ip`, and skips
 //! with a message without them or without the fabric transport.
 
-mod fabric_common;
-
-use fabric_common::netns::{
+use crate::fabric_common::netns::{
     cannot_run, example, example_env, publish_id, wait_all, Netns, EXAMPLES,
 };
-use fabric_common::{mixed_body, node_of};
+use crate::fabric_common::{mixed_body, node_of};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -235,7 +233,7 @@ fn netns_peer_death_3pe() {
 /// print the example's success line.
 #[test]
 fn netns_examples_4pe() {
-    let name = "netns_examples_4pe";
+    let name: &str = &xpushmem_tests::test_name(module_path!(), "netns_examples_4pe");
     if std::env::var(CASE_VAR).is_ok_and(|v| v == name) {
         pe_main();
     }

@@ -7,9 +7,7 @@
 //! rank's splits and data from it, so the reference needs no communication. Outputs are pre-filled with a
 //! sentinel, so rows the op must not write (padding, tails) are checked too.
 
-mod ops_common;
-
-use ops_common::*;
+use crate::ops_common::*;
 use xpushmem::{Result, Shmem, SymSlice};
 use xpushmem_ops::{
     all_to_all_vdev, all_to_all_vdev_2d, all_to_all_vdev_2d_offset, nvshmem_all_to_all, DType,

@@ -68,16 +68,18 @@ fn mpirun(name: &str, n: usize) {
 
 #[test]
 fn mpi_bootstrap_2pe() {
-    if is_pe_of("mpi_bootstrap_2pe") {
+    let name = xpushmem_tests::test_name(module_path!(), "mpi_bootstrap_2pe");
+    if is_pe_of(&name) {
         run_pe(body);
     }
-    mpirun("mpi_bootstrap_2pe", 2);
+    mpirun(&name, 2);
 }
 
 #[test]
 fn mpi_bootstrap_4pe() {
-    if is_pe_of("mpi_bootstrap_4pe") {
+    let name = xpushmem_tests::test_name(module_path!(), "mpi_bootstrap_4pe");
+    if is_pe_of(&name) {
         run_pe(body);
     }
-    mpirun("mpi_bootstrap_4pe", 4);
+    mpirun(&name, 4);
 }

@@ -1,8 +1,6 @@
 //! Teams: the predefined teams, strided and 2-D splits (membership, numbering, translation), nested splits,
 //! destruction and slot reuse, and errors on bad or inconsistent arguments — on every PE.
 
-mod coll_common;
-
 use xpushmem::{Error, Shmem, Team, TeamConfig};
 use xpushmem_tests::pe_test;
 

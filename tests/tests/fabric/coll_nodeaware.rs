@@ -11,11 +11,8 @@
 //!
 //! Skipped (with a message) without the fabric transport; the namespace tests also without root or `ip`.
 
-#[allow(dead_code)]
-mod fabric_common;
-
-use fabric_common::fabric_available;
-use fabric_common::netns::{cannot_run, run_uid_job, uid_init, Netns};
+use crate::fabric_common::fabric_available;
+use crate::fabric_common::netns::{cannot_run, run_uid_job, uid_init, Netns};
 use xpushmem::coll::ReduceOp;
 use xpushmem::{
     BarrierAlgo, BroadcastAlgo, CollectAlgo, Error, ReduceAlgo, Result, Shmem, SymSlice, Team,
@@ -598,7 +595,7 @@ fn peer_death(name: &str, victim: usize) {
     job.timeout = Some(Duration::from_secs(90));
     job.stop_on_failure = false;
     let out = job.run().expect("launch");
-    fabric_common::assert_peer_lost(name, &out, victim);
+    crate::fabric_common::assert_peer_lost(name, &out, victim);
     let left = xpushmem_tests::processes_of(name);
     assert!(left.is_empty(), "processes of the job left: {left:?}");
 }
@@ -624,7 +621,9 @@ fn netns(name: &str, n: usize) {
     if is_pe_of(name) {
         let r = (|| {
             let sh = uid_init()?;
-            let layout: Vec<usize> = (0..n).map(|pe| fabric_common::node_of(pe, n, 2)).collect();
+            let layout: Vec<usize> = (0..n)
+                .map(|pe| crate::fabric_common::node_of(pe, n, 2))
+                .collect();
             body(&sh, &layout, false)?;
             sh.finalize()
         })();

@@ -22,10 +22,8 @@
 //! messages, where a forged message would be applied. Hard timeouts on every process.
 
 #[allow(dead_code)] // the shared body of the fabric suites is not used here
-mod fabric_common;
-
-use fabric_common::fabric_available;
-use fabric_common::netns::{cannot_run, uid_init, wait_all, Netns};
+use crate::fabric_common::fabric_available;
+use crate::fabric_common::netns::{cannot_run, uid_init, wait_all, Netns};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -496,7 +494,7 @@ fn victim_of(name: &str) {
 
 #[test]
 fn attack_over_loopback() {
-    let name = "attack_over_loopback";
+    let name: &str = &xpushmem_tests::test_name(module_path!(), "attack_over_loopback");
     victim_of(name);
     if !fabric_available() {
         eprintln!("skipped {name}: this build has no fabric transport");
@@ -507,7 +505,7 @@ fn attack_over_loopback() {
 
 #[test]
 fn attack_across_netns() {
-    let name = "attack_across_netns";
+    let name: &str = &xpushmem_tests::test_name(module_path!(), "attack_across_netns");
     victim_of(name);
     if let Some(why) = cannot_run() {
         eprintln!("skipped {name}: {why}");
@@ -519,7 +517,7 @@ fn attack_across_netns() {
 
 #[test]
 fn forged_staging_on_device_heap() {
-    let name = "forged_staging_on_device_heap";
+    let name: &str = &xpushmem_tests::test_name(module_path!(), "forged_staging_on_device_heap");
     victim_of(name);
     if !fabric_available() {
         eprintln!("skipped {name}: this build has no fabric transport");

@@ -3,9 +3,7 @@
 //! against references every PE computes from the seed. The reduction reference sums in f32 in group-rank order
 //! and rounds with its own round-half-to-even (on an f64 grid), independent of the crate's conversions.
 
-mod ops_common;
-
-use ops_common::*;
+use crate::ops_common::*;
 use xpushmem::{Result, Shmem, SymSlice};
 use xpushmem_ops::{
     multi_root_tile_reduce, nvshmem_broadcast, nvshmem_get, nvshmem_put, nvshmem_put_with_signal,

@@ -1,9 +1,7 @@
 //! Barrier and sync over every team shape with every algorithm: after a barrier, every member sees the value its
 //! left neighbour put before it, round after round.
 
-mod coll_common;
-
-use coll_common::{destroy, shapes};
+use crate::coll_common::{destroy, shapes};
 use xpushmem::{BarrierAlgo, Cmp, Error};
 use xpushmem_tests::pe_test;
 
