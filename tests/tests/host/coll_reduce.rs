@@ -6,7 +6,7 @@
 use crate::coll_common::{destroy, fold, shapes, Shape};
 use xpushmem::{Error, ReduceAlgo, ReduceOp, ReduceScatterAlgo, Reducible, Result, Shmem};
 use xpushmem_tests::pe_test;
-use xpushmem_tests::{reference, FromRef};
+use xpushmem_tests::{cover, reference, FromRef};
 
 /// Element `i` of member `pe`'s input for `op`.
 fn input<T: Reducible + FromRef>(op: ReduceOp, pe: usize, len: usize, salt: u64) -> Vec<T> {
@@ -41,13 +41,19 @@ fn algos() -> impl Iterator<Item = ReduceAlgo> {
     std::iter::once(ReduceAlgo::Auto).chain(ReduceAlgo::ALL.iter().copied())
 }
 
-/// All-reduce `T` with `ops` at `sizes` over the shapes selected by `which`; out of place and in place.
+/// Index of `op` in `ReduceOp::ALL` (a dimension of the covering sets).
+fn op_index(op: ReduceOp) -> usize {
+    ReduceOp::ALL.iter().position(|&o| o == op).expect("in ALL")
+}
+
+/// All-reduce `T` with `ops` at `sizes` over `shapes`, each combination that `keep(shape index, algorithm index,
+/// size index, op)` accepts; out of place and in place.
 fn run<T: Reducible + FromRef>(
     sh: &Shmem,
     shapes: &[Shape],
     ops: &[ReduceOp],
     sizes: &[usize],
-    which: impl Fn(usize) -> bool,
+    keep: impl Fn(usize, usize, usize, ReduceOp) -> bool,
     salt: u64,
 ) -> Result<()> {
     let max = sizes.iter().max().copied().unwrap_or(0) + 1;
@@ -55,13 +61,13 @@ fn run<T: Reducible + FromRef>(
     let me = sh.my_pe();
     for (k, s) in shapes.iter().enumerate() {
         let Some(t) = &s.team else { continue };
-        if !which(k) {
-            continue;
-        }
         let members = s.members();
-        for algo in algos() {
-            for &len in sizes {
+        for (ai, algo) in algos().enumerate() {
+            for (li, &len) in sizes.iter().enumerate() {
                 for &op in ops {
+                    if !keep(k, ai, li, op) {
+                        continue;
+                    }
                     let tag = salt ^ (len as u64) << 16 ^ op as u64;
                     let mine = input::<T>(op, me, len, tag);
                     let want = fold(
@@ -115,22 +121,27 @@ fn run<T: Reducible + FromRef>(
     sh.free(src)
 }
 
+/// Every reducible type, in the order of the type dimension of the covering sets (the first 10 are integers);
+/// `$keep(type index)` gives each type's `keep` for `run`.
 macro_rules! every_type {
-    ($sh:expr, $shapes:expr, $sizes:expr, $which:expr) => {{
-        run::<i8>($sh, $shapes, &ops::<i8>(), $sizes, $which, 1)?;
-        run::<i16>($sh, $shapes, &ops::<i16>(), $sizes, $which, 2)?;
-        run::<i32>($sh, $shapes, &ops::<i32>(), $sizes, $which, 3)?;
-        run::<i64>($sh, $shapes, &ops::<i64>(), $sizes, $which, 4)?;
-        run::<isize>($sh, $shapes, &ops::<isize>(), $sizes, $which, 5)?;
-        run::<u8>($sh, $shapes, &ops::<u8>(), $sizes, $which, 6)?;
-        run::<u16>($sh, $shapes, &ops::<u16>(), $sizes, $which, 7)?;
-        run::<u32>($sh, $shapes, &ops::<u32>(), $sizes, $which, 8)?;
-        run::<u64>($sh, $shapes, &ops::<u64>(), $sizes, $which, 9)?;
-        run::<usize>($sh, $shapes, &ops::<usize>(), $sizes, $which, 10)?;
-        run::<f32>($sh, $shapes, &ops::<f32>(), $sizes, $which, 11)?;
-        run::<f64>($sh, $shapes, &ops::<f64>(), $sizes, $which, 12)?;
+    ($sh:expr, $shapes:expr, $sizes:expr, $keep:expr) => {{
+        run::<i8>($sh, $shapes, &ops::<i8>(), $sizes, $keep(0), 1)?;
+        run::<i16>($sh, $shapes, &ops::<i16>(), $sizes, $keep(1), 2)?;
+        run::<i32>($sh, $shapes, &ops::<i32>(), $sizes, $keep(2), 3)?;
+        run::<i64>($sh, $shapes, &ops::<i64>(), $sizes, $keep(3), 4)?;
+        run::<isize>($sh, $shapes, &ops::<isize>(), $sizes, $keep(4), 5)?;
+        run::<u8>($sh, $shapes, &ops::<u8>(), $sizes, $keep(5), 6)?;
+        run::<u16>($sh, $shapes, &ops::<u16>(), $sizes, $keep(6), 7)?;
+        run::<u32>($sh, $shapes, &ops::<u32>(), $sizes, $keep(7), 8)?;
+        run::<u64>($sh, $shapes, &ops::<u64>(), $sizes, $keep(8), 9)?;
+        run::<usize>($sh, $shapes, &ops::<usize>(), $sizes, $keep(9), 10)?;
+        run::<f32>($sh, $shapes, &ops::<f32>(), $sizes, $keep(10), 11)?;
+        run::<f64>($sh, $shapes, &ops::<f64>(), $sizes, $keep(11), 12)?;
     }};
 }
+/// How many types `every_type!` runs, and how many of them (the first) are integers.
+const TYPES: usize = 12;
+const INTEGER_TYPES: usize = 10;
 
 pe_test!(
     reduce_every_type_and_op_on_the_world,
@@ -139,7 +150,21 @@ pe_test!(
     fabp [2, 3, 4],
     |sh| {
     let shapes = shapes(sh)?;
-    every_type!(sh, &shapes, &[1, 7], |k| k == 0);
+    let sizes = [1usize, 7];
+    // type x op x algorithm x size on the world: a covering set of the (type, op) and (algorithm, size) pairs
+    // (XPUSHMEM_TEST_DEPTH=full: all of it). Bitwise ops only on integers.
+    let rows = cover::rows(
+        &[TYPES, ReduceOp::ALL.len(), algos().count(), sizes.len()],
+        &[(0, 1), (2, 3)],
+        |r| r[0] < INTEGER_TYPES || !ReduceOp::ALL[r[1]].is_bitwise(),
+    );
+    let keep = |ti: usize| {
+        let rows = &rows;
+        move |k: usize, ai: usize, li: usize, op: ReduceOp| {
+            k == 0 && rows.contains(&vec![ti, op_index(op), ai, li])
+        }
+    };
+    every_type!(sh, &shapes, &sizes, keep);
     destroy(sh, shapes)
 });
 
@@ -151,24 +176,25 @@ pe_test!(
     |sh| {
     let shapes = shapes(sh)?;
     let sizes = [0usize, 1, 9, 1001];
-    run::<i32>(
-        sh,
-        &shapes,
-        &[ReduceOp::Sum, ReduceOp::Max, ReduceOp::Xor],
-        &sizes,
-        |_| true,
-        20,
-    )?;
-    run::<f64>(
-        sh,
-        &shapes,
-        &[ReduceOp::Sum, ReduceOp::Min, ReduceOp::Prod],
-        &sizes,
-        |_| true,
-        21,
-    )?;
-    // 1 MiB on the world and the rows of 3.
-    let big = |k: usize| k == 0 || shapes[k].name == "rows of 3";
+    // shape x algorithm x size x op, per type: a covering set in which every algorithm meets every shape and
+    // every size, every shape every size, and every op every size (XPUSHMEM_TEST_DEPTH=full: all of it).
+    let int_ops = [ReduceOp::Sum, ReduceOp::Max, ReduceOp::Xor];
+    let float_ops = [ReduceOp::Sum, ReduceOp::Min, ReduceOp::Prod];
+    let keep = |ops: [ReduceOp; 3]| {
+        let rows = cover::rows(
+            &[shapes.len(), algos().count(), sizes.len(), ops.len()],
+            &[(0, 1), (1, 2), (0, 2), (2, 3)],
+            |_| true,
+        );
+        move |k: usize, ai: usize, li: usize, op: ReduceOp| {
+            let oi = ops.iter().position(|&o| o == op).expect("one of ops");
+            rows.contains(&vec![k, ai, li, oi])
+        }
+    };
+    run::<i32>(sh, &shapes, &int_ops, &sizes, keep(int_ops), 20)?;
+    run::<f64>(sh, &shapes, &float_ops, &sizes, keep(float_ops), 21)?;
+    // 1 MiB on the world and the rows of 3, every algorithm.
+    let big = |k: usize, _: usize, _: usize, _: ReduceOp| k == 0 || shapes[k].name == "rows of 3";
     run::<u8>(sh, &shapes, &[ReduceOp::Sum], &[1 << 20], big, 22)?;
     run::<f32>(sh, &shapes, &[ReduceOp::Sum], &[(1 << 18) + 5], big, 23)?;
     destroy(sh, shapes)
@@ -352,7 +378,8 @@ pe_test!(
     fabp [3, 4],
     |sh| {
         let shapes = shapes(sh)?;
-        run::<i64>(sh, &shapes, &[ReduceOp::Sum], &[0, 5, 33], |k| k == 0, 40)?;
+        let world = |k: usize, _: usize, _: usize, _: ReduceOp| k == 0;
+        run::<i64>(sh, &shapes, &[ReduceOp::Sum], &[0, 5, 33], world, 40)?;
         destroy(sh, shapes)
     }
 );
@@ -388,7 +415,7 @@ pe_test!(
             &shapes,
             &[ReduceOp::Sum, ReduceOp::Max],
             &[0, 1, 77],
-            |_| true,
+            |_, _, _, _| true,
             50,
         )?;
         destroy(sh, shapes)
