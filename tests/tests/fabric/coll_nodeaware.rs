@@ -618,6 +618,8 @@ fn peer_death_of_a_leader_is_peer_lost_4pe() {
 
 /// Run `name` at `n` PEs over two network namespaces (PEs in contiguous blocks), unique-ID start.
 fn netns(name: &str, n: usize) {
+    // The test's full name (module::case), which its PEs are run with.
+    let name: &str = &xpushmem_tests::test_name(module_path!(), name);
     if is_pe_of(name) {
         let r = (|| {
             let sh = uid_init()?;

@@ -46,8 +46,11 @@ struct Cluster {
 impl Cluster {
     fn new(tag: &str, name: &str) -> Cluster {
         let ns = Netns::create(tag).unwrap_or_else(|e| panic!("setting up namespaces: {e}"));
-        let dir =
-            std::env::temp_dir().join(format!("xpushmem-mpirun-{}-{name}", std::process::id()));
+        let dir = std::env::temp_dir().join(format!(
+            "xpushmem-mpirun-{}-{}",
+            std::process::id(),
+            name.replace("::", "-")
+        ));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("temp dir");
         let hosts: String = ns.names.iter().map(|h| format!("{h} slots=2\n")).collect();
@@ -133,6 +136,8 @@ impl Drop for Cluster {
 const LIMIT_MS: &str = "60000";
 
 fn mixed(name: &str, n: usize) {
+    // The test's full name (module::case), which its PEs are run with.
+    let name: &str = &xpushmem_tests::test_name(module_path!(), name);
     if is_pe_of(name) {
         run_pe(|sh| {
             assert_eq!(sh.bootstrap_name(), "mpi");

@@ -109,6 +109,8 @@ fn read_id(file: &Path) -> UniqueId {
 
 /// Run `n` PEs of case `case` over the two namespaces; the exit status and output of each.
 fn run(name: &str, case: &str, n: usize, limit_ms: u64) {
+    // The test's full name (module::case), which its PEs are run with.
+    let name: &str = &xpushmem_tests::test_name(module_path!(), name);
     if std::env::var(CASE_VAR).is_ok_and(|v| v == name) {
         pe_main();
     }
@@ -119,7 +121,11 @@ fn run(name: &str, case: &str, n: usize, limit_ms: u64) {
     let tag = if case == "death" { "d" } else { "m" };
     let ns = Netns::create(&format!("{tag}{n}"))
         .unwrap_or_else(|e| panic!("setting up namespaces: {e}"));
-    let dir = std::env::temp_dir().join(format!("xpushmem-netns-{}-{name}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!(
+        "xpushmem-netns-{}-{}",
+        std::process::id(),
+        name.replace("::", "-")
+    ));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("temp dir");
     let exe = std::env::current_exe().expect("test binary");
@@ -243,7 +249,11 @@ fn netns_examples_4pe() {
     }
     let (n, nodes, limit_ms) = (4, 2, 60_000u64);
     let ns = Netns::create("e4").unwrap_or_else(|e| panic!("setting up namespaces: {e}"));
-    let dir = std::env::temp_dir().join(format!("xpushmem-netns-{}-{name}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!(
+        "xpushmem-netns-{}-{}",
+        std::process::id(),
+        name.replace("::", "-")
+    ));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("temp dir");
     let mut failures = Vec::new();

@@ -214,7 +214,11 @@ enum Place<'a> {
 
 /// Run the attack case `name`: the victims (with `extra` environment), then one attacker per PE port; the checks.
 fn attack(name: &str, place: Place<'_>, extra: &[(&str, &str)], floods: &[(&str, &str)]) {
-    let dir = std::env::temp_dir().join(format!("xpushmem-secfab-{}-{name}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!(
+        "xpushmem-secfab-{}-{}",
+        std::process::id(),
+        name.replace("::", "-")
+    ));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("temp dir");
     {

@@ -122,8 +122,11 @@ struct Procs {
 
 impl Procs {
     fn new(name: &str) -> Procs {
-        let dir =
-            std::env::temp_dir().join(format!("xpushmem-sboot-{}-{name}", std::process::id()));
+        let dir = std::env::temp_dir().join(format!(
+            "xpushmem-sboot-{}-{}",
+            std::process::id(),
+            name.replace("::", "-")
+        ));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("scratch dir");
         Procs {

@@ -38,7 +38,11 @@ fn launcher() -> PathBuf {
 
 /// A scratch directory for one test.
 fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("xpushmem-seclaunch-{}-{name}", std::process::id()));
+    let d = std::env::temp_dir().join(format!(
+        "xpushmem-seclaunch-{}-{}",
+        std::process::id(),
+        name.replace("::", "-")
+    ));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).expect("scratch dir");
     d

@@ -228,7 +228,11 @@ pub fn run_uid_job(
     limit_ms: u64,
     env: &[(&str, &str)],
 ) -> Vec<(Option<std::process::ExitStatus>, String)> {
-    let dir = std::env::temp_dir().join(format!("xpushmem-netns-{}-{name}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!(
+        "xpushmem-netns-{}-{}",
+        std::process::id(),
+        name.replace("::", "-")
+    ));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("temp dir");
     let exe = std::env::current_exe().expect("test binary");
