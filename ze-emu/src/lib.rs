@@ -30,6 +30,7 @@ mod exec;
 mod memory;
 mod module;
 mod ocl;
+mod progcache;
 mod registry;
 mod spirv;
 pub mod testing;
