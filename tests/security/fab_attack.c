@@ -1,4 +1,4 @@
-/* An outsider against a PE's fabric endpoint (tests/tests/security_fabric.rs): a plain libfabric program that
+/* An outsider against a PE's fabric endpoint (tests/tests/fabric/security_fabric.rs): a plain libfabric program that
  * knows only the endpoint's IP address and port (found in /proc/net/tcp, as any local user can) and none of the
  * job's secrets. It tries, one fresh endpoint per attempt (a wrong key makes the target drop the connection):
  *   - fi_read, fi_write and fi_atomic (FI_ATOMIC_WRITE of 0x1337, 8 bytes) at offsets 0 and 4096 with the old

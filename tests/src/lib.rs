@@ -3,10 +3,11 @@
 //! A multi-PE test is an ordinary `#[test]` that re-executes its own test binary as N PEs through the launcher
 //! ([`xpushmem_launch::Job`]), each child running only that test (`--exact`), with a hard time limit. In the child
 //! the same test function sees `XPUSHMEM_TEST_CASE` naming it, initialises the runtime and runs the body; the
-//! parent asserts that every PE exited with 0 and shows each PE's output otherwise.
+//! parent asserts that every PE exited with 0 and shows each PE's output otherwise. The transport is part of a
+//! case's name (`ring::fab_3pe`): [`pe_test!`] sets its environment in the PEs ([`Transport`]).
 //!
 //! ```no_run
-//! xpushmem_tests::pe_test!(ring, [_1pe = 1, _2pe = 2, _4pe = 4], |sh| {
+//! xpushmem_tests::pe_test!(ring, shm [1, 2, 4], fab [2, 3], |sh| {
 //!     let x = sh.calloc::<u64>(1)?.at(0)?;
 //!     sh.p(x, 7, (sh.my_pe() + 1) % sh.n_pes())?;
 //!     sh.barrier_all()?;
@@ -17,6 +18,8 @@
 
 use std::time::Duration;
 pub use xpushmem;
+
+pub mod cover;
 use xpushmem_launch::{Job, Outcome};
 
 /// Environment variable naming the test a PE process must run.
@@ -77,6 +80,10 @@ pub fn pe_job(name: &str, n: usize, env: &[(&str, &str)]) -> Job {
         ("XPUSHMEM_TIMEOUT_MS".into(), PE_WAIT_TIMEOUT_MS.into()),
         ("RUST_BACKTRACE".into(), "0".into()),
     ];
+    // The depth of the product loops (cover::DEPTH_VAR) is the parent's: every PE runs the same rows.
+    if let Ok(depth) = std::env::var(cover::DEPTH_VAR) {
+        job.env.push((cover::DEPTH_VAR.into(), depth));
+    }
     for (k, v) in env {
         match job.env.iter_mut().find(|(key, _)| key == k) {
             Some(e) => e.1 = v.to_string(),
@@ -159,52 +166,177 @@ pub fn device_env() -> Vec<(String, String)> {
     env
 }
 
+/// The transport a multi-PE test case runs on, set in its PEs' environment; the prefix of the case's name
+/// (`shm_2pe`, `def_4pe`, `fab_3pe`, `fabp_3pe`, `cas_2pe`, `dev_2pe`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Transport {
+    /// One node, host heaps: shared memory (the default; no variable set).
+    Shm,
+    /// The deferred test transport: writes land late and out of order until quiet/fence
+    /// (`XPUSHMEM_TRANSPORT=deferred`).
+    Deferred,
+    /// libfabric tcp on loopback, progress made only by the calls that wait (`XPUSHMEM_TRANSPORT=fabric`).
+    Fabric,
+    /// The fabric with the progress thread too (`XPUSHMEM_PROGRESS_THREAD=1`): for collectives, where a PE may
+    /// wait outside xpushmem while its peers need it.
+    FabricProgress,
+    /// The fabric with the compare-and-swap emulation of the atomics a provider lacks
+    /// (`XPUSHMEM_FABRIC_ATOMICS=cas`).
+    FabricCas,
+    /// The symmetric heap on a (ze-emu) Level Zero device ([`device_env`]).
+    Device,
+}
+
+impl Transport {
+    /// The prefix of the test cases on this transport.
+    pub fn prefix(self) -> &'static str {
+        match self {
+            Transport::Shm => "shm",
+            Transport::Deferred => "def",
+            Transport::Fabric => "fab",
+            Transport::FabricProgress => "fabp",
+            Transport::FabricCas => "cas",
+            Transport::Device => "dev",
+        }
+    }
+
+    /// The environment that selects this transport in a PE.
+    pub fn env(self) -> Vec<(String, String)> {
+        let pairs: &[(&str, &str)] = match self {
+            Transport::Shm => &[],
+            Transport::Deferred => &[("XPUSHMEM_TRANSPORT", "deferred")],
+            Transport::Fabric => &[("XPUSHMEM_TRANSPORT", "fabric")],
+            Transport::FabricProgress => &[
+                ("XPUSHMEM_TRANSPORT", "fabric"),
+                ("XPUSHMEM_PROGRESS_THREAD", "1"),
+            ],
+            Transport::FabricCas => &[
+                ("XPUSHMEM_TRANSPORT", "fabric"),
+                ("XPUSHMEM_FABRIC_ATOMICS", "cas"),
+            ],
+            Transport::Device => return device_env(),
+        };
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+}
+
 /// Launch `n` PEs of test `name` with device heaps and panic (with every PE's output) unless all exit with 0.
 pub fn spawn_pes_on_device(name: &str, n: usize) {
-    let env = device_env();
-    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    spawn_pes_on(name, n, Transport::Device, &[]);
+}
+
+/// Launch `n` PEs of test `name` on `transport` with `extra` environment (which wins over the transport's) and
+/// panic (with every PE's output) unless all exit with 0.
+pub fn spawn_pes_on(name: &str, n: usize, transport: Transport, extra: &[(&str, &str)]) {
+    let env = transport.env();
+    let mut env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    env.extend_from_slice(extra);
     let out = spawn_pes_with(name, n, &env);
     assert_success(name, n, &out);
 }
 
-/// Define a multi-PE test: a module `$name` with one `#[test]` per PE count. The body is a closure-like block
-/// taking `&Shmem` and returning `xpushmem::Result<()>`; use `assert!` for checks. An optional second list,
-/// `device [...]`, adds runs of the same body with the symmetric heap on a ze-emu Level Zero device.
+/// One case of a [`pe_test!`]: in a PE of it, run `body` and exit; otherwise launch its `n` PEs on `transport` with
+/// `extra` environment and check that all succeed.
+pub fn pe_case(
+    module_path: &str,
+    func: &str,
+    n: usize,
+    transport: Transport,
+    extra: &[(&str, &str)],
+    body: fn(&xpushmem::Shmem) -> xpushmem::Result<()>,
+) {
+    let name = test_name(module_path, func);
+    if is_pe_of(&name) {
+        run_pe(body);
+    }
+    spawn_pes_on(&name, n, transport, extra);
+}
+
+#[doc(hidden)]
+pub use paste;
+
+/// Define a multi-PE test: a module `$name` with one `#[test]` per transport and PE count, named
+/// `<transport>_<n>pe` (`rma::put_get::fab_3pe`). The body is a closure-like block taking `&Shmem` and returning
+/// `xpushmem::Result<()>`; use `assert!` for checks. The lists, each optional but in this order:
+/// `env [slices of (&str, &str)]` (added to every case's environment), then the PE counts on `shm` (host heaps,
+/// shared memory), `def` (deferred test transport), `fab` (fabric on loopback), `fabp` (fabric with the progress
+/// thread), `cas` (fabric with CAS-emulated atomics), `dev` (device heaps on ze-emu); see [`Transport`].
 #[macro_export]
 macro_rules! pe_test {
-    ($name:ident, [$($f:ident = $n:expr),* $(,)?], device [$($df:ident = $dn:expr),* $(,)?], |$sh:ident| $body:block) => {
+    (
+        $name:ident,
+        $(env [$($env:expr),* $(,)?],)?
+        $(shm [$($shm:literal),* $(,)?],)?
+        $(def [$($def:literal),* $(,)?],)?
+        $(fab [$($fab:literal),* $(,)?],)?
+        $(fabp [$($fabp:literal),* $(,)?],)?
+        $(cas [$($cas:literal),* $(,)?],)?
+        $(dev [$($dev:literal),* $(,)?],)?
+        |$sh:ident| $body:block
+    ) => {
         mod $name {
             #[allow(unused_imports)]
             use super::*;
             #[allow(unused_variables, clippy::needless_return)]
             fn body($sh: &$crate::xpushmem::Shmem) -> $crate::xpushmem::Result<()> $body
-            $(
-                #[test]
-                fn $f() {
-                    let name = $crate::test_name(module_path!(), stringify!($f));
-                    if $crate::is_pe_of(&name) {
-                        $crate::run_pe(body);
+            #[allow(dead_code)]
+            fn extra_env() -> Vec<(&'static str, &'static str)> {
+                #[allow(unused_mut)]
+                let mut env = Vec::new();
+                $($(env.extend_from_slice($env);)*)?
+                env
+            }
+            $crate::paste::paste! {
+                $($(
+                    #[test]
+                    fn [<shm_ $shm pe>]() {
+                        $crate::pe_case(module_path!(), stringify!([<shm_ $shm pe>]), $shm,
+                            $crate::Transport::Shm, &extra_env(), body);
                     }
-                    $crate::spawn_pes(&name, $n);
-                }
-            )*
-            $(
-                #[test]
-                fn $df() {
-                    let name = $crate::test_name(module_path!(), stringify!($df));
-                    if $crate::is_pe_of(&name) {
-                        $crate::run_pe(body);
+                )*)?
+                $($(
+                    #[test]
+                    fn [<def_ $def pe>]() {
+                        $crate::pe_case(module_path!(), stringify!([<def_ $def pe>]), $def,
+                            $crate::Transport::Deferred, &extra_env(), body);
                     }
-                    $crate::spawn_pes_on_device(&name, $dn);
-                }
-            )*
+                )*)?
+                $($(
+                    #[test]
+                    fn [<fab_ $fab pe>]() {
+                        $crate::pe_case(module_path!(), stringify!([<fab_ $fab pe>]), $fab,
+                            $crate::Transport::Fabric, &extra_env(), body);
+                    }
+                )*)?
+                $($(
+                    #[test]
+                    fn [<fabp_ $fabp pe>]() {
+                        $crate::pe_case(module_path!(), stringify!([<fabp_ $fabp pe>]), $fabp,
+                            $crate::Transport::FabricProgress, &extra_env(), body);
+                    }
+                )*)?
+                $($(
+                    #[test]
+                    fn [<cas_ $cas pe>]() {
+                        $crate::pe_case(module_path!(), stringify!([<cas_ $cas pe>]), $cas,
+                            $crate::Transport::FabricCas, &extra_env(), body);
+                    }
+                )*)?
+                $($(
+                    #[test]
+                    fn [<dev_ $dev pe>]() {
+                        $crate::pe_case(module_path!(), stringify!([<dev_ $dev pe>]), $dev,
+                            $crate::Transport::Device, &extra_env(), body);
+                    }
+                )*)?
+            }
         }
     };
-    ($name:ident, [$($f:ident = $n:expr),+ $(,)?], |$sh:ident| $body:block) => {
-        $crate::pe_test!($name, [$($f = $n),+], device [], |$sh| $body);
-    };
     ($name:ident, |$sh:ident| $body:block) => {
-        $crate::pe_test!($name, [_1pe = 1, _2pe = 2, _4pe = 4, _8pe = 8], |$sh| $body);
+        $crate::pe_test!($name, shm [1, 2, 4, 8], |$sh| $body);
     };
 }
 

@@ -31,6 +31,7 @@ mod memory;
 mod module;
 mod objects;
 mod ocl;
+mod progcache;
 mod registry;
 mod spirv;
 pub mod testing;

@@ -2,6 +2,7 @@
 
 use crate::objects::{context, device, Context, Device, MAX_GROUP_SIZE};
 use crate::ocl::{self, cl_command_queue, cl_kernel, cl_program, CL_PROGRAM_BUILD_LOG, CL_SUCCESS};
+use crate::progcache;
 use crate::registry::Registry;
 use crate::spirv::{self, ArgKind, KernelInfo};
 use crate::util::*;
@@ -315,26 +316,42 @@ pub(crate) unsafe extern "C" fn module_create(
                 return Err(fail(ZE_RESULT_ERROR_DEPENDENCY_UNAVAILABLE, msg));
             }
         };
-        let mut err = 0;
-        // SAFETY: valid context; IL buffer of the given size.
-        let prog = unsafe {
-            (o.create_program_with_il)(o.context, il.as_ptr().cast(), il.len(), &mut err)
-        };
-        if err != CL_SUCCESS || prog.is_null() {
-            let msg = format!("clCreateProgramWithIL = {err}");
-            make_log(phlog, &msg);
-            return Err(fail(ZE_RESULT_ERROR_MODULE_BUILD_FAILURE, msg));
-        }
-        // SAFETY: valid program and device; NUL-terminated options; no callback.
-        let r = unsafe {
-            (o.build_program)(
-                prog,
-                1,
-                &o.device,
-                cl_flags.as_ptr(),
-                std::ptr::null(),
-                std::ptr::null_mut(),
-            )
+        // The compiled program from the cache (progcache.rs) when it has this SPIR-V, options and runtime.
+        let cache = progcache::dir().map(|dir| (progcache::key(o, il, &cl_flags), dir));
+        let cached = cache.as_ref().and_then(|(key, dir)| {
+            progcache::load(dir, key).and_then(|bin| progcache::program_from(o, &bin, &cl_flags))
+        });
+        let (prog, r) = match cached {
+            Some(prog) => (prog, CL_SUCCESS),
+            None => {
+                let mut err = 0;
+                // SAFETY: valid context; IL buffer of the given size.
+                let prog = unsafe {
+                    (o.create_program_with_il)(o.context, il.as_ptr().cast(), il.len(), &mut err)
+                };
+                if err != CL_SUCCESS || prog.is_null() {
+                    let msg = format!("clCreateProgramWithIL = {err}");
+                    make_log(phlog, &msg);
+                    return Err(fail(ZE_RESULT_ERROR_MODULE_BUILD_FAILURE, msg));
+                }
+                // SAFETY: valid program and device; NUL-terminated options; no callback.
+                let r = unsafe {
+                    (o.build_program)(
+                        prog,
+                        1,
+                        &o.device,
+                        cl_flags.as_ptr(),
+                        std::ptr::null(),
+                        std::ptr::null_mut(),
+                    )
+                };
+                if r == CL_SUCCESS {
+                    if let (Some((key, dir)), Some(bin)) = (&cache, progcache::binary_of(o, prog)) {
+                        progcache::store(dir, key, &bin);
+                    }
+                }
+                (prog, r)
+            }
         };
         let mut n = 0usize;
         // SAFETY: size query.

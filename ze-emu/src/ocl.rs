@@ -23,6 +23,11 @@ pub const CL_DEVICE_NAME: cl_uint = 0x102B;
 pub const CL_DEVICE_MAX_COMPUTE_UNITS: cl_uint = 0x1002;
 pub const CL_DEVICE_IL_VERSION: cl_uint = 0x105B;
 pub const CL_PROGRAM_BUILD_LOG: cl_uint = 0x1183;
+pub const CL_PROGRAM_BINARY_SIZES: cl_uint = 0x1165;
+pub const CL_PROGRAM_BINARIES: cl_uint = 0x1166;
+pub const CL_PLATFORM_VERSION: cl_uint = 0x0901;
+pub const CL_DRIVER_VERSION: cl_uint = 0x102D;
+pub const CL_DEVICE_VERSION: cl_uint = 0x102F;
 
 type GetInfoFn =
     unsafe extern "C" fn(*mut c_void, cl_uint, usize, *mut c_void, *mut usize) -> cl_int;
@@ -33,6 +38,8 @@ pub struct Ocl {
     pub device: cl_device_id,
     pub context: cl_context,
     pub description: String,
+    /// The platform's, device's and driver's versions: part of the program cache's key.
+    pub runtime_version: String,
     /// `CL_DEVICE_MAX_COMPUTE_UNITS`: the runtime's worker threads. A work-group runs to completion on one worker,
     /// so this many work-groups of a launch are resident at once, and no more (a group spinning on a later one
     /// holds its worker).
@@ -41,6 +48,18 @@ pub struct Ocl {
         unsafe extern "C" fn(cl_context, cl_device_id, *const u64, *mut cl_int) -> cl_command_queue,
     pub create_program_with_il:
         unsafe extern "C" fn(cl_context, *const c_void, usize, *mut cl_int) -> cl_program,
+    pub create_program_with_binary: unsafe extern "C" fn(
+        cl_context,
+        cl_uint,
+        *const cl_device_id,
+        *const usize,
+        *const *const u8,
+        *mut cl_int,
+        *mut cl_int,
+    ) -> cl_program,
+    /// `clGetProgramInfo`.
+    pub get_program_info:
+        unsafe extern "C" fn(cl_program, cl_uint, usize, *mut c_void, *mut usize) -> cl_int,
     pub build_program: unsafe extern "C" fn(
         cl_program,
         cl_uint,
@@ -243,8 +262,16 @@ fn load() -> Result<Ocl, String> {
                 device: d,
                 context: ctx,
                 description: format!("{pname} / {dname} ({il})"),
+                runtime_version: format!(
+                    "{} / {} / {}",
+                    info_string(get_platform_info, p, CL_PLATFORM_VERSION),
+                    info_string(get_device_info, d, CL_DEVICE_VERSION),
+                    info_string(get_device_info, d, CL_DRIVER_VERSION)
+                ),
                 create_queue: sym!(b"clCreateCommandQueueWithProperties\0"),
                 create_program_with_il: sym!(b"clCreateProgramWithIL\0"),
+                create_program_with_binary: sym!(b"clCreateProgramWithBinary\0"),
+                get_program_info: sym!(b"clGetProgramInfo\0"),
                 build_program: sym!(b"clBuildProgram\0"),
                 get_program_build_info: sym!(b"clGetProgramBuildInfo\0"),
                 create_kernel: sym!(b"clCreateKernel\0"),

@@ -107,7 +107,8 @@ fn find_file(dir: &Path, name: &str, depth: u32) -> Option<PathBuf> {
 }
 
 /// The environment a process needs to run Level Zero over ze-emu through the real loader, with the validation
-/// layer on: `ZE_ENABLE_ALT_DRIVERS`, the validation variables, and (when installed) the OpenCL CPU runtime.
+/// layer on: `ZE_ENABLE_ALT_DRIVERS`, the validation variables, (when installed) the OpenCL CPU runtime, and the
+/// compiled-program cache ([`program_cache_dir`]).
 pub fn loader_env() -> Vec<(String, String)> {
     let lib = emu_lib().display().to_string();
     let mut env = vec![
@@ -123,7 +124,25 @@ pub fn loader_env() -> Vec<(String, String)> {
         env.push(("OCL_ICD_FILENAMES".to_string(), ocl.display().to_string()));
         env.push(("LD_LIBRARY_PATH".to_string(), ld));
     }
+    env.push((
+        crate::progcache::CACHE_ENV.to_string(),
+        program_cache_dir().display().to_string(),
+    ));
     env
+}
+
+/// The compiled-program cache of the tests: `$ZE_EMU_PROGRAM_CACHE` when set (empty: none), else
+/// `<target>/ze-emu-cache` beside the driver's own target dir.
+pub fn program_cache_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os(crate::progcache::CACHE_ENV) {
+        return PathBuf::from(dir);
+    }
+    let lib = emu_lib();
+    // <target>/ze-emu-cdylib/<profile>/libze_emu.so
+    lib.ancestors()
+        .nth(3)
+        .map(|target| target.join("ze-emu-cache"))
+        .unwrap_or_else(|| repo_root().join("target/ze-emu-cache"))
 }
 
 /// Level Zero handles created the way a host framework (SYCL, PyTorch XPU) would: the first driver, its first

@@ -536,3 +536,90 @@ fn cooperative_launch_is_bounded_by_the_resident_group_count() {
         },
     );
 }
+
+/// A module built from the same SPIR-V in a later process comes from the compiled-program cache
+/// (`ZE_EMU_PROGRAM_CACHE`) and runs right; a corrupt entry is compiled again and replaced.
+#[test]
+fn compiled_programs_come_from_the_cache() {
+    const NAME: &str = "compiled_programs_come_from_the_cache";
+    if common::is_child(NAME) {
+        run(NAME, Opts::default(), || {
+            let env = Env::new();
+            let m = load_module(&env);
+            let k = kernel(&env, m, c"put_signal");
+            const N: usize = 1000;
+            let dst = env.alloc_device(N * 4) as *mut u32;
+            let sig = env.alloc_device(64) as *mut u64;
+            let src: Vec<u32> = (0..N as u32).collect();
+            arg(&env, k, 0, &dst);
+            arg(&env, k, 1, &src.as_ptr());
+            arg(&env, k, 2, &(N as u64));
+            arg(&env, k, 3, &sig);
+            arg(&env, k, 4, &3u64);
+            ze_ok!(env, zeKernelSetGroupSize(k, 64, 1, 1));
+            let imm = env.immediate(0, ZE_COMMAND_QUEUE_MODE_SYNCHRONOUS);
+            let gc = ze_group_count_t {
+                groupCountX: 4,
+                groupCountY: 1,
+                groupCountZ: 1,
+            };
+            ze_ok!(
+                env,
+                zeCommandListAppendLaunchKernel(
+                    imm,
+                    k,
+                    &gc,
+                    ze_event_handle_t::null(),
+                    0,
+                    null_mut()
+                )
+            );
+            // SAFETY: allocations of N u32 and one u64.
+            unsafe {
+                assert!((0..N).all(|i| *dst.add(i) == 2 * i as u32), "put data");
+                assert_eq!(*sig, 3, "signal added once");
+            }
+            ze_ok!(env, zeKernelDestroy(k));
+            ze_ok!(env, zeCommandListDestroy(imm));
+            ze_ok!(env, zeModuleDestroy(m));
+        });
+        return;
+    }
+    let Some(mut opts) = opts_with_spv() else {
+        return;
+    };
+    let dir = std::env::temp_dir().join(format!("ze-emu-program-cache-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    opts.env
+        .push(("ZE_EMU_PROGRAM_CACHE".into(), dir.display().to_string()));
+    let entries = || -> Vec<PathBuf> {
+        let mut v: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .map(|rd| rd.flatten().map(|e| e.path()).collect())
+            .unwrap_or_default();
+        v.sort();
+        v
+    };
+    // First process: compiled, and stored (the module's one program).
+    run(NAME, opts.clone(), || {});
+    let first = entries();
+    assert_eq!(first.len(), 1, "one entry after the first build: {first:?}");
+    let stored = std::fs::read(&first[0]).expect("entry");
+    let modified = std::fs::metadata(&first[0]).and_then(|m| m.modified()).ok();
+    // Second process: from the cache (the entry is not written again) and right.
+    run(NAME, opts.clone(), || {});
+    assert_eq!(entries(), first, "still one entry");
+    assert_eq!(std::fs::read(&first[0]).expect("entry"), stored);
+    assert_eq!(
+        std::fs::metadata(&first[0]).and_then(|m| m.modified()).ok(),
+        modified,
+        "a hit does not rewrite the entry"
+    );
+    // A corrupt entry: compiled again, right, and replaced by a whole one.
+    let mut bad = stored.clone();
+    let last = bad.len() - 1;
+    bad[last] ^= 0xff;
+    std::fs::write(&first[0], &bad).expect("corrupt the entry");
+    run(NAME, opts, || {});
+    assert_eq!(std::fs::read(&first[0]).expect("entry"), stored, "replaced");
+    let _ = std::fs::remove_dir_all(&dir);
+}

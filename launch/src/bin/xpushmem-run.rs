@@ -9,7 +9,7 @@
 //!
 //! The whole job ends with the launcher, including every process a PE started, in the background or after
 //! `setsid`: the launcher is their child subreaper and kills what is left once the PEs have ended, and a watchdog
-//! (`xpushmem-run --xpushmem-watchdog`) ends the job if the launcher itself is killed (see `xpushmem::launch`).
+//! (`xpushmem-run --xpushmem-watchdog`) ends the job if the launcher itself is killed (see `xpushmem_launch`).
 //! SIGQUIT, SIGUSR1, SIGUSR2 and SIGALRM stop the job as SIGINT, SIGTERM and SIGHUP do. Usage errors (a time limit
 //! that is not a positive finite number of seconds up to `MAX_TIMEOUT_S`, more PEs than the machine can run)
 //! exit with 2.

@@ -1,4 +1,4 @@
-/* Co-residency kernel of tests/tests/device_lib.rs: every work-group's item 0 adds 1 to this PE's counter, then
+/* Co-residency kernel of tests/tests/device/device_lib.rs: every work-group's item 0 adds 1 to this PE's counter, then
  * waits until every group of the launch has arrived (groups that wait on each other: all must be resident).
  * status[g] = the wait's result. */
 #include "xpushmem_device.h"

@@ -1,4 +1,4 @@
-/* Kernels of tests/tests/device_lib.rs: OpenCL C calling the xpushmem device library (linked from its bitcode).
+/* Kernels of tests/tests/device/device_lib.rs: OpenCL C calling the xpushmem device library (linked from its bitcode).
  * Addresses are passed to the library as longs (see include/xpushmem_device.h). */
 #include "xpushmem_device.h"
 

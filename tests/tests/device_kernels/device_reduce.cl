@@ -1,4 +1,4 @@
-/* Reduction kernel of tests/tests/device_lib.rs: one kernel that calls the library's reduction number `which`
+/* Reduction kernel of tests/tests/device/device_lib.rs: one kernel that calls the library's reduction number `which`
  * (the order of XPUSHMEM_REDUCE_INT_TYPES x sum,prod,min,max,and,or,xor, then XPUSHMEM_REDUCE_FLOAT_TYPES x
  * sum,prod,min,max), so that the module stays small for the CPU runtime's JIT. */
 #include "xpushmem_device.h"

@@ -1,4 +1,4 @@
-/* RMA, signal, sub-group and 16-bit kernels of tests/tests/device_lib.rs. */
+/* RMA, signal, sub-group and 16-bit kernels of tests/tests/device/device_lib.rs. */
 #include "xpushmem_device.h"
 
 #define LID() get_local_id(0)

@@ -1,4 +1,4 @@
-/* Team kernels of tests/tests/device_lib.rs: split teams made on the host, used from kernels by their device
+/* Team kernels of tests/tests/device/device_lib.rs: split teams made on the host, used from kernels by their device
  * number (Team::device_id). */
 #include "xpushmem_device.h"
 

@@ -1,4 +1,4 @@
-/* Kernels of tests/tests/fabric_device.rs: device-initiated operations on PEs reached through the fabric, which the
+/* Kernels of tests/tests/fabric/fabric_device.rs: device-initiated operations on PEs reached through the fabric, which the
  * device library sends through the host proxy ring. */
 #include "xpushmem_device.h"
 

@@ -1,0 +1,342 @@
+//! PEs in two network namespaces joined by a veth pair, as on two hosts: PEs of one namespace share memory (shm),
+//! PEs of the other are reached through the fabric transport (libfabric `tcp` over the veth). The job is started
+//! with the unique-ID bootstrap the way a framework does it: PE 0 creates the ID (its rendezvous listens on its
+//! namespace's address) and hands it to the others through a file; each PE names its node after its namespace
+//! (`XPUSHMEM_NODE_ID`: the namespaces share the host name).
+//!
+//! - `netns_mixed_*`: routes, RMA, atomics, put_signal, barriers, team collectives on the world and a split, the
+//!   MoE `all_to_all_vdev` (the body of `fabric.rs`).
+//! - `netns_peer_death_3pe`: the PE alone in the second namespace is killed; the two others fail with `PeerLost`
+//!   naming it, well within the wait limit; no process is left in either namespace.
+//!
+//! The test creates and removes the namespaces; it needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN) and `ip`, and skips
+//! with a message without them or without the fabric transport.
+
+use crate::fabric_common::netns::{
+    cannot_run, example, example_env, publish_id, wait_all, Netns, EXAMPLES,
+};
+use crate::fabric_common::{mixed_body, node_of};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use xpushmem::{BootstrapSpec, Error, InitAttr, UniqueId};
+use xpushmem_tests::CASE_VAR;
+
+fn env(name: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| panic!("{name} is set for the PEs"))
+}
+
+/// One PE: get the unique ID (PE 0 makes it), join, run the case.
+fn pe_main() -> ! {
+    let rank: usize = env("NETNS_RANK").parse().expect("rank");
+    let size: usize = env("NETNS_SIZE").parse().expect("size");
+    let nodes: usize = env("NETNS_NODES").parse().expect("nodes");
+    let file = PathBuf::from(env("NETNS_ID_FILE"));
+    if env("NETNS_CASE") == "serve" {
+        // The rendezvous of the examples' jobs: make the ID, publish it, serve until the test ends this process.
+        let id = xpushmem::get_unique_id().expect("a unique ID");
+        publish_id(&file, id);
+        loop {
+            std::thread::sleep(Duration::from_secs(600));
+        }
+    }
+    let r = (|| -> xpushmem::Result<()> {
+        let uid = if rank == 0 {
+            let id = xpushmem::get_unique_id()?;
+            publish_id(&file, id);
+            id
+        } else {
+            read_id(&file)
+        };
+        let sh = xpushmem::init_attr(InitAttr {
+            bootstrap: BootstrapSpec::Uid { uid, rank, size },
+            ..InitAttr::default()
+        })?;
+        if env("NETNS_CASE") == "death" {
+            let v = sh.calloc::<i64>(4)?;
+            let gone = sh.calloc::<u64>(1)?.at(0)?;
+            sh.barrier_all()?;
+            // The victim dies only once the others are out of the barrier (a dead PE's memory is gone, unlike
+            // a mapping's): each tells it so.
+            if rank == size - 1 {
+                sh.wait_until(gone, xpushmem::Cmp::Ge, (size - 1) as u64)?;
+                let _ = rustix::process::kill_process(
+                    rustix::process::getpid(),
+                    rustix::process::Signal::KILL,
+                );
+            }
+            sh.atomic_add(gone, 1, size - 1)?;
+            let start = Instant::now();
+            let r = if rank == 0 {
+                sh.barrier_all()
+            } else {
+                sh.sum_reduce(&sh.team_world(), v, v, 4)
+            };
+            match r {
+                Err(Error::PeerLost { pe, .. }) if pe == size - 1 => {
+                    println!("verdict PE {rank}: PeerLost after {:?} OK", start.elapsed());
+                }
+                r => panic!("expected PE {} lost, got {r:?}", size - 1),
+            }
+            return sh.finalize();
+        }
+        mixed_body(&sh, nodes)?;
+        println!("verdict PE {rank}: OK");
+        sh.finalize()
+    })();
+    match r {
+        Ok(()) => std::process::exit(0),
+        Err(e) => {
+            eprintln!("error: {e}");
+            std::process::exit(1);
+        }
+    }
+}
+
+fn read_id(file: &Path) -> UniqueId {
+    let start = Instant::now();
+    loop {
+        if let Ok(t) = std::fs::read_to_string(file) {
+            return t.trim().parse().expect("a unique ID");
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the unique ID was never published"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Run `n` PEs of case `case` over the two namespaces; the exit status and output of each.
+fn run(name: &str, case: &str, n: usize, limit_ms: u64) {
+    // The test's full name (module::case), which its PEs are run with.
+    let name: &str = &xpushmem_tests::test_name(module_path!(), name);
+    if std::env::var(CASE_VAR).is_ok_and(|v| v == name) {
+        pe_main();
+    }
+    if let Some(why) = cannot_run() {
+        eprintln!("skipped {name}: {why}");
+        return;
+    }
+    let tag = if case == "death" { "d" } else { "m" };
+    let ns = Netns::create(&format!("{tag}{n}"))
+        .unwrap_or_else(|e| panic!("setting up namespaces: {e}"));
+    let dir = std::env::temp_dir().join(format!(
+        "xpushmem-netns-{}-{}",
+        std::process::id(),
+        name.replace("::", "-")
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let exe = std::env::current_exe().expect("test binary");
+    let nodes = 2;
+    let mut children: Vec<Child> = Vec::new();
+    for pe in 0..n {
+        let i = node_of(pe, n, nodes);
+        let log = std::fs::File::create(dir.join(format!("pe{pe}.log"))).expect("log");
+        let child = Command::new("ip")
+            .args(["netns", "exec", &ns.names[i]])
+            .arg(&exe)
+            .args([name, "--exact", "--nocapture", "--test-threads=1"])
+            .env(CASE_VAR, name)
+            .env("NETNS_RANK", pe.to_string())
+            .env("NETNS_SIZE", n.to_string())
+            .env("NETNS_NODES", nodes.to_string())
+            .env("NETNS_CASE", case)
+            .env("NETNS_ID_FILE", dir.join("unique-id"))
+            .env("XPUSHMEM_BOOTSTRAP_ADDR", ns.addrs[i])
+            .env("XPUSHMEM_TIMEOUT_MS", limit_ms.to_string())
+            .env("XPUSHMEM_SYMMETRIC_SIZE", "64M")
+            .env("RUST_BACKTRACE", "0")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("log"))
+            .stderr(log)
+            .spawn()
+            .expect("ip netns exec");
+        children.push(child);
+    }
+    // Wait for every PE (at most twice the wait limit), then kill what is left.
+    let start = Instant::now();
+    let mut status = vec![None; n];
+    while status.iter().any(Option::is_none)
+        && start.elapsed() < Duration::from_millis(2 * limit_ms + 10_000)
+    {
+        for (pe, c) in children.iter_mut().enumerate() {
+            if status[pe].is_none() {
+                status[pe] = c.try_wait().expect("wait");
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let elapsed = start.elapsed();
+    for (pe, c) in children.iter_mut().enumerate() {
+        if status[pe].is_none() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+    let all: String = (0..n)
+        .map(|pe| {
+            format!(
+                "---- PE {pe} in {} ({:?}) ----\n{}",
+                ns.names[node_of(pe, n, nodes)],
+                status[pe],
+                std::fs::read_to_string(dir.join(format!("pe{pe}.log"))).unwrap_or_default()
+            )
+        })
+        .collect();
+    let left: Vec<String> = (0..2).flat_map(|i| ns.pids(i)).collect();
+    drop(ns);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        status.iter().all(Option::is_some),
+        "{name}: the job hung\n{all}"
+    );
+    use std::os::unix::process::ExitStatusExt;
+    for (pe, st) in status.iter().enumerate() {
+        let st = st.expect("ended");
+        if case == "death" && pe == n - 1 {
+            assert_eq!(st.signal(), Some(9), "{name}: the victim PE {pe}\n{all}");
+            continue;
+        }
+        assert_eq!(st.code(), Some(0), "{name}: PE {pe}\n{all}");
+        assert!(
+            all.contains(&format!("verdict PE {pe}: ")),
+            "{name}: PE {pe} gave no verdict\n{all}"
+        );
+    }
+    if case == "death" {
+        assert!(
+            elapsed < Duration::from_millis(limit_ms),
+            "{name}: the loss was seen only after {elapsed:?}\n{all}"
+        );
+    }
+    assert!(
+        left.is_empty(),
+        "{name}: processes left in the namespaces: {left:?}"
+    );
+}
+
+#[test]
+fn netns_mixed_3pe() {
+    run("netns_mixed_3pe", "mixed", 3, 60_000);
+}
+
+#[test]
+fn netns_mixed_4pe() {
+    run("netns_mixed_4pe", "mixed", 4, 60_000);
+}
+
+#[test]
+fn netns_peer_death_3pe() {
+    run("netns_peer_death_3pe", "death", 3, 30_000);
+}
+
+/// The examples across the namespaces, 4 PEs (2 per namespace) with the unique-ID start (device_token_ring with
+/// device heaps on ze-emu: its kernels reach the other namespace through the host proxy): a rendezvous process in
+/// the first namespace makes the ID; each example's PEs get it, their rank and the job size from the environment
+/// (as a framework's launcher would set them). Each PE must succeed, see its namespace's PEs as its node, and
+/// print the example's success line.
+#[test]
+fn netns_examples_4pe() {
+    let name: &str = &xpushmem_tests::test_name(module_path!(), "netns_examples_4pe");
+    if std::env::var(CASE_VAR).is_ok_and(|v| v == name) {
+        pe_main();
+    }
+    if let Some(why) = cannot_run() {
+        eprintln!("skipped {name}: {why}");
+        return;
+    }
+    let (n, nodes, limit_ms) = (4, 2, 60_000u64);
+    let ns = Netns::create("e4").unwrap_or_else(|e| panic!("setting up namespaces: {e}"));
+    let dir = std::env::temp_dir().join(format!(
+        "xpushmem-netns-{}-{}",
+        std::process::id(),
+        name.replace("::", "-")
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let mut failures = Vec::new();
+    for prog in EXAMPLES {
+        let id_file = dir.join(format!("{prog}.id"));
+        let mut server = Command::new("ip")
+            .args(["netns", "exec", &ns.names[0]])
+            .arg(std::env::current_exe().expect("test binary"))
+            .args([name, "--exact", "--nocapture", "--test-threads=1"])
+            .env(CASE_VAR, name)
+            .env("NETNS_RANK", "0")
+            .env("NETNS_SIZE", n.to_string())
+            .env("NETNS_NODES", nodes.to_string())
+            .env("NETNS_CASE", "serve")
+            .env("NETNS_ID_FILE", &id_file)
+            .env("XPUSHMEM_BOOTSTRAP_ADDR", ns.addrs[0])
+            .env("XPUSHMEM_TIMEOUT_MS", limit_ms.to_string())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("ip netns exec");
+        let uid = read_id(&id_file).to_string();
+        let mut children: Vec<Child> = (0..n)
+            .map(|pe| {
+                let i = node_of(pe, n, nodes);
+                let log = std::fs::File::create(dir.join(format!("{prog}{pe}.log"))).expect("log");
+                Command::new("ip")
+                    .args(["netns", "exec", &ns.names[i]])
+                    .arg(example(prog))
+                    .env("XPUSHMEM_BOOTSTRAP", "uid")
+                    .env("XPUSHMEM_BOOTSTRAP_UID", &uid)
+                    .env("XPUSHMEM_BOOTSTRAP_RANK", pe.to_string())
+                    .env("XPUSHMEM_BOOTSTRAP_NRANKS", n.to_string())
+                    .env("XPUSHMEM_TIMEOUT_MS", limit_ms.to_string())
+                    .envs(example_env(prog))
+                    .stdin(Stdio::null())
+                    .stdout(log.try_clone().expect("log"))
+                    .stderr(log)
+                    .spawn()
+                    .expect("ip netns exec")
+            })
+            .collect();
+        let status = wait_all(&mut children, Duration::from_millis(2 * limit_ms));
+        let _ = server.kill();
+        let _ = server.wait();
+        let all: String = (0..n)
+            .map(|pe| {
+                format!(
+                    "---- {prog} PE {pe} in {} ({:?}) ----\n{}",
+                    ns.names[node_of(pe, n, nodes)],
+                    status[pe],
+                    std::fs::read_to_string(dir.join(format!("{prog}{pe}.log")))
+                        .unwrap_or_default()
+                )
+            })
+            .collect();
+        let mut ok = status.iter().all(|s| s.is_some_and(|s| s.success())) && all.contains(": ok");
+        if prog == "hello" {
+            for pe in 0..n {
+                let node: Vec<usize> = (0..n)
+                    .filter(|&q| node_of(q, n, nodes) == node_of(pe, n, nodes))
+                    .collect();
+                ok &= all.contains(&format!(
+                    "hello from PE {pe} of {n} (node PEs {node:?}, bootstrap uid)"
+                ));
+            }
+        }
+        if prog == "device_token_ring" {
+            for pe in 0..n {
+                let want = if pe == 0 { n } else { pe };
+                ok &= all.contains(&format!("PE {pe} of {n} got token {want}: ok"));
+            }
+        }
+        if !ok {
+            failures.push(all);
+        }
+    }
+    let left = ns.kill_all();
+    drop(ns);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(
+        left.is_empty(),
+        "{name}: processes left in the namespaces: {left:?}"
+    );
+}

@@ -1,0 +1,193 @@
+//! The compiled-program cache: a SPIR-V module's OpenCL program binary (`CL_PROGRAM_BINARIES`), kept in a folder
+//! (`ZE_EMU_PROGRAM_CACHE`; the test harness sets `<target>/ze-emu-cache`) and loaded with
+//! `clCreateProgramWithBinary` instead of compiling the SPIR-V again. Intel's OpenCL CPU runtime compiles a large
+//! module for seconds; every PE of every device test builds the same modules.
+//!
+//! An entry's name is the SHA-256 of the SPIR-V, the build options and the runtime (platform, device, driver and
+//! OpenCL versions), so a new runtime or other options never meet an old binary. An entry is written to a temporary
+//! file and renamed into place (readers see a whole entry or none), and it carries the SHA-256 of its binary: an
+//! entry that is cut short, corrupt or refused by the runtime is ignored and the SPIR-V is compiled as without the
+//! cache. Unset or empty: no cache.
+
+use crate::ocl::{cl_program, Ocl, CL_PROGRAM_BINARIES, CL_PROGRAM_BINARY_SIZES, CL_SUCCESS};
+use sha2::{Digest, Sha256};
+use std::ffi::{c_void, CStr};
+use std::path::{Path, PathBuf};
+
+/// The variable naming the cache folder.
+pub const CACHE_ENV: &str = "ZE_EMU_PROGRAM_CACHE";
+
+/// The first bytes of an entry (format version 1).
+const MAGIC: &[u8; 8] = b"ZEEMUPC1";
+
+/// The cache folder, when one is set.
+pub fn dir() -> Option<PathBuf> {
+    std::env::var_os(CACHE_ENV)
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+}
+
+/// The entry name of `il` built with `flags` on this runtime.
+pub fn key(o: &Ocl, il: &[u8], flags: &CStr) -> String {
+    let mut h = Sha256::new();
+    for part in [
+        b"ze-emu program cache v1".as_slice(),
+        o.description.as_bytes(),
+        o.runtime_version.as_bytes(),
+        flags.to_bytes(),
+        il,
+    ] {
+        h.update((part.len() as u64).to_le_bytes());
+        h.update(part);
+    }
+    hex(&h.finalize())
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn entry_path(dir: &Path, key: &str) -> PathBuf {
+    dir.join(format!("{key}.bin"))
+}
+
+/// The binary stored under `key`, if the entry is whole and its checksum matches.
+pub fn load(dir: &Path, key: &str) -> Option<Vec<u8>> {
+    let data = std::fs::read(entry_path(dir, key)).ok()?;
+    let rest = data.strip_prefix(MAGIC.as_slice())?;
+    if rest.len() < 32 {
+        return None;
+    }
+    let (sum, bin) = rest.split_at(32);
+    (!bin.is_empty() && Sha256::digest(bin).as_slice() == sum).then(|| bin.to_vec())
+}
+
+/// Store `bin` under `key`: a temporary file renamed into place. Failures are ignored (the cache is an
+/// optimisation; the next build compiles again).
+pub fn store(dir: &Path, key: &str, bin: &[u8]) {
+    if std::fs::create_dir_all(dir).is_err() {
+        return;
+    }
+    let tmp = dir.join(format!(
+        ".{key}.{}.{:?}.tmp",
+        std::process::id(),
+        std::thread::current().id()
+    ));
+    let mut data = Vec::with_capacity(MAGIC.len() + 32 + bin.len());
+    data.extend_from_slice(MAGIC);
+    data.extend_from_slice(&Sha256::digest(bin));
+    data.extend_from_slice(bin);
+    if std::fs::write(&tmp, &data).is_ok() && std::fs::rename(&tmp, entry_path(dir, key)).is_ok() {
+        return;
+    }
+    let _ = std::fs::remove_file(&tmp);
+}
+
+/// The binary of a built program for its one device, if the runtime gives one.
+pub fn binary_of(o: &Ocl, prog: cl_program) -> Option<Vec<u8>> {
+    let mut size = 0usize;
+    // SAFETY: valid program; the value is one size_t (the program has one device).
+    let r = unsafe {
+        (o.get_program_info)(
+            prog,
+            CL_PROGRAM_BINARY_SIZES,
+            std::mem::size_of::<usize>(),
+            (&mut size as *mut usize).cast(),
+            std::ptr::null_mut(),
+        )
+    };
+    if r != CL_SUCCESS || size == 0 {
+        return None;
+    }
+    let mut bin = vec![0u8; size];
+    let mut ptrs = [bin.as_mut_ptr()];
+    // SAFETY: one pointer per device, to a buffer of the reported size.
+    let r = unsafe {
+        (o.get_program_info)(
+            prog,
+            CL_PROGRAM_BINARIES,
+            std::mem::size_of_val(&ptrs),
+            ptrs.as_mut_ptr().cast::<c_void>(),
+            std::ptr::null_mut(),
+        )
+    };
+    (r == CL_SUCCESS).then_some(bin)
+}
+
+/// A program created from `bin` and built with `flags`, or `None` (released) when the runtime refuses either.
+pub fn program_from(o: &Ocl, bin: &[u8], flags: &CStr) -> Option<cl_program> {
+    let (mut status, mut err) = (0, 0);
+    let ptr = bin.as_ptr();
+    // SAFETY: valid context and device; one binary of the given length; status and error outputs.
+    let prog = unsafe {
+        (o.create_program_with_binary)(
+            o.context,
+            1,
+            &o.device,
+            &bin.len(),
+            &ptr,
+            &mut status,
+            &mut err,
+        )
+    };
+    if err != CL_SUCCESS || status != CL_SUCCESS || prog.is_null() {
+        if !prog.is_null() {
+            // SAFETY: created above, released once.
+            unsafe { (o.release_program)(prog) };
+        }
+        return None;
+    }
+    // SAFETY: valid program and device; NUL-terminated options; no callback.
+    let r = unsafe {
+        (o.build_program)(
+            prog,
+            1,
+            &o.device,
+            flags.as_ptr(),
+            std::ptr::null(),
+            std::ptr::null_mut(),
+        )
+    };
+    if r != CL_SUCCESS {
+        // SAFETY: created above, released once.
+        unsafe { (o.release_program)(prog) };
+        return None;
+    }
+    Some(prog)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_round_trip_and_corrupt_ones_are_ignored() {
+        let dir = std::env::temp_dir().join(format!("ze-emu-progcache-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(load(&dir, "k"), None, "no entry");
+        store(&dir, "k", b"program binary");
+        assert_eq!(
+            load(&dir, "k").as_deref(),
+            Some(b"program binary".as_slice())
+        );
+        // A flipped byte, a cut entry, another format: all ignored.
+        let path = entry_path(&dir, "k");
+        let mut data = std::fs::read(&path).unwrap();
+        let last = data.len() - 1;
+        data[last] ^= 1;
+        std::fs::write(&path, &data).unwrap();
+        assert_eq!(load(&dir, "k"), None, "corrupt binary");
+        std::fs::write(&path, &data[..20]).unwrap();
+        assert_eq!(load(&dir, "k"), None, "cut short");
+        std::fs::write(&path, b"ZEEMUPC0").unwrap();
+        assert_eq!(load(&dir, "k"), None, "other format");
+        // No temporary file is left behind.
+        store(&dir, "k", b"again");
+        let names: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, vec![std::ffi::OsString::from("k.bin")]);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
