@@ -146,7 +146,10 @@ impl<'a> Device<'a> {
             };
         } else {
             // SAFETY: the caller's contract; the kernel was created by this runtime.
-            unsafe { self.rt.launch(kernel.handle.raw(), &raw, groups, group_size)? };
+            unsafe {
+                self.rt
+                    .launch(kernel.handle.raw(), &raw, groups, group_size)?
+            };
         }
         self.take_device_error(kernel.state, &kernel.name)
     }

@@ -51,9 +51,7 @@ impl Window for DeviceWindow {
         super::check_access("ze", "source range", src_off, len, 1, src.len())?;
         // A direct copy when the source lies in a device heap of our context (ours, or a peer's opened through
         // IPC); otherwise (a window with no address here, a peer reached through the fabric) through host memory.
-        if !src.base().is_null()
-            && self.copy_in(off, src.base().wrapping_add(src_off), len)?
-        {
+        if !src.base().is_null() && self.copy_in(off, src.base().wrapping_add(src_off), len)? {
             return Ok(());
         }
         let mut buf = vec![0u8; len];
@@ -254,4 +252,3 @@ pub(crate) fn setup(s: DeviceSetup<'_>) -> Result<(Arc<ZeRuntime>, Windows)> {
     s.boot.barrier()?;
     Ok((rt, maps))
 }
-

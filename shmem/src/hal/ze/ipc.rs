@@ -134,10 +134,9 @@ impl ZeRuntime {
     /// team table, barrier counters); an error when no such allocation is live or the range leaves its tail.
     pub(crate) fn write_heap_tail(&self, off: usize, src: &[u8]) -> Result<()> {
         let allocs = self.allocs.lock().unwrap_or_else(|p| p.into_inner());
-        let a = allocs
-            .iter()
-            .find(|a| a.tail > 0)
-            .ok_or_else(|| Error::State("no device heap with a scratch tail is allocated".into()))?;
+        let a = allocs.iter().find(|a| a.tail > 0).ok_or_else(|| {
+            Error::State("no device heap with a scratch tail is allocated".into())
+        })?;
         bounded("heap tail", off, src.len(), a.tail)?;
         // SAFETY: [base + len + off, + src.len()) lies in the live allocation's tail (checked; the allocation
         // cannot be freed while `allocs` is locked); src is a live host slice.
@@ -259,7 +258,11 @@ impl DeviceWindow {
         }
         bounded("offset", off, width, self.len)?;
         if off % width != 0 {
-            return Err(Error::invalid("offset", off, format!("must be a multiple of {width}")));
+            return Err(Error::invalid(
+                "offset",
+                off,
+                format!("must be a multiple of {width}"),
+            ));
         }
         self.rt.amo(self.base.wrapping_add(off), width, op, operand)
     }

@@ -8,7 +8,7 @@
 //!   enqueued without waiting;
 //! - [`module`]: modules, kernels, module globals and the device-library state of a module ([`StateGlobal`]);
 //! - [`amo`]: the runtime's own atomic kernels;
-//! - [`event`]: [`ZeEvent`];
+//! - [`event`]: [`ZeEvent`], a launch in flight;
 //! - [`ipc`]: device heap allocations ([`DeviceWindow`]: our own, or a peer's opened through IPC), whose bounded
 //!   copies and fills the transport layer makes a `Window`;
 //! - [`hostmem`]: host memory kernels can use ([`HostAlloc`], [`HostBuf`]).

@@ -183,7 +183,10 @@ impl ZeRuntime {
     ///
     /// # Safety
     /// `module` must be a live module of this runtime's context.
-    pub(crate) unsafe fn state_global(&self, module: ze::ze_module_handle_t) -> Result<StateLookup> {
+    pub(crate) unsafe fn state_global(
+        &self,
+        module: ze::ze_module_handle_t,
+    ) -> Result<StateLookup> {
         // SAFETY: the caller's contract.
         let found = unsafe { self.global_pointer(module, abi::XPUSHMEM_DEVICE_STATE_SYMBOL)? };
         Ok(match found {
