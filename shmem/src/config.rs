@@ -9,7 +9,7 @@ use crate::algo::{
 use crate::error::{Error, Result};
 use crate::types::HeapKind;
 use std::net::IpAddr;
-use std::sync::{Arc, RwLock};
+
 use std::time::Duration;
 
 /// One documented environment variable.
@@ -155,22 +155,6 @@ pub type OnUse<T> = std::result::Result<T, Error>;
 /// A parser whose error is kept for the calls that use the setting.
 fn on_use<T>(parse: fn(&'static str) -> Result<T>) -> impl Fn(&'static str) -> Result<OnUse<T>> {
     move |var| Ok(parse(var))
-}
-
-/// The configuration of the running runtime, installed by init.
-static CURRENT: RwLock<Option<Arc<Config>>> = RwLock::new(None);
-
-/// Make `cfg` the configuration the runtime's layers read ([`current`]); called once per init.
-pub(crate) fn install(cfg: &Config) {
-    *CURRENT.write().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(cfg.clone()));
-}
-
-/// The configuration parsed at init (parsed from the environment when no runtime was started yet).
-pub(crate) fn current() -> Result<Arc<Config>> {
-    if let Some(c) = CURRENT.read().unwrap_or_else(|p| p.into_inner()).as_ref() {
-        return Ok(c.clone());
-    }
-    Ok(Arc::new(Config::from_env()?))
 }
 
 /// A setting chosen by a field of [`Config`] (the algorithm enums: `Auto` is resolved through it).

@@ -357,6 +357,41 @@ impl Throttle {
     }
 }
 
+/// An error unless `[off, off + len)` lies inside a window of `size` bytes and `off` is a multiple of `align`.
+#[inline]
+pub(crate) fn check_access(
+    transport: &'static str,
+    what: &str,
+    off: usize,
+    len: usize,
+    align: usize,
+    size: usize,
+) -> Result<()> {
+    if off.checked_add(len).is_none_or(|e| e > size) || off % align != 0 {
+        return Err(access_error(transport, what, off, len, align, size));
+    }
+    Ok(())
+}
+
+/// The error of a failed [`check_access`] (out of line: the check is on every operation's path, its error is not).
+#[cold]
+#[inline(never)]
+fn access_error(
+    transport: &'static str,
+    what: &str,
+    off: usize,
+    len: usize,
+    align: usize,
+    size: usize,
+) -> Error {
+    Error::Transport {
+        transport,
+        message: format!(
+            "{what} [{off}, +{len}) with alignment {align} outside a {size}-byte window"
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

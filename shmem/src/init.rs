@@ -9,8 +9,8 @@ use crate::device::{Device, HeapKind};
 use crate::error::{Error, Result};
 use crate::heap::Allocator;
 use crate::job::{self, JobLayout, PeRecord};
+use crate::sys::pidwatch::PeerWatch;
 use crate::team::CallId;
-use crate::transport::shm::PeerWatch;
 use crate::transport::ze::ExternalHandles;
 use crate::transport::{self, AmoOp};
 use crate::types::ThreadLevel;
@@ -269,8 +269,6 @@ impl Shmem {
                  xpushmemx_set_attr_ze_handles), but they back only a device heap: set XPUSHMEM_HEAP=device",
             ));
         }
-        crate::config::install(&cfg);
-        crate::transport::shm::set_nt_copy_size(cfg.nt_copy_size);
         init_logging(&cfg.log);
         bootstrap::launcher::tie_to_launcher()?;
         if !cfg.dumpable {
@@ -298,6 +296,7 @@ impl Shmem {
         } = exchange_layout(boot.as_ref(), &cfg)?;
         let heap_kind = attr.heap.unwrap_or(cfg.heap);
         let (peers, data) = transport::connect(transport::ConnectArgs {
+            cfg: &cfg,
             boot: boot.as_ref(),
             liveness: std::sync::Arc::clone(&boot),
             me,

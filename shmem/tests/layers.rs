@@ -78,18 +78,6 @@ const RATCHET_EDGES: &[(&str, &str, &str)] = &[
 /// Files outside the platform layer that still hold `unsafe` code, with the reason. Phase 2 moves them.
 const RATCHET_UNSAFE: &[(&str, &str)] = &[
     (
-        "transport/dataseg.rs",
-        "the data segment's mapping; phase 2: sys/",
-    ),
-    (
-        "transport/shm.rs",
-        "memfd arena, mappings, copies, fd borrow; phase 2: sys/memfd",
-    ),
-    (
-        "transport/vmem.rs",
-        "address-space reservation; phase 2: sys/vmem",
-    ),
-    (
         "transport/fabric.rs",
         "the libfabric engine (security work in phase 1); phase 2: net/ofi",
     ),

@@ -1080,8 +1080,22 @@ mod tests {
         server.join().unwrap();
         // The outsiders were handed a challenge and a refusal (or the close of a pending handshake once every PE
         // was in), never a welcome or a result.
+        // On a loaded machine the server may finish before it accepted the silent connection at all: then the
+        // connection is closed unanswered (end of stream or reset), which is a refusal too.
         let _ = silent.set_read_timeout(Some(Duration::from_millis(100)));
-        assert_eq!(read_frame(&mut silent, MAX_FRAME).unwrap().0, CHALLENGE);
+        match read_frame(&mut silent, MAX_FRAME)
+            .map(|(k, _)| k)
+            .map_err(|e| e.kind())
+        {
+            Ok(kind) => assert_eq!(kind, CHALLENGE),
+            Err(kind) => assert!(
+                matches!(
+                    kind,
+                    std::io::ErrorKind::UnexpectedEof | std::io::ErrorKind::ConnectionReset
+                ),
+                "the silent connection: {kind:?}"
+            ),
+        }
         let more = read_frame(&mut silent, MAX_FRAME)
             .map(|(k, _)| k)
             .map_err(|e| e.kind());

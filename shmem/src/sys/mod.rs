@@ -1,4 +1,12 @@
-//! The platform layer's operating-system side: the only code of the runtime (with `hal/`, and the transport leaves
-//! phase 2 moves here: memfd, vmem, fd exchange) that holds `unsafe` blocks, each with its `SAFETY` comment.
+//! The platform layer's operating-system side: with `hal/` and `net/`, the only code of the runtime that holds
+//! `unsafe` blocks, each with its `SAFETY` comment. Everything here wraps the operating system behind safe, checked
+//! types: heap memfds and their mappings ([`memfd`]), byte copies ([`copy`]), address-space placement ([`vmem`]),
+//! the executable's data segment ([`dataseg`]), the node's fd exchange ([`fdx`]) and pidfd watching ([`pidwatch`]).
 
 pub(crate) mod bytes;
+pub(crate) mod copy;
+pub mod dataseg;
+pub mod fdx;
+pub(crate) mod memfd;
+pub(crate) mod pidwatch;
+pub mod vmem;

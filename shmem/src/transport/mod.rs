@@ -19,15 +19,15 @@
 
 pub(crate) use crate::types::AmoOp;
 
-pub mod dataseg;
+pub use crate::sys::dataseg;
 pub(crate) mod deferred;
 #[cfg(xpushmem_fabric)]
 pub(crate) mod fabric;
 #[cfg(xpushmem_fabric)]
 pub(crate) mod fabric_proxy;
-pub mod fdx;
+pub use crate::sys::fdx;
 pub(crate) mod shm;
-pub mod vmem;
+pub use crate::sys::vmem;
 pub mod ze;
 
 use crate::error::Result;
@@ -334,6 +334,11 @@ pub(crate) trait Window: Send + Sync + std::fmt::Debug {
     fn base(&self) -> *mut u8;
     /// Whether the CPU of this process may load and store through [`Window::base`].
     fn host_accessible(&self) -> bool;
+    /// The window's memory as a host mapping of this process, when it is one and may be read directly (bypassing
+    /// the window's own ordering): what a same-node copy between windows reads from. `None` by default.
+    fn host_mem(&self) -> Option<&crate::sys::memfd::HostMem> {
+        None
+    }
 }
 
 /// An error unless a local buffer of `have` bytes holds `count` elements of `elem` bytes every `stride` elements.
@@ -356,43 +361,12 @@ fn check_local_span(have: usize, count: usize, stride: usize, elem: usize) -> Re
     Ok(())
 }
 
-/// An error unless `[off, off + len)` lies inside a window of `size` bytes and `off` is a multiple of `align`.
-#[inline]
-pub(crate) fn check_access(
-    transport: &'static str,
-    what: &str,
-    off: usize,
-    len: usize,
-    align: usize,
-    size: usize,
-) -> Result<()> {
-    if off.checked_add(len).is_none_or(|e| e > size) || off % align != 0 {
-        return Err(access_error(transport, what, off, len, align, size));
-    }
-    Ok(())
-}
-
-/// The error of a failed [`check_access`] (out of line: the check is on every operation's path, its error is not).
-#[cold]
-#[inline(never)]
-fn access_error(
-    transport: &'static str,
-    what: &str,
-    off: usize,
-    len: usize,
-    align: usize,
-    size: usize,
-) -> crate::error::Error {
-    crate::error::Error::Transport {
-        transport,
-        message: format!(
-            "{what} [{off}, +{len}) with alignment {align} outside a {size}-byte window"
-        ),
-    }
-}
+pub(crate) use crate::error::check_access;
 
 /// What [`connect`] needs to know about the job.
 pub(crate) struct ConnectArgs<'a> {
+    /// The configuration parsed at init.
+    pub cfg: &'a crate::config::Config,
     /// The bootstrap, for the collective steps of set-up.
     pub boot: &'a dyn crate::bootstrap::Bootstrap,
     /// The same bootstrap, kept by transports whose own waits must notice a lost peer (`check_alive`).
@@ -520,7 +494,7 @@ pub(crate) fn connect(a: ConnectArgs<'_>) -> Result<(Peers, dataseg::SymData)> {
     use crate::types::HeapKind;
     let (me, n) = (a.me, a.pids.len());
     let local = a.nodes.pes_on(a.nodes.node_of(me));
-    let cfg = crate::config::current()?;
+    let cfg = a.cfg;
     let deferred = cfg.transport == crate::config::TransportMode::Deferred;
     let forced = cfg.transport == crate::config::TransportMode::Fabric;
     if forced && !cfg!(xpushmem_fabric) {

@@ -16,7 +16,7 @@
 //! `mremap` (a few microseconds at init) is lost, so start threads that write globals after init; after a
 //! `fork`, parent and child share the segment (`MAP_SHARED`).
 
-use super::shm::Arena;
+use super::memfd::Arena;
 use crate::error::{Error, Result};
 use rustix::mm::{MapFlags, MremapFlags, ProtFlags};
 

@@ -401,7 +401,7 @@ mod tests {
     //! The leader runs in the test process; the other ends are this test binary re-executed in a role
     //! (`XPUSHMEM_FDX_ROLE`), so each has a pid of its own as PEs do.
     use super::*;
-    use crate::transport::shm::Arena;
+    use crate::sys::memfd::Arena;
     use std::io::{BufRead, BufReader};
     use std::process::{Child, Command, Stdio};
 
@@ -453,7 +453,7 @@ mod tests {
         let mut child = cmd
             .args([
                 "--exact",
-                "transport::fdx::tests::role",
+                "sys::fdx::tests::role",
                 "--nocapture",
                 "--test-threads=1",
             ])

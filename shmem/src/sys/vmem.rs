@@ -86,7 +86,7 @@ mod tests {
 
     #[test]
     fn a_mapping_lands_aligned_and_is_usable() {
-        let a = crate::transport::shm::Arena::create(3 << 20).unwrap();
+        let a = crate::sys::memfd::Arena::create(3 << 20).unwrap();
         let p = map_shared_aligned(a.fd(), 0, 3 << 20).unwrap();
         assert_eq!(p as usize % (4 << 20), 0, "{p:p}");
         // SAFETY: the mapping is 3 MiB, read-write, and owned by this test.
