@@ -32,40 +32,34 @@ use std::time::Duration;
 
 impl Window for DeviceWindow {
     fn write(&self, off: usize, src: &[u8]) -> Result<()> {
-        super::check_access("ze", "access", off, src.len(), 1, self.len())?;
         self.write_at(off, src)
     }
     fn read(&self, off: usize, dst: &mut [u8]) -> Result<()> {
-        super::check_access("ze", "access", off, dst.len(), 1, self.len())?;
         self.read_at(off, dst)
     }
     fn fill(&self, off: usize, len: usize, byte: u8) -> Result<()> {
-        super::check_access("ze", "access", off, len, 1, self.len())?;
         self.fill_at(off, len, byte)
     }
     fn len(&self) -> usize {
         DeviceWindow::len(self)
     }
     fn copy_from(&self, off: usize, src: &dyn Window, src_off: usize, len: usize) -> Result<()> {
-        super::check_access("ze", "access", off, len, 1, self.len())?;
+        super::check_access("ze", "access", off, len, 1, DeviceWindow::len(self))?;
         super::check_access("ze", "source range", src_off, len, 1, src.len())?;
-        // A direct copy when the source lies in a device heap of our context (ours, or a peer's opened through
-        // IPC); otherwise (a window with no address here, a peer reached through the fabric) through host memory.
+        // A direct copy from a host mapping of this process, or when the source lies in a device heap of our
+        // context (ours, or a peer's opened through IPC); otherwise (a window with no address here, a peer reached
+        // through the fabric) through host memory.
+        if let Some(h) = src.host_mem() {
+            return self.copy_in_host(off, h, src_off, len);
+        }
         if !src.base().is_null() && self.copy_in(off, src.base().wrapping_add(src_off), len)? {
             return Ok(());
         }
         let mut buf = vec![0u8; len];
         src.read(src_off, &mut buf)?;
-        self.write(off, &buf)
+        self.write_at(off, &buf)
     }
     fn amo(&self, off: usize, width: usize, op: AmoOp, operand: u64) -> Result<u64> {
-        if width != 4 && width != 8 {
-            return Err(Error::Transport {
-                transport: "ze",
-                message: format!("atomic width {width} (must be 4 or 8)"),
-            });
-        }
-        super::check_access("ze", "access", off, width, width, self.len())?;
         self.amo_at(off, width, op, operand)
     }
     fn base(&self) -> *mut u8 {

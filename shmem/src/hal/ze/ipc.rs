@@ -2,7 +2,8 @@
 //! heaps opened through Level Zero IPC.
 
 use super::{check, context, ZeRuntime};
-use crate::error::{Error, Result};
+use crate::error::{check_access, Error, Result};
+use crate::sys::memfd::HostMem;
 use crate::types::AmoOp;
 use level_zero_sys as ze;
 use std::ffi::c_void;
@@ -137,23 +138,11 @@ impl ZeRuntime {
         let a = allocs.iter().find(|a| a.tail > 0).ok_or_else(|| {
             Error::State("no device heap with a scratch tail is allocated".into())
         })?;
-        bounded("heap tail", off, src.len(), a.tail)?;
+        check_access("ze", "heap tail", off, src.len(), 1, a.tail)?;
         // SAFETY: [base + len + off, + src.len()) lies in the live allocation's tail (checked; the allocation
         // cannot be freed while `allocs` is locked); src is a live host slice.
         unsafe { self.write_raw((a.base + a.len + off) as *mut u8, src) }
     }
-}
-
-/// An error unless `[off, off + len)` lies inside `size` bytes.
-fn bounded(what: &'static str, off: usize, len: usize, size: usize) -> Result<()> {
-    if off > size || len > size - off {
-        return Err(Error::invalid(
-            what,
-            format!("{len} bytes at offset {off}"),
-            format!("outside a {size}-byte device allocation"),
-        ));
-    }
-    Ok(())
 }
 
 impl DeviceWindow {
@@ -183,7 +172,7 @@ impl DeviceWindow {
 
     /// Write `src` at byte `off` of the tail of our own allocation; the range is checked against the tail.
     pub fn write_tail(&self, off: usize, src: &[u8]) -> Result<()> {
-        bounded("heap tail", off, src.len(), self.tail)?;
+        check_access("ze", "heap tail", off, src.len(), 1, self.tail)?;
         // SAFETY: [len + off, len + off + src.len()) lies in the allocation's tail (checked); src is a live slice.
         unsafe {
             self.rt
@@ -193,14 +182,14 @@ impl DeviceWindow {
 
     /// Copy `src` to byte `off`.
     pub(crate) fn write_at(&self, off: usize, src: &[u8]) -> Result<()> {
-        bounded("offset", off, src.len(), self.len)?;
+        check_access("ze", "access", off, src.len(), 1, self.len)?;
         // SAFETY: [off, off+len) lies in the device allocation (checked); src is a live host slice.
         unsafe { self.rt.copy(self.base.add(off), src.as_ptr(), src.len()) }
     }
 
     /// Copy from byte `off` into `dst`.
     pub(crate) fn read_at(&self, off: usize, dst: &mut [u8]) -> Result<()> {
-        bounded("offset", off, dst.len(), self.len)?;
+        check_access("ze", "access", off, dst.len(), 1, self.len)?;
         // SAFETY: [off, off+len) lies in the device allocation (checked); dst is a live, exclusive host slice.
         unsafe {
             self.rt
@@ -210,7 +199,7 @@ impl DeviceWindow {
 
     /// Set `len` bytes at `off` to `byte`.
     pub(crate) fn fill_at(&self, off: usize, len: usize, byte: u8) -> Result<()> {
-        bounded("offset", off, len, self.len)?;
+        check_access("ze", "access", off, len, 1, self.len)?;
         if len == 0 {
             return Ok(());
         }
@@ -235,7 +224,7 @@ impl DeviceWindow {
     /// copying nothing, when it does not (the caller stages through host memory instead). `src` is only compared
     /// with the runtime's allocations, never followed otherwise.
     pub(crate) fn copy_in(&self, off: usize, src: *const u8, len: usize) -> Result<bool> {
-        bounded("offset", off, len, self.len)?;
+        check_access("ze", "access", off, len, 1, self.len)?;
         let allocs = self.rt.allocs.lock().unwrap_or_else(|p| p.into_inner());
         let s = src as usize;
         let inside = allocs
@@ -251,19 +240,33 @@ impl DeviceWindow {
         Ok(true)
     }
 
+    /// Copy `len` bytes at byte `src_off` of a host mapping of this process into byte `off`.
+    pub(crate) fn copy_in_host(
+        &self,
+        off: usize,
+        src: &HostMem,
+        src_off: usize,
+        len: usize,
+    ) -> Result<()> {
+        check_access("ze", "access", off, len, 1, self.len)?;
+        check_access("ze", "source range", src_off, len, 1, src.len())?;
+        // SAFETY: the destination range lies in this allocation, the source range in the live host mapping `src`
+        // (both checked); a copy list reads host memory of this process.
+        unsafe {
+            self.rt
+                .copy(self.base.add(off), src.as_ptr().add(src_off), len)
+        }
+    }
+
     /// An atomic on the `width`-byte (4 or 8) word at `off` (in bounds and aligned: checked); the previous value.
     pub(crate) fn amo_at(&self, off: usize, width: usize, op: AmoOp, operand: u64) -> Result<u64> {
         if width != 4 && width != 8 {
-            return Err(Error::invalid("atomic width", width, "must be 4 or 8"));
+            return Err(Error::Transport {
+                transport: "ze",
+                message: format!("atomic width {width} (must be 4 or 8)"),
+            });
         }
-        bounded("offset", off, width, self.len)?;
-        if off % width != 0 {
-            return Err(Error::invalid(
-                "offset",
-                off,
-                format!("must be a multiple of {width}"),
-            ));
-        }
+        check_access("ze", "access", off, width, width, self.len)?;
         self.rt.amo(self.base.wrapping_add(off), width, op, operand)
     }
 }
