@@ -280,8 +280,8 @@ impl ZeRuntime {
     /// captures a kernel's arguments when its launch is appended, so a kernel shared between threads (the op
     /// kernels, a C caller's kernel, a [`crate::device::Kernel`] used from two threads) cannot have its arguments
     /// changed between another thread's setting and appending them, whichever entry point each thread came
-    /// through (`Device::launch`, `launch_async`, `enqueue`, `enqueue_op`, the runtime's atomics). Lock order:
-    /// the kernel's, then the lists'.
+    /// through (`Device::launch`, `launch_async`, `enqueue` and the op kernels' `OpsModule::enqueue` over it, the
+    /// runtime's atomics). Lock order: the kernel's, then the lists'.
     ///
     /// # Safety
     /// As for [`ZeRuntime::launch`]; an event of `on` is a live event of this context, and a caller's list is a

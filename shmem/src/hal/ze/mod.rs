@@ -160,7 +160,7 @@ impl std::fmt::Debug for ZeRuntime {
 }
 
 impl ZeRuntime {
-    /// The loaded Level Zero function table (for the queue leaf, `ze_queue.rs`).
+    /// The loaded Level Zero function table.
     pub(crate) fn api(&self) -> &ze::ZeApi {
         &self.api
     }
