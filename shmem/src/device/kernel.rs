@@ -47,10 +47,7 @@ impl<'a> Device<'a> {
     /// `kernel` must be a live `ze_kernel_handle_t` of this device's context.
     pub unsafe fn max_resident_groups_raw(&self, kernel: *mut std::ffi::c_void) -> Result<u32> {
         // SAFETY: the caller's contract.
-        unsafe {
-            self.rt
-                .max_cooperative_groups(level_zero_sys::ze_kernel_handle_t(kernel))
-        }
+        unsafe { self.rt.max_groups_raw(kernel) }
     }
 
     /// For a kernel that waits (NVSHMEM's rule: its work-groups may wait on each other, so all must be resident):
@@ -91,10 +88,7 @@ impl<'a> Device<'a> {
     /// `module` must be a live module of this device's context, and no kernel of it may be running.
     pub unsafe fn init_raw_module(&self, module: *mut std::ffi::c_void) -> Result<*mut u8> {
         // SAFETY: the caller's contract.
-        let found = unsafe {
-            self.rt
-                .state_global(level_zero_sys::ze_module_handle_t(module))?
-        };
+        let found = unsafe { self.rt.state_global_raw(module)? };
         self.write_state(found)
     }
 

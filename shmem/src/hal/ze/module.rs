@@ -173,20 +173,35 @@ impl ZeRuntime {
         unsafe { self.max_cooperative_groups(kernel.0) }
     }
 
+    /// How many work-groups of a caller's kernel (a raw `ze_kernel_handle_t`) can be resident at once.
+    ///
+    /// # Safety
+    /// `kernel` must be a live kernel of this runtime's context.
+    pub(crate) unsafe fn max_groups_raw(&self, kernel: *mut c_void) -> Result<u32> {
+        // SAFETY: the caller's contract.
+        unsafe { self.max_cooperative_groups(ze::ze_kernel_handle_t(kernel)) }
+    }
+
     /// The device-library state of a module this runtime built.
     pub(crate) fn state_of(&self, module: ZeModule) -> Result<StateLookup> {
         // SAFETY: a ZeModule is a live module of this runtime (its type's invariant).
         unsafe { self.state_global(module.0) }
     }
 
+    /// The device-library state of a caller's module (a raw `ze_module_handle_t`).
+    ///
+    /// # Safety
+    /// `module` must be a live module of this runtime's context.
+    pub(crate) unsafe fn state_global_raw(&self, module: *mut c_void) -> Result<StateLookup> {
+        // SAFETY: the caller's contract.
+        unsafe { self.state_global(ze::ze_module_handle_t(module)) }
+    }
+
     /// The device-library state of `module`.
     ///
     /// # Safety
     /// `module` must be a live module of this runtime's context.
-    pub(crate) unsafe fn state_global(
-        &self,
-        module: ze::ze_module_handle_t,
-    ) -> Result<StateLookup> {
+    unsafe fn state_global(&self, module: ze::ze_module_handle_t) -> Result<StateLookup> {
         // SAFETY: the caller's contract.
         let found = unsafe { self.global_pointer(module, abi::XPUSHMEM_DEVICE_STATE_SYMBOL)? };
         Ok(match found {
