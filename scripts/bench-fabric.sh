@@ -33,7 +33,7 @@ ROUNDS="${BENCH_FABRIC_LAT_ROUNDS:-10}"
 read -r -a LAT_ARGS <<<"${BENCH_FABRIC_LAT_ARGS:--b 8 -e 4M -f 2 -i 200 -w 20 -r 1}"
 
 echo "== fabric: building xpushmem-perf (release), fabric_rma and mpi_bench"
-cargo build --release -q -p xpushmem-perf -p xpushmem --bins
+cargo build --release -q -p xpushmem-perf -p xpushmem -p xpushmem-launch --bins
 PERF="$CARGO_TARGET_DIR/release/xpushmem-perf"
 RUN="$CARGO_TARGET_DIR/release/xpushmem-run"
 rm -rf "$OUT"

@@ -57,7 +57,7 @@ fi
 
 # ---- 2. build ------------------------------------------------------------------------------------------------
 echo "== building xpushmem-perf (release) and the C peers"
-cargo build --release -q -p xpushmem-perf -p xpushmem --bins
+cargo build --release -q -p xpushmem-perf -p xpushmem -p xpushmem-launch --bins
 PERF="$CARGO_TARGET_DIR/release/xpushmem-perf"
 RUN="$CARGO_TARGET_DIR/release/xpushmem-run"
 rm -rf "$OUT"

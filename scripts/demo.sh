@@ -5,7 +5,7 @@ repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
 bash scripts/setup.sh base
 export CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-2}"
-cargo build --release -q -p xpushmem -p xpushmem-examples
+cargo build --release -q -p xpushmem -p xpushmem-launch -p xpushmem-examples
 for ex in hello ring_put put_signal_pipeline jacobi; do
     echo "== $ex (4 PEs)"
     target/release/xpushmem-run -n 4 --timeout 120 "target/release/$ex"

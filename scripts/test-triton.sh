@@ -18,7 +18,7 @@ export PATH="$venv/bin:$PATH"   # torch.utils.cpp_extension (xpushmem.torch's sh
 if [[ -z "${XPUSHMEM_LIB_DIR:-}" ]]; then
     echo "== cargo build (libxpushmem.so, xpushmem-run, libze_emu.so)"
     CARGO_TERM_COLOR=never cargo build -q -p xpushmem-ffi -p ze-emu
-    CARGO_TERM_COLOR=never cargo build -q -p xpushmem --bins
+    CARGO_TERM_COLOR=never cargo build -q -p xpushmem -p xpushmem-launch --bins
     export XPUSHMEM_LIB_DIR="${CARGO_TARGET_DIR:-$repo/target}/debug"
 fi
 # ze-emu as the Level Zero driver, Intel's OpenCL CPU runtime behind it (scripts/setup-device.sh installs it).

@@ -2,7 +2,7 @@
 //! validates its data, and a corrupted payload makes every one of them fail loudly. No timing assertions.
 
 use std::time::Duration;
-use xpushmem::launch::{Job, Outcome};
+use xpushmem_launch::{Job, Outcome};
 use xpushmem_perf::csv;
 use xpushmem_perf::suites::registry;
 

@@ -1,7 +1,7 @@
 //! Every example runs under the launcher at 2 and 4 PEs (and 3 where it divides) and must report success.
 
 use std::time::Duration;
-use xpushmem::launch::Job;
+use xpushmem_launch::Job;
 
 fn run(bin: &str, n: usize) {
     let mut job = Job::new(n, bin);

@@ -72,6 +72,82 @@ fn entry(call: &str, f: impl FnOnce() -> Result<(), Failure>) -> c_int {
     boundary::code(call, f)
 }
 
+/// The two C entry points of one op, written once: `fn NAME(args);` (the host path, or the device path on the
+/// runtime's own queue, waiting) and `fn NAME_on_queue(.., ze_command_list);` (the same arguments and the caller's
+/// Level Zero command list, appended to without waiting), each with its doc comment (the second's is the standard
+/// one of the macro's first rule when it has none), then the op's body
+/// `|sh, CALL, list| { ... }`: it runs behind the library's boundary ([`entry`]) on the runtime `sh`, with `CALL`
+/// the entry point's name and `list` the caller's list (`None` for `NAME`), and returns the runtime's `Result`.
+/// Both entry points call one `NAME_impl` holding the body.
+///
+/// cbindgen does not expand macros: `ffi/tests/headers.rs` expands the invocations the same way (the two
+/// declarations with their doc comments, in place; the standard doc comment read from the `#[doc = ...]` lines of
+/// the first rule) before it generates `include/xpushmem_ops.h`.
+macro_rules! ops_fn {
+    // An `_on_queue` entry point without a doc comment of its own gets this one.
+    (
+        $(#[doc = $doc:expr])*
+        fn $name:ident($($arg:ident: $ty:ty),* $(,)?);
+        fn $queue:ident(.., ze_command_list);
+        |$sh:ident, $call:ident, $list:ident| $body:block
+    ) => {
+        ops_fn! {
+            $(#[doc = $doc])*
+            fn $name($($arg: $ty),*);
+            #[doc = concat!(" [`", stringify!($name), "`] on the device path: the op's kernel is appended to the Level Zero command list `ze_command_list`")]
+            #[doc = " (a `ze_command_list_handle_t` of the runtime's context, immediate or regular) and the call returns without"]
+            #[doc = " waiting. The op's outcome is reported by [`xpushmem_ops_queue_wait`] once the list has run. Needs the"]
+            #[doc = " device path (device heaps, `XPUSHMEM_OPS_PATH` not `host`)."]
+            #[doc = ""]
+            #[doc = " # Safety"]
+            #[doc = concat!(" As for [`", stringify!($name), "`]; `ze_command_list` must be a live command list of the runtime's context and device")]
+            #[doc = " (`xpushmemx_ze_get_handles`) that stays alive until the op has run."]
+            fn $queue(.., ze_command_list);
+            |$sh, $call, $list| $body
+        }
+    };
+    (
+        $(#[doc = $doc:expr])*
+        fn $name:ident($($arg:ident: $ty:ty),* $(,)?);
+        $(#[doc = $qdoc:expr])*
+        fn $queue:ident(.., ze_command_list);
+        |$sh:ident, $call:ident, $list:ident| $body:block
+    ) => {
+        xpushmem_ffi_core::paste::paste! {
+            /// The body of
+            #[doc = concat!("[`", stringify!($name), "`]")]
+            /// and its `_on_queue` form.
+            ///
+            /// # Safety
+            /// The entry points' contract.
+            #[allow(non_snake_case, clippy::too_many_arguments)]
+            unsafe fn [<$name _impl>](
+                $call: &'static str,
+                $list: Option<*mut c_void>,
+                $($arg: $ty),*
+            ) -> c_int {
+                entry($call, || with_rt(|$sh| $body))
+            }
+
+            $(#[doc = $doc])*
+            #[no_mangle]
+            #[allow(clippy::too_many_arguments)]
+            pub unsafe extern "C" fn $name($($arg: $ty),*) -> c_int {
+                // SAFETY: forwarded caller contract.
+                unsafe { [<$name _impl>](stringify!($name), None, $($arg),*) }
+            }
+
+            $(#[doc = $qdoc])*
+            #[no_mangle]
+            #[allow(clippy::too_many_arguments)]
+            pub unsafe extern "C" fn $queue($($arg: $ty,)* ze_command_list: *mut c_void) -> c_int {
+                // SAFETY: forwarded caller contract.
+                unsafe { [<$name _impl>](stringify!($queue), Some(ze_command_list), $($arg),*) }
+            }
+        }
+    };
+}
+
 /// The device path's state on this PE: the op kernels, the runtime's own queue for the synchronous entry points,
 /// and the ops enqueued on callers' lists whose outcome [`xpushmem_ops_queue_wait`] has not reported yet.
 struct DevPath {
@@ -445,381 +521,141 @@ pub unsafe extern "C" fn xpushmem_ops_group_register(pes: *const i32, npes: i32)
     })
 }
 
-#[allow(non_snake_case, clippy::too_many_arguments)]
-unsafe fn all_to_all_vdev_impl(
-    CALL: &'static str,
-    list: Option<*mut c_void>,
-    input: *const XpushmemOpsTensor,
-    out: *const XpushmemOpsTensor,
-    in_splits: *const XpushmemOpsTensor,
-    out_splits_offsets: *const XpushmemOpsTensor,
-    group_pes: *const i32,
-    group_size: i32,
-) -> c_int {
-    entry(CALL, || {
-        with_rt(|sh| {
-            // SAFETY: forwarded caller contract on every pointer.
-            let (i, o, s, oso, g) = unsafe {
-                (
-                    view(sh, input, "input", CALL)?,
-                    view(sh, out, "out", CALL)?,
-                    view(sh, in_splits, "in_splits", CALL)?,
-                    view(sh, out_splits_offsets, "out_splits_offsets", CALL)?,
-                    group(sh, group_pes, group_size, CALL)?,
-                )
-            };
-            dispatch(
-                sh,
-                CALL,
-                list,
-                || xpushmem_ops::all_to_all_vdev(sh, &g, &i, &o, &s, &oso),
-                |ops, l| ops.all_to_all_vdev(sh, l, &g, &i, &o, &s, &oso),
+ops_fn! {
+    /// `symm_mem::all_to_all_vdev`.
+    ///
+    /// # Safety
+    /// Tensor pointers must point to valid descriptors; `group_pes` NULL or `group_size` readable `int32_t`s.
+    fn xpushmem_ops_all_to_all_vdev(
+        input: *const XpushmemOpsTensor,
+        out: *const XpushmemOpsTensor,
+        in_splits: *const XpushmemOpsTensor,
+        out_splits_offsets: *const XpushmemOpsTensor,
+        group_pes: *const i32,
+        group_size: i32,
+    );
+    fn xpushmem_ops_all_to_all_vdev_on_queue(.., ze_command_list);
+    |sh, CALL, list| {
+        // SAFETY: forwarded caller contract on every pointer.
+        let (i, o, s, oso, g) = unsafe {
+            (
+                view(sh, input, "input", CALL)?,
+                view(sh, out, "out", CALL)?,
+                view(sh, in_splits, "in_splits", CALL)?,
+                view(sh, out_splits_offsets, "out_splits_offsets", CALL)?,
+                group(sh, group_pes, group_size, CALL)?,
             )
-        })
-    })
-}
-
-/// `symm_mem::all_to_all_vdev`.
-///
-/// # Safety
-/// Tensor pointers must point to valid descriptors; `group_pes` NULL or `group_size` readable `int32_t`s.
-#[no_mangle]
-pub unsafe extern "C" fn xpushmem_ops_all_to_all_vdev(
-    input: *const XpushmemOpsTensor,
-    out: *const XpushmemOpsTensor,
-    in_splits: *const XpushmemOpsTensor,
-    out_splits_offsets: *const XpushmemOpsTensor,
-    group_pes: *const i32,
-    group_size: i32,
-) -> c_int {
-    // SAFETY: forwarded caller contract.
-    unsafe {
-        all_to_all_vdev_impl(
-            "xpushmem_ops_all_to_all_vdev",
-            None,
-            input,
-            out,
-            in_splits,
-            out_splits_offsets,
-            group_pes,
-            group_size,
+        };
+        dispatch(
+            sh,
+            CALL,
+            list,
+            || xpushmem_ops::all_to_all_vdev(sh, &g, &i, &o, &s, &oso),
+            |ops, l| ops.all_to_all_vdev(sh, l, &g, &i, &o, &s, &oso),
         )
     }
 }
 
-/// [`xpushmem_ops_all_to_all_vdev`] on the device path: the op's kernel is appended to the Level Zero command list `ze_command_list`
-/// (a `ze_command_list_handle_t` of the runtime's context, immediate or regular) and the call returns without
-/// waiting. The op's outcome is reported by [`xpushmem_ops_queue_wait`] once the list has run. Needs the
-/// device path (device heaps, `XPUSHMEM_OPS_PATH` not `host`).
-///
-/// # Safety
-/// As for [`xpushmem_ops_all_to_all_vdev`]; `ze_command_list` must be a live command list of the runtime's context and device
-/// (`xpushmemx_ze_get_handles`) that stays alive until the op has run.
-#[no_mangle]
-#[allow(clippy::too_many_arguments)]
-pub unsafe extern "C" fn xpushmem_ops_all_to_all_vdev_on_queue(
-    input: *const XpushmemOpsTensor,
-    out: *const XpushmemOpsTensor,
-    in_splits: *const XpushmemOpsTensor,
-    out_splits_offsets: *const XpushmemOpsTensor,
-    group_pes: *const i32,
-    group_size: i32,
-    ze_command_list: *mut c_void,
-) -> c_int {
-    // SAFETY: forwarded caller contract.
-    unsafe {
-        all_to_all_vdev_impl(
-            "xpushmem_ops_all_to_all_vdev_on_queue",
-            Some(ze_command_list),
-            input,
-            out,
-            in_splits,
-            out_splits_offsets,
-            group_pes,
-            group_size,
-        )
-    }
-}
-
-#[allow(non_snake_case, clippy::too_many_arguments)]
-unsafe fn all_to_all_vdev_2d_impl(
-    CALL: &'static str,
-    list: Option<*mut c_void>,
-    input: *const XpushmemOpsTensor,
-    out: *const XpushmemOpsTensor,
-    in_splits: *const XpushmemOpsTensor,
-    out_splits_offsets: *const XpushmemOpsTensor,
-    group_pes: *const i32,
-    group_size: i32,
-    major_align: *const i64,
-) -> c_int {
-    entry(CALL, || {
-        with_rt(|sh| {
-            // SAFETY: forwarded caller contract on every pointer; major_align is read only when non-null.
-            let (i, o, s, oso, g, a) = unsafe {
-                (
-                    view(sh, input, "input", CALL)?,
-                    view(sh, out, "out", CALL)?,
-                    view(sh, in_splits, "in_splits", CALL)?,
-                    view(sh, out_splits_offsets, "out_splits_offsets", CALL)?,
-                    group(sh, group_pes, group_size, CALL)?,
-                    (!major_align.is_null()).then(|| *major_align),
-                )
-            };
-            dispatch(
-                sh,
-                CALL,
-                list,
-                || xpushmem_ops::all_to_all_vdev_2d(sh, &g, &i, &o, &s, &oso, a),
-                |ops, l| ops.all_to_all_vdev_2d(sh, l, &g, &i, &o, &s, &oso, a),
+ops_fn! {
+    /// `symm_mem::all_to_all_vdev_2d`; `major_align` NULL = PyTorch's default (1).
+    ///
+    /// # Safety
+    /// Tensor pointers must point to valid descriptors; `major_align` NULL or readable; `group_pes` NULL or
+    /// `group_size` readable `int32_t`s.
+    fn xpushmem_ops_all_to_all_vdev_2d(
+        input: *const XpushmemOpsTensor,
+        out: *const XpushmemOpsTensor,
+        in_splits: *const XpushmemOpsTensor,
+        out_splits_offsets: *const XpushmemOpsTensor,
+        group_pes: *const i32,
+        group_size: i32,
+        major_align: *const i64,
+    );
+    fn xpushmem_ops_all_to_all_vdev_2d_on_queue(.., ze_command_list);
+    |sh, CALL, list| {
+        // SAFETY: forwarded caller contract on every pointer; major_align is read only when non-null.
+        let (i, o, s, oso, g, a) = unsafe {
+            (
+                view(sh, input, "input", CALL)?,
+                view(sh, out, "out", CALL)?,
+                view(sh, in_splits, "in_splits", CALL)?,
+                view(sh, out_splits_offsets, "out_splits_offsets", CALL)?,
+                group(sh, group_pes, group_size, CALL)?,
+                (!major_align.is_null()).then(|| *major_align),
             )
-        })
-    })
-}
-
-/// `symm_mem::all_to_all_vdev_2d`; `major_align` NULL = PyTorch's default (1).
-///
-/// # Safety
-/// Tensor pointers must point to valid descriptors; `major_align` NULL or readable; `group_pes` NULL or
-/// `group_size` readable `int32_t`s.
-#[no_mangle]
-pub unsafe extern "C" fn xpushmem_ops_all_to_all_vdev_2d(
-    input: *const XpushmemOpsTensor,
-    out: *const XpushmemOpsTensor,
-    in_splits: *const XpushmemOpsTensor,
-    out_splits_offsets: *const XpushmemOpsTensor,
-    group_pes: *const i32,
-    group_size: i32,
-    major_align: *const i64,
-) -> c_int {
-    // SAFETY: forwarded caller contract.
-    unsafe {
-        all_to_all_vdev_2d_impl(
-            "xpushmem_ops_all_to_all_vdev_2d",
-            None,
-            input,
-            out,
-            in_splits,
-            out_splits_offsets,
-            group_pes,
-            group_size,
-            major_align,
+        };
+        dispatch(
+            sh,
+            CALL,
+            list,
+            || xpushmem_ops::all_to_all_vdev_2d(sh, &g, &i, &o, &s, &oso, a),
+            |ops, l| ops.all_to_all_vdev_2d(sh, l, &g, &i, &o, &s, &oso, a),
         )
     }
 }
 
-/// [`xpushmem_ops_all_to_all_vdev_2d`] on the device path: the op's kernel is appended to the Level Zero command list `ze_command_list`
-/// (a `ze_command_list_handle_t` of the runtime's context, immediate or regular) and the call returns without
-/// waiting. The op's outcome is reported by [`xpushmem_ops_queue_wait`] once the list has run. Needs the
-/// device path (device heaps, `XPUSHMEM_OPS_PATH` not `host`).
-///
-/// # Safety
-/// As for [`xpushmem_ops_all_to_all_vdev_2d`]; `ze_command_list` must be a live command list of the runtime's context and device
-/// (`xpushmemx_ze_get_handles`) that stays alive until the op has run.
-#[no_mangle]
-#[allow(clippy::too_many_arguments)]
-pub unsafe extern "C" fn xpushmem_ops_all_to_all_vdev_2d_on_queue(
-    input: *const XpushmemOpsTensor,
-    out: *const XpushmemOpsTensor,
-    in_splits: *const XpushmemOpsTensor,
-    out_splits_offsets: *const XpushmemOpsTensor,
-    group_pes: *const i32,
-    group_size: i32,
-    major_align: *const i64,
-    ze_command_list: *mut c_void,
-) -> c_int {
-    // SAFETY: forwarded caller contract.
-    unsafe {
-        all_to_all_vdev_2d_impl(
-            "xpushmem_ops_all_to_all_vdev_2d_on_queue",
-            Some(ze_command_list),
-            input,
-            out,
-            in_splits,
-            out_splits_offsets,
-            group_pes,
-            group_size,
-            major_align,
-        )
-    }
-}
-
-#[allow(non_snake_case, clippy::too_many_arguments)]
-unsafe fn all_to_all_vdev_2d_offset_impl(
-    CALL: &'static str,
-    list: Option<*mut c_void>,
-    input: *const XpushmemOpsTensor,
-    out: *const XpushmemOpsTensor,
-    in_splits_offsets: *const XpushmemOpsTensor,
-    out_splits_offsets: *const XpushmemOpsTensor,
-    group_pes: *const i32,
-    group_size: i32,
-) -> c_int {
-    entry(CALL, || {
-        with_rt(|sh| {
-            // SAFETY: forwarded caller contract on every pointer.
-            let (i, o, s, oso, g) = unsafe {
-                (
-                    view(sh, input, "input", CALL)?,
-                    view(sh, out, "out", CALL)?,
-                    view(sh, in_splits_offsets, "in_splits_offsets", CALL)?,
-                    view(sh, out_splits_offsets, "out_splits_offsets", CALL)?,
-                    group(sh, group_pes, group_size, CALL)?,
-                )
-            };
-            dispatch(
-                sh,
-                CALL,
-                list,
-                || xpushmem_ops::all_to_all_vdev_2d_offset(sh, &g, &i, &o, &s, &oso),
-                |ops, l| ops.all_to_all_vdev_2d_offset(sh, l, &g, &i, &o, &s, &oso),
+ops_fn! {
+    /// `symm_mem::all_to_all_vdev_2d_offset`.
+    ///
+    /// # Safety
+    /// Tensor pointers must point to valid descriptors; `group_pes` NULL or `group_size` readable `int32_t`s.
+    fn xpushmem_ops_all_to_all_vdev_2d_offset(
+        input: *const XpushmemOpsTensor,
+        out: *const XpushmemOpsTensor,
+        in_splits_offsets: *const XpushmemOpsTensor,
+        out_splits_offsets: *const XpushmemOpsTensor,
+        group_pes: *const i32,
+        group_size: i32,
+    );
+    fn xpushmem_ops_all_to_all_vdev_2d_offset_on_queue(.., ze_command_list);
+    |sh, CALL, list| {
+        // SAFETY: forwarded caller contract on every pointer.
+        let (i, o, s, oso, g) = unsafe {
+            (
+                view(sh, input, "input", CALL)?,
+                view(sh, out, "out", CALL)?,
+                view(sh, in_splits_offsets, "in_splits_offsets", CALL)?,
+                view(sh, out_splits_offsets, "out_splits_offsets", CALL)?,
+                group(sh, group_pes, group_size, CALL)?,
             )
-        })
-    })
-}
-
-/// `symm_mem::all_to_all_vdev_2d_offset`.
-///
-/// # Safety
-/// Tensor pointers must point to valid descriptors; `group_pes` NULL or `group_size` readable `int32_t`s.
-#[no_mangle]
-pub unsafe extern "C" fn xpushmem_ops_all_to_all_vdev_2d_offset(
-    input: *const XpushmemOpsTensor,
-    out: *const XpushmemOpsTensor,
-    in_splits_offsets: *const XpushmemOpsTensor,
-    out_splits_offsets: *const XpushmemOpsTensor,
-    group_pes: *const i32,
-    group_size: i32,
-) -> c_int {
-    // SAFETY: forwarded caller contract.
-    unsafe {
-        all_to_all_vdev_2d_offset_impl(
-            "xpushmem_ops_all_to_all_vdev_2d_offset",
-            None,
-            input,
-            out,
-            in_splits_offsets,
-            out_splits_offsets,
-            group_pes,
-            group_size,
+        };
+        dispatch(
+            sh,
+            CALL,
+            list,
+            || xpushmem_ops::all_to_all_vdev_2d_offset(sh, &g, &i, &o, &s, &oso),
+            |ops, l| ops.all_to_all_vdev_2d_offset(sh, l, &g, &i, &o, &s, &oso),
         )
     }
 }
 
-/// [`xpushmem_ops_all_to_all_vdev_2d_offset`] on the device path: the op's kernel is appended to the Level Zero command list `ze_command_list`
-/// (a `ze_command_list_handle_t` of the runtime's context, immediate or regular) and the call returns without
-/// waiting. The op's outcome is reported by [`xpushmem_ops_queue_wait`] once the list has run. Needs the
-/// device path (device heaps, `XPUSHMEM_OPS_PATH` not `host`).
-///
-/// # Safety
-/// As for [`xpushmem_ops_all_to_all_vdev_2d_offset`]; `ze_command_list` must be a live command list of the runtime's context and device
-/// (`xpushmemx_ze_get_handles`) that stays alive until the op has run.
-#[no_mangle]
-#[allow(clippy::too_many_arguments)]
-pub unsafe extern "C" fn xpushmem_ops_all_to_all_vdev_2d_offset_on_queue(
-    input: *const XpushmemOpsTensor,
-    out: *const XpushmemOpsTensor,
-    in_splits_offsets: *const XpushmemOpsTensor,
-    out_splits_offsets: *const XpushmemOpsTensor,
-    group_pes: *const i32,
-    group_size: i32,
-    ze_command_list: *mut c_void,
-) -> c_int {
-    // SAFETY: forwarded caller contract.
-    unsafe {
-        all_to_all_vdev_2d_offset_impl(
-            "xpushmem_ops_all_to_all_vdev_2d_offset_on_queue",
-            Some(ze_command_list),
-            input,
-            out,
-            in_splits_offsets,
-            out_splits_offsets,
-            group_pes,
-            group_size,
-        )
-    }
-}
-
-#[allow(non_snake_case, clippy::too_many_arguments)]
-unsafe fn nvshmem_all_to_all_impl(
-    CALL: &'static str,
-    list: Option<*mut c_void>,
-    input: *const XpushmemOpsTensor,
-    out: *const XpushmemOpsTensor,
-    group_pes: *const i32,
-    group_size: i32,
-) -> c_int {
-    entry(CALL, || {
-        with_rt(|sh| {
-            // SAFETY: forwarded caller contract on every pointer.
-            let (i, o, g) = unsafe {
-                (
-                    view(sh, input, "input", CALL)?,
-                    view(sh, out, "out", CALL)?,
-                    group(sh, group_pes, group_size, CALL)?,
-                )
-            };
-            dispatch(
-                sh,
-                CALL,
-                list,
-                || xpushmem_ops::nvshmem_all_to_all(sh, &g, &i, &o),
-                |ops, l| ops.nvshmem_all_to_all(sh, l, &g, &i, &o),
+ops_fn! {
+    /// `symm_mem::nvshmem_all_to_all` (equal split).
+    ///
+    /// # Safety
+    /// Tensor pointers must point to valid descriptors; `group_pes` NULL or `group_size` readable `int32_t`s.
+    fn xpushmem_ops_nvshmem_all_to_all(
+        input: *const XpushmemOpsTensor,
+        out: *const XpushmemOpsTensor,
+        group_pes: *const i32,
+        group_size: i32,
+    );
+    fn xpushmem_ops_nvshmem_all_to_all_on_queue(.., ze_command_list);
+    |sh, CALL, list| {
+        // SAFETY: forwarded caller contract on every pointer.
+        let (i, o, g) = unsafe {
+            (
+                view(sh, input, "input", CALL)?,
+                view(sh, out, "out", CALL)?,
+                group(sh, group_pes, group_size, CALL)?,
             )
-        })
-    })
-}
-
-/// `symm_mem::nvshmem_all_to_all` (equal split).
-///
-/// # Safety
-/// Tensor pointers must point to valid descriptors; `group_pes` NULL or `group_size` readable `int32_t`s.
-#[no_mangle]
-pub unsafe extern "C" fn xpushmem_ops_nvshmem_all_to_all(
-    input: *const XpushmemOpsTensor,
-    out: *const XpushmemOpsTensor,
-    group_pes: *const i32,
-    group_size: i32,
-) -> c_int {
-    // SAFETY: forwarded caller contract.
-    unsafe {
-        nvshmem_all_to_all_impl(
-            "xpushmem_ops_nvshmem_all_to_all",
-            None,
-            input,
-            out,
-            group_pes,
-            group_size,
-        )
-    }
-}
-
-/// [`xpushmem_ops_nvshmem_all_to_all`] on the device path: the op's kernel is appended to the Level Zero command list `ze_command_list`
-/// (a `ze_command_list_handle_t` of the runtime's context, immediate or regular) and the call returns without
-/// waiting. The op's outcome is reported by [`xpushmem_ops_queue_wait`] once the list has run. Needs the
-/// device path (device heaps, `XPUSHMEM_OPS_PATH` not `host`).
-///
-/// # Safety
-/// As for [`xpushmem_ops_nvshmem_all_to_all`]; `ze_command_list` must be a live command list of the runtime's context and device
-/// (`xpushmemx_ze_get_handles`) that stays alive until the op has run.
-#[no_mangle]
-#[allow(clippy::too_many_arguments)]
-pub unsafe extern "C" fn xpushmem_ops_nvshmem_all_to_all_on_queue(
-    input: *const XpushmemOpsTensor,
-    out: *const XpushmemOpsTensor,
-    group_pes: *const i32,
-    group_size: i32,
-    ze_command_list: *mut c_void,
-) -> c_int {
-    // SAFETY: forwarded caller contract.
-    unsafe {
-        nvshmem_all_to_all_impl(
-            "xpushmem_ops_nvshmem_all_to_all_on_queue",
-            Some(ze_command_list),
-            input,
-            out,
-            group_pes,
-            group_size,
+        };
+        dispatch(
+            sh,
+            CALL,
+            list,
+            || xpushmem_ops::nvshmem_all_to_all(sh, &g, &i, &o),
+            |ops, l| ops.nvshmem_all_to_all(sh, l, &g, &i, &o),
         )
     }
 }
@@ -843,574 +679,202 @@ unsafe fn reduce_op_arg(p: *const c_char, call: &str) -> Result<String> {
         })
 }
 
-#[allow(non_snake_case, clippy::too_many_arguments)]
-unsafe fn tile_reduce_impl(
-    CALL: &'static str,
-    list: Option<*mut c_void>,
-    in_tile: *const XpushmemOpsTensor,
-    out_tile: *const XpushmemOpsTensor,
-    root: i64,
-    group_pes: *const i32,
-    group_size: i32,
-    reduce_op: *const c_char,
-) -> c_int {
-    entry(CALL, || {
-        with_rt(|sh| {
-            // SAFETY: forwarded caller contract on every pointer.
-            let (i, o, g, op) = unsafe {
-                (
-                    view(sh, in_tile, "in_tile", CALL)?,
-                    view(sh, out_tile, "out_tile", CALL)?,
-                    group(sh, group_pes, group_size, CALL)?,
-                    reduce_op_arg(reduce_op, CALL)?,
-                )
-            };
-            dispatch(
-                sh,
-                CALL,
-                list,
-                || xpushmem_ops::tile_reduce(sh, &g, &i, &o, root, &op),
-                |ops, l| ops.tile_reduce(sh, l, &g, &i, &o, root, &op),
+ops_fn! {
+    /// `symm_mem::tile_reduce`; `reduce_op` NULL = "sum". `root` is group-relative.
+    ///
+    /// # Safety
+    /// Tensor pointers must point to valid descriptors; `reduce_op` NULL or NUL-terminated; `group_pes` NULL or
+    /// `group_size` readable `int32_t`s.
+    fn xpushmem_ops_tile_reduce(
+        in_tile: *const XpushmemOpsTensor,
+        out_tile: *const XpushmemOpsTensor,
+        root: i64,
+        group_pes: *const i32,
+        group_size: i32,
+        reduce_op: *const c_char,
+    );
+    fn xpushmem_ops_tile_reduce_on_queue(.., ze_command_list);
+    |sh, CALL, list| {
+        // SAFETY: forwarded caller contract on every pointer.
+        let (i, o, g, op) = unsafe {
+            (
+                view(sh, in_tile, "in_tile", CALL)?,
+                view(sh, out_tile, "out_tile", CALL)?,
+                group(sh, group_pes, group_size, CALL)?,
+                reduce_op_arg(reduce_op, CALL)?,
             )
-        })
-    })
-}
-
-/// `symm_mem::tile_reduce`; `reduce_op` NULL = "sum". `root` is group-relative.
-///
-/// # Safety
-/// Tensor pointers must point to valid descriptors; `reduce_op` NULL or NUL-terminated; `group_pes` NULL or
-/// `group_size` readable `int32_t`s.
-#[no_mangle]
-pub unsafe extern "C" fn xpushmem_ops_tile_reduce(
-    in_tile: *const XpushmemOpsTensor,
-    out_tile: *const XpushmemOpsTensor,
-    root: i64,
-    group_pes: *const i32,
-    group_size: i32,
-    reduce_op: *const c_char,
-) -> c_int {
-    // SAFETY: forwarded caller contract.
-    unsafe {
-        tile_reduce_impl(
-            "xpushmem_ops_tile_reduce",
-            None,
-            in_tile,
-            out_tile,
-            root,
-            group_pes,
-            group_size,
-            reduce_op,
+        };
+        dispatch(
+            sh,
+            CALL,
+            list,
+            || xpushmem_ops::tile_reduce(sh, &g, &i, &o, root, &op),
+            |ops, l| ops.tile_reduce(sh, l, &g, &i, &o, root, &op),
         )
     }
 }
 
-/// [`xpushmem_ops_tile_reduce`] on the device path: the op's kernel is appended to the Level Zero command list `ze_command_list`
-/// (a `ze_command_list_handle_t` of the runtime's context, immediate or regular) and the call returns without
-/// waiting. The op's outcome is reported by [`xpushmem_ops_queue_wait`] once the list has run. Needs the
-/// device path (device heaps, `XPUSHMEM_OPS_PATH` not `host`).
-///
-/// # Safety
-/// As for [`xpushmem_ops_tile_reduce`]; `ze_command_list` must be a live command list of the runtime's context and device
-/// (`xpushmemx_ze_get_handles`) that stays alive until the op has run.
-#[no_mangle]
-#[allow(clippy::too_many_arguments)]
-pub unsafe extern "C" fn xpushmem_ops_tile_reduce_on_queue(
-    in_tile: *const XpushmemOpsTensor,
-    out_tile: *const XpushmemOpsTensor,
-    root: i64,
-    group_pes: *const i32,
-    group_size: i32,
-    reduce_op: *const c_char,
-    ze_command_list: *mut c_void,
-) -> c_int {
-    // SAFETY: forwarded caller contract.
-    unsafe {
-        tile_reduce_impl(
-            "xpushmem_ops_tile_reduce_on_queue",
-            Some(ze_command_list),
-            in_tile,
-            out_tile,
-            root,
-            group_pes,
-            group_size,
-            reduce_op,
-        )
-    }
-}
-
-#[allow(non_snake_case, clippy::too_many_arguments)]
-unsafe fn multi_root_tile_reduce_impl(
-    CALL: &'static str,
-    list: Option<*mut c_void>,
-    in_tiles: *const XpushmemOpsTensor,
-    n_tiles: i32,
-    out_tile: *const XpushmemOpsTensor,
-    roots: *const i64,
-    n_roots: i32,
-    group_pes: *const i32,
-    group_size: i32,
-    reduce_op: *const c_char,
-) -> c_int {
-    entry(CALL, || {
-        with_rt(|sh| {
-            // SAFETY: forwarded caller contract on every pointer and count.
-            let (tiles, o, r, g, op) = unsafe {
-                let descs = array(in_tiles, n_tiles as i64, "in_tiles", CALL)?;
-                let mut tiles = Vec::with_capacity(descs.len());
-                for d in descs {
-                    tiles.push(view(sh, d, "in_tiles", CALL)?);
-                }
-                (
-                    tiles,
-                    view(sh, out_tile, "out_tile", CALL)?,
-                    array(roots, n_roots as i64, "roots", CALL)?,
-                    group(sh, group_pes, group_size, CALL)?,
-                    reduce_op_arg(reduce_op, CALL)?,
-                )
-            };
-            dispatch(
-                sh,
-                CALL,
-                list,
-                || xpushmem_ops::multi_root_tile_reduce(sh, &g, &tiles, &o, r, &op),
-                |ops, l| ops.multi_root_tile_reduce(sh, l, &g, &tiles, &o, r, &op),
+ops_fn! {
+    /// `symm_mem::multi_root_tile_reduce`: `in_tiles[0..n_tiles]`, `roots[0..n_roots]` (group-relative);
+    /// `reduce_op` NULL = "sum".
+    ///
+    /// # Safety
+    /// `in_tiles` must be NULL or point to `n_tiles` valid descriptors, `roots` NULL or `n_roots` readable
+    /// `int64_t`s; the other pointers as in [`xpushmem_ops_tile_reduce`].
+    fn xpushmem_ops_multi_root_tile_reduce(
+        in_tiles: *const XpushmemOpsTensor,
+        n_tiles: i32,
+        out_tile: *const XpushmemOpsTensor,
+        roots: *const i64,
+        n_roots: i32,
+        group_pes: *const i32,
+        group_size: i32,
+        reduce_op: *const c_char,
+    );
+    fn xpushmem_ops_multi_root_tile_reduce_on_queue(.., ze_command_list);
+    |sh, CALL, list| {
+        // SAFETY: forwarded caller contract on every pointer and count.
+        let (tiles, o, r, g, op) = unsafe {
+            let descs = array(in_tiles, n_tiles as i64, "in_tiles", CALL)?;
+            let mut tiles = Vec::with_capacity(descs.len());
+            for d in descs {
+                tiles.push(view(sh, d, "in_tiles", CALL)?);
+            }
+            (
+                tiles,
+                view(sh, out_tile, "out_tile", CALL)?,
+                array(roots, n_roots as i64, "roots", CALL)?,
+                group(sh, group_pes, group_size, CALL)?,
+                reduce_op_arg(reduce_op, CALL)?,
             )
-        })
-    })
-}
-
-/// `symm_mem::multi_root_tile_reduce`: `in_tiles[0..n_tiles]`, `roots[0..n_roots]` (group-relative);
-/// `reduce_op` NULL = "sum".
-///
-/// # Safety
-/// `in_tiles` must be NULL or point to `n_tiles` valid descriptors, `roots` NULL or `n_roots` readable
-/// `int64_t`s; the other pointers as in [`xpushmem_ops_tile_reduce`].
-#[no_mangle]
-#[allow(clippy::too_many_arguments)]
-pub unsafe extern "C" fn xpushmem_ops_multi_root_tile_reduce(
-    in_tiles: *const XpushmemOpsTensor,
-    n_tiles: i32,
-    out_tile: *const XpushmemOpsTensor,
-    roots: *const i64,
-    n_roots: i32,
-    group_pes: *const i32,
-    group_size: i32,
-    reduce_op: *const c_char,
-) -> c_int {
-    // SAFETY: forwarded caller contract.
-    unsafe {
-        multi_root_tile_reduce_impl(
-            "xpushmem_ops_multi_root_tile_reduce",
-            None,
-            in_tiles,
-            n_tiles,
-            out_tile,
-            roots,
-            n_roots,
-            group_pes,
-            group_size,
-            reduce_op,
+        };
+        dispatch(
+            sh,
+            CALL,
+            list,
+            || xpushmem_ops::multi_root_tile_reduce(sh, &g, &tiles, &o, r, &op),
+            |ops, l| ops.multi_root_tile_reduce(sh, l, &g, &tiles, &o, r, &op),
         )
     }
 }
 
-/// [`xpushmem_ops_multi_root_tile_reduce`] on the device path: the op's kernel is appended to the Level Zero command list `ze_command_list`
-/// (a `ze_command_list_handle_t` of the runtime's context, immediate or regular) and the call returns without
-/// waiting. The op's outcome is reported by [`xpushmem_ops_queue_wait`] once the list has run. Needs the
-/// device path (device heaps, `XPUSHMEM_OPS_PATH` not `host`).
-///
-/// # Safety
-/// As for [`xpushmem_ops_multi_root_tile_reduce`]; `ze_command_list` must be a live command list of the runtime's context and device
-/// (`xpushmemx_ze_get_handles`) that stays alive until the op has run.
-#[no_mangle]
-#[allow(clippy::too_many_arguments)]
-pub unsafe extern "C" fn xpushmem_ops_multi_root_tile_reduce_on_queue(
-    in_tiles: *const XpushmemOpsTensor,
-    n_tiles: i32,
-    out_tile: *const XpushmemOpsTensor,
-    roots: *const i64,
-    n_roots: i32,
-    group_pes: *const i32,
-    group_size: i32,
-    reduce_op: *const c_char,
-    ze_command_list: *mut c_void,
-) -> c_int {
-    // SAFETY: forwarded caller contract.
-    unsafe {
-        multi_root_tile_reduce_impl(
-            "xpushmem_ops_multi_root_tile_reduce_on_queue",
-            Some(ze_command_list),
-            in_tiles,
-            n_tiles,
-            out_tile,
-            roots,
-            n_roots,
-            group_pes,
-            group_size,
-            reduce_op,
-        )
-    }
-}
-
-#[allow(non_snake_case, clippy::too_many_arguments)]
-unsafe fn nvshmem_broadcast_impl(
-    CALL: &'static str,
-    list: Option<*mut c_void>,
-    tensor: *const XpushmemOpsTensor,
-    root: i64,
-    group_pes: *const i32,
-    group_size: i32,
-) -> c_int {
-    entry(CALL, || {
-        with_rt(|sh| {
-            // SAFETY: forwarded caller contract on every pointer.
-            let (t, g) = unsafe {
-                (
-                    view(sh, tensor, "tensor", CALL)?,
-                    group(sh, group_pes, group_size, CALL)?,
-                )
-            };
-            dispatch(
-                sh,
-                CALL,
-                list,
-                || xpushmem_ops::nvshmem_broadcast(sh, &g, &t, root),
-                |ops, l| ops.nvshmem_broadcast(sh, l, &g, &t, root),
+ops_fn! {
+    /// `symm_mem::nvshmem_broadcast` (in place; `root` group-relative).
+    ///
+    /// # Safety
+    /// `tensor` must point to a valid descriptor; `group_pes` NULL or `group_size` readable `int32_t`s.
+    fn xpushmem_ops_nvshmem_broadcast(
+        tensor: *const XpushmemOpsTensor,
+        root: i64,
+        group_pes: *const i32,
+        group_size: i32,
+    );
+    fn xpushmem_ops_nvshmem_broadcast_on_queue(.., ze_command_list);
+    |sh, CALL, list| {
+        // SAFETY: forwarded caller contract on every pointer.
+        let (t, g) = unsafe {
+            (
+                view(sh, tensor, "tensor", CALL)?,
+                group(sh, group_pes, group_size, CALL)?,
             )
-        })
-    })
-}
-
-/// `symm_mem::nvshmem_broadcast` (in place; `root` group-relative).
-///
-/// # Safety
-/// `tensor` must point to a valid descriptor; `group_pes` NULL or `group_size` readable `int32_t`s.
-#[no_mangle]
-pub unsafe extern "C" fn xpushmem_ops_nvshmem_broadcast(
-    tensor: *const XpushmemOpsTensor,
-    root: i64,
-    group_pes: *const i32,
-    group_size: i32,
-) -> c_int {
-    // SAFETY: forwarded caller contract.
-    unsafe {
-        nvshmem_broadcast_impl(
-            "xpushmem_ops_nvshmem_broadcast",
-            None,
-            tensor,
-            root,
-            group_pes,
-            group_size,
+        };
+        dispatch(
+            sh,
+            CALL,
+            list,
+            || xpushmem_ops::nvshmem_broadcast(sh, &g, &t, root),
+            |ops, l| ops.nvshmem_broadcast(sh, l, &g, &t, root),
         )
     }
 }
 
-/// [`xpushmem_ops_nvshmem_broadcast`] on the device path: the op's kernel is appended to the Level Zero command list `ze_command_list`
-/// (a `ze_command_list_handle_t` of the runtime's context, immediate or regular) and the call returns without
-/// waiting. The op's outcome is reported by [`xpushmem_ops_queue_wait`] once the list has run. Needs the
-/// device path (device heaps, `XPUSHMEM_OPS_PATH` not `host`).
-///
-/// # Safety
-/// As for [`xpushmem_ops_nvshmem_broadcast`]; `ze_command_list` must be a live command list of the runtime's context and device
-/// (`xpushmemx_ze_get_handles`) that stays alive until the op has run.
-#[no_mangle]
-#[allow(clippy::too_many_arguments)]
-pub unsafe extern "C" fn xpushmem_ops_nvshmem_broadcast_on_queue(
-    tensor: *const XpushmemOpsTensor,
-    root: i64,
-    group_pes: *const i32,
-    group_size: i32,
-    ze_command_list: *mut c_void,
-) -> c_int {
-    // SAFETY: forwarded caller contract.
-    unsafe {
-        nvshmem_broadcast_impl(
-            "xpushmem_ops_nvshmem_broadcast_on_queue",
-            Some(ze_command_list),
-            tensor,
-            root,
-            group_pes,
-            group_size,
+ops_fn! {
+    /// `symm_mem::nvshmem_put` (`peer` is a global PE).
+    ///
+    /// # Safety
+    /// `tensor` must point to a valid descriptor.
+    fn xpushmem_ops_nvshmem_put(tensor: *const XpushmemOpsTensor, peer: i64);
+    fn xpushmem_ops_nvshmem_put_on_queue(.., ze_command_list);
+    |sh, CALL, list| {
+        // SAFETY: forwarded caller contract on tensor.
+        let t = unsafe { view(sh, tensor, "tensor", CALL) }?;
+        dispatch(
+            sh,
+            CALL,
+            list,
+            || xpushmem_ops::nvshmem_put(sh, &t, peer),
+            |ops, l| ops.nvshmem_put(sh, l, &t, peer),
         )
     }
 }
 
-#[allow(non_snake_case, clippy::too_many_arguments)]
-unsafe fn nvshmem_put_impl(
-    CALL: &'static str,
-    list: Option<*mut c_void>,
-    tensor: *const XpushmemOpsTensor,
-    peer: i64,
-) -> c_int {
-    entry(CALL, || {
-        with_rt(|sh| {
-            // SAFETY: forwarded caller contract on tensor.
-            let t = unsafe { view(sh, tensor, "tensor", CALL) }?;
-            dispatch(
-                sh,
-                CALL,
-                list,
-                || xpushmem_ops::nvshmem_put(sh, &t, peer),
-                |ops, l| ops.nvshmem_put(sh, l, &t, peer),
+ops_fn! {
+    /// `symm_mem::nvshmem_get` (`peer` is a global PE).
+    ///
+    /// # Safety
+    /// `tensor` must point to a valid descriptor.
+    fn xpushmem_ops_nvshmem_get(tensor: *const XpushmemOpsTensor, peer: i64);
+    fn xpushmem_ops_nvshmem_get_on_queue(.., ze_command_list);
+    |sh, CALL, list| {
+        // SAFETY: forwarded caller contract on tensor.
+        let t = unsafe { view(sh, tensor, "tensor", CALL) }?;
+        dispatch(
+            sh,
+            CALL,
+            list,
+            || xpushmem_ops::nvshmem_get(sh, &t, peer),
+            |ops, l| ops.nvshmem_get(sh, l, &t, peer),
+        )
+    }
+}
+
+ops_fn! {
+    /// `symm_mem::nvshmem_put_with_signal`: data, then a 64-bit SET of the peer's first `sigpad` word to `signal`.
+    ///
+    /// # Safety
+    /// `tensor` and `sigpad` must point to valid descriptors.
+    fn xpushmem_ops_nvshmem_put_with_signal(
+        tensor: *const XpushmemOpsTensor,
+        sigpad: *const XpushmemOpsTensor,
+        signal: i64,
+        peer: i64,
+    );
+    fn xpushmem_ops_nvshmem_put_with_signal_on_queue(.., ze_command_list);
+    |sh, CALL, list| {
+        // SAFETY: forwarded caller contract on both pointers.
+        let (t, s) = unsafe {
+            (
+                view(sh, tensor, "tensor", CALL)?,
+                view(sh, sigpad, "sigpad", CALL)?,
             )
-        })
-    })
-}
-
-/// `symm_mem::nvshmem_put` (`peer` is a global PE).
-///
-/// # Safety
-/// `tensor` must point to a valid descriptor.
-#[no_mangle]
-pub unsafe extern "C" fn xpushmem_ops_nvshmem_put(
-    tensor: *const XpushmemOpsTensor,
-    peer: i64,
-) -> c_int {
-    // SAFETY: forwarded caller contract.
-    unsafe { nvshmem_put_impl("xpushmem_ops_nvshmem_put", None, tensor, peer) }
-}
-
-/// [`xpushmem_ops_nvshmem_put`] on the device path: the op's kernel is appended to the Level Zero command list `ze_command_list`
-/// (a `ze_command_list_handle_t` of the runtime's context, immediate or regular) and the call returns without
-/// waiting. The op's outcome is reported by [`xpushmem_ops_queue_wait`] once the list has run. Needs the
-/// device path (device heaps, `XPUSHMEM_OPS_PATH` not `host`).
-///
-/// # Safety
-/// As for [`xpushmem_ops_nvshmem_put`]; `ze_command_list` must be a live command list of the runtime's context and device
-/// (`xpushmemx_ze_get_handles`) that stays alive until the op has run.
-#[no_mangle]
-#[allow(clippy::too_many_arguments)]
-pub unsafe extern "C" fn xpushmem_ops_nvshmem_put_on_queue(
-    tensor: *const XpushmemOpsTensor,
-    peer: i64,
-    ze_command_list: *mut c_void,
-) -> c_int {
-    // SAFETY: forwarded caller contract.
-    unsafe {
-        nvshmem_put_impl(
-            "xpushmem_ops_nvshmem_put_on_queue",
-            Some(ze_command_list),
-            tensor,
-            peer,
+        };
+        dispatch(
+            sh,
+            CALL,
+            list,
+            || xpushmem_ops::nvshmem_put_with_signal(sh, &t, &s, signal, peer),
+            |ops, l| ops.nvshmem_put_with_signal(sh, l, &t, &s, signal, peer),
         )
     }
 }
 
-#[allow(non_snake_case, clippy::too_many_arguments)]
-unsafe fn nvshmem_get_impl(
-    CALL: &'static str,
-    list: Option<*mut c_void>,
-    tensor: *const XpushmemOpsTensor,
-    peer: i64,
-) -> c_int {
-    entry(CALL, || {
-        with_rt(|sh| {
-            // SAFETY: forwarded caller contract on tensor.
-            let t = unsafe { view(sh, tensor, "tensor", CALL) }?;
-            dispatch(
-                sh,
-                CALL,
-                list,
-                || xpushmem_ops::nvshmem_get(sh, &t, peer),
-                |ops, l| ops.nvshmem_get(sh, l, &t, peer),
-            )
-        })
-    })
-}
-
-/// `symm_mem::nvshmem_get` (`peer` is a global PE).
-///
-/// # Safety
-/// `tensor` must point to a valid descriptor.
-#[no_mangle]
-pub unsafe extern "C" fn xpushmem_ops_nvshmem_get(
-    tensor: *const XpushmemOpsTensor,
-    peer: i64,
-) -> c_int {
-    // SAFETY: forwarded caller contract.
-    unsafe { nvshmem_get_impl("xpushmem_ops_nvshmem_get", None, tensor, peer) }
-}
-
-/// [`xpushmem_ops_nvshmem_get`] on the device path: the op's kernel is appended to the Level Zero command list `ze_command_list`
-/// (a `ze_command_list_handle_t` of the runtime's context, immediate or regular) and the call returns without
-/// waiting. The op's outcome is reported by [`xpushmem_ops_queue_wait`] once the list has run. Needs the
-/// device path (device heaps, `XPUSHMEM_OPS_PATH` not `host`).
-///
-/// # Safety
-/// As for [`xpushmem_ops_nvshmem_get`]; `ze_command_list` must be a live command list of the runtime's context and device
-/// (`xpushmemx_ze_get_handles`) that stays alive until the op has run.
-#[no_mangle]
-#[allow(clippy::too_many_arguments)]
-pub unsafe extern "C" fn xpushmem_ops_nvshmem_get_on_queue(
-    tensor: *const XpushmemOpsTensor,
-    peer: i64,
-    ze_command_list: *mut c_void,
-) -> c_int {
-    // SAFETY: forwarded caller contract.
-    unsafe {
-        nvshmem_get_impl(
-            "xpushmem_ops_nvshmem_get_on_queue",
-            Some(ze_command_list),
-            tensor,
-            peer,
-        )
-    }
-}
-
-#[allow(non_snake_case, clippy::too_many_arguments)]
-unsafe fn nvshmem_put_with_signal_impl(
-    CALL: &'static str,
-    list: Option<*mut c_void>,
-    tensor: *const XpushmemOpsTensor,
-    sigpad: *const XpushmemOpsTensor,
-    signal: i64,
-    peer: i64,
-) -> c_int {
-    entry(CALL, || {
-        with_rt(|sh| {
-            // SAFETY: forwarded caller contract on both pointers.
-            let (t, s) = unsafe {
-                (
-                    view(sh, tensor, "tensor", CALL)?,
-                    view(sh, sigpad, "sigpad", CALL)?,
-                )
-            };
-            dispatch(
-                sh,
-                CALL,
-                list,
-                || xpushmem_ops::nvshmem_put_with_signal(sh, &t, &s, signal, peer),
-                |ops, l| ops.nvshmem_put_with_signal(sh, l, &t, &s, signal, peer),
-            )
-        })
-    })
-}
-
-/// `symm_mem::nvshmem_put_with_signal`: data, then a 64-bit SET of the peer's first `sigpad` word to `signal`.
-///
-/// # Safety
-/// `tensor` and `sigpad` must point to valid descriptors.
-#[no_mangle]
-pub unsafe extern "C" fn xpushmem_ops_nvshmem_put_with_signal(
-    tensor: *const XpushmemOpsTensor,
-    sigpad: *const XpushmemOpsTensor,
-    signal: i64,
-    peer: i64,
-) -> c_int {
-    // SAFETY: forwarded caller contract.
-    unsafe {
-        nvshmem_put_with_signal_impl(
-            "xpushmem_ops_nvshmem_put_with_signal",
-            None,
-            tensor,
-            sigpad,
-            signal,
-            peer,
-        )
-    }
-}
-
-/// [`xpushmem_ops_nvshmem_put_with_signal`] on the device path: the op's kernel is appended to the Level Zero command list `ze_command_list`
-/// (a `ze_command_list_handle_t` of the runtime's context, immediate or regular) and the call returns without
-/// waiting. The op's outcome is reported by [`xpushmem_ops_queue_wait`] once the list has run. Needs the
-/// device path (device heaps, `XPUSHMEM_OPS_PATH` not `host`).
-///
-/// # Safety
-/// As for [`xpushmem_ops_nvshmem_put_with_signal`]; `ze_command_list` must be a live command list of the runtime's context and device
-/// (`xpushmemx_ze_get_handles`) that stays alive until the op has run.
-#[no_mangle]
-#[allow(clippy::too_many_arguments)]
-pub unsafe extern "C" fn xpushmem_ops_nvshmem_put_with_signal_on_queue(
-    tensor: *const XpushmemOpsTensor,
-    sigpad: *const XpushmemOpsTensor,
-    signal: i64,
-    peer: i64,
-    ze_command_list: *mut c_void,
-) -> c_int {
-    // SAFETY: forwarded caller contract.
-    unsafe {
-        nvshmem_put_with_signal_impl(
-            "xpushmem_ops_nvshmem_put_with_signal_on_queue",
-            Some(ze_command_list),
-            tensor,
-            sigpad,
-            signal,
-            peer,
-        )
-    }
-}
-
-#[allow(non_snake_case, clippy::too_many_arguments)]
-unsafe fn nvshmem_wait_for_signal_impl(
-    CALL: &'static str,
-    list: Option<*mut c_void>,
-    sigpad: *const XpushmemOpsTensor,
-    signal: i64,
-    peer: i64,
-) -> c_int {
-    entry(CALL, || {
-        with_rt(|sh| {
-            // SAFETY: forwarded caller contract on sigpad.
-            let s = unsafe { view(sh, sigpad, "sigpad", CALL)? };
-            dispatch(
-                sh,
-                CALL,
-                list,
-                || xpushmem_ops::nvshmem_wait_for_signal(sh, &s, signal, peer),
-                |ops, l| ops.nvshmem_wait_for_signal(sh, l, &s, signal, peer),
-            )
-        })
-    })
-}
-
-/// `symm_mem::nvshmem_wait_for_signal`: wait until this PE's first `sigpad` word equals `signal` (`peer`
-/// ignored; times out after `XPUSHMEM_TIMEOUT_MS`).
-///
-/// # Safety
-/// `sigpad` must point to a valid descriptor.
-#[no_mangle]
-pub unsafe extern "C" fn xpushmem_ops_nvshmem_wait_for_signal(
-    sigpad: *const XpushmemOpsTensor,
-    signal: i64,
-    peer: i64,
-) -> c_int {
-    // SAFETY: forwarded caller contract.
-    unsafe {
-        nvshmem_wait_for_signal_impl(
-            "xpushmem_ops_nvshmem_wait_for_signal",
-            None,
-            sigpad,
-            signal,
-            peer,
-        )
-    }
-}
-
-/// [`xpushmem_ops_nvshmem_wait_for_signal`] on the device path: the op's kernel is appended to the Level Zero command list `ze_command_list`
-/// (a `ze_command_list_handle_t` of the runtime's context, immediate or regular) and the call returns without
-/// waiting. The op's outcome is reported by [`xpushmem_ops_queue_wait`] once the list has run. Needs the
-/// device path (device heaps, `XPUSHMEM_OPS_PATH` not `host`).
-///
-/// # Safety
-/// As for [`xpushmem_ops_nvshmem_wait_for_signal`]; `ze_command_list` must be a live command list of the runtime's context and device
-/// (`xpushmemx_ze_get_handles`) that stays alive until the op has run.
-#[no_mangle]
-#[allow(clippy::too_many_arguments)]
-pub unsafe extern "C" fn xpushmem_ops_nvshmem_wait_for_signal_on_queue(
-    sigpad: *const XpushmemOpsTensor,
-    signal: i64,
-    peer: i64,
-    ze_command_list: *mut c_void,
-) -> c_int {
-    // SAFETY: forwarded caller contract.
-    unsafe {
-        nvshmem_wait_for_signal_impl(
-            "xpushmem_ops_nvshmem_wait_for_signal_on_queue",
-            Some(ze_command_list),
-            sigpad,
-            signal,
-            peer,
+ops_fn! {
+    /// `symm_mem::nvshmem_wait_for_signal`: wait until this PE's first `sigpad` word equals `signal` (`peer`
+    /// ignored; times out after `XPUSHMEM_TIMEOUT_MS`).
+    ///
+    /// # Safety
+    /// `sigpad` must point to a valid descriptor.
+    fn xpushmem_ops_nvshmem_wait_for_signal(sigpad: *const XpushmemOpsTensor, signal: i64, peer: i64);
+    fn xpushmem_ops_nvshmem_wait_for_signal_on_queue(.., ze_command_list);
+    |sh, CALL, list| {
+        // SAFETY: forwarded caller contract on sigpad.
+        let s = unsafe { view(sh, sigpad, "sigpad", CALL)? };
+        dispatch(
+            sh,
+            CALL,
+            list,
+            || xpushmem_ops::nvshmem_wait_for_signal(sh, &s, signal, peer),
+            |ops, l| ops.nvshmem_wait_for_signal(sh, l, &s, signal, peer),
         )
     }
 }
@@ -1527,526 +991,243 @@ unsafe fn operand(
     }
 }
 
-#[allow(non_snake_case, clippy::too_many_arguments)]
-unsafe fn one_shot_all_reduce_impl(
-    CALL: &'static str,
-    list: Option<*mut c_void>,
-    input: *const XpushmemOpsTensor,
-    local_input: *const XpushmemOpsTensor,
-    reduce_op: *const c_char,
-    out: *const XpushmemOpsTensor,
-    group_pes: *const i32,
-    group_size: i32,
-) -> c_int {
-    entry(CALL, || {
-        with_rt(|sh| {
-            // SAFETY: forwarded caller contract on every pointer.
-            let (i, l, op, o, g) = unsafe {
-                (
-                    operand(sh, input, "input", CALL)?,
-                    if local_input.is_null() {
-                        None
-                    } else {
-                        Some(operand(sh, local_input, "local_input", CALL)?)
-                    },
-                    reduce_op_arg(reduce_op, CALL)?,
-                    operand(sh, out, "out", CALL)?,
-                    group(sh, group_pes, group_size, CALL)?,
-                )
-            };
-            dispatch_symm(sh, CALL, list, |ops, lst| {
-                ops.one_shot_all_reduce(sh, lst, &g, &i, l.as_ref(), &op, &o)
-            })
+ops_fn! {
+    /// `symm_mem::one_shot_all_reduce_out` (`local_input` NULL) and `one_shot_all_reduce_copy_out`: `out` becomes the
+    /// sum over the group of the ranks' `input` (symmetric), added in group-rank order in the element type (float32 or
+    /// bfloat16); with `local_input`, it is first copied into this rank's `input`. `reduce_op` NULL = "sum". `out`
+    /// and `local_input` may lie outside the symmetric heap (device memory of the runtime's context). Device path
+    /// only: on the runtime's own queue, waiting. Errors carry upstream's messages.
+    ///
+    /// # Safety
+    /// Tensor pointers must point to valid descriptors (`local_input` may be NULL); `reduce_op` NULL or
+    /// NUL-terminated; `group_pes` NULL or `group_size` readable `int32_t`s; tensors outside the heap must be live
+    /// device memory of the runtime's context.
+    fn xpushmem_ops_one_shot_all_reduce(
+        input: *const XpushmemOpsTensor,
+        local_input: *const XpushmemOpsTensor,
+        reduce_op: *const c_char,
+        out: *const XpushmemOpsTensor,
+        group_pes: *const i32,
+        group_size: i32,
+    );
+    /// [`xpushmem_ops_one_shot_all_reduce`] appended to the Level Zero command list `ze_command_list` without waiting;
+    /// the outcome is reported by [`xpushmem_ops_queue_wait`] (a rejected argument is returned at once).
+    ///
+    /// # Safety
+    /// As for [`xpushmem_ops_one_shot_all_reduce`]; `ze_command_list` must be a live command list of the runtime's
+    /// context and device that stays alive (and the tensors allocated) until the op has run.
+    fn xpushmem_ops_one_shot_all_reduce_on_queue(.., ze_command_list);
+    |sh, CALL, list| {
+        // SAFETY: forwarded caller contract on every pointer.
+        let (i, l, op, o, g) = unsafe {
+            (
+                operand(sh, input, "input", CALL)?,
+                if local_input.is_null() {
+                    None
+                } else {
+                    Some(operand(sh, local_input, "local_input", CALL)?)
+                },
+                reduce_op_arg(reduce_op, CALL)?,
+                operand(sh, out, "out", CALL)?,
+                group(sh, group_pes, group_size, CALL)?,
+            )
+        };
+        dispatch_symm(sh, CALL, list, |ops, lst| {
+            ops.one_shot_all_reduce(sh, lst, &g, &i, l.as_ref(), &op, &o)
         })
-    })
-}
-
-/// `symm_mem::one_shot_all_reduce_out` (`local_input` NULL) and `one_shot_all_reduce_copy_out`: `out` becomes the
-/// sum over the group of the ranks' `input` (symmetric), added in group-rank order in the element type (float32 or
-/// bfloat16); with `local_input`, it is first copied into this rank's `input`. `reduce_op` NULL = "sum". `out`
-/// and `local_input` may lie outside the symmetric heap (device memory of the runtime's context). Device path
-/// only: on the runtime's own queue, waiting. Errors carry upstream's messages.
-///
-/// # Safety
-/// Tensor pointers must point to valid descriptors (`local_input` may be NULL); `reduce_op` NULL or
-/// NUL-terminated; `group_pes` NULL or `group_size` readable `int32_t`s; tensors outside the heap must be live
-/// device memory of the runtime's context.
-#[no_mangle]
-pub unsafe extern "C" fn xpushmem_ops_one_shot_all_reduce(
-    input: *const XpushmemOpsTensor,
-    local_input: *const XpushmemOpsTensor,
-    reduce_op: *const c_char,
-    out: *const XpushmemOpsTensor,
-    group_pes: *const i32,
-    group_size: i32,
-) -> c_int {
-    // SAFETY: forwarded caller contract.
-    unsafe {
-        one_shot_all_reduce_impl(
-            "xpushmem_ops_one_shot_all_reduce",
-            None,
-            input,
-            local_input,
-            reduce_op,
-            out,
-            group_pes,
-            group_size,
-        )
     }
 }
 
-/// [`xpushmem_ops_one_shot_all_reduce`] appended to the Level Zero command list `ze_command_list` without waiting;
-/// the outcome is reported by [`xpushmem_ops_queue_wait`] (a rejected argument is returned at once).
-///
-/// # Safety
-/// As for [`xpushmem_ops_one_shot_all_reduce`]; `ze_command_list` must be a live command list of the runtime's
-/// context and device that stays alive (and the tensors allocated) until the op has run.
-#[no_mangle]
-#[allow(clippy::too_many_arguments)]
-pub unsafe extern "C" fn xpushmem_ops_one_shot_all_reduce_on_queue(
-    input: *const XpushmemOpsTensor,
-    local_input: *const XpushmemOpsTensor,
-    reduce_op: *const c_char,
-    out: *const XpushmemOpsTensor,
-    group_pes: *const i32,
-    group_size: i32,
-    ze_command_list: *mut c_void,
-) -> c_int {
-    // SAFETY: forwarded caller contract.
-    unsafe {
-        one_shot_all_reduce_impl(
-            "xpushmem_ops_one_shot_all_reduce_on_queue",
-            Some(ze_command_list),
-            input,
-            local_input,
-            reduce_op,
-            out,
-            group_pes,
-            group_size,
-        )
-    }
-}
-
-#[allow(non_snake_case, clippy::too_many_arguments)]
-unsafe fn two_shot_all_reduce_impl(
-    CALL: &'static str,
-    list: Option<*mut c_void>,
-    input: *const XpushmemOpsTensor,
-    output: *const XpushmemOpsTensor,
-    reduce_op: *const c_char,
-    group_pes: *const i32,
-    group_size: i32,
-) -> c_int {
-    entry(CALL, || {
-        with_rt(|sh| {
-            // SAFETY: forwarded caller contract on every pointer.
-            let (i, o, op, g) = unsafe {
-                (
-                    operand(sh, input, "input", CALL)?,
-                    if output.is_null() {
-                        None
-                    } else {
-                        Some(operand(sh, output, "output", CALL)?)
-                    },
-                    reduce_op_arg(reduce_op, CALL)?,
-                    group(sh, group_pes, group_size, CALL)?,
-                )
-            };
-            dispatch_symm(sh, CALL, list, |ops, lst| {
-                ops.two_shot_all_reduce(sh, lst, &g, &i, o.as_ref(), &op)
-            })
+ops_fn! {
+    /// `symm_mem::two_shot_all_reduce_` (`output` NULL: in place in every rank's `input`) and
+    /// `two_shot_all_reduce_out`. Device path only (waits); errors carry upstream's messages.
+    ///
+    /// # Safety
+    /// As for [`xpushmem_ops_one_shot_all_reduce`] (`output` may be NULL).
+    fn xpushmem_ops_two_shot_all_reduce(
+        input: *const XpushmemOpsTensor,
+        output: *const XpushmemOpsTensor,
+        reduce_op: *const c_char,
+        group_pes: *const i32,
+        group_size: i32,
+    );
+    /// [`xpushmem_ops_two_shot_all_reduce`] appended to `ze_command_list` without waiting (see
+    /// [`xpushmem_ops_one_shot_all_reduce_on_queue`]).
+    ///
+    /// # Safety
+    /// As for [`xpushmem_ops_one_shot_all_reduce_on_queue`].
+    fn xpushmem_ops_two_shot_all_reduce_on_queue(.., ze_command_list);
+    |sh, CALL, list| {
+        // SAFETY: forwarded caller contract on every pointer.
+        let (i, o, op, g) = unsafe {
+            (
+                operand(sh, input, "input", CALL)?,
+                if output.is_null() {
+                    None
+                } else {
+                    Some(operand(sh, output, "output", CALL)?)
+                },
+                reduce_op_arg(reduce_op, CALL)?,
+                group(sh, group_pes, group_size, CALL)?,
+            )
+        };
+        dispatch_symm(sh, CALL, list, |ops, lst| {
+            ops.two_shot_all_reduce(sh, lst, &g, &i, o.as_ref(), &op)
         })
-    })
-}
-
-/// `symm_mem::two_shot_all_reduce_` (`output` NULL: in place in every rank's `input`) and
-/// `two_shot_all_reduce_out`. Device path only (waits); errors carry upstream's messages.
-///
-/// # Safety
-/// As for [`xpushmem_ops_one_shot_all_reduce`] (`output` may be NULL).
-#[no_mangle]
-pub unsafe extern "C" fn xpushmem_ops_two_shot_all_reduce(
-    input: *const XpushmemOpsTensor,
-    output: *const XpushmemOpsTensor,
-    reduce_op: *const c_char,
-    group_pes: *const i32,
-    group_size: i32,
-) -> c_int {
-    // SAFETY: forwarded caller contract.
-    unsafe {
-        two_shot_all_reduce_impl(
-            "xpushmem_ops_two_shot_all_reduce",
-            None,
-            input,
-            output,
-            reduce_op,
-            group_pes,
-            group_size,
-        )
     }
 }
 
-/// [`xpushmem_ops_two_shot_all_reduce`] appended to `ze_command_list` without waiting (see
-/// [`xpushmem_ops_one_shot_all_reduce_on_queue`]).
-///
-/// # Safety
-/// As for [`xpushmem_ops_one_shot_all_reduce_on_queue`].
-#[no_mangle]
-pub unsafe extern "C" fn xpushmem_ops_two_shot_all_reduce_on_queue(
-    input: *const XpushmemOpsTensor,
-    output: *const XpushmemOpsTensor,
-    reduce_op: *const c_char,
-    group_pes: *const i32,
-    group_size: i32,
-    ze_command_list: *mut c_void,
-) -> c_int {
-    // SAFETY: forwarded caller contract.
-    unsafe {
-        two_shot_all_reduce_impl(
-            "xpushmem_ops_two_shot_all_reduce_on_queue",
-            Some(ze_command_list),
-            input,
-            output,
-            reduce_op,
-            group_pes,
-            group_size,
-        )
-    }
-}
-
-#[allow(non_snake_case, clippy::too_many_arguments)]
-unsafe fn reduce_scatter_out_impl(
-    CALL: &'static str,
-    list: Option<*mut c_void>,
-    input: *const XpushmemOpsTensor,
-    split_last_dim: i32,
-    output: *const XpushmemOpsTensor,
-    group_pes: *const i32,
-    group_size: i32,
-) -> c_int {
-    entry(CALL, || {
-        with_rt(|sh| {
-            // SAFETY: forwarded caller contract on every pointer.
-            let (i, o, g) = unsafe {
-                (
-                    operand(sh, input, "input", CALL)?,
-                    operand(sh, output, "output", CALL)?,
-                    group(sh, group_pes, group_size, CALL)?,
-                )
-            };
-            dispatch_symm(sh, CALL, list, |ops, lst| {
-                ops.reduce_scatter_out(sh, lst, &g, &i, split_last_dim != 0, &o)
-            })
+ops_fn! {
+    /// `symm_mem::reduce_scatter_out`: this rank's `output` becomes the sum over the group of its slice of the ranks'
+    /// `input` (of the flat tensor, or with `split_last_dim` != 0 of the last dimension). Device path only (waits);
+    /// errors carry upstream's messages.
+    ///
+    /// # Safety
+    /// As for [`xpushmem_ops_one_shot_all_reduce`].
+    fn xpushmem_ops_reduce_scatter_out(
+        input: *const XpushmemOpsTensor,
+        split_last_dim: i32,
+        output: *const XpushmemOpsTensor,
+        group_pes: *const i32,
+        group_size: i32,
+    );
+    /// [`xpushmem_ops_reduce_scatter_out`] appended to `ze_command_list` without waiting (see
+    /// [`xpushmem_ops_one_shot_all_reduce_on_queue`]).
+    ///
+    /// # Safety
+    /// As for [`xpushmem_ops_one_shot_all_reduce_on_queue`].
+    fn xpushmem_ops_reduce_scatter_out_on_queue(.., ze_command_list);
+    |sh, CALL, list| {
+        // SAFETY: forwarded caller contract on every pointer.
+        let (i, o, g) = unsafe {
+            (
+                operand(sh, input, "input", CALL)?,
+                operand(sh, output, "output", CALL)?,
+                group(sh, group_pes, group_size, CALL)?,
+            )
+        };
+        dispatch_symm(sh, CALL, list, |ops, lst| {
+            ops.reduce_scatter_out(sh, lst, &g, &i, split_last_dim != 0, &o)
         })
-    })
-}
-
-/// `symm_mem::reduce_scatter_out`: this rank's `output` becomes the sum over the group of its slice of the ranks'
-/// `input` (of the flat tensor, or with `split_last_dim` != 0 of the last dimension). Device path only (waits);
-/// errors carry upstream's messages.
-///
-/// # Safety
-/// As for [`xpushmem_ops_one_shot_all_reduce`].
-#[no_mangle]
-pub unsafe extern "C" fn xpushmem_ops_reduce_scatter_out(
-    input: *const XpushmemOpsTensor,
-    split_last_dim: i32,
-    output: *const XpushmemOpsTensor,
-    group_pes: *const i32,
-    group_size: i32,
-) -> c_int {
-    // SAFETY: forwarded caller contract.
-    unsafe {
-        reduce_scatter_out_impl(
-            "xpushmem_ops_reduce_scatter_out",
-            None,
-            input,
-            split_last_dim,
-            output,
-            group_pes,
-            group_size,
-        )
     }
 }
 
-/// [`xpushmem_ops_reduce_scatter_out`] appended to `ze_command_list` without waiting (see
-/// [`xpushmem_ops_one_shot_all_reduce_on_queue`]).
-///
-/// # Safety
-/// As for [`xpushmem_ops_one_shot_all_reduce_on_queue`].
-#[no_mangle]
-pub unsafe extern "C" fn xpushmem_ops_reduce_scatter_out_on_queue(
-    input: *const XpushmemOpsTensor,
-    split_last_dim: i32,
-    output: *const XpushmemOpsTensor,
-    group_pes: *const i32,
-    group_size: i32,
-    ze_command_list: *mut c_void,
-) -> c_int {
-    // SAFETY: forwarded caller contract.
-    unsafe {
-        reduce_scatter_out_impl(
-            "xpushmem_ops_reduce_scatter_out_on_queue",
-            Some(ze_command_list),
-            input,
-            split_last_dim,
-            output,
-            group_pes,
-            group_size,
-        )
-    }
-}
-
-#[allow(non_snake_case)]
-unsafe fn write32_impl(
-    CALL: &'static str,
-    list: Option<*mut c_void>,
-    input: *const XpushmemOpsTensor,
-    offset: i64,
-    val: i64,
-    count: Option<i64>,
-) -> c_int {
-    entry(CALL, || {
-        with_rt(|sh| {
-            // SAFETY: forwarded caller contract.
-            let i = unsafe { operand(sh, input, "input", CALL)? };
-            dispatch_symm(sh, CALL, list, |ops, lst| match count {
-                Some(c) => ops.memset32(sh, lst, &i, offset, val, c),
-                None => ops.stream_write_value32(sh, lst, &i, offset, val),
-            })
+ops_fn! {
+    /// `symm_mem::memset32_`: words `[offset, offset + count)` of a flat, contiguous 32-bit tensor (dtype 7; a torch
+    /// caller checks `uint32` itself) set to `val` (a uint32). Device path only (waits); errors carry upstream's
+    /// messages and are returned before anything is enqueued.
+    ///
+    /// # Safety
+    /// `input` must point to a valid descriptor; outside the heap, of live device memory of the runtime's context.
+    fn xpushmem_ops_memset32(input: *const XpushmemOpsTensor, offset: i64, val: i64, count: i64);
+    /// [`xpushmem_ops_memset32`] appended to `ze_command_list` without waiting.
+    ///
+    /// # Safety
+    /// As for [`xpushmem_ops_memset32`]; `ze_command_list` must be a live command list of the runtime's context and
+    /// device that stays alive (and the tensor allocated) until the op has run.
+    fn xpushmem_ops_memset32_on_queue(.., ze_command_list);
+    |sh, CALL, list| {
+        // SAFETY: forwarded caller contract.
+        let i = unsafe { operand(sh, input, "input", CALL)? };
+        dispatch_symm(sh, CALL, list, |ops, lst| {
+            ops.memset32(sh, lst, &i, offset, val, count)
         })
-    })
-}
-
-/// `symm_mem::memset32_`: words `[offset, offset + count)` of a flat, contiguous 32-bit tensor (dtype 7; a torch
-/// caller checks `uint32` itself) set to `val` (a uint32). Device path only (waits); errors carry upstream's
-/// messages and are returned before anything is enqueued.
-///
-/// # Safety
-/// `input` must point to a valid descriptor; outside the heap, of live device memory of the runtime's context.
-#[no_mangle]
-pub unsafe extern "C" fn xpushmem_ops_memset32(
-    input: *const XpushmemOpsTensor,
-    offset: i64,
-    val: i64,
-    count: i64,
-) -> c_int {
-    // SAFETY: forwarded caller contract.
-    unsafe {
-        write32_impl(
-            "xpushmem_ops_memset32",
-            None,
-            input,
-            offset,
-            val,
-            Some(count),
-        )
     }
 }
 
-/// [`xpushmem_ops_memset32`] appended to `ze_command_list` without waiting.
-///
-/// # Safety
-/// As for [`xpushmem_ops_memset32`]; `ze_command_list` must be a live command list of the runtime's context and
-/// device that stays alive (and the tensor allocated) until the op has run.
-#[no_mangle]
-pub unsafe extern "C" fn xpushmem_ops_memset32_on_queue(
-    input: *const XpushmemOpsTensor,
-    offset: i64,
-    val: i64,
-    count: i64,
-    ze_command_list: *mut c_void,
-) -> c_int {
-    // SAFETY: forwarded caller contract.
-    unsafe {
-        write32_impl(
-            "xpushmem_ops_memset32_on_queue",
-            Some(ze_command_list),
-            input,
-            offset,
-            val,
-            Some(count),
-        )
-    }
-}
-
-/// `symm_mem::stream_write_value32_`: one 32-bit release store of `val` at word `offset` of a flat, contiguous
-/// 32-bit tensor, after everything before it on the queue. Device path only (waits); errors carry upstream's
-/// messages and are returned before anything is enqueued.
-///
-/// # Safety
-/// As for [`xpushmem_ops_memset32`].
-#[no_mangle]
-pub unsafe extern "C" fn xpushmem_ops_stream_write_value32(
-    input: *const XpushmemOpsTensor,
-    offset: i64,
-    val: i64,
-) -> c_int {
-    // SAFETY: forwarded caller contract.
-    unsafe {
-        write32_impl(
-            "xpushmem_ops_stream_write_value32",
-            None,
-            input,
-            offset,
-            val,
-            None,
-        )
-    }
-}
-
-/// [`xpushmem_ops_stream_write_value32`] appended to `ze_command_list` without waiting.
-///
-/// # Safety
-/// As for [`xpushmem_ops_memset32_on_queue`].
-#[no_mangle]
-pub unsafe extern "C" fn xpushmem_ops_stream_write_value32_on_queue(
-    input: *const XpushmemOpsTensor,
-    offset: i64,
-    val: i64,
-    ze_command_list: *mut c_void,
-) -> c_int {
-    // SAFETY: forwarded caller contract.
-    unsafe {
-        write32_impl(
-            "xpushmem_ops_stream_write_value32_on_queue",
-            Some(ze_command_list),
-            input,
-            offset,
-            val,
-            None,
-        )
+ops_fn! {
+    /// `symm_mem::stream_write_value32_`: one 32-bit release store of `val` at word `offset` of a flat, contiguous
+    /// 32-bit tensor, after everything before it on the queue. Device path only (waits); errors carry upstream's
+    /// messages and are returned before anything is enqueued.
+    ///
+    /// # Safety
+    /// As for [`xpushmem_ops_memset32`].
+    fn xpushmem_ops_stream_write_value32(input: *const XpushmemOpsTensor, offset: i64, val: i64);
+    /// [`xpushmem_ops_stream_write_value32`] appended to `ze_command_list` without waiting.
+    ///
+    /// # Safety
+    /// As for [`xpushmem_ops_memset32_on_queue`].
+    fn xpushmem_ops_stream_write_value32_on_queue(.., ze_command_list);
+    |sh, CALL, list| {
+        // SAFETY: forwarded caller contract.
+        let i = unsafe { operand(sh, input, "input", CALL)? };
+        dispatch_symm(sh, CALL, list, |ops, lst| {
+            ops.stream_write_value32(sh, lst, &i, offset, val)
+        })
     }
 }
 
 // ---- the symm_mem handle's signal pad (device path only) ---------------------------------------------------------
 
-#[allow(non_snake_case, clippy::too_many_arguments)]
-unsafe fn signal_pad_impl(
-    CALL: &'static str,
-    list: Option<*mut c_void>,
-    mode: i32,
-    pad: *mut c_void,
-    pad_bytes: i64,
-    channel: i32,
-    rank: i32,
-    group_pes: *const i32,
-    group_size: i32,
-) -> c_int {
-    entry(CALL, || {
-        with_rt(|sh| {
-            if pad.is_null() {
-                return Err(null_arg("pad", CALL));
+ops_fn! {
+    /// The symm_mem handle's signal-pad operations as one device kernel: `mode` 1 = `barrier(channel)` (every rank of
+    /// the handle), 2 = `put_signal(rank, channel)`, 3 = `wait_signal(rank, channel)` (`rank` is ignored by the
+    /// barrier). `pad` is this PE's address of the handle's signal pad (`pad_bytes` bytes of symmetric memory, 32-bit
+    /// words, zeroed at allocation), `group_pes[0..group_size]` the handle's rank -> global PE table (this PE among
+    /// them). The protocol is the host version's: a signal moves the peer's word `[channel * W + my rank]` from 0 to 1
+    /// (after every earlier write of this PE: release), a wait moves my word `[channel * W + rank]` from 1 to 0
+    /// (acquire), each retried with back-off until `XPUSHMEM_TIMEOUT_MS`, then a Timeout naming the op, rank, peer rank
+    /// and channel. Bad channel or rank: the host version's message, nothing enqueued. Device path only (waits).
+    ///
+    /// # Safety
+    /// `group_pes` must point to `group_size` readable `int32_t`s; `pad` must be symmetric memory of the runtime.
+    fn xpushmem_ops_signal_pad(
+        mode: i32,
+        pad: *mut c_void,
+        pad_bytes: i64,
+        channel: i32,
+        rank: i32,
+        group_pes: *const i32,
+        group_size: i32,
+    );
+    /// [`xpushmem_ops_signal_pad`] appended to `ze_command_list` without waiting (the outcome comes from
+    /// [`xpushmem_ops_queue_wait`]).
+    ///
+    /// # Safety
+    /// As for [`xpushmem_ops_signal_pad`]; `ze_command_list` must be a live command list of the runtime's context and
+    /// device that stays alive until the op has run.
+    fn xpushmem_ops_signal_pad_on_queue(.., ze_command_list);
+    |sh, CALL, list| {
+        if pad.is_null() {
+            return Err(null_arg("pad", CALL));
+        }
+        if pad_bytes < 0 {
+            return Err(Error::invalid(
+                "pad_bytes",
+                pad_bytes,
+                format!("{CALL}: must be non-negative"),
+            ));
+        }
+        let slice = sh.sym_slice_in::<u8>(pad as usize, pad_bytes as usize, 4, &|| {
+            format!("{CALL}: pad")
+        })?;
+        // SAFETY: group_pes holds group_size elements (the caller's contract).
+        let raw = unsafe { array(group_pes, group_size as i64, "group_pes", CALL)? };
+        if raw.is_empty() {
+            return Err(null_arg("group_pes", CALL));
+        }
+        let mut pes = Vec::with_capacity(raw.len());
+        for (i, &p) in raw.iter().enumerate() {
+            if p < 0 || p as usize >= sh.n_pes() {
+                return Err(Error::InvalidPe {
+                    pe: p as i64,
+                    n_pes: sh.n_pes(),
+                    context: format!("{CALL}: group_pes[{i}]"),
+                });
             }
-            if pad_bytes < 0 {
-                return Err(Error::invalid(
-                    "pad_bytes",
-                    pad_bytes,
-                    format!("{CALL}: must be non-negative"),
-                ));
-            }
-            let slice = sh.sym_slice_in::<u8>(pad as usize, pad_bytes as usize, 4, &|| {
-                format!("{CALL}: pad")
-            })?;
-            // SAFETY: group_pes holds group_size elements (the caller's contract).
-            let raw = unsafe { array(group_pes, group_size as i64, "group_pes", CALL)? };
-            if raw.is_empty() {
-                return Err(null_arg("group_pes", CALL));
-            }
-            let mut pes = Vec::with_capacity(raw.len());
-            for (i, &p) in raw.iter().enumerate() {
-                if p < 0 || p as usize >= sh.n_pes() {
-                    return Err(Error::InvalidPe {
-                        pe: p as i64,
-                        n_pes: sh.n_pes(),
-                        context: format!("{CALL}: group_pes[{i}]"),
-                    });
-                }
-                pes.push(p as usize);
-            }
-            dispatch_symm(sh, CALL, list, |ops, lst| {
-                ops.signal_pad(
-                    sh,
-                    lst,
-                    mode as u64,
-                    slice,
-                    &pes,
-                    channel as i64,
-                    rank as i64,
-                )
-            })
+            pes.push(p as usize);
+        }
+        dispatch_symm(sh, CALL, list, |ops, lst| {
+            ops.signal_pad(
+                sh,
+                lst,
+                mode as u64,
+                slice,
+                &pes,
+                channel as i64,
+                rank as i64,
+            )
         })
-    })
-}
-
-/// The symm_mem handle's signal-pad operations as one device kernel: `mode` 1 = `barrier(channel)` (every rank of
-/// the handle), 2 = `put_signal(rank, channel)`, 3 = `wait_signal(rank, channel)` (`rank` is ignored by the
-/// barrier). `pad` is this PE's address of the handle's signal pad (`pad_bytes` bytes of symmetric memory, 32-bit
-/// words, zeroed at allocation), `group_pes[0..group_size]` the handle's rank -> global PE table (this PE among
-/// them). The protocol is the host version's: a signal moves the peer's word `[channel * W + my rank]` from 0 to 1
-/// (after every earlier write of this PE: release), a wait moves my word `[channel * W + rank]` from 1 to 0
-/// (acquire), each retried with back-off until `XPUSHMEM_TIMEOUT_MS`, then a Timeout naming the op, rank, peer rank
-/// and channel. Bad channel or rank: the host version's message, nothing enqueued. Device path only (waits).
-///
-/// # Safety
-/// `group_pes` must point to `group_size` readable `int32_t`s; `pad` must be symmetric memory of the runtime.
-#[no_mangle]
-pub unsafe extern "C" fn xpushmem_ops_signal_pad(
-    mode: i32,
-    pad: *mut c_void,
-    pad_bytes: i64,
-    channel: i32,
-    rank: i32,
-    group_pes: *const i32,
-    group_size: i32,
-) -> c_int {
-    // SAFETY: forwarded caller contract.
-    unsafe {
-        signal_pad_impl(
-            "xpushmem_ops_signal_pad",
-            None,
-            mode,
-            pad,
-            pad_bytes,
-            channel,
-            rank,
-            group_pes,
-            group_size,
-        )
-    }
-}
-
-/// [`xpushmem_ops_signal_pad`] appended to `ze_command_list` without waiting (the outcome comes from
-/// [`xpushmem_ops_queue_wait`]).
-///
-/// # Safety
-/// As for [`xpushmem_ops_signal_pad`]; `ze_command_list` must be a live command list of the runtime's context and
-/// device that stays alive until the op has run.
-#[no_mangle]
-#[allow(clippy::too_many_arguments)]
-pub unsafe extern "C" fn xpushmem_ops_signal_pad_on_queue(
-    mode: i32,
-    pad: *mut c_void,
-    pad_bytes: i64,
-    channel: i32,
-    rank: i32,
-    group_pes: *const i32,
-    group_size: i32,
-    ze_command_list: *mut c_void,
-) -> c_int {
-    // SAFETY: forwarded caller contract.
-    unsafe {
-        signal_pad_impl(
-            "xpushmem_ops_signal_pad_on_queue",
-            Some(ze_command_list),
-            mode,
-            pad,
-            pad_bytes,
-            channel,
-            rank,
-            group_pes,
-            group_size,
-        )
     }
 }
 

@@ -138,7 +138,7 @@ fn abort_mode(env: &[(&str, &str)]) {
     assert!(
         matches!(
             o.first_failure,
-            Some((_, xpushmem::launch::PeExit::Signal(6)))
+            Some((_, xpushmem_launch::PeExit::Signal(6)))
         ),
         "expected SIGABRT, got {:?}\n{text}",
         o.first_failure

@@ -117,9 +117,121 @@ const OPS_BANNER: &str = concat!(
     "#define XPUSHMEM_OPS_H"
 );
 
+/// The standard doc comment of op `name`'s `_on_queue` entry point, as `///` lines: the `#[doc = ...]` lines of
+/// `ops_fn!`'s first rule in `src` (their string literals and `stringify!($name)`, concatenated).
+fn standard_queue_docs(src: &str, name: &str) -> Vec<String> {
+    let rule = &src[src
+        .find("macro_rules! ops_fn {")
+        .expect("ops_fn! in ops.rs")..];
+    let rule = &rule[..rule
+        .find("fn $queue(.., ze_command_list);")
+        .expect("ops_fn!'s first rule")];
+    rule.lines()
+        .filter_map(|l| l.trim().strip_prefix("#[doc = ")?.strip_suffix(']'))
+        .map(|d| {
+            let mut text = String::new();
+            let mut rest = d;
+            while !rest.is_empty() {
+                if let Some(r) = rest.strip_prefix("stringify!($name)") {
+                    text.push_str(name);
+                    rest = r;
+                } else if let Some(r) = rest.strip_prefix('"') {
+                    let end = r.find('"').expect("a closed string literal");
+                    text.push_str(&r[..end]);
+                    rest = &r[end + 1..];
+                } else {
+                    // `concat!(`, `, `, `)`
+                    rest = &rest[1..];
+                }
+            }
+            format!("///{text}")
+        })
+        .collect()
+}
+
+/// `ffi/src/ops.rs` with its `ops_fn!` invocations expanded the way the macro expands them, for cbindgen (which
+/// does not expand macros): each invocation becomes, in place, the op's two entry points with their doc comments
+/// (`fn NAME(args);` and `fn NAME_on_queue(.., ze_command_list);`, the second with the arguments of the first
+/// and `ze_command_list: *mut c_void`, and the standard doc comment when it has none), with empty bodies.
+fn ops_expanded() -> String {
+    let path = support::ffi_dir().join("src/ops.rs");
+    let src = std::fs::read_to_string(&path).expect("read ffi/src/ops.rs");
+    let mut out = String::new();
+    let mut lines = src.lines();
+    while let Some(line) = lines.next() {
+        if line != "ops_fn! {" {
+            out.push_str(line);
+            out.push('\n');
+            continue;
+        }
+        let block: Vec<&str> = lines
+            .by_ref()
+            .take_while(|l| *l != "}")
+            .map(str::trim_start)
+            .collect();
+        // Doc comments, then a declaration `fn NAME(...);` (maybe over several lines), twice.
+        let mut at = 0;
+        let mut decl = || {
+            let docs: Vec<&str> = block[at..]
+                .iter()
+                .take_while(|l| l.starts_with("///"))
+                .copied()
+                .collect();
+            at += docs.len();
+            let mut sig = String::new();
+            while let Some(l) = block.get(at) {
+                at += 1;
+                sig.push_str(l);
+                if l.ends_with(");") {
+                    break;
+                }
+            }
+            let sig = sig.strip_prefix("fn ").expect("ops_fn!: `fn NAME(...);`");
+            let open = sig.find('(').expect("ops_fn!: `(`");
+            let close = sig.rfind(')').expect("ops_fn!: `)`");
+            let args = sig[open + 1..close]
+                .trim()
+                .trim_end_matches(',')
+                .to_string();
+            (docs, sig[..open].to_string(), args)
+        };
+        let (docs, name, args) = decl();
+        let (qdocs, qname, _) = decl();
+        let docs: Vec<String> = docs.into_iter().map(String::from).collect();
+        let qdocs = if qdocs.is_empty() {
+            standard_queue_docs(&src, &name)
+        } else {
+            qdocs.into_iter().map(String::from).collect()
+        };
+        for (docs, name, args) in [
+            (docs, name, args.clone()),
+            (
+                qdocs,
+                qname,
+                format!("{args}, ze_command_list: *mut c_void"),
+            ),
+        ] {
+            for d in docs {
+                out.push_str(&d);
+                out.push('\n');
+            }
+            out.push_str(&format!(
+                "#[no_mangle]\npub unsafe extern \"C\" fn {name}({args}) -> c_int {{}}\n\n"
+            ));
+        }
+    }
+    out
+}
+
 /// The ops header as the generator makes it.
 fn generate_ops() -> String {
-    let capi = support::ffi_dir().join("src/ops.rs");
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let capi = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
+        "xpushmem_ops_expanded_{}_{}.rs",
+        std::process::id(),
+        CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    ));
+    std::fs::write(&capi, ops_expanded()).expect("write the expanded ops source");
     let cfg = cbindgen::Config {
         language: cbindgen::Language::C,
         header: Some(OPS_BANNER.to_string()),
@@ -136,10 +248,11 @@ fn generate_ops() -> String {
     let mut out = Vec::new();
     cbindgen::Builder::new()
         .with_config(cfg)
-        .with_src(capi)
+        .with_src(&capi)
         .generate()
         .expect("cbindgen generates the ops header")
         .write(&mut out);
+    let _ = std::fs::remove_file(&capi);
     String::from_utf8(out).expect("utf-8")
 }
 

@@ -293,7 +293,8 @@ impl Error {
         }
     }
 
-    pub(crate) fn os(call: &'static str, err: impl std::fmt::Display) -> Error {
+    /// The error of a failed operating-system call `call`, with the system's message.
+    pub fn os(call: &'static str, err: impl std::fmt::Display) -> Error {
         Error::Os {
             call,
             message: err.to_string(),

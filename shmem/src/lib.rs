@@ -37,8 +37,8 @@ pub(crate) mod hal;
 pub(crate) mod heap;
 pub(crate) mod init;
 pub(crate) mod job;
-pub mod launch;
 pub mod memory;
+pub(crate) mod net;
 pub mod rma;
 pub mod runtime;
 pub mod symaddr;
@@ -66,6 +66,14 @@ pub use team::{Agreement, Messages, NodeAwareStats, Team, TeamConfig};
 pub use types::{
     AtomicInt, AtomicWord, Cmp, HeapKind, SignalOp, SymRef, SymSlice, Symmetric, ThreadLevel,
 };
+
+/// What a launcher needs of the runtime (the `xpushmem-launch` crate's supervisor and `xpushmem-run` use it): the
+/// unique-ID rendezvous server it serves for its PEs, the variables through which a PE finds its launcher and
+/// reports to it, the tie of a PE to its launcher's life, and `global_exit`.
+pub mod launcher {
+    pub use crate::bootstrap::launcher::{global_exit, tie_to_launcher, PID_VAR, REPORT_VAR};
+    pub use crate::bootstrap::uid::Server;
+}
 
 /// The crate version.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

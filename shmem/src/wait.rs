@@ -10,9 +10,9 @@
 //!   `XPUSHMEM_SPIN_COUNT` cannot stretch the time limit or hide a lost peer;
 //! - while yielding, every [`CHECK_EVERY_YIELD`] polls; while sleeping, after every sleep.
 //!
-//! Users: `Shmem::wait_for` (every wait of the runtime and, through the C ABI, the torch shim's signal pad).
-//! Loops that still have their own back-off and should adopt this one: `Fabric::wait` and `post_ctx`'s `EAGAIN`
-//! retry loop (`transport/fabric.rs`), and the device proxy's server loop (`transport/fabric_proxy.rs`).
+//! Users: `Shmem::wait_for` (every wait of the runtime and, through the C ABI, the torch shim's signal pad), the
+//! fabric's waits (`Fabric::wait`, and the `EAGAIN` retries of `net/ofi`, through `ofi::polling_backoff`) and the
+//! device proxy's idle loop (`transport/proxy.rs`).
 
 use std::time::{Duration, Instant};
 

@@ -1,7 +1,7 @@
 //! The multi-PE test harness.
 //!
 //! A multi-PE test is an ordinary `#[test]` that re-executes its own test binary as N PEs through the launcher
-//! ([`xpushmem::launch::Job`]), each child running only that test (`--exact`), with a hard time limit. In the child
+//! ([`xpushmem_launch::Job`]), each child running only that test (`--exact`), with a hard time limit. In the child
 //! the same test function sees `XPUSHMEM_TEST_CASE` naming it, initialises the runtime and runs the body; the
 //! parent asserts that every PE exited with 0 and shows each PE's output otherwise.
 //!
@@ -17,7 +17,7 @@
 
 use std::time::Duration;
 pub use xpushmem;
-use xpushmem::launch::{Job, Outcome};
+use xpushmem_launch::{Job, Outcome};
 
 /// Environment variable naming the test a PE process must run.
 pub const CASE_VAR: &str = "XPUSHMEM_TEST_CASE";

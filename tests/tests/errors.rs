@@ -314,7 +314,7 @@ fn a_failing_pe_stops_the_job_with_its_status_4pe() {
     let out = spawn_pes_with(&name, 4, &[]);
     assert_eq!(
         out.first_failure,
-        Some((2, xpushmem::launch::PeExit::Code(3))),
+        Some((2, xpushmem_launch::PeExit::Code(3))),
         "{out:?}"
     );
     assert_eq!(out.exit_code(), 3);
@@ -337,7 +337,7 @@ fn the_launcher_time_limit_ends_a_hung_job_2pe() {
         return;
     }
     let exe = std::env::current_exe().expect("test binary");
-    let mut job = xpushmem::launch::Job::new(2, exe);
+    let mut job = xpushmem_launch::Job::new(2, exe);
     job.args = vec![name.clone(), "--exact".into(), "--nocapture".into()];
     job.env = vec![(xpushmem_tests::CASE_VAR.into(), name.clone())];
     job.timeout = Some(Duration::from_secs(1));

@@ -11,8 +11,8 @@
 //! right after the last common barrier, and kills it once every survivor has checked its error.
 
 use std::time::{Duration, Instant};
-use xpushmem::launch::PeExit;
 use xpushmem::{Cmp, Error, Shmem};
+use xpushmem_launch::PeExit;
 use xpushmem_tests::{is_pe_of, test_name};
 
 /// Wait limit of the SIGSTOP cases (the survivors must time out at it).

@@ -1,94 +1,11 @@
 //! Driver, devices and contexts.
 
-use crate::memory::Allocation;
-use crate::registry::Registry;
+use crate::objects::*;
 use crate::util::*;
 use level_zero_sys::*;
-use once_cell::sync::{Lazy, OnceCell};
 use std::collections::BTreeMap;
 use std::ffi::{c_char, c_void};
 use std::sync::{Arc, Mutex};
-
-/// Environment variable giving the number of emulated devices (default 1).
-pub const DEVICES_ENV: &str = "XPUSHMEM_EMU_DEVICES";
-/// Upper bound on emulated devices.
-pub const MAX_DEVICES: usize = 64;
-/// Largest single allocation reported (without the relaxed-limits extension).
-pub const MAX_ALLOC: u64 = 4 << 30;
-/// Device memory size reported.
-pub const MEMORY_SIZE: u64 = 16 << 30;
-/// Group limits reported and enforced.
-pub const MAX_GROUP_SIZE: u32 = 1024;
-/// Command queue groups: (flags, max fill pattern size, number of queues).
-pub const QUEUE_GROUPS: [(u32, usize, u32); 2] = [
-    (
-        ZE_COMMAND_QUEUE_GROUP_PROPERTY_FLAG_COMPUTE | ZE_COMMAND_QUEUE_GROUP_PROPERTY_FLAG_COPY,
-        128,
-        4,
-    ),
-    (ZE_COMMAND_QUEUE_GROUP_PROPERTY_FLAG_COPY, 4, 1),
-];
-
-/// The driver singleton (its address is the driver handle).
-pub struct Driver {
-    /// Devices, created by `zeInit`.
-    pub devices: OnceCell<Vec<Arc<Device>>>,
-}
-
-/// One emulated device.
-pub struct Device {
-    /// Index (0-based).
-    pub index: u32,
-}
-
-/// A context: owns the allocations made through it.
-pub struct Context {
-    /// Allocations (and IPC mappings) by base address.
-    pub allocs: Mutex<BTreeMap<usize, Allocation>>,
-}
-
-/// The driver.
-pub static DRIVER: Driver = Driver {
-    devices: OnceCell::new(),
-};
-/// Live devices.
-pub static DEVICES: Lazy<Registry<Device>> = Lazy::new(Registry::default);
-/// Live contexts.
-pub static CONTEXTS: Lazy<Registry<Context>> = Lazy::new(Registry::default);
-
-fn driver_handle() -> ze_driver_handle_t {
-    ze_driver_handle_t(&DRIVER as *const Driver as *mut c_void)
-}
-
-/// Checks a driver handle.
-pub fn check_driver(h: ze_driver_handle_t) -> ZeResult<&'static [Arc<Device>]> {
-    if h.is_null() {
-        return Err(ZE_RESULT_ERROR_INVALID_NULL_HANDLE);
-    }
-    if h != driver_handle() {
-        return Err(ZE_RESULT_ERROR_INVALID_ARGUMENT);
-    }
-    DRIVER
-        .devices
-        .get()
-        .map(|v| v.as_slice())
-        .ok_or(ZE_RESULT_ERROR_UNINITIALIZED)
-}
-
-/// Resolves a device handle.
-pub fn device(h: ze_device_handle_t) -> ZeResult<Arc<Device>> {
-    DEVICES.get(h.0)
-}
-
-/// Resolves a context handle.
-pub fn context(h: ze_context_handle_t) -> ZeResult<Arc<Context>> {
-    CONTEXTS.get(h.0)
-}
-
-/// Handle of a device object.
-pub fn device_handle(d: &Arc<Device>) -> ze_device_handle_t {
-    ze_device_handle_t(Arc::as_ptr(d) as *mut c_void)
-}
 
 fn device_count() -> ZeResult<usize> {
     match std::env::var(DEVICES_ENV) {

@@ -5,8 +5,8 @@
 //! the queue, not the caller. Synchronous immediate lists and synchronous queues wait for their work before
 //! returning.
 
-use crate::driver::{context, device, Context, Device, QUEUE_GROUPS};
 use crate::module::{Launch, Worker};
+use crate::objects::{context, device, Context, Device, QUEUE_GROUPS};
 use crate::registry::Registry;
 use crate::util::*;
 use level_zero_sys::*;

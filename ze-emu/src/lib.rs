@@ -29,14 +29,15 @@ mod driver;
 mod exec;
 mod memory;
 mod module;
+mod objects;
 mod ocl;
 mod registry;
 mod spirv;
 pub mod testing;
 mod util;
 
-pub use driver::{DEVICES_ENV, MAX_DEVICES};
 pub use memory::ipc_layout;
+pub use objects::{DEVICES_ENV, MAX_DEVICES};
 
 use level_zero_sys::*;
 use std::ffi::c_void;

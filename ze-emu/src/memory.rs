@@ -1,10 +1,10 @@
 //! Memory: every allocation (device, host or shared) is its own memfd mapped `MAP_SHARED`, so it can be exported
 //! as a real file descriptor. IPC handles carry that fd like Intel's driver does (first 4 bytes), plus sizes.
 
-use crate::driver::{context, device, Device, MAX_ALLOC};
+use crate::objects::{context, device, Allocation, Device, MAX_ALLOC};
 use crate::util::*;
 use level_zero_sys::*;
-use rustix::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use rustix::fd::{AsFd, AsRawFd, BorrowedFd};
 use rustix::mm::{MapFlags, ProtFlags};
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -29,35 +29,6 @@ pub mod ipc_layout {
 }
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
-
-/// One mapping known to a context.
-pub struct Allocation {
-    /// Mapping address.
-    pub base: usize,
-    /// Requested size.
-    pub size: usize,
-    /// Mapping length (page multiple).
-    pub map_len: usize,
-    /// Memory type.
-    pub kind: ze_memory_type_t,
-    /// Owning device (device / shared allocations and IPC mappings).
-    pub device: Option<Arc<Device>>,
-    /// The memfd (None for IPC mappings: the importer owns its fd).
-    pub memfd: Option<OwnedFd>,
-    /// Driver-owned duplicate handed out in IPC handles (created on first `zeMemGetIpcHandle`).
-    pub export_fd: Option<OwnedFd>,
-    /// Opened with `zeMemOpenIpcHandle` (released with `zeMemCloseIpcHandle`, not `zeMemFree`).
-    pub imported: bool,
-    /// Unique id.
-    pub id: u64,
-}
-
-impl Drop for Allocation {
-    fn drop(&mut self) {
-        // SAFETY: base/map_len describe a mapping this object created and nobody else unmaps.
-        let _ = unsafe { rustix::mm::munmap(self.base as *mut c_void, self.map_len) };
-    }
-}
 
 fn page_size() -> usize {
     rustix::param::page_size()
@@ -235,7 +206,7 @@ fn check_size(size: usize, relaxed: bool) -> ZeResult {
     Ok(())
 }
 
-fn register(ctx: &crate::driver::Context, a: Allocation, pptr: *mut *mut c_void) -> ZeResult {
+fn register(ctx: &crate::objects::Context, a: Allocation, pptr: *mut *mut c_void) -> ZeResult {
     let base = a.base;
     lock(&ctx.allocs).insert(base, a);
     // SAFETY: pptr was null-checked by the caller of register.
@@ -336,7 +307,7 @@ pub(crate) unsafe extern "C" fn mem_free(
 type Found = (usize, usize, ze_memory_type_t, Option<Arc<Device>>, u64);
 
 /// Finds the allocation containing `p`.
-fn lookup(ctx: &crate::driver::Context, p: usize) -> Option<Found> {
+fn lookup(ctx: &crate::objects::Context, p: usize) -> Option<Found> {
     let allocs = lock(&ctx.allocs);
     let (_, a) = allocs.range(..=p).next_back()?;
     (p < a.base + a.size).then(|| (a.base, a.size, a.kind, a.device.clone(), a.id))
@@ -373,7 +344,7 @@ pub(crate) unsafe extern "C" fn mem_get_alloc_properties(
         if !phdev.is_null() {
             let h = dev
                 .as_ref()
-                .map(crate::driver::device_handle)
+                .map(crate::objects::device_handle)
                 .unwrap_or_default();
             // SAFETY: caller's optional output pointer, non-null.
             unsafe { *phdev = h };

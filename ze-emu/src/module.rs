@@ -1,6 +1,6 @@
 //! Modules (SPIR-V built by Intel's OpenCL CPU runtime), build logs, kernels and kernel launches.
 
-use crate::driver::{context, device, Context, Device, MAX_GROUP_SIZE};
+use crate::objects::{context, device, Context, Device, MAX_GROUP_SIZE};
 use crate::ocl::{self, cl_command_queue, cl_kernel, cl_program, CL_PROGRAM_BUILD_LOG, CL_SUCCESS};
 use crate::registry::Registry;
 use crate::spirv::{self, ArgKind, KernelInfo};

@@ -12,11 +12,10 @@
 //! on the PEs that passed it (the others then time out, `XPUSHMEM_TIMEOUT_MS`, unless every PE passed it).
 
 use crate::error::{code, value, Failure};
-use crate::state;
+use crate::state::{self, Coll, COLLS};
 use crate::teams::{self, xpushmem_team_t, Api};
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::str::FromStr;
-use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::OnceLock;
 use xpushmem_rt::{
     AlltoallAlgo, BarrierAlgo, BroadcastAlgo, CollectAlgo, Error, ReduceAlgo, ReduceOp,
@@ -24,40 +23,7 @@ use xpushmem_rt::{
 };
 
 // ---------------------------------------------------------------------------------------------------------------
-// Algorithm choice
-
-/// The collectives whose algorithm can be chosen.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Coll {
-    Barrier = 0,
-    Broadcast = 1,
-    Collect = 2,
-    Alltoall = 3,
-    Reduce = 4,
-    ReduceScatter = 5,
-    Scan = 6,
-}
-
-const COLLS: [Coll; 7] = [
-    Coll::Barrier,
-    Coll::Broadcast,
-    Coll::Collect,
-    Coll::Alltoall,
-    Coll::Reduce,
-    Coll::ReduceScatter,
-    Coll::Scan,
-];
-
-/// Per collective: 0 = `Auto` (the environment or the size rule), k = the algorithm `ALL[k - 1]`.
-static ALGOS: [AtomicU8; 7] = [
-    AtomicU8::new(0),
-    AtomicU8::new(0),
-    AtomicU8::new(0),
-    AtomicU8::new(0),
-    AtomicU8::new(0),
-    AtomicU8::new(0),
-    AtomicU8::new(0),
-];
+// Algorithm choice (the table is `state`'s)
 
 const COLL_NAMES: &str =
     "barrier (or sync), broadcast, collect (or fcollect), alltoall (or alltoalls), \
@@ -115,40 +81,6 @@ fn names_of(c: Coll) -> Vec<&'static str> {
         Coll::ReduceScatter => list(ReduceScatterAlgo::ALL, ReduceScatterAlgo::name),
         Coll::Scan => list(ScanAlgo::ALL, ScanAlgo::name),
     }
-}
-
-fn chosen<A: Copy>(c: Coll, all: &[A], auto: A) -> A {
-    match ALGOS[c as usize].load(Ordering::Relaxed) {
-        0 => auto,
-        k => all.get(k as usize - 1).copied().unwrap_or(auto),
-    }
-}
-
-/// The barrier algorithm in force (`Auto` unless chosen).
-pub fn barrier_algo() -> BarrierAlgo {
-    chosen(Coll::Barrier, BarrierAlgo::ALL, BarrierAlgo::Auto)
-}
-fn broadcast_algo() -> BroadcastAlgo {
-    chosen(Coll::Broadcast, BroadcastAlgo::ALL, BroadcastAlgo::Auto)
-}
-fn collect_algo() -> CollectAlgo {
-    chosen(Coll::Collect, CollectAlgo::ALL, CollectAlgo::Auto)
-}
-fn alltoall_algo() -> AlltoallAlgo {
-    chosen(Coll::Alltoall, AlltoallAlgo::ALL, AlltoallAlgo::Auto)
-}
-fn reduce_algo() -> ReduceAlgo {
-    chosen(Coll::Reduce, ReduceAlgo::ALL, ReduceAlgo::Auto)
-}
-fn reduce_scatter_algo() -> ReduceScatterAlgo {
-    chosen(
-        Coll::ReduceScatter,
-        ReduceScatterAlgo::ALL,
-        ReduceScatterAlgo::Auto,
-    )
-}
-fn scan_algo() -> ScanAlgo {
-    chosen(Coll::Scan, ScanAlgo::ALL, ScanAlgo::Auto)
 }
 
 fn invalid(
@@ -216,7 +148,7 @@ pub unsafe extern "C" fn xpushmemx_set_algorithm(
                 )
             })?
         };
-        ALGOS[c as usize].store(k, Ordering::Relaxed);
+        state::choose(c, k);
         Ok(())
     })
 }
@@ -252,7 +184,7 @@ pub unsafe extern "C" fn xpushmemx_get_algorithm(collective: *const c_char) -> *
                 })
                 .collect()
         });
-        let k = ALGOS[c as usize].load(Ordering::Relaxed) as usize;
+        let k = state::choice(c) as usize;
         Ok(names[c as usize]
             .get(k)
             .unwrap_or(&names[c as usize][0])
@@ -318,15 +250,26 @@ pub fn movement<T: Symmetric>(
         match kind {
             // A negative root reaches the runtime as a huge one, so that every PE gets the same verdict; the
             // message shows it as the negative number it was.
-            Kind::Broadcast(root) => {
-                sh.broadcast_with(&t, d, s, nelems, root as isize as usize, broadcast_algo())?
-            }
-            Kind::Collect => sh.collect_with(&t, d, s, nelems, collect_algo())?,
-            Kind::Fcollect => sh.fcollect_with(&t, d, s, nelems, collect_algo())?,
-            Kind::Alltoall => sh.alltoall_with(&t, d, s, nelems, alltoall_algo())?,
-            Kind::Alltoalls(dst, sst) => {
-                sh.alltoalls_with(&t, d, s, stride(dst), stride(sst), nelems, alltoall_algo())?
-            }
+            Kind::Broadcast(root) => sh.broadcast_with(
+                &t,
+                d,
+                s,
+                nelems,
+                root as isize as usize,
+                state::broadcast_algo(),
+            )?,
+            Kind::Collect => sh.collect_with(&t, d, s, nelems, state::collect_algo())?,
+            Kind::Fcollect => sh.fcollect_with(&t, d, s, nelems, state::collect_algo())?,
+            Kind::Alltoall => sh.alltoall_with(&t, d, s, nelems, state::alltoall_algo())?,
+            Kind::Alltoalls(dst, sst) => sh.alltoalls_with(
+                &t,
+                d,
+                s,
+                stride(dst),
+                stride(sst),
+                nelems,
+                state::alltoall_algo(),
+            )?,
         }
         Ok(())
     })
@@ -363,12 +306,12 @@ pub fn reduction<T: Reducible>(
         let d = sym_to_end::<T>(sh, dest, empty, call, "dest")?;
         let s = sym_to_end::<T>(sh, src, empty, call, "source")?;
         match kind {
-            RKind::Reduce => sh.reduce_with(&t, op, d, s, n, reduce_algo())?,
+            RKind::Reduce => sh.reduce_with(&t, op, d, s, n, state::reduce_algo())?,
             RKind::ReduceScatter => {
-                sh.reduce_scatter_with(&t, op, d, s, n, reduce_scatter_algo())?
+                sh.reduce_scatter_with(&t, op, d, s, n, state::reduce_scatter_algo())?
             }
-            RKind::Inscan => sh.scan_with(&t, op, d, s, n, scan_algo(), true)?,
-            RKind::Exscan => sh.scan_with(&t, op, d, s, n, scan_algo(), false)?,
+            RKind::Inscan => sh.scan_with(&t, op, d, s, n, state::scan_algo(), true)?,
+            RKind::Exscan => sh.scan_with(&t, op, d, s, n, state::scan_algo(), false)?,
         }
         Ok(())
     })

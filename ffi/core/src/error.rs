@@ -9,7 +9,7 @@
 use std::cell::RefCell;
 use std::ffi::{c_char, c_int, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use xpushmem_rt::{Error, ErrorCode};
 
 /// Success.
@@ -54,6 +54,15 @@ pub const XPUSHMEMX_ERROR_MODE_ABORT: c_int = 1;
 
 /// 0 = not decided yet (read `XPUSHMEM_ERROR_MODE` on first use), 1 = return, 2 = abort.
 static MODE: AtomicU8 = AtomicU8::new(0);
+
+/// This process's PE number while the runtime runs (set by `state::init`, cleared at finalize), for abort
+/// messages; `u64::MAX` when there is none.
+static PE: AtomicU64 = AtomicU64::new(u64::MAX);
+
+/// Set (or clear) the PE number that abort messages print.
+pub fn set_pe(pe: Option<usize>) {
+    PE.store(pe.map_or(u64::MAX, |p| p as u64), Ordering::Relaxed);
+}
 
 thread_local! {
     static LAST: RefCell<(c_int, CString)> = RefCell::new((XPUSHMEM_SUCCESS, CString::default()));
@@ -187,7 +196,10 @@ fn remember(code: c_int, text: &str) -> c_int {
 }
 
 fn abort_with(code: c_int, text: &str) -> ! {
-    let pe = crate::state::my_pe_or_none().map_or_else(|| "?".to_string(), |p| p.to_string());
+    let pe = match PE.load(Ordering::Relaxed) {
+        u64::MAX => "?".to_string(),
+        p => p.to_string(),
+    };
     eprintln!(
         "xpushmem: PE {pe}: fatal error ({}): {text}",
         code_name(code)

@@ -38,7 +38,7 @@ macro_rules! rma_typed {
         pub unsafe extern "C" fn [<$p _ $n _put>]($($ctx: $cty, )?dest: *mut $t, source: *const $t, nelems: usize, pe: ::core::ffi::c_int) -> $ret {
             let call = concat!($crate::call_prefix!($p), "_", stringify!($n), "_put");
             // SAFETY: the caller's contract on `source` is forwarded.
-            $wrap(call, || { $( let pe = $crate::imp::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::put(call, dest.cast(), source.cast(), nelems, ::core::mem::size_of::<$t>(), ::core::mem::align_of::<$t>(), pe) } })
+            $wrap(call, || { $( let pe = $crate::teams::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::put(call, dest.cast(), source.cast(), nelems, ::core::mem::size_of::<$t>(), ::core::mem::align_of::<$t>(), pe) } })
         }
 
         #[doc = concat!("Copy `nelems` elements of `", $c, "` from the symmetric `source` on PE `pe` to local `dest`.")]
@@ -50,7 +50,7 @@ macro_rules! rma_typed {
         pub unsafe extern "C" fn [<$p _ $n _get>]($($ctx: $cty, )?dest: *mut $t, source: *const $t, nelems: usize, pe: ::core::ffi::c_int) -> $ret {
             let call = concat!($crate::call_prefix!($p), "_", stringify!($n), "_get");
             // SAFETY: the caller's contract on `dest` is forwarded.
-            $wrap(call, || { $( let pe = $crate::imp::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::get(call, dest.cast(), source.cast(), nelems, ::core::mem::size_of::<$t>(), ::core::mem::align_of::<$t>(), pe) } })
+            $wrap(call, || { $( let pe = $crate::teams::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::get(call, dest.cast(), source.cast(), nelems, ::core::mem::size_of::<$t>(), ::core::mem::align_of::<$t>(), pe) } })
         }
 
         #[doc = concat!("Non-blocking put of `", $c, "` elements: complete after `quiet` (`source` may be reused then).")]
@@ -62,7 +62,7 @@ macro_rules! rma_typed {
         pub unsafe extern "C" fn [<$p _ $n _put_nbi>]($($ctx: $cty, )?dest: *mut $t, source: *const $t, nelems: usize, pe: ::core::ffi::c_int) -> $ret {
             let call = concat!($crate::call_prefix!($p), "_", stringify!($n), "_put_nbi");
             // SAFETY: the caller's contract on `source` is forwarded.
-            $wrap(call, || { $( let pe = $crate::imp::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::put(call, dest.cast(), source.cast(), nelems, ::core::mem::size_of::<$t>(), ::core::mem::align_of::<$t>(), pe) } })
+            $wrap(call, || { $( let pe = $crate::teams::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::put(call, dest.cast(), source.cast(), nelems, ::core::mem::size_of::<$t>(), ::core::mem::align_of::<$t>(), pe) } })
         }
 
         #[doc = concat!("Non-blocking get of `", $c, "` elements: `dest` is filled after `quiet`.")]
@@ -74,7 +74,7 @@ macro_rules! rma_typed {
         pub unsafe extern "C" fn [<$p _ $n _get_nbi>]($($ctx: $cty, )?dest: *mut $t, source: *const $t, nelems: usize, pe: ::core::ffi::c_int) -> $ret {
             let call = concat!($crate::call_prefix!($p), "_", stringify!($n), "_get_nbi");
             // SAFETY: the caller's contract on `dest` is forwarded.
-            $wrap(call, || { $( let pe = $crate::imp::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::get(call, dest.cast(), source.cast(), nelems, ::core::mem::size_of::<$t>(), ::core::mem::align_of::<$t>(), pe) } })
+            $wrap(call, || { $( let pe = $crate::teams::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::get(call, dest.cast(), source.cast(), nelems, ::core::mem::size_of::<$t>(), ::core::mem::align_of::<$t>(), pe) } })
         }
 
         #[doc = concat!("Strided put of `", $c, "`: element `i` goes from `source[i*sst]` to `dest[i*dst]` on `pe`; strides >= 1.")]
@@ -86,7 +86,7 @@ macro_rules! rma_typed {
         pub unsafe extern "C" fn [<$p _ $n _iput>]($($ctx: $cty, )?dest: *mut $t, source: *const $t, dst: isize, sst: isize, nelems: usize, pe: ::core::ffi::c_int) -> $ret {
             let call = concat!($crate::call_prefix!($p), "_", stringify!($n), "_iput");
             // SAFETY: the caller's contract on `source` is forwarded.
-            $wrap(call, || { $( let pe = $crate::imp::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::iput(call, dest.cast(), source.cast(), dst, sst, nelems, ::core::mem::size_of::<$t>(), pe) } })
+            $wrap(call, || { $( let pe = $crate::teams::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::iput(call, dest.cast(), source.cast(), dst, sst, nelems, ::core::mem::size_of::<$t>(), pe) } })
         }
 
         #[doc = concat!("Strided get of `", $c, "`: element `i` goes from `source[i*sst]` on `pe` to `dest[i*dst]`; strides >= 1.")]
@@ -98,7 +98,7 @@ macro_rules! rma_typed {
         pub unsafe extern "C" fn [<$p _ $n _iget>]($($ctx: $cty, )?dest: *mut $t, source: *const $t, dst: isize, sst: isize, nelems: usize, pe: ::core::ffi::c_int) -> $ret {
             let call = concat!($crate::call_prefix!($p), "_", stringify!($n), "_iget");
             // SAFETY: the caller's contract on `dest` is forwarded.
-            $wrap(call, || { $( let pe = $crate::imp::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::iget(call, dest.cast(), source.cast(), dst, sst, nelems, ::core::mem::size_of::<$t>(), pe) } })
+            $wrap(call, || { $( let pe = $crate::teams::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::iget(call, dest.cast(), source.cast(), dst, sst, nelems, ::core::mem::size_of::<$t>(), pe) } })
         }
 
         #[doc = concat!("Put `nelems` `", $c, "` elements, then update the signal word `sig_addr` on `pe` (SET or ADD `signal`); the data is visible before the signal.")]
@@ -110,7 +110,7 @@ macro_rules! rma_typed {
         pub unsafe extern "C" fn [<$p _ $n _put_signal>]($($ctx: $cty, )?dest: *mut $t, source: *const $t, nelems: usize, sig_addr: *mut u64, signal: u64, sig_op: ::core::ffi::c_int, pe: ::core::ffi::c_int) -> $ret {
             let call = concat!($crate::call_prefix!($p), "_", stringify!($n), "_put_signal");
             // SAFETY: the caller's contract on `source` is forwarded.
-            $wrap(call, || { $( let pe = $crate::imp::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::put_signal(call, dest.cast(), source.cast(), nelems, ::core::mem::size_of::<$t>(), ::core::mem::align_of::<$t>(), sig_addr, signal, sig_op, pe) } })
+            $wrap(call, || { $( let pe = $crate::teams::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::put_signal(call, dest.cast(), source.cast(), nelems, ::core::mem::size_of::<$t>(), ::core::mem::align_of::<$t>(), sig_addr, signal, sig_op, pe) } })
         }
 
         #[doc = concat!("Non-blocking put with signal of `", $c, "` elements.")]
@@ -122,7 +122,7 @@ macro_rules! rma_typed {
         pub unsafe extern "C" fn [<$p _ $n _put_signal_nbi>]($($ctx: $cty, )?dest: *mut $t, source: *const $t, nelems: usize, sig_addr: *mut u64, signal: u64, sig_op: ::core::ffi::c_int, pe: ::core::ffi::c_int) -> $ret {
             let call = concat!($crate::call_prefix!($p), "_", stringify!($n), "_put_signal_nbi");
             // SAFETY: the caller's contract on `source` is forwarded.
-            $wrap(call, || { $( let pe = $crate::imp::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::put_signal(call, dest.cast(), source.cast(), nelems, ::core::mem::size_of::<$t>(), ::core::mem::align_of::<$t>(), sig_addr, signal, sig_op, pe) } })
+            $wrap(call, || { $( let pe = $crate::teams::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::put_signal(call, dest.cast(), source.cast(), nelems, ::core::mem::size_of::<$t>(), ::core::mem::align_of::<$t>(), sig_addr, signal, sig_op, pe) } })
         }
     } };
 }
@@ -140,7 +140,7 @@ macro_rules! rma_pg {
         #[allow(clippy::unused_unit)]
         pub unsafe extern "C" fn [<$p _ $n _p>]($($ctx: $cty, )?dest: *mut $t, value: $t, pe: ::core::ffi::c_int) -> $ret {
             let call = concat!($crate::call_prefix!($p), "_", stringify!($n), "_p");
-            $wrap(call, || { $( let pe = $crate::imp::ctx_pe($ctx, pe, call)?; )? $crate::imp::p(call, dest, value, pe) })
+            $wrap(call, || { $( let pe = $crate::teams::ctx_pe($ctx, pe, call)?; )? $crate::imp::p(call, dest, value, pe) })
         }
 
         #[doc = concat!("Load one `", $c, "` from the symmetric `source` on PE `pe` (0 on error; see `xpushmem_last_error`).")]
@@ -150,7 +150,7 @@ macro_rules! rma_pg {
         #[no_mangle]
         pub unsafe extern "C" fn [<$p _ $n _g>]($($ctx: $cty, )?source: *const $t, pe: ::core::ffi::c_int) -> $t {
             let call = concat!($crate::call_prefix!($p), "_", stringify!($n), "_g");
-            $crate::error::value(call, <$t>::default(), || { $( let pe = $crate::imp::ctx_pe($ctx, pe, call)?; )? $crate::imp::g(call, source, pe) })
+            $crate::error::value(call, <$t>::default(), || { $( let pe = $crate::teams::ctx_pe($ctx, pe, call)?; )? $crate::imp::g(call, source, pe) })
         }
     } };
 }
@@ -186,7 +186,7 @@ macro_rules! rma_sized {
         pub unsafe extern "C" fn [<$p _put $bits>]($($ctx: $cty, )?dest: *mut ::core::ffi::c_void, source: *const ::core::ffi::c_void, nelems: usize, pe: ::core::ffi::c_int) -> $ret {
             let call = concat!($crate::call_prefix!($p), "_put", stringify!($bits));
             // SAFETY: the caller's contract on `source` is forwarded.
-            $wrap(call, || { $( let pe = $crate::imp::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::put(call, dest, source, nelems, $bytes, 1, pe) } })
+            $wrap(call, || { $( let pe = $crate::teams::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::put(call, dest, source, nelems, $bytes, 1, pe) } })
         }
 
         #[doc = concat!("Copy `nelems` ", stringify!($bits), "-bit elements from the symmetric `source` on `pe` to local `dest`.")]
@@ -198,7 +198,7 @@ macro_rules! rma_sized {
         pub unsafe extern "C" fn [<$p _get $bits>]($($ctx: $cty, )?dest: *mut ::core::ffi::c_void, source: *const ::core::ffi::c_void, nelems: usize, pe: ::core::ffi::c_int) -> $ret {
             let call = concat!($crate::call_prefix!($p), "_get", stringify!($bits));
             // SAFETY: the caller's contract on `dest` is forwarded.
-            $wrap(call, || { $( let pe = $crate::imp::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::get(call, dest, source, nelems, $bytes, 1, pe) } })
+            $wrap(call, || { $( let pe = $crate::teams::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::get(call, dest, source, nelems, $bytes, 1, pe) } })
         }
 
         #[doc = concat!("Non-blocking `put", stringify!($bits), "`.")]
@@ -210,7 +210,7 @@ macro_rules! rma_sized {
         pub unsafe extern "C" fn [<$p _put $bits _nbi>]($($ctx: $cty, )?dest: *mut ::core::ffi::c_void, source: *const ::core::ffi::c_void, nelems: usize, pe: ::core::ffi::c_int) -> $ret {
             let call = concat!($crate::call_prefix!($p), "_put", stringify!($bits), "_nbi");
             // SAFETY: the caller's contract on `source` is forwarded.
-            $wrap(call, || { $( let pe = $crate::imp::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::put(call, dest, source, nelems, $bytes, 1, pe) } })
+            $wrap(call, || { $( let pe = $crate::teams::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::put(call, dest, source, nelems, $bytes, 1, pe) } })
         }
 
         #[doc = concat!("Non-blocking `get", stringify!($bits), "`.")]
@@ -222,7 +222,7 @@ macro_rules! rma_sized {
         pub unsafe extern "C" fn [<$p _get $bits _nbi>]($($ctx: $cty, )?dest: *mut ::core::ffi::c_void, source: *const ::core::ffi::c_void, nelems: usize, pe: ::core::ffi::c_int) -> $ret {
             let call = concat!($crate::call_prefix!($p), "_get", stringify!($bits), "_nbi");
             // SAFETY: the caller's contract on `dest` is forwarded.
-            $wrap(call, || { $( let pe = $crate::imp::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::get(call, dest, source, nelems, $bytes, 1, pe) } })
+            $wrap(call, || { $( let pe = $crate::teams::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::get(call, dest, source, nelems, $bytes, 1, pe) } })
         }
 
         #[doc = concat!("Strided put of ", stringify!($bits), "-bit elements (strides in elements, >= 1).")]
@@ -234,7 +234,7 @@ macro_rules! rma_sized {
         pub unsafe extern "C" fn [<$p _iput $bits>]($($ctx: $cty, )?dest: *mut ::core::ffi::c_void, source: *const ::core::ffi::c_void, dst: isize, sst: isize, nelems: usize, pe: ::core::ffi::c_int) -> $ret {
             let call = concat!($crate::call_prefix!($p), "_iput", stringify!($bits));
             // SAFETY: the caller's contract on `source` is forwarded.
-            $wrap(call, || { $( let pe = $crate::imp::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::iput(call, dest, source, dst, sst, nelems, $bytes, pe) } })
+            $wrap(call, || { $( let pe = $crate::teams::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::iput(call, dest, source, dst, sst, nelems, $bytes, pe) } })
         }
 
         #[doc = concat!("Strided get of ", stringify!($bits), "-bit elements (strides in elements, >= 1).")]
@@ -246,7 +246,7 @@ macro_rules! rma_sized {
         pub unsafe extern "C" fn [<$p _iget $bits>]($($ctx: $cty, )?dest: *mut ::core::ffi::c_void, source: *const ::core::ffi::c_void, dst: isize, sst: isize, nelems: usize, pe: ::core::ffi::c_int) -> $ret {
             let call = concat!($crate::call_prefix!($p), "_iget", stringify!($bits));
             // SAFETY: the caller's contract on `dest` is forwarded.
-            $wrap(call, || { $( let pe = $crate::imp::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::iget(call, dest, source, dst, sst, nelems, $bytes, pe) } })
+            $wrap(call, || { $( let pe = $crate::teams::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::iget(call, dest, source, dst, sst, nelems, $bytes, pe) } })
         }
 
         #[doc = concat!("`put", stringify!($bits), "` followed by a signal update on `pe`.")]
@@ -258,7 +258,7 @@ macro_rules! rma_sized {
         pub unsafe extern "C" fn [<$p _put $bits _signal>]($($ctx: $cty, )?dest: *mut ::core::ffi::c_void, source: *const ::core::ffi::c_void, nelems: usize, sig_addr: *mut u64, signal: u64, sig_op: ::core::ffi::c_int, pe: ::core::ffi::c_int) -> $ret {
             let call = concat!($crate::call_prefix!($p), "_put", stringify!($bits), "_signal");
             // SAFETY: the caller's contract on `source` is forwarded.
-            $wrap(call, || { $( let pe = $crate::imp::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::put_signal(call, dest, source, nelems, $bytes, 1, sig_addr, signal, sig_op, pe) } })
+            $wrap(call, || { $( let pe = $crate::teams::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::put_signal(call, dest, source, nelems, $bytes, 1, sig_addr, signal, sig_op, pe) } })
         }
 
         #[doc = concat!("Non-blocking `put", stringify!($bits), "_signal`.")]
@@ -270,7 +270,7 @@ macro_rules! rma_sized {
         pub unsafe extern "C" fn [<$p _put $bits _signal_nbi>]($($ctx: $cty, )?dest: *mut ::core::ffi::c_void, source: *const ::core::ffi::c_void, nelems: usize, sig_addr: *mut u64, signal: u64, sig_op: ::core::ffi::c_int, pe: ::core::ffi::c_int) -> $ret {
             let call = concat!($crate::call_prefix!($p), "_put", stringify!($bits), "_signal_nbi");
             // SAFETY: the caller's contract on `source` is forwarded.
-            $wrap(call, || { $( let pe = $crate::imp::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::put_signal(call, dest, source, nelems, $bytes, 1, sig_addr, signal, sig_op, pe) } })
+            $wrap(call, || { $( let pe = $crate::teams::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::put_signal(call, dest, source, nelems, $bytes, 1, sig_addr, signal, sig_op, pe) } })
         }
     } };
 }
@@ -288,7 +288,7 @@ macro_rules! rma_mem {
         pub unsafe extern "C" fn [<$p _putmem>]($($ctx: $cty, )?dest: *mut ::core::ffi::c_void, source: *const ::core::ffi::c_void, nelems: usize, pe: ::core::ffi::c_int) -> $ret {
             let call = concat!($crate::call_prefix!($p), "_putmem");
             // SAFETY: the caller's contract on `source` is forwarded.
-            $wrap(call, || { $( let pe = $crate::imp::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::put(call, dest, source, nelems, 1, 1, pe) } })
+            $wrap(call, || { $( let pe = $crate::teams::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::put(call, dest, source, nelems, 1, 1, pe) } })
         }
 
         /// Copy `nelems` bytes from the symmetric `source` on PE `pe` to local `dest`.
@@ -300,7 +300,7 @@ macro_rules! rma_mem {
         pub unsafe extern "C" fn [<$p _getmem>]($($ctx: $cty, )?dest: *mut ::core::ffi::c_void, source: *const ::core::ffi::c_void, nelems: usize, pe: ::core::ffi::c_int) -> $ret {
             let call = concat!($crate::call_prefix!($p), "_getmem");
             // SAFETY: the caller's contract on `dest` is forwarded.
-            $wrap(call, || { $( let pe = $crate::imp::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::get(call, dest, source, nelems, 1, 1, pe) } })
+            $wrap(call, || { $( let pe = $crate::teams::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::get(call, dest, source, nelems, 1, 1, pe) } })
         }
 
         /// Non-blocking `putmem`.
@@ -312,7 +312,7 @@ macro_rules! rma_mem {
         pub unsafe extern "C" fn [<$p _putmem_nbi>]($($ctx: $cty, )?dest: *mut ::core::ffi::c_void, source: *const ::core::ffi::c_void, nelems: usize, pe: ::core::ffi::c_int) -> $ret {
             let call = concat!($crate::call_prefix!($p), "_putmem_nbi");
             // SAFETY: the caller's contract on `source` is forwarded.
-            $wrap(call, || { $( let pe = $crate::imp::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::put(call, dest, source, nelems, 1, 1, pe) } })
+            $wrap(call, || { $( let pe = $crate::teams::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::put(call, dest, source, nelems, 1, 1, pe) } })
         }
 
         /// Non-blocking `getmem`.
@@ -324,7 +324,7 @@ macro_rules! rma_mem {
         pub unsafe extern "C" fn [<$p _getmem_nbi>]($($ctx: $cty, )?dest: *mut ::core::ffi::c_void, source: *const ::core::ffi::c_void, nelems: usize, pe: ::core::ffi::c_int) -> $ret {
             let call = concat!($crate::call_prefix!($p), "_getmem_nbi");
             // SAFETY: the caller's contract on `dest` is forwarded.
-            $wrap(call, || { $( let pe = $crate::imp::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::get(call, dest, source, nelems, 1, 1, pe) } })
+            $wrap(call, || { $( let pe = $crate::teams::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::get(call, dest, source, nelems, 1, 1, pe) } })
         }
 
         /// `putmem` followed by a signal update (SET or ADD) on `pe`.
@@ -336,7 +336,7 @@ macro_rules! rma_mem {
         pub unsafe extern "C" fn [<$p _putmem_signal>]($($ctx: $cty, )?dest: *mut ::core::ffi::c_void, source: *const ::core::ffi::c_void, nelems: usize, sig_addr: *mut u64, signal: u64, sig_op: ::core::ffi::c_int, pe: ::core::ffi::c_int) -> $ret {
             let call = concat!($crate::call_prefix!($p), "_putmem_signal");
             // SAFETY: the caller's contract on `source` is forwarded.
-            $wrap(call, || { $( let pe = $crate::imp::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::put_signal(call, dest, source, nelems, 1, 1, sig_addr, signal, sig_op, pe) } })
+            $wrap(call, || { $( let pe = $crate::teams::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::put_signal(call, dest, source, nelems, 1, 1, sig_addr, signal, sig_op, pe) } })
         }
 
         /// Non-blocking `putmem_signal`.
@@ -348,7 +348,7 @@ macro_rules! rma_mem {
         pub unsafe extern "C" fn [<$p _putmem_signal_nbi>]($($ctx: $cty, )?dest: *mut ::core::ffi::c_void, source: *const ::core::ffi::c_void, nelems: usize, sig_addr: *mut u64, signal: u64, sig_op: ::core::ffi::c_int, pe: ::core::ffi::c_int) -> $ret {
             let call = concat!($crate::call_prefix!($p), "_putmem_signal_nbi");
             // SAFETY: the caller's contract on `source` is forwarded.
-            $wrap(call, || { $( let pe = $crate::imp::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::put_signal(call, dest, source, nelems, 1, 1, sig_addr, signal, sig_op, pe) } })
+            $wrap(call, || { $( let pe = $crate::teams::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::put_signal(call, dest, source, nelems, 1, 1, sig_addr, signal, sig_op, pe) } })
         }
     } };
 }
@@ -366,7 +366,7 @@ macro_rules! amo_ext {
         #[no_mangle]
         pub unsafe extern "C" fn [<$p _ $n _atomic_fetch>]($($ctx: $cty, )?source: *const $t, pe: ::core::ffi::c_int) -> $t {
             let call = concat!($crate::call_prefix!($p), "_", stringify!($n), "_atomic_fetch");
-            $crate::error::value(call, <$t>::default(), || { $( let pe = $crate::imp::ctx_pe($ctx, pe, call)?; )? $crate::imp::amo(call, source, $crate::imp::Amo::Fetch, pe) })
+            $crate::error::value(call, <$t>::default(), || { $( let pe = $crate::teams::ctx_pe($ctx, pe, call)?; )? $crate::imp::amo(call, source, $crate::imp::Amo::Fetch, pe) })
         }
 
         #[doc = concat!("Atomically read the `", $c, "` at `source` on `pe` into `*fetch`.")]
@@ -377,7 +377,7 @@ macro_rules! amo_ext {
         #[allow(clippy::unused_unit)]
         pub unsafe extern "C" fn [<$p _ $n _atomic_fetch $ex>]($($ctx: $cty, )?fetch: *mut $t, source: *const $t, pe: ::core::ffi::c_int) -> $exret {
             let call = concat!($crate::call_prefix!($p), "_", stringify!($n), "_atomic_fetch", stringify!($ex));
-            $exwrap(call, || { $( let pe = $crate::imp::ctx_pe($ctx, pe, call)?; )?
+            $exwrap(call, || { $( let pe = $crate::teams::ctx_pe($ctx, pe, call)?; )?
                 let v = $crate::imp::amo(call, source, $crate::imp::Amo::Fetch, pe)?;
                 // SAFETY: the caller's contract on `fetch`.
                 unsafe { $crate::error::write_out(fetch, v) };
@@ -393,7 +393,7 @@ macro_rules! amo_ext {
         #[allow(clippy::unused_unit)]
         pub unsafe extern "C" fn [<$p _ $n _atomic_set>]($($ctx: $cty, )?dest: *mut $t, value: $t, pe: ::core::ffi::c_int) -> $ret {
             let call = concat!($crate::call_prefix!($p), "_", stringify!($n), "_atomic_set");
-            $wrap(call, || { $( let pe = $crate::imp::ctx_pe($ctx, pe, call)?; )? $crate::imp::amo(call, dest.cast_const(), $crate::imp::Amo::Set(value), pe).map(|_| ()) })
+            $wrap(call, || { $( let pe = $crate::teams::ctx_pe($ctx, pe, call)?; )? $crate::imp::amo(call, dest.cast_const(), $crate::imp::Amo::Set(value), pe).map(|_| ()) })
         }
 
         #[doc = concat!("Atomically write `value` to the `", $c, "` at `dest` on `pe`; the previous value (0 on error).")]
@@ -403,7 +403,7 @@ macro_rules! amo_ext {
         #[no_mangle]
         pub unsafe extern "C" fn [<$p _ $n _atomic_swap>]($($ctx: $cty, )?dest: *mut $t, value: $t, pe: ::core::ffi::c_int) -> $t {
             let call = concat!($crate::call_prefix!($p), "_", stringify!($n), "_atomic_swap");
-            $crate::error::value(call, <$t>::default(), || { $( let pe = $crate::imp::ctx_pe($ctx, pe, call)?; )? $crate::imp::amo(call, dest.cast_const(), $crate::imp::Amo::Swap(value), pe) })
+            $crate::error::value(call, <$t>::default(), || { $( let pe = $crate::teams::ctx_pe($ctx, pe, call)?; )? $crate::imp::amo(call, dest.cast_const(), $crate::imp::Amo::Swap(value), pe) })
         }
 
         #[doc = concat!("Atomic swap of the `", $c, "` at `dest` on `pe`, the previous value into `*fetch`.")]
@@ -414,7 +414,7 @@ macro_rules! amo_ext {
         #[allow(clippy::unused_unit)]
         pub unsafe extern "C" fn [<$p _ $n _atomic_swap $ex>]($($ctx: $cty, )?fetch: *mut $t, dest: *mut $t, value: $t, pe: ::core::ffi::c_int) -> $exret {
             let call = concat!($crate::call_prefix!($p), "_", stringify!($n), "_atomic_swap", stringify!($ex));
-            $exwrap(call, || { $( let pe = $crate::imp::ctx_pe($ctx, pe, call)?; )?
+            $exwrap(call, || { $( let pe = $crate::teams::ctx_pe($ctx, pe, call)?; )?
                 let v = $crate::imp::amo(call, dest.cast_const(), $crate::imp::Amo::Swap(value), pe)?;
                 // SAFETY: the caller's contract on `fetch`.
                 unsafe { $crate::error::write_out(fetch, v) };
@@ -437,7 +437,7 @@ macro_rules! amo_std {
         #[no_mangle]
         pub unsafe extern "C" fn [<$p _ $n _atomic_compare_swap>]($($ctx: $cty, )?dest: *mut $t, cond: $t, value: $t, pe: ::core::ffi::c_int) -> $t {
             let call = concat!($crate::call_prefix!($p), "_", stringify!($n), "_atomic_compare_swap");
-            $crate::error::value(call, <$t>::default(), || { $( let pe = $crate::imp::ctx_pe($ctx, pe, call)?; )? $crate::imp::amo(call, dest.cast_const(), $crate::imp::Amo::CompareSwap { cond, value }, pe) })
+            $crate::error::value(call, <$t>::default(), || { $( let pe = $crate::teams::ctx_pe($ctx, pe, call)?; )? $crate::imp::amo(call, dest.cast_const(), $crate::imp::Amo::CompareSwap { cond, value }, pe) })
         }
 
         #[doc = concat!("Atomic compare-and-swap of the `", $c, "` at `dest` on `pe`, the previous value into `*fetch`.")]
@@ -448,7 +448,7 @@ macro_rules! amo_std {
         #[allow(clippy::unused_unit)]
         pub unsafe extern "C" fn [<$p _ $n _atomic_compare_swap $ex>]($($ctx: $cty, )?fetch: *mut $t, dest: *mut $t, cond: $t, value: $t, pe: ::core::ffi::c_int) -> $exret {
             let call = concat!($crate::call_prefix!($p), "_", stringify!($n), "_atomic_compare_swap", stringify!($ex));
-            $exwrap(call, || { $( let pe = $crate::imp::ctx_pe($ctx, pe, call)?; )?
+            $exwrap(call, || { $( let pe = $crate::teams::ctx_pe($ctx, pe, call)?; )?
                 let v = $crate::imp::amo(call, dest.cast_const(), $crate::imp::Amo::CompareSwap { cond, value }, pe)?;
                 // SAFETY: the caller's contract on `fetch`.
                 unsafe { $crate::error::write_out(fetch, v) };
@@ -463,7 +463,7 @@ macro_rules! amo_std {
         #[no_mangle]
         pub unsafe extern "C" fn [<$p _ $n _atomic_fetch_inc>]($($ctx: $cty, )?dest: *mut $t, pe: ::core::ffi::c_int) -> $t {
             let call = concat!($crate::call_prefix!($p), "_", stringify!($n), "_atomic_fetch_inc");
-            $crate::error::value(call, <$t>::default(), || { $( let pe = $crate::imp::ctx_pe($ctx, pe, call)?; )? $crate::imp::amo_int(call, dest.cast_const(), $crate::imp::AmoInt::Inc, pe) })
+            $crate::error::value(call, <$t>::default(), || { $( let pe = $crate::teams::ctx_pe($ctx, pe, call)?; )? $crate::imp::amo_int(call, dest.cast_const(), $crate::imp::AmoInt::Inc, pe) })
         }
 
         #[doc = concat!("Atomic increment of the `", $c, "` at `dest` on `pe`, the previous value into `*fetch`.")]
@@ -474,7 +474,7 @@ macro_rules! amo_std {
         #[allow(clippy::unused_unit)]
         pub unsafe extern "C" fn [<$p _ $n _atomic_fetch_inc $ex>]($($ctx: $cty, )?fetch: *mut $t, dest: *mut $t, pe: ::core::ffi::c_int) -> $exret {
             let call = concat!($crate::call_prefix!($p), "_", stringify!($n), "_atomic_fetch_inc", stringify!($ex));
-            $exwrap(call, || { $( let pe = $crate::imp::ctx_pe($ctx, pe, call)?; )?
+            $exwrap(call, || { $( let pe = $crate::teams::ctx_pe($ctx, pe, call)?; )?
                 let v = $crate::imp::amo_int(call, dest.cast_const(), $crate::imp::AmoInt::Inc, pe)?;
                 // SAFETY: the caller's contract on `fetch`.
                 unsafe { $crate::error::write_out(fetch, v) };
@@ -490,7 +490,7 @@ macro_rules! amo_std {
         #[allow(clippy::unused_unit)]
         pub unsafe extern "C" fn [<$p _ $n _atomic_inc>]($($ctx: $cty, )?dest: *mut $t, pe: ::core::ffi::c_int) -> $ret {
             let call = concat!($crate::call_prefix!($p), "_", stringify!($n), "_atomic_inc");
-            $wrap(call, || { $( let pe = $crate::imp::ctx_pe($ctx, pe, call)?; )? $crate::imp::amo_int(call, dest.cast_const(), $crate::imp::AmoInt::Inc, pe).map(|_| ()) })
+            $wrap(call, || { $( let pe = $crate::teams::ctx_pe($ctx, pe, call)?; )? $crate::imp::amo_int(call, dest.cast_const(), $crate::imp::AmoInt::Inc, pe).map(|_| ()) })
         }
 
         #[doc = concat!("Atomically add `value` to the `", $c, "` at `dest` on `pe`; the previous value (0 on error).")]
@@ -500,7 +500,7 @@ macro_rules! amo_std {
         #[no_mangle]
         pub unsafe extern "C" fn [<$p _ $n _atomic_fetch_add>]($($ctx: $cty, )?dest: *mut $t, value: $t, pe: ::core::ffi::c_int) -> $t {
             let call = concat!($crate::call_prefix!($p), "_", stringify!($n), "_atomic_fetch_add");
-            $crate::error::value(call, <$t>::default(), || { $( let pe = $crate::imp::ctx_pe($ctx, pe, call)?; )? $crate::imp::amo_int(call, dest.cast_const(), $crate::imp::AmoInt::Add(value), pe) })
+            $crate::error::value(call, <$t>::default(), || { $( let pe = $crate::teams::ctx_pe($ctx, pe, call)?; )? $crate::imp::amo_int(call, dest.cast_const(), $crate::imp::AmoInt::Add(value), pe) })
         }
 
         #[doc = concat!("Atomic add to the `", $c, "` at `dest` on `pe`, the previous value into `*fetch`.")]
@@ -511,7 +511,7 @@ macro_rules! amo_std {
         #[allow(clippy::unused_unit)]
         pub unsafe extern "C" fn [<$p _ $n _atomic_fetch_add $ex>]($($ctx: $cty, )?fetch: *mut $t, dest: *mut $t, value: $t, pe: ::core::ffi::c_int) -> $exret {
             let call = concat!($crate::call_prefix!($p), "_", stringify!($n), "_atomic_fetch_add", stringify!($ex));
-            $exwrap(call, || { $( let pe = $crate::imp::ctx_pe($ctx, pe, call)?; )?
+            $exwrap(call, || { $( let pe = $crate::teams::ctx_pe($ctx, pe, call)?; )?
                 let v = $crate::imp::amo_int(call, dest.cast_const(), $crate::imp::AmoInt::Add(value), pe)?;
                 // SAFETY: the caller's contract on `fetch`.
                 unsafe { $crate::error::write_out(fetch, v) };
@@ -527,7 +527,7 @@ macro_rules! amo_std {
         #[allow(clippy::unused_unit)]
         pub unsafe extern "C" fn [<$p _ $n _atomic_add>]($($ctx: $cty, )?dest: *mut $t, value: $t, pe: ::core::ffi::c_int) -> $ret {
             let call = concat!($crate::call_prefix!($p), "_", stringify!($n), "_atomic_add");
-            $wrap(call, || { $( let pe = $crate::imp::ctx_pe($ctx, pe, call)?; )? $crate::imp::amo_int(call, dest.cast_const(), $crate::imp::AmoInt::Add(value), pe).map(|_| ()) })
+            $wrap(call, || { $( let pe = $crate::teams::ctx_pe($ctx, pe, call)?; )? $crate::imp::amo_int(call, dest.cast_const(), $crate::imp::AmoInt::Add(value), pe).map(|_| ()) })
         }
     } };
 }
@@ -544,7 +544,7 @@ macro_rules! amo_bitwise {
         #[no_mangle]
         pub unsafe extern "C" fn [<$p _ $n _atomic_fetch_ $op>]($($ctx: $cty, )?dest: *mut $t, value: $t, pe: ::core::ffi::c_int) -> $t {
             let call = concat!($crate::call_prefix!($p), "_", stringify!($n), "_atomic_fetch_", stringify!($op));
-            $crate::error::value(call, <$t>::default(), || { $( let pe = $crate::imp::ctx_pe($ctx, pe, call)?; )? $crate::imp::amo_int(call, dest.cast_const(), $crate::imp::AmoInt::$variant(value), pe) })
+            $crate::error::value(call, <$t>::default(), || { $( let pe = $crate::teams::ctx_pe($ctx, pe, call)?; )? $crate::imp::amo_int(call, dest.cast_const(), $crate::imp::AmoInt::$variant(value), pe) })
         }
 
         #[doc = concat!("Atomic `", stringify!($op), "` into the `", $c, "` at `dest` on `pe`, the previous value into `*fetch`.")]
@@ -555,7 +555,7 @@ macro_rules! amo_bitwise {
         #[allow(clippy::unused_unit)]
         pub unsafe extern "C" fn [<$p _ $n _atomic_fetch_ $op $ex>]($($ctx: $cty, )?fetch: *mut $t, dest: *mut $t, value: $t, pe: ::core::ffi::c_int) -> $exret {
             let call = concat!($crate::call_prefix!($p), "_", stringify!($n), "_atomic_fetch_", stringify!($op), stringify!($ex));
-            $exwrap(call, || { $( let pe = $crate::imp::ctx_pe($ctx, pe, call)?; )?
+            $exwrap(call, || { $( let pe = $crate::teams::ctx_pe($ctx, pe, call)?; )?
                 let v = $crate::imp::amo_int(call, dest.cast_const(), $crate::imp::AmoInt::$variant(value), pe)?;
                 // SAFETY: the caller's contract on `fetch`.
                 unsafe { $crate::error::write_out(fetch, v) };
@@ -571,7 +571,7 @@ macro_rules! amo_bitwise {
         #[allow(clippy::unused_unit)]
         pub unsafe extern "C" fn [<$p _ $n _atomic_ $op>]($($ctx: $cty, )?dest: *mut $t, value: $t, pe: ::core::ffi::c_int) -> $ret {
             let call = concat!($crate::call_prefix!($p), "_", stringify!($n), "_atomic_", stringify!($op));
-            $wrap(call, || { $( let pe = $crate::imp::ctx_pe($ctx, pe, call)?; )? $crate::imp::amo_int(call, dest.cast_const(), $crate::imp::AmoInt::$variant(value), pe).map(|_| ()) })
+            $wrap(call, || { $( let pe = $crate::teams::ctx_pe($ctx, pe, call)?; )? $crate::imp::amo_int(call, dest.cast_const(), $crate::imp::AmoInt::$variant(value), pe).map(|_| ()) })
         }
     } };
 }

@@ -873,32 +873,15 @@ pub fn ctx_create(team: i64) -> usize {
     h
 }
 
-/// Validate a context handle and turn `pe`, a PE number of the context's team (OpenSHMEM: operations on a context
-/// address the PEs of its team), into a PE number of the world.
-pub fn ctx_pe(ctx: *mut c_void, pe: c_int, call: &str) -> R<c_int> {
+/// Validate a context handle; the id of its team (0, the world, for the default context).
+pub fn ctx_team(ctx: *mut c_void, call: &str) -> Result<i64, Error> {
     check_ctx(ctx, call)?;
-    let team = CONTEXTS
+    Ok(CONTEXTS
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .as_ref()
         .and_then(|s| s.get(&(ctx as usize)).copied())
-        .unwrap_or(0);
-    if team == 0 {
-        return Ok(pe);
-    }
-    state::with(|sh| {
-        let t = crate::teams::team(sh, team, crate::teams::Api::Oshmem, call)?;
-        let n = t.n_pes();
-        if pe < 0 || pe as usize >= n {
-            return Err(Error::InvalidPe {
-                pe: pe as i64,
-                n_pes: n,
-                context: format!("{call}: a PE of the context's team ({})", t.describe()),
-            }
-            .into());
-        }
-        Ok(t.global_pe(pe as usize)? as c_int)
-    })
+        .unwrap_or(0))
 }
 
 /// Destroy a context made by [`ctx_create`] (after a quiet on it); the default context cannot be destroyed.

@@ -454,7 +454,7 @@ pub extern "C" fn xpushmem_n_pes() -> c_int {
 #[no_mangle]
 pub extern "C" fn xpushmem_global_exit(status: c_int) {
     let _ = std::io::Write::flush(&mut std::io::stdout());
-    xpushmem_rt::launch::global_exit(status)
+    xpushmem_rt::launcher::global_exit(status)
 }
 
 /// The version of the xpushmem C API into `*major`, `*minor`.

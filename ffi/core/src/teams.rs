@@ -13,7 +13,7 @@
 use crate::error::{code, value, write_out, Failure};
 use crate::state;
 use std::collections::HashMap;
-use std::ffi::{c_int, c_long};
+use std::ffi::{c_int, c_long, c_void};
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Mutex;
 use xpushmem_rt::{Error, Shmem, Team, TeamConfig};
@@ -101,12 +101,14 @@ pub fn team(sh: &Shmem, id: i64, api: Api, call: &str) -> Result<Team, Error> {
 
 /// Register a split team; its id.
 pub fn register(t: Team) -> i32 {
+    static FORGET_AT_FINALIZE: std::sync::Once = std::sync::Once::new();
+    FORGET_AT_FINALIZE.call_once(|| state::on_finalize(forget_all));
     let id = NEXT.fetch_add(1, Ordering::Relaxed);
     table().get_or_insert_with(HashMap::new).insert(id, t);
     id
 }
 
-/// Drop every split team handle (at finalize).
+/// Drop every split team handle (at finalize: [`register`] hooks it into `state::finalize`).
 pub fn forget_all() {
     *table() = None;
 }
@@ -289,7 +291,7 @@ pub fn destroy(id: i64, api: Api, call: &str) -> Result<(), Failure> {
 pub fn sync(id: i64, api: Api, call: &str) -> Result<(), Failure> {
     state::with(|sh| {
         let t = team(sh, id, api, call)?;
-        Ok(sh.team_sync_with(&t, crate::coll::barrier_algo())?)
+        Ok(sh.team_sync_with(&t, state::barrier_algo())?)
     })
 }
 
@@ -297,7 +299,7 @@ pub fn sync(id: i64, api: Api, call: &str) -> Result<(), Failure> {
 pub fn barrier(id: i64, api: Api, call: &str) -> Result<(), Failure> {
     state::with(|sh| {
         let t = team(sh, id, api, call)?;
-        Ok(sh.team_barrier_with(&t, crate::coll::barrier_algo())?)
+        Ok(sh.team_barrier_with(&t, state::barrier_algo())?)
     })
 }
 
@@ -551,4 +553,26 @@ pub extern "C" fn xpushmem_sync(team: xpushmem_team_t) -> c_int {
 pub extern "C" fn xpushmem_barrier(team: xpushmem_team_t) -> c_int {
     let call = "xpushmem_barrier";
     code(call, || barrier(team.into(), N, call))
+}
+
+/// Validate a context handle and turn `pe`, a PE number of the context's team (OpenSHMEM: operations on a context
+/// address the PEs of its team), into a PE number of the world.
+pub fn ctx_pe(ctx: *mut c_void, pe: c_int, call: &str) -> Result<c_int, Failure> {
+    let team = crate::imp::ctx_team(ctx, call)?;
+    if team == 0 {
+        return Ok(pe);
+    }
+    state::with(|sh| {
+        let t = self::team(sh, team, Api::Oshmem, call)?;
+        let n = t.n_pes();
+        if pe < 0 || pe as usize >= n {
+            return Err(Error::InvalidPe {
+                pe: pe as i64,
+                n_pes: n,
+                context: format!("{call}: a PE of the context's team ({})", t.describe()),
+            }
+            .into());
+        }
+        Ok(t.global_pe(pe as usize)? as c_int)
+    })
 }

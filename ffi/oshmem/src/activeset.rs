@@ -8,17 +8,16 @@
 
 use std::ffi::{c_int, c_long, c_void};
 use xpushmem_ffi_core::error::{void, Failure};
-use xpushmem_ffi_core::imp::{self, Amo, AmoInt};
+use xpushmem_ffi_core::imp::{self, Amo};
 use xpushmem_ffi_core::rt::Error;
 use xpushmem_ffi_core::state;
 
 #[cfg(target_arch = "x86_64")]
 use crate::fold::x87;
 use crate::fold::{complex_prod, complex_sum, fold, Group};
+use crate::psync::{barrier, sync};
 #[cfg(target_arch = "x86_64")]
 use xpushmem_ffi_core::types::LongDouble;
-
-const CMP_EQ: c_int = 0;
 
 /// The members of an active set, after validation; this PE's index among them.
 fn members(
@@ -63,37 +62,6 @@ fn members(
         )
     })?;
     Ok((pes, idx))
-}
-
-/// Barrier over `pes` with `psync[0..2]`: quiet, then [`sync`].
-pub(crate) fn barrier(
-    call: &str,
-    pes: &[c_int],
-    idx: usize,
-    psync: *mut c_long,
-) -> Result<(), Failure> {
-    state::with(|sh| Ok(sh.quiet()?))?;
-    sync(call, pes, idx, psync)
-}
-
-/// Synchronisation over `pes` with `psync[0..2]`: everyone counts in at the first member, which releases them all.
-fn sync(call: &str, pes: &[c_int], idx: usize, psync: *mut c_long) -> Result<(), Failure> {
-    let (count, flag) = (psync, psync.wrapping_add(1));
-    let root = pes[0];
-    if idx == 0 {
-        if pes.len() > 1 {
-            imp::wait_one::<i64>(call, count.cast(), CMP_EQ, pes.len() as i64 - 1, false)?;
-            imp::amo::<i64>(call, count.cast_const().cast(), Amo::Set(0), root)?;
-            for &pe in &pes[1..] {
-                imp::amo::<i64>(call, flag.cast_const().cast(), Amo::Set(1), pe)?;
-            }
-        }
-    } else {
-        imp::amo_int::<i64>(call, count.cast_const().cast(), AmoInt::Inc, root)?;
-        imp::wait_one::<i64>(call, flag.cast(), CMP_EQ, 1, false)?;
-        imp::amo::<i64>(call, flag.cast_const().cast(), Amo::Set(0), pes[idx])?;
-    }
-    Ok(())
 }
 
 /// Barrier over the active set `(PE_start, logPE_stride, PE_size)` (every member calls it with the same `pSync`).

@@ -58,7 +58,7 @@ impl Group {
     /// Synchronise the members (the active set's barrier over `pSync`, or the team's sync).
     pub fn sync(&self, call: &str) -> Result<(), Failure> {
         match self {
-            Group::Active { pes, idx, psync } => crate::activeset::barrier(call, pes, *idx, *psync),
+            Group::Active { pes, idx, psync } => crate::psync::barrier(call, pes, *idx, *psync),
             Group::Team { id, .. } => core::sync(*id, Api::Oshmem, call),
         }
     }

@@ -22,6 +22,7 @@ mod coll;
 mod fold;
 mod legacy;
 mod locks;
+mod psync;
 mod teams;
 
 use std::ffi::{c_char, c_int, c_long, c_void};

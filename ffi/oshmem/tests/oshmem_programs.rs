@@ -454,8 +454,8 @@ fn a_call_before_init_returns_in_return_mode_1pe() {
 
 /// Run `envvars CHECK` on `n` PEs in return mode with `env` on top; `XPUSHMEM_SYMMETRIC_SIZE` is unset (empty)
 /// unless `env` sets it (later entries win), so `SHMEM_SYMMETRIC_SIZE` decides.
-fn envvars(n: usize, check: &str, env: &[(&str, &str)]) -> xpushmem::launch::Outcome {
-    let mut job = xpushmem::launch::Job::new(n, conformance_program("envvars"));
+fn envvars(n: usize, check: &str, env: &[(&str, &str)]) -> xpushmem_launch::Outcome {
+    let mut job = xpushmem_launch::Job::new(n, conformance_program("envvars"));
     job.args = vec![check.to_string()];
     job.env = [
         ("XPUSHMEM_TIMEOUT_MS", "20000"),
@@ -472,7 +472,7 @@ fn envvars(n: usize, check: &str, env: &[(&str, &str)]) -> xpushmem::launch::Out
 }
 
 /// `envvars` succeeded and every PE reported OK.
-fn envvars_ok(o: &xpushmem::launch::Outcome, n: usize, what: &str) {
+fn envvars_ok(o: &xpushmem_launch::Outcome, n: usize, what: &str) {
     assert_success(o, what);
     for pe in 0..n {
         assert!(
@@ -531,7 +531,7 @@ fn xpushmem_symmetric_size_wins_over_shmem_symmetric_size_2pe() {
 #[test]
 fn a_bad_shmem_symmetric_size_fails_init_naming_it_2pe() {
     // Default (abort) mode: the job fails with the variable and its value in the message.
-    let mut job = xpushmem::launch::Job::new(2, conformance_program("envvars"));
+    let mut job = xpushmem_launch::Job::new(2, conformance_program("envvars"));
     job.args = vec!["plain".into()];
     job.env = vec![
         ("XPUSHMEM_TIMEOUT_MS".into(), "20000".into()),
@@ -564,7 +564,7 @@ fn a_bad_shmem_symmetric_size_fails_init_naming_it_2pe() {
 }
 
 /// The lines of `pe`'s output that announce the version.
-fn version_lines(o: &xpushmem::launch::Outcome, pe: usize) -> usize {
+fn version_lines(o: &xpushmem_launch::Outcome, pe: usize) -> usize {
     let want = format!("xpushmem {} (OpenSHMEM 1.", xpushmem::VERSION);
     o.output_of(pe)
         .lines()
@@ -625,7 +625,7 @@ fn shmem_info_prints_every_variable_of_the_table_2pe() {
 #[test]
 fn shmem_debug_enables_debug_messages_unless_xpushmem_log_is_set_2pe() {
     // The runtime's start-up debug message ("bootstrap up"), on each PE's stderr.
-    let debug_lines = |o: &xpushmem::launch::Outcome, pe: usize| {
+    let debug_lines = |o: &xpushmem_launch::Outcome, pe: usize| {
         o.output
             .iter()
             .filter(|(p, err, l)| *p == pe && *err && l.contains("bootstrap up"))

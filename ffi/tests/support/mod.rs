@@ -96,8 +96,8 @@ pub fn run_job(
     args: &[&str],
     env: &[(&str, &str)],
     timeout_s: u64,
-) -> xpushmem::launch::Outcome {
-    let mut job = xpushmem::launch::Job::new(n, prog);
+) -> xpushmem_launch::Outcome {
+    let mut job = xpushmem_launch::Job::new(n, prog);
     job.args = args.iter().map(|s| s.to_string()).collect();
     job.env = env
         .iter()
@@ -112,7 +112,7 @@ pub fn run_job(
 }
 
 /// Every PE's output, prefixed, for failure messages.
-pub fn all_output(o: &xpushmem::launch::Outcome) -> String {
+pub fn all_output(o: &xpushmem_launch::Outcome) -> String {
     o.output
         .iter()
         .map(|(pe, err, l)| format!("[pe {pe}{}] {l}\n", if *err { " err" } else { "" }))
@@ -120,7 +120,7 @@ pub fn all_output(o: &xpushmem::launch::Outcome) -> String {
 }
 
 /// Assert that the job succeeded, showing all output otherwise.
-pub fn assert_success(o: &xpushmem::launch::Outcome, what: &str) {
+pub fn assert_success(o: &xpushmem_launch::Outcome, what: &str) {
     assert!(
         o.success(),
         "{what} failed: exits {:?}, first failure {:?}, timed out {}\n{}",

@@ -8,9 +8,9 @@ use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Environment variable through which the launcher tells a PE where to report `global_exit` and lost peers.
-pub(crate) const REPORT_VAR: &str = "XPUSHMEM_LAUNCHER_REPORT";
+pub const REPORT_VAR: &str = "XPUSHMEM_LAUNCHER_REPORT";
 /// Environment variable naming the launcher's pid.
-pub(crate) const PID_VAR: &str = "XPUSHMEM_LAUNCHER_PID";
+pub const PID_VAR: &str = "XPUSHMEM_LAUNCHER_PID";
 
 /// Write one line to the launcher's report pipe, if this process was started by a launcher (never blocks).
 fn report(kind: char, value: i64) {
@@ -49,7 +49,7 @@ pub(crate) fn report_peer_lost(lost: usize) {
 
 /// Called by the runtime at start-up: when launched by `xpushmem-run`, die with it; when that launcher is already
 /// gone, fail at once (its rendezvous is gone with it).
-pub(crate) fn tie_to_launcher() -> Result<()> {
+pub fn tie_to_launcher() -> Result<()> {
     let Some(pid) = crate::config::env_value(PID_VAR) else {
         return Ok(());
     };

@@ -2,6 +2,9 @@
 //! waits with back-off and failure detection, progress. Start-up, shutdown and the calls that run a team protocol
 //! (`barrier_all`, `finalize`) live in the facade above it (`init.rs`); this layer never calls into team or coll.
 
+pub(crate) mod groups;
+pub(crate) mod teams;
+
 use crate::bootstrap::Bootstrap;
 use crate::config::Config;
 use crate::error::{Error, Result};
@@ -60,7 +63,7 @@ pub struct Shmem {
     pub(crate) heap: Mutex<Allocator>,
     pub(crate) heap_size: usize,
     /// Teams and their synchronisation state (`barrier_all` is `TEAM_WORLD`'s barrier).
-    pub(crate) teams: crate::team::Teams,
+    pub(crate) teams: teams::Teams,
     /// The executable's data segment, when symmetric.
     pub(crate) data: SymData,
     pub(crate) watch: PeerWatch,

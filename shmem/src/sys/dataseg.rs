@@ -17,6 +17,7 @@
 //! `fork`, parent and child share the segment (`MAP_SHARED`).
 
 use super::memfd::Arena;
+use super::vmem::{auxv, page_size};
 use crate::error::{Error, Result};
 use rustix::mm::{MapFlags, MremapFlags, ProtFlags};
 
@@ -28,31 +29,6 @@ const PT_PHDR: u32 = 6;
 const PT_GNU_RELRO: u32 = 0x6474_e552;
 const PF_W: u32 = 2;
 const PHDR_SIZE: usize = 56;
-
-const AT_PAGESZ: u64 = 6;
-
-/// The `(key, value)` pairs of this process's auxiliary vector.
-fn auxv() -> Result<Vec<(u64, usize)>> {
-    let raw = std::fs::read("/proc/self/auxv").map_err(|e| Error::os("read /proc/self/auxv", e))?;
-    Ok(raw
-        .chunks_exact(16)
-        .map(|p| {
-            let key = u64::from_ne_bytes(p[..8].try_into().unwrap_or_default());
-            (
-                key,
-                u64::from_ne_bytes(p[8..].try_into().unwrap_or_default()) as usize,
-            )
-        })
-        .collect())
-}
-
-/// The system page size (`AT_PAGESZ`; 4096 if the auxiliary vector cannot be read).
-pub fn page_size() -> usize {
-    auxv()
-        .ok()
-        .and_then(|a| a.into_iter().find(|&(k, _)| k == AT_PAGESZ))
-        .map_or(4096, |(_, v)| v)
-}
 
 fn err(message: String) -> Error {
     Error::Transport {

@@ -6,6 +6,31 @@ use crate::error::{Error, Result};
 use rustix::fd::BorrowedFd;
 use rustix::mm::{MapFlags, ProtFlags};
 
+const AT_PAGESZ: u64 = 6;
+
+/// The `(key, value)` pairs of this process's auxiliary vector.
+pub(crate) fn auxv() -> Result<Vec<(u64, usize)>> {
+    let raw = std::fs::read("/proc/self/auxv").map_err(|e| Error::os("read /proc/self/auxv", e))?;
+    Ok(raw
+        .chunks_exact(16)
+        .map(|p| {
+            let key = u64::from_ne_bytes(p[..8].try_into().unwrap_or_default());
+            (
+                key,
+                u64::from_ne_bytes(p[8..].try_into().unwrap_or_default()) as usize,
+            )
+        })
+        .collect())
+}
+
+/// The system page size (`AT_PAGESZ`; 4096 if the auxiliary vector cannot be read).
+pub fn page_size() -> usize {
+    auxv()
+        .ok()
+        .and_then(|a| a.into_iter().find(|&(k, _)| k == AT_PAGESZ))
+        .map_or(4096, |(_, v)| v)
+}
+
 fn os(call: &'static str, e: rustix::io::Errno) -> Error {
     Error::os(call, std::io::Error::from(e))
 }
@@ -21,7 +46,7 @@ pub fn alignment_for(len: usize, page: usize) -> usize {
 /// [`alignment_for`]`(len)`: reserve `len + align` bytes of address space (inaccessible, nothing committed),
 /// map the file over the aligned part, release the rest.
 pub fn map_shared_aligned(fd: BorrowedFd<'_>, offset: usize, len: usize) -> Result<*mut u8> {
-    let page = super::dataseg::page_size();
+    let page = page_size();
     let align = alignment_for(len, page);
     let span = len.checked_add(align).ok_or_else(|| Error::Transport {
         transport: "shm",

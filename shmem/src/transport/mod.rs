@@ -24,7 +24,7 @@ pub(crate) mod deferred;
 #[cfg(xpushmem_fabric)]
 pub(crate) mod fabric;
 #[cfg(xpushmem_fabric)]
-pub(crate) mod fabric_proxy;
+pub(crate) mod proxy;
 pub use crate::sys::fdx;
 pub(crate) mod shm;
 pub use crate::sys::vmem;
@@ -411,7 +411,7 @@ pub(crate) struct Peers {
     pub(crate) device: Option<Arc<ze::ZeRuntime>>,
     /// The host proxy of kernels' operations on PEs reached through the fabric (device heaps only).
     #[cfg(xpushmem_fabric)]
-    pub(crate) proxy: Option<fabric_proxy::DeviceProxy>,
+    pub(crate) proxy: Option<proxy::DeviceProxy>,
     /// This PE's own memfd (runtime words, and the user heap on host heaps); mapped by every node peer.
     _arena: shm::Arena,
 }
@@ -606,12 +606,12 @@ pub(crate) fn connect(a: ConnectArgs<'_>) -> Result<(Peers, dataseg::SymData)> {
         }
         if let Some(rt) = &device {
             let own = heap[me].as_deref().ok_or_else(|| internal("own heap"))?;
-            let own = fabric_proxy::OwnHeap {
+            let own = proxy::OwnHeap {
                 base: own.base() as usize,
                 len: own.len(),
             };
             let windows = (0..n).map(|p| t.heap_window(p)).collect();
-            proxy = Some(fabric_proxy::DeviceProxy::start(
+            proxy = Some(proxy::DeviceProxy::start(
                 rt,
                 Arc::clone(&t),
                 windows,

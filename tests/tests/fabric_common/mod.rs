@@ -22,8 +22,8 @@ pub fn fabric_available() -> bool {
 /// The checks of a job in which PE `victim` was killed: nobody hung, the victim died of SIGKILL, every survivor
 /// exited with 0 after printing its `verdict PE p: PeerLost` line, within 30 s (the survivors' limit).
 #[allow(dead_code)] // not every test that includes this module kills a PE
-pub fn assert_peer_lost(name: &str, out: &xpushmem::launch::Outcome, victim: usize) {
-    use xpushmem::launch::PeExit;
+pub fn assert_peer_lost(name: &str, out: &xpushmem_launch::Outcome, victim: usize) {
+    use xpushmem_launch::PeExit;
     let all = xpushmem_tests::outputs(out);
     assert!(!out.timed_out, "{name}: the job hung\n{all}");
     assert_eq!(out.exits[victim], PeExit::Signal(9), "{name}\n{all}");

@@ -21,7 +21,7 @@ const MAX_TIMEOUT_S: f64 = u32::MAX as f64;
 
 const USAGE: &str = "usage: xpushmem-run -n N [--timeout SECONDS] [--no-prefix] PROGRAM [ARGS...]";
 
-fn parse(args: &[String]) -> Result<xpushmem::launch::Job, String> {
+fn parse(args: &[String]) -> Result<xpushmem_launch::Job, String> {
     let mut n = None;
     let mut timeout = None;
     let mut prefix = true;
@@ -36,7 +36,7 @@ fn parse(args: &[String]) -> Result<xpushmem::launch::Job, String> {
         match a {
             "-n" | "-np" | "--npes" => {
                 let v = value(i)?;
-                let (most, bound) = xpushmem::launch::max_pes();
+                let (most, bound) = xpushmem_launch::max_pes();
                 let k = v
                     .parse::<u128>()
                     .ok()
@@ -81,7 +81,7 @@ fn parse(args: &[String]) -> Result<xpushmem::launch::Job, String> {
     let program = args
         .get(i)
         .ok_or_else(|| format!("missing PROGRAM\n{USAGE}"))?;
-    let mut job = xpushmem::launch::Job::new(n, program);
+    let mut job = xpushmem_launch::Job::new(n, program);
     job.args = args[i + 1..].to_vec();
     job.timeout = timeout;
     job.prefix_output = prefix;
@@ -96,16 +96,16 @@ fn main() {
     let raw: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
     if raw
         .first()
-        .is_some_and(|a| a == xpushmem::launch::WATCHDOG_FLAG)
+        .is_some_and(|a| a == xpushmem_launch::WATCHDOG_FLAG)
     {
-        std::process::exit(xpushmem::launch::watchdog());
+        std::process::exit(xpushmem_launch::watchdog());
     }
     if raw
         .first()
-        .is_some_and(|a| a == xpushmem::launch::PE_EXEC_FLAG)
+        .is_some_and(|a| a == xpushmem_launch::PE_EXEC_FLAG)
     {
         let program = raw.get(1).cloned().unwrap_or_default();
-        let e = xpushmem::launch::exec_pe(&program, &raw[2.min(raw.len())..]);
+        let e = xpushmem_launch::exec_pe(&program, &raw[2.min(raw.len())..]);
         eprintln!("xpushmem-run: cannot start the PE: {e}");
         std::process::exit(127);
     }

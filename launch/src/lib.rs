@@ -43,9 +43,6 @@
 //! of another uid (a setuid program) the launcher may not signal; a process handed the pipe by other means
 //! (it only loses its reader).
 
-use crate::bootstrap::launcher::{self, PID_VAR, REPORT_VAR};
-use crate::bootstrap::uid::Server;
-use crate::error::{Error, Result};
 use rustix::process::Signal;
 use std::io::{BufRead, Write};
 use std::os::fd::{AsFd, OwnedFd};
@@ -53,6 +50,8 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use xpushmem::launcher::{self, Server, PID_VAR, REPORT_VAR};
+use xpushmem::{Error, Result};
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -1060,7 +1059,7 @@ impl Job {
     }
 }
 
-pub use crate::bootstrap::launcher::global_exit;
+pub use xpushmem::launcher::global_exit;
 
 /// Become one PE's `program` (in the process the launcher forked for it): first ask for SIGKILL when the launcher
 /// dies (`PR_SET_PDEATHSIG`, which survives the exec), so that the PE is tied to the launcher from its first

@@ -20,16 +20,22 @@ use super::fabric::{amo_of, Fabric};
 use super::ze::{HostAlloc, ZeRuntime};
 use super::{AmoOp, Transport, Window};
 use crate::abi::{
-    DeviceError, DeviceSignalOp, ProxyOp, ProxyRequest, ProxyRing, XPUSHMEM_PROXY_DONE,
-    XPUSHMEM_PROXY_ENTRIES_OFFSET,
+    DeviceError, DeviceSignalOp, ProxyOp, ProxyRequest, XPUSHMEM_PROXY_ENTRIES_OFFSET,
 };
 use crate::error::{Error, Result};
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
+use crate::hal::ring::{Ring, CAPACITY};
+use crate::net::ofi::DeviceSpan;
+use crate::wait::Backoff;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// Entries of the ring.
-const CAPACITY: usize = 256;
+/// The idle server's back-off ([`Backoff`]): 64 polls spinning, then yielding up to the 1024th, then sleeping up to
+/// 20 us at a time; no time limit (the thread serves until the proxy stops).
+fn idle_backoff() -> Backoff {
+    Backoff::new(64, 960, Duration::from_micros(20), None)
+}
+
 /// Requests issued before the proxy completes them even if more are published.
 const BATCH: usize = 64;
 
@@ -49,81 +55,6 @@ pub(crate) struct DeviceProxy {
     stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
     failure: Arc<Mutex<Option<Error>>>,
-}
-
-/// The ring's words as atomics.
-struct Ring<'a> {
-    hdr: &'a ProxyRingAtomics,
-    entries: *const ProxyRequest,
-}
-
-/// [`ProxyRing`] seen through atomics (the same layout: checked below).
-#[repr(C)]
-struct ProxyRingAtomics {
-    head: AtomicU64,
-    tail: AtomicU64,
-    completed: AtomicU64,
-    capacity: AtomicU64,
-    error: AtomicU32,
-    error_pe: AtomicI32,
-}
-
-const _: () = assert!(
-    std::mem::offset_of!(ProxyRingAtomics, completed) == std::mem::offset_of!(ProxyRing, completed)
-        && std::mem::offset_of!(ProxyRingAtomics, error_pe)
-            == std::mem::offset_of!(ProxyRing, error_pe)
-        && std::mem::size_of::<ProxyRingAtomics>() <= std::mem::size_of::<ProxyRing>()
-);
-
-impl Ring<'_> {
-    fn of(a: &HostAlloc) -> Ring<'_> {
-        assert!(
-            a.len()
-                >= XPUSHMEM_PROXY_ENTRIES_OFFSET as usize
-                    + CAPACITY * std::mem::size_of::<ProxyRequest>()
-        );
-        // SAFETY: the allocation is at least the header plus CAPACITY entries, page-aligned (so aligned for the
-        // atomics), zeroed at allocation and alive as long as the borrow; every word shared with kernels is
-        // accessed atomically.
-        unsafe {
-            Ring {
-                hdr: &*(a.ptr() as *const ProxyRingAtomics),
-                entries: a.ptr().add(XPUSHMEM_PROXY_ENTRIES_OFFSET as usize) as *const ProxyRequest,
-            }
-        }
-    }
-
-    /// Entry `t`'s `seq` word.
-    fn seq(&self, t: u64) -> &AtomicU64 {
-        // SAFETY: the index is below CAPACITY; `seq` is the entry's first, 8-aligned word, which kernels and this
-        // thread access only atomically.
-        unsafe { &*(self.entries.add((t as usize) & (CAPACITY - 1)) as *const AtomicU64) }
-    }
-
-    /// Entry `t`'s request once it is published (`seq == t + 1`), copied out.
-    fn take(&self, t: u64) -> Option<ProxyRequest> {
-        if self.seq(t).load(Ordering::Acquire) != t + 1 {
-            return None;
-        }
-        // SAFETY: the index is below CAPACITY; the producer filled the entry before its release store of `seq`
-        // (acquired above) and does not touch it again until `tail` passes it.
-        Some(unsafe { std::ptr::read_volatile(self.entries.add((t as usize) & (CAPACITY - 1))) })
-    }
-
-    /// Answer the atomic of entry `t`: its previous value in `src`, then `seq` marked done.
-    fn answer(&self, t: u64, old: u64) {
-        let e = self.entries.wrapping_add((t as usize) & (CAPACITY - 1));
-        // SAFETY: entry t is taken and not yet acknowledged: only this thread writes it until `seq` says done;
-        // `src` is an 8-aligned word of the entry, read by the kernel after its acquire load of `seq`.
-        unsafe { std::ptr::write_volatile(std::ptr::addr_of!((*e).src).cast_mut(), old) };
-        self.seq(t)
-            .store((t + 1) | XPUSHMEM_PROXY_DONE, Ordering::Release);
-    }
-
-    /// Whether the kernel has acknowledged the answer of entry `t` (stored 0 in `seq`).
-    fn acknowledged(&self, t: u64) -> bool {
-        self.seq(t).load(Ordering::Acquire) == 0
-    }
 }
 
 impl DeviceProxy {
@@ -160,7 +91,7 @@ impl DeviceProxy {
                     .name(format!("xpushmem-proxy-{me}"))
                     .spawn(move || {
                         let p = Server {
-                            rt: rt2,
+                            heap: DeviceSpan::new(rt2, own.base, own.len),
                             fabric,
                             windows,
                             own,
@@ -208,7 +139,8 @@ impl Drop for DeviceProxy {
 
 /// What the thread works with.
 struct Server {
-    rt: Arc<ZeRuntime>,
+    /// This PE's heap (`own`), copied to and from on the device's service lane.
+    heap: DeviceSpan,
     fabric: Arc<Fabric>,
     windows: Vec<Option<Box<dyn Window>>>,
     own: OwnHeap,
@@ -221,7 +153,7 @@ impl Server {
         // Answered atomics not yet acknowledged: their entries (and every later one) stay taken.
         let mut unacked = std::collections::VecDeque::new();
         let mut issued = 0usize;
-        let mut idle = 0u32;
+        let mut idle = idle_backoff();
         while !stop.load(Ordering::Acquire) {
             while unacked.front().is_some_and(|&t| ring.acknowledged(t)) {
                 unacked.pop_front();
@@ -250,7 +182,7 @@ impl Server {
                     }
                 }
                 issued += 1;
-                idle = 0;
+                idle = idle_backoff();
                 if issued < BATCH {
                     continue;
                 }
@@ -263,14 +195,9 @@ impl Server {
                 issued = 0;
                 continue;
             }
-            idle = idle.saturating_add(1);
-            if idle < 64 {
-                std::hint::spin_loop();
-            } else if idle < 1024 {
-                std::thread::yield_now();
-            } else {
-                std::thread::sleep(Duration::from_micros(20));
-            }
+            // Nothing published: spin, yield, then sleep (nothing here drives the fabric's progress, which its
+            // progress thread does; a kernel's request waits at most one sleep).
+            idle.pause(|| false);
         }
     }
 
@@ -321,11 +248,7 @@ impl Server {
         let read_src = || -> Result<Vec<u8>> {
             let src = self.own_range("source", r.src, r.len)?;
             let mut buf = vec![0u8; r.len as usize];
-            // SAFETY: `src` lies in this PE's device heap (checked), `buf` is a host buffer of the same length.
-            unsafe {
-                self.rt
-                    .service_copy(buf.as_mut_ptr(), src as *const u8, buf.len())?
-            };
+            self.heap.read(src - self.own.base, &mut buf)?;
             Ok(buf)
         };
         let done = |r: Result<()>| r.map(|()| None);
@@ -367,11 +290,7 @@ impl Server {
                 let dst = self.own_range("destination", r.dst, r.len)?;
                 let mut buf = vec![0u8; r.len as usize];
                 w.read(r.src as usize, &mut buf)?;
-                // SAFETY: `dst` lies in this PE's device heap (checked); `buf` holds exactly its length.
-                done(unsafe {
-                    self.rt
-                        .service_copy(dst as *mut u8, buf.as_ptr(), buf.len())
-                })
+                done(self.heap.write(dst - self.own.base, &buf))
             }
             op => Err(Error::Device(format!(
                 "a proxy request with unknown op code {op}"

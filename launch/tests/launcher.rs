@@ -44,7 +44,7 @@ fn pe_role() {
     let (me, n) = (sh.my_pe(), sh.n_pes());
     sh.barrier_all().unwrap_or_else(|e| fail(e));
     match role.as_str() {
-        "global_exit" if me == 1 => xpushmem::launch::global_exit(5),
+        "global_exit" if me == 1 => xpushmem::launcher::global_exit(5),
         "kill_last" if me == n - 1 => {
             let _ = rustix::process::kill_process(
                 rustix::process::getpid(),
@@ -110,7 +110,7 @@ fn processes_tagged(tag: &str) -> Vec<u32> {
 fn is_watchdog(pid: u32) -> bool {
     std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
         c.split(|b| *b == 0)
-            .any(|a| a == xpushmem::launch::WATCHDOG_FLAG.as_bytes())
+            .any(|a| a == xpushmem_launch::WATCHDOG_FLAG.as_bytes())
     })
 }
 
@@ -321,7 +321,7 @@ fn a_pe_whose_launcher_is_gone_does_not_start() {
     let pid = gone.id();
     gone.wait().expect("wait");
     let out = Command::new(env!("CARGO_BIN_EXE_xpushmem-run"))
-        .args([xpushmem::launch::PE_EXEC_FLAG, "true"])
+        .args([xpushmem_launch::PE_EXEC_FLAG, "true"])
         .env("XPUSHMEM_LAUNCHER_PID", pid.to_string())
         .output()
         .expect("xpushmem-run");

@@ -1,0 +1,490 @@
+//! Opening the endpoint (the provider chosen by [`super::info`]), registering memory for peers, their addresses;
+//! the receive buffers and the atomics the provider offers, once the transport registered its regions.
+
+use super::info::getinfo;
+use super::*;
+
+/// What opening an endpoint needs: the transport's settings, without the transport.
+pub(crate) struct Open {
+    /// This PE and the number of PEs.
+    pub me: usize,
+    pub n: usize,
+    /// `XPUSHMEM_FABRIC_PROVIDER` (non-empty), else none: libfabric's own choice.
+    pub requested: Option<String>,
+    /// What the endpoint needs, in order of preference (the first provider offering one is taken).
+    pub wants: Vec<Want>,
+    /// Where the endpoint listens.
+    pub bind: Bind,
+    /// Whether `bind` is the user's setting (`XPUSHMEM_FABRIC_ADDR`) rather than the bootstrap's address.
+    pub bind_set: bool,
+    pub timeout: Option<Duration>,
+    pub liveness: Liveness,
+    /// This PE's token ([`Token`]): a message to this PE without it is dropped.
+    pub token: Token,
+}
+
+impl Ep {
+    /// Choose a provider and open fabric, domain, completion queue, address vector and endpoint; the endpoint,
+    /// what it offers ([`Want`]) and its name (the address peers insert, [`Ep::insert_addr`]).
+    pub(crate) fn open(o: Open) -> Result<(Ep, Want, Vec<u8>)> {
+        let Open {
+            me,
+            n,
+            requested,
+            wants,
+            mut bind,
+            bind_set,
+            timeout,
+            liveness,
+            token,
+        } = o;
+        let mut delivery = true;
+        let mut want = wants[0];
+        let mut list = std::ptr::null_mut();
+        loop {
+            let source = match &bind {
+                Bind::Addr(ip) => Some(*ip),
+                _ => None,
+            };
+            'found: for &w in &wants {
+                for d in [true, false] {
+                    list = getinfo(requested.as_deref(), d, w, source)?;
+                    if !list.is_null() {
+                        delivery = d;
+                        want = w;
+                        break 'found;
+                    }
+                }
+            }
+            // The bootstrap's address is only a default: a provider that does not address its endpoints by IP
+            // (cxi, efa, psm3...) listens where it does.
+            if list.is_null() && !bind_set && source.is_some() {
+                tracing::info!(
+                    pe = me,
+                    "fabric: no provider listens on the bootstrap's address {bind:?}; the provider's own choice \
+                     (XPUSHMEM_FABRIC_ADDR selects one)"
+                );
+                bind = Bind::Any;
+                continue;
+            }
+            break;
+        }
+        if list.is_null() && wants == [Want::Hmem] {
+            return Err(Error::Transport {
+                transport: "fabric",
+                message: format!(
+                    "XPUSHMEM_FABRIC_DEVICE_HEAP=register, but no libfabric provider {}offers FI_HMEM (registration \
+                     of Level Zero memory) with RMA and atomics; use auto or stage",
+                    requested.as_deref().map_or(String::new(), |p| format!("named {p} "))
+                ),
+            });
+        }
+        // SAFETY: walking the list fi_getinfo returned (freed below, after the chosen node is duplicated).
+        let chosen = unsafe {
+            let mut p = list;
+            let mut pick = std::ptr::null_mut();
+            while !p.is_null() {
+                let name = CStr::from_ptr((*(*p).fabric_attr).prov_name).to_string_lossy();
+                let same_host = SAME_HOST_ONLY
+                    .iter()
+                    .any(|s| name.split(';').next() == Some(*s));
+                let domain = (*(*p).domain_attr).name;
+                let iface_ok = match &bind {
+                    Bind::Iface(want) => {
+                        !domain.is_null() && CStr::from_ptr(domain).to_bytes() == want.as_bytes()
+                    }
+                    _ => true,
+                };
+                if (requested.is_some() || !same_host) && iface_ok {
+                    pick = fi::xfi_dupinfo(p);
+                    break;
+                }
+                p = (*p).next;
+            }
+            if !list.is_null() {
+                fi::xfi_freeinfo(list);
+            }
+            pick
+        };
+        if chosen.is_null() {
+            let at = match (&bind, bind_set) {
+                (Bind::Any, _) => String::new(),
+                (Bind::Addr(ip), true) => format!(" on XPUSHMEM_FABRIC_ADDR={ip}"),
+                (Bind::Addr(ip), false) => {
+                    format!(
+                        " on {ip} (the bootstrap's address; XPUSHMEM_FABRIC_ADDR selects another)"
+                    )
+                }
+                (Bind::Iface(i), _) => format!(" on interface XPUSHMEM_FABRIC_ADDR={i}"),
+            };
+            return Err(Error::Transport {
+                transport: "fabric",
+                message: format!(
+                    "no libfabric provider {}offers reliable datagrams with RMA, atomics and messages{at} (see \
+                     fi_info; XPUSHMEM_FABRIC_PROVIDER or FI_PROVIDER selects one)",
+                    requested.as_deref().map_or(String::new(), |p| format!("named {p} "))
+                ),
+            });
+        }
+        let mut ep = Ep {
+            prov: String::new(),
+            info: chosen,
+            fabric: std::ptr::null_mut(),
+            domain: std::ptr::null_mut(),
+            cq: std::ptr::null_mut(),
+            av: std::ptr::null_mut(),
+            ep: std::ptr::null_mut(),
+            own: Vec::new(),
+            addrs: vec![ADDR_NOTAVAIL; n],
+            me,
+            next: 1,
+            ops: IdMap::default(),
+            per_pe: vec![0; n],
+            results: IdMap::default(),
+            errors: IdMap::default(),
+            delivery_complete: delivery,
+            mr_local: false,
+            closed: None,
+            abandoned: Vec::new(),
+            mr_endpoint: false,
+            max_msg: 1 << 30,
+            atomics: HashSet::new(),
+            timeout,
+            lost: false,
+            liveness,
+            stage: None,
+            cq_entries: vec![fi::fi_cq_msg_entry::default(); CQ_BATCH],
+            inbox: Inbox {
+                bufs: (0..2 * RECVS)
+                    .map(|_| vec![0u64; HDR_WORDS + STAGE_CHUNK / 8])
+                    .collect(),
+                ctxs: (0..2 * RECVS)
+                    .map(|i| {
+                        Box::new(Ctx {
+                            raw: fi::fi_context2::default(),
+                            id: RECV_BIT | i as u64,
+                            slab: NO_SLAB,
+                        })
+                    })
+                    .collect(),
+                mrs: Vec::new(),
+                arrived: std::collections::VecDeque::new(),
+                serving: false,
+                token,
+                dropped: 0,
+                warned: 0,
+                warned_at: None,
+            },
+            tokens: Vec::new(),
+            slabs: Slabs::default(),
+            heap: None,
+        };
+        // SAFETY: `chosen` is a valid fi_info owned by `ep` (freed in its Drop); each object is opened into `ep`'s
+        // fields, so Drop closes whatever was opened if a later step fails.
+        unsafe {
+            let info = &*chosen;
+            ep.prov = CStr::from_ptr((*info.fabric_attr).prov_name)
+                .to_string_lossy()
+                .into_owned();
+            let prov = ep.prov.clone();
+            let mr_mode = (*info.domain_attr).mr_mode as u32;
+            ep.mr_local = mr_mode & fi::FI_MR_LOCAL != 0;
+            ep.mr_endpoint = mr_mode & fi::FI_MR_ENDPOINT != 0;
+            ep.max_msg = (*info.ep_attr).max_msg_size.clamp(4096, 1 << 30);
+            ok(
+                &prov,
+                "fi_fabric",
+                fi::xfi_fabric(info.fabric_attr, &mut ep.fabric, std::ptr::null_mut()) as i64,
+            )?;
+            ok(
+                &prov,
+                "fi_domain",
+                fi::xfi_domain(ep.fabric, chosen, &mut ep.domain, std::ptr::null_mut()) as i64,
+            )?;
+            let mut cq_attr = fi::fi_cq_attr {
+                format: fi::FI_CQ_FORMAT_MSG,
+                wait_obj: fi::FI_WAIT_NONE,
+                ..Default::default()
+            };
+            ok(
+                &prov,
+                "fi_cq_open",
+                fi::xfi_cq_open(ep.domain, &mut cq_attr, &mut ep.cq, std::ptr::null_mut()) as i64,
+            )?;
+            let mut av_attr = fi::fi_av_attr {
+                type_: fi::FI_AV_TABLE,
+                count: n,
+                ..Default::default()
+            };
+            ok(
+                &prov,
+                "fi_av_open",
+                fi::xfi_av_open(ep.domain, &mut av_attr, &mut ep.av, std::ptr::null_mut()) as i64,
+            )?;
+            ok(
+                &prov,
+                "fi_endpoint",
+                fi::xfi_endpoint(ep.domain, chosen, &mut ep.ep, std::ptr::null_mut()) as i64,
+            )?;
+            ok(
+                &prov,
+                "fi_ep_bind(cq)",
+                fi::xfi_ep_bind(
+                    ep.ep,
+                    &mut (*ep.cq).fid,
+                    (fi::FI_TRANSMIT | fi::FI_RECV) as u64,
+                ) as i64,
+            )?;
+            ok(
+                &prov,
+                "fi_ep_bind(av)",
+                fi::xfi_ep_bind(ep.ep, &mut (*ep.av).fid, 0) as i64,
+            )?;
+            ok(&prov, "fi_enable", fi::xfi_enable(ep.ep) as i64)?;
+            let mut name = vec![0u8; 256];
+            let mut len = name.len();
+            ok(
+                &prov,
+                "fi_getname",
+                fi::xfi_getname(&mut (*ep.ep).fid, name.as_mut_ptr().cast(), &mut len) as i64,
+            )?;
+            name.truncate(len);
+            Ok((ep, want, name))
+        }
+    }
+
+    /// The provider's memory-region mode (`FI_MR_*` bits).
+    fn mr_mode(&self) -> u32 {
+        // SAFETY: `info` is the fi_info this endpoint was opened with, owned by it until Drop.
+        unsafe { (*(*self.info).domain_attr).mr_mode as u32 }
+    }
+
+    /// Whether the provider chooses the keys (`FI_MR_PROV_KEY`): [`Ep::register`]'s key is then not used.
+    pub(crate) fn provider_keys(&self) -> bool {
+        let m = self.mr_mode();
+        m & fi::FI_MR_PROV_KEY != 0 || m == fi::FI_MR_BASIC
+    }
+
+    /// The size of the provider's keys in bytes (its `mr_key_size`, at most 8).
+    pub(crate) fn key_bytes(&self) -> usize {
+        // SAFETY: as in `mr_mode`.
+        unsafe { (*(*self.info).domain_attr).mr_key_size.min(8) }
+    }
+
+    /// The provider's name.
+    pub(crate) fn provider(&self) -> &str {
+        &self.prov
+    }
+
+    /// Register the `len` bytes at `base` for peers' RMA and atomics with `key` (the provider's own key with
+    /// [`Ep::provider_keys`]): host memory, or with `device`, Level Zero memory of that device (`FI_HMEM_ZE`).
+    /// `heap`: the user heap (host memory then serves as the source of zero-copy puts). Returns the key and the
+    /// address peers name the region by. The memory must stay mapped as long as this endpoint is open (the
+    /// runtime's words and heap outlive the transport: it is dropped with `Peers`, before the arena).
+    pub(crate) fn register(
+        &mut self,
+        base: *mut u8,
+        len: usize,
+        key: u64,
+        heap: bool,
+        device: Option<i32>,
+    ) -> Result<(u64, u64)> {
+        let prov = self.prov.clone();
+        let mr_mode = self.mr_mode();
+        let virt = mr_mode & fi::FI_MR_VIRT_ADDR != 0 || mr_mode == fi::FI_MR_BASIC;
+        let prov_key = self.provider_keys();
+        let mut mr = std::ptr::null_mut();
+        let access = (fi::FI_REMOTE_READ | fi::FI_REMOTE_WRITE | fi::FI_READ | fi::FI_WRITE) as u64;
+        // SAFETY: the domain is open; the region is this PE's own mapping of its memfd (or its device heap),
+        // alive as long as this endpoint (the caller's promise); `mr` is opened into `own` (closed in Drop).
+        let k = unsafe {
+            let r = if let Some(ze) = device {
+                let iov = fi::iovec {
+                    iov_base: base.cast(),
+                    iov_len: len,
+                };
+                let mut attr = fi::fi_mr_attr {
+                    mr_iov: &iov,
+                    iov_count: 1,
+                    access,
+                    requested_key: key,
+                    iface: fi::FI_HMEM_ZE,
+                    ..Default::default()
+                };
+                attr.device.ze = ze;
+                fi::xfi_mr_regattr(self.domain, &attr, 0, &mut mr)
+            } else {
+                fi::xfi_mr_reg(
+                    self.domain,
+                    base.cast(),
+                    len,
+                    access,
+                    0,
+                    key,
+                    0,
+                    &mut mr,
+                    std::ptr::null_mut(),
+                )
+            };
+            ok(
+                &prov,
+                if device.is_some() {
+                    "fi_mr_regattr (device heap, FI_HMEM_ZE)"
+                } else {
+                    "fi_mr_reg (symmetric heap)"
+                },
+                r as i64,
+            )?;
+            self.own.push(mr);
+            if self.mr_endpoint {
+                ok(
+                    &prov,
+                    "fi_mr_bind",
+                    fi::xfi_mr_bind(mr, &mut (*self.ep).fid, 0) as i64,
+                )?;
+                ok(&prov, "fi_mr_enable", fi::xfi_mr_enable(mr) as i64)?;
+            }
+            if heap && device.is_none() {
+                self.heap = Some(LocalHeap {
+                    base: base as usize,
+                    len,
+                    desc: if self.mr_local {
+                        fi::xfi_mr_desc(mr)
+                    } else {
+                        std::ptr::null_mut()
+                    },
+                });
+            }
+            if prov_key {
+                fi::xfi_mr_key(mr)
+            } else {
+                key
+            }
+        };
+        Ok((k, if virt { base as u64 } else { 0 }))
+    }
+
+    /// Serve this PE's unregistered device heap through staging messages ([`StagedHeap`]).
+    pub(crate) fn set_stage(&mut self, heap: Box<dyn StagedHeap>) {
+        self.stage = Some(heap);
+    }
+
+    /// Post the receive buffers (registered for local access when the provider needs it) and learn the atomics the
+    /// provider offers (only compare-and-swap with `emulate_atomics`); `device_heap` says how a device heap goes,
+    /// for the log.
+    pub(crate) fn ready(&mut self, emulate_atomics: bool, device_heap: Option<&str>) -> Result<()> {
+        let prov = self.prov.clone();
+        // SAFETY: the domain is open; each receive buffer is a Vec of the inbox, never resized, alive until Drop
+        // (which closes its registration first).
+        unsafe {
+            // The receive buffers, posted on every PE (local access only: no peer addresses them).
+            if self.mr_local {
+                for b in &mut self.inbox.bufs {
+                    let mut mr = std::ptr::null_mut();
+                    let r = fi::xfi_mr_reg(
+                        self.domain,
+                        b.as_ptr().cast(),
+                        b.len() * 8,
+                        (fi::FI_RECV | fi::FI_SEND) as u64,
+                        0,
+                        0,
+                        0,
+                        &mut mr,
+                        std::ptr::null_mut(),
+                    );
+                    ok(&prov, "fi_mr_reg (receive buffer)", r as i64)?;
+                    self.inbox.mrs.push(LocalMr {
+                        mr,
+                        desc: fi::xfi_mr_desc(mr),
+                    });
+                }
+            }
+        }
+        for i in 0..2 * RECVS {
+            self.post_recv(i)?;
+        }
+        // The atomics the provider offers, per width, operation and form.
+        for width in [4usize, 8] {
+            let dt = dtype(width)?;
+            for fop in [
+                fi::FI_ATOMIC_READ,
+                fi::FI_ATOMIC_WRITE,
+                fi::FI_CSWAP,
+                fi::FI_SUM,
+                fi::FI_BAND,
+                fi::FI_BOR,
+                fi::FI_BXOR,
+            ] {
+                for (form, flag) in [
+                    (Form::Post, 0u64),
+                    (Form::Fetch, fi::FI_FETCH_ATOMIC),
+                    (Form::Compare, fi::FI_COMPARE_ATOMIC),
+                ] {
+                    let mut attr = fi::fi_atomic_attr::default();
+                    // SAFETY: the domain is open; `attr` is a zeroed attribute the provider fills.
+                    let r = unsafe { fi::xfi_query_atomic(self.domain, dt, fop, &mut attr, flag) };
+                    if r == 0 && attr.count >= 1 {
+                        self.atomics.insert((width, fop, form));
+                    }
+                }
+            }
+        }
+        if emulate_atomics {
+            self.atomics
+                .retain(|&(_, op, form)| op == fi::FI_CSWAP && form == Form::Compare);
+        }
+        // SAFETY: as in `mr_mode`; the domain's name is a NUL-terminated string libfabric set.
+        let domain = unsafe { CStr::from_ptr((*(*self.info).domain_attr).name) }
+            .to_string_lossy()
+            .into_owned();
+        tracing::debug!(
+            pe = self.me,
+            provider = %prov,
+            domain = %domain,
+            delivery_complete = self.delivery_complete,
+            device_heap = ?device_heap,
+            mr_mode = self.mr_mode(),
+            atomics = self.atomics.len(),
+            "fabric endpoint"
+        );
+        Ok(())
+    }
+
+    /// Insert PE `pe`'s endpoint name (as its [`Ep::open`] returned it) into the address vector.
+    pub(crate) fn insert_addr(&mut self, pe: usize, name: &[u8]) -> Result<()> {
+        let mut addr = ADDR_NOTAVAIL;
+        // SAFETY: the AV is open; `name` is the peer's endpoint name as fi_getname gave it.
+        let r = unsafe {
+            fi::xfi_av_insert(
+                self.av,
+                name.as_ptr().cast(),
+                1,
+                &mut addr,
+                0,
+                std::ptr::null_mut(),
+            )
+        };
+        if r != 1 {
+            return Err(Error::Transport {
+                transport: "fabric",
+                message: format!(
+                    "fi_av_insert of PE {pe}'s address failed on provider {}: {}",
+                    self.prov,
+                    strerror(r as i64)
+                ),
+            });
+        }
+        self.addrs[pe] = addr;
+        Ok(())
+    }
+
+    /// This PE's token (published with its endpoint name).
+    pub(crate) fn token(&self) -> Token {
+        self.inbox.token
+    }
+
+    /// Every PE's token (a message to a PE carries its own).
+    pub(crate) fn set_tokens(&mut self, tokens: Vec<Token>) {
+        self.tokens = tokens;
+    }
+}

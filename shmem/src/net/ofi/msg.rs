@@ -1,0 +1,583 @@
+//! Two-sided messages: the receive buffers every PE keeps posted ([`Inbox`]), the staging protocol of device
+//! heaps the provider cannot register ([`Msg`], [`StagedHeap`]), each message authenticated by its receiver's
+//! [`Token`].
+use super::*;
+use crate::hal::ze::ZeRuntime;
+use std::sync::Arc;
+
+/// A PE's message token: 128 random bits made by the PE at set-up (the transport's `random_words`) and published
+/// only in the bootstrap's allgather. Every message to a PE carries that PE's token; one that does not is dropped
+/// unread.
+pub(crate) type Token = [u64; 2];
+
+/// Whether two tokens are equal, in time independent of where they differ.
+pub(crate) fn token_eq(a: &Token, b: &Token) -> bool {
+    let d = std::hint::black_box((a[0] ^ b[0]) | (a[1] ^ b[1]));
+    d == 0
+}
+
+/// A message header: `[kind, from, id, off, len, operand, cond, op, token, token]`. Requests name the target heap
+/// range (an atomic's `len` is its code, [`amo_code`]) and, in `op`, where the reply's bytes go in the
+/// the error text). `tok` is the receiver's [`Token`].
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Msg {
+    pub(crate) kind: u64,
+    pub(crate) from: u64,
+    pub(crate) id: u64,
+    pub(crate) off: u64,
+    pub(crate) len: u64,
+    pub(crate) operand: u64,
+    pub(crate) cond: u64,
+    pub(crate) op: u64,
+    pub(crate) tok: Token,
+}
+
+impl Msg {
+    pub(crate) fn words(&self) -> [u64; HDR_WORDS] {
+        [
+            self.kind,
+            self.from,
+            self.id,
+            self.off,
+            self.len,
+            self.operand,
+            self.cond,
+            self.op,
+            self.tok[0],
+            self.tok[1],
+        ]
+    }
+    pub(crate) fn of(w: &[u64]) -> Msg {
+        Msg {
+            kind: w[0],
+            from: w[1],
+            id: w[2],
+            off: w[3],
+            len: w[4],
+            operand: w[5],
+            cond: w[6],
+            op: w[7],
+            tok: [w[8], w[9]],
+        }
+    }
+}
+
+/// Wire code of an atomic (width in the high half): the device's own codes ([`crate::abi::AmoCode`]); [`amo_of`]
+/// decodes it (and the host proxy's requests).
+pub(super) fn amo_code(op: AmoOp, width: usize) -> (u64, u64) {
+    let (c, cond) = op.code();
+    (c as u64 | (width as u64) << 32, cond)
+}
+
+pub(crate) fn amo_of(code: u64, cond: u64) -> Option<(AmoOp, usize)> {
+    use crate::abi::AmoCode as C;
+    let width = (code >> 32) as usize;
+    let op = match (code & 0xffff_ffff) as u32 {
+        x if x == C::Fetch as u32 => AmoOp::Fetch,
+        x if x == C::Set as u32 => AmoOp::Set,
+        x if x == C::Swap as u32 => AmoOp::Swap,
+        x if x == C::CompareSwap as u32 => AmoOp::CompareSwap { cond },
+        x if x == C::FetchAdd as u32 => AmoOp::FetchAdd,
+        x if x == C::FetchAnd as u32 => AmoOp::FetchAnd,
+        x if x == C::FetchOr as u32 => AmoOp::FetchOr,
+        x if x == C::FetchXor as u32 => AmoOp::FetchXor,
+        _ => return None,
+    };
+    (width == 4 || width == 8).then_some((op, width))
+}
+/// A device heap the provider cannot register (no `FI_HMEM`), served through the staging path: peers send their
+/// operations on it as messages into this PE's receive buffers ([`Inbox`]); this PE's progress thread applies them
+/// through this (the transport's Level Zero copies and atomic kernel on the device's service lane), and replies.
+/// Each method checks its range against the heap (the errors name the staged access).
+pub(crate) trait StagedHeap: Send {
+    /// Write `src` at `off`.
+    fn write(&self, off: usize, src: &[u8]) -> Result<()>;
+    /// Read `len` bytes at `off` into `out` (resized to `len`).
+    fn read(&self, off: usize, len: usize, out: &mut Vec<u8>) -> Result<()>;
+    /// Apply atomic `op` of `width` bytes at `off`; the word's previous value.
+    fn amo(&self, off: usize, width: usize, op: AmoOp, operand: u64) -> Result<u64>;
+}
+
+/// The receive buffers every PE keeps posted ([`RECVS`] untagged ones, then as many tagged ones, each a header and
+/// a chunk), reposted as their messages are handled: what the provider buffers for this PE is bounded by them (an
+/// outsider's flood is read into them and dropped, instead of piling up in the provider's queue of unexpected
+/// messages; see [`RXM_MSG_RX_SIZE`]).
+pub(super) struct Inbox {
+    pub(crate) bufs: Vec<Vec<u64>>,
+    #[allow(clippy::vec_box)]
+    pub(crate) ctxs: Vec<Box<Ctx>>,
+    /// Their registrations (with `FI_MR_LOCAL`).
+    pub(crate) mrs: Vec<LocalMr>,
+    /// Received messages not yet handled: (buffer, bytes).
+    pub(crate) arrived: std::collections::VecDeque<(usize, usize)>,
+    pub(crate) serving: bool,
+    /// This PE's token ([`Token`]): a message without it is dropped.
+    pub(crate) token: Token,
+    /// Messages dropped (bad token, length, sender or kind; truncated) since set-up, and at the last warning.
+    pub(crate) dropped: u64,
+    pub(crate) warned: u64,
+    /// When the last warning about dropped messages was logged (at most one a second).
+    pub(crate) warned_at: Option<Instant>,
+}
+
+impl Inbox {
+    /// Count a dropped message; a warning with the count at most once a second.
+    pub(super) fn drop_msg(&mut self, me: usize, why: std::fmt::Arguments<'_>) {
+        self.dropped += 1;
+        if self
+            .warned_at
+            .is_none_or(|t| t.elapsed() >= Duration::from_secs(1))
+        {
+            tracing::warn!(
+                pe = me,
+                "fabric: dropped {} message(s) not from this job ({} since set-up; last: {why})",
+                self.dropped - self.warned,
+                self.dropped
+            );
+            self.warned = self.dropped;
+            self.warned_at = Some(Instant::now());
+        }
+    }
+}
+
+impl Ep {
+    /// Post receive buffer `i` of the [`Inbox`] (tagged from [`RECVS`] on).
+    pub(super) fn post_recv(&mut self, i: usize) -> Result<()> {
+        let ep = self.ep;
+        let prov = self.prov.clone();
+        if self.closed.is_some() {
+            return Err(self.closed_err());
+        }
+        let ib = &mut self.inbox;
+        let (ptr, len) = (ib.bufs[i].as_mut_ptr(), ib.bufs[i].len() * 8);
+        let desc = ib.mrs.get(i).map_or(std::ptr::null_mut(), |m| m.desc);
+        let ctx: *mut Ctx = &mut *ib.ctxs[i];
+        let mut backoff = polling_backoff(0, self.timeout);
+        loop {
+            // SAFETY: the endpoint is open; the buffer and its context are owned by the Inbox, which lives (in
+            // place: boxed contexts, Vec storage never resized) until the endpoint is closed.
+            let r = unsafe {
+                if i < RECVS {
+                    fi::xfi_recv(ep, ptr.cast(), len, desc, ADDR_NOTAVAIL, ctx.cast())
+                } else {
+                    // Any tag (every bit ignored): what the job never sends is taken in and dropped.
+                    fi::xfi_trecv(
+                        ep,
+                        ptr.cast(),
+                        len,
+                        desc,
+                        ADDR_NOTAVAIL,
+                        0,
+                        u64::MAX,
+                        ctx.cast(),
+                    )
+                }
+            };
+            if r == -(fi::FI_EAGAIN as isize) {
+                // Completions free the queue; read them without serving (serving may post again).
+                self.poll_cq()?;
+                if backoff.pause(|| true) {
+                    if let Some(waited) = backoff.expired() {
+                        return Err(self.timeout_error("fi_recv", usize::MAX, waited));
+                    }
+                }
+                continue;
+            }
+            return ok(&prov, "fi_recv (receive buffer)", r as i64);
+        }
+    }
+
+    /// Handle the messages received so far and post their buffers again (never re-entered: replies it posts
+    /// may poll); how many.
+    pub(super) fn serve(&mut self) -> usize {
+        if self.inbox.serving || self.inbox.arrived.is_empty() {
+            return 0;
+        }
+        self.inbox.serving = true;
+        let mut handled = 0;
+        while let Some((i, len)) = self.inbox.arrived.pop_front() {
+            handled += 1;
+            if i >= RECVS {
+                self.inbox
+                    .drop_msg(self.me, format_args!("a tagged message of {len} bytes"));
+            } else {
+                let buf = std::mem::take(&mut self.inbox.bufs[i]);
+                self.handle(&buf, len);
+                self.inbox.bufs[i] = buf;
+            }
+            if let Err(e) = self.post_recv(i) {
+                tracing::error!(pe = self.me, "re-posting a receive buffer failed: {e}");
+            }
+        }
+        self.inbox.serving = false;
+        handled
+    }
+
+    /// Whether a received message is one of this job's: it carries this PE's token, a whole header, a sender
+    /// that is a PE this transport reaches, a known kind, and (a put) as many payload bytes as it announces (a
+    /// reply) names one of this PE's staged operations on that sender. Checked before any other field is used.
+    pub(super) fn authentic(&self, m: &Msg, len: usize) -> std::result::Result<(), String> {
+        if !token_eq(&m.tok, &self.inbox.token) {
+            return Err(format!("wrong token, {len} bytes"));
+        }
+        let from = usize::try_from(m.from).unwrap_or(usize::MAX);
+        if from >= self.addrs.len() || self.addrs[from] == ADDR_NOTAVAIL {
+            return Err(format!(
+                "sender {} is not a PE this transport reaches",
+                m.from
+            ));
+        }
+        let payload = len - HDR_WORDS * 8;
+        let ok = match m.kind {
+            MSG_PUT => m.len == payload as u64,
+            MSG_GET | MSG_AMO => payload == 0,
+            MSG_REPLY => self
+                .ops
+                .get(&m.id)
+                .is_some_and(|o| o.staged && o.pe == from && payload as u64 == m.len),
+            _ => false,
+        };
+        if ok {
+            Ok(())
+        } else {
+            Err(format!(
+                "kind {} of {len} bytes from PE {from} does not match its header",
+                m.kind
+            ))
+        }
+    }
+
+    /// One received message: a request on this PE's device heap (applied, then answered) or a reply to one of
+    /// this PE's operations; anything else is dropped ([`Ep::authentic`]).
+    pub(super) fn handle(&mut self, buf: &[u64], len: usize) {
+        if len < HDR_WORDS * 8 || len > buf.len() * 8 {
+            self.inbox
+                .drop_msg(self.me, format_args!("a message of {len} bytes"));
+            return;
+        }
+        let m = Msg::of(&buf[..HDR_WORDS]);
+        if let Err(why) = self.authentic(&m, len) {
+            self.inbox.drop_msg(self.me, format_args!("{why}"));
+            return;
+        }
+        let payload = &bytes_of(&buf[HDR_WORDS..])[..(len - HDR_WORDS * 8).min(STAGE_CHUNK)];
+        if m.kind == MSG_REPLY {
+            let Some(op) = self.ops.get_mut(&m.id) else {
+                return;
+            };
+            if m.operand != 0 {
+                let pe = op.pe;
+                let what = op.what;
+                let e = Error::Transport {
+                    transport: "fabric",
+                    message: format!(
+                        "{what} on PE {pe}'s device heap (staged, provider {}): {}",
+                        self.prov,
+                        String::from_utf8_lossy(payload)
+                    ),
+                };
+                self.part_done(m.id, Some(e));
+                return;
+            }
+            if m.op != NO_RESULT {
+                let b = bytes_of_mut(&mut op.buf);
+                let at = m.op as usize;
+                let n = (m.len as usize).min(payload.len());
+                if at.checked_add(n).is_some_and(|e| e <= b.len()) {
+                    b[at..at + n].copy_from_slice(&payload[..n]);
+                }
+            }
+            self.part_done(m.id, None);
+            return;
+        }
+        let from = m.from as usize;
+        let mut result = Vec::new();
+        let r = self.apply(&m, payload, &mut result);
+        let (status, data) = match r {
+            Ok(()) => (0, result),
+            Err(e) => (1, e.to_string().into_bytes()),
+        };
+        let reply = Msg {
+            kind: MSG_REPLY,
+            from: self.me as u64,
+            id: m.id,
+            off: 0,
+            len: data.len() as u64,
+            operand: status,
+            cond: 0,
+            op: m.op,
+            tok: self.tokens[from],
+        };
+        let id = self.start(from, "staged reply", HDR_WORDS + data.len().div_ceil(8));
+        {
+            let o = self.op(id);
+            o.buf[..HDR_WORDS].copy_from_slice(&reply.words());
+            bytes_of_mut(&mut o.buf[HDR_WORDS..])[..data.len()].copy_from_slice(&data);
+        }
+        let r = self.send_part(id, 0, HDR_WORDS * 8 + data.len(), false);
+        if let Err(e) = self.posted(id, r) {
+            tracing::error!(pe = self.me, peer = from, "a staging reply failed: {e}");
+        }
+    }
+
+    /// Apply a staging request to this PE's device heap (through the device's service lane); a get's bytes or an
+    /// atomic's previous value go to `out`.
+    pub(super) fn apply(&mut self, m: &Msg, payload: &[u8], out: &mut Vec<u8>) -> Result<()> {
+        let st = self.stage.as_ref().ok_or_else(|| Error::Transport {
+            transport: "fabric",
+            message: "a staging request reached a PE without a staged device heap".into(),
+        })?;
+        let (off, len) = (m.off as usize, m.len as usize);
+        match m.kind {
+            MSG_PUT => {
+                if len != payload.len() {
+                    return Err(Error::Transport {
+                        transport: "fabric",
+                        message: format!("a staged put of {len} bytes carried {}", payload.len()),
+                    });
+                }
+                st.write(off, payload)
+            }
+            MSG_GET => st.read(off, len, out),
+            MSG_AMO => {
+                // An atomic's `len` word is its code (width in the high half).
+                let (op, width) = amo_of(m.len, m.cond).ok_or_else(|| Error::Transport {
+                    transport: "fabric",
+                    message: format!("a staged atomic with code {:#x}", m.len),
+                })?;
+                let old = st.amo(off, width, op, m.operand)?;
+                out.extend_from_slice(&old.to_le_bytes());
+                Ok(())
+            }
+            k => Err(Error::Transport {
+                transport: "fabric",
+                message: format!("a staging message of unknown kind {k}"),
+            }),
+        }
+    }
+
+    /// Send `bytes` bytes of operation `id`'s buffer from word `at` as one message to its PE; with `reply`, the
+    /// operation also waits for the target's answer.
+    pub(super) fn send_part(
+        &mut self,
+        id: u64,
+        at: usize,
+        bytes: usize,
+        reply: bool,
+    ) -> Result<()> {
+        let desc = self.local_desc(id)?;
+        let (ptr, pe) = {
+            let o = self.op(id);
+            // SAFETY: `at` words lie inside the buffer (the callers lay messages out inside it).
+            (unsafe { o.buf.as_ptr().add(at) }, o.pe)
+        };
+        let dest = self.addrs[pe];
+        let ep = self.ep;
+        self.post(id, "fi_send", NO_SLAB, |ctx| {
+            // SAFETY: the endpoint is open; the message lies in the operation's buffer, alive and in place until
+            // its completion.
+            unsafe { fi::xfi_send(ep, ptr.cast(), bytes, desc, dest, ctx) }
+        })?;
+        if reply {
+            self.op(id).parts_left += 1;
+        }
+        Ok(())
+    }
+
+    /// A put (then, once delivered, `signal`) to PE `pe`'s staged device heap: one message per chunk, each
+    /// answered once the target has copied it into the heap.
+    pub(crate) fn stage_put(
+        &mut self,
+        pe: usize,
+        region: Region,
+        off: usize,
+        src: &[u8],
+        signal: Option<Signal>,
+    ) -> Result<u64> {
+        let what = if signal.is_some() {
+            "put_signal"
+        } else {
+            "put"
+        };
+        let chunks = src.len().div_ceil(STAGE_CHUNK).max(1);
+        let words = chunks * HDR_WORDS + src.len().div_ceil(8) + chunks + HDR_WORDS;
+        let id = self.start(pe, what, words);
+        let me = self.me as u64;
+        let tok = self.tokens[pe];
+        let mut at = 0;
+        let mut layout = Vec::with_capacity(chunks);
+        {
+            let o = self.op(id);
+            o.staged = true;
+            o.then = signal.map(|s| (region, s));
+            for (c, part) in src.chunks(STAGE_CHUNK).enumerate() {
+                let m = Msg {
+                    kind: MSG_PUT,
+                    from: me,
+                    id,
+                    off: (off + c * STAGE_CHUNK) as u64,
+                    len: part.len() as u64,
+                    operand: 0,
+                    cond: 0,
+                    op: NO_RESULT,
+                    tok,
+                };
+                o.buf[at..at + HDR_WORDS].copy_from_slice(&m.words());
+                bytes_of_mut(&mut o.buf[at + HDR_WORDS..])[..part.len()].copy_from_slice(part);
+                layout.push((at, HDR_WORDS * 8 + part.len()));
+                at += HDR_WORDS + part.len().div_ceil(8);
+            }
+            o.amo_at = at;
+        }
+        let mut r = Ok(());
+        for (w, bytes) in layout {
+            r = self.send_part(id, w, bytes, true);
+            if r.is_err() {
+                break;
+            }
+        }
+        self.posted(id, r)
+    }
+
+    /// A get of `len` bytes at `off` of PE `pe`'s staged device heap: the replies carry the bytes.
+    pub(crate) fn stage_get(&mut self, pe: usize, off: usize, len: usize) -> Result<u64> {
+        let chunks = len.div_ceil(STAGE_CHUNK);
+        let data_words = len.div_ceil(8);
+        let id = self.start(pe, "get", data_words + chunks * HDR_WORDS);
+        let me = self.me as u64;
+        let tok = self.tokens[pe];
+        {
+            let o = self.op(id);
+            o.staged = true;
+            o.get_len = Some(len);
+            for c in 0..chunks {
+                let n = (len - c * STAGE_CHUNK).min(STAGE_CHUNK);
+                let m = Msg {
+                    kind: MSG_GET,
+                    from: me,
+                    id,
+                    off: (off + c * STAGE_CHUNK) as u64,
+                    len: n as u64,
+                    operand: 0,
+                    cond: 0,
+                    op: (c * STAGE_CHUNK) as u64,
+                    tok,
+                };
+                let at = data_words + c * HDR_WORDS;
+                o.buf[at..at + HDR_WORDS].copy_from_slice(&m.words());
+            }
+        }
+        let mut r = Ok(());
+        for c in 0..chunks {
+            r = self.send_part(id, data_words + c * HDR_WORDS, HDR_WORDS * 8, true);
+            if r.is_err() {
+                break;
+            }
+        }
+        self.posted(id, r)
+    }
+
+    /// An atomic on PE `pe`'s staged device heap; the reply carries the previous value.
+    pub(crate) fn stage_amo(
+        &mut self,
+        pe: usize,
+        off: usize,
+        width: usize,
+        op: AmoOp,
+        operand: u64,
+    ) -> Result<u64> {
+        let id = self.start(pe, "atomic", HDR_WORDS + 1);
+        self.op(id).staged = true;
+        self.op(id).result_at = Some(HDR_WORDS * 8);
+        let r = self.stage_amo_msg(id, 0, off, width, op, operand, (HDR_WORDS * 8) as u64);
+        self.posted(id, r)
+    }
+
+    /// Lay out (at word `at` of operation `id`'s buffer) and send an atomic message; the reply's value goes to
+    /// byte `result` of the buffer ([`NO_RESULT`]: nowhere).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn stage_amo_msg(
+        &mut self,
+        id: u64,
+        at: usize,
+        off: usize,
+        width: usize,
+        op: AmoOp,
+        operand: u64,
+        result: u64,
+    ) -> Result<()> {
+        let (code, cond) = amo_code(op, width);
+        let pe = self.op(id).pe;
+        let m = Msg {
+            kind: MSG_AMO,
+            from: self.me as u64,
+            id,
+            off: off as u64,
+            len: code,
+            operand,
+            cond,
+            op: result,
+            tok: self.tokens[pe],
+        };
+        self.op(id).buf[at..at + HDR_WORDS].copy_from_slice(&m.words());
+        self.send_part(id, at, HDR_WORDS * 8, true)
+    }
+}
+
+/// This PE's device heap as the staging path reaches it: `len` bytes at device address `base` of `rt`'s context,
+/// copied and updated on the device's service lane. Every access is bounded by `len`.
+pub(crate) struct DeviceSpan {
+    rt: Arc<ZeRuntime>,
+    base: usize,
+    len: usize,
+}
+
+impl DeviceSpan {
+    /// The heap of `len` bytes at device address `base`: an allocation of `rt`'s context that stays allocated as
+    /// long as this span (the runtime's heap outlives the transport).
+    pub(crate) fn new(rt: Arc<ZeRuntime>, base: usize, len: usize) -> DeviceSpan {
+        DeviceSpan { rt, base, len }
+    }
+
+    /// Bytes of the heap.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// The device address of `[off, off + len)`, which must lie in the heap.
+    fn at(&self, off: usize, len: usize) -> Result<usize> {
+        if off.checked_add(len).is_none_or(|e| e > self.len) {
+            return Err(Error::Transport {
+                transport: "fabric",
+                message: format!(
+                    "a staged access of {len} bytes at {off} outside the device heap of {} bytes",
+                    self.len
+                ),
+            });
+        }
+        Ok(self.base + off)
+    }
+
+    /// Write `src` at `off`.
+    pub(crate) fn write(&self, off: usize, src: &[u8]) -> Result<()> {
+        let at = self.at(off, src.len())?;
+        // SAFETY: [at, at + len) lies in this PE's device heap (checked just above); the source is host memory.
+        unsafe { self.rt.service_copy(at as *mut u8, src.as_ptr(), src.len()) }
+    }
+
+    /// Read `dst.len()` bytes at `off` into `dst`.
+    pub(crate) fn read(&self, off: usize, dst: &mut [u8]) -> Result<()> {
+        let at = self.at(off, dst.len())?;
+        // SAFETY: as in `write`, in the other direction into `dst` (host memory of its length).
+        unsafe {
+            self.rt
+                .service_copy(dst.as_mut_ptr(), at as *const u8, dst.len())
+        }
+    }
+
+    /// Atomic `op` of `width` bytes at `off` (aligned: checked by the caller); the previous value.
+    pub(crate) fn amo(&self, off: usize, width: usize, op: AmoOp, operand: u64) -> Result<u64> {
+        let at = self.at(off, width)?;
+        self.rt.service_amo(at as *mut u8, width, op, operand)
+    }
+}

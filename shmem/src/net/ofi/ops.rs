@@ -1,0 +1,647 @@
+//! Posting operations: puts (copied, or in place from the registered heap), gets, atomics, each as parts with
+//! contexts libfabric holds until their completion; the retry while the provider's queue is full; the
+//! endpoint's shutdown.
+use super::*;
+
+impl Ep {
+    /// A new operation on `pe` with `words` words of buffer, tracked from now on with one guard part (dropped by
+    /// [`Ep::release`] once every part is posted): completions read while it is being posted find it.
+    pub(super) fn start(&mut self, pe: usize, what: &'static str, words: usize) -> u64 {
+        let id = self.next;
+        self.next += 1;
+        let op = Op {
+            ctxs: Vec::new(),
+            parts_left: 1,
+            pe,
+            what,
+            buf: vec![0u64; words.max(1)],
+            get_len: None,
+            result_at: None,
+            amo_at: 0,
+            staged: false,
+            mr: None,
+            then: None,
+        };
+        self.per_pe[pe] += 1;
+        self.ops.insert(id, op);
+        id
+    }
+
+    pub(super) fn op(&mut self, id: u64) -> &mut Op {
+        match self.ops.get_mut(&id) {
+            Some(o) => o,
+            None => unreachable!("an operation being posted holds a guard part"),
+        }
+    }
+
+    /// Register operation `id`'s buffer when the provider needs local registration; its descriptor.
+    pub(super) fn local_desc(&mut self, id: u64) -> Result<*mut c_void> {
+        if !self.mr_local {
+            return Ok(std::ptr::null_mut());
+        }
+        if let Some(m) = &self.op(id).mr {
+            return Ok(m.desc);
+        }
+        let (ptr, len) = {
+            let b = &self.op(id).buf;
+            (b.as_ptr(), b.len() * 8)
+        };
+        let mut mr = std::ptr::null_mut();
+        // SAFETY: the domain is open; the buffer is the operation's Vec, whose heap block stays put (the Vec is
+        // never resized after posting starts) until `finish` closes this registration.
+        let r = unsafe {
+            fi::xfi_mr_reg(
+                self.domain,
+                ptr.cast(),
+                len,
+                (fi::FI_READ | fi::FI_WRITE) as u64,
+                0,
+                0,
+                0,
+                &mut mr,
+                std::ptr::null_mut(),
+            )
+        };
+        ok(&self.prov, "fi_mr_reg (operation buffer)", r as i64)?;
+        // SAFETY: `mr` was just opened.
+        let desc = unsafe { fi::xfi_mr_desc(mr) };
+        self.op(id).mr = Some(LocalMr { mr, desc });
+        Ok(desc)
+    }
+
+    /// Post one part of operation `id` with `post` (given its context), retrying while the provider's queue is
+    /// full. The part holds bounce buffer `slab` ([`NO_SLAB`]: none) until it completes; a part that cannot be
+    /// posted frees it at once.
+    pub(super) fn post(
+        &mut self,
+        id: u64,
+        call: &str,
+        slab: u32,
+        post: impl FnMut(*mut c_void) -> isize,
+    ) -> Result<()> {
+        let r = self.post_ctx(id, call, slab, post);
+        if r.is_err() {
+            self.free_slab(slab);
+        }
+        r
+    }
+
+    pub(super) fn post_ctx(
+        &mut self,
+        id: u64,
+        call: &str,
+        slab: u32,
+        mut post: impl FnMut(*mut c_void) -> isize,
+    ) -> Result<()> {
+        if self.closed.is_some() {
+            return Err(self.closed_err());
+        }
+        let mut ctx = Box::new(Ctx {
+            raw: fi::fi_context2::default(),
+            id,
+            slab,
+        });
+        let cp: *mut Ctx = &mut *ctx;
+        // The back-off (and the clock) only once the provider pushes back (most posts go at once).
+        let mut backoff: Option<Backoff> = None;
+        loop {
+            let r = post(cp.cast());
+            if r == -(fi::FI_EAGAIN as isize) {
+                // The transmit queue is full (or the connection is being made): completions free it.
+                self.poll()?;
+                let limit = self.timeout;
+                let b = backoff.get_or_insert_with(|| polling_backoff(0, limit));
+                if b.pause(|| true) {
+                    let (pe, what) = self.pe_what(id);
+                    self.alive(what)?;
+                    if let Some(waited) = b.expired() {
+                        return Err(self.timeout_error(call, pe, waited));
+                    }
+                }
+                continue;
+            }
+            let o = self.op(id);
+            if r < 0 {
+                let (pe, what) = (o.pe, o.what);
+                return Err(Error::Transport {
+                    transport: "fabric",
+                    message: format!(
+                        "{call} ({what}) to PE {pe} failed on provider {}: {} ({r})",
+                        self.prov,
+                        strerror(r as i64)
+                    ),
+                });
+            }
+            o.ctxs.push(ctx);
+            o.parts_left += 1;
+            return Ok(());
+        }
+    }
+
+    /// The PE and the name of operation `id`.
+    pub(super) fn pe_what(&mut self, id: u64) -> (usize, &'static str) {
+        let o = self.op(id);
+        (o.pe, o.what)
+    }
+
+    /// The PE to name when the connection to `pe` broke: the one the bootstrap reports lost when it knows of one.
+    /// A PE that died makes the survivors leave, and a slower survivor's connection to one that has already left
+    /// breaks too; the job lost the dead PE, not the one that finalized. The bootstrap's news may trail the broken
+    /// connection by a moment, so it is asked twice.
+    pub(super) fn lost_first(&self, pe: usize) -> usize {
+        for attempt in 0..2 {
+            if attempt > 0 {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            if let Err(Error::PeerLost { pe: first, .. }) = (self.liveness)() {
+                return first;
+            }
+        }
+        pe
+    }
+
+    /// An error when the bootstrap knows of a lost peer: a peer that died may never answer (a provider need not
+    /// report operations queued for a connection it cannot make).
+    pub(crate) fn alive(&mut self, what: &str) -> Result<()> {
+        match (self.liveness)() {
+            Ok(()) => Ok(()),
+            Err(Error::PeerLost { pe, me, op }) => {
+                self.lost = true;
+                Err(Error::PeerLost {
+                    pe,
+                    me,
+                    op: format!("{what} over fabric provider {} ({op})", self.prov),
+                })
+            }
+            Err(e) => {
+                self.lost = true;
+                Err(e)
+            }
+        }
+    }
+
+    /// The error of a wait (or retry) that took longer than the limit.
+    pub(crate) fn check_time(&self, start: Instant, what: &str, pe: usize) -> Result<()> {
+        if let Some(limit) = self.timeout {
+            let waited = start.elapsed();
+            if waited > limit {
+                return Err(self.timeout_error(what, pe, waited));
+            }
+        }
+        Ok(())
+    }
+
+    /// The timeout of `what` to PE `pe` (`usize::MAX`: none) after `waited`.
+    pub(crate) fn timeout_error(&self, what: &str, pe: usize, waited: Duration) -> Error {
+        let whom = if pe == usize::MAX {
+            String::new()
+        } else {
+            format!(" to PE {pe}")
+        };
+        Error::Timeout {
+            op: format!("{what}{whom} over fabric provider {}", self.prov),
+            waited,
+            limit: self.timeout.unwrap_or_default(),
+            detail: String::new(),
+        }
+    }
+
+    /// End the posting of operation `id`: on error its posted parts still complete, but nothing follows them.
+    pub(super) fn posted(&mut self, id: u64, r: Result<()>) -> Result<u64> {
+        if r.is_err() {
+            self.op(id).then = None;
+        }
+        self.release(id);
+        r.map(|()| id)
+    }
+
+    /// Put `src` into `region` at `off` of PE `pe`, then (once delivered) `signal`. A large source is copied into
+    /// bounce buffers (one part up to [`SLAB_MAX`]); a smaller one into the operation's own buffer. (A source in
+    /// the registered heap goes through [`Ep::put_direct`] instead when the caller waits for it: blocking puts.)
+    pub(crate) fn put(
+        &mut self,
+        pe: usize,
+        region: Region,
+        off: usize,
+        src: &[u8],
+        signal: Option<Signal>,
+    ) -> Result<u64> {
+        let what = if signal.is_some() {
+            "put_signal"
+        } else {
+            "put"
+        };
+        if src.len() >= SLAB_MIN {
+            let id = self.start(pe, what, 3);
+            self.op(id).then = signal.map(|s| (region, s));
+            let r = self.slab_parts(id, region, off, src);
+            return self.posted(id, r);
+        }
+        let data_words = src.len().div_ceil(8);
+        let id = self.start(pe, what, data_words + 3);
+        {
+            let o = self.op(id);
+            bytes_of_mut(&mut o.buf)[..src.len()].copy_from_slice(src);
+            o.amo_at = data_words;
+            o.then = signal.map(|s| (region, s));
+        }
+        let r = self.local_desc(id).and_then(|desc| {
+            let base = self.op(id).buf.as_ptr() as usize;
+            self.write_parts(id, region, off, base, src.len(), desc, NO_SLAB)
+        });
+        self.posted(id, r)
+    }
+
+    /// The local descriptor of `[addr, addr + len)` when it lies in this PE's registered host heap.
+    pub(super) fn heap_desc(&self, addr: usize, len: usize) -> Option<*mut c_void> {
+        let h = self.heap?;
+        (addr >= h.base && addr.checked_add(len).is_some_and(|e| e <= h.base + h.len))
+            .then_some(h.desc)
+    }
+
+    /// Put the `len` bytes at `addr` (where [`Ep::direct`] allowed it: this PE's registered heap, or private memory
+    /// when the provider reads unregistered memory) into `region` at `off` of PE `pe` without copying them. The
+    /// provider reads the source until the operation completes, so the caller waits for it before the source may
+    /// change, and shuts the endpoint down ([`Ep::shutdown`]) when that wait ends with the write outstanding and
+    /// the source is the caller's (a window's non-blocking puts promise to copy: their callers, collectives among
+    /// them, may reuse the source at once).
+    pub(crate) fn put_direct(
+        &mut self,
+        pe: usize,
+        region: Region,
+        off: usize,
+        addr: usize,
+        len: usize,
+    ) -> (u64, Result<()>) {
+        let desc = self.heap_desc(addr, len).unwrap_or(std::ptr::null_mut());
+        let id = self.start(pe, "put", 1);
+        let r = self.write_parts(id, region, off, addr, len, desc, NO_SLAB);
+        (id, self.posted(id, r).map(|_| ()))
+    }
+
+    /// The error of every operation once the endpoint was shut down.
+    pub(crate) fn closed_err(&self) -> Error {
+        Error::Transport {
+            transport: "fabric",
+            message: format!(
+                "the endpoint of PE {} on provider {} was closed after {}; no operation over the fabric is \
+                 possible any more",
+                self.me,
+                self.prov,
+                self.closed.as_deref().unwrap_or("an earlier failure")
+            ),
+        }
+    }
+
+    /// Close the endpoint for good (`fi_close`), so that the provider drops every reference to the buffers of
+    /// the operations still outstanding (a zero-copy put's source is the caller's memory, which the caller may
+    /// free once the put returned, even with an error). `why` is named by every later error ([`Ep::closed_err`]);
+    /// the outstanding operations fail with it, and their contexts and buffers are kept until `Drop for Ep`. A
+    /// provider that refuses to close the endpoint would go on reading freed memory: the process aborts instead.
+    pub(crate) fn shutdown(&mut self, why: String) {
+        if self.ep.is_null() || self.closed.is_some() {
+            return;
+        }
+        tracing::error!(pe = self.me, "closing the fabric endpoint: {why}");
+        // SAFETY: the endpoint is open (non-null, closed only here or in `Drop`, after which it is null); the
+        // objects bound to it (completion queue, address vector, registrations) outlive it.
+        let r = unsafe { fi::xfi_close(&mut (*self.ep).fid) };
+        if r != 0 {
+            eprintln!(
+                "xpushmem: PE {}: fi_close of the endpoint failed on provider {} ({}) after {why}: the provider may \
+                 still read a buffer its caller is about to free; aborting",
+                self.me,
+                self.prov,
+                strerror(r as i64)
+            );
+            std::process::abort();
+        }
+        self.ep = std::ptr::null_mut();
+        self.closed = Some(why);
+        self.lost = true;
+        let err = self.closed_err();
+        let ids: Vec<u64> = self.ops.keys().copied().collect();
+        for id in ids {
+            if let Some(op) = self.ops.remove(&id) {
+                self.per_pe[op.pe] = self.per_pe[op.pe].saturating_sub(1);
+                self.errors.entry(id).or_insert_with(|| err.clone());
+                self.abandoned.push(op);
+            }
+        }
+    }
+
+    /// Post writes of the `len` bytes at local address `base` (described by `desc`) to `off` of `region` as parts
+    /// of operation `id`, one per `max_msg` bytes; `slab` is the bounce buffer they read ([`NO_SLAB`]: none; a
+    /// bounce buffer's bytes always fit one part).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn write_parts(
+        &mut self,
+        id: u64,
+        region: Region,
+        off: usize,
+        base: usize,
+        len: usize,
+        desc: *mut c_void,
+        slab: u32,
+    ) -> Result<()> {
+        let flags = if self.delivery_complete {
+            fi::FI_DELIVERY_COMPLETE as u64
+        } else {
+            0
+        };
+        let pe = self.op(id).pe;
+        let dest = self.addrs[pe];
+        let ep = self.ep;
+        let mut done = 0;
+        while done < len {
+            let n = (len - done).min(self.max_msg);
+            let iov = fi::iovec {
+                iov_base: (base + done) as *mut c_void,
+                iov_len: n,
+            };
+            let rma = fi::fi_rma_iov {
+                addr: region.addr + (off + done) as u64,
+                len: n,
+                key: region.key,
+            };
+            let mut d = desc;
+            self.post(id, "fi_writemsg", slab, |ctx| {
+                let msg = fi::fi_msg_rma {
+                    msg_iov: &iov,
+                    desc: &mut d,
+                    iov_count: 1,
+                    addr: dest,
+                    rma_iov: &rma,
+                    rma_iov_count: 1,
+                    context: ctx,
+                    data: 0,
+                };
+                // SAFETY: the endpoint is open; `iov` points into the operation's buffer, a bounce buffer or this
+                // PE's registered heap, each alive (and in place) until the part's completion; `msg` and what it
+                // points to live across the call.
+                unsafe { fi::xfi_writemsg(ep, &msg, flags) }
+            })?;
+            done += n;
+        }
+        Ok(())
+    }
+
+    /// Post an atomic of operation `id` (its buffer holds operand, compare value and result at words `amo_at`,
+    /// `+1`, `+2`).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn post_amo(
+        &mut self,
+        id: u64,
+        region: Region,
+        off: usize,
+        width: usize,
+        amo: AmoOp,
+        operand: u64,
+        fetch: bool,
+    ) -> Result<()> {
+        let dt = dtype(width)?;
+        let (fop, form) = fi_op_of(amo, fetch);
+        let cond = match amo {
+            AmoOp::CompareSwap { cond } => cond,
+            _ => 0,
+        };
+        let (base, dest) = {
+            let o = self.op(id);
+            let at = o.amo_at;
+            // Little-endian: the low `width` bytes of each word are the value of that width.
+            o.buf[at] = operand;
+            o.buf[at + 1] = cond;
+            o.buf[at + 2] = 0;
+            o.result_at = (form != Form::Post).then_some((at + 2) * 8);
+            // SAFETY: `at + 2` is inside the buffer (every operation allocates three words past its data).
+            let base = unsafe { o.buf.as_mut_ptr().add(at) };
+            let pe = o.pe;
+            (base, self.addrs[pe])
+        };
+        let desc = self.local_desc(id)?;
+        let addr = region.addr + off as u64;
+        let key = region.key;
+        let ep = self.ep;
+        let flags = if self.delivery_complete {
+            fi::FI_DELIVERY_COMPLETE as u64
+        } else {
+            0
+        };
+        match form {
+            Form::Post => {
+                let ioc = fi::fi_ioc {
+                    addr: base.cast(),
+                    count: 1,
+                };
+                let rioc = fi::fi_rma_ioc {
+                    addr,
+                    count: 1,
+                    key,
+                };
+                let mut d = desc;
+                self.post(id, "fi_atomicmsg", NO_SLAB, |ctx| {
+                    let msg = fi::fi_msg_atomic {
+                        msg_iov: &ioc,
+                        desc: &mut d,
+                        iov_count: 1,
+                        addr: dest,
+                        rma_iov: &rioc,
+                        rma_iov_count: 1,
+                        datatype: dt,
+                        op: fop,
+                        context: ctx,
+                        data: 0,
+                    };
+                    // SAFETY: the endpoint is open; the operand lives in the operation's buffer until completion.
+                    unsafe { fi::xfi_atomicmsg(ep, &msg, flags) }
+                })
+            }
+            Form::Fetch => self.post(id, "fi_fetch_atomic", NO_SLAB, |ctx| {
+                // SAFETY: the endpoint is open; operand and result are words of the operation's buffer, alive
+                // until completion.
+                unsafe {
+                    fi::xfi_fetch_atomic(
+                        ep,
+                        base.cast(),
+                        1,
+                        desc,
+                        base.add(2).cast(),
+                        desc,
+                        dest,
+                        addr,
+                        key,
+                        dt,
+                        fop,
+                        ctx,
+                    )
+                }
+            }),
+            Form::Compare => self.post(id, "fi_compare_atomic", NO_SLAB, |ctx| {
+                // SAFETY: as for the fetch form; the compare value is the next word.
+                unsafe {
+                    fi::xfi_compare_atomic(
+                        ep,
+                        base.cast(),
+                        1,
+                        desc,
+                        base.add(1).cast(),
+                        desc,
+                        base.add(2).cast(),
+                        desc,
+                        dest,
+                        addr,
+                        key,
+                        dt,
+                        fop,
+                        ctx,
+                    )
+                }
+            }),
+        }
+    }
+
+    /// Start a get of `len` bytes at `off` of `region` of PE `pe`.
+    pub(crate) fn get(&mut self, pe: usize, region: Region, off: usize, len: usize) -> Result<u64> {
+        let id = self.start(pe, "get", len.div_ceil(8));
+        self.op(id).get_len = Some(len);
+        let r = self.get_parts(id, region, off, len);
+        self.posted(id, r)
+    }
+
+    pub(super) fn get_parts(
+        &mut self,
+        id: u64,
+        region: Region,
+        off: usize,
+        len: usize,
+    ) -> Result<()> {
+        let desc = self.local_desc(id)?;
+        let (base, src) = {
+            let pe = self.op(id).pe;
+            (self.op(id).buf.as_mut_ptr() as usize, self.addrs[pe])
+        };
+        let ep = self.ep;
+        let mut done = 0;
+        while done < len {
+            let n = (len - done).min(self.max_msg);
+            let addr = region.addr + (off + done) as u64;
+            self.post(id, "fi_read", NO_SLAB, |ctx| {
+                // SAFETY: the endpoint is open; the destination lies in the operation's buffer (at least `len`
+                // bytes), alive and in place until completion.
+                unsafe {
+                    fi::xfi_read(
+                        ep,
+                        (base + done) as *mut c_void,
+                        n,
+                        desc,
+                        src,
+                        addr,
+                        region.key,
+                        ctx,
+                    )
+                }
+            })?;
+            done += n;
+        }
+        Ok(())
+    }
+
+    /// Start an atomic (the provider's own; the caller checked that it offers it).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn amo_start(
+        &mut self,
+        pe: usize,
+        region: Region,
+        off: usize,
+        width: usize,
+        amo: AmoOp,
+        operand: u64,
+        fetch: bool,
+    ) -> Result<u64> {
+        let id = self.start(pe, "atomic", 3);
+        let r = self.post_amo(id, region, off, width, amo, operand, fetch);
+        self.posted(id, r)
+    }
+
+    pub(crate) fn offers(&self, width: usize, amo: AmoOp, fetch: bool) -> bool {
+        let (fop, form) = fi_op_of(amo, fetch);
+        self.atomics.contains(&(width, fop, form))
+    }
+}
+
+/// What the transport asks of the operations in flight (it never holds them: their contexts and buffers are the
+/// provider's until they complete).
+impl Ep {
+    /// Whether the endpoint was shut down ([`Ep::shutdown`]).
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.is_some()
+    }
+
+    /// The PE of operation `id` (`usize::MAX` once it completed).
+    pub(crate) fn pe_of(&self, id: u64) -> usize {
+        self.ops.get(&id).map_or(usize::MAX, |o| o.pe)
+    }
+
+    /// The time limit of a wait.
+    pub(crate) fn timeout(&self) -> Option<Duration> {
+        self.timeout
+    }
+
+    /// Whether no operation is in flight.
+    pub(crate) fn idle(&self) -> bool {
+        self.ops.is_empty()
+    }
+
+    /// Whether operation `id` is still in flight.
+    pub(crate) fn in_flight(&self, id: u64) -> bool {
+        self.ops.contains_key(&id)
+    }
+
+    /// Operations in flight to PE `pe`.
+    pub(crate) fn outstanding_to(&self, pe: usize) -> usize {
+        self.per_pe[pe]
+    }
+
+    /// Whether a peer was lost (a completion error said so) or the endpoint was shut down.
+    pub(crate) fn lost_peer(&self) -> bool {
+        self.lost || self.closed.is_some()
+    }
+
+    /// The error of completed operation `id`, if it failed (taken).
+    pub(crate) fn take_error(&mut self, id: u64) -> Option<Error> {
+        self.errors.remove(&id)
+    }
+
+    /// The bytes of completed get or fetching atomic `id` (taken).
+    pub(crate) fn take_result(&mut self, id: u64) -> Option<Vec<u8>> {
+        self.results.remove(&id)
+    }
+
+    /// The first stored error (by id) of the operations `pick` selects, removing them all.
+    pub(crate) fn take_errors(&mut self, pick: impl Fn(u64) -> bool) -> Result<()> {
+        let ids: Vec<u64> = self.errors.keys().copied().filter(|&i| pick(i)).collect();
+        let mut first: Option<(u64, Error)> = None;
+        for id in ids {
+            if let Some(e) = self.errors.remove(&id) {
+                if first.as_ref().is_none_or(|(f, _)| id < *f) {
+                    first = Some((id, e));
+                }
+            }
+        }
+        first.map_or(Ok(()), |(_, e)| Err(e))
+    }
+
+    /// How a blocking put of `len` bytes at `addr` to a registered (not staged) region goes without a copy, if it
+    /// can: `Some(private)`, whether the source is private memory (not in this PE's registered heap). Only puts of at least [`ZERO_COPY_MIN`] bytes; a private source only when
+    /// the provider reads unregistered memory (no `FI_MR_LOCAL`, no `FI_MR_ENDPOINT`: the endpoint can then be
+    /// closed on its own, see the window's `write_direct`).
+    pub(crate) fn direct(&self, addr: usize, len: usize) -> Option<bool> {
+        if len < ZERO_COPY_MIN || self.closed.is_some() {
+            return None;
+        }
+        if self.heap_desc(addr, len).is_some() {
+            return Some(false);
+        }
+        (!self.mr_local && !self.mr_endpoint).then_some(true)
+    }
+}

@@ -1,0 +1,431 @@
+//! The agreement every collective starts with ([`Ctx::enter`], [`Ctx::agree`]): the dissemination all-reduce of
+//! "failed" and the lowest and highest digest, with its linear, tree and hierarchical (node-aware) variants, and
+//! the judgement of its outcome.
+
+use super::*;
+
+/// Fan-in of the trees inside each node of the hierarchical agreement (a leader hears from up to this many
+/// members of its node, each from as many below it).
+pub(super) const HIER_FANIN: usize = 8;
+const _: () = assert!(HIER_FANIN + 2 < layout::AGREE_ROUNDS);
+
+/// Two agreement messages combined: failed (OR), lowest and highest digest.
+pub(super) fn fold3(a: [u64; 3], b: [u64; 3]) -> [u64; 3] {
+    [a[0] | b[0], a[1].min(b[1]), a[2].max(b[2])]
+}
+
+/// An agreement message's three words as bytes.
+pub(super) fn words_bytes(v: &[u64; 3]) -> [u8; 24] {
+    let mut b = [0u8; 24];
+    for (c, x) in b.chunks_exact_mut(8).zip(v) {
+        c.copy_from_slice(&x.to_le_bytes());
+    }
+    b
+}
+
+impl<'a> Ctx<'a> {
+    /// The agreement (see the module docs): publish this call's identity, all-reduce the verdict over the team
+    /// (which is also a barrier), and on disagreement fail with the same [`Error::Mismatch`] on every member.
+    /// `local` is this PE's verdict on its own arguments: its error is returned first. With `need_info`, returns
+    /// every member's info words. Completes this PE's outstanding puts first.
+    pub(crate) fn enter(
+        &mut self,
+        common: [u64; COMMON],
+        info: [u64; INFO],
+        local: Result<()>,
+        need_info: bool,
+    ) -> Result<Vec<[u64; INFO]>> {
+        let checking = self.sh.cfg.check_symmetry;
+        let (clean, all, mine) = self.agree(
+            common,
+            info,
+            local.is_ok(),
+            checking,
+            need_info,
+            self.pattern(BarrierAlgo::Auto, false)?,
+        )?;
+        local?;
+        if !clean {
+            return Err(self.verdict(&all, &mine, checking));
+        }
+        Ok(all
+            .iter()
+            .map(|w| {
+                let mut inf = [0u64; INFO];
+                inf.copy_from_slice(&w[COMMON..STATUS]);
+                inf
+            })
+            .collect())
+    }
+
+    /// The agreement of a collective of a layer above, named `op` (at most 40 bytes are kept), whose arguments
+    /// digest to `dig`; see [`Shmem::team_agree`].
+    pub(crate) fn agree_external(
+        &mut self,
+        op: &str,
+        ok: bool,
+        dig: u64,
+    ) -> Result<crate::team::Agreement> {
+        let mut common = CallId::External.words();
+        common[1] = dig;
+        for (k, c) in op.as_bytes().chunks(8).take(COMMON - 3).enumerate() {
+            let mut b = [0u8; 8];
+            b[..c.len()].copy_from_slice(c);
+            common[3 + k] = u64::from_le_bytes(b);
+        }
+        let (clean, all, mine) = self.agree(
+            common,
+            [0; INFO],
+            ok,
+            true,
+            false,
+            self.pattern(BarrierAlgo::Auto, false)?,
+        )?;
+        let mut out = crate::team::Agreement {
+            failed: None,
+            differs: None,
+        };
+        if clean {
+            return Ok(out);
+        }
+        // Another call altogether (another kind, or another operation of the layer above): a mismatch.
+        let same_call =
+            |w: &[u64]| w[0] == common[0] && w[3..COMMON] == common[3..] && w[SEQ] == mine[SEQ];
+        if !all.iter().all(|w| same_call(w)) {
+            let mut all = all;
+            for w in all.iter_mut() {
+                if same_call(w) {
+                    w[1] = common[1];
+                    w[STATUS] = STATUS_OK;
+                }
+            }
+            let mut mine = mine;
+            mine[STATUS] = STATUS_OK;
+            return Err(self.verdict(&all, &mine, true));
+        }
+        out.failed = all.iter().position(|w| w[STATUS] != STATUS_OK);
+        out.differs = all.iter().position(|w| w[1] != dig);
+        Ok(out)
+    }
+
+    /// This PE's error first, then the shared verdict of an exchange whose outcome is `v`.
+    pub(super) fn judge(&mut self, local: Result<()>, v: crate::team::Agreement) -> Result<()> {
+        local?;
+        if v.failed.is_none() && v.differs.is_none() {
+            return Ok(());
+        }
+        let seq = self.st.seq;
+        let at = layout::CHECK + (seq % 2) as usize * layout::CHECK_WORDS;
+        let all = self.identities(at, seq)?;
+        let mine = all[self.idx()].clone();
+        Err(self.verdict(&all, &mine, self.sh.cfg.check_symmetry))
+    }
+
+    /// Publish, all-reduce, and on the slow path (or `need_info`) read every member's identity words. Returns
+    /// (every member agreed, every member's words when read, this PE's words).
+    pub(super) fn agree(
+        &mut self,
+        common: [u64; COMMON],
+        info: [u64; INFO],
+        ok: bool,
+        compare_all: bool,
+        need_info: bool,
+        pattern: BarrierAlgo,
+    ) -> Result<(bool, Vec<Vec<u64>>, [u64; layout::CHECK_WORDS])> {
+        self.sh.quiet()?;
+        let n = self.n();
+        self.st.seq += 1;
+        let seq = self.st.seq;
+        let at = layout::CHECK + (seq % 2) as usize * layout::CHECK_WORDS;
+        // On the stack: a barrier allocates nothing (the allocator was a third of its instructions).
+        let mut words = [0u64; layout::CHECK_WORDS];
+        words[..COMMON].copy_from_slice(&common);
+        words[COMMON..STATUS].copy_from_slice(&info);
+        words[STATUS] = if ok { STATUS_OK } else { STATUS_BAD };
+        words[SEQ] = seq;
+        if n == 1 {
+            return Ok((ok, vec![words.to_vec()], words));
+        }
+        self.publish(at, &words)?;
+        // What is compared: the whole call, or (argument checks off) the call kind alone.
+        let compared = if compare_all { COMMON } else { 1 };
+        let mut d = [0u64; 2 + COMMON];
+        d[0] = self.team.slot as u64;
+        d[1] = seq;
+        d[2..2 + compared].copy_from_slice(&common[..compared]);
+        let d = &d[..2 + compared];
+        let (failed, lo, hi) = match pattern {
+            BarrierAlgo::Linear => self.reduce_linear(seq, at, !ok, compare_all)?,
+            BarrierAlgo::Tree => self.reduce_tree(seq, !ok, digest(d))?,
+            BarrierAlgo::Hierarchical => self.reduce_hier(seq, !ok, digest(d))?,
+            _ => self.all_reduce(seq, !ok, digest(d))?,
+        };
+        let clean = !failed && lo == hi;
+        if clean && !need_info {
+            return Ok((true, Vec::new(), words));
+        }
+        // Slow path (or a call that needs the others' words): read every member's identity, once published (a
+        // member that found another in an exchange did not hear from every member).
+        let all = self.identities(at, seq)?;
+        Ok((clean, all, words))
+    }
+
+    /// The dissemination all-reduce of (failed: OR, digest: min and max) over the team; also a barrier.
+    pub(super) fn all_reduce(
+        &mut self,
+        seq: u64,
+        failed: bool,
+        dig: u64,
+    ) -> Result<(bool, u64, u64)> {
+        let (n, me) = (self.n(), self.idx());
+        let v = self.disseminate(
+            seq,
+            [failed as u64, dig, dig],
+            n,
+            me,
+            &|k| k,
+            0,
+            "agreement",
+        )?;
+        Ok((v[0] != 0, v[1], v[2]))
+    }
+
+    /// The dissemination all-reduce of `v` over `count` members, `member(k)` the team rank of the k-th and this PE
+    /// the `mine`-th, in the agreement slots from `first` on (one per round).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn disseminate(
+        &mut self,
+        seq: u64,
+        mut v: [u64; 3],
+        count: usize,
+        mine: usize,
+        member: &dyn Fn(usize) -> usize,
+        first: usize,
+        what: &str,
+    ) -> Result<[u64; 3]> {
+        use layout::*;
+        let base = AGREE + (seq % 2) as usize * AGREE_ROUNDS * AGREE_ROUND_WORDS;
+        let mut dist = 1usize;
+        let mut round = 0usize;
+        while dist < count {
+            if first + round >= AGREE_ROUNDS {
+                return Err(Error::State(format!(
+                    "{}: {count} members need more than {} agreement rounds",
+                    self.op,
+                    AGREE_ROUNDS - first
+                )));
+            }
+            let flag = base + (first + round) * AGREE_ROUND_WORDS;
+            let to = member((mine + dist) % count);
+            self.send3(to, flag, &v, seq)?;
+            let from_idx = member((mine + count - dist) % count);
+            let from = self.pe(from_idx);
+            let got = if self.wait_from(flag, seq, from_idx, &|| {
+                format!("{what} round {round}: waiting for PE {from}")
+            })? {
+                self.read3(flag + 1)?
+            } else {
+                // That member is in an exchange: it never sends this round; the agreement fails everywhere.
+                [1, 0, u64::MAX]
+            };
+            v = fold3(v, got);
+            dist <<= 1;
+            round += 1;
+        }
+        Ok(v)
+    }
+
+    /// Put an agreement message `v` into the slot whose flag is word `flag` of member `to`, and raise the flag to
+    /// `seq`: the words then the flag in one ordered operation (a transport that completes later never shows the
+    /// flag first).
+    pub(super) fn send3(&self, to: usize, flag: usize, v: &[u64; 3], seq: u64) -> Result<()> {
+        let bytes = words_bytes(v);
+        let _issued = self.win(to)?.put_signal_nbi(
+            self.word(flag + 1),
+            &bytes,
+            self.word(flag),
+            AmoOp::Set,
+            seq,
+        )?;
+        Ok(())
+    }
+
+    /// The agreement's reduction over the team's node layout (the hierarchical barrier, see `groups.rs`). Inside
+    /// each group the members form a tree of fan-in [`HIER_FANIN`] rooted at the leader (group rank r's parent is
+    /// (r - 1) / fan-in): children write into slots 0..fan-in of their parent's agreement area, the leader combines
+    /// its group's verdict, the leaders run the dissemination among themselves in the slots from fan-in + 1 on,
+    /// and the verdict of the whole team comes back down each group's tree in slot fan-in. A member found in an
+    /// exchange counts as a failure (as in the other patterns).
+    pub(super) fn reduce_hier(
+        &mut self,
+        seq: u64,
+        failed: bool,
+        dig: u64,
+    ) -> Result<(bool, u64, u64)> {
+        use layout::*;
+        const F: usize = HIER_FANIN;
+        let me = self.idx();
+        let groups = self.groups();
+        let g = groups.group_of[me];
+        let mem = &groups.members[g];
+        let r = groups.rank_in[me];
+        let base = AGREE + (seq % 2) as usize * AGREE_ROUNDS * AGREE_ROUND_WORDS;
+        let slot = |k: usize| base + k * AGREE_ROUND_WORDS;
+        let mut v = [failed as u64, dig, dig];
+        let children = (F * r + 1..(F * r + F + 1).min(mem.len())).map(|c| mem[c]);
+        for (k, c) in children.clone().enumerate() {
+            let child = self.pe(c);
+            let got = if self.wait_from(slot(k), seq, c, &|| {
+                format!("hierarchical barrier: waiting for PE {child} of this node")
+            })? {
+                self.read3(slot(k) + 1)?
+            } else {
+                [1, 0, u64::MAX]
+            };
+            v = fold3(v, got);
+        }
+        if r > 0 {
+            let parent = mem[(r - 1) / F];
+            self.send3(parent, slot((r - 1) % F), &v, seq)?;
+            let p = self.pe(parent);
+            v = if self.wait_from(slot(F), seq, parent, &|| {
+                format!("hierarchical barrier: waiting for the release from PE {p} of this node")
+            })? {
+                self.read3(slot(F) + 1)?
+            } else {
+                [1, 0, u64::MAX]
+            };
+        } else {
+            let leaders = groups.count();
+            v = self.disseminate(
+                seq,
+                v,
+                leaders,
+                g,
+                &|k| groups.leader(k),
+                F + 1,
+                "hierarchical barrier (node leaders)",
+            )?;
+        }
+        for c in children {
+            self.send3(c, slot(F), &v, seq)?;
+        }
+        self.count_node_aware(|c| &c.agreements);
+        Ok((v[0] != 0, v[1], v[2]))
+    }
+
+    /// The agreement's verdict gathered at member 0 and sent back to each (the linear barrier): every member
+    /// counts its arrival at member 0, which reads each member's published identity words, computes (failed, lowest
+    /// and highest digest) and writes it, then the release flag, into each member's slot.
+    pub(super) fn reduce_linear(
+        &mut self,
+        seq: u64,
+        at: usize,
+        failed: bool,
+        compare_all: bool,
+    ) -> Result<(bool, u64, u64)> {
+        use layout::*;
+        let n = self.n();
+        let release =
+            AGREE + (seq % 2) as usize * AGREE_ROUNDS * AGREE_ROUND_WORDS + 2 * AGREE_ROUND_WORDS;
+        if self.idx() == 0 {
+            self.wait(ARRIVE, n as u64 - 1, &|| {
+                format!("linear barrier: member 0 waiting for {} arrivals", n - 1)
+            })?;
+            let cmp = if compare_all { COMMON } else { 1 };
+            let mut v = [0u64; 3];
+            for i in 0..n {
+                let w = self.read_words(i, at, CHECK_WORDS)?;
+                let mut d = vec![self.team.slot as u64, w[SEQ]];
+                d.extend_from_slice(&w[..cmp]);
+                let dig = digest(&d);
+                let bad = w[STATUS] != STATUS_OK || (i == 0 && failed);
+                v = if i == 0 {
+                    [bad as u64, dig, dig]
+                } else {
+                    [v[0] | bad as u64, v[1].min(dig), v[2].max(dig)]
+                };
+            }
+            let bytes = words_bytes(&v);
+            for i in 1..n {
+                let _issued = self.win(i)?.put_signal_nbi(
+                    self.word(release + 1),
+                    &bytes,
+                    self.word(release),
+                    AmoOp::Set,
+                    seq,
+                )?;
+            }
+            Ok((v[0] != 0, v[1], v[2]))
+        } else {
+            self.signal(ARRIVE, 0)?;
+            let root = self.pe(0);
+            if !self.wait_from(release, seq, 0, &|| {
+                format!("linear barrier: waiting for the release from PE {root}")
+            })? {
+                return Ok((true, 0, u64::MAX));
+            }
+            let got = self.read3(release + 1)?;
+            Ok((got[0] != 0, got[1], got[2]))
+        }
+    }
+
+    /// The agreement's reduction over a binary tree (the tree barrier): each member combines its children's
+    /// (failed, lowest and highest digest) with its own and sends it to its parent; member 0's result comes back
+    /// down the tree. Children write into slots 0 and 1 of the parent's agreement area, the parent into slot 2.
+    pub(super) fn reduce_tree(
+        &mut self,
+        seq: u64,
+        failed: bool,
+        dig: u64,
+    ) -> Result<(bool, u64, u64)> {
+        use layout::*;
+        let (n, me) = (self.n(), self.idx());
+        let base = AGREE + (seq % 2) as usize * AGREE_ROUNDS * AGREE_ROUND_WORDS;
+        let slot = |k: usize| base + k * AGREE_ROUND_WORDS;
+        let mut v = [failed as u64, dig, dig];
+        let children: Vec<usize> = [2 * me + 1, 2 * me + 2]
+            .into_iter()
+            .filter(|&c| c < n)
+            .collect();
+        for (k, &c) in children.iter().enumerate() {
+            let child = self.pe(c);
+            let got = if self.wait_from(slot(k), seq, c, &|| {
+                format!("tree barrier: waiting for child PE {child}")
+            })? {
+                self.read3(slot(k) + 1)?
+            } else {
+                [1, 0, u64::MAX]
+            };
+            v = [v[0] | got[0], v[1].min(got[1]), v[2].max(got[2])];
+        }
+        let send = |ctx: &Self, to: usize, k: usize, v: &[u64; 3]| -> Result<()> {
+            let bytes = words_bytes(v);
+            let _issued = ctx.win(to)?.put_signal_nbi(
+                ctx.word(slot(k) + 1),
+                &bytes,
+                ctx.word(slot(k)),
+                AmoOp::Set,
+                seq,
+            )?;
+            Ok(())
+        };
+        if me > 0 {
+            let parent = (me - 1) / 2;
+            send(self, parent, (me - 1) % 2, &v)?;
+            let p = self.pe(parent);
+            v = if self.wait_from(slot(2), seq, parent, &|| {
+                format!("tree barrier: waiting for the release from PE {p}")
+            })? {
+                let got = self.read3(slot(2) + 1)?;
+                [got[0], got[1], got[2]]
+            } else {
+                [1, 0, u64::MAX]
+            };
+        }
+        for &c in &children {
+            send(self, c, 2, &v)?;
+        }
+        Ok((v[0] != 0, v[1], v[2]))
+    }
+}

@@ -1,0 +1,247 @@
+//! The exchange ([`Ctx::exchange`]): every member sends one message to every other, with the call's identity in
+//! each message's header, in the team slot's exchange area; the entries of the exchanges and of the gathering
+//! exchange (`gather.rs`).
+
+use super::*;
+
+/// Words of one member's message region in one buffer of the exchange area, for a team of `n` (0 when a region
+/// would not hold the header and one payload word).
+pub(crate) fn exchange_region_words(n: usize) -> usize {
+    let w = layout::EXCH_PARITY_WORDS / n.max(1);
+    if w > layout::EXCH_HEADER {
+        w
+    } else {
+        0
+    }
+}
+
+impl<'a> Ctx<'a> {
+    /// Payload bytes one member may send each other member in one [`Ctx::exchange`] (0 when the team has too
+    /// many members for the exchange area).
+    pub(crate) fn exchange_capacity(&self) -> usize {
+        exchange_region_words(self.n()).saturating_sub(layout::EXCH_HEADER) * 8
+    }
+
+    /// One signalled all-to-all exchange that is at the same time the agreement of a collective of a layer above
+    /// named `op` (see [`Shmem::team_exchange`]): every member puts its argument digest, its verdict on its own
+    /// arguments and its message for that member (`send`'s entry) into that member's region of the exchange area
+    /// and raises the region's flag to the sequence number, then waits for every member's flag. Every member so
+    /// learns every verdict and digest: the outcome ([`crate::team::Agreement`]) is the same everywhere, after one
+    /// message latency and without a dissemination. `recv` gets every member's message (this PE's own included;
+    /// empty ones from a member that failed). A member found in another collective of the team at this sequence
+    /// number makes the call fail with [`Error::Mismatch`].
+    pub(crate) fn exchange(
+        &mut self,
+        common: [u64; COMMON],
+        ok: bool,
+        dig: u64,
+        send: &crate::team::Messages,
+        recv: &mut crate::team::Messages,
+    ) -> Result<crate::team::Agreement> {
+        use layout::*;
+        let op = self.op;
+        let (n, me) = (self.n(), self.idx());
+        let cap = self.exchange_capacity();
+        // A bad message list is this PE's error, reported after the exchange (so that nobody waits for it). A PE
+        // that failed already sends empty messages.
+        let local = if !ok {
+            Ok(())
+        } else if send.ends.len() != n
+            || send.ends.windows(2).any(|e| e[0] > e[1])
+            || send.ends.last().is_some_and(|&e| e > send.data.len())
+        {
+            Err(Error::invalid(
+                "send",
+                format!("{} message ends", send.ends.len()),
+                format!("{op}: one message per team member ({n}), ends ascending within the data"),
+            ))
+        } else if let Some(i) = (0..n).find(|&i| n > 1 && send.get(i).len() > cap) {
+            Err(Error::invalid(
+                "send",
+                format!("{} bytes for team rank {i}", send.get(i).len()),
+                format!(
+                    "{op}: a message of a team of {n} holds at most {cap} bytes (team_exchange_capacity)"
+                ),
+            ))
+        } else {
+            Ok(())
+        };
+        let ok = ok && local.is_ok();
+        self.sh.quiet()?;
+        self.st.seq += 1;
+        let seq = self.st.seq;
+        recv.clear();
+        let mut out = crate::team::Agreement {
+            failed: None,
+            differs: None,
+        };
+        if n == 1 {
+            if ok {
+                recv.push(send.get(0));
+            } else {
+                recv.push(&[]);
+                out.failed = Some(0);
+            }
+            local?;
+            return Ok(out);
+        }
+        let (at, words) = self.publish_exchange(common, EXCHANGE_MARK, ok, seq)?;
+        let region = exchange_region_words(n);
+        let base = EXCH + (seq % 2) as usize * EXCH_PARITY_WORDS;
+        let mine = base + me * region;
+        let mut buf = std::mem::take(&mut self.st.xbuf);
+        for k in 1..n {
+            let p = (me + k) % n;
+            let m = if ok { send.get(p) } else { &[] };
+            buf.clear();
+            buf.extend_from_slice(&dig.to_le_bytes());
+            buf.extend_from_slice(&(((m.len() as u64) << 1) | u64::from(!ok)).to_le_bytes());
+            buf.extend_from_slice(m);
+            // Header and payload, then the flag, in one ordered operation.
+            let _issued = self.win(p)?.put_signal_nbi(
+                self.word(mine + 1),
+                &buf,
+                self.word(mine),
+                AmoOp::Set,
+                seq,
+            )?;
+        }
+        self.st.xbuf = buf;
+        // Wait for every member's message, in the order they were sent to this PE's neighbours.
+        let next = std::cell::Cell::new(1usize);
+        let mut other = None;
+        let mut polls = 0u32;
+        // The flag polled now, resolved once per member (not once per poll).
+        let mut flag = self.local_word(base + ((me + 1) % n) * region);
+        self.sh.wait_for(
+            self.op,
+            &|| {
+                let q = (me + next.get()) % n;
+                format!("exchange: waiting for PE {}'s message", self.pe(q))
+            },
+            || {
+                while next.get() < n {
+                    let q = (me + next.get()) % n;
+                    if flag.load()? >= seq {
+                        next.set(next.get() + 1);
+                        flag = self.local_word(base + ((me + next.get()) % n) * region);
+                        continue;
+                    }
+                    polls = polls.wrapping_add(1);
+                    if identity_poll_due(polls)
+                        && matches!(self.member_protocol(q, seq)?, Some(p) if p != Protocol::Exchange)
+                    {
+                        other = Some(q);
+                        return Ok(true);
+                    }
+                    return Ok(false);
+                }
+                Ok(true)
+            },
+        )?;
+        if other.is_some() {
+            // A member in another collective: the agreement's verdict (every member's words compared with member
+            // 0's), the same as the members on the other side reach, once every member is in this call (it may
+            // still be reading the previous call's messages, in the buffers the next call writes).
+            let all = self.mismatch_identities(at, seq)?;
+            return Err(self.verdict(&all, &words, true));
+        }
+        let win = self.local_win();
+        let mut h = [0u8; 16];
+        for i in 0..n {
+            if i == me {
+                recv.push(if ok { send.get(me) } else { &[] });
+                out.note(me, !ok, false);
+                continue;
+            }
+            let r = base + i * region;
+            win.read(self.word(r + 1), &mut h)?;
+            let d = u64::from_le_bytes(h[..8].try_into().unwrap_or_default());
+            let sl = u64::from_le_bytes(h[8..].try_into().unwrap_or_default());
+            let len = ((sl >> 1) as usize).min(cap);
+            let start = recv.data.len();
+            recv.data.resize(start + len, 0);
+            win.read(self.word(r + EXCH_HEADER), &mut recv.data[start..])?;
+            recv.ends.push(recv.data.len());
+            out.note(i, sl & 1 != 0, d != dig);
+        }
+        local?;
+        Ok(out)
+    }
+
+    /// The start both exchanges share: the exchange area must have a region for every member; this PE's identity
+    /// for call `seq` is published, marked with the protocol (`mark`) it runs. Returns where, and the words.
+    pub(super) fn publish_exchange(
+        &self,
+        common: [u64; COMMON],
+        mark: u64,
+        ok: bool,
+        seq: u64,
+    ) -> Result<(usize, [u64; layout::CHECK_WORDS])> {
+        use layout::*;
+        if self.exchange_capacity() == 0 {
+            return Err(Error::State(format!(
+                "{}: a team of {} PEs is too large for the exchange area (team_exchange_capacity is 0)",
+                self.op,
+                self.n()
+            )));
+        }
+        let at = CHECK + (seq % 2) as usize * CHECK_WORDS;
+        let mut words = [0u64; CHECK_WORDS];
+        words[..COMMON].copy_from_slice(&common);
+        words[COMMON] = mark;
+        words[STATUS] = if ok { STATUS_OK } else { STATUS_BAD };
+        words[SEQ] = seq;
+        self.publish(at, &words)?;
+        Ok((at, words))
+    }
+
+    /// [`Ctx::enter`] as one exchange: the agreement of the collective `common` (same comparison and same
+    /// verdict as the agreement's) whose messages carry its data (`send`, one per member; `recv` gets every
+    /// member's). For small messages: the data moves in the same message latency as the verdict.
+    pub(crate) fn enter_exchange(
+        &mut self,
+        common: [u64; COMMON],
+        local: Result<()>,
+        send: &crate::team::Messages,
+        recv: &mut crate::team::Messages,
+    ) -> Result<()> {
+        let dig = self.call_digest(&common);
+        let v = self.exchange(common, local.is_ok(), dig, send, recv)?;
+        self.judge(local, v)
+    }
+
+    /// [`Ctx::enter_exchange`] as a gathering exchange ([`Ctx::gather`]): this PE's one message `mine` reaches
+    /// every member in `ceil(log2 n)` rounds; `recv` gets every member's.
+    pub(crate) fn enter_gather(
+        &mut self,
+        common: [u64; COMMON],
+        local: Result<()>,
+        mine: &[u8],
+        recv: &mut crate::team::Messages,
+    ) -> Result<()> {
+        let dig = self.call_digest(&common);
+        let v = self.gather(common, local.is_ok(), dig, mine, recv)?;
+        self.judge(local, v)
+    }
+
+    /// The exchange of a collective of a layer above named `op` whose arguments digest to `dig` (see
+    /// [`Shmem::team_exchange`]).
+    pub(crate) fn exchange_external(
+        &mut self,
+        op: &str,
+        ok: bool,
+        dig: u64,
+        send: &crate::team::Messages,
+        recv: &mut crate::team::Messages,
+    ) -> Result<crate::team::Agreement> {
+        let mut common = CallId::External.words();
+        common[1] = dig;
+        for (k, c) in op.as_bytes().chunks(8).take(COMMON - 3).enumerate() {
+            let mut b = [0u8; 8];
+            b[..c.len()].copy_from_slice(c);
+            common[3 + k] = u64::from_le_bytes(b);
+        }
+        self.exchange(common, ok, dig, send, recv)
+    }
+}
