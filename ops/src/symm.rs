@@ -12,13 +12,14 @@
 //! ([`Operand::Heap`]); an op's local input and output may be any device memory ([`Operand::Local`], e.g. a tensor
 //! from a framework's caching allocator).
 
+use crate::device::OpKernel;
 use crate::device::{u32a, u64a, Arg, Ctx, DeviceOps, OpHandle};
 use crate::device_abi::*;
 use crate::dtype::DType;
 use crate::group::Group;
 use crate::plan;
 use crate::tensor::{contiguous_strides, TensorView};
-use xpushmem::device::queue::{CommandList, DeviceRange, OpKernel};
+use xpushmem::device::queue::{CommandList, DeviceRange};
 use xpushmem::{Error, Result, Shmem};
 
 /// A tensor in device memory outside the symmetric heap.

@@ -69,47 +69,10 @@ const FFI_HOMES: &[(&str, &str)] = &[("fabric_sys", "net/")];
 
 /// Upward edges the tree still has: (from file, to file, reason). Each names the phase that removes it; the
 /// list only shrinks.
-const RATCHET_EDGES: &[(&str, &str, &str)] = &[
-    (
-        "transport/mod.rs",
-        "device/mod.rs",
-        "connect calls device::setup, whose fd exchange the bootstrap security work edits in phase 1; phase 2 \
-         moves the device-heap set-up into transport/ze.rs",
-    ),
-    (
-        "transport/ze_kernel.rs",
-        "device/mod.rs",
-        "the Level Zero leaf implements Device's module/launch methods; phase 2 (hal/ze + the Device facade)",
-    ),
-    (
-        "transport/ze_kernel.rs",
-        "lib.rs",
-        "crate::VERSION in an error message, with the impl Device above; phase 2",
-    ),
-    (
-        "transport/ze_queue.rs",
-        "device/mod.rs",
-        "the Level Zero leaf implements Device's queue and op-kernel methods; phase 2 (hal/ze, the op kernels \
-         into xpushmem-ops)",
-    ),
-];
+const RATCHET_EDGES: &[(&str, &str, &str)] = &[];
 
 /// Files outside the platform layer that still hold `unsafe` code, with the reason. Phase 2 moves them.
-const RATCHET_UNSAFE: &[(&str, &str)] = &[
-    (
-        "transport/ze.rs",
-        "DeviceWindow's copies and fill take raw addresses (its own and other windows'); phase 2: bounded \
-         copies on a hal/ze allocation type",
-    ),
-    (
-        "transport/ze_kernel.rs",
-        "module globals and the team table; phase 2: hal/ze",
-    ),
-    (
-        "transport/ze_queue.rs",
-        "command lists, host buffers, the op kernels; phase 2: hal/ze and xpushmem-ops",
-    ),
-];
+const RATCHET_UNSAFE: &[(&str, &str)] = &[];
 
 fn src() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
@@ -428,6 +391,9 @@ fn has_own_unsafe(code: &str) -> bool {
     // Depths at which the bodies of the unsafe fns we are in opened.
     let mut bodies: Vec<usize> = Vec::new();
     let mut pending_fn = false;
+    // Nesting of `(` and `[` since the pending `unsafe fn`: a `;` inside them (an array type `[u32; 3]` in its
+    // parameters) does not end the declaration.
+    let mut parens = 0usize;
     let mut i = 0;
     while i < b.len() {
         let word_start = i == 0 || !is_word(b[i - 1]);
@@ -442,7 +408,10 @@ fn has_own_unsafe(code: &str) -> bool {
                 .map(char::from)
                 .collect();
             match next.as_str() {
-                "fn" => pending_fn = true,
+                "fn" => {
+                    pending_fn = true;
+                    parens = 0;
+                }
                 "impl" | "extern" => return true,
                 _ if after.starts_with('{') && bodies.is_empty() => return true,
                 _ => {}
@@ -464,8 +433,10 @@ fn has_own_unsafe(code: &str) -> bool {
                 }
                 depth = depth.saturating_sub(1);
             }
+            b'(' | b'[' if pending_fn => parens += 1,
+            b')' | b']' if pending_fn => parens = parens.saturating_sub(1),
             // A declaration without a body (in a trait).
-            b';' => pending_fn = false,
+            b';' if parens == 0 => pending_fn = false,
             _ => {}
         }
         i += 1;
@@ -740,6 +711,12 @@ fn the_unsafe_check_tells_forwarding_from_own_unsafe() {
     assert!(!has_own_unsafe(&code_of("// unsafe { x }\nfn f() {}")));
     assert!(!has_own_unsafe(&code_of(
         "trait T { unsafe fn f(); }\nfn g() {}"
+    )));
+    // An array type in the parameters does not end the declaration.
+    let arr = "pub unsafe fn launch(&self, g: [u32; 3]) -> R { unsafe { self.rt.launch(g) } }";
+    assert!(!has_own_unsafe(&code_of(arr)));
+    assert!(has_own_unsafe(&code_of(
+        "trait T { unsafe fn f(g: [u8; 2]); }\nfn g() { unsafe { h() } }"
     )));
 }
 

@@ -1,219 +1,24 @@
-//! The device runtime: a PE's symmetric heap in Level Zero device memory, its peers' heaps opened through IPC,
-//! and a small safe API to load SPIR-V modules and launch kernels on symmetric buffers.
+//! The device facade: this PE's device as seen through the runtime ([`Device`]): SPIR-V modules, kernels and
+//! launches on symmetric buffers ([`kernel`]), work enqueued without waiting ([`queue`]), and where the device
+//! library is ([`library`]).
 //!
-//! Set-up (collective, at `init` with `XPUSHMEM_HEAP=device`):
-//! 1. each PE opens its device (`XPUSHMEM_DEVICE`, else its local rank modulo the device count) or adopts a host
-//!    framework's handles, and allocates its heap with `zeMemAllocDevice`;
-//! 2. it exports the heap's IPC handle, whose first bytes carry a file descriptor;
-//! 3. by default (`XPUSHMEM_IPC=auto` or `socket`) the node's PEs pass those descriptors over the node's fd
-//!    exchange, a Unix socket whose every end is authenticated (`SO_PEERCRED`: this uid, a pid the bootstrap
-//!    reported for this job). With `XPUSHMEM_IPC=pidfd` every PE instead takes each node peer's descriptor with
-//!    `pidfd_getfd`, which needs ptrace permission: each PE allows any process to trace it
-//!    (`PR_SET_PTRACER_ANY`) only while descriptors are being taken, and withdraws that once every PE has its
-//!    peers' descriptors;
-//! 4. every PE opens each peer's handle (descriptor patched in) with `zeMemOpenIpcHandle`: `bases[pe]`.
-//!
-//! Host-initiated operations on a device heap go through [`crate::transport::ze::DeviceWindow`]: copies on a copy
-//! engine, fills, and one-work-item atomic kernels of the device library. The methods of [`Device`] that touch
-//! raw device memory or run kernels (modules, launches, the device-library state) are implemented in the transport
-//! leaf `transport/ze_kernel.rs`; this module holds no `unsafe` block.
+//! The device heaps themselves are set up by the transport layer (`transport/ze.rs`), and every Level Zero call,
+//! raw device memory access and kernel launch is in the Level Zero layer (`hal/ze`); this module validates
+//! arguments against the heap and holds no `unsafe` block (its `unsafe fn`s are contracts its callers take on).
 
+mod kernel;
 pub mod library;
 pub mod queue;
 
 use crate::abi::{self, DeviceCall, DeviceError, DeviceState, ScratchLayout};
-use crate::bootstrap::{Bootstrap, Dec, Enc};
 use crate::error::{Error, Result};
+use crate::hal::ze::{ExternalHandles, StateGlobal, ZeEvent, ZeKernel, ZeModule, ZeRuntime};
 use crate::runtime::Shmem;
-use crate::transport::shm::{self, FdListener};
-use crate::transport::ze::{DeviceSelect, ExternalHandles, ZeEvent, ZeRuntime};
-use crate::transport::Window;
 use crate::types::{SymRef, SymSlice, Symmetric};
-use rustix::fd::{AsFd, AsRawFd, OwnedFd};
 use std::sync::Arc;
 use std::time::Duration;
 
 pub use crate::types::HeapKind;
-
-/// How device-heap descriptors travel between processes (`XPUSHMEM_IPC`).
-pub(crate) use crate::config::IpcMode;
-
-/// What `Shmem::start` needs to build device heaps.
-pub(crate) struct DeviceSetup<'a> {
-    pub boot: &'a dyn Bootstrap,
-    pub me: usize,
-    pub n: usize,
-    /// The node peers whose heaps this device maps (this PE included).
-    pub local: &'a [usize],
-    /// This PE's rank on its node (picks its device).
-    pub local_rank: usize,
-    pub pids: &'a [u32],
-    pub size: usize,
-    pub cookie: u64,
-    pub timeout: Option<Duration>,
-    pub external: Option<ExternalHandles>,
-    /// `XPUSHMEM_DEVICE`: the device to open (`None`: the local rank modulo the device count).
-    pub device: Option<usize>,
-    /// `XPUSHMEM_IPC`: how descriptors reach node peers.
-    pub ipc: IpcMode,
-    /// Entries of the device library's team table ([`crate::config::Config::device_team_slots`]).
-    pub team_slots: usize,
-}
-
-fn pick_device(device: Option<usize>, local_rank: usize) -> Result<usize> {
-    match device {
-        Some(d) => Ok(d),
-        None => {
-            let count = ZeRuntime::device_count()?;
-            if count == 0 {
-                return Err(Error::Device("Level Zero reports no device".into()));
-            }
-            Ok(local_rank % count)
-        }
-    }
-}
-
-/// One window per PE (`None` for PEs this process cannot reach).
-pub(crate) type Windows = Vec<Option<Box<dyn Window>>>;
-
-/// Build this PE's device heap and open every node peer's. Collective over all PEs.
-pub(crate) fn setup(s: DeviceSetup<'_>) -> Result<(Arc<ZeRuntime>, Windows)> {
-    let local_rank = s.local_rank;
-    let select = match s.external {
-        Some(h) => DeviceSelect::External(h),
-        None => DeviceSelect::Index(pick_device(s.device, local_rank)?),
-    };
-    let mode = s.ipc;
-    let rt = ZeRuntime::open(select)?;
-    let layout = ScratchLayout::new(s.n, s.team_slots);
-    let own = rt.alloc_heap_with_tail(s.size, layout.bytes)?;
-    // The device library's scratch (barrier counters, bases table) starts zeroed on every PE before any peer can
-    // reach it (peers open our heap only after the allgather below).
-    own.zero_tail()?;
-    let (handle, fd) = rt.ipc_handle(&own)?;
-    let pidfd = mode == IpcMode::Pidfd;
-    if pidfd {
-        // Let node peers take the heap's descriptor with pidfd_getfd (Yama ptrace scope 1 needs this); withdrawn
-        // below once every PE has taken its peers'.
-        let _ = rustix::process::set_ptracer(rustix::process::PTracer::Any);
-    }
-    let rec = Enc::default().u64(fd as u32 as u64).bytes(&handle).0;
-    let all = s.boot.allgather(&rec)?;
-    let mut peers: Vec<(usize, i32, [u8; 64])> = Vec::new();
-    for (pe, r) in all.iter().enumerate() {
-        let mut d = Dec(r);
-        let bad = || Error::Device(format!("malformed device-heap record from PE {pe}"));
-        let pfd = d.u64().ok_or_else(bad)? as u32 as i32;
-        let h: [u8; 64] = d.bytes().and_then(|b| b.try_into().ok()).ok_or_else(bad)?;
-        peers.push((pe, pfd, h));
-    }
-    // Take every node peer's descriptor: pidfd_getfd first, SCM_RIGHTS when any PE could not.
-    let mut fds: Vec<Option<OwnedFd>> = (0..s.n).map(|_| None).collect();
-    let mut ok = pidfd;
-    if ok {
-        for &pe in s.local.iter().filter(|&&p| p != s.me) {
-            let got = rustix::process::Pid::from_raw(s.pids[pe] as i32)
-                .ok_or(rustix::io::Errno::SRCH)
-                .and_then(|pid| {
-                    rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty())
-                })
-                .and_then(|pidfd| {
-                    rustix::process::pidfd_getfd(
-                        &pidfd,
-                        peers[pe].1,
-                        rustix::process::PidfdGetfdFlags::empty(),
-                    )
-                });
-            match got {
-                Ok(f) => fds[pe] = Some(f),
-                Err(e) => {
-                    tracing::debug!(
-                        pe = s.me,
-                        peer = pe,
-                        "pidfd_getfd refused ({e}); will pass fds over a socket"
-                    );
-                    ok = false;
-                    break;
-                }
-            }
-        }
-    }
-    let verdicts = s.boot.allgather(&[ok as u8])?;
-    if pidfd {
-        // Every PE has taken what it could: nobody needs to trace this process any more.
-        let _ = rustix::process::set_ptracer(rustix::process::PTracer::None);
-    }
-    let all_ok = verdicts.iter().all(|v| v.first() == Some(&1));
-    if !all_ok {
-        if pidfd {
-            return Err(Error::Device(
-                "XPUSHMEM_IPC=pidfd, but pidfd_getfd was refused on some PE (ptrace permission)"
-                    .into(),
-            ));
-        }
-        fds.iter_mut().for_each(|f| *f = None);
-        // A name of its own, derived from the job's secret: the host exchange's name does not predict it.
-        let cookie = crate::transport::fdx::exchange_cookie(s.cookie, "device");
-        let listener = if s.local[0] == s.me && s.local.len() > 1 {
-            Some(FdListener::bind(cookie, s.me)?)
-        } else {
-            None
-        };
-        s.boot.barrier()?;
-        if s.local.len() > 1 {
-            // The raw fd number names the driver's own live descriptor for our heap; borrow and duplicate it.
-            let own_fd = rustix::io::dup(shm::borrow_raw_fd(fd)?)
-                .map_err(|e| Error::os("dup(device heap fd)", e))?;
-            let got = shm::exchange_fds(
-                cookie,
-                s.local,
-                s.pids,
-                s.me,
-                own_fd.as_fd(),
-                listener,
-                s.timeout,
-            )?;
-            for (&pe, f) in s.local.iter().zip(got) {
-                if pe != s.me {
-                    fds[pe] = Some(f);
-                }
-            }
-        }
-    }
-    let mut maps: Windows = (0..s.n).map(|_| None).collect();
-    for &pe in s.local {
-        if pe == s.me {
-            continue;
-        }
-        let f = fds[pe]
-            .take()
-            .ok_or_else(|| Error::Device(format!("no heap descriptor from PE {pe}")))?;
-        let w = rt.open_ipc(&peers[pe].2, f.as_raw_fd(), s.size)?;
-        drop(f); // the driver holds its own reference now
-        maps[pe] = Some(Box::new(w));
-    }
-    // Every PE's heap base as this device sees it, for the device library (0: not reachable from here).
-    let mut bases: Vec<u8> = Vec::with_capacity(8 * s.n);
-    for (pe, map) in maps.iter().enumerate() {
-        let b = if pe == s.me {
-            own.base() as u64
-        } else {
-            map.as_ref().map_or(0, |w| w.base() as u64)
-        };
-        bases.extend_from_slice(&b.to_ne_bytes());
-    }
-    // The bases table lies inside our allocation's tail (the layout covers 8 bytes per PE).
-    own.write_tail(layout.bases, &bases)?;
-    maps[s.me] = Some(Box::new(own));
-    tracing::debug!(
-        pe = s.me,
-        device = rt.name(),
-        ipc = if all_ok { "pidfd_getfd" } else { "SCM_RIGHTS" },
-        "device heap mapped"
-    );
-    s.boot.barrier()?;
-    Ok((rt, maps))
-}
 
 /// A kernel argument: a PE's symmetric buffer (resolved to the address this PE's device uses for it), or a
 /// scalar.
@@ -255,8 +60,8 @@ impl KernelArg {
 /// A SPIR-V module loaded on this PE's device.
 #[derive(Debug)]
 pub struct Module {
-    pub(crate) handle: level_zero_sys::ze_module_handle_t,
-    pub(crate) state: Option<StateAddr>,
+    pub(crate) handle: ZeModule,
+    pub(crate) state: Option<StateGlobal>,
     /// Kernels that call a device wait or barrier (see [`waiting_kernels`]).
     pub(crate) waiting: std::collections::HashSet<String>,
 }
@@ -333,16 +138,12 @@ pub fn waiting_kernels(spirv: &[u8]) -> std::collections::HashSet<String> {
         .collect()
 }
 
-/// Device address of a module's device-library state global.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct StateAddr(pub(crate) usize);
-
 /// A kernel of a loaded module.
 #[derive(Debug)]
 pub struct Kernel {
-    pub(crate) handle: level_zero_sys::ze_kernel_handle_t,
+    pub(crate) handle: ZeKernel,
     pub(crate) name: String,
-    pub(crate) state: Option<StateAddr>,
+    pub(crate) state: Option<StateGlobal>,
     pub(crate) waits: bool,
 }
 
@@ -431,11 +232,11 @@ impl<'a> Device<'a> {
 
     /// The first error a device call of an initialised module recorded, cleared as it is read: a wait that gave
     /// up is [`Error::Timeout`] naming the call.
-    pub(crate) fn take_device_error(&self, state: Option<StateAddr>, kernel: &str) -> Result<()> {
+    pub(crate) fn take_device_error(&self, state: Option<StateGlobal>, kernel: &str) -> Result<()> {
         let Some(state) = state else {
             return Ok(());
         };
-        let Some(words) = self.take_error_words(state)? else {
+        let Some(words) = self.rt.take_state_error(state)? else {
             return Ok(());
         };
         let code = u32::from_ne_bytes(words[0..4].try_into().expect("4 bytes"));
@@ -514,7 +315,7 @@ impl<'a> Device<'a> {
 pub struct DeviceEvent<'a> {
     pub(crate) dev: Device<'a>,
     pub(crate) ev: ZeEvent,
-    pub(crate) state: Option<StateAddr>,
+    pub(crate) state: Option<StateGlobal>,
     pub(crate) kernel: String,
 }
 

@@ -9,8 +9,7 @@
 //!
 //! - [`shm`]: same node, CPU memory. Every PE's heap is a memfd; the fds travel over a Unix socket (SCM_RIGHTS) and
 //!   every PE maps every node peer's heap, so a put is a `memcpy` and an atomic is a CPU atomic on the peer's page.
-//! - [`ze`]: same node, device heaps opened through Level Zero IPC; `ze_kernel` holds the module and kernel-launch
-//!   half of [`crate::device::Device`].
+//! - [`ze`]: same node, device heaps opened through Level Zero IPC, and their set-up.
 //! - [`dataseg`]: the executable's global and static variables moved onto the heap's memfd (OpenSHMEM's symmetric
 //!   data objects), reached through the same mappings.
 //! - `fabric` (built when libfabric's headers are found, see `fabric-sys`): PEs on other nodes (every other PE with
@@ -30,8 +29,6 @@ pub use crate::sys::fdx;
 pub(crate) mod shm;
 pub use crate::sys::vmem;
 pub mod ze;
-mod ze_kernel;
-pub(crate) mod ze_queue;
 
 use crate::error::Result;
 use std::marker::PhantomData;
@@ -382,7 +379,7 @@ pub(crate) struct ConnectArgs<'a> {
     /// Process id of every PE.
     pub pids: &'a [u32],
     /// Where the user heap lives.
-    pub heap_kind: crate::device::HeapKind,
+    pub heap_kind: crate::types::HeapKind,
     /// Bytes of user heap per PE.
     pub heap_bytes: usize,
     /// Bytes of the runtime's own region per PE.
@@ -494,7 +491,7 @@ fn route_error(a: &ConnectArgs<'_>, pe: usize) -> crate::error::Error {
 /// an error. Also the symmetric data segment's layout, when asked for. With `XPUSHMEM_TRANSPORT=deferred` every other PE's windows are wrapped in the deferred test
 /// transport. Collective over all PEs.
 pub(crate) fn connect(a: ConnectArgs<'_>) -> Result<(Peers, dataseg::SymData)> {
-    use crate::device::HeapKind;
+    use crate::types::HeapKind;
     let (me, n) = (a.me, a.pids.len());
     let local = a.nodes.pes_on(a.nodes.node_of(me));
     let cfg = a.cfg;
@@ -553,7 +550,7 @@ pub(crate) fn connect(a: ConnectArgs<'_>) -> Result<(Peers, dataseg::SymData)> {
             .copied()
             .filter(|&p| p == me || fabric_reach.as_ref().is_none_or(|r| !r[p]))
             .collect();
-        let (rt, dmaps) = crate::device::setup(crate::device::DeviceSetup {
+        let (rt, dmaps) = ze::setup(ze::DeviceSetup {
             boot: a.boot,
             me,
             n,

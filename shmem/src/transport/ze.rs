@@ -1,120 +1,248 @@
-//! Level Zero transport leaf: [`DeviceWindow`], a [`Window`] onto one PE's device heap (our own allocation, or a
-//! peer's opened through IPC). Every access is bounds-checked here, then issued as a copy, a fill or a
-//! one-work-item atomic kernel of the Level Zero runtime (`hal/ze`), which this module re-exports at its old paths.
+//! Level Zero transport: [`DeviceWindow`], a [`Window`] onto one PE's device heap (our own allocation, or a
+//! peer's opened through IPC), and the device heaps' set-up ([`setup`], called by `connect`). Every access is
+//! bounds-checked here, then issued as a bounded copy, fill or one-work-item atomic of the Level Zero layer
+//! (`hal/ze`), which this module re-exports at its old paths.
+//!
+//! Set-up (collective, at `init` with `XPUSHMEM_HEAP=device`):
+//! 1. each PE opens its device (`XPUSHMEM_DEVICE`, else its local rank modulo the device count) or adopts a host
+//!    framework's handles, and allocates its heap with `zeMemAllocDevice`;
+//! 2. it exports the heap's IPC handle, whose first bytes carry a file descriptor;
+//! 3. by default (`XPUSHMEM_IPC=auto` or `socket`) the node's PEs pass those descriptors over the node's fd
+//!    exchange, a Unix socket whose every end is authenticated (`SO_PEERCRED`: this uid, a pid the bootstrap
+//!    reported for this job). With `XPUSHMEM_IPC=pidfd` every PE instead takes each node peer's descriptor with
+//!    `pidfd_getfd`, which needs ptrace permission: each PE allows any process to trace it
+//!    (`PR_SET_PTRACER_ANY`) only while descriptors are being taken, and withdraws that once every PE has its
+//!    peers' descriptors;
+//! 4. every PE opens each peer's handle (descriptor patched in) with `zeMemOpenIpcHandle`: `bases[pe]`.
 
+use super::shm::{self, FdListener};
 use super::{AmoOp, Window};
+use crate::abi::ScratchLayout;
+use crate::bootstrap::{Bootstrap, Dec, Enc};
+use crate::config::IpcMode;
 use crate::error::{Error, Result};
-use crate::hal::ze::check;
 #[cfg_attr(not(xpushmem_fabric), allow(unused_imports))] // used by the fabric transport
 pub(crate) use crate::hal::ze::HostAlloc;
 pub use crate::hal::ze::{
     DeviceSelect, DeviceWindow, ExternalHandles, ZeEvent, ZeRuntime, RUNTIME_KERNELS_SPIRV,
 };
-use level_zero_sys as ze;
-
-impl DeviceWindow {
-    fn check(&self, off: usize, len: usize, align: usize) -> Result<()> {
-        super::check_access("ze", "access", off, len, align, self.len)
-    }
-
-    /// Length in bytes.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Whether the window is empty.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    /// Zero the tail of our own allocation (see [`ZeRuntime::alloc_heap_with_tail`]).
-    pub fn zero_tail(&self) -> Result<()> {
-        // SAFETY: [len, len + tail) is the tail of this live allocation (tail is 0 for an imported window).
-        unsafe {
-            self.rt
-                .zero_raw(self.base.wrapping_add(self.len), self.tail)
-        }
-    }
-
-    /// Write `src` at byte `off` of the tail of our own allocation; the range is checked against the tail.
-    pub fn write_tail(&self, off: usize, src: &[u8]) -> Result<()> {
-        super::check_access("ze", "heap tail", off, src.len(), 1, self.tail)?;
-        // SAFETY: [len + off, len + off + src.len()) lies in the allocation's tail (checked); src is a live slice.
-        unsafe {
-            self.rt
-                .write_raw(self.base.wrapping_add(self.len + off), src)
-        }
-    }
-}
+use rustix::fd::{AsFd, AsRawFd, OwnedFd};
+use std::sync::Arc;
+use std::time::Duration;
 
 impl Window for DeviceWindow {
     fn write(&self, off: usize, src: &[u8]) -> Result<()> {
-        self.check(off, src.len(), 1)?;
-        // SAFETY: [off, off+len) lies in the device allocation (checked); src is a live host slice.
-        unsafe { self.rt.copy(self.base.add(off), src.as_ptr(), src.len()) }
+        self.write_at(off, src)
     }
     fn read(&self, off: usize, dst: &mut [u8]) -> Result<()> {
-        self.check(off, dst.len(), 1)?;
-        // SAFETY: [off, off+len) lies in the device allocation (checked); dst is a live, exclusive host slice.
-        unsafe {
-            self.rt
-                .copy(dst.as_mut_ptr(), self.base.add(off), dst.len())
-        }
+        self.read_at(off, dst)
     }
     fn fill(&self, off: usize, len: usize, byte: u8) -> Result<()> {
-        self.check(off, len, 1)?;
-        if len == 0 {
-            return Ok(());
-        }
-        let lists = self.rt.lists.lock().unwrap_or_else(|p| p.into_inner());
-        // SAFETY: [off, off+len) lies in the allocation (checked); the pattern is one live byte; synchronous list.
-        check("zeCommandListAppendMemoryFill", unsafe {
-            (self.rt.api.zeCommandListAppendMemoryFill)(
-                lists.copy,
-                self.base.add(off).cast(),
-                (&byte as *const u8).cast(),
-                1,
-                len,
-                ze::ze_event_handle_t::null(),
-                0,
-                std::ptr::null_mut(),
-            )
-        })
+        self.fill_at(off, len, byte)
     }
     fn len(&self) -> usize {
-        self.len
+        DeviceWindow::len(self)
     }
     fn copy_from(&self, off: usize, src: &dyn Window, src_off: usize, len: usize) -> Result<()> {
-        self.check(off, len, 1)?;
+        super::check_access("ze", "access", off, len, 1, DeviceWindow::len(self))?;
         super::check_access("ze", "source range", src_off, len, 1, src.len())?;
-        if src.base().is_null() {
-            // A window with no address in this process (a peer reached through the fabric): through host memory.
-            let mut buf = vec![0u8; len];
-            src.read(src_off, &mut buf)?;
-            return self.write(off, &buf);
+        // A direct copy from a host mapping of this process, or when the source lies in a device heap of our
+        // context (ours, or a peer's opened through IPC); otherwise (a window with no address here, a peer reached
+        // through the fabric) through host memory.
+        if let Some(h) = src.host_mem() {
+            return self.copy_in_host(off, h, src_off, len);
         }
-        // SAFETY: both ranges lie inside live allocations usable by this process's device (ours, a peer's heap
-        // opened through IPC in our context, or host memory), checked against each window's length.
-        unsafe {
-            self.rt
-                .copy(self.base.add(off), src.base().add(src_off), len)
+        if !src.base().is_null() && self.copy_in(off, src.base().wrapping_add(src_off), len)? {
+            return Ok(());
         }
+        let mut buf = vec![0u8; len];
+        src.read(src_off, &mut buf)?;
+        self.write_at(off, &buf)
     }
     fn amo(&self, off: usize, width: usize, op: AmoOp, operand: u64) -> Result<u64> {
-        if width != 4 && width != 8 {
-            return Err(Error::Transport {
-                transport: "ze",
-                message: format!("atomic width {width} (must be 4 or 8)"),
-            });
-        }
-        self.check(off, width, width)?;
-        // The address is in bounds and aligned (checked); the kernel touches only that word.
-        self.rt.amo(self.base.wrapping_add(off), width, op, operand)
+        self.amo_at(off, width, op, operand)
     }
     fn base(&self) -> *mut u8 {
-        self.base
+        DeviceWindow::base(self)
     }
     fn host_accessible(&self) -> bool {
         false
     }
+}
+
+/// What `Shmem::start` needs to build device heaps.
+pub(crate) struct DeviceSetup<'a> {
+    pub boot: &'a dyn Bootstrap,
+    pub me: usize,
+    pub n: usize,
+    /// The node peers whose heaps this device maps (this PE included).
+    pub local: &'a [usize],
+    /// This PE's rank on its node (picks its device).
+    pub local_rank: usize,
+    pub pids: &'a [u32],
+    pub size: usize,
+    pub cookie: u64,
+    pub timeout: Option<Duration>,
+    pub external: Option<ExternalHandles>,
+    /// `XPUSHMEM_DEVICE`: the device to open (`None`: the local rank modulo the device count).
+    pub device: Option<usize>,
+    /// `XPUSHMEM_IPC`: how descriptors reach node peers.
+    pub ipc: IpcMode,
+    /// Entries of the device library's team table ([`crate::config::Config::device_team_slots`]).
+    pub team_slots: usize,
+}
+
+fn pick_device(device: Option<usize>, local_rank: usize) -> Result<usize> {
+    match device {
+        Some(d) => Ok(d),
+        None => {
+            let count = ZeRuntime::device_count()?;
+            if count == 0 {
+                return Err(Error::Device("Level Zero reports no device".into()));
+            }
+            Ok(local_rank % count)
+        }
+    }
+}
+
+/// One window per PE (`None` for PEs this process cannot reach).
+pub(crate) type Windows = Vec<Option<Box<dyn Window>>>;
+
+/// Build this PE's device heap and open every node peer's. Collective over all PEs.
+pub(crate) fn setup(s: DeviceSetup<'_>) -> Result<(Arc<ZeRuntime>, Windows)> {
+    let local_rank = s.local_rank;
+    let select = match s.external {
+        Some(h) => DeviceSelect::External(h),
+        None => DeviceSelect::Index(pick_device(s.device, local_rank)?),
+    };
+    let mode = s.ipc;
+    let rt = ZeRuntime::open(select)?;
+    let layout = ScratchLayout::new(s.n, s.team_slots);
+    let own = rt.alloc_heap_with_tail(s.size, layout.bytes)?;
+    // The device library's scratch (barrier counters, bases table) starts zeroed on every PE before any peer can
+    // reach it (peers open our heap only after the allgather below).
+    own.zero_tail()?;
+    let (handle, fd) = rt.ipc_handle(&own)?;
+    let pidfd = mode == IpcMode::Pidfd;
+    if pidfd {
+        // Let node peers take the heap's descriptor with pidfd_getfd (Yama ptrace scope 1 needs this); withdrawn
+        // below once every PE has taken its peers'.
+        let _ = rustix::process::set_ptracer(rustix::process::PTracer::Any);
+    }
+    let rec = Enc::default().u64(fd as u32 as u64).bytes(&handle).0;
+    let all = s.boot.allgather(&rec)?;
+    let mut peers: Vec<(usize, i32, [u8; 64])> = Vec::new();
+    for (pe, r) in all.iter().enumerate() {
+        let mut d = Dec(r);
+        let bad = || Error::Device(format!("malformed device-heap record from PE {pe}"));
+        let pfd = d.u64().ok_or_else(bad)? as u32 as i32;
+        let h: [u8; 64] = d.bytes().and_then(|b| b.try_into().ok()).ok_or_else(bad)?;
+        peers.push((pe, pfd, h));
+    }
+    // Take every node peer's descriptor: pidfd_getfd first, SCM_RIGHTS when any PE could not.
+    let mut fds: Vec<Option<OwnedFd>> = (0..s.n).map(|_| None).collect();
+    let mut ok = pidfd;
+    if ok {
+        for &pe in s.local.iter().filter(|&&p| p != s.me) {
+            let got = rustix::process::Pid::from_raw(s.pids[pe] as i32)
+                .ok_or(rustix::io::Errno::SRCH)
+                .and_then(|pid| {
+                    rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty())
+                })
+                .and_then(|pidfd| {
+                    rustix::process::pidfd_getfd(
+                        &pidfd,
+                        peers[pe].1,
+                        rustix::process::PidfdGetfdFlags::empty(),
+                    )
+                });
+            match got {
+                Ok(f) => fds[pe] = Some(f),
+                Err(e) => {
+                    tracing::debug!(
+                        pe = s.me,
+                        peer = pe,
+                        "pidfd_getfd refused ({e}); will pass fds over a socket"
+                    );
+                    ok = false;
+                    break;
+                }
+            }
+        }
+    }
+    let verdicts = s.boot.allgather(&[ok as u8])?;
+    if pidfd {
+        // Every PE has taken what it could: nobody needs to trace this process any more.
+        let _ = rustix::process::set_ptracer(rustix::process::PTracer::None);
+    }
+    let all_ok = verdicts.iter().all(|v| v.first() == Some(&1));
+    if !all_ok {
+        if pidfd {
+            return Err(Error::Device(
+                "XPUSHMEM_IPC=pidfd, but pidfd_getfd was refused on some PE (ptrace permission)"
+                    .into(),
+            ));
+        }
+        fds.iter_mut().for_each(|f| *f = None);
+        // A name of its own, derived from the job's secret: the host exchange's name does not predict it.
+        let cookie = crate::transport::fdx::exchange_cookie(s.cookie, "device");
+        let listener = if s.local[0] == s.me && s.local.len() > 1 {
+            Some(FdListener::bind(cookie, s.me)?)
+        } else {
+            None
+        };
+        s.boot.barrier()?;
+        if s.local.len() > 1 {
+            // The raw fd number names the driver's own live descriptor for our heap; borrow and duplicate it.
+            let own_fd = rustix::io::dup(shm::borrow_raw_fd(fd)?)
+                .map_err(|e| Error::os("dup(device heap fd)", e))?;
+            let got = shm::exchange_fds(
+                cookie,
+                s.local,
+                s.pids,
+                s.me,
+                own_fd.as_fd(),
+                listener,
+                s.timeout,
+            )?;
+            for (&pe, f) in s.local.iter().zip(got) {
+                if pe != s.me {
+                    fds[pe] = Some(f);
+                }
+            }
+        }
+    }
+    let mut maps: Windows = (0..s.n).map(|_| None).collect();
+    for &pe in s.local {
+        if pe == s.me {
+            continue;
+        }
+        let f = fds[pe]
+            .take()
+            .ok_or_else(|| Error::Device(format!("no heap descriptor from PE {pe}")))?;
+        let w = rt.open_ipc(&peers[pe].2, f.as_raw_fd(), s.size)?;
+        drop(f); // the driver holds its own reference now
+        maps[pe] = Some(Box::new(w));
+    }
+    // Every PE's heap base as this device sees it, for the device library (0: not reachable from here).
+    let mut bases: Vec<u8> = Vec::with_capacity(8 * s.n);
+    for (pe, map) in maps.iter().enumerate() {
+        let b = if pe == s.me {
+            own.base() as u64
+        } else {
+            map.as_ref().map_or(0, |w| w.base() as u64)
+        };
+        bases.extend_from_slice(&b.to_ne_bytes());
+    }
+    // The bases table lies inside our allocation's tail (the layout covers 8 bytes per PE).
+    own.write_tail(layout.bases, &bases)?;
+    maps[s.me] = Some(Box::new(own));
+    tracing::debug!(
+        pe = s.me,
+        device = rt.name(),
+        ipc = if all_ok { "pidfd_getfd" } else { "SCM_RIGHTS" },
+        "device heap mapped"
+    );
+    s.boot.barrier()?;
+    Ok((rt, maps))
 }

@@ -14,6 +14,11 @@
 //! [`DeviceOps::new`] is collective over the world (it allocates the ops' sync region in the symmetric heap and
 //! builds the kernels' module, ~seconds of JIT on ze-emu): create it once, next to the groups.
 
+#[allow(unsafe_code)] // the op kernels' enqueue: the crate's only unsafe block
+mod kernels;
+
+pub use kernels::{OpKernel, OpsModule, OPS_KERNELS_SPIRV};
+
 use crate::device_abi::*;
 use crate::dtype::DType;
 use crate::group::Group;
@@ -23,7 +28,7 @@ use crate::tensor::TensorView;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use xpushmem::device::queue::{CommandList, DeviceRange, HostBuf, OpKernel, OpsModule, QueueArg};
+use xpushmem::device::queue::{CommandList, DeviceRange, HostBuf, QueueArg};
 use xpushmem::{Device, Error, KernelArg, Result, Shmem, SymSlice};
 
 fn device_of(sh: &Shmem) -> Result<Device<'_>> {
@@ -190,7 +195,7 @@ impl OpHandle {
         let dev = device_of(sh)?;
         // The kernel's own waits (at most three sync steps) are each bounded by the timeout: let them report first.
         dev.wait_host_word(st, 0, self.seq, 4, self.op)?;
-        let lib = dev.take_ops_error(&self.module, self.op);
+        let lib = self.module.take_error(&dev, self.op);
         let code = st.word(1)?;
         let (a, b, c) = (st.word(2)? as i64, st.word(3)? as i64, st.word(4)? as i64);
         if code == XPO_OK {
@@ -348,7 +353,7 @@ impl DeviceOps {
     pub fn new(sh: &Shmem) -> Result<DeviceOps> {
         let dev = device_of(sh)?;
         let region = sh.calloc::<u64>(XPO_SYNC_WORDS_PER_PE as usize * sh.n_pes())?;
-        let module = dev.ops_module()?;
+        let module = OpsModule::load(&dev)?;
         sh.barrier_all()?;
         Ok(DeviceOps {
             pe: sh.my_pe(),
@@ -435,7 +440,8 @@ impl DeviceOps {
         }
         a.push(QueueArg::Host(&status, 0));
         a.push(QueueArg::Kernel(KernelArg::U64(seq)));
-        device_of(sh)?.enqueue_op(&self.module, list, kernel, &a, XPO_GROUP_SIZE as u32)?;
+        self.module
+            .enqueue(&device_of(sh)?, list, kernel, &a, XPO_GROUP_SIZE as u32)?;
         drop(a);
         Ok(OpHandle {
             module: self.module.clone(),

@@ -1,37 +1,34 @@
-//! Level Zero transport leaf, kernel half: the methods of [`Device`] that build modules, fill a module's
-//! device-library state and launch kernels. They reach raw device memory (module globals, the state's error words)
-//! and run arbitrary device code, so they live here, each `unsafe` block justified in place; `device/` itself
-//! holds none.
+//! The device facade's modules, kernels and launches: the methods of [`Device`] that build modules, fill a
+//! module's device-library state, launch kernels and write this PE's device team table. Each forwards to the
+//! Level Zero layer (`hal/ze`) after validating its arguments; the launches are `unsafe fn`s whose contract (the
+//! kernel is arbitrary device code) the caller takes on.
 
+use super::{waiting_kernels, Device, DeviceEvent, Kernel, KernelArg, Module};
 use crate::abi::{self, DeviceState, DeviceTeam};
-use crate::device::{Device, DeviceEvent, Kernel, KernelArg, Module, StateAddr};
 use crate::error::{Error, Result};
+use crate::hal::ze::StateLookup;
 
 impl<'a> Device<'a> {
     /// Build a module from SPIR-V (the build log is part of the error). A module linked with the device library
     /// must be initialised with [`Device::init_module`] before its kernels call it; errors its device calls
     /// record (a call before initialisation included) are reported by the launch that ran them.
     pub fn load_module(&self, spirv: &[u8]) -> Result<Module> {
-        let handle = self.rt.build_module(spirv, "user module")?;
-        // SAFETY: the module was just built by this runtime.
-        let global = unsafe {
-            self.rt
-                .global_pointer(handle, abi::XPUSHMEM_DEVICE_STATE_SYMBOL)?
+        let handle = self.rt.load(spirv, "user module")?;
+        let state = match self.rt.state_of(handle)? {
+            StateLookup::Found(s) => Some(s),
+            StateLookup::Missing | StateLookup::Size(_) => None,
         };
         Ok(Module {
             handle,
-            waiting: crate::device::waiting_kernels(spirv),
-            state: global
-                .filter(|&(_, size)| size == std::mem::size_of::<DeviceState>())
-                .map(|(addr, _)| StateAddr(addr as usize)),
+            waiting: waiting_kernels(spirv),
+            state,
         })
     }
 
     /// A kernel of `module` by name.
     pub fn kernel(&self, module: &Module, name: &str) -> Result<Kernel> {
         Ok(Kernel {
-            // SAFETY: the module was built by this runtime and lives as long as the runtime.
-            handle: unsafe { self.rt.kernel(module.handle, name)? },
+            handle: self.rt.kernel_of(module.handle, name)?,
             name: name.to_string(),
             state: module.state,
             waits: module.waiting.contains(name),
@@ -41,8 +38,7 @@ impl<'a> Device<'a> {
     /// How many work-groups of `kernel` can be resident on the device at once
     /// (`zeKernelSuggestMaxCooperativeGroupCount`): the most a launch of a kernel that waits may use.
     pub fn max_resident_groups(&self, kernel: &Kernel) -> Result<u32> {
-        // SAFETY: the kernel was created by this runtime and lives as long as it.
-        unsafe { self.rt.max_cooperative_groups(kernel.handle) }
+        self.rt.max_groups(kernel.handle)
     }
 
     /// [`Device::max_resident_groups`] for a kernel created by the caller (C: `xpushmemx_ze_check_cooperative`).
@@ -51,10 +47,7 @@ impl<'a> Device<'a> {
     /// `kernel` must be a live `ze_kernel_handle_t` of this device's context.
     pub unsafe fn max_resident_groups_raw(&self, kernel: *mut std::ffi::c_void) -> Result<u32> {
         // SAFETY: the caller's contract.
-        unsafe {
-            self.rt
-                .max_cooperative_groups(level_zero_sys::ze_kernel_handle_t(kernel))
-        }
+        unsafe { self.rt.max_groups_raw(kernel) }
     }
 
     /// For a kernel that waits (NVSHMEM's rule: its work-groups may wait on each other, so all must be resident):
@@ -84,9 +77,8 @@ impl<'a> Device<'a> {
     /// every PE's heap base, the teams and the wait bound. An error if the module was not linked with the device
     /// library (it has no `xpushmem_device_state` global) or with a library of another ABI.
     pub fn init_module(&self, module: &Module) -> Result<()> {
-        // SAFETY: the module was built by this runtime; kernels launched through this API have finished.
-        unsafe { self.init_raw_module(module.handle.0)? };
-        Ok(())
+        let found = self.rt.state_of(module.handle)?;
+        self.write_state(found).map(drop)
     }
 
     /// [`Device::init_module`] for a module created by the caller (C: `xpushmemx_ze_module_init`); returns the
@@ -95,47 +87,28 @@ impl<'a> Device<'a> {
     /// # Safety
     /// `module` must be a live module of this device's context, and no kernel of it may be running.
     pub unsafe fn init_raw_module(&self, module: *mut std::ffi::c_void) -> Result<*mut u8> {
-        let module = level_zero_sys::ze_module_handle_t(module);
-        let name = abi::XPUSHMEM_DEVICE_STATE_SYMBOL;
         // SAFETY: the caller's contract.
-        let found = unsafe { self.rt.global_pointer(module, name)? };
-        let (addr, size) = found.ok_or_else(|| {
-            Error::Device(format!(
+        let found = unsafe { self.rt.state_global_raw(module)? };
+        self.write_state(found)
+    }
+
+    /// Write this PE's device state into a module's, found as `found`; its device address.
+    fn write_state(&self, found: StateLookup) -> Result<*mut u8> {
+        let name = abi::XPUSHMEM_DEVICE_STATE_SYMBOL;
+        match found {
+            StateLookup::Found(state) => self.rt.write_state(state, &self.device_state()),
+            StateLookup::Missing => Err(Error::Device(format!(
                 "the module has no global {name:?}: link it with the xpushmem device library \
                  (libxpushmem_device-{}.bc) before initialising it",
                 crate::VERSION
-            ))
-        })?;
-        if size != std::mem::size_of::<DeviceState>() {
-            return Err(Error::Device(format!(
+            ))),
+            StateLookup::Size(size) => Err(Error::Device(format!(
                 "the module's {name:?} has {size} bytes, this runtime's DeviceState {} (a device library of \
                  another version, ABI {})",
                 std::mem::size_of::<DeviceState>(),
                 abi::XPUSHMEM_DEVICE_ABI_VERSION
-            )));
+            ))),
         }
-        let st = self.device_state();
-        // SAFETY: the global is `size` bytes of device memory of this context (size checked above), and no kernel
-        // of the module runs (the caller's contract).
-        unsafe { self.rt.write_raw(addr, state_bytes(&st))? };
-        Ok(addr)
-    }
-
-    /// The error words (`error`, `error_call`, `error_arg`) of an initialised module's device state when a device
-    /// call recorded an error, cleared as they are read (re-arming the module); `None` when no error is recorded.
-    pub(crate) fn take_error_words(&self, state: StateAddr) -> Result<Option<[u8; 16]>> {
-        let StateAddr(addr) = state;
-        let off = std::mem::offset_of!(DeviceState, error);
-        let mut words = [0u8; 16];
-        // SAFETY: a StateAddr is made only by `load_module`, from the module's state global whose size equals
-        // DeviceState's; modules live as long as the runtime. [off, off+16) holds error, error_call and error_arg.
-        unsafe { self.rt.read_raw(&mut words, (addr + off) as *const u8)? };
-        if words[0..4] == [0; 4] {
-            return Ok(None);
-        }
-        // SAFETY: as above.
-        unsafe { self.rt.write_raw((addr + off) as *mut u8, &[0u8; 16])? };
-        Ok(Some(words))
     }
 
     /// Run `kernel` with `groups` work-groups of `group_size` work-items; returns when it has finished. Heap
@@ -163,11 +136,14 @@ impl<'a> Device<'a> {
             // SAFETY: the caller's contract; the kernel was created by this runtime.
             unsafe {
                 self.rt
-                    .launch_cooperative(kernel.handle, &raw, groups, group_size, false)?
+                    .launch_cooperative(kernel.handle.raw(), &raw, groups, group_size, false)?
             };
         } else {
             // SAFETY: the caller's contract; the kernel was created by this runtime.
-            unsafe { self.rt.launch(kernel.handle, &raw, groups, group_size)? };
+            unsafe {
+                self.rt
+                    .launch(kernel.handle.raw(), &raw, groups, group_size)?
+            };
         }
         self.take_device_error(kernel.state, &kernel.name)
     }
@@ -189,14 +165,14 @@ impl<'a> Device<'a> {
             // SAFETY: the caller's contract; the kernel was created by this runtime.
             unsafe {
                 self.rt
-                    .launch_cooperative(kernel.handle, &raw, groups, group_size, true)?
+                    .launch_cooperative(kernel.handle.raw(), &raw, groups, group_size, true)?
             }
             .ok_or_else(|| Error::Device("cooperative launch returned no event".into()))?
         } else {
             // SAFETY: the caller's contract; the kernel was created by this runtime.
             unsafe {
                 self.rt
-                    .launch_async(kernel.handle, &raw, groups, group_size)?
+                    .launch_async(kernel.handle.raw(), &raw, groups, group_size)?
             }
         };
         Ok(DeviceEvent {
@@ -222,48 +198,16 @@ impl Device<'_> {
                 format!("the device team table has {slots} entries (XPUSHMEM_TEAMS_MAX)"),
             ));
         }
-        let tail = self.sh.local_map().base() as usize + self.sh.heap_size();
-        let bytes = team_bytes(&entry);
-        // SAFETY: the tail of this PE's heap allocation is `l.bytes` long (allocated by device::setup with this
-        // layout); [teams + 16 slot, +16) lies inside it because slot < slots.
-        unsafe {
-            self.rt.write_raw(
-                (tail + l.teams + slot * std::mem::size_of::<DeviceTeam>()) as *mut u8,
-                bytes,
-            )?
-        };
+        let bytes = [entry.start, entry.stride, entry.size, entry.my_pe]
+            .map(i32::to_ne_bytes)
+            .concat();
+        self.rt
+            .write_heap_tail(l.teams + slot * std::mem::size_of::<DeviceTeam>(), &bytes)?;
         if reset {
             for off in [l.arrive, l.epoch] {
-                // SAFETY: as above: [off + 8 slot, +8) lies in the tail's counter arrays.
-                unsafe {
-                    self.rt
-                        .write_raw((tail + off + 8 * slot) as *mut u8, &[0u8; 8])?
-                };
+                self.rt.write_heap_tail(off + 8 * slot, &[0u8; 8])?;
             }
         }
         Ok(())
-    }
-}
-
-/// The bytes of a team entry, as the device reads them.
-fn team_bytes(t: &DeviceTeam) -> &[u8] {
-    // SAFETY: DeviceTeam is repr(C), four i32 fields, no padding.
-    unsafe {
-        std::slice::from_raw_parts(
-            (t as *const DeviceTeam).cast::<u8>(),
-            std::mem::size_of::<DeviceTeam>(),
-        )
-    }
-}
-
-/// The bytes of a device state, as the device reads them.
-fn state_bytes(st: &DeviceState) -> &[u8] {
-    // SAFETY: DeviceState is repr(C) plain data of integers with no padding (every field is naturally aligned
-    // and the C layout test checks the offsets), so all its bytes are initialised.
-    unsafe {
-        std::slice::from_raw_parts(
-            (st as *const DeviceState).cast::<u8>(),
-            std::mem::size_of::<DeviceState>(),
-        )
     }
 }
