@@ -2,9 +2,9 @@
 //! a file may name (`use crate::...`, a `crate::x::` path, a `super::` path that leaves its module) only files of
 //! its own layer or of lower ones; `unsafe` code may appear only in the platform layer ([`UNSAFE_HOMES`]).
 //!
-//! What the tree does not meet yet is listed in [`RATCHET_EDGES`] and [`RATCHET_UNSAFE`], each with its reason
-//! and the phase that removes it. The lists only shrink: an entry that no longer matches the code fails the test
-//! too, so whoever removes an exception also removes its line. `docs/ARCHITECTURE.md` draws the layers.
+//! There is no list of exceptions: a file that imports upward, or holds unsafe code outside the platform layer, fails,
+//! and so does an import cycle between the files of any crate of the workspace. `docs/ARCHITECTURE.md` draws the
+//! layers.
 //!
 //! Std only, no build dependency: the scan reads the sources as text (comments and `#[cfg(test)] mod tests`
 //! skipped; the crate root's `pub use` re-exports resolved to the module they come from).
@@ -66,13 +66,6 @@ const UNSAFE_HOMES: &[&str] = &["sys/", "hal/", "net/"];
 /// Foreign-function crates and the only folder of `shmem/src` that may name each (a `use` or a path): the
 /// libfabric bindings are the platform layer's `net/` alone.
 const FFI_HOMES: &[(&str, &str)] = &[("fabric_sys", "net/")];
-
-/// Upward edges the tree still has: (from file, to file, reason). Each names the phase that removes it; the
-/// list only shrinks.
-const RATCHET_EDGES: &[(&str, &str, &str)] = &[];
-
-/// Files outside the platform layer that still hold `unsafe` code, with the reason. Phase 2 moves them.
-const RATCHET_UNSAFE: &[(&str, &str)] = &[];
 
 fn src() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
@@ -632,45 +625,26 @@ fn every_file_has_a_layer() {
 #[test]
 fn imports_go_down_only() {
     let s = scan();
-    let listed: BTreeSet<(String, String)> = RATCHET_EDGES
-        .iter()
-        .map(|(a, b, _)| (a.to_string(), b.to_string()))
-        .collect();
     let name = |f: &str| layer_of(f).map_or("?", |(l, _)| LAYER_NAMES[l]);
-    let new: Vec<String> = s
+    let up: Vec<String> = s
         .upward
-        .difference(&listed)
+        .iter()
         .map(|(a, b)| format!("{a} ({}) -> {b} ({})", name(a), name(b)))
         .collect();
     assert!(
-        new.is_empty(),
+        up.is_empty(),
         "upward imports (a file may name only its own layer and lower ones; see docs/ARCHITECTURE.md):\n  {}",
-        new.join("\n  ")
-    );
-    let gone: Vec<String> = listed
-        .difference(&s.upward)
-        .map(|(a, b)| format!("{a} -> {b}"))
-        .collect();
-    assert!(
-        gone.is_empty(),
-        "RATCHET_EDGES lists edges the code no longer has; remove them from the list:\n  {}",
-        gone.join("\n  ")
+        up.join("\n  ")
     );
 }
 
 #[test]
 fn unsafe_lives_in_the_platform_layer() {
     let s = scan();
-    let listed: BTreeSet<String> = RATCHET_UNSAFE.iter().map(|(f, _)| f.to_string()).collect();
-    let new: Vec<&String> = s.unsafe_outside.difference(&listed).collect();
     assert!(
-        new.is_empty(),
-        "unsafe code outside the platform layer ({UNSAFE_HOMES:?}): {new:?}"
-    );
-    let gone: Vec<&String> = listed.difference(&s.unsafe_outside).collect();
-    assert!(
-        gone.is_empty(),
-        "RATCHET_UNSAFE lists files without unsafe code now; remove them from the list: {gone:?}"
+        s.unsafe_outside.is_empty(),
+        "unsafe code outside the platform layer ({UNSAFE_HOMES:?}): {:?}",
+        s.unsafe_outside
     );
 }
 
@@ -739,17 +713,10 @@ fn the_scanner_sees_every_form_of_reference() {
     assert_eq!(refs, want);
 }
 
-/// No two files of the runtime import each other, directly or round a loop, but for the edges the ratchet still
-/// lists (each of which closes one of today's loops).
+/// No two files of the runtime import each other, directly or round a loop.
 #[test]
 fn the_runtime_has_no_import_cycle() {
-    let listed: BTreeSet<(String, String)> = RATCHET_EDGES
-        .iter()
-        .map(|(a, b, _)| (a.to_string(), b.to_string()))
-        .collect();
-    let edges: BTreeSet<(String, String)> =
-        file_edges(&src()).difference(&listed).cloned().collect();
-    let found = cycles(&edges);
+    let found = cycles(&file_edges(&src()));
     assert!(found.is_empty(), "import cycles in shmem/src: {found:?}");
 }
 
