@@ -63,7 +63,7 @@ report() {
     size=$(du -sb "$DATA" | cut -f1)
     ((size < (1 << 20))) || echo "!! warning: $DATA is $size bytes; commit a summary, not the raw files" >&2
   fi
-  [ -d "$DATA" ] || { echo "!! no $DATA: give the folder of the runs' CSVs" >&2; exit 1; }
+  mkdir -p "$DATA" # none yet: the section says it is not measured
   cargo build --release -q -p xpushmem-perf
   mkdir -p "$PNG"
   rm -f "$PNG"/scale_*.png

@@ -52,7 +52,7 @@ META="$OUT/meta.txt"
   echo "C compiler: $(mpicc --version 2>/dev/null | head -1)"
   echo "PE counts: ${PES[*]}"
   echo "rounds: ${ROUNDS}, interleaved (per round every PE count, xpushmem then MPI)"
-  echo "options, 8 B-256 KiB: ${ARGS[*]} (both implementations)"
+  echo "options, the sweep: ${ARGS[*]} (both implementations)"
   echo "options, large sizes: ${LARGE} (both implementations)"
 } >"$META"
 cat "$META"
@@ -83,20 +83,20 @@ mpi() { # name npes args...
   run "$name" mpirun -n "$n" --bind-to core "$work/mpi_bench" --win shared "${MPI_BENCHES[@]}" "$@"
 }
 
-for ((r = 1; r <= ROUNDS; r++)); do
-  for n in "${PES[@]}"; do
-    xp "xp-$n-r$r" "$n" "${ARGS[@]}"
-    mpi "mpi-$n-r$r" "$n" "${ARGS[@]}"
-  done
-done
-if [ "$LARGE" != none ]; then
-  read -r -a LA <<<"$LARGE"
+sweep() { # file-name-infix options...: every round, every PE count, xpushmem then MPI
+  local infix=$1 r n
+  shift
   for ((r = 1; r <= ROUNDS; r++)); do
     for n in "${PES[@]}"; do
-      xp "xp-$n-large-r$r" "$n" "${LA[@]}"
-      mpi "mpi-$n-large-r$r" "$n" "${LA[@]}"
+      xp "xp-$n$infix-r$r" "$n" "$@"
+      mpi "mpi-$n$infix-r$r" "$n" "$@"
     done
   done
+}
+sweep "" "${ARGS[@]}"
+if [ "$LARGE" != none ]; then
+  read -r -a LA <<<"$LARGE"
+  sweep -large "${LA[@]}"
 fi
 echo "measurement time: $(($(date +%s) - start)) s" >>"$META"
 rm -rf "$work"

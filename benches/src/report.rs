@@ -1285,10 +1285,11 @@ pub fn write(a: &ReportArgs) -> Result<()> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn rec(imp: &str, bench: &str, npes: usize, size: usize, us: f64) -> Record {
+    /// A latency record (also the scaling section's tests').
+    pub(crate) fn rec(imp: &str, bench: &str, npes: usize, size: usize, us: f64) -> Record {
         Record {
             imp: imp.into(),
             bench: bench.into(),

@@ -240,7 +240,7 @@ fn range(res: &Results, r: &Row, npes: usize, keep: impl Fn(usize) -> bool) -> S
     }
 }
 
-/// The summary table: one line per benchmark and size band (the target's bands), one column per PE count.
+/// The summary table: one line per benchmark and band of sizes with one target, one column per PE count.
 pub fn summary(res: &Results) -> String {
     let mut s = String::from("| benchmark | sizes | target |");
     for n in PES {
@@ -252,43 +252,25 @@ pub fn summary(res: &Results) -> String {
     }
     s.push('\n');
     for r in ROWS {
-        let all = sizes(res, r);
-        let bands: Vec<(String, &str, Box<dyn Fn(usize) -> bool>)> = if all == [0] {
-            vec![("-".into(), "≥ 1.0x", Box::new(|_| true))]
-        } else if r.vdev {
-            vec![
-                (
-                    "8 B-2 KiB".into(),
-                    "≥ 1.0x",
-                    Box::new(|s| s < VDEV_FROM) as Box<dyn Fn(usize) -> bool>,
-                ),
-                (
-                    format!("4 KiB-{}", human_size(MAX_SIZE)),
-                    "≥ 1.5x",
-                    Box::new(|s| s >= VDEV_FROM),
-                ),
-            ]
-        } else {
-            vec![
-                (
-                    "8 B-256 KiB".into(),
-                    "≥ 1.0x",
-                    Box::new(|s| s <= TARGET_MAX) as Box<dyn Fn(usize) -> bool>,
-                ),
-                (
-                    format!("512 KiB-{}", human_size(MAX_SIZE)),
-                    "none",
-                    Box::new(|s| s > TARGET_MAX),
-                ),
-            ]
-        };
-        for (label, t, keep) in bands {
-            if !all.iter().any(|&x| keep(x)) {
-                continue;
+        // The bands: runs of consecutive sizes with the same target.
+        let mut bands: Vec<(Option<f64>, usize, usize)> = Vec::new();
+        for sz in sizes(res, r) {
+            match bands.last_mut() {
+                Some(b) if b.0 == target(r, sz) => b.2 = sz,
+                _ => bands.push((target(r, sz), sz, sz)),
             }
+        }
+        for (tg, lo, hi) in bands {
+            let keep = |x: usize| (lo..=hi).contains(&x);
+            let label = if lo == hi {
+                size_label(lo)
+            } else {
+                format!("{}-{}", size_label(lo), size_label(hi))
+            };
+            let t = tg.map_or_else(|| "none".into(), |t| format!("≥ {t:.1}x"));
             let _ = write!(s, "| {} | {label} | {t} |", r.xp);
             for n in PES {
-                let _ = write!(s, " {} |", range(res, r, n, &keep));
+                let _ = write!(s, " {} |", range(res, r, n, keep));
             }
             s.push('\n');
         }
@@ -391,12 +373,22 @@ pub fn section(res: &Results, meta: &str, png: Option<(&Path, &Path)>) -> Result
         return Ok(s);
     }
     s.push_str("| item | value |\n|---|---|\n");
+    let mut runs = Vec::new();
     for l in meta.lines().filter(|l| !l.trim().is_empty()) {
-        if let Some((k, v)) = l.split_once(':') {
+        if l.starts_with("run ") || l.starts_with("skipped ") {
+            runs.push(l);
+        } else if let Some((k, v)) = l.split_once(':') {
             let _ = writeln!(s, "| {} | {} |", k.trim(), v.trim().replace('|', "/"));
         }
     }
     s.push('\n');
+    if !runs.is_empty() {
+        s.push_str("<details><summary>The runs, in order (exit status, seconds)</summary>\n\n");
+        for l in runs {
+            let _ = writeln!(s, "- {l}");
+        }
+        s.push_str("\n</details>\n\n");
+    }
     s.push_str("### Scaling targets\n\nEvery collective and op at 2, 4, 8 and 16 PEs and every size 8 B-256 KiB: ≥ 1.0x MPI; all_to_all_vdev and all_to_all_vdev_2d ≥ 1.5x from 4 KiB. **Bold** = missed. The ranges are the smallest and largest ratio over the sizes of the band.\n\n");
     s.push_str(&summary(res));
     let miss = missed(res);
@@ -489,22 +481,7 @@ pub fn report(results: &Path, md: &Path, png_dir: Option<&Path>) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::csv::Record;
-
-    fn rec(imp: &str, bench: &str, npes: usize, size: usize, us: f64) -> Record {
-        Record {
-            imp: imp.into(),
-            bench: bench.into(),
-            npes,
-            size,
-            iters: 100,
-            reps: 5,
-            median_us: us,
-            min_us: us,
-            median_gbps: 0.0,
-            best_gbps: 0.0,
-        }
-    }
+    use crate::report::tests::rec;
 
     #[test]
     fn targets_by_op_and_size() {
@@ -543,7 +520,7 @@ mod tests {
         // all_to_all_vdev at 4 KiB: 1.4x < 1.5x; reduce_sum at 1 MiB: no target.
         assert_eq!(got, [("bcast", 4, 8), ("all_to_all_vdev", 2, 4096)]);
         let sec = section(&res, "date: today\nCPU: 16 cores", None).unwrap();
-        assert!(sec.contains("| bcast | 8 B-256 KiB | ≥ 1.0x | - | **0.75x** | - | - |"));
+        assert!(sec.contains("| bcast | 8 B | ≥ 1.0x | - | **0.75x** | - | - |"));
         assert!(sec.contains("| barrier_all | - | ≥ 1.0x | - | - | - | 2.00x |"));
         assert!(sec.contains("| 1 MiB | none | - | - | 0.50x | - |"));
         assert!(sec.contains("Verdict: 1 of 3 cells with a target met, 2 missed"));
