@@ -22,17 +22,10 @@ fn launcher() -> PathBuf {
             let target = profile_dir.parent().expect("target root");
             let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
             let mut cmd = Command::new(cargo);
-            cmd.args([
-                "build",
-                "-q",
-                "-p",
-                "xpushmem-launch",
-                "--bin",
-                "xpushmem-run",
-            ])
-            .arg("--target-dir")
-            .arg(target)
-            .current_dir(env!("CARGO_MANIFEST_DIR"));
+            cmd.args(["build", "-q", "-p", "xpushmem-launch", "--bin", "xpushmem-run"])
+                .arg("--target-dir")
+                .arg(target)
+                .current_dir(env!("CARGO_MANIFEST_DIR"));
             if profile_dir.file_name().is_some_and(|n| n == "release") {
                 cmd.arg("--release");
             }
