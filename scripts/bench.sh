@@ -7,7 +7,8 @@
 #      (shared and regular windows), interleaved rounds of the ping-pongs, the small collectives and the
 #      bandwidths against memcpy (every implementation once per round), then at every other PE count of BENCH_PES
 #      the barriers, collectives and ops (bound one PE per core when they fit, oversubscribed otherwise),
-#   4. writes docs/PERFORMANCE.md and the charts in docs/perf/.
+#   4. writes docs/PERFORMANCE.md and the charts in docs/perf/ (the page's scaling section, measured with a core
+#      per PE by scripts/bench-scale.sh on another machine, is carried over as it is).
 # Environment: BENCH_PES (PE counts, default "2 4"; e.g. "2 4 8 16" on a machine with 16 cores), BENCH_ARGS
 # (default "-b 8 -e 64M -f 2 -r 5"), BENCH_ARGS4 (the runs above 2 PEs, default "-b 8 -e 4M -f 4 -i 200 -w 20 -r 5":
 # oversubscribed runs are slow), BENCH_COPY_COMPARE (default 1: also run put/get bandwidth at 2 PEs with the

@@ -247,9 +247,15 @@ pub fn section(recs: &[Record], meta: &str) -> String {
 
 /// `text` with the section replaced (or appended when it has none).
 pub fn splice(text: &str, sec: &str) -> String {
-    if let (Some(a), Some(b)) = (text.find(BEGIN), text.find(END)) {
+    splice_between(text, BEGIN, END, sec)
+}
+
+/// `text` with the section that runs from the line `begin` to the line `end` replaced by `sec` (or `sec` appended
+/// when `text` has none): how the page's separately generated sections (fabric, scaling) are put in.
+pub fn splice_between(text: &str, begin: &str, end_mark: &str, sec: &str) -> String {
+    if let (Some(a), Some(b)) = (text.find(begin), text.find(end_mark)) {
         if a < b {
-            let mut end = b + END.len();
+            let mut end = b + end_mark.len();
             if text[end..].starts_with('\n') {
                 end += 1;
             }

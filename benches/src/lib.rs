@@ -21,6 +21,7 @@ pub mod opts;
 pub mod plot;
 pub mod report;
 pub mod rma;
+pub mod scale;
 pub mod stats;
 pub mod suites;
 pub mod sync;

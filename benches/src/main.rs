@@ -3,6 +3,7 @@
 //! - `xpushmem-run -n N xpushmem-perf [run] [BENCH|GROUP ...] [options]`: run benchmarks as PEs; PE 0 prints.
 //! - `xpushmem-perf list`: the benchmarks.
 //! - `xpushmem-perf report --results DIR --md FILE --png-dir DIR [--analysis FILE]`: the performance page.
+//! - `xpushmem-perf scale-report --results DIR --md FILE [--png-dir DIR]`: the page's scaling section.
 //! - `xpushmem-perf plot --bench NAME [--npes N] [--metric lat|bw] --out FILE.png CSV...`: one chart.
 #![forbid(unsafe_code)]
 
@@ -18,7 +19,8 @@ xpushmem-perf: the xpushmem performance suite
                                                                       write the performance page and its charts
   xpushmem-perf plot --bench NAME [--npes N] [--metric lat|bw] --out FILE.png CSV...
                                                                       chart one benchmark of every impl in the CSVs
-  xpushmem-perf fabric-report --results DIR --md FILE                 put the fabric section into the page";
+  xpushmem-perf fabric-report --results DIR --md FILE                 put the fabric section into the page
+  xpushmem-perf scale-report --results DIR --md FILE [--png-dir DIR]  put the scaling section (2-16 PEs) into the page";
 
 fn run(args: &[String]) -> Result<(), PerfError> {
     let o = opts::Opts::parse(args)?;
@@ -86,6 +88,14 @@ fn do_report(args: &[String]) -> Result<(), PerfError> {
     })
 }
 
+fn do_scale_report(args: &[String]) -> Result<(), PerfError> {
+    let (f, _) = kv(args)?;
+    let png = flag(&f, "png-dir").map(PathBuf::from);
+    let results = PathBuf::from(need(&f, "results")?);
+    let md = PathBuf::from(need(&f, "md")?);
+    xpushmem_perf::scale::report(&results, &md, png.as_deref())
+}
+
 fn do_plot(args: &[String]) -> Result<(), PerfError> {
     let (f, files) = kv(args)?;
     let name = need(&f, "bench")?;
@@ -149,6 +159,7 @@ fn main() {
         Some("report") => do_report(&args[1..]),
         Some("plot") => do_plot(&args[1..]),
         Some("fabric-report") => xpushmem_perf::fabric::report(&args[1..]),
+        Some("scale-report") => do_scale_report(&args[1..]),
         Some("run") => run(&args[1..]),
         _ => run(&args),
     };

@@ -1147,7 +1147,8 @@ pub struct ReportArgs {
     pub analysis: Option<PathBuf>,
 }
 
-fn rel_link(from_md: &Path, to: &Path) -> String {
+/// `to` as a link from the markdown file `from_md` (relative when below its folder).
+pub fn rel_link(from_md: &Path, to: &Path) -> String {
     let base = from_md.parent().unwrap_or(Path::new("."));
     let abs = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
     let (b, t) = (abs(base), abs(to));
@@ -1157,9 +1158,11 @@ fn rel_link(from_md: &Path, to: &Path) -> String {
     }
 }
 
-/// Write the page and its charts.
+/// Write the page and its charts. The scaling section of the page as it was ([`crate::scale`], measured on
+/// another machine) is carried over.
 pub fn write(a: &ReportArgs) -> Result<()> {
     let res = Results::load(&a.results)?;
+    let old = std::fs::read_to_string(&a.md).unwrap_or_default();
     std::fs::create_dir_all(&a.png_dir).map_err(|e| PerfError::io(&a.png_dir, e))?;
     let meta = std::fs::read_to_string(a.results.join("meta.txt")).unwrap_or_default();
     let mut s = String::new();
@@ -1273,15 +1276,20 @@ pub fn write(a: &ReportArgs) -> Result<()> {
     }
     s.push_str(&device_section(&res));
     s.push_str("## Reproduce\n\n```\nscripts/bench.sh                  # everything: builds, peers, runs, this page, docs/perf/*.png\nBENCH_ARGS='-e 1M' scripts/bench.sh   # a quicker sweep\nBENCH_PES='2 4 8 16' scripts/bench.sh # more PE counts (one PE per core when they fit), on a machine with the cores\nBENCH_COPY_COMPARE=0 scripts/bench.sh # without the put/get run with XPUSHMEM_NT_COPY_SIZE=off\nBENCH_BW_ROUNDS=5 scripts/bench.sh    # more interleaved bandwidth rounds per pass (default 3)\nxpushmem-run -n 2 target-perf/release/xpushmem-perf put_bw -b 64K -e 16M --csv put.csv\n```\n");
+    if let Some(sec) = crate::scale::carried(&old) {
+        s.push('\n');
+        s.push_str(sec);
+    }
     std::fs::write(&a.md, s).map_err(|e| PerfError::io(&a.md, e))?;
     Ok(())
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn rec(imp: &str, bench: &str, npes: usize, size: usize, us: f64) -> Record {
+    /// A latency record (also the scaling section's tests').
+    pub(crate) fn rec(imp: &str, bench: &str, npes: usize, size: usize, us: f64) -> Record {
         Record {
             imp: imp.into(),
             bench: bench.into(),

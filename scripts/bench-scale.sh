@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# The scaling section of docs/PERFORMANCE.md (issue 31): xpushmem's collectives and ops against MPI at 2, 4, 8 and
+# 16 PEs, measured on a machine with a core per PE (the 2-core development machine would measure its scheduler).
+# That machine has Open MPI but no Rust, so the work is split in three steps:
+#   scripts/bench-scale.sh stage          builds in release here and stages into the git-ignored .scale/ (< 64 MiB):
+#                                         the stripped xpushmem-perf and xpushmem-run, benches/peers/{mpi_bench.c,
+#                                         common.h}, build.txt (commit, compiler) and the runner (scripts/scale-run.sh
+#                                         as .scale/run.sh)
+#   OUT=DIR bash .scale/run.sh            on the machine with the cores (copy .scale/ there; with the lent device:
+#                                         run with carry [".scale"], the command `OUT=$OUT bash .scale/run.sh`):
+#                                         2 interleaved rounds, CSVs and meta.txt into DIR (see scripts/scale-run.sh
+#                                         for its options)
+#   scripts/bench-scale.sh report DIR     here: copies DIR's CSVs and meta.txt into benches/results/scale/ (the
+#                                         page's data, small) and writes the section into docs/PERFORMANCE.md and
+#                                         its charts into docs/perf/scale_*.png (xpushmem-perf scale-report)
+#   scripts/bench-scale.sh report         regenerates the section from benches/results/scale/ as committed
+# Environment: CARGO_TARGET_DIR (default target-perf), BENCH_DOC (default docs/PERFORMANCE.md), BENCH_PNG (default
+# docs/perf).
+set -euo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$repo/target-perf}"
+DOC="${BENCH_DOC:-$repo/docs/PERFORMANCE.md}"
+PNG="${BENCH_PNG:-$repo/docs/perf}"
+DATA="$repo/benches/results/scale"
+STAGE="$repo/.scale"
+LIMIT=$((64 << 20))
+
+stage() {
+  echo "== building in release (xpushmem-perf, xpushmem, xpushmem-launch)"
+  cargo build --release -q -p xpushmem-perf -p xpushmem -p xpushmem-launch --bins
+  rm -rf "$STAGE"
+  mkdir -p "$STAGE"
+  local rel="$CARGO_TARGET_DIR/release"
+  for b in xpushmem-perf xpushmem-run; do
+    strip -o "$STAGE/$b" "$rel/$b"
+  done
+  cp benches/peers/mpi_bench.c benches/peers/common.h "$STAGE/"
+  cp scripts/scale-run.sh "$STAGE/run.sh"
+  {
+    echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD -- shmem ops benches launch 2>/dev/null || echo ' (+ uncommitted changes)')"
+    echo "build: $(rustc --version | cut -d' ' -f1-2) --release on $(uname -m), binaries stripped"
+  } >"$STAGE/build.txt"
+  local size
+  size=$(du -sb "$STAGE" | cut -f1)
+  if ((size > LIMIT)); then
+    echo "!! .scale/ is $size bytes, over the 64 MiB a carry may hold" >&2
+    exit 1
+  fi
+  echo "== staged $(ls "$STAGE" | tr '\n' ' ')($((size >> 20)) MiB) in $STAGE"
+  echo "   next: on the machine with the cores, OUT=DIR bash .scale/run.sh; then here, scripts/bench-scale.sh report DIR"
+}
+
+report() {
+  local from=${1:-}
+  if [ -n "$from" ]; then
+    [ -d "$from" ] || { echo "!! $from: no such folder" >&2; exit 1; }
+    rm -rf "$DATA"
+    mkdir -p "$DATA"
+    # The runs' CSVs and meta.txt (the raw CSVs are a few tens of KiB: the page's data, regenerable).
+    find "$from" -maxdepth 1 \( -name '*.csv' -o -name 'meta.txt' \) -exec cp {} "$DATA/" \;
+    local size
+    size=$(du -sb "$DATA" | cut -f1)
+    ((size < (1 << 20))) || echo "!! warning: $DATA is $size bytes; commit a summary, not the raw files" >&2
+  fi
+  mkdir -p "$DATA" # none yet: the section says it is not measured
+  cargo build --release -q -p xpushmem-perf
+  mkdir -p "$PNG"
+  rm -f "$PNG"/scale_*.png
+  "$CARGO_TARGET_DIR/release/xpushmem-perf" scale-report --results "$DATA" --md "$DOC" --png-dir "$PNG"
+  echo "== wrote the scaling section into $DOC and $(ls "$PNG"/scale_*.png 2>/dev/null | wc -l) charts into $PNG"
+}
+
+case "${1:-stage}" in
+stage) stage ;;
+report) report "${2:-}" ;;
+*)
+  echo "usage: scripts/bench-scale.sh [stage | report [DIR]]" >&2
+  exit 2
+  ;;
+esac

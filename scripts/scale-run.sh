@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# The device-side runner of scripts/bench-scale.sh, shipped as .scale/run.sh next to the stripped xpushmem-perf and
+# xpushmem-run, benches/peers/{mpi_bench.c,common.h} and build.txt. Run on a machine with a core per PE (16 cores
+# for 2-16 PEs), Open MPI with mpicc there, no Rust needed:
+#   OUT=/some/dir bash .scale/run.sh
+# It compiles mpi_bench, then measures xpushmem (xpushmem-run, PEs bound one per core) and MPI (mpirun, vader shared
+# memory, --bind-to core) back to back at every PE count, in SCALE_ROUNDS interleaved rounds (every PE count and
+# implementation once per round), the collectives and ops from 8 B to 256 KiB; then, time allowing, the large sizes
+# (2 MiB and 16 MiB) in as many rounds. CSVs (xp-N-rR.csv, mpi-N-rR.csv, xp-N-large-rR.csv, ...), the programs'
+# stderr (*.err) and meta.txt go to $OUT; bring them back and run `scripts/bench-scale.sh report DIR`.
+# Environment: OUT (required), SCALE_PES (default "2 4 8 16"), SCALE_ROUNDS (default 2), SCALE_ARGS (default
+# "-b 8 -e 256K -f 8 -r 5 --coll-iters 300"), SCALE_LARGE_ARGS (default "-b 2M -e 16M -f 8 -r 3 --coll-iters 20";
+# "none": no large sizes), SCALE_DEADLINE (seconds from the start after which no new program starts, default 400),
+# SCALE_TIMEOUT (seconds per program, default 120).
+set -u
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+: "${OUT:?set OUT to the folder for the CSVs}"
+mkdir -p "$OUT"
+start=$(date +%s)
+read -r -a PES <<<"${SCALE_PES:-2 4 8 16}"
+ROUNDS="${SCALE_ROUNDS:-2}"
+read -r -a ARGS <<<"${SCALE_ARGS:--b 8 -e 256K -f 8 -r 5 --coll-iters 300}"
+LARGE="${SCALE_LARGE_ARGS:--b 2M -e 16M -f 8 -r 3 --coll-iters 20}"
+DEADLINE="${SCALE_DEADLINE:-400}"
+T="${SCALE_TIMEOUT:-120}"
+XP_BENCHES=(barrier_all team_barrier bcast alltoall fcollect reduce_sum all_to_all_vdev all_to_all_vdev_2d)
+MPI_BENCHES=(barrier_all team_barrier bcast alltoall alltoallv fcollect reduce_sum)
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_btl="${OMPI_MCA_btl:-self,vader}"
+# Single-copy (CMA) needs ptrace rights that containers often lack; vader then copies through its FIFOs.
+export OMPI_MCA_btl_vader_single_copy_mechanism="${OMPI_MCA_btl_vader_single_copy_mechanism:-none}"
+# The 16 MiB all-to-alls at 16 PEs need 2 x 256 MiB of symmetric heap and more (reserved lazily).
+export XPUSHMEM_SYMMETRIC_SIZE="${XPUSHMEM_SYMMETRIC_SIZE:-4G}"
+
+work=$(mktemp -d)
+cp "$here/xpushmem-perf" "$here/xpushmem-run" "$work/"
+chmod +x "$work/xpushmem-perf" "$work/xpushmem-run"
+if ! mpicc -O2 -Wall -o "$work/mpi_bench" "$here/mpi_bench.c" 2>"$OUT/mpicc.err"; then
+  echo "!! mpicc failed (see $OUT/mpicc.err)" >&2
+  exit 1
+fi
+
+META="$OUT/meta.txt"
+{
+  echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')"
+  [ -f "$here/build.txt" ] && cat "$here/build.txt"
+  echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) CPUs available, $(lscpu 2>/dev/null | awk -F: '/^NUMA node\(s\)/ {gsub(/ /, "", $2); print $2}') NUMA node(s), $(lscpu 2>/dev/null | awk -F: '/^Thread\(s\) per core/ {gsub(/ /, "", $2); print $2}') thread(s) per core"
+  echo "memory: $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo)"
+  echo "kernel: $(uname -r)"
+  echo "Open MPI: $(mpirun --version 2>/dev/null | head -1 | sed 's/^mpirun (Open MPI) //'), btl ${OMPI_MCA_btl}, vader single copy ${OMPI_MCA_btl_vader_single_copy_mechanism}, mpirun --bind-to core"
+  echo "xpushmem: xpushmem-run, PEs bound one per core (xpushmem-perf --bind auto), XPUSHMEM_SYMMETRIC_SIZE=${XPUSHMEM_SYMMETRIC_SIZE}"
+  echo "C compiler: $(mpicc --version 2>/dev/null | head -1)"
+  echo "PE counts: ${PES[*]}"
+  echo "rounds: ${ROUNDS}, interleaved (per round every PE count, xpushmem then MPI)"
+  echo "options, the sweep: ${ARGS[*]} (both implementations)"
+  echo "options, large sizes: ${LARGE} (both implementations)"
+} >"$META"
+cat "$META"
+
+fails=()
+late() { (($(date +%s) - start > DEADLINE)); }
+run() { # name cmd... (the options follow)
+  local name=$1 t0 rc
+  shift
+  if late; then
+    echo "skipped $name: past the ${DEADLINE} s deadline" | tee -a "$META"
+    return
+  fi
+  t0=$(date +%s)
+  timeout "$T" "$@" --csv "$OUT/$name.csv" >/dev/null 2>"$OUT/$name.err"
+  rc=$?
+  ((rc == 0)) || fails+=("$name rc=$rc")
+  echo "run $name: rc $rc, $(($(date +%s) - t0)) s" | tee -a "$META"
+}
+xp() { # name npes args...
+  local name=$1 n=$2
+  shift 2
+  run "$name" "$work/xpushmem-run" -n "$n" --timeout "$T" "$work/xpushmem-perf" "${XP_BENCHES[@]}" --quiet "$@"
+}
+mpi() { # name npes args...
+  local name=$1 n=$2
+  shift 2
+  run "$name" mpirun -n "$n" --bind-to core "$work/mpi_bench" --win shared "${MPI_BENCHES[@]}" "$@"
+}
+
+sweep() { # file-name-infix options...: every round, every PE count, xpushmem then MPI
+  local infix=$1 r n
+  shift
+  for ((r = 1; r <= ROUNDS; r++)); do
+    for n in "${PES[@]}"; do
+      xp "xp-$n$infix-r$r" "$n" "$@"
+      mpi "mpi-$n$infix-r$r" "$n" "$@"
+    done
+  done
+}
+sweep "" "${ARGS[@]}"
+if [ "$LARGE" != none ]; then
+  read -r -a LA <<<"$LARGE"
+  sweep -large "${LA[@]}"
+fi
+echo "measurement time: $(($(date +%s) - start)) s" >>"$META"
+rm -rf "$work"
+# Empty stderr files say nothing.
+find "$OUT" -maxdepth 1 -name '*.err' -empty -delete
+if ((${#fails[@]})); then
+  echo "failed: ${fails[*]}" | tee -a "$META" >&2
+  exit 1
+fi
