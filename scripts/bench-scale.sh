@@ -7,10 +7,13 @@
 #                                         common.h}, build.txt (commit, compiler) and the runner (scripts/scale-run.sh
 #                                         as .scale/run.sh)
 #   OUT=DIR bash .scale/run.sh            on the machine with the cores (copy .scale/ there; with the lent device:
-#                                         run with carry [".scale"], the command `OUT=$OUT bash .scale/run.sh`):
+#                                         copy .scale/ into the session's own checkout, the one the device tool
+#                                         sends, and run with carry [".scale"], the command
+#                                         `OUT=$OUT SCALE_PACK=1 bash .scale/run.sh`: the device brings back at
+#                                         most 8 files, so the runner packs them into one scale.tar.gz):
 #                                         2 interleaved rounds, CSVs and meta.txt into DIR (see scripts/scale-run.sh
 #                                         for its options)
-#   scripts/bench-scale.sh report DIR     here: copies DIR's CSVs and meta.txt into benches/results/scale/ (the
+#   scripts/bench-scale.sh report DIR     here (DIR may hold the runner's scale.tar.gz): copies DIR's CSVs and meta.txt into benches/results/scale/ (the
 #                                         page's data, small) and writes the section into docs/PERFORMANCE.md and
 #                                         its charts into docs/perf/scale_*.png (xpushmem-perf scale-report)
 #   scripts/bench-scale.sh report         regenerates the section from benches/results/scale/ as committed
@@ -55,6 +58,12 @@ report() {
   local from=${1:-}
   if [ -n "$from" ]; then
     [ -d "$from" ] || { echo "!! $from: no such folder" >&2; exit 1; }
+    if [ -f "$from/scale.tar.gz" ]; then # packed by the runner (SCALE_PACK=1)
+      local unpacked
+      unpacked=$(mktemp -d)
+      tar -xzf "$from/scale.tar.gz" -C "$unpacked"
+      from=$unpacked
+    fi
     rm -rf "$DATA"
     mkdir -p "$DATA"
     # The runs' CSVs and meta.txt (the raw CSVs are a few tens of KiB: the page's data, regenerable).

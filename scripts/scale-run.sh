@@ -11,7 +11,9 @@
 # Environment: OUT (required), SCALE_PES (default "2 4 8 16"), SCALE_ROUNDS (default 2), SCALE_ARGS (default
 # "-b 8 -e 256K -f 8 -r 5 --coll-iters 300"), SCALE_LARGE_ARGS (default "-b 2M -e 16M -f 8 -r 3 --coll-iters 20";
 # "none": no large sizes), SCALE_DEADLINE (seconds from the start after which no new program starts, default 400),
-# SCALE_TIMEOUT (seconds per program, default 120).
+# SCALE_TIMEOUT (seconds per program, default 120), SCALE_PACK (1: at the end, everything in $OUT goes into one
+# $OUT/scale.tar.gz and the loose files are removed; the lent device brings back at most 8 files from $OUT, the
+# runs write about 33).
 set -u
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 : "${OUT:?set OUT to the folder for the CSVs}"
@@ -102,6 +104,10 @@ echo "measurement time: $(($(date +%s) - start)) s" >>"$META"
 rm -rf "$work"
 # Empty stderr files say nothing.
 find "$OUT" -maxdepth 1 -name '*.err' -empty -delete
+if [ "${SCALE_PACK:-0}" = 1 ]; then
+  (cd "$OUT" && files=$(find . -maxdepth 1 -type f ! -name scale.tar.gz -printf '%P\n' | sort) &&
+    tar -czf scale.tar.gz $files && rm -f $files) || echo "!! packing $OUT failed" >&2
+fi
 if ((${#fails[@]})); then
   echo "failed: ${fails[*]}" | tee -a "$META" >&2
   exit 1
