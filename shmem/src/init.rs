@@ -4,10 +4,10 @@
 
 use crate::bootstrap::{self, Bootstrap, Dec, Enc, UniqueId};
 use crate::config::Config;
+use crate::core::heap::Allocator;
 use crate::core::{Shmem, STATE_FINALIZED, STATE_RUNNING, SYNC, SYS_BYTES};
 use crate::device::{Device, HeapKind};
 use crate::error::{Error, Result};
-use crate::heap::Allocator;
 use crate::job::{self, JobLayout, PeRecord};
 use crate::sys::pidwatch::PeerWatch;
 use crate::team::CallId;

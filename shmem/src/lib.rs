@@ -26,7 +26,7 @@
 
 pub mod abi;
 pub mod algo;
-pub mod amo;
+pub use crate::core::amo;
 pub(crate) mod bootstrap;
 pub mod coll;
 pub mod config;
@@ -34,15 +34,14 @@ pub(crate) mod core;
 pub mod device;
 pub mod error;
 pub(crate) mod hal;
-pub(crate) mod heap;
 pub(crate) mod init;
 pub(crate) mod job;
-pub mod memory;
+pub use crate::team::memory;
 pub(crate) mod net;
-pub mod rma;
+pub use crate::core::rma;
 pub mod runtime;
-pub mod symaddr;
-pub mod sync;
+pub use crate::core::symaddr;
+pub use crate::core::sync;
 pub(crate) mod sys;
 pub mod team;
 pub mod transport;

@@ -41,15 +41,9 @@ const LAYERS: &[(&str, usize, usize)] = &[
     ("net/", 1, 0),
     ("bootstrap/", 2, 0),
     ("transport/", 3, 0),
-    ("heap.rs", 4, 0),
     ("core/", 4, 0),
     ("runtime.rs", 7, 0),
-    ("rma.rs", 4, 0),
-    ("amo.rs", 4, 0),
-    ("sync.rs", 4, 0),
-    ("symaddr.rs", 4, 0),
     ("team/", 5, 0),
-    ("memory.rs", 5, 0),
     ("coll/", 6, 0),
     ("device/", 7, 0),
     ("init.rs", 7, 0),
@@ -233,7 +227,11 @@ fn root_reexports(lib: &str) -> BTreeMap<String, Vec<String>> {
                 None => continue,
             },
         };
-        let base: Vec<String> = base.split("::").map(String::from).collect();
+        let base: Vec<String> = base
+            .split("::")
+            .filter(|s| *s != "crate")
+            .map(String::from)
+            .collect();
         for n in names.into_iter().filter(|n| !n.is_empty()) {
             map.insert(n, base.clone());
         }
@@ -473,8 +471,12 @@ fn scan() -> Scan {
         let me = module_of(&from);
         for mut path in references(&code, &me) {
             // A name the root re-exports stands for the module it comes from.
-            if let Some(m) = path.first().and_then(|n| root.get(n)) {
-                path = m.clone();
+            // (A re-export of a re-export, `pub use rma::Pending` after `pub use crate::core::rma`, is followed.)
+            for _ in 0..4 {
+                match path.first().and_then(|n| root.get(n)) {
+                    Some(m) => path = m.iter().cloned().chain(path).collect(),
+                    None => break,
+                }
             }
             let Some(to) = file_of(&path, &files) else {
                 continue;
@@ -518,8 +520,12 @@ fn file_edges(src: &Path) -> BTreeSet<(String, String)> {
         }
         let code = code_of(&std::fs::read_to_string(p).expect("read source"));
         for mut path in references(&code, &module_of(&from)) {
-            if let Some(m) = path.first().and_then(|n| root.get(n)) {
-                path = m.clone();
+            // (A re-export of a re-export, `pub use rma::Pending` after `pub use crate::core::rma`, is followed.)
+            for _ in 0..4 {
+                match path.first().and_then(|n| root.get(n)) {
+                    Some(m) => path = m.iter().cloned().chain(path).collect(),
+                    None => break,
+                }
             }
             if let Some(to) = file_of(&path, &files) {
                 if to != from && to != "lib.rs" && to != "main.rs" {

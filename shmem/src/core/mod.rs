@@ -2,13 +2,18 @@
 //! waits with back-off and failure detection, progress. Start-up, shutdown and the calls that run a team protocol
 //! (`barrier_all`, `finalize`) live in the facade above it (`init.rs`); this layer never calls into team or coll.
 
+pub mod amo;
 pub(crate) mod groups;
+pub(crate) mod heap;
+pub mod rma;
+pub mod symaddr;
+pub mod sync;
 pub(crate) mod teams;
 
 use crate::bootstrap::Bootstrap;
 use crate::config::Config;
+use crate::core::heap::Allocator;
 use crate::error::{Error, Result};
-use crate::heap::Allocator;
 use crate::job::Nodes;
 use crate::sys::dataseg::SymData;
 use crate::sys::pidwatch::PeerWatch;

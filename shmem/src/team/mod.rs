@@ -29,6 +29,7 @@
 //! is an error naming `XPUSHMEM_TEAMS_MAX`.
 
 mod ctx;
+pub mod memory;
 mod split;
 
 pub(crate) use crate::core::groups::Groups;

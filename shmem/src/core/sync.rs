@@ -4,9 +4,9 @@
 //! A put-with-signal writes the data, then (release) updates the signal word: whoever sees the signal sees the data.
 //! Waits read the local word atomically (acquire), with the runtime's back-off, timeout and lost-peer detection.
 
+use crate::core::rma::Pending;
 use crate::core::Shmem;
 use crate::error::{Error, Result};
-use crate::rma::Pending;
 use crate::sys::bytes::bytes_of;
 use crate::transport::AmoOp;
 use crate::types::{AtomicWord, Cmp, SignalOp, SymRef, SymSlice, Symmetric};
