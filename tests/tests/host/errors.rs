@@ -250,8 +250,16 @@ fn peer_lost_case(n: usize, func: &str) {
         run_pe(|sh| {
             let (me, n) = (sh.my_pe(), sh.n_pes());
             let x = sh.calloc::<u64>(1)?;
+            let out = sh.calloc::<u64>(1)?.at(0)?;
             sh.barrier_all()?;
+            // The others tell the victim they have left the first barrier: a PE still finishing it when the victim
+            // dies may see the loss there instead of in the barrier under test (the wait's lost-peer check covers
+            // every PE, not only the one it waits for).
+            if me != n - 1 {
+                sh.atomic_add(out, 1, n - 1)?;
+            }
             if me == n - 1 {
+                sh.wait_until(out, xpushmem::Cmp::Eq, (n - 1) as u64)?;
                 // Die without finalize (exit status 0, so the launcher does not stop the job for us).
                 std::process::exit(0);
             }
