@@ -641,8 +641,14 @@ fn peer_lost(n: usize, func: &str) {
             let (me, n) = (sh.my_pe(), sh.n_pes());
             let fx = Fx::new(sh)?;
             let g = Group::world(sh)?;
+            let out = sh.calloc::<u64>(1)?.at(0)?;
             healthy(sh, &g, &fx)?;
-            if me == n - 1 {
+            // The victim leaves only once every other rank is out of the healthy op (a rank still finishing it
+            // could see the loss there instead of in the op under test).
+            if me != n - 1 {
+                sh.atomic_add(out, 1, n - 1)?;
+            } else {
+                sh.wait_until(out, xpushmem::Cmp::Eq, (n - 1) as u64)?;
                 std::process::exit(0);
             }
             let start = std::time::Instant::now();
