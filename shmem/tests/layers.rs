@@ -80,9 +80,14 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// The path of `file` relative to `src`, with `/`.
+/// The path of `file` relative to the runtime's `src`, with `/`.
 fn rel(file: &Path) -> String {
-    file.strip_prefix(src())
+    rel_to(&src(), file)
+}
+
+/// The path of `file` relative to `base`, with `/`.
+fn rel_to(base: &Path, file: &Path) -> String {
+    file.strip_prefix(base)
         .expect("under src")
         .to_string_lossy()
         .replace('\\', "/")
@@ -237,6 +242,18 @@ fn root_reexports(lib: &str) -> BTreeMap<String, Vec<String>> {
         }
     }
     map
+}
+
+/// `path` with a leading name the crate root re-exports replaced by the module it comes from, followed through
+/// re-exports of re-exports (`pub use rma::Pending` after `pub use crate::core::rma`).
+fn through_reexports(mut path: Vec<String>, root: &BTreeMap<String, Vec<String>>) -> Vec<String> {
+    for _ in 0..4 {
+        match path.first().and_then(|n| root.get(n)) {
+            Some(m) => path = m.iter().cloned().chain(path).collect(),
+            None => break,
+        }
+    }
+    path
 }
 
 /// Every module path a file names: `crate::a::b`, `use crate::{a::b, c}` groups, and `super::` paths (resolved
@@ -469,15 +486,8 @@ fn scan() -> Scan {
             continue; // the root re-exports every layer
         }
         let me = module_of(&from);
-        for mut path in references(&code, &me) {
-            // A name the root re-exports stands for the module it comes from.
-            // (A re-export of a re-export, `pub use rma::Pending` after `pub use crate::core::rma`, is followed.)
-            for _ in 0..4 {
-                match path.first().and_then(|n| root.get(n)) {
-                    Some(m) => path = m.iter().cloned().chain(path).collect(),
-                    None => break,
-                }
-            }
+        for path in references(&code, &me) {
+            let path = through_reexports(path, &root);
             let Some(to) = file_of(&path, &files) else {
                 continue;
             };
@@ -499,12 +509,7 @@ fn scan() -> Scan {
 fn file_edges(src: &Path) -> BTreeSet<(String, String)> {
     let mut paths = Vec::new();
     rust_files(src, &mut paths);
-    let rel = |p: &Path| {
-        p.strip_prefix(src)
-            .expect("under src")
-            .to_string_lossy()
-            .replace('\\', "/")
-    };
+    let rel = |p: &Path| rel_to(src, p);
     paths.retain(|p| !rel(p).starts_with("bin/"));
     let files: BTreeSet<String> = paths.iter().map(|p| rel(p)).collect();
     let root = ["lib.rs", "main.rs"]
@@ -519,14 +524,8 @@ fn file_edges(src: &Path) -> BTreeSet<(String, String)> {
             continue; // the root declares and re-exports every module
         }
         let code = code_of(&std::fs::read_to_string(p).expect("read source"));
-        for mut path in references(&code, &module_of(&from)) {
-            // (A re-export of a re-export, `pub use rma::Pending` after `pub use crate::core::rma`, is followed.)
-            for _ in 0..4 {
-                match path.first().and_then(|n| root.get(n)) {
-                    Some(m) => path = m.iter().cloned().chain(path).collect(),
-                    None => break,
-                }
-            }
+        for path in references(&code, &module_of(&from)) {
+            let path = through_reexports(path, &root);
             if let Some(to) = file_of(&path, &files) {
                 if to != from && to != "lib.rs" && to != "main.rs" {
                     edges.insert((from.clone(), to));

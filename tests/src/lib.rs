@@ -151,6 +151,22 @@ pub fn run_pe(body: impl FnOnce(&xpushmem::Shmem) -> xpushmem::Result<()>) -> ! 
     }
 }
 
+/// A PE-loss test's victim `victim` leaves (exit status 0, without finalize) only once every other PE has
+/// called this too: each of them counts out on the victim's `out` (zero on entry, symmetric). A PE still finishing
+/// the collective before this call would otherwise see the loss there instead of in the call under test. Returns
+/// on every PE but the victim.
+pub fn victim_leaves_last(
+    sh: &xpushmem::Shmem,
+    out: xpushmem::SymRef<u64>,
+    victim: usize,
+) -> xpushmem::Result<()> {
+    if sh.my_pe() != victim {
+        return sh.atomic_add(out, 1, victim);
+    }
+    sh.wait_until(out, xpushmem::Cmp::Eq, (sh.n_pes() - 1) as u64)?;
+    std::process::exit(0)
+}
+
 /// The environment of a PE whose symmetric heap lives on a (ze-emu) Level Zero device: the loader's variables
 /// with the validation layer on, ze-emu's driver path (built on first use), and `XPUSHMEM_HEAP=device`.
 /// With `XPUSHMEM_HARDWARE=1` (the bring-up script on an Intel GPU machine) ze-emu is left out and the real driver

@@ -44,29 +44,27 @@ fn run<T: FromRef>(
         for (a, &algo) in algos.iter().enumerate() {
             for row in rows.iter().filter(|r| r[0] == a) {
                 let (len, root) = (sizes[row[1]], roots[row[2]]);
-                {
-                    let tag = salt ^ (len as u64) << 8 ^ root as u64;
-                    sh.put(src, &ref_vec::<T>(sh.my_pe(), max, tag), sh.my_pe())?;
-                    let sentinel: Vec<T> = ref_vec(sh.my_pe(), max, SENTINEL_SALT);
-                    sh.put(dst, &sentinel, sh.my_pe())?;
-                    sh.broadcast_with(t, dst, src, len, root, algo)?;
-                    let mut got = vec![T::default(); len + 1];
-                    sh.get(&mut got, dst.slice(..len + 1)?, sh.my_pe())?;
-                    let want = ref_vec::<T>(members[root], len, tag);
-                    assert!(
-                        got[..len] == want[..],
-                        "{} {}: {algo} len {len} root {root}: wrong data",
-                        s.name,
-                        T::NAME
-                    );
-                    assert_eq!(
-                        got[len],
-                        sentinel[len],
-                        "{} {}: {algo} len {len}: wrote past nelems",
-                        s.name,
-                        T::NAME
-                    );
-                }
+                let tag = salt ^ (len as u64) << 8 ^ root as u64;
+                sh.put(src, &ref_vec::<T>(sh.my_pe(), max, tag), sh.my_pe())?;
+                let sentinel: Vec<T> = ref_vec(sh.my_pe(), max, SENTINEL_SALT);
+                sh.put(dst, &sentinel, sh.my_pe())?;
+                sh.broadcast_with(t, dst, src, len, root, algo)?;
+                let mut got = vec![T::default(); len + 1];
+                sh.get(&mut got, dst.slice(..len + 1)?, sh.my_pe())?;
+                let want = ref_vec::<T>(members[root], len, tag);
+                assert!(
+                    got[..len] == want[..],
+                    "{} {}: {algo} len {len} root {root}: wrong data",
+                    s.name,
+                    T::NAME
+                );
+                assert_eq!(
+                    got[len],
+                    sentinel[len],
+                    "{} {}: {algo} len {len}: wrote past nelems",
+                    s.name,
+                    T::NAME
+                );
             }
             // In place: dest == source on every member.
             let len = sizes[sizes.len().min(3) - 1];

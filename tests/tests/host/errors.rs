@@ -252,17 +252,10 @@ fn peer_lost_case(n: usize, func: &str) {
             let x = sh.calloc::<u64>(1)?;
             let out = sh.calloc::<u64>(1)?.at(0)?;
             sh.barrier_all()?;
-            // The others tell the victim they have left the first barrier: a PE still finishing it when the victim
-            // dies may see the loss there instead of in the barrier under test (the wait's lost-peer check covers
-            // every PE, not only the one it waits for).
-            if me != n - 1 {
-                sh.atomic_add(out, 1, n - 1)?;
-            }
-            if me == n - 1 {
-                sh.wait_until(out, xpushmem::Cmp::Eq, (n - 1) as u64)?;
-                // Die without finalize (exit status 0, so the launcher does not stop the job for us).
-                std::process::exit(0);
-            }
+            // The victim dies without finalize (exit status 0, so the launcher does not stop the job for us) once
+            // the others have left the first barrier (the wait's lost-peer check covers every PE, not only the one
+            // it waits for).
+            xpushmem_tests::victim_leaves_last(sh, out, n - 1)?;
             let start = std::time::Instant::now();
             let e = sh.barrier_all().unwrap_err();
             assert!(matches!(e, Error::PeerLost { .. }), "PE {me}: {e}");

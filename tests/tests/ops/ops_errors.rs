@@ -643,14 +643,8 @@ fn peer_lost(n: usize, func: &str) {
             let g = Group::world(sh)?;
             let out = sh.calloc::<u64>(1)?.at(0)?;
             healthy(sh, &g, &fx)?;
-            // The victim leaves only once every other rank is out of the healthy op (a rank still finishing it
-            // could see the loss there instead of in the op under test).
-            if me != n - 1 {
-                sh.atomic_add(out, 1, n - 1)?;
-            } else {
-                sh.wait_until(out, xpushmem::Cmp::Eq, (n - 1) as u64)?;
-                std::process::exit(0);
-            }
+            // The victim leaves once every other rank is out of the healthy op.
+            xpushmem_tests::victim_leaves_last(sh, out, n - 1)?;
             let start = std::time::Instant::now();
             let s = fx.set_splits(sh, &vec![1; n * NE])?;
             let e = all_to_all_vdev_2d(
