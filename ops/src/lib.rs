@@ -8,6 +8,7 @@
 //! | [`all_to_all_vdev`], [`all_to_all_vdev_2d`], [`all_to_all_vdev_2d_offset`], [`nvshmem_all_to_all`] | [`a2a`] |
 //! | [`tile_reduce`], [`multi_root_tile_reduce`] | [`tile`] |
 //! | [`nvshmem_put`], [`nvshmem_get`], [`nvshmem_put_with_signal`], [`nvshmem_wait_for_signal`], [`nvshmem_broadcast`] | [`p2p`] |
+//! | [`ep::TokenSwitch`] (expert-parallel MoE dispatch and combine) | [`ep`] |
 //! | `one_shot_all_reduce[_copy][_out]`, `two_shot_all_reduce_[out]`, `reduce_scatter_out`, `memset32_`, `stream_write_value32_` (device path only: [`DeviceOps`]) | [`symm`] |
 //!
 //! Two paths run them: the host path (the functions above: host-driven put/get, any heap) and the device path
@@ -41,6 +42,7 @@ pub mod a2a;
 pub mod device;
 pub mod device_abi;
 pub mod dtype;
+pub mod ep;
 pub mod group;
 mod io;
 pub mod p2p;

@@ -1,0 +1,9 @@
+//! Expert-parallel MoE dispatch and combine (PyTorch's `torch.distributed._token_switch.TokenSwitch`, DeepEP's
+//! normal mode): [`TokenSwitch`] on the host path. The routing rules are the pure functions of [`route`];
+//! `docs/EP.md` describes the semantics and the protocol.
+
+pub mod route;
+pub mod switch;
+
+pub use route::Layout;
+pub use switch::{EpConfig, Routing, TokenSwitch};

@@ -1,0 +1,698 @@
+//! [`TokenSwitch`]: expert-parallel dispatch and combine on the host path (CPU memory in and out, symmetric
+//! receive buffers in between).
+//!
+//! Every op starts with the group's agreement ([`Group::agree`]: the same verdict on every rank, `Mismatch` when
+//! ranks disagree on dtypes, sizes or the routing, and the point after which every rank has left the previous
+//! op, so the receive buffers are free to be written), then runs one round of puts with a signal per source rank
+//! into the destinations' symmetric buffers, allocated once at construction and bounded by the declared maxima:
+//!
+//! * [`TokenSwitch::create_routing`]: each rank puts its count row (slots and pairs for every rank, pairs for
+//!   the destination's experts) into every rank's count area; every rank then holds every rank's counts and
+//!   reaches the same receive-overflow verdict;
+//! * [`TokenSwitch::dispatch`]: each token is written once per destination rank (with its `topk_weights` and
+//!   `topk_idx` rows) into that rank's receive slots, sources one after another in rank order; the receiver
+//!   copies them out in the routing's layout;
+//! * [`TokenSwitch::combine`]: each expert rank returns one row per received slot (the sum of the slot's pairs
+//!   in the expert-major layout) into the source's combine buffer; the source sums each token's rows in f32 in
+//!   destination-rank order and stores them in the token's order.
+//!
+//! Every wait is the runtime's `signal_wait_until` (`XPUSHMEM_TIMEOUT_MS`, lost peers reported as `PeerLost`).
+
+use crate::dtype::DType;
+use crate::ep::route::{self, Counts, Layout, PairLayout, SendPlan};
+use crate::group::Group;
+use crate::plan::digest;
+use std::sync::Mutex;
+use xpushmem::{Cmp, Error, Result, Shmem, SignalOp, SymRef, SymSlice};
+
+/// The maxima a [`TokenSwitch`] is built for (upstream's `TokenSwitchNCCL` constructor, plus `max_topk`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EpConfig {
+    /// Experts in the group, numbered globally; rank `r` holds `num_experts / W` of them, from
+    /// `r * num_experts / W`. Must be a positive multiple of the group size.
+    pub num_experts: usize,
+    /// Most tokens one rank dispatches in one step (`topk_idx.size(0)`).
+    pub max_dispatch_tokens: usize,
+    /// Most output rows one rank receives in one step (slots in the flat layout, pairs in expert-major).
+    pub max_recv_tokens: usize,
+    /// Most bytes of one token row (`hidden * element size`).
+    pub max_token_bytes: usize,
+    /// Most experts per token (`topk_idx.size(1)`).
+    pub max_topk: usize,
+}
+
+/// Which op a signal word belongs to.
+#[derive(Clone, Copy)]
+enum Kind {
+    Routing = 0,
+    Dispatch = 1,
+    Combine = 2,
+}
+
+/// Expert-parallel dispatch and combine over a [`Group`] (module docs). Upstream's `TokenSwitch`.
+#[derive(Debug)]
+pub struct TokenSwitch {
+    cfg: EpConfig,
+    group_id: u64,
+    pes: Vec<usize>,
+    me: usize,
+    /// Receive slots: `max_recv_tokens` of [`TokenSwitch::slot_cap`] bytes.
+    recv: SymSlice<u8>,
+    /// Combine returns: `max_dispatch_tokens * min(max_topk, W)` rows of `max_token_bytes`.
+    comb: SymSlice<u8>,
+    /// Count rows: `W` of `2W + L` words.
+    counts: SymSlice<u64>,
+    /// Signal words: `3 * W` (routing, dispatch, combine; one per source rank).
+    sigs: SymSlice<u64>,
+    /// The last epoch of each kind of op (the signal values; the same on every rank).
+    epochs: Mutex<[u64; 3]>,
+}
+
+/// A routing made by [`TokenSwitch::create_routing`] (upstream's `Routing.handle`): the send plan and every
+/// rank's counts, reusable for any number of dispatches and combines of its switch.
+#[derive(Debug)]
+pub struct Routing {
+    switch: usize,
+    id: u64,
+    layout: Layout,
+    n: usize,
+    k: usize,
+    me: usize,
+    plan: SendPlan,
+    /// The `topk_idx` it was made from (`[n, k]`).
+    topk: Vec<i64>,
+    counts: Counts,
+    expert_pairs: Vec<u64>,
+    /// The expert-major positions of the received pairs, known from the first dispatch (the received `topk_idx`).
+    pairs: Mutex<Option<PairLayout>>,
+}
+
+impl Routing {
+    /// The dispatch output layout.
+    pub fn layout(&self) -> Layout {
+        self.layout
+    }
+
+    /// Tokens this rank dispatches (`topk_idx.size(0)`).
+    pub fn num_tokens(&self) -> usize {
+        self.n
+    }
+
+    /// Experts per token (`topk_idx.size(1)`).
+    pub fn top_k(&self) -> usize {
+        self.k
+    }
+
+    /// Rows of this rank's dispatch output (received slots in the flat layout, pairs in expert-major).
+    pub fn recv_rows(&self) -> usize {
+        self.counts.recv_rows(self.me, self.layout) as usize
+    }
+
+    /// Tokens (slots) this rank receives from each rank.
+    pub fn recv_slots_from(&self) -> Vec<u64> {
+        (0..self.counts.w)
+            .map(|s| self.counts.slots[s * self.counts.w + self.me])
+            .collect()
+    }
+
+    /// Pairs each local expert of this rank receives (upstream's `per_expert_token_counts`); their prefix sums
+    /// are the expert-major layout's expert boundaries (`grouped_mm`'s `offs=`).
+    pub fn expert_counts(&self) -> &[u64] {
+        &self.expert_pairs
+    }
+}
+
+fn pad8(n: usize) -> usize {
+    n.div_ceil(8) * 8
+}
+
+/// Bytes of one receive slot: the token row, then `k` f32 weights, then `k` int64 expert ids, each 8-aligned.
+fn slot_bytes(row_bytes: usize, k: usize) -> usize {
+    pad8(row_bytes) + pad8(4 * k) + 8 * k
+}
+
+fn bad(name: &'static str, value: impl ToString, reason: String) -> Error {
+    Error::InvalidArgument {
+        name,
+        value: value.to_string(),
+        reason,
+    }
+}
+
+impl TokenSwitch {
+    /// Build a switch for `group` (collective: the group agrees on `cfg`, then every PE of the world allocates the
+    /// buffers with the world-collective `malloc`, so every PE of the world calls it at the same point with the
+    /// same `cfg`, like [`Group::new`]).
+    pub fn new(sh: &Shmem, group: &Group, cfg: EpConfig) -> Result<TokenSwitch> {
+        const OP: &str = "TokenSwitch::new";
+        let w = group.size();
+        let local = (|| {
+            if cfg.num_experts == 0 || cfg.num_experts % w != 0 {
+                return Err(bad(
+                    "num_experts",
+                    cfg.num_experts,
+                    format!("{OP}: must be a positive multiple of the group size ({w})"),
+                ));
+            }
+            for (name, v) in [
+                ("max_dispatch_tokens_per_rank", cfg.max_dispatch_tokens),
+                ("max_recv_tokens_per_rank", cfg.max_recv_tokens),
+                ("max_token_bytes", cfg.max_token_bytes),
+                ("max_topk", cfg.max_topk),
+            ] {
+                if v == 0 {
+                    return Err(bad(name, v, format!("{OP}: must be positive")));
+                }
+            }
+            Ok(())
+        })();
+        let dig = digest(&[
+            cfg.num_experts as u64,
+            cfg.max_dispatch_tokens as u64,
+            cfg.max_recv_tokens as u64,
+            cfg.max_token_bytes as u64,
+            cfg.max_topk as u64,
+        ]);
+        group.agree(sh, OP, local.err(), dig, &|| format!("{cfg:?}"))?;
+        let me = group.rank_for(sh, OP)?;
+        let l = cfg.num_experts / w;
+        let overflow = || Error::InvalidArgument {
+            name: "max_recv_tokens_per_rank",
+            value: format!("{cfg:?}"),
+            reason: format!("{OP}: the buffers' size overflows"),
+        };
+        let recv_bytes = slot_bytes(cfg.max_token_bytes, cfg.max_topk)
+            .checked_mul(cfg.max_recv_tokens)
+            .ok_or_else(overflow)?;
+        let comb_bytes = cfg
+            .max_dispatch_tokens
+            .checked_mul(cfg.max_topk.min(w))
+            .and_then(|r| r.checked_mul(cfg.max_token_bytes))
+            .ok_or_else(overflow)?;
+        Ok(TokenSwitch {
+            cfg,
+            group_id: group.id(),
+            pes: group.pes().to_vec(),
+            me,
+            recv: sh.malloc::<u8>(recv_bytes)?,
+            comb: sh.malloc::<u8>(comb_bytes)?,
+            counts: sh.malloc::<u64>(w * (2 * w + l))?,
+            sigs: sh.calloc::<u64>(3 * w)?,
+            epochs: Mutex::new([0; 3]),
+        })
+    }
+
+    /// Free the buffers (collective over the world, like [`TokenSwitch::new`]).
+    pub fn free(self, sh: &Shmem) -> Result<()> {
+        sh.free(self.sigs)?;
+        sh.free(self.counts)?;
+        sh.free(self.comb)?;
+        sh.free(self.recv)
+    }
+
+    /// The maxima the switch was built for.
+    pub fn config(&self) -> EpConfig {
+        self.cfg
+    }
+
+    /// Experts per rank.
+    pub fn local_experts(&self) -> usize {
+        self.cfg.num_experts / self.pes.len()
+    }
+
+    fn w(&self) -> usize {
+        self.pes.len()
+    }
+
+    fn check_group(&self, group: &Group, op: &str) -> Result<()> {
+        if group.id() != self.group_id {
+            return Err(bad(
+                "group",
+                format!("{:?}", group.pes()),
+                format!("{op}: the switch was built for the group {:?}", self.pes),
+            ));
+        }
+        Ok(())
+    }
+
+    fn check_routing(&self, r: &Routing, op: &str) -> Result<()> {
+        if r.switch != self.recv.heap_offset() {
+            return Err(bad(
+                "routing",
+                format!("routing {}", r.id),
+                format!("{op}: the routing was made by another switch"),
+            ));
+        }
+        Ok(())
+    }
+
+    fn sig(&self, kind: Kind, rank: usize) -> Result<SymRef<u64>> {
+        self.sigs.at(kind as usize * self.w() + rank)
+    }
+
+    fn next_epoch(&self, kind: Kind) -> u64 {
+        let mut e = self.epochs.lock().unwrap_or_else(|p| p.into_inner());
+        e[kind as usize] += 1;
+        e[kind as usize]
+    }
+
+    /// Put `data` at byte `at` of `buf` on group rank `d` and signal it with `epoch` in this rank's word of
+    /// `kind` (only the signal when there is no data).
+    fn put_signal(
+        &self,
+        sh: &Shmem,
+        buf: SymSlice<u8>,
+        at: usize,
+        data: &[u8],
+        kind: Kind,
+        epoch: u64,
+        d: usize,
+    ) -> Result<()> {
+        let sig = self.sig(kind, self.me)?;
+        if data.is_empty() {
+            return sh.atomic_set(sig, epoch, self.pes[d]);
+        }
+        let dst = buf.slice(at..at + data.len())?;
+        sh.put_signal(dst, data, sig, epoch, SignalOp::Set, self.pes[d])
+    }
+
+    /// Wait until every rank signalled `epoch` in its word of `kind`.
+    fn wait_all(&self, sh: &Shmem, kind: Kind, epoch: u64) -> Result<()> {
+        for s in 0..self.w() {
+            sh.signal_wait_until(self.sig(kind, s)?, Cmp::Ge, epoch)?;
+        }
+        Ok(())
+    }
+
+    /// Upstream's `create_routing(topk_idx, layout=...)`: `topk_idx` is int64 `[n, k]` (row-major), `-1` = no
+    /// expert. Collective over the group. Errors: an expert id out of range (its value and position), `n` or `k`
+    /// past the maxima, a receive overflow (the same error on every rank, naming the rank, its count and the
+    /// excess), ranks disagreeing on `k` or `layout` (`Mismatch`).
+    pub fn create_routing(
+        &self,
+        sh: &Shmem,
+        group: &Group,
+        topk_idx: &[i64],
+        n: usize,
+        k: usize,
+        layout: Layout,
+    ) -> Result<Routing> {
+        const OP: &str = "ep_create_routing";
+        self.check_group(group, OP)?;
+        let (w, l, cfg) = (self.w(), self.local_experts(), self.cfg);
+        let plan = (|| {
+            if n > cfg.max_dispatch_tokens {
+                return Err(bad(
+                    "topk_idx",
+                    format!("{n} tokens"),
+                    format!(
+                        "{OP}: more tokens than max_dispatch_tokens_per_rank = {}",
+                        cfg.max_dispatch_tokens
+                    ),
+                ));
+            }
+            if k == 0 || k > cfg.max_topk {
+                return Err(bad(
+                    "topk_idx",
+                    format!("{k} experts per token"),
+                    format!("{OP}: top-k must be in [1, max_topk = {}]", cfg.max_topk),
+                ));
+            }
+            route::plan_send(OP, topk_idx, n, k, cfg.num_experts, w)
+        })();
+        let dig = digest(&[1, k as u64, layout as u64, self.group_id]);
+        group.agree(sh, OP, plan.as_ref().err().cloned(), dig, &|| {
+            format!("top-k {k}, layout {}", layout.name())
+        })?;
+        let plan = plan?;
+        let epoch = self.next_epoch(Kind::Routing);
+        let row_len = 2 * w + l;
+        let mut row = vec![0u64; row_len];
+        for d in 0..w {
+            row[d] = plan.slots(d) as u64;
+            row[w + d] = plan.pairs[d];
+        }
+        for d in 0..w {
+            row[2 * w..].copy_from_slice(&plan.expert_pairs[d * l..(d + 1) * l]);
+            let mine = self
+                .counts
+                .slice(self.me * row_len..(self.me + 1) * row_len)?;
+            sh.put_signal(
+                mine,
+                &row,
+                self.sig(Kind::Routing, self.me)?,
+                epoch,
+                SignalOp::Set,
+                self.pes[d],
+            )?;
+        }
+        self.wait_all(sh, Kind::Routing, epoch)?;
+        let mut all = vec![0u64; w * row_len];
+        sh.get(&mut all, self.counts, sh.my_pe())?;
+        let mut counts = Counts {
+            w,
+            slots: vec![0; w * w],
+            pairs: vec![0; w * w],
+        };
+        let mut expert_pairs = vec![0u64; l];
+        for s in 0..w {
+            let r = &all[s * row_len..(s + 1) * row_len];
+            counts.slots[s * w..(s + 1) * w].copy_from_slice(&r[..w]);
+            counts.pairs[s * w..(s + 1) * w].copy_from_slice(&r[w..2 * w]);
+            for (acc, v) in expert_pairs.iter_mut().zip(&r[2 * w..]) {
+                *acc += v;
+            }
+        }
+        if let Some(e) = counts.overflow(OP, layout, cfg.max_recv_tokens) {
+            return Err(e);
+        }
+        Ok(Routing {
+            switch: self.recv.heap_offset(),
+            id: epoch,
+            layout,
+            n,
+            k,
+            me: self.me,
+            plan,
+            topk: topk_idx.to_vec(),
+            counts,
+            expert_pairs,
+            pairs: Mutex::new(None),
+        })
+    }
+
+    /// Row size in bytes of `hidden` elements of `dtype`, checked against `max_token_bytes`.
+    fn row_bytes(
+        &self,
+        op: &str,
+        name: &'static str,
+        dtype: DType,
+        hidden: usize,
+    ) -> Result<usize> {
+        let rb = hidden * dtype.size();
+        if rb == 0 || rb > self.cfg.max_token_bytes {
+            return Err(bad(
+                name,
+                format!("{hidden} x {}", dtype.name()),
+                format!(
+                    "{op}: a row must hold 1 to max_token_bytes = {} bytes (has {rb})",
+                    self.cfg.max_token_bytes
+                ),
+            ));
+        }
+        Ok(rb)
+    }
+
+    /// Upstream's `_dispatch`: `tokens` is `[n, hidden]` of `dtype` (row-major bytes), `topk_weights` `[n, k]`
+    /// f32. Writes `r.recv_rows()` rows of the outputs (the rest is untouched):
+    /// * flat: `out_tokens[rows, hidden]`, `out_topk_weights[rows, k]` and `out_topk_idx[rows, k]` (local expert
+    ///   ids; `-1` and weight 0 where the token's expert lives on another rank), rows in (source rank, token)
+    ///   order;
+    /// * expert-major: `out_tokens[rows, hidden]` grouped by local expert, `out_topk_weights[rows]` (each pair's
+    ///   weight); `out_topk_idx` must be `None`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn dispatch(
+        &self,
+        sh: &Shmem,
+        group: &Group,
+        r: &Routing,
+        tokens: &[u8],
+        dtype: DType,
+        hidden: usize,
+        topk_weights: &[f32],
+        out_tokens: &mut [u8],
+        out_topk_weights: &mut [f32],
+        out_topk_idx: Option<&mut [i64]>,
+    ) -> Result<()> {
+        const OP: &str = "ep_dispatch";
+        self.check_group(group, OP)?;
+        let (n, k, w, me) = (r.n, r.k, self.w(), self.me);
+        let rows = r.recv_rows();
+        let local = (|| {
+            self.check_routing(r, OP)?;
+            let rb = self.row_bytes(OP, "tokens", dtype, hidden)?;
+            if tokens.len() != n * rb {
+                return Err(bad(
+                    "tokens",
+                    format!("{} bytes", tokens.len()),
+                    format!(
+                        "{OP}: must be [{n}, {hidden}] of {} (the routing's tokens)",
+                        dtype.name()
+                    ),
+                ));
+            }
+            if topk_weights.len() != n * k {
+                return Err(bad(
+                    "topk_weights",
+                    format!("{} entries", topk_weights.len()),
+                    format!("{OP}: must be float32 [{n}, {k}]"),
+                ));
+            }
+            if out_tokens.len() % rb != 0 || out_tokens.len() < rows * rb {
+                return Err(bad(
+                    "out_tokens",
+                    format!("{} bytes", out_tokens.len()),
+                    format!(
+                        "{OP}: must be [rows >= {rows}, {hidden}] of {}",
+                        dtype.name()
+                    ),
+                ));
+            }
+            let per_row = match r.layout {
+                Layout::Flat => k,
+                Layout::ExpertMajor => 1,
+            };
+            if out_topk_weights.len() < rows * per_row {
+                return Err(bad(
+                    "out_topk_weights",
+                    format!("{} entries", out_topk_weights.len()),
+                    format!(
+                        "{OP}: needs at least {rows} x {per_row} float32 entries ({} layout)",
+                        r.layout.name()
+                    ),
+                ));
+            }
+            match (r.layout, &out_topk_idx) {
+                (Layout::Flat, None) => Err(bad(
+                    "out_topk_idx",
+                    "None",
+                    format!("{OP}: the flat layout writes it: int64 [rows >= {rows}, {k}]"),
+                )),
+                (Layout::Flat, Some(i)) if i.len() < rows * k => Err(bad(
+                    "out_topk_idx",
+                    format!("{} entries", i.len()),
+                    format!("{OP}: must be int64 [rows >= {rows}, {k}]"),
+                )),
+                (Layout::ExpertMajor, Some(_)) => Err(bad(
+                    "out_topk_idx",
+                    "a tensor",
+                    format!("{OP}: the expert_major layout has none (pass None)"),
+                )),
+                _ => Ok(rb),
+            }
+        })();
+        let dig = digest(&[2, dtype as u64, hidden as u64, r.id, self.group_id]);
+        group.agree(sh, OP, local.as_ref().err().cloned(), dig, &|| {
+            format!("{n} x {hidden} {}, routing {}", dtype.name(), r.id)
+        })?;
+        let rb = local?;
+        let epoch = self.next_epoch(Kind::Dispatch);
+        let sb = slot_bytes(rb, k);
+        let (wo, io) = (pad8(rb), pad8(rb) + pad8(4 * k));
+        let mut stage = Vec::new();
+        let mut slot = vec![0u8; sb];
+        for d in 0..w {
+            stage.clear();
+            for &t in r.plan.to(d) {
+                let t = t as usize;
+                slot[..rb].copy_from_slice(&tokens[t * rb..(t + 1) * rb]);
+                for j in 0..k {
+                    slot[wo + 4 * j..wo + 4 * j + 4]
+                        .copy_from_slice(&topk_weights[t * k + j].to_le_bytes());
+                    let e = r.plan_idx(t, j);
+                    slot[io + 8 * j..io + 8 * j + 8].copy_from_slice(&e.to_le_bytes());
+                }
+                stage.extend_from_slice(&slot);
+            }
+            let at = r.counts.dispatch_base(me, d) * sb;
+            self.put_signal(sh, self.recv, at, &stage, Kind::Dispatch, epoch, d)?;
+        }
+        self.wait_all(sh, Kind::Dispatch, epoch)?;
+        let slots = r.counts.recv_slots(me) as usize;
+        let mut got = vec![0u8; slots * sb];
+        sh.get(&mut got, self.recv.slice(..slots * sb)?, sh.my_pe())?;
+        let l = self.local_experts();
+        let first = me * l;
+        let weight = |i: usize, j: usize| {
+            let b = &got[i * sb + wo + 4 * j..i * sb + wo + 4 * j + 4];
+            f32::from_le_bytes([b[0], b[1], b[2], b[3]])
+        };
+        let mut idx = vec![0i64; slots * k];
+        for i in 0..slots {
+            for j in 0..k {
+                let b = &got[i * sb + io + 8 * j..i * sb + io + 8 * j + 8];
+                idx[i * k + j] = i64::from_le_bytes(b.try_into().unwrap_or_default());
+            }
+        }
+        match r.layout {
+            Layout::Flat => {
+                let oi = out_topk_idx.unwrap_or_default();
+                for i in 0..slots {
+                    out_tokens[i * rb..(i + 1) * rb].copy_from_slice(&got[i * sb..i * sb + rb]);
+                    for j in 0..k {
+                        let e = idx[i * k + j];
+                        let local = e >= first as i64 && e < (first + l) as i64;
+                        oi[i * k + j] = if local { e - first as i64 } else { -1 };
+                        out_topk_weights[i * k + j] = if local { weight(i, j) } else { 0.0 };
+                    }
+                }
+            }
+            Layout::ExpertMajor => {
+                let pl = route::pair_layout(&idx, k, first, l);
+                for i in 0..slots {
+                    for p in pl.starts[i]..pl.starts[i + 1] {
+                        let row = pl.pos[p];
+                        out_tokens[row * rb..(row + 1) * rb]
+                            .copy_from_slice(&got[i * sb..i * sb + rb]);
+                        out_topk_weights[row] = weight(i, pl.col[p]);
+                    }
+                }
+                *r.pairs.lock().unwrap_or_else(|p| p.into_inner()) = Some(pl);
+            }
+        }
+        Ok(())
+    }
+
+    /// Upstream's `_combine`: `expert_tokens` is `[rows >= r.recv_rows(), hidden]` of `dtype` (float32, float16
+    /// or bfloat16) in the routing's layout; `out` (`[n, hidden]`, overwritten) gets, for each token, the sum of
+    /// the rows of its slots on every rank (expert-major: of its pairs). Sums run in f32 and are rounded once per
+    /// rank (expert-major: the sum of a slot's pairs, on the expert rank) and once at the end. Weights are not
+    /// applied (upstream: the experts apply the dispatched `topk_weights`; combine is dispatch's adjoint).
+    #[allow(clippy::too_many_arguments)]
+    pub fn combine(
+        &self,
+        sh: &Shmem,
+        group: &Group,
+        r: &Routing,
+        expert_tokens: &[u8],
+        dtype: DType,
+        hidden: usize,
+        out: &mut [u8],
+    ) -> Result<()> {
+        const OP: &str = "ep_combine";
+        self.check_group(group, OP)?;
+        let (n, w, me) = (r.n, self.w(), self.me);
+        let rows = r.recv_rows();
+        let pairs = r.pairs.lock().unwrap_or_else(|p| p.into_inner());
+        let local = (|| {
+            self.check_routing(r, OP)?;
+            if !dtype.is_reducible() {
+                return Err(bad(
+                    "expert_tokens",
+                    dtype.name(),
+                    format!("{OP}: the dtype must be float32, float16 or bfloat16"),
+                ));
+            }
+            let rb = self.row_bytes(OP, "expert_tokens", dtype, hidden)?;
+            if expert_tokens.len() % rb != 0 || expert_tokens.len() < rows * rb {
+                return Err(bad(
+                    "expert_tokens",
+                    format!("{} bytes", expert_tokens.len()),
+                    format!(
+                        "{OP}: must be [rows >= {rows}, {hidden}] of {}",
+                        dtype.name()
+                    ),
+                ));
+            }
+            if out.len() != n * rb {
+                return Err(bad(
+                    "out",
+                    format!("{} bytes", out.len()),
+                    format!("{OP}: must be [{n}, {hidden}] of {}", dtype.name()),
+                ));
+            }
+            if r.layout == Layout::ExpertMajor && pairs.is_none() && rows > 0 {
+                return Err(Error::State(format!(
+                    "{OP}: an expert_major routing is combined after its first dispatch (the received \
+                     topk_idx places the pairs)"
+                )));
+            }
+            Ok(rb)
+        })();
+        let dig = digest(&[3, dtype as u64, hidden as u64, r.id, self.group_id]);
+        group.agree(sh, OP, local.as_ref().err().cloned(), dig, &|| {
+            format!("{hidden} {}, routing {}", dtype.name(), r.id)
+        })?;
+        let rb = local?;
+        let epoch = self.next_epoch(Kind::Combine);
+        let es = dtype.size();
+        let mut stage = Vec::new();
+        let mut acc = vec![0f32; hidden];
+        for s in 0..w {
+            let first = r.counts.dispatch_base(s, me);
+            let cnt = r.counts.slots[s * w + me] as usize;
+            let data: &[u8] = match (r.layout, pairs.as_ref()) {
+                (Layout::ExpertMajor, Some(pl)) => {
+                    stage.clear();
+                    stage.resize(cnt * rb, 0);
+                    for i in 0..cnt {
+                        acc.fill(0.0);
+                        for &row in &pl.pos[pl.starts[first + i]..pl.starts[first + i + 1]] {
+                            add_row(&mut acc, &expert_tokens[row * rb..(row + 1) * rb], dtype);
+                        }
+                        store_row(&acc, &mut stage[i * rb..(i + 1) * rb], dtype, es);
+                    }
+                    &stage
+                }
+                _ => &expert_tokens[first * rb..(first + cnt) * rb],
+            };
+            let at = r.counts.combine_base(s, me) * rb;
+            self.put_signal(sh, self.comb, at, data, Kind::Combine, epoch, s)?;
+        }
+        drop(pairs);
+        self.wait_all(sh, Kind::Combine, epoch)?;
+        let total = r.plan.tokens.len();
+        let mut got = vec![0u8; total * rb];
+        sh.get(&mut got, self.comb.slice(..total * rb)?, sh.my_pe())?;
+        let mut sum = vec![0f32; n * hidden];
+        for d in 0..w {
+            let base = r.counts.combine_base(me, d);
+            for (i, &t) in r.plan.to(d).iter().enumerate() {
+                let t = t as usize;
+                let row = &got[(base + i) * rb..(base + i + 1) * rb];
+                add_row(&mut sum[t * hidden..(t + 1) * hidden], row, dtype);
+            }
+        }
+        for t in 0..n {
+            store_row(
+                &sum[t * hidden..(t + 1) * hidden],
+                &mut out[t * rb..(t + 1) * rb],
+                dtype,
+                es,
+            );
+        }
+        Ok(())
+    }
+}
+
+impl Routing {
+    /// The global expert id of token `t`'s `j`-th choice, as planned.
+    fn plan_idx(&self, t: usize, j: usize) -> i64 {
+        self.topk[t * self.k + j]
+    }
+}
+
+/// `acc += row` (row of `dtype`, widened to f32).
+fn add_row(acc: &mut [f32], row: &[u8], dtype: DType) {
+    let es = dtype.size();
+    for (a, b) in acc.iter_mut().zip(row.chunks_exact(es)) {
+        *a += dtype.load_f32(b);
+    }
+}
+
+/// Store `acc` as a row of `dtype` (element size `es`), rounding to nearest even.
+fn store_row(acc: &[f32], row: &mut [u8], dtype: DType, es: usize) {
+    for (a, b) in acc.iter().zip(row.chunks_exact_mut(es)) {
+        dtype.store_f32(*a, b);
+    }
+}
