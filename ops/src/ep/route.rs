@@ -238,7 +238,7 @@ pub fn pair_layout(idx: &[i64], k: usize, first: usize, l: usize) -> PairLayout 
         expert_starts.push(expert_starts.last().copied().unwrap_or(0) + c);
     }
     let mut cursor = expert_starts[..l].to_vec();
-    let slots = if k == 0 { 0 } else { idx.len() / k };
+    let slots = idx.len().checked_div(k).unwrap_or(0);
     let mut out = PairLayout {
         starts: Vec::with_capacity(slots + 1),
         expert_starts,

@@ -258,6 +258,7 @@ impl TokenSwitch {
 
     /// Put `data` at byte `at` of `buf` on group rank `d` and signal it with `epoch` in this rank's word of
     /// `kind` (only the signal when there is no data).
+    #[allow(clippy::too_many_arguments)]
     fn put_signal(
         &self,
         sh: &Shmem,
