@@ -492,6 +492,81 @@ int xpushmem_ops_signal_pad_on_queue(int32_t mode,
                                      int32_t group_size,
                                      void *ze_command_list);
 
+// Build a token switch on the group `group_pes[0..group_size]` (NULL = the world) for `num_experts` experts
+// (a multiple of the group size), at most `max_dispatch_tokens` tokens dispatched and `max_recv_tokens` rows
+// received per rank and step, rows of at most `max_token_bytes` bytes and `max_topk` experts per token; its
+// handle in `*out_switch`. Collective over the world (every PE calls it at the same point with the same maxima).
+//
+// # Safety
+// `group_pes` NULL or `group_size` readable `int32_t`s; `out_switch` a writable `int64_t`.
+int xpushmem_ops_ep_create(const int32_t *group_pes,
+                           int32_t group_size,
+                           int64_t num_experts,
+                           int64_t max_dispatch_tokens,
+                           int64_t max_recv_tokens,
+                           int64_t max_token_bytes,
+                           int64_t max_topk,
+                           int64_t *out_switch);
+
+// Free a switch's buffers and forget it and its routings. Collective over the world, like its creation.
+int xpushmem_ops_ep_destroy(int64_t sw);
+
+// Upstream's `create_routing`: `topk_idx` is int64 `[n, k]` (row-major, `-1` = no expert), `layout` 0 flat or
+// 1 expert_major. Writes the routing's handle to `*out_routing`, this rank's dispatch output rows to
+// `*out_recv_rows`, and (when not NULL) the pairs each local expert receives to `expert_counts[0..num_experts /
+// W]`. Collective over the switch's group.
+//
+// # Safety
+// `topk_idx` `n * k` readable `int64_t`s; `expert_counts` NULL or `num_experts / W` writable `int64_t`s;
+// `out_recv_rows` and `out_routing` writable `int64_t`s.
+int xpushmem_ops_ep_create_routing(int64_t sw,
+                                   const int64_t *topk_idx,
+                                   int64_t n,
+                                   int64_t k,
+                                   int32_t layout,
+                                   int64_t *expert_counts,
+                                   int64_t *out_recv_rows,
+                                   int64_t *out_routing);
+
+// Forget a routing (local).
+int xpushmem_ops_ep_routing_destroy(int64_t routing);
+
+// Upstream's `_dispatch` on the host path: `tokens` `[n, hidden]` of `dtype` (an `XPUSHMEM_OPS_DTYPE_*` code),
+// `topk_weights` float `[n, k]`; writes the first `recv_rows` rows of `out_tokens` (`out_rows` rows of `hidden`),
+// of `out_topk_weights` (`out_weights_len` floats: `[rows, k]` flat, `[rows]` expert_major) and, flat only, of
+// `out_topk_idx` (`out_idx_len` int64s; must be NULL for expert_major). Collective over the switch's group.
+//
+// # Safety
+// Every array NULL only when its count is 0, else that many readable (inputs) or writable (outputs) elements
+// (`tokens`/`out_tokens` in bytes: rows x hidden x the dtype's size).
+int xpushmem_ops_ep_dispatch(int64_t sw,
+                             int64_t routing,
+                             const void *tokens,
+                             int32_t dtype,
+                             int64_t hidden,
+                             const float *topk_weights,
+                             void *out_tokens,
+                             int64_t out_rows,
+                             float *out_topk_weights,
+                             int64_t out_weights_len,
+                             int64_t *out_topk_idx,
+                             int64_t out_idx_len);
+
+// Upstream's `_combine` on the host path: `expert_tokens` `[expert_rows, hidden]` of `dtype` (float32, float16
+// or bfloat16) in the routing's layout; `out` `[n, hidden]` (the routing's tokens) is overwritten with each
+// token's sum. Collective over the switch's group.
+//
+// # Safety
+// `expert_tokens` `expert_rows x hidden` readable elements, `out` `n x hidden` writable ones (NULL only when
+// empty).
+int xpushmem_ops_ep_combine(int64_t sw,
+                            int64_t routing,
+                            const void *expert_tokens,
+                            int64_t expert_rows,
+                            int32_t dtype,
+                            int64_t hidden,
+                            void *out);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif  // __cplusplus

@@ -63,12 +63,12 @@ fn reset_groups() {
 }
 
 /// Run `f` on the library's runtime (a State error when it is not running).
-fn with_rt<R>(f: impl FnOnce(&Shmem) -> Result<R>) -> Result<R, Failure> {
+pub(crate) fn with_rt<R>(f: impl FnOnce(&Shmem) -> Result<R>) -> Result<R, Failure> {
     state::with(|sh| f(sh).map_err(Failure::from))
 }
 
 /// Run a C entry point's body behind the library's one boundary: its error code (0 on success).
-fn entry(call: &str, f: impl FnOnce() -> Result<(), Failure>) -> c_int {
+pub(crate) fn entry(call: &str, f: impl FnOnce() -> Result<(), Failure>) -> c_int {
     boundary::code(call, f)
 }
 
@@ -337,7 +337,12 @@ fn null_arg(name: &'static str, call: &str) -> Error {
 ///
 /// # Safety
 /// `p` must be NULL or point to `n` readable, initialised `T`s that stay valid and unmodified for `'a`.
-unsafe fn array<'a, T>(p: *const T, n: i64, name: &'static str, call: &str) -> Result<&'a [T]> {
+pub(crate) unsafe fn array<'a, T>(
+    p: *const T,
+    n: i64,
+    name: &'static str,
+    call: &str,
+) -> Result<&'a [T]> {
     if n < 0 {
         return Err(Error::InvalidArgument {
             name,
@@ -437,7 +442,7 @@ unsafe fn view(
 ///
 /// # Safety
 /// `pes` must be NULL or point to `n` readable `i32`s.
-unsafe fn group(sh: &Shmem, pes: *const i32, n: i32, call: &str) -> Result<Arc<Group>> {
+pub(crate) unsafe fn group(sh: &Shmem, pes: *const i32, n: i32, call: &str) -> Result<Arc<Group>> {
     let list: Vec<usize> = if pes.is_null() {
         if n != 0 {
             return Err(null_arg("group_pes", call));

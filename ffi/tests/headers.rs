@@ -149,7 +149,7 @@ fn standard_queue_docs(src: &str, name: &str) -> Vec<String> {
         .collect()
 }
 
-/// `ffi/src/ops.rs` with its `ops_fn!` invocations expanded the way the macro expands them, for cbindgen (which
+/// `ffi/src/ops.rs` (then `ffi/src/ep.rs`) with its `ops_fn!` invocations expanded the way the macro expands them, for cbindgen (which
 /// does not expand macros): each invocation becomes, in place, the op's two entry points with their doc comments
 /// (`fn NAME(args);` and `fn NAME_on_queue(.., ze_command_list);`, the second with the arguments of the first
 /// and `ze_command_list: *mut c_void`, and the standard doc comment when it has none), with empty bodies.
@@ -157,6 +157,16 @@ fn ops_expanded() -> String {
     let path = support::ffi_dir().join("src/ops.rs");
     let src = std::fs::read_to_string(&path).expect("read ffi/src/ops.rs");
     let mut out = String::new();
+    // ffi/src/ep.rs's plain entry points (`xpushmem_ops_ep_*`) follow the op family's in the same header.
+    let ep =
+        std::fs::read_to_string(support::ffi_dir().join("src/ep.rs")).expect("read ffi/src/ep.rs");
+    let src = format!(
+        "{src}\n{}",
+        ep.lines()
+            .filter(|l| !l.starts_with("//!"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
     let mut lines = src.lines();
     while let Some(line) = lines.next() {
         if line != "ops_fn! {" {

@@ -1,0 +1,330 @@
+//! C ABI of expert-parallel dispatch and combine (`xpushmem_ops::ep::TokenSwitch`, host path): a switch and its
+//! routings are integer handles (never pointers: a stale or wrong handle is an error, not undefined behaviour);
+//! tensors are plain host arrays (row-major, contiguous), not symmetric memory: the switch's own symmetric buffers
+//! carry the tokens. Declared in `include/xpushmem_ops.h` with the op family; same error boundary
+//! (`xpushmem_last_error()`).
+
+use crate::ops::{array, entry, group, with_rt};
+use std::collections::HashMap;
+use std::ffi::{c_int, c_void};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex, Once};
+use xpushmem_ffi_core::rt::{Error, Result};
+use xpushmem_ffi_core::state;
+use xpushmem_ops::ep::{EpConfig, Layout, Routing, TokenSwitch};
+use xpushmem_ops::{DType, Group};
+
+/// A switch and the group it runs on.
+struct Switch {
+    group: Arc<Group>,
+    ts: TokenSwitch,
+}
+
+/// The live switches and routings by handle (a routing remembers its switch's handle).
+#[derive(Default)]
+struct Handles {
+    switches: HashMap<i64, Arc<Switch>>,
+    routings: HashMap<i64, (i64, Arc<Routing>)>,
+}
+
+static HANDLES: Mutex<Option<Handles>> = Mutex::new(None);
+static NEXT: AtomicI64 = AtomicI64::new(1);
+static FORGET_AT_FINALIZE: Once = Once::new();
+
+fn handles<R>(f: impl FnOnce(&mut Handles) -> R) -> R {
+    FORGET_AT_FINALIZE.call_once(|| state::on_finalize(|| *lock() = None));
+    f(lock().get_or_insert_with(Handles::default))
+}
+
+fn lock() -> std::sync::MutexGuard<'static, Option<Handles>> {
+    HANDLES.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn unknown(name: &'static str, h: i64, call: &str) -> Error {
+    Error::InvalidArgument {
+        name,
+        value: h.to_string(),
+        reason: format!("{call}: not a live handle (freed, or from a finalized runtime)"),
+    }
+}
+
+fn switch_of(h: i64, call: &str) -> Result<Arc<Switch>> {
+    handles(|m| m.switches.get(&h).cloned()).ok_or_else(|| unknown("switch", h, call))
+}
+
+fn routing_of(sw: i64, h: i64, call: &str) -> Result<Arc<Routing>> {
+    match handles(|m| m.routings.get(&h).cloned()) {
+        Some((s, r)) if s == sw => Ok(r),
+        Some((s, _)) => Err(Error::InvalidArgument {
+            name: "routing",
+            value: h.to_string(),
+            reason: format!("{call}: made by switch {s}, not {sw}"),
+        }),
+        None => Err(unknown("routing", h, call)),
+    }
+}
+
+fn non_negative(name: &'static str, v: i64, call: &str) -> Result<usize> {
+    usize::try_from(v).map_err(|_| Error::InvalidArgument {
+        name,
+        value: v.to_string(),
+        reason: format!("{call}: must be non-negative"),
+    })
+}
+
+/// A C array as a mutable slice; NULL is allowed only for `n == 0`.
+///
+/// # Safety
+/// `p` must be NULL or point to `n` writable `T`s, not aliased elsewhere, valid for `'a`.
+unsafe fn array_mut<'a, T>(
+    p: *mut T,
+    n: i64,
+    name: &'static str,
+    call: &str,
+) -> Result<&'a mut [T]> {
+    let n = non_negative(name, n, call)?;
+    if n == 0 {
+        return Ok(&mut []);
+    }
+    if p.is_null() {
+        return Err(Error::InvalidArgument {
+            name,
+            value: "NULL".into(),
+            reason: format!("{call}: must not be NULL"),
+        });
+    }
+    // SAFETY: p is non-null and, by this function's contract, points to n writable, unaliased elements valid
+    // for 'a.
+    Ok(unsafe { std::slice::from_raw_parts_mut(p, n) })
+}
+
+/// Build a token switch on the group `group_pes[0..group_size]` (NULL = the world) for `num_experts` experts
+/// (a multiple of the group size), at most `max_dispatch_tokens` tokens dispatched and `max_recv_tokens` rows
+/// received per rank and step, rows of at most `max_token_bytes` bytes and `max_topk` experts per token; its
+/// handle in `*out_switch`. Collective over the world (every PE calls it at the same point with the same maxima).
+///
+/// # Safety
+/// `group_pes` NULL or `group_size` readable `int32_t`s; `out_switch` a writable `int64_t`.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn xpushmem_ops_ep_create(
+    group_pes: *const i32,
+    group_size: i32,
+    num_experts: i64,
+    max_dispatch_tokens: i64,
+    max_recv_tokens: i64,
+    max_token_bytes: i64,
+    max_topk: i64,
+    out_switch: *mut i64,
+) -> c_int {
+    const CALL: &str = "xpushmem_ops_ep_create";
+    entry(CALL, || {
+        with_rt(|sh| {
+            // SAFETY: forwarded caller contract.
+            let out = unsafe { array_mut(out_switch, 1, "out_switch", CALL)? };
+            // SAFETY: forwarded caller contract on group_pes.
+            let g = unsafe { group(sh, group_pes, group_size, CALL)? };
+            let cfg = EpConfig {
+                num_experts: non_negative("num_experts", num_experts, CALL)?,
+                max_dispatch_tokens: non_negative(
+                    "max_dispatch_tokens",
+                    max_dispatch_tokens,
+                    CALL,
+                )?,
+                max_recv_tokens: non_negative("max_recv_tokens", max_recv_tokens, CALL)?,
+                max_token_bytes: non_negative("max_token_bytes", max_token_bytes, CALL)?,
+                max_topk: non_negative("max_topk", max_topk, CALL)?,
+            };
+            let ts = TokenSwitch::new(sh, &g, cfg)?;
+            let h = NEXT.fetch_add(1, Ordering::Relaxed);
+            handles(|m| m.switches.insert(h, Arc::new(Switch { group: g, ts })));
+            out[0] = h;
+            Ok(())
+        })
+    })
+}
+
+/// Free a switch's buffers and forget it and its routings. Collective over the world, like its creation.
+#[no_mangle]
+pub extern "C" fn xpushmem_ops_ep_destroy(sw: i64) -> c_int {
+    const CALL: &str = "xpushmem_ops_ep_destroy";
+    entry(CALL, || {
+        with_rt(|sh| {
+            let gone = handles(|m| {
+                m.routings.retain(|_, (s, _)| *s != sw);
+                m.switches.remove(&sw)
+            })
+            .ok_or_else(|| unknown("switch", sw, CALL))?;
+            match Arc::try_unwrap(gone) {
+                Ok(it) => it.ts.free(sh),
+                Err(_) => Err(Error::State(format!(
+                    "{CALL}: switch {sw} is in use by another thread"
+                ))),
+            }
+        })
+    })
+}
+
+/// Upstream's `create_routing`: `topk_idx` is int64 `[n, k]` (row-major, `-1` = no expert), `layout` 0 flat or
+/// 1 expert_major. Writes the routing's handle to `*out_routing`, this rank's dispatch output rows to
+/// `*out_recv_rows`, and (when not NULL) the pairs each local expert receives to `expert_counts[0..num_experts /
+/// W]`. Collective over the switch's group.
+///
+/// # Safety
+/// `topk_idx` `n * k` readable `int64_t`s; `expert_counts` NULL or `num_experts / W` writable `int64_t`s;
+/// `out_recv_rows` and `out_routing` writable `int64_t`s.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn xpushmem_ops_ep_create_routing(
+    sw: i64,
+    topk_idx: *const i64,
+    n: i64,
+    k: i64,
+    layout: i32,
+    expert_counts: *mut i64,
+    out_recv_rows: *mut i64,
+    out_routing: *mut i64,
+) -> c_int {
+    const CALL: &str = "xpushmem_ops_ep_create_routing";
+    entry(CALL, || {
+        with_rt(|sh| {
+            let it = switch_of(sw, CALL)?;
+            let (n, k) = (non_negative("n", n, CALL)?, non_negative("k", k, CALL)?);
+            let layout = Layout::from_code(layout)?;
+            // SAFETY: forwarded caller contract on every pointer.
+            let (idx, rows, out) = unsafe {
+                (
+                    array(topk_idx, (n * k) as i64, "topk_idx", CALL)?,
+                    array_mut(out_recv_rows, 1, "out_recv_rows", CALL)?,
+                    array_mut(out_routing, 1, "out_routing", CALL)?,
+                )
+            };
+            let r = it.ts.create_routing(sh, &it.group, idx, n, k, layout)?;
+            if !expert_counts.is_null() {
+                let l = r.expert_counts().len();
+                // SAFETY: forwarded caller contract (num_experts / W entries).
+                let ec = unsafe { array_mut(expert_counts, l as i64, "expert_counts", CALL)? };
+                for (o, &c) in ec.iter_mut().zip(r.expert_counts()) {
+                    *o = c as i64;
+                }
+            }
+            rows[0] = r.recv_rows() as i64;
+            let h = NEXT.fetch_add(1, Ordering::Relaxed);
+            handles(|m| m.routings.insert(h, (sw, Arc::new(r))));
+            out[0] = h;
+            Ok(())
+        })
+    })
+}
+
+/// Forget a routing (local).
+#[no_mangle]
+pub extern "C" fn xpushmem_ops_ep_routing_destroy(routing: i64) -> c_int {
+    const CALL: &str = "xpushmem_ops_ep_routing_destroy";
+    entry(CALL, || {
+        handles(|m| m.routings.remove(&routing))
+            .map(|_| ())
+            .ok_or_else(|| unknown("routing", routing, CALL).into())
+    })
+}
+
+/// Upstream's `_dispatch` on the host path: `tokens` `[n, hidden]` of `dtype` (an `XPUSHMEM_OPS_DTYPE_*` code),
+/// `topk_weights` float `[n, k]`; writes the first `recv_rows` rows of `out_tokens` (`out_rows` rows of `hidden`),
+/// of `out_topk_weights` (`out_weights_len` floats: `[rows, k]` flat, `[rows]` expert_major) and, flat only, of
+/// `out_topk_idx` (`out_idx_len` int64s; must be NULL for expert_major). Collective over the switch's group.
+///
+/// # Safety
+/// Every array NULL only when its count is 0, else that many readable (inputs) or writable (outputs) elements
+/// (`tokens`/`out_tokens` in bytes: rows x hidden x the dtype's size).
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn xpushmem_ops_ep_dispatch(
+    sw: i64,
+    routing: i64,
+    tokens: *const c_void,
+    dtype: i32,
+    hidden: i64,
+    topk_weights: *const f32,
+    out_tokens: *mut c_void,
+    out_rows: i64,
+    out_topk_weights: *mut f32,
+    out_weights_len: i64,
+    out_topk_idx: *mut i64,
+    out_idx_len: i64,
+) -> c_int {
+    const CALL: &str = "xpushmem_ops_ep_dispatch";
+    entry(CALL, || {
+        with_rt(|sh| {
+            let it = switch_of(sw, CALL)?;
+            let r = routing_of(sw, routing, CALL)?;
+            let dt = DType::from_code(dtype)?;
+            let h = non_negative("hidden", hidden, CALL)?;
+            let rb = (h * dt.size()) as i64;
+            let (n, k) = (r.num_tokens() as i64, r.top_k() as i64);
+            // SAFETY: forwarded caller contract on every pointer.
+            let (x, w, out, ow) = unsafe {
+                (
+                    array(tokens.cast::<u8>(), n * rb, "tokens", CALL)?,
+                    array(topk_weights, n * k, "topk_weights", CALL)?,
+                    array_mut(
+                        out_tokens.cast::<u8>(),
+                        out_rows.max(0) * rb,
+                        "out_tokens",
+                        CALL,
+                    )?,
+                    array_mut(out_topk_weights, out_weights_len, "out_topk_weights", CALL)?,
+                )
+            };
+            let oi = if out_topk_idx.is_null() {
+                None
+            } else {
+                // SAFETY: forwarded caller contract.
+                Some(unsafe { array_mut(out_topk_idx, out_idx_len, "out_topk_idx", CALL)? })
+            };
+            it.ts.dispatch(sh, &it.group, &r, x, dt, h, w, out, ow, oi)
+        })
+    })
+}
+
+/// Upstream's `_combine` on the host path: `expert_tokens` `[expert_rows, hidden]` of `dtype` (float32, float16
+/// or bfloat16) in the routing's layout; `out` `[n, hidden]` (the routing's tokens) is overwritten with each
+/// token's sum. Collective over the switch's group.
+///
+/// # Safety
+/// `expert_tokens` `expert_rows x hidden` readable elements, `out` `n x hidden` writable ones (NULL only when
+/// empty).
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn xpushmem_ops_ep_combine(
+    sw: i64,
+    routing: i64,
+    expert_tokens: *const c_void,
+    expert_rows: i64,
+    dtype: i32,
+    hidden: i64,
+    out: *mut c_void,
+) -> c_int {
+    const CALL: &str = "xpushmem_ops_ep_combine";
+    entry(CALL, || {
+        with_rt(|sh| {
+            let it = switch_of(sw, CALL)?;
+            let r = routing_of(sw, routing, CALL)?;
+            let dt = DType::from_code(dtype)?;
+            let h = non_negative("hidden", hidden, CALL)?;
+            let rb = (h * dt.size()) as i64;
+            // SAFETY: forwarded caller contract on every pointer.
+            let (y, o) = unsafe {
+                (
+                    array(
+                        expert_tokens.cast::<u8>(),
+                        expert_rows.max(0) * rb,
+                        "expert_tokens",
+                        CALL,
+                    )?,
+                    array_mut(out.cast::<u8>(), r.num_tokens() as i64 * rb, "out", CALL)?,
+                )
+            };
+            it.ts.combine(sh, &it.group, &r, y, dt, h, o)
+        })
+    })
+}
