@@ -1451,6 +1451,142 @@ at::Tensor tensor_inside(const at::Tensor& base, int64_t byte_offset, int64_t nu
   return at::from_blob(p, {numel}, [keep](void*) {}, base.options());
 }
 
+
+// ---------------------------------------------------------------------------- expert parallel (token switch) ----
+// xpushmem.torch.TokenSwitch and xpushmem.ep.Buffer on CPU tensors: the host path of ops/src/ep through
+// ffi/src/ep.rs (switches and routings are integer handles). Python (xpushmem/torch/token_switch.py) checks the
+// shapes and allocates the outputs; these functions check devices and contiguity and pass raw host arrays.
+}  // namespace
+}  // namespace xpushmem_torch
+
+extern "C" {
+XPUSHMEM_OPS_WEAK int xpushmem_ops_ep_create(const int32_t*, int32_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                                             int64_t*);
+XPUSHMEM_OPS_WEAK int xpushmem_ops_ep_destroy(int64_t);
+XPUSHMEM_OPS_WEAK int xpushmem_ops_ep_create_routing(int64_t, const int64_t*, int64_t, int64_t, int32_t, int64_t*,
+                                                     int64_t*, int64_t*);
+XPUSHMEM_OPS_WEAK int xpushmem_ops_ep_routing_destroy(int64_t);
+XPUSHMEM_OPS_WEAK int xpushmem_ops_ep_dispatch(int64_t, int64_t, const void*, int32_t, int64_t, const float*, void*,
+                                               int64_t, float*, int64_t, int64_t*, int64_t);
+XPUSHMEM_OPS_WEAK int xpushmem_ops_ep_combine(int64_t, int64_t, const void*, int64_t, int32_t, int64_t, void*);
+}
+
+namespace xpushmem_torch {
+namespace {
+
+void ep_check(const at::Tensor& t, const char* op, const char* arg) {
+  TORCH_CHECK(t.device().type() == c10::DeviceType::CPU, op, ": ", arg, " is on ", t.device(),
+              "; the token switch runs on CPU tensors (its device kernels are not built yet)");
+  TORCH_CHECK(t.is_contiguous(), op, ": ", arg, " must be contiguous");
+}
+
+// The ops dtype code of a token tensor: fp8 payloads move as bytes (dispatch only; combine needs a float dtype).
+int32_t ep_dtype(const at::Tensor& t, const char* arg) {
+  if (t.is_floating_point() && t.element_size() == 1) return 5;
+  return dtype_code(t.scalar_type(), arg);
+}
+
+int64_t ep_create(const std::string& group_name, int64_t num_experts, int64_t max_dispatch, int64_t max_recv,
+                  int64_t max_token_bytes, int64_t max_topk) {
+  ensure_runtime(c10::DeviceType::CPU, 0);
+  std::vector<int32_t> pes = group_pes(group_name);
+  int64_t h = 0;
+  check_ops_rc(XPUSHMEM_OP(xpushmem_ops_ep_create)(pes.data(), static_cast<int32_t>(pes.size()), num_experts,
+                                                   max_dispatch, max_recv, max_token_bytes, max_topk, &h),
+               "xpushmem_ops_ep_create");
+  return h;
+}
+
+void ep_destroy(int64_t sw) { check_ops_rc(XPUSHMEM_OP(xpushmem_ops_ep_destroy)(sw), "xpushmem_ops_ep_destroy"); }
+
+// (routing handle, this rank's dispatch output rows); `expert_counts` (int64, one per local expert) if given.
+std::tuple<int64_t, int64_t> ep_create_routing(int64_t sw, const at::Tensor& topk_idx, int64_t layout,
+                                               std::optional<at::Tensor> expert_counts) {
+  const char* op = "create_routing";
+  ep_check(topk_idx, op, "topk_idx");
+  TORCH_CHECK(topk_idx.scalar_type() == at::kLong && topk_idx.dim() == 2, op, ": topk_idx must be int64 [N, K], got ",
+              topk_idx.scalar_type(), " ", topk_idx.sizes());
+  int64_t* counts = nullptr;
+  if (expert_counts.has_value()) {
+    ep_check(*expert_counts, op, "expert_counts");
+    TORCH_CHECK(expert_counts->scalar_type() == at::kLong, op, ": expert_counts must be int64");
+    counts = expert_counts->data_ptr<int64_t>();
+  }
+  int64_t rows = 0, h = 0;
+  {
+    py::gil_scoped_release nogil;
+    check_ops_rc(XPUSHMEM_OP(xpushmem_ops_ep_create_routing)(sw, topk_idx.data_ptr<int64_t>(), topk_idx.size(0),
+                                                              topk_idx.size(1), static_cast<int32_t>(layout), counts,
+                                                              &rows, &h),
+                 "xpushmem_ops_ep_create_routing");
+  }
+  return {h, rows};
+}
+
+void ep_routing_destroy(int64_t r) {
+  check_ops_rc(XPUSHMEM_OP(xpushmem_ops_ep_routing_destroy)(r), "xpushmem_ops_ep_routing_destroy");
+}
+
+void ep_dispatch(int64_t sw, int64_t r, const at::Tensor& tokens, const at::Tensor& topk_weights,
+                 at::Tensor& out_tokens, at::Tensor& out_topk_weights, std::optional<at::Tensor> out_topk_idx) {
+  const char* op = "dispatch";
+  ep_check(tokens, op, "tokens");
+  ep_check(topk_weights, op, "topk_weights");
+  ep_check(out_tokens, op, "out_tokens");
+  ep_check(out_topk_weights, op, "out_topk_weights");
+  TORCH_CHECK(tokens.dim() == 2 && out_tokens.dim() == 2 && out_tokens.size(1) == tokens.size(1), op,
+              ": tokens and out_tokens must be [N, H] and [rows, H], got ", tokens.sizes(), " and ",
+              out_tokens.sizes());
+  TORCH_CHECK(out_tokens.scalar_type() == tokens.scalar_type(), op, ": out_tokens has dtype ",
+              out_tokens.scalar_type(), ", tokens ", tokens.scalar_type());
+  TORCH_CHECK(topk_weights.scalar_type() == at::kFloat && out_topk_weights.scalar_type() == at::kFloat, op,
+              ": topk_weights and out_topk_weights must be float32");
+  int64_t* idx = nullptr;
+  int64_t idx_len = 0;
+  if (out_topk_idx.has_value()) {
+    ep_check(*out_topk_idx, op, "out_topk_idx");
+    TORCH_CHECK(out_topk_idx->scalar_type() == at::kLong, op, ": out_topk_idx must be int64");
+    idx = out_topk_idx->data_ptr<int64_t>();
+    idx_len = out_topk_idx->numel();
+  }
+  const int32_t dt = ep_dtype(tokens, "tokens");
+  const int64_t hidden = tokens.size(1);
+  py::gil_scoped_release nogil;
+  check_ops_rc(XPUSHMEM_OP(xpushmem_ops_ep_dispatch)(
+                   sw, r, tokens.data_ptr(), dt, hidden, topk_weights.data_ptr<float>(), out_tokens.data_ptr(),
+                   out_tokens.size(0), out_topk_weights.data_ptr<float>(), out_topk_weights.numel(), idx, idx_len),
+               "xpushmem_ops_ep_dispatch");
+}
+
+void ep_combine(int64_t sw, int64_t r, const at::Tensor& expert_tokens, at::Tensor& out) {
+  const char* op = "combine";
+  ep_check(expert_tokens, op, "expert_tokens");
+  ep_check(out, op, "out");
+  TORCH_CHECK(expert_tokens.dim() == 2 && out.dim() == 2 && out.size(1) == expert_tokens.size(1), op,
+              ": expert_tokens and out must be [rows, H] and [N, H], got ", expert_tokens.sizes(), " and ",
+              out.sizes());
+  TORCH_CHECK(out.scalar_type() == expert_tokens.scalar_type(), op, ": out has dtype ", out.scalar_type(),
+              ", expert_tokens ", expert_tokens.scalar_type());
+  const int32_t dt = dtype_code(expert_tokens.scalar_type(), "expert_tokens");
+  py::gil_scoped_release nogil;
+  check_ops_rc(XPUSHMEM_OP(xpushmem_ops_ep_combine)(sw, r, expert_tokens.data_ptr(), expert_tokens.size(0), dt,
+                                                    expert_tokens.size(1), out.data_ptr()),
+               "xpushmem_ops_ep_combine");
+}
+
+void register_ep(py::module_& m) {
+  m.def("ep_create", &ep_create, py::arg("group_name"), py::arg("num_experts"), py::arg("max_dispatch_tokens"),
+        py::arg("max_recv_tokens"), py::arg("max_token_bytes"), py::arg("max_topk"),
+        "A token switch on the group (collective over the world); its handle.");
+  m.def("ep_destroy", &ep_destroy, py::arg("switch"), "Free a token switch (collective over the world).");
+  m.def("ep_create_routing", &ep_create_routing, py::arg("switch"), py::arg("topk_idx"), py::arg("layout"),
+        py::arg("expert_counts") = py::none(), "(routing handle, dispatch output rows); collective over the group.");
+  m.def("ep_routing_destroy", &ep_routing_destroy, py::arg("routing"));
+  m.def("ep_dispatch", &ep_dispatch, py::arg("switch"), py::arg("routing"), py::arg("tokens"),
+        py::arg("topk_weights"), py::arg("out_tokens"), py::arg("out_topk_weights"),
+        py::arg("out_topk_idx") = py::none());
+  m.def("ep_combine", &ep_combine, py::arg("switch"), py::arg("routing"), py::arg("expert_tokens"), py::arg("out"));
+}
 }  // namespace
 }  // namespace xpushmem_torch
 
@@ -1488,6 +1624,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     return std::vector<int64_t>{g_store_exchanges.load(), g_pg_exchanges.load()};
   }, "[rendezvous exchanges over a group's store, through a group's allgather] (tests)");
   m.def("tensor_inside", &tensor_inside, py::arg("base"), py::arg("byte_offset"), py::arg("numel"));
+  register_ep(m);
   m.def("library_version", []() {
     char name[XPUSHMEM_MAX_NAME_LEN] = {0};
     xpushmem_info_get_name(name);

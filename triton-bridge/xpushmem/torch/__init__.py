@@ -55,6 +55,7 @@ from . import _build_cache
 
 __all__ = [
     "BACKEND_NAME",
+    "TokenSwitch",
     "is_available",
     "missing_ops",
     "runtime_started",
@@ -211,3 +212,6 @@ def _install_shmem_triton_branch() -> None:
 
 
 _install_shmem_triton_branch()
+
+# Expert-parallel dispatch/combine: torch.distributed._token_switch.TokenSwitch on xpushmem (token_switch.py).
+from .token_switch import TokenSwitch  # noqa: E402

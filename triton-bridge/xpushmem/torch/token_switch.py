@@ -1,0 +1,203 @@
+"""``xpushmem.torch.TokenSwitch``: PyTorch's expert-parallel ``torch.distributed._token_switch.TokenSwitch`` on
+xpushmem (issue #29), built like upstream's ``TokenSwitchNCCL``::
+
+    from xpushmem.torch import TokenSwitch
+    ts = TokenSwitch(dist.group.WORLD, num_experts, max_dispatch_tokens_per_rank, max_recv_tokens_per_rank,
+                     max_token_bytes)
+    routing = ts.create_routing(topk_idx, layout="expert_major")      # topk_idx: int64 [N, K], -1 = no expert
+    x, w, _ = ts.dispatch(routing, tokens, topk_weights, max_recv_tokens)
+    y = ts.combine(routing, experts(x, w))                             # [N, H], autograd through both
+
+CPU tensors run on the host path of ``ops/src/ep`` (receive buffers on the symmetric heap, allocated once here and
+bounded by the maxima; one put with a signal per source rank and step). Semantics (upstream's): ``dispatch`` returns
+``(out_tokens, out_topk_weights, out_topk_idx)``; ``"flat"``: one row per (token, destination rank) in (source rank,
+token) order, ``out_topk_weights``/``out_topk_idx`` ``[rows, K]`` with local expert ids (``-1``, weight 0, for
+experts elsewhere); ``"expert_major"``: one row per (token, local expert), each expert's rows contiguous,
+``out_topk_weights`` ``[rows]``, ``out_topk_idx`` ``None``; :meth:`TokenSwitch.expert_offsets` gives
+``grouped_mm``'s ``offs=``. ``combine`` sums, for each token, the rows of its copies (weights are not applied: the
+experts apply the dispatched weights), so it is ``dispatch``'s adjoint and each is the other's backward. See
+``docs/EP.md``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+try:
+    from torch.distributed._token_switch import Routing
+    from torch.distributed._token_switch import TokenSwitch as _UpstreamTokenSwitch
+except ImportError:  # torch < 2.15: no token switch to subclass
+    _UpstreamTokenSwitch = None  # type: ignore[assignment,misc]
+    Routing = None  # type: ignore[assignment,misc]
+
+__all__ = ["TokenSwitch", "available"]
+
+_LAYOUTS = {"flat": 0, "expert_major": 1}
+
+
+def available() -> bool:
+    """Whether this torch has ``torch.distributed._token_switch.TokenSwitch`` (torch >= 2.15)."""
+    return _UpstreamTokenSwitch is not None
+
+
+def _shim() -> Any:
+    from . import shim
+
+    return shim
+
+
+class _RoutingHandle:
+    """The C routing handle (``Routing.handle``) with what Python needs of it; freed when collected."""
+
+    def __init__(self, switch: int, handle: int, recv_rows: int, expert_counts: torch.Tensor) -> None:
+        self.switch = switch
+        self.handle = handle
+        self.recv_rows = recv_rows
+        self.expert_counts = expert_counts
+
+    def __del__(self) -> None:
+        try:
+            _shim().ep_routing_destroy(self.handle)
+        except Exception:  # noqa: BLE001  (interpreter teardown, runtime finalized: nothing left to free)
+            pass
+
+
+if _UpstreamTokenSwitch is not None:
+
+    class TokenSwitch(_UpstreamTokenSwitch):
+        """Expert-parallel dispatch/combine over xpushmem (module docs). Collective over ``process_group``:
+        every rank of the world constructs it at the same point with the same arguments.
+
+        ``max_topk`` (beyond upstream): the most experts per token (``topk_idx.size(1)``) the receive slots hold.
+        """
+
+        def __init__(
+            self,
+            process_group: Any,
+            num_experts: int,
+            max_dispatch_tokens_per_rank: int,
+            max_recv_tokens_per_rank: int,
+            max_token_bytes: int,
+            *,
+            max_topk: int = 8,
+        ) -> None:
+            world = process_group.size()
+            if num_experts <= 0 or num_experts % world:
+                raise ValueError(
+                    f"num_experts must be a positive multiple of the group size ({world}); got {num_experts}"
+                )
+            self._num_local_experts = num_experts // world
+            self._max_recv_tokens_per_rank = max_recv_tokens_per_rank
+            self._handle: int | None = _shim().ep_create(
+                process_group.group_name,
+                num_experts,
+                max_dispatch_tokens_per_rank,
+                max_recv_tokens_per_rank,
+                max_token_bytes,
+                max_topk,
+            )
+
+        def close(self) -> None:
+            """Free the receive buffers (collective over the world, like the construction)."""
+            if self._handle is not None:
+                _shim().ep_destroy(self._handle)
+                self._handle = None
+
+        def _live(self) -> int:
+            if self._handle is None:
+                raise RuntimeError("TokenSwitch: the switch was closed")
+            return self._handle
+
+        def create_routing(
+            self,
+            topk_idx: torch.Tensor,
+            per_expert_token_counts: torch.Tensor | None = None,
+            *,
+            layout: str,
+        ) -> Routing:
+            """Routing for ``topk_idx`` (int64 ``[N, K]``, ``-1`` = no expert); collective over the group.
+            ``per_expert_token_counts`` (optional, 1-D, at least the local experts): receives each local expert's
+            received rows."""
+            if layout not in _LAYOUTS:
+                raise ValueError(f"layout must be one of {list(_LAYOUTS)}; got {layout!r}")
+            if per_expert_token_counts is not None and (
+                per_expert_token_counts.dim() != 1 or per_expert_token_counts.numel() < self._num_local_experts
+            ):
+                raise ValueError(
+                    "per_expert_token_counts must be 1-D with at least the local experts "
+                    f"({self._num_local_experts}); got shape {tuple(per_expert_token_counts.shape)}"
+                )
+            counts = torch.zeros(self._num_local_experts, dtype=torch.int64)
+            handle, rows = _shim().ep_create_routing(
+                self._live(), topk_idx.contiguous(), _LAYOUTS[layout], counts
+            )
+            if per_expert_token_counts is not None:
+                per_expert_token_counts[: self._num_local_experts].copy_(counts)
+            return Routing(
+                handle=_RoutingHandle(self._live(), handle, rows, counts), topk_idx=topk_idx, layout=layout
+            )
+
+        @staticmethod
+        def num_recv_rows(routing: Routing) -> int:
+            """Rows of this rank's dispatch output that hold tokens (the rest of ``out_tokens`` is untouched)."""
+            return routing.handle.recv_rows
+
+        @staticmethod
+        def expert_offsets(routing: Routing) -> torch.Tensor:
+            """The expert-major layout's expert ends, int32 (``torch.nn.functional.grouped_mm``'s ``offs=``)."""
+            return torch.cumsum(routing.handle.expert_counts, 0).to(torch.int32)
+
+        def _alloc_dispatch_outputs(
+            self,
+            routing: Routing,
+            tokens: torch.Tensor,
+            topk_weights: torch.Tensor,
+            max_recv_tokens: int,
+            H: int,  # noqa: N803 (upstream's name)
+            K: int,  # noqa: N803
+        ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+            if routing.layout == "expert_major":
+                return (
+                    tokens.new_zeros(max_recv_tokens, H),
+                    topk_weights.new_zeros(max_recv_tokens),
+                    None,
+                )
+            return (
+                tokens.new_zeros(max_recv_tokens, H),
+                topk_weights.new_zeros(max_recv_tokens, K),
+                tokens.new_zeros(max_recv_tokens, K, dtype=torch.int64),
+            )
+
+        def _dispatch(
+            self,
+            routing: Routing,
+            tokens: torch.Tensor,
+            topk_weights: torch.Tensor,
+            out_tokens: torch.Tensor,
+            out_topk_weights: torch.Tensor | None,
+            out_topk_idx: torch.Tensor | None,
+        ) -> None:
+            if out_topk_weights is None:
+                raise ValueError("out_topk_weights: the token switch always writes the weights; pass a tensor")
+            _shim().ep_dispatch(
+                self._live(),
+                routing.handle.handle,
+                tokens.contiguous(),
+                topk_weights.to(torch.float32).contiguous(),
+                out_tokens,
+                out_topk_weights,
+                out_topk_idx,
+            )
+
+        def _combine(self, routing: Routing, expert_tokens: torch.Tensor, out_tokens: torch.Tensor) -> None:
+            _shim().ep_combine(self._live(), routing.handle.handle, expert_tokens.contiguous(), out_tokens)
+
+else:  # pragma: no cover  (torch < 2.15)
+
+    class TokenSwitch:  # type: ignore[no-redef]
+        """Placeholder: this torch has no ``torch.distributed._token_switch`` (torch >= 2.15 needed)."""
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            raise ImportError("xpushmem.torch.TokenSwitch needs torch >= 2.15 (torch.distributed._token_switch)")
