@@ -36,6 +36,13 @@ fn handles<R>(f: impl FnOnce(&mut Handles) -> R) -> R {
     f(lock().get_or_insert_with(Handles::default))
 }
 
+/// A new handle, entered into the tables by `enter`.
+fn register<R>(enter: impl FnOnce(&mut Handles, i64) -> R) -> i64 {
+    let h = NEXT.fetch_add(1, Ordering::Relaxed);
+    handles(|m| enter(m, h));
+    h
+}
+
 fn lock() -> std::sync::MutexGuard<'static, Option<Handles>> {
     HANDLES.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -70,6 +77,18 @@ fn non_negative(name: &'static str, v: i64, call: &str) -> Result<usize> {
         value: v.to_string(),
         reason: format!("{call}: must be non-negative"),
     })
+}
+
+/// What [`op_args`] returns.
+type OpArgs = (Arc<Switch>, Arc<Routing>, DType, usize, i64);
+
+/// The arguments every op takes: the switch, its routing, the dtype, `hidden` and the row size in bytes.
+fn op_args(sw: i64, routing: i64, dtype: i32, hidden: i64, call: &str) -> Result<OpArgs> {
+    let it = switch_of(sw, call)?;
+    let r = routing_of(sw, routing, call)?;
+    let dt = DType::from_code(dtype)?;
+    let h = non_negative("hidden", hidden, call)?;
+    Ok((it, r, dt, h, (h * dt.size()) as i64))
 }
 
 /// A C array as a mutable slice; NULL is allowed only for `n == 0`.
@@ -136,9 +155,7 @@ pub unsafe extern "C" fn xpushmem_ops_ep_create(
                 max_topk: non_negative("max_topk", max_topk, CALL)?,
             };
             let ts = TokenSwitch::new(sh, &g, cfg)?;
-            let h = NEXT.fetch_add(1, Ordering::Relaxed);
-            handles(|m| m.switches.insert(h, Arc::new(Switch { group: g, ts })));
-            out[0] = h;
+            out[0] = register(|m, h| m.switches.insert(h, Arc::new(Switch { group: g, ts })));
             Ok(())
         })
     })
@@ -209,9 +226,7 @@ pub unsafe extern "C" fn xpushmem_ops_ep_create_routing(
                 }
             }
             rows[0] = r.recv_rows() as i64;
-            let h = NEXT.fetch_add(1, Ordering::Relaxed);
-            handles(|m| m.routings.insert(h, (sw, Arc::new(r))));
-            out[0] = h;
+            out[0] = register(|m, h| m.routings.insert(h, (sw, Arc::new(r))));
             Ok(())
         })
     })
@@ -255,11 +270,7 @@ pub unsafe extern "C" fn xpushmem_ops_ep_dispatch(
     const CALL: &str = "xpushmem_ops_ep_dispatch";
     entry(CALL, || {
         with_rt(|sh| {
-            let it = switch_of(sw, CALL)?;
-            let r = routing_of(sw, routing, CALL)?;
-            let dt = DType::from_code(dtype)?;
-            let h = non_negative("hidden", hidden, CALL)?;
-            let rb = (h * dt.size()) as i64;
+            let (it, r, dt, h, rb) = op_args(sw, routing, dtype, hidden, CALL)?;
             let (n, k) = (r.num_tokens() as i64, r.top_k() as i64);
             // SAFETY: forwarded caller contract on every pointer.
             let (x, w, out, ow) = unsafe {
@@ -307,11 +318,7 @@ pub unsafe extern "C" fn xpushmem_ops_ep_combine(
     const CALL: &str = "xpushmem_ops_ep_combine";
     entry(CALL, || {
         with_rt(|sh| {
-            let it = switch_of(sw, CALL)?;
-            let r = routing_of(sw, routing, CALL)?;
-            let dt = DType::from_code(dtype)?;
-            let h = non_negative("hidden", hidden, CALL)?;
-            let rb = (h * dt.size()) as i64;
+            let (it, r, dt, h, rb) = op_args(sw, routing, dtype, hidden, CALL)?;
             // SAFETY: forwarded caller contract on every pointer.
             let (y, o) = unsafe {
                 (

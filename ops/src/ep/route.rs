@@ -205,7 +205,7 @@ impl Counts {
 }
 
 /// The expert-major position of every received pair: slot `i` (in receive order: source rank, then token)
-/// owns `pos[starts[i]..starts[i + 1]]`, and `local[...]` holds the local expert of each pair; the rows of local
+/// owns `pos[starts[i]..starts[i + 1]]` (its output rows) and `col[...]` (their top-k columns); the rows of local
 /// expert `e` start at `expert_starts[e]` (`L + 1` boundaries, an exclusive prefix sum: `expert_starts[1..]` is
 /// usable as `grouped_mm`'s `offs=`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -382,6 +382,35 @@ impl TokenSwitch {
         })
     }
 
+    /// The entry of a dispatch or combine: the group's agreement on this rank's verdict (`local`: its row size
+    /// in bytes, or its error) and on the dtype, `hidden` and the routing (`Mismatch` when ranks differ); then the
+    /// op's next epoch. Returns (row size, epoch).
+    #[allow(clippy::too_many_arguments)]
+    fn enter(
+        &self,
+        sh: &Shmem,
+        group: &Group,
+        op: &'static str,
+        kind: Kind,
+        local: Result<usize>,
+        dtype: DType,
+        hidden: usize,
+        r: &Routing,
+    ) -> Result<(usize, u64)> {
+        let dig = digest(&[
+            kind as u64,
+            dtype as u64,
+            hidden as u64,
+            r.id,
+            self.group_id,
+        ]);
+        group.agree(sh, op, local.as_ref().err().cloned(), dig, &|| {
+            format!("{hidden} x {}, routing {}", dtype.name(), r.id)
+        })?;
+        let rb = local?;
+        Ok((rb, self.next_epoch(kind)))
+    }
+
     /// Row size in bytes of `hidden` elements of `dtype`, checked against `max_token_bytes`.
     fn row_bytes(
         &self,
@@ -432,16 +461,7 @@ impl TokenSwitch {
         let local = (|| {
             self.check_routing(r, OP)?;
             let rb = self.row_bytes(OP, "tokens", dtype, hidden)?;
-            if tokens.len() != n * rb {
-                return Err(bad(
-                    "tokens",
-                    format!("{} bytes", tokens.len()),
-                    format!(
-                        "{OP}: must be [{n}, {hidden}] of {} (the routing's tokens)",
-                        dtype.name()
-                    ),
-                ));
-            }
+            check_rows(OP, "tokens", tokens, rb, n, true, hidden, dtype)?;
             if topk_weights.len() != n * k {
                 return Err(bad(
                     "topk_weights",
@@ -449,16 +469,7 @@ impl TokenSwitch {
                     format!("{OP}: must be float32 [{n}, {k}]"),
                 ));
             }
-            if out_tokens.len() % rb != 0 || out_tokens.len() < rows * rb {
-                return Err(bad(
-                    "out_tokens",
-                    format!("{} bytes", out_tokens.len()),
-                    format!(
-                        "{OP}: must be [rows >= {rows}, {hidden}] of {}",
-                        dtype.name()
-                    ),
-                ));
-            }
+            check_rows(OP, "out_tokens", out_tokens, rb, rows, false, hidden, dtype)?;
             let per_row = match r.layout {
                 Layout::Flat => k,
                 Layout::ExpertMajor => 1,
@@ -492,12 +503,7 @@ impl TokenSwitch {
                 _ => Ok(rb),
             }
         })();
-        let dig = digest(&[2, dtype as u64, hidden as u64, r.id, self.group_id]);
-        group.agree(sh, OP, local.as_ref().err().cloned(), dig, &|| {
-            format!("{n} x {hidden} {}, routing {}", dtype.name(), r.id)
-        })?;
-        let rb = local?;
-        let epoch = self.next_epoch(Kind::Dispatch);
+        let (rb, epoch) = self.enter(sh, group, OP, Kind::Dispatch, local, dtype, hidden, r)?;
         let sb = slot_bytes(rb, k);
         let (wo, io) = (pad8(rb), pad8(rb) + pad8(4 * k));
         let mut stage = Vec::new();
@@ -595,23 +601,17 @@ impl TokenSwitch {
                 ));
             }
             let rb = self.row_bytes(OP, "expert_tokens", dtype, hidden)?;
-            if expert_tokens.len() % rb != 0 || expert_tokens.len() < rows * rb {
-                return Err(bad(
-                    "expert_tokens",
-                    format!("{} bytes", expert_tokens.len()),
-                    format!(
-                        "{OP}: must be [rows >= {rows}, {hidden}] of {}",
-                        dtype.name()
-                    ),
-                ));
-            }
-            if out.len() != n * rb {
-                return Err(bad(
-                    "out",
-                    format!("{} bytes", out.len()),
-                    format!("{OP}: must be [{n}, {hidden}] of {}", dtype.name()),
-                ));
-            }
+            check_rows(
+                OP,
+                "expert_tokens",
+                expert_tokens,
+                rb,
+                rows,
+                false,
+                hidden,
+                dtype,
+            )?;
+            check_rows(OP, "out", out, rb, n, true, hidden, dtype)?;
             if r.layout == Layout::ExpertMajor && pairs.is_none() && rows > 0 {
                 return Err(Error::State(format!(
                     "{OP}: an expert_major routing is combined after its first dispatch (the received \
@@ -620,12 +620,7 @@ impl TokenSwitch {
             }
             Ok(rb)
         })();
-        let dig = digest(&[3, dtype as u64, hidden as u64, r.id, self.group_id]);
-        group.agree(sh, OP, local.as_ref().err().cloned(), dig, &|| {
-            format!("{hidden} {}, routing {}", dtype.name(), r.id)
-        })?;
-        let rb = local?;
-        let epoch = self.next_epoch(Kind::Combine);
+        let (rb, epoch) = self.enter(sh, group, OP, Kind::Combine, local, dtype, hidden, r)?;
         let es = dtype.size();
         let mut stage = Vec::new();
         let mut acc = vec![0f32; hidden];
@@ -681,6 +676,38 @@ impl Routing {
     fn plan_idx(&self, t: usize, j: usize) -> i64 {
         self.topk[t * self.k + j]
     }
+}
+
+/// Check that `buf` holds whole rows of `rb` bytes: exactly `rows` of them (`exact`), or at least `rows`.
+#[allow(clippy::too_many_arguments)]
+fn check_rows(
+    op: &str,
+    name: &'static str,
+    buf: &[u8],
+    rb: usize,
+    rows: usize,
+    exact: bool,
+    hidden: usize,
+    dtype: DType,
+) -> Result<()> {
+    let ok = if exact {
+        buf.len() == rows * rb
+    } else {
+        buf.len() % rb == 0 && buf.len() >= rows * rb
+    };
+    if ok {
+        return Ok(());
+    }
+    let shape = if exact {
+        format!("[{rows}, {hidden}]")
+    } else {
+        format!("[rows >= {rows}, {hidden}]")
+    };
+    Err(bad(
+        name,
+        format!("{} bytes", buf.len()),
+        format!("{op}: must be {shape} of {}", dtype.name()),
+    ))
 }
 
 /// `acc += row` (row of `dtype`, widened to f32).
