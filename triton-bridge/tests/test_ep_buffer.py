@@ -1,0 +1,169 @@
+"""``xpushmem.ep.Buffer`` (DeepEP's ``deep_ep.Buffer`` API) against a pure-torch reference every rank computes from
+every rank's seeded inputs: ``get_dispatch_layout``; normal ``dispatch`` (received rows in (source rank, token)
+order, local expert ids, weights, the aligned per-expert counts), the cached dispatch with its ``handle``, FP8
+tuples, ``combine`` (sum without weights, and the reduced ``topk_weights``); ``low_latency_dispatch`` (expert-packed
+buffers and counts, bf16 and FP8 with per-128-channel scales) and ``low_latency_combine`` (sum with weights); the
+arguments it refuses, by name.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.distributed as dist
+from conftest import world_sizes
+
+from _harness import RankContext, RankPool
+
+L = 2
+N_MAX = 10
+
+
+@pytest.fixture(params=world_sizes(), ids=lambda w: f"W{w}")
+def pool(request: pytest.FixtureRequest, pools) -> RankPool:  # noqa: ANN001
+    return pools.get(request.param)
+
+
+def _inputs(world: int, rank: int, k: int, hidden: int, case: int) -> dict:
+    g = torch.Generator().manual_seed(7000 + 100 * case + 10 * k + rank)
+    e = L * world
+    n = int(torch.randint(1, N_MAX + 1, (1,), generator=g))
+    probs = 1.0 / (torch.arange(e, dtype=torch.float64) + 1) ** (case % 2 * 2)
+    idx = torch.full((n, k), -1, dtype=torch.int64)
+    for t in range(n):
+        c = torch.multinomial(probs, min(k, e), replacement=False, generator=g)
+        idx[t, : c.numel()] = c
+    idx[torch.rand(n, k, generator=g) < 0.2] = -1
+    return {
+        "n": n,
+        "idx": idx,
+        "w": torch.rand(n, k, generator=g),
+        "x": torch.randn(n, hidden, generator=g).to(torch.bfloat16),
+    }
+
+
+def _scale(e: torch.Tensor) -> torch.Tensor:
+    return (1 + e % 3).to(torch.float32)
+
+
+def ep_buffer_normal(ctx: RankContext) -> None:
+    from xpushmem.ep import Buffer
+
+    world, me = ctx.world_size, ctx.rank
+    buf = Buffer(dist.group.WORLD, int(1e8))
+    for case, (k, hidden) in enumerate([(1, 8), (3, 16), (8, 256)]):
+        allin = [_inputs(world, r, k, hidden, case) for r in range(world)]
+        mine = allin[me]
+        e_total = L * world
+        ntr, nrdma, nte, in_rank, ev = buf.get_dispatch_layout(mine["idx"], e_total)
+        ev.current_stream_wait()
+        exp_in_rank = torch.zeros(mine["n"], world, dtype=torch.bool)
+        for t in range(mine["n"]):
+            for e in mine["idx"][t].tolist():
+                if e >= 0:
+                    exp_in_rank[t, e // L] = True
+        assert nrdma is None and torch.equal(in_rank, exp_in_rank)
+        assert torch.equal(ntr, exp_in_rank.sum(0).to(torch.int32))
+        exp_nte = torch.tensor([int((mine["idx"] == e).sum()) for e in range(e_total)], dtype=torch.int32)
+        assert torch.equal(nte, exp_nte)
+
+        recv_x, recv_i, recv_w, per_expert, handle, _ = buf.dispatch(
+            mine["x"], num_tokens_per_rank=ntr, is_token_in_rank=in_rank, num_tokens_per_expert=nte,
+            topk_idx=mine["idx"], topk_weights=mine["w"], expert_alignment=4,
+        )
+        rows = [(s, t) for s in range(world) for t in range(allin[s]["n"])
+                if any(e >= 0 and e // L == me for e in allin[s]["idx"][t].tolist())]
+        assert recv_x.shape == (len(rows), hidden), (recv_x.shape, len(rows))
+        for r, (s, t) in enumerate(rows):
+            src = allin[s]
+            assert torch.equal(recv_x[r], src["x"][t]), f"row {r}"
+            local = (src["idx"][t] >= 0) & (src["idx"][t] // L == me)
+            assert torch.equal(recv_i[r], torch.where(local, src["idx"][t] - me * L, -1)), f"idx {r}"
+            assert torch.equal(recv_w[r], torch.where(local, src["w"][t], 0.0)), f"weights {r}"
+        counts = [sum(int((a["idx"] == me * L + e).sum()) for a in allin) for e in range(L)]
+        assert per_expert == [(c + 3) // 4 * 4 for c in counts]
+
+        # Cached mode: the same layout, another payload (FP8 values with their scales as a tuple).
+        fp8 = mine["x"].float().to(torch.float8_e4m3fn)
+        sc = torch.arange(mine["n"] * 2, dtype=torch.float32).view(mine["n"], 2) + 100 * me
+        (rq, rs), none_i, none_w, none_list, none_h, _ = buf.dispatch((fp8, sc), handle=handle)
+        assert none_i is None and none_w is None and none_list is None and none_h is None
+        for r, (s, t) in enumerate(rows):
+            src_fp8 = allin[s]["x"].float().to(torch.float8_e4m3fn)
+            assert torch.equal(rq[r].view(torch.uint8), src_fp8[t].view(torch.uint8))
+            assert torch.equal(rs[r], torch.arange(2, dtype=torch.float32) + 2 * t + 100 * s)
+
+        # Experts: each received row times the sum of its local weights x scales; combine sums without weights.
+        coef = torch.where(recv_i >= 0, recv_w * _scale(recv_i.clamp(min=0) + me * L), 0.0).sum(1)
+        y = (recv_x.float() * coef[:, None]).to(torch.bfloat16)
+        combined, cw, _ = buf.combine(y, handle, topk_weights=recv_w)
+        e = mine["idx"]
+        c = torch.where(e >= 0, mine["w"] * _scale(e.clamp(min=0)), 0.0).sum(1)
+        torch.testing.assert_close(combined.float(), mine["x"].float() * c[:, None], rtol=3e-2, atol=5e-2)
+        torch.testing.assert_close(cw, torch.where(e >= 0, mine["w"], 0.0), rtol=1e-6, atol=1e-6)
+
+    # Refused arguments name themselves.
+    idx = torch.zeros(1, 1, dtype=torch.int64)
+    with pytest.raises(ValueError, match=r"expert id 99 at \[0, 0\]"):
+        buf.get_dispatch_layout(torch.tensor([[99]]), L * world)
+    ntr, _, nte, in_rank, _ = buf.get_dispatch_layout(idx, L * world)
+    with pytest.raises(ValueError, match="num_tokens_per_rank"):
+        buf.dispatch(torch.zeros(1, 8), num_tokens_per_rank=ntr + 1, is_token_in_rank=in_rank,
+                     num_tokens_per_expert=nte, topk_idx=idx, topk_weights=torch.ones(1, 1))
+    with pytest.raises(ValueError, match="num_worst_tokens"):
+        buf.dispatch(torch.zeros(1, 8), num_worst_tokens=4)
+    buf.destroy()
+
+
+def ep_buffer_low_latency(ctx: RankContext) -> None:
+    from xpushmem.ep import Buffer
+
+    world, me = ctx.world_size, ctx.rank
+    buf = Buffer(dist.group.WORLD, 0, int(1e8), low_latency_mode=True, num_qps_per_rank=L)
+    assert Buffer.get_low_latency_rdma_size_hint(N_MAX, 256, world, L * world) > 0
+    for case, (k, use_fp8) in enumerate([(1, False), (4, True), (8, False)]):
+        hidden = 256
+        allin = [_inputs(world, r, k, hidden, case) for r in range(world)]
+        mine = allin[me]
+        stats = torch.zeros(L, dtype=torch.int32)
+        recv, count, handle, ev, hook = buf.low_latency_dispatch(
+            mine["x"], mine["idx"], N_MAX, L * world, cumulative_local_expert_recv_stats=stats, use_fp8=use_fp8,
+            return_recv_hook=True,
+        )
+        hook()
+        cap = N_MAX * world
+        for e in range(L):
+            rows = [(s, t) for s in range(world) for t in range(allin[s]["n"])
+                    for j in range(k) if int(allin[s]["idx"][t, j]) == me * L + e]
+            assert int(count[e]) == len(rows) == int(stats[e])
+            for r, (s, t) in enumerate(rows):
+                want = allin[s]["x"][t].float()
+                if use_fp8:
+                    q, sc = recv
+                    assert q.shape == (L, cap, hidden) and sc.shape == (L, cap, hidden // 128)
+                    got = (q[e, r].float().view(-1, 128) * sc[e, r][:, None]).view(-1)
+                    torch.testing.assert_close(got, want, rtol=7e-2, atol=1e-2)
+                else:
+                    assert recv.shape == (L, cap, hidden)
+                    assert torch.equal(recv[e, r], allin[s]["x"][t])
+        # Experts scale by 1 + e % 3; combine weights by topk_weights.
+        xs = recv[0].float() * recv[1].repeat_interleave(128, dim=2) if use_fp8 else recv.float()
+        y = (xs * _scale(torch.arange(L) + me * L)[:, None, None]).to(torch.bfloat16)
+        out = torch.empty(mine["n"], hidden, dtype=torch.bfloat16)
+        combined, _, _ = buf.low_latency_combine(y, mine["idx"], mine["w"], handle, out=out)
+        assert combined is out
+        e = mine["idx"]
+        c = torch.where(e >= 0, mine["w"] * _scale(e.clamp(min=0)), 0.0).sum(1)
+        tol = {"rtol": 1e-1, "atol": 1e-1} if use_fp8 else {"rtol": 3e-2, "atol": 5e-2}
+        torch.testing.assert_close(combined.float(), mine["x"].float() * c[:, None], **tol)
+        with pytest.raises(ValueError, match="zero_copy"):
+            buf.low_latency_combine(y, mine["idx"], mine["w"], handle, zero_copy=True)
+    buf.destroy()
+
+
+def test_ep_buffer_normal(pool: RankPool) -> None:
+    pool.run(ep_buffer_normal)
+
+
+def test_ep_buffer_low_latency(pool: RankPool) -> None:
+    pool.run(ep_buffer_low_latency)
