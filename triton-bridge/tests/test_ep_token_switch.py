@@ -182,3 +182,22 @@ def test_ep_token_switch_against_reference(pool: RankPool, layout: str, dtype_na
 
 def test_ep_token_switch_errors(pool: RankPool) -> None:
     pool.run(ep_errors)
+
+
+def test_ep_docs_example(tmp_path) -> None:  # noqa: ANN001
+    """docs/EP.md's example runs as written (2 processes, gloo), and every rank reports."""
+    import os
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "EP.md").read_text()
+    code = re.search(r"```python\n(.*?)```", doc, re.S)
+    assert code is not None, "docs/EP.md has no python block"
+    script = tmp_path / "ep_example.py"
+    script.write_text(code.group(1))
+    env = dict(os.environ, MASTER_PORT=str(29000 + os.getpid() % 1000))
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, env=env)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert len(re.findall(r"rank \d: \d+ \(token, expert\) rows received", out.stdout)) == 2, out.stdout
