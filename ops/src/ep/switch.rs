@@ -710,17 +710,44 @@ fn check_rows(
     ))
 }
 
-/// `acc += row` (row of `dtype`, widened to f32).
+/// `acc += row` (row of `dtype`, widened to f32; float32 and bfloat16 without a per-element dispatch).
 fn add_row(acc: &mut [f32], row: &[u8], dtype: DType) {
-    let es = dtype.size();
-    for (a, b) in acc.iter_mut().zip(row.chunks_exact(es)) {
-        *a += dtype.load_f32(b);
+    match dtype {
+        DType::F32 => {
+            for (a, b) in acc.iter_mut().zip(row.chunks_exact(4)) {
+                *a += f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+            }
+        }
+        DType::BF16 => {
+            for (a, b) in acc.iter_mut().zip(row.chunks_exact(2)) {
+                *a += crate::dtype::bf16_to_f32(u16::from_le_bytes([b[0], b[1]]));
+            }
+        }
+        _ => {
+            for (a, b) in acc.iter_mut().zip(row.chunks_exact(dtype.size())) {
+                *a += dtype.load_f32(b);
+            }
+        }
     }
 }
 
 /// Store `acc` as a row of `dtype` (element size `es`), rounding to nearest even.
 fn store_row(acc: &[f32], row: &mut [u8], dtype: DType, es: usize) {
-    for (a, b) in acc.iter().zip(row.chunks_exact_mut(es)) {
-        dtype.store_f32(*a, b);
+    match dtype {
+        DType::F32 => {
+            for (a, b) in acc.iter().zip(row.chunks_exact_mut(4)) {
+                b.copy_from_slice(&a.to_le_bytes());
+            }
+        }
+        DType::BF16 => {
+            for (a, b) in acc.iter().zip(row.chunks_exact_mut(2)) {
+                b.copy_from_slice(&crate::dtype::f32_to_bf16(*a).to_le_bytes());
+            }
+        }
+        _ => {
+            for (a, b) in acc.iter().zip(row.chunks_exact_mut(es)) {
+                dtype.store_f32(*a, b);
+            }
+        }
     }
 }
