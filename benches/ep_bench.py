@@ -84,7 +84,8 @@ def _worker(rank: int, world: int, args: argparse.Namespace) -> None:
 
         def ours() -> torch.Tensor:
             r = ts.create_routing(idx, layout="flat")
-            out_x, _, _ = ts.dispatch(r, x, w, max_n * world)
+            # Outputs sized to the received rows (upstream's dispatch zero-fills max_recv_tokens rows otherwise).
+            out_x, _, _ = ts.dispatch(r, x, w, TokenSwitch.num_recv_rows(r))
             return ts.combine(r, out_x)
 
         got, want = ours(), _reference_step(x, idx, w, world, local)
