@@ -56,7 +56,7 @@ pub struct TokenSwitch {
     group_id: u64,
     pes: Vec<usize>,
     me: usize,
-    /// Receive slots: `max_recv_tokens` of [`TokenSwitch::slot_cap`] bytes.
+    /// Receive area: `max_recv_tokens` rows of up to `max_token_bytes`, then as many slots' metadata.
     recv: SymSlice<u8>,
     /// Combine returns: `max_dispatch_tokens * min(max_topk, W)` rows of `max_token_bytes`.
     comb: SymSlice<u8>,
@@ -126,9 +126,9 @@ fn pad8(n: usize) -> usize {
     n.div_ceil(8) * 8
 }
 
-/// Bytes of one receive slot: the token row, then `k` f32 weights, then `k` int64 expert ids, each 8-aligned.
-fn slot_bytes(row_bytes: usize, k: usize) -> usize {
-    pad8(row_bytes) + pad8(4 * k) + 8 * k
+/// Metadata bytes of one receive slot: `k` f32 weights (padded to 8 bytes), then `k` int64 expert ids.
+fn meta_bytes(k: usize) -> usize {
+    pad8(4 * k) + 8 * k
 }
 
 fn bad(name: &'static str, value: impl ToString, reason: String) -> Error {
@@ -181,7 +181,7 @@ impl TokenSwitch {
             value: format!("{cfg:?}"),
             reason: format!("{OP}: the buffers' size overflows"),
         };
-        let recv_bytes = slot_bytes(cfg.max_token_bytes, cfg.max_topk)
+        let recv_bytes = (cfg.max_token_bytes + meta_bytes(cfg.max_topk))
             .checked_mul(cfg.max_recv_tokens)
             .ok_or_else(overflow)?;
         let comb_bytes = cfg
@@ -504,48 +504,67 @@ impl TokenSwitch {
             }
         })();
         let (rb, epoch) = self.enter(sh, group, OP, Kind::Dispatch, local, dtype, hidden, r)?;
-        let sb = slot_bytes(rb, k);
-        let (wo, io) = (pad8(rb), pad8(rb) + pad8(4 * k));
-        let mut stage = Vec::new();
-        let mut slot = vec![0u8; sb];
+        // Receive area: the rows back to back from byte 0, then from `meta0` each slot's `k` f32 weights and `k`
+        // int64 expert ids (`ms` bytes a slot).
+        let (ms, wo) = (meta_bytes(k), pad8(4 * k));
+        let meta0 = self.cfg.max_recv_tokens * self.cfg.max_token_bytes;
+        let mut meta = Vec::new();
+        let mut m = vec![0u8; ms];
         for d in 0..w {
-            stage.clear();
-            for &t in r.plan.to(d) {
+            let base = r.counts.dispatch_base(me, d);
+            meta.clear();
+            for (i, &t) in r.plan.to(d).iter().enumerate() {
                 let t = t as usize;
-                slot[..rb].copy_from_slice(&tokens[t * rb..(t + 1) * rb]);
+                let at = (base + i) * rb;
+                sh.put(
+                    self.recv.slice(at..at + rb)?,
+                    &tokens[t * rb..(t + 1) * rb],
+                    self.pes[d],
+                )?;
                 for j in 0..k {
-                    slot[wo + 4 * j..wo + 4 * j + 4]
-                        .copy_from_slice(&topk_weights[t * k + j].to_le_bytes());
-                    let e = r.plan_idx(t, j);
-                    slot[io + 8 * j..io + 8 * j + 8].copy_from_slice(&e.to_le_bytes());
+                    m[4 * j..4 * j + 4].copy_from_slice(&topk_weights[t * k + j].to_le_bytes());
+                    m[wo + 8 * j..wo + 8 * j + 8].copy_from_slice(&r.plan_idx(t, j).to_le_bytes());
                 }
-                stage.extend_from_slice(&slot);
+                meta.extend_from_slice(&m);
             }
-            let at = r.counts.dispatch_base(me, d) * sb;
-            self.put_signal(sh, self.recv, at, &stage, Kind::Dispatch, epoch, d)?;
+            if !meta.is_empty() {
+                // The rows are delivered before the metadata and its signal.
+                sh.fence()?;
+            }
+            let at = meta0 + base * ms;
+            self.put_signal(sh, self.recv, at, &meta, Kind::Dispatch, epoch, d)?;
         }
         self.wait_all(sh, Kind::Dispatch, epoch)?;
         let slots = r.counts.recv_slots(me) as usize;
-        let mut got = vec![0u8; slots * sb];
-        sh.get(&mut got, self.recv.slice(..slots * sb)?, sh.my_pe())?;
+        let mut got = vec![0u8; slots * ms];
+        sh.get(
+            &mut got,
+            self.recv.slice(meta0..meta0 + slots * ms)?,
+            sh.my_pe(),
+        )?;
         let l = self.local_experts();
         let first = me * l;
         let weight = |i: usize, j: usize| {
-            let b = &got[i * sb + wo + 4 * j..i * sb + wo + 4 * j + 4];
+            let b = &got[i * ms + 4 * j..i * ms + 4 * j + 4];
             f32::from_le_bytes([b[0], b[1], b[2], b[3]])
         };
         let mut idx = vec![0i64; slots * k];
         for i in 0..slots {
             for j in 0..k {
-                let b = &got[i * sb + io + 8 * j..i * sb + io + 8 * j + 8];
+                let b = &got[i * ms + wo + 8 * j..i * ms + wo + 8 * j + 8];
                 idx[i * k + j] = i64::from_le_bytes(b.try_into().unwrap_or_default());
             }
         }
+        let me_pe = sh.my_pe();
         match r.layout {
             Layout::Flat => {
                 let oi = out_topk_idx.unwrap_or_default();
+                sh.get(
+                    &mut out_tokens[..slots * rb],
+                    self.recv.slice(..slots * rb)?,
+                    me_pe,
+                )?;
                 for i in 0..slots {
-                    out_tokens[i * rb..(i + 1) * rb].copy_from_slice(&got[i * sb..i * sb + rb]);
                     for j in 0..k {
                         let e = idx[i * k + j];
                         let local = e >= first as i64 && e < (first + l) as i64;
@@ -559,8 +578,11 @@ impl TokenSwitch {
                 for i in 0..slots {
                     for p in pl.starts[i]..pl.starts[i + 1] {
                         let row = pl.pos[p];
-                        out_tokens[row * rb..(row + 1) * rb]
-                            .copy_from_slice(&got[i * sb..i * sb + rb]);
+                        sh.get(
+                            &mut out_tokens[row * rb..(row + 1) * rb],
+                            self.recv.slice(i * rb..(i + 1) * rb)?,
+                            me_pe,
+                        )?;
                         out_topk_weights[row] = weight(i, pl.col[p]);
                     }
                 }
