@@ -73,7 +73,7 @@ def _pad8(n: int) -> int:
 def _switch_bytes(max_dispatch: int, max_recv: int, token_bytes: int, topk: int, world: int) -> int:
     """The symmetric bytes a token switch allocates (ops/src/ep/switch.rs: receive slots, combine rows, counts,
     signals)."""
-    slot = _pad8(token_bytes) + _pad8(4 * topk) + 8 * topk
+    slot = token_bytes + _pad8(4 * topk) + 8 * topk
     return max_recv * slot + max_dispatch * min(topk, world) * token_bytes + 8 * world * (2 * world + 1) + 24 * world
 
 
