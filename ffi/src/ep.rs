@@ -79,6 +79,20 @@ fn non_negative(name: &'static str, v: i64, call: &str) -> Result<usize> {
     })
 }
 
+fn too_large(name: &'static str, v: impl ToString, call: &str) -> Error {
+    Error::InvalidArgument {
+        name,
+        value: v.to_string(),
+        reason: format!("{call}: the array's size overflows"),
+    }
+}
+
+/// `a * b` elements of the array `name`, or an error when the product overflows.
+fn count(a: i64, b: i64, name: &'static str, call: &str) -> Result<i64> {
+    a.checked_mul(b)
+        .ok_or_else(|| too_large(name, format!("{a} x {b}"), call))
+}
+
 /// What [`op_args`] returns.
 type OpArgs = (Arc<Switch>, Arc<Routing>, DType, usize, i64);
 
@@ -88,7 +102,11 @@ fn op_args(sw: i64, routing: i64, dtype: i32, hidden: i64, call: &str) -> Result
     let r = routing_of(sw, routing, call)?;
     let dt = DType::from_code(dtype)?;
     let h = non_negative("hidden", hidden, call)?;
-    Ok((it, r, dt, h, (h * dt.size()) as i64))
+    let rb = h
+        .checked_mul(dt.size())
+        .and_then(|b| i64::try_from(b).ok())
+        .ok_or_else(|| too_large("hidden", hidden, call))?;
+    Ok((it, r, dt, h, rb))
 }
 
 /// A C array as a mutable slice; NULL is allowed only for `n == 0`.
@@ -211,7 +229,12 @@ pub unsafe extern "C" fn xpushmem_ops_ep_create_routing(
             // SAFETY: forwarded caller contract on every pointer.
             let (idx, rows, out) = unsafe {
                 (
-                    array(topk_idx, (n * k) as i64, "topk_idx", CALL)?,
+                    array(
+                        topk_idx,
+                        count(n as i64, k as i64, "topk_idx", CALL)?,
+                        "topk_idx",
+                        CALL,
+                    )?,
                     array_mut(out_recv_rows, 1, "out_recv_rows", CALL)?,
                     array_mut(out_routing, 1, "out_routing", CALL)?,
                 )
@@ -275,11 +298,21 @@ pub unsafe extern "C" fn xpushmem_ops_ep_dispatch(
             // SAFETY: forwarded caller contract on every pointer.
             let (x, w, out, ow) = unsafe {
                 (
-                    array(tokens.cast::<u8>(), n * rb, "tokens", CALL)?,
-                    array(topk_weights, n * k, "topk_weights", CALL)?,
+                    array(
+                        tokens.cast::<u8>(),
+                        count(n, rb, "tokens", CALL)?,
+                        "tokens",
+                        CALL,
+                    )?,
+                    array(
+                        topk_weights,
+                        count(n, k, "topk_weights", CALL)?,
+                        "topk_weights",
+                        CALL,
+                    )?,
                     array_mut(
                         out_tokens.cast::<u8>(),
-                        out_rows.max(0) * rb,
+                        count(out_rows.max(0), rb, "out_tokens", CALL)?,
                         "out_tokens",
                         CALL,
                     )?,
@@ -324,11 +357,16 @@ pub unsafe extern "C" fn xpushmem_ops_ep_combine(
                 (
                     array(
                         expert_tokens.cast::<u8>(),
-                        expert_rows.max(0) * rb,
+                        count(expert_rows.max(0), rb, "expert_tokens", CALL)?,
                         "expert_tokens",
                         CALL,
                     )?,
-                    array_mut(out.cast::<u8>(), r.num_tokens() as i64 * rb, "out", CALL)?,
+                    array_mut(
+                        out.cast::<u8>(),
+                        count(r.num_tokens() as i64, rb, "out", CALL)?,
+                        "out",
+                        CALL,
+                    )?,
                 )
             };
             it.ts.combine(sh, &it.group, &r, y, dt, h, o)

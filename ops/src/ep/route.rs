@@ -90,7 +90,7 @@ pub fn plan_send(
     num_experts: usize,
     w: usize,
 ) -> Result<SendPlan> {
-    if topk_idx.len() != n * k {
+    if Some(topk_idx.len()) != n.checked_mul(k) {
         return Err(Error::InvalidArgument {
             name: "topk_idx",
             value: format!("{} entries", topk_idx.len()),

@@ -41,6 +41,9 @@ pub struct EpConfig {
     pub max_topk: usize,
 }
 
+/// The largest `max_topk` (DeepEP and NCCL EP route to at most a few dozen experts per token).
+pub const MAX_TOPK: usize = 1024;
+
 /// Which op a signal word belongs to.
 #[derive(Clone, Copy)]
 enum Kind {
@@ -164,6 +167,13 @@ impl TokenSwitch {
                     return Err(bad(name, v, format!("{OP}: must be positive")));
                 }
             }
+            if cfg.max_topk > MAX_TOPK {
+                return Err(bad(
+                    "max_topk",
+                    cfg.max_topk,
+                    format!("{OP}: must be at most {MAX_TOPK}"),
+                ));
+            }
             Ok(())
         })();
         let dig = digest(&[
@@ -181,8 +191,10 @@ impl TokenSwitch {
             value: format!("{cfg:?}"),
             reason: format!("{OP}: the buffers' size overflows"),
         };
-        let recv_bytes = (cfg.max_token_bytes + meta_bytes(cfg.max_topk))
-            .checked_mul(cfg.max_recv_tokens)
+        let recv_bytes = cfg
+            .max_token_bytes
+            .checked_add(meta_bytes(cfg.max_topk))
+            .and_then(|b| b.checked_mul(cfg.max_recv_tokens))
             .ok_or_else(overflow)?;
         let comb_bytes = cfg
             .max_dispatch_tokens
@@ -419,7 +431,7 @@ impl TokenSwitch {
         dtype: DType,
         hidden: usize,
     ) -> Result<usize> {
-        let rb = hidden * dtype.size();
+        let rb = hidden.saturating_mul(dtype.size());
         if rb == 0 || rb > self.cfg.max_token_bytes {
             return Err(bad(
                 name,
@@ -462,7 +474,7 @@ impl TokenSwitch {
             self.check_routing(r, OP)?;
             let rb = self.row_bytes(OP, "tokens", dtype, hidden)?;
             check_rows(OP, "tokens", tokens, rb, n, true, hidden, dtype)?;
-            if topk_weights.len() != n * k {
+            if topk_weights.len() != n.saturating_mul(k) {
                 return Err(bad(
                     "topk_weights",
                     format!("{} entries", topk_weights.len()),
@@ -712,10 +724,11 @@ fn check_rows(
     hidden: usize,
     dtype: DType,
 ) -> Result<()> {
+    let need = rows.saturating_mul(rb);
     let ok = if exact {
-        buf.len() == rows * rb
+        buf.len() == need
     } else {
-        buf.len() % rb == 0 && buf.len() >= rows * rb
+        buf.len() % rb == 0 && buf.len() >= need
     };
     if ok {
         return Ok(());
