@@ -32,6 +32,11 @@ export PATH="${XPUSHMEM_CACHE:-$repo/.cache}/tools/nextest/bin:$PATH"
 source scripts/device-env.sh
 export CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-2}"
 export CARGO_TERM_COLOR=never
+# A fresh clone (CI) builds everything once: incremental compilation would only write caches nobody reads (and costs
+# time doing it). A developer's repeated runs keep it.
+if [[ "${CI:-}" == true ]]; then
+    export CARGO_INCREMENTAL=0
+fi
 # The device suites must never skip in CI for want of the OpenCL CPU runtime.
 export XPUSHMEM_REQUIRE_OPENCL=1
 # Reports of an earlier run must not count in this one.
