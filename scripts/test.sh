@@ -60,6 +60,9 @@ cargo clippy -q -p xpushmem --lib -- -D warnings
 phase "fmt, clippy"
 echo "== cargo build (libraries the C, device and Python tests load: libxpushmem*.so, libze_emu.so)"
 cargo build -q --workspace
+# The device tests load this ze-emu driver instead of building their own copy in a target dir of its own
+# (ze_emu::testing::emu_lib: a second build of ze-emu and its dependencies inside the test run).
+export ZE_EMU_TEST_LIB="${CARGO_TARGET_DIR:-$repo/target}/debug/libze_emu.so"
 phase "build"
 # Every transport's cases are tests of their own (`rma::put_get_every_type::fab_2pe`, `def_`, `fabp_`, `cas_`,
 # `dev_`: docs/TESTING.md), so this one run covers the deferred, fabric, progress-thread, CAS and peer-death runs too.
