@@ -86,7 +86,8 @@ SETUPTOOLS_RUST_CARGO_PROFILE=dev bash scripts/test-python.sh 2>&1 | tee target/
 rc_py=${PIPESTATUS[0]}
 phase "Python"
 echo "== Triton: upstream test_shmem_triton.py kernels compiled by triton-xpu against xpushmem._xpushmem_triton"
-bash scripts/test-triton.sh 2>&1 | tee target/test-triton.log
+# The libraries and the launcher of the build above (test-triton.sh would otherwise build a subset of the packages).
+XPUSHMEM_LIB_DIR="${CARGO_TARGET_DIR:-$repo/target}/debug" bash scripts/test-triton.sh 2>&1 | tee target/test-triton.log
 rc_triton=${PIPESTATUS[0]}
 phase "Triton"
 set -e
