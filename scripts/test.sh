@@ -75,9 +75,13 @@ cargo test --doc -p xpushmem -p xpushmem-ops -p xpushmem-tests -p level-zero-sys
 rc=$(( rc | PIPESTATUS[0] ))
 phase "tests"
 echo "== MPI bootstrap under mpirun (feature mpi); mpirun across network namespaces with the examples (as root)"
-cargo build -q -p xpushmem-examples --features mpi
-cargo nextest run -P ci-mpi -p xpushmem-tests --features mpi --test reliability --test fabric \
-    -E 'test(/^(mpi_bootstrap|fabric_mpirun)::/)' 2>&1 | tee -a target/test.log
+# One package set and feature set for the examples (the programs mpirun starts) and the two test binaries, so that
+# the runtime is compiled once with `mpi` (separate builds resolved the shared dependencies' features differently
+# and compiled it twice).
+mpi_args=(-p xpushmem-tests -p xpushmem-examples --features xpushmem-tests/mpi,xpushmem-examples/mpi
+    --test reliability --test fabric)
+cargo build -q "${mpi_args[@]}" --bins
+cargo nextest run -P ci-mpi "${mpi_args[@]}" -E 'test(/^(mpi_bootstrap|fabric_mpirun)::/)' 2>&1 | tee -a target/test.log
 rc_mpi=${PIPESTATUS[0]}
 phase "MPI"
 echo "== Python: the PyTorch drop-in (ported test_nvshmem.py suites on CPU, gloo, 2 and 4 ranks)"
