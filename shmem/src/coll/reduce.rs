@@ -191,14 +191,19 @@ pub(crate) fn same_or_disjoint<T: Symmetric>(dest: SymSlice<T>, src: SymSlice<T>
     Ok(())
 }
 
-/// The algorithm for a team of `n` reducing `bytes` (`fits`: they fit in a message of the exchange). Above the
-/// ring cutover (`XPUSHMEM_REDUCE_RING_SIZE`; auto: 256 KiB up to 4 PEs, where recursive doubling moves no more
-/// data per PE than the ring, and 64 KiB above, where its log2(n) full-size rounds outgrow the ring's 2 (n-1)/n)
-/// the ring's traffic per PE does not grow with the team. Two PEs take the ring above the cutover too: the linear
-/// algorithm below it reads both inputs whole on both PEs (twice the ring's reads) into fresh full-size buffers.
+/// The algorithm for a team of `n` reducing `bytes` (`fits`: they fit in a message of the exchange).
 ///
-/// On a team whose node layout pays for it (`hier`), below the cutover: the node-aware algorithm, whose inter-node
-/// traffic is one partial per pair of node leaders.
+/// * Two PEs: linear below the ring cutover (`XPUSHMEM_REDUCE_RING_SIZE`, auto 256 KiB), the ring above (the
+///   linear algorithm reads both inputs whole on both PEs, twice the ring's reads).
+/// * Three PEs or more: linear up to 4 KiB on up to 4 PEs, else the one-step reduce-scatter + allgather
+///   ([`ReduceAlgo::ReduceScatterAllgather`]): two synchronisations whatever the team size, against recursive
+///   doubling's log2(n) rounds of the whole data (each a signal and an acknowledgement) and the ring's 2 (n - 1)
+///   steps; measured with a core per PE at 4-16 PEs (docs/PERFORMANCE.md, round six). With
+///   `XPUSHMEM_REDUCE_RING_SIZE` set, the ring from that size, as before.
+///
+/// On a team whose node layout pays for it (`hier`): the node-aware algorithm, whose inter-node traffic is one
+/// partial per pair of node leaders, below the ring cutover (auto: 256 KiB up to 4 PEs, 64 KiB above), the ring
+/// above.
 fn resolve(
     a: ReduceAlgo,
     cfg: &crate::config::Config,
@@ -210,16 +215,23 @@ fn resolve(
     use ReduceAlgo::{Auto, Eager, EagerRounds};
     let ring_from = cfg
         .reduce_ring_size
+        .unwrap_or(if n <= 2 { 256 << 10 } else { usize::MAX });
+    // The node-aware algorithm's range: the ring above (its traffic per PE does not grow with the team).
+    let hier_until = cfg
+        .reduce_ring_size
         .unwrap_or(if n <= 4 { 256 << 10 } else { 64 << 10 });
     Ok(match a.with_cfg(cfg)? {
         Auto if fit.auto_rounds => EagerRounds,
         EagerRounds if fit.rounds => EagerRounds,
         Auto | Eager | EagerRounds if fit.eager => Eager,
-        Auto | Eager | EagerRounds if hier && bytes < ring_from => ReduceAlgo::Hierarchical,
+        Auto | Eager | EagerRounds if hier && bytes < hier_until => ReduceAlgo::Hierarchical,
+        Auto | Eager | EagerRounds if hier => ReduceAlgo::Ring,
         Auto | Eager | EagerRounds if (n <= 2 && bytes < ring_from) || bytes <= 4096 && n <= 4 => {
             ReduceAlgo::Linear
         }
-        Auto | Eager | EagerRounds if bytes < ring_from => ReduceAlgo::RecursiveDoubling,
+        Auto | Eager | EagerRounds if n > 2 && bytes < ring_from => {
+            ReduceAlgo::ReduceScatterAllgather
+        }
         Auto | Eager | EagerRounds => ReduceAlgo::Ring,
         x => x,
     })
@@ -361,6 +373,7 @@ impl Shmem {
             ReduceAlgo::RecursiveDoubling => recursive_doubling(&mut ctx, op, dest, src),
             ReduceAlgo::Ring => ring(&mut ctx, op, dest, src),
             ReduceAlgo::Hierarchical => hierarchical(&mut ctx, op, dest, src),
+            ReduceAlgo::ReduceScatterAllgather => rs_ag(&mut ctx, op, dest, src),
             _ => linear(&mut ctx, op, dest, src),
         }
     }
@@ -653,5 +666,62 @@ fn ring<T: Reducible>(
     ctx.signal(layout::SIG_DONE, left)?;
     ctx.wait(layout::SIG_DONE, 1, &|| {
         format!("reduce (ring): waiting for PE {rpe} to finish reading")
+    })
+}
+
+/// Reduce-scatter then allgather, one step each ([`ReduceAlgo::ReduceScatterAllgather`]). Member `i` folds block
+/// `i` of every member's source, read directly in member order (so a float result is the same on every member),
+/// into its `dest` in cache-sized pieces, and signals every member; once every member has signalled, it copies
+/// each other member's finished block from that member's `dest`, then acknowledges, and returns once every member
+/// has read its block.
+///
+/// In place (`dest == src`) is safe: block `i` of a source is read only by member `i` before it writes its own
+/// block `i`, and member `j` overwrites its block `i` only after member `i` signalled that it has read it.
+fn rs_ag<T: Reducible>(
+    ctx: &mut Ctx<'_>,
+    op: ReduceOp,
+    dest: SymSlice<T>,
+    src: SymSlice<T>,
+) -> Result<()> {
+    let (n, me) = (ctx.n(), ctx.idx());
+    let my_pe = ctx.sh.my_pe();
+    let len = dest.len();
+    let mine = block(len, n, me);
+    let chunk = (FOLD_CHUNK_BYTES / std::mem::size_of::<T>().max(1)).max(1);
+    let (mut acc, mut other) = (Vec::new(), Vec::new());
+    acc.resize(chunk.min(mine.len()), T::default());
+    other.resize(chunk.min(mine.len()), T::default());
+    let mut at = mine.start;
+    while at < mine.end {
+        let k = chunk.min(mine.end - at);
+        let piece = src.slice(at..at + k)?;
+        ctx.sh.get(&mut acc[..k], piece, ctx.pe(0))?;
+        for i in 1..n {
+            ctx.sh.get(&mut other[..k], piece, ctx.pe(i))?;
+            combine_into(op, &mut acc[..k], &other[..k], false);
+        }
+        ctx.sh.put(dest.slice(at..at + k)?, &acc[..k], my_pe)?;
+        at += k;
+    }
+    for d in 1..n {
+        ctx.signal(layout::SIG_DATA, (me + d) % n)?;
+    }
+    ctx.wait(layout::SIG_DATA, n as u64 - 1, &|| {
+        "reduce (reduce-scatter + allgather): waiting for the other members' blocks".to_string()
+    })?;
+    for d in 1..n {
+        let j = (me + d) % n;
+        let b = block(len, n, j);
+        if !b.is_empty() {
+            let b = dest.slice(b)?;
+            ctx.sh.get_sym(b, b, ctx.pe(j))?;
+        }
+    }
+    for d in 1..n {
+        ctx.signal(layout::SIG_DONE, (me + d) % n)?;
+    }
+    ctx.wait(layout::SIG_DONE, n as u64 - 1, &|| {
+        "reduce (reduce-scatter + allgather): waiting for the other members to read this member's block"
+            .to_string()
     })
 }
