@@ -123,6 +123,24 @@ impl Ctx<'_> {
     }
 }
 
+/// Elements of the small collectives' working buffers that live on the stack ([`small_buf`]).
+pub(crate) const SMALL_ELEMS: usize = 32;
+
+/// A working buffer of `len` elements: the first `len` of `stack` when they fit (no allocation per call on the
+/// small-message paths), else `heap` resized to `len`.
+pub(crate) fn small_buf<'a, T: Symmetric>(
+    stack: &'a mut [T; SMALL_ELEMS],
+    heap: &'a mut Vec<T>,
+    len: usize,
+) -> &'a mut [T] {
+    if len <= SMALL_ELEMS {
+        &mut stack[..len]
+    } else {
+        heap.resize(len, T::default());
+        heap
+    }
+}
+
 /// Block `b` of `n` near-equal blocks of `len` elements.
 pub(crate) fn block(len: usize, n: usize, b: usize) -> Range<usize> {
     let (q, r) = (len / n, len % n);

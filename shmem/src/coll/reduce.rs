@@ -7,8 +7,8 @@
 //! are the same whatever the algorithm (every operator is associative and commutative on integers).
 
 use super::{
-    block, need_len, overlap, type_code, BarrierAlgo, CallId, Ctx, Fit, ReduceAlgo,
-    ReduceScatterAlgo, COMMON, INFO,
+    block, need_len, overlap, small_buf, type_code, BarrierAlgo, CallId, Ctx, Fit, ReduceAlgo,
+    ReduceScatterAlgo, COMMON, INFO, SMALL_ELEMS,
 };
 use crate::core::Shmem;
 use crate::error::{Error, Result};
@@ -335,8 +335,7 @@ impl Shmem {
             }
             let (dest, src) = (dest.slice(..nreduce)?, src.slice(..nreduce)?);
             // Member i's part into `into` (one buffer reused for every member).
-            let part = |i: usize, into: &mut Vec<T>| -> Result<()> {
-                into.resize(nreduce, T::default());
+            let part = |i: usize, into: &mut [T]| -> Result<()> {
                 if i == me {
                     return self.get(into, src, self.my_pe());
                 }
@@ -351,14 +350,22 @@ impl Shmem {
                 crate::sys::bytes::bytes_of_mut(into).copy_from_slice(b);
                 Ok(())
             };
-            let (mut acc, mut other) = (Vec::new(), Vec::new());
-            part(0, &mut acc)?;
-            for i in 1..n {
-                part(i, &mut other)?;
-                combine_into(op, &mut acc, &other, false);
-            }
+            let fold = |acc: &mut [T], other: &mut [T]| -> Result<()> {
+                part(0, acc)?;
+                for i in 1..n {
+                    part(i, other)?;
+                    combine_into(op, acc, other, false);
+                }
+                self.put(dest, acc, self.my_pe())
+            };
+            let (mut s0, mut s1) = ([T::default(); SMALL_ELEMS], [T::default(); SMALL_ELEMS]);
+            let (mut h0, mut h1) = (Vec::new(), Vec::new());
+            let r = fold(
+                small_buf(&mut s0, &mut h0, nreduce),
+                small_buf(&mut s1, &mut h1, nreduce),
+            );
             ctx.give_messages(send, recv);
-            return self.put(dest, &acc, self.my_pe());
+            return r;
         }
         ctx.enter(common, [0; INFO], local, false)?;
         let algo = algo?;
