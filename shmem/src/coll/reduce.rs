@@ -148,21 +148,33 @@ macro_rules! float_reducible {
 float_reducible!(f32, f64);
 
 /// `acc[i] = other[i] op acc[i]` when `other_first`, else `acc[i] op other[i]`.
+///
+/// One loop per operator: with the operator fixed, each is a plain element-wise loop that the compiler vectorizes
+/// (dispatched per element, the loop of a 32 KiB int64 sum took about 8 instructions an element).
 pub(crate) fn combine_into<T: Reducible>(
     op: ReduceOp,
     acc: &mut [T],
     other: &[T],
     other_first: bool,
 ) {
-    if other_first {
-        for (a, b) in acc.iter_mut().zip(other) {
-            *a = T::combine(op, *b, *a);
-        }
-    } else {
-        for (a, b) in acc.iter_mut().zip(other) {
-            *a = T::combine(op, *a, *b);
-        }
+    macro_rules! per_op {
+        ($($o:ident),*) => {
+            match op {
+                $(ReduceOp::$o => {
+                    if other_first {
+                        for (a, b) in acc.iter_mut().zip(other) {
+                            *a = T::combine(ReduceOp::$o, *b, *a);
+                        }
+                    } else {
+                        for (a, b) in acc.iter_mut().zip(other) {
+                            *a = T::combine(ReduceOp::$o, *a, *b);
+                        }
+                    }
+                })*
+            }
+        };
     }
+    per_op!(And, Or, Xor, Min, Max, Sum, Prod);
 }
 
 pub(crate) fn check_op<T: Reducible>(op: ReduceOp) -> Result<()> {
