@@ -249,14 +249,7 @@ pub fn all_to_all_vdev(
                 let rb = vdev_shapes(input, out, in_splits, out_splits_offsets, w, false)?;
                 Ok((w, rb))
             })?;
-        let (mut counts, mut src_rows) = split_vectors(s);
-        io::read_i64s_into(sh, in_splits, sh.my_pe(), &mut counts)?;
-        cached_rows(
-            &mut s.cache[Op::Vdev as usize],
-            &counts,
-            &mut src_rows,
-            |rows| plan::split_offsets_into(OP, "in_splits", &counts, input.size(0), rows),
-        )?;
+        let (counts, src_rows) = prefix_rows(sh, s, Op::Vdev, OP, in_splits, input)?;
         Ok(Prepared {
             ex,
             counts,
@@ -318,14 +311,7 @@ pub fn all_to_all_vdev_2d(
             views,
             || vdev_2d_shapes(input, out, in_splits, out_splits_offsets, align, w),
         )?;
-        let (mut counts, mut src_rows) = split_vectors(s);
-        io::read_i64s_into(sh, in_splits, sh.my_pe(), &mut counts)?;
-        cached_rows(
-            &mut s.cache[Op::Vdev2d as usize],
-            &counts,
-            &mut src_rows,
-            |rows| plan::split_offsets_into(OP, "in_splits", &counts, input.size(0), rows),
-        )?;
+        let (counts, src_rows) = prefix_rows(sh, s, Op::Vdev2d, OP, in_splits, input)?;
         Ok(Prepared {
             ex: Exchange {
                 world: w,
@@ -525,6 +511,27 @@ fn cached_rows(
         c.rows.clone_from(rows);
     }
     Ok(())
+}
+
+/// The sender's split vector, read from `in_splits`, and the source row of each entry: the exclusive prefix sum,
+/// checked against the rows of `input` ([`cached_rows`]).
+fn prefix_rows(
+    sh: &Shmem,
+    s: &mut Scratch,
+    code: Op,
+    op: &str,
+    in_splits: &TensorView,
+    input: &TensorView,
+) -> Result<(Vec<i64>, Vec<i64>)> {
+    let (mut counts, mut src_rows) = split_vectors(s);
+    io::read_i64s_into(sh, in_splits, sh.my_pe(), &mut counts)?;
+    cached_rows(
+        &mut s.cache[code as usize],
+        &counts,
+        &mut src_rows,
+        |rows| plan::split_offsets_into(op, "in_splits", &counts, input.size(0), rows),
+    )?;
+    Ok((counts, src_rows))
 }
 
 /// Two empty vectors for an all-to-all's split vector and source rows, with the allocations of an earlier call

@@ -605,33 +605,44 @@ fn recursive_doubling<T: Reducible>(
     Ok(())
 }
 
-/// Bytes of the pieces [`fold_left`] folds: two buffers of this size stay in the L1/L2 cache between the reads and
-/// the write back.
+/// Bytes of the pieces [`fold`] folds: two buffers of this size stay in the L1/L2 cache between the reads and the
+/// write back.
 const FOLD_CHUNK_BYTES: usize = 32 << 10;
 
-/// `b = (b on PE lpe) op b` on this PE, in cache-sized pieces through two reused buffers (`bufs`): no buffer the
-/// size of the block (whose fresh pages were faulted in on every step), and the data is still in the cache when
-/// it is combined and written back.
-fn fold_left<T: Reducible>(
+/// `dst = from@pes[0] op from@pes[1] op ...` on this PE (`from` read on each PE of `pes`, folded in that order),
+/// in cache-sized pieces through two reused buffers (`bufs`): no buffer the size of the block (whose fresh pages
+/// were faulted in on every step), and the data is still in the cache when it is combined and written back.
+/// `dst` may be `from` on this PE: each piece is read from every PE before it is written.
+fn fold<T: Reducible>(
     ctx: &Ctx<'_>,
     op: ReduceOp,
-    b: SymSlice<T>,
-    lpe: usize,
+    dst: SymSlice<T>,
+    from: SymSlice<T>,
+    pes: &[usize],
     bufs: &mut (Vec<T>, Vec<T>),
 ) -> Result<()> {
     let chunk = (FOLD_CHUNK_BYTES / std::mem::size_of::<T>().max(1)).max(1);
-    let (len, my_pe) = (b.len(), ctx.sh.my_pe());
-    let (acc, mine) = bufs;
+    let len = dst.len().min(from.len());
+    let (acc, other) = bufs;
     acc.resize(chunk.min(len), T::default());
-    mine.resize(chunk.min(len), T::default());
+    other.resize(chunk.min(len), T::default());
     let mut at = 0;
     while at < len {
         let k = chunk.min(len - at);
-        let piece = b.slice(at..at + k)?;
-        ctx.sh.get(&mut acc[..k], piece, lpe)?;
-        ctx.sh.get(&mut mine[..k], piece, my_pe)?;
-        combine_into(op, &mut acc[..k], &mine[..k], false);
-        ctx.sh.put(piece, &acc[..k], my_pe)?;
+        let piece = from.slice(at..at + k)?;
+        for (i, &pe) in pes.iter().enumerate() {
+            let into = if i == 0 {
+                &mut acc[..k]
+            } else {
+                &mut other[..k]
+            };
+            ctx.sh.get(into, piece, pe)?;
+            if i > 0 {
+                combine_into(op, &mut acc[..k], &other[..k], false);
+            }
+        }
+        ctx.sh
+            .put(dst.slice(at..at + k)?, &acc[..k], ctx.sh.my_pe())?;
         at += k;
     }
     Ok(())
@@ -663,7 +674,7 @@ fn ring<T: Reducible>(
             format!("reduce (ring) step {s}: waiting for PE {lpe}")
         })?;
         let b = dest.slice(block(len, n, (me + 2 * n - s - 1) % n))?;
-        fold_left(ctx, op, b, lpe, &mut bufs)?;
+        fold(ctx, op, b, b, &[lpe, my_pe], &mut bufs)?;
         ctx.signal(layout::SIG_RING, right)?;
     }
     // My left neighbour may now overwrite what I read; wait until my right neighbour has read mine.
@@ -702,32 +713,27 @@ fn rs_ag<T: Reducible>(
     dest: SymSlice<T>,
     src: SymSlice<T>,
 ) -> Result<()> {
-    let (n, me) = (ctx.n(), ctx.idx());
-    let my_pe = ctx.sh.my_pe();
-    let len = dest.len();
+    let (n, me, len) = (ctx.n(), ctx.idx(), dest.len());
     let mine = block(len, n, me);
-    let chunk = (FOLD_CHUNK_BYTES / std::mem::size_of::<T>().max(1)).max(1);
-    let (mut acc, mut other) = (Vec::new(), Vec::new());
-    acc.resize(chunk.min(mine.len()), T::default());
-    other.resize(chunk.min(mine.len()), T::default());
-    let mut at = mine.start;
-    while at < mine.end {
-        let k = chunk.min(mine.end - at);
-        let piece = src.slice(at..at + k)?;
-        ctx.sh.get(&mut acc[..k], piece, ctx.pe(0))?;
-        for i in 1..n {
-            ctx.sh.get(&mut other[..k], piece, ctx.pe(i))?;
-            combine_into(op, &mut acc[..k], &other[..k], false);
+    let pes: Vec<usize> = (0..n).map(|i| ctx.pe(i)).collect();
+    fold(
+        ctx,
+        op,
+        dest.slice(mine.clone())?,
+        src.slice(mine)?,
+        &pes,
+        &mut (Vec::new(), Vec::new()),
+    )?;
+    // Every member signals every other one and waits for all of them.
+    let all = |ctx: &mut Ctx<'_>, w: usize, what: &str| -> Result<()> {
+        for d in 1..n {
+            ctx.signal(w, (me + d) % n)?;
         }
-        ctx.sh.put(dest.slice(at..at + k)?, &acc[..k], my_pe)?;
-        at += k;
-    }
-    for d in 1..n {
-        ctx.signal(layout::SIG_DATA, (me + d) % n)?;
-    }
-    ctx.wait(layout::SIG_DATA, n as u64 - 1, &|| {
-        "reduce (reduce-scatter + allgather): waiting for the other members' blocks".to_string()
-    })?;
+        ctx.wait(w, n as u64 - 1, &|| {
+            format!("reduce (reduce-scatter + allgather): waiting for {what}")
+        })
+    };
+    all(ctx, layout::SIG_DATA, "the other members' blocks")?;
     for d in 1..n {
         let j = (me + d) % n;
         let b = block(len, n, j);
@@ -736,11 +742,9 @@ fn rs_ag<T: Reducible>(
             ctx.sh.get_sym(b, b, ctx.pe(j))?;
         }
     }
-    for d in 1..n {
-        ctx.signal(layout::SIG_DONE, (me + d) % n)?;
-    }
-    ctx.wait(layout::SIG_DONE, n as u64 - 1, &|| {
-        "reduce (reduce-scatter + allgather): waiting for the other members to read this member's block"
-            .to_string()
-    })
+    all(
+        ctx,
+        layout::SIG_DONE,
+        "the other members to read this member's block",
+    )
 }
