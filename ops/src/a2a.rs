@@ -948,6 +948,8 @@ fn build_split_messages(
         data.resize(at + len, 0);
         sh.get(&mut data[at..], src.slice(from..from + len)?, sh.my_pe())
     };
+    // Where the receive arguments and split vector ([`MATRIX`]) were first written in `send`.
+    let mut written: Option<std::ops::Range<usize>> = None;
     for &peer in group.group_ranks() {
         let eager_here = is_eager(peer);
         let flags =
@@ -960,12 +962,20 @@ fn build_split_messages(
             send.data.extend_from_slice(&p.src_rows[t].to_le_bytes());
         }
         if matrix {
-            send.data
-                .extend_from_slice(&(out.size(0) as u64).to_le_bytes());
-            send.data.extend_from_slice(&p.align.to_le_bytes());
-            for c in &p.counts {
-                send.data.extend_from_slice(&c.to_le_bytes());
+            // The same bytes in every message: written once, then copied.
+            let at = send.data.len();
+            match written {
+                Some(r) => send.data.extend_from_within(r),
+                None => {
+                    send.data
+                        .extend_from_slice(&(out.size(0) as u64).to_le_bytes());
+                    send.data.extend_from_slice(&p.align.to_le_bytes());
+                    for c in &p.counts {
+                        send.data.extend_from_slice(&c.to_le_bytes());
+                    }
+                }
             }
+            written = Some(at..send.data.len());
         }
         if eager_here {
             let mut open: Option<(usize, usize)> = None;
