@@ -25,7 +25,7 @@
 //! push of the entries into the receivers' `out_splits_offsets`, barrier, receive and pull, exit agreement.
 
 use crate::dtype::DType;
-use crate::group::Group;
+use crate::group::{ArgCache, Group, Scratch};
 use crate::io::{self, check_contiguous, check_disjoint, check_i64};
 use crate::plan::{self, recv_layout, Exchange};
 use crate::tensor::TensorView;
@@ -240,11 +240,16 @@ pub fn all_to_all_vdev(
         ne: 1,
         rank_is_row_in: true,
     };
+    let mut scratch = group.scratch();
+    let s = &mut *scratch;
     let prep = (|| {
-        let row_bytes = vdev_shapes(input, out, in_splits, out_splits_offsets, w, false)?;
-        let (mut counts, mut src_rows) = group.split_vectors();
-        io::read_i64s_into(sh, in_splits, sh.my_pe(), &mut counts)?;
-        plan::split_offsets_into(OP, "in_splits", &counts, input.size(0), &mut src_rows)?;
+        let views = [input, out, in_splits, out_splits_offsets];
+        let (_, row_bytes) =
+            cached_shapes(&mut s.cache[Op::Vdev as usize], Op::Vdev, 0, views, || {
+                let rb = vdev_shapes(input, out, in_splits, out_splits_offsets, w, false)?;
+                Ok((w, rb))
+            })?;
+        let (counts, src_rows) = prefix_rows(sh, s, Op::Vdev, OP, in_splits, input)?;
         Ok(Prepared {
             ex,
             counts,
@@ -256,6 +261,7 @@ pub fn all_to_all_vdev(
     run(
         sh,
         group,
+        s,
         OP,
         Op::Vdev,
         me,
@@ -293,12 +299,19 @@ pub fn all_to_all_vdev_2d(
     const OP: &str = "all_to_all_vdev_2d";
     let me = group.rank_for(sh, OP)?;
     let w = group.size();
+    let align = major_align.unwrap_or(1);
+    let mut scratch = group.scratch();
+    let s = &mut *scratch;
     let prep = (|| {
-        let align = major_align.unwrap_or(1);
-        let (n, row_bytes) = vdev_2d_shapes(input, out, in_splits, out_splits_offsets, align, w)?;
-        let (mut counts, mut src_rows) = group.split_vectors();
-        io::read_i64s_into(sh, in_splits, sh.my_pe(), &mut counts)?;
-        plan::split_offsets_into(OP, "in_splits", &counts, input.size(0), &mut src_rows)?;
+        let views = [input, out, in_splits, out_splits_offsets];
+        let (n, row_bytes) = cached_shapes(
+            &mut s.cache[Op::Vdev2d as usize],
+            Op::Vdev2d,
+            align,
+            views,
+            || vdev_2d_shapes(input, out, in_splits, out_splits_offsets, align, w),
+        )?;
+        let (counts, src_rows) = prefix_rows(sh, s, Op::Vdev2d, OP, in_splits, input)?;
         Ok(Prepared {
             ex: Exchange {
                 world: w,
@@ -315,6 +328,7 @@ pub fn all_to_all_vdev_2d(
     run(
         sh,
         group,
+        s,
         OP,
         Op::Vdev2d,
         me,
@@ -348,33 +362,51 @@ pub fn all_to_all_vdev_2d_offset(
     const OP: &str = "all_to_all_vdev_2d_offset";
     let me = group.rank_for(sh, OP)?;
     let w = group.size();
+    let mut scratch = group.scratch();
+    let s = &mut *scratch;
     let prep = (|| {
-        let (n, row_bytes) =
-            vdev_2d_offset_shapes(input, out, in_splits_offsets, out_splits_offsets, w)?;
-        let (mut counts, mut src_rows) = group.split_vectors();
+        let views = [input, out, in_splits_offsets, out_splits_offsets];
+        let (n, row_bytes) = cached_shapes(
+            &mut s.cache[Op::Vdev2dOffset as usize],
+            Op::Vdev2dOffset,
+            0,
+            views,
+            || vdev_2d_offset_shapes(input, out, in_splits_offsets, out_splits_offsets, w),
+        )?;
+        let (mut counts, mut src_rows) = split_vectors(s);
         io::read_i64s_into(sh, in_splits_offsets, sh.my_pe(), &mut counts)?;
-        src_rows.extend_from_slice(&counts[n..]);
+        cached_rows(
+            &mut s.cache[Op::Vdev2dOffset as usize],
+            &counts,
+            &mut src_rows,
+            |rows| {
+                rows.extend_from_slice(&counts[n..]);
+                let limit = input.size(0) as u128;
+                for i in 0..n {
+                    let (c, o) = (counts[i], rows[i]);
+                    if c < 0 || o < 0 {
+                        return Err(Error::InvalidArgument {
+                            name: "in_splits_offsets",
+                            value: format!("split {c}, offset {o} at column {i}"),
+                            reason: format!("{OP}: splits and offsets must be non-negative"),
+                        });
+                    }
+                    if c > 0 && o as u128 + c as u128 > limit {
+                        return Err(Error::OutOfBounds {
+                            what: "input rows of a chunk",
+                            start: o as usize,
+                            len: c as usize,
+                            limit: limit as usize,
+                            context: format!(
+                                "{OP}: in_splits_offsets column {i} runs past the input"
+                            ),
+                        });
+                    }
+                }
+                Ok(())
+            },
+        )?;
         counts.truncate(n);
-        let rows = input.size(0) as u128;
-        for i in 0..n {
-            let (c, o) = (counts[i], src_rows[i]);
-            if c < 0 || o < 0 {
-                return Err(Error::InvalidArgument {
-                    name: "in_splits_offsets",
-                    value: format!("split {c}, offset {o} at column {i}"),
-                    reason: format!("{OP}: splits and offsets must be non-negative"),
-                });
-            }
-            if c > 0 && o as u128 + c as u128 > rows {
-                return Err(Error::OutOfBounds {
-                    what: "input rows of a chunk",
-                    start: o as usize,
-                    len: c as usize,
-                    limit: rows as usize,
-                    context: format!("{OP}: in_splits_offsets column {i} runs past the input"),
-                });
-            }
-        }
         Ok(Prepared {
             ex: Exchange {
                 world: w,
@@ -394,6 +426,7 @@ pub fn all_to_all_vdev_2d_offset(
     run(
         sh,
         group,
+        s,
         OP,
         Op::Vdev2dOffset,
         me,
@@ -424,12 +457,129 @@ fn eager_limit(sh: &Shmem, cap: usize) -> usize {
     sh.config().ops_eager_size.map_or(cap, |l| l.min(cap))
 }
 
+/// The op's shape checks (`check`: (number of splits, row bytes)), or their result for the views and alignment
+/// of the last call on the group that passed them (the checks are a function of these alone). Marks the cache
+/// as this call's ([`ArgCache::hit`]) on success.
+fn cached_shapes(
+    c: &mut ArgCache,
+    op: Op,
+    align: i64,
+    views: [&TensorView; 4],
+    check: impl FnOnce() -> Result<(usize, usize)>,
+) -> Result<(usize, usize)> {
+    if c.op == op as u64
+        && c.align == align
+        && c.views.len() == views.len()
+        && c.views.iter().zip(views).all(|(a, b)| a == b)
+    {
+        c.hit = true;
+        return Ok(c.shapes);
+    }
+    // Another call: nothing cached applies to it until its checks pass.
+    c.hit = false;
+    c.views.clear();
+    c.dig = None;
+    c.counts.clear();
+    c.received = false;
+    let shapes = check()?;
+    c.op = op as u64;
+    c.align = align;
+    c.views.extend(views.iter().map(|&v| v.clone()));
+    c.shapes = shapes;
+    c.hit = true;
+    Ok(shapes)
+}
+
+/// The sender's source rows: `check` computes and checks them from the split vector `counts` (into the cleared
+/// `rows`), unless the views are the cache's and `counts` is the last split vector checked with them, whose rows
+/// are copied instead.
+fn cached_rows(
+    c: &mut ArgCache,
+    counts: &[i64],
+    rows: &mut Vec<i64>,
+    check: impl FnOnce(&mut Vec<i64>) -> Result<()>,
+) -> Result<()> {
+    rows.clear();
+    if c.hit && !c.counts.is_empty() && c.counts == counts {
+        rows.extend_from_slice(&c.rows);
+        return Ok(());
+    }
+    c.counts.clear();
+    check(rows)?;
+    if c.hit {
+        c.counts.extend_from_slice(counts);
+        c.rows.clone_from(rows);
+    }
+    Ok(())
+}
+
+/// The sender's split vector, read from `in_splits`, and the source row of each entry: the exclusive prefix sum,
+/// checked against the rows of `input` ([`cached_rows`]).
+fn prefix_rows(
+    sh: &Shmem,
+    s: &mut Scratch,
+    code: Op,
+    op: &str,
+    in_splits: &TensorView,
+    input: &TensorView,
+) -> Result<(Vec<i64>, Vec<i64>)> {
+    let (mut counts, mut src_rows) = split_vectors(s);
+    io::read_i64s_into(sh, in_splits, sh.my_pe(), &mut counts)?;
+    cached_rows(
+        &mut s.cache[code as usize],
+        &counts,
+        &mut src_rows,
+        |rows| plan::split_offsets_into(op, "in_splits", &counts, input.size(0), rows),
+    )?;
+    Ok((counts, src_rows))
+}
+
+/// Two empty vectors for an all-to-all's split vector and source rows, with the allocations of an earlier call
+/// (the all-to-all puts them back into the scratch when it is done with them).
+fn split_vectors(s: &mut Scratch) -> (Vec<i64>, Vec<i64>) {
+    let (mut a, mut b) = (
+        std::mem::take(&mut s.split_counts),
+        std::mem::take(&mut s.split_rows),
+    );
+    a.clear();
+    b.clear();
+    (a, b)
+}
+
+/// Whether every split message in `recv` starts with the head the same rank sent in the last completed call
+/// (`cached`: those heads back to back, in team rank order).
+fn same_heads(recv: &Messages, ranks: usize, ne: usize, n: usize, cached: &[u8]) -> bool {
+    let mut at = 0;
+    for t in 0..ranks {
+        let m = recv.get(t);
+        let head = head_bytes(ne, n, flags_of(m) & MATRIX != 0);
+        match (m.get(..head), cached.get(at..at + head)) {
+            (Some(a), Some(b)) if a == b => at += head,
+            _ => return false,
+        }
+    }
+    at == cached.len()
+}
+
+/// The flags word of a split message (0 when it is too short to hold one).
+fn flags_of(m: &[u8]) -> u64 {
+    m.get(..8)
+        .map_or(0, |b| u64::from_le_bytes(b.try_into().unwrap_or_default()))
+}
+
 /// The shared engine of the three v-ops (module docs). `ne_hint` is the number of experts the arguments imply
 /// when they are not valid (it picks the same protocol as the other ranks as long as the shapes are right).
+///
+/// A call whose local arguments are those of the last completed call on the group (`scratch.cache`) reuses its
+/// argument digest; when, besides, every rank's split message starts with the head it sent then (same split
+/// entries, receive arguments and split vectors, compared byte for byte on every rank), the receive layout, its
+/// checks (this rank's and, with [`MATRIX`], every rank's) and the pull list are that call's, kept in the scratch,
+/// and are not computed again. Every call still runs the exchange, with every rank's verdict and digest.
 #[allow(clippy::too_many_arguments)]
 fn run(
     sh: &Shmem,
     group: &Group,
+    scratch: &mut Scratch,
     op: &'static str,
     code: Op,
     me: usize,
@@ -440,35 +590,54 @@ fn run(
     oso: &TensorView,
 ) -> Result<()> {
     let w = group.size();
-    let mut scratch = group.scratch();
-    let crate::group::Scratch {
+    let Scratch {
         send,
         recv,
         words,
-        counts,
-        src_rows,
-        inline,
-        both,
-        order,
-        layout,
-        transfers,
         split_counts,
         split_rows,
-    } = &mut *scratch;
-    words.clear();
-    words.extend_from_slice(&[code as u64, w as u64, group.id()]);
-    if let Ok(p) = &prep {
-        words.push(p.ex.ne as u64);
-    }
-    input.digest_words(words);
-    oso.digest_words(words);
-    let dig = plan::digest(words);
+        cache,
+    } = scratch;
+    let ArgCache {
+        hit: cache_hit,
+        dig: cache_dig,
+        heads,
+        received: cached_received,
+        all_eager: cached_all_eager,
+        all_matrix: cached_all_matrix,
+        recv_counts: counts,
+        recv_rows: src_rows,
+        inline,
+        layout,
+        transfers,
+        both,
+        ..
+    } = &mut cache[code as usize];
+    // The receive state is the cache's only once this call completes.
+    let received_before = std::mem::replace(cached_received, false);
+    let hit = *cache_hit && prep.is_ok();
+    let dig = match cache_dig.filter(|_| hit) {
+        Some(d) => d,
+        None => {
+            words.clear();
+            words.extend_from_slice(&[code as u64, w as u64, group.id()]);
+            if let Ok(p) = &prep {
+                words.push(p.ex.ne as u64);
+            }
+            input.digest_words(words);
+            oso.digest_words(words);
+            let d = plan::digest(words);
+            if hit {
+                *cache_dig = Some(d);
+            }
+            d
+        }
+    };
     let ne = prep.as_ref().map_or(ne_hint.max(1), |p| p.ex.ne);
     let cap = group.exchange_capacity(sh);
     // The split entries fit in a message, or the agreement protocol moves them. `ne` enters the digest, so ranks
     // whose arguments agree choose alike.
     if (ne.saturating_mul(16)).saturating_add(8) > cap {
-        drop(scratch);
         return run_agreed(sh, group, op, me, dig, prep, input, out, oso);
     }
     let ours = || {
@@ -496,82 +665,90 @@ fn run(
     group.exchange(sh, op, local, dig, send, recv, &ours)?;
     let p = prep?;
 
-    // Receive: the entries of every sender, at the receiver indices the exchange gives.
     let n = p.ex.nsplits();
     let ne = p.ex.ne;
-    counts.clear();
-    counts.resize(n, 0);
-    src_rows.clear();
-    src_rows.resize(n, 0);
-    inline.clear();
-    inline.resize(w, None);
-    let mut all_eager = true;
-    let mut all_matrix = true;
-    let received = (|| {
-        for s in 0..w {
-            let m = recv.get(tr[s]);
-            let flags = m
-                .get(..8)
-                .map_or(0, |b| u64::from_le_bytes(b.try_into().unwrap_or_default()));
-            let head = head_bytes(ne, n, flags & MATRIX != 0);
-            if m.len() < head {
-                return Err(Error::State(format!(
-                    "{op}: the split message of group rank {s} holds {} bytes, expected at least {head}",
-                    m.len(),
-                )));
-            }
-            let word =
-                |k: usize| i64::from_le_bytes(m[8 * k..8 * k + 8].try_into().unwrap_or_default());
-            // Every rank's own flags count too: the decision to skip the completion must be the same everywhere.
-            all_eager &= flags & ALL_EAGER != 0;
-            all_matrix &= flags & MATRIX != 0;
-            if s != me && flags & EAGER != 0 {
-                inline[s] = Some(head);
-            }
-            for k in 0..ne {
-                let (_, i) = p.ex.entry(s, me, k);
-                counts[i] = word(1 + k);
-                src_rows[i] = word(1 + ne + k);
-            }
-        }
-        let (major, minor, _) = p.ex.recv_shape();
-        // This rank's own receive first (its error wins), then, when the messages carry everyone's receive
-        // arguments, every other rank's, the same way on every rank.
-        plan::recv_layout_into(counts, major, minor, p.align, layout)?;
-        check_fits(op, layout, out.size(0), counts)?;
-        if all_matrix && all_eager {
-            if let Some(r) = first_bad_receive(group, &p.ex, me, recv, both, order) {
-                return Err(group.rejected(op, r)?);
-            }
-        }
+    // Every rank sent the heads it sent in the last completed call, whose arguments were this call's: the
+    // receive state in the scratch (counts, source rows, eager positions, layout, pull list, row 1) is right.
+    let same = hit && received_before && same_heads(recv, w, ne, n, heads);
+    let (mut all_eager, mut all_matrix) = (*cached_all_eager, *cached_all_matrix);
+    let received = if same {
         Ok(())
-    })();
+    } else {
+        // Receive: the entries of every sender, at the receiver indices the exchange gives.
+        counts.clear();
+        counts.resize(n, 0);
+        src_rows.clear();
+        src_rows.resize(n, 0);
+        inline.clear();
+        inline.resize(w, None);
+        all_eager = true;
+        all_matrix = true;
+        (|| {
+            for s in 0..w {
+                let m = recv.get(tr[s]);
+                let flags = flags_of(m);
+                let head = head_bytes(ne, n, flags & MATRIX != 0);
+                if m.len() < head {
+                    return Err(Error::State(format!(
+                        "{op}: the split message of group rank {s} holds {} bytes, expected at least {head}",
+                        m.len(),
+                    )));
+                }
+                let word = |k: usize| {
+                    i64::from_le_bytes(m[8 * k..8 * k + 8].try_into().unwrap_or_default())
+                };
+                // Every rank's own flags count too: the decision to skip the completion must be the same
+                // everywhere.
+                all_eager &= flags & ALL_EAGER != 0;
+                all_matrix &= flags & MATRIX != 0;
+                if s != me && flags & EAGER != 0 {
+                    inline[s] = Some(head);
+                }
+                for k in 0..ne {
+                    let (_, i) = p.ex.entry(s, me, k);
+                    counts[i] = word(1 + k);
+                    src_rows[i] = word(1 + ne + k);
+                }
+            }
+            let (major, minor, _) = p.ex.recv_shape();
+            // This rank's own receive first (its error wins), then, when the messages carry everyone's receive
+            // arguments, every other rank's, the same way on every rank.
+            plan::recv_layout_into(counts, major, minor, p.align, layout)?;
+            check_fits(op, layout, out.size(0), counts)?;
+            if all_matrix && all_eager {
+                if let Some(r) = first_bad_receive(group, &p.ex, me, recv, both) {
+                    return Err(group.rejected(op, r)?);
+                }
+            }
+            plan::pull_list_into(&p.ex, me, counts, src_rows, layout, transfers)?;
+            both.clear();
+            both.extend_from_slice(counts);
+            both.extend_from_slice(&layout.offsets);
+            Ok(())
+        })()
+    };
     let outcome = received.and_then(|()| {
         let src = input.contiguous_bytes(op, "input")?;
         let dst = out.contiguous_bytes(op, "out")?;
         let rb = p.row_bytes;
-        // Eager chunks, in the order their sender packed them (its entries for this rank, in order).
+        // Eager chunks, in the order their sender packed them (its entries for this rank, in order); chunks
+        // that follow each other in `out` are one copy.
         for s in 0..w {
-            let Some(mut at) = inline[s] else { continue };
+            let Some(at) = inline[s] else { continue };
             let m = recv.get(tr[s]);
+            let mut run = Runs::new(at);
             for k in 0..ne {
                 let (_, i) = p.ex.entry(s, me, k);
                 let bytes = counts[i] as usize * rb;
-                if bytes == 0 {
-                    continue;
+                if let Some((from, to, len)) = run.add(layout.offsets[i] as usize * rb, bytes) {
+                    put_eager(sh, op, s, m, from, dst.slice(to..to + len)?)?;
                 }
-                let chunk = m.get(at..at + bytes).ok_or_else(|| {
-                    Error::State(format!(
-                        "{op}: the eager chunks of group rank {s} are shorter than its counts"
-                    ))
-                })?;
-                let d = layout.offsets[i] as usize * rb;
-                sh.put(dst.slice(d..d + bytes)?, chunk, sh.my_pe())?;
-                at += bytes;
+            }
+            if let Some((from, to, len)) = run.finish() {
+                put_eager(sh, op, s, m, from, dst.slice(to..to + len)?)?;
             }
         }
         // The others: this rank's own chunks and those of senders that did not ship them.
-        plan::pull_list_into(&p.ex, me, counts, src_rows, layout, transfers)?;
         let mut staging = Vec::new();
         for t in transfers.iter().filter(|t| inline[t.peer].is_none()) {
             let bytes = t.rows * rb;
@@ -579,18 +756,78 @@ fn run(
             let d = dst.slice(t.dst_row * rb..t.dst_row * rb + bytes)?;
             io::copy(sh, s, group.global(t.peer)?, d, sh.my_pe(), &mut staging)?;
         }
-        both.clear();
-        both.extend_from_slice(counts);
-        both.extend_from_slice(&layout.offsets);
         io::write_i64s(sh, oso, both, sh.my_pe())
     });
     // The split vectors' allocations serve the next call.
     (*split_counts, *split_rows) = (p.counts, p.src_rows);
-    if all_matrix && all_eager {
+    let done = if all_matrix && all_eager {
         // Every rank judged every receive above; nobody reads a peer's input: no completion exchange.
-        return outcome;
+        outcome
+    } else {
+        complete(sh, group, op, all_eager, outcome, out, send, recv)
+    };
+    if done.is_ok() && hit {
+        if !same {
+            heads.clear();
+            for t in 0..w {
+                let m = recv.get(t);
+                let head = head_bytes(ne, n, flags_of(m) & MATRIX != 0);
+                heads.extend_from_slice(m.get(..head).unwrap_or_default());
+            }
+            (*cached_all_eager, *cached_all_matrix) = (all_eager, all_matrix);
+        }
+        *cached_received = true;
     }
-    complete(sh, group, op, all_eager, outcome, out, send, recv)
+    done
+}
+
+/// Consecutive chunks of a message (from byte `at` on) coalesced into runs that are contiguous at their
+/// destination: `add` returns the run it closes, as (message offset, destination offset, bytes).
+struct Runs {
+    at: usize,
+    open: Option<(usize, usize, usize)>,
+}
+
+impl Runs {
+    fn new(at: usize) -> Runs {
+        Runs { at, open: None }
+    }
+
+    fn add(&mut self, to: usize, len: usize) -> Option<(usize, usize, usize)> {
+        if len == 0 {
+            return None;
+        }
+        let from = self.at;
+        self.at += len;
+        match &mut self.open {
+            Some((_, t, l)) if *t + *l == to => {
+                *l += len;
+                None
+            }
+            open => open.replace((from, to, len)),
+        }
+    }
+
+    fn finish(self) -> Option<(usize, usize, usize)> {
+        self.open
+    }
+}
+
+/// Copy `dst.len()` bytes of sender `s`'s message `m` from byte `from` into `dst` on this PE.
+fn put_eager(
+    sh: &Shmem,
+    op: &str,
+    s: usize,
+    m: &[u8],
+    from: usize,
+    dst: xpushmem::SymSlice<u8>,
+) -> Result<()> {
+    let chunk = m.get(from..from + dst.len()).ok_or_else(|| {
+        Error::State(format!(
+            "{op}: the eager chunks of group rank {s} are shorter than its counts"
+        ))
+    })?;
+    sh.put(dst, chunk, sh.my_pe())
 }
 
 /// The first rank other than `me` (in team rank order) whose receive fails, judged from the receive arguments and
@@ -602,7 +839,6 @@ fn first_bad_receive(
     me: usize,
     recv: &Messages,
     counts: &mut Vec<i64>,
-    by_team: &mut Vec<usize>,
 ) -> Option<usize> {
     let (w, ne, n) = (group.size(), ex.ne, ex.nsplits());
     let tr = group.team_ranks();
@@ -614,14 +850,9 @@ fn first_bad_receive(
     };
     // Word index of the receive arguments in a message; the split vector follows them.
     let args = 1 + 2 * ne;
-    by_team.clear();
-    by_team.resize(w, 0);
-    for (g, &t) in tr.iter().enumerate() {
-        by_team[t] = g;
-    }
     counts.clear();
     counts.resize(n, 0);
-    for &r in by_team.iter().filter(|&&r| r != me) {
+    for &r in group.group_ranks().iter().filter(|&&r| r != me) {
         for s in 0..w {
             for k in 0..ne {
                 let (t, i) = ex.entry(s, r, k);
@@ -701,13 +932,7 @@ fn build_split_messages(
 ) -> Result<()> {
     let w = group.size();
     let ne = p.ex.ne;
-    let tr = group.team_ranks();
     let rb = p.row_bytes;
-    // Which group rank each team rank is.
-    let mut by_team = vec![0usize; w];
-    for (g, &t) in tr.iter().enumerate() {
-        by_team[t] = g;
-    }
     let src_of = |peer: usize| (0..ne).map(move |k| p.ex.entry(me, peer, k).0);
     let bytes_to = |peer: usize| -> usize { src_of(peer).map(|t| p.counts[t] as usize * rb).sum() };
     let head = head_bytes(ne, p.ex.nsplits(), matrix);
@@ -717,7 +942,15 @@ fn build_split_messages(
     };
     let all = (0..w).all(|peer| peer == me || is_eager(peer));
     let src = input.contiguous_bytes("all-to-all", "input")?;
-    for &peer in &by_team {
+    // Chunks that follow each other in the input are one copy into the message.
+    let pack = |from: usize, len: usize, data: &mut Vec<u8>| -> Result<()> {
+        let at = data.len();
+        data.resize(at + len, 0);
+        sh.get(&mut data[at..], src.slice(from..from + len)?, sh.my_pe())
+    };
+    // Where the receive arguments and split vector ([`MATRIX`]) were first written in `send`.
+    let mut written: Option<std::ops::Range<usize>> = None;
+    for &peer in group.group_ranks() {
         let eager_here = is_eager(peer);
         let flags =
             u64::from(eager_here) * EAGER + u64::from(all) * ALL_EAGER + u64::from(matrix) * MATRIX;
@@ -729,27 +962,39 @@ fn build_split_messages(
             send.data.extend_from_slice(&p.src_rows[t].to_le_bytes());
         }
         if matrix {
-            send.data
-                .extend_from_slice(&(out.size(0) as u64).to_le_bytes());
-            send.data.extend_from_slice(&p.align.to_le_bytes());
-            for c in &p.counts {
-                send.data.extend_from_slice(&c.to_le_bytes());
+            // The same bytes in every message: written once, then copied.
+            let at = send.data.len();
+            match written {
+                Some(r) => send.data.extend_from_within(r),
+                None => {
+                    send.data
+                        .extend_from_slice(&(out.size(0) as u64).to_le_bytes());
+                    send.data.extend_from_slice(&p.align.to_le_bytes());
+                    for c in &p.counts {
+                        send.data.extend_from_slice(&c.to_le_bytes());
+                    }
+                }
             }
+            written = Some(at..send.data.len());
         }
         if eager_here {
+            let mut open: Option<(usize, usize)> = None;
             for t in src_of(peer) {
-                let bytes = p.counts[t] as usize * rb;
+                let (start, bytes) = (p.src_rows[t] as usize * rb, p.counts[t] as usize * rb);
                 if bytes == 0 {
                     continue;
                 }
-                let at = send.data.len();
-                send.data.resize(at + bytes, 0);
-                let start = p.src_rows[t] as usize * rb;
-                sh.get(
-                    &mut send.data[at..],
-                    src.slice(start..start + bytes)?,
-                    sh.my_pe(),
-                )?;
+                match &mut open {
+                    Some((s0, l)) if *s0 + *l == start => *l += bytes,
+                    o => {
+                        if let Some((s0, l)) = o.replace((start, bytes)) {
+                            pack(s0, l, &mut send.data)?;
+                        }
+                    }
+                }
+            }
+            if let Some((s0, l)) = open {
+                pack(s0, l, &mut send.data)?;
             }
         }
         send.close();

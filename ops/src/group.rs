@@ -29,6 +29,8 @@ pub struct Group {
     id: u64,
     /// Team rank of each group rank (team ranks count the members in PE order).
     team_rank: Vec<usize>,
+    /// Group rank of each team rank (the inverse of `team_rank`).
+    by_team: Vec<usize>,
     /// Message buffers of the exchanges, kept between ops (no allocation per call once grown).
     scratch: std::sync::Mutex<Scratch>,
 }
@@ -40,20 +42,53 @@ pub(crate) struct Scratch {
     pub send: Messages,
     /// What it received.
     pub recv: Messages,
-    /// The all-to-alls' argument digest words, received counts and source rows, eager chunk positions and
-    /// `out_splits_offsets` rows: reused from call to call (small calls allocate nothing for them).
+    /// The all-to-alls' argument digest words (reused from call to call).
     pub words: Vec<u64>,
-    pub counts: Vec<i64>,
-    pub src_rows: Vec<i64>,
-    pub inline: Vec<Option<usize>>,
-    pub both: Vec<i64>,
-    pub order: Vec<usize>,
-    /// The sender's split vector and source rows of the all-to-alls ([`Group::split_vectors`]).
+    /// The sender's split vector and source rows of the all-to-alls.
     pub split_counts: Vec<i64>,
     pub split_rows: Vec<i64>,
-    /// The receive layout and pull list of the all-to-alls.
+    /// What the last call of each all-to-all-v (by op code) checked and agreed, with its receive state, for the
+    /// next call of the op with the same arguments (MoE layers alternate dispatch and combine).
+    pub cache: [ArgCache; 4],
+}
+
+/// What the last call of one all-to-all-v on a group checked, so that a call with the same arguments skips the
+/// checks whose inputs did not change (the same verdict, computed once). Every call still runs the exchange, which carries
+/// every rank's verdict and argument digest, and every rank compares every received split message with the
+/// last call's, so a call that changed anything on any rank takes the full checks on every rank.
+#[derive(Debug, Default)]
+pub(crate) struct ArgCache {
+    /// The op code and `major_align` of the views below.
+    pub op: u64,
+    pub align: i64,
+    /// The views (input, out, splits, `out_splits_offsets`) of the last call whose shape checks passed; empty:
+    /// none.
+    pub views: Vec<crate::tensor::TensorView>,
+    /// What those checks gave: (number of splits, row bytes).
+    pub shapes: (usize, usize),
+    /// Whether this call's views are the cached ones (set by the shape check of each call).
+    pub hit: bool,
+    /// The argument digest of the cached views (`None`: not computed yet).
+    pub dig: Option<u64>,
+    /// The last split vector whose source rows were computed and checked, and those rows.
+    pub counts: Vec<i64>,
+    pub rows: Vec<i64>,
+    /// The heads (flags, entries, receive arguments and split vectors) of every split message the last
+    /// completed call received, back to back in team rank order; and whether that call completed (its receive
+    /// state below is then intact).
+    pub heads: Vec<u8>,
+    pub received: bool,
+    /// The receive state: received counts and source rows, eager chunk positions, receive layout, pull list and
+    /// `out_splits_offsets` rows (their allocations reused from call to call).
+    pub recv_counts: Vec<i64>,
+    pub recv_rows: Vec<i64>,
+    pub inline: Vec<Option<usize>>,
     pub layout: crate::plan::RecvLayout,
     pub transfers: Vec<crate::plan::Transfer>,
+    pub both: Vec<i64>,
+    /// That call's protocol flags: every chunk went eagerly, every message carried the receive arguments.
+    pub all_eager: bool,
+    pub all_matrix: bool,
 }
 
 fn list_id(pes: &[usize]) -> u64 {
@@ -69,6 +104,7 @@ impl Group {
             my_rank: Some(sh.my_pe()),
             id: list_id(&pes),
             team_rank: pes.clone(),
+            by_team: pes.clone(),
             scratch: Default::default(),
             pes,
             team: Some(sh.team_world()),
@@ -112,6 +148,7 @@ impl Group {
             owned: true,
             id: list_id(pes),
             team_rank: team_ranks(pes),
+            by_team: inverse(&team_ranks(pes)),
             scratch: Default::default(),
         })
     }
@@ -254,22 +291,14 @@ impl Group {
         self.scratch.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Two empty vectors for an all-to-all's split vector and source rows, with the allocations of an earlier
-    /// call (the all-to-all puts them back into the scratch when it is done with them).
-    pub(crate) fn split_vectors(&self) -> (Vec<i64>, Vec<i64>) {
-        let mut s = self.scratch();
-        let (mut a, mut b) = (
-            std::mem::take(&mut s.split_counts),
-            std::mem::take(&mut s.split_rows),
-        );
-        a.clear();
-        b.clear();
-        (a, b)
-    }
-
     /// The team rank of each group rank (the messages of [`Group::exchange`] are indexed by team rank).
     pub(crate) fn team_ranks(&self) -> &[usize] {
         &self.team_rank
+    }
+
+    /// The group rank of each team rank (the inverse of [`Group::team_ranks`]).
+    pub(crate) fn group_ranks(&self) -> &[usize] {
+        &self.by_team
     }
 
     /// An agreement's verdict as this rank's result: its own error first, then the first failed rank, then a
@@ -333,6 +362,17 @@ fn team_ranks(pes: &[usize]) -> Vec<usize> {
     pes.iter()
         .map(|p| sorted.binary_search(p).unwrap_or(0))
         .collect()
+}
+
+/// The inverse of a permutation of `0..len`.
+fn inverse(perm: &[usize]) -> Vec<usize> {
+    let mut inv = vec![0; perm.len()];
+    for (i, &p) in perm.iter().enumerate() {
+        if let Some(x) = inv.get_mut(p) {
+            *x = i;
+        }
+    }
+    inv
 }
 
 fn check_pes(pes: &[usize], n: usize) -> Option<Error> {

@@ -175,6 +175,12 @@ algo_enum!(
         /// then each leader hands the result to the members of its node. One inter-node transfer per pair of
         /// leaders.
         Hierarchical = "hierarchical" | "hier" | "node-aware",
+        /// Reduce-scatter then allgather, each in one step: member `i` reads block `i` (1/n of the data) of every
+        /// member's source directly, folds them in member order into its `dest`, and signals every member; each
+        /// then copies every other member's finished block from its `dest`. Two synchronisations whatever the
+        /// team size, and per member about twice the data read (the ring's traffic, without its 2 (n - 1)
+        /// sequential steps).
+        ReduceScatterAllgather = "rs-ag" | "rsag" | "reduce-scatter-allgather",
     }
 );
 

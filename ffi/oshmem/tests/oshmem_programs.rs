@@ -183,25 +183,36 @@ fn fresh_lib(file: &str) -> PathBuf {
     built_lib(file)
 }
 
-/// Install the libraries cargo built for this test into a scratch prefix with `ffi/install.sh` (once).
+/// Install the libraries cargo built for this test into a prefix with `ffi/install.sh`: once for every test
+/// process of the run ([`support::shared_dir`]), again when the libraries, headers or script changed.
 fn prefix() -> PathBuf {
     static P: OnceLock<PathBuf> = OnceLock::new();
     P.get_or_init(|| {
         fresh_lib("libxpushmem_oshmem.so");
-        let p = scratch("oshmem-prefix");
-        let o = Command::new("sh")
-            .arg(ffi_dir().join("install.sh"))
-            .env("PREFIX", &p)
-            .env("BUILD_DIR", profile_dir())
-            .env("XPUSHMEM_INSTALL_BINS", "if-present")
-            .output()
-            .expect("install.sh runs");
-        assert!(
-            o.status.success(),
-            "install.sh failed:\n{}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        p
+        let ffi = ffi_dir();
+        let mut inputs = vec![ffi.join("install.sh")];
+        // The built libraries and launcher (not cargo's lock or dep-info files, which change on every build).
+        inputs.extend(support::files_in(&profile_dir()).into_iter().filter(|f| {
+            f.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
+                (n.starts_with("libxpushmem") && !n.ends_with(".d")) || n == "xpushmem-run"
+            })
+        }));
+        inputs.extend(support::files_in(&ffi.join("include")));
+        inputs.extend(support::files_in(&ffi.join("oshmem/include")));
+        support::shared_dir("oshmem-prefix", &inputs, |p| {
+            let o = Command::new("sh")
+                .arg(ffi.join("install.sh"))
+                .env("PREFIX", p)
+                .env("BUILD_DIR", profile_dir())
+                .env("XPUSHMEM_INSTALL_BINS", "if-present")
+                .output()
+                .expect("install.sh runs");
+            assert!(
+                o.status.success(),
+                "install.sh failed:\n{}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+        })
     })
     .clone()
 }

@@ -1,7 +1,10 @@
 //! All-to-all exchange: block `j` of every member's `src` goes to member `j`, where it lands in block `i` (the
 //! sender's number) of `dest`. `alltoalls` does the same with strided elements.
 
-use super::{mul, need_blocks, overlap, type_code, AlltoallAlgo, CallId, Ctx, Fit, COMMON, INFO};
+use super::{
+    mul, need_blocks, overlap, small_buf, type_code, AlltoallAlgo, CallId, Ctx, Fit, COMMON, INFO,
+    SMALL_ELEMS,
+};
 use crate::core::Shmem;
 use crate::error::{Error, Result};
 use crate::team::{layout, Team};
@@ -246,14 +249,15 @@ impl Shmem {
             // (this PE's own is read again below); in rounds (Bruck's alltoall), every block in team order. A
             // failed read is this PE's error, reported after the exchange (so that nobody waits for it).
             let rounds = a == AlltoallAlgo::EagerRounds;
-            let mut buf = vec![T::default(); nelems];
+            let (mut stack, mut heap) = ([T::default(); SMALL_ELEMS], Vec::new());
+            let buf = small_buf(&mut stack, &mut heap, nelems);
             let (mut send, mut recv) = ctx.take_messages();
             let local = local.and_then(|()| {
                 for j in 0..n {
                     if rounds || (j != me && nelems > 0) {
-                        gather(self, &mut buf, src.slice(j * nelems * sst..)?, sst)?;
+                        gather(self, buf, src.slice(j * nelems * sst..)?, sst)?;
                         send.data
-                            .extend_from_slice(crate::sys::bytes::bytes_of(&buf));
+                            .extend_from_slice(crate::sys::bytes::bytes_of(buf));
                     }
                     if !rounds {
                         send.close();
@@ -272,12 +276,12 @@ impl Shmem {
             if nelems > 0 {
                 for i in 0..n {
                     if i == me && !rounds {
-                        gather(self, &mut buf, src.slice(me * nelems * sst..)?, sst)?;
+                        gather(self, buf, src.slice(me * nelems * sst..)?, sst)?;
                     } else {
-                        take_block(op, i, recv.get(i), &mut buf)?;
+                        take_block(op, i, recv.get(i), buf)?;
                     }
                     let to = dest.slice(i * nelems * dst..)?;
-                    scatter(self, to, &buf, dst, self.my_pe())?;
+                    scatter(self, to, buf, dst, self.my_pe())?;
                 }
             }
             ctx.give_messages(send, recv);

@@ -17,7 +17,7 @@
 //! | broadcast | eager-rounds from `XPUSHMEM_EAGER_ROUNDS_FROM` members (see below) when its rounds' messages fit; eager when the data fits in a message; linear for n <= 2; pipelined for bytes >= 256 KiB; hierarchical on a team that spans nodes with a node holding 2+ of its members; linear for n <= 4; else binomial |
 //! | fcollect / collect | eager-rounds as for broadcast (fcollect); eager when a block fits in a message (fcollect); hierarchical on a team that spans nodes with a node holding 2+ of its members; ring for n > 8 and bytes >= 64 KiB (fcollect), else direct |
 //! | alltoall(s) | eager-rounds as for broadcast (Bruck's alltoall); eager when a block fits in a message; pairwise for n > 16, else direct |
-//! | reduce | eager-rounds as for broadcast; eager when the source fits in a message; below the ring cutover (`XPUSHMEM_REDUCE_RING_SIZE`, default 256 KiB up to 4 PEs, 64 KiB above): hierarchical on a team that spans nodes with a node holding 2+ of its members, else linear for n <= 2 or (bytes <= 4 KiB and n <= 4), else recursive doubling; ring above |
+//! | reduce | eager-rounds as for broadcast; eager when the source fits in a message; on a team that spans nodes with a node holding 2+ of its members hierarchical below the ring cutover (`XPUSHMEM_REDUCE_RING_SIZE`, default 256 KiB up to 4 PEs, 64 KiB above), ring above; else linear for n <= 2 below the cutover (default 256 KiB) and ring above it, linear for bytes <= 4 KiB and n <= 4, else rs-ag (the one-step reduce-scatter + allgather; the ring from `XPUSHMEM_REDUCE_RING_SIZE` when it is set) |
 //! | reduce_scatter | linear |
 //! | inscan / exscan | linear for n <= 16, else chain |
 //!
@@ -120,6 +120,24 @@ impl Ctx<'_> {
         let mut v = vec![T::default(); src.len()];
         self.sh.get(&mut v, src, self.pe(i))?;
         Ok(v)
+    }
+}
+
+/// Elements of the small collectives' working buffers that live on the stack ([`small_buf`]).
+pub(crate) const SMALL_ELEMS: usize = 32;
+
+/// A working buffer of `len` elements: the first `len` of `stack` when they fit (no allocation per call on the
+/// small-message paths), else `heap` resized to `len`.
+pub(crate) fn small_buf<'a, T: Symmetric>(
+    stack: &'a mut [T; SMALL_ELEMS],
+    heap: &'a mut Vec<T>,
+    len: usize,
+) -> &'a mut [T] {
+    if len <= SMALL_ELEMS {
+        &mut stack[..len]
+    } else {
+        heap.resize(len, T::default());
+        heap
     }
 }
 

@@ -7,8 +7,8 @@
 //! are the same whatever the algorithm (every operator is associative and commutative on integers).
 
 use super::{
-    block, need_len, overlap, type_code, BarrierAlgo, CallId, Ctx, Fit, ReduceAlgo,
-    ReduceScatterAlgo, COMMON, INFO,
+    block, need_len, overlap, small_buf, type_code, BarrierAlgo, CallId, Ctx, Fit, ReduceAlgo,
+    ReduceScatterAlgo, COMMON, INFO, SMALL_ELEMS,
 };
 use crate::core::Shmem;
 use crate::error::{Error, Result};
@@ -148,21 +148,33 @@ macro_rules! float_reducible {
 float_reducible!(f32, f64);
 
 /// `acc[i] = other[i] op acc[i]` when `other_first`, else `acc[i] op other[i]`.
+///
+/// One loop per operator: with the operator fixed, each is a plain element-wise loop that the compiler vectorizes
+/// (dispatched per element, the loop of a 32 KiB int64 sum took about 8 instructions an element).
 pub(crate) fn combine_into<T: Reducible>(
     op: ReduceOp,
     acc: &mut [T],
     other: &[T],
     other_first: bool,
 ) {
-    if other_first {
-        for (a, b) in acc.iter_mut().zip(other) {
-            *a = T::combine(op, *b, *a);
-        }
-    } else {
-        for (a, b) in acc.iter_mut().zip(other) {
-            *a = T::combine(op, *a, *b);
-        }
+    macro_rules! per_op {
+        ($($o:ident),*) => {
+            match op {
+                $(ReduceOp::$o => {
+                    if other_first {
+                        for (a, b) in acc.iter_mut().zip(other) {
+                            *a = T::combine(ReduceOp::$o, *b, *a);
+                        }
+                    } else {
+                        for (a, b) in acc.iter_mut().zip(other) {
+                            *a = T::combine(ReduceOp::$o, *a, *b);
+                        }
+                    }
+                })*
+            }
+        };
     }
+    per_op!(And, Or, Xor, Min, Max, Sum, Prod);
 }
 
 pub(crate) fn check_op<T: Reducible>(op: ReduceOp) -> Result<()> {
@@ -191,14 +203,19 @@ pub(crate) fn same_or_disjoint<T: Symmetric>(dest: SymSlice<T>, src: SymSlice<T>
     Ok(())
 }
 
-/// The algorithm for a team of `n` reducing `bytes` (`fits`: they fit in a message of the exchange). Above the
-/// ring cutover (`XPUSHMEM_REDUCE_RING_SIZE`; auto: 256 KiB up to 4 PEs, where recursive doubling moves no more
-/// data per PE than the ring, and 64 KiB above, where its log2(n) full-size rounds outgrow the ring's 2 (n-1)/n)
-/// the ring's traffic per PE does not grow with the team. Two PEs take the ring above the cutover too: the linear
-/// algorithm below it reads both inputs whole on both PEs (twice the ring's reads) into fresh full-size buffers.
+/// The algorithm for a team of `n` reducing `bytes` (`fits`: they fit in a message of the exchange).
 ///
-/// On a team whose node layout pays for it (`hier`), below the cutover: the node-aware algorithm, whose inter-node
-/// traffic is one partial per pair of node leaders.
+/// * Two PEs: linear below the ring cutover (`XPUSHMEM_REDUCE_RING_SIZE`, auto 256 KiB), the ring above (the
+///   linear algorithm reads both inputs whole on both PEs, twice the ring's reads).
+/// * Three PEs or more: linear up to 4 KiB on up to 4 PEs, else the one-step reduce-scatter + allgather
+///   ([`ReduceAlgo::ReduceScatterAllgather`]): two synchronisations whatever the team size, against recursive
+///   doubling's log2(n) rounds of the whole data (each a signal and an acknowledgement) and the ring's 2 (n - 1)
+///   steps; measured with a core per PE at 4-16 PEs (docs/PERFORMANCE.md, round six). With
+///   `XPUSHMEM_REDUCE_RING_SIZE` set, the ring from that size, as before.
+///
+/// On a team whose node layout pays for it (`hier`): the node-aware algorithm, whose inter-node traffic is one
+/// partial per pair of node leaders, below the ring cutover (auto: 256 KiB up to 4 PEs, 64 KiB above), the ring
+/// above.
 fn resolve(
     a: ReduceAlgo,
     cfg: &crate::config::Config,
@@ -210,16 +227,23 @@ fn resolve(
     use ReduceAlgo::{Auto, Eager, EagerRounds};
     let ring_from = cfg
         .reduce_ring_size
+        .unwrap_or(if n <= 2 { 256 << 10 } else { usize::MAX });
+    // The node-aware algorithm's range: the ring above (its traffic per PE does not grow with the team).
+    let hier_until = cfg
+        .reduce_ring_size
         .unwrap_or(if n <= 4 { 256 << 10 } else { 64 << 10 });
     Ok(match a.with_cfg(cfg)? {
         Auto if fit.auto_rounds => EagerRounds,
         EagerRounds if fit.rounds => EagerRounds,
         Auto | Eager | EagerRounds if fit.eager => Eager,
-        Auto | Eager | EagerRounds if hier && bytes < ring_from => ReduceAlgo::Hierarchical,
+        Auto | Eager | EagerRounds if hier && bytes < hier_until => ReduceAlgo::Hierarchical,
+        Auto | Eager | EagerRounds if hier => ReduceAlgo::Ring,
         Auto | Eager | EagerRounds if (n <= 2 && bytes < ring_from) || bytes <= 4096 && n <= 4 => {
             ReduceAlgo::Linear
         }
-        Auto | Eager | EagerRounds if bytes < ring_from => ReduceAlgo::RecursiveDoubling,
+        Auto | Eager | EagerRounds if n > 2 && bytes < ring_from => {
+            ReduceAlgo::ReduceScatterAllgather
+        }
         Auto | Eager | EagerRounds => ReduceAlgo::Ring,
         x => x,
     })
@@ -323,8 +347,7 @@ impl Shmem {
             }
             let (dest, src) = (dest.slice(..nreduce)?, src.slice(..nreduce)?);
             // Member i's part into `into` (one buffer reused for every member).
-            let part = |i: usize, into: &mut Vec<T>| -> Result<()> {
-                into.resize(nreduce, T::default());
+            let part = |i: usize, into: &mut [T]| -> Result<()> {
                 if i == me {
                     return self.get(into, src, self.my_pe());
                 }
@@ -339,14 +362,22 @@ impl Shmem {
                 crate::sys::bytes::bytes_of_mut(into).copy_from_slice(b);
                 Ok(())
             };
-            let (mut acc, mut other) = (Vec::new(), Vec::new());
-            part(0, &mut acc)?;
-            for i in 1..n {
-                part(i, &mut other)?;
-                combine_into(op, &mut acc, &other, false);
-            }
+            let fold = |acc: &mut [T], other: &mut [T]| -> Result<()> {
+                part(0, acc)?;
+                for i in 1..n {
+                    part(i, other)?;
+                    combine_into(op, acc, other, false);
+                }
+                self.put(dest, acc, self.my_pe())
+            };
+            let (mut s0, mut s1) = ([T::default(); SMALL_ELEMS], [T::default(); SMALL_ELEMS]);
+            let (mut h0, mut h1) = (Vec::new(), Vec::new());
+            let r = fold(
+                small_buf(&mut s0, &mut h0, nreduce),
+                small_buf(&mut s1, &mut h1, nreduce),
+            );
             ctx.give_messages(send, recv);
-            return self.put(dest, &acc, self.my_pe());
+            return r;
         }
         ctx.enter(common, [0; INFO], local, false)?;
         let algo = algo?;
@@ -361,6 +392,7 @@ impl Shmem {
             ReduceAlgo::RecursiveDoubling => recursive_doubling(&mut ctx, op, dest, src),
             ReduceAlgo::Ring => ring(&mut ctx, op, dest, src),
             ReduceAlgo::Hierarchical => hierarchical(&mut ctx, op, dest, src),
+            ReduceAlgo::ReduceScatterAllgather => rs_ag(&mut ctx, op, dest, src),
             _ => linear(&mut ctx, op, dest, src),
         }
     }
@@ -573,33 +605,44 @@ fn recursive_doubling<T: Reducible>(
     Ok(())
 }
 
-/// Bytes of the pieces [`fold_left`] folds: two buffers of this size stay in the L1/L2 cache between the reads and
-/// the write back.
+/// Bytes of the pieces [`fold`] folds: two buffers of this size stay in the L1/L2 cache between the reads and the
+/// write back.
 const FOLD_CHUNK_BYTES: usize = 32 << 10;
 
-/// `b = (b on PE lpe) op b` on this PE, in cache-sized pieces through two reused buffers (`bufs`): no buffer the
-/// size of the block (whose fresh pages were faulted in on every step), and the data is still in the cache when
-/// it is combined and written back.
-fn fold_left<T: Reducible>(
+/// `dst = from@pes[0] op from@pes[1] op ...` on this PE (`from` read on each PE of `pes`, folded in that order),
+/// in cache-sized pieces through two reused buffers (`bufs`): no buffer the size of the block (whose fresh pages
+/// were faulted in on every step), and the data is still in the cache when it is combined and written back.
+/// `dst` may be `from` on this PE: each piece is read from every PE before it is written.
+fn fold<T: Reducible>(
     ctx: &Ctx<'_>,
     op: ReduceOp,
-    b: SymSlice<T>,
-    lpe: usize,
+    dst: SymSlice<T>,
+    from: SymSlice<T>,
+    pes: &[usize],
     bufs: &mut (Vec<T>, Vec<T>),
 ) -> Result<()> {
     let chunk = (FOLD_CHUNK_BYTES / std::mem::size_of::<T>().max(1)).max(1);
-    let (len, my_pe) = (b.len(), ctx.sh.my_pe());
-    let (acc, mine) = bufs;
+    let len = dst.len().min(from.len());
+    let (acc, other) = bufs;
     acc.resize(chunk.min(len), T::default());
-    mine.resize(chunk.min(len), T::default());
+    other.resize(chunk.min(len), T::default());
     let mut at = 0;
     while at < len {
         let k = chunk.min(len - at);
-        let piece = b.slice(at..at + k)?;
-        ctx.sh.get(&mut acc[..k], piece, lpe)?;
-        ctx.sh.get(&mut mine[..k], piece, my_pe)?;
-        combine_into(op, &mut acc[..k], &mine[..k], false);
-        ctx.sh.put(piece, &acc[..k], my_pe)?;
+        let piece = from.slice(at..at + k)?;
+        for (i, &pe) in pes.iter().enumerate() {
+            let into = if i == 0 {
+                &mut acc[..k]
+            } else {
+                &mut other[..k]
+            };
+            ctx.sh.get(into, piece, pe)?;
+            if i > 0 {
+                combine_into(op, &mut acc[..k], &other[..k], false);
+            }
+        }
+        ctx.sh
+            .put(dst.slice(at..at + k)?, &acc[..k], ctx.sh.my_pe())?;
         at += k;
     }
     Ok(())
@@ -631,7 +674,7 @@ fn ring<T: Reducible>(
             format!("reduce (ring) step {s}: waiting for PE {lpe}")
         })?;
         let b = dest.slice(block(len, n, (me + 2 * n - s - 1) % n))?;
-        fold_left(ctx, op, b, lpe, &mut bufs)?;
+        fold(ctx, op, b, b, &[lpe, my_pe], &mut bufs)?;
         ctx.signal(layout::SIG_RING, right)?;
     }
     // My left neighbour may now overwrite what I read; wait until my right neighbour has read mine.
@@ -654,4 +697,54 @@ fn ring<T: Reducible>(
     ctx.wait(layout::SIG_DONE, 1, &|| {
         format!("reduce (ring): waiting for PE {rpe} to finish reading")
     })
+}
+
+/// Reduce-scatter then allgather, one step each ([`ReduceAlgo::ReduceScatterAllgather`]). Member `i` folds block
+/// `i` of every member's source, read directly in member order (so a float result is the same on every member),
+/// into its `dest` in cache-sized pieces, and signals every member; once every member has signalled, it copies
+/// each other member's finished block from that member's `dest`, then acknowledges, and returns once every member
+/// has read its block.
+///
+/// In place (`dest == src`) is safe: block `i` of a source is read only by member `i` before it writes its own
+/// block `i`, and member `j` overwrites its block `i` only after member `i` signalled that it has read it.
+fn rs_ag<T: Reducible>(
+    ctx: &mut Ctx<'_>,
+    op: ReduceOp,
+    dest: SymSlice<T>,
+    src: SymSlice<T>,
+) -> Result<()> {
+    let (n, me, len) = (ctx.n(), ctx.idx(), dest.len());
+    let mine = block(len, n, me);
+    let pes: Vec<usize> = (0..n).map(|i| ctx.pe(i)).collect();
+    fold(
+        ctx,
+        op,
+        dest.slice(mine.clone())?,
+        src.slice(mine)?,
+        &pes,
+        &mut (Vec::new(), Vec::new()),
+    )?;
+    // Every member signals every other one and waits for all of them.
+    let all = |ctx: &mut Ctx<'_>, w: usize, what: &str| -> Result<()> {
+        for d in 1..n {
+            ctx.signal(w, (me + d) % n)?;
+        }
+        ctx.wait(w, n as u64 - 1, &|| {
+            format!("reduce (reduce-scatter + allgather): waiting for {what}")
+        })
+    };
+    all(ctx, layout::SIG_DATA, "the other members' blocks")?;
+    for d in 1..n {
+        let j = (me + d) % n;
+        let b = block(len, n, j);
+        if !b.is_empty() {
+            let b = dest.slice(b)?;
+            ctx.sh.get_sym(b, b, ctx.pe(j))?;
+        }
+    }
+    all(
+        ctx,
+        layout::SIG_DONE,
+        "the other members to read this member's block",
+    )
 }

@@ -69,6 +69,8 @@ struct Case {
     cols: usize,
     rows: usize,
     mode: Mode,
+    /// A rank whose splits come from another stream (the same views, one rank's splits changed).
+    twist: Option<usize>,
 }
 
 impl Case {
@@ -99,6 +101,7 @@ impl Case {
                 Mode::EmptyExperts,
                 Mode::ToRankZero,
             ]),
+            twist: None,
         }
     }
     fn row_bytes(&self) -> usize {
@@ -122,7 +125,8 @@ impl Case {
     /// `expert_of(t)` names the expert of entry `t`; `rank_of(t)` its destination rank.
     fn splits(&self, rank: usize, ne: usize, rank_major: bool) -> Vec<i64> {
         let n = self.w * ne;
-        let mut r = Rng::new(&[self.salt, rank as u64, ne as u64, 1]);
+        let stream = 1 + u64::from(self.twist == Some(rank));
+        let mut r = Rng::new(&[self.salt, rank as u64, ne as u64, stream]);
         let total = if self.mode == Mode::Zeros {
             0
         } else {
@@ -413,6 +417,33 @@ fn run_cases(sh: &Shmem, g: &Group, b: &Bufs, tag: u64, cases: usize) -> Result<
     }
     Ok(())
 }
+
+// The same calls again and again (a call with the arguments of the last one reuses its checks and receive plan:
+// every repeat must still move the data and rewrite out_splits_offsets, both reset before each call), then the
+// same views with one rank's splits changed (every rank must see it), then back, then the other way round.
+pe_test!(
+    a2a_repeated_and_changed_calls,
+    shm [2, 3],
+    |sh| {
+        let g = Group::world(sh)?;
+        let b = Bufs::new(sh, sh.n_pes())?;
+        let seed = seed();
+        for i in 0..40 {
+            let c = Case::new(seed, 900, i, g.size());
+            let mut t = c.clone();
+            t.twist = Some(i % g.size());
+            let calls = [&c, &c, &c, &t, &c, &t, &t, &c];
+            for x in calls {
+                vdev_case(sh, &g, &b, x)?;
+                dispatch_combine_case(sh, &g, &b, x)?;
+            }
+            for x in calls {
+                offset_case(sh, &g, &b, x)?;
+            }
+        }
+        Ok(())
+    }
+);
 
 pe_test!(
     a2a_random_world,

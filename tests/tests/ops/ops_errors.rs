@@ -932,6 +932,12 @@ pe_test!(receive_verdict_in_the_split_exchange, shm[4], |sh| {
     let g = Group::new(sh, &pes)?;
     let (w, me) = (g.size(), g.my_rank().unwrap());
     let small = [0usize, 2];
+    // Matched calls first, twice (the second reuses the first one's checks): the failing call below has the same
+    // views on the ranks that fit, and must still be judged in full on every rank.
+    for _ in 0..2 {
+        let s = fx.set_splits(sh, &vec![1; w])?;
+        all_to_all_vdev(sh, &g, &fx.input(), &fx.out(w + me), &s, &fx.oso(w))?;
+    }
     let mut splits = vec![1i64; w];
     for &r in &small {
         splits[r] = 10;
@@ -956,10 +962,14 @@ pe_test!(receive_verdict_in_the_split_exchange, shm[4], |sh| {
             "overflow seen by the others",
         );
     }
-    // Every receiver fits now: the same call with everyone's out large enough works.
-    let s = fx.set_splits(sh, &vec![1; w])?;
-    all_to_all_vdev(sh, &g, &fx.input(), &fx.out(w + me), &s, &fx.oso(w))?;
-    let got = bytes_i64(&read(sh, fx.oso, 0, 16 * w)?);
-    assert_eq!(got, [vec![1; w], (0..w as i64).collect()].concat());
+    // Every receiver fits now: the same call with everyone's out large enough works, again and again (the
+    // failed call left no receive plan to reuse; out_splits_offsets is reset before each call).
+    for _ in 0..3 {
+        let s = fx.set_splits(sh, &vec![1; w])?;
+        write(sh, fx.oso, 0, &i64_bytes(&vec![-1; 2 * w]))?;
+        all_to_all_vdev(sh, &g, &fx.input(), &fx.out(w + me), &s, &fx.oso(w))?;
+        let got = bytes_i64(&read(sh, fx.oso, 0, 16 * w)?);
+        assert_eq!(got, [vec![1; w], (0..w as i64).collect()].concat());
+    }
     g.free(sh)
 });
