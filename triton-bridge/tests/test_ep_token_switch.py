@@ -171,6 +171,19 @@ def ep_errors(ctx: RankContext) -> None:
     xd = x.to(torch.float16 if last else torch.float32)
     with pytest.raises(RuntimeError, match="Mismatch|different symmetric arguments"):
         ts.dispatch(r, xd, torch.ones(1, 1), world)
+    # Handles: a routing of another switch, a freed switch (errors on every rank alike, before any exchange).
+    from xpushmem.torch import shim
+
+    other = TokenSwitch(dist.group.WORLD, 2 * world, 4, world, 64, max_topk=2)
+    r2 = other.create_routing(torch.zeros(1, 1, dtype=torch.int64), layout="flat")
+    with pytest.raises(RuntimeError, match="routing.*made by switch"):
+        ts.dispatch(r2, x, torch.ones(1, 1), world)
+    stale = other._handle
+    other.close()
+    with pytest.raises(RuntimeError, match="switch was closed"):
+        other.create_routing(torch.zeros(1, 1, dtype=torch.int64), layout="flat")
+    with pytest.raises(RuntimeError, match="not a live handle"):
+        shim.ep_destroy(stale)
     ts.close()
 
 
