@@ -316,6 +316,7 @@ class Buffer:
         rb = x.size(1) * x.element_size()
         if scales is not None:
             rb = max(rb, scales.size(1) * scales.element_size())
+        rb = max(rb, 4 * k)  # combine also returns the f32 topk_weights rows
         # The maxima, agreed over the group (every rank then sizes its switch alike).
         need = torch.tensor([n, rb, k], dtype=torch.int64)
         dist.all_reduce(need, op=dist.ReduceOp.MAX, group=self.group)
