@@ -1546,7 +1546,9 @@ void ep_dispatch(int64_t sw, int64_t r, const at::Tensor& tokens, const at::Tens
   if (out_topk_idx.has_value()) {
     ep_check(*out_topk_idx, op, "out_topk_idx");
     TORCH_CHECK(out_topk_idx->scalar_type() == at::kLong, op, ": out_topk_idx must be int64");
-    idx = out_topk_idx->data_ptr<int64_t>();
+    // Present but empty (no rows received) is still present: never NULL, which means absent.
+    static int64_t no_rows = 0;
+    idx = out_topk_idx->numel() ? out_topk_idx->data_ptr<int64_t>() : &no_rows;
     idx_len = out_topk_idx->numel();
   }
   const int32_t dt = ep_dtype(tokens, "tokens");
