@@ -8,6 +8,8 @@ routings with masked (-1) entries and skewed expert loads, 2/3/4 ranks (CPU over
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 import torch.distributed as dist
@@ -187,10 +189,20 @@ def ep_errors(ctx: RankContext) -> None:
     ts.close()
 
 
-@pytest.mark.parametrize("dtype_name", list(DTYPES))
-@pytest.mark.parametrize("layout", ["flat", "expert_major"])
-def test_ep_token_switch_against_reference(pool: RankPool, layout: str, dtype_name: str) -> None:
-    pool.run(ep_forward_backward, layout=layout, dtype_name=dtype_name)
+def _reference_rows() -> list[tuple[int, str, str]]:
+    """(world size, layout, dtype) of the reference test: a covering set of the product (every world size meets
+    every dtype and both layouts, every dtype both layouts: the layout alternates with world and dtype); the whole
+    product at XPUSHMEM_TEST_DEPTH=full (as the Rust suites)."""
+    layouts = ["flat", "expert_major"]
+    if os.environ.get("XPUSHMEM_TEST_DEPTH") == "full":
+        return [(w, lay, d) for w in _sizes() for lay in layouts for d in DTYPES]
+    return [(w, layouts[(i + j) % 2], d) for i, w in enumerate(_sizes()) for j, d in enumerate(DTYPES)]
+
+
+@pytest.mark.parametrize(("world", "layout", "dtype_name"), _reference_rows(),
+                         ids=lambda v: f"W{v}" if isinstance(v, int) else str(v))
+def test_ep_token_switch_against_reference(pools, world: int, layout: str, dtype_name: str) -> None:  # noqa: ANN001
+    pools.get(world).run(ep_forward_backward, layout=layout, dtype_name=dtype_name)
 
 
 def test_ep_token_switch_errors(pool: RankPool) -> None:
