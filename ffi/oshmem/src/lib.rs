@@ -176,13 +176,14 @@ pub extern "C" fn pshmem_n_pes() -> c_int {
     })
 }
 
-/// Whether PE `pe` is reachable (1) or not (0).
+/// Whether PE `pe` is accessible via the data transfer routines (1: every PE of the job, on this node or over the
+/// network) or not (0).
 #[no_mangle]
 pub extern "C" fn pshmem_pe_accessible(pe: c_int) -> c_int {
     native::xpushmem_pe_accessible(pe)
 }
 
-/// Whether `addr` is symmetric and reachable on PE `pe` (1) or not (0).
+/// Whether `addr` is symmetric and accessible via the data transfer routines on PE `pe` (1) or not (0).
 #[no_mangle]
 pub extern "C" fn pshmem_addr_accessible(addr: *const c_void, pe: c_int) -> c_int {
     native::xpushmem_addr_accessible(addr, pe)
@@ -329,6 +330,9 @@ pub extern "C" fn pshmem_quiet() {
 #[no_mangle]
 pub extern "C" fn pshmem_ctx_fence(ctx: shmem_ctx_t) {
     void("shmem_ctx_fence", || {
+        if ctx.is_null() {
+            return Ok(()); // SHMEM_CTX_INVALID: "no operation is performed" (the specification)
+        }
         imp::check_ctx(ctx, "shmem_ctx_fence")?;
         state::with(|sh| Ok(sh.fence()?))
     })
@@ -338,6 +342,9 @@ pub extern "C" fn pshmem_ctx_fence(ctx: shmem_ctx_t) {
 #[no_mangle]
 pub extern "C" fn pshmem_ctx_quiet(ctx: shmem_ctx_t) {
     void("shmem_ctx_quiet", || {
+        if ctx.is_null() {
+            return Ok(()); // SHMEM_CTX_INVALID: "no operation is performed" (the specification)
+        }
         imp::check_ctx(ctx, "shmem_ctx_quiet")?;
         state::with(|sh| Ok(sh.quiet()?))
     })
@@ -421,6 +428,9 @@ pub unsafe extern "C" fn pshmem_team_create_ctx(
 #[no_mangle]
 pub extern "C" fn pshmem_ctx_destroy(ctx: shmem_ctx_t) {
     void("shmem_ctx_destroy", || {
+        if ctx.is_null() {
+            return Ok(()); // SHMEM_CTX_INVALID: "no operation is performed" (the specification)
+        }
         state::with(|sh| Ok(sh.quiet()?))?;
         imp::ctx_destroy(ctx, "shmem_ctx_destroy")?;
         teams::forget_ctx(ctx);

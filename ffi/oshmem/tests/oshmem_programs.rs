@@ -223,14 +223,15 @@ fn pkg_config(prefix: &Path, args: &[&str]) -> Vec<String> {
         .collect()
 }
 
-/// Compile `tests/c/NAME.c` with `cc prog.c $(pkg-config --cflags --libs xpushmem-oshmem)`.
+/// The installed compiler wrapper `xpushmem-oshcc`.
+fn oshcc() -> PathBuf {
+    prefix().join("bin/xpushmem-oshcc")
+}
+
+/// Compile `tests/c/NAME.c` as a user would: `xpushmem-oshcc prog.c -o prog -lm`.
 fn program(name: &str) -> PathBuf {
     let src = ffi_dir().join("oshmem/tests/c").join(format!("{name}.c"));
-    build_once("oshmem", name, src, || {
-        let mut args = pkg_config(&prefix(), &["--cflags", "--libs", "xpushmem-oshmem"]);
-        args.push("-lm".into());
-        args
-    })
+    build_once_with(Some(&oshcc()), "oshmem", name, src, || vec!["-lm".into()])
 }
 
 fn run_ok(name: &str, n: usize) {
@@ -264,6 +265,124 @@ macro_rules! classic {
 
 classic!(hello, ring, counter, barrier, pipeline, broadcast, reduction, alltoall, stencil, api);
 
+/// The toolchain names a new user types, from the installed tree: `xpushmem-oshcc prog.c -o prog` and
+/// `xpushmem-oshrun -np 2 ./prog` (also `xpushmem-oshc++`, `-n`, `-x VAR=VALUE`, Open MPI's options that mean nothing
+/// on one machine, `--showme`, a compile-only `-c`), an unknown option refused with its name, and the plain names
+/// `oshcc`/`oshrun` installed only when asked for.
+#[test]
+fn osh_wrappers_build_and_run_2pe() {
+    let p = prefix();
+    let bin = p.join("bin");
+    let dir = scratch("osh-wrappers");
+    let hello = ffi_dir().join("oshmem/tests/c/hello.c");
+    let run = |cmd: &mut Command| {
+        let o = cmd.current_dir(&dir).output().expect("runs");
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    let ok = |what: &str, r: &(Option<i32>, String, String)| {
+        assert_eq!(r.0, Some(0), "{what}:\n{}{}", r.1, r.2);
+    };
+    let r = run(Command::new(bin.join("xpushmem-oshcc"))
+        .arg(&hello)
+        .args(["-o", "hello"]));
+    ok("xpushmem-oshcc hello.c -o hello", &r);
+    let r = run(Command::new(bin.join("xpushmem-oshc++"))
+        .args(["-x", "c++"])
+        .arg(&hello)
+        .args(["-o", "hello_cxx"]));
+    ok("xpushmem-oshc++ -x c++ hello.c -o hello_cxx", &r);
+    for (prog, np_flag) in [("./hello", "-np"), ("./hello_cxx", "-n")] {
+        let r = run(Command::new(bin.join("xpushmem-oshrun")).args([
+            np_flag,
+            "2",
+            "--oversubscribe",
+            "--bind-to",
+            "none",
+            prog,
+        ]));
+        ok(&format!("xpushmem-oshrun {np_flag} 2 {prog}"), &r);
+        for pe in 0..2 {
+            assert!(
+                r.1.contains(&format!("[pe {pe}] hello OK on PE {pe} of 2")),
+                "{prog}: PE {pe} did not report:\n{}{}",
+                r.1,
+                r.2
+            );
+        }
+    }
+    let r = run(Command::new(bin.join("xpushmem-oshrun")).args([
+        "-np",
+        "2",
+        "-x",
+        "OSH_WRAPPER_MARK=seen",
+        "sh",
+        "-c",
+        "echo mark=$OSH_WRAPPER_MARK",
+    ]));
+    ok("xpushmem-oshrun -x", &r);
+    assert_eq!(r.1.matches("mark=seen").count(), 2, "{}{}", r.1, r.2);
+    let r = run(Command::new(bin.join("xpushmem-oshrun")).args([
+        "--frobnicate",
+        "-np",
+        "2",
+        "./hello",
+    ]));
+    assert!(
+        r.0 == Some(2) && r.2.contains("unknown option --frobnicate"),
+        "{r:?}"
+    );
+    let r = run(Command::new(bin.join("xpushmem-oshrun")).arg("./hello"));
+    assert!(r.0 == Some(2) && r.2.contains("-np N"), "{r:?}");
+    let r = run(Command::new(bin.join("xpushmem-oshcc")).arg("--showme:compile"));
+    assert!(
+        r.1.contains(&format!("-I{}/include/xpushmem", p.display())),
+        "{r:?}"
+    );
+    let r = run(Command::new(bin.join("xpushmem-oshcc")).arg("--showme:link"));
+    assert!(
+        r.1.contains("-lxpushmem_oshmem") && r.1.contains("-Wl,-rpath,"),
+        "{r:?}"
+    );
+    let r = run(Command::new(bin.join("xpushmem-oshcc"))
+        .arg("-c")
+        .arg(&hello)
+        .args(["-o", "hello.o"]));
+    ok("xpushmem-oshcc -c", &r);
+    assert!(dir.join("hello.o").exists());
+    // The plain names: not by default (prefix() installs without them), as links when asked for.
+    assert!(!bin.join("oshcc").exists() && !bin.join("oshrun").exists());
+    let plain = scratch("osh-plain-prefix");
+    let o = Command::new("sh")
+        .arg(ffi_dir().join("install.sh"))
+        .env("PREFIX", &plain)
+        .env("BUILD_DIR", profile_dir())
+        .env("XPUSHMEM_INSTALL_BINS", "if-present")
+        .env("XPUSHMEM_OSH_PLAIN_NAMES", "1")
+        .output()
+        .expect("install.sh runs");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    for (name, target) in [
+        ("oshcc", "xpushmem-oshcc"),
+        ("oshc++", "xpushmem-oshc++"),
+        ("oshCC", "xpushmem-oshc++"),
+        ("oshrun", "xpushmem-oshrun"),
+    ] {
+        let link = std::fs::read_link(plain.join("bin").join(name)).expect(name);
+        assert_eq!(link, Path::new(target), "{name}");
+    }
+    let r = run(Command::new(plain.join("bin/oshcc"))
+        .arg(&hello)
+        .args(["-o", "hello_plain"]));
+    ok("oshcc", &r);
+    let r = run(Command::new(plain.join("bin/oshrun")).args(["-np", "2", "./hello_plain"]));
+    ok("oshrun -np 2", &r);
+    assert_eq!(r.1.matches("hello OK on PE").count(), 2, "{}{}", r.1, r.2);
+}
+
 #[test]
 fn pkg_config_files_describe_the_install() {
     let p = prefix();
@@ -279,18 +398,11 @@ fn pkg_config_files_describe_the_install() {
 // The conformance programs of `ffi/tests/oshmem/` (written from the OpenSHMEM specification, most of them on
 // global and static variables), each at 1, 2, 4 and 8 PEs.
 
-/// Compile `ffi/tests/oshmem/NAME.c` like a user would.
+/// Compile `ffi/tests/oshmem/NAME.c` like a user would, with `xpushmem-oshcc`.
 fn conformance_program(name: &str) -> PathBuf {
     let src = ffi_dir().join("tests/oshmem").join(format!("{name}.c"));
-    build_once("oshmem-conformance", name, src, || {
-        let mut args = vec!["-std=c11".to_string()];
-        args.extend(pkg_config(
-            &prefix(),
-            &["--cflags", "--libs", "xpushmem-oshmem"],
-        ));
-        args.push("-lm".into());
-        args.push("-lpthread".into());
-        args
+    build_once_with(Some(&oshcc()), "oshmem-conformance", name, src, || {
+        vec!["-lm".into(), "-lpthread".into()]
     })
 }
 
@@ -325,6 +437,32 @@ conformance!(
     globals, align, teams_ctx, classic, threads, activeset, waits16, deprecated, ldcomplex,
     generics, negstride
 );
+
+/// `teams_ctx` with every other PE reached through the fabric (libfabric tcp on loopback): `shmem_ptr` is NULL for
+/// them, yet each is accessible via the data transfer routines (`shmem_pe_accessible`, `shmem_addr_accessible`).
+#[test]
+fn teams_ctx_over_the_fabric_2pe() {
+    if !matches!(xpushmem::transport::fabric_providers(), Ok(Some(_))) {
+        eprintln!("skipped: this build has no fabric transport");
+        return;
+    }
+    let o = run_job(
+        &conformance_program("teams_ctx"),
+        2,
+        &[],
+        &[("XPUSHMEM_TRANSPORT", "fabric")],
+        120,
+    );
+    assert_success(&o, "teams_ctx over the fabric at 2 PEs");
+    for pe in 0..2 {
+        assert!(
+            o.output_of(pe)
+                .contains(&format!("teams_ctx OK on PE {pe} of 2")),
+            "PE {pe} did not report OK:\n{}",
+            all_output(&o)
+        );
+    }
+}
 
 // ---------------------------------------------------------------------------------------------------------------
 // The profiling interface: `ffi/tests/oshmem/profiling.c` with the tool of `profiling_tool.c` defining standard

@@ -50,7 +50,17 @@ pub fn scratch(name: &str) -> PathBuf {
 
 /// Compile C sources with gcc -Wall -Wextra -Werror; panics with gcc's output on failure.
 pub fn gcc(out: &Path, sources: &[PathBuf], args: &[String]) {
-    let mut cmd = Command::new(std::env::var("CC").unwrap_or_else(|_| "gcc".into()));
+    compile(
+        Path::new(&std::env::var("CC").unwrap_or_else(|_| "gcc".into())),
+        out,
+        sources,
+        args,
+    )
+}
+
+/// Compile and link `sources` to `out` with the C compiler (or compiler wrapper) `cc` and gcc's flags above.
+pub fn compile(cc: &Path, out: &Path, sources: &[PathBuf], args: &[String]) {
+    let mut cmd = Command::new(cc);
     cmd.args(["-std=c11", "-O1", "-g", "-Wall", "-Wextra", "-Werror", "-o"])
         .arg(out);
     cmd.args(sources).args(args);
@@ -72,6 +82,17 @@ pub fn build_once(
     src: PathBuf,
     args: impl FnOnce() -> Vec<String>,
 ) -> PathBuf {
+    build_once_with(None, dir, name, src, args)
+}
+
+/// [`build_once`] with the compiler `cc` (a wrapper such as `xpushmem-oshcc`) instead of gcc.
+pub fn build_once_with(
+    cc: Option<&Path>,
+    dir: &str,
+    name: &str,
+    src: PathBuf,
+    args: impl FnOnce() -> Vec<String>,
+) -> PathBuf {
     static BUILT: std::sync::OnceLock<std::sync::Mutex<std::collections::HashSet<PathBuf>>> =
         std::sync::OnceLock::new();
     let mut built = BUILT
@@ -84,7 +105,10 @@ pub fn build_once(
         return out;
     }
     std::fs::create_dir_all(&out_dir).expect("out dir");
-    gcc(&out, &[src], &args());
+    match cc {
+        Some(cc) => compile(cc, &out, &[src], &args()),
+        None => gcc(&out, &[src], &args()),
+    }
     built.insert(out.clone());
     out
 }
