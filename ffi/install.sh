@@ -142,6 +142,11 @@ if [ "${XPUSHMEM_OSH_PLAIN_NAMES:-0}" = 1 ]; then
         ln -sf "${n#*:}" "$PREFIX/bin/${n%%:*}"
     done
 fi
+# CMake: find_package(xpushmem) (templates in ffi/cmake/; the config finds the prefix from its own location).
+mkdir -p "$PREFIX/lib/cmake/xpushmem"
+for f in xpushmemConfig xpushmemConfigVersion; do
+    sed "s/@VERSION@/$VERSION/g" "$ROOT/ffi/cmake/$f.cmake.in" > "$PREFIX/lib/cmake/xpushmem/$f.cmake"
+done
 # Libraries a static link needs besides libxpushmem.a (rustc --print native-static-libs on Linux/glibc).
 STATIC_LIBS="-lgcc_s -lutil -lrt -lpthread -lm -ldl -lc"
 cat > "$PREFIX/lib/pkgconfig/xpushmem.pc" <<PC

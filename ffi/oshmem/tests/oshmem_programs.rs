@@ -383,6 +383,97 @@ fn osh_wrappers_build_and_run_2pe() {
     assert_eq!(r.1.matches("hello OK on PE").count(), 2, "{}{}", r.1, r.2);
 }
 
+/// A user's CMake project (`ffi/tests/cmake/`) against the installed tree: `find_package(xpushmem 0.1)` gives
+/// `xpushmem::oshmem` (an OpenSHMEM program), `xpushmem::ops` (the native API and the op family's header), the device
+/// library's variables and `xpushmem_add_device_kernel` (an OpenCL C kernel linked with the device library into
+/// SPIR-V); both programs run at 2 PEs. cmake comes from `scripts/setup.sh`.
+#[test]
+fn cmake_project_against_the_installed_tree_2pe() {
+    let p = prefix();
+    let build = scratch("cmake-user");
+    let cmake = |args: &[&std::ffi::OsStr]| {
+        let o = Command::new("cmake")
+            .args(args)
+            .output()
+            .expect("cmake runs (scripts/setup.sh installs it)");
+        assert!(
+            o.status.success(),
+            "cmake {args:?}:\n{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+    };
+    let prefix_arg = format!("-DCMAKE_PREFIX_PATH={}", p.display());
+    cmake(&[
+        "-S".as_ref(),
+        ffi_dir().join("tests/cmake").as_os_str(),
+        "-B".as_ref(),
+        build.as_os_str(),
+        prefix_arg.as_ref(),
+    ]);
+    cmake(&["--build".as_ref(), build.as_os_str()]);
+    let found = std::fs::read_to_string(build.join("found.txt")).expect("found.txt");
+    let version = env!("CARGO_PKG_VERSION");
+    let devlib = p.join(format!("lib/xpushmem/libxpushmem_device-{version}.bc"));
+    assert!(found.contains(&format!("version={version}\n")), "{found}");
+    assert!(
+        found.contains(&format!("device_library={}\n", devlib.display())) && devlib.exists(),
+        "{found}"
+    );
+    assert!(
+        found.contains(&format!(
+            "device_include_dir={}/include/xpushmem\n",
+            p.display()
+        )),
+        "{found}"
+    );
+    let spv = std::fs::read(build.join("token_ring_kernel.spv")).expect("the kernel's SPIR-V");
+    assert_eq!(
+        spv.get(..4),
+        Some(&0x0723_0203u32.to_le_bytes()[..]),
+        "not SPIR-V"
+    );
+    for name in ["osh_hello", "native_ring"] {
+        let report = if name == "osh_hello" { "hello" } else { name };
+        let o = run_job(&build.join(name), 2, &[], &[], 120);
+        assert_success(&o, &format!("{name} at 2 PEs"));
+        for pe in 0..2 {
+            assert!(
+                o.output_of(pe)
+                    .contains(&format!("{report} OK on PE {pe} of 2")),
+                "{name}: PE {pe} did not report OK:\n{}",
+                all_output(&o)
+            );
+        }
+    }
+    // The version file: 0.1 (this minor version of 0.x) is compatible, 0.2 and 1.0 are not.
+    for (want, compatible) in [("0.1", "TRUE"), ("0.2", "FALSE"), ("1.0", "FALSE")] {
+        let script = build.join(format!("version-{want}.cmake"));
+        let (major, minor) = want.split_once('.').expect("MAJOR.MINOR");
+        std::fs::write(
+            &script,
+            format!(
+                "set(PACKAGE_FIND_VERSION {want})\nset(PACKAGE_FIND_VERSION_MAJOR {major})\n\
+                 set(PACKAGE_FIND_VERSION_MINOR {minor})\nset(CMAKE_SIZEOF_VOID_P 8)\n\
+                 include({}/lib/cmake/xpushmem/xpushmemConfigVersion.cmake)\n\
+                 message(\"compatible=${{PACKAGE_VERSION_COMPATIBLE}}\")\n",
+                p.display()
+            ),
+        )
+        .expect("script");
+        let o = Command::new("cmake")
+            .arg("-P")
+            .arg(&script)
+            .output()
+            .expect("cmake runs");
+        let text = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            text.contains(&format!("compatible={compatible}")),
+            "find_package(xpushmem {want}): {text}"
+        );
+    }
+}
+
 #[test]
 fn pkg_config_files_describe_the_install() {
     let p = prefix();
