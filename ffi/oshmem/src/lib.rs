@@ -24,6 +24,7 @@ mod legacy;
 mod locks;
 mod psync;
 mod teams;
+mod v16;
 
 use std::ffi::{c_char, c_int, c_long, c_void};
 use std::io::Write;

@@ -526,7 +526,7 @@ macro_rules! conformance {
 
 conformance!(
     globals, align, teams_ctx, classic, threads, activeset, waits16, deprecated, ldcomplex,
-    generics, negstride
+    generics, negstride, v16
 );
 
 /// `teams_ctx` with every other PE reached through the fabric (libfabric tcp on loopback): `shmem_ptr` is NULL for

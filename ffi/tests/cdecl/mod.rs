@@ -86,6 +86,35 @@ pub const RMA_TYPED: &[&str] = &[
     "{R} {P}_{N}_put_signal({T} *dest, const {T} *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe);",
     "{R} {P}_{N}_put_signal_nbi({T} *dest, const {T} *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe);",
 ];
+/// OpenSHMEM 1.6's interleaved block transfers, typed.
+pub const RMA_IB_TYPED: &[&str] = &[
+    "void {P}_{N}_ibput({T} *dest, const {T} *source, ptrdiff_t dst, ptrdiff_t sst, size_t bsize, size_t nblocks, int pe);",
+    "void {P}_{N}_ibget({T} *dest, const {T} *source, ptrdiff_t dst, ptrdiff_t sst, size_t bsize, size_t nblocks, int pe);",
+];
+/// The same, sized.
+pub const RMA_IB_SIZED: &[&str] = &[
+    "void {P}_ibput{B}(void *dest, const void *source, ptrdiff_t dst, ptrdiff_t sst, size_t bsize, size_t nblocks, int pe);",
+    "void {P}_ibget{B}(void *dest, const void *source, ptrdiff_t dst, ptrdiff_t sst, size_t bsize, size_t nblocks, int pe);",
+];
+/// OpenSHMEM 1.6's other additions (their declarations and the session type and constants).
+const OSHMEM_16: &str = r#"
+/* OpenSHMEM 1.6: signal updates without data, per-PE quiet, sessions (hints: this transport completes every
+ * operation when it returns), the initialisation query */
+void shmem_signal_add(uint64_t *sig_addr, uint64_t signal, int pe);
+void shmem_ctx_signal_add(shmem_ctx_t ctx, uint64_t *sig_addr, uint64_t signal, int pe);
+void shmem_signal_set(uint64_t *sig_addr, uint64_t signal, int pe);
+void shmem_ctx_signal_set(shmem_ctx_t ctx, uint64_t *sig_addr, uint64_t signal, int pe);
+void shmem_pe_quiet(const int *target_pes, size_t npes);
+void shmem_ctx_pe_quiet(shmem_ctx_t ctx, const int *target_pes, size_t npes);
+typedef struct {
+    size_t total_ops;
+} shmem_ctx_session_config_t;
+#define SHMEM_CTX_SESSION_TOTAL_OPS (1L << 0)
+#define SHMEM_CTX_SESSION_BATCH (1L << 0)
+void shmem_ctx_session_start(shmem_ctx_t ctx, long options, const shmem_ctx_session_config_t *config, long config_mask);
+void shmem_ctx_session_stop(shmem_ctx_t ctx);
+void shmem_query_initialized(int *initialized);
+"#;
 pub const RMA_PG: &[&str] = &[
     "{R} {P}_{N}_p({T} *dest, {T} value, int pe);",
     "{T} {P}_{N}_g(const {T} *source, int pe);",
@@ -1012,6 +1041,32 @@ pub fn oshmem_header() -> String {
         }
     }
     out.push_str("#endif\n");
+    family(
+        &mut out,
+        "OpenSHMEM 1.6: interleaved block transfers",
+        &l,
+        &[RMA, LONGDOUBLE].concat(),
+        RMA_IB_TYPED,
+    );
+    ctx_family(
+        &mut out,
+        "OpenSHMEM 1.6: interleaved block transfers on a context",
+        &l,
+        &[RMA, LONGDOUBLE].concat(),
+        RMA_IB_TYPED,
+    );
+    out.push_str(
+        "\n/* OpenSHMEM 1.6: sized interleaved block transfers, plain and on a context */\n",
+    );
+    for (bits, _) in SIZES {
+        for t in RMA_IB_SIZED {
+            for form in [t.to_string(), ctx_form(t)] {
+                out.push_str(&fill(&form, &l, None).replace("{B}", &bits.to_string()));
+                out.push('\n');
+            }
+        }
+    }
+    out.push_str(OSHMEM_16);
     active_set(&mut out);
     legacy(&mut out);
     out.push_str(PCONTROL);
@@ -1052,6 +1107,8 @@ pub fn oshmem_header() -> String {
          * deprecated active-set routine. */\n\
          #define shmem_sync(...) SHMEMI_A5(__VA_ARGS__, (shmem_sync), _, _, shmem_team_sync, _)(__VA_ARGS__)\n",
     );
+    generic(&mut out, "ibput", 1, 7, true, GEN_RMA);
+    generic(&mut out, "ibget", 1, 7, true, GEN_RMA);
     generic(&mut out, "p", 1, 3, true, GEN_RMA);
     generic(&mut out, "g", 1, 2, true, GEN_RMA);
     generic(&mut out, "put_signal", 1, 7, true, GEN_RMA);
