@@ -86,9 +86,10 @@ pub unsafe fn ib(
             .cast::<u8>()
             .wrapping_add(i * sst * elem)
             .cast::<c_void>();
-        // SAFETY: the caller's contract on the local side, block by block; the remote side is checked by put/get.
         match dir {
+            // SAFETY: the caller's contract on the local source covers this block; `d` is checked by put.
             Dir::Put => unsafe { imp::put(call, d, s, bsize, elem, align, pe) }?,
+            // SAFETY: the caller's contract on the local dest covers this block; `s` is checked by get.
             Dir::Get => unsafe { imp::get(call, d, s, bsize, elem, align, pe) }?,
         }
     }
