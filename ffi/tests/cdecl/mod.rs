@@ -1066,6 +1066,16 @@ pub fn oshmem_header() -> String {
             }
         }
     }
+    family(
+        &mut out,
+        "OpenSHMEM 1.6: prefix sums over teams (the arithmetic reduction types but long double and complex)",
+        &l,
+        REDUCE_ARITH,
+        &[
+            "int shmem_{N}_sum_inscan(shmem_team_t team, {T} *dest, const {T} *source, size_t nelems);",
+            "int shmem_{N}_sum_exscan(shmem_team_t team, {T} *dest, const {T} *source, size_t nelems);",
+        ],
+    );
     out.push_str(OSHMEM_16);
     active_set(&mut out);
     legacy(&mut out);
@@ -1221,6 +1231,14 @@ pub fn oshmem_header() -> String {
             false,
             &with_complex,
         );
+    }
+    let scan_types: Vec<(&str, &str)> = GEN_RED_ARITH
+        .iter()
+        .copied()
+        .filter(|(_, n)| *n != "longdouble")
+        .collect();
+    for name in ["sum_inscan", "sum_exscan"] {
+        generic(&mut out, name, 2, 0, false, &scan_types);
     }
     out.push_str("#endif /* C11 */\n\n#endif /* XPUSHMEM_SHMEM_H */\n");
     out

@@ -112,6 +112,40 @@ int main(void) {
     shmem_barrier_all();
     CHECK(dst_i[0] == 77, "put inside a session");
 
+    /* prefix sums: member i gets the sum over members 0..i (inscan) or 0..i-1 (exscan, 0 on member 0) */
+    enum { NS = 3 };
+    long *ssrc = shmem_malloc(NS * sizeof(long)), *sdst = shmem_malloc(NS * sizeof(long));
+    double *dsrc = shmem_malloc(NS * sizeof(double)), *ddst = shmem_malloc(NS * sizeof(double));
+    for (int k = 0; k < NS; k++) {
+        ssrc[k] = 10 * (me + 1) + k;
+        dsrc[k] = 0.5 * (me + 1) + k;
+    }
+    shmem_barrier_all();
+    for (int pass = 0; pass < 4; pass++) {
+        shmem_team_t team = pass < 2 ? SHMEM_TEAM_WORLD : rev;
+        int inclusive = pass % 2 == 0;
+        int my = shmem_team_my_pe(team);
+        int rc = inclusive ? shmem_long_sum_inscan(team, sdst, ssrc, NS) : shmem_sum_exscan(team, sdst, ssrc, NS);
+        CHECK(rc == 0, "long scan pass %d", pass);
+        rc = inclusive ? shmem_sum_inscan(team, ddst, dsrc, NS) : shmem_double_sum_exscan(team, ddst, dsrc, NS);
+        CHECK(rc == 0, "double scan pass %d", pass);
+        for (int k = 0; k < NS; k++) {
+            long wl = 0;
+            double wd = 0;
+            for (int m = 0; m < (inclusive ? my + 1 : my); m++) {
+                int pe = shmem_team_translate_pe(team, m, SHMEM_TEAM_WORLD);
+                wl += 10 * (pe + 1) + k;
+                wd += 0.5 * (pe + 1) + k;
+            }
+            CHECK(sdst[k] == wl, "pass %d: long scan [%d] = %ld, want %ld", pass, k, sdst[k], wl);
+            CHECK(ddst[k] == wd, "pass %d: double scan [%d] = %g, want %g", pass, k, ddst[k], wd);
+        }
+    }
+    shmem_free(ddst);
+    shmem_free(dsrc);
+    shmem_free(sdst);
+    shmem_free(ssrc);
+
 #ifdef XPUSHMEM_SHMEM_H /* xpushmem's extensions: errors in return mode */
     xpushmemx_set_error_mode(XPUSHMEMX_ERROR_MODE_RETURN);
     shmem_int_ibput(dst_i, src_i, BS - 1, SST, BS, NB, right);
