@@ -1660,7 +1660,7 @@ int shmem_longdouble_sum_reduce(shmem_team_t team, long double *dest, const long
 int shmem_longdouble_prod_reduce(shmem_team_t team, long double *dest, const long double *source, size_t nreduce);
 
 /* Complex reductions over teams (folded in member order) */
-#ifndef __cplusplus
+#if !defined(__cplusplus) || defined(__GNUC__)
 int shmem_complexf_sum_reduce(shmem_team_t team, float _Complex *dest, const float _Complex *source, size_t nreduce);
 int shmem_complexf_prod_reduce(shmem_team_t team, float _Complex *dest, const float _Complex *source, size_t nreduce);
 int shmem_complexd_sum_reduce(shmem_team_t team, double _Complex *dest, const double _Complex *source, size_t nreduce);
@@ -1917,11 +1917,11 @@ void shmem_longdouble_min_to_all(long double *dest, const long double *source, i
 void shmem_longdouble_max_to_all(long double *dest, const long double *source, int nreduce, int PE_start, int logPE_stride, int PE_size, long double *pWrk, long *pSync);
 void shmem_longdouble_sum_to_all(long double *dest, const long double *source, int nreduce, int PE_start, int logPE_stride, int PE_size, long double *pWrk, long *pSync);
 void shmem_longdouble_prod_to_all(long double *dest, const long double *source, int nreduce, int PE_start, int logPE_stride, int PE_size, long double *pWrk, long *pSync);
-#ifndef __cplusplus
+#if !defined(__cplusplus) || defined(__GNUC__)
 void shmem_complexf_sum_to_all(float _Complex *dest, const float _Complex *source, int nreduce, int PE_start, int logPE_stride, int PE_size, float _Complex *pWrk, long *pSync);
 void shmem_complexf_prod_to_all(float _Complex *dest, const float _Complex *source, int nreduce, int PE_start, int logPE_stride, int PE_size, float _Complex *pWrk, long *pSync);
 #endif
-#ifndef __cplusplus
+#if !defined(__cplusplus) || defined(__GNUC__)
 void shmem_complexd_sum_to_all(double _Complex *dest, const double _Complex *source, int nreduce, int PE_start, int logPE_stride, int PE_size, double _Complex *pWrk, long *pSync);
 void shmem_complexd_prod_to_all(double _Complex *dest, const double _Complex *source, int nreduce, int PE_start, int logPE_stride, int PE_size, double _Complex *pWrk, long *pSync);
 #endif
@@ -2058,6 +2058,9 @@ static inline long double shmem_ctx_longdouble_g(shmem_ctx_t ctx, const long dou
 #define shmemi_g_ibget(...) _Generic(*(SHMEMI_A1(__VA_ARGS__, ~)), float: shmem_float_ibget, double: shmem_double_ibget, long double: shmem_longdouble_ibget, char: shmem_char_ibget, signed char: shmem_schar_ibget, short: shmem_short_ibget, int: shmem_int_ibget, long: shmem_long_ibget, long long: shmem_longlong_ibget, unsigned char: shmem_uchar_ibget, unsigned short: shmem_ushort_ibget, unsigned int: shmem_uint_ibget, unsigned long: shmem_ulong_ibget, unsigned long long: shmem_ulonglong_ibget)(__VA_ARGS__)
 #define shmemi_gc_ibget(...) _Generic(*(SHMEMI_A2(__VA_ARGS__, ~)), float: shmem_ctx_float_ibget, double: shmem_ctx_double_ibget, long double: shmem_ctx_longdouble_ibget, char: shmem_ctx_char_ibget, signed char: shmem_ctx_schar_ibget, short: shmem_ctx_short_ibget, int: shmem_ctx_int_ibget, long: shmem_ctx_long_ibget, long long: shmem_ctx_longlong_ibget, unsigned char: shmem_ctx_uchar_ibget, unsigned short: shmem_ctx_ushort_ibget, unsigned int: shmem_ctx_uint_ibget, unsigned long: shmem_ctx_ulong_ibget, unsigned long long: shmem_ctx_ulonglong_ibget)(__VA_ARGS__)
 #define shmem_ibget(...) SHMEMI_A9(__VA_ARGS__, shmemi_gc_ibget, shmemi_g_ibget, ~)(__VA_ARGS__)
+/* shmem_signal_add/_set (1.6): with a leading context argument, the context form */
+#define shmem_signal_add(...) SHMEMI_A5(__VA_ARGS__, shmem_ctx_signal_add, (shmem_signal_add), _)(__VA_ARGS__)
+#define shmem_signal_set(...) SHMEMI_A5(__VA_ARGS__, shmem_ctx_signal_set, (shmem_signal_set), _)(__VA_ARGS__)
 #define shmemi_g_p(...) _Generic(*(SHMEMI_A1(__VA_ARGS__, ~)), float: shmem_float_p, double: shmem_double_p, long double: shmem_longdouble_p, char: shmem_char_p, signed char: shmem_schar_p, short: shmem_short_p, int: shmem_int_p, long: shmem_long_p, long long: shmem_longlong_p, unsigned char: shmem_uchar_p, unsigned short: shmem_ushort_p, unsigned int: shmem_uint_p, unsigned long: shmem_ulong_p, unsigned long long: shmem_ulonglong_p)(__VA_ARGS__)
 #define shmemi_gc_p(...) _Generic(*(SHMEMI_A2(__VA_ARGS__, ~)), float: shmem_ctx_float_p, double: shmem_ctx_double_p, long double: shmem_ctx_longdouble_p, char: shmem_ctx_char_p, signed char: shmem_ctx_schar_p, short: shmem_ctx_short_p, int: shmem_ctx_int_p, long: shmem_ctx_long_p, long long: shmem_ctx_longlong_p, unsigned char: shmem_ctx_uchar_p, unsigned short: shmem_ctx_ushort_p, unsigned int: shmem_ctx_uint_p, unsigned long: shmem_ctx_ulong_p, unsigned long long: shmem_ctx_ulonglong_p)(__VA_ARGS__)
 #define shmem_p(...) SHMEMI_A5(__VA_ARGS__, shmemi_gc_p, shmemi_g_p, ~)(__VA_ARGS__)

@@ -295,6 +295,20 @@ fn osh_wrappers_build_and_run_2pe() {
         .arg(&hello)
         .args(["-o", "hello_cxx"]));
     ok("xpushmem-oshc++ -x c++ hello.c -o hello_cxx", &r);
+    // C++ programs see the complex reductions too (g++ accepts C's _Complex), as the public suite's C++ tests use them.
+    std::fs::write(
+        dir.join("complex.cpp"),
+        "#include <shmem.h>\nint f(shmem_team_t t, double _Complex *d, const double _Complex *s) {\n    \
+         return shmem_complexd_sum_reduce(t, d, s, 1) + shmem_complexf_prod_reduce(t, 0, 0, 0);\n}\n",
+    )
+    .expect("complex.cpp");
+    let r = run(Command::new(bin.join("xpushmem-oshc++")).args([
+        "-c",
+        "complex.cpp",
+        "-o",
+        "complex.o",
+    ]));
+    ok("xpushmem-oshc++ -c complex.cpp", &r);
     for (prog, np_flag) in [("./hello", "-np"), ("./hello_cxx", "-n")] {
         let r = run(Command::new(bin.join("xpushmem-oshrun")).args([
             np_flag,

@@ -96,6 +96,9 @@ pub const RMA_IB_SIZED: &[&str] = &[
     "void {P}_ibput{B}(void *dest, const void *source, ptrdiff_t dst, ptrdiff_t sst, size_t bsize, size_t nblocks, int pe);",
     "void {P}_ibget{B}(void *dest, const void *source, ptrdiff_t dst, ptrdiff_t sst, size_t bsize, size_t nblocks, int pe);",
 ];
+/// The guard of the declarations with C's complex types: C, and the C++ compilers that accept `_Complex` as an
+/// extension (g++, clang++: both define `__GNUC__`), as C++ programs of the public test suite use them.
+const COMPLEX_GUARD: &str = "#if !defined(__cplusplus) || defined(__GNUC__)\n";
 /// OpenSHMEM 1.6's other additions (their declarations and the session type and constants).
 const OSHMEM_16: &str = r#"
 /* OpenSHMEM 1.6: signal updates without data, per-PE quiet, sessions (hints: this transport completes every
@@ -760,7 +763,7 @@ fn active_set(out: &mut String) {
     for (n, t, ops) in types {
         let complex = t.ends_with("_Complex");
         if complex {
-            out.push_str("#ifndef __cplusplus\n");
+            out.push_str(COMPLEX_GUARD);
         }
         for op in ops {
             out.push_str(&format!("void shmem_{n}_{op}_to_all({t} *dest, const {t} *source, int nreduce, int PE_start, int logPE_stride, int PE_size, {t} *pWrk, long *pSync);\n"));
@@ -1029,9 +1032,9 @@ pub fn oshmem_header() -> String {
         LONGDOUBLE,
         &[COLL_T, RED_ARITH_T].concat(),
     );
-    out.push_str(
-        "\n/* Complex reductions over teams (folded in member order) */\n#ifndef __cplusplus\n",
-    );
+    out.push_str(&format!(
+        "\n/* Complex reductions over teams (folded in member order) */\n{COMPLEX_GUARD}"
+    ));
     for (n, t) in [
         ("complexf", "float _Complex"),
         ("complexd", "double _Complex"),
@@ -1119,6 +1122,11 @@ pub fn oshmem_header() -> String {
     );
     generic(&mut out, "ibput", 1, 7, true, GEN_RMA);
     generic(&mut out, "ibget", 1, 7, true, GEN_RMA);
+    out.push_str(
+        "/* shmem_signal_add/_set (1.6): with a leading context argument, the context form */\n\
+         #define shmem_signal_add(...) SHMEMI_A5(__VA_ARGS__, shmem_ctx_signal_add, (shmem_signal_add), _)(__VA_ARGS__)\n\
+         #define shmem_signal_set(...) SHMEMI_A5(__VA_ARGS__, shmem_ctx_signal_set, (shmem_signal_set), _)(__VA_ARGS__)\n",
+    );
     generic(&mut out, "p", 1, 3, true, GEN_RMA);
     generic(&mut out, "g", 1, 2, true, GEN_RMA);
     generic(&mut out, "put_signal", 1, 7, true, GEN_RMA);

@@ -84,13 +84,14 @@ int main(void) {
     /* signals without data: set then add, plain and on the context */
     sig = 0;
     shmem_barrier_all();
-    shmem_signal_set(&sig, 10, right);
+    shmem_signal_set(SHMEM_CTX_DEFAULT, &sig, 10, right);
     shmem_quiet();
     shmem_barrier_all();
     CHECK(shmem_signal_fetch(&sig) == 10, "signal_set: %llu", (unsigned long long)shmem_signal_fetch(&sig));
     shmem_barrier_all();
     shmem_signal_add(&sig, 5, right);
-    shmem_ctx_signal_add(ctx, &sig, 7, rev_right);
+    shmem_ctx_signal_add(SHMEM_CTX_DEFAULT, &sig, 0, right);
+    shmem_signal_add(ctx, &sig, 7, rev_right); /* C11: with a context, shmem_ctx_signal_add */
     shmem_signal_add(&sig, 1, me);
     int pes[2] = {right, me};
     shmem_pe_quiet(pes, 2);
