@@ -188,22 +188,28 @@ fn prefix() -> PathBuf {
     static P: OnceLock<PathBuf> = OnceLock::new();
     P.get_or_init(|| {
         fresh_lib("libxpushmem_oshmem.so");
-        let p = scratch("oshmem-prefix");
-        let o = Command::new("sh")
-            .arg(ffi_dir().join("install.sh"))
-            .env("PREFIX", &p)
-            .env("BUILD_DIR", profile_dir())
-            .env("XPUSHMEM_INSTALL_BINS", "if-present")
-            .output()
-            .expect("install.sh runs");
-        assert!(
-            o.status.success(),
-            "install.sh failed:\n{}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        p
+        install("oshmem-prefix", &[])
     })
     .clone()
+}
+
+/// Install what cargo built for this test into the scratch prefix `name` with `ffi/install.sh`, `env` added.
+fn install(name: &str, env: &[(&str, &str)]) -> PathBuf {
+    let p = scratch(name);
+    let o = Command::new("sh")
+        .arg(ffi_dir().join("install.sh"))
+        .env("PREFIX", &p)
+        .env("BUILD_DIR", profile_dir())
+        .env("XPUSHMEM_INSTALL_BINS", "if-present")
+        .envs(env.iter().copied())
+        .output()
+        .expect("install.sh runs");
+    assert!(
+        o.status.success(),
+        "install.sh failed:\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    p
 }
 
 fn pkg_config(prefix: &Path, args: &[&str]) -> Vec<String> {
@@ -369,16 +375,7 @@ fn osh_wrappers_build_and_run_2pe() {
     assert!(dir.join("hello.o").exists());
     // The plain names: not by default (prefix() installs without them), as links when asked for.
     assert!(!bin.join("oshcc").exists() && !bin.join("oshrun").exists());
-    let plain = scratch("osh-plain-prefix");
-    let o = Command::new("sh")
-        .arg(ffi_dir().join("install.sh"))
-        .env("PREFIX", &plain)
-        .env("BUILD_DIR", profile_dir())
-        .env("XPUSHMEM_INSTALL_BINS", "if-present")
-        .env("XPUSHMEM_OSH_PLAIN_NAMES", "1")
-        .output()
-        .expect("install.sh runs");
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let plain = install("osh-plain-prefix", &[("XPUSHMEM_OSH_PLAIN_NAMES", "1")]);
     for (name, target) in [
         ("oshcc", "xpushmem-oshcc"),
         ("oshc++", "xpushmem-oshc++"),
@@ -447,19 +444,8 @@ fn cmake_project_against_the_installed_tree_2pe() {
         Some(&0x0723_0203u32.to_le_bytes()[..]),
         "not SPIR-V"
     );
-    for name in ["osh_hello", "native_ring"] {
-        let report = if name == "osh_hello" { "hello" } else { name };
-        let o = run_job(&build.join(name), 2, &[], &[], 120);
-        assert_success(&o, &format!("{name} at 2 PEs"));
-        for pe in 0..2 {
-            assert!(
-                o.output_of(pe)
-                    .contains(&format!("{report} OK on PE {pe} of 2")),
-                "{name}: PE {pe} did not report OK:\n{}",
-                all_output(&o)
-            );
-        }
-    }
+    support::run_program_ok(&build.join("osh_hello"), "hello", 2);
+    support::run_program_ok(&build.join("native_ring"), "native_ring", 2);
     // The version file: 0.1 (this minor version of 0.x) is compatible, 0.2 and 1.0 are not.
     for (want, compatible) in [("0.1", "TRUE"), ("0.2", "FALSE"), ("1.0", "FALSE")] {
         let script = build.join(format!("version-{want}.cmake"));
@@ -551,22 +537,12 @@ fn teams_ctx_over_the_fabric_2pe() {
         eprintln!("skipped: this build has no fabric transport");
         return;
     }
-    let o = run_job(
+    support::run_program_ok_with(
         &conformance_program("teams_ctx"),
+        "teams_ctx",
         2,
-        &[],
         &[("XPUSHMEM_TRANSPORT", "fabric")],
-        120,
     );
-    assert_success(&o, "teams_ctx over the fabric at 2 PEs");
-    for pe in 0..2 {
-        assert!(
-            o.output_of(pe)
-                .contains(&format!("teams_ctx OK on PE {pe} of 2")),
-            "PE {pe} did not report OK:\n{}",
-            all_output(&o)
-        );
-    }
 }
 
 // ---------------------------------------------------------------------------------------------------------------

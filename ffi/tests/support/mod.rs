@@ -158,7 +158,12 @@ pub fn assert_success(o: &xpushmem_launch::Outcome, what: &str) {
 /// Run the test program `prog` (named `name`) on `n` PEs and check that it succeeded and that every PE printed
 /// its "`name` OK on PE `pe` of `n`" line.
 pub fn run_program_ok(prog: &Path, name: &str, n: usize) {
-    let o = run_job(prog, n, &[], &[], 120);
+    run_program_ok_with(prog, name, n, &[]);
+}
+
+/// [`run_program_ok`] with `env` set in every PE.
+pub fn run_program_ok_with(prog: &Path, name: &str, n: usize, env: &[(&str, &str)]) {
+    let o = run_job(prog, n, &[], env, 120);
     assert_success(&o, &format!("{name} at {n} PEs"));
     for pe in 0..n {
         assert!(
