@@ -85,7 +85,8 @@ pub unsafe fn create_ctx(
             return Err(Error::invalid("options", options, format!("{call}: must be a combination of SHMEM_CTX_PRIVATE, SHMEM_CTX_SERIALIZED, SHMEM_CTX_NOSTORE")).into());
         }
         state::with(|sh| Ok(core::team(sh, id(team_h), O, call).map(|_| ())?))?;
-        let h = imp::ctx_create(id(team_h));
+        // SHMEM_CTX_PRIVATE (1 in shmem.h): only this thread may use or destroy the context.
+        let h = imp::ctx_create(id(team_h), options & 1 != 0);
         CTX_TEAM
             .lock()
             .unwrap_or_else(|p| p.into_inner())

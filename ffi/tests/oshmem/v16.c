@@ -2,6 +2,7 @@
  * double), shmem_signal_add/_set (plain and on a context), shmem_pe_quiet, sessions, shmem_query_initialized.
  * Every value is checked against one computed here. */
 #include "check.h"
+#include <pthread.h>
 #include <string.h>
 
 #define NB 4   /* blocks */
@@ -16,11 +17,23 @@ static uint64_t sig;
 
 static int expect_block(int owner, int k) { return 1000 * owner + k; }
 
+#ifdef XPUSHMEM_SHMEM_H
+/* Another thread's use of a SHMEM_CTX_PRIVATE context: an error naming the option (return mode). */
+static shmem_ctx_t private_ctx;
+static int private_dest;
+static void *use_private(void *arg) {
+    (void)arg;
+    shmem_ctx_int_p(private_ctx, &private_dest, 1, shmem_my_pe());
+    return strstr(xpushmem_last_error(), "SHMEM_CTX_PRIVATE") != NULL ? (void *)1 : NULL;
+}
+#endif
+
 int main(void) {
     int init = -1;
     shmem_query_initialized(&init);
     CHECK(init == 0, "initialized before shmem_init: %d", init);
-    shmem_init();
+    int provided = -1;
+    CHECK(shmem_init_thread(SHMEM_THREAD_MULTIPLE, &provided) == 0 && provided == SHMEM_THREAD_MULTIPLE, "init_thread");
     shmem_query_initialized(&init);
     CHECK(init == 1, "initialized after shmem_init: %d", init);
     int me = shmem_my_pe(), npes = shmem_n_pes(), right = (me + 1) % npes, left = (me + npes - 1) % npes;
@@ -154,6 +167,22 @@ int main(void) {
     int bad = npes;
     shmem_pe_quiet(&bad, 1);
     CHECK(strstr(xpushmem_last_error(), "invalid PE") != NULL, "pe_quiet on PE %d: %s", bad, xpushmem_last_error());
+    /* shmem_ctx_create's options are kept: a private context works in its thread and is refused in another */
+    CHECK(shmem_ctx_create(SHMEM_CTX_PRIVATE | SHMEM_CTX_NOSTORE, &private_ctx) == 0, "private context");
+    shmem_ctx_int_p(private_ctx, &private_dest, 5, me);
+    shmem_ctx_quiet(private_ctx);
+    CHECK(private_dest == 5, "a put on the private context in its own thread");
+    pthread_t th;
+    void *refused = NULL;
+    CHECK(pthread_create(&th, NULL, use_private, NULL) == 0 && pthread_join(th, &refused) == 0, "thread");
+    CHECK(refused != NULL && private_dest == 5, "another thread used a SHMEM_CTX_PRIVATE context");
+    shmem_ctx_destroy(private_ctx);
+    shmem_ctx_t shared_ctx;
+    CHECK(shmem_ctx_create(SHMEM_CTX_SERIALIZED, &shared_ctx) == 0, "serialized context");
+    private_ctx = shared_ctx;
+    CHECK(pthread_create(&th, NULL, use_private, NULL) == 0 && pthread_join(th, &refused) == 0, "thread");
+    CHECK(refused == NULL && private_dest == 1, "a shareable context refused in another thread");
+    shmem_ctx_destroy(shared_ctx);
     xpushmemx_set_error_mode(XPUSHMEMX_ERROR_MODE_ABORT);
 #endif
     shmem_ctx_destroy(ctx);
