@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Python environment for the PyTorch drop-in tests (triton-bridge/): a venv with uv, the pinned torch from PyPI,
-# pytest and ninja (torch.utils.cpp_extension needs ninja on PATH), and the SYCL headers of intel-sycl-rt.
+# pytest and ninja (torch.utils.cpp_extension needs ninja on PATH), setuptools-rust (the wheel is built in this venv,
+# without build isolation, so that it carries the C++ shim compiled against this torch), and the SYCL headers of
+# intel-sycl-rt; mpi4py (built against the system's Open MPI) for xpushmem.core's start-up under mpirun.
 # Idempotent: a venv that already imports the pinned torch is reused (~1 s); a cold install takes about 45 s (uv,
 # bytecode compiled once).
 #
@@ -23,10 +25,11 @@ python_bin="${PYTHON:-python3}"
 command -v "$python_bin" >/dev/null || { log "python3 not found"; exit 1; }
 
 want() {
-    # The venv is usable when it imports the pinned torch (with gloo), pytest, and has ninja.
+    # The venv is usable when it imports the pinned torch (with gloo), pytest, setuptools-rust and mpi4py, and has
+    # ninja.
     "$venv/bin/python" - "$torch_version" <<'EOF' 2>/dev/null
 import sys
-import torch, torch.distributed as dist, pytest  # noqa: F401
+import torch, torch.distributed as dist, pytest, setuptools_rust, mpi4py  # noqa: F401
 assert torch.__version__.split("+")[0] == sys.argv[1], torch.__version__
 assert dist.is_available() and dist.is_gloo_available()
 EOF
@@ -45,9 +48,9 @@ else
     if [[ ! -x "$venv/bin/uv" ]]; then
         "$venv/bin/pip" install -q uv
     fi
-    log "installing torch==$torch_version pytest ninja (uv)"
+    log "installing torch==$torch_version pytest ninja mpi4py setuptools-rust (uv)"
     "$venv/bin/uv" pip install -q -p "$venv/bin/python" --compile-bytecode \
-        "torch==$torch_version" pytest ninja numpy
+        "torch==$torch_version" pytest ninja numpy mpi4py "setuptools>=64" "setuptools-rust>=1.9"
     want || { log "the venv at $venv does not import torch $torch_version"; exit 1; }
     log "ready in $(( $(date +%s) - start ))s"
 fi

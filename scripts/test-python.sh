@@ -2,11 +2,13 @@
 # Sets up and runs the Python tests of the PyTorch drop-in (triton-bridge/): the ported test_nvshmem.py suites on
 # CPU tensors over gloo at world sizes 2 and 4 (on an Intel GPU machine: on XPU, one rank per device).
 #   1. scripts/setup-python.sh: venv with the pinned torch, pytest, ninja (idempotent);
-#   2. scripts/check-shim-xpu.sh: the shim's XPU half compiled -fsyntax-only (no PyPI torch is built with XPU);
-#   3. pip wheel ./triton-bridge: cargo builds libxpushmem.so (setuptools-rust), the wheel carries it with the
-#      headers and the device bitcode;
-#   4. the wheel installed into a fresh venv outside the checkout (torch from uv's cache): import + a 2-rank CPU
-#      smoke test (tests/smoke_installed.py) that finds everything inside the installed package;
+#   2. scripts/check-shim-xpu.sh: the shim's XPU half compiled -fsyntax-only (no PyPI torch is built with XPU), in the
+#      background beside 3 and 4 (one compiler process each);
+#   3. pip wheel ./triton-bridge (no build isolation): cargo builds libxpushmem.so (setuptools-rust), the wheel
+#      carries it with the headers, the device bitcode and the C++ shim compiled against the venv's torch;
+#   4. the wheel installed into a fresh venv outside the checkout (torch from uv's cache, no ninja, no compiler on
+#      PATH): import + a 2-rank CPU smoke test (tests/smoke_installed.py) that finds everything, the shim included,
+#      inside the installed package;
 #   5. the wheel installed into the test venv; pytest triton-bridge/tests (extra arguments are passed to pytest):
 #      the ports of test_nvshmem.py (test_nvshmem_port.py) and of test_symmetric_memory.py's symm_mem kernel cases
 #      (test_symm_mem_port.py).
@@ -22,29 +24,42 @@ start=$(date +%s)
 venv="$(bash scripts/setup-python.sh | tail -n 1)"
 export PATH="$venv/bin:$PATH"   # torch.utils.cpp_extension needs ninja on PATH
 
-echo "== the C++ shim's XPU half: -fsyntax-only against torch's XPU headers and intel-sycl-rt's SYCL headers"
-bash scripts/check-shim-xpu.sh "$venv"
-
 work="$(mktemp -d "${TMPDIR:-/tmp}/xpushmem-wheel.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
+# The XPU half's syntax check is one compiler process, as is the smoke test's shim build below: on the other core,
+# it runs while the wheel is built and smoke-tested; its verdict is reported before pytest.
+echo "== the C++ shim's XPU half: -fsyntax-only against torch's XPU headers and intel-sycl-rt's SYCL headers (in the background)"
+bash scripts/check-shim-xpu.sh "$venv" >"$work/check-shim-xpu.log" 2>&1 &
+check_xpu=$!
 echo "== pip wheel ./triton-bridge (cargo profile ${SETUPTOOLS_RUST_CARGO_PROFILE:-release})"
-CARGO_TERM_COLOR=never "$venv/bin/python" -m pip wheel -q --no-deps -w "$work/dist" "$repo/triton-bridge"
+# Without build isolation: the wheel's C++ shim is compiled against this venv's torch (triton-bridge/setup.py).
+CARGO_TERM_COLOR=never "$venv/bin/python" -m pip wheel -q --no-deps --no-build-isolation -w "$work/dist" "$repo/triton-bridge"
 rm -rf "$repo/triton-bridge/build"   # setuptools' in-tree build output
 wheel="$(ls "$work"/dist/xpushmem-*.whl)"
 "$venv/bin/python" - "$wheel" <<'EOF'
 import sys, zipfile
-names = [n.split("/")[-1] for n in zipfile.ZipFile(sys.argv[1]).namelist() if n.startswith(("xpushmem/lib/", "xpushmem/include/"))]
+names = [n.split("/")[-1] for n in zipfile.ZipFile(sys.argv[1]).namelist()
+         if n.startswith(("xpushmem/lib/", "xpushmem/include/")) or (n.startswith("xpushmem/torch/") and n.endswith((".so", ".json")))]
 print(f"== {sys.argv[1].split('/')[-1]} holds: {' '.join(names)}")
 EOF
 
 echo "== the wheel in a fresh venv outside the checkout: import + 2-rank CPU smoke test"
 "$venv/bin/uv" venv -q -p "$venv/bin/python" "$work/venv"
 torch_version="$("$venv/bin/python" -c 'import torch; print(torch.__version__.split("+")[0])')"
-"$venv/bin/uv" pip install -q -p "$work/venv/bin/python" "torch==$torch_version" ninja numpy "$wheel"
+# No ninja and no compiler: building the shim at import would fail, so the smoke test proves the wheel's shim is used.
+"$venv/bin/uv" pip install -q -p "$work/venv/bin/python" "torch==$torch_version" numpy "$wheel"
 cp "$repo/triton-bridge/tests/smoke_installed.py" "$work/"
 (cd "$work" && env -u XPUSHMEM_LIB_DIR -u XPUSHMEM_INCLUDE_DIR -u XPUSHMEM_DEVICE_LIB_DIR -u CARGO_TARGET_DIR \
-    PATH="$work/venv/bin:$PATH" XPUSHMEM_TORCH_BUILD_DIR="$work/shim" XPUSHMEM_TIMEOUT_MS=120000 \
-    "$work/venv/bin/python" -P smoke_installed.py "$repo")
+    PATH="$work/venv/bin:$PATH" CXX=/nonexistent/c++ XPUSHMEM_TORCH_BUILD_DIR="$work/shim" XPUSHMEM_TIMEOUT_MS=120000 \
+    "$work/venv/bin/python" -P smoke_installed.py "$repo" "$work/shim")
+
+echo "== the C++ shim's XPU half (the background check)"
+if ! wait "$check_xpu"; then
+    cat "$work/check-shim-xpu.log" >&2
+    echo "test-python: the shim's XPU half does not compile" >&2
+    exit 1
+fi
+cat "$work/check-shim-xpu.log"
 
 echo "== install the wheel into $venv"
 "$venv/bin/uv" pip install -q -p "$venv/bin/python" --reinstall-package xpushmem "$wheel"

@@ -32,6 +32,11 @@ export PATH="${XPUSHMEM_CACHE:-$repo/.cache}/tools/nextest/bin:$PATH"
 source scripts/device-env.sh
 export CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-2}"
 export CARGO_TERM_COLOR=never
+# A fresh clone (CI) builds everything once: incremental compilation would only write caches nobody reads (and costs
+# time doing it). A developer's repeated runs keep it.
+if [[ "${CI:-}" == true ]]; then
+    export CARGO_INCREMENTAL=0
+fi
 # The device suites must never skip in CI for want of the OpenCL CPU runtime.
 export XPUSHMEM_REQUIRE_OPENCL=1
 # Reports of an earlier run must not count in this one.
@@ -58,6 +63,9 @@ bash scripts/check-packaging.sh
 phase "packaging"
 echo "== cargo build (libraries the C, device and Python tests load: libxpushmem*.so, libze_emu.so)"
 cargo build -q --workspace
+# The device tests load this ze-emu driver instead of building their own copy in a target dir of its own
+# (ze_emu::testing::emu_lib: a second build of ze-emu and its dependencies inside the test run).
+export ZE_EMU_TEST_LIB="${CARGO_TARGET_DIR:-$repo/target}/debug/libze_emu.so"
 phase "build"
 # Every transport's cases are tests of their own (`rma::put_get_every_type::fab_2pe`, `def_`, `fabp_`, `cas_`,
 # `dev_`: docs/TESTING.md), so this one run covers the deferred, fabric, progress-thread, CAS and peer-death runs too.
@@ -70,9 +78,13 @@ cargo test --doc -p xpushmem -p xpushmem-ops -p xpushmem-tests -p level-zero-sys
 rc=$(( rc | PIPESTATUS[0] ))
 phase "tests"
 echo "== MPI bootstrap under mpirun (feature mpi); mpirun across network namespaces with the examples (as root)"
-cargo build -q -p xpushmem-examples --features mpi
-cargo nextest run -P ci-mpi -p xpushmem-tests --features mpi --test reliability --test fabric \
-    -E 'test(/^(mpi_bootstrap|fabric_mpirun)::/)' 2>&1 | tee -a target/test.log
+# One package set and feature set for the examples (the programs mpirun starts) and the two test binaries, so that
+# the runtime is compiled once with `mpi` (separate builds resolved the shared dependencies' features differently
+# and compiled it twice).
+mpi_args=(-p xpushmem-tests -p xpushmem-examples --features xpushmem-tests/mpi,xpushmem-examples/mpi
+    --test reliability --test fabric)
+cargo build -q "${mpi_args[@]}" --bins
+cargo nextest run -P ci-mpi "${mpi_args[@]}" -E 'test(/^(mpi_bootstrap|fabric_mpirun)::/)' 2>&1 | tee -a target/test.log
 rc_mpi=${PIPESTATUS[0]}
 phase "MPI"
 echo "== Python: the PyTorch drop-in (ported test_nvshmem.py suites on CPU, gloo, 2 and 4 ranks)"
@@ -81,7 +93,8 @@ SETUPTOOLS_RUST_CARGO_PROFILE=dev bash scripts/test-python.sh 2>&1 | tee target/
 rc_py=${PIPESTATUS[0]}
 phase "Python"
 echo "== Triton: upstream test_shmem_triton.py kernels compiled by triton-xpu against xpushmem._xpushmem_triton"
-bash scripts/test-triton.sh 2>&1 | tee target/test-triton.log
+# The libraries and the launcher of the build above (test-triton.sh would otherwise build a subset of the packages).
+XPUSHMEM_LIB_DIR="${CARGO_TARGET_DIR:-$repo/target}/debug" bash scripts/test-triton.sh 2>&1 | tee target/test-triton.log
 rc_triton=${PIPESTATUS[0]}
 phase "Triton"
 set -e

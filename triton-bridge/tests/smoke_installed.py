@@ -1,9 +1,11 @@
-"""Smoke test of an installed wheel, run by scripts/test-python.sh in a fresh venv outside the checkout:
-``python -P smoke_installed.py CHECKOUT``.
+"""Smoke test of an installed wheel, run by scripts/test-python.sh in a fresh venv outside the checkout, with no
+ninja and no C++ compiler: ``python -P smoke_installed.py CHECKOUT SHIM_BUILD_DIR``.
 
-Checks that the package, libxpushmem.so, the headers and the device bitcode come from the installed package (no
-path into CHECKOUT is used or recorded), that the C++ shim builds against the installed torch, and that two CPU
-ranks (gloo) exchange data through xpushmem's symmetric heap (the peers' mapped buffers, nvshmem_get).
+Checks that the package, libxpushmem.so, the headers, the device bitcode and the C++ shim come from the installed
+package (no path into CHECKOUT is used or recorded; the shim is the wheel's, compiled against this torch, and
+nothing was built in SHIM_BUILD_DIR, the ``XPUSHMEM_TORCH_BUILD_DIR`` of the run), and that two CPU ranks (gloo)
+exchange data through xpushmem's symmetric heap (the peers' mapped buffers, nvshmem_get). Prints how long the first
+``import xpushmem.torch`` took (docs/OPS.md quotes it; not asserted: timing is not a test).
 Not a pytest module: it must not run inside the development venv.
 """
 
@@ -12,6 +14,7 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -29,7 +32,10 @@ def _rank(rank: int, world: int, store: str, checkout: str) -> None:
 
     dist.init_process_group("gloo", store=dist.FileStore(store, world), rank=rank, world_size=world,
                             timeout=timedelta(seconds=120))
-    import xpushmem.torch  # noqa: F401  (builds/loads the shim, registers the backend)
+    import xpushmem.torch  # loads the wheel's shim, registers the backend
+
+    shim_file = Path(xpushmem.torch.shim.__file__)
+    assert _under(shim_file, Path(xpushmem.torch.__file__).parent), f"the shim was not the wheel's: {shim_file}"
 
     assert symm_mem.is_nvshmem_available()
     symm_mem.set_backend("NVSHMEM")
@@ -53,7 +59,7 @@ def _rank(rank: int, world: int, store: str, checkout: str) -> None:
 
 
 def main() -> None:
-    checkout = Path(sys.argv[1])
+    checkout, shim_build = Path(sys.argv[1]), Path(sys.argv[2])
     for var in ("XPUSHMEM_LIB_DIR", "XPUSHMEM_INCLUDE_DIR", "XPUSHMEM_DEVICE_LIB_DIR", "CARGO_TARGET_DIR"):
         assert var not in os.environ, f"{var} is set: the smoke test must find everything in the package"
     import xpushmem
@@ -73,11 +79,17 @@ def main() -> None:
     recorded = [f for f in pkg.rglob("*") if f.is_file() and f.suffix in (".py", ".json", ".txt")
                 and str(checkout) in f.read_text(errors="replace")]
     assert not recorded, f"the package records the checkout's path in {recorded}"
+    start = time.perf_counter()
+    import xpushmem.torch  # noqa: F401
+
+    took = time.perf_counter() - start
+    built = sorted(shim_build.rglob("*")) if shim_build.exists() else []
+    assert not built, f"the shim was built at import although the wheel carries one: {built}"
     world = 2
     with tempfile.TemporaryDirectory() as d:
         mp.start_processes(_rank, args=(world, os.path.join(d, "store"), str(checkout)), nprocs=world,
                            start_method="spawn")
-    print(f"smoke_installed: OK ({pkg}, {world} CPU ranks)")
+    print(f"smoke_installed: OK ({pkg}, {world} CPU ranks; first import of xpushmem.torch {took:.2f} s, the wheel's shim)")
 
 
 if __name__ == "__main__":

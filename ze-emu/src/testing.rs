@@ -19,7 +19,8 @@ pub const LIB_ENV: &str = "ZE_EMU_TEST_LIB";
 ///
 /// `cargo test` builds only the rlib of ze-emu for its tests, so the first call in a test process runs
 /// `cargo build -p ze-emu` into `<target>/ze-emu-cdylib` (its own target dir: the outer cargo holds the lock
-/// on `<target>`); a no-op when up to date. Children get the path through the environment.
+/// on `<target>`); a no-op when up to date. Children get the path through the environment, which a caller that
+/// built the driver already sets too (scripts/test.sh: the workspace's `<target>/debug/libze_emu.so`).
 pub fn emu_lib() -> PathBuf {
     static LIB: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     LIB.get_or_init(|| {
@@ -132,15 +133,20 @@ pub fn loader_env() -> Vec<(String, String)> {
 }
 
 /// The compiled-program cache of the tests: `$ZE_EMU_PROGRAM_CACHE` when set (empty: none), else
-/// `<target>/ze-emu-cache` beside the driver's own target dir.
+/// `<target>/ze-emu-cache` in the target dir the driver was built in.
 pub fn program_cache_dir() -> PathBuf {
     if let Some(dir) = std::env::var_os(crate::progcache::CACHE_ENV) {
         return PathBuf::from(dir);
     }
     let lib = emu_lib();
-    // <target>/ze-emu-cdylib/<profile>/libze_emu.so
-    lib.ancestors()
-        .nth(3)
+    // <target>/ze-emu-cdylib/<profile>/libze_emu.so (built here), or <target>/<profile>/libze_emu.so (the
+    // workspace's build, handed over in LIB_ENV by scripts/test.sh)
+    let above_profile = lib.parent().and_then(Path::parent);
+    let target = match above_profile {
+        Some(d) if d.file_name().is_some_and(|n| n == "ze-emu-cdylib") => d.parent(),
+        d => d,
+    };
+    target
         .map(|target| target.join("ze-emu-cache"))
         .unwrap_or_else(|| repo_root().join("target/ze-emu-cache"))
 }

@@ -183,22 +183,33 @@ fn fresh_lib(file: &str) -> PathBuf {
     built_lib(file)
 }
 
-/// Install the libraries cargo built for this test into a scratch prefix with `ffi/install.sh` (once).
+/// Install the libraries cargo built for this test into a prefix with `ffi/install.sh`: once for every test
+/// process of the run ([`support::shared_dir`]), again when the libraries, headers or script changed.
 fn prefix() -> PathBuf {
     static P: OnceLock<PathBuf> = OnceLock::new();
     P.get_or_init(|| {
         fresh_lib("libxpushmem_oshmem.so");
-        install("oshmem-prefix", &[])
+        let ffi = ffi_dir();
+        let mut inputs = vec![ffi.join("install.sh")];
+        // The built libraries and launcher (not cargo's lock or dep-info files, which change on every build).
+        inputs.extend(support::files_in(&profile_dir()).into_iter().filter(|f| {
+            f.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
+                (n.starts_with("libxpushmem") && !n.ends_with(".d")) || n == "xpushmem-run"
+            })
+        }));
+        inputs.extend(support::files_in(&ffi.join("include")));
+        inputs.extend(support::files_in(&ffi.join("oshmem/include")));
+        inputs.extend(support::files_in(&ffi.join("cmake")));
+        support::shared_dir("oshmem-prefix", &inputs, |p| install(p, &[]))
     })
     .clone()
 }
 
-/// Install what cargo built for this test into the scratch prefix `name` with `ffi/install.sh`, `env` added.
-fn install(name: &str, env: &[(&str, &str)]) -> PathBuf {
-    let p = scratch(name);
+/// Install what cargo built for this test into `prefix` with `ffi/install.sh`, `env` added.
+fn install(prefix: &Path, env: &[(&str, &str)]) {
     let o = Command::new("sh")
         .arg(ffi_dir().join("install.sh"))
-        .env("PREFIX", &p)
+        .env("PREFIX", prefix)
         .env("BUILD_DIR", profile_dir())
         .env("XPUSHMEM_INSTALL_BINS", "if-present")
         .envs(env.iter().copied())
@@ -209,7 +220,6 @@ fn install(name: &str, env: &[(&str, &str)]) -> PathBuf {
         "install.sh failed:\n{}",
         String::from_utf8_lossy(&o.stderr)
     );
-    p
 }
 
 fn pkg_config(prefix: &Path, args: &[&str]) -> Vec<String> {
@@ -375,7 +385,8 @@ fn osh_wrappers_build_and_run_2pe() {
     assert!(dir.join("hello.o").exists());
     // The plain names: not by default (prefix() installs without them), as links when asked for.
     assert!(!bin.join("oshcc").exists() && !bin.join("oshrun").exists());
-    let plain = install("osh-plain-prefix", &[("XPUSHMEM_OSH_PLAIN_NAMES", "1")]);
+    let plain = scratch("osh-plain-prefix");
+    install(&plain, &[("XPUSHMEM_OSH_PLAIN_NAMES", "1")]);
     for (name, target) in [
         ("oshcc", "xpushmem-oshcc"),
         ("oshc++", "xpushmem-oshc++"),

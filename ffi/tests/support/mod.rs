@@ -105,12 +105,75 @@ pub fn build_once_with(
         return out;
     }
     std::fs::create_dir_all(&out_dir).expect("out dir");
+    // Other test processes may be running `out` (nextest runs tests in processes of their own, several at once):
+    // compile beside it and rename over it, which never writes into a file being executed.
+    let tmp = out_dir.join(format!("{name}.{}.tmp", std::process::id()));
     match cc {
-        Some(cc) => compile(cc, &out, &[src], &args()),
-        None => gcc(&out, &[src], &args()),
+        Some(cc) => compile(cc, &tmp, &[src], &args()),
+        None => gcc(&tmp, &[src], &args()),
     }
+    std::fs::rename(&tmp, &out).expect("rename the program into place");
     built.insert(out.clone());
     out
+}
+
+/// A directory made once for all the test processes of a run (nextest runs each test in a process of its own,
+/// several at once): `c-tests/<name>-<key>`, where `key` hashes the paths, sizes and modification times of `inputs`
+/// (new libraries or headers get a new directory). Under an exclusive lock on `c-tests/<name>.lock` (waited for up
+/// to two minutes), `make` fills the directory unless it has its `.done` mark; a process that died half-way left no
+/// mark, so the next one starts over.
+pub fn shared_dir(name: &str, inputs: &[PathBuf], make: impl FnOnce(&Path)) -> PathBuf {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    for p in inputs {
+        p.hash(&mut h);
+        if let Ok(m) = std::fs::metadata(p) {
+            m.len().hash(&mut h);
+            m.modified().ok().hash(&mut h);
+        }
+    }
+    let base = profile_dir().join("c-tests");
+    std::fs::create_dir_all(&base).expect("c-tests dir");
+    let dir = base.join(format!("{name}-{:016x}", h.finish()));
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(base.join(format!("{name}.lock")))
+        .expect("lock file");
+    let start = std::time::Instant::now();
+    while let Err(e) =
+        rustix::fs::flock(&lock, rustix::fs::FlockOperation::NonBlockingLockExclusive)
+    {
+        assert!(
+            e == rustix::io::Errno::WOULDBLOCK && start.elapsed() < Duration::from_secs(120),
+            "locking {}: {e} after {:?}",
+            base.join(format!("{name}.lock")).display(),
+            start.elapsed()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    if !dir.join(".done").exists() {
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("shared dir");
+        make(&dir);
+        std::fs::write(dir.join(".done"), b"").expect("done mark");
+    }
+    // The lock goes with `lock`'s descriptor.
+    dir
+}
+
+/// Every file directly in `dir` (for [`shared_dir`]'s inputs).
+pub fn files_in(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.is_file())
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
 }
 
 /// Run `prog` on `n` PEs with a hard timeout; the outcome with captured output.

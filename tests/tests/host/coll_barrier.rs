@@ -91,11 +91,19 @@ pe_test!(
     fabp [3],
     |sh| {
         let w = sh.team_world();
+        let out = sh.calloc::<u64>(1)?;
         // The first collective on the world allocates the team pool: everyone takes part.
         sh.team_sync(&w)?;
         if sh.my_pe() == 0 {
-            // Never joins the next one; leaves (without finalize) only after the others gave up (two limits).
-            std::thread::sleep(std::time::Duration::from_secs(6));
+            // Never joins the next one; leaves (without finalize) only once the others gave up and counted out on
+            // it (their two limits: each wait here is one limit, so it waits again until they are all out).
+            for _ in 0..20 {
+                match sh.wait_until(out.at(0)?, Cmp::Eq, (sh.n_pes() - 1) as u64) {
+                    Err(Error::Timeout { .. }) => continue,
+                    r => r?,
+                }
+                break;
+            }
             std::process::exit(0);
         }
         for algo in [BarrierAlgo::Dissemination, BarrierAlgo::Linear] {
@@ -104,7 +112,7 @@ pe_test!(
                 r => panic!("expected a timeout, got {r:?}"),
             }
         }
-        Ok(())
+        sh.atomic_add(out.at(0)?, 1, 0)
     }
 );
 

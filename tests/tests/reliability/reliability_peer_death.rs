@@ -6,6 +6,10 @@
 //! reported lost; a survivor may instead see another survivor leave after its own timeout). Afterwards no process
 //! of the job is left and nothing new is in `/dev/shm`; the launcher names the victim as the PE that failed.
 //!
+//! Each case has two victims, the first and the last PE. By default a case runs one of them, chosen so that every
+//! op, signal, PE count and transport meets both victims across the matrix (a covering set over the victim: see
+//! [`victims`]); `XPUSHMEM_TEST_DEPTH=full` runs both in every case.
+//!
 //! The job runs with `stop_on_failure` off, so that the launcher lets the survivors finish their checks. The
 //! victim publishes its pid in the symmetric heap; for SIGSTOP the lowest surviving PE (the reaper) freezes it
 //! right after the last common barrier, and kills it once every survivor has checked its error.
@@ -40,6 +44,20 @@ fn op_of(s: &str) -> Op {
         "reduce" => Op::Reduce,
         other => panic!("unknown op {other}"),
     }
+}
+
+/// The victims a case runs: both ends at `XPUSHMEM_TEST_DEPTH=full`; otherwise one, PE 0 or PE n-1 by the parity
+/// of the case's coordinates (op, signal, PE count, transport), so that flipping any one coordinate flips the victim:
+/// every value of every coordinate meets both victims somewhere in the matrix.
+fn victims(op: &str, n: usize, signal: &str, transport: Transport) -> Vec<usize> {
+    if xpushmem_tests::cover::depth() == xpushmem_tests::cover::Depth::Full {
+        return vec![0, n - 1];
+    }
+    let parity = op_of(op) as usize
+        + usize::from(signal == "STOP")
+        + n.trailing_zeros() as usize
+        + usize::from(!matches!(transport, Transport::Shm));
+    vec![if parity % 2 == 0 { 0 } else { n - 1 }]
 }
 
 fn env(name: &str) -> String {
@@ -223,7 +241,7 @@ fn run_case(name: &str, op: &str, n: usize, signal: &str, transport: Transport) 
     } else {
         KILL_LIMIT_MS
     };
-    for victim in [0, n - 1] {
+    for victim in victims(op, n, signal, transport) {
         let shm_before = dev_shm();
         let (limit_ms, victim_s) = (limit.to_string(), victim.to_string());
         let transport_env = transport.env();

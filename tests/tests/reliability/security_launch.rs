@@ -22,17 +22,13 @@ fn launcher() -> PathBuf {
             let target = profile_dir.parent().expect("target root");
             let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
             let mut cmd = Command::new(cargo);
-            cmd.args([
-                "build",
-                "-q",
-                "-p",
-                "xpushmem-launch",
-                "--bin",
-                "xpushmem-run",
-            ])
-            .arg("--target-dir")
-            .arg(target)
-            .current_dir(env!("CARGO_MANIFEST_DIR"));
+            // The whole workspace's binaries, as scripts/test.sh builds them: the same feature resolution, so a
+            // no-op there (`-p xpushmem-launch` alone resolves fewer features of the shared dependencies and
+            // rebuilt them in a fresh clone: ~14 s inside the test run).
+            cmd.args(["build", "-q", "--workspace", "--bins"])
+                .arg("--target-dir")
+                .arg(target)
+                .current_dir(env!("CARGO_MANIFEST_DIR"));
             if profile_dir.file_name().is_some_and(|n| n == "release") {
                 cmd.arg("--release");
             }

@@ -2,7 +2,9 @@
 
 Importing this module
 
-* builds (once, cached) and loads a small C++ shim against the installed torch and ``libxpushmem.so``;
+* loads a small C++ shim between torch and ``libxpushmem.so``: the one a wheel carries, compiled against the torch
+  it was built with (no compiler needed), when this is that torch; else it builds the shim (once, cached; a C++
+  compiler and ninja needed);
 * registers a ``SymmetricMemoryAllocator`` named ``"NVSHMEM"``: for ``DeviceType.CPU`` always (host heap, peers'
   buffers mapped, so ``get_buffer``/``get_remote_tensors`` work across the processes of one machine) and for
   ``DeviceType.XPU`` when torch is built with XPU (device heap);
@@ -36,11 +38,12 @@ Errors are ``RuntimeError`` with xpushmem's message.
 Environment: ``XPUSHMEM_LIB_DIR`` (where libxpushmem.so is), ``XPUSHMEM_TORCH_BUILD_DIR`` (where the shim is
 built; default ``${XDG_CACHE_HOME:-~/.cache}/xpushmem/torch-<torch version>-<tag>``; used only when owned by the
 user and not writable by group or others, else a private one, see ``_build_cache``), ``XPUSHMEM_TORCH_VERBOSE=1``
-(show the build).
+(show the build), ``XPUSHMEM_TORCH_JIT=1`` (build the shim even where the wheel's prebuilt one fits).
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 import warnings
@@ -51,7 +54,7 @@ import torch
 import torch.distributed  # noqa: F401  (loads c10d, whose types the shim uses)
 
 from .._lib import include_dir, lib_dir
-from . import _build_cache
+from . import _build_cache, _shim_spec
 
 __all__ = [
     "BACKEND_NAME",
@@ -62,7 +65,7 @@ __all__ = [
 ]
 
 BACKEND_NAME = "NVSHMEM"
-_SOURCE = Path(__file__).resolve().parent.parent / "csrc" / "xpushmem_torch.cpp"
+_PKG = Path(__file__).resolve().parent.parent
 
 
 def _xpu_built() -> bool:
@@ -71,20 +74,35 @@ def _xpu_built() -> bool:
     return bool(xpu is not None and getattr(xpu, "_is_compiled", lambda: False)())
 
 
-def _sycl_include_dirs() -> list[str]:
-    """SYCL headers for the XPU MemPool allocator: $XPUSHMEM_SYCL_INCLUDE, else oneAPI's $CMPLR_ROOT/include."""
-    candidates = [os.environ.get("XPUSHMEM_SYCL_INCLUDE", "")]
-    if os.environ.get("CMPLR_ROOT"):
-        candidates.append(os.path.join(os.environ["CMPLR_ROOT"], "include"))
-    return [c for c in candidates if c and os.path.exists(os.path.join(c, "sycl", "sycl.hpp"))]
-
-
 def _build_dir(libdir: Path) -> Path:
     """The shim's build directory: used only when this user alone can write to it (see ``_build_cache``)."""
     return _build_cache.build_dir(libdir, torch.__version__)
 
 
+def _prebuilt_refusal(spec: _shim_spec.Spec) -> str | None:
+    """Why this process cannot load the wheel's prebuilt shim, or ``None`` when it can."""
+    if os.environ.get("XPUSHMEM_TORCH_JIT") == "1":
+        return "XPUSHMEM_TORCH_JIT=1"
+    here = Path(__file__).resolve().parent
+    why = _shim_spec.prebuilt_refusal(here, torch.__version__, spec.name)
+    if why is None and lib_dir() != here.parent / "lib":
+        # The prebuilt shim is linked to the package's own libxpushmem.so; a second library in one process would
+        # be two runtimes.
+        why = f"libxpushmem.so is taken from {lib_dir()} (XPUSHMEM_LIB_DIR), not from the package"
+    return why
+
+
 def _load() -> ModuleType:
+    spec = _shim_spec.spec(include_dir(), _xpu_built())
+    if spec.xpu_missing:
+        warnings.warn(f"xpushmem.torch: {spec.xpu_missing}", stacklevel=2)
+    why = _prebuilt_refusal(spec)
+    if why is None:
+        # The wheel's shim, compiled against this very torch: no compiler needed.
+        return importlib.import_module(f"{__name__}.{spec.name}")
+    if (Path(__file__).resolve().parent / _shim_spec.MANIFEST).exists():
+        warnings.warn(f"xpushmem.torch: not using the wheel's prebuilt C++ shim ({why}): building it now "
+                      "(needs a C++ compiler and ninja; cached for the next import)", stacklevel=2)
     from torch.utils import cpp_extension
 
     libdir = lib_dir()
@@ -93,27 +111,12 @@ def _load() -> ModuleType:
     venv_bin = str(Path(sys.executable).parent)
     if venv_bin not in os.environ.get("PATH", "").split(os.pathsep):
         os.environ["PATH"] = venv_bin + os.pathsep + os.environ.get("PATH", "")
-    cflags = ["-O2", "-Wall", "-Wno-unused-function"]
-    includes = [str(include_dir())]
-    ldflags = [f"-L{libdir}", "-lxpushmem", f"-Wl,-rpath,{libdir}"]
-    name = "xpushmem_torch_shim"
-    sycl = _sycl_include_dirs() if _xpu_built() else []
-    if sycl:
-        cflags.append("-DXPUSHMEM_TORCH_WITH_XPU")
-        includes += sycl
-        ldflags.append("-ltorch_xpu")
-        name += "_xpu"
-    elif _xpu_built():
-        warnings.warn(
-            "xpushmem.torch: no SYCL headers found (set XPUSHMEM_SYCL_INCLUDE or source oneAPI's setvars.sh): the "
-            "XPU MemPool allocator is not registered; set TORCH_SYMMMEM_IMPLICIT_POOL=0 for symm_mem.empty on XPU",
-            stacklevel=2,
-        )
+    ldflags = [f"-L{libdir}", *(f"-l{lib}" for lib in spec.libraries), f"-Wl,-rpath,{libdir}"]
     return cpp_extension.load(
-        name=name,
-        sources=[str(_SOURCE)],
-        extra_include_paths=includes,
-        extra_cflags=cflags,
+        name=spec.name,
+        sources=[str(_PKG / _shim_spec.SOURCE)],
+        extra_include_paths=spec.includes,
+        extra_cflags=spec.cflags,
         extra_ldflags=ldflags,
         build_directory=str(build),
         with_cuda=False,
