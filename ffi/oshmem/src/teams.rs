@@ -162,6 +162,12 @@ pub unsafe extern "C" fn pshmem_team_get_config(
         // The specification: nonzero for SHMEM_TEAM_INVALID.
         return spec_status(call, || Err(invalid_team("team", call)));
     }
+    if config_mask == 0 {
+        // 1.6: with a mask of 0 the call performs no action (config may be NULL); the team is still checked.
+        return status(call, || {
+            state::with(|sh| Ok(core::team(sh, id(team_h), O, call).map(|_| ())?))
+        });
+    }
     // SAFETY: the caller's contract on `config`.
     status(call, || unsafe {
         core::get_config(id(team_h), config_mask, config, O, call)

@@ -80,6 +80,11 @@ int main(void) {
     shmem_int_iget(ione, src_i, 1, SST, NB, left);
     CHECK(memcmp(one, ione, sizeof one) == 0, "ibget with bsize 1 differs from iget");
 
+    /* shmem_team_get_config with a mask of 0 performs no action, config NULL or not (1.6) */
+    shmem_team_config_t tc = {.num_contexts = -7};
+    CHECK(shmem_team_get_config(SHMEM_TEAM_WORLD, 0, NULL) == 0, "get_config(mask 0, NULL)");
+    CHECK(shmem_team_get_config(SHMEM_TEAM_WORLD, 0, &tc) == 0 && tc.num_contexts == -7, "get_config(mask 0) wrote");
+
     /* a context on the reversed world: PE numbers relative to that team */
     shmem_team_t rev;
     CHECK(shmem_team_split_strided(SHMEM_TEAM_WORLD, npes - 1, -1, npes, NULL, 0, &rev) == 0, "reversed world");
