@@ -69,8 +69,15 @@ extern "C" fn set_layer_default() {
 /// environment variables (`SHMEM_SYMMETRIC_SIZE` and `SHMEM_DEBUG` mapped onto the runtime's settings, see
 /// `Config::apply_openshmem`), then what `SHMEM_VERSION` and `SHMEM_INFO` ask to print, once per start (a second
 /// init of a running library is a no-op and prints nothing).
+/// Initialisation calls not yet matched by a `shmem_finalize` (OpenSHMEM 1.6: init may be called several times,
+/// each with its finalize; only the last finalize releases the library).
+static INIT_CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
 fn start(thread_level: ThreadLevel) -> Result<(), Failure> {
     let started = state::is_initialised();
+    if started {
+        INIT_CALLS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
     state::init(
         InitAttr {
             thread_level,
@@ -83,6 +90,7 @@ fn start(thread_level: ThreadLevel) -> Result<(), Failure> {
     if started {
         return Ok(());
     }
+    INIT_CALLS.store(1, std::sync::atomic::Ordering::SeqCst);
     state::with(|sh| {
         let cfg = sh.config();
         let mut out = std::io::stdout().lock();
@@ -147,9 +155,16 @@ pub unsafe extern "C" fn pshmem_query_thread(provided: *mut c_int) {
     })
 }
 
-/// Finalize (collective).
+/// Finalize (collective). Of several initialisation calls, only the last finalize releases the library; the
+/// others are a `shmem_barrier_all` (OpenSHMEM 1.6).
 #[no_mangle]
 pub extern "C" fn pshmem_finalize() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let earlier = INIT_CALLS.fetch_update(SeqCst, SeqCst, |n| (n > 1).then(|| n - 1));
+    if earlier.is_ok() {
+        return void("shmem_finalize", || state::with(|sh| Ok(sh.barrier_all()?)));
+    }
+    INIT_CALLS.store(0, SeqCst);
     teams::forget_all();
     void("shmem_finalize", state::finalize)
 }

@@ -36,6 +36,7 @@ int main(void) {
     CHECK(shmem_init_thread(SHMEM_THREAD_MULTIPLE, &provided) == 0 && provided == SHMEM_THREAD_MULTIPLE, "init_thread");
     shmem_query_initialized(&init);
     CHECK(init == 1, "initialized after shmem_init: %d", init);
+    shmem_init(); /* 1.6: a second initialisation, matched by a second shmem_finalize below */
     int me = shmem_my_pe(), npes = shmem_n_pes(), right = (me + 1) % npes, left = (me + npes - 1) % npes;
 
     for (int k = 0; k < NB * SST; k++) {
@@ -192,6 +193,9 @@ int main(void) {
 #endif
     shmem_ctx_destroy(ctx);
     shmem_team_destroy(rev);
+    shmem_finalize(); /* not the last: a barrier, the library stays initialised */
+    shmem_query_initialized(&init);
+    CHECK(init == 1 && shmem_n_pes() == npes, "initialized after the first of two shmem_finalize: %d", init);
     PASS("v16");
     shmem_finalize();
     shmem_query_initialized(&init);
