@@ -18,7 +18,7 @@ rm -f "$probe"
 echo "oshcc implements OpenSHMEM $version"
 # The version of the specification each program needs (its newest routine).
 programs="activeset:1.4 threads:1.4 deprecated:1.4 globals:1.5 classic:1.5 teams_ctx:1.5 waits16:1.5 ldcomplex:1.5
-generics:1.5 negstride:1.6"
+generics:1.5 negstride:1.6 v16:1.6"
 at_least() { # $1 >= $2, both MAJOR.MINOR
     [ "${1%%.*}" -gt "${2%%.*}" ] || { [ "${1%%.*}" -eq "${2%%.*}" ] && [ "${1#*.}" -ge "${2#*.}" ]; }
 }

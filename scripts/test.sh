@@ -58,6 +58,9 @@ echo "== cargo clippy (all targets, -D warnings; the MPI bootstrap too)"
 cargo clippy -q --workspace --all-targets --features xpushmem-tests/mpi -- -D warnings
 cargo clippy -q -p xpushmem --lib -- -D warnings
 phase "fmt, clippy"
+echo "== packaging: cargo package of every library crate, cargo doc -D missing_docs (scripts/check-packaging.sh)"
+bash scripts/check-packaging.sh
+phase "packaging"
 echo "== cargo build (libraries the C, device and Python tests load: libxpushmem*.so, libze_emu.so)"
 cargo build -q --workspace
 # The device tests load this ze-emu driver instead of building their own copy in a target dir of its own

@@ -366,11 +366,15 @@ int xpushmemx_get_error_mode(void);
 // (except in abort mode, which aborts as for any error).
 int xpushmemx_selftest_panic(void);
 
-// Whether PE `pe` can be reached (1) or not (0, also for invalid PEs).
+// Whether PE `pe` can be reached by the data transfer routines (1) or not (0, for a PE outside `[0, n_pes)`):
+// every PE of the job, whether its heap is mapped here (same node) or reached over the network. `xpushmem_ptr`
+// says whether loads and stores reach it.
 int xpushmem_pe_accessible(int pe);
 
-// Whether `addr` is a symmetric address reachable on PE `pe` (1) or not (0).
-int xpushmem_addr_accessible(const void *addr, int pe);
+// Whether `addr` is a symmetric address (the heap, or the executable's globals where they are symmetric) that the
+// data transfer routines reach on PE `pe` (1) or not (0), as [`xpushmem_pe_accessible`] for the PE.
+int xpushmem_addr_accessible(const void *addr,
+                             int pe);
 
 // Base address of this PE's symmetric heap (NULL when not initialised).
 void *xpushmemx_heap_base(void);

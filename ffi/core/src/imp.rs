@@ -836,63 +836,82 @@ pub fn ptr(call: &str, addr: *const c_void, pe: c_int) -> R<*mut c_void> {
 /// The handle of the default context (`SHMEM_CTX_DEFAULT`).
 pub const CTX_DEFAULT: usize = 1;
 
-/// Live contexts and the native id of the team each was made on (0: the world).
-static CONTEXTS: std::sync::Mutex<Option<std::collections::BTreeMap<usize, i64>>> =
+/// A live context: the native id of the team it was made on (0: the world) and, for one created with
+/// `SHMEM_CTX_PRIVATE`, the thread that created it (the only one that may use or destroy it).
+#[derive(Clone, Copy, Debug)]
+struct CtxEntry {
+    team: i64,
+    owner: Option<std::thread::ThreadId>,
+}
+
+/// Live contexts by handle.
+static CONTEXTS: std::sync::Mutex<Option<std::collections::BTreeMap<usize, CtxEntry>>> =
     std::sync::Mutex::new(None);
 static NEXT_CTX: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0x100);
 
-/// Validate a context handle: the default one or one made by [`ctx_create`] and not destroyed.
-pub fn check_ctx(ctx: *mut c_void, call: &str) -> Result<(), Error> {
+/// Validate a context handle: the default one or one made by [`ctx_create`] and not destroyed, used by the thread
+/// that created it when it is private; the id of its team (0, the world, for the default context).
+pub fn check_ctx(ctx: *mut c_void, call: &str) -> Result<i64, Error> {
     let h = ctx as usize;
-    if h == CTX_DEFAULT
-        || CONTEXTS
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .as_ref()
-            .is_some_and(|s| s.contains_key(&h))
-    {
-        return Ok(());
+    if h == CTX_DEFAULT {
+        return Ok(0);
     }
-    Err(Error::invalid(
-        "ctx",
-        format!("{ctx:p}"),
-        format!("{call}: not a live context (SHMEM_CTX_DEFAULT or one from shmem_ctx_create)"),
-    ))
+    let entry = CONTEXTS
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .as_ref()
+        .and_then(|s| s.get(&h).copied());
+    match entry {
+        None => Err(Error::invalid(
+            "ctx",
+            format!("{ctx:p}"),
+            format!("{call}: not a live context (SHMEM_CTX_DEFAULT or one from shmem_ctx_create)"),
+        )),
+        Some(CtxEntry {
+            owner: Some(owner), ..
+        }) if owner != std::thread::current().id() => Err(Error::invalid(
+            "ctx",
+            format!("{ctx:p}"),
+            format!(
+                "{call}: the context was created with SHMEM_CTX_PRIVATE by thread {owner:?}; only that thread may \
+                 use it (this is thread {:?})",
+                std::thread::current().id()
+            ),
+        )),
+        Some(e) => Ok(e.team),
+    }
 }
 
-/// A new context handle on the team of native id `team` (validated by the caller). Every operation of this runtime
-/// completes before it returns on the same-node transport, so a context is an ordering domain with nothing to
-/// hold: its fence and quiet are the global ones.
-pub fn ctx_create(team: i64) -> usize {
+/// A new context handle on the team of native id `team` (validated by the caller); `private`: only the calling
+/// thread may use it (`SHMEM_CTX_PRIVATE`, checked by [`check_ctx`]). Every operation of this runtime completes
+/// before it returns on the same-node transport, so a context is an ordering domain with nothing to hold: its
+/// fence and quiet are the global ones.
+pub fn ctx_create(team: i64, private: bool) -> usize {
     let h = NEXT_CTX.fetch_add(8, std::sync::atomic::Ordering::Relaxed);
+    let owner = private.then(|| std::thread::current().id());
     CONTEXTS
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .get_or_insert_with(Default::default)
-        .insert(h, team);
+        .insert(h, CtxEntry { team, owner });
     h
 }
 
 /// Validate a context handle; the id of its team (0, the world, for the default context).
 pub fn ctx_team(ctx: *mut c_void, call: &str) -> Result<i64, Error> {
-    check_ctx(ctx, call)?;
-    Ok(CONTEXTS
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .as_ref()
-        .and_then(|s| s.get(&(ctx as usize)).copied())
-        .unwrap_or(0))
+    check_ctx(ctx, call)
 }
 
 /// Destroy a context made by [`ctx_create`] (after a quiet on it); the default context cannot be destroyed.
 pub fn ctx_destroy(ctx: *mut c_void, call: &str) -> Result<(), Error> {
     let h = ctx as usize;
-    let removed = CONTEXTS
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .as_mut()
-        .is_some_and(|s| s.remove(&h).is_some());
-    if removed {
+    let mut contexts = CONTEXTS.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(e) = contexts.as_ref().and_then(|s| s.get(&h).copied()) {
+        if e.owner.is_some_and(|o| o != std::thread::current().id()) {
+            drop(contexts);
+            return check_ctx(ctx, call).map(|_| ()); // the private context's error, naming its thread
+        }
+        contexts.as_mut().map(|s| s.remove(&h));
         return Ok(());
     }
     Err(Error::invalid(

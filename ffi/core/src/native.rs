@@ -586,23 +586,31 @@ pub extern "C" fn xpushmemx_selftest_panic() -> c_int {
     })
 }
 
-/// Whether PE `pe` can be reached (1) or not (0, also for invalid PEs).
+/// Whether PE `pe` can be reached by the data transfer routines (1) or not (0, for a PE outside `[0, n_pes)`):
+/// every PE of the job, whether its heap is mapped here (same node) or reached over the network. `xpushmem_ptr`
+/// says whether loads and stores reach it.
 #[no_mangle]
 pub extern "C" fn xpushmem_pe_accessible(pe: c_int) -> c_int {
     value("xpushmem_pe_accessible", 0, || {
-        state::with(|sh| Ok(c_int::from(pe >= 0 && sh.is_mapped(pe as usize))))
+        state::with(|sh| Ok(c_int::from(pe_in_job(sh, pe))))
     })
 }
 
-/// Whether `addr` is a symmetric address reachable on PE `pe` (1) or not (0).
+/// Whether `addr` is a symmetric address (the heap, or the executable's globals where they are symmetric) that the
+/// data transfer routines reach on PE `pe` (1) or not (0), as [`xpushmem_pe_accessible`] for the PE.
 #[no_mangle]
 pub extern "C" fn xpushmem_addr_accessible(addr: *const c_void, pe: c_int) -> c_int {
     value("xpushmem_addr_accessible", 0, || {
         state::with(|sh| {
             let inside = sh.sym_slice_from_addr::<u8>(addr as usize, 1).is_ok();
-            Ok(c_int::from(inside && pe >= 0 && sh.is_mapped(pe as usize)))
+            Ok(c_int::from(inside && pe_in_job(sh, pe)))
         })
     })
+}
+
+/// `pe` is a PE of the job: `0 <= pe < n_pes`.
+fn pe_in_job(sh: &xpushmem_rt::Shmem, pe: c_int) -> bool {
+    usize::try_from(pe).is_ok_and(|p| p < sh.n_pes())
 }
 
 /// Base address of this PE's symmetric heap (NULL when not initialised).

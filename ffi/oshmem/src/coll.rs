@@ -92,6 +92,45 @@ macro_rules! typed_reduce {
     )* } };
 }
 
+macro_rules! typed_scan {
+    (; $( ($n:ident, $t:ty, $c:literal) ),* $(,)?) => { paste::paste! { $(
+        #[doc = concat!("Inclusive prefix sum of `nelems` `", $c, "` over `team` (OpenSHMEM 1.6): member `i` gets the sum of members `0..=i`. 0 on success.")]
+        #[no_mangle]
+        pub extern "C" fn [<pshmem_ $n _sum_inscan>](team: shmem_team_t, dest: *mut $t, source: *const $t, nelems: usize) -> c_int {
+            scan::<$t>(concat!("shmem_", stringify!($n), "_sum_inscan"), team, RKind::Inscan, dest.cast(), source.cast(), nelems)
+        }
+        #[doc = concat!("Exclusive prefix sum of `nelems` `", $c, "` over `team` (OpenSHMEM 1.6): member `i` gets the sum of members `0..i` (0 on member 0). 0 on success.")]
+        #[no_mangle]
+        pub extern "C" fn [<pshmem_ $n _sum_exscan>](team: shmem_team_t, dest: *mut $t, source: *const $t, nelems: usize) -> c_int {
+            scan::<$t>(concat!("shmem_", stringify!($n), "_sum_exscan"), team, RKind::Exscan, dest.cast(), source.cast(), nelems)
+        }
+    )* } };
+}
+
+/// Run a prefix sum (`RKind::Inscan` or `RKind::Exscan`) on elements of `T`.
+fn scan<T: Reducible>(
+    call: &str,
+    team_h: shmem_team_t,
+    kind: RKind,
+    dest: *mut c_void,
+    src: *const c_void,
+    nelems: usize,
+) -> c_int {
+    status(call, || {
+        core::reduction::<T>(
+            call,
+            id(team_h),
+            Api::Oshmem,
+            kind,
+            ReduceOp::Sum,
+            dest,
+            src,
+            nelems,
+        )
+    })
+}
+
+xpushmem_ffi_core::for_reduce_arith_types!(typed_scan;);
 xpushmem_ffi_core::for_rma_types!(typed_coll;);
 xpushmem_ffi_core::for_reduce_bitwise_types!(typed_reduce; and, And);
 xpushmem_ffi_core::for_reduce_bitwise_types!(typed_reduce; or, Or);

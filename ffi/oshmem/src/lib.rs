@@ -24,6 +24,7 @@ mod legacy;
 mod locks;
 mod psync;
 mod teams;
+mod v16;
 
 use std::ffi::{c_char, c_int, c_long, c_void};
 use std::io::Write;
@@ -68,8 +69,15 @@ extern "C" fn set_layer_default() {
 /// environment variables (`SHMEM_SYMMETRIC_SIZE` and `SHMEM_DEBUG` mapped onto the runtime's settings, see
 /// `Config::apply_openshmem`), then what `SHMEM_VERSION` and `SHMEM_INFO` ask to print, once per start (a second
 /// init of a running library is a no-op and prints nothing).
+/// Initialisation calls not yet matched by a `shmem_finalize` (OpenSHMEM 1.6: init may be called several times,
+/// each with its finalize; only the last finalize releases the library).
+static INIT_CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
 fn start(thread_level: ThreadLevel) -> Result<(), Failure> {
     let started = state::is_initialised();
+    if started {
+        INIT_CALLS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
     state::init(
         InitAttr {
             thread_level,
@@ -82,6 +90,7 @@ fn start(thread_level: ThreadLevel) -> Result<(), Failure> {
     if started {
         return Ok(());
     }
+    INIT_CALLS.store(1, std::sync::atomic::Ordering::SeqCst);
     state::with(|sh| {
         let cfg = sh.config();
         let mut out = std::io::stdout().lock();
@@ -146,9 +155,16 @@ pub unsafe extern "C" fn pshmem_query_thread(provided: *mut c_int) {
     })
 }
 
-/// Finalize (collective).
+/// Finalize (collective). Of several initialisation calls, only the last finalize releases the library; the
+/// others are a `shmem_barrier_all` (OpenSHMEM 1.6).
 #[no_mangle]
 pub extern "C" fn pshmem_finalize() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let earlier = INIT_CALLS.fetch_update(SeqCst, SeqCst, |n| (n > 1).then(|| n - 1));
+    if earlier.is_ok() {
+        return void("shmem_finalize", || state::with(|sh| Ok(sh.barrier_all()?)));
+    }
+    INIT_CALLS.store(0, SeqCst);
     teams::forget_all();
     void("shmem_finalize", state::finalize)
 }
@@ -176,13 +192,14 @@ pub extern "C" fn pshmem_n_pes() -> c_int {
     })
 }
 
-/// Whether PE `pe` is reachable (1) or not (0).
+/// Whether PE `pe` is accessible via the data transfer routines (1: every PE of the job, on this node or over the
+/// network) or not (0).
 #[no_mangle]
 pub extern "C" fn pshmem_pe_accessible(pe: c_int) -> c_int {
     native::xpushmem_pe_accessible(pe)
 }
 
-/// Whether `addr` is symmetric and reachable on PE `pe` (1) or not (0).
+/// Whether `addr` is symmetric and accessible via the data transfer routines on PE `pe` (1) or not (0).
 #[no_mangle]
 pub extern "C" fn pshmem_addr_accessible(addr: *const c_void, pe: c_int) -> c_int {
     native::xpushmem_addr_accessible(addr, pe)
@@ -329,6 +346,9 @@ pub extern "C" fn pshmem_quiet() {
 #[no_mangle]
 pub extern "C" fn pshmem_ctx_fence(ctx: shmem_ctx_t) {
     void("shmem_ctx_fence", || {
+        if ctx.is_null() {
+            return Ok(()); // SHMEM_CTX_INVALID: "no operation is performed" (the specification)
+        }
         imp::check_ctx(ctx, "shmem_ctx_fence")?;
         state::with(|sh| Ok(sh.fence()?))
     })
@@ -338,6 +358,9 @@ pub extern "C" fn pshmem_ctx_fence(ctx: shmem_ctx_t) {
 #[no_mangle]
 pub extern "C" fn pshmem_ctx_quiet(ctx: shmem_ctx_t) {
     void("shmem_ctx_quiet", || {
+        if ctx.is_null() {
+            return Ok(()); // SHMEM_CTX_INVALID: "no operation is performed" (the specification)
+        }
         imp::check_ctx(ctx, "shmem_ctx_quiet")?;
         state::with(|sh| Ok(sh.quiet()?))
     })
@@ -421,6 +444,9 @@ pub unsafe extern "C" fn pshmem_team_create_ctx(
 #[no_mangle]
 pub extern "C" fn pshmem_ctx_destroy(ctx: shmem_ctx_t) {
     void("shmem_ctx_destroy", || {
+        if ctx.is_null() {
+            return Ok(()); // SHMEM_CTX_INVALID: "no operation is performed" (the specification)
+        }
         state::with(|sh| Ok(sh.quiet()?))?;
         imp::ctx_destroy(ctx, "shmem_ctx_destroy")?;
         teams::forget_ctx(ctx);

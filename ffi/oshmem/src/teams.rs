@@ -85,7 +85,8 @@ pub unsafe fn create_ctx(
             return Err(Error::invalid("options", options, format!("{call}: must be a combination of SHMEM_CTX_PRIVATE, SHMEM_CTX_SERIALIZED, SHMEM_CTX_NOSTORE")).into());
         }
         state::with(|sh| Ok(core::team(sh, id(team_h), O, call).map(|_| ())?))?;
-        let h = imp::ctx_create(id(team_h));
+        // SHMEM_CTX_PRIVATE (1 in shmem.h): only this thread may use or destroy the context.
+        let h = imp::ctx_create(id(team_h), options & 1 != 0);
         CTX_TEAM
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -160,6 +161,12 @@ pub unsafe extern "C" fn pshmem_team_get_config(
     if team_h.is_null() {
         // The specification: nonzero for SHMEM_TEAM_INVALID.
         return spec_status(call, || Err(invalid_team("team", call)));
+    }
+    if config_mask == 0 {
+        // 1.6: with a mask of 0 the call performs no action (config may be NULL); the team is still checked.
+        return status(call, || {
+            state::with(|sh| Ok(core::team(sh, id(team_h), O, call).map(|_| ())?))
+        });
     }
     // SAFETY: the caller's contract on `config`.
     status(call, || unsafe {

@@ -199,22 +199,27 @@ fn prefix() -> PathBuf {
         }));
         inputs.extend(support::files_in(&ffi.join("include")));
         inputs.extend(support::files_in(&ffi.join("oshmem/include")));
-        support::shared_dir("oshmem-prefix", &inputs, |p| {
-            let o = Command::new("sh")
-                .arg(ffi.join("install.sh"))
-                .env("PREFIX", p)
-                .env("BUILD_DIR", profile_dir())
-                .env("XPUSHMEM_INSTALL_BINS", "if-present")
-                .output()
-                .expect("install.sh runs");
-            assert!(
-                o.status.success(),
-                "install.sh failed:\n{}",
-                String::from_utf8_lossy(&o.stderr)
-            );
-        })
+        inputs.extend(support::files_in(&ffi.join("cmake")));
+        support::shared_dir("oshmem-prefix", &inputs, |p| install(p, &[]))
     })
     .clone()
+}
+
+/// Install what cargo built for this test into `prefix` with `ffi/install.sh`, `env` added.
+fn install(prefix: &Path, env: &[(&str, &str)]) {
+    let o = Command::new("sh")
+        .arg(ffi_dir().join("install.sh"))
+        .env("PREFIX", prefix)
+        .env("BUILD_DIR", profile_dir())
+        .env("XPUSHMEM_INSTALL_BINS", "if-present")
+        .envs(env.iter().copied())
+        .output()
+        .expect("install.sh runs");
+    assert!(
+        o.status.success(),
+        "install.sh failed:\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
 }
 
 fn pkg_config(prefix: &Path, args: &[&str]) -> Vec<String> {
@@ -234,14 +239,15 @@ fn pkg_config(prefix: &Path, args: &[&str]) -> Vec<String> {
         .collect()
 }
 
-/// Compile `tests/c/NAME.c` with `cc prog.c $(pkg-config --cflags --libs xpushmem-oshmem)`.
+/// The installed compiler wrapper `xpushmem-oshcc`.
+fn oshcc() -> PathBuf {
+    prefix().join("bin/xpushmem-oshcc")
+}
+
+/// Compile `tests/c/NAME.c` as a user would: `xpushmem-oshcc prog.c -o prog -lm`.
 fn program(name: &str) -> PathBuf {
     let src = ffi_dir().join("oshmem/tests/c").join(format!("{name}.c"));
-    build_once("oshmem", name, src, || {
-        let mut args = pkg_config(&prefix(), &["--cflags", "--libs", "xpushmem-oshmem"]);
-        args.push("-lm".into());
-        args
-    })
+    build_once_with(Some(&oshcc()), "oshmem", name, src, || vec!["-lm".into()])
 }
 
 fn run_ok(name: &str, n: usize) {
@@ -275,6 +281,210 @@ macro_rules! classic {
 
 classic!(hello, ring, counter, barrier, pipeline, broadcast, reduction, alltoall, stencil, api);
 
+/// The toolchain names a new user types, from the installed tree: `xpushmem-oshcc prog.c -o prog` and
+/// `xpushmem-oshrun -np 2 ./prog` (also `xpushmem-oshc++`, `-n`, `-x VAR=VALUE`, Open MPI's options that mean nothing
+/// on one machine, `--showme`, a compile-only `-c`), an unknown option refused with its name, and the plain names
+/// `oshcc`/`oshrun` installed only when asked for.
+#[test]
+fn osh_wrappers_build_and_run_2pe() {
+    let p = prefix();
+    let bin = p.join("bin");
+    let dir = scratch("osh-wrappers");
+    let hello = ffi_dir().join("oshmem/tests/c/hello.c");
+    let run = |cmd: &mut Command| {
+        let o = cmd.current_dir(&dir).output().expect("runs");
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    let ok = |what: &str, r: &(Option<i32>, String, String)| {
+        assert_eq!(r.0, Some(0), "{what}:\n{}{}", r.1, r.2);
+    };
+    let r = run(Command::new(bin.join("xpushmem-oshcc"))
+        .arg(&hello)
+        .args(["-o", "hello"]));
+    ok("xpushmem-oshcc hello.c -o hello", &r);
+    let r = run(Command::new(bin.join("xpushmem-oshc++"))
+        .args(["-x", "c++"])
+        .arg(&hello)
+        .args(["-o", "hello_cxx"]));
+    ok("xpushmem-oshc++ -x c++ hello.c -o hello_cxx", &r);
+    // C++ programs see the complex reductions too (g++ accepts C's _Complex), as the public suite's C++ tests use them.
+    std::fs::write(
+        dir.join("complex.cpp"),
+        "#include <shmem.h>\nint f(shmem_team_t t, double _Complex *d, const double _Complex *s) {\n    \
+         return shmem_complexd_sum_reduce(t, d, s, 1) + shmem_complexf_prod_reduce(t, 0, 0, 0);\n}\n",
+    )
+    .expect("complex.cpp");
+    let r = run(Command::new(bin.join("xpushmem-oshc++")).args([
+        "-c",
+        "complex.cpp",
+        "-o",
+        "complex.o",
+    ]));
+    ok("xpushmem-oshc++ -c complex.cpp", &r);
+    for (prog, np_flag) in [("./hello", "-np"), ("./hello_cxx", "-n")] {
+        let r = run(Command::new(bin.join("xpushmem-oshrun")).args([
+            np_flag,
+            "2",
+            "--oversubscribe",
+            "--bind-to",
+            "none",
+            prog,
+        ]));
+        ok(&format!("xpushmem-oshrun {np_flag} 2 {prog}"), &r);
+        for pe in 0..2 {
+            assert!(
+                r.1.contains(&format!("[pe {pe}] hello OK on PE {pe} of 2")),
+                "{prog}: PE {pe} did not report:\n{}{}",
+                r.1,
+                r.2
+            );
+        }
+    }
+    let r = run(Command::new(bin.join("xpushmem-oshrun")).args([
+        "-np",
+        "2",
+        "-x",
+        "OSH_WRAPPER_MARK=seen",
+        "sh",
+        "-c",
+        "echo mark=$OSH_WRAPPER_MARK",
+    ]));
+    ok("xpushmem-oshrun -x", &r);
+    assert_eq!(r.1.matches("mark=seen").count(), 2, "{}{}", r.1, r.2);
+    let r = run(Command::new(bin.join("xpushmem-oshrun")).args([
+        "--frobnicate",
+        "-np",
+        "2",
+        "./hello",
+    ]));
+    assert!(
+        r.0 == Some(2) && r.2.contains("unknown option --frobnicate"),
+        "{r:?}"
+    );
+    let r = run(Command::new(bin.join("xpushmem-oshrun")).arg("./hello"));
+    assert!(r.0 == Some(2) && r.2.contains("-np N"), "{r:?}");
+    let r = run(Command::new(bin.join("xpushmem-oshcc")).arg("--showme:compile"));
+    assert!(
+        r.1.contains(&format!("-I{}/include/xpushmem", p.display())),
+        "{r:?}"
+    );
+    let r = run(Command::new(bin.join("xpushmem-oshcc")).arg("--showme:link"));
+    assert!(
+        r.1.contains("-lxpushmem_oshmem") && r.1.contains("-Wl,-rpath,"),
+        "{r:?}"
+    );
+    let r = run(Command::new(bin.join("xpushmem-oshcc"))
+        .arg("-c")
+        .arg(&hello)
+        .args(["-o", "hello.o"]));
+    ok("xpushmem-oshcc -c", &r);
+    assert!(dir.join("hello.o").exists());
+    // The plain names: not by default (prefix() installs without them), as links when asked for.
+    assert!(!bin.join("oshcc").exists() && !bin.join("oshrun").exists());
+    let plain = scratch("osh-plain-prefix");
+    install(&plain, &[("XPUSHMEM_OSH_PLAIN_NAMES", "1")]);
+    for (name, target) in [
+        ("oshcc", "xpushmem-oshcc"),
+        ("oshc++", "xpushmem-oshc++"),
+        ("oshCC", "xpushmem-oshc++"),
+        ("oshrun", "xpushmem-oshrun"),
+    ] {
+        let link = std::fs::read_link(plain.join("bin").join(name)).expect(name);
+        assert_eq!(link, Path::new(target), "{name}");
+    }
+    let r = run(Command::new(plain.join("bin/oshcc"))
+        .arg(&hello)
+        .args(["-o", "hello_plain"]));
+    ok("oshcc", &r);
+    let r = run(Command::new(plain.join("bin/oshrun")).args(["-np", "2", "./hello_plain"]));
+    ok("oshrun -np 2", &r);
+    assert_eq!(r.1.matches("hello OK on PE").count(), 2, "{}{}", r.1, r.2);
+}
+
+/// A user's CMake project (`ffi/tests/cmake/`) against the installed tree: `find_package(xpushmem 0.1)` gives
+/// `xpushmem::oshmem` (an OpenSHMEM program), `xpushmem::ops` (the native API and the op family's header), the device
+/// library's variables and `xpushmem_add_device_kernel` (an OpenCL C kernel linked with the device library into
+/// SPIR-V); both programs run at 2 PEs. cmake comes from `scripts/setup.sh`.
+#[test]
+fn cmake_project_against_the_installed_tree_2pe() {
+    let p = prefix();
+    let build = scratch("cmake-user");
+    let cmake = |args: &[&std::ffi::OsStr]| {
+        let o = Command::new("cmake")
+            .args(args)
+            .output()
+            .expect("cmake runs (scripts/setup.sh installs it)");
+        assert!(
+            o.status.success(),
+            "cmake {args:?}:\n{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+    };
+    let prefix_arg = format!("-DCMAKE_PREFIX_PATH={}", p.display());
+    cmake(&[
+        "-S".as_ref(),
+        ffi_dir().join("tests/cmake").as_os_str(),
+        "-B".as_ref(),
+        build.as_os_str(),
+        prefix_arg.as_ref(),
+    ]);
+    cmake(&["--build".as_ref(), build.as_os_str()]);
+    let found = std::fs::read_to_string(build.join("found.txt")).expect("found.txt");
+    let version = env!("CARGO_PKG_VERSION");
+    let devlib = p.join(format!("lib/xpushmem/libxpushmem_device-{version}.bc"));
+    assert!(found.contains(&format!("version={version}\n")), "{found}");
+    assert!(
+        found.contains(&format!("device_library={}\n", devlib.display())) && devlib.exists(),
+        "{found}"
+    );
+    assert!(
+        found.contains(&format!(
+            "device_include_dir={}/include/xpushmem\n",
+            p.display()
+        )),
+        "{found}"
+    );
+    let spv = std::fs::read(build.join("token_ring_kernel.spv")).expect("the kernel's SPIR-V");
+    assert_eq!(
+        spv.get(..4),
+        Some(&0x0723_0203u32.to_le_bytes()[..]),
+        "not SPIR-V"
+    );
+    support::run_program_ok(&build.join("osh_hello"), "hello", 2);
+    support::run_program_ok(&build.join("native_ring"), "native_ring", 2);
+    // The version file: 0.1 (this minor version of 0.x) is compatible, 0.2 and 1.0 are not.
+    for (want, compatible) in [("0.1", "TRUE"), ("0.2", "FALSE"), ("1.0", "FALSE")] {
+        let script = build.join(format!("version-{want}.cmake"));
+        let (major, minor) = want.split_once('.').expect("MAJOR.MINOR");
+        std::fs::write(
+            &script,
+            format!(
+                "set(PACKAGE_FIND_VERSION {want})\nset(PACKAGE_FIND_VERSION_MAJOR {major})\n\
+                 set(PACKAGE_FIND_VERSION_MINOR {minor})\nset(CMAKE_SIZEOF_VOID_P 8)\n\
+                 include({}/lib/cmake/xpushmem/xpushmemConfigVersion.cmake)\n\
+                 message(\"compatible=${{PACKAGE_VERSION_COMPATIBLE}}\")\n",
+                p.display()
+            ),
+        )
+        .expect("script");
+        let o = Command::new("cmake")
+            .arg("-P")
+            .arg(&script)
+            .output()
+            .expect("cmake runs");
+        let text = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            text.contains(&format!("compatible={compatible}")),
+            "find_package(xpushmem {want}): {text}"
+        );
+    }
+}
+
 #[test]
 fn pkg_config_files_describe_the_install() {
     let p = prefix();
@@ -290,18 +500,11 @@ fn pkg_config_files_describe_the_install() {
 // The conformance programs of `ffi/tests/oshmem/` (written from the OpenSHMEM specification, most of them on
 // global and static variables), each at 1, 2, 4 and 8 PEs.
 
-/// Compile `ffi/tests/oshmem/NAME.c` like a user would.
+/// Compile `ffi/tests/oshmem/NAME.c` like a user would, with `xpushmem-oshcc`.
 fn conformance_program(name: &str) -> PathBuf {
     let src = ffi_dir().join("tests/oshmem").join(format!("{name}.c"));
-    build_once("oshmem-conformance", name, src, || {
-        let mut args = vec!["-std=c11".to_string()];
-        args.extend(pkg_config(
-            &prefix(),
-            &["--cflags", "--libs", "xpushmem-oshmem"],
-        ));
-        args.push("-lm".into());
-        args.push("-lpthread".into());
-        args
+    build_once_with(Some(&oshcc()), "oshmem-conformance", name, src, || {
+        vec!["-lm".into(), "-lpthread".into()]
     })
 }
 
@@ -334,8 +537,24 @@ macro_rules! conformance {
 
 conformance!(
     globals, align, teams_ctx, classic, threads, activeset, waits16, deprecated, ldcomplex,
-    generics, negstride
+    generics, negstride, v16
 );
+
+/// `teams_ctx` with every other PE reached through the fabric (libfabric tcp on loopback): `shmem_ptr` is NULL for
+/// them, yet each is accessible via the data transfer routines (`shmem_pe_accessible`, `shmem_addr_accessible`).
+#[test]
+fn teams_ctx_over_the_fabric_2pe() {
+    if !matches!(xpushmem::transport::fabric_providers(), Ok(Some(_))) {
+        eprintln!("skipped: this build has no fabric transport");
+        return;
+    }
+    support::run_program_ok_with(
+        &conformance_program("teams_ctx"),
+        "teams_ctx",
+        2,
+        &[("XPUSHMEM_TRANSPORT", "fabric")],
+    );
+}
 
 // ---------------------------------------------------------------------------------------------------------------
 // The profiling interface: `ffi/tests/oshmem/profiling.c` with the tool of `profiling_tool.c` defining standard

@@ -86,6 +86,38 @@ pub const RMA_TYPED: &[&str] = &[
     "{R} {P}_{N}_put_signal({T} *dest, const {T} *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe);",
     "{R} {P}_{N}_put_signal_nbi({T} *dest, const {T} *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe);",
 ];
+/// OpenSHMEM 1.6's interleaved block transfers, typed.
+pub const RMA_IB_TYPED: &[&str] = &[
+    "void {P}_{N}_ibput({T} *dest, const {T} *source, ptrdiff_t dst, ptrdiff_t sst, size_t bsize, size_t nblocks, int pe);",
+    "void {P}_{N}_ibget({T} *dest, const {T} *source, ptrdiff_t dst, ptrdiff_t sst, size_t bsize, size_t nblocks, int pe);",
+];
+/// The same, sized.
+pub const RMA_IB_SIZED: &[&str] = &[
+    "void {P}_ibput{B}(void *dest, const void *source, ptrdiff_t dst, ptrdiff_t sst, size_t bsize, size_t nblocks, int pe);",
+    "void {P}_ibget{B}(void *dest, const void *source, ptrdiff_t dst, ptrdiff_t sst, size_t bsize, size_t nblocks, int pe);",
+];
+/// The guard of the declarations with C's complex types: C, and the C++ compilers that accept `_Complex` as an
+/// extension (g++, clang++: both define `__GNUC__`), as C++ programs of the public test suite use them.
+const COMPLEX_GUARD: &str = "#if !defined(__cplusplus) || defined(__GNUC__)\n";
+/// OpenSHMEM 1.6's other additions (their declarations and the session type and constants).
+const OSHMEM_16: &str = r#"
+/* OpenSHMEM 1.6: signal updates without data, per-PE quiet, sessions (hints: this transport completes every
+ * operation when it returns), the initialisation query */
+void shmem_signal_add(uint64_t *sig_addr, uint64_t signal, int pe);
+void shmem_ctx_signal_add(shmem_ctx_t ctx, uint64_t *sig_addr, uint64_t signal, int pe);
+void shmem_signal_set(uint64_t *sig_addr, uint64_t signal, int pe);
+void shmem_ctx_signal_set(shmem_ctx_t ctx, uint64_t *sig_addr, uint64_t signal, int pe);
+void shmem_pe_quiet(const int *target_pes, size_t npes);
+void shmem_ctx_pe_quiet(shmem_ctx_t ctx, const int *target_pes, size_t npes);
+typedef struct {
+    size_t total_ops;
+} shmem_ctx_session_config_t;
+#define SHMEM_CTX_SESSION_TOTAL_OPS (1L << 0)
+#define SHMEM_CTX_SESSION_BATCH (1L << 0)
+void shmem_ctx_session_start(shmem_ctx_t ctx, long options, const shmem_ctx_session_config_t *config, long config_mask);
+void shmem_ctx_session_stop(shmem_ctx_t ctx);
+void shmem_query_initialized(int *initialized);
+"#;
 pub const RMA_PG: &[&str] = &[
     "{R} {P}_{N}_p({T} *dest, {T} value, int pe);",
     "{T} {P}_{N}_g(const {T} *source, int pe);",
@@ -731,7 +763,7 @@ fn active_set(out: &mut String) {
     for (n, t, ops) in types {
         let complex = t.ends_with("_Complex");
         if complex {
-            out.push_str("#ifndef __cplusplus\n");
+            out.push_str(COMPLEX_GUARD);
         }
         for op in ops {
             out.push_str(&format!("void shmem_{n}_{op}_to_all({t} *dest, const {t} *source, int nreduce, int PE_start, int logPE_stride, int PE_size, {t} *pWrk, long *pSync);\n"));
@@ -1000,9 +1032,9 @@ pub fn oshmem_header() -> String {
         LONGDOUBLE,
         &[COLL_T, RED_ARITH_T].concat(),
     );
-    out.push_str(
-        "\n/* Complex reductions over teams (folded in member order) */\n#ifndef __cplusplus\n",
-    );
+    out.push_str(&format!(
+        "\n/* Complex reductions over teams (folded in member order) */\n{COMPLEX_GUARD}"
+    ));
     for (n, t) in [
         ("complexf", "float _Complex"),
         ("complexd", "double _Complex"),
@@ -1012,6 +1044,42 @@ pub fn oshmem_header() -> String {
         }
     }
     out.push_str("#endif\n");
+    family(
+        &mut out,
+        "OpenSHMEM 1.6: interleaved block transfers",
+        &l,
+        &[RMA, LONGDOUBLE].concat(),
+        RMA_IB_TYPED,
+    );
+    ctx_family(
+        &mut out,
+        "OpenSHMEM 1.6: interleaved block transfers on a context",
+        &l,
+        &[RMA, LONGDOUBLE].concat(),
+        RMA_IB_TYPED,
+    );
+    out.push_str(
+        "\n/* OpenSHMEM 1.6: sized interleaved block transfers, plain and on a context */\n",
+    );
+    for (bits, _) in SIZES {
+        for t in RMA_IB_SIZED {
+            for form in [t.to_string(), ctx_form(t)] {
+                out.push_str(&fill(&form, &l, None).replace("{B}", &bits.to_string()));
+                out.push('\n');
+            }
+        }
+    }
+    family(
+        &mut out,
+        "OpenSHMEM 1.6: prefix sums over teams (the arithmetic reduction types but long double and complex)",
+        &l,
+        REDUCE_ARITH,
+        &[
+            "int shmem_{N}_sum_inscan(shmem_team_t team, {T} *dest, const {T} *source, size_t nelems);",
+            "int shmem_{N}_sum_exscan(shmem_team_t team, {T} *dest, const {T} *source, size_t nelems);",
+        ],
+    );
+    out.push_str(OSHMEM_16);
     active_set(&mut out);
     legacy(&mut out);
     out.push_str(PCONTROL);
@@ -1051,6 +1119,13 @@ pub fn oshmem_header() -> String {
         "/* shmem_sync(team) (C11) is shmem_team_sync; shmem_sync(PE_start, logPE_stride, PE_size, pSync) the\n \
          * deprecated active-set routine. */\n\
          #define shmem_sync(...) SHMEMI_A5(__VA_ARGS__, (shmem_sync), _, _, shmem_team_sync, _)(__VA_ARGS__)\n",
+    );
+    generic(&mut out, "ibput", 1, 7, true, GEN_RMA);
+    generic(&mut out, "ibget", 1, 7, true, GEN_RMA);
+    out.push_str(
+        "/* shmem_signal_add/_set (1.6): with a leading context argument, the context form */\n\
+         #define shmem_signal_add(...) SHMEMI_A5(__VA_ARGS__, shmem_ctx_signal_add, (shmem_signal_add), _)(__VA_ARGS__)\n\
+         #define shmem_signal_set(...) SHMEMI_A5(__VA_ARGS__, shmem_ctx_signal_set, (shmem_signal_set), _)(__VA_ARGS__)\n",
     );
     generic(&mut out, "p", 1, 3, true, GEN_RMA);
     generic(&mut out, "g", 1, 2, true, GEN_RMA);
@@ -1164,6 +1239,14 @@ pub fn oshmem_header() -> String {
             false,
             &with_complex,
         );
+    }
+    let scan_types: Vec<(&str, &str)> = GEN_RED_ARITH
+        .iter()
+        .copied()
+        .filter(|(_, n)| *n != "longdouble")
+        .collect();
+    for name in ["sum_inscan", "sum_exscan"] {
+        generic(&mut out, name, 2, 0, false, &scan_types);
     }
     out.push_str("#endif /* C11 */\n\n#endif /* XPUSHMEM_SHMEM_H */\n");
     out

@@ -28,6 +28,25 @@ int main(void) {
     CHECK(shmem_team_my_pe(SHMEM_TEAM_INVALID) == -1 && shmem_team_n_pes(SHMEM_TEAM_INVALID) == -1, "my_pe/n_pes of INVALID");
     CHECK(shmem_team_translate_pe(SHMEM_TEAM_INVALID, 0, SHMEM_TEAM_WORLD) == -1, "translate from INVALID");
     shmem_team_destroy(SHMEM_TEAM_INVALID); /* no operation */
+    /* shmem_ctx_quiet, _fence and _destroy on SHMEM_CTX_INVALID: "no operation is performed" (the specification),
+     * also in the default abort mode; the public suite's shmem_team_context quiets the context it failed to create */
+    shmem_ctx_quiet(SHMEM_CTX_INVALID);
+    shmem_ctx_fence(SHMEM_CTX_INVALID);
+    shmem_ctx_destroy(SHMEM_CTX_INVALID);
+    ctx = SHMEM_CTX_DEFAULT;
+    CHECK(shmem_team_create_ctx(SHMEM_TEAM_INVALID, 0, &ctx) != 0, "create_ctx on INVALID");
+    shmem_ctx_quiet(ctx);
+    shmem_ctx_destroy(ctx);
+
+    /* accessibility: every PE of the job is accessible via the data transfer routines, on this node or over the
+     * network (whether shmem_ptr reaches it or not), and so is a symmetric address there; nothing else is */
+    int on_stack = 0;
+    for (int p = 0; p < npes; p++) {
+        CHECK(shmem_pe_accessible(p) == 1, "shmem_pe_accessible(%d) = 0 (shmem_ptr: %p)", p, shmem_ptr(flags, p));
+        CHECK(shmem_addr_accessible(flags, p) == 1, "shmem_addr_accessible(global, %d) = 0", p);
+        CHECK(shmem_addr_accessible(&on_stack, p) == 0, "shmem_addr_accessible(stack, %d) = 1", p);
+    }
+    CHECK(shmem_pe_accessible(-1) == 0 && shmem_pe_accessible(npes) == 0, "PEs -1 and %d accessible", npes);
     CHECK(shmem_team_ptr(SHMEM_TEAM_INVALID, flags, 0) == NULL, "team_ptr on INVALID");
     CHECK(shmem_team_ptr(SHMEM_TEAM_WORLD, flags, me) == (void *)flags, "team_ptr to self");
 
@@ -87,6 +106,35 @@ int main(void) {
 #endif
     shmem_free(src);
     shmem_free(dest);
+
+    /* back-to-back collectives on the world (the public suite's shmem_team_b2b_collectives, with every destination
+     * large enough for its result: that program gives collect, fcollect and alltoall a destination of NELEMS
+     * elements, so at 2 PEs and more their results run into the source allocated after it) */
+    enum { B2B = 10, ITERS = 20 };
+    long *bd = shmem_malloc(sizeof(long) * B2B * npes), *bs = shmem_malloc(sizeof(long) * B2B * npes);
+    for (int i = 0; i < B2B * npes; i++) bs[i] = 1000 * me + i;
+    for (int it = 0; it < ITERS; it++) {
+        CHECK(shmem_long_broadcast(SHMEM_TEAM_WORLD, bd, bs, B2B, 0) == 0, "broadcast %d", it);
+        CHECK(bd[B2B - 1] == B2B - 1, "broadcast %d: %ld", it, bd[B2B - 1]);
+    }
+    for (int it = 0; it < ITERS; it++) {
+        CHECK(shmem_long_sum_reduce(SHMEM_TEAM_WORLD, bd, bs, B2B) == 0, "reduce %d", it);
+        CHECK(bd[1] == 1000L * npes * (npes - 1) / 2 + npes, "reduce %d: %ld", it, bd[1]);
+    }
+    for (int it = 0; it < ITERS; it++) {
+        CHECK(shmem_long_collect(SHMEM_TEAM_WORLD, bd, bs, B2B) == 0, "collect %d", it);
+        CHECK(bd[B2B * npes - 1] == 1000L * (npes - 1) + B2B - 1, "collect %d", it);
+        CHECK(shmem_long_fcollect(SHMEM_TEAM_WORLD, bd, bs, B2B) == 0, "fcollect %d", it);
+        CHECK(bd[B2B * npes - 1] == 1000L * (npes - 1) + B2B - 1, "fcollect %d", it);
+    }
+    for (int it = 0; it < ITERS; it++) {
+        CHECK(shmem_long_alltoall(SHMEM_TEAM_WORLD, bd, bs, 1) == 0, "alltoall %d", it);
+        CHECK(bd[npes - 1] == 1000L * (npes - 1) + me, "alltoall %d", it);
+        CHECK(shmem_long_alltoalls(SHMEM_TEAM_WORLD, bd, bs, 1, 1, 1) == 0, "alltoalls %d", it);
+        CHECK(bd[npes - 1] == 1000L * (npes - 1) + me, "alltoalls %d", it);
+    }
+    shmem_free(bs);
+    shmem_free(bd);
 
     /* the team synchronisation: C11's shmem_sync(team) and shmem_team_sync, on the world and on the even PEs
      * (after a sync every member's quieted put has landed) */

@@ -50,7 +50,17 @@ pub fn scratch(name: &str) -> PathBuf {
 
 /// Compile C sources with gcc -Wall -Wextra -Werror; panics with gcc's output on failure.
 pub fn gcc(out: &Path, sources: &[PathBuf], args: &[String]) {
-    let mut cmd = Command::new(std::env::var("CC").unwrap_or_else(|_| "gcc".into()));
+    compile(
+        Path::new(&std::env::var("CC").unwrap_or_else(|_| "gcc".into())),
+        out,
+        sources,
+        args,
+    )
+}
+
+/// Compile and link `sources` to `out` with the C compiler (or compiler wrapper) `cc` and gcc's flags above.
+pub fn compile(cc: &Path, out: &Path, sources: &[PathBuf], args: &[String]) {
+    let mut cmd = Command::new(cc);
     cmd.args(["-std=c11", "-O1", "-g", "-Wall", "-Wextra", "-Werror", "-o"])
         .arg(out);
     cmd.args(sources).args(args);
@@ -72,6 +82,17 @@ pub fn build_once(
     src: PathBuf,
     args: impl FnOnce() -> Vec<String>,
 ) -> PathBuf {
+    build_once_with(None, dir, name, src, args)
+}
+
+/// [`build_once`] with the compiler `cc` (a wrapper such as `xpushmem-oshcc`) instead of gcc.
+pub fn build_once_with(
+    cc: Option<&Path>,
+    dir: &str,
+    name: &str,
+    src: PathBuf,
+    args: impl FnOnce() -> Vec<String>,
+) -> PathBuf {
     static BUILT: std::sync::OnceLock<std::sync::Mutex<std::collections::HashSet<PathBuf>>> =
         std::sync::OnceLock::new();
     let mut built = BUILT
@@ -87,7 +108,10 @@ pub fn build_once(
     // Other test processes may be running `out` (nextest runs tests in processes of their own, several at once):
     // compile beside it and rename over it, which never writes into a file being executed.
     let tmp = out_dir.join(format!("{name}.{}.tmp", std::process::id()));
-    gcc(&tmp, &[src], &args());
+    match cc {
+        Some(cc) => compile(cc, &tmp, &[src], &args()),
+        None => gcc(&tmp, &[src], &args()),
+    }
     std::fs::rename(&tmp, &out).expect("rename the program into place");
     built.insert(out.clone());
     out
@@ -197,7 +221,12 @@ pub fn assert_success(o: &xpushmem_launch::Outcome, what: &str) {
 /// Run the test program `prog` (named `name`) on `n` PEs and check that it succeeded and that every PE printed
 /// its "`name` OK on PE `pe` of `n`" line.
 pub fn run_program_ok(prog: &Path, name: &str, n: usize) {
-    let o = run_job(prog, n, &[], &[], 120);
+    run_program_ok_with(prog, name, n, &[]);
+}
+
+/// [`run_program_ok`] with `env` set in every PE.
+pub fn run_program_ok_with(prog: &Path, name: &str, n: usize, env: &[(&str, &str)]) {
+    let o = run_job(prog, n, &[], env, 120);
     assert_success(&o, &format!("{name} at {n} PEs"));
     for pe in 0..n {
         assert!(

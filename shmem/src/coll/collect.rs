@@ -252,7 +252,8 @@ impl Shmem {
                     format!("{dest:?}"),
                     format!(
                         "{OP}: on PE {}, the {total} collected elements at heap offset {d0} overlap the source \
-                         of {} elements at offset {s0}; they must be disjoint",
+                         of {} elements at offset {s0}; they must be disjoint (dest must hold the concatenation \
+                         of every member's source, {total} elements: is it allocated that large?)",
                         ctx.pe(i),
                         inf[0]
                     ),

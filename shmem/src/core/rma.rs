@@ -1,6 +1,6 @@
 //! Remote memory access: `put`, `get`, `p`, `g`, their non-blocking and strided forms, `fence` and `quiet`.
 //!
-//! Every operation goes through the target PE's [`crate::transport::Window`]. A put returns when its source may be
+//! Every operation goes through the target PE's `crate::transport::Window`. A put returns when its source may be
 //! reused; it is delivered (visible to the target) by [`Shmem::quiet`] (or a barrier, which quiets first). The
 //! non-blocking forms return a [`Pending`] handle that borrows the local buffer until the operation completes;
 //! same-node mappings complete at once, a transport that completes later (a network, the deferred test window)

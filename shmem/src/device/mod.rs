@@ -1,5 +1,5 @@
 //! The device facade: this PE's device as seen through the runtime ([`Device`]): SPIR-V modules, kernels and
-//! launches on symmetric buffers ([`kernel`]), work enqueued without waiting ([`queue`]), and where the device
+//! launches on symmetric buffers (`kernel`), work enqueued without waiting ([`queue`]), and where the device
 //! library is ([`library`]).
 //!
 //! The device heaps themselves are set up by the transport layer (`transport/ze.rs`), and every Level Zero call,

@@ -4,7 +4,7 @@
 //! node). New teams come from [`Shmem::team_split_strided`] and [`Shmem::team_split_2d`], both collective over
 //! the parent team; a PE that is not part of a new team gets `None` (OpenSHMEM's `SHMEM_TEAM_INVALID`).
 //!
-//! Every collective call on a team starts with the team's agreement ([`Ctx::enter`], in `ctx/agree.rs`): the call's
+//! Every collective call on a team starts with the team's agreement (`Ctx::enter`, in `ctx/agree.rs`): the call's
 //! identity travels inside the synchronisation, so members in different collectives fail together with a
 //! mismatch naming both calls. `barrier_all`, `sync_all` and the collective allocations are calls on
 //! `TEAM_WORLD`; the collectives of `coll` run on top of this module.

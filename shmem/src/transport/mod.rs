@@ -1,20 +1,20 @@
 //! Transports move bytes between PEs. Each is a leaf: the only place (with the FFI) where raw memory is touched,
 //! each `unsafe` block justified in place.
 //!
-//! Two traits make the seam. A [`Transport`] is one kind of connection (same-node mapping, Level Zero device heap,
-//! a network): it completes what its windows started ([`Transport::quiet`], [`Transport::fence`],
-//! [`Transport::progress`], one operation with [`Transport::complete`]). A [`Window`] is one peer's heap or runtime
+//! Two traits make the seam. A `Transport` is one kind of connection (same-node mapping, Level Zero device heap,
+//! a network): it completes what its windows started (`Transport::quiet`, `Transport::fence`,
+//! `Transport::progress`, one operation with `Transport::complete`). A `Window` is one peer's heap or runtime
 //! words as reached through a transport; every operation on another PE goes through one. Non-blocking operations
-//! return a [`Ticket`] when the transport completes them later; [`Pending`] is the safe handle around it.
+//! return a `Ticket` when the transport completes them later; [`Pending`] is the safe handle around it.
 //!
-//! - [`shm`]: same node, CPU memory. Every PE's heap is a memfd; the fds travel over a Unix socket (SCM_RIGHTS) and
+//! - `shm`: same node, CPU memory. Every PE's heap is a memfd; the fds travel over a Unix socket (SCM_RIGHTS) and
 //!   every PE maps every node peer's heap, so a put is a `memcpy` and an atomic is a CPU atomic on the peer's page.
 //! - [`ze`]: same node, device heaps opened through Level Zero IPC, and their set-up.
 //! - [`dataseg`]: the executable's global and static variables moved onto the heap's memfd (OpenSHMEM's symmetric
 //!   data objects), reached through the same mappings.
 //! - `fabric` (built when libfabric's headers are found, see `fabric-sys`): PEs on other nodes (every other PE with
 //!   `XPUSHMEM_TRANSPORT=fabric`) through libfabric RMA and atomics on registered heaps.
-//! - [`deferred`]: test-only; wraps another transport's windows and queues writes until completion, to show that
+//! - `deferred`: test-only; wraps another transport's windows and queues writes until completion, to show that
 //!   callers wait where they must (`XPUSHMEM_TRANSPORT=deferred`).
 
 pub(crate) use crate::types::AmoOp;
@@ -45,11 +45,11 @@ pub fn fabric_providers() -> Result<Option<Vec<(String, String, String)>>> {
     Ok(None)
 }
 
-/// One operation a transport completes later; redeemed with [`Transport::complete`].
+/// One operation a transport completes later; redeemed with `Transport::complete`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) struct Ticket(pub(crate) u64);
 
-/// One kind of connection to peers: it completes and orders what its [`Window`]s started.
+/// One kind of connection to peers: it completes and orders what its `Window`s started.
 pub(crate) trait Transport: Send + Sync + std::fmt::Debug {
     /// Short name for logs and errors.
     fn name(&self) -> &'static str;
@@ -62,7 +62,7 @@ pub(crate) trait Transport: Send + Sync + std::fmt::Debug {
     fn quiet(&self) -> Result<()>;
     /// Move outstanding operations forward without waiting for any one (called while a PE waits).
     fn progress(&self) -> Result<()>;
-    /// Whether [`Transport::progress`] does anything: waits skip transports whose progress is a no-op (a wait's
+    /// Whether `Transport::progress` does anything: waits skip transports whose progress is a no-op (a wait's
     /// poll loop is on the latency path of every signal and barrier).
     fn needs_progress(&self) -> bool {
         true
@@ -221,7 +221,7 @@ impl Drop for Pending<'_> {
 /// transport provides. Offsets are bytes from the start of the window; every method checks its range against it.
 ///
 /// Completion: a blocking `write`/`amo_post` returns when `src` may be reused, *not* necessarily when the owner
-/// sees it (that is [`Transport::quiet`]'s job); `read` and fetching `amo` return the value. A window must make its
+/// sees it (that is `Transport::quiet`'s job); `read` and fetching `amo` return the value. A window must make its
 /// own earlier writes to a range visible to a later `read` or `amo` of that range.
 pub(crate) trait Window: Send + Sync + std::fmt::Debug {
     /// Copy `src` to `off`; `src` may be reused on return, delivery completes by the transport's `quiet`.

@@ -1,5 +1,5 @@
-//! Level Zero transport: [`DeviceWindow`], a [`Window`] onto one PE's device heap (our own allocation, or a
-//! peer's opened through IPC), and the device heaps' set-up ([`setup`], called by `connect`). Every access is
+//! Level Zero transport: [`DeviceWindow`], a `Window` onto one PE's device heap (our own allocation, or a
+//! peer's opened through IPC), and the device heaps' set-up (`setup`, called by `connect`). Every access is
 //! bounds-checked here, then issued as a bounded copy, fill or one-work-item atomic of the Level Zero layer
 //! (`hal/ze`), which this module re-exports at its old paths.
 //!

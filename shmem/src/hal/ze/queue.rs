@@ -43,7 +43,7 @@ unsafe impl Sync for CommandList {}
 pub(crate) type WaitFn<'w> = dyn Fn(&dyn Fn() -> Result<bool>) -> Result<()> + 'w;
 
 /// An in-order queue the runtime owns: an asynchronous immediate command list on the compute engine, or a
-/// regular list with its command queue (work runs at [`Queue::submit`]).
+/// regular list with its command queue (work runs at `Queue::submit`).
 #[derive(Debug)]
 pub struct Queue {
     rt: Arc<ZeRuntime>,
