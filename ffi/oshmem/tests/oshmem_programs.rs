@@ -281,6 +281,50 @@ macro_rules! classic {
 
 classic!(hello, ring, counter, barrier, pipeline, broadcast, reduction, alltoall, stencil, api);
 
+/// README's first C program, as its text says: `xpushmem-oshcc prog.c -o prog && xpushmem-oshrun -np 2 ./prog`; each
+/// PE prints its left neighbour's number.
+#[test]
+fn readme_first_c_program_2pe() {
+    let readme = std::fs::read_to_string(ffi_dir().parent().expect("repo").join("README.md"))
+        .expect("README.md");
+    let section = &readme[readme
+        .find("## A first program")
+        .expect("README's first-program section")..];
+    let block = &section[section.find("```c\n").expect("a C block") + 5..];
+    let dir = scratch("readme-c");
+    std::fs::write(
+        dir.join("prog.c"),
+        &block[..block.find("```").expect("the block's end")],
+    )
+    .expect("prog.c");
+    let bin = prefix().join("bin");
+    let o = Command::new(bin.join("xpushmem-oshcc"))
+        .args(["prog.c", "-o", "prog"])
+        .current_dir(&dir)
+        .output()
+        .expect("xpushmem-oshcc runs");
+    assert!(
+        o.status.success(),
+        "xpushmem-oshcc prog.c:\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let o = Command::new(bin.join("xpushmem-oshrun"))
+        .args(["-np", "2", "./prog"])
+        .current_dir(&dir)
+        .output()
+        .expect("xpushmem-oshrun runs");
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "xpushmem-oshrun -np 2 ./prog:\n{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    for pe in 0..2 {
+        let line = format!("PE {pe} of 2 got {} from its left neighbour", (pe + 1) % 2);
+        assert!(out.contains(&line), "no \"{line}\" in:\n{out}");
+    }
+}
+
 /// The toolchain names a new user types, from the installed tree: `xpushmem-oshcc prog.c -o prog` and
 /// `xpushmem-oshrun -np 2 ./prog` (also `xpushmem-oshc++`, `-n`, `-x VAR=VALUE`, Open MPI's options that mean nothing
 /// on one machine, `--showme`, a compile-only `-c`), an unknown option refused with its name, and the plain names

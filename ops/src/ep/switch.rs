@@ -1,7 +1,7 @@
 //! [`TokenSwitch`]: expert-parallel dispatch and combine on the host path (CPU memory in and out, symmetric
 //! receive buffers in between).
 //!
-//! Every op starts with the group's agreement ([`Group::agree`]: the same verdict on every rank, `Mismatch` when
+//! Every op starts with the group's agreement (`Group::agree`: the same verdict on every rank, `Mismatch` when
 //! ranks disagree on dtypes, sizes or the routing, and the point after which every rank has left the previous
 //! op, so the receive buffers are free to be written), then runs one round of puts with a signal per source rank
 //! into the destinations' symmetric buffers, allocated once at construction and bounded by the declared maxima:
