@@ -231,6 +231,7 @@ fn exchange_layout(boot: &dyn Bootstrap, cfg: &Config) -> Result<JobLayout> {
         .bytes(job::machine_key().as_bytes())
         .u64(std::process::id() as u64)
         .u64(cfg.symmetric_size as u64)
+        .u64(cfg.heap_max()? as u64)
         .u64(bootstrap::uid::random_cookie())
         .0;
     let records = boot
@@ -248,11 +249,12 @@ fn exchange_layout(boot: &dyn Bootstrap, cfg: &Config) -> Result<JobLayout> {
                 machine: d.bytes().ok_or_else(bad)?.to_vec(),
                 pid: d.u64().ok_or_else(bad)? as u32,
                 heap_bytes: d.u64().ok_or_else(bad)? as usize,
+                heap_max: d.u64().ok_or_else(bad)? as usize,
                 cookie: d.u64().ok_or_else(bad)?,
             })
         })
         .collect::<Result<Vec<_>>>()?;
-    job::job_layout(&records, me, cfg.symmetric_size)
+    job::job_layout(&records, me, (cfg.symmetric_size, cfg.heap_max()?))
 }
 
 impl Shmem {
@@ -304,6 +306,7 @@ impl Shmem {
             pids: &pids,
             heap_kind,
             heap_bytes: cfg.symmetric_size,
+            heap_max: cfg.heap_max()?,
             sys_bytes: SYS_BYTES,
             cookie: job_cookie,
             timeout: cfg.timeout,
@@ -340,7 +343,7 @@ impl Shmem {
             );
         }
 
-        let heap = Allocator::new(cfg.symmetric_size);
+        let heap = Allocator::new(peers.heap_max());
         let cpus = std::thread::available_parallelism().map_or(1, |c| c.get());
         let spin_count = match cfg.spin_count {
             Some(n) => n as u64,
@@ -359,7 +362,7 @@ impl Shmem {
         let sh = Shmem {
             me,
             n,
-            heap_size: cfg.symmetric_size,
+            heap_size: std::sync::atomic::AtomicUsize::new(cfg.symmetric_size),
             data,
             cfg,
             boot,

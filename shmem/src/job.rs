@@ -44,6 +44,8 @@ pub(crate) struct PeRecord {
     pub pid: u32,
     /// Its symmetric heap size (`XPUSHMEM_SYMMETRIC_SIZE`), which every PE must share.
     pub heap_bytes: usize,
+    /// Its heap's maximum (`XPUSHMEM_SYMMETRIC_MAX`, or the default reserve).
+    pub heap_max: usize,
     /// Its random cookie (PE 0's becomes the job's).
     pub cookie: u64,
 }
@@ -63,7 +65,11 @@ pub(crate) struct JobLayout {
 }
 
 /// The layout from every PE's record (indexed by PE); an error when the PEs disagree on the heap size.
-pub(crate) fn job_layout(records: &[PeRecord], me: usize, heap_bytes: usize) -> Result<JobLayout> {
+pub(crate) fn job_layout(
+    records: &[PeRecord],
+    me: usize,
+    (heap_bytes, heap_max): (usize, usize),
+) -> Result<JobLayout> {
     let mut hosts: Vec<String> = Vec::new();
     let mut node_of = Vec::with_capacity(records.len());
     let mut pids = Vec::with_capacity(records.len());
@@ -75,6 +81,15 @@ pub(crate) fn job_layout(records: &[PeRecord], me: usize, heap_bytes: usize) -> 
                 theirs: format!("{} bytes", rec.heap_bytes),
                 reference_pe: me,
                 ours: format!("{heap_bytes} bytes"),
+            });
+        }
+        if rec.heap_max != heap_max {
+            return Err(Error::Mismatch {
+                call: "init (XPUSHMEM_SYMMETRIC_MAX)",
+                pe,
+                theirs: format!("{} bytes", rec.heap_max),
+                reference_pe: me,
+                ours: format!("{heap_max} bytes"),
             });
         }
         let node = hosts

@@ -13,7 +13,7 @@ impl Shmem {
     /// The heap, then the data segment if symmetric: `(local start, window offset, length)` of each.
     fn regions(&self) -> [Option<(usize, usize, usize)>; 2] {
         [
-            Some((self.heap_base() as usize, 0, self.heap_size)),
+            Some((self.heap_base() as usize, 0, self.heap_size())),
             self.data
                 .segment()
                 .map(|d| (d.start(), self.data.offset(), d.len())),
@@ -31,7 +31,10 @@ impl Shmem {
     #[inline]
     pub(crate) fn check_range(&self, off: usize, bytes: usize, call: &str) -> Result<()> {
         // The heap comes first: a range that ends inside it needs no look at the data segment.
-        if off.checked_add(bytes).is_some_and(|e| e <= self.heap_size) {
+        if off
+            .checked_add(bytes)
+            .is_some_and(|e| e <= self.heap_size())
+        {
             return Ok(());
         }
         self.check_range_slow(off, bytes, call)
@@ -43,7 +46,7 @@ impl Shmem {
     fn check_range_slow(&self, off: usize, bytes: usize, call: &str) -> Result<()> {
         let (start, limit, what) = match self.regions()[1] {
             Some((_, o, len)) if off >= o => (o, o + len, "data segment range"),
-            _ => (0, self.heap_size, "heap range"),
+            _ => (0, self.heap_size(), "heap range"),
         };
         if off.checked_add(bytes).is_none_or(|e| e > limit) {
             return Err(Error::OutOfBounds {
@@ -119,7 +122,7 @@ impl Shmem {
             return Err(Error::NotSymmetric {
                 addr,
                 base,
-                end: base + self.heap_size,
+                end: base + self.heap_size(),
                 context: format!("{}{hint}", context()),
             });
         };

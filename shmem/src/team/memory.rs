@@ -5,11 +5,21 @@
 //! barrier. A PE that passes different arguments (with `XPUSHMEM_CHECK_SYMMETRY=1`, the default), or that is in
 //! another collective altogether, makes the call fail on every PE with the same error, naming the PE, what it
 //! passed and what PE 0 passed; the heap is then unchanged.
+//!
+//! The heap grows at the agreement. Every PE runs the same allocator over the same reserved offset space
+//! (`[0, heap_max)`), so every PE finds the same offset and, when the allocation ends past the mapped part, the
+//! same new size (the end rounded up to a multiple of the first chunk, `XPUSHMEM_SYMMETRIC_SIZE`). Each PE grows
+//! its own heap before the allocation's closing barrier and makes the peers' new parts reachable after it (by
+//! then every peer has grown its own), so no PE touches a peer's new chunk before it exists. Growth is eager at
+//! the agreement rather than lazy on first touch: every access checks its range against the window's length
+//! anyway, and a fault handler (lazy mapping) would put a signal handler into every process that links the
+//! library.
 
 use crate::core::Shmem;
 use crate::error::{Error, Result};
 use crate::team::{BarrierAlgo, CallId, COMMON, INFO};
 use crate::types::{SymSlice, Symmetric};
+use std::sync::atomic::Ordering;
 
 /// Identity words of an allocation call (see `team::describe`).
 fn alloc_words(call: CallId, len: usize, align: usize, off: usize, elem: usize) -> [u64; COMMON] {
@@ -33,16 +43,17 @@ impl Shmem {
         op: &'static str,
     ) -> Result<SymSlice<T>> {
         let elem = std::mem::size_of::<T>();
+        let max = self.heap_max();
         let local = len
             .checked_mul(elem)
-            .filter(|&b| b <= self.heap_size)
+            .filter(|&b| b <= max)
             .ok_or_else(|| {
                 Error::invalid(
                     "len",
                     len,
                     format!(
-                        "{len} elements of {elem} bytes exceed the heap size {} (XPUSHMEM_SYMMETRIC_SIZE)",
-                        self.heap_size
+                        "{len} elements of {elem} bytes exceed the heap's limit {max} bytes ({})",
+                        self.heap_limit()
                     ),
                 )
             })
@@ -63,26 +74,76 @@ impl Shmem {
         )?;
         let bytes = local?;
         let align = align.max(std::mem::align_of::<T>());
-        let off = if bytes == 0 {
-            0
+        let (off, grown) = if bytes == 0 {
+            (0, None)
         } else {
             let mut heap = self.heap.lock().unwrap_or_else(|p| p.into_inner());
-            heap.alloc(bytes, align)
+            let off = heap
+                .alloc(bytes, align)
                 .ok_or_else(|| Error::HeapExhausted {
                     call: op,
                     requested: bytes,
                     align,
-                    heap_size: self.heap_size,
+                    heap_size: max,
+                    limit: self.heap_limit(),
                     in_use: heap.in_use(),
                     largest_free: heap.largest_free(),
-                })?
+                })?;
+            let grown = self.grow_own(off + bytes).inspect_err(|_| {
+                heap.free(off);
+            });
+            (off, Some(grown))
+        };
+        let grown = match grown {
+            Some(Ok(g)) => g,
+            Some(Err(e)) => {
+                // Growing failed here only (the memfd could not grow): the peers go on; leave with them.
+                let _ = ctx.barrier(BarrierAlgo::Dissemination);
+                return Err(e);
+            }
+            None => None,
         };
         if zero && bytes > 0 {
             self.local_map().fill(off, bytes, 0)?;
         }
         tracing::trace!(pe = self.me, call = op, bytes, off, "symmetric allocation");
         ctx.barrier(BarrierAlgo::Dissemination)?;
+        if let Some(size) = grown {
+            // Every PE grew its own heap before the barrier: their new parts are there to reach.
+            self.peers.grow_heap(size, false)?;
+            self.heap_size.fetch_max(size, Ordering::AcqRel);
+            tracing::debug!(pe = self.me, heap_bytes = size, "symmetric heap grown");
+        }
         Ok(SymSlice::new(off, len))
+    }
+
+    /// What limits the heap, for errors: the variable to raise.
+    fn heap_limit(&self) -> &'static str {
+        let max = self.heap_max();
+        if self.cfg.symmetric_max == Some(max) {
+            "XPUSHMEM_SYMMETRIC_MAX"
+        } else if max == self.cfg.symmetric_size {
+            "XPUSHMEM_SYMMETRIC_SIZE: device heaps and heaps reached through the fabric do not grow"
+        } else {
+            "the address space reserved for the heap; XPUSHMEM_SYMMETRIC_MAX sets it"
+        }
+    }
+
+    /// Grow this PE's own heap so that its first `end` bytes are mapped: `Some(new size)` when it grew (the same on
+    /// every PE: `end` rounded up to a multiple of the first chunk, at most the maximum), `None` when it was large
+    /// enough.
+    fn grow_own(&self, end: usize) -> Result<Option<usize>> {
+        let size = self.heap_size();
+        if end <= size {
+            return Ok(None);
+        }
+        let chunk = self.cfg.symmetric_size.max(1);
+        let new = end
+            .checked_next_multiple_of(chunk)
+            .unwrap_or(usize::MAX)
+            .min(self.heap_max());
+        self.peers.grow_heap(new, true)?;
+        Ok(Some(new))
     }
 
     fn alloc_call<T: Symmetric>(

@@ -339,6 +339,20 @@ pub(crate) trait Window: Send + Sync + std::fmt::Debug {
     fn host_mem(&self) -> Option<&crate::sys::memfd::HostMem> {
         None
     }
+    /// The heap grew: make its first `len` bytes reachable (on this PE's own window, grow the memory first). Only
+    /// windows of a growable heap can ([`Peers::heap_max`]); others accept only a length they have already.
+    fn grow(&self, len: usize) -> Result<()> {
+        if len <= self.len() {
+            return Ok(());
+        }
+        Err(crate::error::Error::Transport {
+            transport: "window",
+            message: format!(
+                "a fixed heap window of {} bytes cannot grow to {len}",
+                self.len()
+            ),
+        })
+    }
 }
 
 /// An error unless a local buffer of `have` bytes holds `count` elements of `elem` bytes every `stride` elements.
@@ -380,8 +394,11 @@ pub(crate) struct ConnectArgs<'a> {
     pub pids: &'a [u32],
     /// Where the user heap lives.
     pub heap_kind: crate::types::HeapKind,
-    /// Bytes of user heap per PE.
+    /// Bytes of user heap per PE: the first chunk.
     pub heap_bytes: usize,
+    /// Bytes of address space to reserve for the user heap per PE, which may grow up to it (at least `heap_bytes`;
+    /// host heaps on the node's mappings only: elsewhere the heap stays at `heap_bytes`).
+    pub heap_max: usize,
     /// Bytes of the runtime's own region per PE.
     pub sys_bytes: usize,
     /// The job's cookie (names the node's fd exchange).
@@ -412,6 +429,8 @@ pub(crate) struct Peers {
     /// The host proxy of kernels' operations on PEs reached through the fabric (device heaps only).
     #[cfg(xpushmem_fabric)]
     pub(crate) proxy: Option<proxy::DeviceProxy>,
+    /// The largest the user heap may grow to (its first chunk where it cannot grow).
+    heap_max: usize,
     /// This PE's own memfd (runtime words, and the user heap on host heaps); mapped by every node peer.
     _arena: shm::Arena,
 }
@@ -420,6 +439,21 @@ impl Peers {
     /// The window onto `pe`'s user heap, if reachable.
     pub(crate) fn heap(&self, pe: usize) -> Option<&dyn Window> {
         self.heap.get(pe)?.as_deref()
+    }
+    /// The largest the user heap may grow to: the reserved space of a growable heap (host heaps reached through the
+    /// node's mappings), else its fixed size.
+    pub(crate) fn heap_max(&self) -> usize {
+        self.heap_max
+    }
+    /// The heap grew to `len` bytes on every PE (an allocation's agreement): grow this PE's own heap (`own`), or
+    /// make the new part of every other PE's heap reachable (after they grew theirs).
+    pub(crate) fn grow_heap(&self, len: usize, own: bool) -> Result<()> {
+        self.heap
+            .iter()
+            .enumerate()
+            .filter(|&(pe, _)| (pe == self.me) == own)
+            .filter_map(|(_, w)| w.as_deref())
+            .try_for_each(|w| w.grow(len))
     }
     /// The window onto `pe`'s runtime words, if reachable.
     pub(crate) fn sys(&self, pe: usize) -> Option<&dyn Window> {
@@ -539,9 +573,19 @@ pub(crate) fn connect(a: ConnectArgs<'_>) -> Result<(Peers, dataseg::SymData)> {
     } else {
         0
     };
-    let data =
-        dataseg::SymData::plan(a.symmetric_data && a.heap_kind == HeapKind::Host, host_user)?;
-    let (arena, mut sys, mut heap) = shm::connect(&a, &local, host_user, &data)?;
+    // The heap grows where every PE's heap is a node mapping (host heaps, no fabric); then the data segment lies
+    // after its reserve.
+    let heap_max = if a.heap_kind == HeapKind::Host && fabric_reach.is_none() {
+        a.heap_max.max(a.heap_bytes)
+    } else {
+        a.heap_bytes
+    };
+    let host_reserve = if host_user > 0 { heap_max } else { 0 };
+    let data = dataseg::SymData::plan(
+        a.symmetric_data && a.heap_kind == HeapKind::Host,
+        host_reserve,
+    )?;
+    let (arena, mut sys, mut heap) = shm::connect(&a, &local, host_user, host_reserve, &data)?;
     let device = if a.heap_kind == HeapKind::Device {
         // The device maps the node peers the fabric does not reach (with XPUSHMEM_TRANSPORT=fabric: none), so
         // the device library's bases table holds 0 for every PE the fabric (and the host proxy) serves.
@@ -644,6 +688,7 @@ pub(crate) fn connect(a: ConnectArgs<'_>) -> Result<(Peers, dataseg::SymData)> {
         device,
         #[cfg(xpushmem_fabric)]
         proxy,
+        heap_max,
         _arena: arena,
     };
     Ok((peers, data))

@@ -1,5 +1,5 @@
 //! Collective memory management: offsets agree on every PE, calloc zeroes reused memory, align aligns, free
-//! returns space, zero-length allocations work.
+//! returns space, zero-length allocations work, the heap grows on demand.
 
 use xpushmem::Error;
 use xpushmem_tests::pe_test;
@@ -91,3 +91,80 @@ pe_test!(
     sh.barrier_all()?;
     sh.free(buf)
 });
+
+/// 64 bytes that name the PE that wrote them and the spot.
+fn spot_bytes(pe: usize, spot: usize) -> Vec<u8> {
+    (0..64u64)
+        .map(|i| (i ^ (pe as u64 * 31 + spot as u64 * 7 + 1)) as u8)
+        .collect()
+}
+
+/// Issue #30 item 4: with no variable set (a 1 GiB first chunk), a 4 GiB allocation grows the heap on every PE
+/// (sparse: only the touched pages cost memory); each PE writes a few spots at both ends and in the middle of the
+/// new allocation into its right neighbour's heap, and reads them back from its own heap and from the
+/// neighbour's. The heap stays symmetric (same offsets), an allocation beyond the maximum is an argument error.
+fn heap_growth(sh: &xpushmem::Shmem) -> xpushmem::Result<()> {
+    let (me, n) = (sh.my_pe(), sh.n_pes());
+    for var in ["XPUSHMEM_SYMMETRIC_SIZE", "XPUSHMEM_SYMMETRIC_MAX"] {
+        assert!(std::env::var_os(var).is_none(), "{var} must be unset");
+    }
+    let first = sh.heap_size();
+    assert_eq!(first, 1 << 30, "the default first chunk");
+    assert!(
+        sh.heap_max() >= 1 << 40,
+        "1 TiB reserved: {}",
+        sh.heap_max()
+    );
+    let small = sh.malloc::<u64>(8)?;
+    const BIG: usize = 4 << 30;
+    let big = sh.malloc::<u8>(BIG)?;
+    assert!(
+        big.heap_offset() + BIG <= sh.heap_size(),
+        "mapped to its end"
+    );
+    assert!(
+        sh.heap_size() > first && sh.heap_size() % first == 0,
+        "grown by whole chunks: {}",
+        sh.heap_size()
+    );
+    let (right, left) = ((me + 1) % n, (me + n - 1) % n);
+    let spots = [0, 3 * 4096 + 5, BIG / 2 - 32, BIG - 4096 - 7, BIG - 64];
+    for (i, &at) in spots.iter().enumerate() {
+        sh.put(big.slice(at..at + 64)?, &spot_bytes(me, i), right)?;
+    }
+    sh.barrier_all()?;
+    for (i, &at) in spots.iter().enumerate() {
+        let mut mine = vec![0u8; 64];
+        sh.get(&mut mine, big.slice(at..at + 64)?, me)?;
+        assert_eq!(
+            mine,
+            spot_bytes(left, i),
+            "spot {i} at {at}: written by PE {left}"
+        );
+        let mut theirs = vec![0u8; 64];
+        sh.get(&mut theirs, big.slice(at..at + 64)?, right)?;
+        assert_eq!(theirs, spot_bytes(me, i), "spot {i} at {at} on PE {right}");
+    }
+    // The small allocation made before the growth still works, and its address is the same offset everywhere.
+    sh.put(small, &[me as u64; 8], right)?;
+    sh.barrier_all()?;
+    let mut got = [0u64; 8];
+    sh.get(&mut got, small, me)?;
+    assert_eq!(got, [left as u64; 8]);
+    sh.barrier_all()?;
+    sh.free(big)?;
+    let max = sh.heap_max();
+    let e = sh.malloc::<u8>(max + 1).unwrap_err();
+    assert!(
+        matches!(&e, Error::InvalidArgument { .. })
+            && e.to_string().contains(&format!("limit {max} bytes")),
+        "{e}"
+    );
+    sh.free(small)
+}
+
+pe_test!(
+    heap_grows_on_demand,
+    shm [1, 2],
+    def [2],
+    |sh| { heap_growth(sh) });
