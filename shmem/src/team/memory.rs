@@ -9,12 +9,14 @@
 //! The heap grows at the agreement. Every PE runs the same allocator over the same reserved offset space
 //! (`[0, heap_max)`), so every PE finds the same offset and, when the allocation ends past the mapped part, the
 //! same new size (the end rounded up to a multiple of the first chunk, `XPUSHMEM_SYMMETRIC_SIZE`). Each PE grows
-//! its own heap before the allocation's closing barrier and makes the peers' new parts reachable after it (by
-//! then every peer has grown its own), so no PE touches a peer's new chunk before it exists. Growth is eager at
+//! its own heap (and registers the new chunk with the fabric, where one is in use), then one bootstrap exchange
+//! publishes every PE's outcome and chunk keys, after which each PE reaches the peers' new parts: no PE touches a
+//! peer's new chunk before it exists, and a PE that cannot grow fails the call on every PE. Growth is eager at
 //! the agreement rather than lazy on first touch: every access checks its range against the window's length
 //! anyway, and a fault handler (lazy mapping) would put a signal handler into every process that links the
 //! library.
 
+use crate::bootstrap::{Dec, Enc};
 use crate::core::Shmem;
 use crate::error::{Error, Result};
 use crate::team::{BarrierAlgo, CallId, COMMON, INFO};
@@ -74,8 +76,8 @@ impl Shmem {
         )?;
         let bytes = local?;
         let align = align.max(std::mem::align_of::<T>());
-        let (off, grown) = if bytes == 0 {
-            (0, None)
+        let off = if bytes == 0 {
+            0
         } else {
             let mut heap = self.heap.lock().unwrap_or_else(|p| p.into_inner());
             let off = heap
@@ -89,31 +91,21 @@ impl Shmem {
                     in_use: heap.in_use(),
                     largest_free: heap.largest_free(),
                 })?;
-            let grown = self.grow_own(off + bytes).inspect_err(|_| {
-                heap.free(off);
-            });
-            (off, Some(grown))
-        };
-        let grown = match grown {
-            Some(Ok(g)) => g,
-            Some(Err(e)) => {
-                // Growing failed here only (the memfd could not grow): the peers go on; leave with them.
-                let _ = ctx.barrier(BarrierAlgo::Dissemination);
+            drop(heap);
+            if let Err(e) = self.grow(off + bytes, op) {
+                self.heap
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .free(off);
                 return Err(e);
             }
-            None => None,
+            off
         };
         if zero && bytes > 0 {
             self.local_map().fill(off, bytes, 0)?;
         }
         tracing::trace!(pe = self.me, call = op, bytes, off, "symmetric allocation");
         ctx.barrier(BarrierAlgo::Dissemination)?;
-        if let Some(size) = grown {
-            // Every PE grew its own heap before the barrier: their new parts are there to reach.
-            self.peers.grow_heap(size, false)?;
-            self.heap_size.fetch_max(size, Ordering::AcqRel);
-            tracing::debug!(pe = self.me, heap_bytes = size, "symmetric heap grown");
-        }
         Ok(SymSlice::new(off, len))
     }
 
@@ -129,21 +121,52 @@ impl Shmem {
         }
     }
 
-    /// Grow this PE's own heap so that its first `end` bytes are mapped: `Some(new size)` when it grew (the same on
-    /// every PE: `end` rounded up to a multiple of the first chunk, at most the maximum), `None` when it was large
-    /// enough.
-    fn grow_own(&self, end: usize) -> Result<Option<usize>> {
-        let size = self.heap_size();
-        if end <= size {
-            return Ok(None);
+    /// Grow the heap on every PE so that its first `end` bytes are mapped (nothing when they are): to `end`
+    /// rounded up to a multiple of the first chunk, at most the maximum (the same on every PE, which all run this
+    /// with the same `end`). Each PE grows its own heap (and registers the new chunk with the fabric), then one
+    /// exchange publishes every PE's outcome and chunk: a PE that could not grow fails the call on every PE,
+    /// naming it; else each PE adopts the others' chunks and reaches their new parts.
+    fn grow(&self, end: usize, op: &'static str) -> Result<()> {
+        let from = self.heap_size();
+        if end <= from {
+            return Ok(());
         }
         let chunk = self.cfg.symmetric_size.max(1);
         let new = end
             .checked_next_multiple_of(chunk)
             .unwrap_or(usize::MAX)
             .min(self.heap_max());
-        self.peers.grow_heap(new, true)?;
-        Ok(Some(new))
+        let mine = self.peers.grow_own(from, new);
+        let rec = match &mine {
+            Ok(r) => Enc::default().u64(1).bytes(r).0,
+            Err(e) => Enc::default().u64(0).bytes(e.to_string().as_bytes()).0,
+        };
+        let all = self.boot.allgather(&rec)?;
+        mine?;
+        let mut chunks = Vec::with_capacity(all.len());
+        for (pe, r) in all.iter().enumerate() {
+            let mut d = Dec(r);
+            let bad = || Error::Transport {
+                transport: "heap",
+                message: format!("{op}: a malformed growth record from PE {pe}"),
+            };
+            let ok = d.u64().ok_or_else(bad)?;
+            let body = d.bytes().ok_or_else(bad)?;
+            if ok != 1 {
+                return Err(Error::Transport {
+                    transport: "heap",
+                    message: format!(
+                        "{op}: PE {pe} could not grow its symmetric heap from {from} to {new} bytes: {}",
+                        String::from_utf8_lossy(body)
+                    ),
+                });
+            }
+            chunks.push(body.to_vec());
+        }
+        self.peers.grow_peers(new, &chunks)?;
+        self.heap_size.fetch_max(new, Ordering::AcqRel);
+        tracing::debug!(pe = self.me, heap_bytes = new, "symmetric heap grown");
+        Ok(())
     }
 
     fn alloc_call<T: Symmetric>(

@@ -429,6 +429,9 @@ pub(crate) struct Peers {
     /// The host proxy of kernels' operations on PEs reached through the fabric (device heaps only).
     #[cfg(xpushmem_fabric)]
     pub(crate) proxy: Option<proxy::DeviceProxy>,
+    /// The fabric transport, when in use (it registers the heap's new chunks).
+    #[cfg(xpushmem_fabric)]
+    fabric: Option<Arc<fabric::Fabric>>,
     /// The largest the user heap may grow to (its first chunk where it cannot grow).
     heap_max: usize,
     /// This PE's own memfd (runtime words, and the user heap on host heaps); mapped by every node peer.
@@ -445,13 +448,48 @@ impl Peers {
     pub(crate) fn heap_max(&self) -> usize {
         self.heap_max
     }
-    /// The heap grew to `len` bytes on every PE (an allocation's agreement): grow this PE's own heap (`own`), or
-    /// make the new part of every other PE's heap reachable (after they grew theirs).
-    pub(crate) fn grow_heap(&self, len: usize, own: bool) -> Result<()> {
+    /// The heap grows from `from` to `len` bytes on every PE (an allocation's agreement): grow this PE's own heap
+    /// and, with the fabric, register the new part. The record to publish to every PE ([`Peers::grow_peers`]).
+    pub(crate) fn grow_own(&self, from: usize, len: usize) -> Result<Vec<u8>> {
+        let own = self
+            .heap(self.me)
+            .ok_or_else(|| crate::error::Error::Transport {
+                transport: "heap",
+                message: "this PE has no heap window".into(),
+            })?;
+        own.grow(len)?;
+        #[cfg(xpushmem_fabric)]
+        if let Some(f) = &self.fabric {
+            // The new part [from, len) of this PE's own mapping (grown above); only the provider reads it.
+            let base = own.base().wrapping_add(from);
+            let rec = f.register_chunk(base, from, len - from)?;
+            return Ok(rec.iter().flat_map(|w| w.to_le_bytes()).collect());
+        }
+        let _ = from;
+        Ok(Vec::new())
+    }
+    /// Every PE grew its heap to `len` ([`Peers::grow_own`]; `records`: what each published): adopt their new
+    /// chunks on the fabric and make the new part of every other PE's heap reachable.
+    pub(crate) fn grow_peers(&self, len: usize, records: &[Vec<u8>]) -> Result<()> {
+        #[cfg(xpushmem_fabric)]
+        if let Some(f) = &self.fabric {
+            for (pe, rec) in records.iter().enumerate().filter(|&(pe, _)| pe != self.me) {
+                let w: Vec<u64> = rec
+                    .chunks_exact(8)
+                    .map(|b| u64::from_le_bytes(b.try_into().unwrap_or_default()))
+                    .collect();
+                let rec: [u64; 4] = w.try_into().map_err(|_| crate::error::Error::Transport {
+                    transport: "fabric",
+                    message: format!("malformed heap chunk record from PE {pe}"),
+                })?;
+                f.adopt_chunk(pe, rec)?;
+            }
+        }
+        let _ = records;
         self.heap
             .iter()
             .enumerate()
-            .filter(|&(pe, _)| (pe == self.me) == own)
+            .filter(|&(pe, _)| pe != self.me)
             .filter_map(|(_, w)| w.as_deref())
             .try_for_each(|w| w.grow(len))
     }
@@ -492,6 +530,8 @@ impl Drop for Peers {
         // The proxy thread (which uses the fabric windows and the device) stops first.
         #[cfg(xpushmem_fabric)]
         drop(self.proxy.take());
+        #[cfg(xpushmem_fabric)]
+        drop(self.fabric.take());
         // Peers' windows and the transports go first, while this PE's own mappings (registered with a network
         // transport, which may still write into them until it is closed) stay mapped.
         let own = (
@@ -573,9 +613,9 @@ pub(crate) fn connect(a: ConnectArgs<'_>) -> Result<(Peers, dataseg::SymData)> {
     } else {
         0
     };
-    // The heap grows where every PE's heap is a node mapping (host heaps, no fabric); then the data segment lies
-    // after its reserve.
-    let heap_max = if a.heap_kind == HeapKind::Host && fabric_reach.is_none() {
+    // Host heaps grow (node mappings, and chunks registered with the fabric); the data segment lies after the
+    // reserve.
+    let heap_max = if a.heap_kind == HeapKind::Host {
         a.heap_max.max(a.heap_bytes)
     } else {
         a.heap_bytes
@@ -616,6 +656,8 @@ pub(crate) fn connect(a: ConnectArgs<'_>) -> Result<(Peers, dataseg::SymData)> {
     };
     #[cfg(xpushmem_fabric)]
     let mut proxy = None;
+    #[cfg(xpushmem_fabric)]
+    let mut fabric_t = None;
     #[cfg(xpushmem_fabric)]
     if let Some(r) = fabric_reach {
         let internal = |what: &str| crate::error::Error::Transport {
@@ -664,6 +706,7 @@ pub(crate) fn connect(a: ConnectArgs<'_>) -> Result<(Peers, dataseg::SymData)> {
                 cfg.device_proxy == crate::config::DeviceProxy::Stalled,
             )?);
         }
+        fabric_t = Some(Arc::clone(&t));
         transports.push(t);
     }
     if let Some(d) = wrap {
@@ -688,6 +731,8 @@ pub(crate) fn connect(a: ConnectArgs<'_>) -> Result<(Peers, dataseg::SymData)> {
         device,
         #[cfg(xpushmem_fabric)]
         proxy,
+        #[cfg(xpushmem_fabric)]
+        fabric: fabric_t,
         heap_max,
         _arena: arena,
     };

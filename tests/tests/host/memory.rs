@@ -128,7 +128,16 @@ fn heap_growth(sh: &xpushmem::Shmem) -> xpushmem::Result<()> {
         sh.heap_size()
     );
     let (right, left) = ((me + 1) % n, (me + n - 1) % n);
-    let spots = [0, 3 * 4096 + 5, BIG / 2 - 32, BIG - 4096 - 7, BIG - 64];
+    // Both ends, the middle, and 64 bytes across the first chunk's end (two registrations on the fabric).
+    let cross = first - big.heap_offset() - 32;
+    let spots = [
+        0,
+        3 * 4096 + 5,
+        cross,
+        BIG / 2 - 32,
+        BIG - 4096 - 7,
+        BIG - 64,
+    ];
     for (i, &at) in spots.iter().enumerate() {
         sh.put(big.slice(at..at + 64)?, &spot_bytes(me, i), right)?;
     }
@@ -145,6 +154,31 @@ fn heap_growth(sh: &xpushmem::Shmem) -> xpushmem::Result<()> {
         sh.get(&mut theirs, big.slice(at..at + 64)?, right)?;
         assert_eq!(theirs, spot_bytes(me, i), "spot {i} at {at} on PE {right}");
     }
+    // Atomics and put-with-signal in the grown part (past the 4 GiB allocation).
+    let words = sh.calloc::<u64>(2)?;
+    assert!(words.heap_offset() >= first, "{words:?}");
+    sh.atomic_add(words.at(0)?, me as u64 + 1, right)?;
+    let tail = big.slice(BIG - 128..BIG - 64)?;
+    sh.put_signal(
+        tail,
+        &spot_bytes(me, 99),
+        words.at(1)?,
+        1,
+        xpushmem::SignalOp::Set,
+        right,
+    )?;
+    sh.signal_wait_until(words.at(1)?, xpushmem::Cmp::Eq, 1)?;
+    let mut got = vec![0u8; 64];
+    sh.get(&mut got, tail, me)?;
+    assert_eq!(got, spot_bytes(left, 99), "put_signal data with its signal");
+    sh.barrier_all()?;
+    assert_eq!(
+        sh.atomic_fetch(words.at(0)?, me)?,
+        left as u64 + 1,
+        "atomic_add"
+    );
+    sh.barrier_all()?;
+    sh.free(words)?;
     // The small allocation made before the growth still works, and its address is the same offset everywhere.
     sh.put(small, &[me as u64; 8], right)?;
     sh.barrier_all()?;
@@ -167,4 +201,5 @@ pe_test!(
     heap_grows_on_demand,
     shm [1, 2],
     def [2],
+    fab [2],
     |sh| { heap_growth(sh) });
