@@ -344,6 +344,7 @@ impl Shmem {
         }
 
         let heap = Allocator::new(peers.heap_max());
+        let team_heap = Allocator::new(peers.team_base().map_or(0, |_| peers.heap_max()));
         let cpus = std::thread::available_parallelism().map_or(1, |c| c.get());
         let spin_count = match cfg.spin_count {
             Some(n) => n as u64,
@@ -370,6 +371,8 @@ impl Shmem {
             heap_kind,
             nodes,
             heap: Mutex::new(heap),
+            team_heap: Mutex::new(team_heap),
+            team_mapped: std::sync::atomic::AtomicUsize::new(0),
             teams,
             watch,
             thread_level: attr.thread_level,

@@ -66,6 +66,11 @@ pub struct Shmem {
     pub(crate) heap_kind: HeapKind,
     pub(crate) nodes: Nodes,
     pub(crate) heap: Mutex<Allocator>,
+    /// Offsets of the team-scoped allocations this PE is part of, relative to the start of the team space (see
+    /// `team/memory.rs`).
+    pub(crate) team_heap: Mutex<Allocator>,
+    /// Bytes of the team-scoped allocations' space mapped on this PE (from its start).
+    pub(crate) team_mapped: std::sync::atomic::AtomicUsize,
     /// Bytes of the heap mapped on every PE (its first chunk, then as allocations grew it).
     pub(crate) heap_size: std::sync::atomic::AtomicUsize,
     /// Teams and their synchronisation state (`barrier_all` is `TEAM_WORLD`'s barrier).

@@ -15,15 +15,33 @@
 //! the agreement rather than lazy on first touch: every access checks its range against the window's length
 //! anyway, and a fault handler (lazy mapping) would put a signal handler into every process that links the
 //! library.
+//!
+//! Team-scoped allocations ([`Shmem::team_malloc`] and its siblings) are collective over one team: its members
+//! call, the other PEs need not. They keep symmetric offsets without touching the world's allocator, which must
+//! stay the same on every PE: they live in a second reserve after the world's, `[heap_max, 2 * heap_max)` of the
+//! symmetric space, with an allocator of their own on every PE (the team space). Members of different teams have
+//! different histories there, so a team allocation's offset is agreed among the members: each proposes the first
+//! fit at or after a hint (0 at first) in its own team space, the team's agreement (which also carries the call's
+//! identity, so a mismatch fails it on every member) gathers the proposals, and when they differ every member
+//! retries from the largest; when they agree, the range is free on every member and each takes it. Members whose
+//! team-space history is the same (the usual case: one group allocating in turn) agree at once. Each member then
+//! grows its own heap file to cover the range and, after the closing barrier, makes the other members' ranges
+//! reachable. A range is symmetric only among the team's members; other PEs never see it. Team-scoped
+//! allocations need every member's heap mapped by the others (host heaps on one node, no fabric).
 
 use crate::bootstrap::{Dec, Enc};
 use crate::core::Shmem;
 use crate::error::{Error, Result};
-use crate::team::{BarrierAlgo, CallId, COMMON, INFO};
+use crate::team::{BarrierAlgo, CallId, Team, COMMON, INFO};
 use crate::types::{SymSlice, Symmetric};
 use std::sync::atomic::Ordering;
 
 /// Identity words of an allocation call (see `team::describe`).
+/// Whether an allocation call zeroes its memory.
+fn zero_call(call: CallId) -> bool {
+    call == CallId::Calloc
+}
+
 fn alloc_words(call: CallId, len: usize, align: usize, off: usize, elem: usize) -> [u64; COMMON] {
     let mut w = call.words();
     w[3] = len as u64;
@@ -176,7 +194,7 @@ impl Shmem {
         align: usize,
     ) -> Result<SymSlice<T>> {
         let words = alloc_words(call, len, align, 0, std::mem::size_of::<T>());
-        self.alloc_collective(words, len, align, call == CallId::Calloc, call.name())
+        self.alloc_collective(words, len, align, zero_call(call), call.name())
     }
 
     /// Allocate `len` elements of `T` on every PE (collective; same `len` everywhere). Contents are unspecified.
@@ -213,12 +231,193 @@ impl Shmem {
         }
         let mut heap = self.heap.lock().unwrap_or_else(|p| p.into_inner());
         heap.free(s.off).map(|_| ()).ok_or_else(|| {
-            Error::invalid(
-                "s",
-                format!("{s:?}"),
-                "does not start a live symmetric allocation (freed twice, or a sub-slice?)",
-            )
+            let why = if self.peers.team_base().is_some_and(|b| s.off >= b) {
+                "is a team-scoped allocation: free it with team_free on its team"
+            } else {
+                "does not start a live symmetric allocation (freed twice, or a sub-slice?)"
+            };
+            Error::invalid("s", format!("{s:?}"), why)
         })
+    }
+
+    /// Allocate `len` elements of `T` on every member of `team`, collective over the team only (the other PEs do
+    /// not take part); the same `len` on every member. The offset is symmetric among the members (see the module
+    /// docs); on `TEAM_WORLD` this is [`Shmem::malloc`].
+    pub fn team_malloc<T: Symmetric>(&self, team: &Team, len: usize) -> Result<SymSlice<T>> {
+        self.team_alloc(team, CallId::Malloc, len, 1)
+    }
+
+    /// [`Shmem::team_malloc`], zeroed.
+    pub fn team_calloc<T: Symmetric>(&self, team: &Team, len: usize) -> Result<SymSlice<T>> {
+        self.team_alloc(team, CallId::Calloc, len, 1)
+    }
+
+    /// [`Shmem::team_malloc`] aligned to `align` bytes (a power of two).
+    pub fn team_align<T: Symmetric>(
+        &self,
+        team: &Team,
+        align: usize,
+        len: usize,
+    ) -> Result<SymSlice<T>> {
+        self.team_alloc(team, CallId::Align, len, align)
+    }
+
+    /// Free an allocation of [`Shmem::team_malloc`] (collective over `team`, which must be the team that
+    /// allocated it; starts with the team's agreement so no member still accesses it).
+    pub fn team_free<T: Symmetric>(&self, team: &Team, s: SymSlice<T>) -> Result<()> {
+        if team.is_world() {
+            return self.free(s);
+        }
+        let words = alloc_words(CallId::Free, s.len, 0, s.off, std::mem::size_of::<T>());
+        team.ctx(self, "free")?
+            .enter(words, [0; INFO], Ok(()), false)?;
+        if s.len == 0 {
+            return Ok(());
+        }
+        let mut heap = self.team_heap.lock().unwrap_or_else(|p| p.into_inner());
+        self.peers
+            .team_base()
+            .and_then(|b| s.off.checked_sub(b))
+            .and_then(|off| heap.free(off))
+            .map(|_| ())
+            .ok_or_else(|| {
+                Error::invalid(
+                    "s",
+                    format!("{s:?}"),
+                    "does not start a live team-scoped allocation (freed twice, a sub-slice, or a world allocation?)",
+                )
+            })
+    }
+
+    fn team_alloc<T: Symmetric>(
+        &self,
+        team: &Team,
+        call: CallId,
+        len: usize,
+        align: usize,
+    ) -> Result<SymSlice<T>> {
+        if team.is_world() {
+            return self.alloc_call(call, len, align);
+        }
+        let op = call.name();
+        let elem = std::mem::size_of::<T>();
+        let max = self.heap_max();
+        let base = self.peers.team_base();
+        let local = match base {
+            None => Err(Error::invalid(
+                "team",
+                team.describe(),
+                format!(
+                    "{op}: team-scoped allocations need every member's heap mapped by the others (host heaps \
+                     on one node, no fabric); this job's heap is {:?}",
+                    self.heap_kind
+                ),
+            )),
+            Some(_) => len
+                .checked_mul(elem)
+                .filter(|&b| b <= max)
+                .ok_or_else(|| {
+                    Error::invalid(
+                        "len",
+                        len,
+                        format!("{len} elements of {elem} bytes exceed the team space's limit {max} bytes"),
+                    )
+                })
+                .and_then(|b| {
+                    if align.is_power_of_two() {
+                        Ok(b)
+                    } else {
+                        Err(Error::invalid("align", align, "must be a power of two"))
+                    }
+                }),
+        };
+        let align = align.max(std::mem::align_of::<T>());
+        let words = alloc_words(call, len, align, 0, elem);
+        let mut ctx = team.ctx(self, op)?;
+        // Rounds of proposals until every member proposes the same offset (see the module docs).
+        let mut hint = 0usize;
+        let off = loop {
+            let fit = match &local {
+                Ok(b) if *b > 0 => self
+                    .team_heap
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .fit_from(hint, *b, align),
+                _ => Some(0),
+            };
+            let mut info = [0u64; INFO];
+            info[0] = fit.map_or(u64::MAX, |f| f as u64);
+            let all = ctx.enter(
+                words,
+                info,
+                local.as_ref().map(|_| ()).map_err(Clone::clone),
+                true,
+            )?;
+            let bytes = *local.as_ref().map_err(Clone::clone)?;
+            if bytes == 0 {
+                break None;
+            }
+            if let Some(i) = all.iter().position(|w| w[0] == u64::MAX) {
+                let heap = self.team_heap.lock().unwrap_or_else(|p| p.into_inner());
+                return Err(Error::HeapExhausted {
+                    call: op,
+                    requested: bytes,
+                    align,
+                    heap_size: max,
+                    limit: if i == team.my_pe() {
+                        "the team space of this PE (XPUSHMEM_SYMMETRIC_MAX sets it)"
+                    } else {
+                        "the team space of another member (XPUSHMEM_SYMMETRIC_MAX sets it)"
+                    },
+                    in_use: heap.in_use(),
+                    largest_free: heap.largest_free(),
+                });
+            }
+            let most = all.iter().map(|w| w[0]).max().unwrap_or(0) as usize;
+            if all.iter().all(|w| w[0] as usize == most) {
+                let mut heap = self.team_heap.lock().unwrap_or_else(|p| p.into_inner());
+                heap.alloc_at(most, bytes).ok_or_else(|| Error::Transport {
+                    transport: "heap",
+                    message: format!(
+                        "{op}: the agreed team-space offset {most} is taken on this PE"
+                    ),
+                })?;
+                break Some((most, bytes));
+            }
+            hint = most;
+        };
+        let Some((rel, bytes)) = off else {
+            return Ok(SymSlice::new(0, 0));
+        };
+        let base = base.unwrap_or_default();
+        // Every member grows its own heap to cover the range, then (after the barrier) reaches the others'.
+        let end = (base + rel + bytes).next_multiple_of(4096);
+        let grown = self.peers.grow_windows(&[self.me], end);
+        if let Err(e) = grown {
+            self.team_heap
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .free(rel);
+            let _ = ctx.barrier(BarrierAlgo::Dissemination);
+            return Err(e);
+        }
+        if zero_call(call) {
+            self.local_map().fill(base + rel, bytes, 0)?;
+        }
+        ctx.barrier(BarrierAlgo::Dissemination)?;
+        let members: Vec<usize> = (0..team.n_pes())
+            .map(|i| team.global_pe(i))
+            .collect::<Result<_>>()?;
+        self.peers.grow_windows(&members, end)?;
+        self.team_mapped.fetch_max(end - base, Ordering::AcqRel);
+        tracing::trace!(
+            pe = self.me,
+            call = op,
+            bytes,
+            off = base + rel,
+            "team-scoped allocation"
+        );
+        Ok(SymSlice::new(base + rel, len))
     }
 
     /// Bytes of the heap currently allocated (the runtime's own words included).

@@ -434,6 +434,8 @@ pub(crate) struct Peers {
     fabric: Option<Arc<fabric::Fabric>>,
     /// The largest the user heap may grow to (its first chunk where it cannot grow).
     heap_max: usize,
+    /// Where team-scoped allocations start (`heap_max`), where they are possible.
+    team_base: Option<usize>,
     /// This PE's own memfd (runtime words, and the user heap on host heaps); mapped by every node peer.
     _arena: shm::Arena,
 }
@@ -447,6 +449,18 @@ impl Peers {
     /// node's mappings), else its fixed size.
     pub(crate) fn heap_max(&self) -> usize {
         self.heap_max
+    }
+    /// Where team-scoped allocations start in the symmetric space (after the world's reserve), or `None` where
+    /// they are not possible (device heaps, the fabric).
+    pub(crate) fn team_base(&self) -> Option<usize> {
+        self.team_base
+    }
+    /// Make the first `len` bytes of each of `pes`'s heaps reachable (growing this PE's own when it is one of
+    /// them): a team-scoped allocation grew the heaps of the team's members.
+    pub(crate) fn grow_windows(&self, pes: &[usize], len: usize) -> Result<()> {
+        pes.iter()
+            .filter_map(|&pe| self.heap(pe))
+            .try_for_each(|w| w.grow(len))
     }
     /// The heap grows from `from` to `len` bytes on every PE (an allocation's agreement): grow this PE's own heap
     /// and, with the fabric, register the new part. The record to publish to every PE ([`Peers::grow_peers`]).
@@ -620,7 +634,22 @@ pub(crate) fn connect(a: ConnectArgs<'_>) -> Result<(Peers, dataseg::SymData)> {
     } else {
         a.heap_bytes
     };
-    let host_reserve = if host_user > 0 { heap_max } else { 0 };
+    // Team-scoped allocations live in a second reserve after the world's, `[heap_max, 2 * heap_max)`, where every
+    // PE is a node mapping (host heaps, no fabric): see `team/memory.rs`.
+    let team_base = (host_user > 0 && fabric_reach.is_none()).then_some(heap_max);
+    let host_reserve = match team_base {
+        Some(b) => b
+            .checked_mul(2)
+            .ok_or_else(|| crate::error::Error::Config {
+                var: "XPUSHMEM_SYMMETRIC_MAX",
+                value: heap_max.to_string(),
+                reason:
+                    "twice it (the world's and the teams' reserves) overflows the address space"
+                        .into(),
+            })?,
+        None if host_user > 0 => heap_max,
+        None => 0,
+    };
     let data = dataseg::SymData::plan(
         a.symmetric_data && a.heap_kind == HeapKind::Host,
         host_reserve,
@@ -734,6 +763,7 @@ pub(crate) fn connect(a: ConnectArgs<'_>) -> Result<(Peers, dataseg::SymData)> {
         #[cfg(xpushmem_fabric)]
         fabric: fabric_t,
         heap_max,
+        team_base,
         _arena: arena,
     };
     Ok((peers, data))
