@@ -74,23 +74,19 @@ pub(crate) fn job_layout(
     let mut node_of = Vec::with_capacity(records.len());
     let mut pids = Vec::with_capacity(records.len());
     for (pe, rec) in records.iter().enumerate() {
-        if rec.heap_bytes != heap_bytes {
-            return Err(Error::Mismatch {
-                call: "init (XPUSHMEM_SYMMETRIC_SIZE)",
-                pe,
-                theirs: format!("{} bytes", rec.heap_bytes),
-                reference_pe: me,
-                ours: format!("{heap_bytes} bytes"),
-            });
-        }
-        if rec.heap_max != heap_max {
-            return Err(Error::Mismatch {
-                call: "init (XPUSHMEM_SYMMETRIC_MAX)",
-                pe,
-                theirs: format!("{} bytes", rec.heap_max),
-                reference_pe: me,
-                ours: format!("{heap_max} bytes"),
-            });
+        for (call, theirs, ours) in [
+            ("init (XPUSHMEM_SYMMETRIC_SIZE)", rec.heap_bytes, heap_bytes),
+            ("init (XPUSHMEM_SYMMETRIC_MAX)", rec.heap_max, heap_max),
+        ] {
+            if theirs != ours {
+                return Err(Error::Mismatch {
+                    call,
+                    pe,
+                    theirs: format!("{theirs} bytes"),
+                    reference_pe: me,
+                    ours: format!("{ours} bytes"),
+                });
+            }
         }
         let node = hosts
             .iter()

@@ -124,10 +124,10 @@ mod tests {
         assert_eq!(a.alloc(64, 1), Some(0));
         assert_eq!(a.alloc(256, 256), Some(256));
         assert_eq!(a.in_use(), 64 + 64 + 256);
-        // Placing at or after a hint, and at an exact offset.
-        assert_eq!(a.fit_from(100, 64, 1), Some(128));
-        assert_eq!(a.alloc_at(128, 64), Some(128));
-        assert_eq!(a.alloc_at(128, 64), None, "taken");
+        // Placing at or after a hint (the hole at 64 ends before a granule past 100 fits), and at an exact offset.
+        assert_eq!(a.fit_from(100, 64, 1), Some(192));
+        assert_eq!(a.alloc_at(192, 64), Some(192));
+        assert_eq!(a.alloc_at(192, 64), None, "taken");
         assert_eq!(a.alloc_at(512, 1024), None, "past the end");
         assert_eq!(a.fit_from(900, 200, 1), None);
     }

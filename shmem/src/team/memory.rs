@@ -37,6 +37,23 @@ use crate::types::{SymSlice, Symmetric};
 use std::sync::atomic::Ordering;
 
 /// Identity words of an allocation call (see `team::describe`).
+/// The bytes of `len` elements of `T`, or the argument error: more than `max` bytes (the limit that `limit`
+/// names), or an alignment that is not a power of two.
+fn alloc_bytes<T: Symmetric>(len: usize, align: usize, max: usize, limit: &str) -> Result<usize> {
+    let elem = std::mem::size_of::<T>();
+    let bytes = len.checked_mul(elem).filter(|&b| b <= max).ok_or_else(|| {
+        Error::invalid(
+            "len",
+            len,
+            format!("{len} elements of {elem} bytes exceed the heap's limit {max} bytes ({limit})"),
+        )
+    })?;
+    if !align.is_power_of_two() {
+        return Err(Error::invalid("align", align, "must be a power of two"));
+    }
+    Ok(bytes)
+}
+
 /// Whether an allocation call zeroes its memory.
 fn zero_call(call: CallId) -> bool {
     call == CallId::Calloc
@@ -62,28 +79,8 @@ impl Shmem {
         zero: bool,
         op: &'static str,
     ) -> Result<SymSlice<T>> {
-        let elem = std::mem::size_of::<T>();
         let max = self.heap_max();
-        let local = len
-            .checked_mul(elem)
-            .filter(|&b| b <= max)
-            .ok_or_else(|| {
-                Error::invalid(
-                    "len",
-                    len,
-                    format!(
-                        "{len} elements of {elem} bytes exceed the heap's limit {max} bytes ({})",
-                        self.heap_limit()
-                    ),
-                )
-            })
-            .and_then(|b| {
-                if align.is_power_of_two() {
-                    Ok(b)
-                } else {
-                    Err(Error::invalid("align", align, "must be a power of two"))
-                }
-            });
+        let local = alloc_bytes::<T>(len, align, max, self.heap_limit());
         let mut ctx = self.teams().world_ctx(self, op);
         // A bad size on one PE is reported as a mismatch on the others.
         ctx.enter(
@@ -133,7 +130,7 @@ impl Shmem {
         if self.cfg.symmetric_max == Some(max) {
             "XPUSHMEM_SYMMETRIC_MAX"
         } else if max == self.cfg.symmetric_size {
-            "XPUSHMEM_SYMMETRIC_SIZE: device heaps and heaps reached through the fabric do not grow"
+            "XPUSHMEM_SYMMETRIC_SIZE: device heaps do not grow"
         } else {
             "the address space reserved for the heap; XPUSHMEM_SYMMETRIC_MAX sets it"
         }
@@ -303,6 +300,7 @@ impl Shmem {
         let elem = std::mem::size_of::<T>();
         let max = self.heap_max();
         let base = self.peers.team_base();
+        let limit = "the team space, as large as the heap's maximum";
         let local = match base {
             None => Err(Error::invalid(
                 "team",
@@ -313,23 +311,7 @@ impl Shmem {
                     self.heap_kind
                 ),
             )),
-            Some(_) => len
-                .checked_mul(elem)
-                .filter(|&b| b <= max)
-                .ok_or_else(|| {
-                    Error::invalid(
-                        "len",
-                        len,
-                        format!("{len} elements of {elem} bytes exceed the team space's limit {max} bytes"),
-                    )
-                })
-                .and_then(|b| {
-                    if align.is_power_of_two() {
-                        Ok(b)
-                    } else {
-                        Err(Error::invalid("align", align, "must be a power of two"))
-                    }
-                }),
+            Some(_) => alloc_bytes::<T>(len, align, max, limit),
         };
         let align = align.max(std::mem::align_of::<T>());
         let words = alloc_words(call, len, align, 0, elem);

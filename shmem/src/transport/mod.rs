@@ -397,7 +397,7 @@ pub(crate) struct ConnectArgs<'a> {
     /// Bytes of user heap per PE: the first chunk.
     pub heap_bytes: usize,
     /// Bytes of address space to reserve for the user heap per PE, which may grow up to it (at least `heap_bytes`;
-    /// host heaps on the node's mappings only: elsewhere the heap stays at `heap_bytes`).
+    /// host heaps only: a device heap stays at `heap_bytes`).
     pub heap_max: usize,
     /// Bytes of the runtime's own region per PE.
     pub sys_bytes: usize,
