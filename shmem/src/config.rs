@@ -352,9 +352,13 @@ pub const TEAMS_MAX_DEFAULT: usize = 64;
 /// Largest symmetric heap we accept (the mapping of every node peer must fit the address space).
 pub const MAX_SYMMETRIC_SIZE: usize = 1 << 44;
 
-/// Address space reserved for each PE's growable heap when `XPUSHMEM_SYMMETRIC_MAX` is unset (1 TiB: nothing is
-/// committed until touched, and 64 node peers' reservations fit a 47-bit address space).
+/// Address space reserved for each PE's growable heap when `XPUSHMEM_SYMMETRIC_MAX` is unset: 1 TiB (nothing is
+/// committed until touched), less on nodes of many PEs ([`Config::heap_max`]).
 pub const DEFAULT_HEAP_RESERVE: usize = 1 << 40;
+
+/// Address space every PE may spend on the node's heap mappings when `XPUSHMEM_SYMMETRIC_MAX` is unset: half of a
+/// 47-bit user address space.
+pub const HEAP_ADDRESS_BUDGET: usize = 1 << 46;
 
 // The parsers of the table: each reads its variable (or the default) and names the variable when it fails.
 
@@ -606,9 +610,11 @@ impl Config {
         Ok(())
     }
 
-    /// The most the symmetric heap may grow to: `XPUSHMEM_SYMMETRIC_MAX`, else [`DEFAULT_HEAP_RESERVE`]; an error
-    /// naming the variable when it is below `XPUSHMEM_SYMMETRIC_SIZE`.
-    pub fn heap_max(&self) -> Result<usize> {
+    /// The most the symmetric heap may grow to: `XPUSHMEM_SYMMETRIC_MAX`, else [`DEFAULT_HEAP_RESERVE`] or less, so
+    /// that the mappings of a node of `node_pes` PEs (each PE maps every node peer's world reserve and team space,
+    /// with alignment slack: four reserves a peer) fit [`HEAP_ADDRESS_BUDGET`] (a power of two, at least
+    /// `XPUSHMEM_SYMMETRIC_SIZE`); an error naming the variable when it is below `XPUSHMEM_SYMMETRIC_SIZE`.
+    pub fn heap_max(&self, node_pes: usize) -> Result<usize> {
         match self.symmetric_max {
             Some(m) if m < self.symmetric_size => Err(bad(
                 "XPUSHMEM_SYMMETRIC_MAX",
@@ -619,7 +625,11 @@ impl Config {
                 ),
             )),
             Some(m) => Ok(m),
-            None => Ok(DEFAULT_HEAP_RESERVE.max(self.symmetric_size)),
+            None => {
+                let fits = (HEAP_ADDRESS_BUDGET / (4 * node_pes.max(1))).max(1);
+                let pow2 = 1usize << (usize::BITS - 1 - fits.leading_zeros());
+                Ok(DEFAULT_HEAP_RESERVE.min(pow2).max(self.symmetric_size))
+            }
         }
     }
 

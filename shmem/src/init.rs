@@ -231,7 +231,7 @@ fn exchange_layout(boot: &dyn Bootstrap, cfg: &Config) -> Result<JobLayout> {
         .bytes(job::machine_key().as_bytes())
         .u64(std::process::id() as u64)
         .u64(cfg.symmetric_size as u64)
-        .u64(cfg.heap_max()? as u64)
+        .u64(cfg.symmetric_max.map_or(0, |m| m as u64))
         .u64(bootstrap::uid::random_cookie())
         .0;
     let records = boot
@@ -254,7 +254,11 @@ fn exchange_layout(boot: &dyn Bootstrap, cfg: &Config) -> Result<JobLayout> {
             })
         })
         .collect::<Result<Vec<_>>>()?;
-    job::job_layout(&records, me, (cfg.symmetric_size, cfg.heap_max()?))
+    job::job_layout(
+        &records,
+        me,
+        (cfg.symmetric_size, cfg.symmetric_max.unwrap_or(0)),
+    )
 }
 
 impl Shmem {
@@ -306,7 +310,12 @@ impl Shmem {
             pids: &pids,
             heap_kind,
             heap_bytes: cfg.symmetric_size,
-            heap_max: cfg.heap_max()?,
+            heap_max: cfg.heap_max(
+                (0..nodes.count())
+                    .map(|i| nodes.pes_on(i).len())
+                    .max()
+                    .unwrap_or(1),
+            )?,
             sys_bytes: SYS_BYTES,
             cookie: job_cookie,
             timeout: cfg.timeout,

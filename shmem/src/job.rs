@@ -44,7 +44,7 @@ pub(crate) struct PeRecord {
     pub pid: u32,
     /// Its symmetric heap size (`XPUSHMEM_SYMMETRIC_SIZE`), which every PE must share.
     pub heap_bytes: usize,
-    /// Its heap's maximum (`XPUSHMEM_SYMMETRIC_MAX`, or the default reserve).
+    /// Its heap's maximum (`XPUSHMEM_SYMMETRIC_MAX`; 0 when unset: the default, the same on every PE).
     pub heap_max: usize,
     /// Its random cookie (PE 0's becomes the job's).
     pub cookie: u64,

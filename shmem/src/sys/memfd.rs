@@ -133,19 +133,22 @@ impl HostMem {
         len: usize,
         nt_copy_from: Option<usize>,
     ) -> Result<HostMem> {
-        HostMem::map_reserved(arena, offset, len, len, None, nt_copy_from)
+        HostMem::map_reserved(arena, offset, len, len, None, len, nt_copy_from)
     }
 
     /// Map `reserve` bytes of address space over the arena from byte `offset` (a multiple of the page size), of
     /// which the first `len` bytes (and the window range `tail`, if any) are accessible now; the rest lies beyond
     /// the file's end until the owner grows it ([`HostMem::grow`]). Mapping past a file's end is allowed; only
-    /// touching it faults, and the accessors never do.
+    /// touching it faults, and the accessors never do. The mapping is aligned to the next power of two of
+    /// `align_len` (the largest allocation it holds), not of the whole reservation, which would waste address
+    /// space.
     pub fn map_reserved(
         arena: &Arena,
         offset: usize,
         len: usize,
         reserve: usize,
         tail: Option<(usize, usize)>,
+        align_len: usize,
         nt_copy_from: Option<usize>,
     ) -> Result<HostMem> {
         let tail = tail.unwrap_or((reserve, reserve));
@@ -169,7 +172,7 @@ impl HostMem {
         }
         // The arena covers [offset, offset + len) and the tail (checked above) and never shrinks (sealed in
         // `create`, checked in `from_fd`); the rest of the reservation is never touched before `grow` checks it.
-        let base = super::vmem::map_shared_aligned(arena.fd(), offset, reserve)?;
+        let base = super::vmem::map_shared_aligned(arena.fd(), offset, reserve, align_len)?;
         Ok(HostMem {
             base,
             mapped: reserve,
@@ -336,8 +339,9 @@ mod tests {
         let own = Arena::create(4096).expect("memfd");
         let peer = Arena::from_peer(rustix::io::dup(own.fd()).expect("dup"), 1).expect("sealed");
         let reserve = 1 << 30;
-        let mine = HostMem::map_reserved(&own, 0, 4096, reserve, None, None).expect("map");
-        let theirs = HostMem::map_reserved(&peer, 0, 4096, reserve, None, None).expect("map");
+        let mine = HostMem::map_reserved(&own, 0, 4096, reserve, None, reserve, None).expect("map");
+        let theirs =
+            HostMem::map_reserved(&peer, 0, 4096, reserve, None, reserve, None).expect("map");
         assert_eq!((mine.len(), theirs.len()), (4096, 4096));
         // Beyond the accessible part: an error, never a fault.
         assert!(mine.write(4096, &[1]).is_err());

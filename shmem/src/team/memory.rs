@@ -18,7 +18,7 @@
 //!
 //! Team-scoped allocations ([`Shmem::team_malloc`] and its siblings) are collective over one team: its members
 //! call, the other PEs need not. They keep symmetric offsets without touching the world's allocator, which must
-//! stay the same on every PE: they live in a second reserve after the world's, `[heap_max, 2 * heap_max)` of the
+//! stay the same on every PE: they live in a second reserve after the world's, `[T, T + heap_max)` (`T`: `heap_max` rounded up to a power of two) of the
 //! symmetric space, with an allocator of their own on every PE (the team space). Members of different teams have
 //! different histories there, so a team allocation's offset is agreed among the members: each proposes the first
 //! fit at or after a hint (0 at first) in its own team space, the team's agreement (which also carries the call's

@@ -636,16 +636,16 @@ pub(crate) fn connect(a: ConnectArgs<'_>) -> Result<(Peers, dataseg::SymData)> {
     };
     // Team-scoped allocations live in a second reserve after the world's, `[heap_max, 2 * heap_max)`, where every
     // PE is a node mapping (host heaps, no fabric): see `team/memory.rs`.
-    let team_base = (host_user > 0 && fabric_reach.is_none()).then_some(heap_max);
+    // The team space starts at a power of two, so its allocations align like the world's.
+    let team_base =
+        (host_user > 0 && fabric_reach.is_none()).then(|| vmem::alignment_for(heap_max, 1));
     let host_reserve = match team_base {
         Some(b) => b
-            .checked_mul(2)
+            .checked_add(heap_max)
             .ok_or_else(|| crate::error::Error::Config {
                 var: "XPUSHMEM_SYMMETRIC_MAX",
                 value: heap_max.to_string(),
-                reason:
-                    "twice it (the world's and the teams' reserves) overflows the address space"
-                        .into(),
+                reason: "the world's and the teams' reserves overflow the address space".into(),
             })?,
         None if host_user > 0 => heap_max,
         None => 0,

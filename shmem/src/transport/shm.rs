@@ -42,17 +42,20 @@ impl Mapping {
     }
 
     /// A heap mapping that grows: `reserve` bytes of address space over the arena from byte `offset`, the first
-    /// `len` accessible now, plus the window range `tail` (the data segment); `own`: this PE's own heap.
+    /// `len` accessible now, plus the window range `tail` (the data segment), aligned for allocations of up to
+    /// `align_len` bytes; `own`: this PE's own heap.
+    #[allow(clippy::too_many_arguments)]
     pub fn map_growable(
         arena: &Arena,
         offset: usize,
         len: usize,
         reserve: usize,
         tail: Option<(usize, usize)>,
+        align_len: usize,
         own: bool,
         nt_copy_from: Option<usize>,
     ) -> Result<Mapping> {
-        let m = HostMem::map_reserved(arena, offset, len, reserve, tail, nt_copy_from)?;
+        let m = HostMem::map_reserved(arena, offset, len, reserve, tail, align_len, nt_copy_from)?;
         let g = Growth {
             arena: arena.try_clone()?,
             offset,
@@ -282,6 +285,7 @@ pub(crate) fn connect(
                 host_user,
                 data.window_len(host_reserve),
                 tail,
+                a.heap_max.max(host_user),
                 pe == me,
                 a.cfg.nt_copy_size,
             )?));
