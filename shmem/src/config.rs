@@ -612,9 +612,10 @@ impl Config {
 
     /// The most the symmetric heap may grow to: `XPUSHMEM_SYMMETRIC_MAX`, else [`DEFAULT_HEAP_RESERVE`] or less, so
     /// that the mappings of a node of `node_pes` PEs (each PE maps every node peer's world reserve and team space,
-    /// with alignment slack: four reserves a peer) fit [`HEAP_ADDRESS_BUDGET`] (a power of two, at least
+    /// with alignment slack: four reserves a peer) fit [`HEAP_ADDRESS_BUDGET`], and an eighth of the smallest
+    /// address-space limit of the job's PEs (`as_limit`, `RLIMIT_AS`) (a power of two, at least
     /// `XPUSHMEM_SYMMETRIC_SIZE`); an error naming the variable when it is below `XPUSHMEM_SYMMETRIC_SIZE`.
-    pub fn heap_max(&self, node_pes: usize) -> Result<usize> {
+    pub fn heap_max(&self, node_pes: usize, as_limit: usize) -> Result<usize> {
         match self.symmetric_max {
             Some(m) if m < self.symmetric_size => Err(bad(
                 "XPUSHMEM_SYMMETRIC_MAX",
@@ -626,7 +627,8 @@ impl Config {
             )),
             Some(m) => Ok(m),
             None => {
-                let fits = (HEAP_ADDRESS_BUDGET / (4 * node_pes.max(1))).max(1);
+                let budget = HEAP_ADDRESS_BUDGET.min(as_limit / 8);
+                let fits = (budget / (4 * node_pes.max(1))).max(1);
                 let pow2 = 1usize << (usize::BITS - 1 - fits.leading_zeros());
                 Ok(DEFAULT_HEAP_RESERVE.min(pow2).max(self.symmetric_size))
             }

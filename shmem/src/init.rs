@@ -232,6 +232,11 @@ fn exchange_layout(boot: &dyn Bootstrap, cfg: &Config) -> Result<JobLayout> {
         .u64(std::process::id() as u64)
         .u64(cfg.symmetric_size as u64)
         .u64(cfg.symmetric_max.map_or(0, |m| m as u64))
+        .u64(
+            rustix::process::getrlimit(rustix::process::Resource::As)
+                .current
+                .unwrap_or(u64::MAX),
+        )
         .u64(bootstrap::uid::random_cookie())
         .0;
     let records = boot
@@ -250,6 +255,7 @@ fn exchange_layout(boot: &dyn Bootstrap, cfg: &Config) -> Result<JobLayout> {
                 pid: d.u64().ok_or_else(bad)? as u32,
                 heap_bytes: d.u64().ok_or_else(bad)? as usize,
                 heap_max: d.u64().ok_or_else(bad)? as usize,
+                as_limit: d.u64().ok_or_else(bad)?,
                 cookie: d.u64().ok_or_else(bad)?,
             })
         })
@@ -299,6 +305,7 @@ impl Shmem {
             pids,
             cookie: job_cookie,
             machine_pes,
+            as_limit,
         } = exchange_layout(boot.as_ref(), &cfg)?;
         let heap_kind = attr.heap.unwrap_or(cfg.heap);
         let (peers, data) = transport::connect(transport::ConnectArgs {
@@ -315,6 +322,7 @@ impl Shmem {
                     .map(|i| nodes.pes_on(i).len())
                     .max()
                     .unwrap_or(1),
+                as_limit,
             )?,
             sys_bytes: SYS_BYTES,
             cookie: job_cookie,

@@ -46,6 +46,8 @@ pub(crate) struct PeRecord {
     pub heap_bytes: usize,
     /// Its heap's maximum (`XPUSHMEM_SYMMETRIC_MAX`; 0 when unset: the default, the same on every PE).
     pub heap_max: usize,
+    /// Its address-space limit (`RLIMIT_AS`; `u64::MAX`: none), which bounds the default heap reserve.
+    pub as_limit: u64,
     /// Its random cookie (PE 0's becomes the job's).
     pub cookie: u64,
 }
@@ -62,6 +64,8 @@ pub(crate) struct JobLayout {
     pub cookie: u64,
     /// PEs on this PE's machine, this one included.
     pub machine_pes: usize,
+    /// The smallest address-space limit of the job's PEs (bytes; `usize::MAX`: none).
+    pub as_limit: usize,
 }
 
 /// The layout from every PE's record (indexed by PE); an error when the PEs disagree on the heap size.
@@ -111,6 +115,11 @@ pub(crate) fn job_layout(
         pids,
         cookie: records.first().map_or(0, |r| r.cookie),
         machine_pes,
+        as_limit: records
+            .iter()
+            .map(|r| usize::try_from(r.as_limit).unwrap_or(usize::MAX))
+            .min()
+            .unwrap_or(usize::MAX),
     })
 }
 

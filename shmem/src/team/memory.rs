@@ -9,8 +9,8 @@
 //! The heap grows at the agreement. Every PE runs the same allocator over the same reserved offset space
 //! (`[0, heap_max)`), so every PE finds the same offset and, when the allocation ends past the mapped part, the
 //! same new size (the end rounded up to a multiple of the first chunk, `XPUSHMEM_SYMMETRIC_SIZE`). Each PE grows
-//! its own heap (and registers the new chunk with the fabric, where one is in use), then one bootstrap exchange
-//! publishes every PE's outcome and chunk keys, after which each PE reaches the peers' new parts: no PE touches a
+//! its own heap (and registers the new chunk with the fabric, where one is in use), then a second agreement of the
+//! call publishes every PE's outcome and chunk keys, after which each PE reaches the peers' new parts: no PE touches a
 //! peer's new chunk before it exists, and a PE that cannot grow fails the call on every PE. Growth is eager at
 //! the agreement rather than lazy on first touch: every access checks its range against the window's length
 //! anyway, and a fault handler (lazy mapping) would put a signal handler into every process that links the
@@ -29,7 +29,7 @@
 //! reachable. A range is symmetric only among the team's members; other PEs never see it. Team-scoped
 //! allocations need every member's heap mapped by the others (host heaps on one node, no fabric).
 
-use crate::bootstrap::{Dec, Enc};
+use super::ctx::Ctx;
 use crate::core::Shmem;
 use crate::error::{Error, Result};
 use crate::team::{BarrierAlgo, CallId, Team, COMMON, INFO};
@@ -107,7 +107,7 @@ impl Shmem {
                     largest_free: heap.largest_free(),
                 })?;
             drop(heap);
-            if let Err(e) = self.grow(off + bytes, op) {
+            if let Err(e) = self.grow(&mut ctx, ident, off + bytes) {
                 self.heap
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
@@ -139,9 +139,9 @@ impl Shmem {
     /// Grow the heap on every PE so that its first `end` bytes are mapped (nothing when they are): to `end`
     /// rounded up to a multiple of the first chunk, at most the maximum (the same on every PE, which all run this
     /// with the same `end`). Each PE grows its own heap (and registers the new chunk with the fabric), then one
-    /// exchange publishes every PE's outcome and chunk: a PE that could not grow fails the call on every PE,
-    /// naming it; else each PE adopts the others' chunks and reaches their new parts.
-    fn grow(&self, end: usize, op: &'static str) -> Result<()> {
+    /// more agreement of the call (`ctx`, `ident`) publishes every PE's outcome and chunk: a PE that could not
+    /// grow fails the call on every PE; else each PE adopts the others' chunks and reaches their new parts.
+    fn grow(&self, ctx: &mut Ctx<'_>, ident: [u64; COMMON], end: usize) -> Result<()> {
         let from = self.heap_size();
         if end <= from {
             return Ok(());
@@ -152,32 +152,30 @@ impl Shmem {
             .unwrap_or(usize::MAX)
             .min(self.heap_max());
         let mine = self.peers.grow_own(from, new);
-        let rec = match &mine {
-            Ok(r) => Enc::default().u64(1).bytes(r).0,
-            Err(e) => Enc::default().u64(0).bytes(e.to_string().as_bytes()).0,
-        };
-        let all = self.boot.allgather(&rec)?;
-        mine?;
-        let mut chunks = Vec::with_capacity(all.len());
-        for (pe, r) in all.iter().enumerate() {
-            let mut d = Dec(r);
-            let bad = || Error::Transport {
-                transport: "heap",
-                message: format!("{op}: a malformed growth record from PE {pe}"),
-            };
-            let ok = d.u64().ok_or_else(bad)?;
-            let body = d.bytes().ok_or_else(bad)?;
-            if ok != 1 {
-                return Err(Error::Transport {
-                    transport: "heap",
-                    message: format!(
-                        "{op}: PE {pe} could not grow its symmetric heap from {from} to {new} bytes: {}",
-                        String::from_utf8_lossy(body)
-                    ),
-                });
+        // The exchange rides on a second agreement of the call (its waits drive the transports' progress, which
+        // a peer completing its last operation to this PE may need): every PE's outcome and, with the fabric, its
+        // new chunk's key, address, offset and length. A PE that could not grow reports its own error; the
+        // others fail with the agreement's verdict naming it.
+        let mut info = [0u64; INFO];
+        if let Ok(rec) = &mine {
+            for (w, b) in info.iter_mut().zip(rec.chunks_exact(8)) {
+                *w = u64::from_le_bytes(b.try_into().unwrap_or_default());
             }
-            chunks.push(body.to_vec());
+            info[INFO - 1] = rec.len() as u64;
         }
+        let all = ctx.enter(
+            ident,
+            info,
+            mine.as_ref().map(|_| ()).map_err(Clone::clone),
+            true,
+        )?;
+        let chunks: Vec<Vec<u8>> = all
+            .iter()
+            .map(|w| {
+                let n = (w[INFO - 1] as usize).min(8 * (INFO - 1));
+                w.iter().flat_map(|x| x.to_le_bytes()).take(n).collect()
+            })
+            .collect();
         self.peers.grow_peers(new, &chunks)?;
         self.heap_size.fetch_max(new, Ordering::AcqRel);
         tracing::debug!(pe = self.me, heap_bytes = new, "symmetric heap grown");
