@@ -285,7 +285,9 @@ pub(crate) fn connect(
                 host_user,
                 data.window_len(host_reserve),
                 tail,
-                a.heap_max.max(host_user),
+                // Twice the maximum: an alignment of up to twice the heap holds at offset 0 (OpenSHMEM's
+                // shmem_align of more than the heap, ffi/tests/oshmem/align.c).
+                a.heap_max.max(host_user).saturating_mul(2),
                 pe == me,
                 a.cfg.nt_copy_size,
             )?));
