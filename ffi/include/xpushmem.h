@@ -573,6 +573,21 @@ int xpushmem_team_split_2d(xpushmem_team_t parent_team,
                            long yaxis_mask,
                            xpushmem_team_t *yaxis_team);
 
+// Allocate `size` bytes of symmetric memory on every member of `team`, collective over the team only (the other
+// PEs need not call; on `XPUSHMEM_TEAM_WORLD` this is `xpushmem_malloc`). The address is symmetric among the
+// team's members; a member passing another size makes the call fail on every member. Team-scoped allocations
+// need host heaps on one node (no fabric). NULL for 0 bytes or on error.
+void *xpushmem_team_malloc(xpushmem_team_t team,
+                           size_t size);
+
+// `xpushmem_team_malloc` of `count * size` zeroed bytes. NULL for 0 bytes or on error.
+void *xpushmem_team_calloc(xpushmem_team_t team, size_t count, size_t size);
+
+// Free an allocation of `xpushmem_team_malloc` (collective over `team`, the team that allocated it; NULL frees
+// nothing but is still collective). Returns an error code.
+int xpushmem_team_free(xpushmem_team_t team,
+                       void *ptr);
+
 // Destroy a team made by a split (collective over its members; ends with a barrier over the team).
 // `XPUSHMEM_TEAM_INVALID` does nothing; the predefined teams cannot be destroyed. Returns an error code.
 int xpushmem_team_destroy(xpushmem_team_t team);

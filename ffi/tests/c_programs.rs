@@ -91,6 +91,18 @@ fn messages_3pe() {
     run_ok("native_messages", 3);
 }
 
+/// Team-scoped allocations (issue #30, item 6): xpushmem_team_malloc/calloc/free on a team PE 0 is not in (PE 0
+/// does not call) and on a split team of every PE.
+#[test]
+fn team_alloc_2pe() {
+    run_ok("native_team_alloc", 2);
+}
+
+#[test]
+fn team_alloc_4pe() {
+    run_ok("native_team_alloc", 4);
+}
+
 #[test]
 fn teams_collectives_2pe() {
     run_ok("teams_collectives", 2);

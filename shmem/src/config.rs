@@ -55,8 +55,10 @@ macro_rules! env_table {
 }
 
 env_table! {
-    /// size of each PE's symmetric heap; bytes or with a K/M/G/T suffix (powers of 1024); reserved lazily
+    /// size of the first chunk of each PE's symmetric heap, which grows on demand (host heaps, over shared memory or the fabric; device heaps keep this size); bytes or with a K/M/G/T suffix (powers of 1024); memory is committed only when touched
     symmetric_size: usize = "XPUSHMEM_SYMMETRIC_SIZE", "1G", heap_size;
+    /// the most each PE's symmetric heap may grow to (unset: 1T of address space reserved, DEFAULT_HEAP_RESERVE, less on a node of more than 16 PEs; team-scoped allocations get a second reserve of the same size); at least XPUSHMEM_SYMMETRIC_SIZE; PEs must agree on it; bytes or with a K/M/G/T suffix
+    symmetric_max: Option<usize> = "XPUSHMEM_SYMMETRIC_MAX", "", opt_heap_size;
     /// limit for every blocking wait (barriers, wait_until, signal waits, bootstrap) in ms; 0 = wait forever
     timeout: Option<Duration> = "XPUSHMEM_TIMEOUT_MS", "300000", timeout_ms;
     /// cross-check every collective call's arguments on every PE (allocations, team creation, data collectives; 0 = compare only the kind of call)
@@ -137,7 +139,7 @@ env_table! {
     launcher_report: Option<String> = "XPUSHMEM_LAUNCHER_REPORT", "", opt_text;
     /// which path the PyTorch op family (xpushmem-ops) takes: host (host-driven transfers), device (kernels enqueued on the caller's queue; device heaps only), auto (device on device heaps whose every peer the device maps, else host: PEs on other nodes need the host path)
     ops_path: OpsPathMode = "XPUSHMEM_OPS_PATH", "auto", ops_path;
-    /// OpenSHMEM layer only (the specification's name): size of each PE's symmetric heap, used when XPUSHMEM_SYMMETRIC_SIZE is unset; bytes, a K/M/G/T suffix (powers of 1024) or a number with a fraction or exponent (1.5G, 2e9, 1E3K)
+    /// OpenSHMEM layer only (the specification's name): size of each PE's symmetric heap, used when XPUSHMEM_SYMMETRIC_SIZE is unset, and then also its maximum (a fixed heap, as the specification has it) unless XPUSHMEM_SYMMETRIC_MAX is set; bytes, a K/M/G/T suffix (powers of 1024) or a number with a fraction or exponent (1.5G, 2e9, 1E3K)
     shmem_symmetric_size: OnUse<Option<usize>> = "SHMEM_SYMMETRIC_SIZE", "", on_use(opt_heap_size);
     /// OpenSHMEM layer only: set (to anything but 0, false, no or off) prints the library version on every PE at shmem_init
     shmem_version: bool = "SHMEM_VERSION", "", presence;
@@ -349,6 +351,14 @@ pub const TEAMS_MAX_DEFAULT: usize = 64;
 
 /// Largest symmetric heap we accept (the mapping of every node peer must fit the address space).
 pub const MAX_SYMMETRIC_SIZE: usize = 1 << 44;
+
+/// Address space reserved for each PE's growable heap when `XPUSHMEM_SYMMETRIC_MAX` is unset: 1 TiB (nothing is
+/// committed until touched), less on nodes of many PEs ([`Config::heap_max`]).
+pub const DEFAULT_HEAP_RESERVE: usize = 1 << 40;
+
+/// Address space every PE may spend on the node's heap mappings when `XPUSHMEM_SYMMETRIC_MAX` is unset: half of a
+/// 47-bit user address space.
+pub const HEAP_ADDRESS_BUDGET: usize = 1 << 46;
 
 // The parsers of the table: each reads its variable (or the default) and names the variable when it fails.
 
@@ -589,13 +599,40 @@ impl Config {
         let size = self.shmem_symmetric_size.clone()?;
         if env_value("XPUSHMEM_SYMMETRIC_SIZE").is_none() {
             if let Some(n) = size {
+                // The specification's variable is the heap's size: a fixed heap unless a maximum is set.
                 self.symmetric_size = n;
+                self.symmetric_max.get_or_insert(n);
             }
         }
         if self.shmem_debug && env_value("XPUSHMEM_LOG").is_none() {
             self.log = "debug".into();
         }
         Ok(())
+    }
+
+    /// The most the symmetric heap may grow to: `XPUSHMEM_SYMMETRIC_MAX`, else [`DEFAULT_HEAP_RESERVE`] or less, so
+    /// that the mappings of a node of `node_pes` PEs (each PE maps every node peer's world reserve and team space,
+    /// with alignment slack: four reserves a peer) fit [`HEAP_ADDRESS_BUDGET`], and an eighth of the smallest
+    /// address-space limit of the job's PEs (`as_limit`, `RLIMIT_AS`) (a power of two, at least
+    /// `XPUSHMEM_SYMMETRIC_SIZE`); an error naming the variable when it is below `XPUSHMEM_SYMMETRIC_SIZE`.
+    pub fn heap_max(&self, node_pes: usize, as_limit: usize) -> Result<usize> {
+        match self.symmetric_max {
+            Some(m) if m < self.symmetric_size => Err(bad(
+                "XPUSHMEM_SYMMETRIC_MAX",
+                &m.to_string(),
+                format!(
+                    "is below XPUSHMEM_SYMMETRIC_SIZE ({} bytes), the heap's first chunk",
+                    self.symmetric_size
+                ),
+            )),
+            Some(m) => Ok(m),
+            None => {
+                let budget = HEAP_ADDRESS_BUDGET.min(as_limit / 8);
+                let fits = (budget / (4 * node_pes.max(1))).max(1);
+                let pow2 = 1usize << (usize::BITS - 1 - fits.leading_zeros());
+                Ok(DEFAULT_HEAP_RESERVE.min(pow2).max(self.symmetric_size))
+            }
+        }
     }
 
     /// Every variable of [`VARS`], one line each: name, value (set, default or unset) and meaning; what

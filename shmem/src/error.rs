@@ -61,7 +61,7 @@ pub enum Error {
         reason: String,
     },
     /// The symmetric heap cannot satisfy an allocation.
-    #[error("symmetric heap exhausted: {call} of {requested} bytes (align {align}) does not fit; heap size {heap_size} bytes (XPUSHMEM_SYMMETRIC_SIZE), {in_use} in use, largest free block {largest_free}")]
+    #[error("symmetric heap exhausted: {call} of {requested} bytes (align {align}) does not fit; heap limit {heap_size} bytes ({limit}), {in_use} in use, largest free block {largest_free}")]
     HeapExhausted {
         /// The allocating call.
         call: &'static str,
@@ -69,8 +69,10 @@ pub enum Error {
         requested: usize,
         /// Alignment requested.
         align: usize,
-        /// Total heap size.
+        /// The most the heap may hold (its maximum, or its fixed size).
         heap_size: usize,
+        /// Where that limit comes from (the variable to raise).
+        limit: &'static str,
         /// Bytes currently allocated.
         in_use: usize,
         /// Largest contiguous free block.

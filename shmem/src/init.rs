@@ -231,6 +231,12 @@ fn exchange_layout(boot: &dyn Bootstrap, cfg: &Config) -> Result<JobLayout> {
         .bytes(job::machine_key().as_bytes())
         .u64(std::process::id() as u64)
         .u64(cfg.symmetric_size as u64)
+        .u64(cfg.symmetric_max.map_or(0, |m| m as u64))
+        .u64(
+            rustix::process::getrlimit(rustix::process::Resource::As)
+                .current
+                .unwrap_or(u64::MAX),
+        )
         .u64(bootstrap::uid::random_cookie())
         .0;
     let records = boot
@@ -248,11 +254,17 @@ fn exchange_layout(boot: &dyn Bootstrap, cfg: &Config) -> Result<JobLayout> {
                 machine: d.bytes().ok_or_else(bad)?.to_vec(),
                 pid: d.u64().ok_or_else(bad)? as u32,
                 heap_bytes: d.u64().ok_or_else(bad)? as usize,
+                heap_max: d.u64().ok_or_else(bad)? as usize,
+                as_limit: d.u64().ok_or_else(bad)?,
                 cookie: d.u64().ok_or_else(bad)?,
             })
         })
         .collect::<Result<Vec<_>>>()?;
-    job::job_layout(&records, me, cfg.symmetric_size)
+    job::job_layout(
+        &records,
+        me,
+        (cfg.symmetric_size, cfg.symmetric_max.unwrap_or(0)),
+    )
 }
 
 impl Shmem {
@@ -293,6 +305,7 @@ impl Shmem {
             pids,
             cookie: job_cookie,
             machine_pes,
+            as_limit,
         } = exchange_layout(boot.as_ref(), &cfg)?;
         let heap_kind = attr.heap.unwrap_or(cfg.heap);
         let (peers, data) = transport::connect(transport::ConnectArgs {
@@ -304,6 +317,13 @@ impl Shmem {
             pids: &pids,
             heap_kind,
             heap_bytes: cfg.symmetric_size,
+            heap_max: cfg.heap_max(
+                (0..nodes.count())
+                    .map(|i| nodes.pes_on(i).len())
+                    .max()
+                    .unwrap_or(1),
+                as_limit,
+            )?,
             sys_bytes: SYS_BYTES,
             cookie: job_cookie,
             timeout: cfg.timeout,
@@ -340,7 +360,8 @@ impl Shmem {
             );
         }
 
-        let heap = Allocator::new(cfg.symmetric_size);
+        let heap = Allocator::new(peers.heap_max());
+        let team_heap = Allocator::new(peers.team_base().map_or(0, |_| peers.heap_max()));
         let cpus = std::thread::available_parallelism().map_or(1, |c| c.get());
         let spin_count = match cfg.spin_count {
             Some(n) => n as u64,
@@ -359,7 +380,7 @@ impl Shmem {
         let sh = Shmem {
             me,
             n,
-            heap_size: cfg.symmetric_size,
+            heap_size: std::sync::atomic::AtomicUsize::new(cfg.symmetric_size),
             data,
             cfg,
             boot,
@@ -367,6 +388,8 @@ impl Shmem {
             heap_kind,
             nodes,
             heap: Mutex::new(heap),
+            team_heap: Mutex::new(team_heap),
+            team_mapped: std::sync::atomic::AtomicUsize::new(0),
             teams,
             watch,
             thread_level: attr.thread_level,

@@ -44,6 +44,10 @@ pub(crate) struct PeRecord {
     pub pid: u32,
     /// Its symmetric heap size (`XPUSHMEM_SYMMETRIC_SIZE`), which every PE must share.
     pub heap_bytes: usize,
+    /// Its heap's maximum (`XPUSHMEM_SYMMETRIC_MAX`; 0 when unset: the default, the same on every PE).
+    pub heap_max: usize,
+    /// Its address-space limit (`RLIMIT_AS`; `u64::MAX`: none), which bounds the default heap reserve.
+    pub as_limit: u64,
     /// Its random cookie (PE 0's becomes the job's).
     pub cookie: u64,
 }
@@ -60,22 +64,33 @@ pub(crate) struct JobLayout {
     pub cookie: u64,
     /// PEs on this PE's machine, this one included.
     pub machine_pes: usize,
+    /// The smallest address-space limit of the job's PEs (bytes; `usize::MAX`: none).
+    pub as_limit: usize,
 }
 
 /// The layout from every PE's record (indexed by PE); an error when the PEs disagree on the heap size.
-pub(crate) fn job_layout(records: &[PeRecord], me: usize, heap_bytes: usize) -> Result<JobLayout> {
+pub(crate) fn job_layout(
+    records: &[PeRecord],
+    me: usize,
+    (heap_bytes, heap_max): (usize, usize),
+) -> Result<JobLayout> {
     let mut hosts: Vec<String> = Vec::new();
     let mut node_of = Vec::with_capacity(records.len());
     let mut pids = Vec::with_capacity(records.len());
     for (pe, rec) in records.iter().enumerate() {
-        if rec.heap_bytes != heap_bytes {
-            return Err(Error::Mismatch {
-                call: "init (XPUSHMEM_SYMMETRIC_SIZE)",
-                pe,
-                theirs: format!("{} bytes", rec.heap_bytes),
-                reference_pe: me,
-                ours: format!("{heap_bytes} bytes"),
-            });
+        for (call, theirs, ours) in [
+            ("init (XPUSHMEM_SYMMETRIC_SIZE)", rec.heap_bytes, heap_bytes),
+            ("init (XPUSHMEM_SYMMETRIC_MAX)", rec.heap_max, heap_max),
+        ] {
+            if theirs != ours {
+                return Err(Error::Mismatch {
+                    call,
+                    pe,
+                    theirs: format!("{theirs} bytes"),
+                    reference_pe: me,
+                    ours: format!("{ours} bytes"),
+                });
+            }
         }
         let node = hosts
             .iter()
@@ -100,6 +115,11 @@ pub(crate) fn job_layout(records: &[PeRecord], me: usize, heap_bytes: usize) -> 
         pids,
         cookie: records.first().map_or(0, |r| r.cookie),
         machine_pes,
+        as_limit: records
+            .iter()
+            .map(|r| usize::try_from(r.as_limit).unwrap_or(usize::MAX))
+            .min()
+            .unwrap_or(usize::MAX),
     })
 }
 

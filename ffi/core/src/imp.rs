@@ -752,11 +752,24 @@ pub unsafe fn wait_set<T: SyncInt>(
 
 /// Collective allocation of `bytes` aligned to `align`, zeroed if `zero`; NULL for 0 bytes (still collective).
 pub fn alloc(call: &str, bytes: usize, align: usize, zero: bool) -> R<*mut c_void> {
+    alloc_on(call, None, bytes, align, zero)
+}
+
+/// [`alloc`] collective over `team` only (`None`: the world).
+pub fn alloc_on(
+    call: &str,
+    team: Option<&xpushmem_rt::Team>,
+    bytes: usize,
+    align: usize,
+    zero: bool,
+) -> R<*mut c_void> {
     state::with(|sh| {
+        let world = sh.team_world();
+        let t = team.unwrap_or(&world);
         let s = match (zero, align) {
-            (true, _) => sh.calloc::<u8>(bytes)?,
-            (false, 0 | 1) => sh.malloc::<u8>(bytes)?,
-            (false, a) => sh.align::<u8>(a, bytes).map_err(|e| match e {
+            (true, _) => sh.team_calloc::<u8>(t, bytes)?,
+            (false, 0 | 1) => sh.team_malloc::<u8>(t, bytes)?,
+            (false, a) => sh.team_align::<u8>(t, a, bytes).map_err(|e| match e {
                 Error::InvalidArgument {
                     name: "align",
                     value,
@@ -779,12 +792,20 @@ pub fn alloc(call: &str, bytes: usize, align: usize, zero: bool) -> R<*mut c_voi
 
 /// Collective free; NULL frees nothing (but is still collective).
 pub fn free(call: &str, ptr: *mut c_void) -> R<()> {
+    free_on(call, None, ptr)
+}
+
+/// [`free`] collective over `team` only (`None`: the world).
+pub fn free_on(call: &str, team: Option<&xpushmem_rt::Team>, ptr: *mut c_void) -> R<()> {
     state::with(|sh| {
+        let world = sh.team_world();
+        let t = team.unwrap_or(&world);
         if ptr.is_null() {
-            return Ok(sh.free(sh.sym_slice_from_addr::<u8>(sh.heap_base() as usize, 0)?)?);
+            let none = sh.sym_slice_from_addr::<u8>(sh.heap_base() as usize, 0)?;
+            return Ok(sh.team_free(t, none)?);
         }
         let s = sym_bytes(sh, ptr, 1, 1, call, "ptr")?;
-        sh.free(s).map_err(|e| match e {
+        sh.team_free(t, s).map_err(|e| match e {
             Error::InvalidArgument { reason, .. } => Error::InvalidArgument {
                 name: "ptr",
                 value: format!("{ptr:p}"),

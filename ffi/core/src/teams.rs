@@ -524,6 +524,51 @@ pub unsafe extern "C" fn xpushmem_team_split_2d(
     })
 }
 
+/// Allocate `size` bytes of symmetric memory on every member of `team`, collective over the team only (the other
+/// PEs need not call; on `XPUSHMEM_TEAM_WORLD` this is `xpushmem_malloc`). The address is symmetric among the
+/// team's members; a member passing another size makes the call fail on every member. Team-scoped allocations
+/// need host heaps on one node (no fabric). NULL for 0 bytes or on error.
+#[no_mangle]
+pub extern "C" fn xpushmem_team_malloc(team: xpushmem_team_t, size: usize) -> *mut c_void {
+    let call = "xpushmem_team_malloc";
+    value(call, std::ptr::null_mut(), || {
+        let t = state::with(|sh| Ok(self::team(sh, team.into(), N, call)?))?;
+        crate::imp::alloc_on(call, Some(&t), size, 1, false)
+    })
+}
+
+/// `xpushmem_team_malloc` of `count * size` zeroed bytes. NULL for 0 bytes or on error.
+#[no_mangle]
+pub extern "C" fn xpushmem_team_calloc(
+    team: xpushmem_team_t,
+    count: usize,
+    size: usize,
+) -> *mut c_void {
+    let call = "xpushmem_team_calloc";
+    value(call, std::ptr::null_mut(), || {
+        let bytes = count.checked_mul(size).ok_or_else(|| {
+            Error::invalid(
+                "count",
+                count,
+                format!("{call}: count * size ({count} * {size}) overflows"),
+            )
+        })?;
+        let t = state::with(|sh| Ok(self::team(sh, team.into(), N, call)?))?;
+        crate::imp::alloc_on(call, Some(&t), bytes, 1, true)
+    })
+}
+
+/// Free an allocation of `xpushmem_team_malloc` (collective over `team`, the team that allocated it; NULL frees
+/// nothing but is still collective). Returns an error code.
+#[no_mangle]
+pub extern "C" fn xpushmem_team_free(team: xpushmem_team_t, ptr: *mut c_void) -> c_int {
+    let call = "xpushmem_team_free";
+    code(call, || {
+        let t = state::with(|sh| Ok(self::team(sh, team.into(), N, call)?))?;
+        crate::imp::free_on(call, Some(&t), ptr)
+    })
+}
+
 /// Destroy a team made by a split (collective over its members; ends with a barrier over the team).
 /// `XPUSHMEM_TEAM_INVALID` does nothing; the predefined teams cannot be destroyed. Returns an error code.
 #[no_mangle]

@@ -99,7 +99,7 @@ int main(int argc, char **argv) {
     /* allocation: too big, exhausted, mismatched sizes (on every PE), bad alignment, bad frees */
     CHECK(xpushmem_malloc(heap * 2) == NULL && xpushmem_last_error_code() == XPUSHMEM_ERROR_INVALID_ARGUMENT, "malloc too big: %s", xpushmem_last_error());
     CHECK(xpushmem_malloc(heap) == NULL && xpushmem_last_error_code() == XPUSHMEM_ERROR_HEAP_EXHAUSTED, "malloc exhausted: %s", xpushmem_last_error());
-    CHECK(strstr(xpushmem_last_error(), "XPUSHMEM_SYMMETRIC_SIZE") != NULL, "exhausted message: %s", xpushmem_last_error());
+    CHECK(strstr(xpushmem_last_error(), "XPUSHMEM_SYMMETRIC_MAX") != NULL, "exhausted message: %s", xpushmem_last_error());
     CHECK(xpushmem_calloc(SIZE_MAX, 4) == NULL && xpushmem_last_error_code() == XPUSHMEM_ERROR_INVALID_ARGUMENT, "calloc overflow");
     void *mm = xpushmem_malloc(me == npes - 1 ? 128 : 64);
     CHECK(mm == NULL && xpushmem_last_error_code() == XPUSHMEM_ERROR_MISMATCH, "mismatched malloc: %s", xpushmem_last_error());

@@ -191,8 +191,11 @@ pub fn run_job(
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
     job.env.push(("XPUSHMEM_TIMEOUT_MS".into(), "20000".into()));
+    // A fixed 64 MiB heap (first chunk and maximum): the programs check the heap's limits.
     job.env
         .push(("XPUSHMEM_SYMMETRIC_SIZE".into(), "64M".into()));
+    job.env
+        .push(("XPUSHMEM_SYMMETRIC_MAX".into(), "64M".into()));
     job.timeout = Some(Duration::from_secs(timeout_s));
     job.capture = true;
     job.run().expect("the job starts")

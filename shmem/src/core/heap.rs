@@ -46,13 +46,33 @@ impl Allocator {
 
     /// Allocate `bytes` (> 0) at a multiple of `align` (a power of two). `None` when nothing fits.
     pub fn alloc(&mut self, bytes: usize, align: usize) -> Option<usize> {
+        let off = self.fit_from(0, bytes, align)?;
+        self.alloc_at(off, bytes)
+    }
+
+    /// Where [`Allocator::alloc`] would place `bytes` (> 0) aligned to `align` (a power of two) at or after
+    /// offset `hint` (first fit), without allocating. `None` when nothing fits there.
+    pub fn fit_from(&self, hint: usize, bytes: usize, align: usize) -> Option<usize> {
         debug_assert!(bytes > 0 && align.is_power_of_two());
         let align = align.max(MIN_ALIGN);
         let len = bytes.checked_next_multiple_of(MIN_ALIGN)?;
-        let (start, block, off) = self.free.iter().find_map(|(&start, &block)| {
-            let off = start.checked_next_multiple_of(align)?;
-            (off.checked_add(len)? <= start + block).then_some((start, block, off))
-        })?;
+        self.free.iter().find_map(|(&start, &block)| {
+            let off = start.max(hint).checked_next_multiple_of(align)?;
+            (off.checked_add(len)? <= start + block).then_some(off)
+        })
+    }
+
+    /// Allocate `bytes` (> 0) at exactly `off` (a multiple of the granule): `Some(off)`, or `None` when that range
+    /// is not free.
+    pub fn alloc_at(&mut self, off: usize, bytes: usize) -> Option<usize> {
+        let len = bytes.checked_next_multiple_of(MIN_ALIGN)?;
+        if off % MIN_ALIGN != 0 {
+            return None;
+        }
+        let (&start, &block) = self.free.range(..=off).next_back()?;
+        if off.checked_add(len)? > start + block {
+            return None;
+        }
         self.free.remove(&start);
         if off > start {
             self.free.insert(start, off - start);
@@ -104,6 +124,12 @@ mod tests {
         assert_eq!(a.alloc(64, 1), Some(0));
         assert_eq!(a.alloc(256, 256), Some(256));
         assert_eq!(a.in_use(), 64 + 64 + 256);
+        // Placing at or after a hint (the hole at 64 ends before a granule past 100 fits), and at an exact offset.
+        assert_eq!(a.fit_from(100, 64, 1), Some(192));
+        assert_eq!(a.alloc_at(192, 64), Some(192));
+        assert_eq!(a.alloc_at(192, 64), None, "taken");
+        assert_eq!(a.alloc_at(512, 1024), None, "past the end");
+        assert_eq!(a.fit_from(900, 200, 1), None);
     }
 
     #[derive(Debug, Clone)]

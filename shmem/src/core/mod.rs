@@ -66,7 +66,13 @@ pub struct Shmem {
     pub(crate) heap_kind: HeapKind,
     pub(crate) nodes: Nodes,
     pub(crate) heap: Mutex<Allocator>,
-    pub(crate) heap_size: usize,
+    /// Offsets of the team-scoped allocations this PE is part of, relative to the start of the team space (see
+    /// `team/memory.rs`).
+    pub(crate) team_heap: Mutex<Allocator>,
+    /// Bytes of the team-scoped allocations' space mapped on this PE (from its start).
+    pub(crate) team_mapped: std::sync::atomic::AtomicUsize,
+    /// Bytes of the heap mapped on every PE (its first chunk, then as allocations grew it).
+    pub(crate) heap_size: std::sync::atomic::AtomicUsize,
     /// Teams and their synchronisation state (`barrier_all` is `TEAM_WORLD`'s barrier).
     pub(crate) teams: teams::Teams,
     /// The executable's data segment, when symmetric.
@@ -113,9 +119,16 @@ impl Shmem {
         &self.cfg
     }
 
-    /// Bytes of symmetric heap per PE.
+    /// Bytes of symmetric heap per PE mapped now: `XPUSHMEM_SYMMETRIC_SIZE` at first, more as allocations grow it
+    /// (up to [`Shmem::heap_max`]).
     pub fn heap_size(&self) -> usize {
-        self.heap_size
+        self.heap_size.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// The most the symmetric heap may grow to (`XPUSHMEM_SYMMETRIC_MAX`, or the address space reserved); the
+    /// heap's fixed size where it cannot grow (device heaps).
+    pub fn heap_max(&self) -> usize {
+        self.peers.heap_max()
     }
 
     /// Where the symmetric heap lives.

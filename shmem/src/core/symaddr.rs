@@ -10,14 +10,26 @@ use crate::error::{Error, Result};
 use crate::types::{SymSlice, Symmetric};
 
 impl Shmem {
-    /// The heap, then the data segment if symmetric: `(local start, window offset, length)` of each.
-    fn regions(&self) -> [Option<(usize, usize, usize)>; 2] {
+    /// The heap, then the data segment if symmetric, then the mapped part of the team-scoped allocations' space:
+    /// `(local start, window offset, length)` of each.
+    fn regions(&self) -> [Option<(usize, usize, usize)>; 3] {
+        let base = self.heap_base() as usize;
         [
-            Some((self.heap_base() as usize, 0, self.heap_size)),
+            Some((base, 0, self.heap_size())),
             self.data
                 .segment()
                 .map(|d| (d.start(), self.data.offset(), d.len())),
+            self.team_region().map(|(o, len)| (base + o, o, len)),
         ]
+    }
+
+    /// The team-scoped allocations' space as this PE has mapped it: `(window offset, length)`.
+    fn team_region(&self) -> Option<(usize, usize)> {
+        let o = self.peers.team_base()?;
+        Some((
+            o,
+            self.team_mapped.load(std::sync::atomic::Ordering::Acquire),
+        ))
     }
 
     /// The local bounds `[start, end)` of the executable's data segment when it is symmetric.
@@ -31,7 +43,10 @@ impl Shmem {
     #[inline]
     pub(crate) fn check_range(&self, off: usize, bytes: usize, call: &str) -> Result<()> {
         // The heap comes first: a range that ends inside it needs no look at the data segment.
-        if off.checked_add(bytes).is_some_and(|e| e <= self.heap_size) {
+        if off
+            .checked_add(bytes)
+            .is_some_and(|e| e <= self.heap_size())
+        {
             return Ok(());
         }
         self.check_range_slow(off, bytes, call)
@@ -41,9 +56,10 @@ impl Shmem {
     #[cold]
     #[inline(never)]
     fn check_range_slow(&self, off: usize, bytes: usize, call: &str) -> Result<()> {
-        let (start, limit, what) = match self.regions()[1] {
-            Some((_, o, len)) if off >= o => (o, o + len, "data segment range"),
-            _ => (0, self.heap_size, "heap range"),
+        let (start, limit, what) = match (self.regions()[1], self.team_region()) {
+            (Some((_, o, len)), _) if off >= o => (o, o + len, "data segment range"),
+            (_, Some((o, len))) if off >= o => (o, o + len, "team allocation range"),
+            _ => (0, self.heap_size(), "heap range"),
         };
         if off.checked_add(bytes).is_none_or(|e| e > limit) {
             return Err(Error::OutOfBounds {
@@ -119,7 +135,7 @@ impl Shmem {
             return Err(Error::NotSymmetric {
                 addr,
                 base,
-                end: base + self.heap_size,
+                end: base + self.heap_size(),
                 context: format!("{}{hint}", context()),
             });
         };

@@ -5,17 +5,17 @@
 use super::copy::copy_bytes;
 use crate::error::{check_access, Error, Result};
 use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::sync::atomic::{AtomicU32, AtomicU64};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 fn os(call: &'static str, e: rustix::io::Errno) -> Error {
     Error::os(call, std::io::Error::from(e))
 }
 
-/// The seals every heap memfd carries: its size never changes while peers map it.
-const SIZE_SEALS: rustix::fs::SealFlags =
-    rustix::fs::SealFlags::GROW.union(rustix::fs::SealFlags::SHRINK);
+/// The seal every heap memfd carries: it never shrinks while peers map it (it may grow: the heap grows on demand,
+/// and a peer reaches the new part only once it has checked the file's size, see [`HostMem::grow`]).
+const SIZE_SEALS: rustix::fs::SealFlags = rustix::fs::SealFlags::SHRINK;
 
-/// One PE's heap memory: a memfd of the heap size.
+/// One PE's heap memory: a memfd of the heap size (the runtime's words, then the heap's mapped part).
 #[derive(Debug)]
 pub struct Arena {
     fd: OwnedFd,
@@ -31,13 +31,13 @@ impl Arena {
         )
         .map_err(|e| os("memfd_create", e))?;
         rustix::fs::ftruncate(&fd, size as u64).map_err(|e| os("ftruncate(memfd)", e))?;
-        // Growing or shrinking a mapped heap would fault peers; seal the size (peers check the seals).
+        // Shrinking a mapped heap would fault peers; seal against it (peers check the seal).
         rustix::fs::fcntl_add_seals(&fd, SIZE_SEALS).map_err(|e| os("fcntl(F_ADD_SEALS)", e))?;
         Ok(Arena { fd, size })
     }
 
-    /// Adopt a heap fd received from a peer: a memfd whose size is sealed (so a mapping of it can never lose its
-    /// backing and fault), or an error.
+    /// Adopt a heap fd received from a peer: a memfd sealed against shrinking (so a mapping of it can never lose
+    /// its backing and fault), or an error.
     pub fn from_fd(fd: OwnedFd) -> Result<Arena> {
         let seals =
             rustix::fs::fcntl_get_seals(&fd).map_err(|e| os("fcntl(F_GET_SEALS, peer heap)", e))?;
@@ -45,7 +45,7 @@ impl Arena {
             return Err(Error::Transport {
                 transport: "shm",
                 message: format!(
-                    "a peer's heap descriptor is not sealed against shrinking and growing (seals {seals:?})"
+                    "a peer's heap descriptor is not sealed against shrinking (seals {seals:?})"
                 ),
             });
         }
@@ -67,9 +67,32 @@ impl Arena {
         })
     }
 
-    /// Size in bytes.
+    /// Size in bytes when it was created or adopted.
     pub fn size(&self) -> usize {
         self.size
+    }
+
+    /// Size in bytes now (the owner may have grown it since).
+    pub fn current_size(&self) -> Result<usize> {
+        let st = rustix::fs::fstat(&self.fd).map_err(|e| os("fstat(heap)", e))?;
+        Ok(st.st_size as usize)
+    }
+
+    /// Grow the memfd to at least `size` bytes (sparse: no memory until touched); smaller sizes change nothing.
+    pub fn grow_to(&self, size: usize) -> Result<()> {
+        if self.current_size()? < size {
+            rustix::fs::ftruncate(&self.fd, size as u64)
+                .map_err(|e| os("ftruncate(grow heap)", e))?;
+        }
+        Ok(())
+    }
+
+    /// Another handle on the same memfd (a `dup` of its descriptor).
+    pub fn try_clone(&self) -> Result<Arena> {
+        Ok(Arena {
+            fd: rustix::io::fcntl_dupfd_cloexec(&self.fd, 0).map_err(|e| os("dup(heap)", e))?,
+            size: self.size,
+        })
     }
 
     /// The memfd.
@@ -79,11 +102,18 @@ impl Arena {
 }
 
 /// A shared, read-write mapping of an [`Arena`]'s bytes, aligned to the next power of two of its length (so heap
-/// allocations are aligned on every PE). Every accessor checks its range against the mapping's length.
+/// allocations are aligned on every PE). Every accessor checks its range against the accessible part: the first
+/// [`HostMem::len`] bytes (which grow, [`HostMem::grow`]), and a fixed tail range (the symmetric data segment,
+/// placed beyond the heap's reserved space).
 #[derive(Debug)]
 pub struct HostMem {
     base: *mut u8,
-    len: usize,
+    /// Bytes of address space mapped (reserved) from `base`.
+    mapped: usize,
+    /// Bytes from `base` that the file backs and accessors may touch; only grows.
+    len: AtomicUsize,
+    /// `[start, end)` window offsets also accessible (the file backs them from the start).
+    tail: (usize, usize),
     /// Copies of at least this many bytes use non-temporal stores (`usize::MAX`: never).
     nt_from: usize,
 }
@@ -91,7 +121,7 @@ pub struct HostMem {
 // SAFETY: the mapping is plain shared memory; concurrent access is governed by the SHMEM memory model (atomics for
 // synchronisation, puts/gets as byte copies), and the pointer stays valid until Drop unmaps it.
 unsafe impl Send for HostMem {}
-// SAFETY: as above; no interior state besides the immutable (base, len) pair.
+// SAFETY: as above; the only interior state is the accessible length, an atomic.
 unsafe impl Sync for HostMem {}
 
 impl HostMem {
@@ -103,27 +133,79 @@ impl HostMem {
         len: usize,
         nt_copy_from: Option<usize>,
     ) -> Result<HostMem> {
-        if offset % 4096 != 0 || offset.checked_add(len).is_none_or(|e| e > arena.size) || len == 0
+        HostMem::map_reserved(arena, offset, len, len, None, len, nt_copy_from)
+    }
+
+    /// Map `reserve` bytes of address space over the arena from byte `offset` (a multiple of the page size), of
+    /// which the first `len` bytes (and the window range `tail`, if any) are accessible now; the rest lies beyond
+    /// the file's end until the owner grows it ([`HostMem::grow`]). Mapping past a file's end is allowed; only
+    /// touching it faults, and the accessors never do. The mapping is aligned to the next power of two of
+    /// `align_len` (the largest allocation it holds), not of the whole reservation, which would waste address
+    /// space.
+    pub fn map_reserved(
+        arena: &Arena,
+        offset: usize,
+        len: usize,
+        reserve: usize,
+        tail: Option<(usize, usize)>,
+        align_len: usize,
+        nt_copy_from: Option<usize>,
+    ) -> Result<HostMem> {
+        let tail = tail.unwrap_or((reserve, reserve));
+        let backed = |end: usize| offset.checked_add(end).is_some_and(|e| e <= arena.size);
+        if offset % 4096 != 0
+            || len == 0
+            || len > reserve
+            || tail.0 < len
+            || tail.1 < tail.0
+            || tail.1 > reserve
+            || !backed(len)
+            || (tail.1 > tail.0 && !backed(tail.1))
         {
             return Err(Error::Transport {
                 transport: "shm",
-                message: format!("mapping [{offset}, +{len}) of a {}-byte heap", arena.size),
+                message: format!(
+                    "mapping [{offset}, +{len}) of {reserve} reserved bytes (tail {tail:?}) of a {}-byte heap",
+                    arena.size
+                ),
             });
         }
-        // The arena covers [offset, offset + len) (checked above) and its size is sealed (set in `create`, checked
-        // in `from_fd`).
-        let base = super::vmem::map_shared_aligned(arena.fd(), offset, len)?;
+        // The arena covers [offset, offset + len) and the tail (checked above) and never shrinks (sealed in
+        // `create`, checked in `from_fd`); the rest of the reservation is never touched before `grow` checks it.
+        let base = super::vmem::map_shared_aligned(arena.fd(), offset, reserve, align_len)?;
         Ok(HostMem {
             base,
-            len,
+            mapped: reserve,
+            len: AtomicUsize::new(len),
+            tail,
             nt_from: nt_copy_from.unwrap_or(usize::MAX),
         })
     }
 
-    /// Length in bytes.
+    /// Make the first `len` bytes accessible, the mapping being of `arena` from byte `offset`: an error unless the
+    /// file backs them (its owner grew it first) and they lie inside the reservation before the tail. Never
+    /// shrinks.
+    pub fn grow(&self, arena: &Arena, offset: usize, len: usize) -> Result<()> {
+        let have = arena.current_size()?;
+        if len > self.tail.0 || offset.checked_add(len).is_none_or(|e| e > have) {
+            return Err(Error::Transport {
+                transport: "shm",
+                message: format!(
+                    "growing a heap mapping to {len} bytes: its file holds {} bytes from offset {offset}, the \
+                     reservation {} bytes",
+                    have.saturating_sub(offset),
+                    self.tail.0
+                ),
+            });
+        }
+        self.len.fetch_max(len, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// Accessible length in bytes (from the start; the tail, if any, lies beyond it).
     #[inline]
     pub fn len(&self) -> usize {
-        self.len
+        self.len.load(Ordering::Acquire)
     }
 
     /// The first byte's address (for address arithmetic and for handing to a device; never dereferenced by callers).
@@ -134,7 +216,12 @@ impl HostMem {
 
     #[inline]
     fn check(&self, off: usize, len: usize, align: usize) -> Result<()> {
-        check_access("shm", "access", off, len, align, self.len)
+        let limit = if off >= self.tail.0 && self.tail.1 > self.tail.0 {
+            self.tail.1
+        } else {
+            self.len()
+        };
+        check_access("shm", "access", off, len, align, limit)
     }
 
     /// Copy `src` into the mapping at `off`.
@@ -175,7 +262,7 @@ impl HostMem {
     /// the ranges may overlap).
     pub fn copy_from(&self, off: usize, src: &HostMem, src_off: usize, len: usize) -> Result<()> {
         self.check(off, len, 1)?;
-        check_access("shm", "source range", src_off, len, 1, src.len)?;
+        src.check(src_off, len, 1)?;
         // SAFETY: both ranges lie inside live mappings of this process (checked against each one's length);
         // `copy_bytes` tolerates overlap (a PE copying within its own heap).
         unsafe { copy_bytes(src.base.add(src_off), self.base.add(off), len, self.nt_from) };
@@ -201,9 +288,9 @@ impl HostMem {
 
 impl Drop for HostMem {
     fn drop(&mut self) {
-        // SAFETY: (base, len) is exactly the region mmap returned; no reference into it outlives `self` because
+        // SAFETY: (base, mapped) is exactly the region mmap returned; no reference into it outlives `self` because
         // every accessor borrows `self`.
-        let _ = unsafe { rustix::mm::munmap(self.base.cast(), self.len) };
+        let _ = unsafe { rustix::mm::munmap(self.base.cast(), self.mapped) };
     }
 }
 
@@ -245,6 +332,31 @@ mod tests {
         let mut c = vec![0u8; 4000];
         m.read(10, &mut c).expect("read");
         assert_eq!(c, data[..4000]);
+    }
+
+    #[test]
+    fn a_reserved_mapping_grows_only_as_far_as_its_file() {
+        let own = Arena::create(4096).expect("memfd");
+        let peer = Arena::from_peer(rustix::io::dup(own.fd()).expect("dup"), 1).expect("sealed");
+        let reserve = 1 << 30;
+        let mine = HostMem::map_reserved(&own, 0, 4096, reserve, None, reserve, None).expect("map");
+        let theirs =
+            HostMem::map_reserved(&peer, 0, 4096, reserve, None, reserve, None).expect("map");
+        assert_eq!((mine.len(), theirs.len()), (4096, 4096));
+        // Beyond the accessible part: an error, never a fault.
+        assert!(mine.write(4096, &[1]).is_err());
+        // A peer cannot grow its view past the owner's file.
+        assert!(theirs.grow(&peer, 0, 1 << 20).is_err());
+        own.grow_to(1 << 20).expect("ftruncate");
+        mine.grow(&own, 0, 1 << 20).expect("grow");
+        theirs.grow(&peer, 0, 1 << 20).expect("grow");
+        mine.write((1 << 20) - 3, &[7, 8, 9]).expect("write");
+        let mut back = [0u8; 3];
+        theirs.read((1 << 20) - 3, &mut back).expect("read");
+        assert_eq!(back, [7, 8, 9]);
+        // Not past the reservation, and the file never shrinks (sealed).
+        assert!(mine.grow(&own, 0, reserve + 4096).is_err());
+        assert!(rustix::fs::ftruncate(own.fd(), 4096).is_err());
     }
 
     #[test]

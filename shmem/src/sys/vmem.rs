@@ -43,11 +43,17 @@ pub fn alignment_for(len: usize, page: usize) -> usize {
 }
 
 /// Map `len` bytes of `fd` from `offset`, shared and read-write, at an address that is a multiple of
-/// [`alignment_for`]`(len)`: reserve `len + align` bytes of address space (inaccessible, nothing committed),
-/// map the file over the aligned part, release the rest.
-pub fn map_shared_aligned(fd: BorrowedFd<'_>, offset: usize, len: usize) -> Result<*mut u8> {
+/// [`alignment_for`]`(align_len)` (`align_len`: the largest object the mapping must align, at most `len`): reserve
+/// `len + align` bytes of address space (inaccessible, nothing committed), map the file over the aligned part,
+/// release the rest.
+pub fn map_shared_aligned(
+    fd: BorrowedFd<'_>,
+    offset: usize,
+    len: usize,
+    align_len: usize,
+) -> Result<*mut u8> {
     let page = page_size();
-    let align = alignment_for(len, page);
+    let align = alignment_for(align_len.min(len), page);
     let span = len.checked_add(align).ok_or_else(|| Error::Transport {
         transport: "shm",
         message: format!(
@@ -112,7 +118,7 @@ mod tests {
     #[test]
     fn a_mapping_lands_aligned_and_is_usable() {
         let a = crate::sys::memfd::Arena::create(3 << 20).unwrap();
-        let p = map_shared_aligned(a.fd(), 0, 3 << 20).unwrap();
+        let p = map_shared_aligned(a.fd(), 0, 3 << 20, 3 << 20).unwrap();
         assert_eq!(p as usize % (4 << 20), 0, "{p:p}");
         // SAFETY: the mapping is 3 MiB, read-write, and owned by this test.
         unsafe {

@@ -5,13 +5,60 @@
 //! barrier. A PE that passes different arguments (with `XPUSHMEM_CHECK_SYMMETRY=1`, the default), or that is in
 //! another collective altogether, makes the call fail on every PE with the same error, naming the PE, what it
 //! passed and what PE 0 passed; the heap is then unchanged.
+//!
+//! The heap grows at the agreement. Every PE runs the same allocator over the same reserved offset space
+//! (`[0, heap_max)`), so every PE finds the same offset and, when the allocation ends past the mapped part, the
+//! same new size (the end rounded up to a multiple of the first chunk, `XPUSHMEM_SYMMETRIC_SIZE`). Each PE grows
+//! its own heap (and registers the new chunk with the fabric, where one is in use), then a second agreement of the
+//! call publishes every PE's outcome and chunk keys, after which each PE reaches the peers' new parts: no PE touches a
+//! peer's new chunk before it exists, and a PE that cannot grow fails the call on every PE. Growth is eager at
+//! the agreement rather than lazy on first touch: every access checks its range against the window's length
+//! anyway, and a fault handler (lazy mapping) would put a signal handler into every process that links the
+//! library.
+//!
+//! Team-scoped allocations ([`Shmem::team_malloc`] and its siblings) are collective over one team: its members
+//! call, the other PEs need not. They keep symmetric offsets without touching the world's allocator, which must
+//! stay the same on every PE: they live in a second reserve after the world's, `[T, T + heap_max)` (`T`: `heap_max` rounded up to a power of two) of the
+//! symmetric space, with an allocator of their own on every PE (the team space). Members of different teams have
+//! different histories there, so a team allocation's offset is agreed among the members: each proposes the first
+//! fit at or after a hint (0 at first) in its own team space, the team's agreement (which also carries the call's
+//! identity, so a mismatch fails it on every member) gathers the proposals, and when they differ every member
+//! retries from the largest; when they agree, the range is free on every member and each takes it. Members whose
+//! team-space history is the same (the usual case: one group allocating in turn) agree at once. Each member then
+//! grows its own heap file to cover the range and, after the closing barrier, makes the other members' ranges
+//! reachable. A range is symmetric only among the team's members; other PEs never see it. Team-scoped
+//! allocations need every member's heap mapped by the others (host heaps on one node, no fabric).
 
+use super::ctx::Ctx;
 use crate::core::Shmem;
 use crate::error::{Error, Result};
-use crate::team::{BarrierAlgo, CallId, COMMON, INFO};
+use crate::team::{BarrierAlgo, CallId, Team, COMMON, INFO};
 use crate::types::{SymSlice, Symmetric};
+use std::sync::atomic::Ordering;
 
 /// Identity words of an allocation call (see `team::describe`).
+/// The bytes of `len` elements of `T`, or the argument error: more than `max` bytes (the limit that `limit`
+/// names), or an alignment that is not a power of two.
+fn alloc_bytes<T: Symmetric>(len: usize, align: usize, max: usize, limit: &str) -> Result<usize> {
+    let elem = std::mem::size_of::<T>();
+    let bytes = len.checked_mul(elem).filter(|&b| b <= max).ok_or_else(|| {
+        Error::invalid(
+            "len",
+            len,
+            format!("{len} elements of {elem} bytes exceed the heap's limit {max} bytes ({limit})"),
+        )
+    })?;
+    if !align.is_power_of_two() {
+        return Err(Error::invalid("align", align, "must be a power of two"));
+    }
+    Ok(bytes)
+}
+
+/// Whether an allocation call zeroes its memory.
+fn zero_call(call: CallId) -> bool {
+    call == CallId::Calloc
+}
+
 fn alloc_words(call: CallId, len: usize, align: usize, off: usize, elem: usize) -> [u64; COMMON] {
     let mut w = call.words();
     w[3] = len as u64;
@@ -32,27 +79,8 @@ impl Shmem {
         zero: bool,
         op: &'static str,
     ) -> Result<SymSlice<T>> {
-        let elem = std::mem::size_of::<T>();
-        let local = len
-            .checked_mul(elem)
-            .filter(|&b| b <= self.heap_size)
-            .ok_or_else(|| {
-                Error::invalid(
-                    "len",
-                    len,
-                    format!(
-                        "{len} elements of {elem} bytes exceed the heap size {} (XPUSHMEM_SYMMETRIC_SIZE)",
-                        self.heap_size
-                    ),
-                )
-            })
-            .and_then(|b| {
-                if align.is_power_of_two() {
-                    Ok(b)
-                } else {
-                    Err(Error::invalid("align", align, "must be a power of two"))
-                }
-            });
+        let max = self.heap_max();
+        let local = alloc_bytes::<T>(len, align, max, self.heap_limit());
         let mut ctx = self.teams().world_ctx(self, op);
         // A bad size on one PE is reported as a mismatch on the others.
         ctx.enter(
@@ -67,15 +95,26 @@ impl Shmem {
             0
         } else {
             let mut heap = self.heap.lock().unwrap_or_else(|p| p.into_inner());
-            heap.alloc(bytes, align)
+            let off = heap
+                .alloc(bytes, align)
                 .ok_or_else(|| Error::HeapExhausted {
                     call: op,
                     requested: bytes,
                     align,
-                    heap_size: self.heap_size,
+                    heap_size: max,
+                    limit: self.heap_limit(),
                     in_use: heap.in_use(),
                     largest_free: heap.largest_free(),
-                })?
+                })?;
+            drop(heap);
+            if let Err(e) = self.grow(&mut ctx, ident, off + bytes) {
+                self.heap
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .free(off);
+                return Err(e);
+            }
+            off
         };
         if zero && bytes > 0 {
             self.local_map().fill(off, bytes, 0)?;
@@ -85,6 +124,64 @@ impl Shmem {
         Ok(SymSlice::new(off, len))
     }
 
+    /// What limits the heap, for errors: the variable to raise.
+    fn heap_limit(&self) -> &'static str {
+        let max = self.heap_max();
+        if self.cfg.symmetric_max == Some(max) {
+            "XPUSHMEM_SYMMETRIC_MAX"
+        } else if max == self.cfg.symmetric_size {
+            "XPUSHMEM_SYMMETRIC_SIZE: device heaps do not grow"
+        } else {
+            "the address space reserved for the heap; XPUSHMEM_SYMMETRIC_MAX sets it"
+        }
+    }
+
+    /// Grow the heap on every PE so that its first `end` bytes are mapped (nothing when they are): to `end`
+    /// rounded up to a multiple of the first chunk, at most the maximum (the same on every PE, which all run this
+    /// with the same `end`). Each PE grows its own heap (and registers the new chunk with the fabric), then one
+    /// more agreement of the call (`ctx`, `ident`) publishes every PE's outcome and chunk: a PE that could not
+    /// grow fails the call on every PE; else each PE adopts the others' chunks and reaches their new parts.
+    fn grow(&self, ctx: &mut Ctx<'_>, ident: [u64; COMMON], end: usize) -> Result<()> {
+        let from = self.heap_size();
+        if end <= from {
+            return Ok(());
+        }
+        let chunk = self.cfg.symmetric_size.max(1);
+        let new = end
+            .checked_next_multiple_of(chunk)
+            .unwrap_or(usize::MAX)
+            .min(self.heap_max());
+        let mine = self.peers.grow_own(from, new);
+        // The exchange rides on a second agreement of the call (its waits drive the transports' progress, which
+        // a peer completing its last operation to this PE may need): every PE's outcome and, with the fabric, its
+        // new chunk's key, address, offset and length. A PE that could not grow reports its own error; the
+        // others fail with the agreement's verdict naming it.
+        let mut info = [0u64; INFO];
+        if let Ok(rec) = &mine {
+            for (w, b) in info.iter_mut().zip(rec.chunks_exact(8)) {
+                *w = u64::from_le_bytes(b.try_into().unwrap_or_default());
+            }
+            info[INFO - 1] = rec.len() as u64;
+        }
+        let all = ctx.enter(
+            ident,
+            info,
+            mine.as_ref().map(|_| ()).map_err(Clone::clone),
+            true,
+        )?;
+        let chunks: Vec<Vec<u8>> = all
+            .iter()
+            .map(|w| {
+                let n = (w[INFO - 1] as usize).min(8 * (INFO - 1));
+                w.iter().flat_map(|x| x.to_le_bytes()).take(n).collect()
+            })
+            .collect();
+        self.peers.grow_peers(new, &chunks)?;
+        self.heap_size.fetch_max(new, Ordering::AcqRel);
+        tracing::debug!(pe = self.me, heap_bytes = new, "symmetric heap grown");
+        Ok(())
+    }
+
     fn alloc_call<T: Symmetric>(
         &self,
         call: CallId,
@@ -92,7 +189,7 @@ impl Shmem {
         align: usize,
     ) -> Result<SymSlice<T>> {
         let words = alloc_words(call, len, align, 0, std::mem::size_of::<T>());
-        self.alloc_collective(words, len, align, call == CallId::Calloc, call.name())
+        self.alloc_collective(words, len, align, zero_call(call), call.name())
     }
 
     /// Allocate `len` elements of `T` on every PE (collective; same `len` everywhere). Contents are unspecified.
@@ -129,12 +226,178 @@ impl Shmem {
         }
         let mut heap = self.heap.lock().unwrap_or_else(|p| p.into_inner());
         heap.free(s.off).map(|_| ()).ok_or_else(|| {
-            Error::invalid(
-                "s",
-                format!("{s:?}"),
-                "does not start a live symmetric allocation (freed twice, or a sub-slice?)",
-            )
+            let why = if self.peers.team_base().is_some_and(|b| s.off >= b) {
+                "is a team-scoped allocation: free it with team_free on its team"
+            } else {
+                "does not start a live symmetric allocation (freed twice, or a sub-slice?)"
+            };
+            Error::invalid("s", format!("{s:?}"), why)
         })
+    }
+
+    /// Allocate `len` elements of `T` on every member of `team`, collective over the team only (the other PEs do
+    /// not take part); the same `len` on every member. The offset is symmetric among the members (see the module
+    /// docs); on `TEAM_WORLD` this is [`Shmem::malloc`].
+    pub fn team_malloc<T: Symmetric>(&self, team: &Team, len: usize) -> Result<SymSlice<T>> {
+        self.team_alloc(team, CallId::Malloc, len, 1)
+    }
+
+    /// [`Shmem::team_malloc`], zeroed.
+    pub fn team_calloc<T: Symmetric>(&self, team: &Team, len: usize) -> Result<SymSlice<T>> {
+        self.team_alloc(team, CallId::Calloc, len, 1)
+    }
+
+    /// [`Shmem::team_malloc`] aligned to `align` bytes (a power of two).
+    pub fn team_align<T: Symmetric>(
+        &self,
+        team: &Team,
+        align: usize,
+        len: usize,
+    ) -> Result<SymSlice<T>> {
+        self.team_alloc(team, CallId::Align, len, align)
+    }
+
+    /// Free an allocation of [`Shmem::team_malloc`] (collective over `team`, which must be the team that
+    /// allocated it; starts with the team's agreement so no member still accesses it).
+    pub fn team_free<T: Symmetric>(&self, team: &Team, s: SymSlice<T>) -> Result<()> {
+        if team.is_world() {
+            return self.free(s);
+        }
+        let words = alloc_words(CallId::Free, s.len, 0, s.off, std::mem::size_of::<T>());
+        team.ctx(self, "free")?
+            .enter(words, [0; INFO], Ok(()), false)?;
+        if s.len == 0 {
+            return Ok(());
+        }
+        let mut heap = self.team_heap.lock().unwrap_or_else(|p| p.into_inner());
+        self.peers
+            .team_base()
+            .and_then(|b| s.off.checked_sub(b))
+            .and_then(|off| heap.free(off))
+            .map(|_| ())
+            .ok_or_else(|| {
+                Error::invalid(
+                    "s",
+                    format!("{s:?}"),
+                    "does not start a live team-scoped allocation (freed twice, a sub-slice, or a world allocation?)",
+                )
+            })
+    }
+
+    fn team_alloc<T: Symmetric>(
+        &self,
+        team: &Team,
+        call: CallId,
+        len: usize,
+        align: usize,
+    ) -> Result<SymSlice<T>> {
+        if team.is_world() {
+            return self.alloc_call(call, len, align);
+        }
+        let op = call.name();
+        let elem = std::mem::size_of::<T>();
+        let max = self.heap_max();
+        let base = self.peers.team_base();
+        let limit = "the team space, as large as the heap's maximum";
+        let local = match base {
+            None => Err(Error::invalid(
+                "team",
+                team.describe(),
+                format!(
+                    "{op}: team-scoped allocations need every member's heap mapped by the others (host heaps \
+                     on one node, no fabric); this job's heap is {:?}",
+                    self.heap_kind
+                ),
+            )),
+            Some(_) => alloc_bytes::<T>(len, align, max, limit),
+        };
+        let align = align.max(std::mem::align_of::<T>());
+        let words = alloc_words(call, len, align, 0, elem);
+        let mut ctx = team.ctx(self, op)?;
+        // Rounds of proposals until every member proposes the same offset (see the module docs).
+        let mut hint = 0usize;
+        let off = loop {
+            let fit = match &local {
+                Ok(b) if *b > 0 => self
+                    .team_heap
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .fit_from(hint, *b, align),
+                _ => Some(0),
+            };
+            let mut info = [0u64; INFO];
+            info[0] = fit.map_or(u64::MAX, |f| f as u64);
+            let all = ctx.enter(
+                words,
+                info,
+                local.as_ref().map(|_| ()).map_err(Clone::clone),
+                true,
+            )?;
+            let bytes = *local.as_ref().map_err(Clone::clone)?;
+            if bytes == 0 {
+                break None;
+            }
+            if let Some(i) = all.iter().position(|w| w[0] == u64::MAX) {
+                let heap = self.team_heap.lock().unwrap_or_else(|p| p.into_inner());
+                return Err(Error::HeapExhausted {
+                    call: op,
+                    requested: bytes,
+                    align,
+                    heap_size: max,
+                    limit: if i == team.my_pe() {
+                        "the team space of this PE (XPUSHMEM_SYMMETRIC_MAX sets it)"
+                    } else {
+                        "the team space of another member (XPUSHMEM_SYMMETRIC_MAX sets it)"
+                    },
+                    in_use: heap.in_use(),
+                    largest_free: heap.largest_free(),
+                });
+            }
+            let most = all.iter().map(|w| w[0]).max().unwrap_or(0) as usize;
+            if all.iter().all(|w| w[0] as usize == most) {
+                let mut heap = self.team_heap.lock().unwrap_or_else(|p| p.into_inner());
+                heap.alloc_at(most, bytes).ok_or_else(|| Error::Transport {
+                    transport: "heap",
+                    message: format!(
+                        "{op}: the agreed team-space offset {most} is taken on this PE"
+                    ),
+                })?;
+                break Some((most, bytes));
+            }
+            hint = most;
+        };
+        let Some((rel, bytes)) = off else {
+            return Ok(SymSlice::new(0, 0));
+        };
+        let base = base.unwrap_or_default();
+        // Every member grows its own heap to cover the range, then (after the barrier) reaches the others'.
+        let end = (base + rel + bytes).next_multiple_of(4096);
+        let grown = self.peers.grow_windows(&[self.me], end);
+        if let Err(e) = grown {
+            self.team_heap
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .free(rel);
+            let _ = ctx.barrier(BarrierAlgo::Dissemination);
+            return Err(e);
+        }
+        if zero_call(call) {
+            self.local_map().fill(base + rel, bytes, 0)?;
+        }
+        ctx.barrier(BarrierAlgo::Dissemination)?;
+        let members: Vec<usize> = (0..team.n_pes())
+            .map(|i| team.global_pe(i))
+            .collect::<Result<_>>()?;
+        self.peers.grow_windows(&members, end)?;
+        self.team_mapped.fetch_max(end - base, Ordering::AcqRel);
+        tracing::trace!(
+            pe = self.me,
+            call = op,
+            bytes,
+            off = base + rel,
+            "team-scoped allocation"
+        );
+        Ok(SymSlice::new(base + rel, len))
     }
 
     /// Bytes of the heap currently allocated (the runtime's own words included).

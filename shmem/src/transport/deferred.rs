@@ -301,6 +301,9 @@ impl Window for DeferredWindow {
     fn base(&self) -> *mut u8 {
         self.inner.base()
     }
+    fn grow(&self, len: usize) -> Result<()> {
+        self.inner.grow(len)
+    }
     fn host_accessible(&self) -> bool {
         self.inner.host_accessible()
     }

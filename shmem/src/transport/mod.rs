@@ -339,6 +339,20 @@ pub(crate) trait Window: Send + Sync + std::fmt::Debug {
     fn host_mem(&self) -> Option<&crate::sys::memfd::HostMem> {
         None
     }
+    /// The heap grew: make its first `len` bytes reachable (on this PE's own window, grow the memory first). Only
+    /// windows of a growable heap can ([`Peers::heap_max`]); others accept only a length they have already.
+    fn grow(&self, len: usize) -> Result<()> {
+        if len <= self.len() {
+            return Ok(());
+        }
+        Err(crate::error::Error::Transport {
+            transport: "window",
+            message: format!(
+                "a fixed heap window of {} bytes cannot grow to {len}",
+                self.len()
+            ),
+        })
+    }
 }
 
 /// An error unless a local buffer of `have` bytes holds `count` elements of `elem` bytes every `stride` elements.
@@ -380,8 +394,11 @@ pub(crate) struct ConnectArgs<'a> {
     pub pids: &'a [u32],
     /// Where the user heap lives.
     pub heap_kind: crate::types::HeapKind,
-    /// Bytes of user heap per PE.
+    /// Bytes of user heap per PE: the first chunk.
     pub heap_bytes: usize,
+    /// Bytes of address space to reserve for the user heap per PE, which may grow up to it (at least `heap_bytes`;
+    /// host heaps only: a device heap stays at `heap_bytes`).
+    pub heap_max: usize,
     /// Bytes of the runtime's own region per PE.
     pub sys_bytes: usize,
     /// The job's cookie (names the node's fd exchange).
@@ -412,6 +429,13 @@ pub(crate) struct Peers {
     /// The host proxy of kernels' operations on PEs reached through the fabric (device heaps only).
     #[cfg(xpushmem_fabric)]
     pub(crate) proxy: Option<proxy::DeviceProxy>,
+    /// The fabric transport, when in use (it registers the heap's new chunks).
+    #[cfg(xpushmem_fabric)]
+    fabric: Option<Arc<fabric::Fabric>>,
+    /// The largest the user heap may grow to (its first chunk where it cannot grow).
+    heap_max: usize,
+    /// Where team-scoped allocations start (`heap_max`), where they are possible.
+    team_base: Option<usize>,
     /// This PE's own memfd (runtime words, and the user heap on host heaps); mapped by every node peer.
     _arena: shm::Arena,
 }
@@ -420,6 +444,68 @@ impl Peers {
     /// The window onto `pe`'s user heap, if reachable.
     pub(crate) fn heap(&self, pe: usize) -> Option<&dyn Window> {
         self.heap.get(pe)?.as_deref()
+    }
+    /// The largest the user heap may grow to: the reserved space of a growable heap (host heaps reached through the
+    /// node's mappings), else its fixed size.
+    pub(crate) fn heap_max(&self) -> usize {
+        self.heap_max
+    }
+    /// Where team-scoped allocations start in the symmetric space (after the world's reserve), or `None` where
+    /// they are not possible (device heaps, the fabric).
+    pub(crate) fn team_base(&self) -> Option<usize> {
+        self.team_base
+    }
+    /// Make the first `len` bytes of each of `pes`'s heaps reachable (growing this PE's own when it is one of
+    /// them): a team-scoped allocation grew the heaps of the team's members.
+    pub(crate) fn grow_windows(&self, pes: &[usize], len: usize) -> Result<()> {
+        pes.iter()
+            .filter_map(|&pe| self.heap(pe))
+            .try_for_each(|w| w.grow(len))
+    }
+    /// The heap grows from `from` to `len` bytes on every PE (an allocation's agreement): grow this PE's own heap
+    /// and, with the fabric, register the new part. The record to publish to every PE ([`Peers::grow_peers`]).
+    pub(crate) fn grow_own(&self, from: usize, len: usize) -> Result<Vec<u8>> {
+        let own = self
+            .heap(self.me)
+            .ok_or_else(|| crate::error::Error::Transport {
+                transport: "heap",
+                message: "this PE has no heap window".into(),
+            })?;
+        own.grow(len)?;
+        #[cfg(xpushmem_fabric)]
+        if let Some(f) = &self.fabric {
+            // The new part [from, len) of this PE's own mapping (grown above); only the provider reads it.
+            let base = own.base().wrapping_add(from);
+            let rec = f.register_chunk(base, from, len - from)?;
+            return Ok(rec.iter().flat_map(|w| w.to_le_bytes()).collect());
+        }
+        let _ = from;
+        Ok(Vec::new())
+    }
+    /// Every PE grew its heap to `len` ([`Peers::grow_own`]; `records`: what each published): adopt their new
+    /// chunks on the fabric and make the new part of every other PE's heap reachable.
+    pub(crate) fn grow_peers(&self, len: usize, records: &[Vec<u8>]) -> Result<()> {
+        #[cfg(xpushmem_fabric)]
+        if let Some(f) = &self.fabric {
+            for (pe, rec) in records.iter().enumerate().filter(|&(pe, _)| pe != self.me) {
+                let w: Vec<u64> = rec
+                    .chunks_exact(8)
+                    .map(|b| u64::from_le_bytes(b.try_into().unwrap_or_default()))
+                    .collect();
+                let rec: [u64; 4] = w.try_into().map_err(|_| crate::error::Error::Transport {
+                    transport: "fabric",
+                    message: format!("malformed heap chunk record from PE {pe}"),
+                })?;
+                f.adopt_chunk(pe, rec)?;
+            }
+        }
+        let _ = records;
+        self.heap
+            .iter()
+            .enumerate()
+            .filter(|&(pe, _)| pe != self.me)
+            .filter_map(|(_, w)| w.as_deref())
+            .try_for_each(|w| w.grow(len))
     }
     /// The window onto `pe`'s runtime words, if reachable.
     pub(crate) fn sys(&self, pe: usize) -> Option<&dyn Window> {
@@ -458,6 +544,8 @@ impl Drop for Peers {
         // The proxy thread (which uses the fabric windows and the device) stops first.
         #[cfg(xpushmem_fabric)]
         drop(self.proxy.take());
+        #[cfg(xpushmem_fabric)]
+        drop(self.fabric.take());
         // Peers' windows and the transports go first, while this PE's own mappings (registered with a network
         // transport, which may still write into them until it is closed) stay mapped.
         let own = (
@@ -539,9 +627,34 @@ pub(crate) fn connect(a: ConnectArgs<'_>) -> Result<(Peers, dataseg::SymData)> {
     } else {
         0
     };
-    let data =
-        dataseg::SymData::plan(a.symmetric_data && a.heap_kind == HeapKind::Host, host_user)?;
-    let (arena, mut sys, mut heap) = shm::connect(&a, &local, host_user, &data)?;
+    // Host heaps grow (node mappings, and chunks registered with the fabric); the data segment lies after the
+    // reserve.
+    let heap_max = if a.heap_kind == HeapKind::Host {
+        a.heap_max.max(a.heap_bytes)
+    } else {
+        a.heap_bytes
+    };
+    // Team-scoped allocations live in a second reserve after the world's, `[heap_max, 2 * heap_max)`, where every
+    // PE is a node mapping (host heaps, no fabric): see `team/memory.rs`.
+    // The team space starts at a power of two, so its allocations align like the world's.
+    let team_base =
+        (host_user > 0 && fabric_reach.is_none()).then(|| vmem::alignment_for(heap_max, 1));
+    let host_reserve = match team_base {
+        Some(b) => b
+            .checked_add(heap_max)
+            .ok_or_else(|| crate::error::Error::Config {
+                var: "XPUSHMEM_SYMMETRIC_MAX",
+                value: heap_max.to_string(),
+                reason: "the world's and the teams' reserves overflow the address space".into(),
+            })?,
+        None if host_user > 0 => heap_max,
+        None => 0,
+    };
+    let data = dataseg::SymData::plan(
+        a.symmetric_data && a.heap_kind == HeapKind::Host,
+        host_reserve,
+    )?;
+    let (arena, mut sys, mut heap) = shm::connect(&a, &local, host_user, host_reserve, &data)?;
     let device = if a.heap_kind == HeapKind::Device {
         // The device maps the node peers the fabric does not reach (with XPUSHMEM_TRANSPORT=fabric: none), so
         // the device library's bases table holds 0 for every PE the fabric (and the host proxy) serves.
@@ -572,6 +685,8 @@ pub(crate) fn connect(a: ConnectArgs<'_>) -> Result<(Peers, dataseg::SymData)> {
     };
     #[cfg(xpushmem_fabric)]
     let mut proxy = None;
+    #[cfg(xpushmem_fabric)]
+    let mut fabric_t = None;
     #[cfg(xpushmem_fabric)]
     if let Some(r) = fabric_reach {
         let internal = |what: &str| crate::error::Error::Transport {
@@ -620,6 +735,7 @@ pub(crate) fn connect(a: ConnectArgs<'_>) -> Result<(Peers, dataseg::SymData)> {
                 cfg.device_proxy == crate::config::DeviceProxy::Stalled,
             )?);
         }
+        fabric_t = Some(Arc::clone(&t));
         transports.push(t);
     }
     if let Some(d) = wrap {
@@ -644,6 +760,10 @@ pub(crate) fn connect(a: ConnectArgs<'_>) -> Result<(Peers, dataseg::SymData)> {
         device,
         #[cfg(xpushmem_fabric)]
         proxy,
+        #[cfg(xpushmem_fabric)]
+        fabric: fabric_t,
+        heap_max,
+        team_base,
         _arena: arena,
     };
     Ok((peers, data))

@@ -14,7 +14,16 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 /// A peer's (or this PE's) heap or runtime words as a [`super::Window`]: a shared mapping of its memfd.
 #[derive(Debug)]
-pub struct Mapping(HostMem);
+pub struct Mapping(HostMem, Option<Growth>);
+
+/// What a growable heap mapping needs to grow: the memfd it maps, from which byte, and whether this PE owns it
+/// (then growing the mapping grows the file first).
+#[derive(Debug)]
+struct Growth {
+    arena: Arena,
+    offset: usize,
+    own: bool,
+}
 
 impl Mapping {
     /// Map `len` bytes of the arena from byte `offset` (a multiple of the page size), shared and read-write.
@@ -29,7 +38,30 @@ impl Mapping {
         len: usize,
         nt_copy_from: Option<usize>,
     ) -> Result<Mapping> {
-        HostMem::map(arena, offset, len, nt_copy_from).map(Mapping)
+        HostMem::map(arena, offset, len, nt_copy_from).map(|m| Mapping(m, None))
+    }
+
+    /// A heap mapping that grows: `reserve` bytes of address space over the arena from byte `offset`, the first
+    /// `len` accessible now, plus the window range `tail` (the data segment), aligned for allocations of up to
+    /// `align_len` bytes; `own`: this PE's own heap.
+    #[allow(clippy::too_many_arguments)]
+    pub fn map_growable(
+        arena: &Arena,
+        offset: usize,
+        len: usize,
+        reserve: usize,
+        tail: Option<(usize, usize)>,
+        align_len: usize,
+        own: bool,
+        nt_copy_from: Option<usize>,
+    ) -> Result<Mapping> {
+        let m = HostMem::map_reserved(arena, offset, len, reserve, tail, align_len, nt_copy_from)?;
+        let g = Growth {
+            arena: arena.try_clone()?,
+            offset,
+            own,
+        };
+        Ok(Mapping(m, Some(g)))
     }
 
     /// Copy `src` into the mapping at `off`.
@@ -174,22 +206,48 @@ impl super::Window for Mapping {
     fn host_accessible(&self) -> bool {
         true
     }
+    fn grow(&self, len: usize) -> Result<()> {
+        match &self.1 {
+            Some(g) => {
+                if g.own {
+                    g.arena.grow_to(g.offset + len)?;
+                }
+                self.0.grow(&g.arena, g.offset, len)
+            }
+            None if len <= self.0.len() => Ok(()),
+            None => Err(Error::Transport {
+                transport: "shm",
+                message: format!(
+                    "a fixed mapping of {} bytes cannot grow to {len}",
+                    self.0.len()
+                ),
+            }),
+        }
+    }
 }
 
 /// One window per PE (`None` for PEs this transport does not reach).
 pub(crate) type Windows = Vec<Option<Box<dyn super::Window>>>;
 
 /// The shm transport's part of [`super::connect`]: create this PE's memfd (`sys_bytes` of runtime words, then
-/// `host_user` bytes of user heap), exchange fds with the node's PEs and map each. Returns the arena and, per PE of
-/// the node, the window onto its runtime words and (when `host_user > 0`) onto its user heap. Collective.
+/// `host_user` bytes of user heap, the first chunk of `host_reserve`; the data segment, when symmetric, after the
+/// reserve), exchange fds with the node's PEs and map each. Returns the arena and, per PE of the node, the window
+/// onto its runtime words and (when `host_user > 0`) onto its user heap, which grows up to `host_reserve` bytes
+/// ([`super::Window::grow`]). Collective.
 pub(crate) fn connect(
     a: &super::ConnectArgs<'_>,
     local: &[usize],
     host_user: usize,
+    host_reserve: usize,
     data: &super::dataseg::SymData,
 ) -> Result<(Arena, Windows, Windows)> {
     let (me, n) = (a.me, a.pids.len());
-    let arena = Arena::create(a.sys_bytes + data.window_len(host_user))?;
+    // Sparse: the data segment's pages beyond the heap's reserve cost nothing but their own.
+    let file = match data.segment() {
+        Some(_) => data.window_len(host_reserve),
+        None => host_user,
+    };
+    let arena = Arena::create(a.sys_bytes + file)?;
     data.adopt(&arena, a.sys_bytes)?;
     let listener = if local[0] == me && local.len() > 1 {
         Some(FdListener::bind(a.cookie, me)?)
@@ -218,11 +276,19 @@ pub(crate) fn connect(
         data.check_peer(me, pe, ar.size(), arena.size())?;
         sys[pe] = Some(Box::new(Mapping::map(ar, 0, a.sys_bytes)?));
         if host_user > 0 {
-            let len = data.window_len(host_user);
-            heap[pe] = Some(Box::new(Mapping::map_with(
+            let tail = data
+                .segment()
+                .map(|s| (data.offset(), data.offset() + s.len()));
+            heap[pe] = Some(Box::new(Mapping::map_growable(
                 ar,
                 a.sys_bytes,
-                len,
+                host_user,
+                data.window_len(host_reserve),
+                tail,
+                // Twice the maximum: an alignment of up to twice the heap holds at offset 0 (OpenSHMEM's
+                // shmem_align of more than the heap, ffi/tests/oshmem/align.c).
+                a.heap_max.max(host_user).saturating_mul(2),
+                pe == me,
                 a.cfg.nt_copy_size,
             )?));
         }

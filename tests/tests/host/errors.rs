@@ -134,9 +134,13 @@ pe_test!(
 
 pe_test!(
     heap_exhaustion_is_an_error_and_the_heap_stays_usable,
+    env [&[("XPUSHMEM_SYMMETRIC_SIZE", "16M"), ("XPUSHMEM_SYMMETRIC_MAX", "64M")]],
     shm [1, 2, 4],
     |sh| {
-        let size = sh.heap_size();
+        // The heap starts at its first chunk and grows, chunk by chunk, up to its maximum.
+        assert_eq!(sh.heap_size(), 16 << 20);
+        let size = sh.heap_max();
+        assert_eq!(size, 64 << 20);
         let small = sh.malloc::<u8>(1)?;
         let e = sh.malloc::<u8>(size - 32).unwrap_err();
         assert!(matches!(e, Error::HeapExhausted { .. }), "{e}");
@@ -149,7 +153,7 @@ pe_test!(
             "{msg}"
         );
         assert!(
-            msg.contains(&format!("heap size {size} bytes (XPUSHMEM_SYMMETRIC_SIZE)")),
+            msg.contains(&format!("heap limit {size} bytes (XPUSHMEM_SYMMETRIC_MAX)")),
             "{msg}"
         );
         // More than the heap at all is an argument error.
@@ -167,6 +171,7 @@ pe_test!(
         };
         assert!(matches!(err, Error::HeapExhausted { .. }), "{err}");
         assert!(blocks.len() >= size / (64 << 10) - 2);
+        assert_eq!(sh.heap_size(), size, "grown to the maximum");
         sh.free(small)?;
         let last = blocks.pop().expect("at least one block");
         sh.free(last)?;
@@ -204,7 +209,14 @@ fn heap_exhaustion_under_a_small_configured_heap_2pe() {
             sh.free(b)
         });
     }
-    let out = spawn_pes_with(&name, 2, &[("XPUSHMEM_SYMMETRIC_SIZE", "1M")]);
+    let out = spawn_pes_with(
+        &name,
+        2,
+        &[
+            ("XPUSHMEM_SYMMETRIC_SIZE", "1M"),
+            ("XPUSHMEM_SYMMETRIC_MAX", "1M"),
+        ],
+    );
     assert_success(&name, 2, &out);
 }
 

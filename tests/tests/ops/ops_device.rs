@@ -428,7 +428,7 @@ fn a2a_cases(sh: &Shmem, cases: usize) -> Result<()> {
 
 pe_test!(
     a2a_random,
-    dev [2, 3, 4],
+    dev [1, 2, 3, 4],
     |sh| {
     a2a_cases(sh, 18)
 });
@@ -605,7 +605,7 @@ fn gather_of(m: &[u8], dt: DType, idx: &[usize]) -> Vec<u8> {
 
 pe_test!(
     tile_bcast_random,
-    dev [2, 3, 4],
+    dev [1, 2, 3, 4],
     |sh| {
     tile_cases(sh, 9)
 });

@@ -370,6 +370,7 @@ fn broadcast_cases(sh: &Shmem, g: &Group, buf: SymSlice<u8>, cases: usize) -> Re
 pe_test!(
     broadcast_put_get_signal,
     shm [1, 2, 3, 4, 8],
+    dev [1],
     |sh| {
         let (n, me) = (sh.n_pes(), sh.my_pe());
         let g = Group::world(sh)?;

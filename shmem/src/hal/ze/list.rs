@@ -85,13 +85,20 @@ pub(crate) enum LaunchOn {
     Caller(ze::ze_command_list_handle_t),
 }
 
+/// Whether a copy of `len` bytes from `src` to `dst` changes nothing: it is empty, or a range copied onto itself
+/// (a PE putting its own buffer to itself, a 1-PE broadcast's root). Level Zero refuses the latter as overlapping
+/// regions (`ZE_RESULT_ERROR_OVERLAPPING_REGIONS`), so it never reaches the driver.
+fn is_noop_copy(dst: *mut u8, src: *const u8, len: usize) -> bool {
+    len == 0 || std::ptr::eq(dst.cast_const(), src)
+}
+
 impl ZeRuntime {
     /// Copy `len` bytes; both ranges were validated by the caller against live allocations or Rust slices.
     ///
     /// # Safety
     /// `dst` and `src` must each be valid for `len` bytes (device memory of this context, or host memory).
     pub(crate) unsafe fn copy(&self, dst: *mut u8, src: *const u8, len: usize) -> Result<()> {
-        if len == 0 {
+        if is_noop_copy(dst, src, len) {
             return Ok(());
         }
         let lists = self.lists.lock().unwrap_or_else(|p| p.into_inner());
@@ -445,7 +452,7 @@ impl ZeRuntime {
         src: *const u8,
         len: usize,
     ) -> Result<()> {
-        if len == 0 {
+        if is_noop_copy(dst, src, len) {
             return Ok(());
         }
         let g = self.service_lists()?;

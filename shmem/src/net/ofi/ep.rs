@@ -177,7 +177,7 @@ impl Ep {
             },
             tokens: Vec::new(),
             slabs: Slabs::default(),
-            heap: None,
+            heap: Vec::new(),
         };
         // SAFETY: `chosen` is a valid fi_info owned by `ep` (freed in its Drop); each object is opened into `ep`'s
         // fields, so Drop closes whatever was opened if a later step fails.
@@ -345,7 +345,7 @@ impl Ep {
                 ok(&prov, "fi_mr_enable", fi::xfi_mr_enable(mr) as i64)?;
             }
             if heap && device.is_none() {
-                self.heap = Some(LocalHeap {
+                self.heap.push(LocalHeap {
                     base: base as usize,
                     len,
                     desc: if self.mr_local {

@@ -212,7 +212,8 @@ pub(super) struct LocalMr {
     desc: *mut c_void,
 }
 
-/// This PE's registered host heap, which puts read directly (no copy) when their source lies in it.
+/// A registered part of this PE's host heap (its first chunk, then each chunk it grew by), which puts read
+/// directly (no copy) when their source lies in it.
 #[derive(Clone, Copy)]
 pub(super) struct LocalHeap {
     base: usize,
@@ -267,7 +268,7 @@ pub(crate) struct Ep {
     /// Bounce buffers of large puts.
     slabs: Slabs,
     /// This PE's host heap as registered (`None` for a device heap).
-    heap: Option<LocalHeap>,
+    heap: Vec<LocalHeap>,
     /// Why the endpoint was shut down ([`Ep::shutdown`]): every operation from then on fails with
     /// [`Ep::closed_err`].
     closed: Option<String>,

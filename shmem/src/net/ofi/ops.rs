@@ -262,9 +262,11 @@ impl Ep {
 
     /// The local descriptor of `[addr, addr + len)` when it lies in this PE's registered host heap.
     pub(super) fn heap_desc(&self, addr: usize, len: usize) -> Option<*mut c_void> {
-        let h = self.heap?;
-        (addr >= h.base && addr.checked_add(len).is_some_and(|e| e <= h.base + h.len))
-            .then_some(h.desc)
+        let end = addr.checked_add(len)?;
+        self.heap
+            .iter()
+            .find(|h| addr >= h.base && end <= h.base + h.len)
+            .map(|h| h.desc)
     }
 
     /// Put the `len` bytes at `addr` (where [`Ep::direct`] allowed it: this PE's registered heap, or private memory

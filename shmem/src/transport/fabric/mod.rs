@@ -81,7 +81,7 @@ use crate::wait::Backoff;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
-use window::FabricWindow;
+use window::{Chunks, FabricWindow};
 
 pub(crate) use crate::net::ofi::{amo_of, providers};
 
@@ -147,8 +147,10 @@ const PROGRESS_SLEEP_MAX: Duration = Duration::from_micros(100);
 pub(crate) struct Fabric {
     ep: Arc<Mutex<Ep>>,
     reach: Vec<bool>,
-    /// Every reached PE's user heap region (for [`Fabric::heap_window`]).
-    heaps: Vec<Option<Region>>,
+    /// Every reached PE's user heap regions (shared with its windows; for [`Fabric::heap_window`]).
+    heaps: Vec<Option<Chunks>>,
+    /// The keys of this PE's registrations (a new one must differ from each).
+    keys: Mutex<Vec<u64>>,
     prov: String,
     stop: Arc<AtomicBool>,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
@@ -314,12 +316,44 @@ impl Fabric {
 impl Fabric {
     /// Another window onto PE `pe`'s user heap (for the device proxy); `None` when the fabric does not reach it.
     pub(crate) fn heap_window(self: &Arc<Self>, pe: usize) -> Option<Box<dyn Window>> {
-        let region = (*self.heaps.get(pe)?)?;
+        let chunks = Arc::clone(self.heaps.get(pe)?.as_ref()?);
         Some(Box::new(FabricWindow {
             t: Arc::clone(self),
             pe,
-            region,
+            chunks,
         }))
+    }
+
+    /// This PE's host heap grew: register its new chunk, the `len` bytes at `base` (window offset `off`), for
+    /// peers' RMA and atomics with a fresh key. The record to publish at the allocation's agreement (key, address,
+    /// window offset, length), which every peer adopts with [`Fabric::adopt_chunk`]. The chunk stays registered
+    /// as long as the endpoint is open.
+    pub(crate) fn register_chunk(&self, base: *mut u8, off: usize, len: usize) -> Result<[u64; 4]> {
+        let mut ep = lock(&self.ep);
+        let mut keys = self.keys.lock().unwrap_or_else(|p| p.into_inner());
+        let key = if ep.provider_keys() {
+            0
+        } else {
+            fresh_key(ep.key_bytes(), &keys)?
+        };
+        keys.push(key);
+        let (k, addr) = ep.register(base, len, key, true, None)?;
+        Ok([k, addr, off as u64, len as u64])
+    }
+
+    /// Adopt the heap chunk PE `pe` registered ([`Fabric::register_chunk`]'s record).
+    pub(crate) fn adopt_chunk(&self, pe: usize, rec: [u64; 4]) -> Result<()> {
+        let Some(Some(chunks)) = self.heaps.get(pe) else {
+            return Ok(());
+        };
+        let [key, addr, off, len] = rec;
+        let region = Region {
+            key,
+            addr,
+            len,
+            staged: false,
+        };
+        FabricWindow::add_chunk(chunks, off as usize, region)
     }
 }
 
@@ -421,7 +455,7 @@ pub(crate) type Windows = Vec<Option<Box<dyn Window>>>;
 /// and windows onto the reached PEs' runtime words and user heaps.
 pub(crate) fn connect(a: FabricArgs<'_>) -> Result<(Arc<Fabric>, Windows, Windows)> {
     let n = a.reach.len();
-    let (ep, mine) = open(&a)?;
+    let (ep, mine, keys) = open(&a)?;
     let all = a.boot.allgather(&mine)?;
     let mut ep = ep;
     let mut names = Vec::with_capacity(n);
@@ -466,7 +500,10 @@ pub(crate) fn connect(a: FabricArgs<'_>) -> Result<(Arc<Fabric>, Windows, Window
     let t = Arc::new(Fabric {
         ep: Arc::new(Mutex::new(ep)),
         reach: a.reach.clone(),
-        heaps: (0..n).map(|p| a.reach[p].then_some(regions[p].1)).collect(),
+        heaps: (0..n)
+            .map(|p| a.reach[p].then(|| window::chunks(regions[p].1)))
+            .collect(),
+        keys: Mutex::new(keys),
         prov,
         stop: Arc::new(AtomicBool::new(false)),
         thread: Mutex::new(None),
@@ -479,17 +516,12 @@ pub(crate) fn connect(a: FabricArgs<'_>) -> Result<(Arc<Fabric>, Windows, Window
     let mut sys: Windows = (0..n).map(|_| None).collect();
     let mut heap: Windows = (0..n).map(|_| None).collect();
     for pe in (0..n).filter(|&p| a.reach[p]) {
-        let (s, h) = regions[pe];
         sys[pe] = Some(Box::new(FabricWindow {
             t: Arc::clone(&t),
             pe,
-            region: s,
+            chunks: window::chunks(regions[pe].0),
         }));
-        heap[pe] = Some(Box::new(FabricWindow {
-            t: Arc::clone(&t),
-            pe,
-            region: h,
-        }));
+        heap[pe] = t.heap_window(pe);
     }
     tracing::debug!(pe = a.me, provider = %t.prov, "fabric transport up");
     Ok((t, sys, heap))
@@ -497,8 +529,8 @@ pub(crate) fn connect(a: FabricArgs<'_>) -> Result<(Arc<Fabric>, Windows, Window
 
 /// Open the endpoint ([`Ep::open`]) and register this PE's regions with fresh random keys; the record to publish
 /// (provider, endpoint name, token, then key, address, length and whether staged of the runtime words and the
-/// user heap).
-fn open(a: &FabricArgs<'_>) -> Result<(Ep, Vec<u8>)> {
+/// user heap), and the keys of this PE's registrations.
+fn open(a: &FabricArgs<'_>) -> Result<(Ep, Vec<u8>, Vec<u64>)> {
     // Host heaps: RMA and atomics. Device heaps: FI_HMEM registration where the provider offers it (unless
     // XPUSHMEM_FABRIC_DEVICE_HEAP=stage), else the staging path's messages.
     let mut wants = vec![Want::Host];
@@ -573,7 +605,7 @@ fn open(a: &FabricArgs<'_>) -> Result<(Ep, Vec<u8>)> {
         }
     });
     ep.ready(a.emulate_atomics, device_heap)?;
-    Ok((ep, rec.0))
+    Ok((ep, rec.0, keys))
 }
 
 #[cfg(test)]

@@ -5,25 +5,87 @@ use super::{lock, Fabric};
 use crate::error::{Error, Result};
 use crate::net::ofi::{Ep, Region, Signal, SIGNAL_DIRECT_MIN, ZERO_COPY_MIN};
 use crate::transport::{check_access, AmoOp, Ticket, Transport, Window};
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
+
+/// The registered regions of one PE's window, as `(window offset, region)` in order, each starting where the last
+/// ends: the runtime words (one region), the user heap (its first chunk, then one region per chunk it grew by,
+/// each registered by its owner and its key published at the growing allocation's agreement).
+pub(crate) type Chunks = Arc<RwLock<Vec<(usize, Region)>>>;
+
+/// Chunks of one region.
+pub(crate) fn chunks(r: Region) -> Chunks {
+    Arc::new(RwLock::new(vec![(0, r)]))
+}
 
 /// A window onto one region (runtime words or user heap) of a PE reached through the fabric.
 #[derive(Debug)]
 pub(crate) struct FabricWindow {
     pub(crate) t: Arc<Fabric>,
     pub(crate) pe: usize,
-    pub(crate) region: Region,
+    pub(crate) chunks: Chunks,
 }
 
 impl FabricWindow {
     fn check(&self, what: &str, off: usize, len: usize, align: usize) -> Result<()> {
-        check_access("fabric", what, off, len, align, self.region.len as usize)
+        check_access("fabric", what, off, len, align, self.len())
+    }
+
+    /// The first region (all of a window that never grows; a staged device heap is one).
+    fn first(&self) -> Region {
+        self.chunks.read().unwrap_or_else(|p| p.into_inner())[0].1
+    }
+
+    /// The region holding `[off, off + len)` and the offset inside it; `None` when the range crosses from one
+    /// chunk into the next (the caller checked it lies in the window).
+    fn at(&self, off: usize, len: usize) -> Option<(Region, usize)> {
+        let c = self.chunks.read().unwrap_or_else(|p| p.into_inner());
+        let i = c.partition_point(|&(s, _)| s <= off).checked_sub(1)?;
+        let (s, r) = c[i];
+        (off - s + len <= r.len as usize).then_some((r, off - s))
+    }
+
+    /// `[off, off + len)` cut at the chunks' boundaries, as (window offset, length) pieces.
+    fn pieces(&self, off: usize, len: usize) -> Vec<(usize, usize)> {
+        let c = self.chunks.read().unwrap_or_else(|p| p.into_inner());
+        let end = off + len;
+        c.iter()
+            .map(|&(s, r)| (s.max(off), (s + r.len as usize).min(end)))
+            .filter(|&(a, b)| a < b)
+            .map(|(a, b)| (a, b - a))
+            .collect()
+    }
+
+    /// The region of an atomic's word (never across chunks: chunks are page multiples, words aligned).
+    fn word(&self, off: usize, width: usize) -> Result<(Region, usize)> {
+        self.at(off, width).ok_or_else(|| Error::Transport {
+            transport: "fabric",
+            message: format!(
+                "atomic word at {off} of PE {} crosses a heap chunk",
+                self.pe
+            ),
+        })
+    }
+
+    /// A heap chunk PE `pe` registered when its heap grew: make `[off, off + region.len)` reachable.
+    pub(crate) fn add_chunk(chunks: &Chunks, off: usize, region: Region) -> Result<()> {
+        let mut c = chunks.write().unwrap_or_else(|p| p.into_inner());
+        let end = c.last().map_or(0, |&(s, r)| s + r.len as usize);
+        if off != end {
+            return Err(Error::Transport {
+                transport: "fabric",
+                message: format!(
+                    "a heap chunk at {off} does not follow the registered {end} bytes"
+                ),
+            });
+        }
+        c.push((off, region));
+        Ok(())
     }
 
     /// How a blocking put of `len` bytes at `addr` goes without a copy, if it can ([`Ep::direct`]; never to a
     /// staged region).
     fn direct(&self, ep: &Ep, addr: usize, len: usize) -> Option<bool> {
-        if self.region.staged {
+        if self.first().staged {
             return None;
         }
         ep.direct(addr, len)
@@ -40,6 +102,9 @@ impl FabricWindow {
     /// endpoint is shut down ([`Ep::shutdown`]) before the error returns, and every later operation of this
     /// transport fails naming why. A write the provider completed with an error needs none of that.
     fn write_direct(&self, off: usize, addr: usize, len: usize) -> Result<bool> {
+        let Some((region, roff)) = self.at(off, len) else {
+            return Ok(false);
+        };
         let mut ep = lock(&self.t.ep);
         let Some(private) = self.direct(&ep, addr, len) else {
             return Ok(false);
@@ -49,7 +114,7 @@ impl FabricWindow {
         } else {
             "put (zero-copy from the heap)"
         };
-        let (id, posted) = ep.put_direct(self.pe, self.region, off, addr, len);
+        let (id, posted) = ep.put_direct(self.pe, region, roff, addr, len);
         drop(ep);
         let waited = posted.and_then(|()| self.t.wait(what, self.pe, |ep| !ep.in_flight(id)));
         let mut ep = lock(&self.t.ep);
@@ -119,11 +184,13 @@ impl Window for FabricWindow {
         // This PE's registered heap as the source (put_sym): posted from it without a copy, and the blocking form
         // waits for the ticket (the heap, unlike a caller's buffer, stays valid whatever happens to a handle).
         let base = src.base();
-        if src.host_accessible() && !base.is_null() {
+        if let (true, false, Some((region, roff))) =
+            (src.host_accessible(), base.is_null(), self.at(off, len))
+        {
             let addr = base as usize + src_off;
             let mut ep = lock(&self.t.ep);
             if let Some(false) = self.direct(&ep, addr, len) {
-                let (id, posted) = ep.put_direct(self.pe, self.region, off, addr, len);
+                let (id, posted) = ep.put_direct(self.pe, region, roff, addr, len);
                 return posted.map(|()| Some(Ticket(id)));
             }
         }
@@ -154,13 +221,22 @@ impl Window for FabricWindow {
         if src.is_empty() {
             return Ok(None);
         }
+        let Some((region, roff)) = self.at(off, src.len()) else {
+            // Across heap chunks: a put per chunk, complete on return.
+            for (o, l) in self.pieces(off, src.len()) {
+                if let Some(t) = self.put_nbi(o, &src[o - off..][..l])? {
+                    self.t.complete(t)?;
+                }
+            }
+            return Ok(None);
+        };
         let mut ep = lock(&self.t.ep);
-        if self.region.staged {
+        if region.staged {
             return ep
-                .stage_put(self.pe, self.region, off, src, None)
+                .stage_put(self.pe, region, roff, src, None)
                 .map(|id| Some(Ticket(id)));
         }
-        ep.put(self.pe, self.region, off, src, None)
+        ep.put(self.pe, region, roff, src, None)
             .map(|id| Some(Ticket(id)))
     }
     fn get_nbi(&self, off: usize, dst: &mut [u8]) -> Result<Option<Ticket>> {
@@ -168,14 +244,21 @@ impl Window for FabricWindow {
         if dst.is_empty() {
             return Ok(None);
         }
+        let Some((region, roff)) = self.at(off, dst.len()) else {
+            // Across heap chunks: a get per chunk, complete on return.
+            for (o, l) in self.pieces(off, dst.len()) {
+                self.read(o, &mut dst[o - off..][..l])?;
+            }
+            return Ok(None);
+        };
         self.t.flush_pe(self.pe)?;
         let mut ep = lock(&self.t.ep);
-        if self.region.staged {
+        if region.staged {
             return ep
-                .stage_get(self.pe, off, dst.len())
+                .stage_get(self.pe, roff, dst.len())
                 .map(|id| Some(Ticket(id)));
         }
-        ep.get(self.pe, self.region, off, dst.len())
+        ep.get(self.pe, region, roff, dst.len())
             .map(|id| Some(Ticket(id)))
     }
     fn put_signal_nbi(
@@ -197,10 +280,20 @@ impl Window for FabricWindow {
         {
             return self.amo_post(sig, 8, op, value).map(|()| None);
         }
+        let (region, roff) = match self.at(off, src.len()) {
+            Some(r) if !src.is_empty() => r,
+            // Across heap chunks (or no data): the data delivered first, then the signal.
+            _ => {
+                if let Some(t) = self.put_nbi(off, src)? {
+                    self.t.complete(t)?;
+                }
+                return self.amo_post(sig, 8, op, value).map(|()| None);
+            }
+        };
         let mut ep = lock(&self.t.ep);
-        if self.region.staged {
+        if region.staged {
             return ep
-                .stage_put(self.pe, self.region, off, src, Some(s))
+                .stage_put(self.pe, region, roff, src, Some(s))
                 .map(|id| Some(Ticket(id)));
         }
         if !ep.offers(8, op, false) {
@@ -212,7 +305,17 @@ impl Window for FabricWindow {
             self.amo(sig, 8, op, value)?;
             return Ok(None);
         }
-        ep.put(self.pe, self.region, off, src, Some(s))
+        // The write carries the signal as an offset in the data's region: when the signal word lies in another
+        // chunk, the data is delivered first, then the signal.
+        let Some((_, soff)) = self.at(sig, 8).filter(|(r, _)| r.key == region.key) else {
+            drop(ep);
+            if let Some(t) = self.put_nbi(off, src)? {
+                self.t.complete(t)?;
+            }
+            return self.amo_post(sig, 8, op, value).map(|()| None);
+        };
+        let s = Signal { sig: soff, ..s };
+        ep.put(self.pe, region, roff, src, Some(s))
             .map(|id| Some(Ticket(id)))
     }
     fn amo_post(&self, off: usize, width: usize, op: AmoOp, operand: u64) -> Result<()> {
@@ -220,28 +323,45 @@ impl Window for FabricWindow {
         if op == AmoOp::Fetch {
             return Ok(());
         }
+        let (region, roff) = self.word(off, width)?;
         let mut ep = lock(&self.t.ep);
-        if self.region.staged {
-            return ep.stage_amo(self.pe, off, width, op, operand).map(|_| ());
+        if region.staged {
+            return ep.stage_amo(self.pe, roff, width, op, operand).map(|_| ());
         }
         if matches!(op, AmoOp::CompareSwap { .. }) || !ep.offers(width, op, false) {
             drop(ep);
             return self.amo(off, width, op, operand).map(|_| ());
         }
-        ep.amo_start(self.pe, self.region, off, width, op, operand, false)
+        ep.amo_start(self.pe, region, roff, width, op, operand, false)
             .map(|_| ())
     }
     fn len(&self) -> usize {
-        self.region.len as usize
+        let c = self.chunks.read().unwrap_or_else(|p| p.into_inner());
+        c.last().map_or(0, |&(s, r)| s + r.len as usize)
+    }
+    fn grow(&self, len: usize) -> Result<()> {
+        // The owner's chunks arrive at the growing allocation's agreement ([`Window::grow`] comes after).
+        if len <= self.len() {
+            return Ok(());
+        }
+        Err(Error::Transport {
+            transport: "fabric",
+            message: format!(
+                "PE {}'s heap has {} bytes registered, short of {len}",
+                self.pe,
+                self.len()
+            ),
+        })
     }
     fn fill(&self, off: usize, len: usize, byte: u8) -> Result<()> {
         self.write(off, &vec![byte; len])
     }
     fn amo(&self, off: usize, width: usize, op: AmoOp, operand: u64) -> Result<u64> {
         self.check("atomic", off, width, width)?;
-        let old = if self.region.staged {
+        let (region, roff) = self.word(off, width)?;
+        let old = if region.staged {
             self.t.flush_pe(self.pe)?;
-            let t = lock(&self.t.ep).stage_amo(self.pe, off, width, op, operand)?;
+            let t = lock(&self.t.ep).stage_amo(self.pe, roff, width, op, operand)?;
             let bytes = self.t.complete(Ticket(t))?.unwrap_or_default();
             let mut w = [0u8; 8];
             w[..bytes.len().min(8)].copy_from_slice(&bytes[..bytes.len().min(8)]);
@@ -253,7 +373,7 @@ impl Window for FabricWindow {
             }
         } else {
             self.t
-                .fetch_amo(self.pe, self.region, off, width, op, operand)?
+                .fetch_amo(self.pe, region, roff, width, op, operand)?
         };
         Ok(if op == AmoOp::Set { 0 } else { old })
     }
