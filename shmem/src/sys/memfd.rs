@@ -208,6 +208,17 @@ impl HostMem {
         self.len.load(Ordering::Acquire)
     }
 
+    /// The accessible bytes from the start without a gap: [`HostMem::len`], extended through the tail when the tail
+    /// starts where the accessible part ends.
+    pub fn contiguous_len(&self) -> usize {
+        let len = self.len();
+        if self.tail.1 > self.tail.0 && self.tail.0 == len {
+            self.tail.1
+        } else {
+            len
+        }
+    }
+
     /// The first byte's address (for address arithmetic and for handing to a device; never dereferenced by callers).
     #[inline]
     pub fn as_ptr(&self) -> *mut u8 {

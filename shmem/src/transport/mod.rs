@@ -325,6 +325,12 @@ pub(crate) trait Window: Send + Sync + std::fmt::Debug {
     }
     /// Size of the window in bytes.
     fn len(&self) -> usize;
+    /// The bytes from the window's start that are accessible without a gap: [`Window::len`], and through a tail
+    /// range that starts where it ends (the symmetric data segment after a heap that does not grow). What the
+    /// fabric registers.
+    fn contiguous_len(&self) -> usize {
+        self.len()
+    }
     /// Set `len` bytes at `off` to `byte`.
     fn fill(&self, off: usize, len: usize, byte: u8) -> Result<()>;
     /// Atomic operation on the `width`-byte (4 or 8) word at `off`; the previous value (complete on return).
@@ -629,7 +635,11 @@ pub(crate) fn connect(a: ConnectArgs<'_>) -> Result<(Peers, dataseg::SymData)> {
     };
     // Host heaps grow (node mappings, and chunks registered with the fabric); the data segment lies after the
     // reserve.
-    let heap_max = if a.heap_kind == HeapKind::Host {
+    // Except with a symmetric data segment over the fabric (OpenSHMEM's statics reached over the network): there the
+    // heap keeps its first size, so that the data segment follows it and one registration covers both
+    // (`Window::contiguous_len`); a chunk registered later could not lie between them.
+    let heap_max = if a.heap_kind == HeapKind::Host && !(a.symmetric_data && fabric_reach.is_some())
+    {
         a.heap_max.max(a.heap_bytes)
     } else {
         a.heap_bytes

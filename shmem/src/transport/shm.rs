@@ -151,6 +151,9 @@ impl super::Window for Mapping {
     fn len(&self) -> usize {
         self.0.len()
     }
+    fn contiguous_len(&self) -> usize {
+        self.0.contiguous_len()
+    }
     fn atomic64(&self, off: usize) -> Option<&AtomicU64> {
         Mapping::atomic64(self, off).ok()
     }

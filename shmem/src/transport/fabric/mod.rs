@@ -587,8 +587,10 @@ fn open(a: &FabricArgs<'_>) -> Result<(Ep, Vec<u8>, Vec<u64>)> {
         };
         keys.push(key);
         let ze = device.then(|| a.device.as_ref().map_or(0, |d| d.rt.device_index()) as i32);
-        let (k, addr) = ep.register(w.base(), w.len(), key, is_heap, ze)?;
-        rec = rec.u64(k).u64(addr).u64(w.len() as u64).u64(0);
+        // The heap with the data segment that follows it, when there is one (`Window::contiguous_len`).
+        let len = w.contiguous_len();
+        let (k, addr) = ep.register(w.base(), len, key, is_heap, ze)?;
+        rec = rec.u64(k).u64(addr).u64(len as u64).u64(0);
     }
     if let (Some(d), false) = (&a.device, want == Want::Hmem) {
         ep.set_stage(Box::new(stage::ZeHeap(ofi::DeviceSpan::new(
