@@ -36,6 +36,9 @@ echo "== pip wheel ./triton-bridge (cargo profile ${SETUPTOOLS_RUST_CARGO_PROFIL
 CARGO_TERM_COLOR=never "$venv/bin/python" -m pip wheel -q --no-deps --no-build-isolation -w "$work/dist" "$repo/triton-bridge"
 rm -rf "$repo/triton-bridge/build"   # setuptools' in-tree build output
 wheel="$(ls "$work"/dist/xpushmem-*.whl)"
+# Kept for scripts/test-triton.sh (scripts/test.sh hands it over), so that the shim is compiled once per run.
+wheels="${CARGO_TARGET_DIR:-$repo/target}/wheels"
+rm -rf "$wheels" && mkdir -p "$wheels" && cp "$wheel" "$wheels/"
 "$venv/bin/python" - "$wheel" <<'EOF'
 import sys, zipfile
 names = [n.split("/")[-1] for n in zipfile.ZipFile(sys.argv[1]).namelist()

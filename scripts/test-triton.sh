@@ -6,9 +6,11 @@
 #   1. scripts/setup-triton.sh: a venv of its own with triton-xpu and torch (idempotent);
 #   2. libxpushmem.so, xpushmem-run and ze-emu (cargo build, debug) unless XPUSHMEM_LIB_DIR names them;
 #      scripts/device-env.sh selects ze-emu and the OpenCL CPU runtime;
-#   3. pytest triton-bridge/tests/triton with the source tree's package (extra arguments are passed to pytest).
+#   3. pytest triton-bridge/tests/triton with the source tree's package, or with the wheel XPUSHMEM_WHEEL names
+#      installed into the venv (scripts/test.sh: the wheel scripts/test-python.sh built, whose C++ shim is then
+#      loaded instead of compiled again); extra arguments are passed to pytest.
 # Exits non-zero when pytest fails or collects nothing (pytest's exit code 5).
-# Env: XPUSHMEM_CACHE (venv location, see setup-triton.sh), XPUSHMEM_LIB_DIR, CARGO_TARGET_DIR.
+# Env: XPUSHMEM_CACHE (venv location, see setup-triton.sh), XPUSHMEM_LIB_DIR, CARGO_TARGET_DIR, XPUSHMEM_WHEEL.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
@@ -27,8 +29,17 @@ source "$repo/scripts/device-env.sh"
 ze_emu_env || true
 echo "== pytest triton-bridge/tests/triton (triton-xpu)"
 set +e
-(cd "$repo/triton-bridge" && PYTHONPATH="$repo/triton-bridge" TRITON_CACHE_DIR="${TRITON_CACHE_DIR:-$repo/target/triton-cache}" \
-    "$venv/bin/python" -m pytest -p no:cacheprovider -rfEs "$@" tests/triton)
+if [[ -n "${XPUSHMEM_WHEEL:-}" ]]; then
+    echo "== the wheel $XPUSHMEM_WHEEL installed into $venv (its C++ shim is loaded, not compiled)"
+    "$venv/bin/uv" pip install -q -p "$venv/bin/python" --no-deps --reinstall-package xpushmem "$XPUSHMEM_WHEEL"
+    # -P: the installed package, not the source tree in the working directory.
+    pkg=(-P)
+else
+    pkg=()
+    export PYTHONPATH="$repo/triton-bridge"
+fi
+(cd "$repo/triton-bridge" && TRITON_CACHE_DIR="${TRITON_CACHE_DIR:-$repo/target/triton-cache}" \
+    "$venv/bin/python" "${pkg[@]}" -m pytest -p no:cacheprovider -rfEs "$@" tests/triton)
 rc=$?
 set -e
 echo "== test-triton: $(( $(date +%s) - start ))s, pytest exit code $rc"

@@ -95,7 +95,10 @@ rc_py=${PIPESTATUS[0]}
 phase "Python"
 echo "== Triton: upstream test_shmem_triton.py kernels compiled by triton-xpu against xpushmem._xpushmem_triton"
 # The libraries and the launcher of the build above (test-triton.sh would otherwise build a subset of the packages).
-XPUSHMEM_LIB_DIR="${CARGO_TARGET_DIR:-$repo/target}/debug" bash scripts/test-triton.sh 2>&1 | tee target/test-triton.log
+# The wheel of the Python phase: its C++ shim, compiled there, is the one the Triton tests load.
+wheel_file=$(ls "${CARGO_TARGET_DIR:-$repo/target}"/wheels/xpushmem-*.whl 2>/dev/null | head -n 1)
+XPUSHMEM_LIB_DIR="${CARGO_TARGET_DIR:-$repo/target}/debug" XPUSHMEM_WHEEL="$wheel_file" \
+    bash scripts/test-triton.sh 2>&1 | tee target/test-triton.log
 rc_triton=${PIPESTATUS[0]}
 phase "Triton"
 set -e

@@ -43,6 +43,7 @@ user and not writable by group or others, else a private one, see ``_build_cache
 
 from __future__ import annotations
 
+import ctypes
 import importlib
 import os
 import sys
@@ -53,7 +54,7 @@ from types import ModuleType
 import torch
 import torch.distributed  # noqa: F401  (loads c10d, whose types the shim uses)
 
-from .._lib import include_dir, lib_dir
+from .._lib import include_dir, lib_dir, lib_path
 from . import _build_cache, _shim_spec
 
 __all__ = [
@@ -84,13 +85,7 @@ def _prebuilt_refusal(spec: _shim_spec.Spec) -> str | None:
     """Why this process cannot load the wheel's prebuilt shim, or ``None`` when it can."""
     if os.environ.get("XPUSHMEM_TORCH_JIT") == "1":
         return "XPUSHMEM_TORCH_JIT=1"
-    here = Path(__file__).resolve().parent
-    why = _shim_spec.prebuilt_refusal(here, torch.__version__, spec.name)
-    if why is None and lib_dir() != here.parent / "lib":
-        # The prebuilt shim is linked to the package's own libxpushmem.so; a second library in one process would
-        # be two runtimes.
-        why = f"libxpushmem.so is taken from {lib_dir()} (XPUSHMEM_LIB_DIR), not from the package"
-    return why
+    return _shim_spec.prebuilt_refusal(Path(__file__).resolve().parent, torch.__version__, spec.name)
 
 
 def _load() -> ModuleType:
@@ -99,7 +94,10 @@ def _load() -> ModuleType:
         warnings.warn(f"xpushmem.torch: {spec.xpu_missing}", stacklevel=2)
     why = _prebuilt_refusal(spec)
     if why is None:
-        # The wheel's shim, compiled against this very torch: no compiler needed.
+        # The wheel's shim, compiled against this very torch: no compiler needed. Its run path names the package's
+        # own libxpushmem.so; the library this process uses (XPUSHMEM_LIB_DIR's, when set) is loaded first, and
+        # its SONAME (libxpushmem.so) satisfies the shim's dependency, so one process never holds two runtimes.
+        ctypes.CDLL(str(lib_path()), mode=ctypes.RTLD_GLOBAL)
         return importlib.import_module(f"{__name__}.{spec.name}")
     if (Path(__file__).resolve().parent / _shim_spec.MANIFEST).exists():
         warnings.warn(f"xpushmem.torch: not using the wheel's prebuilt C++ shim ({why}): building it now "
