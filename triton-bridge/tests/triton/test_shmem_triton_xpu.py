@@ -60,7 +60,8 @@ def _env_or_skip() -> dict[str, str]:
     except (RuntimeError, AttributeError) as e:
         pytest.skip(f"the xpushmem device library is not available: {e}")
     return dict(os.environ, XPUSHMEM_HEAP="device", XPUSHMEM_SYMMETRIC_SIZE="64M",
-                PYTHONPATH=os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]))
+                # No empty entry: it would put the working directory (the source tree) before the installed package.
+                PYTHONPATH=os.pathsep.join(p for p in (str(HERE), os.environ.get("PYTHONPATH", "")) if p))
 
 
 @lru_cache(maxsize=None)
