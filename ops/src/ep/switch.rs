@@ -46,7 +46,7 @@ pub const MAX_TOPK: usize = 1024;
 
 /// Which op a signal word belongs to.
 #[derive(Clone, Copy)]
-enum Kind {
+pub(super) enum Kind {
     Routing = 0,
     Dispatch = 1,
     Combine = 2,
@@ -55,16 +55,16 @@ enum Kind {
 /// Expert-parallel dispatch and combine over a [`Group`] (module docs). Upstream's `TokenSwitch`.
 #[derive(Debug)]
 pub struct TokenSwitch {
-    cfg: EpConfig,
-    group_id: u64,
-    pes: Vec<usize>,
-    me: usize,
+    pub(super) cfg: EpConfig,
+    pub(super) group_id: u64,
+    pub(super) pes: Vec<usize>,
+    pub(super) me: usize,
     /// Receive area: `max_recv_tokens` rows of up to `max_token_bytes`, then as many slots' metadata.
-    recv: SymSlice<u8>,
+    pub(super) recv: SymSlice<u8>,
     /// Combine returns: `max_dispatch_tokens * min(max_topk, W)` rows of `max_token_bytes`.
-    comb: SymSlice<u8>,
+    pub(super) comb: SymSlice<u8>,
     /// Count rows: `W` of `2W + L` words.
-    counts: SymSlice<u64>,
+    pub(super) counts: SymSlice<u64>,
     /// Signal words: `3 * W` (routing, dispatch, combine; one per source rank).
     sigs: SymSlice<u64>,
     /// The last epoch of each kind of op (the signal values; the same on every rank).
@@ -125,16 +125,16 @@ impl Routing {
     }
 }
 
-fn pad8(n: usize) -> usize {
+pub(super) fn pad8(n: usize) -> usize {
     n.div_ceil(8) * 8
 }
 
 /// Metadata bytes of one receive slot: `k` f32 weights (padded to 8 bytes), then `k` int64 expert ids.
-fn meta_bytes(k: usize) -> usize {
+pub(super) fn meta_bytes(k: usize) -> usize {
     pad8(4 * k) + 8 * k
 }
 
-fn bad(name: &'static str, value: impl ToString, reason: String) -> Error {
+pub(super) fn bad(name: &'static str, value: impl ToString, reason: String) -> Error {
     Error::InvalidArgument {
         name,
         value: value.to_string(),
@@ -232,11 +232,11 @@ impl TokenSwitch {
         self.cfg.num_experts / self.pes.len()
     }
 
-    fn w(&self) -> usize {
+    pub(super) fn w(&self) -> usize {
         self.pes.len()
     }
 
-    fn check_group(&self, group: &Group, op: &str) -> Result<()> {
+    pub(super) fn check_group(&self, group: &Group, op: &str) -> Result<()> {
         if group.id() != self.group_id {
             return Err(bad(
                 "group",
@@ -262,7 +262,7 @@ impl TokenSwitch {
         self.sigs.at(kind as usize * self.w() + rank)
     }
 
-    fn next_epoch(&self, kind: Kind) -> u64 {
+    pub(super) fn next_epoch(&self, kind: Kind) -> u64 {
         let mut e = self.epochs.lock().unwrap_or_else(|p| p.into_inner());
         e[kind as usize] += 1;
         e[kind as usize]
@@ -424,7 +424,7 @@ impl TokenSwitch {
     }
 
     /// Row size in bytes of `hidden` elements of `dtype`, checked against `max_token_bytes`.
-    fn row_bytes(
+    pub(super) fn row_bytes(
         &self,
         op: &str,
         name: &'static str,
