@@ -6,6 +6,8 @@
 //!
 //! - `netns_mixed_*`: routes, RMA, atomics, put_signal, barriers, team collectives on the world and a split, the
 //!   MoE `all_to_all_vdev` (the body of `fabric.rs`).
+//! - `netns_ep_4pe`: expert-parallel dispatch and combine on the host path against the reference (the cases of
+//!   `fabric_ep.rs`).
 //! - `netns_peer_death_3pe`: the PE alone in the second namespace is killed; the two others fail with `PeerLost`
 //!   naming it, well within the wait limit; no process is left in either namespace.
 //!
@@ -15,6 +17,7 @@
 use crate::fabric_common::netns::{
     cannot_run, example, example_env, publish_id, wait_all, Netns, EXAMPLES,
 };
+use crate::fabric_common::ops_ep_ref::ep_round_trips;
 use crate::fabric_common::{mixed_body, node_of};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -80,7 +83,11 @@ fn pe_main() -> ! {
             }
             return sh.finalize();
         }
-        mixed_body(&sh, nodes)?;
+        if env("NETNS_CASE") == "ep" {
+            ep_round_trips(&sh)?;
+        } else {
+            mixed_body(&sh, nodes)?;
+        }
         println!("verdict PE {rank}: OK");
         sh.finalize()
     })();
@@ -118,7 +125,11 @@ fn run(name: &str, case: &str, n: usize, limit_ms: u64) {
         eprintln!("skipped {name}: {why}");
         return;
     }
-    let tag = if case == "death" { "d" } else { "m" };
+    let tag = match case {
+        "death" => "d",
+        "ep" => "x",
+        _ => "m",
+    };
     let ns = Netns::create(&format!("{tag}{n}"))
         .unwrap_or_else(|e| panic!("setting up namespaces: {e}"));
     let dir = std::env::temp_dir().join(format!(
@@ -225,6 +236,13 @@ fn netns_mixed_3pe() {
 #[test]
 fn netns_mixed_4pe() {
     run("netns_mixed_4pe", "mixed", 4, 60_000);
+}
+
+/// Expert-parallel dispatch and combine (host path) with two PEs in each namespace: the covering set of
+/// `ops_ep_ref::ep_round_trips` against the reference.
+#[test]
+fn netns_ep_4pe() {
+    run("netns_ep_4pe", "ep", 4, 60_000);
 }
 
 #[test]

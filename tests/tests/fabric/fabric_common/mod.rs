@@ -5,6 +5,9 @@
 pub mod netns;
 #[path = "../../ops/ops_common/mod.rs"]
 mod ops_common;
+/// The expert-parallel tests' reference (`ops_ep.rs`), for dispatch and combine across nodes.
+#[path = "../../ops/ops_ep_ref.rs"]
+pub mod ops_ep_ref;
 
 use ops_common::{bytes_i64, data_rows, excl, i64_bytes, read, reference_2d, view, write};
 use xpushmem::coll::ReduceOp;
