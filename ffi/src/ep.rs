@@ -63,7 +63,12 @@ fn switch_of(h: i64, call: &str) -> Result<Arc<Switch>> {
 }
 
 fn routing_of(sw: i64, h: i64, call: &str) -> Result<Arc<Routing>> {
-    match handles(|m| m.routings.get(&h).cloned()) {
+    of_switch(handles(|m| m.routings.get(&h).cloned()), sw, h, call)
+}
+
+/// The routing `h` found in a table (with its switch's handle), when it belongs to switch `sw`.
+fn of_switch<T>(found: Option<(i64, Arc<T>)>, sw: i64, h: i64, call: &str) -> Result<Arc<T>> {
+    match found {
         Some((s, r)) if s == sw => Ok(r),
         Some((s, _)) => Err(Error::InvalidArgument {
             name: "routing",
@@ -384,15 +389,7 @@ pub unsafe extern "C" fn xpushmem_ops_ep_combine(
 // ---- the device path: XPU tensors on the caller's Level Zero list ------------------------------------------
 
 fn dev_routing_of(sw: i64, h: i64, call: &str) -> Result<Arc<DeviceRouting>> {
-    match handles(|m| m.dev_routings.get(&h).cloned()) {
-        Some((s, r)) if s == sw => Ok(r),
-        Some((s, _)) => Err(Error::InvalidArgument {
-            name: "routing",
-            value: h.to_string(),
-            reason: format!("{call}: made by switch {s}, not {sw}"),
-        }),
-        None => Err(unknown("routing", h, call)),
-    }
+    of_switch(handles(|m| m.dev_routings.get(&h).cloned()), sw, h, call)
 }
 
 /// The device entry points need the device path (the host path's entry points take host arrays).

@@ -60,24 +60,37 @@ static void ep_copy(ulong dst, ulong src, long bytes) {
   }
 }
 
+/* A failed verdict: code and its three arguments. */
+static verdict_t ep_fail(long code, long a, long b, long c) {
+  verdict_t v;
+  v.code = code;
+  v.a = a;
+  v.b = b;
+  v.c = c;
+  return v;
+}
+
+/* The entry sync step of an EP kernel: this rank's verdict `mine` (the host's rejection first), the digest of what
+ * every rank must agree on. Returns 1 (the status record written) when the op fails on this rank. */
+static int ep_enter(__local long *slot, long region, __global const int *pes, int w, int me, uint host_err,
+                    verdict_t mine, ulong digest, long status, ulong seq) {
+  if (host_err) mine = ep_fail(XPO_ERR_HOST_REJECT, 0, 0, 0);
+  verdict_t v = symm_sync(slot, region, pes, w, me, mine, digest);
+  if (v.code && get_local_id(0) == 0) finish(status, seq, v);
+  return v.code != 0;
+}
+
 /* ---- create_routing ------------------------------------------------------------------------------------------- */
 
 /* The first bad entry of topk_idx in row-major order (route.rs plan_send): -1 or an id in [0, E). */
 __attribute__((noinline)) static verdict_t ep_check_idx(__global const long *idx, long n, long k, long e) {
-  verdict_t v = ok();
   for (long t = 0; t < n; t++) {
     for (long j = 0; j < k; j++) {
       long x = idx[t * k + j];
-      if (x != -1 && (x < 0 || x >= e)) {
-        v.code = XPO_ERR_EP_EXPERT;
-        v.a = x;
-        v.b = t;
-        v.c = j;
-        return v;
-      }
+      if (x != -1 && (x < 0 || x >= e)) return ep_fail(XPO_ERR_EP_EXPERT, x, t, j);
     }
   }
-  return v;
+  return ok();
 }
 
 __attribute__((noinline)) static void ep_fill_long(__global long *p, long len, long val) {
@@ -141,18 +154,11 @@ __attribute__((noinline)) static void ep_expert_counts(__global const long *ct, 
 /* The overflow verdict (route.rs Counts::overflow: the first rank over max_recv, the same on every rank). */
 __attribute__((noinline)) static verdict_t ep_overflow(__global const long *ct, int w, long l, int layout,
                                                        long max_recv) {
-  verdict_t v = ok();
   for (int d = 0; d < w; d++) {
     long rows = ep_recv_rows(ct, w, l, d, layout);
-    if (rows > max_recv) {
-      v.code = XPO_ERR_EP_OVERFLOW;
-      v.a = d;
-      v.b = rows;
-      v.c = max_recv;
-      return v;
-    }
+    if (rows > max_recv) return ep_fail(XPO_ERR_EP_OVERFLOW, d, rows, max_recv);
   }
-  return v;
+  return ok();
 }
 
 /* Keep the counts table in the routing's state; info[0] = received rows in the layout, info[1] = received slots,
@@ -170,25 +176,13 @@ static verdict_t ep_take_counts(__global const long *counts, int w, int me, long
  * rank's counts in the routing's state and decide the overflow verdict (the same on every rank). */
 __kernel void xpo_ep_route(long region, long pes_addr, int w, int me, long idx_addr, long n, long k, long e,
                            int layout, long max_recv, long counts, long ct, long info, long send, long slot_of,
-                           ulong digest, uint host_err, long status, ulong seq) {
+                           long pos, ulong digest, uint host_err, long status, ulong seq) {
   __local long slot[4];
   __global const int *pes = (__global const int *)pes_addr;
   __global const long *idx = (__global const long *)idx_addr;
   long l = e / w;
-  verdict_t v = ok();
-  if (get_local_id(0) == 0) {
-    verdict_t mine = ok();
-    if (host_err)
-      mine.code = XPO_ERR_HOST_REJECT;
-    else
-      mine = ep_check_idx(idx, n, k, e);
-    if (!sync_step(region, pes, w, me, mine.code, digest, &v) && mine.code) v = mine;
-  }
-  v = share(slot, v);
-  if (v.code) {
-    if (get_local_id(0) == 0) finish(status, seq, v);
-    return;
-  }
+  verdict_t v = !host_err && get_local_id(0) == 0 ? ep_check_idx(idx, n, k, e) : ok();
+  if (ep_enter(slot, region, pes, w, me, host_err, v, digest, status, seq)) return;
   if (get_local_id(0) == 0) {
     ep_fill_long((__global long *)send, 2l * w + e, 0);
     ep_fill_int((__global int *)slot_of, n * w, -1);
@@ -304,21 +298,15 @@ __attribute__((noinline)) static void ep_em_rows(ulong recv, ulong meta, long sl
  * out_w [pairs], and pos (the routing's state) for combine. */
 __kernel void xpo_ep_dispatch(long region, long pes_addr, int w, int me, long idx_addr, long wts_addr, long tokens,
                               long n, long k, long e, long rb, int layout, long recv, long meta0, long ms, long wo,
-                              long ct_addr,
-                              long info_addr, long slot_of, long pos, long out, long ow, long oi, ulong digest,
-                              uint host_err, long status, ulong seq) {
+                              long ct_addr, long info_addr, long send, long slot_of, long pos, long out, long ow,
+                              long oi, ulong digest, uint host_err, long status, ulong seq) {
   __local long slot[4];
   __global const int *pes = (__global const int *)pes_addr;
   __global const long *ct = (__global const long *)ct_addr;
   __global const long *info = (__global const long *)info_addr;
   long l = e / w, first = l * me;
+  if (ep_enter(slot, region, pes, w, me, host_err, ok(), digest, status, seq)) return;
   verdict_t v = ok();
-  if (host_err) v.code = XPO_ERR_HOST_REJECT;
-  v = symm_sync(slot, region, pes, w, me, v, digest);
-  if (v.code) {
-    if (get_local_id(0) == 0) finish(status, seq, v);
-    return;
-  }
   int bad = ep_sends(pes, w, me, l, ct, (__global const long *)idx_addr, (__global const float *)wts_addr,
                      (ulong)tokens, n, k, rb, ms, wo, (__global const int *)slot_of, recv, meta0);
   if (bad) {
@@ -412,21 +400,16 @@ __attribute__((noinline)) static void ep_sum_tokens(int dtype, long esz, long hi
 /* combine: every expert rank returns one row per received slot into the source's combine area, a sync step, then
  * each token's rows summed in f32 into out [n, hidden]. dtype: XPO_DTYPE_*. */
 __kernel void xpo_ep_combine(long region, long pes_addr, int w, int me, long src, long n, long hidden, int dtype,
-                             long k, long e, int layout, long comb, long ct_addr, long slot_of, long pos, long out,
-                             ulong digest, uint host_err, long status, ulong seq) {
+                             long k, long e, int layout, long comb, long ct_addr, long info, long send, long slot_of,
+                             long pos, long out, ulong digest, uint host_err, long status, ulong seq) {
   __local long slot[4];
   __global const int *pes = (__global const int *)pes_addr;
   __global const long *ct = (__global const long *)ct_addr;
   long l = e / w;
   long esz = dtype == XPO_DTYPE_F32 ? 4 : 2;
   long rb = hidden * esz;
+  if (ep_enter(slot, region, pes, w, me, host_err, ok(), digest, status, seq)) return;
   verdict_t v = ok();
-  if (host_err) v.code = XPO_ERR_HOST_REJECT;
-  v = symm_sync(slot, region, pes, w, me, v, digest);
-  if (v.code) {
-    if (get_local_id(0) == 0) finish(status, seq, v);
-    return;
-  }
   int bad = ep_returns(pes, w, me, l, ct, dtype, esz, hidden, k, rb, layout, (ulong)src, (__global const int *)pos,
                        comb);
   if (bad) {

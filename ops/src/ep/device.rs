@@ -18,7 +18,7 @@ use crate::device::{u32a, u64a, Arg, Ctx, DeviceOps, OpHandle, OpKernel};
 use crate::device_abi::*;
 use crate::dtype::DType;
 use crate::ep::route::{self, Layout};
-use crate::ep::switch::{bad, meta_bytes, pad8, Kind, TokenSwitch};
+use crate::ep::switch::{bad, meta_bytes, pad8, Kind, RouteShape, TokenSwitch};
 use crate::group::Group;
 use crate::plan::digest;
 use crate::symm::Operand;
@@ -36,30 +36,21 @@ const COMBINE: &str = "ep_combine";
 pub struct DeviceRouting {
     switch: usize,
     id: u64,
-    layout: Layout,
-    n: usize,
-    k: usize,
+    shape: RouteShape,
     topk_idx: Operand,
     state: Operand,
     dispatched: AtomicBool,
 }
 
+impl std::ops::Deref for DeviceRouting {
+    type Target = RouteShape;
+
+    fn deref(&self) -> &RouteShape {
+        &self.shape
+    }
+}
+
 impl DeviceRouting {
-    /// The dispatch output layout.
-    pub fn layout(&self) -> Layout {
-        self.layout
-    }
-
-    /// Tokens this rank dispatches.
-    pub fn num_tokens(&self) -> usize {
-        self.n
-    }
-
-    /// Experts per token.
-    pub fn top_k(&self) -> usize {
-        self.k
-    }
-
     /// Byte offset and length, in the state, of int64 `[2 + L]`: this rank's received rows in the layout, its
     /// received slots, then the pairs each local expert receives (written by the routing kernel).
     pub fn info_range(&self, ts: &TokenSwitch) -> (usize, usize) {
@@ -188,10 +179,90 @@ impl TokenSwitch {
         StateLayout::of(self).end
     }
 
-    fn ctx(&self, ours: String, layout: Layout) -> Ctx {
+    /// Enqueue an EP kernel for group rank `me` (its host verdict `local`, the digest `dig` of what every rank must
+    /// agree on, `ours` describing it for a mismatch) with the EP status codes decoded in `layout`'s words.
+    #[allow(clippy::too_many_arguments)]
+    fn launch(
+        &self,
+        sh: &Shmem,
+        ops: &DeviceOps,
+        list: CommandList,
+        (group, me): (&Group, usize),
+        (op, kernel): (&'static str, OpKernel),
+        local: Option<Error>,
+        dig: u64,
+        body: Vec<Arg>,
+        (ours, layout): (String, Layout),
+    ) -> Result<OpHandle> {
         let mut ctx = Ctx::with_ours(ours);
         ctx.codes = Some((decode, vec![self.cfg.num_experts as u64, layout as u64]));
-        ctx
+        ops.launch(
+            sh,
+            list,
+            Some((group, me)),
+            op,
+            kernel,
+            local,
+            dig,
+            body,
+            Vec::new(),
+            ctx,
+        )
+    }
+
+    /// Enqueue a dispatch or combine kernel on routing `r` (`dtype`, `hidden`): its digest and epoch, then
+    /// [`TokenSwitch::launch`].
+    #[allow(clippy::too_many_arguments)]
+    fn launch_op(
+        &self,
+        sh: &Shmem,
+        ops: &DeviceOps,
+        list: CommandList,
+        rank: (&Group, usize),
+        (op, kernel, kind): (&'static str, OpKernel, Kind),
+        (r, dtype, hidden): (&DeviceRouting, DType, usize),
+        local: Option<Error>,
+        body: Vec<Arg>,
+    ) -> Result<OpHandle> {
+        let dig = self.op_digest(kind, dtype, hidden, r.id);
+        self.next_epoch(kind);
+        let ours = format!("{hidden} x {}, routing {}", dtype.name(), r.id);
+        self.launch(
+            sh,
+            ops,
+            list,
+            rank,
+            (op, kernel),
+            local,
+            dig,
+            body,
+            (ours, r.layout),
+        )
+    }
+
+    /// The kernel arguments of the routing state's parts (every EP kernel takes them all: the counts table, the
+    /// info words, the send scratch, the send plan, the pair positions), or, on a rank rejected on the host (whose
+    /// kernel only joins the verdict), the switch's count area.
+    fn state_parts(&self, state: &Operand, ok: bool) -> Result<Vec<Arg>> {
+        let st = StateLayout::of(self);
+        let counts = Arg::K(KernelArg::sym(self.counts, self.me));
+        let sa = state.arg(self.me);
+        [
+            (st.ct, st.send),
+            (st.info, st.ct),
+            (st.send, st.slot_of),
+            (st.slot_of, st.pos),
+            (st.pos, st.end),
+        ]
+        .iter()
+        .map(|&(from, to)| {
+            if ok {
+                sub(sa, from, to - from)
+            } else {
+                Ok(counts)
+            }
+        })
+        .collect()
     }
 
     /// [`TokenSwitch::create_routing`] on the device, appended to `list`: `topk_idx` is int64 `[n, k]`
@@ -220,37 +291,13 @@ impl TokenSwitch {
         let st = StateLayout::of(self);
         let local = (|| {
             check_2d(ROUTE, "topk_idx", topk_idx, DType::I64, n, Some(k), false)?;
-            if n > cfg.max_dispatch_tokens {
-                return Err(bad(
-                    "topk_idx",
-                    format!("{n} tokens"),
-                    format!(
-                        "{ROUTE}: more tokens than max_dispatch_tokens_per_rank = {}",
-                        cfg.max_dispatch_tokens
-                    ),
-                ));
-            }
-            if k == 0 || k > cfg.max_topk {
-                return Err(bad(
-                    "topk_idx",
-                    format!("{k} experts per token"),
-                    format!("{ROUTE}: top-k must be in [1, max_topk = {}]", cfg.max_topk),
-                ));
-            }
+            self.check_topk_shape(ROUTE, n, k)?;
             check_2d(ROUTE, "state", state, DType::U8, st.end, None, true)
         })();
         let dig = digest(&[1, k as u64, layout as u64, self.group_id]);
         let id = self.next_epoch(Kind::Routing);
         let ok = local.is_ok();
-        let sa = state.arg(self.me);
-        let part = |off: usize, len: usize| -> Result<Arg> {
-            if ok {
-                sub(sa, off, len)
-            } else {
-                Ok(Arg::K(KernelArg::sym(self.counts, self.me)))
-            }
-        };
-        let body = vec![
+        let mut body = vec![
             topk_idx.arg(self.me),
             u64a(if ok { n as u64 } else { 0 }),
             u64a(k as u64),
@@ -258,30 +305,23 @@ impl TokenSwitch {
             u32a(layout as u32),
             u64a(cfg.max_recv_tokens as u64),
             Arg::K(KernelArg::sym(self.counts, self.me)),
-            part(st.ct, st.send - st.ct)?,
-            part(st.info, st.ct - st.info)?,
-            part(st.send, st.slot_of - st.send)?,
-            part(st.slot_of, st.pos - st.slot_of)?,
         ];
-        let ctx = self.ctx(format!("top-k {k}, layout {}", layout.name()), layout);
-        let h = ops.launch(
+        body.extend(self.state_parts(state, ok)?);
+        let h = self.launch(
             sh,
+            ops,
             list,
-            Some((group, me)),
-            ROUTE,
-            OpKernel::EpRoute,
+            (group, me),
+            (ROUTE, OpKernel::EpRoute),
             local.err(),
             dig,
             body,
-            Vec::new(),
-            ctx,
+            (format!("top-k {k}, layout {}", layout.name()), layout),
         )?;
         let r = DeviceRouting {
             switch: self.recv.heap_offset(),
             id,
-            layout,
-            n,
-            k,
+            shape: RouteShape { layout, n, k },
             topk_idx: topk_idx.clone(),
             state: state.clone(),
             dispatched: AtomicBool::new(false),
@@ -290,14 +330,7 @@ impl TokenSwitch {
     }
 
     fn check_device_routing(&self, r: &DeviceRouting, op: &str) -> Result<()> {
-        if r.switch != self.recv.heap_offset() {
-            return Err(bad(
-                "routing",
-                format!("routing {}", r.id),
-                format!("{op}: the routing was made by another switch"),
-            ));
-        }
-        Ok(())
+        self.check_made_here(r.switch, r.id, op)
     }
 
     /// [`TokenSwitch::dispatch`] on the device, appended to `list` after the routing's kernel: `tokens` `[n,
@@ -390,27 +423,11 @@ impl TokenSwitch {
             }
             Ok(rb)
         })();
-        let dig = digest(&[
-            Kind::Dispatch as u64,
-            dtype as u64,
-            hidden as u64,
-            r.id,
-            self.group_id,
-        ]);
-        self.next_epoch(Kind::Dispatch);
         let ok = local.is_ok();
         let rb = local.as_ref().map_or(0, |&rb| rb);
-        let st = StateLayout::of(self);
         let counts = Arg::K(KernelArg::sym(self.counts, self.me));
-        let (sa, ok_arg) = (r.state.arg(self.me), |a: Arg| if ok { a } else { counts });
-        let part = |off: usize, len: usize| -> Result<Arg> {
-            if ok {
-                sub(sa, off, len)
-            } else {
-                Ok(counts)
-            }
-        };
-        let body = vec![
+        let ok_arg = |a: Arg| if ok { a } else { counts };
+        let mut body = vec![
             ok_arg(r.topk_idx.arg(self.me)),
             ok_arg(topk_weights.arg(self.me)),
             ok_arg(tokens.arg(self.me)),
@@ -423,32 +440,25 @@ impl TokenSwitch {
             u64a((cfg.max_recv_tokens * cfg.max_token_bytes) as u64),
             u64a(meta_bytes(k) as u64),
             u64a(pad8(4 * k) as u64),
-            part(st.ct, st.send - st.ct)?,
-            part(st.info, st.ct - st.info)?,
-            part(st.slot_of, st.pos - st.slot_of)?,
-            part(st.pos, st.end - st.pos)?,
+        ];
+        body.extend(self.state_parts(&r.state, ok)?);
+        body.extend([
             ok_arg(out_tokens.arg(self.me)),
             ok_arg(out_topk_weights.arg(self.me)),
             match out_topk_idx {
                 Some(i) if ok => i.arg(self.me),
                 _ => counts,
             },
-        ];
-        let ctx = self.ctx(
-            format!("{hidden} x {}, routing {}", dtype.name(), r.id),
-            r.layout,
-        );
-        let h = ops.launch(
+        ]);
+        let h = self.launch_op(
             sh,
+            ops,
             list,
-            Some((group, me)),
-            DISPATCH,
-            OpKernel::EpDispatch,
+            (group, me),
+            (DISPATCH, OpKernel::EpDispatch, Kind::Dispatch),
+            (r, dtype, hidden),
             local.err(),
-            dig,
             body,
-            Vec::new(),
-            ctx,
         )?;
         if ok {
             r.dispatched.store(true, Ordering::Relaxed);
@@ -477,13 +487,7 @@ impl TokenSwitch {
         let hidden = expert_tokens.shape().get(1).copied().unwrap_or(0);
         let local = (|| {
             self.check_device_routing(r, COMBINE)?;
-            if !dtype.is_reducible() {
-                return Err(bad(
-                    "expert_tokens",
-                    dtype.name(),
-                    format!("{COMBINE}: the dtype must be float32, float16 or bfloat16"),
-                ));
-            }
+            Self::check_reducible(COMBINE, dtype)?;
             let rb = self.row_bytes(COMBINE, "expert_tokens", dtype, hidden)?;
             check_2d(
                 COMBINE,
@@ -503,26 +507,9 @@ impl TokenSwitch {
             }
             Ok(rb)
         })();
-        let dig = digest(&[
-            Kind::Combine as u64,
-            dtype as u64,
-            hidden as u64,
-            r.id,
-            self.group_id,
-        ]);
-        self.next_epoch(Kind::Combine);
         let ok = local.is_ok();
-        let st = StateLayout::of(self);
         let counts = Arg::K(KernelArg::sym(self.counts, self.me));
-        let sa = r.state.arg(self.me);
-        let part = |off: usize, len: usize| -> Result<Arg> {
-            if ok {
-                sub(sa, off, len)
-            } else {
-                Ok(counts)
-            }
-        };
-        let body = vec![
+        let mut body = vec![
             if ok {
                 expert_tokens.arg(self.me)
             } else {
@@ -535,26 +522,18 @@ impl TokenSwitch {
             u64a(cfg.num_experts as u64),
             u32a(r.layout as u32),
             Arg::K(KernelArg::sym(self.comb, self.me)),
-            part(st.ct, st.send - st.ct)?,
-            part(st.slot_of, st.pos - st.slot_of)?,
-            part(st.pos, st.end - st.pos)?,
-            if ok { out.arg(self.me) } else { counts },
         ];
-        let ctx = self.ctx(
-            format!("{hidden} x {}, routing {}", dtype.name(), r.id),
-            r.layout,
-        );
-        ops.launch(
+        body.extend(self.state_parts(&r.state, ok)?);
+        body.push(if ok { out.arg(self.me) } else { counts });
+        self.launch_op(
             sh,
+            ops,
             list,
-            Some((group, me)),
-            COMBINE,
-            OpKernel::EpCombine,
+            (group, me),
+            (COMBINE, OpKernel::EpCombine, Kind::Combine),
+            (r, dtype, hidden),
             local.err(),
-            dig,
             body,
-            Vec::new(),
-            ctx,
         )
     }
 }

@@ -8,4 +8,4 @@ pub mod switch;
 
 pub use device::DeviceRouting;
 pub use route::Layout;
-pub use switch::{EpConfig, Routing, TokenSwitch};
+pub use switch::{EpConfig, RouteShape, Routing, TokenSwitch};

@@ -24,6 +24,30 @@ fn expect<T>(r: Result<T>, kind: &str, text: &str, what: &str) {
     }
 }
 
+/// The case of a covering row (layout, top-k, dtype, skew, experts-per-rank index, hidden index).
+fn case_of(row: &[usize], ks: &[usize], l: usize, hiddens: &[usize]) -> Case {
+    Case {
+        layout: [Layout::Flat, Layout::ExpertMajor][row[0]],
+        k: ks[row[1]],
+        dtype: [DType::F32, DType::BF16, DType::F16][row[2]],
+        skew: row[3],
+        l,
+        hidden: hiddens[row[5]],
+    }
+}
+
+/// A switch like `ts` that receives at most W rows per rank (the overflow cases).
+fn small_switch(sh: &Shmem, g: &Group, ts: &TokenSwitch) -> Result<TokenSwitch> {
+    TokenSwitch::new(
+        sh,
+        g,
+        EpConfig {
+            max_recv_tokens: g.size(),
+            ..ts.config()
+        },
+    )
+}
+
 fn healthy(sh: &Shmem, g: &Group, ts: &TokenSwitch, l: usize) -> Result<()> {
     let c = Case {
         layout: Layout::ExpertMajor,
@@ -62,14 +86,7 @@ fn errors(sh: &Shmem, g: &Group, ts: &TokenSwitch, l: usize) -> Result<()> {
     // A switch receiving at most W rows; every rank sends rank 0 two tokens (on two of its experts, when it has
     // two): rank 0 would receive 2W slots (flat) or 2W or 4W pairs (expert-major). Every rank reports the same
     // overflow, naming rank 0, the count and the excess; a routing that fits still works.
-    let small = TokenSwitch::new(
-        sh,
-        g,
-        EpConfig {
-            max_recv_tokens: w,
-            ..ts.config()
-        },
-    )?;
+    let small = small_switch(sh, g, ts)?;
     let k = l.min(2);
     let idx: Vec<i64> = (0..2).flat_map(|_| 0..k as i64).collect();
     for layout in [Layout::Flat, Layout::ExpertMajor] {
@@ -156,12 +173,10 @@ fn errors(sh: &Shmem, g: &Group, ts: &TokenSwitch, l: usize) -> Result<()> {
 pe_test!(ep_dispatch_combine_against_reference, shm[2, 3, 4], |sh| {
     let g = Group::world(sh)?;
     let w = g.size();
-    let layouts = [Layout::Flat, Layout::ExpertMajor];
     let ks = [1, 2, 3, 8];
-    let dtypes = [DType::F32, DType::BF16, DType::F16];
     let ls = [1, 3];
     let hiddens = [1, 8, MAX_HIDDEN];
-    let dims = [2, ks.len(), dtypes.len(), 3, ls.len(), hiddens.len()];
+    let dims = [2, ks.len(), 3, 3, ls.len(), hiddens.len()];
     let rows = match depth() {
         Depth::Full => product(&dims, |_| true),
         Depth::Cover => pairwise(
@@ -173,14 +188,7 @@ pe_test!(ep_dispatch_combine_against_reference, shm[2, 3, 4], |sh| {
     for l in ls {
         let ts = switch(sh, &g, l)?;
         for (i, row) in rows.iter().enumerate().filter(|(_, r)| ls[r[4]] == l) {
-            let c = Case {
-                layout: layouts[row[0]],
-                k: ks[row[1]],
-                dtype: dtypes[row[2]],
-                skew: row[3],
-                l,
-                hidden: hiddens[row[5]],
-            };
+            let c = case_of(row, &ks, l, &hiddens);
             run_case(sh, &g, &ts, &c, i as u64 * 31 + w as u64)?;
         }
         if w == 3 || l == 1 {
@@ -491,14 +499,7 @@ mod device {
             self.case(&healthy, 999)?;
             // A receive overflow on a switch receiving at most W rows (every rank sends rank 0 two tokens): the
             // same error on every rank; a routing that fits still works.
-            let small = TokenSwitch::new(
-                sh,
-                g,
-                EpConfig {
-                    max_recv_tokens: w,
-                    ..ts.config()
-                },
-            )?;
+            let small = small_switch(sh, g, ts)?;
             let sb = Bufs::new(sh, &small)?;
             let sd = Dev {
                 ts: &small,
@@ -552,12 +553,10 @@ mod device {
         let ops = DeviceOps::new(sh)?;
         let q = sh.device().expect("a device heap").create_queue(true)?;
         let g = Group::world(sh)?;
-        let layouts = [Layout::Flat, Layout::ExpertMajor];
         let ks = [1, 3, 8];
-        let dtypes = [DType::F32, DType::BF16, DType::F16];
         let ls = [1, 3];
         let hiddens = [1, 8, MAX_HIDDEN];
-        let dims = [2, ks.len(), dtypes.len(), 3, ls.len(), hiddens.len()];
+        let dims = [2, ks.len(), 3, 3, ls.len(), hiddens.len()];
         let rows = pairwise(&dims, &[(0, 1), (0, 2), (0, 4), (2, 5)], |_| true);
         for l in ls {
             let ts = switch(sh, &g, l)?;
@@ -571,14 +570,7 @@ mod device {
                 b: &b,
             };
             for (i, row) in rows.iter().enumerate().filter(|(_, r)| ls[r[4]] == l) {
-                let c = Case {
-                    layout: layouts[row[0]],
-                    k: ks[row[1]],
-                    dtype: dtypes[row[2]],
-                    skew: row[3],
-                    l,
-                    hidden: hiddens[row[5]],
-                };
+                let c = case_of(row, &ks, l, &hiddens);
                 d.case(&c, i as u64 * 37 + g.size() as u64)?;
             }
             if l == 3 {
