@@ -1,7 +1,7 @@
-//! The PMIx bootstrap in the default build (no `mpi` feature): under Open MPI's `mpirun` (a PMIx server) and under
-//! Slurm's `srun --mpi=pmix` on a single-host cluster the test starts (`scripts/slurm-cluster.sh`), chosen
+//! The PMIx bootstrap in the default build (no `mpi` feature) under Open MPI's `mpirun` (a PMIx server): chosen
 //! automatically, with the job's layout, RMA, atomics and barriers as under the uid bootstrap; and a job whose
-//! server dies ends in an error on every PE, not a hang.
+//! server dies ends in an error on every PE, not a hang. Under Slurm (`srun --mpi=pmix` on a two-node cluster in
+//! two network namespaces): `fabric_netns::netns_srun_4pe`.
 //!
 //! Skipped (with a message) when the build has no PMIx bootstrap (PMIx's headers were not found).
 
@@ -36,67 +36,6 @@ fn pmix_bootstrap_3pe() {
     ];
     let st = mpirun(&name, 3, &vars, Duration::from_secs(120));
     assert!(st.success(), "mpirun -n 3 failed: {st}");
-}
-
-/// `srun --mpi=pmix -n 4` on a single-host Slurm cluster started for this test in a folder of its own.
-#[test]
-fn pmix_srun_4pe() {
-    let name = test_name(module_path!(), "pmix_srun_4pe");
-    if is_pe_of(&name) {
-        run_pe(|sh| bootstrap_body(sh, "pmix"));
-    }
-    if !built_with_pmix() {
-        return;
-    }
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/slurm-cluster.sh");
-    let dir = std::env::temp_dir().join(format!("xpushmem-slurm-{}", std::process::id()));
-    let cluster = |cmd: &str| {
-        std::process::Command::new("bash")
-            .arg(&script)
-            .args([cmd, dir.to_str().expect("a UTF-8 path")])
-            .output()
-            .expect("run scripts/slurm-cluster.sh")
-    };
-    let started = cluster("start");
-    assert!(
-        started.status.success(),
-        "the Slurm cluster did not start: {}",
-        String::from_utf8_lossy(&started.stderr)
-    );
-    let exe = std::env::current_exe().expect("test binary");
-    let mut child = std::process::Command::new("srun")
-        .args(["--mpi=pmix", "--overcommit", "-n", "4"])
-        .arg(format!(
-            "--export=ALL,{}={name},XPUSHMEM_BOOTSTRAP=auto,XPUSHMEM_TIMEOUT_MS=60000",
-            xpushmem_tests::CASE_VAR
-        ))
-        .arg(&exe)
-        .args([name.as_str(), "--exact", "--nocapture", "--test-threads=1"])
-        .env("SLURM_CONF", dir.join("slurm.conf"))
-        .spawn()
-        .expect("srun (scripts/setup.sh installs slurm-client)");
-    let start = Instant::now();
-    let status = loop {
-        if let Some(st) = child.try_wait().expect("wait srun") {
-            break Some(st);
-        }
-        if start.elapsed() > Duration::from_secs(120) {
-            let _ = child.kill();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let stopped = cluster("stop");
-    let logs = std::fs::read_to_string(dir.join("slurmd.log")).unwrap_or_default();
-    let _ = std::fs::remove_dir_all(&dir);
-    assert!(stopped.status.success(), "stopping the cluster failed");
-    match status {
-        Some(st) => assert!(
-            st.success(),
-            "srun -n 4 failed: {st}; slurmd's log:\n{logs}"
-        ),
-        None => panic!("srun -n 4 did not end within 120 s; slurmd's log:\n{logs}"),
-    }
 }
 
 /// A PE of the server-death case: once every PE has started, rank 0 kills the server (mpirun, its parent) before
