@@ -15,7 +15,7 @@
 use crate::fabric_common::netns::{
     cannot_run, example, example_env, publish_id, wait_all, Netns, EXAMPLES,
 };
-use crate::fabric_common::{mixed_body, node_of};
+use crate::fabric_common::{mixed_body, node_of, run_if_launched_pe};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -349,14 +349,7 @@ fn netns_examples_4pe() {
 #[test]
 fn netns_srun_4pe() {
     let name: &str = &xpushmem_tests::test_name(module_path!(), "netns_srun_4pe");
-    if std::env::var(CASE_VAR).is_ok_and(|v| v == name) {
-        xpushmem_tests::run_pe(|sh| {
-            assert_eq!(sh.bootstrap_name(), "pmix");
-            mixed_body(sh, 2)?;
-            println!("verdict PE {}: OK", sh.my_pe());
-            Ok(())
-        });
-    }
+    run_if_launched_pe(name, "pmix");
     if let Some(why) = cannot_run() {
         eprintln!("skipped {name}: {why}");
         return;
