@@ -59,6 +59,19 @@ fn rows(src: usize, dst: usize) -> usize {
     (reference(src, dst, 77) % 4) as usize
 }
 
+/// When this process is a PE of test `name` that a launcher started (mpirun, srun) with `bootstrap`: the body of the
+/// mixed cases over two nodes, a verdict line, and the exit.
+pub fn run_if_launched_pe(name: &str, bootstrap: &'static str) {
+    if xpushmem_tests::is_pe_of(name) {
+        xpushmem_tests::run_pe(|sh| {
+            assert_eq!(sh.bootstrap_name(), bootstrap);
+            mixed_body(sh, 2)?;
+            println!("verdict PE {}: OK", sh.my_pe());
+            Ok(())
+        });
+    }
+}
+
 /// The checks of one PE of a mixed job. `nodes`: how PEs are spread (0: every peer forced onto the fabric).
 pub fn mixed_body(sh: &Shmem, nodes: usize) -> Result<()> {
     let (me, n) = (sh.my_pe(), sh.n_pes());
