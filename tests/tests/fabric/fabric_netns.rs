@@ -128,7 +128,7 @@ fn run(name: &str, case: &str, n: usize, limit_ms: u64) {
     }
     let tag = match case {
         "death" => "d",
-        "ep" => "x",
+        "ep" => "q",
         _ => "m",
     };
     let ns = Netns::create(&format!("{tag}{n}"))
