@@ -7,3 +7,4 @@ mod device;
 mod device_concurrent;
 mod device_lib;
 mod symm_kernels;
+mod team_checks;
