@@ -3,9 +3,9 @@
 //! `libxpushmem_device-<version>.bc` (llvm-link, then llvm-spirv), modules initialised with
 //! `Device::init_module`, every result checked against a host-side reference.
 
-use crate::team_checks::{
-    check_half_rounding, check_team_collectives, check_team_sync, reductions, Launch, ITEM,
-    SUB_GROUPS, WORK_GROUP,
+use crate::device_checks::{
+    check_half_rounding, check_team_collectives, check_team_sync, reductions, short_words, Launch,
+    ITEM, SUB_GROUPS, WORK_GROUP,
 };
 use std::path::{Path, PathBuf};
 use xpushmem::{Device, Error, KernelArg, Shmem};
@@ -1099,67 +1099,10 @@ fn sub_groups(sh: &Shmem, lib: &Lib) -> xpushmem::Result<()> {
     Ok(())
 }
 
-/// 16-bit atomics (a 32-bit CAS on the containing word) with both halves of a word contended by every PE, a
-/// 16-bit compare-swap election while the other half changes, and short/ushort wait_until/test.
-fn short_words(sh: &Shmem, lib: &Lib) -> xpushmem::Result<()> {
-    const ITERS: u32 = 100;
-    const ITEMS: u32 = 16;
-    let (me, n) = (sh.my_pe(), sh.n_pes());
-    let counts = sh.calloc::<u16>(n.next_multiple_of(2))?;
-    let elect = sh.calloc::<i16>(2)?;
-    let flags = sh.calloc::<i16>(n.next_multiple_of(2))?;
-    let out = sh.calloc::<i64>(8)?;
-    let indices = sh.calloc::<u64>(n)?;
-    sh.barrier_all()?;
-    let args = [
-        sym(counts, me),
-        sym(elect, me),
-        sym(flags, me),
-        KernelArg::U32(ITERS),
-        sym(out, me),
-        sym(indices, me),
-    ];
-    lib.run("k_short", &args, 1, ITEMS)?;
-    sh.barrier_all()?;
-    let mut o = [0i64; 5];
-    sh.get(&mut o, out, me)?;
-    let left = (me + n - 1) % n;
-    let flag = -(left as i64 + 1);
-    assert_eq!(
-        o[1..],
-        [0, 1, 1, flag],
-        "wait_until, test EQ, ushort test GT, fetch"
-    );
-    let mut c = vec![0u16; n];
-    sh.get(&mut c, counts.slice(0..n)?, 0)?;
-    assert_eq!(
-        c,
-        vec![(ITERS * ITEMS) as u16; n],
-        "16-bit counters on PE 0"
-    );
-    let mut e = [0i16; 2];
-    sh.get(&mut e, elect, 0)?;
-    assert_eq!(
-        e[1],
-        (ITEMS as usize * n) as i16,
-        "adds on the election word's other half"
-    );
-    assert!((1..=n as i16).contains(&e[0]), "an elected PE: {}", e[0]);
-    let won = e[0] == me as i16 + 1;
-    assert_eq!(
-        o[0],
-        if won { 0 } else { i64::from(e[0]) },
-        "compare_swap's old value (winner {})",
-        e[0] - 1
-    );
-    sh.barrier_all()?;
-    Ok(())
-}
-
 fn rma_sub_group_and_short(sh: &Shmem, lib: &Lib) -> xpushmem::Result<()> {
     rma_groups(sh, lib)?;
     sub_groups(sh, lib)?;
-    short_words(sh, lib)
+    short_words(sh, lib, 100)
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! Device team barriers, collectives and reductions checked against host references: shared by the one-node
 //! device suite (`device_lib.rs`) and the device-across-nodes suite (`fabric/fabric_device.rs`, which includes this
 //! file), so that a team spanning nodes runs the same kernels (`device_kernels/device_teams.cl`,
-//! `device_reduce.cl`) with the same checks as a team on one node.
+//! `device_reduce.cl`, `device_rma.cl`'s `k_short`) with the same checks as a team on one node.
 
 use xpushmem::{KernelArg, Shmem};
 
@@ -494,4 +494,62 @@ pub(crate) fn check_half_rounding(
     sh.barrier_all()?;
     sh.free(dst)?;
     sh.free(src)
+}
+
+// ---- 16-bit words (device_rma.cl's k_short) -------------------------------------------------------------------
+
+/// 16-bit atomics (a 32-bit CAS on the containing word) with both halves of a word contended by every PE, a
+/// 16-bit compare-swap election while the other half changes, and short/ushort wait_until/test.
+pub(crate) fn short_words(sh: &Shmem, lib: &dyn Launch, iters: u32) -> xpushmem::Result<()> {
+    const ITEMS: u32 = 16;
+    let (me, n) = (sh.my_pe(), sh.n_pes());
+    let counts = sh.calloc::<u16>(n.next_multiple_of(2))?;
+    let elect = sh.calloc::<i16>(2)?;
+    let flags = sh.calloc::<i16>(n.next_multiple_of(2))?;
+    let out = sh.calloc::<i64>(8)?;
+    let indices = sh.calloc::<u64>(n)?;
+    sh.barrier_all()?;
+    let args = [
+        sym(counts, me),
+        sym(elect, me),
+        sym(flags, me),
+        KernelArg::U32(iters),
+        sym(out, me),
+        sym(indices, me),
+    ];
+    lib.run("k_short", &args, 1, ITEMS)?;
+    sh.barrier_all()?;
+    let mut o = [0i64; 5];
+    sh.get(&mut o, out, me)?;
+    let left = (me + n - 1) % n;
+    let flag = -(left as i64 + 1);
+    assert_eq!(
+        o[1..],
+        [0, 1, 1, flag],
+        "wait_until, test EQ, ushort test GT, fetch"
+    );
+    let mut c = vec![0u16; n];
+    sh.get(&mut c, counts.slice(0..n)?, 0)?;
+    assert_eq!(
+        c,
+        vec![(iters * ITEMS) as u16; n],
+        "16-bit counters on PE 0"
+    );
+    let mut e = [0i16; 2];
+    sh.get(&mut e, elect, 0)?;
+    assert_eq!(
+        e[1],
+        (ITEMS as usize * n) as i16,
+        "adds on the election word's other half"
+    );
+    assert!((1..=n as i16).contains(&e[0]), "an elected PE: {}", e[0]);
+    let won = e[0] == me as i16 + 1;
+    assert_eq!(
+        o[0],
+        if won { 0 } else { i64::from(e[0]) },
+        "compare_swap's old value (winner {})",
+        e[0] - 1
+    );
+    sh.barrier_all()?;
+    Ok(())
 }
