@@ -16,6 +16,8 @@
  * created the module; each call checks its magic and records NotInitialized instead of reading garbage.
  * Barriers use per-team counters in every PE's scratch region (right after its user heap): each member adds 1 to
  * every member's `arrive[team]`, then waits until its own count reaches `epoch * size`; counters never reset.
+ * PEs this device does not map (other nodes) are reached through the host proxy ring, for every call: the direct
+ * and proxied cases differ only in how one member is reached (see "host proxy" below).
  *
  * SPIR-V builtins are called directly (OpenCL-C generic-pointer atomics fail to JIT on Intel's CPU runtime). */
 #include "xpushmem_device.h"

@@ -62,6 +62,30 @@ pub(crate) const SUB_GROUPS: [Form; 3] = [
     },
 ];
 
+/// Every form: one work-item, work-group, sub-groups of 8, 16 and 32.
+pub(crate) const ALL_FORMS: [Form; 5] = [
+    ITEM,
+    WORK_GROUP,
+    SUB_GROUPS[0],
+    SUB_GROUPS[1],
+    SUB_GROUPS[2],
+];
+
+/// `rounds` of `team_sync` in every form, then the collectives in every group form (all but the one-work-item
+/// form), on `team`.
+pub(crate) fn check_team_every_form(
+    sh: &Shmem,
+    lib: &dyn Launch,
+    team: &xpushmem::Team,
+    rounds: u32,
+) -> xpushmem::Result<()> {
+    check_team_sync(sh, lib, team, &ALL_FORMS, rounds)?;
+    for form in &ALL_FORMS[1..] {
+        check_team_collectives(sh, lib, team, form)?;
+    }
+    Ok(())
+}
+
 fn sym<T: xpushmem::Symmetric>(s: xpushmem::SymSlice<T>, pe: usize) -> KernelArg {
     KernelArg::sym(s, pe)
 }
@@ -221,12 +245,13 @@ pub(crate) fn reductions(sh: &Shmem, lib: &dyn Launch) -> xpushmem::Result<()> {
 
 // ---- team barriers and collectives (device_teams.cl) -------------------------------------------------------
 
-/// 30 rounds of device team barriers in each of `forms` with data written before and read after each.
+/// `rounds` rounds of device team barriers in each of `forms` with data written before and read after each.
 pub(crate) fn check_team_sync(
     sh: &Shmem,
     lib: &dyn Launch,
     team: &xpushmem::Team,
     forms: &[Form],
+    rounds: u32,
 ) -> xpushmem::Result<()> {
     let me = sh.my_pe();
     let slot = sh.calloc::<i64>(1)?;
@@ -237,7 +262,7 @@ pub(crate) fn check_team_sync(
         sh.barrier_all()?;
         let args = [
             KernelArg::U32(team.device_id() as u32),
-            KernelArg::U32(30),
+            KernelArg::U32(rounds),
             KernelArg::U32(form.mode),
             sym(slot, me),
             sym(bad, me),
@@ -247,7 +272,7 @@ pub(crate) fn check_team_sync(
         sh.get(&mut b, bad, me)?;
         assert_eq!(
             b,
-            [0, 29 * tn + left, 0],
+            [0, (rounds as i64 - 1) * tn + left, 0],
             "team_sync ({}) on {}: mismatches, last value, errors",
             form.name,
             team.describe()

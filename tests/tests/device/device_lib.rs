@@ -4,8 +4,8 @@
 //! `Device::init_module`, every result checked against a host-side reference.
 
 use crate::device_checks::{
-    check_half_rounding, check_team_collectives, check_team_sync, reductions, short_words, Launch,
-    ITEM, SUB_GROUPS, WORK_GROUP,
+    check_half_rounding, check_team_collectives, check_team_every_form, reductions, short_words,
+    Launch, SUB_GROUPS, WORK_GROUP,
 };
 use std::path::{Path, PathBuf};
 use xpushmem::{Device, Error, KernelArg, Shmem};
@@ -865,17 +865,7 @@ fn split_teams(sh: &Shmem, lib: &Lib) -> xpushmem::Result<()> {
     };
     check_team_queries(sh, lib, &mine)?;
     // Every barrier form; the collectives in the work-group form and the sub-group form at sizes 8, 16 and 32.
-    let forms = [
-        ITEM,
-        WORK_GROUP,
-        SUB_GROUPS[0],
-        SUB_GROUPS[1],
-        SUB_GROUPS[2],
-    ];
-    check_team_sync(sh, lib, &mine, &forms)?;
-    for form in &forms[1..] {
-        check_team_collectives(sh, lib, &mine, form)?;
-    }
+    check_team_every_form(sh, lib, &mine, 30)?;
     if n == 4 {
         // A 2x2 grid: rows (stride 1) and columns (stride 2).
         let (row, col) = sh.team_split_2d(&world, 2, None, None)?;
