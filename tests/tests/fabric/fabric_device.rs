@@ -757,6 +757,7 @@ pub(crate) fn spanning_body(sh: &Shmem, node_of: &dyn Fn(usize) -> usize) -> xpu
 }
 
 #[test]
+#[ignore = "ze-emu stall on 2 cores: a staged operation waits for a spinning kernel (see spanning_env); run with --run-ignored"]
 fn spanning_teams_2plus2_4pe() {
     fabric_device_test_with(
         "spanning_teams_2plus2_4pe",
@@ -768,6 +769,7 @@ fn spanning_teams_2plus2_4pe() {
 }
 
 #[test]
+#[ignore = "ze-emu stall on 2 cores: a staged operation waits for a spinning kernel (see spanning_env); run with --run-ignored"]
 fn spanning_teams_3plus1_4pe() {
     fabric_device_test_with(
         "spanning_teams_3plus1_4pe",
