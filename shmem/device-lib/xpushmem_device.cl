@@ -16,6 +16,8 @@
  * created the module; each call checks its magic and records NotInitialized instead of reading garbage.
  * Barriers use per-team counters in every PE's scratch region (right after its user heap): each member adds 1 to
  * every member's `arrive[team]`, then waits until its own count reaches `epoch * size`; counters never reset.
+ * PEs this device does not map (other nodes) are reached through the host proxy ring, for every call: the direct
+ * and proxied cases differ only in how one member is reached (see "host proxy" below).
  *
  * SPIR-V builtins are called directly (OpenCL-C generic-pointer atomics fail to JIT on Intel's CPU runtime). */
 #include "xpushmem_device.h"
@@ -75,6 +77,39 @@ static ulong wg_size(void) {
   return __spirv_BuiltInWorkgroupSize(0) * __spirv_BuiltInWorkgroupSize(1) * __spirv_BuiltInWorkgroupSize(2);
 }
 
+/* A group of work-items that call a group form together: a work-group (GROUP_WORK), a sub-group (GROUP_SUB) or
+ * one work-item (GROUP_ITEM); this item's index in it, its size, and how it meets. Every collective and group
+ * barrier has one body over a Group. */
+#define GROUP_ITEM 0
+#define GROUP_SUB 1
+#define GROUP_WORK 2
+typedef struct {
+  ulong id, count;
+  int kind;
+} Group;
+
+static Group group_of(int kind) {
+  Group g;
+  g.kind = kind;
+  g.id = 0;
+  g.count = 1;
+  if (kind == GROUP_WORK) {
+    g.id = wg_id();
+    g.count = wg_size();
+  } else if (kind == GROUP_SUB) {
+    g.id = __spirv_BuiltInSubgroupLocalInvocationId();
+    g.count = __spirv_BuiltInSubgroupSize();
+  }
+  return g;
+}
+
+static void group_sync(Group g) {
+  if (g.kind == GROUP_WORK)
+    wg_sync();
+  else if (g.kind == GROUP_SUB)
+    sg_sync();
+}
+
 /* Records the module's first error; returns the code. */
 static int record(uint code, uint call, long arg) {
   uint prev = __spirv_AtomicCompareExchange((__global uint *)&ST.error, SCOPE_CROSS_DEVICE, SEM, SEM, code, 0u);
@@ -112,11 +147,6 @@ static int peer_or_proxy(ulong addr, ulong len, int pe, uint call, ulong *out) {
   return 0;
 }
 
-/* peer_or_proxy for calls the proxy does not serve (a PE not mapped here is BadPe). */
-static int peer(ulong addr, ulong len, int pe, uint call, ulong *out) {
-  int e = peer_or_proxy(addr, len, pe, call, out);
-  return e == PROXIED ? record(XPUSHMEM_DEVICE_ERROR_BAD_PE, call, pe) : e;
-}
 
 /* One poll of a wait: gives up after the bound, else backs off (a spin that doubles up to a limit). Every spinning
  * wait calls it; it stays a named, non-inlined function (BACKOFF_SYMBOL in shmem/src/device/mod.rs) so that the host
@@ -277,15 +307,13 @@ static int proxy_post(uint op, int pe, ulong dst, ulong src, ulong len, ulong si
   return wait ? proxy_wait(t + 1, call) : 0;
 }
 
-/* An atomic (AmoCode `code`) on the `width`-byte word at heap address `dest` of `pe` through the proxy; the
- * previous value in *old (0 on error); 0 or the error code (recorded). The proxy answers in the entry; this
- * work-item acknowledges the answer. */
-static int proxy_amo(ulong dest, uint width, uint code, ulong operand, ulong cond, int pe, ulong *old) {
-  uint call = XPUSHMEM_DEVICE_CALL_ATOMIC;
-  *old = 0;
-  if (dest & (width - 1)) return record(XPUSHMEM_DEVICE_ERROR_BAD_ARGUMENT, call, (long)dest);
+/* A request the proxy answers in its entry (an atomic, a value read): posts it, waits for the answer (in *answer,
+ * 0 on error) and acknowledges it, which frees the entry; 0 or the error code (recorded for `call`). */
+static int proxy_ask(uint op, int pe, ulong dst, ulong src, ulong len, ulong sig, ulong value, int sig_op, uint call,
+                     ulong *answer) {
+  *answer = 0;
   ulong t = 0;
-  int e = proxy_put_entry(XPUSHMEM_PROXY_OP_AMO, pe, dest - ST.my_base, 0, width, cond, operand, (int)code, &t);
+  int e = proxy_put_entry(op, pe, dst, src, len, sig, value, sig_op, &t);
   if (e) return e;
   __global XpushmemProxyRing *r = ring();
   __global XpushmemProxyRequest *q =
@@ -297,8 +325,26 @@ static int proxy_amo(ulong dest, uint width, uint code, ulong operand, ulong con
     e = backoff_step(&polls, &spin, XPUSHMEM_DEVICE_CALL_PROXY, (ulong)&q->seq);
     if (e) return e;
   }
-  *old = q->src;
+  *answer = q->src;
   __spirv_AtomicStore((__global ulong *)&q->seq, SCOPE_CROSS_DEVICE, SEM_RELEASE | SEM_CROSS_WG_MEMORY, 0ul);
+  uint err = __spirv_AtomicLoad((__global uint *)&r->error, SCOPE_CROSS_DEVICE, SEM_ACQUIRE | SEM_CROSS_WG_MEMORY);
+  return err ? record(err, call, r->error_pe) : 0;
+}
+
+/* An atomic (AmoCode `code`) on the `width`-byte word at heap address `dest` of `pe` through the proxy; the
+ * previous value in *old (0 on error); 0 or the error code (recorded). */
+static int proxy_amo(ulong dest, uint width, uint code, ulong operand, ulong cond, int pe, ulong *old) {
+  uint call = XPUSHMEM_DEVICE_CALL_ATOMIC;
+  *old = 0;
+  if (dest & (width - 1)) return record(XPUSHMEM_DEVICE_ERROR_BAD_ARGUMENT, call, (long)dest);
+  return proxy_ask(XPUSHMEM_PROXY_OP_AMO, pe, dest - ST.my_base, 0, width, cond, operand, (int)code, call, old);
+}
+
+/* A failure the proxy has recorded (a lost peer, a provider error), recorded for `call`; else 0. Waits on words
+ * that proxied peers write check it, so a peer that died ends the wait in PeerLost rather than a Timeout. */
+static int proxy_failed(uint call) {
+  if (!ST.proxy) return 0;
+  __global XpushmemProxyRing *r = ring();
   uint err = __spirv_AtomicLoad((__global uint *)&r->error, SCOPE_CROSS_DEVICE, SEM_ACQUIRE | SEM_CROSS_WG_MEMORY);
   return err ? record(err, call, r->error_pe) : 0;
 }
@@ -433,7 +479,17 @@ SG_COPY(xpushmemx_getmem_nbi_sub_group, get_share_nbi)
   }                                                                                                                \
   T xpushmem_##NAME##_g(long src, int pe) {                                                                        \
     ulong s = 0;                                                                                                   \
-    if (peer(src, sizeof(T), pe, XPUSHMEM_DEVICE_CALL_GET, &s)) return (T)0;                                       \
+    int e = peer_or_proxy(src, sizeof(T), pe, XPUSHMEM_DEVICE_CALL_GET, &s);                                       \
+    if (e == PROXIED) {                                                                                            \
+      union {                                                                                                      \
+        T v;                                                                                                       \
+        ulong u;                                                                                                   \
+      } bits;                                                                                                      \
+      (void)proxy_ask(XPUSHMEM_PROXY_OP_GET_VALUE, pe, 0, src - ST.my_base, sizeof(T), 0, 0, 0,                  \
+                      XPUSHMEM_DEVICE_CALL_GET, &bits.u);                                                          \
+      return bits.v;                                                                                               \
+    }                                                                                                              \
+    if (e) return (T)0;                                                                                            \
     return *(const __global T *)s;                                                                                 \
   }
 XPUSHMEM_RMA_TYPES(DEFINE_RMA)
@@ -561,23 +617,47 @@ static uint load16(ulong addr) {
 #define ALOAD16_short(p) ((short)load16(p))
 #define ALOAD16_ushort(p) ((ushort)load16(p))
 
+/* A fetch (cmp == neu == 0 and !cas) or compare-and-swap of the aligned 32-bit word w: through this device's
+ * mapping (via < 0), or through the host proxy on PE via (w is then this PE's symmetric address: the fabric's
+ * 32-bit atomics on the containing word, so the fabric needs no 16-bit width). The previous value in *old; 0 or
+ * the error code. */
+static int word32(ulong w, int via, int cas, uint neu, uint cmp, uint *old) {
+  if (via >= 0) {
+    ulong o = 0;
+    int e = proxy_amo(w, 4, cas ? XPUSHMEM_AMO_CODE_COMPARE_SWAP : XPUSHMEM_AMO_CODE_FETCH, neu, cmp, via, &o);
+    *old = (uint)o;
+    return e;
+  }
+  __global uint *p = (__global uint *)w;
+  *old = cas ? __spirv_AtomicCompareExchange(p, SCOPE_CROSS_DEVICE, SEM, SEM, neu, cmp)
+             : __spirv_AtomicLoad(p, SCOPE_CROSS_DEVICE, SEM);
+  return 0;
+}
+
 #define RMW16_SET 0
 #define RMW16_CAS 1
 #define RMW16_ADD 2
-/* Applies op to the 16-bit word at a (a peer's address, 2-aligned); returns the old value. */
-static __attribute__((noinline)) ushort rmw16(ulong a, int op, ushort value, ushort cond) {
-  __global uint *w = (__global uint *)(a & ~3ul);
+#define RMW16_FETCH 3
+/* Applies op to the 16-bit word at a (2-aligned: a peer's address, or with via >= 0 this PE's symmetric address
+ * of a word of PE via, reached through the proxy); the old value in *out; 0 or the error code. */
+static __attribute__((noinline)) int rmw16(ulong a, int via, int op, ushort value, ushort cond, ushort *out) {
+  ulong w = a & ~3ul;
   uint shift = (a & 2) ? 16 : 0;
-  uint old = __spirv_AtomicLoad(w, SCOPE_CROSS_DEVICE, SEM);
-  for (;;) {
+  uint old = 0;
+  *out = 0;
+  int e = word32(w, via, 0, 0, 0, &old);
+  while (!e) {
     ushort cur = (ushort)(old >> shift);
+    *out = cur;
     ushort nv = op == RMW16_ADD ? (ushort)(cur + value) : value;
-    if (op == RMW16_CAS && cur != cond) return cur;
+    if (op == RMW16_FETCH || (op == RMW16_CAS && cur != cond)) return 0;
     uint neu = (old & ~(0xffffu << shift)) | ((uint)nv << shift);
-    uint prev = __spirv_AtomicCompareExchange(w, SCOPE_CROSS_DEVICE, SEM, SEM, neu, old);
-    if (prev == old) return cur;
+    uint prev = 0;
+    e = word32(w, via, 1, neu, old, &prev);
+    if (!e && prev == old) return 0;
     old = prev;
   }
+  return e;
 }
 
 #define DEFINE_WAITS(NAME, T, LOAD, CMP)                                                                                  \
@@ -716,38 +796,54 @@ XPUSHMEM_AMO_TYPES(DEFINE_AMO)
 #define DEFINE_WAIT16(NAME, T) DEFINE_WAITS(NAME, T, ALOAD16_##T, CMP_OF_##T)
 XPUSHMEM_WAIT16_TYPES(DEFINE_WAIT16)
 
-static int peer16(long addr, int pe, ulong *a) {
-  int e = peer(addr, 2, pe, XPUSHMEM_DEVICE_CALL_ATOMIC, a);
+/* A 16-bit atomic's word: its address here in *a with *via = -1, or (a PE reached through the proxy) this PE's
+ * symmetric address with *via = pe. */
+static int peer16(long addr, int pe, ulong *a, int *via) {
+  *via = -1;
+  int e = peer_or_proxy(addr, 2, pe, XPUSHMEM_DEVICE_CALL_ATOMIC, a);
+  if (e == PROXIED) {
+    *a = (ulong)addr;
+    *via = pe;
+    e = 0;
+  }
   return e ? e : check_align(addr, 2, XPUSHMEM_DEVICE_CALL_ATOMIC);
+}
+/* One 16-bit atomic: the old value in *out (0 on error); 0 or the error code. */
+static int amo16(long addr, int pe, int op, ushort value, ushort cond, ushort *out) {
+  ulong a = 0;
+  int via = -1;
+  *out = 0;
+  int e = peer16(addr, pe, &a, &via);
+  return e ? e : rmw16(a, via, op, value, cond, out);
 }
 #define DEFINE_AMO16(NAME, T)                                                                                      \
   T xpushmemx_##NAME##_atomic_fetch(long src, int pe) {                                                            \
-    ulong a = 0;                                                                                                   \
-    return peer16(src, pe, &a) ? (T)0 : (T)load16(a);                                                              \
+    ushort old = 0;                                                                                                \
+    (void)amo16(src, pe, RMW16_FETCH, 0, 0, &old);                                                                 \
+    return (T)old;                                                                                                 \
   }                                                                                                                \
   int xpushmemx_##NAME##_atomic_set(long dest, T value, int pe) {                                                  \
-    ulong a = 0;                                                                                                   \
-    int e = peer16(dest, pe, &a);                                                                                  \
-    if (!e) rmw16(a, RMW16_SET, (ushort)value, 0);                                                                 \
-    return e;                                                                                                      \
+    ushort old = 0;                                                                                                \
+    return amo16(dest, pe, RMW16_SET, (ushort)value, 0, &old);                                                     \
   }                                                                                                                \
   T xpushmemx_##NAME##_atomic_swap(long dest, T value, int pe) {                                                   \
-    ulong a = 0;                                                                                                   \
-    return peer16(dest, pe, &a) ? (T)0 : (T)rmw16(a, RMW16_SET, (ushort)value, 0);                                 \
+    ushort old = 0;                                                                                                \
+    (void)amo16(dest, pe, RMW16_SET, (ushort)value, 0, &old);                                                      \
+    return (T)old;                                                                                                 \
   }                                                                                                                \
   T xpushmemx_##NAME##_atomic_compare_swap(long dest, T cond, T value, int pe) {                                   \
-    ulong a = 0;                                                                                                   \
-    return peer16(dest, pe, &a) ? (T)0 : (T)rmw16(a, RMW16_CAS, (ushort)value, (ushort)cond);                      \
+    ushort old = 0;                                                                                                \
+    (void)amo16(dest, pe, RMW16_CAS, (ushort)value, (ushort)cond, &old);                                           \
+    return (T)old;                                                                                                 \
   }                                                                                                                \
   T xpushmemx_##NAME##_atomic_fetch_add(long dest, T value, int pe) {                                              \
-    ulong a = 0;                                                                                                   \
-    return peer16(dest, pe, &a) ? (T)0 : (T)rmw16(a, RMW16_ADD, (ushort)value, 0);                                 \
+    ushort old = 0;                                                                                                \
+    (void)amo16(dest, pe, RMW16_ADD, (ushort)value, 0, &old);                                                      \
+    return (T)old;                                                                                                 \
   }                                                                                                                \
   int xpushmemx_##NAME##_atomic_add(long dest, T value, int pe) {                                                  \
-    ulong a = 0;                                                                                                   \
-    int e = peer16(dest, pe, &a);                                                                                  \
-    if (!e) rmw16(a, RMW16_ADD, (ushort)value, 0);                                                                 \
-    return e;                                                                                                      \
+    ushort old = 0;                                                                                                \
+    return amo16(dest, pe, RMW16_ADD, (ushort)value, 0, &old);                                                     \
   }
 XPUSHMEM_WAIT16_TYPES(DEFINE_AMO16)
 
@@ -764,26 +860,37 @@ int xpushmem_quiet(void) {
   return ST.proxy ? proxy_quiet(XPUSHMEM_DEVICE_CALL_ORDER) : 0;
 }
 
-/* Every member adds 1 to every member's arrive[team], then waits until its own count reaches epoch * size. */
+/* Every member adds 1 to every member's arrive[team], then waits until its own count reaches epoch * size. A
+ * member this device does not map gets its 1 through the host proxy (a posted, non-fetching add; the proxy first
+ * completes this PE's earlier requests, so the barrier also completes them: quiet); the wait stays on the local
+ * counter, and gives up early when the proxy reports a failure (a member that died: PeerLost at the launch). */
 static int team_barrier(int team, uint call) {
   int e = team_ok(team, call);
   if (e) return e;
   XpushmemDeviceTeam t = team_at(team);
   fence_all();
+  if (ST.proxy && (e = proxy_quiet(call))) return e;
   __global ulong *epochs = (__global ulong *)ST.epoch;
   __global ulong *mine = (__global ulong *)(ST.my_base + ST.scratch_offset) + team;
   ulong epoch = epochs[team] + 1;
   epochs[team] = epoch;
+  ulong counter = ST.scratch_offset + (ulong)team * sizeof(ulong);
   for (int i = 0; i < t.size; i++) {
     int pe = t.start + i * t.stride;
     ulong b = (pe >= 0 && pe < ST.n_pes) ? base_of(pe) : 0;
-    if (b == 0) return record(XPUSHMEM_DEVICE_ERROR_BAD_PE, call, pe);
-    __spirv_AtomicIAdd((__global ulong *)(b + ST.scratch_offset) + team, SCOPE_CROSS_DEVICE, SEM, 1ul);
+    if (b != 0)
+      __spirv_AtomicIAdd((__global ulong *)(b + counter), SCOPE_CROSS_DEVICE, SEM, 1ul);
+    else if (proxied(pe))
+      e = proxy_post(XPUSHMEM_PROXY_OP_SIGNAL, pe, 0, 0, 0, counter, 1, XPUSHMEM_DEVICE_SIGNAL_OP_ADD, 0, call);
+    else
+      e = record(XPUSHMEM_DEVICE_ERROR_BAD_PE, call, pe);
+    if (e) return e;
   }
   ulong target = epoch * (ulong)t.size, polls = 0;
   uint spin = 1;
   while (__spirv_AtomicLoad(mine, SCOPE_CROSS_DEVICE, SEM) < target) {
     e = xpushmem_device_backoff(&polls, &spin, call, (long)mine);
+    if (!e) e = proxy_failed(call);
     if (e) return e;
   }
   fence_all();
@@ -796,19 +903,30 @@ int xpushmem_team_sync(int team) { return team_barrier(team, XPUSHMEM_DEVICE_CAL
 
 /* Every item fences and meets the group; item 0 runs the PE barrier; the group meets again. Returns the module's
  * first recorded error (the same value in every item). */
-static int wg_team_barrier(int team, uint call) {
+static int group_barrier(int team, uint call, Group g) {
   fence_all();
-  wg_sync();
-  if (wg_id() == 0) team_barrier(team, call);
-  wg_sync();
+  group_sync(g);
+  if (g.id == 0) team_barrier(team, call);
+  group_sync(g);
   return (int)ST.error;
 }
 
-int xpushmemx_barrier_all_work_group(void) { return wg_team_barrier(XPUSHMEM_TEAM_WORLD, XPUSHMEM_DEVICE_CALL_BARRIER); }
-int xpushmemx_sync_all_work_group(void) { return wg_team_barrier(XPUSHMEM_TEAM_WORLD, XPUSHMEM_DEVICE_CALL_BARRIER); }
-int xpushmemx_team_sync_work_group(int team) { return wg_team_barrier(team, XPUSHMEM_DEVICE_CALL_TEAM_SYNC); }
+#define DEFINE_GROUP_BARRIERS(SUFFIX, KIND)                                                                        \
+  int xpushmemx_barrier_all_##SUFFIX(void) {                                                                       \
+    return group_barrier(XPUSHMEM_TEAM_WORLD, XPUSHMEM_DEVICE_CALL_BARRIER, group_of(KIND));                        \
+  }                                                                                                                \
+  int xpushmemx_sync_all_##SUFFIX(void) {                                                                          \
+    return group_barrier(XPUSHMEM_TEAM_WORLD, XPUSHMEM_DEVICE_CALL_BARRIER, group_of(KIND));                        \
+  }                                                                                                                \
+  int xpushmemx_team_sync_##SUFFIX(int team) {                                                                     \
+    return group_barrier(team, XPUSHMEM_DEVICE_CALL_TEAM_SYNC, group_of(KIND));                                    \
+  }
+DEFINE_GROUP_BARRIERS(work_group, GROUP_WORK)
+DEFINE_GROUP_BARRIERS(sub_group, GROUP_SUB)
 
-/* ---- work-group collectives --------------------------------------------------------------------------------- */
+/* ---- group collectives (work-group and sub-group forms, one body each) ------------------------------------- */
+/* Members this device maps are read and written directly; the others through the host proxy (puts and gets
+ * posted by item 0 without waiting: the closing barrier completes them, as it quiets first). */
 
 static int member(XpushmemDeviceTeam t, int i) { return t.start + i * t.stride; }
 
@@ -820,39 +938,52 @@ static int coll_team(int team, XpushmemDeviceTeam *t) {
   return 0;
 }
 
-int xpushmemx_alltoallmem_work_group(int team, long dest, long src, ulong nbytes_per_pe) {
+static int alltoallmem(int team, long dest, long src, ulong nbytes_per_pe, Group g) {
+  uint call = XPUSHMEM_DEVICE_CALL_COLLECTIVE;
   XpushmemDeviceTeam t;
   int e = coll_team(team, &t);
   if (e) return e;
-  if ((e = wg_team_barrier(team, XPUSHMEM_DEVICE_CALL_COLLECTIVE))) return e;
-  ulong id = wg_id(), count = wg_size();
+  if ((e = group_barrier(team, call, g))) return e;
   for (int j = 0; j < t.size && !e; j++)
-    e = put_share(dest + (ulong)t.my_pe * nbytes_per_pe, src + (ulong)j * nbytes_per_pe, nbytes_per_pe,
-                  member(t, j), id, count);
-  return wg_team_barrier(team, XPUSHMEM_DEVICE_CALL_COLLECTIVE);
+    e = put_share_nbi(dest + (ulong)t.my_pe * nbytes_per_pe, src + (ulong)j * nbytes_per_pe, nbytes_per_pe,
+                      member(t, j), g.id, g.count);
+  return group_barrier(team, call, g);
 }
 
-int xpushmemx_broadcastmem_work_group(int team, long dest, long src, ulong nbytes, int pe_root) {
+static int broadcastmem(int team, long dest, long src, ulong nbytes, int pe_root, Group g) {
+  uint call = XPUSHMEM_DEVICE_CALL_COLLECTIVE;
   XpushmemDeviceTeam t;
   int e = coll_team(team, &t);
   if (e) return e;
-  if (pe_root < 0 || pe_root >= t.size)
-    return record(XPUSHMEM_DEVICE_ERROR_BAD_PE, XPUSHMEM_DEVICE_CALL_COLLECTIVE, pe_root);
-  if ((e = wg_team_barrier(team, XPUSHMEM_DEVICE_CALL_COLLECTIVE))) return e;
-  get_share(dest, src, nbytes, member(t, pe_root), wg_id(), wg_size());
-  return wg_team_barrier(team, XPUSHMEM_DEVICE_CALL_COLLECTIVE);
+  if (pe_root < 0 || pe_root >= t.size) return record(XPUSHMEM_DEVICE_ERROR_BAD_PE, call, pe_root);
+  if ((e = group_barrier(team, call, g))) return e;
+  get_share_nbi(dest, src, nbytes, member(t, pe_root), g.id, g.count);
+  return group_barrier(team, call, g);
 }
 
-int xpushmemx_fcollectmem_work_group(int team, long dest, long src, ulong nbytes) {
+static int fcollectmem(int team, long dest, long src, ulong nbytes, Group g) {
+  uint call = XPUSHMEM_DEVICE_CALL_COLLECTIVE;
   XpushmemDeviceTeam t;
   int e = coll_team(team, &t);
   if (e) return e;
-  if ((e = wg_team_barrier(team, XPUSHMEM_DEVICE_CALL_COLLECTIVE))) return e;
-  ulong id = wg_id(), count = wg_size();
+  if ((e = group_barrier(team, call, g))) return e;
   for (int j = 0; j < t.size && !e; j++)
-    e = put_share(dest + (ulong)t.my_pe * nbytes, src, nbytes, member(t, j), id, count);
-  return wg_team_barrier(team, XPUSHMEM_DEVICE_CALL_COLLECTIVE);
+    e = put_share_nbi(dest + (ulong)t.my_pe * nbytes, src, nbytes, member(t, j), g.id, g.count);
+  return group_barrier(team, call, g);
 }
+
+#define DEFINE_GROUP_COLLECTIVES(SUFFIX, KIND)                                                                     \
+  int xpushmemx_alltoallmem_##SUFFIX(int team, long dest, long src, ulong nbytes_per_pe) {                         \
+    return alltoallmem(team, dest, src, nbytes_per_pe, group_of(KIND));                                            \
+  }                                                                                                                \
+  int xpushmemx_broadcastmem_##SUFFIX(int team, long dest, long src, ulong nbytes, int pe_root) {                  \
+    return broadcastmem(team, dest, src, nbytes, pe_root, group_of(KIND));                                         \
+  }                                                                                                                \
+  int xpushmemx_fcollectmem_##SUFFIX(int team, long dest, long src, ulong nbytes) {                                \
+    return fcollectmem(team, dest, src, nbytes, group_of(KIND));                                                   \
+  }
+DEFINE_GROUP_COLLECTIVES(work_group, GROUP_WORK)
+DEFINE_GROUP_COLLECTIVES(sub_group, GROUP_SUB)
 
 /* Reductions: between two team barriers every item reduces its share of the elements, reading every member's
  * source directly, in member order, and folding it into dest (half and bfloat16 values are combined in float
@@ -955,32 +1086,52 @@ enum {
   XPUSHMEM_REDUCE_INT_TYPES(TYPE_ENUM) XPUSHMEM_REDUCE_FLOAT_TYPES(TYPE_ENUM)
 };
 
-static __attribute__((noinline)) int reduce_wg(int team, ulong dest, ulong src, ulong nreduce, ulong size,
-                                               int type, int op) {
+/* The reduction: between two team barriers, in rounds of at most XPUSHMEM_DEVICE_REDUCE_SCRATCH_BYTES of the
+ * source, every member's chunk is folded into dest in member order (the same order and arithmetic whether a member
+ * is mapped or not, so results are bit-identical across placements): a mapped member's chunk is read in place, a
+ * member on another node is pulled first into this PE's scratch area (abi::ScratchLayout::reduce, in the heap's
+ * tail, where the proxy may write) by item 0 through the proxy, the group meeting before and after the fold. */
+static __attribute__((noinline)) int reduce_group(int team, ulong dest, ulong src, ulong nreduce, ulong size,
+                                                  int type, int op, Group g) {
   uint call = XPUSHMEM_DEVICE_CALL_COLLECTIVE;
   XpushmemDeviceTeam t;
   int e = coll_team(team, &t);
   if (e) return e;
   ulong bytes = nreduce * size;
   if (dest < src + bytes && src < dest + bytes) return record(XPUSHMEM_DEVICE_ERROR_BAD_ARGUMENT, call, dest);
-  if ((e = wg_team_barrier(team, call))) return e;
-  ulong id = wg_id(), count = wg_size();
-  for (int m = 0; m < t.size; m++) {
-    ulong s = 0;
-    if (peer(src, bytes, member(t, m), call, &s)) return wg_team_barrier(team, call);
-    switch (type) {
+  if ((e = group_barrier(team, call, g))) return e;
+  ulong chunk = XPUSHMEM_DEVICE_REDUCE_SCRATCH_BYTES / size;
+  for (ulong first = 0; first < nreduce && !e; first += chunk) {
+    ulong n = nreduce - first < chunk ? nreduce - first : chunk, off = first * size;
+    for (int m = 0; m < t.size && !e; m++) {
+      ulong s = 0;
+      e = peer_or_proxy(src + off, n * size, member(t, m), call, &s);
+      if (e == PROXIED) {
+        s = ST.reduce_scratch;
+        e = 0;
+        group_sync(g); /* every item is done with the previous contents */
+        if (g.id == 0)
+          proxy_post(XPUSHMEM_PROXY_OP_GET, member(t, m), s, src + off - ST.my_base, n * size, 0, 0, 0, 1, call);
+        group_sync(g); /* a failed get is recorded (and returned by the closing barrier); the loop stays uniform */
+      }
+      if (e) break;
+      switch (type) {
 #define FOLD_CASE(NAME, T, ACC)                                                                                    \
-  case RTYPE_##NAME: fold_##NAME(dest, s, m == 0, nreduce, id, count, op); break;
-      XPUSHMEM_REDUCE_INT_TYPES(FOLD_CASE)
-      XPUSHMEM_REDUCE_FLOAT_TYPES(FOLD_CASE)
+  case RTYPE_##NAME: fold_##NAME(dest + off, s, m == 0, n, g.id, g.count, op); break;
+        XPUSHMEM_REDUCE_INT_TYPES(FOLD_CASE)
+        XPUSHMEM_REDUCE_FLOAT_TYPES(FOLD_CASE)
+      }
     }
   }
-  return wg_team_barrier(team, call);
+  return group_barrier(team, call, g);
 }
 
 #define DEFINE_REDUCE(NAME, T, ACC, OP)                                                                            \
   int xpushmemx_##NAME##_##OP##_reduce_work_group(int team, long dest, long src, ulong nreduce) {                  \
-    return reduce_wg(team, dest, src, nreduce, sizeof(T), RTYPE_##NAME, ROP_##OP);                                 \
+    return reduce_group(team, dest, src, nreduce, sizeof(T), RTYPE_##NAME, ROP_##OP, group_of(GROUP_WORK));        \
+  }                                                                                                                \
+  int xpushmemx_##NAME##_##OP##_reduce_sub_group(int team, long dest, long src, ulong nreduce) {                   \
+    return reduce_group(team, dest, src, nreduce, sizeof(T), RTYPE_##NAME, ROP_##OP, group_of(GROUP_SUB));         \
   }
 #define DEFINE_REDUCE_INT(NAME, T, ACC)                                                                            \
   DEFINE_REDUCE(NAME, T, ACC, sum)                                                                                 \

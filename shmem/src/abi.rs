@@ -12,7 +12,7 @@
 //! state points at, so a team created after a module was initialised is visible to it.
 
 /// Version of this ABI; the host refuses a module whose library was built against another one.
-pub const XPUSHMEM_DEVICE_ABI_VERSION: u32 = 3;
+pub const XPUSHMEM_DEVICE_ABI_VERSION: u32 = 4;
 
 /// `DeviceState::magic` of an initialised state ("XPUS").
 pub const XPUSHMEM_DEVICE_STATE_MAGIC: u32 = 0x5355_5058;
@@ -35,6 +35,10 @@ pub struct ScratchLayout {
     pub teams: usize,
     /// `u64 bases[n_pes]`: every PE's heap base as this device sees it (0: not reachable).
     pub bases: usize,
+    /// [`XPUSHMEM_DEVICE_REDUCE_SCRATCH_BYTES`] bytes (page-aligned) into which a device reduction pulls the chunks
+    /// of members it reaches through the host proxy (the proxy's local buffers must lie in this PE's heap
+    /// allocation); one collective per PE at a time uses it.
+    pub reduce: usize,
     /// Bytes of the tail (a page multiple).
     pub bytes: usize,
 }
@@ -46,16 +50,22 @@ impl ScratchLayout {
         let epoch = arrive + 8 * n_teams;
         let teams = epoch + 8 * n_teams;
         let bases = teams + std::mem::size_of::<DeviceTeam>() * n_teams;
-        let bytes = (bases + 8 * n_pes).div_ceil(4096) * 4096;
+        let reduce = (bases + 8 * n_pes).div_ceil(4096) * 4096;
+        let bytes = reduce + XPUSHMEM_DEVICE_REDUCE_SCRATCH_BYTES as usize;
         ScratchLayout {
             arrive,
             epoch,
             teams,
             bases,
+            reduce,
             bytes,
         }
     }
 }
+
+/// Bytes of the reduction scratch area ([`ScratchLayout::reduce`]): a reduction over members on other nodes pulls
+/// at most this many bytes of one member's source per round trip.
+pub const XPUSHMEM_DEVICE_REDUCE_SCRATCH_BYTES: u64 = 64 * 1024;
 
 /// Team number of the world team.
 pub const XPUSHMEM_TEAM_WORLD: i32 = 0;
@@ -179,7 +189,7 @@ pub enum DeviceCall {
     Atomic = 9,
     /// `xpushmem_barrier_all`, `xpushmem_sync_all`, `xpushmem_team_sync`.
     Barrier = 10,
-    /// Work-group collectives.
+    /// Work-group and sub-group collectives.
     Collective = 11,
     /// Team queries.
     Team = 12,
@@ -207,7 +217,7 @@ impl DeviceCall {
             8 => "xpushmem_test",
             9 => "a device atomic",
             10 => "xpushmem_barrier_all/sync_all",
-            11 => "a work-group collective",
+            11 => "a work-group or sub-group collective",
             12 => "a team query",
             13 => "xpushmem_my_pe/n_pes",
             14 => "xpushmem_fence/quiet",
@@ -271,6 +281,9 @@ pub struct DeviceState {
     /// Host address (visible to kernels) of this PE's host proxy ring ([`ProxyRing`]), 0 when every PE is
     /// mapped: a PE whose base is 0 is then reached through the ring, else it is `BadPe`.
     pub proxy: u64,
+    /// Device address of this PE's reduction scratch area ([`ScratchLayout::reduce`],
+    /// [`XPUSHMEM_DEVICE_REDUCE_SCRATCH_BYTES`] bytes).
+    pub reduce_scratch: u64,
 }
 
 /// Operation codes of host proxy requests ([`ProxyRequest::op`]).
@@ -292,6 +305,17 @@ pub enum ProxyOp {
     /// then `seq = (ticket + 1) | XPUSHMEM_PROXY_DONE`; the kernel acknowledges by storing 0 in `seq`, and until
     /// then the entry (and every later one) stays taken.
     Amo = 6,
+    /// Read the `len` (1, 2, 4 or 8) bytes at heap offset `src` of `pe` (`xpushmem_TYPE_g`), answered in the entry
+    /// as [`ProxyOp::Amo`] is (the bytes, little-endian, in `src`).
+    GetValue = 7,
+}
+
+impl ProxyOp {
+    /// Whether the proxy answers a request of op code `op` in its entry (the kernel waits for the answer and
+    /// acknowledges it).
+    pub fn answered(op: u32) -> bool {
+        op == ProxyOp::Amo as u32 || op == ProxyOp::GetValue as u32
+    }
 }
 
 /// Bit of [`ProxyRequest::seq`] with which the proxy marks an answered [`ProxyOp::Amo`].

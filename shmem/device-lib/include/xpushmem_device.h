@@ -176,7 +176,8 @@ XPUSHMEM_AMO_TYPES(XPUSHMEM_DECLARE_AMO)
   int xpushmemx_##NAME##_atomic_add(long dest, T value, int pe);
 XPUSHMEM_WAIT16_TYPES(XPUSHMEM_DECLARE_AMO16)
 
-/* --- ordering and barriers (one work-item per PE calls the plain forms, one work-group the _work_group forms) - */
+/* --- ordering and barriers (per PE, at a time: one work-item calls the plain forms, one work-group the
+ * _work_group forms, one sub-group the _sub_group forms; every item of that group calls) ------------------------ */
 int xpushmem_fence(void);
 int xpushmem_quiet(void);
 int xpushmem_barrier_all(void);
@@ -185,12 +186,20 @@ int xpushmem_team_sync(int team);
 int xpushmemx_barrier_all_work_group(void);
 int xpushmemx_sync_all_work_group(void);
 int xpushmemx_team_sync_work_group(int team);
+int xpushmemx_barrier_all_sub_group(void);
+int xpushmemx_sync_all_sub_group(void);
+int xpushmemx_team_sync_sub_group(int team);
 
-/* --- work-group collectives on teams (one work-group per member PE calls; sizes in bytes) -------------------- */
+/* --- group collectives on teams (one work-group, or one sub-group, per member PE calls; sizes in bytes) ------ */
 int xpushmemx_alltoallmem_work_group(int team, long dest, long src, ulong nbytes_per_pe);
 int xpushmemx_broadcastmem_work_group(int team, long dest, long src, ulong nbytes, int pe_root);
 int xpushmemx_fcollectmem_work_group(int team, long dest, long src, ulong nbytes);
-#define XPUSHMEM_DECLARE_REDUCE(NAME, T, ACC, OP) int xpushmemx_##NAME##_##OP##_reduce_work_group(int team, long dest, long src, ulong nreduce);
+int xpushmemx_alltoallmem_sub_group(int team, long dest, long src, ulong nbytes_per_pe);
+int xpushmemx_broadcastmem_sub_group(int team, long dest, long src, ulong nbytes, int pe_root);
+int xpushmemx_fcollectmem_sub_group(int team, long dest, long src, ulong nbytes);
+#define XPUSHMEM_DECLARE_REDUCE(NAME, T, ACC, OP)                                                                  \
+  int xpushmemx_##NAME##_##OP##_reduce_work_group(int team, long dest, long src, ulong nreduce);                   \
+  int xpushmemx_##NAME##_##OP##_reduce_sub_group(int team, long dest, long src, ulong nreduce);
 #define XPUSHMEM_DECLARE_REDUCE_INT(NAME, T, ACC)                                                                  \
   XPUSHMEM_DECLARE_REDUCE(NAME, T, ACC, sum)                                                                       \
   XPUSHMEM_DECLARE_REDUCE(NAME, T, ACC, prod)                                                                      \

@@ -19,10 +19,14 @@ typedef ulong uint64_t;
 #endif
 
 // Version of this ABI; the host refuses a module whose library was built against another one.
-#define XPUSHMEM_DEVICE_ABI_VERSION 3
+#define XPUSHMEM_DEVICE_ABI_VERSION 4
 
 // `DeviceState::magic` of an initialised state ("XPUS").
 #define XPUSHMEM_DEVICE_STATE_MAGIC 1398100056
+
+// Bytes of the reduction scratch area ([`ScratchLayout::reduce`]): a reduction over members on other nodes pulls
+// at most this many bytes of one member's source per round trip.
+#define XPUSHMEM_DEVICE_REDUCE_SCRATCH_BYTES (64 * 1024)
 
 // Team number of the world team.
 #define XPUSHMEM_TEAM_WORLD 0
@@ -172,7 +176,7 @@ enum XpushmemDeviceCall
   XPUSHMEM_DEVICE_CALL_ATOMIC = 9,
   // `xpushmem_barrier_all`, `xpushmem_sync_all`, `xpushmem_team_sync`.
   XPUSHMEM_DEVICE_CALL_BARRIER = 10,
-  // Work-group collectives.
+  // Work-group and sub-group collectives.
   XPUSHMEM_DEVICE_CALL_COLLECTIVE = 11,
   // Team queries.
   XPUSHMEM_DEVICE_CALL_TEAM = 12,
@@ -212,6 +216,9 @@ enum XpushmemProxyOp
   // then `seq = (ticket + 1) | XPUSHMEM_PROXY_DONE`; the kernel acknowledges by storing 0 in `seq`, and until
   // then the entry (and every later one) stays taken.
   XPUSHMEM_PROXY_OP_AMO = 6,
+  // Read the `len` (1, 2, 4 or 8) bytes at heap offset `src` of `pe` (`xpushmem_TYPE_g`), answered in the entry
+  // as [`ProxyOp::Amo`] is (the bytes, little-endian, in `src`).
+  XPUSHMEM_PROXY_OP_GET_VALUE = 7,
 };
 #if __STDC_VERSION__ >= 202311L
 typedef enum XpushmemProxyOp XpushmemProxyOp;
@@ -268,6 +275,9 @@ typedef struct {
   // Host address (visible to kernels) of this PE's host proxy ring ([`ProxyRing`]), 0 when every PE is
   // mapped: a PE whose base is 0 is then reached through the ring, else it is `BadPe`.
   uint64_t proxy;
+  // Device address of this PE's reduction scratch area ([`ScratchLayout::reduce`],
+  // [`XPUSHMEM_DEVICE_REDUCE_SCRATCH_BYTES`] bytes).
+  uint64_t reduce_scratch;
 } XpushmemDeviceState;
 
 // One request in the host proxy ring (64 bytes). A producer (a work-item) takes ticket `t` from

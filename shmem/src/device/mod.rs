@@ -227,6 +227,7 @@ impl<'a> Device<'a> {
             error_call: 0,
             error_arg: 0,
             proxy: self.sh.peers.proxy_ring(),
+            reduce_scratch: tail + l.reduce as u64,
         }
     }
 

@@ -733,7 +733,7 @@ pub(crate) fn connect(a: ConnectArgs<'_>) -> Result<(Peers, dataseg::SymData)> {
             let own = heap[me].as_deref().ok_or_else(|| internal("own heap"))?;
             let own = proxy::OwnHeap {
                 base: own.base() as usize,
-                len: own.len(),
+                len: own.contiguous_len(),
             };
             let windows = (0..n).map(|p| t.heap_window(p)).collect();
             proxy = Some(proxy::DeviceProxy::start(

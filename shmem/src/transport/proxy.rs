@@ -13,8 +13,9 @@
 //! its PE) and keeps the host error for [`DeviceProxy::take_failure`]; `completed` still advances, so no kernel
 //! waits for it.
 //!
-//! Sources and destinations on this PE must lie in its symmetric heap (NVSHMEM asks the same of the local
-//! buffers of remote operations: symmetric or registered).
+//! Sources and destinations on this PE must lie in its symmetric heap or the device library's scratch tail after it
+//! (NVSHMEM asks the same of the local buffers of remote operations: symmetric or registered); the targets of
+//! requests may lie in the peers' scratch tails too (device barriers add to the members' arrival counters there).
 
 use super::fabric::{amo_of, Fabric};
 use super::ze::{HostAlloc, ZeRuntime};
@@ -44,7 +45,7 @@ const BATCH: usize = 64;
 pub(crate) struct OwnHeap {
     /// Device address of the heap's first byte.
     pub base: usize,
-    /// Bytes of the user heap.
+    /// Bytes of the user heap and the device library's scratch tail after it (the reduction scratch area).
     pub len: usize,
 }
 
@@ -175,7 +176,7 @@ impl Server {
                     Ok(None) => {}
                     Err(e) => {
                         self.fail(ring, req.pe, e);
-                        if req.op == ProxyOp::Amo as u32 {
+                        if ProxyOp::answered(req.op) {
                             ring.answer(t, 0);
                             unacked.push_back(t);
                         }
@@ -285,6 +286,17 @@ impl Server {
             x if x == ProxyOp::PutValue as u32 => {
                 let n = (r.len as usize).min(8);
                 done(w.write(r.dst as usize, &r.value.to_le_bytes()[..n]))
+            }
+            x if x == ProxyOp::GetValue as u32 => {
+                let n = r.len as usize;
+                if ![1, 2, 4, 8].contains(&n) {
+                    return Err(Error::Device(format!(
+                        "a proxy value read of {n} bytes (1, 2, 4 or 8)"
+                    )));
+                }
+                let mut bytes = [0u8; 8];
+                w.read(r.src as usize, &mut bytes[..n])?;
+                Ok(Some(u64::from_le_bytes(bytes)))
             }
             x if x == ProxyOp::Get as u32 => {
                 let dst = self.own_range("destination", r.dst, r.len)?;

@@ -43,6 +43,11 @@ impl Window for DeviceWindow {
     fn len(&self) -> usize {
         DeviceWindow::len(self)
     }
+    /// The heap and the device library's scratch tail after it (`abi::ScratchLayout`), which the host proxy of a
+    /// peer's kernels reaches through the fabric (barrier arrivals, the reduction scratch area).
+    fn contiguous_len(&self) -> usize {
+        DeviceWindow::len(self) + self.tail
+    }
     fn copy_from(&self, off: usize, src: &dyn Window, src_off: usize, len: usize) -> Result<()> {
         super::check_access("ze", "access", off, len, 1, DeviceWindow::len(self))?;
         super::check_access("ze", "source range", src_off, len, 1, src.len())?;

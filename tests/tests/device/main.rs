@@ -4,6 +4,7 @@
 //! One module per suite; a multi-PE test's PEs re-run this binary with the test's full name (`module::case`).
 
 mod device;
+mod device_checks;
 mod device_concurrent;
 mod device_lib;
 mod symm_kernels;

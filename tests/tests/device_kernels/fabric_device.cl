@@ -64,3 +64,22 @@ __kernel void k_px_atomics(__global ulong *word, __global uint *w32, __global ul
   out[3] = (long)xpushmem_uint_atomic_fetch_xor((long)w32, 0u, 0);
   out[4] = xpushmem_ulong_atomic_set((long)spare, 7ul, 0);
 }
+
+/* Typed g of the right neighbour's src (32 bytes): char at 1, short at 2, int at 4, long at 8, float at 16, double
+ * at 24, uchar at 3, ushort at 6; the values' bits in out[0..8]. */
+__kernel void k_px_g(__global const uchar *src, __global long *out) {
+  int me = xpushmem_my_pe(), npes = xpushmem_n_pes();
+  int right = (me + 1) % npes;
+  long s = (long)src;
+  out[0] = xpushmem_char_g(s + 1, right);
+  out[1] = xpushmem_short_g(s + 2, right);
+  out[2] = xpushmem_int_g(s + 4, right);
+  out[3] = xpushmem_long_g(s + 8, right);
+  out[4] = as_int(xpushmem_float_g(s + 16, right));
+  out[5] = as_long(xpushmem_double_g(s + 24, right));
+  out[6] = xpushmem_uchar_g(s + 3, right);
+  out[7] = xpushmem_ushort_g(s + 6, right);
+}
+
+/* One work-item's world barrier (for the peer that dies); status[0] the result. */
+__kernel void k_px_barrier(__global long *status) { status[0] = xpushmem_barrier_all(); }

@@ -5,9 +5,16 @@
 //! proxy ring.
 //! Every result is checked against a reference each PE computes on its own. A proxy that never answers ends the
 //! kernel's call in its `Timeout`, a dead peer in `PeerLost`; a job mixing mapped and fabric peers runs both paths.
+//! Jobs of two simulated nodes ("2+2" and "3+1") run the one-node suite's team kernels and checks
+//! (`device/device_checks.rs`) on teams spanning the nodes: every barrier form, the collectives and all reductions
+//! in the work-group and sub-group forms, 16-bit atomics, typed `g`; and a barrier whose proxied member died.
 //!
 //! Skipped (with a message) when the build has no fabric transport.
 
+use crate::device_checks::{
+    check_half_rounding, check_team_collectives, check_team_every_form, check_team_sync,
+    reductions, short_words, Launch, ITEM, SUB_GROUPS, WORK_GROUP,
+};
 use std::path::PathBuf;
 use xpushmem::{Cmp, Error, KernelArg, Shmem, SignalOp};
 use xpushmem_tests::device_build::{self, root};
@@ -23,6 +30,27 @@ fn fabric_device_test(
     func: &str,
     n: usize,
     extra: &[(&str, &str)],
+    body: fn(&Shmem) -> xpushmem::Result<()>,
+) {
+    fabric_device_test_with(func, n, extra, &[], body)
+}
+
+/// The variable with the path of the linked module of `source` (a file of device_kernels/ other than
+/// fabric_device.cl).
+fn module_var(source: &str) -> String {
+    format!(
+        "{SPV_VAR}_{}",
+        source.trim_end_matches(".cl").to_uppercase()
+    )
+}
+
+/// [`fabric_device_test`], also linking the kernels of `sources` (files of device_kernels/, each its own module:
+/// [`linked`] loads them in a PE).
+fn fabric_device_test_with(
+    func: &str,
+    n: usize,
+    extra: &[(&str, &str)],
+    sources: &[&str],
     body: fn(&Shmem) -> xpushmem::Result<()>,
 ) {
     let name = test_name(module_path!(), func);
@@ -46,6 +74,11 @@ fn fabric_device_test(
     let src = root().join("tests/tests/device_kernels/fabric_device.cl");
     let spv: PathBuf = device_build::link_with_library(&src, &dir, "fabric_device.spv");
     let mut env = xpushmem_tests::device_env();
+    for source in sources {
+        let src = root().join("tests/tests/device_kernels").join(source);
+        let out = device_build::link_with_library(&src, &dir, &source.replace(".cl", ".spv"));
+        env.push((module_var(source), out.display().to_string()));
+    }
     if !extra.iter().any(|(k, _)| *k == NODES_VAR) {
         env.push(("XPUSHMEM_TRANSPORT".into(), "fabric".into()));
     }
@@ -474,6 +507,29 @@ fn register_without_fi_hmem_is_refused_2pe() {
 /// PE 1 dies after the set-up; PE 0's kernel then puts to it through the proxy: the launch ends in an error (the
 /// proxy's `PeerLost`, or a `Timeout` if the provider never reports the loss), not a hang.
 fn lost_peer(sh: &Shmem) -> xpushmem::Result<()> {
+    lost_peer_in(
+        sh,
+        "lost_peer_through_the_proxy_is_an_error_2pe",
+        "k_px_put",
+        true,
+    )
+}
+
+/// PE 1 dies after the set-up; PE 0's kernel then runs `barrier_all`, whose member PE 1 is reached through the
+/// proxy: the arrival add to it fails and the barrier's wait ends in `PeerLost` (not in a `Timeout`: the wait
+/// checks the proxy's failures).
+fn lost_barrier_member(sh: &Shmem) -> xpushmem::Result<()> {
+    lost_peer_in(
+        sh,
+        "lost_barrier_member_is_peer_lost_2pe",
+        "k_px_barrier",
+        false,
+    )
+}
+
+/// PE 1 dies; PE 0 then launches `kernel` (`k_px_put` or `k_px_barrier`), which must end in `PeerLost` naming PE 1
+/// (or, when `timeout_ok`, a `Timeout`).
+fn lost_peer_in(sh: &Shmem, case: &str, kernel: &str, timeout_ok: bool) -> xpushmem::Result<()> {
     let me = sh.my_pe();
     let dev = sh.device().expect("a device heap");
     let spv = std::fs::read(std::env::var(SPV_VAR).expect("module path")).expect("linked module");
@@ -493,10 +549,7 @@ fn lost_peer(sh: &Shmem) -> xpushmem::Result<()> {
         std::process::exit(0);
     }
     sh.atomic_fetch_add(flag.at(0)?, 1u64, 1)?;
-    let name = test_name(
-        module_path!(),
-        "lost_peer_through_the_proxy_is_an_error_2pe",
-    );
+    let name = test_name(module_path!(), case);
     let mine = std::process::id();
     let mut polls = 0;
     while xpushmem_tests::processes_of(&name)
@@ -509,28 +562,30 @@ fn lost_peer(sh: &Shmem) -> xpushmem::Result<()> {
         std::thread::sleep(std::time::Duration::from_millis(50));
         polls += 1;
     }
-    let k = dev.kernel(&module, "k_px_put")?;
-    // SAFETY: as in kernel_ops.
-    let r = unsafe {
-        dev.launch(
-            &k,
-            &[
-                sym(dst, me),
-                sym(src, me),
-                KernelArg::U64(64),
-                sym(status, me),
-            ],
-            [1, 1, 1],
-            [1, 1, 1],
-        )
+    let k = dev.kernel(&module, kernel)?;
+    let args = if kernel == "k_px_barrier" {
+        vec![sym(status, me)]
+    } else {
+        vec![
+            sym(dst, me),
+            sym(src, me),
+            KernelArg::U64(64),
+            sym(status, me),
+        ]
     };
+    // SAFETY: as in kernel_ops.
+    let r = unsafe { dev.launch(&k, &args, [1, 1, 1], [1, 1, 1]) };
     match r {
-        Err(e @ (Error::PeerLost { pe: 1, .. } | Error::Timeout { .. })) => {
-            eprintln!("the put to the dead PE ended in: {e}")
+        Err(e @ Error::PeerLost { pe: 1, .. }) => {
+            eprintln!("{kernel} with a dead PE ended in: {e}")
+        }
+        Err(e @ Error::Timeout { .. }) if timeout_ok => {
+            eprintln!("{kernel} with a dead PE ended in: {e}")
         }
         other => {
             return Err(Error::State(format!(
-                "expected PeerLost (PE 1) or Timeout from a put to a dead PE through the proxy, got {other:?}"
+                "expected PeerLost (PE 1){} from {kernel} with a dead PE through the proxy, got {other:?}",
+                if timeout_ok { " or Timeout" } else { "" }
             )))
         }
     }
@@ -545,5 +600,209 @@ fn lost_peer_through_the_proxy_is_an_error_2pe() {
         2,
         &[("XPUSHMEM_TIMEOUT_MS", "30000")],
         lost_peer,
+    );
+}
+
+/// A linked module of one of the one-node suites' kernel files, loaded and initialised in this PE.
+struct Linked<'a> {
+    dev: xpushmem::Device<'a>,
+    module: xpushmem::device::Module,
+}
+
+impl Launch for Linked<'_> {
+    fn run(&self, name: &str, args: &[KernelArg], groups: u32, size: u32) -> xpushmem::Result<()> {
+        let k = self.dev.kernel(&self.module, name)?;
+        // SAFETY: the test kernels touch only the heap buffers passed (within their extents), the peers' copies of
+        // them through the device library (mapped, or through its proxy) and the library's scratch.
+        unsafe { self.dev.launch(&k, args, [groups, 1, 1], [size, 1, 1]) }
+    }
+}
+
+/// The module the parent linked from `source` (or from fabric_device.cl when `source` is None).
+fn linked<'a>(sh: &'a Shmem, source: Option<&str>) -> xpushmem::Result<Linked<'a>> {
+    let dev = sh.device().expect("a device heap");
+    let var = source.map_or(SPV_VAR.to_string(), module_var);
+    let spv = std::fs::read(std::env::var(var).expect("module path")).expect("linked module");
+    let module = dev.load_module(&spv)?;
+    dev.init_module(&module)?;
+    Ok(Linked { dev, module })
+}
+
+/// The spanning-team jobs' environment: the node ids.
+///
+/// A known stall of ze-emu on the 2-core machine (not of the device library): a staged operation on a PE (a peer's
+/// barrier arrival, a proxied get's read) runs on that PE's device service lane while its kernel spins in a wait;
+/// Intel's OpenCL CPU runtime runs commands in a TBB arena of 2 slots, which the running kernel (often stolen by
+/// the one TBB worker) and the thread that submitted it and waits in `clFinish` can fill, so the service lane's
+/// command cannot start until the kernel ends, and the kernel waits for it: the fabric's quiet then times out
+/// (60 s). Seen in about one run in three of the first version of these tests under a load of 10-16 (stacks: the
+/// service lane's thread in `task_arena_impl::execute`); `CL_CONFIG_CPU_TBB_NUM_WORKERS` and `DPCPP_CPU_NUM_CUS`
+/// do not change it (nor did a ze-emu that polls the kernel's event instead of calling `clFinish`, tried locally).
+/// ze-emu should run service-lane commands outside the arena the kernels use; until then these tests keep such
+/// events few and run only with `XPUSHMEM_TEST_SPANNING=1` ([`spanning_enabled`]).
+fn spanning_env(nodes: &'static str) -> [(&'static str, &'static str); 1] {
+    [(NODES_VAR, nodes)]
+}
+
+/// Link fabric_device.cl and [`SPANNING_SOURCES`] with the committed device library into `dir`: the variables a
+/// PE running [`spanning_body`] needs.
+pub(crate) fn link_spanning_modules(dir: &std::path::Path) -> Vec<(String, String)> {
+    let kernels = root().join("tests/tests/device_kernels");
+    let mut env = vec![(
+        SPV_VAR.to_string(),
+        device_build::link_with_library(
+            &kernels.join("fabric_device.cl"),
+            dir,
+            "fabric_device.spv",
+        )
+        .display()
+        .to_string(),
+    )];
+    for source in SPANNING_SOURCES {
+        let out = device_build::link_with_library(
+            &kernels.join(source),
+            dir,
+            &source.replace(".cl", ".spv"),
+        );
+        env.push((module_var(source), out.display().to_string()));
+    }
+    env
+}
+
+/// Barrier rounds per form across nodes (the one-node suite runs 30): each cross-node arrival is a staged atomic
+/// on the member's service lane while its kernel waits, the operation that can meet the CPU runtime's full task
+/// arena (see [`spanning_env`]); few rounds keep the number of such events, and the chance of that stall, low.
+const SPANNING_ROUNDS: u32 = 5;
+
+/// Kernel files the spanning-team jobs link besides fabric_device.cl.
+const SPANNING_SOURCES: [&str; 3] = ["device_teams.cl", "device_reduce.cl", "device_rma.cl"];
+
+/// Teams spanning two simulated nodes (`NODES_VAR`): the one-node suite's kernels and host references on the world
+/// team and on the even/odd strided splits. Barriers in every form (one work-item, work-group, sub-groups of 8, 16
+/// and 32), broadcast/int64 sum/fcollect/alltoall in the work-group and every sub-group form, half and bfloat16
+/// sum/prod bit for bit against the per-step rounding reference, all 72 reductions, 16-bit atomics on PE 0's words
+/// from every PE (the other node's through the proxy), and typed `g` of the right neighbour.
+fn spanning(sh: &Shmem) -> xpushmem::Result<()> {
+    let nodes: Vec<char> = std::env::var(NODES_VAR)
+        .expect("node ids")
+        .chars()
+        .collect();
+    spanning_body(sh, &|pe| nodes[pe] as usize)
+}
+
+/// [`spanning`]'s checks, PE `pe` on node `node_of(pe)` (also run by `fabric_netns::netns_device_spanning_4pe`
+/// across two network namespaces; the modules' paths come from [`link_spanning_modules`]).
+pub(crate) fn spanning_body(sh: &Shmem, node_of: &dyn Fn(usize) -> usize) -> xpushmem::Result<()> {
+    let (me, n) = (sh.my_pe(), sh.n_pes());
+    for pe in (0..n).filter(|&p| p != me) {
+        let want = if node_of(pe) == node_of(me) {
+            "ze"
+        } else {
+            "fabric"
+        };
+        check(
+            &format!("PE {pe} through {want} (is {})", sh.transport_name(pe)),
+            sh.transport_name(pe) == want,
+        )?;
+    }
+    let teams = linked(sh, Some("device_teams.cl"))?;
+    let world = sh.team_world();
+    check_team_every_form(sh, &teams, &world, SPANNING_ROUNDS)?;
+    check_half_rounding(sh, &teams, &WORK_GROUP)?;
+    check_half_rounding(sh, &teams, &SUB_GROUPS[1])?;
+    // Strided splits: evens {0, 2} and odds {1, 3}, both spanning at 2+2, the odds at 3+1.
+    let evens = sh.team_split_strided(&world, 0, 2, n.div_ceil(2), None)?;
+    let odds = sh.team_split_strided(&world, 1, 2, n / 2, None)?;
+    let mine = evens.or(odds).expect("a split team of this PE");
+    check_team_sync(sh, &teams, &mine, &[ITEM, WORK_GROUP], SPANNING_ROUNDS)?;
+    check_team_collectives(sh, &teams, &mine, &WORK_GROUP)?;
+    check_team_collectives(sh, &teams, &mine, &SUB_GROUPS[1])?;
+    sh.team_destroy(mine)?;
+    reductions(sh, &linked(sh, Some("device_reduce.cl"))?)?;
+    short_words(sh, &linked(sh, Some("device_rma.cl"))?, 1)?;
+    // Typed g of the right neighbour's bytes.
+    let fab = linked(sh, None)?;
+    let right = (me + 1) % n;
+    let src = sh.calloc::<u8>(32)?;
+    let out = sh.calloc::<i64>(8)?;
+    sh.put(src, &ref_vec::<u8>(me, 32, 77), me)?;
+    sh.barrier_all()?;
+    fab.run("k_px_g", &[sym(src, me), sym(out, me)], 1, 1)?;
+    let b = ref_vec::<u8>(right, 32, 77);
+    let le = |at: usize, len: usize| -> u64 {
+        let mut w = [0u8; 8];
+        w[..len].copy_from_slice(&b[at..at + len]);
+        u64::from_le_bytes(w)
+    };
+    let want = [
+        i64::from(b[1] as i8),
+        i64::from(le(2, 2) as u16 as i16),
+        i64::from(le(4, 4) as u32 as i32),
+        le(8, 8) as i64,
+        i64::from(le(16, 4) as u32 as i32),
+        le(24, 8) as i64,
+        i64::from(b[3]),
+        le(6, 2) as i64,
+    ];
+    let mut got = [0i64; 8];
+    sh.get(&mut got, out, me)?;
+    check(
+        &format!(
+            "typed g of PE {right} ({}): {got:x?}, want {want:x?}",
+            sh.transport_name(right)
+        ),
+        got == want,
+    )?;
+    sh.barrier_all()?;
+    Ok(())
+}
+
+/// Whether the spanning-team tests run: only with `XPUSHMEM_TEST_SPANNING=1` (see [`spanning_env`] for the ze-emu
+/// stall that keeps them out of the default run); else a message says they were skipped.
+pub(crate) fn spanning_enabled(name: &str) -> bool {
+    let on = std::env::var("XPUSHMEM_TEST_SPANNING").is_ok_and(|v| v == "1");
+    if !on {
+        eprintln!(
+            "skipped {name}: set XPUSHMEM_TEST_SPANNING=1 (a ze-emu stall on 2 cores: see fabric_device::spanning_env)"
+        );
+    }
+    on
+}
+
+#[test]
+fn spanning_teams_2plus2_4pe() {
+    if !spanning_enabled("spanning_teams_2plus2_4pe") {
+        return;
+    }
+    fabric_device_test_with(
+        "spanning_teams_2plus2_4pe",
+        4,
+        &spanning_env("aabb"),
+        &SPANNING_SOURCES,
+        spanning,
+    );
+}
+
+#[test]
+fn spanning_teams_3plus1_4pe() {
+    if !spanning_enabled("spanning_teams_3plus1_4pe") {
+        return;
+    }
+    fabric_device_test_with(
+        "spanning_teams_3plus1_4pe",
+        4,
+        &spanning_env("aaab"),
+        &SPANNING_SOURCES,
+        spanning,
+    );
+}
+
+#[test]
+fn lost_barrier_member_is_peer_lost_2pe() {
+    fabric_device_test(
+        "lost_barrier_member_is_peer_lost_2pe",
+        2,
+        &[("XPUSHMEM_TIMEOUT_MS", "30000")],
+        lost_barrier_member,
     );
 }

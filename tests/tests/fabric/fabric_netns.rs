@@ -10,6 +10,10 @@
 //!   `fabric_ep.rs`).
 //! - `netns_peer_death_3pe`: the PE alone in the second namespace is killed; the two others fail with `PeerLost`
 //!   naming it, well within the wait limit; no process is left in either namespace.
+//! - `netns_device_spanning_4pe`: device heaps (ze-emu), 2 PEs per namespace: kernels run barriers in every form,
+//!   the collectives and all reductions in the work-group and sub-group forms, 16-bit atomics and typed `g` on
+//!   teams spanning the namespaces (members of the other one reached through the host proxy), each against a host
+//!   reference (`fabric_device::spanning_body`).
 //!
 //! The test creates and removes the namespaces; it needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN) and `ip`, and skips
 //! with a message without them or without the fabric transport.
@@ -56,6 +60,11 @@ fn pe_main() -> ! {
             bootstrap: BootstrapSpec::Uid { uid, rank, size },
             ..InitAttr::default()
         })?;
+        if env("NETNS_CASE") == "device" {
+            crate::fabric_device::spanning_body(&sh, &|pe| node_of(pe, size, nodes))?;
+            println!("verdict PE {rank}: OK");
+            return sh.finalize();
+        }
         if env("NETNS_CASE") == "death" {
             let v = sh.calloc::<i64>(4)?;
             let gone = sh.calloc::<u64>(1)?.at(0)?;
@@ -129,6 +138,7 @@ fn run(name: &str, case: &str, n: usize, limit_ms: u64) {
     let tag = match case {
         "death" => "d",
         "ep" => "q",
+        "device" => "v",
         _ => "m",
     };
     let ns = Netns::create(&format!("{tag}{n}"))
@@ -142,6 +152,14 @@ fn run(name: &str, case: &str, n: usize, limit_ms: u64) {
     std::fs::create_dir_all(&dir).expect("temp dir");
     let exe = std::env::current_exe().expect("test binary");
     let nodes = 2;
+    // Device heaps on ze-emu and the kernels, linked once here.
+    let extra: Vec<(String, String)> = if case == "device" {
+        let mut e = xpushmem_tests::device_env();
+        e.extend(crate::fabric_device::link_spanning_modules(&dir));
+        e
+    } else {
+        Vec::new()
+    };
     let mut children: Vec<Child> = Vec::new();
     for pe in 0..n {
         let i = node_of(pe, n, nodes);
@@ -160,6 +178,7 @@ fn run(name: &str, case: &str, n: usize, limit_ms: u64) {
             .env("XPUSHMEM_TIMEOUT_MS", limit_ms.to_string())
             .env("XPUSHMEM_SYMMETRIC_SIZE", "64M")
             .env("RUST_BACKTRACE", "0")
+            .envs(extra.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("log"))
             .stderr(log)
@@ -244,6 +263,14 @@ fn netns_mixed_4pe() {
 #[test]
 fn netns_ep_4pe() {
     run("netns_ep_4pe", "ep", 4, 60_000);
+}
+
+#[test]
+fn netns_device_spanning_4pe() {
+    if !crate::fabric_device::spanning_enabled("netns_device_spanning_4pe") {
+        return;
+    }
+    run("netns_device_spanning_4pe", "device", 4, 60_000);
 }
 
 #[test]

@@ -4,6 +4,8 @@
 //! One module per suite; a multi-PE test's PEs re-run this binary with the test's full name (`module::case`).
 
 mod coll_nodeaware;
+#[path = "../device/device_checks.rs"]
+mod device_checks;
 mod fabric;
 mod fabric_common;
 mod fabric_device;

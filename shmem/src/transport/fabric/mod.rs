@@ -576,8 +576,9 @@ fn open(a: &FabricArgs<'_>) -> Result<(Ep, Vec<u8>, Vec<u64>)> {
     for (w, is_heap) in [(a.sys, false), (a.heap, true)] {
         let device = is_heap && a.device.is_some();
         if device && want != Want::Hmem {
-            // The staging path: the device heap is not registered; peers' messages reach it (below).
-            rec = rec.u64(0).u64(0).u64(w.len() as u64).u64(1);
+            // The staging path: the device heap is not registered; peers' messages reach it (below), the scratch
+            // tail included (`Window::contiguous_len`: device barriers' arrivals through a peer's host proxy).
+            rec = rec.u64(0).u64(0).u64(w.contiguous_len() as u64).u64(1);
             continue;
         }
         let key = if prov_key {
@@ -596,7 +597,7 @@ fn open(a: &FabricArgs<'_>) -> Result<(Ep, Vec<u8>, Vec<u64>)> {
         ep.set_stage(Box::new(stage::ZeHeap(ofi::DeviceSpan::new(
             Arc::clone(&d.rt),
             a.heap.base() as usize,
-            a.heap.len(),
+            a.heap.contiguous_len(),
         ))));
     }
     let device_heap = a.device.as_ref().map(|_| {
