@@ -334,6 +334,28 @@ pub fn native_trailer() -> String {
         REDUCE_ARITH,
         NATIVE_SCAN_T,
     );
+    family(
+        &mut out,
+        "Host on-queue forms (docs/DEVICE.md): appended to a Level Zero command list, after num_wait_events events of wait_events (a ze_event_handle_t array), signalling signal_event (NULL: none); device errors from xpushmemx_queue_wait",
+        &l,
+        RMA,
+        ONQ_RMA_T,
+    );
+    family(&mut out, "On-queue point-to-point waits", &l, AMO_STD, ONQ_WAIT_T);
+    family(
+        &mut out,
+        "On-queue bitwise reductions (dest must not overlap source)",
+        &l,
+        REDUCE_BITWISE,
+        ONQ_RED_BITWISE_T,
+    );
+    family(
+        &mut out,
+        "On-queue arithmetic reductions and prefix sums (dest must not overlap source)",
+        &l,
+        REDUCE_ARITH,
+        ONQ_RED_ARITH_T,
+    );
     out.push_str(
         "\n/* long double cannot cross the Rust ABI by value: _p and _g are inline wrappers of _put/_get. */\n\
 static inline int xpushmem_longdouble_p(long double *dest, long double value, int pe) {\n\
@@ -712,6 +734,36 @@ pub const NATIVE_RED_ARITH_T: &[&str] = &[
     "int xpushmem_{N}_prod_reduce(xpushmem_team_t team, {T} *dest, const {T} *source, size_t nreduce);",
     "int xpushmem_{N}_prod_reducescatter(xpushmem_team_t team, {T} *dest, const {T} *source, size_t nelems);",
 ];
+/// The host on-queue forms (`ffi/core/src/onqueue.rs`): every typed family's trailing list and events.
+pub const ONQ_RMA_T: &[&str] = &[
+    "int xpushmemx_{N}_put_on_queue({T} *dest, const {T} *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);",
+    "int xpushmemx_{N}_get_on_queue({T} *dest, const {T} *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);",
+    "int xpushmemx_{N}_put_nbi_on_queue({T} *dest, const {T} *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);",
+    "int xpushmemx_{N}_get_nbi_on_queue({T} *dest, const {T} *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);",
+    "int xpushmemx_{N}_iput_on_queue({T} *dest, const {T} *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);",
+    "int xpushmemx_{N}_iget_on_queue({T} *dest, const {T} *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);",
+    "int xpushmemx_{N}_put_signal_on_queue({T} *dest, const {T} *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);",
+    "int xpushmemx_{N}_broadcast_on_queue(xpushmem_team_t team, {T} *dest, const {T} *source, size_t nelems, int pe_root, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);",
+    "int xpushmemx_{N}_fcollect_on_queue(xpushmem_team_t team, {T} *dest, const {T} *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);",
+    "int xpushmemx_{N}_alltoall_on_queue(xpushmem_team_t team, {T} *dest, const {T} *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);",
+    "int xpushmemx_{N}_alltoalls_on_queue(xpushmem_team_t team, {T} *dest, const {T} *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);",
+];
+pub const ONQ_WAIT_T: &[&str] =
+    &["int xpushmemx_{N}_wait_until_on_queue({T} *ivar, int cmp, {T} cmp_value, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);"];
+pub const ONQ_RED_BITWISE_T: &[&str] = &[
+    "int xpushmemx_{N}_and_reduce_on_queue(xpushmem_team_t team, {T} *dest, const {T} *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);",
+    "int xpushmemx_{N}_or_reduce_on_queue(xpushmem_team_t team, {T} *dest, const {T} *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);",
+    "int xpushmemx_{N}_xor_reduce_on_queue(xpushmem_team_t team, {T} *dest, const {T} *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);",
+];
+pub const ONQ_RED_ARITH_T: &[&str] = &[
+    "int xpushmemx_{N}_min_reduce_on_queue(xpushmem_team_t team, {T} *dest, const {T} *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);",
+    "int xpushmemx_{N}_max_reduce_on_queue(xpushmem_team_t team, {T} *dest, const {T} *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);",
+    "int xpushmemx_{N}_sum_reduce_on_queue(xpushmem_team_t team, {T} *dest, const {T} *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);",
+    "int xpushmemx_{N}_prod_reduce_on_queue(xpushmem_team_t team, {T} *dest, const {T} *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);",
+    "int xpushmemx_{N}_sum_inscan_on_queue(xpushmem_team_t team, {T} *dest, const {T} *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);",
+    "int xpushmemx_{N}_sum_exscan_on_queue(xpushmem_team_t team, {T} *dest, const {T} *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);",
+];
+
 pub const NATIVE_SCAN_T: &[&str] = &[
     "int xpushmemx_{N}_sum_inscan(xpushmem_team_t team, {T} *dest, const {T} *source, size_t nelems);",
     "int xpushmemx_{N}_sum_exscan(xpushmem_team_t team, {T} *dest, const {T} *source, size_t nelems);",

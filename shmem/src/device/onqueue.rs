@@ -314,7 +314,7 @@ impl OnQueue {
         let mut rest = ops.into_iter();
         while let Some(p) = rest.next() {
             let what = format!("{} (waiting for the op to run)", p.call);
-            if let Err(e) = dev.wait_host_word(&p.status, 0, 1, 1, &what) {
+            if let Err(e) = dev.wait_host_word(&p.status, 0, 1, 4, &what) {
                 o.ops.push(p);
                 o.ops.extend(rest);
                 return Err(first.unwrap_or(e));

@@ -6,4 +6,5 @@
 mod device;
 mod device_concurrent;
 mod device_lib;
+mod on_queue;
 mod symm_kernels;
