@@ -15,7 +15,7 @@ use crate::state;
 use crate::teams::{self, xpushmem_team_t, Api};
 use std::ffi::{c_int, c_void};
 use std::sync::{Mutex, Once};
-use xpushmem_rt::device::onqueue::{OnList, OnQueue, QueueReduce, RmaKind};
+use xpushmem_rt::device::onqueue::{Movement, OnList, OnQueue, QueueReduce, RmaKind};
 use xpushmem_rt::device::queue::{CommandList, QueueEvents};
 use xpushmem_rt::{Cmp, Device, Error, ReduceOp, Shmem, SignalOp, SymRef, SymSlice, Symmetric};
 
@@ -134,7 +134,13 @@ pub extern "C" fn xpushmemx_queue_poll() -> c_int {
 }
 
 /// `p`'s symmetric slice of `T` to the end of the heap (NULL allowed when `empty`).
-fn sym<T: Symmetric>(sh: &Shmem, p: *const c_void, empty: bool, call: &str, arg: &str) -> Result<SymSlice<T>, Error> {
+fn sym<T: Symmetric>(
+    sh: &Shmem,
+    p: *const c_void,
+    empty: bool,
+    call: &str,
+    arg: &str,
+) -> Result<SymSlice<T>, Error> {
     sym_to_end::<T>(sh, p, empty, call, arg)
 }
 
@@ -177,7 +183,8 @@ fn stride(v: isize) -> usize {
 
 /// A C team member number (root) as the runtime's (negative: refused, naming it).
 fn root_arg(root: c_int, call: &str) -> Result<usize, Error> {
-    usize::try_from(root).map_err(|_| Error::invalid("pe_root", root, format!("{call}: a team member number")))
+    usize::try_from(root)
+        .map_err(|_| Error::invalid("pe_root", root, format!("{call}: a team member number")))
 }
 
 /// An RMA entry point's body: `nelems` elements of `T`.
@@ -207,12 +214,22 @@ pub unsafe fn rma<T: Symmetric>(
 
 /// The first `n` elements of `s`, or an error naming `nelems` when `n` elements overflow the address space, or
 /// `what` when `s` (to the end of the heap) is shorter.
-fn fit<T: Symmetric>(s: SymSlice<T>, n: usize, what: &'static str, call: &str) -> Result<SymSlice<T>, Error> {
-    if n.checked_mul(std::mem::size_of::<T>()).is_none_or(|b| b > isize::MAX as usize) {
+fn fit<T: Symmetric>(
+    s: SymSlice<T>,
+    n: usize,
+    what: &'static str,
+    call: &str,
+) -> Result<SymSlice<T>, Error> {
+    if n.checked_mul(std::mem::size_of::<T>())
+        .is_none_or(|b| b > isize::MAX as usize)
+    {
         return Err(Error::invalid(
             "nelems",
             n,
-            format!("{call}: {n} elements of {} bytes overflow", std::mem::size_of::<T>()),
+            format!(
+                "{call}: {n} elements of {} bytes overflow",
+                std::mem::size_of::<T>()
+            ),
         ));
     }
     if n > s.len() {
@@ -275,7 +292,12 @@ pub unsafe fn put_signal<T: Symmetric>(
             let pe = pe_arg(sh, pe, call)?;
             let op = signal_op_arg(op, call)?;
             let d = sym::<T>(sh, dest, nelems == 0, call, "dest")?;
-            let s = fit(sym::<T>(sh, source, nelems == 0, call, "source")?, nelems, "source", call)?;
+            let s = fit(
+                sym::<T>(sh, source, nelems == 0, call, "source")?,
+                nelems,
+                "source",
+                call,
+            )?;
             let g = sig(sh, sig_addr, call)?;
             oq.put_signal(dev, on, d, s, g, signal, op, pe, nbi)
         })
@@ -302,12 +324,17 @@ pub unsafe fn movement<T: Symmetric>(
             let t = teams::team(sh, team.into(), Api::Native, call)?;
             let d = sym::<T>(sh, dest, nelems == 0, call, "dest")?;
             let s = sym::<T>(sh, source, nelems == 0, call, "source")?;
-            match kind {
-                MoveKind::Broadcast(root) => oq.broadcast(dev, on, &t, d, s, nelems, root_arg(root, call)?),
-                MoveKind::Fcollect => oq.fcollect(dev, on, &t, d, s, nelems),
-                MoveKind::Alltoall => oq.alltoall(dev, on, &t, d, s, nelems),
-                MoveKind::Alltoalls(dst, sst) => oq.alltoalls(dev, on, &t, d, s, stride(dst), stride(sst), nelems),
-            }
+            let m = match kind {
+                MoveKind::Broadcast(root) => Movement::Broadcast {
+                    root: root_arg(root, call)?,
+                },
+                MoveKind::Fcollect => Movement::Fcollect,
+                MoveKind::Alltoall => Movement::Alltoall,
+                MoveKind::Alltoalls(dst, sst) => {
+                    return oq.alltoalls(dev, on, &t, d, s, stride(dst), stride(sst), nelems)
+                }
+            };
+            oq.movement(dev, on, m, &t, d, s, nelems)
         })
     }
 }
@@ -544,7 +571,17 @@ pub unsafe extern "C" fn xpushmemx_putmem_on_queue(
 ) -> c_int {
     let q = q(ze_command_list, num_wait_events, wait_events, signal_event);
     // SAFETY: the caller's contract.
-    unsafe { rma::<u8>("xpushmemx_putmem_on_queue", RmaKind::Put, dest, source, nbytes, pe, q) }
+    unsafe {
+        rma::<u8>(
+            "xpushmemx_putmem_on_queue",
+            RmaKind::Put,
+            dest,
+            source,
+            nbytes,
+            pe,
+            q,
+        )
+    }
 }
 
 /// On-queue get of `nbytes` bytes from symmetric `source` on `pe` into this PE's symmetric `dest`.
@@ -564,7 +601,17 @@ pub unsafe extern "C" fn xpushmemx_getmem_on_queue(
 ) -> c_int {
     let q = q(ze_command_list, num_wait_events, wait_events, signal_event);
     // SAFETY: the caller's contract.
-    unsafe { rma::<u8>("xpushmemx_getmem_on_queue", RmaKind::Get, dest, source, nbytes, pe, q) }
+    unsafe {
+        rma::<u8>(
+            "xpushmemx_getmem_on_queue",
+            RmaKind::Get,
+            dest,
+            source,
+            nbytes,
+            pe,
+            q,
+        )
+    }
 }
 
 /// On-queue non-blocking put of bytes: complete at the target after a later `xpushmemx_quiet_on_queue` (or
@@ -585,7 +632,17 @@ pub unsafe extern "C" fn xpushmemx_putmem_nbi_on_queue(
 ) -> c_int {
     let q = q(ze_command_list, num_wait_events, wait_events, signal_event);
     // SAFETY: the caller's contract.
-    unsafe { rma::<u8>("xpushmemx_putmem_nbi_on_queue", RmaKind::PutNbi, dest, source, nbytes, pe, q) }
+    unsafe {
+        rma::<u8>(
+            "xpushmemx_putmem_nbi_on_queue",
+            RmaKind::PutNbi,
+            dest,
+            source,
+            nbytes,
+            pe,
+            q,
+        )
+    }
 }
 
 /// On-queue non-blocking get of bytes: `dest` is complete after a later `xpushmemx_quiet_on_queue`.
@@ -605,7 +662,17 @@ pub unsafe extern "C" fn xpushmemx_getmem_nbi_on_queue(
 ) -> c_int {
     let q = q(ze_command_list, num_wait_events, wait_events, signal_event);
     // SAFETY: the caller's contract.
-    unsafe { rma::<u8>("xpushmemx_getmem_nbi_on_queue", RmaKind::GetNbi, dest, source, nbytes, pe, q) }
+    unsafe {
+        rma::<u8>(
+            "xpushmemx_getmem_nbi_on_queue",
+            RmaKind::GetNbi,
+            dest,
+            source,
+            nbytes,
+            pe,
+            q,
+        )
+    }
 }
 
 /// On-queue put of `nbytes` bytes, then the update of `sig_addr` on `pe` with `signal` by `sig_op`
@@ -630,7 +697,11 @@ pub unsafe extern "C" fn xpushmemx_putmem_signal_on_queue(
     let q = q(ze_command_list, num_wait_events, wait_events, signal_event);
     let call = "xpushmemx_putmem_signal_on_queue";
     // SAFETY: the caller's contract.
-    unsafe { put_signal::<u8>(call, false, dest, source, nbytes, sig_addr, signal, sig_op, pe, q) }
+    unsafe {
+        put_signal::<u8>(
+            call, false, dest, source, nbytes, sig_addr, signal, sig_op, pe, q,
+        )
+    }
 }
 
 /// [`xpushmemx_putmem_signal_on_queue`] whose put is complete after a later `xpushmemx_quiet_on_queue`.
@@ -654,7 +725,11 @@ pub unsafe extern "C" fn xpushmemx_putmem_signal_nbi_on_queue(
     let q = q(ze_command_list, num_wait_events, wait_events, signal_event);
     let call = "xpushmemx_putmem_signal_nbi_on_queue";
     // SAFETY: the caller's contract.
-    unsafe { put_signal::<u8>(call, true, dest, source, nbytes, sig_addr, signal, sig_op, pe, q) }
+    unsafe {
+        put_signal::<u8>(
+            call, true, dest, source, nbytes, sig_addr, signal, sig_op, pe, q,
+        )
+    }
 }
 
 /// On-queue update of the signal word `sig_addr` on `pe` with `signal` by `sig_op` (`XPUSHMEM_SIGNAL_SET`: set,
@@ -725,7 +800,11 @@ pub unsafe extern "C" fn xpushmemx_quiet_on_queue(
 ) -> c_int {
     let q = q(ze_command_list, num_wait_events, wait_events, signal_event);
     // SAFETY: the caller's contract.
-    unsafe { run("xpushmemx_quiet_on_queue", q, |_, dev, oq, on| oq.quiet(dev, on)) }
+    unsafe {
+        run("xpushmemx_quiet_on_queue", q, |_, dev, oq, on| {
+            oq.quiet(dev, on)
+        })
+    }
 }
 
 /// On-queue `barrier_all`: earlier puts complete, then every PE meets (every PE calls it, on its own list).
@@ -741,7 +820,11 @@ pub unsafe extern "C" fn xpushmemx_barrier_all_on_queue(
 ) -> c_int {
     let q = q(ze_command_list, num_wait_events, wait_events, signal_event);
     // SAFETY: the caller's contract.
-    unsafe { run("xpushmemx_barrier_all_on_queue", q, |_, dev, oq, on| oq.barrier_all(dev, on)) }
+    unsafe {
+        run("xpushmemx_barrier_all_on_queue", q, |_, dev, oq, on| {
+            oq.barrier_all(dev, on)
+        })
+    }
 }
 
 /// On-queue `sync_all`: every PE meets (no completion of puts).
@@ -757,7 +840,11 @@ pub unsafe extern "C" fn xpushmemx_sync_all_on_queue(
 ) -> c_int {
     let q = q(ze_command_list, num_wait_events, wait_events, signal_event);
     // SAFETY: the caller's contract.
-    unsafe { run("xpushmemx_sync_all_on_queue", q, |_, dev, oq, on| oq.sync_all(dev, on)) }
+    unsafe {
+        run("xpushmemx_sync_all_on_queue", q, |_, dev, oq, on| {
+            oq.sync_all(dev, on)
+        })
+    }
 }
 
 /// On-queue `team_sync`: every member of `team` meets.
@@ -802,7 +889,17 @@ pub unsafe extern "C" fn xpushmemx_broadcastmem_on_queue(
     let q = q(ze_command_list, num_wait_events, wait_events, signal_event);
     let k = MoveKind::Broadcast(pe_root);
     // SAFETY: the caller's contract.
-    unsafe { movement::<u8>("xpushmemx_broadcastmem_on_queue", k, team, dest, source, nbytes, q) }
+    unsafe {
+        movement::<u8>(
+            "xpushmemx_broadcastmem_on_queue",
+            k,
+            team,
+            dest,
+            source,
+            nbytes,
+            q,
+        )
+    }
 }
 
 /// On-queue fcollect of `nbytes` bytes per member (every member's `dest` gets `n_pes * nbytes`, member order).
@@ -823,7 +920,17 @@ pub unsafe extern "C" fn xpushmemx_fcollectmem_on_queue(
     let q = q(ze_command_list, num_wait_events, wait_events, signal_event);
     let k = MoveKind::Fcollect;
     // SAFETY: the caller's contract.
-    unsafe { movement::<u8>("xpushmemx_fcollectmem_on_queue", k, team, dest, source, nbytes, q) }
+    unsafe {
+        movement::<u8>(
+            "xpushmemx_fcollectmem_on_queue",
+            k,
+            team,
+            dest,
+            source,
+            nbytes,
+            q,
+        )
+    }
 }
 
 /// On-queue alltoall of `nbytes` bytes per member.
@@ -844,5 +951,15 @@ pub unsafe extern "C" fn xpushmemx_alltoallmem_on_queue(
     let q = q(ze_command_list, num_wait_events, wait_events, signal_event);
     let k = MoveKind::Alltoall;
     // SAFETY: the caller's contract.
-    unsafe { movement::<u8>("xpushmemx_alltoallmem_on_queue", k, team, dest, source, nbytes, q) }
+    unsafe {
+        movement::<u8>(
+            "xpushmemx_alltoallmem_on_queue",
+            k,
+            team,
+            dest,
+            source,
+            nbytes,
+            q,
+        )
+    }
 }

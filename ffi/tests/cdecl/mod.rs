@@ -341,7 +341,13 @@ pub fn native_trailer() -> String {
         RMA,
         ONQ_RMA_T,
     );
-    family(&mut out, "On-queue point-to-point waits", &l, AMO_STD, ONQ_WAIT_T);
+    family(
+        &mut out,
+        "On-queue point-to-point waits",
+        &l,
+        AMO_STD,
+        ONQ_WAIT_T,
+    );
     family(
         &mut out,
         "On-queue bitwise reductions (dest must not overlap source)",

@@ -94,12 +94,29 @@ pub enum RmaKind {
     GetNbi = 3,
 }
 
-/// The collective kinds of the kernel `xq_coll`.
-#[derive(Debug, Clone, Copy)]
-enum CollKind {
-    Broadcast = 0,
-    Fcollect = 1,
-    Alltoall = 2,
+/// The data-movement collectives of [`OnQueue::movement`] (the kernel `xq_coll`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Movement {
+    /// Broadcast `nelems` elements of `src` on member `root` (a team member number) into every member's `dest`.
+    Broadcast {
+        /// The root's member number.
+        root: usize,
+    },
+    /// Concatenate each member's `nelems` elements of `src` into every member's `dest`, in member order.
+    Fcollect,
+    /// Block `j` (`nelems` elements) of `src` goes to member `j`, into block `i` of its `dest` (`i` = this member).
+    Alltoall,
+}
+
+impl Movement {
+    /// The kernel's kind code (`XQ_BROADCAST`, ...) and the call's name.
+    fn code(self) -> (u32, &'static str) {
+        match self {
+            Movement::Broadcast { .. } => (0, "broadcast_on_queue"),
+            Movement::Fcollect => (1, "fcollect_on_queue"),
+            Movement::Alltoall => (2, "alltoall_on_queue"),
+        }
+    }
 }
 
 /// The sync kinds of the kernel `xq_sync`.
@@ -674,34 +691,33 @@ impl OnQueue {
         }
     }
 
+    /// A data-movement collective over `team` ([`Movement`]), `nelems` elements per member.
+    ///
     /// # Safety
     /// As for [`OnQueue::rma`].
     #[allow(clippy::too_many_arguments)]
-    unsafe fn coll<T: Symmetric>(
+    pub unsafe fn movement<T: Symmetric>(
         &self,
         dev: &Device<'_>,
         on: OnList<'_>,
-        kind: CollKind,
+        kind: Movement,
         team: &Team,
         dest: SymSlice<T>,
         src: SymSlice<T>,
         nelems: usize,
-        root: usize,
-        call: &str,
     ) -> Result<()> {
+        let (code, call) = kind.code();
         let n = team.n_pes();
-        let (dn, sn) = match kind {
-            CollKind::Broadcast => (nelems, nelems),
-            CollKind::Fcollect => (nelems.checked_mul(n).unwrap_or(usize::MAX), nelems),
-            CollKind::Alltoall => {
-                let t = nelems.checked_mul(n).unwrap_or(usize::MAX);
-                (t, t)
-            }
+        let all = nelems.checked_mul(n).unwrap_or(usize::MAX);
+        let (dn, sn, root) = match kind {
+            Movement::Broadcast { root } => (nelems, nelems, root),
+            Movement::Fcollect => (all, nelems, 0),
+            Movement::Alltoall => (all, all, 0),
         };
         bytes_of::<T>(dn, "nelems", call)?;
         fits(dest, dn, "dest", call)?;
         fits(src, sn, "source", call)?;
-        if matches!(kind, CollKind::Broadcast) && root >= n {
+        if root >= n {
             return Err(Error::invalid(
                 "pe_root",
                 root,
@@ -709,7 +725,7 @@ impl OnQueue {
             ));
         }
         let args = vec![
-            QueueArg::Kernel(KernelArg::U32(kind as u32)),
+            QueueArg::Kernel(KernelArg::U32(code)),
             QueueArg::Kernel(KernelArg::U32(team.device_id() as u32)),
             Self::heap(dev, dest.slice(..dn)?),
             Self::heap(dev, src.slice(..sn)?),
@@ -718,95 +734,6 @@ impl OnQueue {
         ];
         // SAFETY: the caller's contract.
         unsafe { self.op(dev, on, call, "xq_coll", args, GROUP) }
-    }
-
-    /// Broadcast `nelems` elements of `src` on member `root` of `team` into every member's `dest`.
-    ///
-    /// # Safety
-    /// As for [`OnQueue::rma`].
-    #[allow(clippy::too_many_arguments)]
-    pub unsafe fn broadcast<T: Symmetric>(
-        &self,
-        dev: &Device<'_>,
-        on: OnList<'_>,
-        team: &Team,
-        dest: SymSlice<T>,
-        src: SymSlice<T>,
-        nelems: usize,
-        root: usize,
-    ) -> Result<()> {
-        // SAFETY: the caller's contract.
-        unsafe {
-            self.coll(
-                dev,
-                on,
-                CollKind::Broadcast,
-                team,
-                dest,
-                src,
-                nelems,
-                root,
-                "broadcast_on_queue",
-            )
-        }
-    }
-
-    /// Concatenate each member's `nelems` elements of `src` into every member's `dest`, in member order.
-    ///
-    /// # Safety
-    /// As for [`OnQueue::rma`].
-    pub unsafe fn fcollect<T: Symmetric>(
-        &self,
-        dev: &Device<'_>,
-        on: OnList<'_>,
-        team: &Team,
-        dest: SymSlice<T>,
-        src: SymSlice<T>,
-        nelems: usize,
-    ) -> Result<()> {
-        // SAFETY: the caller's contract.
-        unsafe {
-            self.coll(
-                dev,
-                on,
-                CollKind::Fcollect,
-                team,
-                dest,
-                src,
-                nelems,
-                0,
-                "fcollect_on_queue",
-            )
-        }
-    }
-
-    /// Block `j` (`nelems` elements) of `src` goes to member `j`, into block `i` of its `dest` (`i` = this member).
-    ///
-    /// # Safety
-    /// As for [`OnQueue::rma`].
-    pub unsafe fn alltoall<T: Symmetric>(
-        &self,
-        dev: &Device<'_>,
-        on: OnList<'_>,
-        team: &Team,
-        dest: SymSlice<T>,
-        src: SymSlice<T>,
-        nelems: usize,
-    ) -> Result<()> {
-        // SAFETY: the caller's contract.
-        unsafe {
-            self.coll(
-                dev,
-                on,
-                CollKind::Alltoall,
-                team,
-                dest,
-                src,
-                nelems,
-                0,
-                "alltoall_on_queue",
-            )
-        }
     }
 
     /// Strided all-to-all: element `k` of block `j` is `src[(j * nelems + k) * sst]`, stored at `dest[(i * nelems

@@ -6,7 +6,7 @@
 //! A list or events of another context are covered by the C program `ffi/tests/c/on_queue_pipeline.c`.
 
 use xpushmem::coll::ReduceOp;
-use xpushmem::device::onqueue::{OnList, OnQueue, QueueReduce};
+use xpushmem::device::onqueue::{Movement, OnList, OnQueue, QueueReduce, RmaKind};
 use xpushmem::device::queue::CommandList;
 use xpushmem::{Cmp, Device, Error, Shmem, SignalOp, SymSlice, Symmetric};
 
@@ -41,7 +41,12 @@ num!(i8, i16, i32, i64, u8, u16, u32, u64, f32, f64);
 
 /// Every valid reduction of `T` and both prefix sums over the world, against a host fold of the values each PE
 /// wrote (small, so no type overflows).
-fn reductions<T: Num>(sh: &Shmem, dev: &Device<'_>, oq: &OnQueue, on: OnList<'_>) -> xpushmem::Result<()> {
+fn reductions<T: Num>(
+    sh: &Shmem,
+    dev: &Device<'_>,
+    oq: &OnQueue,
+    on: OnList<'_>,
+) -> xpushmem::Result<()> {
     let (me, n) = (sh.my_pe() as i64, sh.n_pes() as i64);
     const K: usize = 5;
     let val = |pe: i64, k: usize| (pe + k as i64) % 3 + 1;
@@ -82,11 +87,24 @@ fn reductions<T: Num>(sh: &Shmem, dev: &Device<'_>, oq: &OnQueue, on: OnList<'_>
                 })
             })
             .collect();
-        assert_eq!(read(sh, *d)?, want, "{} {} reduce on queue", T::NAME, op.name());
+        assert_eq!(
+            read(sh, *d)?,
+            want,
+            "{} {} reduce on queue",
+            T::NAME,
+            op.name()
+        );
     }
     for (i, upto) in [(ops.len(), me + 1), (ops.len() + 1, me)] {
-        let want: Vec<T> = (0..K).map(|k| T::of((0..upto).map(|p| val(p, k)).sum())).collect();
-        assert_eq!(read(sh, dests[i])?, want, "{} scan (upto member {upto})", T::NAME);
+        let want: Vec<T> = (0..K)
+            .map(|k| T::of((0..upto).map(|p| val(p, k)).sum()))
+            .collect();
+        assert_eq!(
+            read(sh, dests[i])?,
+            want,
+            "{} scan (upto member {upto})",
+            T::NAME
+        );
     }
     Ok(())
 }
@@ -103,12 +121,24 @@ fn every_op(sh: &Shmem) -> xpushmem::Result<()> {
     let val = |pe: usize, i: usize| (pe * 1000 + i) as i64;
     let src = sh.calloc::<i64>(L)?;
     sh.put(src, &(0..L).map(|i| val(me, i)).collect::<Vec<_>>(), me)?;
-    let (put_d, get_d, nbi_d) = (sh.calloc::<i64>(L)?, sh.calloc::<i64>(L)?, sh.calloc::<i64>(L)?);
+    let (put_d, get_d, nbi_d) = (
+        sh.calloc::<i64>(L)?,
+        sh.calloc::<i64>(L)?,
+        sh.calloc::<i64>(L)?,
+    );
     let bytes_d = sh.calloc::<u8>(13)?;
     let (iput_d, iget_d) = (sh.calloc::<i32>(16)?, sh.calloc::<i32>(16)?);
     let isrc = sh.calloc::<i32>(16)?;
-    sh.put(isrc, &(0..16).map(|i| (me * 100 + i) as i32).collect::<Vec<_>>(), me)?;
-    let (ps_d, sig, sig2) = (sh.calloc::<i64>(L)?, sh.calloc::<u64>(1)?, sh.calloc::<u64>(1)?);
+    sh.put(
+        isrc,
+        &(0..16).map(|i| (me * 100 + i) as i32).collect::<Vec<_>>(),
+        me,
+    )?;
+    let (ps_d, sig, sig2) = (
+        sh.calloc::<i64>(L)?,
+        sh.calloc::<u64>(1)?,
+        sh.calloc::<u64>(1)?,
+    );
     let flag = sh.calloc::<i32>(1)?;
     let seven = sh.calloc::<i32>(1)?;
     sh.put(seven, &[7], me)?;
@@ -118,31 +148,66 @@ fn every_op(sh: &Shmem) -> xpushmem::Result<()> {
         sh.calloc::<i64>(3 * n)?,
         sh.calloc::<i64>(3 * n)?,
     );
-    sh.put(a2a_src, &(0..3 * n).map(|i| val(me, i)).collect::<Vec<_>>(), me)?;
+    sh.put(
+        a2a_src,
+        &(0..3 * n).map(|i| val(me, i)).collect::<Vec<_>>(),
+        me,
+    )?;
     let (a2as_src, a2as_d) = (sh.calloc::<i32>(2 * 2 * n)?, sh.calloc::<i32>(3 * 2 * n)?);
-    sh.put(a2as_src, &(0..4 * n).map(|i| (me * 100 + i) as i32).collect::<Vec<_>>(), me)?;
+    sh.put(
+        a2as_src,
+        &(0..4 * n)
+            .map(|i| (me * 100 + i) as i32)
+            .collect::<Vec<_>>(),
+        me,
+    )?;
     sh.barrier_all()?;
     // SAFETY: the list is the runtime's own immediate queue's; every buffer lives until `oq.wait` below.
     unsafe {
         oq.put(&dev, on, put_d, src, next)?;
         oq.get(&dev, on, get_d, src, next)?;
-        oq.rma(&dev, on, xpushmem::device::onqueue::RmaKind::PutNbi, nbi_d, src, prev)?;
-        oq.rma(&dev, on, xpushmem::device::onqueue::RmaKind::Put, bytes_d, src.as_bytes().slice(3..16)?, next)?;
+        oq.rma(&dev, on, RmaKind::PutNbi, nbi_d, src, prev)?;
+        oq.rma(
+            &dev,
+            on,
+            RmaKind::Put,
+            bytes_d,
+            src.as_bytes().slice(3..16)?,
+            next,
+        )?;
         oq.quiet(&dev, on)?;
         // Strided: 5 elements, source stride 2, destination stride 3.
         oq.strided(&dev, on, false, iput_d, isrc, 3, 2, 5, next)?;
         oq.strided(&dev, on, true, iget_d, isrc, 3, 2, 5, next)?;
         // Put-with-signal, then this PE waits on its own signal (its previous PE's put) on the list.
-        oq.put_signal(&dev, on, ps_d, src, sig.at(0)?, 1, SignalOp::Add, next, false)?;
+        oq.put_signal(
+            &dev,
+            on,
+            ps_d,
+            src,
+            sig.at(0)?,
+            1,
+            SignalOp::Add,
+            next,
+            false,
+        )?;
         oq.signal_wait_until(&dev, on, sig.at(0)?, Cmp::Ge, 1)?;
         oq.signal_op(&dev, on, sig2.at(0)?, 42, SignalOp::Set, next)?;
         oq.signal_wait_until(&dev, on, sig2.at(0)?, Cmp::Eq, 42)?;
         oq.put(&dev, on, flag, seven, next)?;
         oq.wait_until(&dev, on, flag.at(0)?, Cmp::Eq, 7)?;
         oq.barrier_all(&dev, on)?;
-        oq.broadcast(&dev, on, &world, bc_d, src, L, 1)?;
-        oq.fcollect(&dev, on, &world, fc_d, src, L)?;
-        oq.alltoall(&dev, on, &world, a2a_d, a2a_src, 3)?;
+        oq.movement(
+            &dev,
+            on,
+            Movement::Broadcast { root: 1 },
+            &world,
+            bc_d,
+            src,
+            L,
+        )?;
+        oq.movement(&dev, on, Movement::Fcollect, &world, fc_d, src, L)?;
+        oq.movement(&dev, on, Movement::Alltoall, &world, a2a_d, a2a_src, 3)?;
         oq.alltoalls(&dev, on, &world, a2as_d, a2as_src, 3, 2, 2)?;
         oq.sync_all(&dev, on)?;
         oq.team_sync(&dev, on, &sh.team_shared())?;
@@ -154,7 +219,11 @@ fn every_op(sh: &Shmem) -> xpushmem::Result<()> {
     assert_eq!(read(sh, get_d)?, want(next), "get");
     assert_eq!(read(sh, nbi_d)?, want(next), "put_nbi + quiet");
     let prev_bytes: Vec<u8> = want(prev).iter().flat_map(|v| v.to_ne_bytes()).collect();
-    assert_eq!(read(sh, bytes_d)?, prev_bytes[3..16].to_vec(), "putmem of 13 odd bytes");
+    assert_eq!(
+        read(sh, bytes_d)?,
+        prev_bytes[3..16].to_vec(),
+        "putmem of 13 odd bytes"
+    );
     let strided = |pe: usize| {
         let mut v = vec![0i32; 16];
         for i in 0..5 {
@@ -169,8 +238,14 @@ fn every_op(sh: &Shmem) -> xpushmem::Result<()> {
     assert_eq!(read(sh, sig2)?, vec![42], "signal_op SET");
     assert_eq!(read(sh, flag)?, vec![7], "wait_until's word");
     assert_eq!(read(sh, bc_d)?, want(1), "broadcast from member 1");
-    assert_eq!(read(sh, fc_d)?, (0..n).flat_map(want).collect::<Vec<_>>(), "fcollect");
-    let a2a: Vec<i64> = (0..n).flat_map(|j| (0..3).map(move |k| val(j, me * 3 + k))).collect();
+    assert_eq!(
+        read(sh, fc_d)?,
+        (0..n).flat_map(want).collect::<Vec<_>>(),
+        "fcollect"
+    );
+    let a2a: Vec<i64> = (0..n)
+        .flat_map(|j| (0..3).map(move |k| val(j, me * 3 + k)))
+        .collect();
     assert_eq!(read(sh, a2a_d)?, a2a, "alltoall");
     // alltoalls: dest[(j*2 + k)*3] on me = src[(me*2 + k)*2] of member j.
     let mut a2as = vec![0i32; 3 * 2 * n];
@@ -250,13 +325,36 @@ fn bad_input(
             r => panic!("PE {n}: {r:?}"),
         }
         names(oq.put(dev, on, small, src, 0), "dest");
-        names(oq.strided(dev, on, false, src, src, 1, 1, usize::MAX / 4, 0), "nelems");
+        names(
+            oq.strided(dev, on, false, src, src, 1, 1, usize::MAX / 4, 0),
+            "nelems",
+        );
         names(oq.strided(dev, on, false, src, src, 0, 1, 2, 0), "dst");
-        names(oq.alltoalls(dev, on, &world, src, src, 1, usize::MAX / 2, 3), "nelems");
-        names(oq.reduce(dev, on, &world, ReduceOp::And, f, f.slice(4..)?, 4), "op");
-        names(oq.reduce(dev, on, &world, ReduceOp::Sum, f, f.slice(2..)?, 4), "dest");
+        names(
+            oq.alltoalls(dev, on, &world, src, src, 1, usize::MAX / 2, 3),
+            "nelems",
+        );
+        names(
+            oq.reduce(dev, on, &world, ReduceOp::And, f, f.slice(4..)?, 4),
+            "op",
+        );
+        names(
+            oq.reduce(dev, on, &world, ReduceOp::Sum, f, f.slice(2..)?, 4),
+            "dest",
+        );
         names(oq.scan(dev, on, &world, false, f, f, 4), "dest");
-        names(oq.broadcast(dev, on, &world, src, src, 4, n), "pe_root");
+        names(
+            oq.movement(
+                dev,
+                on,
+                Movement::Broadcast { root: n },
+                &world,
+                src,
+                src,
+                4,
+            ),
+            "pe_root",
+        );
     }
     assert_eq!(oq.outstanding(), 0, "refused ops are not enqueued");
     Ok(())

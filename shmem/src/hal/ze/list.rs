@@ -248,34 +248,12 @@ impl ZeRuntime {
         group_size: [u32; 3],
         cooperative: bool,
     ) -> Result<ZeEvent> {
-        let pool_desc = ze::ze_event_pool_desc_t {
-            flags: ze::ZE_EVENT_POOL_FLAG_HOST_VISIBLE,
-            count: 1,
-            ..Default::default()
-        };
-        let mut pool = ze::ze_event_pool_handle_t::null();
-        let mut dev = self.device;
-        // SAFETY: valid context, descriptor, one device handle and out-pointer.
-        check("zeEventPoolCreate", unsafe {
-            (self.api.zeEventPoolCreate)(self.context, &pool_desc, 1, &mut dev, &mut pool)
-        })?;
-        let ev_desc = ze::ze_event_desc_t {
-            index: 0,
-            signal: ze::ZE_EVENT_SCOPE_FLAG_HOST,
-            wait: ze::ZE_EVENT_SCOPE_FLAG_HOST,
-            ..Default::default()
-        };
-        let mut event = ze::ze_event_handle_t::null();
-        // SAFETY: live pool, descriptor and out-pointer.
-        let r = check("zeEventCreate", unsafe {
-            (self.api.zeEventCreate)(pool, &ev_desc, &mut event)
-        });
+        let (pool, event) = self.host_event()?;
         let ev = ZeEvent {
             rt: self.clone(),
             pool,
             event,
         };
-        r?;
         // SAFETY: the caller's contract; the event is live (owned by `ev`).
         unsafe {
             self.append_kernel(

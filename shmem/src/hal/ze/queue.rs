@@ -109,26 +109,7 @@ impl Queue {
             event: ze::ze_event_handle_t::null(),
             lock: Mutex::new(()),
         };
-        let pool_desc = ze::ze_event_pool_desc_t {
-            flags: ze::ZE_EVENT_POOL_FLAG_HOST_VISIBLE,
-            count: 1,
-            ..Default::default()
-        };
-        let mut dev = h.device();
-        // SAFETY: valid context, descriptor, one device handle and out-pointer.
-        check("zeEventPoolCreate", unsafe {
-            (api.zeEventPoolCreate)(h.context(), &pool_desc, 1, &mut dev, &mut q.pool)
-        })?;
-        let ev_desc = ze::ze_event_desc_t {
-            index: 0,
-            signal: ze::ZE_EVENT_SCOPE_FLAG_HOST,
-            wait: ze::ZE_EVENT_SCOPE_FLAG_HOST,
-            ..Default::default()
-        };
-        // SAFETY: live pool, descriptor and out-pointer.
-        check("zeEventCreate", unsafe {
-            (api.zeEventCreate)(q.pool, &ev_desc, &mut q.event)
-        })?;
+        (q.pool, q.event) = rt.host_event()?;
         Ok(q)
     }
 
@@ -313,40 +294,15 @@ impl ZeRuntime {
         if let Some((_, e)) = *g {
             return Ok(e);
         }
-        let pool_desc = ze::ze_event_pool_desc_t {
-            flags: ze::ZE_EVENT_POOL_FLAG_HOST_VISIBLE,
-            count: 1,
-            ..Default::default()
-        };
-        let mut pool = ze::ze_event_pool_handle_t::null();
-        let mut dev = self.device;
-        // SAFETY: valid context, descriptor, one device handle and out-pointer.
-        check("zeEventPoolCreate", unsafe {
-            (self.api.zeEventPoolCreate)(self.context, &pool_desc, 1, &mut dev, &mut pool)
-        })?;
-        let ev_desc = ze::ze_event_desc_t {
-            index: 0,
-            signal: ze::ZE_EVENT_SCOPE_FLAG_HOST,
-            wait: ze::ZE_EVENT_SCOPE_FLAG_HOST,
-            ..Default::default()
-        };
-        let mut event = ze::ze_event_handle_t::null();
-        // SAFETY: live pool, descriptor and out-pointer.
-        let r = check("zeEventCreate", unsafe {
-            (self.api.zeEventCreate)(pool, &ev_desc, &mut event)
-        })
+        let (pool, event) = self.host_event()?;
         // SAFETY: the event was just created.
-        .and_then(|()| {
-            check("zeEventHostSignal", unsafe {
-                (self.api.zeEventHostSignal)(event)
-            })
+        let r = check("zeEventHostSignal", unsafe {
+            (self.api.zeEventHostSignal)(event)
         });
         if let Err(e) = r {
             // SAFETY: created above, never used by a list.
             unsafe {
-                if !event.is_null() {
-                    (self.api.zeEventDestroy)(event);
-                }
+                (self.api.zeEventDestroy)(event);
                 (self.api.zeEventPoolDestroy)(pool);
             }
             return Err(e);
