@@ -708,7 +708,7 @@ impl OnQueue {
     ) -> Result<()> {
         let (code, call) = kind.code();
         let n = team.n_pes();
-        let all = nelems.checked_mul(n).unwrap_or(usize::MAX);
+        let all = nelems.saturating_mul(n);
         let (dn, sn, root) = match kind {
             Movement::Broadcast { root } => (nelems, nelems, root),
             Movement::Fcollect => (all, nelems, 0),
