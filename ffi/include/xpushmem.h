@@ -611,6 +611,32 @@ int xpushmemx_signal_op_on_queue(uint64_t *sig_addr,
                                  const void *wait_events,
                                  void *signal_event);
 
+// On-queue `signal_set` (OpenSHMEM 1.6's `shmem_signal_set`): store `signal` into `sig_addr` on `pe`; the same op as
+// [`xpushmemx_signal_op_on_queue`] with `XPUSHMEM_SIGNAL_SET`.
+//
+// # Safety
+// As for [`xpushmemx_putmem_on_queue`].
+int xpushmemx_signal_set_on_queue(uint64_t *sig_addr,
+                                  uint64_t signal,
+                                  int pe,
+                                  void *ze_command_list,
+                                  uint32_t num_wait_events,
+                                  const void *wait_events,
+                                  void *signal_event);
+
+// On-queue `signal_add` (OpenSHMEM 1.6's `shmem_signal_add`): atomically add `signal` to `sig_addr` on `pe`; the same
+// op as [`xpushmemx_signal_op_on_queue`] with `XPUSHMEM_SIGNAL_ADD`.
+//
+// # Safety
+// As for [`xpushmemx_putmem_on_queue`].
+int xpushmemx_signal_add_on_queue(uint64_t *sig_addr,
+                                  uint64_t signal,
+                                  int pe,
+                                  void *ze_command_list,
+                                  uint32_t num_wait_events,
+                                  const void *wait_events,
+                                  void *signal_event);
+
 // Hold the list until this PE's signal word `sig_addr` satisfies `cmp cmp_value` (`XPUSHMEM_CMP_*`; bounded by
 // `XPUSHMEM_TIMEOUT_MS`: a wait that gives up is `XPUSHMEM_ERROR_TIMEOUT` from `xpushmemx_queue_wait`).
 //

@@ -760,6 +760,66 @@ pub unsafe extern "C" fn xpushmemx_signal_op_on_queue(
     }
 }
 
+/// On-queue `signal_set` (OpenSHMEM 1.6's `shmem_signal_set`): store `signal` into `sig_addr` on `pe`; the same op as
+/// [`xpushmemx_signal_op_on_queue`] with `XPUSHMEM_SIGNAL_SET`.
+///
+/// # Safety
+/// As for [`xpushmemx_putmem_on_queue`].
+#[no_mangle]
+pub unsafe extern "C" fn xpushmemx_signal_set_on_queue(
+    sig_addr: *mut u64,
+    signal: u64,
+    pe: c_int,
+    ze_command_list: *mut c_void,
+    num_wait_events: u32,
+    wait_events: *const c_void,
+    signal_event: *mut c_void,
+) -> c_int {
+    // SAFETY: the caller's contract.
+    unsafe {
+        xpushmemx_signal_op_on_queue(
+            sig_addr,
+            signal,
+            0,
+            pe,
+            ze_command_list,
+            num_wait_events,
+            wait_events,
+            signal_event,
+        )
+    }
+}
+
+/// On-queue `signal_add` (OpenSHMEM 1.6's `shmem_signal_add`): atomically add `signal` to `sig_addr` on `pe`; the same
+/// op as [`xpushmemx_signal_op_on_queue`] with `XPUSHMEM_SIGNAL_ADD`.
+///
+/// # Safety
+/// As for [`xpushmemx_putmem_on_queue`].
+#[no_mangle]
+pub unsafe extern "C" fn xpushmemx_signal_add_on_queue(
+    sig_addr: *mut u64,
+    signal: u64,
+    pe: c_int,
+    ze_command_list: *mut c_void,
+    num_wait_events: u32,
+    wait_events: *const c_void,
+    signal_event: *mut c_void,
+) -> c_int {
+    // SAFETY: the caller's contract.
+    unsafe {
+        xpushmemx_signal_op_on_queue(
+            sig_addr,
+            signal,
+            1,
+            pe,
+            ze_command_list,
+            num_wait_events,
+            wait_events,
+            signal_event,
+        )
+    }
+}
+
 /// Hold the list until this PE's signal word `sig_addr` satisfies `cmp cmp_value` (`XPUSHMEM_CMP_*`; bounded by
 /// `XPUSHMEM_TIMEOUT_MS`: a wait that gives up is `XPUSHMEM_ERROR_TIMEOUT` from `xpushmemx_queue_wait`).
 ///

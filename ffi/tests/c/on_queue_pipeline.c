@@ -5,7 +5,8 @@
  * xpushmemx_queue_wait; every buffer checked against values this program computes itself. Then the bad arguments,
  * each refused at once naming the argument: a NULL list, wait events without an array, a list of another Level
  * Zero context, a wait event and a signal event from a pool of another context, a non-symmetric address, a count
- * that overflows, a bad PE; and an op still works after them. Run with XPUSHMEM_HEAP=device. */
+ * that overflows, a bad PE; and an op still works after them. Last, a device wait that gives up is reported by
+ * xpushmemx_queue_wait as XPUSHMEM_ERROR_TIMEOUT. Run with XPUSHMEM_HEAP=device and XPUSHMEM_TIMEOUT_MS. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,6 +85,8 @@ int main(void) {
     }
   }
 
+  OK(xpushmem_barrier_all()); /* every PE has read its buffers before the next PE writes its signal again */
+
   /* Bad arguments: refused at once, naming the argument. */
   FAILS(xpushmemx_putmem_on_queue(data, src, 8, next, NULL, 0, NULL, NULL), XPUSHMEM_ERROR_INVALID_ARGUMENT,
         "ze_command_list");
@@ -109,7 +112,22 @@ int main(void) {
         XPUSHMEM_ERROR_INVALID_ARGUMENT, "nelems");
   FAILS(xpushmemx_int64_put_on_queue(data, src, 4, n, list, 0, NULL, NULL), XPUSHMEM_ERROR_INVALID_PE, "");
 
-  /* An op after the errors. */
+  /* Ops after the errors: signal_set and signal_add on the next PE's word, waited for on this PE's list. */
+  OK(xpushmemx_signal_set_on_queue(sig, 10, next, list, 0, NULL, NULL));
+  OK(xpushmemx_barrier_all_on_queue(list, 0, NULL, NULL));
+  OK(xpushmemx_signal_add_on_queue(sig, 5, next, list, 0, NULL, NULL));
+  OK(xpushmemx_signal_wait_until_on_queue(sig, XPUSHMEM_CMP_EQ, 15, list, 0, NULL, NULL));
+  OK(xpushmemx_barrier_all_on_queue(list, 0, NULL, NULL));
+  OK(xpushmemx_queue_wait());
+  OK(xpushmem_uint64_get(&s, sig, 1, me));
+  CHECK(s == 15, "signal after set 10 and add 5: %llu", (unsigned long long)s);
+
+  /* A device-side error: a wait nobody ends gives up (XPUSHMEM_TIMEOUT_MS), reported by xpushmemx_queue_wait as
+   * the blocking form's timeout, naming the entry point; then the list works again. */
+  uint64_t *never = xpushmem_calloc(1, 8);
+  CHECK(never, "allocation");
+  OK(xpushmemx_signal_wait_until_on_queue(never, XPUSHMEM_CMP_EQ, 12345, list, 0, NULL, NULL));
+  FAILS(xpushmemx_queue_wait(), XPUSHMEM_ERROR_TIMEOUT, "signal_wait_until_on_queue");
   OK(xpushmemx_barrier_all_on_queue(list, 0, NULL, NULL));
   OK(xpushmemx_queue_wait());
 

@@ -126,6 +126,8 @@ fn every_op(sh: &Shmem) -> xpushmem::Result<()> {
         sh.calloc::<i64>(L)?,
         sh.calloc::<i64>(L)?,
     );
+    let (get_nbi_d, ps_nbi_d) = (sh.calloc::<i64>(L)?, sh.calloc::<i64>(L)?);
+    let sig3 = sh.calloc::<u64>(1)?;
     let bytes_d = sh.calloc::<u8>(13)?;
     let (iput_d, iget_d) = (sh.calloc::<i32>(16)?, sh.calloc::<i32>(16)?);
     let isrc = sh.calloc::<i32>(16)?;
@@ -175,7 +177,20 @@ fn every_op(sh: &Shmem) -> xpushmem::Result<()> {
             src.as_bytes().slice(3..16)?,
             next,
         )?;
+        oq.rma(&dev, on, RmaKind::GetNbi, get_nbi_d, src, prev)?;
+        oq.put_signal(
+            &dev,
+            on,
+            ps_nbi_d,
+            src,
+            sig3.at(0)?,
+            5,
+            SignalOp::Set,
+            prev,
+            true,
+        )?;
         oq.quiet(&dev, on)?;
+        oq.signal_wait_until(&dev, on, sig3.at(0)?, Cmp::Eq, 5)?;
         // Strided: 5 elements, source stride 2, destination stride 3.
         oq.strided(&dev, on, false, iput_d, isrc, 3, 2, 5, next)?;
         oq.strided(&dev, on, true, iget_d, isrc, 3, 2, 5, next)?;
@@ -218,6 +233,9 @@ fn every_op(sh: &Shmem) -> xpushmem::Result<()> {
     assert_eq!(read(sh, put_d)?, want(prev), "put");
     assert_eq!(read(sh, get_d)?, want(next), "get");
     assert_eq!(read(sh, nbi_d)?, want(next), "put_nbi + quiet");
+    assert_eq!(read(sh, get_nbi_d)?, want(prev), "get_nbi + quiet");
+    assert_eq!(read(sh, ps_nbi_d)?, want(next), "put_signal_nbi + quiet");
+    assert_eq!(read(sh, sig3)?, vec![5], "put_signal_nbi's SET");
     let prev_bytes: Vec<u8> = want(prev).iter().flat_map(|v| v.to_ne_bytes()).collect();
     assert_eq!(
         read(sh, bytes_d)?,
