@@ -715,6 +715,21 @@ int xpushmemx_fcollectmem_on_queue(xpushmem_team_t team,
                                    const void *wait_events,
                                    void *signal_event);
 
+// On-queue collect of `nbytes` bytes from each member (may differ per member) into every member's `dest`, in member
+// order. The counts are exchanged on the host when the op is enqueued: the call returns once every member of
+// `team` has made it.
+//
+// # Safety
+// As for [`xpushmemx_putmem_on_queue`].
+int xpushmemx_collectmem_on_queue(xpushmem_team_t team,
+                                  void *dest,
+                                  const void *source,
+                                  size_t nbytes,
+                                  void *ze_command_list,
+                                  uint32_t num_wait_events,
+                                  const void *wait_events,
+                                  void *signal_event);
+
 // On-queue alltoall of `nbytes` bytes per member.
 //
 // # Safety
@@ -2155,6 +2170,7 @@ int xpushmemx_float_iget_on_queue(float *dest, const float *source, ptrdiff_t ds
 int xpushmemx_float_put_signal_on_queue(float *dest, const float *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_float_broadcast_on_queue(xpushmem_team_t team, float *dest, const float *source, size_t nelems, int pe_root, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_float_fcollect_on_queue(xpushmem_team_t team, float *dest, const float *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_float_collect_on_queue(xpushmem_team_t team, float *dest, const float *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_float_alltoall_on_queue(xpushmem_team_t team, float *dest, const float *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_float_alltoalls_on_queue(xpushmem_team_t team, float *dest, const float *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_double_put_on_queue(double *dest, const double *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
@@ -2166,6 +2182,7 @@ int xpushmemx_double_iget_on_queue(double *dest, const double *source, ptrdiff_t
 int xpushmemx_double_put_signal_on_queue(double *dest, const double *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_double_broadcast_on_queue(xpushmem_team_t team, double *dest, const double *source, size_t nelems, int pe_root, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_double_fcollect_on_queue(xpushmem_team_t team, double *dest, const double *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_double_collect_on_queue(xpushmem_team_t team, double *dest, const double *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_double_alltoall_on_queue(xpushmem_team_t team, double *dest, const double *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_double_alltoalls_on_queue(xpushmem_team_t team, double *dest, const double *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_char_put_on_queue(char *dest, const char *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
@@ -2177,6 +2194,7 @@ int xpushmemx_char_iget_on_queue(char *dest, const char *source, ptrdiff_t dst, 
 int xpushmemx_char_put_signal_on_queue(char *dest, const char *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_char_broadcast_on_queue(xpushmem_team_t team, char *dest, const char *source, size_t nelems, int pe_root, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_char_fcollect_on_queue(xpushmem_team_t team, char *dest, const char *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_char_collect_on_queue(xpushmem_team_t team, char *dest, const char *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_char_alltoall_on_queue(xpushmem_team_t team, char *dest, const char *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_char_alltoalls_on_queue(xpushmem_team_t team, char *dest, const char *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_schar_put_on_queue(signed char *dest, const signed char *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
@@ -2188,6 +2206,7 @@ int xpushmemx_schar_iget_on_queue(signed char *dest, const signed char *source, 
 int xpushmemx_schar_put_signal_on_queue(signed char *dest, const signed char *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_schar_broadcast_on_queue(xpushmem_team_t team, signed char *dest, const signed char *source, size_t nelems, int pe_root, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_schar_fcollect_on_queue(xpushmem_team_t team, signed char *dest, const signed char *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_schar_collect_on_queue(xpushmem_team_t team, signed char *dest, const signed char *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_schar_alltoall_on_queue(xpushmem_team_t team, signed char *dest, const signed char *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_schar_alltoalls_on_queue(xpushmem_team_t team, signed char *dest, const signed char *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_short_put_on_queue(short *dest, const short *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
@@ -2199,6 +2218,7 @@ int xpushmemx_short_iget_on_queue(short *dest, const short *source, ptrdiff_t ds
 int xpushmemx_short_put_signal_on_queue(short *dest, const short *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_short_broadcast_on_queue(xpushmem_team_t team, short *dest, const short *source, size_t nelems, int pe_root, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_short_fcollect_on_queue(xpushmem_team_t team, short *dest, const short *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_short_collect_on_queue(xpushmem_team_t team, short *dest, const short *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_short_alltoall_on_queue(xpushmem_team_t team, short *dest, const short *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_short_alltoalls_on_queue(xpushmem_team_t team, short *dest, const short *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_int_put_on_queue(int *dest, const int *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
@@ -2210,6 +2230,7 @@ int xpushmemx_int_iget_on_queue(int *dest, const int *source, ptrdiff_t dst, ptr
 int xpushmemx_int_put_signal_on_queue(int *dest, const int *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_int_broadcast_on_queue(xpushmem_team_t team, int *dest, const int *source, size_t nelems, int pe_root, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_int_fcollect_on_queue(xpushmem_team_t team, int *dest, const int *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int_collect_on_queue(xpushmem_team_t team, int *dest, const int *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_int_alltoall_on_queue(xpushmem_team_t team, int *dest, const int *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_int_alltoalls_on_queue(xpushmem_team_t team, int *dest, const int *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_long_put_on_queue(long *dest, const long *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
@@ -2221,6 +2242,7 @@ int xpushmemx_long_iget_on_queue(long *dest, const long *source, ptrdiff_t dst, 
 int xpushmemx_long_put_signal_on_queue(long *dest, const long *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_long_broadcast_on_queue(xpushmem_team_t team, long *dest, const long *source, size_t nelems, int pe_root, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_long_fcollect_on_queue(xpushmem_team_t team, long *dest, const long *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_long_collect_on_queue(xpushmem_team_t team, long *dest, const long *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_long_alltoall_on_queue(xpushmem_team_t team, long *dest, const long *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_long_alltoalls_on_queue(xpushmem_team_t team, long *dest, const long *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_longlong_put_on_queue(long long *dest, const long long *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
@@ -2232,6 +2254,7 @@ int xpushmemx_longlong_iget_on_queue(long long *dest, const long long *source, p
 int xpushmemx_longlong_put_signal_on_queue(long long *dest, const long long *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_longlong_broadcast_on_queue(xpushmem_team_t team, long long *dest, const long long *source, size_t nelems, int pe_root, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_longlong_fcollect_on_queue(xpushmem_team_t team, long long *dest, const long long *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_longlong_collect_on_queue(xpushmem_team_t team, long long *dest, const long long *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_longlong_alltoall_on_queue(xpushmem_team_t team, long long *dest, const long long *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_longlong_alltoalls_on_queue(xpushmem_team_t team, long long *dest, const long long *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_uchar_put_on_queue(unsigned char *dest, const unsigned char *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
@@ -2243,6 +2266,7 @@ int xpushmemx_uchar_iget_on_queue(unsigned char *dest, const unsigned char *sour
 int xpushmemx_uchar_put_signal_on_queue(unsigned char *dest, const unsigned char *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_uchar_broadcast_on_queue(xpushmem_team_t team, unsigned char *dest, const unsigned char *source, size_t nelems, int pe_root, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_uchar_fcollect_on_queue(xpushmem_team_t team, unsigned char *dest, const unsigned char *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uchar_collect_on_queue(xpushmem_team_t team, unsigned char *dest, const unsigned char *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_uchar_alltoall_on_queue(xpushmem_team_t team, unsigned char *dest, const unsigned char *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_uchar_alltoalls_on_queue(xpushmem_team_t team, unsigned char *dest, const unsigned char *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_ushort_put_on_queue(unsigned short *dest, const unsigned short *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
@@ -2254,6 +2278,7 @@ int xpushmemx_ushort_iget_on_queue(unsigned short *dest, const unsigned short *s
 int xpushmemx_ushort_put_signal_on_queue(unsigned short *dest, const unsigned short *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_ushort_broadcast_on_queue(xpushmem_team_t team, unsigned short *dest, const unsigned short *source, size_t nelems, int pe_root, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_ushort_fcollect_on_queue(xpushmem_team_t team, unsigned short *dest, const unsigned short *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_ushort_collect_on_queue(xpushmem_team_t team, unsigned short *dest, const unsigned short *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_ushort_alltoall_on_queue(xpushmem_team_t team, unsigned short *dest, const unsigned short *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_ushort_alltoalls_on_queue(xpushmem_team_t team, unsigned short *dest, const unsigned short *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_uint_put_on_queue(unsigned int *dest, const unsigned int *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
@@ -2265,6 +2290,7 @@ int xpushmemx_uint_iget_on_queue(unsigned int *dest, const unsigned int *source,
 int xpushmemx_uint_put_signal_on_queue(unsigned int *dest, const unsigned int *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_uint_broadcast_on_queue(xpushmem_team_t team, unsigned int *dest, const unsigned int *source, size_t nelems, int pe_root, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_uint_fcollect_on_queue(xpushmem_team_t team, unsigned int *dest, const unsigned int *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint_collect_on_queue(xpushmem_team_t team, unsigned int *dest, const unsigned int *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_uint_alltoall_on_queue(xpushmem_team_t team, unsigned int *dest, const unsigned int *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_uint_alltoalls_on_queue(xpushmem_team_t team, unsigned int *dest, const unsigned int *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_ulong_put_on_queue(unsigned long *dest, const unsigned long *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
@@ -2276,6 +2302,7 @@ int xpushmemx_ulong_iget_on_queue(unsigned long *dest, const unsigned long *sour
 int xpushmemx_ulong_put_signal_on_queue(unsigned long *dest, const unsigned long *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_ulong_broadcast_on_queue(xpushmem_team_t team, unsigned long *dest, const unsigned long *source, size_t nelems, int pe_root, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_ulong_fcollect_on_queue(xpushmem_team_t team, unsigned long *dest, const unsigned long *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_ulong_collect_on_queue(xpushmem_team_t team, unsigned long *dest, const unsigned long *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_ulong_alltoall_on_queue(xpushmem_team_t team, unsigned long *dest, const unsigned long *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_ulong_alltoalls_on_queue(xpushmem_team_t team, unsigned long *dest, const unsigned long *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_ulonglong_put_on_queue(unsigned long long *dest, const unsigned long long *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
@@ -2287,6 +2314,7 @@ int xpushmemx_ulonglong_iget_on_queue(unsigned long long *dest, const unsigned l
 int xpushmemx_ulonglong_put_signal_on_queue(unsigned long long *dest, const unsigned long long *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_ulonglong_broadcast_on_queue(xpushmem_team_t team, unsigned long long *dest, const unsigned long long *source, size_t nelems, int pe_root, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_ulonglong_fcollect_on_queue(xpushmem_team_t team, unsigned long long *dest, const unsigned long long *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_ulonglong_collect_on_queue(xpushmem_team_t team, unsigned long long *dest, const unsigned long long *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_ulonglong_alltoall_on_queue(xpushmem_team_t team, unsigned long long *dest, const unsigned long long *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_ulonglong_alltoalls_on_queue(xpushmem_team_t team, unsigned long long *dest, const unsigned long long *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_int8_put_on_queue(int8_t *dest, const int8_t *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
@@ -2298,6 +2326,7 @@ int xpushmemx_int8_iget_on_queue(int8_t *dest, const int8_t *source, ptrdiff_t d
 int xpushmemx_int8_put_signal_on_queue(int8_t *dest, const int8_t *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_int8_broadcast_on_queue(xpushmem_team_t team, int8_t *dest, const int8_t *source, size_t nelems, int pe_root, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_int8_fcollect_on_queue(xpushmem_team_t team, int8_t *dest, const int8_t *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int8_collect_on_queue(xpushmem_team_t team, int8_t *dest, const int8_t *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_int8_alltoall_on_queue(xpushmem_team_t team, int8_t *dest, const int8_t *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_int8_alltoalls_on_queue(xpushmem_team_t team, int8_t *dest, const int8_t *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_int16_put_on_queue(int16_t *dest, const int16_t *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
@@ -2309,6 +2338,7 @@ int xpushmemx_int16_iget_on_queue(int16_t *dest, const int16_t *source, ptrdiff_
 int xpushmemx_int16_put_signal_on_queue(int16_t *dest, const int16_t *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_int16_broadcast_on_queue(xpushmem_team_t team, int16_t *dest, const int16_t *source, size_t nelems, int pe_root, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_int16_fcollect_on_queue(xpushmem_team_t team, int16_t *dest, const int16_t *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int16_collect_on_queue(xpushmem_team_t team, int16_t *dest, const int16_t *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_int16_alltoall_on_queue(xpushmem_team_t team, int16_t *dest, const int16_t *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_int16_alltoalls_on_queue(xpushmem_team_t team, int16_t *dest, const int16_t *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_int32_put_on_queue(int32_t *dest, const int32_t *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
@@ -2320,6 +2350,7 @@ int xpushmemx_int32_iget_on_queue(int32_t *dest, const int32_t *source, ptrdiff_
 int xpushmemx_int32_put_signal_on_queue(int32_t *dest, const int32_t *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_int32_broadcast_on_queue(xpushmem_team_t team, int32_t *dest, const int32_t *source, size_t nelems, int pe_root, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_int32_fcollect_on_queue(xpushmem_team_t team, int32_t *dest, const int32_t *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int32_collect_on_queue(xpushmem_team_t team, int32_t *dest, const int32_t *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_int32_alltoall_on_queue(xpushmem_team_t team, int32_t *dest, const int32_t *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_int32_alltoalls_on_queue(xpushmem_team_t team, int32_t *dest, const int32_t *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_int64_put_on_queue(int64_t *dest, const int64_t *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
@@ -2331,6 +2362,7 @@ int xpushmemx_int64_iget_on_queue(int64_t *dest, const int64_t *source, ptrdiff_
 int xpushmemx_int64_put_signal_on_queue(int64_t *dest, const int64_t *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_int64_broadcast_on_queue(xpushmem_team_t team, int64_t *dest, const int64_t *source, size_t nelems, int pe_root, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_int64_fcollect_on_queue(xpushmem_team_t team, int64_t *dest, const int64_t *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int64_collect_on_queue(xpushmem_team_t team, int64_t *dest, const int64_t *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_int64_alltoall_on_queue(xpushmem_team_t team, int64_t *dest, const int64_t *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_int64_alltoalls_on_queue(xpushmem_team_t team, int64_t *dest, const int64_t *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_uint8_put_on_queue(uint8_t *dest, const uint8_t *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
@@ -2342,6 +2374,7 @@ int xpushmemx_uint8_iget_on_queue(uint8_t *dest, const uint8_t *source, ptrdiff_
 int xpushmemx_uint8_put_signal_on_queue(uint8_t *dest, const uint8_t *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_uint8_broadcast_on_queue(xpushmem_team_t team, uint8_t *dest, const uint8_t *source, size_t nelems, int pe_root, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_uint8_fcollect_on_queue(xpushmem_team_t team, uint8_t *dest, const uint8_t *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint8_collect_on_queue(xpushmem_team_t team, uint8_t *dest, const uint8_t *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_uint8_alltoall_on_queue(xpushmem_team_t team, uint8_t *dest, const uint8_t *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_uint8_alltoalls_on_queue(xpushmem_team_t team, uint8_t *dest, const uint8_t *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_uint16_put_on_queue(uint16_t *dest, const uint16_t *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
@@ -2353,6 +2386,7 @@ int xpushmemx_uint16_iget_on_queue(uint16_t *dest, const uint16_t *source, ptrdi
 int xpushmemx_uint16_put_signal_on_queue(uint16_t *dest, const uint16_t *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_uint16_broadcast_on_queue(xpushmem_team_t team, uint16_t *dest, const uint16_t *source, size_t nelems, int pe_root, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_uint16_fcollect_on_queue(xpushmem_team_t team, uint16_t *dest, const uint16_t *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint16_collect_on_queue(xpushmem_team_t team, uint16_t *dest, const uint16_t *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_uint16_alltoall_on_queue(xpushmem_team_t team, uint16_t *dest, const uint16_t *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_uint16_alltoalls_on_queue(xpushmem_team_t team, uint16_t *dest, const uint16_t *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_uint32_put_on_queue(uint32_t *dest, const uint32_t *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
@@ -2364,6 +2398,7 @@ int xpushmemx_uint32_iget_on_queue(uint32_t *dest, const uint32_t *source, ptrdi
 int xpushmemx_uint32_put_signal_on_queue(uint32_t *dest, const uint32_t *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_uint32_broadcast_on_queue(xpushmem_team_t team, uint32_t *dest, const uint32_t *source, size_t nelems, int pe_root, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_uint32_fcollect_on_queue(xpushmem_team_t team, uint32_t *dest, const uint32_t *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint32_collect_on_queue(xpushmem_team_t team, uint32_t *dest, const uint32_t *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_uint32_alltoall_on_queue(xpushmem_team_t team, uint32_t *dest, const uint32_t *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_uint32_alltoalls_on_queue(xpushmem_team_t team, uint32_t *dest, const uint32_t *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_uint64_put_on_queue(uint64_t *dest, const uint64_t *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
@@ -2375,6 +2410,7 @@ int xpushmemx_uint64_iget_on_queue(uint64_t *dest, const uint64_t *source, ptrdi
 int xpushmemx_uint64_put_signal_on_queue(uint64_t *dest, const uint64_t *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_uint64_broadcast_on_queue(xpushmem_team_t team, uint64_t *dest, const uint64_t *source, size_t nelems, int pe_root, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_uint64_fcollect_on_queue(xpushmem_team_t team, uint64_t *dest, const uint64_t *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint64_collect_on_queue(xpushmem_team_t team, uint64_t *dest, const uint64_t *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_uint64_alltoall_on_queue(xpushmem_team_t team, uint64_t *dest, const uint64_t *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_uint64_alltoalls_on_queue(xpushmem_team_t team, uint64_t *dest, const uint64_t *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_size_put_on_queue(size_t *dest, const size_t *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
@@ -2386,6 +2422,7 @@ int xpushmemx_size_iget_on_queue(size_t *dest, const size_t *source, ptrdiff_t d
 int xpushmemx_size_put_signal_on_queue(size_t *dest, const size_t *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_size_broadcast_on_queue(xpushmem_team_t team, size_t *dest, const size_t *source, size_t nelems, int pe_root, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_size_fcollect_on_queue(xpushmem_team_t team, size_t *dest, const size_t *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_size_collect_on_queue(xpushmem_team_t team, size_t *dest, const size_t *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_size_alltoall_on_queue(xpushmem_team_t team, size_t *dest, const size_t *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_size_alltoalls_on_queue(xpushmem_team_t team, size_t *dest, const size_t *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_ptrdiff_put_on_queue(ptrdiff_t *dest, const ptrdiff_t *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
@@ -2397,6 +2434,7 @@ int xpushmemx_ptrdiff_iget_on_queue(ptrdiff_t *dest, const ptrdiff_t *source, pt
 int xpushmemx_ptrdiff_put_signal_on_queue(ptrdiff_t *dest, const ptrdiff_t *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_ptrdiff_broadcast_on_queue(xpushmem_team_t team, ptrdiff_t *dest, const ptrdiff_t *source, size_t nelems, int pe_root, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_ptrdiff_fcollect_on_queue(xpushmem_team_t team, ptrdiff_t *dest, const ptrdiff_t *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_ptrdiff_collect_on_queue(xpushmem_team_t team, ptrdiff_t *dest, const ptrdiff_t *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_ptrdiff_alltoall_on_queue(xpushmem_team_t team, ptrdiff_t *dest, const ptrdiff_t *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_ptrdiff_alltoalls_on_queue(xpushmem_team_t team, ptrdiff_t *dest, const ptrdiff_t *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 

@@ -171,6 +171,31 @@ __kernel void xq_alltoalls(int team, long dest, long src, long dst, long sst, ul
   xq_finish(status, e, 0);
 }
 
+/* collect (sizes that differ per member): this member's `nbytes` of `src` go to `dest` (already advanced by the
+ * host to this member's offset: the sum of the sizes of the members before it) on every member, one work-group copy
+ * per member. A function of its own (noinline), as xq_alltoalls_blocks. */
+__attribute__((noinline)) static int xq_collect_blocks(int team, int n, long dest, long src, ulong nbytes) {
+  int e = 0;
+  for (int j = 0; j < n; j++) {
+    int r = xpushmemx_putmem_work_group(dest, src, nbytes, xpushmem_team_translate_pe(team, j, XPUSHMEM_TEAM_WORLD));
+    if (r && !e) e = r;
+  }
+  return e;
+}
+
+/* A team sync before (every member's destination is free) and after (every copy has landed). */
+__kernel void xq_collect(int team, long dest, long src, ulong nbytes, long status) {
+  int e = xpushmemx_team_sync_work_group(team);
+  int n = xpushmem_team_n_pes(team);
+  if (!e && n > 0) {
+    e = xq_collect_blocks(team, n, dest, src, nbytes);
+    xpushmem_quiet();
+    int r = xpushmemx_team_sync_work_group(team);
+    if (r && !e) e = r;
+  }
+  xq_finish(status, e, 0);
+}
+
 /* Reductions: one kernel per device-library reduction (type x op). */
 #define XQ_REDUCE(NAME, T, ACC, OP)                                                                               \
   __kernel void xq_reduce_##NAME##_##OP(int team, long dest, long src, ulong nreduce, long status) {              \

@@ -329,6 +329,7 @@ pub unsafe fn movement<T: Symmetric>(
                     root: root_arg(root, call)?,
                 },
                 MoveKind::Fcollect => Movement::Fcollect,
+                MoveKind::Collect => return oq.collect(dev, on, &t, d, s, nelems),
                 MoveKind::Alltoall => Movement::Alltoall,
                 MoveKind::Alltoalls(dst, sst) => {
                     return oq.alltoalls(dev, on, &t, d, s, stride(dst), stride(sst), nelems)
@@ -346,6 +347,8 @@ pub enum MoveKind {
     Broadcast(c_int),
     /// Concatenation of equal sizes.
     Fcollect,
+    /// Concatenation of sizes that may differ per member.
+    Collect,
     /// All to all.
     Alltoall,
     /// Strided all to all (strides in elements).
@@ -463,6 +466,15 @@ macro_rules! onq_rma {
         pub unsafe extern "C" fn [<xpushmemx_ $n _fcollect_on_queue>](team: xpushmem_team_t, dest: *mut $t, source: *const $t, nelems: usize, ze_command_list: *mut c_void, num_wait_events: u32, wait_events: *const c_void, signal_event: *mut c_void) -> c_int {
             // SAFETY: the caller's contract.
             unsafe { movement::<$t>(concat!("xpushmemx_", stringify!($n), "_fcollect_on_queue"), MoveKind::Fcollect, team, dest.cast(), source.cast(), nelems, q(ze_command_list, num_wait_events, wait_events, signal_event)) }
+        }
+        #[doc = concat!("On-queue collect of `nelems` `", $c, "` (may differ per member; the counts are exchanged on the host, so the call returns once every member made it).")]
+        #[doc = ""]
+        #[doc = "# Safety"]
+        #[doc = "The list and events are live handles of the runtime's context that outlive the op."]
+        #[no_mangle]
+        pub unsafe extern "C" fn [<xpushmemx_ $n _collect_on_queue>](team: xpushmem_team_t, dest: *mut $t, source: *const $t, nelems: usize, ze_command_list: *mut c_void, num_wait_events: u32, wait_events: *const c_void, signal_event: *mut c_void) -> c_int {
+            // SAFETY: the caller's contract.
+            unsafe { movement::<$t>(concat!("xpushmemx_", stringify!($n), "_collect_on_queue"), MoveKind::Collect, team, dest.cast(), source.cast(), nelems, q(ze_command_list, num_wait_events, wait_events, signal_event)) }
         }
         #[doc = concat!("On-queue alltoall of `nelems` `", $c, "` per member.")]
         #[doc = ""]
@@ -983,6 +995,39 @@ pub unsafe extern "C" fn xpushmemx_fcollectmem_on_queue(
     unsafe {
         movement::<u8>(
             "xpushmemx_fcollectmem_on_queue",
+            k,
+            team,
+            dest,
+            source,
+            nbytes,
+            q,
+        )
+    }
+}
+
+/// On-queue collect of `nbytes` bytes from each member (may differ per member) into every member's `dest`, in member
+/// order. The counts are exchanged on the host when the op is enqueued: the call returns once every member of
+/// `team` has made it.
+///
+/// # Safety
+/// As for [`xpushmemx_putmem_on_queue`].
+#[no_mangle]
+pub unsafe extern "C" fn xpushmemx_collectmem_on_queue(
+    team: xpushmem_team_t,
+    dest: *mut c_void,
+    source: *const c_void,
+    nbytes: usize,
+    ze_command_list: *mut c_void,
+    num_wait_events: u32,
+    wait_events: *const c_void,
+    signal_event: *mut c_void,
+) -> c_int {
+    let q = q(ze_command_list, num_wait_events, wait_events, signal_event);
+    let k = MoveKind::Collect;
+    // SAFETY: the caller's contract.
+    unsafe {
+        movement::<u8>(
+            "xpushmemx_collectmem_on_queue",
             k,
             team,
             dest,

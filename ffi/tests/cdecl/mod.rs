@@ -751,6 +751,7 @@ pub const ONQ_RMA_T: &[&str] = &[
     "int xpushmemx_{N}_put_signal_on_queue({T} *dest, const {T} *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);",
     "int xpushmemx_{N}_broadcast_on_queue(xpushmem_team_t team, {T} *dest, const {T} *source, size_t nelems, int pe_root, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);",
     "int xpushmemx_{N}_fcollect_on_queue(xpushmem_team_t team, {T} *dest, const {T} *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);",
+    "int xpushmemx_{N}_collect_on_queue(xpushmem_team_t team, {T} *dest, const {T} *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);",
     "int xpushmemx_{N}_alltoall_on_queue(xpushmem_team_t team, {T} *dest, const {T} *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);",
     "int xpushmemx_{N}_alltoalls_on_queue(xpushmem_team_t team, {T} *dest, const {T} *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);",
 ];

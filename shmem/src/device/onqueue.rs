@@ -24,7 +24,7 @@ use super::queue::{CommandList, HostBuf, QueueArg, QueueEvents};
 use super::{Device, Kernel, KernelArg, Module};
 use crate::coll::ReduceOp;
 use crate::error::{Error, Result};
-use crate::team::Team;
+use crate::team::{Messages, Team};
 use crate::types::{AtomicInt, Cmp, SignalOp, SymRef, SymSlice, Symmetric};
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -734,6 +734,75 @@ impl OnQueue {
         ];
         // SAFETY: the caller's contract.
         unsafe { self.op(dev, on, call, "xq_coll", args, GROUP) }
+    }
+
+    /// Concatenate each member's `nelems` elements of `src` (the count may differ per member) into every member's
+    /// `dest`, in member order (OpenSHMEM `collect`). The members' counts are exchanged on the host when the op is
+    /// enqueued (one [`Shmem::team_exchange`](crate::Shmem::team_exchange) over `team`: this call blocks until
+    /// every member has made it), which gives each member its offset. A member whose `src` is too short makes the
+    /// call fail on every member (`source` on it, `team` naming the member on the others) with nothing enqueued; a
+    /// `dest` too short for the total fails on that member only (the others' collect then ends in
+    /// [`Error::Timeout`] when waited on, as a blocking collective that a member left).
+    ///
+    /// # Safety
+    /// As for [`OnQueue::rma`].
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn collect<T: Symmetric>(
+        &self,
+        dev: &Device<'_>,
+        on: OnList<'_>,
+        team: &Team,
+        dest: SymSlice<T>,
+        src: SymSlice<T>,
+        nelems: usize,
+    ) -> Result<()> {
+        let call = "collect_on_queue";
+        let mut local =
+            bytes_of::<T>(nelems, "nelems", call).and_then(|_| fits(src, nelems, "source", call));
+        let (n, me) = (team.n_pes(), team.my_pe());
+        let mut send = Messages::default();
+        for _ in 0..n {
+            send.push(&(nelems as u64).to_le_bytes());
+        }
+        let mut recv = Messages::default();
+        let agreement = dev.sh.team_exchange(
+            team,
+            "collect_on_queue",
+            local.is_err(),
+            0,
+            &send,
+            &mut recv,
+        )?;
+        let counts: Vec<usize> = (0..n)
+            .map(|i| {
+                let b: [u8; 8] = recv.get(i).try_into().unwrap_or([0; 8]);
+                u64::from_le_bytes(b) as usize
+            })
+            .collect();
+        let offset = counts[..me]
+            .iter()
+            .fold(0usize, |a, &c| a.saturating_add(c));
+        let total = counts.iter().fold(0usize, |a, &c| a.saturating_add(c));
+        if local.is_ok() {
+            local =
+                bytes_of::<T>(total, "nelems", call).and_then(|_| fits(dest, total, "dest", call));
+        }
+        local?;
+        if let Some(i) = agreement.failed {
+            return Err(Error::invalid(
+                "team",
+                format!("member {i}"),
+                format!("{call}: member {i} of the team rejected its arguments"),
+            ));
+        }
+        let args = vec![
+            QueueArg::Kernel(KernelArg::U32(team.device_id() as u32)),
+            Self::heap(dev, dest.slice(offset..offset + nelems)?),
+            Self::heap(dev, src.slice(..nelems)?),
+            QueueArg::Kernel(KernelArg::U64(bytes_of::<T>(nelems, "nelems", call)? as u64)),
+        ];
+        // SAFETY: the caller's contract.
+        unsafe { self.op(dev, on, call, "xq_collect", args, GROUP) }
     }
 
     /// Strided all-to-all: element `k` of block `j` is `src[(j * nelems + k) * sst]`, stored at `dest[(i * nelems

@@ -155,6 +155,8 @@ fn every_op(sh: &Shmem) -> xpushmem::Result<()> {
         &(0..3 * n).map(|i| val(me, i)).collect::<Vec<_>>(),
         me,
     )?;
+    // collect: member i contributes i + 1 elements.
+    let col_d = sh.calloc::<i64>(n * (n + 1) / 2)?;
     let (a2as_src, a2as_d) = (sh.calloc::<i32>(2 * 2 * n)?, sh.calloc::<i32>(3 * 2 * n)?);
     sh.put(
         a2as_src,
@@ -224,6 +226,7 @@ fn every_op(sh: &Shmem) -> xpushmem::Result<()> {
         oq.movement(&dev, on, Movement::Fcollect, &world, fc_d, src, L)?;
         oq.movement(&dev, on, Movement::Alltoall, &world, a2a_d, a2a_src, 3)?;
         oq.alltoalls(&dev, on, &world, a2as_d, a2as_src, 3, 2, 2)?;
+        oq.collect(&dev, on, &world, col_d, src, me + 1)?;
         oq.sync_all(&dev, on)?;
         oq.team_sync(&dev, on, &sh.team_shared())?;
     }
@@ -261,6 +264,10 @@ fn every_op(sh: &Shmem) -> xpushmem::Result<()> {
         (0..n).flat_map(want).collect::<Vec<_>>(),
         "fcollect"
     );
+    let col: Vec<i64> = (0..n)
+        .flat_map(|j| (0..=j).map(move |i| val(j, i)))
+        .collect();
+    assert_eq!(read(sh, col_d)?, col, "collect of 1, 2, 3 elements");
     let a2a: Vec<i64> = (0..n)
         .flat_map(|j| (0..3).map(move |k| val(j, me * 3 + k)))
         .collect();
