@@ -508,100 +508,11 @@ int xpushmemx_queue_wait(void);
 // finished since the last report.
 int xpushmemx_queue_poll(void);
 
-// On-queue put of `nbytes` bytes from this PE's symmetric `source` to `dest` on `pe`, complete at the target when
-// the op has finished (when `signal_event` is signalled). Returns an error code (argument errors at once; device
-// errors from `xpushmemx_queue_wait`).
-//
-// # Safety
-// `ze_command_list` is a live command list of the runtime's context and device; `wait_events` NULL or
-// `num_wait_events` live `ze_event_handle_t`s; `signal_event` NULL or a live event; all outlive the op.
-int xpushmemx_putmem_on_queue(void *dest,
-                              const void *source,
-                              size_t nbytes,
-                              int pe,
-                              void *ze_command_list,
-                              uint32_t num_wait_events,
-                              const void *wait_events,
-                              void *signal_event);
-
-// On-queue get of `nbytes` bytes from symmetric `source` on `pe` into this PE's symmetric `dest`.
-//
-// # Safety
-// As for [`xpushmemx_putmem_on_queue`].
-int xpushmemx_getmem_on_queue(void *dest,
-                              const void *source,
-                              size_t nbytes,
-                              int pe,
-                              void *ze_command_list,
-                              uint32_t num_wait_events,
-                              const void *wait_events,
-                              void *signal_event);
-
-// On-queue non-blocking put of bytes: complete at the target after a later `xpushmemx_quiet_on_queue` (or
-// `barrier_all`) on the list.
-//
-// # Safety
-// As for [`xpushmemx_putmem_on_queue`].
-int xpushmemx_putmem_nbi_on_queue(void *dest,
-                                  const void *source,
-                                  size_t nbytes,
-                                  int pe,
-                                  void *ze_command_list,
-                                  uint32_t num_wait_events,
-                                  const void *wait_events,
-                                  void *signal_event);
-
-// On-queue non-blocking get of bytes: `dest` is complete after a later `xpushmemx_quiet_on_queue`.
-//
-// # Safety
-// As for [`xpushmemx_putmem_on_queue`].
-int xpushmemx_getmem_nbi_on_queue(void *dest,
-                                  const void *source,
-                                  size_t nbytes,
-                                  int pe,
-                                  void *ze_command_list,
-                                  uint32_t num_wait_events,
-                                  const void *wait_events,
-                                  void *signal_event);
-
-// On-queue put of `nbytes` bytes, then the update of `sig_addr` on `pe` with `signal` by `sig_op`
-// (`XPUSHMEM_SIGNAL_SET`/`ADD`): the data is visible at the target before the signal.
-//
-// # Safety
-// As for [`xpushmemx_putmem_on_queue`].
-int xpushmemx_putmem_signal_on_queue(void *dest,
-                                     const void *source,
-                                     size_t nbytes,
-                                     uint64_t *sig_addr,
-                                     uint64_t signal,
-                                     int sig_op,
-                                     int pe,
-                                     void *ze_command_list,
-                                     uint32_t num_wait_events,
-                                     const void *wait_events,
-                                     void *signal_event);
-
-// [`xpushmemx_putmem_signal_on_queue`] whose put is complete after a later `xpushmemx_quiet_on_queue`.
-//
-// # Safety
-// As for [`xpushmemx_putmem_on_queue`].
-int xpushmemx_putmem_signal_nbi_on_queue(void *dest,
-                                         const void *source,
-                                         size_t nbytes,
-                                         uint64_t *sig_addr,
-                                         uint64_t signal,
-                                         int sig_op,
-                                         int pe,
-                                         void *ze_command_list,
-                                         uint32_t num_wait_events,
-                                         const void *wait_events,
-                                         void *signal_event);
-
 // On-queue update of the signal word `sig_addr` on `pe` with `signal` by `sig_op` (`XPUSHMEM_SIGNAL_SET`: set,
 // `XPUSHMEM_SIGNAL_ADD`: atomic add).
 //
 // # Safety
-// As for [`xpushmemx_putmem_on_queue`].
+// As for `xpushmemx_putmem_on_queue`.
 int xpushmemx_signal_op_on_queue(uint64_t *sig_addr,
                                  uint64_t signal,
                                  int sig_op,
@@ -611,37 +522,11 @@ int xpushmemx_signal_op_on_queue(uint64_t *sig_addr,
                                  const void *wait_events,
                                  void *signal_event);
 
-// On-queue `signal_set` (OpenSHMEM 1.6's `shmem_signal_set`): store `signal` into `sig_addr` on `pe`; the same op as
-// [`xpushmemx_signal_op_on_queue`] with `XPUSHMEM_SIGNAL_SET`.
-//
-// # Safety
-// As for [`xpushmemx_putmem_on_queue`].
-int xpushmemx_signal_set_on_queue(uint64_t *sig_addr,
-                                  uint64_t signal,
-                                  int pe,
-                                  void *ze_command_list,
-                                  uint32_t num_wait_events,
-                                  const void *wait_events,
-                                  void *signal_event);
-
-// On-queue `signal_add` (OpenSHMEM 1.6's `shmem_signal_add`): atomically add `signal` to `sig_addr` on `pe`; the same
-// op as [`xpushmemx_signal_op_on_queue`] with `XPUSHMEM_SIGNAL_ADD`.
-//
-// # Safety
-// As for [`xpushmemx_putmem_on_queue`].
-int xpushmemx_signal_add_on_queue(uint64_t *sig_addr,
-                                  uint64_t signal,
-                                  int pe,
-                                  void *ze_command_list,
-                                  uint32_t num_wait_events,
-                                  const void *wait_events,
-                                  void *signal_event);
-
 // Hold the list until this PE's signal word `sig_addr` satisfies `cmp cmp_value` (`XPUSHMEM_CMP_*`; bounded by
 // `XPUSHMEM_TIMEOUT_MS`: a wait that gives up is `XPUSHMEM_ERROR_TIMEOUT` from `xpushmemx_queue_wait`).
 //
 // # Safety
-// As for [`xpushmemx_putmem_on_queue`].
+// As for `xpushmemx_putmem_on_queue`.
 int xpushmemx_signal_wait_until_on_queue(uint64_t *sig_addr,
                                          int cmp,
                                          uint64_t cmp_value,
@@ -650,38 +535,10 @@ int xpushmemx_signal_wait_until_on_queue(uint64_t *sig_addr,
                                          const void *wait_events,
                                          void *signal_event);
 
-// On-queue quiet: every earlier put of this PE (on-queue `_nbi` forms and kernels' included) is complete at its
-// target when the op has finished.
-//
-// # Safety
-// As for [`xpushmemx_putmem_on_queue`].
-int xpushmemx_quiet_on_queue(void *ze_command_list,
-                             uint32_t num_wait_events,
-                             const void *wait_events,
-                             void *signal_event);
-
-// On-queue `barrier_all`: earlier puts complete, then every PE meets (every PE calls it, on its own list).
-//
-// # Safety
-// As for [`xpushmemx_putmem_on_queue`].
-int xpushmemx_barrier_all_on_queue(void *ze_command_list,
-                                   uint32_t num_wait_events,
-                                   const void *wait_events,
-                                   void *signal_event);
-
-// On-queue `sync_all`: every PE meets (no completion of puts).
-//
-// # Safety
-// As for [`xpushmemx_putmem_on_queue`].
-int xpushmemx_sync_all_on_queue(void *ze_command_list,
-                                uint32_t num_wait_events,
-                                const void *wait_events,
-                                void *signal_event);
-
 // On-queue `team_sync`: every member of `team` meets.
 //
 // # Safety
-// As for [`xpushmemx_putmem_on_queue`].
+// As for `xpushmemx_putmem_on_queue`.
 int xpushmemx_team_sync_on_queue(xpushmem_team_t team,
                                  void *ze_command_list,
                                  uint32_t num_wait_events,
@@ -691,7 +548,7 @@ int xpushmemx_team_sync_on_queue(xpushmem_team_t team,
 // On-queue broadcast of `nbytes` bytes from member `pe_root` of `team` to every member's `dest`.
 //
 // # Safety
-// As for [`xpushmemx_putmem_on_queue`].
+// As for `xpushmemx_putmem_on_queue`.
 int xpushmemx_broadcastmem_on_queue(xpushmem_team_t team,
                                     void *dest,
                                     const void *source,
@@ -701,47 +558,6 @@ int xpushmemx_broadcastmem_on_queue(xpushmem_team_t team,
                                     uint32_t num_wait_events,
                                     const void *wait_events,
                                     void *signal_event);
-
-// On-queue fcollect of `nbytes` bytes per member (every member's `dest` gets `n_pes * nbytes`, member order).
-//
-// # Safety
-// As for [`xpushmemx_putmem_on_queue`].
-int xpushmemx_fcollectmem_on_queue(xpushmem_team_t team,
-                                   void *dest,
-                                   const void *source,
-                                   size_t nbytes,
-                                   void *ze_command_list,
-                                   uint32_t num_wait_events,
-                                   const void *wait_events,
-                                   void *signal_event);
-
-// On-queue collect of `nbytes` bytes from each member (may differ per member) into every member's `dest`, in member
-// order. The counts are exchanged on the host when the op is enqueued: the call returns once every member of
-// `team` has made it.
-//
-// # Safety
-// As for [`xpushmemx_putmem_on_queue`].
-int xpushmemx_collectmem_on_queue(xpushmem_team_t team,
-                                  void *dest,
-                                  const void *source,
-                                  size_t nbytes,
-                                  void *ze_command_list,
-                                  uint32_t num_wait_events,
-                                  const void *wait_events,
-                                  void *signal_event);
-
-// On-queue alltoall of `nbytes` bytes per member.
-//
-// # Safety
-// As for [`xpushmemx_putmem_on_queue`].
-int xpushmemx_alltoallmem_on_queue(xpushmem_team_t team,
-                                   void *dest,
-                                   const void *source,
-                                   size_t nbytes,
-                                   void *ze_command_list,
-                                   uint32_t num_wait_events,
-                                   const void *wait_events,
-                                   void *signal_event);
 
 // This PE's number in `team`; -1 for `XPUSHMEM_TEAM_INVALID` and on error (another bad handle records an
 // error).
@@ -2437,6 +2253,22 @@ int xpushmemx_ptrdiff_fcollect_on_queue(xpushmem_team_t team, ptrdiff_t *dest, c
 int xpushmemx_ptrdiff_collect_on_queue(xpushmem_team_t team, ptrdiff_t *dest, const ptrdiff_t *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_ptrdiff_alltoall_on_queue(xpushmem_team_t team, ptrdiff_t *dest, const ptrdiff_t *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 int xpushmemx_ptrdiff_alltoalls_on_queue(xpushmem_team_t team, ptrdiff_t *dest, const ptrdiff_t *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+
+/* On-queue bytes, signals, quiet, barriers and byte collectives (see ffi/core/src/onqueue.rs) */
+int xpushmemx_putmem_on_queue(void *dest, const void *source, size_t nbytes, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_getmem_on_queue(void *dest, const void *source, size_t nbytes, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_putmem_nbi_on_queue(void *dest, const void *source, size_t nbytes, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_getmem_nbi_on_queue(void *dest, const void *source, size_t nbytes, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_putmem_signal_on_queue(void *dest, const void *source, size_t nbytes, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_putmem_signal_nbi_on_queue(void *dest, const void *source, size_t nbytes, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_signal_set_on_queue(uint64_t *sig_addr, uint64_t signal, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_signal_add_on_queue(uint64_t *sig_addr, uint64_t signal, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_quiet_on_queue(void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_barrier_all_on_queue(void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_sync_all_on_queue(void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_fcollectmem_on_queue(xpushmem_team_t team, void *dest, const void *source, size_t nbytes, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_collectmem_on_queue(xpushmem_team_t team, void *dest, const void *source, size_t nbytes, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_alltoallmem_on_queue(xpushmem_team_t team, void *dest, const void *source, size_t nbytes, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 
 /* On-queue point-to-point waits */
 int xpushmemx_int_wait_until_on_queue(int *ivar, int cmp, int cmp_value, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);

@@ -563,192 +563,11 @@ crate::for_reduce_arith_types!(onq_reduce; sum, Sum);
 crate::for_reduce_arith_types!(onq_reduce; prod, Prod);
 crate::for_reduce_arith_types!(onq_scan;);
 
-/// On-queue put of `nbytes` bytes from this PE's symmetric `source` to `dest` on `pe`, complete at the target when
-/// the op has finished (when `signal_event` is signalled). Returns an error code (argument errors at once; device
-/// errors from `xpushmemx_queue_wait`).
-///
-/// # Safety
-/// `ze_command_list` is a live command list of the runtime's context and device; `wait_events` NULL or
-/// `num_wait_events` live `ze_event_handle_t`s; `signal_event` NULL or a live event; all outlive the op.
-#[no_mangle]
-pub unsafe extern "C" fn xpushmemx_putmem_on_queue(
-    dest: *mut c_void,
-    source: *const c_void,
-    nbytes: usize,
-    pe: c_int,
-    ze_command_list: *mut c_void,
-    num_wait_events: u32,
-    wait_events: *const c_void,
-    signal_event: *mut c_void,
-) -> c_int {
-    let q = q(ze_command_list, num_wait_events, wait_events, signal_event);
-    // SAFETY: the caller's contract.
-    unsafe {
-        rma::<u8>(
-            "xpushmemx_putmem_on_queue",
-            RmaKind::Put,
-            dest,
-            source,
-            nbytes,
-            pe,
-            q,
-        )
-    }
-}
-
-/// On-queue get of `nbytes` bytes from symmetric `source` on `pe` into this PE's symmetric `dest`.
-///
-/// # Safety
-/// As for [`xpushmemx_putmem_on_queue`].
-#[no_mangle]
-pub unsafe extern "C" fn xpushmemx_getmem_on_queue(
-    dest: *mut c_void,
-    source: *const c_void,
-    nbytes: usize,
-    pe: c_int,
-    ze_command_list: *mut c_void,
-    num_wait_events: u32,
-    wait_events: *const c_void,
-    signal_event: *mut c_void,
-) -> c_int {
-    let q = q(ze_command_list, num_wait_events, wait_events, signal_event);
-    // SAFETY: the caller's contract.
-    unsafe {
-        rma::<u8>(
-            "xpushmemx_getmem_on_queue",
-            RmaKind::Get,
-            dest,
-            source,
-            nbytes,
-            pe,
-            q,
-        )
-    }
-}
-
-/// On-queue non-blocking put of bytes: complete at the target after a later `xpushmemx_quiet_on_queue` (or
-/// `barrier_all`) on the list.
-///
-/// # Safety
-/// As for [`xpushmemx_putmem_on_queue`].
-#[no_mangle]
-pub unsafe extern "C" fn xpushmemx_putmem_nbi_on_queue(
-    dest: *mut c_void,
-    source: *const c_void,
-    nbytes: usize,
-    pe: c_int,
-    ze_command_list: *mut c_void,
-    num_wait_events: u32,
-    wait_events: *const c_void,
-    signal_event: *mut c_void,
-) -> c_int {
-    let q = q(ze_command_list, num_wait_events, wait_events, signal_event);
-    // SAFETY: the caller's contract.
-    unsafe {
-        rma::<u8>(
-            "xpushmemx_putmem_nbi_on_queue",
-            RmaKind::PutNbi,
-            dest,
-            source,
-            nbytes,
-            pe,
-            q,
-        )
-    }
-}
-
-/// On-queue non-blocking get of bytes: `dest` is complete after a later `xpushmemx_quiet_on_queue`.
-///
-/// # Safety
-/// As for [`xpushmemx_putmem_on_queue`].
-#[no_mangle]
-pub unsafe extern "C" fn xpushmemx_getmem_nbi_on_queue(
-    dest: *mut c_void,
-    source: *const c_void,
-    nbytes: usize,
-    pe: c_int,
-    ze_command_list: *mut c_void,
-    num_wait_events: u32,
-    wait_events: *const c_void,
-    signal_event: *mut c_void,
-) -> c_int {
-    let q = q(ze_command_list, num_wait_events, wait_events, signal_event);
-    // SAFETY: the caller's contract.
-    unsafe {
-        rma::<u8>(
-            "xpushmemx_getmem_nbi_on_queue",
-            RmaKind::GetNbi,
-            dest,
-            source,
-            nbytes,
-            pe,
-            q,
-        )
-    }
-}
-
-/// On-queue put of `nbytes` bytes, then the update of `sig_addr` on `pe` with `signal` by `sig_op`
-/// (`XPUSHMEM_SIGNAL_SET`/`ADD`): the data is visible at the target before the signal.
-///
-/// # Safety
-/// As for [`xpushmemx_putmem_on_queue`].
-#[no_mangle]
-pub unsafe extern "C" fn xpushmemx_putmem_signal_on_queue(
-    dest: *mut c_void,
-    source: *const c_void,
-    nbytes: usize,
-    sig_addr: *mut u64,
-    signal: u64,
-    sig_op: c_int,
-    pe: c_int,
-    ze_command_list: *mut c_void,
-    num_wait_events: u32,
-    wait_events: *const c_void,
-    signal_event: *mut c_void,
-) -> c_int {
-    let q = q(ze_command_list, num_wait_events, wait_events, signal_event);
-    let call = "xpushmemx_putmem_signal_on_queue";
-    // SAFETY: the caller's contract.
-    unsafe {
-        put_signal::<u8>(
-            call, false, dest, source, nbytes, sig_addr, signal, sig_op, pe, q,
-        )
-    }
-}
-
-/// [`xpushmemx_putmem_signal_on_queue`] whose put is complete after a later `xpushmemx_quiet_on_queue`.
-///
-/// # Safety
-/// As for [`xpushmemx_putmem_on_queue`].
-#[no_mangle]
-pub unsafe extern "C" fn xpushmemx_putmem_signal_nbi_on_queue(
-    dest: *mut c_void,
-    source: *const c_void,
-    nbytes: usize,
-    sig_addr: *mut u64,
-    signal: u64,
-    sig_op: c_int,
-    pe: c_int,
-    ze_command_list: *mut c_void,
-    num_wait_events: u32,
-    wait_events: *const c_void,
-    signal_event: *mut c_void,
-) -> c_int {
-    let q = q(ze_command_list, num_wait_events, wait_events, signal_event);
-    let call = "xpushmemx_putmem_signal_nbi_on_queue";
-    // SAFETY: the caller's contract.
-    unsafe {
-        put_signal::<u8>(
-            call, true, dest, source, nbytes, sig_addr, signal, sig_op, pe, q,
-        )
-    }
-}
-
 /// On-queue update of the signal word `sig_addr` on `pe` with `signal` by `sig_op` (`XPUSHMEM_SIGNAL_SET`: set,
 /// `XPUSHMEM_SIGNAL_ADD`: atomic add).
 ///
 /// # Safety
-/// As for [`xpushmemx_putmem_on_queue`].
+/// As for `xpushmemx_putmem_on_queue`.
 #[no_mangle]
 pub unsafe extern "C" fn xpushmemx_signal_op_on_queue(
     sig_addr: *mut u64,
@@ -772,71 +591,11 @@ pub unsafe extern "C" fn xpushmemx_signal_op_on_queue(
     }
 }
 
-/// On-queue `signal_set` (OpenSHMEM 1.6's `shmem_signal_set`): store `signal` into `sig_addr` on `pe`; the same op as
-/// [`xpushmemx_signal_op_on_queue`] with `XPUSHMEM_SIGNAL_SET`.
-///
-/// # Safety
-/// As for [`xpushmemx_putmem_on_queue`].
-#[no_mangle]
-pub unsafe extern "C" fn xpushmemx_signal_set_on_queue(
-    sig_addr: *mut u64,
-    signal: u64,
-    pe: c_int,
-    ze_command_list: *mut c_void,
-    num_wait_events: u32,
-    wait_events: *const c_void,
-    signal_event: *mut c_void,
-) -> c_int {
-    // SAFETY: the caller's contract.
-    unsafe {
-        xpushmemx_signal_op_on_queue(
-            sig_addr,
-            signal,
-            0,
-            pe,
-            ze_command_list,
-            num_wait_events,
-            wait_events,
-            signal_event,
-        )
-    }
-}
-
-/// On-queue `signal_add` (OpenSHMEM 1.6's `shmem_signal_add`): atomically add `signal` to `sig_addr` on `pe`; the same
-/// op as [`xpushmemx_signal_op_on_queue`] with `XPUSHMEM_SIGNAL_ADD`.
-///
-/// # Safety
-/// As for [`xpushmemx_putmem_on_queue`].
-#[no_mangle]
-pub unsafe extern "C" fn xpushmemx_signal_add_on_queue(
-    sig_addr: *mut u64,
-    signal: u64,
-    pe: c_int,
-    ze_command_list: *mut c_void,
-    num_wait_events: u32,
-    wait_events: *const c_void,
-    signal_event: *mut c_void,
-) -> c_int {
-    // SAFETY: the caller's contract.
-    unsafe {
-        xpushmemx_signal_op_on_queue(
-            sig_addr,
-            signal,
-            1,
-            pe,
-            ze_command_list,
-            num_wait_events,
-            wait_events,
-            signal_event,
-        )
-    }
-}
-
 /// Hold the list until this PE's signal word `sig_addr` satisfies `cmp cmp_value` (`XPUSHMEM_CMP_*`; bounded by
 /// `XPUSHMEM_TIMEOUT_MS`: a wait that gives up is `XPUSHMEM_ERROR_TIMEOUT` from `xpushmemx_queue_wait`).
 ///
 /// # Safety
-/// As for [`xpushmemx_putmem_on_queue`].
+/// As for `xpushmemx_putmem_on_queue`.
 #[no_mangle]
 pub unsafe extern "C" fn xpushmemx_signal_wait_until_on_queue(
     sig_addr: *mut u64,
@@ -858,71 +617,10 @@ pub unsafe extern "C" fn xpushmemx_signal_wait_until_on_queue(
     }
 }
 
-/// On-queue quiet: every earlier put of this PE (on-queue `_nbi` forms and kernels' included) is complete at its
-/// target when the op has finished.
-///
-/// # Safety
-/// As for [`xpushmemx_putmem_on_queue`].
-#[no_mangle]
-pub unsafe extern "C" fn xpushmemx_quiet_on_queue(
-    ze_command_list: *mut c_void,
-    num_wait_events: u32,
-    wait_events: *const c_void,
-    signal_event: *mut c_void,
-) -> c_int {
-    let q = q(ze_command_list, num_wait_events, wait_events, signal_event);
-    // SAFETY: the caller's contract.
-    unsafe {
-        run("xpushmemx_quiet_on_queue", q, |_, dev, oq, on| {
-            oq.quiet(dev, on)
-        })
-    }
-}
-
-/// On-queue `barrier_all`: earlier puts complete, then every PE meets (every PE calls it, on its own list).
-///
-/// # Safety
-/// As for [`xpushmemx_putmem_on_queue`].
-#[no_mangle]
-pub unsafe extern "C" fn xpushmemx_barrier_all_on_queue(
-    ze_command_list: *mut c_void,
-    num_wait_events: u32,
-    wait_events: *const c_void,
-    signal_event: *mut c_void,
-) -> c_int {
-    let q = q(ze_command_list, num_wait_events, wait_events, signal_event);
-    // SAFETY: the caller's contract.
-    unsafe {
-        run("xpushmemx_barrier_all_on_queue", q, |_, dev, oq, on| {
-            oq.barrier_all(dev, on)
-        })
-    }
-}
-
-/// On-queue `sync_all`: every PE meets (no completion of puts).
-///
-/// # Safety
-/// As for [`xpushmemx_putmem_on_queue`].
-#[no_mangle]
-pub unsafe extern "C" fn xpushmemx_sync_all_on_queue(
-    ze_command_list: *mut c_void,
-    num_wait_events: u32,
-    wait_events: *const c_void,
-    signal_event: *mut c_void,
-) -> c_int {
-    let q = q(ze_command_list, num_wait_events, wait_events, signal_event);
-    // SAFETY: the caller's contract.
-    unsafe {
-        run("xpushmemx_sync_all_on_queue", q, |_, dev, oq, on| {
-            oq.sync_all(dev, on)
-        })
-    }
-}
-
 /// On-queue `team_sync`: every member of `team` meets.
 ///
 /// # Safety
-/// As for [`xpushmemx_putmem_on_queue`].
+/// As for `xpushmemx_putmem_on_queue`.
 #[no_mangle]
 pub unsafe extern "C" fn xpushmemx_team_sync_on_queue(
     team: xpushmem_team_t,
@@ -945,7 +643,7 @@ pub unsafe extern "C" fn xpushmemx_team_sync_on_queue(
 /// On-queue broadcast of `nbytes` bytes from member `pe_root` of `team` to every member's `dest`.
 ///
 /// # Safety
-/// As for [`xpushmemx_putmem_on_queue`].
+/// As for `xpushmemx_putmem_on_queue`.
 #[no_mangle]
 pub unsafe extern "C" fn xpushmemx_broadcastmem_on_queue(
     team: xpushmem_team_t,
@@ -974,97 +672,98 @@ pub unsafe extern "C" fn xpushmemx_broadcastmem_on_queue(
     }
 }
 
-/// On-queue fcollect of `nbytes` bytes per member (every member's `dest` gets `n_pes * nbytes`, member order).
-///
-/// # Safety
-/// As for [`xpushmemx_putmem_on_queue`].
-#[no_mangle]
-pub unsafe extern "C" fn xpushmemx_fcollectmem_on_queue(
-    team: xpushmem_team_t,
-    dest: *mut c_void,
-    source: *const c_void,
-    nbytes: usize,
-    ze_command_list: *mut c_void,
-    num_wait_events: u32,
-    wait_events: *const c_void,
-    signal_event: *mut c_void,
-) -> c_int {
-    let q = q(ze_command_list, num_wait_events, wait_events, signal_event);
-    let k = MoveKind::Fcollect;
-    // SAFETY: the caller's contract.
-    unsafe {
-        movement::<u8>(
-            "xpushmemx_fcollectmem_on_queue",
-            k,
-            team,
-            dest,
-            source,
-            nbytes,
-            q,
-        )
-    }
+/// The Safety section of the untyped on-queue entry points.
+macro_rules! onq_safety {
+    () => {
+        "`ze_command_list` is a live command list of the runtime's context and device; `wait_events` NULL or \
+         `num_wait_events` live `ze_event_handle_t`s; `signal_event` NULL or a live event; all outlive the op."
+    };
 }
 
-/// On-queue collect of `nbytes` bytes from each member (may differ per member) into every member's `dest`, in member
-/// order. The counts are exchanged on the host when the op is enqueued: the call returns once every member of
-/// `team` has made it.
-///
-/// # Safety
-/// As for [`xpushmemx_putmem_on_queue`].
-#[no_mangle]
-pub unsafe extern "C" fn xpushmemx_collectmem_on_queue(
-    team: xpushmem_team_t,
-    dest: *mut c_void,
-    source: *const c_void,
-    nbytes: usize,
-    ze_command_list: *mut c_void,
-    num_wait_events: u32,
-    wait_events: *const c_void,
-    signal_event: *mut c_void,
-) -> c_int {
-    let q = q(ze_command_list, num_wait_events, wait_events, signal_event);
-    let k = MoveKind::Collect;
-    // SAFETY: the caller's contract.
-    unsafe {
-        movement::<u8>(
-            "xpushmemx_collectmem_on_queue",
-            k,
-            team,
-            dest,
-            source,
-            nbytes,
-            q,
-        )
-    }
+/// The untyped on-queue entry points, by shape (declared in `xpushmem.h` by `ffi/tests/cdecl`'s `ONQ_UNTYPED`).
+macro_rules! onq_untyped {
+    (rma $( $name:ident: $kind:ident, $doc:literal; )*) => { $(
+        #[doc = $doc]
+        #[doc = ""]
+        #[doc = "# Safety"]
+        #[doc = onq_safety!()]
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(dest: *mut c_void, source: *const c_void, nbytes: usize, pe: c_int, ze_command_list: *mut c_void, num_wait_events: u32, wait_events: *const c_void, signal_event: *mut c_void) -> c_int {
+            let q = q(ze_command_list, num_wait_events, wait_events, signal_event);
+            // SAFETY: the caller's contract.
+            unsafe { rma::<u8>(stringify!($name), RmaKind::$kind, dest, source, nbytes, pe, q) }
+        }
+    )* };
+    (put_signal $( $name:ident: $nbi:literal, $doc:literal; )*) => { $(
+        #[doc = $doc]
+        #[doc = ""]
+        #[doc = "# Safety"]
+        #[doc = onq_safety!()]
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(dest: *mut c_void, source: *const c_void, nbytes: usize, sig_addr: *mut u64, signal: u64, sig_op: c_int, pe: c_int, ze_command_list: *mut c_void, num_wait_events: u32, wait_events: *const c_void, signal_event: *mut c_void) -> c_int {
+            let q = q(ze_command_list, num_wait_events, wait_events, signal_event);
+            // SAFETY: the caller's contract.
+            unsafe { put_signal::<u8>(stringify!($name), $nbi, dest, source, nbytes, sig_addr, signal, sig_op, pe, q) }
+        }
+    )* };
+    (signal $( $name:ident: $op:literal, $doc:literal; )*) => { $(
+        #[doc = $doc]
+        #[doc = ""]
+        #[doc = "# Safety"]
+        #[doc = onq_safety!()]
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(sig_addr: *mut u64, signal: u64, pe: c_int, ze_command_list: *mut c_void, num_wait_events: u32, wait_events: *const c_void, signal_event: *mut c_void) -> c_int {
+            // SAFETY: the caller's contract.
+            unsafe { xpushmemx_signal_op_on_queue(sig_addr, signal, $op, pe, ze_command_list, num_wait_events, wait_events, signal_event) }
+        }
+    )* };
+    (list $( $name:ident: $method:ident, $doc:literal; )*) => { $(
+        #[doc = $doc]
+        #[doc = ""]
+        #[doc = "# Safety"]
+        #[doc = onq_safety!()]
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(ze_command_list: *mut c_void, num_wait_events: u32, wait_events: *const c_void, signal_event: *mut c_void) -> c_int {
+            let q = q(ze_command_list, num_wait_events, wait_events, signal_event);
+            // SAFETY: the caller's contract.
+            unsafe { run(stringify!($name), q, |_, dev, oq, on| oq.$method(dev, on)) }
+        }
+    )* };
+    (coll $( $name:ident: $kind:ident, $doc:literal; )*) => { $(
+        #[doc = $doc]
+        #[doc = ""]
+        #[doc = "# Safety"]
+        #[doc = onq_safety!()]
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(team: xpushmem_team_t, dest: *mut c_void, source: *const c_void, nbytes: usize, ze_command_list: *mut c_void, num_wait_events: u32, wait_events: *const c_void, signal_event: *mut c_void) -> c_int {
+            let q = q(ze_command_list, num_wait_events, wait_events, signal_event);
+            // SAFETY: the caller's contract.
+            unsafe { movement::<u8>(stringify!($name), MoveKind::$kind, team, dest, source, nbytes, q) }
+        }
+    )* };
 }
 
-/// On-queue alltoall of `nbytes` bytes per member.
-///
-/// # Safety
-/// As for [`xpushmemx_putmem_on_queue`].
-#[no_mangle]
-pub unsafe extern "C" fn xpushmemx_alltoallmem_on_queue(
-    team: xpushmem_team_t,
-    dest: *mut c_void,
-    source: *const c_void,
-    nbytes: usize,
-    ze_command_list: *mut c_void,
-    num_wait_events: u32,
-    wait_events: *const c_void,
-    signal_event: *mut c_void,
-) -> c_int {
-    let q = q(ze_command_list, num_wait_events, wait_events, signal_event);
-    let k = MoveKind::Alltoall;
-    // SAFETY: the caller's contract.
-    unsafe {
-        movement::<u8>(
-            "xpushmemx_alltoallmem_on_queue",
-            k,
-            team,
-            dest,
-            source,
-            nbytes,
-            q,
-        )
-    }
-}
+onq_untyped!(rma
+    xpushmemx_putmem_on_queue: Put, "On-queue put of `nbytes` bytes from this PE's symmetric `source` to `dest` on `pe`, complete at the target when the op has finished (when `signal_event` is signalled). Returns an error code (argument errors at once; device errors from `xpushmemx_queue_wait`).";
+    xpushmemx_getmem_on_queue: Get, "On-queue get of `nbytes` bytes from symmetric `source` on `pe` into this PE's symmetric `dest`.";
+    xpushmemx_putmem_nbi_on_queue: PutNbi, "On-queue non-blocking put of bytes: complete at the target after a later `xpushmemx_quiet_on_queue` (or `barrier_all`) on the list.";
+    xpushmemx_getmem_nbi_on_queue: GetNbi, "On-queue non-blocking get of bytes: `dest` is complete after a later `xpushmemx_quiet_on_queue`.";
+);
+onq_untyped!(put_signal
+    xpushmemx_putmem_signal_on_queue: false, "On-queue put of `nbytes` bytes, then the update of `sig_addr` on `pe` with `signal` by `sig_op` (`XPUSHMEM_SIGNAL_SET`/`ADD`): the data is visible at the target before the signal.";
+    xpushmemx_putmem_signal_nbi_on_queue: true, "`xpushmemx_putmem_signal_on_queue` whose put is complete after a later `xpushmemx_quiet_on_queue`.";
+);
+onq_untyped!(signal
+    xpushmemx_signal_set_on_queue: 0, "On-queue `signal_set` (OpenSHMEM 1.6's `shmem_signal_set`): store `signal` into `sig_addr` on `pe` (`xpushmemx_signal_op_on_queue` with `XPUSHMEM_SIGNAL_SET`).";
+    xpushmemx_signal_add_on_queue: 1, "On-queue `signal_add` (OpenSHMEM 1.6's `shmem_signal_add`): atomically add `signal` to `sig_addr` on `pe` (`xpushmemx_signal_op_on_queue` with `XPUSHMEM_SIGNAL_ADD`).";
+);
+onq_untyped!(list
+    xpushmemx_quiet_on_queue: quiet, "On-queue quiet: every earlier put of this PE (on-queue `_nbi` forms and kernels' included) is complete at its target when the op has finished.";
+    xpushmemx_barrier_all_on_queue: barrier_all, "On-queue `barrier_all`: earlier puts complete, then every PE meets (every PE calls it, on its own list).";
+    xpushmemx_sync_all_on_queue: sync_all, "On-queue `sync_all`: every PE meets (no completion of puts).";
+);
+onq_untyped!(coll
+    xpushmemx_fcollectmem_on_queue: Fcollect, "On-queue fcollect of `nbytes` bytes per member (every member's `dest` gets `n_pes * nbytes`, member order).";
+    xpushmemx_collectmem_on_queue: Collect, "On-queue collect of `nbytes` bytes from each member (may differ per member) into every member's `dest`, in member order. The counts are exchanged on the host when the op is enqueued: the call returns once every member of `team` has made it.";
+    xpushmemx_alltoallmem_on_queue: Alltoall, "On-queue alltoall of `nbytes` bytes per member.";
+);
