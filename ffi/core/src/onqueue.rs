@@ -10,14 +10,14 @@
 
 use crate::coll::sym_to_end;
 use crate::error::code;
-use crate::imp::pe_arg;
+use crate::imp::{cmp_arg, pe_arg, sig_op_arg};
 use crate::state;
 use crate::teams::{self, xpushmem_team_t, Api};
 use std::ffi::{c_int, c_void};
 use std::sync::{Mutex, Once};
 use xpushmem_rt::device::onqueue::{Movement, OnList, OnQueue, QueueReduce, RmaKind};
 use xpushmem_rt::device::queue::{CommandList, QueueEvents};
-use xpushmem_rt::{Cmp, Device, Error, ReduceOp, Shmem, SignalOp, SymRef, SymSlice, Symmetric};
+use xpushmem_rt::{Device, Error, ReduceOp, Shmem, SymRef, SymSlice, Symmetric};
 
 /// This PE's on-queue module and outstanding ops (created on the first on-queue call, forgotten at finalize).
 static ONQ: Mutex<Option<OnQueue>> = Mutex::new(None);
@@ -149,33 +149,6 @@ fn sig(sh: &Shmem, p: *const u64, call: &str) -> Result<SymRef<u64>, Error> {
     crate::imp::sym_ref(sh, p, call, "sig_addr")
 }
 
-/// A C signal operator.
-fn signal_op_arg(op: c_int, call: &str) -> Result<SignalOp, Error> {
-    match op {
-        0 => Ok(SignalOp::Set),
-        1 => Ok(SignalOp::Add),
-        _ => Err(Error::invalid(
-            "sig_op",
-            op,
-            format!("{call}: XPUSHMEM_SIGNAL_SET (0) or XPUSHMEM_SIGNAL_ADD (1)"),
-        )),
-    }
-}
-
-/// A C comparison operator.
-fn cmp_arg(cmp: c_int, call: &str) -> Result<Cmp, Error> {
-    usize::try_from(cmp)
-        .ok()
-        .and_then(|i| Cmp::ALL.get(i).copied())
-        .ok_or_else(|| {
-            Error::invalid(
-                "cmp",
-                cmp,
-                format!("{call}: XPUSHMEM_CMP_EQ (0) .. XPUSHMEM_CMP_LE (5)"),
-            )
-        })
-}
-
 /// A C stride (in elements) as the runtime's (non-positive strides become 0, which is refused naming it).
 fn stride(v: isize) -> usize {
     usize::try_from(v).unwrap_or(0)
@@ -290,7 +263,7 @@ pub unsafe fn put_signal<T: Symmetric>(
     unsafe {
         run(call, q, |sh, dev, oq, on| {
             let pe = pe_arg(sh, pe, call)?;
-            let op = signal_op_arg(op, call)?;
+            let op = sig_op_arg(op, call)?;
             let d = sym::<T>(sh, dest, nelems == 0, call, "dest")?;
             let s = fit(
                 sym::<T>(sh, source, nelems == 0, call, "source")?,
@@ -585,7 +558,7 @@ pub unsafe extern "C" fn xpushmemx_signal_op_on_queue(
     unsafe {
         run(call, q, |sh, dev, oq, on| {
             let pe = pe_arg(sh, pe, call)?;
-            let op = signal_op_arg(sig_op, call)?;
+            let op = sig_op_arg(sig_op, call)?;
             oq.signal_op(dev, on, sig(sh, sig_addr, call)?, signal, op, pe)
         })
     }
