@@ -7,20 +7,13 @@ fn include_dirs() -> Option<Vec<PathBuf>> {
     let mut dirs: Vec<PathBuf> = std::env::var_os("FABRIC_SYS_INCLUDE")
         .map(|v| std::env::split_paths(&v).collect())
         .unwrap_or_default();
-    // pkg-config's answer when it has one (Debian's libfabric-dev ships libfabric.pc), else the system default.
-    if let Ok(o) = std::process::Command::new("pkg-config")
-        .args(["--cflags-only-I", "libfabric"])
-        .output()
+    // pkg-config's answer when it has one, else the system default.
+    if let Ok(lib) = pkg_config::Config::new()
+        .cargo_metadata(false)
+        .env_metadata(false)
+        .probe("libfabric")
     {
-        if o.status.success() {
-            let flags = String::from_utf8_lossy(&o.stdout).into_owned();
-            dirs.extend(
-                flags
-                    .split_whitespace()
-                    .filter_map(|f| f.strip_prefix("-I"))
-                    .map(PathBuf::from),
-            );
-        }
+        dirs.extend(lib.include_paths);
     }
     dirs.push(PathBuf::from("/usr/include"));
     dirs.push(PathBuf::from("/usr/local/include"));

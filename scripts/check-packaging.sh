@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What a Rust user sees of xpushmem: every library crate packages and builds from its package (cargo package of
-# the eight together: the ones that depend on each other are verified against each other's packages through
+# the nine together: the ones that depend on each other are verified against each other's packages through
 # cargo's temporary registry, so no --no-verify), and the public API of xpushmem and xpushmem-ops documents with
 # warnings and missing docs as errors, as docs.rs builds it (default features, no system library needed).
 # Usage: scripts/check-packaging.sh [quick]
@@ -17,7 +17,7 @@ full) verify=() ;;
 quick) verify=(--no-verify) ;;
 *) echo "usage: scripts/check-packaging.sh [quick]" >&2; exit 2 ;;
 esac
-crates=(level-zero-sys fabric-sys xpushmem xpushmem-launch xpushmem-ops xpushmem-ffi-core xpushmem-ffi xpushmem-oshmem)
+crates=(level-zero-sys fabric-sys pmix-sys xpushmem xpushmem-launch xpushmem-ops xpushmem-ffi-core xpushmem-ffi xpushmem-oshmem)
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
 # The verify builds treat the packages as registry crates, which cargo never rebuilds once built (a registry
 # version is immutable) and unpacks only when the unpacked folder is missing. So the check builds in a target

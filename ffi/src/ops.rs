@@ -891,7 +891,7 @@ ops_fn! {
 /// (upstream raises it at the call), while its kernel still joins the group's verdict so that its peers fail
 /// ("rejected its arguments") instead of waiting. The host path has no symm kernels (the CPU registration runs
 /// them in Python): `XPUSHMEM_OPS_PATH=host` and host heaps are an error.
-fn dispatch_symm(
+pub(crate) fn dispatch_symm(
     sh: &Shmem,
     call: &str,
     list: Option<*mut c_void>,
@@ -945,7 +945,7 @@ fn dispatch_symm(
 /// # Safety
 /// As for [`view`]; a tensor outside the heap must be device-accessible memory of the runtime's context that
 /// stays allocated until the op has run.
-unsafe fn operand(
+pub(crate) unsafe fn operand(
     sh: &Shmem,
     t: *const XpushmemOpsTensor,
     name: &'static str,

@@ -133,3 +133,11 @@ fn on_queue_pipeline_from_c_2pe() {
         &[("XPUSHMEM_TIMEOUT_MS", "8000")],
     );
 }
+
+/// Expert-parallel dispatch and combine through their `_on_queue` entry points (ffi/tests/c/ep_on_queue.c): the
+/// rows against the host path's routing and the program's own reference, combine's sums, an expert id out of
+/// range reported on every PE by `xpushmem_ops_queue_wait`.
+#[test]
+fn ep_on_queue_from_c_2pe() {
+    run_c_program("ep_on_queue", 2);
+}

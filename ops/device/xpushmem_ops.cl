@@ -653,3 +653,6 @@ __kernel void xpo_pad(long pes_addr, int w, int me, int mode, long pad, int chan
 
 /* ---- symm_mem's collectives (one-/two-shot all-reduce, reduce-scatter, memset32, stream_write_value32) ---- */
 #include "symm_mem.cl"
+
+/* ---- expert-parallel dispatch and combine (TokenSwitch) ------------------------------------------------------ */
+#include "ep.cl"

@@ -37,6 +37,8 @@
 #define XPO_ERR_TIMEOUT 12ul /* a = PE waited for */
 #define XPO_ERR_DEVICE 13ul /* a = device library error code */
 #define XPO_ERR_PAD_TIMEOUT 14ul /* a = peer rank, b = channel */
+#define XPO_ERR_EP_EXPERT 15ul /* ep routing: a = expert id, b = token, c = column */
+#define XPO_ERR_EP_OVERFLOW 16ul /* ep routing: a = rank, b = rows, c = maximum */
 #define XPO_PAD_BARRIER 1ul /* symm_mem handle barrier */
 #define XPO_PAD_PUT_SIGNAL 2ul /* symm_mem handle put_signal */
 #define XPO_PAD_WAIT_SIGNAL 3ul /* symm_mem handle wait_signal */

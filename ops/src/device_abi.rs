@@ -78,6 +78,10 @@ pub const XPO_ERR_TIMEOUT: u64 = 12;
 pub const XPO_ERR_DEVICE: u64 = 13;
 /// A signal-pad CAS of the symm_mem handle gave up: `a` = peer rank, `b` = channel.
 pub const XPO_ERR_PAD_TIMEOUT: u64 = 14;
+/// Expert-parallel routing: an expert id out of range: `a` = the id, `b` = token, `c` = column.
+pub const XPO_ERR_EP_EXPERT: u64 = 15;
+/// Expert-parallel routing: a receive overflow: `a` = the rank, `b` = its rows, `c` = the maximum.
+pub const XPO_ERR_EP_OVERFLOW: u64 = 16;
 
 /// `xpo_pad` mode: the handle's barrier.
 pub const XPO_PAD_BARRIER: u64 = 1;
@@ -218,6 +222,16 @@ pub const ALL: &[(&str, u64, &str)] = &[
         "XPO_ERR_PAD_TIMEOUT",
         XPO_ERR_PAD_TIMEOUT,
         "a = peer rank, b = channel",
+    ),
+    (
+        "XPO_ERR_EP_EXPERT",
+        XPO_ERR_EP_EXPERT,
+        "ep routing: a = expert id, b = token, c = column",
+    ),
+    (
+        "XPO_ERR_EP_OVERFLOW",
+        XPO_ERR_EP_OVERFLOW,
+        "ep routing: a = rank, b = rows, c = maximum",
     ),
     (
         "XPO_PAD_BARRIER",

@@ -142,14 +142,14 @@ impl Operand {
         }
     }
 
-    fn arg(&self, pe: usize) -> Arg {
+    pub(crate) fn arg(&self, pe: usize) -> Arg {
         match self {
             Operand::Heap(v) => Arg::K(crate::device::elem0(v, pe)),
             Operand::Local(t) => Arg::D(t.range),
         }
     }
 
-    fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         match self {
             Operand::Heap(v) => v.describe(),
             Operand::Local(t) => format!("{} {:?} (local)", t.dtype.name(), t.shape),

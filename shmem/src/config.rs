@@ -65,7 +65,7 @@ env_table! {
     check_symmetry: bool = "XPUSHMEM_CHECK_SYMMETRY", "1", boolean;
     /// log level on stderr: off, error, warn, info, debug, trace
     log: String = "XPUSHMEM_LOG", "warn", log_level;
-    /// how PEs find each other: auto, uid, mpi, single (auto: uid if XPUSHMEM_BOOTSTRAP_UID is set, else mpi under mpirun when built with it, else single)
+    /// how PEs find each other: auto, uid, mpi, pmix, single (auto: uid if XPUSHMEM_BOOTSTRAP_UID is set, else mpi under mpirun when built with it, else pmix under a PMIx server (srun --mpi=pmix, mpirun) when built with it, else single)
     bootstrap: String = "XPUSHMEM_BOOTSTRAP", "auto", bootstrap_method;
     /// unique ID of the rendezvous (set by xpushmem-run, or by the program from get_unique_id)
     bootstrap_uid: Option<String> = "XPUSHMEM_BOOTSTRAP_UID", "", opt_text;
@@ -421,7 +421,7 @@ fn ops_path(var: &'static str) -> Result<OpsPathMode> {
 }
 
 fn bootstrap_method(var: &'static str) -> Result<String> {
-    parse_choice(var, &["auto", "uid", "mpi", "single"])
+    parse_choice(var, &["auto", "uid", "mpi", "pmix", "single"])
 }
 
 fn opt_text(var: &'static str) -> Result<Option<String>> {

@@ -42,6 +42,8 @@ pub enum BootstrapSpec {
     /// The MPI world communicator (feature `mpi`).
     #[cfg(feature = "mpi")]
     Mpi,
+    /// The PMIx namespace this process was started in (a build that found PMIx's headers; others refuse it).
+    Pmix,
 }
 
 /// Arguments of [`init_attr`].
@@ -160,11 +162,21 @@ fn make_bootstrap(spec: &BootstrapSpec, cfg: &Config) -> Result<Box<dyn Bootstra
         }
         #[cfg(feature = "mpi")]
         BootstrapSpec::Mpi => Ok(Box::new(bootstrap::mpi::MpiBootstrap::new()?)),
+        #[cfg(xpushmem_pmix)]
+        BootstrapSpec::Pmix => Ok(Box::new(bootstrap::pmix::PmixBootstrap::new(cfg.timeout)?)),
+        #[cfg(not(xpushmem_pmix))]
+        BootstrapSpec::Pmix => Err(Error::Config {
+            var: "XPUSHMEM_BOOTSTRAP",
+            value: "pmix".into(),
+            reason: "this build has no PMIx bootstrap (PMIx's headers were not found: install libpmix-dev)"
+                .into(),
+        }),
         BootstrapSpec::Env => {
             let uid_text = cfg.bootstrap_uid.clone();
             let method = match cfg.bootstrap.as_str() {
                 "auto" if uid_text.is_some() => "uid",
                 "auto" if cfg!(feature = "mpi") && under_mpi_launcher() => "mpi",
+                "auto" if cfg!(xpushmem_pmix) && under_pmix_server() => "pmix",
                 "auto" => "single",
                 m => m,
             };
@@ -192,6 +204,7 @@ fn make_bootstrap(spec: &BootstrapSpec, cfg: &Config) -> Result<Box<dyn Bootstra
                     value: "mpi".into(),
                     reason: "this build has no MPI bootstrap (cargo feature `mpi`)".into(),
                 }),
+                "pmix" => make_bootstrap(&BootstrapSpec::Pmix, cfg),
                 _ => make_bootstrap(&BootstrapSpec::Single, cfg),
             }
         }
@@ -208,6 +221,12 @@ fn under_mpi_launcher() -> bool {
     .iter()
     .any(|v| std::env::var_os(v).is_some())
 }
+
+/// Whether a PMIx server started this process (it sets the client's namespace and rank, and how to reach it).
+fn under_pmix_server() -> bool {
+    std::env::var_os("PMIX_NAMESPACE").is_some() && std::env::var_os("PMIX_RANK").is_some()
+}
+
 /// Start the runtime with explicit attributes (NVSHMEM's `nvshmemx_init_attr`). Collective over all PEs of the job.
 pub fn init_attr(attr: InitAttr) -> Result<Shmem> {
     if ACTIVE.swap(true, Ordering::SeqCst) {
@@ -260,11 +279,26 @@ fn exchange_layout(boot: &dyn Bootstrap, cfg: &Config) -> Result<JobLayout> {
             })
         })
         .collect::<Result<Vec<_>>>()?;
-    job::job_layout(
+    let layout = job::job_layout(
         &records,
         me,
         (cfg.symmetric_size, cfg.symmetric_max.unwrap_or(0)),
-    )
+    )?;
+    // The launcher's view of this node (PMIx's local peers) must be the runtime's: PEs it places on one node that
+    // the host keys split (or the reverse) would choose the wrong transports.
+    if let (Some(local), None) = (boot.local_ranks(), cfg.node_id.as_deref()) {
+        let ours = layout.nodes.pes_on(layout.nodes.node_of(me));
+        if local != ours {
+            return Err(Error::Bootstrap {
+                method: boot.name(),
+                message: format!(
+                    "the launcher places PEs {local:?} on this PE's node, the host detection finds {ours:?}; \
+                     set XPUSHMEM_NODE_ID to the node's name on every PE"
+                ),
+            });
+        }
+    }
+    Ok(layout)
 }
 
 impl Shmem {

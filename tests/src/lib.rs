@@ -20,6 +20,7 @@ use std::time::Duration;
 pub use xpushmem;
 
 pub mod cover;
+pub mod mpirun;
 use xpushmem_launch::{Job, Outcome};
 
 /// Environment variable naming the test a PE process must run.

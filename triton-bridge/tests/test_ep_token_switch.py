@@ -1,9 +1,10 @@
 """``xpushmem.torch.TokenSwitch`` (upstream's ``torch.distributed._token_switch.TokenSwitch`` on xpushmem) against
 a pure-torch reference that every rank computes from every rank's inputs (each rank replays every rank's seeded
 generator): what each rank must receive by the definition of the layouts (flat: (source rank, token) order with
-local expert ids; expert_major: experts in order, then sources, tokens and top-k columns), and the combined output
-and its gradients by autograd through plain torch ops. Both layouts, float32/bfloat16/float16, K in 1, 2, 3, 8,
-routings with masked (-1) entries and skewed expert loads, 2/3/4 ranks (CPU over gloo); then the errors.
+the local expert ids ascending and packed, upstream's contract; expert_major: experts in order, then sources,
+tokens and top-k columns), and the combined output and its gradients by autograd through plain torch ops. Both
+layouts, float32/bfloat16/float16, K in 1, 2, 3, 8, routings with masked (-1) entries and skewed expert loads,
+2/3/4 ranks (CPU over gloo); then the errors; then PyTorch's own token-switch tests, ported (``ported_*`` below).
 """
 
 from __future__ import annotations
@@ -112,10 +113,11 @@ def ep_forward_backward(ctx: RankContext, layout: str, dtype_name: str) -> None:
             if layout == "flat":
                 assert out_i is not None and out_w.shape == (max_recv, k), what
                 for r, (s, t, _) in enumerate(rows):
-                    e = allin[s]["idx"][t]
-                    local = (e >= 0) & (e // L == me)
-                    exp_i = torch.where(local, e - me * L, torch.full_like(e, -1))
-                    exp_w = torch.where(local, allin[s]["w"][t], torch.zeros_like(allin[s]["w"][t]))
+                    # Upstream's contract: the local ids ascending, packed (ties in column order), -1 / 0 after.
+                    e, w = allin[s]["idx"][t].tolist(), allin[s]["w"][t].tolist()
+                    mine_ = sorted((x - me * L, j) for j, x in enumerate(e) if x >= 0 and x // L == me)
+                    exp_i = torch.tensor([le for le, _ in mine_] + [-1] * (k - len(mine_)))
+                    exp_w = torch.tensor([w[j] for _, j in mine_] + [0.0] * (k - len(mine_)))
                     assert torch.equal(out_i[r], exp_i), f"{what}: out_topk_idx row {r}"
                     assert torch.equal(out_w[r], exp_w), f"{what}: out_topk_weights row {r}"
                 local_ids = out_i.clamp(min=0) + me * L
@@ -226,3 +228,269 @@ def test_ep_docs_example(tmp_path) -> None:  # noqa: ANN001
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, env=env)
     assert out.returncode == 0, out.stdout + out.stderr
     assert len(re.findall(r"rank \d: \d+ \(token, expert\) rows received", out.stdout)) == 2, out.stdout
+
+
+# ---- PyTorch's own token-switch tests, ported -------------------------------------------------------------------
+#
+# Upstream's test/distributed/test_token_switch.py (TokenSwitchNCCLTest and the backend-independent contract tests
+# _TokenSwitchContractTests), their semantics re-implemented here on CPU tensors over gloo (upstream runs them on
+# CUDA with NCCL EP, the contract tests also on a gloo all_gather reference switch). Ported: every contract test
+# (per-expert counts, flat rows and packed top-k, flat combine, re-dispatch into the same slots, autograd round
+# trip, combine's backward through the forward's slots, two live routings, interleaved routings) and every
+# TokenSwitchNCCLTest case that does not need symmetric-memory windows (create_routing, dispatch, the round trip,
+# dispatch's and combine's backward, the autograd round trip, several rounds on one routing, the expert-major
+# dispatch and round trip, and the dispatch -> grouped GEMM -> weights -> combine pipeline with plain tensors).
+# Not ported: test_dispatch_symm_mem_tokens and test_combine_symm_mem_tokens (NCCL EP's zero-copy window path for
+# tensors from symm_mem.empty on CUDA, with and without an explicit rendezvous: the host path copies from and to any
+# tensor, so there is no window path to test), and the symm_mem allocation of the GEMM pipeline (its arithmetic is
+# ported).
+
+U_TOKENS = 16  # upstream's NUM_TOKENS
+U_HIDDEN = 64
+U_ROUNDS = 3
+C_TOP_K = 2  # upstream's CONTRACT_TOP_K
+C_EPR = 2  # CONTRACT_EXPERTS_PER_RANK
+
+
+def _ring_topk(rank: int, world: int, top_k: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
+    """Upstream's _generate_topk: every token of rank r to expert (r + 1) % W (one expert per rank)."""
+    idx = torch.full((U_TOKENS, top_k), (rank + 1) % world, dtype=torch.int64)
+    return idx, torch.full((U_TOKENS, top_k), 1.0 / top_k)
+
+
+def _contract_inputs(world: int, rank: int, seed: int, dtype: torch.dtype) -> tuple:
+    """Upstream's _contract_inputs: every rank builds every rank's inputs (distinct experts per token, columns 0/1
+    of each token encode (source rank, token)), so it knows what it receives."""
+    k, epr, e = C_TOP_K, C_EPR, world * C_EPR
+    idx, xs = [], []
+    for r in range(world):
+        g = torch.Generator().manual_seed(seed * 100 + r)
+        idx.append(torch.stack([torch.randperm(e, generator=g)[:k] for _ in range(U_TOKENS)]))
+        x = torch.randn(U_TOKENS, U_HIDDEN, generator=g)
+        x[:, 0] = r
+        x[:, 1] = torch.arange(U_TOKENS)
+        xs.append(x.to(dtype))
+    dest = [[{int(v) // epr for v in row} for row in i.tolist()] for i in idx]
+    ndest = torch.tensor([float(len(d)) for d in dest[rank]]).unsqueeze(1)
+    expected = sorted((r, t) for r in range(world) for t in range(U_TOKENS) if rank in dest[r][t])
+    weights = (0.1 * torch.arange(1, k + 1)).expand(U_TOKENS, k).contiguous()
+    return idx[rank], weights, xs[rank], ndest, expected, idx
+
+
+def _out_buffers(ts, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:  # noqa: ANN001
+    m = ts.max_recv_tokens_per_rank
+    return (torch.zeros(m, U_HIDDEN, dtype=dtype), torch.zeros(m, C_TOP_K), torch.zeros(m, C_TOP_K, dtype=torch.int64))
+
+
+def _sources(rows: torch.Tensor) -> list[tuple[int, int]]:
+    return [(int(a), int(b)) for a, b in rows[:, :2].float().tolist()]
+
+
+def ported_contract(ctx: RankContext, dtype_name: str) -> None:
+    """_TokenSwitchContractTests, every case, on one switch (W * 2 experts, top-2, flat)."""
+    from xpushmem.torch import TokenSwitch
+
+    dtype = DTYPES[dtype_name]
+    world, me = ctx.world_size, ctx.rank
+    ts = TokenSwitch(dist.group.WORLD, world * C_EPR, U_TOKENS, world * U_TOKENS, U_HIDDEN * 4, max_topk=C_TOP_K)
+    lo = me * C_EPR
+
+    # test_contract_per_expert_counts: int32 counts of received (token, local expert) pairs.
+    topk_idx, _w, _x, _nd, _exp, all_idx = _contract_inputs(world, me, 1, dtype)
+    counts = torch.zeros(C_EPR, dtype=torch.int32)
+    ts.create_routing(topk_idx, counts, layout="flat")
+    per_expert = torch.bincount(torch.cat(all_idx).flatten(), minlength=world * C_EPR)
+    assert counts.long().tolist() == per_expert[lo : lo + C_EPR].tolist(), "per_expert_counts"
+
+    # test_contract_flat_dispatch_rows_and_topk: one row per (token, destination rank); local ids packed.
+    topk_idx, w, x, _nd, expected, all_idx = _contract_inputs(world, me, 2, dtype)
+    routing = ts.create_routing(topk_idx, layout="flat")
+    out_tokens, out_w, out_idx = _out_buffers(ts, dtype)
+    ts.dispatch(routing, x, w, out=(out_tokens, out_w, out_idx))
+    n = len(expected)
+    srcs = _sources(out_tokens[:n])
+    assert sorted(srcs) == expected, "flat rows"
+    want_idx = torch.full((n, C_TOP_K), -1, dtype=torch.int64)
+    want_w = torch.zeros(n, C_TOP_K)
+    for row, (r, t) in enumerate(srcs):
+        mine = sorted((int(v) - lo, j) for j, v in enumerate(all_idx[r][t]) if 0 <= int(v) - lo < C_EPR)
+        for j, (le, col) in enumerate(mine):
+            want_idx[row, j] = le
+            want_w[row, j] = 0.1 * (col + 1)
+    assert torch.equal(out_idx[:n], want_idx), "flat out_topk_idx"
+    torch.testing.assert_close(out_w[:n], want_w, msg="flat out_topk_weights")
+
+    # test_contract_flat_combine_sums_per_destination_rank
+    topk_idx, w, x, ndest, expected, _ = _contract_inputs(world, me, 3, dtype)
+    routing = ts.create_routing(topk_idx, layout="flat")
+    out_tokens, out_w, out_idx = _out_buffers(ts, dtype)
+    ts.dispatch(routing, x, w, out=(out_tokens, out_w, out_idx))
+    combined = torch.zeros_like(x)
+    ts.combine(routing, out_tokens[: len(expected)].contiguous(), out=combined)
+    torch.testing.assert_close(combined.float(), ndest * x.float(), **_tol(dtype))
+
+    # test_contract_redispatch_keeps_layout: a second dispatch on the routing fills the first one's slots.
+    topk_idx, w, x, _nd, expected, _ = _contract_inputs(world, me, 4, dtype)
+    routing = ts.create_routing(topk_idx, layout="flat")
+    n = len(expected)
+    out_tokens, out_w, out_idx = _out_buffers(ts, dtype)
+    ts.dispatch(routing, x, w, out=(out_tokens, out_w, out_idx))
+    first = out_tokens[:n].clone()
+    x2 = x.clone()
+    x2[:, 2:] = -x2[:, 2:]
+    ts.dispatch(routing, x2, w, out=(out_tokens, out_w, out_idx))
+    assert torch.equal(out_tokens[:n, :2], first[:, :2]) and torch.equal(out_tokens[:n, 2:], -first[:, 2:])
+
+    # test_contract_autograd_roundtrip
+    topk_idx, w, x, ndest, expected, _ = _contract_inputs(world, me, 5, dtype)
+    routing = ts.create_routing(topk_idx, layout="flat")
+    tokens = x.clone().requires_grad_(True)
+    dispatched, _, _ = ts.dispatch(routing, tokens, w, ts.max_recv_tokens_per_rank)
+    combined = ts.combine(routing, dispatched[: len(expected)].contiguous())
+    combined.sum().backward()
+    torch.testing.assert_close(combined.float(), ndest * x.float(), **_tol(dtype))
+    torch.testing.assert_close(tokens.grad.float(), ndest.expand(U_TOKENS, U_HIDDEN), **_tol(dtype))
+
+    # test_contract_combine_backward_uses_forward_slots: each row's gradient is its token's id + 1.
+    topk_idx, w, x, _nd, expected, _ = _contract_inputs(world, me, 6, dtype)
+    routing = ts.create_routing(topk_idx, layout="flat")
+    out_tokens, out_w, out_idx = _out_buffers(ts, dtype)
+    ts.dispatch(routing, x, w, out=(out_tokens, out_w, out_idx))
+    n = len(expected)
+    expert_tokens = out_tokens[:n].contiguous().requires_grad_(True)
+    scale = torch.arange(1.0, U_TOKENS + 1).unsqueeze(1)
+    (ts.combine(routing, expert_tokens).float() * scale).sum().backward()
+    want = (out_tokens[:n, 1].float() + 1)[:, None].expand(n, U_HIDDEN)
+    torch.testing.assert_close(expert_tokens.grad.float(), want, **_tol(dtype))
+
+    # test_contract_two_routings_autograd: layer 1's backward after layer 2's forward.
+    idx1, w1, x, nd1, exp1, _ = _contract_inputs(world, me, 7, dtype)
+    idx2, w2, _x2, nd2, exp2, _ = _contract_inputs(world, me, 8, dtype)
+    r1 = ts.create_routing(idx1, layout="flat")
+    r2 = ts.create_routing(idx2, layout="flat")
+    m = ts.max_recv_tokens_per_rank
+    tokens = x.clone().requires_grad_(True)
+    d1, _, _ = ts.dispatch(r1, tokens, w1, m)
+    h = ts.combine(r1, d1[: len(exp1)].contiguous())
+    d2, _, _ = ts.dispatch(r2, h, w2, m)
+    y = ts.combine(r2, d2[: len(exp2)].contiguous())
+    y.sum().backward()
+    torch.testing.assert_close(y.float(), nd1 * nd2 * x.float(), **_tol(dtype))
+    torch.testing.assert_close(tokens.grad.float(), (nd1 * nd2).expand(U_TOKENS, U_HIDDEN), **_tol(dtype))
+
+    # test_contract_interleaved_routings: two dispatches before either combine, then their backwards.
+    for seed in range(9, 15, 2):
+        idx1, w1, x1, nd1, exp1, _ = _contract_inputs(world, me, seed, dtype)
+        idx2, w2, x2, nd2, exp2, _ = _contract_inputs(world, me, seed + 1, dtype)
+        r1 = ts.create_routing(idx1, layout="flat")
+        r2 = ts.create_routing(idx2, layout="flat")
+        t1 = x1.clone().requires_grad_(True)
+        t2 = x2.clone().requires_grad_(True)
+        d1, _, _ = ts.dispatch(r1, t1, w1, m)
+        d2, _, _ = ts.dispatch(r2, t2, w2, m)
+        y1 = ts.combine(r1, d1[: len(exp1)].contiguous())
+        y2 = ts.combine(r2, d2[: len(exp2)].contiguous())
+        (y1.sum() + 2 * y2.sum()).backward()
+        torch.testing.assert_close(y1.float(), nd1 * x1.float(), **_tol(dtype))
+        torch.testing.assert_close(y2.float(), nd2 * x2.float(), **_tol(dtype))
+        torch.testing.assert_close(t1.grad.float(), nd1.expand(U_TOKENS, U_HIDDEN), **_tol(dtype))
+        torch.testing.assert_close(t2.grad.float(), (2 * nd2).expand(U_TOKENS, U_HIDDEN), **_tol(dtype))
+    ts.close()
+
+
+def ported_nccl_cases(ctx: RankContext) -> None:
+    """TokenSwitchNCCLTest's cases (W experts, one per rank, every token of rank r to rank r + 1, bfloat16)."""
+    from xpushmem.torch import TokenSwitch
+
+    world, me = ctx.world_size, ctx.rank
+    bf = torch.bfloat16
+    m = world * U_TOKENS
+    ts = TokenSwitch(dist.group.WORLD, world, U_TOKENS, m, U_HIDDEN * 2)
+    val = float(me + 1)
+    src_val = float((me - 1) % world + 1)
+
+    def bufs(expert_major: bool = False) -> tuple:
+        if expert_major:
+            return torch.zeros(m, U_HIDDEN, dtype=bf), torch.zeros(m), None
+        return torch.zeros(m, U_HIDDEN, dtype=bf), torch.zeros(m, 1), torch.zeros(m, 1, dtype=torch.int64)
+
+    # test_create_routing: one local expert receives every token of one rank (int32 counts).
+    topk_idx, topk_w = _ring_topk(me, world)
+    counts = torch.zeros(1, dtype=torch.int32)
+    ts.create_routing(topk_idx, counts, layout="flat")
+    assert counts.dtype == torch.int32 and counts.numel() == 1 and counts.item() == U_TOKENS
+
+    # test_dispatch
+    routing = ts.create_routing(topk_idx, torch.zeros(world, dtype=torch.int32), layout="flat")
+    out = bufs()
+    ts.dispatch(routing, torch.full((U_TOKENS, U_HIDDEN), val, dtype=bf), topk_w, out=out)
+    assert out[0][:U_TOKENS].float().eq(src_val).all(), f"rank {me}: expected {src_val}"
+
+    # test_dispatch_combine_roundtrip
+    combined = torch.zeros(U_TOKENS, U_HIDDEN, dtype=bf)
+    ts.combine(routing, out[0][:U_TOKENS].contiguous(), out=combined)
+    assert torch.equal(combined, torch.full((U_TOKENS, U_HIDDEN), val, dtype=bf))
+
+    # test_dispatch_autograd_backward: grad of sum(out_tokens) is one per token (one destination).
+    tokens = torch.full((U_TOKENS, U_HIDDEN), val, dtype=bf, requires_grad=True)
+    out_tokens, _ow, out_idx = ts.dispatch(routing, tokens, topk_w, m)
+    out_tokens.sum().backward()
+    assert out_idx.dtype == torch.int64
+    assert torch.equal(tokens.grad, torch.ones_like(tokens))
+
+    # test_combine_autograd_backward: dispatch first, then combine's gradient goes back to the expert rows.
+    out = bufs()
+    ts.dispatch(routing, torch.full((U_TOKENS, U_HIDDEN), val, dtype=bf), topk_w, out=out)
+    expert_tokens = out[0][:U_TOKENS].contiguous().detach().requires_grad_(True)
+    ts.combine(routing, expert_tokens).sum().backward()
+    assert torch.equal(expert_tokens.grad, torch.ones_like(expert_tokens))
+
+    # test_dispatch_combine_autograd_roundtrip
+    tokens = torch.full((U_TOKENS, U_HIDDEN), val, dtype=bf, requires_grad=True)
+    dispatched, _w, _i = ts.dispatch(routing, tokens, topk_w, m)
+    ts.combine(routing, dispatched[:U_TOKENS].contiguous()).sum().backward()
+    assert torch.equal(tokens.grad, torch.ones_like(tokens))
+
+    # test_dispatch_combine_multiple_rounds: one routing, fresh tokens each round, the same buffers.
+    out = bufs()
+    combined = torch.zeros(U_TOKENS, U_HIDDEN, dtype=bf)
+    for r in range(U_ROUNDS):
+        token_val = float(me + 1 + r)
+        ts.dispatch(routing, torch.full((U_TOKENS, U_HIDDEN), token_val, dtype=bf), topk_w, out=out)
+        ts.combine(routing, out[0][:U_TOKENS].contiguous(), out=combined)
+    assert torch.equal(combined, torch.full((U_TOKENS, U_HIDDEN), token_val, dtype=bf))
+
+    # test_dispatch_expert_major: 1-D weights, no out_topk_idx.
+    routing = ts.create_routing(topk_idx, layout="expert_major")
+    out = bufs(expert_major=True)
+    ts.dispatch(routing, torch.full((U_TOKENS, U_HIDDEN), val, dtype=bf), topk_w, out=out)
+    assert out[0][:U_TOKENS].float().eq(src_val).all() and out[2] is None
+
+    # test_dispatch_combine_roundtrip_expert_major: the caller applies the 1-D weights before combine.
+    weighted = (out[0][:U_TOKENS].float().mul_(out[1][:U_TOKENS, None])).to(bf).contiguous()
+    combined = torch.zeros(U_TOKENS, U_HIDDEN, dtype=bf)
+    ts.combine(routing, weighted, out=combined)
+    assert torch.equal(combined, torch.full((U_TOKENS, U_HIDDEN), val, dtype=bf))
+
+    # test_dispatch_group_gemm_combine_symm_mem's arithmetic (plain tensors): dispatch -> GEMM (2 I) -> weights ->
+    # combine gives 2 * the token.
+    out = bufs(expert_major=True)
+    ts.dispatch(routing, torch.full((U_TOKENS, U_HIDDEN), val, dtype=bf), topk_w, out=out)
+    gemm = out[0][:U_TOKENS].float().mm(torch.eye(U_HIDDEN) * 2.0).to(bf)
+    weighted = (gemm.float().mul_(out[1][:U_TOKENS, None])).to(bf).contiguous()
+    combined = torch.zeros(U_TOKENS, U_HIDDEN, dtype=bf)
+    ts.combine(routing, weighted, out=combined)
+    assert torch.equal(combined, torch.full((U_TOKENS, U_HIDDEN), 2 * val, dtype=bf))
+    ts.close()
+
+
+def test_ported_token_switch_contract(pools) -> None:  # noqa: ANN001
+    """Upstream's contract tests at 2 ranks (its reference backend's size) in float32 (the reference backend's
+    dtype), and at 3 ranks in bfloat16 (the NCCL backend's)."""
+    pools.get(2).run(ported_contract, dtype_name="float32")
+    if 3 in _sizes():
+        pools.get(3).run(ported_contract, dtype_name="bfloat16")
+
+
+def test_ported_token_switch_nccl_cases(pool: RankPool) -> None:
+    pool.run(ported_nccl_cases)

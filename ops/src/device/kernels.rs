@@ -33,10 +33,16 @@ pub enum OpKernel {
     SymmWrite32,
     /// `xpo_pad`: the symm_mem handle's barrier, put_signal, wait_signal on its signal pad.
     SignalPad,
+    /// `xpo_ep_route`: the token switch's create_routing.
+    EpRoute,
+    /// `xpo_ep_dispatch`: the token switch's dispatch.
+    EpDispatch,
+    /// `xpo_ep_combine`: the token switch's combine.
+    EpCombine,
 }
 
 impl OpKernel {
-    const ALL: [OpKernel; 8] = [
+    const ALL: [OpKernel; 11] = [
         OpKernel::AllToAllV,
         OpKernel::AllToAll,
         OpKernel::Broadcast,
@@ -45,6 +51,9 @@ impl OpKernel {
         OpKernel::SymmReduce,
         OpKernel::SymmWrite32,
         OpKernel::SignalPad,
+        OpKernel::EpRoute,
+        OpKernel::EpDispatch,
+        OpKernel::EpCombine,
     ];
 
     /// The kernel's name in the module.
@@ -58,6 +67,9 @@ impl OpKernel {
             OpKernel::SymmReduce => "xpo_symm_reduce",
             OpKernel::SymmWrite32 => "xpo_symm_write32",
             OpKernel::SignalPad => "xpo_pad",
+            OpKernel::EpRoute => "xpo_ep_route",
+            OpKernel::EpDispatch => "xpo_ep_dispatch",
+            OpKernel::EpCombine => "xpo_ep_combine",
         }
     }
 }

@@ -99,7 +99,12 @@ pub(crate) struct Ctx {
     in_rows: usize,
     /// This PE's rank in the op's group (the signal pad's timeout message).
     rank: usize,
+    /// An op family's own status codes: its decoder (op name, its words, code, a, b, c) and its words.
+    pub(crate) codes: Option<(Decoder, Vec<u64>)>,
 }
+
+/// Turns an op family's own status code into its error (`None`: not one of its codes).
+pub(crate) type Decoder = fn(&str, &[u64], u64, i64, i64, i64) -> Option<Error>;
 
 impl Ctx {
     /// A context with only this rank's symmetric arguments (for a mismatch message).
@@ -219,6 +224,14 @@ impl OpHandle {
 
     fn decode(&self, sh: &Shmem, code: u64, a: i64, b: i64, c: i64) -> Error {
         let op = self.op;
+        if let Some(e) = self
+            .ctx
+            .codes
+            .as_ref()
+            .and_then(|(f, words)| f(op, words, code, a, b, c))
+        {
+            return e;
+        }
         let name = self.ctx.split_name;
         let read = |v: &Option<TensorView>, row: Option<usize>| -> Vec<i64> {
             v.as_ref()
@@ -509,6 +522,7 @@ impl DeviceOps {
             ),
             in_rows: input.size(0),
             rank: me,
+            codes: None,
         };
         self.launch(
             sh,

@@ -109,13 +109,7 @@ pub fn plan_send(
                 continue;
             }
             if e < 0 || e as u64 >= num_experts as u64 {
-                return Err(Error::InvalidArgument {
-                    name: "topk_idx",
-                    value: format!("{e} at [{t}, {j}]"),
-                    reason: format!(
-                        "{op}: expert ids must be -1 (no expert) or in [0, {num_experts})"
-                    ),
-                });
+                return Err(bad_expert(op, e, t, j, num_experts));
             }
             let e = e as usize;
             let d = e / l;
@@ -189,18 +183,32 @@ impl Counts {
     pub fn overflow(&self, op: &str, layout: Layout, max_recv: usize) -> Option<Error> {
         (0..self.w).find_map(|d| {
             let rows = self.recv_rows(d, layout);
-            (rows > max_recv as u64).then(|| Error::OutOfBounds {
-                what: "receive rows",
-                start: 0,
-                len: rows as usize,
-                limit: max_recv,
-                context: format!(
-                    "{op}: rank {d} would receive {rows} {} rows ({} did not fit in max_recv_tokens_per_rank = {max_recv})",
-                    layout.name(),
-                    rows - max_recv as u64
-                ),
-            })
+            (rows > max_recv as u64).then(|| overflow(op, layout, d, rows, max_recv))
         })
+    }
+}
+
+/// The error of an expert id `e` out of range at `topk_idx[t, j]` (both paths).
+pub fn bad_expert(op: &str, e: i64, t: usize, j: usize, num_experts: usize) -> Error {
+    Error::InvalidArgument {
+        name: "topk_idx",
+        value: format!("{e} at [{t}, {j}]"),
+        reason: format!("{op}: expert ids must be -1 (no expert) or in [0, {num_experts})"),
+    }
+}
+
+/// The receive-overflow error: rank `d` would receive `rows` rows in `layout`, past `max_recv` (both paths).
+pub fn overflow(op: &str, layout: Layout, d: usize, rows: u64, max_recv: usize) -> Error {
+    Error::OutOfBounds {
+        what: "receive rows",
+        start: 0,
+        len: rows as usize,
+        limit: max_recv,
+        context: format!(
+            "{op}: rank {d} would receive {rows} {} rows ({} did not fit in max_recv_tokens_per_rank = {max_recv})",
+            layout.name(),
+            rows.saturating_sub(max_recv as u64)
+        ),
     }
 }
 

@@ -46,7 +46,7 @@ pub const MAX_TOPK: usize = 1024;
 
 /// Which op a signal word belongs to.
 #[derive(Clone, Copy)]
-enum Kind {
+pub(super) enum Kind {
     Routing = 0,
     Dispatch = 1,
     Combine = 2,
@@ -55,16 +55,16 @@ enum Kind {
 /// Expert-parallel dispatch and combine over a [`Group`] (module docs). Upstream's `TokenSwitch`.
 #[derive(Debug)]
 pub struct TokenSwitch {
-    cfg: EpConfig,
-    group_id: u64,
-    pes: Vec<usize>,
-    me: usize,
+    pub(super) cfg: EpConfig,
+    pub(super) group_id: u64,
+    pub(super) pes: Vec<usize>,
+    pub(super) me: usize,
     /// Receive area: `max_recv_tokens` rows of up to `max_token_bytes`, then as many slots' metadata.
-    recv: SymSlice<u8>,
+    pub(super) recv: SymSlice<u8>,
     /// Combine returns: `max_dispatch_tokens * min(max_topk, W)` rows of `max_token_bytes`.
-    comb: SymSlice<u8>,
+    pub(super) comb: SymSlice<u8>,
     /// Count rows: `W` of `2W + L` words.
-    counts: SymSlice<u64>,
+    pub(super) counts: SymSlice<u64>,
     /// Signal words: `3 * W` (routing, dispatch, combine; one per source rank).
     sigs: SymSlice<u64>,
     /// The last epoch of each kind of op (the signal values; the same on every rank).
@@ -77,9 +77,7 @@ pub struct TokenSwitch {
 pub struct Routing {
     switch: usize,
     id: u64,
-    layout: Layout,
-    n: usize,
-    k: usize,
+    shape: RouteShape,
     me: usize,
     plan: SendPlan,
     /// The `topk_idx` it was made from (`[n, k]`).
@@ -90,7 +88,16 @@ pub struct Routing {
     pairs: Mutex<Option<PairLayout>>,
 }
 
-impl Routing {
+/// What a routing knows of its `topk_idx` (host and device routings alike): the layout, the tokens and the
+/// experts per token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RouteShape {
+    pub(super) layout: Layout,
+    pub(super) n: usize,
+    pub(super) k: usize,
+}
+
+impl RouteShape {
     /// The dispatch output layout.
     pub fn layout(&self) -> Layout {
         self.layout
@@ -105,7 +112,17 @@ impl Routing {
     pub fn top_k(&self) -> usize {
         self.k
     }
+}
 
+impl std::ops::Deref for Routing {
+    type Target = RouteShape;
+
+    fn deref(&self) -> &RouteShape {
+        &self.shape
+    }
+}
+
+impl Routing {
     /// Rows of this rank's dispatch output (received slots in the flat layout, pairs in expert-major).
     pub fn recv_rows(&self) -> usize {
         self.counts.recv_rows(self.me, self.layout) as usize
@@ -125,16 +142,16 @@ impl Routing {
     }
 }
 
-fn pad8(n: usize) -> usize {
+pub(super) fn pad8(n: usize) -> usize {
     n.div_ceil(8) * 8
 }
 
 /// Metadata bytes of one receive slot: `k` f32 weights (padded to 8 bytes), then `k` int64 expert ids.
-fn meta_bytes(k: usize) -> usize {
+pub(super) fn meta_bytes(k: usize) -> usize {
     pad8(4 * k) + 8 * k
 }
 
-fn bad(name: &'static str, value: impl ToString, reason: String) -> Error {
+pub(super) fn bad(name: &'static str, value: impl ToString, reason: String) -> Error {
     Error::InvalidArgument {
         name,
         value: value.to_string(),
@@ -232,11 +249,11 @@ impl TokenSwitch {
         self.cfg.num_experts / self.pes.len()
     }
 
-    fn w(&self) -> usize {
+    pub(super) fn w(&self) -> usize {
         self.pes.len()
     }
 
-    fn check_group(&self, group: &Group, op: &str) -> Result<()> {
+    pub(super) fn check_group(&self, group: &Group, op: &str) -> Result<()> {
         if group.id() != self.group_id {
             return Err(bad(
                 "group",
@@ -248,10 +265,15 @@ impl TokenSwitch {
     }
 
     fn check_routing(&self, r: &Routing, op: &str) -> Result<()> {
-        if r.switch != self.recv.heap_offset() {
+        self.check_made_here(r.switch, r.id, op)
+    }
+
+    /// A routing (host or device) `id` made by the switch whose receive area starts at heap offset `switch`.
+    pub(super) fn check_made_here(&self, switch: usize, id: u64, op: &str) -> Result<()> {
+        if switch != self.recv.heap_offset() {
             return Err(bad(
                 "routing",
-                format!("routing {}", r.id),
+                format!("routing {id}"),
                 format!("{op}: the routing was made by another switch"),
             ));
         }
@@ -262,7 +284,7 @@ impl TokenSwitch {
         self.sigs.at(kind as usize * self.w() + rank)
     }
 
-    fn next_epoch(&self, kind: Kind) -> u64 {
+    pub(super) fn next_epoch(&self, kind: Kind) -> u64 {
         let mut e = self.epochs.lock().unwrap_or_else(|p| p.into_inner());
         e[kind as usize] += 1;
         e[kind as usize]
@@ -297,6 +319,29 @@ impl TokenSwitch {
         Ok(())
     }
 
+    /// `topk_idx` of `n` tokens and `k` experts each within the maxima (both paths).
+    pub(super) fn check_topk_shape(&self, op: &str, n: usize, k: usize) -> Result<()> {
+        let cfg = self.cfg;
+        if n > cfg.max_dispatch_tokens {
+            return Err(bad(
+                "topk_idx",
+                format!("{n} tokens"),
+                format!(
+                    "{op}: more tokens than max_dispatch_tokens_per_rank = {}",
+                    cfg.max_dispatch_tokens
+                ),
+            ));
+        }
+        if k == 0 || k > cfg.max_topk {
+            return Err(bad(
+                "topk_idx",
+                format!("{k} experts per token"),
+                format!("{op}: top-k must be in [1, max_topk = {}]", cfg.max_topk),
+            ));
+        }
+        Ok(())
+    }
+
     /// Upstream's `create_routing(topk_idx, layout=...)`: `topk_idx` is int64 `[n, k]` (row-major), `-1` = no
     /// expert. Collective over the group. Errors: an expert id out of range (its value and position), `n` or `k`
     /// past the maxima, a receive overflow (the same error on every rank, naming the rank, its count and the
@@ -313,26 +358,9 @@ impl TokenSwitch {
         const OP: &str = "ep_create_routing";
         self.check_group(group, OP)?;
         let (w, l, cfg) = (self.w(), self.local_experts(), self.cfg);
-        let plan = (|| {
-            if n > cfg.max_dispatch_tokens {
-                return Err(bad(
-                    "topk_idx",
-                    format!("{n} tokens"),
-                    format!(
-                        "{OP}: more tokens than max_dispatch_tokens_per_rank = {}",
-                        cfg.max_dispatch_tokens
-                    ),
-                ));
-            }
-            if k == 0 || k > cfg.max_topk {
-                return Err(bad(
-                    "topk_idx",
-                    format!("{k} experts per token"),
-                    format!("{OP}: top-k must be in [1, max_topk = {}]", cfg.max_topk),
-                ));
-            }
-            route::plan_send(OP, topk_idx, n, k, cfg.num_experts, w)
-        })();
+        let plan = self
+            .check_topk_shape(OP, n, k)
+            .and_then(|()| route::plan_send(OP, topk_idx, n, k, cfg.num_experts, w));
         let dig = digest(&[1, k as u64, layout as u64, self.group_id]);
         group.agree(sh, OP, plan.as_ref().err().cloned(), dig, &|| {
             format!("top-k {k}, layout {}", layout.name())
@@ -382,9 +410,7 @@ impl TokenSwitch {
         Ok(Routing {
             switch: self.recv.heap_offset(),
             id: epoch,
-            layout,
-            n,
-            k,
+            shape: RouteShape { layout, n, k },
             me: self.me,
             plan,
             topk: topk_idx.to_vec(),
@@ -409,13 +435,7 @@ impl TokenSwitch {
         hidden: usize,
         r: &Routing,
     ) -> Result<(usize, u64)> {
-        let dig = digest(&[
-            kind as u64,
-            dtype as u64,
-            hidden as u64,
-            r.id,
-            self.group_id,
-        ]);
+        let dig = self.op_digest(kind, dtype, hidden, r.id);
         group.agree(sh, op, local.as_ref().err().cloned(), dig, &|| {
             format!("{hidden} x {}, routing {}", dtype.name(), r.id)
         })?;
@@ -423,8 +443,32 @@ impl TokenSwitch {
         Ok((rb, self.next_epoch(kind)))
     }
 
+    /// The digest of what every rank must agree on in a dispatch or combine (both paths): the op, the dtype,
+    /// `hidden`, the routing and the group.
+    pub(super) fn op_digest(&self, kind: Kind, dtype: DType, hidden: usize, routing: u64) -> u64 {
+        digest(&[
+            kind as u64,
+            dtype as u64,
+            hidden as u64,
+            routing,
+            self.group_id,
+        ])
+    }
+
+    /// combine's dtype: float32, float16 or bfloat16 (both paths).
+    pub(super) fn check_reducible(op: &str, dtype: DType) -> Result<()> {
+        if !dtype.is_reducible() {
+            return Err(bad(
+                "expert_tokens",
+                dtype.name(),
+                format!("{op}: the dtype must be float32, float16 or bfloat16"),
+            ));
+        }
+        Ok(())
+    }
+
     /// Row size in bytes of `hidden` elements of `dtype`, checked against `max_token_bytes`.
-    fn row_bytes(
+    pub(super) fn row_bytes(
         &self,
         op: &str,
         name: &'static str,
@@ -627,13 +671,7 @@ impl TokenSwitch {
         let pairs = r.pairs.lock().unwrap_or_else(|p| p.into_inner());
         let local = (|| {
             self.check_routing(r, OP)?;
-            if !dtype.is_reducible() {
-                return Err(bad(
-                    "expert_tokens",
-                    dtype.name(),
-                    format!("{OP}: the dtype must be float32, float16 or bfloat16"),
-                ));
-            }
+            Self::check_reducible(OP, dtype)?;
             let rb = self.row_bytes(OP, "expert_tokens", dtype, hidden)?;
             check_rows(
                 OP,

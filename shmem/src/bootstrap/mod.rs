@@ -5,6 +5,8 @@
 //!   connects with its rank and the job size. `xpushmem-run` serves the rendezvous itself and passes the ID in
 //!   `XPUSHMEM_BOOTSTRAP_UID`; frameworks (PyTorch) broadcast it through their own store.
 //! - `mpi` (cargo feature `mpi`): the job's MPI communicator, for `mpirun`/`srun` launches.
+//! - `pmix` (built when PMIx's headers were found): the job's PMIx namespace, for launches by a PMIx server
+//!   (`srun --mpi=pmix`, `mpirun`) without MPI.
 //! - [`single`]: a job of one PE, no communication.
 //!
 //! [`launcher`] is the PE's side of `xpushmem-run` (its environment, report pipe and death tie).
@@ -14,6 +16,8 @@ use crate::error::Result;
 pub mod launcher;
 #[cfg(feature = "mpi")]
 pub mod mpi;
+#[cfg(xpushmem_pmix)]
+pub mod pmix;
 pub mod single;
 pub mod uid;
 
@@ -41,6 +45,11 @@ pub trait Bootstrap: Send + Sync + std::fmt::Debug {
     /// connection's local address), so transports can listen on the same network; `None`: no such address (MPI,
     /// a single PE).
     fn local_addr(&self) -> Option<std::net::IpAddr> {
+        None
+    }
+    /// The ranks on this PE's node (itself included, ascending), where the launcher says (PMIx's local peers);
+    /// `None`: this bootstrap does not know, and the runtime's own node detection decides.
+    fn local_ranks(&self) -> Option<Vec<usize>> {
         None
     }
     /// Leave the job (after the runtime's final barrier). Called once.

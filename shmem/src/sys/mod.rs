@@ -9,4 +9,6 @@ pub mod dataseg;
 pub mod fdx;
 pub(crate) mod memfd;
 pub(crate) mod pidwatch;
+#[cfg(xpushmem_pmix)]
+pub(crate) mod pmix;
 pub mod vmem;

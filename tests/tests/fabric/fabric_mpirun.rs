@@ -18,7 +18,7 @@
 #![cfg(feature = "mpi")]
 
 use crate::fabric_common::netns::{cannot_run, example, example_env, Netns, EXAMPLES, SUBNET};
-use crate::fabric_common::{mixed_body, node_of};
+use crate::fabric_common::{node_of, run_if_launched_pe};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -138,14 +138,7 @@ const LIMIT_MS: &str = "60000";
 fn mixed(name: &str, n: usize) {
     // The test's full name (module::case), which its PEs are run with.
     let name: &str = &xpushmem_tests::test_name(module_path!(), name);
-    if is_pe_of(name) {
-        run_pe(|sh| {
-            assert_eq!(sh.bootstrap_name(), "mpi");
-            mixed_body(sh, 2)?;
-            println!("verdict PE {}: OK", sh.my_pe());
-            Ok(())
-        });
-    }
+    run_if_launched_pe(name, "mpi");
     if let Some(why) = cannot_run() {
         eprintln!("skipped {name}: {why}");
         return;

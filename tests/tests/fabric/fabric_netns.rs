@@ -6,6 +6,8 @@
 //!
 //! - `netns_mixed_*`: routes, RMA, atomics, put_signal, barriers, team collectives on the world and a split, the
 //!   MoE `all_to_all_vdev` (the body of `fabric.rs`).
+//! - `netns_ep_4pe`: expert-parallel dispatch and combine on the host path against the reference (the cases of
+//!   `fabric_ep.rs`).
 //! - `netns_peer_death_3pe`: the PE alone in the second namespace is killed; the two others fail with `PeerLost`
 //!   naming it, well within the wait limit; no process is left in either namespace.
 //!
@@ -15,11 +17,13 @@
 use crate::fabric_common::netns::{
     cannot_run, example, example_env, publish_id, wait_all, Netns, EXAMPLES,
 };
-use crate::fabric_common::{mixed_body, node_of};
+use crate::fabric_common::ops_ep_ref::ep_round_trips;
+use crate::fabric_common::{mixed_body, node_of, run_if_launched_pe};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use xpushmem::{BootstrapSpec, Error, InitAttr, UniqueId};
+use xpushmem_tests::mpirun::SlurmCluster;
 use xpushmem_tests::CASE_VAR;
 
 fn env(name: &str) -> String {
@@ -80,7 +84,11 @@ fn pe_main() -> ! {
             }
             return sh.finalize();
         }
-        mixed_body(&sh, nodes)?;
+        if env("NETNS_CASE") == "ep" {
+            ep_round_trips(&sh)?;
+        } else {
+            mixed_body(&sh, nodes)?;
+        }
         println!("verdict PE {rank}: OK");
         sh.finalize()
     })();
@@ -118,7 +126,11 @@ fn run(name: &str, case: &str, n: usize, limit_ms: u64) {
         eprintln!("skipped {name}: {why}");
         return;
     }
-    let tag = if case == "death" { "d" } else { "m" };
+    let tag = match case {
+        "death" => "d",
+        "ep" => "q",
+        _ => "m",
+    };
     let ns = Netns::create(&format!("{tag}{n}"))
         .unwrap_or_else(|e| panic!("setting up namespaces: {e}"));
     let dir = std::env::temp_dir().join(format!(
@@ -225,6 +237,13 @@ fn netns_mixed_3pe() {
 #[test]
 fn netns_mixed_4pe() {
     run("netns_mixed_4pe", "mixed", 4, 60_000);
+}
+
+/// Expert-parallel dispatch and combine (host path) with two PEs in each namespace: the covering set of
+/// `ops_ep_ref::ep_round_trips` against the reference.
+#[test]
+fn netns_ep_4pe() {
+    run("netns_ep_4pe", "ep", 4, 60_000);
 }
 
 #[test]
@@ -335,6 +354,46 @@ fn netns_examples_4pe() {
     drop(ns);
     let _ = std::fs::remove_dir_all(&dir);
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(
+        left.is_empty(),
+        "{name}: processes left in the namespaces: {left:?}"
+    );
+}
+
+/// Slurm with two nodes, one per namespace (`scripts/slurm-cluster.sh` with namespaces: slurmctld and slurmd `n1` in
+/// the first, slurmd `n2` in the second, each in a UTS namespace named after its node), and `srun --mpi=pmix -N 2
+/// -n 4`: the PMIx bootstrap (chosen by `auto`) starts the job; the launcher's node of each PE (PMIx's local peers)
+/// must be its namespace, and the body of the mixed cases runs (shm within a node, the fabric between them).
+#[test]
+fn netns_srun_4pe() {
+    let name: &str = &xpushmem_tests::test_name(module_path!(), "netns_srun_4pe");
+    run_if_launched_pe(name, "pmix");
+    if let Some(why) = cannot_run() {
+        eprintln!("skipped {name}: {why}");
+        return;
+    }
+    if !pmix_sys::AVAILABLE {
+        eprintln!("skipped {name}: this build has no PMIx bootstrap (install libpmix-dev)");
+        return;
+    }
+    let ns = Netns::create("s4").unwrap_or_else(|e| panic!("setting up namespaces: {e}"));
+    let nodes = [(&*ns.names[0], ns.addrs[0]), (&*ns.names[1], ns.addrs[1])];
+    let cluster = SlurmCluster::start("netns", Some(nodes)).unwrap_or_else(|e| panic!("{e}"));
+    let vars = [
+        ("XPUSHMEM_BOOTSTRAP", "auto"),
+        ("XPUSHMEM_TIMEOUT_MS", "60000"),
+        ("XPUSHMEM_SYMMETRIC_SIZE", "64M"),
+    ];
+    let args = ["--overcommit", "-N", "2", "-n", "4", "--distribution=block"];
+    let st = cluster.srun(name, &args, &vars, Duration::from_secs(150));
+    let logs = cluster.logs();
+    drop(cluster);
+    let left: Vec<String> = (0..2).flat_map(|i| ns.pids(i)).collect();
+    drop(ns);
+    match st {
+        Some(st) => assert!(st.success(), "{name}: srun -N 2 -n 4 failed: {st}\n{logs}"),
+        None => panic!("{name}: srun -N 2 -n 4 did not end within 150 s\n{logs}"),
+    }
     assert!(
         left.is_empty(),
         "{name}: processes left in the namespaces: {left:?}"

@@ -8,6 +8,7 @@ mod fabric;
 mod fabric_common;
 mod fabric_device;
 mod fabric_device_ops;
+mod fabric_ep;
 mod fabric_mpirun;
 mod fabric_netns;
 mod security_fabric;

@@ -5,227 +5,13 @@
 //! set of (layout, top-k, dtype, routing skew, experts per rank, hidden) rows; then the errors: an expert id out
 //! of range, a receive overflow (the same error on every rank), ranks disagreeing (`Mismatch`), and a lost peer.
 
-use crate::ops_common::*;
+use crate::ops_ep_ref::*;
 use std::time::Duration;
 use xpushmem::{Error, Result, Shmem};
 use xpushmem_ops::ep::{EpConfig, Layout, TokenSwitch};
 use xpushmem_ops::{DType, Group};
 use xpushmem_tests::cover::{depth, pairwise, product, Depth};
 use xpushmem_tests::{assert_success, is_pe_of, pe_test, run_pe, spawn_pes_with, test_name};
-
-const MAX_N: usize = 12;
-const MAX_K: usize = 8;
-const MAX_HIDDEN: usize = 24;
-
-/// One case's inputs on rank `rank`: `topk_idx` `[n, k]` (distinct experts per row, some `-1`), weights and
-/// integer-valued tokens (every sum below is exact in every float dtype).
-struct Inputs {
-    n: usize,
-    idx: Vec<i64>,
-    weights: Vec<f32>,
-    x: Vec<f32>,
-}
-
-#[derive(Clone, Copy, Debug)]
-struct Case {
-    layout: Layout,
-    k: usize,
-    dtype: DType,
-    /// 0 uniform, 1 skewed towards expert 0, 2 mostly masked (-1).
-    skew: usize,
-    l: usize,
-    hidden: usize,
-}
-
-fn inputs(c: &Case, w: usize, case: u64, rank: usize) -> Inputs {
-    let mut rng = Rng::new(&[seed(), case, rank as u64]);
-    let e = c.l * w;
-    let n = rng.range(0, MAX_N as u64) as usize;
-    let mut idx = vec![-1i64; n * c.k];
-    for t in 0..n {
-        let mut used = vec![false; e];
-        for j in 0..c.k.min(e) {
-            let masked = match c.skew {
-                2 => rng.chance(0.7),
-                _ => rng.chance(0.15),
-            };
-            if masked {
-                continue;
-            }
-            let mut x = if c.skew == 1 && rng.chance(0.6) {
-                0
-            } else {
-                rng.below(e as u64) as usize
-            };
-            while used[x] {
-                x = (x + 1) % e;
-            }
-            used[x] = true;
-            idx[t * c.k + j] = x as i64;
-        }
-    }
-    let weights = (0..n * c.k).map(|_| rng.below(1000) as f32 / 7.0).collect();
-    let x = (0..n * c.hidden)
-        .map(|_| rng.below(7) as f32 - 3.0)
-        .collect();
-    Inputs { n, idx, weights, x }
-}
-
-fn scale(e: i64) -> f32 {
-    (e % 3 + 1) as f32
-}
-
-fn to_bytes(v: &[f32], dt: DType) -> Vec<u8> {
-    let es = dt.size();
-    let mut out = vec![0u8; v.len() * es];
-    for (x, b) in v.iter().zip(out.chunks_exact_mut(es)) {
-        dt.store_f32(*x, b);
-    }
-    out
-}
-
-fn from_bytes(b: &[u8], dt: DType) -> Vec<f32> {
-    b.chunks_exact(dt.size()).map(|c| dt.load_f32(c)).collect()
-}
-
-/// What rank `d` must receive: (source, token, column) per output row, and the local expert of each row
-/// (expert-major) or `None` (flat: the row is the slot).
-fn expected_rows(c: &Case, all: &[Inputs], d: usize) -> Vec<(usize, usize, Option<usize>)> {
-    let (k, l) = (c.k, c.l);
-    let on_d = |e: i64| e >= 0 && e as usize / l == d;
-    let mut rows = Vec::new();
-    match c.layout {
-        Layout::Flat => {
-            for (s, inp) in all.iter().enumerate() {
-                for t in 0..inp.n {
-                    if (0..k).any(|j| on_d(inp.idx[t * k + j])) {
-                        rows.push((s, t, None));
-                    }
-                }
-            }
-        }
-        Layout::ExpertMajor => {
-            for e in 0..l {
-                for (s, inp) in all.iter().enumerate() {
-                    for t in 0..inp.n {
-                        for j in 0..k {
-                            if inp.idx[t * k + j] == (d * l + e) as i64 {
-                                rows.push((s, t, Some(j)));
-                            }
-                        }
-                    }
-                }
-            }
-        }
-    }
-    rows
-}
-
-fn run_case(sh: &Shmem, g: &Group, ts: &TokenSwitch, c: &Case, case: u64) -> Result<()> {
-    let (w, me) = (g.size(), g.my_rank().unwrap());
-    let all: Vec<Inputs> = (0..w).map(|r| inputs(c, w, case, r)).collect();
-    let mine = &all[me];
-    let (k, h, dt, l) = (c.k, c.hidden, c.dtype, c.l);
-    let what = format!("case {case} {c:?} seed {}", seed());
-    let r = ts.create_routing(sh, g, &mine.idx, mine.n, k, c.layout)?;
-    let rows = expected_rows(c, &all, me);
-    assert_eq!(r.recv_rows(), rows.len(), "{what}: receive rows");
-    let want_counts: Vec<u64> = (0..l)
-        .map(|e| {
-            all.iter()
-                .flat_map(|i| &i.idx)
-                .filter(|&&x| x == (me * l + e) as i64)
-                .count() as u64
-        })
-        .collect();
-    assert_eq!(r.expert_counts(), want_counts, "{what}: expert counts");
-    let cap = ts.config().max_recv_tokens;
-    let es = dt.size();
-    let tokens = to_bytes(&mine.x, dt);
-    // Twice on the same routing (as autograd's backward does): the second round reads no stale state.
-    for round in 0..2 {
-        let mut out = vec![0u8; cap * h * es];
-        let (mut ow, mut oi) = match c.layout {
-            Layout::Flat => (vec![0f32; cap * k], Some(vec![0i64; cap * k])),
-            Layout::ExpertMajor => (vec![0f32; cap], None),
-        };
-        ts.dispatch(
-            sh,
-            g,
-            &r,
-            &tokens,
-            dt,
-            h,
-            &mine.weights,
-            &mut out,
-            &mut ow,
-            oi.as_deref_mut(),
-        )?;
-        let got = from_bytes(&out, dt);
-        let mut y = vec![0f32; rows.len() * h];
-        for (row, &(s, t, col)) in rows.iter().enumerate() {
-            let src = &all[s];
-            assert_eq!(
-                &got[row * h..(row + 1) * h],
-                &src.x[t * h..(t + 1) * h],
-                "{what} round {round}: row {row} (rank {s} token {t})"
-            );
-            match col {
-                None => {
-                    for j in 0..k {
-                        let e = src.idx[t * k + j];
-                        let local = e >= 0 && e as usize / l == me;
-                        let (wi, ww) = if local {
-                            (e - (me * l) as i64, src.weights[t * k + j])
-                        } else {
-                            (-1, 0.0)
-                        };
-                        assert_eq!(
-                            oi.as_ref().unwrap()[row * k + j],
-                            wi,
-                            "{what}: idx {row},{j}"
-                        );
-                        assert_eq!(ow[row * k + j], ww, "{what}: weight {row},{j}");
-                        if local {
-                            for i in 0..h {
-                                y[row * h + i] += scale(e) * src.x[t * h + i];
-                            }
-                        }
-                    }
-                }
-                Some(j) => {
-                    assert_eq!(
-                        ow[row],
-                        src.weights[t * k + j],
-                        "{what}: weight of row {row}"
-                    );
-                    let e = src.idx[t * k + j];
-                    for i in 0..h {
-                        y[row * h + i] = scale(e) * src.x[t * h + i];
-                    }
-                }
-            }
-        }
-        let mut back = vec![0xAAu8; mine.n * h * es];
-        ts.combine(sh, g, &r, &to_bytes(&y, dt), dt, h, &mut back)?;
-        let back = from_bytes(&back, dt);
-        for t in 0..mine.n {
-            let f: f32 = (0..k)
-                .map(|j| mine.idx[t * k + j])
-                .filter(|&e| e >= 0)
-                .map(scale)
-                .sum();
-            for i in 0..h {
-                assert_eq!(
-                    back[t * h + i],
-                    f * mine.x[t * h + i],
-                    "{what} round {round}: combined token {t} element {i}"
-                );
-            }
-        }
-    }
-    Ok(())
-}
 
 #[track_caller]
 fn expect<T>(r: Result<T>, kind: &str, text: &str, what: &str) {
@@ -238,16 +24,26 @@ fn expect<T>(r: Result<T>, kind: &str, text: &str, what: &str) {
     }
 }
 
-fn switch(sh: &Shmem, g: &Group, l: usize) -> Result<TokenSwitch> {
+/// The case of a covering row (layout, top-k, dtype, skew, experts-per-rank index, hidden index).
+fn case_of(row: &[usize], ks: &[usize], l: usize, hiddens: &[usize]) -> Case {
+    Case {
+        layout: [Layout::Flat, Layout::ExpertMajor][row[0]],
+        k: ks[row[1]],
+        dtype: [DType::F32, DType::BF16, DType::F16][row[2]],
+        skew: row[3],
+        l,
+        hidden: hiddens[row[5]],
+    }
+}
+
+/// A switch like `ts` that receives at most W rows per rank (the overflow cases).
+fn small_switch(sh: &Shmem, g: &Group, ts: &TokenSwitch) -> Result<TokenSwitch> {
     TokenSwitch::new(
         sh,
         g,
         EpConfig {
-            num_experts: l * g.size(),
-            max_dispatch_tokens: MAX_N,
-            max_recv_tokens: MAX_N * 3 * g.size(),
-            max_token_bytes: MAX_HIDDEN * 4,
-            max_topk: MAX_K,
+            max_recv_tokens: g.size(),
+            ..ts.config()
         },
     )
 }
@@ -290,14 +86,7 @@ fn errors(sh: &Shmem, g: &Group, ts: &TokenSwitch, l: usize) -> Result<()> {
     // A switch receiving at most W rows; every rank sends rank 0 two tokens (on two of its experts, when it has
     // two): rank 0 would receive 2W slots (flat) or 2W or 4W pairs (expert-major). Every rank reports the same
     // overflow, naming rank 0, the count and the excess; a routing that fits still works.
-    let small = TokenSwitch::new(
-        sh,
-        g,
-        EpConfig {
-            max_recv_tokens: w,
-            ..ts.config()
-        },
-    )?;
+    let small = small_switch(sh, g, ts)?;
     let k = l.min(2);
     let idx: Vec<i64> = (0..2).flat_map(|_| 0..k as i64).collect();
     for layout in [Layout::Flat, Layout::ExpertMajor] {
@@ -384,12 +173,10 @@ fn errors(sh: &Shmem, g: &Group, ts: &TokenSwitch, l: usize) -> Result<()> {
 pe_test!(ep_dispatch_combine_against_reference, shm[2, 3, 4], |sh| {
     let g = Group::world(sh)?;
     let w = g.size();
-    let layouts = [Layout::Flat, Layout::ExpertMajor];
     let ks = [1, 2, 3, 8];
-    let dtypes = [DType::F32, DType::BF16, DType::F16];
     let ls = [1, 3];
     let hiddens = [1, 8, MAX_HIDDEN];
-    let dims = [2, ks.len(), dtypes.len(), 3, ls.len(), hiddens.len()];
+    let dims = [2, ks.len(), 3, 3, ls.len(), hiddens.len()];
     let rows = match depth() {
         Depth::Full => product(&dims, |_| true),
         Depth::Cover => pairwise(
@@ -401,14 +188,7 @@ pe_test!(ep_dispatch_combine_against_reference, shm[2, 3, 4], |sh| {
     for l in ls {
         let ts = switch(sh, &g, l)?;
         for (i, row) in rows.iter().enumerate().filter(|(_, r)| ls[r[4]] == l) {
-            let c = Case {
-                layout: layouts[row[0]],
-                k: ks[row[1]],
-                dtype: dtypes[row[2]],
-                skew: row[3],
-                l,
-                hidden: hiddens[row[5]],
-            };
+            let c = case_of(row, &ks, l, &hiddens);
             run_case(sh, &g, &ts, &c, i as u64 * 31 + w as u64)?;
         }
         if w == 3 || l == 1 {
@@ -456,3 +236,356 @@ fn ep_peer_lost_in_dispatch_3pe() {
     let out = spawn_pes_with(&name, 3, &[]);
     assert_success(&name, 3, &out);
 }
+
+// ---- the device path (kernels on a command list, ze-emu) ---------------------------------------------------
+
+mod device {
+    use super::*;
+    use xpushmem::device::queue::Queue;
+    use xpushmem::SymSlice;
+    use xpushmem_ops::ep::DeviceRouting;
+    use xpushmem_ops::{DeviceOps, OpHandle, Operand, TensorView};
+
+    /// Every operand of the device ops, in the (device) symmetric heap, at the switch's maxima.
+    struct Bufs {
+        idx: SymSlice<u8>,
+        wts: SymSlice<u8>,
+        tokens: SymSlice<u8>,
+        out: SymSlice<u8>,
+        ow: SymSlice<u8>,
+        oi: SymSlice<u8>,
+        y: SymSlice<u8>,
+        back: SymSlice<u8>,
+        state: SymSlice<u8>,
+    }
+
+    impl Bufs {
+        fn new(sh: &Shmem, ts: &TokenSwitch) -> Result<Bufs> {
+            let cap = ts.config().max_recv_tokens;
+            Ok(Bufs {
+                idx: sh.malloc(MAX_N * MAX_K * 8)?,
+                wts: sh.malloc(MAX_N * MAX_K * 4)?,
+                tokens: sh.malloc(MAX_N * MAX_HIDDEN * 4)?,
+                out: sh.malloc(cap * MAX_HIDDEN * 4)?,
+                ow: sh.malloc(cap * MAX_K * 4)?,
+                oi: sh.malloc(cap * MAX_K * 8)?,
+                y: sh.malloc(cap * MAX_HIDDEN * 4)?,
+                back: sh.malloc(MAX_N * MAX_HIDDEN * 4)?,
+                state: sh.malloc(ts.device_state_bytes())?,
+            })
+        }
+
+        fn free(self, sh: &Shmem) -> Result<()> {
+            for b in [
+                self.state,
+                self.back,
+                self.y,
+                self.oi,
+                self.ow,
+                self.out,
+                self.tokens,
+                self.wts,
+                self.idx,
+            ] {
+                sh.free(b)?;
+            }
+            Ok(())
+        }
+    }
+
+    fn t(buf: SymSlice<u8>, dt: DType, shape: &[usize]) -> Result<Operand> {
+        let bytes = shape.iter().product::<usize>() * dt.size();
+        Ok(Operand::Heap(TensorView::contiguous(
+            buf.slice(..bytes)?,
+            dt,
+            shape,
+        )?))
+    }
+
+    fn put(sh: &Shmem, buf: SymSlice<u8>, data: &[u8]) -> Result<()> {
+        if data.is_empty() {
+            return Ok(());
+        }
+        sh.put(buf.slice(..data.len())?, data, sh.my_pe())
+    }
+
+    fn get(sh: &Shmem, buf: SymSlice<u8>, len: usize) -> Result<Vec<u8>> {
+        let mut v = vec![0u8; len];
+        if len > 0 {
+            sh.get(&mut v, buf.slice(..len)?, sh.my_pe())?;
+        }
+        Ok(v)
+    }
+
+    fn bytes_of<T: Copy>(v: &[T], f: impl Fn(T) -> Vec<u8>) -> Vec<u8> {
+        v.iter().flat_map(|&x| f(x)).collect()
+    }
+
+    /// Run the list, then report the op's outcome.
+    fn run(sh: &Shmem, q: &Queue, h: Result<OpHandle>) -> Result<()> {
+        let h = h?;
+        sh.device().expect("a device heap").submit_and_wait(q)?;
+        h.wait(sh)
+    }
+
+    #[derive(Clone, Copy)]
+    struct Dev<'a> {
+        sh: &'a Shmem,
+        ops: &'a DeviceOps,
+        q: &'a Queue,
+        g: &'a Group,
+        ts: &'a TokenSwitch,
+        b: &'a Bufs,
+    }
+
+    impl Dev<'_> {
+        fn route(&self, idx: &[i64], n: usize, k: usize, layout: Layout) -> Result<DeviceRouting> {
+            put(
+                self.sh,
+                self.b.idx,
+                &bytes_of(idx, |x| x.to_le_bytes().to_vec()),
+            )?;
+            let st = self.ts.device_state_bytes();
+            let (r, h) = self.ts.create_routing_on(
+                self.sh,
+                self.ops,
+                self.q.list(),
+                self.g,
+                &t(self.b.idx, DType::I64, &[n, k])?,
+                layout,
+                &t(self.b.state, DType::U8, &[st])?,
+            )?;
+            run(self.sh, self.q, Ok(h))?;
+            Ok(r)
+        }
+
+        /// Dispatch `x` (`[n, h]` of `dt`, as f32 values); returns the output rows (f32), weights and ids.
+        #[allow(clippy::too_many_arguments)]
+        fn dispatch(
+            &self,
+            r: &DeviceRouting,
+            x: &[f32],
+            wts: &[f32],
+            dt: DType,
+            h: usize,
+            flat_idx: bool,
+        ) -> Result<(Vec<f32>, Vec<f32>, Vec<i64>)> {
+            let (n, k) = (r.num_tokens(), r.top_k());
+            let cap = self.ts.config().max_recv_tokens;
+            put(self.sh, self.b.tokens, &to_bytes(x, dt))?;
+            put(
+                self.sh,
+                self.b.wts,
+                &bytes_of(wts, |x| x.to_le_bytes().to_vec()),
+            )?;
+            let flat = r.layout() == Layout::Flat;
+            let wshape = if flat { vec![cap, k] } else { vec![cap] };
+            let oi = t(self.b.oi, DType::I64, &[cap, k])?;
+            run(
+                self.sh,
+                self.q,
+                self.ts.dispatch_on(
+                    self.sh,
+                    self.ops,
+                    self.q.list(),
+                    self.g,
+                    r,
+                    &t(self.b.tokens, dt, &[n, h])?,
+                    &t(self.b.wts, DType::F32, &[n, k])?,
+                    &t(self.b.out, dt, &[cap, h])?,
+                    &t(self.b.ow, DType::F32, &wshape)?,
+                    flat_idx.then_some(&oi),
+                ),
+            )?;
+            let out = from_bytes(&get(self.sh, self.b.out, cap * h * dt.size())?, dt);
+            let ow = from_bytes(
+                &get(self.sh, self.b.ow, wshape.iter().product::<usize>() * 4)?,
+                DType::F32,
+            );
+            let oi = get(self.sh, self.b.oi, cap * k * 8)?
+                .chunks_exact(8)
+                .map(|b| i64::from_le_bytes(b.try_into().unwrap()))
+                .collect();
+            Ok((out, ow, oi))
+        }
+
+        fn combine(&self, r: &DeviceRouting, y: &[f32], dt: DType, h: usize) -> Result<Vec<f32>> {
+            let cap = self.ts.config().max_recv_tokens;
+            let n = r.num_tokens();
+            let mut yb = to_bytes(y, dt);
+            yb.resize(cap * h * dt.size(), 0);
+            put(self.sh, self.b.y, &yb)?;
+            put(self.sh, self.b.back, &vec![0xAA; n * h * dt.size()])?;
+            run(
+                self.sh,
+                self.q,
+                self.ts.combine_on(
+                    self.sh,
+                    self.ops,
+                    self.q.list(),
+                    self.g,
+                    r,
+                    &t(self.b.y, dt, &[cap, h])?,
+                    &t(self.b.back, dt, &[n, h])?,
+                ),
+            )?;
+            Ok(from_bytes(
+                &get(self.sh, self.b.back, n * h * dt.size())?,
+                dt,
+            ))
+        }
+
+        /// One case on the device against the reference (the same checks as the host path's).
+        fn case(&self, c: &Case, case: u64) -> Result<()> {
+            let me = self.g.my_rank().unwrap();
+            let x = expect_of(self.g, c, case);
+            let mine = &x.all[me];
+            let r = self.route(&mine.idx, mine.n, c.k, c.layout)?;
+            let st = get(self.sh, self.b.state, self.ts.device_state_bytes())?;
+            let (off, len) = r.info_range(self.ts);
+            let info: Vec<u64> = st[off..off + len]
+                .chunks_exact(8)
+                .map(|b| u64::from_le_bytes(b.try_into().unwrap()))
+                .collect();
+            assert_eq!(info[0] as usize, x.rows.len(), "{}: receive rows", x.what);
+            assert_eq!(&info[2..], &x.counts[..], "{}: expert counts", x.what);
+            for round in 0..2 {
+                let flat = c.layout == Layout::Flat;
+                let (out, ow, oi) =
+                    self.dispatch(&r, &mine.x, &mine.weights, c.dtype, c.hidden, flat)?;
+                let y = check_dispatch(c, &x, me, round, &out, &ow, flat.then_some(&oi[..]));
+                let back = self.combine(&r, &y, c.dtype, c.hidden)?;
+                check_combine(c, &x, me, round, &back);
+            }
+            Ok(())
+        }
+
+        /// The host path's error for the same call, as text (the device must give the same).
+        fn same<T, U>(&self, dev: Result<T>, host: Result<U>, what: &str) {
+            match (dev, host) {
+                (Err(d), Err(h)) => {
+                    assert_eq!(d.kind(), h.kind(), "{what}: device {d} / host {h}");
+                    if d.kind() != "Mismatch" {
+                        assert_eq!(d.to_string(), h.to_string(), "{what}");
+                    }
+                }
+                (d, h) => panic!(
+                    "{what}: device {:?}, host {:?}",
+                    d.err().map(|e| e.to_string()),
+                    h.err().map(|e| e.to_string())
+                ),
+            }
+        }
+
+        /// The errors of the host path's `errors`, on the device, each compared with the host path's text and
+        /// followed by a healthy case.
+        fn errors(&self, l: usize) -> Result<()> {
+            let (sh, g, ts) = (self.sh, self.g, self.ts);
+            let (w, me) = (g.size(), g.my_rank().unwrap());
+            let last = me == w - 1;
+            let healthy = Case {
+                layout: Layout::ExpertMajor,
+                k: 2,
+                dtype: DType::F32,
+                skew: 0,
+                l,
+                hidden: 3,
+            };
+            let e = (l * w) as i64;
+            let idx = if last { vec![0, e] } else { vec![0, 1] };
+            let d = self.route(&idx, 1, 2, Layout::Flat);
+            let h = ts.create_routing(sh, g, &idx, 1, 2, Layout::Flat);
+            self.same(d, h, "bad expert id");
+            self.case(&healthy, 999)?;
+            // A receive overflow on a switch receiving at most W rows (every rank sends rank 0 two tokens): the
+            // same error on every rank; a routing that fits still works.
+            let small = small_switch(sh, g, ts)?;
+            let sb = Bufs::new(sh, &small)?;
+            let sd = Dev {
+                ts: &small,
+                b: &sb,
+                ..*self
+            };
+            let k = l.min(2);
+            let idx: Vec<i64> = (0..2).flat_map(|_| 0..k as i64).collect();
+            for layout in [Layout::Flat, Layout::ExpertMajor] {
+                let d = sd.route(&idx, 2, k, layout);
+                let h = small.create_routing(sh, g, &idx, 2, k, layout);
+                assert_eq!(d.as_ref().err().map(|e| e.kind()), Some("OutOfBounds"));
+                self.same(d, h, "overflow");
+            }
+            let r = sd.route(&[0], 1, 1, Layout::Flat)?;
+            let (out, _, oi) = sd.dispatch(&r, &[5.0], &[1.0], DType::F32, 1, true)?;
+            if me == 0 {
+                assert_eq!(&out[..w], &vec![5.0; w][..], "the routing that fits");
+                assert_eq!(&oi[..w], &vec![0; w][..]);
+            }
+            sb.free(sh)?;
+            small.free(sh)?;
+            self.case(&healthy, 998)?;
+            // Ranks disagreeing on top-k: Mismatch everywhere.
+            let k = if last { 2 } else { 1 };
+            let d = self.route(&vec![0; k], 1, k, Layout::Flat);
+            let h = ts.create_routing(sh, g, &vec![0; k], 1, k, Layout::Flat);
+            self.same(d, h, "top-k differs");
+            // Ranks disagreeing on the dtype of a dispatch, then a rank without out_topk_idx.
+            let r = self.route(&[0], 1, 1, Layout::Flat)?;
+            let dt = if last { DType::F16 } else { DType::F32 };
+            let d = self.dispatch(&r, &[1.0; 4], &[1.0], dt, 4, true);
+            assert_eq!(d.err().map(|e| e.kind()), Some("Mismatch"), "dtype differs");
+            let d = self.dispatch(&r, &[1.0; 4], &[1.0], DType::F32, 4, !last);
+            let want = if last {
+                "out_topk_idx"
+            } else {
+                "rejected its arguments"
+            };
+            match d {
+                Err(e) => assert!(e.to_string().contains(want), "{want} not in {e}"),
+                Ok(_) => panic!("a missing out_topk_idx: expected an error"),
+            }
+            self.case(&healthy, 997)
+        }
+    }
+
+    // The device kernels against the reference (the host path's checks), a covering set of layout x top-k x
+    // dtype x skew x experts per rank x hidden, then the errors (each with the host path's text).
+    pe_test!(ep_device_against_reference, dev[2, 3], |sh| {
+        let ops = DeviceOps::new(sh)?;
+        let q = sh.device().expect("a device heap").create_queue(true)?;
+        let g = Group::world(sh)?;
+        let ks = [1, 3, 8];
+        let ls = [1, 3];
+        let hiddens = [1, 8, MAX_HIDDEN];
+        let dims = [2, ks.len(), 3, 3, ls.len(), hiddens.len()];
+        let rows = pairwise(&dims, &[(0, 1), (0, 2), (0, 4), (2, 5)], |_| true);
+        for l in ls {
+            let ts = switch(sh, &g, l)?;
+            let b = Bufs::new(sh, &ts)?;
+            let d = Dev {
+                sh,
+                ops: &ops,
+                q: &q,
+                g: &g,
+                ts: &ts,
+                b: &b,
+            };
+            for (i, row) in rows.iter().enumerate().filter(|(_, r)| ls[r[4]] == l) {
+                let c = case_of(row, &ks, l, &hiddens);
+                d.case(&c, i as u64 * 37 + g.size() as u64)?;
+            }
+            if l == 3 {
+                d.errors(l)?;
+            }
+            b.free(sh)?;
+            ts.free(sh)?;
+        }
+        g.free(sh)
+    });
+}
+
+// Eight ranks on the host path (8 PEs on the 2-core machine: one launch): the covering set of
+// `ops_ep_ref::ep_round_trips` (both layouts, top-k 1 to 8, the three float dtypes, skewed and masked routings, 1
+// and 3 experts per rank) against the reference.
+pe_test!(ep_round_trips_at_8_ranks, shm[8], |sh| {
+    ep_round_trips(sh)
+});

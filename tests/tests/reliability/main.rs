@@ -1,9 +1,10 @@
 //! Reliability and security of a job: peer death, the bootstrap's and the launcher's security, and the MPI bootstrap
-//! under mpirun (feature `mpi`).
+//! under mpirun (feature `mpi`), the PMIx bootstrap under mpirun.
 //!
 //! One module per suite; a multi-PE test's PEs re-run this binary with the test's full name (`module::case`).
 
 mod mpi_bootstrap;
+mod pmix_bootstrap;
 mod reliability_peer_death;
 mod security_boot;
 mod security_launch;

@@ -11,9 +11,10 @@ xpushmem (issue #29), built like upstream's ``TokenSwitchNCCL``::
 CPU tensors run on the host path of ``ops/src/ep`` (receive buffers on the symmetric heap, allocated once here and
 bounded by the maxima; one put with a signal per source rank and step). Semantics (upstream's): ``dispatch`` returns
 ``(out_tokens, out_topk_weights, out_topk_idx)``; ``"flat"``: one row per (token, destination rank) in (source rank,
-token) order, ``out_topk_weights``/``out_topk_idx`` ``[rows, K]`` with local expert ids (``-1``, weight 0, for
-experts elsewhere); ``"expert_major"``: one row per (token, local expert), each expert's rows contiguous,
-``out_topk_weights`` ``[rows]``, ``out_topk_idx`` ``None``; :meth:`TokenSwitch.expert_offsets` gives
+token) order, ``out_topk_weights``/``out_topk_idx`` ``[rows, K]``: the token's local expert ids on this rank,
+ascending and packed at the front, with their weights (``-1`` and weight 0 after them; upstream's contract);
+``"expert_major"``: one row per (token, local expert), each expert's rows contiguous, ``out_topk_weights``
+``[rows]``, ``out_topk_idx`` ``None``; :meth:`TokenSwitch.expert_offsets` gives
 ``grouped_mm``'s ``offs=``. ``combine`` sums, for each token, the rows of its copies (weights are not applied: the
 experts apply the dispatched weights), so it is ``dispatch``'s adjoint and each is the other's backward. See
 ``docs/EP.md``.
@@ -62,6 +63,17 @@ class _RoutingHandle:
             _shim().ep_routing_destroy(self.handle)
         except Exception:  # noqa: BLE001  (interpreter teardown, runtime finalized: nothing left to free)
             pass
+
+
+def _pack_local(idx: torch.Tensor, weights: torch.Tensor, num_local: int) -> None:
+    """Upstream's flat-layout convention, in place: each row's local expert ids ascending and packed at the front
+    (ties in top-k column order), ``-1`` and weight 0 after them. The switch writes them at their top-k columns
+    (DeepEP's convention, which ``xpushmem.ep.Buffer`` keeps)."""
+    key = torch.where(idx >= 0, idx, torch.full_like(idx, num_local))
+    key, perm = key.sort(dim=1, stable=True)
+    routed = key < num_local
+    weights.copy_(torch.where(routed, weights.gather(1, perm), torch.zeros_like(weights)))
+    idx.copy_(torch.where(routed, key, torch.full_like(key, -1)))
 
 
 if _UpstreamTokenSwitch is not None:
@@ -139,6 +151,11 @@ if _UpstreamTokenSwitch is not None:
                 handle=_RoutingHandle(self._live(), handle, rows, counts), topk_idx=topk_idx, layout=layout
             )
 
+        @property
+        def max_recv_tokens_per_rank(self) -> int:
+            """The most rows one rank receives per dispatch (the constructor's ``max_recv_tokens_per_rank``)."""
+            return self._max_recv_tokens_per_rank
+
         @staticmethod
         def num_recv_rows(routing: Routing) -> int:
             """Rows of this rank's dispatch output that hold tokens (the rest of ``out_tokens`` is untouched)."""
@@ -190,6 +207,9 @@ if _UpstreamTokenSwitch is not None:
                 out_topk_weights,
                 out_topk_idx,
             )
+            if out_topk_idx is not None:
+                rows = routing.handle.recv_rows
+                _pack_local(out_topk_idx[:rows], out_topk_weights[:rows], self._num_local_experts)
 
         def _combine(self, routing: Routing, expert_tokens: torch.Tensor, out_tokens: torch.Tensor) -> None:
             _shim().ep_combine(self._live(), routing.handle.handle, expert_tokens.contiguous(), out_tokens)

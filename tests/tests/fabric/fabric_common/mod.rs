@@ -5,6 +5,9 @@
 pub mod netns;
 #[path = "../../ops/ops_common/mod.rs"]
 mod ops_common;
+/// The expert-parallel tests' reference (`ops_ep.rs`), for dispatch and combine across nodes.
+#[path = "../../ops/ops_ep_ref.rs"]
+pub mod ops_ep_ref;
 
 use ops_common::{bytes_i64, data_rows, excl, i64_bytes, read, reference_2d, view, write};
 use xpushmem::coll::ReduceOp;
@@ -54,6 +57,19 @@ pub fn node_of(pe: usize, n: usize, nodes: usize) -> usize {
 /// Rows PE `src` sends PE `dst` in the all_to_all_vdev case (0..=3, some empty).
 fn rows(src: usize, dst: usize) -> usize {
     (reference(src, dst, 77) % 4) as usize
+}
+
+/// When this process is a PE of test `name` that a launcher started (mpirun, srun) with `bootstrap`: the body of the
+/// mixed cases over two nodes, a verdict line, and the exit.
+pub fn run_if_launched_pe(name: &str, bootstrap: &'static str) {
+    if xpushmem_tests::is_pe_of(name) {
+        xpushmem_tests::run_pe(|sh| {
+            assert_eq!(sh.bootstrap_name(), bootstrap);
+            mixed_body(sh, 2)?;
+            println!("verdict PE {}: OK", sh.my_pe());
+            Ok(())
+        });
+    }
 }
 
 /// The checks of one PE of a mixed job. `nodes`: how PEs are spread (0: every peer forced onto the fabric).

@@ -1,0 +1,152 @@
+//! The PMIx client behind safe calls: `pmix-sys`'s shim (PMIx's structures hidden behind plain C types, libpmix
+//! loaded at run time). Used by the PMIx bootstrap (`bootstrap/pmix.rs`); built when `pmix-sys` found PMIx's
+//! headers (cfg `xpushmem_pmix`).
+
+use crate::error::{Error, Result};
+use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::time::Duration;
+
+/// This process's PMIx client: its namespace and rank, after `PMIx_Init`.
+#[derive(Debug)]
+pub(crate) struct Pmix {
+    nspace: CString,
+    rank: u32,
+}
+
+fn fail(call: &str, rc: c_int) -> Error {
+    // SAFETY: xpmix_error_string never returns null and its text is static (libpmix's table or the shim's).
+    let text = unsafe { CStr::from_ptr(pmix_sys::xpmix_error_string(rc)) }.to_string_lossy();
+    let hint = match rc {
+        -24 => " (PMIX_ERR_TIMEOUT: a process did not arrive within XPUSHMEM_TIMEOUT_MS)",
+        -61 | -25 => " (the PMIx server is gone: the launcher or a node daemon died)",
+        _ => "",
+    };
+    Error::Bootstrap {
+        method: "pmix",
+        message: format!("{call} failed: {text} ({rc}){hint}"),
+    }
+}
+
+fn check(call: &str, rc: c_int) -> Result<()> {
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(fail(call, rc))
+    }
+}
+
+fn key(k: &str) -> Result<CString> {
+    CString::new(k).map_err(|_| Error::invalid("key", k, "a PMIx key has no NUL byte"))
+}
+
+/// A limit in whole seconds for PMIx (0: none), rounded up.
+pub(crate) fn seconds(limit: Option<Duration>) -> c_int {
+    limit.map_or(0, |d| {
+        c_int::try_from(d.as_millis().div_ceil(1000).max(1)).unwrap_or(c_int::MAX)
+    })
+}
+
+impl Pmix {
+    /// Load libpmix and connect to the PMIx server this process was started under (`PMIx_Init`).
+    pub(crate) fn init() -> Result<Pmix> {
+        pmix_sys::load().map_err(|message| Error::Bootstrap {
+            method: "pmix",
+            message,
+        })?;
+        let mut ns = [0 as c_char; pmix_sys::XPMIX_NSLEN as usize];
+        let mut rank = 0u32;
+        // SAFETY: the shim writes at most XPMIX_NSLEN bytes (NUL-terminated) into `ns` and one u32 into `rank`;
+        // libpmix is loaded (above).
+        check("PMIx_Init", unsafe {
+            pmix_sys::xpmix_init(ns.as_mut_ptr(), &mut rank)
+        })?;
+        // SAFETY: xpmix_init NUL-terminated the buffer.
+        let nspace = unsafe { CStr::from_ptr(ns.as_ptr()) }.to_owned();
+        Ok(Pmix { nspace, rank })
+    }
+
+    /// This process's rank in its namespace.
+    pub(crate) fn rank(&self) -> u32 {
+        self.rank
+    }
+
+    /// An unsigned integer attribute of `rank` (`pmix_sys::RANK_WILDCARD`: of the job).
+    pub(crate) fn get_uint(&self, rank: u32, k: &str, timeout_s: c_int) -> Result<u64> {
+        let ck = key(k)?;
+        let mut v = 0u64;
+        // SAFETY: NUL-terminated strings that outlive the call; the shim writes one u64.
+        let rc = unsafe {
+            pmix_sys::xpmix_get_uint(self.nspace.as_ptr(), rank, ck.as_ptr(), timeout_s, &mut v)
+        };
+        check(&format!("PMIx_Get({k})"), rc).map(|()| v)
+    }
+
+    /// A string attribute of `rank`.
+    pub(crate) fn get_string(&self, rank: u32, k: &str, timeout_s: c_int) -> Result<String> {
+        let ck = key(k)?;
+        let mut p: *mut c_char = std::ptr::null_mut();
+        // SAFETY: as for get_uint; on success the shim stores a malloc'd NUL-terminated copy in `p`.
+        let rc = unsafe {
+            pmix_sys::xpmix_get_string(self.nspace.as_ptr(), rank, ck.as_ptr(), timeout_s, &mut p)
+        };
+        check(&format!("PMIx_Get({k})"), rc)?;
+        // SAFETY: `p` is the shim's NUL-terminated copy, read once and freed with the shim's free.
+        let s = unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned();
+        // SAFETY: `p` came from the shim's malloc and is not used after this.
+        unsafe { pmix_sys::xpmix_free(p.cast()) };
+        Ok(s)
+    }
+
+    /// Publish `data` under `k` for every process of the job (`PMIx_Put`, global scope; seen after commit+fence).
+    pub(crate) fn put(&self, k: &str, data: &[u8]) -> Result<()> {
+        let ck = key(k)?;
+        // SAFETY: PMIx_Put copies `data.len()` bytes from `data` during the call.
+        let rc =
+            unsafe { pmix_sys::xpmix_put_bytes(ck.as_ptr(), data.as_ptr().cast(), data.len()) };
+        check(&format!("PMIx_Put({k})"), rc)
+    }
+
+    /// `PMIx_Commit`.
+    pub(crate) fn commit(&self) -> Result<()> {
+        // SAFETY: no arguments; libpmix is loaded and initialised.
+        check("PMIx_Commit", unsafe { pmix_sys::xpmix_commit() })
+    }
+
+    /// `PMIx_Fence` over the whole namespace, collecting committed data when `collect`.
+    pub(crate) fn fence(&self, collect: bool, timeout_s: c_int) -> Result<()> {
+        // SAFETY: plain integers; libpmix is loaded and initialised.
+        check("PMIx_Fence", unsafe {
+            pmix_sys::xpmix_fence(c_int::from(collect), timeout_s)
+        })
+    }
+
+    /// The bytes `rank` published under `k`.
+    pub(crate) fn get_bytes(&self, rank: u32, k: &str, timeout_s: c_int) -> Result<Vec<u8>> {
+        let ck = key(k)?;
+        let mut p: *mut c_void = std::ptr::null_mut();
+        let mut len = 0usize;
+        // SAFETY: as for get_uint; on success the shim stores a malloc'd copy of `len` bytes in `p`.
+        let rc = unsafe {
+            pmix_sys::xpmix_get_bytes(
+                self.nspace.as_ptr(),
+                rank,
+                ck.as_ptr(),
+                timeout_s,
+                &mut p,
+                &mut len,
+            )
+        };
+        check(&format!("PMIx_Get({k}) of rank {rank}"), rc)?;
+        // SAFETY: `p` holds `len` bytes (the shim's copy), read once before it is freed.
+        let v = unsafe { std::slice::from_raw_parts(p.cast::<u8>(), len) }.to_vec();
+        // SAFETY: `p` came from the shim's malloc and is not used after this.
+        unsafe { pmix_sys::xpmix_free(p) };
+        Ok(v)
+    }
+
+    /// `PMIx_Finalize`.
+    pub(crate) fn finalize(&self) -> Result<()> {
+        // SAFETY: no arguments; libpmix is loaded and initialised.
+        check("PMIx_Finalize", unsafe { pmix_sys::xpmix_finalize() })
+    }
+}
