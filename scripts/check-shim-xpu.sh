@@ -4,6 +4,9 @@
 # installed torch's headers (the PyPI wheel ships c10/xpu, ATen/xpu and torch/csrc/xpu) and the SYCL headers of the
 # `intel-sycl-rt` wheel (installed headers-only by scripts/setup-python.sh). A PyPI torch lacks one header that an
 # XPU build generates (c10/xpu/impl/xpu_cmake_macros.h); it is written here with the content such a build gives it.
+# It also compiles the SYCL interop example of the host on-queue forms (examples/sycl/on_queue.cpp: a
+# sycl::queue's native Level Zero list given to xpushmemx_*_on_queue) the same way, against the same headers and
+# the system's Level Zero headers.
 # Usage: scripts/check-shim-xpu.sh VENV   (the venv of scripts/setup-python.sh)
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -25,3 +28,6 @@ abi="$("$venv/bin/python" -c 'import torch; print(int(torch._C._GLIBCXX_USE_CXX1
     "${includes[@]}" -isystem"$work" -isystem"$sycl" -isystem"$sycl/sycl" -I"$repo/ffi/include" \
     -Werror "$repo/triton-bridge/xpushmem/csrc/xpushmem_torch.cpp"
 echo "check-shim-xpu: the XPU half of xpushmem_torch.cpp compiles (-fsyntax-only, SYCL headers of intel-sycl-rt)"
+"${CXX:-g++}" -std=c++20 -fsyntax-only -Wall -Werror -isystem"$sycl" -isystem"$sycl/sycl" -I"$repo/ffi/include" \
+    "$repo/examples/sycl/on_queue.cpp"
+echo "check-shim-xpu: examples/sycl/on_queue.cpp compiles (-fsyntax-only, SYCL headers of intel-sycl-rt)"

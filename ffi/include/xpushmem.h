@@ -496,6 +496,69 @@ uint64_t xpushmem_signal_wait_until(uint64_t *sig_addr,
 // `value` writable (or NULL); `sig_addr` symmetric (checked).
 int xpushmem_signal_wait_until_ex(uint64_t *value, uint64_t *sig_addr, int cmp, uint64_t cmp_value);
 
+// Wait (bounded by `XPUSHMEM_TIMEOUT_MS`, with lost-peer detection) until every op enqueued with an
+// `xpushmemx_*_on_queue` entry point since the last report has run, and return 0 or the first failed op's error
+// (its message, naming the entry point, in `xpushmem_last_error()`): the error the blocking form returns (a device
+// wait that gave up is `XPUSHMEM_ERROR_TIMEOUT`). The caller must have let its lists run (immediate lists run by
+// themselves; a regular list must have been executed). The op family (`xpushmem_ops_*_on_queue`) reports through
+// `xpushmem_ops_queue_wait`.
+int xpushmemx_queue_wait(void);
+
+// Without waiting: 0, or the first error of an op enqueued with an `xpushmemx_*_on_queue` entry point that has
+// finished since the last report.
+int xpushmemx_queue_poll(void);
+
+// On-queue update of the signal word `sig_addr` on `pe` with `signal` by `sig_op` (`XPUSHMEM_SIGNAL_SET`: set,
+// `XPUSHMEM_SIGNAL_ADD`: atomic add).
+//
+// # Safety
+// As for `xpushmemx_putmem_on_queue`.
+int xpushmemx_signal_op_on_queue(uint64_t *sig_addr,
+                                 uint64_t signal,
+                                 int sig_op,
+                                 int pe,
+                                 void *ze_command_list,
+                                 uint32_t num_wait_events,
+                                 const void *wait_events,
+                                 void *signal_event);
+
+// Hold the list until this PE's signal word `sig_addr` satisfies `cmp cmp_value` (`XPUSHMEM_CMP_*`; bounded by
+// `XPUSHMEM_TIMEOUT_MS`: a wait that gives up is `XPUSHMEM_ERROR_TIMEOUT` from `xpushmemx_queue_wait`).
+//
+// # Safety
+// As for `xpushmemx_putmem_on_queue`.
+int xpushmemx_signal_wait_until_on_queue(uint64_t *sig_addr,
+                                         int cmp,
+                                         uint64_t cmp_value,
+                                         void *ze_command_list,
+                                         uint32_t num_wait_events,
+                                         const void *wait_events,
+                                         void *signal_event);
+
+// On-queue `team_sync`: every member of `team` meets.
+//
+// # Safety
+// As for `xpushmemx_putmem_on_queue`.
+int xpushmemx_team_sync_on_queue(xpushmem_team_t team,
+                                 void *ze_command_list,
+                                 uint32_t num_wait_events,
+                                 const void *wait_events,
+                                 void *signal_event);
+
+// On-queue broadcast of `nbytes` bytes from member `pe_root` of `team` to every member's `dest`.
+//
+// # Safety
+// As for `xpushmemx_putmem_on_queue`.
+int xpushmemx_broadcastmem_on_queue(xpushmem_team_t team,
+                                    void *dest,
+                                    const void *source,
+                                    size_t nbytes,
+                                    int pe_root,
+                                    void *ze_command_list,
+                                    uint32_t num_wait_events,
+                                    const void *wait_events,
+                                    void *signal_event);
+
 // This PE's number in `team`; -1 for `XPUSHMEM_TEAM_INVALID` and on error (another bad handle records an
 // error).
 int xpushmem_team_my_pe(xpushmem_team_t team);
@@ -1912,6 +1975,498 @@ int xpushmemx_float_sum_inscan(xpushmem_team_t team, float *dest, const float *s
 int xpushmemx_float_sum_exscan(xpushmem_team_t team, float *dest, const float *source, size_t nelems);
 int xpushmemx_double_sum_inscan(xpushmem_team_t team, double *dest, const double *source, size_t nelems);
 int xpushmemx_double_sum_exscan(xpushmem_team_t team, double *dest, const double *source, size_t nelems);
+
+/* Host on-queue forms (docs/DEVICE.md): appended to a Level Zero command list, after num_wait_events events of wait_events (a ze_event_handle_t array), signalling signal_event (NULL: none); device errors from xpushmemx_queue_wait */
+int xpushmemx_float_put_on_queue(float *dest, const float *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_float_get_on_queue(float *dest, const float *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_float_put_nbi_on_queue(float *dest, const float *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_float_get_nbi_on_queue(float *dest, const float *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_float_iput_on_queue(float *dest, const float *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_float_iget_on_queue(float *dest, const float *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_float_put_signal_on_queue(float *dest, const float *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_float_broadcast_on_queue(xpushmem_team_t team, float *dest, const float *source, size_t nelems, int pe_root, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_float_fcollect_on_queue(xpushmem_team_t team, float *dest, const float *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_float_collect_on_queue(xpushmem_team_t team, float *dest, const float *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_float_alltoall_on_queue(xpushmem_team_t team, float *dest, const float *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_float_alltoalls_on_queue(xpushmem_team_t team, float *dest, const float *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_double_put_on_queue(double *dest, const double *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_double_get_on_queue(double *dest, const double *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_double_put_nbi_on_queue(double *dest, const double *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_double_get_nbi_on_queue(double *dest, const double *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_double_iput_on_queue(double *dest, const double *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_double_iget_on_queue(double *dest, const double *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_double_put_signal_on_queue(double *dest, const double *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_double_broadcast_on_queue(xpushmem_team_t team, double *dest, const double *source, size_t nelems, int pe_root, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_double_fcollect_on_queue(xpushmem_team_t team, double *dest, const double *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_double_collect_on_queue(xpushmem_team_t team, double *dest, const double *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_double_alltoall_on_queue(xpushmem_team_t team, double *dest, const double *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_double_alltoalls_on_queue(xpushmem_team_t team, double *dest, const double *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_char_put_on_queue(char *dest, const char *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_char_get_on_queue(char *dest, const char *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_char_put_nbi_on_queue(char *dest, const char *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_char_get_nbi_on_queue(char *dest, const char *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_char_iput_on_queue(char *dest, const char *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_char_iget_on_queue(char *dest, const char *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_char_put_signal_on_queue(char *dest, const char *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_char_broadcast_on_queue(xpushmem_team_t team, char *dest, const char *source, size_t nelems, int pe_root, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_char_fcollect_on_queue(xpushmem_team_t team, char *dest, const char *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_char_collect_on_queue(xpushmem_team_t team, char *dest, const char *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_char_alltoall_on_queue(xpushmem_team_t team, char *dest, const char *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_char_alltoalls_on_queue(xpushmem_team_t team, char *dest, const char *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_schar_put_on_queue(signed char *dest, const signed char *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_schar_get_on_queue(signed char *dest, const signed char *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_schar_put_nbi_on_queue(signed char *dest, const signed char *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_schar_get_nbi_on_queue(signed char *dest, const signed char *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_schar_iput_on_queue(signed char *dest, const signed char *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_schar_iget_on_queue(signed char *dest, const signed char *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_schar_put_signal_on_queue(signed char *dest, const signed char *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_schar_broadcast_on_queue(xpushmem_team_t team, signed char *dest, const signed char *source, size_t nelems, int pe_root, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_schar_fcollect_on_queue(xpushmem_team_t team, signed char *dest, const signed char *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_schar_collect_on_queue(xpushmem_team_t team, signed char *dest, const signed char *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_schar_alltoall_on_queue(xpushmem_team_t team, signed char *dest, const signed char *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_schar_alltoalls_on_queue(xpushmem_team_t team, signed char *dest, const signed char *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_short_put_on_queue(short *dest, const short *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_short_get_on_queue(short *dest, const short *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_short_put_nbi_on_queue(short *dest, const short *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_short_get_nbi_on_queue(short *dest, const short *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_short_iput_on_queue(short *dest, const short *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_short_iget_on_queue(short *dest, const short *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_short_put_signal_on_queue(short *dest, const short *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_short_broadcast_on_queue(xpushmem_team_t team, short *dest, const short *source, size_t nelems, int pe_root, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_short_fcollect_on_queue(xpushmem_team_t team, short *dest, const short *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_short_collect_on_queue(xpushmem_team_t team, short *dest, const short *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_short_alltoall_on_queue(xpushmem_team_t team, short *dest, const short *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_short_alltoalls_on_queue(xpushmem_team_t team, short *dest, const short *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int_put_on_queue(int *dest, const int *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int_get_on_queue(int *dest, const int *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int_put_nbi_on_queue(int *dest, const int *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int_get_nbi_on_queue(int *dest, const int *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int_iput_on_queue(int *dest, const int *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int_iget_on_queue(int *dest, const int *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int_put_signal_on_queue(int *dest, const int *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int_broadcast_on_queue(xpushmem_team_t team, int *dest, const int *source, size_t nelems, int pe_root, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int_fcollect_on_queue(xpushmem_team_t team, int *dest, const int *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int_collect_on_queue(xpushmem_team_t team, int *dest, const int *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int_alltoall_on_queue(xpushmem_team_t team, int *dest, const int *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int_alltoalls_on_queue(xpushmem_team_t team, int *dest, const int *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_long_put_on_queue(long *dest, const long *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_long_get_on_queue(long *dest, const long *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_long_put_nbi_on_queue(long *dest, const long *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_long_get_nbi_on_queue(long *dest, const long *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_long_iput_on_queue(long *dest, const long *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_long_iget_on_queue(long *dest, const long *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_long_put_signal_on_queue(long *dest, const long *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_long_broadcast_on_queue(xpushmem_team_t team, long *dest, const long *source, size_t nelems, int pe_root, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_long_fcollect_on_queue(xpushmem_team_t team, long *dest, const long *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_long_collect_on_queue(xpushmem_team_t team, long *dest, const long *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_long_alltoall_on_queue(xpushmem_team_t team, long *dest, const long *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_long_alltoalls_on_queue(xpushmem_team_t team, long *dest, const long *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_longlong_put_on_queue(long long *dest, const long long *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_longlong_get_on_queue(long long *dest, const long long *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_longlong_put_nbi_on_queue(long long *dest, const long long *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_longlong_get_nbi_on_queue(long long *dest, const long long *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_longlong_iput_on_queue(long long *dest, const long long *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_longlong_iget_on_queue(long long *dest, const long long *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_longlong_put_signal_on_queue(long long *dest, const long long *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_longlong_broadcast_on_queue(xpushmem_team_t team, long long *dest, const long long *source, size_t nelems, int pe_root, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_longlong_fcollect_on_queue(xpushmem_team_t team, long long *dest, const long long *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_longlong_collect_on_queue(xpushmem_team_t team, long long *dest, const long long *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_longlong_alltoall_on_queue(xpushmem_team_t team, long long *dest, const long long *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_longlong_alltoalls_on_queue(xpushmem_team_t team, long long *dest, const long long *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uchar_put_on_queue(unsigned char *dest, const unsigned char *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uchar_get_on_queue(unsigned char *dest, const unsigned char *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uchar_put_nbi_on_queue(unsigned char *dest, const unsigned char *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uchar_get_nbi_on_queue(unsigned char *dest, const unsigned char *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uchar_iput_on_queue(unsigned char *dest, const unsigned char *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uchar_iget_on_queue(unsigned char *dest, const unsigned char *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uchar_put_signal_on_queue(unsigned char *dest, const unsigned char *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uchar_broadcast_on_queue(xpushmem_team_t team, unsigned char *dest, const unsigned char *source, size_t nelems, int pe_root, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uchar_fcollect_on_queue(xpushmem_team_t team, unsigned char *dest, const unsigned char *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uchar_collect_on_queue(xpushmem_team_t team, unsigned char *dest, const unsigned char *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uchar_alltoall_on_queue(xpushmem_team_t team, unsigned char *dest, const unsigned char *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uchar_alltoalls_on_queue(xpushmem_team_t team, unsigned char *dest, const unsigned char *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_ushort_put_on_queue(unsigned short *dest, const unsigned short *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_ushort_get_on_queue(unsigned short *dest, const unsigned short *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_ushort_put_nbi_on_queue(unsigned short *dest, const unsigned short *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_ushort_get_nbi_on_queue(unsigned short *dest, const unsigned short *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_ushort_iput_on_queue(unsigned short *dest, const unsigned short *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_ushort_iget_on_queue(unsigned short *dest, const unsigned short *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_ushort_put_signal_on_queue(unsigned short *dest, const unsigned short *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_ushort_broadcast_on_queue(xpushmem_team_t team, unsigned short *dest, const unsigned short *source, size_t nelems, int pe_root, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_ushort_fcollect_on_queue(xpushmem_team_t team, unsigned short *dest, const unsigned short *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_ushort_collect_on_queue(xpushmem_team_t team, unsigned short *dest, const unsigned short *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_ushort_alltoall_on_queue(xpushmem_team_t team, unsigned short *dest, const unsigned short *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_ushort_alltoalls_on_queue(xpushmem_team_t team, unsigned short *dest, const unsigned short *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint_put_on_queue(unsigned int *dest, const unsigned int *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint_get_on_queue(unsigned int *dest, const unsigned int *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint_put_nbi_on_queue(unsigned int *dest, const unsigned int *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint_get_nbi_on_queue(unsigned int *dest, const unsigned int *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint_iput_on_queue(unsigned int *dest, const unsigned int *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint_iget_on_queue(unsigned int *dest, const unsigned int *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint_put_signal_on_queue(unsigned int *dest, const unsigned int *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint_broadcast_on_queue(xpushmem_team_t team, unsigned int *dest, const unsigned int *source, size_t nelems, int pe_root, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint_fcollect_on_queue(xpushmem_team_t team, unsigned int *dest, const unsigned int *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint_collect_on_queue(xpushmem_team_t team, unsigned int *dest, const unsigned int *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint_alltoall_on_queue(xpushmem_team_t team, unsigned int *dest, const unsigned int *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint_alltoalls_on_queue(xpushmem_team_t team, unsigned int *dest, const unsigned int *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_ulong_put_on_queue(unsigned long *dest, const unsigned long *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_ulong_get_on_queue(unsigned long *dest, const unsigned long *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_ulong_put_nbi_on_queue(unsigned long *dest, const unsigned long *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_ulong_get_nbi_on_queue(unsigned long *dest, const unsigned long *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_ulong_iput_on_queue(unsigned long *dest, const unsigned long *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_ulong_iget_on_queue(unsigned long *dest, const unsigned long *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_ulong_put_signal_on_queue(unsigned long *dest, const unsigned long *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_ulong_broadcast_on_queue(xpushmem_team_t team, unsigned long *dest, const unsigned long *source, size_t nelems, int pe_root, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_ulong_fcollect_on_queue(xpushmem_team_t team, unsigned long *dest, const unsigned long *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_ulong_collect_on_queue(xpushmem_team_t team, unsigned long *dest, const unsigned long *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_ulong_alltoall_on_queue(xpushmem_team_t team, unsigned long *dest, const unsigned long *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_ulong_alltoalls_on_queue(xpushmem_team_t team, unsigned long *dest, const unsigned long *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_ulonglong_put_on_queue(unsigned long long *dest, const unsigned long long *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_ulonglong_get_on_queue(unsigned long long *dest, const unsigned long long *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_ulonglong_put_nbi_on_queue(unsigned long long *dest, const unsigned long long *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_ulonglong_get_nbi_on_queue(unsigned long long *dest, const unsigned long long *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_ulonglong_iput_on_queue(unsigned long long *dest, const unsigned long long *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_ulonglong_iget_on_queue(unsigned long long *dest, const unsigned long long *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_ulonglong_put_signal_on_queue(unsigned long long *dest, const unsigned long long *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_ulonglong_broadcast_on_queue(xpushmem_team_t team, unsigned long long *dest, const unsigned long long *source, size_t nelems, int pe_root, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_ulonglong_fcollect_on_queue(xpushmem_team_t team, unsigned long long *dest, const unsigned long long *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_ulonglong_collect_on_queue(xpushmem_team_t team, unsigned long long *dest, const unsigned long long *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_ulonglong_alltoall_on_queue(xpushmem_team_t team, unsigned long long *dest, const unsigned long long *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_ulonglong_alltoalls_on_queue(xpushmem_team_t team, unsigned long long *dest, const unsigned long long *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int8_put_on_queue(int8_t *dest, const int8_t *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int8_get_on_queue(int8_t *dest, const int8_t *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int8_put_nbi_on_queue(int8_t *dest, const int8_t *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int8_get_nbi_on_queue(int8_t *dest, const int8_t *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int8_iput_on_queue(int8_t *dest, const int8_t *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int8_iget_on_queue(int8_t *dest, const int8_t *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int8_put_signal_on_queue(int8_t *dest, const int8_t *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int8_broadcast_on_queue(xpushmem_team_t team, int8_t *dest, const int8_t *source, size_t nelems, int pe_root, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int8_fcollect_on_queue(xpushmem_team_t team, int8_t *dest, const int8_t *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int8_collect_on_queue(xpushmem_team_t team, int8_t *dest, const int8_t *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int8_alltoall_on_queue(xpushmem_team_t team, int8_t *dest, const int8_t *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int8_alltoalls_on_queue(xpushmem_team_t team, int8_t *dest, const int8_t *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int16_put_on_queue(int16_t *dest, const int16_t *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int16_get_on_queue(int16_t *dest, const int16_t *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int16_put_nbi_on_queue(int16_t *dest, const int16_t *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int16_get_nbi_on_queue(int16_t *dest, const int16_t *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int16_iput_on_queue(int16_t *dest, const int16_t *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int16_iget_on_queue(int16_t *dest, const int16_t *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int16_put_signal_on_queue(int16_t *dest, const int16_t *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int16_broadcast_on_queue(xpushmem_team_t team, int16_t *dest, const int16_t *source, size_t nelems, int pe_root, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int16_fcollect_on_queue(xpushmem_team_t team, int16_t *dest, const int16_t *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int16_collect_on_queue(xpushmem_team_t team, int16_t *dest, const int16_t *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int16_alltoall_on_queue(xpushmem_team_t team, int16_t *dest, const int16_t *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int16_alltoalls_on_queue(xpushmem_team_t team, int16_t *dest, const int16_t *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int32_put_on_queue(int32_t *dest, const int32_t *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int32_get_on_queue(int32_t *dest, const int32_t *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int32_put_nbi_on_queue(int32_t *dest, const int32_t *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int32_get_nbi_on_queue(int32_t *dest, const int32_t *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int32_iput_on_queue(int32_t *dest, const int32_t *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int32_iget_on_queue(int32_t *dest, const int32_t *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int32_put_signal_on_queue(int32_t *dest, const int32_t *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int32_broadcast_on_queue(xpushmem_team_t team, int32_t *dest, const int32_t *source, size_t nelems, int pe_root, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int32_fcollect_on_queue(xpushmem_team_t team, int32_t *dest, const int32_t *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int32_collect_on_queue(xpushmem_team_t team, int32_t *dest, const int32_t *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int32_alltoall_on_queue(xpushmem_team_t team, int32_t *dest, const int32_t *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int32_alltoalls_on_queue(xpushmem_team_t team, int32_t *dest, const int32_t *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int64_put_on_queue(int64_t *dest, const int64_t *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int64_get_on_queue(int64_t *dest, const int64_t *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int64_put_nbi_on_queue(int64_t *dest, const int64_t *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int64_get_nbi_on_queue(int64_t *dest, const int64_t *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int64_iput_on_queue(int64_t *dest, const int64_t *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int64_iget_on_queue(int64_t *dest, const int64_t *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int64_put_signal_on_queue(int64_t *dest, const int64_t *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int64_broadcast_on_queue(xpushmem_team_t team, int64_t *dest, const int64_t *source, size_t nelems, int pe_root, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int64_fcollect_on_queue(xpushmem_team_t team, int64_t *dest, const int64_t *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int64_collect_on_queue(xpushmem_team_t team, int64_t *dest, const int64_t *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int64_alltoall_on_queue(xpushmem_team_t team, int64_t *dest, const int64_t *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int64_alltoalls_on_queue(xpushmem_team_t team, int64_t *dest, const int64_t *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint8_put_on_queue(uint8_t *dest, const uint8_t *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint8_get_on_queue(uint8_t *dest, const uint8_t *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint8_put_nbi_on_queue(uint8_t *dest, const uint8_t *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint8_get_nbi_on_queue(uint8_t *dest, const uint8_t *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint8_iput_on_queue(uint8_t *dest, const uint8_t *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint8_iget_on_queue(uint8_t *dest, const uint8_t *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint8_put_signal_on_queue(uint8_t *dest, const uint8_t *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint8_broadcast_on_queue(xpushmem_team_t team, uint8_t *dest, const uint8_t *source, size_t nelems, int pe_root, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint8_fcollect_on_queue(xpushmem_team_t team, uint8_t *dest, const uint8_t *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint8_collect_on_queue(xpushmem_team_t team, uint8_t *dest, const uint8_t *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint8_alltoall_on_queue(xpushmem_team_t team, uint8_t *dest, const uint8_t *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint8_alltoalls_on_queue(xpushmem_team_t team, uint8_t *dest, const uint8_t *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint16_put_on_queue(uint16_t *dest, const uint16_t *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint16_get_on_queue(uint16_t *dest, const uint16_t *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint16_put_nbi_on_queue(uint16_t *dest, const uint16_t *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint16_get_nbi_on_queue(uint16_t *dest, const uint16_t *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint16_iput_on_queue(uint16_t *dest, const uint16_t *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint16_iget_on_queue(uint16_t *dest, const uint16_t *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint16_put_signal_on_queue(uint16_t *dest, const uint16_t *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint16_broadcast_on_queue(xpushmem_team_t team, uint16_t *dest, const uint16_t *source, size_t nelems, int pe_root, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint16_fcollect_on_queue(xpushmem_team_t team, uint16_t *dest, const uint16_t *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint16_collect_on_queue(xpushmem_team_t team, uint16_t *dest, const uint16_t *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint16_alltoall_on_queue(xpushmem_team_t team, uint16_t *dest, const uint16_t *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint16_alltoalls_on_queue(xpushmem_team_t team, uint16_t *dest, const uint16_t *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint32_put_on_queue(uint32_t *dest, const uint32_t *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint32_get_on_queue(uint32_t *dest, const uint32_t *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint32_put_nbi_on_queue(uint32_t *dest, const uint32_t *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint32_get_nbi_on_queue(uint32_t *dest, const uint32_t *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint32_iput_on_queue(uint32_t *dest, const uint32_t *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint32_iget_on_queue(uint32_t *dest, const uint32_t *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint32_put_signal_on_queue(uint32_t *dest, const uint32_t *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint32_broadcast_on_queue(xpushmem_team_t team, uint32_t *dest, const uint32_t *source, size_t nelems, int pe_root, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint32_fcollect_on_queue(xpushmem_team_t team, uint32_t *dest, const uint32_t *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint32_collect_on_queue(xpushmem_team_t team, uint32_t *dest, const uint32_t *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint32_alltoall_on_queue(xpushmem_team_t team, uint32_t *dest, const uint32_t *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint32_alltoalls_on_queue(xpushmem_team_t team, uint32_t *dest, const uint32_t *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint64_put_on_queue(uint64_t *dest, const uint64_t *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint64_get_on_queue(uint64_t *dest, const uint64_t *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint64_put_nbi_on_queue(uint64_t *dest, const uint64_t *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint64_get_nbi_on_queue(uint64_t *dest, const uint64_t *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint64_iput_on_queue(uint64_t *dest, const uint64_t *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint64_iget_on_queue(uint64_t *dest, const uint64_t *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint64_put_signal_on_queue(uint64_t *dest, const uint64_t *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint64_broadcast_on_queue(xpushmem_team_t team, uint64_t *dest, const uint64_t *source, size_t nelems, int pe_root, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint64_fcollect_on_queue(xpushmem_team_t team, uint64_t *dest, const uint64_t *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint64_collect_on_queue(xpushmem_team_t team, uint64_t *dest, const uint64_t *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint64_alltoall_on_queue(xpushmem_team_t team, uint64_t *dest, const uint64_t *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint64_alltoalls_on_queue(xpushmem_team_t team, uint64_t *dest, const uint64_t *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_size_put_on_queue(size_t *dest, const size_t *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_size_get_on_queue(size_t *dest, const size_t *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_size_put_nbi_on_queue(size_t *dest, const size_t *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_size_get_nbi_on_queue(size_t *dest, const size_t *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_size_iput_on_queue(size_t *dest, const size_t *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_size_iget_on_queue(size_t *dest, const size_t *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_size_put_signal_on_queue(size_t *dest, const size_t *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_size_broadcast_on_queue(xpushmem_team_t team, size_t *dest, const size_t *source, size_t nelems, int pe_root, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_size_fcollect_on_queue(xpushmem_team_t team, size_t *dest, const size_t *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_size_collect_on_queue(xpushmem_team_t team, size_t *dest, const size_t *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_size_alltoall_on_queue(xpushmem_team_t team, size_t *dest, const size_t *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_size_alltoalls_on_queue(xpushmem_team_t team, size_t *dest, const size_t *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_ptrdiff_put_on_queue(ptrdiff_t *dest, const ptrdiff_t *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_ptrdiff_get_on_queue(ptrdiff_t *dest, const ptrdiff_t *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_ptrdiff_put_nbi_on_queue(ptrdiff_t *dest, const ptrdiff_t *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_ptrdiff_get_nbi_on_queue(ptrdiff_t *dest, const ptrdiff_t *source, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_ptrdiff_iput_on_queue(ptrdiff_t *dest, const ptrdiff_t *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_ptrdiff_iget_on_queue(ptrdiff_t *dest, const ptrdiff_t *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_ptrdiff_put_signal_on_queue(ptrdiff_t *dest, const ptrdiff_t *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_ptrdiff_broadcast_on_queue(xpushmem_team_t team, ptrdiff_t *dest, const ptrdiff_t *source, size_t nelems, int pe_root, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_ptrdiff_fcollect_on_queue(xpushmem_team_t team, ptrdiff_t *dest, const ptrdiff_t *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_ptrdiff_collect_on_queue(xpushmem_team_t team, ptrdiff_t *dest, const ptrdiff_t *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_ptrdiff_alltoall_on_queue(xpushmem_team_t team, ptrdiff_t *dest, const ptrdiff_t *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_ptrdiff_alltoalls_on_queue(xpushmem_team_t team, ptrdiff_t *dest, const ptrdiff_t *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+
+/* On-queue bytes, signals, quiet, barriers and byte collectives (see ffi/core/src/onqueue.rs) */
+int xpushmemx_putmem_on_queue(void *dest, const void *source, size_t nbytes, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_getmem_on_queue(void *dest, const void *source, size_t nbytes, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_putmem_nbi_on_queue(void *dest, const void *source, size_t nbytes, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_getmem_nbi_on_queue(void *dest, const void *source, size_t nbytes, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_putmem_signal_on_queue(void *dest, const void *source, size_t nbytes, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_putmem_signal_nbi_on_queue(void *dest, const void *source, size_t nbytes, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_signal_set_on_queue(uint64_t *sig_addr, uint64_t signal, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_signal_add_on_queue(uint64_t *sig_addr, uint64_t signal, int pe, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_quiet_on_queue(void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_barrier_all_on_queue(void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_sync_all_on_queue(void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_fcollectmem_on_queue(xpushmem_team_t team, void *dest, const void *source, size_t nbytes, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_collectmem_on_queue(xpushmem_team_t team, void *dest, const void *source, size_t nbytes, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_alltoallmem_on_queue(xpushmem_team_t team, void *dest, const void *source, size_t nbytes, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+
+/* On-queue point-to-point waits */
+int xpushmemx_int_wait_until_on_queue(int *ivar, int cmp, int cmp_value, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_long_wait_until_on_queue(long *ivar, int cmp, long cmp_value, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_longlong_wait_until_on_queue(long long *ivar, int cmp, long long cmp_value, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint_wait_until_on_queue(unsigned int *ivar, int cmp, unsigned int cmp_value, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_ulong_wait_until_on_queue(unsigned long *ivar, int cmp, unsigned long cmp_value, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_ulonglong_wait_until_on_queue(unsigned long long *ivar, int cmp, unsigned long long cmp_value, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int32_wait_until_on_queue(int32_t *ivar, int cmp, int32_t cmp_value, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int64_wait_until_on_queue(int64_t *ivar, int cmp, int64_t cmp_value, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint32_wait_until_on_queue(uint32_t *ivar, int cmp, uint32_t cmp_value, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint64_wait_until_on_queue(uint64_t *ivar, int cmp, uint64_t cmp_value, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_size_wait_until_on_queue(size_t *ivar, int cmp, size_t cmp_value, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_ptrdiff_wait_until_on_queue(ptrdiff_t *ivar, int cmp, ptrdiff_t cmp_value, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+
+/* On-queue bitwise reductions (dest must not overlap source) */
+int xpushmemx_uchar_and_reduce_on_queue(xpushmem_team_t team, unsigned char *dest, const unsigned char *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uchar_or_reduce_on_queue(xpushmem_team_t team, unsigned char *dest, const unsigned char *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uchar_xor_reduce_on_queue(xpushmem_team_t team, unsigned char *dest, const unsigned char *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_ushort_and_reduce_on_queue(xpushmem_team_t team, unsigned short *dest, const unsigned short *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_ushort_or_reduce_on_queue(xpushmem_team_t team, unsigned short *dest, const unsigned short *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_ushort_xor_reduce_on_queue(xpushmem_team_t team, unsigned short *dest, const unsigned short *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint_and_reduce_on_queue(xpushmem_team_t team, unsigned int *dest, const unsigned int *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint_or_reduce_on_queue(xpushmem_team_t team, unsigned int *dest, const unsigned int *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint_xor_reduce_on_queue(xpushmem_team_t team, unsigned int *dest, const unsigned int *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_ulong_and_reduce_on_queue(xpushmem_team_t team, unsigned long *dest, const unsigned long *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_ulong_or_reduce_on_queue(xpushmem_team_t team, unsigned long *dest, const unsigned long *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_ulong_xor_reduce_on_queue(xpushmem_team_t team, unsigned long *dest, const unsigned long *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_ulonglong_and_reduce_on_queue(xpushmem_team_t team, unsigned long long *dest, const unsigned long long *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_ulonglong_or_reduce_on_queue(xpushmem_team_t team, unsigned long long *dest, const unsigned long long *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_ulonglong_xor_reduce_on_queue(xpushmem_team_t team, unsigned long long *dest, const unsigned long long *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int8_and_reduce_on_queue(xpushmem_team_t team, int8_t *dest, const int8_t *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int8_or_reduce_on_queue(xpushmem_team_t team, int8_t *dest, const int8_t *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int8_xor_reduce_on_queue(xpushmem_team_t team, int8_t *dest, const int8_t *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int16_and_reduce_on_queue(xpushmem_team_t team, int16_t *dest, const int16_t *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int16_or_reduce_on_queue(xpushmem_team_t team, int16_t *dest, const int16_t *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int16_xor_reduce_on_queue(xpushmem_team_t team, int16_t *dest, const int16_t *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int32_and_reduce_on_queue(xpushmem_team_t team, int32_t *dest, const int32_t *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int32_or_reduce_on_queue(xpushmem_team_t team, int32_t *dest, const int32_t *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int32_xor_reduce_on_queue(xpushmem_team_t team, int32_t *dest, const int32_t *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int64_and_reduce_on_queue(xpushmem_team_t team, int64_t *dest, const int64_t *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int64_or_reduce_on_queue(xpushmem_team_t team, int64_t *dest, const int64_t *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int64_xor_reduce_on_queue(xpushmem_team_t team, int64_t *dest, const int64_t *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint8_and_reduce_on_queue(xpushmem_team_t team, uint8_t *dest, const uint8_t *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint8_or_reduce_on_queue(xpushmem_team_t team, uint8_t *dest, const uint8_t *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint8_xor_reduce_on_queue(xpushmem_team_t team, uint8_t *dest, const uint8_t *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint16_and_reduce_on_queue(xpushmem_team_t team, uint16_t *dest, const uint16_t *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint16_or_reduce_on_queue(xpushmem_team_t team, uint16_t *dest, const uint16_t *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint16_xor_reduce_on_queue(xpushmem_team_t team, uint16_t *dest, const uint16_t *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint32_and_reduce_on_queue(xpushmem_team_t team, uint32_t *dest, const uint32_t *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint32_or_reduce_on_queue(xpushmem_team_t team, uint32_t *dest, const uint32_t *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint32_xor_reduce_on_queue(xpushmem_team_t team, uint32_t *dest, const uint32_t *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint64_and_reduce_on_queue(xpushmem_team_t team, uint64_t *dest, const uint64_t *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint64_or_reduce_on_queue(xpushmem_team_t team, uint64_t *dest, const uint64_t *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint64_xor_reduce_on_queue(xpushmem_team_t team, uint64_t *dest, const uint64_t *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_size_and_reduce_on_queue(xpushmem_team_t team, size_t *dest, const size_t *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_size_or_reduce_on_queue(xpushmem_team_t team, size_t *dest, const size_t *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_size_xor_reduce_on_queue(xpushmem_team_t team, size_t *dest, const size_t *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+
+/* On-queue arithmetic reductions and prefix sums (dest must not overlap source) */
+int xpushmemx_char_min_reduce_on_queue(xpushmem_team_t team, char *dest, const char *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_char_max_reduce_on_queue(xpushmem_team_t team, char *dest, const char *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_char_sum_reduce_on_queue(xpushmem_team_t team, char *dest, const char *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_char_prod_reduce_on_queue(xpushmem_team_t team, char *dest, const char *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_char_sum_inscan_on_queue(xpushmem_team_t team, char *dest, const char *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_char_sum_exscan_on_queue(xpushmem_team_t team, char *dest, const char *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_schar_min_reduce_on_queue(xpushmem_team_t team, signed char *dest, const signed char *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_schar_max_reduce_on_queue(xpushmem_team_t team, signed char *dest, const signed char *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_schar_sum_reduce_on_queue(xpushmem_team_t team, signed char *dest, const signed char *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_schar_prod_reduce_on_queue(xpushmem_team_t team, signed char *dest, const signed char *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_schar_sum_inscan_on_queue(xpushmem_team_t team, signed char *dest, const signed char *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_schar_sum_exscan_on_queue(xpushmem_team_t team, signed char *dest, const signed char *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_short_min_reduce_on_queue(xpushmem_team_t team, short *dest, const short *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_short_max_reduce_on_queue(xpushmem_team_t team, short *dest, const short *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_short_sum_reduce_on_queue(xpushmem_team_t team, short *dest, const short *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_short_prod_reduce_on_queue(xpushmem_team_t team, short *dest, const short *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_short_sum_inscan_on_queue(xpushmem_team_t team, short *dest, const short *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_short_sum_exscan_on_queue(xpushmem_team_t team, short *dest, const short *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int_min_reduce_on_queue(xpushmem_team_t team, int *dest, const int *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int_max_reduce_on_queue(xpushmem_team_t team, int *dest, const int *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int_sum_reduce_on_queue(xpushmem_team_t team, int *dest, const int *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int_prod_reduce_on_queue(xpushmem_team_t team, int *dest, const int *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int_sum_inscan_on_queue(xpushmem_team_t team, int *dest, const int *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int_sum_exscan_on_queue(xpushmem_team_t team, int *dest, const int *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_long_min_reduce_on_queue(xpushmem_team_t team, long *dest, const long *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_long_max_reduce_on_queue(xpushmem_team_t team, long *dest, const long *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_long_sum_reduce_on_queue(xpushmem_team_t team, long *dest, const long *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_long_prod_reduce_on_queue(xpushmem_team_t team, long *dest, const long *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_long_sum_inscan_on_queue(xpushmem_team_t team, long *dest, const long *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_long_sum_exscan_on_queue(xpushmem_team_t team, long *dest, const long *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_longlong_min_reduce_on_queue(xpushmem_team_t team, long long *dest, const long long *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_longlong_max_reduce_on_queue(xpushmem_team_t team, long long *dest, const long long *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_longlong_sum_reduce_on_queue(xpushmem_team_t team, long long *dest, const long long *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_longlong_prod_reduce_on_queue(xpushmem_team_t team, long long *dest, const long long *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_longlong_sum_inscan_on_queue(xpushmem_team_t team, long long *dest, const long long *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_longlong_sum_exscan_on_queue(xpushmem_team_t team, long long *dest, const long long *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_ptrdiff_min_reduce_on_queue(xpushmem_team_t team, ptrdiff_t *dest, const ptrdiff_t *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_ptrdiff_max_reduce_on_queue(xpushmem_team_t team, ptrdiff_t *dest, const ptrdiff_t *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_ptrdiff_sum_reduce_on_queue(xpushmem_team_t team, ptrdiff_t *dest, const ptrdiff_t *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_ptrdiff_prod_reduce_on_queue(xpushmem_team_t team, ptrdiff_t *dest, const ptrdiff_t *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_ptrdiff_sum_inscan_on_queue(xpushmem_team_t team, ptrdiff_t *dest, const ptrdiff_t *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_ptrdiff_sum_exscan_on_queue(xpushmem_team_t team, ptrdiff_t *dest, const ptrdiff_t *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uchar_min_reduce_on_queue(xpushmem_team_t team, unsigned char *dest, const unsigned char *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uchar_max_reduce_on_queue(xpushmem_team_t team, unsigned char *dest, const unsigned char *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uchar_sum_reduce_on_queue(xpushmem_team_t team, unsigned char *dest, const unsigned char *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uchar_prod_reduce_on_queue(xpushmem_team_t team, unsigned char *dest, const unsigned char *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uchar_sum_inscan_on_queue(xpushmem_team_t team, unsigned char *dest, const unsigned char *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uchar_sum_exscan_on_queue(xpushmem_team_t team, unsigned char *dest, const unsigned char *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_ushort_min_reduce_on_queue(xpushmem_team_t team, unsigned short *dest, const unsigned short *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_ushort_max_reduce_on_queue(xpushmem_team_t team, unsigned short *dest, const unsigned short *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_ushort_sum_reduce_on_queue(xpushmem_team_t team, unsigned short *dest, const unsigned short *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_ushort_prod_reduce_on_queue(xpushmem_team_t team, unsigned short *dest, const unsigned short *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_ushort_sum_inscan_on_queue(xpushmem_team_t team, unsigned short *dest, const unsigned short *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_ushort_sum_exscan_on_queue(xpushmem_team_t team, unsigned short *dest, const unsigned short *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint_min_reduce_on_queue(xpushmem_team_t team, unsigned int *dest, const unsigned int *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint_max_reduce_on_queue(xpushmem_team_t team, unsigned int *dest, const unsigned int *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint_sum_reduce_on_queue(xpushmem_team_t team, unsigned int *dest, const unsigned int *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint_prod_reduce_on_queue(xpushmem_team_t team, unsigned int *dest, const unsigned int *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint_sum_inscan_on_queue(xpushmem_team_t team, unsigned int *dest, const unsigned int *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint_sum_exscan_on_queue(xpushmem_team_t team, unsigned int *dest, const unsigned int *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_ulong_min_reduce_on_queue(xpushmem_team_t team, unsigned long *dest, const unsigned long *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_ulong_max_reduce_on_queue(xpushmem_team_t team, unsigned long *dest, const unsigned long *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_ulong_sum_reduce_on_queue(xpushmem_team_t team, unsigned long *dest, const unsigned long *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_ulong_prod_reduce_on_queue(xpushmem_team_t team, unsigned long *dest, const unsigned long *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_ulong_sum_inscan_on_queue(xpushmem_team_t team, unsigned long *dest, const unsigned long *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_ulong_sum_exscan_on_queue(xpushmem_team_t team, unsigned long *dest, const unsigned long *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_ulonglong_min_reduce_on_queue(xpushmem_team_t team, unsigned long long *dest, const unsigned long long *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_ulonglong_max_reduce_on_queue(xpushmem_team_t team, unsigned long long *dest, const unsigned long long *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_ulonglong_sum_reduce_on_queue(xpushmem_team_t team, unsigned long long *dest, const unsigned long long *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_ulonglong_prod_reduce_on_queue(xpushmem_team_t team, unsigned long long *dest, const unsigned long long *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_ulonglong_sum_inscan_on_queue(xpushmem_team_t team, unsigned long long *dest, const unsigned long long *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_ulonglong_sum_exscan_on_queue(xpushmem_team_t team, unsigned long long *dest, const unsigned long long *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int8_min_reduce_on_queue(xpushmem_team_t team, int8_t *dest, const int8_t *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int8_max_reduce_on_queue(xpushmem_team_t team, int8_t *dest, const int8_t *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int8_sum_reduce_on_queue(xpushmem_team_t team, int8_t *dest, const int8_t *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int8_prod_reduce_on_queue(xpushmem_team_t team, int8_t *dest, const int8_t *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int8_sum_inscan_on_queue(xpushmem_team_t team, int8_t *dest, const int8_t *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int8_sum_exscan_on_queue(xpushmem_team_t team, int8_t *dest, const int8_t *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int16_min_reduce_on_queue(xpushmem_team_t team, int16_t *dest, const int16_t *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int16_max_reduce_on_queue(xpushmem_team_t team, int16_t *dest, const int16_t *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int16_sum_reduce_on_queue(xpushmem_team_t team, int16_t *dest, const int16_t *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int16_prod_reduce_on_queue(xpushmem_team_t team, int16_t *dest, const int16_t *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int16_sum_inscan_on_queue(xpushmem_team_t team, int16_t *dest, const int16_t *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int16_sum_exscan_on_queue(xpushmem_team_t team, int16_t *dest, const int16_t *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int32_min_reduce_on_queue(xpushmem_team_t team, int32_t *dest, const int32_t *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int32_max_reduce_on_queue(xpushmem_team_t team, int32_t *dest, const int32_t *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int32_sum_reduce_on_queue(xpushmem_team_t team, int32_t *dest, const int32_t *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int32_prod_reduce_on_queue(xpushmem_team_t team, int32_t *dest, const int32_t *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int32_sum_inscan_on_queue(xpushmem_team_t team, int32_t *dest, const int32_t *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int32_sum_exscan_on_queue(xpushmem_team_t team, int32_t *dest, const int32_t *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int64_min_reduce_on_queue(xpushmem_team_t team, int64_t *dest, const int64_t *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int64_max_reduce_on_queue(xpushmem_team_t team, int64_t *dest, const int64_t *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int64_sum_reduce_on_queue(xpushmem_team_t team, int64_t *dest, const int64_t *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int64_prod_reduce_on_queue(xpushmem_team_t team, int64_t *dest, const int64_t *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int64_sum_inscan_on_queue(xpushmem_team_t team, int64_t *dest, const int64_t *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_int64_sum_exscan_on_queue(xpushmem_team_t team, int64_t *dest, const int64_t *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint8_min_reduce_on_queue(xpushmem_team_t team, uint8_t *dest, const uint8_t *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint8_max_reduce_on_queue(xpushmem_team_t team, uint8_t *dest, const uint8_t *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint8_sum_reduce_on_queue(xpushmem_team_t team, uint8_t *dest, const uint8_t *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint8_prod_reduce_on_queue(xpushmem_team_t team, uint8_t *dest, const uint8_t *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint8_sum_inscan_on_queue(xpushmem_team_t team, uint8_t *dest, const uint8_t *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint8_sum_exscan_on_queue(xpushmem_team_t team, uint8_t *dest, const uint8_t *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint16_min_reduce_on_queue(xpushmem_team_t team, uint16_t *dest, const uint16_t *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint16_max_reduce_on_queue(xpushmem_team_t team, uint16_t *dest, const uint16_t *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint16_sum_reduce_on_queue(xpushmem_team_t team, uint16_t *dest, const uint16_t *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint16_prod_reduce_on_queue(xpushmem_team_t team, uint16_t *dest, const uint16_t *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint16_sum_inscan_on_queue(xpushmem_team_t team, uint16_t *dest, const uint16_t *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint16_sum_exscan_on_queue(xpushmem_team_t team, uint16_t *dest, const uint16_t *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint32_min_reduce_on_queue(xpushmem_team_t team, uint32_t *dest, const uint32_t *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint32_max_reduce_on_queue(xpushmem_team_t team, uint32_t *dest, const uint32_t *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint32_sum_reduce_on_queue(xpushmem_team_t team, uint32_t *dest, const uint32_t *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint32_prod_reduce_on_queue(xpushmem_team_t team, uint32_t *dest, const uint32_t *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint32_sum_inscan_on_queue(xpushmem_team_t team, uint32_t *dest, const uint32_t *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint32_sum_exscan_on_queue(xpushmem_team_t team, uint32_t *dest, const uint32_t *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint64_min_reduce_on_queue(xpushmem_team_t team, uint64_t *dest, const uint64_t *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint64_max_reduce_on_queue(xpushmem_team_t team, uint64_t *dest, const uint64_t *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint64_sum_reduce_on_queue(xpushmem_team_t team, uint64_t *dest, const uint64_t *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint64_prod_reduce_on_queue(xpushmem_team_t team, uint64_t *dest, const uint64_t *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint64_sum_inscan_on_queue(xpushmem_team_t team, uint64_t *dest, const uint64_t *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_uint64_sum_exscan_on_queue(xpushmem_team_t team, uint64_t *dest, const uint64_t *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_size_min_reduce_on_queue(xpushmem_team_t team, size_t *dest, const size_t *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_size_max_reduce_on_queue(xpushmem_team_t team, size_t *dest, const size_t *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_size_sum_reduce_on_queue(xpushmem_team_t team, size_t *dest, const size_t *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_size_prod_reduce_on_queue(xpushmem_team_t team, size_t *dest, const size_t *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_size_sum_inscan_on_queue(xpushmem_team_t team, size_t *dest, const size_t *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_size_sum_exscan_on_queue(xpushmem_team_t team, size_t *dest, const size_t *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_float_min_reduce_on_queue(xpushmem_team_t team, float *dest, const float *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_float_max_reduce_on_queue(xpushmem_team_t team, float *dest, const float *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_float_sum_reduce_on_queue(xpushmem_team_t team, float *dest, const float *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_float_prod_reduce_on_queue(xpushmem_team_t team, float *dest, const float *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_float_sum_inscan_on_queue(xpushmem_team_t team, float *dest, const float *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_float_sum_exscan_on_queue(xpushmem_team_t team, float *dest, const float *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_double_min_reduce_on_queue(xpushmem_team_t team, double *dest, const double *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_double_max_reduce_on_queue(xpushmem_team_t team, double *dest, const double *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_double_sum_reduce_on_queue(xpushmem_team_t team, double *dest, const double *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_double_prod_reduce_on_queue(xpushmem_team_t team, double *dest, const double *source, size_t nreduce, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_double_sum_inscan_on_queue(xpushmem_team_t team, double *dest, const double *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
+int xpushmemx_double_sum_exscan_on_queue(xpushmem_team_t team, double *dest, const double *source, size_t nelems, void *ze_command_list, uint32_t num_wait_events, const void *wait_events, void *signal_event);
 
 /* long double cannot cross the Rust ABI by value: _p and _g are inline wrappers of _put/_get. */
 static inline int xpushmem_longdouble_p(long double *dest, long double value, int pe) {

@@ -119,6 +119,21 @@ fn signal_pad_wait_times_out_2pe() {
     );
 }
 
+/// The host on-queue forms (`xpushmemx_*_on_queue`) from C: a put-signal -> wait -> reduction -> broadcast pipeline
+/// on one list and a get on a second list chained by an event, checked against the program's own reference, and
+/// the bad arguments (NULL list, a list and events of another Level Zero context, a non-symmetric address, an
+/// overflowing count, a bad PE) each refused naming the argument, and a device wait that gives up reported by
+/// `xpushmemx_queue_wait` as `XPUSHMEM_ERROR_TIMEOUT` (ffi/tests/c/on_queue_pipeline.c).
+#[test]
+fn on_queue_pipeline_from_c_2pe() {
+    run_c_program_with(
+        "on_queue_pipeline",
+        2,
+        &[],
+        &[("XPUSHMEM_TIMEOUT_MS", "8000")],
+    );
+}
+
 /// Expert-parallel dispatch and combine through their `_on_queue` entry points (ffi/tests/c/ep_on_queue.c): the
 /// rows against the host path's routing and the program's own reference, combine's sums, an expert id out of
 /// range reported on every PE by `xpushmem_ops_queue_wait`.

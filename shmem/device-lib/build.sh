@@ -3,7 +3,10 @@
 #   xpushmem_device.cl  -> OUTDIR/libxpushmem_device-<version>.bc (spir64 bitcode) and .spv (SPIR-V, Linkage
 #                          capability: every function exported), the user-facing device library;
 #   runtime_kernels.cl  -> OUTDIR/xpushmem_runtime.spv, kernels the host runtime launches itself;
-#   test_kernels.cl     -> OUTDIR/test_kernels.spv, kernels of the ze-emu tests.
+#   test_kernels.cl     -> OUTDIR/test_kernels.spv, kernels of the ze-emu tests;
+#   queue_kernels.cl    -> OUTDIR/xpushmem_queue.spv, the host on-queue kernels (xpushmemx_*_on_queue), linked
+#                          (link.sh) with the library bitcode this same run builds, so that one command rebuilds
+#                          both when the library changes.
 # Every SPIR-V file is validated with spirv-val. <version> is the workspace version (Cargo.toml).
 # Tools (Debian 12): clang-14, llvm-spirv-14, spirv-tools (scripts/setup-device.sh installs them).
 set -euo pipefail
@@ -33,3 +36,9 @@ build xpushmem_device.cl "libxpushmem_device-$version" --spirv-max-version=1.0
 build runtime_kernels.cl xpushmem_runtime
 build test_kernels.cl test_kernels
 rm -f "$out/xpushmem_runtime.bc" "$out/test_kernels.bc"
+"$CLANG" -cc1 -triple spir64-unknown-unknown -cl-std=CL2.0 -finclude-default-header -O2 -fno-builtin -I include \
+    -emit-llvm-bc -x cl queue_kernels.cl -o "$out/xpushmem_queue.bc"
+bash link.sh "$out/xpushmem_queue.bc" "$out/libxpushmem_device-$version.bc" "$out/xpushmem_queue.spv"
+rm -f "$out/xpushmem_queue.bc"
+"$SPIRV_VAL" "$out/xpushmem_queue.spv"
+echo "$out/xpushmem_queue.spv"

@@ -13,6 +13,7 @@ pub mod error;
 pub mod families;
 pub mod imp;
 pub mod native;
+pub mod onqueue;
 pub mod state;
 pub mod teams;
 pub mod types;

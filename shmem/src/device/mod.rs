@@ -8,6 +8,7 @@
 
 mod kernel;
 pub mod library;
+pub mod onqueue;
 pub mod queue;
 
 use crate::abi::{self, DeviceCall, DeviceError, DeviceState, ScratchLayout};

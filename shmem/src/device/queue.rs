@@ -10,7 +10,7 @@
 //!
 //! The Level Zero calls behind this (lists, queues, host buffers, the launch) are in `hal/ze`.
 
-pub use crate::hal::ze::{CommandList, HostBuf, Queue};
+pub use crate::hal::ze::{CommandList, HostBuf, Queue, QueueEvents};
 
 use super::{Device, Kernel, KernelArg, Module};
 use crate::error::{Error, Result};
@@ -137,11 +137,32 @@ impl Device<'_> {
         groups: [u32; 3],
         group_size: [u32; 3],
     ) -> Result<()> {
+        // SAFETY: the caller's contract.
+        unsafe {
+            self.enqueue_with_events(list, QueueEvents::none(), kernel, args, groups, group_size)
+        }
+    }
+
+    /// [`Device::enqueue`], the launch waiting for `events`' wait events and signalling its signal event when the
+    /// kernel has finished. A list or event the driver refuses (another context or device, a destroyed handle) is
+    /// an [`Error::InvalidArgument`] naming `ze_command_list`, `wait_events` (with the index) or `signal_event`.
+    ///
+    /// # Safety
+    /// As for [`Device::enqueue`].
+    pub unsafe fn enqueue_with_events(
+        &self,
+        list: CommandList,
+        events: QueueEvents<'_>,
+        kernel: &Kernel,
+        args: &[QueueArg<'_>],
+        groups: [u32; 3],
+        group_size: [u32; 3],
+    ) -> Result<()> {
         let raw = self.raw_queue_args(kernel, args)?;
         // SAFETY: the caller's contract.
         unsafe {
             self.rt
-                .enqueue(list, kernel.handle.raw(), &raw, groups, group_size)
+                .enqueue(list, events, kernel.handle.raw(), &raw, groups, group_size)
         }
     }
 

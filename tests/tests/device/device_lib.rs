@@ -621,6 +621,7 @@ fn prebuilt_device_library_matches_its_source() {
         format!("libxpushmem_device-{v}.bc"),
         format!("libxpushmem_device-{v}.spv"),
         "xpushmem_runtime.spv".to_string(),
+        "xpushmem_queue.spv".to_string(),
     ] {
         let fresh = std::fs::read(out.join(&f)).expect("fresh build");
         let committed =

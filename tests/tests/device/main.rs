@@ -7,4 +7,5 @@ mod device;
 mod device_checks;
 mod device_concurrent;
 mod device_lib;
+mod on_queue;
 mod symm_kernels;

@@ -39,6 +39,41 @@ impl Drop for ZeEvent {
     }
 }
 
+impl ZeRuntime {
+    /// A host-visible event pool of one event, and that event (host scope), in the runtime's context; nothing is
+    /// left behind on failure. The caller destroys both.
+    pub(super) fn host_event(&self) -> Result<(ze::ze_event_pool_handle_t, ze::ze_event_handle_t)> {
+        let pool_desc = ze::ze_event_pool_desc_t {
+            flags: ze::ZE_EVENT_POOL_FLAG_HOST_VISIBLE,
+            count: 1,
+            ..Default::default()
+        };
+        let mut pool = ze::ze_event_pool_handle_t::null();
+        let mut dev = self.device;
+        // SAFETY: valid context, descriptor, one device handle and out-pointer.
+        check("zeEventPoolCreate", unsafe {
+            (self.api.zeEventPoolCreate)(self.context, &pool_desc, 1, &mut dev, &mut pool)
+        })?;
+        let ev_desc = ze::ze_event_desc_t {
+            index: 0,
+            signal: ze::ZE_EVENT_SCOPE_FLAG_HOST,
+            wait: ze::ZE_EVENT_SCOPE_FLAG_HOST,
+            ..Default::default()
+        };
+        let mut event = ze::ze_event_handle_t::null();
+        // SAFETY: live pool, descriptor and out-pointer.
+        let r = check("zeEventCreate", unsafe {
+            (self.api.zeEventCreate)(pool, &ev_desc, &mut event)
+        });
+        if let Err(e) = r {
+            // SAFETY: the pool was just created and holds no event.
+            unsafe { (self.api.zeEventPoolDestroy)(pool) };
+            return Err(e);
+        }
+        Ok((pool, event))
+    }
+}
+
 // SAFETY: the handles are opaque identifiers usable from any thread; the runtime they belong to is thread-safe.
 unsafe impl Send for ZeEvent {}
 // SAFETY: as above; `is_complete` only queries.

@@ -74,15 +74,23 @@ impl Lists {
 
 /// Where [`ZeRuntime::append_kernel`] appends a kernel launch.
 #[derive(Debug, Clone, Copy)]
-pub(crate) enum LaunchOn {
+pub(crate) enum LaunchOn<'e> {
     /// The runtime's synchronous compute list: the kernel has finished on return.
     Sync,
     /// The runtime's asynchronous compute list; the event is signalled when the kernel has finished.
     Async(ze::ze_event_handle_t),
     /// The service lane's synchronous compute list (see `ZeRuntime::service`).
     Service,
-    /// A caller's list (a framework's stream), after a barrier on everything appended to it before.
-    Caller(ze::ze_command_list_handle_t),
+    /// A caller's list (a framework's stream), after a barrier on everything appended to it before; the launch
+    /// waits for the events of `waits` and signals `signal` (null: none) when the kernel has finished.
+    Caller {
+        /// The caller's list.
+        list: ze::ze_command_list_handle_t,
+        /// Events the launch waits for.
+        waits: &'e [ze::ze_event_handle_t],
+        /// Event the launch signals (null: none).
+        signal: ze::ze_event_handle_t,
+    },
 }
 
 /// Whether a copy of `len` bytes from `src` to `dst` changes nothing: it is empty, or a range copied onto itself
@@ -240,34 +248,12 @@ impl ZeRuntime {
         group_size: [u32; 3],
         cooperative: bool,
     ) -> Result<ZeEvent> {
-        let pool_desc = ze::ze_event_pool_desc_t {
-            flags: ze::ZE_EVENT_POOL_FLAG_HOST_VISIBLE,
-            count: 1,
-            ..Default::default()
-        };
-        let mut pool = ze::ze_event_pool_handle_t::null();
-        let mut dev = self.device;
-        // SAFETY: valid context, descriptor, one device handle and out-pointer.
-        check("zeEventPoolCreate", unsafe {
-            (self.api.zeEventPoolCreate)(self.context, &pool_desc, 1, &mut dev, &mut pool)
-        })?;
-        let ev_desc = ze::ze_event_desc_t {
-            index: 0,
-            signal: ze::ZE_EVENT_SCOPE_FLAG_HOST,
-            wait: ze::ZE_EVENT_SCOPE_FLAG_HOST,
-            ..Default::default()
-        };
-        let mut event = ze::ze_event_handle_t::null();
-        // SAFETY: live pool, descriptor and out-pointer.
-        let r = check("zeEventCreate", unsafe {
-            (self.api.zeEventCreate)(pool, &ev_desc, &mut event)
-        });
+        let (pool, event) = self.host_event()?;
         let ev = ZeEvent {
             rt: self.clone(),
             pool,
             event,
         };
-        r?;
         // SAFETY: the caller's contract; the event is live (owned by `ev`).
         unsafe {
             self.append_kernel(
@@ -295,7 +281,7 @@ impl ZeRuntime {
     /// live command list of this context whose appends the caller serialises.
     pub(crate) unsafe fn append_kernel(
         &self,
-        on: LaunchOn,
+        on: LaunchOn<'_>,
         kernel: ze::ze_kernel_handle_t,
         args: &[Vec<u8>],
         groups: [u32; 3],
@@ -310,10 +296,12 @@ impl ZeRuntime {
                 .or_default(),
         );
         let _args = arg_lock.lock().unwrap_or_else(|p| p.into_inner());
-        let (signal, barrier) = match on {
-            LaunchOn::Async(e) => (Some(e), false),
-            LaunchOn::Caller(_) => (None, true),
-            LaunchOn::Sync | LaunchOn::Service => (None, false),
+        let (signal, barrier, waits): (_, _, &[ze::ze_event_handle_t]) = match on {
+            LaunchOn::Async(e) => (Some(e), false, &[]),
+            LaunchOn::Caller { waits, signal, .. } => {
+                (Some(signal).filter(|e| !e.is_null()), true, waits)
+            }
+            LaunchOn::Sync | LaunchOn::Service => (None, false, &[]),
         };
         let append = |list| {
             // SAFETY: the caller's contract; the list is live and used under its lock (or the caller's), held
@@ -325,14 +313,14 @@ impl ZeRuntime {
                     args,
                     groups,
                     group_size,
-                    signal,
+                    (signal, waits),
                     cooperative,
                     barrier,
                 )
             }
         };
         match on {
-            LaunchOn::Caller(list) => append(list),
+            LaunchOn::Caller { list, .. } => append(list),
             LaunchOn::Service => {
                 let lanes = self.service_lists()?;
                 let l = lanes
@@ -364,7 +352,8 @@ impl ZeRuntime {
     }
 
     /// Set `kernel`'s arguments and group size and append its launch to `list`, after a barrier on everything
-    /// appended before it when `barrier` (regular lists do not order kernels by themselves). Called only by
+    /// appended before it when `barrier` (regular lists do not order kernels by themselves); the launch signals
+    /// `events.0` and waits for `events.1`. Called only by
     /// [`ZeRuntime::append_kernel`], which holds the locks.
     ///
     /// # Safety
@@ -377,10 +366,11 @@ impl ZeRuntime {
         args: &[Vec<u8>],
         groups: [u32; 3],
         group_size: [u32; 3],
-        signal: Option<ze::ze_event_handle_t>,
+        events: (Option<ze::ze_event_handle_t>, &[ze::ze_event_handle_t]),
         cooperative: bool,
         barrier: bool,
     ) -> Result<()> {
+        let (signal, waits) = events;
         for (i, a) in args.iter().enumerate() {
             // SAFETY: the kernel is live; the value bytes are valid for the call.
             check("zeKernelSetArgumentValue", unsafe {
@@ -419,15 +409,23 @@ impl ZeRuntime {
                 self.api.zeCommandListAppendLaunchKernel,
             )
         };
-        // SAFETY: live list, kernel and (optional) event; a synchronous list has finished the kernel on return.
+        let mut waits = waits.to_vec();
+        let wait_ptr = if waits.is_empty() {
+            std::ptr::null_mut()
+        } else {
+            waits.as_mut_ptr()
+        };
+        // SAFETY: live list and kernel; the events are live or reported by the driver (a caller's events: the
+        // caller's contract); the wait list is a live vector of `waits.len()` handles; a synchronous list has
+        // finished the kernel on return.
         check(name, unsafe {
             append(
                 list,
                 kernel,
                 &count,
                 signal.unwrap_or(ze::ze_event_handle_t::null()),
-                0,
-                std::ptr::null_mut(),
+                waits.len() as u32,
+                wait_ptr,
             )
         })
     }

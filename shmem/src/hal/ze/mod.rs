@@ -30,7 +30,7 @@ pub use hostmem::HostBuf;
 pub use ipc::DeviceWindow;
 pub(crate) use list::{immediate_list, LaunchOn, Lists};
 pub(crate) use module::{StateGlobal, StateLookup, ZeKernel, ZeModule};
-pub use queue::{CommandList, Queue};
+pub use queue::{CommandList, Queue, QueueEvents};
 
 use crate::error::{Error, Result};
 use level_zero_sys as ze;
@@ -135,6 +135,9 @@ pub struct ZeRuntime {
     /// that serve peers (fabric staging, the device proxy) while this PE's own thread may be blocked in a kernel
     /// launch holding `lists`.
     service: Mutex<Option<Lists>>,
+    /// A host-signalled event of the runtime's context (pool, event; created on first use): the probe that tells a
+    /// caller's list of another context from a bad event when an append to it fails (`queue.rs`).
+    probe: Mutex<Option<(ze::ze_event_pool_handle_t, ze::ze_event_handle_t)>>,
     /// The live device heap allocations (this PE's heap, peers' heaps opened through IPC): raw copies between
     /// windows and writes into the heap's tail are checked against them, under this lock.
     allocs: Mutex<Vec<ipc::Alloc>>,
@@ -244,6 +247,7 @@ impl ZeRuntime {
             kernels: Mutex::new(Vec::new()),
             arg_locks: Mutex::new(HashMap::new()),
             service: Mutex::new(None),
+            probe: Mutex::new(None),
             allocs: Mutex::new(Vec::new()),
             index,
         }))
@@ -367,6 +371,10 @@ impl Drop for ZeRuntime {
                 .unwrap_or_default()
             {
                 let _ = (self.api.zeModuleDestroy)(m);
+            }
+            if let Some((pool, event)) = self.probe.get_mut().ok().and_then(|p| p.take()) {
+                let _ = (self.api.zeEventDestroy)(event);
+                let _ = (self.api.zeEventPoolDestroy)(pool);
             }
             if let Some(l) = self.service.get_mut().ok().and_then(|l| l.take()) {
                 let _ = (self.api.zeCommandListDestroy)(l.copy);

@@ -109,26 +109,7 @@ impl Queue {
             event: ze::ze_event_handle_t::null(),
             lock: Mutex::new(()),
         };
-        let pool_desc = ze::ze_event_pool_desc_t {
-            flags: ze::ZE_EVENT_POOL_FLAG_HOST_VISIBLE,
-            count: 1,
-            ..Default::default()
-        };
-        let mut dev = h.device();
-        // SAFETY: valid context, descriptor, one device handle and out-pointer.
-        check("zeEventPoolCreate", unsafe {
-            (api.zeEventPoolCreate)(h.context(), &pool_desc, 1, &mut dev, &mut q.pool)
-        })?;
-        let ev_desc = ze::ze_event_desc_t {
-            index: 0,
-            signal: ze::ZE_EVENT_SCOPE_FLAG_HOST,
-            wait: ze::ZE_EVENT_SCOPE_FLAG_HOST,
-            ..Default::default()
-        };
-        // SAFETY: live pool, descriptor and out-pointer.
-        check("zeEventCreate", unsafe {
-            (api.zeEventCreate)(q.pool, &ev_desc, &mut q.event)
-        })?;
+        (q.pool, q.event) = rt.host_event()?;
         Ok(q)
     }
 
@@ -216,15 +197,65 @@ impl Drop for Queue {
     }
 }
 
+/// The Level Zero events an op enqueued on a caller's list waits for before it starts and signals when it has
+/// finished (Level Zero's own `phWaitEvents`/`hSignalEvent` of the launch). Borrowed: the caller owns the events.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct QueueEvents<'e> {
+    waits: &'e [ze::ze_event_handle_t],
+    signal: ze::ze_event_handle_t,
+}
+
+impl<'e> QueueEvents<'e> {
+    /// No events: the op is ordered by the list alone.
+    pub fn none() -> QueueEvents<'static> {
+        QueueEvents::default()
+    }
+
+    /// Wait for every event of `waits` (raw `ze_event_handle_t`s), signal `signal` (null: none).
+    ///
+    /// # Safety
+    /// Each handle must be null or a live event (of any pool; one of another context is reported as an error by
+    /// the driver, not undefined), and stay alive until the op has run.
+    pub unsafe fn from_raw(waits: &'e [*mut c_void], signal: *mut c_void) -> QueueEvents<'e> {
+        const _: () = assert!(
+            std::mem::size_of::<ze::ze_event_handle_t>() == std::mem::size_of::<*mut c_void>()
+        );
+        QueueEvents {
+            // SAFETY: `ze_event_handle_t` is a `#[repr(transparent)]` wrapper of `*mut c_void` (same size, checked
+            // above), so the slice's elements have the same layout.
+            waits: unsafe {
+                std::slice::from_raw_parts(
+                    waits.as_ptr().cast::<ze::ze_event_handle_t>(),
+                    waits.len(),
+                )
+            },
+            signal: ze::ze_event_handle_t(signal),
+        }
+    }
+
+    /// The number of wait events.
+    pub fn wait_count(&self) -> usize {
+        self.waits.len()
+    }
+
+    /// Whether a signal event is set.
+    pub fn has_signal(&self) -> bool {
+        !self.signal.is_null()
+    }
+}
+
 impl ZeRuntime {
     /// Append `kernel` to the caller's `list` with `groups` work-groups of `group_size` work-items, after a
-    /// barrier on everything appended before it, through the one launch path; returns at once.
+    /// barrier on everything appended before it, through the one launch path, waiting for and signalling
+    /// `events`; returns at once. When the driver refuses the append, the error says which argument was wrong
+    /// ([`ZeRuntime::diagnose_append`]).
     ///
     /// # Safety
     /// As for [`ZeRuntime::launch`], for as long as the kernel may run; the caller serialises appends to `list`.
     pub(crate) unsafe fn enqueue(
         &self,
         list: CommandList,
+        events: QueueEvents<'_>,
         kernel: ze::ze_kernel_handle_t,
         args: &[Vec<u8>],
         groups: [u32; 3],
@@ -237,16 +268,125 @@ impl ZeRuntime {
                 "every dimension must be at least 1",
             ));
         }
-        // SAFETY: the caller's contract; the caller's list is live (CommandList's contract).
-        unsafe {
-            self.append_kernel(
-                LaunchOn::Caller(list.raw),
-                kernel,
-                args,
-                groups,
-                group_size,
-                false,
-            )
+        if list.raw.is_null() {
+            return Err(Error::invalid(
+                "ze_command_list",
+                "NULL",
+                "a Level Zero command list of the runtime's context and device is required",
+            ));
         }
+        let on = LaunchOn::Caller {
+            list: list.raw,
+            waits: events.waits,
+            signal: events.signal,
+        };
+        // SAFETY: the caller's contract; the caller's list is live (CommandList's contract).
+        let r = unsafe { self.append_kernel(on, kernel, args, groups, group_size, false) };
+        r.map_err(|e| match e {
+            Error::Ze { .. } => self.diagnose_append(list, events, e),
+            e => e,
+        })
+    }
+
+    /// The runtime's probe event (created on first use, host-signalled once): waiting for it never blocks.
+    fn probe_event(&self) -> Result<ze::ze_event_handle_t> {
+        let mut g = self.probe.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((_, e)) = *g {
+            return Ok(e);
+        }
+        let (pool, event) = self.host_event()?;
+        // SAFETY: the event was just created.
+        let r = check("zeEventHostSignal", unsafe {
+            (self.api.zeEventHostSignal)(event)
+        });
+        if let Err(e) = r {
+            // SAFETY: created above, never used by a list.
+            unsafe {
+                (self.api.zeEventDestroy)(event);
+                (self.api.zeEventPoolDestroy)(pool);
+            }
+            return Err(e);
+        }
+        *g = Some((pool, event));
+        Ok(event)
+    }
+
+    /// Append a barrier to `list` that signals `signal` (null: none) after `waits`: the probe of
+    /// [`ZeRuntime::diagnose_append`].
+    fn probe_barrier(
+        &self,
+        list: ze::ze_command_list_handle_t,
+        signal: ze::ze_event_handle_t,
+        waits: &[ze::ze_event_handle_t],
+    ) -> Result<()> {
+        let mut w = waits.to_vec();
+        let p = if w.is_empty() {
+            std::ptr::null_mut()
+        } else {
+            w.as_mut_ptr()
+        };
+        // SAFETY: the list is the caller's (CommandList's contract) and the events are the caller's
+        // (QueueEvents' contract) or the runtime's probe; the driver reports handles of another context.
+        check("zeCommandListAppendBarrier", unsafe {
+            (self.api.zeCommandListAppendBarrier)(list, signal, w.len() as u32, p)
+        })
+    }
+
+    /// Which argument made the driver refuse an append to a caller's list (`err`), as an
+    /// [`Error::InvalidArgument`] naming it: barriers are appended one argument at a time (the list alone; a wait
+    /// for the runtime's own, already signalled probe event, which a list of another context refuses; each wait
+    /// event; the signal event). A barrier that is accepted only orders the list (its waits are the op's own),
+    /// except that a signal event is probed last, when everything else was accepted.
+    fn diagnose_append(&self, list: CommandList, events: QueueEvents<'_>, err: Error) -> Error {
+        let l = list.raw;
+        let value = format!("{:p}", l.0);
+        if let Err(e) = self.probe_barrier(l, ze::ze_event_handle_t::null(), &[]) {
+            return Error::invalid(
+                "ze_command_list",
+                value,
+                format!("not a live Level Zero command list: {e}"),
+            );
+        }
+        let probe = self.probe_event();
+        if let Ok(p) = probe {
+            if let Err(e) = self.probe_barrier(l, ze::ze_event_handle_t::null(), &[p]) {
+                return Error::invalid(
+                    "ze_command_list",
+                    value,
+                    format!(
+                        "a command list of another Level Zero context than the runtime's (xpushmemx_ze_get_handles): {e}"
+                    ),
+                );
+            }
+        }
+        for (i, w) in events.waits.iter().enumerate() {
+            if let Err(e) = self.probe_barrier(l, ze::ze_event_handle_t::null(), &[*w]) {
+                return Error::invalid(
+                    "wait_events",
+                    format!("[{i}] = {:p}", w.0),
+                    format!(
+                        "not a live event of the runtime's Level Zero context (an event pool of another context, or a destroyed event): {e}"
+                    ),
+                );
+            }
+        }
+        if !events.signal.is_null() {
+            if let Err(e) = self.probe_barrier(l, events.signal, &[]) {
+                return Error::invalid(
+                    "signal_event",
+                    format!("{:p}", events.signal.0),
+                    format!(
+                        "not a live event of the runtime's Level Zero context (an event pool of another context, or a destroyed event): {e}"
+                    ),
+                );
+            }
+        }
+        Error::invalid(
+            "ze_command_list",
+            value,
+            format!(
+                "the driver refused the op's kernel on this list ({err}): a list of another device than the runtime's, or of a copy-only engine"
+            ),
+        )
     }
 }
