@@ -88,6 +88,22 @@ pub(crate) trait Transport: Send + Sync + std::fmt::Debug {
     fn needs_polling(&self) -> bool {
         false
     }
+    /// Register the `len` bytes of this process's host memory at `addr` (a registered user buffer, see
+    /// `core/reg.rs`) with this transport, so that its windows' `Window::put_nbi_registered` and
+    /// `Window::get_nbi_registered` may read and write it in place; the handle for
+    /// [`Transport::unregister_local`], `None` when this transport needs no registration (the default).
+    fn register_local(&self, addr: usize, len: usize) -> Result<Option<u64>> {
+        let _ = (addr, len);
+        Ok(None)
+    }
+    /// Undo [`Transport::register_local`] (every operation that used the memory has completed).
+    fn unregister_local(&self, handle: u64) {
+        let _ = handle;
+    }
+    /// The copies this transport made for transfers, and the transfers it made in place.
+    fn copy_stats(&self) -> crate::types::CopyStats {
+        crate::types::CopyStats::default()
+    }
 }
 
 /// The transport of windows that complete every operation before returning (mapped memory): every completion
@@ -232,6 +248,18 @@ pub(crate) trait Window: Send + Sync + std::fmt::Debug {
     /// window does not keep a reference to `src` past the call (it copies what it has not sent).
     fn put_nbi(&self, off: usize, src: &[u8]) -> Result<Option<Ticket>> {
         self.write(off, src).map(|()| None)
+    }
+    /// Start a put of `src` to `off` from a registered user buffer (`core/reg.rs`): the caller keeps `src`
+    /// registered, valid and unchanged until the ticket (or `quiet`) completes, so a transport may read it in
+    /// place. The default is [`Window::put_nbi`] (a copy where the transport needs one).
+    fn put_nbi_registered(&self, off: usize, src: &[u8]) -> Result<Option<Ticket>> {
+        self.put_nbi(off, src)
+    }
+    /// Start a get of `dst.len()` bytes at `off` into a registered user buffer: `None` when `dst` holds them
+    /// already, else the ticket whose completion means the transport wrote them into `dst` in place (the caller
+    /// keeps `dst` registered and untouched until then). The default reads at once ([`Window::read`]).
+    fn get_nbi_registered(&self, off: usize, dst: &mut [u8]) -> Result<Option<Ticket>> {
+        self.read(off, dst).map(|()| None)
     }
     /// Start a get of `dst.len()` bytes at `off`: `None` when `dst` holds them already, else the ticket whose
     /// completion returns them (`dst` is then left untouched).
@@ -528,6 +556,30 @@ impl Peers {
     /// The transports a wait must drive ([`Transport::needs_progress`]): none on shared memory alone.
     pub(crate) fn progressing(&self) -> &[Arc<dyn Transport>] {
         &self.progressing
+    }
+    /// Register the `len` bytes of host memory at `addr` with every transport that needs it
+    /// ([`Transport::register_local`]): the handles, one per transport (in [`Peers::transports`]' order). On an
+    /// error, what was registered is undone.
+    pub(crate) fn register_local(&self, addr: usize, len: usize) -> Result<Vec<Option<u64>>> {
+        let mut handles = Vec::with_capacity(self.transports.len());
+        for t in &self.transports {
+            match t.register_local(addr, len) {
+                Ok(h) => handles.push(h),
+                Err(e) => {
+                    self.unregister_local(&handles);
+                    return Err(e);
+                }
+            }
+        }
+        Ok(handles)
+    }
+    /// Undo [`Peers::register_local`].
+    pub(crate) fn unregister_local(&self, handles: &[Option<u64>]) {
+        for (t, h) in self.transports.iter().zip(handles) {
+            if let Some(h) = h {
+                t.unregister_local(*h);
+            }
+        }
     }
     /// The host proxy ring's address for kernels' device state (0: no proxy, every PE is mapped).
     pub(crate) fn proxy_ring(&self) -> u64 {
