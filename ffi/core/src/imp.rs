@@ -194,6 +194,68 @@ pub unsafe fn get(
     })
 }
 
+/// The non-blocking put of [`put`]: from a registered buffer (`xpushmemx_buffer_register`) started in place and
+/// completed by `quiet` (the source must not change until then); from any other source, today's put, complete
+/// (the source reusable) on return.
+///
+/// # Safety
+/// `src` is valid for reads of `nelems * elem` bytes (until `quiet` when registered).
+pub unsafe fn put_nbi(
+    call: &str,
+    dest: *mut c_void,
+    src: *const c_void,
+    nelems: usize,
+    elem: usize,
+    align: usize,
+    pe: c_int,
+) -> R<()> {
+    state::with(|sh| {
+        let bytes = byte_count(nelems, elem, call)?;
+        if bytes == 0 || !sh.is_registered(src.cast(), bytes) {
+            // SAFETY: forwarded caller contract on `src`.
+            return unsafe { put(call, dest, src, nelems, elem, align, pe) };
+        }
+        let pe = pe_arg(sh, pe, call)?;
+        let d = sym_bytes(sh, dest, bytes, align, call, "dest")?;
+        // SAFETY: forwarded caller contract on `src`.
+        let s = unsafe { local(src, bytes, call, "source") }?;
+        // The handle is let go: the registry and `quiet` complete the operation.
+        std::mem::forget(sh.put_nbi(d, s, pe)?);
+        Ok(())
+    })
+}
+
+/// The non-blocking get of [`get`]: into a registered buffer started in place and completed by `quiet` (`dest`
+/// is filled then); into any other buffer, today's get, complete on return.
+///
+/// # Safety
+/// `dest` is valid for writes of `nelems * elem` bytes (until `quiet` when registered), and not otherwise
+/// referenced meanwhile.
+pub unsafe fn get_nbi(
+    call: &str,
+    dest: *mut c_void,
+    src: *const c_void,
+    nelems: usize,
+    elem: usize,
+    align: usize,
+    pe: c_int,
+) -> R<()> {
+    state::with(|sh| {
+        let bytes = byte_count(nelems, elem, call)?;
+        if bytes == 0 || !sh.is_registered(dest.cast_const().cast(), bytes) {
+            // SAFETY: forwarded caller contract on `dest`.
+            return unsafe { get(call, dest, src, nelems, elem, align, pe) };
+        }
+        let pe = pe_arg(sh, pe, call)?;
+        let s = sym_bytes(sh, src, bytes, align, call, "source")?;
+        // SAFETY: forwarded caller contract on `dest`.
+        let d = unsafe { local_mut(dest, bytes, call, "dest") }?;
+        // Written in place by the transport; the registry and `quiet` complete it.
+        std::mem::forget(sh.get_nbi(d, s, pe)?);
+        Ok(())
+    })
+}
+
 /// Store one value on `pe`.
 pub fn p<T: Copy>(call: &str, dest: *mut T, value: T, pe: c_int) -> R<()> {
     // SAFETY: `value` is a live local of size_of::<T>() bytes.

@@ -157,6 +157,18 @@ impl Shmem {
         self.unregister_at(addr as usize, false)
     }
 
+    /// Whether the `len` bytes at `addr` lie in one registered range.
+    pub fn is_registered(&self, addr: *const u8, len: usize) -> bool {
+        if self.registry.count.load(Ordering::Acquire) == 0 {
+            return false;
+        }
+        let (a, end) = (addr as usize, (addr as usize).saturating_add(len));
+        self.registry
+            .lock()
+            .iter()
+            .any(|e| a >= e.addr && end <= e.addr + e.len)
+    }
+
     /// The copies the transports made for this PE's transfers so far, and the transfers made in place (a test
     /// and tuning hook: a put from a registered buffer over the fabric is counted in place).
     pub fn copy_stats(&self) -> CopyStats {
