@@ -327,20 +327,78 @@ pub(crate) unsafe extern "C" fn device_get_memory_properties(
     })
 }
 
+/// What device `a` may do on device `b`'s memory: (access, atomics), from [`P2P_ENV`] (parsed once).
+fn p2p(a: u32, b: u32) -> ZeResult<(bool, bool)> {
+    static RULES: once_cell::sync::OnceCell<Result<Vec<(Option<(u32, u32)>, (bool, bool))>, String>> =
+        once_cell::sync::OnceCell::new();
+    let rules = RULES.get_or_init(|| {
+        let Ok(v) = std::env::var(P2P_ENV) else {
+            return Ok(Vec::new());
+        };
+        v.split(',')
+            .map(str::trim)
+            .filter(|i| !i.is_empty())
+            .map(|item| {
+                let (pair, mode) = match item.split_once(':') {
+                    Some((p, m)) => (Some(p), m),
+                    None => (None, item),
+                };
+                let caps = match mode.trim() {
+                    "full" => (true, true),
+                    "access" => (true, false),
+                    "none" => (false, false),
+                    m => return Err(format!("{P2P_ENV}={v:?}: mode {m:?} is not full, access or none")),
+                };
+                let pair = match pair {
+                    None => None,
+                    Some(p) => {
+                        let parsed = p
+                            .split_once('-')
+                            .and_then(|(x, y)| Some((x.trim().parse().ok()?, y.trim().parse().ok()?)));
+                        Some(parsed.ok_or_else(|| {
+                            format!("{P2P_ENV}={v:?}: {p:?} is not a pair of device indices A-B")
+                        })?)
+                    }
+                };
+                Ok((pair, caps))
+            })
+            .collect()
+    });
+    let rules = rules
+        .as_ref()
+        .map_err(|e| fail(ZE_RESULT_ERROR_INVALID_ARGUMENT, e))?;
+    if a == b {
+        return Ok((true, true));
+    }
+    let mut caps = (true, true);
+    for (pair, c) in rules {
+        match pair {
+            None => caps = *c,
+            Some((x, y)) if (*x, *y) == (a, b) || (*x, *y) == (b, a) => caps = *c,
+            Some(_) => {}
+        }
+    }
+    Ok(caps)
+}
+
 pub(crate) unsafe extern "C" fn device_get_p2p_properties(
     h: ze_device_handle_t,
     peer: ze_device_handle_t,
     p: *mut ze_device_p2p_properties_t,
 ) -> ze_result_t {
     entry(|| {
-        device(h)?;
-        device(peer)?;
+        let (access, atomics) = p2p(device(h)?.index, device(peer)?.index)?;
         // SAFETY: caller's output structure, checked inside.
         let p = unsafe { check_props(p, &[])? };
+        let mut flags = 0;
+        if access {
+            flags |= ZE_DEVICE_P2P_PROPERTY_FLAG_ACCESS;
+        }
+        if atomics {
+            flags |= ZE_DEVICE_P2P_PROPERTY_FLAG_ATOMICS;
+        }
         // SAFETY: checked.
-        unsafe {
-            (*p).flags = ZE_DEVICE_P2P_PROPERTY_FLAG_ACCESS | ZE_DEVICE_P2P_PROPERTY_FLAG_ATOMICS
-        };
+        unsafe { (*p).flags = flags };
         Ok(())
     })
 }
@@ -351,10 +409,9 @@ pub(crate) unsafe extern "C" fn device_can_access_peer(
     v: *mut ze_bool_t,
 ) -> ze_result_t {
     entry(|| {
-        device(h)?;
-        device(peer)?;
+        let (access, _) = p2p(device(h)?.index, device(peer)?.index)?;
         // SAFETY: caller's output pointer, checked inside.
-        unsafe { out(v, 1) }
+        unsafe { out(v, ze_bool_t::from(access)) }
     })
 }
 

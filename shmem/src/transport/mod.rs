@@ -664,10 +664,41 @@ pub(crate) fn connect(a: ConnectArgs<'_>) -> Result<(Peers, dataseg::SymData)> {
         .iter()
         .map(|t| (0..n).map(|p| t.can_reach(p)).collect())
         .collect();
-    // Every PE takes the same decision (same configuration, same node table): the set-up below is collective.
+    // Device heaps: this PE's device, and what every PE's device may do on its node peers' (peer access, atomics),
+    // asked of Level Zero, not assumed. Node peers whose devices lack either (in either direction) do not map
+    // each other's heaps: they reach each other through the host, as PEs of different nodes do (the fabric, and
+    // its device proxy for kernels); without a fabric transport, init is refused naming both devices.
+    let (rt, caps) = if a.heap_kind == HeapKind::Device {
+        let local_rank = local.iter().position(|&p| p == me).unwrap_or(0);
+        let rt = ze::open(cfg.device, a.external, local_rank)?;
+        let caps = ze::peer_caps(a.boot, &rt, me, &local)?;
+        (Some(rt), Some(caps))
+    } else {
+        (None, None)
+    };
+    let limited = |p: usize| caps.as_ref().is_some_and(|c| c.limited(me, p));
+    let any_limited = caps.as_ref().is_some_and(|c| c.any());
+    if let (Some(c), true) = (&caps, any_limited) {
+        for (x, y) in c.pairs() {
+            tracing::info!(pe = me, "{}: PEs {x} and {y} reach each other through the host", c.describe(x, y));
+        }
+        if !cfg!(xpushmem_fabric) {
+            let (x, y) = c.pairs()[0];
+            return Err(crate::error::Error::Device(format!(
+                "{}; their kernels cannot address each other's heaps, and this build has no fabric transport                  (libfabric's headers were missing at build time) through whose host proxy they could reach each                  other",
+                c.describe(x, y)
+            )));
+        }
+    }
+    // Every PE takes the same decision (same configuration, same node table, the same peer capabilities): the
+    // set-up below is collective.
     let fabric_reach: Option<Vec<bool>> = (cfg!(xpushmem_fabric)
-        && (forced || a.nodes.count() > 1))
-        .then(|| (0..n).map(|p| p != me && (forced || !node[p])).collect());
+        && (forced || a.nodes.count() > 1 || any_limited))
+        .then(|| {
+            (0..n)
+                .map(|p| p != me && (forced || !node[p] || limited(p)))
+                .collect()
+        });
     if let Some(r) = &fabric_reach {
         reach.push(r.clone());
     }
@@ -725,18 +756,17 @@ pub(crate) fn connect(a: ConnectArgs<'_>) -> Result<(Peers, dataseg::SymData)> {
             .copied()
             .filter(|&p| p == me || fabric_reach.as_ref().is_none_or(|r| !r[p]))
             .collect();
+        let rt = rt.ok_or_else(|| crate::error::Error::State("no Level Zero device opened".into()))?;
         let (rt, dmaps) = ze::setup(ze::DeviceSetup {
             boot: a.boot,
             me,
             n,
             local: &mapped,
-            local_rank: local.iter().position(|&p| p == me).unwrap_or(0),
             pids: a.pids,
             size: a.heap_bytes,
             cookie: a.cookie,
             timeout: a.timeout,
-            external: a.external,
-            device: cfg.device,
+            rt,
             ipc: cfg.ipc,
             team_slots: cfg.device_team_slots(),
         })?;
