@@ -393,9 +393,10 @@ pub struct CopyStats {
     pub gets_in_place: u64,
 }
 
-impl CopyStats {
+impl std::ops::Add for CopyStats {
+    type Output = CopyStats;
     /// The sum of two counts.
-    pub fn add(self, o: CopyStats) -> CopyStats {
+    fn add(self, o: CopyStats) -> CopyStats {
         CopyStats {
             puts_copied: self.puts_copied + o.puts_copied,
             put_bytes_copied: self.put_bytes_copied + o.put_bytes_copied,

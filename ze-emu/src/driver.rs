@@ -327,9 +327,12 @@ pub(crate) unsafe extern "C" fn device_get_memory_properties(
     })
 }
 
+/// One rule of [`P2P_ENV`]: the pair it applies to (`None`: every pair) and its (access, atomics).
+type P2pRule = (Option<(u32, u32)>, (bool, bool));
+
 /// What device `a` may do on device `b`'s memory: (access, atomics), from [`P2P_ENV`] (parsed once).
 fn p2p(a: u32, b: u32) -> ZeResult<(bool, bool)> {
-    static RULES: once_cell::sync::OnceCell<Result<Vec<(Option<(u32, u32)>, (bool, bool))>, String>> =
+    static RULES: once_cell::sync::OnceCell<Result<Vec<P2pRule>, String>> =
         once_cell::sync::OnceCell::new();
     let rules = RULES.get_or_init(|| {
         let Ok(v) = std::env::var(P2P_ENV) else {
@@ -347,14 +350,18 @@ fn p2p(a: u32, b: u32) -> ZeResult<(bool, bool)> {
                     "full" => (true, true),
                     "access" => (true, false),
                     "none" => (false, false),
-                    m => return Err(format!("{P2P_ENV}={v:?}: mode {m:?} is not full, access or none")),
+                    m => {
+                        return Err(format!(
+                            "{P2P_ENV}={v:?}: mode {m:?} is not full, access or none"
+                        ))
+                    }
                 };
                 let pair = match pair {
                     None => None,
                     Some(p) => {
-                        let parsed = p
-                            .split_once('-')
-                            .and_then(|(x, y)| Some((x.trim().parse().ok()?, y.trim().parse().ok()?)));
+                        let parsed = p.split_once('-').and_then(|(x, y)| {
+                            Some((x.trim().parse().ok()?, y.trim().parse().ok()?))
+                        });
                         Some(parsed.ok_or_else(|| {
                             format!("{P2P_ENV}={v:?}: {p:?} is not a pair of device indices A-B")
                         })?)

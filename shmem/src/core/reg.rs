@@ -136,7 +136,11 @@ impl Shmem {
             ));
         }
         self.register_at(addr, bytes, true)?;
-        Ok(Registered { sh: self, buf, addr })
+        Ok(Registered {
+            sh: self,
+            buf,
+            addr,
+        })
     }
 
     /// Register the `len` bytes of this PE's host memory at `addr` (C's `xpushmemx_buffer_register`), as
@@ -174,7 +178,7 @@ impl Shmem {
     pub fn copy_stats(&self) -> CopyStats {
         self.peers
             .transports()
-            .fold(CopyStats::default(), |a, t| a.add(t.copy_stats()))
+            .fold(CopyStats::default(), |a, t| a + t.copy_stats())
     }
 
     fn register_at(&self, addr: usize, len: usize, owned: bool) -> Result<()> {
@@ -214,7 +218,10 @@ impl Shmem {
             }
         }
         let mut entries = self.registry.lock();
-        if let Some(o) = entries.iter().find(|e| addr < e.addr + e.len && e.addr < end) {
+        if let Some(o) = entries
+            .iter()
+            .find(|e| addr < e.addr + e.len && e.addr < end)
+        {
             return Err(Error::invalid(
                 "addr",
                 format!("{addr:#x}"),
@@ -336,9 +343,8 @@ impl Shmem {
             // Drop what completed already, so the list stays as long as what is in flight.
             if let Some(tr) = self.peers.transport(pe) {
                 let tr: &dyn Transport = tr;
-                e.inflight.retain(|&(p, t, _)| {
-                    p != pe || !tr.is_complete(t)
-                });
+                e.inflight
+                    .retain(|&(p, t, _)| p != pe || !tr.is_complete(t));
             }
             e.inflight.push((pe, t, get));
         }
@@ -347,7 +353,13 @@ impl Shmem {
 
     /// Start a put of `src` to byte `off` of `pe`'s heap: in place from a registered range, else as the window's
     /// `put_nbi` (copied where the transport must).
-    pub(crate) fn put_nbi_bytes(&self, off: usize, src: &[u8], pe: usize, call: &str) -> Result<Option<Ticket>> {
+    pub(crate) fn put_nbi_bytes(
+        &self,
+        off: usize,
+        src: &[u8],
+        pe: usize,
+        call: &str,
+    ) -> Result<Option<Ticket>> {
         let w = self.map_of(pe, call)?;
         self.with_registered(src.as_ptr() as usize, src.len(), pe, false, |reg| {
             if reg {

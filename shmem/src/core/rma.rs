@@ -6,10 +6,10 @@
 //! same-node mappings complete at once, a transport that completes later (a network, the deferred test window)
 //! completes on `quiet`, on the handle's `wait`, or when the handle is dropped.
 
+pub use crate::core::reg::Registered;
 use crate::core::Shmem;
 use crate::error::{Error, Result};
 use crate::sys::bytes::{bytes_of, bytes_of_mut};
-pub use crate::core::reg::Registered;
 pub use crate::transport::Pending;
 use crate::types::{SymRef, SymSlice, Symmetric};
 

@@ -680,7 +680,11 @@ pub(crate) fn connect(a: ConnectArgs<'_>) -> Result<(Peers, dataseg::SymData)> {
     let any_limited = caps.as_ref().is_some_and(|c| c.any());
     if let (Some(c), true) = (&caps, any_limited) {
         for (x, y) in c.pairs() {
-            tracing::info!(pe = me, "{}: PEs {x} and {y} reach each other through the host", c.describe(x, y));
+            tracing::info!(
+                pe = me,
+                "{}: PEs {x} and {y} reach each other through the host",
+                c.describe(x, y)
+            );
         }
         if !cfg!(xpushmem_fabric) {
             let (x, y) = c.pairs()[0];
@@ -692,9 +696,8 @@ pub(crate) fn connect(a: ConnectArgs<'_>) -> Result<(Peers, dataseg::SymData)> {
     }
     // Every PE takes the same decision (same configuration, same node table, the same peer capabilities): the
     // set-up below is collective.
-    let fabric_reach: Option<Vec<bool>> = (cfg!(xpushmem_fabric)
-        && (forced || a.nodes.count() > 1 || any_limited))
-        .then(|| {
+    let fabric_reach: Option<Vec<bool>> =
+        (cfg!(xpushmem_fabric) && (forced || a.nodes.count() > 1 || any_limited)).then(|| {
             (0..n)
                 .map(|p| p != me && (forced || !node[p] || limited(p)))
                 .collect()
@@ -756,7 +759,8 @@ pub(crate) fn connect(a: ConnectArgs<'_>) -> Result<(Peers, dataseg::SymData)> {
             .copied()
             .filter(|&p| p == me || fabric_reach.as_ref().is_none_or(|r| !r[p]))
             .collect();
-        let rt = rt.ok_or_else(|| crate::error::Error::State("no Level Zero device opened".into()))?;
+        let rt =
+            rt.ok_or_else(|| crate::error::Error::State("no Level Zero device opened".into()))?;
         let (rt, dmaps) = ze::setup(ze::DeviceSetup {
             boot: a.boot,
             me,

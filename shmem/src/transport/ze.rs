@@ -210,7 +210,9 @@ pub(crate) fn peer_caps(
             if r.len() == n {
                 Ok(r)
             } else {
-                Err(Error::Device(format!("malformed peer-access record from PE {pe}")))
+                Err(Error::Device(format!(
+                    "malformed peer-access record from PE {pe}"
+                )))
             }
         })
         .collect::<Result<_>>()?;

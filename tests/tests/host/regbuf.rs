@@ -57,7 +57,11 @@ fn body(sh: &Shmem) -> Result<()> {
     sh.barrier_all()?;
     let mut got = vec![0u64; BIG + SMALL];
     sh.get(&mut got, dst, me)?;
-    assert_eq!(got, ref_vec::<u64>(left, BIG + SMALL, 1), "PE {me}: what PE {left} put");
+    assert_eq!(
+        got,
+        ref_vec::<u64>(left, BIG + SMALL, 1),
+        "PE {me}: what PE {left} put"
+    );
     sh.barrier_all()?;
 
     // 2. The same puts from a private buffer: copied over the fabric (the path every put took before
@@ -120,31 +124,73 @@ fn body(sh: &Shmem) -> Result<()> {
     assert_eq!(&got[..BIG], &ref_vec::<u64>(left, BIG, 3)[..]);
 
     // 5. Bad input, each naming its argument and value.
-    invalid_arg(sh.register(Vec::<u64>::new()).unwrap_err(), "buf", "0 bytes");
+    invalid_arg(
+        sh.register(Vec::<u64>::new()).unwrap_err(),
+        "buf",
+        "0 bytes",
+    );
     let mut mem = vec![0u8; 4096];
     let q = mem.as_mut_ptr();
     // SAFETY: `mem` outlives its registration (unregistered below); nothing reads it while a transfer is in flight.
     unsafe {
-        invalid_arg(sh.register_raw(std::ptr::null_mut(), 8).unwrap_err(), "addr", "NULL");
+        invalid_arg(
+            sh.register_raw(std::ptr::null_mut(), 8).unwrap_err(),
+            "addr",
+            "NULL",
+        );
         invalid_arg(sh.register_raw(q, 0).unwrap_err(), "len", "0");
         sh.register_raw(q, 4096)?;
         let inner = q.add(100);
-        invalid_arg(sh.register_raw(inner, 8).unwrap_err(), "addr", "overlaps the registered range");
-        invalid_arg(sh.register_raw(q.sub(8), 16).unwrap_err(), "addr", &format!("{:#x}", q as usize - 8));
-        invalid_arg(sh.register_raw(sh.heap_base(), 8).unwrap_err(), "addr", "symmetric heap");
-        invalid_arg(sh.register_raw(usize::MAX as *mut u8, 2).unwrap_err(), "len", "wraps");
+        invalid_arg(
+            sh.register_raw(inner, 8).unwrap_err(),
+            "addr",
+            "overlaps the registered range",
+        );
+        invalid_arg(
+            sh.register_raw(q.sub(8), 16).unwrap_err(),
+            "addr",
+            &format!("{:#x}", q as usize - 8),
+        );
+        invalid_arg(
+            sh.register_raw(sh.heap_base(), 8).unwrap_err(),
+            "addr",
+            "symmetric heap",
+        );
+        invalid_arg(
+            sh.register_raw(usize::MAX as *mut u8, 2).unwrap_err(),
+            "len",
+            "wraps",
+        );
     }
-    invalid_arg(sh.unregister_raw(q.wrapping_add(1)).unwrap_err(), "addr", &format!("{:#x}", q as usize + 1));
+    invalid_arg(
+        sh.unregister_raw(q.wrapping_add(1)).unwrap_err(),
+        "addr",
+        &format!("{:#x}", q as usize + 1),
+    );
     sh.unregister_raw(q)?;
-    invalid_arg(sh.unregister_raw(q).unwrap_err(), "addr", "no registered range starts there");
+    invalid_arg(
+        sh.unregister_raw(q).unwrap_err(),
+        "addr",
+        "no registered range starts there",
+    );
     let owned = sh.register(vec![1u32; 4])?;
     let op = owned.as_slice()?.as_ptr() as *mut u8;
-    invalid_arg(sh.unregister_raw(op).unwrap_err(), "addr", "Registered buffer");
+    invalid_arg(
+        sh.unregister_raw(op).unwrap_err(),
+        "addr",
+        "Registered buffer",
+    );
     drop(owned);
-    invalid_arg(sh.unregister_raw(op).unwrap_err(), "addr", "no registered range");
+    invalid_arg(
+        sh.unregister_raw(op).unwrap_err(),
+        "addr",
+        "no registered range",
+    );
     drop(mem);
     sh.barrier_all()?;
     sh.free(dst)
 }
 
-pe_test!(registered_buffers, shm[2], def[2], fab[2], |sh| { super::body(sh) });
+pe_test!(registered_buffers, shm[2], def[2], fab[2], |sh| {
+    super::body(sh)
+});

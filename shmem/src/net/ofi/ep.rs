@@ -396,8 +396,12 @@ impl Ep {
         if self.mr_endpoint {
             // SAFETY: `mr` was just opened, the endpoint is open.
             let bound = unsafe {
-                ok(&prov, "fi_mr_bind", fi::xfi_mr_bind(mr, &mut (*self.ep).fid, 0) as i64)
-                    .and_then(|()| ok(&prov, "fi_mr_enable", fi::xfi_mr_enable(mr) as i64))
+                ok(
+                    &prov,
+                    "fi_mr_bind",
+                    fi::xfi_mr_bind(mr, &mut (*self.ep).fid, 0) as i64,
+                )
+                .and_then(|()| ok(&prov, "fi_mr_enable", fi::xfi_mr_enable(mr) as i64))
             };
             if let Err(e) = bound {
                 // SAFETY: `mr` was opened above and is closed once, here.

@@ -690,6 +690,7 @@ impl Ep {
         }
         // A registered user buffer is the caller's memory too (private), but registered whatever the provider's
         // mode.
-        (self.user_desc(addr, len).is_some() || (!self.mr_local && !self.mr_endpoint)).then_some(true)
+        (self.user_desc(addr, len).is_some() || (!self.mr_local && !self.mr_endpoint))
+            .then_some(true)
     }
 }
