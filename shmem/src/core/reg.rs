@@ -19,7 +19,9 @@
 //! cannot fail) must complete them anyway. Refused, each with an error naming the argument and its value: a null
 //! address, a range of 0 bytes or one that wraps the address space, a range that overlaps a registered one or the
 //! symmetric heap (registered already), unregistering an address where no range starts, and unregistering a
-//! [`Registered`]'s range through the raw call.
+//! [`Registered`]'s range through the raw call, and (device heaps) a range of Level Zero device memory: not yet
+//! supported (over the fabric it needs `FI_HMEM_ZE` registration or staging through the copy engine; on one node
+//! the copy engine already reads a device source in place).
 
 use crate::core::Shmem;
 use crate::error::{Error, Result};
@@ -216,6 +218,22 @@ impl Shmem {
                     ),
                 ));
             }
+        }
+        if self
+            .peers
+            .device
+            .as_ref()
+            .is_some_and(|rt| rt.is_device_memory(addr, len))
+        {
+            return Err(Error::invalid(
+                "addr",
+                format!("{addr:#x}"),
+                format!(
+                    "[{addr:#x}, {end:#x}) is Level Zero device memory, which cannot be registered yet (only host \
+                     memory: over the fabric a device range needs FI_HMEM_ZE registration or staging through the \
+                     copy engine; on this node the copy engine already reads a device source in place)"
+                ),
+            ));
         }
         let mut entries = self.registry.lock();
         if let Some(o) = entries

@@ -1,7 +1,8 @@
 //! Registered user buffers (`Shmem::register`, `register_raw`): non-blocking puts from them and gets into them,
 //! with their handles forgotten and the buffers changed only after `quiet` (or after the guard completed them),
 //! the data checked on the target against `reference()`; over the fabric, the copy counters show that nothing
-//! was copied for them while a private source still is; and the bad inputs, each an error naming its argument.
+//! was copied for them while a private source still is; and the bad inputs, each an error naming its argument
+//! (device heaps: host buffers registered as sources of puts to the peers' device heaps; device memory refused).
 
 use xpushmem::{Error, Result, Shmem};
 use xpushmem_tests::{pe_test, ref_vec};
@@ -151,11 +152,12 @@ fn body(sh: &Shmem) -> Result<()> {
             "addr",
             &format!("{:#x}", q as usize - 8),
         );
-        invalid_arg(
-            sh.register_raw(sh.heap_base(), 8).unwrap_err(),
-            "addr",
-            "symmetric heap",
-        );
+        // The heap: registered already (host), device memory (device heaps: not registrable yet).
+        let why = match sh.heap_kind() {
+            xpushmem::HeapKind::Host => "symmetric heap",
+            xpushmem::HeapKind::Device => "Level Zero device memory",
+        };
+        invalid_arg(sh.register_raw(sh.heap_base(), 8).unwrap_err(), "addr", why);
         invalid_arg(
             sh.register_raw(usize::MAX as *mut u8, 2).unwrap_err(),
             "len",
@@ -191,6 +193,6 @@ fn body(sh: &Shmem) -> Result<()> {
     sh.free(dst)
 }
 
-pe_test!(registered_buffers, shm[2], def[2], fab[2], |sh| {
+pe_test!(registered_buffers, shm[2], def[2], fab[2], dev[2], |sh| {
     super::body(sh)
 });

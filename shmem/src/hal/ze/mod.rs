@@ -348,6 +348,28 @@ impl ZeRuntime {
         self.index
     }
 
+    /// Whether `[addr, addr + len)` touches device memory of this runtime's context (`zeMemGetAllocProperties`
+    /// of its first and last byte: `ZE_MEMORY_TYPE_DEVICE`); host, shared and unknown memory are not.
+    pub(crate) fn is_device_memory(&self, addr: usize, len: usize) -> bool {
+        [addr, addr.saturating_add(len.max(1) - 1)]
+            .iter()
+            .any(|&a| {
+                let mut props = ze::ze_memory_allocation_properties_t::default();
+                // SAFETY: the context is live; the pointer is only looked up by the driver, never dereferenced; props
+                // is a properties struct with the right stype, and a null device out-pointer is allowed.
+                let r = unsafe {
+                    (self.api.zeMemGetAllocProperties)(
+                        self.context,
+                        a as *const std::ffi::c_void,
+                        &mut props,
+                        std::ptr::null_mut(),
+                    )
+                };
+                check("zeMemGetAllocProperties", r).is_ok()
+                    && props.type_ == ze::ZE_MEMORY_TYPE_DEVICE
+            })
+    }
+
     /// The device's UUID, which names it to node peers.
     pub(crate) fn uuid(&self) -> [u8; 16] {
         self.uuid
