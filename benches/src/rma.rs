@@ -36,6 +36,12 @@ pub const BENCHES: &[Bench] = &[
         put_bw,
     ),
     rma(
+        "put_reg_bw",
+        "window of put_nbi from a registered private buffer (Shmem::register) then quiet, one reused target, PE 0 -> PE 1",
+        true,
+        put_reg_bw,
+    ),
+    rma(
         "put_sym_bw",
         "window of put_sym_nbi from PE 0's symmetric heap then quiet, one reused target, PE 0 -> PE 1",
         true,
@@ -163,14 +169,31 @@ fn get_common(c: &mut Ctx<'_>, s: &Step, nbi: bool) -> Result<f64> {
 }
 
 fn put_bw(c: &mut Ctx<'_>, s: &Step) -> Result<f64> {
+    put_bw_from(c, s, false)
+}
+
+/// `put_bw` from a registered private buffer: over the fabric the puts read it in place instead of copying it
+/// into bounce buffers (registered before the clock starts, unregistered after it stops).
+fn put_reg_bw(c: &mut Ctx<'_>, s: &Step) -> Result<f64> {
+    put_bw_from(c, s, true)
+}
+
+fn put_bw_from(c: &mut Ctx<'_>, s: &Step, registered: bool) -> Result<f64> {
     let salt = c.next_salt();
     let dst = c.a.slice(..s.size)?;
     let sh = c.sh;
     let mut t = 0.0;
     if c.me == 0 {
         fill(&mut c.src[..s.size], salt);
-        let src = &c.src[..s.size];
-        t = windows(sh, s, || sh.put_nbi(dst, src, 1))?;
+        if registered {
+            let reg = sh.register(c.src[..s.size].to_vec())?;
+            let src = reg.as_slice()?;
+            t = windows(sh, s, || sh.put_nbi(dst, src, 1))?;
+            reg.unregister()?;
+        } else {
+            let src = &c.src[..s.size];
+            t = windows(sh, s, || sh.put_nbi(dst, src, 1))?;
+        }
     }
     sh.barrier_all()?;
     if c.me == 1 {

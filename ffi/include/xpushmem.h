@@ -382,6 +382,24 @@ void *xpushmemx_heap_base(void);
 // Size of every PE's symmetric heap in bytes (0 when not initialised).
 size_t xpushmemx_heap_size(void);
 
+// Register the `len` bytes of this PE's own host memory at `addr` (NVSHMEM's `nvshmemx_buffer_register`): the
+// non-blocking puts from it (`*_put_nbi`, `putmem_nbi`) and, over the fabric, the non-blocking gets into it
+// (`*_get_nbi`, `getmem_nbi`) then move in place, without a copy, and complete at `xpushmem_quiet`; the range must
+// not change while a put from it is in flight, nor be read while a get into it is. A non-blocking transfer from
+// or into memory that is not registered keeps its copy (it completes on return). Errors
+// (`XPUSHMEM_ERROR_INVALID_ARGUMENT`, the last error naming the argument and value): `addr` NULL, `len` 0 or
+// wrapping the address space, a range overlapping a registered one or the symmetric heap.
+//
+// # Safety
+// `[addr, addr + len)` must stay valid until [`xpushmemx_buffer_unregister`].
+int xpushmemx_buffer_register(void *addr,
+                              size_t len);
+
+// Unregister the range registered at `addr` by [`xpushmemx_buffer_register`], after completing the non-blocking
+// transfers in flight from or into it (only those: a quiet of that range). Error: no range registered at `addr`
+// (`XPUSHMEM_ERROR_INVALID_ARGUMENT`, naming the address and the registered ranges).
+int xpushmemx_buffer_unregister(void *addr);
+
 // The Level Zero handles the runtime uses on this PE (`ze_driver_handle_t`, `ze_device_handle_t`,
 // `ze_context_handle_t`), for programs that create their own modules and command lists (in that context). Any
 // out-pointer may be NULL. Needs a device heap.

@@ -67,6 +67,21 @@ fn errors_4pe() {
     run_ok("native_errors", 4);
 }
 
+/// Registered user buffers (`xpushmemx_buffer_register`) on shared memory and over the fabric (tcp on loopback):
+/// non-blocking puts from them and gets into them, checked on the target, and the bad inputs.
+#[test]
+fn regbuf_2pe() {
+    run_ok("native_regbuf", 2);
+    if matches!(xpushmem::transport::fabric_providers(), Ok(Some(_))) {
+        run_program_ok_with(
+            &program("native_regbuf"),
+            "native_regbuf",
+            2,
+            &[("XPUSHMEM_TRANSPORT", "fabric")],
+        );
+    }
+}
+
 /// Mismatched collectives (a barrier meets an allocation, a reduction or a broadcast meets a barrier) fail on every
 /// PE with a mismatch naming both calls; the runtime stays usable and finalize succeeds (issue 14, item 1).
 #[test]

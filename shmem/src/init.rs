@@ -431,6 +431,7 @@ impl Shmem {
             broken: AtomicBool::new(false),
             spin_count,
             oversubscribed: machine_pes > cpus,
+            registry: Default::default(),
         };
         sh.sys_local()
             .amo(SYNC.state, 8, AmoOp::Set, STATE_RUNNING)?;

@@ -56,14 +56,15 @@ pub use coll::{
 };
 pub use device::{Device, DeviceEvent, KernelArg};
 pub use error::{Error, ErrorCode, Result};
-pub use rma::Pending;
+pub use rma::{Pending, Registered};
 pub use runtime::{
     get_unique_id, init, init_attr, init_single, init_thread, BootstrapSpec, InitAttr, Nodes, Shmem,
 };
 pub use sync::SyncInt;
 pub use team::{Agreement, Messages, NodeAwareStats, Team, TeamConfig};
 pub use types::{
-    AtomicInt, AtomicWord, Cmp, HeapKind, SignalOp, SymRef, SymSlice, Symmetric, ThreadLevel,
+    AtomicInt, AtomicWord, Cmp, CopyStats, HeapKind, SignalOp, SymRef, SymSlice, Symmetric,
+    ThreadLevel,
 };
 
 /// What a launcher needs of the runtime (the `xpushmem-launch` crate's supervisor and `xpushmem-run` use it): the

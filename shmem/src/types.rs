@@ -370,3 +370,40 @@ pub enum HeapKind {
     /// Level Zero device memory, one device per PE.
     Device,
 }
+
+/// How the transports moved the local side of this PE's non-blocking transfers so far ([`crate::Shmem::copy_stats`]):
+/// through a copy the runtime made (a private source copied into a bounce or operation buffer, a get's bytes
+/// received into an operation buffer, then copied out), or in place (the provider read or wrote the caller's memory:
+/// the registered heap, or a registered user buffer, see [`crate::Shmem::register`]). Counted where the copy is made
+/// (the fabric engine); transports that write mapped memory directly (same-node heaps) copy nothing and count
+/// nothing.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CopyStats {
+    /// Puts whose source was copied before it was sent.
+    pub puts_copied: u64,
+    /// Bytes of those puts.
+    pub put_bytes_copied: u64,
+    /// Puts sent from their source in place.
+    pub puts_in_place: u64,
+    /// Gets received into a buffer of the runtime, then copied to the caller's.
+    pub gets_copied: u64,
+    /// Bytes of those gets.
+    pub get_bytes_copied: u64,
+    /// Gets received into the caller's (registered) buffer in place.
+    pub gets_in_place: u64,
+}
+
+impl std::ops::Add for CopyStats {
+    type Output = CopyStats;
+    /// The sum of two counts.
+    fn add(self, o: CopyStats) -> CopyStats {
+        CopyStats {
+            puts_copied: self.puts_copied + o.puts_copied,
+            put_bytes_copied: self.put_bytes_copied + o.put_bytes_copied,
+            puts_in_place: self.puts_in_place + o.puts_in_place,
+            gets_copied: self.gets_copied + o.gets_copied,
+            get_bytes_copied: self.get_bytes_copied + o.get_bytes_copied,
+            gets_in_place: self.gets_in_place + o.gets_in_place,
+        }
+    }
+}

@@ -327,20 +327,94 @@ pub(crate) unsafe extern "C" fn device_get_memory_properties(
     })
 }
 
+/// One rule of [`P2P_ENV`]: the pair it applies to (`None`: every pair) and its (access, atomics).
+type P2pRule = (Option<(u32, u32)>, (bool, bool));
+
+/// The rules of a [`P2P_ENV`] value, or the error naming the variable, its value and the item that is wrong.
+fn parse_p2p(v: &str) -> Result<Vec<P2pRule>, String> {
+    v.split(',')
+        .map(str::trim)
+        .filter(|i| !i.is_empty())
+        .map(|item| {
+            let (pair, mode) = match item.split_once(':') {
+                Some((p, m)) => (Some(p), m),
+                None => (None, item),
+            };
+            let caps = match mode.trim() {
+                "full" => (true, true),
+                "access" => (true, false),
+                "none" => (false, false),
+                m => {
+                    return Err(format!(
+                        "{P2P_ENV}={v:?}: mode {m:?} is not full, access or none"
+                    ))
+                }
+            };
+            let pair = match pair {
+                None => None,
+                Some(p) => {
+                    let parsed = p
+                        .split_once('-')
+                        .and_then(|(x, y)| Some((x.trim().parse().ok()?, y.trim().parse().ok()?)));
+                    Some(parsed.ok_or_else(|| {
+                        format!("{P2P_ENV}={v:?}: {p:?} is not a pair of device indices A-B")
+                    })?)
+                }
+            };
+            Ok((pair, caps))
+        })
+        .collect()
+}
+
+/// What device `a` may do on device `b`'s memory under `rules`: (access, atomics); the last rule naming the pair
+/// (or every pair) wins; a device on itself: everything.
+fn p2p_of(rules: &[P2pRule], a: u32, b: u32) -> (bool, bool) {
+    if a == b {
+        return (true, true);
+    }
+    let mut caps = (true, true);
+    for (pair, c) in rules {
+        match pair {
+            None => caps = *c,
+            Some((x, y)) if (*x, *y) == (a, b) || (*x, *y) == (b, a) => caps = *c,
+            Some(_) => {}
+        }
+    }
+    caps
+}
+
+/// What device `a` may do on device `b`'s memory: (access, atomics), from [`P2P_ENV`] (parsed once).
+fn p2p(a: u32, b: u32) -> ZeResult<(bool, bool)> {
+    static RULES: once_cell::sync::OnceCell<Result<Vec<P2pRule>, String>> =
+        once_cell::sync::OnceCell::new();
+    let rules = RULES.get_or_init(|| match std::env::var(P2P_ENV) {
+        Ok(v) => parse_p2p(&v),
+        Err(_) => Ok(Vec::new()),
+    });
+    let rules = rules
+        .as_ref()
+        .map_err(|e| fail(ZE_RESULT_ERROR_INVALID_ARGUMENT, e))?;
+    Ok(p2p_of(rules, a, b))
+}
+
 pub(crate) unsafe extern "C" fn device_get_p2p_properties(
     h: ze_device_handle_t,
     peer: ze_device_handle_t,
     p: *mut ze_device_p2p_properties_t,
 ) -> ze_result_t {
     entry(|| {
-        device(h)?;
-        device(peer)?;
+        let (access, atomics) = p2p(device(h)?.index, device(peer)?.index)?;
         // SAFETY: caller's output structure, checked inside.
         let p = unsafe { check_props(p, &[])? };
+        let mut flags = 0;
+        if access {
+            flags |= ZE_DEVICE_P2P_PROPERTY_FLAG_ACCESS;
+        }
+        if atomics {
+            flags |= ZE_DEVICE_P2P_PROPERTY_FLAG_ATOMICS;
+        }
         // SAFETY: checked.
-        unsafe {
-            (*p).flags = ZE_DEVICE_P2P_PROPERTY_FLAG_ACCESS | ZE_DEVICE_P2P_PROPERTY_FLAG_ATOMICS
-        };
+        unsafe { (*p).flags = flags };
         Ok(())
     })
 }
@@ -351,10 +425,9 @@ pub(crate) unsafe extern "C" fn device_can_access_peer(
     v: *mut ze_bool_t,
 ) -> ze_result_t {
     entry(|| {
-        device(h)?;
-        device(peer)?;
+        let (access, _) = p2p(device(h)?.index, device(peer)?.index)?;
         // SAFETY: caller's output pointer, checked inside.
-        unsafe { out(v, 1) }
+        unsafe { out(v, ze_bool_t::from(access)) }
     })
 }
 
@@ -395,4 +468,29 @@ pub(crate) unsafe extern "C" fn context_destroy(h: ze_context_handle_t) -> ze_re
 
 pub(crate) unsafe extern "C" fn context_get_status(h: ze_context_handle_t) -> ze_result_t {
     entry(|| context(h).map(|_| ()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn p2p_topologies_parse_and_apply() {
+        let r = parse_p2p("0-2:none, 1-2:access").expect("valid");
+        assert_eq!(p2p_of(&r, 0, 2), (false, false));
+        assert_eq!(p2p_of(&r, 2, 0), (false, false));
+        assert_eq!(p2p_of(&r, 1, 2), (true, false));
+        assert_eq!(p2p_of(&r, 0, 1), (true, true));
+        assert_eq!(p2p_of(&r, 2, 2), (true, true));
+        // A rule for every pair, then one pair overridden.
+        let r = parse_p2p("none,0-1:full").expect("valid");
+        assert_eq!(p2p_of(&r, 1, 0), (true, true));
+        assert_eq!(p2p_of(&r, 1, 2), (false, false));
+        assert_eq!(p2p_of(&parse_p2p("").expect("empty"), 3, 4), (true, true));
+        // Bad values name the variable, the value and the item.
+        let e = parse_p2p("0-1:fast").unwrap_err();
+        assert!(e.contains(P2P_ENV) && e.contains("\"fast\""), "{e}");
+        let e = parse_p2p("0+1:none").unwrap_err();
+        assert!(e.contains("\"0+1\"") && e.contains("A-B"), "{e}");
+    }
 }

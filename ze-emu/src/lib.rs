@@ -2,7 +2,8 @@
 //! `ZE_ENABLE_ALT_DRIVERS=/abs/path/libze_emu.so`.
 //!
 //! * Devices: `XPUSHMEM_EMU_DEVICES` (default 1, at most 64) GPU-type devices, every pair peer-accessible with
-//!   atomics; one memory ordinal; queue group 0 = compute + copy (4 queues, fill patterns up to 128 bytes),
+//!   atomics unless `XPUSHMEM_EMU_P2P` says otherwise (`none`, `access` without atomics, or per pair `0-2:none`;
+//!   reported by `zeDeviceCanAccessPeer` and `zeDeviceGetP2PProperties` only: memory stays reachable); one memory ordinal; queue group 0 = compute + copy (4 queues, fill patterns up to 128 bytes),
 //!   group 1 = copy only (1 queue, fill patterns up to 4 bytes).
 //! * Memory: every allocation is its own memfd mapped `MAP_SHARED`. `zeMemGetIpcHandle` puts a driver-owned
 //!   duplicate of that fd into bytes 0..4 of the handle (like Intel's driver); bytes 8..16 hold the mapping
@@ -38,7 +39,7 @@ pub mod testing;
 mod util;
 
 pub use memory::ipc_layout;
-pub use objects::{DEVICES_ENV, MAX_DEVICES};
+pub use objects::{DEVICES_ENV, MAX_DEVICES, P2P_ENV};
 
 use level_zero_sys::*;
 use std::ffi::c_void;

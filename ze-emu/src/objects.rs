@@ -13,6 +13,13 @@ use std::sync::{Arc, Mutex};
 
 /// Environment variable giving the number of emulated devices (default 1).
 pub const DEVICES_ENV: &str = "XPUSHMEM_EMU_DEVICES";
+/// Environment variable giving the peer-to-peer topology the devices report (default: every pair has access with
+/// atomics): a comma-separated list of `MODE` (every pair of distinct devices) or `A-B:MODE` (devices `A` and `B`,
+/// both directions), later items overriding earlier ones, where `MODE` is `full` (access with atomics), `access`
+/// (access without atomics) or `none` (no access). `zeDeviceCanAccessPeer` and `zeDeviceGetP2PProperties` report
+/// it; memory is reachable whatever they say (the emulator does not fault), so a runtime that trusted a store to
+/// a peer it was told it cannot reach would go unnoticed without checks of its own. Read once per process.
+pub const P2P_ENV: &str = "XPUSHMEM_EMU_P2P";
 /// Upper bound on emulated devices.
 pub const MAX_DEVICES: usize = 64;
 /// Largest single allocation reported (without the relaxed-limits extension).

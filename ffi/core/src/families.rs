@@ -62,7 +62,7 @@ macro_rules! rma_typed {
         pub unsafe extern "C" fn [<$p _ $n _put_nbi>]($($ctx: $cty, )?dest: *mut $t, source: *const $t, nelems: usize, pe: ::core::ffi::c_int) -> $ret {
             let call = concat!($crate::call_prefix!($p), "_", stringify!($n), "_put_nbi");
             // SAFETY: the caller's contract on `source` is forwarded.
-            $wrap(call, || { $( let pe = $crate::teams::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::put(call, dest.cast(), source.cast(), nelems, ::core::mem::size_of::<$t>(), ::core::mem::align_of::<$t>(), pe) } })
+            $wrap(call, || { $( let pe = $crate::teams::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::put_as(call, dest.cast(), source.cast(), nelems, ::core::mem::size_of::<$t>(), ::core::mem::align_of::<$t>(), pe, true) } })
         }
 
         #[doc = concat!("Non-blocking get of `", $c, "` elements: `dest` is filled after `quiet`.")]
@@ -74,7 +74,7 @@ macro_rules! rma_typed {
         pub unsafe extern "C" fn [<$p _ $n _get_nbi>]($($ctx: $cty, )?dest: *mut $t, source: *const $t, nelems: usize, pe: ::core::ffi::c_int) -> $ret {
             let call = concat!($crate::call_prefix!($p), "_", stringify!($n), "_get_nbi");
             // SAFETY: the caller's contract on `dest` is forwarded.
-            $wrap(call, || { $( let pe = $crate::teams::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::get(call, dest.cast(), source.cast(), nelems, ::core::mem::size_of::<$t>(), ::core::mem::align_of::<$t>(), pe) } })
+            $wrap(call, || { $( let pe = $crate::teams::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::get_as(call, dest.cast(), source.cast(), nelems, ::core::mem::size_of::<$t>(), ::core::mem::align_of::<$t>(), pe, true) } })
         }
 
         #[doc = concat!("Strided put of `", $c, "`: element `i` goes from `source[i*sst]` to `dest[i*dst]` on `pe`; strides >= 1.")]
@@ -210,7 +210,7 @@ macro_rules! rma_sized {
         pub unsafe extern "C" fn [<$p _put $bits _nbi>]($($ctx: $cty, )?dest: *mut ::core::ffi::c_void, source: *const ::core::ffi::c_void, nelems: usize, pe: ::core::ffi::c_int) -> $ret {
             let call = concat!($crate::call_prefix!($p), "_put", stringify!($bits), "_nbi");
             // SAFETY: the caller's contract on `source` is forwarded.
-            $wrap(call, || { $( let pe = $crate::teams::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::put(call, dest, source, nelems, $bytes, 1, pe) } })
+            $wrap(call, || { $( let pe = $crate::teams::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::put_as(call, dest, source, nelems, $bytes, 1, pe, true) } })
         }
 
         #[doc = concat!("Non-blocking `get", stringify!($bits), "`.")]
@@ -222,7 +222,7 @@ macro_rules! rma_sized {
         pub unsafe extern "C" fn [<$p _get $bits _nbi>]($($ctx: $cty, )?dest: *mut ::core::ffi::c_void, source: *const ::core::ffi::c_void, nelems: usize, pe: ::core::ffi::c_int) -> $ret {
             let call = concat!($crate::call_prefix!($p), "_get", stringify!($bits), "_nbi");
             // SAFETY: the caller's contract on `dest` is forwarded.
-            $wrap(call, || { $( let pe = $crate::teams::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::get(call, dest, source, nelems, $bytes, 1, pe) } })
+            $wrap(call, || { $( let pe = $crate::teams::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::get_as(call, dest, source, nelems, $bytes, 1, pe, true) } })
         }
 
         #[doc = concat!("Strided put of ", stringify!($bits), "-bit elements (strides in elements, >= 1).")]
@@ -312,7 +312,7 @@ macro_rules! rma_mem {
         pub unsafe extern "C" fn [<$p _putmem_nbi>]($($ctx: $cty, )?dest: *mut ::core::ffi::c_void, source: *const ::core::ffi::c_void, nelems: usize, pe: ::core::ffi::c_int) -> $ret {
             let call = concat!($crate::call_prefix!($p), "_putmem_nbi");
             // SAFETY: the caller's contract on `source` is forwarded.
-            $wrap(call, || { $( let pe = $crate::teams::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::put(call, dest, source, nelems, 1, 1, pe) } })
+            $wrap(call, || { $( let pe = $crate::teams::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::put_as(call, dest, source, nelems, 1, 1, pe, true) } })
         }
 
         /// Non-blocking `getmem`.
@@ -324,7 +324,7 @@ macro_rules! rma_mem {
         pub unsafe extern "C" fn [<$p _getmem_nbi>]($($ctx: $cty, )?dest: *mut ::core::ffi::c_void, source: *const ::core::ffi::c_void, nelems: usize, pe: ::core::ffi::c_int) -> $ret {
             let call = concat!($crate::call_prefix!($p), "_getmem_nbi");
             // SAFETY: the caller's contract on `dest` is forwarded.
-            $wrap(call, || { $( let pe = $crate::teams::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::get(call, dest, source, nelems, 1, 1, pe) } })
+            $wrap(call, || { $( let pe = $crate::teams::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::get_as(call, dest, source, nelems, 1, 1, pe, true) } })
         }
 
         /// `putmem` followed by a signal update (SET or ADD) on `pe`.

@@ -155,6 +155,27 @@ pub unsafe fn put(
     align: usize,
     pe: c_int,
 ) -> R<()> {
+    // SAFETY: forwarded caller contract on `src`.
+    unsafe { put_as(call, dest, src, nelems, elem, align, pe, false) }
+}
+
+/// [`put`], or with `nbi` its non-blocking form: from a registered buffer (`xpushmemx_buffer_register`) started
+/// in place and completed by `quiet` (the source must not change until then); from any other source, [`put`],
+/// complete (the source reusable) on return.
+///
+/// # Safety
+/// `src` is valid for reads of `nelems * elem` bytes (until `quiet` when registered and `nbi`).
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn put_as(
+    call: &str,
+    dest: *mut c_void,
+    src: *const c_void,
+    nelems: usize,
+    elem: usize,
+    align: usize,
+    pe: c_int,
+    nbi: bool,
+) -> R<()> {
     state::with(|sh| {
         let pe = pe_arg(sh, pe, call)?;
         let bytes = byte_count(nelems, elem, call)?;
@@ -164,6 +185,11 @@ pub unsafe fn put(
         let d = sym_bytes(sh, dest, bytes, align, call, "dest")?;
         // SAFETY: forwarded caller contract on `src`.
         let s = unsafe { local(src, bytes, call, "source") }?;
+        if nbi && sh.is_registered(s.as_ptr(), bytes) {
+            // The handle is let go: the registry and `quiet` complete the operation.
+            std::mem::forget(sh.put_nbi(d, s, pe)?);
+            return Ok(());
+        }
         Ok(sh.put(d, s, pe)?)
     })
 }
@@ -181,6 +207,27 @@ pub unsafe fn get(
     align: usize,
     pe: c_int,
 ) -> R<()> {
+    // SAFETY: forwarded caller contract on `dest`.
+    unsafe { get_as(call, dest, src, nelems, elem, align, pe, false) }
+}
+
+/// [`get`], or with `nbi` its non-blocking form: into a registered buffer started in place and completed by
+/// `quiet` (`dest` is filled then); into any other buffer, [`get`], complete on return.
+///
+/// # Safety
+/// `dest` is valid for writes of `nelems * elem` bytes (until `quiet` when registered and `nbi`), and not
+/// otherwise referenced meanwhile.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn get_as(
+    call: &str,
+    dest: *mut c_void,
+    src: *const c_void,
+    nelems: usize,
+    elem: usize,
+    align: usize,
+    pe: c_int,
+    nbi: bool,
+) -> R<()> {
     state::with(|sh| {
         let pe = pe_arg(sh, pe, call)?;
         let bytes = byte_count(nelems, elem, call)?;
@@ -190,6 +237,11 @@ pub unsafe fn get(
         let s = sym_bytes(sh, src, bytes, align, call, "source")?;
         // SAFETY: forwarded caller contract on `dest`.
         let d = unsafe { local_mut(dest, bytes, call, "dest") }?;
+        if nbi && sh.is_registered(d.as_ptr(), bytes) {
+            // Written in place by the transport; the registry and `quiet` complete it.
+            std::mem::forget(sh.get_nbi(d, s, pe)?);
+            return Ok(());
+        }
         Ok(sh.get(d, s, pe)?)
     })
 }

@@ -629,6 +629,37 @@ pub extern "C" fn xpushmemx_heap_size() -> usize {
     })
 }
 
+/// Register the `len` bytes of this PE's own host memory at `addr` (NVSHMEM's `nvshmemx_buffer_register`): the
+/// non-blocking puts from it (`*_put_nbi`, `putmem_nbi`) and, over the fabric, the non-blocking gets into it
+/// (`*_get_nbi`, `getmem_nbi`) then move in place, without a copy, and complete at `xpushmem_quiet`; the range must
+/// not change while a put from it is in flight, nor be read while a get into it is. A non-blocking transfer from
+/// or into memory that is not registered keeps its copy (it completes on return). Errors
+/// (`XPUSHMEM_ERROR_INVALID_ARGUMENT`, the last error naming the argument and value): `addr` NULL, `len` 0 or
+/// wrapping the address space, a range overlapping a registered one or the symmetric heap.
+///
+/// # Safety
+/// `[addr, addr + len)` must stay valid until [`xpushmemx_buffer_unregister`].
+#[no_mangle]
+pub unsafe extern "C" fn xpushmemx_buffer_register(addr: *mut c_void, len: usize) -> c_int {
+    code("xpushmemx_buffer_register", || {
+        state::with(|sh| {
+            // SAFETY: the caller's contract.
+            unsafe { sh.register_raw(addr.cast(), len)? };
+            Ok(())
+        })
+    })
+}
+
+/// Unregister the range registered at `addr` by [`xpushmemx_buffer_register`], after completing the non-blocking
+/// transfers in flight from or into it (only those: a quiet of that range). Error: no range registered at `addr`
+/// (`XPUSHMEM_ERROR_INVALID_ARGUMENT`, naming the address and the registered ranges).
+#[no_mangle]
+pub extern "C" fn xpushmemx_buffer_unregister(addr: *mut c_void) -> c_int {
+    code("xpushmemx_buffer_unregister", || {
+        state::with(|sh| Ok(sh.unregister_raw(addr.cast())?))
+    })
+}
+
 fn no_device(call: &str) -> Failure {
     Failure::Error(xpushmem_rt::Error::State(format!(
         "{call} needs a device heap (XPUSHMEM_HEAP=device)"

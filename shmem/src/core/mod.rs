@@ -5,6 +5,7 @@
 pub mod amo;
 pub(crate) mod groups;
 pub(crate) mod heap;
+pub(crate) mod reg;
 pub mod rma;
 pub mod symaddr;
 pub mod sync;
@@ -86,6 +87,8 @@ pub struct Shmem {
     pub(crate) spin_count: u64,
     /// More PEs on this machine than CPUs this process may run on.
     pub(crate) oversubscribed: bool,
+    /// Registered user buffers (`reg.rs`).
+    pub(crate) registry: reg::Registry,
 }
 
 impl Shmem {

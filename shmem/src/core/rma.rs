@@ -6,6 +6,7 @@
 //! same-node mappings complete at once, a transport that completes later (a network, the deferred test window)
 //! completes on `quiet`, on the handle's `wait`, or when the handle is dropped.
 
+pub use crate::core::reg::Registered;
 use crate::core::Shmem;
 use crate::error::{Error, Result};
 use crate::sys::bytes::{bytes_of, bytes_of_mut};
@@ -114,7 +115,10 @@ impl Shmem {
         Ok(v[0])
     }
 
-    /// Start a put; `src` stays borrowed until the returned handle completes.
+    /// Start a put; `src` stays borrowed until the returned handle completes. A private `src` is copied where the
+    /// transport completes later (over the fabric); one in a registered buffer ([`Shmem::register`]) is read in
+    /// place, so it must not change until the handle or [`Shmem::quiet`] completes (a [`crate::rma::Registered`]
+    /// sees to that).
     pub fn put_nbi<'a, T: Symmetric>(
         &'a self,
         dst: SymSlice<T>,
@@ -122,7 +126,7 @@ impl Shmem {
         pe: usize,
     ) -> Result<Pending<'a>> {
         let off = self.rma_target(dst, src.len(), pe, "put_nbi")?;
-        let t = self.map_of(pe, "put_nbi")?.put_nbi(off, bytes_of(src))?;
+        let t = self.put_nbi_bytes(off, bytes_of(src), pe, "put_nbi")?;
         self.pending_put(t, pe, "put_nbi")
     }
 
@@ -140,7 +144,8 @@ impl Shmem {
         }
     }
 
-    /// Start a get; `dst` stays borrowed until the returned handle completes.
+    /// Start a get; `dst` stays borrowed until the returned handle completes. Over the fabric the bytes arrive in
+    /// a buffer of the runtime and are copied into `dst` on completion, or, into a registered buffer, in place.
     pub fn get_nbi<'a, T: Symmetric>(
         &'a self,
         dst: &'a mut [T],
@@ -149,12 +154,13 @@ impl Shmem {
     ) -> Result<Pending<'a>> {
         let off = self.rma_target(src, dst.len(), pe, "get_nbi")?;
         let dst = bytes_of_mut(dst);
-        let Some(t) = self.map_of(pe, "get_nbi")?.get_nbi(off, dst)? else {
+        let (Some(t), in_place) = self.get_nbi_bytes(off, dst, pe, "get_nbi")? else {
             // Completed at issue: `dst` holds the bytes already.
             return Ok(Pending::done());
         };
         let tr = self.transport_of(pe, "get_nbi")?;
-        Ok(Pending::new(tr, Some(t), Some(dst)))
+        // In place (a registered buffer): the transport writes `dst` itself.
+        Ok(Pending::new(tr, Some(t), (!in_place).then_some(dst)))
     }
 
     /// Strided put: element `i` of the transfer goes from `src[i * src_stride]` to `dst[i * dst_stride]` on `pe`,

@@ -88,6 +88,22 @@ pub(crate) trait Transport: Send + Sync + std::fmt::Debug {
     fn needs_polling(&self) -> bool {
         false
     }
+    /// Register the `len` bytes of this process's host memory at `addr` (a registered user buffer, see
+    /// `core/reg.rs`) with this transport, so that its windows' `Window::put_nbi_registered` and
+    /// `Window::get_nbi_registered` may read and write it in place; the handle for
+    /// [`Transport::unregister_local`], `None` when this transport needs no registration (the default).
+    fn register_local(&self, addr: usize, len: usize) -> Result<Option<u64>> {
+        let _ = (addr, len);
+        Ok(None)
+    }
+    /// Undo [`Transport::register_local`] (every operation that used the memory has completed).
+    fn unregister_local(&self, handle: u64) {
+        let _ = handle;
+    }
+    /// The copies this transport made for transfers, and the transfers it made in place.
+    fn copy_stats(&self) -> crate::types::CopyStats {
+        crate::types::CopyStats::default()
+    }
 }
 
 /// The transport of windows that complete every operation before returning (mapped memory): every completion
@@ -232,6 +248,18 @@ pub(crate) trait Window: Send + Sync + std::fmt::Debug {
     /// window does not keep a reference to `src` past the call (it copies what it has not sent).
     fn put_nbi(&self, off: usize, src: &[u8]) -> Result<Option<Ticket>> {
         self.write(off, src).map(|()| None)
+    }
+    /// Start a put of `src` to `off` from a registered user buffer (`core/reg.rs`): the caller keeps `src`
+    /// registered, valid and unchanged until the ticket (or `quiet`) completes, so a transport may read it in
+    /// place. The default is [`Window::put_nbi`] (a copy where the transport needs one).
+    fn put_nbi_registered(&self, off: usize, src: &[u8]) -> Result<Option<Ticket>> {
+        self.put_nbi(off, src)
+    }
+    /// Start a get of `dst.len()` bytes at `off` into a registered user buffer: `None` when `dst` holds them
+    /// already, else the ticket whose completion means the transport wrote them into `dst` in place (the caller
+    /// keeps `dst` registered and untouched until then). The default reads at once ([`Window::read`]).
+    fn get_nbi_registered(&self, off: usize, dst: &mut [u8]) -> Result<Option<Ticket>> {
+        self.read(off, dst).map(|()| None)
     }
     /// Start a get of `dst.len()` bytes at `off`: `None` when `dst` holds them already, else the ticket whose
     /// completion returns them (`dst` is then left untouched).
@@ -529,6 +557,30 @@ impl Peers {
     pub(crate) fn progressing(&self) -> &[Arc<dyn Transport>] {
         &self.progressing
     }
+    /// Register the `len` bytes of host memory at `addr` with every transport that needs it
+    /// ([`Transport::register_local`]): the handles, one per transport (in [`Peers::transports`]' order). On an
+    /// error, what was registered is undone.
+    pub(crate) fn register_local(&self, addr: usize, len: usize) -> Result<Vec<Option<u64>>> {
+        let mut handles = Vec::with_capacity(self.transports.len());
+        for t in &self.transports {
+            match t.register_local(addr, len) {
+                Ok(h) => handles.push(h),
+                Err(e) => {
+                    self.unregister_local(&handles);
+                    return Err(e);
+                }
+            }
+        }
+        Ok(handles)
+    }
+    /// Undo [`Peers::register_local`].
+    pub(crate) fn unregister_local(&self, handles: &[Option<u64>]) {
+        for (t, h) in self.transports.iter().zip(handles) {
+            if let Some(h) = h {
+                t.unregister_local(*h);
+            }
+        }
+    }
     /// The host proxy ring's address for kernels' device state (0: no proxy, every PE is mapped).
     pub(crate) fn proxy_ring(&self) -> u64 {
         #[cfg(xpushmem_fabric)]
@@ -612,10 +664,44 @@ pub(crate) fn connect(a: ConnectArgs<'_>) -> Result<(Peers, dataseg::SymData)> {
         .iter()
         .map(|t| (0..n).map(|p| t.can_reach(p)).collect())
         .collect();
-    // Every PE takes the same decision (same configuration, same node table): the set-up below is collective.
-    let fabric_reach: Option<Vec<bool>> = (cfg!(xpushmem_fabric)
-        && (forced || a.nodes.count() > 1))
-        .then(|| (0..n).map(|p| p != me && (forced || !node[p])).collect());
+    // Device heaps: this PE's device, and what every PE's device may do on its node peers' (peer access, atomics),
+    // asked of Level Zero, not assumed. Node peers whose devices lack either (in either direction) do not map
+    // each other's heaps: they reach each other through the host, as PEs of different nodes do (the fabric, and
+    // its device proxy for kernels); without a fabric transport, init is refused naming both devices.
+    let (rt, caps) = if a.heap_kind == HeapKind::Device {
+        let local_rank = local.iter().position(|&p| p == me).unwrap_or(0);
+        let rt = ze::open(cfg.device, a.external, local_rank)?;
+        let caps = ze::peer_caps(a.boot, &rt, me, &local)?;
+        (Some(rt), Some(caps))
+    } else {
+        (None, None)
+    };
+    let limited = |p: usize| caps.as_ref().is_some_and(|c| c.limited(me, p));
+    let any_limited = caps.as_ref().is_some_and(|c| c.any());
+    if let (Some(c), true) = (&caps, any_limited) {
+        for (x, y) in c.pairs() {
+            tracing::info!(
+                pe = me,
+                "{}: PEs {x} and {y} reach each other through the host",
+                c.describe(x, y)
+            );
+        }
+        if !cfg!(xpushmem_fabric) {
+            let (x, y) = c.pairs()[0];
+            return Err(crate::error::Error::Device(format!(
+                "{}; their kernels cannot address each other's heaps, and this build has no fabric transport                  (libfabric's headers were missing at build time) through whose host proxy they could reach each                  other",
+                c.describe(x, y)
+            )));
+        }
+    }
+    // Every PE takes the same decision (same configuration, same node table, the same peer capabilities): the
+    // set-up below is collective.
+    let fabric_reach: Option<Vec<bool>> =
+        (cfg!(xpushmem_fabric) && (forced || a.nodes.count() > 1 || any_limited)).then(|| {
+            (0..n)
+                .map(|p| p != me && (forced || !node[p] || limited(p)))
+                .collect()
+        });
     if let Some(r) = &fabric_reach {
         reach.push(r.clone());
     }
@@ -673,18 +759,18 @@ pub(crate) fn connect(a: ConnectArgs<'_>) -> Result<(Peers, dataseg::SymData)> {
             .copied()
             .filter(|&p| p == me || fabric_reach.as_ref().is_none_or(|r| !r[p]))
             .collect();
+        let rt =
+            rt.ok_or_else(|| crate::error::Error::State("no Level Zero device opened".into()))?;
         let (rt, dmaps) = ze::setup(ze::DeviceSetup {
             boot: a.boot,
             me,
             n,
             local: &mapped,
-            local_rank: local.iter().position(|&p| p == me).unwrap_or(0),
             pids: a.pids,
             size: a.heap_bytes,
             cookie: a.cookie,
             timeout: a.timeout,
-            external: a.external,
-            device: cfg.device,
+            rt,
             ipc: cfg.ipc,
             team_slots: cfg.device_team_slots(),
         })?;

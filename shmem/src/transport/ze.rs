@@ -82,15 +82,12 @@ pub(crate) struct DeviceSetup<'a> {
     pub n: usize,
     /// The node peers whose heaps this device maps (this PE included).
     pub local: &'a [usize],
-    /// This PE's rank on its node (picks its device).
-    pub local_rank: usize,
     pub pids: &'a [u32],
     pub size: usize,
     pub cookie: u64,
     pub timeout: Option<Duration>,
-    pub external: Option<ExternalHandles>,
-    /// `XPUSHMEM_DEVICE`: the device to open (`None`: the local rank modulo the device count).
-    pub device: Option<usize>,
+    /// This PE's device, opened by [`open`].
+    pub rt: Arc<ZeRuntime>,
     /// `XPUSHMEM_IPC`: how descriptors reach node peers.
     pub ipc: IpcMode,
     /// Entries of the device library's team table ([`crate::config::Config::device_team_slots`]).
@@ -113,15 +110,124 @@ fn pick_device(device: Option<usize>, local_rank: usize) -> Result<usize> {
 /// One window per PE (`None` for PEs this process cannot reach).
 pub(crate) type Windows = Vec<Option<Box<dyn Window>>>;
 
+/// Open this PE's device: adopt a host framework's handles (`external`), else `XPUSHMEM_DEVICE` (`device`), else
+/// its local rank modulo the device count.
+pub(crate) fn open(
+    device: Option<usize>,
+    external: Option<ExternalHandles>,
+    local_rank: usize,
+) -> Result<Arc<ZeRuntime>> {
+    let select = match external {
+        Some(h) => DeviceSelect::External(h),
+        None => DeviceSelect::Index(pick_device(device, local_rank)?),
+    };
+    ZeRuntime::open(select)
+}
+
+/// What each PE's device may do on its node peers' devices, as every PE's Level Zero reported it at init
+/// ([`ZeRuntime::peer_access`]: `zeDeviceCanAccessPeer`, `zeDeviceGetP2PProperties`); the same on every PE.
+#[derive(Debug)]
+pub(crate) struct PeerCaps {
+    /// `caps[a][b]`: what PE `a`'s device may do on PE `b`'s (0: nothing, 1: access without atomics, 2: access
+    /// with atomics; 2 for PEs of other nodes and for `a` itself).
+    caps: Vec<Vec<u8>>,
+    /// Each PE's device, for messages: its name and UUID.
+    names: Vec<String>,
+}
+
+impl PeerCaps {
+    /// Whether PEs `a` and `b` (of one node) lack peer access with atomics in either direction: their devices
+    /// must not address each other's heaps, so they reach each other through the host (the fabric and its proxy).
+    pub(crate) fn limited(&self, a: usize, b: usize) -> bool {
+        self.caps[a][b] != 2 || self.caps[b][a] != 2
+    }
+
+    /// Whether any pair of the job is [`PeerCaps::limited`].
+    pub(crate) fn any(&self) -> bool {
+        let n = self.caps.len();
+        (0..n).any(|a| (0..n).any(|b| self.limited(a, b)))
+    }
+
+    /// The first limited pair, described (PEs, devices, what is missing), for messages.
+    pub(crate) fn describe(&self, a: usize, b: usize) -> String {
+        let what = |c: u8| match c {
+            0 => "has no peer access to",
+            1 => "has peer access without atomics to",
+            _ => "has peer access with atomics to",
+        };
+        let (x, y) = if self.caps[a][b] != 2 { (a, b) } else { (b, a) };
+        format!(
+            "PE {x}'s device {} {} PE {y}'s device {} (zeDeviceCanAccessPeer / zeDeviceGetP2PProperties)",
+            self.names[x],
+            what(self.caps[x][y]),
+            self.names[y]
+        )
+    }
+
+    /// Every limited pair `(a, b)`, `a < b`.
+    pub(crate) fn pairs(&self) -> Vec<(usize, usize)> {
+        let n = self.caps.len();
+        (0..n)
+            .flat_map(|a| (a + 1..n).map(move |b| (a, b)))
+            .filter(|&(a, b)| self.limited(a, b))
+            .collect()
+    }
+}
+
+/// Ask this PE's device what it may do on each node peer's device (`local`: this PE's node), and learn every
+/// PE's answers. Collective over all PEs (device heaps).
+pub(crate) fn peer_caps(
+    boot: &dyn Bootstrap,
+    rt: &ZeRuntime,
+    me: usize,
+    local: &[usize],
+) -> Result<PeerCaps> {
+    let rec = Enc::default()
+        .bytes(&rt.uuid())
+        .bytes(rt.name().as_bytes())
+        .0;
+    let all = boot.allgather(&rec)?;
+    let n = all.len();
+    let mut uuids = Vec::with_capacity(n);
+    let mut names = Vec::with_capacity(n);
+    for (pe, r) in all.iter().enumerate() {
+        let mut d = Dec(r);
+        let bad = || Error::Device(format!("malformed device record from PE {pe}"));
+        let u: [u8; 16] = d.bytes().and_then(|b| b.try_into().ok()).ok_or_else(bad)?;
+        let name = String::from_utf8_lossy(d.bytes().ok_or_else(bad)?).into_owned();
+        names.push(format!("{name} (UUID {})", crate::hal::ze::uuid_text(&u)));
+        uuids.push(u);
+    }
+    let mut row = vec![2u8; n];
+    for &p in local.iter().filter(|&&p| p != me) {
+        let c = rt.peer_access(&uuids[p])?;
+        row[p] = match (c.access, c.atomics) {
+            (false, _) => 0,
+            (true, false) => 1,
+            (true, true) => 2,
+        };
+    }
+    let rows = boot.allgather(&row)?;
+    let caps: Vec<Vec<u8>> = rows
+        .into_iter()
+        .enumerate()
+        .map(|(pe, r)| {
+            if r.len() == n {
+                Ok(r)
+            } else {
+                Err(Error::Device(format!(
+                    "malformed peer-access record from PE {pe}"
+                )))
+            }
+        })
+        .collect::<Result<_>>()?;
+    Ok(PeerCaps { caps, names })
+}
+
 /// Build this PE's device heap and open every node peer's. Collective over all PEs.
 pub(crate) fn setup(s: DeviceSetup<'_>) -> Result<(Arc<ZeRuntime>, Windows)> {
-    let local_rank = s.local_rank;
-    let select = match s.external {
-        Some(h) => DeviceSelect::External(h),
-        None => DeviceSelect::Index(pick_device(s.device, local_rank)?),
-    };
     let mode = s.ipc;
-    let rt = ZeRuntime::open(select)?;
+    let rt = s.rt;
     let layout = ScratchLayout::new(s.n, s.team_slots);
     let own = rt.alloc_heap_with_tail(s.size, layout.bytes)?;
     // The device library's scratch (barrier counters, bases table) starts zeroed on every PE before any peer can

@@ -806,3 +806,41 @@ fn lost_barrier_member_is_peer_lost_2pe() {
         lost_barrier_member,
     );
 }
+
+/// Peer capabilities checked, not assumed: one node of 3 PEs on 3 ze-emu devices whose topology
+/// (`XPUSHMEM_EMU_P2P`) gives devices 0 and 2 no peer access and devices 1 and 2 access without atomics. PEs 0 and
+/// 1 map each other's heaps (the direct path: `ze`, a device address); PE 2 and the others reach each other through
+/// the host (`fabric` routes, no mapping, so the device library's bases table holds 0 and kernels use the proxy
+/// ring) in both directions, since either side lacking something is enough. Host and kernel operations around the
+/// ring then cross both kinds of link, every result checked against a reference.
+fn p2p_limited(sh: &Shmem) -> xpushmem::Result<()> {
+    let me = sh.my_pe();
+    for pe in (0..sh.n_pes()).filter(|&p| p != me) {
+        let direct = me < 2 && pe < 2;
+        let want = if direct { "ze" } else { "fabric" };
+        check(
+            &format!(
+                "PE {me} reaches PE {pe} through {want} (is {}, mapped {})",
+                sh.transport_name(pe),
+                sh.is_mapped(pe)
+            ),
+            sh.transport_name(pe) == want && sh.is_mapped(pe) == direct,
+        )?;
+    }
+    host_ops(sh)?;
+    kernel_ops(sh)
+}
+
+#[test]
+fn p2p_limited_peers_use_the_proxy_3pe() {
+    fabric_device_test(
+        "p2p_limited_peers_use_the_proxy_3pe",
+        3,
+        &[
+            (NODES_VAR, "aaa"),
+            ("XPUSHMEM_EMU_DEVICES", "3"),
+            ("XPUSHMEM_EMU_P2P", "0-2:none,1-2:access"),
+        ],
+        p2p_limited,
+    );
+}

@@ -14,6 +14,7 @@ mod coll_scan;
 mod errors;
 mod memory;
 mod mismatch;
+mod regbuf;
 mod rma;
 mod signal;
 mod sync;

@@ -144,6 +144,8 @@ pub struct ZeRuntime {
     /// Index of the device among the loader's devices (0 for adopted handles).
     #[cfg_attr(not(xpushmem_fabric), allow(dead_code))] // used by the fabric transport
     index: usize,
+    /// The device's UUID (`ze_device_properties_t::uuid`): how node peers name it ([`ZeRuntime::peer_access`]).
+    uuid: [u8; 16],
 }
 
 // SAFETY: Level Zero handles may be used from any thread; the only state mutated through `&self` (command lists,
@@ -231,6 +233,10 @@ impl ZeRuntime {
             (api.zeDeviceGetProperties)(device, &mut props)
         })?;
         let name = props.name.to_string_lossy();
+        let mut uuid = [0u8; 16];
+        for (d, s) in uuid.iter_mut().zip(props.uuid.id.iter()) {
+            *d = *s;
+        }
         let (lists, copy_engine) = Lists::open(&api, context, device)?;
         tracing::debug!(device = %name, copy_engine, "Level Zero device opened");
         Ok(Arc::new(ZeRuntime {
@@ -250,6 +256,7 @@ impl ZeRuntime {
             probe: Mutex::new(None),
             allocs: Mutex::new(Vec::new()),
             index,
+            uuid,
         }))
     }
 
@@ -344,6 +351,92 @@ impl ZeRuntime {
     pub(crate) fn device_index(&self) -> usize {
         self.index
     }
+
+    /// Whether `[addr, addr + len)` touches device memory of this runtime's context (`zeMemGetAllocProperties`
+    /// of its first and last byte: `ZE_MEMORY_TYPE_DEVICE`); host, shared and unknown memory are not.
+    pub(crate) fn is_device_memory(&self, addr: usize, len: usize) -> bool {
+        [addr, addr.saturating_add(len.max(1) - 1)]
+            .iter()
+            .any(|&a| {
+                let mut props = ze::ze_memory_allocation_properties_t::default();
+                // SAFETY: the context is live; the pointer is only looked up by the driver, never dereferenced; props
+                // is a properties struct with the right stype, and a null device out-pointer is allowed.
+                let r = unsafe {
+                    (self.api.zeMemGetAllocProperties)(
+                        self.context,
+                        a as *const std::ffi::c_void,
+                        &mut props,
+                        std::ptr::null_mut(),
+                    )
+                };
+                check("zeMemGetAllocProperties", r).is_ok()
+                    && props.type_ == ze::ZE_MEMORY_TYPE_DEVICE
+            })
+    }
+
+    /// The device's UUID, which names it to node peers.
+    pub(crate) fn uuid(&self) -> [u8; 16] {
+        self.uuid
+    }
+
+    /// What this device may do on the memory of the device whose UUID is `uuid` (a node peer's), as Level Zero
+    /// reports it: `zeDeviceCanAccessPeer` and `zeDeviceGetP2PProperties` (`ZE_DEVICE_P2P_PROPERTY_FLAG_ACCESS`,
+    /// `_ATOMICS`); the device itself: everything. An error when no device of this driver has that UUID.
+    pub(crate) fn peer_access(&self, uuid: &[u8; 16]) -> Result<PeerAccess> {
+        if *uuid == self.uuid {
+            return Ok(PeerAccess {
+                access: true,
+                atomics: true,
+            });
+        }
+        let mut peer = None;
+        for d in Self::devices(&self.api, self.driver)? {
+            let mut props = ze::ze_device_properties_t::default();
+            // SAFETY: `d` is a device of this runtime's driver; props is a properties struct with the right stype.
+            check("zeDeviceGetProperties", unsafe {
+                (self.api.zeDeviceGetProperties)(d, &mut props)
+            })?;
+            if props.uuid.id.iter().zip(uuid).all(|(a, b)| *a == *b) {
+                peer = Some(d);
+                break;
+            }
+        }
+        let peer = peer.ok_or_else(|| {
+            Error::Device(format!(
+                "a node peer's device (UUID {}) is not a device of this PE's Level Zero driver",
+                uuid_text(uuid)
+            ))
+        })?;
+        let mut can: ze::ze_bool_t = 0;
+        // SAFETY: both handles are devices of this driver; `can` is a valid out-pointer.
+        check("zeDeviceCanAccessPeer", unsafe {
+            (self.api.zeDeviceCanAccessPeer)(self.device, peer, &mut can)
+        })?;
+        let mut p2p = ze::ze_device_p2p_properties_t::default();
+        // SAFETY: as above; p2p is a properties struct with the right stype.
+        check("zeDeviceGetP2PProperties", unsafe {
+            (self.api.zeDeviceGetP2PProperties)(self.device, peer, &mut p2p)
+        })?;
+        let access = can != 0 && p2p.flags & ze::ZE_DEVICE_P2P_PROPERTY_FLAG_ACCESS != 0;
+        Ok(PeerAccess {
+            access,
+            atomics: access && p2p.flags & ze::ZE_DEVICE_P2P_PROPERTY_FLAG_ATOMICS != 0,
+        })
+    }
+}
+
+/// What a device may do on a peer device's memory ([`ZeRuntime::peer_access`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PeerAccess {
+    /// Loads and stores (`zeDeviceCanAccessPeer` and `ZE_DEVICE_P2P_PROPERTY_FLAG_ACCESS`).
+    pub access: bool,
+    /// Atomics (`ZE_DEVICE_P2P_PROPERTY_FLAG_ATOMICS`).
+    pub atomics: bool,
+}
+
+/// A UUID as hex.
+pub(crate) fn uuid_text(u: &[u8; 16]) -> String {
+    u.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 impl Drop for ZeRuntime {

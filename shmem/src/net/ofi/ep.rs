@@ -178,6 +178,9 @@ impl Ep {
             tokens: Vec::new(),
             slabs: Slabs::default(),
             heap: Vec::new(),
+            user: Vec::new(),
+            user_next: 0,
+            stats: Default::default(),
         };
         // SAFETY: `chosen` is a valid fi_info owned by `ep` (freed in its Drop); each object is opened into `ep`'s
         // fields, so Drop closes whatever was opened if a later step fails.
@@ -362,6 +365,91 @@ impl Ep {
             }
         };
         Ok((k, if virt { base as u64 } else { 0 }))
+    }
+
+    /// Register the `len` bytes of host memory at `base` (a user buffer) for local access, as the source of puts
+    /// and the destination of gets in place, with `key` (unused with [`Ep::provider_keys`]; no peer addresses the
+    /// region, but keys of one domain must differ); the handle that unregisters it ([`Ep::unregister_user`]). The
+    /// caller keeps the memory mapped until then.
+    pub(crate) fn register_user(&mut self, base: usize, len: usize, key: u64) -> Result<u64> {
+        if self.closed.is_some() {
+            return Err(self.closed_err());
+        }
+        let prov = self.prov.clone();
+        let mut mr = std::ptr::null_mut();
+        // SAFETY: the domain is open; the caller keeps [base, base + len) mapped until `unregister_user` (or Drop)
+        // closes the registration; `mr` is a valid out-pointer.
+        let r = unsafe {
+            fi::xfi_mr_reg(
+                self.domain,
+                base as *const c_void,
+                len,
+                (fi::FI_READ | fi::FI_WRITE) as u64,
+                0,
+                key,
+                0,
+                &mut mr,
+                std::ptr::null_mut(),
+            )
+        };
+        ok(&prov, "fi_mr_reg (registered user buffer)", r as i64)?;
+        if self.mr_endpoint {
+            // SAFETY: `mr` was just opened, the endpoint is open.
+            let bound = unsafe {
+                ok(
+                    &prov,
+                    "fi_mr_bind",
+                    fi::xfi_mr_bind(mr, &mut (*self.ep).fid, 0) as i64,
+                )
+                .and_then(|()| ok(&prov, "fi_mr_enable", fi::xfi_mr_enable(mr) as i64))
+            };
+            if let Err(e) = bound {
+                // SAFETY: `mr` was opened above and is closed once, here.
+                unsafe { fi::xfi_close(&mut (*mr).fid) };
+                return Err(e);
+            }
+        }
+        let desc = if self.mr_local {
+            // SAFETY: `mr` was just opened.
+            unsafe { fi::xfi_mr_desc(mr) }
+        } else {
+            std::ptr::null_mut()
+        };
+        self.user_next += 1;
+        let handle = self.user_next;
+        self.user.push(UserMr {
+            handle,
+            base,
+            len,
+            mr,
+            desc,
+        });
+        Ok(handle)
+    }
+
+    /// Close the registration `handle` of [`Ep::register_user`] (the caller completed every operation that reads
+    /// or writes it). An unknown handle is a no-op.
+    pub(crate) fn unregister_user(&mut self, handle: u64) {
+        if let Some(i) = self.user.iter().position(|u| u.handle == handle) {
+            let u = self.user.swap_remove(i);
+            // SAFETY: the registration was opened by `register_user` and is closed once, here; no operation in
+            // flight uses it (the caller's promise).
+            unsafe { fi::xfi_close(&mut (*u.mr).fid) };
+        }
+    }
+
+    /// The local descriptor of `[addr, addr + len)` when it lies in one registered user buffer.
+    pub(crate) fn user_desc(&self, addr: usize, len: usize) -> Option<*mut c_void> {
+        let end = addr.checked_add(len)?;
+        self.user
+            .iter()
+            .find(|u| addr >= u.base && end <= u.base + u.len)
+            .map(|u| u.desc)
+    }
+
+    /// The copies and in-place transfers so far.
+    pub(crate) fn copy_stats(&self) -> crate::types::CopyStats {
+        self.stats
     }
 
     /// Serve this PE's unregistered device heap through staging messages ([`StagedHeap`]).

@@ -222,6 +222,18 @@ pub(super) struct LocalHeap {
     desc: *mut c_void,
 }
 
+/// A user buffer registered for local access ([`Ep::register_user`]): the source of puts and the destination of
+/// gets in place.
+pub(super) struct UserMr {
+    /// Its handle (a counter, never reused).
+    handle: u64,
+    base: usize,
+    len: usize,
+    mr: *mut fi::fid_mr,
+    /// Its descriptor for local access (null without `FI_MR_LOCAL`).
+    desc: *mut c_void,
+}
+
 /// Every libfabric object of the PE, and the operations in flight. Only used under the fabric transport's lock
 /// (`Fabric::ep`).
 pub(crate) struct Ep {
@@ -269,6 +281,12 @@ pub(crate) struct Ep {
     slabs: Slabs,
     /// This PE's host heap as registered (`None` for a device heap).
     heap: Vec<LocalHeap>,
+    /// Registered user buffers ([`Ep::register_user`]).
+    user: Vec<UserMr>,
+    /// The last handle of a user buffer's registration.
+    user_next: u64,
+    /// Copies made for puts and gets, and transfers made in place ([`crate::types::CopyStats`]).
+    stats: crate::types::CopyStats,
     /// Why the endpoint was shut down ([`Ep::shutdown`]): every operation from then on fails with
     /// [`Ep::closed_err`].
     closed: Option<String>,
@@ -369,6 +387,9 @@ impl Drop for Ep {
             }
             for &mr in &self.own {
                 fi::xfi_close(&mut (*mr).fid);
+            }
+            for u in self.user.drain(..) {
+                fi::xfi_close(&mut (*u.mr).fid);
             }
             for slab in self.slabs.bufs.iter_mut().flatten() {
                 if let Some(m) = slab.mr.take() {

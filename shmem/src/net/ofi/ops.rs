@@ -239,6 +239,8 @@ impl Ep {
         } else {
             "put"
         };
+        self.stats.puts_copied += 1;
+        self.stats.put_bytes_copied += src.len() as u64;
         if src.len() >= SLAB_MIN {
             let id = self.start(pe, what, 3);
             self.op(id).then = signal.map(|s| (region, s));
@@ -283,7 +285,11 @@ impl Ep {
         addr: usize,
         len: usize,
     ) -> (u64, Result<()>) {
-        let desc = self.heap_desc(addr, len).unwrap_or(std::ptr::null_mut());
+        let desc = self
+            .heap_desc(addr, len)
+            .or_else(|| self.user_desc(addr, len))
+            .unwrap_or(std::ptr::null_mut());
+        self.stats.puts_in_place += 1;
         let id = self.start(pe, "put", 1);
         let r = self.write_parts(id, region, off, addr, len, desc, NO_SLAB);
         (id, self.posted(id, r).map(|_| ()))
@@ -512,23 +518,53 @@ impl Ep {
 
     /// Start a get of `len` bytes at `off` of `region` of PE `pe`.
     pub(crate) fn get(&mut self, pe: usize, region: Region, off: usize, len: usize) -> Result<u64> {
+        self.stats.gets_copied += 1;
+        self.stats.get_bytes_copied += len as u64;
         let id = self.start(pe, "get", len.div_ceil(8));
         self.op(id).get_len = Some(len);
-        let r = self.get_parts(id, region, off, len);
+        let r = self.local_desc(id).and_then(|desc| {
+            let base = self.op(id).buf.as_mut_ptr() as usize;
+            self.get_parts(id, region, off, base, len, desc)
+        });
         self.posted(id, r)
     }
 
+    /// Start a get of `len` bytes at `off` of `region` of PE `pe` straight into the registered user buffer bytes at
+    /// `addr` ([`Ep::user_desc`] must cover them: the caller checked): no copy, the operation's completion means
+    /// the bytes are there. The caller keeps the buffer registered, and does not touch it, until then.
+    pub(crate) fn get_direct(
+        &mut self,
+        pe: usize,
+        region: Region,
+        off: usize,
+        addr: usize,
+        len: usize,
+    ) -> Result<u64> {
+        let Some(desc) = self.user_desc(addr, len) else {
+            return Err(Error::State(format!(
+                "fabric: a get in place into {len} bytes at {addr:#x}, which no registered user buffer covers"
+            )));
+        };
+        self.stats.gets_in_place += 1;
+        let id = self.start(pe, "get", 1);
+        let r = self.get_parts(id, region, off, addr, len, desc);
+        self.posted(id, r)
+    }
+
+    /// Post reads of `len` bytes at `off` of `region` into local address `base` (described by `desc`) as parts of
+    /// operation `id`, one per `max_msg` bytes.
     pub(super) fn get_parts(
         &mut self,
         id: u64,
         region: Region,
         off: usize,
+        base: usize,
         len: usize,
+        desc: *mut c_void,
     ) -> Result<()> {
-        let desc = self.local_desc(id)?;
-        let (base, src) = {
+        let src = {
             let pe = self.op(id).pe;
-            (self.op(id).buf.as_mut_ptr() as usize, self.addrs[pe])
+            self.addrs[pe]
         };
         let ep = self.ep;
         let mut done = 0;
@@ -537,7 +573,7 @@ impl Ep {
             let addr = region.addr + (off + done) as u64;
             self.post(id, "fi_read", NO_SLAB, |ctx| {
                 // SAFETY: the endpoint is open; the destination lies in the operation's buffer (at least `len`
-                // bytes), alive and in place until completion.
+                // bytes) or a registered user buffer, alive and in place until completion.
                 unsafe {
                     fi::xfi_read(
                         ep,
@@ -652,6 +688,9 @@ impl Ep {
         if self.heap_desc(addr, len).is_some() {
             return Some(false);
         }
-        (!self.mr_local && !self.mr_endpoint).then_some(true)
+        // A registered user buffer is the caller's memory too (private), but registered whatever the provider's
+        // mode.
+        (self.user_desc(addr, len).is_some() || (!self.mr_local && !self.mr_endpoint))
+            .then_some(true)
     }
 }

@@ -151,6 +151,8 @@ pub(crate) struct Fabric {
     heaps: Vec<Option<Chunks>>,
     /// The keys of this PE's registrations (a new one must differ from each).
     keys: Mutex<Vec<u64>>,
+    /// The handles of registered user buffers and their keys (freed with the registration).
+    user_keys: Mutex<Vec<(u64, u64)>>,
     prov: String,
     stop: Arc<AtomicBool>,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
@@ -164,7 +166,7 @@ impl std::fmt::Debug for Fabric {
     }
 }
 
-fn lock(m: &Mutex<Ep>) -> MutexGuard<'_, Ep> {
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
@@ -415,6 +417,33 @@ impl Transport for Fabric {
         self.start_thread();
         true
     }
+    fn register_local(&self, addr: usize, len: usize) -> Result<Option<u64>> {
+        let mut ep = lock(&self.ep);
+        let mut keys = self.keys.lock().unwrap_or_else(|p| p.into_inner());
+        let key = if ep.provider_keys() {
+            0
+        } else {
+            fresh_key(ep.key_bytes(), &keys)?
+        };
+        let h = ep.register_user(addr, len, key)?;
+        keys.push(key);
+        lock(&self.user_keys).push((h, key));
+        Ok(Some(h))
+    }
+    fn unregister_local(&self, handle: u64) {
+        lock(&self.ep).unregister_user(handle);
+        let mut uk = lock(&self.user_keys);
+        if let Some(i) = uk.iter().position(|&(h, _)| h == handle) {
+            let (_, key) = uk.swap_remove(i);
+            let mut keys = self.keys.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(j) = keys.iter().position(|&k| k == key && k != 0) {
+                keys.swap_remove(j);
+            }
+        }
+    }
+    fn copy_stats(&self) -> crate::types::CopyStats {
+        lock(&self.ep).copy_stats()
+    }
 }
 
 /// What the set-up needs from [`super::connect`].
@@ -504,6 +533,7 @@ pub(crate) fn connect(a: FabricArgs<'_>) -> Result<(Arc<Fabric>, Windows, Window
             .map(|p| a.reach[p].then(|| window::chunks(regions[p].1)))
             .collect(),
         keys: Mutex::new(keys),
+        user_keys: Mutex::new(Vec::new()),
         prov,
         stop: Arc::new(AtomicBool::new(false)),
         thread: Mutex::new(None),

@@ -239,6 +239,39 @@ impl Window for FabricWindow {
         ep.put(self.pe, region, roff, src, None)
             .map(|id| Some(Ticket(id)))
     }
+    fn put_nbi_registered(&self, off: usize, src: &[u8]) -> Result<Option<Ticket>> {
+        self.check("put", off, src.len(), 1)?;
+        if src.is_empty() {
+            return Ok(None);
+        }
+        // From the registered buffer in place, whatever its size: the caller keeps it unchanged until the ticket
+        // completes (`core/reg.rs`). Across chunks, to a staged region, or once the endpoint is closed: copied.
+        if let Some((region, roff)) = self.at(off, src.len()).filter(|(r, _)| !r.staged) {
+            let addr = src.as_ptr() as usize;
+            let mut ep = lock(&self.t.ep);
+            if !ep.is_closed() && ep.user_desc(addr, src.len()).is_some() {
+                let (id, posted) = ep.put_direct(self.pe, region, roff, addr, src.len());
+                return posted.map(|()| Some(Ticket(id)));
+            }
+        }
+        self.put_nbi(off, src)
+    }
+    fn get_nbi_registered(&self, off: usize, dst: &mut [u8]) -> Result<Option<Ticket>> {
+        self.check("get", off, dst.len(), 1)?;
+        if dst.is_empty() {
+            return Ok(None);
+        }
+        if let Some((region, roff)) = self.at(off, dst.len()).filter(|(r, _)| !r.staged) {
+            let addr = dst.as_mut_ptr() as usize;
+            if lock(&self.t.ep).user_desc(addr, dst.len()).is_some() {
+                // A PE reads its own earlier writes (as `get_nbi`).
+                self.t.flush_pe(self.pe)?;
+                let id = lock(&self.t.ep).get_direct(self.pe, region, roff, addr, dst.len())?;
+                return Ok(Some(Ticket(id)));
+            }
+        }
+        self.read(off, dst).map(|()| None)
+    }
     fn get_nbi(&self, off: usize, dst: &mut [u8]) -> Result<Option<Ticket>> {
         self.check("get", off, dst.len(), 1)?;
         if dst.is_empty() {
