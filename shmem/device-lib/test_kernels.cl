@@ -52,3 +52,16 @@ __kernel void count_ids(G u64 *counter, G u32 *ids, __local u32 *scratch) {
 __kernel void read_global(G u64 *out) {
   if (__spirv_BuiltInGlobalInvocationId(0) == 0) *out = xpushmem_test_counter;
 }
+
+/* Work-item 0 of each work-group adds 1 to *started, then waits for *word to become non-zero, at most `limit`
+ * reads; seen[group] = the number of reads it took, or ~0 when it gave up. A launch of as many groups as can be
+ * resident occupies every worker of the engine it runs on while it waits (ze-emu's test of its second compute
+ * engine). */
+__kernel void wait_word(G u64 *word, u64 limit, G u64 *seen, G u64 *started) {
+  if (__spirv_BuiltInLocalInvocationId(0) != 0) return;
+  u64 g = __spirv_BuiltInGlobalInvocationId(0) / __spirv_BuiltInWorkgroupSize(0);
+  __spirv_AtomicIAdd(started, SCOPE_CROSS_DEVICE, SEM_SEQ_CST | SEM_CROSS_WG_MEMORY, 1);
+  u64 n = 0;
+  while (n < limit && __spirv_AtomicLoad(word, SCOPE_CROSS_DEVICE, SEM_SEQ_CST | SEM_CROSS_WG_MEMORY) == 0) n++;
+  seen[g] = n < limit ? n : ~0ul;
+}

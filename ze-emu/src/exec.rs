@@ -109,7 +109,8 @@ pub struct Executor {
 }
 
 impl Executor {
-    fn new(name: &str) -> ZeResult<Self> {
+    /// A worker thread; `engine`: it serves a queue of a compute engine other than the first (see `Worker`).
+    fn new(name: &str, engine: bool) -> ZeResult<Self> {
         let (tx, rx) = mpsc::channel::<Job>();
         let shared = Arc::new(ExecShared {
             done: Mutex::new(0),
@@ -120,7 +121,7 @@ impl Executor {
         std::thread::Builder::new()
             .name(name.into())
             .spawn(move || {
-                let mut w = Worker::default();
+                let mut w = Worker::on_engine(engine);
                 while let Ok(job) = rx.recv() {
                     let r = job(&mut w);
                     if let Err(e) = r {
@@ -229,11 +230,12 @@ pub struct CommandQueue {
     exec: Executor,
 }
 
-/// Validates a queue descriptor; returns (ordinal, synchronous).
+/// Validates a queue descriptor; returns (ordinal, synchronous, whether it is on a compute engine other than the
+/// first: a compute group's queue index 1 and up).
 ///
 /// # Safety
 /// `desc` null or readable.
-unsafe fn queue_desc(desc: *const ze_command_queue_desc_t) -> ZeResult<(u32, bool)> {
+unsafe fn queue_desc(desc: *const ze_command_queue_desc_t) -> ZeResult<(u32, bool, bool)> {
     // SAFETY: caller guarantee.
     let d = unsafe { read_desc(desc, &[])? };
     let group = QUEUE_GROUPS.get(d.ordinal as usize).ok_or_else(|| {
@@ -272,7 +274,12 @@ unsafe fn queue_desc(desc: *const ze_command_queue_desc_t) -> ZeResult<(u32, boo
             format_args!("queue priority {}", d.priority.0),
         ));
     }
-    Ok((d.ordinal, d.mode == ZE_COMMAND_QUEUE_MODE_SYNCHRONOUS))
+    let engine = d.index > 0 && group.0 & ZE_COMMAND_QUEUE_GROUP_PROPERTY_FLAG_COMPUTE != 0;
+    Ok((
+        d.ordinal,
+        d.mode == ZE_COMMAND_QUEUE_MODE_SYNCHRONOUS,
+        engine,
+    ))
 }
 
 pub(crate) unsafe extern "C" fn queue_create(
@@ -285,14 +292,14 @@ pub(crate) unsafe extern "C" fn queue_create(
         let ctx = context(hctx)?;
         let dev = device(hdev)?;
         // SAFETY: caller's descriptor.
-        let (ordinal, sync) = unsafe { queue_desc(desc)? };
+        let (ordinal, sync, engine) = unsafe { queue_desc(desc)? };
         nn_mut(ph)?;
         let q = Arc::new(CommandQueue {
             ctx,
             device: dev,
             ordinal,
             sync,
-            exec: Executor::new("ze-emu-queue")?,
+            exec: Executor::new("ze-emu-queue", engine)?,
         });
         let h = QUEUES.insert(q);
         // SAFETY: checked non-null.
@@ -552,14 +559,14 @@ pub(crate) unsafe extern "C" fn list_create_immediate(
         let ctx = context(hctx)?;
         let dev = device(hdev)?;
         // SAFETY: caller's descriptor.
-        let (ordinal, sync) = unsafe { queue_desc(desc)? };
+        let (ordinal, sync, engine) = unsafe { queue_desc(desc)? };
         nn_mut(ph)?;
         let l = Arc::new(CommandList {
             ctx,
             device: dev,
             ordinal,
             immediate: Some(Immediate {
-                exec: Executor::new("ze-emu-immediate")?,
+                exec: Executor::new("ze-emu-immediate", engine)?,
                 sync,
             }),
             state: Mutex::new(ListState {

@@ -87,7 +87,21 @@ pub struct Launch {
 #[derive(Default)]
 pub struct Worker {
     queue: Option<SendQueue>,
+    /// Whether this worker serves a queue of a compute engine other than the first (index 1 and up): its kernels
+    /// run on the second engine's OpenCL device (`Ocl::engine`).
+    engine: bool,
 }
+
+impl Worker {
+    /// A worker of the first compute engine, or (`engine`) of another one.
+    pub fn on_engine(engine: bool) -> Self {
+        Self {
+            queue: None,
+            engine,
+        }
+    }
+}
+
 struct SendQueue(cl_command_queue);
 impl Drop for SendQueue {
     fn drop(&mut self) {
@@ -147,8 +161,9 @@ pub fn run_launch(l: &Launch, w: &mut Worker) -> Result<(), String> {
     let o = ocl::get().map_err(str::to_string)?;
     if w.queue.is_none() {
         let mut err = 0;
-        // SAFETY: valid context and device; default properties.
-        let q = unsafe { (o.create_queue)(o.context, o.device, std::ptr::null(), &mut err) };
+        let device = if w.engine { o.engine } else { o.device };
+        // SAFETY: valid context and one of its devices; default properties.
+        let q = unsafe { (o.create_queue)(o.context, device, std::ptr::null(), &mut err) };
         if err != CL_SUCCESS || q.is_null() {
             return Err(format!("clCreateCommandQueueWithProperties = {err}"));
         }

@@ -28,6 +28,10 @@ pub const CL_PROGRAM_BINARIES: cl_uint = 0x1166;
 pub const CL_PLATFORM_VERSION: cl_uint = 0x0901;
 pub const CL_DRIVER_VERSION: cl_uint = 0x102D;
 pub const CL_DEVICE_VERSION: cl_uint = 0x102F;
+pub const CL_PROGRAM_NUM_DEVICES: cl_uint = 0x1162;
+pub const CL_PROGRAM_DEVICES: cl_uint = 0x1163;
+const CL_DEVICE_PARTITION_BY_COUNTS: isize = 0x1087;
+const CL_DEVICE_PARTITION_BY_COUNTS_LIST_END: isize = 0;
 
 type GetInfoFn =
     unsafe extern "C" fn(*mut c_void, cl_uint, usize, *mut c_void, *mut usize) -> cl_int;
@@ -36,6 +40,11 @@ type GetInfoFn =
 pub struct Ocl {
     _lib: libloading::Library,
     pub device: cl_device_id,
+    /// Where queues of a compute engine other than the first (queue index 1 and up) run: a sub-device of one
+    /// compute unit (`clCreateSubDevices`), which has its own task arena in Intel's CPU runtime, so that its
+    /// commands start while kernels on the first engine occupy every worker of the device's arena, as commands on
+    /// a GPU's other compute engine do; the device itself when the runtime cannot partition it.
+    pub engine: cl_device_id,
     pub context: cl_context,
     pub description: String,
     /// The platform's, device's and driver's versions: part of the program cache's key.
@@ -173,6 +182,13 @@ fn load() -> Result<Ocl, String> {
     ) -> cl_int = sym!(b"clGetDeviceIDs\0");
     let get_platform_info: GetInfoFn = sym!(b"clGetPlatformInfo\0");
     let get_device_info: GetInfoFn = sym!(b"clGetDeviceInfo\0");
+    let create_sub_devices: unsafe extern "C" fn(
+        cl_device_id,
+        *const isize,
+        cl_uint,
+        *mut cl_device_id,
+        *mut cl_uint,
+    ) -> cl_int = sym!(b"clCreateSubDevices\0");
     let create_context: unsafe extern "C" fn(
         *const isize,
         cl_uint,
@@ -223,13 +239,45 @@ fn load() -> Result<Ocl, String> {
                 seen.push(format!("{pname} / {dname}: no SPIR-V IL"));
                 continue;
             }
+            let mut cu: cl_uint = 0;
+            // SAFETY: valid device; the value is one cl_uint.
+            let r = unsafe {
+                get_device_info(
+                    d,
+                    CL_DEVICE_MAX_COMPUTE_UNITS,
+                    std::mem::size_of::<cl_uint>(),
+                    (&mut cu as *mut cl_uint).cast(),
+                    std::ptr::null_mut(),
+                )
+            };
+            // One compute unit of the device as a second engine (see `Ocl::engine`), when it has two or more.
+            let mut engine = d;
+            if cu >= 2 {
+                let props = [
+                    CL_DEVICE_PARTITION_BY_COUNTS,
+                    1,
+                    CL_DEVICE_PARTITION_BY_COUNTS_LIST_END,
+                    0,
+                ];
+                let (mut sub, mut n): (cl_device_id, cl_uint) = (std::ptr::null_mut(), 0);
+                // SAFETY: valid device; a zero-terminated property list; room for one sub-device.
+                let r = unsafe { create_sub_devices(d, props.as_ptr(), 1, &mut sub, &mut n) };
+                if r == CL_SUCCESS && n == 1 && !sub.is_null() {
+                    engine = sub;
+                }
+            }
+            let devices: Vec<cl_device_id> = if engine == d {
+                vec![d]
+            } else {
+                vec![d, engine]
+            };
             let mut err = 0;
-            // SAFETY: one valid device id, no callback.
+            // SAFETY: valid device ids (the device and its sub-device), no callback.
             let ctx = unsafe {
                 create_context(
                     std::ptr::null(),
-                    1,
-                    &d,
+                    devices.len() as cl_uint,
+                    devices.as_ptr(),
                     std::ptr::null(),
                     std::ptr::null_mut(),
                     &mut err,
@@ -246,20 +294,10 @@ fn load() -> Result<Ocl, String> {
             };
             let set_ptr = ext("clSetKernelArgMemPointerINTEL");
             let global_ptr = ext("clGetDeviceGlobalVariablePointerINTEL");
-            let mut cu: cl_uint = 0;
-            // SAFETY: valid device; the value is one cl_uint.
-            let r = unsafe {
-                get_device_info(
-                    d,
-                    CL_DEVICE_MAX_COMPUTE_UNITS,
-                    std::mem::size_of::<cl_uint>(),
-                    (&mut cu as *mut cl_uint).cast(),
-                    std::ptr::null_mut(),
-                )
-            };
             return Ok(Ocl {
                 compute_units: if r == CL_SUCCESS { cu.max(1) } else { 1 },
                 device: d,
+                engine,
                 context: ctx,
                 description: format!("{pname} / {dname} ({il})"),
                 runtime_version: format!(

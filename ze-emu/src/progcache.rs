@@ -9,7 +9,10 @@
 //! entry that is cut short, corrupt or refused by the runtime is ignored and the SPIR-V is compiled as without the
 //! cache. Unset or empty: no cache.
 
-use crate::ocl::{cl_program, Ocl, CL_PROGRAM_BINARIES, CL_PROGRAM_BINARY_SIZES, CL_SUCCESS};
+use crate::ocl::{
+    cl_program, Ocl, CL_PROGRAM_BINARIES, CL_PROGRAM_BINARY_SIZES, CL_PROGRAM_DEVICES,
+    CL_PROGRAM_NUM_DEVICES, CL_SUCCESS,
+};
 use sha2::{Digest, Sha256};
 use std::ffi::{c_void, CStr};
 use std::path::{Path, PathBuf};
@@ -83,35 +86,63 @@ pub fn store(dir: &Path, key: &str, bin: &[u8]) {
     let _ = std::fs::remove_file(&tmp);
 }
 
-/// The binary of a built program for its one device, if the runtime gives one.
+/// The binary of a built program for the context's device (`Ocl::device`; a program made from SPIR-V belongs to
+/// every device of the context, the engine's sub-device too), if the runtime gives one.
 pub fn binary_of(o: &Ocl, prog: cl_program) -> Option<Vec<u8>> {
-    let mut size = 0usize;
-    // SAFETY: valid program; the value is one size_t (the program has one device).
+    let mut n: u32 = 0;
+    // SAFETY: valid program; the value is one cl_uint.
     let r = unsafe {
         (o.get_program_info)(
             prog,
-            CL_PROGRAM_BINARY_SIZES,
-            std::mem::size_of::<usize>(),
-            (&mut size as *mut usize).cast(),
+            CL_PROGRAM_NUM_DEVICES,
+            std::mem::size_of::<u32>(),
+            (&mut n as *mut u32).cast(),
             std::ptr::null_mut(),
         )
     };
-    if r != CL_SUCCESS || size == 0 {
+    if r != CL_SUCCESS || n == 0 {
         return None;
     }
-    let mut bin = vec![0u8; size];
-    let mut ptrs = [bin.as_mut_ptr()];
-    // SAFETY: one pointer per device, to a buffer of the reported size.
+    let n = n as usize;
+    let mut devices = vec![std::ptr::null_mut::<c_void>(); n];
+    let mut sizes = vec![0usize; n];
+    // SAFETY: valid program; arrays of one entry per program device.
+    let r = unsafe {
+        (o.get_program_info)(
+            prog,
+            CL_PROGRAM_DEVICES,
+            std::mem::size_of_val(devices.as_slice()),
+            devices.as_mut_ptr().cast(),
+            std::ptr::null_mut(),
+        )
+    };
+    // SAFETY: as above.
+    let r2 = unsafe {
+        (o.get_program_info)(
+            prog,
+            CL_PROGRAM_BINARY_SIZES,
+            std::mem::size_of_val(sizes.as_slice()),
+            sizes.as_mut_ptr().cast(),
+            std::ptr::null_mut(),
+        )
+    };
+    let at = devices.iter().position(|d| *d == o.device)?;
+    if r != CL_SUCCESS || r2 != CL_SUCCESS || sizes[at] == 0 {
+        return None;
+    }
+    let mut bins: Vec<Vec<u8>> = sizes.iter().map(|s| vec![0u8; *s]).collect();
+    let mut ptrs: Vec<*mut u8> = bins.iter_mut().map(|b| b.as_mut_ptr()).collect();
+    // SAFETY: one pointer per program device, each to a buffer of that device's reported size.
     let r = unsafe {
         (o.get_program_info)(
             prog,
             CL_PROGRAM_BINARIES,
-            std::mem::size_of_val(&ptrs),
+            std::mem::size_of_val(ptrs.as_slice()),
             ptrs.as_mut_ptr().cast::<c_void>(),
             std::ptr::null_mut(),
         )
     };
-    (r == CL_SUCCESS).then_some(bin)
+    (r == CL_SUCCESS).then(|| bins.swap_remove(at))
 }
 
 /// A program created from `bin` and built with `flags`, or `None` (released) when the runtime refuses either.

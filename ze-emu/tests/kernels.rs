@@ -149,7 +149,7 @@ fn module_names_and_put_signal() {
             .map(|p| unsafe { CStr::from_ptr(*p) }.to_string_lossy().into_owned())
             .collect();
         names.sort();
-        assert_eq!(names, ["count_ids", "put_signal", "read_global"]);
+        assert_eq!(names, ["count_ids", "put_signal", "read_global", "wait_word"]);
 
         let k = kernel(env, m, c"put_signal");
         let mut sz = 0usize;
@@ -622,4 +622,114 @@ fn compiled_programs_come_from_the_cache() {
     run(NAME, opts, || {});
     assert_eq!(std::fs::read(&first[0]).expect("entry"), stored, "replaced");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A compute group's second engine (queue index 1) runs while kernels on the first occupy every worker: as many
+/// work-groups as can be resident wait, on engine 0, for a word that only a kernel launched on engine 1 once they
+/// have all started sets. Each group records how long it waited, or that it gave up after `LIMIT` reads (seconds of spinning); with
+/// both engines on one arena of workers, the second launch cannot start until the first gives up, and the groups
+/// report that. (The runtime's service lane relies on this: a peer's atomic on this PE's heap must not wait for the
+/// PE's own spinning kernel.)
+#[test]
+fn second_engine_runs_beside_a_kernel_that_fills_the_first() {
+    kernel_case(
+        "second_engine_runs_beside_a_kernel_that_fills_the_first",
+        |env| {
+            let m = load_module(env);
+            let wait = kernel(env, m, c"wait_word");
+            let set = kernel(env, m, c"put_signal");
+            let mut groups = 0u32;
+            ze_ok!(
+                env,
+                zeKernelSuggestMaxCooperativeGroupCount(wait, &mut groups)
+            );
+            const LIMIT: u64 = 1_000_000_000;
+            let word = env.alloc_device(64) as *mut u64;
+            let started = env.alloc_device(64) as *mut u64;
+            let seen = env.alloc_device(8 * groups as usize) as *mut u64;
+            // SAFETY: allocations of one, one and `groups` u64.
+            unsafe {
+                *word = 0;
+                *started = 0;
+                (0..groups as usize).for_each(|g| *seen.add(g) = 7);
+            }
+            arg(env, wait, 0, &word);
+            arg(env, wait, 1, &LIMIT);
+            arg(env, wait, 2, &seen);
+            arg(env, wait, 3, &started);
+            ze_ok!(env, zeKernelSetGroupSize(wait, 1, 1, 1));
+            let first = env.immediate_on(0, 0, ZE_COMMAND_QUEUE_MODE_ASYNCHRONOUS);
+            let (pool, ev) = env.events(1);
+            let count = ze_group_count_t {
+                groupCountX: groups,
+                groupCountY: 1,
+                groupCountZ: 1,
+            };
+            ze_ok!(
+                env,
+                zeCommandListAppendLaunchKernel(first, wait, &count, ev[0], 0, null_mut())
+            );
+            // Every group is running (holding a worker) before the second engine's launch.
+            let t0 = std::time::Instant::now();
+            // SAFETY: `started` is a live u64 the kernel updates atomically; read as an atomic.
+            let running = || unsafe {
+                (*(started as *const std::sync::atomic::AtomicU64))
+                    .load(std::sync::atomic::Ordering::SeqCst)
+            };
+            while running() < groups as u64 {
+                assert!(
+                    t0.elapsed() < std::time::Duration::from_secs(60),
+                    "{} of {groups} waiting groups started within 60 s",
+                    running()
+                );
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            // put_signal with no data: its work-item 0 adds 1 to the word.
+            let none: *const u32 = std::ptr::null();
+            arg(env, set, 0, &std::ptr::null_mut::<u32>());
+            arg(env, set, 1, &none);
+            arg(env, set, 2, &0u64);
+            arg(env, set, 3, &word);
+            arg(env, set, 4, &1u64);
+            ze_ok!(env, zeKernelSetGroupSize(set, 1, 1, 1));
+            let second = env.immediate_on(0, 1, ZE_COMMAND_QUEUE_MODE_SYNCHRONOUS);
+            let one = ze_group_count_t {
+                groupCountX: 1,
+                groupCountY: 1,
+                groupCountZ: 1,
+            };
+            ze_ok!(
+                env,
+                zeCommandListAppendLaunchKernel(
+                    second,
+                    set,
+                    &one,
+                    ze_event_handle_t::null(),
+                    0,
+                    null_mut()
+                )
+            );
+            ze_ok!(env, zeEventHostSynchronize(ev[0], u64::MAX));
+            // SAFETY: as above; both kernels have finished.
+            let got: Vec<u64> = (0..groups as usize)
+                .map(|g| unsafe { *seen.add(g) })
+                .collect();
+            assert!(
+                got.iter().all(|&n| n != u64::MAX && n != 7),
+                "every waiting group saw the word set by the second engine's kernel (reads per group, \
+                 {} = gave up): {got:?}",
+                u64::MAX
+            );
+            ze_ok!(env, zeCommandListDestroy(second));
+            ze_ok!(env, zeCommandListDestroy(first));
+            ze_ok!(env, zeEventDestroy(ev[0]));
+            ze_ok!(env, zeEventPoolDestroy(pool));
+            ze_ok!(env, zeKernelDestroy(set));
+            ze_ok!(env, zeKernelDestroy(wait));
+            ze_ok!(env, zeMemFree(env.ctx, seen as *mut c_void));
+            ze_ok!(env, zeMemFree(env.ctx, started as *mut c_void));
+            ze_ok!(env, zeMemFree(env.ctx, word as *mut c_void));
+            ze_ok!(env, zeModuleDestroy(m));
+        },
+    );
 }

@@ -267,9 +267,6 @@ fn netns_ep_4pe() {
 
 #[test]
 fn netns_device_spanning_4pe() {
-    if !crate::fabric_device::spanning_enabled("netns_device_spanning_4pe") {
-        return;
-    }
     run("netns_device_spanning_4pe", "device", 4, 60_000);
 }
 

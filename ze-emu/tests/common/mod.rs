@@ -163,8 +163,19 @@ impl Env {
         ordinal: u32,
         mode: ze_command_queue_mode_t,
     ) -> ze_command_list_handle_t {
+        self.immediate_on(ordinal, 0, mode)
+    }
+
+    /// Immediate command list on engine `index` of group `ordinal`.
+    pub fn immediate_on(
+        &self,
+        ordinal: u32,
+        index: u32,
+        mode: ze_command_queue_mode_t,
+    ) -> ze_command_list_handle_t {
         let desc = ze_command_queue_desc_t {
             ordinal,
+            index,
             mode,
             ..Default::default()
         };

@@ -6,6 +6,15 @@ use crate::error::Result;
 use level_zero_sys as ze;
 use std::sync::Arc;
 
+/// Which engine of the compute group a set of [`Lists`] uses.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Engine {
+    /// Queue index 0: the PE's own lists.
+    First,
+    /// The group's last queue index: the service lane.
+    Last,
+}
+
 #[derive(Debug)]
 pub(crate) struct Lists {
     pub(crate) copy: ze::ze_command_list_handle_t,
@@ -15,17 +24,18 @@ pub(crate) struct Lists {
     pub(super) compute_ordinal: u32,
 }
 
-/// An immediate command list on queue group `ordinal` of `device`, in `context`, in `mode`.
+/// An immediate command list on engine `index` of queue group `ordinal` of `device`, in `context`, in `mode`.
 pub(crate) fn immediate_list(
     api: &ze::ZeApi,
     context: ze::ze_context_handle_t,
     device: ze::ze_device_handle_t,
     ordinal: u32,
+    index: u32,
     mode: ze::ze_command_queue_mode_t,
 ) -> Result<ze::ze_command_list_handle_t> {
     let desc = ze::ze_command_queue_desc_t {
         ordinal,
-        index: 0,
+        index,
         mode,
         ..Default::default()
     };
@@ -39,22 +49,32 @@ pub(crate) fn immediate_list(
 
 impl Lists {
     /// A synchronous copy list (on the copy engine when the device has one, else on compute) and a synchronous
-    /// compute list; whether the copy list is on a copy engine.
+    /// compute list; whether the copy list is on a copy engine. `engine`: which of the compute group's engines
+    /// (queue indices) the compute list uses: [`Engine::First`] for the PE's own lists, [`Engine::Last`] for the
+    /// service lane, so that its kernels (host-initiated atomics a peer asked for) start while a kernel of this PE
+    /// occupies the first engine (on a device with one compute engine, both are index 0).
     pub(super) fn open(
         api: &ze::ZeApi,
         context: ze::ze_context_handle_t,
         device: ze::ze_device_handle_t,
+        engine: Engine,
     ) -> Result<(Lists, bool)> {
-        let (copy_ordinal, compute_ordinal) = ZeRuntime::queue_groups(api, device)?;
+        let groups = ZeRuntime::queue_groups(api, device)?;
+        let (copy_ordinal, compute_ordinal) = (groups.copy, groups.compute);
+        let index = match engine {
+            Engine::First => 0,
+            Engine::Last => groups.compute_engines.saturating_sub(1),
+        };
         let sync = ze::ZE_COMMAND_QUEUE_MODE_SYNCHRONOUS;
         let copy = immediate_list(
             api,
             context,
             device,
             copy_ordinal.unwrap_or(compute_ordinal),
+            0,
             sync,
         )?;
-        let compute = match immediate_list(api, context, device, compute_ordinal, sync) {
+        let compute = match immediate_list(api, context, device, compute_ordinal, index, sync) {
             Ok(c) => c,
             Err(e) => {
                 // SAFETY: the list was just created and is not used.
@@ -340,6 +360,7 @@ impl ZeRuntime {
                             self.context,
                             self.device,
                             lists.compute_ordinal,
+                            0,
                             ze::ZE_COMMAND_QUEUE_MODE_ASYNCHRONOUS,
                         )?;
                         lists.compute_async = Some(l);
@@ -434,7 +455,7 @@ impl ZeRuntime {
     fn service_lists(&self) -> Result<std::sync::MutexGuard<'_, Option<Lists>>> {
         let mut g = self.service.lock().unwrap_or_else(|p| p.into_inner());
         if g.is_none() {
-            *g = Some(Lists::open(&self.api, self.context, self.device)?.0);
+            *g = Some(Lists::open(&self.api, self.context, self.device, Engine::Last)?.0);
         }
         Ok(g)
     }

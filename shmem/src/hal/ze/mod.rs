@@ -237,7 +237,7 @@ impl ZeRuntime {
         for (d, s) in uuid.iter_mut().zip(props.uuid.id.iter()) {
             *d = *s;
         }
-        let (lists, copy_engine) = Lists::open(&api, context, device)?;
+        let (lists, copy_engine) = Lists::open(&api, context, device, list::Engine::First)?;
         tracing::debug!(device = %name, copy_engine, "Level Zero device opened");
         Ok(Arc::new(ZeRuntime {
             api,
@@ -291,7 +291,7 @@ impl ZeRuntime {
     }
 
     /// (copy-only group ordinal if any, compute group ordinal).
-    fn queue_groups(api: &ze::ZeApi, device: ze::ze_device_handle_t) -> Result<(Option<u32>, u32)> {
+    fn queue_groups(api: &ze::ZeApi, device: ze::ze_device_handle_t) -> Result<QueueGroups> {
         let mut n = 0u32;
         // SAFETY: count query with a null array.
         check("zeDeviceGetCommandQueueGroupProperties", unsafe {
@@ -310,7 +310,11 @@ impl ZeRuntime {
             g.flags & ze::ZE_COMMAND_QUEUE_GROUP_PROPERTY_FLAG_COPY != 0
                 && g.flags & ze::ZE_COMMAND_QUEUE_GROUP_PROPERTY_FLAG_COMPUTE == 0
         });
-        Ok((copy.map(|c| c as u32), compute as u32))
+        Ok(QueueGroups {
+            copy: copy.map(|c| c as u32),
+            compute: compute as u32,
+            compute_engines: v[compute].numQueues.max(1),
+        })
     }
 
     /// Number of devices the loaded drivers expose (for picking one per local rank).
@@ -487,6 +491,17 @@ impl Drop for ZeRuntime {
             }
         }
     }
+}
+
+/// The device's command queue groups, as [`ZeRuntime::queue_groups`] finds them.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct QueueGroups {
+    /// A copy-only group's ordinal (a copy engine), if the device has one.
+    pub(super) copy: Option<u32>,
+    /// The compute group's ordinal.
+    pub(super) compute: u32,
+    /// How many engines (queue indices) the compute group has.
+    pub(super) compute_engines: u32,
 }
 
 #[cfg(test)]

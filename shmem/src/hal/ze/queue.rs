@@ -72,6 +72,7 @@ impl Queue {
                 h.context(),
                 h.device(),
                 ordinal,
+                0,
                 ze::ZE_COMMAND_QUEUE_MODE_ASYNCHRONOUS,
             )?;
         } else {
