@@ -16,14 +16,23 @@ use crate::transport::{self, AmoOp};
 use crate::types::ThreadLevel;
 use once_cell::sync::OnceCell;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 static ACTIVE: AtomicBool = AtomicBool::new(false);
+/// The bootstrap of the last finalized runtime and the spec it was made from, kept for a later init with the same
+/// spec (OpenSHMEM 1.6: the library "may be re-initialized"; `xpushmem-run`'s rendezvous serves one job, and MPI
+/// and PMIx cannot be initialised again after their finalize). Released when an init asks for another spec, and
+/// at process exit ([`release_kept_bootstrap`]).
+static KEPT: Mutex<Option<(BootstrapSpec, Arc<dyn Bootstrap>)>> = Mutex::new(None);
+/// The spec of the running runtime's bootstrap (one runtime per process: [`ACTIVE`]).
+static RUNNING_SPEC: Mutex<Option<BootstrapSpec>> = Mutex::new(None);
+/// Whether [`release_kept_bootstrap`] is registered to run at exit.
+static AT_EXIT: AtomicBool = AtomicBool::new(false);
 static PENDING_SERVER: Mutex<Option<bootstrap::uid::Server>> = Mutex::new(None);
 static LOGGING: OnceCell<()> = OnceCell::new();
 
 /// How a runtime should find its peers.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub enum BootstrapSpec {
     /// From the environment (`XPUSHMEM_BOOTSTRAP` and friends).
     #[default]
@@ -227,6 +236,71 @@ fn under_pmix_server() -> bool {
     std::env::var_os("PMIX_NAMESPACE").is_some() && std::env::var_os("PMIX_RANK").is_some()
 }
 
+/// The bootstrap for a runtime starting with `spec`: the one kept from the last finalize when it was made from the
+/// same spec, else a new one (a kept one of another spec is released first).
+fn bootstrap_for(spec: &BootstrapSpec, cfg: &Config) -> Result<Arc<dyn Bootstrap>> {
+    let kept = KEPT.lock().unwrap_or_else(|p| p.into_inner()).take();
+    let boot = match kept {
+        Some((was, boot)) if was == *spec => {
+            tracing::debug!(
+                bootstrap = boot.name(),
+                "init again: the bootstrap kept from the last finalize"
+            );
+            boot
+        }
+        other => {
+            if let Some((_, old)) = other {
+                if let Err(e) = old.finalize() {
+                    tracing::warn!(
+                        bootstrap = old.name(),
+                        "releasing the earlier bootstrap: {e}"
+                    );
+                }
+            }
+            make_bootstrap(spec, cfg)?.into()
+        }
+    };
+    *RUNNING_SPEC.lock().unwrap_or_else(|p| p.into_inner()) = Some(spec.clone());
+    Ok(boot)
+}
+
+/// At the last finalize: keep `boot` for a later init (released at exit); where no exit handler can be
+/// registered, release it now (the process then cannot initialise again under a one-shot bootstrap).
+fn keep_bootstrap(boot: Arc<dyn Bootstrap>) -> Result<()> {
+    let Some(spec) = RUNNING_SPEC
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .take()
+    else {
+        return boot.finalize();
+    };
+    if !AT_EXIT.swap(true, Ordering::SeqCst) {
+        if let Err(e) = crate::sys::exit::at_exit(release_kept_bootstrap) {
+            AT_EXIT.store(false, Ordering::SeqCst);
+            tracing::warn!("the bootstrap is released at finalize: {e}");
+            return boot.finalize();
+        }
+    }
+    *KEPT.lock().unwrap_or_else(|p| p.into_inner()) = Some((spec, boot));
+    Ok(())
+}
+
+/// Run at process exit: leave the job of the bootstrap kept from the last finalize (the uid rendezvous' `BYE`,
+/// `MPI_Finalize` when the bootstrap initialised MPI, `PMIx_Finalize`).
+extern "C" fn release_kept_bootstrap() {
+    // `try_lock`: an exit from a thread inside `bootstrap_for`/`keep_bootstrap` must not deadlock.
+    let kept = match KEPT.try_lock() {
+        Ok(mut g) => g.take(),
+        Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner().take(),
+        Err(std::sync::TryLockError::WouldBlock) => None,
+    };
+    if let Some((_, boot)) = kept {
+        if let Err(e) = boot.finalize() {
+            tracing::warn!(bootstrap = boot.name(), "leaving the job at exit: {e}");
+        }
+    }
+}
+
 /// Start the runtime with explicit attributes (NVSHMEM's `nvshmemx_init_attr`). Collective over all PEs of the job.
 pub fn init_attr(attr: InitAttr) -> Result<Shmem> {
     if ACTIVE.swap(true, Ordering::SeqCst) {
@@ -330,7 +404,7 @@ impl Shmem {
             rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
                 .map_err(|e| Error::os("prctl(PR_SET_DUMPABLE, 0)", e))?;
         }
-        let boot: std::sync::Arc<dyn Bootstrap> = make_bootstrap(&attr.bootstrap, &cfg)?.into();
+        let boot = bootstrap_for(&attr.bootstrap, &cfg)?;
         let (me, n) = (boot.rank(), boot.size());
         tracing::debug!(pe = me, n_pes = n, bootstrap = boot.name(), "bootstrap up");
 
@@ -517,8 +591,9 @@ impl Shmem {
         let _ = self
             .sys_local()
             .amo(SYNC.state, 8, AmoOp::Set, STATE_FINALIZED);
+        // The bootstrap outlives the runtime, for an init again (OpenSHMEM 1.6); it leaves the job at exit.
         let r2 = if r.is_ok() {
-            self.boot.finalize()
+            keep_bootstrap(Arc::clone(&self.boot))
         } else {
             Ok(())
         };

@@ -1736,7 +1736,7 @@ void pshmem_ctx_ibput128(shmem_ctx_t ctx, void *dest, const void *source, ptrdif
 void pshmem_ibget128(void *dest, const void *source, ptrdiff_t dst, ptrdiff_t sst, size_t bsize, size_t nblocks, int pe);
 void pshmem_ctx_ibget128(shmem_ctx_t ctx, void *dest, const void *source, ptrdiff_t dst, ptrdiff_t sst, size_t bsize, size_t nblocks, int pe);
 
-/* OpenSHMEM 1.6: prefix sums over teams (the arithmetic reduction types but long double and complex) */
+/* OpenSHMEM 1.6: prefix sums over teams (the SUM types of the team reductions; long double folded in member order) */
 int pshmem_char_sum_inscan(shmem_team_t team, char *dest, const char *source, size_t nelems);
 int pshmem_char_sum_exscan(shmem_team_t team, char *dest, const char *source, size_t nelems);
 int pshmem_schar_sum_inscan(shmem_team_t team, signed char *dest, const signed char *source, size_t nelems);
@@ -1783,6 +1783,16 @@ int pshmem_float_sum_inscan(shmem_team_t team, float *dest, const float *source,
 int pshmem_float_sum_exscan(shmem_team_t team, float *dest, const float *source, size_t nelems);
 int pshmem_double_sum_inscan(shmem_team_t team, double *dest, const double *source, size_t nelems);
 int pshmem_double_sum_exscan(shmem_team_t team, double *dest, const double *source, size_t nelems);
+int pshmem_longdouble_sum_inscan(shmem_team_t team, long double *dest, const long double *source, size_t nelems);
+int pshmem_longdouble_sum_exscan(shmem_team_t team, long double *dest, const long double *source, size_t nelems);
+
+/* OpenSHMEM 1.6: complex prefix sums over teams (folded in member order) */
+#if !defined(__cplusplus) || defined(__GNUC__)
+int pshmem_complexf_sum_inscan(shmem_team_t team, float _Complex *dest, const float _Complex *source, size_t nelems);
+int pshmem_complexf_sum_exscan(shmem_team_t team, float _Complex *dest, const float _Complex *source, size_t nelems);
+int pshmem_complexd_sum_inscan(shmem_team_t team, double _Complex *dest, const double _Complex *source, size_t nelems);
+int pshmem_complexd_sum_exscan(shmem_team_t team, double _Complex *dest, const double _Complex *source, size_t nelems);
+#endif
 void pshmem_signal_add(uint64_t *sig_addr, uint64_t signal, int pe);
 void pshmem_ctx_signal_add(shmem_ctx_t ctx, uint64_t *sig_addr, uint64_t signal, int pe);
 void pshmem_signal_set(uint64_t *sig_addr, uint64_t signal, int pe);

@@ -1789,7 +1789,7 @@ void shmem_ctx_ibput128(shmem_ctx_t ctx, void *dest, const void *source, ptrdiff
 void shmem_ibget128(void *dest, const void *source, ptrdiff_t dst, ptrdiff_t sst, size_t bsize, size_t nblocks, int pe);
 void shmem_ctx_ibget128(shmem_ctx_t ctx, void *dest, const void *source, ptrdiff_t dst, ptrdiff_t sst, size_t bsize, size_t nblocks, int pe);
 
-/* OpenSHMEM 1.6: prefix sums over teams (the arithmetic reduction types but long double and complex) */
+/* OpenSHMEM 1.6: prefix sums over teams (the SUM types of the team reductions; long double folded in member order) */
 int shmem_char_sum_inscan(shmem_team_t team, char *dest, const char *source, size_t nelems);
 int shmem_char_sum_exscan(shmem_team_t team, char *dest, const char *source, size_t nelems);
 int shmem_schar_sum_inscan(shmem_team_t team, signed char *dest, const signed char *source, size_t nelems);
@@ -1836,6 +1836,16 @@ int shmem_float_sum_inscan(shmem_team_t team, float *dest, const float *source, 
 int shmem_float_sum_exscan(shmem_team_t team, float *dest, const float *source, size_t nelems);
 int shmem_double_sum_inscan(shmem_team_t team, double *dest, const double *source, size_t nelems);
 int shmem_double_sum_exscan(shmem_team_t team, double *dest, const double *source, size_t nelems);
+int shmem_longdouble_sum_inscan(shmem_team_t team, long double *dest, const long double *source, size_t nelems);
+int shmem_longdouble_sum_exscan(shmem_team_t team, long double *dest, const long double *source, size_t nelems);
+
+/* OpenSHMEM 1.6: complex prefix sums over teams (folded in member order) */
+#if !defined(__cplusplus) || defined(__GNUC__)
+int shmem_complexf_sum_inscan(shmem_team_t team, float _Complex *dest, const float _Complex *source, size_t nelems);
+int shmem_complexf_sum_exscan(shmem_team_t team, float _Complex *dest, const float _Complex *source, size_t nelems);
+int shmem_complexd_sum_inscan(shmem_team_t team, double _Complex *dest, const double _Complex *source, size_t nelems);
+int shmem_complexd_sum_exscan(shmem_team_t team, double _Complex *dest, const double _Complex *source, size_t nelems);
+#endif
 
 /* OpenSHMEM 1.6: signal updates without data, per-PE quiet, sessions (hints: this transport completes every
  * operation when it returns), the initialisation query */
@@ -2207,9 +2217,9 @@ static inline long double shmem_ctx_longdouble_g(shmem_ctx_t ctx, const long dou
 #define shmem_sum_reduce(...) shmemi_g_sum_reduce(__VA_ARGS__)
 #define shmemi_g_prod_reduce(...) _Generic(*(SHMEMI_A2(__VA_ARGS__, ~)), char: shmem_char_prod_reduce, signed char: shmem_schar_prod_reduce, short: shmem_short_prod_reduce, int: shmem_int_prod_reduce, long: shmem_long_prod_reduce, long long: shmem_longlong_prod_reduce, unsigned char: shmem_uchar_prod_reduce, unsigned short: shmem_ushort_prod_reduce, unsigned int: shmem_uint_prod_reduce, unsigned long: shmem_ulong_prod_reduce, unsigned long long: shmem_ulonglong_prod_reduce, float: shmem_float_prod_reduce, double: shmem_double_prod_reduce, long double: shmem_longdouble_prod_reduce, float _Complex: shmem_complexf_prod_reduce, double _Complex: shmem_complexd_prod_reduce)(__VA_ARGS__)
 #define shmem_prod_reduce(...) shmemi_g_prod_reduce(__VA_ARGS__)
-#define shmemi_g_sum_inscan(...) _Generic(*(SHMEMI_A2(__VA_ARGS__, ~)), char: shmem_char_sum_inscan, signed char: shmem_schar_sum_inscan, short: shmem_short_sum_inscan, int: shmem_int_sum_inscan, long: shmem_long_sum_inscan, long long: shmem_longlong_sum_inscan, unsigned char: shmem_uchar_sum_inscan, unsigned short: shmem_ushort_sum_inscan, unsigned int: shmem_uint_sum_inscan, unsigned long: shmem_ulong_sum_inscan, unsigned long long: shmem_ulonglong_sum_inscan, float: shmem_float_sum_inscan, double: shmem_double_sum_inscan)(__VA_ARGS__)
+#define shmemi_g_sum_inscan(...) _Generic(*(SHMEMI_A2(__VA_ARGS__, ~)), char: shmem_char_sum_inscan, signed char: shmem_schar_sum_inscan, short: shmem_short_sum_inscan, int: shmem_int_sum_inscan, long: shmem_long_sum_inscan, long long: shmem_longlong_sum_inscan, unsigned char: shmem_uchar_sum_inscan, unsigned short: shmem_ushort_sum_inscan, unsigned int: shmem_uint_sum_inscan, unsigned long: shmem_ulong_sum_inscan, unsigned long long: shmem_ulonglong_sum_inscan, float: shmem_float_sum_inscan, double: shmem_double_sum_inscan, long double: shmem_longdouble_sum_inscan, float _Complex: shmem_complexf_sum_inscan, double _Complex: shmem_complexd_sum_inscan)(__VA_ARGS__)
 #define shmem_sum_inscan(...) shmemi_g_sum_inscan(__VA_ARGS__)
-#define shmemi_g_sum_exscan(...) _Generic(*(SHMEMI_A2(__VA_ARGS__, ~)), char: shmem_char_sum_exscan, signed char: shmem_schar_sum_exscan, short: shmem_short_sum_exscan, int: shmem_int_sum_exscan, long: shmem_long_sum_exscan, long long: shmem_longlong_sum_exscan, unsigned char: shmem_uchar_sum_exscan, unsigned short: shmem_ushort_sum_exscan, unsigned int: shmem_uint_sum_exscan, unsigned long: shmem_ulong_sum_exscan, unsigned long long: shmem_ulonglong_sum_exscan, float: shmem_float_sum_exscan, double: shmem_double_sum_exscan)(__VA_ARGS__)
+#define shmemi_g_sum_exscan(...) _Generic(*(SHMEMI_A2(__VA_ARGS__, ~)), char: shmem_char_sum_exscan, signed char: shmem_schar_sum_exscan, short: shmem_short_sum_exscan, int: shmem_int_sum_exscan, long: shmem_long_sum_exscan, long long: shmem_longlong_sum_exscan, unsigned char: shmem_uchar_sum_exscan, unsigned short: shmem_ushort_sum_exscan, unsigned int: shmem_uint_sum_exscan, unsigned long: shmem_ulong_sum_exscan, unsigned long long: shmem_ulonglong_sum_exscan, float: shmem_float_sum_exscan, double: shmem_double_sum_exscan, long double: shmem_longdouble_sum_exscan, float _Complex: shmem_complexf_sum_exscan, double _Complex: shmem_complexd_sum_exscan)(__VA_ARGS__)
 #define shmem_sum_exscan(...) shmemi_g_sum_exscan(__VA_ARGS__)
 #endif /* C11 */
 

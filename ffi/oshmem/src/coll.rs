@@ -13,7 +13,7 @@ use xpushmem_ffi_core::types::LongDouble;
 
 #[cfg(target_arch = "x86_64")]
 use crate::fold::x87;
-use crate::fold::{complex_prod, complex_sum, fold, Complex, Group};
+use crate::fold::{self, complex_prod, complex_sum, fold, Complex, Group};
 
 /// Run a data-movement collective on elements of `T`.
 fn movement<T: Symmetric>(
@@ -268,6 +268,44 @@ fold_reduce_fns!(complexd, Complex<f64>, "double _Complex", [sum => complex_sum:
 fold_reduce_fns!(longdouble, LongDouble, "long double", [
     min => x87::min, max => x87::max, sum => x87::add, prod => x87::mul
 ]);
+
+/// Prefix sum over `team` by the layer's fold (`inclusive`: members `0..=i`, else `0..i`).
+fn fold_scan<T: Copy + Default>(
+    call: &str,
+    team_h: shmem_team_t,
+    op: fn(T, T) -> T,
+    inclusive: bool,
+    dest: *mut T,
+    src: *const T,
+    nelems: usize,
+) -> c_int {
+    status(call, || {
+        let group = Group::team(id(team_h), call)?;
+        fold::scan(call, &group, op, inclusive, dest, src, nelems)
+    })
+}
+
+macro_rules! fold_scan_fns {
+    ($( ($n:ident, $t:ty, $c:literal, $add:expr) ),*) => { paste::paste! { $(
+        #[doc = concat!("Inclusive prefix sum of `nelems` `", $c, "` over `team` (OpenSHMEM 1.6), folded in member order: member `i` gets the sum of members `0..=i`. 0 on success.")]
+        #[no_mangle]
+        pub extern "C" fn [<pshmem_ $n _sum_inscan>](team: shmem_team_t, dest: *mut $t, source: *const $t, nelems: usize) -> c_int {
+            fold_scan::<$t>(concat!("shmem_", stringify!($n), "_sum_inscan"), team, $add, true, dest, source, nelems)
+        }
+        #[doc = concat!("Exclusive prefix sum of `nelems` `", $c, "` over `team` (OpenSHMEM 1.6), folded in member order: member `i` gets the sum of members `0..i` (0 on member 0). 0 on success.")]
+        #[no_mangle]
+        pub extern "C" fn [<pshmem_ $n _sum_exscan>](team: shmem_team_t, dest: *mut $t, source: *const $t, nelems: usize) -> c_int {
+            fold_scan::<$t>(concat!("shmem_", stringify!($n), "_sum_exscan"), team, $add, false, dest, source, nelems)
+        }
+    )* } };
+}
+
+fold_scan_fns!(
+    (complexf, Complex<f32>, "float _Complex", complex_sum::<f32>),
+    (complexd, Complex<f64>, "double _Complex", complex_sum::<f64>)
+);
+#[cfg(target_arch = "x86_64")]
+fold_scan_fns!((longdouble, LongDouble, "long double", x87::add));
 
 /// `nelems` `long double`s as a byte count.
 fn ld_bytes(call: &str, nelems: usize) -> Result<usize, Failure> {

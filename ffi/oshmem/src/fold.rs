@@ -6,7 +6,8 @@
 //! One algorithm: the members synchronise, every member gets every member's source (one-sided gets of the
 //! symmetric array) and folds them **in member order**, `((s_0 op s_1) op s_2) ...`, synchronises again (the
 //! destination may be the source), and writes its own destination. Every member computes the same value, in an
-//! order a C program can reproduce exactly.
+//! order a C program can reproduce exactly. The 1.6 prefix sums of these types (`shmem_longdouble_sum_inscan`,
+//! `shmem_complex{f,d}_sum_exscan`, ...) are the same fold stopped at the member itself ([`scan`]).
 
 use std::ffi::{c_int, c_long};
 use xpushmem_ffi_core::error::Failure;
@@ -49,6 +50,21 @@ impl Group {
         Ok(Group::Team { id, pes })
     }
 
+    /// This PE's index among the members (an error naming `call` when it is not one).
+    fn my_index(&self, call: &str, me: c_int) -> Result<usize, Failure> {
+        match self {
+            Group::Active { idx, .. } => Ok(*idx),
+            Group::Team { pes, .. } => pes.iter().position(|&p| p == me).ok_or_else(|| {
+                Error::invalid(
+                    "team",
+                    me,
+                    format!("{call}: this PE is not a member of the team"),
+                )
+                .into()
+            }),
+        }
+    }
+
     fn pes(&self) -> &[c_int] {
         match self {
             Group::Active { pes, .. } | Group::Team { pes, .. } => pes,
@@ -79,6 +95,37 @@ pub fn fold<T: Copy + Default>(
     let mut acc = vec![T::default(); n];
     let mut tmp = vec![T::default(); n];
     for (k, &pe) in group.pes().iter().enumerate() {
+        // SAFETY: `tmp` has room for `n` elements; `src` is symmetric (checked by the call).
+        unsafe { imp::get(call, tmp.as_mut_ptr().cast(), src.cast(), n, elem, 1, pe) }?;
+        for i in 0..n {
+            acc[i] = if k == 0 { tmp[i] } else { op(acc[i], tmp[i]) };
+        }
+    }
+    group.sync(call)?;
+    // SAFETY: `dest` is this PE's symmetric array of `n` elements (the caller's contract); `acc` holds `n`.
+    unsafe { imp::put(call, dest.cast(), acc.as_ptr().cast(), n, elem, 1, me) }?;
+    Ok(())
+}
+
+/// Prefix-reduce `n` elements of `T` over `group` with `op`: member `i` gets `((s_0 op s_1) ...) op s_i`
+/// (`inclusive`) or the fold of `s_0 .. s_{i-1}` (exclusive; member 0 gets `T::default()`, the zero of the
+/// arithmetic types this is used for). Synchronises as [`fold`] does, so `dest` may be `src`.
+pub fn scan<T: Copy + Default>(
+    call: &str,
+    group: &Group,
+    op: fn(T, T) -> T,
+    inclusive: bool,
+    dest: *mut T,
+    src: *const T,
+    n: usize,
+) -> Result<(), Failure> {
+    let elem = std::mem::size_of::<T>();
+    let me = state::with(|sh| Ok(sh.my_pe()))? as c_int;
+    let upto = group.my_index(call, me)? + usize::from(inclusive);
+    group.sync(call)?;
+    let mut acc = vec![T::default(); n];
+    let mut tmp = vec![T::default(); n];
+    for (k, &pe) in group.pes()[..upto].iter().enumerate() {
         // SAFETY: `tmp` has room for `n` elements; `src` is symmetric (checked by the call).
         unsafe { imp::get(call, tmp.as_mut_ptr().cast(), src.cast(), n, elem, 1, pe) }?;
         for i in 0..n {

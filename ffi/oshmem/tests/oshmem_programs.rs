@@ -584,6 +584,81 @@ conformance!(
     generics, negstride, v16
 );
 
+/// OpenSHMEM 1.6's initialisation after the last finalize (`reinit.c`: three rounds of init, communication,
+/// finalize, each checked) under `xpushmem-run`, whose rendezvous serves the job once: the bootstrap is kept
+/// across the finalize.
+mod reinit {
+    #[test]
+    fn at_2pe() {
+        super::conformance_ok("reinit", 2);
+    }
+    #[test]
+    fn at_3pe() {
+        super::conformance_ok("reinit", 3);
+    }
+
+    /// The same under Open MPI's `mpirun` (a PMIx server) with the PMIx bootstrap, which cannot be initialised
+    /// twice either. Skipped without `mpirun` or in a build without the PMIx bootstrap.
+    #[test]
+    fn under_pmix_3pe() {
+        if std::process::Command::new("mpirun")
+            .arg("--version")
+            .output()
+            .is_err()
+        {
+            eprintln!("skipped: no mpirun");
+            return;
+        }
+        let prog = super::conformance_program("reinit");
+        let o = std::process::Command::new("timeout")
+            .args([
+                "-k",
+                "5",
+                "120",
+                "mpirun",
+                "--oversubscribe",
+                "--allow-run-as-root",
+                "-n",
+                "3",
+            ])
+            .args([
+                "-x",
+                "XPUSHMEM_BOOTSTRAP=pmix",
+                "-x",
+                "XPUSHMEM_TIMEOUT_MS=20000",
+            ])
+            .args([
+                "-x",
+                "XPUSHMEM_SYMMETRIC_SIZE=64M",
+                "-x",
+                "XPUSHMEM_SYMMETRIC_MAX=64M",
+            ])
+            .arg(&prog)
+            .output()
+            .expect("timeout and mpirun run");
+        let out = format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        if out.contains("this build has no PMIx bootstrap") {
+            eprintln!("skipped: this build has no PMIx bootstrap (install libpmix-dev)");
+            return;
+        }
+        assert!(
+            o.status.success(),
+            "mpirun -n 3 reinit: {}\n{out}",
+            o.status
+        );
+        for pe in 0..3 {
+            assert!(
+                out.contains(&format!("reinit OK on PE {pe} of 3")),
+                "PE {pe} did not report OK:\n{out}"
+            );
+        }
+    }
+}
+
 /// `teams_ctx` with every other PE reached through the fabric (libfabric tcp on loopback): `shmem_ptr` is NULL for
 /// them, yet each is accessible via the data transfer routines (`shmem_pe_accessible`, `shmem_addr_accessible`).
 #[test]

@@ -1158,14 +1158,26 @@ pub fn oshmem_header() -> String {
     }
     family(
         &mut out,
-        "OpenSHMEM 1.6: prefix sums over teams (the arithmetic reduction types but long double and complex)",
+        "OpenSHMEM 1.6: prefix sums over teams (the SUM types of the team reductions; long double folded in member order)",
         &l,
-        REDUCE_ARITH,
+        &[REDUCE_ARITH, LONGDOUBLE].concat(),
         &[
             "int shmem_{N}_sum_inscan(shmem_team_t team, {T} *dest, const {T} *source, size_t nelems);",
             "int shmem_{N}_sum_exscan(shmem_team_t team, {T} *dest, const {T} *source, size_t nelems);",
         ],
     );
+    out.push_str(&format!(
+        "\n/* OpenSHMEM 1.6: complex prefix sums over teams (folded in member order) */\n{COMPLEX_GUARD}"
+    ));
+    for (n, t) in [
+        ("complexf", "float _Complex"),
+        ("complexd", "double _Complex"),
+    ] {
+        for k in ["inscan", "exscan"] {
+            out.push_str(&format!("int shmem_{n}_sum_{k}(shmem_team_t team, {t} *dest, const {t} *source, size_t nelems);\n"));
+        }
+    }
+    out.push_str("#endif\n");
     out.push_str(OSHMEM_16);
     active_set(&mut out);
     legacy(&mut out);
@@ -1327,13 +1339,8 @@ pub fn oshmem_header() -> String {
             &with_complex,
         );
     }
-    let scan_types: Vec<(&str, &str)> = GEN_RED_ARITH
-        .iter()
-        .copied()
-        .filter(|(_, n)| *n != "longdouble")
-        .collect();
     for name in ["sum_inscan", "sum_exscan"] {
-        generic(&mut out, name, 2, 0, false, &scan_types);
+        generic(&mut out, name, 2, 0, false, &with_complex);
     }
     out.push_str("#endif /* C11 */\n\n#endif /* XPUSHMEM_SHMEM_H */\n");
     out

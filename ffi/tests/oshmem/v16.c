@@ -1,7 +1,10 @@
 /* OpenSHMEM 1.6 additions: interleaved block transfers (typed, sized, C11 generic, on a context of a team, long
- * double), shmem_signal_add/_set (plain and on a context), shmem_pe_quiet, sessions, shmem_query_initialized.
- * Every value is checked against one computed here. */
+ * double), shmem_signal_add/_set (plain and on a context), shmem_pe_quiet, sessions, shmem_query_initialized,
+ * prefix sums of every kind of SUM type (integer, floating, long double, complex; typed and C11 generic).
+ * Every value is checked against one computed here (long double and complex: added in member order, as the
+ * library documents; the values are not exactly representable, so another order would round differently). */
 #include "check.h"
+#include <complex.h>
 #include <pthread.h>
 #include <string.h>
 
@@ -16,6 +19,9 @@ static uint32_t src_32[NB * SST], dst_32[NB * DST];
 static uint64_t sig;
 
 static int expect_block(int owner, int k) { return 1000 * owner + k; }
+static long double ldval(int pe, int k) { return (pe + 1) / 3.0L + k / 7.0L; }
+static float complex cfval(int pe, int k) { return (pe + 1) / 3.0f + I * ((k - pe) / 7.0f); }
+static double complex czval(int pe, int k) { return (pe + 1) / 300.0 + k / 7.0 + I * ((k + pe) / 700.0); }
 
 #ifdef XPUSHMEM_SHMEM_H
 /* Another thread's use of a SHMEM_CTX_PRIVATE context: an error naming the option (return mode). */
@@ -136,9 +142,15 @@ int main(void) {
     enum { NS = 3 };
     long *ssrc = shmem_malloc(NS * sizeof(long)), *sdst = shmem_malloc(NS * sizeof(long));
     double *dsrc = shmem_malloc(NS * sizeof(double)), *ddst = shmem_malloc(NS * sizeof(double));
+    long double *lsrc = shmem_malloc(NS * sizeof(long double)), *ldst = shmem_malloc(NS * sizeof(long double));
+    float complex *fsrc = shmem_malloc(NS * sizeof(float complex)), *fdst = shmem_malloc(NS * sizeof(float complex));
+    double complex *zsrc = shmem_malloc(NS * sizeof(double complex)), *zdst = shmem_malloc(NS * sizeof(double complex));
     for (int k = 0; k < NS; k++) {
         ssrc[k] = 10 * (me + 1) + k;
         dsrc[k] = 0.5 * (me + 1) + k;
+        lsrc[k] = ldval(me, k);
+        fsrc[k] = cfval(me, k);
+        zsrc[k] = czval(me, k);
     }
     shmem_barrier_all();
     for (int pass = 0; pass < 4; pass++) {
@@ -149,18 +161,49 @@ int main(void) {
         CHECK(rc == 0, "long scan pass %d", pass);
         rc = inclusive ? shmem_sum_inscan(team, ddst, dsrc, NS) : shmem_double_sum_exscan(team, ddst, dsrc, NS);
         CHECK(rc == 0, "double scan pass %d", pass);
+        rc = inclusive ? shmem_longdouble_sum_inscan(team, ldst, lsrc, NS) : shmem_sum_exscan(team, ldst, lsrc, NS);
+        CHECK(rc == 0, "long double scan pass %d", pass);
+        rc = inclusive ? shmem_sum_inscan(team, fdst, fsrc, NS) : shmem_complexf_sum_exscan(team, fdst, fsrc, NS);
+        CHECK(rc == 0, "complexf scan pass %d", pass);
+        rc = inclusive ? shmem_complexd_sum_inscan(team, zdst, zsrc, NS) : shmem_sum_exscan(team, zdst, zsrc, NS);
+        CHECK(rc == 0, "complexd scan pass %d", pass);
         for (int k = 0; k < NS; k++) {
             long wl = 0;
             double wd = 0;
+            long double wld = 0;
+            float complex wf = 0;
+            double complex wz = 0;
             for (int m = 0; m < (inclusive ? my + 1 : my); m++) {
                 int pe = shmem_team_translate_pe(team, m, SHMEM_TEAM_WORLD);
                 wl += 10 * (pe + 1) + k;
                 wd += 0.5 * (pe + 1) + k;
+                wld += ldval(pe, k);
+                wf += cfval(pe, k);
+                wz += czval(pe, k);
             }
             CHECK(sdst[k] == wl, "pass %d: long scan [%d] = %ld, want %ld", pass, k, sdst[k], wl);
             CHECK(ddst[k] == wd, "pass %d: double scan [%d] = %g, want %g", pass, k, ddst[k], wd);
+            CHECK(ldst[k] == wld, "pass %d: long double scan [%d] = %.21Lg, want %.21Lg", pass, k, ldst[k], wld);
+            CHECK(fdst[k] == wf, "pass %d: complexf scan [%d] = %.9g%+.9gi, want %.9g%+.9gi", pass, k, crealf(fdst[k]),
+                  cimagf(fdst[k]), crealf(wf), cimagf(wf));
+            CHECK(zdst[k] == wz, "pass %d: complexd scan [%d] = %.17g%+.17gi, want %.17g%+.17gi", pass, k,
+                  creal(zdst[k]), cimag(zdst[k]), creal(wz), cimag(wz));
         }
     }
+    /* in place (dest == source), long double over the reversed world */
+    for (int k = 0; k < NS; k++) ldst[k] = ldval(me, k);
+    CHECK(shmem_longdouble_sum_inscan(rev, ldst, ldst, NS) == 0, "in-place long double inscan");
+    for (int k = 0; k < NS; k++) {
+        long double w = 0;
+        for (int m = 0; m <= shmem_team_my_pe(rev); m++) w += ldval(shmem_team_translate_pe(rev, m, SHMEM_TEAM_WORLD), k);
+        CHECK(ldst[k] == w, "in-place long double inscan [%d] = %.21Lg, want %.21Lg", k, ldst[k], w);
+    }
+    shmem_free(zdst);
+    shmem_free(zsrc);
+    shmem_free(fdst);
+    shmem_free(fsrc);
+    shmem_free(ldst);
+    shmem_free(lsrc);
     shmem_free(ddst);
     shmem_free(dsrc);
     shmem_free(sdst);
