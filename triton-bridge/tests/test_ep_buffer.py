@@ -167,3 +167,28 @@ def test_ep_buffer_normal(pool: RankPool) -> None:
 
 def test_ep_buffer_low_latency(pool: RankPool) -> None:
     pool.run(ep_buffer_low_latency)
+
+
+class _OneRankGroup:
+    group_name = "none"
+
+    def rank(self) -> int:
+        return 0
+
+    def size(self) -> int:
+        return 2
+
+
+def test_ep_buffer_refuses_device_tensors() -> None:
+    """The DeepEP API runs on the host path: a tensor on another device (``meta`` here, as an XPU tensor would be)
+    is refused before any exchange, with the call and the argument named."""
+    from xpushmem.ep import Buffer
+
+    buf = Buffer(_OneRankGroup())
+    idx = torch.zeros(2, 2, dtype=torch.int64, device="meta")
+    with pytest.raises(ValueError, match=r"get_dispatch_layout: topk_idx is on meta"):
+        buf.get_dispatch_layout(idx, 4)
+    with pytest.raises(ValueError, match=r"low_latency_dispatch: x is on meta"):
+        buf.low_latency_dispatch(torch.zeros(2, 128, device="meta"), torch.zeros(2, 2, dtype=torch.int64), 4, 4)
+    with pytest.raises(ValueError, match=r"dispatch: x is on meta.*TokenSwitch"):
+        buf.dispatch((torch.zeros(2, 8, device="meta"), torch.zeros(2, 1)))

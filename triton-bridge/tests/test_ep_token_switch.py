@@ -88,15 +88,17 @@ def ep_forward_backward(ctx: RankContext, layout: str, dtype_name: str) -> None:
 
     dtype = DTYPES[dtype_name]
     world, me = ctx.world_size, ctx.rank
+    dev = torch.device(device_type(), me) if device_type() == "xpu" else torch.device("cpu")
     max_recv = N_MAX * world * L
-    ts = TokenSwitch(dist.group.WORLD, L * world, N_MAX, max_recv, H * 4, max_topk=K_MAX)
+    ts = TokenSwitch(dist.group.WORLD, L * world, N_MAX, max_recv, H * 4, max_topk=K_MAX, device=dev)
+    assert ts.device.type == dev.type
     for k in (1, 2, 3, 8):
         for case in (0, 1):
             what = f"{layout} {dtype_name} K={k} case={case} rank {me}"
             allin = [_inputs(world, r, k, case, dtype) for r in range(world)]
             mine = allin[me]
             counts = torch.zeros(L + 1, dtype=torch.int64)
-            routing = ts.create_routing(mine["idx"], counts, layout=layout)
+            routing = ts.create_routing(mine["idx"].to(dev), counts, layout=layout)
             rows = _expected(allin, me, k, layout)
             assert TokenSwitch.num_recv_rows(routing) == len(rows), what
             want = [
@@ -105,11 +107,11 @@ def ep_forward_backward(ctx: RankContext, layout: str, dtype_name: str) -> None:
             assert counts[:L].tolist() == want, f"{what}: per_expert_token_counts {counts} != {want}"
             assert TokenSwitch.expert_offsets(routing).tolist() == torch.tensor(want).cumsum(0).tolist()
 
-            x = mine["x"].clone().requires_grad_(True)
-            out_x, out_w, out_i = ts.dispatch(routing, x, mine["w"], max_recv)
-            assert out_x.shape == (max_recv, H) and out_x.dtype == dtype, what
-            exp_x = torch.stack([allin[s]["x"][t] for s, t, _ in rows]) if rows else out_x[:0]
-            torch.testing.assert_close(out_x[: len(rows)].detach(), exp_x, rtol=0, atol=0, msg=what)
+            x = mine["x"].to(dev).requires_grad_(True)
+            out_x, out_w, out_i = ts.dispatch(routing, x, mine["w"].to(dev), max_recv)
+            assert out_x.shape == (max_recv, H) and out_x.dtype == dtype and out_x.device == dev, what
+            exp_x = torch.stack([allin[s]["x"][t] for s, t, _ in rows]) if rows else out_x[:0].cpu()
+            torch.testing.assert_close(out_x[: len(rows)].detach().cpu(), exp_x, rtol=0, atol=0, msg=what)
             if layout == "flat":
                 assert out_i is not None and out_w.shape == (max_recv, k), what
                 for r, (s, t, _) in enumerate(rows):
@@ -118,16 +120,16 @@ def ep_forward_backward(ctx: RankContext, layout: str, dtype_name: str) -> None:
                     mine_ = sorted((x - me * L, j) for j, x in enumerate(e) if x >= 0 and x // L == me)
                     exp_i = torch.tensor([le for le, _ in mine_] + [-1] * (k - len(mine_)))
                     exp_w = torch.tensor([w[j] for _, j in mine_] + [0.0] * (k - len(mine_)))
-                    assert torch.equal(out_i[r], exp_i), f"{what}: out_topk_idx row {r}"
-                    assert torch.equal(out_w[r], exp_w), f"{what}: out_topk_weights row {r}"
+                    assert torch.equal(out_i[r].cpu(), exp_i), f"{what}: out_topk_idx row {r}"
+                    assert torch.equal(out_w[r].cpu(), exp_w), f"{what}: out_topk_weights row {r}"
                 local_ids = out_i.clamp(min=0) + me * L
                 coef = torch.where(out_i >= 0, out_w * _scale(local_ids), torch.zeros_like(out_w)).sum(1)
             else:
                 assert out_i is None and out_w.shape == (max_recv,), what
                 exp_w = torch.tensor([float(allin[s]["w"][t, j]) for s, t, j in rows])
-                assert torch.equal(out_w[: len(rows)], exp_w), f"{what}: out_topk_weights"
+                assert torch.equal(out_w[: len(rows)].cpu(), exp_w), f"{what}: out_topk_weights"
                 ends = TokenSwitch.expert_offsets(routing).tolist()
-                expert_of_row = torch.zeros(max_recv, dtype=torch.int64)
+                expert_of_row = torch.zeros(max_recv, dtype=torch.int64, device=dev)
                 start = 0
                 for le, end in enumerate(ends):
                     expert_of_row[start:end] = me * L + le
@@ -136,17 +138,17 @@ def ep_forward_backward(ctx: RankContext, layout: str, dtype_name: str) -> None:
             # The experts: row * (its weights times the expert's scale), in the token dtype.
             y = (out_x.float() * coef[:, None]).to(dtype)
             combined = ts.combine(routing, y)
-            (combined.float() * mine["grad"]).sum().backward()
+            (combined.float() * mine["grad"].to(dev)).sum().backward()
 
             # Reference: plain torch on this rank's own tokens (combine is dispatch's adjoint).
-            xr = mine["x"].clone().requires_grad_(True)
+            xr = mine["x"].detach().clone().requires_grad_(True)
             e = mine["idx"]
             c = torch.where(e >= 0, mine["w"] * _scale(e.clamp(min=0)), torch.zeros_like(mine["w"])).sum(1)
             ref = xr.float() * c[:, None]
             (ref * mine["grad"]).sum().backward()
-            torch.testing.assert_close(combined.float(), ref.detach(), **_tol(dtype), msg=what)
+            torch.testing.assert_close(combined.float().cpu(), ref.detach(), **_tol(dtype), msg=what)
             assert x.grad is not None and x.grad.dtype == dtype, what
-            torch.testing.assert_close(x.grad.float(), xr.grad.float(), **_tol(dtype), msg=what)
+            torch.testing.assert_close(x.grad.float().cpu(), xr.grad.float(), **_tol(dtype), msg=what)
     ts.close()
 
 
@@ -209,6 +211,111 @@ def test_ep_token_switch_against_reference(pools, world: int, layout: str, dtype
 
 def test_ep_token_switch_errors(pool: RankPool) -> None:
     pool.run(ep_errors)
+
+
+class _FakeGroup:
+    group_name = "fake"
+
+    def size(self) -> int:
+        return 2
+
+
+class _RecordingShim:
+    """Stands in for the C++ shim: records the calls the device path makes (the kernels are tested from Rust and
+    C on ze-emu; the shim's C++ is compiled by scripts/check-shim-xpu.sh)."""
+
+    STATE_BYTES = 136
+
+    def __init__(self) -> None:
+        self.calls: list[tuple] = []
+
+    def ep_create(self, group, e, md, mr, tb, k, device):  # noqa: ANN001, ANN201
+        self.calls.append(("create", device))
+        return 7
+
+    def ep_state_bytes(self, sw):  # noqa: ANN001, ANN201
+        return self.STATE_BYTES
+
+    def ep_create_routing(self, sw, idx, layout, counts, state=None):  # noqa: ANN001, ANN201
+        self.calls.append(("routing", idx.device.type, counts, None if state is None else (state.numel(), state.dtype,
+                                                                                            state.device.type)))
+        return 11, -1
+
+    def ep_dispatch(self, sw, r, x, w, ox, ow, oi):  # noqa: ANN001, ANN201
+        self.calls.append(("dispatch", r, tuple(t.device.type for t in (x, w, ox, ow)), tuple(ox.shape),
+                           oi is not None))
+
+    def ep_combine(self, sw, r, y, out):  # noqa: ANN001, ANN201
+        self.calls.append(("combine", r, y.device.type, tuple(y.shape), tuple(out.shape)))
+
+    def ep_routing_destroy(self, h):  # noqa: ANN001, ANN201
+        pass
+
+    def ep_destroy(self, h):  # noqa: ANN001, ANN201
+        pass
+
+
+def test_ep_device_branch_never_reads_the_device(monkeypatch) -> None:  # noqa: ANN001
+    """The Python side of the XPU path, on the ``meta`` device (no data: any host read of a device value, such as
+    ``int(rows)`` or ``.tolist()``, raises): create_routing hands the shim a uint8 state tensor of
+    ``ep_state_bytes`` on the tensors' device and no host counts; dispatch (forward and backward) and combine call
+    the shim with device tensors only and pack the flat ids with the state's row count on the device; the counts and
+    offsets are views of the state; a CPU tensor on a non-CPU switch is refused naming the argument."""
+    import xpushmem.torch as xt
+    from xpushmem.torch import TokenSwitch
+
+    fake = _RecordingShim()
+    monkeypatch.setattr(xt, "shim", fake)
+    ts = TokenSwitch(_FakeGroup(), 4, 8, 32, 64, max_topk=2, device="meta")
+    assert fake.calls == [("create", "meta")] and ts.device == torch.device("meta")
+    counts = torch.zeros(3, dtype=torch.int64, device="meta")
+    for layout in ("flat", "expert_major"):
+        fake.calls.clear()
+        routing = ts.create_routing(torch.zeros(5, 2, dtype=torch.int64, device="meta"), counts, layout=layout)
+        assert fake.calls == [("routing", "meta", None, (fake.STATE_BYTES, torch.uint8, "meta"))], fake.calls
+        assert routing.handle.state.numel() == fake.STATE_BYTES
+        assert routing.handle.expert_counts.shape == (2,) and routing.handle.rows.dim() == 0
+        assert TokenSwitch.expert_offsets(routing).device.type == "meta"
+        x = torch.zeros(5, 16, device="meta", requires_grad=True)
+        out_x, out_w, out_i = ts.dispatch(routing, x, torch.zeros(5, 2, device="meta"), 32)
+        assert out_x.shape == (32, 16) and (out_i is not None) == (layout == "flat")
+        y = ts.combine(routing, out_x * 2)
+        assert y.shape == (5, 16) and y.device.type == "meta"
+        y.sum().backward()
+        assert x.grad is not None and x.grad.shape == (5, 16)
+        kinds = [c[0] for c in fake.calls[1:]]
+        # forward dispatch, combine; backward: combine's backward is a dispatch, dispatch's backward a combine.
+        assert kinds == ["dispatch", "combine", "dispatch", "combine"], kinds
+        assert all(set(c[2]) == {"meta"} for c in fake.calls[1:] if c[0] == "dispatch"), fake.calls
+        assert all(c[2] == "meta" for c in fake.calls[1:] if c[0] == "combine"), fake.calls
+        with pytest.raises(RuntimeError, match="meta"):
+            TokenSwitch.num_recv_rows(routing)  # a host read: refused on meta, a synchronisation on XPU
+    with pytest.raises(ValueError, match="tokens is on cpu, the switch on meta"):
+        ts.dispatch(routing, torch.zeros(5, 16), torch.zeros(5, 2), 32)
+    with pytest.raises(ValueError, match="topk_idx is on cpu"):
+        ts.create_routing(torch.zeros(5, 2, dtype=torch.int64), layout="flat")
+
+
+def test_ep_pack_local_masks_rows() -> None:
+    """``_pack_local`` packs exactly the first ``rows`` rows, with ``rows`` an int (host path) or a 0-dim tensor
+    (device path), and leaves the others as they were; against a row-by-row reference."""
+    from xpushmem.torch.token_switch import _pack_local
+
+    g = torch.Generator().manual_seed(5)
+    idx0 = torch.randint(-1, 3, (6, 4), generator=g)
+    w0 = torch.rand(6, 4, generator=g)
+    for rows in (0, 4, torch.tensor(4), torch.tensor(6)):
+        idx, w = idx0.clone(), w0.clone()
+        _pack_local(idx, w, 3, rows)
+        n = int(rows)
+        for r in range(6):
+            if r >= n:
+                assert torch.equal(idx[r], idx0[r]) and torch.equal(w[r], w0[r]), (rows, r)
+                continue
+            mine = sorted((int(e), j) for j, e in enumerate(idx0[r].tolist()) if e >= 0)
+            exp_i = [e for e, _ in mine] + [-1] * (4 - len(mine))
+            exp_w = [float(w0[r, j]) for _, j in mine] + [0.0] * (4 - len(mine))
+            assert idx[r].tolist() == exp_i and w[r].tolist() == exp_w, (rows, r)
 
 
 def test_ep_docs_example(tmp_path) -> None:  # noqa: ANN001

@@ -851,11 +851,13 @@ int32_t dtype_code(c10::ScalarType t, const char* arg) {
 struct OpsTensor {
   std::vector<int64_t> sizes, strides;
   xpushmem_ops_tensor t{};
-  OpsTensor(const at::Tensor& x, const char* arg) {
+  OpsTensor(const at::Tensor& x, const char* arg) : OpsTensor(x, dtype_code(x.scalar_type(), arg)) {}
+  // With the ops dtype code given (e.g. fp8 payloads moved as bytes).
+  OpsTensor(const at::Tensor& x, int32_t dtype) {
     sizes = x.sizes().vec();
     strides = x.strides().vec();
     t.data = x.numel() ? x.data_ptr() : nullptr;
-    t.dtype = dtype_code(x.scalar_type(), arg);
+    t.dtype = dtype;
     t.ndim = static_cast<int32_t>(x.dim());
     t.sizes = sizes.data();
     t.strides = strides.data();
@@ -909,20 +911,26 @@ void* current_stream_list(const c10::Device& device) {
 #endif
 }
 
-// Run an op. On the device path (an XPU tensor, XPUSHMEM_OPS_PATH resolving to device, an immediate list behind the
-// stream) its kernel is appended to the current stream's list and the call returns without synchronising; an
-// earlier queued op's error is raised first (as CUDA raises asynchronous errors at a later call). Otherwise the
-// stream is synchronised and the synchronous entry point runs (the host path, or the device path on the runtime's
-// own queue).
+// The current stream's Level Zero list for an op on the device path (an XPU tensor, XPUSHMEM_OPS_PATH resolving to
+// device, an immediate list behind the stream: current_stream_list), or nullptr. Before answering it raises an
+// earlier queued op's error (as CUDA raises asynchronous errors at a later call). The one way every on-queue op of
+// the shim (run_op_on, run_symm, the token switch's) finds its list.
+void* device_path_list(const c10::Device& device) {
+  if (device.type() != c10::DeviceType::XPU || xpushmem_ops_path == nullptr || xpushmem_ops_path() != 1 ||
+      xpushmem_ops_queue_poll == nullptr) {
+    return nullptr;
+  }
+  check_ops_rc(xpushmem_ops_queue_poll(), "an earlier queued op");
+  return current_stream_list(device);
+}
+
+// Run an op. On the device path (device_path_list) its kernel is appended to the current stream's list and the call
+// returns without synchronising. Otherwise the stream is synchronised and the synchronous entry point runs (the host
+// path, or the device path on the runtime's own queue).
 template <typename Sync, typename OnQueue>
 void run_op_on(const c10::Device& device, Sync sync_fn, OnQueue queue_fn, const char* what) {
   ensure_runtime(device.type(), device.has_index() ? device.index() : 0);
-  void* list = nullptr;
-  if (device.type() == c10::DeviceType::XPU && xpushmem_ops_path != nullptr && xpushmem_ops_path() == 1 &&
-      xpushmem_ops_queue_poll != nullptr) {
-    check_ops_rc(xpushmem_ops_queue_poll(), "an earlier queued op");
-    list = current_stream_list(device);
-  }
+  void* list = device_path_list(device);
   if (list != nullptr) {
     check_ops_rc(queue_fn(list), what);
   } else {
@@ -1148,11 +1156,7 @@ template <typename Sync, typename OnQueue>
 void run_symm(const at::Tensor& t, Sync sync_fn, OnQueue queue_fn, const char* what) {
   ensure_rt(t);
   TORCH_CHECK(t.device().type() == c10::DeviceType::XPU, what, ": the C++ symm kernels serve XPU tensors");
-  void* list = nullptr;
-  if (xpushmem_ops_path != nullptr && xpushmem_ops_path() == 1 && xpushmem_ops_queue_poll != nullptr) {
-    check_ops_rc(xpushmem_ops_queue_poll(), "an earlier queued op");
-    list = current_stream_list(t.device());
-  }
+  void* list = device_path_list(t.device());
   if (list != nullptr) {
     check_symm_rc(queue_fn(list), what);
   } else {
@@ -1453,9 +1457,12 @@ at::Tensor tensor_inside(const at::Tensor& base, int64_t byte_offset, int64_t nu
 
 
 // ---------------------------------------------------------------------------- expert parallel (token switch) ----
-// xpushmem.torch.TokenSwitch and xpushmem.ep.Buffer on CPU tensors: the host path of ops/src/ep through
-// ffi/src/ep.rs (switches and routings are integer handles). Python (xpushmem/torch/token_switch.py) checks the
-// shapes and allocates the outputs; these functions check devices and contiguity and pass raw host arrays.
+// xpushmem.torch.TokenSwitch and xpushmem.ep.Buffer: ops/src/ep through ffi/src/ep.rs (switches and routings are
+// integer handles). CPU tensors take the host path (raw host arrays, the call returns with the data in place); XPU
+// tensors the device path: the kernels appended to the current stream's Level Zero list (device_path_list, as the
+// symm ops) through xpushmem_ops_ep_*_on_queue, returning without a host synchronisation; a routing's state lives
+// in an XPU tensor the caller keeps (xpushmem_ops_ep_state_bytes). Python (xpushmem/torch/token_switch.py) checks the
+// shapes and allocates the outputs; these functions check devices and contiguity.
 }  // namespace
 }  // namespace xpushmem_torch
 
@@ -1469,14 +1476,25 @@ XPUSHMEM_OPS_WEAK int xpushmem_ops_ep_routing_destroy(int64_t);
 XPUSHMEM_OPS_WEAK int xpushmem_ops_ep_dispatch(int64_t, int64_t, const void*, int32_t, int64_t, const float*, void*,
                                                int64_t, float*, int64_t, int64_t*, int64_t);
 XPUSHMEM_OPS_WEAK int xpushmem_ops_ep_combine(int64_t, int64_t, const void*, int64_t, int32_t, int64_t, void*);
+XPUSHMEM_OPS_WEAK int xpushmem_ops_ep_state_bytes(int64_t, int64_t*);
+XPUSHMEM_OPS_WEAK int xpushmem_ops_ep_create_routing_on_queue(int64_t, const xpushmem_ops_tensor*, int32_t,
+                                                              const xpushmem_ops_tensor*, int64_t*, void*);
+XPUSHMEM_OPS_WEAK int xpushmem_ops_ep_dispatch_on_queue(int64_t, int64_t, const xpushmem_ops_tensor*,
+                                                        const xpushmem_ops_tensor*, const xpushmem_ops_tensor*,
+                                                        const xpushmem_ops_tensor*, const xpushmem_ops_tensor*, void*);
+XPUSHMEM_OPS_WEAK int xpushmem_ops_ep_combine_on_queue(int64_t, int64_t, const xpushmem_ops_tensor*,
+                                                       const xpushmem_ops_tensor*, void*);
 }
 
 namespace xpushmem_torch {
 namespace {
 
-void ep_check(const at::Tensor& t, const char* op, const char* arg) {
-  TORCH_CHECK(t.device().type() == c10::DeviceType::CPU, op, ": ", arg, " is on ", t.device(),
-              "; the token switch runs on CPU tensors (its device kernels are not built yet)");
+// Every tensor of one call is on `dev` (its first tensor's device), CPU or XPU, and contiguous.
+void ep_check(const at::Tensor& t, const c10::Device& dev, const char* op, const char* arg) {
+  TORCH_CHECK(t.device().type() == c10::DeviceType::CPU || t.device().type() == c10::DeviceType::XPU, op, ": ", arg,
+              " is on ", t.device(), "; the token switch runs on CPU tensors (host path) and XPU tensors (device "
+              "kernels on the current stream)");
+  TORCH_CHECK(t.device() == dev, op, ": ", arg, " is on ", t.device(), ", the call's first tensor on ", dev);
   TORCH_CHECK(t.is_contiguous(), op, ": ", arg, " must be contiguous");
 }
 
@@ -1486,9 +1504,29 @@ int32_t ep_dtype(const at::Tensor& t, const char* arg) {
   return dtype_code(t.scalar_type(), arg);
 }
 
+// The list an XPU call of the token switch is appended to (device_path_list); an error naming why when there is
+// none: the EP ops have no synchronous device entry point to fall back to.
+void* ep_list(const c10::Device& dev, const char* op) {
+  ensure_runtime(dev.type(), dev.has_index() ? dev.index() : 0);
+  void* list = device_path_list(dev);
+  if (list != nullptr) return list;
+  const bool device_path = xpushmem_ops_path != nullptr && xpushmem_ops_path() == 1;
+  TORCH_CHECK(false, op, ": XPU tensors run as device kernels appended to the current XPU stream's Level Zero ",
+              "immediate command list, and there is none to append to: ",
+              device_path ? "the stream's queue is not an immediate command list of the runtime's Level Zero context "
+                            "(or this shim was built without the SYCL headers)"
+                          : "the ops' device path is off (XPUSHMEM_OPS_PATH=host, or a host heap)");
+  return nullptr;
+}
+
+// A token switch on the group (collective over the world) whose buffers are on the heap of `device` ("cpu": host
+// heap, host path; "xpu[:i]": device heap, device path); its handle.
 int64_t ep_create(const std::string& group_name, int64_t num_experts, int64_t max_dispatch, int64_t max_recv,
-                  int64_t max_token_bytes, int64_t max_topk) {
-  ensure_runtime(c10::DeviceType::CPU, 0);
+                  int64_t max_token_bytes, int64_t max_topk, const std::string& device) {
+  const c10::Device dev(device);
+  TORCH_CHECK(dev.type() == c10::DeviceType::CPU || dev.type() == c10::DeviceType::XPU,
+              "TokenSwitch: device must be cpu or xpu, got '", device, "'");
+  ensure_runtime(dev.type(), dev.has_index() ? dev.index() : 0);
   std::vector<int32_t> pes = group_pes(group_name);
   int64_t h = 0;
   check_ops_rc(XPUSHMEM_OP(xpushmem_ops_ep_create)(pes.data(), static_cast<int32_t>(pes.size()), num_experts,
@@ -1499,20 +1537,47 @@ int64_t ep_create(const std::string& group_name, int64_t num_experts, int64_t ma
 
 void ep_destroy(int64_t sw) { check_ops_rc(XPUSHMEM_OP(xpushmem_ops_ep_destroy)(sw), "xpushmem_ops_ep_destroy"); }
 
-// (routing handle, this rank's dispatch output rows); `expert_counts` (int64, one per local expert) if given.
+// Bytes of the XPU state tensor of one routing of `sw` (the device path's `state`).
+int64_t ep_state_bytes(int64_t sw) {
+  int64_t n = 0;
+  check_ops_rc(XPUSHMEM_OP(xpushmem_ops_ep_state_bytes)(sw, &n), "xpushmem_ops_ep_state_bytes");
+  return n;
+}
+
+// (routing handle, this rank's dispatch output rows). CPU: `expert_counts` (int64, one per local expert) if given
+// receives the pairs each local expert receives. XPU: `state` (uint8, ep_state_bytes) is required and receives
+// them (and the rows) on the device, in stream order; the rows are returned as -1 (not known without a wait).
 std::tuple<int64_t, int64_t> ep_create_routing(int64_t sw, const at::Tensor& topk_idx, int64_t layout,
-                                               std::optional<at::Tensor> expert_counts) {
+                                               std::optional<at::Tensor> expert_counts,
+                                               std::optional<at::Tensor> state) {
   const char* op = "create_routing";
-  ep_check(topk_idx, op, "topk_idx");
+  const c10::Device dev = topk_idx.device();
+  ep_check(topk_idx, dev, op, "topk_idx");
   TORCH_CHECK(topk_idx.scalar_type() == at::kLong && topk_idx.dim() == 2, op, ": topk_idx must be int64 [N, K], got ",
               topk_idx.scalar_type(), " ", topk_idx.sizes());
+  int64_t rows = 0, h = 0;
+  if (dev.type() == c10::DeviceType::XPU) {
+    TORCH_CHECK(state.has_value(), op, ": an XPU routing needs its state tensor (uint8, ep_state_bytes)");
+    TORCH_CHECK(!expert_counts.has_value(), op, ": expert_counts is for CPU routings (an XPU routing keeps the ",
+                "counts in its state)");
+    ep_check(*state, dev, op, "state");
+    TORCH_CHECK(state->scalar_type() == at::kByte && state->dim() == 1, op, ": state must be uint8 [bytes], got ",
+                state->scalar_type(), " ", state->sizes());
+    OpsTensor idx(topk_idx, "topk_idx"), st(*state, "state");
+    void* list = ep_list(dev, op);
+    py::gil_scoped_release nogil;
+    check_ops_rc(XPUSHMEM_OP(xpushmem_ops_ep_create_routing_on_queue)(sw, idx.get(), static_cast<int32_t>(layout),
+                                                                       st.get(), &h, list),
+                 "xpushmem_ops_ep_create_routing_on_queue");
+    return {h, -1};
+  }
+  TORCH_CHECK(!state.has_value(), op, ": state is for XPU routings (a CPU routing keeps its state in the library)");
   int64_t* counts = nullptr;
   if (expert_counts.has_value()) {
-    ep_check(*expert_counts, op, "expert_counts");
+    ep_check(*expert_counts, dev, op, "expert_counts");
     TORCH_CHECK(expert_counts->scalar_type() == at::kLong, op, ": expert_counts must be int64");
     counts = expert_counts->data_ptr<int64_t>();
   }
-  int64_t rows = 0, h = 0;
   {
     py::gil_scoped_release nogil;
     check_ops_rc(XPUSHMEM_OP(xpushmem_ops_ep_create_routing)(sw, topk_idx.data_ptr<int64_t>(), topk_idx.size(0),
@@ -1527,13 +1592,16 @@ void ep_routing_destroy(int64_t r) {
   check_ops_rc(XPUSHMEM_OP(xpushmem_ops_ep_routing_destroy)(r), "xpushmem_ops_ep_routing_destroy");
 }
 
+// CPU: writes the received rows of the outputs. XPU: appended to the current stream (outputs of at least
+// max_recv_tokens_per_rank rows).
 void ep_dispatch(int64_t sw, int64_t r, const at::Tensor& tokens, const at::Tensor& topk_weights,
                  at::Tensor& out_tokens, at::Tensor& out_topk_weights, std::optional<at::Tensor> out_topk_idx) {
   const char* op = "dispatch";
-  ep_check(tokens, op, "tokens");
-  ep_check(topk_weights, op, "topk_weights");
-  ep_check(out_tokens, op, "out_tokens");
-  ep_check(out_topk_weights, op, "out_topk_weights");
+  const c10::Device dev = tokens.device();
+  ep_check(tokens, dev, op, "tokens");
+  ep_check(topk_weights, dev, op, "topk_weights");
+  ep_check(out_tokens, dev, op, "out_tokens");
+  ep_check(out_topk_weights, dev, op, "out_topk_weights");
   TORCH_CHECK(tokens.dim() == 2 && out_tokens.dim() == 2 && out_tokens.size(1) == tokens.size(1), op,
               ": tokens and out_tokens must be [N, H] and [rows, H], got ", tokens.sizes(), " and ",
               out_tokens.sizes());
@@ -1541,17 +1609,30 @@ void ep_dispatch(int64_t sw, int64_t r, const at::Tensor& tokens, const at::Tens
               out_tokens.scalar_type(), ", tokens ", tokens.scalar_type());
   TORCH_CHECK(topk_weights.scalar_type() == at::kFloat && out_topk_weights.scalar_type() == at::kFloat, op,
               ": topk_weights and out_topk_weights must be float32");
+  if (out_topk_idx.has_value()) {
+    ep_check(*out_topk_idx, dev, op, "out_topk_idx");
+    TORCH_CHECK(out_topk_idx->scalar_type() == at::kLong, op, ": out_topk_idx must be int64");
+  }
+  const int32_t dt = ep_dtype(tokens, "tokens");
+  if (dev.type() == c10::DeviceType::XPU) {
+    OpsTensor x(tokens, dt), w(topk_weights, "topk_weights"), o(out_tokens, dt), ow(out_topk_weights, "out_topk_weights");
+    std::optional<OpsTensor> oi;
+    if (out_topk_idx.has_value()) oi.emplace(*out_topk_idx, "out_topk_idx");
+    void* list = ep_list(dev, op);
+    py::gil_scoped_release nogil;
+    check_ops_rc(XPUSHMEM_OP(xpushmem_ops_ep_dispatch_on_queue)(sw, r, x.get(), w.get(), o.get(), ow.get(),
+                                                                 oi ? oi->get() : nullptr, list),
+                 "xpushmem_ops_ep_dispatch_on_queue");
+    return;
+  }
   int64_t* idx = nullptr;
   int64_t idx_len = 0;
   if (out_topk_idx.has_value()) {
-    ep_check(*out_topk_idx, op, "out_topk_idx");
-    TORCH_CHECK(out_topk_idx->scalar_type() == at::kLong, op, ": out_topk_idx must be int64");
     // Present but empty (no rows received) is still present: never NULL, which means absent.
     static int64_t no_rows = 0;
     idx = out_topk_idx->numel() ? out_topk_idx->data_ptr<int64_t>() : &no_rows;
     idx_len = out_topk_idx->numel();
   }
-  const int32_t dt = ep_dtype(tokens, "tokens");
   const int64_t hidden = tokens.size(1);
   py::gil_scoped_release nogil;
   check_ops_rc(XPUSHMEM_OP(xpushmem_ops_ep_dispatch)(
@@ -1562,14 +1643,23 @@ void ep_dispatch(int64_t sw, int64_t r, const at::Tensor& tokens, const at::Tens
 
 void ep_combine(int64_t sw, int64_t r, const at::Tensor& expert_tokens, at::Tensor& out) {
   const char* op = "combine";
-  ep_check(expert_tokens, op, "expert_tokens");
-  ep_check(out, op, "out");
+  const c10::Device dev = expert_tokens.device();
+  ep_check(expert_tokens, dev, op, "expert_tokens");
+  ep_check(out, dev, op, "out");
   TORCH_CHECK(expert_tokens.dim() == 2 && out.dim() == 2 && out.size(1) == expert_tokens.size(1), op,
               ": expert_tokens and out must be [rows, H] and [N, H], got ", expert_tokens.sizes(), " and ",
               out.sizes());
   TORCH_CHECK(out.scalar_type() == expert_tokens.scalar_type(), op, ": out has dtype ", out.scalar_type(),
               ", expert_tokens ", expert_tokens.scalar_type());
   const int32_t dt = dtype_code(expert_tokens.scalar_type(), "expert_tokens");
+  if (dev.type() == c10::DeviceType::XPU) {
+    OpsTensor y(expert_tokens, dt), o(out, dt);
+    void* list = ep_list(dev, op);
+    py::gil_scoped_release nogil;
+    check_ops_rc(XPUSHMEM_OP(xpushmem_ops_ep_combine_on_queue)(sw, r, y.get(), o.get(), list),
+                 "xpushmem_ops_ep_combine_on_queue");
+    return;
+  }
   py::gil_scoped_release nogil;
   check_ops_rc(XPUSHMEM_OP(xpushmem_ops_ep_combine)(sw, r, expert_tokens.data_ptr(), expert_tokens.size(0), dt,
                                                     expert_tokens.size(1), out.data_ptr()),
@@ -1578,11 +1668,14 @@ void ep_combine(int64_t sw, int64_t r, const at::Tensor& expert_tokens, at::Tens
 
 void register_ep(py::module_& m) {
   m.def("ep_create", &ep_create, py::arg("group_name"), py::arg("num_experts"), py::arg("max_dispatch_tokens"),
-        py::arg("max_recv_tokens"), py::arg("max_token_bytes"), py::arg("max_topk"),
-        "A token switch on the group (collective over the world); its handle.");
+        py::arg("max_recv_tokens"), py::arg("max_token_bytes"), py::arg("max_topk"), py::arg("device") = "cpu",
+        "A token switch on the group (collective over the world) on the heap of `device`; its handle.");
   m.def("ep_destroy", &ep_destroy, py::arg("switch"), "Free a token switch (collective over the world).");
+  m.def("ep_state_bytes", &ep_state_bytes, py::arg("switch"),
+        "Bytes of the uint8 state tensor of one XPU routing of the switch.");
   m.def("ep_create_routing", &ep_create_routing, py::arg("switch"), py::arg("topk_idx"), py::arg("layout"),
-        py::arg("expert_counts") = py::none(), "(routing handle, dispatch output rows); collective over the group.");
+        py::arg("expert_counts") = py::none(), py::arg("state") = py::none(),
+        "(routing handle, dispatch output rows, -1 on XPU); collective over the group.");
   m.def("ep_routing_destroy", &ep_routing_destroy, py::arg("routing"));
   m.def("ep_dispatch", &ep_dispatch, py::arg("switch"), py::arg("routing"), py::arg("tokens"),
         py::arg("topk_weights"), py::arg("out_tokens"), py::arg("out_topk_weights"),

@@ -243,6 +243,7 @@ class Buffer:
     ) -> tuple[torch.Tensor, None, torch.Tensor, torch.Tensor, EventOverlap]:
         """(num_tokens_per_rank int32 [W], None (one node), num_tokens_per_expert int32 [E], is_token_in_rank bool
         [N, W], event). Local: no communication."""
+        _cpu("get_dispatch_layout", topk_idx=topk_idx)
         _check_topk_idx(topk_idx, num_experts)
         w = self.group_size
         if num_experts % w:
@@ -275,6 +276,7 @@ class Buffer:
     ) -> tuple[Any, torch.Tensor | None, torch.Tensor | None, list[int] | None, _Handle | None, EventOverlap]:
         """DeepEP's normal dispatch: (recv_x, recv_topk_idx, recv_topk_weights, num_recv_tokens_per_expert_list,
         handle, event); with ``handle`` (cached mode): (recv_x, None, None, None, None, event)."""
+        _cpu("dispatch", x=x, topk_idx=topk_idx, topk_weights=topk_weights)
         x, scales = x if isinstance(x, tuple) else (x, None)
         if num_tokens_per_rdma_rank is not None:
             raise _unsupported("num_tokens_per_rdma_rank", "a tensor", "one node only (pass None)")
@@ -354,6 +356,7 @@ class Buffer:
     ) -> tuple[torch.Tensor, torch.Tensor | None, EventOverlap]:
         """DeepEP's normal combine: (combined_x [N, hidden], combined_topk_weights [N, K] or None, event); sums
         without weights."""
+        _cpu("combine", x=x, topk_weights=topk_weights)
         if bias is not None:
             raise _unsupported("bias", "a tensor", "add it to the combined tokens")
         if not isinstance(handle, _Handle):
@@ -387,6 +390,7 @@ class Buffer:
     ) -> tuple[Any, torch.Tensor, _LowLatencyHandle, EventOverlap, Callable[[], None]]:
         """DeepEP's low-latency dispatch: (recv_x [L, max * W, hidden] (with FP8: (values, scales [L, max * W,
         hidden / 128], column-major in the last two dims)), recv_count int32 [L], handle, event, hook)."""
+        _cpu("low_latency_dispatch", x=x, topk_idx=topk_idx)
         if round_scale or use_ue8m0:
             raise _unsupported("round_scale/use_ue8m0", (round_scale, use_ue8m0), "plain float32 scales only")
         if dispatch_wait_recv_cost_stats is not None:
@@ -452,6 +456,7 @@ class Buffer:
         combine_wait_recv_cost_stats: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, EventOverlap, Callable[[], None]]:
         """DeepEP's low-latency combine: each token's sum of its experts' outputs times its ``topk_weights``."""
+        _cpu("low_latency_combine", x=x, topk_idx=topk_idx, topk_weights=topk_weights)
         if zero_copy:
             raise _unsupported("zero_copy", True, "get_next_low_latency_combine_buffer is not supported")
         if use_logfmt:
@@ -482,6 +487,18 @@ class Buffer:
         res = x.new_empty(handle.num_tokens, handle.hidden) if out is None else out
         shim.ep_combine(sw.handle, routing.handle, em.contiguous(), res)
         return res, EventOverlap(), (lambda: None)
+
+
+def _cpu(call: str, **tensors: Any) -> None:
+    """The Buffer runs on CPU tensors (the host path); an XPU (or other) tensor is refused naming it."""
+    for name, t in tensors.items():
+        if isinstance(t, tuple):
+            t = t[0]
+        if isinstance(t, torch.Tensor) and t.device.type != "cpu":
+            raise ValueError(
+                f"xpushmem.ep.Buffer.{call}: {name} is on {t.device}; the DeepEP API runs on CPU tensors (the "
+                "host path). XPU tensors run on the device path through xpushmem.torch.TokenSwitch"
+            )
 
 
 def _check_topk_idx(topk_idx: torch.Tensor, num_experts: int) -> None:

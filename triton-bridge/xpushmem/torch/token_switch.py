@@ -9,7 +9,11 @@ xpushmem (issue #29), built like upstream's ``TokenSwitchNCCL``::
     y = ts.combine(routing, experts(x, w))                             # [N, H], autograd through both
 
 CPU tensors run on the host path of ``ops/src/ep`` (receive buffers on the symmetric heap, allocated once here and
-bounded by the maxima; one put with a signal per source rank and step). Semantics (upstream's): ``dispatch`` returns
+bounded by the maxima; one put with a signal per source rank and step). XPU tensors run on the device path: each
+call appends its kernel to the current stream's Level Zero list and returns without a host synchronisation; a
+routing keeps its counts in a uint8 XPU state tensor (``shim.ep_state_bytes`` bytes) that it owns, and errors
+found on the device are raised at the next call, or by ``xpushmem.torch.shim.ops_queue_wait()`` after
+synchronising the stream. Semantics (upstream's): ``dispatch`` returns
 ``(out_tokens, out_topk_weights, out_topk_idx)``; ``"flat"``: one row per (token, destination rank) in (source rank,
 token) order, ``out_topk_weights``/``out_topk_idx`` ``[rows, K]``: the token's local expert ids on this rank,
 ascending and packed at the front, with their weights (``-1`` and weight 0 after them; upstream's contract);
@@ -50,13 +54,47 @@ def _shim() -> Any:
 
 
 class _RoutingHandle:
-    """The C routing handle (``Routing.handle``) with what Python needs of it; freed when collected."""
+    """The C routing handle (``Routing.handle``) with what Python needs of it; freed when collected.
 
-    def __init__(self, switch: int, handle: int, recv_rows: int, expert_counts: torch.Tensor) -> None:
+    Host path (CPU): ``recv_rows`` and ``expert_counts`` (int64, one per local expert) are known at creation.
+    Device path: they live in ``state`` (uint8, int64 ``[2 + num_local, ...]`` from byte 0: received rows, received
+    slots, pairs per local expert), written by the routing's kernel in stream order; ``topk_idx`` is kept because the
+    kernels read it while the routing lives."""
+
+    def __init__(
+        self,
+        switch: int,
+        handle: int,
+        recv_rows: int | None,
+        expert_counts: torch.Tensor | None,
+        *,
+        state: torch.Tensor | None = None,
+        num_local: int = 0,
+        topk_idx: torch.Tensor | None = None,
+    ) -> None:
         self.switch = switch
         self.handle = handle
-        self.recv_rows = recv_rows
-        self.expert_counts = expert_counts
+        self.state = state
+        self.topk_idx = topk_idx
+        if state is not None:
+            info = state[: 8 * (2 + num_local)].view(torch.int64)
+            self._rows: int | torch.Tensor = info[0]
+            self.expert_counts = info[2 : 2 + num_local]
+        else:
+            assert recv_rows is not None and expert_counts is not None
+            self._rows = recv_rows
+            self.expert_counts = expert_counts
+
+    @property
+    def rows(self) -> int | torch.Tensor:
+        """The received rows without a host synchronisation: an int (host path) or a 0-dim int64 tensor on the
+        device (device path), for masks computed in stream order."""
+        return self._rows
+
+    @property
+    def recv_rows(self) -> int:
+        """The received rows as an int (on the device path a host read of the state: it waits for the routing)."""
+        return int(self._rows)
 
     def __del__(self) -> None:
         try:
@@ -65,15 +103,27 @@ class _RoutingHandle:
             pass
 
 
-def _pack_local(idx: torch.Tensor, weights: torch.Tensor, num_local: int) -> None:
-    """Upstream's flat-layout convention, in place: each row's local expert ids ascending and packed at the front
-    (ties in top-k column order), ``-1`` and weight 0 after them. The switch writes them at their top-k columns
-    (DeepEP's convention, which ``xpushmem.ep.Buffer`` keeps)."""
+def _default_device() -> torch.device:
+    """The switch's device when none is given: the current XPU when torch has one, else the CPU."""
+    xpu = getattr(torch, "xpu", None)
+    if xpu is not None and xpu.is_available():
+        return torch.device("xpu", xpu.current_device())
+    return torch.device("cpu")
+
+
+def _pack_local(idx: torch.Tensor, weights: torch.Tensor, num_local: int, rows: int | torch.Tensor) -> None:
+    """Upstream's flat-layout convention, in place on the first ``rows`` rows (an int, or a 0-dim tensor on
+    ``idx``'s device: no host synchronisation): each row's local expert ids ascending and packed at the front (ties
+    in top-k column order), ``-1`` and weight 0 after them; the other rows are left as they are. The switch writes
+    the ids at their top-k columns (DeepEP's convention, which ``xpushmem.ep.Buffer`` keeps)."""
+    live = (torch.arange(idx.size(0), device=idx.device) < rows)[:, None]
     key = torch.where(idx >= 0, idx, torch.full_like(idx, num_local))
     key, perm = key.sort(dim=1, stable=True)
     routed = key < num_local
-    weights.copy_(torch.where(routed, weights.gather(1, perm), torch.zeros_like(weights)))
-    idx.copy_(torch.where(routed, key, torch.full_like(key, -1)))
+    packed_w = torch.where(routed, weights.gather(1, perm), torch.zeros_like(weights))
+    packed_i = torch.where(routed, key, torch.full_like(key, -1))
+    weights.copy_(torch.where(live, packed_w, weights))
+    idx.copy_(torch.where(live, packed_i, idx))
 
 
 if _UpstreamTokenSwitch is not None:
@@ -83,6 +133,8 @@ if _UpstreamTokenSwitch is not None:
         every rank of the world constructs it at the same point with the same arguments.
 
         ``max_topk`` (beyond upstream): the most experts per token (``topk_idx.size(1)``) the receive slots hold.
+        ``device`` (beyond upstream): where the buffers and the tensors are, ``cpu`` (host path) or ``xpu[:i]``
+        (device path); default the current XPU when torch has one, else the CPU.
         """
 
         def __init__(
@@ -94,6 +146,7 @@ if _UpstreamTokenSwitch is not None:
             max_token_bytes: int,
             *,
             max_topk: int = 8,
+            device: torch.device | str | None = None,
         ) -> None:
             world = process_group.size()
             if num_experts <= 0 or num_experts % world:
@@ -102,6 +155,7 @@ if _UpstreamTokenSwitch is not None:
                 )
             self._num_local_experts = num_experts // world
             self._max_recv_tokens_per_rank = max_recv_tokens_per_rank
+            self._device = torch.device(device) if device is not None else _default_device()
             self._handle: int | None = _shim().ep_create(
                 process_group.group_name,
                 num_experts,
@@ -109,7 +163,10 @@ if _UpstreamTokenSwitch is not None:
                 max_recv_tokens_per_rank,
                 max_token_bytes,
                 max_topk,
+                str(self._device),
             )
+            # The device path's per-routing state (bytes of one routing's uint8 state tensor).
+            self._state_bytes = 0 if self._device.type == "cpu" else int(_shim().ep_state_bytes(self._handle))
 
         def close(self) -> None:
             """Free the receive buffers (collective over the world, like the construction)."""
@@ -121,6 +178,19 @@ if _UpstreamTokenSwitch is not None:
             if self._handle is None:
                 raise RuntimeError("TokenSwitch: the switch was closed")
             return self._handle
+
+        @property
+        def device(self) -> torch.device:
+            """Where the switch's buffers are and its tensors must be: ``cpu`` (host path) or an XPU (device
+            path); the constructor's ``device`` (default: the current XPU when torch has one, else the CPU)."""
+            return self._device
+
+        def _on_device(self, t: torch.Tensor, arg: str) -> torch.Tensor:
+            if t.device.type != self._device.type:
+                raise ValueError(
+                    f"TokenSwitch: {arg} is on {t.device}, the switch on {self._device} (its device argument)"
+                )
+            return t
 
         def create_routing(
             self,
@@ -141,15 +211,22 @@ if _UpstreamTokenSwitch is not None:
                     "per_expert_token_counts must be 1-D with at least the local experts "
                     f"({self._num_local_experts}); got shape {tuple(per_expert_token_counts.shape)}"
                 )
-            counts = torch.zeros(self._num_local_experts, dtype=torch.int64)
-            handle, rows = _shim().ep_create_routing(
-                self._live(), topk_idx.contiguous(), _LAYOUTS[layout], counts
-            )
+            sw = self._live()
+            idx = self._on_device(topk_idx, "topk_idx").contiguous()
+            if idx.device.type == "cpu":
+                counts = torch.zeros(self._num_local_experts, dtype=torch.int64)
+                handle, rows = _shim().ep_create_routing(sw, idx, _LAYOUTS[layout], counts)
+                rh = _RoutingHandle(sw, handle, rows, counts)
+            else:
+                # Device path: the routing's kernel on the current stream fills its state; nothing waits for it.
+                state = torch.zeros(self._state_bytes, dtype=torch.uint8, device=idx.device)
+                handle, _ = _shim().ep_create_routing(sw, idx, _LAYOUTS[layout], None, state)
+                rh = _RoutingHandle(
+                    sw, handle, None, None, state=state, num_local=self._num_local_experts, topk_idx=idx
+                )
             if per_expert_token_counts is not None:
-                per_expert_token_counts[: self._num_local_experts].copy_(counts)
-            return Routing(
-                handle=_RoutingHandle(self._live(), handle, rows, counts), topk_idx=topk_idx, layout=layout
-            )
+                per_expert_token_counts[: self._num_local_experts].copy_(rh.expert_counts)
+            return Routing(handle=rh, topk_idx=topk_idx, layout=layout)
 
         @property
         def max_recv_tokens_per_rank(self) -> int:
@@ -158,12 +235,15 @@ if _UpstreamTokenSwitch is not None:
 
         @staticmethod
         def num_recv_rows(routing: Routing) -> int:
-            """Rows of this rank's dispatch output that hold tokens (the rest of ``out_tokens`` is untouched)."""
+            """Rows of this rank's dispatch output that hold tokens (the rest of ``out_tokens`` is untouched). On
+            the device path this reads the routing's state: a host synchronisation (the rows as a 0-dim device
+            tensor, without one: ``routing.handle.rows``)."""
             return routing.handle.recv_rows
 
         @staticmethod
         def expert_offsets(routing: Routing) -> torch.Tensor:
-            """The expert-major layout's expert ends, int32 (``torch.nn.functional.grouped_mm``'s ``offs=``)."""
+            """The expert-major layout's expert ends, int32 (``torch.nn.functional.grouped_mm``'s ``offs=``), on
+            the routing's device (computed in stream order on the device path)."""
             return torch.cumsum(routing.handle.expert_counts, 0).to(torch.int32)
 
         def _alloc_dispatch_outputs(
@@ -201,18 +281,22 @@ if _UpstreamTokenSwitch is not None:
             _shim().ep_dispatch(
                 self._live(),
                 routing.handle.handle,
-                tokens.contiguous(),
+                self._on_device(tokens, "tokens").contiguous(),
                 topk_weights.to(torch.float32).contiguous(),
                 out_tokens,
                 out_topk_weights,
                 out_topk_idx,
             )
             if out_topk_idx is not None:
-                rows = routing.handle.recv_rows
-                _pack_local(out_topk_idx[:rows], out_topk_weights[:rows], self._num_local_experts)
+                _pack_local(out_topk_idx, out_topk_weights, self._num_local_experts, routing.handle.rows)
 
         def _combine(self, routing: Routing, expert_tokens: torch.Tensor, out_tokens: torch.Tensor) -> None:
-            _shim().ep_combine(self._live(), routing.handle.handle, expert_tokens.contiguous(), out_tokens)
+            _shim().ep_combine(
+                self._live(),
+                routing.handle.handle,
+                self._on_device(expert_tokens, "expert_tokens").contiguous(),
+                out_tokens,
+            )
 
 else:  # pragma: no cover  (torch < 2.15)
 
