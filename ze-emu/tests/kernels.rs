@@ -149,7 +149,10 @@ fn module_names_and_put_signal() {
             .map(|p| unsafe { CStr::from_ptr(*p) }.to_string_lossy().into_owned())
             .collect();
         names.sort();
-        assert_eq!(names, ["count_ids", "put_signal", "read_global", "wait_word"]);
+        assert_eq!(
+            names,
+            ["count_ids", "put_signal", "read_global", "wait_word"]
+        );
 
         let k = kernel(env, m, c"put_signal");
         let mut sz = 0usize;
