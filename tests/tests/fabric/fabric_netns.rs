@@ -13,7 +13,8 @@
 //! - `netns_device_spanning_4pe`: device heaps (ze-emu), 2 PEs per namespace: kernels run barriers in every form,
 //!   the collectives and all reductions in the work-group and sub-group forms, 16-bit atomics and typed `g` on
 //!   teams spanning the namespaces (members of the other one reached through the host proxy), each against a host
-//!   reference (`fabric_device::spanning_body`).
+//!   reference (`fabric_device::spanning_body`); `netns_device_spanning_3plus1_4pe` the same with 3 PEs in the
+//!   first namespace and 1 in the second.
 //!
 //! The test creates and removes the namespaces; it needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN) and `ip`, and skips
 //! with a message without them or without the fabric transport.
@@ -61,7 +62,10 @@ fn pe_main() -> ! {
             ..InitAttr::default()
         })?;
         if env("NETNS_CASE") == "device" {
-            crate::fabric_device::spanning_body(&sh, &|pe| node_of(pe, size, nodes))?;
+            let layout = std::env::var(LAYOUT_VAR).ok();
+            crate::fabric_device::spanning_body(&sh, &|pe| {
+                node_in(pe, size, nodes, layout.as_deref())
+            })?;
             println!("verdict PE {rank}: OK");
             return sh.finalize();
         }
@@ -125,7 +129,24 @@ fn read_id(file: &Path) -> UniqueId {
 }
 
 /// Run `n` PEs of case `case` over the two namespaces; the exit status and output of each.
+/// The PEs' namespaces as node letters, one per PE (`aaab`: PEs 0-2 in the first namespace, PE 3 in the second);
+/// unset: [`node_of`]'s even split.
+const LAYOUT_VAR: &str = "NETNS_LAYOUT";
+
+/// PE `pe`'s namespace (node) of `nodes`: the letter of `layout` at `pe` (`a` = 0), else the even split.
+fn node_in(pe: usize, n: usize, nodes: usize, layout: Option<&str>) -> usize {
+    match layout.and_then(|l| l.as_bytes().get(pe)) {
+        Some(c) => (c - b'a') as usize,
+        None => node_of(pe, n, nodes),
+    }
+}
+
 fn run(name: &str, case: &str, n: usize, limit_ms: u64) {
+    run_in(name, case, n, limit_ms, None)
+}
+
+/// [`run`] with the PEs placed in the namespaces by `layout` (see [`LAYOUT_VAR`]).
+fn run_in(name: &str, case: &str, n: usize, limit_ms: u64, layout: Option<&str>) {
     // The test's full name (module::case), which its PEs are run with.
     let name: &str = &xpushmem_tests::test_name(module_path!(), name);
     if std::env::var(CASE_VAR).is_ok_and(|v| v == name) {
@@ -135,10 +156,11 @@ fn run(name: &str, case: &str, n: usize, limit_ms: u64) {
         eprintln!("skipped {name}: {why}");
         return;
     }
-    let tag = match case {
-        "death" => "d",
-        "ep" => "q",
-        "device" => "v",
+    let tag = match (case, layout) {
+        ("death", _) => "d",
+        ("ep", _) => "q",
+        ("device", None) => "v",
+        ("device", Some(_)) => "w",
         _ => "m",
     };
     let ns = Netns::create(&format!("{tag}{n}"))
@@ -162,7 +184,7 @@ fn run(name: &str, case: &str, n: usize, limit_ms: u64) {
     };
     let mut children: Vec<Child> = Vec::new();
     for pe in 0..n {
-        let i = node_of(pe, n, nodes);
+        let i = node_in(pe, n, nodes, layout);
         let log = std::fs::File::create(dir.join(format!("pe{pe}.log"))).expect("log");
         let child = Command::new("ip")
             .args(["netns", "exec", &ns.names[i]])
@@ -173,6 +195,7 @@ fn run(name: &str, case: &str, n: usize, limit_ms: u64) {
             .env("NETNS_SIZE", n.to_string())
             .env("NETNS_NODES", nodes.to_string())
             .env("NETNS_CASE", case)
+            .env(LAYOUT_VAR, layout.unwrap_or(""))
             .env("NETNS_ID_FILE", dir.join("unique-id"))
             .env("XPUSHMEM_BOOTSTRAP_ADDR", ns.addrs[i])
             .env("XPUSHMEM_TIMEOUT_MS", limit_ms.to_string())
@@ -210,7 +233,7 @@ fn run(name: &str, case: &str, n: usize, limit_ms: u64) {
         .map(|pe| {
             format!(
                 "---- PE {pe} in {} ({:?}) ----\n{}",
-                ns.names[node_of(pe, n, nodes)],
+                ns.names[node_in(pe, n, nodes, layout)],
                 status[pe],
                 std::fs::read_to_string(dir.join(format!("pe{pe}.log"))).unwrap_or_default()
             )
@@ -268,6 +291,18 @@ fn netns_ep_4pe() {
 #[test]
 fn netns_device_spanning_4pe() {
     run("netns_device_spanning_4pe", "device", 4, 60_000);
+}
+
+/// The spanning checks with 3 PEs in the first namespace and 1 in the second.
+#[test]
+fn netns_device_spanning_3plus1_4pe() {
+    run_in(
+        "netns_device_spanning_3plus1_4pe",
+        "device",
+        4,
+        60_000,
+        Some("aaab"),
+    );
 }
 
 #[test]
