@@ -672,8 +672,8 @@ const SPANNING_ROUNDS: u32 = 5;
 /// Kernel files the spanning-team jobs link besides fabric_device.cl.
 const SPANNING_SOURCES: [&str; 3] = ["device_teams.cl", "device_reduce.cl", "device_rma.cl"];
 
-/// Teams spanning two simulated nodes (`NODES_VAR`): the one-node suite's kernels and host references on the world
-/// team and on the even/odd strided splits. Barriers in every form (one work-item, work-group, sub-groups of 8, 16
+/// Teams spanning two simulated nodes (`NODES_VAR`): [`kernel_ops`]' point-to-point calls to both neighbours, then
+/// the one-node suite's kernels and host references on the world team and on the even/odd strided splits. Barriers in every form (one work-item, work-group, sub-groups of 8, 16
 /// and 32), broadcast/int64 sum/fcollect/alltoall in the work-group and every sub-group form, half and bfloat16
 /// sum/prod bit for bit against the per-step rounding reference, all 72 reductions, 16-bit atomics on PE 0's words
 /// from every PE (the other node's through the proxy), and typed `g` of the right neighbour.
@@ -700,6 +700,8 @@ pub(crate) fn spanning_body(sh: &Shmem, node_of: &dyn Fn(usize) -> usize) -> xpu
             sh.transport_name(pe) == want,
         )?;
     }
+    // Point-to-point calls first: put_signal, put_nbi + p + quiet + signal_op, get, fetching atomics.
+    kernel_ops(sh)?;
     let teams = linked(sh, Some("device_teams.cl"))?;
     let world = sh.team_world();
     check_team_every_form(sh, &teams, &world, SPANNING_ROUNDS)?;
