@@ -333,8 +333,19 @@ pub(crate) unsafe extern "C" fn module_create(
         };
         // The compiled program from the cache (progcache.rs) when it has this SPIR-V, options and runtime.
         let cache = progcache::dir().map(|dir| (progcache::key(o, il, &cl_flags), dir));
-        let cached = cache.as_ref().and_then(|(key, dir)| {
-            progcache::load(dir, key).and_then(|bin| progcache::program_from(o, &bin, &cl_flags))
+        let from_cache = || {
+            cache.as_ref().and_then(|(key, dir)| {
+                progcache::load(dir, key)
+                    .and_then(|bin| progcache::program_from(o, &bin, &cl_flags))
+            })
+        };
+        // On a miss, one process compiles while the others building the same module wait for its entry (the
+        // PEs of a job all load the same modules at once).
+        let mut _compiling = None;
+        let cached = from_cache().or_else(|| {
+            let (key, dir) = cache.as_ref()?;
+            _compiling = progcache::CompileLock::acquire(dir, key);
+            from_cache()
         });
         let (prog, r) = match cached {
             Some(prog) => (prog, CL_SUCCESS),

@@ -54,6 +54,41 @@ fn entry_path(dir: &Path, key: &str) -> PathBuf {
     dir.join(format!("{key}.bin"))
 }
 
+/// An exclusive lock on `key`'s entry while one process compiles it (`flock` on `<key>.lock`, released when
+/// dropped or when the process ends): the others that miss the same entry wait for it and then load what it
+/// stored, instead of compiling the same module at the same time. The wait is bounded ([`LOCK_WAIT`]); past it,
+/// or when the lock file cannot be made, the caller compiles without the lock (as without the cache).
+pub struct CompileLock(#[allow(dead_code)] std::fs::File);
+
+/// The longest a process waits for another one's compilation of the same module.
+pub const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(600);
+
+impl CompileLock {
+    /// The lock on `key` in `dir`, or `None` (see [`CompileLock`]).
+    pub fn acquire(dir: &Path, key: &str) -> Option<Self> {
+        use rustix::fs::{flock, FlockOperation};
+        std::fs::create_dir_all(dir).ok()?;
+        let f = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(dir.join(format!("{key}.lock")))
+            .ok()?;
+        let start = std::time::Instant::now();
+        let mut pause = std::time::Duration::from_millis(1);
+        loop {
+            match flock(&f, FlockOperation::NonBlockingLockExclusive) {
+                Ok(()) => return Some(Self(f)),
+                Err(e) if e == rustix::io::Errno::WOULDBLOCK && start.elapsed() < LOCK_WAIT => {
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(std::time::Duration::from_millis(50));
+                }
+                Err(_) => return None,
+            }
+        }
+    }
+}
+
 /// The binary stored under `key`, if the entry is whole and its checksum matches.
 pub fn load(dir: &Path, key: &str) -> Option<Vec<u8>> {
     let data = std::fs::read(entry_path(dir, key)).ok()?;
@@ -190,6 +225,32 @@ pub fn program_from(o: &Ocl, bin: &[u8], flags: &CStr) -> Option<cl_program> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A second acquirer of the same key waits until the first lock is dropped; another key does not.
+    #[test]
+    fn a_compile_lock_holds_back_the_same_key_only() {
+        let dir =
+            std::env::temp_dir().join(format!("ze-emu-progcache-lock-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let first = CompileLock::acquire(&dir, "k").expect("lock");
+        let other = CompileLock::acquire(&dir, "other").expect("another key is not held back");
+        drop(other);
+        let (d2, start) = (dir.clone(), std::time::Instant::now());
+        let waiter = std::thread::spawn(move || {
+            let l = CompileLock::acquire(&d2, "k");
+            (l.is_some(), start.elapsed())
+        });
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let released = start.elapsed();
+        drop(first);
+        let (got, at) = waiter.join().expect("waiter");
+        assert!(got, "the waiter got the lock");
+        assert!(
+            at >= released,
+            "the waiter got it at {at:?}, before the release at {released:?}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn entries_round_trip_and_corrupt_ones_are_ignored() {

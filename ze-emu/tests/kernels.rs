@@ -597,7 +597,12 @@ fn compiled_programs_come_from_the_cache() {
         .push(("ZE_EMU_PROGRAM_CACHE".into(), dir.display().to_string()));
     let entries = || -> Vec<PathBuf> {
         let mut v: Vec<PathBuf> = std::fs::read_dir(&dir)
-            .map(|rd| rd.flatten().map(|e| e.path()).collect())
+            .map(|rd| {
+                rd.flatten()
+                    .map(|e| e.path())
+                    .filter(|p| p.extension().is_some_and(|x| x == "bin"))
+                    .collect()
+            })
             .unwrap_or_default();
         v.sort();
         v
