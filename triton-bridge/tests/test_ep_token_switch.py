@@ -193,6 +193,66 @@ def ep_errors(ctx: RankContext) -> None:
     ts.close()
 
 
+def ep_fp8_with_scales(ctx: RankContext) -> None:
+    """FP8 payloads with per-token scales (as DeepEP's ``(x_fp8, scales)``): the float8 values and their float32
+    scales (one per 128 channels) are two dispatches on one routing, so each scale row lands beside its values'
+    row; every received row is bit for bit the routed token's, in both layouts, and combine of the dequantized
+    expert outputs equals the reference on the dequantized inputs."""
+    from xpushmem.torch import TokenSwitch
+
+    fp8 = getattr(torch, "float8_e4m3fn", None)
+    if fp8 is None:
+        pytest.skip("this torch has no float8_e4m3fn")
+    world, me = ctx.world_size, ctx.rank
+    hidden, k = 256, 2
+    max_recv = N_MAX * world * L
+    ts = TokenSwitch(dist.group.WORLD, L * world, N_MAX, max_recv, hidden * 4, max_topk=k)
+
+    def quantized(r: int) -> tuple[torch.Tensor, torch.Tensor, dict]:
+        inp = _inputs(world, r, k, 1, torch.float32)
+        g = torch.Generator().manual_seed(99 + r)
+        x = torch.randn(inp["n"], hidden, generator=g) * 3
+        blocks = x.view(inp["n"], hidden // 128, 128)
+        scale = (blocks.abs().amax(-1).clamp(min=1e-4) / 448.0).contiguous()
+        return (blocks / scale[..., None]).view(inp["n"], hidden).to(fp8), scale, inp
+
+    allq = [quantized(r) for r in range(world)]
+    x8, scale, mine = allq[me]
+    for layout in ("flat", "expert_major"):
+        what = f"fp8 {layout} rank {me}"
+        routing = ts.create_routing(mine["idx"], layout=layout)
+        rows = _expected([q[2] for q in allq], me, k, layout)
+        out_x, out_w, out_i = ts.dispatch(routing, x8, mine["w"], max_recv)
+        out_s, _, _ = ts.dispatch(routing, scale, mine["w"], max_recv)
+        assert out_x.dtype == fp8 and out_s.dtype == torch.float32, what
+        for r, (s, t, _) in enumerate(rows):
+            assert torch.equal(out_x[r].view(torch.uint8), allq[s][0][t].view(torch.uint8)), f"{what}: values row {r}"
+            assert torch.equal(out_s[r], allq[s][1][t]), f"{what}: scales row {r}"
+        # The experts on the dequantized rows (scale 1 + e % 3 times the weight, as the reference test), combined.
+        deq = (out_x.float().view(max_recv, hidden // 128, 128) * out_s[..., None]).view(max_recv, hidden)
+        if layout == "flat":
+            coef = torch.where(out_i >= 0, out_w * _scale(out_i.clamp(min=0) + me * L), torch.zeros_like(out_w)).sum(1)
+        else:
+            ends = TokenSwitch.expert_offsets(routing).tolist()
+            expert_of_row = torch.zeros(max_recv, dtype=torch.int64)
+            start = 0
+            for le, end in enumerate(ends):
+                expert_of_row[start:end] = me * L + le
+                start = end
+            coef = out_w * _scale(expert_of_row)
+        combined = ts.combine(routing, deq * coef[:, None])
+        e = mine["idx"]
+        c = torch.where(e >= 0, mine["w"] * _scale(e.clamp(min=0)), torch.zeros_like(mine["w"])).sum(1)
+        n = mine["n"]
+        ref = (x8.float().view(n, hidden // 128, 128) * scale[..., None]).view(n, hidden) * c[:, None]
+        torch.testing.assert_close(combined, ref, rtol=1e-5, atol=1e-5, msg=what)
+    ts.close()
+
+
+def test_ep_fp8_with_scales(pools) -> None:  # noqa: ANN001
+    pools.get(3 if 3 in _sizes() else world_sizes()[0]).run(ep_fp8_with_scales)
+
+
 def _reference_rows() -> list[tuple[int, str, str]]:
     """(world size, layout, dtype) of the reference test: a covering set of the product (every world size meets
     every dtype and both layouts, every dtype both layouts: the layout alternates with world and dtype); the whole
