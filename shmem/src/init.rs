@@ -506,6 +506,7 @@ impl Shmem {
             spin_count,
             oversubscribed: machine_pes > cpus,
             registry: Default::default(),
+            domains: Default::default(),
         };
         sh.sys_local()
             .amo(SYNC.state, 8, AmoOp::Set, STATE_RUNNING)?;
@@ -570,7 +571,7 @@ impl Shmem {
         };
         // Nothing this PE issued may be left undelivered when it goes (best effort once a peer was lost: what was
         // bound for it fails, and the loss was reported already).
-        let r = r.and_then(|()| match self.quiet() {
+        let r = r.and_then(|()| match self.quiet_all() {
             Err(_) if self.broken.load(Ordering::SeqCst) => Ok(()),
             q => q,
         });

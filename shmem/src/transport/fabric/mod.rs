@@ -74,7 +74,7 @@
 mod stage;
 mod window;
 
-use super::{AmoOp, Ticket, Transport, Window};
+use super::{AmoOp, Domain, Ticket, Transport, Window};
 use crate::error::{Error, Result};
 use crate::net::ofi::{self, Bind, Ep, Region, Want};
 use crate::wait::Backoff;
@@ -380,10 +380,13 @@ impl Transport for Fabric {
     fn can_reach(&self, pe: usize) -> bool {
         self.reach.get(pe).is_some_and(|r| *r)
     }
-    fn fence(&self) -> Result<()> {
-        self.quiet()
+    fn fence(&self, d: Domain) -> Result<()> {
+        self.quiet(d)
     }
-    fn quiet(&self) -> Result<()> {
+    fn quiet(&self, _: Domain) -> Result<()> {
+        self.quiet_all()
+    }
+    fn quiet_all(&self) -> Result<()> {
         self.wait("quiet", usize::MAX, |ep| ep.idle())?;
         self.take_errors(|_| true)
     }
