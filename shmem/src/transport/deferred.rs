@@ -265,6 +265,16 @@ impl Transport for Deferred {
         })?;
         Ok(lock(&self.queue).reads.remove(&t.0))
     }
+    fn progress_for(&self, t: Ticket) -> Result<()> {
+        // The default domain's, and the handle's own operation with its domain's earlier ones (a handle of
+        // another domain polled with `test` would otherwise never complete).
+        self.progress()?;
+        self.flush(|ops| {
+            ops.iter()
+                .find(|o| o.seq == t.0)
+                .map(|o| Pick::DomainUpTo(o.domain, t.0))
+        })
+    }
     fn is_complete(&self, t: Ticket) -> bool {
         !lock(&self.queue).ops.iter().any(|o| o.seq == t.0)
     }
@@ -528,6 +538,12 @@ mod tests {
         );
         d.quiet(b).expect("quiet b");
         assert_eq!((direct(&arena, 8), direct(&arena, 16)), (2, 3));
+        // A handle of B polled with `test` completes (its own domain moves, not only the default one).
+        let t = w.put_nbi_in(b, 64, &[6]).expect("b nbi");
+        let p = crate::transport::Pending::new(d.as_ref(), t, None);
+        assert!(p.test(), "a polled handle of domain B completes");
+        drop(p);
+        assert_eq!(direct(&arena, 64), 6);
 
         // A fence in A does not split B's batch: B's two writes of one byte still land in reverse order.
         w.write_in(b, 40, &[1]).expect("first");

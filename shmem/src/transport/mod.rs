@@ -76,6 +76,12 @@ pub(crate) trait Transport: Send + Sync + std::fmt::Debug {
     fn complete(&self, t: Ticket) -> Result<Option<Vec<u8>>>;
     /// Whether `t` has completed (never blocks).
     fn is_complete(&self, t: Ticket) -> bool;
+    /// Move outstanding operations forward, `t` among them whatever its domain (a handle's `test`); by default
+    /// [`Transport::progress`].
+    fn progress_for(&self, t: Ticket) -> Result<()> {
+        let _ = t;
+        self.progress()
+    }
     /// The job is ending (this PE's last `quiet` is done): serve peers without being asked from now on. True when
     /// the transport needs every PE to pass one more bootstrap barrier before any tears it down (peers may still
     /// be completing operations that need this PE's help).
@@ -223,7 +229,7 @@ impl<'a> Pending<'a> {
     /// or dropped).
     pub fn test(&self) -> bool {
         self.op.is_none_or(|(tr, t)| {
-            let _ = tr.progress();
+            let _ = tr.progress_for(t);
             tr.is_complete(t)
         })
     }
