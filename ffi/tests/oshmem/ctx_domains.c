@@ -4,13 +4,14 @@
  * the program also checks that a put of context B is still missing at its target after context A's quiet and the
  * default context's: an implementation that completes every context on any quiet fails there. Every value checked
  * is one the program wrote; at least 2 PEs, each putting to its right neighbour. The variables are on the
- * symmetric heap (the deferred transport wraps the heap's windows, not the data segment's tail). */
+ * symmetric heap, and one is a global (the symmetric data segment). */
 #include <shmem.h>
 #include <stdlib.h>
 #include <string.h>
 #include "check.h"
 
 static long *sig;
+static long g; /* a global: symmetric data object in the data segment */
 
 /* Tell the right neighbour that round `r` was issued (on the default context) and wait for the left one's. */
 static void round_done(long r, int right) {
@@ -40,11 +41,13 @@ int main(void) {
     /* Round 1: a put on each context, only A quieted (and the default context, by round_done). */
     shmem_ctx_long_p(a, x, 100 + me, right);
     shmem_ctx_long_p(b, y, 200 + me, right);
+    shmem_ctx_long_p(b, &g, 500 + me, right);
     shmem_ctx_quiet(a);
     round_done(1, right);
     CHECK(*x == 100 + left, "A's put completed by A's quiet: x = %ld, want %d", *x, 100 + left);
     if (deferred) {
         CHECK(*y == 0, "B's put must still be queued after the quiet of A and of the default context: y = %ld", *y);
+        CHECK(g == 0, "B's put to a global must still be queued: g = %ld", g);
     }
     shmem_barrier_all(); /* everyone has looked at y before B's put may land */
 
@@ -52,6 +55,7 @@ int main(void) {
     shmem_ctx_quiet(b);
     round_done(2, right);
     CHECK(*y == 200 + left, "B's put completed by B's quiet: y = %ld, want %d", *y, 200 + left);
+    CHECK(g == 500 + left, "B's put to a global completed by B's quiet: g = %ld, want %d", g, 500 + left);
 
     /* Round 3: a fence on A orders A's put before A's flag. */
     shmem_ctx_long_p(a, f, 300 + me, right);

@@ -289,7 +289,15 @@ struct DeferredWindow {
 
 impl DeferredWindow {
     fn check(&self, off: usize, len: usize, align: usize) -> Result<()> {
-        check_access("deferred", "access", off, len, align, self.inner.len())
+        // Against the wrapped window's range at `off` (its length, or the data segment's tail beyond it).
+        check_access(
+            "deferred",
+            "access",
+            off,
+            len,
+            align,
+            self.inner.limit_at(off),
+        )
     }
 }
 
@@ -418,6 +426,9 @@ impl Window for DeferredWindow {
     }
     fn len(&self) -> usize {
         self.inner.len()
+    }
+    fn limit_at(&self, off: usize) -> usize {
+        self.inner.limit_at(off)
     }
     fn fill(&self, off: usize, len: usize, byte: u8) -> Result<()> {
         self.t.quiet_all()?;

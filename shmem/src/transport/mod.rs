@@ -440,6 +440,13 @@ pub(crate) trait Window: Send + Sync + std::fmt::Debug {
     }
     /// Size of the window in bytes.
     fn len(&self) -> usize;
+    /// Where the accessible range holding offset `off` ends: [`Window::len`], or for an offset in a tail range
+    /// beyond it (the symmetric data segment of a mapped heap), the tail's end. What a wrapping window checks
+    /// accesses against.
+    fn limit_at(&self, off: usize) -> usize {
+        let _ = off;
+        self.len()
+    }
     /// The bytes from the window's start that are accessible without a gap: [`Window::len`], and through a tail
     /// range that starts where it ends (the symmetric data segment after a heap that does not grow). What the
     /// fabric registers.
