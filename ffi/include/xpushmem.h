@@ -83,7 +83,7 @@
 #define XPUSHMEM_SPEC_MAJOR_VERSION 1
 
 // Minor version of the OpenSHMEM specification the semantics follow.
-#define XPUSHMEM_SPEC_MINOR_VERSION 5
+#define XPUSHMEM_SPEC_MINOR_VERSION 6
 
 // Room needed by `xpushmem_info_get_name` (bytes, NUL included).
 #define XPUSHMEM_MAX_NAME_LEN 256

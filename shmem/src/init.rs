@@ -506,6 +506,7 @@ impl Shmem {
             spin_count,
             oversubscribed: machine_pes > cpus,
             registry: Default::default(),
+            domains: Default::default(),
         };
         sh.sys_local()
             .amo(SYNC.state, 8, AmoOp::Set, STATE_RUNNING)?;
@@ -532,8 +533,9 @@ impl Shmem {
             .sync_world(CallId::SyncAll)
     }
 
-    /// Complete every outstanding put, then barrier over all PEs (OpenSHMEM `barrier_all`): `TEAM_WORLD`'s
-    /// barrier. Fails with [`Error::Timeout`] after `XPUSHMEM_TIMEOUT_MS`, [`Error::PeerLost`] as soon as a PE it
+    /// Complete every outstanding put of the default domain, then barrier over all PEs (OpenSHMEM `barrier_all`):
+    /// `TEAM_WORLD`'s barrier. Another domain's operations are completed by its own quiet
+    /// ([`crate::domain::OnDomain::quiet`]). Fails with [`Error::Timeout`] after `XPUSHMEM_TIMEOUT_MS`, [`Error::PeerLost`] as soon as a PE it
     /// waits for has died, or [`Error::Mismatch`] (on every PE) when another PE is in a different collective.
     ///
     /// ```
@@ -564,13 +566,18 @@ impl Shmem {
         let r = if self.broken.load(Ordering::SeqCst) {
             Ok(())
         } else {
-            self.teams
+            // Every domain's operations land before the PEs pass the last barrier (its sync completes the default
+            // domain's only); the barrier runs whatever the quiet gave.
+            let q = self.quiet_all();
+            let s = self
+                .teams
                 .world_ctx(self, "finalize")
-                .sync_world(CallId::Finalize)
+                .sync_world(CallId::Finalize);
+            q.and(s)
         };
         // Nothing this PE issued may be left undelivered when it goes (best effort once a peer was lost: what was
         // bound for it fails, and the loss was reported already).
-        let r = r.and_then(|()| match self.quiet() {
+        let r = r.and_then(|()| match self.quiet_all() {
             Err(_) if self.broken.load(Ordering::SeqCst) => Ok(()),
             q => q,
         });

@@ -27,6 +27,7 @@
 pub mod abi;
 pub mod algo;
 pub use crate::core::amo;
+pub use crate::core::domain;
 pub(crate) mod bootstrap;
 pub mod coll;
 pub mod config;
@@ -63,7 +64,7 @@ pub use runtime::{
 pub use sync::SyncInt;
 pub use team::{Agreement, Messages, NodeAwareStats, Team, TeamConfig};
 pub use types::{
-    AtomicInt, AtomicWord, Cmp, CopyStats, HeapKind, SignalOp, SymRef, SymSlice, Symmetric,
+    AtomicInt, AtomicWord, Cmp, CopyStats, Domain, HeapKind, SignalOp, SymRef, SymSlice, Symmetric,
     ThreadLevel,
 };
 

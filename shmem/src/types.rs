@@ -320,6 +320,23 @@ pub enum ThreadLevel {
     Multiple,
 }
 
+/// A completion and ordering domain (an OpenSHMEM context): the quiet of a domain
+/// ([`crate::domain::OnDomain::quiet`]) completes the operations issued in it only, its fence orders them. [`Domain::DEFAULT`] is the
+/// domain of every call that names none (the native API, the collectives); others come from
+/// [`crate::Shmem::domain_open`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Domain(pub(crate) u32);
+
+impl Domain {
+    /// The default domain.
+    pub const DEFAULT: Domain = Domain(0);
+
+    /// The domain's number (0: the default one).
+    pub fn number(self) -> u32 {
+        self.0
+    }
+}
+
 /// Operations of the atomic memory interface, applied by a transport to one 4- or 8-byte word.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum AmoOp {

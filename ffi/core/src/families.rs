@@ -38,7 +38,7 @@ macro_rules! rma_typed {
         pub unsafe extern "C" fn [<$p _ $n _put>]($($ctx: $cty, )?dest: *mut $t, source: *const $t, nelems: usize, pe: ::core::ffi::c_int) -> $ret {
             let call = concat!($crate::call_prefix!($p), "_", stringify!($n), "_put");
             // SAFETY: the caller's contract on `source` is forwarded.
-            $wrap(call, || { $( let pe = $crate::teams::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::put(call, dest.cast(), source.cast(), nelems, ::core::mem::size_of::<$t>(), ::core::mem::align_of::<$t>(), pe) } })
+            $wrap(call, || { let dom = $crate::imp::Domain::DEFAULT; $( let (pe, dom) = $crate::teams::ctx_route($ctx, pe, call)?; )? unsafe { $crate::imp::put_as(call, dest.cast(), source.cast(), nelems, ::core::mem::size_of::<$t>(), ::core::mem::align_of::<$t>(), pe, false, dom) } })
         }
 
         #[doc = concat!("Copy `nelems` elements of `", $c, "` from the symmetric `source` on PE `pe` to local `dest`.")]
@@ -62,7 +62,7 @@ macro_rules! rma_typed {
         pub unsafe extern "C" fn [<$p _ $n _put_nbi>]($($ctx: $cty, )?dest: *mut $t, source: *const $t, nelems: usize, pe: ::core::ffi::c_int) -> $ret {
             let call = concat!($crate::call_prefix!($p), "_", stringify!($n), "_put_nbi");
             // SAFETY: the caller's contract on `source` is forwarded.
-            $wrap(call, || { $( let pe = $crate::teams::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::put_as(call, dest.cast(), source.cast(), nelems, ::core::mem::size_of::<$t>(), ::core::mem::align_of::<$t>(), pe, true) } })
+            $wrap(call, || { let dom = $crate::imp::Domain::DEFAULT; $( let (pe, dom) = $crate::teams::ctx_route($ctx, pe, call)?; )? unsafe { $crate::imp::put_as(call, dest.cast(), source.cast(), nelems, ::core::mem::size_of::<$t>(), ::core::mem::align_of::<$t>(), pe, true, dom) } })
         }
 
         #[doc = concat!("Non-blocking get of `", $c, "` elements: `dest` is filled after `quiet`.")]
@@ -74,7 +74,7 @@ macro_rules! rma_typed {
         pub unsafe extern "C" fn [<$p _ $n _get_nbi>]($($ctx: $cty, )?dest: *mut $t, source: *const $t, nelems: usize, pe: ::core::ffi::c_int) -> $ret {
             let call = concat!($crate::call_prefix!($p), "_", stringify!($n), "_get_nbi");
             // SAFETY: the caller's contract on `dest` is forwarded.
-            $wrap(call, || { $( let pe = $crate::teams::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::get_as(call, dest.cast(), source.cast(), nelems, ::core::mem::size_of::<$t>(), ::core::mem::align_of::<$t>(), pe, true) } })
+            $wrap(call, || { let dom = $crate::imp::Domain::DEFAULT; $( let (pe, dom) = $crate::teams::ctx_route($ctx, pe, call)?; )? unsafe { $crate::imp::get_as(call, dest.cast(), source.cast(), nelems, ::core::mem::size_of::<$t>(), ::core::mem::align_of::<$t>(), pe, true, dom) } })
         }
 
         #[doc = concat!("Strided put of `", $c, "`: element `i` goes from `source[i*sst]` to `dest[i*dst]` on `pe`; strides >= 1.")]
@@ -86,7 +86,7 @@ macro_rules! rma_typed {
         pub unsafe extern "C" fn [<$p _ $n _iput>]($($ctx: $cty, )?dest: *mut $t, source: *const $t, dst: isize, sst: isize, nelems: usize, pe: ::core::ffi::c_int) -> $ret {
             let call = concat!($crate::call_prefix!($p), "_", stringify!($n), "_iput");
             // SAFETY: the caller's contract on `source` is forwarded.
-            $wrap(call, || { $( let pe = $crate::teams::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::iput(call, dest.cast(), source.cast(), dst, sst, nelems, ::core::mem::size_of::<$t>(), pe) } })
+            $wrap(call, || { let dom = $crate::imp::Domain::DEFAULT; $( let (pe, dom) = $crate::teams::ctx_route($ctx, pe, call)?; )? unsafe { $crate::imp::iput_in(call, dest.cast(), source.cast(), dst, sst, nelems, ::core::mem::size_of::<$t>(), pe, dom) } })
         }
 
         #[doc = concat!("Strided get of `", $c, "`: element `i` goes from `source[i*sst]` on `pe` to `dest[i*dst]`; strides >= 1.")]
@@ -110,7 +110,7 @@ macro_rules! rma_typed {
         pub unsafe extern "C" fn [<$p _ $n _put_signal>]($($ctx: $cty, )?dest: *mut $t, source: *const $t, nelems: usize, sig_addr: *mut u64, signal: u64, sig_op: ::core::ffi::c_int, pe: ::core::ffi::c_int) -> $ret {
             let call = concat!($crate::call_prefix!($p), "_", stringify!($n), "_put_signal");
             // SAFETY: the caller's contract on `source` is forwarded.
-            $wrap(call, || { $( let pe = $crate::teams::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::put_signal(call, dest.cast(), source.cast(), nelems, ::core::mem::size_of::<$t>(), ::core::mem::align_of::<$t>(), sig_addr, signal, sig_op, pe) } })
+            $wrap(call, || { let dom = $crate::imp::Domain::DEFAULT; $( let (pe, dom) = $crate::teams::ctx_route($ctx, pe, call)?; )? unsafe { $crate::imp::put_signal_in(call, dest.cast(), source.cast(), nelems, ::core::mem::size_of::<$t>(), ::core::mem::align_of::<$t>(), sig_addr, signal, sig_op, pe, dom) } })
         }
 
         #[doc = concat!("Non-blocking put with signal of `", $c, "` elements.")]
@@ -122,7 +122,7 @@ macro_rules! rma_typed {
         pub unsafe extern "C" fn [<$p _ $n _put_signal_nbi>]($($ctx: $cty, )?dest: *mut $t, source: *const $t, nelems: usize, sig_addr: *mut u64, signal: u64, sig_op: ::core::ffi::c_int, pe: ::core::ffi::c_int) -> $ret {
             let call = concat!($crate::call_prefix!($p), "_", stringify!($n), "_put_signal_nbi");
             // SAFETY: the caller's contract on `source` is forwarded.
-            $wrap(call, || { $( let pe = $crate::teams::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::put_signal(call, dest.cast(), source.cast(), nelems, ::core::mem::size_of::<$t>(), ::core::mem::align_of::<$t>(), sig_addr, signal, sig_op, pe) } })
+            $wrap(call, || { let dom = $crate::imp::Domain::DEFAULT; $( let (pe, dom) = $crate::teams::ctx_route($ctx, pe, call)?; )? unsafe { $crate::imp::put_signal_in(call, dest.cast(), source.cast(), nelems, ::core::mem::size_of::<$t>(), ::core::mem::align_of::<$t>(), sig_addr, signal, sig_op, pe, dom) } })
         }
     } };
 }
@@ -140,7 +140,7 @@ macro_rules! rma_pg {
         #[allow(clippy::unused_unit)]
         pub unsafe extern "C" fn [<$p _ $n _p>]($($ctx: $cty, )?dest: *mut $t, value: $t, pe: ::core::ffi::c_int) -> $ret {
             let call = concat!($crate::call_prefix!($p), "_", stringify!($n), "_p");
-            $wrap(call, || { $( let pe = $crate::teams::ctx_pe($ctx, pe, call)?; )? $crate::imp::p(call, dest, value, pe) })
+            $wrap(call, || { let dom = $crate::imp::Domain::DEFAULT; $( let (pe, dom) = $crate::teams::ctx_route($ctx, pe, call)?; )? $crate::imp::p_in(call, dest, value, pe, dom) })
         }
 
         #[doc = concat!("Load one `", $c, "` from the symmetric `source` on PE `pe` (0 on error; see `xpushmem_last_error`).")]
@@ -186,7 +186,7 @@ macro_rules! rma_sized {
         pub unsafe extern "C" fn [<$p _put $bits>]($($ctx: $cty, )?dest: *mut ::core::ffi::c_void, source: *const ::core::ffi::c_void, nelems: usize, pe: ::core::ffi::c_int) -> $ret {
             let call = concat!($crate::call_prefix!($p), "_put", stringify!($bits));
             // SAFETY: the caller's contract on `source` is forwarded.
-            $wrap(call, || { $( let pe = $crate::teams::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::put(call, dest, source, nelems, $bytes, 1, pe) } })
+            $wrap(call, || { let dom = $crate::imp::Domain::DEFAULT; $( let (pe, dom) = $crate::teams::ctx_route($ctx, pe, call)?; )? unsafe { $crate::imp::put_as(call, dest, source, nelems, $bytes, 1, pe, false, dom) } })
         }
 
         #[doc = concat!("Copy `nelems` ", stringify!($bits), "-bit elements from the symmetric `source` on `pe` to local `dest`.")]
@@ -210,7 +210,7 @@ macro_rules! rma_sized {
         pub unsafe extern "C" fn [<$p _put $bits _nbi>]($($ctx: $cty, )?dest: *mut ::core::ffi::c_void, source: *const ::core::ffi::c_void, nelems: usize, pe: ::core::ffi::c_int) -> $ret {
             let call = concat!($crate::call_prefix!($p), "_put", stringify!($bits), "_nbi");
             // SAFETY: the caller's contract on `source` is forwarded.
-            $wrap(call, || { $( let pe = $crate::teams::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::put_as(call, dest, source, nelems, $bytes, 1, pe, true) } })
+            $wrap(call, || { let dom = $crate::imp::Domain::DEFAULT; $( let (pe, dom) = $crate::teams::ctx_route($ctx, pe, call)?; )? unsafe { $crate::imp::put_as(call, dest, source, nelems, $bytes, 1, pe, true, dom) } })
         }
 
         #[doc = concat!("Non-blocking `get", stringify!($bits), "`.")]
@@ -222,7 +222,7 @@ macro_rules! rma_sized {
         pub unsafe extern "C" fn [<$p _get $bits _nbi>]($($ctx: $cty, )?dest: *mut ::core::ffi::c_void, source: *const ::core::ffi::c_void, nelems: usize, pe: ::core::ffi::c_int) -> $ret {
             let call = concat!($crate::call_prefix!($p), "_get", stringify!($bits), "_nbi");
             // SAFETY: the caller's contract on `dest` is forwarded.
-            $wrap(call, || { $( let pe = $crate::teams::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::get_as(call, dest, source, nelems, $bytes, 1, pe, true) } })
+            $wrap(call, || { let dom = $crate::imp::Domain::DEFAULT; $( let (pe, dom) = $crate::teams::ctx_route($ctx, pe, call)?; )? unsafe { $crate::imp::get_as(call, dest, source, nelems, $bytes, 1, pe, true, dom) } })
         }
 
         #[doc = concat!("Strided put of ", stringify!($bits), "-bit elements (strides in elements, >= 1).")]
@@ -234,7 +234,7 @@ macro_rules! rma_sized {
         pub unsafe extern "C" fn [<$p _iput $bits>]($($ctx: $cty, )?dest: *mut ::core::ffi::c_void, source: *const ::core::ffi::c_void, dst: isize, sst: isize, nelems: usize, pe: ::core::ffi::c_int) -> $ret {
             let call = concat!($crate::call_prefix!($p), "_iput", stringify!($bits));
             // SAFETY: the caller's contract on `source` is forwarded.
-            $wrap(call, || { $( let pe = $crate::teams::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::iput(call, dest, source, dst, sst, nelems, $bytes, pe) } })
+            $wrap(call, || { let dom = $crate::imp::Domain::DEFAULT; $( let (pe, dom) = $crate::teams::ctx_route($ctx, pe, call)?; )? unsafe { $crate::imp::iput_in(call, dest, source, dst, sst, nelems, $bytes, pe, dom) } })
         }
 
         #[doc = concat!("Strided get of ", stringify!($bits), "-bit elements (strides in elements, >= 1).")]
@@ -258,7 +258,7 @@ macro_rules! rma_sized {
         pub unsafe extern "C" fn [<$p _put $bits _signal>]($($ctx: $cty, )?dest: *mut ::core::ffi::c_void, source: *const ::core::ffi::c_void, nelems: usize, sig_addr: *mut u64, signal: u64, sig_op: ::core::ffi::c_int, pe: ::core::ffi::c_int) -> $ret {
             let call = concat!($crate::call_prefix!($p), "_put", stringify!($bits), "_signal");
             // SAFETY: the caller's contract on `source` is forwarded.
-            $wrap(call, || { $( let pe = $crate::teams::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::put_signal(call, dest, source, nelems, $bytes, 1, sig_addr, signal, sig_op, pe) } })
+            $wrap(call, || { let dom = $crate::imp::Domain::DEFAULT; $( let (pe, dom) = $crate::teams::ctx_route($ctx, pe, call)?; )? unsafe { $crate::imp::put_signal_in(call, dest, source, nelems, $bytes, 1, sig_addr, signal, sig_op, pe, dom) } })
         }
 
         #[doc = concat!("Non-blocking `put", stringify!($bits), "_signal`.")]
@@ -270,7 +270,7 @@ macro_rules! rma_sized {
         pub unsafe extern "C" fn [<$p _put $bits _signal_nbi>]($($ctx: $cty, )?dest: *mut ::core::ffi::c_void, source: *const ::core::ffi::c_void, nelems: usize, sig_addr: *mut u64, signal: u64, sig_op: ::core::ffi::c_int, pe: ::core::ffi::c_int) -> $ret {
             let call = concat!($crate::call_prefix!($p), "_put", stringify!($bits), "_signal_nbi");
             // SAFETY: the caller's contract on `source` is forwarded.
-            $wrap(call, || { $( let pe = $crate::teams::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::put_signal(call, dest, source, nelems, $bytes, 1, sig_addr, signal, sig_op, pe) } })
+            $wrap(call, || { let dom = $crate::imp::Domain::DEFAULT; $( let (pe, dom) = $crate::teams::ctx_route($ctx, pe, call)?; )? unsafe { $crate::imp::put_signal_in(call, dest, source, nelems, $bytes, 1, sig_addr, signal, sig_op, pe, dom) } })
         }
     } };
 }
@@ -288,7 +288,7 @@ macro_rules! rma_mem {
         pub unsafe extern "C" fn [<$p _putmem>]($($ctx: $cty, )?dest: *mut ::core::ffi::c_void, source: *const ::core::ffi::c_void, nelems: usize, pe: ::core::ffi::c_int) -> $ret {
             let call = concat!($crate::call_prefix!($p), "_putmem");
             // SAFETY: the caller's contract on `source` is forwarded.
-            $wrap(call, || { $( let pe = $crate::teams::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::put(call, dest, source, nelems, 1, 1, pe) } })
+            $wrap(call, || { let dom = $crate::imp::Domain::DEFAULT; $( let (pe, dom) = $crate::teams::ctx_route($ctx, pe, call)?; )? unsafe { $crate::imp::put_as(call, dest, source, nelems, 1, 1, pe, false, dom) } })
         }
 
         /// Copy `nelems` bytes from the symmetric `source` on PE `pe` to local `dest`.
@@ -312,7 +312,7 @@ macro_rules! rma_mem {
         pub unsafe extern "C" fn [<$p _putmem_nbi>]($($ctx: $cty, )?dest: *mut ::core::ffi::c_void, source: *const ::core::ffi::c_void, nelems: usize, pe: ::core::ffi::c_int) -> $ret {
             let call = concat!($crate::call_prefix!($p), "_putmem_nbi");
             // SAFETY: the caller's contract on `source` is forwarded.
-            $wrap(call, || { $( let pe = $crate::teams::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::put_as(call, dest, source, nelems, 1, 1, pe, true) } })
+            $wrap(call, || { let dom = $crate::imp::Domain::DEFAULT; $( let (pe, dom) = $crate::teams::ctx_route($ctx, pe, call)?; )? unsafe { $crate::imp::put_as(call, dest, source, nelems, 1, 1, pe, true, dom) } })
         }
 
         /// Non-blocking `getmem`.
@@ -324,7 +324,7 @@ macro_rules! rma_mem {
         pub unsafe extern "C" fn [<$p _getmem_nbi>]($($ctx: $cty, )?dest: *mut ::core::ffi::c_void, source: *const ::core::ffi::c_void, nelems: usize, pe: ::core::ffi::c_int) -> $ret {
             let call = concat!($crate::call_prefix!($p), "_getmem_nbi");
             // SAFETY: the caller's contract on `dest` is forwarded.
-            $wrap(call, || { $( let pe = $crate::teams::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::get_as(call, dest, source, nelems, 1, 1, pe, true) } })
+            $wrap(call, || { let dom = $crate::imp::Domain::DEFAULT; $( let (pe, dom) = $crate::teams::ctx_route($ctx, pe, call)?; )? unsafe { $crate::imp::get_as(call, dest, source, nelems, 1, 1, pe, true, dom) } })
         }
 
         /// `putmem` followed by a signal update (SET or ADD) on `pe`.
@@ -336,7 +336,7 @@ macro_rules! rma_mem {
         pub unsafe extern "C" fn [<$p _putmem_signal>]($($ctx: $cty, )?dest: *mut ::core::ffi::c_void, source: *const ::core::ffi::c_void, nelems: usize, sig_addr: *mut u64, signal: u64, sig_op: ::core::ffi::c_int, pe: ::core::ffi::c_int) -> $ret {
             let call = concat!($crate::call_prefix!($p), "_putmem_signal");
             // SAFETY: the caller's contract on `source` is forwarded.
-            $wrap(call, || { $( let pe = $crate::teams::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::put_signal(call, dest, source, nelems, 1, 1, sig_addr, signal, sig_op, pe) } })
+            $wrap(call, || { let dom = $crate::imp::Domain::DEFAULT; $( let (pe, dom) = $crate::teams::ctx_route($ctx, pe, call)?; )? unsafe { $crate::imp::put_signal_in(call, dest, source, nelems, 1, 1, sig_addr, signal, sig_op, pe, dom) } })
         }
 
         /// Non-blocking `putmem_signal`.
@@ -348,7 +348,7 @@ macro_rules! rma_mem {
         pub unsafe extern "C" fn [<$p _putmem_signal_nbi>]($($ctx: $cty, )?dest: *mut ::core::ffi::c_void, source: *const ::core::ffi::c_void, nelems: usize, sig_addr: *mut u64, signal: u64, sig_op: ::core::ffi::c_int, pe: ::core::ffi::c_int) -> $ret {
             let call = concat!($crate::call_prefix!($p), "_putmem_signal_nbi");
             // SAFETY: the caller's contract on `source` is forwarded.
-            $wrap(call, || { $( let pe = $crate::teams::ctx_pe($ctx, pe, call)?; )? unsafe { $crate::imp::put_signal(call, dest, source, nelems, 1, 1, sig_addr, signal, sig_op, pe) } })
+            $wrap(call, || { let dom = $crate::imp::Domain::DEFAULT; $( let (pe, dom) = $crate::teams::ctx_route($ctx, pe, call)?; )? unsafe { $crate::imp::put_signal_in(call, dest, source, nelems, 1, 1, sig_addr, signal, sig_op, pe, dom) } })
         }
     } };
 }
@@ -393,7 +393,7 @@ macro_rules! amo_ext {
         #[allow(clippy::unused_unit)]
         pub unsafe extern "C" fn [<$p _ $n _atomic_set>]($($ctx: $cty, )?dest: *mut $t, value: $t, pe: ::core::ffi::c_int) -> $ret {
             let call = concat!($crate::call_prefix!($p), "_", stringify!($n), "_atomic_set");
-            $wrap(call, || { $( let pe = $crate::teams::ctx_pe($ctx, pe, call)?; )? $crate::imp::amo(call, dest.cast_const(), $crate::imp::Amo::Set(value), pe).map(|_| ()) })
+            $wrap(call, || { let dom = $crate::imp::Domain::DEFAULT; $( let (pe, dom) = $crate::teams::ctx_route($ctx, pe, call)?; )? $crate::imp::amo_in(call, dest.cast_const(), $crate::imp::Amo::Set(value), pe, dom).map(|_| ()) })
         }
 
         #[doc = concat!("Atomically write `value` to the `", $c, "` at `dest` on `pe`; the previous value (0 on error).")]

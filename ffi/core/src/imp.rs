@@ -7,6 +7,7 @@
 use crate::error::Failure;
 use crate::state;
 use std::ffi::{c_int, c_void};
+pub use xpushmem_rt::Domain;
 use xpushmem_rt::{
     AtomicInt, AtomicWord, Cmp, Error, Shmem, SignalOp, SymRef, SymSlice, Symmetric, SyncInt,
     ThreadLevel,
@@ -156,12 +157,24 @@ pub unsafe fn put(
     pe: c_int,
 ) -> R<()> {
     // SAFETY: forwarded caller contract on `src`.
-    unsafe { put_as(call, dest, src, nelems, elem, align, pe, false) }
+    unsafe {
+        put_as(
+            call,
+            dest,
+            src,
+            nelems,
+            elem,
+            align,
+            pe,
+            false,
+            Domain::DEFAULT,
+        )
+    }
 }
 
-/// [`put`], or with `nbi` its non-blocking form: from a registered buffer (`xpushmemx_buffer_register`) started
-/// in place and completed by `quiet` (the source must not change until then); from any other source, [`put`],
-/// complete (the source reusable) on return.
+/// [`put`] in domain `dom` (a context's), or with `nbi` its non-blocking form: from a registered buffer
+/// (`xpushmemx_buffer_register`) started in place and completed by `quiet` (the source must not change until then);
+/// from any other source, [`put`], complete (the source reusable) on return.
 ///
 /// # Safety
 /// `src` is valid for reads of `nelems * elem` bytes (until `quiet` when registered and `nbi`).
@@ -175,6 +188,7 @@ pub unsafe fn put_as(
     align: usize,
     pe: c_int,
     nbi: bool,
+    dom: Domain,
 ) -> R<()> {
     state::with(|sh| {
         let pe = pe_arg(sh, pe, call)?;
@@ -182,15 +196,16 @@ pub unsafe fn put_as(
         if bytes == 0 {
             return Ok(());
         }
+        let on = sh.on(dom)?;
         let d = sym_bytes(sh, dest, bytes, align, call, "dest")?;
         // SAFETY: forwarded caller contract on `src`.
         let s = unsafe { local(src, bytes, call, "source") }?;
         if nbi && sh.is_registered(s.as_ptr(), bytes) {
             // The handle is let go: the registry and `quiet` complete the operation.
-            std::mem::forget(sh.put_nbi(d, s, pe)?);
+            std::mem::forget(on.put_nbi(d, s, pe)?);
             return Ok(());
         }
-        Ok(sh.put(d, s, pe)?)
+        Ok(on.put(d, s, pe)?)
     })
 }
 
@@ -208,10 +223,22 @@ pub unsafe fn get(
     pe: c_int,
 ) -> R<()> {
     // SAFETY: forwarded caller contract on `dest`.
-    unsafe { get_as(call, dest, src, nelems, elem, align, pe, false) }
+    unsafe {
+        get_as(
+            call,
+            dest,
+            src,
+            nelems,
+            elem,
+            align,
+            pe,
+            false,
+            Domain::DEFAULT,
+        )
+    }
 }
 
-/// [`get`], or with `nbi` its non-blocking form: into a registered buffer started in place and completed by
+/// [`get`], or with `nbi` its non-blocking form (in domain `dom`, a context's): into a registered buffer started in place and completed by
 /// `quiet` (`dest` is filled then); into any other buffer, [`get`], complete on return.
 ///
 /// # Safety
@@ -227,6 +254,7 @@ pub unsafe fn get_as(
     align: usize,
     pe: c_int,
     nbi: bool,
+    dom: Domain,
 ) -> R<()> {
     state::with(|sh| {
         let pe = pe_arg(sh, pe, call)?;
@@ -234,12 +262,13 @@ pub unsafe fn get_as(
         if bytes == 0 {
             return Ok(());
         }
+        let on = sh.on(dom)?;
         let s = sym_bytes(sh, src, bytes, align, call, "source")?;
         // SAFETY: forwarded caller contract on `dest`.
         let d = unsafe { local_mut(dest, bytes, call, "dest") }?;
         if nbi && sh.is_registered(d.as_ptr(), bytes) {
             // Written in place by the transport; the registry and `quiet` complete it.
-            std::mem::forget(sh.get_nbi(d, s, pe)?);
+            std::mem::forget(on.get_nbi(d, s, pe)?);
             return Ok(());
         }
         Ok(sh.get(d, s, pe)?)
@@ -248,9 +277,14 @@ pub unsafe fn get_as(
 
 /// Store one value on `pe`.
 pub fn p<T: Copy>(call: &str, dest: *mut T, value: T, pe: c_int) -> R<()> {
+    p_in(call, dest, value, pe, Domain::DEFAULT)
+}
+
+/// [`p`] in domain `dom` (a context's).
+pub fn p_in<T: Copy>(call: &str, dest: *mut T, value: T, pe: c_int, dom: Domain) -> R<()> {
     // SAFETY: `value` is a live local of size_of::<T>() bytes.
     unsafe {
-        put(
+        put_as(
             call,
             dest.cast(),
             (&value as *const T).cast(),
@@ -258,6 +292,8 @@ pub fn p<T: Copy>(call: &str, dest: *mut T, value: T, pe: c_int) -> R<()> {
             std::mem::size_of::<T>(),
             std::mem::align_of::<T>(),
             pe,
+            false,
+            dom,
         )
     }
 }
@@ -375,6 +411,26 @@ pub unsafe fn iput(
     elem: usize,
     pe: c_int,
 ) -> R<()> {
+    // SAFETY: forwarded caller contract.
+    unsafe { iput_in(call, dest, src, dst, sst, nelems, elem, pe, Domain::DEFAULT) }
+}
+
+/// [`iput`] in domain `dom` (a context's).
+///
+/// # Safety
+/// As [`iput`].
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn iput_in(
+    call: &str,
+    dest: *mut c_void,
+    src: *const c_void,
+    dst: isize,
+    sst: isize,
+    nelems: usize,
+    elem: usize,
+    pe: c_int,
+    dom: Domain,
+) -> R<()> {
     if elem == 16 {
         // The strides as passed are checked before they are doubled for the halves.
         let (du, su) = (stride_arg("dst", dst, call)?, stride_arg("sst", sst, call)?);
@@ -384,11 +440,11 @@ pub unsafe fn iput(
         let (d2, s2) = (dst.saturating_mul(2), sst.saturating_mul(2));
         let (d, s) = (dest.cast::<u8>(), src.cast::<u8>());
         // SAFETY: forwarded caller contract; the halves lie inside the caller's elements.
-        unsafe { iput(call, d.cast(), s.cast(), d2, s2, nelems, 8, pe) }?;
+        unsafe { iput_in(call, d.cast(), s.cast(), d2, s2, nelems, 8, pe, dom) }?;
         if nelems > 0 {
             // SAFETY: as above; the +8 offsets stay inside the first element (validated by the first pass).
             unsafe {
-                iput(
+                iput_in(
                     call,
                     d.wrapping_add(8).cast(),
                     s.wrapping_add(8).cast(),
@@ -397,6 +453,7 @@ pub unsafe fn iput(
                     nelems,
                     8,
                     pe,
+                    dom,
                 )
             }?;
         }
@@ -428,7 +485,7 @@ pub unsafe fn iput(
             let s = unsafe { local(src, byte_count(sspan, elem, call)?, call, "source") }?;
             // SAFETY: `s` is aligned to size_of::<W>() (checked above) and holds sspan elements of W.
             let s = unsafe { std::slice::from_raw_parts(s.as_ptr().cast::<W>(), sspan) };
-            Ok(sh.iput(d, s, dst, sst, nelems, pe)?)
+            Ok(sh.on(dom)?.iput(d, s, dst, sst, nelems, pe)?)
         })
     })
 }
@@ -579,6 +636,42 @@ pub unsafe fn put_signal(
     op: c_int,
     pe: c_int,
 ) -> R<()> {
+    // SAFETY: forwarded caller contract.
+    unsafe {
+        put_signal_in(
+            call,
+            dest,
+            src,
+            nelems,
+            elem,
+            align,
+            sig,
+            value,
+            op,
+            pe,
+            Domain::DEFAULT,
+        )
+    }
+}
+
+/// [`put_signal`] in domain `dom` (a context's).
+///
+/// # Safety
+/// As [`put_signal`].
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn put_signal_in(
+    call: &str,
+    dest: *mut c_void,
+    src: *const c_void,
+    nelems: usize,
+    elem: usize,
+    align: usize,
+    sig: *mut u64,
+    value: u64,
+    op: c_int,
+    pe: c_int,
+    dom: Domain,
+) -> R<()> {
     state::with(|sh| {
         let pe = pe_arg(sh, pe, call)?;
         let op = sig_op_arg(op, call)?;
@@ -591,7 +684,7 @@ pub unsafe fn put_signal(
         };
         // SAFETY: forwarded caller contract on `src`.
         let s = unsafe { local(src, bytes, call, "source") }?;
-        Ok(sh.put_signal(d, s, sig, value, op, pe)?)
+        Ok(sh.on(dom)?.put_signal(d, s, sig, value, op, pe)?)
     })
 }
 
@@ -643,13 +736,25 @@ pub enum AmoInt<T> {
 
 /// Run an atomic on `dest` at `pe`; the previous value (the fetched value for `Fetch`, `T::default()` for Set).
 pub fn amo<T: AtomicWord>(call: &str, dest: *const T, op: Amo<T>, pe: c_int) -> R<T> {
+    amo_in(call, dest, op, pe, Domain::DEFAULT)
+}
+
+/// [`amo`] in domain `dom` (a context's): what matters to `Set`, the one that does not fetch (the others complete
+/// on return, whatever the domain).
+pub fn amo_in<T: AtomicWord>(
+    call: &str,
+    dest: *const T,
+    op: Amo<T>,
+    pe: c_int,
+    dom: Domain,
+) -> R<T> {
     state::with(|sh| {
         let pe = pe_arg(sh, pe, call)?;
         let r = sym_ref(sh, dest, call, "dest")?;
         Ok(match op {
             Amo::Fetch => sh.atomic_fetch(r, pe)?,
             Amo::Set(v) => {
-                sh.atomic_set(r, v, pe)?;
+                sh.on(dom)?.atomic_set(r, v, pe)?;
                 T::default()
             }
             Amo::Swap(v) => sh.atomic_swap(r, v, pe)?,
@@ -909,11 +1014,13 @@ pub fn ptr(call: &str, addr: *const c_void, pe: c_int) -> R<*mut c_void> {
 /// The handle of the default context (`SHMEM_CTX_DEFAULT`).
 pub const CTX_DEFAULT: usize = 1;
 
-/// A live context: the native id of the team it was made on (0: the world) and, for one created with
-/// `SHMEM_CTX_PRIVATE`, the thread that created it (the only one that may use or destroy it).
+/// A live context: the native id of the team it was made on (0: the world), its completion domain (its quiet
+/// completes that domain's operations only), and, for one created with `SHMEM_CTX_PRIVATE`, the thread that
+/// created it (the only one that may use or destroy it).
 #[derive(Clone, Copy, Debug)]
 struct CtxEntry {
     team: i64,
+    domain: Domain,
     owner: Option<std::thread::ThreadId>,
 }
 
@@ -925,9 +1032,14 @@ static NEXT_CTX: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize
 /// Validate a context handle: the default one or one made by [`ctx_create`] and not destroyed, used by the thread
 /// that created it when it is private; the id of its team (0, the world, for the default context).
 pub fn check_ctx(ctx: *mut c_void, call: &str) -> Result<i64, Error> {
+    ctx_route(ctx, call).map(|(team, _)| team)
+}
+
+/// [`check_ctx`]; the id of its team and its completion domain ([`Domain::DEFAULT`] for the default context).
+pub fn ctx_route(ctx: *mut c_void, call: &str) -> Result<(i64, Domain), Error> {
     let h = ctx as usize;
     if h == CTX_DEFAULT {
-        return Ok(0);
+        return Ok((0, Domain::DEFAULT));
     }
     let entry = CONTEXTS
         .lock()
@@ -951,23 +1063,31 @@ pub fn check_ctx(ctx: *mut c_void, call: &str) -> Result<i64, Error> {
                 std::thread::current().id()
             ),
         )),
-        Some(e) => Ok(e.team),
+        Some(e) => Ok((e.team, e.domain)),
     }
 }
 
-/// A new context handle on the team of native id `team` (validated by the caller); `private`: only the calling
-/// thread may use it (`SHMEM_CTX_PRIVATE`, checked by [`check_ctx`]). Every operation of this runtime completes
-/// before it returns on the same-node transport, so a context is an ordering domain with nothing to hold: its
-/// fence and quiet are the global ones.
-pub fn ctx_create(team: i64, private: bool) -> usize {
+/// A new context handle on the team of native id `team` (validated by the caller), with a completion domain of
+/// its own (`Shmem::domain_open`): its quiet and fence complete and order its operations only, and the default
+/// context's (and `shmem_barrier_all`) do not complete its operations. `private`: only the calling thread may use
+/// it (`SHMEM_CTX_PRIVATE`, checked by [`check_ctx`]).
+pub fn ctx_create(team: i64, private: bool) -> R<usize> {
+    let domain = state::with(|sh| Ok(sh.domain_open()?))?;
     let h = NEXT_CTX.fetch_add(8, std::sync::atomic::Ordering::Relaxed);
     let owner = private.then(|| std::thread::current().id());
     CONTEXTS
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .get_or_insert_with(Default::default)
-        .insert(h, CtxEntry { team, owner });
-    h
+        .insert(
+            h,
+            CtxEntry {
+                team,
+                domain,
+                owner,
+            },
+        );
+    Ok(h)
 }
 
 /// Validate a context handle; the id of its team (0, the world, for the default context).
@@ -975,21 +1095,24 @@ pub fn ctx_team(ctx: *mut c_void, call: &str) -> Result<i64, Error> {
     check_ctx(ctx, call)
 }
 
-/// Destroy a context made by [`ctx_create`] (after a quiet on it); the default context cannot be destroyed.
-pub fn ctx_destroy(ctx: *mut c_void, call: &str) -> Result<(), Error> {
+/// Destroy a context made by [`ctx_create`]: its domain is completed (an implicit quiet) and closed; the default
+/// context cannot be destroyed.
+pub fn ctx_destroy(ctx: *mut c_void, call: &str) -> R<()> {
     let h = ctx as usize;
     let mut contexts = CONTEXTS.lock().unwrap_or_else(|p| p.into_inner());
     if let Some(e) = contexts.as_ref().and_then(|s| s.get(&h).copied()) {
         if e.owner.is_some_and(|o| o != std::thread::current().id()) {
             drop(contexts);
-            return check_ctx(ctx, call).map(|_| ()); // the private context's error, naming its thread
+            return Ok(check_ctx(ctx, call).map(|_| ())?); // the private context's error, naming its thread
         }
         contexts.as_mut().map(|s| s.remove(&h));
-        return Ok(());
+        drop(contexts);
+        return state::with(|sh| Ok(sh.domain_close(e.domain)?));
     }
     Err(Error::invalid(
         "ctx",
         format!("{ctx:p}"),
         format!("{call}: not a context from shmem_ctx_create (or already destroyed; SHMEM_CTX_DEFAULT cannot be destroyed)"),
-    ))
+    )
+    .into())
 }

@@ -22,7 +22,7 @@ pub const XPUSHMEM_PATCH_VERSION: c_int = 0;
 /// Major version of the OpenSHMEM specification the semantics follow.
 pub const XPUSHMEM_SPEC_MAJOR_VERSION: c_int = 1;
 /// Minor version of the OpenSHMEM specification the semantics follow.
-pub const XPUSHMEM_SPEC_MINOR_VERSION: c_int = 5;
+pub const XPUSHMEM_SPEC_MINOR_VERSION: c_int = 6;
 /// Room needed by `xpushmem_info_get_name` (bytes, NUL included).
 pub const XPUSHMEM_MAX_NAME_LEN: usize = 256;
 

@@ -603,9 +603,18 @@ pub extern "C" fn xpushmem_barrier(team: xpushmem_team_t) -> c_int {
 /// Validate a context handle and turn `pe`, a PE number of the context's team (OpenSHMEM: operations on a context
 /// address the PEs of its team), into a PE number of the world.
 pub fn ctx_pe(ctx: *mut c_void, pe: c_int, call: &str) -> Result<c_int, Failure> {
-    let team = crate::imp::ctx_team(ctx, call)?;
+    ctx_route(ctx, pe, call).map(|(pe, _)| pe)
+}
+
+/// [`ctx_pe`], and the context's completion domain (what its operations are issued in).
+pub fn ctx_route(
+    ctx: *mut c_void,
+    pe: c_int,
+    call: &str,
+) -> Result<(c_int, crate::imp::Domain), Failure> {
+    let (team, dom) = crate::imp::ctx_route(ctx, call)?;
     if team == 0 {
-        return Ok(pe);
+        return Ok((pe, dom));
     }
     state::with(|sh| {
         let t = self::team(sh, team, Api::Oshmem, call)?;
@@ -618,6 +627,6 @@ pub fn ctx_pe(ctx: *mut c_void, pe: c_int, call: &str) -> Result<c_int, Failure>
             }
             .into());
         }
-        Ok(t.global_pe(pe as usize)? as c_int)
+        Ok((t.global_pe(pe as usize)? as c_int, dom))
     })
 }

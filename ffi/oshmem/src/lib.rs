@@ -330,43 +330,44 @@ pub extern "C" fn pshmem_free(ptr: *mut c_void) {
 // ---------------------------------------------------------------------------------------------------------------
 // Ordering, barriers, signals
 
-/// Order puts, AMOs and signals to each PE.
+/// Order puts, AMOs and signals to each PE (the default context's).
 #[no_mangle]
 pub extern "C" fn pshmem_fence() {
     void("shmem_fence", || state::with(|sh| Ok(sh.fence()?)))
 }
 
-/// Complete every outstanding put, AMO and signal.
+/// Complete every outstanding put, AMO and signal of the default context.
 #[no_mangle]
 pub extern "C" fn pshmem_quiet() {
     void("shmem_quiet", || state::with(|sh| Ok(sh.quiet()?)))
 }
 
-/// `shmem_fence` on a context.
+/// `shmem_fence` on a context: orders that context's operations only.
 #[no_mangle]
 pub extern "C" fn pshmem_ctx_fence(ctx: shmem_ctx_t) {
     void("shmem_ctx_fence", || {
         if ctx.is_null() {
             return Ok(()); // SHMEM_CTX_INVALID: "no operation is performed" (the specification)
         }
-        imp::check_ctx(ctx, "shmem_ctx_fence")?;
-        state::with(|sh| Ok(sh.fence()?))
+        let (_, dom) = imp::ctx_route(ctx, "shmem_ctx_fence")?;
+        state::with(|sh| Ok(sh.on(dom)?.fence()?))
     })
 }
 
-/// `shmem_quiet` on a context.
+/// `shmem_quiet` on a context: completes that context's operations only.
 #[no_mangle]
 pub extern "C" fn pshmem_ctx_quiet(ctx: shmem_ctx_t) {
     void("shmem_ctx_quiet", || {
         if ctx.is_null() {
             return Ok(()); // SHMEM_CTX_INVALID: "no operation is performed" (the specification)
         }
-        imp::check_ctx(ctx, "shmem_ctx_quiet")?;
-        state::with(|sh| Ok(sh.quiet()?))
+        let (_, dom) = imp::ctx_route(ctx, "shmem_ctx_quiet")?;
+        state::with(|sh| Ok(sh.on(dom)?.quiet()?))
     })
 }
 
-/// Complete outstanding operations and synchronise all PEs.
+/// Complete the default context's outstanding operations and synchronise all PEs (another context's operations
+/// are completed by that context's quiet, as the specification says).
 #[no_mangle]
 pub extern "C" fn pshmem_barrier_all() {
     void("shmem_barrier_all", || {
@@ -440,14 +441,13 @@ pub unsafe extern "C" fn pshmem_team_create_ctx(
     unsafe { teams::create_ctx("shmem_team_create_ctx", team, options, ctx) }
 }
 
-/// Destroy a context (quiet first).
+/// Destroy a context: its operations are completed first (an implicit `shmem_ctx_quiet`).
 #[no_mangle]
 pub extern "C" fn pshmem_ctx_destroy(ctx: shmem_ctx_t) {
     void("shmem_ctx_destroy", || {
         if ctx.is_null() {
             return Ok(()); // SHMEM_CTX_INVALID: "no operation is performed" (the specification)
         }
-        state::with(|sh| Ok(sh.quiet()?))?;
         imp::ctx_destroy(ctx, "shmem_ctx_destroy")?;
         teams::forget_ctx(ctx);
         Ok(())

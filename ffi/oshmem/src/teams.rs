@@ -86,7 +86,7 @@ pub unsafe fn create_ctx(
         }
         state::with(|sh| Ok(core::team(sh, id(team_h), O, call).map(|_| ())?))?;
         // SHMEM_CTX_PRIVATE (1 in shmem.h): only this thread may use or destroy the context.
-        let h = imp::ctx_create(id(team_h), options & 1 != 0);
+        let h = imp::ctx_create(id(team_h), options & 1 != 0)?;
         CTX_TEAM
             .lock()
             .unwrap_or_else(|p| p.into_inner())

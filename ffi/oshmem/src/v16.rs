@@ -52,9 +52,9 @@ pub unsafe fn ib(
     align: usize,
     pe: c_int,
 ) -> Result<(), Failure> {
-    let pe = match ctx {
-        Some(ctx) => teams::ctx_pe(ctx, pe, call)?,
-        None => pe,
+    let (pe, dom) = match ctx {
+        Some(ctx) => teams::ctx_route(ctx, pe, call)?,
+        None => (pe, imp::Domain::DEFAULT),
     };
     let (dst, sst) = (
         stride(call, "dst", dst, bsize)?,
@@ -88,7 +88,7 @@ pub unsafe fn ib(
             .cast::<c_void>();
         match dir {
             // SAFETY: the caller's contract on the local source covers this block; `d` is checked by put.
-            Dir::Put => unsafe { imp::put(call, d, s, bsize, elem, align, pe) }?,
+            Dir::Put => unsafe { imp::put_as(call, d, s, bsize, elem, align, pe, false, dom) }?,
             // SAFETY: the caller's contract on the local dest covers this block; `s` is checked by get.
             Dir::Get => unsafe { imp::get(call, d, s, bsize, elem, align, pe) }?,
         }
@@ -177,13 +177,13 @@ fn signal_update(
     pe: c_int,
 ) {
     void(call, || {
-        let pe = match ctx {
-            Some(ctx) => teams::ctx_pe(ctx, pe, call)?,
-            None => pe,
+        let (pe, dom) = match ctx {
+            Some(ctx) => teams::ctx_route(ctx, pe, call)?,
+            None => (pe, imp::Domain::DEFAULT),
         };
         // SAFETY: zero bytes of data: neither dest nor source is read or written.
         unsafe {
-            imp::put_signal(
+            imp::put_signal_in(
                 call,
                 std::ptr::null_mut(),
                 std::ptr::null(),
@@ -194,6 +194,7 @@ fn signal_update(
                 signal,
                 op,
                 pe,
+                dom,
             )
         }
     })
@@ -248,17 +249,17 @@ pub extern "C" fn pshmem_ctx_signal_set(
 }
 
 /// Complete the operations to the `npes` PEs of `target_pes` (OpenSHMEM 1.6): each PE is checked, then the
-/// operations complete as `shmem_quiet` completes them.
+/// operations complete as `shmem_quiet` (or `shmem_ctx_quiet` of the context) completes them.
 ///
 /// # Safety
 /// `target_pes` is readable for `npes` ints (NULL when `npes` is 0).
 unsafe fn pe_quiet(call: &str, ctx: Option<*mut c_void>, target_pes: *const c_int, npes: usize) {
     void(call, || {
-        if let Some(ctx) = ctx {
-            if ctx.is_null() {
-                return Ok(()); // SHMEM_CTX_INVALID: no operation, as for shmem_ctx_quiet
-            }
-        }
+        let dom = match ctx {
+            Some(ctx) if ctx.is_null() => return Ok(()), // SHMEM_CTX_INVALID: no operation, as for shmem_ctx_quiet
+            Some(ctx) => imp::ctx_route(ctx, call)?.1,
+            None => imp::Domain::DEFAULT,
+        };
         if npes > 0 {
             if target_pes.is_null() {
                 return Err(
@@ -286,7 +287,7 @@ unsafe fn pe_quiet(call: &str, ctx: Option<*mut c_void>, target_pes: *const c_in
                 })?;
             }
         }
-        state::with(|sh| Ok(sh.quiet()?))
+        state::with(|sh| Ok(sh.on(dom)?.quiet()?))
     })
 }
 
@@ -340,8 +341,8 @@ pub extern "C" fn pshmem_ctx_session_stop(ctx: *mut c_void) {
         if ctx.is_null() {
             return Ok(());
         }
-        imp::check_ctx(ctx, "shmem_ctx_session_stop")?;
-        state::with(|sh| Ok(sh.quiet()?))
+        let (_, dom) = imp::ctx_route(ctx, "shmem_ctx_session_stop")?;
+        state::with(|sh| Ok(sh.on(dom)?.quiet()?))
     })
 }
 

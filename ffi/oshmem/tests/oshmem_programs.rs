@@ -675,6 +675,40 @@ fn teams_ctx_over_the_fabric_2pe() {
     );
 }
 
+/// Contexts as completion domains (`ctx_domains.c`): each context's quiet completes its own puts, its fence orders
+/// them, destroying it completes them. With the deferred transport (puts queued until completed) a put of one
+/// context is checked to be still missing at its target after another context's quiet and the default context's;
+/// the completion checks also over the fabric and on shared memory.
+mod ctx_domains {
+    #[test]
+    fn deferred_2pe() {
+        support::run_program_ok_with(
+            &super::conformance_program("ctx_domains"),
+            "ctx_domains",
+            2,
+            &[("XPUSHMEM_TRANSPORT", "deferred")],
+        );
+    }
+    #[test]
+    fn shm_2pe() {
+        super::conformance_ok("ctx_domains", 2);
+    }
+    #[test]
+    fn fab_2pe() {
+        if !matches!(xpushmem::transport::fabric_providers(), Ok(Some(_))) {
+            eprintln!("skipped: this build has no fabric transport");
+            return;
+        }
+        support::run_program_ok_with(
+            &super::conformance_program("ctx_domains"),
+            "ctx_domains",
+            2,
+            &[("XPUSHMEM_TRANSPORT", "fabric")],
+        );
+    }
+    use super::support;
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // The profiling interface: `ffi/tests/oshmem/profiling.c` with the tool of `profiling_tool.c` defining standard
 // routines and forwarding to `pshmem_*`, the tool linked three ways.

@@ -9,7 +9,7 @@
 use crate::core::Shmem;
 use crate::error::Result;
 use crate::transport::AmoOp;
-use crate::types::{AtomicInt, AtomicWord, SymRef};
+use crate::types::{AtomicInt, AtomicWord, Domain, SymRef};
 
 impl Shmem {
     fn amo<T: AtomicWord>(
@@ -25,9 +25,11 @@ impl Shmem {
         Ok(T::from_bits(old))
     }
 
-    /// A non-fetching atomic: delivered like a put (by `quiet`), no value returned.
-    fn amo_post<T: AtomicWord>(
+    /// A non-fetching atomic in domain `d`: delivered like a put (by `d`'s quiet), no value returned.
+    #[inline]
+    pub(crate) fn amo_post<T: AtomicWord>(
         &self,
+        d: Domain,
         r: SymRef<T>,
         pe: usize,
         op: AmoOp,
@@ -36,7 +38,7 @@ impl Shmem {
     ) -> Result<()> {
         self.check_range(r.off, T::WIDTH, call)?;
         self.map_of(pe, call)?
-            .amo_post(r.off, T::WIDTH, op, operand)
+            .amo_post_in(d, r.off, T::WIDTH, op, operand)
     }
 
     /// Atomically read `r` on `pe`.
@@ -46,7 +48,14 @@ impl Shmem {
 
     /// Atomically write `value` to `r` on `pe`.
     pub fn atomic_set<T: AtomicWord>(&self, r: SymRef<T>, value: T, pe: usize) -> Result<()> {
-        self.amo_post(r, pe, AmoOp::Set, value.to_bits(), "atomic_set")
+        self.amo_post(
+            Domain::DEFAULT,
+            r,
+            pe,
+            AmoOp::Set,
+            value.to_bits(),
+            "atomic_set",
+        )
     }
 
     /// Atomically write `value` to `r` on `pe`; the previous value.
@@ -75,7 +84,14 @@ impl Shmem {
 
     /// Atomically add 1 to `r` on `pe`.
     pub fn atomic_inc<T: AtomicInt>(&self, r: SymRef<T>, pe: usize) -> Result<()> {
-        self.amo_post(r, pe, AmoOp::FetchAdd, T::ONE.to_bits(), "atomic_inc")
+        self.amo_post(
+            Domain::DEFAULT,
+            r,
+            pe,
+            AmoOp::FetchAdd,
+            T::ONE.to_bits(),
+            "atomic_inc",
+        )
     }
 
     /// Atomically add `value` (wrapping) to `r` on `pe`; the previous value.
@@ -93,7 +109,14 @@ impl Shmem {
 
     /// Atomically add `value` (wrapping) to `r` on `pe`.
     pub fn atomic_add<T: AtomicInt>(&self, r: SymRef<T>, value: T, pe: usize) -> Result<()> {
-        self.amo_post(r, pe, AmoOp::FetchAdd, value.to_bits(), "atomic_add")
+        self.amo_post(
+            Domain::DEFAULT,
+            r,
+            pe,
+            AmoOp::FetchAdd,
+            value.to_bits(),
+            "atomic_add",
+        )
     }
 
     /// Atomically `r &= value` on `pe`; the previous value.
@@ -103,7 +126,14 @@ impl Shmem {
 
     /// Atomically `r &= value` on `pe`.
     pub fn atomic_and<T: AtomicInt>(&self, r: SymRef<T>, value: T, pe: usize) -> Result<()> {
-        self.amo_post(r, pe, AmoOp::FetchAnd, value.to_bits(), "atomic_and")
+        self.amo_post(
+            Domain::DEFAULT,
+            r,
+            pe,
+            AmoOp::FetchAnd,
+            value.to_bits(),
+            "atomic_and",
+        )
     }
 
     /// Atomically `r |= value` on `pe`; the previous value.
@@ -113,7 +143,14 @@ impl Shmem {
 
     /// Atomically `r |= value` on `pe`.
     pub fn atomic_or<T: AtomicInt>(&self, r: SymRef<T>, value: T, pe: usize) -> Result<()> {
-        self.amo_post(r, pe, AmoOp::FetchOr, value.to_bits(), "atomic_or")
+        self.amo_post(
+            Domain::DEFAULT,
+            r,
+            pe,
+            AmoOp::FetchOr,
+            value.to_bits(),
+            "atomic_or",
+        )
     }
 
     /// Atomically `r ^= value` on `pe`; the previous value.
@@ -123,6 +160,13 @@ impl Shmem {
 
     /// Atomically `r ^= value` on `pe`.
     pub fn atomic_xor<T: AtomicInt>(&self, r: SymRef<T>, value: T, pe: usize) -> Result<()> {
-        self.amo_post(r, pe, AmoOp::FetchXor, value.to_bits(), "atomic_xor")
+        self.amo_post(
+            Domain::DEFAULT,
+            r,
+            pe,
+            AmoOp::FetchXor,
+            value.to_bits(),
+            "atomic_xor",
+        )
     }
 }

@@ -3,6 +3,7 @@
 //! (`barrier_all`, `finalize`) live in the facade above it (`init.rs`); this layer never calls into team or coll.
 
 pub mod amo;
+pub mod domain;
 pub(crate) mod groups;
 pub(crate) mod heap;
 pub(crate) mod reg;
@@ -89,6 +90,8 @@ pub struct Shmem {
     pub(crate) oversubscribed: bool,
     /// Registered user buffers (`reg.rs`).
     pub(crate) registry: reg::Registry,
+    /// The open completion domains (`domain.rs`).
+    pub(crate) domains: domain::Domains,
 }
 
 impl Shmem {

@@ -373,6 +373,7 @@ impl Shmem {
     /// `put_nbi` (copied where the transport must).
     pub(crate) fn put_nbi_bytes(
         &self,
+        d: crate::types::Domain,
         off: usize,
         src: &[u8],
         pe: usize,
@@ -381,9 +382,9 @@ impl Shmem {
         let w = self.map_of(pe, call)?;
         self.with_registered(src.as_ptr() as usize, src.len(), pe, false, |reg| {
             if reg {
-                w.put_nbi_registered(off, src)
+                w.put_nbi_registered_in(d, off, src)
             } else {
-                w.put_nbi(off, src)
+                w.put_nbi_in(d, off, src)
             }
         })
     }
@@ -392,6 +393,7 @@ impl Shmem {
     /// returns no bytes), else as the window's `get_nbi`. Whether it went in place.
     pub(crate) fn get_nbi_bytes(
         &self,
+        d: crate::types::Domain,
         off: usize,
         dst: &mut [u8],
         pe: usize,
@@ -403,9 +405,9 @@ impl Shmem {
         let t = self.with_registered(addr, len, pe, true, |reg| {
             in_place = reg;
             if reg {
-                w.get_nbi_registered(off, dst)
+                w.get_nbi_registered_in(d, off, dst)
             } else {
-                w.get_nbi(off, dst)
+                w.get_nbi_in(d, off, dst)
             }
         })?;
         Ok((t, in_place))

@@ -11,7 +11,7 @@ use crate::core::Shmem;
 use crate::error::{Error, Result};
 use crate::sys::bytes::{bytes_of, bytes_of_mut};
 pub use crate::transport::Pending;
-use crate::types::{SymRef, SymSlice, Symmetric};
+use crate::types::{Domain, SymRef, SymSlice, Symmetric};
 
 impl Shmem {
     /// Validate a transfer of `count` elements at `s` (whose length must cover them) on `pe`; the byte offset.
@@ -43,8 +43,20 @@ impl Shmem {
     /// # sh.free(buf).unwrap();
     /// ```
     pub fn put<T: Symmetric>(&self, dst: SymSlice<T>, src: &[T], pe: usize) -> Result<()> {
+        self.put_in(Domain::DEFAULT, dst, src, pe)
+    }
+
+    /// [`Shmem::put`] in domain `d`.
+    #[inline]
+    pub(crate) fn put_in<T: Symmetric>(
+        &self,
+        d: Domain,
+        dst: SymSlice<T>,
+        src: &[T],
+        pe: usize,
+    ) -> Result<()> {
         let off = self.rma_target(dst, src.len(), pe, "put")?;
-        self.map_of(pe, "put")?.write(off, bytes_of(src))
+        self.map_of(pe, "put")?.write_in(d, off, bytes_of(src))
     }
 
     /// Copy `dst.len()` elements from `src` on `pe` into `dst`.
@@ -125,8 +137,19 @@ impl Shmem {
         src: &'a [T],
         pe: usize,
     ) -> Result<Pending<'a>> {
+        self.put_nbi_in(Domain::DEFAULT, dst, src, pe)
+    }
+
+    /// [`Shmem::put_nbi`] in domain `d`.
+    pub(crate) fn put_nbi_in<'a, T: Symmetric>(
+        &'a self,
+        d: Domain,
+        dst: SymSlice<T>,
+        src: &'a [T],
+        pe: usize,
+    ) -> Result<Pending<'a>> {
         let off = self.rma_target(dst, src.len(), pe, "put_nbi")?;
-        let t = self.put_nbi_bytes(off, bytes_of(src), pe, "put_nbi")?;
+        let t = self.put_nbi_bytes(d, off, bytes_of(src), pe, "put_nbi")?;
         self.pending_put(t, pe, "put_nbi")
     }
 
@@ -152,9 +175,20 @@ impl Shmem {
         src: SymSlice<T>,
         pe: usize,
     ) -> Result<Pending<'a>> {
+        self.get_nbi_in(Domain::DEFAULT, dst, src, pe)
+    }
+
+    /// [`Shmem::get_nbi`] in domain `d`.
+    pub(crate) fn get_nbi_in<'a, T: Symmetric>(
+        &'a self,
+        d: Domain,
+        dst: &'a mut [T],
+        src: SymSlice<T>,
+        pe: usize,
+    ) -> Result<Pending<'a>> {
         let off = self.rma_target(src, dst.len(), pe, "get_nbi")?;
         let dst = bytes_of_mut(dst);
-        let (Some(t), in_place) = self.get_nbi_bytes(off, dst, pe, "get_nbi")? else {
+        let (Some(t), in_place) = self.get_nbi_bytes(d, off, dst, pe, "get_nbi")? else {
             // Completed at issue: `dst` holds the bytes already.
             return Ok(Pending::done());
         };
@@ -174,11 +208,35 @@ impl Shmem {
         nelems: usize,
         pe: usize,
     ) -> Result<()> {
+        self.iput_in(
+            Domain::DEFAULT,
+            dst,
+            src,
+            dst_stride,
+            src_stride,
+            nelems,
+            pe,
+        )
+    }
+
+    /// [`Shmem::iput`] in domain `d`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn iput_in<T: Symmetric>(
+        &self,
+        d: Domain,
+        dst: SymSlice<T>,
+        src: &[T],
+        dst_stride: usize,
+        src_stride: usize,
+        nelems: usize,
+        pe: usize,
+    ) -> Result<()> {
         let (dspan, sspan) = strided_spans(dst_stride, src_stride, nelems)?;
         check_local_span(sspan, src.len(), "iput source")?;
         let off = self.rma_target(dst, dspan, pe, "iput")?;
         let e = std::mem::size_of::<T>();
-        self.map_of(pe, "iput")?.write_strided(
+        self.map_of(pe, "iput")?.write_strided_in(
+            d,
             off,
             dst_stride,
             bytes_of(src),
@@ -214,14 +272,31 @@ impl Shmem {
     }
 
     /// Order: puts, AMOs and signals issued before the fence to any one PE are delivered before those issued after
-    /// it to that PE.
+    /// it to that PE, in the default domain (another domain's: [`crate::domain::OnDomain::fence`]).
     pub fn fence(&self) -> Result<()> {
-        self.peers.transports().try_for_each(|t| t.fence())
+        self.fence_in(Domain::DEFAULT)
     }
 
-    /// Complete every put, AMO and signal this PE has issued (and every non-blocking operation).
+    /// Complete every put, AMO and signal this PE has issued in the default domain (and every non-blocking
+    /// operation of it); [`Shmem::quiet_all`] completes every domain's.
     pub fn quiet(&self) -> Result<()> {
-        self.peers.transports().try_for_each(|t| t.quiet())
+        self.quiet_in(Domain::DEFAULT)
+    }
+
+    /// [`Shmem::fence`] in domain `d` (not checked to be open).
+    pub(crate) fn fence_in(&self, d: Domain) -> Result<()> {
+        self.peers.transports().try_for_each(|t| t.fence(d))
+    }
+
+    /// [`Shmem::quiet`] in domain `d` (not checked to be open).
+    pub(crate) fn quiet_in(&self, d: Domain) -> Result<()> {
+        self.peers.transports().try_for_each(|t| t.quiet(d))
+    }
+
+    /// Complete every put, AMO and signal this PE has issued, in every domain: what finalize and the heap-wide
+    /// operations need.
+    pub fn quiet_all(&self) -> Result<()> {
+        self.peers.transports().try_for_each(|t| t.quiet_all())
     }
 }
 

@@ -9,7 +9,7 @@ use crate::core::Shmem;
 use crate::error::{Error, Result};
 use crate::sys::bytes::bytes_of;
 use crate::transport::AmoOp;
-use crate::types::{AtomicWord, Cmp, SignalOp, SymRef, SymSlice, Symmetric};
+use crate::types::{AtomicWord, Cmp, Domain, SignalOp, SymRef, SymSlice, Symmetric};
 
 /// Integer types that point-to-point synchronisation works on (`wait_until`, `test` and their set and vector
 /// forms): the [`AtomicInt`](crate::AtomicInt)s and the 16-bit integers (OpenSHMEM's `short` and `unsigned short`
@@ -76,10 +76,26 @@ impl Shmem {
         op: SignalOp,
         pe: usize,
     ) -> Result<()> {
+        self.put_signal_in(Domain::DEFAULT, dst, src, sig, value, op, pe)
+    }
+
+    /// [`Shmem::put_signal`] in domain `d`.
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    pub(crate) fn put_signal_in<T: Symmetric>(
+        &self,
+        d: Domain,
+        dst: SymSlice<T>,
+        src: &[T],
+        sig: SymRef<u64>,
+        value: u64,
+        op: SignalOp,
+        pe: usize,
+    ) -> Result<()> {
         // The source is copied or sent before the call returns; only delivery is left to quiet (no handle: a
         // transport that completes later completes it on quiet, which is all a blocking put promises).
         let (win, off, amo) = self.put_signal_target(dst, src.len(), sig, op, pe)?;
-        win.put_signal_nbi(off, bytes_of(src), sig.off, amo, value)
+        win.put_signal_nbi_in(d, off, bytes_of(src), sig.off, amo, value)
             .map(|_| ())
     }
 
@@ -113,8 +129,23 @@ impl Shmem {
         op: SignalOp,
         pe: usize,
     ) -> Result<Pending<'a>> {
+        self.put_signal_nbi_in(Domain::DEFAULT, dst, src, sig, value, op, pe)
+    }
+
+    /// [`Shmem::put_signal_nbi`] in domain `d`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn put_signal_nbi_in<'a, T: Symmetric>(
+        &'a self,
+        d: Domain,
+        dst: SymSlice<T>,
+        src: &'a [T],
+        sig: SymRef<u64>,
+        value: u64,
+        op: SignalOp,
+        pe: usize,
+    ) -> Result<Pending<'a>> {
         let (win, off, amo) = self.put_signal_target(dst, src.len(), sig, op, pe)?;
-        let t = win.put_signal_nbi(off, bytes_of(src), sig.off, amo, value)?;
+        let t = win.put_signal_nbi_in(d, off, bytes_of(src), sig.off, amo, value)?;
         Ok(Pending::new(self.transport_of(pe, "put_signal")?, t, None))
     }
 

@@ -208,6 +208,17 @@ impl HostMem {
         self.len.load(Ordering::Acquire)
     }
 
+    /// Where the accessible range holding offset `off` ends: the tail's end for an offset in the tail, else
+    /// [`HostMem::len`].
+    #[inline]
+    pub fn limit_at(&self, off: usize) -> usize {
+        if off >= self.tail.0 && self.tail.1 > self.tail.0 {
+            self.tail.1
+        } else {
+            self.len()
+        }
+    }
+
     /// The accessible bytes from the start without a gap: [`HostMem::len`], extended through the tail when the tail
     /// starts where the accessible part ends.
     pub fn contiguous_len(&self) -> usize {
@@ -227,11 +238,7 @@ impl HostMem {
 
     #[inline]
     fn check(&self, off: usize, len: usize, align: usize) -> Result<()> {
-        let limit = if off >= self.tail.0 && self.tail.1 > self.tail.0 {
-            self.tail.1
-        } else {
-            self.len()
-        };
+        let limit = self.limit_at(off);
         check_access("shm", "access", off, len, align, limit)
     }
 

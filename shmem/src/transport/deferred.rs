@@ -2,18 +2,20 @@
 //! completes late, as a network does, so that code which forgets a `quiet`, a `fence` or a wait fails in the test
 //! suites instead of passing by luck of synchronous memory.
 //!
-//! Writes, non-fetching atomics, put-with-signal and non-blocking gets are queued, in issue order, and delivered
-//! when the PE completes them (`quiet`, a handle's wait), when it waits ([`Transport::progress`]), or when a later
-//! `read`/fetching atomic touches the same bytes of the same window (a PE reads its own writes). Between two fences
-//! delivery runs in *reverse* issue order, with a pause after the first delivery of a batch: a flag written after
-//! its data without a fence lands first and stays alone long enough for a peer to see the stale data. A
-//! put-with-signal is one queued operation (its data always precedes its signal). Reads and atomics that return a
-//! value run at once, so nothing here can deadlock a correct program.
+//! Writes, non-fetching atomics, put-with-signal and non-blocking gets are queued, in issue order, each with its
+//! completion domain (an OpenSHMEM context), and delivered when the PE completes them (`quiet` of their domain,
+//! `quiet_all`, a handle's wait), when it waits ([`Transport::progress`], the default domain's only: another
+//! domain's operations wait for their own quiet), or when a later `read`/fetching atomic touches the same bytes of
+//! the same window (a PE reads its own writes, whatever the domain). Between two fences of a domain its delivery
+//! runs in *reverse* issue order, with a pause after the first delivery of a batch: a flag written after its data
+//! without a fence lands first and stays alone long enough for a peer to see the stale data. A put-with-signal is
+//! one queued operation (its data always precedes its signal). Reads and atomics that return a value run at once,
+//! so nothing here can deadlock a correct program.
 //!
 //! No queued operation refers to caller memory: a put's source is copied when it is queued, a get's bytes are kept
 //! here until its handle collects them.
 
-use super::{check_access, AmoOp, Ticket, Transport, Window};
+use super::{check_access, AmoOp, Domain, Ticket, Transport, Window};
 use crate::error::Result;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -43,6 +45,8 @@ enum Kind {
 #[derive(Debug)]
 struct Op {
     seq: u64,
+    domain: Domain,
+    /// The domain's fence epoch at issue.
     epoch: u64,
     win: Arc<dyn Window>,
     off: usize,
@@ -90,11 +94,37 @@ impl Op {
     }
 }
 
+/// Which queued operations a delivery takes.
+#[derive(Debug, Clone, Copy)]
+enum Pick {
+    /// Every one.
+    All,
+    /// Those issued up to sequence number `.0` (any domain).
+    UpTo(u64),
+    /// Those of one domain.
+    Domain(Domain),
+    /// Those of one domain issued up to a sequence number.
+    DomainUpTo(Domain, u64),
+}
+
+impl Pick {
+    fn takes(self, o: &Op) -> bool {
+        match self {
+            Pick::All => true,
+            Pick::UpTo(s) => o.seq <= s,
+            Pick::Domain(d) => o.domain == d,
+            Pick::DomainUpTo(d, s) => o.domain == d && o.seq <= s,
+        }
+    }
+}
+
 #[derive(Debug, Default)]
 struct Queue {
     ops: Vec<Op>,
     next: u64,
+    /// The last epoch number handed out; `epochs`: each domain's current one (0 until its first fence).
     epoch: u64,
+    epochs: HashMap<Domain, u64>,
     /// Bytes of delivered gets, until their handles collect them.
     reads: HashMap<u64, Vec<u8>>,
 }
@@ -131,13 +161,14 @@ impl Deferred {
         })
     }
 
-    fn push(&self, win: &Arc<dyn Window>, off: usize, kind: Kind) -> Ticket {
+    fn push(&self, d: Domain, win: &Arc<dyn Window>, off: usize, kind: Kind) -> Ticket {
         let mut q = lock(&self.queue);
         let seq = q.next;
         q.next += 1;
-        let epoch = q.epoch;
+        let epoch = q.epochs.get(&d).copied().unwrap_or(0);
         q.ops.push(Op {
             seq,
+            domain: d,
             epoch,
             win: Arc::clone(win),
             off,
@@ -146,13 +177,20 @@ impl Deferred {
         Ticket(seq)
     }
 
-    /// Deliver the queued operations `pick` selects (an issue-order prefix of each window's operations).
-    fn flush(&self, pick: impl Fn(&[Op]) -> usize) -> Result<()> {
+    /// Deliver the queued operations `pick` selects (it sees the queue), in issue order but for the reversal of
+    /// each run of one domain's epoch.
+    fn flush(&self, pick: impl FnOnce(&[Op]) -> Option<Pick>) -> Result<()> {
         let _d = lock(&self.delivering);
         let batch: Vec<Op> = {
             let mut q = lock(&self.queue);
-            let k = pick(&q.ops);
-            q.ops.drain(..k).collect()
+            let Some(p) = pick(&q.ops) else {
+                return Ok(());
+            };
+            let (take, keep) = std::mem::take(&mut q.ops)
+                .into_iter()
+                .partition(|o| p.takes(o));
+            q.ops = keep;
+            take
         };
         let mut first_err = None;
         let mut reads = Vec::new();
@@ -160,7 +198,7 @@ impl Deferred {
         while i < batch.len() {
             let j = batch[i..]
                 .iter()
-                .position(|o| o.epoch != batch[i].epoch)
+                .position(|o| (o.domain, o.epoch) != (batch[i].domain, batch[i].epoch))
                 .map_or(batch.len(), |p| i + p);
             for (k, op) in batch[i..j].iter().rev().enumerate() {
                 match op.run() {
@@ -184,8 +222,8 @@ impl Deferred {
     fn flush_touching(&self, win: &Arc<dyn Window>, off: usize, len: usize) -> Result<()> {
         self.flush(|ops| {
             ops.iter()
-                .rposition(|o| o.touches(win, off, len))
-                .map_or(0, |p| p + 1)
+                .rfind(|o| o.touches(win, off, len))
+                .map(|o| Pick::UpTo(o.seq))
         })
     }
 }
@@ -197,23 +235,45 @@ impl Transport for Deferred {
     fn can_reach(&self, pe: usize) -> bool {
         self.reach.get(pe).is_some_and(|r| *r)
     }
-    fn fence(&self) -> Result<()> {
-        lock(&self.queue).epoch += 1;
+    fn fence(&self, d: Domain) -> Result<()> {
+        let mut q = lock(&self.queue);
+        q.epoch += 1;
+        let e = q.epoch;
+        q.epochs.insert(d, e);
         Ok(())
     }
-    fn quiet(&self) -> Result<()> {
-        self.flush(|ops| ops.len())?;
-        self.fence()
+    fn quiet(&self, d: Domain) -> Result<()> {
+        self.flush(|_| Some(Pick::Domain(d)))?;
+        self.fence(d)
+    }
+    fn quiet_all(&self) -> Result<()> {
+        self.flush(|_| Some(Pick::All))
     }
     fn progress(&self) -> Result<()> {
-        if lock(&self.queue).ops.is_empty() {
+        let d = Domain::DEFAULT;
+        if !lock(&self.queue).ops.iter().any(|o| o.domain == d) {
             return Ok(());
         }
-        self.flush(|ops| ops.len())
+        self.flush(|_| Some(Pick::Domain(d)))
     }
     fn complete(&self, t: Ticket) -> Result<Option<Vec<u8>>> {
-        self.flush(|ops| ops.iter().take_while(|o| o.seq <= t.0).count())?;
+        // The operation and its domain's earlier ones (another domain's stay queued).
+        self.flush(|ops| {
+            ops.iter()
+                .find(|o| o.seq == t.0)
+                .map(|o| Pick::DomainUpTo(o.domain, t.0))
+        })?;
         Ok(lock(&self.queue).reads.remove(&t.0))
+    }
+    fn progress_for(&self, t: Ticket) -> Result<()> {
+        // The default domain's, and the handle's own operation with its domain's earlier ones (a handle of
+        // another domain polled with `test` would otherwise never complete).
+        self.progress()?;
+        self.flush(|ops| {
+            ops.iter()
+                .find(|o| o.seq == t.0)
+                .map(|o| Pick::DomainUpTo(o.domain, t.0))
+        })
     }
     fn is_complete(&self, t: Ticket) -> bool {
         !lock(&self.queue).ops.iter().any(|o| o.seq == t.0)
@@ -229,15 +289,21 @@ struct DeferredWindow {
 
 impl DeferredWindow {
     fn check(&self, off: usize, len: usize, align: usize) -> Result<()> {
-        check_access("deferred", "access", off, len, align, self.inner.len())
+        // Against the wrapped window's range at `off` (its length, or the data segment's tail beyond it).
+        check_access(
+            "deferred",
+            "access",
+            off,
+            len,
+            align,
+            self.inner.limit_at(off),
+        )
     }
 }
 
 impl Window for DeferredWindow {
     fn write(&self, off: usize, src: &[u8]) -> Result<()> {
-        self.check(off, src.len(), 1)?;
-        self.t.push(&self.inner, off, Kind::Write(src.to_vec()));
-        Ok(())
+        self.write_in(Domain::DEFAULT, off, src)
     }
     fn read(&self, off: usize, dst: &mut [u8]) -> Result<()> {
         self.check(off, dst.len(), 1)?;
@@ -245,19 +311,63 @@ impl Window for DeferredWindow {
         self.inner.read(off, dst)
     }
     fn put_nbi(&self, off: usize, src: &[u8]) -> Result<Option<Ticket>> {
+        self.put_nbi_in(Domain::DEFAULT, off, src)
+    }
+    fn get_nbi(&self, off: usize, dst: &mut [u8]) -> Result<Option<Ticket>> {
+        self.get_nbi_in(Domain::DEFAULT, off, dst)
+    }
+    fn put_signal_nbi(
+        &self,
+        off: usize,
+        src: &[u8],
+        sig: usize,
+        op: AmoOp,
+        value: u64,
+    ) -> Result<Option<Ticket>> {
+        self.put_signal_nbi_in(Domain::DEFAULT, off, src, sig, op, value)
+    }
+    fn amo_post(&self, off: usize, width: usize, op: AmoOp, operand: u64) -> Result<()> {
+        self.amo_post_in(Domain::DEFAULT, off, width, op, operand)
+    }
+    fn write_in(&self, d: Domain, off: usize, src: &[u8]) -> Result<()> {
+        self.check(off, src.len(), 1)?;
+        self.t.push(d, &self.inner, off, Kind::Write(src.to_vec()));
+        Ok(())
+    }
+    fn put_nbi_in(&self, d: Domain, off: usize, src: &[u8]) -> Result<Option<Ticket>> {
         self.check(off, src.len(), 1)?;
         Ok(Some(self.t.push(
+            d,
             &self.inner,
             off,
             Kind::Write(src.to_vec()),
         )))
     }
-    fn get_nbi(&self, off: usize, dst: &mut [u8]) -> Result<Option<Ticket>> {
-        self.check(off, dst.len(), 1)?;
-        Ok(Some(self.t.push(&self.inner, off, Kind::Read(dst.len()))))
+    fn put_nbi_registered_in(&self, d: Domain, off: usize, src: &[u8]) -> Result<Option<Ticket>> {
+        self.put_nbi_in(d, off, src)
     }
-    fn put_signal_nbi(
+    fn get_nbi_in(&self, d: Domain, off: usize, dst: &mut [u8]) -> Result<Option<Ticket>> {
+        self.check(off, dst.len(), 1)?;
+        Ok(Some(self.t.push(
+            d,
+            &self.inner,
+            off,
+            Kind::Read(dst.len()),
+        )))
+    }
+    fn get_nbi_registered_in(
         &self,
+        d: Domain,
+        off: usize,
+        dst: &mut [u8],
+    ) -> Result<Option<Ticket>> {
+        // Read at once into the registered buffer (the default's behaviour): the caller's memory is never kept.
+        let _ = d;
+        self.read(off, dst).map(|()| None)
+    }
+    fn put_signal_nbi_in(
+        &self,
+        d: Domain,
         off: usize,
         src: &[u8],
         sig: usize,
@@ -272,16 +382,43 @@ impl Window for DeferredWindow {
             op,
             value,
         };
-        Ok(Some(self.t.push(&self.inner, off, kind)))
+        Ok(Some(self.t.push(d, &self.inner, off, kind)))
     }
-    fn amo_post(&self, off: usize, width: usize, op: AmoOp, operand: u64) -> Result<()> {
+    fn amo_post_in(
+        &self,
+        d: Domain,
+        off: usize,
+        width: usize,
+        op: AmoOp,
+        operand: u64,
+    ) -> Result<()> {
         self.check(off, width, width)?;
         let kind = Kind::Amo { width, op, operand };
-        self.t.push(&self.inner, off, kind);
+        self.t.push(d, &self.inner, off, kind);
+        Ok(())
+    }
+    fn write_strided_in(
+        &self,
+        d: Domain,
+        off: usize,
+        dst_stride: usize,
+        src: &[u8],
+        src_stride: usize,
+        elem: usize,
+        count: usize,
+    ) -> Result<()> {
+        super::check_local_span(src.len(), count, src_stride, elem)?;
+        for i in 0..count {
+            self.write_in(
+                d,
+                off + i * dst_stride * elem,
+                &src[i * src_stride * elem..][..elem],
+            )?;
+        }
         Ok(())
     }
     fn copy_from(&self, off: usize, src: &dyn Window, src_off: usize, len: usize) -> Result<()> {
-        self.t.quiet()?;
+        self.t.quiet_all()?;
         self.inner.copy_from(off, src, src_off, len)
     }
     fn atomic64(&self, off: usize) -> Option<&std::sync::atomic::AtomicU64> {
@@ -290,8 +427,11 @@ impl Window for DeferredWindow {
     fn len(&self) -> usize {
         self.inner.len()
     }
+    fn limit_at(&self, off: usize) -> usize {
+        self.inner.limit_at(off)
+    }
     fn fill(&self, off: usize, len: usize, byte: u8) -> Result<()> {
-        self.t.quiet()?;
+        self.t.quiet_all()?;
         self.inner.fill(off, len, byte)
     }
     fn amo(&self, off: usize, width: usize, op: AmoOp, operand: u64) -> Result<u64> {
@@ -334,7 +474,7 @@ mod tests {
         let (arena, d, w) = window();
         w.write(8, &[7]).expect("write");
         assert_eq!(direct(&arena, 8), 0, "a put is not delivered before quiet");
-        d.quiet().expect("quiet");
+        d.quiet(Domain::DEFAULT).expect("quiet");
         assert_eq!(direct(&arena, 8), 7);
 
         let src = [9u8; 4];
@@ -363,12 +503,12 @@ mod tests {
         // Overwrites of one byte without a fence: the earlier one lands last.
         w.write(32, &[1]).expect("first");
         w.write(32, &[2]).expect("second");
-        d.quiet().expect("quiet");
+        d.quiet(Domain::DEFAULT).expect("quiet");
         assert_eq!(direct(&arena, 32), 1, "reverse order within a fence epoch");
         w.write(40, &[1]).expect("first");
-        d.fence().expect("fence");
+        d.fence(Domain::DEFAULT).expect("fence");
         w.write(40, &[2]).expect("second");
-        d.quiet().expect("quiet");
+        d.quiet(Domain::DEFAULT).expect("quiet");
         assert_eq!(direct(&arena, 40), 2, "a fence keeps issue order");
         assert_eq!(w.amo(8, 8, AmoOp::Fetch, 0).expect("fetch"), 1);
         // A read sees this PE's own earlier writes to the same bytes.
@@ -376,5 +516,61 @@ mod tests {
         let mut b = [0u8];
         w.read(48, &mut b).expect("read");
         assert_eq!(b, [5]);
+    }
+
+    #[test]
+    fn a_domain_quiet_completes_its_own_operations_only() {
+        let (arena, d, w) = window();
+        let (a, b) = (Domain(1), Domain(2));
+        w.write_in(a, 0, &[1]).expect("a");
+        w.write_in(b, 8, &[2]).expect("b");
+        w.amo_post_in(b, 16, 8, AmoOp::Set, 3).expect("b amo");
+        w.write(24, &[4]).expect("default");
+        d.quiet(a).expect("quiet a");
+        assert_eq!(direct(&arena, 0), 1, "A's put landed on A's quiet");
+        assert_eq!(direct(&arena, 8), 0, "B's put waits for B's quiet");
+        assert_eq!(direct(&arena, 16), 0, "B's atomic waits for B's quiet");
+        assert_eq!(direct(&arena, 24), 0, "the default domain's put waits too");
+        d.progress().expect("progress");
+        assert_eq!(
+            direct(&arena, 24),
+            4,
+            "a wait's progress moves the default domain"
+        );
+        assert_eq!(direct(&arena, 8), 0, "and not B's");
+        // A handle completes its own domain's operations, not another's.
+        let t = w.put_nbi_in(a, 32, &[5]).expect("a nbi");
+        drop(crate::transport::Pending::new(d.as_ref(), t, None));
+        assert_eq!(direct(&arena, 32), 5);
+        assert_eq!(
+            direct(&arena, 8),
+            0,
+            "B's put still queued after A's handle"
+        );
+        d.quiet(b).expect("quiet b");
+        assert_eq!((direct(&arena, 8), direct(&arena, 16)), (2, 3));
+        // A handle of B polled with `test` completes (its own domain moves, not only the default one).
+        let t = w.put_nbi_in(b, 64, &[6]).expect("b nbi");
+        let p = crate::transport::Pending::new(d.as_ref(), t, None);
+        assert!(p.test(), "a polled handle of domain B completes");
+        drop(p);
+        assert_eq!(direct(&arena, 64), 6);
+
+        // A fence in A does not split B's batch: B's two writes of one byte still land in reverse order.
+        w.write_in(b, 40, &[1]).expect("first");
+        d.fence(a).expect("fence a");
+        w.write_in(b, 40, &[2]).expect("second");
+        d.quiet(b).expect("quiet b");
+        assert_eq!(direct(&arena, 40), 1, "B's batch was reversed");
+        w.write_in(b, 48, &[1]).expect("first");
+        d.fence(b).expect("fence b");
+        w.write_in(b, 48, &[2]).expect("second");
+        d.quiet_all().expect("quiet all");
+        assert_eq!(direct(&arena, 48), 2, "B's own fence keeps issue order");
+        // A read of this PE's own write sees it, whatever its domain.
+        w.write_in(b, 56, &[9]).expect("write");
+        let mut got = [0u8];
+        w.read(56, &mut got).expect("read");
+        assert_eq!(got, [9]);
     }
 }

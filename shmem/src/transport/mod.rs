@@ -18,6 +18,7 @@
 //!   callers wait where they must (`XPUSHMEM_TRANSPORT=deferred`).
 
 pub(crate) use crate::types::AmoOp;
+pub use crate::types::Domain;
 
 pub use crate::sys::dataseg;
 pub(crate) mod deferred;
@@ -55,12 +56,16 @@ pub(crate) trait Transport: Send + Sync + std::fmt::Debug {
     fn name(&self) -> &'static str;
     /// Whether this transport reaches PE `pe` (asked once, by [`connect`], to route every PE).
     fn can_reach(&self, pe: usize) -> bool;
-    /// Operations issued through this transport's windows before the fence are delivered to each PE before those
-    /// issued after it.
-    fn fence(&self) -> Result<()>;
-    /// Complete every operation issued so far through this transport's windows.
-    fn quiet(&self) -> Result<()>;
-    /// Move outstanding operations forward without waiting for any one (called while a PE waits).
+    /// Operations issued in domain `d` through this transport's windows before the fence are delivered to each PE
+    /// before those issued in `d` after it.
+    fn fence(&self, d: Domain) -> Result<()>;
+    /// Complete every operation issued so far in domain `d` through this transport's windows (and, where the
+    /// transport does not tell domains apart, every other one too).
+    fn quiet(&self, d: Domain) -> Result<()>;
+    /// Complete every operation issued so far through this transport's windows, whatever its domain.
+    fn quiet_all(&self) -> Result<()>;
+    /// Move outstanding operations forward without waiting for any one (called while a PE waits); a transport
+    /// that keeps operations back until they are asked for moves the default domain's.
     fn progress(&self) -> Result<()>;
     /// Whether `Transport::progress` does anything: waits skip transports whose progress is a no-op (a wait's
     /// poll loop is on the latency path of every signal and barrier).
@@ -71,6 +76,12 @@ pub(crate) trait Transport: Send + Sync + std::fmt::Debug {
     fn complete(&self, t: Ticket) -> Result<Option<Vec<u8>>>;
     /// Whether `t` has completed (never blocks).
     fn is_complete(&self, t: Ticket) -> bool;
+    /// Move outstanding operations forward, `t` among them whatever its domain (a handle's `test`); by default
+    /// [`Transport::progress`].
+    fn progress_for(&self, t: Ticket) -> Result<()> {
+        let _ = t;
+        self.progress()
+    }
     /// The job is ending (this PE's last `quiet` is done): serve peers without being asked from now on. True when
     /// the transport needs every PE to pass one more bootstrap barrier before any tears it down (peers may still
     /// be completing operations that need this PE's help).
@@ -129,11 +140,15 @@ impl Transport for Immediate {
     fn can_reach(&self, pe: usize) -> bool {
         self.reach.get(pe).is_some_and(|r| *r)
     }
-    fn fence(&self) -> Result<()> {
+    fn fence(&self, _: Domain) -> Result<()> {
         fence(Ordering::SeqCst);
         Ok(())
     }
-    fn quiet(&self) -> Result<()> {
+    fn quiet(&self, _: Domain) -> Result<()> {
+        fence(Ordering::SeqCst);
+        Ok(())
+    }
+    fn quiet_all(&self) -> Result<()> {
         fence(Ordering::SeqCst);
         Ok(())
     }
@@ -214,7 +229,7 @@ impl<'a> Pending<'a> {
     /// or dropped).
     pub fn test(&self) -> bool {
         self.op.is_none_or(|(tr, t)| {
-            let _ = tr.progress();
+            let _ = tr.progress_for(t);
             tr.is_complete(t)
         })
     }
@@ -285,6 +300,78 @@ pub(crate) trait Window: Send + Sync + std::fmt::Debug {
     fn amo_post(&self, off: usize, width: usize, op: AmoOp, operand: u64) -> Result<()> {
         self.amo(off, width, op, operand).map(|_| ())
     }
+    /// [`Window::write`] in domain `d`: delivered by `d`'s quiet. The `_in` forms are what a transport that keeps
+    /// domains apart overrides (the deferred test transport, the fabric); each defaults to its domain-less form,
+    /// which is right for a window that completes at issue, and the domain-less forms are the default domain's.
+    fn write_in(&self, d: Domain, off: usize, src: &[u8]) -> Result<()> {
+        let _ = d;
+        self.write(off, src)
+    }
+    /// [`Window::put_nbi`] in domain `d`.
+    fn put_nbi_in(&self, d: Domain, off: usize, src: &[u8]) -> Result<Option<Ticket>> {
+        let _ = d;
+        self.put_nbi(off, src)
+    }
+    /// [`Window::put_nbi_registered`] in domain `d`.
+    fn put_nbi_registered_in(&self, d: Domain, off: usize, src: &[u8]) -> Result<Option<Ticket>> {
+        let _ = d;
+        self.put_nbi_registered(off, src)
+    }
+    /// [`Window::get_nbi`] in domain `d`.
+    fn get_nbi_in(&self, d: Domain, off: usize, dst: &mut [u8]) -> Result<Option<Ticket>> {
+        let _ = d;
+        self.get_nbi(off, dst)
+    }
+    /// [`Window::get_nbi_registered`] in domain `d`.
+    fn get_nbi_registered_in(
+        &self,
+        d: Domain,
+        off: usize,
+        dst: &mut [u8],
+    ) -> Result<Option<Ticket>> {
+        let _ = d;
+        self.get_nbi_registered(off, dst)
+    }
+    /// [`Window::put_signal_nbi`] in domain `d`.
+    fn put_signal_nbi_in(
+        &self,
+        d: Domain,
+        off: usize,
+        src: &[u8],
+        sig: usize,
+        op: AmoOp,
+        value: u64,
+    ) -> Result<Option<Ticket>> {
+        let _ = d;
+        self.put_signal_nbi(off, src, sig, op, value)
+    }
+    /// [`Window::amo_post`] in domain `d`.
+    fn amo_post_in(
+        &self,
+        d: Domain,
+        off: usize,
+        width: usize,
+        op: AmoOp,
+        operand: u64,
+    ) -> Result<()> {
+        let _ = d;
+        self.amo_post(off, width, op, operand)
+    }
+    /// [`Window::write_strided`] in domain `d`.
+    #[allow(clippy::too_many_arguments)]
+    fn write_strided_in(
+        &self,
+        d: Domain,
+        off: usize,
+        dst_stride: usize,
+        src: &[u8],
+        src_stride: usize,
+        elem: usize,
+        count: usize,
+    ) -> Result<()> {
+        let _ = d;
+        self.write_strided(off, dst_stride, src, src_stride, elem, count)
+    }
     /// Strided write of `count` elements of `elem` bytes: element `i` goes from `src[i * src_stride]` to
     /// `off + i * dst_stride` (strides in elements).
     fn write_strided(
@@ -353,6 +440,13 @@ pub(crate) trait Window: Send + Sync + std::fmt::Debug {
     }
     /// Size of the window in bytes.
     fn len(&self) -> usize;
+    /// Where the accessible range holding offset `off` ends: [`Window::len`], or for an offset in a tail range
+    /// beyond it (the symmetric data segment of a mapped heap), the tail's end. What a wrapping window checks
+    /// accesses against.
+    fn limit_at(&self, off: usize) -> usize {
+        let _ = off;
+        self.len()
+    }
     /// The bytes from the window's start that are accessible without a gap: [`Window::len`], and through a tail
     /// range that starts where it ends (the symmetric data segment after a heap that does not grow). What the
     /// fabric registers.

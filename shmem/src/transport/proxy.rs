@@ -189,7 +189,7 @@ impl Server {
                 }
             }
             if issued > 0 {
-                if let Err(e) = self.fabric.quiet() {
+                if let Err(e) = self.fabric.quiet_all() {
                     self.fail(ring, -1, e);
                 }
                 ring.hdr.completed.store(next, Ordering::Release);

@@ -154,6 +154,9 @@ impl super::Window for Mapping {
     fn contiguous_len(&self) -> usize {
         self.0.contiguous_len()
     }
+    fn limit_at(&self, off: usize) -> usize {
+        self.0.limit_at(off)
+    }
     fn atomic64(&self, off: usize) -> Option<&AtomicU64> {
         Mapping::atomic64(self, off).ok()
     }

@@ -212,6 +212,10 @@ impl Ep {
             return;
         };
         self.per_pe[op.pe] = self.per_pe[op.pe].saturating_sub(1);
+        self.domain_done(op.domain);
+        if self.errors.contains_key(&id) {
+            self.error_domains.insert(id, op.domain);
+        }
         if let Some(m) = op.mr.take() {
             // SAFETY: the registration was made for this operation, which has completed.
             unsafe { fi::xfi_close(&mut (*m.mr).fid) };

@@ -140,6 +140,8 @@ impl Ep {
             next: 1,
             ops: IdMap::default(),
             per_pe: vec![0; n],
+            per_domain: HashMap::new(),
+            error_domains: IdMap::default(),
             results: IdMap::default(),
             errors: IdMap::default(),
             delivery_complete: delivery,

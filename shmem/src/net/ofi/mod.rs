@@ -26,7 +26,7 @@ pub(crate) use msg::{amo_of, DeviceSpan, StagedHeap, Token};
 use slab::Slabs;
 
 use crate::error::{Error, Result};
-use crate::types::AmoOp;
+use crate::types::{AmoOp, Domain};
 use crate::wait::{Backoff, FIRST_SLEEP};
 use fabric_sys as fi;
 use std::collections::{HashMap, HashSet};
@@ -128,6 +128,8 @@ pub(super) struct Op {
     ctxs: Vec<Box<Ctx>>,
     parts_left: usize,
     pe: usize,
+    /// The completion domain it was issued in.
+    domain: Domain,
     what: &'static str,
     /// The operation's local bytes (u64 storage: atomics need aligned operands).
     buf: Vec<u64>,
@@ -253,6 +255,10 @@ pub(crate) struct Ep {
     ops: IdMap<Op>,
     /// Outstanding operations per PE.
     per_pe: Vec<usize>,
+    /// Outstanding operations per completion domain (absent: none).
+    per_domain: HashMap<Domain, usize>,
+    /// The domain of each completed operation whose error is stored in `errors`.
+    error_domains: IdMap<Domain>,
     /// Bytes of completed gets and results of atomics, until their tickets collect them.
     results: IdMap<Vec<u8>>,
     /// Errors of failed operations, until their tickets (or a quiet) collect them.

@@ -308,7 +308,12 @@ impl Ep {
             op: m.op,
             tok: self.tokens[from],
         };
-        let id = self.start(from, "staged reply", HDR_WORDS + data.len().div_ceil(8));
+        let id = self.start(
+            from,
+            Domain::DEFAULT,
+            "staged reply",
+            HDR_WORDS + data.len().div_ceil(8),
+        );
         {
             let o = self.op(id);
             o.buf[..HDR_WORDS].copy_from_slice(&reply.words());
@@ -389,6 +394,7 @@ impl Ep {
     pub(crate) fn stage_put(
         &mut self,
         pe: usize,
+        d: Domain,
         region: Region,
         off: usize,
         src: &[u8],
@@ -401,7 +407,7 @@ impl Ep {
         };
         let chunks = src.len().div_ceil(STAGE_CHUNK).max(1);
         let words = chunks * HDR_WORDS + src.len().div_ceil(8) + chunks + HDR_WORDS;
-        let id = self.start(pe, what, words);
+        let id = self.start(pe, d, what, words);
         let me = self.me as u64;
         let tok = self.tokens[pe];
         let mut at = 0;
@@ -440,10 +446,16 @@ impl Ep {
     }
 
     /// A get of `len` bytes at `off` of PE `pe`'s staged device heap: the replies carry the bytes.
-    pub(crate) fn stage_get(&mut self, pe: usize, off: usize, len: usize) -> Result<u64> {
+    pub(crate) fn stage_get(
+        &mut self,
+        pe: usize,
+        d: Domain,
+        off: usize,
+        len: usize,
+    ) -> Result<u64> {
         let chunks = len.div_ceil(STAGE_CHUNK);
         let data_words = len.div_ceil(8);
-        let id = self.start(pe, "get", data_words + chunks * HDR_WORDS);
+        let id = self.start(pe, d, "get", data_words + chunks * HDR_WORDS);
         let me = self.me as u64;
         let tok = self.tokens[pe];
         {
@@ -481,12 +493,13 @@ impl Ep {
     pub(crate) fn stage_amo(
         &mut self,
         pe: usize,
+        d: Domain,
         off: usize,
         width: usize,
         op: AmoOp,
         operand: u64,
     ) -> Result<u64> {
-        let id = self.start(pe, "atomic", HDR_WORDS + 1);
+        let id = self.start(pe, d, "atomic", HDR_WORDS + 1);
         self.op(id).staged = true;
         self.op(id).result_at = Some(HDR_WORDS * 8);
         let r = self.stage_amo_msg(id, 0, off, width, op, operand, (HDR_WORDS * 8) as u64);

@@ -4,15 +4,16 @@
 use super::*;
 
 impl Ep {
-    /// A new operation on `pe` with `words` words of buffer, tracked from now on with one guard part (dropped by
-    /// [`Ep::release`] once every part is posted): completions read while it is being posted find it.
-    pub(super) fn start(&mut self, pe: usize, what: &'static str, words: usize) -> u64 {
+    /// A new operation on `pe` in domain `d` with `words` words of buffer, tracked from now on with one guard part
+    /// (dropped by [`Ep::release`] once every part is posted): completions read while it is being posted find it.
+    pub(super) fn start(&mut self, pe: usize, d: Domain, what: &'static str, words: usize) -> u64 {
         let id = self.next;
         self.next += 1;
         let op = Op {
             ctxs: Vec::new(),
             parts_left: 1,
             pe,
+            domain: d,
             what,
             buf: vec![0u64; words.max(1)],
             get_len: None,
@@ -23,6 +24,7 @@ impl Ep {
             then: None,
         };
         self.per_pe[pe] += 1;
+        *self.per_domain.entry(d).or_insert(0) += 1;
         self.ops.insert(id, op);
         id
     }
@@ -229,6 +231,7 @@ impl Ep {
     pub(crate) fn put(
         &mut self,
         pe: usize,
+        d: Domain,
         region: Region,
         off: usize,
         src: &[u8],
@@ -242,13 +245,13 @@ impl Ep {
         self.stats.puts_copied += 1;
         self.stats.put_bytes_copied += src.len() as u64;
         if src.len() >= SLAB_MIN {
-            let id = self.start(pe, what, 3);
+            let id = self.start(pe, d, what, 3);
             self.op(id).then = signal.map(|s| (region, s));
             let r = self.slab_parts(id, region, off, src);
             return self.posted(id, r);
         }
         let data_words = src.len().div_ceil(8);
-        let id = self.start(pe, what, data_words + 3);
+        let id = self.start(pe, d, what, data_words + 3);
         {
             let o = self.op(id);
             bytes_of_mut(&mut o.buf)[..src.len()].copy_from_slice(src);
@@ -280,6 +283,7 @@ impl Ep {
     pub(crate) fn put_direct(
         &mut self,
         pe: usize,
+        d: Domain,
         region: Region,
         off: usize,
         addr: usize,
@@ -290,7 +294,7 @@ impl Ep {
             .or_else(|| self.user_desc(addr, len))
             .unwrap_or(std::ptr::null_mut());
         self.stats.puts_in_place += 1;
-        let id = self.start(pe, "put", 1);
+        let id = self.start(pe, d, "put", 1);
         let r = self.write_parts(id, region, off, addr, len, desc, NO_SLAB);
         (id, self.posted(id, r).map(|_| ()))
     }
@@ -340,6 +344,8 @@ impl Ep {
         for id in ids {
             if let Some(op) = self.ops.remove(&id) {
                 self.per_pe[op.pe] = self.per_pe[op.pe].saturating_sub(1);
+                self.domain_done(op.domain);
+                self.error_domains.insert(id, op.domain);
                 self.errors.entry(id).or_insert_with(|| err.clone());
                 self.abandoned.push(op);
             }
@@ -517,10 +523,17 @@ impl Ep {
     }
 
     /// Start a get of `len` bytes at `off` of `region` of PE `pe`.
-    pub(crate) fn get(&mut self, pe: usize, region: Region, off: usize, len: usize) -> Result<u64> {
+    pub(crate) fn get(
+        &mut self,
+        pe: usize,
+        d: Domain,
+        region: Region,
+        off: usize,
+        len: usize,
+    ) -> Result<u64> {
         self.stats.gets_copied += 1;
         self.stats.get_bytes_copied += len as u64;
-        let id = self.start(pe, "get", len.div_ceil(8));
+        let id = self.start(pe, d, "get", len.div_ceil(8));
         self.op(id).get_len = Some(len);
         let r = self.local_desc(id).and_then(|desc| {
             let base = self.op(id).buf.as_mut_ptr() as usize;
@@ -535,6 +548,7 @@ impl Ep {
     pub(crate) fn get_direct(
         &mut self,
         pe: usize,
+        d: Domain,
         region: Region,
         off: usize,
         addr: usize,
@@ -546,7 +560,7 @@ impl Ep {
             )));
         };
         self.stats.gets_in_place += 1;
-        let id = self.start(pe, "get", 1);
+        let id = self.start(pe, d, "get", 1);
         let r = self.get_parts(id, region, off, addr, len, desc);
         self.posted(id, r)
     }
@@ -597,6 +611,7 @@ impl Ep {
     pub(crate) fn amo_start(
         &mut self,
         pe: usize,
+        d: Domain,
         region: Region,
         off: usize,
         width: usize,
@@ -604,7 +619,7 @@ impl Ep {
         operand: u64,
         fetch: bool,
     ) -> Result<u64> {
-        let id = self.start(pe, "atomic", 3);
+        let id = self.start(pe, d, "atomic", 3);
         let r = self.post_amo(id, region, off, width, amo, operand, fetch);
         self.posted(id, r)
     }
@@ -638,6 +653,21 @@ impl Ep {
         self.ops.is_empty()
     }
 
+    /// Operations in flight in domain `d`.
+    pub(crate) fn outstanding_in(&self, d: Domain) -> usize {
+        self.per_domain.get(&d).copied().unwrap_or(0)
+    }
+
+    /// One operation of domain `d` left the in-flight table.
+    pub(super) fn domain_done(&mut self, d: Domain) {
+        if let Some(n) = self.per_domain.get_mut(&d) {
+            *n -= 1;
+            if *n == 0 {
+                self.per_domain.remove(&d);
+            }
+        }
+    }
+
     /// Whether operation `id` is still in flight.
     pub(crate) fn in_flight(&self, id: u64) -> bool {
         self.ops.contains_key(&id)
@@ -655,7 +685,19 @@ impl Ep {
 
     /// The error of completed operation `id`, if it failed (taken).
     pub(crate) fn take_error(&mut self, id: u64) -> Option<Error> {
+        self.error_domains.remove(&id);
         self.errors.remove(&id)
+    }
+
+    /// The first stored error (by id) of the completed operations of domain `d`, removing them all (errors of
+    /// operations whose domain is unknown go to the default domain's).
+    pub(crate) fn take_errors_in(&mut self, d: Domain) -> Result<()> {
+        let doms = std::mem::take(&mut self.error_domains);
+        let r = self.take_errors(|id| doms.get(&id).copied().unwrap_or(Domain::DEFAULT) == d);
+        let errors = &self.errors;
+        self.error_domains = doms;
+        self.error_domains.retain(|id, _| errors.contains_key(id));
+        r
     }
 
     /// The bytes of completed get or fetching atomic `id` (taken).
@@ -674,6 +716,8 @@ impl Ep {
                 }
             }
         }
+        let errors = &self.errors;
+        self.error_domains.retain(|id, _| errors.contains_key(id));
         first.map_or(Ok(()), |(_, e)| Err(e))
     }
 

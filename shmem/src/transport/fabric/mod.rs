@@ -74,7 +74,7 @@
 mod stage;
 mod window;
 
-use super::{AmoOp, Ticket, Transport, Window};
+use super::{AmoOp, Domain, Ticket, Transport, Window};
 use crate::error::{Error, Result};
 use crate::net::ofi::{self, Bind, Ep, Region, Want};
 use crate::wait::Backoff;
@@ -279,7 +279,8 @@ impl Fabric {
         op: AmoOp,
         operand: u64,
     ) -> Result<u64> {
-        let t = lock(&self.ep).amo_start(pe, region, off, width, op, operand, true)?;
+        let t =
+            lock(&self.ep).amo_start(pe, Domain::DEFAULT, region, off, width, op, operand, true)?;
         let bytes = self.complete(Ticket(t))?.unwrap_or_default();
         let mut w = [0u8; 8];
         w[..bytes.len().min(8)].copy_from_slice(&bytes[..bytes.len().min(8)]);
@@ -380,10 +381,15 @@ impl Transport for Fabric {
     fn can_reach(&self, pe: usize) -> bool {
         self.reach.get(pe).is_some_and(|r| *r)
     }
-    fn fence(&self) -> Result<()> {
-        self.quiet()
+    fn fence(&self, d: Domain) -> Result<()> {
+        self.quiet(d)
     }
-    fn quiet(&self) -> Result<()> {
+    fn quiet(&self, d: Domain) -> Result<()> {
+        // The domain's operations only (another domain's stay in flight), and their errors.
+        self.wait("quiet", usize::MAX, |ep| ep.outstanding_in(d) == 0)?;
+        lock(&self.ep).take_errors_in(d)
+    }
+    fn quiet_all(&self) -> Result<()> {
         self.wait("quiet", usize::MAX, |ep| ep.idle())?;
         self.take_errors(|_| true)
     }

@@ -4,7 +4,7 @@
 use super::{lock, Fabric};
 use crate::error::{Error, Result};
 use crate::net::ofi::{Ep, Region, Signal, SIGNAL_DIRECT_MIN, ZERO_COPY_MIN};
-use crate::transport::{check_access, AmoOp, Ticket, Transport, Window};
+use crate::transport::{check_access, AmoOp, Domain, Ticket, Transport, Window};
 use std::sync::{Arc, RwLock};
 
 /// The registered regions of one PE's window, as `(window offset, region)` in order, each starting where the last
@@ -101,7 +101,7 @@ impl FabricWindow {
     /// read), the provider could still read it afterwards, and only closing the endpoint stops that: the
     /// endpoint is shut down ([`Ep::shutdown`]) before the error returns, and every later operation of this
     /// transport fails naming why. A write the provider completed with an error needs none of that.
-    fn write_direct(&self, off: usize, addr: usize, len: usize) -> Result<bool> {
+    fn write_direct(&self, d: Domain, off: usize, addr: usize, len: usize) -> Result<bool> {
         let Some((region, roff)) = self.at(off, len) else {
             return Ok(false);
         };
@@ -114,7 +114,7 @@ impl FabricWindow {
         } else {
             "put (zero-copy from the heap)"
         };
-        let (id, posted) = ep.put_direct(self.pe, region, roff, addr, len);
+        let (id, posted) = ep.put_direct(self.pe, d, region, roff, addr, len);
         drop(ep);
         let waited = posted.and_then(|()| self.t.wait(what, self.pe, |ep| !ep.in_flight(id)));
         let mut ep = lock(&self.t.ep);
@@ -158,13 +158,43 @@ impl FabricWindow {
 
 impl Window for FabricWindow {
     fn write(&self, off: usize, src: &[u8]) -> Result<()> {
+        self.write_in(Domain::DEFAULT, off, src)
+    }
+    fn put_nbi(&self, off: usize, src: &[u8]) -> Result<Option<Ticket>> {
+        self.put_nbi_in(Domain::DEFAULT, off, src)
+    }
+    fn put_nbi_registered(&self, off: usize, src: &[u8]) -> Result<Option<Ticket>> {
+        self.put_nbi_registered_in(Domain::DEFAULT, off, src)
+    }
+    fn get_nbi_registered(&self, off: usize, dst: &mut [u8]) -> Result<Option<Ticket>> {
+        self.get_nbi_registered_in(Domain::DEFAULT, off, dst)
+    }
+    fn get_nbi(&self, off: usize, dst: &mut [u8]) -> Result<Option<Ticket>> {
+        self.get_nbi_in(Domain::DEFAULT, off, dst)
+    }
+    fn put_signal_nbi(
+        &self,
+        off: usize,
+        src: &[u8],
+        sig: usize,
+        op: AmoOp,
+        value: u64,
+    ) -> Result<Option<Ticket>> {
+        self.put_signal_nbi_in(Domain::DEFAULT, off, src, sig, op, value)
+    }
+    fn amo_post(&self, off: usize, width: usize, op: AmoOp, operand: u64) -> Result<()> {
+        self.amo_post_in(Domain::DEFAULT, off, width, op, operand)
+    }
+    fn write_in(&self, d: Domain, off: usize, src: &[u8]) -> Result<()> {
         self.check("put", off, src.len(), 1)?;
         // A large source is written in place (and waited for) rather than copied, from this PE's heap or, when
         // the provider reads unregistered memory, from private memory. (A smaller one does not take the lock twice.)
-        if src.len() >= ZERO_COPY_MIN && self.write_direct(off, src.as_ptr() as usize, src.len())? {
+        if src.len() >= ZERO_COPY_MIN
+            && self.write_direct(d, off, src.as_ptr() as usize, src.len())?
+        {
             return Ok(());
         }
-        self.put_nbi(off, src).map(|_| ())
+        self.put_nbi_in(d, off, src).map(|_| ())
     }
     fn copy_from(&self, off: usize, src: &dyn Window, src_off: usize, len: usize) -> Result<()> {
         if let Some(t) = self.copy_from_nbi(off, src, src_off, len)? {
@@ -190,7 +220,7 @@ impl Window for FabricWindow {
             let addr = base as usize + src_off;
             let mut ep = lock(&self.t.ep);
             if let Some(false) = self.direct(&ep, addr, len) {
-                let (id, posted) = ep.put_direct(self.pe, region, roff, addr, len);
+                let (id, posted) = ep.put_direct(self.pe, Domain::DEFAULT, region, roff, addr, len);
                 return posted.map(|()| Some(Ticket(id)));
             }
         }
@@ -216,7 +246,7 @@ impl Window for FabricWindow {
         }
         Ok(())
     }
-    fn put_nbi(&self, off: usize, src: &[u8]) -> Result<Option<Ticket>> {
+    fn put_nbi_in(&self, d: Domain, off: usize, src: &[u8]) -> Result<Option<Ticket>> {
         self.check("put", off, src.len(), 1)?;
         if src.is_empty() {
             return Ok(None);
@@ -224,7 +254,7 @@ impl Window for FabricWindow {
         let Some((region, roff)) = self.at(off, src.len()) else {
             // Across heap chunks: a put per chunk, complete on return.
             for (o, l) in self.pieces(off, src.len()) {
-                if let Some(t) = self.put_nbi(o, &src[o - off..][..l])? {
+                if let Some(t) = self.put_nbi_in(d, o, &src[o - off..][..l])? {
                     self.t.complete(t)?;
                 }
             }
@@ -233,13 +263,13 @@ impl Window for FabricWindow {
         let mut ep = lock(&self.t.ep);
         if region.staged {
             return ep
-                .stage_put(self.pe, region, roff, src, None)
+                .stage_put(self.pe, d, region, roff, src, None)
                 .map(|id| Some(Ticket(id)));
         }
-        ep.put(self.pe, region, roff, src, None)
+        ep.put(self.pe, d, region, roff, src, None)
             .map(|id| Some(Ticket(id)))
     }
-    fn put_nbi_registered(&self, off: usize, src: &[u8]) -> Result<Option<Ticket>> {
+    fn put_nbi_registered_in(&self, d: Domain, off: usize, src: &[u8]) -> Result<Option<Ticket>> {
         self.check("put", off, src.len(), 1)?;
         if src.is_empty() {
             return Ok(None);
@@ -250,13 +280,18 @@ impl Window for FabricWindow {
             let addr = src.as_ptr() as usize;
             let mut ep = lock(&self.t.ep);
             if !ep.is_closed() && ep.user_desc(addr, src.len()).is_some() {
-                let (id, posted) = ep.put_direct(self.pe, region, roff, addr, src.len());
+                let (id, posted) = ep.put_direct(self.pe, d, region, roff, addr, src.len());
                 return posted.map(|()| Some(Ticket(id)));
             }
         }
-        self.put_nbi(off, src)
+        self.put_nbi_in(d, off, src)
     }
-    fn get_nbi_registered(&self, off: usize, dst: &mut [u8]) -> Result<Option<Ticket>> {
+    fn get_nbi_registered_in(
+        &self,
+        d: Domain,
+        off: usize,
+        dst: &mut [u8],
+    ) -> Result<Option<Ticket>> {
         self.check("get", off, dst.len(), 1)?;
         if dst.is_empty() {
             return Ok(None);
@@ -266,13 +301,13 @@ impl Window for FabricWindow {
             if lock(&self.t.ep).user_desc(addr, dst.len()).is_some() {
                 // A PE reads its own earlier writes (as `get_nbi`).
                 self.t.flush_pe(self.pe)?;
-                let id = lock(&self.t.ep).get_direct(self.pe, region, roff, addr, dst.len())?;
+                let id = lock(&self.t.ep).get_direct(self.pe, d, region, roff, addr, dst.len())?;
                 return Ok(Some(Ticket(id)));
             }
         }
         self.read(off, dst).map(|()| None)
     }
-    fn get_nbi(&self, off: usize, dst: &mut [u8]) -> Result<Option<Ticket>> {
+    fn get_nbi_in(&self, d: Domain, off: usize, dst: &mut [u8]) -> Result<Option<Ticket>> {
         self.check("get", off, dst.len(), 1)?;
         if dst.is_empty() {
             return Ok(None);
@@ -288,14 +323,15 @@ impl Window for FabricWindow {
         let mut ep = lock(&self.t.ep);
         if region.staged {
             return ep
-                .stage_get(self.pe, roff, dst.len())
+                .stage_get(self.pe, d, roff, dst.len())
                 .map(|id| Some(Ticket(id)));
         }
-        ep.get(self.pe, region, roff, dst.len())
+        ep.get(self.pe, d, region, roff, dst.len())
             .map(|id| Some(Ticket(id)))
     }
-    fn put_signal_nbi(
+    fn put_signal_nbi_in(
         &self,
+        d: Domain,
         off: usize,
         src: &[u8],
         sig: usize,
@@ -309,30 +345,30 @@ impl Window for FabricWindow {
         // no ordering with it (FI_DELIVERY_COMPLETE: the data is visible at the target when the write completes).
         if src.len() >= SIGNAL_DIRECT_MIN
             && lock(&self.t.ep).offers(8, op, false)
-            && self.write_direct(off, src.as_ptr() as usize, src.len())?
+            && self.write_direct(d, off, src.as_ptr() as usize, src.len())?
         {
-            return self.amo_post(sig, 8, op, value).map(|()| None);
+            return self.amo_post_in(d, sig, 8, op, value).map(|()| None);
         }
         let (region, roff) = match self.at(off, src.len()) {
             Some(r) if !src.is_empty() => r,
             // Across heap chunks (or no data): the data delivered first, then the signal.
             _ => {
-                if let Some(t) = self.put_nbi(off, src)? {
+                if let Some(t) = self.put_nbi_in(d, off, src)? {
                     self.t.complete(t)?;
                 }
-                return self.amo_post(sig, 8, op, value).map(|()| None);
+                return self.amo_post_in(d, sig, 8, op, value).map(|()| None);
             }
         };
         let mut ep = lock(&self.t.ep);
         if region.staged {
             return ep
-                .stage_put(self.pe, region, roff, src, Some(s))
+                .stage_put(self.pe, d, region, roff, src, Some(s))
                 .map(|id| Some(Ticket(id)));
         }
         if !ep.offers(8, op, false) {
             drop(ep);
             // The provider lacks the signal's atomic: deliver the data, then emulate.
-            if let Some(t) = self.put_nbi(off, src)? {
+            if let Some(t) = self.put_nbi_in(d, off, src)? {
                 self.t.complete(t)?;
             }
             self.amo(sig, 8, op, value)?;
@@ -342,16 +378,23 @@ impl Window for FabricWindow {
         // chunk, the data is delivered first, then the signal.
         let Some((_, soff)) = self.at(sig, 8).filter(|(r, _)| r.key == region.key) else {
             drop(ep);
-            if let Some(t) = self.put_nbi(off, src)? {
+            if let Some(t) = self.put_nbi_in(d, off, src)? {
                 self.t.complete(t)?;
             }
-            return self.amo_post(sig, 8, op, value).map(|()| None);
+            return self.amo_post_in(d, sig, 8, op, value).map(|()| None);
         };
         let s = Signal { sig: soff, ..s };
-        ep.put(self.pe, region, roff, src, Some(s))
+        ep.put(self.pe, d, region, roff, src, Some(s))
             .map(|id| Some(Ticket(id)))
     }
-    fn amo_post(&self, off: usize, width: usize, op: AmoOp, operand: u64) -> Result<()> {
+    fn amo_post_in(
+        &self,
+        d: Domain,
+        off: usize,
+        width: usize,
+        op: AmoOp,
+        operand: u64,
+    ) -> Result<()> {
         self.check("atomic", off, width, width)?;
         if op == AmoOp::Fetch {
             return Ok(());
@@ -359,13 +402,15 @@ impl Window for FabricWindow {
         let (region, roff) = self.word(off, width)?;
         let mut ep = lock(&self.t.ep);
         if region.staged {
-            return ep.stage_amo(self.pe, roff, width, op, operand).map(|_| ());
+            return ep
+                .stage_amo(self.pe, d, roff, width, op, operand)
+                .map(|_| ());
         }
         if matches!(op, AmoOp::CompareSwap { .. }) || !ep.offers(width, op, false) {
             drop(ep);
             return self.amo(off, width, op, operand).map(|_| ());
         }
-        ep.amo_start(self.pe, region, roff, width, op, operand, false)
+        ep.amo_start(self.pe, d, region, roff, width, op, operand, false)
             .map(|_| ())
     }
     fn len(&self) -> usize {
@@ -394,7 +439,8 @@ impl Window for FabricWindow {
         let (region, roff) = self.word(off, width)?;
         let old = if region.staged {
             self.t.flush_pe(self.pe)?;
-            let t = lock(&self.t.ep).stage_amo(self.pe, roff, width, op, operand)?;
+            let t =
+                lock(&self.t.ep).stage_amo(self.pe, Domain::DEFAULT, roff, width, op, operand)?;
             let bytes = self.t.complete(Ticket(t))?.unwrap_or_default();
             let mut w = [0u8; 8];
             w[..bytes.len().min(8)].copy_from_slice(&bytes[..bytes.len().min(8)]);
