@@ -581,6 +581,71 @@ mod device {
         }
         g.free(sh)
     });
+
+    // A rank that died before a dispatch (the device path of `ep_peer_lost_in_dispatch_3pe`): the kernel's sync
+    // step gives up on it after XPUSHMEM_TIMEOUT_MS (the device cannot see a dead peer), and every survivor's
+    // handle reports `PeerLost` naming it, not `Timeout`. The survivors learn that the kernel has finished the way
+    // a caller that synchronised its stream does (polling the handle, as `xpushmem_ops_queue_poll`), not through
+    // a host wait of the runtime (which would notice the loss itself): the handle's report alone decides.
+    pe_test!(
+        ep_peer_lost_in_dispatch,
+        env[&[("XPUSHMEM_TIMEOUT_MS", "3000")]],
+        dev[3],
+        |sh| {
+            let ops = DeviceOps::new(sh)?;
+            let q = sh.device().expect("a device heap").create_queue(true)?;
+            let g = Group::world(sh)?;
+            let ts = switch(sh, &g, 2)?;
+            let b = Bufs::new(sh, &ts)?;
+            let d = Dev {
+                sh,
+                ops: &ops,
+                q: &q,
+                g: &g,
+                ts: &ts,
+                b: &b,
+            };
+            let out = sh.calloc::<u64>(1)?.at(0)?;
+            let victim = sh.n_pes() - 1;
+            let healthy = Case {
+                layout: Layout::Flat,
+                k: 2,
+                dtype: DType::F32,
+                skew: 0,
+                l: 2,
+                hidden: 2,
+            };
+            d.case(&healthy, 999)?;
+            // Expert 5 lives on the victim (2 experts per rank).
+            let r = d.route(&[0, 5], 1, 2, Layout::Flat)?;
+            xpushmem_tests::victim_leaves_last(sh, out, victim)?;
+            let cap = ts.config().max_recv_tokens;
+            let h = ts.dispatch_on(
+                sh,
+                &ops,
+                q.list(),
+                &g,
+                &r,
+                &t(b.tokens, DType::F32, &[1, 2])?,
+                &t(b.wts, DType::F32, &[1, 2])?,
+                &t(b.out, DType::F32, &[cap, 2])?,
+                &t(b.ow, DType::F32, &[cap, 2])?,
+                Some(&t(b.oi, DType::I64, &[cap, 2])?),
+            )?;
+            // The harness's hard limit ends a kernel that never finishes.
+            while !h.is_complete()? {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            match h.wait(sh) {
+                Err(Error::PeerLost { pe, .. }) if pe == victim => Ok(()),
+                r => panic!(
+                    "PE {}: expected PeerLost naming PE {victim}, got {:?}",
+                    sh.my_pe(),
+                    r.err().map(|e| e.to_string())
+                ),
+            }
+        }
+    );
 }
 
 // Eight ranks on the host path (8 PEs on the 2-core machine: one launch): the covering set of
