@@ -582,6 +582,101 @@ mod device {
         g.free(sh)
     });
 
+    /// The device kernels with PEs on two simulated nodes (`XPUSHMEM_NODE_ID` "aabb": PEs 0-1 and 2-3 share a
+    /// node each, the other node's PEs are reached through the fabric, libfabric `tcp` on loopback): half of
+    /// every exchange and sync step goes through the host proxy. The 6-row covering set of
+    /// `ops_ep_ref::ep_round_trips` (both layouts, top-k 1 to 8, the three float dtypes, the three skews, 1 and 3
+    /// experts per rank) against the reference, as `ep_device_against_reference`; then an expert id out of range
+    /// (the verdict crosses the nodes too) and a healthy case.
+    #[test]
+    fn dev_ep_two_nodes_4pe() {
+        let name = xpushmem_tests::test_name(module_path!(), "dev_ep_two_nodes_4pe");
+        if xpushmem_tests::is_pe_of(&name) {
+            let node = ["a", "a", "b", "b"][xpushmem_tests::launcher_rank()];
+            // Before init, in this single-threaded PE process: its node.
+            std::env::set_var("XPUSHMEM_NODE_ID", node);
+            xpushmem_tests::run_pe(two_nodes);
+        }
+        if !matches!(xpushmem::transport::fabric_providers(), Ok(Some(_))) {
+            eprintln!("skipped: this build has no fabric transport (libfabric headers missing at build time)");
+            return;
+        }
+        let env = xpushmem_tests::device_env();
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let out = xpushmem_tests::spawn_pes_with(&name, 4, &env);
+        xpushmem_tests::assert_success(&name, 4, &out);
+    }
+
+    fn two_nodes(sh: &Shmem) -> Result<()> {
+        let me = sh.my_pe();
+        let fabric: Vec<usize> = (0..sh.n_pes())
+            .filter(|&pe| sh.transport_name(pe) == "fabric")
+            .collect();
+        let other = if me < 2 { vec![2, 3] } else { vec![0, 1] };
+        assert_eq!(fabric, other, "PE {me}: the PEs on the fabric");
+        let ops = DeviceOps::new(sh)?;
+        let q = sh.device().expect("a device heap").create_queue(true)?;
+        let g = Group::world(sh)?;
+        let rows: [(Layout, usize, DType, usize, usize, usize); 6] = [
+            (Layout::Flat, 2, DType::BF16, 0, 1, 8),
+            (Layout::ExpertMajor, 8, DType::F32, 1, 1, MAX_HIDDEN),
+            (Layout::Flat, 8, DType::F16, 2, 1, 1),
+            (Layout::ExpertMajor, 1, DType::BF16, 2, 3, 8),
+            (Layout::Flat, 3, DType::F32, 1, 3, MAX_HIDDEN),
+            (Layout::ExpertMajor, 2, DType::F16, 0, 3, 1),
+        ];
+        for l in [1, 3] {
+            let ts = switch(sh, &g, l)?;
+            let b = Bufs::new(sh, &ts)?;
+            let d = Dev {
+                sh,
+                ops: &ops,
+                q: &q,
+                g: &g,
+                ts: &ts,
+                b: &b,
+            };
+            for (i, &(layout, k, dtype, skew, _, hidden)) in
+                rows.iter().enumerate().filter(|r| r.1 .4 == l)
+            {
+                let c = Case {
+                    layout,
+                    k,
+                    dtype,
+                    skew,
+                    l,
+                    hidden,
+                };
+                d.case(&c, 7000 + i as u64)?;
+            }
+            if l == 3 {
+                // An expert id out of range on the last rank (another node than ranks 0 and 1): the host path's
+                // text on every rank.
+                let e = (l * g.size()) as i64;
+                let idx = if me == 3 { vec![0, e] } else { vec![0, 1] };
+                let dv = d.route(&idx, 1, 2, Layout::Flat);
+                let h = ts.create_routing(sh, &g, &idx, 1, 2, Layout::Flat);
+                d.same(dv, h, "bad expert id");
+                d.case(&rows_case(l), 998)?;
+            }
+            b.free(sh)?;
+            ts.free(sh)?;
+        }
+        g.free(sh)
+    }
+
+    /// A healthy case with `l` experts per rank.
+    fn rows_case(l: usize) -> Case {
+        Case {
+            layout: Layout::ExpertMajor,
+            k: 2,
+            dtype: DType::F32,
+            skew: 0,
+            l,
+            hidden: 3,
+        }
+    }
+
     // A rank that died before a dispatch (the device path of `ep_peer_lost_in_dispatch_3pe`): the kernel's sync
     // step gives up on it after XPUSHMEM_TIMEOUT_MS (the device cannot see a dead peer), and every survivor's
     // handle reports `PeerLost` naming it, not `Timeout`. The survivors learn that the kernel has finished the way
