@@ -55,13 +55,26 @@ pub enum OpsPath {
 /// for device heaps whose every PE the device maps, host otherwise: the op kernels reach mapped peers only, so a
 /// job with PEs on other nodes takes the host path).
 pub fn ops_path(sh: &Shmem) -> Result<OpsPath> {
+    path_of(sh, true)
+}
+
+/// The path `XPUSHMEM_OPS_PATH` selects for the expert-parallel ops ([`crate::ep::TokenSwitch`]'s `_on` calls and
+/// their C and PyTorch entry points): as [`ops_path`], except that `auto` takes the device path on device heaps
+/// whatever the nodes: the EP kernels reach PEs on other nodes through the host proxy (the other op kernels reach
+/// mapped peers only).
+pub fn ep_path(sh: &Shmem) -> Result<OpsPath> {
+    path_of(sh, false)
+}
+
+/// [`ops_path`] (`auto` needs every PE mapped: `needs_mapped`) or [`ep_path`].
+fn path_of(sh: &Shmem, needs_mapped: bool) -> Result<OpsPath> {
     use xpushmem::config::OpsPathMode;
     let want = sh.config().ops_path;
     let device = sh.heap_kind() == xpushmem::HeapKind::Device;
     let all_mapped = || (0..sh.n_pes()).all(|pe| sh.transport_name(pe) != "fabric");
     match want {
         OpsPathMode::Host => Ok(OpsPath::Host),
-        OpsPathMode::Auto if device && all_mapped() => Ok(OpsPath::Device),
+        OpsPathMode::Auto if device && (!needs_mapped || all_mapped()) => Ok(OpsPath::Device),
         OpsPathMode::Auto => Ok(OpsPath::Host),
         OpsPathMode::Device if device => Ok(OpsPath::Device),
         OpsPathMode::Device => Err(Error::invalid(

@@ -587,7 +587,8 @@ mod device {
     /// every exchange and sync step goes through the host proxy. The 6-row covering set of
     /// `ops_ep_ref::ep_round_trips` (both layouts, top-k 1 to 8, the three float dtypes, the three skews, 1 and 3
     /// experts per rank) against the reference, as `ep_device_against_reference`; then an expert id out of range
-    /// (the verdict crosses the nodes too) and a healthy case.
+    /// (the verdict crosses the nodes too) and a healthy case. `XPUSHMEM_OPS_PATH=auto` resolves to the device path
+    /// for the EP ops ([`xpushmem_ops::ep_path`]) and to the host path for the rest of the op family.
     #[test]
     fn dev_ep_two_nodes_4pe() {
         let name = xpushmem_tests::test_name(module_path!(), "dev_ep_two_nodes_4pe");
@@ -614,6 +615,9 @@ mod device {
             .collect();
         let other = if me < 2 { vec![2, 3] } else { vec![0, 1] };
         assert_eq!(fabric, other, "PE {me}: the PEs on the fabric");
+        // XPUSHMEM_OPS_PATH=auto: the EP ops take the device path here, the rest of the op family the host's.
+        assert_eq!(xpushmem_ops::ep_path(sh)?, xpushmem_ops::OpsPath::Device);
+        assert_eq!(xpushmem_ops::ops_path(sh)?, xpushmem_ops::OpsPath::Host);
         let ops = DeviceOps::new(sh)?;
         let q = sh.device().expect("a device heap").create_queue(true)?;
         let g = Group::world(sh)?;
