@@ -690,61 +690,88 @@ mod device {
         ep_peer_lost_in_dispatch,
         env[&[("XPUSHMEM_TIMEOUT_MS", "3000")]],
         dev[3],
-        |sh| {
-            let ops = DeviceOps::new(sh)?;
-            let q = sh.device().expect("a device heap").create_queue(true)?;
-            let g = Group::world(sh)?;
-            let ts = switch(sh, &g, 2)?;
-            let b = Bufs::new(sh, &ts)?;
-            let d = Dev {
-                sh,
-                ops: &ops,
-                q: &q,
-                g: &g,
-                ts: &ts,
-                b: &b,
-            };
-            let out = sh.calloc::<u64>(1)?.at(0)?;
-            let victim = sh.n_pes() - 1;
-            let healthy = Case {
-                layout: Layout::Flat,
-                k: 2,
-                dtype: DType::F32,
-                skew: 0,
-                l: 2,
-                hidden: 2,
-            };
-            d.case(&healthy, 999)?;
-            // Expert 5 lives on the victim (2 experts per rank).
-            let r = d.route(&[0, 5], 1, 2, Layout::Flat)?;
-            xpushmem_tests::victim_leaves_last(sh, out, victim)?;
-            let cap = ts.config().max_recv_tokens;
-            let h = ts.dispatch_on(
-                sh,
-                &ops,
-                q.list(),
-                &g,
-                &r,
-                &t(b.tokens, DType::F32, &[1, 2])?,
-                &t(b.wts, DType::F32, &[1, 2])?,
-                &t(b.out, DType::F32, &[cap, 2])?,
-                &t(b.ow, DType::F32, &[cap, 2])?,
-                Some(&t(b.oi, DType::I64, &[cap, 2])?),
-            )?;
-            // The harness's hard limit ends a kernel that never finishes.
-            while !h.is_complete()? {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            match h.wait(sh) {
-                Err(Error::PeerLost { pe, .. }) if pe == victim => Ok(()),
-                r => panic!(
-                    "PE {}: expected PeerLost naming PE {victim}, got {:?}",
-                    sh.my_pe(),
-                    r.err().map(|e| e.to_string())
-                ),
-            }
-        }
+        |sh| { peer_lost(sh) }
     );
+
+    /// `ep_peer_lost_in_dispatch` with the victim on another node (`XPUSHMEM_NODE_ID` "aab": PEs 0 and 1 share a
+    /// node, PE 2 is reached through the fabric and, from the kernels, the host proxy): the survivors' reports say
+    /// `PeerLost` naming it.
+    #[test]
+    fn dev_ep_peer_lost_across_nodes_3pe() {
+        let name = xpushmem_tests::test_name(module_path!(), "dev_ep_peer_lost_across_nodes_3pe");
+        if xpushmem_tests::is_pe_of(&name) {
+            let node = ["a", "a", "b"][xpushmem_tests::launcher_rank()];
+            // Before init, in this single-threaded PE process: its node.
+            std::env::set_var("XPUSHMEM_NODE_ID", node);
+            xpushmem_tests::run_pe(peer_lost);
+        }
+        if !matches!(xpushmem::transport::fabric_providers(), Ok(Some(_))) {
+            eprintln!("skipped: this build has no fabric transport (libfabric headers missing at build time)");
+            return;
+        }
+        let mut env = xpushmem_tests::device_env();
+        env.push(("XPUSHMEM_TIMEOUT_MS".into(), "3000".into()));
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let out = xpushmem_tests::spawn_pes_with(&name, 3, &env);
+        xpushmem_tests::assert_success(&name, 3, &out);
+    }
+
+    /// The body of the lost-peer cases: the last PE leaves after a healthy round trip and a routing; the others'
+    /// dispatch must report `PeerLost` naming it.
+    fn peer_lost(sh: &Shmem) -> Result<()> {
+        let ops = DeviceOps::new(sh)?;
+        let q = sh.device().expect("a device heap").create_queue(true)?;
+        let g = Group::world(sh)?;
+        let ts = switch(sh, &g, 2)?;
+        let b = Bufs::new(sh, &ts)?;
+        let d = Dev {
+            sh,
+            ops: &ops,
+            q: &q,
+            g: &g,
+            ts: &ts,
+            b: &b,
+        };
+        let out = sh.calloc::<u64>(1)?.at(0)?;
+        let victim = sh.n_pes() - 1;
+        let healthy = Case {
+            layout: Layout::Flat,
+            k: 2,
+            dtype: DType::F32,
+            skew: 0,
+            l: 2,
+            hidden: 2,
+        };
+        d.case(&healthy, 999)?;
+        // Expert 5 lives on the victim (2 experts per rank).
+        let r = d.route(&[0, 5], 1, 2, Layout::Flat)?;
+        xpushmem_tests::victim_leaves_last(sh, out, victim)?;
+        let cap = ts.config().max_recv_tokens;
+        let h = ts.dispatch_on(
+            sh,
+            &ops,
+            q.list(),
+            &g,
+            &r,
+            &t(b.tokens, DType::F32, &[1, 2])?,
+            &t(b.wts, DType::F32, &[1, 2])?,
+            &t(b.out, DType::F32, &[cap, 2])?,
+            &t(b.ow, DType::F32, &[cap, 2])?,
+            Some(&t(b.oi, DType::I64, &[cap, 2])?),
+        )?;
+        // The harness's hard limit ends a kernel that never finishes.
+        while !h.is_complete()? {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        match h.wait(sh) {
+            Err(Error::PeerLost { pe, .. }) if pe == victim => Ok(()),
+            r => panic!(
+                "PE {}: expected PeerLost naming PE {victim}, got {:?}",
+                sh.my_pe(),
+                r.err().map(|e| e.to_string())
+            ),
+        }
+    }
 }
 
 // Eight ranks on the host path (8 PEs on the 2-core machine: one launch): the covering set of
