@@ -686,38 +686,59 @@ mod device {
     // handle reports `PeerLost` naming it, not `Timeout`. The survivors learn that the kernel has finished the way
     // a caller that synchronised its stream does (polling the handle, as `xpushmem_ops_queue_poll`), not through
     // a host wait of the runtime (which would notice the loss itself): the handle's report alone decides.
-    pe_test!(
-        ep_peer_lost_in_dispatch,
-        env[&[("XPUSHMEM_TIMEOUT_MS", "3000")]],
-        dev[3],
-        |sh| { peer_lost(sh) }
-    );
+    #[test]
+    fn dev_ep_peer_lost_in_dispatch_3pe() {
+        dev_peer_lost("dev_ep_peer_lost_in_dispatch_3pe", None);
+    }
 
-    /// `ep_peer_lost_in_dispatch` with the victim on another node (`XPUSHMEM_NODE_ID` "aab": PEs 0 and 1 share a
-    /// node, PE 2 is reached through the fabric and, from the kernels, the host proxy): the survivors' reports say
-    /// `PeerLost` naming it.
+    /// `dev_ep_peer_lost_in_dispatch_3pe` with the victim on another node (`XPUSHMEM_NODE_ID` "aab": PEs 0 and 1
+    /// share a node, PE 2 is reached through the fabric and, from the kernels, the host proxy).
     #[test]
     fn dev_ep_peer_lost_across_nodes_3pe() {
-        let name = xpushmem_tests::test_name(module_path!(), "dev_ep_peer_lost_across_nodes_3pe");
+        dev_peer_lost("dev_ep_peer_lost_across_nodes_3pe", Some("aab"));
+    }
+
+    /// Run [`peer_lost`] at 3 PEs on `nodes` (one character per PE; `None`: one node). The victim (the last PE)
+    /// kills itself (SIGKILL: a process that exits runs the device runtime's and the fabric's exit handlers while
+    /// their threads still run, which may abort it); the launcher must name it, and every survivor exit with 0.
+    fn dev_peer_lost(func: &str, nodes: Option<&str>) {
+        let name = xpushmem_tests::test_name(module_path!(), func);
         if xpushmem_tests::is_pe_of(&name) {
-            let node = ["a", "a", "b"][xpushmem_tests::launcher_rank()];
-            // Before init, in this single-threaded PE process: its node.
-            std::env::set_var("XPUSHMEM_NODE_ID", node);
+            if let Some(nodes) = nodes {
+                let node = &nodes[xpushmem_tests::launcher_rank()..][..1];
+                // Before init, in this single-threaded PE process: its node.
+                std::env::set_var("XPUSHMEM_NODE_ID", node);
+            }
             xpushmem_tests::run_pe(peer_lost);
         }
-        if !matches!(xpushmem::transport::fabric_providers(), Ok(Some(_))) {
+        if nodes.is_some() && !matches!(xpushmem::transport::fabric_providers(), Ok(Some(_))) {
             eprintln!("skipped: this build has no fabric transport (libfabric headers missing at build time)");
             return;
         }
         let mut env = xpushmem_tests::device_env();
         env.push(("XPUSHMEM_TIMEOUT_MS".into(), "3000".into()));
         let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-        let out = xpushmem_tests::spawn_pes_with(&name, 3, &env);
-        xpushmem_tests::assert_success(&name, 3, &out);
+        let mut job = xpushmem_tests::pe_job(&name, 3, &env);
+        job.stop_on_failure = false;
+        let out = job.run().expect("launch");
+        let all = xpushmem_tests::outputs(&out);
+        assert!(!out.timed_out, "the job hung\n{all}");
+        assert_eq!(
+            out.first_failure,
+            Some((2, xpushmem_launch::PeExit::Signal(9))),
+            "the launcher names the victim\n{all}"
+        );
+        for pe in 0..2 {
+            assert_eq!(
+                out.exits[pe],
+                xpushmem_launch::PeExit::Code(0),
+                "survivor PE {pe}\n{all}"
+            );
+        }
     }
 
-    /// The body of the lost-peer cases: the last PE leaves after a healthy round trip and a routing; the others'
-    /// dispatch must report `PeerLost` naming it.
+    /// The body of the lost-peer cases: the last PE leaves (SIGKILL) after a healthy round trip and a routing; the
+    /// others' dispatch must report `PeerLost` naming it.
     fn peer_lost(sh: &Shmem) -> Result<()> {
         let ops = DeviceOps::new(sh)?;
         let q = sh.device().expect("a device heap").create_queue(true)?;
@@ -745,7 +766,16 @@ mod device {
         d.case(&healthy, 999)?;
         // Expert 5 lives on the victim (2 experts per rank).
         let r = d.route(&[0, 5], 1, 2, Layout::Flat)?;
-        xpushmem_tests::victim_leaves_last(sh, out, victim)?;
+        // The victim leaves once every other PE has counted out on it (as `victim_leaves_last`), by SIGKILL.
+        if sh.my_pe() == victim {
+            sh.wait_until(out, xpushmem::Cmp::Eq, (sh.n_pes() - 1) as u64)?;
+            let _ = rustix::process::kill_process(
+                rustix::process::getpid(),
+                rustix::process::Signal::KILL,
+            );
+        } else {
+            sh.atomic_add(out, 1, victim)?;
+        }
         let cap = ts.config().max_recv_tokens;
         let h = ts.dispatch_on(
             sh,
