@@ -43,6 +43,11 @@ int xpushmem_ops_queue_poll(void);
 // with the error (e.g. `device` on a host heap, or no runtime).
 int xpushmem_ops_path(void);
 
+// The path the expert-parallel ops (`xpushmem_ops_ep_*`) take on this PE: as `xpushmem_ops_path`, except that
+// `auto` is the device path on device heaps also when PEs are on other nodes (the EP kernels reach them through
+// the host proxy; the rest of the op family takes the host path there). 0 host, 1 device, or -1 with the error.
+int xpushmem_ops_ep_path(void);
+
 // The message of the calling thread's last failed call (the same as `xpushmem_last_error()`). Valid until the
 // thread's next failing call.
 const char *xpushmem_ops_last_error(void);

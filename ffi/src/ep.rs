@@ -4,7 +4,7 @@
 //! carry the tokens. Declared in `include/xpushmem_ops.h` with the op family; same error boundary
 //! (`xpushmem_last_error()`).
 
-use crate::ops::{array, dispatch_symm, entry, group, operand, with_rt, XpushmemOpsTensor};
+use crate::ops::{array, entry, group, operand, run_on_device, with_rt, XpushmemOpsTensor};
 use std::collections::HashMap;
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, Once};
 use xpushmem_ffi_core::rt::{Error, Result};
 use xpushmem_ffi_core::state;
 use xpushmem_ops::ep::{DeviceRouting, EpConfig, Layout, Routing, TokenSwitch};
-use xpushmem_ops::{ops_path, Operand, OpsPath};
+use xpushmem_ops::{ep_path, Operand, OpsPath};
 use xpushmem_ops::{DType, Group};
 
 /// A switch and the group it runs on.
@@ -392,9 +392,10 @@ fn dev_routing_of(sw: i64, h: i64, call: &str) -> Result<Arc<DeviceRouting>> {
     of_switch(handles(|m| m.dev_routings.get(&h).cloned()), sw, h, call)
 }
 
-/// The device entry points need the device path (the host path's entry points take host arrays).
+/// The device entry points need the EP ops' device path (`xpushmem_ops_ep_path`; the host path's entry points take
+/// host arrays).
 fn device_only(sh: &xpushmem_ffi_core::rt::Shmem, call: &str) -> Result<()> {
-    if ops_path(sh)? == OpsPath::Host {
+    if ep_path(sh)? == OpsPath::Host {
         return Err(Error::InvalidArgument {
             name: "XPUSHMEM_OPS_PATH",
             value: "host".into(),
@@ -475,7 +476,7 @@ pub unsafe extern "C" fn xpushmem_ops_ep_create_routing_on_queue(
             };
             let mut made = None;
             device_only(sh, CALL)?;
-            dispatch_symm(sh, CALL, Some(ze_command_list), |ops, list| {
+            run_on_device(sh, CALL, Some(ze_command_list), |ops, list| {
                 let (r, h) = it
                     .ts
                     .create_routing_on(sh, ops, list, &it.group, &idx, layout, &st)?;
@@ -524,7 +525,7 @@ pub unsafe extern "C" fn xpushmem_ops_ep_dispatch_on_queue(
                 )
             };
             device_only(sh, CALL)?;
-            dispatch_symm(sh, CALL, Some(ze_command_list), |ops, list| {
+            run_on_device(sh, CALL, Some(ze_command_list), |ops, list| {
                 it.ts
                     .dispatch_on(sh, ops, list, &it.group, &r, &x, &w, &o, &ow, oi.as_ref())
             })
@@ -559,7 +560,7 @@ pub unsafe extern "C" fn xpushmem_ops_ep_combine_on_queue(
                 )
             };
             device_only(sh, CALL)?;
-            dispatch_symm(sh, CALL, Some(ze_command_list), |ops, list| {
+            run_on_device(sh, CALL, Some(ze_command_list), |ops, list| {
                 it.ts.combine_on(sh, ops, list, &it.group, &r, &y, &o)
             })
         })

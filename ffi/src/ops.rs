@@ -35,7 +35,7 @@ use xpushmem_ffi_core::rt::device::queue::{CommandList, DeviceRange, Queue};
 use xpushmem_ffi_core::rt::{Error, InitAttr, Result, Shmem};
 use xpushmem_ffi_core::state;
 use xpushmem_ops::{
-    ops_path, DType, DeviceOps, Group, LocalTensor, OpHandle, Operand, OpsPath, TensorView,
+    ep_path, ops_path, DType, DeviceOps, Group, LocalTensor, OpHandle, Operand, OpsPath, TensorView,
 };
 
 /// A tensor as the C ABI passes it (`xpushmem_ops_tensor`).
@@ -164,11 +164,13 @@ struct DevPath {
 static DEV: Mutex<Option<DevPath>> = Mutex::new(None);
 static FORGET_DEV_AT_FINALIZE: Once = Once::new();
 
-/// Set up the device path when `XPUSHMEM_OPS_PATH` selects it and it is not set up yet. Collective over the world
-/// (it allocates the ops' sync region and builds their kernels): called from `xpushmem_ops_init` and when a group
-/// is registered, both collective.
+/// Set up the device path when `XPUSHMEM_OPS_PATH` selects it (for the op family, or for the EP ops alone: with
+/// `auto` and PEs on other nodes) and it is not set up yet. Collective over the world (it allocates the ops' sync
+/// region and builds their kernels): called from `xpushmem_ops_init` and when a group is registered, both
+/// collective.
 fn ensure_device_path(sh: &Shmem) -> Result<()> {
-    if ops_path(sh)? != OpsPath::Device {
+    // `ep_path` is the device's wherever `ops_path` is.
+    if ep_path(sh)? != OpsPath::Device {
         return Ok(());
     }
     let mut d = DEV.lock().unwrap_or_else(|p| p.into_inner());
@@ -308,10 +310,22 @@ pub extern "C" fn xpushmem_ops_queue_poll() -> c_int {
 /// with the error (e.g. `device` on a host heap, or no runtime).
 #[no_mangle]
 pub extern "C" fn xpushmem_ops_path() -> c_int {
+    path_code("xpushmem_ops_path", ops_path)
+}
+
+/// The path the expert-parallel ops (`xpushmem_ops_ep_*`) take on this PE: as `xpushmem_ops_path`, except that
+/// `auto` is the device path on device heaps also when PEs are on other nodes (the EP kernels reach them through
+/// the host proxy; the rest of the op family takes the host path there). 0 host, 1 device, or -1 with the error.
+#[no_mangle]
+pub extern "C" fn xpushmem_ops_ep_path() -> c_int {
+    path_code("xpushmem_ops_ep_path", ep_path)
+}
+
+fn path_code(call: &str, of: fn(&Shmem) -> Result<OpsPath>) -> c_int {
     let mut path = -1;
-    let rc = entry("xpushmem_ops_path", || {
+    let rc = entry(call, || {
         with_rt(|sh| {
-            path = match ops_path(sh)? {
+            path = match of(sh)? {
                 OpsPath::Host => 0,
                 OpsPath::Device => 1,
             };
@@ -906,6 +920,18 @@ pub(crate) fn dispatch_symm(
             ),
         });
     }
+    run_on_device(sh, call, list, dev)
+}
+
+/// Run an op whose path is the device's (checked by the caller): `list` = `Some` enqueues on the caller's list,
+/// `None` on the runtime's own queue and waits; a rank rejected on the host gets its error at once (as
+/// [`dispatch_symm`]).
+pub(crate) fn run_on_device(
+    sh: &Shmem,
+    call: &str,
+    list: Option<*mut c_void>,
+    dev: impl FnOnce(&DeviceOps, CommandList) -> Result<OpHandle>,
+) -> Result<()> {
     let mut d = DEV.lock().unwrap_or_else(|p| p.into_inner());
     let st = d.as_mut().ok_or_else(|| {
         Error::State(format!(

@@ -141,3 +141,17 @@ fn on_queue_pipeline_from_c_2pe() {
 fn ep_on_queue_from_c_2pe() {
     run_c_program("ep_on_queue", 2);
 }
+
+/// The same program with its two PEs on two simulated nodes (`XPUSHMEM_TEST_NODES`, read by the program before
+/// init): every peer through the fabric, the EP kernels' puts and sync steps through the host proxy, the device
+/// path chosen by `XPUSHMEM_OPS_PATH=auto` (`xpushmem_ops_ep_path`).
+#[test]
+fn ep_on_queue_from_c_across_nodes_2pe() {
+    if !matches!(xpushmem::transport::fabric_providers(), Ok(Some(_))) {
+        eprintln!(
+            "skipped: this build has no fabric transport (libfabric headers missing at build time)"
+        );
+        return;
+    }
+    run_c_program_with("ep_on_queue", 2, &[], &[("XPUSHMEM_TEST_NODES", "ab")]);
+}

@@ -9,7 +9,11 @@
  *
  * The switch's symmetric buffers (allocated once by TokenSwitch::new): `counts` (W rows of 2W + L words: slots and
  * pairs to every rank, pairs for the destination's experts), `recv` (max_recv rows, then each slot's metadata:
- * k f32 weights padded to 8 bytes, k int64 global expert ids) and `comb` (the rows that come back). A routing's
+ * k f32 weights padded to 8 bytes, k int64 global expert ids), `comb` (the rows that come back) and `stage` (what
+ * this rank sends one rank of another node, built here because the host proxy reads a put's source from this PE's
+ * heap only: a count row, or up to max_dispatch rows and their metadata). A rank this device maps is written
+ * directly; a rank on another node (xpushmem_ptr 0) gets the same bytes through the host proxy (the device
+ * library's puts), and the sync steps reach it the same way (sync_send). A routing's
  * state (device memory the caller keeps with the routing): the counts table, scratch, slot_of[t * W + d] (the
  * token's slot index among those this rank sends rank d, or -1) and pos[i * k + j] (the expert-major output row
  * of received pair (slot i, column j), or -1). Every op starts with a sync step (the host verdict, the digest of
@@ -125,13 +129,19 @@ __attribute__((noinline)) static void ep_put_row(__global long *r, __global cons
   for (long x = 0; x < EP_ROW(w, l); x++) r[x] = x < 2l * w ? send[x] : send[x + d * l];
 }
 
-/* Put this rank's count row into every rank's count area (row me); 0, or the first unreachable PE + 1. */
+/* Put this rank's count row into every rank's count area (row me): stored directly on a mapped rank, built in
+ * the stage and put through the host proxy to another node's; 0, or the first unreachable PE + 1. */
 __attribute__((noinline)) static int ep_put_counts(__global const int *pes, int w, int me, long l,
-                                                   __global const long *send, long counts) {
+                                                   __global const long *send, long counts, long stage) {
+  long at = counts + 8l * me * EP_ROW(w, l);
   for (int d = 0; d < w; d++) {
-    long row = xpushmem_ptr(counts + 8l * me * EP_ROW(w, l), pes[d]);
-    if (row == 0) return pes[d] + 1;
-    ep_put_row((__global long *)row, send, w, l, d);
+    long row = xpushmem_ptr(at, pes[d]);
+    if (row != 0) {
+      ep_put_row((__global long *)row, send, w, l, d);
+    } else {
+      ep_put_row((__global long *)stage, send, w, l, d);
+      if (xpushmem_putmem(at, stage, 8ul * (ulong)EP_ROW(w, l), pes[d])) return pes[d] + 1;
+    }
   }
   return 0;
 }
@@ -176,7 +186,7 @@ static verdict_t ep_take_counts(__global const long *counts, int w, int me, long
  * rank's counts in the routing's state and decide the overflow verdict (the same on every rank). */
 __kernel void xpo_ep_route(long region, long pes_addr, int w, int me, long idx_addr, long n, long k, long e,
                            int layout, long max_recv, long counts, long ct, long info, long send, long slot_of,
-                           long pos, ulong digest, uint host_err, long status, ulong seq) {
+                           long pos, long stage, ulong digest, uint host_err, long status, ulong seq) {
   __local long slot[4];
   __global const int *pes = (__global const int *)pes_addr;
   __global const long *idx = (__global const long *)idx_addr;
@@ -187,7 +197,7 @@ __kernel void xpo_ep_route(long region, long pes_addr, int w, int me, long idx_a
     ep_fill_long((__global long *)send, 2l * w + e, 0);
     ep_fill_int((__global int *)slot_of, n * w, -1);
     ep_plan(idx, n, k, w, l, (__global long *)send, (__global int *)slot_of);
-    int bad = ep_put_counts(pes, w, me, l, (__global const long *)send, counts);
+    int bad = ep_put_counts(pes, w, me, l, (__global const long *)send, counts, stage);
     if (bad) {
       v.code = XPO_ERR_DEVICE;
       v.a = bad - 1;
@@ -223,20 +233,35 @@ __attribute__((noinline)) static void ep_send_rows(__global const long *idx, __g
   }
 }
 
-/* The sends to every rank; 0, or the first unreachable PE + 1. */
+/* The sends to every rank; 0, or the first unreachable PE + 1. A mapped rank's slots are stored directly; another
+ * node's are built in the stage (this PE's heap, where the host proxy reads sources: rows from byte 0, metadata
+ * from the first 8-aligned byte past n rows) and put through the proxy with two work-group puts, which return once
+ * delivered (the stage is reused for the next rank, and the sync step after the sends signals behind them). */
 __attribute__((noinline)) static int ep_sends(__global const int *pes, int w, int me, long l,
                                               __global const long *ct, __global const long *idx,
                                               __global const float *wts, ulong tokens, long n, long k, long rb,
                                               long ms, long wo, __global const int *slot_of, long recv,
-                                              long meta0) {
+                                              long meta0, long stage) {
+  int bad = 0;
+  long smeta = stage + ((n * rb + 7l) & ~7l);
   for (int d = 0; d < w; d++) {
-    long rows = xpushmem_ptr(recv, pes[d]);
-    long meta = xpushmem_ptr(recv + meta0, pes[d]);
-    if (rows == 0 || meta == 0) return pes[d] + 1;
     long base = ep_dispatch_base(ct, w, l, me, d);
-    ep_send_rows(idx, wts, tokens, n, k, rb, ms, wo, w, d, slot_of, base, (ulong)rows, (ulong)meta);
+    long rows = xpushmem_ptr(recv, pes[d]);
+    if (rows != 0) {
+      long meta = xpushmem_ptr(recv + meta0, pes[d]);
+      ep_send_rows(idx, wts, tokens, n, k, rb, ms, wo, w, d, slot_of, base, (ulong)rows, (ulong)meta);
+      continue;
+    }
+    long cnt = ep_slots(ct, w, l, me, d);
+    if (cnt == 0) continue;
+    ep_send_rows(idx, wts, tokens, n, k, rb, ms, wo, w, d, slot_of, 0, (ulong)stage, (ulong)smeta);
+    wg_barrier();
+    int e = xpushmemx_putmem_work_group(recv + base * rb, stage, (ulong)(cnt * rb), pes[d]);
+    e |= xpushmemx_putmem_work_group(recv + meta0 + base * ms, smeta, (ulong)(cnt * ms), pes[d]);
+    wg_barrier();
+    if (e && !bad) bad = pes[d] + 1;
   }
-  return 0;
+  return bad;
 }
 
 /* Flat: each received slot's k local expert ids (-1 and weight 0 where the expert lives elsewhere). */
@@ -299,7 +324,7 @@ __attribute__((noinline)) static void ep_em_rows(ulong recv, ulong meta, long sl
 __kernel void xpo_ep_dispatch(long region, long pes_addr, int w, int me, long idx_addr, long wts_addr, long tokens,
                               long n, long k, long e, long rb, int layout, long recv, long meta0, long ms, long wo,
                               long ct_addr, long info_addr, long send, long slot_of, long pos, long out, long ow,
-                              long oi, ulong digest, uint host_err, long status, ulong seq) {
+                              long oi, long stage, ulong digest, uint host_err, long status, ulong seq) {
   __local long slot[4];
   __global const int *pes = (__global const int *)pes_addr;
   __global const long *ct = (__global const long *)ct_addr;
@@ -308,7 +333,7 @@ __kernel void xpo_ep_dispatch(long region, long pes_addr, int w, int me, long id
   if (ep_enter(slot, region, pes, w, me, host_err, ok(), digest, status, seq)) return;
   verdict_t v = ok();
   int bad = ep_sends(pes, w, me, l, ct, (__global const long *)idx_addr, (__global const float *)wts_addr,
-                     (ulong)tokens, n, k, rb, ms, wo, (__global const int *)slot_of, recv, meta0);
+                     (ulong)tokens, n, k, rb, ms, wo, (__global const int *)slot_of, recv, meta0, stage);
   if (bad) {
     v.code = XPO_ERR_DEVICE;
     v.a = bad - 1;
@@ -363,20 +388,30 @@ __attribute__((noinline)) static void ep_return_rows(int dtype, long esz, long h
   }
 }
 
-/* The returns to every rank; 0, or the first unreachable PE + 1. */
+/* The returns to every rank; 0, or the first unreachable PE + 1. A mapped rank's rows are stored directly;
+ * another node's are built in the stage and put through the host proxy (as ep_sends). */
 __attribute__((noinline)) static int ep_returns(__global const int *pes, int w, int me, long l,
                                                 __global const long *ct, int dtype, long esz, long hidden, long k,
                                                 long rb, int layout, ulong src, __global const int *pos,
-                                                long comb) {
+                                                long comb, long stage) {
+  int bad = 0;
   for (int s = 0; s < w; s++) {
-    long dst = xpushmem_ptr(comb, pes[s]);
-    if (dst == 0) return pes[s] + 1;
     long first = ep_dispatch_base(ct, w, l, s, me);
     long at = ep_combine_base(ct, w, l, s, me);
-    ep_return_rows(dtype, esz, hidden, k, rb, layout, src, pos, first, ep_slots(ct, w, l, s, me),
-                   (ulong)dst + (ulong)(at * rb));
+    long cnt = ep_slots(ct, w, l, s, me);
+    long dst = xpushmem_ptr(comb, pes[s]);
+    if (dst != 0) {
+      ep_return_rows(dtype, esz, hidden, k, rb, layout, src, pos, first, cnt, (ulong)dst + (ulong)(at * rb));
+      continue;
+    }
+    if (cnt == 0) continue;
+    ep_return_rows(dtype, esz, hidden, k, rb, layout, src, pos, first, cnt, (ulong)stage);
+    wg_barrier();
+    int e = xpushmemx_putmem_work_group(comb + at * rb, stage, (ulong)(cnt * rb), pes[s]);
+    wg_barrier();
+    if (e && !bad) bad = pes[s] + 1;
   }
-  return 0;
+  return bad;
 }
 
 /* out[t] = the f32 sum of the rows token t's destinations returned (destinations in rank order), rounded once. */
@@ -401,7 +436,7 @@ __attribute__((noinline)) static void ep_sum_tokens(int dtype, long esz, long hi
  * each token's rows summed in f32 into out [n, hidden]. dtype: XPO_DTYPE_*. */
 __kernel void xpo_ep_combine(long region, long pes_addr, int w, int me, long src, long n, long hidden, int dtype,
                              long k, long e, int layout, long comb, long ct_addr, long info, long send, long slot_of,
-                             long pos, long out, ulong digest, uint host_err, long status, ulong seq) {
+                             long pos, long out, long stage, ulong digest, uint host_err, long status, ulong seq) {
   __local long slot[4];
   __global const int *pes = (__global const int *)pes_addr;
   __global const long *ct = (__global const long *)ct_addr;
@@ -411,7 +446,7 @@ __kernel void xpo_ep_combine(long region, long pes_addr, int w, int me, long src
   if (ep_enter(slot, region, pes, w, me, host_err, ok(), digest, status, seq)) return;
   verdict_t v = ok();
   int bad = ep_returns(pes, w, me, l, ct, dtype, esz, hidden, k, rb, layout, (ulong)src, (__global const int *)pos,
-                       comb);
+                       comb, stage);
   if (bad) {
     v.code = XPO_ERR_DEVICE;
     v.a = bad - 1;

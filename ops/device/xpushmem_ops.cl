@@ -36,23 +36,35 @@ typedef struct {
  * digest (the lowest PE). Returns non-zero when a wait gave up (v holds XPO_ERR_TIMEOUT). */
 /* The send half of a sync step: 0, or 1 with *v set when a member is unreachable. Each loop of a sync step is a
  * function of its own (noinline): llvm-spirv-14 lays out consecutive loops of one function in an order spirv-val
- * rejects. */
+ * rejects. A mapped member's payload is stored directly, then its flag set; a member the device does not map (a
+ * PE on another node) gets both through the host proxy in one put-with-signal (data, then the signal), whose
+ * source is this PE's own copy of the payload: the message to itself (k = 0, always mapped), in its heap, where
+ * the proxy reads sources. */
 __attribute__((noinline)) static int sync_send(ulong region, __global const int *pes, int w, int me, long err,
                                                ulong digest, verdict_t *v) {
   int npes = xpushmem_n_pes();
   int my_pe = xpushmem_my_pe();
   int bad = 0;
+  long own = 0;
   for (int k = 0; k < w; k++) {
     int p = pes[(me + k) % w];
     __global ulong *sent = SENT(region, npes, p);
     ulong s = *sent + 1;
     *sent = s;
-    long pay = xpushmem_ptr((long)PAY(region, npes, my_pe, s & 1ul, 0), p);
+    long dst = (long)PAY(region, npes, my_pe, s & 1ul, 0);
+    long pay = xpushmem_ptr(dst, p);
+    int e = 0;
     if (pay != 0) {
       ((volatile __global ulong *)pay)[0] = (ulong)err;
       ((volatile __global ulong *)pay)[1] = digest;
+      if (p == my_pe) own = pay;
       xpushmemx_signal_op((long)FLAG(region, npes, my_pe), s, XPUSHMEM_SIGNAL_SET, p);
-    } else if (!bad) {
+    } else if (own != 0) {
+      e = xpushmem_putmem_signal(dst, own, 16ul, (long)FLAG(region, npes, my_pe), s, XPUSHMEM_SIGNAL_SET, p);
+    } else {
+      e = 1;
+    }
+    if (e && !bad) {
       bad = 1;
       v->code = XPO_ERR_DEVICE;
       v->a = p;

@@ -14,7 +14,7 @@
 //! Two paths run them: the host path (the functions above: host-driven put/get, any heap) and the device path
 //! ([`DeviceOps`], module [`device`]: one kernel per op, appended to a Level Zero command list without waiting, on
 //! device heaps). [`ops_path`] resolves `XPUSHMEM_OPS_PATH` (`host|device|auto`) for callers that switch, as the C
-//! ABI does.
+//! ABI does ([`ep_path`] for the EP ops, whose kernels also reach PEs on other nodes).
 //!
 //! Tensors are [`TensorView`]s (dtype, shape, strides, offset) over symmetric allocations; collective ops run
 //! on a [`Group`] (an ordered list of global PEs; group-relative ranks for roots and splits). The pure planning
@@ -52,7 +52,7 @@ pub mod tensor;
 pub mod tile;
 
 pub use a2a::{all_to_all_vdev, all_to_all_vdev_2d, all_to_all_vdev_2d_offset, nvshmem_all_to_all};
-pub use device::{ops_path, DeviceOps, OpHandle, OpsPath};
+pub use device::{ep_path, ops_path, DeviceOps, OpHandle, OpsPath};
 pub use dtype::DType;
 pub use group::Group;
 pub use p2p::{

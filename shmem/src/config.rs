@@ -137,7 +137,7 @@ env_table! {
     launcher_pid: Option<String> = "XPUSHMEM_LAUNCHER_PID", "", opt_text;
     /// set by xpushmem-run (internal): where a PE reports global_exit and lost peers to the launcher
     launcher_report: Option<String> = "XPUSHMEM_LAUNCHER_REPORT", "", opt_text;
-    /// which path the PyTorch op family (xpushmem-ops) takes: host (host-driven transfers), device (kernels enqueued on the caller's queue; device heaps only), auto (device on device heaps whose every peer the device maps, else host: PEs on other nodes need the host path)
+    /// which path the PyTorch op family (xpushmem-ops) takes: host (host-driven transfers), device (kernels enqueued on the caller's queue; device heaps only), auto (device on device heaps whose every peer the device maps, else host: PEs on other nodes need the host path; the expert-parallel ops take the device path on every device heap, reaching other nodes through the host proxy)
     ops_path: OpsPathMode = "XPUSHMEM_OPS_PATH", "auto", ops_path;
     /// OpenSHMEM layer only (the specification's name): size of each PE's symmetric heap, used when XPUSHMEM_SYMMETRIC_SIZE is unset, and then also its maximum (a fixed heap, as the specification has it) unless XPUSHMEM_SYMMETRIC_MAX is set; bytes, a K/M/G/T suffix (powers of 1024) or a number with a fraction or exponent (1.5G, 2e9, 1E3K)
     shmem_symmetric_size: OnUse<Option<usize>> = "SHMEM_SYMMETRIC_SIZE", "", on_use(opt_heap_size);

@@ -5,7 +5,9 @@
  * host path's routing (xpushmem_ops_ep_create_routing, host arrays), every received row's token and local expert
  * ids, and combine(dispatch(x)) = x times the number of ranks the token went to (flat: each rank returns the
  * token once). Then an expert id out of range on the last PE: its queue_wait names the value and position, the
- * others' say "rejected its arguments"; the next routing works. Run with XPUSHMEM_HEAP=device. */
+ * others' say "rejected its arguments"; the next routing works. Run with XPUSHMEM_HEAP=device, on one node or on
+ * the simulated nodes of XPUSHMEM_TEST_NODES. */
+#define _POSIX_C_SOURCE 200112L /* setenv */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,7 +39,24 @@ static int64_t expert(int pe, int t, int j, int e) {
 static float value(int pe, int t, int c) { return (float)(100 * pe + 10 * t + c); }
 
 int main(void) {
+  /* Simulated nodes (XPUSHMEM_TEST_NODES, one character per PE, from ffi/tests/ops_queue.rs): this PE's node,
+   * before the runtime starts. PEs of other nodes are reached through the fabric, from the kernels through the host
+   * proxy; XPUSHMEM_OPS_PATH=auto still takes the EP ops' device path (xpushmem_ops_ep_path). */
+  const char *nodes = getenv("XPUSHMEM_TEST_NODES"), *rank = getenv("XPUSHMEM_BOOTSTRAP_RANK");
+  if (nodes) {
+    CHECK(rank && atoi(rank) >= 0 && (size_t)atoi(rank) < strlen(nodes), "a node in XPUSHMEM_TEST_NODES=%s for rank %s",
+          nodes, rank ? rank : "(unset)");
+    char node[2] = {nodes[atoi(rank)], 0};
+    setenv("XPUSHMEM_NODE_ID", node, 1);
+  }
   OK(xpushmem_ops_init());
+  CHECK(xpushmem_ops_ep_path() == 1, "the EP ops' path: %d", xpushmem_ops_ep_path());
+  if (nodes) {
+    int local = 0;
+    for (size_t i = 0; i < strlen(nodes); i++) local += nodes[i] == nodes[atoi(rank)];
+    CHECK(xpushmem_team_n_pes(XPUSHMEM_TEAM_SHARED) == local, "PEs on this node: %d, expected %d",
+          xpushmem_team_n_pes(XPUSHMEM_TEAM_SHARED), local);
+  }
   int me = xpushmem_my_pe(), n = xpushmem_n_pes();
   int e = 2 * n, l = 2;
   ze_driver_handle_t driver;

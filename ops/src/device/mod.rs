@@ -8,8 +8,9 @@
 //! path's error: the same [`Error`] variant, argument and message. Collective ops agree on the device as the host
 //! path does on the host: every rank fails (its own error, or "group rank r rejected its arguments", or a
 //! mismatch) or none does, and a rank rejected on the host still joins the kernel's verdict step, so no rank
-//! waits for it. A device-side wait that gives up reports [`Error::Timeout`]; after a timeout the op sync state of
-//! the ranks involved is out of step (as after any timeout, finalize).
+//! waits for it. A device-side wait that gives up reports [`Error::Timeout`], or [`Error::PeerLost`] when the PE
+//! it waited for died (the device cannot see that: [`OpHandle::wait`] asks [`Shmem::check_peers`] once the
+//! kernel has given up); after either the op sync state of the ranks involved is out of step (finalize).
 //!
 //! [`DeviceOps::new`] is collective over the world (it allocates the ops' sync region in the symmetric heap and
 //! builds the kernels' module, ~seconds of JIT on ze-emu): create it once, next to the groups.
@@ -54,13 +55,26 @@ pub enum OpsPath {
 /// for device heaps whose every PE the device maps, host otherwise: the op kernels reach mapped peers only, so a
 /// job with PEs on other nodes takes the host path).
 pub fn ops_path(sh: &Shmem) -> Result<OpsPath> {
+    path_of(sh, true)
+}
+
+/// The path `XPUSHMEM_OPS_PATH` selects for the expert-parallel ops ([`crate::ep::TokenSwitch`]'s `_on` calls and
+/// their C and PyTorch entry points): as [`ops_path`], except that `auto` takes the device path on device heaps
+/// whatever the nodes: the EP kernels reach PEs on other nodes through the host proxy (the other op kernels reach
+/// mapped peers only).
+pub fn ep_path(sh: &Shmem) -> Result<OpsPath> {
+    path_of(sh, false)
+}
+
+/// [`ops_path`] (`auto` needs every PE mapped: `needs_mapped`) or [`ep_path`].
+fn path_of(sh: &Shmem, needs_mapped: bool) -> Result<OpsPath> {
     use xpushmem::config::OpsPathMode;
     let want = sh.config().ops_path;
     let device = sh.heap_kind() == xpushmem::HeapKind::Device;
     let all_mapped = || (0..sh.n_pes()).all(|pe| sh.transport_name(pe) != "fabric");
     match want {
         OpsPathMode::Host => Ok(OpsPath::Host),
-        OpsPathMode::Auto if device && all_mapped() => Ok(OpsPath::Device),
+        OpsPathMode::Auto if device && (!needs_mapped || all_mapped()) => Ok(OpsPath::Device),
         OpsPathMode::Auto => Ok(OpsPath::Host),
         OpsPathMode::Device if device => Ok(OpsPath::Device),
         OpsPathMode::Device => Err(Error::invalid(
@@ -211,6 +225,13 @@ impl OpHandle {
                 .local
                 .clone()
                 .unwrap_or_else(|| Error::State(format!("{}: rejected on the host", self.op))));
+        }
+        if (code == XPO_ERR_TIMEOUT && a != sh.my_pe() as i64) || code == XPO_ERR_PAD_TIMEOUT {
+            // A device-side wait for a peer gave up: the device cannot learn that a mapped peer died, the host
+            // can. A dead peer is the op's error, not the timeout it caused.
+            if let Err(e @ Error::PeerLost { .. }) = sh.check_peers(self.op) {
+                return Err(e);
+            }
         }
         if code == XPO_ERR_TIMEOUT || code == XPO_ERR_DEVICE {
             lib?;

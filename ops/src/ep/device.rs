@@ -196,6 +196,9 @@ impl TokenSwitch {
     ) -> Result<OpHandle> {
         let mut ctx = Ctx::with_ours(ours);
         ctx.codes = Some((decode, vec![self.cfg.num_experts as u64, layout as u64]));
+        // Every EP kernel's last body argument: the stage of its sends to ranks on other nodes.
+        let mut body = body;
+        body.push(Arg::K(KernelArg::sym(self.stage, self.me)));
         ops.launch(
             sh,
             list,

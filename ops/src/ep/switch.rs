@@ -65,6 +65,10 @@ pub struct TokenSwitch {
     pub(super) comb: SymSlice<u8>,
     /// Count rows: `W` of `2W + L` words.
     pub(super) counts: SymSlice<u64>,
+    /// The device kernels' stage (device heaps; 8 bytes on host heaps): what a rank sends one rank on another
+    /// node, built where the host proxy reads a put's source (this PE's heap): a count row, or
+    /// `max_dispatch_tokens` rows of `max_token_bytes` then their metadata (8-aligned).
+    pub(super) stage: SymSlice<u8>,
     /// Signal words: `3 * W` (routing, dispatch, combine; one per source rank).
     sigs: SymSlice<u64>,
     /// The last epoch of each kind of op (the signal values; the same on every rank).
@@ -218,6 +222,16 @@ impl TokenSwitch {
             .checked_mul(cfg.max_topk.min(w))
             .and_then(|r| r.checked_mul(cfg.max_token_bytes))
             .ok_or_else(overflow)?;
+        let stage_bytes = if sh.heap_kind() == xpushmem::HeapKind::Device {
+            cfg.max_token_bytes
+                .checked_add(meta_bytes(cfg.max_topk))
+                .and_then(|b| b.checked_mul(cfg.max_dispatch_tokens))
+                .and_then(|b| b.checked_add(8))
+                .ok_or_else(overflow)?
+                .max(8 * (2 * w + l))
+        } else {
+            8
+        };
         Ok(TokenSwitch {
             cfg,
             group_id: group.id(),
@@ -226,6 +240,7 @@ impl TokenSwitch {
             recv: sh.malloc::<u8>(recv_bytes)?,
             comb: sh.malloc::<u8>(comb_bytes)?,
             counts: sh.malloc::<u64>(w * (2 * w + l))?,
+            stage: sh.malloc::<u8>(stage_bytes)?,
             sigs: sh.calloc::<u64>(3 * w)?,
             epochs: Mutex::new([0; 3]),
         })
@@ -234,6 +249,7 @@ impl TokenSwitch {
     /// Free the buffers (collective over the world, like [`TokenSwitch::new`]).
     pub fn free(self, sh: &Shmem) -> Result<()> {
         sh.free(self.sigs)?;
+        sh.free(self.stage)?;
         sh.free(self.counts)?;
         sh.free(self.comb)?;
         sh.free(self.recv)

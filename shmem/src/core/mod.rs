@@ -282,7 +282,7 @@ impl Shmem {
             if !backoff.pause(must_poll) {
                 continue;
             }
-            if let Err(e) = self.check_peers(op) {
+            if let Err(e) = self.find_lost_peer(op) {
                 // The peer may have done its part before it left: the condition decides.
                 return if ready()? { Ok(()) } else { Err(e) };
             }
@@ -358,8 +358,22 @@ impl Shmem {
             .try_for_each(|t| t.progress())
     }
 
-    /// An error when a peer died without finalizing.
-    pub(crate) fn check_peers(&self, op: &str) -> Result<()> {
+    /// Whether every PE of the job is still alive: [`Error::PeerLost`] naming a PE that died (exited or was
+    /// killed without finalize), with `op` as the call that noticed; `Ok(())` when none did. Never blocks (one
+    /// look at the exit watch and the bootstrap). Every blocking wait of the host library asks this as it backs
+    /// off; a caller whose own wait gave up elsewhere (a device kernel's, say) asks it to tell a dead peer from a
+    /// slow one. A lost peer marks the runtime broken, as when a wait notices it: `finalize` then skips its
+    /// barrier.
+    pub fn check_peers(&self, op: &str) -> Result<()> {
+        let r = self.find_lost_peer(op);
+        if matches!(r, Err(Error::PeerLost { .. })) {
+            self.broken.store(true, Ordering::SeqCst);
+        }
+        r
+    }
+
+    /// [`Shmem::check_peers`] without marking the runtime broken (a wait's caller decides).
+    fn find_lost_peer(&self, op: &str) -> Result<()> {
         let lost = |pe: usize| {
             crate::bootstrap::launcher::report_peer_lost(pe);
             Error::PeerLost {

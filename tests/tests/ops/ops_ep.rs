@@ -581,6 +581,227 @@ mod device {
         }
         g.free(sh)
     });
+
+    /// The device kernels with PEs on two simulated nodes (`XPUSHMEM_NODE_ID` "aabb": PEs 0-1 and 2-3 share a
+    /// node each, the other node's PEs are reached through the fabric, libfabric `tcp` on loopback): half of
+    /// every exchange and sync step goes through the host proxy. The 6-row covering set of
+    /// `ops_ep_ref::ep_round_trips` (both layouts, top-k 1 to 8, the three float dtypes, the three skews, 1 and 3
+    /// experts per rank) against the reference, as `ep_device_against_reference`; then an expert id out of range
+    /// (the verdict crosses the nodes too) and a healthy case. `XPUSHMEM_OPS_PATH=auto` resolves to the device path
+    /// for the EP ops ([`xpushmem_ops::ep_path`]) and to the host path for the rest of the op family.
+    #[test]
+    fn dev_ep_two_nodes_4pe() {
+        let name = xpushmem_tests::test_name(module_path!(), "dev_ep_two_nodes_4pe");
+        if xpushmem_tests::is_pe_of(&name) {
+            let node = ["a", "a", "b", "b"][xpushmem_tests::launcher_rank()];
+            // Before init, in this single-threaded PE process: its node.
+            std::env::set_var("XPUSHMEM_NODE_ID", node);
+            xpushmem_tests::run_pe(two_nodes);
+        }
+        if !matches!(xpushmem::transport::fabric_providers(), Ok(Some(_))) {
+            eprintln!("skipped: this build has no fabric transport (libfabric headers missing at build time)");
+            return;
+        }
+        let env = xpushmem_tests::device_env();
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let out = xpushmem_tests::spawn_pes_with(&name, 4, &env);
+        xpushmem_tests::assert_success(&name, 4, &out);
+    }
+
+    fn two_nodes(sh: &Shmem) -> Result<()> {
+        let me = sh.my_pe();
+        let fabric: Vec<usize> = (0..sh.n_pes())
+            .filter(|&pe| sh.transport_name(pe) == "fabric")
+            .collect();
+        let other = if me < 2 { vec![2, 3] } else { vec![0, 1] };
+        assert_eq!(fabric, other, "PE {me}: the PEs on the fabric");
+        // XPUSHMEM_OPS_PATH=auto: the EP ops take the device path here, the rest of the op family the host's.
+        assert_eq!(xpushmem_ops::ep_path(sh)?, xpushmem_ops::OpsPath::Device);
+        assert_eq!(xpushmem_ops::ops_path(sh)?, xpushmem_ops::OpsPath::Host);
+        let ops = DeviceOps::new(sh)?;
+        let q = sh.device().expect("a device heap").create_queue(true)?;
+        let g = Group::world(sh)?;
+        let rows: [(Layout, usize, DType, usize, usize, usize); 6] = [
+            (Layout::Flat, 2, DType::BF16, 0, 1, 8),
+            (Layout::ExpertMajor, 8, DType::F32, 1, 1, MAX_HIDDEN),
+            (Layout::Flat, 8, DType::F16, 2, 1, 1),
+            (Layout::ExpertMajor, 1, DType::BF16, 2, 3, 8),
+            (Layout::Flat, 3, DType::F32, 1, 3, MAX_HIDDEN),
+            (Layout::ExpertMajor, 2, DType::F16, 0, 3, 1),
+        ];
+        for l in [1, 3] {
+            let ts = switch(sh, &g, l)?;
+            let b = Bufs::new(sh, &ts)?;
+            let d = Dev {
+                sh,
+                ops: &ops,
+                q: &q,
+                g: &g,
+                ts: &ts,
+                b: &b,
+            };
+            for (i, &(layout, k, dtype, skew, _, hidden)) in
+                rows.iter().enumerate().filter(|r| r.1 .4 == l)
+            {
+                let c = Case {
+                    layout,
+                    k,
+                    dtype,
+                    skew,
+                    l,
+                    hidden,
+                };
+                d.case(&c, 7000 + i as u64)?;
+            }
+            if l == 3 {
+                // An expert id out of range on the last rank (another node than ranks 0 and 1): the host path's
+                // text on every rank.
+                let e = (l * g.size()) as i64;
+                let idx = if me == 3 { vec![0, e] } else { vec![0, 1] };
+                let dv = d.route(&idx, 1, 2, Layout::Flat);
+                let h = ts.create_routing(sh, &g, &idx, 1, 2, Layout::Flat);
+                d.same(dv, h, "bad expert id");
+                d.case(&rows_case(l), 998)?;
+            }
+            b.free(sh)?;
+            ts.free(sh)?;
+        }
+        g.free(sh)
+    }
+
+    /// A healthy case with `l` experts per rank.
+    fn rows_case(l: usize) -> Case {
+        Case {
+            layout: Layout::ExpertMajor,
+            k: 2,
+            dtype: DType::F32,
+            skew: 0,
+            l,
+            hidden: 3,
+        }
+    }
+
+    // A rank that died before a dispatch (the device path of `ep_peer_lost_in_dispatch_3pe`): the kernel's sync
+    // step gives up on it after XPUSHMEM_TIMEOUT_MS (the device cannot see a dead peer), and every survivor's
+    // handle reports `PeerLost` naming it, not `Timeout`. The survivors learn that the kernel has finished the way
+    // a caller that synchronised its stream does (polling the handle, as `xpushmem_ops_queue_poll`), not through
+    // a host wait of the runtime (which would notice the loss itself): the handle's report alone decides.
+    #[test]
+    fn dev_ep_peer_lost_in_dispatch_3pe() {
+        dev_peer_lost("dev_ep_peer_lost_in_dispatch_3pe", None);
+    }
+
+    /// `dev_ep_peer_lost_in_dispatch_3pe` with the victim on another node (`XPUSHMEM_NODE_ID` "aab": PEs 0 and 1
+    /// share a node, PE 2 is reached through the fabric and, from the kernels, the host proxy).
+    #[test]
+    fn dev_ep_peer_lost_across_nodes_3pe() {
+        dev_peer_lost("dev_ep_peer_lost_across_nodes_3pe", Some("aab"));
+    }
+
+    /// Run [`peer_lost`] at 3 PEs on `nodes` (one character per PE; `None`: one node). The victim (the last PE)
+    /// kills itself (SIGKILL: a process that exits runs the device runtime's and the fabric's exit handlers while
+    /// their threads still run, which may abort it); the launcher must name it, and every survivor exit with 0.
+    fn dev_peer_lost(func: &str, nodes: Option<&str>) {
+        let name = xpushmem_tests::test_name(module_path!(), func);
+        if xpushmem_tests::is_pe_of(&name) {
+            if let Some(nodes) = nodes {
+                let node = &nodes[xpushmem_tests::launcher_rank()..][..1];
+                // Before init, in this single-threaded PE process: its node.
+                std::env::set_var("XPUSHMEM_NODE_ID", node);
+            }
+            xpushmem_tests::run_pe(peer_lost);
+        }
+        if nodes.is_some() && !matches!(xpushmem::transport::fabric_providers(), Ok(Some(_))) {
+            eprintln!("skipped: this build has no fabric transport (libfabric headers missing at build time)");
+            return;
+        }
+        let mut env = xpushmem_tests::device_env();
+        env.push(("XPUSHMEM_TIMEOUT_MS".into(), "3000".into()));
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let mut job = xpushmem_tests::pe_job(&name, 3, &env);
+        job.stop_on_failure = false;
+        let out = job.run().expect("launch");
+        let all = xpushmem_tests::outputs(&out);
+        assert!(!out.timed_out, "the job hung\n{all}");
+        assert_eq!(
+            out.first_failure,
+            Some((2, xpushmem_launch::PeExit::Signal(9))),
+            "the launcher names the victim\n{all}"
+        );
+        for pe in 0..2 {
+            assert_eq!(
+                out.exits[pe],
+                xpushmem_launch::PeExit::Code(0),
+                "survivor PE {pe}\n{all}"
+            );
+        }
+    }
+
+    /// The body of the lost-peer cases: the last PE leaves (SIGKILL) after a healthy round trip and a routing; the
+    /// others' dispatch must report `PeerLost` naming it.
+    fn peer_lost(sh: &Shmem) -> Result<()> {
+        let ops = DeviceOps::new(sh)?;
+        let q = sh.device().expect("a device heap").create_queue(true)?;
+        let g = Group::world(sh)?;
+        let ts = switch(sh, &g, 2)?;
+        let b = Bufs::new(sh, &ts)?;
+        let d = Dev {
+            sh,
+            ops: &ops,
+            q: &q,
+            g: &g,
+            ts: &ts,
+            b: &b,
+        };
+        let out = sh.calloc::<u64>(1)?.at(0)?;
+        let victim = sh.n_pes() - 1;
+        let healthy = Case {
+            layout: Layout::Flat,
+            k: 2,
+            dtype: DType::F32,
+            skew: 0,
+            l: 2,
+            hidden: 2,
+        };
+        d.case(&healthy, 999)?;
+        // Expert 5 lives on the victim (2 experts per rank).
+        let r = d.route(&[0, 5], 1, 2, Layout::Flat)?;
+        // The victim leaves once every other PE has counted out on it (as `victim_leaves_last`), by SIGKILL.
+        if sh.my_pe() == victim {
+            sh.wait_until(out, xpushmem::Cmp::Eq, (sh.n_pes() - 1) as u64)?;
+            let _ = rustix::process::kill_process(
+                rustix::process::getpid(),
+                rustix::process::Signal::KILL,
+            );
+        } else {
+            sh.atomic_add(out, 1, victim)?;
+        }
+        let cap = ts.config().max_recv_tokens;
+        let h = ts.dispatch_on(
+            sh,
+            &ops,
+            q.list(),
+            &g,
+            &r,
+            &t(b.tokens, DType::F32, &[1, 2])?,
+            &t(b.wts, DType::F32, &[1, 2])?,
+            &t(b.out, DType::F32, &[cap, 2])?,
+            &t(b.ow, DType::F32, &[cap, 2])?,
+            Some(&t(b.oi, DType::I64, &[cap, 2])?),
+        )?;
+        // The harness's hard limit ends a kernel that never finishes.
+        while !h.is_complete()? {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        match h.wait(sh) {
+            Err(Error::PeerLost { pe, .. }) if pe == victim => Ok(()),
+            r => panic!(
+                "PE {}: expected PeerLost naming PE {victim}, got {:?}",
+                sh.my_pe(),
+                r.err().map(|e| e.to_string())
+            ),
+        }
+    }
 }
 
 // Eight ranks on the host path (8 PEs on the 2-core machine: one launch): the covering set of

@@ -86,6 +86,9 @@ XPUSHMEM_OPS_WEAK int xpushmem_ops_nvshmem_put_with_signal(const xpushmem_ops_te
 XPUSHMEM_OPS_WEAK int xpushmem_ops_nvshmem_wait_for_signal(const xpushmem_ops_tensor*, int64_t, int64_t);
 // The device path (ffi/src/ops.rs): the same ops appended to a Level Zero command list without waiting.
 XPUSHMEM_OPS_WEAK int xpushmem_ops_path(void);
+// The EP ops' path: also the device's with PEs on other nodes under XPUSHMEM_OPS_PATH=auto (their kernels reach
+// them through the host proxy).
+XPUSHMEM_OPS_WEAK int xpushmem_ops_ep_path(void);
 XPUSHMEM_OPS_WEAK int xpushmem_ops_queue_poll(void);
 XPUSHMEM_OPS_WEAK int xpushmem_ops_queue_wait(void);
 XPUSHMEM_OPS_WEAK int xpushmem_ops_all_to_all_vdev_on_queue(const xpushmem_ops_tensor*, const xpushmem_ops_tensor*,
@@ -911,13 +914,19 @@ void* current_stream_list(const c10::Device& device) {
 #endif
 }
 
+// Whether the ops take the device path: the op family's (xpushmem_ops_path), or with `ep` the EP ops'
+// (xpushmem_ops_ep_path, which a library older than it lacks: then the op family's).
+bool device_path_on(bool ep) {
+  if (ep && xpushmem_ops_ep_path != nullptr) return xpushmem_ops_ep_path() == 1;
+  return xpushmem_ops_path != nullptr && xpushmem_ops_path() == 1;
+}
+
 // The current stream's Level Zero list for an op on the device path (an XPU tensor, XPUSHMEM_OPS_PATH resolving to
-// device, an immediate list behind the stream: current_stream_list), or nullptr. Before answering it raises an
-// earlier queued op's error (as CUDA raises asynchronous errors at a later call). The one way every on-queue op of
-// the shim (run_op_on, run_symm, the token switch's) finds its list.
-void* device_path_list(const c10::Device& device) {
-  if (device.type() != c10::DeviceType::XPU || xpushmem_ops_path == nullptr || xpushmem_ops_path() != 1 ||
-      xpushmem_ops_queue_poll == nullptr) {
+// device for the op family, or with `ep` for the EP ops; an immediate list behind the stream: current_stream_list),
+// or nullptr. Before answering it raises an earlier queued op's error (as CUDA raises asynchronous errors at a later
+// call). The one way every on-queue op of the shim (run_op_on, run_symm, the token switch's) finds its list.
+void* device_path_list(const c10::Device& device, bool ep = false) {
+  if (device.type() != c10::DeviceType::XPU || !device_path_on(ep) || xpushmem_ops_queue_poll == nullptr) {
     return nullptr;
   }
   check_ops_rc(xpushmem_ops_queue_poll(), "an earlier queued op");
@@ -1508,9 +1517,9 @@ int32_t ep_dtype(const at::Tensor& t, const char* arg) {
 // none: the EP ops have no synchronous device entry point to fall back to.
 void* ep_list(const c10::Device& dev, const char* op) {
   ensure_runtime(dev.type(), dev.has_index() ? dev.index() : 0);
-  void* list = device_path_list(dev);
+  void* list = device_path_list(dev, true);
   if (list != nullptr) return list;
-  const bool device_path = xpushmem_ops_path != nullptr && xpushmem_ops_path() == 1;
+  const bool device_path = device_path_on(true);
   TORCH_CHECK(false, op, ": XPU tensors run as device kernels appended to the current XPU stream's Level Zero ",
               "immediate command list, and there is none to append to: ",
               device_path ? "the stream's queue is not an immediate command list of the runtime's Level Zero context "
