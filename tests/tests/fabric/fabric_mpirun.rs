@@ -242,7 +242,19 @@ fn mpirun_peer_death_4pe() {
             }
             sh.atomic_add(gone, 1, n - 1)?;
             let start = Instant::now();
-            match sh.barrier_all() {
+            let verdict = sh.barrier_all();
+            // A survivor that leaves at once is itself lost to one that has not looked yet: each stays until
+            // every survivor has its verdict (a file each in VERDICT_DIR, at most 20 s), so that all of them
+            // judge the victim's death alone.
+            let dir = std::path::PathBuf::from(std::env::var("VERDICT_DIR").expect("VERDICT_DIR"));
+            let _ = std::fs::write(dir.join(format!("pe{me}")), b"");
+            let waited = Instant::now();
+            while (0..n - 1).any(|pe| !dir.join(format!("pe{pe}")).exists())
+                && waited.elapsed() < Duration::from_secs(20)
+            {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            match verdict {
                 Err(xpushmem::Error::PeerLost { pe, .. }) if pe == n - 1 => {
                     println!("verdict PE {me}: PeerLost after {:?}", start.elapsed());
                     Ok(())
@@ -257,6 +269,9 @@ fn mpirun_peer_death_4pe() {
     }
     let c = Cluster::new("d4", name);
     let exe = std::env::current_exe().expect("test binary");
+    let verdicts = std::env::temp_dir().join(format!("xpushmem-verdicts-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&verdicts);
+    std::fs::create_dir_all(&verdicts).expect("verdict dir");
     let start = Instant::now();
     let (ok, text) = c.mpirun(
         n,
@@ -264,12 +279,14 @@ fn mpirun_peer_death_4pe() {
         &[name, "--exact", "--nocapture", "--test-threads=1"],
         &[
             (CASE_VAR, name),
+            ("VERDICT_DIR", verdicts.to_str().expect("utf-8 path")),
             ("XPUSHMEM_BOOTSTRAP", "mpi"),
             ("XPUSHMEM_TIMEOUT_MS", LIMIT_MS),
             ("RUST_BACKTRACE", "0"),
         ],
     );
     let took = start.elapsed();
+    let _ = std::fs::remove_dir_all(&verdicts);
     let left = c.leftovers();
     assert!(
         !ok,
