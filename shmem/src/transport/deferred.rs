@@ -397,26 +397,6 @@ impl Window for DeferredWindow {
         self.t.push(d, &self.inner, off, kind);
         Ok(())
     }
-    fn write_strided_in(
-        &self,
-        d: Domain,
-        off: usize,
-        dst_stride: usize,
-        src: &[u8],
-        src_stride: usize,
-        elem: usize,
-        count: usize,
-    ) -> Result<()> {
-        super::check_local_span(src.len(), count, src_stride, elem)?;
-        for i in 0..count {
-            self.write_in(
-                d,
-                off + i * dst_stride * elem,
-                &src[i * src_stride * elem..][..elem],
-            )?;
-        }
-        Ok(())
-    }
     fn copy_from(&self, off: usize, src: &dyn Window, src_off: usize, len: usize) -> Result<()> {
         self.t.quiet_all()?;
         self.inner.copy_from(off, src, src_off, len)

@@ -357,7 +357,8 @@ pub(crate) trait Window: Send + Sync + std::fmt::Debug {
         let _ = d;
         self.amo_post(off, width, op, operand)
     }
-    /// [`Window::write_strided`] in domain `d`.
+    /// Strided write of `count` elements of `elem` bytes in domain `d`: element `i` goes from
+    /// `src[i * src_stride]` to `off + i * dst_stride` (strides in elements), each by [`Window::write_in`].
     #[allow(clippy::too_many_arguments)]
     fn write_strided_in(
         &self,
@@ -369,23 +370,10 @@ pub(crate) trait Window: Send + Sync + std::fmt::Debug {
         elem: usize,
         count: usize,
     ) -> Result<()> {
-        let _ = d;
-        self.write_strided(off, dst_stride, src, src_stride, elem, count)
-    }
-    /// Strided write of `count` elements of `elem` bytes: element `i` goes from `src[i * src_stride]` to
-    /// `off + i * dst_stride` (strides in elements).
-    fn write_strided(
-        &self,
-        off: usize,
-        dst_stride: usize,
-        src: &[u8],
-        src_stride: usize,
-        elem: usize,
-        count: usize,
-    ) -> Result<()> {
         check_local_span(src.len(), count, src_stride, elem)?;
         for i in 0..count {
-            self.write(
+            self.write_in(
+                d,
                 off + i * dst_stride * elem,
                 &src[i * src_stride * elem..][..elem],
             )?;
