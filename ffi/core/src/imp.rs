@@ -238,8 +238,8 @@ pub unsafe fn get(
     }
 }
 
-/// [`get`], or with `nbi` its non-blocking form (in domain `dom`, a context's): into a registered buffer started in place and completed by
-/// `quiet` (`dest` is filled then); into any other buffer, [`get`], complete on return.
+/// [`get`] in domain `dom` (a context's), or with `nbi` its non-blocking form: into a registered buffer started in
+/// place and completed by `quiet` (`dest` is filled then); into any other buffer, [`get`], complete on return.
 ///
 /// # Safety
 /// `dest` is valid for writes of `nelems * elem` bytes (until `quiet` when registered and `nbi`), and not
