@@ -109,7 +109,7 @@ env_table! {
     reduce_scatter_algorithm: OnUse<ReduceScatterAlgo> = "XPUSHMEM_REDUCE_SCATTER_ALGORITHM", "auto", on_use(algorithm::<ReduceScatterAlgo>);
     /// inscan/exscan algorithm: auto, linear, chain
     scan_algorithm: OnUse<ScanAlgo> = "XPUSHMEM_SCAN_ALGORITHM", "auto", on_use(algorithm::<ScanAlgo>);
-    /// reductions of at least this many bytes use the ring (reduce-scatter then allgather in 2 (n - 1) steps: traffic per PE independent of the team size) when the reduction algorithm is auto; auto: 256K at 2 PEs, never at 3 or more (the one-step reduce-scatter + allgather, rs-ag, takes every size above 4K there), and on a team spanning nodes the node-aware algorithm below 256K up to 4 PEs, 64K above, the ring from there; bytes or with a K/M suffix
+    /// reductions of at least this many bytes use the ring (reduce-scatter then allgather in 2 (n - 1) steps: traffic per PE independent of the team size) when the reduction algorithm is auto; auto: 256K at 2 PEs, never at 3 or more (there the one-step reduce-scatter + allgather, rs-ag, takes the sizes above 4K per PE up to 4 PEs and above 8K for the whole team on larger teams), and on a team spanning nodes the node-aware algorithm below 256K up to 4 PEs, 64K above, the ring from there; bytes or with a K/M suffix
     reduce_ring_size: Option<usize> = "XPUSHMEM_REDUCE_RING_SIZE", "auto", auto_size;
     /// copies of at least this many bytes into or out of a mapped heap (put, get, put_sym, get_sym, the collectives' and ops' copies) use non-temporal stores, which bypass the caches (no read for ownership of the destination); bytes or with a K/M/G suffix, or off
     nt_copy_size: Option<usize> = "XPUSHMEM_NT_COPY_SIZE", "8M", size_or_off;

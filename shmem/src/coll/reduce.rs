@@ -203,11 +203,24 @@ pub(crate) fn same_or_disjoint<T: Symmetric>(dest: SymSlice<T>, src: SymSlice<T>
     Ok(())
 }
 
+/// The most data `Auto`'s eager reductions read from the other members, (n - 1) x bytes: above it the linear
+/// algorithm (one read of each member's source by every member, no copy through the exchange) was faster with a
+/// core per PE (docs/PERFORMANCE.md, round seven: 512 B at 4 PEs 2.5 -> 2.0 µs, at 8 PEs 4.4 -> 3.5, at 16 PEs
+/// 8.8 -> 5.4; 64 B at 16 PEs, 960 bytes read, stays eager: 4.0 against 5.1).
+const EAGER_REDUCE_READ: usize = 1024;
+
+/// The linear algorithm's range on teams of more than 4 PEs, n x bytes: above it the one-step reduce-scatter +
+/// allgather (512 B at 8 PEs: linear 3.5 µs, rs-ag 4.6; 4 KiB at 8 PEs: linear 8.5, rs-ag 5.6).
+const LINEAR_REDUCE_TEAM_BYTES: usize = 8 << 10;
+
 /// The algorithm for a team of `n` reducing `bytes` (`fits`: they fit in a message of the exchange).
 ///
+/// * Small data: the eager forms (the data rides in the exchange that carries the call's agreement) while every
+///   member reads at most [`EAGER_REDUCE_READ`] from the others; the rounds from `XPUSHMEM_EAGER_ROUNDS_FROM`.
 /// * Two PEs: linear below the ring cutover (`XPUSHMEM_REDUCE_RING_SIZE`, auto 256 KiB), the ring above (the
 ///   linear algorithm reads both inputs whole on both PEs, twice the ring's reads).
-/// * Three PEs or more: linear up to 4 KiB on up to 4 PEs, else the one-step reduce-scatter + allgather
+/// * Three PEs or more: linear up to 4 KiB on up to 4 PEs and while n x bytes is at most
+///   [`LINEAR_REDUCE_TEAM_BYTES`], else the one-step reduce-scatter + allgather
 ///   ([`ReduceAlgo::ReduceScatterAllgather`]): two synchronisations whatever the team size, against recursive
 ///   doubling's log2(n) rounds of the whole data (each a signal and an acknowledgement) and the ring's 2 (n - 1)
 ///   steps; measured with a core per PE at 4-16 PEs (docs/PERFORMANCE.md, round six). With
@@ -232,13 +245,20 @@ fn resolve(
     let hier_until = cfg
         .reduce_ring_size
         .unwrap_or(if n <= 4 { 256 << 10 } else { 64 << 10 });
+    // Auto's eager forms: every member reads every other member's whole data, (n - 1) x bytes.
+    let small = n.saturating_sub(1).saturating_mul(bytes) <= EAGER_REDUCE_READ;
     Ok(match a.with_cfg(cfg)? {
-        Auto if fit.auto_rounds => EagerRounds,
+        Auto if fit.auto_rounds && small => EagerRounds,
         EagerRounds if fit.rounds => EagerRounds,
-        Auto | Eager | EagerRounds if fit.eager => Eager,
+        Eager | EagerRounds if fit.eager => Eager,
+        Auto if fit.eager && small => Eager,
         Auto | Eager | EagerRounds if hier && bytes < hier_until => ReduceAlgo::Hierarchical,
         Auto | Eager | EagerRounds if hier => ReduceAlgo::Ring,
-        Auto | Eager | EagerRounds if (n <= 2 && bytes < ring_from) || bytes <= 4096 && n <= 4 => {
+        Auto | Eager | EagerRounds
+            if (n <= 2 && bytes < ring_from)
+                || bytes <= 4096 && n <= 4
+                || n.saturating_mul(bytes) <= LINEAR_REDUCE_TEAM_BYTES =>
+        {
             ReduceAlgo::Linear
         }
         Auto | Eager | EagerRounds if n > 2 && bytes < ring_from => {
