@@ -14,6 +14,7 @@ pub mod bench;
 pub mod coll;
 pub mod csv;
 pub mod ctx;
+pub mod ep;
 pub mod error;
 pub mod fabric;
 pub mod ops;
