@@ -23,6 +23,7 @@ pub mod plot;
 pub mod report;
 pub mod rma;
 pub mod scale;
+pub mod scale_ep;
 pub mod stats;
 pub mod suites;
 pub mod sync;
