@@ -85,8 +85,9 @@ pub struct Ctx<'a> {
     /// The `xpushmem-ops` group of all PEs (created by the first op benchmark).
     pub group: Option<xpushmem_ops::Group>,
     splits: Option<(SymSlice<i64>, SymSlice<i64>)>,
-    /// The EP benchmarks' buffers (created by the first EP step).
-    pub ep: Option<Box<crate::ep::EpState>>,
+    /// The EP benchmarks' buffers (`ep::EpState`, created by the first EP step; held as `Any` so that this lower
+    /// module does not name a suite).
+    pub ep: Option<Box<dyn std::any::Any>>,
     /// Name of the running benchmark (for messages).
     pub bench: &'static str,
     /// Message size of the running step (for messages).

@@ -361,7 +361,8 @@ fn timed(c: &mut Ctx<'_>, s: &Step, v: Variant) -> Result<f64> {
     }
     crate::ops::group(c)?;
     let (sh, me, w, bench, chk) = (c.sh, c.me, c.n, c.bench, c.checker());
-    let (group, st) = match (c.group.as_ref(), c.ep.as_deref_mut()) {
+    let st = c.ep.as_mut().and_then(|b| b.downcast_mut::<EpState>());
+    let (group, st) = match (c.group.as_ref(), st) {
         (Some(g), Some(st)) => (g, st),
         _ => return Err(PerfError::Usage("the EP state was not created".into())),
     };

@@ -452,7 +452,7 @@ pub fn section(res: &Results, meta: &str, png: Option<(&Path, &Path)>) -> Result
 
 /// The MoE step's subsection ([`crate::scale_ep`]) and its charts.
 fn ep_part(s: &mut String, res: &Results, png: Option<(&Path, &Path)>) -> Result<()> {
-    let (text, charts) = crate::scale_ep::subsection(res);
+    let (text, charts) = crate::scale_ep::subsection(res, &PES);
     s.push_str(&text);
     if let Some((dir, md)) = png {
         for (stem, c) in charts {

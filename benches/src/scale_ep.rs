@@ -2,7 +2,7 @@
 //! step time of xpushmem's `TokenSwitch` (`ep_step`), of the same exchange from `all_to_all_vdev_2d`
 //! (`ep_step_vdev_2d`) and of the `all_to_all_single` reference in MPI (`mpi_bench`'s `ep_step`), with the
 //! targets' verdicts at 8 and 16 PEs. Cells nobody measured read "not measured": the section regenerates from
-//! CSVs of runs made before the benchmark existed.
+//! CSVs of runs made before the benchmark existed. The PE counts are the section's (`scale::PES`), passed in.
 
 use crate::ep::{case_size, CASES};
 use crate::plot::{Chart, Series};
@@ -115,14 +115,14 @@ fn ratio_text(c: Option<Cmp>, met: fn(usize, &Cmp) -> Option<bool>, npes: usize)
     }
 }
 
-/// The table: a line per PE count and case, the three step times and the two ratios.
-pub fn table(res: &Results) -> String {
+/// The table: a line per PE count of `pes` and case, the three step times and the two ratios.
+pub fn table(res: &Results, pes: &[usize]) -> String {
     let mut s = String::from("| PEs | tokens | hidden | xpushmem ms | all_to_all_vdev_2d ms | MPI all_to_all_single ms | MPI / xpushmem (≥ 2x at 8, 16 PEs) | vdev_2d / xpushmem (> 1x at 8, 16 PEs) |\n|---|---|---|---|---|---|---|---|\n");
     let time = |imp: &str, b: &str, n: usize, size: usize| {
         res.get(imp, b, n, size)
             .map_or_else(|| "not measured".into(), |c| ms(c.med_us))
     };
-    for n in crate::scale::PES {
+    for &n in pes {
         for &(t, h) in &CASES {
             let size = case_size(t, h);
             let _ = writeln!(
@@ -139,16 +139,16 @@ pub fn table(res: &Results) -> String {
     s
 }
 
-/// The chart of one comparison: the ratio against one rank's token bytes, a line per PE count, the target dashed;
-/// `None` when nothing was measured.
-pub fn chart(res: &Results, vdev: bool) -> Option<Chart> {
+/// The chart of one comparison: the ratio against one rank's token bytes, a line per PE count of `pes`, the target
+/// dashed; `None` when nothing was measured.
+pub fn chart(res: &Results, pes: &[usize], vdev: bool) -> Option<Chart> {
     let (name, target) = if vdev {
         ("all_to_all_vdev_2d", VDEV_TARGET)
     } else {
         ("MPI all_to_all_single", MPI_TARGET)
     };
     let sizes: Vec<usize> = CASES.iter().map(|&(t, h)| case_size(t, h)).collect();
-    let mut series: Vec<Series> = crate::scale::PES
+    let mut series: Vec<Series> = pes
         .iter()
         .map(|&n| Series {
             label: format!("{n} PEs"),
@@ -183,8 +183,8 @@ pub fn chart(res: &Results, vdev: bool) -> Option<Chart> {
     })
 }
 
-/// The subsection (markdown) and its charts: `(file stem, chart)` to draw.
-pub fn subsection(res: &Results) -> (String, Vec<(&'static str, Chart)>) {
+/// The subsection (markdown, a table line per PE count of `pes`) and its charts: `(file stem, chart)` to draw.
+pub fn subsection(res: &Results, pes: &[usize]) -> (String, Vec<(&'static str, Chart)>) {
     let mut s = String::from("### MoE step (issue 29): TokenSwitch vs all_to_all_single (MPI) and all_to_all_vdev_2d\n\n");
     s.push_str("One step per rank = routing + dispatch + combine of the rank's own tokens (bf16-sized, 128/512/4096 tokens x hidden 1024/7168), top-8 of 8 x PEs experts, uniform random routing from a fixed seed (splitmix64, the same generator on both sides), the experts being the identity: xpushmem's host `TokenSwitch` in the flat layout (`xpushmem-perf ep_step`), the same exchange built from xpushmem's `all_to_all_vdev_2d` + `all_to_all_vdev_2d_offset` (`ep_step_vdev_2d`: one row per (token, expert) pair, packed by expert, index-added back), and the `all_to_all_single` reference in C with MPI (`benches/peers/mpi_bench.c`'s `ep_step`: `MPI_Alltoall` of the counts, `MPI_Alltoallv` of rows of token + f32 weights + int64 expert ids, `MPI_Alltoallv` back, f32 index-add; the same steps as `benches/ep_bench.py`'s `_mpi_step`). This machine runs the C reference because torch cannot be carried there; `benches/ep_bench.py` remains the torch comparison (gloo's `all_to_all_single`, mpi4py) on machines that have torch. A time is the slowest rank's median step (each step alone between barriers; buffers allocated once), the median over the rounds; each variant's first step is checked against a locally computed combine. Targets (issue 29), at 8 and 16 PEs and every case: MPI time / xpushmem time ≥ 2.0x and all_to_all_vdev_2d time / xpushmem time > 1.0x; **bold** = missed.\n\n");
     let (met, missed, none) = tally(res);
@@ -193,11 +193,11 @@ pub fn subsection(res: &Results) -> (String, Vec<(&'static str, Chart)>) {
         "**MoE verdict: {met} of {} target cells met, {missed} missed, {none} not measured.**\n",
         met + missed + none
     );
-    s.push_str(&table(res));
+    s.push_str(&table(res, pes));
     s.push('\n');
     let charts = [("ep_step", false), ("ep_step_vdev_2d", true)]
         .into_iter()
-        .filter_map(|(stem, vdev)| chart(res, vdev).map(|c| (stem, c)))
+        .filter_map(|(stem, vdev)| chart(res, pes, vdev).map(|c| (stem, c)))
         .collect();
     (s, charts)
 }
@@ -206,6 +206,8 @@ pub fn subsection(res: &Results) -> (String, Vec<(&'static str, Chart)>) {
 mod tests {
     use super::*;
     use crate::report::tests::rec;
+
+    const PES: [usize; 4] = [2, 4, 8, 16];
 
     #[test]
     fn verdicts_and_unmeasured_cells() {
@@ -223,7 +225,7 @@ mod tests {
         let res = Results::new(&recs);
         // 8 PEs, 128 x 1024: 2.5x MPI (met), 0.9x vdev_2d (missed); 16 PEs, 4096 x 7168: 1.5x MPI (missed).
         assert_eq!(tally(&res), (1, 2, 21));
-        let t = table(&res);
+        let t = table(&res, &PES);
         assert!(
             t.contains("| 8 | 128 | 1024 | 0.100 | 0.090 | 0.250 | 2.50x | **0.90x** |"),
             "{t}"
@@ -239,13 +241,13 @@ mod tests {
             t.contains("| 2 | 128 | 1024 | 0.010 | not measured | 0.011 | 1.10x | not measured |"),
             "{t}"
         );
-        assert!(chart(&res, false).is_some() && chart(&res, true).is_some());
+        assert!(chart(&res, &PES, false).is_some() && chart(&res, &PES, true).is_some());
     }
 
     #[test]
     fn nothing_measured_is_said_not_crashed() {
         let res = Results::new(&[]);
-        let (text, charts) = subsection(&res);
+        let (text, charts) = subsection(&res, &PES);
         assert!(text.contains("0 of 24 target cells met, 0 missed, 24 not measured"));
         // 24 rows (4 PE counts x 6 cases) of 5 cells each.
         assert_eq!(text.matches("not measured |").count(), 120);
