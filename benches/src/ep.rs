@@ -520,6 +520,33 @@ mod tests {
     }
 
     #[test]
+    fn routing_and_tokens_match_the_c_peer() {
+        // Printed by mpi_bench.c's ep_routing / ep_value / bf16_int (copied into a small C program): rank 1, 128 x
+        // 1024, 32 experts.
+        let (idx, w) = routing(1, 128, 1024, TOPK, 32);
+        assert_eq!((idx[0], idx[1], idx[8]), (28, 7, 27));
+        let mut h = 0u64;
+        for (e, x) in idx.iter().zip(&w) {
+            h = h
+                .wrapping_mul(31)
+                .wrapping_add((*e as u64).wrapping_mul(1_000_003))
+                .wrapping_add(x.to_bits() as u64);
+        }
+        assert_eq!(h, 18_018_248_686_881_800_399);
+        let mut v = 0u64;
+        for t in 0..128 {
+            for c in 0..1024 {
+                let x = token_value(1, t, c);
+                v = v
+                    .wrapping_mul(7)
+                    .wrapping_add(x as i64 as u64)
+                    .wrapping_add(bf16_int(x) as u64);
+            }
+        }
+        assert_eq!(v, 16_228_484_488_485_431_740);
+    }
+
+    #[test]
     fn routings_are_distinct_uniform_experts() {
         let (idx, w) = routing(3, 512, 1024, TOPK, 64);
         for row in idx.chunks(TOPK) {
