@@ -16,8 +16,8 @@
 # "none": no large sizes), SCALE_EP_ARGS (the MoE step's options, default "-w 1 -r 1 --coll-iters 5 --budget 32M":
 # one warm-up step, then per case up to 5 steps, fewer for the large cases (32 MiB of tokens per rank over the
 # steps, at least 2), the slowest rank's median step; "none": no MoE step), SCALE_EP_XP (xpushmem's MoE benchmarks,
-# default "ep_step ep_step_vdev_2d"; ep_step_expert_major is the third), SCALE_EP_BUDGET (seconds the MoE part may
-# take, default 120: no new MoE program starts after it), SCALE_DEADLINE (seconds from the start after which no new program starts, default 400),
+# default "ep_step ep_step_vdev_2d"; ep_step_expert_major is the third), SCALE_EP_BUDGET (seconds after which no
+# new MoE program starts, default 100, so that the part ends within about 120 s), SCALE_DEADLINE (seconds from the start after which no new program starts, default 400),
 # SCALE_TIMEOUT (seconds per program, default 120), SCALE_PACK (1: at the end, everything in $OUT goes into one
 # $OUT/scale.tar.gz and the loose files are removed; the lent device brings back at most 8 files from $OUT, the
 # runs write about 33).
@@ -32,7 +32,7 @@ read -r -a ARGS <<<"${SCALE_ARGS:--b 8 -e 256K -f 8 -r 5 --coll-iters 300}"
 LARGE="${SCALE_LARGE_ARGS:--b 2M -e 16M -f 8 -r 3 --coll-iters 20}"
 EP="${SCALE_EP_ARGS:--w 1 -r 1 --coll-iters 5 --budget 32M}"
 read -r -a EP_XP <<<"${SCALE_EP_XP:-ep_step ep_step_vdev_2d}"
-EP_BUDGET="${SCALE_EP_BUDGET:-120}"
+EP_BUDGET="${SCALE_EP_BUDGET:-100}"
 DEADLINE="${SCALE_DEADLINE:-400}"
 T="${SCALE_TIMEOUT:-120}"
 XP_BENCHES=(barrier_all team_barrier bcast alltoall fcollect reduce_sum all_to_all_vdev all_to_all_vdev_2d)
@@ -66,7 +66,7 @@ META="$OUT/meta.txt"
   echo "rounds: ${ROUNDS}, interleaved (per round every PE count, xpushmem then MPI)"
   echo "options, the sweep: ${ARGS[*]} (both implementations)"
   echo "options, large sizes: ${LARGE} (both implementations)"
-  echo "options, MoE step: ${EP} (xpushmem ${EP_XP[*]}, MPI ep_step), PE counts largest first, at most ${EP_BUDGET} s"
+  echo "options, MoE step: ${EP} (xpushmem ${EP_XP[*]}, MPI ep_step), PE counts largest first, no new MoE program after ${EP_BUDGET} s"
 } >"$META"
 cat "$META"
 

@@ -271,7 +271,7 @@ pub struct EpState {
 }
 
 impl EpState {
-    /// Allocate for the cases `opts` selects (collective over all PEs).
+    /// Allocate for the cases and steps `opts` selects (collective over all PEs).
     fn new(c: &mut Ctx<'_>) -> Result<EpState> {
         let (sh, w) = (c.sh, c.n);
         let cases: Vec<(usize, usize)> = CASES
@@ -282,11 +282,17 @@ impl EpState {
         let max_n = cases.iter().map(|c| c.0).max().unwrap_or(1);
         let max_rb = cases.iter().map(|c| c.1 * ELEM).max().unwrap_or(ELEM);
         let (slots, pairs) = most_received(&cases, w);
+        // The switch receives slots (flat), or pairs when the expert-major step runs too.
+        let em = c
+            .opts
+            .select
+            .iter()
+            .any(|s| s == "ep" || s == "ep_step_expert_major");
         let group = crate::ops::group(c)?;
         let cfg = EpConfig {
             num_experts: EXPERTS_PER_RANK * w,
             max_dispatch_tokens: max_n,
-            max_recv_tokens: slots.max(pairs).max(1),
+            max_recv_tokens: if em { slots.max(pairs) } else { slots }.max(1),
             max_token_bytes: max_rb,
             max_topk: TOPK,
         };
