@@ -5,12 +5,19 @@
 #   OUT=/some/dir bash .scale/run.sh
 # It compiles mpi_bench, then measures xpushmem (xpushmem-run, PEs bound one per core) and MPI (mpirun, vader shared
 # memory, --bind-to core) back to back at every PE count, in SCALE_ROUNDS interleaved rounds (every PE count and
-# implementation once per round), the collectives and ops from 8 B to 256 KiB; then, time allowing, the large sizes
-# (2 MiB and 16 MiB) in as many rounds. CSVs (xp-N-rR.csv, mpi-N-rR.csv, xp-N-large-rR.csv, ...), the programs'
-# stderr (*.err) and meta.txt go to $OUT; bring them back and run `scripts/bench-scale.sh report DIR`.
+# implementation once per round), the collectives and ops from 8 B to 256 KiB; then issue 29's MoE step (xpushmem-perf's
+# ep_step and ep_step_vdev_2d against mpi_bench's ep_step, the all_to_all_single reference in C: torch cannot be
+# carried there) at every PE count, the largest first, within its own time budget; then, time allowing, the large
+# sizes (2 MiB and 16 MiB) in as many rounds. CSVs (xp-N-rR.csv, mpi-N-rR.csv, xp-N-ep-rR.csv, mpi-N-ep-rR.csv,
+# xp-N-large-rR.csv, ...), the programs' stderr (*.err) and meta.txt go to $OUT; bring them back and run
+# `scripts/bench-scale.sh report DIR`.
 # Environment: OUT (required), SCALE_PES (default "2 4 8 16"), SCALE_ROUNDS (default 2), SCALE_ARGS (default
 # "-b 8 -e 256K -f 8 -r 5 --coll-iters 300"), SCALE_LARGE_ARGS (default "-b 2M -e 16M -f 8 -r 3 --coll-iters 20";
-# "none": no large sizes), SCALE_DEADLINE (seconds from the start after which no new program starts, default 400),
+# "none": no large sizes), SCALE_EP_ARGS (the MoE step's options, default "-w 1 -r 1 --coll-iters 5 --budget 32M":
+# one warm-up step, then per case up to 5 steps, fewer for the large cases (32 MiB of tokens per rank over the
+# steps, at least 2), the slowest rank's median step; "none": no MoE step), SCALE_EP_XP (xpushmem's MoE benchmarks,
+# default "ep_step ep_step_vdev_2d"; ep_step_expert_major is the third), SCALE_EP_BUDGET (seconds after which no
+# new MoE program starts, default 100, so that the part ends within about 120 s), SCALE_DEADLINE (seconds from the start after which no new program starts, default 400),
 # SCALE_TIMEOUT (seconds per program, default 120), SCALE_PACK (1: at the end, everything in $OUT goes into one
 # $OUT/scale.tar.gz and the loose files are removed; the lent device brings back at most 8 files from $OUT, the
 # runs write about 33).
@@ -23,6 +30,9 @@ read -r -a PES <<<"${SCALE_PES:-2 4 8 16}"
 ROUNDS="${SCALE_ROUNDS:-2}"
 read -r -a ARGS <<<"${SCALE_ARGS:--b 8 -e 256K -f 8 -r 5 --coll-iters 300}"
 LARGE="${SCALE_LARGE_ARGS:--b 2M -e 16M -f 8 -r 3 --coll-iters 20}"
+EP="${SCALE_EP_ARGS:--w 1 -r 1 --coll-iters 5 --budget 32M}"
+read -r -a EP_XP <<<"${SCALE_EP_XP:-ep_step ep_step_vdev_2d}"
+EP_BUDGET="${SCALE_EP_BUDGET:-100}"
 DEADLINE="${SCALE_DEADLINE:-400}"
 T="${SCALE_TIMEOUT:-120}"
 XP_BENCHES=(barrier_all team_barrier bcast alltoall fcollect reduce_sum all_to_all_vdev all_to_all_vdev_2d)
@@ -56,6 +66,7 @@ META="$OUT/meta.txt"
   echo "rounds: ${ROUNDS}, interleaved (per round every PE count, xpushmem then MPI)"
   echo "options, the sweep: ${ARGS[*]} (both implementations)"
   echo "options, large sizes: ${LARGE} (both implementations)"
+  echo "options, MoE step: ${EP} (xpushmem ${EP_XP[*]}, MPI ep_step), PE counts largest first, no new MoE program after ${EP_BUDGET} s"
 } >"$META"
 cat "$META"
 
@@ -77,13 +88,15 @@ run() { # name cmd... (the options follow)
 xp() { # name npes args...
   local name=$1 n=$2
   shift 2
-  run "$name" "$work/xpushmem-run" -n "$n" --timeout "$T" "$work/xpushmem-perf" "${XP_BENCHES[@]}" --quiet "$@"
+  run "$name" "$work/xpushmem-run" -n "$n" --timeout "$T" "$work/xpushmem-perf" "${XP_SEL[@]}" --quiet "$@"
 }
 mpi() { # name npes args...
   local name=$1 n=$2
   shift 2
-  run "$name" mpirun -n "$n" --bind-to core "$work/mpi_bench" --win shared "${MPI_BENCHES[@]}" "$@"
+  run "$name" mpirun -n "$n" --bind-to core "$work/mpi_bench" --win shared "${MPI_SEL[@]}" "$@"
 }
+XP_SEL=("${XP_BENCHES[@]}")
+MPI_SEL=("${MPI_BENCHES[@]}")
 
 sweep() { # file-name-infix options...: every round, every PE count, xpushmem then MPI
   local infix=$1 r n
@@ -96,6 +109,26 @@ sweep() { # file-name-infix options...: every round, every PE count, xpushmem th
   done
 }
 sweep "" "${ARGS[@]}"
+if [ "$EP" != none ]; then
+  # Issue 29's MoE step: the PE counts largest first (the targets are at 8 and 16), each round within the budget.
+  read -r -a EA <<<"$EP"
+  XP_SEL=("${EP_XP[@]}")
+  MPI_SEL=(ep_step)
+  ep_start=$(date +%s)
+  for ((r = 1; r <= ROUNDS; r++)); do
+    for n in $(printf '%s\n' "${PES[@]}" | sort -rn); do
+      if (($(date +%s) - ep_start > EP_BUDGET)); then
+        echo "skipped xp-$n-ep-r$r and mpi-$n-ep-r$r: past the MoE step's ${EP_BUDGET} s" | tee -a "$META"
+        continue
+      fi
+      xp "xp-$n-ep-r$r" "$n" "${EA[@]}"
+      mpi "mpi-$n-ep-r$r" "$n" "${EA[@]}"
+    done
+  done
+  echo "MoE step time: $(($(date +%s) - ep_start)) s" >>"$META"
+  XP_SEL=("${XP_BENCHES[@]}")
+  MPI_SEL=("${MPI_BENCHES[@]}")
+fi
 if [ "$LARGE" != none ]; then
   read -r -a LA <<<"$LARGE"
   sweep -large "${LA[@]}"

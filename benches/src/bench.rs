@@ -30,6 +30,8 @@ pub enum Sizes {
     Sweep,
     /// One fixed size (an element, or 0 for barriers).
     Fixed(usize),
+    /// A fixed list of cases (the EP benchmarks: one rank's token bytes), those within `-b`..`-e`.
+    Cases(&'static [usize]),
 }
 
 /// Whose clock counts.
@@ -83,12 +85,18 @@ pub fn sizes_of(b: &Bench, opts: &Opts) -> Vec<usize> {
     match b.sizes {
         Sizes::Sweep => stats::sweep(opts.begin, opts.end, opts.factor),
         Sizes::Fixed(s) => vec![s],
+        Sizes::Cases(c) => c
+            .iter()
+            .copied()
+            .filter(|s| (opts.begin..=opts.end).contains(s))
+            .collect(),
     }
 }
 
-/// The iteration plan of `b` at `size` with `n` PEs (collectives and ops: at most `--coll-iters` operations).
+/// The iteration plan of `b` at `size` with `n` PEs (collectives, ops and EP steps: at most `--coll-iters`
+/// operations).
 pub fn plan_of(b: &Bench, opts: &Opts, size: usize, n: usize) -> Plan {
-    let max_iters = if b.group == "coll" || b.group == "ops" {
+    let max_iters = if matches!(b.group, "coll" | "ops" | "ep") {
         opts.iters.min(opts.coll_iters)
     } else {
         opts.iters
@@ -125,7 +133,13 @@ fn row(r: &Record) -> String {
 
 /// Run `benches` on every PE; PE 0 prints the tables, writes `opts.csv`, and gets the records.
 pub fn run(sh: &Shmem, opts: &Opts, benches: &[Bench]) -> Result<Vec<Record>> {
-    let mut ctx = Ctx::new(sh, opts)?;
+    // The EP benchmarks keep their own buffers: a run of only those needs no sweep-sized ones.
+    let ab_end = if benches.iter().all(|b| matches!(b.sizes, Sizes::Cases(_))) {
+        8
+    } else {
+        opts.end
+    };
+    let mut ctx = Ctx::new(sh, opts, ab_end)?;
     let (me, n) = (sh.my_pe(), sh.n_pes());
     let mut csv = match (&opts.csv, me) {
         (Some(p), 0) => Some(Writer::create(p)?),

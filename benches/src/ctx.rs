@@ -85,6 +85,9 @@ pub struct Ctx<'a> {
     /// The `xpushmem-ops` group of all PEs (created by the first op benchmark).
     pub group: Option<xpushmem_ops::Group>,
     splits: Option<(SymSlice<i64>, SymSlice<i64>)>,
+    /// The EP benchmarks' buffers (`ep::EpState`, created by the first EP step; held as `Any` so that this lower
+    /// module does not name a suite).
+    pub ep: Option<Box<dyn std::any::Any>>,
     /// Name of the running benchmark (for messages).
     pub bench: &'static str,
     /// Message size of the running step (for messages).
@@ -201,16 +204,16 @@ impl Checker {
 }
 
 impl<'a> Ctx<'a> {
-    /// Allocate the buffers for a run with `opts` (collective).
-    pub fn new(sh: &'a Shmem, opts: &'a Opts) -> Result<Ctx<'a>> {
+    /// Allocate the buffers for a run with `opts` whose sweeps end at `end` bytes (collective).
+    pub fn new(sh: &'a Shmem, opts: &'a Opts, end: usize) -> Result<Ctx<'a>> {
         let n = sh.n_pes();
         let me = sh.my_pe();
-        let big = opts.end.saturating_mul(n.max(2));
+        let big = end.saturating_mul(n.max(2));
         let a = sh.align::<u8>(4096, big)?;
         let b = sh.align::<u8>(4096, big)?;
         let words = sh.calloc::<u64>(W_BARRIER + n)?;
         let times = sh.calloc::<f64>(n * opts.reps)?;
-        let local = big.max(WINDOW_CAP_BYTES.min(opts.end.saturating_mul(opts.window)));
+        let local = big.max(WINDOW_CAP_BYTES.min(end.saturating_mul(opts.window)));
         Ok(Ctx {
             sh,
             opts,
@@ -229,6 +232,7 @@ impl<'a> Ctx<'a> {
             cswap: 0,
             group: None,
             splits: None,
+            ep: None,
             bench: "",
             size: 0,
         })

@@ -43,7 +43,7 @@ fn op(name: &'static str, about: &'static str, run: RunFn) -> Bench {
 }
 
 /// The group of all PEs, created (collectively) on first use.
-fn group<'c>(c: &'c mut Ctx<'_>) -> Result<&'c Group> {
+pub fn group<'c>(c: &'c mut Ctx<'_>) -> Result<&'c Group> {
     if c.group.is_none() {
         c.group = Some(Group::world(c.sh)?);
     }

@@ -74,7 +74,7 @@ impl Default for Opts {
 /// Usage text of `run`.
 pub const USAGE: &str = "\
 usage: xpushmem-run -n N xpushmem-perf [run] [BENCH|GROUP ...] [options]
-  BENCH|GROUP   benchmark names (see `xpushmem-perf list`) or groups: all (default), rma, sync, coll, ops
+  BENCH|GROUP   benchmark names (see `xpushmem-perf list`) or groups: all (default; every group but ep), rma, sync, coll, ops, ep
   -b SIZE       smallest message size (default 8; K/M/G suffixes)
   -e SIZE       largest message size (default 64M)
   -f N          size factor (default 2)

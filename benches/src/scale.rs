@@ -368,6 +368,7 @@ pub fn section(res: &Results, meta: &str, png: Option<(&Path, &Path)>) -> Result
     let any = ROWS.iter().any(|r| !sizes(res, r).is_empty());
     if !any {
         s.push_str("*Not measured yet with this script: `benches/results/scale/` holds no CSVs of a machine with a core per PE. Until it does, issue 31's table (an earlier 8 B-256 KiB sweep on the same kind of machine) is the reference; above 2 PEs the 2-core sections measure the scheduler more than the library.*\n\n");
+        ep_part(&mut s, res, png)?;
         s.push_str(REPRODUCE);
         let _ = writeln!(s, "{END}");
         return Ok(s);
@@ -443,9 +444,28 @@ pub fn section(res: &Results, meta: &str, png: Option<(&Path, &Path)>) -> Result
             );
         }
     }
+    ep_part(&mut s, res, png)?;
     s.push_str(REPRODUCE);
     let _ = writeln!(s, "{END}");
     Ok(s)
+}
+
+/// The MoE step's subsection ([`crate::scale_ep`]) and its charts.
+fn ep_part(s: &mut String, res: &Results, png: Option<(&Path, &Path)>) -> Result<()> {
+    let (text, charts) = crate::scale_ep::subsection(res, &PES);
+    s.push_str(&text);
+    if let Some((dir, md)) = png {
+        for (stem, c) in charts {
+            let file = dir.join(format!("scale_{stem}.png"));
+            c.write_png(&file)?;
+            let _ = writeln!(
+                s,
+                "![{stem}: the MoE step's ratios at 2-16 PEs]({})\n",
+                crate::report::rel_link(md, &file)
+            );
+        }
+    }
+    Ok(())
 }
 
 /// The section of `page` from `BEGIN` to `END` (and its newline), if it has one: what `xpushmem-perf report`

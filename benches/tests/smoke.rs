@@ -1,5 +1,6 @@
 //! Smoke runs of `xpushmem-perf` at 2 PEs with tiny sizes and few iterations: every benchmark completes and
 //! validates its data, and a corrupted payload makes every one of them fail loudly. No timing assertions.
+//! The EP steps (group `ep`, not part of `all`) run their smallest case (128 tokens x hidden 1024).
 
 use std::time::Duration;
 use xpushmem_launch::{Job, Outcome};
@@ -18,6 +19,36 @@ fn tiny(extra: &[&str]) -> Vec<String> {
     .collect();
     a.extend(extra.iter().map(|s| s.to_string()));
     a
+}
+
+/// The EP steps' options: the smallest case only, two steps per repeat.
+fn ep_tiny(extra: &[&str]) -> Vec<String> {
+    let mut a: Vec<String> = [
+        "-b",
+        "256K",
+        "-e",
+        "256K",
+        "-w",
+        "1",
+        "-r",
+        "2",
+        "--coll-iters",
+        "2",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    a.extend(extra.iter().map(|s| s.to_string()));
+    a
+}
+
+/// The options a benchmark's smoke run takes.
+fn args_for(group: &str, extra: &[&str]) -> Vec<String> {
+    if group == "ep" {
+        ep_tiny(extra)
+    } else {
+        tiny(extra)
+    }
 }
 
 fn launch(n: usize, args: Vec<String>) -> (Outcome, String) {
@@ -51,7 +82,10 @@ fn every_benchmark_runs_and_validates_2pe() {
     );
     let rows = csv::read_file(&path).expect("CSV written by PE 0");
     let _ = std::fs::remove_file(&path);
-    for b in registry().iter().filter(|b| b.min_pes <= 2) {
+    for b in registry()
+        .iter()
+        .filter(|b| b.min_pes <= 2 && b.group != "ep")
+    {
         let mine: Vec<_> = rows.iter().filter(|r| r.bench == b.name).collect();
         assert!(!mine.is_empty(), "no results for {}:\n{text}", b.name);
         for r in mine {
@@ -66,9 +100,37 @@ fn every_benchmark_runs_and_validates_2pe() {
 }
 
 #[test]
+fn ep_steps_run_and_validate_2pe() {
+    let path = scratch("ep.csv");
+    let mut args = ep_tiny(&["ep", "--csv"]);
+    args.push(path.display().to_string());
+    let (out, text) = launch(2, args);
+    assert!(
+        out.success() && !out.timed_out,
+        "xpushmem-perf ep failed ({:?}):\n{text}",
+        out.first_failure
+    );
+    let rows = csv::read_file(&path).expect("CSV written by PE 0");
+    let _ = std::fs::remove_file(&path);
+    let ep: Vec<&str> = registry()
+        .iter()
+        .filter(|b| b.group == "ep")
+        .map(|b| b.name)
+        .collect();
+    assert_eq!(ep.len(), 3, "{ep:?}");
+    let got: Vec<(&str, usize, usize)> = rows
+        .iter()
+        .map(|r| (r.bench.as_str(), r.size, r.iters))
+        .collect();
+    // One row per EP step at the one case within -b..-e (128 x 1024 x 2 bytes), nothing else.
+    let want: Vec<(&str, usize, usize)> = ep.iter().map(|&b| (b, 128 * 1024 * 2, 2)).collect();
+    assert_eq!(got, want, "{text}");
+}
+
+#[test]
 fn corrupted_data_fails_every_benchmark_2pe() {
     for b in registry().iter().filter(|b| b.min_pes <= 2) {
-        let (out, text) = launch(2, tiny(&[b.name, "--inject-fault", "--quiet"]));
+        let (out, text) = launch(2, args_for(b.group, &[b.name, "--inject-fault", "--quiet"]));
         assert!(
             !out.success() && !out.timed_out,
             "{} passed with corrupted data:\n{text}",
