@@ -73,6 +73,27 @@ pub struct TokenSwitch {
     sigs: SymSlice<u64>,
     /// The last epoch of each kind of op (the signal values; the same on every rank).
     epochs: Mutex<[u64; 3]>,
+    /// The host path's working buffers, kept between steps so that a step allocates nothing once the first step
+    /// of the largest shape has sized them (each bounded by the maxima: one slot's metadata per received slot,
+    /// one row, one f32 row, and in expert-major a source rank's summed rows).
+    scratch: Mutex<Scratch>,
+}
+
+/// [`TokenSwitch`]'s reused host buffers (see its `scratch`).
+#[derive(Debug, Default)]
+struct Scratch {
+    /// Dispatch: the metadata sent to one rank; then the received metadata.
+    meta: Vec<u8>,
+    /// Dispatch: the received slots' expert ids.
+    idx: Vec<i64>,
+    /// Combine: one received row.
+    row: Vec<u8>,
+    /// Combine: one token's f32 sum.
+    acc: Vec<f32>,
+    /// Combine (expert-major): the summed rows sent to one rank.
+    stage: Vec<u8>,
+    /// Combine: each rank's next returned row.
+    next: Vec<usize>,
 }
 
 /// A routing made by [`TokenSwitch::create_routing`] (upstream's `Routing.handle`): the send plan and every
@@ -243,6 +264,7 @@ impl TokenSwitch {
             stage: sh.malloc::<u8>(stage_bytes)?,
             sigs: sh.calloc::<u64>(3 * w)?,
             epochs: Mutex::new([0; 3]),
+            scratch: Mutex::new(Scratch::default()),
         })
     }
 
@@ -580,47 +602,57 @@ impl TokenSwitch {
         // int64 expert ids (`ms` bytes a slot).
         let (ms, wo) = (meta_bytes(k), pad8(4 * k));
         let meta0 = self.cfg.max_recv_tokens * self.cfg.max_token_bytes;
-        let mut meta = Vec::new();
-        let mut m = vec![0u8; ms];
+        let mut scratch = self.scratch.lock().unwrap_or_else(|p| p.into_inner());
+        let Scratch { meta, idx, .. } = &mut *scratch;
         for d in 0..w {
             let base = r.counts.dispatch_base(me, d);
-            meta.clear();
-            for (i, &t) in r.plan.to(d).iter().enumerate() {
-                let t = t as usize;
+            let to = r.plan.to(d);
+            // Runs of consecutive tokens go to consecutive slots: one put per run.
+            let mut i = 0;
+            while i < to.len() {
+                let t0 = to[i] as usize;
+                let mut len = 1;
+                while i + len < to.len() && to[i + len] as usize == t0 + len {
+                    len += 1;
+                }
                 let at = (base + i) * rb;
                 sh.put(
-                    self.recv.slice(at..at + rb)?,
-                    &tokens[t * rb..(t + 1) * rb],
+                    self.recv.slice(at..at + len * rb)?,
+                    &tokens[t0 * rb..(t0 + len) * rb],
                     self.pes[d],
                 )?;
+                i += len;
+            }
+            meta.clear();
+            meta.resize(to.len() * ms, 0);
+            for (m, &t) in meta.chunks_exact_mut(ms).zip(to) {
+                let t = t as usize;
                 for j in 0..k {
                     m[4 * j..4 * j + 4].copy_from_slice(&topk_weights[t * k + j].to_le_bytes());
                     m[wo + 8 * j..wo + 8 * j + 8].copy_from_slice(&r.plan_idx(t, j).to_le_bytes());
                 }
-                meta.extend_from_slice(&m);
             }
             if !meta.is_empty() {
                 // The rows are delivered before the metadata and its signal.
                 sh.fence()?;
             }
             let at = meta0 + base * ms;
-            self.put_signal(sh, self.recv, at, &meta, Kind::Dispatch, epoch, d)?;
+            self.put_signal(sh, self.recv, at, meta, Kind::Dispatch, epoch, d)?;
         }
         self.wait_all(sh, Kind::Dispatch, epoch)?;
         let slots = r.counts.recv_slots(me) as usize;
-        let mut got = vec![0u8; slots * ms];
-        sh.get(
-            &mut got,
-            self.recv.slice(meta0..meta0 + slots * ms)?,
-            sh.my_pe(),
-        )?;
+        let got = meta;
+        got.clear();
+        got.resize(slots * ms, 0);
+        sh.get(got, self.recv.slice(meta0..meta0 + slots * ms)?, sh.my_pe())?;
         let l = self.local_experts();
         let first = me * l;
         let weight = |i: usize, j: usize| {
             let b = &got[i * ms + 4 * j..i * ms + 4 * j + 4];
             f32::from_le_bytes([b[0], b[1], b[2], b[3]])
         };
-        let mut idx = vec![0i64; slots * k];
+        idx.clear();
+        idx.resize(slots * k, 0);
         for i in 0..slots {
             for j in 0..k {
                 let b = &got[i * ms + wo + 8 * j..i * ms + wo + 8 * j + 8];
@@ -646,7 +678,7 @@ impl TokenSwitch {
                 }
             }
             Layout::ExpertMajor => {
-                let pl = route::pair_layout(&idx, k, first, l);
+                let pl = route::pair_layout(idx, k, first, l);
                 for i in 0..slots {
                     for p in pl.starts[i]..pl.starts[i + 1] {
                         let row = pl.pos[p];
@@ -710,8 +742,16 @@ impl TokenSwitch {
         })();
         let (rb, epoch) = self.enter(sh, group, OP, Kind::Combine, local, dtype, hidden, r)?;
         let es = dtype.size();
-        let mut stage = Vec::new();
-        let mut acc = vec![0f32; hidden];
+        let mut scratch = self.scratch.lock().unwrap_or_else(|p| p.into_inner());
+        let Scratch {
+            row: got,
+            acc,
+            stage,
+            next,
+            ..
+        } = &mut *scratch;
+        acc.clear();
+        acc.resize(hidden, 0.0);
         for s in 0..w {
             let first = r.counts.dispatch_base(s, me);
             let cnt = r.counts.slots[s * w + me] as usize;
@@ -722,11 +762,11 @@ impl TokenSwitch {
                     for i in 0..cnt {
                         acc.fill(0.0);
                         for &row in &pl.pos[pl.starts[first + i]..pl.starts[first + i + 1]] {
-                            add_row(&mut acc, &expert_tokens[row * rb..(row + 1) * rb], dtype);
+                            add_row(acc, &expert_tokens[row * rb..(row + 1) * rb], dtype);
                         }
-                        store_row(&acc, &mut stage[i * rb..(i + 1) * rb], dtype, es);
+                        store_row(acc, &mut stage[i * rb..(i + 1) * rb], dtype, es);
                     }
-                    &stage
+                    stage
                 }
                 _ => &expert_tokens[first * rb..(first + cnt) * rb],
             };
@@ -735,25 +775,25 @@ impl TokenSwitch {
         }
         drop(pairs);
         self.wait_all(sh, Kind::Combine, epoch)?;
-        let total = r.plan.tokens.len();
-        let mut got = vec![0u8; total * rb];
-        sh.get(&mut got, self.comb.slice(..total * rb)?, sh.my_pe())?;
-        let mut sum = vec![0f32; n * hidden];
-        for d in 0..w {
-            let base = r.counts.combine_base(me, d);
-            for (i, &t) in r.plan.to(d).iter().enumerate() {
-                let t = t as usize;
-                let row = &got[(base + i) * rb..(base + i + 1) * rb];
-                add_row(&mut sum[t * hidden..(t + 1) * hidden], row, dtype);
+        // Token by token, its rows in rank order (each rank's list is in token order: one cursor per rank), summed
+        // in an f32 row that stays in cache: no buffer of every returned row or of every token's sum.
+        let me_pe = sh.my_pe();
+        next.clear();
+        next.resize(w, 0);
+        got.clear();
+        got.resize(rb, 0);
+        for (t, o) in out.chunks_exact_mut(rb).enumerate().take(n) {
+            acc.fill(0.0);
+            for (d, i) in next.iter_mut().enumerate() {
+                if r.plan.to(d).get(*i) != Some(&(t as u32)) {
+                    continue;
+                }
+                let at = (r.counts.combine_base(me, d) + *i) * rb;
+                sh.get(got, self.comb.slice(at..at + rb)?, me_pe)?;
+                add_row(acc, got, dtype);
+                *i += 1;
             }
-        }
-        for t in 0..n {
-            store_row(
-                &sum[t * hidden..(t + 1) * hidden],
-                &mut out[t * rb..(t + 1) * rb],
-                dtype,
-                es,
-            );
+            store_row(acc, o, dtype, es);
         }
         Ok(())
     }
