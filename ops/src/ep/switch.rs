@@ -86,13 +86,13 @@ struct Scratch {
     meta: Vec<u8>,
     /// Dispatch: the received slots' expert ids.
     idx: Vec<i64>,
-    /// Combine: one received row.
+    /// Combine: the returned rows of a block of tokens.
     row: Vec<u8>,
     /// Combine: one token's f32 sum.
     acc: Vec<f32>,
     /// Combine (expert-major): the summed rows sent to one rank.
     stage: Vec<u8>,
-    /// Combine: each rank's next returned row.
+    /// Combine: each rank's next returned row, and where its rows of the current block start in `row`.
     next: Vec<usize>,
 }
 
@@ -775,25 +775,50 @@ impl TokenSwitch {
         }
         drop(pairs);
         self.wait_all(sh, Kind::Combine, epoch)?;
-        // Token by token, its rows in rank order (each rank's list is in token order: one cursor per rank), summed
-        // in an f32 row that stays in cache: no buffer of every returned row or of every token's sum.
+        // In blocks of tokens whose returned rows fit in COMBINE_BLOCK bytes: each rank's rows for the block are
+        // consecutive in the combine area (its list is in token order), so one get per (block, rank) brings them
+        // into the cached `got`; then token by token its rows are summed in rank order in an f32 row. No buffer of
+        // every returned row or of every token's sum.
         let me_pe = sh.my_pe();
+        let block = (COMBINE_BLOCK / (w * rb)).max(1);
         next.clear();
-        next.resize(w, 0);
+        next.resize(2 * w, 0); // per rank: the next row of its list, then where its block's rows start in `got`
         got.clear();
-        got.resize(rb, 0);
-        for (t, o) in out.chunks_exact_mut(rb).enumerate().take(n) {
-            acc.fill(0.0);
-            for (d, i) in next.iter_mut().enumerate() {
-                if r.plan.to(d).get(*i) != Some(&(t as u32)) {
-                    continue;
+        got.resize(block.min(n.max(1)) * w * rb, 0);
+        let (cur, seg) = next.split_at_mut(w);
+        for t0 in (0..n).step_by(block) {
+            let t1 = (t0 + block).min(n);
+            let mut used = 0;
+            for d in 0..w {
+                let to = r.plan.to(d);
+                let first = cur[d];
+                let cnt = to[first..]
+                    .iter()
+                    .take_while(|&&t| (t as usize) < t1)
+                    .count();
+                seg[d] = used;
+                if cnt > 0 {
+                    let at = (r.counts.combine_base(me, d) + first) * rb;
+                    sh.get(
+                        &mut got[used..used + cnt * rb],
+                        self.comb.slice(at..at + cnt * rb)?,
+                        me_pe,
+                    )?;
+                    used += cnt * rb;
                 }
-                let at = (r.counts.combine_base(me, d) + *i) * rb;
-                sh.get(got, self.comb.slice(at..at + rb)?, me_pe)?;
-                add_row(acc, got, dtype);
-                *i += 1;
             }
-            store_row(acc, o, dtype, es);
+            for (o, t) in out[t0 * rb..t1 * rb].chunks_exact_mut(rb).zip(t0..) {
+                acc.fill(0.0);
+                for d in 0..w {
+                    if r.plan.to(d).get(cur[d]) != Some(&(t as u32)) {
+                        continue;
+                    }
+                    add_row(acc, &got[seg[d]..seg[d] + rb], dtype);
+                    seg[d] += rb;
+                    cur[d] += 1;
+                }
+                store_row(acc, o, dtype, es);
+            }
         }
         Ok(())
     }
@@ -805,6 +830,9 @@ impl Routing {
         self.topk[t * self.k + j]
     }
 }
+
+/// Bytes of returned rows a combine brings in per block of tokens (cache-sized: the rows are summed right after).
+const COMBINE_BLOCK: usize = 1 << 20;
 
 /// Check that `buf` holds whole rows of `rb` bytes: exactly `rows` of them (`exact`), or at least `rows`.
 #[allow(clippy::too_many_arguments)]

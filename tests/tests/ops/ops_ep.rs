@@ -199,6 +199,43 @@ pe_test!(ep_dispatch_combine_against_reference, shm[2, 3, 4], |sh| {
     g.free(sh)
 });
 
+// Rows of 256 KiB: the host combine brings the returned rows in blocks of 1 MiB, so a block holds 1-2 tokens here
+// and a combine runs over several blocks (the covering set above fits in one).
+pe_test!(ep_combine_in_blocks, shm[2, 3], |sh| {
+    let g = Group::world(sh)?;
+    let hidden = 64 << 10;
+    let ts = TokenSwitch::new(
+        sh,
+        &g,
+        EpConfig {
+            num_experts: 2 * g.size(),
+            max_dispatch_tokens: MAX_N,
+            max_recv_tokens: MAX_N * 3 * g.size(),
+            max_token_bytes: hidden * 4,
+            max_topk: MAX_K,
+        },
+    )?;
+    for (i, (layout, k, dtype)) in [
+        (Layout::Flat, 3, DType::F32),
+        (Layout::ExpertMajor, 2, DType::BF16),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let c = Case {
+            layout,
+            k,
+            dtype,
+            skew: 0,
+            l: 2,
+            hidden,
+        };
+        run_case(sh, &g, &ts, &c, 900 + i as u64)?;
+    }
+    ts.free(sh)?;
+    g.free(sh)
+});
+
 /// A rank that died during a dispatch is reported as `PeerLost` on the others, quickly (no hang).
 #[test]
 fn ep_peer_lost_in_dispatch_3pe() {
