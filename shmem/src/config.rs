@@ -111,8 +111,8 @@ env_table! {
     scan_algorithm: OnUse<ScanAlgo> = "XPUSHMEM_SCAN_ALGORITHM", "auto", on_use(algorithm::<ScanAlgo>);
     /// reductions of at least this many bytes use the ring (reduce-scatter then allgather in 2 (n - 1) steps: traffic per PE independent of the team size) when the reduction algorithm is auto; auto: 256K at 2 PEs, never at 3 or more (there the one-step reduce-scatter + allgather, rs-ag, takes the sizes above 4K per PE up to 4 PEs and above 8K for the whole team on larger teams), and on a team spanning nodes the node-aware algorithm below 256K up to 4 PEs, 64K above, the ring from there; bytes or with a K/M suffix
     reduce_ring_size: Option<usize> = "XPUSHMEM_REDUCE_RING_SIZE", "auto", auto_size;
-    /// copies of at least this many bytes into or out of a mapped heap (put, get, put_sym, get_sym, the collectives' and ops' copies) use non-temporal stores, which bypass the caches (no read for ownership of the destination); bytes or with a K/M/G suffix, or off
-    nt_copy_size: Option<usize> = "XPUSHMEM_NT_COPY_SIZE", "8M", size_or_off;
+    /// copies of at least this many bytes into or out of a mapped heap (put, get, put_sym, get_sym, the collectives' and ops' copies) use non-temporal stores, which bypass the caches (no read for ownership of the destination); auto: 16M divided by the PEs on this node, between 1M and 8M (8M up to 2 PEs, 2M at 8, 1M from 16: the node's PEs share its caches), bytes or with a K/M/G suffix, or off
+    nt_copy_size: NtCopyFrom = "XPUSHMEM_NT_COPY_SIZE", "auto", nt_copy_from;
     /// team size from which the eager broadcast, fcollect, reduction and alltoall (algorithm auto, data small enough) move their data in ceil(log2 n) rounds (eager-rounds: Bruck's allgather, or Bruck's alltoall, on the dissemination pattern, one message sent and one read per round) instead of one all-to-all round (eager: n - 1 messages sent and read by every member); auto: 8, and never while this machine runs more PEs than CPUs (a round waits for its sender to be scheduled: one round wins); a team size (at least 2) or off
     eager_rounds_from: RoundsFrom = "XPUSHMEM_EAGER_ROUNDS_FROM", "auto", rounds_from;
     /// chunk of the pipelined broadcast; bytes or with a K/M/G suffix (at least 64)
@@ -211,6 +211,42 @@ pub enum TransportMode {
 }
 
 pub use crate::algo::RoundsFrom;
+
+/// From which size heap copies use non-temporal stores (`XPUSHMEM_NT_COPY_SIZE`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NtCopyFrom {
+    /// [`NtCopyFrom::AUTO_NODE_BYTES`] divided by the PEs on this node, between [`NtCopyFrom::AUTO_MIN`] and
+    /// [`NtCopyFrom::AUTO_MAX`]: a
+    /// copy that large leaves this PE's share of the node's shared caches. Measured with a core per PE: at 2 PEs
+    /// copies from 8 MiB gain (docs/PERFORMANCE.md, bandwidth), at 8 and 16 PEs 2 MiB ones do (all_to_all_vdev
+    /// 2 MiB per destination: 3.0 -> 2.0 ms at 8 PEs, 13.1 -> 8.9 ms at 16) while 256 KiB ones lose (alltoall
+    /// 256 KiB at 8 PEs: 0.32 -> 0.81 ms).
+    Auto,
+    /// From this many bytes.
+    Size(usize),
+    /// Never.
+    Off,
+}
+
+impl NtCopyFrom {
+    /// `Auto`'s bytes for the whole node.
+    pub const AUTO_NODE_BYTES: usize = 16 << 20;
+    /// `Auto`'s smallest threshold.
+    pub const AUTO_MIN: usize = 1 << 20;
+    /// `Auto`'s largest threshold (one or two PEs on the node).
+    pub const AUTO_MAX: usize = 8 << 20;
+
+    /// The threshold for a node of `local_pes` PEs (`None`: never).
+    pub fn threshold(self, local_pes: usize) -> Option<usize> {
+        match self {
+            NtCopyFrom::Auto => Some(
+                (Self::AUTO_NODE_BYTES / local_pes.max(1)).clamp(Self::AUTO_MIN, Self::AUTO_MAX),
+            ),
+            NtCopyFrom::Size(n) => Some(n),
+            NtCopyFrom::Off => None,
+        }
+    }
+}
 
 /// How device-heap descriptors reach node peers (`XPUSHMEM_IPC`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -478,13 +514,14 @@ fn auto_size(var: &'static str) -> Result<Option<usize>> {
     }
 }
 
-fn size_or_off(var: &'static str) -> Result<Option<usize>> {
+fn nt_copy_from(var: &'static str) -> Result<NtCopyFrom> {
     let v = raw(var);
     match v.trim() {
-        "off" => Ok(None),
+        "auto" => Ok(NtCopyFrom::Auto),
+        "off" => Ok(NtCopyFrom::Off),
         t => parse_size(t)
-            .map(Some)
-            .ok_or_else(|| bad(var, &v, "expected off or a size in bytes (e.g. 8M)")),
+            .map(NtCopyFrom::Size)
+            .ok_or_else(|| bad(var, &v, "expected auto, off or a size in bytes (e.g. 8M)")),
     }
 }
 
@@ -662,6 +699,21 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn nt_copy_thresholds_follow_the_pes_on_the_node() {
+        let auto = NtCopyFrom::Auto;
+        let got: Vec<_> = [1, 2, 3, 4, 8, 16, 64]
+            .map(|n| auto.threshold(n).map(|b| b >> 10))
+            .to_vec();
+        // KiB: 16 MiB shared by the node's PEs, from 8 MiB down to 1 MiB.
+        let want = [8192, 8192, 5461, 4096, 2048, 1024, 1024]
+            .map(Some)
+            .to_vec();
+        assert_eq!(got, want);
+        assert_eq!(NtCopyFrom::Size(4096).threshold(16), Some(4096));
+        assert_eq!(NtCopyFrom::Off.threshold(2), None);
+    }
 
     #[test]
     fn sizes_parse_with_binary_units() {

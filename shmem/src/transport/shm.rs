@@ -295,7 +295,7 @@ pub(crate) fn connect(
                 // shmem_align of more than the heap, ffi/tests/oshmem/align.c).
                 a.heap_max.max(host_user).saturating_mul(2),
                 pe == me,
-                a.cfg.nt_copy_size,
+                a.cfg.nt_copy_size.threshold(local.len()),
             )?));
         }
     }
