@@ -7,11 +7,13 @@
 //!    message to rank `p` carries this rank's verdict on its own arguments, the digest of the symmetric arguments
 //!    (input and `out_splits_offsets` must be the same views on every rank), `p`'s entries of the split vector
 //!    (counts and source rows, at the indices [`Exchange`] gives) and, when the chunks for `p` are small
-//!    (`XPUSHMEM_OPS_EAGER_SIZE`), the rows themselves (*eager*). Every rank sees every verdict and digest, so every
-//!    rank fails or none does, after one message latency;
+//!    (`XPUSHMEM_OPS_EAGER_SIZE`), the rows themselves (*eager*; this rank's message to itself too, which never
+//!    leaves the PE). Every rank sees every verdict and digest, so every rank fails or none does, after one
+//!    message latency;
 //! 3. receive: compute the layout ([`recv_layout`]; `major_align` for dispatch), check that every chunk fits in
-//!    `out`, copy eager chunks out of the messages and pull the others from their senders' inputs, write
-//!    `out_splits_offsets` (row 0 = counts, row 1 = output offsets);
+//!    `out`, copy eager chunks out of the messages (small chunks that follow each other in `out` gathered into
+//!    one put) and pull the others from their senders' inputs, write `out_splits_offsets` (row 0 = counts, row 1
+//!    = output offsets);
 //! 4. **completion exchange** (empty messages): the verdict on the receive checks, and the point after which no
 //!    peer reads this rank's input. Skipped when every chunk of every rank went eagerly (nobody reads a peer's
 //!    input then) and either the checks are on and every split message also carried its sender's receive
@@ -25,7 +27,7 @@
 //! push of the entries into the receivers' `out_splits_offsets`, barrier, receive and pull, exit agreement.
 
 use crate::dtype::DType;
-use crate::group::{ArgCache, Group, Scratch};
+use crate::group::{ArgCache, Group, Scratch, ViewSlices};
 use crate::io::{self, check_contiguous, check_disjoint, check_i64};
 use crate::plan::{self, recv_layout, Exchange};
 use crate::tensor::TensorView;
@@ -374,7 +376,12 @@ pub fn all_to_all_vdev_2d_offset(
             || vdev_2d_offset_shapes(input, out, in_splits_offsets, out_splits_offsets, w),
         )?;
         let (mut counts, mut src_rows) = split_vectors(s);
-        io::read_i64s_into(sh, in_splits_offsets, sh.my_pe(), &mut counts)?;
+        read_split_vector(
+            sh,
+            &s.cache[Op::Vdev2dOffset as usize],
+            in_splits_offsets,
+            &mut counts,
+        )?;
         cached_rows(
             &mut s.cache[Op::Vdev2dOffset as usize],
             &counts,
@@ -481,13 +488,42 @@ fn cached_shapes(
     c.dig = None;
     c.counts.clear();
     c.received = false;
+    c.slices = None;
     let shapes = check()?;
+    let [input, out, splits, oso] = views;
+    c.slices = Some(ViewSlices {
+        input: input.contiguous_bytes("all-to-all", "input")?,
+        out: out.contiguous_bytes("all-to-all", "out")?,
+        splits: i64_slice(splits),
+        oso: i64_slice(oso),
+    });
     c.op = op as u64;
     c.align = align;
     c.views.extend(views.iter().map(|&v| v.clone()));
     c.shapes = shapes;
     c.hit = true;
     Ok(shapes)
+}
+
+/// A view's int64 elements when it is contiguous and 8-byte aligned in the heap (one get or put moves it).
+fn i64_slice(v: &TensorView) -> Option<xpushmem::SymSlice<i64>> {
+    if v.dtype() != DType::I64 || !v.is_contiguous() {
+        return None;
+    }
+    v.contiguous_bytes("", "view").ok()?.cast::<i64>().ok()
+}
+
+/// Read `n` int64 elements of `v` into `into` (cleared first): one get from the cached slice when the cache
+/// holds this call's views, else [`io::read_i64s_into`].
+fn read_split_vector(sh: &Shmem, c: &ArgCache, v: &TensorView, into: &mut Vec<i64>) -> Result<()> {
+    match c.slices.and_then(|s| s.splits).filter(|_| c.hit) {
+        Some(s) => {
+            into.clear();
+            into.resize(s.len(), 0);
+            sh.get(into, s, sh.my_pe())
+        }
+        None => io::read_i64s_into(sh, v, sh.my_pe(), into),
+    }
 }
 
 /// The sender's source rows: `check` computes and checks them from the split vector `counts` (into the cleared
@@ -500,11 +536,13 @@ fn cached_rows(
     check: impl FnOnce(&mut Vec<i64>) -> Result<()>,
 ) -> Result<()> {
     rows.clear();
-    if c.hit && !c.counts.is_empty() && c.counts == counts {
+    c.rows_hit = c.hit && !c.counts.is_empty() && c.counts == counts;
+    if c.rows_hit {
         rows.extend_from_slice(&c.rows);
         return Ok(());
     }
     c.counts.clear();
+    c.sent_heads.clear();
     check(rows)?;
     if c.hit {
         c.counts.extend_from_slice(counts);
@@ -524,7 +562,7 @@ fn prefix_rows(
     input: &TensorView,
 ) -> Result<(Vec<i64>, Vec<i64>)> {
     let (mut counts, mut src_rows) = split_vectors(s);
-    io::read_i64s_into(sh, in_splits, sh.my_pe(), &mut counts)?;
+    read_split_vector(sh, &s.cache[code as usize], in_splits, &mut counts)?;
     cached_rows(
         &mut s.cache[code as usize],
         &counts,
@@ -611,11 +649,23 @@ fn run(
         layout,
         transfers,
         both,
+        slices,
+        eager_chunks,
+        eager_runs,
+        stage,
+        rows_hit,
+        sent_heads,
         ..
     } = &mut cache[code as usize];
     // The receive state is the cache's only once this call completes.
     let received_before = std::mem::replace(cached_received, false);
     let hit = *cache_hit && prep.is_ok();
+    // The views' memory: resolved by the shape checks of this call or of the last one with these views.
+    let mem = slices.filter(|_| hit);
+    let input_bytes = || match mem {
+        Some(m) => Ok(m.input),
+        None => input.contiguous_bytes(op, "input"),
+    };
     let dig = match cache_dig.filter(|_| hit) {
         Some(d) => d,
         None => {
@@ -655,7 +705,12 @@ fn run(
     let tr = group.team_ranks();
     send.clear();
     let built = match &prep {
-        Ok(p) => build_split_messages(sh, group, me, p, input, out, cap, eager, matrix, send),
+        Ok(p) => input_bytes().and_then(|src| {
+            let reuse = hit && *rows_hit;
+            build_split_messages(
+                sh, group, me, p, src, out, cap, eager, matrix, sent_heads, reuse, send,
+            )
+        }),
         Err(_) => Ok(()),
     };
     let local = prep.as_ref().err().cloned().or(built.err());
@@ -701,7 +756,7 @@ fn run(
                 // everywhere.
                 all_eager &= flags & ALL_EAGER != 0;
                 all_matrix &= flags & MATRIX != 0;
-                if s != me && flags & EAGER != 0 {
+                if flags & EAGER != 0 {
                     inline[s] = Some(head);
                 }
                 for k in 0..ne {
@@ -721,6 +776,7 @@ fn run(
                 }
             }
             plan::pull_list_into(&p.ex, me, counts, src_rows, layout, transfers)?;
+            eager_plan(&p, me, counts, layout, inline, eager_chunks, eager_runs);
             both.clear();
             both.extend_from_slice(counts);
             both.extend_from_slice(&layout.offsets);
@@ -728,35 +784,39 @@ fn run(
         })()
     };
     let outcome = received.and_then(|()| {
-        let src = input.contiguous_bytes(op, "input")?;
-        let dst = out.contiguous_bytes(op, "out")?;
+        let dst = match mem {
+            Some(m) => m.out,
+            None => out.contiguous_bytes(op, "out")?,
+        };
         let rb = p.row_bytes;
-        // Eager chunks, in the order their sender packed them (its entries for this rank, in order); chunks
-        // that follow each other in `out` are one copy.
-        for s in 0..w {
-            let Some(at) = inline[s] else { continue };
-            let m = recv.get(tr[s]);
-            let mut run = Runs::new(at);
-            for k in 0..ne {
-                let (_, i) = p.ex.entry(s, me, k);
-                let bytes = counts[i] as usize * rb;
-                if let Some((from, to, len)) = run.add(layout.offsets[i] as usize * rb, bytes) {
-                    put_eager(sh, op, s, m, from, dst.slice(to..to + len)?)?;
+        // Eager chunks, by runs contiguous in `out` ([`eager_plan`]).
+        let mut k = 0;
+        for &(to, len, end) in eager_runs.iter() {
+            let d = dst.slice(to..to + len)?;
+            if let [(_, s, from, _)] = eager_chunks[k..end] {
+                put_eager(sh, op, s, recv.get(tr[s]), from, d)?;
+            } else {
+                stage.clear();
+                for &(_, s, from, bytes) in &eager_chunks[k..end] {
+                    stage.extend_from_slice(eager_bytes(op, s, recv.get(tr[s]), from, bytes)?);
                 }
+                sh.put(d, stage, sh.my_pe())?;
             }
-            if let Some((from, to, len)) = run.finish() {
-                put_eager(sh, op, s, m, from, dst.slice(to..to + len)?)?;
-            }
+            k = end;
         }
-        // The others: this rank's own chunks and those of senders that did not ship them.
+        // The others: those of senders that did not ship them (this rank's own too when they did not fit).
         let mut staging = Vec::new();
         for t in transfers.iter().filter(|t| inline[t.peer].is_none()) {
+            let src = input_bytes()?;
             let bytes = t.rows * rb;
             let s = src.slice(t.src_row * rb..t.src_row * rb + bytes)?;
             let d = dst.slice(t.dst_row * rb..t.dst_row * rb + bytes)?;
             io::copy(sh, s, group.global(t.peer)?, d, sh.my_pe(), &mut staging)?;
         }
-        io::write_i64s(sh, oso, both, sh.my_pe())
+        match mem.and_then(|m| m.oso).filter(|s| s.len() == both.len()) {
+            Some(s) => sh.put(s, both, sh.my_pe()),
+            None => io::write_i64s(sh, oso, both, sh.my_pe()),
+        }
     });
     // The split vectors' allocations serve the next call.
     (*split_counts, *split_rows) = (p.counts, p.src_rows);
@@ -781,36 +841,62 @@ fn run(
     done
 }
 
-/// Consecutive chunks of a message (from byte `at` on) coalesced into runs that are contiguous at their
-/// destination: `add` returns the run it closes, as (message offset, destination offset, bytes).
-struct Runs {
-    at: usize,
-    open: Option<(usize, usize, usize)>,
+/// Largest eager chunk (bytes) that is gathered with its neighbours in `out` into one put: a put costs more
+/// than a copy of this many bytes, not so a larger one.
+const GATHER_CHUNK: usize = 256;
+
+/// The eager chunks (`inline`: where each sender's chunks start in its message) by destination in `out`, and
+/// their runs: chunks that follow each other in `out` and are each at most [`GATHER_CHUNK`] bytes form one run
+/// (one put of their bytes gathered), any other chunk a run of its own. Chunks of one sender that follow each
+/// other both in its message and in `out` are one chunk.
+fn eager_plan(
+    p: &Prepared,
+    me: usize,
+    counts: &[i64],
+    layout: &plan::RecvLayout,
+    inline: &[Option<usize>],
+    chunks: &mut Vec<(usize, usize, usize, usize)>,
+    runs: &mut Vec<(usize, usize, usize)>,
+) {
+    let rb = p.row_bytes;
+    chunks.clear();
+    runs.clear();
+    for (s, at) in inline.iter().enumerate() {
+        let Some(mut from) = *at else { continue };
+        for k in 0..p.ex.ne {
+            let (_, i) = p.ex.entry(s, me, k);
+            let (to, bytes) = (layout.offsets[i] as usize * rb, counts[i] as usize * rb);
+            if bytes == 0 {
+                continue;
+            }
+            match chunks.last_mut() {
+                Some((t, s0, f, l)) if *s0 == s && *f + *l == from && *t + *l == to => *l += bytes,
+                _ => chunks.push((to, s, from, bytes)),
+            }
+            from += bytes;
+        }
+    }
+    chunks.sort_unstable_by_key(|c| c.0);
+    for (k, &(to, _, _, bytes)) in chunks.iter().enumerate() {
+        match runs.last_mut() {
+            Some((t, l, end))
+                if *t + *l == to && bytes <= GATHER_CHUNK && chunks[k - 1].3 <= GATHER_CHUNK =>
+            {
+                *l += bytes;
+                *end = k + 1;
+            }
+            _ => runs.push((to, bytes, k + 1)),
+        }
+    }
 }
 
-impl Runs {
-    fn new(at: usize) -> Runs {
-        Runs { at, open: None }
-    }
-
-    fn add(&mut self, to: usize, len: usize) -> Option<(usize, usize, usize)> {
-        if len == 0 {
-            return None;
-        }
-        let from = self.at;
-        self.at += len;
-        match &mut self.open {
-            Some((_, t, l)) if *t + *l == to => {
-                *l += len;
-                None
-            }
-            open => open.replace((from, to, len)),
-        }
-    }
-
-    fn finish(self) -> Option<(usize, usize, usize)> {
-        self.open
-    }
+/// `bytes` bytes of sender `s`'s message `m` from byte `from` (an error when the message is shorter).
+fn eager_bytes<'m>(op: &str, s: usize, m: &'m [u8], from: usize, bytes: usize) -> Result<&'m [u8]> {
+    m.get(from..from + bytes).ok_or_else(|| {
+        Error::State(format!(
+            "{op}: the eager chunks of group rank {s} are shorter than its counts"
+        ))
+    })
 }
 
 /// Copy `dst.len()` bytes of sender `s`'s message `m` from byte `from` into `dst` on this PE.
@@ -822,12 +908,7 @@ fn put_eager(
     from: usize,
     dst: xpushmem::SymSlice<u8>,
 ) -> Result<()> {
-    let chunk = m.get(from..from + dst.len()).ok_or_else(|| {
-        Error::State(format!(
-            "{op}: the eager chunks of group rank {s} are shorter than its counts"
-        ))
-    })?;
-    sh.put(dst, chunk, sh.my_pe())
+    sh.put(dst, eager_bytes(op, s, m, from, dst.len())?, sh.my_pe())
 }
 
 /// The first rank other than `me` (in team rank order) whose receive fails, judged from the receive arguments and
@@ -916,68 +997,74 @@ fn check_fits(op: &str, layout: &plan::RecvLayout, rows: usize, counts: &[i64]) 
 
 /// The split message of every rank (indexed by team rank): flags, counts, source rows, with `matrix` this rank's
 /// receive arguments (rows of `out`, alignment) and whole split vector, and the chunks when they fit in `eager`
-/// bytes (and the message in `cap`).
+/// bytes (and the message in `cap`). This rank's own message carries its own chunks the same way (it never leaves
+/// this PE: one read of the input and a put per run on the receive side cost less than a heap-to-heap copy per
+/// chunk). `heads` holds the heads built for this split vector by an earlier call (`reuse`: they are this call's,
+/// copied instead of serialized again); otherwise it gets this call's.
 #[allow(clippy::too_many_arguments)]
 fn build_split_messages(
     sh: &Shmem,
     group: &Group,
     me: usize,
     p: &Prepared,
-    input: &TensorView,
+    src: xpushmem::SymSlice<u8>,
     out: &TensorView,
     cap: usize,
     eager: usize,
     matrix: bool,
+    heads: &mut Vec<u8>,
+    reuse: bool,
     send: &mut Messages,
 ) -> Result<()> {
     let w = group.size();
     let ne = p.ex.ne;
     let rb = p.row_bytes;
     let src_of = |peer: usize| (0..ne).map(move |k| p.ex.entry(me, peer, k).0);
-    let bytes_to = |peer: usize| -> usize { src_of(peer).map(|t| p.counts[t] as usize * rb).sum() };
     let head = head_bytes(ne, p.ex.nsplits(), matrix);
-    let is_eager = |peer: usize| {
-        let b = bytes_to(peer);
-        peer != me && b <= eager && head + b <= cap
-    };
-    let all = (0..w).all(|peer| peer == me || is_eager(peer));
-    let src = input.contiguous_bytes("all-to-all", "input")?;
+    let reuse = reuse && heads.len() == w * head;
+    if !reuse {
+        heads.clear();
+        let bytes_to =
+            |peer: usize| -> usize { src_of(peer).map(|t| p.counts[t] as usize * rb).sum() };
+        let is_eager = |peer: usize| {
+            let b = bytes_to(peer);
+            b <= eager && head + b <= cap
+        };
+        let all = (0..w).all(|peer| peer == me || is_eager(peer));
+        for &peer in group.group_ranks() {
+            let flags = u64::from(is_eager(peer)) * EAGER
+                + u64::from(all) * ALL_EAGER
+                + u64::from(matrix) * MATRIX;
+            heads.extend_from_slice(&flags.to_le_bytes());
+            for t in src_of(peer) {
+                heads.extend_from_slice(&p.counts[t].to_le_bytes());
+            }
+            for t in src_of(peer) {
+                heads.extend_from_slice(&p.src_rows[t].to_le_bytes());
+            }
+            if matrix {
+                // The same bytes in every message: written once, then copied.
+                if heads.len() > head {
+                    heads.extend_from_within(head - (16 + 8 * p.counts.len())..head);
+                } else {
+                    heads.extend_from_slice(&(out.size(0) as u64).to_le_bytes());
+                    heads.extend_from_slice(&p.align.to_le_bytes());
+                    for c in &p.counts {
+                        heads.extend_from_slice(&c.to_le_bytes());
+                    }
+                }
+            }
+        }
+    }
     // Chunks that follow each other in the input are one copy into the message.
     let pack = |from: usize, len: usize, data: &mut Vec<u8>| -> Result<()> {
         let at = data.len();
         data.resize(at + len, 0);
         sh.get(&mut data[at..], src.slice(from..from + len)?, sh.my_pe())
     };
-    // Where the receive arguments and split vector ([`MATRIX`]) were first written in `send`.
-    let mut written: Option<std::ops::Range<usize>> = None;
-    for &peer in group.group_ranks() {
-        let eager_here = is_eager(peer);
-        let flags =
-            u64::from(eager_here) * EAGER + u64::from(all) * ALL_EAGER + u64::from(matrix) * MATRIX;
-        send.data.extend_from_slice(&flags.to_le_bytes());
-        for t in src_of(peer) {
-            send.data.extend_from_slice(&p.counts[t].to_le_bytes());
-        }
-        for t in src_of(peer) {
-            send.data.extend_from_slice(&p.src_rows[t].to_le_bytes());
-        }
-        if matrix {
-            // The same bytes in every message: written once, then copied.
-            let at = send.data.len();
-            match written {
-                Some(r) => send.data.extend_from_within(r),
-                None => {
-                    send.data
-                        .extend_from_slice(&(out.size(0) as u64).to_le_bytes());
-                    send.data.extend_from_slice(&p.align.to_le_bytes());
-                    for c in &p.counts {
-                        send.data.extend_from_slice(&c.to_le_bytes());
-                    }
-                }
-            }
-            written = Some(at..send.data.len());
-        }
-        if eager_here {
+    for (&peer, h) in group.group_ranks().iter().zip(heads.chunks_exact(head)) {
+        send.data.extend_from_slice(h);
+        if flags_of(h) & EAGER != 0 {
             let mut open: Option<(usize, usize)> = None;
             for t in src_of(peer) {
                 let (start, bytes) = (p.src_rows[t] as usize * rb, p.counts[t] as usize * rb);

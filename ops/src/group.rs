@@ -66,6 +66,10 @@ pub(crate) struct ArgCache {
     pub views: Vec<crate::tensor::TensorView>,
     /// What those checks gave: (number of splits, row bytes).
     pub shapes: (usize, usize),
+    /// The views' memory, resolved once by those checks: the bytes of input and out (contiguous), and the
+    /// int64 elements of the splits and `out_splits_offsets` when they are contiguous and 8-byte aligned (`None`:
+    /// read and written run by run).
+    pub slices: Option<ViewSlices>,
     /// Whether this call's views are the cached ones (set by the shape check of each call).
     pub hit: bool,
     /// The argument digest of the cached views (`None`: not computed yet).
@@ -89,6 +93,26 @@ pub(crate) struct ArgCache {
     /// That call's protocol flags: every chunk went eagerly, every message carried the receive arguments.
     pub all_eager: bool,
     pub all_matrix: bool,
+    /// The eager chunks of that call's messages in the order of their destination in `out`: (destination byte,
+    /// sender group rank, byte in its message, bytes); and their runs, contiguous in `out` and each made of small
+    /// chunks, which move with one put through `stage`: (destination byte, bytes, end in `eager_chunks`).
+    pub eager_chunks: Vec<(usize, usize, usize, usize)>,
+    pub eager_runs: Vec<(usize, usize, usize)>,
+    pub stage: Vec<u8>,
+    /// Whether this call's split vector is the one whose source rows were cached (set by each call's check).
+    pub rows_hit: bool,
+    /// The heads of the split messages this rank built for that split vector, one per team rank, each of the
+    /// same length (a function of the views, the split vector and the configuration: reused while those hold).
+    pub sent_heads: Vec<u8>,
+}
+
+/// The memory of an all-to-all-v's views ([`ArgCache::slices`]), a function of the views alone.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ViewSlices {
+    pub input: xpushmem::SymSlice<u8>,
+    pub out: xpushmem::SymSlice<u8>,
+    pub splits: Option<xpushmem::SymSlice<i64>>,
+    pub oso: Option<xpushmem::SymSlice<i64>>,
 }
 
 fn list_id(pes: &[usize]) -> u64 {

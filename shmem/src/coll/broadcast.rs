@@ -132,7 +132,7 @@ impl Shmem {
             } else {
                 let (dest, src) = (dest.slice(..nelems)?, src.slice(..nelems)?);
                 if me == root {
-                    ctx.copy(dest, me, src, me)
+                    ctx.write_own(rounds, &send, dest, src)
                 } else {
                     ctx.write_local(dest, recv.get(root))
                 }

@@ -126,7 +126,7 @@ impl Shmem {
                 for i in 0..n {
                     let to = dest.slice(i * nelems..(i + 1) * nelems)?;
                     if i == me {
-                        ctx.copy(to, me, src.slice(..nelems)?, me)?;
+                        ctx.write_own(rounds, &send, to, src.slice(..nelems)?)?;
                     } else {
                         ctx.write_local(to, recv.get(i))?;
                     }

@@ -304,6 +304,37 @@ impl Ctx<'_> {
         }
     }
 
+    /// Write this PE's own block into its `dest` after an eager exchange: from the bytes of its `src` already
+    /// read into the messages it sent (`rounds`: its one message; one round: its message to any other member),
+    /// else (a team of one) by a copy from `src`. Saves the second read and the heap-to-heap copy's checks.
+    pub(crate) fn write_own<T: Symmetric>(
+        &self,
+        rounds: bool,
+        send: &Messages,
+        dest: SymSlice<T>,
+        src: SymSlice<T>,
+    ) -> Result<()> {
+        let sent = self.own_sent(rounds, send);
+        if !dest.is_empty() && sent.len() == dest.size_bytes() {
+            self.write_local(dest, sent)
+        } else {
+            self.copy(dest, self.idx(), src, self.idx())
+        }
+    }
+
+    /// The bytes of this PE's source in the messages it sent in an eager exchange ([`Ctx::eager_exchange`]):
+    /// with `rounds` its one message, in one round its message to any other member (empty in a team of one).
+    pub(crate) fn own_sent<'m>(&self, rounds: bool, send: &'m Messages) -> &'m [u8] {
+        let (n, me) = (self.n(), self.idx());
+        if rounds {
+            &send.data[..]
+        } else if n > 1 {
+            send.get((me + 1) % n)
+        } else {
+            &[]
+        }
+    }
+
     /// Append the bytes of this PE's `src` to the message being built.
     pub(crate) fn push_local<T: Symmetric>(
         &self,

@@ -366,12 +366,14 @@ impl Shmem {
                 return Ok(());
             }
             let (dest, src) = (dest.slice(..nreduce)?, src.slice(..nreduce)?);
-            // Member i's part into `into` (one buffer reused for every member).
+            // Member i's part into `into` (one buffer reused for every member); this PE's own from the bytes it
+            // sent (read once), or its source in a team of one.
+            let own = ctx.own_sent(rounds, &send);
             let part = |i: usize, into: &mut [T]| -> Result<()> {
-                if i == me {
+                if i == me && own.len() != src.size_bytes() {
                     return self.get(into, src, self.my_pe());
                 }
-                let b = recv.get(i);
+                let b = if i == me { own } else { recv.get(i) };
                 if b.len() != src.size_bytes() {
                     return Err(Error::State(format!(
                         "{OP}: the message of member {i} holds {} bytes, expected {}",
