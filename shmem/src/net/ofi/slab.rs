@@ -142,3 +142,138 @@ impl Ep {
         }
     }
 }
+
+/// Bits of an operation id that name its slot in [`Ops`]; the bits above count operations (a sequence number, so
+/// that ids order operations by issue; it wraps after 2^38 operations, and an id names its operation only while
+/// that operation is in flight or its result or error waits for its ticket).
+pub(super) const SLOT_BITS: u32 = 24;
+/// The sequence numbers of operation ids (below [`INJECT_BIT`] and [`RECV_BIT`]).
+const SEQ_MASK: u64 = (1 << (62 - SLOT_BITS)) - 1;
+
+/// The operations in flight, in a slab: a slot per operation, reused once it finishes (with its buffer's
+/// allocation), found from its id without hashing. Ids are `sequence << SLOT_BITS | slot`, never 0.
+#[derive(Default)]
+pub(super) struct Ops {
+    slots: Vec<(u64, Op)>,
+    free: Vec<u32>,
+    live: usize,
+    seq: u64,
+}
+
+impl Ops {
+    /// A free slot, its id and its operation (the previous occupant's, to be reset by the caller); an error when
+    /// 2^[`SLOT_BITS`] operations are in flight.
+    pub(super) fn alloc(&mut self) -> Result<(u64, &mut Op)> {
+        let slot = match self.free.pop() {
+            Some(s) => s as usize,
+            None if self.slots.len() < 1 << SLOT_BITS => {
+                self.slots.push((0, Op::empty()));
+                self.slots.len() - 1
+            }
+            None => {
+                return Err(Error::State(format!(
+                    "fabric: {} operations in flight, the most this endpoint tracks",
+                    self.slots.len()
+                )))
+            }
+        };
+        self.seq = (self.seq + 1) & SEQ_MASK;
+        let id = (self.seq.max(1) << SLOT_BITS) | slot as u64;
+        self.live += 1;
+        let s = &mut self.slots[slot];
+        s.0 = id;
+        Ok((id, &mut s.1))
+    }
+
+    fn slot(id: u64) -> usize {
+        (id & ((1 << SLOT_BITS) - 1)) as usize
+    }
+
+    /// Operation `id` while it is in flight.
+    pub(super) fn get(&self, id: u64) -> Option<&Op> {
+        match self.slots.get(Self::slot(id)) {
+            Some((i, op)) if *i == id && id != 0 => Some(op),
+            _ => None,
+        }
+    }
+
+    /// Operation `id` while it is in flight.
+    pub(super) fn get_mut(&mut self, id: u64) -> Option<&mut Op> {
+        match self.slots.get_mut(Self::slot(id)) {
+            Some((i, op)) if *i == id && id != 0 => Some(op),
+            _ => None,
+        }
+    }
+
+    /// End operation `id`: its slot (and its buffer's allocation) is free for the next one.
+    pub(super) fn free(&mut self, id: u64) {
+        let slot = Self::slot(id);
+        if let Some(s) = self.slots.get_mut(slot).filter(|s| s.0 == id && id != 0) {
+            s.0 = 0;
+            self.live -= 1;
+            self.free.push(slot as u32);
+        }
+    }
+
+    /// Take operation `id` out of the slab for good (its buffer moves with it: an endpoint shut down keeps it).
+    pub(super) fn take(&mut self, id: u64) -> Option<Op> {
+        let op = std::mem::replace(self.get_mut(id)?, Op::empty());
+        self.free(id);
+        Some(op)
+    }
+
+    /// Whether no operation is in flight.
+    pub(super) fn is_empty(&self) -> bool {
+        self.live == 0
+    }
+
+    /// The ids of the operations in flight.
+    pub(super) fn ids(&self) -> Vec<u64> {
+        self.slots.iter().map(|s| s.0).filter(|&i| i != 0).collect()
+    }
+
+    /// The operations in flight.
+    pub(super) fn iter_mut(&mut self) -> impl Iterator<Item = &mut Op> {
+        self.slots.iter_mut().filter(|s| s.0 != 0).map(|s| &mut s.1)
+    }
+}
+
+/// The contexts of operations' parts ([`Ctx`]), each boxed (libfabric holds its address until the part's
+/// completion) and reused: taken when a part is posted, given back when its completion (or error) is read.
+#[derive(Default)]
+pub(super) struct Ctxs {
+    all: Vec<Box<Ctx>>,
+    free: Vec<u32>,
+}
+
+impl Ctxs {
+    /// A free context for a part of operation `id` holding bounce buffer `slab`, `counted` by the write counter.
+    pub(super) fn take(&mut self, id: u64, slab: u32, counted: bool) -> *mut Ctx {
+        let i = match self.free.pop() {
+            Some(i) => i as usize,
+            None => {
+                self.all.push(Box::new(Ctx {
+                    raw: fi::fi_context2::default(),
+                    id: 0,
+                    slab: NO_SLAB,
+                    counted: false,
+                    index: self.all.len() as u32,
+                }));
+                self.all.len() - 1
+            }
+        };
+        let c = &mut self.all[i];
+        c.raw = fi::fi_context2::default();
+        c.id = id;
+        c.slab = slab;
+        c.counted = counted;
+        &mut **c
+    }
+
+    /// Context `index` is free again (its part completed, or was never posted).
+    pub(super) fn give(&mut self, index: u32) {
+        if (index as usize) < self.all.len() {
+            self.free.push(index);
+        }
+    }
+}

@@ -438,9 +438,15 @@ impl Transport for Fabric {
     }
     fn unregister_local(&self, handle: u64) {
         lock(&self.ep).unregister_user(handle);
-        let mut uk = lock(&self.user_keys);
-        if let Some(i) = uk.iter().position(|&(h, _)| h == handle) {
-            let (_, key) = uk.swap_remove(i);
+        // `user_keys` is let go before `keys` is taken: `register_local` takes them the other way round (the
+        // order of `net/ofi`'s lock discipline).
+        let key = {
+            let mut uk = lock(&self.user_keys);
+            uk.iter()
+                .position(|&(h, _)| h == handle)
+                .map(|i| uk.swap_remove(i).1)
+        };
+        if let Some(key) = key {
             let mut keys = self.keys.lock().unwrap_or_else(|p| p.into_inner());
             if let Some(j) = keys.iter().position(|&k| k == key && k != 0) {
                 keys.swap_remove(j);
