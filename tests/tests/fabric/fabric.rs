@@ -424,13 +424,8 @@ fn small_messages(name: &str, env: &[(&str, &str)], spin: bool) {
                 let want: Vec<u64> = (0..3 * N).map(|j| value(j / N, j % N)).collect();
                 assert_eq!(got, want, "small puts of three domains");
                 assert_eq!(sh.g(adds, me)?, N.div_ceil(16) as u64, "atomic adds");
-                let last = |slot: usize| {
-                    (0..N)
-                        .step_by(16)
-                        .map(|i| i / 16)
-                        .filter(|k| k % 3 == slot)
-                        .last()
-                };
+                let last =
+                    |slot: usize| (0..N).step_by(16).map(|i| i / 16).rfind(|k| k % 3 == slot);
                 for slot in 0..3 {
                     if let Some(k) = last(slot) {
                         let len = [128, 4096, 40_000][slot];

@@ -242,6 +242,8 @@ impl Ops {
 /// completion) and reused: taken when a part is posted, given back when its completion (or error) is read.
 #[derive(Default)]
 pub(super) struct Ctxs {
+    /// Boxed: libfabric holds a context's address until its completion, and the Vec may reallocate.
+    #[allow(clippy::vec_box)]
     all: Vec<Box<Ctx>>,
     free: Vec<u32>,
 }
