@@ -150,14 +150,21 @@ pub(super) const SLOT_BITS: u32 = 24;
 /// The sequence numbers of operation ids (below [`INJECT_BIT`] and [`RECV_BIT`]).
 const SEQ_MASK: u64 = (1 << (62 - SLOT_BITS)) - 1;
 
+/// Bytes of operation buffers the free slots of [`Ops`] keep for reuse at most (a burst of operations in flight
+/// leaves as many slots; their buffers beyond this are freed).
+const OPS_KEEP: usize = 1 << 20;
+
 /// The operations in flight, in a slab: a slot per operation, reused once it finishes (with its buffer's
-/// allocation), found from its id without hashing. Ids are `sequence << SLOT_BITS | slot`, never 0.
+/// allocation, up to [`OPS_KEEP`] bytes over all free slots), found from its id without hashing. Ids are
+/// `sequence << SLOT_BITS | slot`, never 0.
 #[derive(Default)]
 pub(super) struct Ops {
     slots: Vec<(u64, Op)>,
     free: Vec<u32>,
     live: usize,
     seq: u64,
+    /// Bytes of the buffers the free slots keep.
+    kept: usize,
 }
 
 impl Ops {
@@ -182,6 +189,7 @@ impl Ops {
         self.live += 1;
         let s = &mut self.slots[slot];
         s.0 = id;
+        self.kept -= s.1.buf.capacity() * 8;
         Ok((id, &mut s.1))
     }
 
@@ -210,6 +218,12 @@ impl Ops {
         let slot = Self::slot(id);
         if let Some(s) = self.slots.get_mut(slot).filter(|s| s.0 == id && id != 0) {
             s.0 = 0;
+            let bytes = s.1.buf.capacity() * 8;
+            if self.kept + bytes > OPS_KEEP {
+                s.1.buf = Vec::new();
+            } else {
+                self.kept += bytes;
+            }
             self.live -= 1;
             self.free.push(slot as u32);
         }
