@@ -9,8 +9,24 @@ impl Ep {
             // The completion queue may still hold entries of abandoned operations: never read it again.
             return Err(self.closed_err());
         }
+        if self.inj.settled < self.inj.issued && self.ops.is_empty() {
+            // Only injected puts in flight: every counted part with a context has been read from the queue, so
+            // the counter's completions say how many injected puts are done, and reading them drives the
+            // provider's progress. Its failures (another call, another progress) and the queue (received
+            // messages) are read only every [`INJECT_QUEUE_EVERY`]th such poll: a quiet of small puts then costs
+            // one progress call per poll, as raw libfabric's wait does.
+            self.inj.polls = self.inj.polls.wrapping_add(1);
+            if self.inj.polls % INJECT_QUEUE_EVERY != 0 {
+                let done = self.cntr_done();
+                self.settle(done, self.inj.failed_read);
+                return Ok(());
+            }
+        }
         // The write counter first, then the completion queue ([`Injects`]).
-        let counted = (self.inj.settled < self.inj.issued).then(|| self.read_cntr());
+        let counted = (self.inj.settled < self.inj.issued).then(|| {
+            let failed = self.cntr_failed();
+            (self.cntr_done(), failed)
+        });
         let mut r = self.poll_cq();
         // Under a stream of messages (a device heap's staging traffic, or an outsider's flood) keep draining while
         // messages keep arriving, every buffer reposted before the next read ([`RXM_MSG_RX_SIZE`]; bounded rounds:
@@ -26,19 +42,22 @@ impl Ep {
         r
     }
 
-    /// The write counter: completions and failures.
-    fn read_cntr(&mut self) -> (u64, u64) {
+    /// The write counter's completions.
+    fn cntr_done(&mut self) -> u64 {
         // SAFETY: the counter is open (injected puts are issued only with one) and bound to the open endpoint.
-        unsafe {
-            (
-                fi::xfi_cntr_read(self.cntr),
-                fi::xfi_cntr_readerr(self.cntr),
-            )
-        }
+        unsafe { fi::xfi_cntr_read(self.cntr) }
     }
 
-    /// Account the write counter read before the last completion-queue read ([`Injects`]): failures of injected
-    /// puts become errors, and once every injected put issued is done they are settled.
+    /// The write counter's failures (kept: a later poll may account with them without reading them again).
+    fn cntr_failed(&mut self) -> u64 {
+        // SAFETY: as in `cntr_done`.
+        self.inj.failed_read = unsafe { fi::xfi_cntr_readerr(self.cntr) };
+        self.inj.failed_read
+    }
+
+    /// Account the write counter read before the last completion-queue read ([`Injects`]; `failed` may be an
+    /// earlier reading: the count of injected puts done stays a lower bound): failures of injected puts become
+    /// errors, and once every injected put issued is done they are settled.
     fn settle(&mut self, done: u64, failed: u64) {
         let inj_failed = failed.saturating_sub(self.inj.ctx_failed);
         if inj_failed > self.inj.failed_seen {

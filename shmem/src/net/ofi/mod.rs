@@ -109,7 +109,12 @@ pub(crate) const INJECT_BIT: u64 = 1 << 62;
 /// failures) less the counted parts whose completions the queue has returned (`ctx_done`); once that reaches
 /// `issued`, every injected put issued so far is done (`settled`). A PE or a domain has injected puts in flight
 /// while its last one's sequence number is above `settled`: a quiet of one domain may so wait for another's
-/// injected puts too (the counter is the endpoint's), never for its larger operations.
+/// injected puts too (the counter is the endpoint's), never for its larger operations, and a quiet racing another
+/// thread's stream of injected puts ends at a poll that finds all of them done (within the wait's time limit). The
+/// accounting relies on the provider counting what `fi_cntr(3)` says the `FI_WRITE` counter counts (RMA writes
+/// and non-fetching atomics, successes and failures; `ofi_rxm` does, in `rxm_finish_rma` and its atomic
+/// responses): one that counted less would leave a quiet waiting until its time limit, one that counted more
+/// (reads, fetching atomics) would end it early.
 #[derive(Default)]
 pub(super) struct Injects {
     /// Injected puts issued; the last one's sequence number.
@@ -126,10 +131,18 @@ pub(super) struct Injects {
     last_pe: Vec<u64>,
     /// The sequence number of the last injected put of each domain.
     last_domain: HashMap<Domain, u64, BuildHasherDefault<IdHasher>>,
+    /// Polls that found only injected puts in flight ([`INJECT_QUEUE_EVERY`]).
+    polls: u64,
+    /// The write counter's failures when last read.
+    failed_read: u64,
     /// The error of failed injected puts, with the sequence numbers it covers (every one outstanding when the
     /// failure was counted: the counter does not say which one failed). The last few only.
     failures: Vec<(u64, u64, Error)>,
 }
+
+/// While only injected puts are in flight, a poll reads the write counter alone, and the completion queue (for
+/// received messages) every this many polls.
+const INJECT_QUEUE_EVERY: u64 = 16;
 
 /// Failure ranges [`Injects`] keeps for the tickets of injected puts.
 const INJECT_FAILURES_KEPT: usize = 16;
