@@ -293,3 +293,64 @@ impl Ctxs {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn op_ids_name_their_slot_only_while_it_is_theirs() {
+        let mut ops = Ops::default();
+        let a = ops.alloc().unwrap().0;
+        let b = ops.alloc().unwrap().0;
+        let c = ops.alloc().unwrap().0;
+        assert!(
+            a != 0 && a < b && b < c,
+            "ids order operations by issue: {a} {b} {c}"
+        );
+        assert_eq!(a & INJECT_BIT, 0);
+        assert_eq!(a & RECV_BIT, 0);
+        ops.free(b);
+        assert!(
+            ops.get(b).is_none(),
+            "a finished operation's id names nothing"
+        );
+        let d = ops.alloc().unwrap().0;
+        assert_eq!(
+            d & ((1 << SLOT_BITS) - 1),
+            b & ((1 << SLOT_BITS) - 1),
+            "the free slot is reused"
+        );
+        assert_ne!(d, b, "under a new id");
+        assert!(ops.get(b).is_none() && ops.get(d).is_some());
+        // An id no slot holds (a forged staging reply's, say) finds nothing.
+        assert!(ops.get(u64::MAX >> 2).is_none() && ops.get(0).is_none());
+        let mut ids = ops.ids();
+        ids.sort_unstable();
+        assert_eq!(ids, vec![a, c, d]);
+        for id in [a, c, d] {
+            ops.free(id);
+        }
+        assert!(ops.is_empty());
+    }
+
+    #[test]
+    fn free_slots_keep_a_bounded_amount_of_buffers() {
+        let mut ops = Ops::default();
+        let words = 64 * 1024; // 512 KiB each
+        let ids: Vec<u64> = (0..4)
+            .map(|_| {
+                let (id, op) = ops.alloc().unwrap();
+                op.buf.resize(words, 0);
+                id
+            })
+            .collect();
+        for id in ids {
+            ops.free(id);
+        }
+        let kept: usize = ops.slots.iter().map(|s| s.1.buf.capacity() * 8).sum();
+        assert!(kept <= OPS_KEEP, "{kept} bytes kept");
+        assert_eq!(kept, ops.kept);
+        assert!(kept >= words * 8, "some buffer is kept for reuse");
+    }
+}
