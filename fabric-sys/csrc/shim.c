@@ -190,3 +190,8 @@ ssize_t xfi_recv(struct fid_ep *ep, void *buf, size_t len, void *desc, fi_addr_t
 ssize_t xfi_trecv(struct fid_ep *ep, void *buf, size_t len, void *desc, fi_addr_t src_addr, uint64_t tag, uint64_t ignore, void *context) {
     return fi_trecv(ep, buf, len, desc, src_addr, tag, ignore, context);
 }
+int xfi_cntr_open(struct fid_domain *domain, struct fi_cntr_attr *attr, struct fid_cntr **cntr, void *context) {
+    return fi_cntr_open(domain, attr, cntr, context);
+}
+uint64_t xfi_cntr_read(struct fid_cntr *cntr) { return fi_cntr_read(cntr); }
+uint64_t xfi_cntr_readerr(struct fid_cntr *cntr) { return fi_cntr_readerr(cntr); }

@@ -68,4 +68,8 @@ int xfi_mr_regattr(struct fid_domain *domain, const struct fi_mr_attr *attr, uin
 ssize_t xfi_send(struct fid_ep *ep, const void *buf, size_t len, void *desc, fi_addr_t dest_addr, void *context);
 ssize_t xfi_recv(struct fid_ep *ep, void *buf, size_t len, void *desc, fi_addr_t src_addr, void *context);
 ssize_t xfi_trecv(struct fid_ep *ep, void *buf, size_t len, void *desc, fi_addr_t src_addr, uint64_t tag, uint64_t ignore, void *context);
+/* Completion counters (the write counter of injected puts). */
+int xfi_cntr_open(struct fid_domain *domain, struct fi_cntr_attr *attr, struct fid_cntr **cntr, void *context);
+uint64_t xfi_cntr_read(struct fid_cntr *cntr);
+uint64_t xfi_cntr_readerr(struct fid_cntr *cntr);
 #endif

@@ -350,3 +350,203 @@ fn zero_copy_put_timeout_closes_endpoint_2pe() {
         "{text}"
     );
 }
+
+/// The small-message path of the fabric (`net/ofi`): PE 0 issues, in the default domain and two domains of its
+/// own, injected puts (8 B, up to the provider's inject size) interleaved with puts that take a context (128 B,
+/// 4 KiB, 40 KiB through a bounce buffer) and non-fetching atomics, which the same write counter counts; each
+/// domain's quiet must end (the counter's accounting settles) and leave its values at PE 1, checked there against
+/// the values PE 0 computed. Then a put_signal ping-pong over every path (injected sizes, copied sizes, a
+/// bounce buffer) in which each side checks the whole payload when it sees the signal: with a provider that
+/// orders writes (`FI_ORDER_WAW`) the signal goes right behind its data, and a signal seen before its data fails
+/// the check.
+///
+/// `spin`: the reader spins on the signal (the provider progresses on its own, as `sockets` does) rather than
+/// waiting for it (`tcp;ofi_rxm` moves data only while the target calls in).
+fn small_messages(name: &str, env: &[(&str, &str)], spin: bool) {
+    use xpushmem::{Cmp, SignalOp};
+    if is_pe_of(name) {
+        run_pe(|sh| {
+            let (me, other) = (sh.my_pe(), 1 - sh.my_pe());
+            const N: usize = 96;
+            // Three rows of N words (default domain, d1, d2), the context-path puts' bytes, an atomic counter.
+            let rows = sh.calloc::<u64>(3 * N)?;
+            let bytes = sh.calloc::<u8>(3 * 40_000)?;
+            let adds = sh.calloc::<u64>(1)?.at(0)?;
+            let value = |row: usize, i: usize| (row as u64 + 1) * 1_000_003 + i as u64 * 7;
+            let pattern = |k: usize, len: usize| -> Vec<u8> {
+                (0..len).map(|j| (j * 31 + k * 7 + 1) as u8).collect()
+            };
+            sh.barrier_all()?;
+            if me == 0 {
+                let d1 = sh.domain_open()?;
+                let d2 = sh.domain_open()?;
+                let row2: Vec<u64> = (0..N).map(|i| value(2, i)).collect();
+                let mut held = Vec::new();
+                for i in 0..N {
+                    sh.p(rows.at(i)?, value(0, i), other)?;
+                    sh.on(d1)?.p(rows.at(N + i)?, value(1, i), other)?;
+                    let w = sh.on(d2)?.put_nbi(
+                        rows.slice(2 * N + i..2 * N + i + 1)?,
+                        &row2[i..i + 1],
+                        other,
+                    )?;
+                    if i % 3 == 0 {
+                        // Completing one injected put's handle waits for its delivery.
+                        w.wait()?;
+                    } else {
+                        // The others are completed by d2's quiet (their handles, dropped after it, find them so).
+                        held.push(w);
+                    }
+                    if i % 16 == 0 {
+                        let k = i / 16;
+                        let len = [128, 4096, 40_000][k % 3];
+                        let at = (k % 3) * 40_000;
+                        sh.on(d1)?
+                            .put(bytes.slice(at..at + len)?, &pattern(k, len), other)?;
+                        sh.on(d2)?.atomic_add(adds, 1, other)?;
+                    }
+                }
+                sh.on(d2)?.quiet()?;
+                assert!(
+                    held.iter().all(|w| w.test()),
+                    "d2's puts complete after its quiet"
+                );
+                drop(held);
+                sh.on(d1)?.quiet()?;
+                sh.domain_close(d1)?;
+                sh.domain_close(d2)?;
+            }
+            // The barrier completes the default domain's puts; the others were completed by their quiets.
+            sh.barrier_all()?;
+            if me == 1 {
+                let mut got = vec![0u64; 3 * N];
+                sh.get(&mut got, rows.slice(0..3 * N)?, me)?;
+                let want: Vec<u64> = (0..3 * N).map(|j| value(j / N, j % N)).collect();
+                assert_eq!(got, want, "small puts of three domains");
+                assert_eq!(sh.g(adds, me)?, N.div_ceil(16) as u64, "atomic adds");
+                let last =
+                    |slot: usize| (0..N).step_by(16).map(|i| i / 16).rfind(|k| k % 3 == slot);
+                for slot in 0..3 {
+                    if let Some(k) = last(slot) {
+                        let len = [128, 4096, 40_000][slot];
+                        let mut b = vec![0u8; len];
+                        sh.get(&mut b, bytes.slice(slot * 40_000..slot * 40_000 + len)?, me)?;
+                        assert!(b == pattern(k, len), "the {len}-byte put of round {k}");
+                    }
+                }
+            }
+            sh.barrier_all()?;
+            // put_signal ping-pong: PE 0 sends round r (odd signal values), PE 1 checks and answers (even ones).
+            let data = sh.calloc::<u8>(PP_MAX)?;
+            let sig = sh.calloc::<u64>(1)?.at(0)?;
+            sh.barrier_all()?;
+            let mut round = 0u64;
+            for &len in &PP_SIZES {
+                for _ in 0..PP_ROUNDS {
+                    round += 1;
+                    let turn = |r: u64| 2 * r - u64::from(me == 0);
+                    if me == 1 || round > 1 {
+                        // Wait for the other side's message of this round (PE 1) or of the last one (PE 0).
+                        let r = if me == 1 { round } else { round - 1 };
+                        let want = 2 * r - u64::from(me == 1);
+                        if spin {
+                            // A tight loop of tests, so that the payload is read as soon as the signal shows (a
+                            // wait that backs off gives late data time to land). `test` drives no progress: only
+                            // with a provider that progresses on its own.
+                            let since = std::time::Instant::now();
+                            while !sh.test(sig, Cmp::Ge, want)? {
+                                assert!(
+                                    since.elapsed() < std::time::Duration::from_secs(60),
+                                    "PE {me}: no signal of round {r} in 60 s"
+                                );
+                            }
+                        } else {
+                            sh.signal_wait_until(sig, Cmp::Ge, want)?;
+                        }
+                        assert_eq!(sh.signal_fetch(sig)?, want, "signal of round {r}");
+                        let prev = if me == 1 { len } else { last_len(round - 1) };
+                        let mut b = vec![0u8; prev];
+                        sh.get(&mut b, data.slice(0..prev)?, me)?;
+                        assert!(
+                            b == pattern(r as usize + me, prev),
+                            "PE {me}: {prev} bytes of round {r} seen with their signal"
+                        );
+                    }
+                    sh.put_signal(
+                        data.slice(0..len)?,
+                        &pattern(round as usize + other, len),
+                        sig,
+                        turn(round),
+                        SignalOp::Set,
+                        other,
+                    )?;
+                }
+            }
+            if me == 0 {
+                let want = 2 * round;
+                assert_eq!(sh.signal_wait_until(sig, Cmp::Ge, want)?, want);
+                let mut b = vec![0u8; PP_MAX];
+                sh.get(&mut b, data.slice(0..PP_MAX)?, me)?;
+                assert!(b == pattern(round as usize, PP_MAX), "the last answer");
+            }
+            sh.barrier_all()?;
+            Ok(())
+        });
+    }
+    if !fabric_available() {
+        eprintln!(
+            "skipped: this build has no fabric transport (libfabric headers missing at build time)"
+        );
+        return;
+    }
+    let out = spawn_pes_with(name, 2, env);
+    assert_success(name, 2, &out);
+}
+
+/// The payload sizes of [`small_messages`]'s ping-pong: injected sizes, copied ones, and a bounce buffer's just
+/// below the size from which put_signal waits for its data anyway (`SIGNAL_DIRECT_MIN`, 256 KiB), whose long
+/// transfer leaves a signal sent ahead of it time to be seen first.
+const PP_SIZES: [usize; 5] = [8, 64, 200, 4096, PP_MAX];
+const PP_MAX: usize = 200_000;
+/// Ping-pong rounds per size: a signal that overtakes its data is seen only when the reader looks in between, so
+/// one round would rarely catch it.
+const PP_ROUNDS: usize = 10;
+
+/// The payload size of ping-pong round `r` (1-based) of [`small_messages`].
+fn last_len(r: u64) -> usize {
+    PP_SIZES[((r - 1) / PP_ROUNDS as u64) as usize]
+}
+
+#[test]
+fn small_messages_2pe() {
+    small_messages(
+        &test_name(module_path!(), "small_messages_2pe"),
+        &[("XPUSHMEM_TRANSPORT", "fabric")],
+        false,
+    );
+}
+
+/// The same over libfabric's `sockets` provider, which orders writes and atomics (`FI_ORDER_WAW`, `tcp;ofi_rxm`
+/// does not), so that put_signal's signal goes right behind its data. Skipped when libfabric has no `sockets`.
+#[test]
+fn small_messages_ordered_provider_2pe() {
+    let name = test_name(module_path!(), "small_messages_ordered_provider_2pe");
+    if !is_pe_of(&name) && fabric_available() {
+        let listed = xpushmem::transport::fabric_providers()
+            .ok()
+            .flatten()
+            .is_some_and(|p| p.iter().any(|(n, _, _)| n == "sockets"));
+        if !listed {
+            eprintln!("skipped: libfabric offers no sockets provider here");
+            return;
+        }
+    }
+    small_messages(
+        &name,
+        &[
+            ("XPUSHMEM_TRANSPORT", "fabric"),
+            ("XPUSHMEM_FABRIC_PROVIDER", "sockets"),
+        ],
+        true,
+    );
+}

@@ -9,6 +9,24 @@ impl Ep {
             // The completion queue may still hold entries of abandoned operations: never read it again.
             return Err(self.closed_err());
         }
+        if self.inj.settled < self.inj.issued && self.ops.is_empty() {
+            // Only injected puts in flight: every counted part with a context has been read from the queue, so
+            // the counter's completions say how many injected puts are done, and reading them drives the
+            // provider's progress. Its failures (another call, another progress) and the queue (received
+            // messages) are read only every [`INJECT_QUEUE_EVERY`]th such poll: a quiet of small puts then costs
+            // one progress call per poll, as raw libfabric's wait does.
+            self.inj.polls = self.inj.polls.wrapping_add(1);
+            if self.inj.polls % INJECT_QUEUE_EVERY != 0 {
+                let done = self.cntr_done();
+                self.settle(done, self.inj.failed_read);
+                return Ok(());
+            }
+        }
+        // The write counter first, then the completion queue ([`Injects`]).
+        let counted = (self.inj.settled < self.inj.issued).then(|| {
+            let failed = self.cntr_failed();
+            (self.cntr_done(), failed)
+        });
         let mut r = self.poll_cq();
         // Under a stream of messages (a device heap's staging traffic, or an outsider's flood) keep draining while
         // messages keep arriving, every buffer reposted before the next read ([`RXM_MSG_RX_SIZE`]; bounded rounds:
@@ -18,7 +36,114 @@ impl Ep {
             r = self.poll_cq();
             rounds += 1;
         }
+        if let Some((done, failed)) = counted {
+            self.settle(done, failed);
+        }
         r
+    }
+
+    /// The write counter's completions.
+    fn cntr_done(&mut self) -> u64 {
+        // SAFETY: the counter is open (injected puts are issued only with one) and bound to the open endpoint.
+        unsafe { fi::xfi_cntr_read(self.cntr) }
+    }
+
+    /// The write counter's failures (kept: a later poll may account with them without reading them again).
+    fn cntr_failed(&mut self) -> u64 {
+        // SAFETY: as in `cntr_done`.
+        self.inj.failed_read = unsafe { fi::xfi_cntr_readerr(self.cntr) };
+        self.inj.failed_read
+    }
+
+    /// Account the write counter read before the last completion-queue read ([`Injects`]; `failed` may be an
+    /// earlier reading: the count of injected puts done stays a lower bound): failures of injected puts become
+    /// errors, and once every injected put issued is done they are settled.
+    fn settle(&mut self, done: u64, failed: u64) {
+        let inj_failed = failed.saturating_sub(self.inj.ctx_failed);
+        if inj_failed > self.inj.failed_seen {
+            let n = inj_failed - self.inj.failed_seen;
+            self.inj.failed_seen = inj_failed;
+            let err = self.inject_error(
+                format!(
+                    "the write counter counted {n} failed injected put{}",
+                    if n == 1 { "" } else { "s" }
+                ),
+                None,
+            );
+            self.injects_failed(err);
+        }
+        let inj_done = (done + failed).saturating_sub(self.inj.ctx_done);
+        if inj_done >= self.inj.issued {
+            self.inj.settled = self.inj.issued;
+        }
+    }
+
+    /// The PEs with injected puts in flight.
+    fn inject_pes(&self) -> Vec<usize> {
+        let settled = self.inj.settled;
+        (0..self.inj.last_pe.len())
+            .filter(|&p| self.inj.last_pe[p] > settled)
+            .collect()
+    }
+
+    /// The error of failed injected puts (`why`; `code`: the error number a completion entry gave), naming the
+    /// peers they went to (the counter does not say which failed), [`Error::PeerLost`] when a peer is gone.
+    fn inject_error(&mut self, why: String, code: Option<i32>) -> Error {
+        let pes = self.inject_pes();
+        let first = pes.first().copied().unwrap_or(usize::MAX);
+        let to = match pes.len() {
+            0 => "a PE".to_string(),
+            1 => format!("PE {first}"),
+            _ => format!(
+                "one of PEs {}",
+                pes.iter()
+                    .map(|p| p.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        };
+        let lost_code = code.is_some_and(|c| is_lost(c) || c.unsigned_abs() == fi::FI_ECANCELED);
+        let lost_boot = matches!((self.liveness)(), Err(Error::PeerLost { .. }));
+        if lost_code || lost_boot {
+            self.lost = true;
+            let cause = self.lost_first(first);
+            return Error::PeerLost {
+                pe: cause,
+                me: self.me,
+                op: format!(
+                    "put (injected) to {to} over fabric provider {}: {why}",
+                    self.prov
+                ),
+            };
+        }
+        Error::Transport {
+            transport: "fabric",
+            message: format!(
+                "put (injected) to {to} failed on provider {}: {why}",
+                self.prov
+            ),
+        }
+    }
+
+    /// Injected puts outstanding failed with `err`: every one of them ends with it (their tickets, and the quiet of
+    /// each domain that has them).
+    pub(super) fn injects_failed(&mut self, err: Error) {
+        let (lo, hi) = (self.inj.settled + 1, self.inj.issued);
+        if lo > hi {
+            return;
+        }
+        for (&d, &last) in &self.inj.last_domain {
+            if last >= lo {
+                self.errors
+                    .entry(INJECT_BIT | last)
+                    .or_insert_with(|| err.clone());
+                self.error_domains.insert(INJECT_BIT | last, d);
+            }
+        }
+        if self.inj.failures.len() == INJECT_FAILURES_KEPT {
+            self.inj.failures.remove(0);
+        }
+        self.inj.failures.push((lo, hi, err));
     }
 
     /// Read completions: until the queue is empty (at most four reads), or after the first read that returned a
@@ -45,12 +170,18 @@ impl Ep {
             }
             ok(&self.prov, "fi_cq_read", r as i64)?;
             for e in &entries[..r as usize] {
-                // SAFETY: every operation's context is a live Box<Ctx> held by its `Op` (or, for a receive, by
-                // the `Stage`) until its completion.
-                let (id, slab) = unsafe {
+                if e.op_context.is_null() {
+                    // Not an operation of this PE's (injected puts have no entries): nothing to finish.
+                    continue;
+                }
+                // SAFETY: every part's context is a boxed context of the pool (or, for a receive, of the
+                // inbox), alive as long as the endpoint and not reused until this completion gives it back.
+                let (id, slab, counted, index) = unsafe {
                     let c = &*(e.op_context as *const Ctx);
-                    (c.id, c.slab)
+                    (c.id, c.slab, c.counted, c.index)
                 };
+                self.ctxs.give(index);
+                self.inj.ctx_done += u64::from(counted);
                 self.free_slab(slab);
                 if id & RECV_BIT != 0 {
                     self.inbox
@@ -95,6 +226,16 @@ impl Ep {
             // SAFETY: a NUL-terminated string (in `text` or the provider's static storage).
             unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
         };
+        if e.op_context.is_null() && self.inj.settled < self.inj.issued {
+            // An injected put failed (it has no context).
+            self.inj.failed_seen += 1;
+            let err = self.inject_error(
+                format!("{} ({prov_text})", strerror(e.err as i64)),
+                Some(e.err),
+            );
+            self.injects_failed(err);
+            return Ok(());
+        }
         if e.op_context.is_null() {
             return Err(Error::Transport {
                 transport: "fabric",
@@ -105,11 +246,14 @@ impl Ep {
                 ),
             });
         }
-        // SAFETY: as in `poll`, the context is a live Box<Ctx>.
-        let (id, slab) = unsafe {
+        // SAFETY: as in `poll_cq_into`, the context is a live pool (or inbox) context.
+        let (id, slab, counted, index) = unsafe {
             let c = &*(e.op_context as *const Ctx);
-            (c.id, c.slab)
+            (c.id, c.slab, c.counted, c.index)
         };
+        self.ctxs.give(index);
+        self.inj.ctx_done += u64::from(counted);
+        self.inj.ctx_failed += u64::from(counted);
         self.free_slab(slab);
         if id & RECV_BIT != 0 {
             // A receive failed: canceled at close (nothing to do), or a message longer than a buffer (no message
@@ -125,7 +269,7 @@ impl Ep {
         }
         let (pe, what) = self
             .ops
-            .get(&id)
+            .get(id)
             .map_or((usize::MAX, "?"), |o| (o.pe, o.what));
         // Connection-level failures mean the peer is gone; so does the cancellation of an operation: this PE
         // never cancels one, the provider does when the connection it was queued on went away (tcp;ofi_rxm with
@@ -164,7 +308,7 @@ impl Ep {
 
     /// One completion of operation `id` (an error, or one of its parts).
     pub(super) fn part_done(&mut self, id: u64, err: Option<Error>) {
-        let Some(op) = self.ops.get_mut(&id) else {
+        let Some(op) = self.ops.get_mut(id) else {
             return;
         };
         if let Some(e) = err {
@@ -195,7 +339,7 @@ impl Ep {
 
     /// Drop the guard part of operation `id`; finish it when nothing else is in flight.
     pub(super) fn release(&mut self, id: u64) {
-        if let Some(op) = self.ops.get_mut(&id) {
+        if let Some(op) = self.ops.get_mut(id) {
             op.parts_left = op.parts_left.saturating_sub(1);
             if op.parts_left == 0 && op.then.is_none() {
                 self.finish(id);
@@ -208,19 +352,17 @@ impl Ep {
     }
 
     pub(super) fn finish(&mut self, id: u64) {
-        let Some(mut op) = self.ops.remove(&id) else {
+        let Some(op) = self.ops.get_mut(id) else {
             return;
         };
-        self.per_pe[op.pe] = self.per_pe[op.pe].saturating_sub(1);
-        self.domain_done(op.domain);
-        if self.errors.contains_key(&id) {
-            self.error_domains.insert(id, op.domain);
-        }
+        let (pe, domain) = (op.pe, op.domain);
         if let Some(m) = op.mr.take() {
             // SAFETY: the registration was made for this operation, which has completed.
             unsafe { fi::xfi_close(&mut (*m.mr).fid) };
         }
-        if !self.errors.contains_key(&id) {
+        if self.errors.contains_key(&id) {
+            self.error_domains.insert(id, domain);
+        } else {
             let bytes = bytes_of(&op.buf);
             if let Some(n) = op.get_len {
                 self.results.insert(id, bytes[..n].to_vec());
@@ -228,5 +370,8 @@ impl Ep {
                 self.results.insert(id, bytes[at..at + 8].to_vec());
             }
         }
+        self.ops.free(id);
+        self.per_pe[pe] = self.per_pe[pe].saturating_sub(1);
+        self.domain_done(domain);
     }
 }

@@ -137,10 +137,17 @@ impl Ep {
             own: Vec::new(),
             addrs: vec![ADDR_NOTAVAIL; n],
             me,
-            next: 1,
-            ops: IdMap::default(),
+            ops: slab::Ops::default(),
+            ctxs: slab::Ctxs::default(),
+            cntr: std::ptr::null_mut(),
+            inject_max: 0,
+            inj: Injects {
+                last_pe: vec![0; n],
+                ..Default::default()
+            },
+            waw_max: 0,
             per_pe: vec![0; n],
-            per_domain: HashMap::new(),
+            per_domain: HashMap::default(),
             error_domains: IdMap::default(),
             results: IdMap::default(),
             errors: IdMap::default(),
@@ -166,6 +173,8 @@ impl Ep {
                             raw: fi::fi_context2::default(),
                             id: RECV_BIT | i as u64,
                             slab: NO_SLAB,
+                            counted: false,
+                            index: NO_CTX,
                         })
                     })
                     .collect(),
@@ -226,20 +235,60 @@ impl Ep {
                 "fi_av_open",
                 fi::xfi_av_open(ep.domain, &mut av_attr, &mut ep.av, std::ptr::null_mut()) as i64,
             )?;
+            // Every operation with a context asks for its completion entry (`FI_COMPLETION`: in the default
+            // flags of the calls without flags, and in the flags of the `*msg` calls), so that the transmit side
+            // of the completion queue can be selective and injected puts have none ([`Injects`]).
+            (*info.tx_attr).op_flags |= fi::FI_COMPLETION as u64;
             ok(
                 &prov,
                 "fi_endpoint",
                 fi::xfi_endpoint(ep.domain, chosen, &mut ep.ep, std::ptr::null_mut()) as i64,
             )?;
+            let selective = fi::xfi_ep_bind(
+                ep.ep,
+                &mut (*ep.cq).fid,
+                fi::FI_TRANSMIT as u64 | fi::FI_SELECTIVE_COMPLETION,
+            ) == 0;
+            let bind = if selective {
+                fi::FI_RECV
+            } else {
+                fi::FI_TRANSMIT | fi::FI_RECV
+            };
             ok(
                 &prov,
                 "fi_ep_bind(cq)",
-                fi::xfi_ep_bind(
-                    ep.ep,
-                    &mut (*ep.cq).fid,
-                    (fi::FI_TRANSMIT | fi::FI_RECV) as u64,
-                ) as i64,
+                fi::xfi_ep_bind(ep.ep, &mut (*ep.cq).fid, bind as u64) as i64,
             )?;
+            // The write counter of injected puts; without it (or without a selective completion queue, where an
+            // injected put would leave an entry without a context), every put has a context.
+            if selective && (*info.tx_attr).inject_size > 0 {
+                let mut cattr = fi::fi_cntr_attr {
+                    events: fi::FI_CNTR_EVENTS_COMP,
+                    wait_obj: fi::FI_WAIT_NONE,
+                    ..Default::default()
+                };
+                let mut c = std::ptr::null_mut();
+                if fi::xfi_cntr_open(ep.domain, &mut cattr, &mut c, std::ptr::null_mut()) == 0 {
+                    ep.cntr = c;
+                    if fi::xfi_ep_bind(ep.ep, &mut (*c).fid, fi::FI_WRITE as u64) == 0 {
+                        ep.inject_max = (*info.tx_attr).inject_size;
+                    }
+                }
+            }
+            // FI_ORDER_WAW: RMA and atomic writes are processed in order, data placed in order up to
+            // max_order_waw_size.
+            if (*info.tx_attr).msg_order & fi::FI_ORDER_WAW as u64 != 0 {
+                ep.waw_max = (*info.ep_attr).max_order_waw_size;
+            }
+            tracing::debug!(
+                pe = me,
+                provider = %prov,
+                selective,
+                inject_max = ep.inject_max,
+                waw_max = ep.waw_max,
+                msg_order = format_args!("{:#x}", (*info.tx_attr).msg_order),
+                "fabric: injected puts up to inject_max bytes; signals right after data up to waw_max bytes"
+            );
             ok(
                 &prov,
                 "fi_ep_bind(av)",

@@ -5,13 +5,27 @@
 //!
 //! - [`info`]: provider discovery (`fi_getinfo`, what the endpoint wants, where it listens, rxm's receive bound);
 //! - [`ep`]: opening the endpoint, registering memory (keys chosen by the caller), addresses of peers;
-//! - [`ops`]: posting RMA writes and reads, atomics, the EAGAIN retry;
-//! - [`cq`]: completions and completion errors, the end of operations;
-//! - [`slab`]: the bounce buffers of large puts;
+//! - [`ops`]: posting RMA writes and reads, atomics, the EAGAIN retry; small puts injected ([`Injects`]);
+//! - [`cq`]: completions and completion errors, the write counter, the end of operations;
+//! - [`slab`]: the bounce buffers of large puts, the slab of operations in flight and the pool of their parts'
+//!   contexts;
 //! - [`msg`]: two-sided messages: the receive buffers every PE keeps posted, the staging protocol of device heaps
 //!   (requests on a heap behind [`msg::StagedHeap`], and their replies), authenticated by the receiver's token.
 //!
 //! See `transport/fabric/mod.rs` for what the transport promises (ordering, completion, security).
+//!
+//! Lock discipline. The engine takes no lock of its own: every method takes `&mut Ep` or `&Ep`, and the fabric
+//! transport keeps the one [`Ep`] of a PE in a `Mutex` (`Fabric::ep`), which therefore guards every libfabric
+//! object of the PE (endpoint, completion queue, write counter, registrations), the operations in flight (the op
+//! slab, the part contexts, the bounce buffers, the injected puts' accounting), their results and errors, and the
+//! receive buffers. Waits never sleep or spin holding it: `Fabric::wait` polls under it and lets it go between
+//! polls (the progress thread does the same), and a post that the provider pushes back (`EAGAIN`) polls under
+//! the lock it holds, with the bounded back-off of every wait. Other locks, always taken in this order and none
+//! held while waiting: `Fabric::ep`, then a window's chunk list (`FabricWindow::chunks`, read under the
+//! endpoint's lock, written alone when a heap grows), then `Fabric::keys`, then `Fabric::user_keys`;
+//! `Fabric::thread` is taken alone. Under `Fabric::ep` the engine calls out only to the liveness check (the
+//! bootstrap's own locks) and a staged device heap's service lane, neither of which calls back into the
+//! transport.
 
 pub(crate) mod cq;
 pub(crate) mod ep;
@@ -65,14 +79,73 @@ pub(crate) struct Region {
     pub(crate) staged: bool,
 }
 
-/// Per-operation context handed to libfabric (`fi_context2` first, for providers that use `FI_CONTEXT`/`2`).
+/// Per-part context handed to libfabric (`fi_context2` first, for providers that use `FI_CONTEXT`/`2`), from the
+/// pool [`slab::Ctxs`] (a receive buffer's is its own).
 #[repr(C)]
 pub(super) struct Ctx {
     raw: fi::fi_context2,
     id: u64,
     /// The bounce buffer this part reads ([`NO_SLAB`]: none), free again once the part completes.
     slab: u32,
+    /// A write or a non-fetching atomic: the write counter counts its completion too ([`Injects`]).
+    counted: bool,
+    /// Its place in [`slab::Ctxs`] ([`NO_CTX`]: not from the pool).
+    index: u32,
 }
+
+/// [`Ctx::index`] of a context that is not from the pool (a receive buffer's).
+pub(crate) const NO_CTX: u32 = u32::MAX;
+
+/// Ticket bit of an injected put ([`Ep::put`] up to the provider's inject size): the bits below are its sequence
+/// number among injected puts ([`Injects`]). Operation ids never reach it.
+pub(crate) const INJECT_BIT: u64 = 1 << 62;
+
+/// Injected puts: posted with `FI_INJECT` (the provider copies the source before the call returns) and no
+/// completion entry (the completion queue is bound with `FI_SELECTIVE_COMPLETION`; every other operation asks for
+/// its entry), so a small put takes no context, no slot and no allocation. Their completions (delivery, with
+/// `FI_DELIVERY_COMPLETE`) are counted by the endpoint's write counter, which counts the writes and non-fetching
+/// atomics that have contexts as well (`fi_cntr(3)`: the `FI_WRITE` counter). [`Ep::poll`] reads the counter
+/// before the completion queue, so the injected puts done by then are at least the counter (successes and
+/// failures) less the counted parts whose completions the queue has returned (`ctx_done`); once that reaches
+/// `issued`, every injected put issued so far is done (`settled`). A PE or a domain has injected puts in flight
+/// while its last one's sequence number is above `settled`: a quiet of one domain may so wait for another's
+/// injected puts too (the counter is the endpoint's), never for its larger operations, and a quiet racing another
+/// thread's stream of injected puts ends at a poll that finds all of them done (within the wait's time limit). The
+/// accounting relies on the provider counting what `fi_cntr(3)` says the `FI_WRITE` counter counts (RMA writes
+/// and non-fetching atomics, successes and failures; `ofi_rxm` does, in `rxm_finish_rma` and its atomic
+/// responses): one that counted less would leave a quiet waiting until its time limit, one that counted more
+/// (reads, fetching atomics) would end it early.
+#[derive(Default)]
+pub(super) struct Injects {
+    /// Injected puts issued; the last one's sequence number.
+    issued: u64,
+    /// Every injected put up to this sequence number completed.
+    settled: u64,
+    /// Completions (successes and failures) of counted parts with a context read from the completion queue.
+    ctx_done: u64,
+    /// Of those, failures.
+    ctx_failed: u64,
+    /// Failures of injected puts reported already (by the counter, or by an error entry without a context).
+    failed_seen: u64,
+    /// The sequence number of the last injected put to each PE.
+    last_pe: Vec<u64>,
+    /// The sequence number of the last injected put of each domain.
+    last_domain: HashMap<Domain, u64, BuildHasherDefault<IdHasher>>,
+    /// Polls that found only injected puts in flight ([`INJECT_QUEUE_EVERY`]).
+    polls: u64,
+    /// The write counter's failures when last read.
+    failed_read: u64,
+    /// The error of failed injected puts, with the sequence numbers it covers (every one outstanding when the
+    /// failure was counted: the counter does not say which one failed). The last few only.
+    failures: Vec<(u64, u64, Error)>,
+}
+
+/// While only injected puts are in flight, a poll reads the write counter alone, and the completion queue (for
+/// received messages) every this many polls.
+const INJECT_QUEUE_EVERY: u64 = 16;
+
+/// Failure ranges [`Injects`] keeps for the tickets of injected puts.
+const INJECT_FAILURES_KEPT: usize = 16;
 
 /// Puts of at least this many bytes copy their source into a bounce buffer from [`Slabs`] (smaller ones into
 /// their operation's own buffer), or, for a blocking put whose source lies in the registered heap, are posted
@@ -123,9 +196,6 @@ pub(crate) struct Signal {
 /// blocking put that waits), so a provider that needs local registration (`FI_MR_LOCAL`) gets one region per
 /// operation, and nothing the caller owns is ever referenced after the call that started it.
 pub(super) struct Op {
-    /// Boxed: libfabric holds each context's address until its completion, and the Vec may reallocate.
-    #[allow(clippy::vec_box)]
-    ctxs: Vec<Box<Ctx>>,
     parts_left: usize,
     pe: usize,
     /// The completion domain it was issued in.
@@ -186,7 +256,26 @@ pub(crate) const RECV_BIT: u64 = 1 << 63;
 /// `at` of a reply whose bytes nobody wants (a put-with-signal's signal).
 pub(crate) const NO_RESULT: u64 = u64::MAX;
 
-/// The hasher of the maps keyed by operation id: ids are distinct counters, so one multiplication spreads them
+impl Op {
+    /// A free slot's operation.
+    pub(super) fn empty() -> Op {
+        Op {
+            parts_left: 0,
+            pe: 0,
+            domain: Domain::DEFAULT,
+            what: "",
+            buf: Vec::new(),
+            get_len: None,
+            result_at: None,
+            amo_at: 0,
+            staged: false,
+            mr: None,
+            then: None,
+        }
+    }
+}
+
+/// The hasher of the maps keyed by operation id (and by domain): ids are distinct counters, so one multiplication spreads them
 /// (SipHash, the default, cost about 20 ns per lookup, and a put and its completion make five).
 #[derive(Default)]
 pub(super) struct IdHasher(u64);
@@ -202,6 +291,9 @@ impl Hasher for IdHasher {
     }
     fn write_u64(&mut self, id: u64) {
         self.0 = id.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+    fn write_u32(&mut self, n: u32) {
+        self.write_u64(u64::from(n));
     }
 }
 
@@ -251,12 +343,24 @@ pub(crate) struct Ep {
     /// Libfabric address of each PE (`ADDR_NOTAVAIL` for PEs not reached).
     addrs: Vec<u64>,
     me: usize,
-    next: u64,
-    ops: IdMap<Op>,
+    /// The operations in flight (a slab: [`slab::Ops`]).
+    ops: slab::Ops,
+    /// The contexts of their parts.
+    ctxs: slab::Ctxs,
+    /// The write counter ([`Injects`]; null: no injected puts).
+    cntr: *mut fi::fid_cntr,
+    /// Puts up to this many bytes are injected ([`Injects`]; 0: none).
+    inject_max: usize,
+    /// Injected puts in flight.
+    inj: Injects,
+    /// A put-with-signal of up to this many bytes posts its signal right after its data (the provider orders an
+    /// atomic write after an RMA write, `FI_ORDER_WAW`, and places data in order up to `max_order_waw_size`);
+    /// 0: the signal waits for the data's delivery.
+    waw_max: usize,
     /// Outstanding operations per PE.
     per_pe: Vec<usize>,
     /// Outstanding operations per completion domain (absent: none).
-    per_domain: HashMap<Domain, usize>,
+    per_domain: HashMap<Domain, usize, BuildHasherDefault<IdHasher>>,
     /// The domain of each completed operation whose error is stored in `errors`.
     error_domains: IdMap<Domain>,
     /// Bytes of completed gets and results of atomics, until their tickets collect them.
@@ -386,7 +490,7 @@ impl Drop for Ep {
             if !self.ep.is_null() {
                 fi::xfi_close(&mut (*self.ep).fid);
             }
-            for op in self.ops.values_mut().chain(self.abandoned.iter_mut()) {
+            for op in self.ops.iter_mut().chain(self.abandoned.iter_mut()) {
                 if let Some(m) = op.mr.take() {
                     fi::xfi_close(&mut (*m.mr).fid);
                 }
@@ -404,6 +508,9 @@ impl Drop for Ep {
             }
             for m in self.inbox.mrs.drain(..) {
                 fi::xfi_close(&mut (*m.mr).fid);
+            }
+            if !self.cntr.is_null() {
+                fi::xfi_close(&mut (*self.cntr).fid);
             }
             if !self.av.is_null() {
                 fi::xfi_close(&mut (*self.av).fid);

@@ -233,7 +233,7 @@ impl Ep {
             MSG_GET | MSG_AMO => payload == 0,
             MSG_REPLY => self
                 .ops
-                .get(&m.id)
+                .get(m.id)
                 .is_some_and(|o| o.staged && o.pe == from && payload as u64 == m.len),
             _ => false,
         };
@@ -262,7 +262,7 @@ impl Ep {
         }
         let payload = &bytes_of(&buf[HDR_WORDS..])[..(len - HDR_WORDS * 8).min(STAGE_CHUNK)];
         if m.kind == MSG_REPLY {
-            let Some(op) = self.ops.get_mut(&m.id) else {
+            let Some(op) = self.ops.get_mut(m.id) else {
                 return;
             };
             if m.operand != 0 {
@@ -308,12 +308,18 @@ impl Ep {
             op: m.op,
             tok: self.tokens[from],
         };
-        let id = self.start(
+        let id = match self.start(
             from,
             Domain::DEFAULT,
             "staged reply",
             HDR_WORDS + data.len().div_ceil(8),
-        );
+        ) {
+            Ok(id) => id,
+            Err(e) => {
+                tracing::error!(pe = self.me, peer = from, "a staging reply failed: {e}");
+                return;
+            }
+        };
         {
             let o = self.op(id);
             o.buf[..HDR_WORDS].copy_from_slice(&reply.words());
@@ -407,7 +413,7 @@ impl Ep {
         };
         let chunks = src.len().div_ceil(STAGE_CHUNK).max(1);
         let words = chunks * HDR_WORDS + src.len().div_ceil(8) + chunks + HDR_WORDS;
-        let id = self.start(pe, d, what, words);
+        let id = self.start(pe, d, what, words)?;
         let me = self.me as u64;
         let tok = self.tokens[pe];
         let mut at = 0;
@@ -455,7 +461,7 @@ impl Ep {
     ) -> Result<u64> {
         let chunks = len.div_ceil(STAGE_CHUNK);
         let data_words = len.div_ceil(8);
-        let id = self.start(pe, d, "get", data_words + chunks * HDR_WORDS);
+        let id = self.start(pe, d, "get", data_words + chunks * HDR_WORDS)?;
         let me = self.me as u64;
         let tok = self.tokens[pe];
         {
@@ -499,7 +505,7 @@ impl Ep {
         op: AmoOp,
         operand: u64,
     ) -> Result<u64> {
-        let id = self.start(pe, d, "atomic", HDR_WORDS + 1);
+        let id = self.start(pe, d, "atomic", HDR_WORDS + 1)?;
         self.op(id).staged = true;
         self.op(id).result_at = Some(HDR_WORDS * 8);
         let r = self.stage_amo_msg(id, 0, off, width, op, operand, (HDR_WORDS * 8) as u64);

@@ -6,31 +6,34 @@ use super::*;
 impl Ep {
     /// A new operation on `pe` in domain `d` with `words` words of buffer, tracked from now on with one guard part
     /// (dropped by [`Ep::release`] once every part is posted): completions read while it is being posted find it.
-    pub(super) fn start(&mut self, pe: usize, d: Domain, what: &'static str, words: usize) -> u64 {
-        let id = self.next;
-        self.next += 1;
-        let op = Op {
-            ctxs: Vec::new(),
-            parts_left: 1,
-            pe,
-            domain: d,
-            what,
-            buf: vec![0u64; words.max(1)],
-            get_len: None,
-            result_at: None,
-            amo_at: 0,
-            staged: false,
-            mr: None,
-            then: None,
-        };
+    pub(super) fn start(
+        &mut self,
+        pe: usize,
+        d: Domain,
+        what: &'static str,
+        words: usize,
+    ) -> Result<u64> {
+        let (id, op) = self.ops.alloc()?;
+        // The slot's previous buffer is reused (zeroed: a get's or an atomic's unused bytes read as zero).
+        op.buf.clear();
+        op.buf.resize(words.max(1), 0);
+        op.parts_left = 1;
+        op.pe = pe;
+        op.domain = d;
+        op.what = what;
+        op.get_len = None;
+        op.result_at = None;
+        op.amo_at = 0;
+        op.staged = false;
+        op.mr = None;
+        op.then = None;
         self.per_pe[pe] += 1;
         *self.per_domain.entry(d).or_insert(0) += 1;
-        self.ops.insert(id, op);
-        id
+        Ok(id)
     }
 
     pub(super) fn op(&mut self, id: u64) -> &mut Op {
-        match self.ops.get_mut(&id) {
+        match self.ops.get_mut(id) {
             Some(o) => o,
             None => unreachable!("an operation being posted holds a guard part"),
         }
@@ -98,26 +101,30 @@ impl Ep {
         if self.closed.is_some() {
             return Err(self.closed_err());
         }
-        let mut ctx = Box::new(Ctx {
-            raw: fi::fi_context2::default(),
-            id,
-            slab,
-        });
-        let cp: *mut Ctx = &mut *ctx;
+        let counted = call == "fi_writemsg" || call == "fi_atomicmsg";
+        let cp = self.ctxs.take(id, slab, counted);
+        // SAFETY: `cp` points into a boxed context of the pool, alive as long as the endpoint.
+        let index = unsafe { (*cp).index };
         // The back-off (and the clock) only once the provider pushes back (most posts go at once).
         let mut backoff: Option<Backoff> = None;
         loop {
             let r = post(cp.cast());
             if r == -(fi::FI_EAGAIN as isize) {
                 // The transmit queue is full (or the connection is being made): completions free it.
-                self.poll()?;
-                let limit = self.timeout;
-                let b = backoff.get_or_insert_with(|| polling_backoff(0, limit));
-                self.pause_for(b, id, call)?;
+                let waited = self.poll().and_then(|()| {
+                    let limit = self.timeout;
+                    let b = backoff.get_or_insert_with(|| polling_backoff(0, limit));
+                    self.pause_for(b, id, call)
+                });
+                if let Err(e) = waited {
+                    self.ctxs.give(index);
+                    return Err(e);
+                }
                 continue;
             }
-            let o = self.op(id);
             if r < 0 {
+                self.ctxs.give(index);
+                let o = self.op(id);
                 let (pe, what) = (o.pe, o.what);
                 return Err(Error::Transport {
                     transport: "fabric",
@@ -128,8 +135,7 @@ impl Ep {
                     ),
                 });
             }
-            o.ctxs.push(ctx);
-            o.parts_left += 1;
+            self.op(id).parts_left += 1;
             return Ok(());
         }
     }
@@ -244,25 +250,119 @@ impl Ep {
         };
         self.stats.puts_copied += 1;
         self.stats.put_bytes_copied += src.len() as u64;
+        if signal.is_none() && !src.is_empty() && src.len() <= self.inject_max {
+            return self.inject(pe, d, region, off, src);
+        }
+        // The signal right after the data when the provider keeps them in order, else once the data is delivered.
+        let (then, now) = match signal {
+            Some(s) if src.len() <= self.waw_max => (None, Some(s)),
+            s => (s.map(|s| (region, s)), None),
+        };
+        let id;
+        let mut r;
         if src.len() >= SLAB_MIN {
-            let id = self.start(pe, d, what, 3);
-            self.op(id).then = signal.map(|s| (region, s));
-            let r = self.slab_parts(id, region, off, src);
-            return self.posted(id, r);
+            id = self.start(pe, d, what, 3)?;
+            self.op(id).then = then;
+            r = self.slab_parts(id, region, off, src);
+        } else {
+            let data_words = src.len().div_ceil(8);
+            id = self.start(pe, d, what, data_words + 3)?;
+            {
+                let o = self.op(id);
+                bytes_of_mut(&mut o.buf)[..src.len()].copy_from_slice(src);
+                o.amo_at = data_words;
+                o.then = then;
+            }
+            r = self.local_desc(id).and_then(|desc| {
+                let base = self.op(id).buf.as_ptr() as usize;
+                self.write_parts(id, region, off, base, src.len(), desc, NO_SLAB)
+            });
         }
-        let data_words = src.len().div_ceil(8);
-        let id = self.start(pe, d, what, data_words + 3);
-        {
-            let o = self.op(id);
-            bytes_of_mut(&mut o.buf)[..src.len()].copy_from_slice(src);
-            o.amo_at = data_words;
-            o.then = signal.map(|s| (region, s));
+        if let (Ok(()), Some(s)) = (&r, now) {
+            r = self.post_amo(id, region, s.sig, 8, s.op, s.value, false);
         }
-        let r = self.local_desc(id).and_then(|desc| {
-            let base = self.op(id).buf.as_ptr() as usize;
-            self.write_parts(id, region, off, base, src.len(), desc, NO_SLAB)
-        });
         self.posted(id, r)
+    }
+
+    /// The flags of writes and non-fetching atomics: `FI_DELIVERY_COMPLETE` when the provider offers it (their
+    /// completion then means the target applied them).
+    pub(super) fn write_flags(&self) -> u64 {
+        if self.delivery_complete {
+            fi::FI_DELIVERY_COMPLETE as u64
+        } else {
+            0
+        }
+    }
+
+    /// Put `src` (at most [`Ep::inject_max`] bytes) to `off` of `region` of PE `pe` with `FI_INJECT`: no context,
+    /// no completion entry, counted by the write counter ([`Injects`]). Its ticket is [`INJECT_BIT`] and its
+    /// sequence number.
+    fn inject(
+        &mut self,
+        pe: usize,
+        d: Domain,
+        region: Region,
+        off: usize,
+        src: &[u8],
+    ) -> Result<u64> {
+        if self.closed.is_some() {
+            return Err(self.closed_err());
+        }
+        let flags = self.write_flags() | fi::FI_INJECT as u64;
+        let iov = fi::iovec {
+            iov_base: src.as_ptr() as *mut c_void,
+            iov_len: src.len(),
+        };
+        let rma = fi::fi_rma_iov {
+            addr: region.addr + off as u64,
+            len: src.len(),
+            key: region.key,
+        };
+        let mut desc: *mut c_void = std::ptr::null_mut();
+        let msg = fi::fi_msg_rma {
+            msg_iov: &iov,
+            desc: &mut desc,
+            iov_count: 1,
+            addr: self.addrs[pe],
+            rma_iov: &rma,
+            rma_iov_count: 1,
+            context: std::ptr::null_mut(),
+            data: 0,
+        };
+        let mut backoff: Option<Backoff> = None;
+        loop {
+            // SAFETY: the endpoint is open; with FI_INJECT the provider copies the source before it returns, and
+            // `msg` and what it points to live across the call.
+            let r = unsafe { fi::xfi_writemsg(self.ep, &msg, flags) };
+            if r == -(fi::FI_EAGAIN as isize) {
+                // The same retry as a part's ([`Ep::post_ctx`]).
+                self.poll()?;
+                let limit = self.timeout;
+                let b = backoff.get_or_insert_with(|| polling_backoff(0, limit));
+                if b.pause(|| true) {
+                    self.alive("put")?;
+                    if let Some(waited) = b.expired() {
+                        return Err(self.timeout_error("fi_writemsg (put, injected)", pe, waited));
+                    }
+                }
+                continue;
+            }
+            if r < 0 {
+                return Err(Error::Transport {
+                    transport: "fabric",
+                    message: format!(
+                        "fi_writemsg (put, injected) to PE {pe} failed on provider {}: {} ({r})",
+                        self.prov,
+                        strerror(r as i64)
+                    ),
+                });
+            }
+            let inj = &mut self.inj;
+            inj.issued += 1;
+            inj.last_pe[pe] = inj.issued;
+            inj.last_domain.insert(d, inj.issued);
+            return Ok(INJECT_BIT | inj.issued);
+        }
     }
 
     /// The local descriptor of `[addr, addr + len)` when it lies in this PE's registered host heap.
@@ -294,7 +394,10 @@ impl Ep {
             .or_else(|| self.user_desc(addr, len))
             .unwrap_or(std::ptr::null_mut());
         self.stats.puts_in_place += 1;
-        let id = self.start(pe, d, "put", 1);
+        let id = match self.start(pe, d, "put", 1) {
+            Ok(id) => id,
+            Err(e) => return (0, Err(e)),
+        };
         let r = self.write_parts(id, region, off, addr, len, desc, NO_SLAB);
         (id, self.posted(id, r).map(|_| ()))
     }
@@ -340,9 +443,10 @@ impl Ep {
         self.closed = Some(why);
         self.lost = true;
         let err = self.closed_err();
-        let ids: Vec<u64> = self.ops.keys().copied().collect();
-        for id in ids {
-            if let Some(op) = self.ops.remove(&id) {
+        self.injects_failed(err.clone());
+        self.inj.settled = self.inj.issued;
+        for id in self.ops.ids() {
+            if let Some(op) = self.ops.take(id) {
                 self.per_pe[op.pe] = self.per_pe[op.pe].saturating_sub(1);
                 self.domain_done(op.domain);
                 self.error_domains.insert(id, op.domain);
@@ -366,11 +470,7 @@ impl Ep {
         desc: *mut c_void,
         slab: u32,
     ) -> Result<()> {
-        let flags = if self.delivery_complete {
-            fi::FI_DELIVERY_COMPLETE as u64
-        } else {
-            0
-        };
+        let flags = self.write_flags() | fi::FI_COMPLETION as u64;
         let pe = self.op(id).pe;
         let dest = self.addrs[pe];
         let ep = self.ep;
@@ -444,11 +544,7 @@ impl Ep {
         let addr = region.addr + off as u64;
         let key = region.key;
         let ep = self.ep;
-        let flags = if self.delivery_complete {
-            fi::FI_DELIVERY_COMPLETE as u64
-        } else {
-            0
-        };
+        let flags = self.write_flags() | fi::FI_COMPLETION as u64;
         match form {
             Form::Post => {
                 let ioc = fi::fi_ioc {
@@ -533,7 +629,7 @@ impl Ep {
     ) -> Result<u64> {
         self.stats.gets_copied += 1;
         self.stats.get_bytes_copied += len as u64;
-        let id = self.start(pe, d, "get", len.div_ceil(8));
+        let id = self.start(pe, d, "get", len.div_ceil(8))?;
         self.op(id).get_len = Some(len);
         let r = self.local_desc(id).and_then(|desc| {
             let base = self.op(id).buf.as_mut_ptr() as usize;
@@ -560,7 +656,7 @@ impl Ep {
             )));
         };
         self.stats.gets_in_place += 1;
-        let id = self.start(pe, d, "get", 1);
+        let id = self.start(pe, d, "get", 1)?;
         let r = self.get_parts(id, region, off, addr, len, desc);
         self.posted(id, r)
     }
@@ -619,7 +715,7 @@ impl Ep {
         operand: u64,
         fetch: bool,
     ) -> Result<u64> {
-        let id = self.start(pe, d, "atomic", 3);
+        let id = self.start(pe, d, "atomic", 3)?;
         let r = self.post_amo(id, region, off, width, amo, operand, fetch);
         self.posted(id, r)
     }
@@ -640,7 +736,7 @@ impl Ep {
 
     /// The PE of operation `id` (`usize::MAX` once it completed).
     pub(crate) fn pe_of(&self, id: u64) -> usize {
-        self.ops.get(&id).map_or(usize::MAX, |o| o.pe)
+        self.ops.get(id).map_or(usize::MAX, |o| o.pe)
     }
 
     /// The time limit of a wait.
@@ -650,12 +746,17 @@ impl Ep {
 
     /// Whether no operation is in flight.
     pub(crate) fn idle(&self) -> bool {
-        self.ops.is_empty()
+        self.ops.is_empty() && self.inj.settled == self.inj.issued
     }
 
-    /// Operations in flight in domain `d`.
+    /// Operations in flight in domain `d` (its injected puts count as one).
     pub(crate) fn outstanding_in(&self, d: Domain) -> usize {
-        self.per_domain.get(&d).copied().unwrap_or(0)
+        let injected = self
+            .inj
+            .last_domain
+            .get(&d)
+            .is_some_and(|&s| s > self.inj.settled);
+        self.per_domain.get(&d).copied().unwrap_or(0) + usize::from(injected)
     }
 
     /// One operation of domain `d` left the in-flight table.
@@ -670,12 +771,15 @@ impl Ep {
 
     /// Whether operation `id` is still in flight.
     pub(crate) fn in_flight(&self, id: u64) -> bool {
-        self.ops.contains_key(&id)
+        if id & INJECT_BIT != 0 {
+            return id & !INJECT_BIT > self.inj.settled;
+        }
+        self.ops.get(id).is_some()
     }
 
-    /// Operations in flight to PE `pe`.
+    /// Operations in flight to PE `pe` (its injected puts count as one).
     pub(crate) fn outstanding_to(&self, pe: usize) -> usize {
-        self.per_pe[pe]
+        self.per_pe[pe] + usize::from(self.inj.last_pe[pe] > self.inj.settled)
     }
 
     /// Whether a peer was lost (a completion error said so) or the endpoint was shut down.
@@ -685,6 +789,16 @@ impl Ep {
 
     /// The error of completed operation `id`, if it failed (taken).
     pub(crate) fn take_error(&mut self, id: u64) -> Option<Error> {
+        if id & INJECT_BIT != 0 {
+            // Kept for the domain's quiet as well: the counter does not say which injected put failed.
+            let seq = id & !INJECT_BIT;
+            return self
+                .inj
+                .failures
+                .iter()
+                .find(|(lo, hi, _)| (*lo..=*hi).contains(&seq))
+                .map(|(_, _, e)| e.clone());
+        }
         self.error_domains.remove(&id);
         self.errors.remove(&id)
     }

@@ -142,3 +142,215 @@ impl Ep {
         }
     }
 }
+
+/// Bits of an operation id that name its slot in [`Ops`]; the bits above count operations (a sequence number, so
+/// that ids order operations by issue; it wraps after 2^38 operations, and an id names its operation only while
+/// that operation is in flight or its result or error waits for its ticket).
+pub(super) const SLOT_BITS: u32 = 24;
+/// The sequence numbers of operation ids (below [`INJECT_BIT`] and [`RECV_BIT`]).
+const SEQ_MASK: u64 = (1 << (62 - SLOT_BITS)) - 1;
+
+/// Bytes of operation buffers the free slots of [`Ops`] keep for reuse at most (a burst of operations in flight
+/// leaves as many slots; their buffers beyond this are freed).
+const OPS_KEEP: usize = 1 << 20;
+
+/// The operations in flight, in a slab: a slot per operation, reused once it finishes (with its buffer's
+/// allocation, up to [`OPS_KEEP`] bytes over all free slots), found from its id without hashing. Ids are
+/// `sequence << SLOT_BITS | slot`, never 0.
+#[derive(Default)]
+pub(super) struct Ops {
+    slots: Vec<(u64, Op)>,
+    free: Vec<u32>,
+    live: usize,
+    seq: u64,
+    /// Bytes of the buffers the free slots keep.
+    kept: usize,
+}
+
+impl Ops {
+    /// A free slot, its id and its operation (the previous occupant's, to be reset by the caller); an error when
+    /// 2^[`SLOT_BITS`] operations are in flight.
+    pub(super) fn alloc(&mut self) -> Result<(u64, &mut Op)> {
+        let slot = match self.free.pop() {
+            Some(s) => s as usize,
+            None if self.slots.len() < 1 << SLOT_BITS => {
+                self.slots.push((0, Op::empty()));
+                self.slots.len() - 1
+            }
+            None => {
+                return Err(Error::State(format!(
+                    "fabric: {} operations in flight, the most this endpoint tracks",
+                    self.slots.len()
+                )))
+            }
+        };
+        self.seq = (self.seq + 1) & SEQ_MASK;
+        let id = (self.seq.max(1) << SLOT_BITS) | slot as u64;
+        self.live += 1;
+        let s = &mut self.slots[slot];
+        s.0 = id;
+        self.kept -= s.1.buf.capacity() * 8;
+        Ok((id, &mut s.1))
+    }
+
+    fn slot(id: u64) -> usize {
+        (id & ((1 << SLOT_BITS) - 1)) as usize
+    }
+
+    /// Operation `id` while it is in flight.
+    pub(super) fn get(&self, id: u64) -> Option<&Op> {
+        match self.slots.get(Self::slot(id)) {
+            Some((i, op)) if *i == id && id != 0 => Some(op),
+            _ => None,
+        }
+    }
+
+    /// Operation `id` while it is in flight.
+    pub(super) fn get_mut(&mut self, id: u64) -> Option<&mut Op> {
+        match self.slots.get_mut(Self::slot(id)) {
+            Some((i, op)) if *i == id && id != 0 => Some(op),
+            _ => None,
+        }
+    }
+
+    /// End operation `id`: its slot (and its buffer's allocation) is free for the next one.
+    pub(super) fn free(&mut self, id: u64) {
+        let slot = Self::slot(id);
+        if let Some(s) = self.slots.get_mut(slot).filter(|s| s.0 == id && id != 0) {
+            s.0 = 0;
+            let bytes = s.1.buf.capacity() * 8;
+            if self.kept + bytes > OPS_KEEP {
+                s.1.buf = Vec::new();
+            } else {
+                self.kept += bytes;
+            }
+            self.live -= 1;
+            self.free.push(slot as u32);
+        }
+    }
+
+    /// Take operation `id` out of the slab for good (its buffer moves with it: an endpoint shut down keeps it).
+    pub(super) fn take(&mut self, id: u64) -> Option<Op> {
+        let op = std::mem::replace(self.get_mut(id)?, Op::empty());
+        self.free(id);
+        Some(op)
+    }
+
+    /// Whether no operation is in flight.
+    pub(super) fn is_empty(&self) -> bool {
+        self.live == 0
+    }
+
+    /// The ids of the operations in flight.
+    pub(super) fn ids(&self) -> Vec<u64> {
+        self.slots.iter().map(|s| s.0).filter(|&i| i != 0).collect()
+    }
+
+    /// The operations in flight.
+    pub(super) fn iter_mut(&mut self) -> impl Iterator<Item = &mut Op> {
+        self.slots.iter_mut().filter(|s| s.0 != 0).map(|s| &mut s.1)
+    }
+}
+
+/// The contexts of operations' parts ([`Ctx`]), each boxed (libfabric holds its address until the part's
+/// completion) and reused: taken when a part is posted, given back when its completion (or error) is read.
+#[derive(Default)]
+pub(super) struct Ctxs {
+    /// Boxed: libfabric holds a context's address until its completion, and the Vec may reallocate.
+    #[allow(clippy::vec_box)]
+    all: Vec<Box<Ctx>>,
+    free: Vec<u32>,
+}
+
+impl Ctxs {
+    /// A free context for a part of operation `id` holding bounce buffer `slab`, `counted` by the write counter.
+    pub(super) fn take(&mut self, id: u64, slab: u32, counted: bool) -> *mut Ctx {
+        let i = match self.free.pop() {
+            Some(i) => i as usize,
+            None => {
+                self.all.push(Box::new(Ctx {
+                    raw: fi::fi_context2::default(),
+                    id: 0,
+                    slab: NO_SLAB,
+                    counted: false,
+                    index: self.all.len() as u32,
+                }));
+                self.all.len() - 1
+            }
+        };
+        let c = &mut self.all[i];
+        c.raw = fi::fi_context2::default();
+        c.id = id;
+        c.slab = slab;
+        c.counted = counted;
+        &mut **c
+    }
+
+    /// Context `index` is free again (its part completed, or was never posted).
+    pub(super) fn give(&mut self, index: u32) {
+        if (index as usize) < self.all.len() {
+            self.free.push(index);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn op_ids_name_their_slot_only_while_it_is_theirs() {
+        let mut ops = Ops::default();
+        let a = ops.alloc().unwrap().0;
+        let b = ops.alloc().unwrap().0;
+        let c = ops.alloc().unwrap().0;
+        assert!(
+            a != 0 && a < b && b < c,
+            "ids order operations by issue: {a} {b} {c}"
+        );
+        assert_eq!(a & INJECT_BIT, 0);
+        assert_eq!(a & RECV_BIT, 0);
+        ops.free(b);
+        assert!(
+            ops.get(b).is_none(),
+            "a finished operation's id names nothing"
+        );
+        let d = ops.alloc().unwrap().0;
+        assert_eq!(
+            d & ((1 << SLOT_BITS) - 1),
+            b & ((1 << SLOT_BITS) - 1),
+            "the free slot is reused"
+        );
+        assert_ne!(d, b, "under a new id");
+        assert!(ops.get(b).is_none() && ops.get(d).is_some());
+        // An id no slot holds (a forged staging reply's, say) finds nothing.
+        assert!(ops.get(u64::MAX >> 2).is_none() && ops.get(0).is_none());
+        let mut ids = ops.ids();
+        ids.sort_unstable();
+        assert_eq!(ids, vec![a, c, d]);
+        for id in [a, c, d] {
+            ops.free(id);
+        }
+        assert!(ops.is_empty());
+    }
+
+    #[test]
+    fn free_slots_keep_a_bounded_amount_of_buffers() {
+        let mut ops = Ops::default();
+        let words = 64 * 1024; // 512 KiB each
+        let ids: Vec<u64> = (0..4)
+            .map(|_| {
+                let (id, op) = ops.alloc().unwrap();
+                op.buf.resize(words, 0);
+                id
+            })
+            .collect();
+        for id in ids {
+            ops.free(id);
+        }
+        let kept: usize = ops.slots.iter().map(|s| s.1.buf.capacity() * 8).sum();
+        assert!(kept <= OPS_KEEP, "{kept} bytes kept");
+        assert_eq!(kept, ops.kept);
+        assert!(kept >= words * 8, "some buffer is kept for reuse");
+    }
+}

@@ -11,8 +11,10 @@
 //! vector and endpoint, register this PE's runtime words and user heap (`fi_mr_reg`, remote read/write, random
 //! keys), post the receive buffers, and exchange endpoint names, tokens and keys through the bootstrap.
 //!
-//! Operations: a put copies its source (the caller may reuse `src` on return) and posts `fi_writemsg`: a small one
-//! into a buffer the operation owns, one of 32 KiB or more into a bounce buffer kept for reuse ([`ofi::slab::Slabs`]: fresh
+//! Operations: a put copies its source (the caller may reuse `src` on return) and posts `fi_writemsg`: one up to
+//! the provider's inject size (64 B on `tcp;ofi_rxm`) with `FI_INJECT` and no context or completion entry, its
+//! completion counted by the endpoint's write counter (`ofi::Injects`); a larger one into a buffer the operation
+//! owns (a slot of the operation slab, reused), one of 32 KiB or more into a bounce buffer kept for reuse ([`ofi::slab::Slabs`]: fresh
 //! memory for every large put cost more in page faults and zeroing than the copy), as one write up to 4 MiB. A
 //! blocking put of 32 KiB or more is posted from its source without a copy and waits for its completion: from this
 //! PE's registered heap (`put_sym`, or a slice of the heap) always, from private memory when the provider reads
@@ -21,8 +23,11 @@
 //! the endpoint stops the provider reading it; every later operation fails naming why ([`Ep::shutdown`]). A get posts `fi_read` into an owned buffer that its ticket
 //! hands back; atomics are `fi_atomicmsg` / `fi_fetch_atomic` / `fi_compare_atomic` on `FI_UINT32`/`FI_UINT64`.
 //! Every write and atomic is posted with `FI_DELIVERY_COMPLETE` when the provider offers it (its completion means
-//! the target applied it), so `quiet` is "every outstanding operation completed". `put_signal` posts the signal only when the data's
-//! delivery completed (libfabric orders RMA writes and atomics only within their own class). `fence` is `quiet`
+//! the target applied it), so `quiet` is "every outstanding operation completed" (for injected puts: the write
+//! counter accounts for every one issued). `put_signal` below 256 KiB posts the signal right behind its data when
+//! the provider orders an atomic write after an RMA write (`FI_ORDER_WAW` in `msg_order`, data placed in order up
+//! to `max_order_waw_size`: `sockets`), else only when the data's delivery completed (`tcp;ofi_rxm` orders RMA
+//! writes and atomics only within their own class: its atomics are messages). `fence` is `quiet`
 //! (stronger than OpenSHMEM asks: per-peer order without waiting would need `FI_FENCE`, which rxm lacks). A read
 //! or fetching atomic first completes this PE's outstanding operations to the same peer, so a PE reads its own
 //! writes.
@@ -438,9 +443,15 @@ impl Transport for Fabric {
     }
     fn unregister_local(&self, handle: u64) {
         lock(&self.ep).unregister_user(handle);
-        let mut uk = lock(&self.user_keys);
-        if let Some(i) = uk.iter().position(|&(h, _)| h == handle) {
-            let (_, key) = uk.swap_remove(i);
+        // `user_keys` is let go before `keys` is taken: `register_local` takes them the other way round (the
+        // order of `net/ofi`'s lock discipline).
+        let key = {
+            let mut uk = lock(&self.user_keys);
+            uk.iter()
+                .position(|&(h, _)| h == handle)
+                .map(|i| uk.swap_remove(i).1)
+        };
+        if let Some(key) = key {
             let mut keys = self.keys.lock().unwrap_or_else(|p| p.into_inner());
             if let Some(j) = keys.iter().position(|&k| k == key && k != 0) {
                 keys.swap_remove(j);
