@@ -15,7 +15,9 @@
 # Exits non-zero when the smoke test fails, or pytest fails or collects nothing (pytest's exit code 5).
 # Env: XPUSHMEM_LIB_DIR (the pytest run uses this libxpushmem.so instead of the wheel's), CARGO_TARGET_DIR (cargo's
 #      target dir), SETUPTOOLS_RUST_CARGO_PROFILE (cargo profile of the wheel's library: release unless set, "dev"
-#      reuses a debug build), XPUSHMEM_CACHE (venv location, see setup-python.sh).
+#      reuses a debug build), XPUSHMEM_WHEEL_LIB (a libxpushmem.so cargo already built from this checkout: the wheel
+#      carries it and cargo is not run, see triton-bridge/setup.py), XPUSHMEM_CACHE (venv location, see
+#      setup-python.sh).
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
@@ -31,7 +33,7 @@ trap 'rm -rf "$work"' EXIT
 echo "== the C++ shim's XPU half: -fsyntax-only against torch's XPU headers and intel-sycl-rt's SYCL headers (in the background)"
 bash scripts/check-shim-xpu.sh "$venv" >"$work/check-shim-xpu.log" 2>&1 &
 check_xpu=$!
-echo "== pip wheel ./triton-bridge (cargo profile ${SETUPTOOLS_RUST_CARGO_PROFILE:-release})"
+echo "== pip wheel ./triton-bridge (${XPUSHMEM_WHEEL_LIB:+libxpushmem.so: $XPUSHMEM_WHEEL_LIB, no cargo; }cargo profile ${SETUPTOOLS_RUST_CARGO_PROFILE:-release})"
 # Without build isolation: the wheel's C++ shim is compiled against this venv's torch (triton-bridge/setup.py).
 CARGO_TERM_COLOR=never "$venv/bin/python" -m pip wheel -q --no-deps --no-build-isolation -w "$work/dist" "$repo/triton-bridge"
 rm -rf "$repo/triton-bridge/build"   # setuptools' in-tree build output

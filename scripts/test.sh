@@ -98,8 +98,10 @@ cargo nextest run -P ci-mpi "${mpi_args[@]}" -E 'test(/^(mpi_bootstrap|fabric_mp
 rc_mpi=${PIPESTATUS[0]}
 phase "MPI"
 echo "== Python: the PyTorch drop-in (ported test_nvshmem.py suites on CPU, gloo, 2 and 4 ranks)"
-# The wheel's libxpushmem.so in the debug profile: the build above already made it.
-SETUPTOOLS_RUST_CARGO_PROFILE=dev bash scripts/test-python.sh 2>&1 | tee target/test-python.log
+# The wheel carries the libxpushmem.so of the build above (XPUSHMEM_WHEEL_LIB, triton-bridge/setup.py):
+# setuptools-rust's own cargo call would compile the ffi crate again as a cdylib alone.
+XPUSHMEM_WHEEL_LIB="${CARGO_TARGET_DIR:-$repo/target}/debug/libxpushmem.so" SETUPTOOLS_RUST_CARGO_PROFILE=dev \
+    bash scripts/test-python.sh 2>&1 | tee target/test-python.log
 rc_py=${PIPESTATUS[0]}
 phase "Python"
 echo "== Triton: upstream test_shmem_triton.py kernels compiled by triton-xpu against xpushmem._xpushmem_triton"

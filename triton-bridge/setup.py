@@ -32,11 +32,26 @@ LIB_NAME = "libxpushmem.so"
 
 class BuildRustPlainName(build_rust):
     """Installs the cdylib under its C name (``libxpushmem.so``) instead of a Python extension-module name, so C++
-    code links it with ``-lxpushmem``."""
+    code links it with ``-lxpushmem``. With ``XPUSHMEM_WHEEL_LIB`` (a ``libxpushmem.so`` that cargo built from this
+    checkout, e.g. ``target/debug/libxpushmem.so`` after ``cargo build``), the wheel carries that file instead of
+    running cargo: setuptools-rust's ``cargo rustc --crate-type cdylib`` is a different build of the ``ffi`` crate
+    (its manifest also asks for a staticlib), so after a workspace build it compiled the crate again, and the
+    next workspace build compiled it back (about a minute each on two cores; scripts/test.sh sets it)."""
 
     def get_dylib_ext_path(self, ext, target_fname):  # noqa: D102 (setuptools-rust hook)
         path = super().get_dylib_ext_path(ext, target_fname)
         return os.path.join(os.path.dirname(path), LIB_NAME)
+
+    def build_extension(self, ext, *args, **kwargs):  # noqa: D102 (setuptools-rust hook)
+        prebuilt = os.environ.get("XPUSHMEM_WHEEL_LIB")
+        if not prebuilt:
+            return super().build_extension(ext, *args, **kwargs)
+        if not Path(prebuilt).is_file():
+            raise FileNotFoundError(f"XPUSHMEM_WHEEL_LIB={prebuilt}: no such file (build it with cargo first)")
+        from setuptools_rust.build import _BuiltModule
+
+        print(f"setup.py: the wheel carries XPUSHMEM_WHEEL_LIB={prebuilt} (cargo not run)")
+        return [_BuiltModule(ext.name, prebuilt)], None
 
 
 class BuildPyWithNativeData(build_py):
