@@ -88,6 +88,11 @@ cargo test --doc -p xpushmem -p xpushmem-ops -p xpushmem-tests -p level-zero-sys
 rc=$(( rc | PIPESTATUS[0] ))
 phase "tests"
 echo "== MPI bootstrap under mpirun (feature mpi); mpirun across network namespaces with the examples (as root)"
+# The Python phase's venv is made beside this phase, and the Triton phase's beside the Python phase: mostly file
+# copies out of uv's cache (about 14 s each). Each phase waits for its own set-up, whose script it then runs again
+# (idempotent: it reuses the venv, or reports what failed).
+bash scripts/setup-python.sh >target/setup-python.log 2>&1 &
+setup_python=$!
 # One package set and feature set for the examples (the programs mpirun starts) and the two test binaries, so that
 # the runtime is compiled once with `mpi` (separate builds resolved the shared dependencies' features differently
 # and compiled it twice).
@@ -97,13 +102,17 @@ cargo build -q "${mpi_args[@]}" --bins
 cargo nextest run -P ci-mpi "${mpi_args[@]}" -E 'test(/^(mpi_bootstrap|fabric_mpirun)::/)' 2>&1 | tee -a target/test.log
 rc_mpi=${PIPESTATUS[0]}
 phase "MPI"
+wait "$setup_python" || true
 echo "== Python: the PyTorch drop-in (ported test_nvshmem.py suites on CPU, gloo, 2 and 4 ranks)"
+bash scripts/setup-triton.sh >target/setup-triton.log 2>&1 &
+setup_triton=$!
 # The wheel carries the libxpushmem.so of the build above (XPUSHMEM_WHEEL_LIB, triton-bridge/setup.py):
 # setuptools-rust's own cargo call would compile the ffi crate again as a cdylib alone.
 XPUSHMEM_WHEEL_LIB="${CARGO_TARGET_DIR:-$repo/target}/debug/libxpushmem.so" SETUPTOOLS_RUST_CARGO_PROFILE=dev \
     bash scripts/test-python.sh 2>&1 | tee target/test-python.log
 rc_py=${PIPESTATUS[0]}
 phase "Python"
+wait "$setup_triton" || true
 echo "== Triton: upstream test_shmem_triton.py kernels compiled by triton-xpu against xpushmem._xpushmem_triton"
 # The libraries and the launcher of the build above (test-triton.sh would otherwise build a subset of the packages).
 # The wheel of the Python phase: its C++ shim, compiled there, is the one the Triton tests load.
