@@ -428,6 +428,10 @@ impl Shmem {
         call: &str,
     ) -> Result<(usize, Vec<usize>)> {
         let active = self.check_set(ivars, skip, against, call)?;
+        // One step of every transport that needs driving (none on shared memory alone), as a wait's poll does: a
+        // program that loops on a test (OpenSHMEM's `while (!shmem_test(..))`) over a software fabric provider
+        // without the progress thread would otherwise never see a peer's write land.
+        self.progress()?;
         Ok((active, self.satisfied(ivars, skip, cmp, against)?))
     }
 

@@ -360,9 +360,9 @@ fn zero_copy_put_timeout_closes_endpoint_2pe() {
 /// orders writes (`FI_ORDER_WAW`) the signal goes right behind its data, and a signal seen before its data fails
 /// the check.
 ///
-/// `spin`: the reader spins on the signal (the provider progresses on its own, as `sockets` does) rather than
-/// waiting for it (`tcp;ofi_rxm` moves data only while the target calls in).
-fn small_messages(name: &str, env: &[(&str, &str)], spin: bool) {
+/// The reader spins on the signal with `test`, which drives one step of the transports' progress as a wait's poll
+/// does: `tcp;ofi_rxm` moves data only while the target calls in, so without that step the loop never ends.
+fn small_messages(name: &str, env: &[(&str, &str)]) {
     use xpushmem::{Cmp, SignalOp};
     if is_pe_of(name) {
         run_pe(|sh| {
@@ -449,19 +449,14 @@ fn small_messages(name: &str, env: &[(&str, &str)], spin: bool) {
                         // Wait for the other side's message of this round (PE 1) or of the last one (PE 0).
                         let r = if me == 1 { round } else { round - 1 };
                         let want = 2 * r - u64::from(me == 1);
-                        if spin {
-                            // A tight loop of tests, so that the payload is read as soon as the signal shows (a
-                            // wait that backs off gives late data time to land). `test` drives no progress: only
-                            // with a provider that progresses on its own.
-                            let since = std::time::Instant::now();
-                            while !sh.test(sig, Cmp::Ge, want)? {
-                                assert!(
-                                    since.elapsed() < std::time::Duration::from_secs(60),
-                                    "PE {me}: no signal of round {r} in 60 s"
-                                );
-                            }
-                        } else {
-                            sh.signal_wait_until(sig, Cmp::Ge, want)?;
+                        // A tight loop of tests, so that the payload is read as soon as the signal shows (a wait
+                        // that backs off gives late data time to land).
+                        let since = std::time::Instant::now();
+                        while !sh.test(sig, Cmp::Ge, want)? {
+                            assert!(
+                                since.elapsed() < std::time::Duration::from_secs(60),
+                                "PE {me}: no signal of round {r} in 60 s"
+                            );
                         }
                         assert_eq!(sh.signal_fetch(sig)?, want, "signal of round {r}");
                         let prev = if me == 1 { len } else { last_len(round - 1) };
@@ -522,7 +517,6 @@ fn small_messages_2pe() {
     small_messages(
         &test_name(module_path!(), "small_messages_2pe"),
         &[("XPUSHMEM_TRANSPORT", "fabric")],
-        false,
     );
 }
 
@@ -547,6 +541,5 @@ fn small_messages_ordered_provider_2pe() {
             ("XPUSHMEM_TRANSPORT", "fabric"),
             ("XPUSHMEM_FABRIC_PROVIDER", "sockets"),
         ],
-        true,
     );
 }
