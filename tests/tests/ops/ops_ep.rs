@@ -658,14 +658,6 @@ mod device {
         let ops = DeviceOps::new(sh)?;
         let q = sh.device().expect("a device heap").create_queue(true)?;
         let g = Group::world(sh)?;
-        let rows: [(Layout, usize, DType, usize, usize, usize); 6] = [
-            (Layout::Flat, 2, DType::BF16, 0, 1, 8),
-            (Layout::ExpertMajor, 8, DType::F32, 1, 1, MAX_HIDDEN),
-            (Layout::Flat, 8, DType::F16, 2, 1, 1),
-            (Layout::ExpertMajor, 1, DType::BF16, 2, 3, 8),
-            (Layout::Flat, 3, DType::F32, 1, 3, MAX_HIDDEN),
-            (Layout::ExpertMajor, 2, DType::F16, 0, 3, 1),
-        ];
         for l in [1, 3] {
             let ts = switch(sh, &g, l)?;
             let b = Bufs::new(sh, &ts)?;
@@ -677,18 +669,8 @@ mod device {
                 ts: &ts,
                 b: &b,
             };
-            for (i, &(layout, k, dtype, skew, _, hidden)) in
-                rows.iter().enumerate().filter(|r| r.1 .4 == l)
-            {
-                let c = Case {
-                    layout,
-                    k,
-                    dtype,
-                    skew,
-                    l,
-                    hidden,
-                };
-                d.case(&c, 7000 + i as u64)?;
+            for (case, c) in round_trip_cases(l) {
+                d.case(&c, case)?;
             }
             if l == 3 {
                 // An expert id out of range on the last rank (another node than ranks 0 and 1): the host path's

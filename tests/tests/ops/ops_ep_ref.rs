@@ -273,11 +273,10 @@ pub fn switch(sh: &Shmem, g: &Group, l: usize) -> Result<TokenSwitch> {
     )
 }
 
-/// The host path's dispatch + combine at this job's size on the world: both layouts, top-k 1, 2 and 8, the three
-/// float dtypes, uniform, skewed and mostly masked routings, 1 and 3 experts per rank (a covering set of 6 rows),
-/// each against the reference.
-pub fn ep_round_trips(sh: &Shmem) -> Result<()> {
-    let g = Group::world(sh)?;
+/// The covering set of 6 rows the round trips run (here and on the device path across nodes): both layouts,
+/// top-k 1, 2, 3 and 8, the three float dtypes, uniform, skewed and mostly masked routings, 1 and 3 experts per
+/// rank. The rows with `l` experts per rank, each with its case number.
+pub fn round_trip_cases(l: usize) -> Vec<(u64, Case)> {
     let rows: [(Layout, usize, DType, usize, usize, usize); 6] = [
         (Layout::Flat, 2, DType::BF16, 0, 1, 8),
         (Layout::ExpertMajor, 8, DType::F32, 1, 1, MAX_HIDDEN),
@@ -286,11 +285,10 @@ pub fn ep_round_trips(sh: &Shmem) -> Result<()> {
         (Layout::Flat, 3, DType::F32, 1, 3, MAX_HIDDEN),
         (Layout::ExpertMajor, 2, DType::F16, 0, 3, 1),
     ];
-    for l in [1, 3] {
-        let ts = switch(sh, &g, l)?;
-        for (i, &(layout, k, dtype, skew, _, hidden)) in
-            rows.iter().enumerate().filter(|r| r.1 .4 == l)
-        {
+    rows.iter()
+        .enumerate()
+        .filter(|r| r.1 .4 == l)
+        .map(|(i, &(layout, k, dtype, skew, _, hidden))| {
             let c = Case {
                 layout,
                 k,
@@ -299,7 +297,19 @@ pub fn ep_round_trips(sh: &Shmem) -> Result<()> {
                 l,
                 hidden,
             };
-            run_case(sh, &g, &ts, &c, 7000 + i as u64)?;
+            (7000 + i as u64, c)
+        })
+        .collect()
+}
+
+/// The host path's dispatch + combine at this job's size on the world over [`round_trip_cases`], each against the
+/// reference.
+pub fn ep_round_trips(sh: &Shmem) -> Result<()> {
+    let g = Group::world(sh)?;
+    for l in [1, 3] {
+        let ts = switch(sh, &g, l)?;
+        for (case, c) in round_trip_cases(l) {
+            run_case(sh, &g, &ts, &c, case)?;
         }
         ts.free(sh)?;
     }
