@@ -69,10 +69,11 @@ fn scratch(name: &str) -> std::path::PathBuf {
     std::env::temp_dir().join(format!("xpushmem-perf-{}-{name}", std::process::id()))
 }
 
-#[test]
-fn every_benchmark_runs_and_validates_2pe() {
-    let path = scratch("smoke.csv");
-    let mut args = tiny(&["all", "--csv"]);
+/// Run `args` at 2 PEs with `--csv` into the scratch file `file`; it must succeed. The CSV's rows and the
+/// PEs' output.
+fn run_with_csv(file: &str, mut args: Vec<String>) -> (Vec<csv::Record>, String) {
+    let path = scratch(file);
+    args.push("--csv".into());
     args.push(path.display().to_string());
     let (out, text) = launch(2, args);
     assert!(
@@ -82,6 +83,12 @@ fn every_benchmark_runs_and_validates_2pe() {
     );
     let rows = csv::read_file(&path).expect("CSV written by PE 0");
     let _ = std::fs::remove_file(&path);
+    (rows, text)
+}
+
+#[test]
+fn every_benchmark_runs_and_validates_2pe() {
+    let (rows, text) = run_with_csv("smoke.csv", tiny(&["all"]));
     for b in registry()
         .iter()
         .filter(|b| b.min_pes <= 2 && b.group != "ep")
@@ -101,17 +108,7 @@ fn every_benchmark_runs_and_validates_2pe() {
 
 #[test]
 fn ep_steps_run_and_validate_2pe() {
-    let path = scratch("ep.csv");
-    let mut args = ep_tiny(&["ep", "--csv"]);
-    args.push(path.display().to_string());
-    let (out, text) = launch(2, args);
-    assert!(
-        out.success() && !out.timed_out,
-        "xpushmem-perf ep failed ({:?}):\n{text}",
-        out.first_failure
-    );
-    let rows = csv::read_file(&path).expect("CSV written by PE 0");
-    let _ = std::fs::remove_file(&path);
+    let (rows, text) = run_with_csv("ep.csv", ep_tiny(&["ep"]));
     let ep: Vec<&str> = registry()
         .iter()
         .filter(|b| b.group == "ep")
