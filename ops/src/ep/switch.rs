@@ -87,13 +87,14 @@ struct Scratch {
     /// Dispatch: the received slots' expert ids.
     idx: Vec<i64>,
     /// Combine: the returned rows of a block of tokens.
-    row: Vec<u8>,
+    block: Vec<u8>,
     /// Combine: one token's f32 sum.
     acc: Vec<f32>,
     /// Combine (expert-major): the summed rows sent to one rank.
     stage: Vec<u8>,
-    /// Combine: each rank's next returned row, and where its rows of the current block start in `row`.
-    next: Vec<usize>,
+    /// Combine: each rank's next returned row (`W` entries), then where its rows of the current block start in
+    /// `block` (`W` more).
+    cursors: Vec<usize>,
 }
 
 /// A routing made by [`TokenSwitch::create_routing`] (upstream's `Routing.handle`): the send plan and every
@@ -744,10 +745,10 @@ impl TokenSwitch {
         let es = dtype.size();
         let mut scratch = self.scratch.lock().unwrap_or_else(|p| p.into_inner());
         let Scratch {
-            row: got,
+            block: got,
             acc,
             stage,
-            next,
+            cursors,
             ..
         } = &mut *scratch;
         acc.clear();
@@ -781,11 +782,11 @@ impl TokenSwitch {
         // every returned row or of every token's sum.
         let me_pe = sh.my_pe();
         let block = (COMBINE_BLOCK / (w * rb)).max(1);
-        next.clear();
-        next.resize(2 * w, 0); // per rank: the next row of its list, then where its block's rows start in `got`
+        cursors.clear();
+        cursors.resize(2 * w, 0);
         got.clear();
         got.resize(block.min(n.max(1)) * w * rb, 0);
-        let (cur, seg) = next.split_at_mut(w);
+        let (cur, seg) = cursors.split_at_mut(w);
         for t0 in (0..n).step_by(block) {
             let t1 = (t0 + block).min(n);
             let mut used = 0;
