@@ -1167,3 +1167,68 @@ fn coresidency(sh: &Shmem, lib: &Lib) -> xpushmem::Result<()> {
 fn coresident_launch_check_1pe() {
     device_lib_test("coresident_launch_check_1pe", 1, COOP, &[], coresidency);
 }
+
+// ---- every kernel source, compiled first --------------------------------------------------------------------
+
+/// Paths of the linked modules a `kernel_sources_*` PE loads, one per line.
+const SOURCES_VAR: &str = "XPUSHMEM_TEST_KERNEL_SOURCES";
+
+/// Every kernel source of the suites (device_kernels/*.cl) that `pick` selects, linked with the committed device
+/// library and loaded by one device-heap PE: each must compile, link and load (a failure names the source). The
+/// compiled programs land in ze-emu's program cache, so these run first (.config/nextest.toml): the multi-PE cases
+/// that use a source would otherwise compile it in one PE while the others wait, holding two test threads with one
+/// core busy (the teams' kernels take about 25 s). Two tests split the sources, one test thread each.
+fn kernel_sources(func: &str, pick: fn(&str) -> bool) {
+    let name = xpushmem_tests::test_name(module_path!(), func);
+    if xpushmem_tests::is_pe_of(&name) {
+        let paths = std::env::var(SOURCES_VAR).expect("module paths");
+        xpushmem_tests::run_pe(|sh| {
+            let dev = sh.device().expect("a device heap");
+            for path in paths.lines() {
+                let spv = std::fs::read(path).expect("linked module");
+                // Loading compiles (zeModuleCreate); ops_user.cl calls no library function, so it has no
+                // library state to initialise and the cases that use it do not.
+                dev.load_module(&spv).map_err(|e| {
+                    Error::Device(format!("{path}: the linked module does not load: {e}"))
+                })?;
+            }
+            Ok(())
+        });
+    }
+    let kernels = root().join("tests/tests/device_kernels");
+    let mut sources: Vec<String> = std::fs::read_dir(&kernels)
+        .expect("device_kernels/")
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|f| f.ends_with(".cl") && pick(f))
+        .collect();
+    sources.sort();
+    assert!(!sources.is_empty(), "{func}: no kernel source selected");
+    let dir = std::env::temp_dir().join(format!("xpushmem-sources-{}-{func}", std::process::id()));
+    let spvs: Vec<String> = sources
+        .iter()
+        .map(|s| {
+            let out = device_build::link_with_library(
+                &kernels.join(s),
+                &dir.join(s.trim_end_matches(".cl")),
+                "linked.spv",
+            );
+            out.display().to_string()
+        })
+        .collect();
+    let mut env = xpushmem_tests::device_env();
+    env.push((SOURCES_VAR.into(), spvs.join("\n")));
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let out = xpushmem_tests::spawn_pes_with(&name, 1, &env);
+    let _ = std::fs::remove_dir_all(&dir);
+    xpushmem_tests::assert_success(&name, 1, &out);
+}
+
+#[test]
+fn kernel_sources_teams_load_1pe() {
+    kernel_sources("kernel_sources_teams_load_1pe", |s| s == T);
+}
+
+#[test]
+fn kernel_sources_others_load_1pe() {
+    kernel_sources("kernel_sources_others_load_1pe", |s| s != T);
+}
