@@ -2,7 +2,8 @@
  * knows only the endpoint's IP address and port (found in /proc/net/tcp, as any local user can) and none of the
  * job's secrets. It tries, one fresh endpoint per attempt (a wrong key makes the target drop the connection):
  *   - fi_read, fi_write and fi_atomic (FI_ATOMIC_WRITE of 0x1337, 8 bytes) at offsets 0 and 4096 with the old
- *     constant keys 0x4845 (heap) and 0x5953 (runtime words), the keys 0..8 and 16 random keys;
+ *     constant keys 0x4845 (heap) and 0x5953 (runtime words), the keys 0..8 and 4 random keys
+ *     (each random key has a 2^-64 chance: a few exercise the refusal path, each costs a connection);
  *   - forged staging messages (kinds PUT and AMO with a plausible header, in the old 8-word layout and in the
  *     10-word one with a random token);
  *   - floods of messages for FLOOD_SECONDS each: 4 KiB fi_send, 4 KiB fi_tsend (tagged: the PEs post no tagged
@@ -284,14 +285,14 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	printf("TARGET %s:%s provider %s\n", ip, port, info->fabric_attr->prov_name);
-	uint64_t keys[2 + 9 + 16];
+	uint64_t keys[2 + 9 + 4];
 	int nk = 0;
 	keys[nk++] = 0x4845;
 	keys[nk++] = 0x5953;
 	for (uint64_t k = 0; k <= 8; k++)
 		keys[nk++] = k;
 	srand((unsigned)time(NULL) ^ (unsigned)getpid());
-	for (int i = 0; i < 16; i++)
+	for (int i = 0; i < 4; i++)
 		keys[nk++] = rnd64();
 	const char *ops[] = {"read", "write", "atomic"};
 	if (strchr(phases, 'k'))

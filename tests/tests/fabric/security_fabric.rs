@@ -3,7 +3,7 @@
 //! (`tests/security/fab_attack.c`, compiled here with `cc ... -lfabric`) run as uid 65534 with nothing but what
 //! any user can see: the PEs' listening ports, taken from `/proc/PID/net/tcp{,6}` by the PEs' socket inodes (the
 //! rendezvous port, which is not the fabric's, left out). The attacker tries `fi_read`, `fi_write` and
-//! `fi_atomic` at offsets 0 and 4096 with the old constant keys, the keys 0..8 and 16 random keys, sends forged
+//! `fi_atomic` at offsets 0 and 4096 with the old constant keys, the keys 0..8 and 4 random keys, sends forged
 //! staging messages, then floods each PE for a few seconds with each kind of message in turn (4 KiB `fi_send`,
 //! 4 KiB `fi_tsend`, 64 KiB `fi_send` and `fi_tsend`: past rxm's eager limit) while the PEs keep driving their
 //! progress. Then:
@@ -18,8 +18,9 @@
 //!
 //! `attack_over_loopback`: one host, the job's bootstrap on 127.0.0.1. `attack_across_netns`: the job in one
 //! network namespace, the attacker in another (skipped, with a message, where the namespace tests skip: no root
-//! or no `ip`). `forged_staging_on_device_heap`: the same against device heaps (ze-emu) served through staging
-//! messages, where a forged message would be applied. Hard timeouts on every process.
+//! or no `ip`); the floods run in one of the two, across namespaces where that case runs, else on loopback.
+//! `forged_staging_on_device_heap`: the same against device heaps (ze-emu) served through staging messages, where a
+//! forged message would be applied. Hard timeouts on every process.
 
 #[allow(dead_code)] // the shared body of the fabric suites is not used here
 use crate::fabric_common::fabric_available;
@@ -423,7 +424,7 @@ fn attack(name: &str, place: Place<'_>, extra: &[(&str, &str)], floods: &[(&str,
             .find(|l| l.starts_with("SUMMARY"))
             .unwrap_or_else(|| panic!("{name}: no summary from the attacker\n{log}"));
         assert!(
-            summary.contains("attempts=162 successes=0"),
+            summary.contains("attempts=90 successes=0"),
             "{name}: {summary}\n{log}"
         );
         eprintln!("{name}: attacker against {ip}:{port}: {summary}");
@@ -504,7 +505,10 @@ fn attack_over_loopback() {
         eprintln!("skipped {name}: this build has no fabric transport");
         return;
     }
-    attack(name, Place::Loopback, &[], FLOODS);
+    // The floods test the receive path, which is the same on loopback and across namespaces: where the namespace
+    // case runs (as root with `ip`), it floods and this one sends the forged messages only (about 13 s less).
+    let floods = if cannot_run().is_some() { FLOODS } else { &[] };
+    attack(name, Place::Loopback, &[], floods);
 }
 
 #[test]
