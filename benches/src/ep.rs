@@ -408,27 +408,42 @@ fn switch_step(sh: &Shmem, g: &Group, st: &mut EpState, layout: Layout) -> Resul
         Layout::Flat => (rows * k, Some(&mut st.out_idx[..rows * k])),
         Layout::ExpertMajor => (rows, None),
     };
-    st.switch.dispatch(
-        sh,
-        g,
-        &r,
-        &inp.x,
-        DType::BF16,
-        h,
-        &inp.w,
-        &mut st.out_tokens[..rows * rb],
-        &mut st.out_w[..weights],
-        idx,
-    )?;
-    st.switch.combine(
-        sh,
-        g,
-        &r,
-        &st.out_tokens[..rows * rb],
-        DType::BF16,
-        h,
-        &mut st.comb[..n * rb],
-    )?;
+    let comb = &mut st.comb[..n * rb];
+    match layout {
+        // The rows stay in the switch's receive area, the (identity) experts compute there, and combine reads
+        // them where they are.
+        Layout::Flat => {
+            st.switch.dispatch_in_place(
+                sh,
+                g,
+                &r,
+                &inp.x,
+                DType::BF16,
+                h,
+                &inp.w,
+                &mut st.out_w[..weights],
+                idx,
+            )?;
+            st.switch
+                .combine_in_place(sh, g, &r, DType::BF16, h, comb)?;
+        }
+        Layout::ExpertMajor => {
+            let out = &mut st.out_tokens[..rows * rb];
+            st.switch.dispatch(
+                sh,
+                g,
+                &r,
+                &inp.x,
+                DType::BF16,
+                h,
+                &inp.w,
+                out,
+                &mut st.out_w[..weights],
+                idx,
+            )?;
+            st.switch.combine(sh, g, &r, out, DType::BF16, h, comb)?;
+        }
+    }
     Ok(())
 }
 

@@ -167,6 +167,32 @@ fn errors(sh: &Shmem, g: &Group, ts: &TokenSwitch, l: usize) -> Result<()> {
             "missing out_topk_idx elsewhere",
         );
     }
+    healthy(sh, g, ts, l)?;
+    // The rows stay in the receive area in the flat layout only: an expert-major routing is refused by
+    // dispatch_in_place and combine_in_place (on every rank, naming the layout).
+    let r = ts.create_routing(sh, g, &[0, 1], 1, 2, Layout::ExpertMajor)?;
+    expect(
+        ts.dispatch_in_place(
+            sh,
+            g,
+            &r,
+            &[0u8; 4],
+            DType::F32,
+            1,
+            &[1.0, 1.0],
+            &mut [0f32; 8],
+            None,
+        ),
+        "InvalidArgument",
+        "layout",
+        "dispatch_in_place of expert_major",
+    );
+    expect(
+        ts.combine_in_place(sh, g, &r, DType::F32, 1, &mut [0u8; 4]),
+        "InvalidArgument",
+        "combine_in_place is for the flat layout",
+        "combine_in_place of expert_major",
+    );
     healthy(sh, g, ts, l)
 }
 
