@@ -1,22 +1,40 @@
 //! [`TokenSwitch`]: expert-parallel dispatch and combine on the host path (CPU memory in and out, symmetric
 //! receive buffers in between).
 //!
-//! Every op starts with the group's agreement (`Group::agree`: the same verdict on every rank, `Mismatch` when
-//! ranks disagree on dtypes, sizes or the routing, and the point after which every rank has left the previous
-//! op, so the receive buffers are free to be written), then runs one round of puts with a signal per source rank
-//! into the destinations' symmetric buffers, allocated once at construction and bounded by the declared maxima:
+//! Every op starts with the group's entry: the agreement folded into one exchange (`Group::exchange`: one message
+//! latency; the dissemination agreement in a group too large for the exchange area), with the same verdict on
+//! every rank, `Mismatch` when ranks disagree on dtypes, sizes or the routing; it is also the point after which
+//! every rank has left the previous op, so the receive buffers are free to be written. The buffers are allocated
+//! once at construction and bounded by the declared maxima:
 //!
-//! * [`TokenSwitch::create_routing`]: each rank puts its count row (slots and pairs for every rank, pairs for
-//!   the destination's experts) into every rank's count area; every rank then holds every rank's counts and
-//!   reaches the same receive-overflow verdict;
-//! * [`TokenSwitch::dispatch`]: each token is written once per destination rank (with its `topk_weights` and
-//!   `topk_idx` rows) into that rank's receive slots, sources one after another in rank order; the receiver
-//!   copies them out in the routing's layout;
-//! * [`TokenSwitch::combine`]: each expert rank returns one row per received slot (the sum of the slot's pairs
-//!   in the expert-major layout) into the source's combine buffer; the source sums each token's rows in f32 in
-//!   destination-rank order and stores them in the token's order.
+//! * [`TokenSwitch::create_routing`]: each rank's count row for each rank (slots and pairs for every rank, pairs
+//!   for the destination's experts) travels in the entry's exchange; every rank then holds every rank's counts
+//!   and reaches the same receive-overflow verdict;
+//! * [`TokenSwitch::dispatch`]: each token is put once per destination rank (with its `topk_weights` and
+//!   `topk_idx` rows, and a signal) into that rank's receive rows, sources one after another in rank order; the
+//!   receiver copies them out in the routing's layout, or, flat, leaves them there
+//!   ([`TokenSwitch::dispatch_in_place`], or an `out_tokens` that is the receive rows);
+//! * [`TokenSwitch::combine`]: each expert rank puts one returned row per received slot (the sum of the slot's
+//!   pairs in the expert-major layout) into its own receive rows, where the slot's row arrived (nothing to do
+//!   when the experts computed in place there: [`TokenSwitch::combine_in_place`]); the source gets each block of
+//!   its tokens' rows from every rank's receive rows and sums each token's rows in f32 in destination-rank order.
+//!   After a routing or a dispatch no rank reads a rank's receive rows, so the rows are staged before the entry,
+//!   which then also says they are ready; after another combine they are staged after it, then signalled.
 //!
-//! Every wait is the runtime's `signal_wait_until` (`XPUSHMEM_TIMEOUT_MS`, lost peers reported as `PeerLost`).
+//! Row copies per (token, destination rank) in a flat step (one copy: a row read and written once; combine's f32
+//! sum reads each returned row once more in every version):
+//!
+//! | | dispatch | combine | step |
+//! |---|---|---|---|
+//! | before (push combine) | put into the receive rows, copy out | put into the source's combine rows, copy into a block | 4 |
+//! | `dispatch` / `combine` with buffers | put, copy out | copy into the receive rows, get into a block | 4 |
+//! | in place (`*_in_place`, or the receive rows passed as the buffers) | put | get into a block | 2 |
+//!
+//! The expert-major layout copies a slot's row into each of its pairs' rows on dispatch (its rows are one per
+//! pair) and sums a slot's pairs into the receive rows on combine: 3 copies of a slot's row plus one per pair.
+//!
+//! Every wait is the runtime's `signal_wait_until` or the exchange's (`XPUSHMEM_TIMEOUT_MS`, lost peers reported
+//! as `PeerLost`).
 
 use crate::dtype::DType;
 use crate::ep::route::{self, Counts, Layout, PairLayout, SendPlan};
@@ -292,6 +310,15 @@ impl TokenSwitch {
     /// The maxima the switch was built for.
     pub fn config(&self) -> EpConfig {
         self.cfg
+    }
+
+    /// This PE's receive rows (`max_recv_tokens_per_rank * max_token_bytes` bytes of the symmetric heap), where
+    /// a flat dispatch's rows arrive, back to back from byte 0, and where a combine's returned rows are read:
+    /// the memory of [`TokenSwitch::dispatch_in_place`]'s result, for callers that map it (the C ABI's
+    /// `xpushmem_ops_ep_recv_rows`, a tensor over it). What it holds is valid until this rank's next dispatch or
+    /// combine of the switch, and must not be written once this rank has called combine until its next op.
+    pub fn recv_rows(&self) -> Result<SymSlice<u8>> {
+        self.recv.slice(..self.rows_area())
     }
 
     /// Experts per rank.
@@ -1066,14 +1093,19 @@ impl TokenSwitch {
                 }
             }
             for (o, t) in out[t0 * rb..t1 * rb].chunks_exact_mut(rb).zip(t0..) {
-                acc.fill(0.0);
+                let mut first = true;
                 for d in 0..w {
                     if r.plan.to(d).get(cur[d]) != Some(&(t as u32)) {
                         continue;
                     }
-                    add_row(acc, &got[seg[d]..seg[d] + rb], dtype);
+                    add_row(acc, &got[seg[d]..seg[d] + rb], dtype, first);
+                    first = false;
                     seg[d] += rb;
                     cur[d] += 1;
+                }
+                if first {
+                    // A token routed nowhere sums to zero.
+                    acc.fill(0.0);
                 }
                 store_row(acc, o, dtype, es);
             }
@@ -1105,9 +1137,12 @@ impl TokenSwitch {
                 for i0 in (0..slots).step_by(block) {
                     let i1 = (i0 + block).min(slots);
                     for (i, o) in (i0..i1).zip(stage.chunks_exact_mut(rb)) {
-                        acc.fill(0.0);
-                        for &row in &pl.pos[pl.starts[i]..pl.starts[i + 1]] {
-                            add_row(acc, &expert_tokens[row * rb..(row + 1) * rb], dtype);
+                        let ps = &pl.pos[pl.starts[i]..pl.starts[i + 1]];
+                        for (p, &row) in ps.iter().enumerate() {
+                            add_row(acc, &expert_tokens[row * rb..(row + 1) * rb], dtype, p == 0);
+                        }
+                        if ps.is_empty() {
+                            acc.fill(0.0);
                         }
                         store_row(acc, o, dtype, dtype.size());
                     }
@@ -1203,22 +1238,36 @@ fn check_rows(
     ))
 }
 
-/// `acc += row` (row of `dtype`, widened to f32; float32 and bfloat16 without a per-element dispatch).
-fn add_row(acc: &mut [f32], row: &[u8], dtype: DType) {
+/// `acc += row` (row of `dtype`, widened to f32; float32 and bfloat16 without a per-element dispatch); the
+/// first row of a sum is loaded instead (`first`: no pass that zeroes `acc` per token).
+fn add_row(acc: &mut [f32], row: &[u8], dtype: DType, first: bool) {
+    if first {
+        fold(acc, row, dtype, |a, x| *a = x);
+    } else {
+        fold(acc, row, dtype, |a, x| *a += x);
+    }
+}
+
+/// `f(acc[i], row[i] as f32)` for every element.
+#[inline(always)]
+fn fold(acc: &mut [f32], row: &[u8], dtype: DType, f: impl Fn(&mut f32, f32)) {
     match dtype {
         DType::F32 => {
             for (a, b) in acc.iter_mut().zip(row.chunks_exact(4)) {
-                *a += f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+                f(a, f32::from_le_bytes([b[0], b[1], b[2], b[3]]));
             }
         }
         DType::BF16 => {
             for (a, b) in acc.iter_mut().zip(row.chunks_exact(2)) {
-                *a += crate::dtype::bf16_to_f32(u16::from_le_bytes([b[0], b[1]]));
+                f(
+                    a,
+                    crate::dtype::bf16_to_f32(u16::from_le_bytes([b[0], b[1]])),
+                );
             }
         }
         _ => {
             for (a, b) in acc.iter_mut().zip(row.chunks_exact(dtype.size())) {
-                *a += dtype.load_f32(b);
+                f(a, dtype.load_f32(b));
             }
         }
     }
