@@ -92,11 +92,13 @@ pub struct TokenSwitch {
     sigs: SymSlice<u64>,
     /// The last epoch of each kind of op (the signal values; the same on every rank).
     epochs: Mutex<[u64; 3]>,
-    /// The kind of the last host op that completed on this rank, `None` after any other outcome (a failure, a
-    /// device op, an op under way). After a routing or a dispatch no rank reads this rank's receive rows (every
-    /// rank has passed that op's entry, so it has left the combine before it), so a combine may stage its
-    /// returned rows there before its own entry, which then tells the sources the rows are ready.
-    last: Mutex<Option<Kind>>,
+    /// The kind of the last host op that completed on this rank and its routing's id, `None` after any other
+    /// outcome (a failure, a device op, an op under way). After a routing or a dispatch no rank reads this rank's
+    /// receive rows (every rank has passed that op's entry, so it has left the combine before it), so a combine
+    /// may stage its returned rows there before its own entry, which then tells the sources the rows are ready;
+    /// and right after a routing every rank has left every earlier op, so a dispatch of that routing needs no
+    /// entry of its own (its verdicts travel with its signals).
+    last: Mutex<Option<(Kind, u64)>>,
     /// The host path's working buffers, kept between steps so that a step allocates nothing once the first step
     /// of the largest shape has sized them (each bounded by the maxima: one slot's metadata per received slot,
     /// one row, one f32 row, and in expert-major a source rank's summed rows).
@@ -262,6 +264,7 @@ impl TokenSwitch {
             .max_token_bytes
             .checked_add(meta_bytes(cfg.max_topk))
             .and_then(|b| b.checked_mul(cfg.max_recv_tokens))
+            .and_then(|b| b.checked_add(16 * w))
             .ok_or_else(overflow)?;
         let device = sh.heap_kind() == xpushmem::HeapKind::Device;
         let comb_bytes = if device {
@@ -368,12 +371,18 @@ impl TokenSwitch {
         e[kind as usize]
     }
 
-    fn set_last(&self, kind: Option<Kind>) {
-        *self.last.lock().unwrap_or_else(|p| p.into_inner()) = kind;
+    fn set_last(&self, last: Option<(Kind, u64)>) {
+        *self.last.lock().unwrap_or_else(|p| p.into_inner()) = last;
     }
 
-    fn last(&self) -> Option<Kind> {
+    fn last(&self) -> Option<(Kind, u64)> {
         *self.last.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Byte of the dispatch headers in the receive area (after the rows and the slots' metadata): one per source
+    /// rank, 16 bytes (`epoch << 1 | rejected`, the argument digest).
+    fn headers_at(&self) -> usize {
+        self.cfg.max_recv_tokens * (self.cfg.max_token_bytes + meta_bytes(self.cfg.max_topk))
     }
 
     /// Bytes of the receive area's rows (the metadata follows them).
@@ -546,7 +555,7 @@ impl TokenSwitch {
         if let Some(e) = counts.overflow(OP, layout, cfg.max_recv_tokens) {
             return Err(e);
         }
-        self.set_last(Some(Kind::Routing));
+        self.set_last(Some((Kind::Routing, epoch)));
         Ok(Routing {
             switch: self.recv.heap_offset(),
             id: epoch,
@@ -580,6 +589,59 @@ impl TokenSwitch {
         sync(sh, group, op, local.as_ref().err().cloned(), dig, &ours)?;
         let rb = local?;
         Ok((rb, self.next_epoch(kind)))
+    }
+
+    /// A dispatch without an entry ([`TokenSwitch::dispatch`]'s `fast`): this rank's own error first, then the
+    /// first rank whose header says it rejected its arguments, then the first whose digest differs from `dig`,
+    /// as the entry's agreement would have said; the same verdict on every rank (every rank read every header).
+    #[allow(clippy::too_many_arguments)]
+    fn judge_headers(
+        &self,
+        sh: &Shmem,
+        group: &Group,
+        op: &'static str,
+        epoch: u64,
+        dig: u64,
+        local: Result<usize>,
+        ours: &dyn Fn() -> String,
+    ) -> Result<()> {
+        let w = self.w();
+        let mut hdr = [0u8; 16];
+        let word = |b: &[u8]| u64::from_le_bytes(b.try_into().unwrap_or_default());
+        let mut rejected = None;
+        let mut differs = None;
+        for s in 0..w {
+            let at = self.headers_at() + 16 * s;
+            sh.get(&mut hdr, self.recv.slice(at..at + 16)?, sh.my_pe())?;
+            let (flags, d) = (word(&hdr[..8]), word(&hdr[8..]));
+            if flags >> 1 != epoch {
+                return Err(Error::State(format!(
+                    "{op}: group rank {s}'s header is of dispatch {} (this is {epoch})",
+                    flags >> 1
+                )));
+            }
+            if flags & 1 == 1 {
+                rejected = rejected.or(Some(s));
+            } else if d != dig {
+                differs = differs.or(Some(s));
+            }
+        }
+        local?;
+        if let Some(s) = rejected {
+            return Err(group.rejected(op, s)?);
+        }
+        if let Some(s) = differs {
+            return Err(Error::Mismatch {
+                call: op,
+                pe: self.pes[s],
+                theirs: "different symmetric arguments (buffers, shapes, dtypes or op parameters must be the \
+                         same on every rank)"
+                    .into(),
+                reference_pe: sh.my_pe(),
+                ours: ours(),
+            });
+        }
+        Ok(())
     }
 
     /// The digest of what every rank must agree on in a dispatch or combine (both paths): the op, the dtype,
@@ -797,14 +859,50 @@ impl TokenSwitch {
                 _ => Ok(rb),
             }
         })();
-        let (rb, epoch) = self.enter(sh, group, OP, Kind::Dispatch, local, dtype, hidden, r)?;
+        // Right after the routing that made `r` (the same on every rank: every op's outcome is), every rank has
+        // left every earlier op, so the receive areas are free: no entry. Each rank's verdict and argument digest
+        // go to every rank in a header before its signal, and every rank judges them all alike after the wait.
+        let fast =
+            self.last() == Some((Kind::Routing, r.id)) && r.switch == self.recv.heap_offset();
+        let dig = self.op_digest(Kind::Dispatch, dtype, hidden, r.id);
+        let (rb, epoch) = if fast {
+            (
+                *local.as_ref().unwrap_or(&0),
+                self.next_epoch(Kind::Dispatch),
+            )
+        } else {
+            self.enter(
+                sh,
+                group,
+                OP,
+                Kind::Dispatch,
+                local.clone(),
+                dtype,
+                hidden,
+                r,
+            )?
+        };
         // Receive area: the rows back to back from byte 0, then from `meta0` each slot's `k` f32 weights and `k`
-        // int64 expert ids (`ms` bytes a slot).
+        // int64 expert ids (`ms` bytes a slot), then the headers.
         let (ms, wo) = (meta_bytes(k), pad8(4 * k));
         let meta0 = self.rows_area();
         let mut scratch = self.scratch.lock().unwrap_or_else(|p| p.into_inner());
         let Scratch { meta, idx, .. } = &mut *scratch;
+        let header = {
+            let mut h = [0u8; 16];
+            h[..8].copy_from_slice(&(epoch << 1 | local.is_err() as u64).to_le_bytes());
+            h[8..].copy_from_slice(&dig.to_le_bytes());
+            h
+        };
         for d in 0..w {
+            if local.is_err() {
+                // Only the header and the signal: this rank sends nothing else.
+                let at = self.headers_at() + 16 * me;
+                sh.put(self.recv.slice(at..at + 16)?, &header, self.pes[d])?;
+                sh.fence()?;
+                self.put_signal(sh, self.recv, 0, &[], Kind::Dispatch, epoch, d)?;
+                continue;
+            }
             let base = r.counts.dispatch_base(me, d);
             let to = r.plan.to(d);
             // Runs of consecutive tokens go to consecutive slots: one put per run.
@@ -832,14 +930,23 @@ impl TokenSwitch {
                     m[wo + 8 * j..wo + 8 * j + 8].copy_from_slice(&r.plan_idx(t, j).to_le_bytes());
                 }
             }
-            if !meta.is_empty() {
-                // The rows are delivered before the metadata and its signal.
+            if fast {
+                let at = self.headers_at() + 16 * me;
+                sh.put(self.recv.slice(at..at + 16)?, &header, self.pes[d])?;
+            }
+            if fast || !meta.is_empty() {
+                // The rows (and the header) are delivered before the metadata and its signal.
                 sh.fence()?;
             }
             let at = meta0 + base * ms;
             self.put_signal(sh, self.recv, at, meta, Kind::Dispatch, epoch, d)?;
         }
         self.wait_all(sh, Kind::Dispatch, epoch)?;
+        if fast {
+            self.judge_headers(sh, group, OP, epoch, dig, local, &|| {
+                format!("{hidden} x {}, routing {}", dtype.name(), r.id)
+            })?;
+        }
         let slots = r.counts.recv_slots(me) as usize;
         let got = meta;
         got.clear();
@@ -892,7 +999,7 @@ impl TokenSwitch {
                 *r.pairs.lock().unwrap_or_else(|p| p.into_inner()) = Some(pl);
             }
         }
-        self.set_last(Some(Kind::Dispatch));
+        self.set_last(Some((Kind::Dispatch, r.id)));
         Ok(())
     }
 
@@ -1013,7 +1120,7 @@ impl TokenSwitch {
         acc.resize(hidden, 0.0);
         // The returned rows go into this rank's receive rows before the entry when no rank can be reading them
         // (the last op was a routing or a dispatch: `last`); the entry then also says they are ready.
-        let early = matches!(self.last(), Some(Kind::Routing | Kind::Dispatch));
+        let early = matches!(self.last(), Some((Kind::Routing | Kind::Dispatch, _)));
         let mut local = local;
         if let (true, Ok((rb, in_place))) = (early, &local) {
             let staged = self.stage_returns(
@@ -1110,7 +1217,7 @@ impl TokenSwitch {
                 store_row(acc, o, dtype, es);
             }
         }
-        self.set_last(Some(Kind::Combine));
+        self.set_last(Some((Kind::Combine, r.id)));
         Ok(())
     }
 
