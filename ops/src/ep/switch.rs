@@ -13,7 +13,9 @@
 //! * [`TokenSwitch::dispatch`]: each token is put once per destination rank (with its `topk_weights` and
 //!   `topk_idx` rows, and a signal) into that rank's receive rows, sources one after another in rank order; the
 //!   receiver copies them out in the routing's layout, or, flat, leaves them there
-//!   ([`TokenSwitch::dispatch_in_place`], or an `out_tokens` that is the receive rows);
+//!   ([`TokenSwitch::dispatch_in_place`], or an `out_tokens` that is the receive rows). Right after the routing
+//!   it uses, a dispatch has no entry: the routing's exchange had every rank leave every earlier op, and each
+//!   rank's verdict and digest travel in a header before its signal, judged by every rank alike after the wait;
 //! * [`TokenSwitch::combine`]: each expert rank puts one returned row per received slot (the sum of the slot's
 //!   pairs in the expert-major layout) into its own receive rows, where the slot's row arrived (nothing to do
 //!   when the experts computed in place there: [`TokenSwitch::combine_in_place`]); the source gets each block of
