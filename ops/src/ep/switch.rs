@@ -79,7 +79,8 @@ pub struct TokenSwitch {
     pub(super) group_id: u64,
     pub(super) pes: Vec<usize>,
     pub(super) me: usize,
-    /// Receive area: `max_recv_tokens` rows of up to `max_token_bytes`, then as many slots' metadata.
+    /// Receive area: `max_recv_tokens` rows of up to `max_token_bytes` (the receive rows), then as many slots'
+    /// metadata, then `W` dispatch headers of 16 bytes.
     pub(super) recv: SymSlice<u8>,
     /// The device kernels' combine returns (device heaps; 8 bytes on host heaps, whose combine pulls the rows
     /// from the expert ranks' receive areas): `max_dispatch_tokens * min(max_topk, W)` rows of `max_token_bytes`.
