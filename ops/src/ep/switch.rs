@@ -119,11 +119,13 @@ struct Scratch {
     block: Vec<u8>,
     /// Combine: one token's f32 sum.
     acc: Vec<f32>,
-    /// Combine (expert-major): the summed rows sent to one rank.
+    /// Combine (expert-major): a block of slots' summed rows, staged into the receive rows.
     stage: Vec<u8>,
     /// Combine: each rank's next returned row (`W` entries), then where its rows of the current block start in
-    /// `block` (`W` more).
+    /// `block` (`W` more), then where this rank's slots start in each rank's receive rows (`W` more).
     cursors: Vec<usize>,
+    /// Combine: the ranks each token went to (`n`), which size the blocks.
+    dests: Vec<u32>,
 }
 
 /// A routing made by [`TokenSwitch::create_routing`] (upstream's `Routing.handle`): the send plan and every
@@ -1117,6 +1119,7 @@ impl TokenSwitch {
             acc,
             stage,
             cursors,
+            dests,
             ..
         } = &mut *scratch;
         acc.clear();
@@ -1168,21 +1171,36 @@ impl TokenSwitch {
             self.wait_all(sh, Kind::Combine, epoch)?;
         }
         drop(pairs);
-        // In blocks of tokens whose returned rows fit in COMBINE_BLOCK bytes: each rank's rows for the block are
-        // consecutive in its receive rows (this rank's slots there are in token order), so one get per (block,
-        // rank) brings them into the cached `got`; then token by token its rows are summed in rank order in an f32
-        // row. No buffer of every returned row or of every token's sum.
-        let block = (COMBINE_BLOCK / (w * rb)).max(1);
+        // In blocks of tokens whose returned rows fit in COMBINE_BLOCK bytes (or of one token): each rank's rows for
+        // the block are consecutive in its receive rows (this rank's slots there are in token order), so one get
+        // per (block, rank) brings them into the cached `got`; then token by token its rows are summed in rank
+        // order in an f32 row. No buffer of every returned row or of every token's sum.
+        dests.clear();
+        dests.resize(n, 0);
+        for &t in &r.plan.tokens {
+            dests[t as usize] += 1;
+        }
+        let rows_of = |t: usize| dests[t] as usize * rb;
+        grow(
+            got,
+            (r.plan.tokens.len() * rb).min(COMBINE_BLOCK.max(w * rb)),
+        );
         cursors.clear();
         cursors.resize(3 * w, 0);
-        grow(got, block.min(n.max(1)) * w * rb);
         let (cur, rest) = cursors.split_at_mut(w);
         let (seg, base) = rest.split_at_mut(w);
         for (d, b) in base.iter_mut().enumerate() {
             *b = r.counts.dispatch_base(me, d);
         }
-        for t0 in (0..n).step_by(block) {
-            let t1 = (t0 + block).min(n);
+        let mut t1 = 0;
+        while t1 < n {
+            let t0 = t1;
+            let mut bytes = rows_of(t0);
+            t1 += 1;
+            while t1 < n && bytes + rows_of(t1) <= COMBINE_BLOCK {
+                bytes += rows_of(t1);
+                t1 += 1;
+            }
             let mut used = 0;
             for d in 0..w {
                 let to = r.plan.to(d);

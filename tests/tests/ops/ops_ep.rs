@@ -244,8 +244,8 @@ pe_test!(ep_dispatch_combine_against_reference, shm[2, 3, 4], |sh| {
     g.free(sh)
 });
 
-// Rows of 256 KiB: the host combine brings the returned rows in blocks of 1 MiB, so a block holds 1-2 tokens here
-// and a combine runs over several blocks (the covering set above fits in one).
+// Rows of 256 KiB: the host combine brings the returned rows in blocks of at most 1 MiB (or of one token), so a
+// block holds 1-4 tokens here and a combine runs over several blocks (the covering set above fits in one).
 pe_test!(ep_combine_in_blocks, shm[2, 3], |sh| {
     let g = Group::world(sh)?;
     let hidden = 64 << 10;
