@@ -2,8 +2,9 @@
 //! tokens of `hidden` elements, top-[`TOPK`] of `8 * W` experts, uniform random routing, the experts being the
 //! identity, for the [`CASES`] (128/512/4096 tokens x hidden 1024/7168):
 //!
-//! * `ep_step`: `xpushmem-ops`' host [`TokenSwitch`] in the flat layout (`create_routing`, `dispatch`, `combine`);
-//! * `ep_step_expert_major`: the same in the expert-major layout;
+//! * `ep_step`: `xpushmem-ops`' host [`TokenSwitch`] in the flat layout (`create_routing`, `dispatch_in_place`,
+//!   `combine_in_place`: the rows stay in the switch's receive area, where the identity experts leave them);
+//! * `ep_step_expert_major`: the same in the expert-major layout (`dispatch` into and `combine` from a buffer);
 //! * `ep_step_vdev_2d`: the same exchange built from `all_to_all_vdev_2d` + `all_to_all_vdev_2d_offset` (as
 //!   `benches/ep_bench.py` builds it, and torchtitan on NVSHMEM): one row per (token, expert) pair packed by global
 //!   expert, dispatched expert-major, returned, summed per token in f32.
@@ -408,27 +409,42 @@ fn switch_step(sh: &Shmem, g: &Group, st: &mut EpState, layout: Layout) -> Resul
         Layout::Flat => (rows * k, Some(&mut st.out_idx[..rows * k])),
         Layout::ExpertMajor => (rows, None),
     };
-    st.switch.dispatch(
-        sh,
-        g,
-        &r,
-        &inp.x,
-        DType::BF16,
-        h,
-        &inp.w,
-        &mut st.out_tokens[..rows * rb],
-        &mut st.out_w[..weights],
-        idx,
-    )?;
-    st.switch.combine(
-        sh,
-        g,
-        &r,
-        &st.out_tokens[..rows * rb],
-        DType::BF16,
-        h,
-        &mut st.comb[..n * rb],
-    )?;
+    let comb = &mut st.comb[..n * rb];
+    match layout {
+        // The rows stay in the switch's receive area, the (identity) experts compute there, and combine reads
+        // them where they are.
+        Layout::Flat => {
+            st.switch.dispatch_in_place(
+                sh,
+                g,
+                &r,
+                &inp.x,
+                DType::BF16,
+                h,
+                &inp.w,
+                &mut st.out_w[..weights],
+                idx,
+            )?;
+            st.switch
+                .combine_in_place(sh, g, &r, DType::BF16, h, comb)?;
+        }
+        Layout::ExpertMajor => {
+            let out = &mut st.out_tokens[..rows * rb];
+            st.switch.dispatch(
+                sh,
+                g,
+                &r,
+                &inp.x,
+                DType::BF16,
+                h,
+                &inp.w,
+                out,
+                &mut st.out_w[..weights],
+                idx,
+            )?;
+            st.switch.combine(sh, g, &r, out, DType::BF16, h, comb)?;
+        }
+    }
     Ok(())
 }
 

@@ -572,6 +572,20 @@ int xpushmem_ops_ep_combine(int64_t sw,
                             int64_t hidden,
                             void *out);
 
+// This PE's receive rows of switch `sw` (host heaps): their address in `*out_ptr` and their size in bytes
+// (`max_recv_tokens_per_rank * max_token_bytes`) in `*out_bytes`. A flat dispatch whose `out_tokens` is this
+// address writes no copy (its rows arrive there, back to back), and a flat combine whose `expert_tokens` is this
+// address reads them where they are (the experts computed in place). The contents stay valid until this rank's
+// next dispatch or combine of the switch, and must not be written once this rank has called combine until its
+// next op (the other ranks read them); the memory lives until the switch is destroyed. Device heaps: an error
+// (the device path copies into the caller's tensors).
+//
+// # Safety
+// `out_ptr` a writable `void *`, `out_bytes` a writable `int64_t`.
+int xpushmem_ops_ep_recv_rows(int64_t sw,
+                              void **out_ptr,
+                              int64_t *out_bytes);
+
 // Bytes of device memory one routing of switch `sw` keeps its state in (the `state` of
 // [`xpushmem_ops_ep_create_routing_on_queue`]), in `*out_bytes`.
 //

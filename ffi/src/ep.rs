@@ -425,6 +425,47 @@ unsafe fn opt_operand(
     unsafe { operand(sh, t, name, call) }.map(Some)
 }
 
+/// This PE's receive rows of switch `sw` (host heaps): their address in `*out_ptr` and their size in bytes
+/// (`max_recv_tokens_per_rank * max_token_bytes`) in `*out_bytes`. A flat dispatch whose `out_tokens` is this
+/// address writes no copy (its rows arrive there, back to back), and a flat combine whose `expert_tokens` is this
+/// address reads them where they are (the experts computed in place). The contents stay valid until this rank's
+/// next dispatch or combine of the switch, and must not be written once this rank has called combine until its
+/// next op (the other ranks read them); the memory lives until the switch is destroyed. Device heaps: an error
+/// (the device path copies into the caller's tensors).
+///
+/// # Safety
+/// `out_ptr` a writable `void *`, `out_bytes` a writable `int64_t`.
+#[no_mangle]
+pub unsafe extern "C" fn xpushmem_ops_ep_recv_rows(
+    sw: i64,
+    out_ptr: *mut *mut c_void,
+    out_bytes: *mut i64,
+) -> c_int {
+    const CALL: &str = "xpushmem_ops_ep_recv_rows";
+    entry(CALL, || {
+        with_rt(|sh| {
+            // SAFETY: forwarded caller contract.
+            let (p, b) = unsafe {
+                (
+                    array_mut(out_ptr, 1, "out_ptr", CALL)?,
+                    array_mut(out_bytes, 1, "out_bytes", CALL)?,
+                )
+            };
+            if sh.heap_kind() == xpushmem_ffi_core::rt::HeapKind::Device {
+                return Err(Error::InvalidArgument {
+                    name: "sw",
+                    value: sw.to_string(),
+                    reason: format!("{CALL}: the switch is on a device heap (host heaps only)"),
+                });
+            }
+            let rows = switch_of(sw, CALL)?.ts.recv_rows()?;
+            p[0] = sh.local_ptr(rows).cast::<c_void>();
+            b[0] = rows.len() as i64;
+            Ok(())
+        })
+    })
+}
+
 /// Bytes of device memory one routing of switch `sw` keeps its state in (the `state` of
 /// [`xpushmem_ops_ep_create_routing_on_queue`]), in `*out_bytes`.
 ///

@@ -249,6 +249,53 @@ def ep_fp8_with_scales(ctx: RankContext) -> None:
     ts.close()
 
 
+def ep_zero_copy(ctx: RankContext) -> None:
+    """``zero_copy=True`` on the host path: a flat dispatch under ``no_grad`` returns a view of the switch's receive
+    rows (its data pointer is theirs) holding the reference's rows; the experts scale them in place and combine of
+    the view equals the reference; with grad enabled, or without ``zero_copy``, the outputs are copies."""
+    from xpushmem.torch import TokenSwitch, shim
+
+    if device_type() != "cpu":
+        pytest.skip("zero_copy is the host path's")
+    world, me, k = ctx.world_size, ctx.rank, 3
+    max_recv = N_MAX * world * L
+    allin = [_inputs(world, r, k, 1, torch.float32) for r in range(world)]
+    mine = allin[me]
+    ts = TokenSwitch(dist.group.WORLD, L * world, N_MAX, max_recv, H * 4, max_topk=k, zero_copy=True)
+    plain = TokenSwitch(dist.group.WORLD, L * world, N_MAX, max_recv, H * 4, max_topk=k)
+    area = shim.ep_recv_rows(ts._handle)
+    rows = _expected(allin, me, k, "flat")
+    for step in range(2):
+        what = f"zero_copy step {step} rank {me}"
+        routing = ts.create_routing(mine["idx"], layout="flat")
+        with torch.no_grad():
+            out_x, out_w, out_i = ts.dispatch(routing, mine["x"], mine["w"], max_recv)
+            assert out_x.data_ptr() == area.data_ptr() and out_x.shape == (max_recv, H), what
+            exp_x = torch.stack([allin[s]["x"][t] for s, t, _ in rows]) if rows else out_x[:0]
+            torch.testing.assert_close(out_x[: len(rows)], exp_x, rtol=0, atol=0, msg=what)
+            local_ids = out_i.clamp(min=0) + me * L
+            coef = torch.where(out_i >= 0, out_w * _scale(local_ids), torch.zeros_like(out_w)).sum(1)
+            out_x.mul_(coef[:, None])  # the experts, in place in the receive rows
+            combined = ts.combine(routing, out_x)
+        e = mine["idx"]
+        c = torch.where(e >= 0, mine["w"] * _scale(e.clamp(min=0)), torch.zeros_like(mine["w"])).sum(1)
+        torch.testing.assert_close(combined, mine["x"] * c[:, None], **_tol(torch.float32), msg=what)
+    # With autograd, and on a switch without zero_copy: copies.
+    routing = ts.create_routing(mine["idx"], layout="flat")
+    out_x, _, _ = ts.dispatch(routing, mine["x"].clone().requires_grad_(True), mine["w"], max_recv)
+    assert out_x.data_ptr() != area.data_ptr()
+    routing = plain.create_routing(mine["idx"], layout="flat")
+    with torch.no_grad():
+        out_x, _, _ = plain.dispatch(routing, mine["x"], mine["w"], max_recv)
+    assert out_x.data_ptr() != shim.ep_recv_rows(plain._handle).data_ptr()
+    plain.close()
+    ts.close()
+
+
+def test_ep_zero_copy(pools) -> None:  # noqa: ANN001
+    pools.get(3 if 3 in _sizes() else world_sizes()[0]).run(ep_zero_copy)
+
+
 def test_ep_fp8_with_scales(pools) -> None:  # noqa: ANN001
     pools.get(3 if 3 in _sizes() else world_sizes()[0]).run(ep_fp8_with_scales)
 

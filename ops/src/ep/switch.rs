@@ -1,22 +1,42 @@
 //! [`TokenSwitch`]: expert-parallel dispatch and combine on the host path (CPU memory in and out, symmetric
 //! receive buffers in between).
 //!
-//! Every op starts with the group's agreement (`Group::agree`: the same verdict on every rank, `Mismatch` when
-//! ranks disagree on dtypes, sizes or the routing, and the point after which every rank has left the previous
-//! op, so the receive buffers are free to be written), then runs one round of puts with a signal per source rank
-//! into the destinations' symmetric buffers, allocated once at construction and bounded by the declared maxima:
+//! Every op starts with the group's entry: the agreement folded into one exchange (`Group::exchange`: one message
+//! latency; the dissemination agreement in a group too large for the exchange area), with the same verdict on
+//! every rank, `Mismatch` when ranks disagree on dtypes, sizes or the routing; it is also the point after which
+//! every rank has left the previous op, so the receive buffers are free to be written. The buffers are allocated
+//! once at construction and bounded by the declared maxima:
 //!
-//! * [`TokenSwitch::create_routing`]: each rank puts its count row (slots and pairs for every rank, pairs for
-//!   the destination's experts) into every rank's count area; every rank then holds every rank's counts and
-//!   reaches the same receive-overflow verdict;
-//! * [`TokenSwitch::dispatch`]: each token is written once per destination rank (with its `topk_weights` and
-//!   `topk_idx` rows) into that rank's receive slots, sources one after another in rank order; the receiver
-//!   copies them out in the routing's layout;
-//! * [`TokenSwitch::combine`]: each expert rank returns one row per received slot (the sum of the slot's pairs
-//!   in the expert-major layout) into the source's combine buffer; the source sums each token's rows in f32 in
-//!   destination-rank order and stores them in the token's order.
+//! * [`TokenSwitch::create_routing`]: each rank's count row for each rank (slots and pairs for every rank, pairs
+//!   for the destination's experts) travels in the entry's exchange; every rank then holds every rank's counts
+//!   and reaches the same receive-overflow verdict;
+//! * [`TokenSwitch::dispatch`]: each token is put once per destination rank (with its `topk_weights` and
+//!   `topk_idx` rows, and a signal) into that rank's receive rows, sources one after another in rank order; the
+//!   receiver copies them out in the routing's layout, or, flat, leaves them there
+//!   ([`TokenSwitch::dispatch_in_place`], or an `out_tokens` that is the receive rows). Right after the routing
+//!   it uses, a dispatch has no entry: the routing's exchange had every rank leave every earlier op, and each
+//!   rank's verdict and digest travel in a header before its signal, judged by every rank alike after the wait;
+//! * [`TokenSwitch::combine`]: each expert rank puts one returned row per received slot (the sum of the slot's
+//!   pairs in the expert-major layout) into its own receive rows, where the slot's row arrived (nothing to do
+//!   when the experts computed in place there: [`TokenSwitch::combine_in_place`]); the source gets each block of
+//!   its tokens' rows from every rank's receive rows and sums each token's rows in f32 in destination-rank order.
+//!   After a routing or a dispatch no rank reads a rank's receive rows, so the rows are staged before the entry,
+//!   which then also says they are ready; after another combine they are staged after it, then signalled.
 //!
-//! Every wait is the runtime's `signal_wait_until` (`XPUSHMEM_TIMEOUT_MS`, lost peers reported as `PeerLost`).
+//! Row copies per (token, destination rank) in a flat step (one copy: a row read and written once; combine's f32
+//! sum reads each returned row once more in every version):
+//!
+//! | | dispatch | combine | step |
+//! |---|---|---|---|
+//! | before (push combine) | put into the receive rows, copy out | put into the source's combine rows, copy into a block | 4 |
+//! | `dispatch` / `combine` with buffers | put, copy out | copy into the receive rows, get into a block | 4 |
+//! | in place (`*_in_place`, or the receive rows passed as the buffers) | put | get into a block | 2 |
+//!
+//! The expert-major layout copies a slot's row into each of its pairs' rows on dispatch (its rows are one per
+//! pair) and sums a slot's pairs into the receive rows on combine: 3 copies of a slot's row plus one per pair.
+//!
+//! Every wait is the runtime's `signal_wait_until` or the exchange's (`XPUSHMEM_TIMEOUT_MS`, lost peers reported
+//! as `PeerLost`).
 
 use crate::dtype::DType;
 use crate::ep::route::{self, Counts, Layout, PairLayout, SendPlan};
@@ -45,7 +65,7 @@ pub struct EpConfig {
 pub const MAX_TOPK: usize = 1024;
 
 /// Which op a signal word belongs to.
-#[derive(Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Kind {
     Routing = 0,
     Dispatch = 1,
@@ -59,9 +79,11 @@ pub struct TokenSwitch {
     pub(super) group_id: u64,
     pub(super) pes: Vec<usize>,
     pub(super) me: usize,
-    /// Receive area: `max_recv_tokens` rows of up to `max_token_bytes`, then as many slots' metadata.
+    /// Receive area: `max_recv_tokens` rows of up to `max_token_bytes` (the receive rows), then as many slots'
+    /// metadata, then `W` dispatch headers of 16 bytes.
     pub(super) recv: SymSlice<u8>,
-    /// Combine returns: `max_dispatch_tokens * min(max_topk, W)` rows of `max_token_bytes`.
+    /// The device kernels' combine returns (device heaps; 8 bytes on host heaps, whose combine pulls the rows
+    /// from the expert ranks' receive areas): `max_dispatch_tokens * min(max_topk, W)` rows of `max_token_bytes`.
     pub(super) comb: SymSlice<u8>,
     /// Count rows: `W` of `2W + L` words.
     pub(super) counts: SymSlice<u64>,
@@ -73,6 +95,13 @@ pub struct TokenSwitch {
     sigs: SymSlice<u64>,
     /// The last epoch of each kind of op (the signal values; the same on every rank).
     epochs: Mutex<[u64; 3]>,
+    /// The kind of the last host op that completed on this rank and its routing's id, `None` after any other
+    /// outcome (a failure, a device op, an op under way). After a routing or a dispatch no rank reads this rank's
+    /// receive rows (every rank has passed that op's entry, so it has left the combine before it), so a combine
+    /// may stage its returned rows there before its own entry, which then tells the sources the rows are ready;
+    /// and right after a routing every rank has left every earlier op, so a dispatch of that routing needs no
+    /// entry of its own (its verdicts travel with its signals).
+    last: Mutex<Option<(Kind, u64)>>,
     /// The host path's working buffers, kept between steps so that a step allocates nothing once the first step
     /// of the largest shape has sized them (each bounded by the maxima: one slot's metadata per received slot,
     /// one row, one f32 row, and in expert-major a source rank's summed rows).
@@ -90,11 +119,13 @@ struct Scratch {
     block: Vec<u8>,
     /// Combine: one token's f32 sum.
     acc: Vec<f32>,
-    /// Combine (expert-major): the summed rows sent to one rank.
+    /// Combine (expert-major): a block of slots' summed rows, staged into the receive rows.
     stage: Vec<u8>,
     /// Combine: each rank's next returned row (`W` entries), then where its rows of the current block start in
-    /// `block` (`W` more).
+    /// `block` (`W` more), then where this rank's slots start in each rank's receive rows (`W` more).
     cursors: Vec<usize>,
+    /// Combine: the ranks each token went to (`n`), which size the blocks.
+    dests: Vec<u32>,
 }
 
 /// A routing made by [`TokenSwitch::create_routing`] (upstream's `Routing.handle`): the send plan and every
@@ -238,13 +269,18 @@ impl TokenSwitch {
             .max_token_bytes
             .checked_add(meta_bytes(cfg.max_topk))
             .and_then(|b| b.checked_mul(cfg.max_recv_tokens))
+            .and_then(|b| b.checked_add(16 * w))
             .ok_or_else(overflow)?;
-        let comb_bytes = cfg
-            .max_dispatch_tokens
-            .checked_mul(cfg.max_topk.min(w))
-            .and_then(|r| r.checked_mul(cfg.max_token_bytes))
-            .ok_or_else(overflow)?;
-        let stage_bytes = if sh.heap_kind() == xpushmem::HeapKind::Device {
+        let device = sh.heap_kind() == xpushmem::HeapKind::Device;
+        let comb_bytes = if device {
+            cfg.max_dispatch_tokens
+                .checked_mul(cfg.max_topk.min(w))
+                .and_then(|r| r.checked_mul(cfg.max_token_bytes))
+                .ok_or_else(overflow)?
+        } else {
+            8
+        };
+        let stage_bytes = if device {
             cfg.max_token_bytes
                 .checked_add(meta_bytes(cfg.max_topk))
                 .and_then(|b| b.checked_mul(cfg.max_dispatch_tokens))
@@ -265,6 +301,7 @@ impl TokenSwitch {
             stage: sh.malloc::<u8>(stage_bytes)?,
             sigs: sh.calloc::<u64>(3 * w)?,
             epochs: Mutex::new([0; 3]),
+            last: Mutex::new(None),
             scratch: Mutex::new(Scratch::default()),
         })
     }
@@ -281,6 +318,15 @@ impl TokenSwitch {
     /// The maxima the switch was built for.
     pub fn config(&self) -> EpConfig {
         self.cfg
+    }
+
+    /// This PE's receive rows (`max_recv_tokens_per_rank * max_token_bytes` bytes of the symmetric heap), where
+    /// a flat dispatch's rows arrive, back to back from byte 0, and where a combine's returned rows are read:
+    /// the memory of [`TokenSwitch::dispatch_in_place`]'s result, for callers that map it (the C ABI's
+    /// `xpushmem_ops_ep_recv_rows`, a tensor over it). What it holds is valid until this rank's next dispatch or
+    /// combine of the switch, and must not be written once this rank has called combine until its next op.
+    pub fn recv_rows(&self) -> Result<SymSlice<u8>> {
+        self.recv.slice(..self.rows_area())
     }
 
     /// Experts per rank.
@@ -324,9 +370,36 @@ impl TokenSwitch {
     }
 
     pub(super) fn next_epoch(&self, kind: Kind) -> u64 {
+        self.set_last(None);
         let mut e = self.epochs.lock().unwrap_or_else(|p| p.into_inner());
         e[kind as usize] += 1;
         e[kind as usize]
+    }
+
+    fn set_last(&self, last: Option<(Kind, u64)>) {
+        *self.last.lock().unwrap_or_else(|p| p.into_inner()) = last;
+    }
+
+    fn last(&self) -> Option<(Kind, u64)> {
+        *self.last.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Byte of the dispatch headers in the receive area (after the rows and the slots' metadata): one per source
+    /// rank, 16 bytes (`epoch << 1 | rejected`, the argument digest).
+    fn headers_at(&self) -> usize {
+        self.cfg.max_recv_tokens * (self.cfg.max_token_bytes + meta_bytes(self.cfg.max_topk))
+    }
+
+    /// Bytes of the receive area's rows (the metadata follows them).
+    fn rows_area(&self) -> usize {
+        self.cfg.max_recv_tokens * self.cfg.max_token_bytes
+    }
+
+    /// Whether `buf` overlaps this PE's receive rows, and whether it starts where they start.
+    fn in_recv_rows(&self, sh: &Shmem, buf: &[u8]) -> (bool, bool) {
+        let (at, a) = (sh.local_ptr(self.recv) as usize, buf.as_ptr() as usize);
+        let overlaps = !buf.is_empty() && a < at + self.rows_area() && at < a + buf.len();
+        (overlaps, overlaps && a == at)
     }
 
     /// Put `data` at byte `at` of `buf` on group rank `d` and signal it with `epoch` in this rank's word of
@@ -401,34 +474,75 @@ impl TokenSwitch {
             .check_topk_shape(OP, n, k)
             .and_then(|()| route::plan_send(OP, topk_idx, n, k, cfg.num_experts, w));
         let dig = digest(&[1, k as u64, layout as u64, self.group_id]);
-        group.agree(sh, OP, plan.as_ref().err().cloned(), dig, &|| {
-            format!("top-k {k}, layout {}", layout.name())
-        })?;
-        let plan = plan?;
-        let epoch = self.next_epoch(Kind::Routing);
+        let ours = || format!("top-k {k}, layout {}", layout.name());
         let row_len = 2 * w + l;
-        let mut row = vec![0u64; row_len];
-        for d in 0..w {
-            row[d] = plan.slots(d) as u64;
-            row[w + d] = plan.pairs[d];
-        }
-        for d in 0..w {
+        // This rank's count row for destination `d`: slots and pairs for every rank, then pairs for d's experts.
+        let row_for = |plan: &SendPlan, d: usize, row: &mut [u64]| {
+            for d2 in 0..w {
+                row[d2] = plan.slots(d2) as u64;
+                row[w + d2] = plan.pairs[d2];
+            }
             row[2 * w..].copy_from_slice(&plan.expert_pairs[d * l..(d + 1) * l]);
-            let mine = self
-                .counts
-                .slice(self.me * row_len..(self.me + 1) * row_len)?;
-            sh.put_signal(
-                mine,
-                &row,
-                self.sig(Kind::Routing, self.me)?,
-                epoch,
-                SignalOp::Set,
-                self.pes[d],
-            )?;
-        }
-        self.wait_all(sh, Kind::Routing, epoch)?;
+        };
         let mut all = vec![0u64; w * row_len];
-        sh.get(&mut all, self.counts, sh.my_pe())?;
+        let epoch = if group.exchange_capacity(sh) >= 8 * row_len {
+            // The rows travel in the agreement's own exchange: one message latency for both.
+            let mut sc = group.scratch();
+            let crate::group::Scratch { send, recv, .. } = &mut *sc;
+            send.clear();
+            if let Ok(p) = &plan {
+                let mut row = vec![0u64; row_len];
+                for &d in group.group_ranks() {
+                    row_for(p, d, &mut row);
+                    for v in &row {
+                        send.data.extend_from_slice(&v.to_le_bytes());
+                    }
+                    send.close();
+                }
+            }
+            group.exchange(sh, OP, plan.as_ref().err().cloned(), dig, send, recv, &ours)?;
+            for (tr, &s) in group.group_ranks().iter().enumerate() {
+                let got = recv.get(tr);
+                if got.len() != 8 * row_len {
+                    return Err(Error::State(format!(
+                        "{OP}: group rank {s} sent a count row of {} bytes (expected {})",
+                        got.len(),
+                        8 * row_len
+                    )));
+                }
+                for (v, b) in all[s * row_len..(s + 1) * row_len]
+                    .iter_mut()
+                    .zip(got.chunks_exact(8))
+                {
+                    *v = u64::from_le_bytes(b.try_into().unwrap_or_default());
+                }
+            }
+            self.next_epoch(Kind::Routing)
+        } else {
+            // A group too large for the exchange: the agreement, then a put with signal of each row.
+            group.agree(sh, OP, plan.as_ref().err().cloned(), dig, &ours)?;
+            let p = plan.as_ref().map_err(Clone::clone)?;
+            let epoch = self.next_epoch(Kind::Routing);
+            let mut row = vec![0u64; row_len];
+            for d in 0..w {
+                row_for(p, d, &mut row);
+                let mine = self
+                    .counts
+                    .slice(self.me * row_len..(self.me + 1) * row_len)?;
+                sh.put_signal(
+                    mine,
+                    &row,
+                    self.sig(Kind::Routing, self.me)?,
+                    epoch,
+                    SignalOp::Set,
+                    self.pes[d],
+                )?;
+            }
+            self.wait_all(sh, Kind::Routing, epoch)?;
+            sh.get(&mut all, self.counts, sh.my_pe())?;
+            epoch
+        };
+        let plan = plan?;
         let mut counts = Counts {
             w,
             slots: vec![0; w * w],
@@ -446,6 +560,7 @@ impl TokenSwitch {
         if let Some(e) = counts.overflow(OP, layout, cfg.max_recv_tokens) {
             return Err(e);
         }
+        self.set_last(Some((Kind::Routing, epoch)));
         Ok(Routing {
             switch: self.recv.heap_offset(),
             id: epoch,
@@ -475,11 +590,63 @@ impl TokenSwitch {
         r: &Routing,
     ) -> Result<(usize, u64)> {
         let dig = self.op_digest(kind, dtype, hidden, r.id);
-        group.agree(sh, op, local.as_ref().err().cloned(), dig, &|| {
-            format!("{hidden} x {}, routing {}", dtype.name(), r.id)
-        })?;
+        let ours = || format!("{hidden} x {}, routing {}", dtype.name(), r.id);
+        sync(sh, group, op, local.as_ref().err().cloned(), dig, &ours)?;
         let rb = local?;
         Ok((rb, self.next_epoch(kind)))
+    }
+
+    /// A dispatch without an entry ([`TokenSwitch::dispatch`]'s `fast`): this rank's own error first, then the
+    /// first rank whose header says it rejected its arguments, then the first whose digest differs from `dig`,
+    /// as the entry's agreement would have said; the same verdict on every rank (every rank read every header).
+    #[allow(clippy::too_many_arguments)]
+    fn judge_headers(
+        &self,
+        sh: &Shmem,
+        group: &Group,
+        op: &'static str,
+        epoch: u64,
+        dig: u64,
+        local: Result<usize>,
+        ours: &dyn Fn() -> String,
+    ) -> Result<()> {
+        let w = self.w();
+        let mut hdr = [0u8; 16];
+        let word = |b: &[u8]| u64::from_le_bytes(b.try_into().unwrap_or_default());
+        let mut rejected = None;
+        let mut differs = None;
+        for s in 0..w {
+            let at = self.headers_at() + 16 * s;
+            sh.get(&mut hdr, self.recv.slice(at..at + 16)?, sh.my_pe())?;
+            let (flags, d) = (word(&hdr[..8]), word(&hdr[8..]));
+            if flags >> 1 != epoch {
+                return Err(Error::State(format!(
+                    "{op}: group rank {s}'s header is of dispatch {} (this is {epoch})",
+                    flags >> 1
+                )));
+            }
+            if flags & 1 == 1 {
+                rejected = rejected.or(Some(s));
+            } else if d != dig {
+                differs = differs.or(Some(s));
+            }
+        }
+        local?;
+        if let Some(s) = rejected {
+            return Err(group.rejected(op, s)?);
+        }
+        if let Some(s) = differs {
+            return Err(Error::Mismatch {
+                call: op,
+                pe: self.pes[s],
+                theirs: "different symmetric arguments (buffers, shapes, dtypes or op parameters must be the \
+                         same on every rank)"
+                    .into(),
+                reference_pe: sh.my_pe(),
+                ours: ours(),
+            });
+        }
+        Ok(())
     }
 
     /// The digest of what every rank must agree on in a dispatch or combine (both paths): the op, the dtype,
@@ -535,6 +702,9 @@ impl TokenSwitch {
     ///   order;
     /// * expert-major: `out_tokens[rows, hidden]` grouped by local expert, `out_topk_weights[rows]` (each pair's
     ///   weight); `out_topk_idx` must be `None`.
+    ///
+    /// In the flat layout, an `out_tokens` that starts where this PE's receive rows start (the rows of
+    /// [`TokenSwitch::dispatch_in_place`], e.g. a tensor over them) is not copied into: the rows arrive there.
     #[allow(clippy::too_many_arguments)]
     pub fn dispatch(
         &self,
@@ -549,10 +719,79 @@ impl TokenSwitch {
         out_topk_weights: &mut [f32],
         out_topk_idx: Option<&mut [i64]>,
     ) -> Result<()> {
+        self.dispatch_into(
+            sh,
+            group,
+            r,
+            tokens,
+            dtype,
+            hidden,
+            topk_weights,
+            Some(out_tokens),
+            out_topk_weights,
+            out_topk_idx,
+        )
+    }
+
+    /// [`TokenSwitch::dispatch`] in the flat layout without a copy of the rows: they stay where they arrived, in
+    /// this PE's receive area, and the returned slice of the symmetric heap holds them (`[r.recv_rows(), hidden]`
+    /// of `dtype`, rows in (source rank, token) order); `out_topk_weights` and `out_topk_idx` are written as by
+    /// `dispatch`. The rows are the switch's: they stay valid until this rank's next dispatch or combine of the
+    /// switch (a combine stages its returned rows there unless it is given these rows themselves), and the other
+    /// ranks read them during a combine, so they must not be written once this rank has called combine. The
+    /// experts may compute in place in them and pass them to [`TokenSwitch::combine`] (through a pointer to
+    /// them, e.g. a tensor over the heap) to return them without a copy. The expert-major layout is refused
+    /// (its rows are one per pair: pass `out_tokens` to `dispatch`).
+    #[allow(clippy::too_many_arguments)]
+    pub fn dispatch_in_place(
+        &self,
+        sh: &Shmem,
+        group: &Group,
+        r: &Routing,
+        tokens: &[u8],
+        dtype: DType,
+        hidden: usize,
+        topk_weights: &[f32],
+        out_topk_weights: &mut [f32],
+        out_topk_idx: Option<&mut [i64]>,
+    ) -> Result<SymSlice<u8>> {
+        self.dispatch_into(
+            sh,
+            group,
+            r,
+            tokens,
+            dtype,
+            hidden,
+            topk_weights,
+            None,
+            out_topk_weights,
+            out_topk_idx,
+        )?;
+        self.recv
+            .slice(..r.recv_rows() * hidden.saturating_mul(dtype.size()))
+    }
+
+    /// [`TokenSwitch::dispatch`]; `out_tokens` `None`: the rows stay in the receive area (flat only).
+    #[allow(clippy::too_many_arguments)]
+    fn dispatch_into(
+        &self,
+        sh: &Shmem,
+        group: &Group,
+        r: &Routing,
+        tokens: &[u8],
+        dtype: DType,
+        hidden: usize,
+        topk_weights: &[f32],
+        out_tokens: Option<&mut [u8]>,
+        out_topk_weights: &mut [f32],
+        out_topk_idx: Option<&mut [i64]>,
+    ) -> Result<()> {
         const OP: &str = "ep_dispatch";
         self.check_group(group, OP)?;
         let (n, k, w, me) = (r.n, r.k, self.w(), self.me);
         let rows = r.recv_rows();
+        // Whether the rows arrive where the caller wants them (no copy out of the receive area).
+        let mut in_place = out_tokens.is_none();
         let local = (|| {
             self.check_routing(r, OP)?;
             let rb = self.row_bytes(OP, "tokens", dtype, hidden)?;
@@ -564,7 +803,34 @@ impl TokenSwitch {
                     format!("{OP}: must be float32 [{n}, {k}]"),
                 ));
             }
-            check_rows(OP, "out_tokens", out_tokens, rb, rows, false, hidden, dtype)?;
+            match &out_tokens {
+                Some(o) => {
+                    check_rows(OP, "out_tokens", o, rb, rows, false, hidden, dtype)?;
+                    let (overlaps, at_start) = self.in_recv_rows(sh, o);
+                    if overlaps && !(at_start && r.layout == Layout::Flat) {
+                        return Err(bad(
+                            "out_tokens",
+                            format!("{:p}", o.as_ptr()),
+                            format!(
+                                "{OP}: overlaps the switch's receive rows; only a flat dispatch may be given \
+                                 them, from their start"
+                            ),
+                        ));
+                    }
+                    in_place = at_start;
+                }
+                None if r.layout == Layout::ExpertMajor => {
+                    return Err(bad(
+                        "layout",
+                        r.layout.name(),
+                        format!(
+                            "{OP}: dispatch_in_place is for the flat layout (expert_major rows are one per \
+                             pair: pass out_tokens to dispatch)"
+                        ),
+                    ))
+                }
+                None => {}
+            }
             let per_row = match r.layout {
                 Layout::Flat => k,
                 Layout::ExpertMajor => 1,
@@ -598,14 +864,50 @@ impl TokenSwitch {
                 _ => Ok(rb),
             }
         })();
-        let (rb, epoch) = self.enter(sh, group, OP, Kind::Dispatch, local, dtype, hidden, r)?;
+        // Right after the routing that made `r` (the same on every rank: every op's outcome is), every rank has
+        // left every earlier op, so the receive areas are free: no entry. Each rank's verdict and argument digest
+        // go to every rank in a header before its signal, and every rank judges them all alike after the wait.
+        let fast =
+            self.last() == Some((Kind::Routing, r.id)) && r.switch == self.recv.heap_offset();
+        let dig = self.op_digest(Kind::Dispatch, dtype, hidden, r.id);
+        let (rb, epoch) = if fast {
+            (
+                *local.as_ref().unwrap_or(&0),
+                self.next_epoch(Kind::Dispatch),
+            )
+        } else {
+            self.enter(
+                sh,
+                group,
+                OP,
+                Kind::Dispatch,
+                local.clone(),
+                dtype,
+                hidden,
+                r,
+            )?
+        };
         // Receive area: the rows back to back from byte 0, then from `meta0` each slot's `k` f32 weights and `k`
-        // int64 expert ids (`ms` bytes a slot).
+        // int64 expert ids (`ms` bytes a slot), then the headers.
         let (ms, wo) = (meta_bytes(k), pad8(4 * k));
-        let meta0 = self.cfg.max_recv_tokens * self.cfg.max_token_bytes;
+        let meta0 = self.rows_area();
         let mut scratch = self.scratch.lock().unwrap_or_else(|p| p.into_inner());
         let Scratch { meta, idx, .. } = &mut *scratch;
+        let header = {
+            let mut h = [0u8; 16];
+            h[..8].copy_from_slice(&(epoch << 1 | local.is_err() as u64).to_le_bytes());
+            h[8..].copy_from_slice(&dig.to_le_bytes());
+            h
+        };
         for d in 0..w {
+            if local.is_err() {
+                // Only the header and the signal: this rank sends nothing else.
+                let at = self.headers_at() + 16 * me;
+                sh.put(self.recv.slice(at..at + 16)?, &header, self.pes[d])?;
+                sh.fence()?;
+                self.put_signal(sh, self.recv, 0, &[], Kind::Dispatch, epoch, d)?;
+                continue;
+            }
             let base = r.counts.dispatch_base(me, d);
             let to = r.plan.to(d);
             // Runs of consecutive tokens go to consecutive slots: one put per run.
@@ -633,14 +935,23 @@ impl TokenSwitch {
                     m[wo + 8 * j..wo + 8 * j + 8].copy_from_slice(&r.plan_idx(t, j).to_le_bytes());
                 }
             }
-            if !meta.is_empty() {
-                // The rows are delivered before the metadata and its signal.
+            if fast {
+                let at = self.headers_at() + 16 * me;
+                sh.put(self.recv.slice(at..at + 16)?, &header, self.pes[d])?;
+            }
+            if fast || !meta.is_empty() {
+                // The rows (and the header) are delivered before the metadata and its signal.
                 sh.fence()?;
             }
             let at = meta0 + base * ms;
             self.put_signal(sh, self.recv, at, meta, Kind::Dispatch, epoch, d)?;
         }
         self.wait_all(sh, Kind::Dispatch, epoch)?;
+        if fast {
+            self.judge_headers(sh, group, OP, epoch, dig, local, &|| {
+                format!("{hidden} x {}, routing {}", dtype.name(), r.id)
+            })?;
+        }
         let slots = r.counts.recv_slots(me) as usize;
         let got = meta;
         got.clear();
@@ -664,11 +975,9 @@ impl TokenSwitch {
         match r.layout {
             Layout::Flat => {
                 let oi = out_topk_idx.unwrap_or_default();
-                sh.get(
-                    &mut out_tokens[..slots * rb],
-                    self.recv.slice(..slots * rb)?,
-                    me_pe,
-                )?;
+                if let (Some(o), false) = (out_tokens, in_place) {
+                    sh.get(&mut o[..slots * rb], self.recv.slice(..slots * rb)?, me_pe)?;
+                }
                 for i in 0..slots {
                     for j in 0..k {
                         let e = idx[i * k + j];
@@ -679,6 +988,7 @@ impl TokenSwitch {
                 }
             }
             Layout::ExpertMajor => {
+                let out_tokens = out_tokens.unwrap_or_default();
                 let pl = route::pair_layout(idx, k, first, l);
                 for i in 0..slots {
                     for p in pl.starts[i]..pl.starts[i + 1] {
@@ -694,6 +1004,7 @@ impl TokenSwitch {
                 *r.pairs.lock().unwrap_or_else(|p| p.into_inner()) = Some(pl);
             }
         }
+        self.set_last(Some((Kind::Dispatch, r.id)));
         Ok(())
     }
 
@@ -702,6 +1013,12 @@ impl TokenSwitch {
     /// the rows of its slots on every rank (expert-major: of its pairs). Sums run in f32 and are rounded once per
     /// rank (expert-major: the sum of a slot's pairs, on the expert rank) and once at the end. Weights are not
     /// applied (upstream: the experts apply the dispatched `topk_weights`; combine is dispatch's adjoint).
+    ///
+    /// Each rank's returned rows (one per received slot) are in its receive rows, where the sources read them:
+    /// a flat `expert_tokens` that starts where those rows start (the rows of
+    /// [`TokenSwitch::dispatch_in_place`]) is read where it is; any other is first copied there (expert-major:
+    /// the sum of each slot's pairs), which ends the receive rows' validity. An `expert_tokens` that overlaps
+    /// them otherwise is an error.
     #[allow(clippy::too_many_arguments)]
     pub fn combine(
         &self,
@@ -709,6 +1026,36 @@ impl TokenSwitch {
         group: &Group,
         r: &Routing,
         expert_tokens: &[u8],
+        dtype: DType,
+        hidden: usize,
+        out: &mut [u8],
+    ) -> Result<()> {
+        self.combine_from(sh, group, r, Some(expert_tokens), dtype, hidden, out)
+    }
+
+    /// [`TokenSwitch::combine`] of the flat layout's rows where [`TokenSwitch::dispatch_in_place`] left them (the
+    /// experts computed in place there): the sources read them where they are, nothing is copied before.
+    #[allow(clippy::too_many_arguments)]
+    pub fn combine_in_place(
+        &self,
+        sh: &Shmem,
+        group: &Group,
+        r: &Routing,
+        dtype: DType,
+        hidden: usize,
+        out: &mut [u8],
+    ) -> Result<()> {
+        self.combine_from(sh, group, r, None, dtype, hidden, out)
+    }
+
+    /// [`TokenSwitch::combine`]; `expert_tokens` `None`: the receive rows as they are (flat only).
+    #[allow(clippy::too_many_arguments)]
+    fn combine_from(
+        &self,
+        sh: &Shmem,
+        group: &Group,
+        r: &Routing,
+        expert_tokens: Option<&[u8]>,
         dtype: DType,
         hidden: usize,
         out: &mut [u8],
@@ -722,6 +1069,19 @@ impl TokenSwitch {
             self.check_routing(r, OP)?;
             Self::check_reducible(OP, dtype)?;
             let rb = self.row_bytes(OP, "expert_tokens", dtype, hidden)?;
+            let Some(expert_tokens) = expert_tokens else {
+                check_rows(OP, "out", out, rb, n, true, hidden, dtype)?;
+                if r.layout == Layout::ExpertMajor {
+                    return Err(bad(
+                        "layout",
+                        r.layout.name(),
+                        format!(
+                            "{OP}: combine_in_place is for the flat layout (pass expert_tokens to combine)"
+                        ),
+                    ));
+                }
+                return Ok((rb, true));
+            };
             check_rows(
                 OP,
                 "expert_tokens",
@@ -739,9 +1099,19 @@ impl TokenSwitch {
                      topk_idx places the pairs)"
                 )));
             }
-            Ok(rb)
+            let (overlaps, at_start) = self.in_recv_rows(sh, expert_tokens);
+            if overlaps && !(at_start && r.layout == Layout::Flat) {
+                return Err(bad(
+                    "expert_tokens",
+                    format!("{:p}", expert_tokens.as_ptr()),
+                    format!(
+                        "{OP}: overlaps the switch's receive rows; only a flat combine may be given them, \
+                         from their start"
+                    ),
+                ));
+            }
+            Ok((rb, at_start))
         })();
-        let (rb, epoch) = self.enter(sh, group, OP, Kind::Combine, local, dtype, hidden, r)?;
         let es = dtype.size();
         let mut scratch = self.scratch.lock().unwrap_or_else(|p| p.into_inner());
         let Scratch {
@@ -749,46 +1119,88 @@ impl TokenSwitch {
             acc,
             stage,
             cursors,
+            dests,
             ..
         } = &mut *scratch;
         acc.clear();
         acc.resize(hidden, 0.0);
-        for s in 0..w {
-            let first = r.counts.dispatch_base(s, me);
-            let cnt = r.counts.slots[s * w + me] as usize;
-            let data: &[u8] = match (r.layout, pairs.as_ref()) {
-                (Layout::ExpertMajor, Some(pl)) => {
-                    stage.clear();
-                    stage.resize(cnt * rb, 0);
-                    for i in 0..cnt {
-                        acc.fill(0.0);
-                        for &row in &pl.pos[pl.starts[first + i]..pl.starts[first + i + 1]] {
-                            add_row(acc, &expert_tokens[row * rb..(row + 1) * rb], dtype);
-                        }
-                        store_row(acc, &mut stage[i * rb..(i + 1) * rb], dtype, es);
-                    }
-                    stage
-                }
-                _ => &expert_tokens[first * rb..(first + cnt) * rb],
-            };
-            let at = r.counts.combine_base(s, me) * rb;
-            self.put_signal(sh, self.comb, at, data, Kind::Combine, epoch, s)?;
+        // The returned rows go into this rank's receive rows before the entry when no rank can be reading them
+        // (the last op was a routing or a dispatch: `last`); the entry then also says they are ready.
+        let early = matches!(self.last(), Some((Kind::Routing | Kind::Dispatch, _)));
+        let mut local = local;
+        if let (true, Ok((rb, in_place))) = (early, &local) {
+            let staged = self.stage_returns(
+                sh,
+                r,
+                pairs.as_ref(),
+                expert_tokens.unwrap_or_default(),
+                (dtype, *rb, *in_place),
+                stage,
+                acc,
+            );
+            if let Err(e) = staged {
+                local = Err(e);
+            }
+        }
+        let in_place = matches!(local, Ok((_, true)));
+        let (rb, epoch) = self.enter(
+            sh,
+            group,
+            OP,
+            Kind::Combine,
+            local.map(|l| l.0),
+            dtype,
+            hidden,
+            r,
+        )?;
+        if !early {
+            // A combine right after another: the sources may still read this rank's rows until they have passed
+            // this entry; stage now, then tell every source.
+            self.stage_returns(
+                sh,
+                r,
+                pairs.as_ref(),
+                expert_tokens.unwrap_or_default(),
+                (dtype, rb, in_place),
+                stage,
+                acc,
+            )?;
+            for s in 0..w {
+                self.put_signal(sh, self.recv, 0, &[], Kind::Combine, epoch, s)?;
+            }
+            self.wait_all(sh, Kind::Combine, epoch)?;
         }
         drop(pairs);
-        self.wait_all(sh, Kind::Combine, epoch)?;
-        // In blocks of tokens whose returned rows fit in COMBINE_BLOCK bytes: each rank's rows for the block are
-        // consecutive in the combine area (its list is in token order), so one get per (block, rank) brings them
-        // into the cached `got`; then token by token its rows are summed in rank order in an f32 row. No buffer of
-        // every returned row or of every token's sum.
-        let me_pe = sh.my_pe();
-        let block = (COMBINE_BLOCK / (w * rb)).max(1);
+        // In blocks of tokens whose returned rows fit in COMBINE_BLOCK bytes (or of one token): each rank's rows for
+        // the block are consecutive in its receive rows (this rank's slots there are in token order), so one get
+        // per (block, rank) brings them into the cached `got`; then token by token its rows are summed in rank
+        // order in an f32 row. No buffer of every returned row or of every token's sum.
+        dests.clear();
+        dests.resize(n, 0);
+        for &t in &r.plan.tokens {
+            dests[t as usize] += 1;
+        }
+        let rows_of = |t: usize| dests[t] as usize * rb;
+        grow(
+            got,
+            (r.plan.tokens.len() * rb).min(COMBINE_BLOCK.max(w * rb)),
+        );
         cursors.clear();
-        cursors.resize(2 * w, 0);
-        got.clear();
-        got.resize(block.min(n.max(1)) * w * rb, 0);
-        let (cur, seg) = cursors.split_at_mut(w);
-        for t0 in (0..n).step_by(block) {
-            let t1 = (t0 + block).min(n);
+        cursors.resize(3 * w, 0);
+        let (cur, rest) = cursors.split_at_mut(w);
+        let (seg, base) = rest.split_at_mut(w);
+        for (d, b) in base.iter_mut().enumerate() {
+            *b = r.counts.dispatch_base(me, d);
+        }
+        let mut t1 = 0;
+        while t1 < n {
+            let t0 = t1;
+            let mut bytes = rows_of(t0);
+            t1 += 1;
+            while t1 < n && bytes + rows_of(t1) <= COMBINE_BLOCK {
+                bytes += rows_of(t1);
+                t1 += 1;
+            }
             let mut used = 0;
             for d in 0..w {
                 let to = r.plan.to(d);
@@ -799,29 +1211,84 @@ impl TokenSwitch {
                     .count();
                 seg[d] = used;
                 if cnt > 0 {
-                    let at = (r.counts.combine_base(me, d) + first) * rb;
+                    let at = (base[d] + first) * rb;
                     sh.get(
                         &mut got[used..used + cnt * rb],
-                        self.comb.slice(at..at + cnt * rb)?,
-                        me_pe,
+                        self.recv.slice(at..at + cnt * rb)?,
+                        self.pes[d],
                     )?;
                     used += cnt * rb;
                 }
             }
             for (o, t) in out[t0 * rb..t1 * rb].chunks_exact_mut(rb).zip(t0..) {
-                acc.fill(0.0);
+                let mut first = true;
                 for d in 0..w {
                     if r.plan.to(d).get(cur[d]) != Some(&(t as u32)) {
                         continue;
                     }
-                    add_row(acc, &got[seg[d]..seg[d] + rb], dtype);
+                    add_row(acc, &got[seg[d]..seg[d] + rb], dtype, first);
+                    first = false;
                     seg[d] += rb;
                     cur[d] += 1;
+                }
+                if first {
+                    // A token routed nowhere sums to zero.
+                    acc.fill(0.0);
                 }
                 store_row(acc, o, dtype, es);
             }
         }
+        self.set_last(Some((Kind::Combine, r.id)));
         Ok(())
+    }
+
+    /// Put this rank's returned rows (one per received slot, in receive order) into its receive rows: flat, a
+    /// copy of `expert_tokens` (none when it is those rows: `in_place`); expert-major, each slot's pairs summed in
+    /// f32 and rounded, a block of rows at a time through `stage`.
+    #[allow(clippy::too_many_arguments)]
+    fn stage_returns(
+        &self,
+        sh: &Shmem,
+        r: &Routing,
+        pairs: Option<&PairLayout>,
+        expert_tokens: &[u8],
+        (dtype, rb, in_place): (DType, usize, bool),
+        stage: &mut Vec<u8>,
+        acc: &mut [f32],
+    ) -> Result<()> {
+        let slots = r.counts.recv_slots(self.me) as usize;
+        let me_pe = sh.my_pe();
+        match (r.layout, pairs) {
+            (Layout::ExpertMajor, Some(pl)) => {
+                let block = (COMBINE_BLOCK / rb).max(1);
+                grow(stage, block.min(slots) * rb);
+                for i0 in (0..slots).step_by(block) {
+                    let i1 = (i0 + block).min(slots);
+                    for (i, o) in (i0..i1).zip(stage.chunks_exact_mut(rb)) {
+                        let ps = &pl.pos[pl.starts[i]..pl.starts[i + 1]];
+                        for (p, &row) in ps.iter().enumerate() {
+                            add_row(acc, &expert_tokens[row * rb..(row + 1) * rb], dtype, p == 0);
+                        }
+                        if ps.is_empty() {
+                            acc.fill(0.0);
+                        }
+                        store_row(acc, o, dtype, dtype.size());
+                    }
+                    sh.put(
+                        self.recv.slice(i0 * rb..i1 * rb)?,
+                        &stage[..(i1 - i0) * rb],
+                        me_pe,
+                    )?;
+                }
+                Ok(())
+            }
+            _ if in_place || slots == 0 => Ok(()),
+            _ => sh.put(
+                self.recv.slice(..slots * rb)?,
+                &expert_tokens[..slots * rb],
+                me_pe,
+            ),
+        }
     }
 }
 
@@ -829,6 +1296,37 @@ impl Routing {
     /// The global expert id of token `t`'s `j`-th choice, as planned.
     fn plan_idx(&self, t: usize, j: usize) -> i64 {
         self.topk[t * self.k + j]
+    }
+}
+
+/// The group's agreement on an op's entry (`local`: this rank's error; `dig`: the digest of what every rank must
+/// agree on): one exchange without payloads, one message latency, where the group fits the exchange area; else the
+/// agreement's `ceil(log2 W)` rounds. Either way every rank has entered the op when it returns.
+fn sync(
+    sh: &Shmem,
+    group: &Group,
+    op: &'static str,
+    local: Option<Error>,
+    dig: u64,
+    ours: &dyn Fn() -> String,
+) -> Result<()> {
+    if group.exchange_capacity(sh) == 0 {
+        return group.agree(sh, op, local, dig, ours);
+    }
+    let mut sc = group.scratch();
+    let crate::group::Scratch { send, recv, .. } = &mut *sc;
+    send.clear();
+    for _ in 0..group.size() {
+        send.close();
+    }
+    group.exchange(sh, op, local, dig, send, recv, ours)
+}
+
+/// Make `buf` at least `len` bytes long, keeping what it holds (every use overwrites what it reads: no memset of
+/// a reused buffer per step).
+fn grow(buf: &mut Vec<u8>, len: usize) {
+    if buf.len() < len {
+        buf.resize(len, 0);
     }
 }
 
@@ -868,22 +1366,36 @@ fn check_rows(
     ))
 }
 
-/// `acc += row` (row of `dtype`, widened to f32; float32 and bfloat16 without a per-element dispatch).
-fn add_row(acc: &mut [f32], row: &[u8], dtype: DType) {
+/// `acc += row` (row of `dtype`, widened to f32; float32 and bfloat16 without a per-element dispatch); the
+/// first row of a sum is loaded instead (`first`: no pass that zeroes `acc` per token).
+fn add_row(acc: &mut [f32], row: &[u8], dtype: DType, first: bool) {
+    if first {
+        fold(acc, row, dtype, |a, x| *a = x);
+    } else {
+        fold(acc, row, dtype, |a, x| *a += x);
+    }
+}
+
+/// `f(acc[i], row[i] as f32)` for every element.
+#[inline(always)]
+fn fold(acc: &mut [f32], row: &[u8], dtype: DType, f: impl Fn(&mut f32, f32)) {
     match dtype {
         DType::F32 => {
             for (a, b) in acc.iter_mut().zip(row.chunks_exact(4)) {
-                *a += f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+                f(a, f32::from_le_bytes([b[0], b[1], b[2], b[3]]));
             }
         }
         DType::BF16 => {
             for (a, b) in acc.iter_mut().zip(row.chunks_exact(2)) {
-                *a += crate::dtype::bf16_to_f32(u16::from_le_bytes([b[0], b[1]]));
+                f(
+                    a,
+                    crate::dtype::bf16_to_f32(u16::from_le_bytes([b[0], b[1]])),
+                );
             }
         }
         _ => {
             for (a, b) in acc.iter_mut().zip(row.chunks_exact(dtype.size())) {
-                *a += dtype.load_f32(b);
+                f(a, dtype.load_f32(b));
             }
         }
     }

@@ -8,7 +8,7 @@
 use crate::ops_ep_ref::*;
 use std::time::Duration;
 use xpushmem::{Error, Result, Shmem};
-use xpushmem_ops::ep::{EpConfig, Layout, TokenSwitch};
+use xpushmem_ops::ep::{EpConfig, Layout, Routing, TokenSwitch};
 use xpushmem_ops::{DType, Group};
 use xpushmem_tests::cover::{depth, pairwise, product, Depth};
 use xpushmem_tests::{assert_success, is_pe_of, pe_test, run_pe, spawn_pes_with, test_name};
@@ -58,6 +58,45 @@ fn healthy(sh: &Shmem, g: &Group, ts: &TokenSwitch, l: usize) -> Result<()> {
         hidden: 3,
     };
     run_case(sh, g, ts, &c, 999)
+}
+
+/// A flat dispatch whose last rank passes no out_topk_idx: it names the argument, the others name that rank.
+fn missing_out_topk_idx(
+    sh: &Shmem,
+    g: &Group,
+    ts: &TokenSwitch,
+    r: &Routing,
+    w: usize,
+    last: bool,
+) {
+    let mut oi = vec![0i64; w];
+    let r2 = ts.dispatch(
+        sh,
+        g,
+        r,
+        &[0u8; 16],
+        DType::F32,
+        4,
+        &[1.0],
+        &mut vec![0u8; 16 * w],
+        &mut vec![0f32; w],
+        if last { None } else { Some(&mut oi) },
+    );
+    if last {
+        expect(
+            r2,
+            "InvalidArgument",
+            "out_topk_idx",
+            "missing out_topk_idx",
+        );
+    } else {
+        expect(
+            r2,
+            "InvalidArgument",
+            "rejected its arguments",
+            "missing out_topk_idx elsewhere",
+        );
+    }
 }
 
 fn errors(sh: &Shmem, g: &Group, ts: &TokenSwitch, l: usize) -> Result<()> {
@@ -118,55 +157,61 @@ fn errors(sh: &Shmem, g: &Group, ts: &TokenSwitch, l: usize) -> Result<()> {
         "",
         "top-k differs",
     );
+    // Right after its routing (the dispatch's verdicts travel with its signals), then after a failed op (the
+    // dispatch's own entry): the dtype differs, then a bad local argument (the flat layout needs out_topk_idx).
     let r = ts.create_routing(sh, g, &[0], 1, 1, Layout::Flat)?;
     let dt = if last { DType::F16 } else { DType::F32 };
-    let rows = r.recv_rows();
+    let dtype_differs = |r: &Routing, what: &str| {
+        let rows = r.recv_rows();
+        expect(
+            ts.dispatch(
+                sh,
+                g,
+                r,
+                &vec![0u8; 4 * dt.size()],
+                dt,
+                4,
+                &[1.0],
+                &mut vec![0u8; rows.max(1) * 4 * dt.size()],
+                &mut vec![0f32; rows.max(1)],
+                Some(&mut vec![0i64; rows.max(1)]),
+            ),
+            "Mismatch",
+            "",
+            what,
+        )
+    };
+    dtype_differs(&r, "dtype differs, after the routing");
+    dtype_differs(&r, "dtype differs, at the entry");
+    let fresh = ts.create_routing(sh, g, &[0], 1, 1, Layout::Flat)?;
+    missing_out_topk_idx(sh, g, ts, &fresh, w, last);
+    missing_out_topk_idx(sh, g, ts, &r, w, last);
+    healthy(sh, g, ts, l)?;
+    // The rows stay in the receive area in the flat layout only: an expert-major routing is refused by
+    // dispatch_in_place and combine_in_place (on every rank, naming the layout).
+    let r = ts.create_routing(sh, g, &[0, 1], 1, 2, Layout::ExpertMajor)?;
     expect(
-        ts.dispatch(
+        ts.dispatch_in_place(
             sh,
             g,
             &r,
-            &vec![0u8; 4 * dt.size()],
-            dt,
-            4,
-            &[1.0],
-            &mut vec![0u8; rows.max(1) * 4 * dt.size()],
-            &mut vec![0f32; rows.max(1)],
-            Some(&mut vec![0i64; rows.max(1)]),
+            &[0u8; 4],
+            DType::F32,
+            1,
+            &[1.0, 1.0],
+            &mut [0f32; 8],
+            None,
         ),
-        "Mismatch",
-        "",
-        "dtype differs",
+        "InvalidArgument",
+        "layout",
+        "dispatch_in_place of expert_major",
     );
-    // A bad local argument: the flat layout needs out_topk_idx.
-    let mut oi = vec![0i64; w];
-    let r2 = ts.dispatch(
-        sh,
-        g,
-        &r,
-        &[0u8; 16],
-        DType::F32,
-        4,
-        &[1.0],
-        &mut vec![0u8; 16 * w],
-        &mut vec![0f32; w],
-        if last { None } else { Some(&mut oi) },
+    expect(
+        ts.combine_in_place(sh, g, &r, DType::F32, 1, &mut [0u8; 4]),
+        "InvalidArgument",
+        "combine_in_place is for the flat layout",
+        "combine_in_place of expert_major",
     );
-    if last {
-        expect(
-            r2,
-            "InvalidArgument",
-            "out_topk_idx",
-            "missing out_topk_idx",
-        );
-    } else {
-        expect(
-            r2,
-            "InvalidArgument",
-            "rejected its arguments",
-            "missing out_topk_idx elsewhere",
-        );
-    }
     healthy(sh, g, ts, l)
 }
 
@@ -199,8 +244,8 @@ pe_test!(ep_dispatch_combine_against_reference, shm[2, 3, 4], |sh| {
     g.free(sh)
 });
 
-// Rows of 256 KiB: the host combine brings the returned rows in blocks of 1 MiB, so a block holds 1-2 tokens here
-// and a combine runs over several blocks (the covering set above fits in one).
+// Rows of 256 KiB: the host combine brings the returned rows in blocks of at most 1 MiB (or of one token), so a
+// block holds 1-4 tokens here and a combine runs over several blocks (the covering set above fits in one).
 pe_test!(ep_combine_in_blocks, shm[2, 3], |sh| {
     let g = Group::world(sh)?;
     let hidden = 64 << 10;

@@ -255,6 +255,42 @@ pub fn run_case(sh: &Shmem, g: &Group, ts: &TokenSwitch, c: &Case, case: u64) ->
         let mut back = vec![0xAAu8; mine.n * h * es];
         ts.combine(sh, g, &r, &to_bytes(&y, dt), dt, h, &mut back)?;
         check_combine(c, &x, me, round, &from_bytes(&back, dt));
+        // A combine right after a combine (it stages its rows only once every rank has passed its entry) of
+        // other rows: twice the experts' outputs come back as twice the sums (exact: a power of two).
+        let y2: Vec<f32> = y.iter().map(|v| 2.0 * v).collect();
+        back.fill(0xAA);
+        ts.combine(sh, g, &r, &to_bytes(&y2, dt), dt, h, &mut back)?;
+        let half: Vec<f32> = from_bytes(&back, dt).iter().map(|v| v / 2.0).collect();
+        check_combine(c, &x, me, round, &half);
+    }
+    if c.layout == Layout::Flat {
+        // Without copies: the rows stay in the receive area, the experts' outputs are written there, and combine
+        // reads them where they are.
+        let (mut ow, mut oi) = (vec![0f32; cap * k], vec![0i64; cap * k]);
+        let view = ts.dispatch_in_place(
+            sh,
+            g,
+            &r,
+            &tokens,
+            dt,
+            h,
+            &mine.weights,
+            &mut ow,
+            Some(&mut oi),
+        )?;
+        assert_eq!(
+            view.len(),
+            x.rows.len() * h * es,
+            "{}: in-place rows",
+            x.what
+        );
+        let mut got = vec![0u8; view.len()];
+        sh.get(&mut got, view, sh.my_pe())?;
+        let y = check_dispatch(c, &x, me, 2, &from_bytes(&got, dt), &ow, Some(&oi));
+        sh.put(view, &to_bytes(&y, dt), sh.my_pe())?;
+        let mut back = vec![0xAAu8; mine.n * h * es];
+        ts.combine_in_place(sh, g, &r, dt, h, &mut back)?;
+        check_combine(c, &x, me, 2, &from_bytes(&back, dt));
     }
     Ok(())
 }

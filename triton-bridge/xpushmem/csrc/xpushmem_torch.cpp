@@ -1486,6 +1486,7 @@ XPUSHMEM_OPS_WEAK int xpushmem_ops_ep_dispatch(int64_t, int64_t, const void*, in
                                                int64_t, float*, int64_t, int64_t*, int64_t);
 XPUSHMEM_OPS_WEAK int xpushmem_ops_ep_combine(int64_t, int64_t, const void*, int64_t, int32_t, int64_t, void*);
 XPUSHMEM_OPS_WEAK int xpushmem_ops_ep_state_bytes(int64_t, int64_t*);
+XPUSHMEM_OPS_WEAK int xpushmem_ops_ep_recv_rows(int64_t, void**, int64_t*);
 XPUSHMEM_OPS_WEAK int xpushmem_ops_ep_create_routing_on_queue(int64_t, const xpushmem_ops_tensor*, int32_t,
                                                               const xpushmem_ops_tensor*, int64_t*, void*);
 XPUSHMEM_OPS_WEAK int xpushmem_ops_ep_dispatch_on_queue(int64_t, int64_t, const xpushmem_ops_tensor*,
@@ -1545,6 +1546,16 @@ int64_t ep_create(const std::string& group_name, int64_t num_experts, int64_t ma
 }
 
 void ep_destroy(int64_t sw) { check_ops_rc(XPUSHMEM_OP(xpushmem_ops_ep_destroy)(sw), "xpushmem_ops_ep_destroy"); }
+
+// This PE's receive rows of the host switch `sw` as a uint8 CPU tensor over them (no copy, nothing owned: the
+// switch's memory, valid while it lives; token_switch.py keeps the switch open while it hands out views). A flat
+// dispatch into them writes no copy, a flat combine of them reads them where they are.
+at::Tensor ep_recv_rows(int64_t sw) {
+  void* p = nullptr;
+  int64_t n = 0;
+  check_ops_rc(XPUSHMEM_OP(xpushmem_ops_ep_recv_rows)(sw, &p, &n), "xpushmem_ops_ep_recv_rows");
+  return at::from_blob(p, {n}, [](void*) {}, at::TensorOptions().dtype(at::kByte).device(at::kCPU));
+}
 
 // Bytes of the XPU state tensor of one routing of `sw` (the device path's `state`).
 int64_t ep_state_bytes(int64_t sw) {
@@ -1680,6 +1691,8 @@ void register_ep(py::module_& m) {
         py::arg("max_recv_tokens"), py::arg("max_token_bytes"), py::arg("max_topk"), py::arg("device") = "cpu",
         "A token switch on the group (collective over the world) on the heap of `device`; its handle.");
   m.def("ep_destroy", &ep_destroy, py::arg("switch"), "Free a token switch (collective over the world).");
+  m.def("ep_recv_rows", &ep_recv_rows, py::arg("switch"),
+        "This PE's receive rows of a host switch as a uint8 CPU tensor over them (the switch's memory).");
   m.def("ep_state_bytes", &ep_state_bytes, py::arg("switch"),
         "Bytes of the uint8 state tensor of one XPU routing of the switch.");
   m.def("ep_create_routing", &ep_create_routing, py::arg("switch"), py::arg("topk_idx"), py::arg("layout"),

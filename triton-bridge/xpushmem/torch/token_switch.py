@@ -135,6 +135,14 @@ if _UpstreamTokenSwitch is not None:
         ``max_topk`` (beyond upstream): the most experts per token (``topk_idx.size(1)``) the receive slots hold.
         ``device`` (beyond upstream): where the buffers and the tensors are, ``cpu`` (host path) or ``xpu[:i]``
         (device path); default the current XPU when torch has one, else the CPU.
+        ``zero_copy`` (beyond upstream; host path): a flat ``dispatch`` without ``out=`` under ``torch.no_grad()``
+        or ``torch.inference_mode()`` returns as ``out_tokens`` a view of the switch's receive rows, where the
+        rows arrived, instead of a copy; a ``combine`` of that view (the experts computed in place) reads the rows
+        where they are. The view is the switch's memory: it holds the rows until the switch's next ``dispatch``
+        or ``combine`` (a second dispatch, e.g. of FP8 scales, overwrites it), rows past
+        :meth:`num_recv_rows` hold whatever was there (not zeros), it must not be written once this rank called
+        ``combine``, and it must not outlive :meth:`close`. With autograd (grad enabled) the outputs are always
+        copies: combine's backward dispatches into the receive rows while the forward's rows are still saved.
         """
 
         def __init__(
@@ -147,6 +155,7 @@ if _UpstreamTokenSwitch is not None:
             *,
             max_topk: int = 8,
             device: torch.device | str | None = None,
+            zero_copy: bool = False,
         ) -> None:
             world = process_group.size()
             if num_experts <= 0 or num_experts % world:
@@ -165,11 +174,15 @@ if _UpstreamTokenSwitch is not None:
                 max_topk,
                 str(self._device),
             )
+            self._zero_copy = bool(zero_copy) and self._device.type == "cpu"
+            self._recv_area: torch.Tensor | None = None  # the receive rows (uint8), fetched on first use
+            self._views_now = False  # set by dispatch for the call's _alloc_dispatch_outputs
             # The device path's per-routing state (bytes of one routing's uint8 state tensor).
             self._state_bytes = 0 if self._device.type == "cpu" else int(_shim().ep_state_bytes(self._handle))
 
         def close(self) -> None:
             """Free the receive buffers (collective over the world, like the construction)."""
+            self._recv_area = None
             if self._handle is not None:
                 _shim().ep_destroy(self._handle)
                 self._handle = None
@@ -246,6 +259,33 @@ if _UpstreamTokenSwitch is not None:
             the routing's device (computed in stream order on the device path)."""
             return torch.cumsum(routing.handle.expert_counts, 0).to(torch.int32)
 
+        def dispatch(
+            self,
+            routing: Routing,
+            tokens: torch.Tensor,
+            topk_weights: torch.Tensor,
+            max_recv_tokens: int | None = None,
+            *,
+            out: tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None] | None = None,
+        ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+            """Upstream's ``dispatch``; with ``zero_copy`` (constructor), a flat dispatch without ``out=`` and
+            without autograd returns a view of the receive rows as ``out_tokens`` (the constructor's docs)."""
+            self._views_now = self._zero_copy and out is None and not torch.is_grad_enabled()
+            try:
+                return super().dispatch(routing, tokens, topk_weights, max_recv_tokens, out=out)
+            finally:
+                self._views_now = False
+
+        def _recv_view(self, dtype: torch.dtype, rows: int, h: int) -> torch.Tensor | None:
+            """``[rows, h]`` of ``dtype`` over the receive rows from their start, or ``None`` when they do not
+            hold that many."""
+            if self._recv_area is None:
+                self._recv_area = _shim().ep_recv_rows(self._live())
+            nbytes = rows * h * torch.empty((), dtype=dtype).element_size()
+            if nbytes > self._recv_area.numel():
+                return None
+            return self._recv_area[:nbytes].view(dtype).view(rows, h)
+
         def _alloc_dispatch_outputs(
             self,
             routing: Routing,
@@ -261,8 +301,9 @@ if _UpstreamTokenSwitch is not None:
                     topk_weights.new_zeros(max_recv_tokens),
                     None,
                 )
+            view = self._recv_view(tokens.dtype, max_recv_tokens, H) if self._views_now else None
             return (
-                tokens.new_zeros(max_recv_tokens, H),
+                view if view is not None else tokens.new_zeros(max_recv_tokens, H),
                 topk_weights.new_zeros(max_recv_tokens, K),
                 tokens.new_zeros(max_recv_tokens, K, dtype=torch.int64),
             )
