@@ -187,6 +187,9 @@ def subgroup_allocations(ctx: RankContext) -> None:
             _check_peers(ctx, symm_mem.rendezvous(t, head_pg), head, 100.0 * k)
             # No group at rendezvous: the allocation's own (upstream's rendezvous takes the allocation's group).
             ctx.assertEqual(_SymmetricMemory.rendezvous(t).world_size, len(head))
+            # An op of the group on it.
+            res = torch.ops.symm_mem.one_shot_all_reduce(t, "sum", head_pg.group_name)
+            ctx.assertEqual(res, torch.full((64,), float(sum(100 * k + r for r in head))))
             del t
     if ctx.rank in tail:
         # An overlapping group, with the rank that sat out.
