@@ -9,7 +9,7 @@ memory API, on CPU tensors over gloo at world sizes 2 and 4 (as test_symm_mem_po
 * an allocation on a group (``empty_strided_p2p(..., group_name)``) is made by that group's ranks only, the others
   never call, and rendezvous on it works among them; a group name recycled by a destroyed and recreated world (other
   ranks under the same name) allocates and rendezvouses as a new group (``test_rendezvous_after_group_name_recycled``,
-  at 3 ranks in a pool of its own);
+  at the largest world size, leaving the pool a new world);
 * ``symm_mem::_async_input_mm`` exists with upstream's schema and computes ``torch.mm``, consuming ``a``'s chunks as
   their signals arrive, in upstream's order from the pivot.
 """
@@ -205,52 +205,60 @@ def subgroup_allocations(ctx: RankContext) -> None:
     dist.destroy_process_group(tail_pg)
 
 
+def _cpu_only() -> None:
+    from conftest import device_type
+
+    if device_type() != "cpu":
+        pytest.skip("allocations on a group need host heaps (device heaps have no team space: an error says so)")
+
+
 class TestSubgroupAllocations:
     def test_allocation_on_a_subgroup_only(self, pool: RankPool) -> None:
+        _cpu_only()
         pool.run(subgroup_allocations)
 
 
 def group_name_recycled(ctx: RankContext, store_path: str) -> None:
     from datetime import timedelta
 
+    def new_world(k: int) -> None:
+        """Tear the world's process group down and start it again over a new store: torch's group-name counter
+        starts again, so the groups made next get the names of the groups made after the previous start."""
+        dist.barrier()
+        dist.destroy_process_group()
+        dist.init_process_group(backend=ctx.backend, store=dist.FileStore(f"{store_path}.{k}", ctx.world_size),
+                                rank=ctx.rank, world_size=ctx.world_size, timeout=timedelta(seconds=120))
+
     _init(ctx)
     symm_mem.empty(1, device=ctx.device)
-    first = dist.new_group([0, 1])  # rank 2 gets no group object (torch's NON_GROUP_MEMBER)
+    new_world(1)
+    first = dist.new_group([0, 1])  # rank 2 and up get no group object (torch's NON_GROUP_MEMBER)
+    names = []
     if ctx.rank in (0, 1):
-        name = first.group_name
-        t = _SymmetricMemory.empty_strided_p2p((64,), (1,), torch.float32, ctx.device, name).fill_(ctx.rank + 1)
-        _check_peers(ctx, symm_mem.rendezvous(t, name), [0, 1], 1.0)
+        names.append(first.group_name)
+        t = _SymmetricMemory.empty_strided_p2p((64,), (1,), torch.float32, ctx.device, first.group_name)
+        _check_peers(ctx, symm_mem.rendezvous(t.fill_(ctx.rank + 1), first.group_name), [0, 1], 1.0)
         del t
-    dist.barrier()
-    # Tear the world down and start it again (a new store): torch's group-name counter starts again, so the next
-    # group gets the same name, here with other ranks.
-    dist.destroy_process_group()
-    dist.init_process_group(backend=ctx.backend, store=dist.FileStore(store_path, ctx.world_size), rank=ctx.rank,
-                            world_size=ctx.world_size, timeout=timedelta(seconds=120))
-    second = dist.new_group([1, 2])
-    if ctx.rank == 1:
-        ctx.assertEqual(second.group_name, name)  # the premise: the name is recycled
+    new_world(2)
+    second = dist.new_group([1, 2])  # the same name, other ranks
     if ctx.rank in (1, 2):
-        name = second.group_name
-        t = _SymmetricMemory.empty_strided_p2p((64,), (1,), torch.float32, ctx.device, name).fill_(ctx.rank + 10)
-        _check_peers(ctx, symm_mem.rendezvous(t, name), [1, 2], 10.0)
+        names.append(second.group_name)
+        t = _SymmetricMemory.empty_strided_p2p((64,), (1,), torch.float32, ctx.device, second.group_name)
+        _check_peers(ctx, symm_mem.rendezvous(t.fill_(ctx.rank + 10), second.group_name), [1, 2], 10.0)
         del t
     dist.barrier()
+    if ctx.rank == 1:
+        ctx.assertEqual(names[0], names[1])  # the premise: the name was recycled
 
 
-def test_rendezvous_after_group_name_recycled(pools, tmp_path: Path) -> None:  # noqa: ANN001
-    """Upstream's test_rendezvous_after_group_name_recycled, at 3 ranks (one sits out of each group), in a pool of
-    its own: it replaces the world's process group."""
-    from conftest import backend_for, device_type
-
-    if device_type() != "cpu":
-        pytest.skip("3 ranks on CPU (gloo)")
-    pools.close()
-    pool = RankPool(3, "cpu", backend_for("cpu"))
-    try:
-        pool.run(group_name_recycled, store_path=str(tmp_path / "store-again"))
-    finally:
-        pool.close()
+@pytest.mark.parametrize("pool", [max(world_sizes())], indirect=True, ids=lambda w: f"W{w}")
+def test_rendezvous_after_group_name_recycled(pool: RankPool, tmp_path: Path) -> None:
+    """Upstream's test_rendezvous_after_group_name_recycled: a rank sits out of each group. It replaces the world's
+    process group (with one over a new store), which the pool's later tests then use."""
+    _cpu_only()
+    if pool.world_size < 3:
+        pytest.skip("needs 3 ranks or more")
+    pool.run(group_name_recycled, store_path=str(tmp_path / "store-again"))
 
 
 # ======================================================================================= item 7: _async_input_mm ====
