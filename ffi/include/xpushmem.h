@@ -661,6 +661,25 @@ int xpushmem_team_split_2d(xpushmem_team_t parent_team,
 void *xpushmem_team_malloc(xpushmem_team_t team,
                            size_t size);
 
+// `xpushmem_team_malloc` aligned to `alignment` bytes (a power of two). NULL for 0 bytes or on error.
+void *xpushmem_team_align(xpushmem_team_t team,
+                          size_t alignment,
+                          size_t size);
+
+// Make a team of the global PEs `pes[0..npes]`, in that order (`pes[i]` is the team's PE `i`), collective over
+// those PEs only: every member calls with the same list and the same `tag` (a number telling this creation from
+// others of the same PEs); the other PEs never call. The team's synchronisation words live among its members
+// (host heaps on one node, no fabric; elsewhere the call fails at once with the reason). Members passing
+// different lists or tags fail with `XPUSHMEM_ERROR_MISMATCH` on every member. `*new_team` gets the team, or
+// `XPUSHMEM_TEAM_INVALID` on error. Destroy it with `xpushmem_team_destroy`. Returns an error code.
+//
+// # Safety
+// `pes` points to `npes` readable ints (NULL only when `npes` is 0); `new_team` is writable.
+int xpushmem_team_of_members(const int *pes,
+                             int npes,
+                             uint64_t tag,
+                             xpushmem_team_t *new_team);
+
 // `xpushmem_team_malloc` of `count * size` zeroed bytes. NULL for 0 bytes or on error.
 void *xpushmem_team_calloc(xpushmem_team_t team, size_t count, size_t size);
 

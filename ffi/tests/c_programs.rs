@@ -118,6 +118,13 @@ fn team_alloc_4pe() {
     run_ok("native_team_alloc", 4);
 }
 
+/// Teams made by their members only (issue #30, item 6): xpushmem_team_of_members among PEs 1..n-1 (PE 0 does not
+/// call), listed in descending order, with xpushmem_team_align on it; mismatched tags and a bad list fail.
+#[test]
+fn team_members_3pe() {
+    run_ok("native_team_members", 3);
+}
+
 #[test]
 fn teams_collectives_2pe() {
     run_ok("teams_collectives", 2);

@@ -108,6 +108,16 @@ def main() -> None:
         assert tdst[0] == sum(range(0, n, 2)), tdst
         evens.sync()
         evens.destroy()
+    # The same PEs as a team made by them only (the odd PEs never call), listed last first: numbering follows the
+    # list, and a reduction runs inside it.
+    if me % 2 == 0:
+        listed = list(range(0, n, 2))[::-1]
+        mine = xc.Team.of_members(listed, tag=7)
+        assert mine.my_pe() == listed.index(me) and mine.n_pes() == len(listed)
+        assert mine.translate_pe(0, xc.TEAM_WORLD) == listed[0]
+        xc.reduce(tdst, tsrc, "sum", team=mine)
+        assert tdst[0] == sum(range(0, n, 2)), tdst
+        mine.destroy()
     xc.barrier_all()
     xc.free(tdst)
     xc.free(tsrc)

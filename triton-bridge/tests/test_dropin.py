@@ -1,4 +1,4 @@
-"""Drop-in fidelity (issue #30, items 2, 3, 5, 7): what PyTorch's own tests expect at the edges of the symmetric
+"""Drop-in fidelity (issue #30, items 2, 3, 5, 6, 7): what PyTorch's own tests expect at the edges of the symmetric
 memory API, on CPU tensors over gloo at world sizes 2 and 4 (as test_symm_mem_port.py).
 
 * ``rendezvous`` on a tensor that is not symmetric returns ``None`` (upstream's ``test_empty_strided_p2p``), and
@@ -6,6 +6,10 @@ memory API, on CPU tensors over gloo at world sizes 2 and 4 (as test_symm_mem_po
 * a process without a process group allocates: a world of one (``SymmMemSingleProcTest.test_memset32``);
 * a group with ``use_pg_for_symm_mem_rendezvous`` set rendezvouses through its allgather, not its store
   (``test_rendezvous_via_pg_allgather``);
+* an allocation on a group (``empty_strided_p2p(..., group_name)``) is made by that group's ranks only, the others
+  never call, and rendezvous on it works among them; a group name recycled by a destroyed and recreated world (other
+  ranks under the same name) allocates and rendezvouses as a new group (``test_rendezvous_after_group_name_recycled``,
+  at the largest world size, leaving the pool a new world);
 * ``symm_mem::_async_input_mm`` exists with upstream's schema and computes ``torch.mm``, consuming ``a``'s chunks as
   their signals arrive, in upstream's order from the pivot.
 """
@@ -155,6 +159,106 @@ def rendezvous_via_pg_allgather(ctx: RankContext) -> None:
 class TestRendezvousViaPg:
     def test_rendezvous_via_pg_allgather(self, pool: RankPool) -> None:
         pool.run(rendezvous_via_pg_allgather)
+
+
+# ============================================================= item 6: allocations on a group, recycled names ====
+def _check_peers(ctx: RankContext, hdl, members: list[int], base: float) -> None:  # noqa: ANN001
+    """Every member's buffer holds ``base + its global rank``, seen through ``hdl`` (numbered as ``members``)."""
+    ctx.assertEqual(hdl.world_size, len(members))
+    ctx.assertEqual(hdl.rank, members.index(ctx.rank))
+    hdl.barrier()
+    for peer, g in enumerate(members):
+        ctx.assertEqual(hdl.get_buffer(peer, (64,), torch.float32), torch.full((64,), base + g))
+    hdl.barrier()
+
+
+def subgroup_allocations(ctx: RankContext) -> None:
+    _init(ctx)
+    symm_mem.empty(1, device=ctx.device)  # the runtime starts collectively over the world, as NVSHMEM's does
+    ranks = list(range(ctx.world_size))
+    head, tail = ranks[:-1] or ranks, ranks[1:] or ranks
+    head_pg, tail_pg = dist.new_group(head), dist.new_group(tail)
+    if ctx.rank in head:
+        # The last rank never calls. Twice: the second allocation also releases the first (freed by torch), as
+        # agreed among the group's ranks.
+        for k in range(2):
+            t = _SymmetricMemory.empty_strided_p2p((64,), (1,), torch.float32, ctx.device, head_pg.group_name)
+            t.fill_(100 * k + ctx.rank)
+            _check_peers(ctx, symm_mem.rendezvous(t, head_pg), head, 100.0 * k)
+            # No group at rendezvous: the allocation's own (upstream's rendezvous takes the allocation's group).
+            ctx.assertEqual(_SymmetricMemory.rendezvous(t).world_size, len(head))
+            # An op of the group on it.
+            res = torch.ops.symm_mem.one_shot_all_reduce(t, "sum", head_pg.group_name)
+            ctx.assertEqual(res, torch.full((64,), float(sum(100 * k + r for r in head))))
+            del t
+    if ctx.rank in tail:
+        # An overlapping group, with the rank that sat out.
+        t = _SymmetricMemory.empty_strided_p2p((64,), (1,), torch.float32, ctx.device, tail_pg.group_name)
+        t.fill_(ctx.rank + 0.5)
+        _check_peers(ctx, symm_mem.rendezvous(t, tail_pg.group_name), tail, 0.5)
+        if len(tail) < ctx.world_size:
+            # A group with a rank that holds no copy: an error naming it, not a wait.
+            with ctx.assertRaisesRegex(RuntimeError, "has no copy of it"):
+                symm_mem.rendezvous(t, dist.group.WORLD)
+    dist.barrier()
+    dist.destroy_process_group(head_pg)
+    dist.destroy_process_group(tail_pg)
+
+
+def _cpu_only() -> None:
+    from conftest import device_type
+
+    if device_type() != "cpu":
+        pytest.skip("allocations on a group need host heaps (device heaps have no team space: an error says so)")
+
+
+class TestSubgroupAllocations:
+    def test_allocation_on_a_subgroup_only(self, pool: RankPool) -> None:
+        _cpu_only()
+        pool.run(subgroup_allocations)
+
+
+def group_name_recycled(ctx: RankContext, store_path: str) -> None:
+    from datetime import timedelta
+
+    def new_world(k: int) -> None:
+        """Tear the world's process group down and start it again over a new store: torch's group-name counter
+        starts again, so the groups made next get the names of the groups made after the previous start."""
+        dist.barrier()
+        dist.destroy_process_group()
+        dist.init_process_group(backend=ctx.backend, store=dist.FileStore(f"{store_path}.{k}", ctx.world_size),
+                                rank=ctx.rank, world_size=ctx.world_size, timeout=timedelta(seconds=120))
+
+    _init(ctx)
+    symm_mem.empty(1, device=ctx.device)
+    new_world(1)
+    first = dist.new_group([0, 1])  # rank 2 and up get no group object (torch's NON_GROUP_MEMBER)
+    names = []
+    if ctx.rank in (0, 1):
+        names.append(first.group_name)
+        t = _SymmetricMemory.empty_strided_p2p((64,), (1,), torch.float32, ctx.device, first.group_name)
+        _check_peers(ctx, symm_mem.rendezvous(t.fill_(ctx.rank + 1), first.group_name), [0, 1], 1.0)
+        del t
+    new_world(2)
+    second = dist.new_group([1, 2])  # the same name, other ranks
+    if ctx.rank in (1, 2):
+        names.append(second.group_name)
+        t = _SymmetricMemory.empty_strided_p2p((64,), (1,), torch.float32, ctx.device, second.group_name)
+        _check_peers(ctx, symm_mem.rendezvous(t.fill_(ctx.rank + 10), second.group_name), [1, 2], 10.0)
+        del t
+    dist.barrier()
+    if ctx.rank == 1:
+        ctx.assertEqual(names[0], names[1])  # the premise: the name was recycled
+
+
+@pytest.mark.parametrize("pool", [max(world_sizes())], indirect=True, ids=lambda w: f"W{w}")
+def test_rendezvous_after_group_name_recycled(pool: RankPool, tmp_path: Path) -> None:
+    """Upstream's test_rendezvous_after_group_name_recycled: a rank sits out of each group. It replaces the world's
+    process group (with one over a new store), which the pool's later tests then use."""
+    _cpu_only()
+    if pool.world_size < 3:
+        pytest.skip("needs 3 ranks or more")
+    pool.run(group_name_recycled, store_path=str(tmp_path / "store-again"))
 
 
 # ======================================================================================= item 7: _async_input_mm ====

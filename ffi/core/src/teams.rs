@@ -537,6 +537,73 @@ pub extern "C" fn xpushmem_team_malloc(team: xpushmem_team_t, size: usize) -> *m
     })
 }
 
+/// `xpushmem_team_malloc` aligned to `alignment` bytes (a power of two). NULL for 0 bytes or on error.
+#[no_mangle]
+pub extern "C" fn xpushmem_team_align(
+    team: xpushmem_team_t,
+    alignment: usize,
+    size: usize,
+) -> *mut c_void {
+    let call = "xpushmem_team_align";
+    value(call, std::ptr::null_mut(), || {
+        let t = state::with(|sh| Ok(self::team(sh, team.into(), N, call)?))?;
+        crate::imp::alloc_on(call, Some(&t), size, alignment, false)
+    })
+}
+
+/// Make a team of the global PEs `pes[0..npes]`, in that order (`pes[i]` is the team's PE `i`), collective over
+/// those PEs only: every member calls with the same list and the same `tag` (a number telling this creation from
+/// others of the same PEs); the other PEs never call. The team's synchronisation words live among its members
+/// (host heaps on one node, no fabric; elsewhere the call fails at once with the reason). Members passing
+/// different lists or tags fail with `XPUSHMEM_ERROR_MISMATCH` on every member. `*new_team` gets the team, or
+/// `XPUSHMEM_TEAM_INVALID` on error. Destroy it with `xpushmem_team_destroy`. Returns an error code.
+///
+/// # Safety
+/// `pes` points to `npes` readable ints (NULL only when `npes` is 0); `new_team` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn xpushmem_team_of_members(
+    pes: *const c_int,
+    npes: c_int,
+    tag: u64,
+    new_team: *mut xpushmem_team_t,
+) -> c_int {
+    let call = "xpushmem_team_of_members";
+    code(call, || {
+        if new_team.is_null() {
+            return Err(Error::invalid(
+                "new_team",
+                "NULL",
+                format!("{call}: must point to an xpushmem_team_t"),
+            )
+            .into());
+        }
+        // SAFETY: non-NULL (checked), writable: starts invalid so that a failure leaves it invalid.
+        unsafe { new_team.write(XPUSHMEM_TEAM_INVALID) };
+        let n = nonneg("npes", npes, call)?;
+        if pes.is_null() && n > 0 {
+            return Err(Error::invalid("pes", "NULL", format!("{call}: {n} PEs to read")).into());
+        }
+        let list: Vec<usize> = if n == 0 {
+            Vec::new()
+        } else {
+            // SAFETY: the caller's contract: `pes` holds `npes` ints (non-NULL, checked).
+            let raw = unsafe { std::slice::from_raw_parts(pes, n) };
+            raw.iter()
+                .enumerate()
+                .map(|(i, &p)| {
+                    usize::try_from(p).map_err(|_| {
+                        Error::invalid("pes", format!("pes[{i}] = {p}"), "a PE is not negative")
+                    })
+                })
+                .collect::<Result<_, _>>()?
+        };
+        let t = state::with(|sh| Ok(sh.team_of_members(&list, tag)?))?;
+        // SAFETY: as above.
+        unsafe { new_team.write(register(t)) };
+        Ok(())
+    })
+}
+
 /// `xpushmem_team_malloc` of `count * size` zeroed bytes. NULL for 0 bytes or on error.
 #[no_mangle]
 pub extern "C" fn xpushmem_team_calloc(

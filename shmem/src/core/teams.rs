@@ -17,6 +17,22 @@ pub(crate) const PREDEFINED: usize = 2;
 pub(crate) const SYS_SLOTS: usize = 4096;
 const _: () = assert!(SYS_SLOTS + PREDEFINED * SLOT_BYTES <= super::SYS_BYTES);
 
+/// The words of the teams made by their members only (`team/members.rs`) in every PE's system region, after the
+/// predefined teams' slots: this PE's record of the creation round it is in, then one mailbox word per PE (how
+/// many round signals that PE has sent this one, ever). Byte offsets.
+pub(crate) mod members_area {
+    use super::{PREDEFINED, SLOT_BYTES, SYS_SLOTS};
+    /// The record: [`RECORD_WORDS`] words.
+    pub const RECORD: usize = SYS_SLOTS + PREDEFINED * SLOT_BYTES;
+    /// Words of the record: the digest of the call (identity, tag, member list), a proposal, a verdict.
+    pub const RECORD_WORDS: usize = 4;
+    /// Mailbox word of PE `p`: `MAILBOX + 8 * p`.
+    pub const MAILBOX: usize = RECORD + 8 * RECORD_WORDS;
+    /// How many PEs have a mailbox word: the largest job in which teams can be made by their members only.
+    pub const MAILBOX_PES: usize = (crate::core::SYS_BYTES - MAILBOX) / 8;
+    const _: () = assert!(MAILBOX_PES >= 1024);
+}
+
 /// Word offsets (in 8-byte words) inside one team slot.
 pub(crate) mod layout {
     /// Rounds of the agreement: enough for 2^32 PEs.
@@ -173,6 +189,11 @@ pub(crate) enum Kind {
     World,
     Shared,
     Split,
+    /// Made by its members only (`team/members.rs`): its slot is a range of the team space, at this byte offset of
+    /// the symmetric heap (the same on every member).
+    Members {
+        off: usize,
+    },
 }
 
 /// Mutable per-team state of this PE: what every counter of the slot is expected to have reached.
@@ -299,6 +320,9 @@ pub(crate) struct Teams {
     pub(crate) shared: Arc<TeamInner>,
     /// Runs of the node-aware algorithms.
     pub(crate) node_aware: NodeAwareCounters,
+    /// The members-only team creations (`team/members.rs`): per PE, the round signals this PE has taken from its
+    /// mailbox word so far. Held for a whole creation (one at a time per PE).
+    pub(crate) members_rounds: Mutex<Vec<u64>>,
 }
 
 impl Teams {
@@ -326,6 +350,7 @@ impl Teams {
             world: Arc::new(world),
             shared: Arc::new(shared),
             node_aware: NodeAwareCounters::default(),
+            members_rounds: Mutex::new(vec![0; n]),
         }
     }
 

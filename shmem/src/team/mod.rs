@@ -3,6 +3,7 @@
 //! Two teams exist from the start: [`Shmem::team_world`] (every PE) and [`Shmem::team_shared`] (the PEs of this
 //! node). New teams come from [`Shmem::team_split_strided`] and [`Shmem::team_split_2d`], both collective over
 //! the parent team; a PE that is not part of a new team gets `None` (OpenSHMEM's `SHMEM_TEAM_INVALID`).
+//! [`Shmem::team_of_members`] makes a team among its members only (the other PEs never call; `members.rs`).
 //!
 //! Every collective call on a team starts with the team's agreement (`Ctx::enter`, in `ctx/agree.rs`): the call's
 //! identity travels inside the synchronisation, so members in different collectives fail together with a
@@ -10,6 +11,7 @@
 //! `TEAM_WORLD`; the collectives of `coll` run on top of this module.
 //!
 //! This file holds the [`Team`] handle and the team API of [`Shmem`]; `split.rs` team creation and destruction;
+//! `members.rs` the teams made by their members only;
 //! `ctx/` the protocols (identity, agreement, exchanges, barriers). The team table they run on (members, slots,
 //! the pool, each team's state) is core data, in `core/teams.rs`.
 //!
@@ -18,7 +20,8 @@
 //! and identity words (no user pSync arrays). The slots of `TEAM_WORLD` and `TEAM_SHARED` live in the runtime's own
 //! region of every PE (they exist from start-up); split teams take slots of a pool in the symmetric heap, allocated
 //! collectively by the first team creation (the pool and the two predefined slots make `XPUSHMEM_TEAMS_MAX`).
-//! Creating a team picks a slot that is free on every PE of the parent (the
+//! A team made by its members only has its slot in the team space of its members (as a team-scoped allocation,
+//! `memory.rs`), agreed among them. Creating a split team picks a slot that is free on every PE of the parent (the
 //! parent exchanges its free-slot masks), so teams with disjoint PEs may share a slot index. Counters only grow
 //! and every PE remembers how many increments it has been promised on each, so back-to-back collectives never
 //! mix rounds and no slot ever needs resetting while in use; a slot is zeroed when a new team takes it.
@@ -29,6 +32,7 @@
 //! is an error naming `XPUSHMEM_TEAMS_MAX`.
 
 mod ctx;
+mod members;
 pub mod memory;
 mod split;
 
@@ -92,8 +96,12 @@ impl Team {
     /// The team's number in device code (`int team` of the device library's `xpushmem_team_*` calls and
     /// work-group collectives; NVSHMEM passes its `nvshmem_team_t` the same way): the team's slot, the same on
     /// every member. `TEAM_WORLD` is 0 and `TEAM_SHARED` 1. Valid in kernels of a device heap while the team lives.
+    /// -1 for a team made by its members only ([`Shmem::team_of_members`]), which device heaps cannot have.
     pub fn device_id(&self) -> i32 {
-        self.inner.slot as i32
+        match self.inner.kind {
+            Kind::Members { .. } => -1,
+            _ => self.inner.slot as i32,
+        }
     }
 
     /// This PE's number in the team.
@@ -148,6 +156,9 @@ impl Team {
             Kind::World => "TEAM_WORLD".to_string(),
             Kind::Shared => "TEAM_SHARED".to_string(),
             Kind::Split => format!("team (slot {})", self.inner.slot),
+            Kind::Members { off } => {
+                format!("team of its members (scratch at heap offset {off:#x})")
+            }
         };
         format!("{kind} of {} ({who})", m.len())
     }
@@ -175,6 +186,7 @@ impl Team {
                     .ok_or_else(|| Error::State(format!("{op}: team scratch pool missing")))?;
                 Space::Heap(pool.off + (self.inner.slot - PREDEFINED) * SLOT_BYTES)
             }
+            Kind::Members { off } => Space::Heap(off),
         };
         Ok(Ctx::new(
             sh,

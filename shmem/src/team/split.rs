@@ -459,9 +459,13 @@ impl Shmem {
         made
     }
 
-    /// Destroy a team made by a split (collective over the team: it ends with a barrier over the team, after which
-    /// the team's slot may be reused). `TEAM_WORLD` and `TEAM_SHARED` cannot be destroyed.
+    /// Destroy a team made by a split or by [`Shmem::team_of_members`] (collective over the team: it ends with a
+    /// barrier over the team, after which the team's slot may be reused). `TEAM_WORLD` and `TEAM_SHARED` cannot be
+    /// destroyed.
     pub fn team_destroy(&self, team: Team) -> Result<()> {
+        if let Kind::Members { off } = team.inner.kind {
+            return self.destroy_members_team(team, off);
+        }
         if team.inner.kind != Kind::Split {
             return Err(Error::invalid(
                 "team",

@@ -405,3 +405,106 @@ pe_test!(
         sh.free(a)
     }
 );
+
+/// Issue #30 item 6: teams made by their members only. At 3 PEs: PEs 0 and 1 make a team listed as [1, 0] (PE 2
+/// never calls), then PEs 1 and 2 make [1, 2]: numbering follows the list, a team-scoped allocation on each is at
+/// the same offset on its members (read back through a world allocation) and carries data between them, and a
+/// team barrier and a collective run on it. PEs 0 and 2 then disagree on the tag: both fail with a mismatch, then
+/// succeed with the same tag. A bad list fails at once on the PE that passes it.
+fn members_only(sh: &Shmem) -> xpushmem::Result<()> {
+    let me = sh.my_pe();
+    let check = |t: &Team, list: &[usize]| {
+        assert_eq!(members(t), list, "team of {list:?}: members in list order");
+        assert_eq!(t.my_pe(), list.iter().position(|&p| p == me).unwrap());
+        assert_eq!(t.device_id(), -1);
+    };
+    // The team-space offset each PE got (u64::MAX: none), gathered at every PE through a world allocation.
+    let offsets = |off: Option<usize>| -> xpushmem::Result<Vec<u64>> {
+        let all = sh.calloc::<u64>(sh.n_pes())?;
+        for pe in 0..sh.n_pes() {
+            sh.put(
+                all.slice(me..me + 1)?,
+                &[off.map_or(u64::MAX, |o| o as u64)],
+                pe,
+            )?;
+        }
+        sh.barrier_all()?;
+        let mut got = vec![0u64; sh.n_pes()];
+        sh.get(&mut got, all, me)?;
+        sh.barrier_all()?;
+        sh.free(all)?;
+        Ok(got)
+    };
+    let mut teams = Vec::new();
+    let mut off = None;
+    for list in [[1usize, 0], [1, 2]] {
+        if !list.contains(&me) {
+            continue;
+        }
+        let t = sh.team_of_members(&list, 42)?;
+        check(&t, &list);
+        let buf = sh.team_calloc::<u64>(&t, 100)?;
+        assert!(buf.heap_offset() >= sh.heap_max(), "in the team space");
+        // Each member writes its PE into the next member's copy.
+        let next = t.global_pe((t.my_pe() + 1) % t.n_pes())?;
+        sh.put(buf, &[me as u64 + 10; 100], next)?;
+        sh.team_barrier(&t)?;
+        let prev = t.global_pe((t.my_pe() + t.n_pes() - 1) % t.n_pes())?;
+        let mut got = vec![0u64; 100];
+        sh.get(&mut got, buf, me)?;
+        assert_eq!(got, vec![prev as u64 + 10; 100], "team of {list:?}");
+        sh.put(buf.slice(0..1)?, &[me as u64 + 1], me)?;
+        sh.sum_reduce(&t, buf.slice(1..2)?, buf.slice(0..1)?, 1)?;
+        let mut sum = [0u64];
+        sh.get(&mut sum, buf.slice(1..2)?, me)?;
+        assert_eq!(sum[0], list.iter().map(|&p| p as u64 + 1).sum::<u64>());
+        if list == [1, 0] {
+            off = Some(buf.heap_offset());
+        }
+        teams.push((t, buf));
+    }
+    let got = offsets(off)?;
+    assert_eq!(
+        got[0], got[1],
+        "the [1, 0] team's allocation is symmetric among its members"
+    );
+    assert_eq!(got[2], u64::MAX);
+    if me == 0 || me == 2 {
+        let e = sh.team_of_members(&[0, 2], me as u64).unwrap_err();
+        assert!(matches!(e, Error::Mismatch { pe: 2, .. }), "{e}");
+        let t = sh.team_of_members(&[0, 2], 9)?;
+        check(&t, &[0, 2]);
+        sh.team_barrier(&t)?;
+        sh.team_destroy(t)?;
+    }
+    let e = sh.team_of_members(&[me, me], 1).unwrap_err();
+    assert!(e.to_string().contains("listed twice"), "{e}");
+    for (t, buf) in teams {
+        sh.team_free(&t, buf)?;
+        sh.team_destroy(t)?;
+    }
+    sh.barrier_all()
+}
+
+pe_test!(
+    teams_of_members_only,
+    env[crate::coll_common::ENV],
+    shm[3],
+    |sh| { members_only(sh) }
+);
+
+/// Where the team space does not exist (the fabric, device heaps), making a team of members only fails at once on
+/// every member with the reason, instead of waiting for anyone.
+fn members_only_needs_the_team_space(sh: &Shmem) -> xpushmem::Result<()> {
+    let e = sh.team_of_members(&[0, 1], 0).unwrap_err();
+    assert!(e.to_string().contains("host heaps on one node"), "{e}");
+    sh.barrier_all()
+}
+
+pe_test!(
+    teams_of_members_only_need_the_team_space,
+    env[crate::coll_common::ENV],
+    fab[2],
+    dev[2],
+    |sh| { members_only_needs_the_team_space(sh) }
+);

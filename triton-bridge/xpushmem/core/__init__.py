@@ -311,7 +311,8 @@ def sync_all() -> None:
 
 
 class Team:
-    """A team of PEs (``xpushmem_team_t``): :data:`TEAM_WORLD`, :data:`TEAM_SHARED`, or a split."""
+    """A team of PEs (``xpushmem_team_t``): :data:`TEAM_WORLD`, :data:`TEAM_SHARED`, a split, or a team made by its
+    members only (:meth:`Team.of_members`)."""
 
     def __init__(self, handle: int) -> None:
         self.handle = int(handle)
@@ -344,6 +345,16 @@ class Team:
         _capi.check(_lib().xpushmem_team_split_strided(self.handle, int(start), int(stride), int(size), None, 0,
                                                         byref(out)))
         return None if out.value == -1 else Team(out.value)
+
+    @staticmethod
+    def of_members(pes: list[int], tag: int = 0) -> Team:
+        """The team of the PEs ``pes`` (global numbers, in team order), made by those PEs only: each of them calls
+        with the same ``pes`` and ``tag`` (a number that tells this team from others of the same PEs); the other PEs
+        never call. Needs host heaps on one node (no fabric); different lists or tags fail on every member."""
+        arr = (c_int * len(pes))(*(int(p) for p in pes))
+        out = c_int32(-1)
+        _capi.check(_lib().xpushmem_team_of_members(arr, len(pes), c_uint64(int(tag)), byref(out)))
+        return Team(out.value)
 
     def sync(self) -> None:
         """Wait for every member."""

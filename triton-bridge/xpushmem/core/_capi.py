@@ -121,6 +121,7 @@ def lib() -> ctypes.CDLL:
         "xpushmem_team_n_pes_ex": ([POINTER(c_int), c_int32], c_int),
         "xpushmem_team_translate_pe_ex": ([POINTER(c_int), c_int32, c_int, c_int32], c_int),
         "xpushmem_team_split_strided": ([c_int32, c_int, c_int, c_int, c_void_p, c_long, POINTER(c_int32)], c_int),
+        "xpushmem_team_of_members": ([POINTER(c_int), c_int, c_uint64, POINTER(c_int32)], c_int),
         "xpushmem_team_destroy": ([c_int32], c_int),
         "xpushmem_team_sync": ([c_int32], c_int),
         "xpushmem_barrier": ([c_int32], c_int),

@@ -30,6 +30,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -364,11 +365,28 @@ std::vector<std::vector<uint8_t>> exchange(const c10::intrusive_ptr<c10d::Proces
 }
 
 // ------------------------------------------------------------------------------------------ group ranks ----
-// group name -> global PEs in group-rank order, all-gathered once over the group's store.
+// group name -> global PEs in group-rank order, all-gathered once over the group's store. An entry belongs to one
+// process group object: a name recycled by a new group (destroy_process_group() resets torch's name counter, so the
+// next new_group() may get the same name for other ranks) gets a fresh entry, with its own rendezvous count and team.
 struct GroupRanks {
-  c10d::ProcessGroup* pg = nullptr;  // identity of the group the entry was made for
+  std::optional<c10::weak_intrusive_ptr<c10d::ProcessGroup>> pg;  // the group the entry was made for (none: alone)
   int rank = 0;
   std::vector<int> global;
+  uint64_t rendezvous_seq = 0;  // rendezvous of this group so far (store keys of the next one)
+  uint64_t alloc_seq = 0;       // allocations on this group so far (store keys of their free agreement)
+  int32_t team = -1;            // the xpushmem team of the group's ranks, made by its first allocation
+
+  // Whether the entry is that of `pg` (the same object, still alive).
+  bool is(const c10::intrusive_ptr<c10d::ProcessGroup>& p) const {
+    if (!pg) return false;
+    auto held = pg->lock();
+    return held && held.get() == p.get();
+  }
+  std::string pes() const {
+    std::string out;
+    for (size_t i = 0; i < global.size(); ++i) out += (i ? ", " : "") + std::to_string(global[i]);
+    return out;
+  }
 };
 
 std::mutex g_groups_mu;
@@ -382,15 +400,19 @@ std::shared_ptr<GroupRanks> group_ranks(const std::string& name) {
     // No default group: the runtime is a world of one (ensure_runtime).
     TORCH_CHECK(runtime().n_pes == 1, "xpushmem: no default process group, but the runtime has ", runtime().n_pes,
                 " PEs");
-    static const auto alone = std::make_shared<GroupRanks>(GroupRanks{nullptr, 0, {0}});
+    static const auto alone = [] {
+      auto g = std::make_shared<GroupRanks>();
+      g->global = {0};
+      return g;
+    }();
     return alone;
   }
   auto pg = resolve_group(name);
   std::lock_guard<std::mutex> lk(g_groups_mu);
   auto it = groups().find(name);
-  if (it != groups().end() && it->second->pg == pg.get()) return it->second;
+  if (it != groups().end() && it->second->is(pg)) return it->second;
   auto g = std::make_shared<GroupRanks>();
-  g->pg = pg.get();
+  g->pg = c10::weak_intrusive_ptr<c10d::ProcessGroup>(pg);
   g->rank = pg->getRank();
   const int size = pg->getSize();
   const int me = my_pe();
@@ -418,13 +440,12 @@ std::shared_ptr<GroupRanks> group_ranks(const std::string& name) {
 // whose rendezvous all-gathers over the store): when it returns, every rank of the group has made the allocation
 // and entered the rendezvous, so peers' buffers and signal pads may be used. The ranks also check that they
 // agree on the group's global PEs.
-void rendezvous_sync(const std::string& name, const GroupRanks& g) {
+void rendezvous_sync(const std::string& name, GroupRanks& g) {
   static std::mutex mu;
-  static auto* seqs = new std::unordered_map<std::string, uint64_t>();
   uint64_t seq;
   {
     std::lock_guard<std::mutex> lk(mu);
-    seq = (*seqs)[name]++;
+    seq = g.rendezvous_seq++;  // counted per group object: a recycled name starts again with its new ranks
   }
   if (g.global.size() == 1) return;
   auto pg = resolve_group(name);
@@ -439,6 +460,26 @@ void rendezvous_sync(const std::string& name, const GroupRanks& g) {
   }
 }
 
+// The xpushmem team of group `name`'s ranks (made among them only, at the group's first allocation: the other
+// ranks never call). Where the team scope is impossible (device heaps, the fabric) this fails with the runtime's
+// reason. Called by every rank of the group, in the same order (an allocation on the group is collective over it).
+int32_t group_team(const std::string& name, GroupRanks& g) {
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lk(mu);
+  if (g.team >= 0) return g.team;
+  // The tag tells this group's team from another one of the same ranks: FNV-1a of the name (the same on every rank).
+  uint64_t tag = 0xcbf29ce484222325ull;
+  for (unsigned char c : name) tag = (tag ^ c) * 0x100000001b3ull;
+  std::vector<int> pes(g.global.begin(), g.global.end());
+  int32_t t = -1;
+  const int rc = xpushmem_team_of_members(pes.data(), static_cast<int>(pes.size()), tag, &t);
+  TORCH_CHECK(rc == XPUSHMEM_SUCCESS, "xpushmem: an allocation on process group '", name, "' (PEs [", g.pes(),
+              "]) lives on that group's ranks only, in a team of them, which could not be made (",
+              xpushmemx_error_name(rc), "): ", last_error());
+  g.team = t;
+  return t;
+}
+
 // ---------------------------------------------------------------------------------------- allocations ----
 struct Block {
   void* base = nullptr;
@@ -446,12 +487,15 @@ struct Block {
   size_t pad_off = 0;    // byte offset of the signal pad from base
   size_t pad_size = 0;
   c10::Device device{c10::DeviceType::CPU};
+  std::string group = "0";             // the group it was allocated on ("0": the world)
+  std::shared_ptr<GroupRanks> granks;  // that group's entry, for an allocation on a group (null: the world)
 };
 
 // The per-(allocation, group) peer tables shared by every handle on that allocation.
 struct PeerInfo {
   std::shared_ptr<Block> block;
   std::string group;
+  std::shared_ptr<GroupRanks> granks;  // the entry of the group object the handle was made on
   int rank = 0;
   int world = 0;
   std::vector<int> r2g;
@@ -483,7 +527,9 @@ class XpAllocator : public sm::SymmetricMemoryAllocator {
   // Statistics for tests: live allocations, frees waiting for every rank, allocations released.
   std::vector<int64_t> stats() {
     std::lock_guard<std::mutex> lk(mu_);
-    return {static_cast<int64_t>(blocks_.size()), static_cast<int64_t>(pending_.size()), released_};
+    size_t pending = pending_.size();
+    for (const auto& [g, p] : group_pending_) pending += p.size();
+    return {static_cast<int64_t>(blocks_.size()), static_cast<int64_t>(pending), released_};
   }
 
  private:
@@ -499,12 +545,15 @@ class XpAllocator : public sm::SymmetricMemoryAllocator {
     return nullptr;
   }
   void release_agreed_frees();
+  void release_group_frees(const std::string& name, GroupRanks& g);
 
   c10::DeviceType dev_;
   std::mutex mu_;
   std::map<uintptr_t, std::shared_ptr<Block>> blocks_;
-  std::set<uintptr_t> pending_;  // freed by torch here, not yet released everywhere
-  uint64_t alloc_seq_ = 0;
+  std::set<uintptr_t> pending_;  // world allocations freed by torch here, not yet released everywhere
+  // Allocations on a group, freed by torch here, by the group entry they were made on.
+  std::map<std::shared_ptr<GroupRanks>, std::set<uintptr_t>> group_pending_;
+  uint64_t alloc_seq_ = 0;  // world allocations so far
   int64_t released_ = 0;
   std::map<std::pair<uintptr_t, std::string>, std::shared_ptr<PeerInfo>> peers_;
 };
@@ -625,24 +674,41 @@ class XpSymmetricMemory : public sm::SymmetricMemory {
   size_t offset_;
 };
 
+// Without a group (or on the default group "0") an allocation is collective over the world; with a group name it is
+// collective over that group's ranks only (the other ranks never call): a team-scoped allocation on the team of the
+// group's ranks, at an address symmetric among them.
 void* XpAllocator::alloc(size_t size, int device_idx, const std::optional<std::string>& group_name) {
-  TORCH_CHECK(!group_name.has_value() || *group_name == "0", "xpushmem: symmetric allocations are made on the ",
-              "world (every rank of the default group); alloc() got group_name='", group_name.value_or(""), "'");
+  const std::string group = group_name.value_or("0");
   ensure_runtime(dev_, device_idx);
+  std::shared_ptr<GroupRanks> g;
+  int32_t team = -1;
+  if (group != "0") {
+    g = group_ranks(group);       // collective over the group the first time
+    team = group_team(group, *g);  // the same
+  }
   std::lock_guard<std::mutex> lk(mu_);
-  release_agreed_frees();
+  if (g) {
+    release_group_frees(group, *g);
+  } else {
+    release_agreed_frees();
+  }
   const size_t pad_size = sm::get_signal_pad_size();
   const size_t pad_off = round_up(size, kAlign);
-  void* base = xpushmem_align(kAlign, pad_off + pad_size);
+  void* base = g ? xpushmem_team_align(team, kAlign, pad_off + pad_size) : xpushmem_align(kAlign, pad_off + pad_size);
   TORCH_CHECK(base != nullptr, "xpushmem: symmetric allocation of ", size, " bytes (+", pad_size,
-              " bytes of signal pad) failed: ", last_error());
+              " bytes of signal pad) on ", g ? "process group '" + group + "' (PEs [" + g->pes() + "])" : "the world",
+              " failed: ", last_error());
   // The signal pad starts zeroed (it may reuse memory of a freed allocation), on every rank before any rank can
   // signal into it: zero, then a barrier (a peer may rendezvous and signal as soon as its alloc returns).
   std::vector<uint8_t> zeros(pad_size, 0);
   check_rc(xpushmem_putmem(static_cast<char*>(base) + pad_off, zeros.data(), pad_size, my_pe()),
            "xpushmem_putmem (zeroing the signal pad)");
   check_rc(xpushmem_quiet(), "xpushmem_quiet");
-  check_rc(xpushmem_barrier_all(), "xpushmem_barrier_all");
+  if (g) {
+    check_rc(xpushmem_barrier(team), "xpushmem_barrier (the group's team)");
+  } else {
+    check_rc(xpushmem_barrier_all(), "xpushmem_barrier_all");
+  }
   auto b = std::make_shared<Block>();
   b->base = base;
   b->size = size;
@@ -650,8 +716,14 @@ void* XpAllocator::alloc(size_t size, int device_idx, const std::optional<std::s
   b->pad_size = pad_size;
   b->device = dev_ == c10::DeviceType::CPU ? c10::Device(dev_)
                                            : c10::Device(dev_, static_cast<c10::DeviceIndex>(device_idx));
+  b->group = group;
+  b->granks = g;
   blocks_[reinterpret_cast<uintptr_t>(base)] = b;
-  ++alloc_seq_;
+  if (g) {
+    ++g->alloc_seq;
+  } else {
+    ++alloc_seq_;
+  }
   return base;
 }
 
@@ -666,8 +738,54 @@ void XpAllocator::free(void* ptr) {
   for (auto p = peers_.begin(); p != peers_.end();) {
     p = (p->first.first == it->first) ? peers_.erase(p) : std::next(p);
   }
-  pending_.insert(it->first);
+  if (it->second->granks) {
+    group_pending_[it->second->granks].insert(it->first);
+  } else {
+    pending_.insert(it->first);
+  }
   blocks_.erase(it);
+}
+
+// release_agreed_frees() for the allocations on group `name` (entry `g`): at the next allocation on the group, its
+// ranks agree over the group's exchange on the blocks every rank has freed and release exactly those on the group's
+// team, in address order. Blocks of an earlier group object of a recycled name stay (their group is gone).
+void XpAllocator::release_group_frees(const std::string& name, GroupRanks& g) {
+  std::shared_ptr<GroupRanks> key;
+  for (auto& [k, v] : group_pending_) {
+    if (k.get() == &g) key = k;
+  }
+  std::set<uint64_t> mine_set;
+  const uintptr_t heap = reinterpret_cast<uintptr_t>(xpushmemx_heap_base());
+  if (key) {
+    for (auto p : group_pending_[key]) mine_set.insert(p - heap);
+  }
+  std::set<uint64_t> agreed = mine_set;
+  if (g.global.size() > 1) {
+    std::vector<uint8_t> mine(mine_set.size() * sizeof(uint64_t));
+    size_t i = 0;
+    for (auto off : mine_set) std::memcpy(mine.data() + i++ * sizeof(uint64_t), &off, sizeof(uint64_t));
+    const std::string prefix = "xpushmem/torch/gfree/" + std::string(c10::DeviceTypeName(dev_)) + "/" +
+                               std::to_string(g.alloc_seq) + "/";
+    auto all = exchange(resolve_group(name), name, prefix, mine);
+    for (const auto& rec : all) {
+      std::set<uint64_t> theirs;
+      for (size_t k = 0; k + sizeof(uint64_t) <= rec.size(); k += sizeof(uint64_t)) {
+        uint64_t off;
+        std::memcpy(&off, rec.data() + k, sizeof(uint64_t));
+        theirs.insert(off);
+      }
+      std::set<uint64_t> both;
+      std::set_intersection(agreed.begin(), agreed.end(), theirs.begin(), theirs.end(),
+                            std::inserter(both, both.begin()));
+      agreed = std::move(both);
+    }
+  }
+  for (uint64_t off : agreed) {
+    check_rc(xpushmem_team_free(g.team, reinterpret_cast<void*>(heap + off)), "xpushmem_team_free");
+    group_pending_[key].erase(heap + off);
+    ++released_;
+  }
+  if (key && group_pending_[key].empty()) group_pending_.erase(key);
 }
 
 void XpAllocator::release_agreed_frees() {
@@ -734,7 +852,7 @@ at::Tensor device_array(const std::vector<int64_t>& v, c10::ScalarType t, const 
 
 c10::intrusive_ptr<sm::SymmetricMemory> XpAllocator::rendezvous(void* ptr,
                                                                 const std::optional<std::string>& group_name) {
-  const std::string group = group_name.value_or("0");
+  std::string group;
   std::shared_ptr<Block> b;
   {
     std::lock_guard<std::mutex> lk(mu_);
@@ -742,17 +860,33 @@ c10::intrusive_ptr<sm::SymmetricMemory> XpAllocator::rendezvous(void* ptr,
     // Not a symmetric allocation: no handle (None in Python), as upstream's allocators answer. has_allocation()
     // (is_symm_mem_tensor) asks the same find_locked, so the two agree on what counts.
     if (!b) return nullptr;
+    // No group: the one the allocation was made on (upstream's rendezvous takes the allocation's group_name).
+    group = group_name.value_or(b->group);
     auto it = peers_.find({reinterpret_cast<uintptr_t>(b->base), group});
-    if (it != peers_.end()) {
+    // A handle made on an earlier group object of a recycled name is not this group's.
+    const bool current = it != peers_.end() &&
+                         (!it->second->granks->pg || (c10d::is_process_group_registered(group) &&
+                                                      it->second->granks->is(resolve_group(group))));
+    if (current) {
       return c10::make_intrusive<XpSymmetricMemory>(it->second, static_cast<char*>(ptr) -
                                                                      static_cast<char*>(b->base));
     }
   }
   auto g = group_ranks(group);  // collective over the group the first time
+  if (b->granks) {
+    // An allocation on a group lives on that group's ranks only: a rendezvous group must be among them.
+    for (int pe : g->global) {
+      TORCH_CHECK(std::find(b->granks->global.begin(), b->granks->global.end(), pe) != b->granks->global.end(),
+                  "xpushmem: rendezvous on process group '", group, "' of an allocation made on process group '",
+                  b->group, "' (PEs [", b->granks->pes(), "]): PE ", pe, " of group '", group,
+                  "' has no copy of it (an allocation on a group lives on that group's ranks only)");
+    }
+  }
   rendezvous_sync(group, *g);  // collective every time, like NVSHMEM's per-allocation exchange
   auto info = std::make_shared<PeerInfo>();
   info->block = b;
   info->group = group;
+  info->granks = g;
   info->rank = g->rank;
   info->world = static_cast<int>(g->global.size());
   info->r2g = g->global;
