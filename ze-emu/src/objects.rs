@@ -54,6 +54,8 @@ pub struct Device {
 pub struct Context {
     /// Allocations (and IPC mappings) by base address.
     pub allocs: Mutex<BTreeMap<usize, Allocation>>,
+    /// Virtual memory reservations and the physical memory mapped into them.
+    pub vm: Mutex<crate::vmem::Vm>,
 }
 
 /// The driver.
