@@ -130,7 +130,7 @@ impl Shmem {
         if self.cfg.symmetric_max == Some(max) {
             "XPUSHMEM_SYMMETRIC_MAX"
         } else if max == self.cfg.symmetric_size {
-            "XPUSHMEM_SYMMETRIC_SIZE: device heaps do not grow"
+            "XPUSHMEM_SYMMETRIC_SIZE: this heap does not grow (a device heap whose peers the fabric reaches)"
         } else {
             "the address space reserved for the heap; XPUSHMEM_SYMMETRIC_MAX sets it"
         }
@@ -163,12 +163,14 @@ impl Shmem {
             }
             info[INFO - 1] = rec.len() as u64;
         }
-        let all = ctx.enter(
-            ident,
-            info,
-            mine.as_ref().map(|_| ()).map_err(Clone::clone),
-            true,
-        )?;
+        let all = ctx
+            .enter(
+                ident,
+                info,
+                mine.as_ref().map(|_| ()).map_err(Clone::clone),
+                true,
+            )
+            .inspect_err(|_| self.peers.grow_abort())?;
         let chunks: Vec<Vec<u8>> = all
             .iter()
             .map(|w| {
