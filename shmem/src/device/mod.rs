@@ -207,9 +207,10 @@ impl<'a> Device<'a> {
     pub fn device_state(&self) -> DeviceState {
         let (me, n) = (self.sh.my_pe(), self.sh.n_pes());
         let base = self.sh.local_map().base() as u64;
-        let size = self.sh.heap_size() as u64;
+        // The range device calls may address is the heap's reserve, which does not change as the heap grows, so
+        // a module initialised before a growth (Triton's, a C caller's) stays valid; the scratch tail follows it.
+        let size = self.sh.heap_max() as u64;
         let l = self.scratch_layout();
-        // The scratch tail follows the heap's reserve, where it stays however the heap grows.
         let tail_off = self.sh.peers.scratch_offset().unwrap_or(size as usize) as u64;
         let tail = base + tail_off;
         DeviceState {
