@@ -707,6 +707,8 @@ impl Drop for Peers {
         drop(self.proxy.take());
         #[cfg(xpushmem_fabric)]
         drop(self.fabric.take());
+        // The device heaps' growth holds the device windows too: let go of them with the window table.
+        drop(self.device_growth.take());
         // Peers' windows and the transports go first, while this PE's own mappings (registered with a network
         // transport, which may still write into them until it is closed) stay mapped.
         let own = (
