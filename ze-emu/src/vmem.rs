@@ -11,14 +11,11 @@
 //! Granularity: [`VM_PAGE`] (64 KiB, like a GPU's large pages) for reservations, physical sizes, mapping
 //! addresses, sizes and offsets, so that a caller aligning to the 4 KiB host page only is caught.
 
-use crate::objects::{context, device, Device};
-use crate::registry::Registry;
+use crate::objects::{context, device, Device, Physical, VMap, PHYSICAL};
 use crate::util::*;
 use level_zero_sys::*;
-use once_cell::sync::Lazy;
 use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
 use rustix::mm::{MapFlags, ProtFlags};
-use std::collections::BTreeMap;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -27,76 +24,6 @@ use std::sync::Arc;
 pub const VM_PAGE: usize = 64 << 10;
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1 << 40);
-
-/// A physical memory object.
-pub struct Physical {
-    memfd: OwnedFd,
-    size: usize,
-    device: Arc<Device>,
-    /// Created exportable (`ze_external_memory_export_desc_t`).
-    exportable: bool,
-    /// The context it was created in (handle value).
-    ctx: usize,
-    id: u64,
-}
-
-/// Live physical memory objects.
-pub static PHYSICAL: Lazy<Registry<Physical>> = Lazy::new(Registry::default);
-
-/// One mapping of physical memory into a reservation.
-struct VMap {
-    len: usize,
-    phys: Arc<Physical>,
-}
-
-/// A context's reservations and mappings.
-#[derive(Default)]
-pub struct Vm {
-    /// Reservations: base → length.
-    reserves: BTreeMap<usize, usize>,
-    /// Mappings: address → mapping.
-    maps: BTreeMap<usize, VMap>,
-}
-
-impl Vm {
-    /// The physical memory mapped at `p`, its mapping's address and length.
-    fn mapping_at(&self, p: usize) -> Option<(usize, usize, &Arc<Physical>)> {
-        let (&a, m) = self.maps.range(..=p).next_back()?;
-        (p < a + m.len).then_some((a, m.len, &m.phys))
-    }
-
-    /// Whether `[p, p + len)` lies in one reservation.
-    fn reserved(&self, p: usize, len: usize) -> bool {
-        self.reserves
-            .range(..=p)
-            .next_back()
-            .is_some_and(|(&b, &l)| p + len <= b + l)
-    }
-
-    /// The mappings that exactly tile `[p, p + len)`, or `None` when a part of it is not mapped or a mapping
-    /// sticks out of it.
-    fn tiling(&self, p: usize, len: usize) -> Option<Vec<usize>> {
-        let mut at = p;
-        let mut v = Vec::new();
-        for (&a, m) in self.maps.range(p..p + len) {
-            if a != at || a + m.len > p + len {
-                return None;
-            }
-            v.push(a);
-            at = a + m.len;
-        }
-        (at == p + len).then_some(v)
-    }
-}
-
-impl Drop for Vm {
-    fn drop(&mut self) {
-        for (&b, &l) in &self.reserves {
-            // SAFETY: a reservation this context made and nobody else unmaps.
-            let _ = unsafe { rustix::mm::munmap(b as *mut c_void, l) };
-        }
-    }
-}
 
 fn aligned(v: usize) -> bool {
     v % VM_PAGE == 0
