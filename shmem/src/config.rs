@@ -87,7 +87,7 @@ env_table! {
     transport: TransportMode = "XPUSHMEM_TRANSPORT", "auto", transport_mode;
     /// Level Zero device of this PE for a device heap: auto (local rank modulo the device count) or a device number
     device: Option<usize> = "XPUSHMEM_DEVICE", "auto", auto_usize;
-    /// how device-heap descriptors reach node peers: auto or socket (SCM_RIGHTS over the authenticated node socket), pidfd (pidfd_getfd; ptrace permission granted only while descriptors are taken)
+    /// how device-heap descriptors reach node peers at init: auto or socket (SCM_RIGHTS over the authenticated node socket), pidfd (pidfd_getfd; ptrace permission granted only while descriptors are taken); the chunks a device heap grows by later always go over the socket
     ipc: IpcMode = "XPUSHMEM_IPC", "auto", ipc_mode;
     /// 0: each PE makes itself non-dumpable at init (prctl PR_SET_DUMPABLE 0): its /proc/PID/fd, environ and mem become root-only, so that other processes of the same uid can no longer open its heap or read the job's unique ID there (until init they still can); costs debuggers (no attach) and core dumps; an error with XPUSHMEM_IPC=pidfd, whose pidfd_getfd needs that access
     dumpable: bool = "XPUSHMEM_DUMPABLE", "1", boolean;
