@@ -13,7 +13,8 @@
 //! * Virtual memory (`vmem`): reservations, physical memory (a memfd each) mapped into them at a 64 KiB page
 //!   size; physical memory created exportable is exported by `zeMemGetAllocProperties` on a mapped address with
 //!   `ze_external_memory_export_fd_t` (a duplicate fd the caller owns) and imported by `zePhysicalMemCreate` with
-//!   `ze_external_memory_import_fd_t`.
+//!   `ze_external_memory_import_fd_t`. `XPUSHMEM_EMU_MEMORY` caps the physical memory a process may create on a device
+//!   (one value, or a list by device index; past it: `ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY`, as a full device).
 //! * Execution: each command queue and immediate command list has a worker thread running work in order;
 //!   events, fences and waits block the queue, not the caller (except synchronous mode).
 //! * Modules: SPIR-V only, built by an OpenCL runtime with SPIR-V IL support (Intel's CPU runtime, selected with
@@ -44,7 +45,7 @@ mod util;
 mod vmem;
 
 pub use memory::ipc_layout;
-pub use objects::{DEVICES_ENV, MAX_DEVICES, P2P_ENV};
+pub use objects::{DEVICES_ENV, MAX_DEVICES, MEMORY_ENV, P2P_ENV};
 
 use level_zero_sys::*;
 use std::ffi::c_void;

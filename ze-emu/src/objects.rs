@@ -21,6 +21,11 @@ pub const DEVICES_ENV: &str = "XPUSHMEM_EMU_DEVICES";
 /// it; memory is reachable whatever they say (the emulator does not fault), so a runtime that trusted a store to
 /// a peer it was told it cannot reach would go unnoticed without checks of its own. Read once per process.
 pub const P2P_ENV: &str = "XPUSHMEM_EMU_P2P";
+/// Environment variable capping the bytes of physical memory (`zePhysicalMemCreate`, imports not counted) a
+/// process may hold at once on a device: past it, creation fails with `ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY`, as a
+/// full device would. A decimal byte count for every device, or a comma-separated list of them by device index
+/// (devices past its end have no cap); unset: no cap. Read once per process.
+pub const MEMORY_ENV: &str = "XPUSHMEM_EMU_MEMORY";
 /// Upper bound on emulated devices.
 pub const MAX_DEVICES: usize = 64;
 /// Largest single allocation reported (without the relaxed-limits extension).
@@ -137,6 +142,8 @@ pub struct Physical {
     pub memfd: OwnedFd,
     /// Bytes.
     pub size: usize,
+    /// Bytes it counts against `XPUSHMEM_EMU_MEMORY` (0 for an import).
+    pub held: usize,
     /// The device it was created on.
     pub device: Arc<Device>,
     /// Created exportable (`ze_external_memory_export_desc_t`).

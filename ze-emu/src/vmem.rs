@@ -11,19 +11,61 @@
 //! Granularity: [`VM_PAGE`] (64 KiB, like a GPU's large pages) for reservations, physical sizes, mapping
 //! addresses, sizes and offsets, so that a caller aligning to the 4 KiB host page only is caught.
 
-use crate::objects::{context, device, Device, Physical, VMap, PHYSICAL};
+use crate::objects::{context, device, Device, Physical, VMap, MAX_DEVICES, MEMORY_ENV, PHYSICAL};
 use crate::util::*;
 use level_zero_sys::*;
+use once_cell::sync::Lazy;
 use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
 use rustix::mm::{MapFlags, ProtFlags};
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// The page size `zeVirtualMemQueryPageSize` reports and every virtual memory call enforces.
 pub const VM_PAGE: usize = 64 << 10;
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1 << 40);
+
+/// Bytes of physical memory this process created and holds on each device (imports not counted).
+static HELD: [AtomicUsize; MAX_DEVICES] = [const { AtomicUsize::new(0) }; MAX_DEVICES];
+
+/// The caps of [`MEMORY_ENV`] by device (read once): one value for every device, or a comma-separated list by
+/// device index (devices past its end: no cap); an unparsable value is no cap, reported once.
+static CAPS: Lazy<Vec<usize>> = Lazy::new(|| {
+    let Ok(v) = std::env::var(MEMORY_ENV) else {
+        return Vec::new();
+    };
+    let caps: Option<Vec<usize>> = v.split(',').map(|c| c.trim().parse().ok()).collect();
+    caps.unwrap_or_else(|| {
+        let _ = fail(
+            ZE_RESULT_ERROR_INVALID_ARGUMENT,
+            format_args!("{MEMORY_ENV}={v:?} is not a byte count or a list of them; no cap"),
+        );
+        Vec::new()
+    })
+});
+
+/// Take `size` bytes of device `dev`'s physical memory for this process, or fail as a full device.
+fn take(dev: u32, size: usize) -> ZeResult {
+    let caps = &*CAPS;
+    let cap = match caps.len() {
+        1 => caps[0],
+        _ => caps.get(dev as usize).copied().unwrap_or(usize::MAX),
+    };
+    HELD[dev as usize]
+        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |h| {
+            h.checked_add(size).filter(|&t| t <= cap)
+        })
+        .map(drop)
+        .map_err(|h| {
+            fail(
+                ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY,
+                format_args!(
+                    "zePhysicalMemCreate of {size} bytes on device {dev}: {h} of {cap} held ({MEMORY_ENV})"
+                ),
+            )
+        })
+}
 
 fn aligned(v: usize) -> bool {
     v % VM_PAGE == 0
@@ -275,11 +317,13 @@ pub(crate) unsafe extern "C" fn physical_mem_create(
                         format_args!("ftruncate {}: {e}", d.size),
                     )
                 })?;
+                take(dev.index, d.size)?;
                 fd
             }
         };
         let p = Arc::new(Physical {
             memfd,
+            held: if import.is_some() { 0 } else { d.size },
             size: d.size,
             device: dev,
             exportable,
@@ -299,21 +343,23 @@ pub(crate) unsafe extern "C" fn physical_mem_destroy(
     entry(|| {
         let ctx = context(hctx)?;
         let vm = lock(&ctx.vm);
-        PHYSICAL.remove_if(h.0, |p| {
-            if p.ctx != hctx.0 as usize {
-                return Err(fail(
-                    ZE_RESULT_ERROR_INVALID_ARGUMENT,
-                    "zePhysicalMemDestroy: physical memory of another context",
-                ));
-            }
-            if vm.maps.values().any(|m| Arc::ptr_eq(&m.phys, p)) {
-                return Err(fail(
-                    ZE_RESULT_ERROR_HANDLE_OBJECT_IN_USE,
-                    "zePhysicalMemDestroy: still mapped (zeVirtualMemUnmap first)",
-                ));
-            }
-            Ok(())
-        })?;
+        PHYSICAL
+            .remove_if(h.0, |p| {
+                if p.ctx != hctx.0 as usize {
+                    return Err(fail(
+                        ZE_RESULT_ERROR_INVALID_ARGUMENT,
+                        "zePhysicalMemDestroy: physical memory of another context",
+                    ));
+                }
+                if vm.maps.values().any(|m| Arc::ptr_eq(&m.phys, p)) {
+                    return Err(fail(
+                        ZE_RESULT_ERROR_HANDLE_OBJECT_IN_USE,
+                        "zePhysicalMemDestroy: still mapped (zeVirtualMemUnmap first)",
+                    ));
+                }
+                Ok(())
+            })
+            .map(|p| HELD[p.device.index as usize].fetch_sub(p.held, Ordering::AcqRel))?;
         Ok(())
     })
 }

@@ -405,6 +405,49 @@ fn device_heap_grows_past_its_first_chunk_2pe() {
     );
 }
 
+/// Out of device memory while growing: ze-emu's `XPUSHMEM_EMU_MEMORY` lets PE 0's device hold 6 MiB of physical
+/// memory and PE 1's 16 MiB. An 8 MiB allocation, whose 7 MiB chunk does not fit on PE 0, fails on both PEs: PE 0
+/// with the device's out-of-memory error naming the chunk's size, PE 1 (whose chunk was mapped) with the
+/// agreement's verdict naming PE 0; the heap stays as it was on both (PE 1 unmaps its chunk again). Then
+/// [`grown_heap`] grows both heaps alike within the caps.
+fn out_of_device_memory(sh: &Shmem, lib: &Lib) -> xpushmem::Result<()> {
+    const FIRST: usize = 1 << 20;
+    assert_eq!(sh.heap_size(), FIRST, "the first chunk");
+    let e = sh.malloc::<u8>(8 << 20).unwrap_err();
+    if sh.my_pe() == 0 {
+        assert!(
+            e.ze_result().and_then(|r| r.name()) == Some("ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY")
+                && e.to_string()
+                    .contains(&format!("{} bytes of device memory", 7 << 20)),
+            "{e}"
+        );
+    } else {
+        assert!(
+            e.to_string().contains("PE 0"),
+            "the verdict names PE 0: {e}"
+        );
+    }
+    assert_eq!(sh.heap_size(), FIRST, "the heap stays as it was");
+    sh.barrier_all()?;
+    grown_heap(sh, lib)
+}
+
+#[test]
+fn device_heap_out_of_memory_while_growing_2pe() {
+    device_lib_test(
+        "device_heap_out_of_memory_while_growing_2pe",
+        2,
+        K,
+        &[
+            ("XPUSHMEM_SYMMETRIC_SIZE", "1M"),
+            ("XPUSHMEM_SYMMETRIC_MAX", "16M"),
+            ("XPUSHMEM_EMU_DEVICES", "2"),
+            ("XPUSHMEM_EMU_MEMORY", "6291456,16777216"),
+        ],
+        out_of_device_memory,
+    );
+}
+
 /// Even PEs write a = i; fence; b = i into the next PE; the reader never sees b ahead of a.
 fn fence_ordering(sh: &Shmem, lib: &Lib) -> xpushmem::Result<()> {
     let (me, n) = (sh.my_pe(), sh.n_pes());
