@@ -14,7 +14,10 @@
 //! peer's new chunk before it exists, and a PE that cannot grow fails the call on every PE. Growth is eager at
 //! the agreement rather than lazy on first touch: every access checks its range against the window's length
 //! anyway, and a fault handler (lazy mapping) would put a signal handler into every process that links the
-//! library.
+//! library. Device heaps take the same path (`transport/ze.rs`, `Growth`): each PE maps a new chunk of device
+//! memory into its reserve, and after the second agreement the node's PEs pass the chunks' descriptors and map
+//! their peers'; when that agreement fails, each PE unmaps its new chunk again (`Peers::grow_abort`), so every
+//! PE's heap keeps the same chunks.
 //!
 //! Team-scoped allocations ([`Shmem::team_malloc`] and its siblings) are collective over one team: its members
 //! call, the other PEs need not. They keep symmetric offsets without touching the world's allocator, which must
