@@ -169,6 +169,15 @@ entry_points! {
         fn zeMemGetIpcHandle / ze_pfnMemGetIpcHandle_t(hContext: ze_context_handle_t, ptr: *const c_void, pIpcHandle: *mut ze_ipc_mem_handle_t);
         fn zeMemOpenIpcHandle / ze_pfnMemOpenIpcHandle_t(hContext: ze_context_handle_t, hDevice: ze_device_handle_t, handle: ze_ipc_mem_handle_t, flags: ze_ipc_memory_flags_t, pptr: *mut *mut c_void);
         fn zeMemCloseIpcHandle / ze_pfnMemCloseIpcHandle_t(hContext: ze_context_handle_t, ptr: *const c_void);
+
+        fn zePhysicalMemCreate / ze_pfnPhysicalMemCreate_t(hContext: ze_context_handle_t, hDevice: ze_device_handle_t, desc: *mut ze_physical_mem_desc_t, phPhysicalMemory: *mut ze_physical_mem_handle_t);
+        fn zePhysicalMemDestroy / ze_pfnPhysicalMemDestroy_t(hContext: ze_context_handle_t, hPhysicalMemory: ze_physical_mem_handle_t);
+        fn zeVirtualMemReserve / ze_pfnVirtualMemReserve_t(hContext: ze_context_handle_t, pStart: *const c_void, size: usize, pptr: *mut *mut c_void);
+        fn zeVirtualMemFree / ze_pfnVirtualMemFree_t(hContext: ze_context_handle_t, ptr: *const c_void, size: usize);
+        fn zeVirtualMemQueryPageSize / ze_pfnVirtualMemQueryPageSize_t(hContext: ze_context_handle_t, hDevice: ze_device_handle_t, size: usize, pagesize: *mut usize);
+        fn zeVirtualMemMap / ze_pfnVirtualMemMap_t(hContext: ze_context_handle_t, ptr: *const c_void, size: usize, hPhysicalMemory: ze_physical_mem_handle_t, offset: usize, access: ze_memory_access_attribute_t);
+        fn zeVirtualMemUnmap / ze_pfnVirtualMemUnmap_t(hContext: ze_context_handle_t, ptr: *const c_void, size: usize);
+        fn zeVirtualMemSetAccessAttribute / ze_pfnVirtualMemSetAccessAttribute_t(hContext: ze_context_handle_t, ptr: *const c_void, size: usize, access: ze_memory_access_attribute_t);
     }
     optional {
         /// API 1.6: release an IPC handle early (otherwise released by `zeMemFree`).

@@ -177,7 +177,7 @@ ze_kernel_exp_dditable_t { pfnSetGlobalOffsetExp: ze_pfn_untyped_t, pfnSchedulin
 dditable! { /// `ze_sampler_dditable_t`.
 ze_sampler_dditable_t { pfnCreate: ze_pfn_untyped_t, pfnDestroy: ze_pfn_untyped_t } }
 dditable! { /// `ze_physical_mem_dditable_t`.
-ze_physical_mem_dditable_t { pfnCreate: ze_pfn_untyped_t, pfnDestroy: ze_pfn_untyped_t } }
+ze_physical_mem_dditable_t { pfnCreate: ze_pfnPhysicalMemCreate_t, pfnDestroy: ze_pfnPhysicalMemDestroy_t } }
 dditable! { /// `ze_mem_dditable_t`.
 ze_mem_dditable_t {
     pfnAllocShared: ze_pfnMemAllocShared_t,
@@ -193,12 +193,12 @@ ze_mem_dditable_t {
 } }
 dditable! { /// `ze_virtual_mem_dditable_t`.
 ze_virtual_mem_dditable_t {
-    pfnReserve: ze_pfn_untyped_t,
-    pfnFree: ze_pfn_untyped_t,
-    pfnQueryPageSize: ze_pfn_untyped_t,
-    pfnMap: ze_pfn_untyped_t,
-    pfnUnmap: ze_pfn_untyped_t,
-    pfnSetAccessAttribute: ze_pfn_untyped_t,
+    pfnReserve: ze_pfnVirtualMemReserve_t,
+    pfnFree: ze_pfnVirtualMemFree_t,
+    pfnQueryPageSize: ze_pfnVirtualMemQueryPageSize_t,
+    pfnMap: ze_pfnVirtualMemMap_t,
+    pfnUnmap: ze_pfnVirtualMemUnmap_t,
+    pfnSetAccessAttribute: ze_pfnVirtualMemSetAccessAttribute_t,
     pfnGetAccessAttribute: ze_pfn_untyped_t,
 } }
 dditable! { /// `ze_fabric_vertex_exp_dditable_t`.

@@ -339,6 +339,14 @@ ze_enum! {
     }
 }
 ze_enum! {
+    /// Access of a virtual memory range (`zeVirtualMemSetAccessAttribute`).
+    ze_memory_access_attribute_t {
+        ZE_MEMORY_ACCESS_ATTRIBUTE_NONE = 0,
+        ZE_MEMORY_ACCESS_ATTRIBUTE_READWRITE = 1,
+        ZE_MEMORY_ACCESS_ATTRIBUTE_READONLY = 2,
+    }
+}
+ze_enum! {
     /// Module input format.
     ze_module_format_t {
         ZE_MODULE_FORMAT_IL_SPIRV = 0,
@@ -410,6 +418,11 @@ ze_device_fp_flags_t {
     ZE_DEVICE_FP_FLAG_DENORM = 0, ZE_DEVICE_FP_FLAG_INF_NAN = 1, ZE_DEVICE_FP_FLAG_ROUND_TO_NEAREST = 2,
     ZE_DEVICE_FP_FLAG_ROUND_TO_ZERO = 3, ZE_DEVICE_FP_FLAG_ROUND_TO_INF = 4, ZE_DEVICE_FP_FLAG_FMA = 5,
     ZE_DEVICE_FP_FLAG_ROUNDED_DIVIDE_SQRT = 6, ZE_DEVICE_FP_FLAG_SOFT_FLOAT = 7 } }
+ze_flags! { /// External memory handle types (export and import descriptors).
+ze_external_memory_type_flags_t {
+    ZE_EXTERNAL_MEMORY_TYPE_FLAG_OPAQUE_FD = 0, ZE_EXTERNAL_MEMORY_TYPE_FLAG_DMA_BUF = 1 } }
+ze_flags! { /// Physical memory creation flags.
+ze_physical_mem_flags_t { ZE_PHYSICAL_MEM_FLAG_TBD = 0 } }
 ze_flags! { /// Relaxed allocation limits (experimental extension, in the 1.4 headers).
 ze_relaxed_allocation_limits_exp_flags_t { ZE_RELAXED_ALLOCATION_LIMITS_EXP_FLAG_MAX_SIZE = 0 } }
 
@@ -698,6 +711,33 @@ ze_struct! { /// Relaxed allocation limits (chained into `ze_device_mem_alloc_de
     /// `ZE_RELAXED_ALLOCATION_LIMITS_EXP_FLAG_*`.
     pub flags: ze_relaxed_allocation_limits_exp_flags_t,
 } }
+ze_struct! { /// Physical memory descriptor (`zePhysicalMemCreate`).
+    ze_physical_mem_desc_t = ZE_STRUCTURE_TYPE_PHYSICAL_MEM_DESC (*const c_void) {
+    /// `ZE_PHYSICAL_MEM_FLAG_*`.
+    pub flags: ze_physical_mem_flags_t,
+    /// Bytes (a multiple of `zeVirtualMemQueryPageSize`).
+    pub size: usize,
+} }
+ze_struct! { /// Memory to be exportable as the given handle types (chained into an allocation or physical memory
+    /// descriptor).
+    ze_external_memory_export_desc_t = ZE_STRUCTURE_TYPE_EXTERNAL_MEMORY_EXPORT_DESC (*const c_void) {
+    /// `ZE_EXTERNAL_MEMORY_TYPE_FLAG_*`.
+    pub flags: ze_external_memory_type_flags_t,
+} }
+ze_struct! { /// Memory imported from a file descriptor (chained into an allocation or physical memory descriptor).
+    ze_external_memory_import_fd_t = ZE_STRUCTURE_TYPE_EXTERNAL_MEMORY_IMPORT_FD (*const c_void) {
+    /// `ZE_EXTERNAL_MEMORY_TYPE_FLAG_*` of `fd`.
+    pub flags: ze_external_memory_type_flags_t,
+    /// The descriptor.
+    pub fd: i32,
+} }
+ze_struct! { /// An allocation exported as a file descriptor (chained into `ze_memory_allocation_properties_t`).
+    ze_external_memory_export_fd_t = ZE_STRUCTURE_TYPE_EXTERNAL_MEMORY_EXPORT_FD (*const c_void) {
+    /// `ZE_EXTERNAL_MEMORY_TYPE_FLAG_*` wanted.
+    pub flags: ze_external_memory_type_flags_t,
+    /// The exported descriptor (out).
+    pub fd: i32,
+} }
 ze_struct! { /// Allocation properties.
     ze_memory_allocation_properties_t = ZE_STRUCTURE_TYPE_MEMORY_ALLOCATION_PROPERTIES (*mut c_void) {
     /// Allocation type (`ZE_MEMORY_TYPE_UNKNOWN` for pointers the context does not know).
@@ -844,6 +884,10 @@ mod tests {
             ze_command_list_desc_t,
             ze_copy_region_t,
             ze_group_count_t,
+            ze_physical_mem_desc_t,
+            ze_external_memory_export_desc_t,
+            ze_external_memory_import_fd_t,
+            ze_external_memory_export_fd_t,
         ];
         v.extend(offsets![
             ze_device_properties_t.uuid,
@@ -856,6 +900,9 @@ mod tests {
             ze_command_queue_desc_t.mode,
             ze_event_desc_t.signal,
             ze_event_desc_t.wait,
+            ze_physical_mem_desc_t.size,
+            ze_external_memory_import_fd_t.fd,
+            ze_external_memory_export_fd_t.fd,
         ]);
         v
     }

@@ -20,8 +20,9 @@ pub const XPUSHMEM_DEVICE_STATE_MAGIC: u32 = 0x5355_5058;
 /// Name of the device library's state global (for `zeModuleGetGlobalPointer`).
 pub const XPUSHMEM_DEVICE_STATE_SYMBOL: &str = "xpushmem_device_state";
 
-/// Where the device library's words lie in the scratch tail that follows every PE's user heap in the same device
-/// allocation (the same on every PE: it depends only on the PE count and the team-slot count).
+/// Where the device library's words lie in the scratch tail that follows every PE's heap reserve (the most the heap
+/// may grow to, rounded up to a device page) in the same device address range (the same on every PE: it depends
+/// only on the PE count and the team-slot count).
 ///
 /// A team's device number is its slot (`0` world, `1` shared, then the split teams' slots, fewer than
 /// `XPUSHMEM_TEAMS_MAX`); every per-team array below has one entry per slot.
@@ -254,7 +255,8 @@ pub struct DeviceState {
     pub my_pe: i32,
     /// Number of PEs.
     pub n_pes: i32,
-    /// Bytes of every PE's user heap (the scratch tail follows it).
+    /// Bytes of every PE's symmetric range a device call may address: the heap's reserve (the most it may grow
+    /// to, `Shmem::heap_max`), fixed at init while the mapped part grows within it; the scratch tail follows it.
     pub heap_size: u64,
     /// Device address of `u64 bases[n_pes]` ([`ScratchLayout::bases`] of this PE's tail).
     pub bases: u64,

@@ -55,9 +55,9 @@ macro_rules! env_table {
 }
 
 env_table! {
-    /// size of the first chunk of each PE's symmetric heap, which grows on demand (host heaps, over shared memory or the fabric; device heaps keep this size); bytes or with a K/M/G/T suffix (powers of 1024); memory is committed only when touched
+    /// size of the first chunk of each PE's symmetric heap, which grows on demand (host heaps, over shared memory or the fabric; device heaps where the device maps every peer, through Level Zero virtual memory; device heaps whose peers the fabric reaches keep this size); bytes or with a K/M/G/T suffix (powers of 1024); memory is committed only when touched
     symmetric_size: usize = "XPUSHMEM_SYMMETRIC_SIZE", "1G", heap_size;
-    /// the most each PE's symmetric heap may grow to (unset: 1T of address space reserved, DEFAULT_HEAP_RESERVE, less on a node of more than 16 PEs; team-scoped allocations get a second reserve of the same size); at least XPUSHMEM_SYMMETRIC_SIZE; PEs must agree on it; bytes or with a K/M/G/T suffix
+    /// the most each PE's symmetric heap may grow to (unset: 1T of address space reserved, DEFAULT_HEAP_RESERVE, less on a node of more than 16 PEs; team-scoped allocations get a second reserve of the same size; on device heaps, device address space reserved for each PE's heap and for each node peer's); at least XPUSHMEM_SYMMETRIC_SIZE; PEs must agree on it; bytes or with a K/M/G/T suffix
     symmetric_max: Option<usize> = "XPUSHMEM_SYMMETRIC_MAX", "", opt_heap_size;
     /// limit for every blocking wait (barriers, wait_until, signal waits, bootstrap) in ms; 0 = wait forever
     timeout: Option<Duration> = "XPUSHMEM_TIMEOUT_MS", "300000", timeout_ms;
@@ -87,7 +87,7 @@ env_table! {
     transport: TransportMode = "XPUSHMEM_TRANSPORT", "auto", transport_mode;
     /// Level Zero device of this PE for a device heap: auto (local rank modulo the device count) or a device number
     device: Option<usize> = "XPUSHMEM_DEVICE", "auto", auto_usize;
-    /// how device-heap descriptors reach node peers: auto or socket (SCM_RIGHTS over the authenticated node socket), pidfd (pidfd_getfd; ptrace permission granted only while descriptors are taken)
+    /// how device-heap descriptors reach node peers at init: auto or socket (SCM_RIGHTS over the authenticated node socket), pidfd (pidfd_getfd; ptrace permission granted only while descriptors are taken); the chunks a device heap grows by later always go over the socket
     ipc: IpcMode = "XPUSHMEM_IPC", "auto", ipc_mode;
     /// 0: each PE makes itself non-dumpable at init (prctl PR_SET_DUMPABLE 0): its /proc/PID/fd, environ and mem become root-only, so that other processes of the same uid can no longer open its heap or read the job's unique ID there (until init they still can); costs debuggers (no attach) and core dumps; an error with XPUSHMEM_IPC=pidfd, whose pidfd_getfd needs that access
     dumpable: bool = "XPUSHMEM_DUMPABLE", "1", boolean;

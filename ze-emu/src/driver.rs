@@ -450,6 +450,7 @@ pub(crate) unsafe extern "C" fn context_create(
         nn_mut(ph)?;
         let c = Arc::new(Context {
             allocs: Mutex::new(BTreeMap::new()),
+            vm: Mutex::default(),
         });
         let handle = CONTEXTS.insert(c);
         // SAFETY: checked non-null.
@@ -462,6 +463,7 @@ pub(crate) unsafe extern "C" fn context_destroy(h: ze_context_handle_t) -> ze_re
         let c = CONTEXTS.remove_if(h.0, |_| Ok(()))?;
         // Allocations still alive are released with the context (their mappings go away).
         std::mem::take(&mut *lock(&c.allocs));
+        std::mem::take(&mut *lock(&c.vm));
         Ok(())
     })
 }

@@ -10,6 +10,11 @@
 //!   length, 16..24 the magic `ZEEMUIPC`, 24..32 the allocation size. The importer must bring the fd into its own
 //!   process (SCM_RIGHTS or `pidfd_getfd`), patch its number into bytes 0..4 and call `zeMemOpenIpcHandle`, which
 //!   maps it; the importer keeps ownership of its fd (it may close it once opened).
+//! * Virtual memory (`vmem`): reservations, physical memory (a memfd each) mapped into them at a 64 KiB page
+//!   size; physical memory created exportable is exported by `zeMemGetAllocProperties` on a mapped address with
+//!   `ze_external_memory_export_fd_t` (a duplicate fd the caller owns) and imported by `zePhysicalMemCreate` with
+//!   `ze_external_memory_import_fd_t`. `XPUSHMEM_EMU_MEMORY` caps the physical memory a process may create on a device
+//!   (one value, or a list by device index; past it: `ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY`, as a full device).
 //! * Execution: each command queue and immediate command list has a worker thread running work in order;
 //!   events, fences and waits block the queue, not the caller (except synchronous mode).
 //! * Modules: SPIR-V only, built by an OpenCL runtime with SPIR-V IL support (Intel's CPU runtime, selected with
@@ -37,9 +42,10 @@ mod registry;
 mod spirv;
 pub mod testing;
 mod util;
+mod vmem;
 
 pub use memory::ipc_layout;
-pub use objects::{DEVICES_ENV, MAX_DEVICES, P2P_ENV};
+pub use objects::{DEVICES_ENV, MAX_DEVICES, MEMORY_ENV, P2P_ENV};
 
 use level_zero_sys::*;
 use std::ffi::c_void;
@@ -176,8 +182,11 @@ export_table! { /// Kernel table.
 } }
 export_table! { /// Sampler table (not implemented).
 zeGetSamplerProcAddrTable: ze_sampler_dditable_t = |t| {} }
-export_table! { /// Physical memory table (not implemented).
-zeGetPhysicalMemProcAddrTable: ze_physical_mem_dditable_t = |t| {} }
+export_table! { /// Physical memory table.
+    zeGetPhysicalMemProcAddrTable: ze_physical_mem_dditable_t = |t| {
+    t.pfnCreate = Some(vmem::physical_mem_create);
+    t.pfnDestroy = Some(vmem::physical_mem_destroy);
+} }
 export_table! { /// Memory table.
     zeGetMemProcAddrTable: ze_mem_dditable_t = |t| {
     t.pfnAllocShared = Some(memory::mem_alloc_shared);
@@ -190,8 +199,15 @@ export_table! { /// Memory table.
     t.pfnOpenIpcHandle = Some(memory::mem_open_ipc_handle);
     t.pfnCloseIpcHandle = Some(memory::mem_close_ipc_handle);
 } }
-export_table! { /// Virtual memory table (not implemented).
-zeGetVirtualMemProcAddrTable: ze_virtual_mem_dditable_t = |t| {} }
+export_table! { /// Virtual memory table (all but `zeVirtualMemGetAccessAttribute`).
+    zeGetVirtualMemProcAddrTable: ze_virtual_mem_dditable_t = |t| {
+    t.pfnReserve = Some(vmem::virtual_mem_reserve);
+    t.pfnFree = Some(vmem::virtual_mem_free);
+    t.pfnQueryPageSize = Some(vmem::virtual_mem_query_page_size);
+    t.pfnMap = Some(vmem::virtual_mem_map);
+    t.pfnUnmap = Some(vmem::virtual_mem_unmap);
+    t.pfnSetAccessAttribute = Some(vmem::virtual_mem_set_access_attribute);
+} }
 
 /// Exports table getters the loader requires but ze-emu does not implement: they accept the request and leave
 /// the loader's (zero-initialised) table untouched, so every entry stays null and calls through it fail with

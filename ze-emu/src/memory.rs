@@ -322,19 +322,57 @@ pub(crate) unsafe extern "C" fn mem_get_alloc_properties(
     entry(|| {
         let ctx = context(hctx)?;
         nn(ptr)?;
-        // SAFETY: caller's output structure, checked inside.
-        let props = unsafe { check_props(props, &[])? };
+        // SAFETY: caller's output structure, checked inside; the only extension is the export-fd request.
+        let props = unsafe { check_props(props, &[ZE_STRUCTURE_TYPE_EXTERNAL_MEMORY_EXPORT_FD])? };
+        // SAFETY: checked non-null / stype.
+        let export = unsafe { (*props).pNext } as *mut ze_external_memory_export_fd_t;
+        if !export.is_null() {
+            // SAFETY: the chain was type-checked: its one element is the export-fd structure.
+            let flags = unsafe { (*export).flags };
+            check_flags(
+                flags,
+                ZE_EXTERNAL_MEMORY_TYPE_FLAG_OPAQUE_FD | ZE_EXTERNAL_MEMORY_TYPE_FLAG_DMA_BUF,
+                "ze_external_memory_export_fd_t.flags",
+            )?;
+        }
         let found = lookup(&ctx, ptr as usize);
+        let mapped = match found {
+            Some(_) if !export.is_null() => {
+                return Err(fail(
+                    ZE_RESULT_ERROR_UNSUPPORTED_FEATURE,
+                    "zeMemGetAllocProperties: ze-emu exports physical memory only (use zeMemGetIpcHandle)",
+                ))
+            }
+            Some(_) => None,
+            None => crate::vmem::mapped_properties(&ctx, ptr as usize, !export.is_null())?,
+        };
         // SAFETY: checked non-null / stype.
         let p = unsafe { &mut *props };
-        let dev = match found {
-            Some((_, _, kind, dev, id)) => {
+        let dev = match (found, mapped) {
+            (Some((_, _, kind, dev, id)), _) => {
                 p.type_ = kind;
                 p.id = id;
                 p.pageSize = page_size() as u64;
                 dev
             }
-            None => {
+            (None, Some((id, dev, fd))) => {
+                p.type_ = ZE_MEMORY_TYPE_DEVICE;
+                p.id = id;
+                p.pageSize = crate::vmem::VM_PAGE as u64;
+                if let Some(fd) = fd {
+                    use rustix::fd::IntoRawFd;
+                    // SAFETY: `export` is the caller's export-fd structure (checked); the fd is now theirs.
+                    unsafe { (*export).fd = fd.into_raw_fd() };
+                }
+                Some(dev)
+            }
+            (None, None) => {
+                if !export.is_null() {
+                    return Err(fail(
+                        ZE_RESULT_ERROR_INVALID_ARGUMENT,
+                        format_args!("zeMemGetAllocProperties({ptr:p}): nothing to export there"),
+                    ));
+                }
                 p.type_ = ZE_MEMORY_TYPE_UNKNOWN;
                 p.id = 0;
                 p.pageSize = 0;

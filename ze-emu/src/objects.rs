@@ -1,6 +1,7 @@
-//! The emulated driver's objects: the driver, its devices, contexts and the allocations a context owns, with the
-//! registries that turn handles back into objects. The API entry points live in [`crate::driver`],
-//! [`crate::memory`], [`crate::module`] and [`crate::exec`], all above this file.
+//! The emulated driver's objects: the driver, its devices, contexts and the allocations a context owns, the
+//! physical memory objects and a context's virtual memory, with the registries that turn handles back into
+//! objects. The API entry points live in [`crate::driver`], [`crate::memory`], [`crate::vmem`], [`crate::module`]
+//! and [`crate::exec`], all above this file.
 
 use crate::registry::Registry;
 use crate::util::ZeResult;
@@ -20,6 +21,11 @@ pub const DEVICES_ENV: &str = "XPUSHMEM_EMU_DEVICES";
 /// it; memory is reachable whatever they say (the emulator does not fault), so a runtime that trusted a store to
 /// a peer it was told it cannot reach would go unnoticed without checks of its own. Read once per process.
 pub const P2P_ENV: &str = "XPUSHMEM_EMU_P2P";
+/// Environment variable capping the bytes of physical memory (`zePhysicalMemCreate`, imports not counted) a
+/// process may hold at once on a device: past it, creation fails with `ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY`, as a
+/// full device would. A decimal byte count for every device, or a comma-separated list of them by device index
+/// (devices past its end have no cap); unset: no cap. Read once per process.
+pub const MEMORY_ENV: &str = "XPUSHMEM_EMU_MEMORY";
 /// Upper bound on emulated devices.
 pub const MAX_DEVICES: usize = 64;
 /// Largest single allocation reported (without the relaxed-limits extension).
@@ -54,6 +60,8 @@ pub struct Device {
 pub struct Context {
     /// Allocations (and IPC mappings) by base address.
     pub allocs: Mutex<BTreeMap<usize, Allocation>>,
+    /// Virtual memory reservations and the physical memory mapped into them.
+    pub vm: Mutex<Vm>,
 }
 
 /// The driver.
@@ -125,5 +133,83 @@ impl Drop for Allocation {
     fn drop(&mut self) {
         // SAFETY: base/map_len describe a mapping this object created and nobody else unmaps.
         let _ = unsafe { rustix::mm::munmap(self.base as *mut c_void, self.map_len) };
+    }
+}
+
+/// A physical memory object (`zePhysicalMemCreate`, see `vmem`).
+pub struct Physical {
+    /// Its pages.
+    pub memfd: OwnedFd,
+    /// Bytes.
+    pub size: usize,
+    /// Bytes it counts against `XPUSHMEM_EMU_MEMORY` (0 for an import).
+    pub held: usize,
+    /// The device it was created on.
+    pub device: Arc<Device>,
+    /// Created exportable (`ze_external_memory_export_desc_t`).
+    pub exportable: bool,
+    /// The context it was created in (handle value).
+    pub ctx: usize,
+    /// Unique id.
+    pub id: u64,
+}
+
+/// Live physical memory objects.
+pub static PHYSICAL: Lazy<Registry<Physical>> = Lazy::new(Registry::default);
+
+/// One mapping of physical memory into a reservation.
+pub struct VMap {
+    /// Bytes mapped.
+    pub len: usize,
+    /// What is mapped.
+    pub phys: Arc<Physical>,
+}
+
+/// A context's reservations and mappings.
+#[derive(Default)]
+pub struct Vm {
+    /// Reservations: base → length.
+    pub reserves: BTreeMap<usize, usize>,
+    /// Mappings: address → mapping.
+    pub maps: BTreeMap<usize, VMap>,
+}
+
+impl Vm {
+    /// The physical memory mapped at `p`, its mapping's address and length.
+    pub fn mapping_at(&self, p: usize) -> Option<(usize, usize, &Arc<Physical>)> {
+        let (&a, m) = self.maps.range(..=p).next_back()?;
+        (p < a + m.len).then_some((a, m.len, &m.phys))
+    }
+
+    /// Whether `[p, p + len)` lies in one reservation.
+    pub fn reserved(&self, p: usize, len: usize) -> bool {
+        self.reserves
+            .range(..=p)
+            .next_back()
+            .is_some_and(|(&b, &l)| p + len <= b + l)
+    }
+
+    /// The mappings that exactly tile `[p, p + len)`, or `None` when a part of it is not mapped or a mapping
+    /// sticks out of it.
+    pub fn tiling(&self, p: usize, len: usize) -> Option<Vec<usize>> {
+        let mut at = p;
+        let mut v = Vec::new();
+        for (&a, m) in self.maps.range(p..p + len) {
+            if a != at || a + m.len > p + len {
+                return None;
+            }
+            v.push(a);
+            at = a + m.len;
+        }
+        (at == p + len).then_some(v)
+    }
+}
+
+impl Drop for Vm {
+    fn drop(&mut self) {
+        for (&b, &l) in &self.reserves {
+            // SAFETY: a reservation this context made and nobody else unmaps.
+            let _ = unsafe { rustix::mm::munmap(b as *mut c_void, l) };
+        }
     }
 }

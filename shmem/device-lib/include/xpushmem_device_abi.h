@@ -248,7 +248,8 @@ typedef struct {
   int32_t my_pe;
   // Number of PEs.
   int32_t n_pes;
-  // Bytes of every PE's user heap (the scratch tail follows it).
+  // Bytes of every PE's symmetric range a device call may address: the heap's reserve (the most it may grow
+  // to, `Shmem::heap_max`), fixed at init while the mapped part grows within it; the scratch tail follows it.
   uint64_t heap_size;
   // Device address of `u64 bases[n_pes]` ([`ScratchLayout::bases`] of this PE's tail).
   uint64_t bases;

@@ -132,7 +132,7 @@ impl Shmem {
     }
 
     /// The most the symmetric heap may grow to (`XPUSHMEM_SYMMETRIC_MAX`, or the address space reserved); the
-    /// heap's fixed size where it cannot grow (device heaps).
+    /// heap's fixed size where it cannot grow (device heaps whose peers the fabric reaches).
     pub fn heap_max(&self) -> usize {
         self.peers.heap_max()
     }

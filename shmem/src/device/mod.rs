@@ -207,9 +207,12 @@ impl<'a> Device<'a> {
     pub fn device_state(&self) -> DeviceState {
         let (me, n) = (self.sh.my_pe(), self.sh.n_pes());
         let base = self.sh.local_map().base() as u64;
-        let size = self.sh.heap_size() as u64;
+        // The range device calls may address is the heap's reserve, which does not change as the heap grows, so
+        // a module initialised before a growth (Triton's, a C caller's) stays valid; the scratch tail follows it.
+        let size = self.sh.heap_max() as u64;
         let l = self.scratch_layout();
-        let tail = base + size;
+        let tail_off = self.sh.peers.scratch_offset().unwrap_or(size as usize) as u64;
+        let tail = base + tail_off;
         DeviceState {
             magic: abi::XPUSHMEM_DEVICE_STATE_MAGIC,
             abi_version: abi::XPUSHMEM_DEVICE_ABI_VERSION,
@@ -218,7 +221,7 @@ impl<'a> Device<'a> {
             heap_size: size,
             bases: tail + l.bases as u64,
             my_base: base,
-            scratch_offset: size + l.arrive as u64,
+            scratch_offset: tail_off + l.arrive as u64,
             timeout_polls: timeout_polls(self.sh.config().timeout),
             n_teams: self.sh.config().device_team_slots() as i32,
             reserved: 0,

@@ -312,26 +312,6 @@ impl Drop for HostMem {
     }
 }
 
-/// Borrow a raw descriptor number that some owner (here: a Level Zero driver's IPC handle) keeps open for the
-/// life of the process's heap.
-pub fn borrow_raw_fd(fd: i32) -> Result<BorrowedFd<'static>> {
-    if fd < 0
-        || rustix::io::fcntl_getfd(
-            // SAFETY: only used to query flags; an invalid number makes fcntl fail with EBADF, handled below.
-            unsafe { BorrowedFd::borrow_raw(fd) },
-        )
-        .is_err()
-    {
-        return Err(Error::Transport {
-            transport: "shm",
-            message: format!("descriptor {fd} from the device driver is not open"),
-        });
-    }
-    // SAFETY: the descriptor is open (checked) and owned by the driver's allocation, which outlives the heap set-up
-    // that borrows it.
-    Ok(unsafe { BorrowedFd::borrow_raw(fd) })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

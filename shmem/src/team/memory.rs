@@ -14,7 +14,10 @@
 //! peer's new chunk before it exists, and a PE that cannot grow fails the call on every PE. Growth is eager at
 //! the agreement rather than lazy on first touch: every access checks its range against the window's length
 //! anyway, and a fault handler (lazy mapping) would put a signal handler into every process that links the
-//! library.
+//! library. Device heaps take the same path (`transport/ze.rs`, `Growth`): each PE maps a new chunk of device
+//! memory into its reserve, and after the second agreement the node's PEs pass the chunks' descriptors and map
+//! their peers'; when that agreement fails, each PE unmaps its new chunk again (`Peers::grow_abort`), so every
+//! PE's heap keeps the same chunks.
 //!
 //! Team-scoped allocations ([`Shmem::team_malloc`] and its siblings) are collective over one team: its members
 //! call, the other PEs need not. They keep symmetric offsets without touching the world's allocator, which must
@@ -130,7 +133,7 @@ impl Shmem {
         if self.cfg.symmetric_max == Some(max) {
             "XPUSHMEM_SYMMETRIC_MAX"
         } else if max == self.cfg.symmetric_size {
-            "XPUSHMEM_SYMMETRIC_SIZE: device heaps do not grow"
+            "XPUSHMEM_SYMMETRIC_SIZE: this heap does not grow (a device heap whose peers the fabric reaches)"
         } else {
             "the address space reserved for the heap; XPUSHMEM_SYMMETRIC_MAX sets it"
         }
@@ -163,12 +166,14 @@ impl Shmem {
             }
             info[INFO - 1] = rec.len() as u64;
         }
-        let all = ctx.enter(
-            ident,
-            info,
-            mine.as_ref().map(|_| ()).map_err(Clone::clone),
-            true,
-        )?;
+        let all = ctx
+            .enter(
+                ident,
+                info,
+                mine.as_ref().map(|_| ()).map_err(Clone::clone),
+                true,
+            )
+            .inspect_err(|_| self.peers.grow_abort())?;
         let chunks: Vec<Vec<u8>> = all
             .iter()
             .map(|w| {

@@ -513,7 +513,7 @@ pub(crate) struct ConnectArgs<'a> {
     /// Bytes of user heap per PE: the first chunk.
     pub heap_bytes: usize,
     /// Bytes of address space to reserve for the user heap per PE, which may grow up to it (at least `heap_bytes`;
-    /// host heaps only: a device heap stays at `heap_bytes`).
+    /// a device heap whose peers the fabric reaches stays at `heap_bytes`).
     pub heap_max: usize,
     /// Bytes of the runtime's own region per PE.
     pub sys_bytes: usize,
@@ -542,6 +542,8 @@ pub(crate) struct Peers {
     me: usize,
     /// The Level Zero device of a device heap.
     pub(crate) device: Option<Arc<ze::ZeRuntime>>,
+    /// How device heaps grow (device heaps whose every peer the device maps; `None` elsewhere).
+    device_growth: Option<ze::Growth>,
     /// The host proxy of kernels' operations on PEs reached through the fabric (device heaps only).
     #[cfg(xpushmem_fabric)]
     pub(crate) proxy: Option<proxy::DeviceProxy>,
@@ -561,8 +563,8 @@ impl Peers {
     pub(crate) fn heap(&self, pe: usize) -> Option<&dyn Window> {
         self.heap.get(pe)?.as_deref()
     }
-    /// The largest the user heap may grow to: the reserved space of a growable heap (host heaps reached through the
-    /// node's mappings), else its fixed size.
+    /// The largest the user heap may grow to: the reserved space of a growable heap (host heaps; device heaps whose
+    /// peers are all on this node and mapped by the device), else its fixed size.
     pub(crate) fn heap_max(&self) -> usize {
         self.heap_max
     }
@@ -587,6 +589,10 @@ impl Peers {
                 transport: "heap",
                 message: "this PE has no heap window".into(),
             })?;
+        if let Some(g) = &self.device_growth {
+            g.grow_own(len)?;
+            return Ok(Vec::new());
+        }
         own.grow(len)?;
         #[cfg(xpushmem_fabric)]
         if let Some(f) = &self.fabric {
@@ -601,6 +607,9 @@ impl Peers {
     /// Every PE grew its heap to `len` ([`Peers::grow_own`]; `records`: what each published): adopt their new
     /// chunks on the fabric and make the new part of every other PE's heap reachable.
     pub(crate) fn grow_peers(&self, len: usize, records: &[Vec<u8>]) -> Result<()> {
+        if let Some(g) = &self.device_growth {
+            return g.grow_peers(len);
+        }
         #[cfg(xpushmem_fabric)]
         if let Some(f) = &self.fabric {
             for (pe, rec) in records.iter().enumerate().filter(|&(pe, _)| pe != self.me) {
@@ -622,6 +631,18 @@ impl Peers {
             .filter(|&(pe, _)| pe != self.me)
             .filter_map(|(_, w)| w.as_deref())
             .try_for_each(|w| w.grow(len))
+    }
+    /// The allocation's agreement failed after [`Peers::grow_own`]: undo this PE's growth where it can be undone
+    /// (device heaps, whose new chunk no peer has taken yet); a host heap keeps its larger file, unused.
+    pub(crate) fn grow_abort(&self) {
+        if let Some(g) = &self.device_growth {
+            g.abort();
+        }
+    }
+    /// Where the device library's scratch tail lies in every PE's device heap, in bytes from its base (`None` for
+    /// host heaps).
+    pub(crate) fn scratch_offset(&self) -> Option<usize> {
+        self.device_growth.as_ref().map(|g| g.tail_offset())
     }
     /// The window onto `pe`'s runtime words, if reachable.
     pub(crate) fn sys(&self, pe: usize) -> Option<&dyn Window> {
@@ -686,6 +707,8 @@ impl Drop for Peers {
         drop(self.proxy.take());
         #[cfg(xpushmem_fabric)]
         drop(self.fabric.take());
+        // The device heaps' growth holds the device windows too: let go of them with the window table.
+        drop(self.device_growth.take());
         // Peers' windows and the transports go first, while this PE's own mappings (registered with a network
         // transport, which may still write into them until it is closed) stay mapped.
         let own = (
@@ -806,8 +829,15 @@ pub(crate) fn connect(a: ConnectArgs<'_>) -> Result<(Peers, dataseg::SymData)> {
     // Except with a symmetric data segment over the fabric (OpenSHMEM's statics reached over the network): there the
     // heap keeps its first size, so that the data segment follows it and one registration covers both
     // (`Window::contiguous_len`); a chunk registered later could not lie between them.
-    let heap_max = if a.heap_kind == HeapKind::Host && !(a.symmetric_data && fabric_reach.is_some())
-    {
+    // Device heaps grow where the device maps every peer (the node's, through Level Zero IPC); where the fabric
+    // reaches some (other nodes, or node peers without peer access), they keep their first size: the fabric
+    // registers a device heap once, with its scratch tail, in one registration, and the host proxy serves it as
+    // one range.
+    let grows = match a.heap_kind {
+        HeapKind::Host => !(a.symmetric_data && fabric_reach.is_some()),
+        HeapKind::Device => fabric_reach.is_none(),
+    };
+    let heap_max = if grows {
         a.heap_max.max(a.heap_bytes)
     } else {
         a.heap_bytes
@@ -833,6 +863,7 @@ pub(crate) fn connect(a: ConnectArgs<'_>) -> Result<(Peers, dataseg::SymData)> {
         host_reserve,
     )?;
     let (arena, mut sys, mut heap) = shm::connect(&a, &local, host_user, host_reserve, &data)?;
+    let mut device_growth = None;
     let device = if a.heap_kind == HeapKind::Device {
         // The device maps the node peers the fabric does not reach (with XPUSHMEM_TRANSPORT=fabric: none), so
         // the device library's bases table holds 0 for every PE the fabric (and the host proxy) serves.
@@ -843,13 +874,14 @@ pub(crate) fn connect(a: ConnectArgs<'_>) -> Result<(Peers, dataseg::SymData)> {
             .collect();
         let rt =
             rt.ok_or_else(|| crate::error::Error::State("no Level Zero device opened".into()))?;
-        let (rt, dmaps) = ze::setup(ze::DeviceSetup {
+        let (rt, dmaps, growth) = ze::setup(ze::DeviceSetup {
             boot: a.boot,
             me,
             n,
             local: &mapped,
             pids: a.pids,
             size: a.heap_bytes,
+            max: heap_max,
             cookie: a.cookie,
             timeout: a.timeout,
             rt,
@@ -857,6 +889,7 @@ pub(crate) fn connect(a: ConnectArgs<'_>) -> Result<(Peers, dataseg::SymData)> {
             team_slots: cfg.device_team_slots(),
         })?;
         heap = dmaps;
+        device_growth = Some(growth);
         Some(rt)
     } else {
         None
@@ -936,6 +969,7 @@ pub(crate) fn connect(a: ConnectArgs<'_>) -> Result<(Peers, dataseg::SymData)> {
         progressing,
         me,
         device,
+        device_growth,
         #[cfg(xpushmem_fabric)]
         proxy,
         #[cfg(xpushmem_fabric)]

@@ -9,7 +9,7 @@
 use super::AmoOp;
 use crate::error::{Error, Result};
 pub use crate::sys::fdx::{exchange_fds, FdListener};
-pub use crate::sys::memfd::{borrow_raw_fd, Arena, HostMem};
+pub use crate::sys::memfd::{Arena, HostMem};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 /// A peer's (or this PE's) heap or runtime words as a [`super::Window`]: a shared mapping of its memfd.

@@ -1,19 +1,29 @@
-//! Level Zero transport: [`DeviceWindow`], a `Window` onto one PE's device heap (our own allocation, or a
-//! peer's opened through IPC), and the device heaps' set-up (`setup`, called by `connect`). Every access is
-//! bounds-checked here, then issued as a bounded copy, fill or one-work-item atomic of the Level Zero layer
-//! (`hal/ze`), which this module re-exports at its old paths.
+//! Level Zero transport: a `Window` onto one PE's device heap ([`DeviceWindow`]: our own, or a node peer's mapped
+//! from its exported chunks), and the device heaps' set-up (`setup`, called by `connect`) and growth ([`Growth`]).
+//! Every access is bounds-checked here, then issued as a bounded copy, fill or one-work-item atomic of the Level
+//! Zero layer (`hal/ze`), which this module re-exports at its old paths.
+//!
+//! Every heap is a reserve of device address space as large as the most the heap may grow to
+//! (`XPUSHMEM_SYMMETRIC_MAX`, see `hal/ze/ipc.rs`), with the device library's scratch tail mapped after it; each PE
+//! reserves one such range per node peer as well, so that every heap this device maps stays contiguous at one
+//! base however it grows: kernels address a peer as its base (the device library's bases table, written once)
+//! plus a symmetric offset.
 //!
 //! Set-up (collective, at `init` with `XPUSHMEM_HEAP=device`):
 //! 1. each PE opens its device (`XPUSHMEM_DEVICE`, else its local rank modulo the device count) or adopts a host
-//!    framework's handles, and allocates its heap with `zeMemAllocDevice`;
-//! 2. it exports the heap's IPC handle, whose first bytes carry a file descriptor;
+//!    framework's handles, reserves its heap and maps its first chunk (`XPUSHMEM_SYMMETRIC_SIZE`) and its tail;
+//! 2. it exports both as file descriptors (dma-buf);
 //! 3. by default (`XPUSHMEM_IPC=auto` or `socket`) the node's PEs pass those descriptors over the node's fd
 //!    exchange, a Unix socket whose every end is authenticated (`SO_PEERCRED`: this uid, a pid the bootstrap
-//!    reported for this job). With `XPUSHMEM_IPC=pidfd` every PE instead takes each node peer's descriptor with
+//!    reported for this job). With `XPUSHMEM_IPC=pidfd` every PE instead takes each node peer's descriptors with
 //!    `pidfd_getfd`, which needs ptrace permission: each PE allows any process to trace it
 //!    (`PR_SET_PTRACER_ANY`) only while descriptors are being taken, and withdraws that once every PE has its
 //!    peers' descriptors;
-//! 4. every PE opens each peer's handle (descriptor patched in) with `zeMemOpenIpcHandle`: `bases[pe]`.
+//! 4. every PE reserves a range per node peer and maps the peer's tail and first chunk into it: `bases[pe]`.
+//!
+//! Growth (an allocation's agreement, see `team/memory.rs` and [`Growth`]): each PE maps one more chunk into its
+//! own reserve and exports it; after the agreement, the node's PEs pass the new chunks' descriptors over the node's
+//! fd exchange (sockets, whatever `XPUSHMEM_IPC` says) and each maps every peer's chunk at the same offset.
 
 use super::shm::{self, FdListener};
 use super::{AmoOp, Window};
@@ -27,10 +37,11 @@ pub use crate::hal::ze::{
     DeviceSelect, DeviceWindow, ExternalHandles, ZeEvent, ZeRuntime, RUNTIME_KERNELS_SPIRV,
 };
 use rustix::fd::{AsFd, AsRawFd, OwnedFd};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-impl Window for DeviceWindow {
+/// Device heaps are shared between the window table (`Peers`) and their [`Growth`], which maps peers' new chunks.
+impl Window for Arc<DeviceWindow> {
     fn write(&self, off: usize, src: &[u8]) -> Result<()> {
         self.write_at(off, src)
     }
@@ -44,16 +55,21 @@ impl Window for DeviceWindow {
         DeviceWindow::len(self)
     }
     /// The heap and the device library's scratch tail after it (`abi::ScratchLayout`), which the host proxy of a
-    /// peer's kernels reaches through the fabric (barrier arrivals, the reduction scratch area).
+    /// peer's kernels reaches through the fabric (barrier arrivals, the reduction scratch area), when the heap is
+    /// mapped up to its tail (a heap that does not grow); else the heap alone.
     fn contiguous_len(&self) -> usize {
-        DeviceWindow::len(self) + self.tail
+        let len = DeviceWindow::len(self);
+        match self.mapped_end() {
+            Ok(end) if end == self.tail_offset() => end + self.tail,
+            _ => len,
+        }
     }
     fn copy_from(&self, off: usize, src: &dyn Window, src_off: usize, len: usize) -> Result<()> {
         super::check_access("ze", "access", off, len, 1, DeviceWindow::len(self))?;
         super::check_access("ze", "source range", src_off, len, 1, src.len())?;
         // A direct copy from a host mapping of this process, or when the source lies in a device heap of our
-        // context (ours, or a peer's opened through IPC); otherwise (a window with no address here, a peer reached
-        // through the fabric) through host memory.
+        // context (ours, or a peer's mapped in our context); otherwise (a window with no address here, a peer
+        // reached through the fabric) through host memory.
         if let Some(h) = src.host_mem() {
             return self.copy_in_host(off, h, src_off, len);
         }
@@ -73,6 +89,17 @@ impl Window for DeviceWindow {
     fn host_accessible(&self) -> bool {
         false
     }
+    /// Heaps grow through their [`Growth`] (a peer's chunk needs its descriptor); here only a length that is
+    /// reachable already is accepted.
+    fn grow(&self, len: usize) -> Result<()> {
+        if len <= DeviceWindow::len(self) {
+            return Ok(());
+        }
+        Err(Error::State(format!(
+            "a device heap window of {} bytes grows only through the device heaps' growth, not to {len} here",
+            DeviceWindow::len(self)
+        )))
+    }
 }
 
 /// What `Shmem::start` needs to build device heaps.
@@ -83,7 +110,10 @@ pub(crate) struct DeviceSetup<'a> {
     /// The node peers whose heaps this device maps (this PE included).
     pub local: &'a [usize],
     pub pids: &'a [u32],
+    /// Bytes of the heap's first chunk.
     pub size: usize,
+    /// The most the heap may grow to (address space reserved for it on every device).
+    pub max: usize,
     pub cookie: u64,
     pub timeout: Option<Duration>,
     /// This PE's device, opened by [`open`].
@@ -224,59 +254,80 @@ pub(crate) fn peer_caps(
     Ok(PeerCaps { caps, names })
 }
 
-/// Build this PE's device heap and open every node peer's. Collective over all PEs.
-pub(crate) fn setup(s: DeviceSetup<'_>) -> Result<(Arc<ZeRuntime>, Windows)> {
+/// How many descriptors each PE shares at set-up: its scratch tail's and its first chunk's.
+const SETUP_FDS: usize = 2;
+
+/// Build this PE's device heap and map every node peer's. Collective over all PEs.
+pub(crate) fn setup(s: DeviceSetup<'_>) -> Result<(Arc<ZeRuntime>, Windows, Growth)> {
     let mode = s.ipc;
     let rt = s.rt;
     let layout = ScratchLayout::new(s.n, s.team_slots);
-    let own = rt.alloc_heap_with_tail(s.size, layout.bytes)?;
+    let own = Arc::new(rt.reserve_heap(s.size, s.max, layout.bytes)?);
     // The device library's scratch (barrier counters, bases table) starts zeroed on every PE before any peer can
-    // reach it (peers open our heap only after the allgather below).
+    // reach it (peers map our heap only after the allgather below).
     own.zero_tail()?;
-    let (handle, fd) = rt.ipc_handle(&own)?;
+    let mine = [own.export_fd(own.tail_offset())?, own.export_fd(0)?];
     let pidfd = mode == IpcMode::Pidfd;
     if pidfd {
-        // Let node peers take the heap's descriptor with pidfd_getfd (Yama ptrace scope 1 needs this); withdrawn
+        // Let node peers take the heap's descriptors with pidfd_getfd (Yama ptrace scope 1 needs this); withdrawn
         // below once every PE has taken its peers'.
         let _ = rustix::process::set_ptracer(rustix::process::PTracer::Any);
     }
-    let rec = Enc::default().u64(fd as u32 as u64).bytes(&handle).0;
-    let all = s.boot.allgather(&rec)?;
-    let mut peers: Vec<(usize, i32, [u8; 64])> = Vec::new();
+    let mut rec = Enc::default()
+        .u64(own.page_size() as u64)
+        .u64(own.tail_offset() as u64);
+    for f in &mine {
+        rec = rec.u64(f.as_raw_fd() as u32 as u64);
+    }
+    let all = s.boot.allgather(&rec.0)?;
+    let mut numbers: Vec<[i32; SETUP_FDS]> = Vec::with_capacity(s.n);
     for (pe, r) in all.iter().enumerate() {
         let mut d = Dec(r);
         let bad = || Error::Device(format!("malformed device-heap record from PE {pe}"));
-        let pfd = d.u64().ok_or_else(bad)? as u32 as i32;
-        let h: [u8; 64] = d.bytes().and_then(|b| b.try_into().ok()).ok_or_else(bad)?;
-        peers.push((pe, pfd, h));
+        let (page, tail_off) = (d.u64().ok_or_else(bad)?, d.u64().ok_or_else(bad)?);
+        if page != own.page_size() as u64 || tail_off != own.tail_offset() as u64 {
+            return Err(Error::Device(format!(
+                "PE {pe}'s device maps heaps in pages of {page} bytes with the scratch at {tail_off}, this PE's \
+                 in pages of {} at {}: symmetric heaps need the same device page size on every PE",
+                own.page_size(),
+                own.tail_offset()
+            )));
+        }
+        let mut fds = [0i32; SETUP_FDS];
+        for f in &mut fds {
+            *f = d.u64().ok_or_else(bad)? as u32 as i32;
+        }
+        numbers.push(fds);
     }
-    // Take every node peer's descriptor: pidfd_getfd first, SCM_RIGHTS when any PE could not.
-    let mut fds: Vec<Option<OwnedFd>> = (0..s.n).map(|_| None).collect();
+    // Take every node peer's descriptors: pidfd_getfd first, SCM_RIGHTS when any PE could not.
+    let mut fds: Vec<Vec<OwnedFd>> = (0..s.n).map(|_| Vec::new()).collect();
     let mut ok = pidfd;
     if ok {
-        for &pe in s.local.iter().filter(|&&p| p != s.me) {
-            let got = rustix::process::Pid::from_raw(s.pids[pe] as i32)
-                .ok_or(rustix::io::Errno::SRCH)
-                .and_then(|pid| {
-                    rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty())
-                })
-                .and_then(|pidfd| {
-                    rustix::process::pidfd_getfd(
-                        &pidfd,
-                        peers[pe].1,
-                        rustix::process::PidfdGetfdFlags::empty(),
-                    )
-                });
-            match got {
-                Ok(f) => fds[pe] = Some(f),
-                Err(e) => {
-                    tracing::debug!(
-                        pe = s.me,
-                        peer = pe,
-                        "pidfd_getfd refused ({e}); will pass fds over a socket"
-                    );
-                    ok = false;
-                    break;
+        'peers: for &pe in s.local.iter().filter(|&&p| p != s.me) {
+            for &number in &numbers[pe] {
+                let got = rustix::process::Pid::from_raw(s.pids[pe] as i32)
+                    .ok_or(rustix::io::Errno::SRCH)
+                    .and_then(|pid| {
+                        rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty())
+                    })
+                    .and_then(|pidfd| {
+                        rustix::process::pidfd_getfd(
+                            &pidfd,
+                            number,
+                            rustix::process::PidfdGetfdFlags::empty(),
+                        )
+                    });
+                match got {
+                    Ok(f) => fds[pe].push(f),
+                    Err(e) => {
+                        tracing::debug!(
+                            pe = s.me,
+                            peer = pe,
+                            "pidfd_getfd refused ({e}); will pass fds over a socket"
+                        );
+                        ok = false;
+                        break 'peers;
+                    }
                 }
             }
         }
@@ -294,47 +345,48 @@ pub(crate) fn setup(s: DeviceSetup<'_>) -> Result<(Arc<ZeRuntime>, Windows)> {
                     .into(),
             ));
         }
-        fds.iter_mut().for_each(|f| *f = None);
-        // A name of its own, derived from the job's secret: the host exchange's name does not predict it.
-        let cookie = crate::transport::fdx::exchange_cookie(s.cookie, "device");
-        let listener = if s.local[0] == s.me && s.local.len() > 1 {
-            Some(FdListener::bind(cookie, s.me)?)
-        } else {
-            None
-        };
+        fds.iter_mut().for_each(Vec::clear);
+        // Names of their own, derived from the job's secret: the host exchange's name does not predict them.
+        let cookies: Vec<u64> = (0..SETUP_FDS)
+            .map(|i| crate::transport::fdx::exchange_cookie(s.cookie, &format!("device-{i}")))
+            .collect();
+        let mut listeners = Vec::new();
+        for &c in &cookies {
+            listeners.push(if s.local[0] == s.me && s.local.len() > 1 {
+                Some(FdListener::bind(c, s.me)?)
+            } else {
+                None
+            });
+        }
         s.boot.barrier()?;
         if s.local.len() > 1 {
-            // The raw fd number names the driver's own live descriptor for our heap; borrow and duplicate it.
-            let own_fd = rustix::io::dup(shm::borrow_raw_fd(fd)?)
-                .map_err(|e| Error::os("dup(device heap fd)", e))?;
-            let got = shm::exchange_fds(
-                cookie,
-                s.local,
-                s.pids,
-                s.me,
-                own_fd.as_fd(),
-                listener,
-                s.timeout,
-            )?;
-            for (&pe, f) in s.local.iter().zip(got) {
-                if pe != s.me {
-                    fds[pe] = Some(f);
+            for ((c, listener), f) in cookies.into_iter().zip(listeners).zip(&mine) {
+                let got =
+                    shm::exchange_fds(c, s.local, s.pids, s.me, f.as_fd(), listener, s.timeout)?;
+                for (&pe, f) in s.local.iter().zip(got) {
+                    if pe != s.me {
+                        fds[pe].push(f);
+                    }
                 }
             }
         }
     }
     let mut maps: Windows = (0..s.n).map(|_| None).collect();
+    let mut peers = Vec::new();
     for &pe in s.local {
         if pe == s.me {
             continue;
         }
-        let f = fds[pe]
-            .take()
-            .ok_or_else(|| Error::Device(format!("no heap descriptor from PE {pe}")))?;
-        let w = rt.open_ipc(&peers[pe].2, f.as_raw_fd(), s.size)?;
-        drop(f); // the driver holds its own reference now
+        let [tail, first] = <[OwnedFd; SETUP_FDS]>::try_from(std::mem::take(&mut fds[pe]))
+            .map_err(|_| Error::Device(format!("no heap descriptors from PE {pe}")))?;
+        let w = Arc::new(rt.reserve_peer_heap(s.max, layout.bytes)?);
+        w.map_tail(layout.bytes, tail.as_fd())?;
+        w.grow_to(s.size, Some(first.as_fd()))?;
+        // The driver holds its own references to the imported memory now; our descriptors close here.
+        peers.push((pe, Arc::clone(&w)));
         maps[pe] = Some(Box::new(w));
     }
+    drop(mine);
     // Every PE's heap base as this device sees it, for the device library (0: not reachable from here).
     let mut bases: Vec<u8> = Vec::with_capacity(8 * s.n);
     for (pe, map) in maps.iter().enumerate() {
@@ -345,15 +397,156 @@ pub(crate) fn setup(s: DeviceSetup<'_>) -> Result<(Arc<ZeRuntime>, Windows)> {
         };
         bases.extend_from_slice(&b.to_ne_bytes());
     }
-    // The bases table lies inside our allocation's tail (the layout covers 8 bytes per PE).
+    // The bases table lies inside our heap's tail (the layout covers 8 bytes per PE).
     own.write_tail(layout.bases, &bases)?;
-    maps[s.me] = Some(Box::new(own));
+    maps[s.me] = Some(Box::new(Arc::clone(&own)));
     tracing::debug!(
         pe = s.me,
         device = rt.name(),
         ipc = if all_ok { "pidfd_getfd" } else { "SCM_RIGHTS" },
+        reserve = s.max,
         "device heap mapped"
     );
     s.boot.barrier()?;
-    Ok((rt, maps))
+    let growth = Growth {
+        me: s.me,
+        local: s.local.to_vec(),
+        pids: s.pids.to_vec(),
+        cookie: s.cookie,
+        timeout: s.timeout,
+        own,
+        peers,
+        pending: Mutex::new(None),
+    };
+    Ok((rt, maps, growth))
+}
+
+/// A chunk this PE mapped at an allocation's agreement, waiting for the node peers to take it
+/// ([`Growth::grow_own`], then [`Growth::grow_peers`] or [`Growth::abort`]).
+#[derive(Debug)]
+struct Pending {
+    /// The heap's length before.
+    from_len: usize,
+    /// Where the chunk starts.
+    at: usize,
+    /// Its descriptor.
+    fd: OwnedFd,
+    /// The node's exchange socket (node leader only).
+    listener: Option<FdListener>,
+}
+
+/// How device heaps grow (see `team/memory.rs`): at an allocation's agreement each PE maps a new chunk into its
+/// own reserve ([`Growth::grow_own`]); once the agreement has published every PE's outcome, the node's PEs pass the
+/// new chunks' descriptors over the node's fd exchange (a socket named by the job's secret and the chunk's offset,
+/// bound by the node leader before the agreement, so it exists when the others connect) and each maps every node
+/// peer's chunk at the same offset of its reserve for that peer ([`Growth::grow_peers`]). The chunks' boundaries
+/// are the same on every PE (the same page size, checked at set-up, and the same history of lengths).
+#[derive(Debug)]
+pub(crate) struct Growth {
+    me: usize,
+    /// The node peers whose heaps this device maps (this PE included; the exchange's leader first).
+    local: Vec<usize>,
+    pids: Vec<u32>,
+    cookie: u64,
+    timeout: Option<Duration>,
+    own: Arc<DeviceWindow>,
+    /// The node peers' heaps as this PE maps them.
+    peers: Vec<(usize, Arc<DeviceWindow>)>,
+    pending: Mutex<Option<Pending>>,
+}
+
+impl Growth {
+    /// Where the device library's scratch tail lies in every PE's heap, in bytes from its base.
+    pub(crate) fn tail_offset(&self) -> usize {
+        self.own.tail_offset()
+    }
+
+    /// The exchange's name for the chunk at `at`.
+    fn chunk_cookie(&self, at: usize) -> u64 {
+        crate::transport::fdx::exchange_cookie(self.cookie, &format!("device-chunk-{at}"))
+    }
+
+    /// Grow this PE's own heap to `len` bytes: map the chunk that covers it (none when the pages mapped already
+    /// do), export it, and on the node leader bind the exchange the node's PEs will pass their chunks over.
+    pub(crate) fn grow_own(&self, len: usize) -> Result<()> {
+        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        *pending = None;
+        let from_len = self.own.len();
+        let at = self.own.mapped_end()?;
+        if !self.own.grow_to(len, None)? {
+            return Ok(());
+        }
+        let fd = match self.own.export_fd(at) {
+            Ok(fd) => fd,
+            Err(e) => {
+                self.own.shrink_to(from_len);
+                return Err(e);
+            }
+        };
+        let listener = if self.local.len() > 1 && self.local[0] == self.me {
+            match FdListener::bind(self.chunk_cookie(at), self.me) {
+                Ok(l) => Some(l),
+                Err(e) => {
+                    self.own.shrink_to(from_len);
+                    return Err(e);
+                }
+            }
+        } else {
+            None
+        };
+        *pending = Some(Pending {
+            from_len,
+            at,
+            fd,
+            listener,
+        });
+        Ok(())
+    }
+
+    /// The agreement failed: undo [`Growth::grow_own`] (no peer has taken the chunk).
+    pub(crate) fn abort(&self) {
+        let p = self
+            .pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(p) = p {
+            self.own.shrink_to(p.from_len);
+        }
+    }
+
+    /// Every PE grew its own heap to `len` bytes: take the node peers' new chunks and map them. Collective over
+    /// the node's mapped PEs (the exchange).
+    pub(crate) fn grow_peers(&self, len: usize) -> Result<()> {
+        let pending = self
+            .pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        let Some(p) = pending else {
+            // No new pages anywhere (the same on every PE): only the lengths change.
+            return self
+                .peers
+                .iter()
+                .try_for_each(|(_, w)| w.grow_to(len, None).map(drop));
+        };
+        if self.peers.is_empty() {
+            return Ok(());
+        }
+        let got = shm::exchange_fds(
+            self.chunk_cookie(p.at),
+            &self.local,
+            &self.pids,
+            self.me,
+            p.fd.as_fd(),
+            p.listener,
+            self.timeout,
+        )?;
+        for (&pe, f) in self.local.iter().zip(got) {
+            if let Some((_, w)) = self.peers.iter().find(|(q, _)| *q == pe) {
+                w.grow_to(len, Some(f.as_fd()))?;
+            }
+        }
+        Ok(())
+    }
 }

@@ -307,6 +307,147 @@ fn device_barrier_rounds_4pe() {
     device_lib_test("device_barrier_rounds_4pe", 4, K, &[], barrier_rounds);
 }
 
+// ---- a device heap that grows -------------------------------------------------------------------------------
+
+/// Issue #30 item 4 on device heaps: with a 1 MiB first chunk and a 16 MiB maximum, buffers allocated past the
+/// first chunk grow every PE's heap (each PE maps its node peer's new chunk at the allocation's agreement). The
+/// module, initialised before the growth, puts into the right neighbour's grown part through the device library
+/// (bases table, symmetric-address check) and signals it; a host put into the neighbour's grown part lands there;
+/// the device barrier (peers' scratch tails, after the reserve) still works. An allocation past the maximum is
+/// `HeapExhausted` naming its size, on every PE, and the heap stays usable.
+fn grown_heap(sh: &Shmem, lib: &Lib) -> xpushmem::Result<()> {
+    const FIRST: usize = 1 << 20;
+    assert_eq!(sh.heap_size(), FIRST, "the first chunk");
+    assert_eq!(sh.heap_max(), 16 << 20, "XPUSHMEM_SYMMETRIC_MAX");
+    let (me, n) = (sh.my_pe(), sh.n_pes());
+    let (left, right) = ((me + n - 1) % n, (me + 1) % n);
+    const N: usize = FIRST + 12345;
+    let dst = sh.calloc::<u8>(N)?;
+    let src = sh.malloc::<u8>(N)?;
+    let outb = sh.calloc::<u8>(N)?;
+    let sig = sh.calloc::<u64>(1)?;
+    let status = sh.calloc::<i32>(2)?;
+    assert!(
+        sh.heap_size() > FIRST && sh.heap_size() % FIRST == 0,
+        "grown by whole chunks: {}",
+        sh.heap_size()
+    );
+    assert!(
+        dst.heap_offset() + N > FIRST && outb.heap_offset() + N <= sh.heap_size(),
+        "{dst:?} {outb:?} in a heap of {}",
+        sh.heap_size()
+    );
+    let data: Vec<u8> = xpushmem_tests::ref_vec(me, N, 9);
+    sh.put(src, &data, me)?;
+    sh.barrier_all()?;
+    let args = [
+        sym(dst, me),
+        sym(src, me),
+        KernelArg::U64(N as u64),
+        sym(sig, me),
+        KernelArg::U64(5),
+        KernelArg::U32(0),
+        KernelArg::U64(5),
+        sym(outb, me),
+        sym(status, me),
+    ];
+    lib.run("k_ring", &args, 1, 64)?;
+    let mut st = [0i32; 2];
+    sh.get(&mut st, status, me)?;
+    assert_eq!(st, [0, 1], "put status and signal value");
+    let mut got = vec![0u8; N];
+    sh.get(&mut got, outb, me)?;
+    assert!(
+        got == xpushmem_tests::ref_vec::<u8>(left, N, 9),
+        "kernel-put data from PE {left}"
+    );
+    // A host put into the neighbour's grown part (through this PE's mapping of its new chunk).
+    sh.barrier_all()?;
+    let end = dst.slice(N - 4096..N)?;
+    sh.put(end, &xpushmem_tests::ref_vec::<u8>(me, 4096, 10), right)?;
+    sh.barrier_all()?;
+    let mut got = vec![0u8; 4096];
+    sh.get(&mut got, end, me)?;
+    assert_eq!(
+        got,
+        xpushmem_tests::ref_vec::<u8>(left, 4096, 10),
+        "host put from PE {left}"
+    );
+    barrier_rounds(sh, lib)?;
+    // Past the maximum: the typed error naming the size, on every PE; the heap stays usable.
+    let big = 15 << 20;
+    let e = sh.malloc::<u8>(big).unwrap_err();
+    assert!(
+        matches!(e, Error::HeapExhausted { requested, .. } if requested == big)
+            && e.to_string().contains("XPUSHMEM_SYMMETRIC_MAX"),
+        "{e}"
+    );
+    let again = sh.malloc::<u8>(FIRST)?;
+    sh.barrier_all()?;
+    for s in [again, dst, src, outb] {
+        sh.free(s)?;
+    }
+    sh.free(sig)?;
+    sh.free(status)
+}
+
+#[test]
+fn device_heap_grows_past_its_first_chunk_2pe() {
+    device_lib_test(
+        "device_heap_grows_past_its_first_chunk_2pe",
+        2,
+        K,
+        &[
+            ("XPUSHMEM_SYMMETRIC_SIZE", "1M"),
+            ("XPUSHMEM_SYMMETRIC_MAX", "16M"),
+        ],
+        grown_heap,
+    );
+}
+
+/// Out of device memory while growing: ze-emu's `XPUSHMEM_EMU_MEMORY` lets PE 0's device hold 6 MiB of physical
+/// memory and PE 1's 16 MiB. An 8 MiB allocation, whose 7 MiB chunk does not fit on PE 0, fails on both PEs: PE 0
+/// with the device's out-of-memory error naming the chunk's size, PE 1 (whose chunk was mapped) with the
+/// agreement's verdict naming PE 0; the heap stays as it was on both (PE 1 unmaps its chunk again). Then
+/// [`grown_heap`] grows both heaps alike within the caps.
+fn out_of_device_memory(sh: &Shmem, lib: &Lib) -> xpushmem::Result<()> {
+    const FIRST: usize = 1 << 20;
+    assert_eq!(sh.heap_size(), FIRST, "the first chunk");
+    let e = sh.malloc::<u8>(8 << 20).unwrap_err();
+    if sh.my_pe() == 0 {
+        assert!(
+            e.ze_result().and_then(|r| r.name()) == Some("ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY")
+                && e.to_string()
+                    .contains(&format!("{} bytes of device memory", 7 << 20)),
+            "{e}"
+        );
+    } else {
+        assert!(
+            e.to_string().contains("PE 0"),
+            "the verdict names PE 0: {e}"
+        );
+    }
+    assert_eq!(sh.heap_size(), FIRST, "the heap stays as it was");
+    sh.barrier_all()?;
+    grown_heap(sh, lib)
+}
+
+#[test]
+fn device_heap_out_of_memory_while_growing_2pe() {
+    device_lib_test(
+        "device_heap_out_of_memory_while_growing_2pe",
+        2,
+        K,
+        &[
+            ("XPUSHMEM_SYMMETRIC_SIZE", "1M"),
+            ("XPUSHMEM_SYMMETRIC_MAX", "16M"),
+            ("XPUSHMEM_EMU_DEVICES", "2"),
+            ("XPUSHMEM_EMU_MEMORY", "6291456,16777216"),
+        ],
+        out_of_device_memory,
+    );
+}
+
 /// Even PEs write a = i; fence; b = i into the next PE; the reader never sees b ahead of a.
 fn fence_ordering(sh: &Shmem, lib: &Lib) -> xpushmem::Result<()> {
     let (me, n) = (sh.my_pe(), sh.n_pes());

@@ -195,6 +195,16 @@ fn host_ops(sh: &Shmem) -> xpushmem::Result<()> {
         )?;
     }
     sh.barrier_all()?;
+    // Device heaps the fabric reaches keep their first size (the fabric registers heap and scratch tail once), and
+    // an allocation past it says so.
+    check("a fixed heap", sh.heap_max() == sh.heap_size())?;
+    let e = sh
+        .malloc::<u8>(sh.heap_max() + 1)
+        .expect_err("larger than the heap");
+    check(
+        &format!("the error names the fixed heap: {e}"),
+        e.to_string().contains("this heap does not grow"),
+    )?;
     Ok(())
 }
 
