@@ -188,6 +188,10 @@ pub(crate) struct TeamState {
     /// nothing for them).
     pub send: Messages,
     pub recv: Messages,
+    /// The identity words (all but the sequence number) this PE last published in each parity buffer of the
+    /// slot's identity area (`None` until it published there): a call whose words are the same rewrites only
+    /// its sequence number (`team::Ctx::publish`). Every write to this PE's identity area goes through it.
+    pub published: [Option<[u64; layout::CHECK_WORDS]>; 2],
 }
 
 #[derive(Debug)]
@@ -223,6 +227,7 @@ impl TeamInner {
                 xbuf: Vec::new(),
                 send: Messages::default(),
                 recv: Messages::default(),
+                published: [None; 2],
             }),
             destroyed: AtomicBool::new(false),
             groups: OnceLock::new(),

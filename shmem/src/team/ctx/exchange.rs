@@ -172,7 +172,7 @@ impl<'a> Ctx<'a> {
     /// The start both exchanges share: the exchange area must have a region for every member; this PE's identity
     /// for call `seq` is published, marked with the protocol (`mark`) it runs. Returns where, and the words.
     pub(super) fn publish_exchange(
-        &self,
+        &mut self,
         common: [u64; COMMON],
         mark: u64,
         ok: bool,
