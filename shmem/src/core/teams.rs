@@ -378,6 +378,17 @@ impl Messages {
         self.data.get(start..end).unwrap_or_default()
     }
 
+    /// The length of the longest payload (0 when there is none).
+    pub(crate) fn longest(&self) -> usize {
+        let mut prev = 0;
+        let mut most = 0;
+        for &e in &self.ends {
+            most = most.max(e.saturating_sub(prev));
+            prev = e;
+        }
+        most
+    }
+
     /// Append the next member's payload.
     pub fn push(&mut self, payload: &[u8]) {
         self.data.extend_from_slice(payload);

@@ -75,7 +75,7 @@ impl<'a> Ctx<'a> {
         let seq = self.st.seq;
         // The longest message expected (an upper bound, from this call's and the last call's payloads): how many
         // of its lines the wait loads with its flag ([`Ctx::message_lines`]).
-        let expect = 8 * EXCH_HEADER + send.data.len().max(recv.data.len()).min(cap);
+        let expect = 8 * EXCH_HEADER + send.longest().max(recv.longest()).min(cap);
         recv.clear();
         let mut out = crate::team::Agreement {
             failed: None,
@@ -137,9 +137,11 @@ impl<'a> Ctx<'a> {
                     });
                     if f >= seq {
                         next.set(next.get() + 1);
-                        let r = base + ((me + next.get()) % n) * region;
-                        flag = self.local_word(r);
-                        touch = self.message_lines(r, expect);
+                        if next.get() < n {
+                            let r = base + ((me + next.get()) % n) * region;
+                            flag = self.local_word(r);
+                            touch = self.message_lines(r, expect);
+                        }
                         continue;
                     }
                     polls = polls.wrapping_add(1);
