@@ -17,6 +17,8 @@ pub(crate) fn exchange_region_words(n: usize) -> usize {
 
 /// Cache lines of a message loaded with its flag while waiting for it ([`Ctx::message_lines`]).
 const TOUCH_LINES: usize = 3;
+/// Members awaited later whose flags are loaded with the awaited one's (teams of up to `AHEAD + 2`: every one).
+const AHEAD: usize = 15;
 
 impl<'a> Ctx<'a> {
     /// Payload bytes one member may send each other member in one [`Ctx::exchange`] (0 when the team has too
@@ -120,6 +122,14 @@ impl<'a> Ctx<'a> {
         // The flag polled now, resolved once per member (not once per poll).
         let mut flag = self.local_word(base + ((me + 1) % n) * region);
         let mut touch = self.message_lines(base + ((me + 1) % n) * region, expect);
+        // The flags of the members awaited after that one (`ahead[j - 2]`: member `me + j`), loaded in every poll
+        // too: messages that arrived meanwhile are then read without one cross-core transfer after the other.
+        let mut ahead = [None; AHEAD];
+        for (j, a) in (2..n).zip(ahead.iter_mut()) {
+            *a = self
+                .local_win()
+                .atomic64(self.word(base + ((me + j) % n) * region));
+        }
         self.sh.wait_for(
             self.op,
             &|| {
@@ -132,7 +142,8 @@ impl<'a> Ctx<'a> {
                     let f = flag.load()?;
                     // The message's next lines are loaded with its flag, so that they travel in parallel with
                     // the flag's line instead of after it (module docs of `message_lines`).
-                    touch.iter().flatten().for_each(|a| {
+                    let later = ahead.get(next.get().saturating_sub(1)..).unwrap_or_default();
+                    touch.iter().chain(later).flatten().for_each(|a| {
                         a.load(std::sync::atomic::Ordering::Relaxed);
                     });
                     if f >= seq {
