@@ -217,6 +217,11 @@ impl<'a> Ctx<'a> {
         let end = start + bytes;
         let mut at = (start / 64 + 1) * 64;
         let mut out = [None; TOUCH_LINES];
+        if end > at + 64 * TOUCH_LINES {
+            // A longer message: its lines are left to the copy that reads it (loading a few of them did not
+            // help at 256-512 bytes, and the loads may take lines from the writer while it writes them).
+            return out;
+        }
         for o in out.iter_mut() {
             if at >= end {
                 break;
