@@ -16,7 +16,7 @@ pub(crate) fn exchange_region_words(n: usize) -> usize {
 }
 
 /// Cache lines of a message loaded with its flag while waiting for it ([`Ctx::message_lines`]).
-const TOUCH_LINES: usize = 3;
+const TOUCH_LINES: usize = 2;
 /// Members awaited later whose flags are loaded with the awaited one's (teams of up to `AHEAD + 2`: every one).
 const AHEAD: usize = 15;
 
