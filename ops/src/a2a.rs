@@ -6,7 +6,8 @@
 //! 2. **split exchange** ([`Shmem::team_exchange`], one signalled message to every rank, no dissemination): the
 //!    message to rank `p` carries this rank's verdict on its own arguments, the digest of the symmetric arguments
 //!    (input and `out_splits_offsets` must be the same views on every rank), `p`'s entries of the split vector
-//!    (counts and source rows, at the indices [`Exchange`] gives) and, when the chunks for `p` are small
+//!    (source rows, and counts unless the message carries the whole split vector as in step 4, at the indices
+//!    [`Exchange`] gives) and, when the chunks for `p` are small
 //!    (`XPUSHMEM_OPS_EAGER_SIZE`), the rows themselves (*eager*; this rank's message to itself too, which never
 //!    leaves the PE). Every rank sees every verdict and digest, so every rank fails or none does, after one
 //!    message latency;
