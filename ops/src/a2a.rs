@@ -6,7 +6,8 @@
 //! 2. **split exchange** ([`Shmem::team_exchange`], one signalled message to every rank, no dissemination): the
 //!    message to rank `p` carries this rank's verdict on its own arguments, the digest of the symmetric arguments
 //!    (input and `out_splits_offsets` must be the same views on every rank), `p`'s entries of the split vector
-//!    (counts and source rows, at the indices [`Exchange`] gives) and, when the chunks for `p` are small
+//!    (source rows, and counts unless the message carries the whole split vector as in step 4, at the indices
+//!    [`Exchange`] gives) and, when the chunks for `p` are small
 //!    (`XPUSHMEM_OPS_EAGER_SIZE`), the rows themselves (*eager*; this rank's message to itself too, which never
 //!    leaves the PE). Every rank sees every verdict and digest, so every rank fails or none does, after one
 //!    message latency;
@@ -449,14 +450,26 @@ pub fn all_to_all_vdev_2d_offset(
 const EAGER: u64 = 1;
 /// Flags word of a split message: every message of its sender to another rank carries its chunks.
 const ALL_EAGER: u64 = 2;
-/// Flags word of a split message: after the entries come the sender's receive arguments (rows of its `out`, its
-/// alignment) and its whole split vector, so that every rank can judge every rank's receive.
+/// Flags word of a split message: after the source rows come the sender's receive arguments (rows of its `out`,
+/// its alignment) and its whole split vector, so that every rank can judge every rank's receive; the counts for
+/// the receiver are not sent apart (they are entries of that vector).
 const MATRIX: u64 = 4;
 
-/// Bytes of a message's head: flags and entries, then (with [`MATRIX`]) the receive arguments and the split vector
-/// of `n` entries.
+/// Bytes of a message's head: flags, then the `ne` counts (without [`MATRIX`]) and source rows of the entries for
+/// the receiver, then (with [`MATRIX`]) the receive arguments and the split vector of `n` entries. A shorter head
+/// keeps a small message in fewer cache lines (each one a cross-core transfer).
 fn head_bytes(ne: usize, n: usize, matrix: bool) -> usize {
-    8 + 16 * ne + if matrix { 16 + 8 * n } else { 0 }
+    8 + if matrix { 8 * ne + 16 + 8 * n } else { 16 * ne }
+}
+
+/// Word indices in a split message's head: where the source rows, and (with [`MATRIX`]) the receive arguments,
+/// start (the split vector follows the two receive arguments).
+fn head_words(ne: usize, matrix: bool) -> (usize, usize) {
+    if matrix {
+        (1, 1 + ne)
+    } else {
+        (1 + ne, 1 + 2 * ne)
+    }
 }
 
 /// The largest eager chunk (bytes per destination) for messages of `cap` bytes.
@@ -759,10 +772,16 @@ fn run(
                 if flags & EAGER != 0 {
                     inline[s] = Some(head);
                 }
+                let matrix = flags & MATRIX != 0;
+                let (rows_at, args) = head_words(ne, matrix);
                 for k in 0..ne {
-                    let (_, i) = p.ex.entry(s, me, k);
-                    counts[i] = word(1 + k);
-                    src_rows[i] = word(1 + ne + k);
+                    let (t, i) = p.ex.entry(s, me, k);
+                    counts[i] = if matrix {
+                        word(args + 2 + t)
+                    } else {
+                        word(1 + k)
+                    };
+                    src_rows[i] = word(rows_at + k);
                 }
             }
             let (major, minor, _) = p.ex.recv_shape();
@@ -929,8 +948,8 @@ fn first_bad_receive(
         m.get(8 * k..8 * k + 8)
             .map_or(0, |b| i64::from_le_bytes(b.try_into().unwrap_or_default()))
     };
-    // Word index of the receive arguments in a message; the split vector follows them.
-    let args = 1 + 2 * ne;
+    // Word index of the receive arguments in a message (every one carries them); the split vector follows them.
+    let (_, args) = head_words(ne, true);
     counts.clear();
     counts.resize(n, 0);
     for &r in group.group_ranks().iter().filter(|&&r| r != me) {
@@ -995,8 +1014,9 @@ fn check_fits(op: &str, layout: &plan::RecvLayout, rows: usize, counts: &[i64]) 
     Ok(())
 }
 
-/// The split message of every rank (indexed by team rank): flags, counts, source rows, with `matrix` this rank's
-/// receive arguments (rows of `out`, alignment) and whole split vector, and the chunks when they fit in `eager`
+/// The split message of every rank (indexed by team rank): flags, counts (without `matrix`), source rows, with
+/// `matrix` this rank's receive arguments (rows of `out`, alignment) and whole split vector (which holds the
+/// counts), and the chunks when they fit in `eager`
 /// bytes (and the message in `cap`). This rank's own message carries its own chunks the same way (it never leaves
 /// this PE: one read of the input and a put per run on the receive side cost less than a heap-to-heap copy per
 /// chunk). `heads` holds the heads built for this split vector by an earlier call (`reuse`: they are this call's,
@@ -1036,8 +1056,10 @@ fn build_split_messages(
                 + u64::from(all) * ALL_EAGER
                 + u64::from(matrix) * MATRIX;
             heads.extend_from_slice(&flags.to_le_bytes());
-            for t in src_of(peer) {
-                heads.extend_from_slice(&p.counts[t].to_le_bytes());
+            if !matrix {
+                for t in src_of(peer) {
+                    heads.extend_from_slice(&p.counts[t].to_le_bytes());
+                }
             }
             for t in src_of(peer) {
                 heads.extend_from_slice(&p.src_rows[t].to_le_bytes());

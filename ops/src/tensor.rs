@@ -9,7 +9,7 @@ use xpushmem::{Error, Result, Shmem, SymSlice, Symmetric};
 /// like a `torch.Tensor` over a symmetric storage. The same view names the same bytes on every PE.
 ///
 /// Construction checks that every element of the view lies inside `buf`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct TensorView {
     buf: SymSlice<u8>,
     dtype: DType,
@@ -21,6 +21,26 @@ pub struct TensorView {
     extent: (usize, usize),
     contiguous: bool,
 }
+
+/// Two views are equal when every field is (the derived comparison's meaning). Written out: the all-to-alls
+/// compare four views per call with the last call's, and the derived form called `memcmp` for each shape and
+/// stride list (a few elements); the scalar fields go first, where views usually differ.
+impl PartialEq for TensorView {
+    fn eq(&self, o: &TensorView) -> bool {
+        fn same(a: &[usize], b: &[usize]) -> bool {
+            a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
+        }
+        self.buf == o.buf
+            && self.offset == o.offset
+            && self.dtype == o.dtype
+            && self.extent == o.extent
+            && self.contiguous == o.contiguous
+            && same(&self.shape, &o.shape)
+            && same(&self.strides, &o.strides)
+    }
+}
+
+impl Eq for TensorView {}
 
 /// The bytes of a typed symmetric slice as a `SymSlice<u8>` (same heap offset, `len * size_of::<T>()` bytes).
 pub fn sym_bytes<T: Symmetric>(sh: &Shmem, s: SymSlice<T>) -> Result<SymSlice<u8>> {

@@ -209,6 +209,10 @@ pub(crate) struct TeamState {
     /// nothing for them).
     pub send: Messages,
     pub recv: Messages,
+    /// The identity words (all but the sequence number) this PE last published in each parity buffer of the
+    /// slot's identity area (`None` until it published there): a call whose words are the same rewrites only
+    /// its sequence number (`team::Ctx::publish`). Every write to this PE's identity area goes through it.
+    pub published: [Option<[u64; layout::CHECK_WORDS]>; 2],
 }
 
 #[derive(Debug)]
@@ -244,6 +248,7 @@ impl TeamInner {
                 xbuf: Vec::new(),
                 send: Messages::default(),
                 recv: Messages::default(),
+                published: [None; 2],
             }),
             destroyed: AtomicBool::new(false),
             groups: OnceLock::new(),
@@ -396,6 +401,17 @@ impl Messages {
         };
         let end = self.ends.get(i).copied().unwrap_or(start);
         self.data.get(start..end).unwrap_or_default()
+    }
+
+    /// The length of the longest payload (0 when there is none).
+    pub(crate) fn longest(&self) -> usize {
+        let mut prev = 0;
+        let mut most = 0;
+        for &e in &self.ends {
+            most = most.max(e.saturating_sub(prev));
+            prev = e;
+        }
+        most
     }
 
     /// Append the next member's payload.

@@ -298,12 +298,31 @@ impl<'a> Ctx<'a> {
         Ok(Some(Protocol::of(u64::from_le_bytes(b))))
     }
 
-    /// Publish this PE's identity words at `at`: every word, then (ordered after them) the sequence number, so
-    /// that a member that sees the new sequence number sees the words of that call ([`Ctx::member_protocol`]).
-    pub(super) fn publish(&self, at: usize, words: &[u64]) -> Result<()> {
+    /// Publish this PE's identity words at `at` (the buffer of `words[SEQ]`'s parity): every word, then (ordered
+    /// after them) the sequence number, so that a member that sees the new sequence number sees the words of that
+    /// call ([`Ctx::member_protocol`]). When the buffer already holds these words (this PE's call two calls ago
+    /// was the same: the team state keeps what each buffer holds), only the sequence number is written; the words
+    /// were ordered before that call's sequence number and nothing wrote them since.
+    pub(super) fn publish(&mut self, at: usize, words: &[u64; layout::CHECK_WORDS]) -> Result<()> {
+        use std::sync::atomic::Ordering;
+        let parity = (words[SEQ] % 2) as usize;
+        debug_assert_eq!(at, layout::CHECK + parity * layout::CHECK_WORDS);
+        let same = |old: &[u64; layout::CHECK_WORDS]| {
+            old[..SEQ] == words[..SEQ] && old[SEQ + 1..] == words[SEQ + 1..]
+        };
+        if self.st.published[parity].as_ref().is_some_and(same) {
+            if let LocalWord::Atomic(a) = self.local_word(at + SEQ) {
+                a.store(words[SEQ], Ordering::Release);
+                return Ok(());
+            }
+        }
+        // What the buffer holds is unknown until both writes succeed.
+        self.st.published[parity] = None;
         self.write_words(at, &words[..SEQ])?;
-        std::sync::atomic::fence(std::sync::atomic::Ordering::Release);
-        self.write_words(at + SEQ, &words[SEQ..])
+        std::sync::atomic::fence(Ordering::Release);
+        self.write_words(at + SEQ, &words[SEQ..])?;
+        self.st.published[parity] = Some(*words);
+        Ok(())
     }
 
     /// Every member's identity words of this PE's call `seq` (published at `at`), waiting until each member has
