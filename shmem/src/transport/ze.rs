@@ -1,5 +1,5 @@
 //! Level Zero transport: a `Window` onto one PE's device heap ([`DeviceWindow`]: our own, or a node peer's mapped
-//! from its exported chunks), and the device heaps' set-up (`setup`, called by `connect`) and growth ([`Growth`]).
+//! from its exported chunks), and the device heaps' set-up (`setup`, called by `connect`) and growth (`Growth`).
 //! Every access is bounds-checked here, then issued as a bounded copy, fill or one-work-item atomic of the Level
 //! Zero layer (`hal/ze`), which this module re-exports at its old paths.
 //!
@@ -21,7 +21,7 @@
 //!    peers' descriptors;
 //! 4. every PE reserves a range per node peer and maps the peer's tail and first chunk into it: `bases[pe]`.
 //!
-//! Growth (an allocation's agreement, see `team/memory.rs` and [`Growth`]): each PE maps one more chunk into its
+//! Growth (an allocation's agreement, see `team/memory.rs` and `Growth`): each PE maps one more chunk into its
 //! own reserve and exports it; after the agreement, the node's PEs pass the new chunks' descriptors over the node's
 //! fd exchange (sockets, whatever `XPUSHMEM_IPC` says) and each maps every peer's chunk at the same offset.
 
