@@ -139,7 +139,9 @@ static int peer_or_proxy(ulong addr, ulong len, int pe, uint call, ulong *out) {
   if (e) return e;
   if (pe < 0 || pe >= ST.n_pes) return record(XPUSHMEM_DEVICE_ERROR_BAD_PE, call, pe);
   ulong off = addr - ST.my_base;
-  if (addr < ST.my_base || off > ST.heap_size || len > ST.heap_size - off)
+  /* The part of the heap mapped so far (the host rewrites the word as the heap grows; at most ST.heap_size). */
+  ulong mapped = *(volatile __global const ulong *)ST.heap_mapped;
+  if (addr < ST.my_base || off > mapped || len > mapped - off)
     return record(XPUSHMEM_DEVICE_ERROR_NOT_SYMMETRIC, call, (long)addr);
   ulong b = base_of(pe);
   if (b == 0) return ST.proxy ? PROXIED : record(XPUSHMEM_DEVICE_ERROR_BAD_PE, call, pe);

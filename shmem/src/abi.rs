@@ -12,7 +12,7 @@
 //! state points at, so a team created after a module was initialised is visible to it.
 
 /// Version of this ABI; the host refuses a module whose library was built against another one.
-pub const XPUSHMEM_DEVICE_ABI_VERSION: u32 = 4;
+pub const XPUSHMEM_DEVICE_ABI_VERSION: u32 = 5;
 
 /// `DeviceState::magic` of an initialised state ("XPUS").
 pub const XPUSHMEM_DEVICE_STATE_MAGIC: u32 = 0x5355_5058;
@@ -36,6 +36,9 @@ pub struct ScratchLayout {
     pub teams: usize,
     /// `u64 bases[n_pes]`: every PE's heap base as this device sees it (0: not reachable).
     pub bases: usize,
+    /// `u64 mapped`: bytes of the heap mapped so far (the same on every PE), written by the host at set-up and after
+    /// each growth: what a device call may address, within the reserve ([`DeviceState::heap_size`]).
+    pub mapped: usize,
     /// [`XPUSHMEM_DEVICE_REDUCE_SCRATCH_BYTES`] bytes (page-aligned) into which a device reduction pulls the chunks
     /// of members it reaches through the host proxy (the proxy's local buffers must lie in this PE's heap
     /// allocation); one collective per PE at a time uses it.
@@ -51,13 +54,15 @@ impl ScratchLayout {
         let epoch = arrive + 8 * n_teams;
         let teams = epoch + 8 * n_teams;
         let bases = teams + std::mem::size_of::<DeviceTeam>() * n_teams;
-        let reduce = (bases + 8 * n_pes).div_ceil(4096) * 4096;
+        let mapped = bases + 8 * n_pes;
+        let reduce = (mapped + 8).div_ceil(4096) * 4096;
         let bytes = reduce + XPUSHMEM_DEVICE_REDUCE_SCRATCH_BYTES as usize;
         ScratchLayout {
             arrive,
             epoch,
             teams,
             bases,
+            mapped,
             reduce,
             bytes,
         }
@@ -255,8 +260,8 @@ pub struct DeviceState {
     pub my_pe: i32,
     /// Number of PEs.
     pub n_pes: i32,
-    /// Bytes of every PE's symmetric range a device call may address: the heap's reserve (the most it may grow
-    /// to, `Shmem::heap_max`), fixed at init while the mapped part grows within it; the scratch tail follows it.
+    /// Bytes of every PE's heap reserve (the most it may grow to, `Shmem::heap_max`), fixed at init; the scratch
+    /// tail follows it. Device calls address the part mapped so far ([`DeviceState::heap_mapped`]), within it.
     pub heap_size: u64,
     /// Device address of `u64 bases[n_pes]` ([`ScratchLayout::bases`] of this PE's tail).
     pub bases: u64,
@@ -283,6 +288,10 @@ pub struct DeviceState {
     /// Host address (visible to kernels) of this PE's host proxy ring ([`ProxyRing`]), 0 when every PE is
     /// mapped: a PE whose base is 0 is then reached through the ring, else it is `BadPe`.
     pub proxy: u64,
+    /// Device address of this PE's `mapped` word ([`ScratchLayout::mapped`]): the bytes of every PE's heap mapped
+    /// so far, which device calls check addresses against; it changes as the heap grows, while a module keeps the
+    /// state of its initialisation.
+    pub heap_mapped: u64,
     /// Device address of this PE's reduction scratch area ([`ScratchLayout::reduce`],
     /// [`XPUSHMEM_DEVICE_REDUCE_SCRATCH_BYTES`] bytes).
     pub reduce_scratch: u64,

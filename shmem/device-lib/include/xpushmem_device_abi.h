@@ -19,7 +19,7 @@ typedef ulong uint64_t;
 #endif
 
 // Version of this ABI; the host refuses a module whose library was built against another one.
-#define XPUSHMEM_DEVICE_ABI_VERSION 4
+#define XPUSHMEM_DEVICE_ABI_VERSION 5
 
 // `DeviceState::magic` of an initialised state ("XPUS").
 #define XPUSHMEM_DEVICE_STATE_MAGIC 1398100056
@@ -248,8 +248,8 @@ typedef struct {
   int32_t my_pe;
   // Number of PEs.
   int32_t n_pes;
-  // Bytes of every PE's symmetric range a device call may address: the heap's reserve (the most it may grow
-  // to, `Shmem::heap_max`), fixed at init while the mapped part grows within it; the scratch tail follows it.
+  // Bytes of every PE's heap reserve (the most it may grow to, `Shmem::heap_max`), fixed at init; the scratch
+  // tail follows it. Device calls address the part mapped so far ([`DeviceState::heap_mapped`]), within it.
   uint64_t heap_size;
   // Device address of `u64 bases[n_pes]` ([`ScratchLayout::bases`] of this PE's tail).
   uint64_t bases;
@@ -276,6 +276,10 @@ typedef struct {
   // Host address (visible to kernels) of this PE's host proxy ring ([`ProxyRing`]), 0 when every PE is
   // mapped: a PE whose base is 0 is then reached through the ring, else it is `BadPe`.
   uint64_t proxy;
+  // Device address of this PE's `mapped` word ([`ScratchLayout::mapped`]): the bytes of every PE's heap mapped
+  // so far, which device calls check addresses against; it changes as the heap grows, while a module keeps the
+  // state of its initialisation.
+  uint64_t heap_mapped;
   // Device address of this PE's reduction scratch area ([`ScratchLayout::reduce`],
   // [`XPUSHMEM_DEVICE_REDUCE_SCRATCH_BYTES`] bytes).
   uint64_t reduce_scratch;

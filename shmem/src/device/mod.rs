@@ -207,8 +207,9 @@ impl<'a> Device<'a> {
     pub fn device_state(&self) -> DeviceState {
         let (me, n) = (self.sh.my_pe(), self.sh.n_pes());
         let base = self.sh.local_map().base() as u64;
-        // The range device calls may address is the heap's reserve, which does not change as the heap grows, so
-        // a module initialised before a growth (Triton's, a C caller's) stays valid; the scratch tail follows it.
+        // The heap's reserve does not change as the heap grows, and the part mapped so far is a word of the scratch
+        // tail that device calls read (`heap_mapped`), so a module initialised before a growth (Triton's, a C
+        // caller's) stays valid and still refuses what is not mapped yet.
         let size = self.sh.heap_max() as u64;
         let l = self.scratch_layout();
         let tail_off = self.sh.peers.scratch_offset().unwrap_or(size as usize) as u64;
@@ -231,6 +232,7 @@ impl<'a> Device<'a> {
             error_call: 0,
             error_arg: 0,
             proxy: self.sh.peers.proxy_ring(),
+            heap_mapped: tail + l.mapped as u64,
             reduce_scratch: tail + l.reduce as u64,
         }
     }

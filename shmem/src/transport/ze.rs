@@ -399,6 +399,8 @@ pub(crate) fn setup(s: DeviceSetup<'_>) -> Result<(Arc<ZeRuntime>, Windows, Grow
     }
     // The bases table lies inside our heap's tail (the layout covers 8 bytes per PE).
     own.write_tail(layout.bases, &bases)?;
+    // The bytes mapped so far, which device calls check addresses against (rewritten after each growth).
+    own.write_tail(layout.mapped, &(own.len() as u64).to_ne_bytes())?;
     maps[s.me] = Some(Box::new(Arc::clone(&own)));
     tracing::debug!(
         pe = s.me,
@@ -417,6 +419,7 @@ pub(crate) fn setup(s: DeviceSetup<'_>) -> Result<(Arc<ZeRuntime>, Windows, Grow
         own,
         peers,
         pending: Mutex::new(None),
+        mapped_word: layout.mapped,
     };
     Ok((rt, maps, growth))
 }
@@ -453,6 +456,8 @@ pub(crate) struct Growth {
     /// The node peers' heaps as this PE maps them.
     peers: Vec<(usize, Arc<DeviceWindow>)>,
     pending: Mutex<Option<Pending>>,
+    /// Where the scratch tail's `mapped` word lies ([`crate::abi::ScratchLayout::mapped`], from the tail's start).
+    mapped_word: usize,
 }
 
 impl Growth {
@@ -515,9 +520,17 @@ impl Growth {
         }
     }
 
-    /// Every PE grew its own heap to `len` bytes: take the node peers' new chunks and map them. Collective over
-    /// the node's mapped PEs (the exchange).
+    /// Every PE grew its own heap to `len` bytes: take the node peers' new chunks and map them (collective over
+    /// the node's mapped PEs: the exchange), then tell this PE's device calls the new length (the tail's `mapped`
+    /// word; every PE's heap has it now, and no pointer into the new part exists before the allocation returns).
     pub(crate) fn grow_peers(&self, len: usize) -> Result<()> {
+        self.map_peers(len)?;
+        self.own
+            .write_tail(self.mapped_word, &(self.own.len() as u64).to_ne_bytes())
+    }
+
+    /// [`Growth::grow_peers`]'s mapping of the node peers' new chunks.
+    fn map_peers(&self, len: usize) -> Result<()> {
         let pending = self
             .pending
             .lock()

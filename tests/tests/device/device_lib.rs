@@ -321,6 +321,25 @@ fn grown_heap(sh: &Shmem, lib: &Lib) -> xpushmem::Result<()> {
     assert_eq!(sh.heap_max(), 16 << 20, "XPUSHMEM_SYMMETRIC_MAX");
     let (me, n) = (sh.my_pe(), sh.n_pes());
     let (left, right) = ((me + n - 1) % n, (me + 1) % n);
+    // Before the growth, a device put whose range ends past the part mapped so far (inside the reserve) is
+    // refused as not symmetric, by a module initialised before any growth: not a fault on unmapped pages. (After
+    // the growth, the same module's k_ring below puts past the first chunk: the check follows the heap.)
+    let small = sh.calloc::<u8>(64)?;
+    let st0 = sh.calloc::<i32>(1)?;
+    let past = [
+        sym(small, me),
+        sym(small, me),
+        KernelArg::U64((FIRST + 4096) as u64),
+        KernelArg::U32(right as u32),
+        KernelArg::U32(0),
+        sym(st0, me),
+    ];
+    let r = lib.run("k_wg_copy", &past, 1, 64);
+    assert!(
+        matches!(&r, Err(Error::Device(m)) if m.contains("NotSymmetric")),
+        "a put past the mapped part: {r:?}"
+    );
+    sh.barrier_all()?;
     const N: usize = FIRST + 12345;
     let dst = sh.calloc::<u8>(N)?;
     let src = sh.malloc::<u8>(N)?;
@@ -384,10 +403,11 @@ fn grown_heap(sh: &Shmem, lib: &Lib) -> xpushmem::Result<()> {
     );
     let again = sh.malloc::<u8>(FIRST)?;
     sh.barrier_all()?;
-    for s in [again, dst, src, outb] {
+    for s in [again, dst, src, outb, small] {
         sh.free(s)?;
     }
     sh.free(sig)?;
+    sh.free(st0)?;
     sh.free(status)
 }
 
