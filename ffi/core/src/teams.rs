@@ -422,6 +422,25 @@ pub unsafe extern "C" fn xpushmem_team_translate_pe_ex(
     })
 }
 
+/// A call's `new_team` out-pointer, checked (an error naming it when NULL) and set to `XPUSHMEM_TEAM_INVALID`, so
+/// that a failure of the call leaves it invalid; the call writes the team over it once made.
+///
+/// # Safety
+/// `new_team` is NULL or writable.
+unsafe fn invalid_until_made(new_team: *mut xpushmem_team_t, call: &str) -> Result<(), Failure> {
+    if new_team.is_null() {
+        return Err(Error::invalid(
+            "new_team",
+            "NULL",
+            format!("{call}: must point to an xpushmem_team_t"),
+        )
+        .into());
+    }
+    // SAFETY: non-NULL (checked), writable by the caller's contract.
+    unsafe { new_team.write(XPUSHMEM_TEAM_INVALID) };
+    Ok(())
+}
+
 /// Make the team of `parent_team`'s members `PE_start + i * PE_stride`, `i < PE_size` (collective over the
 /// parent; every parent PE passes the same arguments). Members get the new team in `*new_team`, the other PEs
 /// `XPUSHMEM_TEAM_INVALID`. Returns an error code (bad or inconsistent arguments fail on every PE).
@@ -440,16 +459,8 @@ pub unsafe extern "C" fn xpushmem_team_split_strided(
 ) -> c_int {
     let call = "xpushmem_team_split_strided";
     code(call, || {
-        if new_team.is_null() {
-            return Err(Error::invalid(
-                "new_team",
-                "NULL",
-                format!("{call}: must point to an xpushmem_team_t"),
-            )
-            .into());
-        }
-        // SAFETY: non-NULL (checked), writable: starts invalid so that a failure leaves it invalid.
-        unsafe { new_team.write(XPUSHMEM_TEAM_INVALID) };
+        // SAFETY: the caller's contract on `new_team`.
+        unsafe { invalid_until_made(new_team, call) }?;
         // SAFETY: the caller's contract on `config`.
         let t = unsafe {
             split_strided(
@@ -463,7 +474,7 @@ pub unsafe extern "C" fn xpushmem_team_split_strided(
                 call,
             )
         }?;
-        // SAFETY: as above.
+        // SAFETY: non-NULL (checked above), writable by the caller's contract.
         unsafe { new_team.write(t) };
         Ok(())
     })
@@ -569,16 +580,8 @@ pub unsafe extern "C" fn xpushmem_team_of_members(
 ) -> c_int {
     let call = "xpushmem_team_of_members";
     code(call, || {
-        if new_team.is_null() {
-            return Err(Error::invalid(
-                "new_team",
-                "NULL",
-                format!("{call}: must point to an xpushmem_team_t"),
-            )
-            .into());
-        }
-        // SAFETY: non-NULL (checked), writable: starts invalid so that a failure leaves it invalid.
-        unsafe { new_team.write(XPUSHMEM_TEAM_INVALID) };
+        // SAFETY: the caller's contract on `new_team`.
+        unsafe { invalid_until_made(new_team, call) }?;
         let n = nonneg("npes", npes, call)?;
         if pes.is_null() && n > 0 {
             return Err(Error::invalid("pes", "NULL", format!("{call}: {n} PEs to read")).into());
@@ -598,7 +601,7 @@ pub unsafe extern "C" fn xpushmem_team_of_members(
                 .collect::<Result<_, _>>()?
         };
         let t = state::with(|sh| Ok(sh.team_of_members(&list, tag)?))?;
-        // SAFETY: as above.
+        // SAFETY: non-NULL (checked above), writable by the caller's contract.
         unsafe { new_team.write(register(t)) };
         Ok(())
     })
