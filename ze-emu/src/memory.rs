@@ -54,26 +54,8 @@ fn map_aligned(fd: BorrowedFd<'_>, len: usize, align: usize) -> ZeResult<usize> 
             })?;
         return Ok(p as usize);
     }
-    let span = len
-        .checked_add(align)
-        .ok_or(ZE_RESULT_ERROR_UNSUPPORTED_SIZE)?;
-    // SAFETY: reserving fresh address space (no access) to carve an aligned window out of.
-    let res = unsafe {
-        rustix::mm::mmap_anonymous(
-            std::ptr::null_mut(),
-            span,
-            ProtFlags::empty(),
-            MapFlags::PRIVATE | MapFlags::NORESERVE,
-        )
-    }
-    .map_err(|e| {
-        fail(
-            ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY,
-            format_args!("reserve {span} bytes: {e}"),
-        )
-    })? as usize;
-    let aligned = (res + align - 1) & !(align - 1);
-    // SAFETY: [aligned, aligned+len) lies inside our own reservation, which MAP_FIXED replaces.
+    let aligned = reserve_aligned(len, align, ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY)?;
+    // SAFETY: [aligned, aligned+len) is our own reservation, which MAP_FIXED replaces.
     let r = unsafe {
         rustix::mm::mmap(
             aligned as *mut c_void,
@@ -84,16 +66,6 @@ fn map_aligned(fd: BorrowedFd<'_>, len: usize, align: usize) -> ZeResult<usize> 
             0,
         )
     };
-    // SAFETY: the head and tail of our reservation outside the window are ours to release.
-    unsafe {
-        if aligned > res {
-            let _ = rustix::mm::munmap(res as *mut c_void, aligned - res);
-        }
-        let end = aligned + len;
-        if res + span > end {
-            let _ = rustix::mm::munmap(end as *mut c_void, res + span - end);
-        }
-    }
     match r {
         Ok(_) => Ok(aligned),
         Err(e) => {

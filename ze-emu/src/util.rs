@@ -152,6 +152,42 @@ pub unsafe fn out<T>(p: *mut T, v: T) -> ZeResult {
 }
 
 /// Copies `s` into a fixed C char array, truncating, NUL terminated.
+/// Reserve `len` bytes of inaccessible address space at an address aligned to `align` (a power of two): `len +
+/// align` bytes are reserved and their head and tail outside the aligned range released. `code` is the result a
+/// failed reservation reports. What device allocations map over (memory.rs) and what a virtual-memory reservation
+/// is (vmem.rs).
+pub fn reserve_aligned(len: usize, align: usize, code: ze_result_t) -> ZeResult<usize> {
+    let span = len
+        .checked_add(align)
+        .ok_or(ZE_RESULT_ERROR_UNSUPPORTED_SIZE)?;
+    // SAFETY: fresh inaccessible address space; it aliases nothing.
+    let res = unsafe {
+        rustix::mm::mmap_anonymous(
+            std::ptr::null_mut(),
+            span,
+            rustix::mm::ProtFlags::empty(),
+            rustix::mm::MapFlags::PRIVATE | rustix::mm::MapFlags::NORESERVE,
+        )
+    }
+    .map_err(|e| {
+        fail(
+            code,
+            format_args!("reserve {len} bytes aligned to {align}: {e}"),
+        )
+    })? as usize;
+    let aligned = res.next_multiple_of(align);
+    // SAFETY: the head and tail of our own reservation outside the aligned range.
+    unsafe {
+        if aligned > res {
+            let _ = rustix::mm::munmap(res as *mut c_void, aligned - res);
+        }
+        if res + span > aligned + len {
+            let _ = rustix::mm::munmap((aligned + len) as *mut c_void, res + span - aligned - len);
+        }
+    }
+    Ok(aligned)
+}
+
 pub fn copy_name(dst: &mut [std::ffi::c_char], s: &str) {
     let n = s.len().min(dst.len() - 1);
     for (d, b) in dst.iter_mut().zip(s.as_bytes()[..n].iter()) {

@@ -140,35 +140,8 @@ pub(crate) unsafe extern "C" fn virtual_mem_reserve(
         let ctx = context(hctx)?;
         nn_mut(pptr)?;
         check_size("reservation size", size)?;
-        // The start hint is ignored (the specification allows it). Over-reserve to carve out an aligned range.
-        let span = size
-            .checked_add(VM_PAGE)
-            .ok_or(ZE_RESULT_ERROR_UNSUPPORTED_SIZE)?;
-        // SAFETY: fresh inaccessible address space; it aliases nothing.
-        let res = unsafe {
-            rustix::mm::mmap_anonymous(
-                std::ptr::null_mut(),
-                span,
-                ProtFlags::empty(),
-                MapFlags::PRIVATE | MapFlags::NORESERVE,
-            )
-        }
-        .map_err(|e| {
-            fail(
-                ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY,
-                format_args!("reserve {size} bytes: {e}"),
-            )
-        })? as usize;
-        let base = res.next_multiple_of(VM_PAGE);
-        // SAFETY: the head and tail of our own span outside the aligned range.
-        unsafe {
-            if base > res {
-                let _ = rustix::mm::munmap(res as *mut c_void, base - res);
-            }
-            if res + span > base + size {
-                let _ = rustix::mm::munmap((base + size) as *mut c_void, res + span - base - size);
-            }
-        }
+        // The start hint is ignored (the specification allows it).
+        let base = reserve_aligned(size, VM_PAGE, ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY)?;
         lock(&ctx.vm).reserves.insert(base, size);
         // SAFETY: checked non-null.
         unsafe { out(pptr, base as *mut c_void) }
