@@ -287,11 +287,7 @@ impl Shmem {
 /// This PE's index in `pes`, or the argument error: an empty list, a PE out of `0..n` or past the mailboxes, a
 /// PE listed twice, or this PE (`me`) missing.
 fn check_members(pes: &[usize], me: usize, n: usize) -> Result<usize> {
-    if pes.is_empty() {
-        return Err(Error::invalid("pes", "[]", "a team needs at least one PE"));
-    }
-    let mut seen = std::collections::HashSet::new();
-    for (i, &p) in pes.iter().enumerate() {
+    super::split::check_distinct(pes, &format!("{OP}: "), |i, p| {
         if p >= n {
             return Err(Error::InvalidPe {
                 pe: p as i64,
@@ -306,14 +302,8 @@ fn check_members(pes: &[usize], me: usize, n: usize) -> Result<usize> {
                 format!("{OP}: PE {p} is past the {MAILBOX_PES} PEs that can make teams among themselves"),
             ));
         }
-        if !seen.insert(p) {
-            return Err(Error::invalid(
-                "pes",
-                format!("{pes:?}"),
-                format!("{OP}: PE {p} is listed twice"),
-            ));
-        }
-    }
+        Ok(())
+    })?;
     pes.iter().position(|&p| p == me).ok_or_else(|| {
         Error::invalid(
             "pes",

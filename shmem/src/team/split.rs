@@ -494,26 +494,38 @@ impl Shmem {
 
 /// An error unless `l` is a non-empty list of distinct PEs of `parent`.
 fn check_list(l: &[usize], parent: &Team) -> Result<()> {
+    check_distinct(l, "", |i, p| match parent.inner.members.index_of(p) {
+        Some(_) => Ok(()),
+        None => Err(Error::InvalidPe {
+            pe: p as i64,
+            n_pes: parent.n_pes(),
+            context: format!(
+                "team_from_pes: pes[{i}] is not a PE of {}",
+                parent.describe()
+            ),
+        }),
+    })
+}
+
+/// An error unless `l` is a non-empty list of distinct PEs, each (`l[i]`) accepted by `accept(i, l[i])`, whose
+/// error names the entry; `op` starts the message of a PE listed twice ("" for none). A team's explicit member
+/// list, checked the same way wherever one is given.
+pub(super) fn check_distinct(
+    l: &[usize],
+    op: &str,
+    accept: impl Fn(usize, usize) -> Result<()>,
+) -> Result<()> {
     if l.is_empty() {
         return Err(Error::invalid("pes", "[]", "a team needs at least one PE"));
     }
     let mut seen = std::collections::HashSet::new();
     for (i, &p) in l.iter().enumerate() {
-        if parent.inner.members.index_of(p).is_none() {
-            return Err(Error::InvalidPe {
-                pe: p as i64,
-                n_pes: parent.n_pes(),
-                context: format!(
-                    "team_from_pes: pes[{i}] is not a PE of {}",
-                    parent.describe()
-                ),
-            });
-        }
+        accept(i, p)?;
         if !seen.insert(p) {
             return Err(Error::invalid(
                 "pes",
                 format!("{l:?}"),
-                format!("PE {p} is listed twice"),
+                format!("{op}PE {p} is listed twice"),
             ));
         }
     }
