@@ -339,9 +339,18 @@ impl DeviceWindow {
             .partition(|&(_, off, _)| off >= keep && off < self.tail_off);
         *chunks = kept;
         // SAFETY: each chunk lies past the heap's new length (nothing reaches it: the length was lowered first,
-        // and copies check against `allocs`, whose lock is held); it is unmapped and its memory released once.
-        unsafe {
-            for (h, off, len) in gone {
+        // and copies check against `allocs`, whose lock is held), and it left the list above.
+        unsafe { self.release(gone) };
+    }
+
+    /// Unmap each chunk (`(physical memory, offset, bytes)`) from the reserve and destroy its physical memory.
+    ///
+    /// # Safety
+    /// The chunks are ours, out of `chunks` (each is released once), and nothing reaches them any more.
+    unsafe fn release(&self, gone: Vec<(ze::ze_physical_mem_handle_t, usize, usize)>) {
+        for (h, off, len) in gone {
+            // SAFETY: the caller's contract: our mapping of our physical memory, released once, unused.
+            unsafe {
                 let _ = (self.rt.api.zeVirtualMemUnmap)(
                     self.rt.context,
                     self.base.wrapping_add(off).cast(),
@@ -516,18 +525,11 @@ impl Drop for DeviceWindow {
         let mut allocs = self.rt.allocs.lock().unwrap_or_else(|p| p.into_inner());
         allocs.retain(|a| a.base != self.base as usize);
         let chunks = std::mem::take(self.chunks.get_mut().unwrap_or_else(|p| p.into_inner()));
-        // SAFETY: every chunk is our mapping of physical memory we created, unmapped and destroyed once, here,
+        // SAFETY: every chunk is our mapping of physical memory we created, taken out of the list, released here
         // under `allocs`' lock after the record is removed (nothing copies from or into it after that); then the
         // reserve itself is freed.
         unsafe {
-            for (h, off, len) in chunks {
-                let _ = (self.rt.api.zeVirtualMemUnmap)(
-                    self.rt.context,
-                    self.base.wrapping_add(off).cast(),
-                    len,
-                );
-                let _ = (self.rt.api.zePhysicalMemDestroy)(self.rt.context, h);
-            }
+            self.release(chunks);
             let _ = (self.rt.api.zeVirtualMemFree)(self.rt.context, self.base.cast(), self.span);
         }
     }
