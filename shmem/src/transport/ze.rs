@@ -102,6 +102,12 @@ impl Window for Arc<DeviceWindow> {
     }
 }
 
+/// Write the bytes of `own` mapped so far into its scratch tail's `mapped` word (at `at` from the tail's start),
+/// which device calls check addresses against: at set-up, and after each growth.
+fn publish_mapped(own: &DeviceWindow, at: usize) -> Result<()> {
+    own.write_tail(at, &(own.len() as u64).to_ne_bytes())
+}
+
 /// What `Shmem::start` needs to build device heaps.
 pub(crate) struct DeviceSetup<'a> {
     pub boot: &'a dyn Bootstrap,
@@ -399,8 +405,7 @@ pub(crate) fn setup(s: DeviceSetup<'_>) -> Result<(Arc<ZeRuntime>, Windows, Grow
     }
     // The bases table lies inside our heap's tail (the layout covers 8 bytes per PE).
     own.write_tail(layout.bases, &bases)?;
-    // The bytes mapped so far, which device calls check addresses against (rewritten after each growth).
-    own.write_tail(layout.mapped, &(own.len() as u64).to_ne_bytes())?;
+    publish_mapped(&own, layout.mapped)?;
     maps[s.me] = Some(Box::new(Arc::clone(&own)));
     tracing::debug!(
         pe = s.me,
@@ -525,8 +530,7 @@ impl Growth {
     /// word; every PE's heap has it now, and no pointer into the new part exists before the allocation returns).
     pub(crate) fn grow_peers(&self, len: usize) -> Result<()> {
         self.map_peers(len)?;
-        self.own
-            .write_tail(self.mapped_word, &(self.own.len() as u64).to_ne_bytes())
+        publish_mapped(&self.own, self.mapped_word)
     }
 
     /// [`Growth::grow_peers`]'s mapping of the node peers' new chunks.

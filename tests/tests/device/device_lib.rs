@@ -50,13 +50,20 @@ fn device_lib_test(
             .unwrap_or_else(|e| panic!("spirv-link.sh failed: {e}")),
         None => build_linked(&dir, source),
     };
+    let mut vars = vec![(SPV_VAR, spv.display().to_string())];
+    vars.extend(extra.iter().map(|(k, v)| (*k, v.to_string())));
+    run_linked(&name, n, &dir, &vars);
+}
+
+/// Run `name`'s `n` device-heap PEs with the device environment and `vars` (the linked modules' paths among
+/// them), remove `dir` (where the modules were linked), and assert that every PE succeeded.
+fn run_linked(name: &str, n: usize, dir: &Path, vars: &[(&str, String)]) {
     let mut env = xpushmem_tests::device_env();
-    env.push((SPV_VAR.into(), spv.display().to_string()));
-    env.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    env.extend(vars.iter().map(|(k, v)| (k.to_string(), v.clone())));
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-    let out = xpushmem_tests::spawn_pes_with(&name, n, &env);
-    let _ = std::fs::remove_dir_all(&dir);
-    xpushmem_tests::assert_success(&name, n, &out);
+    let out = xpushmem_tests::spawn_pes_with(name, n, &env);
+    let _ = std::fs::remove_dir_all(dir);
+    xpushmem_tests::assert_success(name, n, &out);
 }
 
 /// The linked, initialised module of a PE.
@@ -1376,12 +1383,7 @@ fn kernel_sources(func: &str, pick: fn(&str) -> bool) {
             out.display().to_string()
         })
         .collect();
-    let mut env = xpushmem_tests::device_env();
-    env.push((SOURCES_VAR.into(), spvs.join("\n")));
-    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-    let out = xpushmem_tests::spawn_pes_with(&name, 1, &env);
-    let _ = std::fs::remove_dir_all(&dir);
-    xpushmem_tests::assert_success(&name, 1, &out);
+    run_linked(&name, 1, &dir, &[(SOURCES_VAR, spvs.join("\n"))]);
 }
 
 #[test]
