@@ -100,10 +100,12 @@ def _pad8(n: int) -> int:
 
 
 def _switch_bytes(max_dispatch: int, max_recv: int, token_bytes: int, topk: int, world: int) -> int:
-    """The symmetric bytes a token switch allocates (ops/src/ep/switch.rs: receive slots, combine rows, counts,
-    signals)."""
+    """The symmetric bytes a token switch allocates on a device heap, the larger kind (ops/src/ep/switch.rs:
+    receive slots and headers, the kernels' combine rows and stage, counts, signals)."""
     slot = token_bytes + _pad8(4 * topk) + 8 * topk
-    return max_recv * slot + max_dispatch * min(topk, world) * token_bytes + 8 * world * (2 * world + 1) + 24 * world
+    sent = max_dispatch * min(topk, world)
+    return (max_recv * slot + 16 * world + sent * token_bytes + sent * slot + 8 + 8 * world * (2 * world + 1)
+            + 24 * world)
 
 
 def _pow2(n: int) -> int:
