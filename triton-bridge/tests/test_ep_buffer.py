@@ -170,7 +170,7 @@ def test_ep_buffer_low_latency(pool: RankPool) -> None:
 
 
 class _OneRankGroup:
-    group_name = "none"
+    group_name = "fake"
 
     def rank(self) -> int:
         return 0
@@ -179,16 +179,176 @@ class _OneRankGroup:
         return 2
 
 
-def test_ep_buffer_refuses_device_tensors() -> None:
-    """The DeepEP API runs on the host path: a tensor on another device (``meta`` here, as an XPU tensor would be)
-    is refused before any exchange, with the call and the argument named."""
-    from xpushmem.ep import Buffer
+class _RecordingShim:
+    """Stands in for the C++ shim on the ``meta`` device: records each call with its tensors' devices and shapes
+    (the kernels are tested from Rust and C on ze-emu)."""
 
+    STATE_BYTES = 136
+
+    def __init__(self) -> None:
+        self.calls: list[tuple] = []
+
+    def _rec(self, op: str, *tensors: torch.Tensor | None) -> None:
+        ts = [t for t in tensors if t is not None]
+        self.calls.append((op, {t.device.type for t in ts}, [tuple(t.shape) for t in ts]))
+
+    def ep_create(self, group, e, md, mr, tb, k, device):  # noqa: ANN001, ANN201
+        self.calls.append(("create", device, (e, md, mr, tb, k)))
+        return len(self.calls)
+
+    def ep_state_bytes(self, sw):  # noqa: ANN001, ANN201
+        return self.STATE_BYTES
+
+    def ep_create_routing(self, sw, idx, layout, counts, state=None):  # noqa: ANN001, ANN201
+        assert counts is None and state is not None and state.numel() == self.STATE_BYTES
+        self._rec("routing", idx, state)
+        return 11, -1
+
+    def ep_dispatch(self, sw, r, x, w, ox, ow, oi):  # noqa: ANN001, ANN201
+        self._rec("dispatch", x, w, ox, ow, oi)
+
+    def ep_combine(self, sw, r, y, out):  # noqa: ANN001, ANN201
+        self._rec("combine", y, out)
+
+    def ops_queue_wait(self):  # noqa: ANN201
+        self.calls.append(("queue_wait",))
+
+    def ep_routing_destroy(self, h):  # noqa: ANN001, ANN201
+        pass
+
+    def ep_destroy(self, h):  # noqa: ANN001, ANN201
+        pass
+
+
+class _FakeEvent:
+    def __init__(self) -> None:
+        self.log: list[str] = []
+
+    def record(self, stream) -> None:  # noqa: ANN001
+        self.log.append(f"record {stream}")
+
+    def wait(self) -> None:
+        self.log.append("wait")
+
+
+class _FakeBackend:
+    """``torch.<device type>`` as a backend with events (``torch.xpu``'s ``Event`` and ``current_stream``)."""
+
+    Event = _FakeEvent
+
+    @staticmethod
+    def current_stream(device) -> str:  # noqa: ANN001
+        return f"stream of {device}"
+
+
+def test_ep_buffer_device_branch_reads_counts_once(monkeypatch) -> None:  # noqa: ANN001
+    """The XPU path's Python on the ``meta`` device with a recording shim (no data: any host read of a device value
+    raises there). Every call reaches the shim with device tensors only, dispatch's outputs and combine's inputs
+    have the switch's ``max_recv`` rows (the device kernels' contract); the one host read is the received counts of
+    a normal dispatch without a handle (DeepEP's too): the cached dispatch, combine, ``get_dispatch_layout`` and the
+    low-latency pair make none. Events: ``async_finish`` records one on the current stream, ``previous_event`` is
+    waited for, ``with`` waits. Tensors on two devices are refused naming the argument."""
+    import xpushmem.ep.buffer as eb
+    import xpushmem.torch as xt
+    from xpushmem.ep import Buffer, EventOverlap
+
+    fake = _RecordingShim()
+    monkeypatch.setattr(eb, "shim", fake)
+    monkeypatch.setattr(xt, "shim", fake)
+    monkeypatch.setattr(torch, "meta", _FakeBackend, raising=False)
     buf = Buffer(_OneRankGroup())
-    idx = torch.zeros(2, 2, dtype=torch.int64, device="meta")
-    with pytest.raises(ValueError, match=r"get_dispatch_layout: topk_idx is on meta"):
-        buf.get_dispatch_layout(idx, 4)
-    with pytest.raises(ValueError, match=r"low_latency_dispatch: x is on meta"):
-        buf.low_latency_dispatch(torch.zeros(2, 128, device="meta"), torch.zeros(2, 2, dtype=torch.int64), 4, 4)
-    with pytest.raises(ValueError, match=r"dispatch: x is on meta.*TokenSwitch"):
-        buf.dispatch((torch.zeros(2, 8, device="meta"), torch.zeros(2, 1)))
+    monkeypatch.setattr(buf, "_agree_max", lambda values: list(values))
+    reads: list[int] = []
+
+    def counts(routing):  # noqa: ANN001, ANN202
+        reads.append(routing.handle)
+        with pytest.raises(NotImplementedError):  # the real one reads the device: impossible on meta
+            Buffer._recv_counts(buf, routing)
+        return 6, [4, 2]
+
+    monkeypatch.setattr(buf, "_recv_counts", counts)
+    m = {"device": "meta"}
+    n, k, hidden, e = 5, 2, 128, 4
+    idx, w = torch.zeros(n, k, dtype=torch.int64, **m), torch.zeros(n, k, **m)
+    x = torch.zeros(n, hidden, dtype=torch.bfloat16, **m)
+
+    ntr, nrdma, nte, in_rank, ev = buf.get_dispatch_layout(idx, e)
+    assert nrdma is None and ev.event is None and fake.calls == [] and reads == []
+    assert [(t.device.type, tuple(t.shape), t.dtype) for t in (ntr, nte, in_rank)] == [
+        ("meta", (2,), torch.int32), ("meta", (4,), torch.int32), ("meta", (5, 2), torch.bool)]
+
+    prev = EventOverlap(_FakeEvent())
+    recv_x, recv_i, recv_w, per_expert, handle, ev = buf.dispatch(
+        x, num_tokens_per_rank=ntr, is_token_in_rank=in_rank, num_tokens_per_expert=nte, topk_idx=idx,
+        topk_weights=w, expert_alignment=4, previous_event=prev, async_finish=True)
+    assert prev.event.log == ["wait"] and ev.event.log == ["record stream of meta"]
+    with ev:
+        pass
+    assert ev.event.log == ["record stream of meta", "wait"]
+    create = fake.calls[0]
+    assert create[:2] == ("create", "meta")
+    max_recv = create[2][2]
+    assert [c[0] for c in fake.calls[1:]] == ["routing", "dispatch"] and reads == [11]
+    assert fake.calls[2][2][2] == (max_recv, hidden)  # out_tokens: max_recv rows
+    assert recv_x.shape == (6, hidden) and recv_i.shape == recv_w.shape == (6, k) and per_expert == [4, 4]
+    assert {t.device.type for t in (recv_x, recv_i, recv_w)} == {"meta"}
+
+    fake.calls.clear()
+    fp8 = torch.zeros(n, hidden, dtype=torch.float8_e4m3fn, **m)
+    (rq, rs), *nones, ev = buf.dispatch((fp8, torch.zeros(n, 1, **m)), handle=handle)
+    assert nones == [None] * 4 and ev.event is None and rq.shape == (6, hidden) and rs.shape == (6, 1)
+    combined, cw, _ = buf.combine(recv_x, handle, topk_weights=recv_w)
+    assert combined.shape == (n, hidden) and cw.shape == (n, k)
+    assert [c[0] for c in fake.calls] == ["dispatch", "dispatch", "combine", "combine"]
+    assert [c[2][0][0] for c in fake.calls[2:]] == [max_recv, max_recv]  # combine's rows padded to max_recv
+
+    fake.calls.clear()
+    stats = torch.zeros(2, dtype=torch.int32, **m)
+    for use_fp8 in (False, True):
+        recv, count, ll, ev, hook = buf.low_latency_dispatch(x, idx, 8, e, cumulative_local_expert_recv_stats=stats,
+                                                             use_fp8=use_fp8, async_finish=True)
+        hook()
+        packed = recv if not use_fp8 else recv[0]
+        assert packed.shape == (2, 16, hidden) and count.shape == (2,) and count.device.type == "meta"
+        if use_fp8:
+            assert recv[1].shape == (2, 16, 1) and recv[1].stride()[1] == 1  # column-major scales
+        assert ev.event.log == ["record stream of meta"]
+        out = torch.empty(n, hidden, dtype=torch.bfloat16, **m)
+        res, _, _ = buf.low_latency_combine(packed.to(torch.bfloat16), idx, w, ll, out=out)
+        assert res is out
+    kinds = [c[0] for c in fake.calls]
+    assert kinds == ["create", "routing", "dispatch", "dispatch", "combine",
+                     "routing", "dispatch", "dispatch", "dispatch", "combine"], kinds
+    assert fake.calls[0][1] == "meta"
+    assert reads == [11]  # still the one read of the normal dispatch
+    assert all(c[1] == {"meta"} for c in fake.calls[1:]), fake.calls
+
+    with pytest.raises(ValueError, match=r"dispatch: topk_idx is on cpu, x on meta"):
+        buf.dispatch(x, num_tokens_per_expert=nte, topk_idx=torch.zeros(n, k, dtype=torch.int64),
+                     topk_weights=w)
+    with pytest.raises(ValueError, match=r"combine: x is on cpu, the handle's dispatch ran on meta"):
+        buf.combine(torch.zeros(6, hidden), handle)
+    with pytest.raises(ValueError, match=r"low_latency_dispatch: topk_idx is on meta, x on cpu"):
+        buf.low_latency_dispatch(torch.zeros(2, 128), idx[:2], 4, 4)
+
+
+def test_ep_buffer_expert_packing() -> None:
+    """``_pack_experts`` / ``_unpack_experts`` (the low-latency buffers, torch ops with device counts) against
+    row-by-row loops: an expert with no rows, rows past the counted ones, any dtype's bytes (FP8)."""
+    from xpushmem.ep.buffer import _pack_experts, _unpack_experts
+
+    counts = torch.tensor([2, 0, 3])
+    em = torch.arange(7 * 4, dtype=torch.float32).view(7, 4)
+    cap = 4
+    packed = _pack_experts(em, counts, cap)
+    want = torch.zeros(3, cap, 4)
+    start = 0
+    for ex, c in enumerate(counts.tolist()):
+        want[ex, :c] = em[start : start + c]
+        start += c
+    assert torch.equal(packed, want)
+    fp8 = _pack_experts(em.to(torch.float8_e4m3fn), counts, cap)
+    assert torch.equal(fp8.view(torch.uint8), want.to(torch.float8_e4m3fn).view(torch.uint8))
+    back = _unpack_experts(packed, counts, 7)
+    assert torch.equal(back[:5], em[:5]) and torch.equal(back[5:], torch.zeros(2, 4))
+    assert _pack_experts(em[:0], counts * 0, cap).shape == (3, cap, 4)

@@ -13,15 +13,18 @@
 //! * [`TokenSwitch::dispatch`]: each token is put once per destination rank (with its `topk_weights` and
 //!   `topk_idx` rows, and a signal) into that rank's receive rows, sources one after another in rank order; the
 //!   receiver copies them out in the routing's layout, or, flat, leaves them there
-//!   ([`TokenSwitch::dispatch_in_place`], or an `out_tokens` that is the receive rows). Right after the routing
-//!   it uses, a dispatch has no entry: the routing's exchange had every rank leave every earlier op, and each
-//!   rank's verdict and digest travel in a header before its signal, judged by every rank alike after the wait;
+//!   ([`TokenSwitch::dispatch_in_place`], or an `out_tokens` that is the receive rows). Right after a routing, a
+//!   dispatch has no entry: the routing's exchange had every rank leave every earlier op, and each rank's op,
+//!   verdict and digest travel in a header before its signal, judged by every rank alike after the wait;
 //! * [`TokenSwitch::combine`]: each expert rank puts one returned row per received slot (the sum of the slot's
 //!   pairs in the expert-major layout) into its own receive rows, where the slot's row arrived (nothing to do
 //!   when the experts computed in place there: [`TokenSwitch::combine_in_place`]); the source gets each block of
 //!   its tokens' rows from every rank's receive rows and sums each token's rows in f32 in destination-rank order.
 //!   After a routing or a dispatch no rank reads a rank's receive rows, so the rows are staged before the entry,
-//!   which then also says they are ready; after another combine they are staged after it, then signalled.
+//!   which then also says they are ready; after another combine they are staged after it, then signalled. Right
+//!   after a routing a combine has no entry either: it sends the entry-less dispatch's header and signal (the
+//!   same words, with its own op in the header), so a rank that combines where another dispatches gets
+//!   `Mismatch` on every rank, as at an entry.
 //!
 //! Row copies per (token, destination rank) in a flat step (one copy: a row read and written once; combine's f32
 //! sum reads each returned row once more in every version):
@@ -87,9 +90,10 @@ pub struct TokenSwitch {
     pub(super) comb: SymSlice<u8>,
     /// Count rows: `W` of `2W + L` words.
     pub(super) counts: SymSlice<u64>,
-    /// The device kernels' stage (device heaps; 8 bytes on host heaps): what a rank sends one rank on another
-    /// node, built where the host proxy reads a put's source (this PE's heap): a count row, or
-    /// `max_dispatch_tokens` rows of `max_token_bytes` then their metadata (8-aligned).
+    /// The device kernels' stage (device heaps; 8 bytes on host heaps): what a rank sends ranks on other nodes,
+    /// built where the host proxy reads a put's source (this PE's heap): a count row, or the slots of a dispatch,
+    /// each destination's in a part of its own (the puts do not wait for one another):
+    /// `max_dispatch_tokens * min(max_topk, W)` rows of `max_token_bytes` then their metadata (8-aligned).
     pub(super) stage: SymSlice<u8>,
     /// Signal words: `3 * W` (routing, dispatch, combine; one per source rank).
     sigs: SymSlice<u64>,
@@ -99,8 +103,8 @@ pub struct TokenSwitch {
     /// outcome (a failure, a device op, an op under way). After a routing or a dispatch no rank reads this rank's
     /// receive rows (every rank has passed that op's entry, so it has left the combine before it), so a combine
     /// may stage its returned rows there before its own entry, which then tells the sources the rows are ready;
-    /// and right after a routing every rank has left every earlier op, so a dispatch of that routing needs no
-    /// entry of its own (its verdicts travel with its signals).
+    /// and right after a routing every rank has left every earlier op, so a dispatch or combine needs no entry of
+    /// its own (its op and verdicts travel in a header with its signals: [`TokenSwitch::entry_less`]).
     last: Mutex<Option<(Kind, u64)>>,
     /// The host path's working buffers, kept between steps so that a step allocates nothing once the first step
     /// of the largest shape has sized them (each bounded by the maxima: one slot's metadata per received slot,
@@ -284,6 +288,7 @@ impl TokenSwitch {
             cfg.max_token_bytes
                 .checked_add(meta_bytes(cfg.max_topk))
                 .and_then(|b| b.checked_mul(cfg.max_dispatch_tokens))
+                .and_then(|b| b.checked_mul(cfg.max_topk.min(w)))
                 .and_then(|b| b.checked_add(8))
                 .ok_or_else(overflow)?
                 .max(8 * (2 * w + l))
@@ -384,10 +389,35 @@ impl TokenSwitch {
         *self.last.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Byte of the dispatch headers in the receive area (after the rows and the slots' metadata): one per source
-    /// rank, 16 bytes (`epoch << 1 | rejected`, the argument digest).
+    /// Byte of the entry-less ops' headers in the receive area (after the rows and the slots' metadata): one per
+    /// source rank, 16 bytes ([`header`]).
     fn headers_at(&self) -> usize {
         self.cfg.max_recv_tokens * (self.cfg.max_token_bytes + meta_bytes(self.cfg.max_topk))
+    }
+
+    /// Whether the next dispatch or combine has no entry: right after a routing (the same on every rank: every
+    /// op's outcome is), whose exchange had every rank leave every earlier op, so the receive areas are free.
+    /// Such an op takes the next dispatch epoch whatever its kind, puts its [`header`] into every rank's header
+    /// slot before its signal in the dispatch words, waits for every rank's, and judges every header alike
+    /// ([`TokenSwitch::judge_headers`]): ranks that called different ops meet there and get `Mismatch`. A routing
+    /// right after a routing does the same before its exchange (one more message latency, in that order only),
+    /// so that it meets a rank that dispatches or combines instead.
+    fn entry_less(&self) -> bool {
+        matches!(self.last(), Some((Kind::Routing, _)))
+    }
+
+    /// Put this rank's entry-less `header` into group rank `d`'s header slot, then (after a fence) signal `d` with
+    /// `epoch` in this rank's dispatch word (an entry-less op's signal when it sends `d` nothing else).
+    fn announce(&self, sh: &Shmem, header: &[u8; 16], epoch: u64, d: usize) -> Result<()> {
+        self.put_header(sh, header, d)?;
+        sh.fence()?;
+        self.put_signal(sh, self.recv, 0, &[], Kind::Dispatch, epoch, d)
+    }
+
+    /// Put this rank's entry-less `header` into group rank `d`'s header slot.
+    fn put_header(&self, sh: &Shmem, header: &[u8; 16], d: usize) -> Result<()> {
+        let at = self.headers_at() + 16 * self.me;
+        sh.put(self.recv.slice(at..at + 16)?, header, self.pes[d])
     }
 
     /// Bytes of the receive area's rows (the metadata follows them).
@@ -475,6 +505,18 @@ impl TokenSwitch {
             .and_then(|()| route::plan_send(OP, topk_idx, n, k, cfg.num_experts, w));
         let dig = digest(&[1, k as u64, layout as u64, self.group_id]);
         let ours = || format!("top-k {k}, layout {}", layout.name());
+        if self.entry_less() {
+            // Right after a routing the other ranks may be in an entry-less dispatch or combine, which never
+            // reach this routing's exchange: meet them where they wait first (`Mismatch` on every rank there).
+            let epoch = self.next_epoch(Kind::Dispatch);
+            let hdr = header(Kind::Routing, epoch, plan.is_err(), dig);
+            for d in 0..w {
+                self.announce(sh, &hdr, epoch, d)?;
+            }
+            self.wait_all(sh, Kind::Dispatch, epoch)?;
+            let local = plan.as_ref().map(|_| 0).map_err(Clone::clone);
+            self.judge_headers(sh, group, (OP, Kind::Routing), epoch, dig, local, &ours)?;
+        }
         let row_len = 2 * w + l;
         // This rank's count row for destination `d`: slots and pairs for every rank, then pairs for d's experts.
         let row_for = |plan: &SendPlan, d: usize, row: &mut [u64]| {
@@ -596,20 +638,22 @@ impl TokenSwitch {
         Ok((rb, self.next_epoch(kind)))
     }
 
-    /// A dispatch without an entry ([`TokenSwitch::dispatch`]'s `fast`): this rank's own error first, then the
-    /// first rank whose header says it rejected its arguments, then the first whose digest differs from `dig`,
-    /// as the entry's agreement would have said; the same verdict on every rank (every rank read every header).
+    /// An entry-less op's verdict ([`TokenSwitch::entry_less`]; `kind` is this rank's op), after the wait for
+    /// every rank's signal: this rank's own error first, then the first rank whose header says it rejected its
+    /// arguments, then the first that called another op or whose digest differs from `dig` (`Mismatch`), as the
+    /// entry's agreement would have said; the same verdict on every rank (every rank read every header). Returns
+    /// `local`'s value.
     #[allow(clippy::too_many_arguments)]
     fn judge_headers(
         &self,
         sh: &Shmem,
         group: &Group,
-        op: &'static str,
+        (op, kind): (&'static str, Kind),
         epoch: u64,
         dig: u64,
         local: Result<usize>,
         ours: &dyn Fn() -> String,
-    ) -> Result<()> {
+    ) -> Result<usize> {
         let w = self.w();
         let mut hdr = [0u8; 16];
         let word = |b: &[u8]| u64::from_le_bytes(b.try_into().unwrap_or_default());
@@ -619,34 +663,45 @@ impl TokenSwitch {
             let at = self.headers_at() + 16 * s;
             sh.get(&mut hdr, self.recv.slice(at..at + 16)?, sh.my_pe())?;
             let (flags, d) = (word(&hdr[..8]), word(&hdr[8..]));
-            if flags >> 1 != epoch {
+            if flags >> 3 != epoch {
                 return Err(Error::State(format!(
-                    "{op}: group rank {s}'s header is of dispatch {} (this is {epoch})",
-                    flags >> 1
+                    "{op}: group rank {s}'s header is of entry-less op {} (this is {epoch})",
+                    flags >> 3
                 )));
             }
+            let theirs = (flags >> 1) & 3;
             if flags & 1 == 1 {
                 rejected = rejected.or(Some(s));
-            } else if d != dig {
-                differs = differs.or(Some(s));
+            } else if theirs != kind as u64 || d != dig {
+                differs = differs.or(Some((s, theirs)));
             }
         }
-        local?;
+        let rb = local?;
         if let Some(s) = rejected {
             return Err(group.rejected(op, s)?);
         }
-        if let Some(s) = differs {
+        if let Some((s, theirs)) = differs {
+            let theirs = if theirs == kind as u64 {
+                "different symmetric arguments (buffers, shapes, dtypes or op parameters must be the same on \
+                 every rank)"
+                    .to_string()
+            } else {
+                let other = match theirs {
+                    0 => "ep_create_routing",
+                    1 => "ep_dispatch",
+                    _ => "ep_combine",
+                };
+                format!("another op: {other} (every rank must call the same op)")
+            };
             return Err(Error::Mismatch {
                 call: op,
                 pe: self.pes[s],
-                theirs: "different symmetric arguments (buffers, shapes, dtypes or op parameters must be the \
-                         same on every rank)"
-                    .into(),
+                theirs,
                 reference_pe: sh.my_pe(),
                 ours: ours(),
             });
         }
-        Ok(())
+        Ok(rb)
     }
 
     /// The digest of what every rank must agree on in a dispatch or combine (both paths): the op, the dtype,
@@ -864,11 +919,9 @@ impl TokenSwitch {
                 _ => Ok(rb),
             }
         })();
-        // Right after the routing that made `r` (the same on every rank: every op's outcome is), every rank has
-        // left every earlier op, so the receive areas are free: no entry. Each rank's verdict and argument digest
-        // go to every rank in a header before its signal, and every rank judges them all alike after the wait.
-        let fast =
-            self.last() == Some((Kind::Routing, r.id)) && r.switch == self.recv.heap_offset();
+        // Right after a routing, no entry: each rank's op, verdict and argument digest go to every rank in a
+        // header before its signal, and every rank judges them all alike after the wait (`entry_less`).
+        let fast = self.entry_less();
         let dig = self.op_digest(Kind::Dispatch, dtype, hidden, r.id);
         let (rb, epoch) = if fast {
             (
@@ -893,19 +946,11 @@ impl TokenSwitch {
         let meta0 = self.rows_area();
         let mut scratch = self.scratch.lock().unwrap_or_else(|p| p.into_inner());
         let Scratch { meta, idx, .. } = &mut *scratch;
-        let header = {
-            let mut h = [0u8; 16];
-            h[..8].copy_from_slice(&(epoch << 1 | local.is_err() as u64).to_le_bytes());
-            h[8..].copy_from_slice(&dig.to_le_bytes());
-            h
-        };
+        let hdr = header(Kind::Dispatch, epoch, local.is_err(), dig);
         for d in 0..w {
             if local.is_err() {
                 // Only the header and the signal: this rank sends nothing else.
-                let at = self.headers_at() + 16 * me;
-                sh.put(self.recv.slice(at..at + 16)?, &header, self.pes[d])?;
-                sh.fence()?;
-                self.put_signal(sh, self.recv, 0, &[], Kind::Dispatch, epoch, d)?;
+                self.announce(sh, &hdr, epoch, d)?;
                 continue;
             }
             let base = r.counts.dispatch_base(me, d);
@@ -936,8 +981,7 @@ impl TokenSwitch {
                 }
             }
             if fast {
-                let at = self.headers_at() + 16 * me;
-                sh.put(self.recv.slice(at..at + 16)?, &header, self.pes[d])?;
+                self.put_header(sh, &hdr, d)?;
             }
             if fast || !meta.is_empty() {
                 // The rows (and the header) are delivered before the metadata and its signal.
@@ -948,9 +992,8 @@ impl TokenSwitch {
         }
         self.wait_all(sh, Kind::Dispatch, epoch)?;
         if fast {
-            self.judge_headers(sh, group, OP, epoch, dig, local, &|| {
-                format!("{hidden} x {}, routing {}", dtype.name(), r.id)
-            })?;
+            let ours = || format!("{hidden} x {}, routing {}", dtype.name(), r.id);
+            self.judge_headers(sh, group, (OP, Kind::Dispatch), epoch, dig, local, &ours)?;
         }
         let slots = r.counts.recv_slots(me) as usize;
         let got = meta;
@@ -1143,16 +1186,34 @@ impl TokenSwitch {
             }
         }
         let in_place = matches!(local, Ok((_, true)));
-        let (rb, epoch) = self.enter(
-            sh,
-            group,
-            OP,
-            Kind::Combine,
-            local.map(|l| l.0),
-            dtype,
-            hidden,
-            r,
-        )?;
+        let (rb, epoch) = if self.entry_less() {
+            // Right after a routing: the entry-less dispatch's header and signal, with this op in the header (a
+            // rank that dispatches meanwhile meets this one there: `Mismatch` on both). The rows were staged.
+            let dig = self.op_digest(Kind::Combine, dtype, hidden, r.id);
+            let epoch = self.next_epoch(Kind::Dispatch);
+            let hdr = header(Kind::Combine, epoch, local.is_err(), dig);
+            sh.quiet()?; // the staged rows are complete before any rank hears they are ready
+            for d in 0..w {
+                self.announce(sh, &hdr, epoch, d)?;
+            }
+            self.wait_all(sh, Kind::Dispatch, epoch)?;
+            let ours = || format!("{hidden} x {}, routing {}", dtype.name(), r.id);
+            let local = local.map(|l| l.0);
+            let rb =
+                self.judge_headers(sh, group, (OP, Kind::Combine), epoch, dig, local, &ours)?;
+            (rb, epoch)
+        } else {
+            self.enter(
+                sh,
+                group,
+                OP,
+                Kind::Combine,
+                local.map(|l| l.0),
+                dtype,
+                hidden,
+                r,
+            )?
+        };
         if !early {
             // A combine right after another: the sources may still read this rank's rows until they have passed
             // this entry; stage now, then tell every source.
@@ -1290,6 +1351,15 @@ impl TokenSwitch {
             ),
         }
     }
+}
+
+/// An entry-less op's 16-byte header ([`TokenSwitch::entry_less`]): `epoch << 3 | kind << 1 | rejected`, then the
+/// argument digest.
+fn header(kind: Kind, epoch: u64, rejected: bool, dig: u64) -> [u8; 16] {
+    let mut h = [0u8; 16];
+    h[..8].copy_from_slice(&(epoch << 3 | (kind as u64) << 1 | rejected as u64).to_le_bytes());
+    h[8..].copy_from_slice(&dig.to_le_bytes());
+    h
 }
 
 impl Routing {

@@ -3,7 +3,8 @@
 //! definition (sources in rank order, tokens in order; expert-major: experts in order, then sources, tokens and
 //! top-k columns), and what combine must return (the sum of the expert outputs of a token's experts). A covering
 //! set of (layout, top-k, dtype, routing skew, experts per rank, hidden) rows; then the errors: an expert id out
-//! of range, a receive overflow (the same error on every rank), ranks disagreeing (`Mismatch`), and a lost peer.
+//! of range, a receive overflow (the same error on every rank), ranks disagreeing (`Mismatch`, also ranks that
+//! call different ops right after a routing), and a lost peer.
 
 use crate::ops_ep_ref::*;
 use std::time::Duration;
@@ -99,6 +100,74 @@ fn missing_out_topk_idx(
     }
 }
 
+/// Right after a routing neither dispatch nor combine has an entry (their op, verdict and digest travel in a
+/// header with their signals). Every rank sends its one token to expert 0 (rank 0: it receives W flat rows, source
+/// s's in row s). A combine right after the routing returns row s to source s; then rank 0 dispatches where the
+/// others combine, then (right after another routing) routes where the others dispatch: `Mismatch` on every rank,
+/// naming the other op (before, both sides waited for a message the other never sent and gave up with
+/// `Timeout`).
+fn cross_op_after_routing(sh: &Shmem, g: &Group, ts: &TokenSwitch) -> Result<()> {
+    let (w, me) = (g.size(), g.my_rank().unwrap());
+    let f32_bytes = |v: &[f32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+    let r = ts.create_routing(sh, g, &[0], 1, 1, Layout::Flat)?;
+    let rows = r.recv_rows();
+    assert_eq!(rows, if me == 0 { w } else { 0 });
+    let expert_rows: Vec<f32> = (0..rows).flat_map(|s| [s as f32 + 0.5; 4]).collect();
+    let mut out = [0u8; 16];
+    ts.combine(sh, g, &r, &f32_bytes(&expert_rows), DType::F32, 4, &mut out)?;
+    assert_eq!(
+        out.to_vec(),
+        f32_bytes(&[me as f32 + 0.5; 4]),
+        "combine right after its routing"
+    );
+    let r = ts.create_routing(sh, g, &[0], 1, 1, Layout::Flat)?;
+    let n = rows.max(1);
+    let got = if me == 0 {
+        ts.dispatch(
+            sh,
+            g,
+            &r,
+            &[0u8; 16],
+            DType::F32,
+            4,
+            &[1.0],
+            &mut vec![0u8; 16 * n],
+            &mut vec![0f32; n],
+            Some(&mut vec![0i64; n]),
+        )
+    } else {
+        ts.combine(sh, g, &r, &vec![0u8; 16 * n], DType::F32, 4, &mut out)
+    };
+    let other = if me == 0 { "ep_combine" } else { "ep_dispatch" };
+    expect(got, "Mismatch", other, "dispatch where the others combine");
+    // A routing where the others dispatch, right after a routing: the routing meets them first.
+    let r = ts.create_routing(sh, g, &[0], 1, 1, Layout::Flat)?;
+    let got = if me == 0 {
+        ts.create_routing(sh, g, &[0], 1, 1, Layout::Flat)
+            .map(|_| ())
+    } else {
+        ts.dispatch(
+            sh,
+            g,
+            &r,
+            &[0u8; 16],
+            DType::F32,
+            4,
+            &[1.0],
+            &mut [0u8; 16],
+            &mut [0f32; 1],
+            Some(&mut [0i64; 1]),
+        )
+    };
+    let other = if me == 0 {
+        "ep_dispatch"
+    } else {
+        "ep_create_routing"
+    };
+    expect(got, "Mismatch", other, "routing where the others dispatch");
+    Ok(())
+}
+
 fn errors(sh: &Shmem, g: &Group, ts: &TokenSwitch, l: usize) -> Result<()> {
     let (w, me) = (g.size(), g.my_rank().unwrap());
     let last = me == w - 1;
@@ -186,6 +255,8 @@ fn errors(sh: &Shmem, g: &Group, ts: &TokenSwitch, l: usize) -> Result<()> {
     let fresh = ts.create_routing(sh, g, &[0], 1, 1, Layout::Flat)?;
     missing_out_topk_idx(sh, g, ts, &fresh, w, last);
     missing_out_topk_idx(sh, g, ts, &r, w, last);
+    healthy(sh, g, ts, l)?;
+    cross_op_after_routing(sh, g, ts)?;
     healthy(sh, g, ts, l)?;
     // The rows stay in the receive area in the flat layout only: an expert-major routing is refused by
     // dispatch_in_place and combine_in_place (on every rank, naming the layout).
