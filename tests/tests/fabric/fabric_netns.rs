@@ -13,8 +13,10 @@
 //! - `netns_device_spanning_4pe`: device heaps (ze-emu), 2 PEs per namespace: kernels run barriers in every form,
 //!   the collectives and all reductions in the work-group and sub-group forms, 16-bit atomics and typed `g` on
 //!   teams spanning the namespaces (members of the other one reached through the host proxy), each against a host
-//!   reference (`fabric_device::spanning_body`); `netns_device_spanning_3plus1_4pe` the same with 3 PEs in the
-//!   first namespace and 1 in the second.
+//!   reference (`fabric_device::spanning_body`); then, in the same job, expert-parallel dispatch and combine as
+//!   device kernels against the reference (`ops_ep_dev::two_nodes`: the covering set of round trips, an expert id
+//!   out of range). `netns_device_spanning_3plus1_4pe`: the spanning checks with 3 PEs in the first namespace and
+//!   1 in the second.
 //!
 //! The test creates and removes the namespaces; it needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN) and `ip`, and skips
 //! with a message without them or without the fabric transport.
@@ -63,9 +65,12 @@ fn pe_main() -> ! {
         })?;
         if env("NETNS_CASE") == "device" {
             let layout = std::env::var(LAYOUT_VAR).ok();
-            crate::fabric_device::spanning_body(&sh, &|pe| {
-                node_in(pe, size, nodes, layout.as_deref())
-            })?;
+            let node = |pe| node_in(pe, size, nodes, layout.as_deref());
+            crate::fabric_device::spanning_body(&sh, &node)?;
+            if layout.as_deref().unwrap_or_default().is_empty() {
+                // The expert-parallel kernels across the namespaces, in the same job (2 PEs per namespace).
+                crate::fabric_common::ops_ep_dev::two_nodes(&sh, &node)?;
+            }
             println!("verdict PE {rank}: OK");
             return sh.finalize();
         }

@@ -6,6 +6,7 @@ mod ops_a2a;
 mod ops_common;
 mod ops_device;
 mod ops_ep;
+mod ops_ep_dev;
 mod ops_ep_ref;
 mod ops_errors;
 mod ops_tile;

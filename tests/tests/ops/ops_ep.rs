@@ -394,310 +394,76 @@ fn ep_peer_lost_in_dispatch_3pe() {
 
 mod device {
     use super::*;
-    use xpushmem::device::queue::Queue;
-    use xpushmem::SymSlice;
-    use xpushmem_ops::ep::DeviceRouting;
-    use xpushmem_ops::{DeviceOps, OpHandle, Operand, TensorView};
+    use crate::ops_ep_dev::{self, t, Bufs, Dev};
+    use xpushmem_ops::DeviceOps;
 
-    /// Every operand of the device ops, in the (device) symmetric heap, at the switch's maxima.
-    struct Bufs {
-        idx: SymSlice<u8>,
-        wts: SymSlice<u8>,
-        tokens: SymSlice<u8>,
-        out: SymSlice<u8>,
-        ow: SymSlice<u8>,
-        oi: SymSlice<u8>,
-        y: SymSlice<u8>,
-        back: SymSlice<u8>,
-        state: SymSlice<u8>,
-    }
-
-    impl Bufs {
-        fn new(sh: &Shmem, ts: &TokenSwitch) -> Result<Bufs> {
-            let cap = ts.config().max_recv_tokens;
-            Ok(Bufs {
-                idx: sh.malloc(MAX_N * MAX_K * 8)?,
-                wts: sh.malloc(MAX_N * MAX_K * 4)?,
-                tokens: sh.malloc(MAX_N * MAX_HIDDEN * 4)?,
-                out: sh.malloc(cap * MAX_HIDDEN * 4)?,
-                ow: sh.malloc(cap * MAX_K * 4)?,
-                oi: sh.malloc(cap * MAX_K * 8)?,
-                y: sh.malloc(cap * MAX_HIDDEN * 4)?,
-                back: sh.malloc(MAX_N * MAX_HIDDEN * 4)?,
-                state: sh.malloc(ts.device_state_bytes())?,
-            })
+    /// The errors of the host path's `errors`, on the device, each compared with the host path's text and
+    /// followed by a healthy case.
+    fn device_errors(dev: &Dev<'_>, l: usize) -> Result<()> {
+        let (sh, g, ts) = (dev.sh, dev.g, dev.ts);
+        let (w, me) = (g.size(), g.my_rank().unwrap());
+        let last = me == w - 1;
+        let healthy = Case {
+            layout: Layout::ExpertMajor,
+            k: 2,
+            dtype: DType::F32,
+            skew: 0,
+            l,
+            hidden: 3,
+        };
+        let e = (l * w) as i64;
+        let idx = if last { vec![0, e] } else { vec![0, 1] };
+        let d = dev.route(&idx, 1, 2, Layout::Flat);
+        let h = ts.create_routing(sh, g, &idx, 1, 2, Layout::Flat);
+        dev.same(d, h, "bad expert id");
+        dev.case(&healthy, 999)?;
+        // A receive overflow on a switch receiving at most W rows (every rank sends rank 0 two tokens): the
+        // same error on every rank; a routing that fits still works.
+        let small = small_switch(sh, g, ts)?;
+        let sb = Bufs::new(sh, &small)?;
+        let sd = Dev {
+            ts: &small,
+            b: &sb,
+            ..*dev
+        };
+        let k = l.min(2);
+        let idx: Vec<i64> = (0..2).flat_map(|_| 0..k as i64).collect();
+        for layout in [Layout::Flat, Layout::ExpertMajor] {
+            let d = sd.route(&idx, 2, k, layout);
+            let h = small.create_routing(sh, g, &idx, 2, k, layout);
+            assert_eq!(d.as_ref().err().map(|e| e.kind()), Some("OutOfBounds"));
+            dev.same(d, h, "overflow");
         }
-
-        fn free(self, sh: &Shmem) -> Result<()> {
-            for b in [
-                self.state,
-                self.back,
-                self.y,
-                self.oi,
-                self.ow,
-                self.out,
-                self.tokens,
-                self.wts,
-                self.idx,
-            ] {
-                sh.free(b)?;
-            }
-            Ok(())
+        let r = sd.route(&[0], 1, 1, Layout::Flat)?;
+        let (out, _, oi) = sd.dispatch(&r, &[5.0], &[1.0], DType::F32, 1, true)?;
+        if me == 0 {
+            assert_eq!(&out[..w], &vec![5.0; w][..], "the routing that fits");
+            assert_eq!(&oi[..w], &vec![0; w][..]);
         }
-    }
-
-    fn t(buf: SymSlice<u8>, dt: DType, shape: &[usize]) -> Result<Operand> {
-        let bytes = shape.iter().product::<usize>() * dt.size();
-        Ok(Operand::Heap(TensorView::contiguous(
-            buf.slice(..bytes)?,
-            dt,
-            shape,
-        )?))
-    }
-
-    fn put(sh: &Shmem, buf: SymSlice<u8>, data: &[u8]) -> Result<()> {
-        if data.is_empty() {
-            return Ok(());
+        sb.free(sh)?;
+        small.free(sh)?;
+        dev.case(&healthy, 998)?;
+        // Ranks disagreeing on top-k: Mismatch everywhere.
+        let k = if last { 2 } else { 1 };
+        let d = dev.route(&vec![0; k], 1, k, Layout::Flat);
+        let h = ts.create_routing(sh, g, &vec![0; k], 1, k, Layout::Flat);
+        dev.same(d, h, "top-k differs");
+        // Ranks disagreeing on the dtype of a dispatch, then a rank without out_topk_idx.
+        let r = dev.route(&[0], 1, 1, Layout::Flat)?;
+        let dt = if last { DType::F16 } else { DType::F32 };
+        let d = dev.dispatch(&r, &[1.0; 4], &[1.0], dt, 4, true);
+        assert_eq!(d.err().map(|e| e.kind()), Some("Mismatch"), "dtype differs");
+        let d = dev.dispatch(&r, &[1.0; 4], &[1.0], DType::F32, 4, !last);
+        let want = if last {
+            "out_topk_idx"
+        } else {
+            "rejected its arguments"
+        };
+        match d {
+            Err(e) => assert!(e.to_string().contains(want), "{want} not in {e}"),
+            Ok(_) => panic!("a missing out_topk_idx: expected an error"),
         }
-        sh.put(buf.slice(..data.len())?, data, sh.my_pe())
-    }
-
-    fn get(sh: &Shmem, buf: SymSlice<u8>, len: usize) -> Result<Vec<u8>> {
-        let mut v = vec![0u8; len];
-        if len > 0 {
-            sh.get(&mut v, buf.slice(..len)?, sh.my_pe())?;
-        }
-        Ok(v)
-    }
-
-    fn bytes_of<T: Copy>(v: &[T], f: impl Fn(T) -> Vec<u8>) -> Vec<u8> {
-        v.iter().flat_map(|&x| f(x)).collect()
-    }
-
-    /// Run the list, then report the op's outcome.
-    fn run(sh: &Shmem, q: &Queue, h: Result<OpHandle>) -> Result<()> {
-        let h = h?;
-        sh.device().expect("a device heap").submit_and_wait(q)?;
-        h.wait(sh)
-    }
-
-    #[derive(Clone, Copy)]
-    struct Dev<'a> {
-        sh: &'a Shmem,
-        ops: &'a DeviceOps,
-        q: &'a Queue,
-        g: &'a Group,
-        ts: &'a TokenSwitch,
-        b: &'a Bufs,
-    }
-
-    impl Dev<'_> {
-        fn route(&self, idx: &[i64], n: usize, k: usize, layout: Layout) -> Result<DeviceRouting> {
-            put(
-                self.sh,
-                self.b.idx,
-                &bytes_of(idx, |x| x.to_le_bytes().to_vec()),
-            )?;
-            let st = self.ts.device_state_bytes();
-            let (r, h) = self.ts.create_routing_on(
-                self.sh,
-                self.ops,
-                self.q.list(),
-                self.g,
-                &t(self.b.idx, DType::I64, &[n, k])?,
-                layout,
-                &t(self.b.state, DType::U8, &[st])?,
-            )?;
-            run(self.sh, self.q, Ok(h))?;
-            Ok(r)
-        }
-
-        /// Dispatch `x` (`[n, h]` of `dt`, as f32 values); returns the output rows (f32), weights and ids.
-        #[allow(clippy::too_many_arguments)]
-        fn dispatch(
-            &self,
-            r: &DeviceRouting,
-            x: &[f32],
-            wts: &[f32],
-            dt: DType,
-            h: usize,
-            flat_idx: bool,
-        ) -> Result<(Vec<f32>, Vec<f32>, Vec<i64>)> {
-            let (n, k) = (r.num_tokens(), r.top_k());
-            let cap = self.ts.config().max_recv_tokens;
-            put(self.sh, self.b.tokens, &to_bytes(x, dt))?;
-            put(
-                self.sh,
-                self.b.wts,
-                &bytes_of(wts, |x| x.to_le_bytes().to_vec()),
-            )?;
-            let flat = r.layout() == Layout::Flat;
-            let wshape = if flat { vec![cap, k] } else { vec![cap] };
-            let oi = t(self.b.oi, DType::I64, &[cap, k])?;
-            run(
-                self.sh,
-                self.q,
-                self.ts.dispatch_on(
-                    self.sh,
-                    self.ops,
-                    self.q.list(),
-                    self.g,
-                    r,
-                    &t(self.b.tokens, dt, &[n, h])?,
-                    &t(self.b.wts, DType::F32, &[n, k])?,
-                    &t(self.b.out, dt, &[cap, h])?,
-                    &t(self.b.ow, DType::F32, &wshape)?,
-                    flat_idx.then_some(&oi),
-                ),
-            )?;
-            let out = from_bytes(&get(self.sh, self.b.out, cap * h * dt.size())?, dt);
-            let ow = from_bytes(
-                &get(self.sh, self.b.ow, wshape.iter().product::<usize>() * 4)?,
-                DType::F32,
-            );
-            let oi = get(self.sh, self.b.oi, cap * k * 8)?
-                .chunks_exact(8)
-                .map(|b| i64::from_le_bytes(b.try_into().unwrap()))
-                .collect();
-            Ok((out, ow, oi))
-        }
-
-        fn combine(&self, r: &DeviceRouting, y: &[f32], dt: DType, h: usize) -> Result<Vec<f32>> {
-            let cap = self.ts.config().max_recv_tokens;
-            let n = r.num_tokens();
-            let mut yb = to_bytes(y, dt);
-            yb.resize(cap * h * dt.size(), 0);
-            put(self.sh, self.b.y, &yb)?;
-            put(self.sh, self.b.back, &vec![0xAA; n * h * dt.size()])?;
-            run(
-                self.sh,
-                self.q,
-                self.ts.combine_on(
-                    self.sh,
-                    self.ops,
-                    self.q.list(),
-                    self.g,
-                    r,
-                    &t(self.b.y, dt, &[cap, h])?,
-                    &t(self.b.back, dt, &[n, h])?,
-                ),
-            )?;
-            Ok(from_bytes(
-                &get(self.sh, self.b.back, n * h * dt.size())?,
-                dt,
-            ))
-        }
-
-        /// One case on the device against the reference (the same checks as the host path's).
-        fn case(&self, c: &Case, case: u64) -> Result<()> {
-            let me = self.g.my_rank().unwrap();
-            let x = expect_of(self.g, c, case);
-            let mine = &x.all[me];
-            let r = self.route(&mine.idx, mine.n, c.k, c.layout)?;
-            let st = get(self.sh, self.b.state, self.ts.device_state_bytes())?;
-            let (off, len) = r.info_range(self.ts);
-            let info: Vec<u64> = st[off..off + len]
-                .chunks_exact(8)
-                .map(|b| u64::from_le_bytes(b.try_into().unwrap()))
-                .collect();
-            assert_eq!(info[0] as usize, x.rows.len(), "{}: receive rows", x.what);
-            assert_eq!(&info[2..], &x.counts[..], "{}: expert counts", x.what);
-            for round in 0..2 {
-                let flat = c.layout == Layout::Flat;
-                let (out, ow, oi) =
-                    self.dispatch(&r, &mine.x, &mine.weights, c.dtype, c.hidden, flat)?;
-                let y = check_dispatch(c, &x, me, round, &out, &ow, flat.then_some(&oi[..]));
-                let back = self.combine(&r, &y, c.dtype, c.hidden)?;
-                check_combine(c, &x, me, round, &back);
-            }
-            Ok(())
-        }
-
-        /// The host path's error for the same call, as text (the device must give the same).
-        fn same<T, U>(&self, dev: Result<T>, host: Result<U>, what: &str) {
-            match (dev, host) {
-                (Err(d), Err(h)) => {
-                    assert_eq!(d.kind(), h.kind(), "{what}: device {d} / host {h}");
-                    if d.kind() != "Mismatch" {
-                        assert_eq!(d.to_string(), h.to_string(), "{what}");
-                    }
-                }
-                (d, h) => panic!(
-                    "{what}: device {:?}, host {:?}",
-                    d.err().map(|e| e.to_string()),
-                    h.err().map(|e| e.to_string())
-                ),
-            }
-        }
-
-        /// The errors of the host path's `errors`, on the device, each compared with the host path's text and
-        /// followed by a healthy case.
-        fn errors(&self, l: usize) -> Result<()> {
-            let (sh, g, ts) = (self.sh, self.g, self.ts);
-            let (w, me) = (g.size(), g.my_rank().unwrap());
-            let last = me == w - 1;
-            let healthy = Case {
-                layout: Layout::ExpertMajor,
-                k: 2,
-                dtype: DType::F32,
-                skew: 0,
-                l,
-                hidden: 3,
-            };
-            let e = (l * w) as i64;
-            let idx = if last { vec![0, e] } else { vec![0, 1] };
-            let d = self.route(&idx, 1, 2, Layout::Flat);
-            let h = ts.create_routing(sh, g, &idx, 1, 2, Layout::Flat);
-            self.same(d, h, "bad expert id");
-            self.case(&healthy, 999)?;
-            // A receive overflow on a switch receiving at most W rows (every rank sends rank 0 two tokens): the
-            // same error on every rank; a routing that fits still works.
-            let small = small_switch(sh, g, ts)?;
-            let sb = Bufs::new(sh, &small)?;
-            let sd = Dev {
-                ts: &small,
-                b: &sb,
-                ..*self
-            };
-            let k = l.min(2);
-            let idx: Vec<i64> = (0..2).flat_map(|_| 0..k as i64).collect();
-            for layout in [Layout::Flat, Layout::ExpertMajor] {
-                let d = sd.route(&idx, 2, k, layout);
-                let h = small.create_routing(sh, g, &idx, 2, k, layout);
-                assert_eq!(d.as_ref().err().map(|e| e.kind()), Some("OutOfBounds"));
-                self.same(d, h, "overflow");
-            }
-            let r = sd.route(&[0], 1, 1, Layout::Flat)?;
-            let (out, _, oi) = sd.dispatch(&r, &[5.0], &[1.0], DType::F32, 1, true)?;
-            if me == 0 {
-                assert_eq!(&out[..w], &vec![5.0; w][..], "the routing that fits");
-                assert_eq!(&oi[..w], &vec![0; w][..]);
-            }
-            sb.free(sh)?;
-            small.free(sh)?;
-            self.case(&healthy, 998)?;
-            // Ranks disagreeing on top-k: Mismatch everywhere.
-            let k = if last { 2 } else { 1 };
-            let d = self.route(&vec![0; k], 1, k, Layout::Flat);
-            let h = ts.create_routing(sh, g, &vec![0; k], 1, k, Layout::Flat);
-            self.same(d, h, "top-k differs");
-            // Ranks disagreeing on the dtype of a dispatch, then a rank without out_topk_idx.
-            let r = self.route(&[0], 1, 1, Layout::Flat)?;
-            let dt = if last { DType::F16 } else { DType::F32 };
-            let d = self.dispatch(&r, &[1.0; 4], &[1.0], dt, 4, true);
-            assert_eq!(d.err().map(|e| e.kind()), Some("Mismatch"), "dtype differs");
-            let d = self.dispatch(&r, &[1.0; 4], &[1.0], DType::F32, 4, !last);
-            let want = if last {
-                "out_topk_idx"
-            } else {
-                "rejected its arguments"
-            };
-            match d {
-                Err(e) => assert!(e.to_string().contains(want), "{want} not in {e}"),
-                Ok(_) => panic!("a missing out_topk_idx: expected an error"),
-            }
-            self.case(&healthy, 997)
-        }
+        dev.case(&healthy, 997)
     }
 
     // The device kernels against the reference (the host path's checks), a covering set of layout x top-k x
@@ -727,7 +493,7 @@ mod device {
                 d.case(&c, i as u64 * 37 + g.size() as u64)?;
             }
             if l == 3 {
-                d.errors(l)?;
+                device_errors(&d, l)?;
             }
             b.free(sh)?;
             ts.free(sh)?;
@@ -762,58 +528,7 @@ mod device {
     }
 
     fn two_nodes(sh: &Shmem) -> Result<()> {
-        let me = sh.my_pe();
-        let fabric: Vec<usize> = (0..sh.n_pes())
-            .filter(|&pe| sh.transport_name(pe) == "fabric")
-            .collect();
-        let other = if me < 2 { vec![2, 3] } else { vec![0, 1] };
-        assert_eq!(fabric, other, "PE {me}: the PEs on the fabric");
-        // XPUSHMEM_OPS_PATH=auto: the EP ops take the device path here, the rest of the op family the host's.
-        assert_eq!(xpushmem_ops::ep_path(sh)?, xpushmem_ops::OpsPath::Device);
-        assert_eq!(xpushmem_ops::ops_path(sh)?, xpushmem_ops::OpsPath::Host);
-        let ops = DeviceOps::new(sh)?;
-        let q = sh.device().expect("a device heap").create_queue(true)?;
-        let g = Group::world(sh)?;
-        for l in [1, 3] {
-            let ts = switch(sh, &g, l)?;
-            let b = Bufs::new(sh, &ts)?;
-            let d = Dev {
-                sh,
-                ops: &ops,
-                q: &q,
-                g: &g,
-                ts: &ts,
-                b: &b,
-            };
-            for (case, c) in round_trip_cases(l) {
-                d.case(&c, case)?;
-            }
-            if l == 3 {
-                // An expert id out of range on the last rank (another node than ranks 0 and 1): the host path's
-                // text on every rank.
-                let e = (l * g.size()) as i64;
-                let idx = if me == 3 { vec![0, e] } else { vec![0, 1] };
-                let dv = d.route(&idx, 1, 2, Layout::Flat);
-                let h = ts.create_routing(sh, &g, &idx, 1, 2, Layout::Flat);
-                d.same(dv, h, "bad expert id");
-                d.case(&rows_case(l), 998)?;
-            }
-            b.free(sh)?;
-            ts.free(sh)?;
-        }
-        g.free(sh)
-    }
-
-    /// A healthy case with `l` experts per rank.
-    fn rows_case(l: usize) -> Case {
-        Case {
-            layout: Layout::ExpertMajor,
-            k: 2,
-            dtype: DType::F32,
-            skew: 0,
-            l,
-            hidden: 3,
-        }
+        ops_ep_dev::two_nodes(sh, &|pe| pe / 2)
     }
 
     // A rank that died before a dispatch (the device path of `ep_peer_lost_in_dispatch_3pe`): the kernel's sync

@@ -5,6 +5,9 @@
 pub mod netns;
 #[path = "../../ops/ops_common/mod.rs"]
 mod ops_common;
+/// The expert-parallel tests' device harness (`ops_ep.rs`), for the device path across network namespaces.
+#[path = "../../ops/ops_ep_dev.rs"]
+pub mod ops_ep_dev;
 /// The expert-parallel tests' reference (`ops_ep.rs`), for dispatch and combine across nodes.
 #[path = "../../ops/ops_ep_ref.rs"]
 pub mod ops_ep_ref;
