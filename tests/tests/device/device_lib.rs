@@ -484,8 +484,8 @@ fn device_heap_out_of_memory_while_growing_2pe() {
 /// into the other's copy and then signals it (an atomic add on its word); each waits for the signal on the host and
 /// checks the data against the other's reference. A device put whose range ends past the team space's mapped end
 /// is refused (`NotSymmetric`, by a module initialised before any team allocation), and a reduction over the team
-/// runs on its slot. After the frees a new allocation gets the first data buffer's offset again, with fresh zeroed
-/// pages on both members.
+/// runs on its slot. After the frees a new allocation gets the first allocation's offset again, with fresh zeroed
+/// pages on both members; a team allocation that one member's device cannot hold fails on both and leaves nothing.
 fn team_space(sh: &Shmem, lib: &Lib) -> xpushmem::Result<()> {
     const PAGE: usize = 64 << 10;
     const N: usize = 3 * PAGE + 123;
@@ -577,6 +577,33 @@ fn team_space(sh: &Shmem, lib: &Lib) -> xpushmem::Result<()> {
     sh.get(&mut got, again, other)?;
     assert!(got.iter().all(|&b| b == 0), "zeroed, read from PE {other}");
     sh.team_free(&t, again)?;
+    // Out of device memory (ze-emu's XPUSHMEM_EMU_MEMORY: PE 1's device holds 4 MiB): a 6 MiB team allocation fails
+    // on both members, PE 1 with the device's error, PE 0 (whose chunk was mapped) with the verdict naming PE 1;
+    // PE 0 unmaps its chunk again, so the next allocation maps the same offset afresh on both.
+    let e = sh.team_malloc::<u8>(&t, 6 << 20).unwrap_err();
+    if me == 1 {
+        assert!(
+            e.ze_result().and_then(|r| r.name()) == Some("ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY"),
+            "{e}"
+        );
+    } else {
+        assert!(
+            e.to_string().contains("PE 1"),
+            "the verdict names PE 1: {e}"
+        );
+    }
+    let after = sh.team_calloc::<u64>(&t, 1)?;
+    assert_eq!(
+        after.heap_offset(),
+        offs[0],
+        "nothing of the failed allocation stays"
+    );
+    sh.put(after, &[me as u64 + 40], other)?;
+    sh.team_sync(&t)?;
+    let mut v = [0u64];
+    sh.get(&mut v, after, me)?;
+    assert_eq!(v, [other as u64 + 40], "put by PE {other}");
+    sh.team_free(&t, after)?;
     sh.team_destroy(t)?;
     sh.barrier_all()
 }
@@ -590,6 +617,8 @@ fn device_team_space_3pe() {
         &[
             ("XPUSHMEM_SYMMETRIC_SIZE", "1M"),
             ("XPUSHMEM_SYMMETRIC_MAX", "16M"),
+            ("XPUSHMEM_EMU_DEVICES", "3"),
+            ("XPUSHMEM_EMU_MEMORY", "16777216,4194304,16777216"),
         ],
         team_space,
     );
