@@ -21,7 +21,8 @@ pub const XPUSHMEM_DEVICE_STATE_MAGIC: u32 = 0x5355_5058;
 pub const XPUSHMEM_DEVICE_STATE_SYMBOL: &str = "xpushmem_device_state";
 
 /// Where the device library's words lie in the scratch tail that follows every PE's heap reserve (the most the heap
-/// may grow to, rounded up to a device page) in the same device address range (the same on every PE: it depends
+/// may grow to, rounded up to a device page) and, where there is one, its team space, in the same device address
+/// range (the same on every PE: it depends
 /// only on the PE count and the team-slot count).
 ///
 /// A team's device number is its slot (`0` world, `1` shared, then the split teams' slots, fewer than
@@ -266,8 +267,8 @@ pub struct DeviceState {
     pub my_pe: i32,
     /// Number of PEs.
     pub n_pes: i32,
-    /// Bytes of every PE's heap reserve (the most it may grow to, `Shmem::heap_max`), fixed at init; the scratch
-    /// tail follows it. Device calls address the part mapped so far ([`DeviceState::heap_mapped`]), within it.
+    /// Bytes of every PE's heap reserve (the most it may grow to, `Shmem::heap_max`), fixed at init; the team space
+    /// ([`DeviceState::team_range`]) and the scratch tail follow it. Device calls address the part mapped so far ([`DeviceState::heap_mapped`]), within it.
     pub heap_size: u64,
     /// Device address of `u64 bases[n_pes]` ([`ScratchLayout::bases`] of this PE's tail).
     pub bases: u64,

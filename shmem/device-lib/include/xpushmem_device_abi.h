@@ -248,8 +248,8 @@ typedef struct {
   int32_t my_pe;
   // Number of PEs.
   int32_t n_pes;
-  // Bytes of every PE's heap reserve (the most it may grow to, `Shmem::heap_max`), fixed at init; the scratch
-  // tail follows it. Device calls address the part mapped so far ([`DeviceState::heap_mapped`]), within it.
+  // Bytes of every PE's heap reserve (the most it may grow to, `Shmem::heap_max`), fixed at init; the team space
+  // ([`DeviceState::team_range`]) and the scratch tail follow it. Device calls address the part mapped so far ([`DeviceState::heap_mapped`]), within it.
   uint64_t heap_size;
   // Device address of `u64 bases[n_pes]` ([`ScratchLayout::bases`] of this PE's tail).
   uint64_t bases;

@@ -24,6 +24,10 @@
 //! Growth (an allocation's agreement, see `team/memory.rs` and `Growth`): each PE maps one more chunk into its
 //! own reserve and exports it; after the agreement, the node's PEs pass the new chunks' descriptors over the node's
 //! fd exchange (sockets, whatever `XPUSHMEM_IPC` says) and each maps every peer's chunk at the same offset.
+//!
+//! Team space (where heaps grow): every reserve has the team-scoped allocations' space after the world's, each
+//! allocation a chunk of its own per member, passed among the members only (`TeamChunk`, the `Growth::team_*`
+//! methods; `team/memory.rs` says when).
 
 use super::shm::{self, FdListener};
 use super::{AmoOp, Window};
