@@ -727,10 +727,19 @@ mod tests {
         cfg.symmetric_size = 1 << 30;
         for pes in [1usize, 2, 16, 17, 64, 256] {
             let max = cfg.heap_max(pes, usize::MAX).unwrap();
-            assert!(max >= 1 << 30 && max <= DEFAULT_HEAP_RESERVE, "{pes} PEs: {max}");
-            assert!(pes * 4 * max <= HEAP_ADDRESS_BUDGET, "host heaps, {pes} PEs: {max}");
+            assert!(
+                (1 << 30..=DEFAULT_HEAP_RESERVE).contains(&max),
+                "{pes} PEs: {max}"
+            );
+            assert!(
+                pes * 4 * max <= HEAP_ADDRESS_BUDGET,
+                "host heaps, {pes} PEs: {max}"
+            );
             let device = max.next_power_of_two() + max + (1 << 20);
-            assert!(pes * device <= HEAP_ADDRESS_BUDGET, "device heaps, {pes} PEs: {max}");
+            assert!(
+                pes * device <= HEAP_ADDRESS_BUDGET,
+                "device heaps, {pes} PEs: {max}"
+            );
         }
         assert_eq!(cfg.heap_max(16, usize::MAX).unwrap(), DEFAULT_HEAP_RESERVE);
         assert!(cfg.heap_max(17, usize::MAX).unwrap() < DEFAULT_HEAP_RESERVE);
