@@ -552,7 +552,7 @@ pub(crate) struct Peers {
     fabric: Option<Arc<fabric::Fabric>>,
     /// The largest the user heap may grow to (its first chunk where it cannot grow).
     heap_max: usize,
-    /// Where team-scoped allocations start (`heap_max`), where they are possible.
+    /// Where team-scoped allocations start (after the world's reserve), where they are possible.
     team_base: Option<usize>,
     /// This PE's own memfd (runtime words, and the user heap on host heaps); mapped by every node peer.
     _arena: shm::Arena,

@@ -446,6 +446,7 @@ pub(crate) fn setup(s: DeviceSetup<'_>) -> Result<(Arc<ZeRuntime>, Windows, Grow
         pending: Mutex::new(None),
         mapped_word: layout.mapped,
         team_words: layout.team,
+        team_publish: Mutex::new(()),
     };
     Ok((rt, maps, growth))
 }
@@ -486,6 +487,9 @@ pub(crate) struct Growth {
     mapped_word: usize,
     /// Where the scratch tail's team-space words lie ([`crate::abi::ScratchLayout::team`]).
     team_words: usize,
+    /// Held while the team-space words are computed and written, so that allocations and frees of several teams
+    /// at once leave the latest end there.
+    team_publish: Mutex<()>,
 }
 
 impl Growth {
@@ -681,6 +685,12 @@ impl Growth {
             self.team_unmap(c.off, &c.members);
         }
         r?;
+        self.publish_team()
+    }
+
+    /// Write this PE's team-space words ([`publish_team`]), one writer at a time.
+    fn publish_team(&self) -> Result<()> {
+        let _one = self.team_publish.lock().unwrap_or_else(|p| p.into_inner());
         publish_team(&self.own, self.team_words)
     }
 
@@ -721,6 +731,6 @@ impl Growth {
                 w.unmap_team(off);
             }
         }
-        let _ = publish_team(&self.own, self.team_words);
+        let _ = self.publish_team();
     }
 }
