@@ -400,40 +400,30 @@ impl Shmem {
         let members: Vec<usize> = (0..team.n_pes())
             .map(|i| team.global_pe(i))
             .collect::<Result<_>>()?;
-        if let Some(g) = device {
-            let placed = self.team_map_device(g, &mut ctx, words, &members, base + rel, bytes);
-            if let Err(e) = placed {
-                self.team_heap
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .free(rel);
-                return Err(e);
-            }
-        }
-        // Every member grows its own heap to cover the range, then (after the barrier) reaches the others'.
+        // Device heaps: each member maps its chunk and the others' (agreed among them, see the module docs). Host
+        // heaps: each member grows its own heap to cover the range, then (after the barrier) reaches the others'.
         let end = (base + rel + bytes).next_multiple_of(4096);
-        if device.is_some() {
-            if zero_call(call) {
-                self.local_map().fill(base + rel, bytes, 0)?;
-            }
-            ctx.barrier(BarrierAlgo::Dissemination)?;
-            self.team_mapped.fetch_max(end - base, Ordering::AcqRel);
-            return Ok(SymSlice::new(base + rel, len));
-        }
-        let grown = self.peers.grow_windows(&[self.me], end);
-        if let Err(e) = grown {
+        let placed = match device {
+            Some(g) => self.team_map_device(g, &mut ctx, words, &members, base + rel, bytes),
+            None => self.peers.grow_windows(&[self.me], end),
+        };
+        if let Err(e) = placed {
             self.team_heap
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .free(rel);
-            let _ = ctx.barrier(BarrierAlgo::Dissemination);
+            if device.is_none() {
+                let _ = ctx.barrier(BarrierAlgo::Dissemination);
+            }
             return Err(e);
         }
         if zero_call(call) {
             self.local_map().fill(base + rel, bytes, 0)?;
         }
         ctx.barrier(BarrierAlgo::Dissemination)?;
-        self.peers.grow_windows(&members, end)?;
+        if device.is_none() {
+            self.peers.grow_windows(&members, end)?;
+        }
         self.team_mapped.fetch_max(end - base, Ordering::AcqRel);
         tracing::trace!(
             pe = self.me,
