@@ -440,7 +440,19 @@ impl DeviceWindow {
                 "the team space's pages at {off} (+{len} bytes) are mapped already"
             )));
         }
-        self.map_chunk(off, len, fd)
+        self.map_chunk(off, len, fd)?;
+        // A live allocation of the runtime of its own, so that copies between team allocations go direct.
+        self.rt
+            .allocs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(Alloc {
+                base: self.base as usize + off,
+                len,
+                tail_off: 0,
+                tail: 0,
+            });
+        Ok(())
     }
 
     /// Unmap the team chunk that starts at byte `off` (its allocation was freed, or its agreement failed) and
@@ -449,6 +461,10 @@ impl DeviceWindow {
         if self.team_off == 0 || off < self.team_off || off >= self.tail_off {
             return false;
         }
+        // Copies check their source against `allocs` and copy under its lock: the chunk leaves it first.
+        let mut allocs = self.rt.allocs.lock().unwrap_or_else(|p| p.into_inner());
+        let at = self.base as usize + off;
+        allocs.retain(|a| a.base != at);
         let gone: Vec<_> = {
             let mut chunks = self.chunks.lock().unwrap_or_else(|p| p.into_inner());
             match chunks.iter().position(|&(_, o, _)| o == off) {
@@ -457,9 +473,11 @@ impl DeviceWindow {
             }
         };
         let found = !gone.is_empty();
-        // SAFETY: the chunk is ours (mapped by `map_team`), out of the list, so accesses checked after this find
-        // it gone; its allocation's team agreed to free it (or never published it), so nothing reaches it.
+        // SAFETY: the chunk is ours (mapped by `map_team`), out of the list and out of `allocs` (whose lock is held,
+        // so no copy reads it), so accesses checked after this find it gone; its allocation's team agreed to free
+        // it (or never published it), so nothing reaches it.
         unsafe { self.release(gone) };
+        drop(allocs);
         found
     }
 
@@ -664,7 +682,9 @@ impl DeviceWindow {
 impl Drop for DeviceWindow {
     fn drop(&mut self) {
         let mut allocs = self.rt.allocs.lock().unwrap_or_else(|p| p.into_inner());
-        allocs.retain(|a| a.base != self.base as usize);
+        // The heap's record and its team allocations' (inside the reserve).
+        let (start, end) = (self.base as usize, self.base as usize + self.span);
+        allocs.retain(|a| a.base < start || a.base >= end);
         let chunks = std::mem::take(self.chunks.get_mut().unwrap_or_else(|p| p.into_inner()));
         // SAFETY: every chunk is our mapping of physical memory we created, taken out of the list, released here
         // under `allocs`' lock after the record is removed (nothing copies from or into it after that); then the
