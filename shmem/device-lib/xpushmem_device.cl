@@ -129,6 +129,17 @@ static int ready(uint call) {
 
 static ulong base_of(int pe) { return ((__global const ulong *)ST.bases)[pe]; }
 
+/* Whether [off, off+len) of the heap is mapped: in the part of the heap mapped so far (the host rewrites the word as
+ * the heap grows; at most ST.heap_size), or in the team space up to the end of this PE's mapped team chunks (the
+ * host rewrites team[1] as team-scoped allocations are mapped and freed; team[0] is 0 without a team space). */
+static bool mapped_range(ulong off, ulong len) {
+  ulong mapped = *(volatile __global const ulong *)ST.heap_mapped;
+  if (off <= mapped && len <= mapped - off) return true;
+  __global const volatile ulong *team = (__global const volatile ulong *)ST.team_range;
+  ulong start = team[0], end = team[1];
+  return start != 0 && off >= start && off <= end && len <= end - off;
+}
+
 /* peer_or_proxy's answer for a PE this device does not map while the host runs a proxy (never recorded). */
 #define PROXIED (-1)
 
@@ -139,9 +150,7 @@ static int peer_or_proxy(ulong addr, ulong len, int pe, uint call, ulong *out) {
   if (e) return e;
   if (pe < 0 || pe >= ST.n_pes) return record(XPUSHMEM_DEVICE_ERROR_BAD_PE, call, pe);
   ulong off = addr - ST.my_base;
-  /* The part of the heap mapped so far (the host rewrites the word as the heap grows; at most ST.heap_size). */
-  ulong mapped = *(volatile __global const ulong *)ST.heap_mapped;
-  if (addr < ST.my_base || off > mapped || len > mapped - off)
+  if (addr < ST.my_base || !mapped_range(off, len))
     return record(XPUSHMEM_DEVICE_ERROR_NOT_SYMMETRIC, call, (long)addr);
   ulong b = base_of(pe);
   if (b == 0) return ST.proxy ? PROXIED : record(XPUSHMEM_DEVICE_ERROR_BAD_PE, call, pe);

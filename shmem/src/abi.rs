@@ -12,7 +12,7 @@
 //! state points at, so a team created after a module was initialised is visible to it.
 
 /// Version of this ABI; the host refuses a module whose library was built against another one.
-pub const XPUSHMEM_DEVICE_ABI_VERSION: u32 = 5;
+pub const XPUSHMEM_DEVICE_ABI_VERSION: u32 = 6;
 
 /// `DeviceState::magic` of an initialised state ("XPUS").
 pub const XPUSHMEM_DEVICE_STATE_MAGIC: u32 = 0x5355_5058;
@@ -21,7 +21,8 @@ pub const XPUSHMEM_DEVICE_STATE_MAGIC: u32 = 0x5355_5058;
 pub const XPUSHMEM_DEVICE_STATE_SYMBOL: &str = "xpushmem_device_state";
 
 /// Where the device library's words lie in the scratch tail that follows every PE's heap reserve (the most the heap
-/// may grow to, rounded up to a device page) in the same device address range (the same on every PE: it depends
+/// may grow to, rounded up to a device page) and, where there is one, its team space, in the same device address
+/// range (the same on every PE: it depends
 /// only on the PE count and the team-slot count).
 ///
 /// A team's device number is its slot (`0` world, `1` shared, then the split teams' slots, fewer than
@@ -39,6 +40,10 @@ pub struct ScratchLayout {
     /// `u64 mapped`: bytes of the heap mapped so far (the same on every PE), written by the host at set-up and after
     /// each growth: what a device call may address, within the reserve ([`DeviceState::heap_size`]).
     pub mapped: usize,
+    /// `u64 team[2]`: where the team space (team-scoped allocations) starts and where its mapped chunks end, in
+    /// bytes from the heap's base (both 0: no team space), written by the host at set-up and whenever a team
+    /// chunk of this PE is mapped or unmapped: what a device call may address in the team space.
+    pub team: usize,
     /// [`XPUSHMEM_DEVICE_REDUCE_SCRATCH_BYTES`] bytes (page-aligned) into which a device reduction pulls the chunks
     /// of members it reaches through the host proxy (the proxy's local buffers must lie in this PE's heap
     /// allocation); one collective per PE at a time uses it.
@@ -55,7 +60,8 @@ impl ScratchLayout {
         let teams = epoch + 8 * n_teams;
         let bases = teams + std::mem::size_of::<DeviceTeam>() * n_teams;
         let mapped = bases + 8 * n_pes;
-        let reduce = (mapped + 8).div_ceil(4096) * 4096;
+        let team = mapped + 8;
+        let reduce = (team + 16).div_ceil(4096) * 4096;
         let bytes = reduce + XPUSHMEM_DEVICE_REDUCE_SCRATCH_BYTES as usize;
         ScratchLayout {
             arrive,
@@ -63,6 +69,7 @@ impl ScratchLayout {
             teams,
             bases,
             mapped,
+            team,
             reduce,
             bytes,
         }
@@ -260,8 +267,8 @@ pub struct DeviceState {
     pub my_pe: i32,
     /// Number of PEs.
     pub n_pes: i32,
-    /// Bytes of every PE's heap reserve (the most it may grow to, `Shmem::heap_max`), fixed at init; the scratch
-    /// tail follows it. Device calls address the part mapped so far ([`DeviceState::heap_mapped`]), within it.
+    /// Bytes of every PE's heap reserve (the most it may grow to, `Shmem::heap_max`), fixed at init; the team space
+    /// ([`DeviceState::team_range`]) and the scratch tail follow it. Device calls address the part mapped so far ([`DeviceState::heap_mapped`]), within it.
     pub heap_size: u64,
     /// Device address of `u64 bases[n_pes]` ([`ScratchLayout::bases`] of this PE's tail).
     pub bases: u64,
@@ -292,6 +299,10 @@ pub struct DeviceState {
     /// so far, which device calls check addresses against; it changes as the heap grows, while a module keeps the
     /// state of its initialisation.
     pub heap_mapped: u64,
+    /// Device address of this PE's team-space words ([`ScratchLayout::team`]): the team space's start and the end
+    /// of this PE's mapped team chunks (bytes from the heap's base), which device calls check team-space addresses
+    /// against.
+    pub team_range: u64,
     /// Device address of this PE's reduction scratch area ([`ScratchLayout::reduce`],
     /// [`XPUSHMEM_DEVICE_REDUCE_SCRATCH_BYTES`] bytes).
     pub reduce_scratch: u64,

@@ -57,7 +57,7 @@ macro_rules! env_table {
 env_table! {
     /// size of the first chunk of each PE's symmetric heap, which grows on demand (host heaps, over shared memory or the fabric; device heaps where the device maps every peer, through Level Zero virtual memory; device heaps whose peers the fabric reaches keep this size); bytes or with a K/M/G/T suffix (powers of 1024); memory is committed only when touched
     symmetric_size: usize = "XPUSHMEM_SYMMETRIC_SIZE", "1G", heap_size;
-    /// the most each PE's symmetric heap may grow to (unset: 1T of address space reserved, DEFAULT_HEAP_RESERVE, less on a node of more than 16 PEs; team-scoped allocations get a second reserve of the same size; on device heaps, device address space reserved for each PE's heap and for each node peer's); at least XPUSHMEM_SYMMETRIC_SIZE; PEs must agree on it; bytes or with a K/M/G/T suffix
+    /// the most each PE's symmetric heap may grow to (unset: 1T of address space reserved, DEFAULT_HEAP_RESERVE, less on a node of more than 16 PEs; team-scoped allocations get a second reserve of the same size; on device heaps, device address space reserved for each PE's heap and team space and for each node peer's); at least XPUSHMEM_SYMMETRIC_SIZE; PEs must agree on it; bytes or with a K/M/G/T suffix
     symmetric_max: Option<usize> = "XPUSHMEM_SYMMETRIC_MAX", "", opt_heap_size;
     /// limit for every blocking wait (barriers, wait_until, signal waits, bootstrap) in ms; 0 = wait forever
     timeout: Option<Duration> = "XPUSHMEM_TIMEOUT_MS", "300000", timeout_ms;
@@ -649,7 +649,9 @@ impl Config {
 
     /// The most the symmetric heap may grow to: `XPUSHMEM_SYMMETRIC_MAX`, else [`DEFAULT_HEAP_RESERVE`] or less, so
     /// that the mappings of a node of `node_pes` PEs (each PE maps every node peer's world reserve and team space,
-    /// with alignment slack: four reserves a peer) fit [`HEAP_ADDRESS_BUDGET`], and an eighth of the smallest
+    /// with alignment slack: four reserves a peer; on device heaps each PE reserves the world's reserve, the team
+    /// space after it at a power of two, and the scratch tail for itself and for every node peer: under three
+    /// reserves each) fit [`HEAP_ADDRESS_BUDGET`], and an eighth of the smallest
     /// address-space limit of the job's PEs (`as_limit`, `RLIMIT_AS`) (a power of two, at least
     /// `XPUSHMEM_SYMMETRIC_SIZE`); an error naming the variable when it is below `XPUSHMEM_SYMMETRIC_SIZE`.
     pub fn heap_max(&self, node_pes: usize, as_limit: usize) -> Result<usize> {
@@ -713,6 +715,34 @@ mod tests {
         assert_eq!(got, want);
         assert_eq!(NtCopyFrom::Size(4096).threshold(16), Some(4096));
         assert_eq!(NtCopyFrom::Off.threshold(2), None);
+    }
+
+    /// The default maximum keeps every PE's mappings of its node's heaps in the budget, at any node size: host heaps
+    /// (world reserve and team space, mapped with alignment slack: 4 reserves a peer) and device heaps (the world's
+    /// reserve, the team space from the next power of two, a scratch tail under 1 MiB: per peer and for itself).
+    #[test]
+    fn default_heap_max_fits_the_address_budget() {
+        let mut cfg = Config::from_env().unwrap();
+        cfg.symmetric_max = None;
+        cfg.symmetric_size = 1 << 30;
+        for pes in [1usize, 2, 16, 17, 64, 256] {
+            let max = cfg.heap_max(pes, usize::MAX).unwrap();
+            assert!(
+                (1 << 30..=DEFAULT_HEAP_RESERVE).contains(&max),
+                "{pes} PEs: {max}"
+            );
+            assert!(
+                pes * 4 * max <= HEAP_ADDRESS_BUDGET,
+                "host heaps, {pes} PEs: {max}"
+            );
+            let device = max.next_power_of_two() + max + (1 << 20);
+            assert!(
+                pes * device <= HEAP_ADDRESS_BUDGET,
+                "device heaps, {pes} PEs: {max}"
+            );
+        }
+        assert_eq!(cfg.heap_max(16, usize::MAX).unwrap(), DEFAULT_HEAP_RESERVE);
+        assert!(cfg.heap_max(17, usize::MAX).unwrap() < DEFAULT_HEAP_RESERVE);
     }
 
     #[test]

@@ -205,16 +205,8 @@ def subgroup_allocations(ctx: RankContext) -> None:
     dist.destroy_process_group(tail_pg)
 
 
-def _cpu_only() -> None:
-    from conftest import device_type
-
-    if device_type() != "cpu":
-        pytest.skip("allocations on a group need host heaps (device heaps have no team space: an error says so)")
-
-
 class TestSubgroupAllocations:
     def test_allocation_on_a_subgroup_only(self, pool: RankPool) -> None:
-        _cpu_only()
         pool.run(subgroup_allocations)
 
 
@@ -255,7 +247,6 @@ def group_name_recycled(ctx: RankContext, store_path: str) -> None:
 def test_rendezvous_after_group_name_recycled(pool: RankPool, tmp_path: Path) -> None:
     """Upstream's test_rendezvous_after_group_name_recycled: a rank sits out of each group. It replaces the world's
     process group (with one over a new store), which the pool's later tests then use."""
-    _cpu_only()
     if pool.world_size < 3:
         pytest.skip("needs 3 ranks or more")
     pool.run(group_name_recycled, store_path=str(tmp_path / "store-again"))

@@ -19,7 +19,7 @@ typedef ulong uint64_t;
 #endif
 
 // Version of this ABI; the host refuses a module whose library was built against another one.
-#define XPUSHMEM_DEVICE_ABI_VERSION 5
+#define XPUSHMEM_DEVICE_ABI_VERSION 6
 
 // `DeviceState::magic` of an initialised state ("XPUS").
 #define XPUSHMEM_DEVICE_STATE_MAGIC 1398100056
@@ -248,8 +248,8 @@ typedef struct {
   int32_t my_pe;
   // Number of PEs.
   int32_t n_pes;
-  // Bytes of every PE's heap reserve (the most it may grow to, `Shmem::heap_max`), fixed at init; the scratch
-  // tail follows it. Device calls address the part mapped so far ([`DeviceState::heap_mapped`]), within it.
+  // Bytes of every PE's heap reserve (the most it may grow to, `Shmem::heap_max`), fixed at init; the team space
+  // ([`DeviceState::team_range`]) and the scratch tail follow it. Device calls address the part mapped so far ([`DeviceState::heap_mapped`]), within it.
   uint64_t heap_size;
   // Device address of `u64 bases[n_pes]` ([`ScratchLayout::bases`] of this PE's tail).
   uint64_t bases;
@@ -280,6 +280,10 @@ typedef struct {
   // so far, which device calls check addresses against; it changes as the heap grows, while a module keeps the
   // state of its initialisation.
   uint64_t heap_mapped;
+  // Device address of this PE's team-space words ([`ScratchLayout::team`]): the team space's start and the end
+  // of this PE's mapped team chunks (bytes from the heap's base), which device calls check team-space addresses
+  // against.
+  uint64_t team_range;
   // Device address of this PE's reduction scratch area ([`ScratchLayout::reduce`],
   // [`XPUSHMEM_DEVICE_REDUCE_SCRATCH_BYTES`] bytes).
   uint64_t reduce_scratch;

@@ -233,6 +233,7 @@ impl<'a> Device<'a> {
             error_arg: 0,
             proxy: self.sh.peers.proxy_ring(),
             heap_mapped: tail + l.mapped as u64,
+            team_range: tail + l.team as u64,
             reduce_scratch: tail + l.reduce as u64,
         }
     }

@@ -18,8 +18,11 @@
 //! as a team-scoped allocation does; equal proposals are free on every member and each takes the range. Each
 //! member then grows its heap over the range and zeroes its slot, and a last round publishes whether it could:
 //! nobody signals into a slot before its owner zeroed it, and a member that could not fails the call on every
-//! member. The team lives in the team space, so it needs every member's heap mapped by the others (host heaps on
-//! one node, no fabric); elsewhere the call fails at once, on every member, without waiting for anyone.
+//! member. The team lives in the team space, so it needs every member's heap mapped by the others (heaps on one
+//! node, no fabric); elsewhere the call fails at once, on every member, without waiting for anyone. On device
+//! heaps the slot is whole device pages with a chunk of its own on each member, as a team-scoped allocation's
+//! (`memory.rs`): each member maps its chunk before the last round, then the members pass the chunks among
+//! themselves, and one more round says whether every member mapped the others' (else each unmaps them all).
 //!
 //! A member list that names a PE which never calls (or calls with a list that leaves this PE out) cannot be told
 //! from a slow PE: the call ends with the runtime's timeout, naming the members that did not arrive.
@@ -47,8 +50,8 @@ impl Shmem {
     /// Creations that share members must be made in the same order on those members.
     ///
     /// The team's synchronisation words are placed among the members only, in their team space (as a team-scoped
-    /// allocation, see [`Shmem::team_malloc`]), so the team needs every member's heap mapped by the others: host
-    /// heaps on one node, no fabric. Elsewhere, or with a bad list (empty, a PE out of range or listed twice, this
+    /// allocation, see [`Shmem::team_malloc`]), so the team needs every member's heap mapped by the others: heaps
+    /// on one node (host or device), no fabric. Elsewhere, or with a bad list (empty, a PE out of range or listed twice, this
     /// PE missing), the call fails at once. Members that pass different lists or tags fail with
     /// [`Error::Mismatch`] on every member. Destroy the team with [`Shmem::team_destroy`] (collective over its
     /// members).
@@ -69,8 +72,8 @@ impl Shmem {
                 format!("{pes:?}"),
                 format!(
                     "{OP}: a team made by its members only keeps its synchronisation words in the members' team \
-                     space, which needs every member's heap mapped by the others (host heaps on one node, no \
-                     fabric); this job's heap is {:?}{}",
+                     space, which needs every member's heap mapped by the others (heaps on one node, no fabric); \
+                     this job's heap is {:?}{}",
                     self.heap_kind,
                     if self.n_pes() > 1 && self.cfg.transport == crate::config::TransportMode::Fabric {
                         " reached through the fabric"
@@ -89,8 +92,11 @@ impl Shmem {
                 .collect::<Vec<_>>(),
         );
         let mut counts = lock(&self.teams().members_rounds);
-        let bytes = SLOT_BYTES;
-        let align = 64;
+        let device = self.peers.device_growth();
+        // On device heaps the slot is whole pages of its own (a chunk per member, see the module docs).
+        let page = device.map_or(1, |g| g.page_size());
+        let bytes = SLOT_BYTES.next_multiple_of(page);
+        let align = page.max(64);
         // Rounds of proposals until every member proposes the same range (see the module docs).
         let mut hint = 0usize;
         let rel = loop {
@@ -139,10 +145,15 @@ impl Shmem {
         // every member could.
         let end = (base + rel + bytes).next_multiple_of(4096);
         let taken = lock(&self.team_heap).alloc_at(rel, bytes).is_some();
+        let mut chunk = None;
         let placed = if taken {
-            self.peers
-                .grow_windows(&[me], end)
-                .and_then(|()| self.local_map().fill(base + rel, bytes, 0))
+            match device {
+                Some(g) => g.team_grow_own(base + rel, bytes, pes).map(|c| {
+                    chunk = Some(c);
+                }),
+                None => self.peers.grow_windows(&[me], end),
+            }
+            .and_then(|()| self.local_map().fill(base + rel, bytes, 0))
         } else {
             Err(Error::State(format!(
                 "{OP}: the agreed team-space offset {rel} is taken on this PE"
@@ -159,6 +170,9 @@ impl Shmem {
             .ok()
             .and_then(|all| all.iter().position(|r| r[VALUE] == 0));
         if placed.is_err() || all.is_err() || failed.is_some() {
+            if let (Some(g), Some(c)) = (device, chunk) {
+                g.team_abort(c);
+            }
             if taken {
                 lock(&self.team_heap).free(rel);
             }
@@ -170,7 +184,33 @@ impl Shmem {
                 pes[i]
             )));
         }
-        self.peers.grow_windows(pes, end)?;
+        if let (Some(g), Some(c)) = (device, chunk) {
+            // The members pass their chunks among themselves; one more round says whether each mapped the others'.
+            let mapped = g.team_map_peers(c);
+            let all = self.members_round(
+                pes,
+                &mut counts,
+                [dig, tag, n, u64::from(mapped.is_ok())],
+                "mapping the team's scratch",
+            );
+            let failed = all
+                .as_ref()
+                .ok()
+                .and_then(|all| all.iter().position(|r| r[VALUE] == 0));
+            if mapped.is_err() || all.is_err() || failed.is_some() {
+                g.team_unmap(base + rel, pes);
+                lock(&self.team_heap).free(rel);
+                mapped?;
+                all?;
+                let i = failed.unwrap_or_default();
+                return Err(Error::State(format!(
+                    "{OP}: member {i} (PE {}) could not map the other members' team scratch",
+                    pes[i]
+                )));
+            }
+        } else {
+            self.peers.grow_windows(pes, end)?;
+        }
         self.team_mapped.fetch_max(end - base, Ordering::AcqRel);
         let off = base + rel;
         tracing::debug!(pe = me, members = ?pes, off, "team of its members made");
@@ -199,6 +239,12 @@ impl Shmem {
         }
         if let Some(rel) = self.peers.team_base().and_then(|b| off.checked_sub(b)) {
             lock(&self.team_heap).free(rel);
+            if let Some(g) = self.peers.device_growth() {
+                let members: Vec<usize> = (0..team.n_pes())
+                    .map(|i| team.global_pe(i))
+                    .collect::<Result<_>>()?;
+                g.team_unmap(off, &members);
+            }
         }
         Ok(())
     }

@@ -30,7 +30,16 @@
 //! team-space history is the same (the usual case: one group allocating in turn) agree at once. Each member then
 //! grows its own heap file to cover the range and, after the closing barrier, makes the other members' ranges
 //! reachable. A range is symmetric only among the team's members; other PEs never see it. Team-scoped
-//! allocations need every member's heap mapped by the others (host heaps on one node, no fabric).
+//! allocations need every member's heap mapped by the others (heaps on one node, no fabric).
+//!
+//! On device heaps the team space lies in every device reserve after the world's (`hal/ze/ipc.rs`), and each
+//! team-scoped allocation is whole device pages with a chunk of physical memory of its own on each member
+//! (`transport/ze.rs`, `Growth::team_grow_own`): each member maps its chunk, the team's agreement publishes whether
+//! every member could (else each unmaps its own, and the call fails on every member), the members pass their
+//! chunks' descriptors among themselves only and map each other's, and one more agreement says whether every
+//! member could (else each unmaps them all). A free unmaps the chunks on every member (a later allocation of other
+//! members at that offset maps fresh ones), so a kernel must not touch a freed team allocation: the device
+//! library's check accepts the team space up to the end of the chunks mapped, holes of freed ones included.
 
 use super::ctx::Ctx;
 use crate::core::Shmem;
@@ -275,10 +284,19 @@ impl Shmem {
             return Ok(());
         }
         let mut heap = self.team_heap.lock().unwrap_or_else(|p| p.into_inner());
-        self.peers
+        let freed = self
+            .peers
             .team_base()
             .and_then(|b| s.off.checked_sub(b))
-            .and_then(|off| heap.free(off))
+            .and_then(|off| heap.free(off));
+        if let (Some(_), Some(g)) = (freed, self.peers.device_growth()) {
+            // Device heaps: the allocation's chunks go (see the module docs).
+            let members: Vec<usize> = (0..team.n_pes())
+                .map(|i| team.global_pe(i))
+                .collect::<Result<_>>()?;
+            g.team_unmap(s.off, &members);
+        }
+        freed
             .map(|_| ())
             .ok_or_else(|| {
                 Error::invalid(
@@ -309,14 +327,18 @@ impl Shmem {
                 "team",
                 team.describe(),
                 format!(
-                    "{op}: team-scoped allocations need every member's heap mapped by the others (host heaps \
-                     on one node, no fabric); this job's heap is {:?}",
+                    "{op}: team-scoped allocations need every member's heap mapped by the others (heaps on one \
+                     node, no fabric); this job's heap is {:?}",
                     self.heap_kind
                 ),
             )),
             Some(_) => alloc_bytes::<T>(len, align, max, limit),
         };
-        let align = align.max(std::mem::align_of::<T>());
+        let device = self.peers.device_growth();
+        // On device heaps each allocation is whole pages of its own (a chunk per member, see the module docs).
+        let page = device.map_or(1, |g| g.page_size());
+        let local = local.map(|b| b.next_multiple_of(page));
+        let align = align.max(std::mem::align_of::<T>()).max(page);
         let words = alloc_words(call, len, align, 0, elem);
         let mut ctx = team.ctx(self, op)?;
         // Rounds of proposals until every member proposes the same offset (see the module docs).
@@ -375,25 +397,33 @@ impl Shmem {
             return Ok(SymSlice::new(0, 0));
         };
         let base = base.unwrap_or_default();
-        // Every member grows its own heap to cover the range, then (after the barrier) reaches the others'.
+        let members: Vec<usize> = (0..team.n_pes())
+            .map(|i| team.global_pe(i))
+            .collect::<Result<_>>()?;
+        // Device heaps: each member maps its chunk and the others' (agreed among them, see the module docs). Host
+        // heaps: each member grows its own heap to cover the range, then (after the barrier) reaches the others'.
         let end = (base + rel + bytes).next_multiple_of(4096);
-        let grown = self.peers.grow_windows(&[self.me], end);
-        if let Err(e) = grown {
+        let placed = match device {
+            Some(g) => self.team_map_device(g, &mut ctx, words, &members, base + rel, bytes),
+            None => self.peers.grow_windows(&[self.me], end),
+        };
+        if let Err(e) = placed {
             self.team_heap
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .free(rel);
-            let _ = ctx.barrier(BarrierAlgo::Dissemination);
+            if device.is_none() {
+                let _ = ctx.barrier(BarrierAlgo::Dissemination);
+            }
             return Err(e);
         }
         if zero_call(call) {
             self.local_map().fill(base + rel, bytes, 0)?;
         }
         ctx.barrier(BarrierAlgo::Dissemination)?;
-        let members: Vec<usize> = (0..team.n_pes())
-            .map(|i| team.global_pe(i))
-            .collect::<Result<_>>()?;
-        self.peers.grow_windows(&members, end)?;
+        if device.is_none() {
+            self.peers.grow_windows(&members, end)?;
+        }
         self.team_mapped.fetch_max(end - base, Ordering::AcqRel);
         tracing::trace!(
             pe = self.me,
@@ -403,6 +433,40 @@ impl Shmem {
             "team-scoped allocation"
         );
         Ok(SymSlice::new(base + rel, len))
+    }
+
+    /// Map a team-scoped allocation `[off, off + bytes)` on device heaps (see the module docs): this PE's chunk, an
+    /// agreement of the call (`ctx`, `ident`) on whether every member could, the members' exchange of their
+    /// chunks, and an agreement on whether every member mapped them. On an error nothing of it stays mapped here,
+    /// and every member fails.
+    fn team_map_device(
+        &self,
+        g: &crate::transport::ze::Growth,
+        ctx: &mut Ctx<'_>,
+        ident: [u64; COMMON],
+        members: &[usize],
+        off: usize,
+        bytes: usize,
+    ) -> Result<()> {
+        let chunk = g.team_grow_own(off, bytes, members);
+        let verdict = chunk.as_ref().map(|_| ()).map_err(Clone::clone);
+        let agreed = ctx.enter(ident, [0; INFO], verdict, false);
+        // The agreement fails on every member when any member's chunk failed (this PE's own error first).
+        let c = match (chunk, agreed) {
+            (Ok(c), Ok(_)) => c,
+            (Ok(c), Err(e)) => {
+                g.team_abort(c);
+                return Err(e);
+            }
+            (Err(e), _) => return Err(e),
+        };
+        let mapped = g.team_map_peers(c);
+        let ok = mapped.is_ok();
+        let all = ctx.enter(ident, [0; INFO], mapped, false);
+        if all.is_err() && ok {
+            g.team_unmap(off, members);
+        }
+        all.map(drop)
     }
 
     /// Bytes of the heap currently allocated (the runtime's own words included).

@@ -552,7 +552,7 @@ pub(crate) struct Peers {
     fabric: Option<Arc<fabric::Fabric>>,
     /// The largest the user heap may grow to (its first chunk where it cannot grow).
     heap_max: usize,
-    /// Where team-scoped allocations start (`heap_max`), where they are possible.
+    /// Where team-scoped allocations start (after the world's reserve), where they are possible.
     team_base: Option<usize>,
     /// This PE's own memfd (runtime words, and the user heap on host heaps); mapped by every node peer.
     _arena: shm::Arena,
@@ -569,7 +569,7 @@ impl Peers {
         self.heap_max
     }
     /// Where team-scoped allocations start in the symmetric space (after the world's reserve), or `None` where
-    /// they are not possible (device heaps, the fabric).
+    /// they are not possible (the fabric).
     pub(crate) fn team_base(&self) -> Option<usize> {
         self.team_base
     }
@@ -631,6 +631,10 @@ impl Peers {
             .filter(|&(pe, _)| pe != self.me)
             .filter_map(|(_, w)| w.as_deref())
             .try_for_each(|w| w.grow(len))
+    }
+    /// How device heaps grow and map team-scoped allocations (device heaps the device maps; `None` elsewhere).
+    pub(crate) fn device_growth(&self) -> Option<&ze::Growth> {
+        self.device_growth.as_ref()
     }
     /// The allocation's agreement failed after [`Peers::grow_own`]: undo this PE's growth where it can be undone
     /// (device heaps, whose new chunk no peer has taken yet); a host heap keeps its larger file, unused.
@@ -842,10 +846,11 @@ pub(crate) fn connect(a: ConnectArgs<'_>) -> Result<(Peers, dataseg::SymData)> {
     } else {
         a.heap_bytes
     };
-    // Team-scoped allocations live in a second reserve after the world's, `[heap_max, 2 * heap_max)`, where every
-    // PE is a node mapping (host heaps, no fabric): see `team/memory.rs`.
-    // The team space starts at a power of two, so its allocations align like the world's.
-    let team_base =
+    // Team-scoped allocations live in a second reserve after the world's, `[T, T + heap_max)`, where every PE is
+    // a node mapping (host heaps, or device heaps the device maps, no fabric): see `team/memory.rs`.
+    // The team space starts at a power of two, so its allocations align like the world's. Device heaps place it
+    // in their reserves (after the world's, rounded up to the device's page first: `hal/ze/ipc.rs`), below.
+    let mut team_base =
         (host_user > 0 && fabric_reach.is_none()).then(|| vmem::alignment_for(heap_max, 1));
     let host_reserve = match team_base {
         Some(b) => b
@@ -887,7 +892,9 @@ pub(crate) fn connect(a: ConnectArgs<'_>) -> Result<(Peers, dataseg::SymData)> {
             rt,
             ipc: cfg.ipc,
             team_slots: cfg.device_team_slots(),
+            team: fabric_reach.is_none(),
         })?;
+        team_base = growth.team_base();
         heap = dmaps;
         device_growth = Some(growth);
         Some(rt)

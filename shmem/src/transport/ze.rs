@@ -24,6 +24,10 @@
 //! Growth (an allocation's agreement, see `team/memory.rs` and `Growth`): each PE maps one more chunk into its
 //! own reserve and exports it; after the agreement, the node's PEs pass the new chunks' descriptors over the node's
 //! fd exchange (sockets, whatever `XPUSHMEM_IPC` says) and each maps every peer's chunk at the same offset.
+//!
+//! Team space (where heaps grow): every reserve has the team-scoped allocations' space after the world's, each
+//! allocation a chunk of its own per member, passed among the members only (`TeamChunk`, the `Growth::team_*`
+//! methods; `team/memory.rs` says when).
 
 use super::shm::{self, FdListener};
 use super::{AmoOp, Window};
@@ -65,8 +69,9 @@ impl Window for Arc<DeviceWindow> {
         }
     }
     fn copy_from(&self, off: usize, src: &dyn Window, src_off: usize, len: usize) -> Result<()> {
-        super::check_access("ze", "access", off, len, 1, DeviceWindow::len(self))?;
-        super::check_access("ze", "source range", src_off, len, 1, src.len())?;
+        // The source's range is checked by the path that reads it (a host mapping's, this runtime's
+        // allocations', or the source window's own read).
+        self.check(off, len, 1)?;
         // A direct copy from a host mapping of this process, or when the source lies in a device heap of our
         // context (ours, or a peer's mapped in our context); otherwise (a window with no address here, a peer
         // reached through the fabric) through host memory.
@@ -108,6 +113,18 @@ fn publish_mapped(own: &DeviceWindow, at: usize) -> Result<()> {
     own.write_tail(at, &(own.len() as u64).to_ne_bytes())
 }
 
+/// Write the team space's start and the end of its mapped chunks (bytes from the base; both 0 without a team
+/// space) into `own`'s scratch tail (at `at`), which device calls check team-space addresses against: at set-up,
+/// and whenever a team chunk is mapped or unmapped.
+fn publish_team(own: &DeviceWindow, at: usize) -> Result<()> {
+    let start = own.team_offset().unwrap_or(0) as u64;
+    let words: Vec<u8> = [start, own.team_end() as u64]
+        .iter()
+        .flat_map(|w| w.to_ne_bytes())
+        .collect();
+    own.write_tail(at, &words)
+}
+
 /// What `Shmem::start` needs to build device heaps.
 pub(crate) struct DeviceSetup<'a> {
     pub boot: &'a dyn Bootstrap,
@@ -128,6 +145,8 @@ pub(crate) struct DeviceSetup<'a> {
     pub ipc: IpcMode,
     /// Entries of the device library's team table ([`crate::config::Config::device_team_slots`]).
     pub team_slots: usize,
+    /// Whether every heap gets a team space (team-scoped allocations; every PE is mapped by the device).
+    pub team: bool,
 }
 
 fn pick_device(device: Option<usize>, local_rank: usize) -> Result<usize> {
@@ -268,7 +287,7 @@ pub(crate) fn setup(s: DeviceSetup<'_>) -> Result<(Arc<ZeRuntime>, Windows, Grow
     let mode = s.ipc;
     let rt = s.rt;
     let layout = ScratchLayout::new(s.n, s.team_slots);
-    let own = Arc::new(rt.reserve_heap(s.size, s.max, layout.bytes)?);
+    let own = Arc::new(rt.reserve_heap(s.size, s.max, layout.bytes, s.team)?);
     // The device library's scratch (barrier counters, bases table) starts zeroed on every PE before any peer can
     // reach it (peers map our heap only after the allgather below).
     own.zero_tail()?;
@@ -385,7 +404,7 @@ pub(crate) fn setup(s: DeviceSetup<'_>) -> Result<(Arc<ZeRuntime>, Windows, Grow
         }
         let [tail, first] = <[OwnedFd; SETUP_FDS]>::try_from(std::mem::take(&mut fds[pe]))
             .map_err(|_| Error::Device(format!("no heap descriptors from PE {pe}")))?;
-        let w = Arc::new(rt.reserve_peer_heap(s.max, layout.bytes)?);
+        let w = Arc::new(rt.reserve_peer_heap(s.max, layout.bytes, s.team)?);
         w.map_tail(layout.bytes, tail.as_fd())?;
         w.grow_to(s.size, Some(first.as_fd()))?;
         // The driver holds its own references to the imported memory now; our descriptors close here.
@@ -406,6 +425,7 @@ pub(crate) fn setup(s: DeviceSetup<'_>) -> Result<(Arc<ZeRuntime>, Windows, Grow
     // The bases table lies inside our heap's tail (the layout covers 8 bytes per PE).
     own.write_tail(layout.bases, &bases)?;
     publish_mapped(&own, layout.mapped)?;
+    publish_team(&own, layout.team)?;
     maps[s.me] = Some(Box::new(Arc::clone(&own)));
     tracing::debug!(
         pe = s.me,
@@ -425,6 +445,8 @@ pub(crate) fn setup(s: DeviceSetup<'_>) -> Result<(Arc<ZeRuntime>, Windows, Grow
         peers,
         pending: Mutex::new(None),
         mapped_word: layout.mapped,
+        team_words: layout.team,
+        team_publish: Mutex::new(()),
     };
     Ok((rt, maps, growth))
 }
@@ -463,6 +485,11 @@ pub(crate) struct Growth {
     pending: Mutex<Option<Pending>>,
     /// Where the scratch tail's `mapped` word lies ([`crate::abi::ScratchLayout::mapped`], from the tail's start).
     mapped_word: usize,
+    /// Where the scratch tail's team-space words lie ([`crate::abi::ScratchLayout::team`]).
+    team_words: usize,
+    /// Held while the team-space words are computed and written, so that allocations and frees of several teams
+    /// at once leave the latest end there.
+    team_publish: Mutex<()>,
 }
 
 impl Growth {
@@ -565,5 +592,145 @@ impl Growth {
             }
         }
         Ok(())
+    }
+}
+
+/// One team-scoped allocation's chunk that this PE mapped into its own team space, waiting for the allocation's
+/// other members to take it ([`Growth::team_grow_own`], then [`Growth::team_map_peers`] or
+/// [`Growth::team_abort`]).
+#[derive(Debug)]
+pub(crate) struct TeamChunk {
+    /// Where it starts, in bytes from the heap's base (in the team space).
+    off: usize,
+    /// Its bytes (whole pages).
+    len: usize,
+    /// Its descriptor.
+    fd: OwnedFd,
+    /// The members' exchange socket (on their first member only).
+    listener: Option<FdListener>,
+    /// The allocation's members, ascending.
+    members: Vec<usize>,
+}
+
+/// Team-scoped allocations on device heaps (`team/memory.rs`, `team/members.rs`): each allocation is a chunk of
+/// its own, whole pages at the same offset of every member's team space, mapped by its members only. Each member
+/// maps and exports its chunk ([`Growth::team_grow_own`]); once the team's agreement has published that every
+/// member could, the members pass the chunks' descriptors among themselves only (the node's fd exchange with the
+/// members as its PEs, led by the first member, on a socket named by the job's secret, the offset and the member
+/// list) and map each other's ([`Growth::team_map_peers`]). A free unmaps the chunk and the members' mappings of
+/// each other's ([`Growth::team_unmap`]), so that a later allocation of other members at the same offset maps
+/// fresh chunks.
+impl Growth {
+    /// Where the team space starts in every PE's heap, in bytes from its base (`None`: the heaps have none).
+    pub(crate) fn team_base(&self) -> Option<usize> {
+        self.own.team_offset()
+    }
+
+    /// The device's page size: what team-scoped allocations are rounded up and aligned to.
+    pub(crate) fn page_size(&self) -> usize {
+        self.own.page_size()
+    }
+
+    /// The exchange's name for the chunks of the allocation at `off` of `members` (ascending).
+    fn team_cookie(&self, off: usize, members: &[usize]) -> u64 {
+        crate::transport::fdx::exchange_cookie(
+            self.cookie,
+            &format!("device-team-{off}-{members:?}"),
+        )
+    }
+
+    /// Map this PE's chunk of the team-scoped allocation `[off, off + len)` (whole pages of the team space) of
+    /// `members` (the team's PEs, this one among them), export it, and on the first member bind the exchange the
+    /// members will pass their chunks over (before the agreement, so that it exists when the others connect).
+    pub(crate) fn team_grow_own(
+        &self,
+        off: usize,
+        len: usize,
+        members: &[usize],
+    ) -> Result<TeamChunk> {
+        let mut members = members.to_vec();
+        members.sort_unstable();
+        self.own.map_team(off, len, None)?;
+        let undo = |e: Error| {
+            self.own.unmap_team(off);
+            e
+        };
+        let fd = self.own.export_fd(off).map_err(undo)?;
+        let listener = if members.len() > 1 && members[0] == self.me {
+            Some(FdListener::bind(self.team_cookie(off, &members), self.me).map_err(undo)?)
+        } else {
+            None
+        };
+        Ok(TeamChunk {
+            off,
+            len,
+            fd,
+            listener,
+            members,
+        })
+    }
+
+    /// The allocation's agreement failed: unmap this PE's chunk (no member has taken it).
+    pub(crate) fn team_abort(&self, c: TeamChunk) {
+        self.own.unmap_team(c.off);
+    }
+
+    /// Every member mapped its chunk (the agreement said so): take the other members' chunks over the members'
+    /// exchange and map each at the same offset of this PE's reserve for that member, then tell this PE's device
+    /// calls the team space's new end. On an error nothing of the allocation stays mapped here.
+    pub(crate) fn team_map_peers(&self, mut c: TeamChunk) -> Result<()> {
+        let listener = c.listener.take();
+        let r = self.team_exchange(&c, listener);
+        if r.is_err() {
+            self.team_unmap(c.off, &c.members);
+        }
+        r?;
+        self.publish_team()
+    }
+
+    /// Write this PE's team-space words ([`publish_team`]), one writer at a time.
+    fn publish_team(&self) -> Result<()> {
+        let _one = self.team_publish.lock().unwrap_or_else(|p| p.into_inner());
+        publish_team(&self.own, self.team_words)
+    }
+
+    /// [`Growth::team_map_peers`]'s exchange and mappings.
+    fn team_exchange(&self, c: &TeamChunk, listener: Option<FdListener>) -> Result<()> {
+        if c.members.len() < 2 {
+            return Ok(());
+        }
+        let got = shm::exchange_fds(
+            self.team_cookie(c.off, &c.members),
+            &c.members,
+            &self.pids,
+            self.me,
+            c.fd.as_fd(),
+            listener,
+            self.timeout,
+        )?;
+        for (&pe, f) in c.members.iter().zip(got) {
+            if pe == self.me {
+                continue;
+            }
+            let (_, w) = self.peers.iter().find(|(q, _)| *q == pe).ok_or_else(|| {
+                Error::State(format!(
+                    "PE {pe}'s heap is not mapped by this device: no team allocation with it"
+                ))
+            })?;
+            w.map_team(c.off, c.len, Some(f.as_fd()))?;
+        }
+        Ok(())
+    }
+
+    /// The team-scoped allocation at `off` of `members` is freed (its team agreed): unmap this PE's chunk and its
+    /// mappings of the other members' chunks, then tell this PE's device calls the team space's new end.
+    pub(crate) fn team_unmap(&self, off: usize, members: &[usize]) {
+        self.own.unmap_team(off);
+        for (pe, w) in &self.peers {
+            if members.contains(pe) {
+                w.unmap_team(off);
+            }
+        }
+        let _ = self.publish_team();
     }
 }

@@ -475,6 +475,155 @@ fn device_heap_out_of_memory_while_growing_2pe() {
     );
 }
 
+// ---- team-scoped allocations on device heaps ------------------------------------------------------------------
+
+/// Issue #30 item 6 on device heaps: at 3 PEs, PEs 0 and 1 make a team of their own (`team_of_members`, its slot a
+/// chunk of the team space; PE 2 never calls and meets them only at the last world barrier) and allocate in the
+/// team space past its first chunk: each allocation is whole device pages (ze-emu's 64 KiB) at the same offset on
+/// both members, the data buffers several pages each. A kernel on each member puts the member's reference data
+/// into the other's copy and then signals it (an atomic add on its word); each waits for the signal on the host and
+/// checks the data against the other's reference. A device put whose range ends past the team space's mapped end
+/// is refused (`NotSymmetric`, by a module initialised before any team allocation), and a reduction over the team
+/// runs on its slot. After the frees a new allocation gets the first allocation's offset again, with fresh zeroed
+/// pages on both members; a team allocation that one member's device cannot hold fails on both and leaves nothing.
+fn team_space(sh: &Shmem, lib: &Lib) -> xpushmem::Result<()> {
+    const PAGE: usize = 64 << 10;
+    const N: usize = 3 * PAGE + 123;
+    let me = sh.my_pe();
+    if me == 2 {
+        return sh.barrier_all();
+    }
+    let other = 1 - me;
+    let t = sh.team_of_members(&[0, 1], 30)?;
+    let sig = sh.team_calloc::<u64>(&t, 1)?;
+    let dst = sh.team_calloc::<u8>(&t, N)?;
+    let src = sh.team_malloc::<u8>(&t, N)?;
+    let status = sh.team_calloc::<i32>(&t, 1)?;
+    let old = sh.team_calloc::<u64>(&t, 1)?;
+    let offs = [
+        sig.heap_offset(),
+        dst.heap_offset(),
+        src.heap_offset(),
+        status.heap_offset(),
+        old.heap_offset(),
+    ];
+    assert!(
+        offs.windows(2).all(|w| w[0] + PAGE <= w[1])
+            && offs.iter().all(|&o| o >= sh.heap_max() && o % PAGE == 0),
+        "whole pages of their own, in the team space after the world's reserve {}: {offs:x?}",
+        sh.heap_max()
+    );
+    // The last allocation (`old`, 8 bytes) is the team space's last page: a put that ends past it is refused.
+    let past = [
+        sym(old, me),
+        sym(old, me),
+        KernelArg::U64((PAGE + 64) as u64),
+        KernelArg::U32(other as u32),
+        KernelArg::U32(0),
+        sym(status, me),
+    ];
+    let r = lib.run("k_wg_copy", &past, 1, 64);
+    assert!(
+        matches!(&r, Err(Error::Device(m)) if m.contains("NotSymmetric")),
+        "a put past the team space's mapped end: {r:?}"
+    );
+    sh.put(src, &xpushmem_tests::ref_vec::<u8>(me, N, 11), me)?;
+    sh.team_sync(&t)?;
+    let copy = [
+        sym(dst, me),
+        sym(src, me),
+        KernelArg::U64(N as u64),
+        KernelArg::U32(other as u32),
+        KernelArg::U32(0),
+        sym(status, me),
+    ];
+    lib.run("k_wg_copy", &copy, 1, 64)?;
+    let add = [
+        sym(sig, me),
+        KernelArg::U32(other as u32),
+        KernelArg::U32(1),
+        sym(old, me),
+    ];
+    lib.run("k_fetch_add", &add, 1, 1)?;
+    let mut st = [7i32];
+    sh.get(&mut st, status, me)?;
+    assert_eq!(st, [0], "the kernel's put status");
+    assert_eq!(sh.signal_wait_until(sig.at(0)?, xpushmem::Cmp::Ge, 1)?, 1);
+    let mut got = vec![0u8; N];
+    sh.get(&mut got, dst, me)?;
+    assert!(
+        got == xpushmem_tests::ref_vec::<u8>(other, N, 11),
+        "kernel-put data from PE {other}"
+    );
+    // A reduction over the team (its slot in the team space), into a team allocation.
+    sh.put(old, &[me as u64 + 1], me)?;
+    sh.team_sync(&t)?;
+    sh.sum_reduce(&t, sig, old, 1)?;
+    let mut sum = [0u64];
+    sh.get(&mut sum, sig, me)?;
+    assert_eq!(sum, [3], "1 + 2 over the team");
+    for s in [dst, src] {
+        sh.team_free(&t, s)?;
+    }
+    for s in [sig, old] {
+        sh.team_free(&t, s)?;
+    }
+    sh.team_free(&t, status)?;
+    // The freed pages went (the other member's data was in `dst`'s); an allocation over them maps fresh ones on
+    // both members, which each member's view of the other's follows.
+    let again = sh.team_calloc::<u8>(&t, N)?;
+    assert_eq!(again.heap_offset(), offs[0], "the first free pages again");
+    let mut got = vec![1u8; N];
+    sh.get(&mut got, again, other)?;
+    assert!(got.iter().all(|&b| b == 0), "zeroed, read from PE {other}");
+    sh.team_free(&t, again)?;
+    // Out of device memory (ze-emu's XPUSHMEM_EMU_MEMORY: PE 1's device holds 4 MiB): a 6 MiB team allocation fails
+    // on both members, PE 1 with the device's error, PE 0 (whose chunk was mapped) with the verdict naming PE 1;
+    // PE 0 unmaps its chunk again, so the next allocation maps the same offset afresh on both.
+    let e = sh.team_malloc::<u8>(&t, 6 << 20).unwrap_err();
+    if me == 1 {
+        assert!(
+            e.ze_result().and_then(|r| r.name()) == Some("ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY"),
+            "{e}"
+        );
+    } else {
+        assert!(
+            e.to_string().contains("PE 1"),
+            "the verdict names PE 1: {e}"
+        );
+    }
+    let after = sh.team_calloc::<u64>(&t, 1)?;
+    assert_eq!(
+        after.heap_offset(),
+        offs[0],
+        "nothing of the failed allocation stays"
+    );
+    sh.put(after, &[me as u64 + 40], other)?;
+    sh.team_sync(&t)?;
+    let mut v = [0u64];
+    sh.get(&mut v, after, me)?;
+    assert_eq!(v, [other as u64 + 40], "put by PE {other}");
+    sh.team_free(&t, after)?;
+    sh.team_destroy(t)?;
+    sh.barrier_all()
+}
+
+#[test]
+fn device_team_space_3pe() {
+    device_lib_test(
+        "device_team_space_3pe",
+        3,
+        K,
+        &[
+            ("XPUSHMEM_SYMMETRIC_SIZE", "1M"),
+            ("XPUSHMEM_SYMMETRIC_MAX", "16M"),
+            ("XPUSHMEM_EMU_DEVICES", "3"),
+            ("XPUSHMEM_EMU_MEMORY", "16777216,4194304,16777216"),
+        ],
+        team_space,
+    );
+}
+
 /// Even PEs write a = i; fence; b = i into the next PE; the reader never sees b ahead of a.
 fn fence_ordering(sh: &Shmem, lib: &Lib) -> xpushmem::Result<()> {
     let (me, n) = (sh.my_pe(), sh.n_pes());

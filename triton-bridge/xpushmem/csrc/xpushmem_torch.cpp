@@ -461,8 +461,8 @@ void rendezvous_sync(const std::string& name, GroupRanks& g) {
 }
 
 // The xpushmem team of group `name`'s ranks (made among them only, at the group's first allocation: the other
-// ranks never call). Where the team scope is impossible (device heaps, the fabric) this fails with the runtime's
-// reason. Called by every rank of the group, in the same order (an allocation on the group is collective over it).
+// ranks never call). Where the team scope is impossible (the fabric: PEs on other nodes) this fails with the
+// runtime's reason; host and device heaps on one node (CPU and XPU tensors) have it. Called by every rank of the group, in the same order (an allocation on the group is collective over it).
 int32_t group_team(const std::string& name, GroupRanks& g) {
   static std::mutex mu;
   std::lock_guard<std::mutex> lk(mu);

@@ -4,9 +4,11 @@
 //! base however often it grows, and kernels keep addressing a PE's heap as its base plus an offset.
 //!
 //! Layout of every reserve (the same on every PE, the device's page size `zeVirtualMemQueryPageSize` apart):
-//! `[0, len)` the heap, mapped in chunks up to `len` rounded up to a page; `[tail_off, tail_off + tail)` the device
-//! library's scratch tail (`abi::ScratchLayout`), mapped at set-up, where `tail_off` is the most the heap may grow
-//! to rounded up to a page: the tail never moves when the heap grows.
+//! `[0, len)` the heap, mapped in chunks up to `len` rounded up to a page; with a team space,
+//! `[team_off, team_off + max)` the team-scoped allocations (`team_off`: the heap's most rounded up to a page, then
+//! to a power of two), mapped one chunk per allocation ([`DeviceWindow::map_team`]); `[tail_off, tail_off + tail)`
+//! the device library's scratch tail (`abi::ScratchLayout`), mapped at set-up, where `tail_off` is the end of the
+//! team space (else of the heap's most) rounded up to a page: the tail never moves when the heap grows.
 //!
 //! Sharing: this PE's physical memory is created exportable (`ze_external_memory_export_desc_t`, dma-buf) and
 //! exported per chunk as a file descriptor (`zeMemGetAllocProperties` on an address it is mapped at, with
@@ -47,13 +49,16 @@ impl ZeRuntime {
     /// the reserve (`tail_off`: `max` rounded up to a page), and map its first `first` bytes and its tail: this
     /// PE's own heap, whose chunks are created exportable. The window covers the first `first` bytes; the tail is
     /// reached only through [`DeviceWindow::zero_tail`], [`DeviceWindow::write_tail`] and by kernels.
+    /// With `team`, a team space of `max` bytes lies between the heap's reserve and the tail
+    /// ([`DeviceWindow::team_offset`]).
     pub fn reserve_heap(
         self: &Arc<Self>,
         first: usize,
         max: usize,
         tail: usize,
+        team: bool,
     ) -> Result<DeviceWindow> {
-        let w = self.reserve(max.max(first), tail, true)?;
+        let w = self.reserve(max.max(first), tail, true, team)?;
         if tail > 0 {
             w.map_chunk(w.tail_off, w.round(tail)?, None)?;
         }
@@ -68,19 +73,44 @@ impl ZeRuntime {
 
     /// Reserve device address space for a node peer's heap that may grow to `max` bytes with a `tail`-byte
     /// scratch tail: nothing is mapped yet ([`DeviceWindow::map_tail`], [`DeviceWindow::grow_to`] with the peer's
-    /// chunks).
-    pub fn reserve_peer_heap(self: &Arc<Self>, max: usize, tail: usize) -> Result<DeviceWindow> {
-        let w = self.reserve(max, tail, false)?;
+    /// chunks), with a team space as [`ZeRuntime::reserve_heap`]'s when `team`.
+    pub fn reserve_peer_heap(
+        self: &Arc<Self>,
+        max: usize,
+        tail: usize,
+        team: bool,
+    ) -> Result<DeviceWindow> {
+        let w = self.reserve(max, tail, false, team)?;
         Ok(self.register(w))
     }
 
-    fn reserve(self: &Arc<Self>, max: usize, tail: usize, own: bool) -> Result<DeviceWindow> {
+    fn reserve(
+        self: &Arc<Self>,
+        max: usize,
+        tail: usize,
+        own: bool,
+        team: bool,
+    ) -> Result<DeviceWindow> {
         let page = self.vm_page_size(max)?;
         let up = |v: usize| {
             v.checked_next_multiple_of(page)
                 .ok_or_else(|| Error::invalid("heap size", v, "too large"))
         };
-        let tail_off = up(max)?;
+        let heap_end = up(max)?;
+        let team_off = if team {
+            heap_end
+                .checked_next_power_of_two()
+                .ok_or_else(|| Error::invalid("heap size", max, "too large for a team space"))?
+        } else {
+            0
+        };
+        let tail_off = if team {
+            up(team_off
+                .checked_add(max)
+                .ok_or_else(|| Error::invalid("heap size", max, "too large for a team space"))?)?
+        } else {
+            heap_end
+        };
         let span = tail_off
             .checked_add(up(tail)?)
             .ok_or_else(|| Error::invalid("heap size", max, "too large"))?;
@@ -104,6 +134,8 @@ impl ZeRuntime {
             len: AtomicUsize::new(0),
             tail: if own { tail } else { 0 },
             tail_off,
+            heap_end,
+            team_off,
             span: span.max(page),
             page,
             own,
@@ -123,8 +155,13 @@ pub struct DeviceWindow {
     len: AtomicUsize,
     /// Bytes of our own scratch tail at `tail_off` (0 for a peer's heap, whose tail only kernels reach).
     pub(crate) tail: usize,
-    /// Where the scratch tail starts: the most the heap may grow to, rounded up to a page.
+    /// Where the scratch tail starts: the end of the team space (else the most the heap may grow to), rounded up
+    /// to a page.
     pub(crate) tail_off: usize,
+    /// The end of the heap's reserve: the most it may grow to, rounded up to a page.
+    heap_end: usize,
+    /// Where the team space starts (0: none).
+    team_off: usize,
     /// Bytes reserved.
     span: usize,
     /// The device's page size for this reserve.
@@ -286,11 +323,11 @@ impl DeviceWindow {
         if new <= len {
             return Ok(false);
         }
-        if new > self.tail_off {
+        if new > self.heap_end {
             return Err(Error::invalid(
                 "heap size",
                 new,
-                format!("beyond the device reserve of {} bytes", self.tail_off),
+                format!("beyond the device reserve of {} bytes", self.heap_end),
             ));
         }
         let (from, to) = (self.round(len)?, self.round(new)?);
@@ -336,7 +373,7 @@ impl DeviceWindow {
         let mut chunks = self.chunks.lock().unwrap_or_else(|p| p.into_inner());
         let (gone, kept): (Vec<_>, Vec<_>) = chunks
             .drain(..)
-            .partition(|&(_, off, _)| off >= keep && off < self.tail_off);
+            .partition(|&(_, off, _)| off >= keep && off < self.heap_end);
         *chunks = kept;
         // SAFETY: each chunk lies past the heap's new length (nothing reaches it: the length was lowered first,
         // and copies check against `allocs`, whose lock is held), and it left the list above.
@@ -358,6 +395,128 @@ impl DeviceWindow {
                 );
                 let _ = (self.rt.api.zePhysicalMemDestroy)(self.rt.context, h);
             }
+        }
+    }
+
+    /// Where the team space starts, in bytes from the base (`None`: this reserve has none).
+    pub fn team_offset(&self) -> Option<usize> {
+        (self.team_off > 0).then_some(self.team_off)
+    }
+
+    /// Map one team-scoped allocation's chunk of `len` bytes at byte `off` of the team space: fresh memory on our
+    /// own heap, the owner's chunk imported from `fd` on a peer's. `off` and `len` are whole pages inside the team
+    /// space, where nothing is mapped yet (each allocation has its own pages).
+    pub fn map_team(&self, off: usize, len: usize, fd: Option<BorrowedFd<'_>>) -> Result<()> {
+        let whole = |v: usize| v % self.page == 0;
+        let inside = self.team_off > 0
+            && off >= self.team_off
+            && len > 0
+            && whole(off)
+            && whole(len)
+            && off.checked_add(len).is_some_and(|e| e <= self.tail_off);
+        if !inside {
+            return Err(Error::invalid(
+                "team allocation",
+                format!("{len} bytes at offset {off}"),
+                format!(
+                    "not whole {}-byte pages inside the team space [{}, {})",
+                    self.page, self.team_off, self.tail_off
+                ),
+            ));
+        }
+        if !self.own && fd.is_none() {
+            return Err(Error::State(format!(
+                "a peer's team allocation at {off} is mapped with no descriptor for its chunk"
+            )));
+        }
+        let taken = self
+            .chunks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .any(|&(_, o, l)| off < o + l && o < off + len);
+        if taken {
+            return Err(Error::State(format!(
+                "the team space's pages at {off} (+{len} bytes) are mapped already"
+            )));
+        }
+        self.map_chunk(off, len, fd)?;
+        // A live allocation of the runtime of its own, so that copies between team allocations go direct.
+        self.rt
+            .allocs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(Alloc {
+                base: self.base as usize + off,
+                len,
+                tail_off: 0,
+                tail: 0,
+            });
+        Ok(())
+    }
+
+    /// Unmap the team chunk that starts at byte `off` (its allocation was freed, or its agreement failed) and
+    /// release its memory; whether one started there.
+    pub fn unmap_team(&self, off: usize) -> bool {
+        if self.team_off == 0 || off < self.team_off || off >= self.tail_off {
+            return false;
+        }
+        // Copies check their source against `allocs` and copy under its lock: the chunk leaves it first.
+        let mut allocs = self.rt.allocs.lock().unwrap_or_else(|p| p.into_inner());
+        let at = self.base as usize + off;
+        allocs.retain(|a| a.base != at);
+        let gone: Vec<_> = {
+            let mut chunks = self.chunks.lock().unwrap_or_else(|p| p.into_inner());
+            match chunks.iter().position(|&(_, o, _)| o == off) {
+                Some(i) => vec![chunks.swap_remove(i)],
+                None => Vec::new(),
+            }
+        };
+        let found = !gone.is_empty();
+        // SAFETY: the chunk is ours (mapped by `map_team`), out of the list and out of `allocs` (whose lock is held,
+        // so no copy reads it), so accesses checked after this find it gone; its allocation's team agreed to free
+        // it (or never published it), so nothing reaches it.
+        unsafe { self.release(gone) };
+        drop(allocs);
+        found
+    }
+
+    /// The end of the team space's mapped chunks, in bytes from the base: the team space's start when none is
+    /// mapped, 0 without a team space.
+    pub fn team_end(&self) -> usize {
+        if self.team_off == 0 {
+            return 0;
+        }
+        self.chunks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .filter(|&&(_, o, _)| o >= self.team_off && o < self.tail_off)
+            .map(|&(_, o, l)| o + l)
+            .fold(self.team_off, usize::max)
+    }
+
+    /// Check that `[off, off + len)`, aligned to `align`, lies in the heap's mapped part or inside one mapped
+    /// chunk of the team space.
+    pub(crate) fn check(&self, off: usize, len: usize, align: usize) -> Result<()> {
+        let heap = check_access("ze", "access", off, len, align, self.len());
+        if heap.is_ok() || self.team_off == 0 || off < self.team_off {
+            return heap;
+        }
+        let chunks = self.chunks.lock().unwrap_or_else(|p| p.into_inner());
+        let team = |&&(_, o, l): &&(ze::ze_physical_mem_handle_t, usize, usize)| {
+            o >= self.team_off && o < self.tail_off && off >= o && off - o < l
+        };
+        match chunks.iter().find(team) {
+            Some(&(_, o, l)) => check_access("ze", "team allocation", off - o, len, align, l),
+            None => check_access(
+                "ze",
+                "team space (no allocation mapped there)",
+                off,
+                len,
+                align,
+                0,
+            ),
         }
     }
 
@@ -431,14 +590,14 @@ impl DeviceWindow {
 
     /// Copy `src` to byte `off`.
     pub(crate) fn write_at(&self, off: usize, src: &[u8]) -> Result<()> {
-        check_access("ze", "access", off, src.len(), 1, self.len())?;
+        self.check(off, src.len(), 1)?;
         // SAFETY: [off, off+len) lies in the device allocation (checked); src is a live host slice.
         unsafe { self.rt.copy(self.base.add(off), src.as_ptr(), src.len()) }
     }
 
     /// Copy from byte `off` into `dst`.
     pub(crate) fn read_at(&self, off: usize, dst: &mut [u8]) -> Result<()> {
-        check_access("ze", "access", off, dst.len(), 1, self.len())?;
+        self.check(off, dst.len(), 1)?;
         // SAFETY: [off, off+len) lies in the device allocation (checked); dst is a live, exclusive host slice.
         unsafe {
             self.rt
@@ -448,7 +607,7 @@ impl DeviceWindow {
 
     /// Set `len` bytes at `off` to `byte`.
     pub(crate) fn fill_at(&self, off: usize, len: usize, byte: u8) -> Result<()> {
-        check_access("ze", "access", off, len, 1, self.len())?;
+        self.check(off, len, 1)?;
         if len == 0 {
             return Ok(());
         }
@@ -473,7 +632,7 @@ impl DeviceWindow {
     /// copying nothing, when it does not (the caller stages through host memory instead). `src` is only compared
     /// with the runtime's allocations, never followed otherwise.
     pub(crate) fn copy_in(&self, off: usize, src: *const u8, len: usize) -> Result<bool> {
-        check_access("ze", "access", off, len, 1, self.len())?;
+        self.check(off, len, 1)?;
         let allocs = self.rt.allocs.lock().unwrap_or_else(|p| p.into_inner());
         let s = src as usize;
         let inside = allocs
@@ -497,7 +656,7 @@ impl DeviceWindow {
         src_off: usize,
         len: usize,
     ) -> Result<()> {
-        check_access("ze", "access", off, len, 1, self.len())?;
+        self.check(off, len, 1)?;
         check_access("ze", "source range", src_off, len, 1, src.len())?;
         // SAFETY: the destination range lies in this allocation, the source range in the live host mapping `src`
         // (both checked); a copy list reads host memory of this process.
@@ -515,7 +674,7 @@ impl DeviceWindow {
                 message: format!("atomic width {width} (must be 4 or 8)"),
             });
         }
-        check_access("ze", "access", off, width, width, self.len())?;
+        self.check(off, width, width)?;
         self.rt.amo(self.base.wrapping_add(off), width, op, operand)
     }
 }
@@ -523,7 +682,9 @@ impl DeviceWindow {
 impl Drop for DeviceWindow {
     fn drop(&mut self) {
         let mut allocs = self.rt.allocs.lock().unwrap_or_else(|p| p.into_inner());
-        allocs.retain(|a| a.base != self.base as usize);
+        // The heap's record and its team allocations' (inside the reserve).
+        let (start, end) = (self.base as usize, self.base as usize + self.span);
+        allocs.retain(|a| a.base < start || a.base >= end);
         let chunks = std::mem::take(self.chunks.get_mut().unwrap_or_else(|p| p.into_inner()));
         // SAFETY: every chunk is our mapping of physical memory we created, taken out of the list, released here
         // under `allocs`' lock after the record is removed (nothing copies from or into it after that); then the

@@ -138,8 +138,9 @@ pub struct ZeRuntime {
     /// A host-signalled event of the runtime's context (pool, event; created on first use): the probe that tells a
     /// caller's list of another context from a bad event when an append to it fails (`queue.rs`).
     probe: Mutex<Option<(ze::ze_event_pool_handle_t, ze::ze_event_handle_t)>>,
-    /// The live device heap allocations (this PE's heap, peers' heaps opened through IPC): raw copies between
-    /// windows and writes into the heap's tail are checked against them, under this lock.
+    /// The live device heap allocations (this PE's heap, peers' heaps opened through IPC, and each team-scoped
+    /// allocation's chunk mapped in either): raw copies between windows and writes into the heap's tail are checked
+    /// against them, under this lock.
     allocs: Mutex<Vec<ipc::Alloc>>,
     /// Index of the device among the loader's devices (0 for adopted handles).
     #[cfg_attr(not(xpushmem_fabric), allow(dead_code))] // used by the fabric transport
