@@ -132,7 +132,7 @@ impl Ep {
         if lo > hi {
             return;
         }
-        for (&d, &last) in &self.inj.last_domain {
+        for (d, last) in self.inj.last_domain.iter() {
             if last >= lo {
                 self.errors
                     .entry(INJECT_BIT | last)

@@ -195,12 +195,17 @@ impl Fabric {
                 if done(&ep) {
                     return Ok(());
                 }
+                if backoff.is_none() {
+                    // Made under the lock held for the poll (not a second lock for the time limit).
+                    backoff = Some(ofi::polling_backoff(WAIT_SPINS, ep.timeout()));
+                }
             }
             // The peer's answer arrives only through this PE's polls (manual progress): the back-off spins, then
             // yields and never sleeps (a sleep would add its length, plus the timer's slack, to every operation);
             // yielding keeps polling and still lets another process on this core run.
-            let b = backoff
-                .get_or_insert_with(|| ofi::polling_backoff(WAIT_SPINS, lock(&self.ep).timeout()));
+            let Some(b) = backoff.as_mut() else {
+                continue;
+            };
             if b.pause(|| true) {
                 let mut ep = lock(&self.ep);
                 ep.alive(what)?;
