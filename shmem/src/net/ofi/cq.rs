@@ -4,12 +4,12 @@ use super::*;
 
 impl Ep {
     /// Read completions until the queue is empty (or 64 entries), finishing their operations.
+    ///
+    /// Inlined into the waits (a quiet of small puts polls a few times per put), with the rest out of line: the
+    /// poll that finds only injected puts in flight costs the counter's read and a few instructions.
+    #[inline]
     pub(crate) fn poll(&mut self) -> Result<()> {
-        if self.closed.is_some() {
-            // The completion queue may still hold entries of abandoned operations: never read it again.
-            return Err(self.closed_err());
-        }
-        if self.inj.settled < self.inj.issued && self.ops.is_empty() {
+        if self.inj.settled < self.inj.issued && self.ops.is_empty() && self.closed.is_none() {
             // Only injected puts in flight: every counted part with a context has been read from the queue, so
             // the counter's completions say how many injected puts are done, and reading them drives the
             // provider's progress. Its failures (another call, another progress) and the queue (received
@@ -21,6 +21,16 @@ impl Ep {
                 self.settle(done, self.inj.failed_read);
                 return Ok(());
             }
+        }
+        self.poll_all()
+    }
+
+    /// [`Ep::poll`] in full: the write counter and its failures, then the completion queue.
+    #[inline(never)]
+    fn poll_all(&mut self) -> Result<()> {
+        if self.closed.is_some() {
+            // The completion queue may still hold entries of abandoned operations: never read it again.
+            return Err(self.closed_err());
         }
         // The write counter first, then the completion queue ([`Injects`]).
         let counted = (self.inj.settled < self.inj.issued).then(|| {
@@ -58,24 +68,33 @@ impl Ep {
     /// Account the write counter read before the last completion-queue read ([`Injects`]; `failed` may be an
     /// earlier reading: the count of injected puts done stays a lower bound): failures of injected puts become
     /// errors, and once every injected put issued is done they are settled.
+    #[inline]
     fn settle(&mut self, done: u64, failed: u64) {
         let inj_failed = failed.saturating_sub(self.inj.ctx_failed);
         if inj_failed > self.inj.failed_seen {
-            let n = inj_failed - self.inj.failed_seen;
-            self.inj.failed_seen = inj_failed;
-            let err = self.inject_error(
-                format!(
-                    "the write counter counted {n} failed injected put{}",
-                    if n == 1 { "" } else { "s" }
-                ),
-                None,
-            );
-            self.injects_failed(err);
+            self.counted_failures(inj_failed);
         }
         let inj_done = (done + failed).saturating_sub(self.inj.ctx_done);
         if inj_done >= self.inj.issued {
             self.inj.settled = self.inj.issued;
         }
+    }
+
+    /// The write counter counts `inj_failed` failed injected puts, more than reported so far: the injected puts
+    /// outstanding end with an error.
+    #[cold]
+    #[inline(never)]
+    fn counted_failures(&mut self, inj_failed: u64) {
+        let n = inj_failed - self.inj.failed_seen;
+        self.inj.failed_seen = inj_failed;
+        let err = self.inject_error(
+            format!(
+                "the write counter counted {n} failed injected put{}",
+                if n == 1 { "" } else { "s" }
+            ),
+            None,
+        );
+        self.injects_failed(err);
     }
 
     /// The PEs with injected puts in flight.
