@@ -140,8 +140,9 @@ pub(super) struct Injects {
     failures: Vec<(u64, u64, Error)>,
 }
 
-/// While only injected puts are in flight, a poll reads the write counter alone, and the completion queue (for
-/// received messages) every this many polls.
+/// While only injected puts are in flight, a poll reads the write counter alone, and its failures and the
+/// completion queue (for received messages) every this many polls, counted from the first poll of the wait, which
+/// reads all three ([`Ep::poll_first`]).
 const INJECT_QUEUE_EVERY: u64 = 16;
 
 /// Failure ranges [`Injects`] keeps for the tickets of injected puts.
