@@ -178,7 +178,18 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl Fabric {
     /// Wait (driving progress) until `done` holds, at most the configured timeout, checking for lost peers on the
     /// way ([`Backoff`]).
-    fn wait(&self, what: &str, pe: usize, mut done: impl FnMut(&Ep) -> bool) -> Result<()> {
+    fn wait(&self, what: &str, pe: usize, done: impl FnMut(&Ep) -> bool) -> Result<()> {
+        self.wait_locked(what, pe, done).map(drop)
+    }
+
+    /// [`Fabric::wait`], returning the endpoint's lock as the poll that found `done` held it, for what the caller
+    /// reads once the wait is over (a quiet's errors, an operation's result) without taking it again.
+    fn wait_locked(
+        &self,
+        what: &str,
+        pe: usize,
+        mut done: impl FnMut(&Ep) -> bool,
+    ) -> Result<MutexGuard<'_, Ep>> {
         let mut polls: u64 = 0;
         let mut backoff: Option<Backoff> = None;
         loop {
@@ -191,14 +202,14 @@ impl Fabric {
                     // Done already (a quiet after blocking operations, say): no poll, which costs a system call
                     // on a software provider.
                     if done(&ep) {
-                        return Ok(());
+                        return Ok(ep);
                     }
                     ep.poll_first()?;
                 } else {
                     ep.poll()?;
                 }
                 if done(&ep) {
-                    return Ok(());
+                    return Ok(ep);
                 }
                 polls += 1;
                 if polls < WAIT_SPINS {
@@ -408,20 +419,19 @@ impl Transport for Fabric {
     }
     fn quiet(&self, d: Domain) -> Result<()> {
         // The domain's operations only (another domain's stay in flight), and their errors.
-        self.wait("quiet", usize::MAX, |ep| ep.outstanding_in(d) == 0)?;
-        lock(&self.ep).take_errors_in(d)
+        self.wait_locked("quiet", usize::MAX, |ep| ep.outstanding_in(d) == 0)?
+            .take_errors_in(d)
     }
     fn quiet_all(&self) -> Result<()> {
-        self.wait("quiet", usize::MAX, |ep| ep.idle())?;
-        self.take_errors(|_| true)
+        self.wait_locked("quiet", usize::MAX, |ep| ep.idle())?
+            .take_errors(|_| true)
     }
     fn progress(&self) -> Result<()> {
         lock(&self.ep).poll()
     }
     fn complete(&self, t: Ticket) -> Result<Option<Vec<u8>>> {
         let pe = lock(&self.ep).pe_of(t.0);
-        self.wait("completing an operation", pe, |ep| !ep.in_flight(t.0))?;
-        let mut ep = lock(&self.ep);
+        let mut ep = self.wait_locked("completing an operation", pe, |ep| !ep.in_flight(t.0))?;
         if let Some(e) = ep.take_error(t.0) {
             return Err(e);
         }
