@@ -147,7 +147,7 @@ impl Ep {
             },
             waw_max: 0,
             per_pe: vec![0; n],
-            per_domain: HashMap::default(),
+            per_domain: PerDomain::default(),
             error_domains: IdMap::default(),
             results: IdMap::default(),
             errors: IdMap::default(),

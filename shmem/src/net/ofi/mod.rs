@@ -129,8 +129,8 @@ pub(super) struct Injects {
     failed_seen: u64,
     /// The sequence number of the last injected put to each PE.
     last_pe: Vec<u64>,
-    /// The sequence number of the last injected put of each domain.
-    last_domain: HashMap<Domain, u64, BuildHasherDefault<IdHasher>>,
+    /// The sequence number of the last injected put of each domain (0: none).
+    last_domain: PerDomain,
     /// Polls that found only injected puts in flight ([`INJECT_QUEUE_EVERY`]).
     polls: u64,
     /// The write counter's failures when last read.
@@ -140,8 +140,9 @@ pub(super) struct Injects {
     failures: Vec<(u64, u64, Error)>,
 }
 
-/// While only injected puts are in flight, a poll reads the write counter alone, and the completion queue (for
-/// received messages) every this many polls.
+/// While only injected puts are in flight, a poll reads the write counter alone, and its failures and the
+/// completion queue (for received messages) every this many polls, counted from the first poll of the wait, which
+/// reads all three ([`Ep::poll_first`]).
 const INJECT_QUEUE_EVERY: u64 = 16;
 
 /// Failure ranges [`Injects`] keeps for the tickets of injected puts.
@@ -275,7 +276,7 @@ impl Op {
     }
 }
 
-/// The hasher of the maps keyed by operation id (and by domain): ids are distinct counters, so one multiplication spreads them
+/// The hasher of the maps keyed by operation id: ids are distinct counters, so one multiplication spreads them
 /// (SipHash, the default, cost about 20 ns per lookup, and a put and its completion make five).
 #[derive(Default)]
 pub(super) struct IdHasher(u64);
@@ -299,6 +300,36 @@ impl Hasher for IdHasher {
 
 /// A map keyed by operation id.
 pub(super) type IdMap<V> = HashMap<u64, V, BuildHasherDefault<IdHasher>>;
+
+/// A number per completion domain (a count of operations in flight, or a sequence number), 0 by default, indexed
+/// by the domain's number: domains take the lowest free numbers, so it is as long as the most domains open at
+/// once, and a quiet's look-ups on every poll are two loads instead of two hash-map probes.
+#[derive(Default)]
+pub(super) struct PerDomain(Vec<u64>);
+
+impl PerDomain {
+    /// The number of domain `d`.
+    pub(super) fn get(&self, d: Domain) -> u64 {
+        self.0.get(d.0 as usize).copied().unwrap_or(0)
+    }
+
+    /// The number of domain `d`, to change.
+    pub(super) fn at(&mut self, d: Domain) -> &mut u64 {
+        let i = d.0 as usize;
+        if i >= self.0.len() {
+            self.0.resize(i + 1, 0);
+        }
+        &mut self.0[i]
+    }
+
+    /// The domains whose number is not 0, with it.
+    pub(super) fn iter(&self) -> impl Iterator<Item = (Domain, u64)> + '_ {
+        (0u32..)
+            .zip(&self.0)
+            .filter(|&(_, &n)| n != 0)
+            .map(|(i, &n)| (Domain(i), n))
+    }
+}
 
 /// A local registration of one operation's buffer.
 pub(super) struct LocalMr {
@@ -359,8 +390,8 @@ pub(crate) struct Ep {
     waw_max: usize,
     /// Outstanding operations per PE.
     per_pe: Vec<usize>,
-    /// Outstanding operations per completion domain (absent: none).
-    per_domain: HashMap<Domain, usize, BuildHasherDefault<IdHasher>>,
+    /// Outstanding operations per completion domain.
+    per_domain: PerDomain,
     /// The domain of each completed operation whose error is stored in `errors`.
     error_domains: IdMap<Domain>,
     /// Bytes of completed gets and results of atomics, until their tickets collect them.

@@ -82,6 +82,32 @@ impl FabricWindow {
         Ok(())
     }
 
+    /// A put of `src` at `off` (checked against the window by the caller), copied (so `src` may be reused on
+    /// return) or injected: the body of [`Window::put_nbi_in`], and of [`Window::write_in`] below the zero-copy
+    /// size.
+    fn put_copied(&self, d: Domain, off: usize, src: &[u8]) -> Result<Option<Ticket>> {
+        if src.is_empty() {
+            return Ok(None);
+        }
+        let Some((region, roff)) = self.at(off, src.len()) else {
+            // Across heap chunks: a put per chunk, complete on return.
+            for (o, l) in self.pieces(off, src.len()) {
+                if let Some(t) = self.put_copied(d, o, &src[o - off..][..l])? {
+                    self.t.complete(t)?;
+                }
+            }
+            return Ok(None);
+        };
+        let mut ep = lock(&self.t.ep);
+        if region.staged {
+            return ep
+                .stage_put(self.pe, d, region, roff, src, None)
+                .map(|id| Some(Ticket(id)));
+        }
+        ep.put(self.pe, d, region, roff, src, None)
+            .map(|id| Some(Ticket(id)))
+    }
+
     /// How a blocking put of `len` bytes at `addr` goes without a copy, if it can ([`Ep::direct`]; never to a
     /// staged region).
     fn direct(&self, ep: &Ep, addr: usize, len: usize) -> Option<bool> {
@@ -194,7 +220,7 @@ impl Window for FabricWindow {
         {
             return Ok(());
         }
-        self.put_nbi_in(d, off, src).map(|_| ())
+        self.put_copied(d, off, src).map(|_| ())
     }
     fn copy_from(&self, off: usize, src: &dyn Window, src_off: usize, len: usize) -> Result<()> {
         if let Some(t) = self.copy_from_nbi(off, src, src_off, len)? {
@@ -248,26 +274,7 @@ impl Window for FabricWindow {
     }
     fn put_nbi_in(&self, d: Domain, off: usize, src: &[u8]) -> Result<Option<Ticket>> {
         self.check("put", off, src.len(), 1)?;
-        if src.is_empty() {
-            return Ok(None);
-        }
-        let Some((region, roff)) = self.at(off, src.len()) else {
-            // Across heap chunks: a put per chunk, complete on return.
-            for (o, l) in self.pieces(off, src.len()) {
-                if let Some(t) = self.put_nbi_in(d, o, &src[o - off..][..l])? {
-                    self.t.complete(t)?;
-                }
-            }
-            return Ok(None);
-        };
-        let mut ep = lock(&self.t.ep);
-        if region.staged {
-            return ep
-                .stage_put(self.pe, d, region, roff, src, None)
-                .map(|id| Some(Ticket(id)));
-        }
-        ep.put(self.pe, d, region, roff, src, None)
-            .map(|id| Some(Ticket(id)))
+        self.put_copied(d, off, src)
     }
     fn put_nbi_registered_in(&self, d: Domain, off: usize, src: &[u8]) -> Result<Option<Ticket>> {
         self.check("put", off, src.len(), 1)?;
