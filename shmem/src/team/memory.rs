@@ -133,7 +133,8 @@ impl Shmem {
         if self.cfg.symmetric_max == Some(max) {
             "XPUSHMEM_SYMMETRIC_MAX"
         } else if max == self.cfg.symmetric_size {
-            "XPUSHMEM_SYMMETRIC_SIZE: this heap does not grow (a device heap whose peers the fabric reaches)"
+            "XPUSHMEM_SYMMETRIC_SIZE: this heap does not grow (a host heap with a symmetric data segment over the \
+             fabric)"
         } else {
             "the address space reserved for the heap; XPUSHMEM_SYMMETRIC_MAX sets it"
         }

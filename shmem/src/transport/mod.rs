@@ -33,6 +33,8 @@ pub mod ze;
 
 use crate::error::Result;
 use std::marker::PhantomData;
+#[cfg(xpushmem_fabric)]
+use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::{fence, Ordering};
 use std::sync::Arc;
 
@@ -513,7 +515,7 @@ pub(crate) struct ConnectArgs<'a> {
     /// Bytes of user heap per PE: the first chunk.
     pub heap_bytes: usize,
     /// Bytes of address space to reserve for the user heap per PE, which may grow up to it (at least `heap_bytes`;
-    /// a device heap whose peers the fabric reaches stays at `heap_bytes`).
+    /// a host heap with a symmetric data segment over the fabric stays at `heap_bytes`).
     pub heap_max: usize,
     /// Bytes of the runtime's own region per PE.
     pub sys_bytes: usize,
@@ -590,7 +592,21 @@ impl Peers {
                 message: "this PE has no heap window".into(),
             })?;
         if let Some(g) = &self.device_growth {
+            let at = g.mapped_end()?;
             g.grow_own(len)?;
+            // With the fabric, the new chunk `[at, mapped end)` (page-rounded, as mapped) is registered (or, staged,
+            // described) for peers; it is served only once the agreement succeeded (`Fabric::expose`).
+            #[cfg(xpushmem_fabric)]
+            if let Some(f) = &self.fabric {
+                let to = g.mapped_end()?;
+                if to > at {
+                    let rec = f
+                        .register_chunk(own.base().wrapping_add(at), at, to - at)
+                        .inspect_err(|_| g.abort())?;
+                    return Ok(rec.iter().flat_map(|w| w.to_le_bytes()).collect());
+                }
+            }
+            let _ = at;
             return Ok(Vec::new());
         }
         own.grow(len)?;
@@ -608,23 +624,19 @@ impl Peers {
     /// chunks on the fabric and make the new part of every other PE's heap reachable.
     pub(crate) fn grow_peers(&self, len: usize, records: &[Vec<u8>]) -> Result<()> {
         if let Some(g) = &self.device_growth {
-            return g.grow_peers(len);
+            g.grow_peers(len)?;
         }
         #[cfg(xpushmem_fabric)]
         if let Some(f) = &self.fabric {
-            for (pe, rec) in records.iter().enumerate().filter(|&(pe, _)| pe != self.me) {
-                let w: Vec<u64> = rec
-                    .chunks_exact(8)
-                    .map(|b| u64::from_le_bytes(b.try_into().unwrap_or_default()))
-                    .collect();
-                let rec: [u64; 4] = w.try_into().map_err(|_| crate::error::Error::Transport {
-                    transport: "fabric",
-                    message: format!("malformed heap chunk record from PE {pe}"),
-                })?;
-                f.adopt_chunk(pe, rec)?;
+            self.adopt_chunks(f, records.iter().enumerate())?;
+            if let Some(g) = &self.device_growth {
+                f.expose(g.mapped_end()?);
             }
         }
         let _ = records;
+        if self.device_growth.is_some() {
+            return Ok(());
+        }
         self.heap
             .iter()
             .enumerate()
@@ -635,9 +647,35 @@ impl Peers {
     /// The allocation's agreement failed after [`Peers::grow_own`]: undo this PE's growth where it can be undone
     /// (device heaps, whose new chunk no peer has taken yet); a host heap keeps its larger file, unused.
     pub(crate) fn grow_abort(&self) {
+        // The registration of a device chunk is closed before its memory is unmapped.
+        #[cfg(xpushmem_fabric)]
+        if let Some(f) = &self.fabric {
+            f.abort_chunk();
+        }
         if let Some(g) = &self.device_growth {
             g.abort();
         }
+    }
+    /// Adopt the heap chunks other PEs registered ([`fabric::Fabric::register_chunk`]'s records, as `(PE,
+    /// record)`; an empty record: none).
+    #[cfg(xpushmem_fabric)]
+    fn adopt_chunks<'r>(
+        &self,
+        f: &fabric::Fabric,
+        records: impl Iterator<Item = (usize, &'r Vec<u8>)>,
+    ) -> Result<()> {
+        for (pe, rec) in records.filter(|&(pe, r)| pe != self.me && !r.is_empty()) {
+            let w: Vec<u64> = rec
+                .chunks_exact(8)
+                .map(|b| u64::from_le_bytes(b.try_into().unwrap_or_default()))
+                .collect();
+            let rec: [u64; 4] = w.try_into().map_err(|_| crate::error::Error::Transport {
+                transport: "fabric",
+                message: format!("malformed heap chunk record from PE {pe}"),
+            })?;
+            f.adopt_chunk(pe, rec)?;
+        }
+        Ok(())
     }
     /// Where the device library's scratch tail lies in every PE's device heap, in bytes from its base (`None` for
     /// host heaps).
@@ -829,13 +867,12 @@ pub(crate) fn connect(a: ConnectArgs<'_>) -> Result<(Peers, dataseg::SymData)> {
     // Except with a symmetric data segment over the fabric (OpenSHMEM's statics reached over the network): there the
     // heap keeps its first size, so that the data segment follows it and one registration covers both
     // (`Window::contiguous_len`); a chunk registered later could not lie between them.
-    // Device heaps grow where the device maps every peer (the node's, through Level Zero IPC); where the fabric
-    // reaches some (other nodes, or node peers without peer access), they keep their first size: the fabric
-    // registers a device heap once, with its scratch tail, in one registration, and the host proxy serves it as
-    // one range.
+    // Device heaps grow everywhere: the node peers the device maps take each new chunk through Level Zero IPC, and
+    // with the fabric each chunk is registered (or served through the staging path) and published at the growing
+    // allocation's agreement, the scratch tail at the reserve's end having a registration of its own.
     let grows = match a.heap_kind {
         HeapKind::Host => !(a.symmetric_data && fabric_reach.is_some()),
-        HeapKind::Device => fabric_reach.is_none(),
+        HeapKind::Device => true,
     };
     let heap_max = if grows {
         a.heap_max.max(a.heap_bytes)
@@ -904,6 +941,12 @@ pub(crate) fn connect(a: ConnectArgs<'_>) -> Result<(Peers, dataseg::SymData)> {
             transport: "fabric",
             message: format!("{what} not mapped before the fabric set-up"),
         };
+        // A device heap's bytes mapped on every PE, as the staging path and the host proxy serve them, and its
+        // scratch tail.
+        let dev_span = device_growth
+            .as_ref()
+            .map(|g| -> Result<_> { Ok((Arc::new(AtomicUsize::new(g.mapped_end()?)), g.tail())) })
+            .transpose()?;
         let (t, mut fsys, mut fheap) = fabric::connect(fabric::FabricArgs {
             boot: a.boot,
             liveness: Arc::clone(&a.liveness),
@@ -920,21 +963,27 @@ pub(crate) fn connect(a: ConnectArgs<'_>) -> Result<(Peers, dataseg::SymData)> {
             timeout: a.timeout,
             progress_thread: cfg.progress_thread,
             emulate_atomics: cfg.fabric_atomics == crate::config::FabricAtomics::Cas,
-            device: device.as_ref().map(|rt| fabric::DeviceHeap {
-                rt: Arc::clone(rt),
-                mode: cfg.fabric_device_heap.clone(),
-            }),
+            device: device
+                .as_ref()
+                .zip(dev_span.as_ref())
+                .map(|(rt, (served, tail))| fabric::DeviceHeap {
+                    rt: Arc::clone(rt),
+                    mode: cfg.fabric_device_heap.clone(),
+                    served: Arc::clone(served),
+                    tail: *tail,
+                }),
             addr: cfg.fabric_addr.clone(),
         })?;
         for pe in (0..n).filter(|&p| r[p]) {
             sys[pe] = fsys[pe].take();
             heap[pe] = fheap[pe].take();
         }
-        if let Some(rt) = &device {
+        if let (Some(rt), Some((served, tail))) = (&device, &dev_span) {
             let own = heap[me].as_deref().ok_or_else(|| internal("own heap"))?;
             let own = proxy::OwnHeap {
                 base: own.base() as usize,
-                len: own.contiguous_len(),
+                served: Arc::clone(served),
+                tail: *tail,
             };
             let windows = (0..n).map(|p| t.heap_window(p)).collect();
             proxy = Some(proxy::DeviceProxy::start(

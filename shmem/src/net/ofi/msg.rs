@@ -3,6 +3,7 @@
 //! [`Token`].
 use super::*;
 use crate::hal::ze::ZeRuntime;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// A PE's message token: 128 random bits made by the PE at set-up (the transport's `random_words`) and published
@@ -543,34 +544,64 @@ impl Ep {
     }
 }
 
-/// This PE's device heap as the staging path reaches it: `len` bytes at device address `base` of `rt`'s context,
-/// copied and updated on the device's service lane. Every access is bounded by `len`.
+/// This PE's device heap as the staging path and the host proxy reach it, at device address `base` of `rt`'s
+/// context: the heap's first `heap` bytes (a count that grows: the chunks the heap's allocations' agreements made
+/// known to every PE) and the device library's scratch tail, `tail.1` bytes at `tail.0`, copied and updated on the
+/// device's service lane. Every access is bounded by one of the two ranges; the unmapped space between them (a
+/// growable heap's reserve) is never reached.
 pub(crate) struct DeviceSpan {
     rt: Arc<ZeRuntime>,
     base: usize,
-    len: usize,
+    heap: Arc<AtomicUsize>,
+    tail: (usize, usize),
 }
 
 impl DeviceSpan {
-    /// The heap of `len` bytes at device address `base`: an allocation of `rt`'s context that stays allocated as
-    /// long as this span (the runtime's heap outlives the transport).
-    pub(crate) fn new(rt: Arc<ZeRuntime>, base: usize, len: usize) -> DeviceSpan {
-        DeviceSpan { rt, base, len }
+    /// The heap at device address `base` with its first `heap` bytes and its tail `(offset, length)` mapped: an
+    /// allocation of `rt`'s context that stays allocated as long as this span (the runtime's heap outlives the
+    /// transport). `heap` only grows, and only over memory that stays mapped as long as the heap (chunks whose
+    /// growth every PE agreed on).
+    pub(crate) fn new(
+        rt: Arc<ZeRuntime>,
+        base: usize,
+        heap: Arc<AtomicUsize>,
+        tail: (usize, usize),
+    ) -> DeviceSpan {
+        DeviceSpan {
+            rt,
+            base,
+            heap,
+            tail,
+        }
     }
 
-    /// Bytes of the heap.
-    pub(crate) fn len(&self) -> usize {
-        self.len
+    /// Where the last reachable byte ends (the tail's end, or the heap's when it has no tail): what an access's
+    /// range and alignment are checked against first.
+    pub(crate) fn end(&self) -> usize {
+        if self.tail.1 > 0 {
+            self.tail.0 + self.tail.1
+        } else {
+            self.heap.load(Ordering::Acquire)
+        }
     }
 
-    /// The device address of `[off, off + len)`, which must lie in the heap.
+    /// Whether `[off, off + len)` lies in the heap's reachable part or in its tail.
+    pub(crate) fn holds(&self, off: usize, len: usize) -> bool {
+        let heap = self.heap.load(Ordering::Acquire);
+        let (t0, tl) = self.tail;
+        off.checked_add(len)
+            .is_some_and(|e| e <= heap || (off >= t0 && e <= t0 + tl))
+    }
+
+    /// The device address of `[off, off + len)`, which must lie in the heap's reachable part or in its tail.
     fn at(&self, off: usize, len: usize) -> Result<usize> {
-        if off.checked_add(len).is_none_or(|e| e > self.len) {
+        if !self.holds(off, len) {
+            let (heap, (t0, tl)) = (self.heap.load(Ordering::Acquire), self.tail);
             return Err(Error::Transport {
                 transport: "fabric",
                 message: format!(
-                    "a staged access of {len} bytes at {off} outside the device heap of {} bytes",
-                    self.len
+                    "a staged access of {len} bytes at {off} outside the device heap's {heap} reachable bytes \
+                     and its {tl}-byte scratch tail at {t0}"
                 ),
             });
         }
