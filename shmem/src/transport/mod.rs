@@ -544,7 +544,7 @@ pub(crate) struct Peers {
     me: usize,
     /// The Level Zero device of a device heap.
     pub(crate) device: Option<Arc<ze::ZeRuntime>>,
-    /// How device heaps grow (device heaps whose every peer the device maps; `None` elsewhere).
+    /// How device heaps grow (`None` for host heaps).
     device_growth: Option<ze::Growth>,
     /// The host proxy of kernels' operations on PEs reached through the fabric (device heaps only).
     #[cfg(xpushmem_fabric)]
@@ -556,6 +556,10 @@ pub(crate) struct Peers {
     heap_max: usize,
     /// Where team-scoped allocations start (`heap_max`), where they are possible.
     team_base: Option<usize>,
+    /// With the fabric: this PE's team-space chunks registered so far (key, address, offset, length), in order,
+    /// each starting where the last ends ([`Peers::team_grow_own`]).
+    #[cfg(xpushmem_fabric)]
+    team_chunks: std::sync::Mutex<Vec<[u64; 4]>>,
     /// This PE's own memfd (runtime words, and the user heap on host heaps); mapped by every node peer.
     _arena: shm::Arena,
 }
@@ -565,15 +569,63 @@ impl Peers {
     pub(crate) fn heap(&self, pe: usize) -> Option<&dyn Window> {
         self.heap.get(pe)?.as_deref()
     }
-    /// The largest the user heap may grow to: the reserved space of a growable heap (host heaps; device heaps whose
-    /// peers are all on this node and mapped by the device), else its fixed size.
+    /// The largest the user heap may grow to: the reserved space of a growable heap (every heap but a host heap
+    /// with a symmetric data segment over the fabric), else its fixed size.
     pub(crate) fn heap_max(&self) -> usize {
         self.heap_max
     }
     /// Where team-scoped allocations start in the symmetric space (after the world's reserve), or `None` where
-    /// they are not possible (device heaps, the fabric).
+    /// they are not possible (device heaps; a symmetric data segment over the fabric).
     pub(crate) fn team_base(&self) -> Option<usize> {
         self.team_base
+    }
+    /// A team-scoped range `[start, end)` (team space, `end` a page multiple) is to be used by this PE: grow its
+    /// own heap over it and, with the fabric, register what of the team space up to `end` is not registered yet
+    /// (one more chunk, with a fresh key). The records (key, address, offset, length) of this PE's team-space
+    /// chunks that overlap the range, which the team's members adopt ([`Peers::team_adopt`]) and no other PE
+    /// learns: a PE reaches only the team ranges of the teams it is a member of. Empty without the fabric.
+    pub(crate) fn team_grow_own(&self, start: usize, end: usize) -> Result<Vec<[u64; 4]>> {
+        self.grow_windows(&[self.me], end)?;
+        #[cfg(xpushmem_fabric)]
+        if let (Some(f), Some(base)) = (&self.fabric, self.team_base) {
+            let mut chunks = self.team_chunks.lock().unwrap_or_else(|p| p.into_inner());
+            let from = chunks.last().map_or(base, |c| (c[2] + c[3]) as usize);
+            if end > from {
+                let own = self
+                    .heap(self.me)
+                    .ok_or_else(|| crate::error::Error::Transport {
+                        transport: "heap",
+                        message: "this PE has no heap window".into(),
+                    })?;
+                chunks.push(f.register_chunk(own.base().wrapping_add(from), from, end - from)?);
+            }
+            return Ok(chunks
+                .iter()
+                .filter(|c| (c[2] as usize) < end && (c[2] + c[3]) as usize > start)
+                .copied()
+                .collect());
+        }
+        let _ = start;
+        Ok(Vec::new())
+    }
+    /// Adopt PE `pe`'s team-space chunk `rec` ([`Peers::team_grow_own`]'s record) on the fabric: this PE and `pe`
+    /// are members of one team. A chunk adopted before is kept as it is.
+    pub(crate) fn team_adopt(&self, pe: usize, rec: [u64; 4]) -> Result<()> {
+        #[cfg(xpushmem_fabric)]
+        if let Some(f) = &self.fabric {
+            if pe != self.me {
+                return f.adopt_chunk(pe, rec);
+            }
+        }
+        let _ = (pe, rec);
+        Ok(())
+    }
+    /// Whether team-space chunks travel between members ([`Peers::team_grow_own`]): the fabric is in use.
+    pub(crate) fn team_chunks_travel(&self) -> bool {
+        #[cfg(xpushmem_fabric)]
+        return self.fabric.is_some() && self.team_base.is_some();
+        #[cfg(not(xpushmem_fabric))]
+        false
     }
     /// Make the first `len` bytes of each of `pes`'s heaps reachable (growing this PE's own when it is one of
     /// them): a team-scoped allocation grew the heaps of the team's members.
@@ -879,11 +931,12 @@ pub(crate) fn connect(a: ConnectArgs<'_>) -> Result<(Peers, dataseg::SymData)> {
     } else {
         a.heap_bytes
     };
-    // Team-scoped allocations live in a second reserve after the world's, `[heap_max, 2 * heap_max)`, where every
-    // PE is a node mapping (host heaps, no fabric): see `team/memory.rs`.
-    // The team space starts at a power of two, so its allocations align like the world's.
-    let team_base =
-        (host_user > 0 && fabric_reach.is_none()).then(|| vmem::alignment_for(heap_max, 1));
+    // Team-scoped allocations live in a second reserve after the world's, `[T, T + heap_max)` (host heaps; see
+    // `team/memory.rs`): node peers map it, and over the fabric each member registers its team-space chunks and
+    // publishes them to the members of the team that uses them. Not with a symmetric data segment over the fabric
+    // (one registration covers the heap and the data segment after it). The team space starts at a power of two,
+    // so its allocations align like the world's.
+    let team_base = (host_user > 0 && grows).then(|| vmem::alignment_for(heap_max, 1));
     let host_reserve = match team_base {
         Some(b) => b
             .checked_add(heap_max)
@@ -1025,6 +1078,8 @@ pub(crate) fn connect(a: ConnectArgs<'_>) -> Result<(Peers, dataseg::SymData)> {
         fabric: fabric_t,
         heap_max,
         team_base,
+        #[cfg(xpushmem_fabric)]
+        team_chunks: std::sync::Mutex::new(Vec::new()),
         _arena: arena,
     };
     Ok((peers, data))

@@ -33,7 +33,7 @@ Then, as with NVSHMEM on CUDA::
 The runtime starts lazily at the first allocation, from the default process group's store (unique-ID start-up);
 a process without a default group is a world of one. An allocation with a group name
 (``_SymmetricMemory.empty_strided_p2p(..., group_name=...)``) is made by that group's ranks only, on a team of them
-(host heaps on one node; on XPU, or across nodes, it fails with the reason), and ``rendezvous`` without a group takes
+(host heaps, on one node or across nodes; on XPU it fails with the reason), and ``rendezvous`` without a group takes
 the allocation's. ``rendezvous`` of a tensor that is not symmetric returns ``None``; a group with
 ``use_pg_for_symm_mem_rendezvous`` set rendezvouses through its allgather, not its store.
 Errors are ``RuntimeError`` with xpushmem's message.

@@ -54,8 +54,12 @@
 //!   drop the connection, so guessing 64 bits is infeasible. With `FI_MR_PROV_KEY` the provider's keys are used,
 //!   and their strength is the provider's. Receive buffers, bounce buffers and operations' buffers are
 //!   registered (with `FI_MR_LOCAL`) for local access only.
-//! - Keys, endpoint names and tokens travel only in [`connect`]'s `allgather` of the bootstrap (the unique-ID
-//!   rendezvous authenticates its members; MPI's communicator), nowhere else.
+//! - Keys, endpoint names and tokens travel in [`connect`]'s `allgather` of the bootstrap (the unique-ID
+//!   rendezvous authenticates its members; MPI's communicator); the keys of chunks registered later (a heap that
+//!   grows, host or device: [`Fabric::register_chunk`]; a team-space chunk) in the allocation's agreement words,
+//!   which live in the PEs' runtime words and so are reached only with their secret keys (a team-space chunk's
+//!   only by the members of the team whose range it holds). A window reaches only the chunks its PE published
+//!   to this one.
 //! - Messages are authenticated: each PE makes a 128-bit random token at set-up, published only in that
 //!   allgather; every message to a PE (staging requests of a device heap, their replies) carries that PE's token.
 //!   A message whose token is wrong (compared in constant time), whose length does not match its header, whose

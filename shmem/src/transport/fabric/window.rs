@@ -110,6 +110,11 @@ impl FabricWindow {
             s + r.len as usize <= off
         };
         let before_next = c.get(i).is_none_or(|&(s, _)| end <= s);
+        // The same chunk again (a team-space chunk published to this PE by another team it shares with the
+        // owner): kept.
+        if c.get(i).is_some_and(|&(s, r)| s == off && r == region) {
+            return Ok(());
+        }
         if !after_prev || !before_next {
             return Err(Error::Transport {
                 transport: "fabric",
