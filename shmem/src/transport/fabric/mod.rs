@@ -9,7 +9,14 @@
 //! else the first RDM provider with RMA, atomics and messages that libfabric lists, single-node-only `shm`
 //! providers skipped) on the address the endpoint is to listen on, open fabric, domain, completion queue, address
 //! vector and endpoint, register this PE's runtime words and user heap (`fi_mr_reg`, remote read/write, random
-//! keys), post the receive buffers, and exchange endpoint names, tokens and keys through the bootstrap.
+//! keys; a device heap's mapped part and its scratch tail at the end of its reserve apart, or neither when they are
+//! staged), post the receive buffers, and exchange endpoint names, tokens and keys through the bootstrap.
+//!
+//! Growth: when an allocation grows the heap, each PE registers its new chunk ([`Fabric::register_chunk`]; a
+//! staged device heap only describes it), the allocation's second agreement publishes the records and each peer
+//! adopts them ([`Fabric::adopt_chunk`]): a window keeps its PE's chunks in order and splits an operation at a
+//! chunk boundary, and refuses one that reaches into no chunk (a device heap's unmapped reserve, another team's
+//! range). Team-space chunks (host heaps) are published to the team's members only (`team/memory.rs`).
 //!
 //! Operations: a put copies its source (the caller may reuse `src` on return) and posts `fi_writemsg`: one up to
 //! the provider's inject size (64 B on `tcp;ofi_rxm`) with `FI_INJECT` and no context or completion entry, its
