@@ -544,6 +544,14 @@ impl Ep {
     }
 }
 
+/// Whether `[off, off + len)` lies in a device heap's first `heap` bytes or in its tail `(offset, length)`: never
+/// across the two, nor in the unmapped reserve between them.
+pub(crate) fn span_holds(heap: usize, tail: (usize, usize), off: usize, len: usize) -> bool {
+    let (t0, tl) = tail;
+    off.checked_add(len)
+        .is_some_and(|e| e <= heap || (off >= t0 && e <= t0 + tl))
+}
+
 /// This PE's device heap as the staging path and the host proxy reach it, at device address `base` of `rt`'s
 /// context: the heap's first `heap` bytes (a count that grows: the chunks the heap's allocations' agreements made
 /// known to every PE) and the device library's scratch tail, `tail.1` bytes at `tail.0`, copied and updated on the
@@ -585,12 +593,9 @@ impl DeviceSpan {
         }
     }
 
-    /// Whether `[off, off + len)` lies in the heap's reachable part or in its tail.
+    /// Whether `[off, off + len)` lies in the heap's reachable part or in its tail ([`span_holds`]).
     pub(crate) fn holds(&self, off: usize, len: usize) -> bool {
-        let heap = self.heap.load(Ordering::Acquire);
-        let (t0, tl) = self.tail;
-        off.checked_add(len)
-            .is_some_and(|e| e <= heap || (off >= t0 && e <= t0 + tl))
+        span_holds(self.heap.load(Ordering::Acquire), self.tail, off, len)
     }
 
     /// The device address of `[off, off + len)`, which must lie in the heap's reachable part or in its tail.

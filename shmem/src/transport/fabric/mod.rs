@@ -793,6 +793,60 @@ mod tests {
     }
 
     #[test]
+    fn a_device_heap_is_served_in_its_agreed_chunks_and_tail_only() {
+        // A heap of 2 pages agreed on, a reserve up to 16 pages, a tail of 100 bytes at 16 pages.
+        let (page, heap, tail) = (4096, 8192, (16 * 4096, 100));
+        let holds = |off: usize, len: usize| ofi::span_holds(heap, tail, off, len);
+        assert!(
+            holds(0, heap) && holds(heap - 8, 8) && holds(tail.0, 100) && holds(tail.0 + 92, 8)
+        );
+        // The unmapped reserve (a chunk mapped but not yet agreed on, or never mapped), across either boundary,
+        // past the tail, and a length that wraps: refused.
+        for (off, len) in [
+            (heap, 1),
+            (heap - 8, 16),
+            (3 * page, 8),
+            (tail.0 - 8, 16),
+            (tail.0 + 96, 8),
+            (tail.0 + 100, 1),
+            (usize::MAX - 3, 8),
+        ] {
+            assert!(!holds(off, len), "[{off}, +{len}) is served");
+        }
+        // Raised after an agreement: the new chunk is served.
+        assert!(ofi::span_holds(4 * page, tail, 3 * page, 8));
+    }
+
+    #[test]
+    fn chunks_are_kept_in_order_and_never_overlap() {
+        let r = |key: u64, len: u64| Region {
+            key,
+            addr: 0,
+            len,
+            staged: false,
+        };
+        // A device heap: its first chunk and its tail at the end of the reserve; grown chunks go between them.
+        let c = window::heap_chunks(r(1, 4096), (1 << 20, r(2, 100))).expect("tail");
+        FabricWindow::add_chunk(&c, 4096, r(3, 8192)).expect("grown chunk");
+        // A chunk published again (another team shared with its owner) is kept; an overlapping one is refused.
+        FabricWindow::add_chunk(&c, 4096, r(3, 8192)).expect("the same chunk again");
+        for (off, len) in [(0, 4096), (8192, 8192), (12280, 16), ((1 << 20) - 8, 16)] {
+            assert!(
+                FabricWindow::add_chunk(&c, off, r(9, len)).is_err(),
+                "[{off}, +{len}) overlaps"
+            );
+        }
+        FabricWindow::add_chunk(&c, 1 << 16, r(4, 4096)).expect("a team chunk after a gap");
+        let offs: Vec<(usize, u64)> = c
+            .read()
+            .expect("chunks")
+            .iter()
+            .map(|&(o, r)| (o, r.key))
+            .collect();
+        assert_eq!(offs, [(0, 1), (4096, 3), (1 << 16, 4), (1 << 20, 2)]);
+    }
+
+    #[test]
     fn tokens_compare_equal_only_when_equal() {
         let t: Token = random_words().expect("token");
         let u: Token = random_words().expect("token");
