@@ -36,7 +36,7 @@ pub(crate) mod slab;
 
 pub(crate) use info::{providers, Bind, Want};
 use msg::Inbox;
-pub(crate) use msg::{amo_of, span_holds, DeviceSpan, StagedHeap, Token};
+pub(crate) use msg::{amo_of, DeviceSpan, StagedHeap, Token};
 use slab::Slabs;
 
 use crate::error::{Error, Result};

@@ -793,31 +793,6 @@ mod tests {
     }
 
     #[test]
-    fn a_device_heap_is_served_in_its_agreed_chunks_and_tail_only() {
-        // A heap of 2 pages agreed on, a reserve up to 16 pages, a tail of 100 bytes at 16 pages.
-        let (page, heap, tail) = (4096, 8192, (16 * 4096, 100));
-        let holds = |off: usize, len: usize| ofi::span_holds(heap, tail, off, len);
-        assert!(
-            holds(0, heap) && holds(heap - 8, 8) && holds(tail.0, 100) && holds(tail.0 + 92, 8)
-        );
-        // The unmapped reserve (a chunk mapped but not yet agreed on, or never mapped), across either boundary,
-        // past the tail, and a length that wraps: refused.
-        for (off, len) in [
-            (heap, 1),
-            (heap - 8, 16),
-            (3 * page, 8),
-            (tail.0 - 8, 16),
-            (tail.0 + 96, 8),
-            (tail.0 + 100, 1),
-            (usize::MAX - 3, 8),
-        ] {
-            assert!(!holds(off, len), "[{off}, +{len}) is served");
-        }
-        // Raised after an agreement: the new chunk is served.
-        assert!(ofi::span_holds(4 * page, tail, 3 * page, 8));
-    }
-
-    #[test]
     fn chunks_are_kept_in_order_and_never_overlap() {
         let r = |key: u64, len: u64| Region {
             key,
