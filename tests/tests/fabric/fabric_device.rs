@@ -3,6 +3,10 @@
 //! `FI_HMEM`, so they take the staging path: messages into registered host buffers, applied by the target's Level
 //! Zero copy), and kernels' puts, put-with-signal, quiet, `p`, gets and atomics to those peers through the host
 //! proxy ring.
+//! At 2 PEs the heap starts at 1 MiB and grows past it at an allocation (the growing heap over the fabric: each
+//! new chunk described to the peers at the allocation's agreement): host puts and gets, and a module's kernels
+//! (initialised before the growth) put-with-signal and get through the proxy, into the grown part; before the
+//! growth a kernel's put past the mapped part is refused.
 //! Every result is checked against a reference each PE computes on its own. A proxy that never answers ends the
 //! kernel's call in its `Timeout`, a dead peer in `PeerLost`; a job mixing mapped and fabric peers runs both paths.
 //! Jobs of two simulated nodes ("2+2" and "3+1") run the one-node suite's team kernels and checks
