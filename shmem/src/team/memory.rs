@@ -28,8 +28,8 @@
 //! identity, so a mismatch fails it on every member) gathers the proposals, and when they differ every member
 //! retries from the largest; when they agree, the range is free on every member and each takes it. Members whose
 //! team-space history is the same (the usual case: one group allocating in turn) agree at once. Each member then
-//! grows its own heap file to cover the range and, after the closing barrier, makes the other members' ranges
-//! reachable. A range is symmetric only among the team's members; other PEs never see it. Over the fabric, each
+//! grows its own heap file to cover the range and, after the closing agreement (which fails the call on every
+//! member when one could not grow), makes the other members' ranges reachable. A range is symmetric only among the team's members; other PEs never see it. Over the fabric, each
 //! member registers its team space as it grows over it (one chunk per growth, a fresh random key each) and the
 //! closing agreement carries, one per round, the records of its chunks that the range overlaps; the members adopt
 //! them, and no other PE learns those keys. Team-scoped allocations need host heaps (device heaps have no team
