@@ -55,7 +55,7 @@ macro_rules! env_table {
 }
 
 env_table! {
-    /// size of the first chunk of each PE's symmetric heap, which grows on demand (host heaps, over shared memory or the fabric; device heaps where the device maps every peer, through Level Zero virtual memory; device heaps whose peers the fabric reaches keep this size); bytes or with a K/M/G/T suffix (powers of 1024); memory is committed only when touched
+    /// size of the first chunk of each PE's symmetric heap, which grows on demand (host heaps, over shared memory or the fabric; device heaps through Level Zero virtual memory, their new chunks mapped by node peers and registered with the fabric); bytes or with a K/M/G/T suffix (powers of 1024); memory is committed only when touched
     symmetric_size: usize = "XPUSHMEM_SYMMETRIC_SIZE", "1G", heap_size;
     /// the most each PE's symmetric heap may grow to (unset: 1T of address space reserved, DEFAULT_HEAP_RESERVE, less on a node of more than 16 PEs; team-scoped allocations get a second reserve of the same size; on device heaps, device address space reserved for each PE's heap and team space and for each node peer's); at least XPUSHMEM_SYMMETRIC_SIZE; PEs must agree on it; bytes or with a K/M/G/T suffix
     symmetric_max: Option<usize> = "XPUSHMEM_SYMMETRIC_MAX", "", opt_heap_size;

@@ -18,11 +18,13 @@
 //! as a team-scoped allocation does; equal proposals are free on every member and each takes the range. Each
 //! member then grows its heap over the range and zeroes its slot, and a last round publishes whether it could:
 //! nobody signals into a slot before its owner zeroed it, and a member that could not fails the call on every
-//! member. The team lives in the team space, so it needs every member's heap mapped by the others (heaps on one
-//! node, no fabric); elsewhere the call fails at once, on every member, without waiting for anyone. On device
-//! heaps the slot is whole device pages with a chunk of its own on each member, as a team-scoped allocation's
-//! (`memory.rs`): each member maps its chunk before the last round, then the members pass the chunks among
-//! themselves, and one more round says whether every member mapped the others' (else each unmaps them all).
+//! member. The team lives in the team space, so it needs a team space: host heaps (on one node, or over the
+//! fabric without a symmetric data segment) or device heaps on one node; elsewhere the call fails at once, on every
+//! member, without waiting for anyone. Over the fabric, more rounds carry each member's registered team-space
+//! chunks that the slot overlaps (`Peers::team_grow_own`: how many, then one a round), which the members adopt. On
+//! device heaps the slot is whole device pages with a chunk of its own on each member, as a team-scoped
+//! allocation's (`memory.rs`): each member maps its chunk before the last round, then the members pass the chunks
+//! among themselves, and one more round says whether every member mapped the others' (else each unmaps them all).
 //!
 //! A member list that names a PE which never calls (or calls with a list that leaves this PE out) cannot be told
 //! from a slow PE: the call ends with the runtime's timeout, naming the members that did not arrive.
@@ -50,8 +52,9 @@ impl Shmem {
     /// Creations that share members must be made in the same order on those members.
     ///
     /// The team's synchronisation words are placed among the members only, in their team space (as a team-scoped
-    /// allocation, see [`Shmem::team_malloc`]), so the team needs every member's heap mapped by the others: heaps
-    /// on one node (host or device), no fabric. Elsewhere, or with a bad list (empty, a PE out of range or listed twice, this
+    /// allocation, see [`Shmem::team_malloc`]), so the team needs a team space: host heaps, on one node or over
+    /// the fabric (not with a symmetric data segment over the fabric), or device heaps on one node. Elsewhere, or
+    /// with a bad list (empty, a PE out of range or listed twice, this
     /// PE missing), the call fails at once. Members that pass different lists or tags fail with
     /// [`Error::Mismatch`] on every member. Destroy the team with [`Shmem::team_destroy`] (collective over its
     /// members).
@@ -72,14 +75,9 @@ impl Shmem {
                 format!("{pes:?}"),
                 format!(
                     "{OP}: a team made by its members only keeps its synchronisation words in the members' team \
-                     space, which needs every member's heap mapped by the others (heaps on one node, no fabric); \
-                     this job's heap is {:?}{}",
+                     space, which needs host heaps (and no symmetric data segment over the fabric) or device \
+                     heaps on one node; this job's heap is {:?}",
                     self.heap_kind,
-                    if self.n_pes() > 1 && self.cfg.transport == crate::config::TransportMode::Fabric {
-                        " reached through the fabric"
-                    } else {
-                        ""
-                    }
                 ),
             )
         })?;
@@ -150,10 +148,11 @@ impl Shmem {
             match device {
                 Some(g) => g.team_grow_own(base + rel, bytes, pes).map(|c| {
                     chunk = Some(c);
+                    Vec::new()
                 }),
-                None => self.peers.grow_windows(&[me], end),
+                None => self.peers.team_grow_own(base + rel, end),
             }
-            .and_then(|()| self.local_map().fill(base + rel, bytes, 0))
+            .and_then(|recs| self.local_map().fill(base + rel, bytes, 0).map(|()| recs))
         } else {
             Err(Error::State(format!(
                 "{OP}: the agreed team-space offset {rel} is taken on this PE"
@@ -209,6 +208,39 @@ impl Shmem {
                 )));
             }
         } else {
+            // Over the fabric, more rounds carry each member's team-space chunks that the slot overlaps, which the
+            // members adopt: first how many each has, then one per round.
+            if self.peers.team_chunks_travel() {
+                let recs = placed.unwrap_or_default();
+                let published = self
+                    .members_round(
+                        pes,
+                        &mut counts,
+                        [recs.len() as u64, 0, 0, 0],
+                        "publishing the team's chunks",
+                    )
+                    .and_then(|all| {
+                        let most = all.iter().map(|r| r[0]).max().unwrap_or(0) as usize;
+                        for i in 0..most {
+                            let rec = recs.get(i).copied().unwrap_or_default();
+                            let all = self.members_round(
+                                pes,
+                                &mut counts,
+                                rec,
+                                "publishing the team's chunks",
+                            )?;
+                            pes.iter()
+                                .zip(&all)
+                                .filter(|(_, r)| r[3] > 0)
+                                .try_for_each(|(&pe, r)| self.peers.team_adopt(pe, *r))?;
+                        }
+                        Ok(())
+                    });
+                if let Err(e) = published {
+                    lock(&self.team_heap).free(rel);
+                    return Err(e);
+                }
+            }
             self.peers.grow_windows(pes, end)?;
         }
         self.team_mapped.fetch_max(end - base, Ordering::AcqRel);

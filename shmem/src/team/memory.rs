@@ -28,9 +28,13 @@
 //! identity, so a mismatch fails it on every member) gathers the proposals, and when they differ every member
 //! retries from the largest; when they agree, the range is free on every member and each takes it. Members whose
 //! team-space history is the same (the usual case: one group allocating in turn) agree at once. Each member then
-//! grows its own heap file to cover the range and, after the closing barrier, makes the other members' ranges
-//! reachable. A range is symmetric only among the team's members; other PEs never see it. Team-scoped
-//! allocations need every member's heap mapped by the others (heaps on one node, no fabric).
+//! grows its own heap file to cover the range and, after the closing agreement (which fails the call on every
+//! member when one could not grow), makes the other members' ranges reachable. A range is symmetric only among the
+//! team's members; other PEs never see it. Over the fabric, each member registers its team space as it grows over
+//! it (one chunk per growth, a fresh random key each) and the closing agreement carries, one per round, the
+//! records of its chunks that the range overlaps; the members adopt them, and no other PE learns those keys.
+//! Team-scoped allocations need a team space: host heaps (not with a symmetric data segment over the fabric, whose
+//! heap does not grow) and device heaps the device maps on one node.
 //!
 //! On device heaps the team space lies in every device reserve after the world's (`hal/ze/ipc.rs`), and each
 //! team-scoped allocation is whole device pages with a chunk of physical memory of its own on each member
@@ -142,7 +146,8 @@ impl Shmem {
         if self.cfg.symmetric_max == Some(max) {
             "XPUSHMEM_SYMMETRIC_MAX"
         } else if max == self.cfg.symmetric_size {
-            "XPUSHMEM_SYMMETRIC_SIZE: this heap does not grow (a device heap whose peers the fabric reaches)"
+            "XPUSHMEM_SYMMETRIC_SIZE: this heap does not grow (a host heap with a symmetric data segment over the \
+             fabric)"
         } else {
             "the address space reserved for the heap; XPUSHMEM_SYMMETRIC_MAX sets it"
         }
@@ -327,8 +332,9 @@ impl Shmem {
                 "team",
                 team.describe(),
                 format!(
-                    "{op}: team-scoped allocations need every member's heap mapped by the others (heaps on one \
-                     node, no fabric); this job's heap is {:?}",
+                    "{op}: team-scoped allocations need a team space: host heaps (on one node or over the \
+                     fabric, without a symmetric data segment over the fabric) or device heaps on one node; this \
+                     job's heap is {:?}",
                     self.heap_kind
                 ),
             )),
@@ -401,27 +407,37 @@ impl Shmem {
             .map(|i| team.global_pe(i))
             .collect::<Result<_>>()?;
         // Device heaps: each member maps its chunk and the others' (agreed among them, see the module docs). Host
-        // heaps: each member grows its own heap to cover the range, then (after the barrier) reaches the others'.
+        // heaps: each member grows its own heap to cover the range (over the fabric: registers it), then a closing
+        // agreement publishes every member's outcome (and, over the fabric, its chunks of the range), after which
+        // each reaches the others' ranges.
         let end = (base + rel + bytes).next_multiple_of(4096);
         let placed = match device {
             Some(g) => self.team_map_device(g, &mut ctx, words, &members, base + rel, bytes),
-            None => self.peers.grow_windows(&[self.me], end),
+            None => {
+                let grown = self.peers.team_grow_own(base + rel, end).and_then(|recs| {
+                    if zero_call(call) {
+                        self.local_map().fill(base + rel, bytes, 0)?;
+                    }
+                    Ok(recs)
+                });
+                self.publish_team_chunks(&mut ctx, words, &members, grown)
+            }
         };
         if let Err(e) = placed {
             self.team_heap
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .free(rel);
-            if device.is_none() {
-                let _ = ctx.barrier(BarrierAlgo::Dissemination);
-            }
             return Err(e);
         }
-        if zero_call(call) {
-            self.local_map().fill(base + rel, bytes, 0)?;
-        }
-        ctx.barrier(BarrierAlgo::Dissemination)?;
-        if device.is_none() {
+        if device.is_some() {
+            // The device chunks are mapped on every member: each zeroes its own, then the barrier lets the members
+            // use each other's.
+            if zero_call(call) {
+                self.local_map().fill(base + rel, bytes, 0)?;
+            }
+            ctx.barrier(BarrierAlgo::Dissemination)?;
+        } else {
             self.peers.grow_windows(&members, end)?;
         }
         self.team_mapped.fetch_max(end - base, Ordering::AcqRel);
@@ -467,6 +483,42 @@ impl Shmem {
             g.team_unmap(off, members);
         }
         all.map(drop)
+    }
+
+    /// A team-scoped allocation's closing agreement among `members` (the team of `ctx`): every member's outcome
+    /// `grown` and, over the fabric, its team-space chunks of the range ([`crate::transport::Peers::team_grow_own`]),
+    /// one record per round (the rounds go on while any member has more), adopted by every member. Fails on every
+    /// member when one could not grow.
+    fn publish_team_chunks(
+        &self,
+        ctx: &mut Ctx<'_>,
+        words: [u64; COMMON],
+        members: &[usize],
+        grown: Result<Vec<[u64; 4]>>,
+    ) -> Result<()> {
+        let (mut recs, local) = match grown {
+            Ok(r) => (r, Ok(())),
+            Err(e) => (Vec::new(), Err(e)),
+        };
+        let mut local = Some(local);
+        loop {
+            let mut info = [0u64; INFO];
+            let rec = (!recs.is_empty()).then(|| recs.remove(0));
+            if let Some(r) = rec {
+                info[..4].copy_from_slice(&r);
+                info[4] = 1;
+            }
+            info[5] = recs.len() as u64;
+            let all = ctx.enter(words, info, local.take().unwrap_or(Ok(())), true)?;
+            for (&pe, w) in members.iter().zip(&all) {
+                if w[4] == 1 {
+                    self.peers.team_adopt(pe, [w[0], w[1], w[2], w[3]])?;
+                }
+            }
+            if all.iter().all(|w| w[5] == 0) {
+                return Ok(());
+            }
+        }
     }
 
     /// Bytes of the heap currently allocated (the runtime's own words included).

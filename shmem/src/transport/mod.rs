@@ -33,6 +33,8 @@ pub mod ze;
 
 use crate::error::Result;
 use std::marker::PhantomData;
+#[cfg(xpushmem_fabric)]
+use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::{fence, Ordering};
 use std::sync::Arc;
 
@@ -513,7 +515,7 @@ pub(crate) struct ConnectArgs<'a> {
     /// Bytes of user heap per PE: the first chunk.
     pub heap_bytes: usize,
     /// Bytes of address space to reserve for the user heap per PE, which may grow up to it (at least `heap_bytes`;
-    /// a device heap whose peers the fabric reaches stays at `heap_bytes`).
+    /// a host heap with a symmetric data segment over the fabric stays at `heap_bytes`).
     pub heap_max: usize,
     /// Bytes of the runtime's own region per PE.
     pub sys_bytes: usize,
@@ -542,7 +544,7 @@ pub(crate) struct Peers {
     me: usize,
     /// The Level Zero device of a device heap.
     pub(crate) device: Option<Arc<ze::ZeRuntime>>,
-    /// How device heaps grow (device heaps whose every peer the device maps; `None` elsewhere).
+    /// How device heaps grow (`None` for host heaps).
     device_growth: Option<ze::Growth>,
     /// The host proxy of kernels' operations on PEs reached through the fabric (device heaps only).
     #[cfg(xpushmem_fabric)]
@@ -554,6 +556,10 @@ pub(crate) struct Peers {
     heap_max: usize,
     /// Where team-scoped allocations start (after the world's reserve), where they are possible.
     team_base: Option<usize>,
+    /// With the fabric: this PE's team-space chunks registered so far (key, address, offset, length), in order,
+    /// each starting where the last ends ([`Peers::team_grow_own`]).
+    #[cfg(xpushmem_fabric)]
+    team_chunks: std::sync::Mutex<Vec<[u64; 4]>>,
     /// This PE's own memfd (runtime words, and the user heap on host heaps); mapped by every node peer.
     _arena: shm::Arena,
 }
@@ -563,15 +569,63 @@ impl Peers {
     pub(crate) fn heap(&self, pe: usize) -> Option<&dyn Window> {
         self.heap.get(pe)?.as_deref()
     }
-    /// The largest the user heap may grow to: the reserved space of a growable heap (host heaps; device heaps whose
-    /// peers are all on this node and mapped by the device), else its fixed size.
+    /// The largest the user heap may grow to: the reserved space of a growable heap (every heap but a host heap
+    /// with a symmetric data segment over the fabric), else its fixed size.
     pub(crate) fn heap_max(&self) -> usize {
         self.heap_max
     }
     /// Where team-scoped allocations start in the symmetric space (after the world's reserve), or `None` where
-    /// they are not possible (the fabric).
+    /// they are not possible (device heaps over the fabric; a symmetric data segment over the fabric).
     pub(crate) fn team_base(&self) -> Option<usize> {
         self.team_base
+    }
+    /// A team-scoped range `[start, end)` (team space, `end` a page multiple) is to be used by this PE: grow its
+    /// own heap over it and, with the fabric, register what of the team space up to `end` is not registered yet
+    /// (one more chunk, with a fresh key). The records (key, address, offset, length) of this PE's team-space
+    /// chunks that overlap the range, which the team's members adopt ([`Peers::team_adopt`]) and no other PE
+    /// learns: a PE reaches only the team ranges of the teams it is a member of. Empty without the fabric.
+    pub(crate) fn team_grow_own(&self, start: usize, end: usize) -> Result<Vec<[u64; 4]>> {
+        self.grow_windows(&[self.me], end)?;
+        #[cfg(xpushmem_fabric)]
+        if let (Some(f), Some(base)) = (&self.fabric, self.team_base) {
+            let mut chunks = self.team_chunks.lock().unwrap_or_else(|p| p.into_inner());
+            let from = chunks.last().map_or(base, |c| (c[2] + c[3]) as usize);
+            if end > from {
+                let own = self
+                    .heap(self.me)
+                    .ok_or_else(|| crate::error::Error::Transport {
+                        transport: "heap",
+                        message: "this PE has no heap window".into(),
+                    })?;
+                chunks.push(f.register_chunk(own.base().wrapping_add(from), from, end - from)?);
+            }
+            return Ok(chunks
+                .iter()
+                .filter(|c| (c[2] as usize) < end && (c[2] + c[3]) as usize > start)
+                .copied()
+                .collect());
+        }
+        let _ = start;
+        Ok(Vec::new())
+    }
+    /// Adopt PE `pe`'s team-space chunk `rec` ([`Peers::team_grow_own`]'s record) on the fabric: this PE and `pe`
+    /// are members of one team. A chunk adopted before is kept as it is.
+    pub(crate) fn team_adopt(&self, pe: usize, rec: [u64; 4]) -> Result<()> {
+        #[cfg(xpushmem_fabric)]
+        if let Some(f) = &self.fabric {
+            if pe != self.me {
+                return f.adopt_chunk(pe, rec);
+            }
+        }
+        let _ = (pe, rec);
+        Ok(())
+    }
+    /// Whether team-space chunks travel between members ([`Peers::team_grow_own`]): the fabric is in use.
+    pub(crate) fn team_chunks_travel(&self) -> bool {
+        #[cfg(xpushmem_fabric)]
+        return self.fabric.is_some() && self.team_base.is_some();
+        #[cfg(not(xpushmem_fabric))]
+        false
     }
     /// Make the first `len` bytes of each of `pes`'s heaps reachable (growing this PE's own when it is one of
     /// them): a team-scoped allocation grew the heaps of the team's members.
@@ -590,7 +644,21 @@ impl Peers {
                 message: "this PE has no heap window".into(),
             })?;
         if let Some(g) = &self.device_growth {
+            let at = g.mapped_end()?;
             g.grow_own(len)?;
+            // With the fabric, the new chunk `[at, mapped end)` (page-rounded, as mapped) is registered (or, staged,
+            // described) for peers; it is served only once the agreement succeeded (`Fabric::expose`).
+            #[cfg(xpushmem_fabric)]
+            if let Some(f) = &self.fabric {
+                let to = g.mapped_end()?;
+                if to > at {
+                    let rec = f
+                        .register_chunk(own.base().wrapping_add(at), at, to - at)
+                        .inspect_err(|_| g.abort())?;
+                    return Ok(rec.iter().flat_map(|w| w.to_le_bytes()).collect());
+                }
+            }
+            let _ = at;
             return Ok(Vec::new());
         }
         own.grow(len)?;
@@ -608,23 +676,19 @@ impl Peers {
     /// chunks on the fabric and make the new part of every other PE's heap reachable.
     pub(crate) fn grow_peers(&self, len: usize, records: &[Vec<u8>]) -> Result<()> {
         if let Some(g) = &self.device_growth {
-            return g.grow_peers(len);
+            g.grow_peers(len)?;
         }
         #[cfg(xpushmem_fabric)]
         if let Some(f) = &self.fabric {
-            for (pe, rec) in records.iter().enumerate().filter(|&(pe, _)| pe != self.me) {
-                let w: Vec<u64> = rec
-                    .chunks_exact(8)
-                    .map(|b| u64::from_le_bytes(b.try_into().unwrap_or_default()))
-                    .collect();
-                let rec: [u64; 4] = w.try_into().map_err(|_| crate::error::Error::Transport {
-                    transport: "fabric",
-                    message: format!("malformed heap chunk record from PE {pe}"),
-                })?;
-                f.adopt_chunk(pe, rec)?;
+            self.adopt_chunks(f, records.iter().enumerate())?;
+            if let Some(g) = &self.device_growth {
+                f.expose(g.mapped_end()?);
             }
         }
         let _ = records;
+        if self.device_growth.is_some() {
+            return Ok(());
+        }
         self.heap
             .iter()
             .enumerate()
@@ -639,9 +703,35 @@ impl Peers {
     /// The allocation's agreement failed after [`Peers::grow_own`]: undo this PE's growth where it can be undone
     /// (device heaps, whose new chunk no peer has taken yet); a host heap keeps its larger file, unused.
     pub(crate) fn grow_abort(&self) {
+        // The registration of a device chunk is closed before its memory is unmapped.
+        #[cfg(xpushmem_fabric)]
+        if let Some(f) = &self.fabric {
+            f.abort_chunk();
+        }
         if let Some(g) = &self.device_growth {
             g.abort();
         }
+    }
+    /// Adopt the heap chunks other PEs registered ([`fabric::Fabric::register_chunk`]'s records, as `(PE,
+    /// record)`; an empty record: none).
+    #[cfg(xpushmem_fabric)]
+    fn adopt_chunks<'r>(
+        &self,
+        f: &fabric::Fabric,
+        records: impl Iterator<Item = (usize, &'r Vec<u8>)>,
+    ) -> Result<()> {
+        for (pe, rec) in records.filter(|&(pe, r)| pe != self.me && !r.is_empty()) {
+            let w: Vec<u64> = rec
+                .chunks_exact(8)
+                .map(|b| u64::from_le_bytes(b.try_into().unwrap_or_default()))
+                .collect();
+            let rec: [u64; 4] = w.try_into().map_err(|_| crate::error::Error::Transport {
+                transport: "fabric",
+                message: format!("malformed heap chunk record from PE {pe}"),
+            })?;
+            f.adopt_chunk(pe, rec)?;
+        }
+        Ok(())
     }
     /// Where the device library's scratch tail lies in every PE's device heap, in bytes from its base (`None` for
     /// host heaps).
@@ -833,25 +923,26 @@ pub(crate) fn connect(a: ConnectArgs<'_>) -> Result<(Peers, dataseg::SymData)> {
     // Except with a symmetric data segment over the fabric (OpenSHMEM's statics reached over the network): there the
     // heap keeps its first size, so that the data segment follows it and one registration covers both
     // (`Window::contiguous_len`); a chunk registered later could not lie between them.
-    // Device heaps grow where the device maps every peer (the node's, through Level Zero IPC); where the fabric
-    // reaches some (other nodes, or node peers without peer access), they keep their first size: the fabric
-    // registers a device heap once, with its scratch tail, in one registration, and the host proxy serves it as
-    // one range.
+    // Device heaps grow everywhere: the node peers the device maps take each new chunk through Level Zero IPC, and
+    // with the fabric each chunk is registered (or served through the staging path) and published at the growing
+    // allocation's agreement, the scratch tail at the reserve's end having a registration of its own.
     let grows = match a.heap_kind {
         HeapKind::Host => !(a.symmetric_data && fabric_reach.is_some()),
-        HeapKind::Device => fabric_reach.is_none(),
+        HeapKind::Device => true,
     };
     let heap_max = if grows {
         a.heap_max.max(a.heap_bytes)
     } else {
         a.heap_bytes
     };
-    // Team-scoped allocations live in a second reserve after the world's, `[T, T + heap_max)`, where every PE is
-    // a node mapping (host heaps, or device heaps the device maps, no fabric): see `team/memory.rs`.
-    // The team space starts at a power of two, so its allocations align like the world's. Device heaps place it
-    // in their reserves (after the world's, rounded up to the device's page first: `hal/ze/ipc.rs`), below.
-    let mut team_base =
-        (host_user > 0 && fabric_reach.is_none()).then(|| vmem::alignment_for(heap_max, 1));
+    // Team-scoped allocations live in a second reserve after the world's, `[T, T + heap_max)` (see
+    // `team/memory.rs`). Host heaps: node peers map it, and over the fabric each member registers its team-space
+    // chunks and publishes them to the members of the team that uses them; not with a symmetric data segment over
+    // the fabric (one registration covers the heap and the data segment after it). Device heaps place it in their
+    // reserves (after the world's, rounded up to the device's page first: `hal/ze/ipc.rs`), below, where the device
+    // maps every peer (no fabric). The team space starts at a power of two, so its allocations align like the
+    // world's.
+    let mut team_base = (host_user > 0 && grows).then(|| vmem::alignment_for(heap_max, 1));
     let host_reserve = match team_base {
         Some(b) => b
             .checked_add(heap_max)
@@ -911,6 +1002,12 @@ pub(crate) fn connect(a: ConnectArgs<'_>) -> Result<(Peers, dataseg::SymData)> {
             transport: "fabric",
             message: format!("{what} not mapped before the fabric set-up"),
         };
+        // A device heap's bytes mapped on every PE, as the staging path and the host proxy serve them, and its
+        // scratch tail.
+        let dev_span = device_growth
+            .as_ref()
+            .map(|g| -> Result<_> { Ok((Arc::new(AtomicUsize::new(g.mapped_end()?)), g.tail())) })
+            .transpose()?;
         let (t, mut fsys, mut fheap) = fabric::connect(fabric::FabricArgs {
             boot: a.boot,
             liveness: Arc::clone(&a.liveness),
@@ -927,21 +1024,27 @@ pub(crate) fn connect(a: ConnectArgs<'_>) -> Result<(Peers, dataseg::SymData)> {
             timeout: a.timeout,
             progress_thread: cfg.progress_thread,
             emulate_atomics: cfg.fabric_atomics == crate::config::FabricAtomics::Cas,
-            device: device.as_ref().map(|rt| fabric::DeviceHeap {
-                rt: Arc::clone(rt),
-                mode: cfg.fabric_device_heap.clone(),
-            }),
+            device: device
+                .as_ref()
+                .zip(dev_span.as_ref())
+                .map(|(rt, (served, tail))| fabric::DeviceHeap {
+                    rt: Arc::clone(rt),
+                    mode: cfg.fabric_device_heap.clone(),
+                    served: Arc::clone(served),
+                    tail: *tail,
+                }),
             addr: cfg.fabric_addr.clone(),
         })?;
         for pe in (0..n).filter(|&p| r[p]) {
             sys[pe] = fsys[pe].take();
             heap[pe] = fheap[pe].take();
         }
-        if let Some(rt) = &device {
+        if let (Some(rt), Some((served, tail))) = (&device, &dev_span) {
             let own = heap[me].as_deref().ok_or_else(|| internal("own heap"))?;
             let own = proxy::OwnHeap {
                 base: own.base() as usize,
-                len: own.contiguous_len(),
+                served: Arc::clone(served),
+                tail: *tail,
             };
             let windows = (0..n).map(|p| t.heap_window(p)).collect();
             proxy = Some(proxy::DeviceProxy::start(
@@ -983,6 +1086,8 @@ pub(crate) fn connect(a: ConnectArgs<'_>) -> Result<(Peers, dataseg::SymData)> {
         fabric: fabric_t,
         heap_max,
         team_base,
+        #[cfg(xpushmem_fabric)]
+        team_chunks: std::sync::Mutex::new(Vec::new()),
         _arena: arena,
     };
     Ok((peers, data))

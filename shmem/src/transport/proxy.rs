@@ -13,9 +13,12 @@
 //! its PE) and keeps the host error for [`DeviceProxy::take_failure`]; `completed` still advances, so no kernel
 //! waits for it.
 //!
-//! Sources and destinations on this PE must lie in its symmetric heap or the device library's scratch tail after it
-//! (NVSHMEM asks the same of the local buffers of remote operations: symmetric or registered); the targets of
-//! requests may lie in the peers' scratch tails too (device barriers add to the members' arrival counters there).
+//! Sources and destinations on this PE must lie in the part of its symmetric heap that every PE has mapped (it grows
+//! at allocations' agreements, [`crate::transport::fabric::Fabric::expose`]) or the device library's scratch tail
+//! at the end of its reserve, never in the unmapped reserve between them (NVSHMEM asks the same of the local
+//! buffers of remote operations: symmetric or registered); the targets of requests may lie in the peers' scratch
+//! tails too (device barriers add to the members' arrival counters there), and are checked by the fabric windows
+//! against the chunks each peer published.
 
 use super::fabric::{amo_of, Fabric};
 use super::ze::{HostAlloc, ZeRuntime};
@@ -27,7 +30,7 @@ use crate::error::{Error, Result};
 use crate::hal::ring::{Ring, CAPACITY};
 use crate::net::ofi::DeviceSpan;
 use crate::wait::Backoff;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -41,12 +44,15 @@ fn idle_backoff() -> Backoff {
 const BATCH: usize = 64;
 
 /// This PE's device heap as the proxy reads and writes it.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) struct OwnHeap {
     /// Device address of the heap's first byte.
     pub base: usize,
-    /// Bytes of the user heap and the device library's scratch tail after it (the reduction scratch area).
-    pub len: usize,
+    /// Bytes of the heap mapped on every PE (shared with the fabric, which raises it as the heap grows).
+    pub served: Arc<AtomicUsize>,
+    /// The device library's scratch tail (the reduction scratch area, barrier counters): offset from the base,
+    /// bytes.
+    pub tail: (usize, usize),
 }
 
 /// The ring and the thread that drains it.
@@ -92,10 +98,10 @@ impl DeviceProxy {
                     .name(format!("xpushmem-proxy-{me}"))
                     .spawn(move || {
                         let p = Server {
-                            heap: DeviceSpan::new(rt2, own.base, own.len),
+                            heap: DeviceSpan::new(rt2, own.base, own.served, own.tail),
+                            base: own.base,
                             fabric,
                             windows,
-                            own,
                             failure: failure2,
                         };
                         p.run(&Ring::of(&ring2), &stop2);
@@ -140,11 +146,12 @@ impl Drop for DeviceProxy {
 
 /// What the thread works with.
 struct Server {
-    /// This PE's heap (`own`), copied to and from on the device's service lane.
+    /// This PE's heap, copied to and from on the device's service lane.
     heap: DeviceSpan,
+    /// Its device address.
+    base: usize,
     fabric: Arc<Fabric>,
     windows: Vec<Option<Box<dyn Window>>>,
-    own: OwnHeap,
     failure: Arc<Mutex<Option<Error>>>,
 }
 
@@ -214,17 +221,17 @@ impl Server {
         }
     }
 
-    /// The range `[addr, addr + len)` of this PE's heap (a device address), or an error naming it.
+    /// The offset of `[addr, addr + len)` (a device address) in this PE's heap, or an error naming it: the range
+    /// must lie in the mapped heap or its scratch tail ([`DeviceSpan::holds`]).
     fn own_range(&self, what: &str, addr: u64, len: u64) -> Result<usize> {
-        let base = self.own.base as u64;
-        let off = addr.wrapping_sub(base);
-        if addr < base || off > self.own.len as u64 || len > self.own.len as u64 - off {
-            return Err(Error::Device(format!(
+        let off = addr.checked_sub(self.base as u64);
+        match off.and_then(|o| usize::try_from(o).ok()) {
+            Some(o) if usize::try_from(len).is_ok_and(|l| self.heap.holds(o, l)) => Ok(o),
+            _ => Err(Error::Device(format!(
                 "a kernel's {what} through the host proxy names {addr:#x}+{len}, outside this PE's symmetric heap \
-                 (the local buffer of a remote operation must be symmetric)"
-            )));
+                 (the local buffer of a remote operation must be symmetric, in the heap's mapped part)"
+            ))),
         }
-        Ok(addr as usize)
     }
 
     /// Issue one request; an atomic's previous value.
@@ -249,7 +256,7 @@ impl Server {
         let read_src = || -> Result<Vec<u8>> {
             let src = self.own_range("source", r.src, r.len)?;
             let mut buf = vec![0u8; r.len as usize];
-            self.heap.read(src - self.own.base, &mut buf)?;
+            self.heap.read(src, &mut buf)?;
             Ok(buf)
         };
         let done = |r: Result<()>| r.map(|()| None);
@@ -302,7 +309,7 @@ impl Server {
                 let dst = self.own_range("destination", r.dst, r.len)?;
                 let mut buf = vec![0u8; r.len as usize];
                 w.read(r.src as usize, &mut buf)?;
-                done(self.heap.write(dst - self.own.base, &buf))
+                done(self.heap.write(dst, &buf))
             }
             op => Err(Error::Device(format!(
                 "a proxy request with unknown op code {op}"

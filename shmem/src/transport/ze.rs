@@ -58,16 +58,6 @@ impl Window for Arc<DeviceWindow> {
     fn len(&self) -> usize {
         DeviceWindow::len(self)
     }
-    /// The heap and the device library's scratch tail after it (`abi::ScratchLayout`), which the host proxy of a
-    /// peer's kernels reaches through the fabric (barrier arrivals, the reduction scratch area), when the heap is
-    /// mapped up to its tail (a heap that does not grow); else the heap alone.
-    fn contiguous_len(&self) -> usize {
-        let len = DeviceWindow::len(self);
-        match self.mapped_end() {
-            Ok(end) if end == self.tail_offset() => end + self.tail,
-            _ => len,
-        }
-    }
     fn copy_from(&self, off: usize, src: &dyn Window, src_off: usize, len: usize) -> Result<()> {
         // The source's range is checked by the path that reads it (a host mapping's, this runtime's
         // allocations', or the source window's own read).
@@ -496,6 +486,16 @@ impl Growth {
     /// Where the device library's scratch tail lies in every PE's heap, in bytes from its base.
     pub(crate) fn tail_offset(&self) -> usize {
         self.own.tail_offset()
+    }
+
+    /// Where this PE's heap's next chunk starts: the bytes mapped so far, page-rounded.
+    pub(crate) fn mapped_end(&self) -> Result<usize> {
+        self.own.mapped_end()
+    }
+
+    /// This PE's scratch tail: its offset from the heap's base and its bytes.
+    pub(crate) fn tail(&self) -> (usize, usize) {
+        (self.own.tail_offset(), self.own.tail)
     }
 
     /// The exchange's name for the chunk at `at`.

@@ -3,6 +3,10 @@
 //! `FI_HMEM`, so they take the staging path: messages into registered host buffers, applied by the target's Level
 //! Zero copy), and kernels' puts, put-with-signal, quiet, `p`, gets and atomics to those peers through the host
 //! proxy ring.
+//! At 2 PEs the heap starts at 1 MiB and grows past it at an allocation (the growing heap over the fabric: each
+//! new chunk described to the peers at the allocation's agreement): host puts and gets, and a module's kernels
+//! (initialised before the growth) put-with-signal and get through the proxy, into the grown part; before the
+//! growth a kernel's put past the mapped part is refused.
 //! Every result is checked against a reference each PE computes on its own. A proxy that never answers ends the
 //! kernel's call in its `Timeout`, a dead peer in `PeerLost`; a job mixing mapped and fabric peers runs both paths.
 //! Jobs of two simulated nodes ("2+2" and "3+1") run the one-node suite's team kernels and checks
@@ -195,22 +199,72 @@ fn host_ops(sh: &Shmem) -> xpushmem::Result<()> {
         )?;
     }
     sh.barrier_all()?;
-    // Device heaps the fabric reaches keep their first size (the fabric registers heap and scratch tail once), and
-    // an allocation past it says so.
-    check("a fixed heap", sh.heap_max() == sh.heap_size())?;
-    let e = sh
-        .malloc::<u8>(sh.heap_max() + 1)
-        .expect_err("larger than the heap");
+    // Device heaps the fabric reaches grow too (the first chunk is XPUSHMEM_SYMMETRIC_SIZE, not a limit).
     check(
-        &format!("the error names the fixed heap: {e}"),
-        e.to_string().contains("this heap does not grow"),
+        &format!(
+            "a growable heap: {} of up to {}",
+            sh.heap_size(),
+            sh.heap_max()
+        ),
+        sh.heap_max() > sh.heap_size(),
     )?;
     Ok(())
 }
 
+/// The first chunk and the most the heap may grow to in the growth cases ([`GROWN_ENV`]).
+const FIRST: usize = 1 << 20;
+/// A 1 MiB first chunk of a heap that may grow to 16 MiB.
+const GROWN_ENV: &[(&str, &str)] = &[
+    ("XPUSHMEM_SYMMETRIC_SIZE", "1M"),
+    ("XPUSHMEM_SYMMETRIC_MAX", "16M"),
+];
+
+/// [`host_ops`], then the heap grows past its first chunk at an allocation: host puts (staged) into the right
+/// neighbour's grown part, read back by the owner; an allocation past the maximum is `HeapExhausted` naming it.
+fn host_ops_grown(sh: &Shmem) -> xpushmem::Result<()> {
+    check("the first chunk", sh.heap_size() == FIRST)?;
+    host_ops(sh)?;
+    let (me, n) = (sh.my_pe(), sh.n_pes());
+    let (right, left) = ((me + 1) % n, (me + n - 1) % n);
+    const N: usize = FIRST + 12345;
+    let big = sh.calloc::<u8>(N)?;
+    check(
+        &format!("grown by whole chunks: {}", sh.heap_size()),
+        sh.heap_size() > FIRST && sh.heap_size() % FIRST == 0,
+    )?;
+    check(
+        &format!("{big:?} ends past the first chunk"),
+        big.heap_offset() + N > FIRST,
+    )?;
+    // Across the boundary of the first chunk and into the new one, and its last bytes.
+    let across = big.slice(N - FIRST / 2 - 4096..N)?;
+    sh.put(across, &ref_vec::<u8>(me, across.len(), 21), right)?;
+    sh.barrier_all()?;
+    let mut got = vec![0u8; across.len()];
+    sh.get(&mut got, across, me)?;
+    check(
+        &format!("host put into this PE's grown part from PE {left}"),
+        got == ref_vec::<u8>(left, across.len(), 21),
+    )?;
+    // A get of the neighbour's grown part through the fabric.
+    sh.get(&mut got, across, right)?;
+    check(
+        "host get of the right neighbour's grown part",
+        got == ref_vec::<u8>(me, across.len(), 21),
+    )?;
+    sh.barrier_all()?;
+    let e = sh.malloc::<u8>(15 << 20).expect_err("past the maximum");
+    check(
+        &format!("past the maximum: {e}"),
+        matches!(e, Error::HeapExhausted { requested, .. } if requested == 15 << 20)
+            && e.to_string().contains("XPUSHMEM_SYMMETRIC_MAX"),
+    )?;
+    sh.free(big)
+}
+
 #[test]
 fn host_ops_on_device_heaps_2pe() {
-    fabric_device_test("host_ops_on_device_heaps_2pe", 2, &[], host_ops);
+    fabric_device_test("host_ops_on_device_heaps_2pe", 2, GROWN_ENV, host_ops_grown);
 }
 
 #[test]
@@ -381,9 +435,111 @@ fn kernel_ops(sh: &Shmem) -> xpushmem::Result<()> {
     Ok(())
 }
 
+/// The heap grows past its first chunk after a module was initialised; its kernels reach the grown part of the
+/// neighbours' heaps through the proxy. Before the growth, a kernel's put past the mapped part is refused (the
+/// device library's check of the mapped length, which the host raises after the growth), not sent.
+fn kernel_ops_grown(sh: &Shmem) -> xpushmem::Result<()> {
+    check("the first chunk", sh.heap_size() == FIRST)?;
+    kernel_ops(sh)?;
+    let (me, n) = (sh.my_pe(), sh.n_pes());
+    let (right, left) = ((me + 1) % n, (me + n - 1) % n);
+    let dev = sh.device().expect("a device heap");
+    let spv = std::fs::read(std::env::var(SPV_VAR).expect("module path")).expect("linked module");
+    let module = dev.load_module(&spv)?;
+    dev.init_module(&module)?;
+    let run = |name: &str, args: &[KernelArg], size: u32| -> xpushmem::Result<()> {
+        let k = dev.kernel(&module, name)?;
+        // SAFETY: the kernels touch only the heap buffers passed (within their extents, or refused by the device
+        // library's range check) and, through the proxy, the neighbours' copies of them; one work-group.
+        unsafe { dev.launch(&k, args, [1, 1, 1], [size, 1, 1]) }
+    };
+    let small = sh.calloc::<u8>(64)?;
+    let status = sh.calloc::<i64>(2)?;
+    sh.barrier_all()?;
+    let past = [
+        sym(small, me),
+        sym(small, me),
+        KernelArg::U64(sh.heap_size() as u64),
+        sym(status, me),
+    ];
+    let r = run("k_px_put", &past, 1);
+    let mut st = [0i64; 2];
+    sh.get(&mut st[..1], status.slice(0..1)?, me)?;
+    check(
+        &format!(
+            "a kernel's put past the mapped part is refused: {r:?}, status {}",
+            st[0]
+        ),
+        matches!(&r, Err(Error::Device(m)) if m.contains("NotSymmetric"))
+            || (r.is_ok() && st[0] != 0),
+    )?;
+    sh.barrier_all()?;
+    const N: usize = FIRST + 12345;
+    let dst = sh.calloc::<u8>(N)?;
+    let src = sh.malloc::<u8>(N)?;
+    let sig = sh.calloc::<u64>(1)?;
+    check(
+        &format!(
+            "{dst:?} and {src:?} end past the first chunk, heap {}",
+            sh.heap_size()
+        ),
+        src.heap_offset() + N > FIRST && sh.heap_size() > FIRST,
+    )?;
+    sh.put(src, &ref_vec::<u8>(me, N, 31), me)?;
+    sh.barrier_all()?;
+    let args = [
+        sym(dst, me),
+        sym(src, me),
+        KernelArg::U64(N as u64),
+        sym(sig, me),
+        KernelArg::U64(1),
+        KernelArg::U32(0),
+        sym(status, me),
+    ];
+    run("k_px_put_signal", &args, 16)?;
+    sh.get(&mut st, status, me)?;
+    check(
+        &format!("grown put_signal status {st:?}"),
+        st[0] == 0 && st[1] >= 1,
+    )?;
+    let mut got = vec![0u8; N];
+    sh.get(&mut got, dst, me)?;
+    check(
+        &format!("a kernel's put_signal into the grown part from PE {left}"),
+        got == ref_vec::<u8>(left, N, 31),
+    )?;
+    sh.barrier_all()?;
+    sh.put(dst, &vec![0u8; N], me)?;
+    sh.barrier_all()?;
+    run(
+        "k_px_get",
+        &[
+            sym(dst, me),
+            sym(src, me),
+            KernelArg::U64(N as u64),
+            sym(status, me),
+        ],
+        1,
+    )?;
+    sh.get(&mut st[..1], status.slice(0..1)?, me)?;
+    sh.get(&mut got, dst, me)?;
+    check(&format!("grown getmem status {}", st[0]), st[0] == 0)?;
+    check(
+        &format!("a kernel's get of PE {right}'s grown part"),
+        got == ref_vec::<u8>(right, N, 31),
+    )?;
+    sh.barrier_all()?;
+    Ok(())
+}
+
 #[test]
 fn kernels_through_the_proxy_2pe() {
-    fabric_device_test("kernels_through_the_proxy_2pe", 2, &[], kernel_ops);
+    fabric_device_test(
+        "kernels_through_the_proxy_2pe",
+        2,
+        GROWN_ENV,
+        kernel_ops_grown,
+    );
 }
 
 #[test]

@@ -228,7 +228,8 @@ fn offsets_at_pe0<T: xpushmem::Symmetric>(
 /// so they agree on an offset free on each (two rounds), symmetric among them, zeroed by calloc, and data moves
 /// between members at it; a world allocation afterwards gets the same offset on every PE, below the team space;
 /// a mismatch within the team fails on every member and the team stays usable; a team allocation freed with the
-/// world's free is an error naming team_free.
+/// world's free is an error naming team_free. Over the fabric (3 PEs: the team without PE 0 has 2 members), each
+/// member's team-space chunks reach the other members through the allocations' closing agreements.
 fn team_scoped(sh: &xpushmem::Shmem) -> xpushmem::Result<()> {
     let (me, n) = (sh.my_pe(), sh.n_pes());
     let world = sh.team_world();
@@ -258,6 +259,16 @@ fn team_scoped(sh: &xpushmem::Shmem) -> xpushmem::Result<()> {
         }
         None => None,
     };
+    // Over the fabric a PE reaches only the team ranges of its own teams: PE 0 (not in the team without PE 0)
+    // cannot put into PE 1's team space at the offset of its own solo allocation, where PE 1's allocation for
+    // that team lies, whose chunk PE 1 published to that team's members only.
+    if let (Some(a), true) = (
+        a,
+        std::env::var("XPUSHMEM_TRANSPORT").is_ok_and(|v| v == "fabric"),
+    ) {
+        let r = sh.put(a.slice(0..8)?, &[1u8; 8], 1);
+        assert!(r.is_err(), "a put into another team's range of PE 1: {r:?}");
+    }
     let offs = offsets_at_pe0(sh, c)?;
     if me == 0 {
         assert!(offs[1..].windows(2).all(|w| w[0] == w[1]), "{offs:?}");
@@ -317,4 +328,5 @@ fn team_scoped(sh: &xpushmem::Shmem) -> xpushmem::Result<()> {
 pe_test!(
     team_scoped_allocations,
     shm [2, 4],
+    fab [3],
     |sh| { team_scoped(sh) });

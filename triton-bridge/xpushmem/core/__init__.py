@@ -350,8 +350,8 @@ class Team:
     def of_members(pes: list[int], tag: int = 0) -> Team:
         """The team of the PEs ``pes`` (global numbers, in team order), made by those PEs only: each of them calls
         with the same ``pes`` and ``tag`` (a number that tells this team from others of the same PEs); the other PEs
-        never call. Needs heaps on one node, host or device (no fabric); different lists or tags fail on every
-        member."""
+        never call. Needs host heaps (on one node or over the fabric) or device heaps on one node; different lists or
+        tags fail on every member."""
         arr = (c_int * len(pes))(*(int(p) for p in pes))
         out = c_int32(-1)
         _capi.check(_lib().xpushmem_team_of_members(arr, len(pes), c_uint64(int(tag)), byref(out)))

@@ -33,9 +33,10 @@ Then, as with NVSHMEM on CUDA::
 The runtime starts lazily at the first allocation, from the default process group's store (unique-ID start-up);
 a process without a default group is a world of one. An allocation with a group name
 (``_SymmetricMemory.empty_strided_p2p(..., group_name=...)``) is made by that group's ranks only, on a team of them
-(host or device heaps on one node, so CPU and XPU tensors; across nodes it fails with the reason), and
-``rendezvous`` without a group takes the allocation's. ``rendezvous`` of a tensor that is not symmetric returns
-``None``; a group with ``use_pg_for_symm_mem_rendezvous`` set rendezvouses through its allgather, not its store.
+(host heaps on one node or across nodes, device heaps on one node: CPU tensors anywhere, XPU tensors on one node;
+across nodes on XPU it fails with the reason), and ``rendezvous`` without a group takes the allocation's.
+``rendezvous`` of a tensor that is not symmetric returns ``None``; a group with ``use_pg_for_symm_mem_rendezvous`` set
+rendezvouses through its allgather, not its store.
 Errors are ``RuntimeError`` with xpushmem's message.
 
 Environment: ``XPUSHMEM_LIB_DIR`` (where libxpushmem.so is), ``XPUSHMEM_TORCH_BUILD_DIR`` (where the shim is

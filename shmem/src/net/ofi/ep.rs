@@ -478,6 +478,16 @@ impl Ep {
         Ok(handle)
     }
 
+    /// Close the last registration [`Ep::register`] made: a device heap chunk whose growth was undone before any
+    /// peer learnt its key (no operation uses it).
+    pub(crate) fn unregister_last(&mut self) {
+        if let Some(mr) = self.own.pop() {
+            // SAFETY: the registration was opened by `register` and is closed once, here (popped off `own`, which
+            // Drop closes); no peer has its key, so no operation uses it.
+            unsafe { fi::xfi_close(&mut (*mr).fid) };
+        }
+    }
+
     /// Close the registration `handle` of [`Ep::register_user`] (the caller completed every operation that reads
     /// or writes it). An unknown handle is a no-op.
     pub(crate) fn unregister_user(&mut self, handle: u64) {

@@ -3,6 +3,7 @@
 //! [`Token`].
 use super::*;
 use crate::hal::ze::ZeRuntime;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// A PE's message token: 128 random bits made by the PE at set-up (the transport's `random_words`) and published
@@ -543,34 +544,69 @@ impl Ep {
     }
 }
 
-/// This PE's device heap as the staging path reaches it: `len` bytes at device address `base` of `rt`'s context,
-/// copied and updated on the device's service lane. Every access is bounded by `len`.
+/// Whether `[off, off + len)` lies in a device heap's first `heap` bytes or in its tail `(offset, length)`: never
+/// across the two, nor in the unmapped reserve between them.
+pub(crate) fn span_holds(heap: usize, tail: (usize, usize), off: usize, len: usize) -> bool {
+    let (t0, tl) = tail;
+    off.checked_add(len)
+        .is_some_and(|e| e <= heap || (off >= t0 && e <= t0 + tl))
+}
+
+/// This PE's device heap as the staging path and the host proxy reach it, at device address `base` of `rt`'s
+/// context: the heap's first `heap` bytes (a count that grows: the chunks the heap's allocations' agreements made
+/// known to every PE) and the device library's scratch tail, `tail.1` bytes at `tail.0`, copied and updated on the
+/// device's service lane. Every access is bounded by one of the two ranges; the unmapped space between them (a
+/// growable heap's reserve) is never reached.
 pub(crate) struct DeviceSpan {
     rt: Arc<ZeRuntime>,
     base: usize,
-    len: usize,
+    heap: Arc<AtomicUsize>,
+    tail: (usize, usize),
 }
 
 impl DeviceSpan {
-    /// The heap of `len` bytes at device address `base`: an allocation of `rt`'s context that stays allocated as
-    /// long as this span (the runtime's heap outlives the transport).
-    pub(crate) fn new(rt: Arc<ZeRuntime>, base: usize, len: usize) -> DeviceSpan {
-        DeviceSpan { rt, base, len }
+    /// The heap at device address `base` with its first `heap` bytes and its tail `(offset, length)` mapped: an
+    /// allocation of `rt`'s context that stays allocated as long as this span (the runtime's heap outlives the
+    /// transport). `heap` only grows, and only over memory that stays mapped as long as the heap (chunks whose
+    /// growth every PE agreed on).
+    pub(crate) fn new(
+        rt: Arc<ZeRuntime>,
+        base: usize,
+        heap: Arc<AtomicUsize>,
+        tail: (usize, usize),
+    ) -> DeviceSpan {
+        DeviceSpan {
+            rt,
+            base,
+            heap,
+            tail,
+        }
     }
 
-    /// Bytes of the heap.
-    pub(crate) fn len(&self) -> usize {
-        self.len
+    /// Where the last reachable byte ends (the tail's end, or the heap's when it has no tail): what an access's
+    /// range and alignment are checked against first.
+    pub(crate) fn end(&self) -> usize {
+        if self.tail.1 > 0 {
+            self.tail.0 + self.tail.1
+        } else {
+            self.heap.load(Ordering::Acquire)
+        }
     }
 
-    /// The device address of `[off, off + len)`, which must lie in the heap.
+    /// Whether `[off, off + len)` lies in the heap's reachable part or in its tail ([`span_holds`]).
+    pub(crate) fn holds(&self, off: usize, len: usize) -> bool {
+        span_holds(self.heap.load(Ordering::Acquire), self.tail, off, len)
+    }
+
+    /// The device address of `[off, off + len)`, which must lie in the heap's reachable part or in its tail.
     fn at(&self, off: usize, len: usize) -> Result<usize> {
-        if off.checked_add(len).is_none_or(|e| e > self.len) {
+        if !self.holds(off, len) {
+            let (heap, (t0, tl)) = (self.heap.load(Ordering::Acquire), self.tail);
             return Err(Error::Transport {
                 transport: "fabric",
                 message: format!(
-                    "a staged access of {len} bytes at {off} outside the device heap of {} bytes",
-                    self.len
+                    "a staged access of {len} bytes at {off} outside the device heap's {heap} reachable bytes \
+                     and its {tl}-byte scratch tail at {t0}"
                 ),
             });
         }
@@ -598,5 +634,35 @@ impl DeviceSpan {
     pub(crate) fn amo(&self, off: usize, width: usize, op: AmoOp, operand: u64) -> Result<u64> {
         let at = self.at(off, width)?;
         self.rt.service_amo(at as *mut u8, width, op, operand)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::span_holds;
+
+    #[test]
+    fn a_device_heap_is_served_in_its_agreed_chunks_and_tail_only() {
+        // A heap of 2 pages agreed on, a reserve up to 16 pages, a tail of 100 bytes at 16 pages.
+        let (page, heap, tail) = (4096, 8192, (16 * 4096, 100));
+        let holds = |off: usize, len: usize| span_holds(heap, tail, off, len);
+        assert!(
+            holds(0, heap) && holds(heap - 8, 8) && holds(tail.0, 100) && holds(tail.0 + 92, 8)
+        );
+        // The unmapped reserve (a chunk mapped but not yet agreed on, or never mapped), across either boundary,
+        // past the tail, and a length that wraps: refused.
+        for (off, len) in [
+            (heap, 1),
+            (heap - 8, 16),
+            (3 * page, 8),
+            (tail.0 - 8, 16),
+            (tail.0 + 96, 8),
+            (tail.0 + 100, 1),
+            (usize::MAX - 3, 8),
+        ] {
+            assert!(!holds(off, len), "[{off}, +{len}) is served");
+        }
+        // Raised after an agreement: the new chunk is served.
+        assert!(span_holds(4 * page, tail, 3 * page, 8));
     }
 }

@@ -9,7 +9,14 @@
 //! else the first RDM provider with RMA, atomics and messages that libfabric lists, single-node-only `shm`
 //! providers skipped) on the address the endpoint is to listen on, open fabric, domain, completion queue, address
 //! vector and endpoint, register this PE's runtime words and user heap (`fi_mr_reg`, remote read/write, random
-//! keys), post the receive buffers, and exchange endpoint names, tokens and keys through the bootstrap.
+//! keys; a device heap's mapped part and its scratch tail at the end of its reserve apart, or neither when they are
+//! staged), post the receive buffers, and exchange endpoint names, tokens and keys through the bootstrap.
+//!
+//! Growth: when an allocation grows the heap, each PE registers its new chunk ([`Fabric::register_chunk`]; a
+//! staged device heap only describes it), the allocation's second agreement publishes the records and each peer
+//! adopts them ([`Fabric::adopt_chunk`]): a window keeps its PE's chunks in order and splits an operation at a
+//! chunk boundary, and refuses one that reaches into no chunk (a device heap's unmapped reserve, another team's
+//! range). Team-space chunks (host heaps) are published to the team's members only (`team/memory.rs`).
 //!
 //! Operations: a put copies its source (the caller may reuse `src` on return) and posts `fi_writemsg`: one up to
 //! the provider's inject size (64 B on `tcp;ofi_rxm`) with `FI_INJECT` and no context or completion entry, its
@@ -54,8 +61,12 @@
 //!   drop the connection, so guessing 64 bits is infeasible. With `FI_MR_PROV_KEY` the provider's keys are used,
 //!   and their strength is the provider's. Receive buffers, bounce buffers and operations' buffers are
 //!   registered (with `FI_MR_LOCAL`) for local access only.
-//! - Keys, endpoint names and tokens travel only in [`connect`]'s `allgather` of the bootstrap (the unique-ID
-//!   rendezvous authenticates its members; MPI's communicator), nowhere else.
+//! - Keys, endpoint names and tokens travel in [`connect`]'s `allgather` of the bootstrap (the unique-ID
+//!   rendezvous authenticates its members; MPI's communicator); the keys of chunks registered later (a heap that
+//!   grows, host or device: [`Fabric::register_chunk`]; a team-space chunk) in the allocation's agreement words,
+//!   which live in the PEs' runtime words and so are reached only with their secret keys (a team-space chunk's
+//!   only by the members of the team whose range it holds). A window reaches only the chunks its PE published
+//!   to this one.
 //! - Messages are authenticated: each PE makes a 128-bit random token at set-up, published only in that
 //!   allgather; every message to a PE (staging requests of a device heap, their replies) carries that PE's token.
 //!   A message whose token is wrong (compared in constant time), whose length does not match its header, whose
@@ -83,7 +94,7 @@ use super::{AmoOp, Domain, Ticket, Transport, Window};
 use crate::error::{Error, Result};
 use crate::net::ofi::{self, Bind, Ep, Region, Want};
 use crate::wait::Backoff;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use window::{Chunks, FabricWindow};
@@ -159,8 +170,26 @@ pub(crate) struct Fabric {
     /// The handles of registered user buffers and their keys (freed with the registration).
     user_keys: Mutex<Vec<(u64, u64)>>,
     prov: String,
+    /// This PE's device heap, where it has one: how its chunks are registered and served.
+    device: Option<DeviceChunks>,
     stop: Arc<AtomicBool>,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+/// How this PE's device heap reaches peers as it grows: each chunk registered with `FI_HMEM_ZE` (its key
+/// published at the growing allocation's agreement), or served through the staging messages.
+struct DeviceChunks {
+    /// The heap's bytes the staging path and the host proxy serve ([`ofi::DeviceSpan`]): raised only once every PE
+    /// agreed on a growth ([`Fabric::expose`]), so a chunk that an allocation's failed agreement unmaps again was
+    /// never reachable.
+    served: Arc<AtomicUsize>,
+    /// Served through the staging messages (no registration).
+    staged: bool,
+    /// The Level Zero device index registrations name.
+    ze: i32,
+    /// A chunk registered by [`Fabric::register_chunk`] whose agreement has not ended yet (closed again by
+    /// [`Fabric::abort_chunk`]).
+    pending: Mutex<bool>,
 }
 
 impl std::fmt::Debug for Fabric {
@@ -360,11 +389,18 @@ impl Fabric {
         }))
     }
 
-    /// This PE's host heap grew: register its new chunk, the `len` bytes at `base` (window offset `off`), for
-    /// peers' RMA and atomics with a fresh key. The record to publish at the allocation's agreement (key, address,
-    /// window offset, length), which every peer adopts with [`Fabric::adopt_chunk`]. The chunk stays registered
-    /// as long as the endpoint is open.
+    /// This PE's heap grew (or a team range was mapped): register its new chunk, the `len` bytes at `base` (window
+    /// offset `off`), for peers' RMA and atomics with a fresh key (a device heap's with `FI_HMEM_ZE`; a staged
+    /// device heap registers nothing: its chunk is served once [`Fabric::expose`] says so). The record to publish
+    /// at the allocation's agreement (key, address, window offset, length), which every peer that may reach the
+    /// chunk adopts with [`Fabric::adopt_chunk`]. A host chunk stays registered as long as the endpoint is open; a
+    /// device chunk until [`Fabric::abort_chunk`] if the agreement fails.
     pub(crate) fn register_chunk(&self, base: *mut u8, off: usize, len: usize) -> Result<[u64; 4]> {
+        if let Some(d) = &self.device {
+            if d.staged {
+                return Ok([0, 0, off as u64, len as u64]);
+            }
+        }
         let mut ep = lock(&self.ep);
         let mut keys = self.keys.lock().unwrap_or_else(|p| p.into_inner());
         let key = if ep.provider_keys() {
@@ -372,9 +408,32 @@ impl Fabric {
         } else {
             fresh_key(ep.key_bytes(), &keys)?
         };
+        let ze = self.device.as_ref().map(|d| d.ze);
+        let (k, addr) = ep.register(base, len, key, ze.is_none(), ze)?;
         keys.push(key);
-        let (k, addr) = ep.register(base, len, key, true, None)?;
+        if let Some(d) = &self.device {
+            *lock(&d.pending) = true;
+        }
         Ok([k, addr, off as u64, len as u64])
+    }
+
+    /// The agreement of the allocation that made [`Fabric::register_chunk`]'s device chunk failed (its memory is
+    /// unmapped again): close its registration. Nothing for host heaps (their file keeps the chunk).
+    pub(crate) fn abort_chunk(&self) {
+        if let Some(d) = &self.device {
+            if std::mem::take(&mut *lock(&d.pending)) {
+                lock(&self.ep).unregister_last();
+            }
+        }
+    }
+
+    /// Every PE agreed that the heap grew to `len` bytes (page-rounded: what is mapped): the staging path and the
+    /// host proxy serve this PE's device heap up to there.
+    pub(crate) fn expose(&self, len: usize) {
+        if let Some(d) = &self.device {
+            *lock(&d.pending) = false;
+            d.served.fetch_max(len, Ordering::AcqRel);
+        }
     }
 
     /// Adopt the heap chunk PE `pe` registered ([`Fabric::register_chunk`]'s record).
@@ -383,11 +442,13 @@ impl Fabric {
             return Ok(());
         };
         let [key, addr, off, len] = rec;
+        // A staged heap's chunks are staged too (the owner registered nothing).
+        let staged = chunks.read().unwrap_or_else(|p| p.into_inner())[0].1.staged;
         let region = Region {
             key,
             addr,
             len,
-            staged: false,
+            staged,
         };
         FabricWindow::add_chunk(chunks, off as usize, region)
     }
@@ -519,6 +580,12 @@ pub(crate) struct DeviceHeap {
     pub rt: Arc<crate::transport::ze::ZeRuntime>,
     /// `XPUSHMEM_FABRIC_DEVICE_HEAP`: auto, stage or register.
     pub mode: String,
+    /// The heap's bytes that are mapped on every PE (its first chunk, page-rounded), raised as it grows
+    /// ([`Fabric::expose`]); shared with the host proxy, which serves the same bytes.
+    pub served: Arc<AtomicUsize>,
+    /// The device library's scratch tail: its offset from the heap's base (the end of the heap's reserve) and
+    /// its bytes.
+    pub tail: (usize, usize),
 }
 
 /// Windows per PE (`None` where not reached).
@@ -528,7 +595,7 @@ pub(crate) type Windows = Vec<Option<Box<dyn Window>>>;
 /// and windows onto the reached PEs' runtime words and user heaps.
 pub(crate) fn connect(a: FabricArgs<'_>) -> Result<(Arc<Fabric>, Windows, Windows)> {
     let n = a.reach.len();
-    let (ep, mine, keys) = open(&a)?;
+    let (ep, mine, keys, staged) = open(&a)?;
     let all = a.boot.allgather(&mine)?;
     let mut ep = ep;
     let mut names = Vec::with_capacity(n);
@@ -563,7 +630,10 @@ pub(crate) fn connect(a: FabricArgs<'_>) -> Result<(Arc<Fabric>, Windows, Window
         };
         let sys = reg().ok_or_else(bad)?;
         let heap = reg().ok_or_else(bad)?;
-        regions.push((sys, heap));
+        // A device heap's scratch tail (length 0 for host heaps) and its offset in the heap's window.
+        let tail = reg().ok_or_else(bad)?;
+        let tail_off = d.u64().ok_or_else(bad)? as usize;
+        regions.push((sys, heap, (tail_off, tail)));
     }
     for pe in (0..n).filter(|&p| a.reach[p]) {
         ep.insert_addr(pe, &names[pe])?;
@@ -574,11 +644,21 @@ pub(crate) fn connect(a: FabricArgs<'_>) -> Result<(Arc<Fabric>, Windows, Window
         ep: Arc::new(Mutex::new(ep)),
         reach: a.reach.clone(),
         heaps: (0..n)
-            .map(|p| a.reach[p].then(|| window::chunks(regions[p].1)))
-            .collect(),
+            .map(|p| {
+                a.reach[p]
+                    .then(|| window::heap_chunks(regions[p].1, regions[p].2))
+                    .transpose()
+            })
+            .collect::<Result<_>>()?,
         keys: Mutex::new(keys),
         user_keys: Mutex::new(Vec::new()),
         prov,
+        device: a.device.as_ref().map(|d| DeviceChunks {
+            served: Arc::clone(&d.served),
+            staged,
+            ze: d.rt.device_index() as i32,
+            pending: Mutex::new(false),
+        }),
         stop: Arc::new(AtomicBool::new(false)),
         thread: Mutex::new(None),
     });
@@ -602,9 +682,10 @@ pub(crate) fn connect(a: FabricArgs<'_>) -> Result<(Arc<Fabric>, Windows, Window
 }
 
 /// Open the endpoint ([`Ep::open`]) and register this PE's regions with fresh random keys; the record to publish
-/// (provider, endpoint name, token, then key, address, length and whether staged of the runtime words and the
-/// user heap), and the keys of this PE's registrations.
-fn open(a: &FabricArgs<'_>) -> Result<(Ep, Vec<u8>, Vec<u64>)> {
+/// (provider, endpoint name, token, then key, address, length and whether staged of the runtime words, the user
+/// heap and a device heap's scratch tail, and the tail's offset), the keys of this PE's registrations, and
+/// whether a device heap is staged.
+fn open(a: &FabricArgs<'_>) -> Result<(Ep, Vec<u8>, Vec<u64>, bool)> {
     // Host heaps: RMA and atomics. Device heaps: FI_HMEM registration where the provider offers it (unless
     // XPUSHMEM_FABRIC_DEVICE_HEAP=stage), else the staging path's messages.
     let mut wants = vec![Want::Host];
@@ -647,12 +728,27 @@ fn open(a: &FabricArgs<'_>) -> Result<(Ep, Vec<u8>, Vec<u64>)> {
         );
     }
     let mut keys = Vec::new();
-    for (w, is_heap) in [(a.sys, false), (a.heap, true)] {
-        let device = is_heap && a.device.is_some();
-        if device && want != Want::Hmem {
-            // The staging path: the device heap is not registered; peers' messages reach it (below), the scratch
-            // tail included (`Window::contiguous_len`: device barriers' arrivals through a peer's host proxy).
-            rec = rec.u64(0).u64(0).u64(w.contiguous_len() as u64).u64(1);
+    let staged = a.device.is_some() && want != Want::Hmem;
+    let ze = a.device.as_ref().map(|d| d.rt.device_index() as i32);
+    // The runtime words; the user heap (a host heap with the data segment that follows it, when there is one:
+    // `Window::contiguous_len`; a device heap's mapped part); a device heap's scratch tail, at the end of its
+    // reserve (device barriers' arrivals and the reduction scratch, through a peer's host proxy).
+    let mut regions = vec![
+        (a.sys.base(), a.sys.contiguous_len(), false),
+        match &a.device {
+            Some(d) => (a.heap.base(), d.served.load(Ordering::Acquire), true),
+            None => (a.heap.base(), a.heap.contiguous_len(), true),
+        },
+    ];
+    let tail = a.device.as_ref().map_or((0, 0), |d| d.tail);
+    if tail.1 > 0 {
+        regions.push((a.heap.base().wrapping_add(tail.0), tail.1, false));
+    }
+    for (i, &(base, len, is_heap)) in regions.iter().enumerate() {
+        let device = i > 0 && a.device.is_some();
+        if device && staged {
+            // The staging path: the device heap is not registered; peers' messages reach it (below).
+            rec = rec.u64(0).u64(0).u64(len as u64).u64(1);
             continue;
         }
         let key = if prov_key {
@@ -661,17 +757,25 @@ fn open(a: &FabricArgs<'_>) -> Result<(Ep, Vec<u8>, Vec<u64>)> {
             fresh_key(key_bytes, &keys)?
         };
         keys.push(key);
-        let ze = device.then(|| a.device.as_ref().map_or(0, |d| d.rt.device_index()) as i32);
-        // The heap with the data segment that follows it, when there is one (`Window::contiguous_len`).
-        let len = w.contiguous_len();
-        let (k, addr) = ep.register(w.base(), len, key, is_heap, ze)?;
+        let (k, addr) = ep.register(
+            base,
+            len,
+            key,
+            is_heap && !device,
+            device.then_some(ze).flatten(),
+        )?;
         rec = rec.u64(k).u64(addr).u64(len as u64).u64(0);
     }
-    if let (Some(d), false) = (&a.device, want == Want::Hmem) {
+    if tail.1 == 0 {
+        rec = rec.u64(0).u64(0).u64(0).u64(0);
+    }
+    rec = rec.u64(tail.0 as u64);
+    if let (Some(d), true) = (&a.device, staged) {
         ep.set_stage(Box::new(stage::ZeHeap(ofi::DeviceSpan::new(
             Arc::clone(&d.rt),
             a.heap.base() as usize,
-            a.heap.contiguous_len(),
+            Arc::clone(&d.served),
+            d.tail,
         ))));
     }
     let device_heap = a.device.as_ref().map(|_| {
@@ -682,7 +786,7 @@ fn open(a: &FabricArgs<'_>) -> Result<(Ep, Vec<u8>, Vec<u64>)> {
         }
     });
     ep.ready(a.emulate_atomics, device_heap)?;
-    Ok((ep, rec.0, keys))
+    Ok((ep, rec.0, keys, staged))
 }
 
 #[cfg(test)]
@@ -713,6 +817,35 @@ mod tests {
             let k = fresh_key(2, &taken).expect("key");
             assert!((0x8000..=0xffff).contains(&k), "{k:#x}");
         }
+    }
+
+    #[test]
+    fn chunks_are_kept_in_order_and_never_overlap() {
+        let r = |key: u64, len: u64| Region {
+            key,
+            addr: 0,
+            len,
+            staged: false,
+        };
+        // A device heap: its first chunk and its tail at the end of the reserve; grown chunks go between them.
+        let c = window::heap_chunks(r(1, 4096), (1 << 20, r(2, 100))).expect("tail");
+        FabricWindow::add_chunk(&c, 4096, r(3, 8192)).expect("grown chunk");
+        // A chunk published again (another team shared with its owner) is kept; an overlapping one is refused.
+        FabricWindow::add_chunk(&c, 4096, r(3, 8192)).expect("the same chunk again");
+        for (off, len) in [(0, 4096), (8192, 8192), (12280, 16), ((1 << 20) - 8, 16)] {
+            assert!(
+                FabricWindow::add_chunk(&c, off, r(9, len)).is_err(),
+                "[{off}, +{len}) overlaps"
+            );
+        }
+        FabricWindow::add_chunk(&c, 1 << 16, r(4, 4096)).expect("a team chunk after a gap");
+        let offs: Vec<(usize, u64)> = c
+            .read()
+            .expect("chunks")
+            .iter()
+            .map(|&(o, r)| (o, r.key))
+            .collect();
+        assert_eq!(offs, [(0, 1), (4096, 3), (1 << 16, 4), (1 << 20, 2)]);
     }
 
     #[test]

@@ -7,14 +7,27 @@ use crate::net::ofi::{Ep, Region, Signal, SIGNAL_DIRECT_MIN, ZERO_COPY_MIN};
 use crate::transport::{check_access, AmoOp, Domain, Ticket, Transport, Window};
 use std::sync::{Arc, RwLock};
 
-/// The registered regions of one PE's window, as `(window offset, region)` in order, each starting where the last
-/// ends: the runtime words (one region), the user heap (its first chunk, then one region per chunk it grew by,
-/// each registered by its owner and its key published at the growing allocation's agreement).
+/// The registered regions of one PE's window, as `(window offset, region)` in order of offset, none overlapping:
+/// the runtime words (one region), the user heap (its first chunk, then one region per chunk it grew by, each
+/// registered by its owner and its key published at the growing allocation's agreement; a device heap's scratch
+/// tail, at the end of its reserve; team-space chunks, published to a team's members only). Offsets between
+/// regions are unreachable. A staged region (a device heap served through messages) is addressed by window
+/// offsets: its operations carry the offset in the window, which the owner checks against what it serves.
 pub(crate) type Chunks = Arc<RwLock<Vec<(usize, Region)>>>;
 
 /// Chunks of one region.
 pub(crate) fn chunks(r: Region) -> Chunks {
     Arc::new(RwLock::new(vec![(0, r)]))
+}
+
+/// A user heap's chunks as its owner published them at set-up: its first region and, for a device heap, the
+/// scratch tail `(offset, region)` at the end of its reserve (length 0: none).
+pub(crate) fn heap_chunks(heap: Region, tail: (usize, Region)) -> Result<Chunks> {
+    let c = chunks(heap);
+    if tail.1.len > 0 {
+        FabricWindow::add_chunk(&c, tail.0, tail.1)?;
+    }
+    Ok(c)
 }
 
 /// A window onto one region (runtime words or user heap) of a PE reached through the fabric.
@@ -44,41 +57,74 @@ impl FabricWindow {
         (off - s + len <= r.len as usize).then_some((r, off - s))
     }
 
-    /// `[off, off + len)` cut at the chunks' boundaries, as (window offset, length) pieces.
-    fn pieces(&self, off: usize, len: usize) -> Vec<(usize, usize)> {
+    /// `[off, off + len)` cut at the chunks' boundaries, as (window offset, length) pieces; an error when part of
+    /// it lies in no chunk (a heap's unreached part: ungrown, or a team range this PE is not a member of).
+    fn pieces(&self, off: usize, len: usize) -> Result<Vec<(usize, usize)>> {
         let c = self.chunks.read().unwrap_or_else(|p| p.into_inner());
         let end = off + len;
-        c.iter()
+        let v: Vec<(usize, usize)> = c
+            .iter()
             .map(|&(s, r)| (s.max(off), (s + r.len as usize).min(end)))
             .filter(|&(a, b)| a < b)
             .map(|(a, b)| (a, b - a))
-            .collect()
+            .collect();
+        if v.iter().map(|&(_, l)| l).sum::<usize>() != len {
+            let have: Vec<String> = c
+                .iter()
+                .map(|&(s, r)| format!("[{s}, {})", s + r.len as usize))
+                .collect();
+            return Err(Error::Transport {
+                transport: "fabric",
+                message: format!(
+                    "an access of {len} bytes at {off} of PE {}'s heap reaches past what this PE may reach of it \
+                     ({}): part of it is not mapped on that PE, or not published to this PE",
+                    self.pe,
+                    have.join(", ")
+                ),
+            });
+        }
+        Ok(v)
     }
 
-    /// The region of an atomic's word (never across chunks: chunks are page multiples, words aligned).
+    /// The region of an atomic's word (never across chunks: chunks are page multiples, words aligned); an error
+    /// when the word lies in no chunk this PE reaches.
     fn word(&self, off: usize, width: usize) -> Result<(Region, usize)> {
         self.at(off, width).ok_or_else(|| Error::Transport {
             transport: "fabric",
             message: format!(
-                "atomic word at {off} of PE {} crosses a heap chunk",
+                "atomic word at {off} of PE {} lies in no heap chunk this PE reaches (not mapped there, or \
+                 not published to this PE)",
                 self.pe
             ),
         })
     }
 
-    /// A heap chunk PE `pe` registered when its heap grew: make `[off, off + region.len)` reachable.
+    /// A heap chunk PE `pe` registered when its heap grew (or a team range): make `[off, off + region.len)`
+    /// reachable. It may not overlap a chunk known already.
     pub(crate) fn add_chunk(chunks: &Chunks, off: usize, region: Region) -> Result<()> {
         let mut c = chunks.write().unwrap_or_else(|p| p.into_inner());
-        let end = c.last().map_or(0, |&(s, r)| s + r.len as usize);
-        if off != end {
+        let end = off.saturating_add(region.len as usize);
+        let i = c.partition_point(|&(s, _)| s < off);
+        let after_prev = i == 0 || {
+            let (s, r) = c[i - 1];
+            s + r.len as usize <= off
+        };
+        let before_next = c.get(i).is_none_or(|&(s, _)| end <= s);
+        // The same chunk again (a team-space chunk published to this PE by another team it shares with the
+        // owner): kept.
+        if c.get(i).is_some_and(|&(s, r)| s == off && r == region) {
+            return Ok(());
+        }
+        if !after_prev || !before_next {
             return Err(Error::Transport {
                 transport: "fabric",
                 message: format!(
-                    "a heap chunk at {off} does not follow the registered {end} bytes"
+                    "a heap chunk of {} bytes at {off} overlaps a chunk registered before",
+                    region.len
                 ),
             });
         }
-        c.push((off, region));
+        c.insert(i, (off, region));
         Ok(())
     }
 
@@ -91,7 +137,7 @@ impl FabricWindow {
         }
         let Some((region, roff)) = self.at(off, src.len()) else {
             // Across heap chunks: a put per chunk, complete on return.
-            for (o, l) in self.pieces(off, src.len()) {
+            for (o, l) in self.pieces(off, src.len())? {
                 if let Some(t) = self.put_copied(d, o, &src[o - off..][..l])? {
                     self.t.complete(t)?;
                 }
@@ -101,7 +147,7 @@ impl FabricWindow {
         let mut ep = lock(&self.t.ep);
         if region.staged {
             return ep
-                .stage_put(self.pe, d, region, roff, src, None)
+                .stage_put(self.pe, d, region, off, src, None)
                 .map(|id| Some(Ticket(id)));
         }
         ep.put(self.pe, d, region, roff, src, None)
@@ -321,7 +367,7 @@ impl Window for FabricWindow {
         }
         let Some((region, roff)) = self.at(off, dst.len()) else {
             // Across heap chunks: a get per chunk, complete on return.
-            for (o, l) in self.pieces(off, dst.len()) {
+            for (o, l) in self.pieces(off, dst.len())? {
                 self.read(o, &mut dst[o - off..][..l])?;
             }
             return Ok(None);
@@ -330,7 +376,7 @@ impl Window for FabricWindow {
         let mut ep = lock(&self.t.ep);
         if region.staged {
             return ep
-                .stage_get(self.pe, d, roff, dst.len())
+                .stage_get(self.pe, d, off, dst.len())
                 .map(|id| Some(Ticket(id)));
         }
         ep.get(self.pe, d, region, roff, dst.len())
@@ -369,7 +415,7 @@ impl Window for FabricWindow {
         let mut ep = lock(&self.t.ep);
         if region.staged {
             return ep
-                .stage_put(self.pe, d, region, roff, src, Some(s))
+                .stage_put(self.pe, d, region, off, src, Some(s))
                 .map(|id| Some(Ticket(id)));
         }
         if !ep.offers(8, op, false) {
@@ -410,7 +456,7 @@ impl Window for FabricWindow {
         let mut ep = lock(&self.t.ep);
         if region.staged {
             return ep
-                .stage_amo(self.pe, d, roff, width, op, operand)
+                .stage_amo(self.pe, d, off, width, op, operand)
                 .map(|_| ());
         }
         if matches!(op, AmoOp::CompareSwap { .. }) || !ep.offers(width, op, false) {
@@ -447,7 +493,7 @@ impl Window for FabricWindow {
         let old = if region.staged {
             self.t.flush_pe(self.pe)?;
             let t =
-                lock(&self.t.ep).stage_amo(self.pe, Domain::DEFAULT, roff, width, op, operand)?;
+                lock(&self.t.ep).stage_amo(self.pe, Domain::DEFAULT, off, width, op, operand)?;
             let bytes = self.t.complete(Ticket(t))?.unwrap_or_default();
             let mut w = [0u8; 8];
             w[..bytes.len().min(8)].copy_from_slice(&bytes[..bytes.len().min(8)]);
