@@ -569,6 +569,14 @@ impl Peers {
     pub(crate) fn heap(&self, pe: usize) -> Option<&dyn Window> {
         self.heap.get(pe)?.as_deref()
     }
+    /// This PE's own heap window (an error if it has none).
+    fn own_heap(&self) -> Result<&dyn Window> {
+        self.heap(self.me)
+            .ok_or_else(|| crate::error::Error::Transport {
+                transport: "heap",
+                message: "this PE has no heap window".into(),
+            })
+    }
     /// The largest the user heap may grow to: the reserved space of a growable heap (every heap but a host heap
     /// with a symmetric data segment over the fabric), else its fixed size.
     pub(crate) fn heap_max(&self) -> usize {
@@ -591,12 +599,7 @@ impl Peers {
             let mut chunks = self.team_chunks.lock().unwrap_or_else(|p| p.into_inner());
             let from = chunks.last().map_or(base, |c| (c[2] + c[3]) as usize);
             if end > from {
-                let own = self
-                    .heap(self.me)
-                    .ok_or_else(|| crate::error::Error::Transport {
-                        transport: "heap",
-                        message: "this PE has no heap window".into(),
-                    })?;
+                let own = self.own_heap()?;
                 chunks.push(f.register_chunk(own.base().wrapping_add(from), from, end - from)?);
             }
             return Ok(chunks
@@ -637,12 +640,7 @@ impl Peers {
     /// The heap grows from `from` to `len` bytes on every PE (an allocation's agreement): grow this PE's own heap
     /// and, with the fabric, register the new part. The record to publish to every PE ([`Peers::grow_peers`]).
     pub(crate) fn grow_own(&self, from: usize, len: usize) -> Result<Vec<u8>> {
-        let own = self
-            .heap(self.me)
-            .ok_or_else(|| crate::error::Error::Transport {
-                transport: "heap",
-                message: "this PE has no heap window".into(),
-            })?;
+        let own = self.own_heap()?;
         if let Some(g) = &self.device_growth {
             let at = g.mapped_end()?;
             g.grow_own(len)?;
