@@ -184,8 +184,12 @@ impl Shmem {
             )));
         }
         if let (Some(g), Some(c)) = (device, chunk) {
-            // The members pass their chunks among themselves; one more round says whether each mapped the others'.
-            let mapped = g.team_map_peers(c);
+            // The members pass their chunks among themselves (over the fabric: each registers its own); one more
+            // round says whether each mapped the others' (and registered its own).
+            let rec = g
+                .team_map_peers(c)
+                .and_then(|()| self.peers.team_device_register(base + rel, bytes));
+            let mapped = rec.as_ref().map(drop).map_err(Clone::clone);
             let all = self.members_round(
                 pes,
                 &mut counts,
@@ -197,7 +201,9 @@ impl Shmem {
                 .ok()
                 .and_then(|all| all.iter().position(|r| r[VALUE] == 0));
             if mapped.is_err() || all.is_err() || failed.is_some() {
-                g.team_unmap(base + rel, pes);
+                if mapped.is_ok() {
+                    self.peers.team_device_release(base + rel, pes);
+                }
                 lock(&self.team_heap).free(rel);
                 mapped?;
                 all?;
@@ -206,6 +212,26 @@ impl Shmem {
                     "{OP}: member {i} (PE {}) could not map the other members' team scratch",
                     pes[i]
                 )));
+            }
+            // Every member mapped (and registered) its chunk: serve this PE's (staged) before the last round, after
+            // which the other members may use it. Over the fabric, that round carries each member's registration
+            // record, which the members adopt.
+            self.peers.team_device_serve(base + rel, bytes);
+            if let Ok(Some(_)) = rec {
+                let mine = rec.ok().flatten().unwrap_or_default();
+                let published = self
+                    .members_round(pes, &mut counts, mine, "publishing the team's chunks")
+                    .and_then(|all| {
+                        pes.iter()
+                            .zip(&all)
+                            .filter(|(_, r)| r[3] > 0)
+                            .try_for_each(|(&pe, r)| self.peers.team_adopt(pe, *r))
+                    });
+                if let Err(e) = published {
+                    self.peers.team_device_release(base + rel, pes);
+                    lock(&self.team_heap).free(rel);
+                    return Err(e);
+                }
             }
         } else {
             // Over the fabric, more rounds carry each member's team-space chunks that the slot overlaps, which the
@@ -271,11 +297,11 @@ impl Shmem {
         }
         if let Some(rel) = self.peers.team_base().and_then(|b| off.checked_sub(b)) {
             lock(&self.team_heap).free(rel);
-            if let Some(g) = self.peers.device_growth() {
+            if self.peers.device_growth().is_some() {
                 let members: Vec<usize> = (0..team.n_pes())
                     .map(|i| team.global_pe(i))
                     .collect::<Result<_>>()?;
-                g.team_unmap(off, &members);
+                self.peers.team_device_release(off, &members);
             }
         }
         Ok(())

@@ -294,12 +294,13 @@ impl Shmem {
             .team_base()
             .and_then(|b| s.off.checked_sub(b))
             .and_then(|off| heap.free(off));
-        if let (Some(_), Some(g)) = (freed, self.peers.device_growth()) {
-            // Device heaps: the allocation's chunks go (see the module docs).
+        if let (Some(_), Some(_)) = (freed, self.peers.device_growth()) {
+            // Device heaps: the allocation's chunks go (see the module docs), over the fabric their registrations
+            // first.
             let members: Vec<usize> = (0..team.n_pes())
                 .map(|i| team.global_pe(i))
                 .collect::<Result<_>>()?;
-            g.team_unmap(s.off, &members);
+            self.peers.team_device_release(s.off, &members);
         }
         freed
             .map(|_| ())
@@ -333,8 +334,8 @@ impl Shmem {
                 team.describe(),
                 format!(
                     "{op}: team-scoped allocations need a team space: host heaps (on one node or over the \
-                     fabric, without a symmetric data segment over the fabric) or device heaps on one node; this \
-                     job's heap is {:?}",
+                     fabric, without a symmetric data segment over the fabric) or device heaps; this job's heap \
+                     is {:?}",
                     self.heap_kind
                 ),
             )),
@@ -452,9 +453,10 @@ impl Shmem {
     }
 
     /// Map a team-scoped allocation `[off, off + bytes)` on device heaps (see the module docs): this PE's chunk, an
-    /// agreement of the call (`ctx`, `ident`) on whether every member could, the members' exchange of their
-    /// chunks, and an agreement on whether every member mapped them. On an error nothing of it stays mapped here,
-    /// and every member fails.
+    /// agreement of the call (`ctx`, `ident`) on whether every member could, the exchange of the chunks among the
+    /// members this device maps and, over the fabric, the registration of this PE's chunk, then an agreement that
+    /// says whether every member could and carries the registrations' records, which the members adopt. On an
+    /// error nothing of it stays mapped (or registered) here, and every member fails.
     fn team_map_device(
         &self,
         g: &crate::transport::ze::Growth,
@@ -476,13 +478,36 @@ impl Shmem {
             }
             (Err(e), _) => return Err(e),
         };
-        let mapped = g.team_map_peers(c);
-        let ok = mapped.is_ok();
-        let all = ctx.enter(ident, [0; INFO], mapped, false);
-        if all.is_err() && ok {
-            g.team_unmap(off, members);
+        let mapped = g
+            .team_map_peers(c)
+            .and_then(|()| self.peers.team_device_register(off, bytes));
+        let mut info = [0u64; INFO];
+        if let Ok(Some(rec)) = &mapped {
+            info[..4].copy_from_slice(rec);
+            info[4] = 1;
         }
-        all.map(drop)
+        let ok = mapped.is_ok();
+        let all = ctx
+            .enter(ident, info, mapped.map(drop), true)
+            .and_then(|all| {
+                members
+                    .iter()
+                    .zip(&all)
+                    .filter(|(_, w)| w[4] == 1)
+                    .try_for_each(|(&pe, w)| self.peers.team_adopt(pe, [w[0], w[1], w[2], w[3]]))
+            });
+        match all {
+            Ok(()) => {
+                self.peers.team_device_serve(off, bytes);
+                Ok(())
+            }
+            Err(e) => {
+                if ok {
+                    self.peers.team_device_release(off, members);
+                }
+                Err(e)
+            }
+        }
     }
 
     /// A team-scoped allocation's closing agreement among `members` (the team of `ctx`): every member's outcome

@@ -33,8 +33,6 @@ pub mod ze;
 
 use crate::error::Result;
 use std::marker::PhantomData;
-#[cfg(xpushmem_fabric)]
-use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::{fence, Ordering};
 use std::sync::Arc;
 
@@ -696,6 +694,47 @@ impl Peers {
             .filter_map(|(_, w)| w.as_deref())
             .try_for_each(|w| w.grow(len))
     }
+    /// Device heaps over the fabric: this PE's chunk `[off, off + len)` of a team-scoped allocation is mapped (and
+    /// the node members' taken): register it with the fabric (a staged heap only describes it) for the
+    /// allocation's members, who adopt the record ([`Peers::team_adopt`]); `None` without the fabric. Peers'
+    /// operations reach it only once [`Peers::team_device_serve`] says the members agreed.
+    pub(crate) fn team_device_register(&self, off: usize, len: usize) -> Result<Option<[u64; 4]>> {
+        #[cfg(xpushmem_fabric)]
+        if let Some(f) = &self.fabric {
+            let own = self
+                .heap(self.me)
+                .ok_or_else(|| crate::error::Error::Transport {
+                    transport: "heap",
+                    message: "this PE has no heap window".into(),
+                })?;
+            return f
+                .team_register(own.base().wrapping_add(off), off, len)
+                .map(Some);
+        }
+        let _ = (off, len);
+        Ok(None)
+    }
+    /// The members of the device team-scoped allocation `[off, off + len)` agreed on its chunks: with the fabric,
+    /// the staging path and the host proxy serve this PE's.
+    pub(crate) fn team_device_serve(&self, off: usize, len: usize) {
+        #[cfg(xpushmem_fabric)]
+        if let Some(f) = &self.fabric {
+            f.team_serve(off, len);
+        }
+        let _ = (off, len);
+    }
+    /// The device team-scoped allocation at `off` of `members` is freed (or failed after its chunks were mapped):
+    /// with the fabric, this PE's chunk stops being served and its registration closes, and the members' adopted
+    /// chunks there are forgotten; then the chunks are unmapped ([`ze::Growth::team_unmap`]).
+    pub(crate) fn team_device_release(&self, off: usize, members: &[usize]) {
+        #[cfg(xpushmem_fabric)]
+        if let Some(f) = &self.fabric {
+            f.team_release(off, members);
+        }
+        if let Some(g) = &self.device_growth {
+            g.team_unmap(off, members);
+        }
+    }
     /// How device heaps grow and map team-scoped allocations (device heaps the device maps; `None` elsewhere).
     pub(crate) fn device_growth(&self) -> Option<&ze::Growth> {
         self.device_growth.as_ref()
@@ -983,7 +1022,7 @@ pub(crate) fn connect(a: ConnectArgs<'_>) -> Result<(Peers, dataseg::SymData)> {
             rt,
             ipc: cfg.ipc,
             team_slots: cfg.device_team_slots(),
-            team: fabric_reach.is_none(),
+            team: true,
         })?;
         team_base = growth.team_base();
         heap = dmaps;
@@ -1006,7 +1045,7 @@ pub(crate) fn connect(a: ConnectArgs<'_>) -> Result<(Peers, dataseg::SymData)> {
         // scratch tail.
         let dev_span = device_growth
             .as_ref()
-            .map(|g| -> Result<_> { Ok((Arc::new(AtomicUsize::new(g.mapped_end()?)), g.tail())) })
+            .map(|g| -> Result<_> { Ok((Arc::new(crate::net::ofi::Served::new(g.mapped_end()?)), g.tail())) })
             .transpose()?;
         let (t, mut fsys, mut fheap) = fabric::connect(fabric::FabricArgs {
             boot: a.boot,

@@ -277,7 +277,8 @@ fn sym<T: xpushmem::Symmetric>(s: xpushmem::SymSlice<T>, pe: usize) -> KernelArg
 }
 
 /// Kernels reaching the neighbours through the proxy: put_signal (plain and work-group), put_nbi + p + quiet +
-/// signal_op, get, atomics on PE 0.
+/// signal_op, get, atomics on PE 0; at 3 PEs (every PE on the fabric, or PEs 0 and 1 mapped by the device in the
+/// mixed job), then a team of two members only ([`team_space`]).
 fn kernel_ops(sh: &Shmem) -> xpushmem::Result<()> {
     let (me, n) = (sh.my_pe(), sh.n_pes());
     let (right, left) = ((me + 1) % n, (me + n - 1) % n);
@@ -422,6 +423,9 @@ fn kernel_ops(sh: &Shmem) -> xpushmem::Result<()> {
         sh.atomic_fetch(w32.at(0)?, 0)? == ITERS as u32 * n as u32,
     )?;
     check("kernel set on PE 0", sh.atomic_fetch(spare.at(0)?, 0)? == 7)?;
+    if n == 3 {
+        team_space(sh, &run, status)?;
+    }
     let winner = sh.atomic_fetch(elect.at(0)?, 0)?;
     check(
         &format!("one kernel compare_swap winner ({winner})"),
@@ -433,6 +437,72 @@ fn kernel_ops(sh: &Shmem) -> xpushmem::Result<()> {
     )?;
     sh.barrier_all()?;
     Ok(())
+}
+
+/// Issue #30 item 6 on device heaps reached over the fabric: PEs 0 and 1 (PE 2 never calls) make a team of their
+/// members only, run a team collective on it and allocate on it (a chunk of each member's team space, described
+/// to the other member only): a host put into the other member's copy and a get of it, and a kernel's put
+/// (through the proxy, from this PE's own team allocation) into the other member's copy, each checked by the
+/// owner against what the writer computed; after the frees, the other member's copy is refused.
+fn team_space(
+    sh: &Shmem,
+    run: &dyn Fn(&str, &[KernelArg], u32) -> xpushmem::Result<()>,
+    status: xpushmem::SymSlice<i64>,
+) -> xpushmem::Result<()> {
+    let me = sh.my_pe();
+    if me < 2 {
+        let other = 1 - me;
+        let t = sh.team_of_members(&[0, 1], 7)?;
+        let buf = sh.team_calloc::<u64>(&t, 64)?;
+        check("in the team space", buf.heap_offset() >= sh.heap_max())?;
+        sh.put(buf.slice(0..1)?, &[me as u64 + 1], me)?;
+        sh.sum_reduce(&t, buf.slice(1..2)?, buf.slice(0..1)?, 1)?;
+        let mut sum = [0u64];
+        sh.get(&mut sum, buf.slice(1..2)?, me)?;
+        check(&format!("team sum_reduce {}", sum[0]), sum[0] == 1 + 2)?;
+        let mine: Vec<u64> = (0..8).map(|i| 100 * (me as u64 + 1) + i).collect();
+        sh.put(buf.slice(8..16)?, &mine, other)?;
+        sh.team_barrier(&t)?;
+        let mut got = [0u64; 8];
+        sh.get(&mut got, buf.slice(8..16)?, other)?;
+        check("host get of my put in the other member's copy", got[..] == mine[..])?;
+        sh.get(&mut got, buf.slice(8..16)?, me)?;
+        let theirs: Vec<u64> = (0..8).map(|i| 100 * (other as u64 + 1) + i).collect();
+        check("the other member's host put", got[..] == theirs[..])?;
+        const N: usize = 5000;
+        let src = sh.team_malloc::<u8>(&t, N)?;
+        let dst = sh.team_calloc::<u8>(&t, N)?;
+        sh.put(src, &ref_vec::<u8>(me, N, 9), me)?;
+        sh.team_barrier(&t)?;
+        let args = [
+            sym(dst, me),
+            sym(src, me),
+            KernelArg::U64(N as u64),
+            KernelArg::U32(other as u32),
+            sym(status, me),
+        ];
+        run("k_px_put_to", &args, 1)?;
+        let mut st = [0i64];
+        sh.get(&mut st, status.slice(0..1)?, me)?;
+        check(&format!("kernel put to the team's other member: {}", st[0]), st[0] == 0)?;
+        sh.team_barrier(&t)?;
+        let mut bytes = vec![0u8; N];
+        sh.get(&mut bytes, dst, me)?;
+        check(
+            "the other member's kernel put (through the proxy)",
+            bytes == ref_vec::<u8>(other, N, 9),
+        )?;
+        sh.team_barrier(&t)?;
+        sh.team_free(&t, dst)?;
+        sh.team_free(&t, src)?;
+        sh.team_free(&t, buf)?;
+        check(
+            "a put into the other member's freed team allocation is refused",
+            sh.put(buf.slice(8..16)?, &mine, other).is_err(),
+        )?;
+        sh.team_destroy(t)?;
+    }
+    sh.barrier_all()
 }
 
 /// The heap grows past its first chunk after a module was initialised; its kernels reach the grown part of the
