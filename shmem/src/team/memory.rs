@@ -34,7 +34,7 @@
 //! it (one chunk per growth, a fresh random key each) and the closing agreement carries, one per round, the
 //! records of its chunks that the range overlaps; the members adopt them, and no other PE learns those keys.
 //! Team-scoped allocations need a team space: host heaps (not with a symmetric data segment over the fabric, whose
-//! heap does not grow) and device heaps the device maps on one node.
+//! heap does not grow) and device heaps, on one node or over the fabric.
 //!
 //! On device heaps the team space lies in every device reserve after the world's (`hal/ze/ipc.rs`), and each
 //! team-scoped allocation is whole device pages with a chunk of physical memory of its own on each member
@@ -44,6 +44,10 @@
 //! member could (else each unmaps them all). A free unmaps the chunks on every member (a later allocation of other
 //! members at that offset maps fresh ones), so a kernel must not touch a freed team allocation: the device
 //! library's check accepts the team space up to the end of the chunks mapped, holes of freed ones included.
+//! Over the fabric only the members the device maps pass descriptors; each member registers its chunk with the
+//! fabric (a staged heap describes it) once the chunks are mapped, the last agreement carries the records to the
+//! members, who adopt them, and the staging path and the host proxy serve the chunk from then on; a free stops
+//! serving it and closes its registration before the chunk is unmapped (`Peers::team_device_release`).
 
 use super::ctx::Ctx;
 use crate::core::Shmem;

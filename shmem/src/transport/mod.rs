@@ -573,7 +573,7 @@ impl Peers {
         self.heap_max
     }
     /// Where team-scoped allocations start in the symmetric space (after the world's reserve), or `None` where
-    /// they are not possible (device heaps over the fabric; a symmetric data segment over the fabric).
+    /// they are not possible (a host heap with a symmetric data segment over the fabric).
     pub(crate) fn team_base(&self) -> Option<usize> {
         self.team_base
     }
@@ -978,9 +978,9 @@ pub(crate) fn connect(a: ConnectArgs<'_>) -> Result<(Peers, dataseg::SymData)> {
     // `team/memory.rs`). Host heaps: node peers map it, and over the fabric each member registers its team-space
     // chunks and publishes them to the members of the team that uses them; not with a symmetric data segment over
     // the fabric (one registration covers the heap and the data segment after it). Device heaps place it in their
-    // reserves (after the world's, rounded up to the device's page first: `hal/ze/ipc.rs`), below, where the device
-    // maps every peer (no fabric). The team space starts at a power of two, so its allocations align like the
-    // world's.
+    // reserves (after the world's, rounded up to the device's page first: `hal/ze/ipc.rs`), below, on one node and
+    // over the fabric (each member registers its allocations' chunks and publishes them to the members only). The
+    // team space starts at a power of two, so its allocations align like the world's.
     let mut team_base = (host_user > 0 && grows).then(|| vmem::alignment_for(heap_max, 1));
     let host_reserve = match team_base {
         Some(b) => b
