@@ -1045,7 +1045,12 @@ pub(crate) fn connect(a: ConnectArgs<'_>) -> Result<(Peers, dataseg::SymData)> {
         // scratch tail.
         let dev_span = device_growth
             .as_ref()
-            .map(|g| -> Result<_> { Ok((Arc::new(crate::net::ofi::Served::new(g.mapped_end()?)), g.tail())) })
+            .map(|g| -> Result<_> {
+                Ok((
+                    Arc::new(crate::net::ofi::Served::new(g.mapped_end()?)),
+                    g.tail(),
+                ))
+            })
             .transpose()?;
         let (t, mut fsys, mut fheap) = fabric::connect(fabric::FabricArgs {
             boot: a.boot,

@@ -465,7 +465,10 @@ fn team_space(
         sh.team_barrier(&t)?;
         let mut got = [0u64; 8];
         sh.get(&mut got, buf.slice(8..16)?, other)?;
-        check("host get of my put in the other member's copy", got[..] == mine[..])?;
+        check(
+            "host get of my put in the other member's copy",
+            got[..] == mine[..],
+        )?;
         sh.get(&mut got, buf.slice(8..16)?, me)?;
         let theirs: Vec<u64> = (0..8).map(|i| 100 * (other as u64 + 1) + i).collect();
         check("the other member's host put", got[..] == theirs[..])?;
@@ -484,7 +487,10 @@ fn team_space(
         run("k_px_put_to", &args, 1)?;
         let mut st = [0i64];
         sh.get(&mut st, status.slice(0..1)?, me)?;
-        check(&format!("kernel put to the team's other member: {}", st[0]), st[0] == 0)?;
+        check(
+            &format!("kernel put to the team's other member: {}", st[0]),
+            st[0] == 0,
+        )?;
         sh.team_barrier(&t)?;
         let mut bytes = vec![0u8; N];
         sh.get(&mut bytes, dst, me)?;

@@ -729,11 +729,18 @@ mod tests {
         let (page, tail) = (4096, (16 * 4096, 100));
         let s = super::Served::new(2 * page);
         let team = (8 * page, 2 * page);
-        assert!(!s.holds(tail, team.0, 8), "a team chunk not agreed on is served");
+        assert!(
+            !s.holds(tail, team.0, 8),
+            "a team chunk not agreed on is served"
+        );
         s.add_team(team.0, team.1);
         assert!(s.holds(tail, team.0, 8) && s.holds(tail, team.0, team.1));
         // Across its end, before its start, from the heap into it: refused.
-        for (off, len) in [(team.0 + team.1 - 8, 16), (team.0 - 8, 16), (page, 8 * page)] {
+        for (off, len) in [
+            (team.0 + team.1 - 8, 16),
+            (team.0 - 8, 16),
+            (page, 8 * page),
+        ] {
             assert!(!s.holds(tail, off, len), "[{off}, +{len}) is served");
         }
         s.remove_team(team.0);
