@@ -188,9 +188,11 @@ impl Shmem {
         if let (Some(g), Some(c)) = (device, chunk) {
             // The members pass their chunks among themselves (over the fabric: each registers its own); one more
             // round says whether each mapped the others' (and registered its own).
-            let rec = g
-                .team_map_peers(c)
-                .and_then(|()| self.peers.team_device_register(base + rel, bytes));
+            // On an error `team_map_peers` leaves nothing mapped; after it, the chunks are released on any error.
+            let peers_mapped = g.team_map_peers(c);
+            let peers_ok = peers_mapped.is_ok();
+            let rec =
+                peers_mapped.and_then(|()| self.peers.team_device_register(base + rel, bytes));
             let mapped = rec.as_ref().map(drop).map_err(Clone::clone);
             let all = self.members_round(
                 pes,
@@ -203,7 +205,7 @@ impl Shmem {
                 .ok()
                 .and_then(|all| all.iter().position(|r| r[VALUE] == 0));
             if mapped.is_err() || all.is_err() || failed.is_some() {
-                if mapped.is_ok() {
+                if peers_ok {
                     self.peers.team_device_release(base + rel, pes);
                 }
                 lock(&self.team_heap).free(rel);

@@ -482,15 +482,15 @@ impl Shmem {
             }
             (Err(e), _) => return Err(e),
         };
-        let mapped = g
-            .team_map_peers(c)
-            .and_then(|()| self.peers.team_device_register(off, bytes));
+        // On an error `team_map_peers` leaves nothing mapped; after it, the chunks are released on any error.
+        let peers_mapped = g.team_map_peers(c);
+        let ok = peers_mapped.is_ok();
+        let mapped = peers_mapped.and_then(|()| self.peers.team_device_register(off, bytes));
         let mut info = [0u64; INFO];
         if let Ok(Some(rec)) = &mapped {
             info[..4].copy_from_slice(rec);
             info[4] = 1;
         }
-        let ok = mapped.is_ok();
         let all = ctx
             .enter(ident, info, mapped.map(drop), true)
             .and_then(|all| {

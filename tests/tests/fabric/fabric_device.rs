@@ -439,16 +439,15 @@ fn kernel_ops(sh: &Shmem) -> xpushmem::Result<()> {
     Ok(())
 }
 
+/// A kernel launcher: the kernel's name, its arguments, the work-group size.
+type Run<'a> = dyn Fn(&str, &[KernelArg], u32) -> xpushmem::Result<()> + 'a;
+
 /// Issue #30 item 6 on device heaps reached over the fabric: PEs 0 and 1 (PE 2 never calls) make a team of their
 /// members only, run a team collective on it and allocate on it (a chunk of each member's team space, described
 /// to the other member only): a host put into the other member's copy and a get of it, and a kernel's put
 /// (through the proxy, from this PE's own team allocation) into the other member's copy, each checked by the
 /// owner against what the writer computed; after the frees, the other member's copy is refused.
-fn team_space(
-    sh: &Shmem,
-    run: &dyn Fn(&str, &[KernelArg], u32) -> xpushmem::Result<()>,
-    status: xpushmem::SymSlice<i64>,
-) -> xpushmem::Result<()> {
+fn team_space(sh: &Shmem, run: &Run<'_>, status: xpushmem::SymSlice<i64>) -> xpushmem::Result<()> {
     let me = sh.my_pe();
     if me < 2 {
         let other = 1 - me;
