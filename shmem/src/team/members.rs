@@ -20,13 +20,14 @@
 //! nobody signals into a slot before its owner zeroed it, and a member that could not fails the call on every
 //! member. The team lives in the team space, so it needs a team space: host heaps (on one node, or over the
 //! fabric without a symmetric data segment) or device heaps (on one node or over the fabric); elsewhere the call
-//! fails at once, on every member, without waiting for anyone. Over the fabric, more rounds carry each member's registered team-space
-//! chunks that the slot overlaps (`Peers::team_grow_own`: how many, then one a round), which the members adopt. On
-//! device heaps the slot is whole device pages with a chunk of its own on each member, as a team-scoped
-//! allocation's (`memory.rs`): each member maps its chunk before the last round, then the members pass the chunks
-//! among themselves, and one more round says whether every member mapped the others' (else each unmaps them all).
-//! Over the fabric each member also registers its chunk before that round (`Peers::team_device_register`) and
-//! serves it after it, and a last round carries each member's record, which the members adopt.
+//! fails at once, on every member, without waiting for anyone. Over the fabric (host heaps), more rounds carry
+//! each member's registered team-space chunks that the slot overlaps (`Peers::team_grow_own`: how many, then one a
+//! round), which the members adopt. On device heaps the slot is whole device pages with a chunk of its own on
+//! each member, as a team-scoped allocation's (`memory.rs`): each member maps its chunk before the last round,
+//! then the members pass the chunks among themselves, and one more round says whether every member mapped the
+//! others' (else each unmaps them all). Over the fabric each member also registers its chunk before that round
+//! (`Peers::team_device_register`) and serves it after it, and a last round carries each member's record, which
+//! the members adopt.
 //!
 //! A member list that names a PE which never calls (or calls with a list that leaves this PE out) cannot be told
 //! from a slow PE: the call ends with the runtime's timeout, naming the members that did not arrive.
