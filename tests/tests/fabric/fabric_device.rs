@@ -446,20 +446,24 @@ type Run<'a> = dyn Fn(&str, &[KernelArg], u32) -> xpushmem::Result<()> + 'a;
 /// members only, run a team collective on it and allocate on it (a chunk of each member's team space, described
 /// to the other member only): a host put into the other member's copy and a get of it, and a kernel's put
 /// (through the proxy, from this PE's own team allocation) into the other member's copy, each checked by the
-/// owner against what the writer computed; after the frees, the other member's copy is refused.
+/// owner against what the writer computed. PE 2 (no member) is refused both members' copies while they are live
+/// (at the offset of its own allocation on a team of itself); after the frees, so is the other member.
 fn team_space(sh: &Shmem, run: &Run<'_>, status: xpushmem::SymSlice<i64>) -> xpushmem::Result<()> {
     let me = sh.my_pe();
+    // PE 2 makes a team of itself only and allocates the same way, so that its allocation lies at the offset of
+    // the members' (checked below through a world allocation).
+    let list: &[usize] = if me < 2 { &[0, 1] } else { &[2] };
+    let t = sh.team_of_members(list, 7)?;
+    let buf = sh.team_calloc::<u64>(&t, 64)?;
+    let mine: Vec<u64> = (0..8).map(|i| 100 * (me as u64 + 1) + i).collect();
     if me < 2 {
         let other = 1 - me;
-        let t = sh.team_of_members(&[0, 1], 7)?;
-        let buf = sh.team_calloc::<u64>(&t, 64)?;
         check("in the team space", buf.heap_offset() >= sh.heap_max())?;
         sh.put(buf.slice(0..1)?, &[me as u64 + 1], me)?;
         sh.sum_reduce(&t, buf.slice(1..2)?, buf.slice(0..1)?, 1)?;
         let mut sum = [0u64];
         sh.get(&mut sum, buf.slice(1..2)?, me)?;
         check(&format!("team sum_reduce {}", sum[0]), sum[0] == 1 + 2)?;
-        let mine: Vec<u64> = (0..8).map(|i| 100 * (me as u64 + 1) + i).collect();
         sh.put(buf.slice(8..16)?, &mine, other)?;
         sh.team_barrier(&t)?;
         let mut got = [0u64; 8];
@@ -500,13 +504,38 @@ fn team_space(sh: &Shmem, run: &Run<'_>, status: xpushmem::SymSlice<i64>) -> xpu
         sh.team_barrier(&t)?;
         sh.team_free(&t, dst)?;
         sh.team_free(&t, src)?;
-        sh.team_free(&t, buf)?;
+    }
+    // The members' allocations are live: PE 2, no member, reaches neither member's copy at that offset.
+    let offs = sh.calloc::<u64>(3)?;
+    sh.put(offs.slice(me..me + 1)?, &[buf.heap_offset() as u64], 2)?;
+    sh.barrier_all()?;
+    if me == 2 {
+        let mut o = [0u64; 3];
+        sh.get(&mut o, offs, me)?;
+        check(
+            &format!("team-space offsets {o:?}"),
+            o[0] == o[1] && o[1] == o[2],
+        )?;
+        let mut got = [0u64; 8];
+        check(
+            "a non-member's put into PE 0's team allocation is refused",
+            sh.put(buf.slice(8..16)?, &mine, 0).is_err(),
+        )?;
+        check(
+            "a non-member's get of PE 1's team allocation is refused",
+            sh.get(&mut got, buf.slice(8..16)?, 1).is_err(),
+        )?;
+    }
+    sh.barrier_all()?;
+    sh.free(offs)?;
+    sh.team_free(&t, buf)?;
+    if me < 2 {
         check(
             "a put into the other member's freed team allocation is refused",
-            sh.put(buf.slice(8..16)?, &mine, other).is_err(),
+            sh.put(buf.slice(8..16)?, &mine, 1 - me).is_err(),
         )?;
-        sh.team_destroy(t)?;
     }
+    sh.team_destroy(t)?;
     sh.barrier_all()
 }
 
