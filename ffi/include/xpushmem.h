@@ -657,7 +657,7 @@ int xpushmem_team_split_2d(xpushmem_team_t parent_team,
 // Allocate `size` bytes of symmetric memory on every member of `team`, collective over the team only (the other
 // PEs need not call; on `XPUSHMEM_TEAM_WORLD` this is `xpushmem_malloc`). The address is symmetric among the
 // team's members; a member passing another size makes the call fail on every member. Team-scoped allocations
-// need host heaps (on one node or over the fabric) or device heaps on one node. NULL for 0 bytes or on error.
+// need host heaps or device heaps (on one node or over the fabric). NULL for 0 bytes or on error.
 void *xpushmem_team_malloc(xpushmem_team_t team,
                            size_t size);
 
@@ -669,7 +669,7 @@ void *xpushmem_team_align(xpushmem_team_t team,
 // Make a team of the global PEs `pes[0..npes]`, in that order (`pes[i]` is the team's PE `i`), collective over
 // those PEs only: every member calls with the same list and the same `tag` (a number telling this creation from
 // others of the same PEs); the other PEs never call. The team's synchronisation words live among its members
-// (host heaps, on one node or over the fabric, or device heaps on one node; elsewhere the call fails at once with
+// (host or device heaps, on one node or over the fabric; elsewhere the call fails at once with
 // the reason). Members passing different lists or tags fail with `XPUSHMEM_ERROR_MISMATCH` on every member. `*new_team` gets the team, or
 // `XPUSHMEM_TEAM_INVALID` on error. Destroy it with `xpushmem_team_destroy`. Returns an error code.
 //

@@ -19,12 +19,15 @@
 //! member then grows its heap over the range and zeroes its slot, and a last round publishes whether it could:
 //! nobody signals into a slot before its owner zeroed it, and a member that could not fails the call on every
 //! member. The team lives in the team space, so it needs a team space: host heaps (on one node, or over the
-//! fabric without a symmetric data segment) or device heaps on one node; elsewhere the call fails at once, on every
-//! member, without waiting for anyone. Over the fabric, more rounds carry each member's registered team-space
-//! chunks that the slot overlaps (`Peers::team_grow_own`: how many, then one a round), which the members adopt. On
-//! device heaps the slot is whole device pages with a chunk of its own on each member, as a team-scoped
-//! allocation's (`memory.rs`): each member maps its chunk before the last round, then the members pass the chunks
-//! among themselves, and one more round says whether every member mapped the others' (else each unmaps them all).
+//! fabric without a symmetric data segment) or device heaps (on one node or over the fabric); elsewhere the call
+//! fails at once, on every member, without waiting for anyone. Over the fabric (host heaps), more rounds carry
+//! each member's registered team-space chunks that the slot overlaps (`Peers::team_grow_own`: how many, then one a
+//! round), which the members adopt. On device heaps the slot is whole device pages with a chunk of its own on
+//! each member, as a team-scoped allocation's (`memory.rs`): each member maps its chunk before the last round,
+//! then the members pass the chunks among themselves, and one more round says whether every member mapped the
+//! others' (else each unmaps them all). Over the fabric each member also registers its chunk before that round
+//! (`Peers::team_device_register`) and serves it after it, and a last round carries each member's record, which
+//! the members adopt.
 //!
 //! A member list that names a PE which never calls (or calls with a list that leaves this PE out) cannot be told
 //! from a slow PE: the call ends with the runtime's timeout, naming the members that did not arrive.
@@ -53,7 +56,7 @@ impl Shmem {
     ///
     /// The team's synchronisation words are placed among the members only, in their team space (as a team-scoped
     /// allocation, see [`Shmem::team_malloc`]), so the team needs a team space: host heaps, on one node or over
-    /// the fabric (not with a symmetric data segment over the fabric), or device heaps on one node. Elsewhere, or
+    /// the fabric (not with a symmetric data segment over the fabric), or device heaps. Elsewhere, or
     /// with a bad list (empty, a PE out of range or listed twice, this
     /// PE missing), the call fails at once. Members that pass different lists or tags fail with
     /// [`Error::Mismatch`] on every member. Destroy the team with [`Shmem::team_destroy`] (collective over its
@@ -76,7 +79,7 @@ impl Shmem {
                 format!(
                     "{OP}: a team made by its members only keeps its synchronisation words in the members' team \
                      space, which needs host heaps (and no symmetric data segment over the fabric) or device \
-                     heaps on one node; this job's heap is {:?}",
+                     heaps; this job's heap is {:?}",
                     self.heap_kind,
                 ),
             )
@@ -184,8 +187,14 @@ impl Shmem {
             )));
         }
         if let (Some(g), Some(c)) = (device, chunk) {
-            // The members pass their chunks among themselves; one more round says whether each mapped the others'.
-            let mapped = g.team_map_peers(c);
+            // The members pass their chunks among themselves (over the fabric: each registers its own); one more
+            // round says whether each mapped the others' (and registered its own).
+            // On an error `team_map_peers` leaves nothing mapped; after it, the chunks are released on any error.
+            let peers_mapped = g.team_map_peers(c);
+            let peers_ok = peers_mapped.is_ok();
+            let rec =
+                peers_mapped.and_then(|()| self.peers.team_device_register(base + rel, bytes));
+            let mapped = rec.as_ref().map(drop).map_err(Clone::clone);
             let all = self.members_round(
                 pes,
                 &mut counts,
@@ -197,7 +206,9 @@ impl Shmem {
                 .ok()
                 .and_then(|all| all.iter().position(|r| r[VALUE] == 0));
             if mapped.is_err() || all.is_err() || failed.is_some() {
-                g.team_unmap(base + rel, pes);
+                if peers_ok {
+                    self.peers.team_device_release(base + rel, pes);
+                }
                 lock(&self.team_heap).free(rel);
                 mapped?;
                 all?;
@@ -206,6 +217,26 @@ impl Shmem {
                     "{OP}: member {i} (PE {}) could not map the other members' team scratch",
                     pes[i]
                 )));
+            }
+            // Every member mapped (and registered) its chunk: serve this PE's (staged) before the last round, after
+            // which the other members may use it. Over the fabric, that round carries each member's registration
+            // record, which the members adopt.
+            self.peers.team_device_serve(base + rel, bytes);
+            if let Ok(Some(_)) = rec {
+                let mine = rec.ok().flatten().unwrap_or_default();
+                let published = self
+                    .members_round(pes, &mut counts, mine, "publishing the team's chunks")
+                    .and_then(|all| {
+                        pes.iter()
+                            .zip(&all)
+                            .filter(|(_, r)| r[3] > 0)
+                            .try_for_each(|(&pe, r)| self.peers.team_adopt(pe, *r))
+                    });
+                if let Err(e) = published {
+                    self.peers.team_device_release(base + rel, pes);
+                    lock(&self.team_heap).free(rel);
+                    return Err(e);
+                }
             }
         } else {
             // Over the fabric, more rounds carry each member's team-space chunks that the slot overlaps, which the
@@ -271,11 +302,11 @@ impl Shmem {
         }
         if let Some(rel) = self.peers.team_base().and_then(|b| off.checked_sub(b)) {
             lock(&self.team_heap).free(rel);
-            if let Some(g) = self.peers.device_growth() {
+            if self.peers.device_growth().is_some() {
                 let members: Vec<usize> = (0..team.n_pes())
                     .map(|i| team.global_pe(i))
                     .collect::<Result<_>>()?;
-                g.team_unmap(off, &members);
+                self.peers.team_device_release(off, &members);
             }
         }
         Ok(())

@@ -34,7 +34,7 @@
 //! it (one chunk per growth, a fresh random key each) and the closing agreement carries, one per round, the
 //! records of its chunks that the range overlaps; the members adopt them, and no other PE learns those keys.
 //! Team-scoped allocations need a team space: host heaps (not with a symmetric data segment over the fabric, whose
-//! heap does not grow) and device heaps the device maps on one node.
+//! heap does not grow) and device heaps, on one node or over the fabric.
 //!
 //! On device heaps the team space lies in every device reserve after the world's (`hal/ze/ipc.rs`), and each
 //! team-scoped allocation is whole device pages with a chunk of physical memory of its own on each member
@@ -44,6 +44,10 @@
 //! member could (else each unmaps them all). A free unmaps the chunks on every member (a later allocation of other
 //! members at that offset maps fresh ones), so a kernel must not touch a freed team allocation: the device
 //! library's check accepts the team space up to the end of the chunks mapped, holes of freed ones included.
+//! Over the fabric only the members the device maps pass descriptors; each member registers its chunk with the
+//! fabric (a staged heap describes it) once the chunks are mapped, the last agreement carries the records to the
+//! members, who adopt them, and the staging path and the host proxy serve the chunk from then on; a free stops
+//! serving it and closes its registration before the chunk is unmapped (`Peers::team_device_release`).
 
 use super::ctx::Ctx;
 use crate::core::Shmem;
@@ -294,12 +298,13 @@ impl Shmem {
             .team_base()
             .and_then(|b| s.off.checked_sub(b))
             .and_then(|off| heap.free(off));
-        if let (Some(_), Some(g)) = (freed, self.peers.device_growth()) {
-            // Device heaps: the allocation's chunks go (see the module docs).
+        if let (Some(_), Some(_)) = (freed, self.peers.device_growth()) {
+            // Device heaps: the allocation's chunks go (see the module docs), over the fabric their registrations
+            // first.
             let members: Vec<usize> = (0..team.n_pes())
                 .map(|i| team.global_pe(i))
                 .collect::<Result<_>>()?;
-            g.team_unmap(s.off, &members);
+            self.peers.team_device_release(s.off, &members);
         }
         freed
             .map(|_| ())
@@ -333,8 +338,8 @@ impl Shmem {
                 team.describe(),
                 format!(
                     "{op}: team-scoped allocations need a team space: host heaps (on one node or over the \
-                     fabric, without a symmetric data segment over the fabric) or device heaps on one node; this \
-                     job's heap is {:?}",
+                     fabric, without a symmetric data segment over the fabric) or device heaps; this job's heap \
+                     is {:?}",
                     self.heap_kind
                 ),
             )),
@@ -452,9 +457,10 @@ impl Shmem {
     }
 
     /// Map a team-scoped allocation `[off, off + bytes)` on device heaps (see the module docs): this PE's chunk, an
-    /// agreement of the call (`ctx`, `ident`) on whether every member could, the members' exchange of their
-    /// chunks, and an agreement on whether every member mapped them. On an error nothing of it stays mapped here,
-    /// and every member fails.
+    /// agreement of the call (`ctx`, `ident`) on whether every member could, the exchange of the chunks among the
+    /// members this device maps and, over the fabric, the registration of this PE's chunk, then an agreement that
+    /// says whether every member could and carries the registrations' records, which the members adopt. On an
+    /// error nothing of it stays mapped (or registered) here, and every member fails.
     fn team_map_device(
         &self,
         g: &crate::transport::ze::Growth,
@@ -476,13 +482,36 @@ impl Shmem {
             }
             (Err(e), _) => return Err(e),
         };
-        let mapped = g.team_map_peers(c);
-        let ok = mapped.is_ok();
-        let all = ctx.enter(ident, [0; INFO], mapped, false);
-        if all.is_err() && ok {
-            g.team_unmap(off, members);
+        // On an error `team_map_peers` leaves nothing mapped; after it, the chunks are released on any error.
+        let peers_mapped = g.team_map_peers(c);
+        let ok = peers_mapped.is_ok();
+        let mapped = peers_mapped.and_then(|()| self.peers.team_device_register(off, bytes));
+        let mut info = [0u64; INFO];
+        if let Ok(Some(rec)) = &mapped {
+            info[..4].copy_from_slice(rec);
+            info[4] = 1;
         }
-        all.map(drop)
+        let all = ctx
+            .enter(ident, info, mapped.map(drop), true)
+            .and_then(|all| {
+                members
+                    .iter()
+                    .zip(&all)
+                    .filter(|(_, w)| w[4] == 1)
+                    .try_for_each(|(&pe, w)| self.peers.team_adopt(pe, [w[0], w[1], w[2], w[3]]))
+            });
+        match all {
+            Ok(()) => {
+                self.peers.team_device_serve(off, bytes);
+                Ok(())
+            }
+            Err(e) => {
+                if ok {
+                    self.peers.team_device_release(off, members);
+                }
+                Err(e)
+            }
+        }
     }
 
     /// A team-scoped allocation's closing agreement among `members` (the team of `ctx`): every member's outcome

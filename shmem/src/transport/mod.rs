@@ -33,8 +33,6 @@ pub mod ze;
 
 use crate::error::Result;
 use std::marker::PhantomData;
-#[cfg(xpushmem_fabric)]
-use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::{fence, Ordering};
 use std::sync::Arc;
 
@@ -583,7 +581,7 @@ impl Peers {
         self.heap_max
     }
     /// Where team-scoped allocations start in the symmetric space (after the world's reserve), or `None` where
-    /// they are not possible (device heaps over the fabric; a symmetric data segment over the fabric).
+    /// they are not possible (a host heap with a symmetric data segment over the fabric).
     pub(crate) fn team_base(&self) -> Option<usize> {
         self.team_base
     }
@@ -693,6 +691,47 @@ impl Peers {
             .filter(|&(pe, _)| pe != self.me)
             .filter_map(|(_, w)| w.as_deref())
             .try_for_each(|w| w.grow(len))
+    }
+    /// Device heaps over the fabric: this PE's chunk `[off, off + len)` of a team-scoped allocation is mapped (and
+    /// the node members' taken): register it with the fabric (a staged heap only describes it) for the
+    /// allocation's members, who adopt the record ([`Peers::team_adopt`]); `None` without the fabric. Peers'
+    /// operations reach it only once [`Peers::team_device_serve`] says the members agreed.
+    pub(crate) fn team_device_register(&self, off: usize, len: usize) -> Result<Option<[u64; 4]>> {
+        #[cfg(xpushmem_fabric)]
+        if let Some(f) = &self.fabric {
+            let own = self
+                .heap(self.me)
+                .ok_or_else(|| crate::error::Error::Transport {
+                    transport: "heap",
+                    message: "this PE has no heap window".into(),
+                })?;
+            return f
+                .team_register(own.base().wrapping_add(off), off, len)
+                .map(Some);
+        }
+        let _ = (off, len);
+        Ok(None)
+    }
+    /// The members of the device team-scoped allocation `[off, off + len)` agreed on its chunks: with the fabric,
+    /// the staging path and the host proxy serve this PE's.
+    pub(crate) fn team_device_serve(&self, off: usize, len: usize) {
+        #[cfg(xpushmem_fabric)]
+        if let Some(f) = &self.fabric {
+            f.team_serve(off, len);
+        }
+        let _ = (off, len);
+    }
+    /// The device team-scoped allocation at `off` of `members` is freed (or failed after its chunks were mapped):
+    /// with the fabric, this PE's chunk stops being served and its registration closes, and the members' adopted
+    /// chunks there are forgotten; then the chunks are unmapped ([`ze::Growth::team_unmap`]).
+    pub(crate) fn team_device_release(&self, off: usize, members: &[usize]) {
+        #[cfg(xpushmem_fabric)]
+        if let Some(f) = &self.fabric {
+            f.team_release(off, members);
+        }
+        if let Some(g) = &self.device_growth {
+            g.team_unmap(off, members);
+        }
     }
     /// How device heaps grow and map team-scoped allocations (device heaps the device maps; `None` elsewhere).
     pub(crate) fn device_growth(&self) -> Option<&ze::Growth> {
@@ -937,9 +976,9 @@ pub(crate) fn connect(a: ConnectArgs<'_>) -> Result<(Peers, dataseg::SymData)> {
     // `team/memory.rs`). Host heaps: node peers map it, and over the fabric each member registers its team-space
     // chunks and publishes them to the members of the team that uses them; not with a symmetric data segment over
     // the fabric (one registration covers the heap and the data segment after it). Device heaps place it in their
-    // reserves (after the world's, rounded up to the device's page first: `hal/ze/ipc.rs`), below, where the device
-    // maps every peer (no fabric). The team space starts at a power of two, so its allocations align like the
-    // world's.
+    // reserves (after the world's, rounded up to the device's page first: `hal/ze/ipc.rs`), below, on one node and
+    // over the fabric (each member registers its allocations' chunks and publishes them to the members only). The
+    // team space starts at a power of two, so its allocations align like the world's.
     let mut team_base = (host_user > 0 && grows).then(|| vmem::alignment_for(heap_max, 1));
     let host_reserve = match team_base {
         Some(b) => b
@@ -981,7 +1020,7 @@ pub(crate) fn connect(a: ConnectArgs<'_>) -> Result<(Peers, dataseg::SymData)> {
             rt,
             ipc: cfg.ipc,
             team_slots: cfg.device_team_slots(),
-            team: fabric_reach.is_none(),
+            team: true,
         })?;
         team_base = growth.team_base();
         heap = dmaps;
@@ -1004,7 +1043,12 @@ pub(crate) fn connect(a: ConnectArgs<'_>) -> Result<(Peers, dataseg::SymData)> {
         // scratch tail.
         let dev_span = device_growth
             .as_ref()
-            .map(|g| -> Result<_> { Ok((Arc::new(AtomicUsize::new(g.mapped_end()?)), g.tail())) })
+            .map(|g| -> Result<_> {
+                Ok((
+                    Arc::new(crate::net::ofi::Served::new(g.mapped_end()?)),
+                    g.tail(),
+                ))
+            })
             .transpose()?;
         let (t, mut fsys, mut fheap) = fabric::connect(fabric::FabricArgs {
             boot: a.boot,

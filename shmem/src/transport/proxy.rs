@@ -30,7 +30,7 @@ use crate::error::{Error, Result};
 use crate::hal::ring::{Ring, CAPACITY};
 use crate::net::ofi::DeviceSpan;
 use crate::wait::Backoff;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -48,8 +48,9 @@ const BATCH: usize = 64;
 pub(crate) struct OwnHeap {
     /// Device address of the heap's first byte.
     pub base: usize,
-    /// Bytes of the heap mapped on every PE (shared with the fabric, which raises it as the heap grows).
-    pub served: Arc<AtomicUsize>,
+    /// What of the heap is served: its bytes mapped on every PE and its agreed team chunks (shared with the
+    /// fabric, which raises it as the heap grows and edits its team chunks).
+    pub served: Arc<crate::net::ofi::Served>,
     /// The device library's scratch tail (the reduction scratch area, barrier counters): offset from the base,
     /// bytes.
     pub tail: (usize, usize),

@@ -135,7 +135,7 @@ pub(crate) struct DeviceSetup<'a> {
     pub ipc: IpcMode,
     /// Entries of the device library's team table ([`crate::config::Config::device_team_slots`]).
     pub team_slots: usize,
-    /// Whether every heap gets a team space (team-scoped allocations; every PE is mapped by the device).
+    /// Whether every heap gets a team space (team-scoped allocations; always, on one node and over the fabric).
     pub team: bool,
 }
 
@@ -608,7 +608,8 @@ pub(crate) struct TeamChunk {
     fd: OwnedFd,
     /// The members' exchange socket (on their first member only).
     listener: Option<FdListener>,
-    /// The allocation's members, ascending.
+    /// The allocation's members whose heaps this device maps (this PE among them), ascending: those that pass
+    /// their chunks among themselves (members reached through the fabric adopt its registration instead).
     members: Vec<usize>,
 }
 
@@ -640,15 +641,22 @@ impl Growth {
     }
 
     /// Map this PE's chunk of the team-scoped allocation `[off, off + len)` (whole pages of the team space) of
-    /// `members` (the team's PEs, this one among them), export it, and on the first member bind the exchange the
-    /// members will pass their chunks over (before the agreement, so that it exists when the others connect).
+    /// `members` (the team's PEs, this one among them), export it, and on the first member this device maps bind
+    /// the exchange those members will pass their chunks over (before the agreement, so that it exists when the
+    /// others connect).
     pub(crate) fn team_grow_own(
         &self,
         off: usize,
         len: usize,
         members: &[usize],
     ) -> Result<TeamChunk> {
-        let mut members = members.to_vec();
+        // Only the members this device maps take each other's chunks (the others, over the fabric, are reached
+        // through the chunk's registration: `Peers::team_device_register`).
+        let mut members: Vec<usize> = members
+            .iter()
+            .copied()
+            .filter(|p| self.local.contains(p))
+            .collect();
         members.sort_unstable();
         self.own.map_team(off, len, None)?;
         let undo = |e: Error| {

@@ -44,6 +44,11 @@ __kernel void k_px_put(__global uchar *dst, __global const uchar *src, ulong n, 
   status[0] = xpushmem_putmem((long)dst, (long)src, n, (me + 1) % npes);
 }
 
+/* A blocking put of n bytes to PE `pe` (a team-scoped allocation's other member); status[0] the result. */
+__kernel void k_px_put_to(__global uchar *dst, __global const uchar *src, ulong n, int pe, __global long *status) {
+  status[0] = xpushmem_putmem((long)dst, (long)src, n, pe);
+}
+
 /* Atomics on PE 0's words (through the proxy from every other PE): `iters` fetch_adds of me + 1 on word (out[0]: 1
  * when each returned more than the previous), `iters` uint incs on w32, a compare_swap election on elect (out[1]:
  * the value it returned), then a fetch, a 32-bit fetch_xor of 0 and a set of 7 on spare (out[2..4]). */

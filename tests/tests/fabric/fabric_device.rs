@@ -277,7 +277,8 @@ fn sym<T: xpushmem::Symmetric>(s: xpushmem::SymSlice<T>, pe: usize) -> KernelArg
 }
 
 /// Kernels reaching the neighbours through the proxy: put_signal (plain and work-group), put_nbi + p + quiet +
-/// signal_op, get, atomics on PE 0.
+/// signal_op, get, atomics on PE 0; at 3 PEs (every PE on the fabric, or PEs 0 and 1 mapped by the device in the
+/// mixed job), then a team of two members only ([`team_space`]).
 fn kernel_ops(sh: &Shmem) -> xpushmem::Result<()> {
     let (me, n) = (sh.my_pe(), sh.n_pes());
     let (right, left) = ((me + 1) % n, (me + n - 1) % n);
@@ -422,6 +423,9 @@ fn kernel_ops(sh: &Shmem) -> xpushmem::Result<()> {
         sh.atomic_fetch(w32.at(0)?, 0)? == ITERS as u32 * n as u32,
     )?;
     check("kernel set on PE 0", sh.atomic_fetch(spare.at(0)?, 0)? == 7)?;
+    if n == 3 {
+        team_space(sh, &run, status)?;
+    }
     let winner = sh.atomic_fetch(elect.at(0)?, 0)?;
     check(
         &format!("one kernel compare_swap winner ({winner})"),
@@ -433,6 +437,106 @@ fn kernel_ops(sh: &Shmem) -> xpushmem::Result<()> {
     )?;
     sh.barrier_all()?;
     Ok(())
+}
+
+/// A kernel launcher: the kernel's name, its arguments, the work-group size.
+type Run<'a> = dyn Fn(&str, &[KernelArg], u32) -> xpushmem::Result<()> + 'a;
+
+/// Issue #30 item 6 on device heaps reached over the fabric: PEs 0 and 1 (PE 2 never calls) make a team of their
+/// members only, run a team collective on it and allocate on it (a chunk of each member's team space, described
+/// to the other member only): a host put into the other member's copy and a get of it, and a kernel's put
+/// (through the proxy, from this PE's own team allocation) into the other member's copy, each checked by the
+/// owner against what the writer computed. PE 2 (no member) is refused both members' copies while they are live
+/// (at the offset of its own allocation on a team of itself); after the frees, so is the other member.
+fn team_space(sh: &Shmem, run: &Run<'_>, status: xpushmem::SymSlice<i64>) -> xpushmem::Result<()> {
+    let me = sh.my_pe();
+    // PE 2 makes a team of itself only and allocates the same way, so that its allocation lies at the offset of
+    // the members' (checked below through a world allocation).
+    let list: &[usize] = if me < 2 { &[0, 1] } else { &[2] };
+    let t = sh.team_of_members(list, 7)?;
+    let buf = sh.team_calloc::<u64>(&t, 64)?;
+    let mine: Vec<u64> = (0..8).map(|i| 100 * (me as u64 + 1) + i).collect();
+    if me < 2 {
+        let other = 1 - me;
+        check("in the team space", buf.heap_offset() >= sh.heap_max())?;
+        sh.put(buf.slice(0..1)?, &[me as u64 + 1], me)?;
+        sh.sum_reduce(&t, buf.slice(1..2)?, buf.slice(0..1)?, 1)?;
+        let mut sum = [0u64];
+        sh.get(&mut sum, buf.slice(1..2)?, me)?;
+        check(&format!("team sum_reduce {}", sum[0]), sum[0] == 1 + 2)?;
+        sh.put(buf.slice(8..16)?, &mine, other)?;
+        sh.team_barrier(&t)?;
+        let mut got = [0u64; 8];
+        sh.get(&mut got, buf.slice(8..16)?, other)?;
+        check(
+            "host get of my put in the other member's copy",
+            got[..] == mine[..],
+        )?;
+        sh.get(&mut got, buf.slice(8..16)?, me)?;
+        let theirs: Vec<u64> = (0..8).map(|i| 100 * (other as u64 + 1) + i).collect();
+        check("the other member's host put", got[..] == theirs[..])?;
+        const N: usize = 5000;
+        let src = sh.team_malloc::<u8>(&t, N)?;
+        let dst = sh.team_calloc::<u8>(&t, N)?;
+        sh.put(src, &ref_vec::<u8>(me, N, 9), me)?;
+        sh.team_barrier(&t)?;
+        let args = [
+            sym(dst, me),
+            sym(src, me),
+            KernelArg::U64(N as u64),
+            KernelArg::U32(other as u32),
+            sym(status, me),
+        ];
+        run("k_px_put_to", &args, 1)?;
+        let mut st = [0i64];
+        sh.get(&mut st, status.slice(0..1)?, me)?;
+        check(
+            &format!("kernel put to the team's other member: {}", st[0]),
+            st[0] == 0,
+        )?;
+        sh.team_barrier(&t)?;
+        let mut bytes = vec![0u8; N];
+        sh.get(&mut bytes, dst, me)?;
+        check(
+            "the other member's kernel put (through the proxy)",
+            bytes == ref_vec::<u8>(other, N, 9),
+        )?;
+        sh.team_barrier(&t)?;
+        sh.team_free(&t, dst)?;
+        sh.team_free(&t, src)?;
+    }
+    // The members' allocations are live: PE 2, no member, reaches neither member's copy at that offset.
+    let offs = sh.calloc::<u64>(3)?;
+    sh.put(offs.slice(me..me + 1)?, &[buf.heap_offset() as u64], 2)?;
+    sh.barrier_all()?;
+    if me == 2 {
+        let mut o = [0u64; 3];
+        sh.get(&mut o, offs, me)?;
+        check(
+            &format!("team-space offsets {o:?}"),
+            o[0] == o[1] && o[1] == o[2],
+        )?;
+        let mut got = [0u64; 8];
+        check(
+            "a non-member's put into PE 0's team allocation is refused",
+            sh.put(buf.slice(8..16)?, &mine, 0).is_err(),
+        )?;
+        check(
+            "a non-member's get of PE 1's team allocation is refused",
+            sh.get(&mut got, buf.slice(8..16)?, 1).is_err(),
+        )?;
+    }
+    sh.barrier_all()?;
+    sh.free(offs)?;
+    sh.team_free(&t, buf)?;
+    if me < 2 {
+        check(
+            "a put into the other member's freed team allocation is refused",
+            sh.put(buf.slice(8..16)?, &mine, 1 - me).is_err(),
+        )?;
+    }
+    sh.team_destroy(t)?;
+    sh.barrier_all()
 }
 
 /// The heap grows past its first chunk after a module was initialised; its kernels reach the grown part of the

@@ -493,19 +493,3 @@ pe_test!(
     fab[3],
     |sh| { members_only(sh) }
 );
-
-/// Where the team space does not exist (device heaps reached over the fabric), making a team of members only fails
-/// at once on every member with the reason, instead of waiting for anyone. (Device heaps on one node have one:
-/// `device_lib::device_team_space_3pe`; host heaps over the fabric too: `teams_of_members_only::fab_3pe`.)
-fn members_only_needs_the_team_space(sh: &Shmem) -> xpushmem::Result<()> {
-    let e = sh.team_of_members(&[0, 1], 0).unwrap_err();
-    assert!(e.to_string().contains("device heaps on one node"), "{e}");
-    sh.barrier_all()
-}
-
-pe_test!(
-    teams_of_members_only_need_the_team_space,
-    env[&[("XPUSHMEM_TRANSPORT", "fabric")]],
-    dev[2],
-    |sh| { members_only_needs_the_team_space(sh) }
-);

@@ -135,6 +135,7 @@ impl Ep {
             av: std::ptr::null_mut(),
             ep: std::ptr::null_mut(),
             own: Vec::new(),
+            team: Vec::new(),
             addrs: vec![ADDR_NOTAVAIL; n],
             me,
             ops: slab::Ops::default(),
@@ -484,6 +485,36 @@ impl Ep {
         if let Some(mr) = self.own.pop() {
             // SAFETY: the registration was opened by `register` and is closed once, here (popped off `own`, which
             // Drop closes); no peer has its key, so no operation uses it.
+            unsafe { fi::xfi_close(&mut (*mr).fid) };
+        }
+    }
+
+    /// Register a team-scoped chunk of this PE's device heap, the `len` bytes at `base` (window offset `off`) of
+    /// Level Zero device `ze`, as [`Ep::register`] does, kept apart so that [`Ep::unregister_team`] closes it when
+    /// the allocation is freed. Returns the key and the address peers name it by.
+    pub(crate) fn register_team(
+        &mut self,
+        base: *mut u8,
+        off: usize,
+        len: usize,
+        key: u64,
+        ze: i32,
+    ) -> Result<(u64, u64)> {
+        let r = self.register(base, len, key, false, Some(ze))?;
+        if let Some(mr) = self.own.pop() {
+            self.team.push((off, mr));
+        }
+        Ok(r)
+    }
+
+    /// Close the registration of the team-scoped chunk at window offset `off` ([`Ep::register_team`]): its
+    /// allocation was freed (its members agreed that none of them accesses it any more) or never agreed on, and
+    /// its memory is about to be unmapped. None there: a no-op.
+    pub(crate) fn unregister_team(&mut self, off: usize) {
+        if let Some(i) = self.team.iter().position(|&(o, _)| o == off) {
+            let (_, mr) = self.team.swap_remove(i);
+            // SAFETY: the registration was opened by `register_team` and is closed once, here (removed from
+            // `team`, which Drop closes); no peer operation uses it any more (the caller's promise).
             unsafe { fi::xfi_close(&mut (*mr).fid) };
         }
     }

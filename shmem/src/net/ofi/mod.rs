@@ -36,7 +36,7 @@ pub(crate) mod slab;
 
 pub(crate) use info::{providers, Bind, Want};
 use msg::Inbox;
-pub(crate) use msg::{amo_of, DeviceSpan, StagedHeap, Token};
+pub(crate) use msg::{amo_of, DeviceSpan, Served, StagedHeap, Token};
 use slab::Slabs;
 
 use crate::error::{Error, Result};
@@ -371,6 +371,9 @@ pub(crate) struct Ep {
     ep: *mut fi::fid_ep,
     /// This PE's own registrations (runtime words, user heap).
     own: Vec<*mut fi::fid_mr>,
+    /// This PE's device heap's team-scoped chunks, by window offset ([`Ep::register_team`]), each closed when
+    /// its allocation is freed ([`Ep::unregister_team`]).
+    team: Vec<(usize, *mut fi::fid_mr)>,
     /// Libfabric address of each PE (`ADDR_NOTAVAIL` for PEs not reached).
     addrs: Vec<u64>,
     me: usize,
@@ -526,7 +529,7 @@ impl Drop for Ep {
                     fi::xfi_close(&mut (*m.mr).fid);
                 }
             }
-            for &mr in &self.own {
+            for &mr in self.own.iter().chain(self.team.iter().map(|(_, m)| m)) {
                 fi::xfi_close(&mut (*mr).fid);
             }
             for u in self.user.drain(..) {

@@ -552,27 +552,85 @@ pub(crate) fn span_holds(heap: usize, tail: (usize, usize), off: usize, len: usi
         .is_some_and(|e| e <= heap || (off >= t0 && e <= t0 + tl))
 }
 
+/// What of this PE's device heap the staging path and the host proxy serve: its first `heap` bytes (a count that
+/// only grows: the chunks the heap's allocations' agreements made known to every PE) and its team-scoped
+/// allocations' chunks whose members agreed on them (added once agreed, removed when freed, before their memory
+/// is unmapped). Shared by the fabric transport (which raises and edits it) and the spans that serve the heap.
+#[derive(Debug, Default)]
+pub(crate) struct Served {
+    heap: AtomicUsize,
+    /// Agreed team chunks `(offset, length)`, ascending, never overlapping.
+    team: std::sync::RwLock<Vec<(usize, usize)>>,
+}
+
+impl Served {
+    /// The first `heap` bytes served, no team chunk.
+    pub(crate) fn new(heap: usize) -> Served {
+        Served {
+            heap: AtomicUsize::new(heap),
+            team: Default::default(),
+        }
+    }
+
+    /// The heap's bytes served.
+    pub(crate) fn heap(&self) -> usize {
+        self.heap.load(Ordering::Acquire)
+    }
+
+    /// Every PE agreed the heap grew to `len` bytes: serve them.
+    pub(crate) fn raise(&self, len: usize) {
+        self.heap.fetch_max(len, Ordering::AcqRel);
+    }
+
+    /// The members of a team-scoped allocation agreed on its chunk `[off, off + len)` of this PE: serve it.
+    pub(crate) fn add_team(&self, off: usize, len: usize) {
+        let mut t = self.team.write().unwrap_or_else(|p| p.into_inner());
+        if let Err(i) = t.binary_search_by_key(&off, |&(s, _)| s) {
+            t.insert(i, (off, len));
+        }
+    }
+
+    /// The team chunk at `off` is freed: no longer served (before its memory goes).
+    pub(crate) fn remove_team(&self, off: usize) {
+        let mut t = self.team.write().unwrap_or_else(|p| p.into_inner());
+        t.retain(|&(s, _)| s != off);
+    }
+
+    /// Whether `[off, off + len)` lies in the heap's served part or its tail `(offset, length)`
+    /// ([`span_holds`]), or in one served team chunk.
+    pub(crate) fn holds(&self, tail: (usize, usize), off: usize, len: usize) -> bool {
+        if span_holds(self.heap(), tail, off, len) {
+            return true;
+        }
+        let Some(end) = off.checked_add(len) else {
+            return false;
+        };
+        let t = self.team.read().unwrap_or_else(|p| p.into_inner());
+        t.iter().any(|&(s, l)| off >= s && end <= s + l)
+    }
+}
+
 /// This PE's device heap as the staging path and the host proxy reach it, at device address `base` of `rt`'s
-/// context: the heap's first `heap` bytes (a count that grows: the chunks the heap's allocations' agreements made
-/// known to every PE) and the device library's scratch tail, `tail.1` bytes at `tail.0`, copied and updated on the
-/// device's service lane. Every access is bounded by one of the two ranges; the unmapped space between them (a
-/// growable heap's reserve) is never reached.
+/// context: what of it is served ([`Served`]: the agreed part of the heap and its agreed team chunks) and the
+/// device library's scratch tail, `tail.1` bytes at `tail.0`, copied and updated on the device's service lane.
+/// Every access is bounded by one of those ranges; the unmapped space between them (a growable heap's reserve,
+/// a team chunk not agreed on yet or freed) is never reached.
 pub(crate) struct DeviceSpan {
     rt: Arc<ZeRuntime>,
     base: usize,
-    heap: Arc<AtomicUsize>,
+    heap: Arc<Served>,
     tail: (usize, usize),
 }
 
 impl DeviceSpan {
-    /// The heap at device address `base` with its first `heap` bytes and its tail `(offset, length)` mapped: an
+    /// The heap at device address `base` with its served part `heap` and its tail `(offset, length)` mapped: an
     /// allocation of `rt`'s context that stays allocated as long as this span (the runtime's heap outlives the
-    /// transport). `heap` only grows, and only over memory that stays mapped as long as the heap (chunks whose
-    /// growth every PE agreed on).
+    /// transport). `heap` covers only memory that stays mapped while it is served (chunks whose growth every PE
+    /// agreed on; team chunks until they are freed, removed from it before they are unmapped).
     pub(crate) fn new(
         rt: Arc<ZeRuntime>,
         base: usize,
-        heap: Arc<AtomicUsize>,
+        heap: Arc<Served>,
         tail: (usize, usize),
     ) -> DeviceSpan {
         DeviceSpan {
@@ -589,24 +647,24 @@ impl DeviceSpan {
         if self.tail.1 > 0 {
             self.tail.0 + self.tail.1
         } else {
-            self.heap.load(Ordering::Acquire)
+            self.heap.heap()
         }
     }
 
-    /// Whether `[off, off + len)` lies in the heap's reachable part or in its tail ([`span_holds`]).
+    /// Whether `[off, off + len)` lies in what is served or in the tail ([`Served::holds`]).
     pub(crate) fn holds(&self, off: usize, len: usize) -> bool {
-        span_holds(self.heap.load(Ordering::Acquire), self.tail, off, len)
+        self.heap.holds(self.tail, off, len)
     }
 
-    /// The device address of `[off, off + len)`, which must lie in the heap's reachable part or in its tail.
+    /// The device address of `[off, off + len)`, which must lie in what is served or in the tail.
     fn at(&self, off: usize, len: usize) -> Result<usize> {
         if !self.holds(off, len) {
-            let (heap, (t0, tl)) = (self.heap.load(Ordering::Acquire), self.tail);
+            let (heap, (t0, tl)) = (self.heap.heap(), self.tail);
             return Err(Error::Transport {
                 transport: "fabric",
                 message: format!(
-                    "a staged access of {len} bytes at {off} outside the device heap's {heap} reachable bytes \
-                     and its {tl}-byte scratch tail at {t0}"
+                    "a staged access of {len} bytes at {off} outside the device heap's {heap} reachable bytes, \
+                     its agreed team chunks and its {tl}-byte scratch tail at {t0}"
                 ),
             });
         }
@@ -664,5 +722,29 @@ mod tests {
         }
         // Raised after an agreement: the new chunk is served.
         assert!(span_holds(4 * page, tail, 3 * page, 8));
+    }
+
+    #[test]
+    fn a_team_chunk_is_served_only_while_agreed() {
+        let (page, tail) = (4096, (16 * 4096, 100));
+        let s = super::Served::new(2 * page);
+        let team = (8 * page, 2 * page);
+        assert!(
+            !s.holds(tail, team.0, 8),
+            "a team chunk not agreed on is served"
+        );
+        s.add_team(team.0, team.1);
+        assert!(s.holds(tail, team.0, 8) && s.holds(tail, team.0, team.1));
+        // Across its end, before its start, from the heap into it: refused.
+        for (off, len) in [
+            (team.0 + team.1 - 8, 16),
+            (team.0 - 8, 16),
+            (page, 8 * page),
+        ] {
+            assert!(!s.holds(tail, off, len), "[{off}, +{len}) is served");
+        }
+        s.remove_team(team.0);
+        assert!(!s.holds(tail, team.0, 8), "a freed team chunk is served");
+        assert!(s.holds(tail, 0, 8), "the heap is no longer served");
     }
 }

@@ -94,7 +94,7 @@ use super::{AmoOp, Domain, Ticket, Transport, Window};
 use crate::error::{Error, Result};
 use crate::net::ofi::{self, Bind, Ep, Region, Want};
 use crate::wait::Backoff;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use window::{Chunks, FabricWindow};
@@ -179,10 +179,11 @@ pub(crate) struct Fabric {
 /// How this PE's device heap reaches peers as it grows: each chunk registered with `FI_HMEM_ZE` (its key
 /// published at the growing allocation's agreement), or served through the staging messages.
 struct DeviceChunks {
-    /// The heap's bytes the staging path and the host proxy serve ([`ofi::DeviceSpan`]): raised only once every PE
-    /// agreed on a growth ([`Fabric::expose`]), so a chunk that an allocation's failed agreement unmaps again was
-    /// never reachable.
-    served: Arc<AtomicUsize>,
+    /// What of the heap the staging path and the host proxy serve ([`ofi::DeviceSpan`]): raised only once every
+    /// PE agreed on a growth ([`Fabric::expose`]), so a chunk that an allocation's failed agreement unmaps again
+    /// was never reachable; a team chunk only once its members agreed on it ([`Fabric::team_serve`]), until it is
+    /// freed ([`Fabric::team_release`]).
+    served: Arc<ofi::Served>,
     /// Served through the staging messages (no registration).
     staged: bool,
     /// The Level Zero device index registrations name.
@@ -432,7 +433,55 @@ impl Fabric {
     pub(crate) fn expose(&self, len: usize) {
         if let Some(d) = &self.device {
             *lock(&d.pending) = false;
-            d.served.fetch_max(len, Ordering::AcqRel);
+            d.served.raise(len);
+        }
+    }
+
+    /// A team-scoped allocation's chunk of this PE's device heap, the `len` bytes at `base` (window offset `off`),
+    /// is mapped: register it with `FI_HMEM_ZE` and a fresh key (a staged heap only describes it). The record the
+    /// allocation's members adopt ([`Fabric::adopt_chunk`]); no other PE learns it. The staging path and the host
+    /// proxy serve the chunk only once its members agreed on it ([`Fabric::team_serve`]).
+    pub(crate) fn team_register(&self, base: *mut u8, off: usize, len: usize) -> Result<[u64; 4]> {
+        let Some(d) = &self.device else {
+            return Err(Error::State(
+                "a device team chunk registered on a host heap".into(),
+            ));
+        };
+        if d.staged {
+            return Ok([0, 0, off as u64, len as u64]);
+        }
+        let mut ep = lock(&self.ep);
+        let mut keys = self.keys.lock().unwrap_or_else(|p| p.into_inner());
+        let key = if ep.provider_keys() {
+            0
+        } else {
+            fresh_key(ep.key_bytes(), &keys)?
+        };
+        let (k, addr) = ep.register_team(base, off, len, key, d.ze)?;
+        keys.push(key);
+        Ok([k, addr, off as u64, len as u64])
+    }
+
+    /// The members of the team-scoped allocation at `off` agreed on its chunks (`len` bytes each): the staging path
+    /// and the host proxy serve this PE's.
+    pub(crate) fn team_serve(&self, off: usize, len: usize) {
+        if let Some(d) = &self.device {
+            d.served.add_team(off, len);
+        }
+    }
+
+    /// The team-scoped allocation at `off` of `members` is freed (or never agreed on): this PE's chunk is no longer
+    /// served and its registration closes (before its memory is unmapped), and the members' chunks this PE adopted
+    /// there are forgotten (a later allocation of other members may place fresh ones at the same offset).
+    pub(crate) fn team_release(&self, off: usize, members: &[usize]) {
+        if let Some(d) = &self.device {
+            d.served.remove_team(off);
+            lock(&self.ep).unregister_team(off);
+        }
+        for &pe in members {
+            if let Some(Some(c)) = self.heaps.get(pe) {
+                FabricWindow::remove_chunk(c, off);
+            }
         }
     }
 
@@ -581,8 +630,8 @@ pub(crate) struct DeviceHeap {
     /// `XPUSHMEM_FABRIC_DEVICE_HEAP`: auto, stage or register.
     pub mode: String,
     /// The heap's bytes that are mapped on every PE (its first chunk, page-rounded), raised as it grows
-    /// ([`Fabric::expose`]); shared with the host proxy, which serves the same bytes.
-    pub served: Arc<AtomicUsize>,
+    /// ([`Fabric::expose`]), and its agreed team chunks; shared with the host proxy, which serves the same bytes.
+    pub served: Arc<ofi::Served>,
     /// The device library's scratch tail: its offset from the heap's base (the end of the heap's reserve) and
     /// its bytes.
     pub tail: (usize, usize),
@@ -736,7 +785,7 @@ fn open(a: &FabricArgs<'_>) -> Result<(Ep, Vec<u8>, Vec<u64>, bool)> {
     let mut regions = vec![
         (a.sys.base(), a.sys.contiguous_len(), false),
         match &a.device {
-            Some(d) => (a.heap.base(), d.served.load(Ordering::Acquire), true),
+            Some(d) => (a.heap.base(), d.served.heap(), true),
             None => (a.heap.base(), a.heap.contiguous_len(), true),
         },
     ];

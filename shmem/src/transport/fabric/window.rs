@@ -128,6 +128,15 @@ impl FabricWindow {
         Ok(())
     }
 
+    /// Forget the chunk at `off` (a freed team-scoped allocation's; never the first region): operations there
+    /// are refused again.
+    pub(crate) fn remove_chunk(chunks: &Chunks, off: usize) {
+        let mut c = chunks.write().unwrap_or_else(|p| p.into_inner());
+        if let Some(i) = c.iter().skip(1).position(|&(s, _)| s == off) {
+            c.remove(i + 1);
+        }
+    }
+
     /// A put of `src` at `off` (checked against the window by the caller), copied (so `src` may be reused on
     /// return) or injected: the body of [`Window::put_nbi_in`], and of [`Window::write_in`] below the zero-copy
     /// size.
