@@ -699,12 +699,7 @@ impl Peers {
     pub(crate) fn team_device_register(&self, off: usize, len: usize) -> Result<Option<[u64; 4]>> {
         #[cfg(xpushmem_fabric)]
         if let Some(f) = &self.fabric {
-            let own = self
-                .heap(self.me)
-                .ok_or_else(|| crate::error::Error::Transport {
-                    transport: "heap",
-                    message: "this PE has no heap window".into(),
-                })?;
+            let own = self.own_heap()?;
             return f
                 .team_register(own.base().wrapping_add(off), off, len)
                 .map(Some);
