@@ -390,6 +390,22 @@ impl Fabric {
         }))
     }
 
+    /// A registration with a key of its own: 0 where the provider picks keys, else a fresh random one that none of
+    /// this PE's registrations holds ([`fresh_key`]), recorded once `register` made the registration. Takes the
+    /// endpoint's lock, then the keys' (the lock discipline's order), and holds both while `register` runs.
+    fn register_keyed<R>(&self, register: impl FnOnce(&mut Ep, u64) -> Result<R>) -> Result<R> {
+        let mut ep = lock(&self.ep);
+        let mut keys = self.keys.lock().unwrap_or_else(|p| p.into_inner());
+        let key = if ep.provider_keys() {
+            0
+        } else {
+            fresh_key(ep.key_bytes(), &keys)?
+        };
+        let r = register(&mut ep, key)?;
+        keys.push(key);
+        Ok(r)
+    }
+
     /// This PE's heap grew (or a team range was mapped): register its new chunk, the `len` bytes at `base` (window
     /// offset `off`), for peers' RMA and atomics with a fresh key (a device heap's with `FI_HMEM_ZE`; a staged
     /// device heap registers nothing: its chunk is served once [`Fabric::expose`] says so). The record to publish
@@ -402,16 +418,9 @@ impl Fabric {
                 return Ok([0, 0, off as u64, len as u64]);
             }
         }
-        let mut ep = lock(&self.ep);
-        let mut keys = self.keys.lock().unwrap_or_else(|p| p.into_inner());
-        let key = if ep.provider_keys() {
-            0
-        } else {
-            fresh_key(ep.key_bytes(), &keys)?
-        };
         let ze = self.device.as_ref().map(|d| d.ze);
-        let (k, addr) = ep.register(base, len, key, ze.is_none(), ze)?;
-        keys.push(key);
+        let (k, addr) =
+            self.register_keyed(|ep, key| ep.register(base, len, key, ze.is_none(), ze))?;
         if let Some(d) = &self.device {
             *lock(&d.pending) = true;
         }
@@ -450,15 +459,8 @@ impl Fabric {
         if d.staged {
             return Ok([0, 0, off as u64, len as u64]);
         }
-        let mut ep = lock(&self.ep);
-        let mut keys = self.keys.lock().unwrap_or_else(|p| p.into_inner());
-        let key = if ep.provider_keys() {
-            0
-        } else {
-            fresh_key(ep.key_bytes(), &keys)?
-        };
-        let (k, addr) = ep.register_team(base, off, len, key, d.ze)?;
-        keys.push(key);
+        let (k, addr) =
+            self.register_keyed(|ep, key| ep.register_team(base, off, len, key, d.ze))?;
         Ok([k, addr, off as u64, len as u64])
     }
 
@@ -566,17 +568,11 @@ impl Transport for Fabric {
         true
     }
     fn register_local(&self, addr: usize, len: usize) -> Result<Option<u64>> {
-        let mut ep = lock(&self.ep);
-        let mut keys = self.keys.lock().unwrap_or_else(|p| p.into_inner());
-        let key = if ep.provider_keys() {
-            0
-        } else {
-            fresh_key(ep.key_bytes(), &keys)?
-        };
-        let h = ep.register_user(addr, len, key)?;
-        keys.push(key);
-        lock(&self.user_keys).push((h, key));
-        Ok(Some(h))
+        self.register_keyed(|ep, key| {
+            let h = ep.register_user(addr, len, key)?;
+            lock(&self.user_keys).push((h, key));
+            Ok(Some(h))
+        })
     }
     fn unregister_local(&self, handle: u64) {
         lock(&self.ep).unregister_user(handle);
