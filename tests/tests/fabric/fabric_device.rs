@@ -282,16 +282,9 @@ fn sym<T: xpushmem::Symmetric>(s: xpushmem::SymSlice<T>, pe: usize) -> KernelArg
 fn kernel_ops(sh: &Shmem) -> xpushmem::Result<()> {
     let (me, n) = (sh.my_pe(), sh.n_pes());
     let (right, left) = ((me + 1) % n, (me + n - 1) % n);
-    let dev = sh.device().expect("a device heap");
-    let spv = std::fs::read(std::env::var(SPV_VAR).expect("module path")).expect("linked module");
-    let module = dev.load_module(&spv)?;
-    dev.init_module(&module)?;
-    let run = |name: &str, args: &[KernelArg], size: u32| -> xpushmem::Result<()> {
-        let k = dev.kernel(&module, name)?;
-        // SAFETY: the kernels touch only the heap buffers passed (within their extents) and, through the device
-        // library and its proxy, the peers' copies of them; one work-group.
-        unsafe { dev.launch(&k, args, [1, 1, 1], [size, 1, 1]) }
-    };
+    // fabric_device.cl's kernels, one work-group each.
+    let fab = linked(sh, None)?;
+    let run = |name: &str, args: &[KernelArg], size: u32| fab.run(name, args, 1, size);
     const N: usize = 70_000; // more than one staging chunk
     let dst = sh.calloc::<u8>(N)?;
     let src = sh.calloc::<u8>(N)?;
@@ -547,16 +540,9 @@ fn kernel_ops_grown(sh: &Shmem) -> xpushmem::Result<()> {
     kernel_ops(sh)?;
     let (me, n) = (sh.my_pe(), sh.n_pes());
     let (right, left) = ((me + 1) % n, (me + n - 1) % n);
-    let dev = sh.device().expect("a device heap");
-    let spv = std::fs::read(std::env::var(SPV_VAR).expect("module path")).expect("linked module");
-    let module = dev.load_module(&spv)?;
-    dev.init_module(&module)?;
-    let run = |name: &str, args: &[KernelArg], size: u32| -> xpushmem::Result<()> {
-        let k = dev.kernel(&module, name)?;
-        // SAFETY: the kernels touch only the heap buffers passed (within their extents, or refused by the device
-        // library's range check) and, through the proxy, the neighbours' copies of them; one work-group.
-        unsafe { dev.launch(&k, args, [1, 1, 1], [size, 1, 1]) }
-    };
+    // fabric_device.cl's kernels, one work-group each.
+    let fab = linked(sh, None)?;
+    let run = |name: &str, args: &[KernelArg], size: u32| fab.run(name, args, 1, size);
     let small = sh.calloc::<u8>(64)?;
     let status = sh.calloc::<i64>(2)?;
     sh.barrier_all()?;
@@ -882,8 +868,9 @@ struct Linked<'a> {
 impl Launch for Linked<'_> {
     fn run(&self, name: &str, args: &[KernelArg], groups: u32, size: u32) -> xpushmem::Result<()> {
         let k = self.dev.kernel(&self.module, name)?;
-        // SAFETY: the test kernels touch only the heap buffers passed (within their extents), the peers' copies of
-        // them through the device library (mapped, or through its proxy) and the library's scratch.
+        // SAFETY: the test kernels touch only the heap buffers passed (within their extents, or refused by the
+        // device library's range check), the peers' copies of them through the device library (mapped, or through
+        // its proxy) and the library's scratch.
         unsafe { self.dev.launch(&k, args, [groups, 1, 1], [size, 1, 1]) }
     }
 }
