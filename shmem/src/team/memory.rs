@@ -486,20 +486,10 @@ impl Shmem {
         let peers_mapped = g.team_map_peers(c);
         let ok = peers_mapped.is_ok();
         let mapped = peers_mapped.and_then(|()| self.peers.team_device_register(off, bytes));
-        let mut info = [0u64; INFO];
-        if let Ok(Some(rec)) = &mapped {
-            info[..4].copy_from_slice(rec);
-            info[4] = 1;
-        }
+        let info = record_info(mapped.as_ref().ok().copied().flatten());
         let all = ctx
             .enter(ident, info, mapped.map(drop), true)
-            .and_then(|all| {
-                members
-                    .iter()
-                    .zip(&all)
-                    .filter(|(_, w)| w[4] == 1)
-                    .try_for_each(|(&pe, w)| self.peers.team_adopt(pe, [w[0], w[1], w[2], w[3]]))
-            });
+            .and_then(|all| self.adopt_records(members, &all));
         match all {
             Ok(()) => {
                 self.peers.team_device_serve(off, bytes);
@@ -531,27 +521,38 @@ impl Shmem {
         };
         let mut local = Some(local);
         loop {
-            let mut info = [0u64; INFO];
-            let rec = (!recs.is_empty()).then(|| recs.remove(0));
-            if let Some(r) = rec {
-                info[..4].copy_from_slice(&r);
-                info[4] = 1;
-            }
+            let mut info = record_info((!recs.is_empty()).then(|| recs.remove(0)));
             info[5] = recs.len() as u64;
             let all = ctx.enter(words, info, local.take().unwrap_or(Ok(())), true)?;
-            for (&pe, w) in members.iter().zip(&all) {
-                if w[4] == 1 {
-                    self.peers.team_adopt(pe, [w[0], w[1], w[2], w[3]])?;
-                }
-            }
+            self.adopt_records(members, &all)?;
             if all.iter().all(|w| w[5] == 0) {
                 return Ok(());
             }
         }
     }
 
+    /// Adopt the team-space chunk records that `members` sent in an agreement's words ([`record_info`]'s layout).
+    fn adopt_records(&self, members: &[usize], all: &[[u64; INFO]]) -> Result<()> {
+        members
+            .iter()
+            .zip(all)
+            .filter(|(_, w)| w[4] == 1)
+            .try_for_each(|(&pe, w)| self.peers.team_adopt(pe, [w[0], w[1], w[2], w[3]]))
+    }
+
     /// Bytes of the heap currently allocated (the runtime's own words included).
     pub fn heap_in_use(&self) -> usize {
         self.heap.lock().unwrap_or_else(|p| p.into_inner()).in_use()
     }
+}
+
+/// An agreement's words carrying one team-space chunk record, if any (key, address, offset, length in words 0-3,
+/// word 4 set to 1), which the members adopt ([`Shmem::adopt_records`]).
+fn record_info(rec: Option<[u64; 4]>) -> [u64; INFO] {
+    let mut info = [0u64; INFO];
+    if let Some(r) = rec {
+        info[..4].copy_from_slice(&r);
+        info[4] = 1;
+    }
+    info
 }
