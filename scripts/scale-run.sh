@@ -57,6 +57,8 @@ META="$OUT/meta.txt"
   echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')"
   [ -f "$here/build.txt" ] && cat "$here/build.txt"
   echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) CPUs available, $(lscpu 2>/dev/null | awk -F: '/^NUMA node\(s\)/ {gsub(/ /, "", $2); print $2}') NUMA node(s), $(lscpu 2>/dev/null | awk -F: '/^Thread\(s\) per core/ {gsub(/ /, "", $2); print $2}') thread(s) per core"
+  # The model name of a virtual CPU is generic: the family/model numbers and the caches tell two hosts apart.
+  echo "CPU family/model, caches: $(awk -F: '/^cpu family/ {f=$2} /^model[[:space:]]*:/ {m=$2} END {gsub(/ /, "", f); gsub(/ /, "", m); printf "%s/%s", f, m}' /proc/cpuinfo), $(lscpu 2>/dev/null | awk -F: '/^L2 cache/ {gsub(/^ +/, "", $2); printf "L2 %s, ", $2} /^L3 cache/ {gsub(/^ +/, "", $2); printf "L3 %s", $2}')"
   echo "memory: $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo)"
   echo "kernel: $(uname -r)"
   echo "Open MPI: $(mpirun --version 2>/dev/null | head -1 | sed 's/^mpirun (Open MPI) //'), btl ${OMPI_MCA_btl}, vader single copy ${OMPI_MCA_btl_vader_single_copy_mechanism}, mpirun --bind-to core"
