@@ -684,6 +684,8 @@ fn run(
         rows_hit,
         sent,
         packs,
+        pack_span,
+        pack_stage,
         ..
     } = &mut cache[code as usize];
     // The receive state is the cache's only once this call completes.
@@ -735,8 +737,13 @@ fn run(
     let built = match &prep {
         Ok(p) => input_bytes().and_then(|src| {
             let reuse = hit && *rows_hit;
+            let kept = Kept {
+                packs,
+                span: pack_span,
+                stage: pack_stage,
+            };
             build_split_messages(
-                sh, group, me, p, src, out, cap, eager, matrix, packs, reuse, sent,
+                sh, group, me, p, src, out, cap, eager, matrix, kept, reuse, sent,
             )
         }),
         Err(_) => Ok(()),
@@ -818,6 +825,10 @@ fn run(
             }
             plan::pull_list_into(&p.ex, me, counts, src_rows, layout, transfers)?;
             transfers.retain(|t| inline[t.peer].is_none());
+            let dst = match mem {
+                Some(m) => m.out,
+                None => out.contiguous_bytes(op, "out")?,
+            };
             let longest = eager_plan(
                 op,
                 &p,
@@ -827,6 +838,7 @@ fn run(
                 inline,
                 recv,
                 tr,
+                dst,
                 eager_chunks,
                 eager_runs,
             )?;
@@ -863,12 +875,11 @@ fn run(
         };
         // Eager chunks, by runs contiguous in `out` ([`eager_plan`]).
         let mut k = 0;
-        for &(to, len, end) in eager_runs.iter() {
-            let d = dst.slice(to..to + len)?;
+        for &(d, end) in eager_runs.iter() {
             if let [(_, _, from, bytes)] = eager_chunks[k..end] {
                 sh.put(d, bytes_at(from, bytes)?, sh.my_pe())?;
             } else {
-                let st = stage.get_mut(..len).ok_or_else(|| {
+                let st = stage.get_mut(..d.len()).ok_or_else(|| {
                     Error::State(format!("{op}: an eager run is longer than its stage"))
                 })?;
                 let mut at = 0;
@@ -912,6 +923,9 @@ fn run(
     done
 }
 
+/// Input bytes read with one get instead of one get per chunk, per get saved ([`build_split_messages`]).
+const SPAN_PER_GET: usize = 512;
+
 /// Largest eager chunk (bytes) that is gathered with its neighbours in `out` into one put: a put costs more
 /// than a copy of this many bytes, not so a larger one.
 const GATHER_CHUNK: usize = 256;
@@ -920,8 +934,8 @@ const GATHER_CHUNK: usize = 256;
 /// their runs: chunks that follow each other in `out` and are each at most [`GATHER_CHUNK`] bytes form one run
 /// (one put of their bytes gathered), any other chunk a run of its own. Chunks of one sender that follow each
 /// other both in its message and in `out` are one chunk. A chunk's position is its byte in `recv.data` (an
-/// error when it runs past its sender's message). Returns the length of the longest run of several chunks (the
-/// stage they are gathered in).
+/// error when it runs past its sender's message); a run's, its bytes of `dst` (`out`). Returns the length of the
+/// longest run of several chunks (the stage they are gathered in).
 #[allow(clippy::too_many_arguments)]
 fn eager_plan(
     op: &str,
@@ -932,8 +946,9 @@ fn eager_plan(
     inline: &[Option<usize>],
     recv: &Messages,
     tr: &[usize],
+    dst: xpushmem::SymSlice<u8>,
     chunks: &mut Vec<(usize, usize, usize, usize)>,
-    runs: &mut Vec<(usize, usize, usize)>,
+    runs: &mut Vec<(xpushmem::SymSlice<u8>, usize)>,
 ) -> Result<usize> {
     let rb = p.row_bytes;
     chunks.clear();
@@ -967,17 +982,25 @@ fn eager_plan(
     }
     chunks.sort_unstable_by_key(|c| c.0);
     let mut longest = 0;
+    // The open run: (first byte in `out`, bytes).
+    let mut open: Option<(usize, usize)> = None;
     for (k, &(to, _, _, bytes)) in chunks.iter().enumerate() {
-        match runs.last_mut() {
-            Some((t, l, end))
+        match &mut open {
+            Some((t, l))
                 if *t + *l == to && bytes <= GATHER_CHUNK && chunks[k - 1].3 <= GATHER_CHUNK =>
             {
                 *l += bytes;
-                *end = k + 1;
                 longest = longest.max(*l);
             }
-            _ => runs.push((to, bytes, k + 1)),
+            o => {
+                if let Some((t, l)) = o.replace((to, bytes)) {
+                    runs.push((dst.slice(t..t + l)?, k));
+                }
+            }
         }
+    }
+    if let Some((t, l)) = open {
+        runs.push((dst.slice(t..t + l)?, chunks.len()));
     }
     Ok(longest)
 }
@@ -1072,7 +1095,7 @@ fn check_fits(op: &str, layout: &plan::RecvLayout, rows: usize, counts: &[i64]) 
 /// carries its own chunks the same way (it never leaves this PE: one read of the input and a put per run on the
 /// receive side cost less than a heap-to-heap copy per chunk). `send` holds the messages built for this split
 /// vector by an earlier call when `reuse` (the views and the split vector are that call's): only their chunks
-/// are read again from the input, at the places `packs` lists; otherwise both are built anew.
+/// are read again from the input, at the places `kept` lists; otherwise both are built anew.
 #[allow(clippy::too_many_arguments)]
 fn build_split_messages(
     sh: &Shmem,
@@ -1084,17 +1107,31 @@ fn build_split_messages(
     cap: usize,
     eager: usize,
     matrix: bool,
-    packs: &mut Vec<(usize, usize, usize)>,
+    kept: Kept<'_>,
     reuse: bool,
     send: &mut Messages,
 ) -> Result<()> {
     let w = group.size();
+    let Kept { packs, span, stage } = kept;
     if reuse && send.ends.len() == w {
-        for &(from, len, at) in packs.iter() {
-            let d = send.data.get_mut(at..at + len).ok_or_else(|| {
-                Error::State("all-to-all: a kept split message is shorter than its chunks".into())
-            })?;
-            sh.get(d, src.slice(from..from + len)?, sh.my_pe())?;
+        let short =
+            || Error::State("all-to-all: a kept split message is shorter than its chunks".into());
+        if let Some((start, s)) = *span {
+            // One get of the input bytes the chunks lie in, then a copy each.
+            if stage.len() != s.len() {
+                stage.resize(s.len(), 0);
+            }
+            sh.get(stage, s, sh.my_pe())?;
+            for &(from, s, at) in packs.iter() {
+                let d = send.data.get_mut(at..at + s.len()).ok_or_else(short)?;
+                let from = from - start;
+                d.copy_from_slice(stage.get(from..from + s.len()).ok_or_else(short)?);
+            }
+        } else {
+            for &(_, s, at) in packs.iter() {
+                let d = send.data.get_mut(at..at + s.len()).ok_or_else(short)?;
+                sh.get(d, s, sh.my_pe())?;
+            }
         }
         return Ok(());
     }
@@ -1117,12 +1154,9 @@ fn build_split_messages(
     let pack = |from: usize, len: usize, send: &mut Messages, packs: &mut Vec<_>| -> Result<()> {
         let at = send.data.len();
         send.data.resize(at + len, 0);
-        sh.get(
-            &mut send.data[at..],
-            src.slice(from..from + len)?,
-            sh.my_pe(),
-        )?;
-        packs.push((from, len, at));
+        let s = src.slice(from..from + len)?;
+        sh.get(&mut send.data[at..], s, sh.my_pe())?;
+        packs.push((from, s, at));
         Ok(())
     };
     for &peer in group.group_ranks() {
@@ -1173,7 +1207,27 @@ fn build_split_messages(
         }
         send.close();
     }
+    // Several small chunks close together in the input: the next call with this split vector reads them with one
+    // get (a get costs about as much as a copy of [`SPAN_PER_GET`] bytes, and these bytes are copied twice).
+    let start = packs.iter().map(|p| p.0).min().unwrap_or(0);
+    let end = packs.iter().map(|p| p.0 + p.1.len()).max().unwrap_or(0);
+    let sum: usize = packs.iter().map(|p| p.1.len()).sum();
+    *span = None;
+    if packs.len() > 1
+        && end - start <= sum + GATHER_CHUNK
+        && end - start <= SPAN_PER_GET * (packs.len() - 1)
+    {
+        *span = Some((start, src.slice(start..end)?));
+    }
     Ok(())
+}
+
+/// Where the chunks of the split messages kept in the cache come from ([`ArgCache::packs`], `pack_span`,
+/// `pack_stage`).
+struct Kept<'a> {
+    packs: &'a mut Vec<(usize, xpushmem::SymSlice<u8>, usize)>,
+    span: &'a mut Option<(usize, xpushmem::SymSlice<u8>)>,
+    stage: &'a mut Vec<u8>,
 }
 
 /// The agreement protocol of the v-ops, for split vectors too large for a message (module docs).
