@@ -636,10 +636,12 @@ fn flags_of(m: &[u8]) -> u64 {
 /// when they are not valid (it picks the same protocol as the other ranks as long as the shapes are right).
 ///
 /// A call whose local arguments are those of the last completed call on the group (`scratch.cache`) reuses its
-/// argument digest; when, besides, every rank's split message starts with the head it sent then (same split
-/// entries, receive arguments and split vectors, compared byte for byte on every rank), the receive layout, its
-/// checks (this rank's and, with [`MATRIX`], every rank's) and the pull list are that call's, kept in the scratch,
-/// and are not computed again. Every call still runs the exchange, with every rank's verdict and digest.
+/// argument digest, and with the same split vector the split messages it built (only their eager chunks are read
+/// again); when, besides, every rank's split message starts with the head it sent then (same split entries,
+/// receive arguments and split vectors, compared byte for byte on every rank) and the messages lie where they lay
+/// then in the receive buffer, the receive layout, its checks (this rank's and, with [`MATRIX`], every rank's), the
+/// eager chunks' places and the pull list are that call's, kept in the scratch, and are not computed again. Every
+/// call still runs the exchange, with every rank's verdict and digest.
 #[allow(clippy::too_many_arguments)]
 fn run(
     sh: &Shmem,
