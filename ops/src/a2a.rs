@@ -500,6 +500,7 @@ fn cached_shapes(
     c.views.clear();
     c.dig = None;
     c.counts.clear();
+    c.sent.clear();
     c.received = false;
     c.slices = None;
     let shapes = check()?;
@@ -526,13 +527,16 @@ fn i64_slice(v: &TensorView) -> Option<xpushmem::SymSlice<i64>> {
     v.contiguous_bytes("", "view").ok()?.cast::<i64>().ok()
 }
 
-/// Read `n` int64 elements of `v` into `into` (cleared first): one get from the cached slice when the cache
-/// holds this call's views, else [`io::read_i64s_into`].
+/// Read the int64 elements of `v` into `into` (which gets their number): one get from the cached slice when
+/// the cache holds this call's views (into the vector as it is when it already has that length: no zeroing
+/// first), else [`io::read_i64s_into`].
 fn read_split_vector(sh: &Shmem, c: &ArgCache, v: &TensorView, into: &mut Vec<i64>) -> Result<()> {
     match c.slices.and_then(|s| s.splits).filter(|_| c.hit) {
         Some(s) => {
-            into.clear();
-            into.resize(s.len(), 0);
+            if into.len() != s.len() {
+                into.clear();
+                into.resize(s.len(), 0);
+            }
             sh.get(into, s, sh.my_pe())
         }
         None => io::read_i64s_into(sh, v, sh.my_pe(), into),
@@ -555,7 +559,7 @@ fn cached_rows(
         return Ok(());
     }
     c.counts.clear();
-    c.sent_heads.clear();
+    c.sent.clear();
     check(rows)?;
     if c.hit {
         c.counts.extend_from_slice(counts);
@@ -585,21 +589,31 @@ fn prefix_rows(
     Ok((counts, src_rows))
 }
 
-/// Two empty vectors for an all-to-all's split vector and source rows, with the allocations of an earlier call
-/// (the all-to-all puts them back into the scratch when it is done with them).
+/// The vectors for an all-to-all's split vector (as the last call left it: [`read_split_vector`] overwrites it)
+/// and source rows (empty), with the allocations of an earlier call (the all-to-all puts them back into the
+/// scratch when it is done with them).
 fn split_vectors(s: &mut Scratch) -> (Vec<i64>, Vec<i64>) {
-    let (mut a, mut b) = (
+    let (a, mut b) = (
         std::mem::take(&mut s.split_counts),
         std::mem::take(&mut s.split_rows),
     );
-    a.clear();
     b.clear();
     (a, b)
 }
 
 /// Whether every split message in `recv` starts with the head the same rank sent in the last completed call
-/// (`cached`: those heads back to back, in team rank order).
-fn same_heads(recv: &Messages, ranks: usize, ne: usize, n: usize, cached: &[u8]) -> bool {
+/// (`cached`: those heads back to back, in team rank order) and the messages lie where they lay then (`ends`).
+fn same_heads(
+    recv: &Messages,
+    ranks: usize,
+    ne: usize,
+    n: usize,
+    cached: &[u8],
+    ends: &[usize],
+) -> bool {
+    if recv.ends != ends {
+        return false;
+    }
     let mut at = 0;
     for t in 0..ranks {
         let m = recv.get(t);
@@ -622,10 +636,12 @@ fn flags_of(m: &[u8]) -> u64 {
 /// when they are not valid (it picks the same protocol as the other ranks as long as the shapes are right).
 ///
 /// A call whose local arguments are those of the last completed call on the group (`scratch.cache`) reuses its
-/// argument digest; when, besides, every rank's split message starts with the head it sent then (same split
-/// entries, receive arguments and split vectors, compared byte for byte on every rank), the receive layout, its
-/// checks (this rank's and, with [`MATRIX`], every rank's) and the pull list are that call's, kept in the scratch,
-/// and are not computed again. Every call still runs the exchange, with every rank's verdict and digest.
+/// argument digest, and with the same split vector the split messages it built (only their eager chunks are read
+/// again); when, besides, every rank's split message starts with the head it sent then (same split entries,
+/// receive arguments and split vectors, compared byte for byte on every rank) and the messages lie where they lay
+/// then in the receive buffer, the receive layout, its checks (this rank's and, with [`MATRIX`], every rank's), the
+/// eager chunks' places and the pull list are that call's, kept in the scratch, and are not computed again. Every
+/// call still runs the exchange, with every rank's verdict and digest.
 #[allow(clippy::too_many_arguments)]
 fn run(
     sh: &Shmem,
@@ -653,6 +669,7 @@ fn run(
         hit: cache_hit,
         dig: cache_dig,
         heads,
+        recv_ends,
         received: cached_received,
         all_eager: cached_all_eager,
         all_matrix: cached_all_matrix,
@@ -667,7 +684,10 @@ fn run(
         eager_runs,
         stage,
         rows_hit,
-        sent_heads,
+        sent,
+        packs,
+        pack_span,
+        pack_stage,
         ..
     } = &mut cache[code as usize];
     // The receive state is the cache's only once this call completes.
@@ -716,28 +736,39 @@ fn run(
     // eagerly no completion exchange is needed (module docs, step 4).
     let matrix = sh.config().check_symmetry && head_bytes(ne, w * ne, true) <= cap;
     let tr = group.team_ranks();
-    send.clear();
     let built = match &prep {
         Ok(p) => input_bytes().and_then(|src| {
             let reuse = hit && *rows_hit;
+            let kept = Kept {
+                packs,
+                span: pack_span,
+                stage: pack_stage,
+            };
             build_split_messages(
-                sh, group, me, p, src, out, cap, eager, matrix, sent_heads, reuse, send,
+                sh, group, me, p, src, out, cap, eager, matrix, kept, reuse, sent,
             )
         }),
         Err(_) => Ok(()),
     };
     let local = prep.as_ref().err().cloned().or(built.err());
-    if local.is_some() {
-        send.clear();
-    }
-    group.exchange(sh, op, local, dig, send, recv, &ours)?;
+    // A rank that rejected its arguments sends no message (and one whose messages are half built keeps none).
+    let msgs: &Messages = match local {
+        Some(_) => {
+            sent.clear();
+            send.clear();
+            send
+        }
+        None => sent,
+    };
+    group.exchange(sh, op, local, dig, msgs, recv, &ours)?;
     let p = prep?;
 
     let n = p.ex.nsplits();
     let ne = p.ex.ne;
-    // Every rank sent the heads it sent in the last completed call, whose arguments were this call's: the
-    // receive state in the scratch (counts, source rows, eager positions, layout, pull list, row 1) is right.
-    let same = hit && received_before && same_heads(recv, w, ne, n, heads);
+    // Every rank sent the heads it sent in the last completed call, whose arguments were this call's, and the
+    // messages lie where they lay then: the receive state in the scratch (counts, source rows, eager chunk
+    // positions, layout, pull list, row 1) is right.
+    let same = hit && received_before && same_heads(recv, w, ne, n, heads, recv_ends);
     let (mut all_eager, mut all_matrix) = (*cached_all_eager, *cached_all_matrix);
     let received = if same {
         Ok(())
@@ -795,10 +826,38 @@ fn run(
                 }
             }
             plan::pull_list_into(&p.ex, me, counts, src_rows, layout, transfers)?;
-            eager_plan(&p, me, counts, layout, inline, eager_chunks, eager_runs);
+            transfers.retain(|t| inline[t.peer].is_none());
+            let dst = match mem {
+                Some(m) => m.out,
+                None => out.contiguous_bytes(op, "out")?,
+            };
+            let longest = eager_plan(
+                op,
+                &p,
+                me,
+                counts,
+                layout,
+                inline,
+                recv,
+                tr,
+                dst,
+                eager_chunks,
+                eager_runs,
+            )?;
+            stage.resize(longest, 0);
             both.clear();
             both.extend_from_slice(counts);
             both.extend_from_slice(&layout.offsets);
+            // Kept for the next call with these arguments (valid once this one completes).
+            if hit {
+                heads.clear();
+                for t in 0..w {
+                    let m = recv.get(t);
+                    let head = head_bytes(ne, n, flags_of(m) & MATRIX != 0);
+                    heads.extend_from_slice(m.get(..head).unwrap_or_default());
+                }
+                recv_ends.clone_from(&recv.ends);
+            }
             Ok(())
         })()
     };
@@ -808,24 +867,36 @@ fn run(
             None => out.contiguous_bytes(op, "out")?,
         };
         let rb = p.row_bytes;
+        let data = &recv.data[..];
+        let bytes_at = |at: usize, len: usize| {
+            data.get(at..at + len).ok_or_else(|| {
+                Error::State(format!(
+                    "{op}: an eager chunk lies outside the received messages"
+                ))
+            })
+        };
         // Eager chunks, by runs contiguous in `out` ([`eager_plan`]).
         let mut k = 0;
-        for &(to, len, end) in eager_runs.iter() {
-            let d = dst.slice(to..to + len)?;
-            if let [(_, s, from, _)] = eager_chunks[k..end] {
-                put_eager(sh, op, s, recv.get(tr[s]), from, d)?;
+        for &(d, end) in eager_runs.iter() {
+            if let [(_, _, from, bytes)] = eager_chunks[k..end] {
+                sh.put(d, bytes_at(from, bytes)?, sh.my_pe())?;
             } else {
-                stage.clear();
-                for &(_, s, from, bytes) in &eager_chunks[k..end] {
-                    stage.extend_from_slice(eager_bytes(op, s, recv.get(tr[s]), from, bytes)?);
+                let st = stage.get_mut(..d.len()).ok_or_else(|| {
+                    Error::State(format!("{op}: an eager run is longer than its stage"))
+                })?;
+                let mut at = 0;
+                for &(_, _, from, bytes) in &eager_chunks[k..end] {
+                    copy_bytes(&mut st[at..at + bytes], bytes_at(from, bytes)?);
+                    at += bytes;
                 }
-                sh.put(d, stage, sh.my_pe())?;
+                sh.put(d, st, sh.my_pe())?;
             }
             k = end;
         }
-        // The others: those of senders that did not ship them (this rank's own too when they did not fit).
+        // The others (the pull list holds only those of senders that did not ship them, this rank's own too when
+        // they did not fit).
         let mut staging = Vec::new();
-        for t in transfers.iter().filter(|t| inline[t.peer].is_none()) {
+        for t in transfers.iter() {
             let src = input_bytes()?;
             let bytes = t.rows * rb;
             let s = src.slice(t.src_row * rb..t.src_row * rb + bytes)?;
@@ -847,18 +918,46 @@ fn run(
     };
     if done.is_ok() && hit {
         if !same {
-            heads.clear();
-            for t in 0..w {
-                let m = recv.get(t);
-                let head = head_bytes(ne, n, flags_of(m) & MATRIX != 0);
-                heads.extend_from_slice(m.get(..head).unwrap_or_default());
-            }
             (*cached_all_eager, *cached_all_matrix) = (all_eager, all_matrix);
         }
         *cached_received = true;
     }
     done
 }
+
+/// Copy `s` into `d` (the same length): chunks of at most 16 bytes with two overlapping fixed-size moves
+/// ([`copy_small`]) instead of a call to `memcpy` (the small all-to-alls gather many chunks of a few bytes).
+#[inline]
+fn copy_bytes(d: &mut [u8], s: &[u8]) {
+    if s.len() <= 16 {
+        copy_small(d, s);
+    } else {
+        d.copy_from_slice(s);
+    }
+}
+
+/// [`copy_bytes`] of at most 16 bytes.
+fn copy_small(d: &mut [u8], s: &[u8]) {
+    let n = s.len();
+    if d.len() != n {
+        return d.copy_from_slice(s);
+    }
+    fn two<const K: usize>(d: &mut [u8], s: &[u8], n: usize) {
+        d[..K].copy_from_slice(&s[..K]);
+        d[n - K..].copy_from_slice(&s[n - K..]);
+    }
+    match n {
+        0 => {}
+        1 => d[0] = s[0],
+        2..=3 => two::<2>(d, s, n),
+        4..=7 => two::<4>(d, s, n),
+        8..=16 => two::<8>(d, s, n),
+        _ => d.copy_from_slice(s),
+    }
+}
+
+/// Input bytes read with one get instead of one get per chunk, per get saved ([`build_split_messages`]).
+const SPAN_PER_GET: usize = 512;
 
 /// Largest eager chunk (bytes) that is gathered with its neighbours in `out` into one put: a put costs more
 /// than a copy of this many bytes, not so a larger one.
@@ -867,26 +966,45 @@ const GATHER_CHUNK: usize = 256;
 /// The eager chunks (`inline`: where each sender's chunks start in its message) by destination in `out`, and
 /// their runs: chunks that follow each other in `out` and are each at most [`GATHER_CHUNK`] bytes form one run
 /// (one put of their bytes gathered), any other chunk a run of its own. Chunks of one sender that follow each
-/// other both in its message and in `out` are one chunk.
+/// other both in its message and in `out` are one chunk. A chunk's position is its byte in `recv.data` (an
+/// error when it runs past its sender's message); a run's, its bytes of `dst` (`out`). Returns the length of the
+/// longest run of several chunks (the stage they are gathered in).
+#[allow(clippy::too_many_arguments)]
 fn eager_plan(
+    op: &str,
     p: &Prepared,
     me: usize,
     counts: &[i64],
     layout: &plan::RecvLayout,
     inline: &[Option<usize>],
+    recv: &Messages,
+    tr: &[usize],
+    dst: xpushmem::SymSlice<u8>,
     chunks: &mut Vec<(usize, usize, usize, usize)>,
-    runs: &mut Vec<(usize, usize, usize)>,
-) {
+    runs: &mut Vec<(xpushmem::SymSlice<u8>, usize)>,
+) -> Result<usize> {
     let rb = p.row_bytes;
     chunks.clear();
     runs.clear();
     for (s, at) in inline.iter().enumerate() {
-        let Some(mut from) = *at else { continue };
+        let Some(at) = *at else { continue };
+        // The sender's message in `recv.data`.
+        let t = tr[s];
+        let start = t
+            .checked_sub(1)
+            .map_or(0, |u| recv.ends.get(u).copied().unwrap_or(0));
+        let end = recv.ends.get(t).copied().unwrap_or(start);
+        let mut from = start + at;
         for k in 0..p.ex.ne {
             let (_, i) = p.ex.entry(s, me, k);
             let (to, bytes) = (layout.offsets[i] as usize * rb, counts[i] as usize * rb);
             if bytes == 0 {
                 continue;
+            }
+            if from + bytes > end {
+                return Err(Error::State(format!(
+                    "{op}: the eager chunks of group rank {s} are shorter than its counts"
+                )));
             }
             match chunks.last_mut() {
                 Some((t, s0, f, l)) if *s0 == s && *f + *l == from && *t + *l == to => *l += bytes,
@@ -896,38 +1014,28 @@ fn eager_plan(
         }
     }
     chunks.sort_unstable_by_key(|c| c.0);
+    let mut longest = 0;
+    // The open run: (first byte in `out`, bytes).
+    let mut open: Option<(usize, usize)> = None;
     for (k, &(to, _, _, bytes)) in chunks.iter().enumerate() {
-        match runs.last_mut() {
-            Some((t, l, end))
+        match &mut open {
+            Some((t, l))
                 if *t + *l == to && bytes <= GATHER_CHUNK && chunks[k - 1].3 <= GATHER_CHUNK =>
             {
                 *l += bytes;
-                *end = k + 1;
+                longest = longest.max(*l);
             }
-            _ => runs.push((to, bytes, k + 1)),
+            o => {
+                if let Some((t, l)) = o.replace((to, bytes)) {
+                    runs.push((dst.slice(t..t + l)?, k));
+                }
+            }
         }
     }
-}
-
-/// `bytes` bytes of sender `s`'s message `m` from byte `from` (an error when the message is shorter).
-fn eager_bytes<'m>(op: &str, s: usize, m: &'m [u8], from: usize, bytes: usize) -> Result<&'m [u8]> {
-    m.get(from..from + bytes).ok_or_else(|| {
-        Error::State(format!(
-            "{op}: the eager chunks of group rank {s} are shorter than its counts"
-        ))
-    })
-}
-
-/// Copy `dst.len()` bytes of sender `s`'s message `m` from byte `from` into `dst` on this PE.
-fn put_eager(
-    sh: &Shmem,
-    op: &str,
-    s: usize,
-    m: &[u8],
-    from: usize,
-    dst: xpushmem::SymSlice<u8>,
-) -> Result<()> {
-    sh.put(dst, eager_bytes(op, s, m, from, dst.len())?, sh.my_pe())
+    if let Some((t, l)) = open {
+        runs.push((dst.slice(t..t + l)?, chunks.len()));
+    }
+    Ok(longest)
 }
 
 /// The first rank other than `me` (in team rank order) whose receive fails, judged from the receive arguments and
@@ -1016,11 +1124,11 @@ fn check_fits(op: &str, layout: &plan::RecvLayout, rows: usize, counts: &[i64]) 
 
 /// The split message of every rank (indexed by team rank): flags, counts (without `matrix`), source rows, with
 /// `matrix` this rank's receive arguments (rows of `out`, alignment) and whole split vector (which holds the
-/// counts), and the chunks when they fit in `eager`
-/// bytes (and the message in `cap`). This rank's own message carries its own chunks the same way (it never leaves
-/// this PE: one read of the input and a put per run on the receive side cost less than a heap-to-heap copy per
-/// chunk). `heads` holds the heads built for this split vector by an earlier call (`reuse`: they are this call's,
-/// copied instead of serialized again); otherwise it gets this call's.
+/// counts), and the chunks when they fit in `eager` bytes (and the message in `cap`). This rank's own message
+/// carries its own chunks the same way (it never leaves this PE: one read of the input and a put per run on the
+/// receive side cost less than a heap-to-heap copy per chunk). `send` holds the messages built for this split
+/// vector by an earlier call when `reuse` (the views and the split vector are that call's): only their chunks
+/// are read again from the input, at the places `kept` lists; otherwise both are built anew.
 #[allow(clippy::too_many_arguments)]
 fn build_split_messages(
     sh: &Shmem,
@@ -1032,61 +1140,85 @@ fn build_split_messages(
     cap: usize,
     eager: usize,
     matrix: bool,
-    heads: &mut Vec<u8>,
+    kept: Kept<'_>,
     reuse: bool,
     send: &mut Messages,
 ) -> Result<()> {
     let w = group.size();
+    let Kept { packs, span, stage } = kept;
+    if reuse && send.ends.len() == w {
+        let short =
+            || Error::State("all-to-all: a kept split message is shorter than its chunks".into());
+        if let Some((start, s)) = *span {
+            // One get of the input bytes the chunks lie in, then a copy each.
+            if stage.len() != s.len() {
+                stage.resize(s.len(), 0);
+            }
+            sh.get(stage, s, sh.my_pe())?;
+            for &(from, s, at) in packs.iter() {
+                let d = send.data.get_mut(at..at + s.len()).ok_or_else(short)?;
+                let from = from - start;
+                copy_bytes(d, stage.get(from..from + s.len()).ok_or_else(short)?);
+            }
+        } else {
+            for &(_, s, at) in packs.iter() {
+                let d = send.data.get_mut(at..at + s.len()).ok_or_else(short)?;
+                sh.get(d, s, sh.my_pe())?;
+            }
+        }
+        return Ok(());
+    }
+    send.clear();
+    packs.clear();
     let ne = p.ex.ne;
     let rb = p.row_bytes;
     let src_of = |peer: usize| (0..ne).map(move |k| p.ex.entry(me, peer, k).0);
     let head = head_bytes(ne, p.ex.nsplits(), matrix);
-    let reuse = reuse && heads.len() == w * head;
-    if !reuse {
-        heads.clear();
-        let bytes_to =
-            |peer: usize| -> usize { src_of(peer).map(|t| p.counts[t] as usize * rb).sum() };
-        let is_eager = |peer: usize| {
-            let b = bytes_to(peer);
-            b <= eager && head + b <= cap
-        };
-        let all = (0..w).all(|peer| peer == me || is_eager(peer));
-        for &peer in group.group_ranks() {
-            let flags = u64::from(is_eager(peer)) * EAGER
-                + u64::from(all) * ALL_EAGER
-                + u64::from(matrix) * MATRIX;
-            heads.extend_from_slice(&flags.to_le_bytes());
-            if !matrix {
-                for t in src_of(peer) {
-                    heads.extend_from_slice(&p.counts[t].to_le_bytes());
-                }
-            }
+    let bytes_to = |peer: usize| -> usize { src_of(peer).map(|t| p.counts[t] as usize * rb).sum() };
+    let is_eager = |peer: usize| {
+        let b = bytes_to(peer);
+        b <= eager && head + b <= cap
+    };
+    let all = (0..w).all(|peer| peer == me || is_eager(peer));
+    // The receive arguments and split vector (with `matrix`): the same bytes in every message, written into the
+    // first one, then copied.
+    let common = 16 + 8 * p.counts.len();
+    // Chunks that follow each other in the input are one copy into the message.
+    let pack = |from: usize, len: usize, send: &mut Messages, packs: &mut Vec<_>| -> Result<()> {
+        let at = send.data.len();
+        send.data.resize(at + len, 0);
+        let s = src.slice(from..from + len)?;
+        sh.get(&mut send.data[at..], s, sh.my_pe())?;
+        packs.push((from, s, at));
+        Ok(())
+    };
+    for &peer in group.group_ranks() {
+        let first = send.data.is_empty();
+        let eager_peer = is_eager(peer);
+        let flags =
+            u64::from(eager_peer) * EAGER + u64::from(all) * ALL_EAGER + u64::from(matrix) * MATRIX;
+        send.data.extend_from_slice(&flags.to_le_bytes());
+        if !matrix {
             for t in src_of(peer) {
-                heads.extend_from_slice(&p.src_rows[t].to_le_bytes());
-            }
-            if matrix {
-                // The same bytes in every message: written once, then copied.
-                if heads.len() > head {
-                    heads.extend_from_within(head - (16 + 8 * p.counts.len())..head);
-                } else {
-                    heads.extend_from_slice(&(out.size(0) as u64).to_le_bytes());
-                    heads.extend_from_slice(&p.align.to_le_bytes());
-                    for c in &p.counts {
-                        heads.extend_from_slice(&c.to_le_bytes());
-                    }
-                }
+                send.data.extend_from_slice(&p.counts[t].to_le_bytes());
             }
         }
-    }
-    // Chunks that follow each other in the input are one copy into the message.
-    let pack = |from: usize, len: usize, data: &mut Vec<u8>| -> Result<()> {
-        let at = data.len();
-        data.resize(at + len, 0);
-        sh.get(&mut data[at..], src.slice(from..from + len)?, sh.my_pe())
-    };
-    for (&peer, h) in group.group_ranks().iter().zip(heads.chunks_exact(head)) {
-        send.data.extend_from_slice(h);
-        if flags_of(h) & EAGER != 0 {
+        for t in src_of(peer) {
+            send.data.extend_from_slice(&p.src_rows[t].to_le_bytes());
+        }
+        if matrix {
+            if first {
+                send.data
+                    .extend_from_slice(&(out.size(0) as u64).to_le_bytes());
+                send.data.extend_from_slice(&p.align.to_le_bytes());
+                for c in &p.counts {
+                    send.data.extend_from_slice(&c.to_le_bytes());
+                }
+            } else {
+                send.data.extend_from_within(head - common..head);
+            }
+        }
+        if eager_peer {
             let mut open: Option<(usize, usize)> = None;
             for t in src_of(peer) {
                 let (start, bytes) = (p.src_rows[t] as usize * rb, p.counts[t] as usize * rb);
@@ -1097,18 +1229,38 @@ fn build_split_messages(
                     Some((s0, l)) if *s0 + *l == start => *l += bytes,
                     o => {
                         if let Some((s0, l)) = o.replace((start, bytes)) {
-                            pack(s0, l, &mut send.data)?;
+                            pack(s0, l, send, packs)?;
                         }
                     }
                 }
             }
             if let Some((s0, l)) = open {
-                pack(s0, l, &mut send.data)?;
+                pack(s0, l, send, packs)?;
             }
         }
         send.close();
     }
+    // Several small chunks close together in the input: the next call with this split vector reads them with one
+    // get (a get costs about as much as a copy of [`SPAN_PER_GET`] bytes, and these bytes are copied twice).
+    let start = packs.iter().map(|p| p.0).min().unwrap_or(0);
+    let end = packs.iter().map(|p| p.0 + p.1.len()).max().unwrap_or(0);
+    let sum: usize = packs.iter().map(|p| p.1.len()).sum();
+    *span = None;
+    if packs.len() > 1
+        && end - start <= sum + GATHER_CHUNK
+        && end - start <= SPAN_PER_GET * (packs.len() - 1)
+    {
+        *span = Some((start, src.slice(start..end)?));
+    }
     Ok(())
+}
+
+/// Where the chunks of the split messages kept in the cache come from ([`ArgCache::packs`], `pack_span`,
+/// `pack_stage`).
+struct Kept<'a> {
+    packs: &'a mut Vec<(usize, xpushmem::SymSlice<u8>, usize)>,
+    span: &'a mut Option<(usize, xpushmem::SymSlice<u8>)>,
+    stage: &'a mut Vec<u8>,
 }
 
 /// The agreement protocol of the v-ops, for split vectors too large for a message (module docs).
@@ -1346,4 +1498,27 @@ fn pull_equal(
         io::copy(sh, s, group.global(peer)?, d, sh.my_pe(), &mut staging)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The small-chunk copy moves exactly the bytes `copy_from_slice` moves, at every length it handles and
+    /// past them, and leaves the bytes around the destination alone.
+    #[test]
+    fn copy_bytes_matches_copy_from_slice() {
+        let src: Vec<u8> = (0..40u8)
+            .map(|i| i.wrapping_mul(37).wrapping_add(11))
+            .collect();
+        for n in 0..=33 {
+            for at in [0, 3] {
+                let mut got = vec![0xEEu8; 40];
+                let mut want = got.clone();
+                copy_bytes(&mut got[at..at + n], &src[1..1 + n]);
+                want[at..at + n].copy_from_slice(&src[1..1 + n]);
+                assert_eq!(got, want, "{n} bytes at {at}");
+            }
+        }
+    }
 }

@@ -78,9 +78,11 @@ pub(crate) struct ArgCache {
     pub counts: Vec<i64>,
     pub rows: Vec<i64>,
     /// The heads (flags, entries, receive arguments and split vectors) of every split message the last
-    /// completed call received, back to back in team rank order; and whether that call completed (its receive
-    /// state below is then intact).
+    /// completed call received, back to back in team rank order, and where those messages ended in the receive
+    /// buffer (`Messages::ends`: the eager chunks' positions below are positions in it); and whether that call
+    /// completed (its receive state below is then intact).
     pub heads: Vec<u8>,
+    pub recv_ends: Vec<usize>,
     pub received: bool,
     /// The receive state: received counts and source rows, eager chunk positions, receive layout, pull list and
     /// `out_splits_offsets` rows (their allocations reused from call to call).
@@ -94,16 +96,25 @@ pub(crate) struct ArgCache {
     pub all_eager: bool,
     pub all_matrix: bool,
     /// The eager chunks of that call's messages in the order of their destination in `out`: (destination byte,
-    /// sender group rank, byte in its message, bytes); and their runs, contiguous in `out` and each made of small
-    /// chunks, which move with one put through `stage`: (destination byte, bytes, end in `eager_chunks`).
+    /// sender group rank, byte in the receive buffer's data, bytes); and their runs, contiguous in `out` and each
+    /// made of small chunks, which move with one put through `stage` (as long as the longest run): (the run's
+    /// bytes of `out`, end in `eager_chunks`). The pull list above holds only the chunks that did not come
+    /// eagerly.
     pub eager_chunks: Vec<(usize, usize, usize, usize)>,
-    pub eager_runs: Vec<(usize, usize, usize)>,
+    pub eager_runs: Vec<(xpushmem::SymSlice<u8>, usize)>,
     pub stage: Vec<u8>,
     /// Whether this call's split vector is the one whose source rows were cached (set by each call's check).
     pub rows_hit: bool,
-    /// The heads of the split messages this rank built for that split vector, one per team rank, each of the
-    /// same length (a function of the views, the split vector and the configuration: reused while those hold).
-    pub sent_heads: Vec<u8>,
+    /// The split messages this rank built for that split vector, one per team rank (their heads are a function
+    /// of the views, the split vector and the configuration: kept while those hold, and sent again with only
+    /// their eager chunks read anew), and where those chunks come from: (input byte, those input bytes, byte in
+    /// `sent.data`). Empty (no `ends`) when they must be built again. `pack_span`: the input bytes those chunks
+    /// lie in (first byte, those bytes) when reading them with one get into `pack_stage` costs less than a get
+    /// each.
+    pub sent: Messages,
+    pub packs: Vec<(usize, xpushmem::SymSlice<u8>, usize)>,
+    pub pack_span: Option<(usize, xpushmem::SymSlice<u8>)>,
+    pub pack_stage: Vec<u8>,
 }
 
 /// The memory of an all-to-all-v's views ([`ArgCache::slices`]), a function of the views alone.

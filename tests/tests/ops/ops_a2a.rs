@@ -71,6 +71,8 @@ struct Case {
     mode: Mode,
     /// A rank whose splits come from another stream (the same views, one rank's splits changed).
     twist: Option<usize>,
+    /// The generation of the input rows (the same arguments moving other bytes).
+    gen: u64,
 }
 
 impl Case {
@@ -102,7 +104,12 @@ impl Case {
                 Mode::ToRankZero,
             ]),
             twist: None,
+            gen: 0,
         }
+    }
+    /// The seed of the input rows: the case's salt, changed by the generation.
+    fn data_salt(&self) -> u64 {
+        self.salt ^ self.gen.wrapping_mul(0x9E37_79B9_7F4A_7C15)
     }
     fn row_bytes(&self) -> usize {
         self.cols.max(1) * self.dtype.size()
@@ -174,7 +181,7 @@ fn fill(sh: &Shmem, buf: SymSlice<u8>, len: usize, byte: u8) -> Result<()> {
 fn vdev_case(sh: &Shmem, g: &Group, b: &Bufs, c: &Case) -> Result<()> {
     let (w, me) = (g.size(), g.my_rank().unwrap());
     let rb = c.row_bytes();
-    write(sh, b.input, 0, &data_rows(c.salt, me, c.rows, rb))?;
+    write(sh, b.input, 0, &data_rows(c.data_salt(), me, c.rows, rb))?;
     let splits = c.splits(me, 1, true);
     write(sh, b.splits, 0, &i64_bytes(&splits))?;
     let out_rows = w * c.rows;
@@ -195,7 +202,7 @@ fn vdev_case(sh: &Shmem, g: &Group, b: &Bufs, c: &Case) -> Result<()> {
     let mut want = vec![c.sentinel(); out_rows * rb];
     for s in 0..w {
         let src = excl(&all[s])[me] as usize;
-        let data = data_rows(c.salt, s, c.rows, rb);
+        let data = data_rows(c.data_salt(), s, c.rows, rb);
         let (d, n) = (row1[s] as usize, row0[s] as usize);
         want[d * rb..(d + n) * rb].copy_from_slice(&data[src * rb..(src + n) * rb]);
     }
@@ -219,7 +226,7 @@ fn dispatch_combine_case(sh: &Shmem, g: &Group, b: &Bufs, c: &Case) -> Result<()
     let n = w * ne;
     let rb = c.row_bytes();
     let align = c.align as usize;
-    write(sh, b.input, 0, &data_rows(c.salt, me, c.rows, rb))?;
+    write(sh, b.input, 0, &data_rows(c.data_salt(), me, c.rows, rb))?;
     let splits = c.splits(me, ne, true);
     write(sh, b.splits, 0, &i64_bytes(&splits))?;
     let out_rows = w * c.rows + ne * align;
@@ -244,7 +251,7 @@ fn dispatch_combine_case(sh: &Shmem, g: &Group, b: &Bufs, c: &Case) -> Result<()
         me,
         ne,
         align,
-        c.salt,
+        c.data_salt(),
         c.rows,
         rb,
         out_rows,
@@ -277,7 +284,7 @@ fn dispatch_combine_case(sh: &Shmem, g: &Group, b: &Bufs, c: &Case) -> Result<()
     let coso = view(b.coso, DType::I64, &[2, n]);
     all_to_all_vdev_2d_offset(sh, g, &out, &cout, &oso, &coso)?;
     let sent = splits.iter().sum::<i64>() as usize;
-    let mut want = data_rows(c.salt, me, c.rows, rb);
+    let mut want = data_rows(c.data_salt(), me, c.rows, rb);
     want[sent * rb..].fill(c.sentinel() ^ 0xFF);
     assert!(
         read(sh, b.cout, 0, c.rows * rb)? == want,
@@ -328,7 +335,7 @@ fn offset_case(sh: &Shmem, g: &Group, b: &Bufs, c: &Case) -> Result<()> {
     let (w, me, ne) = (g.size(), g.my_rank().unwrap(), c.ne);
     let n = w * ne;
     let rb = c.row_bytes();
-    write(sh, b.input, 0, &data_rows(c.salt, me, c.rows, rb))?;
+    write(sh, b.input, 0, &data_rows(c.data_salt(), me, c.rows, rb))?;
     let (counts, offs) = gapped(c, me);
     write(
         sh,
@@ -349,7 +356,7 @@ fn offset_case(sh: &Shmem, g: &Group, b: &Bufs, c: &Case) -> Result<()> {
     let mut want = Vec::new();
     for s in 0..w {
         let (cs, os) = gapped(c, s);
-        let data = data_rows(c.salt, s, c.rows, rb);
+        let data = data_rows(c.data_salt(), s, c.rows, rb);
         for e in 0..ne {
             let (cnt, off) = (cs[e * w + me] as usize, os[e * w + me] as usize);
             row0[s * ne + e] = cnt as i64;
@@ -380,14 +387,16 @@ fn equal_case(sh: &Shmem, g: &Group, b: &Bufs, c: &Case) -> Result<()> {
     let k = c.rows % 11;
     let esz = c.dtype.size();
     let chunk = k * esz;
-    write(sh, b.input, 0, &data_rows(c.salt, me, 1, w * chunk))?;
+    write(sh, b.input, 0, &data_rows(c.data_salt(), me, 1, w * chunk))?;
     fill(sh, b.out, w * chunk + 64, c.sentinel())?;
     let input = view(b.input, c.dtype, &[w * k]);
     let out = view(b.out, c.dtype, &[w * k]);
     nvshmem_all_to_all(sh, g, &input, &out)?;
     let mut want = Vec::new();
     for s in 0..w {
-        want.extend_from_slice(&data_rows(c.salt, s, 1, w * chunk)[me * chunk..(me + 1) * chunk]);
+        want.extend_from_slice(
+            &data_rows(c.data_salt(), s, 1, w * chunk)[me * chunk..(me + 1) * chunk],
+        );
     }
     want.resize(w * chunk + 64, c.sentinel());
     assert!(
@@ -418,9 +427,10 @@ fn run_cases(sh: &Shmem, g: &Group, b: &Bufs, tag: u64, cases: usize) -> Result<
     Ok(())
 }
 
-// The same calls again and again (a call with the arguments of the last one reuses its checks and receive plan:
-// every repeat must still move the data and rewrite out_splits_offsets, both reset before each call), then the
-// same views with one rank's splits changed (every rank must see it), then back, then the other way round.
+// The same calls again and again (a call with the arguments of the last one reuses its checks, split messages and
+// receive plan: every repeat must still move its own input rows, new at each call, and rewrite
+// out_splits_offsets, both reset before each call), then the same views with one rank's splits changed (every
+// rank must see it), then back, then the other way round.
 pe_test!(
     a2a_repeated_and_changed_calls,
     shm [2, 3],
@@ -433,11 +443,12 @@ pe_test!(
             let mut t = c.clone();
             t.twist = Some(i % g.size());
             let calls = [&c, &c, &c, &t, &c, &t, &t, &c];
-            for x in calls {
+            let calls: Vec<Case> = (0..).zip(calls).map(|(k, x)| Case { gen: k, ..x.clone() }).collect();
+            for x in &calls {
                 vdev_case(sh, &g, &b, x)?;
                 dispatch_combine_case(sh, &g, &b, x)?;
             }
-            for x in calls {
+            for x in &calls {
                 offset_case(sh, &g, &b, x)?;
             }
         }
