@@ -390,7 +390,7 @@ impl Shmem {
                     part(i, other)?;
                     combine_into(op, acc, other, false);
                 }
-                self.put(dest, acc, self.my_pe())
+                ctx.write_local(dest, crate::sys::bytes::bytes_of(acc))
             };
             let (mut s0, mut s1) = ([T::default(); SMALL_ELEMS], [T::default(); SMALL_ELEMS]);
             let (mut h0, mut h1) = (Vec::new(), Vec::new());
