@@ -326,7 +326,7 @@ impl Shmem {
         let mut ctx = team.ctx(self, OP)?;
         let n = ctx.n();
         let bytes = nreduce.saturating_mul(std::mem::size_of::<T>());
-        let hier = ctx.groups().pays();
+        let hier = ctx.layout_pays();
         let algo = resolve(algo, &self.cfg, n, bytes, ctx.fit(bytes, n), hier);
         let local = (|| {
             check_op::<T>(op)?;

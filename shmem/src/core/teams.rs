@@ -257,7 +257,18 @@ impl TeamInner {
 
     /// The team's node layout (see `groups.rs`): computed once from the node table and the transport mode.
     pub(crate) fn groups(&self, sh: &Shmem) -> Arc<Groups> {
-        Arc::clone(self.groups.get_or_init(|| {
+        Arc::clone(self.groups_ref(sh))
+    }
+
+    /// Whether the team's node layout pays for the node-aware algorithms ([`Groups::pays`]), without a clone of
+    /// the layout (every collective's choice of algorithm asks).
+    pub(crate) fn layout_pays(&self, sh: &Shmem) -> bool {
+        self.groups_ref(sh).pays()
+    }
+
+    /// The team's node layout, computed on first use.
+    fn groups_ref(&self, sh: &Shmem) -> &Arc<Groups> {
+        self.groups.get_or_init(|| {
             // With every peer forced onto the fabric no two PEs share memory: each is a domain of its own (the
             // PE numbers, offset past the node numbers).
             let forced = sh.cfg.transport == crate::config::TransportMode::Fabric;
@@ -270,7 +281,7 @@ impl TeamInner {
                     sh.nodes().node_of(pe)
                 }
             }))
-        }))
+        })
     }
 }
 
