@@ -318,6 +318,19 @@ impl<'a> Ctx<'a> {
                 return Ok(());
             }
         }
+        self.publish_all(at, parity, words)
+    }
+
+    /// [`Ctx::publish`] of words the buffer does not hold yet (out of line: the repeated call's path stays short).
+    #[cold]
+    #[inline(never)]
+    fn publish_all(
+        &mut self,
+        at: usize,
+        parity: usize,
+        words: &[u64; layout::CHECK_WORDS],
+    ) -> Result<()> {
+        use std::sync::atomic::Ordering;
         // What the buffer holds is unknown until both writes succeed.
         self.st.published[parity] = None;
         self.write_words(at, &words[..SEQ])?;
