@@ -404,6 +404,7 @@ pub struct Messages {
 
 impl Messages {
     /// Member `i`'s payload (empty when there is none).
+    #[inline]
     pub fn get(&self, i: usize) -> &[u8] {
         let start = if i == 0 {
             0
@@ -415,6 +416,7 @@ impl Messages {
     }
 
     /// The length of the longest payload (0 when there is none).
+    #[inline]
     pub(crate) fn longest(&self) -> usize {
         let mut prev = 0;
         let mut most = 0;
@@ -426,17 +428,20 @@ impl Messages {
     }
 
     /// Append the next member's payload.
+    #[inline]
     pub fn push(&mut self, payload: &[u8]) {
         self.data.extend_from_slice(payload);
         self.ends.push(self.data.len());
     }
 
     /// Close the next member's payload, written into `data` by the caller since the previous one.
+    #[inline]
     pub fn close(&mut self) {
         self.ends.push(self.data.len());
     }
 
     /// Remove every payload (keeping the allocations).
+    #[inline]
     pub fn clear(&mut self) {
         self.data.clear();
         self.ends.clear();
