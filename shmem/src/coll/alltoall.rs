@@ -71,19 +71,6 @@ fn scatter<T: Symmetric>(
     }
 }
 
-/// Member `i`'s received block `got` into `buf`, which it must fill exactly.
-fn take_block<T: Symmetric>(op: &str, i: usize, got: &[u8], buf: &mut [T]) -> Result<()> {
-    let want = std::mem::size_of_val(buf);
-    if got.len() != want {
-        return Err(Error::State(format!(
-            "{op}: the block of member {i} holds {} bytes, expected {want}",
-            got.len()
-        )));
-    }
-    crate::sys::bytes::bytes_of_mut(buf).copy_from_slice(got);
-    Ok(())
-}
-
 impl Shmem {
     /// Member `i` sends `src[j * nelems .. (j + 1) * nelems]` to member `j`, which stores it at
     /// `dest[i * nelems ..]` (OpenSHMEM `alltoall`). Both hold `n_pes * nelems` elements. Collective.
@@ -246,19 +233,27 @@ impl Shmem {
         let me = ctx.idx();
         if let Ok(a @ (AlltoallAlgo::Eager | AlltoallAlgo::EagerRounds)) = algo {
             // The blocks travel inside the agreement: in one round, block j of the source in member j's message
-            // (this PE's own is read again below); in rounds (Bruck's alltoall), every block in team order. A
-            // failed read is this PE's error, reported after the exchange (so that nobody waits for it).
+            // (this PE's own block in its own message, which the exchange hands back as received); in rounds
+            // (Bruck's alltoall), every block in team order. Either way the received blocks arrive in team order,
+            // back to back: with unit strides the source is read into the messages in one copy and the received
+            // bytes written to `dest` in one. A failed read is this PE's error, reported after the exchange (so
+            // that nobody waits for it).
             let rounds = a == AlltoallAlgo::EagerRounds;
-            let (mut stack, mut heap) = ([T::default(); SMALL_ELEMS], Vec::new());
-            let buf = small_buf(&mut stack, &mut heap, nelems);
             let (mut send, mut recv) = ctx.take_messages();
             let local = local.and_then(|()| {
-                for j in 0..n {
-                    if rounds || (j != me && nelems > 0) {
-                        gather(self, buf, src.slice(j * nelems * sst..)?, sst)?;
-                        send.data
-                            .extend_from_slice(crate::sys::bytes::bytes_of(buf));
+                if sst == 1 {
+                    ctx.push_local(&mut send, src.slice(..total.clone()?)?)?;
+                    if !rounds {
+                        send.ends.extend((1..=n).map(|j| j * bytes));
                     }
+                    return Ok(());
+                }
+                let (mut stack, mut heap) = ([T::default(); SMALL_ELEMS], Vec::new());
+                let buf = small_buf(&mut stack, &mut heap, nelems);
+                for j in 0..n {
+                    gather(self, buf, src.slice(j * nelems * sst..)?, sst)?;
+                    send.data
+                        .extend_from_slice(crate::sys::bytes::bytes_of(buf));
                     if !rounds {
                         send.close();
                     }
@@ -273,15 +268,26 @@ impl Shmem {
             } else {
                 ctx.enter_exchange(common, local, &send, &mut recv)?;
             }
-            if nelems > 0 {
+            if let Some(i) = (0..n).find(|&i| recv.get(i).len() != bytes) {
+                return Err(Error::State(format!(
+                    "{op}: the block of member {i} holds {} bytes, expected {bytes}",
+                    recv.get(i).len()
+                )));
+            }
+            if dst == 1 {
+                ctx.write_local(dest.slice(..total?)?, &recv.data)?;
+            } else if nelems > 0 {
+                let (mut stack, mut heap) = ([T::default(); SMALL_ELEMS], Vec::new());
+                let buf = small_buf(&mut stack, &mut heap, nelems);
                 for i in 0..n {
-                    if i == me && !rounds {
-                        gather(self, buf, src.slice(me * nelems * sst..)?, sst)?;
-                    } else {
-                        take_block(op, i, recv.get(i), buf)?;
-                    }
-                    let to = dest.slice(i * nelems * dst..)?;
-                    scatter(self, to, buf, dst, self.my_pe())?;
+                    crate::sys::bytes::bytes_of_mut(buf).copy_from_slice(recv.get(i));
+                    scatter(
+                        self,
+                        dest.slice(i * nelems * dst..)?,
+                        buf,
+                        dst,
+                        self.my_pe(),
+                    )?;
                 }
             }
             ctx.give_messages(send, recv);

@@ -82,7 +82,7 @@ impl Shmem {
         let (n, me) = (ctx.n(), ctx.idx());
         let bytes = nelems.saturating_mul(std::mem::size_of::<T>());
         let chunk = self.cfg.coll_chunk_bytes.clone();
-        let hier = ctx.groups().pays();
+        let hier = ctx.layout_pays();
         let algo = resolve(algo, &self.cfg, n, bytes, ctx.fit(bytes, 1), hier);
         let local = (|| {
             if root >= n {

@@ -88,7 +88,7 @@ impl Shmem {
                 .unwrap_or(usize::MAX)
                 .saturating_mul(std::mem::size_of::<T>()),
             fit,
-            ctx.groups().pays(),
+            ctx.layout_pays(),
         );
         let local = (|| {
             let total = total.clone()?;
@@ -181,7 +181,7 @@ impl Shmem {
         const OP: &str = "collect";
         let mut ctx = team.ctx(self, OP)?;
         let n = ctx.n();
-        let algo = resolve(algo, &self.cfg, n, 0, Fit::default(), ctx.groups().pays());
+        let algo = resolve(algo, &self.cfg, n, 0, Fit::default(), ctx.layout_pays());
         let local = (|| {
             // Whether dest and source overlap depends on the total, known after the exchange: checked below.
             need_len(src, nelems, "source", OP)?;

@@ -326,7 +326,7 @@ impl Shmem {
         let mut ctx = team.ctx(self, OP)?;
         let n = ctx.n();
         let bytes = nreduce.saturating_mul(std::mem::size_of::<T>());
-        let hier = ctx.groups().pays();
+        let hier = ctx.layout_pays();
         let algo = resolve(algo, &self.cfg, n, bytes, ctx.fit(bytes, n), hier);
         let local = (|| {
             check_op::<T>(op)?;
@@ -390,7 +390,7 @@ impl Shmem {
                     part(i, other)?;
                     combine_into(op, acc, other, false);
                 }
-                self.put(dest, acc, self.my_pe())
+                ctx.write_local(dest, crate::sys::bytes::bytes_of(acc))
             };
             let (mut s0, mut s1) = ([T::default(); SMALL_ELEMS], [T::default(); SMALL_ELEMS]);
             let (mut h0, mut h1) = (Vec::new(), Vec::new());

@@ -257,7 +257,18 @@ impl TeamInner {
 
     /// The team's node layout (see `groups.rs`): computed once from the node table and the transport mode.
     pub(crate) fn groups(&self, sh: &Shmem) -> Arc<Groups> {
-        Arc::clone(self.groups.get_or_init(|| {
+        Arc::clone(self.groups_ref(sh))
+    }
+
+    /// Whether the team's node layout pays for the node-aware algorithms ([`Groups::pays`]), without a clone of
+    /// the layout (every collective's choice of algorithm asks).
+    pub(crate) fn layout_pays(&self, sh: &Shmem) -> bool {
+        self.groups_ref(sh).pays()
+    }
+
+    /// The team's node layout, computed on first use.
+    fn groups_ref(&self, sh: &Shmem) -> &Arc<Groups> {
+        self.groups.get_or_init(|| {
             // With every peer forced onto the fabric no two PEs share memory: each is a domain of its own (the
             // PE numbers, offset past the node numbers).
             let forced = sh.cfg.transport == crate::config::TransportMode::Fabric;
@@ -270,7 +281,7 @@ impl TeamInner {
                     sh.nodes().node_of(pe)
                 }
             }))
-        }))
+        })
     }
 }
 
@@ -393,6 +404,7 @@ pub struct Messages {
 
 impl Messages {
     /// Member `i`'s payload (empty when there is none).
+    #[inline]
     pub fn get(&self, i: usize) -> &[u8] {
         let start = if i == 0 {
             0
@@ -404,6 +416,7 @@ impl Messages {
     }
 
     /// The length of the longest payload (0 when there is none).
+    #[inline]
     pub(crate) fn longest(&self) -> usize {
         let mut prev = 0;
         let mut most = 0;
@@ -415,17 +428,20 @@ impl Messages {
     }
 
     /// Append the next member's payload.
+    #[inline]
     pub fn push(&mut self, payload: &[u8]) {
         self.data.extend_from_slice(payload);
         self.ends.push(self.data.len());
     }
 
     /// Close the next member's payload, written into `data` by the caller since the previous one.
+    #[inline]
     pub fn close(&mut self) {
         self.ends.push(self.data.len());
     }
 
     /// Remove every payload (keeping the allocations).
+    #[inline]
     pub fn clear(&mut self) {
         self.data.clear();
         self.ends.clear();

@@ -2,6 +2,9 @@
 //! mapping carries (the configuration's `XPUSHMEM_NT_COPY_SIZE`, handed down at init). The only raw-pointer copies of the runtime's host memory; [`super::memfd::HostMem`]
 //! bounds-checks every use.
 
+/// Copies up to this many bytes are done without a call ([`copy_small`]).
+const SMALL: usize = 32;
+
 /// Copy `len` bytes from `src` to `dst` (ranges may overlap): non-temporal stores when the copy is at least
 /// `nt_from` bytes (the mapping's setting, from `XPUSHMEM_NT_COPY_SIZE`; `usize::MAX`: never) and the ranges are disjoint (they bypass the caches: no read for ownership of the destination,
 /// which a memory-bound copy would otherwise pay, and the caches keep what they held), else `memmove`.
@@ -10,7 +13,7 @@
 /// `src..src+len` must be readable and `dst..dst+len` writable for the duration of the call.
 #[inline]
 pub(super) unsafe fn copy_bytes(src: *const u8, dst: *mut u8, len: usize, nt_from: usize) {
-    if len <= 16 {
+    if len <= SMALL {
         // SAFETY: the caller's contract.
         unsafe { copy_small(src, dst, len) };
     } else {
@@ -19,7 +22,7 @@ pub(super) unsafe fn copy_bytes(src: *const u8, dst: *mut u8, len: usize, nt_fro
     }
 }
 
-/// [`copy_bytes`] above 16 bytes (out of line: the small path stays small enough to inline into its callers).
+/// [`copy_bytes`] above [`SMALL`] bytes (out of line: the small path stays small enough to inline into its callers).
 ///
 /// # Safety
 /// As [`copy_bytes`].
@@ -37,18 +40,20 @@ unsafe fn copy_large(src: *const u8, dst: *mut u8, len: usize, nt_from: usize) {
     unsafe { std::ptr::copy(src, dst, len) };
 }
 
-/// A copy of at most 16 bytes without a call into `memmove` (whose call and dispatch cost more than the copy
-/// itself; small puts, gets and signals' payloads are on the latency path): the first and the last bytes as two
+/// A copy of at most [`SMALL`] bytes without a call into `memmove` (whose call and dispatch cost more than the copy
+/// itself; small puts, gets and signals' payloads, and the collectives' small messages with their 16-byte headers,
+/// are on the latency path): the first and the last bytes as two
 /// possibly overlapping words of the largest width that fits, both loaded before either is stored, so the ranges
 /// may overlap. Unaligned accesses.
 ///
 /// # Safety
-/// As [`copy_bytes`], with `len <= 16`.
+/// As [`copy_bytes`], with `len <= SMALL`.
 #[inline(always)]
 unsafe fn copy_small(src: *const u8, dst: *mut u8, len: usize) {
     // SAFETY: (every arm) the caller's contract, and each width `w` satisfies `w <= len <= 2 * w`.
     unsafe {
         match len {
+            17..=32 => two_words::<u128>(src, dst, len),
             8..=16 => two_words::<u64>(src, dst, len),
             4..=7 => two_words::<u32>(src, dst, len),
             2..=3 => two_words::<u16>(src, dst, len),
@@ -157,11 +162,11 @@ mod tests {
     #[test]
     fn small_copies_match_memmove_at_every_length_and_overlap() {
         let pattern: Vec<u8> = (0..64u32).map(|i| (i * 37 + 11) as u8).collect();
-        for len in 0..=16usize {
+        for len in 0..=SMALL {
             // Disjoint, then every overlap of source and destination within one buffer (both directions).
             for (s, d) in (0..=20usize).flat_map(|s| (0..=20usize).map(move |d| (s, d))) {
                 let (mut ours, mut want) = (pattern.clone(), pattern.clone());
-                // SAFETY: both ranges lie inside the 64-byte buffers (s, d <= 20, len <= 16).
+                // SAFETY: both ranges lie inside the 64-byte buffers (s, d <= 20, len <= 32).
                 unsafe {
                     copy_small(ours.as_ptr().add(s), ours.as_mut_ptr().add(d), len);
                     std::ptr::copy(want.as_ptr().add(s), want.as_mut_ptr().add(d), len);

@@ -36,7 +36,7 @@ impl<'a> Ctx<'a> {
         need_info: bool,
     ) -> Result<Vec<[u64; INFO]>> {
         let checking = self.sh.cfg.check_symmetry;
-        let (clean, all, mine) = self.agree(
+        let (clean, all) = self.agree(
             common,
             info,
             local.is_ok(),
@@ -46,7 +46,7 @@ impl<'a> Ctx<'a> {
         )?;
         local?;
         if !clean {
-            return Err(self.verdict(&all, &mine, checking));
+            return Err(self.verdict(&all, &all[self.idx()], checking));
         }
         Ok(all
             .iter()
@@ -73,7 +73,7 @@ impl<'a> Ctx<'a> {
             b[..c.len()].copy_from_slice(c);
             common[3 + k] = u64::from_le_bytes(b);
         }
-        let (clean, all, mine) = self.agree(
+        let (clean, all) = self.agree(
             common,
             [0; INFO],
             ok,
@@ -88,6 +88,7 @@ impl<'a> Ctx<'a> {
         if clean {
             return Ok(out);
         }
+        let mine = all[self.idx()].clone();
         // Another call altogether (another kind, or another operation of the layer above): a mismatch.
         let same_call =
             |w: &[u64]| w[0] == common[0] && w[3..COMMON] == common[3..] && w[SEQ] == mine[SEQ];
@@ -122,7 +123,8 @@ impl<'a> Ctx<'a> {
     }
 
     /// Publish, all-reduce, and on the slow path (or `need_info`) read every member's identity words. Returns
-    /// (every member agreed, every member's words when read, this PE's words).
+    /// (every member agreed, every member's words when read: always when they did not agree, this PE's own as
+    /// published among them, which the verdicts take as this PE's).
     pub(super) fn agree(
         &mut self,
         common: [u64; COMMON],
@@ -131,7 +133,7 @@ impl<'a> Ctx<'a> {
         compare_all: bool,
         need_info: bool,
         pattern: BarrierAlgo,
-    ) -> Result<(bool, Vec<Vec<u64>>, [u64; layout::CHECK_WORDS])> {
+    ) -> Result<(bool, Vec<Vec<u64>>)> {
         self.sh.quiet()?;
         let n = self.n();
         self.st.seq += 1;
@@ -144,7 +146,7 @@ impl<'a> Ctx<'a> {
         words[STATUS] = if ok { STATUS_OK } else { STATUS_BAD };
         words[SEQ] = seq;
         if n == 1 {
-            return Ok((ok, vec![words.to_vec()], words));
+            return Ok((ok, vec![words.to_vec()]));
         }
         self.publish(at, &words)?;
         // What is compared: the whole call, or (argument checks off) the call kind alone.
@@ -162,12 +164,12 @@ impl<'a> Ctx<'a> {
         };
         let clean = !failed && lo == hi;
         if clean && !need_info {
-            return Ok((true, Vec::new(), words));
+            return Ok((true, Vec::new()));
         }
         // Slow path (or a call that needs the others' words): read every member's identity, once published (a
         // member that found another in an exchange did not hear from every member).
         let all = self.identities(at, seq)?;
-        Ok((clean, all, words))
+        Ok((clean, all))
     }
 
     /// The dissemination all-reduce of (failed: OR, digest: min and max) over the team; also a barrier.

@@ -49,7 +49,7 @@ impl<'a> Ctx<'a> {
             BarrierAlgo::Linear if self.n() > 1 => BarrierAlgo::Linear,
             BarrierAlgo::Tree if self.n() > 1 => BarrierAlgo::Tree,
             BarrierAlgo::Hierarchical if self.n() > 1 => BarrierAlgo::Hierarchical,
-            BarrierAlgo::Auto if self.n() > 1 && self.groups().pays() => BarrierAlgo::Hierarchical,
+            BarrierAlgo::Auto if self.n() > 1 && self.layout_pays() => BarrierAlgo::Hierarchical,
             _ => BarrierAlgo::Dissemination,
         })
     }
@@ -63,9 +63,9 @@ impl<'a> Ctx<'a> {
     /// A synchronisation as call `call` over `pattern` (every algorithm carries the call's identity).
     pub(super) fn sync_pattern(&mut self, call: [u64; COMMON], pattern: BarrierAlgo) -> Result<()> {
         let checking = self.sh.cfg.check_symmetry;
-        let (clean, all, mine) = self.agree(call, [0; INFO], true, checking, false, pattern)?;
+        let (clean, all) = self.agree(call, [0; INFO], true, checking, false, pattern)?;
         if !clean {
-            return Err(self.verdict(&all, &mine, checking));
+            return Err(self.verdict(&all, &all[self.idx()], checking));
         }
         Ok(())
     }

@@ -110,7 +110,7 @@ impl Ctx<'_> {
             out.failed = (!ok).then_some(0);
             return Ok(out);
         }
-        let (at, words) = self.publish_exchange(common, GATHER_MARK, ok, seq)?;
+        let at = self.publish_exchange(common, GATHER_MARK, ok, seq)?;
         let region = super::exchange_region_words(n);
         let base = EXCH + (seq % 2) as usize * EXCH_PARITY_WORDS;
         // The round message being sent or read (header, then up to `cap` bytes), then the `n` positions, each
@@ -152,7 +152,7 @@ impl Ctx<'_> {
         }
         self.st.xbuf = buf;
         if poisoned {
-            return self.rounds_failed(at, seq, &words);
+            return self.rounds_failed(at, seq);
         }
         Ok(out)
     }

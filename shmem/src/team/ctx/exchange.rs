@@ -17,6 +17,11 @@ pub(crate) fn exchange_region_words(n: usize) -> usize {
 
 /// Cache lines of a message loaded with its flag while waiting for it ([`Ctx::message_lines`]).
 const TOUCH_LINES: usize = 2;
+/// Payload bytes of a message built on the stack (a longer one is built in the team's buffer).
+const SMALL_PAYLOAD: usize = 112;
+/// Payload bytes read with a received message's header (the rest, if any, in a second read): 32 bytes in all, a
+/// copy without a call (`sys::copy`).
+const HEAD_PAYLOAD: usize = 16;
 /// Members awaited later whose flags are loaded with the awaited one's (teams of up to `AHEAD + 2`: every one).
 const AHEAD: usize = 15;
 
@@ -93,22 +98,33 @@ impl<'a> Ctx<'a> {
             local?;
             return Ok(out);
         }
-        let (at, words) = self.publish_exchange(common, EXCHANGE_MARK, ok, seq)?;
+        let at = self.publish_exchange(common, EXCHANGE_MARK, ok, seq)?;
         let region = exchange_region_words(n);
         let base = EXCH + (seq % 2) as usize * EXCH_PARITY_WORDS;
         let mine = base + me * region;
         let mut buf = std::mem::take(&mut self.st.xbuf);
+        // A small message (header and payload) is built on the stack, a longer one in the team's buffer.
+        let mut small = [0u8; 16 + SMALL_PAYLOAD];
+        small[..8].copy_from_slice(&dig.to_le_bytes());
         for k in 1..n {
             let p = (me + k) % n;
             let m = if ok { send.get(p) } else { &[] };
-            buf.clear();
-            buf.extend_from_slice(&dig.to_le_bytes());
-            buf.extend_from_slice(&(((m.len() as u64) << 1) | u64::from(!ok)).to_le_bytes());
-            buf.extend_from_slice(m);
+            let head = (((m.len() as u64) << 1) | u64::from(!ok)).to_le_bytes();
+            let msg: &[u8] = if m.len() <= SMALL_PAYLOAD {
+                small[8..16].copy_from_slice(&head);
+                small[16..16 + m.len()].copy_from_slice(m);
+                &small[..16 + m.len()]
+            } else {
+                buf.clear();
+                buf.extend_from_slice(&dig.to_le_bytes());
+                buf.extend_from_slice(&head);
+                buf.extend_from_slice(m);
+                &buf
+            };
             // Header and payload, then the flag, in one ordered operation.
             let _issued = self.win(p)?.put_signal_nbi(
                 self.word(mine + 1),
-                &buf,
+                msg,
                 self.word(mine),
                 AmoOp::Set,
                 seq,
@@ -171,11 +187,14 @@ impl<'a> Ctx<'a> {
             // A member in another collective: the agreement's verdict (every member's words compared with member
             // 0's), the same as the members on the other side reach, once every member is in this call (it may
             // still be reading the previous call's messages, in the buffers the next call writes).
+            // This PE's words as published (read back with the others').
             let all = self.mismatch_identities(at, seq)?;
-            return Err(self.verdict(&all, &words, true));
+            return Err(self.verdict(&all, &all[me], true));
         }
         let win = self.local_win();
-        let mut h = [0u8; 16];
+        // The header and the start of the payload in one read (a small message: all of it).
+        let mut h = [0u8; 16 + HEAD_PAYLOAD];
+        let head = 16 + HEAD_PAYLOAD.min(cap);
         for i in 0..n {
             if i == me {
                 recv.push(if ok { send.get(me) } else { &[] });
@@ -183,13 +202,17 @@ impl<'a> Ctx<'a> {
                 continue;
             }
             let r = base + i * region;
-            win.read(self.word(r + 1), &mut h)?;
+            win.read(self.word(r + 1), &mut h[..head])?;
             let d = u64::from_le_bytes(h[..8].try_into().unwrap_or_default());
-            let sl = u64::from_le_bytes(h[8..].try_into().unwrap_or_default());
+            let sl = u64::from_le_bytes(h[8..16].try_into().unwrap_or_default());
             let len = ((sl >> 1) as usize).min(cap);
-            let start = recv.data.len();
-            recv.data.resize(start + len, 0);
-            win.read(self.word(r + EXCH_HEADER), &mut recv.data[start..])?;
+            let first = len.min(head - 16);
+            recv.data.extend_from_slice(&h[16..16 + first]);
+            if len > first {
+                let start = recv.data.len();
+                recv.data.resize(start + len - first, 0);
+                win.read(self.word(r + EXCH_HEADER) + first, &mut recv.data[start..])?;
+            }
             recv.ends.push(recv.data.len());
             out.note(i, sl & 1 != 0, d != dig);
         }
@@ -233,14 +256,15 @@ impl<'a> Ctx<'a> {
     }
 
     /// The start both exchanges share: the exchange area must have a region for every member; this PE's identity
-    /// for call `seq` is published, marked with the protocol (`mark`) it runs. Returns where, and the words.
+    /// for call `seq` is published, marked with the protocol (`mark`) it runs. Returns where (the failure paths read
+    /// the words back with the other members').
     pub(super) fn publish_exchange(
         &mut self,
         common: [u64; COMMON],
         mark: u64,
         ok: bool,
         seq: u64,
-    ) -> Result<(usize, [u64; layout::CHECK_WORDS])> {
+    ) -> Result<usize> {
         use layout::*;
         if self.exchange_capacity() == 0 {
             return Err(Error::State(format!(
@@ -256,7 +280,7 @@ impl<'a> Ctx<'a> {
         words[STATUS] = if ok { STATUS_OK } else { STATUS_BAD };
         words[SEQ] = seq;
         self.publish(at, &words)?;
-        Ok((at, words))
+        Ok(at)
     }
 
     /// [`Ctx::enter`] as one exchange: the agreement of the collective `common` (same comparison and same

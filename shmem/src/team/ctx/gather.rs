@@ -106,7 +106,7 @@ impl Ctx<'_> {
             out.failed = (!ok).then_some(0);
             return Ok(out);
         }
-        let (at, words) = self.publish_exchange(common, GATHER_MARK, ok, seq)?;
+        let at = self.publish_exchange(common, GATHER_MARK, ok, seq)?;
         let region = super::exchange_region_words(n);
         let base = EXCH + (seq % 2) as usize * EXCH_PARITY_WORDS;
         // The blocks held so far, this PE's first, each with its header, after the 16 bytes where each round's
@@ -149,7 +149,7 @@ impl Ctx<'_> {
         }
         self.st.xbuf = have;
         if poisoned {
-            return self.rounds_failed(at, seq, &words);
+            return self.rounds_failed(at, seq);
         }
         Ok(out)
     }
@@ -280,12 +280,7 @@ impl Ctx<'_> {
     /// The failure path of an exchange in rounds (gathering or Bruck) that could not complete: every member's
     /// identity once published, then the shared verdict (as the exchange's); when every identity agrees
     /// (argument checks off: members passed different sizes) this PE fails with a state error.
-    pub(super) fn rounds_failed(
-        &mut self,
-        at: usize,
-        seq: u64,
-        words: &[u64; layout::CHECK_WORDS],
-    ) -> Result<Agreement> {
+    pub(super) fn rounds_failed(&mut self, at: usize, seq: u64) -> Result<Agreement> {
         let all = self.mismatch_identities(at, seq)?;
         let checking = self.sh.cfg.check_symmetry;
         let cmp = if checking { COMMON } else { 1 };
@@ -293,7 +288,8 @@ impl Ctx<'_> {
             .iter()
             .any(|w| w[STATUS] != STATUS_OK || w[..cmp] != all[0][..cmp] || w[SEQ] != seq);
         if differ {
-            return Err(self.verdict(&all, words, checking));
+            // This PE's words as published (read back with the others').
+            return Err(self.verdict(&all, &all[self.idx()], checking));
         }
         Err(Error::State(format!(
             "{}: the exchange in rounds could not complete (a message exceeded its region or did not parse: \

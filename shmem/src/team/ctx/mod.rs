@@ -72,6 +72,9 @@ pub(crate) struct Ctx<'a> {
     space: Space,
     st: MutexGuard<'a, super::TeamState>,
     pub(crate) op: &'static str,
+    /// The window onto this PE's own slot, resolved once per call (every poll, publish and read of the call
+    /// uses it).
+    local: &'a dyn Window,
 }
 
 impl<'a> Ctx<'a> {
@@ -82,12 +85,17 @@ impl<'a> Ctx<'a> {
         st: MutexGuard<'a, super::TeamState>,
         op: &'static str,
     ) -> Ctx<'a> {
+        let local = match space {
+            Space::Sys(_) => sh.sys_local(),
+            Space::Heap(_) => sh.local_map(),
+        };
         Ctx {
             sh,
             team,
             space,
             st,
             op,
+            local,
         }
     }
 
@@ -133,6 +141,11 @@ impl<'a> Ctx<'a> {
         self.team.groups(self.sh)
     }
 
+    /// Whether the team's node layout pays for the node-aware algorithms (`groups.rs`).
+    pub(crate) fn layout_pays(&self) -> bool {
+        self.team.layout_pays(self.sh)
+    }
+
     /// Count one run of a node-aware algorithm (`NodeAwareStats`).
     pub(crate) fn count_node_aware(
         &self,
@@ -158,10 +171,7 @@ impl<'a> Ctx<'a> {
 
     /// The window onto this PE's own slot.
     fn local_win(&self) -> &'a dyn Window {
-        match self.space {
-            Space::Sys(_) => self.sh.sys_local(),
-            Space::Heap(_) => self.sh.local_map(),
-        }
+        self.local
     }
 
     /// Word `w` of this PE's slot, for polling.
