@@ -184,9 +184,9 @@ static verdict_t ep_take_counts(__global const long *counts, int w, int me, long
 
 /* create_routing: check topk_idx [n, k] (entry verdict), plan the sends, exchange the count rows, keep every
  * rank's counts in the routing's state and decide the overflow verdict (the same on every rank). */
-__kernel void xpo_ep_route(long region, long pes_addr, int w, int me, long idx_addr, long n, long k, long e,
-                           int layout, long max_recv, long counts, long ct, long info, long send, long slot_of,
-                           long pos, long stage, ulong digest, uint host_err, long status, ulong seq) {
+XPO_KERNEL void xpo_ep_route(long region, long pes_addr, int w, int me, long idx_addr, long n, long k, long e,
+                             int layout, long max_recv, long counts, long ct, long info, long send, long slot_of,
+                             long pos, long stage, ulong digest, uint host_err, long status, ulong seq) {
   __local long slot[4];
   __global const int *pes = (__global const int *)pes_addr;
   __global const long *idx = (__global const long *)idx_addr;
@@ -321,10 +321,10 @@ __attribute__((noinline)) static void ep_em_rows(ulong recv, ulong meta, long sl
  * step (every rank's slots have arrived), then the received slots copied out in the routing's layout. layout 0:
  * out_tokens [slots, hidden], out_w and out_idx [slots, k]; layout 1: out_tokens [pairs, hidden] expert-major,
  * out_w [pairs], and pos (the routing's state) for combine. */
-__kernel void xpo_ep_dispatch(long region, long pes_addr, int w, int me, long idx_addr, long wts_addr, long tokens,
-                              long n, long k, long e, long rb, int layout, long recv, long meta0, long ms, long wo,
-                              long ct_addr, long info_addr, long send, long slot_of, long pos, long out, long ow,
-                              long oi, long stage, ulong digest, uint host_err, long status, ulong seq) {
+XPO_KERNEL void xpo_ep_dispatch(long region, long pes_addr, int w, int me, long idx_addr, long wts_addr, long tokens,
+                                long n, long k, long e, long rb, int layout, long recv, long meta0, long ms, long wo,
+                                long ct_addr, long info_addr, long send, long slot_of, long pos, long out, long ow,
+                                long oi, long stage, ulong digest, uint host_err, long status, ulong seq) {
   __local long slot[4];
   __global const int *pes = (__global const int *)pes_addr;
   __global const long *ct = (__global const long *)ct_addr;
@@ -434,9 +434,9 @@ __attribute__((noinline)) static void ep_sum_tokens(int dtype, long esz, long hi
 
 /* combine: every expert rank returns one row per received slot into the source's combine area, a sync step, then
  * each token's rows summed in f32 into out [n, hidden]. dtype: XPO_DTYPE_*. */
-__kernel void xpo_ep_combine(long region, long pes_addr, int w, int me, long src, long n, long hidden, int dtype,
-                             long k, long e, int layout, long comb, long ct_addr, long info, long send, long slot_of,
-                             long pos, long out, long stage, ulong digest, uint host_err, long status, ulong seq) {
+XPO_KERNEL void xpo_ep_combine(long region, long pes_addr, int w, int me, long src, long n, long hidden, int dtype,
+                               long k, long e, int layout, long comb, long ct_addr, long info, long send, long slot_of,
+                               long pos, long out, long stage, ulong digest, uint host_err, long status, ulong seq) {
   __local long slot[4];
   __global const int *pes = (__global const int *)pes_addr;
   __global const long *ct = (__global const long *)ct_addr;
