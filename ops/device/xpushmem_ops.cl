@@ -25,7 +25,8 @@
  * work-item's spin in a 16-wide kernel polls 30 to 50 times slower than in a scalar one: a kernel that crossed the
  * heuristic's line (xpo_ep_dispatch with its non-blocking cross-node puts) took 9 to 17 s instead of 0.3 s to give
  * up on a dead peer. A vector vec_type_hint tells that runtime the kernel is vectorized already, so no op kernel
- * is (they all compile to scalar code, whatever the kernel's body); GPU compilers ignore the hint. */
+ * is (they all compile to scalar code, whatever the kernel's body). It is only a hint: what a GPU compiler makes of
+ * it is not verified. */
 #define XPO_KERNEL __kernel __attribute__((vec_type_hint(float4)))
 
 #define FLAG(r, n, p) ((r) + 8ul * (ulong)(p))
