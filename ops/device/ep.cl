@@ -10,10 +10,10 @@
  * The switch's symmetric buffers (allocated once by TokenSwitch::new): `counts` (W rows of 2W + L words: slots and
  * pairs to every rank, pairs for the destination's experts), `recv` (max_recv rows, then each slot's metadata:
  * k f32 weights padded to 8 bytes, k int64 global expert ids), `comb` (the rows that come back) and `stage` (what
- * this rank sends one rank of another node, built here because the host proxy reads a put's source from this PE's
- * heap only: a count row, or up to max_dispatch rows and their metadata). A rank this device maps is written
- * directly; a rank on another node (xpushmem_ptr 0) gets the same bytes through the host proxy (the device
- * library's puts), and the sync steps reach it the same way (sync_send). A routing's
+ * this rank sends ranks of other nodes, built here because the host proxy reads a put's source from this PE's
+ * heap only: a count row, or up to max_dispatch * min(max_topk, W) rows and their metadata). A rank this device
+ * maps is written directly; a rank on another node (xpushmem_ptr 0) gets the same bytes through the host proxy (the
+ * device library's puts), and the sync steps reach it the same way (sync_send). A routing's
  * state (device memory the caller keeps with the routing): the counts table, scratch, slot_of[t * W + d] (the
  * token's slot index among those this rank sends rank d, or -1) and pos[i * k + j] (the expert-major output row
  * of received pair (slot i, column j), or -1). Every op starts with a sync step (the host verdict, the digest of
@@ -184,9 +184,9 @@ static verdict_t ep_take_counts(__global const long *counts, int w, int me, long
 
 /* create_routing: check topk_idx [n, k] (entry verdict), plan the sends, exchange the count rows, keep every
  * rank's counts in the routing's state and decide the overflow verdict (the same on every rank). */
-__kernel void xpo_ep_route(long region, long pes_addr, int w, int me, long idx_addr, long n, long k, long e,
-                           int layout, long max_recv, long counts, long ct, long info, long send, long slot_of,
-                           long pos, long stage, ulong digest, uint host_err, long status, ulong seq) {
+XPO_KERNEL void xpo_ep_route(long region, long pes_addr, int w, int me, long idx_addr, long n, long k, long e,
+                             int layout, long max_recv, long counts, long ct, long info, long send, long slot_of,
+                             long pos, long stage, ulong digest, uint host_err, long status, ulong seq) {
   __local long slot[4];
   __global const int *pes = (__global const int *)pes_addr;
   __global const long *idx = (__global const long *)idx_addr;
@@ -234,16 +234,20 @@ __attribute__((noinline)) static void ep_send_rows(__global const long *idx, __g
 }
 
 /* The sends to every rank; 0, or the first unreachable PE + 1. A mapped rank's slots are stored directly; another
- * node's are built in the stage (this PE's heap, where the host proxy reads sources: rows from byte 0, metadata
- * from the first 8-aligned byte past n rows) and put through the proxy with two work-group puts, which return once
- * delivered (the stage is reused for the next rank, and the sync step after the sends signals behind them). */
+ * node's are built in the stage (this PE's heap, where the host proxy reads sources), each rank's in a part of its
+ * own: rows from byte 0, rank d's from row combine_base(me, d) (the slots this rank sends the ranks before d; all
+ * of them fit: at most n * min(k, W) rows, switch.rs sizes the stage for that), metadata likewise from the first
+ * 8-aligned byte past n * min(k, W) rows. Each part goes with two non-blocking work-group puts, so the proxy moves
+ * one rank's while the next one's is built; one quiet after them all (ep_quiet_sends) completes them before the
+ * sync step after the sends signals behind them. */
 __attribute__((noinline)) static int ep_sends(__global const int *pes, int w, int me, long l,
                                               __global const long *ct, __global const long *idx,
                                               __global const float *wts, ulong tokens, long n, long k, long rb,
                                               long ms, long wo, __global const int *slot_of, long recv,
                                               long meta0, long stage) {
   int bad = 0;
-  long smeta = stage + ((n * rb + 7l) & ~7l);
+  long cap = n * (k < (long)w ? k : (long)w);
+  long smeta = stage + ((cap * rb + 7l) & ~7l);
   for (int d = 0; d < w; d++) {
     long base = ep_dispatch_base(ct, w, l, me, d);
     long rows = xpushmem_ptr(recv, pes[d]);
@@ -254,14 +258,35 @@ __attribute__((noinline)) static int ep_sends(__global const int *pes, int w, in
     }
     long cnt = ep_slots(ct, w, l, me, d);
     if (cnt == 0) continue;
-    ep_send_rows(idx, wts, tokens, n, k, rb, ms, wo, w, d, slot_of, 0, (ulong)stage, (ulong)smeta);
+    long at = ep_combine_base(ct, w, l, me, d);
+    ep_send_rows(idx, wts, tokens, n, k, rb, ms, wo, w, d, slot_of, at, (ulong)stage, (ulong)smeta);
     wg_barrier();
-    int e = xpushmemx_putmem_work_group(recv + base * rb, stage, (ulong)(cnt * rb), pes[d]);
-    e |= xpushmemx_putmem_work_group(recv + meta0 + base * ms, smeta, (ulong)(cnt * ms), pes[d]);
-    wg_barrier();
+    int e = xpushmemx_putmem_nbi_work_group(recv + base * rb, stage + at * rb, (ulong)(cnt * rb), pes[d]);
+    e |= xpushmemx_putmem_nbi_work_group(recv + meta0 + base * ms, smeta + at * ms, (ulong)(cnt * ms), pes[d]);
     if (e && !bad) bad = pes[d] + 1;
   }
   return bad;
+}
+
+/* The first rank on another node (not mapped here) this rank sends slots to: its PE + 1, or 0. */
+__attribute__((noinline)) static int ep_first_proxied(__global const int *pes, int w, int me, long l,
+                                                      __global const long *ct, long recv) {
+  for (int d = 0; d < w; d++) {
+    if (ep_slots(ct, w, l, me, d) != 0 && xpushmem_ptr(recv, pes[d]) == 0) return pes[d] + 1;
+  }
+  return 0;
+}
+
+/* After ep_sends: complete its non-blocking puts (one quiet of the proxy, work-item 0) when it made any; `bad`, or
+ * on a failed quiet the first proxied PE + 1. */
+__attribute__((noinline)) static int ep_quiet_sends(__global const int *pes, int w, int me, long l,
+                                                    __global const long *ct, long recv, int bad) {
+  int far = ep_first_proxied(pes, w, me, l, ct, recv);
+  if (far == 0) return bad;
+  wg_barrier();
+  int e = get_local_id(0) == 0 ? xpushmem_quiet() : 0;
+  wg_barrier();
+  return bad ? bad : (e ? far : 0);
 }
 
 /* Flat: each received slot's k local expert ids (-1 and weight 0 where the expert lives elsewhere). */
@@ -321,10 +346,10 @@ __attribute__((noinline)) static void ep_em_rows(ulong recv, ulong meta, long sl
  * step (every rank's slots have arrived), then the received slots copied out in the routing's layout. layout 0:
  * out_tokens [slots, hidden], out_w and out_idx [slots, k]; layout 1: out_tokens [pairs, hidden] expert-major,
  * out_w [pairs], and pos (the routing's state) for combine. */
-__kernel void xpo_ep_dispatch(long region, long pes_addr, int w, int me, long idx_addr, long wts_addr, long tokens,
-                              long n, long k, long e, long rb, int layout, long recv, long meta0, long ms, long wo,
-                              long ct_addr, long info_addr, long send, long slot_of, long pos, long out, long ow,
-                              long oi, long stage, ulong digest, uint host_err, long status, ulong seq) {
+XPO_KERNEL void xpo_ep_dispatch(long region, long pes_addr, int w, int me, long idx_addr, long wts_addr, long tokens,
+                                long n, long k, long e, long rb, int layout, long recv, long meta0, long ms, long wo,
+                                long ct_addr, long info_addr, long send, long slot_of, long pos, long out, long ow,
+                                long oi, long stage, ulong digest, uint host_err, long status, ulong seq) {
   __local long slot[4];
   __global const int *pes = (__global const int *)pes_addr;
   __global const long *ct = (__global const long *)ct_addr;
@@ -334,6 +359,7 @@ __kernel void xpo_ep_dispatch(long region, long pes_addr, int w, int me, long id
   verdict_t v = ok();
   int bad = ep_sends(pes, w, me, l, ct, (__global const long *)idx_addr, (__global const float *)wts_addr,
                      (ulong)tokens, n, k, rb, ms, wo, (__global const int *)slot_of, recv, meta0, stage);
+  bad = ep_quiet_sends(pes, w, me, l, ct, recv, bad);
   if (bad) {
     v.code = XPO_ERR_DEVICE;
     v.a = bad - 1;
@@ -389,7 +415,8 @@ __attribute__((noinline)) static void ep_return_rows(int dtype, long esz, long h
 }
 
 /* The returns to every rank; 0, or the first unreachable PE + 1. A mapped rank's rows are stored directly;
- * another node's are built in the stage and put through the host proxy (as ep_sends). */
+ * another node's are built in the stage and put through the host proxy, one source at a time with a blocking
+ * put (the stage is reused: a rank may return up to max_recv rows, more than the stage holds). */
 __attribute__((noinline)) static int ep_returns(__global const int *pes, int w, int me, long l,
                                                 __global const long *ct, int dtype, long esz, long hidden, long k,
                                                 long rb, int layout, ulong src, __global const int *pos,
@@ -434,9 +461,9 @@ __attribute__((noinline)) static void ep_sum_tokens(int dtype, long esz, long hi
 
 /* combine: every expert rank returns one row per received slot into the source's combine area, a sync step, then
  * each token's rows summed in f32 into out [n, hidden]. dtype: XPO_DTYPE_*. */
-__kernel void xpo_ep_combine(long region, long pes_addr, int w, int me, long src, long n, long hidden, int dtype,
-                             long k, long e, int layout, long comb, long ct_addr, long info, long send, long slot_of,
-                             long pos, long out, long stage, ulong digest, uint host_err, long status, ulong seq) {
+XPO_KERNEL void xpo_ep_combine(long region, long pes_addr, int w, int me, long src, long n, long hidden, int dtype,
+                               long k, long e, int layout, long comb, long ct_addr, long info, long send, long slot_of,
+                               long pos, long out, long stage, ulong digest, uint host_err, long status, ulong seq) {
   __local long slot[4];
   __global const int *pes = (__global const int *)pes_addr;
   __global const long *ct = (__global const long *)ct_addr;

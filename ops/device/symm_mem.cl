@@ -123,9 +123,9 @@ __attribute__((noinline)) static void symm_reduce_rows(__global const int *pes, 
  *   into out;
  * XPO_SYMM_REDUCE_SCATTER: last_dim == 0: out[i] = sum of buf[me * per_rank + i], i < per_rank (flat); else buf is
  *   [numel / last_dim, last_dim] and out[j, k] = sum of buf[j, me * per_rank + k], k < per_rank. */
-__kernel void xpo_symm_reduce(long region, long pes_addr, int w, int me, int mode, int dtype, long buf,
-                              long local_in, long local_numel, long out, long numel, long per_rank, long last_dim,
-                              ulong digest, uint host_err, long status, ulong seq) {
+XPO_KERNEL void xpo_symm_reduce(long region, long pes_addr, int w, int me, int mode, int dtype, long buf,
+                                long local_in, long local_numel, long out, long numel, long per_rank, long last_dim,
+                                ulong digest, uint host_err, long status, ulong seq) {
   __local long slot[4];
   __global const int *pes = (__global const int *)pes_addr;
   const long esz = dtype == XPO_DTYPE_F32 ? 4 : 2;
@@ -169,7 +169,7 @@ void __attribute__((overloadable)) __spirv_AtomicStore(__global uint *p, int sco
 /* kind XPO_WRITE32_MEMSET: count 32-bit words at addr set to val (no communication);
  * XPO_WRITE32_STREAM: one 32-bit release store of val at addr after a CrossDevice fence (everything this PE
  * stored before, on this queue, is visible to whoever sees the value: cuStreamWriteValue32's ordering). */
-__kernel void xpo_symm_write32(int kind, long addr, long count, uint val, long status, ulong seq) {
+XPO_KERNEL void xpo_symm_write32(int kind, long addr, long count, uint val, long status, ulong seq) {
   __global uint *p = (__global uint *)addr;
   if (kind == XPO_WRITE32_MEMSET) {
     for (long i = get_local_id(0); i < count; i += get_local_size(0)) p[i] = val;

@@ -18,6 +18,17 @@
 #include "xpushmem_device.h"
 #include "xpushmem_ops_abi.h"
 
+/* Every op kernel is declared XPO_KERNEL. Its work-item 0 spins in the device library's waits, whose time limit is
+ * counted in polls (timeout_polls), so how long a poll takes is part of how soon a kernel gives up on a peer (the
+ * device cannot see a dead mapped peer: its wait runs out, then the host names the peer). Intel's OpenCL CPU
+ * runtime (ze-emu) vectorizes a kernel 16 work-items wide when its heuristic finds that profitable, and one
+ * work-item's spin in a 16-wide kernel polls 30 to 50 times slower than in a scalar one: a kernel that crossed the
+ * heuristic's line (xpo_ep_dispatch with its non-blocking cross-node puts) took 9 to 17 s instead of 0.3 s to give
+ * up on a dead peer. A vector vec_type_hint tells that runtime the kernel is vectorized already, so no op kernel
+ * is (they all compile to scalar code, whatever the kernel's body). It is only a hint: what a GPU compiler makes of
+ * it is not verified. */
+#define XPO_KERNEL __kernel __attribute__((vec_type_hint(float4)))
+
 #define FLAG(r, n, p) ((r) + 8ul * (ulong)(p))
 #define PAY(r, n, p, par, k) ((r) + 8ul * ((ulong)(n) + 4ul * (ulong)(p) + 2ul * (par) + (k)))
 #define SENT(r, n, p) ((__global ulong *)((r) + 8ul * (5ul * (ulong)(n) + (ulong)(p))))
@@ -226,9 +237,9 @@ static long aligned_len(long total, long align) {
   return up > align ? up : align;
 }
 
-__kernel void xpo_a2av(long region, long pes_addr, int w, int me, int mode, int ne, long align, long input,
-                       long in_rows, long out, long out_rows, long row_bytes, long splits, long oso, ulong digest,
-                       uint host_err, long status, ulong seq) {
+XPO_KERNEL void xpo_a2av(long region, long pes_addr, int w, int me, int mode, int ne, long align, long input,
+                         long in_rows, long out, long out_rows, long row_bytes, long splits, long oso, ulong digest,
+                         uint host_err, long status, ulong seq) {
   __local long slot[4];
   __local long chunk[4];
   __global const int *pes = (__global const int *)pes_addr;
@@ -372,8 +383,8 @@ __kernel void xpo_a2av(long region, long pes_addr, int w, int me, int mode, int 
 
 /* ---- nvshmem_all_to_all -------------------------------------------------------------------------------------- */
 
-__kernel void xpo_a2a(long region, long pes_addr, int w, int me, long input, long out, long chunk_bytes,
-                      ulong digest, uint host_err, long status, ulong seq) {
+XPO_KERNEL void xpo_a2a(long region, long pes_addr, int w, int me, long input, long out, long chunk_bytes,
+                        ulong digest, uint host_err, long status, ulong seq) {
   __local long slot[4];
   __global const int *pes = (__global const int *)pes_addr;
   int id = get_local_id(0);
@@ -406,8 +417,8 @@ __kernel void xpo_a2a(long region, long pes_addr, int w, int me, long input, lon
 
 /* ---- nvshmem_broadcast: non-roots pull the root's runs (runs: pairs of (local address, bytes)) --------------- */
 
-__kernel void xpo_bcast(long region, long pes_addr, int w, int me, int root, long runs, long nruns, ulong digest,
-                        uint host_err, long status, ulong seq) {
+XPO_KERNEL void xpo_bcast(long region, long pes_addr, int w, int me, int root, long runs, long nruns, ulong digest,
+                          uint host_err, long status, ulong seq) {
   __local long slot[4];
   __global const int *pes = (__global const int *)pes_addr;
   __global const long *rv = (__global const long *)runs;
@@ -538,9 +549,9 @@ __attribute__((noinline)) static int reduce_tile(__global const int *pes, int w,
 }
 
 /* `active`: whether this rank is the root of the tile at `in_addr` (strides in elements). */
-__kernel void xpo_tile(long region, long pes_addr, int w, int me, int active, int dtype, long rows, long cols,
-                       long in_addr, long in_s0, long in_s1, long out_addr, long out_s0, long out_s1, ulong digest,
-                       uint host_err, long status, ulong seq) {
+XPO_KERNEL void xpo_tile(long region, long pes_addr, int w, int me, int active, int dtype, long rows, long cols,
+                         long in_addr, long in_s0, long in_s1, long out_addr, long out_s0, long out_s1, ulong digest,
+                         uint host_err, long status, ulong seq) {
   __local long slot[4];
   __global const int *pes = (__global const int *)pes_addr;
   int id = get_local_id(0);
@@ -569,7 +580,7 @@ __kernel void xpo_tile(long region, long pes_addr, int w, int me, int active, in
 
 /* ---- nvshmem_put / get / put_with_signal / wait_for_signal (global PEs, no group) --------------------------- */
 
-__kernel void xpo_rma(int kind, long addr, long nbytes, int peer, long sig, ulong signal, long status, ulong seq) {
+XPO_KERNEL void xpo_rma(int kind, long addr, long nbytes, int peer, long sig, ulong signal, long status, ulong seq) {
   int e = 0;
   verdict_t v = ok();
   if (kind == XPO_RMA_PUT) {
@@ -646,8 +657,8 @@ __attribute__((noinline)) static int pad_await(__global const int *pes, int w, i
 
 /* `pad`: this PE's address of the handle's signal pad (symmetric); `pes`: the handle's rank -> global PE table.
  * Release before a signal (earlier writes of this PE are visible to the peer first), acquire after a wait. */
-__kernel void xpo_pad(long pes_addr, int w, int me, int mode, long pad, int channel, int peer, long status,
-                      ulong seq) {
+XPO_KERNEL void xpo_pad(long pes_addr, int w, int me, int mode, long pad, int channel, int peer, long status,
+                        ulong seq) {
   if (get_local_id(0) != 0) return;
   __global const int *pes = (__global const int *)pes_addr;
   verdict_t v = ok();

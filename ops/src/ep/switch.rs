@@ -90,9 +90,10 @@ pub struct TokenSwitch {
     pub(super) comb: SymSlice<u8>,
     /// Count rows: `W` of `2W + L` words.
     pub(super) counts: SymSlice<u64>,
-    /// The device kernels' stage (device heaps; 8 bytes on host heaps): what a rank sends one rank on another
-    /// node, built where the host proxy reads a put's source (this PE's heap): a count row, or
-    /// `max_dispatch_tokens` rows of `max_token_bytes` then their metadata (8-aligned).
+    /// The device kernels' stage (device heaps; 8 bytes on host heaps): what a rank sends ranks on other nodes,
+    /// built where the host proxy reads a put's source (this PE's heap): a count row, or the slots of a dispatch,
+    /// each destination's in a part of its own (the puts do not wait for one another):
+    /// `max_dispatch_tokens * min(max_topk, W)` rows of `max_token_bytes` then their metadata (8-aligned).
     pub(super) stage: SymSlice<u8>,
     /// Signal words: `3 * W` (routing, dispatch, combine; one per source rank).
     sigs: SymSlice<u64>,
@@ -287,6 +288,7 @@ impl TokenSwitch {
             cfg.max_token_bytes
                 .checked_add(meta_bytes(cfg.max_topk))
                 .and_then(|b| b.checked_mul(cfg.max_dispatch_tokens))
+                .and_then(|b| b.checked_mul(cfg.max_topk.min(w)))
                 .and_then(|b| b.checked_add(8))
                 .ok_or_else(overflow)?
                 .max(8 * (2 * w + l))

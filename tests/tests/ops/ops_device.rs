@@ -993,6 +993,57 @@ fn prebuilt_op_kernels_match_their_source() {
     );
 }
 
+/// Every kernel of the committed op module carries a vector `vec_type_hint` (`XPO_KERNEL` in
+/// ops/device/xpushmem_ops.cl), which keeps Intel's OpenCL CPU runtime (ze-emu) from vectorizing it: a vectorized
+/// kernel's device waits poll 30 to 50 times slower, so it gives up on a dead peer that much later. The kernels are
+/// the module's entry points; each must have an `OpExecutionMode VecTypeHint` of more than one component.
+#[test]
+fn op_kernels_carry_a_vector_type_hint() {
+    const OP_ENTRY_POINT: u32 = 15;
+    const OP_EXECUTION_MODE: u32 = 16;
+    const VEC_TYPE_HINT: u32 = 30;
+    let bytes = std::fs::read(root().join("ops/device/prebuilt/xpushmem_ops.spv")).unwrap();
+    let words: Vec<u32> = bytes
+        .chunks_exact(4)
+        .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    assert_eq!(words[0], 0x0723_0203, "not a little-endian SPIR-V module");
+    let (mut kernels, mut hinted) = (Vec::new(), std::collections::HashSet::new());
+    let mut at = 5;
+    while at < words.len() {
+        let (count, op) = ((words[at] >> 16) as usize, words[at] & 0xffff);
+        assert!(
+            count > 0 && at + count <= words.len(),
+            "malformed instruction at word {at}"
+        );
+        let args = &words[at + 1..at + count];
+        if op == OP_ENTRY_POINT {
+            let name: Vec<u8> = args[2..]
+                .iter()
+                .flat_map(|w| w.to_le_bytes())
+                .take_while(|&b| b != 0)
+                .collect();
+            kernels.push((args[1], String::from_utf8(name).unwrap()));
+        } else if op == OP_EXECUTION_MODE && args[1] == VEC_TYPE_HINT && args[2] >> 16 > 1 {
+            hinted.insert(args[0]);
+        }
+        at += count;
+    }
+    assert!(
+        kernels.iter().any(|(_, n)| n == "xpo_ep_dispatch"),
+        "{kernels:?}"
+    );
+    let bare: Vec<&str> = kernels
+        .iter()
+        .filter(|(id, _)| !hinted.contains(id))
+        .map(|(_, n)| n.as_str())
+        .collect();
+    assert!(
+        bare.is_empty(),
+        "op kernels without a vector vec_type_hint (declare them XPO_KERNEL): {bare:?}"
+    );
+}
+
 /// A device-side wait that never completes (`nvshmem_wait_for_signal` on a word nobody sets) ends in the host's
 /// `Timeout` naming the call, within `XPUSHMEM_TIMEOUT_MS`, and the next ops on the queue work.
 #[test]

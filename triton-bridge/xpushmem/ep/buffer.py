@@ -104,7 +104,7 @@ def _switch_bytes(max_dispatch: int, max_recv: int, token_bytes: int, topk: int,
     receive slots and headers, the kernels' combine rows and stage, counts, signals)."""
     slot = token_bytes + _pad8(4 * topk) + 8 * topk
     sent = max_dispatch * min(topk, world)
-    return (max_recv * slot + 16 * world + sent * token_bytes + max_dispatch * slot + 8 + 8 * world * (2 * world + 1)
+    return (max_recv * slot + 16 * world + sent * token_bytes + sent * slot + 8 + 8 * world * (2 * world + 1)
             + 24 * world)
 
 
