@@ -9,32 +9,47 @@ impl Ep {
     /// poll that finds only injected puts in flight costs the counter's read and a few instructions.
     #[inline]
     pub(crate) fn poll(&mut self) -> Result<()> {
-        if self.inj.settled < self.inj.issued && self.ops.is_empty() && self.closed.is_none() {
+        if self.inject_only() {
             // Only injected puts in flight: every counted part with a context has been read from the queue, so
             // the counter's completions say how many injected puts are done, and reading them drives the
-            // provider's progress. Its failures (another call, another progress) and the queue (received
-            // messages) are read only every [`INJECT_QUEUE_EVERY`]th such poll (and by the first poll of every
-            // wait, [`Ep::poll_first`]): a quiet of small puts then costs one progress call per poll, as raw
-            // libfabric's wait does.
+            // provider's progress. Every read of the counter, of its failures or of the queue is a progress call
+            // (a system call on a software provider), so each poll makes one, as raw libfabric's wait does: the
+            // counter, but the queue (received messages) every [`INJECT_QUEUE_EVERY`]th poll (and at the first
+            // poll of every wait, [`Ep::poll_first`]) and the counter's failures every [`INJECT_QUEUE_EVERY`]th
+            // poll half a period later.
             self.inj.polls = self.inj.polls.wrapping_add(1);
-            if self.inj.polls % INJECT_QUEUE_EVERY != 0 {
-                let done = self.cntr_done();
-                self.settle(done, self.inj.failed_read);
+            let phase = self.inj.polls % INJECT_QUEUE_EVERY;
+            if phase == 0 {
+                return self.poll_queue();
+            }
+            if phase == INJECT_QUEUE_EVERY / 2 {
+                self.inject_failures();
                 return Ok(());
             }
+            let done = self.cntr_done();
+            self.settle(done, self.inj.failed_read);
+            return Ok(());
         }
         self.poll_all()
     }
 
-    /// The first poll of a wait ([`Ep::poll`] in full: the write counter, its failures and the completion
-    /// queue), from which the counter-only polls count again. A wait's first poll follows its operations' posts
-    /// at once, while their replies are still on their way (a loopback round trip takes some 3 us), so its extra
-    /// progress call costs nothing; the same full poll as the 16th of a quiet of small puts came after the reply
-    /// had arrived about one put in three (5-6 polls per put) and made it about 1 us slower (an `LD_PRELOAD`
-    /// timeline of each process's system calls: a second progress call, its `poll` and `read` of the provider's
-    /// signal pipe, between the reply's `recv` and the next put's `sendmsg`).
+    /// Only injected puts in flight ([`Ep::poll`]'s one-progress-call polls).
+    #[inline]
+    fn inject_only(&self) -> bool {
+        self.inj.settled < self.inj.issued && self.ops.is_empty() && self.closed.is_none()
+    }
+
+    /// The first poll of a wait, from which [`Ep::poll`]'s polls count again. With only injected puts in flight
+    /// it reads the completion queue alone (received messages: every wait serves its peers at least once, however
+    /// soon it ends), one progress call: it follows the posts at once, while their replies are still on their way
+    /// (a loopback round trip takes some 3 us), so the counter is read from the next poll on. Otherwise it is
+    /// [`Ep::poll`] in full. (Reading the counter, its failures and the queue here, three progress calls, cost
+    /// the quiet of an 8-byte put two system calls more than raw libfabric's and about 0.3 us.)
     pub(crate) fn poll_first(&mut self) -> Result<()> {
         self.inj.polls = 0;
+        if self.inject_only() {
+            return self.poll_queue();
+        }
         self.poll_all()
     }
 
@@ -50,25 +65,46 @@ impl Ep {
             let failed = self.cntr_failed();
             (self.cntr_done(), failed)
         });
-        let mut r = self.poll_cq();
-        // Under a stream of messages (a device heap's staging traffic, or an outsider's flood) keep draining while
-        // messages keep arriving, every buffer reposted before the next read ([`RXM_MSG_RX_SIZE`]; bounded rounds:
-        // the caller's own completion is read on the way).
-        let mut rounds = 0;
-        while self.serve() > 0 && rounds < 64 && r.is_ok() {
-            r = self.poll_cq();
-            rounds += 1;
-        }
+        let r = self.poll_queue();
         if let Some((done, failed)) = counted {
             self.settle(done, failed);
         }
         r
     }
 
+    /// The completion queue: read it, and under a stream of messages (a device heap's staging traffic, or an
+    /// outsider's flood) keep draining while messages keep arriving, every buffer reposted before the next read
+    /// ([`RXM_MSG_RX_SIZE`]; bounded rounds: the caller's own completion is read on the way).
+    #[inline(never)]
+    fn poll_queue(&mut self) -> Result<()> {
+        if self.closed.is_some() {
+            // The completion queue may still hold entries of abandoned operations: never read it again.
+            return Err(self.closed_err());
+        }
+        let mut r = self.poll_cq();
+        let mut rounds = 0;
+        while self.serve() > 0 && rounds < 64 && r.is_ok() {
+            r = self.poll_cq();
+            rounds += 1;
+        }
+        r
+    }
+
+    /// The write counter's failures alone (a poll of [`Ep::poll`] while only injected puts are in flight),
+    /// accounted with the counter's completions as last read (a lower bound: nothing else completes a counted
+    /// part meanwhile).
+    #[cold]
+    #[inline(never)]
+    fn inject_failures(&mut self) {
+        let failed = self.cntr_failed();
+        self.settle(self.inj.done_read, failed);
+    }
+
     /// The write counter's completions.
     fn cntr_done(&mut self) -> u64 {
         // SAFETY: the counter is open (injected puts are issued only with one) and bound to the open endpoint.
-        unsafe { fi::xfi_cntr_read(self.cntr) }
+        self.inj.done_read = unsafe { fi::xfi_cntr_read(self.cntr) };
+        self.inj.done_read
     }
 
     /// The write counter's failures (kept: a later poll may account with them without reading them again).

@@ -135,14 +135,17 @@ pub(super) struct Injects {
     polls: u64,
     /// The write counter's failures when last read.
     failed_read: u64,
+    /// The write counter's completions when last read.
+    done_read: u64,
     /// The error of failed injected puts, with the sequence numbers it covers (every one outstanding when the
     /// failure was counted: the counter does not say which one failed). The last few only.
     failures: Vec<(u64, u64, Error)>,
 }
 
-/// While only injected puts are in flight, a poll reads the write counter alone, and its failures and the
-/// completion queue (for received messages) every this many polls, counted from the first poll of the wait, which
-/// reads all three ([`Ep::poll_first`]).
+/// While only injected puts are in flight, a poll reads the write counter alone, but every this many polls the
+/// completion queue (for received messages), and every this many polls half a period later the counter's
+/// failures, counted from the first poll of the wait, which reads the queue ([`Ep::poll_first`]): one progress
+/// call per poll.
 const INJECT_QUEUE_EVERY: u64 = 16;
 
 /// Failure ranges [`Injects`] keeps for the tickets of injected puts.

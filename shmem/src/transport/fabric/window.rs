@@ -38,6 +38,14 @@ pub(crate) struct FabricWindow {
     pub(crate) chunks: Chunks,
 }
 
+/// The chunk of `c` holding `[off, off + len)` and the offset inside it; `None` when the range crosses from one
+/// chunk into the next or lies before the first.
+fn chunk_at(c: &[(usize, Region)], off: usize, len: usize) -> Option<(Region, usize)> {
+    let i = c.partition_point(|&(s, _)| s <= off).checked_sub(1)?;
+    let (s, r) = c[i];
+    (off - s + len <= r.len as usize).then_some((r, off - s))
+}
+
 impl FabricWindow {
     fn check(&self, what: &str, off: usize, len: usize, align: usize) -> Result<()> {
         check_access("fabric", what, off, len, align, self.len())
@@ -52,9 +60,15 @@ impl FabricWindow {
     /// chunk into the next (the caller checked it lies in the window).
     fn at(&self, off: usize, len: usize) -> Option<(Region, usize)> {
         let c = self.chunks.read().unwrap_or_else(|p| p.into_inner());
-        let i = c.partition_point(|&(s, _)| s <= off).checked_sub(1)?;
-        let (s, r) = c[i];
-        (off - s + len <= r.len as usize).then_some((r, off - s))
+        chunk_at(&c, off, len)
+    }
+
+    /// [`FabricWindow::check`] and [`FabricWindow::at`] with one look at the chunks (a small put's path).
+    fn checked_at(&self, what: &str, off: usize, len: usize) -> Result<Option<(Region, usize)>> {
+        let c = self.chunks.read().unwrap_or_else(|p| p.into_inner());
+        let end = c.last().map_or(0, |&(s, r)| s + r.len as usize);
+        check_access("fabric", what, off, len, 1, end)?;
+        Ok(chunk_at(&c, off, len))
     }
 
     /// `[off, off + len)` cut at the chunks' boundaries, as (window offset, length) pieces; an error when part of
@@ -141,10 +155,23 @@ impl FabricWindow {
     /// return) or injected: the body of [`Window::put_nbi_in`], and of [`Window::write_in`] below the zero-copy
     /// size.
     fn put_copied(&self, d: Domain, off: usize, src: &[u8]) -> Result<Option<Ticket>> {
+        self.put_copied_at(d, off, src, || self.at(off, src.len()))
+    }
+
+    /// [`FabricWindow::put_copied`] with the region holding the destination from `at` (read only for a put of
+    /// some bytes).
+    #[inline]
+    fn put_copied_at(
+        &self,
+        d: Domain,
+        off: usize,
+        src: &[u8],
+        at: impl FnOnce() -> Option<(Region, usize)>,
+    ) -> Result<Option<Ticket>> {
         if src.is_empty() {
             return Ok(None);
         }
-        let Some((region, roff)) = self.at(off, src.len()) else {
+        let Some((region, roff)) = at() else {
             // Across heap chunks: a put per chunk, complete on return.
             for (o, l) in self.pieces(off, src.len())? {
                 if let Some(t) = self.put_copied(d, o, &src[o - off..][..l])? {
@@ -267,6 +294,11 @@ impl Window for FabricWindow {
         self.amo_post_in(Domain::DEFAULT, off, width, op, operand)
     }
     fn write_in(&self, d: Domain, off: usize, src: &[u8]) -> Result<()> {
+        if src.len() < ZERO_COPY_MIN {
+            // Copied (or injected): the bounds and the region from one look at the chunks.
+            let at = self.checked_at("put", off, src.len())?;
+            return self.put_copied_at(d, off, src, || at).map(|_| ());
+        }
         self.check("put", off, src.len(), 1)?;
         // A large source is written in place (and waited for) rather than copied, from this PE's heap or, when
         // the provider reads unregistered memory, from private memory. (A smaller one does not take the lock twice.)
