@@ -46,7 +46,7 @@ impl<'a> Ctx<'a> {
         )?;
         local?;
         if !clean {
-            return Err(self.verdict(&all, &all[self.idx()], checking));
+            return Err(self.verdict(&all, checking));
         }
         Ok(all
             .iter()
@@ -88,11 +88,13 @@ impl<'a> Ctx<'a> {
         if clean {
             return Ok(out);
         }
-        let mine = all[self.idx()].clone();
+        let seq = all[self.idx()][SEQ];
         // Another call altogether (another kind, or another operation of the layer above): a mismatch.
         let same_call =
-            |w: &[u64]| w[0] == common[0] && w[3..COMMON] == common[3..] && w[SEQ] == mine[SEQ];
+            |w: &[u64]| w[0] == common[0] && w[3..COMMON] == common[3..] && w[SEQ] == seq;
         if !all.iter().all(|w| same_call(w)) {
+            // The members in this call count as agreeing on its arguments and verdict (this PE's words among
+            // them: it published `common`), so that the verdict names the other call.
             let mut all = all;
             for w in all.iter_mut() {
                 if same_call(w) {
@@ -100,9 +102,7 @@ impl<'a> Ctx<'a> {
                     w[STATUS] = STATUS_OK;
                 }
             }
-            let mut mine = mine;
-            mine[STATUS] = STATUS_OK;
-            return Err(self.verdict(&all, &mine, true));
+            return Err(self.verdict(&all, true));
         }
         out.failed = all.iter().position(|w| w[STATUS] != STATUS_OK);
         out.differs = all.iter().position(|w| w[1] != dig);
@@ -118,8 +118,7 @@ impl<'a> Ctx<'a> {
         let seq = self.st.seq;
         let at = layout::CHECK + (seq % 2) as usize * layout::CHECK_WORDS;
         let all = self.identities(at, seq)?;
-        let mine = all[self.idx()].clone();
-        Err(self.verdict(&all, &mine, self.sh.cfg.check_symmetry))
+        Err(self.verdict(&all, self.sh.cfg.check_symmetry))
     }
 
     /// Publish, all-reduce, and on the slow path (or `need_info`) read every member's identity words. Returns

@@ -65,7 +65,7 @@ impl<'a> Ctx<'a> {
         let checking = self.sh.cfg.check_symmetry;
         let (clean, all) = self.agree(call, [0; INFO], true, checking, false, pattern)?;
         if !clean {
-            return Err(self.verdict(&all, &all[self.idx()], checking));
+            return Err(self.verdict(&all, checking));
         }
         Ok(())
     }

@@ -103,21 +103,20 @@ impl<'a> Ctx<'a> {
         let base = EXCH + (seq % 2) as usize * EXCH_PARITY_WORDS;
         let mine = base + me * region;
         let mut buf = std::mem::take(&mut self.st.xbuf);
-        // A small message (header and payload) is built on the stack, a longer one in the team's buffer.
+        // A small message (header and payload) is built on the stack, a longer one in the team's buffer behind
+        // the same header.
         let mut small = [0u8; 16 + SMALL_PAYLOAD];
         small[..8].copy_from_slice(&dig.to_le_bytes());
         for k in 1..n {
             let p = (me + k) % n;
             let m = if ok { send.get(p) } else { &[] };
-            let head = (((m.len() as u64) << 1) | u64::from(!ok)).to_le_bytes();
+            small[8..16].copy_from_slice(&(((m.len() as u64) << 1) | u64::from(!ok)).to_le_bytes());
             let msg: &[u8] = if m.len() <= SMALL_PAYLOAD {
-                small[8..16].copy_from_slice(&head);
                 small[16..16 + m.len()].copy_from_slice(m);
                 &small[..16 + m.len()]
             } else {
                 buf.clear();
-                buf.extend_from_slice(&dig.to_le_bytes());
-                buf.extend_from_slice(&head);
+                buf.extend_from_slice(&small[..16]);
                 buf.extend_from_slice(m);
                 &buf
             };
@@ -187,9 +186,8 @@ impl<'a> Ctx<'a> {
             // A member in another collective: the agreement's verdict (every member's words compared with member
             // 0's), the same as the members on the other side reach, once every member is in this call (it may
             // still be reading the previous call's messages, in the buffers the next call writes).
-            // This PE's words as published (read back with the others').
             let all = self.mismatch_identities(at, seq)?;
-            return Err(self.verdict(&all, &all[me], true));
+            return Err(self.verdict(&all, true));
         }
         let win = self.local_win();
         // The header and the start of the payload in one read (a small message: all of it).

@@ -288,8 +288,7 @@ impl Ctx<'_> {
             .iter()
             .any(|w| w[STATUS] != STATUS_OK || w[..cmp] != all[0][..cmp] || w[SEQ] != seq);
         if differ {
-            // This PE's words as published (read back with the others').
-            return Err(self.verdict(&all, &all[self.idx()], checking));
+            return Err(self.verdict(&all, checking));
         }
         Err(Error::State(format!(
             "{}: the exchange in rounds could not complete (a message exceeded its region or did not parse: \

@@ -397,7 +397,9 @@ impl<'a> Ctx<'a> {
     }
 
     /// The shared verdict of a failed agreement, from every member's identity words (the same on every member).
-    pub(super) fn verdict(&self, all: &[Vec<u64>], mine: &[u64], checking: bool) -> Error {
+    pub(super) fn verdict(&self, all: &[Vec<u64>], checking: bool) -> Error {
+        // This PE's words as published, read back with the others'.
+        let mine = &all[self.idx()];
         let seq = mine[SEQ];
         let cmp = if checking { COMMON } else { 1 };
         if let Some(i) = all.iter().position(|w| w[STATUS] != STATUS_OK) {

@@ -38,6 +38,11 @@ pub(crate) struct FabricWindow {
     pub(crate) chunks: Chunks,
 }
 
+/// Where the chunks `c` end: the window's length.
+fn chunks_end(c: &[(usize, Region)]) -> usize {
+    c.last().map_or(0, |&(s, r)| s + r.len as usize)
+}
+
 /// The chunk of `c` holding `[off, off + len)` and the offset inside it; `None` when the range crosses from one
 /// chunk into the next or lies before the first.
 fn chunk_at(c: &[(usize, Region)], off: usize, len: usize) -> Option<(Region, usize)> {
@@ -66,8 +71,7 @@ impl FabricWindow {
     /// [`FabricWindow::check`] and [`FabricWindow::at`] with one look at the chunks (a small put's path).
     fn checked_at(&self, what: &str, off: usize, len: usize) -> Result<Option<(Region, usize)>> {
         let c = self.chunks.read().unwrap_or_else(|p| p.into_inner());
-        let end = c.last().map_or(0, |&(s, r)| s + r.len as usize);
-        check_access("fabric", what, off, len, 1, end)?;
+        check_access("fabric", what, off, len, 1, chunks_end(&c))?;
         Ok(chunk_at(&c, off, len))
     }
 
@@ -508,8 +512,7 @@ impl Window for FabricWindow {
             .map(|_| ())
     }
     fn len(&self) -> usize {
-        let c = self.chunks.read().unwrap_or_else(|p| p.into_inner());
-        c.last().map_or(0, |&(s, r)| s + r.len as usize)
+        chunks_end(&self.chunks.read().unwrap_or_else(|p| p.into_inner()))
     }
     fn grow(&self, len: usize) -> Result<()> {
         // The owner's chunks arrive at the growing allocation's agreement ([`Window::grow`] comes after).
