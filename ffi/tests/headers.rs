@@ -310,3 +310,38 @@ fn pshmem_header_is_generated() {
     let dir = support::ffi_dir().join("oshmem/include");
     check(&cdecl::pshmem_header(), &dir.join("pshmem.h"));
 }
+
+#[test]
+fn the_c_codes_are_the_runtime_codes() {
+    use std::ffi::c_int;
+    use xpushmem::ErrorCode;
+    use xpushmem_ffi_core::error::*;
+    // The header's constants (generated from ffi-core's error.rs) against the runtime's one list.
+    let c = [
+        (XPUSHMEM_SUCCESS, ErrorCode::Success),
+        (XPUSHMEM_ERROR_INVALID_PE, ErrorCode::InvalidPe),
+        (XPUSHMEM_ERROR_NOT_SYMMETRIC, ErrorCode::NotSymmetric),
+        (XPUSHMEM_ERROR_OUT_OF_BOUNDS, ErrorCode::OutOfBounds),
+        (XPUSHMEM_ERROR_INVALID_ARGUMENT, ErrorCode::InvalidArgument),
+        (XPUSHMEM_ERROR_HEAP_EXHAUSTED, ErrorCode::HeapExhausted),
+        (XPUSHMEM_ERROR_MISMATCH, ErrorCode::Mismatch),
+        (XPUSHMEM_ERROR_TIMEOUT, ErrorCode::Timeout),
+        (XPUSHMEM_ERROR_PEER_LOST, ErrorCode::PeerLost),
+        (XPUSHMEM_ERROR_BOOTSTRAP, ErrorCode::Bootstrap),
+        (XPUSHMEM_ERROR_TRANSPORT, ErrorCode::Transport),
+        (XPUSHMEM_ERROR_DEVICE, ErrorCode::Device),
+        (XPUSHMEM_ERROR_STATE, ErrorCode::State),
+        (XPUSHMEM_ERROR_CONFIG, ErrorCode::Config),
+        (XPUSHMEM_ERROR_OS, ErrorCode::Os),
+        (XPUSHMEM_ERROR_INTERNAL, ErrorCode::Internal),
+        (XPUSHMEM_ERROR_UNSUPPORTED, ErrorCode::Unsupported),
+    ];
+    assert_eq!(c.len(), ErrorCode::ALL.len(), "a code without a C constant");
+    for (i, (constant, code)) in c.into_iter().enumerate() {
+        assert_eq!(constant, code as c_int, "{}", code.name());
+        assert_eq!(ErrorCode::ALL[i], code);
+        assert_eq!(code_name(constant), code.name());
+    }
+    assert_eq!(code_name(-1), "Unknown");
+    assert_eq!(code_name(ErrorCode::ALL.len() as c_int), "Unknown");
+}

@@ -296,6 +296,16 @@ impl Server {
     /// Listen on `ip` (port chosen by the kernel) and serve one job on a background thread. `timeout` bounds the
     /// wait for all PEs to connect.
     pub fn start(ip: IpAddr, timeout: Option<Duration>) -> Result<Server> {
+        Self::start_with_deadline(ip, timeout, HANDSHAKE_TIMEOUT)
+    }
+
+    /// [`Server::start`] with `handshake` as the deadline of each connection's handshake (the tests' shorter
+    /// deadline; every other caller has [`HANDSHAKE_TIMEOUT`]).
+    pub(crate) fn start_with_deadline(
+        ip: IpAddr,
+        timeout: Option<Duration>,
+        handshake: Duration,
+    ) -> Result<Server> {
         let listener = TcpListener::bind(SocketAddr::new(ip, 0))
             .map_err(|e| berr(format!("bind {ip}:0: {e}")))?;
         let addr = listener.local_addr().map_err(|e| berr(e.to_string()))?;
@@ -305,7 +315,7 @@ impl Server {
         };
         let handle = std::thread::Builder::new()
             .name("xpushmem-rendezvous".into())
-            .spawn(move || serve(listener, id.cookie, timeout))
+            .spawn(move || serve(listener, id.cookie, timeout, handshake))
             .map_err(|e| berr(format!("spawn rendezvous thread: {e}")))?;
         tracing::debug!(addr = %id.addr, "uid rendezvous serving");
         Ok(Server { id, handle })
@@ -354,11 +364,11 @@ fn refuse(s: &mut TcpStream, peer: SocketAddr, why: &str) -> Option<Joined> {
 /// Challenge one accepted connection and check its answer. `None` (logged) when it does not hold the key or does
 /// not answer; nothing is sent to it but the challenge and a refusal. Reads at most one `HELLO`-sized frame; the
 /// server shuts the connection down (ending this) when the handshake's deadline passes or it is evicted.
-fn handshake(mut s: TcpStream, peer: SocketAddr, key: u128) -> Option<Joined> {
+fn handshake(mut s: TcpStream, peer: SocketAddr, key: u128, deadline: Duration) -> Option<Joined> {
     let _ = s.set_nonblocking(false);
     let _ = s.set_nodelay(true);
     // A backstop only: the deadline of the whole handshake is kept by the accept loop.
-    let _ = s.set_read_timeout(Some(HANDSHAKE_TIMEOUT));
+    let _ = s.set_read_timeout(Some(deadline));
     let challenge: [u8; NONCE] = random_bytes().ok()?;
     write_frame(&mut s, CHALLENGE, &challenge).ok()?;
     let p = match read_frame(&mut s, 1 + HELLO_BYTES) {
@@ -432,6 +442,7 @@ fn serve(
     listener: TcpListener,
     key: u128,
     timeout: Option<Duration>,
+    deadline: Duration,
 ) -> std::result::Result<(), String> {
     let start = Instant::now();
     listener.set_nonblocking(true).map_err(|e| e.to_string())?;
@@ -451,7 +462,7 @@ fn serve(
         let now = Instant::now();
         while pending
             .first()
-            .is_some_and(|p| now.saturating_duration_since(p.since) >= HANDSHAKE_TIMEOUT)
+            .is_some_and(|p| now.saturating_duration_since(p.since) >= deadline)
         {
             evict(
                 &mut pending,
@@ -487,7 +498,7 @@ fn serve(
                 let spawned = std::thread::Builder::new()
                     .name("xpushmem-handshake".into())
                     .spawn(move || {
-                        let _ = tx.send((id, handshake(s, peer, key)));
+                        let _ = tx.send((id, handshake(s, peer, key, deadline)));
                     });
                 if spawned.is_ok() {
                     pending.push(Pending {
@@ -1195,10 +1206,14 @@ mod tests {
 
     #[test]
     fn a_trickling_hello_is_cut_at_the_handshake_deadline() {
+        // A 2 s deadline (the product's is HANDSHAKE_TIMEOUT): the same accept loop and handshake code, a fifth of
+        // the wait.
+        let deadline = Duration::from_secs(2);
         let timeout = Some(Duration::from_secs(60));
-        let server = Server::start("127.0.0.1".parse().unwrap(), timeout).unwrap();
+        let server =
+            Server::start_with_deadline("127.0.0.1".parse().unwrap(), timeout, deadline).unwrap();
         let id = server.id();
-        // A hello of the right length, one byte every 2 s: each read succeeds, so only a deadline for the whole
+        // A hello of the right length, one byte every 400 ms: each read succeeds, so only a deadline for the whole
         // handshake ends it.
         let mut s = TcpStream::connect(id.addr).unwrap();
         let start = Instant::now();
@@ -1206,7 +1221,7 @@ mod tests {
             .unwrap();
         let mut cut = None;
         for _ in 0..HELLO_BYTES {
-            std::thread::sleep(Duration::from_secs(2));
+            std::thread::sleep(Duration::from_millis(400));
             if s.write_all(&[HELLO]).is_err() {
                 cut = Some(start.elapsed());
                 break;
@@ -1215,7 +1230,7 @@ mod tests {
         // The security bound: cut within the deadline plus the time to notice (one write after the close).
         let cut = cut.expect("the trickling connection was never cut");
         assert!(
-            cut >= HANDSHAKE_TIMEOUT && cut <= HANDSHAKE_TIMEOUT + Duration::from_secs(5),
+            cut >= deadline && cut <= deadline + Duration::from_secs(5),
             "cut after {cut:?}"
         );
         assert_eq!(two_pes_join(id, timeout).len(), 2);

@@ -214,7 +214,7 @@ fn zero_copy_put_timeout_closes_endpoint_2pe() {
         // could still (wrongly) be sending.
         std::env::set_var(
             "XPUSHMEM_TIMEOUT_MS",
-            if rank == 0 { "4000" } else { "10000" },
+            if rank == 0 { "4000" } else { "6000" },
         );
         let uid = std::env::var("XPUSHMEM_BOOTSTRAP_UID").expect("uid set by the launcher");
         let tag: String = uid
