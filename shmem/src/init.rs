@@ -205,19 +205,28 @@ fn make_bootstrap(spec: &BootstrapSpec, cfg: &Config) -> Result<Box<dyn Bootstra
                     };
                     make_bootstrap(&spec, cfg)
                 }
-                #[cfg(feature = "mpi")]
-                "mpi" => make_bootstrap(&BootstrapSpec::Mpi, cfg),
-                #[cfg(not(feature = "mpi"))]
-                "mpi" => Err(Error::Config {
-                    var: "XPUSHMEM_BOOTSTRAP",
-                    value: "mpi".into(),
-                    reason: "this build has no MPI bootstrap (cargo feature `mpi`)".into(),
-                }),
+                "mpi" => mpi_bootstrap(cfg),
                 "pmix" => make_bootstrap(&BootstrapSpec::Pmix, cfg),
                 _ => make_bootstrap(&BootstrapSpec::Single, cfg),
             }
         }
     }
+}
+
+/// The MPI bootstrap, or the error of a build without it. Both arms are compiled (and linted) in every build: a
+/// build with `mpi` returns first.
+#[cfg_attr(feature = "mpi", allow(unreachable_code))]
+fn mpi_bootstrap(cfg: &Config) -> Result<Box<dyn Bootstrap>> {
+    #[cfg(feature = "mpi")]
+    {
+        return make_bootstrap(&BootstrapSpec::Mpi, cfg);
+    }
+    let _ = cfg;
+    Err(Error::Config {
+        var: "XPUSHMEM_BOOTSTRAP",
+        value: "mpi".into(),
+        reason: "this build has no MPI bootstrap (cargo feature `mpi`)".into(),
+    })
 }
 
 fn under_mpi_launcher() -> bool {
@@ -614,6 +623,28 @@ impl Drop for Shmem {
     fn drop(&mut self) {
         if let Err(e) = self.shutdown() {
             tracing::error!(pe = self.me, "finalize on drop failed: {e}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A build without the `mpi` feature (the default, which the suite runs) refuses `XPUSHMEM_BOOTSTRAP=mpi` with
+    /// an error naming the variable and the value.
+    #[test]
+    fn a_build_without_mpi_refuses_the_mpi_bootstrap() {
+        if cfg!(feature = "mpi") {
+            return;
+        }
+        let cfg = Config::from_env().expect("the test process's configuration");
+        match mpi_bootstrap(&cfg).err() {
+            Some(Error::Config { var, value, reason }) => {
+                assert_eq!((var, value.as_str()), ("XPUSHMEM_BOOTSTRAP", "mpi"));
+                assert!(reason.contains("feature `mpi`"), "{reason}");
+            }
+            other => panic!("expected a Config error, got {other:?}"),
         }
     }
 }
