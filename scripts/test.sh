@@ -101,13 +101,13 @@ echo "== MPI bootstrap under mpirun (feature mpi); mpirun across network namespa
 # (idempotent: it reuses the venv, or reports what failed).
 bash scripts/setup-python.sh >target/setup-python.log 2>&1 &
 setup_python=$!
-# One package set and feature set for the examples (the programs mpirun starts) and the two test binaries, so that
-# the runtime is compiled once with `mpi` (separate builds resolved the shared dependencies' features differently
-# and compiled it twice).
-mpi_args=(-p xpushmem-tests -p xpushmem-examples --features xpushmem-tests/mpi,xpushmem-examples/mpi
-    --test reliability --test fabric)
+# One package set and feature set for the examples (the programs mpirun starts) and the `mpi` test binary (the MPI
+# suites alone, tests/tests/mpi: not the whole reliability and fabric binaries again), so that the runtime is
+# compiled once with `mpi` (separate builds resolved the shared dependencies' features differently and compiled it
+# twice).
+mpi_args=(-p xpushmem-tests -p xpushmem-examples --features xpushmem-tests/mpi,xpushmem-examples/mpi --test mpi)
 cargo build -q "${mpi_args[@]}" --bins
-cargo nextest run -P ci-mpi "${mpi_args[@]}" -E 'test(/^(mpi_bootstrap|fabric_mpirun)::/)' 2>&1 | tee -a target/test.log
+cargo nextest run -P ci-mpi "${mpi_args[@]}" -E 'binary_id(xpushmem-tests::mpi)' 2>&1 | tee -a target/test.log
 rc_mpi=${PIPESTATUS[0]}
 phase "MPI"
 wait "$setup_python" || true

@@ -1,6 +1,5 @@
 //! The MPI bootstrap under a real `mpirun -n 2` and `-n 4` (feature `mpi`): node layout, RMA, atomics and barriers
 //! must work exactly as under the uid bootstrap.
-#![cfg(feature = "mpi")]
 
 use std::time::Duration;
 use xpushmem_tests::mpirun::{bootstrap_body, mpirun as launch};

@@ -15,7 +15,6 @@
 //!   --features mpi`, as `scripts/test.sh` does), each PE seeing its namespace's PEs as its node.
 //!
 //! Needs root (namespaces), `ip` and `mpirun`; skips with a message without them or without the fabric transport.
-#![cfg(feature = "mpi")]
 
 use crate::fabric_common::netns::{cannot_run, example, example_env, Netns, EXAMPLES, SUBNET};
 use crate::fabric_common::{node_of, run_if_launched_pe};
