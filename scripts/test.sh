@@ -75,6 +75,16 @@ fi
 # (ze_emu::testing::emu_lib: a second build of ze-emu and its dependencies inside the test run).
 export ZE_EMU_TEST_LIB="${CARGO_TARGET_DIR:-$repo/target}/debug/libze_emu.so"
 phase "build"
+# Beside the tests, in the idle scheduling class (chrt --idle: a process there runs only on a CPU nothing else
+# wants, so the tests' timing is not touched): the Python phase's venv and wheel (the C++ shim's compile, the smoke
+# test of the installed wheel; scripts/test-python.sh, stage build) and the Triton phase's venv. The test processes
+# leave about a quarter of the machine idle (PEs waiting on each other, libfabric's start-up: docs/TESTING.md);
+# these jobs, about 100 s of CPU that ran alone after the tests, fill it.
+XPUSHMEM_PY_STAGE=build XPUSHMEM_WHEEL_LIB="${CARGO_TARGET_DIR:-$repo/target}/debug/libxpushmem.so" \
+    SETUPTOOLS_RUST_CARGO_PROFILE=dev chrt --idle 0 bash scripts/test-python.sh >target/python-build.log 2>&1 &
+python_build=$!
+chrt --idle 0 bash scripts/setup-triton.sh >target/setup-triton.log 2>&1 &
+setup_triton=$!
 # Every transport's cases are tests of their own (`rma::put_get_every_type::fab_2pe`, `def_`, `fabp_`, `cas_`,
 # `dev_`: docs/TESTING.md), so this one run covers the deferred, fabric, progress-thread, CAS and peer-death runs too.
 echo "== cargo nextest (the workspace's tests; report in target/nextest/ci/junit.xml)"
@@ -95,31 +105,37 @@ echo "== doctests (nextest does not run them)"
 cargo test --doc -p xpushmem -p xpushmem-ops -p xpushmem-tests -p level-zero-sys 2>&1 | tee -a target/test.log
 rc=$(( rc | PIPESTATUS[0] ))
 phase "tests"
+echo "== Python: the PyTorch drop-in (ported test_nvshmem.py suites on CPU, gloo, 2 and 4 ranks)"
+# The wheel, built beside the tests (above): its log, then pytest against it.
+rc_py=0
+wait "$python_build" || rc_py=$?
+cat target/python-build.log
+cp target/python-build.log target/test-python.log
+# Beside pytest, in the idle scheduling class as above: the MPI phase's build (cargo; pytest runs none, so nothing
+# waits for cargo's lock). Its package and feature set: see the MPI phase.
+mpi_args=(-p xpushmem-tests -p xpushmem-examples --features xpushmem-tests/mpi,xpushmem-examples/mpi --test mpi)
+chrt --idle 0 cargo build -q "${mpi_args[@]}" --bins >target/mpi-build.log 2>&1 &
+mpi_build=$!
+if [[ $rc_py -eq 0 ]]; then
+    XPUSHMEM_PY_STAGE=test bash scripts/test-python.sh 2>&1 | tee -a target/test-python.log
+    rc_py=${PIPESTATUS[0]}
+else
+    echo "!! the wheel's build or smoke test failed (target/python-build.log): pytest not run" >&2
+fi
+phase "Python"
 echo "== MPI bootstrap under mpirun (feature mpi); mpirun across network namespaces with the examples (as root)"
-# The Python phase's venv is made beside this phase, and the Triton phase's beside the Python phase: mostly file
-# copies out of uv's cache (about 14 s each). Each phase waits for its own set-up, whose script it then runs again
-# (idempotent: it reuses the venv, or reports what failed).
-bash scripts/setup-python.sh >target/setup-python.log 2>&1 &
-setup_python=$!
 # One package set and feature set for the examples (the programs mpirun starts) and the `mpi` test binary (the MPI
 # suites alone, tests/tests/mpi: not the whole reliability and fabric binaries again), so that the runtime is
 # compiled once with `mpi` (separate builds resolved the shared dependencies' features differently and compiled it
-# twice).
-mpi_args=(-p xpushmem-tests -p xpushmem-examples --features xpushmem-tests/mpi,xpushmem-examples/mpi --test mpi)
-cargo build -q "${mpi_args[@]}" --bins
-cargo nextest run -P ci-mpi "${mpi_args[@]}" -E 'binary_id(xpushmem-tests::mpi)' 2>&1 | tee -a target/test.log
-rc_mpi=${PIPESTATUS[0]}
+# twice). Built beside pytest (above); a failed build is reported here.
+rc_mpi=0
+wait "$mpi_build" || rc_mpi=$?
+cat target/mpi-build.log
+if [[ $rc_mpi -eq 0 ]]; then
+    cargo nextest run -P ci-mpi "${mpi_args[@]}" -E 'binary_id(xpushmem-tests::mpi)' 2>&1 | tee -a target/test.log
+    rc_mpi=${PIPESTATUS[0]}
+fi
 phase "MPI"
-wait "$setup_python" || true
-echo "== Python: the PyTorch drop-in (ported test_nvshmem.py suites on CPU, gloo, 2 and 4 ranks)"
-bash scripts/setup-triton.sh >target/setup-triton.log 2>&1 &
-setup_triton=$!
-# The wheel carries the libxpushmem.so of the build above (XPUSHMEM_WHEEL_LIB, triton-bridge/setup.py):
-# setuptools-rust's own cargo call would compile the ffi crate again as a cdylib alone.
-XPUSHMEM_WHEEL_LIB="${CARGO_TARGET_DIR:-$repo/target}/debug/libxpushmem.so" SETUPTOOLS_RUST_CARGO_PROFILE=dev \
-    bash scripts/test-python.sh 2>&1 | tee target/test-python.log
-rc_py=${PIPESTATUS[0]}
-phase "Python"
 wait "$setup_triton" || true
 echo "== Triton: upstream test_shmem_triton.py kernels compiled by triton-xpu against xpushmem._xpushmem_triton"
 # The libraries and the launcher of the build above (test-triton.sh would otherwise build a subset of the packages).

@@ -46,11 +46,11 @@ fn run<T: FromRef>(
                     }
                     let mut got = vec![T::default(); total + 1];
                     sh.get(&mut got, dst.slice(..total + 1)?, me)?;
-                    let want: Vec<T> = members
-                        .iter()
-                        .enumerate()
-                        .flat_map(|(i, &p)| ref_vec::<T>(p, count(i), tag))
-                        .collect();
+                    // Block by block (a `flat_map` collect grows the vector element by element).
+                    let mut want: Vec<T> = Vec::with_capacity(total);
+                    for (i, &p) in members.iter().enumerate() {
+                        want.extend_from_slice(&ref_vec::<T>(p, count(i), tag));
+                    }
                     let what = if variable { "collect" } else { "fcollect" };
                     assert!(
                         got[..total] == want[..],
