@@ -38,7 +38,11 @@ else
     pkg=()
     export PYTHONPATH="$repo/triton-bridge"
 fi
-(cd "$repo/triton-bridge" && TRITON_CACHE_DIR="${TRITON_CACHE_DIR:-$repo/target/triton-cache}" \
+# Triton keys its kernel cache by the device library's path, whose name carries the release version only: a
+# rebuilt library of the same version (a change to the device ABI) would get kernels linked against the old one.
+# So the cache is per content of the checkout's device library (the one the wheel carries).
+device_lib_hash=$(cat "$repo"/shmem/device-lib/prebuilt/libxpushmem_device-*.bc | sha256sum | cut -c1-16)
+(cd "$repo/triton-bridge" && TRITON_CACHE_DIR="${TRITON_CACHE_DIR:-$repo/target/triton-cache/$device_lib_hash}" \
     "$venv/bin/python" "${pkg[@]}" -m pytest -p no:cacheprovider -rfEs "$@" tests/triton)
 rc=$?
 set -e

@@ -101,9 +101,6 @@ fi
 set +e
 cargo nextest run --workspace -P ci "${spanning[@]}" 2>&1 | tee target/test.log
 rc=${PIPESTATUS[0]}
-echo "== doctests (nextest does not run them)"
-cargo test --doc -p xpushmem -p xpushmem-ops -p xpushmem-tests -p level-zero-sys 2>&1 | tee -a target/test.log
-rc=$(( rc | PIPESTATUS[0] ))
 phase "tests"
 echo "== Python: the PyTorch drop-in (ported test_nvshmem.py suites on CPU, gloo, 2 and 4 ranks)"
 # The wheel, built beside the tests (above): its log, then pytest against it.
@@ -141,9 +138,17 @@ echo "== Triton: upstream test_shmem_triton.py kernels compiled by triton-xpu ag
 # The libraries and the launcher of the build above (test-triton.sh would otherwise build a subset of the packages).
 # The wheel of the Python phase: its C++ shim, compiled there, is the one the Triton tests load.
 wheel_file=$(ls "${CARGO_TARGET_DIR:-$repo/target}"/wheels/xpushmem-*.whl 2>/dev/null | head -n 1)
+# Beside it, in the idle scheduling class as above: the doctests (nextest does not run them; mostly rustdoc
+# compiling them; the Triton phase runs no cargo).
+chrt --idle 0 cargo test --doc -p xpushmem -p xpushmem-ops -p xpushmem-tests -p level-zero-sys >target/doctests.log 2>&1 &
+doctests=$!
 XPUSHMEM_LIB_DIR="${CARGO_TARGET_DIR:-$repo/target}/debug" XPUSHMEM_WHEEL="$wheel_file" \
     bash scripts/test-triton.sh 2>&1 | tee target/test-triton.log
 rc_triton=${PIPESTATUS[0]}
+echo "== doctests (beside the Triton phase)"
+wait "$doctests"
+rc=$(( rc | $? ))
+tee -a target/test.log <target/doctests.log
 phase "Triton"
 set -e
 summary=$(

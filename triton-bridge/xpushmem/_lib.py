@@ -96,8 +96,9 @@ def _newest_device_lib(d: Path) -> Path | None:
 
 
 def device_lib_path() -> Path:
-    """The device bitcode ``libxpushmem_device-<version>.bc`` linked into Triton kernels (not cached: a rebuilt
-    library gets a new versioned name, which is also what keeps Triton's kernel cache honest)."""
+    """The device bitcode ``libxpushmem_device-<version>.bc`` linked into Triton kernels (not cached: a new release
+    gets a new versioned name, which is also what keeps Triton's kernel cache honest across releases; see
+    :func:`xpushmem._xpushmem_triton.find_device_library` for a rebuild of the same version)."""
     env = os.environ.get("XPUSHMEM_DEVICE_LIB_DIR")
     if env:
         found = _newest_device_lib(Path(env))

@@ -61,7 +61,9 @@ EXTERN_LIBS_KEY = "libxpushmem_device"
 def find_device_library() -> str:
     """Path of ``libxpushmem_device-<version>.bc``: ``$XPUSHMEM_DEVICE_LIB_DIR``, then the installed package, then
     the install prefix (see :func:`xpushmem.device_lib_path`). The name carries the version, so Triton's cache
-    (keyed by the path) never reuses a kernel linked with another library."""
+    (keyed by the path, not the content) never reuses a kernel linked with another release's library; a library
+    rebuilt with the same version (a development build) needs a cache of its own (``TRITON_CACHE_DIR``: the
+    project's scripts/test-triton.sh keys it by the library's hash)."""
     return str(device_lib_path())
 
 
