@@ -441,14 +441,27 @@ pub mod device_build {
         );
     }
 
+    /// The compiler and its flags (before `-I <the device library's headers> <source> -o <out>`).
+    const CLANG: [&str; 10] = [
+        "clang-14",
+        "-cc1",
+        "-triple",
+        "spir64-unknown-unknown",
+        "-cl-std=CL2.0",
+        "-finclude-default-header",
+        "-O2",
+        "-emit-llvm-bc",
+        "-x",
+        "cl",
+    ];
+
     /// Compile OpenCL C `source` to spir64 bitcode `out` (clang-14, -O2, the device library's headers on the
     /// include path).
     pub fn compile_cl(source: &Path, out: &Path) {
         run_tool(
-            Command::new("clang-14")
-                .args(["-cc1", "-triple", "spir64-unknown-unknown", "-cl-std=CL2.0"])
-                .args(["-finclude-default-header", "-O2", "-emit-llvm-bc"])
-                .args(["-x", "cl", "-I"])
+            Command::new(CLANG[0])
+                .args(&CLANG[1..])
+                .arg("-I")
                 .arg(root().join("shmem/device-lib/include"))
                 .arg(source)
                 .arg("-o")
@@ -468,9 +481,19 @@ pub mod device_build {
 
     /// `source` compiled and linked with the committed device-library bitcode into `dir/spv_name` by link.sh
     /// (llvm-link --only-needed, a check that every xpushmem symbol is defined, llvm-spirv).
+    ///
+    /// The module is kept in `<target>/<profile>/device-kernels/<key>.spv`, `key` the SHA-256 of every input: the
+    /// source, the device library's headers, its bitcode, link.sh and the compiler's flags. The suites link the
+    /// same few sources in some fifty test processes (clang at -O2, llvm-link and llvm-spirv each time, about a
+    /// minute of CPU in a run); the first builds (the `device_lib::kernel_sources_*` warm-ups), the others copy.
+    /// Published by rename: a reader sees a whole module or none.
     pub fn link_with_library(source: &Path, dir: &Path, spv_name: &str) -> PathBuf {
         std::fs::create_dir_all(dir).expect("scratch dir");
         let (k, spv) = (dir.join("k.bc"), dir.join(spv_name));
+        let cached = kernel_cache().join(format!("{}.spv", link_key(source)));
+        if std::fs::copy(&cached, &spv).is_ok() {
+            return spv;
+        }
         compile_cl(source, &k);
         run_tool(
             Command::new("bash")
@@ -479,6 +502,53 @@ pub mod device_build {
                 .arg(library("bc"))
                 .arg(&spv),
         );
+        let part = cached.with_extension(format!("{}.part", std::process::id()));
+        if std::fs::copy(&spv, &part).is_ok() && std::fs::rename(&part, &cached).is_err() {
+            let _ = std::fs::remove_file(&part);
+        }
         spv
+    }
+
+    /// `<target>/<profile>/device-kernels` (the test binary is `<target>/<profile>/deps/<name>`).
+    fn kernel_cache() -> PathBuf {
+        let exe = std::env::current_exe().expect("test binary path");
+        let profile = exe
+            .parent()
+            .and_then(Path::parent)
+            .expect("<target>/<profile>/deps/");
+        let dir = profile.join("device-kernels");
+        std::fs::create_dir_all(&dir).expect("device-kernels cache dir");
+        dir
+    }
+
+    /// SHA-256 (hex) of everything `link_with_library` reads to build `source`.
+    fn link_key(source: &Path) -> String {
+        use sha2::{Digest, Sha256};
+        let mut h = Sha256::new();
+        let mut add = |what: &str, bytes: &[u8]| {
+            h.update((what.len() as u64).to_le_bytes());
+            h.update(what.as_bytes());
+            h.update((bytes.len() as u64).to_le_bytes());
+            h.update(bytes);
+        };
+        let read = |p: &Path| std::fs::read(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        add("flags", CLANG.join(" ").as_bytes());
+        add("source", &read(source));
+        let include = root().join("shmem/device-lib/include");
+        let mut headers: Vec<PathBuf> = std::fs::read_dir(&include)
+            .expect("the device library's headers")
+            .map(|e| e.expect("a header").path())
+            .collect();
+        headers.sort();
+        for header in &headers {
+            let name = header.file_name().map(|n| n.to_string_lossy().into_owned());
+            add(&name.unwrap_or_default(), &read(header));
+        }
+        add("library", &read(&library("bc")));
+        add("link.sh", &read(&root().join("shmem/device-lib/link.sh")));
+        h.finalize()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>()
     }
 }
