@@ -88,6 +88,8 @@ idle() {
         nice -n 19 "$@"
     fi
 }
+# The wheel carries the libxpushmem.so of the build above (XPUSHMEM_WHEEL_LIB, triton-bridge/setup.py):
+# setuptools-rust's own cargo call would compile the ffi crate again as a cdylib alone (and take cargo's lock).
 XPUSHMEM_PY_STAGE=build XPUSHMEM_WHEEL_LIB="${CARGO_TARGET_DIR:-$repo/target}/debug/libxpushmem.so" \
     SETUPTOOLS_RUST_CARGO_PROFILE=dev idle bash scripts/test-python.sh >target/python-build.log 2>&1 &
 python_build=$!
