@@ -81,10 +81,10 @@ EOF
     "$venv/bin/uv" pip install -q -p "$venv/bin/python" --reinstall-package xpushmem "$wheel"
 }
 
-# The wheel's directory outlives build_wheel (it is removed on exit).
-work="$(mktemp -d "${TMPDIR:-/tmp}/xpushmem-wheel.XXXXXX")"
-trap 'rm -rf "$work"' EXIT
 if [[ "$stage" != test ]]; then
+    # The wheel's scratch directory (the build, the smoke test's venv), removed on exit.
+    work="$(mktemp -d "${TMPDIR:-/tmp}/xpushmem-wheel.XXXXXX")"
+    trap 'rm -rf "$work"' EXIT
     build_wheel
 fi
 if [[ "$stage" == build ]]; then

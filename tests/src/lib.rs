@@ -401,6 +401,19 @@ pub fn ref_vec<T: FromRef>(pe: usize, len: usize, salt: u64) -> Vec<T> {
         .collect()
 }
 
+/// Write `bytes` to `path` whole or not at all: into `<path>.<pid>.part` beside it, then renamed over `path`, so a
+/// reader in another process (polling for the file) never sees it half written. The part file is removed on error.
+pub fn write_whole(path: &std::path::Path, bytes: impl AsRef<[u8]>) -> std::io::Result<()> {
+    let mut part = path.as_os_str().to_owned();
+    part.push(format!(".{}.part", std::process::id()));
+    let part = std::path::PathBuf::from(part);
+    let r = std::fs::write(&part, bytes).and_then(|()| std::fs::rename(&part, path));
+    if r.is_err() {
+        let _ = std::fs::remove_file(&part);
+    }
+    r
+}
+
 /// Live processes whose environment names the test case `name` (`CASE_VAR`): a job's PEs, and its orphans, which
 /// would still carry it. Zombies have no environment and are not counted.
 pub fn processes_of(name: &str) -> Vec<u32> {
@@ -502,10 +515,8 @@ pub mod device_build {
                 .arg(library("bc"))
                 .arg(&spv),
         );
-        let part = cached.with_extension(format!("{}.part", std::process::id()));
-        if std::fs::copy(&spv, &part).is_ok() && std::fs::rename(&part, &cached).is_err() {
-            let _ = std::fs::remove_file(&part);
-        }
+        // A cache that cannot be written only costs the next process a build.
+        let _ = std::fs::read(&spv).and_then(|m| super::write_whole(&cached, m));
         spv
     }
 

@@ -63,11 +63,8 @@ fn server_death_pe(out: &Path) -> ! {
         Ok(sh) => format!("ok: init succeeded with {} PEs", sh.n_pes()),
         Err(e) => format!("err: {e}"),
     };
-    // Written beside and renamed into place: the test reads a verdict only once it is whole (a file it found
-    // between its creation and the write would read as empty).
-    let part = out.join(format!("{rank}.part"));
-    std::fs::write(&part, verdict).expect("write the verdict");
-    std::fs::rename(&part, out.join(rank.to_string())).expect("publish the verdict");
+    // Whole or not at all: the test polls for the file (one found between its creation and the write read as empty).
+    xpushmem_tests::write_whole(&out.join(rank.to_string()), verdict).expect("write the verdict");
     std::process::exit(0)
 }
 

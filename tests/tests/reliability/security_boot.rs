@@ -40,9 +40,7 @@ fn env(name: &str) -> String {
 
 /// Write the unique ID where the others read it (whole or not at all).
 fn publish_id(file: &Path, id: UniqueId) {
-    let tmp = file.with_extension("tmp");
-    std::fs::write(&tmp, id.to_string()).expect("write the unique ID");
-    std::fs::rename(&tmp, file).expect("publish the unique ID");
+    xpushmem_tests::write_whole(file, id.to_string()).expect("publish the unique ID");
 }
 
 fn read_id(file: &Path) -> UniqueId {

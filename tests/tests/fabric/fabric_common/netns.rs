@@ -188,9 +188,7 @@ pub fn uid_init() -> xpushmem::Result<xpushmem::Shmem> {
 
 /// Write the unique ID into `file` at once (through a temporary file and a rename): a reader never sees half of it.
 pub fn publish_id(file: &std::path::Path, id: xpushmem::UniqueId) {
-    let tmp = file.with_extension("tmp");
-    std::fs::write(&tmp, id.to_string()).expect("write the ID");
-    std::fs::rename(&tmp, file).expect("publish the ID");
+    xpushmem_tests::write_whole(file, id.to_string()).expect("publish the ID");
 }
 
 /// Wait for every child, at most `limit`; kill those still running then. The exit status of each (None: killed).
