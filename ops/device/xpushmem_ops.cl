@@ -608,18 +608,21 @@ XPO_KERNEL void xpo_rma(int kind, long addr, long nbytes, int peer, long sig, ul
 
 /* ---- the symm_mem handle's signal pad: barrier, put_signal, wait_signal ---------------------------------------- */
 
-/* The device library's bounded back-off (xpushmem_device.cl): 1 once the wait has given up (Timeout recorded). */
+/* The device library's bounded back-off (xpushmem_device.cl): nonzero once the wait has given up (a Timeout, or a
+ * failure the host proxy recorded). */
 int xpushmem_device_backoff(ulong *polls, uint *spin, uint call, ulong addr);
 
 /* Move the 32-bit word at `addr` (this PE's address of a symmetric word) of `pe` from `from` to `to`, retrying with
- * the library's back-off: 0, 1 when the bound ran out, 2 when `pe`'s copy is unreachable. */
+ * the library's back-off: 0, 1 when the bound ran out, 2 when `pe`'s copy is unreachable, 3 when the wait ended on
+ * another recorded error (a failure of the host proxy: the module's error says which). */
 __attribute__((noinline)) static int pad_cas(long addr, int pe, uint from, uint to) {
   if (xpushmem_ptr(addr, pe) == 0) return 2;
   ulong polls = 0;
   uint spin = 1;
   for (;;) {
     if (xpushmem_uint32_atomic_compare_swap(addr, from, to, pe) == from) return 0;
-    if (xpushmem_device_backoff(&polls, &spin, XPUSHMEM_DEVICE_CALL_ATOMIC, (ulong)addr)) return 1;
+    int e = xpushmem_device_backoff(&polls, &spin, XPUSHMEM_DEVICE_CALL_ATOMIC, (ulong)addr);
+    if (e) return e == XPUSHMEM_DEVICE_ERROR_TIMEOUT ? 1 : 3;
   }
 }
 

@@ -169,10 +169,10 @@ static int backoff_step(ulong *polls, uint *spin, uint call, ulong addr) {
   if (*spin < XPUSHMEM_DEVICE_BACKOFF_SPINS) *spin <<= 1;
   return 0;
 }
+/* One poll of a wait for other PEs' or work-groups' writes: backoff_step, then a failure the host proxy recorded
+ * (proxy_failed, below), so that a wait for a word a proxied peer writes ends in PeerLost when that peer died instead
+ * of running to its Timeout. Nonzero (the recorded code) once the wait must give up. */
 __attribute__((noinline)) int xpushmem_device_backoff(ulong *polls, uint *spin, uint call, ulong addr);
-int xpushmem_device_backoff(ulong *polls, uint *spin, uint call, ulong addr) {
-  return backoff_step(polls, spin, call, addr);
-}
 
 /* Copies n bytes; work-item `id` of `count` takes its share (8-byte words when both ends are aligned). */
 static void copy_share(ulong dst, ulong src, ulong n, ulong id, ulong count) {
@@ -358,6 +358,11 @@ static int proxy_failed(uint call) {
   __global XpushmemProxyRing *r = ring();
   uint err = __spirv_AtomicLoad((__global uint *)&r->error, SCOPE_CROSS_DEVICE, SEM_ACQUIRE | SEM_CROSS_WG_MEMORY);
   return err ? record(err, call, r->error_pe) : 0;
+}
+
+int xpushmem_device_backoff(ulong *polls, uint *spin, uint call, ulong addr) {
+  int e = backoff_step(polls, spin, call, addr);
+  return e ? e : proxy_failed(call);
 }
 
 /* The previous value of an atomic through the proxy (0 on error, recorded). */
@@ -901,7 +906,6 @@ static int team_barrier(int team, uint call) {
   uint spin = 1;
   while (__spirv_AtomicLoad(mine, SCOPE_CROSS_DEVICE, SEM) < target) {
     e = xpushmem_device_backoff(&polls, &spin, call, (long)mine);
-    if (!e) e = proxy_failed(call);
     if (e) return e;
   }
   fence_all();

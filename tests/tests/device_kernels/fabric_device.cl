@@ -88,3 +88,12 @@ __kernel void k_px_g(__global const uchar *src, __global long *out) {
 
 /* One work-item's world barrier (for the peer that dies); status[0] the result. */
 __kernel void k_px_barrier(__global long *status) { status[0] = xpushmem_barrier_all(); }
+
+/* For the peer that dies: a non-blocking put with signal of n bytes to the right neighbour (through the proxy), then
+ * a wait for this PE's own signal word, which only that neighbour would raise; status[0] and status[1] the results. */
+__kernel void k_px_put_signal_nbi_wait(__global uchar *dst, __global const uchar *src, ulong n, __global ulong *sig,
+                                       __global long *status) {
+  int right = (xpushmem_my_pe() + 1) % xpushmem_n_pes();
+  status[0] = xpushmem_putmem_signal_nbi((long)dst, (long)src, n, (long)sig, 1, XPUSHMEM_SIGNAL_ADD, right);
+  status[1] = (long)xpushmem_signal_wait_until((long)sig, XPUSHMEM_CMP_GE, 1);
+}

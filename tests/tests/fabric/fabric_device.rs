@@ -783,8 +783,20 @@ fn lost_barrier_member(sh: &Shmem) -> xpushmem::Result<()> {
     )
 }
 
-/// PE 1 dies; PE 0 then launches `kernel` (`k_px_put` or `k_px_barrier`), which must end in `PeerLost` naming PE 1
-/// (or, when `timeout_ok`, a `Timeout`).
+/// PE 1 dies after the set-up; PE 0's kernel then puts to it with a signal, without waiting for the put, and waits
+/// for its own signal word, which only PE 1 would raise: the wait ends in `PeerLost` once the proxy's put has failed
+/// (every device wait checks the proxy's failures), not in a `Timeout` (the wait's bound is 30 s here).
+fn lost_signaller(sh: &Shmem) -> xpushmem::Result<()> {
+    lost_peer_in(
+        sh,
+        "lost_signaller_ends_the_signal_wait_2pe",
+        "k_px_put_signal_nbi_wait",
+        false,
+    )
+}
+
+/// PE 1 dies; PE 0 then launches `kernel` (`k_px_put`, `k_px_barrier` or `k_px_put_signal_nbi_wait`), which must
+/// end in `PeerLost` naming PE 1 (or, when `timeout_ok`, a `Timeout`).
 fn lost_peer_in(sh: &Shmem, case: &str, kernel: &str, timeout_ok: bool) -> xpushmem::Result<()> {
     let me = sh.my_pe();
     let dev = sh.device().expect("a device heap");
@@ -793,8 +805,9 @@ fn lost_peer_in(sh: &Shmem, case: &str, kernel: &str, timeout_ok: bool) -> xpush
     dev.init_module(&module)?;
     let dst = sh.calloc::<u8>(64)?;
     let src = sh.calloc::<u8>(64)?;
-    let status = sh.calloc::<i64>(1)?;
+    let status = sh.calloc::<i64>(2)?;
     let flag = sh.calloc::<u64>(1)?;
+    let sig = sh.calloc::<u64>(1)?;
     sh.barrier_all()?;
     // Handshake: PE 1 leaves only once PE 0 is out of the barrier (over the fabric a survivor still finishing a
     // barrier the victim has left would see the loss there), and PE 0 launches only once PE 1 is gone.
@@ -821,6 +834,14 @@ fn lost_peer_in(sh: &Shmem, case: &str, kernel: &str, timeout_ok: bool) -> xpush
     let k = dev.kernel(&module, kernel)?;
     let args = if kernel == "k_px_barrier" {
         vec![sym(status, me)]
+    } else if kernel == "k_px_put_signal_nbi_wait" {
+        vec![
+            sym(dst, me),
+            sym(src, me),
+            KernelArg::U64(64),
+            sym(sig, me),
+            sym(status, me),
+        ]
     } else {
         vec![
             sym(dst, me),
@@ -856,6 +877,16 @@ fn lost_peer_through_the_proxy_is_an_error_2pe() {
         2,
         &[("XPUSHMEM_TIMEOUT_MS", "30000")],
         lost_peer,
+    );
+}
+
+#[test]
+fn lost_signaller_ends_the_signal_wait_2pe() {
+    fabric_device_test(
+        "lost_signaller_ends_the_signal_wait_2pe",
+        2,
+        &[("XPUSHMEM_TIMEOUT_MS", "30000")],
+        lost_signaller,
     );
 }
 
