@@ -114,7 +114,8 @@ impl<'a> Device<'a> {
     /// Run `kernel` with `groups` work-groups of `group_size` work-items; returns when it has finished. Heap
     /// arguments are validated (PE, range) and resolved to this device's address of that PE's buffer. For a
     /// module initialised with [`Device::init_module`], an error a device call recorded is returned (a wait that
-    /// gave up as [`Error::Timeout`]) and cleared.
+    /// gave up as [`Error::Timeout`], or as [`Error::PeerLost`] when a PE of the job has died meanwhile) and
+    /// cleared.
     ///
     /// A kernel that calls device waits or barriers ([`Kernel::waits`]) is launched cooperatively, and a launch of
     /// it with more work-groups than can be resident ([`Device::max_resident_groups`]) is refused with

@@ -252,7 +252,17 @@ impl<'a> Device<'a> {
             DeviceCall::from_raw(u32::from_ne_bytes(words[4..8].try_into().expect("4 bytes")));
         let arg = i64::from_ne_bytes(words[8..16].try_into().expect("8 bytes"));
         let limit = self.sh.config().timeout.unwrap_or(Duration::MAX);
-        Err(match DeviceError::from_raw(code) {
+        let error = DeviceError::from_raw(code);
+        if error == DeviceError::Timeout {
+            // A device wait cannot see a mapped peer die; the host can: a dead peer is the kernel's error, not the
+            // timeout it caused.
+            if let Err(e @ Error::PeerLost { .. }) =
+                self.sh.check_peers(&format!("{call} in kernel {kernel}"))
+            {
+                return Err(e);
+            }
+        }
+        Err(match error {
             DeviceError::Timeout => Error::Timeout {
                 op: format!("{call} in kernel {kernel}"),
                 waited: limit,

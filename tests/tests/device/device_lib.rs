@@ -923,6 +923,53 @@ fn kernel_wait_timeout_is_a_host_timeout_1pe() {
     );
 }
 
+/// PE 1 dies (exits without finalize); PE 0's kernel then waits for a word nobody writes: the device wait gives up
+/// at its bound (it cannot see a mapped peer die), and the launch reports the dead peer, not the timeout.
+fn wait_for_a_dead_peer(sh: &Shmem, lib: &Lib) -> xpushmem::Result<()> {
+    let me = sh.my_pe();
+    let sig = sh.calloc::<u64>(1)?;
+    let out = sh.calloc::<u64>(1)?;
+    sh.barrier_all()?;
+    if me == 1 {
+        std::process::exit(0);
+    }
+    let name = xpushmem_tests::test_name(
+        module_path!(),
+        "kernel_wait_for_a_dead_peer_is_peer_lost_2pe",
+    );
+    let mine = std::process::id();
+    let mut polls = 0;
+    while xpushmem_tests::processes_of(&name)
+        .iter()
+        .any(|&p| p != mine)
+    {
+        if polls > 600 {
+            return Err(Error::State("PE 1 did not exit".into()));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        polls += 1;
+    }
+    match lib.run("k_wait_forever", &[sym(sig, me), sym(out, me)], 1, 1) {
+        Err(Error::PeerLost { pe: 1, op, .. }) => {
+            assert!(op.contains("k_wait_forever"), "{op}")
+        }
+        other => panic!("expected PeerLost naming PE 1, got {other:?}"),
+    }
+    // Without finalize: its barrier would wait for the dead PE.
+    std::process::exit(0);
+}
+
+#[test]
+fn kernel_wait_for_a_dead_peer_is_peer_lost_2pe() {
+    device_lib_test(
+        "kernel_wait_for_a_dead_peer_is_peer_lost_2pe",
+        2,
+        K,
+        &[("XPUSHMEM_TIMEOUT_MS", "1000")],
+        wait_for_a_dead_peer,
+    );
+}
+
 #[test]
 fn prebuilt_device_library_matches_its_source() {
     // The committed library (bitcode, SPIR-V) and runtime kernels must be what build.sh makes of the sources.
