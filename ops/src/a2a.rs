@@ -895,13 +895,13 @@ fn run(
         }
         // The others (the pull list holds only those of senders that did not ship them, this rank's own too when
         // they did not fit).
-        let mut staging = Vec::new();
+        let streamed = io::streamed(sh, transfers.iter().map(|t| t.rows * rb).sum());
         for t in transfers.iter() {
             let src = input_bytes()?;
             let bytes = t.rows * rb;
             let s = src.slice(t.src_row * rb..t.src_row * rb + bytes)?;
             let d = dst.slice(t.dst_row * rb..t.dst_row * rb + bytes)?;
-            io::copy(sh, s, group.global(t.peer)?, d, sh.my_pe(), &mut staging)?;
+            io::pull(sh, s, group.global(t.peer)?, d, streamed)?;
         }
         match mem.and_then(|m| m.oso).filter(|s| s.len() == both.len()) {
             Some(s) => sh.put(s, both, sh.my_pe()),
@@ -1324,12 +1324,12 @@ fn run_agreed(
         let src = input.contiguous_bytes(op, "input")?;
         let dst = out.contiguous_bytes(op, "out")?;
         let rb = p.row_bytes;
-        let mut staging = Vec::new();
+        let streamed = io::streamed(sh, transfers.iter().map(|t| t.rows * rb).sum());
         for t in transfers {
             let bytes = t.rows * rb;
             let s = src.slice(t.src_row * rb..t.src_row * rb + bytes)?;
             let d = dst.slice(t.dst_row * rb..t.dst_row * rb + bytes)?;
-            io::copy(sh, s, group.global(t.peer)?, d, mine, &mut staging)?;
+            io::pull(sh, s, group.global(t.peer)?, d, streamed)?;
         }
         let row1 = oso.narrow(0, 1, 1)?;
         io::write_i64s(sh, &row1, &layout.offsets, mine)

@@ -38,6 +38,30 @@ pub(crate) fn write_view(sh: &Shmem, v: &TensorView, data: &[u8], pe: usize) -> 
     Ok(())
 }
 
+/// Read `src` on `src_pe` into this PE's `dst` (the same length), directly between the heaps. `streamed`: the copy
+/// is one of a call whose copies into this PE together leave its share of the node's caches ([`streamed`]), made
+/// with [`Shmem::get_sym_streamed`].
+pub(crate) fn pull(
+    sh: &Shmem,
+    src: SymSlice<u8>,
+    src_pe: usize,
+    dst: SymSlice<u8>,
+    streamed: bool,
+) -> Result<()> {
+    if streamed {
+        sh.get_sym_streamed(dst, src, src_pe)
+    } else {
+        sh.get_sym(dst, src, src_pe)
+    }
+}
+
+/// Whether a call whose copies bring `bytes` into this PE should make them with [`Shmem::get_sym_streamed`]: at
+/// least [`Shmem::streamed_call_from`] (the 2-D all-to-all's per-expert chunks stay below the per-copy threshold
+/// while the whole call leaves the caches).
+pub(crate) fn streamed(sh: &Shmem, bytes: usize) -> bool {
+    bytes > 0 && sh.streamed_call_from().is_some_and(|from| bytes >= from)
+}
+
 /// Copy `src` on `src_pe` to `dst` on `dst_pe` (same length): directly between the heaps when one side is this
 /// PE (one copy, no staging), else through a bounded staging buffer.
 pub(crate) fn copy(

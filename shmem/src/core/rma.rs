@@ -115,6 +115,34 @@ impl Shmem {
             .copy_from(dst.off, from, off, dst.size_bytes())
     }
 
+    /// [`Shmem::get_sym`] for one copy of a call whose copies into this PE together leave its share of the node's
+    /// caches ([`Shmem::streamed_call_from`]; the op family's large all-to-alls): between mapped heaps it is made
+    /// with non-temporal stores from 64 KiB, which skip reading the destination's lines before overwriting them
+    /// and leave the caches to data that is read again; elsewhere it is [`Shmem::get_sym`].
+    pub fn get_sym_streamed<T: Symmetric>(
+        &self,
+        dst: SymSlice<T>,
+        src: SymSlice<T>,
+        pe: usize,
+    ) -> Result<()> {
+        let off = self.rma_target(src, dst.len, pe, "get_sym_streamed")?;
+        self.check_range(dst.off, dst.size_bytes(), "get_sym_streamed (destination)")?;
+        let from = self.map_of(pe, "get_sym_streamed")?;
+        self.local_map()
+            .copy_from_streamed(dst.off, from, off, dst.size_bytes())
+    }
+
+    /// The bytes a call's copies into this PE must reach together for [`Shmem::get_sym_streamed`] to pay:
+    /// `XPUSHMEM_NT_COPY_SIZE=auto`'s [`crate::config::NtCopyFrom::call_threshold`] for the PEs on this node;
+    /// `None` (never) with an explicit size or `off`.
+    pub fn streamed_call_from(&self) -> Option<usize> {
+        let local = self
+            .nodes()
+            .pes_on(self.nodes().node_of(self.my_pe()))
+            .len();
+        self.config().nt_copy_size.call_threshold(local)
+    }
+
     /// Store one element on `pe`.
     pub fn p<T: Symmetric>(&self, dst: SymRef<T>, value: T, pe: usize) -> Result<()> {
         self.put(dst.as_slice(), &[value], pe)

@@ -101,6 +101,10 @@ impl Arena {
     }
 }
 
+/// The smallest copy [`HostMem::copy_from_streamed`] makes with non-temporal stores: below it, their head and tail
+/// copies and the closing fence cost more than the caches' traffic they save.
+pub const STREAMED_FROM: usize = 64 << 10;
+
 /// A shared, read-write mapping of an [`Arena`]'s bytes, aligned to the next power of two of its length (so heap
 /// allocations are aligned on every PE). Every accessor checks its range against the accessible part: the first
 /// [`HostMem::len`] bytes (which grow, [`HostMem::grow`]), and a fixed tail range (the symmetric data segment,
@@ -284,6 +288,28 @@ impl HostMem {
         // SAFETY: both ranges lie inside live mappings of this process (checked against each one's length);
         // `copy_bytes` tolerates overlap (a PE copying within its own heap).
         unsafe { copy_bytes(src.base.add(src_off), self.base.add(off), len, self.nt_from) };
+        Ok(())
+    }
+
+    /// [`HostMem::copy_from`] for a copy of a call whose data leaves this PE's share of the node's caches (the caller
+    /// decides; `Shmem::get_sym_streamed`): non-temporal stores from [`STREAMED_FROM`] bytes (or this mapping's own
+    /// threshold, if lower), unless this mapping never uses them (`XPUSHMEM_NT_COPY_SIZE=off`).
+    pub fn copy_from_streamed(
+        &self,
+        off: usize,
+        src: &HostMem,
+        src_off: usize,
+        len: usize,
+    ) -> Result<()> {
+        self.check(off, len, 1)?;
+        src.check(src_off, len, 1)?;
+        let nt_from = if self.nt_from == usize::MAX {
+            usize::MAX
+        } else {
+            self.nt_from.min(STREAMED_FROM)
+        };
+        // SAFETY: as in `copy_from`: both ranges lie inside live mappings of this process (checked).
+        unsafe { copy_bytes(src.base.add(src_off), self.base.add(off), len, nt_from) };
         Ok(())
     }
 

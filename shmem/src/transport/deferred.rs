@@ -401,6 +401,16 @@ impl Window for DeferredWindow {
         self.t.quiet_all()?;
         self.inner.copy_from(off, src, src_off, len)
     }
+    fn copy_from_streamed(
+        &self,
+        off: usize,
+        src: &dyn Window,
+        src_off: usize,
+        len: usize,
+    ) -> Result<()> {
+        self.t.quiet_all()?;
+        self.inner.copy_from_streamed(off, src, src_off, len)
+    }
     fn atomic64(&self, off: usize) -> Option<&std::sync::atomic::AtomicU64> {
         self.inner.atomic64(off)
     }

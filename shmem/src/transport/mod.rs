@@ -407,6 +407,18 @@ pub(crate) trait Window: Send + Sync + std::fmt::Debug {
         src.read(src_off, &mut buf)?;
         self.write(off, &buf)
     }
+    /// [`Window::copy_from`] for a copy of a call whose data leaves this PE's share of the node's caches
+    /// ([`crate::Shmem::get_sym_streamed`]): a mapped heap makes it with non-temporal stores (unless they are off).
+    /// The default is [`Window::copy_from`].
+    fn copy_from_streamed(
+        &self,
+        off: usize,
+        src: &dyn Window,
+        src_off: usize,
+        len: usize,
+    ) -> Result<()> {
+        self.copy_from(off, src, src_off, len)
+    }
     /// Start a copy of `len` bytes from `src_off` of `src`, this PE's own symmetric heap, into `off` of this
     /// window: `None` when it completed already, else the ticket that completes it. The heap outlives every
     /// operation, so a transport may read the source in place until the ticket or `quiet` completes (the caller

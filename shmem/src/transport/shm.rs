@@ -176,6 +176,18 @@ impl super::Window for Mapping {
             }
         }
     }
+    fn copy_from_streamed(
+        &self,
+        off: usize,
+        src: &dyn super::Window,
+        src_off: usize,
+        len: usize,
+    ) -> Result<()> {
+        match src.host_mem() {
+            Some(h) => self.0.copy_from_streamed(off, h, src_off, len),
+            None => self.copy_from(off, src, src_off, len),
+        }
+    }
     fn put_signal_nbi(
         &self,
         off: usize,

@@ -473,6 +473,27 @@ pe_test!(
         sh.get_sym(back, src, right)?;
         sh.get(&mut got, back, me)?;
         assert_eq!(got, ref_vec::<u32>(right, 1000, 31), "get_sym from the right PE");
+        // The streamed form (non-temporal stores between mapped heaps from 64 KiB): a longer copy, both ends off
+        // the stores' 64-byte alignment, leaves the bytes around it untouched.
+        const LONG: usize = 70_001;
+        let big = sh.malloc::<u8>(LONG + 8)?;
+        let into = sh.calloc::<u8>(LONG + 8)?;
+        sh.put(big, &ref_vec::<u8>(me, LONG + 8, 7), me)?;
+        sh.barrier_all()?;
+        sh.get_sym_streamed(into.slice(3..3 + LONG)?, big.slice(5..5 + LONG)?, right)?;
+        let mut long = vec![0u8; LONG + 8];
+        sh.get(&mut long, into, me)?;
+        let want = ref_vec::<u8>(right, LONG + 8, 7);
+        assert_eq!(&long[..3], &[0; 3], "before the streamed copy");
+        assert!(long[3..3 + LONG] == want[5..5 + LONG], "get_sym_streamed from the right PE");
+        assert_eq!(&long[3 + LONG..], &[0; 5], "after the streamed copy");
+        assert!(matches!(
+            sh.get_sym_streamed(into, big.slice(0..10)?, right),
+            Err(Error::OutOfBounds { .. })
+        ), "destination longer than the source");
+        sh.barrier_all()?;
+        sh.free(into)?;
+        sh.free(big)?;
         assert!(
             matches!(
                 sh.put_sym(dst.slice(0..10)?, src, right),
