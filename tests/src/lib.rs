@@ -431,6 +431,21 @@ pub fn processes_of(name: &str) -> Vec<u32> {
         .collect()
 }
 
+/// Wait (polling every 50 ms, at most 30 s) until no process of the test case `name` but this one is alive: a PE
+/// that killed its peer, or let it exit, acts only once the peer is gone. `Err` names the case when one is left.
+pub fn wait_alone(name: &str) -> Result<(), String> {
+    let mine = std::process::id();
+    for _ in 0..600 {
+        if processes_of(name).iter().all(|&p| p == mine) {
+            return Ok(());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    Err(format!(
+        "{name}: another process of the case is still alive after 30 s"
+    ))
+}
+
 /// Building OpenCL C test kernels against the device library (clang-14, then `shmem/device-lib/link.sh`), for the
 /// device suites.
 pub mod device_build {

@@ -108,11 +108,7 @@ impl Shmem {
         src: SymSlice<T>,
         pe: usize,
     ) -> Result<()> {
-        let off = self.rma_target(src, dst.len, pe, "get_sym")?;
-        self.check_range(dst.off, dst.size_bytes(), "get_sym (destination)")?;
-        let from = self.map_of(pe, "get_sym")?;
-        self.local_map()
-            .copy_from(dst.off, from, off, dst.size_bytes())
+        self.get_sym_as(dst, src, pe, false)
     }
 
     /// [`Shmem::get_sym`] for one copy of a call whose copies into this PE together leave its share of the node's
@@ -125,11 +121,35 @@ impl Shmem {
         src: SymSlice<T>,
         pe: usize,
     ) -> Result<()> {
-        let off = self.rma_target(src, dst.len, pe, "get_sym_streamed")?;
-        self.check_range(dst.off, dst.size_bytes(), "get_sym_streamed (destination)")?;
-        let from = self.map_of(pe, "get_sym_streamed")?;
-        self.local_map()
-            .copy_from_streamed(dst.off, from, off, dst.size_bytes())
+        self.get_sym_as(dst, src, pe, true)
+    }
+
+    /// [`Shmem::get_sym`] (`streamed`: [`Shmem::get_sym_streamed`]).
+    fn get_sym_as<T: Symmetric>(
+        &self,
+        dst: SymSlice<T>,
+        src: SymSlice<T>,
+        pe: usize,
+        streamed: bool,
+    ) -> Result<()> {
+        let op = if streamed {
+            "get_sym_streamed"
+        } else {
+            "get_sym"
+        };
+        let off = self.rma_target(src, dst.len, pe, op)?;
+        let what = if streamed {
+            "get_sym_streamed (destination)"
+        } else {
+            "get_sym (destination)"
+        };
+        self.check_range(dst.off, dst.size_bytes(), what)?;
+        let (to, from) = (self.local_map(), self.map_of(pe, op)?);
+        if streamed {
+            to.copy_from_streamed(dst.off, from, off, dst.size_bytes())
+        } else {
+            to.copy_from(dst.off, from, off, dst.size_bytes())
+        }
     }
 
     /// The bytes a call's copies into this PE must reach together for [`Shmem::get_sym_streamed`] to pay:

@@ -283,12 +283,7 @@ impl HostMem {
     /// Copy `len` bytes from `src` at `src_off` into this mapping at `off` (the two may be the same mapping, and
     /// the ranges may overlap).
     pub fn copy_from(&self, off: usize, src: &HostMem, src_off: usize, len: usize) -> Result<()> {
-        self.check(off, len, 1)?;
-        src.check(src_off, len, 1)?;
-        // SAFETY: both ranges lie inside live mappings of this process (checked against each one's length);
-        // `copy_bytes` tolerates overlap (a PE copying within its own heap).
-        unsafe { copy_bytes(src.base.add(src_off), self.base.add(off), len, self.nt_from) };
-        Ok(())
+        self.copy_with(off, src, src_off, len, self.nt_from)
     }
 
     /// [`HostMem::copy_from`] for a copy of a call whose data leaves this PE's share of the node's caches (the caller
@@ -301,14 +296,27 @@ impl HostMem {
         src_off: usize,
         len: usize,
     ) -> Result<()> {
-        self.check(off, len, 1)?;
-        src.check(src_off, len, 1)?;
         let nt_from = if self.nt_from == usize::MAX {
             usize::MAX
         } else {
             self.nt_from.min(STREAMED_FROM)
         };
-        // SAFETY: as in `copy_from`: both ranges lie inside live mappings of this process (checked).
+        self.copy_with(off, src, src_off, len, nt_from)
+    }
+
+    /// [`HostMem::copy_from`] with non-temporal stores from `nt_from` bytes.
+    fn copy_with(
+        &self,
+        off: usize,
+        src: &HostMem,
+        src_off: usize,
+        len: usize,
+        nt_from: usize,
+    ) -> Result<()> {
+        self.check(off, len, 1)?;
+        src.check(src_off, len, 1)?;
+        // SAFETY: both ranges lie inside live mappings of this process (checked against each one's length);
+        // `copy_bytes` tolerates overlap (a PE copying within its own heap).
         unsafe { copy_bytes(src.base.add(src_off), self.base.add(off), len, nt_from) };
         Ok(())
     }

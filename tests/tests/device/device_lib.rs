@@ -937,18 +937,7 @@ fn wait_for_a_dead_peer(sh: &Shmem, lib: &Lib) -> xpushmem::Result<()> {
         module_path!(),
         "kernel_wait_for_a_dead_peer_is_peer_lost_2pe",
     );
-    let mine = std::process::id();
-    let mut polls = 0;
-    while xpushmem_tests::processes_of(&name)
-        .iter()
-        .any(|&p| p != mine)
-    {
-        if polls > 600 {
-            return Err(Error::State("PE 1 did not exit".into()));
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-        polls += 1;
-    }
+    xpushmem_tests::wait_alone(&name).map_err(Error::State)?;
     match lib.run("k_wait_forever", &[sym(sig, me), sym(out, me)], 1, 1) {
         Err(Error::PeerLost { pe: 1, op, .. }) => {
             assert!(op.contains("k_wait_forever"), "{op}")

@@ -818,19 +818,7 @@ fn lost_peer_in(sh: &Shmem, case: &str, kernel: &str, timeout_ok: bool) -> xpush
         std::process::exit(0);
     }
     sh.atomic_fetch_add(flag.at(0)?, 1u64, 1)?;
-    let name = test_name(module_path!(), case);
-    let mine = std::process::id();
-    let mut polls = 0;
-    while xpushmem_tests::processes_of(&name)
-        .iter()
-        .any(|&p| p != mine)
-    {
-        if polls > 600 {
-            return Err(Error::State("PE 1 did not exit".into()));
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-        polls += 1;
-    }
+    xpushmem_tests::wait_alone(&test_name(module_path!(), case)).map_err(Error::State)?;
     let k = dev.kernel(&module, kernel)?;
     let args = if kernel == "k_px_barrier" {
         vec![sym(status, me)]
