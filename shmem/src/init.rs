@@ -436,7 +436,7 @@ impl Shmem {
             heap_bytes: cfg.symmetric_size,
             heap_max: cfg.heap_max(
                 (0..nodes.count())
-                    .map(|i| nodes.pes_on(i).len())
+                    .map(|i| nodes.pe_count(i))
                     .max()
                     .unwrap_or(1),
                 as_limit,

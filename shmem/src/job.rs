@@ -145,6 +145,10 @@ impl Nodes {
             .filter(|&p| self.node_of[p] == node)
             .collect()
     }
+    /// How many PEs node `node` holds ([`Nodes::pes_on`]'s length, without building the list).
+    pub fn pe_count(&self, node: usize) -> usize {
+        self.node_of.iter().filter(|&&n| n == node).count()
+    }
     /// Host name of node `node`.
     pub fn host(&self, node: usize) -> &str {
         self.hosts[node].split('/').next().unwrap_or("")

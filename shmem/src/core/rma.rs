@@ -132,17 +132,12 @@ impl Shmem {
         pe: usize,
         streamed: bool,
     ) -> Result<()> {
-        let op = if streamed {
-            "get_sym_streamed"
+        let (op, what) = if streamed {
+            ("get_sym_streamed", "get_sym_streamed (destination)")
         } else {
-            "get_sym"
+            ("get_sym", "get_sym (destination)")
         };
         let off = self.rma_target(src, dst.len, pe, op)?;
-        let what = if streamed {
-            "get_sym_streamed (destination)"
-        } else {
-            "get_sym (destination)"
-        };
         self.check_range(dst.off, dst.size_bytes(), what)?;
         let (to, from) = (self.local_map(), self.map_of(pe, op)?);
         if streamed {
@@ -156,10 +151,7 @@ impl Shmem {
     /// `XPUSHMEM_NT_COPY_SIZE=auto`'s [`crate::config::NtCopyFrom::call_threshold`] for the PEs on this node;
     /// `None` (never) with an explicit size or `off`.
     pub fn streamed_call_from(&self) -> Option<usize> {
-        let local = self
-            .nodes()
-            .pes_on(self.nodes().node_of(self.my_pe()))
-            .len();
+        let local = self.nodes().pe_count(self.nodes().node_of(self.my_pe()));
         self.config().nt_copy_size.call_threshold(local)
     }
 
