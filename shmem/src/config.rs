@@ -111,7 +111,7 @@ env_table! {
     scan_algorithm: OnUse<ScanAlgo> = "XPUSHMEM_SCAN_ALGORITHM", "auto", on_use(algorithm::<ScanAlgo>);
     /// reductions of at least this many bytes use the ring (reduce-scatter then allgather in 2 (n - 1) steps: traffic per PE independent of the team size) when the reduction algorithm is auto; auto: 256K at 2 PEs, never at 3 or more (there the one-step reduce-scatter + allgather, rs-ag, takes the sizes above 4K per PE up to 4 PEs and above 8K for the whole team on larger teams), and on a team spanning nodes the node-aware algorithm below 256K up to 4 PEs, 64K above, the ring from there; bytes or with a K/M suffix
     reduce_ring_size: Option<usize> = "XPUSHMEM_REDUCE_RING_SIZE", "auto", auto_size;
-    /// copies of at least this many bytes into or out of a mapped heap (put, get, put_sym, get_sym, the collectives' and ops' copies) use non-temporal stores, which bypass the caches (no read for ownership of the destination); auto: 16M divided by the PEs on this node, between 1M and 8M (8M up to 2 PEs, 2M at 8, 1M from 16: the node's PEs share its caches), and then also, in a call of the op family's all-to-alls whose copies into a PE together reach 128M divided by the node's PEs, every copy from 64K (many chunks, each below the threshold, leave the caches together); bytes or with a K/M/G suffix (that size alone decides), or off
+    /// copies of at least this many bytes into or out of a mapped heap (put, get, put_sym, get_sym, the collectives' and ops' copies) use non-temporal stores, which bypass the caches (no read for ownership of the destination); auto: 16M divided by the PEs on this node, between 1M and 8M (8M up to 2 PEs, 2M at 8, 1M from 16: the node's PEs share its caches), and then also, in a call of the op family's all-to-alls whose copies into a PE together reach 128M divided by the node's PEs (at most 32M), every copy from 64K (many chunks, each below the threshold, leave the caches together); bytes or with a K/M/G suffix (that size alone decides), or off
     nt_copy_size: NtCopyFrom = "XPUSHMEM_NT_COPY_SIZE", "auto", nt_copy_from;
     /// team size from which the eager broadcast, fcollect, reduction and alltoall (algorithm auto, data small enough) move their data in ceil(log2 n) rounds (eager-rounds: Bruck's allgather, or Bruck's alltoall, on the dissemination pattern, one message sent and one read per round) instead of one all-to-all round (eager: n - 1 messages sent and read by every member); auto: 8, and never while this machine runs more PEs than CPUs (a round waits for its sender to be scheduled: one round wins); a team size (at least 2) or off
     eager_rounds_from: RoundsFrom = "XPUSHMEM_EAGER_ROUNDS_FROM", "auto", rounds_from;
@@ -239,16 +239,23 @@ impl NtCopyFrom {
     /// `Auto`'s bytes for the whole node of one call's copies ([`NtCopyFrom::call_threshold`]): about the last-level
     /// cache of a 16-core server (105 MiB on the lent measuring machine).
     pub const AUTO_CALL_NODE_BYTES: usize = 128 << 20;
+    /// `Auto`'s largest per-call bytes for one PE ([`NtCopyFrom::call_threshold`] with one or two PEs on the node):
+    /// a call that pulls this much into one PE streams even when the node's caches are large. Measured with a core
+    /// per PE on a 300-MiB-L3 host: `all_to_all_vdev_2d` at 16 MiB per destination and 2 PEs (4-MiB chunks,
+    /// 32 MiB into each PE) 7.6 -> 5.8 ms with its chunks streamed (docs/PERFORMANCE.md, round thirteen).
+    pub const AUTO_CALL_MAX: usize = 32 << 20;
 
     /// The bytes one call's copies into a PE must reach together, on a node of `local_pes` PEs each making such a
     /// call, before its copies of at least 64 KiB use non-temporal stores whatever their own size
-    /// (`Shmem::get_sym_streamed`): `Auto` only, [`NtCopyFrom::AUTO_CALL_NODE_BYTES`] divided by the PEs (8 MiB at
-    /// 16 PEs, 16 MiB at 8, 64 MiB at 2). The per-copy threshold judges one copy; a call of many copies, each below
+    /// (`Shmem::get_sym_streamed`): `Auto` only, [`NtCopyFrom::AUTO_CALL_NODE_BYTES`] divided by the PEs, at most
+    /// [`NtCopyFrom::AUTO_CALL_MAX`] (8 MiB at 16 PEs, 16 MiB at 8, 32 MiB at 2 and 4). The per-copy threshold judges one copy; a call of many copies, each below
     /// it (the 2-D all-to-all's per-expert chunks), can together leave the caches all the same. `None` for an
     /// explicit size or `Off`: the user's threshold alone decides.
     pub fn call_threshold(self, local_pes: usize) -> Option<usize> {
         match self {
-            NtCopyFrom::Auto => Some(Self::AUTO_CALL_NODE_BYTES / local_pes.max(1)),
+            NtCopyFrom::Auto => {
+                Some((Self::AUTO_CALL_NODE_BYTES / local_pes.max(1)).min(Self::AUTO_CALL_MAX))
+            }
             NtCopyFrom::Size(_) | NtCopyFrom::Off => None,
         }
     }
@@ -732,11 +739,11 @@ mod tests {
         assert_eq!(got, want);
         assert_eq!(NtCopyFrom::Size(4096).threshold(16), Some(4096));
         assert_eq!(NtCopyFrom::Off.threshold(2), None);
-        // Per call: 128 MiB for the node, only under auto.
-        let calls: Vec<_> = [1, 2, 8, 16]
+        // Per call: 128 MiB for the node, at most 32 MiB a PE, only under auto.
+        let calls: Vec<_> = [1, 2, 4, 8, 16]
             .map(|n| auto.call_threshold(n).map(|b| b >> 20))
             .to_vec();
-        assert_eq!(calls, [128, 64, 16, 8].map(Some).to_vec());
+        assert_eq!(calls, [32, 32, 32, 16, 8].map(Some).to_vec());
         assert_eq!(NtCopyFrom::Size(4096).call_threshold(16), None);
         assert_eq!(NtCopyFrom::Off.call_threshold(16), None);
     }

@@ -298,8 +298,17 @@ impl Shmem {
         if nelems == 0 {
             return Ok(());
         }
-        let mut buf = vec![T::default(); nelems];
+        // Unit strides: block j goes straight from this PE's source into member j's `dest` (one copy, no buffer).
+        let mut buf = if sst == 1 && dst == 1 {
+            Vec::new()
+        } else {
+            vec![T::default(); nelems]
+        };
         let mut send = |ctx: &mut Ctx<'_>, j: usize| -> Result<()> {
+            if buf.is_empty() {
+                let block = |s: SymSlice<T>, i: usize| s.slice(i * nelems..(i + 1) * nelems);
+                return ctx.copy(block(dest, me)?, j, block(src, j)?, me);
+            }
             gather(ctx.sh, &mut buf, src.slice(j * nelems * sst..)?, sst)?;
             scatter(
                 ctx.sh,
