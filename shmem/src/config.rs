@@ -75,7 +75,7 @@ env_table! {
     bootstrap_nranks: Option<usize> = "XPUSHMEM_BOOTSTRAP_NRANKS", "", opt_count;
     /// IP address the uid rendezvous listens on (use a routable address for multi-node jobs)
     bootstrap_addr: IpAddr = "XPUSHMEM_BOOTSTRAP_ADDR", "127.0.0.1", ip_addr;
-    /// busy-poll iterations of a wait before it starts yielding; auto: 4000 when every PE on this machine has a CPU of its own, 0 when it is oversubscribed (a spinning PE would hold the CPU its partner needs; PEs in other network namespaces or on other XPUSHMEM_NODE_ID nodes of the same machine count too); whatever the count, a wait checks its peers and its time limit at least every 4096 polls
+    /// busy-poll iterations of a wait before it starts yielding; auto: 4000 when every PE on this machine has a CPU of its own (the CPUs counted are those its PEs may run on together: PEs a launcher binds one per core have one each), 0 when it is oversubscribed (a spinning PE would hold the CPU its partner needs; PEs in other network namespaces or on other XPUSHMEM_NODE_ID nodes of the same machine count too); whatever the count, a wait checks its peers and its time limit at least every 4096 polls
     spin_count: Option<u32> = "XPUSHMEM_SPIN_COUNT", "auto", auto_u32;
     /// sched_yield iterations of a wait before it starts sleeping
     yield_count: u32 = "XPUSHMEM_YIELD_COUNT", "200", plain_u32;

@@ -328,6 +328,7 @@ pub fn init_attr(attr: InitAttr) -> Result<Shmem> {
 /// Every PE's [`PeRecord`] from one allgather, and the layout they make.
 fn exchange_layout(boot: &dyn Bootstrap, cfg: &Config) -> Result<JobLayout> {
     let me = boot.rank();
+    let (cpus, cpu_limit) = job::cpu_record();
     let info = Enc::default()
         .bytes(job::host_key(cfg.node_id.as_deref()).as_bytes())
         .bytes(job::machine_key().as_bytes())
@@ -340,6 +341,8 @@ fn exchange_layout(boot: &dyn Bootstrap, cfg: &Config) -> Result<JobLayout> {
                 .unwrap_or(u64::MAX),
         )
         .u64(bootstrap::uid::random_cookie())
+        .bytes(&cpus)
+        .u64(cpu_limit)
         .0;
     let records = boot
         .allgather(&info)?
@@ -359,6 +362,8 @@ fn exchange_layout(boot: &dyn Bootstrap, cfg: &Config) -> Result<JobLayout> {
                 heap_max: d.u64().ok_or_else(bad)? as usize,
                 as_limit: d.u64().ok_or_else(bad)?,
                 cookie: d.u64().ok_or_else(bad)?,
+                cpus: d.bytes().ok_or_else(bad)?.to_vec(),
+                cpu_limit: d.u64().ok_or_else(bad)?,
             })
         })
         .collect::<Result<Vec<_>>>()?;
@@ -422,6 +427,7 @@ impl Shmem {
             pids,
             cookie: job_cookie,
             machine_pes,
+            machine_cpus,
             as_limit,
         } = exchange_layout(boot.as_ref(), &cfg)?;
         let heap_kind = attr.heap.unwrap_or(cfg.heap);
@@ -479,17 +485,18 @@ impl Shmem {
 
         let heap = Allocator::new(peers.heap_max());
         let team_heap = Allocator::new(peers.team_base().map_or(0, |_| peers.heap_max()));
-        let cpus = std::thread::available_parallelism().map_or(1, |c| c.get());
+        // The machine's CPUs are those its PEs may run on together: a PE bound to one core by its launcher still
+        // has that core to itself when the others are bound to theirs.
         let spin_count = match cfg.spin_count {
             Some(n) => n as u64,
-            None if machine_pes > cpus => 0,
+            None if machine_pes > machine_cpus => 0,
             None => 4000,
         };
         tracing::debug!(
             pe = me,
             node_pes = local.len(),
             machine_pes,
-            cpus,
+            machine_cpus,
             spin_count,
             "wait back-off"
         );
@@ -513,7 +520,8 @@ impl Shmem {
             finalized: AtomicBool::new(false),
             broken: AtomicBool::new(false),
             spin_count,
-            oversubscribed: machine_pes > cpus,
+            oversubscribed: machine_pes > machine_cpus,
+            machine_cpus,
             registry: Default::default(),
             domains: Default::default(),
         };

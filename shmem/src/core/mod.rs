@@ -86,8 +86,10 @@ pub struct Shmem {
     pub(crate) broken: AtomicBool,
     /// Busy-poll iterations of a wait before it yields (XPUSHMEM_SPIN_COUNT, or chosen from the node's load).
     pub(crate) spin_count: u64,
-    /// More PEs on this machine than CPUs this process may run on.
+    /// More PEs on this machine than [`Shmem::machine_cpus`].
     pub(crate) oversubscribed: bool,
+    /// CPUs the PEs on this machine may run on together.
+    pub(crate) machine_cpus: usize,
     /// Registered user buffers (`reg.rs`).
     pub(crate) registry: reg::Registry,
     /// The open completion domains (`domain.rs`).
@@ -230,10 +232,17 @@ impl Shmem {
         pe < self.n && self.peers.heap(pe).is_some_and(|w| !w.base().is_null())
     }
 
-    /// Whether this machine runs more PEs than this process has CPUs (waits then yield at once, and algorithms
+    /// Whether this machine runs more PEs than [`Shmem::machine_cpus`] (waits then yield at once, and algorithms
     /// with fewer dependent steps win).
     pub(crate) fn oversubscribed(&self) -> bool {
         self.oversubscribed
+    }
+
+    /// The CPUs the PEs on this machine (of this job) may run on together: the union of their CPU affinities, within
+    /// the smallest CPU quota (cgroup) any of them has. A PE that its launcher binds to one core counts the cores
+    /// of the others too. With fewer CPUs than PEs, waits yield at once (`XPUSHMEM_SPIN_COUNT=auto`).
+    pub fn machine_cpus(&self) -> usize {
+        self.machine_cpus
     }
 
     /// Wait until `ready()` holds, with the one back-off ([`crate::wait::Backoff`]: spin, yield, sleep; never

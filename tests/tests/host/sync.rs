@@ -1,7 +1,9 @@
 //! Barriers, fence and quiet: no PE leaves barrier k before every PE entered it; ordering holds.
 
 use xpushmem::Cmp;
-use xpushmem_tests::pe_test;
+use xpushmem_tests::{
+    assert_success, is_pe_of, launcher_rank, pe_test, run_pe, spawn_pes_with, test_name,
+};
 
 pe_test!(
     barrier_all_separates_rounds,
@@ -90,3 +92,39 @@ pe_test!(
         sh.free(buf)
     }
 );
+
+/// PEs that their launcher binds one per core (`mpirun --bind-to core`, `srun --cpu-bind=cores`) each see one CPU;
+/// the machine still has a core per PE, so their waits keep spinning (`machine_cpus`: the union of the PEs' CPU
+/// sets). Two PEs bound to the same CPU are oversubscribed. The PEs bind themselves before init, as a launcher
+/// would, to the first CPUs of the set the test runs on.
+#[test]
+fn pes_bound_one_per_core_count_every_pe_s_core_2pe() {
+    let name = test_name(
+        module_path!(),
+        "pes_bound_one_per_core_count_every_pe_s_core_2pe",
+    );
+    let set = rustix::thread::sched_getaffinity(None).expect("sched_getaffinity");
+    let cpus: Vec<usize> = (0..rustix::thread::CpuSet::MAX_CPU)
+        .filter(|&c| set.is_set(c))
+        .collect();
+    if is_pe_of(&name) {
+        let same = std::env::var("XPUSHMEM_TEST_BIND").is_ok_and(|v| v == "same");
+        let cpu = if same { cpus[0] } else { cpus[launcher_rank()] };
+        let mut one = rustix::thread::CpuSet::new();
+        one.set(cpu);
+        rustix::thread::sched_setaffinity(None, &one).expect("sched_setaffinity");
+        run_pe(|sh| {
+            assert_eq!(rustix::thread::sched_getaffinity(None).unwrap().count(), 1);
+            assert_eq!(sh.machine_cpus(), if same { 1 } else { 2 }, "cpu {cpu}");
+            Ok(())
+        });
+    }
+    if cpus.len() < 2 {
+        eprintln!("{name}: needs 2 CPUs, this process has {cpus:?}: not run");
+        return;
+    }
+    for bind in ["spread", "same"] {
+        let out = spawn_pes_with(&name, 2, &[("XPUSHMEM_TEST_BIND", bind)]);
+        assert_success(&name, 2, &out);
+    }
+}
