@@ -291,11 +291,10 @@ impl Group {
         self.verdict(sh, op, team, v, local, ours)
     }
 
-    /// Bytes of one message of [`Group::exchange`] (0 when the group is too large for the exchange).
+    /// Bytes of one message of [`Group::exchange`] as one-round exchanges size them (`Shmem::team_eager_capacity`;
+    /// 0 when the group is too large for the exchange).
     pub(crate) fn exchange_capacity(&self, sh: &Shmem) -> usize {
-        self.team
-            .as_ref()
-            .map_or(0, |t| sh.team_exchange_capacity(t))
+        self.team.as_ref().map_or(0, |t| sh.team_eager_capacity(t))
     }
 
     /// The team's agreement folded into one signalled exchange ([`Shmem::team_exchange`]): `send` holds one

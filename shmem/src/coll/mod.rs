@@ -220,9 +220,10 @@ pub(crate) struct Fit {
 }
 
 impl Ctx<'_> {
-    /// Whether `bytes` of data per message fit in the team's exchange (the eager algorithms).
+    /// Whether `bytes` of data per message fit the one-round exchange (the eager algorithms; the rounds' fits
+    /// are their own, on the whole exchange area).
     pub(crate) fn eager_fits(&self, bytes: usize) -> bool {
-        bytes <= self.exchange_capacity()
+        bytes <= crate::team::eager_capacity(self.n())
     }
 
     /// Which eager forms fit `bytes` of data from each of `holders` members (the others send nothing).

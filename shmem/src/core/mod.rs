@@ -31,7 +31,7 @@ use std::time::Duration;
 pub(crate) const STATE_RUNNING: u64 = 1;
 pub(crate) const STATE_FINALIZED: u64 = 2;
 /// Bytes of the runtime's own region at the start of every PE's host arena (page aligned); the user heap follows.
-pub(crate) const SYS_BYTES: usize = 64 << 10;
+pub(crate) const SYS_BYTES: usize = 128 << 10;
 /// Where the runtime's words live in the system region (the same on every PE).
 pub(crate) const SYNC: SyncLayout = SyncLayout { state: 0 };
 

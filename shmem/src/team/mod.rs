@@ -45,7 +45,7 @@ pub use crate::core::teams::{Messages, NodeAwareStats, TeamConfig};
 #[cfg(test)]
 pub(crate) use ctx::describe;
 pub use ctx::{digest, BarrierAlgo};
-pub(crate) use ctx::{name_word, type_code, CallId, Ctx, Space, COMMON, INFO};
+pub(crate) use ctx::{eager_capacity, name_word, type_code, CallId, Ctx, Space, COMMON, INFO};
 
 use crate::core::Shmem;
 use crate::error::{Error, Result};
@@ -307,14 +307,27 @@ impl Shmem {
         team.ctx(self, op)?.agree_external(op, !failed, digest)
     }
 
-    /// Payload bytes one member may send each other member in one [`Shmem::team_exchange`] on `team` (a few KiB
-    /// divided by the team size; 0 when the team is too large for the exchange).
+    /// Payload bytes one member may send each other member in one [`Shmem::team_exchange`] on `team` (16 KiB
+    /// divided by the team size, less a header; 0 when the team is too large for the exchange).
     pub fn team_exchange_capacity(&self, team: &Team) -> usize {
         let n = team.inner.members.len();
         if n == 1 {
             return usize::MAX;
         }
         ctx::exchange_region_words(n).saturating_sub(layout::EXCH_HEADER) * 8
+    }
+
+    /// Payload bytes by which one-round exchanges on `team` size their messages: the eager collectives carry data
+    /// up to this much per member in one exchange, and the op family's split messages and eager chunks keep to it
+    /// (8 KiB divided by the team size, less a header; at most [`Shmem::team_exchange_capacity`]). A one-round
+    /// message is written once per member, so above this size the signalled forms win; the rounds' messages
+    /// (Bruck's exchanges, about `n / 2` blocks each) may fill the whole exchange.
+    pub fn team_eager_capacity(&self, team: &Team) -> usize {
+        let n = team.inner.members.len();
+        if n == 1 {
+            return usize::MAX;
+        }
+        ctx::eager_capacity(n)
     }
 
     /// The team's agreement folded into one signalled all-to-all exchange, for a collective of a layer above named

@@ -92,7 +92,7 @@ fn check_team(
         BarrierAlgo::Dissemination
     };
     assert_eq!(auto, want_auto, "Auto barrier of {t:?} (groups {groups:?})");
-    let cap = sh.team_exchange_capacity(t);
+    let cap = sh.team_eager_capacity(t);
     let before = sh.node_aware_stats();
     // Lower bound of the agreements that take the Auto pattern, and the explicitly hierarchical ones.
     let (mut auto_agreements, mut explicit_hier) = (0u64, 0u64);

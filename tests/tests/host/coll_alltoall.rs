@@ -132,7 +132,7 @@ fn val(from: usize, to: usize, k: usize) -> i64 {
 }
 
 // The eager algorithms (the data inside the agreement's exchange) at their size boundary: one element below,
-// at and above what a message holds (`team_exchange_capacity`), with `Auto` and with `Eager` requested (which
+// at and above what a message holds (`team_eager_capacity`), with `Auto` and with `Eager` requested (which
 // falls back above), for broadcast, alltoall, fcollect and a sum reduction, against references every PE computes.
 pe_test!(
     eager_collectives_at_the_boundary,
@@ -143,7 +143,7 @@ pe_test!(
         use xpushmem::{BroadcastAlgo, CollectAlgo, ReduceAlgo, ReduceOp};
         let (n, me) = (sh.n_pes(), sh.my_pe());
         let w = sh.team_world();
-        let edge = sh.team_exchange_capacity(&w).min(4096) / 8;
+        let edge = sh.team_eager_capacity(&w).min(4096) / 8;
         let max = n * (edge + 1);
         let (src, dst) = (sh.malloc::<i64>(max)?, sh.malloc::<i64>(max)?);
         for len in [edge - 1, edge, edge + 1] {

@@ -537,13 +537,13 @@ fn tagged(case: usize, from: usize, to: usize, i: usize) -> i64 {
 /// The eager path at every size boundary: chunks of 0, 1, the largest eager size, one row more and far more,
 /// uniform and mixed (some destinations eager, some read from the sender, so the completion exchange runs),
 /// through `all_to_all_vdev`, `all_to_all_vdev_2d` (2 experts) and `nvshmem_all_to_all`, checked against the
-/// tagged rows every rank computes on its own. The eager limit is the exchange capacity or
+/// tagged rows every rank computes on its own. The eager limit is the team's eager capacity or
 /// `XPUSHMEM_OPS_EAGER_SIZE`, whichever is smaller.
 fn eager_boundaries(sh: &Shmem) -> Result<()> {
     let g = Group::world(sh)?;
     let (w, me) = (g.size(), sh.my_pe());
     // One PE exchanges nothing (its capacity is unbounded): the same sizes as two.
-    let cap = sh.team_exchange_capacity(&sh.team_world()).min(4096);
+    let cap = sh.team_eager_capacity(&sh.team_world()).min(4096);
     let limit = sh.config().ops_eager_size.map_or(cap, |l| l.min(cap));
     // Rows of 8 bytes; a split message carries a flags word and (count, source row) per expert before the rows.
     let edge = |ne: usize| (limit.min(cap.saturating_sub(8 + 16 * ne))) / 8;

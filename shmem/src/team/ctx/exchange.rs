@@ -15,6 +15,17 @@ pub(crate) fn exchange_region_words(n: usize) -> usize {
     }
 }
 
+/// Payload bytes by which the one-round forms of a team of `n` size their messages ([`layout::EAGER_PARITY_WORDS`];
+/// 0 when that share would not hold the header and one payload word).
+pub(crate) fn eager_capacity(n: usize) -> usize {
+    let w = (layout::EAGER_PARITY_WORDS / n.max(1)).min(exchange_region_words(n));
+    if w > layout::EXCH_HEADER {
+        (w - layout::EXCH_HEADER) * 8
+    } else {
+        0
+    }
+}
+
 /// Cache lines of a message loaded with its flag while waiting for it ([`Ctx::message_lines`]).
 const TOUCH_LINES: usize = 2;
 /// Payload bytes of a message built on the stack (a longer one is built in the team's buffer).
