@@ -3,29 +3,31 @@
 use super::{need_len, overlap, BroadcastAlgo, CallId, Ctx, Fit, COMMON, INFO};
 use crate::core::Shmem;
 use crate::error::{Error, Result};
-use crate::team::{layout, Team};
+use crate::team::{layout, Carry, Team};
 use crate::types::{SymSlice, Symmetric};
 
-/// The algorithm for a team of `n` and `bytes` of data (`fit`: the eager forms they fit; `hier`: the team's node
-/// layout pays for the node-aware algorithm).
+/// The algorithm for a team of `n` and `bytes` of data (`fit`: the eager forms they fit; `carried`: the data fits
+/// an agreement message and the agreement is the dissemination; `hier`: the team's node layout pays for the
+/// node-aware algorithm).
 fn resolve(
     a: BroadcastAlgo,
     cfg: &crate::config::Config,
     n: usize,
     bytes: usize,
-    fit: Fit,
+    (fit, carried): (Fit, bool),
     hier: bool,
 ) -> Result<BroadcastAlgo> {
-    use BroadcastAlgo::{Auto, Eager, EagerRounds};
+    use BroadcastAlgo::{Agreement, Auto, Eager, EagerRounds};
     Ok(match a.with_cfg(cfg)? {
-        Auto if fit.auto_rounds => EagerRounds,
+        Agreement if carried => Agreement,
+        Auto | Agreement if fit.auto_rounds => EagerRounds,
         EagerRounds if fit.rounds => EagerRounds,
-        Auto | Eager | EagerRounds if fit.eager => Eager,
-        Auto | Eager | EagerRounds if n <= 2 => BroadcastAlgo::Linear,
-        Auto | Eager | EagerRounds if bytes >= 256 << 10 => BroadcastAlgo::Pipelined,
-        Auto | Eager | EagerRounds if hier => BroadcastAlgo::Hierarchical,
-        Auto | Eager | EagerRounds if n <= 4 => BroadcastAlgo::Linear,
-        Auto | Eager | EagerRounds => BroadcastAlgo::Binomial,
+        Auto | Eager | EagerRounds | Agreement if fit.eager => Eager,
+        Auto | Eager | EagerRounds | Agreement if n <= 2 => BroadcastAlgo::Linear,
+        Auto | Eager | EagerRounds | Agreement if bytes >= 256 << 10 => BroadcastAlgo::Pipelined,
+        Auto | Eager | EagerRounds | Agreement if hier => BroadcastAlgo::Hierarchical,
+        Auto | Eager | EagerRounds | Agreement if n <= 4 => BroadcastAlgo::Linear,
+        Auto | Eager | EagerRounds | Agreement => BroadcastAlgo::Binomial,
         x => x,
     })
 }
@@ -83,7 +85,15 @@ impl Shmem {
         let bytes = nelems.saturating_mul(std::mem::size_of::<T>());
         let chunk = self.cfg.coll_chunk_bytes.clone();
         let hier = ctx.layout_pays();
-        let algo = resolve(algo, &self.cfg, n, bytes, ctx.fit(bytes, 1), hier);
+        let carried = bytes <= 8 * layout::CARRY_WORDS && ctx.agreement_carries()?;
+        let algo = resolve(
+            algo,
+            &self.cfg,
+            n,
+            bytes,
+            (ctx.fit(bytes, 1), carried),
+            hier,
+        );
         let local = (|| {
             if root >= n {
                 return Err(Error::InvalidPe {
@@ -121,6 +131,33 @@ impl Shmem {
             0,
             0,
         ];
+        if let Ok(BroadcastAlgo::Agreement) = algo {
+            // The root's data rides in the agreement's messages (at most one cache line each).
+            let mut carry = Carry {
+                have: me == root,
+                ..Carry::default()
+            };
+            let local = local.and_then(|()| {
+                if me != root || nelems == 0 {
+                    return Ok(());
+                }
+                let mut b = [0u8; 8 * layout::CARRY_WORDS];
+                self.local_map().read(src.off, &mut b[..bytes])?;
+                for (w, c) in carry.words.iter_mut().zip(b.chunks_exact(8)) {
+                    *w = u64::from_le_bytes(c.try_into().unwrap_or_default());
+                }
+                Ok(())
+            });
+            ctx.enter_carrying(common, local, &mut carry)?;
+            if nelems == 0 {
+                return Ok(());
+            }
+            let mut b = [0u8; 8 * layout::CARRY_WORDS];
+            for (c, w) in b.chunks_exact_mut(8).zip(&carry.words) {
+                c.copy_from_slice(&w.to_le_bytes());
+            }
+            return ctx.write_local(dest.slice(..nelems)?, &b[..bytes]);
+        }
         if let Ok(a @ (BroadcastAlgo::Eager | BroadcastAlgo::EagerRounds)) = algo {
             // The root's data travels to every member inside the agreement (read once, then copied within the
             // message buffer for every other member when it goes in one round).

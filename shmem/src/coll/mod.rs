@@ -30,7 +30,8 @@
 //! eager (exchange) paths stay
 //! flat: their whole cost is one message latency, which a second hop would not beat.
 //!
-//! A message of the team's exchange holds a few KiB divided by the team size (`Shmem::team_exchange_capacity`):
+//! A one-round message of the team's exchange holds 8 KiB divided by the team size (`Shmem::team_eager_capacity`;
+//! the rounds' messages, up to twice that, `Shmem::team_exchange_capacity`):
 //! the eager algorithms are the small-message path, whose whole cost is one signalled message per pair of members
 //! (the agreement and the data in the same latency, no exit synchronisation: messages are double-buffered).
 //! Their `eager-rounds` form moves the same data, verdicts and digests in `ceil(log2 n)` rounds of one message

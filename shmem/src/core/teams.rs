@@ -37,8 +37,12 @@ pub(crate) mod members_area {
 pub(crate) mod layout {
     /// Rounds of the agreement: enough for 2^32 PEs.
     pub const AGREE_ROUNDS: usize = 32;
-    /// Words per agreement round: flag (raised to the sequence number), failed (OR), lowest digest, highest digest.
-    pub const AGREE_ROUND_WORDS: usize = 4;
+    /// Words per agreement round (one cache line): flag (raised to the sequence number), failed (OR), lowest
+    /// digest, highest digest, then a broadcast's data when it travels with the dissemination (whether the sender
+    /// holds it, and [`CARRY_WORDS`] words of it).
+    pub const AGREE_ROUND_WORDS: usize = 8;
+    /// Data words one agreement message carries (`BroadcastAlgo::Agreement`).
+    pub const CARRY_WORDS: usize = AGREE_ROUND_WORDS - 5;
     /// The agreement's rounds, two parities of [`AGREE_ROUNDS`] rounds.
     pub const AGREE: usize = 0;
     /// Arrival counter of the linear barrier (its release and the tree's messages use agreement slots).

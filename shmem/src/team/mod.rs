@@ -45,7 +45,9 @@ pub use crate::core::teams::{Messages, NodeAwareStats, TeamConfig};
 #[cfg(test)]
 pub(crate) use ctx::describe;
 pub use ctx::{digest, BarrierAlgo};
-pub(crate) use ctx::{eager_capacity, name_word, type_code, CallId, Ctx, Space, COMMON, INFO};
+pub(crate) use ctx::{
+    eager_capacity, name_word, type_code, CallId, Carry, Ctx, Space, COMMON, INFO,
+};
 
 use crate::core::Shmem;
 use crate::error::{Error, Result};

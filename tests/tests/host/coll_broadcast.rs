@@ -202,6 +202,30 @@ pe_test!(
                 matches!(r, Err(Error::Mismatch { .. })),
                 "algorithm mismatch: {r:?}"
             );
+            // Up to 24 bytes `Agreement` rides in the agreement's messages where the agreement is the
+            // dissemination (`Shmem::team_barrier_algorithm`), a choice of its own: it meets `Auto` as another
+            // algorithm. Above, or over another pattern, it is `Auto` itself.
+            let carries = sh.team_barrier_algorithm(&w)? == xpushmem::BarrierAlgo::Dissemination;
+            sh.put(src, &ref_vec::<i64>(me, 10, 0), me)?;
+            for (nelems, own) in [(3, carries), (4, false)] {
+                let algo = if me == 0 {
+                    BroadcastAlgo::Agreement
+                } else {
+                    BroadcastAlgo::Auto
+                };
+                let r = sh.broadcast_with(&w, dst, src, nelems, n - 1, algo);
+                if own {
+                    assert!(
+                        matches!(&r, Err(Error::Mismatch { .. })),
+                        "agreement vs auto, {nelems} elements: {r:?}"
+                    );
+                } else {
+                    r?;
+                    let mut got = vec![0i64; nelems];
+                    sh.get(&mut got, dst.slice(..nelems)?, me)?;
+                    assert_eq!(got, ref_vec::<i64>(n - 1, nelems, 0), "PE {me}: {nelems} elements");
+                }
+            }
         }
         // The team still works.
         sh.broadcast(&w, dst, src, 10, 0)?;

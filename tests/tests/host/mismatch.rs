@@ -352,6 +352,20 @@ mod gather_rounds_meet_other_calls {
             &|t| t.starts_with("alltoall("),
             &|o| o.starts_with("broadcast(type int64, nelems 8, root 0"),
         );
+        // The same with 16 bytes in the agreement's own messages (where it is the dissemination; else in rounds).
+        let r = if me == n - 1 {
+            sh.alltoall(&w, dst, src, 1)
+        } else {
+            sh.broadcast_with(&w, dst, src, 2, 0, BroadcastAlgo::Agreement)
+        };
+        expect_mismatch(
+            sh,
+            r,
+            if me == n - 1 { "alltoall" } else { "broadcast" },
+            n - 1,
+            &|t| t.starts_with("alltoall("),
+            &|o| o.starts_with("broadcast(type int64, nelems 2, root 0"),
+        );
         // PE 1 reduces 4 elements, the others 8: all in rounds, the digests differ.
         let r = sh.reduce_with(
             &w,
@@ -402,6 +416,13 @@ mod gather_rounds_meet_other_calls {
             BroadcastAlgo::EagerRounds
         };
         sh.broadcast_with(&w, dst, src, 2, 0, b)?;
+        sh.get(&mut got[..2], dst.slice(..2)?, me)?;
+        assert_eq!(got[..2], [1; 2], "PE {me}");
+        // 24 bytes in the agreement's own messages (where it is the dissemination; else in rounds), after the
+        // mismatches above.
+        sh.broadcast_with(&w, dst, src, 3, n - 1, BroadcastAlgo::Agreement)?;
+        sh.get(&mut got[..3], dst.slice(..3)?, me)?;
+        assert_eq!(got[..3], [n as i64; 3], "PE {me}");
         sh.free(short)?;
         sh.free(dst)?;
         sh.free(src)?;

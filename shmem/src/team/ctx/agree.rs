@@ -23,6 +23,19 @@ pub(super) fn words_bytes(v: &[u64; 3]) -> [u8; 24] {
     b
 }
 
+/// A broadcast's data travelling with the dissemination agreement ([`Ctx::enter_carrying`]): whether this PE
+/// holds it yet, and its words.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Carry {
+    /// This PE holds the data (the root from the start, the others once a message brought it).
+    pub have: bool,
+    /// The data, [`layout::CARRY_WORDS`] words (little-endian bytes).
+    pub words: [u64; layout::CARRY_WORDS],
+}
+
+/// Words of a carrying agreement message after its flag: the three agreement words, `have`, the data.
+const CARRY_MSG: usize = 4 + layout::CARRY_WORDS;
+
 impl<'a> Ctx<'a> {
     /// The agreement (see the module docs): publish this call's identity, all-reduce the verdict over the team
     /// (which is also a barrier), and on disagreement fail with the same [`Error::Mismatch`] on every member.
@@ -35,14 +48,60 @@ impl<'a> Ctx<'a> {
         local: Result<()>,
         need_info: bool,
     ) -> Result<Vec<[u64; INFO]>> {
+        let pattern = self.pattern(BarrierAlgo::Auto, false)?;
+        self.enter_as(common, info, local, need_info, pattern, None)
+    }
+
+    /// Whether the agreement runs as the dissemination on this team, the pattern that can carry a broadcast's data
+    /// ([`Ctx::enter_carrying`]).
+    pub(crate) fn agreement_carries(&self) -> Result<bool> {
+        Ok(self.pattern(BarrierAlgo::Auto, false)? == BarrierAlgo::Dissemination)
+    }
+
+    /// [`Ctx::enter`] with a broadcast's data on board (`BroadcastAlgo::Agreement`): the dissemination's messages
+    /// also carry `carry` (set on the root), so that when the agreement is clean every member holds the root's
+    /// data, for the cost of a barrier. Only where [`Ctx::agreement_carries`].
+    pub(crate) fn enter_carrying(
+        &mut self,
+        common: [u64; COMMON],
+        local: Result<()>,
+        carry: &mut Carry,
+    ) -> Result<()> {
+        self.enter_as(
+            common,
+            [0; INFO],
+            local,
+            false,
+            BarrierAlgo::Dissemination,
+            Some(carry),
+        )?;
+        if !carry.have {
+            return Err(Error::State(format!(
+                "{}: the agreement ended clean without the root's data",
+                self.op
+            )));
+        }
+        Ok(())
+    }
+
+    fn enter_as(
+        &mut self,
+        common: [u64; COMMON],
+        info: [u64; INFO],
+        local: Result<()>,
+        need_info: bool,
+        pattern: BarrierAlgo,
+        carry: Option<&mut Carry>,
+    ) -> Result<Vec<[u64; INFO]>> {
         let checking = self.sh.cfg.check_symmetry;
-        let (clean, all) = self.agree(
+        let (clean, all) = self.agree_with(
             common,
             info,
             local.is_ok(),
             checking,
             need_info,
-            self.pattern(BarrierAlgo::Auto, false)?,
+            pattern,
+            carry,
         )?;
         local?;
         if !clean {
@@ -133,6 +192,21 @@ impl<'a> Ctx<'a> {
         need_info: bool,
         pattern: BarrierAlgo,
     ) -> Result<(bool, Vec<Vec<u64>>)> {
+        self.agree_with(common, info, ok, compare_all, need_info, pattern, None)
+    }
+
+    /// [`Ctx::agree`], the dissemination carrying `carry` when given.
+    #[allow(clippy::too_many_arguments)]
+    fn agree_with(
+        &mut self,
+        common: [u64; COMMON],
+        info: [u64; INFO],
+        ok: bool,
+        compare_all: bool,
+        need_info: bool,
+        pattern: BarrierAlgo,
+        carry: Option<&mut Carry>,
+    ) -> Result<(bool, Vec<Vec<u64>>)> {
         self.sh.quiet()?;
         let n = self.n();
         self.st.seq += 1;
@@ -159,7 +233,12 @@ impl<'a> Ctx<'a> {
             BarrierAlgo::Linear => self.reduce_linear(seq, at, !ok, compare_all)?,
             BarrierAlgo::Tree => self.reduce_tree(seq, !ok, digest(d))?,
             BarrierAlgo::Hierarchical => self.reduce_hier(seq, !ok, digest(d))?,
-            _ => self.all_reduce(seq, !ok, digest(d))?,
+            _ => {
+                let (n, me) = (self.n(), self.idx());
+                let v = [!ok as u64, digest(d), digest(d)];
+                let v = self.disseminate(seq, v, n, me, &|k| k, 0, "agreement", carry)?;
+                (v[0] != 0, v[1], v[2])
+            }
         };
         let clean = !failed && lo == hi;
         if clean && !need_info {
@@ -171,28 +250,10 @@ impl<'a> Ctx<'a> {
         Ok((clean, all))
     }
 
-    /// The dissemination all-reduce of (failed: OR, digest: min and max) over the team; also a barrier.
-    pub(super) fn all_reduce(
-        &mut self,
-        seq: u64,
-        failed: bool,
-        dig: u64,
-    ) -> Result<(bool, u64, u64)> {
-        let (n, me) = (self.n(), self.idx());
-        let v = self.disseminate(
-            seq,
-            [failed as u64, dig, dig],
-            n,
-            me,
-            &|k| k,
-            0,
-            "agreement",
-        )?;
-        Ok((v[0] != 0, v[1], v[2]))
-    }
-
     /// The dissemination all-reduce of `v` over `count` members, `member(k)` the team rank of the k-th and this PE
-    /// the `mine`-th, in the agreement slots from `first` on (one per round).
+    /// the `mine`-th, in the agreement slots from `first` on (one per round). With `carry`, every message also
+    /// carries the broadcast data its sender holds, and a member without it takes it from the first message that
+    /// brings it: after the last round every member has heard, directly or not, from every other, the root too.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn disseminate(
         &mut self,
@@ -203,6 +264,7 @@ impl<'a> Ctx<'a> {
         member: &dyn Fn(usize) -> usize,
         first: usize,
         what: &str,
+        mut carry: Option<&mut Carry>,
     ) -> Result<[u64; 3]> {
         use layout::*;
         let base = AGREE + (seq % 2) as usize * AGREE_ROUNDS * AGREE_ROUND_WORDS;
@@ -218,13 +280,19 @@ impl<'a> Ctx<'a> {
             }
             let flag = base + (first + round) * AGREE_ROUND_WORDS;
             let to = member((mine + dist) % count);
-            self.send3(to, flag, &v, seq)?;
+            match carry.as_deref() {
+                Some(c) => self.send_carry(to, flag, &v, c, seq)?,
+                None => self.send3(to, flag, &v, seq)?,
+            }
             let from_idx = member((mine + count - dist) % count);
             let from = self.pe(from_idx);
             let got = if self.wait_from(flag, seq, from_idx, &|| {
                 format!("{what} round {round}: waiting for PE {from}")
             })? {
-                self.read3(flag + 1)?
+                match carry.as_deref_mut() {
+                    Some(c) => self.read_carry(flag + 1, c)?,
+                    None => self.read3(flag + 1)?,
+                }
             } else {
                 // That member is in an exchange: it never sends this round; the agreement fails everywhere.
                 [1, 0, u64::MAX]
@@ -234,6 +302,41 @@ impl<'a> Ctx<'a> {
             round += 1;
         }
         Ok(v)
+    }
+
+    /// [`Ctx::send3`] with the broadcast data `c` after the agreement words (all in one cache line).
+    fn send_carry(&self, to: usize, flag: usize, v: &[u64; 3], c: &Carry, seq: u64) -> Result<()> {
+        let mut words = [0u64; CARRY_MSG];
+        words[..3].copy_from_slice(v);
+        words[3] = c.have as u64;
+        words[4..].copy_from_slice(&c.words);
+        let mut bytes = [0u8; 8 * CARRY_MSG];
+        for (b, w) in bytes.chunks_exact_mut(8).zip(&words) {
+            b.copy_from_slice(&w.to_le_bytes());
+        }
+        let _issued = self.win(to)?.put_signal_nbi(
+            self.word(flag + 1),
+            &bytes,
+            self.word(flag),
+            AmoOp::Set,
+            seq,
+        )?;
+        Ok(())
+    }
+
+    /// A carrying message's agreement words, and its data into `c` when `c` lacks it and the sender held it.
+    fn read_carry(&self, w: usize, c: &mut Carry) -> Result<[u64; 3]> {
+        let mut b = [0u8; 8 * CARRY_MSG];
+        self.local_win().read(self.word(w), &mut b)?;
+        let mut words = [0u64; CARRY_MSG];
+        for (x, chunk) in words.iter_mut().zip(b.chunks_exact(8)) {
+            *x = u64::from_le_bytes(chunk.try_into().unwrap_or_default());
+        }
+        if !c.have && words[3] == 1 {
+            c.have = true;
+            c.words.copy_from_slice(&words[4..]);
+        }
+        Ok([words[0], words[1], words[2]])
     }
 
     /// Put an agreement message `v` into the slot whose flag is word `flag` of member `to`, and raise the flag to
@@ -306,6 +409,7 @@ impl<'a> Ctx<'a> {
                 &|k| groups.leader(k),
                 F + 1,
                 "hierarchical barrier (node leaders)",
+                None,
             )?;
         }
         for c in children {

@@ -41,6 +41,7 @@ use std::sync::MutexGuard;
 pub use crate::algo::BarrierAlgo;
 
 mod agree;
+pub(crate) use agree::Carry;
 mod barrier;
 mod bruck;
 mod exchange;
