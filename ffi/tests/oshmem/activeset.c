@@ -86,9 +86,11 @@ int main(void) {
     for (int p = 0; p < npes; p++)
         for (int i = 0; i < p % 3 + 1; i++, k++) CHECK(c_dst[k] == p * 10 + i, "collect [%d] = %ld", k, (long)c_dst[k]);
     /* The same pSync serves the next collective: a member that has left collect may already count in at the first
-     * member for the alltoall below, so pSync is read once every member is past collect and none in alltoall. */
+     * member for the alltoall below. So pSync is read between two barriers: every member is past collect, and none
+     * enters the alltoall before every member has read it. */
     shmem_barrier_all();
     for (int i = 0; i < SHMEM_COLLECT_SYNC_SIZE; i++) CHECK(pSync[i] == SHMEM_SYNC_VALUE, "pSync[%d] = %ld", i, pSync[i]);
+    shmem_barrier_all();
 
     /* alltoall: block j of PE p goes to block p of PE j */
     for (int j = 0; j < npes; j++) a_src[j] = me * 1000 + j;
