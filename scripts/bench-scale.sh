@@ -17,6 +17,10 @@
 #                                         page's data, small) and writes the section into docs/PERFORMANCE.md and
 #                                         its charts into docs/perf/scale_*.png (xpushmem-perf scale-report)
 #   scripts/bench-scale.sh report         regenerates the section from benches/results/scale/ as committed
+#   scripts/bench-scale.sh stage-old REV  after `stage`: builds commit REV in release (a git worktree, its own target
+#                                         folder target-perf-old) into .scale/old/, for the A/B runner
+#                                         (scripts/scale-ab.sh as .scale/ab.sh: REV's build against this one and MPI,
+#                                         interleaved, the order rotating; `OUT=$OUT AB_PACK=1 bash .scale/ab.sh`)
 # Environment: CARGO_TARGET_DIR (default target-perf), BENCH_DOC (default docs/PERFORMANCE.md), BENCH_PNG (default
 # docs/perf).
 set -euo pipefail
@@ -40,6 +44,7 @@ stage() {
   done
   cp benches/peers/mpi_bench.c benches/peers/common.h "$STAGE/"
   cp scripts/scale-run.sh "$STAGE/run.sh"
+  cp scripts/scale-ab.sh "$STAGE/ab.sh"
   {
     echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD -- shmem ops benches launch 2>/dev/null || echo ' (+ uncommitted changes)')"
     echo "build: $(rustc --version | cut -d' ' -f1-2) --release on $(uname -m), binaries stripped"
@@ -80,11 +85,34 @@ report() {
   echo "== wrote the scaling section into $DOC and $(ls "$PNG"/scale_*.png 2>/dev/null | wc -l) charts into $PNG"
 }
 
+stage_old() {
+  local rev=${1:?usage: scripts/bench-scale.sh stage-old REV}
+  [ -d "$STAGE" ] || { echo "!! run scripts/bench-scale.sh stage first" >&2; exit 1; }
+  local tree
+  tree=$(mktemp -d)
+  git worktree add -q --detach "$tree" "$rev"
+  echo "== building $rev in release (in $tree, target folder target-perf-old)"
+  (cd "$tree" && CARGO_TARGET_DIR="$repo/target-perf-old" cargo build --release -q -p xpushmem-perf -p xpushmem-launch --bins)
+  local rc=$?
+  git worktree remove --force "$tree"
+  ((rc == 0)) || exit "$rc"
+  mkdir -p "$STAGE/old"
+  for b in xpushmem-perf xpushmem-run; do
+    strip -o "$STAGE/old/$b" "$repo/target-perf-old/release/$b"
+  done
+  echo "commit: $(git rev-parse --short "$rev")" >"$STAGE/old/build.txt"
+  local size
+  size=$(du -sb "$STAGE" | cut -f1)
+  ((size <= LIMIT)) || { echo "!! .scale/ is $size bytes, over the 64 MiB a carry may hold" >&2; exit 1; }
+  echo "== staged $rev's build in $STAGE/old ($((size >> 20)) MiB in all); next: OUT=DIR AB_PACK=1 bash .scale/ab.sh"
+}
+
 case "${1:-stage}" in
 stage) stage ;;
+stage-old) stage_old "${2:-}" ;;
 report) report "${2:-}" ;;
 *)
-  echo "usage: scripts/bench-scale.sh [stage | report [DIR]]" >&2
+  echo "usage: scripts/bench-scale.sh [stage | stage-old REV | report [DIR]]" >&2
   exit 2
   ;;
 esac
