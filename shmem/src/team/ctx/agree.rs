@@ -15,12 +15,17 @@ pub(super) fn fold3(a: [u64; 3], b: [u64; 3]) -> [u64; 3] {
 }
 
 /// An agreement message's three words as bytes.
-pub(super) fn words_bytes(v: &[u64; 3]) -> [u8; 24] {
+fn words_bytes(v: &[u64; 3]) -> [u8; 24] {
     let mut b = [0u8; 24];
+    le_words(&mut b, v);
+    b
+}
+
+/// `v` as little-endian bytes at the start of `b`.
+fn le_words(b: &mut [u8], v: &[u64]) {
     for (c, x) in b.chunks_exact_mut(8).zip(v) {
         c.copy_from_slice(&x.to_le_bytes());
     }
-    b
 }
 
 /// A broadcast's data travelling with the dissemination agreement ([`Ctx::enter_carrying`]): whether this PE
@@ -311,17 +316,8 @@ impl<'a> Ctx<'a> {
         words[3] = c.have as u64;
         words[4..].copy_from_slice(&c.words);
         let mut bytes = [0u8; 8 * CARRY_MSG];
-        for (b, w) in bytes.chunks_exact_mut(8).zip(&words) {
-            b.copy_from_slice(&w.to_le_bytes());
-        }
-        let _issued = self.win(to)?.put_signal_nbi(
-            self.word(flag + 1),
-            &bytes,
-            self.word(flag),
-            AmoOp::Set,
-            seq,
-        )?;
-        Ok(())
+        le_words(&mut bytes, &words);
+        self.send_msg(to, flag, &bytes, seq)
     }
 
     /// A carrying message's agreement words, and its data into `c` when `c` lacks it and the sender held it.
@@ -343,10 +339,15 @@ impl<'a> Ctx<'a> {
     /// `seq`: the words then the flag in one ordered operation (a transport that completes later never shows the
     /// flag first).
     pub(super) fn send3(&self, to: usize, flag: usize, v: &[u64; 3], seq: u64) -> Result<()> {
-        let bytes = words_bytes(v);
+        self.send_msg(to, flag, &words_bytes(v), seq)
+    }
+
+    /// [`Ctx::send3`] of any message: `bytes` after the flag word `flag` of member `to`, then the flag raised to
+    /// `seq`, in one ordered operation.
+    fn send_msg(&self, to: usize, flag: usize, bytes: &[u8], seq: u64) -> Result<()> {
         let _issued = self.win(to)?.put_signal_nbi(
             self.word(flag + 1),
-            &bytes,
+            bytes,
             self.word(flag),
             AmoOp::Set,
             seq,
@@ -451,15 +452,8 @@ impl<'a> Ctx<'a> {
                     [v[0] | bad as u64, v[1].min(dig), v[2].max(dig)]
                 };
             }
-            let bytes = words_bytes(&v);
             for i in 1..n {
-                let _issued = self.win(i)?.put_signal_nbi(
-                    self.word(release + 1),
-                    &bytes,
-                    self.word(release),
-                    AmoOp::Set,
-                    seq,
-                )?;
+                self.send3(i, release, &v, seq)?;
             }
             Ok((v[0] != 0, v[1], v[2]))
         } else {
@@ -505,15 +499,7 @@ impl<'a> Ctx<'a> {
             v = [v[0] | got[0], v[1].min(got[1]), v[2].max(got[2])];
         }
         let send = |ctx: &Self, to: usize, k: usize, v: &[u64; 3]| -> Result<()> {
-            let bytes = words_bytes(v);
-            let _issued = ctx.win(to)?.put_signal_nbi(
-                ctx.word(slot(k) + 1),
-                &bytes,
-                ctx.word(slot(k)),
-                AmoOp::Set,
-                seq,
-            )?;
-            Ok(())
+            ctx.send3(to, slot(k), v, seq)
         };
         if me > 0 {
             let parent = (me - 1) / 2;
