@@ -99,7 +99,7 @@ impl<'a> Ctx<'a> {
         carry: Option<&mut Carry>,
     ) -> Result<Vec<[u64; INFO]>> {
         let checking = self.sh.cfg.check_symmetry;
-        let (clean, all) = self.agree_with(
+        let (clean, all) = self.agree(
             common,
             info,
             local.is_ok(),
@@ -144,6 +144,7 @@ impl<'a> Ctx<'a> {
             true,
             false,
             self.pattern(BarrierAlgo::Auto, false)?,
+            None,
         )?;
         let mut out = crate::team::Agreement {
             failed: None,
@@ -187,22 +188,10 @@ impl<'a> Ctx<'a> {
 
     /// Publish, all-reduce, and on the slow path (or `need_info`) read every member's identity words. Returns
     /// (every member agreed, every member's words when read: always when they did not agree, this PE's own as
-    /// published among them, which the verdicts take as this PE's).
-    pub(super) fn agree(
-        &mut self,
-        common: [u64; COMMON],
-        info: [u64; INFO],
-        ok: bool,
-        compare_all: bool,
-        need_info: bool,
-        pattern: BarrierAlgo,
-    ) -> Result<(bool, Vec<Vec<u64>>)> {
-        self.agree_with(common, info, ok, compare_all, need_info, pattern, None)
-    }
-
-    /// [`Ctx::agree`], the dissemination carrying `carry` when given.
+    /// published among them, which the verdicts take as this PE's). With `carry`, the dissemination carries a
+    /// broadcast's data ([`Ctx::enter_carrying`]).
     #[allow(clippy::too_many_arguments)]
-    fn agree_with(
+    pub(super) fn agree(
         &mut self,
         common: [u64; COMMON],
         info: [u64; INFO],

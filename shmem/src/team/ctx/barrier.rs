@@ -63,7 +63,7 @@ impl<'a> Ctx<'a> {
     /// A synchronisation as call `call` over `pattern` (every algorithm carries the call's identity).
     pub(super) fn sync_pattern(&mut self, call: [u64; COMMON], pattern: BarrierAlgo) -> Result<()> {
         let checking = self.sh.cfg.check_symmetry;
-        let (clean, all) = self.agree(call, [0; INFO], true, checking, false, pattern)?;
+        let (clean, all) = self.agree(call, [0; INFO], true, checking, false, pattern, None)?;
         if !clean {
             return Err(self.verdict(&all, checking));
         }
