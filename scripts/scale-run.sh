@@ -5,13 +5,14 @@
 #   OUT=/some/dir bash .scale/run.sh
 # It compiles mpi_bench, then measures xpushmem (xpushmem-run, PEs bound one per core) and MPI (mpirun, vader shared
 # memory, --bind-to core) back to back at every PE count, in SCALE_ROUNDS interleaved rounds (every PE count and
-# implementation once per round), the collectives and ops from 8 B to 256 KiB; then issue 29's MoE step (xpushmem-perf's
+# implementation once per round; xpushmem first in odd rounds, MPI first in even ones: a fixed order measures
+# position, the run after another program's being slower on the lent machine), the collectives and ops from 8 B to 256 KiB; then issue 29's MoE step (xpushmem-perf's
 # ep_step and ep_step_vdev_2d against mpi_bench's ep_step, the all_to_all_single reference in C: torch cannot be
 # carried there) at every PE count, the largest first, within its own time budget; then, time allowing, the large
-# sizes (2 MiB and 16 MiB) in as many rounds. CSVs (xp-N-rR.csv, mpi-N-rR.csv, xp-N-ep-rR.csv, mpi-N-ep-rR.csv,
+# sizes (2 MiB and 16 MiB) in SCALE_LARGE_ROUNDS rounds (default SCALE_ROUNDS; a large round takes about 100 s). CSVs (xp-N-rR.csv, mpi-N-rR.csv, xp-N-ep-rR.csv, mpi-N-ep-rR.csv,
 # xp-N-large-rR.csv, ...), the programs' stderr (*.err) and meta.txt go to $OUT; bring them back and run
 # `scripts/bench-scale.sh report DIR`.
-# Environment: OUT (required), SCALE_PES (default "2 4 8 16"), SCALE_ROUNDS (default 2), SCALE_ARGS (default
+# Environment: OUT (required), SCALE_PES (default "2 4 8 16"), SCALE_ROUNDS (default 2), SCALE_LARGE_ROUNDS (default SCALE_ROUNDS), SCALE_ARGS (default
 # "-b 8 -e 256K -f 8 -r 5 --coll-iters 300"), SCALE_LARGE_ARGS (default "-b 2M -e 16M -f 8 -r 3 --coll-iters 20";
 # "none": no large sizes), SCALE_EP_ARGS (the MoE step's options, default "-w 1 -r 1 --coll-iters 5 --budget 32M":
 # one warm-up step, then per case up to 5 steps, fewer for the large cases (32 MiB of tokens per rank over the
@@ -28,6 +29,7 @@ mkdir -p "$OUT"
 start=$(date +%s)
 read -r -a PES <<<"${SCALE_PES:-2 4 8 16}"
 ROUNDS="${SCALE_ROUNDS:-2}"
+LARGE_ROUNDS="${SCALE_LARGE_ROUNDS:-$ROUNDS}"
 read -r -a ARGS <<<"${SCALE_ARGS:--b 8 -e 256K -f 8 -r 5 --coll-iters 300}"
 LARGE="${SCALE_LARGE_ARGS:--b 2M -e 16M -f 8 -r 3 --coll-iters 20}"
 EP="${SCALE_EP_ARGS:--w 1 -r 1 --coll-iters 5 --budget 32M}"
@@ -65,7 +67,7 @@ META="$OUT/meta.txt"
   echo "xpushmem: xpushmem-run, PEs bound one per core (xpushmem-perf --bind auto), XPUSHMEM_SYMMETRIC_SIZE=${XPUSHMEM_SYMMETRIC_SIZE}"
   echo "C compiler: $(mpicc --version 2>/dev/null | head -1)"
   echo "PE counts: ${PES[*]}"
-  echo "rounds: ${ROUNDS}, interleaved (per round every PE count, xpushmem then MPI)"
+  echo "rounds: ${ROUNDS} (the large sizes: ${LARGE_ROUNDS}), interleaved (per round every PE count, xpushmem first in odd rounds, MPI first in even ones)"
   echo "options, the sweep: ${ARGS[*]} (both implementations)"
   echo "options, large sizes: ${LARGE} (both implementations)"
   echo "options, MoE step: ${EP} (xpushmem ${EP_XP[*]}, MPI ep_step), PE counts largest first, no new MoE program after ${EP_BUDGET} s"
@@ -100,17 +102,28 @@ mpi() { # name npes args...
 XP_SEL=("${XP_BENCHES[@]}")
 MPI_SEL=("${MPI_BENCHES[@]}")
 
-sweep() { # file-name-infix options...: every round, every PE count, xpushmem then MPI
-  local infix=$1 r n
-  shift
-  for ((r = 1; r <= ROUNDS; r++)); do
+pair() { # round npes name-suffix options...: xpushmem and MPI, xpushmem first in odd rounds, MPI first in even ones
+  local r=$1 n=$2 suffix=$3
+  shift 3
+  if ((r % 2)); then
+    xp "xp-$n$suffix-r$r" "$n" "$@"
+    mpi "mpi-$n$suffix-r$r" "$n" "$@"
+  else
+    mpi "mpi-$n$suffix-r$r" "$n" "$@"
+    xp "xp-$n$suffix-r$r" "$n" "$@"
+  fi
+}
+
+sweep() { # rounds file-name-infix options...: every round, every PE count, both implementations
+  local rounds=$1 infix=$2 r n
+  shift 2
+  for ((r = 1; r <= rounds; r++)); do
     for n in "${PES[@]}"; do
-      xp "xp-$n$infix-r$r" "$n" "$@"
-      mpi "mpi-$n$infix-r$r" "$n" "$@"
+      pair "$r" "$n" "$infix" "$@"
     done
   done
 }
-sweep "" "${ARGS[@]}"
+sweep "$ROUNDS" "" "${ARGS[@]}"
 if [ "$EP" != none ]; then
   # Issue 29's MoE step: the PE counts largest first (the targets are at 8 and 16), each round within the budget.
   read -r -a EA <<<"$EP"
@@ -123,8 +136,7 @@ if [ "$EP" != none ]; then
         echo "skipped xp-$n-ep-r$r and mpi-$n-ep-r$r: past the MoE step's ${EP_BUDGET} s" | tee -a "$META"
         continue
       fi
-      xp "xp-$n-ep-r$r" "$n" "${EA[@]}"
-      mpi "mpi-$n-ep-r$r" "$n" "${EA[@]}"
+      pair "$r" "$n" -ep "${EA[@]}"
     done
   done
   echo "MoE step time: $(($(date +%s) - ep_start)) s" >>"$META"
@@ -133,7 +145,7 @@ if [ "$EP" != none ]; then
 fi
 if [ "$LARGE" != none ]; then
   read -r -a LA <<<"$LARGE"
-  sweep -large "${LA[@]}"
+  sweep "$LARGE_ROUNDS" -large "${LA[@]}"
 fi
 echo "measurement time: $(($(date +%s) - start)) s" >>"$META"
 rm -rf "$work"
