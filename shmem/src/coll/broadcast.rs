@@ -85,7 +85,7 @@ impl Shmem {
         let bytes = nelems.saturating_mul(std::mem::size_of::<T>());
         let chunk = self.cfg.coll_chunk_bytes.clone();
         let hier = ctx.layout_pays();
-        let carried = bytes <= 8 * layout::CARRY_WORDS && ctx.agreement_carries()?;
+        let carried = bytes <= Carry::BYTES && ctx.agreement_carries()?;
         let algo = resolve(
             algo,
             &self.cfg,
@@ -141,22 +141,13 @@ impl Shmem {
                 if me != root || nelems == 0 {
                     return Ok(());
                 }
-                let mut b = [0u8; 8 * layout::CARRY_WORDS];
-                self.local_map().read(src.off, &mut b[..bytes])?;
-                for (w, c) in carry.words.iter_mut().zip(b.chunks_exact(8)) {
-                    *w = u64::from_le_bytes(c.try_into().unwrap_or_default());
-                }
-                Ok(())
+                self.local_map().read(src.off, &mut carry.bytes[..bytes])
             });
             ctx.enter_carrying(common, local, &mut carry)?;
             if nelems == 0 {
                 return Ok(());
             }
-            let mut b = [0u8; 8 * layout::CARRY_WORDS];
-            for (c, w) in b.chunks_exact_mut(8).zip(&carry.words) {
-                c.copy_from_slice(&w.to_le_bytes());
-            }
-            return ctx.write_local(dest.slice(..nelems)?, &b[..bytes]);
+            return ctx.write_local(dest.slice(..nelems)?, &carry.bytes[..bytes]);
         }
         if let Ok(a @ (BroadcastAlgo::Eager | BroadcastAlgo::EagerRounds)) = algo {
             // The root's data travels to every member inside the agreement (read once, then copied within the

@@ -29,17 +29,22 @@ fn le_words(b: &mut [u8], v: &[u64]) {
 }
 
 /// A broadcast's data travelling with the dissemination agreement ([`Ctx::enter_carrying`]): whether this PE
-/// holds it yet, and its words.
+/// holds it yet, and its bytes.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Carry {
     /// This PE holds the data (the root from the start, the others once a message brought it).
     pub have: bool,
-    /// The data, [`layout::CARRY_WORDS`] words (little-endian bytes).
-    pub words: [u64; layout::CARRY_WORDS],
+    /// The data (its first bytes; the rest unused).
+    pub bytes: [u8; Carry::BYTES],
 }
 
-/// Words of a carrying agreement message after its flag: the three agreement words, `have`, the data.
-const CARRY_MSG: usize = 4 + layout::CARRY_WORDS;
+impl Carry {
+    /// Bytes of data one agreement message carries ([`layout::CARRY_WORDS`] words).
+    pub const BYTES: usize = 8 * layout::CARRY_WORDS;
+}
+
+/// Bytes of a carrying agreement message after its flag: the three agreement words, `have`, the data.
+const CARRY_HEAD: usize = 8 * 4;
 
 impl<'a> Ctx<'a> {
     /// The agreement (see the module docs): publish this call's identity, all-reduce the verdict over the team
@@ -300,28 +305,21 @@ impl<'a> Ctx<'a> {
 
     /// [`Ctx::send3`] with the broadcast data `c` after the agreement words (all in one cache line).
     fn send_carry(&self, to: usize, flag: usize, v: &[u64; 3], c: &Carry, seq: u64) -> Result<()> {
-        let mut words = [0u64; CARRY_MSG];
-        words[..3].copy_from_slice(v);
-        words[3] = c.have as u64;
-        words[4..].copy_from_slice(&c.words);
-        let mut bytes = [0u8; 8 * CARRY_MSG];
-        le_words(&mut bytes, &words);
+        let mut bytes = [0u8; CARRY_HEAD + Carry::BYTES];
+        le_words(&mut bytes, &[v[0], v[1], v[2], c.have as u64]);
+        bytes[CARRY_HEAD..].copy_from_slice(&c.bytes);
         self.send_msg(to, flag, &bytes, seq)
     }
 
     /// A carrying message's agreement words, and its data into `c` when `c` lacks it and the sender held it.
     fn read_carry(&self, w: usize, c: &mut Carry) -> Result<[u64; 3]> {
-        let mut b = [0u8; 8 * CARRY_MSG];
+        let mut b = [0u8; CARRY_HEAD + Carry::BYTES];
         self.local_win().read(self.word(w), &mut b)?;
-        let mut words = [0u64; CARRY_MSG];
-        for (x, chunk) in words.iter_mut().zip(b.chunks_exact(8)) {
-            *x = u64::from_le_bytes(chunk.try_into().unwrap_or_default());
-        }
-        if !c.have && words[3] == 1 {
+        if !c.have && le_word(&b, 3) == 1 {
             c.have = true;
-            c.words.copy_from_slice(&words[4..]);
+            c.bytes.copy_from_slice(&b[CARRY_HEAD..]);
         }
-        Ok([words[0], words[1], words[2]])
+        Ok([le_word(&b, 0), le_word(&b, 1), le_word(&b, 2)])
     }
 
     /// Put an agreement message `v` into the slot whose flag is word `flag` of member `to`, and raise the flag to

@@ -277,8 +277,11 @@ impl<'a> Ctx<'a> {
     fn read3(&self, w: usize) -> Result<[u64; 3]> {
         let mut b = [0u8; 24];
         self.local_win().read(self.word(w), &mut b)?;
-        let word =
-            |k: usize| u64::from_le_bytes(b[8 * k..8 * k + 8].try_into().unwrap_or_default());
-        Ok([word(0), word(1), word(2)])
+        Ok([le_word(&b, 0), le_word(&b, 1), le_word(&b, 2)])
     }
+}
+
+/// Little-endian word `k` of the message bytes `b`.
+fn le_word(b: &[u8], k: usize) -> u64 {
+    u64::from_le_bytes(b[8 * k..8 * k + 8].try_into().unwrap_or_default())
 }
