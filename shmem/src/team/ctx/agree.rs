@@ -135,13 +135,7 @@ impl<'a> Ctx<'a> {
         ok: bool,
         dig: u64,
     ) -> Result<crate::team::Agreement> {
-        let mut common = CallId::External.words();
-        common[1] = dig;
-        for (k, c) in op.as_bytes().chunks(8).take(COMMON - 3).enumerate() {
-            let mut b = [0u8; 8];
-            b[..c.len()].copy_from_slice(c);
-            common[3 + k] = u64::from_le_bytes(b);
-        }
+        let common = external_words(op, dig);
         let (clean, all) = self.agree(
             common,
             [0; INFO],

@@ -212,8 +212,7 @@ impl<'a> Ctx<'a> {
             }
             let r = base + i * region;
             win.read(self.word(r + 1), &mut h[..head])?;
-            let d = u64::from_le_bytes(h[..8].try_into().unwrap_or_default());
-            let sl = u64::from_le_bytes(h[8..16].try_into().unwrap_or_default());
+            let (d, sl) = (le_word(&h, 0), le_word(&h, 1));
             let len = ((sl >> 1) as usize).min(cap);
             let first = len.min(head - 16);
             recv.data.extend_from_slice(&h[16..16 + first]);
@@ -331,13 +330,7 @@ impl<'a> Ctx<'a> {
         send: &crate::team::Messages,
         recv: &mut crate::team::Messages,
     ) -> Result<crate::team::Agreement> {
-        let mut common = CallId::External.words();
-        common[1] = dig;
-        for (k, c) in op.as_bytes().chunks(8).take(COMMON - 3).enumerate() {
-            let mut b = [0u8; 8];
-            b[..c.len()].copy_from_slice(c);
-            common[3 + k] = u64::from_le_bytes(b);
-        }
+        let common = external_words(op, dig);
         self.exchange(common, ok, dig, send, recv)
     }
 }

@@ -166,6 +166,19 @@ impl CallId {
     }
 }
 
+/// Identity words of a collective of a layer above ([`CallId::External`]) named `op` (its first 40 bytes,
+/// little-endian, from word 3), whose arguments digest to `dig`.
+pub(super) fn external_words(op: &str, dig: u64) -> [u64; COMMON] {
+    let mut common = CallId::External.words();
+    common[1] = dig;
+    for (k, c) in op.as_bytes().chunks(8).take(COMMON - 3).enumerate() {
+        let mut b = [0u8; 8];
+        b[..c.len()].copy_from_slice(c);
+        common[3 + k] = u64::from_le_bytes(b);
+    }
+    common
+}
+
 /// A short name (element type, operator) as one identity word: its first 8 bytes, little-endian.
 pub(crate) fn name_word(name: &str) -> u64 {
     let mut b = [0u8; 8];
