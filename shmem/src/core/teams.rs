@@ -75,7 +75,7 @@ pub(crate) mod layout {
     /// Words of one buffer of the exchange area.
     pub const EXCH_PARITY_WORDS: usize = 2048;
     /// Words of a buffer by which the one-round forms size their messages (the eager collectives, the op
-    /// family's split messages: `Shmem::team_exchange_capacity`); the rounds' messages (about `n / 2` blocks
+    /// family's split messages: `Shmem::team_eager_capacity`); the rounds' messages (about `n / 2` blocks
     /// each) may use the whole buffer. A one-round message goes to every member, so it pays for its size `n - 1`
     /// times: above this share the signalled forms are faster (with a core per PE: 512 B at 16 PEs, 4 KiB at
     /// 2 PEs; docs/PERFORMANCE.md, round thirteen).

@@ -316,7 +316,7 @@ impl Shmem {
         if n == 1 {
             return usize::MAX;
         }
-        ctx::exchange_region_words(n).saturating_sub(layout::EXCH_HEADER) * 8
+        ctx::exchange_capacity(n)
     }
 
     /// Payload bytes by which one-round exchanges on `team` size their messages: the eager collectives carry data

@@ -15,6 +15,12 @@ pub(crate) fn exchange_region_words(n: usize) -> usize {
     }
 }
 
+/// Payload bytes one member's message region holds in a team of `n` (0 when the team has too many members for the
+/// exchange area).
+pub(crate) fn exchange_capacity(n: usize) -> usize {
+    exchange_region_words(n).saturating_sub(layout::EXCH_HEADER) * 8
+}
+
 /// Payload bytes by which the one-round forms of a team of `n` size their messages ([`layout::EAGER_PARITY_WORDS`];
 /// 0 when that share would not hold the header and one payload word).
 pub(crate) fn eager_capacity(n: usize) -> usize {
@@ -40,7 +46,7 @@ impl<'a> Ctx<'a> {
     /// Payload bytes one member may send each other member in one [`Ctx::exchange`] (0 when the team has too
     /// many members for the exchange area).
     pub(crate) fn exchange_capacity(&self) -> usize {
-        exchange_region_words(self.n()).saturating_sub(layout::EXCH_HEADER) * 8
+        exchange_capacity(self.n())
     }
 
     /// One signalled all-to-all exchange that is at the same time the agreement of a collective of a layer above

@@ -48,7 +48,7 @@ mod exchange;
 mod gather;
 mod identity;
 
-pub(crate) use exchange::{eager_capacity, exchange_region_words};
+pub(crate) use exchange::{eager_capacity, exchange_capacity, exchange_region_words};
 use identity::*;
 
 #[cfg(test)]
