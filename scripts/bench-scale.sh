@@ -45,6 +45,7 @@ stage() {
   cp benches/peers/mpi_bench.c benches/peers/common.h "$STAGE/"
   cp scripts/scale-run.sh "$STAGE/run.sh"
   cp scripts/scale-ab.sh "$STAGE/ab.sh"
+  cp scripts/scale-common.sh "$STAGE/common.sh"
   {
     echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD -- shmem ops benches launch 2>/dev/null || echo ' (+ uncommitted changes)')"
     echo "build: $(rustc --version | cut -d' ' -f1-2) --release on $(uname -m), binaries stripped"

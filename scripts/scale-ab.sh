@@ -22,10 +22,8 @@ read -r -a MB <<<"${AB_MPI:-barrier_all bcast alltoall alltoallv fcollect reduce
 read -r -a ENV_A <<<"${AB_ENV_A:-}"
 read -r -a ENV_B <<<"${AB_ENV_B:-}"
 DEADLINE="${AB_DEADLINE:-150}"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_btl="${OMPI_MCA_btl:-self,vader}"
-export OMPI_MCA_btl_vader_single_copy_mechanism="${OMPI_MCA_btl_vader_single_copy_mechanism:-none}"
-export XPUSHMEM_SYMMETRIC_SIZE="${XPUSHMEM_SYMMETRIC_SIZE:-4G}"
+# shellcheck source=scripts/scale-common.sh
+. "$here/common.sh"
 
 work=$(mktemp -d)
 mkdir -p "$work/a" "$work/b"
@@ -38,12 +36,12 @@ else
   cp "$here/xpushmem-perf" "$here/xpushmem-run" "$work/a/"
 fi
 chmod +x "$work"/a/* "$work"/b/*
-mpicc -O2 -o "$work/mpi_bench" "$here/mpi_bench.c" 2>"$OUT/mpicc.err" || { echo "!! mpicc failed (see $OUT/mpicc.err)" >&2; exit 1; }
+build_mpi_bench "$here" "$work" "$OUT" || exit 1
 {
   echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')"
   echo "variant A: ${a_build} ${ENV_A[*]}"
   echo "variant B: $(head -1 "$here/build.txt" 2>/dev/null) ${ENV_B[*]}"
-  echo "CPU family/model, L3: $(awk -F: '/^cpu family/ {f=$2} /^model[[:space:]]*:/ {m=$2} END {gsub(/ /, "", f); gsub(/ /, "", m); printf "%s/%s", f, m}' /proc/cpuinfo), $(lscpu 2>/dev/null | awk -F: '/^L3 cache/ {gsub(/^ +/, "", $2); print $2}')"
+  echo "CPU family/model, caches: $(host_caches)"
   echo "PE counts: ${PES[*]}; rounds: ${ROUNDS}, the order of A, B and MPI rotating; options: ${ARGS[*]}"
 } >"$OUT/ab-meta.txt"
 
@@ -65,8 +63,8 @@ for ((r = 1; r <= ROUNDS; r++)); do
       case $(((k + r) % 3)) in
       0) xp a "$n" "$r" ;;
       1) xp b "$n" "$r" ;;
-      2) timeout 120 mpirun -n "$n" --bind-to core "$work/mpi_bench" --win shared "${MB[@]}" "${ARGS[@]}" \
-        --csv "$OUT/ab-$n-mpi-r$r.csv" >/dev/null 2>>"$OUT/ab-err.txt" ||
+      2) mpi_bench_cmd "$work" "$n"
+        timeout 120 "${MPI_CMD[@]}" "${MB[@]}" "${ARGS[@]}" --csv "$OUT/ab-$n-mpi-r$r.csv" >/dev/null 2>>"$OUT/ab-err.txt" ||
         echo "failed: mpi at $n PEs, round $r" >>"$OUT/ab-meta.txt" ;;
       esac
     done
@@ -74,8 +72,8 @@ for ((r = 1; r <= ROUNDS; r++)); do
 done
 echo "measurement time: $(($(date +%s) - start)) s" >>"$OUT/ab-meta.txt"
 rm -rf "$work"
-# Empty stderr files say nothing.
-for f in "$OUT/ab-err.txt" "$OUT/mpicc.err"; do [ -s "$f" ] || rm -f "$f"; done
+# An empty stderr file says nothing.
+[ -s "$OUT/ab-err.txt" ] || rm -f "$OUT/ab-err.txt"
 if [ "${AB_PACK:-0}" = 1 ]; then
   (cd "$OUT" && tar -czf ab.tar.gz ab-*.csv ab-meta.txt $(ls ab-err.txt 2>/dev/null) && rm -f ab-*.csv) || echo "!! packing $OUT failed" >&2
 fi

@@ -39,28 +39,20 @@ DEADLINE="${SCALE_DEADLINE:-400}"
 T="${SCALE_TIMEOUT:-120}"
 XP_BENCHES=(barrier_all team_barrier bcast alltoall fcollect reduce_sum all_to_all_vdev all_to_all_vdev_2d)
 MPI_BENCHES=(barrier_all team_barrier bcast alltoall alltoallv fcollect reduce_sum)
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_btl="${OMPI_MCA_btl:-self,vader}"
-# Single-copy (CMA) needs ptrace rights that containers often lack; vader then copies through its FIFOs.
-export OMPI_MCA_btl_vader_single_copy_mechanism="${OMPI_MCA_btl_vader_single_copy_mechanism:-none}"
-# The 16 MiB all-to-alls at 16 PEs need 2 x 256 MiB of symmetric heap and more (reserved lazily).
-export XPUSHMEM_SYMMETRIC_SIZE="${XPUSHMEM_SYMMETRIC_SIZE:-4G}"
+# shellcheck source=scripts/scale-common.sh
+. "$here/common.sh"
 
 work=$(mktemp -d)
 cp "$here/xpushmem-perf" "$here/xpushmem-run" "$work/"
 chmod +x "$work/xpushmem-perf" "$work/xpushmem-run"
-if ! mpicc -O2 -Wall -o "$work/mpi_bench" "$here/mpi_bench.c" 2>"$OUT/mpicc.err"; then
-  echo "!! mpicc failed (see $OUT/mpicc.err)" >&2
-  exit 1
-fi
+build_mpi_bench "$here" "$work" "$OUT" || exit 1
 
 META="$OUT/meta.txt"
 {
   echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')"
   [ -f "$here/build.txt" ] && cat "$here/build.txt"
   echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) CPUs available, $(lscpu 2>/dev/null | awk -F: '/^NUMA node\(s\)/ {gsub(/ /, "", $2); print $2}') NUMA node(s), $(lscpu 2>/dev/null | awk -F: '/^Thread\(s\) per core/ {gsub(/ /, "", $2); print $2}') thread(s) per core"
-  # The model name of a virtual CPU is generic: the family/model numbers and the caches tell two hosts apart.
-  echo "CPU family/model, caches: $(awk -F: '/^cpu family/ {f=$2} /^model[[:space:]]*:/ {m=$2} END {gsub(/ /, "", f); gsub(/ /, "", m); printf "%s/%s", f, m}' /proc/cpuinfo), $(lscpu 2>/dev/null | awk -F: '/^L2 cache/ {gsub(/^ +/, "", $2); printf "L2 %s, ", $2} /^L3 cache/ {gsub(/^ +/, "", $2); printf "L3 %s", $2}')"
+  echo "CPU family/model, caches: $(host_caches)"
   echo "memory: $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo)"
   echo "kernel: $(uname -r)"
   echo "Open MPI: $(mpirun --version 2>/dev/null | head -1 | sed 's/^mpirun (Open MPI) //'), btl ${OMPI_MCA_btl}, vader single copy ${OMPI_MCA_btl_vader_single_copy_mechanism}, mpirun --bind-to core"
@@ -97,7 +89,8 @@ xp() { # name npes args...
 mpi() { # name npes args...
   local name=$1 n=$2
   shift 2
-  run "$name" mpirun -n "$n" --bind-to core "$work/mpi_bench" --win shared "${MPI_SEL[@]}" "$@"
+  mpi_bench_cmd "$work" "$n"
+  run "$name" "${MPI_CMD[@]}" "${MPI_SEL[@]}" "$@"
 }
 XP_SEL=("${XP_BENCHES[@]}")
 MPI_SEL=("${MPI_BENCHES[@]}")
