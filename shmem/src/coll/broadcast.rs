@@ -6,20 +6,20 @@ use crate::error::{Error, Result};
 use crate::team::{layout, Carry, Team};
 use crate::types::{SymSlice, Symmetric};
 
-/// The algorithm for a team of `n` and `bytes` of data (`fit`: the eager forms they fit; `carried`: the data fits
-/// an agreement message and the agreement is the dissemination; `hier`: the team's node layout pays for the
+/// The algorithm for a team of `n` and `bytes` of data (`fit`: the eager forms they fit; `carries`: whether the
+/// team's agreement can carry data, asked only for `Agreement`; `hier`: the team's node layout pays for the
 /// node-aware algorithm).
 fn resolve(
     a: BroadcastAlgo,
     cfg: &crate::config::Config,
     n: usize,
     bytes: usize,
-    (fit, carried): (Fit, bool),
+    (fit, carries): (Fit, &dyn Fn() -> bool),
     hier: bool,
 ) -> Result<BroadcastAlgo> {
     use BroadcastAlgo::{Agreement, Auto, Eager, EagerRounds};
     Ok(match a.with_cfg(cfg)? {
-        Agreement if carried => Agreement,
+        Agreement if bytes <= Carry::BYTES && carries() => Agreement,
         Auto | Agreement if fit.auto_rounds => EagerRounds,
         EagerRounds if fit.rounds => EagerRounds,
         Auto | Eager | EagerRounds | Agreement if fit.eager => Eager,
@@ -85,13 +85,12 @@ impl Shmem {
         let bytes = nelems.saturating_mul(std::mem::size_of::<T>());
         let chunk = self.cfg.coll_chunk_bytes.clone();
         let hier = ctx.layout_pays();
-        let carried = bytes <= Carry::BYTES && ctx.agreement_carries()?;
         let algo = resolve(
             algo,
             &self.cfg,
             n,
             bytes,
-            (ctx.fit(bytes, 1), carried),
+            (ctx.fit(bytes, 1), &|| ctx.agreement_carries()),
             hier,
         );
         let local = (|| {

@@ -64,8 +64,9 @@ impl<'a> Ctx<'a> {
 
     /// Whether the agreement runs as the dissemination on this team, the pattern that can carry a broadcast's data
     /// ([`Ctx::enter_carrying`]).
-    pub(crate) fn agreement_carries(&self) -> Result<bool> {
-        Ok(self.pattern(BarrierAlgo::Auto, false)? == BarrierAlgo::Dissemination)
+    pub(crate) fn agreement_carries(&self) -> bool {
+        self.pattern(BarrierAlgo::Auto, false)
+            .is_ok_and(|p| p == BarrierAlgo::Dissemination)
     }
 
     /// [`Ctx::enter`] with a broadcast's data on board (`BroadcastAlgo::Agreement`): the dissemination's messages
