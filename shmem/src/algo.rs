@@ -110,11 +110,11 @@ algo_enum!(
         /// `Shmem::team_node_groups`), then the members of its own node; each leader forwards it to the members
         /// of its node over shared memory. One inter-node transfer per other node.
         Hierarchical = "hierarchical" | "hier" | "node-aware",
-        /// The data (at most 24 bytes) travels in the agreement's own messages: the dissemination's
-        /// `ceil(log2 n)` rounds, one cache line each, the cost of a barrier. When the data is larger or the
-        /// agreement is not the dissemination (`XPUSHMEM_BARRIER_ALGORITHM`, a team across nodes), as `Auto`.
-        /// `Auto` does not take it yet: it is not measured with a core per PE (docs/PERFORMANCE.md, round
-        /// thirteen).
+        /// The data (at most 88 bytes) travels in the agreement's own messages: the dissemination's
+        /// `ceil(log2 n)` rounds, one or two cache lines each, about the cost of a barrier. When the data is
+        /// larger or the agreement is not the dissemination (`XPUSHMEM_BARRIER_ALGORITHM`, a team across nodes),
+        /// as `Auto` without it. `Auto` takes it where it can (with a core per PE, 8 B at 16 PEs: 2.6 -> 1.7 µs;
+        /// docs/PERFORMANCE.md, round fourteen).
         Agreement = "agreement",
     }
 );

@@ -97,7 +97,7 @@ env_table! {
     teams_max: OnUse<usize> = "XPUSHMEM_TEAMS_MAX", "64", on_use(team_slots);
     /// the pattern of every collective synchronisation (the agreement that carries each call's identity): auto (hierarchical on a team spanning nodes with 2+ members on a node, else dissemination), linear, dissemination, tree, hierarchical
     barrier_algorithm: OnUse<BarrierAlgo> = "XPUSHMEM_BARRIER_ALGORITHM", "auto", on_use(algorithm::<BarrierAlgo>);
-    /// broadcast algorithm: auto, linear, binomial, pipelined, eager, eager-rounds, hierarchical, agreement (data up to 24 bytes in the agreement's own messages; auto does not take it yet)
+    /// broadcast algorithm: auto, linear, binomial, pipelined, eager, eager-rounds, hierarchical, agreement (data up to 88 bytes in the agreement's own messages; auto takes it where the agreement is the dissemination)
     broadcast_algorithm: OnUse<BroadcastAlgo> = "XPUSHMEM_BROADCAST_ALGORITHM", "auto", on_use(algorithm::<BroadcastAlgo>);
     /// fcollect/collect algorithm: auto, direct, ring, eager, eager-rounds, hierarchical
     collect_algorithm: OnUse<CollectAlgo> = "XPUSHMEM_COLLECT_ALGORITHM", "auto", on_use(algorithm::<CollectAlgo>);

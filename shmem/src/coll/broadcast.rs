@@ -7,8 +7,8 @@ use crate::team::{layout, Carry, Team};
 use crate::types::{SymSlice, Symmetric};
 
 /// The algorithm for a team of `n` and `bytes` of data (`fit`: the eager forms they fit; `carries`: whether the
-/// team's agreement can carry data, asked only for `Agreement`; `hier`: the team's node layout pays for the
-/// node-aware algorithm).
+/// team's agreement can carry data, asked only for data it has room for; `hier`: the team's node layout pays for
+/// the node-aware algorithm).
 fn resolve(
     a: BroadcastAlgo,
     cfg: &crate::config::Config,
@@ -19,7 +19,7 @@ fn resolve(
 ) -> Result<BroadcastAlgo> {
     use BroadcastAlgo::{Agreement, Auto, Eager, EagerRounds};
     Ok(match a.with_cfg(cfg)? {
-        Agreement if bytes <= Carry::BYTES && carries() => Agreement,
+        Auto | Agreement if bytes <= Carry::BYTES && carries() => Agreement,
         Auto | Agreement if fit.auto_rounds => EagerRounds,
         EagerRounds if fit.rounds => EagerRounds,
         Auto | Eager | EagerRounds | Agreement if fit.eager => Eager,
@@ -132,10 +132,7 @@ impl Shmem {
         ];
         if let Ok(BroadcastAlgo::Agreement) = algo {
             // The root's data rides in the agreement's messages (at most one cache line each).
-            let mut carry = Carry {
-                have: me == root,
-                ..Carry::default()
-            };
+            let mut carry = Carry::new(me == root, bytes);
             let local = local.and_then(|()| {
                 if me != root || nelems == 0 {
                     return Ok(());

@@ -37,10 +37,11 @@ pub(crate) mod members_area {
 pub(crate) mod layout {
     /// Rounds of the agreement: enough for 2^32 PEs.
     pub const AGREE_ROUNDS: usize = 32;
-    /// Words per agreement round (one cache line): flag (raised to the sequence number), failed (OR), lowest
+    /// Words per agreement round (two cache lines): flag (raised to the sequence number), failed (OR), lowest
     /// digest, highest digest, then a broadcast's data when it travels with the dissemination (whether the sender
-    /// holds it, and [`CARRY_WORDS`] words of it).
-    pub const AGREE_ROUND_WORDS: usize = 8;
+    /// holds it, and up to [`CARRY_WORDS`] words of it). A barrier's message stays in the first line; a carried
+    /// broadcast's reaches into the second only above 24 bytes.
+    pub const AGREE_ROUND_WORDS: usize = 16;
     /// Data words one agreement message carries (`BroadcastAlgo::Agreement`).
     pub const CARRY_WORDS: usize = AGREE_ROUND_WORDS - 5;
     /// The agreement's rounds, two parities of [`AGREE_ROUNDS`] rounds.

@@ -202,30 +202,42 @@ pe_test!(
                 matches!(r, Err(Error::Mismatch { .. })),
                 "algorithm mismatch: {r:?}"
             );
-            // Up to 24 bytes `Agreement` rides in the agreement's messages where the agreement is the
-            // dissemination (`Shmem::team_barrier_algorithm`), a choice of its own: it meets `Auto` as another
-            // algorithm. Above, or over another pattern, it is `Auto` itself.
+            // Up to 88 bytes (two cache lines a message) `Agreement` rides in the agreement's messages where the
+            // agreement is the dissemination (`Shmem::team_barrier_algorithm`), and `Auto` takes it there; above,
+            // or over another pattern, both are `Auto` without it. So PE 0's `Agreement` meets the others' `Auto`
+            // in one call at every size: in the first line, filling both, and one element more.
             let carries = sh.team_barrier_algorithm(&w)? == xpushmem::BarrierAlgo::Dissemination;
-            sh.put(src, &ref_vec::<i64>(me, 10, 0), me)?;
-            for (nelems, own) in [(3, carries), (4, false)] {
+            let (a, b) = (sh.malloc::<i64>(12)?, sh.calloc::<i64>(13)?);
+            sh.put(a, &ref_vec::<i64>(me, 12, 0), me)?;
+            for nelems in [3, 11, 12] {
+                sh.put(b, &[0i64; 13], me)?;
                 let algo = if me == 0 {
                     BroadcastAlgo::Agreement
                 } else {
                     BroadcastAlgo::Auto
                 };
-                let r = sh.broadcast_with(&w, dst, src, nelems, n - 1, algo);
-                if own {
-                    assert!(
-                        matches!(&r, Err(Error::Mismatch { .. })),
-                        "agreement vs auto, {nelems} elements: {r:?}"
-                    );
-                } else {
-                    r?;
-                    let mut got = vec![0i64; nelems];
-                    sh.get(&mut got, dst.slice(..nelems)?, me)?;
-                    assert_eq!(got, ref_vec::<i64>(n - 1, nelems, 0), "PE {me}: {nelems} elements");
-                }
+                sh.broadcast_with(&w, b, a, nelems, n - 1, algo)?;
+                let mut got = vec![0i64; nelems + 1];
+                sh.get(&mut got, b.slice(..nelems + 1)?, me)?;
+                let want = ref_vec::<i64>(n - 1, nelems, 0);
+                assert_eq!(got[..nelems], want[..], "PE {me}: {nelems} elements");
+                assert_eq!(got[nelems], 0, "PE {me}: {nelems} elements: wrote past nelems");
             }
+            // Where the data rides, an explicit other algorithm is another choice: a mismatch.
+            if carries {
+                let algo = if me == 0 {
+                    BroadcastAlgo::Agreement
+                } else {
+                    BroadcastAlgo::Eager
+                };
+                let r = sh.broadcast_with(&w, b, a, 11, 0, algo);
+                assert!(
+                    matches!(&r, Err(Error::Mismatch { .. })),
+                    "agreement vs eager, 11 elements: {r:?}"
+                );
+            }
+            sh.free(b)?;
+            sh.free(a)?;
         }
         // The team still works.
         sh.broadcast(&w, dst, src, 10, 0)?;

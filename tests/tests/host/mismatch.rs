@@ -312,9 +312,9 @@ mod gather_rounds_meet_other_calls {
     pub fn body(sh: &Shmem) -> xpushmem::Result<()> {
         let (me, n) = (sh.my_pe(), sh.n_pes());
         let w = sh.team_world();
-        let src = sh.calloc::<i64>(8)?;
-        let dst = sh.calloc::<i64>(8 * n)?;
-        sh.put(src, &[me as i64 + 1; 8], me)?;
+        let src = sh.calloc::<i64>(12)?;
+        let dst = sh.calloc::<i64>(12.max(8 * n))?;
+        sh.put(src, &[me as i64 + 1; 12], me)?;
         let any = |_: &str| true;
         // A reduction in rounds on PE 0 meets a barrier on the others.
         let r = if me == 0 {
@@ -342,7 +342,7 @@ mod gather_rounds_meet_other_calls {
         let r = if me == n - 1 {
             sh.alltoall(&w, dst, src, 1)
         } else {
-            sh.broadcast(&w, dst, src, 8, 0)
+            sh.broadcast_with(&w, dst, src, 8, 0, BroadcastAlgo::EagerRounds)
         };
         expect_mismatch(
             sh,
@@ -410,14 +410,16 @@ mod gather_rounds_meet_other_calls {
             ReduceAlgo::EagerRounds
         };
         sh.reduce_with(&w, xpushmem::ReduceOp::Sum, dst, src, 2, r)?;
+        // (96 bytes: more than the agreement's messages carry, which `Auto` takes up to 88.)
         let b = if auto {
             BroadcastAlgo::Auto
         } else {
             BroadcastAlgo::EagerRounds
         };
-        sh.broadcast_with(&w, dst, src, 2, 0, b)?;
-        sh.get(&mut got[..2], dst.slice(..2)?, me)?;
-        assert_eq!(got[..2], [1; 2], "PE {me}");
+        sh.broadcast_with(&w, dst, src, 12, 0, b)?;
+        let mut got12 = [0i64; 12];
+        sh.get(&mut got12, dst.slice(..12)?, me)?;
+        assert_eq!(got12, [1; 12], "PE {me}");
         // 24 bytes in the agreement's own messages (where it is the dissemination; else in rounds), after the
         // mismatches above.
         sh.broadcast_with(&w, dst, src, 3, n - 1, BroadcastAlgo::Agreement)?;

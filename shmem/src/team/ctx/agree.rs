@@ -29,18 +29,29 @@ fn le_words(b: &mut [u8], v: &[u64]) {
 }
 
 /// A broadcast's data travelling with the dissemination agreement ([`Ctx::enter_carrying`]): whether this PE
-/// holds it yet, and its bytes.
-#[derive(Debug, Clone, Copy, Default)]
+/// holds it yet, its length and its bytes.
+#[derive(Debug, Clone, Copy)]
 pub(crate) struct Carry {
     /// This PE holds the data (the root from the start, the others once a message brought it).
     pub have: bool,
-    /// The data (its first bytes; the rest unused).
+    /// Bytes of data (at most [`Carry::BYTES`]): a message carries only these.
+    pub len: usize,
+    /// The data (its first `len` bytes; the rest unused).
     pub bytes: [u8; Carry::BYTES],
 }
 
 impl Carry {
     /// Bytes of data one agreement message carries ([`layout::CARRY_WORDS`] words).
     pub const BYTES: usize = 8 * layout::CARRY_WORDS;
+
+    /// `len` bytes of data (at most [`Carry::BYTES`]), held from the start where `have` (the root).
+    pub fn new(have: bool, len: usize) -> Carry {
+        Carry {
+            have,
+            len: len.min(Carry::BYTES),
+            bytes: [0; Carry::BYTES],
+        }
+    }
 }
 
 /// Bytes of a carrying agreement message after its flag: the three agreement words, `have`, the data.
@@ -298,21 +309,25 @@ impl<'a> Ctx<'a> {
         Ok(v)
     }
 
-    /// [`Ctx::send3`] with the broadcast data `c` after the agreement words (all in one cache line).
+    /// [`Ctx::send3`] with the broadcast data `c` after the agreement words (up to 24 bytes of data, all in the
+    /// flag's cache line).
     fn send_carry(&self, to: usize, flag: usize, v: &[u64; 3], c: &Carry, seq: u64) -> Result<()> {
         let mut bytes = [0u8; CARRY_HEAD + Carry::BYTES];
         le_words(&mut bytes, &[v[0], v[1], v[2], c.have as u64]);
-        bytes[CARRY_HEAD..].copy_from_slice(&c.bytes);
-        self.send_msg(to, flag, &bytes, seq)
+        let end = CARRY_HEAD + c.len;
+        bytes[CARRY_HEAD..end].copy_from_slice(&c.bytes[..c.len]);
+        self.send_msg(to, flag, &bytes[..end], seq)
     }
 
-    /// A carrying message's agreement words, and its data into `c` when `c` lacks it and the sender held it.
+    /// A carrying message's agreement words, and its data into `c` when `c` lacks it and the sender held it (a
+    /// sender of another length is in another call: the agreement fails, whatever the bytes).
     fn read_carry(&self, w: usize, c: &mut Carry) -> Result<[u64; 3]> {
         let mut b = [0u8; CARRY_HEAD + Carry::BYTES];
-        self.local_win().read(self.word(w), &mut b)?;
+        let end = CARRY_HEAD + c.len;
+        self.local_win().read(self.word(w), &mut b[..end])?;
         if !c.have && le_word(&b, 3) == 1 {
             c.have = true;
-            c.bytes.copy_from_slice(&b[CARRY_HEAD..]);
+            c.bytes[..c.len].copy_from_slice(&b[CARRY_HEAD..end]);
         }
         Ok([le_word(&b, 0), le_word(&b, 1), le_word(&b, 2)])
     }
