@@ -71,8 +71,10 @@ pub(crate) mod layout {
     /// Free-slot mask of team creation (up to 64 words: 4096 slots).
     pub const SPLIT_MASK: usize = CHECK + 2 * CHECK_WORDS;
     /// The exchange area (`team::Ctx::exchange`): two buffers of [`EXCH_PARITY_WORDS`] (by sequence parity),
-    /// each split evenly into one message region per member.
-    pub const EXCH: usize = SPLIT_MASK + 64;
+    /// each split evenly into one message region per member. It starts on a pair of cache lines (as do the slot
+    /// and the agreement's round slots), and a region holds whole lines where it can (`exchange_region_words`):
+    /// a small message then crosses cores in as few lines as its bytes need.
+    pub const EXCH: usize = (SPLIT_MASK + 64).next_multiple_of(16);
     /// Words of one buffer of the exchange area.
     pub const EXCH_PARITY_WORDS: usize = 2048;
     /// Words of a buffer by which the one-round forms size their messages (the eager collectives, the op
@@ -85,8 +87,8 @@ pub(crate) mod layout {
     /// Header words of an exchange message region: flag (raised to the sequence number), the sender's argument
     /// digest, the sender's verdict and payload length (`len << 1 | failed`).
     pub const EXCH_HEADER: usize = 3;
-    /// Words in one slot.
-    pub const SLOT_WORDS: usize = EXCH + 2 * EXCH_PARITY_WORDS;
+    /// Words in one slot (whole pairs of cache lines, so that every slot of a pool starts on one).
+    pub const SLOT_WORDS: usize = (EXCH + 2 * EXCH_PARITY_WORDS).next_multiple_of(16);
 }
 
 /// Options of a new team (OpenSHMEM's `shmem_team_config_t`).

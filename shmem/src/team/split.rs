@@ -26,7 +26,7 @@ impl Teams {
         }
         let slots = sh.config().teams_max.clone()?;
         let words = (slots - PREDEFINED) * SLOT_BYTES / 8;
-        let s = sh.alloc_collective::<u64>(call, words, 64, true, op)?;
+        let s = sh.alloc_collective::<u64>(call, words, 128, true, op)?;
         let mut used = vec![0u64; slots.div_ceil(64)];
         used[0] |= (1 << WORLD_SLOT) | (1 << SHARED_SLOT);
         *lock(&self.used) = used;

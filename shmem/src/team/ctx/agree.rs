@@ -291,9 +291,18 @@ impl<'a> Ctx<'a> {
             }
             let from_idx = member((mine + count - dist) % count);
             let from = self.pe(from_idx);
-            let got = if self.wait_from(flag, seq, from_idx, &|| {
-                format!("{what} round {round}: waiting for PE {from}")
-            })? {
+            // A carried message longer than the flag's line: its second line is polled with the flag.
+            let line = carry
+                .as_deref()
+                .filter(|c| 8 + CARRY_HEAD + c.len > 64)
+                .and_then(|_| self.local_win().atomic64(self.word(flag + 8)));
+            let got = if self.wait_from_with(
+                flag,
+                seq,
+                from_idx,
+                &|| format!("{what} round {round}: waiting for PE {from}"),
+                line,
+            )? {
                 match carry.as_deref_mut() {
                     Some(c) => self.read_carry(flag + 1, c)?,
                     None => self.read3(flag + 1)?,

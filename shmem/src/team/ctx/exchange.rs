@@ -4,11 +4,13 @@
 
 use super::*;
 
-/// Words of one member's message region in one buffer of the exchange area, for a team of `n` (0 when a region
-/// would not hold the header and one payload word).
+/// Words of one member's message region in one buffer of the exchange area, for a team of `n`: whole cache lines
+/// where a line fits (the area starts on one), and 0 when a region would not hold the header and one payload word.
 pub(crate) fn exchange_region_words(n: usize) -> usize {
     let w = layout::EXCH_PARITY_WORDS / n.max(1);
-    if w > layout::EXCH_HEADER {
+    if w >= 8 {
+        w & !7
+    } else if w > layout::EXCH_HEADER {
         w
     } else {
         0

@@ -217,6 +217,20 @@ impl<'a> Ctx<'a> {
         from: usize,
         what: &dyn Fn() -> String,
     ) -> Result<bool> {
+        self.wait_from_with(w, target, from, what, None)
+    }
+
+    /// [`Ctx::wait_from`] for a message whose bytes reach into the next cache line: `line` (that line's first
+    /// word) is loaded in every poll with the flag, so that it crosses cores in parallel with the flag's line
+    /// rather than after it (as the exchange's `message_lines`).
+    fn wait_from_with(
+        &self,
+        w: usize,
+        target: u64,
+        from: usize,
+        what: &dyn Fn() -> String,
+        line: Option<&std::sync::atomic::AtomicU64>,
+    ) -> Result<bool> {
         let word = self.local_word(w);
         let mut other = false;
         let mut polls = 0u32;
@@ -230,7 +244,11 @@ impl<'a> Ctx<'a> {
                 )
             },
             || {
-                if word.load()? >= target {
+                let seen = word.load()?;
+                if let Some(l) = line {
+                    l.load(std::sync::atomic::Ordering::Relaxed);
+                }
+                if seen >= target {
                     return Ok(true);
                 }
                 polls = polls.wrapping_add(1);
