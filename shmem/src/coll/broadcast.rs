@@ -131,7 +131,7 @@ impl Shmem {
             0,
         ];
         if let Ok(BroadcastAlgo::Agreement) = algo {
-            // The root's data rides in the agreement's messages (at most one cache line each).
+            // The root's data rides in the agreement's messages (one or two cache lines each).
             let mut carry = Carry::new(me == root, bytes);
             let local = local.and_then(|()| {
                 if me != root || nelems == 0 {

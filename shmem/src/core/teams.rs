@@ -16,6 +16,8 @@ pub(crate) const PREDEFINED: usize = 2;
 /// Where the predefined teams' slots start in the runtime's own region.
 pub(crate) const SYS_SLOTS: usize = 4096;
 const _: () = assert!(SYS_SLOTS + PREDEFINED * SLOT_BYTES <= super::SYS_BYTES);
+// The predefined slots start on a pair of cache lines (the pool's allocation is aligned to one).
+const _: () = assert!(SYS_SLOTS % 128 == 0);
 
 /// The words of the teams made by their members only (`team/members.rs`) in every PE's system region, after the
 /// predefined teams' slots: this PE's record of the creation round it is in, then one mailbox word per PE (how
@@ -89,6 +91,8 @@ pub(crate) mod layout {
     pub const EXCH_HEADER: usize = 3;
     /// Words in one slot (whole pairs of cache lines, so that every slot of a pool starts on one).
     pub const SLOT_WORDS: usize = (EXCH + 2 * EXCH_PARITY_WORDS).next_multiple_of(16);
+    // The agreement's round slots and the exchange area start on a pair of lines, given a slot that does.
+    const _: () = assert!(AGREE_ROUND_WORDS % 16 == 0 && EXCH % 16 == 0 && SLOT_WORDS % 16 == 0);
 }
 
 /// Options of a new team (OpenSHMEM's `shmem_team_config_t`).

@@ -56,6 +56,8 @@ impl Carry {
 
 /// Bytes of a carrying agreement message after its flag: the three agreement words, `have`, the data.
 const CARRY_HEAD: usize = 8 * 4;
+/// Words of a cache line.
+const LINE_WORDS: usize = 8;
 
 impl<'a> Ctx<'a> {
     /// The agreement (see the module docs): publish this call's identity, all-reduce the verdict over the team
@@ -291,11 +293,12 @@ impl<'a> Ctx<'a> {
             }
             let from_idx = member((mine + count - dist) % count);
             let from = self.pe(from_idx);
-            // A carried message longer than the flag's line: its second line is polled with the flag.
+            // A carried message longer than the flag's line (round slots start on a line): its second line is
+            // polled with the flag.
             let line = carry
                 .as_deref()
-                .filter(|c| 8 + CARRY_HEAD + c.len > 64)
-                .and_then(|_| self.local_win().atomic64(self.word(flag + 8)));
+                .filter(|c| 8 + CARRY_HEAD + c.len > LINE_WORDS * 8)
+                .and_then(|_| self.local_win().atomic64(self.word(flag + LINE_WORDS)));
             let got = if self.wait_from_with(
                 flag,
                 seq,
