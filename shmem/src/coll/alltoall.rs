@@ -299,13 +299,14 @@ impl Shmem {
             return Ok(());
         }
         // Unit strides: block j goes straight from this PE's source into member j's `dest` (one copy, no buffer).
-        let mut buf = if sst == 1 && dst == 1 {
+        let unit = sst == 1 && dst == 1;
+        let mut buf = if unit {
             Vec::new()
         } else {
             vec![T::default(); nelems]
         };
         let mut send = |ctx: &mut Ctx<'_>, j: usize| -> Result<()> {
-            if buf.is_empty() {
+            if unit {
                 let block = |s: SymSlice<T>, i: usize| s.slice(i * nelems..(i + 1) * nelems);
                 return ctx.copy(block(dest, me)?, j, block(src, j)?, me);
             }

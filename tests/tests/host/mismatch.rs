@@ -338,34 +338,27 @@ mod gather_rounds_meet_other_calls {
         };
         let r = sh.fcollect_with(&w, dst, src, 4, algo);
         expect_mismatch(sh, r, "fcollect", 1, &any, &any);
-        // A broadcast in rounds on every PE but the last meets an alltoall (an exchange) there.
-        let r = if me == n - 1 {
-            sh.alltoall(&w, dst, src, 1)
-        } else {
-            sh.broadcast_with(&w, dst, src, 8, 0, BroadcastAlgo::EagerRounds)
-        };
-        expect_mismatch(
-            sh,
-            r,
-            if me == n - 1 { "alltoall" } else { "broadcast" },
-            n - 1,
-            &|t| t.starts_with("alltoall("),
-            &|o| o.starts_with("broadcast(type int64, nelems 8, root 0"),
-        );
-        // The same with 16 bytes in the agreement's own messages (where it is the dissemination; else in rounds).
-        let r = if me == n - 1 {
-            sh.alltoall(&w, dst, src, 1)
-        } else {
-            sh.broadcast_with(&w, dst, src, 2, 0, BroadcastAlgo::Agreement)
-        };
-        expect_mismatch(
-            sh,
-            r,
-            if me == n - 1 { "alltoall" } else { "broadcast" },
-            n - 1,
-            &|t| t.starts_with("alltoall("),
-            &|o| o.starts_with("broadcast(type int64, nelems 2, root 0"),
-        );
+        // A broadcast on every PE but the last meets an alltoall (an exchange) there: in rounds, and with 16 bytes
+        // in the agreement's own messages (where it is the dissemination; else in rounds).
+        for (nelems, algo) in [
+            (8, BroadcastAlgo::EagerRounds),
+            (2, BroadcastAlgo::Agreement),
+        ] {
+            let r = if me == n - 1 {
+                sh.alltoall(&w, dst, src, 1)
+            } else {
+                sh.broadcast_with(&w, dst, src, nelems, 0, algo)
+            };
+            let other = format!("broadcast(type int64, nelems {nelems}, root 0");
+            expect_mismatch(
+                sh,
+                r,
+                if me == n - 1 { "alltoall" } else { "broadcast" },
+                n - 1,
+                &|t| t.starts_with("alltoall("),
+                &|o| o.starts_with(&other),
+            );
+        }
         // PE 1 reduces 4 elements, the others 8: all in rounds, the digests differ.
         let r = sh.reduce_with(
             &w,

@@ -56,8 +56,6 @@ impl Carry {
 
 /// Bytes of a carrying agreement message after its flag: the three agreement words, `have`, the data.
 const CARRY_HEAD: usize = 8 * 4;
-/// Words of a cache line.
-const LINE_WORDS: usize = 8;
 
 impl<'a> Ctx<'a> {
     /// The agreement (see the module docs): publish this call's identity, all-reduce the verdict over the team
@@ -293,18 +291,17 @@ impl<'a> Ctx<'a> {
             }
             let from_idx = member((mine + count - dist) % count);
             let from = self.pe(from_idx);
-            // A carried message longer than the flag's line (round slots start on a line): its second line is
-            // polled with the flag.
-            let line = carry
+            // A carried message longer than the flag's line: its second line is polled with the flag.
+            let lines = carry
                 .as_deref()
-                .filter(|c| 8 + CARRY_HEAD + c.len > LINE_WORDS * 8)
-                .and_then(|_| self.local_win().atomic64(self.word(flag + LINE_WORDS)));
+                .map(|c| self.message_lines(flag, 8 + CARRY_HEAD + c.len))
+                .unwrap_or_default();
             let got = if self.wait_from_with(
                 flag,
                 seq,
                 from_idx,
                 &|| format!("{what} round {round}: waiting for PE {from}"),
-                line,
+                &lines,
             )? {
                 match carry.as_deref_mut() {
                     Some(c) => self.read_carry(flag + 1, c)?,
@@ -321,8 +318,8 @@ impl<'a> Ctx<'a> {
         Ok(v)
     }
 
-    /// [`Ctx::send3`] with the broadcast data `c` after the agreement words (up to 24 bytes of data, all in the
-    /// flag's cache line).
+    /// [`Ctx::send3`] with the broadcast data `c` after the agreement words: only its `len` bytes (up to 24 of them
+    /// stay in the flag's cache line, more reach into the slot's second line).
     fn send_carry(&self, to: usize, flag: usize, v: &[u64; 3], c: &Carry, seq: u64) -> Result<()> {
         let mut bytes = [0u8; CARRY_HEAD + Carry::BYTES];
         le_words(&mut bytes, &[v[0], v[1], v[2], c.have as u64]);

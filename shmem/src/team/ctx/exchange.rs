@@ -27,11 +27,7 @@ pub(crate) fn exchange_capacity(n: usize) -> usize {
 /// 0 when that share would not hold the header and one payload word).
 pub(crate) fn eager_capacity(n: usize) -> usize {
     let w = (layout::EAGER_PARITY_WORDS / n.max(1)).min(exchange_region_words(n));
-    if w > layout::EXCH_HEADER {
-        (w - layout::EXCH_HEADER) * 8
-    } else {
-        0
-    }
+    w.saturating_sub(layout::EXCH_HEADER) * 8
 }
 
 /// Cache lines of a message loaded with its flag while waiting for it ([`Ctx::message_lines`]).
@@ -246,7 +242,7 @@ impl<'a> Ctx<'a> {
     /// line (2 PEs, 16-64 B fcollect: 0.45 -> 0.37 us, the 8 B figure). `bytes` is an upper bound (from the
     /// payloads of this call and the last); the loads of lines the message does not reach read this PE's own
     /// cached lines.
-    fn message_lines(
+    pub(super) fn message_lines(
         &self,
         r: usize,
         bytes: usize,

@@ -217,19 +217,19 @@ impl<'a> Ctx<'a> {
         from: usize,
         what: &dyn Fn() -> String,
     ) -> Result<bool> {
-        self.wait_from_with(w, target, from, what, None)
+        self.wait_from_with(w, target, from, what, &[])
     }
 
-    /// [`Ctx::wait_from`] for a message whose bytes reach into the next cache line: `line` (that line's first
-    /// word) is loaded in every poll with the flag, so that it crosses cores in parallel with the flag's line
-    /// rather than after it (as the exchange's `message_lines`).
+    /// [`Ctx::wait_from`] for a message whose bytes reach into the next cache lines: `lines` (their first words,
+    /// from [`Ctx::message_lines`]) are loaded in every poll with the flag, so that they cross cores in parallel
+    /// with the flag's line rather than after it.
     fn wait_from_with(
         &self,
         w: usize,
         target: u64,
         from: usize,
         what: &dyn Fn() -> String,
-        line: Option<&std::sync::atomic::AtomicU64>,
+        lines: &[Option<&std::sync::atomic::AtomicU64>],
     ) -> Result<bool> {
         let word = self.local_word(w);
         let mut other = false;
@@ -245,7 +245,7 @@ impl<'a> Ctx<'a> {
             },
             || {
                 let seen = word.load()?;
-                if let Some(l) = line {
+                for l in lines.iter().flatten() {
                     l.load(std::sync::atomic::Ordering::Relaxed);
                 }
                 if seen >= target {
