@@ -95,8 +95,7 @@ impl Shmem {
         // The source is copied or sent before the call returns; only delivery is left to quiet (no handle: a
         // transport that completes later completes it on quiet, which is all a blocking put promises).
         let (win, off, amo) = self.put_signal_target(dst, src.len(), sig, op, pe)?;
-        win.put_signal_nbi_in(d, off, bytes_of(src), sig.off, amo, value)
-            .map(|_| ())
+        win.put_signal_in(d, off, bytes_of(src), sig.off, amo, value)
     }
 
     /// Validate a put-with-signal; the target's window, the data's offset and the signal's operation.

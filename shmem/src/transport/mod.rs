@@ -332,6 +332,21 @@ pub(crate) trait Window: Send + Sync + std::fmt::Debug {
         let _ = d;
         self.get_nbi_registered(off, dst)
     }
+    /// The blocking put-with-signal in domain `d`: [`Window::put_signal_nbi_in`] whose source is copied or sent
+    /// before it returns (only the delivery is left to `d`'s quiet). A transport whose copy would only delay the
+    /// signal overrides it (the fabric: a signal that waits for the data's delivery anyway).
+    fn put_signal_in(
+        &self,
+        d: Domain,
+        off: usize,
+        src: &[u8],
+        sig: usize,
+        op: AmoOp,
+        value: u64,
+    ) -> Result<()> {
+        self.put_signal_nbi_in(d, off, src, sig, op, value)
+            .map(|_| ())
+    }
     /// [`Window::put_signal_nbi`] in domain `d`.
     fn put_signal_nbi_in(
         &self,

@@ -467,14 +467,16 @@ fn small_messages(name: &str, env: &[(&str, &str)]) {
                             "PE {me}: {prev} bytes of round {r} seen with their signal"
                         );
                     }
-                    sh.put_signal(
-                        data.slice(0..len)?,
-                        &pattern(round as usize + other, len),
-                        sig,
-                        turn(round),
-                        SignalOp::Set,
-                        other,
-                    )?;
+                    // Both forms in turn: from ZERO_COPY_MIN the blocking one writes its data in place when the
+                    // signal waits for it anyway (`tcp;ofi_rxm`), the non-blocking one through a bounce buffer.
+                    let payload = pattern(round as usize + other, len);
+                    let (dst, value) = (data.slice(0..len)?, turn(round));
+                    if round % 2 == 0 {
+                        sh.put_signal_nbi(dst, &payload, sig, value, SignalOp::Set, other)?
+                            .wait()?;
+                    } else {
+                        sh.put_signal(dst, &payload, sig, value, SignalOp::Set, other)?;
+                    }
                 }
             }
             if me == 0 {
@@ -499,8 +501,9 @@ fn small_messages(name: &str, env: &[(&str, &str)]) {
 }
 
 /// The payload sizes of [`small_messages`]'s ping-pong: injected sizes, copied ones, and a bounce buffer's just
-/// below the size from which put_signal waits for its data anyway (`SIGNAL_DIRECT_MIN`, 256 KiB), whose long
-/// transfer leaves a signal sent ahead of it time to be seen first.
+/// below the size from which every put_signal waits for its data (`SIGNAL_DIRECT_MIN`, 256 KiB; the blocking
+/// one from 32 KiB where the provider does not order the signal behind the data), whose long transfer leaves a
+/// signal sent ahead of it time to be seen first.
 const PP_SIZES: [usize; 5] = [8, 64, 200, 4096, PP_MAX];
 const PP_MAX: usize = 200_000;
 /// Ping-pong rounds per size: a signal that overtakes its data is seen only when the reader looks in between, so

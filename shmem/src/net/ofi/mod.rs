@@ -164,7 +164,9 @@ pub(crate) const ZERO_COPY_MIN: usize = SLAB_MIN;
 /// A put-with-signal of at least this many bytes writes its data without a copy and waits for its delivery, then
 /// posts the signal (the fabric window's `put_signal_nbi`): the extra round trip before the signal (about 10 us over
 /// tcp on loopback) costs less than copying the data into a bounce buffer above this size (about 70 us per MiB;
-/// the ping-pong at 1-4 MiB was 0.64-0.83x raw libfabric's, whose source is registered).
+/// the ping-pong at 1-4 MiB was 0.64-0.83x raw libfabric's, whose source is registered). A blocking put-with-signal
+/// whose signal cannot follow its data (`Ep::signal_follows_data`) takes that path from [`ZERO_COPY_MIN`], as a
+/// blocking put does: its signal waits for the delivery either way, so the copy would only add its own time.
 pub(crate) const SIGNAL_DIRECT_MIN: usize = 256 * 1024;
 /// log2 of the smallest bounce buffer ([`SLAB_MIN`]).
 pub(crate) const SLAB_MIN_LOG: u32 = 15;

@@ -724,6 +724,12 @@ impl Ep {
         let (fop, form) = fi_op_of(amo, fetch);
         self.atomics.contains(&(width, fop, form))
     }
+
+    /// Whether a put-with-signal of `len` bytes posts its signal right behind its data (the provider orders them,
+    /// [`Ep::put`]); otherwise the signal waits for the data's delivery.
+    pub(crate) fn signal_follows_data(&self, len: usize) -> bool {
+        len <= self.waw_max
+    }
 }
 
 /// What the transport asks of the operations in flight (it never holds them: their contexts and buffers are the

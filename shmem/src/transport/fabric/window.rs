@@ -203,6 +203,69 @@ impl FabricWindow {
         ep.direct(addr, len)
     }
 
+    /// The put-with-signal of both forms: a source of at least `direct_from` bytes goes without a copy when it
+    /// can (`write_direct`: the data delivered and waited for first, so the signal needs no ordering with it,
+    /// `FI_DELIVERY_COMPLETE` making the data visible at the target when the write completes), any other is
+    /// copied and its signal posted behind it or once it is delivered ([`Ep::put`]).
+    #[allow(clippy::too_many_arguments)]
+    fn put_signal_from(
+        &self,
+        d: Domain,
+        off: usize,
+        src: &[u8],
+        sig: usize,
+        op: AmoOp,
+        value: u64,
+        direct_from: usize,
+    ) -> Result<Option<Ticket>> {
+        self.check("put_signal data", off, src.len(), 1)?;
+        self.check("put_signal signal", sig, 8, 8)?;
+        let s = Signal { sig, op, value };
+        if src.len() >= direct_from
+            && lock(&self.t.ep).offers(8, op, false)
+            && self.write_direct(d, off, src.as_ptr() as usize, src.len())?
+        {
+            return self.amo_post_in(d, sig, 8, op, value).map(|()| None);
+        }
+        let (region, roff) = match self.at(off, src.len()) {
+            Some(r) if !src.is_empty() => r,
+            // Across heap chunks (or no data): the data delivered first, then the signal.
+            _ => {
+                if let Some(t) = self.put_nbi_in(d, off, src)? {
+                    self.t.complete(t)?;
+                }
+                return self.amo_post_in(d, sig, 8, op, value).map(|()| None);
+            }
+        };
+        let mut ep = lock(&self.t.ep);
+        if region.staged {
+            return ep
+                .stage_put(self.pe, d, region, off, src, Some(s))
+                .map(|id| Some(Ticket(id)));
+        }
+        if !ep.offers(8, op, false) {
+            drop(ep);
+            // The provider lacks the signal's atomic: deliver the data, then emulate.
+            if let Some(t) = self.put_nbi_in(d, off, src)? {
+                self.t.complete(t)?;
+            }
+            self.amo(sig, 8, op, value)?;
+            return Ok(None);
+        }
+        // The write carries the signal as an offset in the data's region: when the signal word lies in another
+        // chunk, the data is delivered first, then the signal.
+        let Some((_, soff)) = self.at(sig, 8).filter(|(r, _)| r.key == region.key) else {
+            drop(ep);
+            if let Some(t) = self.put_nbi_in(d, off, src)? {
+                self.t.complete(t)?;
+            }
+            return self.amo_post_in(d, sig, 8, op, value).map(|()| None);
+        };
+        let s = Signal { sig: soff, ..s };
+        ep.put(self.pe, d, region, roff, src, Some(s))
+            .map(|id| Some(Ticket(id)))
+    }
+
     /// A blocking put of `len` bytes at `addr` (checked against the window by the caller) without a copy when
     /// [`FabricWindow::direct`] allows one: the provider reads the source in place, and the call returns once
     /// the write completed (delivered, with `FI_DELIVERY_COMPLETE`), when the source may be reused. `Ok(false)`
@@ -436,54 +499,27 @@ impl Window for FabricWindow {
         op: AmoOp,
         value: u64,
     ) -> Result<Option<Ticket>> {
-        self.check("put_signal data", off, src.len(), 1)?;
-        self.check("put_signal signal", sig, 8, 8)?;
-        let s = Signal { sig, op, value };
-        // A large source goes without a copy: the data is delivered (and waited for) first, so the signal needs
-        // no ordering with it (FI_DELIVERY_COMPLETE: the data is visible at the target when the write completes).
-        if src.len() >= SIGNAL_DIRECT_MIN
-            && lock(&self.t.ep).offers(8, op, false)
-            && self.write_direct(d, off, src.as_ptr() as usize, src.len())?
-        {
-            return self.amo_post_in(d, sig, 8, op, value).map(|()| None);
-        }
-        let (region, roff) = match self.at(off, src.len()) {
-            Some(r) if !src.is_empty() => r,
-            // Across heap chunks (or no data): the data delivered first, then the signal.
-            _ => {
-                if let Some(t) = self.put_nbi_in(d, off, src)? {
-                    self.t.complete(t)?;
-                }
-                return self.amo_post_in(d, sig, 8, op, value).map(|()| None);
-            }
-        };
-        let mut ep = lock(&self.t.ep);
-        if region.staged {
-            return ep
-                .stage_put(self.pe, d, region, off, src, Some(s))
-                .map(|id| Some(Ticket(id)));
-        }
-        if !ep.offers(8, op, false) {
-            drop(ep);
-            // The provider lacks the signal's atomic: deliver the data, then emulate.
-            if let Some(t) = self.put_nbi_in(d, off, src)? {
-                self.t.complete(t)?;
-            }
-            self.amo(sig, 8, op, value)?;
-            return Ok(None);
-        }
-        // The write carries the signal as an offset in the data's region: when the signal word lies in another
-        // chunk, the data is delivered first, then the signal.
-        let Some((_, soff)) = self.at(sig, 8).filter(|(r, _)| r.key == region.key) else {
-            drop(ep);
-            if let Some(t) = self.put_nbi_in(d, off, src)? {
-                self.t.complete(t)?;
-            }
-            return self.amo_post_in(d, sig, 8, op, value).map(|()| None);
-        };
-        let s = Signal { sig: soff, ..s };
-        ep.put(self.pe, d, region, roff, src, Some(s))
-            .map(|id| Some(Ticket(id)))
+        self.put_signal_from(d, off, src, sig, op, value, SIGNAL_DIRECT_MIN)
+    }
+    fn put_signal_in(
+        &self,
+        d: Domain,
+        off: usize,
+        src: &[u8],
+        sig: usize,
+        op: AmoOp,
+        value: u64,
+    ) -> Result<()> {
+        // Blocking: where the signal waits for the data's delivery anyway, a source from ZERO_COPY_MIN goes
+        // without a copy, as a blocking put's does (SIGNAL_DIRECT_MIN's docs).
+        let direct_from =
+            if src.len() >= ZERO_COPY_MIN && !lock(&self.t.ep).signal_follows_data(src.len()) {
+                ZERO_COPY_MIN
+            } else {
+                SIGNAL_DIRECT_MIN
+            };
+        self.put_signal_from(d, off, src, sig, op, value, direct_from)
+            .map(|_| ())
     }
     fn amo_post_in(
         &self,
