@@ -7,28 +7,74 @@ use super::*;
 /// Words of one member's message region in one buffer of the exchange area, for a team of `n`: whole cache lines
 /// where a line fits (the area starts on one), and 0 when a region would not hold the header and one payload word.
 pub(crate) fn exchange_region_words(n: usize) -> usize {
-    let w = layout::EXCH_PARITY_WORDS / n.max(1);
-    if w >= 8 {
-        w & !7
-    } else if w > layout::EXCH_HEADER {
-        w
-    } else {
-        0
+    match SIZES.get(n) {
+        Some(s) => s.region,
+        None => Sizes::of(n).region,
     }
 }
 
 /// Payload bytes one member's message region holds in a team of `n` (0 when the team has too many members for the
 /// exchange area).
 pub(crate) fn exchange_capacity(n: usize) -> usize {
-    exchange_region_words(n).saturating_sub(layout::EXCH_HEADER) * 8
+    match SIZES.get(n) {
+        Some(s) => s.capacity,
+        None => Sizes::of(n).capacity,
+    }
 }
 
 /// Payload bytes by which the one-round forms of a team of `n` size their messages ([`layout::EAGER_PARITY_WORDS`];
 /// 0 when that share would not hold the header and one payload word).
 pub(crate) fn eager_capacity(n: usize) -> usize {
-    let w = (layout::EAGER_PARITY_WORDS / n.max(1)).min(exchange_region_words(n));
-    w.saturating_sub(layout::EXCH_HEADER) * 8
+    match SIZES.get(n) {
+        Some(s) => s.eager,
+        None => Sizes::of(n).eager,
+    }
 }
+
+/// The exchange's sizes for a team of `n` ([`exchange_region_words`], [`exchange_capacity`], [`eager_capacity`]),
+/// computed at compile time for the teams of up to [`SIZES`]`.len() - 1` members: every exchange reads them several
+/// times, and each computation divides by the team size.
+#[derive(Clone, Copy)]
+struct Sizes {
+    region: usize,
+    capacity: usize,
+    eager: usize,
+}
+
+impl Sizes {
+    const fn of(n: usize) -> Sizes {
+        let n = if n == 0 { 1 } else { n };
+        let w = layout::EXCH_PARITY_WORDS / n;
+        let region = if w >= 8 {
+            w & !7
+        } else if w > layout::EXCH_HEADER {
+            w
+        } else {
+            0
+        };
+        let eager = layout::EAGER_PARITY_WORDS / n;
+        let eager = if eager < region { eager } else { region };
+        Sizes {
+            region,
+            capacity: region.saturating_sub(layout::EXCH_HEADER) * 8,
+            eager: eager.saturating_sub(layout::EXCH_HEADER) * 8,
+        }
+    }
+}
+
+const SIZES: [Sizes; 129] = {
+    let mut t = [Sizes {
+        region: 0,
+        capacity: 0,
+        eager: 0,
+    }; 129];
+    let mut n = 0;
+    while n < t.len() {
+        t[n] = Sizes::of(n);
+        n += 1;
+    }
+    t
+};
 
 /// Cache lines of a message loaded with its flag while waiting for it ([`Ctx::message_lines`]).
 const TOUCH_LINES: usize = 2;
@@ -160,6 +206,8 @@ impl<'a> Ctx<'a> {
                 .local_win()
                 .atomic64(self.word(base + ((me + j) % n) * region));
         }
+        // Only the entries members fill are loaded (none at 2 PEs).
+        let ahead = &ahead[..n.saturating_sub(2).min(AHEAD)];
         self.sh.wait_for(
             self.op,
             &|| {
