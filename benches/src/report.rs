@@ -1465,6 +1465,25 @@ pub(crate) mod tests {
         assert!(!table(&r3, spec).contains('†'));
     }
 
+    /// The page's analysis is `benches/report/analysis.md`, which `scripts/bench.sh` writes into it between the
+    /// targets and the point-to-point tables: a round written into the page alone would be lost at the next run.
+    #[test]
+    fn the_page_carries_the_analysis_file() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .expect("the benches crate lies in the repository");
+        let read = |p: &str| std::fs::read_to_string(root.join(p)).expect(p);
+        let page = read("docs/PERFORMANCE.md");
+        let analysis = read("benches/report/analysis.md");
+        let text = analysis.trim_end();
+        assert!(
+            text.starts_with("## Analysis")
+                && page.contains(&format!("{text}\n\n## Point to point (2 PEs)")),
+            "docs/PERFORMANCE.md's analysis differs from benches/report/analysis.md: write the analysis there (or \
+             copy the page's analysis back into it)"
+        );
+    }
+
     #[test]
     fn load_reads_rounds() {
         let dir = std::env::temp_dir().join(format!("xpushmem-perf-report-{}", std::process::id()));
