@@ -232,7 +232,8 @@ run "xpushmem on ze-emu, 2 PEs (device heaps)" xpushmem-ze-emu-2 env XPUSHMEM_HE
 # ---- 4. report -----------------------------------------------------------------------------------------------
 echo "measurement time: $(($(date +%s) - start)) s including builds" >>"$META"
 mkdir -p "$PNG"
-rm -f "$PNG"/*.png
+# The charts of the page's scaling section (scale_*.png, scripts/bench-scale.sh) stay with the section it carries over.
+find "$PNG" -maxdepth 1 -name '*.png' ! -name 'scale_*.png' -delete
 analysis=()
 [ -f benches/report/analysis.md ] && analysis=(--analysis benches/report/analysis.md)
 "$PERF" report --results "$OUT" --md "$DOC" --png-dir "$PNG" "${analysis[@]}"
