@@ -631,10 +631,8 @@ fn recursive_doubling<T: Reducible>(
 /// write back.
 const FOLD_CHUNK_BYTES: usize = 32 << 10;
 
-/// `dst = from@pes[0] op from@pes[1] op ...` on this PE (`from` read on each PE of `pes`, folded in that order),
-/// in cache-sized pieces through two reused buffers (`bufs`): no buffer the size of the block (whose fresh pages
-/// were faulted in on every step), and the data is still in the cache when it is combined and written back.
-/// `dst` may be `from` on this PE: each piece is read from every PE before it is written.
+/// `dst = from@pes[0] op from@pes[1] op ...` on this PE (`from` read on each PE of `pes`, folded in that order):
+/// [`fold_from`] with the same slice on every PE.
 fn fold<T: Reducible>(
     ctx: &Ctx<'_>,
     op: ReduceOp,
@@ -643,22 +641,36 @@ fn fold<T: Reducible>(
     pes: &[usize],
     bufs: &mut (Vec<T>, Vec<T>),
 ) -> Result<()> {
+    let sources: Vec<(SymSlice<T>, usize)> = pes.iter().map(|&pe| (from, pe)).collect();
+    fold_from(ctx, op, dst, &sources, bufs)
+}
+
+/// `dst = s0@pe0 op s1@pe1 op ...` on this PE (`sources`: each slice read on its PE, folded in that order), in
+/// cache-sized pieces through two reused buffers (`bufs`): no buffer the size of the block (whose fresh pages were
+/// faulted in on every step), and the data is still in the cache when it is combined and written back. `dst` may
+/// be a source on this PE: each piece is read from every source before it is written.
+fn fold_from<T: Reducible>(
+    ctx: &Ctx<'_>,
+    op: ReduceOp,
+    dst: SymSlice<T>,
+    sources: &[(SymSlice<T>, usize)],
+    bufs: &mut (Vec<T>, Vec<T>),
+) -> Result<()> {
     let chunk = (FOLD_CHUNK_BYTES / std::mem::size_of::<T>().max(1)).max(1);
-    let len = dst.len().min(from.len());
+    let len = sources.iter().fold(dst.len(), |l, (s, _)| l.min(s.len()));
     let (acc, other) = bufs;
     acc.resize(chunk.min(len), T::default());
     other.resize(chunk.min(len), T::default());
     let mut at = 0;
     while at < len {
         let k = chunk.min(len - at);
-        let piece = from.slice(at..at + k)?;
-        for (i, &pe) in pes.iter().enumerate() {
+        for (i, &(from, pe)) in sources.iter().enumerate() {
             let into = if i == 0 {
                 &mut acc[..k]
             } else {
                 &mut other[..k]
             };
-            ctx.sh.get(into, piece, pe)?;
+            ctx.sh.get(into, from.slice(at..at + k)?, pe)?;
             if i > 0 {
                 combine_into(op, &mut acc[..k], &other[..k], false);
             }
@@ -684,19 +696,20 @@ fn ring<T: Reducible>(
     let (left, right) = ((me + n - 1) % n, (me + 1) % n);
     let lpe = ctx.pe(left);
     let rpe = ctx.pe(right);
-    // One direct copy (no bounce buffer) when `dest` is not `src` itself.
-    let k = len.min(src.len());
-    if k > 0 && dest.off != src.off {
-        ctx.sh.put_sym(dest.slice(..k)?, src.slice(..k)?, my_pe)?;
-    }
+    // No copy of `src` into `dest` first: this member's share of every block comes from its `src`, and the left
+    // neighbour's first block too (the one it never folds: its `dest` would hold a copy of its `src`). A copy the
+    // size of the data, streamed past the caches from the non-temporal threshold, was read back at once (2 PEs,
+    // 8 MiB on the 2-core machine: 2.5 ms against MPI's 1.7, docs/PERFORMANCE.md round fifteen).
     ctx.signal(layout::SIG_RING, right)?;
     let mut bufs = (Vec::new(), Vec::new());
     for s in 0..n - 1 {
         ctx.wait(layout::SIG_RING, 1, &|| {
             format!("reduce (ring) step {s}: waiting for PE {lpe}")
         })?;
-        let b = dest.slice(block(len, n, (me + 2 * n - s - 1) % n))?;
-        fold(ctx, op, b, b, &[lpe, my_pe], &mut bufs)?;
+        let blk = block(len, n, (me + 2 * n - s - 1) % n);
+        let (b, mine) = (dest.slice(blk.clone())?, src.slice(blk)?);
+        let theirs = if s == 0 { mine } else { b };
+        fold_from(ctx, op, b, &[(theirs, lpe), (mine, my_pe)], &mut bufs)?;
         ctx.signal(layout::SIG_RING, right)?;
     }
     // My left neighbour may now overwrite what I read; wait until my right neighbour has read mine.
