@@ -627,23 +627,9 @@ fn recursive_doubling<T: Reducible>(
     Ok(())
 }
 
-/// Bytes of the pieces [`fold`] folds: two buffers of this size stay in the L1/L2 cache between the reads and the
-/// write back.
+/// Bytes of the pieces [`fold_from`] folds: two buffers of this size stay in the L1/L2 cache between the reads and
+/// the write back.
 const FOLD_CHUNK_BYTES: usize = 32 << 10;
-
-/// `dst = from@pes[0] op from@pes[1] op ...` on this PE (`from` read on each PE of `pes`, folded in that order):
-/// [`fold_from`] with the same slice on every PE.
-fn fold<T: Reducible>(
-    ctx: &Ctx<'_>,
-    op: ReduceOp,
-    dst: SymSlice<T>,
-    from: SymSlice<T>,
-    pes: &[usize],
-    bufs: &mut (Vec<T>, Vec<T>),
-) -> Result<()> {
-    let sources: Vec<(SymSlice<T>, usize)> = pes.iter().map(|&pe| (from, pe)).collect();
-    fold_from(ctx, op, dst, &sources, bufs)
-}
 
 /// `dst = s0@pe0 op s1@pe1 op ...` on this PE (`sources`: each slice read on its PE, folded in that order), in
 /// cache-sized pieces through two reused buffers (`bufs`): no buffer the size of the block (whose fresh pages were
@@ -750,13 +736,14 @@ fn rs_ag<T: Reducible>(
 ) -> Result<()> {
     let (n, me, len) = (ctx.n(), ctx.idx(), dest.len());
     let mine = block(len, n, me);
-    let pes: Vec<usize> = (0..n).map(|i| ctx.pe(i)).collect();
-    fold(
+    // Block `mine` of every member's source, in member order.
+    let from = src.slice(mine.clone())?;
+    let sources: Vec<(SymSlice<T>, usize)> = (0..n).map(|i| (from, ctx.pe(i))).collect();
+    fold_from(
         ctx,
         op,
-        dest.slice(mine.clone())?,
-        src.slice(mine)?,
-        &pes,
+        dest.slice(mine)?,
+        &sources,
         &mut (Vec::new(), Vec::new()),
     )?;
     // Every member signals every other one and waits for all of them.

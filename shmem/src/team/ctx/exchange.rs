@@ -7,28 +7,19 @@ use super::*;
 /// Words of one member's message region in one buffer of the exchange area, for a team of `n`: whole cache lines
 /// where a line fits (the area starts on one), and 0 when a region would not hold the header and one payload word.
 pub(crate) fn exchange_region_words(n: usize) -> usize {
-    match SIZES.get(n) {
-        Some(s) => s.region,
-        None => Sizes::of(n).region,
-    }
+    Sizes::lookup(n).region
 }
 
 /// Payload bytes one member's message region holds in a team of `n` (0 when the team has too many members for the
 /// exchange area).
 pub(crate) fn exchange_capacity(n: usize) -> usize {
-    match SIZES.get(n) {
-        Some(s) => s.capacity,
-        None => Sizes::of(n).capacity,
-    }
+    Sizes::lookup(n).capacity
 }
 
 /// Payload bytes by which the one-round forms of a team of `n` size their messages ([`layout::EAGER_PARITY_WORDS`];
 /// 0 when that share would not hold the header and one payload word).
 pub(crate) fn eager_capacity(n: usize) -> usize {
-    match SIZES.get(n) {
-        Some(s) => s.eager,
-        None => Sizes::of(n).eager,
-    }
+    Sizes::lookup(n).eager
 }
 
 /// The exchange's sizes for a team of `n` ([`exchange_region_words`], [`exchange_capacity`], [`eager_capacity`]),
@@ -42,6 +33,11 @@ struct Sizes {
 }
 
 impl Sizes {
+    /// The sizes for a team of `n`: from [`SIZES`], computed for a larger team.
+    fn lookup(n: usize) -> Sizes {
+        SIZES.get(n).copied().unwrap_or_else(|| Sizes::of(n))
+    }
+
     const fn of(n: usize) -> Sizes {
         let n = if n == 0 { 1 } else { n };
         let w = layout::EXCH_PARITY_WORDS / n;

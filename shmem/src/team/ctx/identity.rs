@@ -172,19 +172,22 @@ pub(super) fn external_words(op: &str, dig: u64) -> [u64; COMMON] {
     let mut common = CallId::External.words();
     common[1] = dig;
     for (k, c) in op.as_bytes().chunks(8).take(COMMON - 3).enumerate() {
-        let mut b = [0u8; 8];
-        b[..c.len()].copy_from_slice(c);
-        common[3 + k] = u64::from_le_bytes(b);
+        common[3 + k] = bytes_word(c);
     }
     common
 }
 
+/// Up to the first 8 bytes of `b` as one little-endian word (zero-padded).
+fn bytes_word(b: &[u8]) -> u64 {
+    let mut w = [0u8; 8];
+    let n = b.len().min(8);
+    w[..n].copy_from_slice(&b[..n]);
+    u64::from_le_bytes(w)
+}
+
 /// A short name (element type, operator) as one identity word: its first 8 bytes, little-endian.
 pub(crate) fn name_word(name: &str) -> u64 {
-    let mut b = [0u8; 8];
-    let n = name.len().min(8);
-    b[..n].copy_from_slice(&name.as_bytes()[..n]);
-    u64::from_le_bytes(b)
+    bytes_word(name.as_bytes())
 }
 
 /// The name in an identity word made by [`name_word`] (`?` for none).
