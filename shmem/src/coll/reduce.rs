@@ -47,7 +47,7 @@ impl ReduceOp {
     ];
 
     /// The operator's OpenSHMEM name (`and`, `or`, `xor`, `min`, `max`, `sum`, `prod`).
-    pub fn name(self) -> &'static str {
+    pub const fn name(self) -> &'static str {
         match self {
             ReduceOp::And => "and",
             ReduceOp::Or => "or",
@@ -65,8 +65,19 @@ impl ReduceOp {
     }
 
     /// The operator's identity word in collective argument checks (its name; see `team::name_word`).
-    pub(crate) fn code(self) -> u64 {
-        crate::team::name_word(self.name())
+    pub(crate) const fn code(self) -> u64 {
+        // One word per operator, by declaration order (that of `ALL`), computed at compile time: a call's identity
+        // words are built on every call.
+        const CODES: [u64; ReduceOp::ALL.len()] = {
+            let mut c = [0; ReduceOp::ALL.len()];
+            let mut i = 0;
+            while i < c.len() {
+                c[i] = crate::team::name_word(ReduceOp::ALL[i].name());
+                i += 1;
+            }
+            c
+        };
+        CODES[self as usize]
     }
 }
 
@@ -769,4 +780,23 @@ fn rs_ag<T: Reducible>(
         layout::SIG_DONE,
         "the other members to read this member's block",
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each operator's identity word is its name read as a little-endian word (the compile-time table follows the
+    /// declaration order), and no two operators share one.
+    #[test]
+    fn each_operator_code_is_its_name() {
+        let mut seen = Vec::new();
+        for op in ReduceOp::ALL {
+            let mut b = [0u8; 8];
+            b[..op.name().len()].copy_from_slice(op.name().as_bytes());
+            assert_eq!(op.code(), u64::from_le_bytes(b), "{op:?}");
+            assert!(!seen.contains(&op.code()), "{op:?}");
+            seen.push(op.code());
+        }
+    }
 }

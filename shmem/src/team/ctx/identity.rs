@@ -177,16 +177,35 @@ pub(super) fn external_words(op: &str, dig: u64) -> [u64; COMMON] {
     common
 }
 
-/// Up to the first 8 bytes of `b` as one little-endian word (zero-padded).
-fn bytes_word(b: &[u8]) -> u64 {
-    let mut w = [0u8; 8];
-    let n = b.len().min(8);
-    w[..n].copy_from_slice(&b[..n]);
-    u64::from_le_bytes(w)
+/// Up to the first 8 bytes of `b` as one little-endian word (zero-padded), in two loads at most. Not a copy into a
+/// buffer: a copy of a length known only at run time is a call into `memcpy`, and every collective builds identity
+/// words from names (folded at compile time where the name is a constant).
+const fn bytes_word(b: &[u8]) -> u64 {
+    let n = b.len();
+    if n >= 8 {
+        return u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]);
+    }
+    // Fewer: the first and the last bytes as two words of the largest width that fits, overlapping (the bytes
+    // both hold are the same bytes at the same places).
+    if n >= 4 {
+        let lo = u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as u64;
+        let hi = u32::from_le_bytes([b[n - 4], b[n - 3], b[n - 2], b[n - 1]]) as u64;
+        return lo | hi << (8 * (n - 4));
+    }
+    if n >= 2 {
+        let lo = u16::from_le_bytes([b[0], b[1]]) as u64;
+        let hi = u16::from_le_bytes([b[n - 2], b[n - 1]]) as u64;
+        return lo | hi << (8 * (n - 2));
+    }
+    if n == 1 {
+        b[0] as u64
+    } else {
+        0
+    }
 }
 
 /// A short name (element type, operator) as one identity word: its first 8 bytes, little-endian.
-pub(crate) fn name_word(name: &str) -> u64 {
+pub(crate) const fn name_word(name: &str) -> u64 {
     bytes_word(name.as_bytes())
 }
 
@@ -205,8 +224,8 @@ pub(super) fn word_name(w: u64) -> String {
 }
 
 /// The identity word of element type `T`.
-pub(crate) fn type_code<T: crate::types::Symmetric>() -> u64 {
-    name_word(T::NAME)
+pub(crate) const fn type_code<T: crate::types::Symmetric>() -> u64 {
+    const { name_word(T::NAME) }
 }
 
 /// Human-readable form of a call's identity words.
@@ -455,6 +474,21 @@ impl<'a> Ctx<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The word of up to 8 bytes is the little-endian reading of those bytes padded with zeros (the reference: a
+    /// zeroed buffer and `from_le_bytes`), at every length, longer inputs cut at 8; a constant name folds the same.
+    #[test]
+    fn bytes_word_reads_the_first_eight_bytes_little_endian() {
+        let b: Vec<u8> = (1..=12u8).map(|i| i.wrapping_mul(41)).collect();
+        for n in 0..=b.len() {
+            let mut want = [0u8; 8];
+            want[..n.min(8)].copy_from_slice(&b[..n.min(8)]);
+            assert_eq!(bytes_word(&b[..n]), u64::from_le_bytes(want), "{n} bytes");
+        }
+        const SUM: u64 = name_word("sum");
+        assert_eq!(SUM, u64::from_le_bytes(*b"sum\0\0\0\0\0"));
+        assert_eq!(word_name(name_word("float64")), "float64");
+    }
 
     #[test]
     fn calls_are_described_with_their_arguments() {
