@@ -126,6 +126,9 @@ impl Ctx<'_> {
 
 /// Elements of the small collectives' working buffers that live on the stack ([`small_buf`]).
 pub(crate) const SMALL_ELEMS: usize = 32;
+/// Elements of the smaller stack buffers, for the calls on the fewest elements (a reduction of one element zeroes
+/// two buffers of this many, not of [`SMALL_ELEMS`]).
+pub(crate) const TINY_ELEMS: usize = 8;
 
 /// A working buffer of `len` elements: the first `len` of `stack` when they fit (no allocation per call on the
 /// small-message paths), else `heap` resized to `len`.

@@ -8,7 +8,7 @@
 
 use super::{
     block, need_len, overlap, small_buf, type_code, BarrierAlgo, CallId, Ctx, Fit, ReduceAlgo,
-    ReduceScatterAlgo, COMMON, INFO, SMALL_ELEMS,
+    ReduceScatterAlgo, COMMON, INFO, SMALL_ELEMS, TINY_ELEMS,
 };
 use crate::core::Shmem;
 use crate::error::{Error, Result};
@@ -403,12 +403,19 @@ impl Shmem {
                 }
                 ctx.write_local(dest, crate::sys::bytes::bytes_of(acc))
             };
-            let (mut s0, mut s1) = ([T::default(); SMALL_ELEMS], [T::default(); SMALL_ELEMS]);
-            let (mut h0, mut h1) = (Vec::new(), Vec::new());
-            let r = fold(
-                small_buf(&mut s0, &mut h0, nreduce),
-                small_buf(&mut s1, &mut h1, nreduce),
-            );
+            // The working buffers on the stack, the smaller pair for the fewest elements (zeroing two buffers of
+            // SMALL_ELEMS was 2% of an 8-B reduction's instructions).
+            let r = if nreduce <= TINY_ELEMS {
+                let (mut s0, mut s1) = ([T::default(); TINY_ELEMS], [T::default(); TINY_ELEMS]);
+                fold(&mut s0[..nreduce], &mut s1[..nreduce])
+            } else {
+                let (mut s0, mut s1) = ([T::default(); SMALL_ELEMS], [T::default(); SMALL_ELEMS]);
+                let (mut h0, mut h1) = (Vec::new(), Vec::new());
+                fold(
+                    small_buf(&mut s0, &mut h0, nreduce),
+                    small_buf(&mut s1, &mut h1, nreduce),
+                )
+            };
             ctx.give_messages(send, recv);
             return r;
         }
