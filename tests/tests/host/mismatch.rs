@@ -129,6 +129,37 @@ pe_test!(
     |sh| { barrier_meets_malloc_body(sh) }
 );
 
+/// PE 0's call two calls back (the same parity, whose identity buffer it reuses) was `sync_all`, whose identity
+/// differs from `barrier_all`'s in the call word alone. When PE 1 allocates instead, every PE must still judge PE 0
+/// by its `barrier_all`: the identity is written again whenever any word differs (`Ctx::publish`), not taken for
+/// the one its buffer holds. Fails if the comparison skips a word.
+fn stale_identity_body(sh: &Shmem) -> xpushmem::Result<()> {
+    let me = sh.my_pe();
+    sh.sync_all()?;
+    sh.barrier_all()?;
+    let r = if me == 1 {
+        sh.malloc::<u8>(4096).map(|_| ())
+    } else {
+        sh.barrier_all()
+    };
+    expect_mismatch(
+        sh,
+        r,
+        if me == 1 { "malloc" } else { "barrier_all" },
+        1,
+        &|t| t == "malloc(4096 elements of 1 bytes, align 1)",
+        &|o| o == "barrier_all()",
+    );
+    still_usable(sh)
+}
+
+pe_test!(
+    a_call_differing_in_its_call_word_alone_is_published_again,
+    env [ENV],
+    shm [2, 3],
+    |sh| { stale_identity_body(sh) }
+);
+
 /// The same with every agreement over the linear and the tree barrier: their messages carry the identity too.
 mod barrier_meets_malloc_over_linear_and_tree {
     use super::*;
