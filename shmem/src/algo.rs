@@ -8,6 +8,15 @@
 use crate::error::{Error, Result};
 use std::str::FromStr;
 
+/// An algorithm choice as a number and back: `Auto` is 0, the others their place in `ALL` from 1 (what a call's
+/// identity words carry, and what a team keeps of its last choice).
+pub(crate) trait Coded: Copy {
+    /// The algorithm's number.
+    fn code(self) -> u64;
+    /// The algorithm of number `c` (`None` for a number no algorithm has).
+    fn from_code(c: u64) -> Option<Self>;
+}
+
 macro_rules! algo_enum {
     ($(#[$m:meta])* $name:ident, $env:literal, { $($(#[$vm:meta])* $v:ident = $s:literal $(| $alias:literal)*),+ $(,)? }) => {
         $(#[$m])*
@@ -38,12 +47,25 @@ macro_rules! algo_enum {
                 $name::ALL.iter().position(|a| *a == self).map_or(0, |p| p as u64 + 1)
             }
 
+
             fn names() -> String {
                 let mut v = vec!["auto"];
                 v.extend($name::ALL.iter().map(|a| a.name()));
                 v.join(", ")
             }
 
+        }
+
+        impl Coded for $name {
+            fn code(self) -> u64 {
+                $name::code(self)
+            }
+            fn from_code(c: u64) -> Option<$name> {
+                match c {
+                    0 => Some($name::Auto),
+                    c => $name::ALL.get(c as usize - 1).copied(),
+                }
+            }
         }
 
         impl FromStr for $name {

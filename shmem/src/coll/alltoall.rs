@@ -185,8 +185,14 @@ impl Shmem {
         let n = ctx.n();
         let total = mul(n, nelems, "nelems");
         let bytes = nelems.saturating_mul(std::mem::size_of::<T>());
-        let fit = ctx.fit_rounds(bytes, ctx.bruck_fits(bytes));
-        let algo = resolve(algo, &self.cfg, n, fit);
+        let algo = ctx.choose(call, algo, bytes, |ctx| {
+            resolve(
+                algo,
+                &self.cfg,
+                n,
+                ctx.fit_rounds(bytes, ctx.bruck_fits(bytes)),
+            )
+        });
         let local = (|| {
             if dst == 0 {
                 return Err(Error::invalid(

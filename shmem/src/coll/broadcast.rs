@@ -84,15 +84,16 @@ impl Shmem {
         let (n, me) = (ctx.n(), ctx.idx());
         let bytes = nelems.saturating_mul(std::mem::size_of::<T>());
         let chunk = self.cfg.coll_chunk_bytes.clone();
-        let hier = ctx.layout_pays();
-        let algo = resolve(
-            algo,
-            &self.cfg,
-            n,
-            bytes,
-            (ctx.fit(bytes, 1), &|| ctx.agreement_carries()),
-            hier,
-        );
+        let algo = ctx.choose(CallId::Broadcast, algo, bytes, |ctx| {
+            resolve(
+                algo,
+                &self.cfg,
+                n,
+                bytes,
+                (ctx.fit(bytes, 1), &|| ctx.agreement_carries()),
+                ctx.layout_pays(),
+            )
+        });
         let local = (|| {
             if root >= n {
                 return Err(Error::InvalidPe {

@@ -78,18 +78,21 @@ impl Shmem {
         let mut ctx = team.ctx(self, OP)?;
         let n = ctx.n();
         let total = mul(n, nelems, "nelems");
-        let fit = ctx.fit(nelems.saturating_mul(std::mem::size_of::<T>()), n);
-        let algo = resolve(
-            algo,
-            &self.cfg,
-            n,
-            total
-                .clone()
-                .unwrap_or(usize::MAX)
-                .saturating_mul(std::mem::size_of::<T>()),
-            fit,
-            ctx.layout_pays(),
-        );
+        let bytes = nelems.saturating_mul(std::mem::size_of::<T>());
+        let all = total
+            .clone()
+            .unwrap_or(usize::MAX)
+            .saturating_mul(std::mem::size_of::<T>());
+        let algo = ctx.choose(CallId::Fcollect, algo, bytes, |ctx| {
+            resolve(
+                algo,
+                &self.cfg,
+                n,
+                all,
+                ctx.fit(bytes, n),
+                ctx.layout_pays(),
+            )
+        });
         let local = (|| {
             let total = total.clone()?;
             need_blocks(dest, total, nelems, "dest", OP)?;

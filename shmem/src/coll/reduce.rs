@@ -337,8 +337,16 @@ impl Shmem {
         let mut ctx = team.ctx(self, OP)?;
         let n = ctx.n();
         let bytes = nreduce.saturating_mul(std::mem::size_of::<T>());
-        let hier = ctx.layout_pays();
-        let algo = resolve(algo, &self.cfg, n, bytes, ctx.fit(bytes, n), hier);
+        let algo = ctx.choose(CallId::Reduce, algo, bytes, |ctx| {
+            resolve(
+                algo,
+                &self.cfg,
+                n,
+                bytes,
+                ctx.fit(bytes, n),
+                ctx.layout_pays(),
+            )
+        });
         let local = (|| {
             check_op::<T>(op)?;
             need_len(dest, nreduce, "dest", OP)?;

@@ -231,6 +231,20 @@ pub(crate) struct TeamState {
     /// slot's identity area (`None` until it published there): a call whose words are the same rewrites only
     /// its sequence number (`team::Ctx::publish`). Every write to this PE's identity area goes through it.
     pub published: [Option<[u64; layout::CHECK_WORDS]>; 2],
+    /// The last algorithm choice a collective made on the team (`coll`'s `Ctx::choose`).
+    pub choice: Option<Choice>,
+}
+
+/// A collective's algorithm choice on a team: for call `call` (its identity code), the algorithm requested
+/// (`requested`, `Auto` or one named) and the data size `bytes`, the algorithm that runs (`chosen`); algorithms by
+/// their codes. On one team the choice is a function of these three alone (the team's size and layout and the
+/// configuration do not change), so a call that repeats them takes it instead of choosing again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Choice {
+    pub call: u64,
+    pub requested: u64,
+    pub bytes: usize,
+    pub chosen: u64,
 }
 
 #[derive(Debug)]
@@ -267,6 +281,7 @@ impl TeamInner {
                 send: Messages::default(),
                 recv: Messages::default(),
                 published: [None; 2],
+                choice: None,
             }),
             destroyed: AtomicBool::new(false),
             groups: OnceLock::new(),

@@ -168,6 +168,33 @@ pe_test!(
     destroy(sh, shapes)
 });
 
+// A team keeps the algorithm chosen for a reduction for the next call of the same size only (`Ctx::choose`): small
+// reductions (carried in the exchange's messages) between large ones (far beyond any message) on one team, each
+// result checked against the fold of every member's input. Fails if a kept choice ignores the size.
+pe_test!(
+    reductions_of_alternating_sizes_each_choose_their_algorithm,
+    env [crate::coll_common::ENV],
+    shm [2, 3],
+    |sh| {
+    let (me, n, w) = (sh.my_pe(), sh.n_pes(), sh.team_world());
+    let big = 1usize << 18;
+    let (src, dst) = (sh.malloc::<i64>(big)?, sh.malloc::<i64>(big)?);
+    for (k, len) in [1usize, big, 1, 9, big / 2, 9].into_iter().enumerate() {
+        let inputs: Vec<Vec<i64>> = (0..n)
+            .map(|p| input::<i64>(ReduceOp::Sum, p, len, k as u64))
+            .collect();
+        let want = fold(ReduceOp::Sum, &inputs);
+        sh.put(src.slice(..len)?, &inputs[me], me)?;
+        sh.reduce(&w, ReduceOp::Sum, dst, src, len)?;
+        let mut got = vec![0i64; len];
+        sh.get(&mut got, dst.slice(..len)?, me)?;
+        assert!(got == want, "PE {me}: call {k} of {len} elements");
+    }
+    sh.barrier_all()?;
+    sh.free(dst)?;
+    sh.free(src)
+});
+
 pe_test!(
     reduce_every_shape_and_size,
     env [crate::coll_common::ENV],

@@ -122,6 +122,34 @@ impl<'a> Ctx<'a> {
         (send, recv)
     }
 
+    /// The algorithm `resolve` chooses for call `call` asked for `requested` on `bytes` of data, or the one it chose last
+    /// time on this team for the same three ([`crate::core::teams::Choice`]: a small call's choice, the data's fit
+    /// and the layout, is about 150 instructions of an 8-byte reduction's 2,500). An error is not kept.
+    pub(crate) fn choose<A: crate::algo::Coded>(
+        &mut self,
+        call: CallId,
+        requested: A,
+        bytes: usize,
+        resolve: impl FnOnce(&Self) -> Result<A>,
+    ) -> Result<A> {
+        let key = (call as u64, requested.code(), bytes);
+        if let Some(c) = self.st.choice {
+            if (c.call, c.requested, c.bytes) == key {
+                if let Some(a) = A::from_code(c.chosen) {
+                    return Ok(a);
+                }
+            }
+        }
+        let a = resolve(self)?;
+        self.st.choice = Some(crate::core::teams::Choice {
+            call: key.0,
+            requested: key.1,
+            bytes,
+            chosen: a.code(),
+        });
+        Ok(a)
+    }
+
     /// Keep `send` and `recv` for the team's next eager collective.
     pub(crate) fn give_messages(
         &mut self,
