@@ -134,23 +134,9 @@ pe_test!(
 /// by its `barrier_all`: the identity is written again whenever any word differs (`Ctx::publish`), not taken for
 /// the one its buffer holds. Fails if the comparison skips a word.
 fn stale_identity_body(sh: &Shmem) -> xpushmem::Result<()> {
-    let me = sh.my_pe();
     sh.sync_all()?;
     sh.barrier_all()?;
-    let r = if me == 1 {
-        sh.malloc::<u8>(4096).map(|_| ())
-    } else {
-        sh.barrier_all()
-    };
-    expect_mismatch(
-        sh,
-        r,
-        if me == 1 { "malloc" } else { "barrier_all" },
-        1,
-        &|t| t == "malloc(4096 elements of 1 bytes, align 1)",
-        &|o| o == "barrier_all()",
-    );
-    still_usable(sh)
+    barrier_meets_malloc_body(sh)
 }
 
 pe_test!(
