@@ -122,9 +122,9 @@ impl<'a> Ctx<'a> {
         (send, recv)
     }
 
-    /// The algorithm `resolve` chooses for call `call` asked for `requested` on `bytes` of data, or the one it chose last
-    /// time on this team for the same three ([`crate::core::teams::Choice`]: a small call's choice, the data's fit
-    /// and the layout, is about 150 instructions of an 8-byte reduction's 2,500). An error is not kept.
+    /// The algorithm `resolve` chooses for call `call` asked for `requested` on `bytes` of data, or the one it
+    /// chose last time on this team for the same three ([`crate::core::teams::Choice`]: a small call's choice, the
+    /// data's fit and the layout, is about 150 instructions of an 8-byte reduction's 2,500). An error is not kept.
     pub(crate) fn choose<A: crate::algo::Coded>(
         &mut self,
         call: CallId,
