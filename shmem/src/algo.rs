@@ -47,7 +47,6 @@ macro_rules! algo_enum {
                 $name::ALL.iter().position(|a| *a == self).map_or(0, |p| p as u64 + 1)
             }
 
-
             fn names() -> String {
                 let mut v = vec!["auto"];
                 v.extend($name::ALL.iter().map(|a| a.name()));

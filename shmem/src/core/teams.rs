@@ -231,7 +231,7 @@ pub(crate) struct TeamState {
     /// slot's identity area (`None` until it published there): a call whose words are the same rewrites only
     /// its sequence number (`team::Ctx::publish`). Every write to this PE's identity area goes through it.
     pub published: [Option<[u64; layout::CHECK_WORDS]>; 2],
-    /// The last algorithm choice a collective made on the team (`coll`'s `Ctx::choose`).
+    /// The last algorithm choice a collective made on the team (`team::Ctx::choose`).
     pub choice: Option<Choice>,
 }
 
