@@ -23,7 +23,7 @@ pub(crate) fn eager_capacity(n: usize) -> usize {
 }
 
 /// The exchange's sizes for a team of `n` ([`exchange_region_words`], [`exchange_capacity`], [`eager_capacity`]),
-/// computed at compile time for the teams of up to [`SIZES`]`.len() - 1` members: every exchange reads them several
+/// computed at compile time for the teams of up to [`SIZED_TEAMS`] members: every exchange reads them several
 /// times, and each computation divides by the team size.
 #[derive(Clone, Copy)]
 struct Sizes {
@@ -58,12 +58,15 @@ impl Sizes {
     }
 }
 
-const SIZES: [Sizes; 129] = {
+/// The largest team whose sizes [`SIZES`] holds.
+const SIZED_TEAMS: usize = 128;
+
+const SIZES: [Sizes; SIZED_TEAMS + 1] = {
     let mut t = [Sizes {
         region: 0,
         capacity: 0,
         eager: 0,
-    }; 129];
+    }; SIZED_TEAMS + 1];
     let mut n = 0;
     while n < t.len() {
         t[n] = Sizes::of(n);

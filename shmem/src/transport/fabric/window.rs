@@ -203,6 +203,14 @@ impl FabricWindow {
         ep.direct(addr, len)
     }
 
+    /// Put `src` at `off` and wait until it is delivered (what a signal posted after it may then count on).
+    fn put_delivered(&self, d: Domain, off: usize, src: &[u8]) -> Result<()> {
+        if let Some(t) = self.put_nbi_in(d, off, src)? {
+            self.t.complete(t)?;
+        }
+        Ok(())
+    }
+
     /// The put-with-signal of both forms: a source of at least `direct_from` bytes goes without a copy when it
     /// can (`write_direct`: the data delivered and waited for first, so the signal needs no ordering with it,
     /// `FI_DELIVERY_COMPLETE` making the data visible at the target when the write completes), any other is
@@ -231,9 +239,7 @@ impl FabricWindow {
             Some(r) if !src.is_empty() => r,
             // Across heap chunks (or no data): the data delivered first, then the signal.
             _ => {
-                if let Some(t) = self.put_nbi_in(d, off, src)? {
-                    self.t.complete(t)?;
-                }
+                self.put_delivered(d, off, src)?;
                 return self.amo_post_in(d, sig, 8, op, value).map(|()| None);
             }
         };
@@ -246,9 +252,7 @@ impl FabricWindow {
         if !ep.offers(8, op, false) {
             drop(ep);
             // The provider lacks the signal's atomic: deliver the data, then emulate.
-            if let Some(t) = self.put_nbi_in(d, off, src)? {
-                self.t.complete(t)?;
-            }
+            self.put_delivered(d, off, src)?;
             self.amo(sig, 8, op, value)?;
             return Ok(None);
         }
@@ -256,9 +260,7 @@ impl FabricWindow {
         // chunk, the data is delivered first, then the signal.
         let Some((_, soff)) = self.at(sig, 8).filter(|(r, _)| r.key == region.key) else {
             drop(ep);
-            if let Some(t) = self.put_nbi_in(d, off, src)? {
-                self.t.complete(t)?;
-            }
+            self.put_delivered(d, off, src)?;
             return self.amo_post_in(d, sig, 8, op, value).map(|()| None);
         };
         let s = Signal { sig: soff, ..s };
