@@ -93,7 +93,8 @@ macro_rules! algo_enum {
 algo_enum!(
     /// Barrier algorithms. Every one is the agreement's pattern: it carries the call's identity (so a barrier that
     /// meets another collective fails on both sides); `Auto` is `Hierarchical` on a team that spans nodes with a
-    /// node holding two of its members or more, else `Dissemination`. Every member must choose alike.
+    /// node holding two of its members or more, else `AllPairs` up to [`ALL_PAIRS_UP_TO`] members and
+    /// `Dissemination` above. Every member must choose alike.
     BarrierAlgo, "XPUSHMEM_BARRIER_ALGORITHM", {
         /// Everyone signals member 0, which reads every member's identity and releases everyone with the verdict:
         /// 2 steps, O(n) work at member 0.
@@ -108,8 +109,17 @@ algo_enum!(
         /// (ceil(log2 nodes) rounds), and each leader releases its node down the same tree. `Auto` takes it when the
         /// team spans nodes and a node holds two of its members or more.
         Hierarchical = "hierarchical" | "hier" | "node-aware",
+        /// One round: each member signals every other one and waits for all of them (n - 1 messages sent and
+        /// read by each, one cross-core transfer deep instead of the dissemination's ceil(log2 n)). `Auto` takes
+        /// it on one node for teams of 3 up to [`ALL_PAIRS_UP_TO`] members; a team of more than 33 (the
+        /// agreement's slots) runs the dissemination instead.
+        AllPairs = "all-pairs" | "all_pairs" | "allpairs",
     }
 );
+
+/// The largest team whose agreement `BarrierAlgo::Auto` runs as [`BarrierAlgo::AllPairs`] (one node): at 3 and 4
+/// members one round of 2 or 3 messages each is shallower than the dissemination's two rounds of one.
+pub const ALL_PAIRS_UP_TO: usize = 4;
 
 algo_enum!(
     /// Broadcast algorithms.
@@ -132,8 +142,8 @@ algo_enum!(
         /// of its node over shared memory. One inter-node transfer per other node.
         Hierarchical = "hierarchical" | "hier" | "node-aware",
         /// The data (at most 88 bytes) travels in the agreement's own messages: the dissemination's
-        /// `ceil(log2 n)` rounds, one or two cache lines each, about the cost of a barrier. When the data is
-        /// larger or the agreement is not the dissemination (`XPUSHMEM_BARRIER_ALGORITHM`, a team across nodes),
+        /// `ceil(log2 n)` rounds or the all-pairs' one, one or two cache lines each, about the cost of a barrier.
+        /// When the data is larger or the agreement is neither (`XPUSHMEM_BARRIER_ALGORITHM`, a team across nodes),
         /// as `Auto` without it. `Auto` takes it where it can (with a core per PE, 8 B at 16 PEs: 2.6 -> 1.7 µs;
         /// docs/PERFORMANCE.md, round fourteen).
         Agreement = "agreement",

@@ -1,6 +1,6 @@
 //! Barriers over teams: `team_sync` and `team_barrier` (both complete outstanding puts first: they run the team's
-//! agreement, whose identity words must be visible before the synchronisation), with the dissemination (the
-//! agreement itself), linear and tree algorithms of `team/ctx.rs`.
+//! agreement, whose identity words must be visible before the synchronisation), with the dissemination, all-pairs,
+//! linear, tree and hierarchical patterns of the agreement (`team/ctx/agree.rs`).
 
 use super::BarrierAlgo;
 use crate::core::Shmem;

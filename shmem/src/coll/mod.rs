@@ -13,7 +13,7 @@
 //!
 //! | collective | rule |
 //! |---|---|
-//! | barrier / sync | the team's agreement (an all-reduce that carries the call's identity): hierarchical on a team that spans nodes with a node holding 2+ of its members, else dissemination |
+//! | barrier / sync | the team's agreement (an all-reduce that carries the call's identity): hierarchical on a team that spans nodes with a node holding 2+ of its members, else all-pairs (one round) for 3-4 members and dissemination otherwise |
 //! | broadcast | eager-rounds from `XPUSHMEM_EAGER_ROUNDS_FROM` members (see below) when its rounds' messages fit; eager when the data fits in a message; linear for n <= 2; pipelined for bytes >= 256 KiB; hierarchical on a team that spans nodes with a node holding 2+ of its members; linear for n <= 4; else binomial |
 //! | fcollect / collect | eager-rounds as for broadcast (fcollect); eager when a block fits in a message (fcollect); hierarchical on a team that spans nodes with a node holding 2+ of its members; ring for n > 8 and bytes >= 64 KiB (fcollect), else direct |
 //! | alltoall(s) | eager-rounds as for broadcast (Bruck's alltoall); eager when a block fits in a message; pairwise for n > 16, else direct |

@@ -40,7 +40,7 @@ pub(crate) mod layout {
     /// Rounds of the agreement: enough for 2^32 PEs.
     pub const AGREE_ROUNDS: usize = 32;
     /// Words per agreement round (two cache lines): flag (raised to the sequence number), failed (OR), lowest
-    /// digest, highest digest, then a broadcast's data when it travels with the dissemination (whether the sender
+    /// digest, highest digest, then a broadcast's data when it travels with the agreement (whether the sender
     /// holds it, and up to [`CARRY_WORDS`] words of it). A barrier's message stays in the first line; a carried
     /// broadcast's reaches into the second only above 24 bytes.
     pub const AGREE_ROUND_WORDS: usize = 16;

@@ -238,7 +238,8 @@ impl Shmem {
     /// The algorithm `team`'s barriers, syncs and collective agreements take with [`BarrierAlgo::Auto`]:
     /// `XPUSHMEM_BARRIER_ALGORITHM` when set, otherwise [`BarrierAlgo::Hierarchical`] when the team spans more
     /// than one node and a node holds two of its members or more ([`Shmem::team_node_groups`]), else
-    /// [`BarrierAlgo::Dissemination`]. An error when the variable holds an unknown name.
+    /// [`BarrierAlgo::AllPairs`] for teams of 3 up to [`crate::algo::ALL_PAIRS_UP_TO`] members and
+    /// [`BarrierAlgo::Dissemination`] otherwise. An error when the variable holds an unknown name.
     pub fn team_barrier_algorithm(&self, team: &Team) -> Result<BarrierAlgo> {
         team.ctx(self, "team_barrier_algorithm")?.auto_pattern()
     }

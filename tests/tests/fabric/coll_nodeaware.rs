@@ -88,6 +88,8 @@ fn check_team(
     let auto = sh.team_barrier_algorithm(t)?;
     let want_auto = if hier_agreement {
         BarrierAlgo::Hierarchical
+    } else if !flat_env && (3..=xpushmem::algo::ALL_PAIRS_UP_TO).contains(&m) {
+        BarrierAlgo::AllPairs
     } else {
         BarrierAlgo::Dissemination
     };

@@ -203,10 +203,13 @@ pe_test!(
                 "algorithm mismatch: {r:?}"
             );
             // Up to 88 bytes (two cache lines a message) `Agreement` rides in the agreement's messages where the
-            // agreement is the dissemination (`Shmem::team_barrier_algorithm`), and `Auto` takes it there; above,
-            // or over another pattern, both are `Auto` without it. So PE 0's `Agreement` meets the others' `Auto`
-            // in one call at every size: in the first line, filling both, and one element more.
-            let carries = sh.team_barrier_algorithm(&w)? == xpushmem::BarrierAlgo::Dissemination;
+            // agreement is the dissemination or all-pairs (`Shmem::team_barrier_algorithm`), and `Auto` takes it
+            // there; above, or over another pattern, both are `Auto` without it. So PE 0's `Agreement` meets the
+            // others' `Auto` in one call at every size: in the first line, filling both, and one element more.
+            let carries = matches!(
+                sh.team_barrier_algorithm(&w)?,
+                xpushmem::BarrierAlgo::Dissemination | xpushmem::BarrierAlgo::AllPairs
+            );
             let (a, b) = (sh.malloc::<i64>(12)?, sh.calloc::<i64>(13)?);
             sh.put(a, &ref_vec::<i64>(me, 12, 0), me)?;
             for nelems in [3, 11, 12] {

@@ -1,6 +1,6 @@
 //! The agreement every collective starts with ([`Ctx::enter`], [`Ctx::agree`]): the dissemination all-reduce of
-//! "failed" and the lowest and highest digest, with its linear, tree and hierarchical (node-aware) variants, and
-//! the judgement of its outcome.
+//! "failed" and the lowest and highest digest, with its all-pairs (one round), linear, tree and hierarchical
+//! (node-aware) variants, and the judgement of its outcome.
 
 use super::*;
 
@@ -28,7 +28,7 @@ fn le_words(b: &mut [u8], v: &[u64]) {
     }
 }
 
-/// A broadcast's data travelling with the dissemination agreement ([`Ctx::enter_carrying`]): whether this PE
+/// A broadcast's data travelling with the dissemination or all-pairs agreement ([`Ctx::enter_carrying`]): whether this PE
 /// holds it yet, its length and its bytes.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Carry {
@@ -57,6 +57,10 @@ impl Carry {
 /// Bytes of a carrying agreement message after its flag: the three agreement words, `have`, the data.
 const CARRY_HEAD: usize = 8 * 4;
 
+/// Flags of members still awaited that an all-pairs agreement's poll loads with the one it waits for
+/// ([`Ctx::all_pairs`]): all of them in the teams `Auto` runs it on.
+const ALL_PAIRS_AHEAD: usize = crate::algo::ALL_PAIRS_UP_TO - 2;
+
 impl<'a> Ctx<'a> {
     /// The agreement (see the module docs): publish this call's identity, all-reduce the verdict over the team
     /// (which is also a barrier), and on disagreement fail with the same [`Error::Mismatch`] on every member.
@@ -73,15 +77,15 @@ impl<'a> Ctx<'a> {
         self.enter_as(common, info, local, need_info, pattern, None)
     }
 
-    /// Whether the agreement runs as the dissemination on this team, the pattern that can carry a broadcast's data
-    /// ([`Ctx::enter_carrying`]).
+    /// Whether the agreement runs as the dissemination or all-pairs on this team, the patterns that can carry a
+    /// broadcast's data ([`Ctx::enter_carrying`]).
     pub(crate) fn agreement_carries(&self) -> bool {
         self.pattern(BarrierAlgo::Auto, false)
-            .is_ok_and(|p| p == BarrierAlgo::Dissemination)
+            .is_ok_and(|p| matches!(p, BarrierAlgo::Dissemination | BarrierAlgo::AllPairs))
     }
 
-    /// [`Ctx::enter`] with a broadcast's data on board (`BroadcastAlgo::Agreement`): the dissemination's messages
-    /// also carry `carry` (set on the root), so that when the agreement is clean every member holds the root's
+    /// [`Ctx::enter`] with a broadcast's data on board (`BroadcastAlgo::Agreement`): the agreement's messages
+    /// (the dissemination's or the all-pairs') also carry `carry` (set on the root), so that when the agreement is clean every member holds the root's
     /// data, for the cost of a barrier. Only where [`Ctx::agreement_carries`].
     pub(crate) fn enter_carrying(
         &mut self,
@@ -89,14 +93,11 @@ impl<'a> Ctx<'a> {
         local: Result<()>,
         carry: &mut Carry,
     ) -> Result<()> {
-        self.enter_as(
-            common,
-            [0; INFO],
-            local,
-            false,
-            BarrierAlgo::Dissemination,
-            Some(carry),
-        )?;
+        let pattern = match self.pattern(BarrierAlgo::Auto, false)? {
+            BarrierAlgo::AllPairs => BarrierAlgo::AllPairs,
+            _ => BarrierAlgo::Dissemination,
+        };
+        self.enter_as(common, [0; INFO], local, false, pattern, Some(carry))?;
         if !carry.have {
             return Err(Error::State(format!(
                 "{}: the agreement ended clean without the root's data",
@@ -199,8 +200,8 @@ impl<'a> Ctx<'a> {
 
     /// Publish, all-reduce, and on the slow path (or `need_info`) read every member's identity words. Returns
     /// (every member agreed, every member's words when read: always when they did not agree, this PE's own as
-    /// published among them, which the verdicts take as this PE's). With `carry`, the dissemination carries a
-    /// broadcast's data ([`Ctx::enter_carrying`]).
+    /// published among them, which the verdicts take as this PE's). With `carry`, the dissemination or the all-pairs
+    /// pattern carries a broadcast's data ([`Ctx::enter_carrying`]).
     #[allow(clippy::too_many_arguments)]
     pub(super) fn agree(
         &mut self,
@@ -238,6 +239,11 @@ impl<'a> Ctx<'a> {
             BarrierAlgo::Linear => self.reduce_linear(seq, at, !ok, compare_all)?,
             BarrierAlgo::Tree => self.reduce_tree(seq, !ok, digest(d))?,
             BarrierAlgo::Hierarchical => self.reduce_hier(seq, !ok, digest(d))?,
+            BarrierAlgo::AllPairs => {
+                let v = [!ok as u64, digest(d), digest(d)];
+                let v = self.all_pairs(seq, v, carry)?;
+                (v[0] != 0, v[1], v[2])
+            }
             _ => {
                 let (n, me) = (self.n(), self.idx());
                 let v = [!ok as u64, digest(d), digest(d)];
@@ -316,6 +322,68 @@ impl<'a> Ctx<'a> {
             round += 1;
         }
         Ok(v)
+    }
+
+    /// The all-pairs all-reduce of `v` over the team ([`BarrierAlgo::AllPairs`]): this member's message to every
+    /// other one first (the one `d` members ahead lands in its agreement slot `d - 1`), then every other member's,
+    /// the flags of those still awaited loaded in every poll with the one awaited now (messages that arrived
+    /// meanwhile are then read without one cross-core transfer after the other). With `carry`, the root's
+    /// message brings every member the data.
+    fn all_pairs(
+        &mut self,
+        seq: u64,
+        v: [u64; 3],
+        mut carry: Option<&mut Carry>,
+    ) -> Result<[u64; 3]> {
+        use layout::*;
+        let (n, me) = (self.n(), self.idx());
+        if n - 1 > AGREE_ROUNDS {
+            return Err(Error::State(format!(
+                "{}: the all-pairs agreement of {n} members needs more than {AGREE_ROUNDS} slots",
+                self.op
+            )));
+        }
+        let base = AGREE + (seq % 2) as usize * AGREE_ROUNDS * AGREE_ROUND_WORDS;
+        let slot = |d: usize| base + (d - 1) * AGREE_ROUND_WORDS;
+        for d in 1..n {
+            let to = (me + d) % n;
+            match carry.as_deref() {
+                Some(c) => self.send_carry(to, slot(d), &v, c, seq)?,
+                None => self.send3(to, slot(d), &v, seq)?,
+            }
+        }
+        let bytes = carry.as_deref().map_or(0, |c| 8 + CARRY_HEAD + c.len);
+        let mut acc = v;
+        for d in 1..n {
+            let from_idx = (me + n - d) % n;
+            let from = self.pe(from_idx);
+            // The flags still awaited (up to ALL_PAIRS_AHEAD of them) and this message's second line.
+            let mut lines = [None; ALL_PAIRS_AHEAD + super::exchange::TOUCH_LINES];
+            for (l, k) in lines.iter_mut().zip(d + 1..n) {
+                *l = self.local_win().atomic64(self.word(slot(k)));
+            }
+            if bytes > 0 {
+                let more = self.message_lines(slot(d), bytes);
+                lines[ALL_PAIRS_AHEAD..].copy_from_slice(&more);
+            }
+            let got = if self.wait_from_with(
+                slot(d),
+                seq,
+                from_idx,
+                &|| format!("agreement (all pairs): waiting for PE {from}"),
+                &lines,
+            )? {
+                match carry.as_deref_mut() {
+                    Some(c) => self.read_carry(slot(d) + 1, c)?,
+                    None => self.read3(slot(d) + 1)?,
+                }
+            } else {
+                // That member is in an exchange: it never sends; the agreement fails everywhere.
+                [1, 0, u64::MAX]
+            };
+            acc = fold3(acc, got);
+        }
+        Ok(acc)
     }
 
     /// [`Ctx::send3`] with the broadcast data `c` after the agreement words: only its `len` bytes (up to 24 of them

@@ -22,8 +22,8 @@ impl<'a> Ctx<'a> {
         Ok(())
     }
 
-    /// A synchronisation of the team as call `call` (its identity words): the agreement with `Auto` or
-    /// `Dissemination`, the plain barrier algorithm otherwise. Completes this PE's outstanding puts first.
+    /// A synchronisation of the team as call `call` (its identity words) over `algo`'s pattern ([`Ctx::pattern`];
+    /// every pattern is the agreement). Completes this PE's outstanding puts first.
     pub(crate) fn sync_as(&mut self, call: [u64; COMMON], algo: BarrierAlgo) -> Result<()> {
         let pattern = self.pattern(algo, true)?;
         self.sync_pattern(call, pattern)
@@ -31,7 +31,8 @@ impl<'a> Ctx<'a> {
 
     /// The agreement's communication pattern: `algo`, or for `Auto` the configured barrier algorithm
     /// (`XPUSHMEM_BARRIER_ALGORITHM`; by default hierarchical on a team whose node layout pays for it, see
-    /// `groups.rs`, else dissemination). Every agreement of a team takes the same pattern (the layout is the same
+    /// `groups.rs`, else all-pairs from 3 up to [`crate::algo::ALL_PAIRS_UP_TO`] members and dissemination
+    /// otherwise). Every agreement of a team takes the same pattern (the layout is the same
     /// on every member), so calls that meet always compare their identities. `strict`: an unusable configured
     /// value is this call's error (the team barriers); otherwise (allocations, collectives, `barrier_all`,
     /// finalize) the default.
@@ -50,6 +51,12 @@ impl<'a> Ctx<'a> {
             BarrierAlgo::Tree if self.n() > 1 => BarrierAlgo::Tree,
             BarrierAlgo::Hierarchical if self.n() > 1 => BarrierAlgo::Hierarchical,
             BarrierAlgo::Auto if self.n() > 1 && self.layout_pays() => BarrierAlgo::Hierarchical,
+            BarrierAlgo::AllPairs if self.n() > 1 && self.n() - 1 <= layout::AGREE_ROUNDS => {
+                BarrierAlgo::AllPairs
+            }
+            BarrierAlgo::Auto if self.n() > 2 && self.n() <= crate::algo::ALL_PAIRS_UP_TO => {
+                BarrierAlgo::AllPairs
+            }
             _ => BarrierAlgo::Dissemination,
         })
     }

@@ -76,7 +76,7 @@ const SIZES: [Sizes; SIZED_TEAMS + 1] = {
 };
 
 /// Cache lines of a message loaded with its flag while waiting for it ([`Ctx::message_lines`]).
-const TOUCH_LINES: usize = 2;
+pub(super) const TOUCH_LINES: usize = 2;
 /// Payload bytes of a message built on the stack (a longer one is built in the team's buffer).
 const SMALL_PAYLOAD: usize = 112;
 /// Payload bytes read with a received message's header (the rest, if any, in a second read): 32 bytes in all, a

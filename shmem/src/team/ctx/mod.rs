@@ -13,7 +13,10 @@
 //! running verdict — "some PE rejected its arguments" (OR) and the lowest and highest digest of the identities (min,
 //! max) — into the slot of the member `2^k` ahead and raises that round's flag to the sequence number, then waits
 //! for its own flag and folds in what it got. OR, min and max are idempotent, which makes the dissemination pattern
-//! an exact all-reduce, and it is at the same time the barrier the collective needs: no extra round trip.
+//! an exact all-reduce, and it is at the same time the barrier the collective needs: no extra round trip. On a team
+//! of 3 or 4 members on one node the same all-reduce runs in one round ([`BarrierAlgo::AllPairs`]): each member
+//! puts its own verdict into a slot of every other member, raises those flags, then waits for all of them; one
+//! cross-core transfer deep instead of two.
 //!
 //! When every digest is equal and nobody rejected its arguments the call goes on. Otherwise every member knows it
 //! (the verdict is the same everywhere), reads every member's identity words (the slow path only) and fails with the
