@@ -57,7 +57,7 @@ impl Carry {
 /// Bytes of a carrying agreement message after its flag: the three agreement words, `have`, the data.
 const CARRY_HEAD: usize = 8 * 4;
 
-/// Flags of members still awaited that an all-pairs agreement's poll loads with the one it waits for
+/// Messages after the one awaited whose lines an all-pairs agreement's poll loads with the flag it waits for
 /// ([`Ctx::all_pairs`]): all of them in the teams `Auto` runs it on.
 const ALL_PAIRS_AHEAD: usize = crate::algo::ALL_PAIRS_UP_TO - 2;
 
@@ -292,7 +292,7 @@ impl<'a> Ctx<'a> {
             let flag = base + (first + round) * AGREE_ROUND_WORDS;
             let to = member((mine + dist) % count);
             match carry.as_deref() {
-                Some(c) => self.send_carry(to, flag, &v, c, seq)?,
+                Some(c) => self.send_carry(to, flag, &v, c, true, seq)?,
                 None => self.send3(to, flag, &v, seq)?,
             }
             let from_idx = member((mine + count - dist) % count);
@@ -310,7 +310,7 @@ impl<'a> Ctx<'a> {
                 &lines,
             )? {
                 match carry.as_deref_mut() {
-                    Some(c) => self.read_carry(flag + 1, c)?,
+                    Some(c) => self.read_carry(flag + 1, c, false)?,
                     None => self.read3(flag + 1)?,
                 }
             } else {
@@ -326,9 +326,9 @@ impl<'a> Ctx<'a> {
 
     /// The all-pairs all-reduce of `v` over the team ([`BarrierAlgo::AllPairs`]): this member's message to every
     /// other one first (the one `d` members ahead lands in its agreement slot `d - 1`), then every other member's,
-    /// the flags of those still awaited loaded in every poll with the one awaited now (messages that arrived
-    /// meanwhile are then read without one cross-core transfer after the other). With `carry`, the root's
-    /// message brings every member the data.
+    /// the lines of those still awaited loaded in every poll with the flag awaited now (messages that arrived
+    /// meanwhile are then read without one cross-core transfer after the other). With `carry`, only the root's
+    /// messages hold the data (nobody forwards it): the others' stay in the flag's line.
     fn all_pairs(
         &mut self,
         seq: u64,
@@ -348,23 +348,31 @@ impl<'a> Ctx<'a> {
         for d in 1..n {
             let to = (me + d) % n;
             match carry.as_deref() {
-                Some(c) => self.send_carry(to, slot(d), &v, c, seq)?,
+                Some(c) => self.send_carry(to, slot(d), &v, c, c.have, seq)?,
                 None => self.send3(to, slot(d), &v, seq)?,
             }
         }
+        // The longest message (the root's), from its flag.
         let bytes = carry.as_deref().map_or(0, |c| 8 + CARRY_HEAD + c.len);
         let mut acc = v;
         for d in 1..n {
             let from_idx = (me + n - d) % n;
             let from = self.pe(from_idx);
-            // The flags still awaited (up to ALL_PAIRS_AHEAD of them) and this message's second line.
-            let mut lines = [None; ALL_PAIRS_AHEAD + super::exchange::TOUCH_LINES];
-            for (l, k) in lines.iter_mut().zip(d + 1..n) {
-                *l = self.local_win().atomic64(self.word(slot(k)));
-            }
-            if bytes > 0 {
-                let more = self.message_lines(slot(d), bytes);
-                lines[ALL_PAIRS_AHEAD..].copy_from_slice(&more);
+            // Up to ALL_PAIRS_AHEAD + 1 messages awaited from this one on: the others' flags, and the lines after
+            // the flag's of each (a carried message longer than its first line: the root's, whichever it is).
+            let mut lines = [None; (ALL_PAIRS_AHEAD + 1) * (1 + super::exchange::TOUCH_LINES)];
+            let mut at = 0;
+            for k in (d..n).take(ALL_PAIRS_AHEAD + 1) {
+                if k > d {
+                    lines[at] = self.local_win().atomic64(self.word(slot(k)));
+                    at += 1;
+                }
+                if bytes > 0 {
+                    for l in self.message_lines(slot(k), bytes) {
+                        lines[at] = l;
+                        at += 1;
+                    }
+                }
             }
             let got = if self.wait_from_with(
                 slot(d),
@@ -374,7 +382,7 @@ impl<'a> Ctx<'a> {
                 &lines,
             )? {
                 match carry.as_deref_mut() {
-                    Some(c) => self.read_carry(slot(d) + 1, c)?,
+                    Some(c) => self.read_carry(slot(d) + 1, c, true)?,
                     None => self.read3(slot(d) + 1)?,
                 }
             } else {
@@ -386,25 +394,42 @@ impl<'a> Ctx<'a> {
         Ok(acc)
     }
 
-    /// [`Ctx::send3`] with the broadcast data `c` after the agreement words: only its `len` bytes (up to 24 of them
-    /// stay in the flag's cache line, more reach into the slot's second line).
-    fn send_carry(&self, to: usize, flag: usize, v: &[u64; 3], c: &Carry, seq: u64) -> Result<()> {
+    /// [`Ctx::send3`] with whether this member holds the broadcast data `c` and, with `data`, the data after the
+    /// agreement words: only its `len` bytes (up to 24 of them stay in the flag's cache line, more reach into the
+    /// slot's second line).
+    fn send_carry(
+        &self,
+        to: usize,
+        flag: usize,
+        v: &[u64; 3],
+        c: &Carry,
+        data: bool,
+        seq: u64,
+    ) -> Result<()> {
         let mut bytes = [0u8; CARRY_HEAD + Carry::BYTES];
         le_words(&mut bytes, &[v[0], v[1], v[2], c.have as u64]);
-        let end = CARRY_HEAD + c.len;
-        bytes[CARRY_HEAD..end].copy_from_slice(&c.bytes[..c.len]);
+        let len = if data { c.len } else { 0 };
+        let end = CARRY_HEAD + len;
+        bytes[CARRY_HEAD..end].copy_from_slice(&c.bytes[..len]);
         self.send_msg(to, flag, &bytes[..end], seq)
     }
 
     /// A carrying message's agreement words, and its data into `c` when `c` lacks it and the sender held it (a
-    /// sender of another length is in another call: the agreement fails, whatever the bytes).
-    fn read_carry(&self, w: usize, c: &mut Carry) -> Result<[u64; 3]> {
+    /// sender of another length is in another call: the agreement fails, whatever the bytes). `held_only`: only a
+    /// sender that held the data sent it (all-pairs), read after the words when it is taken; otherwise every
+    /// message holds `c.len` bytes of it (the dissemination forwards it), read with the words.
+    fn read_carry(&self, w: usize, c: &mut Carry, held_only: bool) -> Result<[u64; 3]> {
         let mut b = [0u8; CARRY_HEAD + Carry::BYTES];
-        let end = CARRY_HEAD + c.len;
-        self.local_win().read(self.word(w), &mut b[..end])?;
+        let end = CARRY_HEAD + if held_only { 0 } else { c.len };
+        let win = self.local_win();
+        win.read(self.word(w), &mut b[..end])?;
         if !c.have && le_word(&b, 3) == 1 {
             c.have = true;
-            c.bytes[..c.len].copy_from_slice(&b[CARRY_HEAD..end]);
+            if held_only {
+                win.read(self.word(w) + CARRY_HEAD, &mut c.bytes[..c.len])?;
+            } else {
+                c.bytes[..c.len].copy_from_slice(&b[CARRY_HEAD..end]);
+            }
         }
         Ok([le_word(&b, 0), le_word(&b, 1), le_word(&b, 2)])
     }
