@@ -2,9 +2,8 @@
 //! mapping carries (the configuration's `XPUSHMEM_NT_COPY_SIZE`, handed down at init). The only raw-pointer copies of the runtime's host memory; [`super::memfd::HostMem`]
 //! bounds-checks every use.
 
-/// Copies up to this many bytes are done without a call ([`copy_small`]): a cache line, the size of the
-/// agreement's carried messages and of most small collectives' messages with their headers.
-const SMALL: usize = 64;
+/// Copies up to this many bytes are done without a call ([`copy_small`]).
+const SMALL: usize = 32;
 
 /// Copy `len` bytes from `src` to `dst` (ranges may overlap): non-temporal stores when the copy is at least
 /// `nt_from` bytes (the mapping's setting, from `XPUSHMEM_NT_COPY_SIZE`; `usize::MAX`: never) and the ranges are disjoint (they bypass the caches: no read for ownership of the destination,
@@ -42,10 +41,10 @@ unsafe fn copy_large(src: *const u8, dst: *mut u8, len: usize, nt_from: usize) {
 }
 
 /// A copy of at most [`SMALL`] bytes without a call into `memmove` (whose call and dispatch cost more than the copy
-/// itself; small puts, gets and signals' payloads, the collectives' small messages with their 16-byte headers and
-/// the agreement's carried broadcasts with their 32-byte heads, are on the latency path): the first and the last
-/// bytes as two possibly overlapping words of the largest width that fits (a pair of 16-byte words above 32
-/// bytes), both loaded before either is stored, so the ranges may overlap. Unaligned accesses.
+/// itself; small puts, gets and signals' payloads, and the collectives' small messages with their 16-byte headers,
+/// are on the latency path): the first and the last bytes as two
+/// possibly overlapping words of the largest width that fits, both loaded before either is stored, so the ranges
+/// may overlap. Unaligned accesses.
 ///
 /// # Safety
 /// As [`copy_bytes`], with `len <= SMALL`.
@@ -54,7 +53,6 @@ unsafe fn copy_small(src: *const u8, dst: *mut u8, len: usize) {
     // SAFETY: (every arm) the caller's contract, and each width `w` satisfies `w <= len <= 2 * w`.
     unsafe {
         match len {
-            33..=64 => two_words::<[u128; 2]>(src, dst, len),
             17..=32 => two_words::<u128>(src, dst, len),
             8..=16 => two_words::<u64>(src, dst, len),
             4..=7 => two_words::<u32>(src, dst, len),
@@ -163,12 +161,12 @@ mod tests {
 
     #[test]
     fn small_copies_match_memmove_at_every_length_and_overlap() {
-        let pattern: Vec<u8> = (0..96u32).map(|i| (i * 37 + 11) as u8).collect();
+        let pattern: Vec<u8> = (0..64u32).map(|i| (i * 37 + 11) as u8).collect();
         for len in 0..=SMALL {
             // Disjoint, then every overlap of source and destination within one buffer (both directions).
             for (s, d) in (0..=20usize).flat_map(|s| (0..=20usize).map(move |d| (s, d))) {
                 let (mut ours, mut want) = (pattern.clone(), pattern.clone());
-                // SAFETY: both ranges lie inside the 96-byte buffers (s, d <= 20, len <= 64).
+                // SAFETY: both ranges lie inside the 64-byte buffers (s, d <= 20, len <= 32).
                 unsafe {
                     copy_small(ours.as_ptr().add(s), ours.as_mut_ptr().add(d), len);
                     std::ptr::copy(want.as_ptr().add(s), want.as_mut_ptr().add(d), len);
@@ -176,7 +174,7 @@ mod tests {
                 assert_eq!(ours, want, "len {len}, from {s} to {d}");
             }
             let src = &pattern[3..3 + len];
-            let mut dst = vec![0xEEu8; 72];
+            let mut dst = vec![0xEEu8; 40];
             // SAFETY: distinct buffers, in bounds.
             unsafe { copy_bytes(src.as_ptr(), dst.as_mut_ptr().add(5), len, usize::MAX) };
             assert_eq!(&dst[5..5 + len], src, "len {len}");

@@ -36,6 +36,7 @@ impl<'a> Ctx<'a> {
     /// on every member), so calls that meet always compare their identities. `strict`: an unusable configured
     /// value is this call's error (the team barriers); otherwise (allocations, collectives, `barrier_all`,
     /// finalize) the default.
+    #[inline]
     pub(super) fn pattern(&self, algo: BarrierAlgo, strict: bool) -> Result<BarrierAlgo> {
         // The configuration parsed at init (a field read, not the global configuration's lock and clone).
         let configured = match algo {
