@@ -57,9 +57,9 @@ impl Carry {
 /// Bytes of a carrying agreement message after its flag: the three agreement words, `have`, the data.
 const CARRY_HEAD: usize = 8 * 4;
 
-/// Messages after the one awaited whose lines an all-pairs agreement's poll loads with the flag it waits for
-/// ([`Ctx::all_pairs`]): all of them in the teams `Auto` runs it on.
-const ALL_PAIRS_AHEAD: usize = crate::algo::ALL_PAIRS_UP_TO - 2;
+/// Messages whose lines after the flag's an all-pairs agreement's poll loads with the flags, when they carry a
+/// broadcast ([`Ctx::all_pairs`]): all of them in the teams `Auto` runs it on.
+const ALL_PAIRS_LINES: usize = crate::algo::ALL_PAIRS_UP_TO - 1;
 
 impl<'a> Ctx<'a> {
     /// The agreement (see the module docs): publish this call's identity, all-reduce the verdict over the team
@@ -325,10 +325,10 @@ impl<'a> Ctx<'a> {
     }
 
     /// The all-pairs all-reduce of `v` over the team ([`BarrierAlgo::AllPairs`]): this member's message to every
-    /// other one first (the one `d` members ahead lands in its agreement slot `d - 1`), then every other member's,
-    /// the lines of those still awaited loaded in every poll with the flag awaited now (messages that arrived
-    /// meanwhile are then read without one cross-core transfer after the other). With `carry`, only the root's
-    /// messages hold the data (nobody forwards it): the others' stay in the flag's line.
+    /// other one (the one `d` members ahead lands in its agreement slot `d - 1`), then one wait for all of theirs:
+    /// every poll loads each flag still awaited (and, for a carried message longer than its first line, the lines
+    /// after it), so messages that arrive together cross cores together. With `carry`, only the root's messages
+    /// hold the data (nobody forwards it): the others' stay in the flag's line.
     fn all_pairs(
         &mut self,
         seq: u64,
@@ -336,6 +336,7 @@ impl<'a> Ctx<'a> {
         mut carry: Option<&mut Carry>,
     ) -> Result<[u64; 3]> {
         use layout::*;
+        use std::cell::Cell;
         let (n, me) = (self.n(), self.idx());
         if n - 1 > AGREE_ROUNDS {
             return Err(Error::State(format!(
@@ -352,42 +353,76 @@ impl<'a> Ctx<'a> {
                 None => self.send3(to, slot(d), &v, seq)?,
             }
         }
-        // The longest message (the root's), from its flag.
-        let bytes = carry.as_deref().map_or(0, |c| 8 + CARRY_HEAD + c.len);
-        let mut acc = v;
-        for d in 1..n {
-            let from_idx = (me + n - d) % n;
-            let from = self.pe(from_idx);
-            // Up to ALL_PAIRS_AHEAD + 1 messages awaited from this one on: the others' flags, and the lines after
-            // the flag's of each (a carried message longer than its first line: the root's, whichever it is).
-            let mut lines = [None; (ALL_PAIRS_AHEAD + 1) * (1 + super::exchange::TOUCH_LINES)];
-            let mut at = 0;
-            for k in (d..n).take(ALL_PAIRS_AHEAD + 1) {
-                if k > d {
-                    lines[at] = self.local_win().atomic64(self.word(slot(k)));
-                    at += 1;
+        // Bit `d - 1`: the message of the member `d` behind is awaited (`pending`), or never comes because that
+        // member runs the call as an exchange (`other`).
+        // The flags as atomic words (`None`: a window without them, loaded through it).
+        let mut flags = [None; AGREE_ROUNDS];
+        for (f, d) in flags.iter_mut().zip(1..n) {
+            *f = self.local_win().atomic64(self.word(slot(d)));
+        }
+        let mut lines = [None; ALL_PAIRS_LINES * super::exchange::TOUCH_LINES];
+        if let Some(c) = carry.as_deref() {
+            let parts = lines.chunks_exact_mut(super::exchange::TOUCH_LINES);
+            for (d, part) in (1..n).zip(parts) {
+                part.copy_from_slice(&self.message_lines(slot(d), 8 + CARRY_HEAD + c.len));
+            }
+        }
+        let pending = Cell::new(u64::MAX >> (64 - (n - 1)));
+        let mut other = 0u64;
+        let mut polls = 0u32;
+        let first = |rest: u64| (me + n - 1 - rest.trailing_zeros() as usize) % n;
+        self.sh.wait_for(
+            self.op,
+            &|| {
+                let rest = pending.get();
+                format!(
+                    "agreement (all pairs): waiting for {} members, PE {} first",
+                    rest.count_ones(),
+                    self.pe(first(rest))
+                )
+            },
+            || {
+                for l in lines.iter().flatten() {
+                    l.load(std::sync::atomic::Ordering::Relaxed);
                 }
-                if bytes > 0 {
-                    for l in self.message_lines(slot(k), bytes) {
-                        lines[at] = l;
-                        at += 1;
+                let mut rest = pending.get();
+                let mut bits = rest;
+                while bits != 0 {
+                    let i = bits.trailing_zeros() as usize;
+                    bits &= bits - 1;
+                    let seen = match flags[i] {
+                        Some(f) => f.load(std::sync::atomic::Ordering::Acquire),
+                        None => self.local_word(slot(i + 1)).load()?,
+                    };
+                    if seen >= seq {
+                        rest &= !(1 << i);
                     }
                 }
-            }
-            let got = if self.wait_from_with(
-                slot(d),
-                seq,
-                from_idx,
-                &|| format!("agreement (all pairs): waiting for PE {from}"),
-                &lines,
-            )? {
+                if rest != 0 {
+                    polls = polls.wrapping_add(1);
+                    if identity_poll_due(polls) {
+                        let q = first(rest);
+                        if matches!(self.member_protocol(q, seq)?, Some(p) if p != Protocol::Agreement) {
+                            // That member is in an exchange: it never sends; the agreement fails everywhere.
+                            let bit = rest & rest.wrapping_neg();
+                            other |= bit;
+                            rest &= !bit;
+                        }
+                    }
+                }
+                pending.set(rest);
+                Ok(rest == 0)
+            },
+        )?;
+        let mut acc = v;
+        for d in 1..n {
+            let got = if other & (1 << (d - 1)) != 0 {
+                [1, 0, u64::MAX]
+            } else {
                 match carry.as_deref_mut() {
                     Some(c) => self.read_carry(slot(d) + 1, c, true)?,
                     None => self.read3(slot(d) + 1)?,
                 }
-            } else {
-                // That member is in an exchange: it never sends; the agreement fails everywhere.
-                [1, 0, u64::MAX]
             };
             acc = fold3(acc, got);
         }
