@@ -118,7 +118,8 @@ algo_enum!(
 );
 
 /// The largest team whose agreement `BarrierAlgo::Auto` runs as [`BarrierAlgo::AllPairs`] (one node): at 3 and 4
-/// members one round of 2 or 3 messages each is shallower than the dissemination's two rounds of one.
+/// members one round of 2 or 3 messages each is shallower than the dissemination's two rounds of one; at 8 and 16
+/// the one round was slower (docs/PERFORMANCE.md, round seventeen).
 pub const ALL_PAIRS_UP_TO: usize = 4;
 
 algo_enum!(

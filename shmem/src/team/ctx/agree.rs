@@ -28,8 +28,8 @@ fn le_words(b: &mut [u8], v: &[u64]) {
     }
 }
 
-/// A broadcast's data travelling with the dissemination or all-pairs agreement ([`Ctx::enter_carrying`]): whether this PE
-/// holds it yet, its length and its bytes.
+/// A broadcast's data travelling with the dissemination or all-pairs agreement ([`Ctx::enter_carrying`]): whether
+/// this PE holds it yet, its length and its bytes.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Carry {
     /// This PE holds the data (the root from the start, the others once a message brought it).
@@ -84,9 +84,9 @@ impl<'a> Ctx<'a> {
             .is_ok_and(|p| matches!(p, BarrierAlgo::Dissemination | BarrierAlgo::AllPairs))
     }
 
-    /// [`Ctx::enter`] with a broadcast's data on board (`BroadcastAlgo::Agreement`): the agreement's messages
-    /// (the dissemination's or the all-pairs') also carry `carry` (set on the root), so that when the agreement is clean every member holds the root's
-    /// data, for the cost of a barrier. Only where [`Ctx::agreement_carries`].
+    /// [`Ctx::enter`] with a broadcast's data on board (`BroadcastAlgo::Agreement`): the agreement's messages (the
+    /// dissemination's or the all-pairs') also carry `carry` (set on the root), so that when the agreement is clean
+    /// every member holds the root's data, for the cost of a barrier. Only where [`Ctx::agreement_carries`].
     pub(crate) fn enter_carrying(
         &mut self,
         common: [u64; COMMON],
@@ -353,8 +353,6 @@ impl<'a> Ctx<'a> {
                 None => self.send3(to, slot(d), &v, seq)?,
             }
         }
-        // Bit `d - 1`: the message of the member `d` behind is awaited (`pending`), or never comes because that
-        // member runs the call as an exchange (`other`).
         // The flags as atomic words (`None`: a window without them, loaded through it).
         let mut flags = [None; AGREE_ROUNDS];
         for (f, d) in flags.iter_mut().zip(1..n) {
@@ -367,6 +365,8 @@ impl<'a> Ctx<'a> {
                 part.copy_from_slice(&self.message_lines(slot(d), 8 + CARRY_HEAD + c.len));
             }
         }
+        // Bit `d - 1`: the message of the member `d` behind is awaited (`pending`), or never comes because that
+        // member runs the call as an exchange (`other`).
         let pending = Cell::new(u64::MAX >> (64 - (n - 1)));
         let mut other = 0u64;
         let mut polls = 0u32;
