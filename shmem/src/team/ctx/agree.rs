@@ -359,12 +359,21 @@ impl<'a> Ctx<'a> {
             *f = self.local_win().atomic64(self.word(slot(d)));
         }
         let mut lines = [None; ALL_PAIRS_LINES * super::exchange::TOUCH_LINES];
+        let mut touched = 0;
         if let Some(c) = carry.as_deref() {
-            let parts = lines.chunks_exact_mut(super::exchange::TOUCH_LINES);
-            for (d, part) in (1..n).zip(parts) {
-                part.copy_from_slice(&self.message_lines(slot(d), 8 + CARRY_HEAD + c.len));
+            for d in 1..n.min(ALL_PAIRS_LINES + 1) {
+                for l in self
+                    .message_lines(slot(d), 8 + CARRY_HEAD + c.len)
+                    .into_iter()
+                    .flatten()
+                {
+                    lines[touched] = Some(l);
+                    touched += 1;
+                }
             }
         }
+        // Only the lines a carried message reaches (none for a barrier's messages).
+        let lines = &lines[..touched];
         // Bit `d - 1`: the message of the member `d` behind is awaited (`pending`), or never comes because that
         // member runs the call as an exchange (`other`).
         let pending = Cell::new(u64::MAX >> (64 - (n - 1)));
