@@ -95,7 +95,7 @@ env_table! {
     abort_on_error: bool = "XPUSHMEM_ERROR_MODE", "return", error_mode;
     /// team slots in the symmetric heap (2..4096; TEAM_WORLD and TEAM_SHARED take two); more live teams is an error
     teams_max: OnUse<usize> = "XPUSHMEM_TEAMS_MAX", "64", on_use(team_slots);
-    /// the pattern of every collective synchronisation (the agreement that carries each call's identity): auto (hierarchical on a team spanning nodes with 2+ members on a node, else all-pairs at 3-4 members and dissemination otherwise), linear, dissemination, tree, hierarchical, all-pairs (one round: every member signals every other)
+    /// the pattern of every collective synchronisation (the agreement that carries each call's identity): auto (hierarchical on a team spanning nodes with 2+ members on a node, else all-pairs at 3-4 members and dissemination otherwise), linear, dissemination, tree, hierarchical, all-pairs (one round: every member signals every other; a team of more than 33 members runs the dissemination)
     barrier_algorithm: OnUse<BarrierAlgo> = "XPUSHMEM_BARRIER_ALGORITHM", "auto", on_use(algorithm::<BarrierAlgo>);
     /// broadcast algorithm: auto, linear, binomial, pipelined, eager, eager-rounds, hierarchical, agreement (data up to 88 bytes in the agreement's own messages; auto takes it where the agreement is the dissemination or all-pairs)
     broadcast_algorithm: OnUse<BroadcastAlgo> = "XPUSHMEM_BROADCAST_ALGORITHM", "auto", on_use(algorithm::<BroadcastAlgo>);
