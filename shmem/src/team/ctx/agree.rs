@@ -9,6 +9,15 @@ use super::*;
 pub(super) const HIER_FANIN: usize = 8;
 const _: () = assert!(HIER_FANIN + 2 < layout::AGREE_ROUNDS);
 
+/// The first word of the agreement's slots for sequence number `seq` (its parity's [`layout::AGREE_ROUNDS`] slots).
+fn agree_base(seq: u64) -> usize {
+    layout::AGREE + (seq % 2) as usize * layout::AGREE_ROUNDS * layout::AGREE_ROUND_WORDS
+}
+
+/// What a member that never sends (it runs the call as an exchange) counts as in the agreement's fold: failed, so
+/// the agreement fails everywhere.
+const ABSENT: [u64; 3] = [1, 0, u64::MAX];
+
 /// Two agreement messages combined: failed (OR), lowest and highest digest.
 pub(super) fn fold3(a: [u64; 3], b: [u64; 3]) -> [u64; 3] {
     [a[0] | b[0], a[1].min(b[1]), a[2].max(b[2])]
@@ -278,7 +287,7 @@ impl<'a> Ctx<'a> {
         mut carry: Option<&mut Carry>,
     ) -> Result<[u64; 3]> {
         use layout::*;
-        let base = AGREE + (seq % 2) as usize * AGREE_ROUNDS * AGREE_ROUND_WORDS;
+        let base = agree_base(seq);
         let mut dist = 1usize;
         let mut round = 0usize;
         while dist < count {
@@ -315,7 +324,7 @@ impl<'a> Ctx<'a> {
                 }
             } else {
                 // That member is in an exchange: it never sends this round; the agreement fails everywhere.
-                [1, 0, u64::MAX]
+                ABSENT
             };
             v = fold3(v, got);
             dist <<= 1;
@@ -344,7 +353,7 @@ impl<'a> Ctx<'a> {
                 self.op
             )));
         }
-        let base = AGREE + (seq % 2) as usize * AGREE_ROUNDS * AGREE_ROUND_WORDS;
+        let base = agree_base(seq);
         let slot = |d: usize| base + (d - 1) * AGREE_ROUND_WORDS;
         for d in 1..n {
             let to = (me + d) % n;
@@ -426,7 +435,7 @@ impl<'a> Ctx<'a> {
         let mut acc = v;
         for d in 1..n {
             let got = if other & (1 << (d - 1)) != 0 {
-                [1, 0, u64::MAX]
+                ABSENT
             } else {
                 match carry.as_deref_mut() {
                     Some(c) => self.read_carry(slot(d) + 1, c, true)?,
@@ -517,7 +526,7 @@ impl<'a> Ctx<'a> {
         let g = groups.group_of[me];
         let mem = &groups.members[g];
         let r = groups.rank_in[me];
-        let base = AGREE + (seq % 2) as usize * AGREE_ROUNDS * AGREE_ROUND_WORDS;
+        let base = agree_base(seq);
         let slot = |k: usize| base + k * AGREE_ROUND_WORDS;
         let mut v = [failed as u64, dig, dig];
         let children = (F * r + 1..(F * r + F + 1).min(mem.len())).map(|c| mem[c]);
@@ -528,7 +537,7 @@ impl<'a> Ctx<'a> {
             })? {
                 self.read3(slot(k) + 1)?
             } else {
-                [1, 0, u64::MAX]
+                ABSENT
             };
             v = fold3(v, got);
         }
@@ -541,7 +550,7 @@ impl<'a> Ctx<'a> {
             })? {
                 self.read3(slot(F) + 1)?
             } else {
-                [1, 0, u64::MAX]
+                ABSENT
             };
         } else {
             let leaders = groups.count();
@@ -575,8 +584,7 @@ impl<'a> Ctx<'a> {
     ) -> Result<(bool, u64, u64)> {
         use layout::*;
         let n = self.n();
-        let release =
-            AGREE + (seq % 2) as usize * AGREE_ROUNDS * AGREE_ROUND_WORDS + 2 * AGREE_ROUND_WORDS;
+        let release = agree_base(seq) + 2 * layout::AGREE_ROUND_WORDS;
         if self.idx() == 0 {
             self.wait(ARRIVE, n as u64 - 1, &|| {
                 format!("linear barrier: member 0 waiting for {} arrivals", n - 1)
@@ -623,7 +631,7 @@ impl<'a> Ctx<'a> {
     ) -> Result<(bool, u64, u64)> {
         use layout::*;
         let (n, me) = (self.n(), self.idx());
-        let base = AGREE + (seq % 2) as usize * AGREE_ROUNDS * AGREE_ROUND_WORDS;
+        let base = agree_base(seq);
         let slot = |k: usize| base + k * AGREE_ROUND_WORDS;
         let mut v = [failed as u64, dig, dig];
         let children: Vec<usize> = [2 * me + 1, 2 * me + 2]
@@ -637,7 +645,7 @@ impl<'a> Ctx<'a> {
             })? {
                 self.read3(slot(k) + 1)?
             } else {
-                [1, 0, u64::MAX]
+                ABSENT
             };
             v = [v[0] | got[0], v[1].min(got[1]), v[2].max(got[2])];
         }
@@ -654,7 +662,7 @@ impl<'a> Ctx<'a> {
                 let got = self.read3(slot(2) + 1)?;
                 [got[0], got[1], got[2]]
             } else {
-                [1, 0, u64::MAX]
+                ABSENT
             };
         }
         for &c in &children {
