@@ -6,11 +6,10 @@
 //! 2. **split exchange** ([`Shmem::team_exchange`], one signalled message to every rank, no dissemination): the
 //!    message to rank `p` carries this rank's verdict on its own arguments, the digest of the symmetric arguments
 //!    (input and `out_splits_offsets` must be the same views on every rank), `p`'s entries of the split vector
-//!    (source rows, and counts unless the message carries the whole split vector as in step 4, at the indices
-//!    [`Exchange`] gives) and, when the chunks for `p` are small
-//!    (`XPUSHMEM_OPS_EAGER_SIZE`), the rows themselves (*eager*; this rank's message to itself too, which never
-//!    leaves the PE). Every rank sees every verdict and digest, so every rank fails or none does, after one
-//!    message latency;
+//!    (counts unless the message carries the whole split vector as in step 4, at the indices [`Exchange`] gives)
+//!    and, when the chunks for `p` are small (`XPUSHMEM_OPS_EAGER_SIZE`), the rows themselves (*eager*; this
+//!    rank's message to itself too, which never leaves the PE), else the chunks' source rows in the input. Every
+//!    rank sees every verdict and digest, so every rank fails or none does, after one message latency;
 //! 3. receive: compute the layout ([`recv_layout`]; `major_align` for dispatch), check that every chunk fits in
 //!    `out`, copy eager chunks out of the messages (small chunks that follow each other in `out` gathered into
 //!    one put) and pull the others from their senders' inputs, write `out_splits_offsets` (row 0 = counts, row 1
@@ -455,20 +454,36 @@ const ALL_EAGER: u64 = 2;
 /// the receiver are not sent apart (they are entries of that vector).
 const MATRIX: u64 = 4;
 
-/// Bytes of a message's head: flags, then the `ne` counts (without [`MATRIX`]) and source rows of the entries for
-/// the receiver, then (with [`MATRIX`]) the receive arguments and the split vector of `n` entries. A shorter head
-/// keeps a small message in fewer cache lines (each one a cross-core transfer).
-fn head_bytes(ne: usize, n: usize, matrix: bool) -> usize {
-    8 + if matrix { 8 * ne + 16 + 8 * n } else { 16 * ne }
+/// Where the parts of a split message's head start (word indices) and its length in bytes, from its flags word:
+/// the flags, then the `ne` counts (without [`MATRIX`]), then the source rows of the entries for the receiver
+/// (without [`EAGER`]: a receiver takes eager chunks from the message, not from the sender's input), then (with
+/// [`MATRIX`]) the receive arguments and the split vector of `n` entries. A shorter head keeps a small message in
+/// fewer cache lines (each one a cross-core transfer).
+#[derive(Clone, Copy)]
+struct Head {
+    /// The counts for the receiver (without [`MATRIX`]).
+    counts: usize,
+    /// The source rows for the receiver (without [`EAGER`]).
+    rows: usize,
+    /// The receive arguments, then the split vector (with [`MATRIX`]).
+    args: usize,
+    /// The head's length in bytes.
+    bytes: usize,
 }
 
-/// Word indices in a split message's head: where the source rows, and (with [`MATRIX`]) the receive arguments,
-/// start (the split vector follows the two receive arguments).
-fn head_words(ne: usize, matrix: bool) -> (usize, usize) {
-    if matrix {
-        (1, 1 + ne)
-    } else {
-        (1 + ne, 1 + 2 * ne)
+impl Head {
+    fn of(ne: usize, n: usize, flags: u64) -> Head {
+        let (matrix, eager) = (flags & MATRIX != 0, flags & EAGER != 0);
+        let counts = 1;
+        let rows = counts + if matrix { 0 } else { ne };
+        let args = rows + if eager { 0 } else { ne };
+        let end = args + if matrix { 2 + n } else { 0 };
+        Head {
+            counts,
+            rows,
+            args,
+            bytes: 8 * end,
+        }
     }
 }
 
@@ -617,7 +632,7 @@ fn same_heads(
     let mut at = 0;
     for t in 0..ranks {
         let m = recv.get(t);
-        let head = head_bytes(ne, n, flags_of(m) & MATRIX != 0);
+        let head = Head::of(ne, n, flags_of(m)).bytes;
         match (m.get(..head), cached.get(at..at + head)) {
             (Some(a), Some(b)) if a == b => at += head,
             _ => return false,
@@ -734,7 +749,7 @@ fn run(
     // With the checks on, every message carries its sender's receive arguments and split vector when they fit:
     // every rank then judges every rank's receive from the split exchange alone, and when every chunk travels
     // eagerly no completion exchange is needed (module docs, step 4).
-    let matrix = sh.config().check_symmetry && head_bytes(ne, w * ne, true) <= cap;
+    let matrix = sh.config().check_symmetry && Head::of(ne, w * ne, MATRIX).bytes <= cap;
     let tr = group.team_ranks();
     let built = match &prep {
         Ok(p) => input_bytes().and_then(|src| {
@@ -786,7 +801,8 @@ fn run(
             for s in 0..w {
                 let m = recv.get(tr[s]);
                 let flags = flags_of(m);
-                let head = head_bytes(ne, n, flags & MATRIX != 0);
+                let h = Head::of(ne, n, flags);
+                let head = h.bytes;
                 if m.len() < head {
                     return Err(Error::State(format!(
                         "{op}: the split message of group rank {s} holds {} bytes, expected at least {head}",
@@ -800,19 +816,22 @@ fn run(
                 // everywhere.
                 all_eager &= flags & ALL_EAGER != 0;
                 all_matrix &= flags & MATRIX != 0;
-                if flags & EAGER != 0 {
+                let eager = flags & EAGER != 0;
+                if eager {
                     inline[s] = Some(head);
                 }
                 let matrix = flags & MATRIX != 0;
-                let (rows_at, args) = head_words(ne, matrix);
                 for k in 0..ne {
                     let (t, i) = p.ex.entry(s, me, k);
                     counts[i] = if matrix {
-                        word(args + 2 + t)
+                        word(h.args + 2 + t)
                     } else {
-                        word(1 + k)
+                        word(h.counts + k)
                     };
-                    src_rows[i] = word(rows_at + k);
+                    // An eager sender's chunks are read from its message (its source rows are not sent).
+                    if !eager {
+                        src_rows[i] = word(h.rows + k);
+                    }
                 }
             }
             let (major, minor, _) = p.ex.recv_shape();
@@ -853,7 +872,7 @@ fn run(
                 heads.clear();
                 for t in 0..w {
                     let m = recv.get(t);
-                    let head = head_bytes(ne, n, flags_of(m) & MATRIX != 0);
+                    let head = Head::of(ne, n, flags_of(m)).bytes;
                     heads.extend_from_slice(m.get(..head).unwrap_or_default());
                 }
                 recv_ends.clone_from(&recv.ends);
@@ -1051,23 +1070,24 @@ fn first_bad_receive(
     let (w, ne, n) = (group.size(), ex.ne, ex.nsplits());
     let tr = group.team_ranks();
     let (major, minor, _) = ex.recv_shape();
+    // Word `k` after the receive arguments of rank `s`'s message (every one carries them, where its flags say;
+    // the split vector follows them).
     let word = |s: usize, k: usize| -> i64 {
         let m = recv.get(tr[s]);
+        let k = Head::of(ne, n, flags_of(m)).args + k;
         m.get(8 * k..8 * k + 8)
             .map_or(0, |b| i64::from_le_bytes(b.try_into().unwrap_or_default()))
     };
-    // Word index of the receive arguments in a message (every one carries them); the split vector follows them.
-    let (_, args) = head_words(ne, true);
     counts.clear();
     counts.resize(n, 0);
     for &r in group.group_ranks().iter().filter(|&&r| r != me) {
         for s in 0..w {
             for k in 0..ne {
                 let (t, i) = ex.entry(s, r, k);
-                counts[i] = word(s, args + 2 + t);
+                counts[i] = word(s, 2 + t);
             }
         }
-        let (rows, a) = (word(r, args) as usize, word(r, args + 1));
+        let (rows, a) = (word(r, 0) as usize, word(r, 1));
         // The same verdict as `recv_layout` + `check_fits` on that rank: a bad count or too few rows.
         if !plan::recv_written_end(counts, major, minor, a).is_ok_and(|end| fits(end, rows)) {
             return Some(r);
@@ -1173,7 +1193,9 @@ fn build_split_messages(
     let ne = p.ex.ne;
     let rb = p.row_bytes;
     let src_of = |peer: usize| (0..ne).map(move |k| p.ex.entry(me, peer, k).0);
-    let head = head_bytes(ne, p.ex.nsplits(), matrix);
+    let matrix_flag = u64::from(matrix) * MATRIX;
+    // An eager message's head (it has no source rows).
+    let head = Head::of(ne, p.ex.nsplits(), matrix_flag | EAGER).bytes;
     let bytes_to = |peer: usize| -> usize { src_of(peer).map(|t| p.counts[t] as usize * rb).sum() };
     let is_eager = |peer: usize| {
         let b = bytes_to(peer);
@@ -1181,8 +1203,8 @@ fn build_split_messages(
     };
     let all = (0..w).all(|peer| peer == me || is_eager(peer));
     // The receive arguments and split vector (with `matrix`): the same bytes in every message, written into the
-    // first one, then copied.
-    let common = 16 + 8 * p.counts.len();
+    // first one (where they lie in `send.data`), then copied.
+    let mut common: Option<(usize, usize)> = None;
     // Chunks that follow each other in the input are one copy into the message.
     let pack = |from: usize, len: usize, send: &mut Messages, packs: &mut Vec<_>| -> Result<()> {
         let at = send.data.len();
@@ -1193,29 +1215,32 @@ fn build_split_messages(
         Ok(())
     };
     for &peer in group.group_ranks() {
-        let first = send.data.is_empty();
         let eager_peer = is_eager(peer);
-        let flags =
-            u64::from(eager_peer) * EAGER + u64::from(all) * ALL_EAGER + u64::from(matrix) * MATRIX;
+        let flags = u64::from(eager_peer) * EAGER + u64::from(all) * ALL_EAGER + matrix_flag;
         send.data.extend_from_slice(&flags.to_le_bytes());
         if !matrix {
             for t in src_of(peer) {
                 send.data.extend_from_slice(&p.counts[t].to_le_bytes());
             }
         }
-        for t in src_of(peer) {
-            send.data.extend_from_slice(&p.src_rows[t].to_le_bytes());
+        if !eager_peer {
+            for t in src_of(peer) {
+                send.data.extend_from_slice(&p.src_rows[t].to_le_bytes());
+            }
         }
         if matrix {
-            if first {
-                send.data
-                    .extend_from_slice(&(out.size(0) as u64).to_le_bytes());
-                send.data.extend_from_slice(&p.align.to_le_bytes());
-                for c in &p.counts {
-                    send.data.extend_from_slice(&c.to_le_bytes());
+            match common {
+                Some(r) => send.data.extend_from_within(r.0..r.1),
+                None => {
+                    let at = send.data.len();
+                    send.data
+                        .extend_from_slice(&(out.size(0) as u64).to_le_bytes());
+                    send.data.extend_from_slice(&p.align.to_le_bytes());
+                    for c in &p.counts {
+                        send.data.extend_from_slice(&c.to_le_bytes());
+                    }
+                    common = Some((at, send.data.len()));
                 }
-            } else {
-                send.data.extend_from_within(head - common..head);
             }
         }
         if eager_peer {
