@@ -158,7 +158,7 @@ impl<'a> Ctx<'a> {
             local?;
             return Ok(out);
         }
-        let at = self.publish_exchange(common, EXCHANGE_MARK, ok, seq)?;
+        self.exchange_area()?;
         let region = exchange_region_words(n);
         let base = EXCH + (seq % 2) as usize * EXCH_PARITY_WORDS;
         let mine = base + me * region;
@@ -190,6 +190,10 @@ impl<'a> Ctx<'a> {
             )?;
         }
         self.st.xbuf = buf;
+        // This PE's identity, published once its messages are on their way (a member reads it only while it
+        // waits for this PE's message, to learn that this PE is in another collective, and on the failure path,
+        // which waits for it): the messages leave sooner.
+        let at = self.publish_call(common, EXCHANGE_MARK, ok, seq)?;
         // Wait for every member's message, in the order they were sent to this PE's neighbours.
         let next = std::cell::Cell::new(1usize);
         let mut other = None;
@@ -324,7 +328,12 @@ impl<'a> Ctx<'a> {
         ok: bool,
         seq: u64,
     ) -> Result<usize> {
-        use layout::*;
+        self.exchange_area()?;
+        self.publish_call(common, mark, ok, seq)
+    }
+
+    /// The exchange area must have a region for every member.
+    fn exchange_area(&self) -> Result<()> {
         if self.exchange_capacity() == 0 {
             return Err(Error::State(format!(
                 "{}: a team of {} PEs is too large for the exchange area (team_exchange_capacity is 0)",
@@ -332,6 +341,18 @@ impl<'a> Ctx<'a> {
                 self.n()
             )));
         }
+        Ok(())
+    }
+
+    /// This PE's identity for call `seq`, marked with the protocol (`mark`) it runs, published; returns where.
+    fn publish_call(
+        &mut self,
+        common: [u64; COMMON],
+        mark: u64,
+        ok: bool,
+        seq: u64,
+    ) -> Result<usize> {
+        use layout::*;
         let at = CHECK + (seq % 2) as usize * CHECK_WORDS;
         let mut words = [0u64; CHECK_WORDS];
         words[..COMMON].copy_from_slice(&common);
