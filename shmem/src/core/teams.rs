@@ -231,6 +231,9 @@ pub(crate) struct TeamState {
     /// slot's identity area (`None` until it published there): a call whose words are the same rewrites only
     /// its sequence number (`team::Ctx::publish`). Every write to this PE's identity area goes through it.
     pub published: [Option<[u64; layout::CHECK_WORDS]>; 2],
+    /// The identity words of the call being published (built here, so that a publication the agreement defers
+    /// copies nothing).
+    pub pending: [u64; layout::CHECK_WORDS],
     /// The last algorithm choice a collective made on the team (`team::Ctx::choose`).
     pub choice: Option<Choice>,
 }
@@ -281,6 +284,7 @@ impl TeamInner {
                 send: Messages::default(),
                 recv: Messages::default(),
                 published: [None; 2],
+                pending: [0; layout::CHECK_WORDS],
                 choice: None,
             }),
             destroyed: AtomicBool::new(false),

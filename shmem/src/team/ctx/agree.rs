@@ -227,8 +227,9 @@ impl<'a> Ctx<'a> {
         self.st.seq += 1;
         let seq = self.st.seq;
         let at = layout::CHECK + (seq % 2) as usize * layout::CHECK_WORDS;
-        // On the stack: a barrier allocates nothing (the allocator was a third of its instructions).
-        let mut words = [0u64; layout::CHECK_WORDS];
+        // In the team state: a barrier allocates nothing (the allocator was a third of its instructions).
+        let words = &mut self.st.pending;
+        *words = [0; layout::CHECK_WORDS];
         words[..COMMON].copy_from_slice(&common);
         words[COMMON..STATUS].copy_from_slice(&info);
         words[STATUS] = if ok { STATUS_OK } else { STATUS_BAD };
@@ -236,7 +237,13 @@ impl<'a> Ctx<'a> {
         if n == 1 {
             return Ok((ok, vec![words.to_vec()]));
         }
-        self.publish(at, &words)?;
+        // The patterns whose messages leave before they read any identity publish this PE's once their first
+        // message is on its way (the messages leave sooner); the others read the members' identities.
+        if matches!(pattern, BarrierAlgo::Dissemination | BarrierAlgo::AllPairs) {
+            self.deferred = Some(at);
+        } else {
+            self.publish(at)?;
+        }
         // What is compared: the whole call, or (argument checks off) the call kind alone.
         let compared = if compare_all { COMMON } else { 1 };
         let mut d = [0u64; 2 + COMMON];
@@ -244,6 +251,7 @@ impl<'a> Ctx<'a> {
         d[1] = seq;
         d[2..2 + compared].copy_from_slice(&common[..compared]);
         let d = &d[..2 + compared];
+        // A pattern that fails leaves the deferred store to the context's drop.
         let (failed, lo, hi) = match pattern {
             BarrierAlgo::Linear => self.reduce_linear(seq, at, !ok, compare_all)?,
             BarrierAlgo::Tree => self.reduce_tree(seq, !ok, digest(d))?,
@@ -260,6 +268,7 @@ impl<'a> Ctx<'a> {
                 (v[0] != 0, v[1], v[2])
             }
         };
+        self.publish_deferred()?;
         let clean = !failed && lo == hi;
         if clean && !need_info {
             return Ok((true, Vec::new()));
@@ -304,6 +313,7 @@ impl<'a> Ctx<'a> {
                 Some(c) => self.send_carry(to, flag, &v, c, true, seq)?,
                 None => self.send3(to, flag, &v, seq)?,
             }
+            self.publish_deferred()?;
             let from_idx = member((mine + count - dist) % count);
             let from = self.pe(from_idx);
             // A carried message longer than the flag's line: its second line is polled with the flag.
@@ -362,6 +372,7 @@ impl<'a> Ctx<'a> {
                 None => self.send3(to, slot(d), &v, seq)?,
             }
         }
+        self.publish_deferred()?;
         // The flags as atomic words (`None`: a window without them, loaded through it).
         let mut flags = [None; AGREE_ROUNDS];
         for (f, d) in flags.iter_mut().zip(1..n) {

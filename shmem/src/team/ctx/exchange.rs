@@ -354,12 +354,13 @@ impl<'a> Ctx<'a> {
     ) -> Result<usize> {
         use layout::*;
         let at = CHECK + (seq % 2) as usize * CHECK_WORDS;
-        let mut words = [0u64; CHECK_WORDS];
+        let words = &mut self.st.pending;
+        *words = [0; CHECK_WORDS];
         words[..COMMON].copy_from_slice(&common);
         words[COMMON] = mark;
         words[STATUS] = if ok { STATUS_OK } else { STATUS_BAD };
         words[SEQ] = seq;
-        self.publish(at, &words)?;
+        self.publish(at)?;
         Ok(at)
     }
 

@@ -333,27 +333,44 @@ impl<'a> Ctx<'a> {
         Ok(Some(Protocol::of(u64::from_le_bytes(b))))
     }
 
-    /// Publish this PE's identity words at `at` (the buffer of `words[SEQ]`'s parity): every word, then (ordered
-    /// after them) the sequence number, so that a member that sees the new sequence number sees the words of that
-    /// call ([`Ctx::member_protocol`]). When the buffer already holds these words (this PE's call two calls ago
-    /// was the same: the team state keeps what each buffer holds), only the sequence number is written; the words
-    /// were ordered before that call's sequence number and nothing wrote them since.
-    pub(super) fn publish(&mut self, at: usize, words: &[u64; layout::CHECK_WORDS]) -> Result<()> {
+    /// Publish this PE's identity words (the team state's `pending`) at `at` (the buffer of their sequence number's
+    /// parity): every word, then (ordered after them) the sequence number, so that a member that sees the new
+    /// sequence number sees the words of that call ([`Ctx::member_protocol`]). When the buffer already holds these
+    /// words (this PE's call two calls ago was the same: the team state keeps what each buffer holds), only the
+    /// sequence number is written; the words were ordered before that call's sequence number and nothing wrote
+    /// them since.
+    pub(super) fn publish(&mut self, at: usize) -> Result<()> {
         use std::sync::atomic::Ordering;
-        let parity = (words[SEQ] % 2) as usize;
+        let st = &*self.st;
+        let words = &st.pending;
+        let seq = words[SEQ];
+        let parity = (seq % 2) as usize;
         debug_assert_eq!(at, layout::CHECK + parity * layout::CHECK_WORDS);
         // Every word but the sequence number, compared without a call (the words are few and fixed).
         let diff = |a: &[u64], b: &[u64]| a.iter().zip(b).fold(0, |acc, (x, y)| acc | (x ^ y));
-        let same = |old: &[u64; layout::CHECK_WORDS]| {
+        let same = st.published[parity].as_ref().is_some_and(|old| {
             diff(&old[..SEQ], &words[..SEQ]) | diff(&old[SEQ + 1..], &words[SEQ + 1..]) == 0
-        };
-        if self.st.published[parity].as_ref().is_some_and(same) {
+        });
+        if same {
             if let LocalWord::Atomic(a) = self.local_word(at + SEQ) {
-                a.store(words[SEQ], Ordering::Release);
+                a.store(seq, Ordering::Release);
                 return Ok(());
             }
         }
-        self.publish_all(at, parity, words)
+        let words = self.st.pending;
+        self.publish_all(at, parity, &words)
+    }
+
+    /// The publication [`Ctx::agree`] deferred, if any. The agreement defers it in the patterns whose messages
+    /// leave before they read any identity: a member reads it only while it waits for this PE's message and on
+    /// the failure path, so the pattern publishes once its first message is on its way (that message leaves
+    /// sooner), and the agreement once the pattern returned (the context's drop, when it failed).
+    #[inline]
+    pub(super) fn publish_deferred(&mut self) -> Result<()> {
+        match self.deferred.take() {
+            Some(at) => self.publish(at),
+            None => Ok(()),
+        }
     }
 
     /// [`Ctx::publish`] of words the buffer does not hold yet (out of line: the repeated call's path stays short).
