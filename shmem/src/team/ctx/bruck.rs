@@ -110,7 +110,7 @@ impl Ctx<'_> {
             out.failed = (!ok).then_some(0);
             return Ok(out);
         }
-        let at = self.publish_exchange(common, GATHER_MARK, ok, seq)?;
+        let at = self.defer_exchange_identity(common, GATHER_MARK, ok, seq)?;
         let region = super::exchange_region_words(n);
         let base = EXCH + (seq % 2) as usize * EXCH_PARITY_WORDS;
         // The round message being sent or read (header, then up to `cap` bytes), then the `n` positions, each
@@ -162,7 +162,7 @@ impl Ctx<'_> {
     /// (and poisoned messages sent for the rounds left).
     #[allow(clippy::too_many_arguments)]
     fn bruck_rounds(
-        &self,
+        &mut self,
         seq: u64,
         base: usize,
         region: usize,

@@ -193,7 +193,8 @@ impl<'a> Ctx<'a> {
         // This PE's identity, published once its messages are on their way (a member reads it only while it
         // waits for this PE's message, to learn that this PE is in another collective, and on the failure path,
         // which waits for it): the messages leave sooner.
-        let at = self.publish_call(common, EXCHANGE_MARK, ok, seq)?;
+        let at = self.identity_words(common, EXCHANGE_MARK, ok, seq);
+        self.publish(at)?;
         // Wait for every member's message, in the order they were sent to this PE's neighbours.
         let next = std::cell::Cell::new(1usize);
         let mut other = None;
@@ -318,10 +319,11 @@ impl<'a> Ctx<'a> {
         out
     }
 
-    /// The start both exchanges share: the exchange area must have a region for every member; this PE's identity
-    /// for call `seq` is published, marked with the protocol (`mark`) it runs. Returns where (the failure paths read
-    /// the words back with the other members').
-    pub(super) fn publish_exchange(
+    /// The start of the exchanges in rounds (`gather.rs`, `bruck.rs`): the exchange area must have a region for
+    /// every member; this PE's identity for call `seq`, marked with the protocol (`mark`) it runs, is published
+    /// once the first round's message is on its way ([`Ctx::publish_deferred`]). Returns where (the failure paths
+    /// read the words back with the other members').
+    pub(super) fn defer_exchange_identity(
         &mut self,
         common: [u64; COMMON],
         mark: u64,
@@ -329,7 +331,9 @@ impl<'a> Ctx<'a> {
         seq: u64,
     ) -> Result<usize> {
         self.exchange_area()?;
-        self.publish_call(common, mark, ok, seq)
+        let at = self.identity_words(common, mark, ok, seq);
+        self.deferred = Some(at);
+        Ok(at)
     }
 
     /// The exchange area must have a region for every member.
@@ -344,24 +348,17 @@ impl<'a> Ctx<'a> {
         Ok(())
     }
 
-    /// This PE's identity for call `seq`, marked with the protocol (`mark`) it runs, published; returns where.
-    fn publish_call(
-        &mut self,
-        common: [u64; COMMON],
-        mark: u64,
-        ok: bool,
-        seq: u64,
-    ) -> Result<usize> {
+    /// This PE's identity words for call `seq`, marked with the protocol (`mark`) it runs, into the team state's
+    /// `pending` ([`Ctx::publish`]); returns where they go.
+    fn identity_words(&mut self, common: [u64; COMMON], mark: u64, ok: bool, seq: u64) -> usize {
         use layout::*;
-        let at = CHECK + (seq % 2) as usize * CHECK_WORDS;
         let words = &mut self.st.pending;
         *words = [0; CHECK_WORDS];
         words[..COMMON].copy_from_slice(&common);
         words[COMMON] = mark;
         words[STATUS] = if ok { STATUS_OK } else { STATUS_BAD };
         words[SEQ] = seq;
-        self.publish(at)?;
-        Ok(at)
+        CHECK + (seq % 2) as usize * CHECK_WORDS
     }
 
     /// [`Ctx::enter`] as one exchange: the agreement of the collective `common` (same comparison and same

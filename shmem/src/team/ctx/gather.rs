@@ -106,7 +106,7 @@ impl Ctx<'_> {
             out.failed = (!ok).then_some(0);
             return Ok(out);
         }
-        let at = self.publish_exchange(common, GATHER_MARK, ok, seq)?;
+        let at = self.defer_exchange_identity(common, GATHER_MARK, ok, seq)?;
         let region = super::exchange_region_words(n);
         let base = EXCH + (seq % 2) as usize * EXCH_PARITY_WORDS;
         // The blocks held so far, this PE's first, each with its header, after the 16 bytes where each round's
@@ -157,7 +157,7 @@ impl Ctx<'_> {
     /// The rounds of [`Ctx::gather`]: `have` grows to every member's block, or `poisoned` is set (and poisoned
     /// messages sent for the rounds left).
     fn gather_rounds_run(
-        &self,
+        &mut self,
         seq: u64,
         base: usize,
         region: usize,
@@ -214,7 +214,7 @@ impl Ctx<'_> {
     /// the header's room ([`MSG_HEADER`] bytes) then the payload, of which the first `body` bytes go (`None`: a
     /// poisoned message, no payload); `count` is the count word.
     pub(super) fn round_send(
-        &self,
+        &mut self,
         to: usize,
         mine: usize,
         seq: u64,
@@ -232,7 +232,8 @@ impl Ctx<'_> {
             AmoOp::Set,
             seq,
         )?;
-        Ok(())
+        // The first round's message is on its way: this PE's identity follows ([`Ctx::publish_deferred`]).
+        self.publish_deferred()
     }
 
     /// Wait for the round message whose region (in this PE's exchange area) starts at word `r`, sent by member

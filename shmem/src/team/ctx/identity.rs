@@ -361,10 +361,11 @@ impl<'a> Ctx<'a> {
         self.publish_all(at, parity, &words)
     }
 
-    /// The publication [`Ctx::agree`] deferred, if any. The agreement defers it in the patterns whose messages
-    /// leave before they read any identity: a member reads it only while it waits for this PE's message and on
-    /// the failure path, so the pattern publishes once its first message is on its way (that message leaves
-    /// sooner), and the agreement once the pattern returned (the context's drop, when it failed).
+    /// The publication deferred, if any. The agreement's dissemination and all-pairs patterns and the exchanges in
+    /// rounds defer it (their messages leave before they read any identity): a member reads it only while it
+    /// waits for this PE's message and on the failure path, so it is published once the first message is on its
+    /// way (that message leaves sooner), before any identity is read ([`Ctx::identities`]), and at the latest
+    /// when the context is dropped (a call that failed before).
     #[inline]
     pub(super) fn publish_deferred(&mut self) -> Result<()> {
         match self.deferred.take() {
@@ -397,7 +398,9 @@ impl<'a> Ctx<'a> {
     /// could begin its next call, whose messages and identity use the buffers of the other parity, while a member
     /// still reads those of the previous call: waiting here makes every member leave a failed call only once
     /// every member is in it (as the success path does), and gives every member the same words to judge.
-    pub(super) fn identities(&self, at: usize, seq: u64) -> Result<Vec<Vec<u64>>> {
+    pub(super) fn identities(&mut self, at: usize, seq: u64) -> Result<Vec<Vec<u64>>> {
+        // This PE's own first (the others wait for it too).
+        self.publish_deferred()?;
         let mut all = Vec::with_capacity(self.n());
         for i in 0..self.n() {
             let win = self.win(i)?;

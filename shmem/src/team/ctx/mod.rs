@@ -79,14 +79,14 @@ pub(crate) struct Ctx<'a> {
     /// The window onto this PE's own slot, resolved once per call (every poll, publish and read of the call
     /// uses it).
     local: &'a dyn Window,
-    /// Where this call's identity words (the team state's `pending`) go, when the agreement publishes them after
-    /// its first message is on its way ([`Ctx::publish_deferred`]).
+    /// Where this call's identity words (the team state's `pending`) go, when they are published after the call's
+    /// first message is on its way ([`Ctx::publish_deferred`]).
     deferred: Option<usize>,
 }
 
 impl Drop for Ctx<'_> {
-    /// A call that failed before its agreement published its deferred identity ([`Ctx::publish_deferred`]) does now:
-    /// members on the failure path wait for every member's identity.
+    /// A call that failed before it published its deferred identity ([`Ctx::publish_deferred`]) does now: members
+    /// on the failure path wait for every member's identity.
     fn drop(&mut self) {
         // A failure to publish is the failure path's to report (its wait for this identity times out).
         let _ = self.publish_deferred();
