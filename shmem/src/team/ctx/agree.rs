@@ -139,6 +139,9 @@ impl<'a> Ctx<'a> {
         if !clean {
             return Err(self.verdict(&all, checking));
         }
+        if all.is_empty() {
+            return Ok(Vec::new());
+        }
         Ok(all
             .iter()
             .map(|w| {
