@@ -158,7 +158,10 @@ impl<'a> Ctx<'a> {
             local?;
             return Ok(out);
         }
-        self.exchange_area()?;
+        // This PE's identity is published once its messages are on their way (a member reads it only while it
+        // waits for this PE's message, to learn that this PE is in another collective, and on the failure path,
+        // which waits for it): the messages leave sooner.
+        let at = self.defer_exchange_identity(common, EXCHANGE_MARK, ok, seq)?;
         let region = exchange_region_words(n);
         let base = EXCH + (seq % 2) as usize * EXCH_PARITY_WORDS;
         let mine = base + me * region;
@@ -190,11 +193,7 @@ impl<'a> Ctx<'a> {
             )?;
         }
         self.st.xbuf = buf;
-        // This PE's identity, published once its messages are on their way (a member reads it only while it
-        // waits for this PE's message, to learn that this PE is in another collective, and on the failure path,
-        // which waits for it): the messages leave sooner.
-        let at = self.identity_words(common, EXCHANGE_MARK, ok, seq);
-        self.publish(at)?;
+        self.publish_deferred()?;
         // Wait for every member's message, in the order they were sent to this PE's neighbours.
         let next = std::cell::Cell::new(1usize);
         let mut other = None;
@@ -319,10 +318,10 @@ impl<'a> Ctx<'a> {
         out
     }
 
-    /// The start of the exchanges in rounds (`gather.rs`, `bruck.rs`): the exchange area must have a region for
-    /// every member; this PE's identity for call `seq`, marked with the protocol (`mark`) it runs, is published
-    /// once the first round's message is on its way ([`Ctx::publish_deferred`]). Returns where (the failure paths
-    /// read the words back with the other members').
+    /// The start of the exchanges (this one and those in rounds, `gather.rs` and `bruck.rs`): the exchange area
+    /// must have a region for every member; this PE's identity for call `seq`, marked with the protocol (`mark`) it
+    /// runs, is published once the first message is on its way ([`Ctx::publish_deferred`]). Returns where (the
+    /// failure paths read the words back with the other members').
     pub(super) fn defer_exchange_identity(
         &mut self,
         common: [u64; COMMON],

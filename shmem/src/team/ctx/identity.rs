@@ -361,11 +361,11 @@ impl<'a> Ctx<'a> {
         self.publish_all(at, parity, &words)
     }
 
-    /// The publication deferred, if any. The agreement's dissemination and all-pairs patterns and the exchanges in
-    /// rounds defer it (their messages leave before they read any identity): a member reads it only while it
-    /// waits for this PE's message and on the failure path, so it is published once the first message is on its
-    /// way (that message leaves sooner), before any identity is read ([`Ctx::identities`]), and at the latest
-    /// when the context is dropped (a call that failed before).
+    /// The publication deferred, if any. The agreement's dissemination and all-pairs patterns, the exchange and the
+    /// exchanges in rounds defer it (their messages leave before they read any identity): a member reads it only
+    /// while it waits for this PE's message and on the failure path, so it is published once the first message
+    /// (the exchange: every message) is on its way, so that the messages leave sooner; before any identity is read
+    /// ([`Ctx::identities`]); and at the latest when the context is dropped (a call that failed before).
     #[inline]
     pub(super) fn publish_deferred(&mut self) -> Result<()> {
         match self.deferred.take() {
