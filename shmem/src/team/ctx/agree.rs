@@ -205,8 +205,7 @@ impl<'a> Ctx<'a> {
             return Ok(());
         }
         let seq = self.st.seq;
-        let at = layout::CHECK + (seq % 2) as usize * layout::CHECK_WORDS;
-        let all = self.identities(at, seq)?;
+        let all = self.identities(identity_base(seq), seq)?;
         Err(self.verdict(&all, self.sh.cfg.check_symmetry))
     }
 
@@ -229,16 +228,10 @@ impl<'a> Ctx<'a> {
         let n = self.n();
         self.st.seq += 1;
         let seq = self.st.seq;
-        let at = layout::CHECK + (seq % 2) as usize * layout::CHECK_WORDS;
         // In the team state: a barrier allocates nothing (the allocator was a third of its instructions).
-        let words = &mut self.st.pending;
-        *words = [0; layout::CHECK_WORDS];
-        words[..COMMON].copy_from_slice(&common);
-        words[COMMON..STATUS].copy_from_slice(&info);
-        words[STATUS] = if ok { STATUS_OK } else { STATUS_BAD };
-        words[SEQ] = seq;
+        let at = self.identity_words(common, info, ok, seq);
         if n == 1 {
-            return Ok((ok, vec![words.to_vec()]));
+            return Ok((ok, vec![self.st.pending.to_vec()]));
         }
         // The patterns whose messages leave before they read any identity publish this PE's once their first
         // message is on its way (the messages leave sooner); the others read the members' identities.

@@ -330,7 +330,9 @@ impl<'a> Ctx<'a> {
         seq: u64,
     ) -> Result<usize> {
         self.exchange_area()?;
-        let at = self.identity_words(common, mark, ok, seq);
+        let mut info = [0; INFO];
+        info[0] = mark;
+        let at = self.identity_words(common, info, ok, seq);
         self.deferred = Some(at);
         Ok(at)
     }
@@ -345,19 +347,6 @@ impl<'a> Ctx<'a> {
             )));
         }
         Ok(())
-    }
-
-    /// This PE's identity words for call `seq`, marked with the protocol (`mark`) it runs, into the team state's
-    /// `pending` ([`Ctx::publish`]); returns where they go.
-    fn identity_words(&mut self, common: [u64; COMMON], mark: u64, ok: bool, seq: u64) -> usize {
-        use layout::*;
-        let words = &mut self.st.pending;
-        *words = [0; CHECK_WORDS];
-        words[..COMMON].copy_from_slice(&common);
-        words[COMMON] = mark;
-        words[STATUS] = if ok { STATUS_OK } else { STATUS_BAD };
-        words[SEQ] = seq;
-        CHECK + (seq % 2) as usize * CHECK_WORDS
     }
 
     /// [`Ctx::enter`] as one exchange: the agreement of the collective `common` (same comparison and same

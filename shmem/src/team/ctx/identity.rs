@@ -12,6 +12,11 @@ pub(super) const STATUS: usize = COMMON + INFO;
 pub(super) const SEQ: usize = STATUS + 1;
 const _: () = assert!(SEQ < layout::CHECK_WORDS);
 
+/// The first word of this PE's identity buffer for sequence number `seq` (its parity's).
+pub(super) fn identity_base(seq: u64) -> usize {
+    layout::CHECK + (seq % 2) as usize * layout::CHECK_WORDS
+}
+
 /// First info word of the identity of a call that runs as an exchange ([`Ctx::exchange`]) rather than as an
 /// agreement: a member waiting in one for a member in the other learns that it will never send.
 pub(super) const EXCHANGE_MARK: u64 = 0x4758_4843_5845_4d58;
@@ -320,7 +325,7 @@ pub fn digest(words: &[u64]) -> u64 {
 impl<'a> Ctx<'a> {
     /// How member `i` runs its call of sequence number `seq` (`None` until it has published it).
     pub(super) fn member_protocol(&self, i: usize, seq: u64) -> Result<Option<Protocol>> {
-        let at = layout::CHECK + (seq % 2) as usize * layout::CHECK_WORDS;
+        let at = identity_base(seq);
         let mut b = [0u8; 8];
         let win = self.win(i)?;
         win.read(self.word(at + SEQ), &mut b)?;
@@ -331,6 +336,26 @@ impl<'a> Ctx<'a> {
         std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
         win.read(self.word(at + COMMON), &mut b)?;
         Ok(Some(Protocol::of(u64::from_le_bytes(b))))
+    }
+
+    /// This PE's identity words for call `seq` into the team state's `pending` (what [`Ctx::publish`] publishes):
+    /// the compared words `common`, the per-PE words `info` (an exchange's: its protocol mark first), the verdict
+    /// on its own arguments (`ok`) and the sequence number. Returns where they go ([`identity_base`]).
+    #[inline]
+    pub(super) fn identity_words(
+        &mut self,
+        common: [u64; COMMON],
+        info: [u64; INFO],
+        ok: bool,
+        seq: u64,
+    ) -> usize {
+        let words = &mut self.st.pending;
+        *words = [0; layout::CHECK_WORDS];
+        words[..COMMON].copy_from_slice(&common);
+        words[COMMON..STATUS].copy_from_slice(&info);
+        words[STATUS] = if ok { STATUS_OK } else { STATUS_BAD };
+        words[SEQ] = seq;
+        identity_base(seq)
     }
 
     /// Publish this PE's identity words (the team state's `pending`) at `at` (the buffer of their sequence number's
@@ -345,7 +370,7 @@ impl<'a> Ctx<'a> {
         let words = &st.pending;
         let seq = words[SEQ];
         let parity = (seq % 2) as usize;
-        debug_assert_eq!(at, layout::CHECK + parity * layout::CHECK_WORDS);
+        debug_assert_eq!(at, identity_base(seq));
         // Every word but the sequence number, compared without a call (the words are few and fixed).
         let diff = |a: &[u64], b: &[u64]| a.iter().zip(b).fold(0, |acc, (x, y)| acc | (x ^ y));
         let same = st.published[parity].as_ref().is_some_and(|old| {
