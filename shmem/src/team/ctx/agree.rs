@@ -654,7 +654,7 @@ impl<'a> Ctx<'a> {
             } else {
                 ABSENT
             };
-            v = [v[0] | got[0], v[1].min(got[1]), v[2].max(got[2])];
+            v = fold3(v, got);
         }
         let send = |ctx: &Self, to: usize, k: usize, v: &[u64; 3]| -> Result<()> {
             ctx.send3(to, slot(k), v, seq)
@@ -666,8 +666,7 @@ impl<'a> Ctx<'a> {
             v = if self.wait_from(slot(2), seq, parent, &|| {
                 format!("tree barrier: waiting for the release from PE {p}")
             })? {
-                let got = self.read3(slot(2) + 1)?;
-                [got[0], got[1], got[2]]
+                self.read3(slot(2) + 1)?
             } else {
                 ABSENT
             };
