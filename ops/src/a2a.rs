@@ -1070,24 +1070,29 @@ fn first_bad_receive(
     let (w, ne, n) = (group.size(), ex.ne, ex.nsplits());
     let tr = group.team_ranks();
     let (major, minor, _) = ex.recv_shape();
-    // Word `k` after the receive arguments of rank `s`'s message (every one carries them, where its flags say;
-    // the split vector follows them).
-    let word = |s: usize, k: usize| -> i64 {
+    // Rank `s`'s message from its receive arguments on (every one carries them, where its flags say; the split
+    // vector follows them), and word `k` of such bytes.
+    let args = |s: usize| -> &[u8] {
         let m = recv.get(tr[s]);
-        let k = Head::of(ne, n, flags_of(m)).args + k;
-        m.get(8 * k..8 * k + 8)
+        m.get(8 * Head::of(ne, n, flags_of(m)).args..)
+            .unwrap_or_default()
+    };
+    let word = |b: &[u8], k: usize| -> i64 {
+        b.get(8 * k..8 * k + 8)
             .map_or(0, |b| i64::from_le_bytes(b.try_into().unwrap_or_default()))
     };
     counts.clear();
     counts.resize(n, 0);
     for &r in group.group_ranks().iter().filter(|&&r| r != me) {
         for s in 0..w {
+            let from = args(s);
             for k in 0..ne {
                 let (t, i) = ex.entry(s, r, k);
-                counts[i] = word(s, 2 + t);
+                counts[i] = word(from, 2 + t);
             }
         }
-        let (rows, a) = (word(r, 0) as usize, word(r, 1));
+        let own = args(r);
+        let (rows, a) = (word(own, 0) as usize, word(own, 1));
         // The same verdict as `recv_layout` + `check_fits` on that rank: a bad count or too few rows.
         if !plan::recv_written_end(counts, major, minor, a).is_ok_and(|end| fits(end, rows)) {
             return Some(r);
