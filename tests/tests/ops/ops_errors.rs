@@ -177,6 +177,20 @@ fn a2a_errors(sh: &Shmem, g: &Group, fx: &Fx) -> Result<()> {
         "output overflow with alignment (2d)",
     );
     healthy(sh, g, fx)?;
+    // The same overflow, judged from receive arguments of both forms in one exchange: rank 0's alignment (2^24)
+    // does not fit the flags word of a narrow split message, so its messages carry the wide form; the others'
+    // (16) the narrow one. Every rank judges rank 0's receive from rank 0's wide arguments and the entries for
+    // rank 0 of every split vector, wide or narrow.
+    let align = if me == 0 { 1 << 24 } else { 16 };
+    let s = fx.set_splits(sh, &to0)?;
+    expect_one(
+        all_to_all_vdev_2d(sh, g, &input, &fx.out(40), &s, &fx.oso(w * NE), Some(align)),
+        me == 0,
+        "OutOfBounds",
+        "rows of out",
+        "output overflow with a wide alignment (2d)",
+    );
+    healthy(sh, g, fx)?;
 
     // Shapes, dtypes, contiguity, aliasing.
     let s = fx.set_splits(sh, &ok_splits)?;
