@@ -86,9 +86,16 @@ pub(crate) mod layout {
     /// 2 PEs; docs/PERFORMANCE.md, round thirteen).
     pub const EAGER_PARITY_WORDS: usize = 1024;
     const _: () = assert!(EAGER_PARITY_WORDS <= EXCH_PARITY_WORDS);
-    /// Header words of an exchange message region: flag (raised to the sequence number), the sender's argument
-    /// digest, the sender's verdict and payload length (`len << 1 | failed`).
+    /// Header words of an exchange message region, as its capacity counts them: the flag (raised to the sequence
+    /// number) and two words. The exchanges in rounds (`gather.rs`, `bruck.rs`) use both words (the sender's
+    /// argument digest, its verdict and payload length, `len << 1 | failed`); the one-round exchange packs them
+    /// into one ([`EXCH_PAYLOAD`]).
     pub const EXCH_HEADER: usize = 3;
+    /// Where a one-round exchange message's payload starts in its region: after the flag and one header word
+    /// holding the digest's top 48 bits, the payload length (below 2^15 bytes) and the verdict
+    /// (`team::ctx::exchange`): a message of up to 48 payload bytes fits the flag's cache line.
+    pub const EXCH_PAYLOAD: usize = 2;
+    const _: () = assert!(EXCH_PAYLOAD < EXCH_HEADER && 8 * EXCH_PARITY_WORDS < 1 << 15);
     /// Words in one slot (whole pairs of cache lines, so that every slot of a pool starts on one).
     pub const SLOT_WORDS: usize = (EXCH + 2 * EXCH_PARITY_WORDS).next_multiple_of(16);
     // The agreement's round slots and the exchange area start on a pair of lines, given a slot that does.

@@ -335,7 +335,8 @@ impl Shmem {
 
     /// The team's agreement folded into one signalled all-to-all exchange, for a collective of a layer above named
     /// `op` (the op family's all-to-alls): every member sends every other member its verdict on its own arguments
-    /// (`failed`), the digest of the arguments that must be equal everywhere (`digest`) and a message (`send`,
+    /// (`failed`), the digest of the arguments that must be equal everywhere (`digest`; compared as 48 bits of its mixed
+    /// value, so two digests that differ pass as equal with a chance of 2^-48) and a message (`send`,
     /// one payload per team rank, at most [`Shmem::team_exchange_capacity`] bytes each), then waits for the
     /// messages of every member: one message latency, no dissemination rounds. On return `recv` holds every
     /// member's payload (empty from a member that failed) and the [`Agreement`] is the same on every member.

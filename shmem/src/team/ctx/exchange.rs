@@ -78,10 +78,25 @@ const SIZES: [Sizes; SIZED_TEAMS + 1] = {
 /// Cache lines of a message loaded with its flag while waiting for it ([`Ctx::message_lines`]).
 pub(super) const TOUCH_LINES: usize = 2;
 /// Payload bytes of a message built on the stack (a longer one is built in the team's buffer).
-const SMALL_PAYLOAD: usize = 112;
-/// Payload bytes read with a received message's header (the rest, if any, in a second read): 32 bytes in all, a
-/// copy without a call (`sys::copy`).
-const HEAD_PAYLOAD: usize = 16;
+const SMALL_PAYLOAD: usize = 120;
+/// Payload bytes read with a received message's header word (the rest, if any, in a second read): 32 bytes in
+/// all, a copy without a call (`sys::copy`).
+const HEAD_PAYLOAD: usize = 24;
+/// The bits of a one-round message's header word that hold the digest (its top 48 bits; below them the payload
+/// length and the verdict, `len << 1 | failed`, [`layout::EXCH_PAYLOAD`]).
+const DIGEST_BITS: u64 = !0xffff;
+
+/// The 48 bits of the argument digest `dig` that a one-round message carries: its top bits once mixed ([`digest`]),
+/// so that digests differing in their low bits alone (a layer above may pass small numbers) still differ.
+fn digest_tag(dig: u64) -> u64 {
+    digest(&[dig]) & DIGEST_BITS
+}
+
+/// A one-round message's header word: the digest's tag ([`digest_tag`]), the payload length `len` (below 2^15: it
+/// fits the exchange area) and the sender's verdict.
+fn header_word(tag: u64, len: usize, failed: bool) -> u64 {
+    tag | ((len as u64) << 1) | u64::from(failed)
+}
 /// Members awaited later whose flags are loaded with the awaited one's (teams of up to `AHEAD + 2`: every one).
 const AHEAD: usize = 15;
 
@@ -142,7 +157,7 @@ impl<'a> Ctx<'a> {
         let seq = self.st.seq;
         // The longest message expected (an upper bound, from this call's and the last call's payloads): how many
         // of its lines the wait loads with its flag ([`Ctx::message_lines`]).
-        let expect = 8 * EXCH_HEADER + send.longest().max(recv.longest()).min(cap);
+        let expect = 8 * EXCH_PAYLOAD + send.longest().max(recv.longest()).min(cap);
         recv.clear();
         let mut out = crate::team::Agreement {
             failed: None,
@@ -168,18 +183,18 @@ impl<'a> Ctx<'a> {
         let mut buf = std::mem::take(&mut self.st.xbuf);
         // A small message (header and payload) is built on the stack, a longer one in the team's buffer behind
         // the same header.
-        let mut small = [0u8; 16 + SMALL_PAYLOAD];
-        small[..8].copy_from_slice(&dig.to_le_bytes());
+        let mut small = [0u8; 8 + SMALL_PAYLOAD];
+        let tag = digest_tag(dig);
         for k in 1..n {
             let p = (me + k) % n;
             let m = if ok { send.get(p) } else { &[] };
-            small[8..16].copy_from_slice(&(((m.len() as u64) << 1) | u64::from(!ok)).to_le_bytes());
+            small[..8].copy_from_slice(&header_word(tag, m.len(), !ok).to_le_bytes());
             let msg: &[u8] = if m.len() <= SMALL_PAYLOAD {
-                small[16..16 + m.len()].copy_from_slice(m);
-                &small[..16 + m.len()]
+                small[8..8 + m.len()].copy_from_slice(m);
+                &small[..8 + m.len()]
             } else {
                 buf.clear();
-                buf.extend_from_slice(&small[..16]);
+                buf.extend_from_slice(&small[..8]);
                 buf.extend_from_slice(m);
                 &buf
             };
@@ -257,8 +272,8 @@ impl<'a> Ctx<'a> {
         }
         let win = self.local_win();
         // The header and the start of the payload in one read (a small message: all of it).
-        let mut h = [0u8; 16 + HEAD_PAYLOAD];
-        let head = 16 + HEAD_PAYLOAD.min(cap);
+        let mut h = [0u8; 8 + HEAD_PAYLOAD];
+        let head = 8 + HEAD_PAYLOAD.min(cap);
         for i in 0..n {
             if i == me {
                 recv.push(if ok { send.get(me) } else { &[] });
@@ -267,17 +282,17 @@ impl<'a> Ctx<'a> {
             }
             let r = base + i * region;
             win.read(self.word(r + 1), &mut h[..head])?;
-            let (d, sl) = (le_word(&h, 0), le_word(&h, 1));
-            let len = ((sl >> 1) as usize).min(cap);
-            let first = len.min(head - 16);
-            recv.data.extend_from_slice(&h[16..16 + first]);
+            let hw = le_word(&h, 0);
+            let len = (((hw & !DIGEST_BITS) >> 1) as usize).min(cap);
+            let first = len.min(head - 8);
+            recv.data.extend_from_slice(&h[8..8 + first]);
             if len > first {
                 let start = recv.data.len();
                 recv.data.resize(start + len - first, 0);
-                win.read(self.word(r + EXCH_HEADER) + first, &mut recv.data[start..])?;
+                win.read(self.word(r + EXCH_PAYLOAD) + first, &mut recv.data[start..])?;
             }
             recv.ends.push(recv.data.len());
-            out.note(i, sl & 1 != 0, d != dig);
+            out.note(i, hw & 1 != 0, hw & DIGEST_BITS != tag);
         }
         local?;
         Ok(out)
@@ -390,5 +405,36 @@ impl<'a> Ctx<'a> {
     ) -> Result<crate::team::Agreement> {
         let common = external_words(op, dig);
         self.exchange(common, ok, dig, send, recv)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A header word gives back the payload length and the verdict it was built from, at every length the
+    /// exchange area allows, and the tags of digests that differ in any one bit, or that are small numbers, differ.
+    #[test]
+    fn header_words_keep_length_verdict_and_digest_apart() {
+        let max = 8 * layout::EXCH_PARITY_WORDS;
+        for (dig, len, failed) in [
+            (0, 0, false),
+            (u64::MAX, max, true),
+            (0x1234_5678, 17, false),
+        ] {
+            let tag = digest_tag(dig);
+            let hw = header_word(tag, len, failed);
+            assert_eq!(((hw & !DIGEST_BITS) >> 1) as usize, len, "{dig:#x}");
+            assert_eq!(hw & 1 != 0, failed, "{dig:#x}");
+            assert_eq!(hw & DIGEST_BITS, tag, "{dig:#x}");
+        }
+        let mut tags: Vec<u64> = (0..4096).map(digest_tag).collect();
+        let base = 0x9e37_79b9_7f4a_7c15u64;
+        tags.extend((0..64).map(|b| digest_tag(base ^ (1 << b))));
+        tags.push(digest_tag(base));
+        let n = tags.len();
+        tags.sort_unstable();
+        tags.dedup();
+        assert_eq!(tags.len(), n, "two digests share a tag");
     }
 }
