@@ -333,6 +333,11 @@ impl Shmem {
         ctx::eager_capacity(n)
     }
 
+    /// Where a [`Shmem::team_exchange`] payload starts within its cache line, in bytes (its region starts on a
+    /// line; the flag and one header word come first). A layer above that sends a long part after a short head can
+    /// pad the head so that the part starts on a line: the op family does so for eager chunks of 256 bytes or more.
+    pub const TEAM_EXCHANGE_PAYLOAD_OFFSET: usize = 8 * layout::EXCH_PAYLOAD;
+
     /// The team's agreement folded into one signalled all-to-all exchange, for a collective of a layer above named
     /// `op` (the op family's all-to-alls): every member sends every other member its verdict on its own arguments
     /// (`failed`), the digest of the arguments that must be equal everywhere (`digest`; compared as 48 bits of its mixed
