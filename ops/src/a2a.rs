@@ -560,11 +560,12 @@ fn narrow_args(rows: usize, align: i64, counts: &[i64]) -> Option<u64> {
 }
 
 /// The most chunk bytes for one destination that travel eagerly by default (`XPUSHMEM_OPS_EAGER_SIZE=auto`), below
-/// the message's capacity. Each eager byte is copied four times more than a pulled one (into the message, into the
-/// exchange area, out of it, into `out`), so past a few hundred bytes the pull, whose cost hardly grows with the
-/// size, wins: at 2 PEs on the 2-core machine `all_to_all_vdev` takes 0.78 / 1.24 µs with 1 / 2 KiB chunks eager,
-/// 0.71 pulled (the 2-D op 0.82 / 1.28 against 0.87 / 0.93); on the lent machine (model 207) a pulled 4 KiB took as
-/// long as an eager 512 B at 2 and 4 PEs (0.79 / 0.81 and 1.40 / 1.41 µs).
+/// the message's capacity. An eager byte is copied up to six times on its way (into a stage, into the message,
+/// into the exchange's send buffer, into the exchange area, out of it, into `out`), a pulled one once, so past a
+/// few hundred bytes the pull, whose cost hardly grows with the size, wins: at 2 PEs on the 2-core machine
+/// `all_to_all_vdev` takes 0.78 / 1.24 µs with 1 / 2 KiB chunks eager, 0.71 pulled (the 2-D op 0.82 / 1.28 against
+/// 0.87 / 0.93); on the lent machine (model 207) a pulled 4 KiB took as long as an eager 512 B at 2 and 4 PEs (0.79
+/// / 0.81 and 1.40 / 1.41 µs).
 const EAGER_AUTO_MAX: usize = 1024;
 
 /// The largest eager chunk (bytes per destination) for messages of `cap` bytes.

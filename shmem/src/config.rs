@@ -117,7 +117,7 @@ env_table! {
     eager_rounds_from: RoundsFrom = "XPUSHMEM_EAGER_ROUNDS_FROM", "auto", rounds_from;
     /// chunk of the pipelined broadcast; bytes or with a K/M/G suffix (at least 64)
     coll_chunk_bytes: OnUse<usize> = "XPUSHMEM_COLL_CHUNK_SIZE", "64K", on_use(chunk_size);
-    /// largest chunk (bytes per destination, or a K/M suffix) the op family's all-to-alls ship inside their split exchange instead of having the receiver read it from the sender; auto: whatever fits a one-round message of the team's exchange (team_eager_capacity: 8 KiB divided by the group size, less a header), 0: never
+    /// largest chunk (bytes per destination, or a K/M suffix) the op family's all-to-alls ship inside their split exchange instead of having the receiver read it from the sender; auto: up to 1 KiB, as far as a one-round message of the team's exchange holds it (team_eager_capacity: 8 KiB divided by the group size, less a header; above about 1 KiB pulling is faster, docs/PERFORMANCE.md round nineteen), 0: never
     ops_eager_size: Option<usize> = "XPUSHMEM_OPS_EAGER_SIZE", "auto", auto_size;
     /// this PE's node: PEs with the same value share memory, others talk through the fabric (default: the host name, boot id and network namespace; set it to split one host into nodes for tests)
     node_id: Option<String> = "XPUSHMEM_NODE_ID", "", opt_text;
