@@ -458,6 +458,10 @@ const MATRIX: u64 = 4;
 /// they all fit ([`narrow_args`]). The 2-D op's message at 2 PEs with 4 experts and 64 data bytes shrinks from 176
 /// to 128 bytes, three cache lines to two.
 const NARROW: u64 = 8;
+/// Where a [`NARROW`] flags word holds the alignment (bits `ALIGN_AT..ROWS_AT`) and the rows of `out` (bits
+/// `ROWS_AT..64`).
+const ALIGN_AT: u32 = 8;
+const ROWS_AT: u32 = 32;
 /// Flags word of a split message: the head is padded with zeros up to where the eager chunks start on a cache line
 /// of the exchange's region ([`Shmem::TEAM_EXCHANGE_PAYLOAD_OFFSET`]); set when they are [`PAD_FROM`] bytes or
 /// more. At 2 PEs and 512 bytes the ops took 5-8% less time with their chunks line-aligned (2-core machine, 40
@@ -535,8 +539,8 @@ impl Head {
     fn recv_args(&self, m: &[u8]) -> (usize, i64) {
         if self.narrow {
             (
-                (self.flags >> 32) as usize,
-                ((self.flags >> 8) & 0xff_ffff) as i64,
+                (self.flags >> ROWS_AT) as usize,
+                ((self.flags >> ALIGN_AT) & ((1 << (ROWS_AT - ALIGN_AT)) - 1)) as i64,
             )
         } else {
             (word_at(m, self.args) as usize, word_at(m, self.args + 1))
@@ -555,8 +559,30 @@ fn word_at(m: &[u8], k: usize) -> i64 {
 fn narrow_args(rows: usize, align: i64, counts: &[i64]) -> Option<u64> {
     let fits = |v: i64, bits: u32| (0..1i64 << bits).contains(&v);
     let rows = rows as u64;
-    (fits(align, 24) && rows < 1 << 32 && counts.iter().all(|&c| fits(c, 32)))
-        .then_some(NARROW | (align as u64) << 8 | rows << 32)
+    (fits(align, ROWS_AT - ALIGN_AT)
+        && rows < 1 << (64 - ROWS_AT)
+        && counts.iter().all(|&c| fits(c, 32)))
+    .then_some(NARROW | (align as u64) << ALIGN_AT | rows << ROWS_AT)
+}
+
+/// Append the receive arguments (`rows` of `out`, `align`) and the split vector `counts` of a [`MATRIX`] message
+/// after its flags word: with `narrow` ([`narrow_args`] gave the flags word's bits, which hold the arguments) the
+/// entries alone, 4 bytes each, an odd count padded to a whole word; else the arguments and the entries, 8 bytes
+/// each.
+fn push_matrix(data: &mut Vec<u8>, rows: usize, align: i64, counts: &[i64], narrow: bool) {
+    let at = data.len();
+    if narrow {
+        for c in counts {
+            data.extend_from_slice(&(*c as u32).to_le_bytes());
+        }
+        data.resize(at + 8 * counts.len().div_ceil(2), 0);
+    } else {
+        data.extend_from_slice(&(rows as u64).to_le_bytes());
+        data.extend_from_slice(&align.to_le_bytes());
+        for c in counts {
+            data.extend_from_slice(&c.to_le_bytes());
+        }
+    }
 }
 
 /// The most chunk bytes for one destination that travel eagerly by default (`XPUSHMEM_OPS_EAGER_SIZE=auto`), below
@@ -892,7 +918,6 @@ fn run(
                         m.len(),
                     )));
                 }
-                let word = |k: usize| word_at(m, k);
                 // Every rank's own flags count too: the decision to skip the completion must be the same
                 // everywhere.
                 all_eager &= flags & ALL_EAGER != 0;
@@ -907,11 +932,11 @@ fn run(
                     counts[i] = if matrix {
                         h.split_entry(m, t)
                     } else {
-                        word(h.counts + k)
+                        word_at(m, h.counts + k)
                     };
                     // An eager sender's chunks are read from its message (its source rows are not sent).
                     if !eager {
-                        src_rows[i] = word(h.rows + k);
+                        src_rows[i] = word_at(m, h.rows + k);
                     }
                 }
             }
@@ -1326,20 +1351,13 @@ fn build_split_messages(
                 Some(r) => send.data.extend_from_within(r.0..r.1),
                 None => {
                     let at = send.data.len();
-                    if narrow.is_some() {
-                        // Every entry fits 32 bits (`narrow_args`); an odd count is padded to a whole word.
-                        for c in &p.counts {
-                            send.data.extend_from_slice(&(*c as u32).to_le_bytes());
-                        }
-                        send.data.resize(at + 8 * p.counts.len().div_ceil(2), 0);
-                    } else {
-                        send.data
-                            .extend_from_slice(&(out.size(0) as u64).to_le_bytes());
-                        send.data.extend_from_slice(&p.align.to_le_bytes());
-                        for c in &p.counts {
-                            send.data.extend_from_slice(&c.to_le_bytes());
-                        }
-                    }
+                    push_matrix(
+                        &mut send.data,
+                        out.size(0),
+                        p.align,
+                        &p.counts,
+                        narrow.is_some(),
+                    );
                     common = Some((at, send.data.len()));
                 }
             }
@@ -1658,17 +1676,7 @@ mod tests {
         let narrow = narrow_args(rows, align, counts);
         let flags = MATRIX | EAGER | narrow.unwrap_or(0);
         let mut m = flags.to_le_bytes().to_vec();
-        if narrow.is_some() {
-            for c in counts {
-                m.extend_from_slice(&(*c as u32).to_le_bytes());
-            }
-        } else {
-            m.extend_from_slice(&(rows as u64).to_le_bytes());
-            m.extend_from_slice(&align.to_le_bytes());
-            for c in counts {
-                m.extend_from_slice(&c.to_le_bytes());
-            }
-        }
+        push_matrix(&mut m, rows, align, counts, narrow.is_some());
         let h = Head::of(1, counts.len(), flags_of(&m));
         (m, h)
     }
@@ -1695,7 +1703,7 @@ mod tests {
 
     /// The narrow form holds exactly the values that fit its fields (alignment below 2^24, rows and entries below
     /// 2^32), and both forms give back the receive arguments and every entry they were built from; the head's
-    /// length covers the entries (an odd count padded to a whole word).
+    /// length is the bytes `push_matrix` wrote (an odd count padded to a whole word).
     #[test]
     fn split_heads_round_trip_in_both_forms() {
         let big = 1i64 << 32;
@@ -1719,13 +1727,15 @@ mod tests {
             assert_eq!(h.recv_args(&m), (rows, align), "{what}");
             let got: Vec<i64> = (0..counts.len()).map(|t| h.split_entry(&m, t)).collect();
             assert_eq!(got, counts, "{what}");
-            let entries = if narrow { 4 } else { 8 } * counts.len();
-            assert!(
-                h.bytes >= m.len() && h.bytes - m.len() < 8,
-                "{what}: head of {} bytes",
-                h.bytes
-            );
-            assert_eq!(m.len(), 8 + entries + if narrow { 0 } else { 16 }, "{what}");
+            // Narrow: 4 bytes an entry, an odd count padded to a whole word; wide: the two arguments, then 8
+            // bytes an entry. The head's length is the message's.
+            let entries = if narrow {
+                8 * counts.len().div_ceil(2)
+            } else {
+                16 + 8 * counts.len()
+            };
+            assert_eq!(m.len(), 8 + entries, "{what}");
+            assert_eq!(h.bytes, m.len(), "{what}");
         }
     }
 }

@@ -97,6 +97,15 @@ fn digest_tag(dig: u64) -> u64 {
 fn header_word(tag: u64, len: usize, failed: bool) -> u64 {
     tag | ((len as u64) << 1) | u64::from(failed)
 }
+
+/// A header word's fields ([`header_word`]): the digest's tag, the payload length, the verdict.
+fn header_fields(hw: u64) -> (u64, usize, bool) {
+    (
+        hw & DIGEST_BITS,
+        ((hw & !DIGEST_BITS) >> 1) as usize,
+        hw & 1 != 0,
+    )
+}
 /// Members awaited later whose flags are loaded with the awaited one's (teams of up to `AHEAD + 2`: every one).
 const AHEAD: usize = 15;
 
@@ -282,8 +291,8 @@ impl<'a> Ctx<'a> {
             }
             let r = base + i * region;
             win.read(self.word(r + 1), &mut h[..head])?;
-            let hw = le_word(&h, 0);
-            let len = (((hw & !DIGEST_BITS) >> 1) as usize).min(cap);
+            let (their_tag, len, failed) = header_fields(le_word(&h, 0));
+            let len = len.min(cap);
             let first = len.min(head - 8);
             recv.data.extend_from_slice(&h[8..8 + first]);
             if len > first {
@@ -292,7 +301,7 @@ impl<'a> Ctx<'a> {
                 win.read(self.word(r + EXCH_PAYLOAD) + first, &mut recv.data[start..])?;
             }
             recv.ends.push(recv.data.len());
-            out.note(i, hw & 1 != 0, hw & DIGEST_BITS != tag);
+            out.note(i, failed, their_tag != tag);
         }
         local?;
         Ok(out)
@@ -427,6 +436,7 @@ mod tests {
             assert_eq!(((hw & !DIGEST_BITS) >> 1) as usize, len, "{dig:#x}");
             assert_eq!(hw & 1 != 0, failed, "{dig:#x}");
             assert_eq!(hw & DIGEST_BITS, tag, "{dig:#x}");
+            assert_eq!(header_fields(hw), (tag, len, failed), "{dig:#x}");
         }
         let mut tags: Vec<u64> = (0..4096).map(digest_tag).collect();
         let base = 0x9e37_79b9_7f4a_7c15u64;
