@@ -464,12 +464,30 @@ const ALIGN_AT: u32 = 8;
 const ROWS_AT: u32 = 32;
 /// Flags word of a split message: the head is padded with zeros up to where the eager chunks start on a cache line
 /// of the exchange's region ([`Shmem::TEAM_EXCHANGE_PAYLOAD_OFFSET`]); set when they are [`PAD_FROM`] bytes or
-/// more. At 2 PEs and 512 bytes the ops took 5-8% less time with their chunks line-aligned (2-core machine, 40
-/// rounds).
+/// more, or fewer when the padding adds no line to the message ([`pad_flag`]). At 2 PEs and 512 bytes the ops took
+/// 5-8% less time with their chunks line-aligned (2-core machine, 40 rounds).
 const PAD: u64 = 16;
-/// Eager chunk bytes (for one receiver) from which a split message's head is padded ([`PAD`]): up to 56 bytes of
-/// padding are then at most a fifth more bytes.
+/// Eager chunk bytes (for one receiver) from which a split message's head is padded ([`PAD`]) even when that adds
+/// a line: up to 56 bytes of padding are then at most a fifth more bytes.
 const PAD_FROM: usize = 256;
+
+/// [`PAD`] or 0: whether the head of an eager message with flags `flags` (of a call with `ne` entries per rank
+/// pair and `n` in all) and `b` chunk bytes is padded. From [`PAD_FROM`] bytes always; from 64 (a line's worth),
+/// when the padded message ends in the same cache line of the exchange's region as the unpadded one
+/// (`all_to_all_vdev` at 2 PEs with 64-byte chunks: 80 bytes of payload unpadded, 112 padded, two lines either way,
+/// and padded the chunk fills the second) and still fits a message of `cap` bytes (the padding must not make the
+/// chunks travel by pull). 2-core machine, 2 PEs, 60 rounds: both ops 5-6% faster at 128 bytes, as fast at 64; the
+/// 2-D op's 16- and 32-byte chunks (within a line either way) 4% slower padded, so they are not.
+fn pad_flag(ne: usize, n: usize, flags: u64, b: usize, cap: usize) -> u64 {
+    let bytes = |f: u64| Head::of(ne, n, f).bytes + b;
+    let lines = |f: u64| (Shmem::TEAM_EXCHANGE_PAYLOAD_OFFSET + bytes(f)).div_ceil(64);
+    if b >= PAD_FROM || (b >= 64 && lines(flags | PAD) == lines(flags) && bytes(flags | PAD) <= cap)
+    {
+        PAD
+    } else {
+        0
+    }
+}
 
 /// Where the parts of a split message's head start (word indices) and its length in bytes, from its flags word:
 /// the flags, then the `ne` counts (without [`MATRIX`]), then the source rows of the entries for the receiver
@@ -1307,7 +1325,7 @@ fn build_split_messages(
     };
     let matrix_flag = (u64::from(matrix) * MATRIX) | narrow.unwrap_or(0);
     // The flags of an eager message of `b` chunk bytes beyond the others' (it has no source rows; [`PAD`]).
-    let eager_flags = |b: usize| EAGER | if b >= PAD_FROM { PAD } else { 0 };
+    let eager_flags = |b: usize| EAGER | pad_flag(ne, p.ex.nsplits(), matrix_flag | EAGER, b, cap);
     let bytes_to = |peer: usize| -> usize { src_of(peer).map(|t| p.counts[t] as usize * rb).sum() };
     let is_eager = |peer: usize| {
         let b = bytes_to(peer);
@@ -1696,6 +1714,45 @@ mod tests {
                         padded >= plain && padded < plain + 64,
                         "n {n}, ne {ne}, flags {f}"
                     );
+                }
+            }
+        }
+    }
+
+    /// Below [`PAD_FROM`] bytes a head is padded only for a line's worth of chunks or more and where that adds no
+    /// cache line, and then its chunks start on a line; from it, always. The cases of `all_to_all_vdev` at 2 PEs (two 4-byte entries after the flags word,
+    /// payload from byte 16 of the flag's line), worked out by hand: 8 and 32 bytes fit the flag's line unpadded
+    /// (40 / 64 bytes with flag and header), padded they would not; 64 and 128 bytes take 2 and 3 lines either way;
+    /// 200 bytes take 4 lines unpadded, 5 padded.
+    #[test]
+    fn short_chunks_are_padded_where_no_line_is_added() {
+        let vdev = EAGER | MATRIX | NARROW;
+        for (b, pad) in [(8, 0), (32, 0), (64, PAD), (128, PAD), (200, 0), (256, PAD)] {
+            assert_eq!(pad_flag(1, 2, vdev, b, usize::MAX), pad, "{b} bytes");
+        }
+        // 64 bytes padded need a message of 112 bytes.
+        assert_eq!(pad_flag(1, 2, vdev, 64, 112), PAD);
+        assert_eq!(pad_flag(1, 2, vdev, 64, 111), 0);
+        let off = Shmem::TEAM_EXCHANGE_PAYLOAD_OFFSET;
+        for n in 1..24 {
+            for ne in [1, 4] {
+                for f in [EAGER | MATRIX, vdev, EAGER] {
+                    for b in 1..2 * PAD_FROM {
+                        let end = |f: u64| off + Head::of(ne, n, f).bytes + b;
+                        let got = pad_flag(ne, n, f, b, usize::MAX);
+                        if got == PAD {
+                            assert_eq!((off + Head::of(ne, n, f | PAD).bytes) % 64, 0);
+                        }
+                        if b < PAD_FROM {
+                            assert_eq!(
+                                got == PAD,
+                                b >= 64 && end(f | PAD).div_ceil(64) == end(f).div_ceil(64),
+                                "n {n}, ne {ne}, flags {f}, {b} bytes"
+                            );
+                        } else {
+                            assert_eq!(got, PAD);
+                        }
+                    }
                 }
             }
         }
