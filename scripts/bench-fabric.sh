@@ -12,11 +12,11 @@
 # a single run of either side lands in a fast or a slow mode with where the hypervisor places the two vCPUs).
 # put_lat and put_signal_pp (raw libfabric and xpushmem) are not part of the passes: a run of either side lands in
 # one of the VM's performance modes (small puts take 10, 12, 14 or 18 us for a whole run), so one slow run decides
-# a three-pass median. They come from
-# BENCH_FABRIC_LAT_ROUNDS (default 10) short rounds instead, each one run of raw libfabric, xpushmem and xpushmem
-# with its progress thread with BENCH_FABRIC_LAT_ARGS (default "-b 8 -e 4M -f 2 -i 200 -w 20 -r 1"), in an order
-# that rotates every round (neither side always runs first, or right after the other); the page takes each
-# cell's median over every round.
+# a three-pass median. They come from BENCH_FABRIC_LAT_ROUNDS (default 30: with 10, put latency at 256 KiB once came
+# out at 0.82x raw libfabric from the medians of two bimodal sides whose per-round ratios had a median of 1.0) short
+# rounds instead, each one run of raw libfabric, xpushmem and xpushmem with its progress thread with
+# BENCH_FABRIC_LAT_ARGS (default "-b 8 -e 4M -f 2 -i 200 -w 20 -r 1"), in an order that rotates every round (neither
+# side always runs first, or right after the other); the page takes each cell's median over every round.
 # A quick check: BENCH_FABRIC_ARGS="-b 8 -e 1M -f 32 -i 20 -w 2 -r 1" BENCH_FABRIC_LAT_ROUNDS=2 BENCH_DOC=/tmp/page.md \
 #   scripts/bench-fabric.sh
 set -euo pipefail
@@ -29,7 +29,7 @@ OUT="${BENCH_FABRIC_OUT:-$CARGO_TARGET_DIR/bench-results/fabric}"
 DOC="${BENCH_DOC:-$repo/docs/PERFORMANCE.md}"
 T="${BENCH_TIMEOUT:-300}"
 PASSES="${BENCH_FABRIC_PASSES:-3}"
-ROUNDS="${BENCH_FABRIC_LAT_ROUNDS:-10}"
+ROUNDS="${BENCH_FABRIC_LAT_ROUNDS:-30}"
 read -r -a LAT_ARGS <<<"${BENCH_FABRIC_LAT_ARGS:--b 8 -e 4M -f 2 -i 200 -w 20 -r 1}"
 
 echo "== fabric: building xpushmem-perf (release), fabric_rma and mpi_bench"
