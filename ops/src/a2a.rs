@@ -470,6 +470,9 @@ const PAD: u64 = 16;
 /// Eager chunk bytes (for one receiver) from which a split message's head is padded ([`PAD`]) even when that adds
 /// a line: up to 56 bytes of padding are then at most a fifth more bytes.
 const PAD_FROM: usize = 256;
+/// Bytes of a cache line of the exchange's region: what [`PAD`] aligns the chunks to, and the unit a message's
+/// length is counted in ([`pad_flag`]).
+const LINE: usize = 64;
 
 /// [`PAD`] or 0: whether the head of an eager message with flags `flags` (of a call with `ne` entries per rank
 /// pair and `n` in all) and `b` chunk bytes is padded. From [`PAD_FROM`] bytes always; from 64 (a line's worth),
@@ -480,8 +483,9 @@ const PAD_FROM: usize = 256;
 /// 2-D op's 16- and 32-byte chunks (within a line either way) 4% slower padded, so they are not.
 fn pad_flag(ne: usize, n: usize, flags: u64, b: usize, cap: usize) -> u64 {
     let bytes = |f: u64| Head::of(ne, n, f).bytes + b;
-    let lines = |f: u64| (Shmem::TEAM_EXCHANGE_PAYLOAD_OFFSET + bytes(f)).div_ceil(64);
-    if b >= PAD_FROM || (b >= 64 && lines(flags | PAD) == lines(flags) && bytes(flags | PAD) <= cap)
+    let lines = |f: u64| (Shmem::TEAM_EXCHANGE_PAYLOAD_OFFSET + bytes(f)).div_ceil(LINE);
+    if b >= PAD_FROM
+        || (b >= LINE && lines(flags | PAD) == lines(flags) && bytes(flags | PAD) <= cap)
     {
         PAD
     } else {
@@ -526,7 +530,7 @@ impl Head {
             };
         let bytes = if flags & PAD != 0 {
             let off = Shmem::TEAM_EXCHANGE_PAYLOAD_OFFSET;
-            (8 * end + off).next_multiple_of(64) - off
+            (8 * end + off).next_multiple_of(LINE) - off
         } else {
             8 * end
         };
@@ -1720,10 +1724,10 @@ mod tests {
     }
 
     /// Below [`PAD_FROM`] bytes a head is padded only for a line's worth of chunks or more and where that adds no
-    /// cache line, and then its chunks start on a line; from it, always. The cases of `all_to_all_vdev` at 2 PEs (two 4-byte entries after the flags word,
-    /// payload from byte 16 of the flag's line), worked out by hand: 8 and 32 bytes fit the flag's line unpadded
-    /// (40 / 64 bytes with flag and header), padded they would not; 64 and 128 bytes take 2 and 3 lines either way;
-    /// 200 bytes take 4 lines unpadded, 5 padded.
+    /// cache line, and then its chunks start on a line; from it, always. The cases of `all_to_all_vdev` at 2 PEs
+    /// (two 4-byte entries after the flags word, payload from byte 16 of the flag's line), worked out by hand: 8 and
+    /// 32 bytes fit the flag's line unpadded (40 / 64 bytes with flag and header), padded they would not; 64 and 128
+    /// bytes take 2 and 3 lines either way; 200 bytes take 4 lines unpadded, 5 padded.
     #[test]
     fn short_chunks_are_padded_where_no_line_is_added() {
         let vdev = EAGER | MATRIX | NARROW;
