@@ -44,6 +44,7 @@ pub trait Bootstrap: Send + Sync + std::fmt::Debug {
     /// The local IP address this PE's bootstrap traffic uses, where it has one (the unique-ID rendezvous: its
     /// connection's local address), so transports can listen on the same network; `None`: no such address (MPI,
     /// a single PE).
+    #[cfg_attr(not(xpushmem_fabric), allow(dead_code))]
     fn local_addr(&self) -> Option<std::net::IpAddr> {
         None
     }

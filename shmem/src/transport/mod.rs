@@ -465,6 +465,7 @@ pub(crate) trait Window: Send + Sync + std::fmt::Debug {
     /// The bytes from the window's start that are accessible without a gap: [`Window::len`], and through a tail
     /// range that starts where it ends (the symmetric data segment after a heap that does not grow). What the
     /// fabric registers.
+    #[cfg_attr(not(xpushmem_fabric), allow(dead_code))]
     fn contiguous_len(&self) -> usize {
         self.len()
     }

@@ -494,6 +494,7 @@ impl Growth {
     }
 
     /// This PE's scratch tail: its offset from the heap's base and its bytes.
+    #[cfg_attr(not(xpushmem_fabric), allow(dead_code))]
     pub(crate) fn tail(&self) -> (usize, usize) {
         (self.own.tail_offset(), self.own.tail)
     }
