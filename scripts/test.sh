@@ -95,6 +95,12 @@ XPUSHMEM_PY_STAGE=build XPUSHMEM_WHEEL_LIB="${CARGO_TARGET_DIR:-$repo/target}/de
 python_build=$!
 idle bash scripts/setup-triton.sh >target/setup-triton.log 2>&1 &
 setup_triton=$!
+# And the library as a machine without libfabric's or PMIx's headers builds it (both are optional; code that only
+# the fabric transport or the PMIx bootstrap uses is dead there): a check in a target folder of its own, warnings
+# are errors (about 25 s of CPU).
+FABRIC_SYS_DISABLE=1 PMIX_SYS_DISABLE=1 CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$repo/target}/no-sys" \
+    idle cargo check -q -p xpushmem --lib >target/no-sys.log 2>&1 &
+no_sys=$!
 # Every transport's cases are tests of their own (`rma::put_get_every_type::fab_2pe`, `def_`, `fabp_`, `cas_`,
 # `dev_`: docs/TESTING.md), so this one run covers the deferred, fabric, progress-thread, CAS and peer-death runs too.
 echo "== cargo nextest (the workspace's tests; report in target/nextest/ci/junit.xml)"
@@ -111,6 +117,14 @@ fi
 set +e
 cargo nextest run --workspace -P ci "${spanning[@]}" 2>&1 | tee target/test.log
 rc=${PIPESTATUS[0]}
+echo "== the library without libfabric and PMIx (cargo check beside the tests)"
+rc_no_sys=0
+wait "$no_sys" || rc_no_sys=$?
+if [[ $rc_no_sys -ne 0 ]] || grep -q '^warning' target/no-sys.log; then
+    cat target/no-sys.log
+    echo "!! the library without libfabric and PMIx does not build or has warnings" >&2
+    rc=1
+fi
 phase "tests"
 echo "== Python: the PyTorch drop-in (ported test_nvshmem.py suites on CPU, gloo, 2 and 4 ranks)"
 # The wheel, built beside the tests (above): its log, then pytest against it.

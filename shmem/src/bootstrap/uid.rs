@@ -794,7 +794,6 @@ pub struct UidBootstrap {
     /// telling it, so a later look at the connection would see only that it closed.
     news: Mutex<Option<Error>>,
     /// The local address of the connection to the rendezvous ([`Bootstrap::local_addr`]).
-    #[cfg_attr(not(xpushmem_fabric), allow(dead_code))]
     local: Option<std::net::IpAddr>,
 }
 

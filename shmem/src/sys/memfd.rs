@@ -225,7 +225,6 @@ impl HostMem {
 
     /// The accessible bytes from the start without a gap: [`HostMem::len`], extended through the tail when the tail
     /// starts where the accessible part ends.
-    #[cfg_attr(not(xpushmem_fabric), allow(dead_code))]
     pub fn contiguous_len(&self) -> usize {
         let len = self.len();
         if self.tail.1 > self.tail.0 && self.tail.0 == len {
