@@ -97,7 +97,7 @@ idle bash scripts/setup-triton.sh >target/setup-triton.log 2>&1 &
 setup_triton=$!
 # And the library as a machine without libfabric's or PMIx's headers builds it (both are optional; code that only
 # the fabric transport or the PMIx bootstrap uses is dead there): a check in a target folder of its own, warnings
-# are errors (about 25 s of CPU).
+# are errors (about 20 s of CPU).
 FABRIC_SYS_DISABLE=1 PMIX_SYS_DISABLE=1 CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$repo/target}/no-sys" \
     idle cargo check -q -p xpushmem --lib >target/no-sys.log 2>&1 &
 no_sys=$!
