@@ -57,7 +57,7 @@ macro_rules! env_table {
 env_table! {
     /// size of the first chunk of each PE's symmetric heap, which grows on demand (host heaps, over shared memory or the fabric; device heaps through Level Zero virtual memory, their new chunks mapped by node peers and registered with the fabric); bytes or with a K/M/G/T suffix (powers of 1024); memory is committed only when touched
     symmetric_size: usize = "XPUSHMEM_SYMMETRIC_SIZE", "1G", heap_size;
-    /// the most each PE's symmetric heap may grow to (unset: 1T of address space reserved, DEFAULT_HEAP_RESERVE, less on a node of more than 16 PEs; team-scoped allocations get a second reserve of the same size; on device heaps, device address space reserved for each PE's heap and team space and for each node peer's); at least XPUSHMEM_SYMMETRIC_SIZE; PEs must agree on it; bytes or with a K/M/G/T suffix
+    /// the most each PE's symmetric heap may grow to (unset: 1T of address space reserved, DEFAULT_HEAP_RESERVE, less on a node of more than 16 PEs or under an address-space limit (RLIMIT_AS: a node's reserves fit an eighth of it); a tool that keeps an address space of its own, such as valgrind, needs a value set; team-scoped allocations get a second reserve of the same size; on device heaps, device address space reserved for each PE's heap and team space and for each node peer's); at least XPUSHMEM_SYMMETRIC_SIZE; PEs must agree on it; bytes or with a K/M/G/T suffix
     symmetric_max: Option<usize> = "XPUSHMEM_SYMMETRIC_MAX", "", opt_heap_size;
     /// limit for every blocking wait (barriers, wait_until, signal waits, bootstrap) in ms; 0 = wait forever
     timeout: Option<Duration> = "XPUSHMEM_TIMEOUT_MS", "300000", timeout_ms;

@@ -69,7 +69,12 @@ pub fn map_shared_aligned(
             MapFlags::PRIVATE | MapFlags::NORESERVE,
         )
     }
-    .map_err(|e| os("mmap(reserve)", e))?
+    .map_err(|e| {
+        Error::os(
+            "mmap(reserve)",
+            format!("{span} bytes: {}", std::io::Error::from(e)),
+        )
+    })?
     .cast::<u8>();
     let start = res as usize;
     let aligned = start.next_multiple_of(align);

@@ -146,14 +146,14 @@ impl Shmem {
 
     /// What limits the heap, for errors: the variable to raise.
     fn heap_limit(&self) -> &'static str {
-        let max = self.heap_max();
-        if self.cfg.symmetric_max == Some(max) {
-            "XPUSHMEM_SYMMETRIC_MAX"
-        } else if max == self.cfg.symmetric_size {
+        if !self.peers.heap_grows() {
             "XPUSHMEM_SYMMETRIC_SIZE: this heap does not grow (a host heap with a symmetric data segment over the \
              fabric)"
+        } else if self.cfg.symmetric_max == Some(self.heap_max()) {
+            "XPUSHMEM_SYMMETRIC_MAX"
         } else {
-            "the address space reserved for the heap; XPUSHMEM_SYMMETRIC_MAX sets it"
+            "the address space reserved for the heap (unset XPUSHMEM_SYMMETRIC_MAX: 1T, less on a node of many PEs \
+             or under an address-space limit); XPUSHMEM_SYMMETRIC_MAX sets it"
         }
     }
 

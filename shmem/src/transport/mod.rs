@@ -580,6 +580,8 @@ pub(crate) struct Peers {
     fabric: Option<Arc<fabric::Fabric>>,
     /// The largest the user heap may grow to (its first chunk where it cannot grow).
     heap_max: usize,
+    /// Whether the user heap grows (every heap but a host heap with a symmetric data segment over the fabric).
+    grows: bool,
     /// Where team-scoped allocations start (after the world's reserve), where they are possible.
     team_base: Option<usize>,
     /// With the fabric: this PE's team-space chunks registered so far (key, address, offset, length), in order,
@@ -607,6 +609,11 @@ impl Peers {
     /// with a symmetric data segment over the fabric), else its fixed size.
     pub(crate) fn heap_max(&self) -> usize {
         self.heap_max
+    }
+    /// Whether the user heap grows on demand ([`Peers::heap_max`]); a host heap with a symmetric data segment
+    /// over the fabric keeps its first size.
+    pub(crate) fn heap_grows(&self) -> bool {
+        self.grows
     }
     /// Where team-scoped allocations start in the symmetric space (after the world's reserve), or `None` where
     /// they are not possible (a host heap with a symmetric data segment over the fabric).
@@ -1150,6 +1157,7 @@ pub(crate) fn connect(a: ConnectArgs<'_>) -> Result<(Peers, dataseg::SymData)> {
         #[cfg(xpushmem_fabric)]
         fabric: fabric_t,
         heap_max,
+        grows,
         team_base,
         #[cfg(xpushmem_fabric)]
         team_chunks: std::sync::Mutex::new(Vec::new()),

@@ -252,6 +252,32 @@ pub(crate) type Windows = Vec<Option<Box<dyn super::Window>>>;
 /// reserve), exchange fds with the node's PEs and map each. Returns the arena and, per PE of the node, the window
 /// onto its runtime words and (when `host_user > 0`) onto its user heap, which grows up to `host_reserve` bytes
 /// ([`super::Window::grow`]). Collective.
+/// A heap window's address space that could not be reserved, as the setting that sizes it: each PE reserves
+/// about four times `XPUSHMEM_SYMMETRIC_MAX` (`heap_max`; `set`: given, not the default) for its own heap and
+/// for every node peer's (the world's reserve, the team space after it, the alignment slack), which an
+/// address-space limit (`ulimit -v`, or a tool such as valgrind) may not leave room for. Other errors pass.
+fn reserve_error(e: Error, heap_max: usize, set: bool) -> Error {
+    match e {
+        Error::Os {
+            call: "mmap(reserve)",
+            message,
+        } => Error::Config {
+            var: "XPUSHMEM_SYMMETRIC_MAX",
+            value: if set {
+                heap_max.to_string()
+            } else {
+                format!("{heap_max} (unset: the default)")
+            },
+            reason: format!(
+                "reserving a heap's address space failed (mmap: {message}): each PE reserves about four times \
+                 this for its heap and for each node peer's; under an address-space limit (ulimit -v, valgrind) \
+                 set a smaller maximum"
+            ),
+        },
+        e => e,
+    }
+}
+
 pub(crate) fn connect(
     a: &super::ConnectArgs<'_>,
     local: &[usize],
@@ -297,7 +323,7 @@ pub(crate) fn connect(
             let tail = data
                 .segment()
                 .map(|s| (data.offset(), data.offset() + s.len()));
-            heap[pe] = Some(Box::new(Mapping::map_growable(
+            let window = Mapping::map_growable(
                 ar,
                 a.sys_bytes,
                 host_user,
@@ -308,7 +334,9 @@ pub(crate) fn connect(
                 a.heap_max.max(host_user).saturating_mul(2),
                 pe == me,
                 a.cfg.nt_copy_size.threshold(local.len()),
-            )?));
+            )
+            .map_err(|e| reserve_error(e, a.heap_max, a.cfg.symmetric_max.is_some()))?;
+            heap[pe] = Some(Box::new(window));
         }
     }
     Ok((arena, sys, heap))

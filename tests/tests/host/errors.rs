@@ -220,6 +220,72 @@ fn heap_exhaustion_under_a_small_configured_heap_2pe() {
     assert_success(&name, 2, &out);
 }
 
+/// Under an address-space limit (`RLIMIT_AS`, as `ulimit -v` or valgrind impose one; set by the PE before init): a
+/// given `XPUSHMEM_SYMMETRIC_MAX` whose reserve does not fit fails init with a configuration error naming the
+/// variable and its value; unset, the reserve shrinks to fit (at most an eighth of the limit; here no more than the
+/// 512 MiB first chunk, so the heap's maximum is its first chunk), the heap works, and an allocation beyond its
+/// maximum names the reserved address space, not a heap that cannot grow (which it said before).
+#[test]
+fn heap_reserve_under_an_address_space_limit_1pe() {
+    const LIMIT: u64 = 8 << 30;
+    const MAX: usize = 4 << 30;
+    let name = test_name(
+        module_path!(),
+        "heap_reserve_under_an_address_space_limit_1pe",
+    );
+    if is_pe_of(&name) {
+        use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+        let hard = getrlimit(Resource::As).maximum;
+        let limit = hard.map_or(LIMIT, |h| h.min(LIMIT));
+        setrlimit(
+            Resource::As,
+            Rlimit {
+                current: Some(limit),
+                maximum: hard,
+            },
+        )
+        .expect("setrlimit(RLIMIT_AS)");
+        if std::env::var_os("XPUSHMEM_SYMMETRIC_MAX").is_some() {
+            let e = xpushmem::init().map(drop).unwrap_err();
+            let ok = matches!(&e, Error::Config { var: "XPUSHMEM_SYMMETRIC_MAX", value, reason }
+                if *value == MAX.to_string() && reason.contains("reserving a heap's address space failed"));
+            std::process::exit(if ok {
+                0
+            } else {
+                eprintln!("unexpected: {e:?}");
+                1
+            });
+        }
+        run_pe(|sh| {
+            let max = sh.heap_max();
+            assert_eq!(max, 512 << 20, "the first chunk, the reserve being smaller");
+            let half = sh.malloc::<u8>(max / 2)?;
+            sh.put(half, &[7u8; 4096], 0)?;
+            let e = sh.malloc::<u8>(max + 4096).unwrap_err();
+            let msg = e.to_string();
+            assert!(matches!(e, Error::InvalidArgument { .. }), "{msg}");
+            assert!(
+                msg.contains(&format!("exceed the heap's limit {max} bytes"))
+                    && msg.contains("the address space reserved for the heap")
+                    && !msg.contains("does not grow"),
+                "{msg}"
+            );
+            sh.free(half)
+        });
+    }
+    let max = MAX.to_string();
+    for env in [
+        &[("XPUSHMEM_SYMMETRIC_SIZE", "512M")][..],
+        &[
+            ("XPUSHMEM_SYMMETRIC_SIZE", "16M"),
+            ("XPUSHMEM_SYMMETRIC_MAX", max.as_str()),
+        ],
+    ] {
+        let out = spawn_pes_with(&name, 1, env);
+        assert_success(&name, 1, &out);
+    }
+}
+
 #[test]
 fn wait_until_times_out_with_a_clear_error_2pe() {
     let name = test_name(
