@@ -247,11 +247,6 @@ impl super::Window for Mapping {
 /// One window per PE (`None` for PEs this transport does not reach).
 pub(crate) type Windows = Vec<Option<Box<dyn super::Window>>>;
 
-/// The shm transport's part of [`super::connect`]: create this PE's memfd (`sys_bytes` of runtime words, then
-/// `host_user` bytes of user heap, the first chunk of `host_reserve`; the data segment, when symmetric, after the
-/// reserve), exchange fds with the node's PEs and map each. Returns the arena and, per PE of the node, the window
-/// onto its runtime words and (when `host_user > 0`) onto its user heap, which grows up to `host_reserve` bytes
-/// ([`super::Window::grow`]). Collective.
 /// A heap window's address space that could not be reserved, as the setting that sizes it: each PE reserves
 /// about four times `XPUSHMEM_SYMMETRIC_MAX` (`heap_max`; `set`: given, not the default) for its own heap and
 /// for every node peer's (the world's reserve, the team space after it, the alignment slack), which an
@@ -278,6 +273,11 @@ fn reserve_error(e: Error, heap_max: usize, set: bool) -> Error {
     }
 }
 
+/// The shm transport's part of [`super::connect`]: create this PE's memfd (`sys_bytes` of runtime words, then
+/// `host_user` bytes of user heap, the first chunk of `host_reserve`; the data segment, when symmetric, after the
+/// reserve), exchange fds with the node's PEs and map each. Returns the arena and, per PE of the node, the window
+/// onto its runtime words and (when `host_user > 0`) onto its user heap, which grows up to `host_reserve` bytes
+/// ([`super::Window::grow`]). Collective.
 pub(crate) fn connect(
     a: &super::ConnectArgs<'_>,
     local: &[usize],
