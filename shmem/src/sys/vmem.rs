@@ -8,6 +8,10 @@ use rustix::mm::{MapFlags, ProtFlags};
 
 const AT_PAGESZ: u64 = 6;
 
+/// The call an [`Error::Os`] names when [`map_shared_aligned`] cannot reserve its address space (callers tell that
+/// failure from the others by it).
+pub const RESERVE_CALL: &str = "mmap(reserve)";
+
 /// The `(key, value)` pairs of this process's auxiliary vector.
 pub(crate) fn auxv() -> Result<Vec<(u64, usize)>> {
     let raw = std::fs::read("/proc/self/auxv").map_err(|e| Error::os("read /proc/self/auxv", e))?;
@@ -71,7 +75,7 @@ pub fn map_shared_aligned(
     }
     .map_err(|e| {
         Error::os(
-            "mmap(reserve)",
+            RESERVE_CALL,
             format!("{span} bytes: {}", std::io::Error::from(e)),
         )
     })?

@@ -254,7 +254,7 @@ pub(crate) type Windows = Vec<Option<Box<dyn super::Window>>>;
 fn reserve_error(e: Error, heap_max: usize, set: bool) -> Error {
     match e {
         Error::Os {
-            call: "mmap(reserve)",
+            call: crate::sys::vmem::RESERVE_CALL,
             message,
         } => Error::Config {
             var: "XPUSHMEM_SYMMETRIC_MAX",
