@@ -8,7 +8,9 @@
 //! **Which PE failed.** The launcher waits on every PE's pidfd (woken the moment one exits, not by polling in
 //! order) and reads a report pipe the PEs write to: `global_exit` names its PE and status there before the process
 //! exits, and a PE that meets a lost peer names that peer before it can fail because of it. The job's status is
-//! the root cause's: the `global_exit` status, else the first failure not caused by the loss of another PE.
+//! the root cause's: the `global_exit` status, else the first failure not caused by the loss of another PE. While
+//! every failure is such a loss and the lost PE still runs (it left the job, say its init failed, and is printing
+//! why), the job waits for it up to [`LOST_GRACE`] before stopping, so that its own message and status are kept.
 //!
 //! **No orphans.** All PEs form one process group from the moment they start; the launcher signals the whole
 //! group when the job ends, and, with [`Job::stop_on_signals`], when it receives SIGINT, SIGTERM, SIGHUP or another
@@ -141,6 +143,9 @@ pub enum Cause {
     Signal(i32),
     /// It exited with status 0 without finalizing and other PEs failed waiting for it.
     LeftEarly,
+    /// Other PEs failed because they lost it (it left the job), and it had not ended [`LOST_GRACE`] later, when the
+    /// launcher stopped it.
+    Lost,
 }
 
 /// How a job ended.
@@ -171,7 +176,8 @@ pub fn signal_name(sig: i32) -> String {
 
 impl Outcome {
     /// Exit status for the launcher: 0; the root cause's status (its `global_exit` status, its code, 128+signal
-    /// for a signal); 124 on timeout; 128+signal when a signal stopped the launcher.
+    /// for a signal, 1 for a PE that left the job and was stopped, [`Cause::Lost`]); 124 on timeout; 128+signal
+    /// when a signal stopped the launcher.
     pub fn exit_code(&self) -> i32 {
         if let Some(s) = self.stopped_by {
             return 128 + s;
@@ -181,6 +187,7 @@ impl Outcome {
         }
         match (&self.cause, &self.first_failure) {
             (Some(Cause::GlobalExit(s)), _) => *s,
+            (Some(Cause::Lost), _) => 1,
             (_, None) => 0,
             (_, Some((_, PeExit::Code(0)))) => 1,
             (_, Some((_, PeExit::Code(c)))) => *c,
@@ -208,6 +215,10 @@ impl Outcome {
             Cause::Code(c) => format!("it exited with code {c}"),
             Cause::Signal(s) => format!("it was killed by {} ({s})", signal_name(*s)),
             Cause::LeftEarly => "it exited with code 0 without finalizing".into(),
+            Cause::Lost => format!(
+                "it left the job and had not ended {} s later, when it was stopped",
+                LOST_GRACE.as_secs()
+            ),
         };
         let witnesses: Vec<String> = self
             .lost_reports
@@ -706,6 +717,25 @@ struct Seen {
     batch: usize,
 }
 
+/// How long failures that report the loss of a PE still running wait for it before the job is stopped ([`Job::run`]).
+pub const LOST_GRACE: Duration = Duration::from_secs(2);
+
+/// Whether the job's failures so far are all explained as the loss of a PE that is still running (`running`), and
+/// so wait for that PE's own end: no `global_exit`, every failed PE reported a lost peer, and a PE so reported runs.
+fn awaits_lost(seen: &[Option<Seen>], reports: &Reports, running: impl Fn(usize) -> bool) -> bool {
+    let explained = |pe: usize| reports.lost.iter().any(|(r, _)| *r == pe);
+    reports.global.is_empty()
+        && seen.iter().enumerate().all(|(pe, s)| match s {
+            Some(Seen {
+                exit: PeExit::Code(0) | PeExit::Killed,
+                ..
+            })
+            | None => true,
+            Some(_) => explained(pe),
+        })
+        && reports.lost.iter().any(|&(_, lost)| running(lost))
+}
+
 /// The root cause among the PEs' ends: the first `global_exit`, else the earliest failure that no report
 /// explains as the loss of another PE, else the PE the first report says was lost.
 fn root_cause(
@@ -752,6 +782,7 @@ fn root_cause(
     if let Some(&(_, lost)) = reports.lost.first() {
         match seen[lost].as_ref().map(|s| s.exit.clone()) {
             Some(PeExit::Code(0)) => return Some((lost, PeExit::Code(0), Cause::LeftEarly)),
+            Some(PeExit::Killed) => return Some((lost, PeExit::Killed, Cause::Lost)),
             Some(e @ (PeExit::Code(_) | PeExit::Signal(_))) => {
                 let c = cause_of(&e);
                 return Some((lost, e, c));
@@ -899,6 +930,7 @@ impl Job {
         let mut stopped_by = None;
         let mut stop_batch = None;
         let mut kill_at: Option<Instant> = None;
+        let mut lost_until: Option<Instant> = None;
         let grace = Duration::from_secs(2);
         let mut batch = 0usize;
         loop {
@@ -919,12 +951,24 @@ impl Job {
                 }
             }
             reports.drain(&report_rd, self.n_pes);
-            let failed = self.stop_on_failure
+            let mut failed = self.stop_on_failure
                 && (!reports.global.is_empty()
                     || seen
                         .iter()
                         .flatten()
                         .any(|s| !matches!(s.exit, PeExit::Code(0) | PeExit::Killed)));
+            // Failures that only report the loss of a PE still running wait for that PE, up to LOST_GRACE: it left
+            // the job on its way out (its init failed, say), and its own message and status are the root cause; a
+            // stop now would kill it in the middle of saying why.
+            if failed
+                && kill_at.is_none()
+                && awaits_lost(&seen, &reports, |pe| children[pe].is_some())
+            {
+                let until = *lost_until.get_or_insert_with(|| Instant::now() + LOST_GRACE);
+                if Instant::now() < until {
+                    failed = false;
+                }
+            }
             let limit_hit = self.timeout.is_some_and(|t| start.elapsed() > t);
             let signal = stop.received();
             if kill_at.is_none() && (failed || limit_hit || signal.is_some()) {
@@ -981,7 +1025,7 @@ impl Job {
             if let Some(t) = self.timeout {
                 wait = wait.min(t.saturating_sub(start.elapsed()) + Duration::from_millis(1));
             }
-            if let Some(k) = kill_at {
+            for k in kill_at.iter().chain(lost_until.iter()) {
                 wait = wait
                     .min(k.saturating_duration_since(Instant::now()) + Duration::from_millis(1));
             }
@@ -1137,6 +1181,30 @@ mod tests {
         let s = seen(&[(PeExit::Code(1), 2), (PeExit::Code(0), 1)]);
         let r = root_cause(&s, &reports(&[], &[(0, 1)]), Some(2));
         assert_eq!(r, Some((1, PeExit::Code(0), Cause::LeftEarly)));
+    }
+
+    #[test]
+    fn a_lost_pe_still_running_is_awaited_and_named_when_stopped() {
+        let failed = |code| {
+            Some(Seen {
+                exit: PeExit::Code(code),
+                batch: 1,
+            })
+        };
+        // PE 1 failed for the loss of PE 0, which still runs: awaited.
+        let lost = reports(&[], &[(1, 0)]);
+        let s = vec![None, failed(1)];
+        assert!(awaits_lost(&s, &lost, |pe| pe == 0));
+        // Not once PE 0 has ended, nor beside a failure no loss explains, nor after a global_exit.
+        assert!(!awaits_lost(&s, &lost, |_| false));
+        assert!(!awaits_lost(&[None, failed(1), failed(2)], &lost, |pe| pe == 0));
+        assert!(!awaits_lost(&s, &reports(&[(1, 5)], &[(1, 0)]), |pe| pe == 0));
+        // Stopped after the grace, PE 0 is still the root cause.
+        let s = seen(&[(PeExit::Killed, 2), (PeExit::Code(1), 1)]);
+        assert_eq!(
+            root_cause(&s, &lost, Some(2)),
+            Some((0, PeExit::Killed, Cause::Lost))
+        );
     }
 
     #[test]

@@ -27,6 +27,22 @@ fn pe_role() {
             std::thread::sleep(Duration::from_secs(600));
             std::process::exit(0)
         }
+        // PE 0's init fails after it joined the job (its heap's reservation does not fit the address-space
+        // limit it sets), and it takes its time to say so: PE 1 loses it at once.
+        "slow_failed_init" if std::env::var("XPUSHMEM_BOOTSTRAP_RANK").as_deref() == Ok("0") => {
+            use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+            let hard = getrlimit(Resource::As).maximum;
+            let limit = hard.map_or(8 << 30, |h| h.min(8 << 30));
+            let lim = Rlimit {
+                current: Some(limit),
+                maximum: hard,
+            };
+            setrlimit(Resource::As, lim).expect("setrlimit(RLIMIT_AS)");
+            let e = xpushmem::init().map(drop).unwrap_err();
+            std::thread::sleep(Duration::from_millis(500));
+            eprintln!("init failed slowly: {e}");
+            std::process::exit(3)
+        }
         "late_init" => {
             println!("started");
             std::thread::sleep(Duration::from_secs(2));
@@ -213,6 +229,36 @@ fn a_killed_pe_is_named_with_its_signal_4pe() {
         );
         assert_no_orphans(&t);
     }
+}
+
+/// A PE whose init fails after it joined is lost to the others at once; they fail for it, but the launcher waits
+/// for the PE itself (within `LOST_GRACE`): its message is printed and it is named with its own status.
+#[test]
+fn a_pe_that_fails_its_init_slowly_is_named_with_its_message_2pe() {
+    pe_role();
+    let t = tag("slow_failed_init");
+    let child = launcher(
+        "a_pe_that_fails_its_init_slowly_is_named_with_its_message_2pe",
+        2,
+        "slow_failed_init",
+        &t,
+    )
+    .env("XPUSHMEM_SYMMETRIC_MAX", "4G")
+    .spawn()
+    .expect("xpushmem-run");
+    let (code, err) = finish(child);
+    assert_eq!(code, Some(3), "PE 0's own status:\n{err}");
+    assert!(
+        err.contains(
+            "xpushmem-run: PE 0 failed first: it exited with code 3; PEs 1 reported it lost"
+        ),
+        "{err}"
+    );
+    assert!(
+        err.contains("init failed slowly: configuration: XPUSHMEM_SYMMETRIC_MAX=4294967296"),
+        "PE 0's message:\n{err}"
+    );
+    assert_no_orphans(&t);
 }
 
 #[test]

@@ -104,8 +104,9 @@ pub enum Error {
         /// Extra context (what was awaited), starting with "; " when present.
         detail: String,
     },
-    /// A peer PE died (exited or was killed without finalize) while this PE depended on it.
-    #[error("PE {pe} was lost (it exited without finalize) while PE {me} was in {op}")]
+    /// A peer PE left the job without finalize (it exited or was killed, or its init failed after it joined) while
+    /// this PE depended on it.
+    #[error("PE {pe} was lost (it left the job without finalize: it ended, or its init failed) while PE {me} was in {op}")]
     PeerLost {
         /// The lost PE.
         pe: usize,

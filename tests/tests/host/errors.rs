@@ -342,7 +342,7 @@ fn peer_lost_case(n: usize, func: &str) {
                 "detected within the timeout"
             );
             let msg = e.to_string();
-            assert!(msg.contains("exited without finalize"), "{msg}");
+            assert!(msg.contains("left the job without finalize"), "{msg}");
             assert!(
                 msg.contains(&format!("while PE {me} was in barrier_all")),
                 "{msg}"
