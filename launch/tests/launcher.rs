@@ -258,6 +258,11 @@ fn a_pe_that_fails_its_init_slowly_is_named_with_its_message_2pe() {
         err.contains("init failed slowly: configuration: XPUSHMEM_SYMMETRIC_MAX=4294967296"),
         "PE 0's message:\n{err}"
     );
+    // PE 1's start-up failed with the loss, and its runtime went without a finalize (no second error).
+    assert!(
+        err.contains("[pe 1] error: PE 0 was lost") && !err.contains("finalize on drop failed"),
+        "PE 1's one error:\n{err}"
+    );
     assert_no_orphans(&t);
 }
 

@@ -525,14 +525,23 @@ impl Shmem {
             registry: Default::default(),
             domains: Default::default(),
         };
-        sh.sys_local()
-            .amo(SYNC.state, 8, AmoOp::Set, STATE_RUNNING)?;
-        // Kernels see TEAM_WORLD and TEAM_SHARED (device heaps) before the start-up barrier below.
-        sh.teams.publish_predefined(&sh)?;
-        for (pe, route) in (0..n).map(|pe| (pe, sh.route_name(pe))) {
-            tracing::debug!(pe = me, peer = pe, route, "route");
+        let started = (|| {
+            sh.sys_local()
+                .amo(SYNC.state, 8, AmoOp::Set, STATE_RUNNING)?;
+            // Kernels see TEAM_WORLD and TEAM_SHARED (device heaps) before the start-up barrier below.
+            sh.teams.publish_predefined(&sh)?;
+            for (pe, route) in (0..n).map(|pe| (pe, sh.route_name(pe))) {
+                tracing::debug!(pe = me, peer = pe, route, "route");
+            }
+            sh.boot.barrier()
+        })();
+        if let Err(e) = started {
+            // A start-up that did not complete ends here, with its error: dropping the runtime releases what this
+            // PE holds without the finalize barrier (the others are gone, or still starting and waiting for this
+            // PE in the start-up, where a finalize would wait for them until the timeout).
+            sh.broken.store(true, Ordering::SeqCst);
+            return Err(e);
         }
-        sh.boot.barrier()?;
         tracing::info!(pe = me, n_pes = n, "xpushmem initialised");
         Ok(sh)
     }

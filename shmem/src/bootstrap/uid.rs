@@ -851,6 +851,10 @@ impl UidBootstrap {
 
     fn expect(&self, conn: &mut TcpStream, kind: u8, op: &str) -> Result<Vec<u8>> {
         let r = self.read_expected(conn, kind, op);
+        if let Err(Error::PeerLost { pe, .. }) = &r {
+            // The launcher hears of it as of a loss a wait met (during the start-up too, before any wait runs).
+            super::launcher::report_peer_lost(*pe);
+        }
         if let Err(e @ (Error::PeerLost { .. } | Error::Bootstrap { .. })) = &r {
             let mut news = self.news.lock().unwrap_or_else(|p| p.into_inner());
             match &*news {
