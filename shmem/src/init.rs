@@ -536,10 +536,11 @@ impl Shmem {
             sh.boot.barrier()
         })();
         if let Err(e) = started {
-            // A start-up that did not complete ends here, with its error: dropping the runtime releases what this
-            // PE holds without the finalize barrier (the others are gone, or still starting and waiting for this
-            // PE in the start-up, where a finalize would wait for them until the timeout).
-            sh.broken.store(true, Ordering::SeqCst);
+            // A start-up that did not complete ends here, with its error, as if this PE had left: dropping the
+            // runtime releases what it holds without a finalize (whose barrier would wait until the timeout for
+            // PEs still starting, which wait for this one in the start-up) and without keeping the bootstrap for
+            // a later init, so that its connection closes and the rendezvous tells the others at once.
+            sh.finalized.store(true, Ordering::SeqCst);
             return Err(e);
         }
         tracing::info!(pe = me, n_pes = n, "xpushmem initialised");
