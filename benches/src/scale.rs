@@ -11,7 +11,7 @@
 use crate::error::{PerfError, Result};
 use crate::fabric::splice_between;
 use crate::plot::{Chart, Series};
-use crate::report::Results;
+use crate::report::{Metric, Results};
 use crate::stats::human_size;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -190,6 +190,58 @@ pub struct Missed {
     pub size: usize,
     /// The cell.
     pub cell: Cell,
+}
+
+/// A missed cell's ratios paired round by round (each round's MPI run against its xpushmem run):
+/// `"median 1.02 (0.90-1.27, 7 rounds)"`, or `"-"` when the runs carry no round.
+fn by_round(res: &Results, m: &Missed) -> String {
+    let Some(r) = ROWS.iter().find(|r| r.xp == m.bench) else {
+        return "-".into();
+    };
+    match res.paired(
+        Metric::Lat,
+        ("xpushmem", r.xp, m.npes),
+        ("mpi", r.mpi, Some(m.npes)),
+        m.size,
+    ) {
+        Some(p) => format!(
+            "median {:.2} ({:.2}-{:.2}, {} rounds)",
+            p.median, p.lo, p.hi, p.rounds
+        ),
+        None => "-".into(),
+    }
+}
+
+/// The runs of `dir` (every `*.csv`), each a round's when its name ends in `-rN` (`xp-4-r3.csv`, `mpi-4-large-r3.csv`:
+/// round `r3`): every run counts in its cell, and each round also on its own, for the cells' pairing by round.
+pub fn load(dir: &Path) -> Result<Results> {
+    let rd = std::fs::read_dir(dir).map_err(|e| PerfError::io(dir, e))?;
+    let mut files: Vec<PathBuf> = rd
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "csv"))
+        .collect();
+    files.sort();
+    let mut plain = Vec::new();
+    let mut rounds: std::collections::BTreeMap<String, Vec<crate::csv::Record>> =
+        Default::default();
+    for f in files {
+        let recs = crate::csv::read_file(&f)?;
+        let stem = f
+            .file_stem()
+            .map_or_else(String::new, |s| s.to_string_lossy().into_owned());
+        match round_of(&stem) {
+            Some(r) => rounds.entry(r.to_string()).or_default().extend(recs),
+            None => plain.extend(recs),
+        }
+    }
+    let rounds: Vec<(String, Vec<crate::csv::Record>)> = rounds.into_iter().collect();
+    Ok(Results::with_rounds(&plain, &rounds))
+}
+
+/// The round a run's file stem names (`xp-4-large-r3` -> `r3`), if any.
+fn round_of(stem: &str) -> Option<&str> {
+    let (_, r) = stem.rsplit_once('-')?;
+    (r.len() > 1 && r.starts_with('r') && r[1..].bytes().all(|b| b.is_ascii_digit())).then_some(r)
 }
 
 /// Every cell with a target that the ratio misses, in row, PE count and size order.
@@ -409,20 +461,22 @@ pub fn section(res: &Results, meta: &str, png: Option<(&Path, &Path)>) -> Result
         miss.len()
     );
     if !miss.is_empty() {
-        s.push_str("<details><summary>The missed cells</summary>\n\n| benchmark | PEs | size | ratio | target | xpushmem / MPI µs |\n|---|---|---|---|---|---|\n");
+        s.push_str("<details><summary>The missed cells</summary>\n\n| benchmark | PEs | size | ratio | target | xpushmem / MPI µs | round by round |\n|---|---|---|---|---|---|---|\n");
         for m in &miss {
             let _ = writeln!(
                 s,
-                "| {} | {} | {} | {:.2}x | ≥ {:.1}x | {} / {} |",
+                "| {} | {} | {} | {:.2}x | ≥ {:.1}x | {} / {} | {} |",
                 m.bench,
                 m.npes,
                 size_label(m.size),
                 m.cell.ratio,
                 m.cell.target.unwrap_or(1.0),
                 us(m.cell.xp_us),
-                us(m.cell.mpi_us)
+                us(m.cell.mpi_us),
+                by_round(res, m)
             );
         }
+        s.push_str("\n*Round by round*: the ratio of each round's two runs (MPI / xpushmem of the same round), their median and range; the verdict is the ratio of the two medians, as in the tables.\n");
         s.push_str("\n</details>\n\n");
     }
     for r in ROWS {
@@ -483,7 +537,7 @@ pub fn carried(page: &str) -> Option<&str> {
 
 /// `xpushmem-perf scale-report --results DIR --md FILE [--png-dir DIR]`.
 pub fn report(results: &Path, md: &Path, png_dir: Option<&Path>) -> Result<()> {
-    let res = Results::load(results)?;
+    let res = load(results)?;
     let meta = std::fs::read_to_string(results.join("meta.txt")).unwrap_or_default();
     if let Some(d) = png_dir {
         std::fs::create_dir_all(d).map_err(|e| PerfError::io(d, e))?;
@@ -545,6 +599,52 @@ mod tests {
         assert!(sec.contains("| 1 MiB | none | - | - | 0.50x | - |"));
         assert!(sec.contains("Verdict: 1 of 3 cells with a target met, 2 missed"));
         assert!(sec.contains("| CPU | 16 cores |"));
+    }
+
+    #[test]
+    fn missed_cells_show_their_rounds_paired() {
+        assert_eq!(round_of("xp-4-large-r12"), Some("r12"));
+        assert_eq!(round_of("mpi-4-r3"), Some("r3"));
+        assert_eq!(
+            (round_of("xp-4"), round_of("xp-r"), round_of("xp-4-rx")),
+            (None, None, None)
+        );
+        let dir =
+            std::env::temp_dir().join(format!("xpushmem-scale-rounds-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let head = "impl,bench,npes,size,iters,reps,median_us,min_us,median_gbps,best_gbps\n";
+        let row =
+            |imp: &str, bench: &str, us: f64| format!("{imp},{bench},4,8,10,5,{us},{us},0,0\n");
+        // Three rounds, MPI / xpushmem 1.5 / 1.0, 1.2 / 2.0, 0.9 / 1.0 (paired: 1.5, 0.6, 0.9), and one xpushmem run
+        // of no round (3.0), which counts in the cell but in no pairing.
+        for (r, xp, mpi) in [(1, 1.0, 1.5), (2, 2.0, 1.2), (3, 1.0, 0.9)] {
+            std::fs::write(
+                dir.join(format!("xp-4-r{r}.csv")),
+                head.to_owned() + &row("xpushmem", "bcast", xp),
+            )
+            .unwrap();
+            std::fs::write(
+                dir.join(format!("mpi-4-r{r}.csv")),
+                head.to_owned() + &row("mpi", "bcast", mpi),
+            )
+            .unwrap();
+        }
+        std::fs::write(
+            dir.join("xp-4.csv"),
+            head.to_owned() + &row("xpushmem", "bcast", 3.0),
+        )
+        .unwrap();
+        let res = load(&dir).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        // Every run counts in the cell: xpushmem median of 1, 2, 1, 3 = 1.5, MPI 1.2: 0.80x, missed.
+        let bc = ROWS.iter().find(|r| r.xp == "bcast").unwrap();
+        let c = cell(&res, bc, 4, 8).unwrap();
+        assert_eq!((c.xp_us, c.mpi_us), (1.5, 1.2));
+        let sec = section(&res, "", None).unwrap();
+        assert!(
+            sec.contains("| bcast | 4 | 8 B | 0.80x | ≥ 1.0x | 1.50 / 1.20 | median 0.90 (0.60-1.50, 3 rounds) |"),
+            "{sec}"
+        );
     }
 
     #[test]
