@@ -29,7 +29,9 @@ fn pe_role() {
         }
         // PE 0's init fails after it joined the job (its heap's reservation does not fit the address-space
         // limit it sets), and it takes its time to say so: PE 1 loses it at once.
-        "slow_failed_init" if std::env::var("XPUSHMEM_BOOTSTRAP_RANK").as_deref() == Ok("0") => {
+        "slow_failed_init" | "hung_failed_init"
+            if std::env::var("XPUSHMEM_BOOTSTRAP_RANK").as_deref() == Ok("0") =>
+        {
             use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
             let hard = getrlimit(Resource::As).maximum;
             let limit = hard.map_or(8 << 30, |h| h.min(8 << 30));
@@ -39,7 +41,13 @@ fn pe_role() {
             };
             setrlimit(Resource::As, lim).expect("setrlimit(RLIMIT_AS)");
             let e = xpushmem::init().map(drop).unwrap_err();
-            std::thread::sleep(Duration::from_millis(500));
+            // Slow: half a second, within the launcher's grace; hung: never (the launcher stops it).
+            let pause = if role == "slow_failed_init" {
+                500
+            } else {
+                600_000
+            };
+            std::thread::sleep(Duration::from_millis(pause));
             eprintln!("init failed slowly: {e}");
             std::process::exit(3)
         }
@@ -262,6 +270,39 @@ fn a_pe_that_fails_its_init_slowly_is_named_with_its_message_2pe() {
     assert!(
         err.contains("[pe 1] error: PE 0 was lost") && !err.contains("finalize on drop failed"),
         "PE 1's one error:\n{err}"
+    );
+    assert_no_orphans(&t);
+}
+
+/// The same PE hung after its failed init: the launcher stops it once `LOST_GRACE` has passed, not later, and
+/// still names it.
+#[test]
+fn a_pe_that_hangs_after_leaving_is_stopped_after_the_grace_and_named_2pe() {
+    pe_role();
+    let t = tag("hung_failed_init");
+    let start = Instant::now();
+    let child = launcher(
+        "a_pe_that_hangs_after_leaving_is_stopped_after_the_grace_and_named_2pe",
+        2,
+        "hung_failed_init",
+        &t,
+    )
+    .env("XPUSHMEM_SYMMETRIC_MAX", "4G")
+    .spawn()
+    .expect("xpushmem-run");
+    let (code, err) = finish(child);
+    let took = start.elapsed();
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains(
+            "xpushmem-run: PE 0 failed first: it left the job and had not ended 2 s later, when it was stopped; \
+             PEs 1 reported it lost"
+        ),
+        "{err}"
+    );
+    assert!(
+        took >= xpushmem_launch::LOST_GRACE && took < Duration::from_secs(20),
+        "stopped after the grace, not at once nor at the time limit: {took:?}"
     );
     assert_no_orphans(&t);
 }
