@@ -94,16 +94,21 @@ impl Record {
     }
 }
 
-/// Read every record of every `*.csv` file directly in `dir`, the files in name order.
-pub fn read_dir(dir: &std::path::Path) -> Result<Vec<Record>> {
+/// The `*.csv` files directly in `dir`, in name order.
+pub fn csv_files(dir: &std::path::Path) -> Result<Vec<std::path::PathBuf>> {
     let rd = std::fs::read_dir(dir).map_err(|e| PerfError::io(dir, e))?;
     let mut files: Vec<std::path::PathBuf> = rd
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "csv"))
         .collect();
     files.sort();
+    Ok(files)
+}
+
+/// Read every record of every `*.csv` file directly in `dir`, the files in name order.
+pub fn read_dir(dir: &std::path::Path) -> Result<Vec<Record>> {
     let mut recs = Vec::new();
-    for f in files {
+    for f in csv_files(dir)? {
         recs.extend(read_file(&f)?);
     }
     Ok(recs)

@@ -215,16 +215,10 @@ fn by_round(res: &Results, m: &Missed) -> String {
 /// The runs of `dir` (every `*.csv`), each a round's when its name ends in `-rN` (`xp-4-r3.csv`, `mpi-4-large-r3.csv`:
 /// round `r3`): every run counts in its cell, and each round also on its own, for the cells' pairing by round.
 pub fn load(dir: &Path) -> Result<Results> {
-    let rd = std::fs::read_dir(dir).map_err(|e| PerfError::io(dir, e))?;
-    let mut files: Vec<PathBuf> = rd
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "csv"))
-        .collect();
-    files.sort();
     let mut plain = Vec::new();
     let mut rounds: std::collections::BTreeMap<String, Vec<crate::csv::Record>> =
         Default::default();
-    for f in files {
+    for f in crate::csv::csv_files(dir)? {
         let recs = crate::csv::read_file(&f)?;
         let stem = f
             .file_stem()
