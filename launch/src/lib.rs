@@ -679,6 +679,11 @@ struct Reports {
 }
 
 impl Reports {
+    /// Whether PE `pe` reported the loss of another (which then explains its failure).
+    fn explains(&self, pe: usize) -> bool {
+        self.lost.iter().any(|(r, _)| *r == pe)
+    }
+
     /// Read everything the pipe holds now (it is non-blocking) and parse complete lines.
     fn drain(&mut self, fd: &OwnedFd, n: usize) {
         let mut chunk = [0u8; 4096];
@@ -723,7 +728,6 @@ pub const LOST_GRACE: Duration = Duration::from_secs(2);
 /// Whether the job's failures so far are all explained as the loss of a PE that is still running (`running`), and
 /// so wait for that PE's own end: no `global_exit`, every failed PE reported a lost peer, and a PE so reported runs.
 fn awaits_lost(seen: &[Option<Seen>], reports: &Reports, running: impl Fn(usize) -> bool) -> bool {
-    let explained = |pe: usize| reports.lost.iter().any(|(r, _)| *r == pe);
     reports.global.is_empty()
         && seen.iter().enumerate().all(|(pe, s)| match s {
             Some(Seen {
@@ -731,7 +735,7 @@ fn awaits_lost(seen: &[Option<Seen>], reports: &Reports, running: impl Fn(usize)
                 ..
             })
             | None => true,
-            Some(_) => explained(pe),
+            Some(_) => reports.explains(pe),
         })
         && reports.lost.iter().any(|&(_, lost)| running(lost))
 }
@@ -773,8 +777,7 @@ fn root_cause(
         // Every PE exited with 0: a PE that others reported lost left early, but the job did not fail.
         return None;
     }
-    let explained = |pe: usize| reports.lost.iter().any(|(r, _)| *r == pe);
-    if let Some(&(_, _, pe)) = failures.iter().find(|(_, _, pe)| !explained(*pe)) {
+    if let Some(&(_, _, pe)) = failures.iter().find(|(_, _, pe)| !reports.explains(*pe)) {
         let e = seen[pe].as_ref()?.exit.clone();
         let c = cause_of(&e);
         return Some((pe, e, c));
