@@ -408,6 +408,9 @@ pub struct CopyStats {
     pub get_bytes_copied: u64,
     /// Gets received into the caller's (registered) buffer in place.
     pub gets_in_place: u64,
+    /// Puts-with-signal sent as one message that the target applies, data then signal (the fabric over a provider
+    /// with manual progress that does not order a signal behind its data); counted in `puts_copied` too.
+    pub put_signals_as_messages: u64,
 }
 
 impl std::ops::Add for CopyStats {
@@ -421,6 +424,7 @@ impl std::ops::Add for CopyStats {
             gets_copied: self.gets_copied + o.gets_copied,
             get_bytes_copied: self.get_bytes_copied + o.get_bytes_copied,
             gets_in_place: self.gets_in_place + o.gets_in_place,
+            put_signals_as_messages: self.put_signals_as_messages + o.put_signals_as_messages,
         }
     }
 }

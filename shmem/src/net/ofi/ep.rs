@@ -190,6 +190,8 @@ impl Ep {
             tokens: Vec::new(),
             slabs: Slabs::default(),
             heap: Vec::new(),
+            host_regions: Vec::new(),
+            am_signal_max: 0,
             user: Vec::new(),
             user_next: 0,
             stats: Default::default(),
@@ -280,6 +282,11 @@ impl Ep {
             // max_order_waw_size.
             if (*info.tx_attr).msg_order & fi::FI_ORDER_WAW as u64 != 0 {
                 ep.waw_max = (*info.ep_attr).max_order_waw_size;
+            }
+            // With manual progress a target applies RMA in its own polls, as it serves messages: a
+            // put-with-signal whose signal would wait a round trip for its data goes as one message instead.
+            if (*info.domain_attr).data_progress == fi::FI_PROGRESS_MANUAL {
+                ep.am_signal_max = STAGE_CHUNK - 8 * PUT_SIGNAL_WORDS;
             }
             tracing::debug!(
                 pe = me,
@@ -398,6 +405,13 @@ impl Ep {
                     fi::xfi_mr_bind(mr, &mut (*self.ep).fid, 0) as i64,
                 )?;
                 ok(&prov, "fi_mr_enable", fi::xfi_mr_enable(mr) as i64)?;
+            }
+            if device.is_none() {
+                self.host_regions.push(HostRegion {
+                    key: if prov_key { fi::xfi_mr_key(mr) } else { key },
+                    base: base as usize,
+                    len,
+                });
             }
             if heap && device.is_none() {
                 self.heap.push(LocalHeap {

@@ -227,6 +227,11 @@ pub(crate) const MSG_PUT: u64 = 1;
 pub(crate) const MSG_GET: u64 = 2;
 pub(crate) const MSG_AMO: u64 = 3;
 pub(crate) const MSG_REPLY: u64 = 4;
+/// A put-with-signal to a peer's host memory as one message ([`Ep::am_put_signal`]): the target applies the data,
+/// then the signal, then replies.
+pub(crate) const MSG_PUT_SIGNAL: u64 = 5;
+/// Words a [`MSG_PUT_SIGNAL`] message's payload starts with: the data's region key and the signal's offset in it.
+pub(crate) const PUT_SIGNAL_WORDS: usize = 2;
 /// Words of a message header: eight words of the operation, then the receiver's token ([`Token`]).
 pub(crate) const HDR_WORDS: usize = 10;
 /// Largest payload of one staging message (larger puts and gets are split).
@@ -342,6 +347,14 @@ pub(super) struct LocalMr {
     desc: *mut c_void,
 }
 
+/// A region of this PE's host memory registered for peers ([`Ep::register`]).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct HostRegion {
+    pub(super) key: u64,
+    pub(super) base: usize,
+    pub(super) len: usize,
+}
+
 /// A registered part of this PE's host heap (its first chunk, then each chunk it grew by), which puts read
 /// directly (no copy) when their source lies in it.
 #[derive(Clone, Copy)]
@@ -430,6 +443,13 @@ pub(crate) struct Ep {
     slabs: Slabs,
     /// This PE's host heap as registered (`None` for a device heap).
     heap: Vec<LocalHeap>,
+    /// This PE's host memory registered for peers (its runtime words and host heap chunks): what a
+    /// [`MSG_PUT_SIGNAL`] message may write, by key.
+    host_regions: Vec<HostRegion>,
+    /// Puts-with-signal whose signal would wait for the data's delivery go as one message up to this many bytes
+    /// ([`Ep::am_put_signal`]; 0: never): a provider with manual progress, whose target applies RMA in its own
+    /// polls anyway.
+    am_signal_max: usize,
     /// Registered user buffers ([`Ep::register_user`]).
     user: Vec<UserMr>,
     /// The last handle of a user buffer's registration.

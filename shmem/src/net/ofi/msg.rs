@@ -11,6 +11,41 @@ use std::sync::Arc;
 /// unread.
 pub(crate) type Token = [u64; 2];
 
+/// A little-endian word from 8 bytes.
+fn le_u64(b: &[u8]) -> u64 {
+    let mut w = [0u8; 8];
+    w.copy_from_slice(&b[..8]);
+    u64::from_le_bytes(w)
+}
+
+/// The region of `regions` that key `key` names, when `[off, off + len)` (a message's data) and the 8-byte word at
+/// `sig` (its signal, aligned) lie inside it; otherwise why not.
+pub(super) fn host_target(
+    regions: &[HostRegion],
+    key: u64,
+    off: usize,
+    len: usize,
+    sig: usize,
+) -> std::result::Result<HostRegion, String> {
+    let r = *regions
+        .iter()
+        .find(|r| r.key == key)
+        .ok_or_else(|| format!("key {key:#x} names no host region"))?;
+    if off.checked_add(len).is_none_or(|e| e > r.len) {
+        return Err(format!(
+            "data [{off}, {off} + {len}) outside the region of {} bytes",
+            r.len
+        ));
+    }
+    if sig.checked_add(8).is_none_or(|e| e > r.len) || (r.base + sig) % 8 != 0 {
+        return Err(format!(
+            "signal word at {sig} outside the region of {} bytes or unaligned",
+            r.len
+        ));
+    }
+    Ok(r)
+}
+
 /// Whether two tokens are equal, in time independent of where they differ.
 pub(crate) fn token_eq(a: &Token, b: &Token) -> bool {
     let d = std::hint::black_box((a[0] ^ b[0]) | (a[1] ^ b[1]));
@@ -231,6 +266,7 @@ impl Ep {
         let payload = len - HDR_WORDS * 8;
         let ok = match m.kind {
             MSG_PUT => m.len == payload as u64,
+            MSG_PUT_SIGNAL => m.len + 8 * PUT_SIGNAL_WORDS as u64 == payload as u64,
             MSG_GET | MSG_AMO => payload == 0,
             MSG_REPLY => self
                 .ops
@@ -272,7 +308,7 @@ impl Ep {
                 let e = Error::Transport {
                     transport: "fabric",
                     message: format!(
-                        "{what} on PE {pe}'s device heap (staged, provider {}): {}",
+                        "{what} on PE {pe} (through messages, provider {}): {}",
                         self.prov,
                         String::from_utf8_lossy(payload)
                     ),
@@ -293,7 +329,11 @@ impl Ep {
         }
         let from = m.from as usize;
         let mut result = Vec::new();
-        let r = self.apply(&m, payload, &mut result);
+        let r = if m.kind == MSG_PUT_SIGNAL {
+            self.put_signal_here(&m, payload)
+        } else {
+            self.apply(&m, payload, &mut result)
+        };
         let (status, data) = match r {
             Ok(()) => (0, result),
             Err(e) => (1, e.to_string().into_bytes()),
@@ -366,6 +406,109 @@ impl Ep {
                 message: format!("a staging message of unknown kind {k}"),
             }),
         }
+    }
+
+    /// Apply a [`MSG_PUT_SIGNAL`] message to this PE's host memory: its data at `off` of the region its key
+    /// names, then its signal (a release store or add of `operand`), so that a PE that sees the signal sees the
+    /// data. Both ranges must lie inside that registered region (a message is otherwise refused, as the provider
+    /// refuses an RMA access outside a registration).
+    fn put_signal_here(&self, m: &Msg, payload: &[u8]) -> Result<()> {
+        let bad = |why: String| Error::Transport {
+            transport: "fabric",
+            message: format!(
+                "a put_signal message from PE {} to PE {}: {why}",
+                m.from, self.me
+            ),
+        };
+        let (off, len) = (m.off as usize, m.len as usize);
+        let head = 8 * PUT_SIGNAL_WORDS;
+        if payload.len() != head + len {
+            return Err(bad(format!("{} bytes for {len} of data", payload.len())));
+        }
+        let key = le_u64(&payload[..8]);
+        let sig = le_u64(&payload[8..16]) as usize;
+        let op = match amo_of(m.cond, 0) {
+            Some((op @ (AmoOp::Set | AmoOp::FetchAdd), 8)) => op,
+            _ => return Err(bad(format!("signal operation {:#x}", m.cond))),
+        };
+        let region = host_target(&self.host_regions, key, off, len, sig).map_err(bad)?;
+        // SAFETY: `[base + off, base + off + len)` lies inside a region of this PE's host memory registered for
+        // peers' writes (checked above), mapped as long as this endpoint is open; peers' RMA writes reach the same
+        // bytes through the provider, as this copy does.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                payload[head..].as_ptr(),
+                (region.base + off) as *mut u8,
+                len,
+            );
+        }
+        // SAFETY: an aligned 8-byte word inside the same region (checked above), accessed atomically by every
+        // party (local atomics, the provider's atomics).
+        let word =
+            unsafe { std::sync::atomic::AtomicU64::from_ptr((region.base + sig) as *mut u64) };
+        match op {
+            AmoOp::Set => word.store(m.operand, Ordering::Release),
+            _ => {
+                word.fetch_add(m.operand, Ordering::Release);
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether a put-with-signal of `len` bytes goes as one message ([`Ep::am_put_signal`]): the provider has
+    /// manual progress, its signal could not follow its data, and it fits a message.
+    pub(crate) fn am_signal(&self, len: usize) -> bool {
+        len <= self.am_signal_max && !self.signal_follows_data(len) && self.closed.is_none()
+    }
+
+    /// A put of `src` at `off` of `region` of PE `pe` with signal `op value` at `sig` of the same region, as one
+    /// [`MSG_PUT_SIGNAL`] message: PE `pe` applies the data, then the signal, then replies, and the operation
+    /// completes with the reply. (The RMA form waits a round trip for the data's delivery before it posts the
+    /// signal, where the provider does not order them.)
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn am_put_signal(
+        &mut self,
+        pe: usize,
+        d: Domain,
+        region: Region,
+        off: usize,
+        src: &[u8],
+        sig: usize,
+        op: AmoOp,
+        value: u64,
+    ) -> Result<u64> {
+        let (code, _) = amo_code(op, 8);
+        self.stats.puts_copied += 1;
+        self.stats.put_bytes_copied += src.len() as u64;
+        self.stats.put_signals_as_messages += 1;
+        let id = self.start(
+            pe,
+            d,
+            "put_signal",
+            HDR_WORDS + PUT_SIGNAL_WORDS + src.len().div_ceil(8),
+        )?;
+        let m = Msg {
+            kind: MSG_PUT_SIGNAL,
+            from: self.me as u64,
+            id,
+            off: off as u64,
+            len: src.len() as u64,
+            operand: value,
+            cond: code,
+            op: NO_RESULT,
+            tok: self.tokens[pe],
+        };
+        {
+            let o = self.op(id);
+            o.staged = true;
+            o.buf[..HDR_WORDS].copy_from_slice(&m.words());
+            o.buf[HDR_WORDS] = region.key.to_le();
+            o.buf[HDR_WORDS + 1] = (sig as u64).to_le();
+            bytes_of_mut(&mut o.buf[HDR_WORDS + PUT_SIGNAL_WORDS..])[..src.len()]
+                .copy_from_slice(src);
+        }
+        let r = self.send_part(id, 0, (HDR_WORDS + PUT_SIGNAL_WORDS) * 8 + src.len(), true);
+        self.posted(id, r)
     }
 
     /// Send `bytes` bytes of operation `id`'s buffer from word `at` as one message to its PE; with `reply`, the
@@ -697,7 +840,44 @@ impl DeviceSpan {
 
 #[cfg(test)]
 mod tests {
-    use super::span_holds;
+    use super::{host_target, span_holds, HostRegion};
+
+    #[test]
+    fn a_put_signal_message_reaches_only_inside_the_region_its_key_names() {
+        let regions = [
+            HostRegion {
+                key: 7,
+                base: 4096,
+                len: 1024,
+            },
+            HostRegion {
+                key: 9,
+                base: 65536,
+                len: 64,
+            },
+        ];
+        // Inside: data to the last byte, the last aligned word as the signal.
+        let r = host_target(&regions, 7, 1000, 24, 1016).expect("inside");
+        assert_eq!((r.key, r.base, r.len), (7, 4096, 1024));
+        assert!(host_target(&regions, 9, 0, 56, 56).is_ok());
+        // Another key, data past the end or wrapping, the signal past the end or unaligned.
+        let e = host_target(&regions, 8, 0, 8, 8).unwrap_err();
+        assert!(e.contains("key 0x8"), "{e}");
+        for (off, len, sig) in [
+            (1000, 25, 0),
+            (usize::MAX, 2, 0),
+            (0, 8, 1020),
+            (0, 8, 1017),
+        ] {
+            let e = host_target(&regions, 7, off, len, sig).unwrap_err();
+            assert!(
+                e.contains("outside the region of 1024 bytes"),
+                "{off} {len} {sig}: {e}"
+            );
+        }
+        // Each key's own bounds: region 9 is 64 bytes.
+        assert!(host_target(&regions, 9, 0, 65, 0).is_err());
+    }
 
     #[test]
     fn a_device_heap_is_served_in_its_agreed_chunks_and_tail_only() {

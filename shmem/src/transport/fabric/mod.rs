@@ -165,6 +165,9 @@ pub(crate) struct Fabric {
     reach: Vec<bool>,
     /// Every reached PE's user heap regions (shared with its windows; for [`Fabric::heap_window`]).
     heaps: Vec<Option<Chunks>>,
+    /// Per PE: its user heap is host memory (not staged, no device scratch tail), which a put-with-signal may
+    /// reach as one message ([`ofi::Ep::am_put_signal`]).
+    heap_host: Vec<bool>,
     /// The keys of this PE's registrations (a new one must differ from each).
     keys: Mutex<Vec<u64>>,
     /// The handles of registered user buffers and their keys (freed with the registration).
@@ -387,6 +390,7 @@ impl Fabric {
             t: Arc::clone(self),
             pe,
             chunks,
+            host: self.heap_host.get(pe).copied().unwrap_or(false),
         }))
     }
 
@@ -688,6 +692,10 @@ pub(crate) fn connect(a: FabricArgs<'_>) -> Result<(Arc<Fabric>, Windows, Window
     let t = Arc::new(Fabric {
         ep: Arc::new(Mutex::new(ep)),
         reach: a.reach.clone(),
+        heap_host: regions
+            .iter()
+            .map(|(_, h, (_, tail))| !h.staged && tail.len == 0)
+            .collect(),
         heaps: (0..n)
             .map(|p| {
                 a.reach[p]
@@ -719,6 +727,7 @@ pub(crate) fn connect(a: FabricArgs<'_>) -> Result<(Arc<Fabric>, Windows, Window
             t: Arc::clone(&t),
             pe,
             chunks: window::chunks(regions[pe].0),
+            host: true,
         }));
         heap[pe] = t.heap_window(pe);
     }

@@ -36,6 +36,9 @@ pub(crate) struct FabricWindow {
     pub(crate) t: Arc<Fabric>,
     pub(crate) pe: usize,
     pub(crate) chunks: Chunks,
+    /// The region is host memory of its PE (runtime words, a host heap): a put-with-signal may reach it as one
+    /// message.
+    pub(crate) host: bool,
 }
 
 /// Where the chunks `c` end: the window's length.
@@ -228,6 +231,9 @@ impl FabricWindow {
     ) -> Result<Option<Ticket>> {
         self.check("put_signal data", off, src.len(), 1)?;
         self.check("put_signal signal", sig, 8, 8)?;
+        if let Some(id) = self.am_put_signal(d, off, src, sig, op, value)? {
+            return Ok(Some(Ticket(id)));
+        }
         let s = Signal { sig, op, value };
         if src.len() >= direct_from
             && lock(&self.t.ep).offers(8, op, false)
@@ -266,6 +272,37 @@ impl FabricWindow {
         let s = Signal { sig: soff, ..s };
         ep.put(self.pe, d, region, roff, src, Some(s))
             .map(|id| Some(Ticket(id)))
+    }
+
+    /// A put-with-signal as one message the target applies in order ([`Ep::am_put_signal`]), where its signal
+    /// would otherwise wait a round trip for the data's delivery ([`Ep::am_signal`]): host memory of the PE, data
+    /// and signal word in one registered region. `Ok(None)`: not sent that way.
+    fn am_put_signal(
+        &self,
+        d: Domain,
+        off: usize,
+        src: &[u8],
+        sig: usize,
+        op: AmoOp,
+        value: u64,
+    ) -> Result<Option<u64>> {
+        if !self.host || src.is_empty() || !matches!(op, AmoOp::Set | AmoOp::FetchAdd) {
+            return Ok(None);
+        }
+        let (Some((region, roff)), Some((sregion, soff))) =
+            (self.at(off, src.len()), self.at(sig, 8))
+        else {
+            return Ok(None);
+        };
+        if region.staged || sregion.key != region.key {
+            return Ok(None);
+        }
+        let mut ep = lock(&self.t.ep);
+        if !ep.am_signal(src.len()) {
+            return Ok(None);
+        }
+        ep.am_put_signal(self.pe, d, region, roff, src, soff, op, value)
+            .map(Some)
     }
 
     /// A blocking put of `len` bytes at `addr` (checked against the window by the caller) without a copy when
