@@ -366,7 +366,7 @@ fn zero_copy_put_timeout_closes_endpoint_2pe() {
 /// `by_message`: over a provider with manual progress that does not order a signal behind its data
 /// (`tcp;ofi_rxm`), each PE's put_signals up to 4 KiB go as one message the target applies, data then signal
 /// (a PE sends in every round: 4 sizes x 10), counted in its copy statistics; the 200,000-byte ones do not (a
-/// message holds at most 64 KiB).
+/// message carries at most 8 KiB of data, `AM_SIGNAL_MAX`).
 fn small_messages(name: &str, env: &[(&str, &str)], by_message: bool) {
     use xpushmem::{Cmp, SignalOp};
     if is_pe_of(name) {

@@ -286,7 +286,7 @@ impl Ep {
             // With manual progress a target applies RMA in its own polls, as it serves messages: a
             // put-with-signal whose signal would wait a round trip for its data goes as one message instead.
             if (*info.domain_attr).data_progress == fi::FI_PROGRESS_MANUAL {
-                ep.am_signal_max = STAGE_CHUNK - 8 * PUT_SIGNAL_WORDS;
+                ep.am_signal_max = AM_SIGNAL_MAX;
             }
             tracing::debug!(
                 pe = me,
