@@ -5,7 +5,9 @@
  *     constant keys 0x4845 (heap) and 0x5953 (runtime words), the keys 0..8 and 4 random keys
  *     (each random key has a 2^-64 chance: a few exercise the refusal path, each costs a connection);
  *   - forged staging messages (kinds PUT and AMO with a plausible header, in the old 8-word layout and in the
- *     10-word one with a random token);
+ *     10-word one with a random token), and forged put-with-signal messages (kind 5, the 10-word header with a
+ *     random token, then a guessed region key and the signal's offset) aimed at the heap's first bytes and the
+ *     flag word after them;
  *   - floods of messages for FLOOD_SECONDS each: 4 KiB fi_send, 4 KiB fi_tsend (tagged: the PEs post no tagged
  *     receive of their own), 64 KiB fi_send, 64 KiB fi_tsend (64 KiB: past rxm's eager limit, the rendezvous).
  * One line per attempt: "ATTEMPT <op> key=<k> off=<o>: SUCCESS" or ": refused (<why>)". The last line is
@@ -215,6 +217,22 @@ static void forged_messages(void)
 				m[8] = rnd64(), m[9] = rnd64();
 			snprintf(what, sizeof what, "AMO from=%d header=%d words", from, words);
 			forge(what, m, words * 8);
+		}
+		/* PUT_SIGNAL of 64 bytes at offset 0, then Set 0x1337 at offset 64 of the region keyed k:
+		 * [kind, from, id, off, len, operand, cond = op code, op] + token, then [key, signal offset], data. */
+		for (uint64_t k = 0; k < 3; k++) {
+			char what[96];
+			memset(m, 0, sizeof m);
+			m[0] = 5, m[1] = from, m[2] = 3, m[3] = 0, m[4] = 64, m[5] = 0x1337, m[6] = 1 | (8ull << 32),
+			m[7] = UINT64_MAX, m[8] = rnd64(), m[9] = rnd64();
+			uint64_t pm[2 + 8];
+			pm[0] = k == 2 ? rnd64() : k, pm[1] = 64;
+			memcpy(&pm[2], payload, sizeof payload);
+			uint64_t whole[10 + 2 + 8];
+			memcpy(whole, m, 10 * 8);
+			memcpy(&whole[10], pm, sizeof pm);
+			snprintf(what, sizeof what, "PUT_SIGNAL from=%d key=%s", from, k == 2 ? "random" : k ? "1" : "0");
+			forge(what, whole, sizeof whole);
 		}
 	}
 }
