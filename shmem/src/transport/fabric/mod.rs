@@ -165,8 +165,10 @@ pub(crate) struct Fabric {
     reach: Vec<bool>,
     /// Every reached PE's user heap regions (shared with its windows; for [`Fabric::heap_window`]).
     heaps: Vec<Option<Chunks>>,
-    /// Per PE: its user heap is host memory (not staged, no device scratch tail), which a put-with-signal may
-    /// reach as one message ([`ofi::Ep::am_put_signal`]).
+    /// Per PE: its user heap is host memory, which a put-with-signal may reach as one message
+    /// ([`ofi::Ep::am_put_signal`]): not staged, and no scratch tail (every device heap publishes one: the device
+    /// library's reduction scratch, at least `XPUSHMEM_DEVICE_REDUCE_SCRATCH_BYTES`, and its barrier words; a host
+    /// heap publishes an empty one).
     heap_host: Vec<bool>,
     /// The keys of this PE's registrations (a new one must differ from each).
     keys: Mutex<Vec<u64>>,
