@@ -216,7 +216,8 @@ pub(super) struct Op {
     /// Word index in `buf` of an atomic's operand (then compare value, then result); for a staged
     /// put-with-signal, of the signal message's header.
     amo_at: usize,
-    /// Goes through staging messages (its target region is [`Region::staged`]).
+    /// Goes through messages the target answers: staging messages (its target region is [`Region::staged`]) or
+    /// a put-with-signal sent as one message ([`Ep::am_put_signal`]); completes with the reply.
     staged: bool,
     mr: Option<LocalMr>,
     then: Option<(Region, Signal)>,
