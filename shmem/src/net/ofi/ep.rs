@@ -406,9 +406,10 @@ impl Ep {
                 )?;
                 ok(&prov, "fi_mr_enable", fi::xfi_mr_enable(mr) as i64)?;
             }
+            let k = if prov_key { fi::xfi_mr_key(mr) } else { key };
             if device.is_none() {
                 self.host_regions.push(HostRegion {
-                    key: if prov_key { fi::xfi_mr_key(mr) } else { key },
+                    key: k,
                     base: base as usize,
                     len,
                 });
@@ -424,11 +425,7 @@ impl Ep {
                     },
                 });
             }
-            if prov_key {
-                fi::xfi_mr_key(mr)
-            } else {
-                key
-            }
+            k
         };
         Ok((k, if virt { base as u64 } else { 0 }))
     }

@@ -238,6 +238,9 @@ pub(crate) const PUT_SIGNAL_WORDS: usize = 2;
 /// rendezvous, a round trip more. Measured on the 2-core machine (ping-pong, raw libfabric's time / this one's):
 /// 1.36-1.70x at 8 B-8 KiB as a message; at 16-64 KiB a message took 0.66-0.83x, the RMA form about 1.0x.
 pub(crate) const AM_SIGNAL_MAX: usize = 8 * 1024;
+// A put-with-signal small enough to go as a message never takes the zero-copy path (the fabric window tries that
+// one first, from `ZERO_COPY_MIN`).
+const _: () = assert!(AM_SIGNAL_MAX < ZERO_COPY_MIN);
 /// Words of a message header: eight words of the operation, then the receiver's token ([`Token`]).
 pub(crate) const HDR_WORDS: usize = 10;
 /// Largest payload of one staging message (larger puts and gets are split).

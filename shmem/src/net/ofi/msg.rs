@@ -11,13 +11,6 @@ use std::sync::Arc;
 /// unread.
 pub(crate) type Token = [u64; 2];
 
-/// A little-endian word from 8 bytes.
-fn le_u64(b: &[u8]) -> u64 {
-    let mut w = [0u8; 8];
-    w.copy_from_slice(&b[..8]);
-    u64::from_le_bytes(w)
-}
-
 /// The region of `regions` that key `key` names, when `[off, off + len)` (a message's data) and the 8-byte word at
 /// `sig` (its signal, aligned) lie inside it; otherwise why not.
 pub(super) fn host_target(
@@ -330,7 +323,8 @@ impl Ep {
         let from = m.from as usize;
         let mut result = Vec::new();
         let r = if m.kind == MSG_PUT_SIGNAL {
-            self.put_signal_here(&m, payload)
+            // The payload's first words, after the header's (its length was checked: `authentic`).
+            self.put_signal_here(&m, &buf[HDR_WORDS..HDR_WORDS + PUT_SIGNAL_WORDS], payload)
         } else {
             self.apply(&m, payload, &mut result)
         };
@@ -411,8 +405,9 @@ impl Ep {
     /// Apply a [`MSG_PUT_SIGNAL`] message to this PE's host memory: its data at `off` of the region its key
     /// names, then its signal (a release store or add of `operand`), so that a PE that sees the signal sees the
     /// data. Both ranges must lie inside that registered region (a message is otherwise refused, as the provider
-    /// refuses an RMA access outside a registration).
-    fn put_signal_here(&self, m: &Msg, payload: &[u8]) -> Result<()> {
+    /// refuses an RMA access outside a registration). `words`: the payload's first [`PUT_SIGNAL_WORDS`] words
+    /// (the region's key, the signal's offset), in the sender's order as the header's are.
+    fn put_signal_here(&self, m: &Msg, words: &[u64], payload: &[u8]) -> Result<()> {
         let bad = |why: String| Error::Transport {
             transport: "fabric",
             message: format!(
@@ -425,8 +420,7 @@ impl Ep {
         if payload.len() != head + len {
             return Err(bad(format!("{} bytes for {len} of data", payload.len())));
         }
-        let key = le_u64(&payload[..8]);
-        let sig = le_u64(&payload[8..16]) as usize;
+        let (key, sig) = (words[0], words[1] as usize);
         let op = match amo_of(m.cond, 0) {
             Some((op @ (AmoOp::Set | AmoOp::FetchAdd), 8)) => op,
             _ => return Err(bad(format!("signal operation {:#x}", m.cond))),
@@ -455,10 +449,15 @@ impl Ep {
         Ok(())
     }
 
-    /// Whether a put-with-signal of `len` bytes goes as one message ([`Ep::am_put_signal`]): the provider has
-    /// manual progress, its signal could not follow its data, and it fits a message.
-    pub(crate) fn am_signal(&self, len: usize) -> bool {
-        len <= self.am_signal_max && !self.signal_follows_data(len) && self.closed.is_none()
+    /// Whether a put-with-signal of `len` bytes and signal operation `op` goes as one message
+    /// ([`Ep::am_put_signal`]): the provider has manual progress, its signal could not follow its data, it fits a
+    /// message, and `op` is a signal's (set or add, what [`Ep::put_signal_here`] applies).
+    pub(crate) fn am_signal(&self, len: usize, op: AmoOp) -> bool {
+        len > 0
+            && len <= self.am_signal_max
+            && matches!(op, AmoOp::Set | AmoOp::FetchAdd)
+            && !self.signal_follows_data(len)
+            && self.closed.is_none()
     }
 
     /// A put of `src` at `off` of `region` of PE `pe` with signal `op value` at `sig` of the same region, as one
@@ -502,8 +501,8 @@ impl Ep {
             let o = self.op(id);
             o.staged = true;
             o.buf[..HDR_WORDS].copy_from_slice(&m.words());
-            o.buf[HDR_WORDS] = region.key.to_le();
-            o.buf[HDR_WORDS + 1] = (sig as u64).to_le();
+            o.buf[HDR_WORDS] = region.key;
+            o.buf[HDR_WORDS + 1] = sig as u64;
             bytes_of_mut(&mut o.buf[HDR_WORDS + PUT_SIGNAL_WORDS..])[..src.len()]
                 .copy_from_slice(src);
         }

@@ -231,9 +231,6 @@ impl FabricWindow {
     ) -> Result<Option<Ticket>> {
         self.check("put_signal data", off, src.len(), 1)?;
         self.check("put_signal signal", sig, 8, 8)?;
-        if let Some(id) = self.am_put_signal(d, off, src, sig, op, value)? {
-            return Ok(Some(Ticket(id)));
-        }
         let s = Signal { sig, op, value };
         if src.len() >= direct_from
             && lock(&self.t.ep).offers(8, op, false)
@@ -255,6 +252,18 @@ impl FabricWindow {
                 .stage_put(self.pe, d, region, off, src, Some(s))
                 .map(|id| Some(Ticket(id)));
         }
+        // The write (or the message) carries the signal as an offset in the data's region: when the signal word
+        // lies in another chunk, the data is delivered first, then the signal.
+        let same = self.at(sig, 8).filter(|(r, _)| r.key == region.key);
+        if let Some((_, soff)) = same {
+            if self.host && ep.am_signal(src.len(), op) {
+                // The signal would wait a round trip for the data's delivery: one message the target applies in
+                // order (data, then signal) instead.
+                return ep
+                    .am_put_signal(self.pe, d, region, roff, src, soff, op, value)
+                    .map(|id| Some(Ticket(id)));
+            }
+        }
         if !ep.offers(8, op, false) {
             drop(ep);
             // The provider lacks the signal's atomic: deliver the data, then emulate.
@@ -262,9 +271,7 @@ impl FabricWindow {
             self.amo(sig, 8, op, value)?;
             return Ok(None);
         }
-        // The write carries the signal as an offset in the data's region: when the signal word lies in another
-        // chunk, the data is delivered first, then the signal.
-        let Some((_, soff)) = self.at(sig, 8).filter(|(r, _)| r.key == region.key) else {
+        let Some((_, soff)) = same else {
             drop(ep);
             self.put_delivered(d, off, src)?;
             return self.amo_post_in(d, sig, 8, op, value).map(|()| None);
@@ -272,37 +279,6 @@ impl FabricWindow {
         let s = Signal { sig: soff, ..s };
         ep.put(self.pe, d, region, roff, src, Some(s))
             .map(|id| Some(Ticket(id)))
-    }
-
-    /// A put-with-signal as one message the target applies in order ([`Ep::am_put_signal`]), where its signal
-    /// would otherwise wait a round trip for the data's delivery ([`Ep::am_signal`]): host memory of the PE, data
-    /// and signal word in one registered region. `Ok(None)`: not sent that way.
-    fn am_put_signal(
-        &self,
-        d: Domain,
-        off: usize,
-        src: &[u8],
-        sig: usize,
-        op: AmoOp,
-        value: u64,
-    ) -> Result<Option<u64>> {
-        if !self.host || src.is_empty() || !matches!(op, AmoOp::Set | AmoOp::FetchAdd) {
-            return Ok(None);
-        }
-        let (Some((region, roff)), Some((sregion, soff))) =
-            (self.at(off, src.len()), self.at(sig, 8))
-        else {
-            return Ok(None);
-        };
-        if region.staged || sregion.key != region.key {
-            return Ok(None);
-        }
-        let mut ep = lock(&self.t.ep);
-        if !ep.am_signal(src.len()) {
-            return Ok(None);
-        }
-        ep.am_put_signal(self.pe, d, region, roff, src, soff, op, value)
-            .map(Some)
     }
 
     /// A blocking put of `len` bytes at `addr` (checked against the window by the caller) without a copy when
