@@ -411,6 +411,10 @@ pub struct CopyStats {
     /// Puts-with-signal sent as one message that the target applies, data then signal (the fabric over a provider
     /// with manual progress that does not order a signal behind its data); counted in `puts_copied` too.
     pub put_signals_as_messages: u64,
+    /// Puts-with-signal whose data went as writes that tell the target of their landing, the signal as a message
+    /// right behind them, applied by the target once they landed (the same providers, above one message's
+    /// size); counted in `puts_copied` or `puts_in_place` too.
+    pub put_signals_after_writes: u64,
 }
 
 impl std::ops::Add for CopyStats {
@@ -425,6 +429,7 @@ impl std::ops::Add for CopyStats {
             get_bytes_copied: self.get_bytes_copied + o.get_bytes_copied,
             gets_in_place: self.gets_in_place + o.gets_in_place,
             put_signals_as_messages: self.put_signals_as_messages + o.put_signals_as_messages,
+            put_signals_after_writes: self.put_signals_after_writes + o.put_signals_after_writes,
         }
     }
 }

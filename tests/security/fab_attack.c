@@ -219,16 +219,17 @@ static void forged_messages(void)
 			forge(what, m, words * 8);
 		}
 		/* PUT_SIGNAL of 64 bytes at offset 0, then Set 0x1337 at offset 64 of the region keyed k:
-		 * [kind, from, id, off, len, operand, cond = op code, op] + token, then [key, signal offset], data. */
+		 * [kind, from, id, off, len, operand, cond = op code, op] + token, then [key, signal offset, told writes'
+		 * number = 0, their count = 0], data. */
 		for (uint64_t k = 0; k < 3; k++) {
 			char what[96];
 			memset(m, 0, sizeof m);
 			m[0] = 5, m[1] = from, m[2] = 3, m[3] = 0, m[4] = 64, m[5] = 0x1337, m[6] = 1 | (8ull << 32),
 			m[7] = UINT64_MAX, m[8] = rnd64(), m[9] = rnd64();
-			uint64_t pm[2 + 8];
-			pm[0] = k == 2 ? rnd64() : k, pm[1] = 64;
-			memcpy(&pm[2], payload, sizeof payload);
-			uint64_t whole[10 + 2 + 8];
+			uint64_t pm[4 + 8];
+			pm[0] = k == 2 ? rnd64() : k, pm[1] = 64, pm[2] = 0, pm[3] = 0;
+			memcpy(&pm[4], payload, sizeof payload);
+			uint64_t whole[10 + 4 + 8];
 			memcpy(whole, m, 10 * 8);
 			memcpy(&whole[10], pm, sizeof pm);
 			snprintf(what, sizeof what, "PUT_SIGNAL from=%d key=%s", from, k == 2 ? "random" : k ? "1" : "0");

@@ -364,9 +364,10 @@ fn zero_copy_put_timeout_closes_endpoint_2pe() {
 /// does: `tcp;ofi_rxm` moves data only while the target calls in, so without that step the loop never ends.
 ///
 /// `by_message`: over a provider with manual progress that does not order a signal behind its data
-/// (`tcp;ofi_rxm`), each PE's put_signals up to 4 KiB go as one message the target applies, data then signal
-/// (a PE sends in every round: 4 sizes x 10), counted in its copy statistics; the 200,000-byte ones do not (a
-/// message carries at most 8 KiB of data, `AM_SIGNAL_MAX`).
+/// (`tcp;ofi_rxm`), each PE's put_signals up to 4 KiB go as one message the target applies, data then signal (a
+/// PE sends in every round: 4 sizes x 10), and the larger ones (12,000 and 200,000 bytes, copied or written in
+/// place) as writes that tell the target of their landing, then the signal as a message the target applies once
+/// they landed; both counted in its copy statistics.
 fn small_messages(name: &str, env: &[(&str, &str)], by_message: bool) {
     use xpushmem::{Cmp, SignalOp};
     if is_pe_of(name) {
@@ -446,7 +447,7 @@ fn small_messages(name: &str, env: &[(&str, &str)], by_message: bool) {
             let sig = sh.calloc::<u64>(1)?.at(0)?;
             sh.barrier_all()?;
             let mut round = 0u64;
-            let before = sh.copy_stats().put_signals_as_messages;
+            let before = sh.copy_stats();
             for &len in &PP_SIZES {
                 for _ in 0..PP_ROUNDS {
                     round += 1;
@@ -485,13 +486,18 @@ fn small_messages(name: &str, env: &[(&str, &str)], by_message: bool) {
                     }
                 }
             }
-            let sent = sh.copy_stats().put_signals_as_messages - before;
+            let after = sh.copy_stats();
             if by_message {
-                let small = PP_SIZES.iter().filter(|&&l| l <= 4096).count();
+                let small = PP_SIZES.iter().filter(|&&l| l <= 8 * 1024).count();
                 assert_eq!(
-                    sent,
+                    after.put_signals_as_messages - before.put_signals_as_messages,
                     (small * PP_ROUNDS) as u64,
                     "PE {me}: put_signals sent as messages"
+                );
+                assert_eq!(
+                    after.put_signals_after_writes - before.put_signals_after_writes,
+                    ((PP_SIZES.len() - small) * PP_ROUNDS) as u64,
+                    "PE {me}: put_signals after told writes"
                 );
             }
             if me == 0 {
@@ -519,7 +525,7 @@ fn small_messages(name: &str, env: &[(&str, &str)], by_message: bool) {
 /// below the size from which every put_signal waits for its data (`SIGNAL_DIRECT_MIN`, 256 KiB; the blocking
 /// one from 32 KiB where the provider does not order the signal behind the data), whose long transfer leaves a
 /// signal sent ahead of it time to be seen first.
-const PP_SIZES: [usize; 5] = [8, 64, 200, 4096, PP_MAX];
+const PP_SIZES: [usize; 6] = [8, 64, 200, 4096, 12_000, PP_MAX];
 const PP_MAX: usize = 200_000;
 /// Ping-pong rounds per size: a signal that overtakes its data is seen only when the reader looks in between, so
 /// one round would rarely catch it.

@@ -225,9 +225,9 @@ impl Ep {
     }
 
     /// [`Ep::poll_cq`] reading into `entries` ([`CQ_BATCH`] of them).
-    pub(super) fn poll_cq_into(&mut self, entries: &mut [fi::fi_cq_msg_entry]) -> Result<()> {
+    pub(super) fn poll_cq_into(&mut self, entries: &mut [fi::fi_cq_data_entry]) -> Result<()> {
         for _ in 0..4 {
-            // SAFETY: `cq` is open; `entries` holds `entries.len()` FI_CQ_FORMAT_MSG entries.
+            // SAFETY: `cq` is open; `entries` holds `entries.len()` FI_CQ_FORMAT_DATA entries.
             let r = unsafe { fi::xfi_cq_read(self.cq, entries.as_mut_ptr().cast(), entries.len()) };
             if r == -(fi::FI_EAGAIN as isize) {
                 return Ok(());
@@ -239,7 +239,11 @@ impl Ep {
             ok(&self.prov, "fi_cq_read", r as i64)?;
             for e in &entries[..r as usize] {
                 if e.op_context.is_null() {
-                    // Not an operation of this PE's (injected puts have no entries): nothing to finish.
+                    // A peer's told write landed ([`Told`]): handled with the messages. Nothing else without
+                    // an operation of this PE's has an entry (injected puts have none).
+                    if e.flags & fi::FI_REMOTE_CQ_DATA as u64 != 0 {
+                        self.inbox.landed.push_back(e.data);
+                    }
                     continue;
                 }
                 // SAFETY: every part's context is a boxed context of the pool (or, for a receive, of the
@@ -259,7 +263,10 @@ impl Ep {
                     self.part_done(id, None);
                 }
             }
-            if (r as usize) < entries.len() || !self.inbox.arrived.is_empty() {
+            if (r as usize) < entries.len()
+                || !self.inbox.arrived.is_empty()
+                || !self.inbox.landed.is_empty()
+            {
                 return Ok(());
             }
         }

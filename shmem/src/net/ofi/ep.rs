@@ -163,7 +163,7 @@ impl Ep {
             lost: false,
             liveness,
             stage: None,
-            cq_entries: vec![fi::fi_cq_msg_entry::default(); CQ_BATCH],
+            cq_entries: vec![fi::fi_cq_data_entry::default(); CQ_BATCH],
             inbox: Inbox {
                 bufs: (0..2 * RECVS)
                     .map(|_| vec![0u64; HDR_WORDS + STAGE_CHUNK / 8])
@@ -181,6 +181,7 @@ impl Ep {
                     .collect(),
                 mrs: Vec::new(),
                 arrived: std::collections::VecDeque::new(),
+                landed: std::collections::VecDeque::new(),
                 serving: false,
                 token,
                 dropped: 0,
@@ -192,6 +193,8 @@ impl Ep {
             heap: Vec::new(),
             host_regions: Vec::new(),
             am_signal_max: 0,
+            tell: false,
+            told: Told::default(),
             user: Vec::new(),
             user_next: 0,
             stats: Default::default(),
@@ -219,7 +222,7 @@ impl Ep {
                 fi::xfi_domain(ep.fabric, chosen, &mut ep.domain, std::ptr::null_mut()) as i64,
             )?;
             let mut cq_attr = fi::fi_cq_attr {
-                format: fi::FI_CQ_FORMAT_MSG,
+                format: fi::FI_CQ_FORMAT_DATA,
                 wait_obj: fi::FI_WAIT_NONE,
                 ..Default::default()
             };
@@ -287,6 +290,9 @@ impl Ep {
             // put-with-signal whose signal would wait a round trip for its data goes as one message instead.
             if (*info.domain_attr).data_progress == fi::FI_PROGRESS_MANUAL {
                 ep.am_signal_max = AM_SIGNAL_MAX;
+                // Larger ones: writes that tell the target of their landing (remote completion data), the signal
+                // as a message behind them.
+                ep.tell = (*info.domain_attr).cq_data_size >= 8;
             }
             tracing::debug!(
                 pe = me,
@@ -294,8 +300,11 @@ impl Ep {
                 selective,
                 inject_max = ep.inject_max,
                 waw_max = ep.waw_max,
+                am_signal_max = ep.am_signal_max,
+                told_writes = ep.tell,
                 msg_order = format_args!("{:#x}", (*info.tx_attr).msg_order),
-                "fabric: injected puts up to inject_max bytes; signals right after data up to waw_max bytes"
+                "fabric: injected puts up to inject_max bytes; signals right after data up to waw_max bytes, else as \
+                 messages (with the data up to am_signal_max bytes, else behind told writes)"
             );
             ok(
                 &prov,

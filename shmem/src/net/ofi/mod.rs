@@ -35,8 +35,8 @@ pub(crate) mod ops;
 pub(crate) mod slab;
 
 pub(crate) use info::{providers, Bind, Want};
-use msg::Inbox;
 pub(crate) use msg::{amo_of, DeviceSpan, Served, StagedHeap, Token};
+use msg::{Inbox, Told};
 use slab::Slabs;
 
 use crate::error::{Error, Result};
@@ -221,6 +221,9 @@ pub(super) struct Op {
     staged: bool,
     mr: Option<LocalMr>,
     then: Option<(Region, Signal)>,
+    /// A told put-with-signal's number ([`Told`]; 0: none): its writes carry it (and this PE's number) as remote
+    /// completion data.
+    tell: u64,
 }
 
 /// Kinds of staging messages (word 0 of a [`Msg`] header).
@@ -228,19 +231,24 @@ pub(crate) const MSG_PUT: u64 = 1;
 pub(crate) const MSG_GET: u64 = 2;
 pub(crate) const MSG_AMO: u64 = 3;
 pub(crate) const MSG_REPLY: u64 = 4;
-/// A put-with-signal to a peer's host memory as one message ([`Ep::am_put_signal`]): the target applies the data,
-/// then the signal, then replies.
+/// The signal of a put-with-signal to a peer's host memory, as a message: with the data when they fit one
+/// ([`Ep::am_put_signal`]), else behind the data's writes, which the target is told of ([`Told`]). The target
+/// applies the data, then (once those writes landed) the signal, then replies.
 pub(crate) const MSG_PUT_SIGNAL: u64 = 5;
-/// Words a [`MSG_PUT_SIGNAL`] message's payload starts with: the data's region key and the signal's offset in it.
-pub(crate) const PUT_SIGNAL_WORDS: usize = 2;
+/// Words the payload of a [`MSG_PUT_SIGNAL`] message starts with: the data's region key, the signal's offset in it,
+/// the number its sender gave the writes ahead of it ([`Told`]; 0: none) and how many they are.
+pub(crate) const PUT_SIGNAL_WORDS: usize = 4;
 /// The largest put-with-signal sent as one message ([`Ep::am_put_signal`]): with its headers it stays below
 /// `ofi_rxm`'s eager size (`FI_OFI_RXM_BUFFER_SIZE`, 16 KiB by default), above which rxm sends a message by
 /// rendezvous, a round trip more. Measured on the 2-core machine (ping-pong, raw libfabric's time / this one's):
-/// 1.36-1.70x at 8 B-8 KiB as a message; at 16-64 KiB a message took 0.66-0.83x, the RMA form about 1.0x.
+/// 1.36-1.70x at 8 B-8 KiB as a message; at 16-64 KiB a message took 0.66-0.83x (larger ones go as told writes
+/// and a signal message, [`Ep::told_copied`]).
 pub(crate) const AM_SIGNAL_MAX: usize = 8 * 1024;
-// A put-with-signal small enough to go as a message never takes the zero-copy path (the fabric window tries that
-// one first, from `ZERO_COPY_MIN`).
+// A put-with-signal that goes as one message never takes the zero-copy path (the fabric window tries that one
+// first, from `ZERO_COPY_MIN`).
 const _: () = assert!(AM_SIGNAL_MAX < ZERO_COPY_MIN);
+/// Bits of a told write's number in its remote completion data (the sender's PE number above them, [`Told`]).
+pub(crate) const TELL_BITS: u32 = 40;
 /// Words of a message header: eight words of the operation, then the receiver's token ([`Token`]).
 pub(crate) const HDR_WORDS: usize = 10;
 /// Largest payload of one staging message (larger puts and gets are split).
@@ -291,6 +299,7 @@ impl Op {
             staged: false,
             mr: None,
             then: None,
+            tell: 0,
         }
     }
 }
@@ -445,7 +454,7 @@ pub(crate) struct Ep {
     /// The receive buffers ([`Inbox`]).
     inbox: Inbox,
     /// [`CQ_BATCH`] completion entries, the buffer of [`Ep::poll_cq`].
-    cq_entries: Vec<fi::fi_cq_msg_entry>,
+    cq_entries: Vec<fi::fi_cq_data_entry>,
     /// Every PE's token (messages to a PE carry its own).
     tokens: Vec<Token>,
     /// Bounce buffers of large puts.
@@ -455,10 +464,16 @@ pub(crate) struct Ep {
     /// This PE's host memory registered for peers (its runtime words and host heap chunks): what a
     /// [`MSG_PUT_SIGNAL`] message may write, by key.
     host_regions: Vec<HostRegion>,
-    /// Puts-with-signal whose signal would wait for the data's delivery go as one message up to this many bytes
+    /// Puts-with-signal whose signal would wait for the data's delivery go as messages up to this many bytes
     /// ([`Ep::am_put_signal`]; 0: never): a provider with manual progress, whose target applies RMA in its own
     /// polls anyway.
     am_signal_max: usize,
+    /// Whether the provider reports a peer's write that carries remote completion data to this PE
+    /// (`cq_data_size` of 8 bytes) and puts-with-signal go as messages (`am_signal_max`): the data of a larger one
+    /// then goes as writes the target is told of, the signal as a message behind them ([`Ep::told_copied`]).
+    tell: bool,
+    /// Told writes, sent and landed, and the signals waiting for them ([`Told`]).
+    told: Told,
     /// Registered user buffers ([`Ep::register_user`]).
     user: Vec<UserMr>,
     /// The last handle of a user buffer's registration.

@@ -45,6 +45,96 @@ pub(crate) fn token_eq(a: &Token, b: &Token) -> bool {
     d == 0
 }
 
+/// Told writes: the data of a put-with-signal too large for one message ([`Ep::told_copied`]) goes as writes
+/// whose remote completion data (the sender's PE number above [`TELL_BITS`] bits, the number it gave the put below
+/// them) tells the target of their landing, and its signal as a [`MSG_PUT_SIGNAL`] message right behind them that
+/// names that number and how many writes it waits for. The provider reports a write at the target once its data
+/// is in place, but need not order that report with the message, so the target applies a signal only once every
+/// write it names has landed: a write that lands first is kept in `landed`, a signal that arrives first waits in
+/// `waiting`. A write that never lands (it failed) holds back its own signal only, which its sender then never
+/// sees answered (its wait ends with the time limit).
+#[derive(Default)]
+pub(super) struct Told {
+    /// The number of this PE's last told put-with-signal (as the sender).
+    last: u64,
+    /// The writes posted for it so far.
+    pub(super) posted: u64,
+    /// Writes landed whose signal has not arrived: (sender, number, writes).
+    landed: Vec<(usize, u64, u64)>,
+    /// Signals that arrived before their writes landed.
+    waiting: Vec<Waiting>,
+}
+
+/// A signal of a put-with-signal that waits for its told writes ([`Told`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Waiting {
+    /// Its sender, the number it gave the put, and the writes not yet landed.
+    pub(super) from: usize,
+    pub(super) tell: u64,
+    pub(super) left: u64,
+    /// The signal word's address, its operation and operand.
+    pub(super) word: usize,
+    pub(super) op: AmoOp,
+    pub(super) operand: u64,
+    /// The operation's id and reply slot at its sender (the reply's header).
+    pub(super) id: u64,
+    pub(super) reply_op: u64,
+}
+
+impl Told {
+    /// A number for the next told put-with-signal of this PE (never 0: a signal naming 0 waits for no write).
+    pub(super) fn next(&mut self) -> u64 {
+        self.last = (self.last + 1) & ((1 << TELL_BITS) - 1);
+        if self.last == 0 {
+            self.last = 1;
+        }
+        self.last
+    }
+
+    /// A write of put `tell` from `from` landed: the signal it completes, if that one arrived and waits for no
+    /// other write.
+    pub(super) fn landed(&mut self, from: usize, tell: u64) -> Option<Waiting> {
+        if let Some(i) = self
+            .waiting
+            .iter()
+            .position(|w| w.from == from && w.tell == tell)
+        {
+            self.waiting[i].left -= 1;
+            return (self.waiting[i].left == 0).then(|| self.waiting.swap_remove(i));
+        }
+        match self
+            .landed
+            .iter_mut()
+            .find(|(f, t, _)| *f == from && *t == tell)
+        {
+            Some(l) => l.2 += 1,
+            None => self.landed.push((from, tell, 1)),
+        }
+        None
+    }
+
+    /// Signal `w` arrived, naming `w.left` writes: whether it may be applied now (they all landed); if not, it
+    /// waits for the rest ([`Told::landed`] lets it go).
+    pub(super) fn ready(&mut self, mut w: Waiting) -> bool {
+        if w.left == 0 {
+            return true;
+        }
+        if let Some(i) = self
+            .landed
+            .iter()
+            .position(|&(f, t, _)| f == w.from && t == w.tell)
+        {
+            let (_, _, n) = self.landed.swap_remove(i);
+            w.left = w.left.saturating_sub(n);
+            if w.left == 0 {
+                return true;
+            }
+        }
+        self.waiting.push(w);
+        false
+    }
+}
+
 /// A message header: `[kind, from, id, off, len, operand, cond, op, token, token]`. Requests name the target heap
 /// range (an atomic's `len` is its code, [`amo_code`]) and, in `op`, where the reply's bytes go in the
 /// the error text). `tok` is the receiver's [`Token`].
@@ -139,6 +229,8 @@ pub(super) struct Inbox {
     pub(crate) mrs: Vec<LocalMr>,
     /// Received messages not yet handled: (buffer, bytes).
     pub(crate) arrived: std::collections::VecDeque<(usize, usize)>,
+    /// Peers' told writes landed, not yet handled: their remote completion data ([`Told`]).
+    pub(crate) landed: std::collections::VecDeque<u64>,
     pub(crate) serving: bool,
     /// This PE's token ([`Token`]): a message without it is dropped.
     pub(crate) token: Token,
@@ -219,11 +311,30 @@ impl Ep {
     /// Handle the messages received so far and post their buffers again (never re-entered: replies it posts
     /// may poll); how many.
     pub(super) fn serve(&mut self) -> usize {
-        if self.inbox.serving || self.inbox.arrived.is_empty() {
+        if self.inbox.serving || (self.inbox.arrived.is_empty() && self.inbox.landed.is_empty()) {
             return 0;
         }
         self.inbox.serving = true;
         let mut handled = 0;
+        while let Some(data) = self.inbox.landed.pop_front() {
+            handled += 1;
+            let (from, tell) = (
+                usize::try_from(data >> TELL_BITS).unwrap_or(usize::MAX),
+                data & ((1 << TELL_BITS) - 1),
+            );
+            // Only a holder of one of this PE's keys writes here, and every one is a PE of the job; the number is
+            // checked all the same before it indexes anything.
+            if from >= self.addrs.len() || self.addrs[from] == ADDR_NOTAVAIL || tell == 0 {
+                self.inbox.drop_msg(
+                    self.me,
+                    format_args!("a write telling of sender {from}, number {tell}"),
+                );
+                continue;
+            }
+            if let Some(w) = self.told.landed(from, tell) {
+                self.signal_here(w);
+            }
+        }
         while let Some((i, len)) = self.inbox.arrived.pop_front() {
             handled += 1;
             if i >= RECVS {
@@ -322,25 +433,52 @@ impl Ep {
         }
         let from = m.from as usize;
         let mut result = Vec::new();
-        let r = if m.kind == MSG_PUT_SIGNAL {
-            // The payload's first words, after the header's (its length was checked: `authentic`).
-            self.put_signal_here(&m, &buf[HDR_WORDS..HDR_WORDS + PUT_SIGNAL_WORDS], payload)
-        } else {
-            self.apply(&m, payload, &mut result)
+        let r = match m.kind {
+            MSG_PUT_SIGNAL => {
+                // The payload's first words, after the header's (its length was checked: `authentic`).
+                let words = &buf[HDR_WORDS..HDR_WORDS + PUT_SIGNAL_WORDS];
+                match self.host_write(&m, words, payload) {
+                    Ok((word, op)) => {
+                        let w = Waiting {
+                            from,
+                            tell: words[2],
+                            left: words[3],
+                            word,
+                            op,
+                            operand: m.operand,
+                            id: m.id,
+                            reply_op: m.op,
+                        };
+                        if self.told.ready(w) {
+                            self.signal_here(w);
+                        }
+                        return;
+                    }
+                    Err(e) => Err(e),
+                }
+            }
+            _ => self.apply(&m, payload, &mut result),
         };
+        let r = r.map(|()| result).map_err(|e| e.to_string());
+        self.reply(from, m.id, m.op, r);
+    }
+
+    /// Answer operation `id` of PE `from` (`op`: where its reply's bytes go) with `r`: its bytes, or why it
+    /// failed.
+    fn reply(&mut self, from: usize, id: u64, op: u64, r: std::result::Result<Vec<u8>, String>) {
         let (status, data) = match r {
-            Ok(()) => (0, result),
-            Err(e) => (1, e.to_string().into_bytes()),
+            Ok(data) => (0, data),
+            Err(e) => (1, e.into_bytes()),
         };
         let reply = Msg {
             kind: MSG_REPLY,
             from: self.me as u64,
-            id: m.id,
+            id,
             off: 0,
             len: data.len() as u64,
             operand: status,
             cond: 0,
-            op: m.op,
+            op,
             tok: self.tokens[from],
         };
         let id = match self.start(
@@ -402,12 +540,12 @@ impl Ep {
         }
     }
 
-    /// Apply a [`MSG_PUT_SIGNAL`] message to this PE's host memory: its data at `off` of the region its key
-    /// names, then its signal (a release store or add of `operand`), so that a PE that sees the signal sees the
-    /// data. Both ranges must lie inside that registered region (a message is otherwise refused, as the provider
-    /// refuses an RMA access outside a registration). `words`: the payload's first [`PUT_SIGNAL_WORDS`] words
-    /// (the region's key, the signal's offset), in the sender's order as the header's are.
-    fn put_signal_here(&self, m: &Msg, words: &[u64], payload: &[u8]) -> Result<()> {
+    /// Write the data of a [`MSG_PUT_SIGNAL`] message (none when it follows told writes) into this PE's host memory: at `off` of
+    /// the region its key names; the address of its signal word and the signal's operation. Both ranges must lie
+    /// inside that registered region (a message is otherwise refused, as the provider refuses an RMA access
+    /// outside a registration). `words`: the payload's first [`PUT_SIGNAL_WORDS`] words (the region's key, the
+    /// signal's offset, then the told writes it follows), in the sender's order as the header's are.
+    fn host_write(&self, m: &Msg, words: &[u64], payload: &[u8]) -> Result<(usize, AmoOp)> {
         let bad = |why: String| Error::Transport {
             transport: "fabric",
             message: format!(
@@ -436,22 +574,27 @@ impl Ep {
                 len,
             );
         }
-        // SAFETY: an aligned 8-byte word inside the same region (checked above), accessed atomically by every
-        // party (local atomics, the provider's atomics).
-        let word =
-            unsafe { std::sync::atomic::AtomicU64::from_ptr((region.base + sig) as *mut u64) };
-        match op {
-            AmoOp::Set => word.store(m.operand, Ordering::Release),
+        Ok((region.base + sig, op))
+    }
+
+    /// Apply the signal of a put-with-signal sent as a message once its data is in place (a release store or
+    /// add, so that a PE that sees the signal sees the data), then answer it.
+    pub(super) fn signal_here(&mut self, w: Waiting) {
+        // SAFETY: an aligned 8-byte word inside a registered region of this PE's host memory (`host_write`
+        // checked it), accessed atomically by every party (local atomics, the provider's atomics).
+        let word = unsafe { std::sync::atomic::AtomicU64::from_ptr(w.word as *mut u64) };
+        match w.op {
+            AmoOp::Set => word.store(w.operand, Ordering::Release),
             _ => {
-                word.fetch_add(m.operand, Ordering::Release);
+                word.fetch_add(w.operand, Ordering::Release);
             }
         }
-        Ok(())
+        self.reply(w.from, w.id, w.reply_op, Ok(Vec::new()));
     }
 
     /// Whether a put-with-signal of `len` bytes and signal operation `op` goes as one message
     /// ([`Ep::am_put_signal`]): the provider has manual progress, its signal could not follow its data, it fits a
-    /// message, and `op` is a signal's (set or add, what [`Ep::put_signal_here`] applies).
+    /// message, and `op` is a signal's (set or add, what [`Ep::signal_here`] applies).
     pub(crate) fn am_signal(&self, len: usize, op: AmoOp) -> bool {
         len > 0
             && len <= self.am_signal_max
@@ -476,10 +619,27 @@ impl Ep {
         op: AmoOp,
         value: u64,
     ) -> Result<u64> {
-        let (code, _) = amo_code(op, 8);
         self.stats.puts_copied += 1;
         self.stats.put_bytes_copied += src.len() as u64;
         self.stats.put_signals_as_messages += 1;
+        let s = Signal { sig, op, value };
+        self.signal_message(pe, d, region, off, src, s, (0, 0))
+    }
+
+    /// A [`MSG_PUT_SIGNAL`] message to PE `pe`: the data `src` for `off` of `region`, signal `s` at an offset of the
+    /// same region, and the told writes it follows (their number and count, [`Told`]; `(0, 0)`: none).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn signal_message(
+        &mut self,
+        pe: usize,
+        d: Domain,
+        region: Region,
+        off: usize,
+        src: &[u8],
+        s: Signal,
+        (tell, writes): (u64, u64),
+    ) -> Result<u64> {
+        let (code, _) = amo_code(s.op, 8);
         let id = self.start(
             pe,
             d,
@@ -492,7 +652,7 @@ impl Ep {
             id,
             off: off as u64,
             len: src.len() as u64,
-            operand: value,
+            operand: s.value,
             cond: code,
             op: NO_RESULT,
             tok: self.tokens[pe],
@@ -501,8 +661,12 @@ impl Ep {
             let o = self.op(id);
             o.staged = true;
             o.buf[..HDR_WORDS].copy_from_slice(&m.words());
-            o.buf[HDR_WORDS] = region.key;
-            o.buf[HDR_WORDS + 1] = sig as u64;
+            o.buf[HDR_WORDS..HDR_WORDS + PUT_SIGNAL_WORDS].copy_from_slice(&[
+                region.key,
+                s.sig as u64,
+                tell,
+                writes,
+            ]);
             bytes_of_mut(&mut o.buf[HDR_WORDS + PUT_SIGNAL_WORDS..])[..src.len()]
                 .copy_from_slice(src);
         }
@@ -839,7 +1003,75 @@ impl DeviceSpan {
 
 #[cfg(test)]
 mod tests {
-    use super::{host_target, span_holds, HostRegion};
+    use super::{host_target, span_holds, HostRegion, Told, Waiting};
+    use crate::types::AmoOp;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Told puts-with-signal of 1-3 writes from two senders (and signals that follow none), their writes'
+        /// landings and their signals handled in any order: each signal is applied once, only after every write
+        /// of its own put landed, and a write that never lands holds back its own signal only.
+        #[test]
+        fn a_signal_is_applied_only_after_its_own_writes_landed(
+            ops in proptest::collection::vec((0usize..2, 0u64..4), 1..12),
+            keys in proptest::collection::vec(any::<u32>(), 48),
+            lost in any::<u16>(),
+        ) {
+            let (mut tx, mut rx) = (Told::default(), Told::default());
+            // Every event: (sender, op, None for a write's landing, Some(writes) for the signal).
+            let mut events = Vec::new();
+            let mut tells = Vec::new();
+            for (id, &(from, writes)) in ops.iter().enumerate() {
+                let tell = if writes == 0 { 0 } else { tx.next() };
+                tells.push(tell);
+                for _ in 0..writes {
+                    events.push((from, id, None));
+                }
+                events.push((from, id, Some(writes)));
+            }
+            // One write may be lost (it failed at its target): its landing never comes.
+            let lost = (lost as usize) % events.len();
+            let lost_op = match events[lost] {
+                (_, id, None) => Some(id),
+                _ => None,
+            };
+            // An order: each event tagged with a random key, sorted by it.
+            let mut order: Vec<_> = events
+                .iter()
+                .enumerate()
+                .filter(|&(i, _)| lost_op.is_none() || i != lost)
+                .map(|(i, &e)| (keys[i % keys.len()].wrapping_mul(i as u32 + 1), i, e))
+                .collect();
+            order.sort();
+            let mut landed = vec![0u64; ops.len()];
+            let mut applied: Vec<(usize, u64)> = Vec::new();
+            for &(_, _, (from, id, sig)) in &order {
+                match sig {
+                    None => {
+                        landed[id] += 1;
+                        if let Some(w) = rx.landed(from, tells[id]) {
+                            applied.push((w.id as usize, landed[w.id as usize]));
+                        }
+                    }
+                    Some(writes) => {
+                        let w = Waiting { from, tell: tells[id], left: writes, word: 0, op: AmoOp::Set, operand: 0, id: id as u64, reply_op: 0 };
+                        if rx.ready(w) {
+                            applied.push((id, landed[id]));
+                        }
+                    }
+                }
+            }
+            // Every signal but the lost write's once, each after all its writes landed.
+            let mut ids: Vec<_> = applied.iter().map(|a| a.0).collect();
+            ids.sort();
+            let want: Vec<_> = (0..ops.len()).filter(|&i| Some(i) != lost_op).collect();
+            prop_assert_eq!(ids, want);
+            for &(id, seen) in &applied {
+                prop_assert_eq!(seen, ops[id].1, "op {} signalled after {} of its {} writes", id, seen, ops[id].1);
+            }
+            prop_assert_eq!(rx.waiting.len(), usize::from(lost_op.is_some()));
+        }
+    }
 
     #[test]
     fn a_put_signal_message_reaches_only_inside_the_region_its_key_names() {

@@ -27,6 +27,7 @@ impl Ep {
         op.staged = false;
         op.mr = None;
         op.then = None;
+        op.tell = 0;
         self.per_pe[pe] += 1;
         *self.per_domain.at(d) += 1;
         Ok(id)
@@ -243,14 +244,30 @@ impl Ep {
         src: &[u8],
         signal: Option<Signal>,
     ) -> Result<u64> {
-        let what = if signal.is_some() {
+        self.put_told(pe, d, region, off, src, signal, 0)
+    }
+
+    /// [`Ep::put`], its writes told to the target as put `tell`'s ([`Told`]; 0: not told, a told put never
+    /// injected).
+    #[allow(clippy::too_many_arguments)]
+    fn put_told(
+        &mut self,
+        pe: usize,
+        d: Domain,
+        region: Region,
+        off: usize,
+        src: &[u8],
+        signal: Option<Signal>,
+        tell: u64,
+    ) -> Result<u64> {
+        let what = if signal.is_some() || tell != 0 {
             "put_signal"
         } else {
             "put"
         };
         self.stats.puts_copied += 1;
         self.stats.put_bytes_copied += src.len() as u64;
-        if signal.is_none() && !src.is_empty() && src.len() <= self.inject_max {
+        if signal.is_none() && tell == 0 && !src.is_empty() && src.len() <= self.inject_max {
             return self.inject(pe, d, region, off, src);
         }
         // The signal right after the data when the provider keeps them in order, else once the data is delivered.
@@ -263,6 +280,7 @@ impl Ep {
         if src.len() >= SLAB_MIN {
             id = self.start(pe, d, what, 3)?;
             self.op(id).then = then;
+            self.op(id).tell = tell;
             r = self.slab_parts(id, region, off, src);
         } else {
             let data_words = src.len().div_ceil(8);
@@ -272,6 +290,7 @@ impl Ep {
                 bytes_of_mut(&mut o.buf)[..src.len()].copy_from_slice(src);
                 o.amo_at = data_words;
                 o.then = then;
+                o.tell = tell;
             }
             r = self.local_desc(id).and_then(|desc| {
                 let base = self.op(id).buf.as_ptr() as usize;
@@ -389,6 +408,21 @@ impl Ep {
         addr: usize,
         len: usize,
     ) -> (u64, Result<()>) {
+        self.put_direct_told(pe, d, region, off, addr, len, 0)
+    }
+
+    /// [`Ep::put_direct`], its writes told to the target as put `tell`'s ([`Told`]; 0: not told).
+    #[allow(clippy::too_many_arguments)]
+    fn put_direct_told(
+        &mut self,
+        pe: usize,
+        d: Domain,
+        region: Region,
+        off: usize,
+        addr: usize,
+        len: usize,
+        tell: u64,
+    ) -> (u64, Result<()>) {
         let desc = self
             .heap_desc(addr, len)
             .or_else(|| self.user_desc(addr, len))
@@ -398,8 +432,74 @@ impl Ep {
             Ok(id) => id,
             Err(e) => return (0, Err(e)),
         };
+        self.op(id).tell = tell;
         let r = self.write_parts(id, region, off, addr, len, desc, NO_SLAB);
         (id, self.posted(id, r).map(|_| ()))
+    }
+
+    /// Whether a put-with-signal of `len` bytes and signal operation `op` to a peer's host memory goes as told
+    /// writes and a signal message ([`Ep::told_copied`], [`Ep::told_direct`]): too large for one message ([`Ep::am_signal`]), over a
+    /// provider that reports a write's remote completion data to its target, and `op` is a signal's.
+    pub(crate) fn tells(&self, len: usize, op: AmoOp) -> bool {
+        self.tell
+            && len > self.am_signal_max
+            && matches!(op, AmoOp::Set | AmoOp::FetchAdd)
+            && !self.signal_follows_data(len)
+            && self.closed.is_none()
+    }
+
+    /// A put-with-signal to PE `pe`'s host memory as told writes ([`Told`]) of `src`, copied, to `off` of
+    /// `region`, then signal `s` (its offset in `region`) as a message right behind them, which the target applies
+    /// once they landed. The signal's operation (the writes' complete on their own, by a quiet).
+    pub(crate) fn told_copied(
+        &mut self,
+        pe: usize,
+        d: Domain,
+        region: Region,
+        off: usize,
+        src: &[u8],
+        s: Signal,
+    ) -> Result<u64> {
+        let tell = self.told.next();
+        self.told.posted = 0;
+        self.put_told(pe, d, region, off, src, None, tell)?;
+        self.told_signal(pe, d, region, off, s, tell)
+    }
+
+    /// [`Ep::told_copied`] from the `len` bytes at `addr` without a copy (where [`Ep::direct`] allowed it, as
+    /// [`Ep::put_direct`]): the writes' operation, which the caller waits for before the source may change, and
+    /// whether the writes and the signal were posted.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn told_direct(
+        &mut self,
+        pe: usize,
+        d: Domain,
+        region: Region,
+        off: usize,
+        addr: usize,
+        len: usize,
+        s: Signal,
+    ) -> (u64, Result<()>) {
+        let tell = self.told.next();
+        self.told.posted = 0;
+        let (id, r) = self.put_direct_told(pe, d, region, off, addr, len, tell);
+        let r = r.and_then(|()| self.told_signal(pe, d, region, off, s, tell).map(|_| ()));
+        (id, r)
+    }
+
+    /// The signal message behind told writes of put `tell` (as many as were just posted).
+    fn told_signal(
+        &mut self,
+        pe: usize,
+        d: Domain,
+        region: Region,
+        off: usize,
+        s: Signal,
+        tell: u64,
+    ) -> Result<u64> {
+        self.stats.put_signals_after_writes += 1;
+        let writes = self.told.posted;
+        self.signal_message(pe, d, region, off, &[], s, (tell, writes))
     }
 
     /// The error of every operation once the endpoint was shut down.
@@ -470,8 +570,19 @@ impl Ep {
         desc: *mut c_void,
         slab: u32,
     ) -> Result<()> {
-        let flags = self.write_flags() | fi::FI_COMPLETION as u64;
-        let pe = self.op(id).pe;
+        let (pe, tell) = {
+            let o = self.op(id);
+            (o.pe, o.tell)
+        };
+        // A told write carries this PE's number and the put's as remote completion data ([`Told`]).
+        let (flags, data) = if tell == 0 {
+            (self.write_flags() | fi::FI_COMPLETION as u64, 0)
+        } else {
+            (
+                self.write_flags() | (fi::FI_COMPLETION | fi::FI_REMOTE_CQ_DATA) as u64,
+                (self.me as u64) << TELL_BITS | tell,
+            )
+        };
         let dest = self.addrs[pe];
         let ep = self.ep;
         let mut done = 0;
@@ -496,13 +607,16 @@ impl Ep {
                     rma_iov: &rma,
                     rma_iov_count: 1,
                     context: ctx,
-                    data: 0,
+                    data,
                 };
                 // SAFETY: the endpoint is open; `iov` points into the operation's buffer, a bounce buffer or this
                 // PE's registered heap, each alive (and in place) until the part's completion; `msg` and what it
                 // points to live across the call.
                 unsafe { fi::xfi_writemsg(ep, &msg, flags) }
             })?;
+            if tell != 0 {
+                self.told.posted += 1;
+            }
             done += n;
         }
         Ok(())

@@ -232,9 +232,14 @@ impl FabricWindow {
         self.check("put_signal data", off, src.len(), 1)?;
         self.check("put_signal signal", sig, 8, 8)?;
         let s = Signal { sig, op, value };
+        if self.host {
+            if let Some(t) = self.told(d, off, src, s, direct_from)? {
+                return Ok(t);
+            }
+        }
         if src.len() >= direct_from
             && lock(&self.t.ep).offers(8, op, false)
-            && self.write_direct(d, off, src.as_ptr() as usize, src.len())?
+            && self.write_direct(d, off, src.as_ptr() as usize, src.len(), None)?
         {
             return self.amo_post_in(d, sig, 8, op, value).map(|()| None);
         }
@@ -281,6 +286,41 @@ impl FabricWindow {
             .map(|id| Some(Ticket(id)))
     }
 
+    /// A put-with-signal to this peer's host memory as told writes and a signal message behind them
+    /// ([`ofi::Ep::told_copied`]), where the provider tells a target of a write's landing, the data and the signal
+    /// word lie in one registered region, and the data is too large for one message: `Some` with its ticket
+    /// (`None`: a zero-copy one, complete), else `None` (another path). From `direct_from` bytes the data goes
+    /// without a copy when it can, and the call returns once the writes completed, as `write_direct`'s.
+    fn told(
+        &self,
+        d: Domain,
+        off: usize,
+        src: &[u8],
+        s: Signal,
+        direct_from: usize,
+    ) -> Result<Option<Option<Ticket>>> {
+        let Some((region, roff)) = self.at(off, src.len()) else {
+            return Ok(None);
+        };
+        let Some((_, soff)) = self.at(s.sig, 8).filter(|(r, _)| r.key == region.key) else {
+            return Ok(None);
+        };
+        let s = Signal { sig: soff, ..s };
+        let mut ep = lock(&self.t.ep);
+        if region.staged || !ep.tells(src.len(), s.op) {
+            return Ok(None);
+        }
+        if src.len() >= direct_from {
+            drop(ep);
+            if self.write_direct(d, off, src.as_ptr() as usize, src.len(), Some(s))? {
+                return Ok(Some(None));
+            }
+            ep = lock(&self.t.ep);
+        }
+        ep.told_copied(self.pe, d, region, roff, src, s)
+            .map(|id| Some(Some(Ticket(id))))
+    }
+
     /// A blocking put of `len` bytes at `addr` (checked against the window by the caller) without a copy when
     /// [`FabricWindow::direct`] allows one: the provider reads the source in place, and the call returns once
     /// the write completed (delivered, with `FI_DELIVERY_COMPLETE`), when the source may be reused. `Ok(false)`
@@ -290,8 +330,17 @@ impl FabricWindow {
     /// the wait ends while the write is still outstanding (the timeout, a lost peer, a failed completion-queue
     /// read), the provider could still read it afterwards, and only closing the endpoint stops that: the
     /// endpoint is shut down ([`Ep::shutdown`]) before the error returns, and every later operation of this
-    /// transport fails naming why. A write the provider completed with an error needs none of that.
-    fn write_direct(&self, d: Domain, off: usize, addr: usize, len: usize) -> Result<bool> {
+    /// transport fails naming why. A write the provider completed with an error needs none of that. With `told`,
+    /// the writes tell the target of their landing and that signal (its offset in the data's region) follows them
+    /// as a message ([`ofi::Ep::told_direct`]).
+    fn write_direct(
+        &self,
+        d: Domain,
+        off: usize,
+        addr: usize,
+        len: usize,
+        told: Option<Signal>,
+    ) -> Result<bool> {
         let Some((region, roff)) = self.at(off, len) else {
             return Ok(false);
         };
@@ -304,7 +353,10 @@ impl FabricWindow {
         } else {
             "put (zero-copy from the heap)"
         };
-        let (id, posted) = ep.put_direct(self.pe, d, region, roff, addr, len);
+        let (id, posted) = match told {
+            None => ep.put_direct(self.pe, d, region, roff, addr, len),
+            Some(s) => ep.told_direct(self.pe, d, region, roff, addr, len, s),
+        };
         drop(ep);
         let waited = posted.and_then(|()| self.t.wait(what, self.pe, |ep| !ep.in_flight(id)));
         let mut ep = lock(&self.t.ep);
@@ -385,7 +437,7 @@ impl Window for FabricWindow {
         // A large source is written in place (and waited for) rather than copied, from this PE's heap or, when
         // the provider reads unregistered memory, from private memory. (A smaller one does not take the lock twice.)
         if src.len() >= ZERO_COPY_MIN
-            && self.write_direct(d, off, src.as_ptr() as usize, src.len())?
+            && self.write_direct(d, off, src.as_ptr() as usize, src.len(), None)?
         {
             return Ok(());
         }
