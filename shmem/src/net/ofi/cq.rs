@@ -9,6 +9,9 @@ impl Ep {
     /// poll that finds only injected puts in flight costs the counter's read and a few instructions.
     #[inline]
     pub(crate) fn poll(&mut self) -> Result<()> {
+        if !self.answers.is_empty() {
+            self.answer();
+        }
         if self.inject_only() {
             // Only injected puts in flight: every counted part with a context has been read from the queue, so
             // the counter's completions say how many injected puts are done, and reading them drives the

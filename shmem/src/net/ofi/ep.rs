@@ -195,6 +195,7 @@ impl Ep {
             am_signal_max: 0,
             tell: false,
             told: Told::default(),
+            answers: Vec::new(),
             user: Vec::new(),
             user_next: 0,
             stats: Default::default(),

@@ -474,6 +474,8 @@ pub(crate) struct Ep {
     tell: bool,
     /// Told writes, sent and landed, and the signals waiting for them ([`Told`]).
     told: Told,
+    /// Signals applied but not yet answered: (sender, operation, reply slot) ([`Ep::answer`]).
+    answers: Vec<(usize, u64, u64)>,
     /// Registered user buffers ([`Ep::register_user`]).
     user: Vec<UserMr>,
     /// The last handle of a user buffer's registration.

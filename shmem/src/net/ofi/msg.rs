@@ -589,7 +589,18 @@ impl Ep {
                 word.fetch_add(w.operand, Ordering::Release);
             }
         }
-        self.reply(w.from, w.id, w.reply_op, Ok(Vec::new()));
+        // Answered at this PE's next call into the endpoint ([`Ep::answer`]).
+        self.answers.push((w.from, w.id, w.reply_op));
+    }
+
+    /// Answer the signals applied since the last answers: at the start of the next poll, or right after this PE
+    /// posted an operation of its own. A PE waiting for a signal (a ping-pong's) then sends its own put before
+    /// the answer, which its sender needs only for a later quiet; and every wait polls, so none is held longer
+    /// than until this PE calls in again (the progress thread, where it runs, polls on its own).
+    pub(super) fn answer(&mut self) {
+        for (from, id, op) in std::mem::take(&mut self.answers) {
+            self.reply(from, id, op, Ok(Vec::new()));
+        }
     }
 
     /// Whether a put-with-signal of `len` bytes and signal operation `op` goes as one message

@@ -137,6 +137,10 @@ impl Ep {
                 });
             }
             self.op(id).parts_left += 1;
+            if !self.answers.is_empty() {
+                // Behind this PE's own operation: the answers of signals it applied meanwhile.
+                self.answer();
+            }
             return Ok(());
         }
     }
@@ -462,8 +466,14 @@ impl Ep {
     ) -> Result<u64> {
         let tell = self.told.next();
         self.told.posted = 0;
-        self.put_told(pe, d, region, off, src, None, tell)?;
-        self.told_signal(pe, d, region, off, s, tell)
+        // Answers wait until the signal is posted too (they would go between the writes and the signal).
+        let held = std::mem::take(&mut self.answers);
+        let r = self
+            .put_told(pe, d, region, off, src, None, tell)
+            .and_then(|_| self.told_signal(pe, d, region, off, s, tell));
+        self.answers.extend(held);
+        self.answer();
+        r
     }
 
     /// [`Ep::told_copied`] from the `len` bytes at `addr` without a copy (where [`Ep::direct`] allowed it, as
@@ -482,8 +492,11 @@ impl Ep {
     ) -> (u64, Result<()>) {
         let tell = self.told.next();
         self.told.posted = 0;
+        let held = std::mem::take(&mut self.answers);
         let (id, r) = self.put_direct_told(pe, d, region, off, addr, len, tell);
         let r = r.and_then(|()| self.told_signal(pe, d, region, off, s, tell).map(|_| ()));
+        self.answers.extend(held);
+        self.answer();
         (id, r)
     }
 
