@@ -34,7 +34,9 @@
 //! counter accounts for every one issued). `put_signal` below 256 KiB posts the signal right behind its data when
 //! the provider orders an atomic write after an RMA write (`FI_ORDER_WAW` in `msg_order`, data placed in order up
 //! to `max_order_waw_size`: `sockets`), else only when the data's delivery completed (`tcp;ofi_rxm` orders RMA
-//! writes and atomics only within their own class: its atomics are messages). `fence` is `quiet`
+//! writes and atomics only within their own class: its atomics are messages); with manual progress (`tcp;ofi_rxm`)
+//! one into a peer's host memory goes as one message up to 8 KiB, above that as writes that tell the target of
+//! their landing and a signal message behind them ([`ofi::Ep::told_copied`]). `fence` is `quiet`
 //! (stronger than OpenSHMEM asks: per-peer order without waiting would need `FI_FENCE`, which rxm lacks). A read
 //! or fetching atomic first completes this PE's outstanding operations to the same peer, so a PE reads its own
 //! writes.
