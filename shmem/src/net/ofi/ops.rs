@@ -587,12 +587,14 @@ impl Ep {
             let o = self.op(id);
             (o.pe, o.tell)
         };
-        // A told write carries this PE's number and the put's as remote completion data ([`Told`]).
+        // A told write carries this PE's number and the put's as remote completion data ([`Told`]). It completes
+        // once sent (its source may be reused): its signal's answer comes only once it landed, so waiting for its
+        // own delivery would only make the target acknowledge it too.
         let (flags, data) = if tell == 0 {
             (self.write_flags() | fi::FI_COMPLETION as u64, 0)
         } else {
             (
-                self.write_flags() | (fi::FI_COMPLETION | fi::FI_REMOTE_CQ_DATA) as u64,
+                (fi::FI_TRANSMIT_COMPLETE | fi::FI_COMPLETION | fi::FI_REMOTE_CQ_DATA) as u64,
                 (self.me as u64) << TELL_BITS | tell,
             )
         };
