@@ -8,6 +8,9 @@
  *     10-word one with a random token), and forged put-with-signal messages (kind 5, the 10-word header with a
  *     random token, then a guessed region key and the signal's offset) aimed at the heap's first bytes and the
  *     flag word after them;
+ *   - cut messages: CUT_ROUNDS connections, each posting CUT_MSGS 64 KiB fi_send and as many fi_tsend (past rxm's
+ *     eager limit: the target matches each to a receive, then reads its data from this side) and leaving before
+ *     the target has read them, so that its receives matched to them break;
  *   - floods of messages for FLOOD_SECONDS each: 4 KiB fi_send, 4 KiB fi_tsend (tagged: the PEs post no tagged
  *     receive of their own), 64 KiB fi_send, 64 KiB fi_tsend (64 KiB: past rxm's eager limit, the rendezvous).
  * One line per attempt: "ATTEMPT <op> key=<k> off=<o>: SUCCESS" or ": refused (<why>)". The last line is
@@ -15,8 +18,8 @@
  * failed (2).
  *
  * usage: fab_attack IP PORT FLOOD_SECONDS [PHASES]
- *   PHASES: any of k (keys), f (forged), m (4 KiB fi_send flood), t (4 KiB fi_tsend flood), M (64 KiB fi_send
- *   flood), T (64 KiB fi_tsend flood); default kfmtMT.
+ *   PHASES: any of k (keys), f (forged), c (cut messages), m (4 KiB fi_send flood), t (4 KiB fi_tsend flood), M
+ *   (64 KiB fi_send flood), T (64 KiB fi_tsend flood); default kfcmtMT.
  */
 #define _GNU_SOURCE
 #include <rdma/fabric.h>
@@ -238,6 +241,46 @@ static void forged_messages(void)
 	}
 }
 
+#define CUT_ROUNDS 12
+#define CUT_MSGS 8
+
+/* Cut messages (see the top): the messages posted. */
+static long cut(void)
+{
+	static char buf[64 * 1024];
+	long posted = 0;
+	memset(buf, 0x5a, sizeof buf);
+	for (int r = 0; r < CUT_ROUNDS; r++) {
+		struct conn c;
+		if (open_conn(&c))
+			return posted;
+		/* The first posts wait for the connection (EAGAIN meanwhile; reading the queue makes progress). */
+		double give_up = now() + 2;
+		for (int i = 0; i < 2 * CUT_MSGS; i++) {
+			ssize_t p;
+			while ((p = i % 2 ? fi_tsend(c.ep, buf, sizeof buf, NULL, c.peer, (uint64_t)i, NULL)
+					  : fi_send(c.ep, buf, sizeof buf, NULL, c.peer, NULL)) == -FI_EAGAIN &&
+			       now() < give_up) {
+				struct fi_cq_entry e[16];
+				fi_cq_read(c.cq, e, 16);
+			}
+			if (p == 0)
+				posted++;
+		}
+		/* Long enough for the connection and the messages' headers to reach the target, not for their data. */
+		double end = now() + 0.05;
+		while (now() < end) {
+			struct fi_cq_entry e[16];
+			if (fi_cq_read(c.cq, e, 16) == -FI_EAVAIL) {
+				struct fi_cq_err_entry err = {0};
+				fi_cq_readerr(c.cq, &err, 0);
+			}
+		}
+		close_conn(&c);
+	}
+	return posted;
+}
+
 /* Messages of `len` bytes (at most 64 KiB; tagged: fi_tsend) for `secs` seconds, up to 64 in flight. */
 static long flood(double secs, size_t len, int tagged)
 {
@@ -285,7 +328,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	ip = argv[1], port = argv[2];
-	const char *phases = argc == 5 ? argv[4] : "kfmtMT";
+	const char *phases = argc == 5 ? argv[4] : "kfcmtMT";
 	double flood_secs = atof(argv[3]);
 	struct fi_info *hints = fi_allocinfo();
 	hints->caps = FI_RMA | FI_ATOMIC | FI_MSG | FI_TAGGED | FI_READ | FI_WRITE | FI_SEND | FI_RECV;
@@ -322,6 +365,11 @@ int main(int argc, char **argv)
 	if (strchr(phases, 'f'))
 		forged_messages();
 	long sent = 0;
+	if (strchr(phases, 'c')) {
+		long n = cut();
+		printf("CUT 65536 bytes: posted %ld\n", n);
+		fflush(stdout);
+	}
 	static const struct {
 		char phase;
 		size_t len;

@@ -381,6 +381,9 @@ fn attack(name: &str, place: Place<'_>, extra: &[(&str, &str)], floods: &[(&str,
             .collect()
     };
     let mut runs = vec![run_attackers("kf", "0", "keys")];
+    // Messages cut off before the victims read them: every receive matched to one breaks, and each must be
+    // posted again, or the job's own messages find none left (the victims' last barrier then never ends).
+    runs.push(run_attackers("c", "0", "cut"));
     // Each flood: the growth of each victim's peak RSS (VmHWM, read by the test from /proc) while it lasts.
     let mut growth = Vec::new();
     for &(phase, what) in floods {
@@ -412,7 +415,10 @@ fn attack(name: &str, place: Place<'_>, extra: &[(&str, &str)], floods: &[(&str,
                 "{name}: the attacker against {ip}:{port} succeeded:\n{}\n\n{all}",
                 won.join("\n")
             );
-            for l in log.lines().filter(|l| l.starts_with("FLOOD")) {
+            for l in log
+                .lines()
+                .filter(|l| l.starts_with("FLOOD") || l.starts_with("CUT"))
+            {
                 eprintln!("{name}: attacker against {ip}:{port}: {l}");
             }
         }

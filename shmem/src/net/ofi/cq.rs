@@ -334,14 +334,22 @@ impl Ep {
         self.inj.ctx_failed += u64::from(counted);
         self.free_slab(slab);
         if id & RECV_BIT != 0 {
-            // A receive failed: canceled at close (nothing to do), or a message longer than a buffer (no message
-            // of the job is: dropped, and the buffer posted again).
+            // A receive failed: its message broke off (its sender left before this PE read it all: the provider
+            // cancels the receive, or reports the broken connection), or it was longer than a buffer (no message
+            // of the job is). Whatever the reason, the buffer is posted again: one left unposted is one fewer for
+            // the job's own messages, and an outsider who connects and leaves mid-message at will took them all,
+            // after which this PE never read another message (its peers' replies, their collectives' signals).
+            // Once the endpoint is shut down the queue is not read again, and `post_recv` refuses anyway.
             if e.err.unsigned_abs() != fi::FI_ECANCELED {
                 self.inbox.drop_msg(
                     self.me,
                     format_args!("{} ({prov_text})", strerror(e.err as i64)),
                 );
-                let _ = self.post_recv((id & !RECV_BIT) as usize);
+            }
+            if let Err(err) = self.post_recv((id & !RECV_BIT) as usize) {
+                if self.closed.is_none() {
+                    tracing::error!(pe = self.me, "re-posting a receive buffer failed: {err}");
+                }
             }
             return Ok(());
         }
