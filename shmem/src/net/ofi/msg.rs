@@ -607,9 +607,13 @@ impl Ep {
     /// ([`Ep::am_put_signal`]): the provider has manual progress, its signal could not follow its data, it fits a
     /// message, and `op` is a signal's (set or add, what [`Ep::signal_here`] applies).
     pub(crate) fn am_signal(&self, len: usize, op: AmoOp) -> bool {
-        len > 0
-            && len <= self.am_signal_max
-            && matches!(op, AmoOp::Set | AmoOp::FetchAdd)
+        len > 0 && len <= self.am_signal_max && self.signal_by_message(len, op)
+    }
+
+    /// What both message forms of a put-with-signal ask ([`Ep::am_signal`], [`Ep::tells`]): its signal could not
+    /// follow its data, `op` is a signal's (set or add, what [`Ep::signal_here`] applies), the endpoint is open.
+    pub(super) fn signal_by_message(&self, len: usize, op: AmoOp) -> bool {
+        matches!(op, AmoOp::Set | AmoOp::FetchAdd)
             && !self.signal_follows_data(len)
             && self.closed.is_none()
     }

@@ -445,11 +445,7 @@ impl Ep {
     /// writes and a signal message ([`Ep::told_copied`], [`Ep::told_direct`]): too large for one message ([`Ep::am_signal`]), over a
     /// provider that reports a write's remote completion data to its target, and `op` is a signal's.
     pub(crate) fn tells(&self, len: usize, op: AmoOp) -> bool {
-        self.tell
-            && len > self.am_signal_max
-            && matches!(op, AmoOp::Set | AmoOp::FetchAdd)
-            && !self.signal_follows_data(len)
-            && self.closed.is_none()
+        self.tell && len > self.am_signal_max && self.signal_by_message(len, op)
     }
 
     /// A put-with-signal to PE `pe`'s host memory as told writes ([`Told`]) of `src`, copied, to `off` of
@@ -464,16 +460,9 @@ impl Ep {
         src: &[u8],
         s: Signal,
     ) -> Result<u64> {
-        let tell = self.told.next();
-        self.told.posted = 0;
-        // Answers wait until the signal is posted too (they would go between the writes and the signal).
-        let held = std::mem::take(&mut self.answers);
-        let r = self
-            .put_told(pe, d, region, off, src, None, tell)
-            .and_then(|_| self.told_signal(pe, d, region, off, s, tell));
-        self.answers.extend(held);
-        self.answer();
-        r
+        self.told_put(pe, d, region, off, s, |ep, tell| {
+            ep.put_told(pe, d, region, off, src, None, tell).map(|_| ())
+        })
     }
 
     /// [`Ep::told_copied`] from the `len` bytes at `addr` without a copy (where [`Ep::direct`] allowed it, as
@@ -490,29 +479,39 @@ impl Ep {
         len: usize,
         s: Signal,
     ) -> (u64, Result<()>) {
-        let tell = self.told.next();
-        self.told.posted = 0;
-        let held = std::mem::take(&mut self.answers);
-        let (id, r) = self.put_direct_told(pe, d, region, off, addr, len, tell);
-        let r = r.and_then(|()| self.told_signal(pe, d, region, off, s, tell).map(|_| ()));
-        self.answers.extend(held);
-        self.answer();
-        (id, r)
+        let mut id = 0;
+        let r = self.told_put(pe, d, region, off, s, |ep, tell| {
+            let (w, r) = ep.put_direct_told(pe, d, region, off, addr, len, tell);
+            id = w;
+            r
+        });
+        (id, r.map(|_| ()))
     }
 
-    /// The signal message behind told writes of put `tell` (as many as were just posted).
-    fn told_signal(
+    /// A told put-with-signal: `writes` posts its writes under a fresh number (counted in `told.posted`), then
+    /// the signal message naming them goes right behind them; the signal's operation. Answers due meanwhile wait
+    /// until both are posted (they would go between the writes and the signal).
+    #[allow(clippy::too_many_arguments)]
+    fn told_put(
         &mut self,
         pe: usize,
         d: Domain,
         region: Region,
         off: usize,
         s: Signal,
-        tell: u64,
+        writes: impl FnOnce(&mut Ep, u64) -> Result<()>,
     ) -> Result<u64> {
-        self.stats.put_signals_after_writes += 1;
-        let writes = self.told.posted;
-        self.signal_message(pe, d, region, off, &[], s, (tell, writes))
+        let tell = self.told.next();
+        self.told.posted = 0;
+        let held = std::mem::take(&mut self.answers);
+        let r = writes(self, tell).and_then(|()| {
+            self.stats.put_signals_after_writes += 1;
+            let n = self.told.posted;
+            self.signal_message(pe, d, region, off, &[], s, (tell, n))
+        });
+        self.answers.extend(held);
+        self.answer();
+        r
     }
 
     /// The error of every operation once the endpoint was shut down.

@@ -5,7 +5,7 @@ use super::{lock, Fabric};
 use crate::error::{Error, Result};
 use crate::net::ofi::{Ep, Region, Signal, SIGNAL_DIRECT_MIN, ZERO_COPY_MIN};
 use crate::transport::{check_access, AmoOp, Domain, Ticket, Transport, Window};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, MutexGuard, RwLock};
 
 /// The registered regions of one PE's window, as `(window offset, region)` in order of offset, none overlapping:
 /// the runtime words (one region), the user heap (its first chunk, then one region per chunk it grew by, each
@@ -217,7 +217,9 @@ impl FabricWindow {
     /// The put-with-signal of both forms: a source of at least `direct_from` bytes goes without a copy when it
     /// can (`write_direct`: the data delivered and waited for first, so the signal needs no ordering with it,
     /// `FI_DELIVERY_COMPLETE` making the data visible at the target when the write completes), any other is
-    /// copied and its signal posted behind it or once it is delivered ([`Ep::put`]).
+    /// copied and its signal posted behind it or once it is delivered ([`Ep::put`]). Into a peer's host memory,
+    /// where the signal could not follow its data over a provider with manual progress, it goes as one message
+    /// ([`Ep::am_signal`]) or as told writes and a signal message behind them ([`Ep::tells`]) instead.
     #[allow(clippy::too_many_arguments)]
     fn put_signal_from(
         &self,
@@ -232,9 +234,34 @@ impl FabricWindow {
         self.check("put_signal data", off, src.len(), 1)?;
         self.check("put_signal signal", sig, 8, 8)?;
         let s = Signal { sig, op, value };
-        if self.host {
-            if let Some(t) = self.told(d, off, src, s, direct_from)? {
-                return Ok(t);
+        // The data's region, and the signal's offset when its word lies in the same one (one look-up each): the
+        // write (or the message) carries the signal as an offset in the data's region.
+        let at = self.at(off, src.len()).filter(|_| !src.is_empty());
+        let same = at.and_then(|(region, _)| {
+            self.at(sig, 8)
+                .filter(|(r, _)| r.key == region.key)
+                .map(|(_, soff)| soff)
+        });
+        if let (true, Some((region, roff)), Some(soff)) = (self.host, at, same) {
+            let mut ep = lock(&self.t.ep);
+            if !region.staged && ep.am_signal(src.len(), op) {
+                // The signal would wait a round trip for the data's delivery: one message the target applies in
+                // order (data, then signal) instead.
+                return ep
+                    .am_put_signal(self.pe, d, region, roff, src, soff, op, value)
+                    .map(|id| Some(Ticket(id)));
+            }
+            if !region.staged && ep.tells(src.len(), op) {
+                // Too large for one message: told writes, the signal as a message behind them.
+                return self.told(
+                    ep,
+                    d,
+                    off,
+                    (region, roff),
+                    src,
+                    Signal { sig: soff, ..s },
+                    direct_from,
+                );
             }
         }
         if src.len() >= direct_from
@@ -243,31 +270,16 @@ impl FabricWindow {
         {
             return self.amo_post_in(d, sig, 8, op, value).map(|()| None);
         }
-        let (region, roff) = match self.at(off, src.len()) {
-            Some(r) if !src.is_empty() => r,
+        let Some((region, roff)) = at else {
             // Across heap chunks (or no data): the data delivered first, then the signal.
-            _ => {
-                self.put_delivered(d, off, src)?;
-                return self.amo_post_in(d, sig, 8, op, value).map(|()| None);
-            }
+            self.put_delivered(d, off, src)?;
+            return self.amo_post_in(d, sig, 8, op, value).map(|()| None);
         };
         let mut ep = lock(&self.t.ep);
         if region.staged {
             return ep
                 .stage_put(self.pe, d, region, off, src, Some(s))
                 .map(|id| Some(Ticket(id)));
-        }
-        // The write (or the message) carries the signal as an offset in the data's region: when the signal word
-        // lies in another chunk, the data is delivered first, then the signal.
-        let same = self.at(sig, 8).filter(|(r, _)| r.key == region.key);
-        if let Some((_, soff)) = same {
-            if self.host && ep.am_signal(src.len(), op) {
-                // The signal would wait a round trip for the data's delivery: one message the target applies in
-                // order (data, then signal) instead.
-                return ep
-                    .am_put_signal(self.pe, d, region, roff, src, soff, op, value)
-                    .map(|id| Some(Ticket(id)));
-            }
         }
         if !ep.offers(8, op, false) {
             drop(ep);
@@ -276,7 +288,8 @@ impl FabricWindow {
             self.amo(sig, 8, op, value)?;
             return Ok(None);
         }
-        let Some((_, soff)) = same else {
+        // When the signal word lies in another chunk, the data is delivered first, then the signal.
+        let Some(soff) = same else {
             drop(ep);
             self.put_delivered(d, off, src)?;
             return self.amo_post_in(d, sig, 8, op, value).map(|()| None);
@@ -287,38 +300,30 @@ impl FabricWindow {
     }
 
     /// A put-with-signal to this peer's host memory as told writes and a signal message behind them
-    /// ([`ofi::Ep::told_copied`]), where the provider tells a target of a write's landing, the data and the signal
-    /// word lie in one registered region, and the data is too large for one message: `Some` with its ticket
-    /// (`None`: a zero-copy one, complete), else `None` (another path). From `direct_from` bytes the data goes
-    /// without a copy when it can, and the call returns once the writes completed, as `write_direct`'s.
-    fn told(
-        &self,
+    /// ([`ofi::Ep::told_copied`]; `ep` held, which decided it): its data at `roff` of `region` (`off` in the
+    /// window), signal `s` at its offset in that region. From `direct_from` bytes the data goes without a copy
+    /// when it can, and the call returns once the writes completed (`None`), as `write_direct`'s; otherwise copied,
+    /// with the signal's ticket.
+    #[allow(clippy::too_many_arguments)]
+    fn told<'a>(
+        &'a self,
+        mut ep: MutexGuard<'a, Ep>,
         d: Domain,
         off: usize,
+        (region, roff): (Region, usize),
         src: &[u8],
         s: Signal,
         direct_from: usize,
-    ) -> Result<Option<Option<Ticket>>> {
-        let Some((region, roff)) = self.at(off, src.len()) else {
-            return Ok(None);
-        };
-        let Some((_, soff)) = self.at(s.sig, 8).filter(|(r, _)| r.key == region.key) else {
-            return Ok(None);
-        };
-        let s = Signal { sig: soff, ..s };
-        let mut ep = lock(&self.t.ep);
-        if region.staged || !ep.tells(src.len(), s.op) {
-            return Ok(None);
-        }
+    ) -> Result<Option<Ticket>> {
         if src.len() >= direct_from {
             drop(ep);
             if self.write_direct(d, off, src.as_ptr() as usize, src.len(), Some(s))? {
-                return Ok(Some(None));
+                return Ok(None);
             }
             ep = lock(&self.t.ep);
         }
         ep.told_copied(self.pe, d, region, roff, src, s)
-            .map(|id| Some(Some(Ticket(id))))
+            .map(|id| Some(Ticket(id)))
     }
 
     /// A blocking put of `len` bytes at `addr` (checked against the window by the caller) without a copy when
