@@ -11,6 +11,9 @@
  *   - cut messages: CUT_ROUNDS connections, each posting CUT_MSGS 64 KiB fi_send and as many fi_tsend (past rxm's
  *     eager limit: the target matches each to a receive, then reads its data from this side) and leaving before
  *     the target has read them, so that its receives matched to them break;
+ *   - segmented messages cut off (SAR_ROUNDS processes, each with the sender's dynamic receive buffers off, as any
+ *     sender may choose: 64 KiB messages then go in 16 KiB segments; each posts SAR_MSGS fi_send and fi_tsend and
+ *     exits 0-2 ms later, without closing: the target has matched some to a receive and never gets the rest);
  *   - floods of messages for FLOOD_SECONDS each: 4 KiB fi_send, 4 KiB fi_tsend (tagged: the PEs post no tagged
  *     receive of their own), 64 KiB fi_send, 64 KiB fi_tsend (64 KiB: past rxm's eager limit, the rendezvous).
  * One line per attempt: "ATTEMPT <op> key=<k> off=<o>: SUCCESS" or ": refused (<why>)". The last line is
@@ -18,8 +21,9 @@
  * failed (2).
  *
  * usage: fab_attack IP PORT FLOOD_SECONDS [PHASES]
- *   PHASES: any of k (keys), f (forged), c (cut messages), m (4 KiB fi_send flood), t (4 KiB fi_tsend flood), M
- *   (64 KiB fi_send flood), T (64 KiB fi_tsend flood); default kfcmtMT.
+ *   PHASES: any of k (keys), f (forged), c (cut messages), s (cut segmented messages), m (4 KiB fi_send flood), t
+ *   (4 KiB fi_tsend flood), M (64 KiB fi_send flood), T (64 KiB fi_tsend flood); default kfcmtMT. S is one process
+ *   of phase s (run by it).
  */
 #define _GNU_SOURCE
 #include <rdma/fabric.h>
@@ -31,6 +35,7 @@
 #include <rdma/fi_rma.h>
 #include <rdma/fi_tagged.h>
 #include <stdint.h>
+#include <sys/wait.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -241,6 +246,20 @@ static void forged_messages(void)
 	}
 }
 
+/* Post message `i` of 64 KiB from `buf`, fi_send for even `i`, fi_tsend (tag `i`) for odd, reading the queue while
+ * the provider says EAGAIN until `give_up`: 0 once posted. */
+static ssize_t post_64k(struct conn *c, const char *buf, int i, double give_up)
+{
+	ssize_t p;
+	while ((p = i % 2 ? fi_tsend(c->ep, buf, 64 * 1024, NULL, c->peer, (uint64_t)i, NULL)
+			  : fi_send(c->ep, buf, 64 * 1024, NULL, c->peer, NULL)) == -FI_EAGAIN &&
+	       now() < give_up) {
+		struct fi_cq_entry e[16];
+		fi_cq_read(c->cq, e, 16);
+	}
+	return p;
+}
+
 #define CUT_ROUNDS 12
 #define CUT_MSGS 8
 
@@ -256,17 +275,9 @@ static long cut(void)
 			return posted;
 		/* The first posts wait for the connection (EAGAIN meanwhile; reading the queue makes progress). */
 		double give_up = now() + 2;
-		for (int i = 0; i < 2 * CUT_MSGS; i++) {
-			ssize_t p;
-			while ((p = i % 2 ? fi_tsend(c.ep, buf, sizeof buf, NULL, c.peer, (uint64_t)i, NULL)
-					  : fi_send(c.ep, buf, sizeof buf, NULL, c.peer, NULL)) == -FI_EAGAIN &&
-			       now() < give_up) {
-				struct fi_cq_entry e[16];
-				fi_cq_read(c.cq, e, 16);
-			}
-			if (p == 0)
+		for (int i = 0; i < 2 * CUT_MSGS; i++)
+			if (post_64k(&c, buf, i, give_up) == 0)
 				posted++;
-		}
 		/* Long enough for the connection and the messages' headers to reach the target, not for their data. */
 		double end = now() + 0.05;
 		while (now() < end) {
@@ -279,6 +290,69 @@ static long cut(void)
 		close_conn(&c);
 	}
 	return posted;
+}
+
+#define SAR_ROUNDS 16
+#define SAR_MSGS 32
+
+/* One process of phase s (see the top): post, then leave mid-stream. */
+static void sar_cut_once(void)
+{
+	static char buf[64 * 1024];
+	struct conn c;
+	memset(buf, 0x3c, sizeof buf);
+	if (open_conn(&c))
+		_exit(3);
+	double give_up = now() + 2;
+	for (int i = 0; i < 2 * SAR_MSGS; i++)
+		if (post_64k(&c, buf, i, give_up))
+			break;
+	srand((unsigned)getpid() ^ (unsigned)(now() * 1e6));
+	double end = now() + (rand() % 2000) * 1e-6;
+	while (now() < end) {
+		struct fi_cq_entry e[16];
+		fi_cq_read(c.cq, e, 16);
+	}
+	/* Gone without a goodbye: the kernel closes the socket wherever the stream was. */
+	_exit(0);
+}
+
+/* Phase s: SAR_ROUNDS processes of sar_cut_once (this program again, with phase S); how many ended as planned. */
+static int sar_cut(void)
+{
+	int done = 0;
+	for (int r = 0; r < SAR_ROUNDS; r++) {
+		fflush(stdout);
+		pid_t pid = fork();
+		if (pid == 0) {
+			/* Segments instead of a rendezvous for 16-128 KiB: what libfabric's tcp;ofi_rxm does without
+			 * dynamic receive buffers (read at start-up, hence a new process). */
+			setenv("FI_OFI_RXM_ENABLE_DYN_RBUF", "0", 1);
+			execl("/proc/self/exe", "fab_attack", ip, port, "0", "S", (char *)NULL);
+			_exit(4);
+		}
+		int st = 0;
+		if (pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0)
+			done++;
+	}
+	return done;
+}
+
+/* Read completions of the messages in flight (`*inflight` of them): -1 when one failed (the target dropped the
+ * connection), else 0. */
+static int reap(struct conn *c, long *inflight)
+{
+	struct fi_cq_entry e[64];
+	ssize_t r = fi_cq_read(c->cq, e, 64);
+	if (r > 0)
+		*inflight -= r;
+	else if (r == -FI_EAVAIL) {
+		struct fi_cq_err_entry err = {0};
+		fi_cq_readerr(c->cq, &err, 0);
+		(*inflight)--;
+		return -1;
+	}
+	return 0;
 }
 
 /* Messages of `len` bytes (at most 64 KiB; tagged: fi_tsend) for `secs` seconds, up to 64 in flight. */
@@ -294,14 +368,7 @@ static long flood(double secs, size_t len, int tagged)
 		return -1;
 	double end = now() + secs;
 	while (now() < end) {
-		struct fi_cq_entry e[64];
-		ssize_t r = fi_cq_read(c.cq, e, 64);
-		if (r > 0)
-			inflight -= r;
-		else if (r == -FI_EAVAIL) {
-			struct fi_cq_err_entry err = {0};
-			fi_cq_readerr(c.cq, &err, 0);
-			inflight--;
+		if (reap(&c, &inflight)) {
 			/* The target dropped the connection: a new one. */
 			close_conn(&c);
 			if (open_conn(&c))
@@ -317,6 +384,12 @@ static long flood(double secs, size_t len, int tagged)
 			sent++;
 		}
 	}
+	/* A flood ends once its messages in flight are done: leaving mid-message is phase c's and s's attack (and
+	 * leaving with requests the target has not read yet makes any released libfabric's ofi_rxm use a freed
+	 * endpoint when it reads them: SECURITY.md). */
+	double until = now() + 2;
+	while (inflight > 0 && now() < until)
+		reap(&c, &inflight);
 	close_conn(&c);
 	return sent;
 }
@@ -346,6 +419,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "fabric/domain set-up failed\n");
 		return 2;
 	}
+	if (strchr(phases, 'S'))
+		sar_cut_once();
 	printf("TARGET %s:%s provider %s\n", ip, port, info->fabric_attr->prov_name);
 	uint64_t keys[2 + 9 + 4];
 	int nk = 0;
@@ -368,6 +443,11 @@ int main(int argc, char **argv)
 	if (strchr(phases, 'c')) {
 		long n = cut();
 		printf("CUT 65536 bytes: posted %ld\n", n);
+		fflush(stdout);
+	}
+	if (strchr(phases, 's')) {
+		int n = sar_cut();
+		printf("SARCUT 65536 bytes in segments: %d of %d senders posted and left\n", n, SAR_ROUNDS);
 		fflush(stdout);
 	}
 	static const struct {

@@ -214,7 +214,15 @@ enum Place<'a> {
 }
 
 /// Run the attack case `name`: the victims (with `extra` environment), then one attacker per PE port; the checks.
-fn attack(name: &str, place: Place<'_>, extra: &[(&str, &str)], floods: &[(&str, &str)]) {
+/// The attack on two victims at `place` (with `extra` environment): the keys and forged messages, the cut
+/// messages, `cuts` (more attacker phases after them: (phase, name)), then each of `floods`.
+fn attack(
+    name: &str,
+    place: Place<'_>,
+    extra: &[(&str, &str)],
+    cuts: &[(&str, &str)],
+    floods: &[(&str, &str)],
+) {
     let dir = std::env::temp_dir().join(format!(
         "xpushmem-secfab-{}-{}",
         std::process::id(),
@@ -250,7 +258,17 @@ fn attack(name: &str, place: Place<'_>, extra: &[(&str, &str)], floods: &[(&str,
         let log = std::fs::File::create(dir.join(format!("pe{pe}.log"))).expect("log");
         let mut argv = prefix.clone();
         argv.push(exe.to_string_lossy().into_owned());
-        argv.extend([name, "--exact", "--nocapture", "--test-threads=1"].map(String::from));
+        // Ignored cases too: a victim runs its case's function whatever the case's attribute.
+        argv.extend(
+            [
+                name,
+                "--exact",
+                "--include-ignored",
+                "--nocapture",
+                "--test-threads=1",
+            ]
+            .map(String::from),
+        );
         let child = command(&argv)
             .env(CASE_VAR, name)
             .env("NETNS_RANK", pe.to_string())
@@ -384,6 +402,9 @@ fn attack(name: &str, place: Place<'_>, extra: &[(&str, &str)], floods: &[(&str,
     // Messages cut off before the victims read them: every receive matched to one breaks, and each must be
     // posted again, or the job's own messages find none left (the victims' last barrier then never ends).
     runs.push(run_attackers("c", "0", "cut"));
+    for &(phase, tag) in cuts {
+        runs.push(run_attackers(phase, "0", tag));
+    }
     // Each flood: the growth of each victim's peak RSS (VmHWM, read by the test from /proc) while it lasts.
     let mut growth = Vec::new();
     for &(phase, what) in floods {
@@ -415,10 +436,9 @@ fn attack(name: &str, place: Place<'_>, extra: &[(&str, &str)], floods: &[(&str,
                 "{name}: the attacker against {ip}:{port} succeeded:\n{}\n\n{all}",
                 won.join("\n")
             );
-            for l in log
-                .lines()
-                .filter(|l| l.starts_with("FLOOD") || l.starts_with("CUT"))
-            {
+            for l in log.lines().filter(|l| {
+                l.starts_with("FLOOD") || l.starts_with("CUT") || l.starts_with("SARCUT")
+            }) {
                 eprintln!("{name}: attacker against {ip}:{port}: {l}");
             }
         }
@@ -514,7 +534,7 @@ fn attack_over_loopback() {
     // The floods test the receive path, which is the same on loopback and across namespaces: where the namespace
     // case runs (as root with `ip`), it floods and this one sends the forged messages only (about 13 s less).
     let floods = if cannot_run().is_some() { FLOODS } else { &[] };
-    attack(name, Place::Loopback, &[], floods);
+    attack(name, Place::Loopback, &[], &[], floods);
 }
 
 #[test]
@@ -526,7 +546,26 @@ fn attack_across_netns() {
         return;
     }
     let ns = Netns::create("sf").expect("network namespaces");
-    attack(name, Place::Netns(&ns), &[], FLOODS);
+    attack(name, Place::Netns(&ns), &[], &[], FLOODS);
+}
+
+/// Segmented messages cut off (the attacker's phase s): every released libfabric (up to 2.6) fails it, so it is
+/// not run by default. `ofi_rxm` takes a message between its eager size and 128 KiB from a sender without dynamic
+/// receive buffers in segments, and when the sender leaves mid-message it closes the connection in an endless
+/// loop (`rxm_close_conn` unlinks the wrong entry of `deferred_sar_msgs`): the victim's progress spins there for
+/// good, its peer's barrier never ends (this case's 120-s limit). Fixed in libfabric's main branch (commit
+/// 061f7bb48, August 2026); run it against such a build (`LD_LIBRARY_PATH`) with `--run-ignored all`
+/// (SECURITY.md, "What is not protected").
+#[test]
+#[ignore = "fails with every released libfabric (ofi_rxm's segmented-message teardown: SECURITY.md, \"What is not protected\")"]
+fn segmented_messages_cut_off() {
+    let name: &str = &xpushmem_tests::test_name(module_path!(), "segmented_messages_cut_off");
+    victim_of(name);
+    if !fabric_available() {
+        eprintln!("skipped {name}: this build has no fabric transport");
+        return;
+    }
+    attack(name, Place::Loopback, &[], &[("s", "sar")], &[]);
 }
 
 #[test]
@@ -543,7 +582,7 @@ fn forged_staging_on_device_heap() {
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     // The forged messages only: the floods' bound is the host-heap cases' (the same receive path), and a device
     // heap's staging under a flood costs minutes of ze-emu on a loaded machine.
-    attack(name, Place::Loopback, &env, &[]);
+    attack(name, Place::Loopback, &env, &[], &[]);
 }
 
 #[cfg(test)]

@@ -249,11 +249,8 @@ impl Ep {
                     }
                     continue;
                 }
-                // SAFETY: every part's context is a boxed context of the pool (or, for a receive, of the
-                // inbox), alive as long as the endpoint and not reused until this completion gives it back.
-                let (id, slab, counted, index) = unsafe {
-                    let c = &*(e.op_context as *const Ctx);
-                    (c.id, c.slab, c.counted, c.index)
+                let Some((id, slab, counted, index)) = self.ctx_fields(e.op_context) else {
+                    continue;
                 };
                 self.ctxs.give(index);
                 self.inj.ctx_done += u64::from(counted);
@@ -274,6 +271,32 @@ impl Ep {
             }
         }
         Ok(())
+    }
+
+    /// The fields of completion context `p` (id, bounce buffer, counted, place in the pool) when it is one of
+    /// this endpoint's: a receive's or one of the pool's. Any other is counted, logged and never read: `ofi_rxm`
+    /// reports a rendezvous read it failed to post with its own receive buffer as the context (`rxm_rndv_read` in
+    /// `prov/rxm/src/rxm_cq.c`, every release up to libfabric 2.6); the receive it had matched is lost to this PE
+    /// then (rxm never completes it).
+    fn ctx_fields(&mut self, p: *mut c_void) -> Option<(u64, u32, bool, u32)> {
+        let c = p as *const Ctx;
+        if !self.inbox.owns(c) && !self.ctxs.owns(c) {
+            self.foreign_contexts += 1;
+            if !self.foreign_contexts.is_power_of_two() {
+                return None;
+            }
+            tracing::warn!(
+                pe = self.me,
+                "fabric: provider {} completed an operation that is not this PE's ({} since set-up): ignored",
+                self.prov,
+                self.foreign_contexts
+            );
+            return None;
+        }
+        // SAFETY: `c` is a context of the pool or of the inbox (checked above), alive as long as the endpoint and
+        // not reused until this completion gives it back.
+        let c = unsafe { &*c };
+        Some((c.id, c.slab, c.counted, c.index))
     }
 
     pub(super) fn read_error(&mut self) -> Result<()> {
@@ -324,10 +347,8 @@ impl Ep {
                 ),
             });
         }
-        // SAFETY: as in `poll_cq_into`, the context is a live pool (or inbox) context.
-        let (id, slab, counted, index) = unsafe {
-            let c = &*(e.op_context as *const Ctx);
-            (c.id, c.slab, c.counted, c.index)
+        let Some((id, slab, counted, index)) = self.ctx_fields(e.op_context) else {
+            return Ok(());
         };
         self.ctxs.give(index);
         self.inj.ctx_done += u64::from(counted);

@@ -169,14 +169,12 @@ impl Ep {
                     .map(|_| vec![0u64; HDR_WORDS + STAGE_CHUNK / 8])
                     .collect(),
                 ctxs: (0..2 * RECVS)
-                    .map(|i| {
-                        Box::new(Ctx {
-                            raw: fi::fi_context2::default(),
-                            id: RECV_BIT | i as u64,
-                            slab: NO_SLAB,
-                            counted: false,
-                            index: NO_CTX,
-                        })
+                    .map(|i| Ctx {
+                        raw: fi::fi_context2::default(),
+                        id: RECV_BIT | i as u64,
+                        slab: NO_SLAB,
+                        counted: false,
+                        index: NO_CTX,
                     })
                     .collect(),
                 mrs: Vec::new(),
@@ -188,6 +186,7 @@ impl Ep {
                 warned: 0,
                 warned_at: None,
             },
+            foreign_contexts: 0,
             tokens: Vec::new(),
             slabs: Slabs::default(),
             heap: Vec::new(),

@@ -453,6 +453,8 @@ pub(crate) struct Ep {
     stage: Option<Box<dyn StagedHeap>>,
     /// The receive buffers ([`Inbox`]).
     inbox: Inbox,
+    /// Completions whose context was not this endpoint's, since set-up ([`Ep::ctx_fields`]).
+    foreign_contexts: u64,
     /// [`CQ_BATCH`] completion entries, the buffer of [`Ep::poll_cq`].
     cq_entries: Vec<fi::fi_cq_data_entry>,
     /// Every PE's token (messages to a PE carry its own).

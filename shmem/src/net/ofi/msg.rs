@@ -223,8 +223,9 @@ pub(crate) trait StagedHeap: Send {
 /// messages; see [`RXM_MSG_RX_SIZE`]).
 pub(super) struct Inbox {
     pub(crate) bufs: Vec<Vec<u64>>,
-    #[allow(clippy::vec_box)]
-    pub(crate) ctxs: Vec<Box<Ctx>>,
+    /// Their contexts, in one allocation that never moves (libfabric holds their addresses): a completion's
+    /// context is one of them exactly when it lies inside ([`Inbox::owns`]).
+    pub(crate) ctxs: Box<[Ctx]>,
     /// Their registrations (with `FI_MR_LOCAL`).
     pub(crate) mrs: Vec<LocalMr>,
     /// Received messages not yet handled: (buffer, bytes).
@@ -242,6 +243,13 @@ pub(super) struct Inbox {
 }
 
 impl Inbox {
+    /// Whether `p` is the context of one of these receives.
+    pub(super) fn owns(&self, p: *const Ctx) -> bool {
+        let base = self.ctxs.as_ptr() as usize;
+        let off = (p as usize).wrapping_sub(base);
+        off < self.ctxs.len() * std::mem::size_of::<Ctx>() && off % std::mem::size_of::<Ctx>() == 0
+    }
+
     /// Count a dropped message; a warning with the count at most once a second.
     pub(super) fn drop_msg(&mut self, me: usize, why: std::fmt::Arguments<'_>) {
         self.dropped += 1;
@@ -272,7 +280,7 @@ impl Ep {
         let ib = &mut self.inbox;
         let (ptr, len) = (ib.bufs[i].as_mut_ptr(), ib.bufs[i].len() * 8);
         let desc = ib.mrs.get(i).map_or(std::ptr::null_mut(), |m| m.desc);
-        let ctx: *mut Ctx = &mut *ib.ctxs[i];
+        let ctx: *mut Ctx = &mut ib.ctxs[i];
         let mut backoff = polling_backoff(0, self.timeout);
         loop {
             // SAFETY: the endpoint is open; the buffer and its context are owned by the Inbox, which lives (in

@@ -260,6 +260,8 @@ pub(super) struct Ctxs {
     #[allow(clippy::vec_box)]
     all: Vec<Box<Ctx>>,
     free: Vec<u32>,
+    /// Their addresses ([`Ctxs::owns`]).
+    addrs: HashSet<u64, BuildHasherDefault<IdHasher>>,
 }
 
 impl Ctxs {
@@ -268,13 +270,15 @@ impl Ctxs {
         let i = match self.free.pop() {
             Some(i) => i as usize,
             None => {
-                self.all.push(Box::new(Ctx {
+                let c = Box::new(Ctx {
                     raw: fi::fi_context2::default(),
                     id: 0,
                     slab: NO_SLAB,
                     counted: false,
                     index: self.all.len() as u32,
-                }));
+                });
+                self.addrs.insert(&*c as *const Ctx as u64);
+                self.all.push(c);
                 self.all.len() - 1
             }
         };
@@ -284,6 +288,11 @@ impl Ctxs {
         c.slab = slab;
         c.counted = counted;
         &mut **c
+    }
+
+    /// Whether `p` is one of these contexts.
+    pub(super) fn owns(&self, p: *const Ctx) -> bool {
+        self.addrs.contains(&(p as u64))
     }
 
     /// Context `index` is free again (its part completed, or was never posted).
@@ -297,6 +306,50 @@ impl Ctxs {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_completion_context_is_ours_only_when_it_is_one_of_ours() {
+        let mut pool = Ctxs::default();
+        let a = pool.take(1, NO_SLAB, false);
+        let b = pool.take(2, NO_SLAB, true);
+        assert!(pool.owns(a) && pool.owns(b));
+        // A context given back stays the pool's (libfabric may still report the part it was posted with).
+        pool.give(0);
+        assert!(pool.owns(a));
+        // What a provider might report instead: its own buffer, or a pointer into one of ours.
+        let theirs = Box::new([0u64; 16]);
+        assert!(!pool.owns(theirs.as_ptr().cast()));
+        assert!(!pool.owns((a as usize + 8) as *const Ctx));
+        let receives = msg::Inbox {
+            bufs: Vec::new(),
+            ctxs: (0..4)
+                .map(|i| Ctx {
+                    raw: fi::fi_context2::default(),
+                    id: RECV_BIT | i,
+                    slab: NO_SLAB,
+                    counted: false,
+                    index: NO_CTX,
+                })
+                .collect(),
+            mrs: Vec::new(),
+            arrived: Default::default(),
+            landed: Default::default(),
+            serving: false,
+            token: [0; 2],
+            dropped: 0,
+            warned: 0,
+            warned_at: None,
+        };
+        for c in receives.ctxs.iter() {
+            assert!(receives.owns(c));
+            assert!(!pool.owns(c));
+        }
+        let first = receives.ctxs.as_ptr();
+        assert!(!receives.owns((first as usize + 8) as *const Ctx));
+        assert!(!receives.owns(first.wrapping_add(4)));
+        assert!(!receives.owns(first.wrapping_sub(1)));
+        assert!(!receives.owns(a) && !receives.owns(theirs.as_ptr().cast()));
+    }
 
     #[test]
     fn op_ids_name_their_slot_only_while_it_is_theirs() {
