@@ -292,7 +292,7 @@ static long cut(void)
 	return posted;
 }
 
-#define SAR_ROUNDS 16
+#define SAR_ROUNDS 6
 #define SAR_MSGS 32
 
 /* One process of phase s (see the top): post, then leave mid-stream. */
@@ -303,7 +303,7 @@ static void sar_cut_once(void)
 	memset(buf, 0x3c, sizeof buf);
 	if (open_conn(&c))
 		_exit(3);
-	double give_up = now() + 2;
+	double give_up = now() + 1;
 	for (int i = 0; i < 2 * SAR_MSGS; i++)
 		if (post_64k(&c, buf, i, give_up))
 			break;

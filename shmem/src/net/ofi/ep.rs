@@ -187,6 +187,7 @@ impl Ep {
                 warned_at: None,
             },
             foreign_contexts: 0,
+            stall: stall::Stall::start(me, "", None),
             tokens: Vec::new(),
             slabs: Slabs::default(),
             heap: Vec::new(),
@@ -207,6 +208,7 @@ impl Ep {
                 .to_string_lossy()
                 .into_owned();
             let prov = ep.prov.clone();
+            ep.stall = stall::Stall::start(ep.me, &prov, ep.timeout);
             let mr_mode = (*info.domain_attr).mr_mode as u32;
             ep.mr_local = mr_mode & fi::FI_MR_LOCAL != 0;
             ep.mr_endpoint = mr_mode & fi::FI_MR_ENDPOINT != 0;

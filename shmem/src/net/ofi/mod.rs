@@ -33,6 +33,7 @@ pub(crate) mod info;
 pub(crate) mod msg;
 pub(crate) mod ops;
 pub(crate) mod slab;
+pub(crate) mod stall;
 
 pub(crate) use info::{providers, Bind, Want};
 pub(crate) use msg::{amo_of, DeviceSpan, Served, StagedHeap, Token};
@@ -455,6 +456,8 @@ pub(crate) struct Ep {
     inbox: Inbox,
     /// Completions whose context was not this endpoint's, since set-up ([`Ep::ctx_fields`]).
     foreign_contexts: u64,
+    /// The progress calls into the provider, watched ([`stall`]).
+    stall: stall::Stall,
     /// [`CQ_BATCH`] completion entries, the buffer of [`Ep::poll_cq`].
     cq_entries: Vec<fi::fi_cq_data_entry>,
     /// Every PE's token (messages to a PE carry its own).
