@@ -256,8 +256,12 @@ impl Ep {
                     }
                     continue;
                 }
-                let Some((id, slab, counted, index)) = self.ctx_fields(e.op_context) else {
-                    continue;
+                // SAFETY: a successful completion's context is one this PE posted with a part (a boxed context of
+                // the pool, or a receive's), alive as long as the endpoint and not reused until this completion
+                // gives it back. (A provider's own pointer comes only in error entries: `read_error` checks.)
+                let (id, slab, counted, index) = unsafe {
+                    let c = &*(e.op_context as *const Ctx);
+                    (c.id, c.slab, c.counted, c.index)
                 };
                 self.ctxs.give(index);
                 self.inj.ctx_done += u64::from(counted);
@@ -280,7 +284,7 @@ impl Ep {
         Ok(())
     }
 
-    /// The fields of completion context `p` (id, bounce buffer, counted, place in the pool) when it is one of
+    /// The fields of error completion context `p` (id, bounce buffer, counted, place in the pool) when it is one of
     /// this endpoint's: a receive's or one of the pool's. Any other is counted, logged and never read: `ofi_rxm`
     /// reports a rendezvous read it failed to post with its own receive buffer as the context (`rxm_rndv_read` in
     /// `prov/rxm/src/rxm_cq.c`, every release up to libfabric 2.6); the receive it had matched is lost to this PE
