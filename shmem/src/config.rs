@@ -59,7 +59,7 @@ env_table! {
     symmetric_size: usize = "XPUSHMEM_SYMMETRIC_SIZE", "1G", heap_size;
     /// the most each PE's symmetric heap may grow to (unset: 1T of address space reserved, DEFAULT_HEAP_RESERVE, less on a node of more than 16 PEs or under an address-space limit (RLIMIT_AS: a node's reserves fit an eighth of it); a tool that keeps an address space of its own, such as valgrind, needs a value set; team-scoped allocations get a second reserve of the same size; on device heaps, device address space reserved for each PE's heap and team space and for each node peer's); at least XPUSHMEM_SYMMETRIC_SIZE; PEs must agree on it; bytes or with a K/M/G/T suffix
     symmetric_max: Option<usize> = "XPUSHMEM_SYMMETRIC_MAX", "", opt_heap_size;
-    /// limit for every blocking wait (barriers, wait_until, signal waits, bootstrap) in ms, and for one progress call into the fabric provider (past it the stall watchdog aborts the PE: a call that never returns); 0 = wait forever
+    /// limit for every blocking wait (barriers, wait_until, signal waits, bootstrap) in ms, and, at least 10 s, for one progress call into the fabric provider (past it the stall watchdog aborts the PE: a call that never returns); 0 = wait forever
     timeout: Option<Duration> = "XPUSHMEM_TIMEOUT_MS", "300000", timeout_ms;
     /// cross-check every collective call's arguments on every PE (allocations, team creation, data collectives; 0 = compare only the kind of call)
     check_symmetry: bool = "XPUSHMEM_CHECK_SYMMETRY", "1", boolean;

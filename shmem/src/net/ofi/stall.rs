@@ -7,11 +7,17 @@
 //! outsider who reaches the port brings about at will (SECURITY.md, "What is not protected"). The PE's thread then
 //! spins there holding the endpoint's lock, and its peers wait for it until their own limits, each naming a
 //! different operation. The watchdog, a thread of its own that takes no lock, sees the same call still in progress
-//! after the PE's time limit, says what happened, and aborts the process: its peers then see it lost at once.
+//! after the PE's time limit (at least [`MIN_LIMIT`]), says what happened, and aborts the process: its peers then
+//! see it lost at once.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+
+/// The shortest time a progress call may take before the watchdog ends the PE, whatever the wait limit: a call
+/// returns in microseconds, but a thread on a loaded machine can be off its core for a while inside one, and a
+/// wait limit of a few hundred milliseconds (tests of timeouts) must not turn that into an abort.
+pub(crate) const MIN_LIMIT: Duration = Duration::from_secs(10);
 
 /// Progress calls begun and ended (the number of the last of each), shared with the watchdog.
 #[derive(Default)]
@@ -30,10 +36,11 @@ pub(crate) struct Stall {
 
 impl Stall {
     /// The watchdog of PE `me`'s endpoint on provider `prov`, which aborts the process when one progress call
-    /// lasts longer than `limit`; without a limit (the user turned time limits off) no thread watches.
+    /// lasts longer than `limit` (at least [`MIN_LIMIT`]); without a limit (the user turned time limits off) no
+    /// thread watches.
     pub(crate) fn start(me: usize, prov: &str, limit: Option<Duration>) -> Stall {
         let calls = Arc::new(Calls::default());
-        if let Some(limit) = limit {
+        if let Some(limit) = limit.map(|l| l.max(MIN_LIMIT)) {
             let watched = Arc::clone(&calls);
             let prov = prov.to_string();
             let spawned = std::thread::Builder::new()
