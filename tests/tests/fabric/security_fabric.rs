@@ -237,6 +237,10 @@ fn attack(
     floods: &[(&str, &str)],
     outcome: Outcome,
 ) {
+    if !fabric_available() {
+        eprintln!("skipped {name}: this build has no fabric transport");
+        return;
+    }
     let dir = std::env::temp_dir().join(format!(
         "xpushmem-secfab-{}-{}",
         std::process::id(),
@@ -560,10 +564,6 @@ fn victim_of(name: &str) {
 fn attack_over_loopback() {
     let name: &str = &xpushmem_tests::test_name(module_path!(), "attack_over_loopback");
     victim_of(name);
-    if !fabric_available() {
-        eprintln!("skipped {name}: this build has no fabric transport");
-        return;
-    }
     // The floods test the receive path, which is the same on loopback and across namespaces: where the namespace
     // case runs (as root with `ip`), it floods and this one sends the forged messages only (about 13 s less).
     let floods = if cannot_run().is_some() { FLOODS } else { &[] };
@@ -608,10 +608,6 @@ fn attack_across_netns() {
 fn segmented_messages_cut_off() {
     let name: &str = &xpushmem_tests::test_name(module_path!(), "segmented_messages_cut_off");
     victim_of(name);
-    if !fabric_available() {
-        eprintln!("skipped {name}: this build has no fabric transport");
-        return;
-    }
     attack(
         name,
         Place::Loopback,
@@ -626,10 +622,6 @@ fn segmented_messages_cut_off() {
 fn forged_staging_on_device_heap() {
     let name: &str = &xpushmem_tests::test_name(module_path!(), "forged_staging_on_device_heap");
     victim_of(name);
-    if !fabric_available() {
-        eprintln!("skipped {name}: this build has no fabric transport");
-        return;
-    }
     let mut env = ze_emu::testing::loader_env();
     env.push(("XPUSHMEM_HEAP".into(), "device".into()));
     env.push(("XPUSHMEM_FABRIC_DEVICE_HEAP".into(), "stage".into()));

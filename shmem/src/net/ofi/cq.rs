@@ -105,19 +105,17 @@ impl Ep {
 
     /// The write counter's completions.
     fn cntr_done(&mut self) -> u64 {
-        self.stall.begin();
+        let cntr = self.cntr;
         // SAFETY: the counter is open (injected puts are issued only with one) and bound to the open endpoint.
-        self.inj.done_read = unsafe { fi::xfi_cntr_read(self.cntr) };
-        self.stall.end();
+        self.inj.done_read = self.stall.call(|| unsafe { fi::xfi_cntr_read(cntr) });
         self.inj.done_read
     }
 
     /// The write counter's failures (kept: a later poll may account with them without reading them again).
     fn cntr_failed(&mut self) -> u64 {
-        self.stall.begin();
+        let cntr = self.cntr;
         // SAFETY: as in `cntr_done`.
-        self.inj.failed_read = unsafe { fi::xfi_cntr_readerr(self.cntr) };
-        self.stall.end();
+        self.inj.failed_read = self.stall.call(|| unsafe { fi::xfi_cntr_readerr(cntr) });
         self.inj.failed_read
     }
 
@@ -234,11 +232,12 @@ impl Ep {
     /// [`Ep::poll_cq`] reading into `entries` ([`CQ_BATCH`] of them).
     pub(super) fn poll_cq_into(&mut self, entries: &mut [fi::fi_cq_data_entry]) -> Result<()> {
         for _ in 0..4 {
+            let cq = self.cq;
             // A progress call: watched ([`stall`]).
-            self.stall.begin();
             // SAFETY: `cq` is open; `entries` holds `entries.len()` FI_CQ_FORMAT_DATA entries.
-            let r = unsafe { fi::xfi_cq_read(self.cq, entries.as_mut_ptr().cast(), entries.len()) };
-            self.stall.end();
+            let r = self.stall.call(|| unsafe {
+                fi::xfi_cq_read(cq, entries.as_mut_ptr().cast(), entries.len())
+            });
             if r == -(fi::FI_EAGAIN as isize) {
                 return Ok(());
             }

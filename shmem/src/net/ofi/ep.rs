@@ -164,28 +164,7 @@ impl Ep {
             liveness,
             stage: None,
             cq_entries: vec![fi::fi_cq_data_entry::default(); CQ_BATCH],
-            inbox: Inbox {
-                bufs: (0..2 * RECVS)
-                    .map(|_| vec![0u64; HDR_WORDS + STAGE_CHUNK / 8])
-                    .collect(),
-                ctxs: (0..2 * RECVS)
-                    .map(|i| Ctx {
-                        raw: fi::fi_context2::default(),
-                        id: RECV_BIT | i as u64,
-                        slab: NO_SLAB,
-                        counted: false,
-                        index: NO_CTX,
-                    })
-                    .collect(),
-                mrs: Vec::new(),
-                arrived: std::collections::VecDeque::new(),
-                landed: std::collections::VecDeque::new(),
-                serving: false,
-                token,
-                dropped: 0,
-                warned: 0,
-                warned_at: None,
-            },
+            inbox: Inbox::new(token),
             foreign_contexts: 0,
             stall: stall::Stall::start(me, "", None),
             tokens: Vec::new(),

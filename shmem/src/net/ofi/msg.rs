@@ -243,6 +243,32 @@ pub(super) struct Inbox {
 }
 
 impl Inbox {
+    /// The receive buffers of the PE whose token is `token` ([`RECVS`] of each kind), not yet posted.
+    pub(super) fn new(token: Token) -> Inbox {
+        Inbox {
+            bufs: (0..2 * RECVS)
+                .map(|_| vec![0u64; HDR_WORDS + STAGE_CHUNK / 8])
+                .collect(),
+            ctxs: (0..2 * RECVS)
+                .map(|i| Ctx {
+                    raw: fi::fi_context2::default(),
+                    id: RECV_BIT | i as u64,
+                    slab: NO_SLAB,
+                    counted: false,
+                    index: NO_CTX,
+                })
+                .collect(),
+            mrs: Vec::new(),
+            arrived: std::collections::VecDeque::new(),
+            landed: std::collections::VecDeque::new(),
+            serving: false,
+            token,
+            dropped: 0,
+            warned: 0,
+            warned_at: None,
+        }
+    }
+
     /// Whether `p` is the context of one of these receives.
     pub(super) fn owns(&self, p: *const Ctx) -> bool {
         let base = self.ctxs.as_ptr() as usize;

@@ -28,7 +28,7 @@ struct Calls {
     closed: AtomicBool,
 }
 
-/// The endpoint's side of the watchdog: it numbers its progress calls ([`Stall::begin`], [`Stall::end`]).
+/// The endpoint's side of the watchdog: it numbers its progress calls ([`Stall::call`]).
 pub(crate) struct Stall {
     calls: Arc<Calls>,
     n: u64,
@@ -56,15 +56,13 @@ impl Stall {
         Stall { calls, n: 0 }
     }
 
-    /// A progress call begins.
-    pub(crate) fn begin(&mut self) {
+    /// Make progress call `f` (a call into the provider), watched.
+    pub(crate) fn call<T>(&mut self, f: impl FnOnce() -> T) -> T {
         self.n += 1;
         self.calls.begun.store(self.n, Ordering::Relaxed);
-    }
-
-    /// The progress call begun last has returned.
-    pub(crate) fn end(&self) {
+        let r = f();
         self.calls.ended.store(self.n, Ordering::Relaxed);
+        r
     }
 }
 
