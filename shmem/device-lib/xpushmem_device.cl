@@ -309,8 +309,9 @@ static int proxy_put_entry(uint op, int pe, ulong dst, ulong src, ulong len, ulo
   return 0;
 }
 
-/* Posts one request; with `wait`, also waits for its completion. */
-static int proxy_post(uint op, int pe, ulong dst, ulong src, ulong len, ulong sig, ulong value, int sig_op,
+/* Posts one request; with `wait`, also waits for its completion. Not inlined, as team_barrier (below): item 0
+ * alone posts, and a wait loop inlined into that branch is what Intel's OpenCL CPU runtime vectorises slowest. */
+static __attribute__((noinline)) int proxy_post(uint op, int pe, ulong dst, ulong src, ulong len, ulong sig, ulong value, int sig_op,
                       int wait, uint call) {
   ulong t = 0;
   int e = proxy_put_entry(op, pe, dst, src, len, sig, value, sig_op, &t);
@@ -879,8 +880,12 @@ int xpushmem_quiet(void) {
 /* Every member adds 1 to every member's arrive[team], then waits until its own count reaches epoch * size. A
  * member this device does not map gets its 1 through the host proxy (a posted, non-fetching add; the proxy first
  * completes this PE's earlier requests, so the barrier also completes them: quiet); the wait stays on the local
- * counter, and gives up early when the proxy reports a failure (a member that died: PeerLost at the launch). */
-static int team_barrier(int team, uint call) {
+ * counter, and gives up early when the proxy reports a failure (a member that died: PeerLost at the launch).
+ * Not inlined: the group forms run it in item 0 alone, and inlined into that branch of every group barrier and
+ * collective, its loops are what a vectorising JIT compiles slowest (Intel's OpenCL CPU runtime took 65 s for the
+ * team kernels of the tests at sub-groups of 8-32, 18 s with this and proxy_post kept out of line; a call costs
+ * nothing beside a barrier's cross-device atomics). */
+static __attribute__((noinline)) int team_barrier(int team, uint call) {
   int e = team_ok(team, call);
   if (e) return e;
   XpushmemDeviceTeam t = team_at(team);

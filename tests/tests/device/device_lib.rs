@@ -1530,8 +1530,8 @@ const SOURCES_VAR: &str = "XPUSHMEM_TEST_KERNEL_SOURCES";
 /// library and loaded by one device-heap PE: each must compile, link and load (a failure names the source). The
 /// compiled programs land in ze-emu's program cache, so these run first (.config/nextest.toml): the multi-PE cases
 /// that use a source would otherwise compile it in one PE while the others wait, holding two test threads with one
-/// core busy (the teams' kernels take about 60 s on the 2-core machine). Two tests split the sources, one test
-/// thread each.
+/// core busy (the teams' kernels take 15-20 s on the 2-core machine, the other sources together about as long). Two
+/// tests split the sources, one test thread each.
 fn kernel_sources(func: &str, pick: fn(&str) -> bool) {
     let name = xpushmem_tests::test_name(module_path!(), func);
     if xpushmem_tests::is_pe_of(&name) {

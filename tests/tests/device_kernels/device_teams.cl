@@ -59,7 +59,7 @@ static void team_sync_rounds(int team, int iters, int mode, __global long *slot,
  * PE), 4 half sum, 5 half prod, 6 bfloat16 sum, 7 bfloat16 prod reductions (n elements); with `halves` clear, 4-7
  * are left out (status -1). The suites run 4-7 in the work-group form and sub-groups of 8 and 16 only
  * (device_checks.rs: check_half_rounding), so the kernels for sub-groups of 32 leave them out: Intel's OpenCL CPU
- * runtime spent about 10 s of the teams kernels' 74-s compile on them. */
+ * runtime spends about 2 s of the teams kernels' 17-s compile on them. */
 static void team_coll(int team, int which, __global uchar *dst, __global const uchar *src, ulong n, int root,
                       __global int *status, int sg, int halves) {
   long d = (long)dst, s = (long)src;
