@@ -23,6 +23,58 @@ pub(crate) struct Open {
     pub token: Token,
 }
 
+/// The first entry of an fi_getinfo `list` this PE may use, duplicated (null if none). A provider that only
+/// reaches its own host ([`SAME_HOST_ONLY`]) is taken only when the user named it (`requested`); with `bind` an
+/// interface, only an entry of that domain.
+fn pick(list: *mut fi::fi_info, requested: bool, bind: &Bind) -> *mut fi::fi_info {
+    // SAFETY: walking a list fi_getinfo (or fi_dupinfo) made: null or valid entries linked by `next`.
+    unsafe {
+        let mut p = list;
+        while !p.is_null() {
+            let name = CStr::from_ptr((*(*p).fabric_attr).prov_name).to_string_lossy();
+            let same_host = SAME_HOST_ONLY
+                .iter()
+                .any(|s| name.split(';').next() == Some(*s));
+            let domain = (*(*p).domain_attr).name;
+            let iface_ok = match bind {
+                Bind::Iface(want) => {
+                    !domain.is_null() && CStr::from_ptr(domain).to_bytes() == want.as_bytes()
+                }
+                _ => true,
+            };
+            if (requested || !same_host) && iface_ok {
+                return fi::xfi_dupinfo(p);
+            }
+            p = (*p).next;
+        }
+        std::ptr::null_mut()
+    }
+}
+
+/// Asks `getinfo` each of `queries` in order and returns the first query whose list holds an entry [`pick`]
+/// takes, with that entry (duplicated); every list is freed. A list of only same-host providers (or none on the
+/// bound interface) is passed over like an empty one, so that the next query is still asked: libfabric's shm
+/// offering `FI_HMEM` must not hide tcp without it.
+fn first_usable<Q: Copy>(
+    queries: &[Q],
+    mut getinfo: impl FnMut(Q) -> Result<*mut fi::fi_info>,
+    requested: bool,
+    bind: &Bind,
+) -> Result<Option<(Q, *mut fi::fi_info)>> {
+    for &q in queries {
+        let list = getinfo(q)?;
+        let chosen = pick(list, requested, bind);
+        if !list.is_null() {
+            // SAFETY: `list` came from fi_getinfo and is freed once, here; `chosen` is a copy.
+            unsafe { fi::xfi_freeinfo(list) };
+        }
+        if !chosen.is_null() {
+            return Ok(Some((q, chosen)));
+        }
+    }
+    Ok(None)
+}
+
 impl Ep {
     /// Choose a provider and open fabric, domain, completion queue, address vector and endpoint; the endpoint,
     /// what it offers ([`Want`]) and its name (the address peers insert, [`Ep::insert_addr`]).
@@ -40,25 +92,28 @@ impl Ep {
         } = o;
         let mut delivery = true;
         let mut want = wants[0];
-        let mut list = std::ptr::null_mut();
+        let mut chosen = std::ptr::null_mut();
         loop {
             let source = match &bind {
                 Bind::Addr(ip) => Some(*ip),
                 _ => None,
             };
-            'found: for &w in &wants {
-                for d in [true, false] {
-                    list = getinfo(requested.as_deref(), d, w, source)?;
-                    if !list.is_null() {
-                        delivery = d;
-                        want = w;
-                        break 'found;
-                    }
-                }
+            let queries: Vec<(Want, bool)> = wants
+                .iter()
+                .flat_map(|&w| [(w, true), (w, false)])
+                .collect();
+            let found = first_usable(
+                &queries,
+                |(w, d)| getinfo(requested.as_deref(), d, w, source),
+                requested.is_some(),
+                &bind,
+            )?;
+            if let Some(((w, d), info)) = found {
+                (want, delivery, chosen) = (w, d, info);
             }
             // The bootstrap's address is only a default: a provider that does not address its endpoints by IP
             // (cxi, efa, psm3...) listens where it does.
-            if list.is_null() && !bind_set && source.is_some() {
+            if chosen.is_null() && !bind_set && source.is_some() {
                 tracing::info!(
                     pe = me,
                     "fabric: no provider listens on the bootstrap's address {bind:?}; the provider's own choice \
@@ -69,7 +124,7 @@ impl Ep {
             }
             break;
         }
-        if list.is_null() && wants == [Want::Hmem] {
+        if chosen.is_null() && wants == [Want::Hmem] {
             return Err(Error::Transport {
                 transport: "fabric",
                 message: format!(
@@ -79,33 +134,6 @@ impl Ep {
                 ),
             });
         }
-        // SAFETY: walking the list fi_getinfo returned (freed below, after the chosen node is duplicated).
-        let chosen = unsafe {
-            let mut p = list;
-            let mut pick = std::ptr::null_mut();
-            while !p.is_null() {
-                let name = CStr::from_ptr((*(*p).fabric_attr).prov_name).to_string_lossy();
-                let same_host = SAME_HOST_ONLY
-                    .iter()
-                    .any(|s| name.split(';').next() == Some(*s));
-                let domain = (*(*p).domain_attr).name;
-                let iface_ok = match &bind {
-                    Bind::Iface(want) => {
-                        !domain.is_null() && CStr::from_ptr(domain).to_bytes() == want.as_bytes()
-                    }
-                    _ => true,
-                };
-                if (requested.is_some() || !same_host) && iface_ok {
-                    pick = fi::xfi_dupinfo(p);
-                    break;
-                }
-                p = (*p).next;
-            }
-            if !list.is_null() {
-                fi::xfi_freeinfo(list);
-            }
-            pick
-        };
         if chosen.is_null() {
             let at = match (&bind, bind_set) {
                 (Bind::Any, _) => String::new(),
@@ -424,9 +452,17 @@ impl Ep {
     /// and the destination of gets in place, with `key` (unused with [`Ep::provider_keys`]; no peer addresses the
     /// region, but keys of one domain must differ); the handle that unregisters it ([`Ep::unregister_user`]). The
     /// caller keeps the memory mapped until then.
+    ///
+    /// A provider that does not ask for local registrations (no `FI_MR_LOCAL`) gets none: the buffer is only
+    /// recorded. Registering it anyway is of no use to such a provider, and libfabric 2.x's `ofi_rxm` refuses a
+    /// second registration without remote access (each gets the key `FI_KEY_NOTAVAIL`, which rxm files in its
+    /// atomics' key map: `FI_ENOKEY`).
     pub(crate) fn register_user(&mut self, base: usize, len: usize, key: u64) -> Result<u64> {
         if self.closed.is_some() {
             return Err(self.closed_err());
+        }
+        if !self.mr_local {
+            return Ok(self.add_user(base, len, std::ptr::null_mut(), std::ptr::null_mut()));
         }
         let prov = self.prov.clone();
         let mut mr = std::ptr::null_mut();
@@ -462,12 +498,14 @@ impl Ep {
                 return Err(e);
             }
         }
-        let desc = if self.mr_local {
-            // SAFETY: `mr` was just opened.
-            unsafe { fi::xfi_mr_desc(mr) }
-        } else {
-            std::ptr::null_mut()
-        };
+        // SAFETY: `mr` was just opened.
+        let desc = unsafe { fi::xfi_mr_desc(mr) };
+        Ok(self.add_user(base, len, mr, desc))
+    }
+
+    /// Record user buffer `[base, base + len)` with its registration `mr` and descriptor `desc` (both null when
+    /// the provider needs none); its handle.
+    fn add_user(&mut self, base: usize, len: usize, mr: *mut fi::fid_mr, desc: *mut c_void) -> u64 {
         self.user_next += 1;
         let handle = self.user_next;
         self.user.push(UserMr {
@@ -477,7 +515,7 @@ impl Ep {
             mr,
             desc,
         });
-        Ok(handle)
+        handle
     }
 
     /// Close the last registration [`Ep::register`] made: a device heap chunk whose growth was undone before any
@@ -525,9 +563,11 @@ impl Ep {
     pub(crate) fn unregister_user(&mut self, handle: u64) {
         if let Some(i) = self.user.iter().position(|u| u.handle == handle) {
             let u = self.user.swap_remove(i);
-            // SAFETY: the registration was opened by `register_user` and is closed once, here; no operation in
-            // flight uses it (the caller's promise).
-            unsafe { fi::xfi_close(&mut (*u.mr).fid) };
+            if !u.mr.is_null() {
+                // SAFETY: the registration was opened by `register_user` and is closed once, here; no operation
+                // in flight uses it (the caller's promise).
+                unsafe { fi::xfi_close(&mut (*u.mr).fid) };
+            }
         }
     }
 
@@ -667,5 +707,83 @@ impl Ep {
     /// Every PE's token (a message to a PE carries its own).
     pub(crate) fn set_tokens(&mut self, tokens: Vec<Token>) {
         self.tokens = tokens;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::CString;
+
+    /// A list of fi_info entries naming `provs` in order, made by libfabric (fi_dupinfo copies the names, so
+    /// fi_freeinfo frees what libfabric allocated).
+    fn list(provs: &[&str]) -> *mut fi::fi_info {
+        let mut head: *mut fi::fi_info = std::ptr::null_mut();
+        for prov in provs.iter().rev() {
+            let name = CString::new(*prov).unwrap();
+            // SAFETY: libfabric is loaded; the template's name points into `name` only while fi_dupinfo copies
+            // it, and is cleared before the template is freed; the copy owns its strings and heads the list.
+            unsafe {
+                let t = fi::xfi_allocinfo();
+                (*(*t).fabric_attr).prov_name = name.as_ptr().cast_mut();
+                let e = fi::xfi_dupinfo(t);
+                (*(*t).fabric_attr).prov_name = std::ptr::null_mut();
+                fi::xfi_freeinfo(t);
+                (*e).next = head;
+                head = e;
+            }
+        }
+        head
+    }
+
+    fn prov(info: *mut fi::fi_info) -> String {
+        // SAFETY: a valid entry made by `list` and duplicated by `pick`.
+        unsafe { CStr::from_ptr((*(*info).fabric_attr).prov_name) }
+            .to_string_lossy()
+            .into_owned()
+    }
+
+    #[test]
+    fn a_query_answered_by_same_host_providers_alone_does_not_end_the_search() {
+        fi::load().expect("libfabric loads");
+        // In order: FI_HMEM with and without delivery-complete, then host memory. Only shm offers FI_HMEM.
+        let answers = |q: (Want, bool)| -> Result<*mut fi::fi_info> {
+            Ok(match q {
+                (Want::Hmem, _) => list(&["shm"]),
+                (Want::Host, true) => list(&["shm", "tcp;ofi_rxm", "udp;ofi_rxd"]),
+                (Want::Host, false) => list(&["tcp;ofi_rxm"]),
+            })
+        };
+        let queries = [
+            (Want::Hmem, true),
+            (Want::Hmem, false),
+            (Want::Host, true),
+            (Want::Host, false),
+        ];
+        let (q, info) = first_usable(&queries, answers, false, &Bind::Any)
+            .unwrap()
+            .expect("tcp is usable");
+        assert_eq!(q, (Want::Host, true));
+        assert_eq!(prov(info), "tcp;ofi_rxm");
+        // SAFETY: `info` is the copy first_usable returned, freed once.
+        unsafe { fi::xfi_freeinfo(info) };
+        // Named by the user, shm is taken at the first query.
+        let (q, info) = first_usable(&queries, answers, true, &Bind::Any)
+            .unwrap()
+            .expect("shm, named");
+        assert_eq!((q, prov(info).as_str()), ((Want::Hmem, true), "shm"));
+        // SAFETY: as above.
+        unsafe { fi::xfi_freeinfo(info) };
+        // Nothing but same-host providers anywhere: none.
+        let only_shm = |_: (Want, bool)| -> Result<*mut fi::fi_info> { Ok(list(&["shm", "sm2"])) };
+        assert!(first_usable(&queries, only_shm, false, &Bind::Any)
+            .unwrap()
+            .is_none());
+        // A bound interface: an entry of another domain is passed over (these entries name none).
+        assert!(
+            first_usable(&queries, answers, false, &Bind::Iface("eth9".into()))
+                .unwrap()
+                .is_none()
+        );
     }
 }

@@ -391,6 +391,7 @@ pub(super) struct UserMr {
     handle: u64,
     base: usize,
     len: usize,
+    /// Its registration (null without `FI_MR_LOCAL`: none is made).
     mr: *mut fi::fid_mr,
     /// Its descriptor for local access (null without `FI_MR_LOCAL`).
     desc: *mut c_void,
@@ -588,7 +589,7 @@ impl Drop for Ep {
             for &mr in self.own.iter().chain(self.team.iter().map(|(_, m)| m)) {
                 fi::xfi_close(&mut (*mr).fid);
             }
-            for u in self.user.drain(..) {
+            for u in self.user.drain(..).filter(|u| !u.mr.is_null()) {
                 fi::xfi_close(&mut (*u.mr).fid);
             }
             for slab in self.slabs.bufs.iter_mut().flatten() {
