@@ -26,8 +26,11 @@ pub(crate) struct Open {
 /// The first entry of an fi_getinfo `list` this PE may use, duplicated (null if none). A provider that only
 /// reaches its own host ([`SAME_HOST_ONLY`]) is taken only when the user named it (`requested`); with `bind` an
 /// interface, only an entry of that domain.
-fn pick(list: *mut fi::fi_info, requested: bool, bind: &Bind) -> *mut fi::fi_info {
-    // SAFETY: walking a list fi_getinfo (or fi_dupinfo) made: null or valid entries linked by `next`.
+///
+/// # Safety
+/// `list` is null or a valid fi_info list (entries linked by `next`, as fi_getinfo or fi_dupinfo make them).
+unsafe fn pick(list: *mut fi::fi_info, requested: bool, bind: &Bind) -> *mut fi::fi_info {
+    // SAFETY: the caller's promise: null or valid entries linked by `next`.
     unsafe {
         let mut p = list;
         while !p.is_null() {
@@ -55,7 +58,10 @@ fn pick(list: *mut fi::fi_info, requested: bool, bind: &Bind) -> *mut fi::fi_inf
 /// takes, with that entry (duplicated); every list is freed. A list of only same-host providers (or none on the
 /// bound interface) is passed over like an empty one, so that the next query is still asked: libfabric's shm
 /// offering `FI_HMEM` must not hide tcp without it.
-fn first_usable<Q: Copy>(
+///
+/// # Safety
+/// `getinfo` returns null or a valid fi_info list that it gives up (this function frees it).
+unsafe fn first_usable<Q: Copy>(
     queries: &[Q],
     mut getinfo: impl FnMut(Q) -> Result<*mut fi::fi_info>,
     requested: bool,
@@ -63,9 +69,10 @@ fn first_usable<Q: Copy>(
 ) -> Result<Option<(Q, *mut fi::fi_info)>> {
     for &q in queries {
         let list = getinfo(q)?;
-        let chosen = pick(list, requested, bind);
+        // SAFETY: `list` is null or a valid list (the caller's promise), freed once, here; `chosen` is a copy.
+        let chosen = unsafe { pick(list, requested, bind) };
         if !list.is_null() {
-            // SAFETY: `list` came from fi_getinfo and is freed once, here; `chosen` is a copy.
+            // SAFETY: as above.
             unsafe { fi::xfi_freeinfo(list) };
         }
         if !chosen.is_null() {
@@ -102,12 +109,15 @@ impl Ep {
                 .iter()
                 .flat_map(|&w| [(w, true), (w, false)])
                 .collect();
-            let found = first_usable(
-                &queries,
-                |(w, d)| getinfo(requested.as_deref(), d, w, source),
-                requested.is_some(),
-                &bind,
-            )?;
+            // SAFETY: `getinfo` returns null or the list fi_getinfo made, which first_usable frees.
+            let found = unsafe {
+                first_usable(
+                    &queries,
+                    |(w, d)| getinfo(requested.as_deref(), d, w, source),
+                    requested.is_some(),
+                    &bind,
+                )
+            }?;
             if let Some(((w, d), info)) = found {
                 (want, delivery, chosen) = (w, d, info);
             }
@@ -736,54 +746,53 @@ mod tests {
         head
     }
 
-    fn prov(info: *mut fi::fi_info) -> String {
-        // SAFETY: a valid entry made by `list` and duplicated by `pick`.
-        unsafe { CStr::from_ptr((*(*info).fabric_attr).prov_name) }
-            .to_string_lossy()
-            .into_owned()
+    const QUERIES: [(Want, bool); 4] = [
+        (Want::Hmem, true),
+        (Want::Hmem, false),
+        (Want::Host, true),
+        (Want::Host, false),
+    ];
+
+    /// first_usable over [`QUERIES`] answered by `answers` (names of providers): the query taken and its provider.
+    fn search(
+        answers: impl Fn((Want, bool)) -> Vec<&'static str>,
+        requested: bool,
+        bind: &Bind,
+    ) -> Option<((Want, bool), String)> {
+        // SAFETY: every answer is a list `list` made, which first_usable frees; the entry it returns is a copy,
+        // read and freed once here.
+        unsafe {
+            let (q, info) =
+                first_usable(&QUERIES, |q| Ok(list(&answers(q))), requested, bind).unwrap()?;
+            let name = CStr::from_ptr((*(*info).fabric_attr).prov_name)
+                .to_string_lossy()
+                .into_owned();
+            fi::xfi_freeinfo(info);
+            Some((q, name))
+        }
     }
 
     #[test]
     fn a_query_answered_by_same_host_providers_alone_does_not_end_the_search() {
         fi::load().expect("libfabric loads");
         // In order: FI_HMEM with and without delivery-complete, then host memory. Only shm offers FI_HMEM.
-        let answers = |q: (Want, bool)| -> Result<*mut fi::fi_info> {
-            Ok(match q {
-                (Want::Hmem, _) => list(&["shm"]),
-                (Want::Host, true) => list(&["shm", "tcp;ofi_rxm", "udp;ofi_rxd"]),
-                (Want::Host, false) => list(&["tcp;ofi_rxm"]),
-            })
+        let answers = |q| match q {
+            (Want::Hmem, _) => vec!["shm"],
+            (Want::Host, true) => vec!["shm", "tcp;ofi_rxm", "udp;ofi_rxd"],
+            (Want::Host, false) => vec!["tcp;ofi_rxm"],
         };
-        let queries = [
-            (Want::Hmem, true),
-            (Want::Hmem, false),
-            (Want::Host, true),
-            (Want::Host, false),
-        ];
-        let (q, info) = first_usable(&queries, answers, false, &Bind::Any)
-            .unwrap()
-            .expect("tcp is usable");
-        assert_eq!(q, (Want::Host, true));
-        assert_eq!(prov(info), "tcp;ofi_rxm");
-        // SAFETY: `info` is the copy first_usable returned, freed once.
-        unsafe { fi::xfi_freeinfo(info) };
-        // Named by the user, shm is taken at the first query.
-        let (q, info) = first_usable(&queries, answers, true, &Bind::Any)
-            .unwrap()
-            .expect("shm, named");
-        assert_eq!((q, prov(info).as_str()), ((Want::Hmem, true), "shm"));
-        // SAFETY: as above.
-        unsafe { fi::xfi_freeinfo(info) };
-        // Nothing but same-host providers anywhere: none.
-        let only_shm = |_: (Want, bool)| -> Result<*mut fi::fi_info> { Ok(list(&["shm", "sm2"])) };
-        assert!(first_usable(&queries, only_shm, false, &Bind::Any)
-            .unwrap()
-            .is_none());
-        // A bound interface: an entry of another domain is passed over (these entries name none).
-        assert!(
-            first_usable(&queries, answers, false, &Bind::Iface("eth9".into()))
-                .unwrap()
-                .is_none()
+        assert_eq!(
+            search(answers, false, &Bind::Any),
+            Some(((Want::Host, true), "tcp;ofi_rxm".to_string()))
         );
+        // Named by the user, shm is taken at the first query.
+        assert_eq!(
+            search(answers, true, &Bind::Any),
+            Some(((Want::Hmem, true), "shm".to_string()))
+        );
+        // Nothing but same-host providers anywhere: none.
+        assert_eq!(search(|_| vec!["shm", "sm2"], false, &Bind::Any), None);
+        // A bound interface: an entry of another domain is passed over (these entries name none).
+        assert_eq!(search(answers, false, &Bind::Iface("eth9".into())), None);
     }
 }
