@@ -1232,6 +1232,7 @@ fn split_teams(sh: &Shmem, lib: &Lib) -> xpushmem::Result<()> {
     }
     check_half_rounding(sh, lib, &WORK_GROUP)?;
     check_half_rounding(sh, lib, &SUB_GROUPS[0])?;
+    check_half_rounding(sh, lib, &SUB_GROUPS[2])?;
     // A destroyed team: the kernel's first team call records BadTeam, reported naming the call and the team.
     let id = mine.device_id();
     sh.team_destroy(mine)?;

@@ -56,15 +56,13 @@ static void team_sync_rounds(int team, int iters, int mode, __global long *slot,
 
 /* A group collective on `team`, the _sub_group form when `sg` is set, else the _work_group form: 0 broadcastmem (n
  * bytes from member `root`), 1 int64 sum reduce (n elements), 2 fcollectmem (n bytes), 3 alltoallmem (n bytes per
- * PE), 4 half sum, 5 half prod, 6 bfloat16 sum, 7 bfloat16 prod reductions (n elements); with `halves` clear, 4-7
- * are left out (status -1). The suites run 4-7 in the work-group form and sub-groups of 8 and 16 only
- * (device_checks.rs: check_half_rounding), so the kernels for sub-groups of 32 leave them out: Intel's OpenCL CPU
- * runtime spends about 2 s of the teams kernels' 17-s compile on them. */
+ * PE), 4 half sum, 5 half prod, 6 bfloat16 sum, 7 bfloat16 prod reductions (n elements); any other `which`:
+ * status -1. */
 static void team_coll(int team, int which, __global uchar *dst, __global const uchar *src, ulong n, int root,
-                      __global int *status, int sg, int halves) {
+                      __global int *status, int sg) {
   long d = (long)dst, s = (long)src;
   int e = -1;
-  switch (which < 4 || halves ? which : -1) {
+  switch (which) {
   case 0: e = sg ? xpushmemx_broadcastmem_sub_group(team, d, s, n, root) : xpushmemx_broadcastmem_work_group(team, d, s, n, root); break;
   case 1: e = sg ? xpushmemx_int64_sum_reduce_sub_group(team, d, s, n) : xpushmemx_int64_sum_reduce_work_group(team, d, s, n); break;
   case 2: e = sg ? xpushmemx_fcollectmem_sub_group(team, d, s, n) : xpushmemx_fcollectmem_work_group(team, d, s, n); break;
@@ -82,7 +80,7 @@ __kernel void k_team_sync(int team, int iters, int mode, __global long *slot, __
 }
 __kernel void k_team_coll(int team, int which, __global uchar *dst, __global const uchar *src, ulong n, int root,
                           __global int *status) {
-  team_coll(team, which, dst, src, n, root, status, 0, 1);
+  team_coll(team, which, dst, src, n, root, status, 0);
 }
 
 /* The sub-group forms in kernels built for sub-groups of 8, 16 and 32 (the CPU runtime offers 4 to 64). */
@@ -94,7 +92,7 @@ __kernel void k_team_coll(int team, int which, __global uchar *dst, __global con
   __kernel __attribute__((intel_reqd_sub_group_size(SIZE))) void k_team_coll_sg##SIZE(                            \
       int team, int which, __global uchar *dst, __global const uchar *src, ulong n, int root,                      \
       __global int *status) {                                                                                      \
-    team_coll(team, which, dst, src, n, root, status, 1, SIZE < 32);                                               \
+    team_coll(team, which, dst, src, n, root, status, 1);                                                          \
   }
 SUB_GROUP_KERNELS(8)
 SUB_GROUP_KERNELS(16)
