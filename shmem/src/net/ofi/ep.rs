@@ -164,8 +164,13 @@ impl Ep {
                 ),
             });
         }
+        // SAFETY: `chosen` is a valid fi_info (a copy first_usable made); its provider's name is a NUL-terminated
+        // string libfabric set.
+        let prov = unsafe { CStr::from_ptr((*(*chosen).fabric_attr).prov_name) }
+            .to_string_lossy()
+            .into_owned();
         let mut ep = Ep {
-            prov: String::new(),
+            prov: prov.clone(),
             info: chosen,
             fabric: std::ptr::null_mut(),
             domain: std::ptr::null_mut(),
@@ -204,7 +209,7 @@ impl Ep {
             cq_entries: vec![fi::fi_cq_data_entry::default(); CQ_BATCH],
             inbox: Inbox::new(token),
             foreign_contexts: 0,
-            stall: stall::Stall::start(me, "", None),
+            stall: stall::Stall::start(me, &prov, timeout),
             tokens: Vec::new(),
             slabs: Slabs::default(),
             heap: Vec::new(),
@@ -221,11 +226,6 @@ impl Ep {
         // fields, so Drop closes whatever was opened if a later step fails.
         unsafe {
             let info = &*chosen;
-            ep.prov = CStr::from_ptr((*info.fabric_attr).prov_name)
-                .to_string_lossy()
-                .into_owned();
-            let prov = ep.prov.clone();
-            ep.stall = stall::Stall::start(ep.me, &prov, ep.timeout);
             let mr_mode = (*info.domain_attr).mr_mode as u32;
             ep.mr_local = mr_mode & fi::FI_MR_LOCAL != 0;
             ep.mr_endpoint = mr_mode & fi::FI_MR_ENDPOINT != 0;
