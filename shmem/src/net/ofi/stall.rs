@@ -122,32 +122,26 @@ fn watch(calls: &Calls, me: usize, prov: &str, limit: Duration) {
 mod tests {
     use super::*;
 
+    /// Whether any of `n` looks at call `begun` (`ended` the last returned) finds a stall, needing 5 in a row.
+    fn any_stall(n: u32, begun: u64, ended: u64, seen: &mut (u64, u32)) -> bool {
+        (0..n).any(|_| stalled(begun, ended, seen, 5))
+    }
+
     #[test]
     fn only_one_call_in_progress_at_enough_looks_in_a_row_is_a_stall() {
         let mut seen = (0, 0);
         // Nothing in progress, however often looked at.
-        for _ in 0..100 {
-            assert!(!stalled(3, 3, &mut seen, 5));
-        }
-        // Call 4 in progress: not a stall at the fourth look after it was first seen, a stall at the fifth.
-        assert!(!stalled(4, 3, &mut seen, 5));
-        for _ in 0..4 {
-            assert!(!stalled(4, 3, &mut seen, 5));
-        }
+        assert!(!any_stall(100, 3, 3, &mut seen));
+        // Call 4 in progress: not a stall at the first four looks after it was first seen, a stall at the fifth.
+        assert!(!any_stall(5, 4, 3, &mut seen));
         assert!(stalled(4, 3, &mut seen, 5));
         // Calls that keep returning are never a stall, even when one is in progress at every look.
         let mut seen = (0, 0);
-        for n in 0..100 {
-            assert!(!stalled(10 + n, 9 + n, &mut seen, 5));
-        }
+        assert!(!(0..100).any(|n| stalled(10 + n, 9 + n, &mut seen, 5)));
         // A call that returned and the next one in progress start the count again.
         let mut seen = (0, 0);
-        for _ in 0..4 {
-            assert!(!stalled(7, 6, &mut seen, 5));
-        }
+        assert!(!any_stall(4, 7, 6, &mut seen));
         assert!(!stalled(7, 7, &mut seen, 5));
-        for _ in 0..4 {
-            assert!(!stalled(8, 7, &mut seen, 5));
-        }
+        assert!(!any_stall(4, 8, 7, &mut seen));
     }
 }
