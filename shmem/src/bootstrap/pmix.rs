@@ -48,9 +48,10 @@ fn local_peers(text: &str, size: usize) -> Result<Vec<usize>> {
 }
 
 impl PmixBootstrap {
-    /// Connect to the PMIx server this process was started under; `timeout` bounds every collective call.
+    /// Connect to the PMIx server this process was started under; `timeout` bounds the connection and every
+    /// collective call.
     pub fn new(timeout: Option<Duration>) -> Result<PmixBootstrap> {
-        let client = Pmix::init()?;
+        let client = Pmix::init(timeout)?;
         let timeout_s = seconds(timeout);
         let size = client.get_uint(pmix_sys::RANK_WILDCARD, "pmix.job.size", timeout_s)?;
         let size = usize::try_from(size)

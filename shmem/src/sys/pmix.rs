@@ -3,8 +3,13 @@
 //! headers (cfg `xpushmem_pmix`).
 
 use crate::error::{Error, Result};
+use crate::wait::Backoff;
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::sync::mpsc::TryRecvError;
 use std::time::Duration;
+
+/// The longest pause between two looks at `PMIx_Init`'s thread (the back-off doubles up to it).
+const INIT_POLL_MAX: Duration = Duration::from_millis(20);
 
 /// This process's PMIx client: its namespace and rank, after `PMIx_Init`.
 #[derive(Debug)]
@@ -47,22 +52,77 @@ pub(crate) fn seconds(limit: Option<Duration>) -> c_int {
 }
 
 impl Pmix {
-    /// Load libpmix and connect to the PMIx server this process was started under (`PMIx_Init`).
-    pub(crate) fn init() -> Result<Pmix> {
+    /// Load libpmix and connect to the PMIx server this process was started under (`PMIx_Init`), waiting at most
+    /// `limit` (`None`: no limit).
+    ///
+    /// `PMIx_Init` takes no time limit, and libpmix 4.2 can wait in it forever: for a server that accepts the
+    /// connection and never answers, or one that dies between its answers (a condition wait that the lost
+    /// connection never wakes). So it runs on a thread of its own while this one waits with the runtime's
+    /// back-off, and gives up at the limit, or at once when the process that started this PE (the launcher or
+    /// node daemon that holds the PMIx server: mpirun, orted, prted, slurmstepd) has ended. A thread left waiting
+    /// in `PMIx_Init` stays blocked; the process can still report the error and exit.
+    pub(crate) fn init(limit: Option<Duration>) -> Result<Pmix> {
         pmix_sys::load().map_err(|message| Error::Bootstrap {
             method: "pmix",
             message,
         })?;
-        let mut ns = [0 as c_char; pmix_sys::XPMIX_NSLEN as usize];
-        let mut rank = 0u32;
-        // SAFETY: the shim writes at most XPMIX_NSLEN bytes (NUL-terminated) into `ns` and one u32 into `rank`;
-        // libpmix is loaded (above).
-        check("PMIx_Init", unsafe {
-            pmix_sys::xpmix_init(ns.as_mut_ptr(), &mut rank)
-        })?;
-        // SAFETY: xpmix_init NUL-terminated the buffer.
-        let nspace = unsafe { CStr::from_ptr(ns.as_ptr()) }.to_owned();
-        Ok(Pmix { nspace, rank })
+        let parent = rustix::process::getppid();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::Builder::new()
+            .name("xpushmem-pmix-init".into())
+            .spawn(move || {
+                let mut ns = [0 as c_char; pmix_sys::XPMIX_NSLEN as usize];
+                let mut rank = 0u32;
+                // SAFETY: the shim writes at most XPMIX_NSLEN bytes (NUL-terminated) into `ns` and one u32 into
+                // `rank`, both owned by this thread for the whole call; libpmix is loaded (above).
+                let rc = unsafe { pmix_sys::xpmix_init(ns.as_mut_ptr(), &mut rank) };
+                let r = (rc == 0).then(|| {
+                    // SAFETY: xpmix_init NUL-terminated the buffer.
+                    (unsafe { CStr::from_ptr(ns.as_ptr()) }.to_owned(), rank)
+                });
+                // The waiting side may have given up and gone: nobody to tell then.
+                let _ = tx.send(r.ok_or(rc));
+            })
+            .map_err(|e| Error::Os {
+                call: "pthread_create (the PMIx_Init thread)",
+                message: e.to_string(),
+            })?;
+        let mut backoff = Backoff::new(0, 0, INIT_POLL_MAX, limit);
+        loop {
+            match rx.try_recv() {
+                Ok(Ok((nspace, rank))) => return Ok(Pmix { nspace, rank }),
+                Ok(Err(rc)) => return Err(fail("PMIx_Init", rc)),
+                Err(TryRecvError::Disconnected) => {
+                    return Err(Error::Bootstrap {
+                        method: "pmix",
+                        message: "PMIx_Init's thread ended without an answer".into(),
+                    })
+                }
+                Err(TryRecvError::Empty) => {}
+            }
+            if !backoff.pause(|| false) {
+                continue;
+            }
+            let now = rustix::process::getppid();
+            if now != parent {
+                return Err(Error::Bootstrap {
+                    method: "pmix",
+                    message: format!(
+                        "PMIx_Init: the process that started this PE ({}) ended while PMIx_Init waited for the \
+                         PMIx server, which it holds (the launcher or a node daemon died)",
+                        parent.map_or("unknown".into(), |p| format!("PID {}", p.as_raw_nonzero()))
+                    ),
+                });
+            }
+            if let Some(waited) = backoff.expired() {
+                return Err(Error::Timeout {
+                    op: "PMIx_Init (the pmix bootstrap's connection to its server)".into(),
+                    waited,
+                    limit: limit.unwrap_or_default(),
+                    detail: "; the PMIx server accepted the connection and never answered".into(),
+                });
+            }
+        }
     }
 
     /// This process's rank in its namespace.

@@ -12,6 +12,8 @@ use xpushmem_tests::{is_pe_of, run_pe, test_name};
 
 /// Where the server-death case's PEs report how their init ended.
 const OUT_VAR: &str = "XPUSHMEM_TEST_PMIX_OUT";
+/// The role of a process of the deaf-server case: `pe`, or `middle` (starts the PE, then ends).
+const ROLE_VAR: &str = "XPUSHMEM_TEST_PMIX_ROLE";
 
 fn built_with_pmix() -> bool {
     if pmix_sys::AVAILABLE {
@@ -112,4 +114,114 @@ fn pmix_server_death_3pe() {
             "PE {r}: the init of a job whose server died must fail naming the PMIx bootstrap, got {v:?}"
         );
     }
+}
+
+/// A process of the deaf-server case: `middle` starts the PE (this binary again, role `pe`) and ends 300 ms later;
+/// `pe` writes its PID to `<out>/pid`, then how its init ended to `<out>/verdict`.
+fn deaf_server_process(out: &Path) -> ! {
+    if std::env::var(ROLE_VAR).as_deref() == Ok("middle") {
+        let exe = std::env::current_exe().expect("test binary");
+        std::process::Command::new(exe)
+            .args(std::env::args().skip(1))
+            .env(ROLE_VAR, "pe")
+            .spawn()
+            .expect("start the PE");
+        std::thread::sleep(Duration::from_millis(300));
+        std::process::exit(0);
+    }
+    xpushmem_tests::write_whole(&out.join("pid"), std::process::id().to_string()).expect("pid");
+    let verdict = match xpushmem::init() {
+        Ok(sh) => format!("ok: init succeeded with {} PEs", sh.n_pes()),
+        Err(e) => format!("err: {e}"),
+    };
+    xpushmem_tests::write_whole(&out.join("verdict"), verdict).expect("write the verdict");
+    std::process::exit(0)
+}
+
+/// A PMIx server that accepts connections and never answers (a listener on loopback; the connections are held
+/// open), and a PE pointed at it through the variables a PMIx launcher sets. libpmix's `PMIx_Init` takes no time
+/// limit and waits for that answer forever: the PE's init must fail at its own limit (`XPUSHMEM_TIMEOUT_MS`), and
+/// at once when the process that started it (where its server lives) ends first.
+#[test]
+fn pmix_server_that_never_answers_1pe() {
+    let name = test_name(module_path!(), "pmix_server_that_never_answers_1pe");
+    if is_pe_of(&name) {
+        deaf_server_process(Path::new(
+            &std::env::var(OUT_VAR).expect("the output folder"),
+        ));
+    }
+    if !built_with_pmix() {
+        return;
+    }
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("listen on loopback");
+    let port = listener.local_addr().expect("its port").port();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for c in listener.incoming().flatten() {
+            held.push(c);
+        }
+    });
+    let uri = format!("4242.0;tcp4://127.0.0.1:{port}");
+    let run = |role: &str, limit_ms: &str| -> String {
+        let out =
+            std::env::temp_dir().join(format!("xpushmem-pmix-deaf-{}-{role}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&out);
+        std::fs::create_dir_all(&out).expect("output folder");
+        let mut cmd = std::process::Command::new(std::env::current_exe().expect("test binary"));
+        cmd.args([name.as_str(), "--exact", "--nocapture", "--test-threads=1"])
+            .env(xpushmem_tests::CASE_VAR, &name)
+            .env(ROLE_VAR, role)
+            .env(OUT_VAR, &out)
+            .env("XPUSHMEM_BOOTSTRAP", "pmix")
+            .env("XPUSHMEM_TIMEOUT_MS", limit_ms)
+            .env("PMIX_NAMESPACE", "4243")
+            .env("PMIX_RANK", "0")
+            .env("PMIX_SECURITY_MODE", "native")
+            .env("PMIX_GDS_MODULE", "hash")
+            .env("PMIX_BFROP_BUFFER_TYPE", "PMIX_BFROP_BUFFER_NON_DESC")
+            .env("PMIX_VERSION", "4.2.2");
+        for v in ["41", "4", "3", "21", "2"] {
+            cmd.env(format!("PMIX_SERVER_URI{v}"), &uri);
+        }
+        let mut child = cmd.spawn().expect("start the test binary");
+        let start = Instant::now();
+        let verdict = loop {
+            if let Ok(v) = std::fs::read_to_string(out.join("verdict")) {
+                break Some(v);
+            }
+            if start.elapsed() > Duration::from_secs(30) {
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        if verdict.is_none() {
+            // Stuck in PMIx_Init: end it (the child, or the PE the middle process started) before failing.
+            let _ = child.kill();
+            if let Some(pid) = std::fs::read_to_string(out.join("pid"))
+                .ok()
+                .and_then(|p| p.trim().parse::<i32>().ok())
+                .and_then(rustix::process::Pid::from_raw)
+            {
+                let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+            }
+        }
+        let _ = child.wait();
+        let _ = std::fs::remove_dir_all(&out);
+        verdict.unwrap_or_else(|| {
+            panic!("{role}: the PE's init still waited for the PMIx server 30 s later (a hang)")
+        })
+    };
+    let v = run("pe", "1500");
+    assert!(
+        v.starts_with("err: timeout: PMIx_Init") && v.contains("never answered"),
+        "a server that never answers must end the init at its limit, got {v:?}"
+    );
+    let start = Instant::now();
+    let v = run("middle", "60000");
+    assert!(
+        v.starts_with("err: bootstrap (pmix): PMIx_Init: the process that started this PE")
+            && start.elapsed() < Duration::from_secs(20),
+        "a PE whose starting process ended must fail at once, not at its 60-s limit; got {v:?} after {:?}",
+        start.elapsed()
+    );
 }
