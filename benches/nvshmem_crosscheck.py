@@ -9,6 +9,13 @@ used here to test the harness itself). ``--timing`` adds ``OUT/timing.csv``: med
 ``all_to_all_vdev_2d`` per size, for the performance page's reference point (label it as the other vendor's
 hardware).
 
+``--one-gpu`` runs both ranks on ``cuda:0`` of a machine with one GPU, over a gloo process group (NCCL refuses two
+ranks on one device). NVSHMEM then needs the CUDA MPS daemon (``nvidia-cuda-mps-control -d``) and each process's
+``CUDA_MPS_ACTIVE_THREAD_PERCENTAGE`` at 50 (full multi-process-per-GPU support; without MPS it refuses to create
+teams); its cooperative-launch kernels (the tile reductions) fail to launch there, so leave them out with ``--ops``.
+``--ops`` takes a comma-separated subset of the family; ops the installed torch lacks (``symm_mem.get``, the
+``get_out`` form, came after torch 2.11) are left out with a note.
+
 ``compare OUT`` replays each rank's saved inputs through xpushmem on CPU (gloo, W=2), checks that it regenerates
 the same inputs from the seeds, and compares the outputs: data movement, splits and offsets bit for bit, the tile
 reductions with ``torch.testing.assert_close``'s tolerance for the dtype (the reduction order may differ). It
@@ -16,6 +23,9 @@ prints one line per case (``equal`` or the difference) and exits 1 if any case d
 
     python benches/nvshmem_crosscheck.py capture --backend nvshmem --out /tmp/xc --cases 200 --timing  # 2 GPUs
     python benches/nvshmem_crosscheck.py compare /tmp/xc                                           # here
+    nvidia-cuda-mps-control -d; CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50 python benches/nvshmem_crosscheck.py capture \
+        --backend nvshmem --one-gpu --ops put,get,broadcast,put_with_signal,all_to_all,all_to_all_vdev,\
+all_to_all_vdev_2d,all_to_all_vdev_2d_offset --out /tmp/xc --cases 220 --timing                    # 1 GPU
 """
 
 from __future__ import annotations
@@ -23,6 +33,7 @@ from __future__ import annotations
 import argparse
 import csv
 import os
+import queue
 import socket
 import statistics
 import sys
@@ -58,15 +69,19 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def setup(rank: int, backend: str, port: int) -> torch.device:
-    """The process group and symmetric-memory backend of one rank; its device."""
+def setup(rank: int, backend: str, port: int, one_gpu: bool = False) -> torch.device:
+    """The process group and symmetric-memory backend of one rank; its device (``one_gpu``: both ranks on cuda:0,
+    gloo)."""
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     import torch.distributed._symmetric_memory as symm_mem
 
     if backend == "nvshmem":
-        torch.cuda.set_device(rank)
-        dist.init_process_group("nccl", rank=rank, world_size=W, device_id=torch.device("cuda", rank))
-        device = torch.device("cuda", rank)
+        device = torch.device("cuda", 0 if one_gpu else rank)
+        torch.cuda.set_device(device)
+        if one_gpu:
+            dist.init_process_group("gloo", rank=rank, world_size=W)
+        else:
+            dist.init_process_group("nccl", rank=rank, world_size=W, device_id=device)
     else:
         dist.init_process_group("gloo", rank=rank, world_size=W)
         import xpushmem.torch  # noqa: F401  (registers the backend)
@@ -76,8 +91,29 @@ def setup(rank: int, backend: str, port: int) -> torch.device:
     return device
 
 
-def params(case: int, seed: int) -> dict:
-    """The case's parameters, the same on every rank (a generator seeded by the case only)."""
+def barrier() -> None:
+    """``dist.barrier()`` once this rank's device work is done: NCCL's barrier waits for the device, gloo's (the
+    one-GPU form) does not, and a peer could read a buffer before this rank's kernel wrote it."""
+    if torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+    dist.barrier()
+
+
+def available_ops(wanted: list[str]) -> list[str]:
+    """``wanted`` less the ops the installed torch lacks (each named on stderr)."""
+    import torch.distributed._symmetric_memory as symm_mem
+
+    have = {"get_out": hasattr(symm_mem, "get")}
+    for op in wanted:
+        if op not in OPS:
+            raise SystemExit(f"--ops: unknown op {op!r} (the family: {', '.join(OPS)})")
+        if not have.get(op, True):
+            print(f"capture: {op} left out: torch {torch.__version__} lacks it", file=sys.stderr)
+    return [op for op in wanted if have.get(op, True)]
+
+
+def params(case: int, seed: int, ops: list[str] = OPS) -> dict:
+    """The case's parameters, the same on every rank (a generator seeded by the case only) for ops ``ops``."""
     g = torch.Generator().manual_seed(seed * 100_003 + case)
 
     def pick(xs):  # noqa: ANN001, ANN202
@@ -86,7 +122,7 @@ def params(case: int, seed: int) -> dict:
     def draw(lo: int, hi: int) -> int:
         return int(torch.randint(lo, hi + 1, (1,), generator=g))
 
-    op = OPS[case % len(OPS)]
+    op = ops[case % len(ops)]
     p = {"op": op, "case": case, "dtype": pick(MOVE_DTYPES), "numel": draw(1, 5000), "root": draw(0, W - 1)}
     if op == "get_out":
         p["offset"] = draw(0, p["numel"] - 1)
@@ -144,46 +180,46 @@ def run_case(p: dict, rank: int, seed: int, device: torch.device) -> tuple[dict,
         t = sym(n, dtype, src)
         hdl = symm_mem.rendezvous(t, group=grp)
         if op == "put":
-            dist.barrier()
+            barrier()
             if rank == 0:
                 ops.nvshmem_put(t, peer)
-            dist.barrier()
+            barrier()
             outs["t"] = t.cpu()
         elif op == "get":
-            dist.barrier()
+            barrier()
             if rank == 0:
                 ops.nvshmem_get(t, peer)
-            dist.barrier()
+            barrier()
             outs["t"] = t.cpu()
         elif op == "get_out":
             dst = torch.full((p["size"],), -1 if dtype.is_signed else 0, dtype=dtype, device=device)
-            dist.barrier()
+            barrier()
             symm_mem.get(dst, hdl, peer=peer, offset=p["offset"])
-            dist.barrier()
+            barrier()
             outs["dst"] = dst.cpu()
         elif op == "broadcast":
-            dist.barrier()
+            barrier()
             ops.nvshmem_broadcast(t, root, grp)
-            dist.barrier()
+            barrier()
             outs["t"] = t.cpu()
         elif op == "put_with_signal":
             sig = hdl.get_signal_pad(rank)
             value = 1 + p["case"] % 7
-            dist.barrier()
+            barrier()
             if rank == 0:
                 ops.nvshmem_put_with_signal(t, sig, value, 1)
             else:
                 ops.nvshmem_wait_for_signal(sig, value, 0)
             outs["t"] = t.cpu()
-            dist.barrier()
+            barrier()
             sig.zero_()
-            dist.barrier()
+            barrier()
         else:
             out = sym(n, dtype, 0)
             symm_mem.rendezvous(out, group=grp)
-            dist.barrier()
+            barrier()
             ops.nvshmem_all_to_all(t, out, grp)
-            dist.barrier()
+            barrier()
             outs["out"] = out.cpu()
         return ins, outs
 
@@ -207,16 +243,16 @@ def run_case(p: dict, rank: int, seed: int, device: torch.device) -> tuple[dict,
             in_so = sym((2, len(s)), torch.int64)
             in_so[0].copy_(s.to(device))
             in_so[1].copy_(offs.to(device))
-            dist.barrier()
+            barrier()
             ops.all_to_all_vdev_2d_offset(inp, out, in_so, splits_offsets, grp)
         else:
             in_splits = sym(len(s), torch.int64, s)
-            dist.barrier()
+            barrier()
             if op == "all_to_all_vdev":
                 ops.all_to_all_vdev(inp, out, in_splits, splits_offsets, grp)
             else:
                 ops.all_to_all_vdev_2d(inp, out, in_splits, splits_offsets, grp, major_align=p["major_align"])
-        dist.barrier()
+        barrier()
         outs.update(out=out.cpu(), splits_offsets=splits_offsets.cpu()[:rows])
         return ins, outs
 
@@ -227,7 +263,7 @@ def run_case(p: dict, rank: int, seed: int, device: torch.device) -> tuple[dict,
     ins["full"] = full
     inp = sym((2 * tile, 2 * tile), dtype, full)
     out = sym((2 * tile, 2 * tile), dtype, 0)
-    dist.barrier()
+    barrier()
     if op == "tile_reduce":
         s = slice(tile // 2, tile // 2 + tile)
         ops.tile_reduce(inp[s, s], out[s, s], root, grp)
@@ -235,7 +271,7 @@ def run_case(p: dict, rank: int, seed: int, device: torch.device) -> tuple[dict,
         cols = [slice(r * tile, (r + 1) * tile) for r in range(W)]
         in_tiles = [inp[:tile, cols[r]] for r in p["roots"]]
         ops.multi_root_tile_reduce(in_tiles, out[:tile, cols[rank]], p["roots"], grp)
-    dist.barrier()
+    barrier()
     outs["out"] = out.cpu()
     return ins, outs
 
@@ -258,7 +294,7 @@ def timing(rank: int, device: torch.device) -> list[list]:
             so = symm_mem.empty((2, nsplits), dtype=torch.int64, device=device)
             times = []
             for it in range(30):
-                dist.barrier()
+                barrier()
                 sync()
                 t0 = time.perf_counter()
                 if op == "all_to_all_vdev":
@@ -273,14 +309,21 @@ def timing(rank: int, device: torch.device) -> list[list]:
 
 
 def capture_rank(rank: int, args: argparse.Namespace, port: int) -> None:
-    device = setup(rank, args.backend, port)
+    device = setup(rank, args.backend, port, args.one_gpu)
     cases = []
     for case in range(args.cases):
-        p = params(case, args.seed)
+        p = params(case, args.seed, args.ops)
         ins, outs = run_case(p, rank, args.seed, device)
         cases.append({"params": p, "inputs": ins, "outputs": outs})
     out = Path(args.out)
-    meta = {"backend": args.backend, "torch": torch.__version__, "seed": args.seed, "world": W}
+    meta = {
+        "backend": args.backend,
+        "torch": torch.__version__,
+        "seed": args.seed,
+        "world": W,
+        "ops": args.ops,
+        "one_gpu": args.one_gpu,
+    }
     torch.save({"meta": meta, "cases": cases}, out / f"rank{rank}.pt")
     if args.timing:
         rows = timing(rank, device)
@@ -296,6 +339,7 @@ def compare_rank(rank: int, args: argparse.Namespace, port: int, verdicts: "mp.Q
     device = setup(rank, "xpushmem", port)
     saved = torch.load(Path(args.dir) / f"rank{rank}.pt", weights_only=False)
     seed = saved["meta"]["seed"]
+    found = []
     for c in saved["cases"]:
         p = c["params"]
         ins, outs = run_case(p, rank, seed, device)
@@ -316,7 +360,10 @@ def compare_rank(rank: int, args: argparse.Namespace, port: int, verdicts: "mp.Q
                 bad = (got != want).nonzero()
                 diffs.append(f"{k}: {bad.shape[0]} elements differ, first at {bad[0].tolist()}")
         desc = {k: v for k, v in p.items() if k not in ("case",)}
-        verdicts.put((p["case"], rank, desc, diffs))
+        found.append((p["case"], desc, diffs))
+    # One item per rank, which the parent reads before it joins: a child's queued items must reach the parent
+    # before the child can end, so many small items and a join first would wait on each other.
+    verdicts.put((rank, found))
     dist.destroy_process_group()
 
 
@@ -329,11 +376,16 @@ def main() -> int:
     c.add_argument("--cases", type=int, default=len(OPS) * 10)
     c.add_argument("--seed", type=int, default=1)
     c.add_argument("--timing", action="store_true")
+    c.add_argument("--one-gpu", action="store_true", help="both ranks on cuda:0 over gloo (needs CUDA MPS)")
+    c.add_argument("--ops", default=",".join(OPS), help="comma-separated ops of the family (default: all)")
     k = sub.add_parser("compare")
     k.add_argument("dir")
     args = ap.parse_args()
     port = free_port()
     if args.cmd == "capture":
+        args.ops = available_ops([o for o in args.ops.split(",") if o])
+        if not args.ops:
+            raise SystemExit("capture: no op left to run")
         Path(args.out).mkdir(parents=True, exist_ok=True)
         mp.spawn(capture_rank, args=(args, port), nprocs=W)
         print(f"captured {args.cases} cases with {args.backend} into {args.out}")
@@ -343,15 +395,25 @@ def main() -> int:
     procs = [ctx.Process(target=compare_rank, args=(r, args, port, verdicts)) for r in range(W)]
     for pr in procs:
         pr.start()
+    results: dict = {}
+    for _ in range(W):
+        rank, found = None, None
+        while found is None:
+            try:
+                rank, found = verdicts.get(timeout=5)
+            except queue.Empty:
+                if any(pr.exitcode not in (None, 0) for pr in procs):
+                    print("compare: a rank failed", file=sys.stderr)
+                    for pr in procs:
+                        pr.kill()
+                    return 2
+        for case, desc, diffs in found:
+            results.setdefault(case, (desc, []))[1].extend(f"rank {rank}: {d}" for d in diffs)
     for pr in procs:
         pr.join()
     if any(pr.exitcode != 0 for pr in procs):
         print("compare: a rank failed", file=sys.stderr)
         return 2
-    results: dict = {}
-    while not verdicts.empty():
-        case, rank, desc, diffs = verdicts.get()
-        results.setdefault(case, (desc, []))[1].extend(f"rank {rank}: {d}" for d in diffs)
     differ = 0
     for case in sorted(results):
         desc, diffs = results[case]
