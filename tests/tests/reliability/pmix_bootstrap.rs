@@ -61,10 +61,7 @@ fn server_death_pe(out: &Path) -> ! {
         let parent = rustix::process::getppid().expect("a parent (mpirun)");
         rustix::process::kill_process(parent, rustix::process::Signal::KILL).expect("kill mpirun");
     }
-    let verdict = match xpushmem::init() {
-        Ok(sh) => format!("ok: init succeeded with {} PEs", sh.n_pes()),
-        Err(e) => format!("err: {e}"),
-    };
+    let verdict = init_verdict();
     // Whole or not at all: the test polls for the file (one found between its creation and the write read as empty).
     xpushmem_tests::write_whole(&out.join(rank.to_string()), verdict).expect("write the verdict");
     std::process::exit(0)
@@ -116,6 +113,14 @@ fn pmix_server_death_3pe() {
     }
 }
 
+/// How this PE's init ended: `ok: ...` or `err: <the error>`.
+fn init_verdict() -> String {
+    match xpushmem::init() {
+        Ok(sh) => format!("ok: init succeeded with {} PEs", sh.n_pes()),
+        Err(e) => format!("err: {e}"),
+    }
+}
+
 /// A process of the deaf-server case: `middle` starts the PE (this binary again, role `pe`) and ends 300 ms later;
 /// `pe` writes its PID to `<out>/pid`, then how its init ended to `<out>/verdict`.
 fn deaf_server_process(out: &Path) -> ! {
@@ -130,10 +135,7 @@ fn deaf_server_process(out: &Path) -> ! {
         std::process::exit(0);
     }
     xpushmem_tests::write_whole(&out.join("pid"), std::process::id().to_string()).expect("pid");
-    let verdict = match xpushmem::init() {
-        Ok(sh) => format!("ok: init succeeded with {} PEs", sh.n_pes()),
-        Err(e) => format!("err: {e}"),
-    };
+    let verdict = init_verdict();
     xpushmem_tests::write_whole(&out.join("verdict"), verdict).expect("write the verdict");
     std::process::exit(0)
 }
