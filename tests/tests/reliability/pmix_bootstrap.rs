@@ -90,26 +90,37 @@ fn pmix_server_death_3pe() {
     let st = mpirun(&name, 3, &vars, Duration::from_secs(60));
     assert!(!st.success(), "mpirun survived being killed: {st}");
     // The PEs outlive their server: each must report, well within the job limit.
-    let start = Instant::now();
-    let verdicts = loop {
-        let v: Vec<Option<String>> = (0..3)
-            .map(|r| std::fs::read_to_string(out.join(r.to_string())).ok())
-            .collect();
-        if v.iter().all(Option::is_some) {
-            break v.into_iter().flatten().collect::<Vec<_>>();
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(90),
-            "PEs still running 90 s after their PMIx server died (a hang): {v:?}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let files: Vec<PathBuf> = (0..3).map(|r| out.join(r.to_string())).collect();
+    let verdicts = read_when_written(&files, Duration::from_secs(90)).unwrap_or_else(|v| {
+        panic!("PEs still running 90 s after their PMIx server died (a hang): {v:?}")
+    });
     let _ = std::fs::remove_dir_all(&out);
     for (r, v) in verdicts.iter().enumerate() {
         assert!(
             v.starts_with("err: ") && v.contains("pmix"),
             "PE {r}: the init of a job whose server died must fail naming the PMIx bootstrap, got {v:?}"
         );
+    }
+}
+
+/// The contents of every file of `files` once all exist (each written whole), or what was there at `limit`.
+fn read_when_written(
+    files: &[PathBuf],
+    limit: Duration,
+) -> Result<Vec<String>, Vec<Option<String>>> {
+    let start = Instant::now();
+    loop {
+        let v: Vec<Option<String>> = files
+            .iter()
+            .map(|f| std::fs::read_to_string(f).ok())
+            .collect();
+        if v.iter().all(Option::is_some) {
+            return Ok(v.into_iter().flatten().collect());
+        }
+        if start.elapsed() >= limit {
+            return Err(v);
+        }
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 
@@ -186,16 +197,9 @@ fn pmix_server_that_never_answers_1pe() {
             cmd.env(format!("PMIX_SERVER_URI{v}"), &uri);
         }
         let mut child = cmd.spawn().expect("start the test binary");
-        let start = Instant::now();
-        let verdict = loop {
-            if let Ok(v) = std::fs::read_to_string(out.join("verdict")) {
-                break Some(v);
-            }
-            if start.elapsed() > Duration::from_secs(30) {
-                break None;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        };
+        let verdict = read_when_written(&[out.join("verdict")], Duration::from_secs(30))
+            .ok()
+            .and_then(|mut v| v.pop());
         if verdict.is_none() {
             // Stuck in PMIx_Init: end it (the child, or the PE the middle process started) before failing.
             let _ = child.kill();
