@@ -1,6 +1,7 @@
 //! Jobs under Open MPI's `mpirun` (a PMIx server): the MPI bootstrap's and the PMIx bootstrap's suites start a test
 //! case's PEs with it, and share the body that checks a job they started.
 
+use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus};
 use std::time::{Duration, Instant};
 use xpushmem::Cmp;
@@ -180,5 +181,76 @@ impl Drop for SlurmCluster {
             let _ = cluster_script(&["stop", d]);
         }
         let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The contents of every file of `files` once all exist (each written whole, [`crate::write_whole`]), or what was
+/// there at `limit`.
+pub fn read_when_written(
+    files: &[PathBuf],
+    limit: Duration,
+) -> Result<Vec<String>, Vec<Option<String>>> {
+    let start = Instant::now();
+    loop {
+        let v: Vec<Option<String>> = files
+            .iter()
+            .map(|f| std::fs::read_to_string(f).ok())
+            .collect();
+        if v.iter().all(Option::is_some) {
+            return Ok(v.into_iter().flatten().collect());
+        }
+        if start.elapsed() >= limit {
+            return Err(v);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// How this PE's init ended: `ok: ...` or `err: <the error>`.
+pub fn init_verdict() -> String {
+    match xpushmem::init() {
+        Ok(sh) => format!("ok: init succeeded with {} PEs", sh.n_pes()),
+        Err(e) => format!("err: {e}"),
+    }
+}
+
+/// A process of a PMIx job of `n` whose rank `absent` never starts its runtime: that rank waits (at most 60 s) for
+/// the others' verdicts and leaves; every other rank writes how its init ended to `<out>/<rank>`.
+pub fn missing_pe(out: &Path, absent: usize, n: usize) -> ! {
+    let rank: usize = std::env::var("PMIX_RANK")
+        .expect("PMIX_RANK set by the PMIx server")
+        .parse()
+        .expect("PMIX_RANK is a number");
+    if rank == absent {
+        let _ = read_when_written(&verdict_files(out, absent, n), Duration::from_secs(60));
+        std::process::exit(0);
+    }
+    let verdict = init_verdict();
+    crate::write_whole(&out.join(rank.to_string()), verdict).expect("write the verdict");
+    std::process::exit(0)
+}
+
+fn verdict_files(out: &Path, absent: usize, n: usize) -> Vec<PathBuf> {
+    (0..n)
+        .filter(|&r| r != absent)
+        .map(|r| out.join(r.to_string()))
+        .collect()
+}
+
+/// The verdicts of [`missing_pe`]'s job (every rank but `absent`), waited for 30 s; a panic naming those missing.
+pub fn missing_pe_verdicts(out: &Path, absent: usize, n: usize) -> Vec<String> {
+    read_when_written(&verdict_files(out, absent, n), Duration::from_secs(30)).unwrap_or_else(|v| {
+        panic!("the PEs' init did not end at their limit 30 s later (a hang): {v:?}")
+    })
+}
+
+/// Every verdict of a job with a missing PE is the timeout of the bootstrap's fence (the PEs' init ended at their
+/// own limit, whatever limit the PMIx server keeps).
+pub fn assert_missing_pe_timeouts(verdicts: &[String]) {
+    for (i, v) in verdicts.iter().enumerate() {
+        assert!(
+            v.starts_with("err: timeout: PMIx_Fence") && v.contains("did not arrive"),
+            "verdict {i}: the init of a job with a missing PE must end at its limit in the fence, got {v:?}"
+        );
     }
 }

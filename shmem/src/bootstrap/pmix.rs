@@ -4,9 +4,14 @@
 //! Rank and size are the process's PMIx rank and the job's `PMIX_JOB_SIZE`; the node's ranks are
 //! `PMIX_LOCAL_PEERS`. An allgather publishes this PE's contribution under a key of its own (`xpushmem.ag.<n>`,
 //! `PMIx_Put` + `PMIx_Commit`), meets the others in a collecting `PMIx_Fence` and reads theirs (`PMIx_Get`); a
-//! barrier is a fence without data. Every fence and get carries `XPUSHMEM_TIMEOUT_MS` (rounded up to whole seconds)
-//! as `PMIX_TIMEOUT`, so a process that never arrives ends in an error, and a server that dies ends the client's
-//! calls with PMIx's lost-connection error: an error on every PE, not a hang.
+//! barrier is the same fence with an empty contribution. Not a fence without data collection: under Slurm
+//! (`srun --mpi=pmix`, Slurm 22.05's `mpi/pmix_v4`, which takes its tree collective for such a fence) that fence
+//! released the processes of one node once they had arrived, before those of the other node had (two nodes in
+//! network namespaces: a process of the first node finished finalize and left while one of the second was still in
+//! finalize's last synchronisation, whose reads of it then failed). Every fence and get carries
+//! `XPUSHMEM_TIMEOUT_MS` (rounded up to whole seconds) as `PMIX_TIMEOUT`, so a process that never arrives ends in an
+//! error, and a server that dies ends the client's calls with PMIx's lost-connection error: an error on every PE, not
+//! a hang.
 
 use super::Bootstrap;
 use crate::error::{Error, Result};
@@ -78,6 +83,20 @@ impl PmixBootstrap {
     }
 }
 
+impl PmixBootstrap {
+    /// Publish `mine` under a fresh key (`PMIx_Put` + `PMIx_Commit`) and meet every process of the namespace in a
+    /// fence that collects the published data. Returns the key.
+    fn publish_and_fence(&self, mine: &[u8]) -> Result<String> {
+        let mut seq = self.seq.lock().unwrap_or_else(|p| p.into_inner());
+        let key = format!("xpushmem.ag.{}", *seq);
+        *seq += 1;
+        self.client.put(&key, mine)?;
+        self.client.commit()?;
+        self.client.fence(true)?;
+        Ok(key)
+    }
+}
+
 impl Bootstrap for PmixBootstrap {
     fn name(&self) -> &'static str {
         "pmix"
@@ -92,12 +111,7 @@ impl Bootstrap for PmixBootstrap {
         Some(self.local.clone())
     }
     fn allgather(&self, mine: &[u8]) -> Result<Vec<Vec<u8>>> {
-        let mut seq = self.seq.lock().unwrap_or_else(|p| p.into_inner());
-        let key = format!("xpushmem.ag.{}", *seq);
-        *seq += 1;
-        self.client.put(&key, mine)?;
-        self.client.commit()?;
-        self.client.fence(true, self.timeout_s)?;
+        let key = self.publish_and_fence(mine)?;
         (0..self.size)
             .map(|r| {
                 if r == self.rank() {
@@ -109,8 +123,10 @@ impl Bootstrap for PmixBootstrap {
             .collect()
     }
     fn barrier(&self) -> Result<()> {
-        let _g = self.seq.lock().unwrap_or_else(|p| p.into_inner());
-        self.client.fence(false, self.timeout_s)
+        // A fence that collects data, with a contribution: Slurm's fence without data collection (its tree
+        // collective, `mpi/pmix_v4` of Slurm 22.05 with libpmix 4.2) was seen to release a node's processes once
+        // they alone had arrived, before the other node's (see the module's text).
+        self.publish_and_fence(&[]).map(|_| ())
     }
     fn finalize(&self) -> Result<()> {
         let _g = self.seq.lock().unwrap_or_else(|p| p.into_inner());

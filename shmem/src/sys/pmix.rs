@@ -8,14 +8,18 @@ use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::sync::mpsc::TryRecvError;
 use std::time::Duration;
 
-/// The longest pause between two looks at `PMIx_Init`'s thread (the back-off doubles up to it).
-const INIT_POLL_MAX: Duration = Duration::from_millis(20);
+/// The longest pause between two looks at a PMIx call's thread (the back-off doubles up to it).
+const POLL_MAX: Duration = Duration::from_millis(20);
 
 /// This process's PMIx client: its namespace and rank, after `PMIx_Init`.
 #[derive(Debug)]
 pub(crate) struct Pmix {
     nspace: CString,
     rank: u32,
+    /// The limit of every wait ([`Pmix::init`]'s `limit`).
+    limit: Option<Duration>,
+    /// The process that started this PE (its parent at `PMIx_Init`), which holds the PMIx server.
+    parent: Option<rustix::process::Pid>,
 }
 
 fn fail(call: &str, rc: c_int) -> Error {
@@ -51,6 +55,67 @@ pub(crate) fn seconds(limit: Option<Duration>) -> c_int {
     })
 }
 
+/// Run the blocking PMIx call `call` (named `name`; its thread `xpushmem-pmix-<thread>`) on a thread of its own
+/// while this one waits with the runtime's back-off: the call's answer, or an error at `limit` (the timeout, with
+/// `detail`), or at once when this process's parent is no longer `parent` (the launcher or node daemon that started
+/// this PE, and holds the PMIx server, has ended). A call left waiting stays blocked on its thread; the process can
+/// still report the error and exit.
+fn bounded<T: Send + 'static>(
+    name: &'static str,
+    thread: &str,
+    limit: Option<Duration>,
+    parent: Option<rustix::process::Pid>,
+    detail: &str,
+    call: impl FnOnce() -> std::result::Result<T, c_int> + Send + 'static,
+) -> Result<T> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .name(format!("xpushmem-pmix-{thread}"))
+        .spawn(move || {
+            // The waiting side may have given up and gone: nobody to tell then.
+            let _ = tx.send(call());
+        })
+        .map_err(|e| Error::Os {
+            call: "pthread_create (a PMIx call's thread)",
+            message: format!("{name}: {e}"),
+        })?;
+    let mut backoff = Backoff::new(0, 0, POLL_MAX, limit);
+    loop {
+        match rx.try_recv() {
+            Ok(Ok(v)) => return Ok(v),
+            Ok(Err(rc)) => return Err(fail(name, rc)),
+            Err(TryRecvError::Disconnected) => {
+                return Err(Error::Bootstrap {
+                    method: "pmix",
+                    message: format!("{name}'s thread ended without an answer"),
+                })
+            }
+            Err(TryRecvError::Empty) => {}
+        }
+        if !backoff.pause(|| false) {
+            continue;
+        }
+        if rustix::process::getppid() != parent {
+            return Err(Error::Bootstrap {
+                method: "pmix",
+                message: format!(
+                    "{name}: the process that started this PE ({}) ended while {name} waited for the PMIx \
+                     server, which it holds (the launcher or a node daemon died)",
+                    parent.map_or("unknown".into(), |p| format!("PID {}", p.as_raw_nonzero()))
+                ),
+            });
+        }
+        if let Some(waited) = backoff.expired() {
+            return Err(Error::Timeout {
+                op: format!("{name} (the pmix bootstrap)"),
+                waited,
+                limit: limit.unwrap_or_default(),
+                detail: detail.into(),
+            });
+        }
+    }
+}
+
 impl Pmix {
     /// Load libpmix and connect to the PMIx server this process was started under (`PMIx_Init`), waiting at most
     /// `limit` (`None`: no limit).
@@ -67,62 +132,32 @@ impl Pmix {
             message,
         })?;
         let parent = rustix::process::getppid();
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::Builder::new()
-            .name("xpushmem-pmix-init".into())
-            .spawn(move || {
+        let (nspace, rank) = bounded(
+            "PMIx_Init",
+            "init",
+            limit,
+            parent,
+            "; the PMIx server accepted the connection and never answered",
+            || {
                 let mut ns = [0 as c_char; pmix_sys::XPMIX_NSLEN as usize];
                 let mut rank = 0u32;
                 // SAFETY: the shim writes at most XPMIX_NSLEN bytes (NUL-terminated) into `ns` and one u32 into
                 // `rank`, both owned by this thread for the whole call; libpmix is loaded (above).
                 let rc = unsafe { pmix_sys::xpmix_init(ns.as_mut_ptr(), &mut rank) };
-                let r = (rc == 0).then(|| {
-                    // SAFETY: xpmix_init NUL-terminated the buffer.
-                    (unsafe { CStr::from_ptr(ns.as_ptr()) }.to_owned(), rank)
-                });
-                // The waiting side may have given up and gone: nobody to tell then.
-                let _ = tx.send(r.ok_or(rc));
-            })
-            .map_err(|e| Error::Os {
-                call: "pthread_create (the PMIx_Init thread)",
-                message: e.to_string(),
-            })?;
-        let mut backoff = Backoff::new(0, 0, INIT_POLL_MAX, limit);
-        loop {
-            match rx.try_recv() {
-                Ok(Ok((nspace, rank))) => return Ok(Pmix { nspace, rank }),
-                Ok(Err(rc)) => return Err(fail("PMIx_Init", rc)),
-                Err(TryRecvError::Disconnected) => {
-                    return Err(Error::Bootstrap {
-                        method: "pmix",
-                        message: "PMIx_Init's thread ended without an answer".into(),
+                (rc == 0)
+                    .then(|| {
+                        // SAFETY: xpmix_init NUL-terminated the buffer.
+                        (unsafe { CStr::from_ptr(ns.as_ptr()) }.to_owned(), rank)
                     })
-                }
-                Err(TryRecvError::Empty) => {}
-            }
-            if !backoff.pause(|| false) {
-                continue;
-            }
-            let now = rustix::process::getppid();
-            if now != parent {
-                return Err(Error::Bootstrap {
-                    method: "pmix",
-                    message: format!(
-                        "PMIx_Init: the process that started this PE ({}) ended while PMIx_Init waited for the \
-                         PMIx server, which it holds (the launcher or a node daemon died)",
-                        parent.map_or("unknown".into(), |p| format!("PID {}", p.as_raw_nonzero()))
-                    ),
-                });
-            }
-            if let Some(waited) = backoff.expired() {
-                return Err(Error::Timeout {
-                    op: "PMIx_Init (the pmix bootstrap's connection to its server)".into(),
-                    waited,
-                    limit: limit.unwrap_or_default(),
-                    detail: "; the PMIx server accepted the connection and never answered".into(),
-                });
-            }
-        }
+                    .ok_or(rc)
+            },
+        )?;
+        Ok(Pmix {
+            nspace,
+            rank,
+            limit,
+            parent,
+        })
     }
 
     /// This process's rank in its namespace.
@@ -172,12 +207,30 @@ impl Pmix {
         check("PMIx_Commit", unsafe { pmix_sys::xpmix_commit() })
     }
 
-    /// `PMIx_Fence` over the whole namespace, collecting committed data when `collect`.
-    pub(crate) fn fence(&self, collect: bool, timeout_s: c_int) -> Result<()> {
-        // SAFETY: plain integers; libpmix is loaded and initialised.
-        check("PMIx_Fence", unsafe {
-            pmix_sys::xpmix_fence(c_int::from(collect), timeout_s)
-        })
+    /// `PMIx_Fence` over the whole namespace, collecting committed data when `collect`, waiting at most the
+    /// limit given to [`Pmix::init`]. The fence passes that limit on as `PMIX_TIMEOUT`, but a server need not honour
+    /// it (Slurm 22.05's `mpi/pmix_v4` does not: its own limit is 300 s), so it runs on a thread of its own like
+    /// `PMIx_Init` and this one gives up at the limit, or at once when the process that started this PE has ended.
+    pub(crate) fn fence(&self, collect: bool) -> Result<()> {
+        // The server's limit a second later than this PE's, so that the error is the same under every server.
+        let timeout_s = match seconds(self.limit) {
+            0 => 0,
+            s => s.saturating_add(1),
+        };
+        bounded(
+            "PMIx_Fence",
+            "fence",
+            self.limit,
+            self.parent,
+            "; a process of the job did not arrive",
+            move || {
+                // SAFETY: plain integers; libpmix is loaded and initialised.
+                match unsafe { pmix_sys::xpmix_fence(c_int::from(collect), timeout_s) } {
+                    0 => Ok(()),
+                    rc => Err(rc),
+                }
+            },
+        )
     }
 
     /// The bytes `rank` published under `k`.

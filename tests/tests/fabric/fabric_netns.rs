@@ -30,7 +30,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use xpushmem::{BootstrapSpec, Error, InitAttr, UniqueId};
-use xpushmem_tests::mpirun::SlurmCluster;
+use xpushmem_tests::mpirun::{
+    assert_missing_pe_timeouts, missing_pe, read_when_written, SlurmCluster,
+};
 use xpushmem_tests::CASE_VAR;
 
 fn env(name: &str) -> String {
@@ -424,13 +426,24 @@ fn netns_examples_4pe() {
     );
 }
 
+/// Where the missing-PE job of `netns_srun_4pe` has its PEs write their verdicts (set only for that job).
+const MISSING_VAR: &str = "XPUSHMEM_TEST_MISSING_OUT";
+
 /// Slurm with two nodes, one per namespace (`scripts/slurm-cluster.sh` with namespaces: slurmctld and slurmd `n1` in
 /// the first, slurmd `n2` in the second, each in a UTS namespace named after its node), and `srun --mpi=pmix -N 2
 /// -n 4`: the PMIx bootstrap (chosen by `auto`) starts the job; the launcher's node of each PE (PMIx's local peers)
-/// must be its namespace, and the body of the mixed cases runs (shm within a node, the fabric between them).
+/// must be its namespace, and the body of the mixed cases runs (shm within a node, the fabric between them). A
+/// second job in the same cluster, of 3 PEs, leaves out PE 2 (alone on the second node): the others' init must end
+/// at their own limit (3 s) with the timeout of the bootstrap's fence, although Slurm's PMIx server ignores the limit
+/// the client gives it.
 #[test]
 fn netns_srun_4pe() {
     let name: &str = &xpushmem_tests::test_name(module_path!(), "netns_srun_4pe");
+    if xpushmem_tests::is_pe_of(name) {
+        if let Ok(out) = std::env::var(MISSING_VAR) {
+            missing_pe(Path::new(&out), 2, 3);
+        }
+    }
     run_if_launched_pe(name, "pmix");
     if let Some(why) = cannot_run() {
         eprintln!("skipped {name}: {why}");
@@ -450,6 +463,23 @@ fn netns_srun_4pe() {
     ];
     let args = ["--overcommit", "-N", "2", "-n", "4", "--distribution=block"];
     let st = cluster.srun(name, &args, &vars, Duration::from_secs(150));
+    // The second job, of 3 PEs: PE 2, alone in the second namespace, never starts its runtime; the others' init
+    // waits in the bootstrap's fence, which Slurm's server does not end at the client's limit (its own is 300 s).
+    // (A PE with a node-mate that does arrive would be timed out by that node's libpmix, which ends the job.)
+    let out = std::env::temp_dir().join(format!("xpushmem-srun-missing-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    std::fs::create_dir_all(&out).expect("output folder");
+    let missing_vars = [
+        ("XPUSHMEM_BOOTSTRAP", "pmix"),
+        ("XPUSHMEM_TIMEOUT_MS", "3000"),
+        (MISSING_VAR, out.to_str().expect("a UTF-8 path")),
+    ];
+    let start = Instant::now();
+    let missing_args = ["--overcommit", "-N", "2", "-n", "3", "--distribution=block"];
+    let missing_st = cluster.srun(name, &missing_args, &missing_vars, Duration::from_secs(60));
+    let missing_took = start.elapsed();
+    let verdicts = read_when_written(&[out.join("0"), out.join("1")], Duration::ZERO);
+    let _ = std::fs::remove_dir_all(&out);
     let logs = cluster.logs();
     drop(cluster);
     let left: Vec<String> = (0..2).flat_map(|i| ns.pids(i)).collect();
@@ -458,6 +488,17 @@ fn netns_srun_4pe() {
         Some(st) => assert!(st.success(), "{name}: srun -N 2 -n 4 failed: {st}\n{logs}"),
         None => panic!("{name}: srun -N 2 -n 4 did not end within 150 s\n{logs}"),
     }
+    let verdicts = verdicts.unwrap_or_else(|v| {
+        panic!(
+            "{name}: a job with a missing PE ended ({missing_st:?} after {missing_took:?}) without every other \
+             PE's verdict: {v:?}\n{logs}"
+        )
+    });
+    assert_missing_pe_timeouts(&verdicts);
+    assert!(
+        missing_took < Duration::from_secs(30),
+        "{name}: the job with a missing PE took {missing_took:?} (limit 3 s)"
+    );
     assert!(
         left.is_empty(),
         "{name}: processes left in the namespaces: {left:?}"

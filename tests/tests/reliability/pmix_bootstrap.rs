@@ -1,13 +1,16 @@
 //! The PMIx bootstrap in the default build (no `mpi` feature) under Open MPI's `mpirun` (a PMIx server): chosen
-//! automatically, with the job's layout, RMA, atomics and barriers as under the uid bootstrap; and a job whose
-//! server dies ends in an error on every PE, not a hang. Under Slurm (`srun --mpi=pmix` on a two-node cluster in
+//! automatically, with the job's layout, RMA, atomics and barriers as under the uid bootstrap; a job whose server
+//! dies, whose server never answers, or one of whose PEs never joins ends in an error on every PE, not a hang. Under Slurm (`srun --mpi=pmix` on a two-node cluster in
 //! two network namespaces): `fabric_netns::netns_srun_4pe`.
 //!
 //! Skipped (with a message) when the build has no PMIx bootstrap (PMIx's headers were not found).
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-use xpushmem_tests::mpirun::{bootstrap_body, mpirun};
+use xpushmem_tests::mpirun::{
+    assert_missing_pe_timeouts, bootstrap_body, init_verdict, missing_pe, missing_pe_verdicts,
+    mpirun, read_when_written,
+};
 use xpushmem_tests::{is_pe_of, run_pe, test_name};
 
 /// Where the server-death case's PEs report how their init ended.
@@ -100,35 +103,6 @@ fn pmix_server_death_3pe() {
             v.starts_with("err: ") && v.contains("pmix"),
             "PE {r}: the init of a job whose server died must fail naming the PMIx bootstrap, got {v:?}"
         );
-    }
-}
-
-/// The contents of every file of `files` once all exist (each written whole), or what was there at `limit`.
-fn read_when_written(
-    files: &[PathBuf],
-    limit: Duration,
-) -> Result<Vec<String>, Vec<Option<String>>> {
-    let start = Instant::now();
-    loop {
-        let v: Vec<Option<String>> = files
-            .iter()
-            .map(|f| std::fs::read_to_string(f).ok())
-            .collect();
-        if v.iter().all(Option::is_some) {
-            return Ok(v.into_iter().flatten().collect());
-        }
-        if start.elapsed() >= limit {
-            return Err(v);
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// How this PE's init ended: `ok: ...` or `err: <the error>`.
-fn init_verdict() -> String {
-    match xpushmem::init() {
-        Ok(sh) => format!("ok: init succeeded with {} PEs", sh.n_pes()),
-        Err(e) => format!("err: {e}"),
     }
 }
 
@@ -228,6 +202,43 @@ fn pmix_server_that_never_answers_1pe() {
         v.starts_with("err: bootstrap (pmix): PMIx_Init: the process that started this PE")
             && start.elapsed() < Duration::from_secs(20),
         "a PE whose starting process ended must fail at once, not at its 60-s limit; got {v:?} after {:?}",
+        start.elapsed()
+    );
+}
+
+/// A job in which one process never joins: the others' init waits in a `PMIx_Fence` (the bootstrap's first
+/// allgather), which must end at their own limit (`XPUSHMEM_TIMEOUT_MS`, 2 s here) with a timeout naming the
+/// fence, whatever limit the PMIx server keeps (Slurm's is 300 s and ignores the client's).
+#[test]
+fn pmix_fence_that_a_pe_never_joins_3pe() {
+    let name = test_name(module_path!(), "pmix_fence_that_a_pe_never_joins_3pe");
+    if is_pe_of(&name) {
+        missing_pe(
+            Path::new(&std::env::var(OUT_VAR).expect("the output folder")),
+            2,
+            3,
+        );
+    }
+    if !built_with_pmix() {
+        return;
+    }
+    let out: PathBuf =
+        std::env::temp_dir().join(format!("xpushmem-pmix-missing-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    std::fs::create_dir_all(&out).expect("output folder");
+    let vars = [
+        ("XPUSHMEM_BOOTSTRAP", "pmix"),
+        ("XPUSHMEM_TIMEOUT_MS", "2000"),
+        (OUT_VAR, out.to_str().expect("a UTF-8 path")),
+    ];
+    let start = Instant::now();
+    let _ = mpirun(&name, 3, &vars, Duration::from_secs(90));
+    let verdicts = missing_pe_verdicts(&out, 2, 3);
+    let _ = std::fs::remove_dir_all(&out);
+    assert_missing_pe_timeouts(&verdicts);
+    assert!(
+        start.elapsed() < Duration::from_secs(30),
+        "the job took {:?} (limit 2 s)",
         start.elapsed()
     );
 }
