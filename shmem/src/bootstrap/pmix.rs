@@ -92,7 +92,7 @@ impl PmixBootstrap {
         *seq += 1;
         self.client.put(&key, mine)?;
         self.client.commit()?;
-        self.client.fence(true)?;
+        self.client.fence()?;
         Ok(key)
     }
 }
