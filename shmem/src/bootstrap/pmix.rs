@@ -8,10 +8,10 @@
 //! (`srun --mpi=pmix`, Slurm 22.05's `mpi/pmix_v4`, which takes its tree collective for such a fence) that fence
 //! released the processes of one node once they had arrived, before those of the other node had (two nodes in
 //! network namespaces: a process of the first node finished finalize and left while one of the second was still in
-//! finalize's last synchronisation, whose reads of it then failed). Every fence and get carries
-//! `XPUSHMEM_TIMEOUT_MS` (rounded up to whole seconds) as `PMIX_TIMEOUT`, so a process that never arrives ends in an
-//! error, and a server that dies ends the client's calls with PMIx's lost-connection error: an error on every PE, not
-//! a hang.
+//! finalize's last synchronisation, whose reads of it then failed). Every get carries `XPUSHMEM_TIMEOUT_MS` (rounded
+//! up to whole seconds) as `PMIX_TIMEOUT`; every fence ends at that limit on the PE's side (`sys/pmix.rs`: a server
+//! need not honour `PMIX_TIMEOUT`, and Slurm's does not), so a process that never arrives ends in an error, and a
+//! server that dies ends the client's calls with PMIx's lost-connection error: an error on every PE, not a hang.
 
 use super::Bootstrap;
 use crate::error::{Error, Result};
@@ -81,9 +81,7 @@ impl PmixBootstrap {
             seq: Mutex::new(0),
         })
     }
-}
 
-impl PmixBootstrap {
     /// Publish `mine` under a fresh key (`PMIx_Put` + `PMIx_Commit`) and meet every process of the namespace in a
     /// fence that collects the published data. Returns the key.
     fn publish_and_fence(&self, mine: &[u8]) -> Result<String> {
@@ -123,7 +121,7 @@ impl Bootstrap for PmixBootstrap {
             .collect()
     }
     fn barrier(&self) -> Result<()> {
-        // A fence that collects data, with a contribution: Slurm's fence without data collection (its tree
+        // A collecting fence over a key of its own (empty): Slurm's fence without data collection (its tree
         // collective, `mpi/pmix_v4` of Slurm 22.05 with libpmix 4.2) was seen to release a node's processes once
         // they alone had arrived, before the other node's (see the module's text).
         self.publish_and_fence(&[]).map(|_| ())

@@ -208,9 +208,10 @@ impl Pmix {
     }
 
     /// `PMIx_Fence` over the whole namespace, collecting the committed data (the only fence the bootstrap uses: see
-    /// `bootstrap/pmix.rs` on the fence without data collection), waiting at most the limit given to [`Pmix::init`]. The fence passes that limit on as `PMIX_TIMEOUT`, but a server need not honour
-    /// it (Slurm 22.05's `mpi/pmix_v4` does not: its own limit is 300 s), so it runs on a thread of its own like
-    /// `PMIx_Init` and this one gives up at the limit, or at once when the process that started this PE has ended.
+    /// `bootstrap/pmix.rs` on the fence without data collection), waiting at most the limit given to
+    /// [`Pmix::init`]. The fence passes that limit on as `PMIX_TIMEOUT`, but a server need not honour it (Slurm
+    /// 22.05's `mpi/pmix_v4` does not: its own limit is 300 s), so it runs on a thread of its own like `PMIx_Init`
+    /// and this one gives up at the limit, or at once when the process that started this PE has ended.
     pub(crate) fn fence(&self) -> Result<()> {
         // The server's limit a second later than this PE's, so that the error is the same under every server.
         let timeout_s = match seconds(self.limit) {
