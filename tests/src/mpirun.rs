@@ -214,20 +214,39 @@ pub fn init_verdict() -> String {
     }
 }
 
+/// An empty folder for the reports of a job of this test process (`<temp>/xpushmem-<tag>-<pid>`), emptied first.
+pub fn report_dir(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("xpushmem-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("output folder");
+    dir
+}
+
+/// This process's rank in its PMIx job (`PMIX_RANK`, set by the PMIx server).
+pub fn pmix_rank() -> usize {
+    std::env::var("PMIX_RANK")
+        .expect("PMIX_RANK set by the PMIx server")
+        .parse()
+        .expect("PMIX_RANK is a number")
+}
+
+/// Write how this PE's init ended ([`init_verdict`]) to `<out>/<rank>` and exit. Whole or not at all
+/// ([`crate::write_whole`]): the test polls for the file, and one found between its creation and the write would
+/// read as empty.
+pub fn report_init(out: &Path, rank: usize) -> ! {
+    crate::write_whole(&out.join(rank.to_string()), init_verdict()).expect("write the verdict");
+    std::process::exit(0)
+}
+
 /// A process of a PMIx job of `n` whose rank `absent` never starts its runtime: that rank waits (at most 60 s) for
 /// the others' verdicts and leaves; every other rank writes how its init ended to `<out>/<rank>`.
 pub fn missing_pe(out: &Path, absent: usize, n: usize) -> ! {
-    let rank: usize = std::env::var("PMIX_RANK")
-        .expect("PMIX_RANK set by the PMIx server")
-        .parse()
-        .expect("PMIX_RANK is a number");
+    let rank = pmix_rank();
     if rank == absent {
         let _ = read_when_written(&verdict_files(out, absent, n), Duration::from_secs(60));
         std::process::exit(0);
     }
-    let verdict = init_verdict();
-    crate::write_whole(&out.join(rank.to_string()), verdict).expect("write the verdict");
-    std::process::exit(0)
+    report_init(out, rank)
 }
 
 fn verdict_files(out: &Path, absent: usize, n: usize) -> Vec<PathBuf> {

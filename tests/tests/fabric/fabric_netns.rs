@@ -31,7 +31,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use xpushmem::{BootstrapSpec, Error, InitAttr, UniqueId};
 use xpushmem_tests::mpirun::{
-    assert_missing_pe_timeouts, missing_pe, read_when_written, SlurmCluster,
+    assert_missing_pe_timeouts, missing_pe, read_when_written, report_dir, SlurmCluster,
 };
 use xpushmem_tests::CASE_VAR;
 
@@ -466,9 +466,7 @@ fn netns_srun_4pe() {
     // The second job, of 3 PEs: PE 2, alone in the second namespace, never starts its runtime; the others' init
     // waits in the bootstrap's fence, which Slurm's server does not end at the client's limit (its own is 300 s).
     // (A PE with a node-mate that does arrive would be timed out by that node's libpmix, which ends the job.)
-    let out = std::env::temp_dir().join(format!("xpushmem-srun-missing-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&out);
-    std::fs::create_dir_all(&out).expect("output folder");
+    let out = report_dir("srun-missing");
     let missing_vars = [
         ("XPUSHMEM_BOOTSTRAP", "pmix"),
         ("XPUSHMEM_TIMEOUT_MS", "3000"),

@@ -1,7 +1,7 @@
 //! The PMIx bootstrap in the default build (no `mpi` feature) under Open MPI's `mpirun` (a PMIx server): chosen
 //! automatically, with the job's layout, RMA, atomics and barriers as under the uid bootstrap; a job whose server
-//! dies, whose server never answers, or one of whose PEs never joins ends in an error on every PE, not a hang. Under Slurm (`srun --mpi=pmix` on a two-node cluster in
-//! two network namespaces): `fabric_netns::netns_srun_4pe`.
+//! dies, whose server never answers, or one of whose PEs never joins ends in an error on every PE, not a hang.
+//! Under Slurm (`srun --mpi=pmix` on a two-node cluster in two network namespaces): `fabric_netns::netns_srun_4pe`.
 //!
 //! Skipped (with a message) when the build has no PMIx bootstrap (PMIx's headers were not found).
 
@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use xpushmem_tests::mpirun::{
     assert_missing_pe_timeouts, bootstrap_body, init_verdict, missing_pe, missing_pe_verdicts,
-    mpirun, read_when_written,
+    mpirun, pmix_rank, read_when_written, report_dir, report_init,
 };
 use xpushmem_tests::{is_pe_of, run_pe, test_name};
 
@@ -17,6 +17,11 @@ use xpushmem_tests::{is_pe_of, run_pe, test_name};
 const OUT_VAR: &str = "XPUSHMEM_TEST_PMIX_OUT";
 /// The role of a process of the deaf-server case: `pe`, or `middle` (starts the PE, then ends).
 const ROLE_VAR: &str = "XPUSHMEM_TEST_PMIX_ROLE";
+
+/// A PE's output folder, which its test passed in [`OUT_VAR`].
+fn out_dir() -> PathBuf {
+    PathBuf::from(std::env::var(OUT_VAR).expect("the output folder"))
+}
 
 fn built_with_pmix() -> bool {
     if pmix_sys::AVAILABLE {
@@ -46,10 +51,7 @@ fn pmix_bootstrap_3pe() {
 /// A PE of the server-death case: once every PE has started, rank 0 kills the server (mpirun, its parent) before
 /// joining; every PE's init must then fail, and each writes its error to `<out>/<rank>`.
 fn server_death_pe(out: &Path) -> ! {
-    let rank: usize = std::env::var("PMIX_RANK")
-        .expect("PMIX_RANK set by the PMIx server")
-        .parse()
-        .expect("PMIX_RANK is a number");
+    let rank = pmix_rank();
     // Every PE exists before the server dies (mpirun starts them one after another).
     std::fs::write(out.join(format!("started.{rank}")), "").expect("mark started");
     if rank == 0 {
@@ -64,27 +66,19 @@ fn server_death_pe(out: &Path) -> ! {
         let parent = rustix::process::getppid().expect("a parent (mpirun)");
         rustix::process::kill_process(parent, rustix::process::Signal::KILL).expect("kill mpirun");
     }
-    let verdict = init_verdict();
-    // Whole or not at all: the test polls for the file (one found between its creation and the write read as empty).
-    xpushmem_tests::write_whole(&out.join(rank.to_string()), verdict).expect("write the verdict");
-    std::process::exit(0)
+    report_init(out, rank)
 }
 
 #[test]
 fn pmix_server_death_3pe() {
     let name = test_name(module_path!(), "pmix_server_death_3pe");
     if is_pe_of(&name) {
-        server_death_pe(Path::new(
-            &std::env::var(OUT_VAR).expect("the output folder"),
-        ));
+        server_death_pe(&out_dir());
     }
     if !built_with_pmix() {
         return;
     }
-    let out: PathBuf =
-        std::env::temp_dir().join(format!("xpushmem-pmix-death-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&out);
-    std::fs::create_dir_all(&out).expect("output folder");
+    let out = report_dir("pmix-death");
     let vars = [
         ("XPUSHMEM_BOOTSTRAP", "pmix"),
         ("XPUSHMEM_TIMEOUT_MS", "20000"),
@@ -133,9 +127,7 @@ fn deaf_server_process(out: &Path) -> ! {
 fn pmix_server_that_never_answers_1pe() {
     let name = test_name(module_path!(), "pmix_server_that_never_answers_1pe");
     if is_pe_of(&name) {
-        deaf_server_process(Path::new(
-            &std::env::var(OUT_VAR).expect("the output folder"),
-        ));
+        deaf_server_process(&out_dir());
     }
     if !built_with_pmix() {
         return;
@@ -150,10 +142,7 @@ fn pmix_server_that_never_answers_1pe() {
     });
     let uri = format!("4242.0;tcp4://127.0.0.1:{port}");
     let run = |role: &str, limit_ms: &str| -> String {
-        let out =
-            std::env::temp_dir().join(format!("xpushmem-pmix-deaf-{}-{role}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&out);
-        std::fs::create_dir_all(&out).expect("output folder");
+        let out = report_dir(&format!("pmix-deaf-{role}"));
         let mut cmd = std::process::Command::new(std::env::current_exe().expect("test binary"));
         cmd.args([name.as_str(), "--exact", "--nocapture", "--test-threads=1"])
             .env(xpushmem_tests::CASE_VAR, &name)
@@ -213,19 +202,12 @@ fn pmix_server_that_never_answers_1pe() {
 fn pmix_fence_that_a_pe_never_joins_3pe() {
     let name = test_name(module_path!(), "pmix_fence_that_a_pe_never_joins_3pe");
     if is_pe_of(&name) {
-        missing_pe(
-            Path::new(&std::env::var(OUT_VAR).expect("the output folder")),
-            2,
-            3,
-        );
+        missing_pe(&out_dir(), 2, 3);
     }
     if !built_with_pmix() {
         return;
     }
-    let out: PathBuf =
-        std::env::temp_dir().join(format!("xpushmem-pmix-missing-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&out);
-    std::fs::create_dir_all(&out).expect("output folder");
+    let out = report_dir("pmix-missing");
     let vars = [
         ("XPUSHMEM_BOOTSTRAP", "pmix"),
         ("XPUSHMEM_TIMEOUT_MS", "2000"),
