@@ -9,6 +9,9 @@
 //! different operation. The watchdog, a thread of its own that takes no lock, sees the same call still in progress
 //! after the PE's time limit (at least [`MIN_LIMIT`]), says what happened, and aborts the process: its peers then
 //! see it lost at once.
+//!
+//! The watchdog's thread keeps a file-descriptor table of its own ([`own_files`]): a thread that shares its
+//! process's table makes every system call on a descriptor dearer for all of them (see there).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -45,7 +48,16 @@ impl Stall {
             let prov = prov.to_string();
             let spawned = std::thread::Builder::new()
                 .name("xpushmem-stall".into())
-                .spawn(move || watch(&watched, me, &prov, limit));
+                .spawn(move || {
+                    if !own_files() {
+                        tracing::debug!(
+                            pe = me,
+                            "fabric: the stall watchdog shares the PE's descriptor table (/proc/thread-self/fd \
+                             cannot be read)"
+                        );
+                    }
+                    watch(&watched, me, &prov, limit)
+                });
             if let Err(e) = spawned {
                 tracing::warn!(
                     pe = me,
@@ -89,6 +101,46 @@ fn stalled(begun: u64, ended: u64, seen: &mut (u64, u32), needed: u32) -> bool {
     seen.1 >= needed
 }
 
+/// Give the calling thread (the watchdog's) a descriptor table of its own that holds standard error alone, the one
+/// descriptor it uses; false when it keeps sharing the process's table.
+///
+/// Linux takes its fast path for a system call on a descriptor (`fdget` without counting a reference to the file)
+/// only while the table has a single user. With the watchdog's thread sharing it, each `sendmsg`, `recvfrom` and
+/// `poll` of the PE's progress took 50-70 ns more on the 2-core machine, 2-3% of a fabric put's latency
+/// (docs/PERFORMANCE.md, round thirty). `unshare(CLONE_FILES)` gives the thread a copy of the table as it is at
+/// that moment, and the thread closes every descriptor of the copy but standard error at once: a socket the PE
+/// closes later must not stay open in the copy (its peer would not see the connection end). What to close is read
+/// from `/proc/thread-self/fd`, opened before the table is unshared (its listing shows the thread's table when it
+/// is read); where it cannot be opened the thread keeps sharing the table, which is only slower.
+fn own_files() -> bool {
+    use rustix::fs::{Dir, Mode, OFlags};
+    use std::os::fd::AsRawFd;
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    let Ok(fd) = rustix::fs::open("/proc/thread-self/fd", flags, Mode::empty()) else {
+        return false;
+    };
+    let own = fd.as_raw_fd();
+    let Ok(listing) = Dir::new(fd) else {
+        return false;
+    };
+    // SAFETY: from here on this thread uses no descriptor but standard error and the listing's (the watchdog's
+    // loop sleeps, reads atomics and writes to standard error), so no descriptor it observes refers to another
+    // thread's table.
+    if unsafe { rustix::thread::unshare_unsafe(rustix::thread::UnshareFlags::FILES) }.is_err() {
+        return false;
+    }
+    let copies: Vec<i32> = listing
+        .filter_map(|e| e.ok()?.file_name().to_str().ok()?.parse().ok())
+        .filter(|&fd| fd != 2 && fd != own)
+        .collect();
+    for fd in copies {
+        // SAFETY: `fd` is open in this thread's own table (listed, and nothing here closed it since): a copy of
+        // one of the process's descriptors, which nothing in this thread uses.
+        unsafe { rustix::io::close(fd) };
+    }
+    true
+}
+
 /// The watchdog's loop (see the module).
 fn watch(calls: &Calls, me: usize, prov: &str, limit: Duration) {
     let every = period(limit);
@@ -121,6 +173,57 @@ fn watch(calls: &Calls, me: usize, prov: &str, limit: Duration) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Instant;
+
+    /// The descriptors in the tables of this process's watchdog threads (one list per thread).
+    fn watchdog_tables() -> Vec<Vec<String>> {
+        let mut tables = Vec::new();
+        for task in std::fs::read_dir("/proc/self/task").expect("/proc/self/task") {
+            let task = task.expect("task entry").path();
+            let comm = std::fs::read_to_string(task.join("comm")).unwrap_or_default();
+            if comm.trim() != "xpushmem-stall" {
+                continue;
+            }
+            if let Ok(fds) = std::fs::read_dir(task.join("fd")) {
+                let mut fds: Vec<String> = fds
+                    .filter_map(|e| Some(e.ok()?.file_name().to_string_lossy().into_owned()))
+                    .collect();
+                fds.sort();
+                tables.push(fds);
+            }
+        }
+        tables
+    }
+
+    #[test]
+    fn the_watchdog_holds_standard_error_alone_and_keeps_no_connection_open() {
+        use rustix::net::{AddressFamily, SocketFlags, SocketType};
+        // A connection open before the watchdog starts: its copy in the watchdog's table must not keep it open.
+        let (ours, theirs) = rustix::net::socketpair(
+            AddressFamily::UNIX,
+            SocketType::STREAM,
+            SocketFlags::CLOEXEC,
+            None,
+        )
+        .expect("socketpair");
+        let stall = Stall::start(0, "test", Some(Duration::from_secs(3600)));
+        let start = Instant::now();
+        let mut tables = watchdog_tables();
+        while tables.is_empty() || tables.iter().any(|t| t != &["2"]) {
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "the watchdog threads' descriptor tables are {tables:?}, expected standard error alone"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+            tables = watchdog_tables();
+        }
+        // Closing our end ends the connection for the other end at once: it reads the end (0 bytes), not a wait.
+        drop(ours);
+        rustix::io::ioctl_fionbio(&theirs, true).expect("non-blocking");
+        let mut byte = [0u8; 1];
+        assert_eq!(rustix::io::read(&theirs, &mut byte), Ok(0));
+        drop(stall);
+    }
 
     /// Whether any of `n` looks at call `begun` (`ended` the last returned) finds a stall, needing 5 in a row.
     fn any_stall(n: u32, begun: u64, ended: u64, seen: &mut (u64, u32)) -> bool {
