@@ -22,6 +22,10 @@ use std::time::Duration;
 /// wait limit of a few hundred milliseconds (tests of timeouts) must not turn that into an abort.
 pub(crate) const MIN_LIMIT: Duration = Duration::from_secs(10);
 
+/// How long a PE starting its watchdog waits at most for the thread to have a descriptor table of its own
+/// ([`own_files`]: a thread start and a directory listing, well under a millisecond on an idle machine).
+const TABLE_WAIT: Duration = Duration::from_secs(5);
+
 /// Progress calls begun and ended (the number of the last of each), shared with the watchdog.
 #[derive(Default)]
 struct Calls {
@@ -46,10 +50,14 @@ impl Stall {
         if let Some(limit) = limit.map(|l| l.max(MIN_LIMIT)) {
             let watched = Arc::clone(&calls);
             let prov = prov.to_string();
+            let (settled, table) = std::sync::mpsc::channel();
             let spawned = std::thread::Builder::new()
                 .name("xpushmem-stall".into())
                 .spawn(move || {
-                    if !own_files() {
+                    let own = own_files();
+                    // The PE may go on (the receiver is gone when its wait below ended first).
+                    let _ = settled.send(own);
+                    if !own {
                         tracing::debug!(
                             pe = me,
                             "fabric: the stall watchdog shares the PE's descriptor table (/proc/thread-self/fd \
@@ -58,11 +66,17 @@ impl Stall {
                     }
                     watch(&watched, me, &prov, limit)
                 });
-            if let Err(e) = spawned {
-                tracing::warn!(
+            match spawned {
+                // Until the thread has closed its copies of the PE's descriptors, a file the PE closes stays open
+                // through the copy (a socket would not end, one in an epoll set would still be reported there):
+                // the PE goes on once they are closed, or after TABLE_WAIT at most.
+                Ok(_) => {
+                    let _ = table.recv_timeout(TABLE_WAIT);
+                }
+                Err(e) => tracing::warn!(
                     pe = me,
                     "fabric: no stall watchdog (cannot start its thread: {e})"
-                );
+                ),
             }
         }
         Stall { calls, n: 0 }
