@@ -56,13 +56,19 @@ impl Stall {
                 .spawn(move || {
                     let own = own_files();
                     // The PE may go on (the receiver is gone when its wait below ended first).
-                    let _ = settled.send(own);
-                    if !own {
-                        tracing::debug!(
+                    let _ = settled.send(());
+                    match own {
+                        Ok(()) => {}
+                        Err(NotOwn::Shared) => tracing::debug!(
                             pe = me,
                             "fabric: the stall watchdog shares the PE's descriptor table (/proc/thread-self/fd \
-                             cannot be read)"
-                        );
+                             cannot be read, or unshare refused)"
+                        ),
+                        Err(NotOwn::Unlisted) => tracing::warn!(
+                            pe = me,
+                            "fabric: the stall watchdog could not list all of its copies of the PE's descriptors: \
+                             a file the PE closes may stay open until its endpoint closes"
+                        ),
                     }
                     watch(&watched, me, &prov, limit)
                 });
@@ -116,7 +122,7 @@ fn stalled(begun: u64, ended: u64, seen: &mut (u64, u32), needed: u32) -> bool {
 }
 
 /// Give the calling thread (the watchdog's) a descriptor table of its own that holds standard error alone, the one
-/// descriptor it uses; false when it keeps sharing the process's table.
+/// descriptor it uses, or why it does not ([`NotOwn`]).
 ///
 /// Linux takes its fast path for a system call on a descriptor (`fdget` without counting a reference to the file)
 /// only while the table has a single user. With the watchdog's thread sharing it, each `sendmsg`, `recvfrom` and
@@ -125,34 +131,55 @@ fn stalled(begun: u64, ended: u64, seen: &mut (u64, u32), needed: u32) -> bool {
 /// that moment, and the thread closes every descriptor of the copy but standard error at once: a socket the PE
 /// closes later must not stay open in the copy (its peer would not see the connection end). What to close is read
 /// from `/proc/thread-self/fd`, opened before the table is unshared (its listing shows the thread's table when it
-/// is read); where it cannot be opened the thread keeps sharing the table, which is only slower.
-fn own_files() -> bool {
+/// is read); where it cannot be opened the thread keeps sharing the table.
+fn own_files() -> Result<(), NotOwn> {
     use rustix::fs::{Dir, Mode, OFlags};
     use std::os::fd::AsRawFd;
     let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
-    let Ok(fd) = rustix::fs::open("/proc/thread-self/fd", flags, Mode::empty()) else {
-        return false;
-    };
+    let fd = rustix::fs::open("/proc/thread-self/fd", flags, Mode::empty())
+        .map_err(|_| NotOwn::Shared)?;
     let own = fd.as_raw_fd();
-    let Ok(listing) = Dir::new(fd) else {
-        return false;
-    };
+    let listing = Dir::new(fd).map_err(|_| NotOwn::Shared)?;
     // SAFETY: from here on this thread uses no descriptor but standard error and the listing's (the watchdog's
     // loop sleeps, reads atomics and writes to standard error), so no descriptor it observes refers to another
     // thread's table.
-    if unsafe { rustix::thread::unshare_unsafe(rustix::thread::UnshareFlags::FILES) }.is_err() {
-        return false;
+    unsafe { rustix::thread::unshare_unsafe(rustix::thread::UnshareFlags::FILES) }
+        .map_err(|_| NotOwn::Shared)?;
+    let mut listed = true;
+    let mut copies = Vec::new();
+    for entry in listing {
+        match entry {
+            Ok(e) => copies.extend(
+                e.file_name()
+                    .to_str()
+                    .ok()
+                    .and_then(|n| n.parse::<i32>().ok())
+                    .filter(|&fd| fd != 2 && fd != own),
+            ),
+            Err(_) => listed = false,
+        }
     }
-    let copies: Vec<i32> = listing
-        .filter_map(|e| e.ok()?.file_name().to_str().ok()?.parse().ok())
-        .filter(|&fd| fd != 2 && fd != own)
-        .collect();
     for fd in copies {
         // SAFETY: `fd` is open in this thread's own table (listed, and nothing here closed it since): a copy of
         // one of the process's descriptors, which nothing in this thread uses.
         unsafe { rustix::io::close(fd) };
     }
-    true
+    if listed {
+        Ok(())
+    } else {
+        Err(NotOwn::Unlisted)
+    }
+}
+
+/// Why the watchdog's thread has no table of its own holding standard error alone ([`own_files`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum NotOwn {
+    /// It still shares the process's table (`/proc/thread-self/fd` cannot be read, or `unshare` was refused): the
+    /// PE is only slower.
+    Shared,
+    /// It has a table of its own but could not list all of it: copies it did not close keep their files open until
+    /// the thread ends (with the endpoint).
+    Unlisted,
 }
 
 /// The watchdog's loop (see the module).
