@@ -22,6 +22,9 @@ use std::time::Duration;
 /// wait limit of a few hundred milliseconds (tests of timeouts) must not turn that into an abort.
 pub(crate) const MIN_LIMIT: Duration = Duration::from_secs(10);
 
+/// The watchdog thread's name (what `ps -L` and `/proc/PID/task/*/comm` show).
+const THREAD_NAME: &str = "xpushmem-stall";
+
 /// How long a PE starting its watchdog waits at most for the thread to have a descriptor table of its own
 /// ([`own_files`]: a thread start and a directory listing, well under a millisecond on an idle machine).
 const TABLE_WAIT: Duration = Duration::from_secs(5);
@@ -52,7 +55,7 @@ impl Stall {
             let prov = prov.to_string();
             let (settled, table) = std::sync::mpsc::channel();
             let spawned = std::thread::Builder::new()
-                .name("xpushmem-stall".into())
+                .name(THREAD_NAME.into())
                 .spawn(move || {
                     let own = own_files();
                     // The PE may go on (the receiver is gone when its wait below ended first).
@@ -222,7 +225,7 @@ mod tests {
         for task in std::fs::read_dir("/proc/self/task").expect("/proc/self/task") {
             let task = task.expect("task entry").path();
             let comm = std::fs::read_to_string(task.join("comm")).unwrap_or_default();
-            if comm.trim() != "xpushmem-stall" {
+            if comm.trim() != THREAD_NAME {
                 continue;
             }
             if let Ok(fds) = std::fs::read_dir(task.join("fd")) {
